@@ -1,0 +1,110 @@
+package driver
+
+import "time"
+
+// Level says how a backend provides a feature.
+type Level int
+
+const (
+	// Unsupported: the backend cannot provide the feature. The portable
+	// layer either ignores the request with a warning (when that is safe, as
+	// for priority) or fails the call with code Unimplemented.
+	Unsupported Level = iota
+	// Emulated: the backend provides the feature by other means, with a
+	// difference the user should know about (Support.Fallback says which).
+	// The portable layer warns once per queue the first time it is used.
+	Emulated
+	// Native: the engine provides the feature as specified.
+	Native
+)
+
+// String returns "native", "emulated" or "unsupported".
+func (l Level) String() string {
+	switch l {
+	case Native:
+		return "native"
+	case Emulated:
+		return "emulated"
+	default:
+		return "unsupported"
+	}
+}
+
+// Feature names one optional behaviour of a backend.
+type Feature string
+
+// The features a driver declares. Every driver must declare every feature;
+// an undeclared feature counts as Unsupported.
+const (
+	// DelayedRequeue: Requeue with a delay keeps the message invisible for the
+	// delay.
+	DelayedRequeue Feature = "delayed-requeue"
+	// DelayedPush: a message pushed with NotBefore in the future is invisible
+	// until then.
+	DelayedPush Feature = "delayed-push"
+	// LeaseRenewal: Renew extends a held lease.
+	LeaseRenewal Feature = "lease-renewal"
+	// DeadLetter: DeadLetter moves a message aside with a reason, and the
+	// dead-letter store can be listed, requeued and purged.
+	DeadLetter Feature = "dead-letter"
+	// Priority: higher-priority messages are received first.
+	Priority Feature = "priority"
+	// Peek: messages can be read without being received.
+	Peek Feature = "peek"
+	// ExactCount: Stats counts are exact rather than approximate.
+	ExactCount Feature = "exact-count"
+	// Dedup: pushing a message whose ID is already queued is a no-op that the
+	// push result reports.
+	Dedup Feature = "dedup"
+	// InPlaceUpdate: Requeue can replace the message body (used to decrement
+	// the retry budget).
+	InPlaceUpdate Feature = "in-place-update"
+	// ConcurrencyLimit: claims honour per-key concurrency caps globally.
+	ConcurrencyLimit Feature = "concurrency-limit"
+	// RateLimit: claims honour per-key rate limits globally.
+	RateLimit Feature = "rate-limit"
+	// TransactionalPush: messages can be pushed inside the application's own
+	// database transaction (reached through the driver's As method).
+	TransactionalPush Feature = "transactional-push"
+)
+
+// AllFeatures lists every feature in the order tables show them.
+var AllFeatures = []Feature{
+	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
+	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
+}
+
+// Support is a driver's declaration for one feature.
+type Support struct {
+	Level Level
+	// Fallback says, for a user, what happens instead when Level is not
+	// Native, for example "Requeue(delay) redelivers immediately". The
+	// portable layer prints it in its one-time warning.
+	Fallback string
+}
+
+// Capabilities is what a driver declares about itself. The conformance suite
+// checks every declaration against the engine, and the capability matrix in
+// the documentation is generated from it.
+type Capabilities struct {
+	// Features maps each feature to its support. A missing feature is
+	// Unsupported.
+	Features map[Feature]Support
+	// MaxMessageBytes is the largest encoded message body the backend
+	// accepts. Zero means no limit the portable layer needs to know about.
+	MaxMessageBytes int
+	// MaxVisibility is the longest visibility timeout (lease) one Receive or
+	// Renew can ask for. Zero means no limit.
+	MaxVisibility time.Duration
+	// MaxPeek is the most messages one Peek returns. Zero means no limit.
+	MaxPeek int
+	// MaxReceiveBatch is the most messages one Receive returns. Zero means no
+	// limit.
+	MaxReceiveBatch int
+	// MaxPushBatch is the most messages one Push call takes. The portable
+	// layer splits larger batches. Zero means no limit.
+	MaxPushBatch int
+}
+
+// Level returns the declared level of f.
+func (c Capabilities) Level(f Feature) Level { return c.Features[f].Level }

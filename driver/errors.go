@@ -1,0 +1,122 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Code classifies an error so that callers can react to it without knowing
+// which backend produced it. The portable package jobq re-exports these
+// constants; drivers use them to report what went wrong.
+type Code int
+
+// The error codes. Drivers must map their engine's errors onto these through
+// Driver.ErrorCode; anything they cannot classify is Unknown.
+const (
+	// Unknown is an error the driver could not classify.
+	Unknown Code = iota
+	// NotFound: the queue, message or dead letter does not exist.
+	NotFound
+	// AlreadyExists: the thing being created exists already.
+	AlreadyExists
+	// InvalidArgument: the caller passed a value the operation cannot accept.
+	InvalidArgument
+	// LockLost: the lease (lock, pop receipt, lease token) on a received
+	// message is no longer held by this receiver: it expired, another receiver
+	// claimed the message, or it was settled already. The message was not
+	// changed by the failed call.
+	LockLost
+	// TooLarge: the message exceeds the backend's size limit.
+	TooLarge
+	// Unimplemented: the backend cannot perform the operation, and no safe
+	// fallback exists.
+	Unimplemented
+	// FailedPrecondition: the system is not in a state where the operation
+	// can run (for example the queue is closed).
+	FailedPrecondition
+	// ResourceExhausted: a quota or bound was reached (throttling, max depth).
+	ResourceExhausted
+	// Canceled: the context was canceled.
+	Canceled
+	// DeadlineExceeded: the context deadline passed.
+	DeadlineExceeded
+	// Unavailable: the engine could not be reached; the call may be retried.
+	Unavailable
+	// Internal: an invariant was broken inside the engine or driver.
+	Internal
+	// PermissionDenied: the credentials do not allow the operation.
+	PermissionDenied
+)
+
+var codeNames = map[Code]string{
+	Unknown:            "Unknown",
+	NotFound:           "NotFound",
+	AlreadyExists:      "AlreadyExists",
+	InvalidArgument:    "InvalidArgument",
+	LockLost:           "LockLost",
+	TooLarge:           "TooLarge",
+	Unimplemented:      "Unimplemented",
+	FailedPrecondition: "FailedPrecondition",
+	ResourceExhausted:  "ResourceExhausted",
+	Canceled:           "Canceled",
+	DeadlineExceeded:   "DeadlineExceeded",
+	Unavailable:        "Unavailable",
+	Internal:           "Internal",
+	PermissionDenied:   "PermissionDenied",
+}
+
+// String returns the code's name, for example "LockLost".
+func (c Code) String() string {
+	if s, ok := codeNames[c]; ok {
+		return s
+	}
+	return fmt.Sprintf("Code(%d)", int(c))
+}
+
+// Error is an error with a code, for drivers that want to classify an error
+// at the point where it is made rather than in ErrorCode. Driver.ErrorCode
+// implementations should start with CodeOf, which understands this type.
+type Error struct {
+	Code Code
+	Msg  string
+	Err  error // the engine's error, if any
+}
+
+// Errorf returns an *Error with the given code and a formatted message. If the
+// arguments include an error wrapped with %w, it becomes Err.
+func Errorf(code Code, format string, args ...any) *Error {
+	wrapped := fmt.Errorf(format, args...)
+	return &Error{Code: code, Msg: wrapped.Error(), Err: errors.Unwrap(wrapped)}
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return e.Code.String()
+}
+
+// Unwrap returns the engine's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// CodeOf returns the code of the first *Error in err's chain, mapping context
+// cancellation and deadline errors too. It returns Unknown otherwise.
+func CodeOf(err error) Code {
+	var de *Error
+	switch {
+	case err == nil:
+		return Unknown
+	case errors.As(err, &de):
+		return de.Code
+	case errors.Is(err, context.Canceled):
+		return Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return DeadlineExceeded
+	}
+	return Unknown
+}

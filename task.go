@@ -1,0 +1,153 @@
+package jobq
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Priority bounds. Higher priorities are received first on backends whose
+// Priority feature is native.
+const (
+	MinPriority = -1000
+	MaxPriority = 1000
+)
+
+// EnvVar is one environment variable of a shell task. Task.Env is a slice,
+// not a map, because the order is part of the wire format (ai4s-jobq keeps
+// command-line order) and so of the task's ID.
+type EnvVar struct {
+	Name  string
+	Value string
+}
+
+// StashRef points at a payload kept in a stash (claim check) because the task
+// was larger than the backend's message limit.
+type StashRef struct {
+	// URL is where the full encoded task is stored, for example
+	// gs://bucket/prefix/<sha256>.
+	URL string `json:"url"`
+	// SHA256 is the hex SHA-256 of the stored bytes.
+	SHA256 string `json:"sha256"`
+	// Size is the stored size in bytes.
+	Size int64 `json:"size"`
+}
+
+// Task is the unit of work that is queued.
+//
+// A shell task sets Command (and optionally Env and Cwd); a task for a Go
+// handler sets Payload to any JSON object instead, which is the task's kwargs
+// on the wire. A Task that uses only what ai4s-jobq's schema v1 can express
+// (Command, Env, Cwd, Payload, NumRetries, ReplyRequested) is encoded
+// byte-for-byte as ai4s-jobq encodes it; anything else makes it schema v2.
+type Task struct {
+	// ID identifies the task. Leave it empty to get the deterministic ID: the
+	// MD5 of the encoded task without its id, as ai4s-jobq computes it, so
+	// the same task pushed twice has the same ID.
+	ID string
+	// Command is the shell command (run with bash -c).
+	Command string
+	// Env holds environment variables for the command, in order.
+	Env []EnvVar
+	// Cwd is the command's working directory; empty means the worker's.
+	Cwd string
+	// Payload is the kwargs JSON object for a non-shell task. Must be empty
+	// when Command is set.
+	Payload json.RawMessage
+	// NumRetries is how many times the task may be retried after a failure
+	// before it is dead-lettered. ai4s-jobq's default is 0.
+	NumRetries int
+	// ReplyRequested is carried for compatibility with ai4s-jobq.
+	ReplyRequested bool
+
+	// Priority orders claims, MinPriority..MaxPriority, higher first. Schema v2.
+	Priority int
+	// NotBefore delays the task's first delivery until then. Schema v2.
+	NotBefore time.Time
+	// GateCmd is a command a worker runs before the task; the task runs only
+	// on a worker where it succeeds. Schema v2.
+	GateCmd string
+	// ConcurrencyKey and RateLimitKey name queue policies that limit how many
+	// tasks with the key run at once and how often they start. Schema v2.
+	ConcurrencyKey string
+	RateLimitKey   string
+	// Metadata is free-form labels, kept with the task. Schema v2.
+	Metadata map[string]string
+	// Stash is set on the wire form of a task whose payload was moved to a
+	// stash. Tasks handed to users are always resolved, with Stash nil.
+	Stash *StashRef
+
+	// Version is the schema version the task was decoded from (0, 1 or 2);
+	// ignored when encoding, which picks the lowest version that can express
+	// the task.
+	Version int
+
+	// kwargs is the kwargs string exactly as received, with the fields it
+	// was decoded into, so that re-encoding a received task (to decrement its
+	// retries) reproduces the original bytes.
+	kwargs *rawKwargs
+}
+
+// rawKwargs remembers a decoded kwargs string and what it decoded to.
+type rawKwargs struct {
+	text    string
+	command string
+	env     []EnvVar
+	cwd     string
+	payload string
+}
+
+// IsShell reports whether the task is a shell command.
+func (t *Task) IsShell() bool { return t.Command != "" }
+
+// EnvMap returns the task's environment as a map (later duplicates win).
+func (t *Task) EnvMap() map[string]string {
+	m := make(map[string]string, len(t.Env))
+	for _, e := range t.Env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// Validate checks the task for values no backend can store and returns an
+// InvalidArgument error that names the field.
+func (t *Task) Validate() error {
+	switch {
+	case t == nil:
+		return errorf(InvalidArgument, "validate", "task is nil")
+	case t.Command == "" && len(t.Payload) == 0:
+		return errorf(InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
+	case t.Command != "" && len(t.Payload) > 0:
+		return errorf(InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
+	case t.NumRetries < 0:
+		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0 or more", t.NumRetries)
+	case t.Priority < MinPriority || t.Priority > MaxPriority:
+		return errorf(InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
+	}
+	if len(t.Payload) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(t.Payload, &obj); err != nil {
+			return errorf(InvalidArgument, "validate", "task payload must be a JSON object: %v", err)
+		}
+	}
+	for _, e := range t.Env {
+		if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") {
+			return errorf(InvalidArgument, "validate", "environment variable name %q is invalid: it must be non-empty without '=' or NUL", e.Name)
+		}
+	}
+	return nil
+}
+
+// String returns a short description for logs: the ID and the command or
+// payload, truncated.
+func (t *Task) String() string {
+	what := t.Command
+	if what == "" {
+		what = string(t.Payload)
+	}
+	if len(what) > 80 {
+		what = what[:77] + "..."
+	}
+	return fmt.Sprintf("%s %q", t.ID, what)
+}
