@@ -1,0 +1,91 @@
+package jobq
+
+import (
+	"context"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// DeadLetters is a queue's dead-letter store: tasks that failed past their
+// retry budget, were dead-lettered explicitly, or could not be decoded.
+type DeadLetters struct{ q *Queue }
+
+// DeadLetter is one message in the dead-letter store.
+type DeadLetter struct {
+	// MessageID identifies the dead letter for Requeue and Purge.
+	MessageID string
+	// Task is the decoded task; nil when the message cannot be decoded (a
+	// poison message), in which case DecodeErr says why.
+	Task      *Task
+	DecodeErr error
+	Body      []byte
+	// Reason is why the message was dead-lettered; Detail holds more, such
+	// as the tail of the task's output.
+	Reason        string
+	Detail        string
+	DeliveryCount int
+	DeadAt        time.Time
+}
+
+// DeadLetters returns the queue's dead-letter store.
+func (q *Queue) DeadLetters() *DeadLetters { return &DeadLetters{q: q} }
+
+// List returns up to max dead letters, oldest first.
+func (d *DeadLetters) List(ctx context.Context, max int) ([]*DeadLetter, error) {
+	const op = "dlq list"
+	if err := d.check(op); err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		return nil, errorf(InvalidArgument, op, "count is %d; ask for at least 1", max)
+	}
+	ms, err := d.q.drv.ListDead(ctx, max)
+	if err != nil {
+		return nil, d.q.wrap(op, err)
+	}
+	out := make([]*DeadLetter, len(ms))
+	for i, m := range ms {
+		dl := &DeadLetter{MessageID: m.MessageID, Body: m.Body, Reason: m.Reason, Detail: m.Detail,
+			DeliveryCount: m.DeliveryCount, DeadAt: m.DeadAt}
+		dl.Task, dl.DecodeErr = UnmarshalTask(m.Body)
+		out[i] = dl
+	}
+	return out, nil
+}
+
+// Requeue moves the named dead letters (every one when no IDs are given)
+// back to the queue and returns how many it moved.
+func (d *DeadLetters) Requeue(ctx context.Context, messageIDs ...string) (int64, error) {
+	const op = "dlq requeue"
+	if err := d.check(op); err != nil {
+		return 0, err
+	}
+	n, err := d.q.drv.RequeueDead(ctx, idsOrAll(messageIDs))
+	return n, d.q.wrap(op, err)
+}
+
+// Purge deletes the named dead letters (every one when no IDs are given) and
+// returns how many it deleted.
+func (d *DeadLetters) Purge(ctx context.Context, messageIDs ...string) (int64, error) {
+	const op = "dlq purge"
+	if err := d.check(op); err != nil {
+		return 0, err
+	}
+	n, err := d.q.drv.PurgeDead(ctx, idsOrAll(messageIDs))
+	return n, d.q.wrap(op, err)
+}
+
+func (d *DeadLetters) check(op string) error {
+	if err := d.q.checkOpen(op); err != nil {
+		return err
+	}
+	return d.q.degrade(op, driver.DeadLetter)
+}
+
+func idsOrAll(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids
+}

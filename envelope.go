@@ -1,0 +1,265 @@
+package jobq
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Envelope is one received message: the task and the lease on it. Settle it
+// exactly once with Complete, Requeue, DeadLetter or Fail; keep it with Renew
+// while the work takes longer than the lease. Its methods may be called from
+// several goroutines (a heartbeat renews while the handler settles).
+type Envelope struct {
+	// Task is the received task.
+	Task *Task
+	// MessageID is the backend's identity of the message.
+	MessageID string
+	// DeliveryCount is how many times the message has been received,
+	// including this time.
+	DeliveryCount int
+	// EnqueuedAt is when the message was first pushed, if the backend knows.
+	EnqueuedAt time.Time
+
+	q          *Queue
+	wire       *Task // the task as it was on the wire (a stash reference, say)
+	visibility time.Duration
+
+	mu       sync.Mutex
+	lease    driver.Lease
+	settled  bool
+	lost     chan struct{}
+	lostOnce sync.Once
+	timer    *time.Timer
+}
+
+func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Duration) *Envelope {
+	return &Envelope{
+		Task:          task,
+		MessageID:     r.Lease.MessageID,
+		DeliveryCount: r.DeliveryCount,
+		EnqueuedAt:    r.EnqueuedAt,
+		q:             q,
+		wire:          wire,
+		visibility:    vis,
+		lease:         r.Lease,
+		lost:          make(chan struct{}),
+	}
+}
+
+// Expiry returns when the lease runs out unless renewed.
+func (e *Envelope) Expiry() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lease.Expiry
+}
+
+// Visibility returns the lease duration the message was received with.
+func (e *Envelope) Visibility() time.Duration { return e.visibility }
+
+// Queue returns the queue the message came from.
+func (e *Envelope) Queue() *Queue { return e.q }
+
+// LockLost returns a channel that is closed when this receiver no longer
+// holds the lease: a Renew or settlement reported LockLost, or the lease's
+// expiry passed without a renewal. Work on the task should stop then: the
+// message may already be with another receiver.
+func (e *Envelope) LockLost() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.timer == nil && !e.settled && !e.lease.Expiry.IsZero() {
+		e.timer = time.AfterFunc(time.Until(e.lease.Expiry), e.markLost)
+	}
+	return e.lost
+}
+
+func (e *Envelope) markLost() { e.lostOnce.Do(func() { close(e.lost) }) }
+
+// settle marks the envelope settled; it fails when it was settled before.
+func (e *Envelope) begin(op string) (driver.Lease, error) {
+	if err := e.q.checkOpen(op); err != nil {
+		return driver.Lease{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.settled {
+		return driver.Lease{}, &Error{Code: FailedPrecondition, Op: op, Queue: e.q.url,
+			Msg: fmt.Sprintf("message %s was already settled (complete, requeue, dead-letter and fail settle a message once)", e.MessageID)}
+	}
+	e.settled = true
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	return e.lease, nil
+}
+
+// finish records the outcome of a settlement.
+func (e *Envelope) finish(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = e.q.wrap(op, err)
+	if ErrorCode(err) == LockLost {
+		e.markLost()
+	} else {
+		// The message was not settled; let the caller try again.
+		e.mu.Lock()
+		e.settled = false
+		e.mu.Unlock()
+	}
+	return err
+}
+
+// Complete deletes the message: the task is done. It fails with LockLost when
+// the lease was lost (the message then stays for whoever holds it now).
+func (e *Envelope) Complete(ctx context.Context) error {
+	const op = "complete"
+	lease, err := e.begin(op)
+	if err != nil {
+		return err
+	}
+	return e.finish(op, e.q.settle.complete(ctx, lease))
+}
+
+// Requeue puts the message back, visible again after delay (0: at once).
+// Its retry budget is not touched. On backends without a native delayed
+// requeue the declared fallback applies, with a one-time warning.
+func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) error {
+	return e.requeue(ctx, "requeue", delay, nil)
+}
+
+func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, body []byte) error {
+	if delay < 0 {
+		return errorf(InvalidArgument, op, "requeue delay %v is negative", delay)
+	}
+	if delay > 0 {
+		if err := e.q.degrade(op, driver.DelayedRequeue); err != nil {
+			return err
+		}
+	}
+	lease, err := e.begin(op)
+	if err != nil {
+		return err
+	}
+	errs := e.q.drv.Requeue(ctx, []driver.RequeueParams{{Lease: lease, Delay: delay, Body: body}})
+	return e.finish(op, first(errs))
+}
+
+// Renew extends the lease to now+d; d = 0 renews for the visibility the
+// message was received with. It fails with LockLost when the lease was lost,
+// and with Unimplemented on backends that cannot renew.
+func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
+	const op = "renew"
+	if err := e.q.checkOpen(op); err != nil {
+		return err
+	}
+	if d == 0 {
+		d = e.visibility
+	}
+	if err := e.q.checkVisibility(op, d); err != nil {
+		return err
+	}
+	if err := e.q.degrade(op, driver.LeaseRenewal); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.settled {
+		e.mu.Unlock()
+		return &Error{Code: FailedPrecondition, Op: op, Queue: e.q.url, Msg: fmt.Sprintf("message %s is settled; there is no lease to renew", e.MessageID)}
+	}
+	lease := e.lease
+	e.mu.Unlock()
+	nl, err := e.q.drv.Renew(ctx, lease, d)
+	if err != nil {
+		err = e.q.wrap(op, err)
+		if ErrorCode(err) == LockLost {
+			e.markLost()
+		}
+		return err
+	}
+	e.mu.Lock()
+	// Keep the newest token (Azure pop receipts change on every update).
+	e.lease = nl
+	if e.timer != nil {
+		e.timer.Reset(time.Until(nl.Expiry))
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// DeadLetter moves the message to the dead-letter store with a short reason
+// and an optional longer detail (such as the tail of the task's output).
+func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error {
+	const op = "dead-letter"
+	if err := e.q.degrade(op, driver.DeadLetter); err != nil {
+		return err
+	}
+	lease, err := e.begin(op)
+	if err != nil {
+		return err
+	}
+	errs := e.q.drv.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: lease, Reason: reason, Detail: detail}})
+	return e.finish(op, first(errs))
+}
+
+// FailResult says what Fail did.
+type FailResult struct {
+	// Retried is true when the task was requeued for another attempt, false
+	// when it was dead-lettered.
+	Retried bool
+	// RetriesLeft is the retry budget after this failure.
+	RetriesLeft int
+}
+
+// RetriesLeft returns the task's remaining retry budget: num_retries as
+// stored where the backend decrements it in place, or num_retries less the
+// earlier deliveries where it cannot.
+func (e *Envelope) RetriesLeft() int {
+	if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
+		return e.wire.NumRetries
+	}
+	return max(0, e.wire.NumRetries-(e.DeliveryCount-1))
+}
+
+// Fail records a failed attempt. While the retry budget lasts the message is
+// requeued at once with one retry fewer; when it is spent the message is
+// dead-lettered with cause as the reason and detail (such as the output's
+// tail) kept beside it.
+func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailResult, error) {
+	left := e.RetriesLeft()
+	if left > 0 {
+		var body []byte
+		if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
+			next := *e.wire
+			next.NumRetries = left - 1
+			b, err := MarshalTask(&next)
+			if err != nil {
+				return FailResult{}, err
+			}
+			body = b
+		} else if err := e.q.degrade("fail", driver.InPlaceUpdate); err != nil {
+			return FailResult{}, err
+		}
+		return FailResult{Retried: true, RetriesLeft: left - 1}, e.requeue(ctx, "fail", 0, body)
+	}
+	reason := "failed"
+	if cause != nil {
+		reason = "failed: " + cause.Error()
+	}
+	if e.wire.NumRetries > 0 {
+		reason += fmt.Sprintf(" (retries exhausted: %d)", e.wire.NumRetries)
+	}
+	return FailResult{}, e.DeadLetter(ctx, reason, detail)
+}
+
+func first(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

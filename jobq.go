@@ -1,0 +1,538 @@
+// Package jobq is a portable work queue: producers push tasks, any number of
+// workers on any machines receive, run and settle them, and the queue lives on
+// an engine the user already runs — Postgres, Redis, Azure Storage Queue,
+// Azure Service Bus, or an embedded SQLite file. The backend is chosen by the
+// URL passed to Open; importing github.com/jobq/jobq/backends/all registers
+// every backend.
+//
+// The Queue type is what users hold. It validates and encodes tasks in
+// ai4s-jobq's wire format, applies each backend's declared fallbacks for
+// features it cannot provide natively (warning once per queue and feature),
+// wraps every error in an *Error with a code, and batches settlements.
+package jobq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// DefaultVisibility is the lease a Receive takes when ReceiveOptions does not
+// say: ten minutes, as ai4s-jobq's worker.
+const DefaultVisibility = 10 * time.Minute
+
+// WaitForever, as ReceiveOptions.Wait, makes Receive block until a message
+// arrives or the context ends.
+const WaitForever time.Duration = -1
+
+// OpenOptions are the settings of OpenWithOptions. The zero value is valid.
+type OpenOptions struct {
+	// Logger receives warnings (such as the one-time degradation warnings)
+	// and debug logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Queue is one open queue. Its methods may be called from many goroutines.
+type Queue struct {
+	drv    driver.Driver
+	caps   driver.Capabilities
+	scheme string
+	url    string // redacted
+	name   string
+	log    *slog.Logger
+	warned warnOnce
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closing   chan struct{}
+	settle    *settler
+}
+
+// Open opens the queue named by rawURL with default options. The scheme picks
+// the backend (see Schemes); ai4s-jobq's "account/queue" form means an Azure
+// Storage queue. An unknown scheme or query parameter is an InvalidArgument
+// error that names it.
+func Open(ctx context.Context, rawURL string) (*Queue, error) {
+	return OpenWithOptions(ctx, rawURL, OpenOptions{})
+}
+
+// OpenWithOptions is Open with options.
+func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Queue, error) {
+	rawURL = NormalizeURL(strings.TrimSpace(rawURL))
+	redacted := RedactURL(rawURL)
+	if rawURL == "" {
+		return nil, &Error{Code: InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+			Msg: fmt.Sprintf("%q is not a queue URL: use SCHEME://...; registered schemes: %s", redacted, strings.Join(Schemes(), ", "))}
+	}
+	opener, ok := lookupOpener(u.Scheme)
+	if !ok {
+		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+			Msg: fmt.Sprintf("unknown queue scheme %q: registered schemes are %s (import github.com/jobq/jobq/backends/all to register every backend)",
+				u.Scheme, orNone(Schemes()))}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("queue", redacted)
+	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log})
+	if err != nil {
+		var je *Error
+		if errors.As(err, &je) {
+			return nil, err
+		}
+		return nil, &Error{Code: driver.CodeOf(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
+	}
+	q := &Queue{
+		drv:     drv,
+		caps:    drv.Capabilities(),
+		scheme:  strings.ToLower(u.Scheme),
+		url:     redacted,
+		name:    queueName(u),
+		log:     log,
+		closing: make(chan struct{}),
+	}
+	q.warned.seen = map[driver.Feature]bool{}
+	q.settle = newSettler(q)
+	return q, nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}
+
+// queueName is the queue= parameter, else the last path element.
+func queueName(u *url.URL) string {
+	if n := u.Query().Get("queue"); n != "" {
+		return n
+	}
+	p := strings.Trim(u.Path, "/")
+	if i := strings.LastIndex(p, "/"); i >= 0 {
+		p = p[i+1:]
+	}
+	if p == "" {
+		return "default"
+	}
+	return p
+}
+
+// Name returns the queue's name (the queue= parameter or the URL's last path
+// element).
+func (q *Queue) Name() string { return q.name }
+
+// URL returns the queue's URL with credentials redacted.
+func (q *Queue) URL() string { return q.url }
+
+// Scheme returns the URL scheme that chose the backend.
+func (q *Queue) Scheme() string { return q.scheme }
+
+// Capabilities returns what the backend declares.
+func (q *Queue) Capabilities() Capabilities { return q.caps }
+
+// wrap turns a driver error into an *Error with the driver's code.
+func (q *Queue) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var je *Error
+	if errors.As(err, &je) {
+		return err
+	}
+	code := q.drv.ErrorCode(err)
+	if code == Unknown {
+		code = driver.CodeOf(err)
+	}
+	return &Error{Code: code, Op: op, Queue: q.url, Err: err}
+}
+
+func (q *Queue) checkOpen(op string) error {
+	if q.closed.Load() {
+		return &Error{Code: FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: ErrClosed}
+	}
+	return nil
+}
+
+// PushResult reports what happened to one pushed task.
+type PushResult struct {
+	// ID is the task's ID (the deterministic one when the task had none).
+	ID string
+	// MessageID is the backend's identity of the stored message.
+	MessageID string
+	// Duplicate is true when the backend found the same task ID already
+	// queued and stored nothing new.
+	Duplicate bool
+}
+
+// Push queues one task. When t.ID is empty, Push sets it to the task's
+// deterministic ID.
+func (q *Queue) Push(ctx context.Context, t *Task) (PushResult, error) {
+	res, err := q.PushBatch(ctx, []*Task{t})
+	if err != nil {
+		var be *BatchError
+		if errors.As(err, &be) && len(be.Errs) == 1 {
+			err = be.Errs[0]
+		}
+		return PushResult{}, err
+	}
+	return res[0], nil
+}
+
+// BatchError is returned by PushBatch when some tasks were stored and others
+// were not. Errs has one entry per task; nil where that task was stored.
+type BatchError struct {
+	Errs []error
+}
+
+// Error implements error.
+func (e *BatchError) Error() string {
+	n, first := 0, error(nil)
+	for _, err := range e.Errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("jobq: %d of %d tasks not pushed; first error: %v", n, len(e.Errs), first)
+}
+
+// Unwrap returns the per-task errors, so errors.Is and errors.As see them.
+func (e *BatchError) Unwrap() []error { return e.Errs }
+
+// PushBatch queues tasks, splitting them into as many backend calls as the
+// backend's batch limit needs. Every task is validated and encoded before
+// anything is sent, so an invalid task stores nothing. If the backend fails
+// part-way, the results of the stored tasks are returned with a *BatchError.
+func (q *Queue) PushBatch(ctx context.Context, tasks []*Task) ([]PushResult, error) {
+	const op = "push"
+	if err := q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	msgs := make([]*driver.Message, len(tasks))
+	for i, t := range tasks {
+		m, err := q.prepare(ctx, t)
+		if err != nil {
+			if len(tasks) > 1 {
+				err = fmt.Errorf("task %d of %d: %w", i+1, len(tasks), err)
+			}
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	results := make([]PushResult, len(tasks))
+	chunk := len(msgs)
+	if q.caps.MaxPushBatch > 0 && chunk > q.caps.MaxPushBatch {
+		chunk = q.caps.MaxPushBatch
+	}
+	for start := 0; start < len(msgs); start += chunk {
+		end := min(start+chunk, len(msgs))
+		rs, err := q.drv.Push(ctx, msgs[start:end])
+		for i, r := range rs {
+			results[start+i] = PushResult{ID: msgs[start+i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
+		}
+		if err != nil {
+			errs := make([]error, len(msgs))
+			werr := q.wrap(op, err)
+			for i := start + len(rs); i < len(msgs); i++ {
+				errs[i] = werr
+			}
+			return results[:start+len(rs)], &BatchError{Errs: errs}
+		}
+	}
+	return results, nil
+}
+
+// prepare validates and encodes one task, applying capability fallbacks.
+func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
+	const op = "push"
+	if t == nil {
+		return nil, errorf(InvalidArgument, op, "task is nil")
+	}
+	if t.Priority != 0 {
+		if err := q.degrade(op, driver.Priority); err != nil {
+			return nil, err
+		}
+	}
+	if !t.NotBefore.IsZero() && time.Until(t.NotBefore) > 0 {
+		if err := q.degrade(op, driver.DelayedPush); err != nil {
+			return nil, err
+		}
+	}
+	body, err := MarshalTask(t)
+	if err != nil {
+		return nil, err
+	}
+	if q.caps.MaxMessageBytes > 0 && len(body) > q.caps.MaxMessageBytes {
+		body, err = q.oversized(ctx, t, body)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &driver.Message{
+		ID:             t.ID,
+		Body:           body,
+		Priority:       t.Priority,
+		NotBefore:      t.NotBefore,
+		ConcurrencyKey: t.ConcurrencyKey,
+		RateLimitKey:   t.RateLimitKey,
+	}, nil
+}
+
+// oversized handles a task whose encoding exceeds the backend's limit.
+func (q *Queue) oversized(_ context.Context, t *Task, body []byte) ([]byte, error) {
+	return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+		"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
+		t.ID, len(body), q.caps.MaxMessageBytes)}
+}
+
+// ReceiveOptions are the settings of Receive and ReceiveBatch. The zero value
+// takes a ten-minute lease and does not wait.
+type ReceiveOptions struct {
+	// Visibility is the lease: how long the message stays hidden from other
+	// receivers unless renewed. Defaults to DefaultVisibility (10 minutes).
+	Visibility time.Duration
+	// Wait is how long to wait for a message when none is visible. Zero
+	// returns at once; WaitForever waits until the context ends.
+	Wait time.Duration
+}
+
+// ErrEmpty is returned by Receive when no message arrived within
+// ReceiveOptions.Wait. It has code NotFound.
+var ErrEmpty = &Error{Code: NotFound, Op: "receive", Msg: "no message available"}
+
+// Receive claims one message. See ReceiveBatch.
+func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) (*Envelope, error) {
+	envs, err := q.ReceiveBatch(ctx, 1, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(envs) == 0 {
+		return nil, ErrEmpty
+	}
+	return envs[0], nil
+}
+
+// ReceiveBatch claims up to max messages, leasing each for opts.Visibility.
+// It returns an empty slice when nothing arrived within opts.Wait. Messages
+// that cannot be decoded are dead-lettered as poison (with the decode error
+// as the reason) and never returned.
+func (q *Queue) ReceiveBatch(ctx context.Context, max int, opts ReceiveOptions) ([]*Envelope, error) {
+	const op = "receive"
+	if err := q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		return nil, errorf(InvalidArgument, op, "max is %d; receive at least 1 message", max)
+	}
+	if q.caps.MaxReceiveBatch > 0 && max > q.caps.MaxReceiveBatch {
+		max = q.caps.MaxReceiveBatch
+	}
+	vis := opts.Visibility
+	if vis == 0 {
+		vis = DefaultVisibility
+	}
+	if err := q.checkVisibility(op, vis); err != nil {
+		return nil, err
+	}
+	var deadline time.Time
+	if opts.Wait > 0 {
+		deadline = time.Now().Add(opts.Wait)
+	}
+	for {
+		wait := opts.Wait
+		switch {
+		case opts.Wait < 0:
+			wait = 5 * time.Second
+		case opts.Wait > 0:
+			wait = time.Until(deadline)
+			if wait < 0 {
+				wait = 0
+			}
+		}
+		recs, err := q.drv.Receive(ctx, driver.ReceiveParams{Max: max, Visibility: vis, Wait: wait})
+		if err != nil {
+			return nil, q.wrap(op, err)
+		}
+		if envs := q.envelopes(ctx, recs, vis); len(envs) > 0 {
+			return envs, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, q.wrap(op, err)
+		}
+		if opts.Wait == 0 || (opts.Wait > 0 && !time.Now().Before(deadline)) {
+			return nil, nil
+		}
+	}
+}
+
+func (q *Queue) checkVisibility(op string, vis time.Duration) error {
+	if vis < 0 {
+		return errorf(InvalidArgument, op, "visibility timeout %v is negative", vis)
+	}
+	if q.caps.MaxVisibility > 0 && vis > q.caps.MaxVisibility {
+		return errorf(InvalidArgument, op, "visibility timeout %v exceeds this backend's maximum of %v; use a shorter timeout (the worker's heartbeat renews it)", vis, q.caps.MaxVisibility)
+	}
+	return nil
+}
+
+// envelopes decodes received messages; poison ones are dead-lettered.
+func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time.Duration) []*Envelope {
+	envs := make([]*Envelope, 0, len(recs))
+	var poison []driver.DeadLetterParams
+	for _, r := range recs {
+		wire, err := UnmarshalTask(r.Body)
+		var task *Task
+		if err == nil {
+			task, err = q.resolve(ctx, wire)
+		}
+		if err != nil {
+			q.log.Warn("jobq: poison message dead-lettered", "message_id", r.Lease.MessageID, "error", err)
+			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: "poison message: " + err.Error(), Detail: truncate(string(r.Body), 4096)})
+			continue
+		}
+		if task.ID == "" {
+			task.ID = r.ID
+		}
+		envs = append(envs, newEnvelope(q, r, wire, task, vis))
+	}
+	if len(poison) > 0 {
+		for i, err := range q.drv.DeadLetter(ctx, poison) {
+			if err != nil {
+				q.log.Error("jobq: could not dead-letter a poison message; it will be redelivered when its lease expires",
+					"message_id", poison[i].Lease.MessageID, "error", err)
+			}
+		}
+	}
+	return envs
+}
+
+// resolve turns a task as it was on the wire into the task users see. It is
+// the identity unless the task's payload was moved to a stash.
+func (q *Queue) resolve(_ context.Context, wire *Task) (*Task, error) {
+	if wire.Stash != nil {
+		return nil, errorf(FailedPrecondition, "receive", "task %s was stored in a stash (%s) but this queue has no stash configured", wire.ID, RedactURL(wire.Stash.URL))
+	}
+	return wire, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// PeekedTask is one message read by Peek.
+type PeekedTask struct {
+	MessageID string
+	// Task is the decoded task; nil when the message cannot be decoded, in
+	// which case DecodeErr says why.
+	Task      *Task
+	DecodeErr error
+	// Body is the raw message body.
+	Body          []byte
+	DeliveryCount int
+	EnqueuedAt    time.Time
+	VisibleAt     time.Time
+	InFlight      bool
+	Priority      int
+}
+
+// Peek returns up to n messages without claiming them, in the order they
+// would be received where the backend can tell. Nothing changes.
+func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
+	const op = "peek"
+	if err := q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, errorf(InvalidArgument, op, "peek count is %d; ask for at least 1", n)
+	}
+	if err := q.degrade(op, driver.Peek); err != nil {
+		return nil, err
+	}
+	if q.caps.MaxPeek > 0 && n > q.caps.MaxPeek {
+		n = q.caps.MaxPeek
+	}
+	ms, err := q.drv.Peek(ctx, n)
+	if err != nil {
+		return nil, q.wrap(op, err)
+	}
+	out := make([]*PeekedTask, len(ms))
+	for i, m := range ms {
+		p := &PeekedTask{MessageID: m.MessageID, Body: m.Body, DeliveryCount: m.DeliveryCount,
+			EnqueuedAt: m.EnqueuedAt, VisibleAt: m.VisibleAt, InFlight: m.InFlight, Priority: m.Priority}
+		p.Task, p.DecodeErr = UnmarshalTask(m.Body)
+		out[i] = p
+	}
+	return out, nil
+}
+
+// Stats are a queue's counts; see driver.Stats.
+type Stats = driver.Stats
+
+// Stats counts the queue's messages. Counts are approximate on backends
+// whose ExactCount feature is not native.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	const op = "stats"
+	if err := q.checkOpen(op); err != nil {
+		return Stats{}, err
+	}
+	st, err := q.drv.Stats(ctx)
+	return st, q.wrap(op, err)
+}
+
+// Size returns the number of messages in the queue that are not dead: ready,
+// in flight and delayed.
+func (q *Queue) Size(ctx context.Context) (int64, error) {
+	st, err := q.Stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.Ready + st.InFlight + st.Delayed, nil
+}
+
+// Clear deletes every ready and delayed message (in-flight ones may go too;
+// their holders then get LockLost) and returns how many it deleted, or -1
+// when the backend cannot say. Dead letters are kept.
+func (q *Queue) Clear(ctx context.Context) (int64, error) {
+	const op = "clear"
+	if err := q.checkOpen(op); err != nil {
+		return 0, err
+	}
+	n, err := q.drv.Clear(ctx)
+	return n, q.wrap(op, err)
+}
+
+// As exposes the backend's own types (the escape hatch); each backend
+// documents which it supports. It returns false for unsupported targets.
+func (q *Queue) As(target any) bool { return q.drv.As(target) }
+
+// Close waits for pending settlements, then releases the backend's
+// resources. Operations after Close fail with code FailedPrecondition.
+func (q *Queue) Close() error {
+	err := error(ErrClosed)
+	q.closeOnce.Do(func() {
+		q.closed.Store(true)
+		close(q.closing)
+		q.settle.wait()
+		err = q.wrap("close", q.drv.Close())
+	})
+	return err
+}

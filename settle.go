@@ -1,0 +1,118 @@
+package jobq
+
+import (
+	"context"
+	"sync"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// settler batches Complete calls from many goroutines into few driver calls.
+// It never waits to fill a batch: a flusher takes whatever is queued when it
+// becomes free, so an idle queue completes with one round trip of latency and
+// a busy one amortises round trips over many messages.
+type settler struct {
+	q  *Queue
+	ch chan completeReq
+	wg sync.WaitGroup
+}
+
+type completeReq struct {
+	ctx   context.Context
+	lease driver.Lease
+	done  chan error
+}
+
+const (
+	settleFlushers = 4   // concurrent driver calls
+	settleMaxBatch = 512 // leases per driver call
+)
+
+func newSettler(q *Queue) *settler {
+	s := &settler{q: q, ch: make(chan completeReq, settleMaxBatch)}
+	for range settleFlushers {
+		s.wg.Add(1)
+		go s.loop()
+	}
+	return s
+}
+
+// complete queues one lease and waits for its result.
+func (s *settler) complete(ctx context.Context, lease driver.Lease) error {
+	req := completeReq{ctx: ctx, lease: lease, done: make(chan error, 1)}
+	select {
+	case s.ch <- req:
+	case <-s.q.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// The flush may still happen; the caller only stops waiting.
+		return ctx.Err()
+	}
+}
+
+func (s *settler) loop() {
+	defer s.wg.Done()
+	batch := make([]completeReq, 0, settleMaxBatch)
+	for {
+		select {
+		case req := <-s.ch:
+			batch = append(batch[:0], req)
+		case <-s.q.closing:
+			// Flush what is still queued, then stop.
+			for {
+				select {
+				case req := <-s.ch:
+					s.flush([]completeReq{req})
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < settleMaxBatch {
+			select {
+			case req := <-s.ch:
+				batch = append(batch, req)
+			default:
+				break fill
+			}
+		}
+		s.flush(batch)
+	}
+}
+
+func (s *settler) flush(batch []completeReq) {
+	leases := make([]driver.Lease, 0, len(batch))
+	live := batch[:0:0]
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			r.done <- r.ctx.Err()
+			continue
+		}
+		leases = append(leases, r.lease)
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The callers' contexts may differ; the batch runs under the first live
+	// one, without its cancellation, so one caller giving up does not fail
+	// the others' completions.
+	ctx := context.WithoutCancel(live[0].ctx)
+	errs := s.q.drv.Complete(ctx, leases)
+	for i, r := range live {
+		var err error
+		if errs != nil {
+			err = errs[i]
+		}
+		r.done <- err
+	}
+}
+
+func (s *settler) wait() { s.wg.Wait() }
