@@ -1,0 +1,128 @@
+package jobq
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// BackendInfo describes one registered backend for the capability matrix.
+type BackendInfo struct {
+	// Schemes are the URL schemes that open the backend, the first being its
+	// main one.
+	Schemes      []string
+	Capabilities Capabilities
+}
+
+// Backends lists the registered backends, grouping schemes that share an
+// opener (postgres and postgresql, say), in scheme order.
+func Backends() []BackendInfo {
+	var out []BackendInfo
+	var openers []driver.Opener
+	for _, s := range Schemes() {
+		o, _ := lookupOpener(s)
+		found := false
+		for i, prev := range openers {
+			if sameOpener(prev, o) {
+				out[i].Schemes = append(out[i].Schemes, s)
+				found = true
+				break
+			}
+		}
+		if !found {
+			openers = append(openers, o)
+			out = append(out, BackendInfo{Schemes: []string{s}, Capabilities: o.Capabilities()})
+		}
+	}
+	return out
+}
+
+func sameOpener(a, b driver.Opener) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}
+
+// WriteCapabilityMatrix writes the registered backends' declared features
+// and limits as a Markdown table: one row per feature, one column per
+// backend. The README's matrix and `jobq backends` both come from here.
+func WriteCapabilityMatrix(w io.Writer) error {
+	bs := Backends()
+	var b strings.Builder
+	b.WriteString("| feature |")
+	for _, bi := range bs {
+		fmt.Fprintf(&b, " %s |", strings.Join(bi.Schemes, ", "))
+	}
+	b.WriteString("\n|---|")
+	for range bs {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, f := range driver.AllFeatures {
+		fmt.Fprintf(&b, "| %s |", f)
+		for _, bi := range bs {
+			fmt.Fprintf(&b, " %s |", bi.Capabilities.Level(f))
+		}
+		b.WriteString("\n")
+	}
+	limit := func(name string, get func(Capabilities) string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, bi := range bs {
+			fmt.Fprintf(&b, " %s |", get(bi.Capabilities))
+		}
+		b.WriteString("\n")
+	}
+	limit("max message size", func(c Capabilities) string { return byteSize(c.MaxMessageBytes) })
+	limit("max visibility", func(c Capabilities) string {
+		if c.MaxVisibility == 0 {
+			return "no limit"
+		}
+		return c.MaxVisibility.String()
+	})
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteFallbacks writes, per backend, what happens instead for every feature
+// that is not native, as a Markdown list.
+func WriteFallbacks(w io.Writer) error {
+	var b strings.Builder
+	for _, bi := range Backends() {
+		var lines []string
+		for _, f := range driver.AllFeatures {
+			s := bi.Capabilities.Features[f]
+			if s.Level == driver.Native {
+				continue
+			}
+			instead := s.Fallback
+			if instead == "" {
+				if fb, ok := portableFallback[f]; ok {
+					instead = fb
+				} else {
+					instead = "calls fail with Unimplemented"
+				}
+			}
+			lines = append(lines, fmt.Sprintf("  - %s (%s): %s", f, s.Level, instead))
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "- **%s**\n%s\n", bi.Schemes[0], strings.Join(lines, "\n"))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func byteSize(n int) string {
+	switch {
+	case n == 0:
+		return "no limit"
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
