@@ -328,20 +328,20 @@ func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) (*Envelope, er
 	return envs[0], nil
 }
 
-// ReceiveBatch claims up to max messages, leasing each for opts.Visibility.
+// ReceiveBatch claims up to limit messages, leasing each for opts.Visibility.
 // It returns an empty slice when nothing arrived within opts.Wait. Messages
 // that cannot be decoded are dead-lettered as poison (with the decode error
 // as the reason) and never returned.
-func (q *Queue) ReceiveBatch(ctx context.Context, max int, opts ReceiveOptions) ([]*Envelope, error) {
+func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions) ([]*Envelope, error) {
 	const op = "receive"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
 	}
-	if max < 1 {
-		return nil, errorf(InvalidArgument, op, "max is %d; receive at least 1 message", max)
+	if limit < 1 {
+		return nil, errorf(InvalidArgument, op, "limit is %d; receive at least 1 message", limit)
 	}
-	if q.caps.MaxReceiveBatch > 0 && max > q.caps.MaxReceiveBatch {
-		max = q.caps.MaxReceiveBatch
+	if q.caps.MaxReceiveBatch > 0 && limit > q.caps.MaxReceiveBatch {
+		limit = q.caps.MaxReceiveBatch
 	}
 	vis := opts.Visibility
 	if vis == 0 {
@@ -354,6 +354,7 @@ func (q *Queue) ReceiveBatch(ctx context.Context, max int, opts ReceiveOptions) 
 	if opts.Wait > 0 {
 		deadline = time.Now().Add(opts.Wait)
 	}
+	var pause time.Duration
 	for {
 		wait := opts.Wait
 		switch {
@@ -365,7 +366,7 @@ func (q *Queue) ReceiveBatch(ctx context.Context, max int, opts ReceiveOptions) 
 				wait = 0
 			}
 		}
-		recs, err := q.drv.Receive(ctx, driver.ReceiveParams{Max: max, Visibility: vis, Wait: wait})
+		recs, err := q.drv.Receive(ctx, driver.ReceiveParams{Max: limit, Visibility: vis, Wait: wait})
 		if err != nil {
 			return nil, q.wrap(op, err)
 		}
@@ -377,6 +378,17 @@ func (q *Queue) ReceiveBatch(ctx context.Context, max int, opts ReceiveOptions) 
 		}
 		if opts.Wait == 0 || (opts.Wait > 0 && !time.Now().Before(deadline)) {
 			return nil, nil
+		}
+		// A driver may return early with nothing; back off a little so that
+		// one which always does cannot turn this loop into a busy poll.
+		pause = min(max(2*pause, time.Millisecond), 100*time.Millisecond)
+		if opts.Wait > 0 {
+			pause = min(pause, time.Until(deadline))
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, q.wrap(op, ctx.Err())
 		}
 	}
 }
