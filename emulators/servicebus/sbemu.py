@@ -1,0 +1,630 @@
+#!/usr/bin/python3
+"""A small Azure Service Bus emulator for tests (queues only).
+
+It speaks what the azservicebus Go SDK needs over plain AMQP 1.0 (the SDK
+connects without TLS when the connection string says
+UseDevelopmentEmulator=true):
+
+  * SASL ANONYMOUS, and CBS put-token on $cbs (any token is accepted);
+  * senders on QUEUE: plain and scheduled messages, duplicate detection by
+    message-id within the queue's window;
+  * receivers on QUEUE and QUEUE/$DeadLetterQueue in peek-lock mode (lock
+    token in the x-opt-lock-token delivery annotation, x-opt-sequence-number,
+    x-opt-enqueued-time and x-opt-locked-until annotations, delivery count in
+    the header) and in receive-and-delete mode;
+  * settlement on the receiver link (accept, modify = abandon, reject with
+    com.microsoft:dead-letter, release) and on the management link;
+  * lock expiry and redelivery, dead-lettering after the max delivery count;
+  * $management: renew-lock, schedule-message, cancel-scheduled-message,
+    peek-message, update-disposition;
+  * a plain-HTTP ATOM endpoint for the admin client: GET a queue (with its
+    runtime counts) and PUT to create one.
+
+It is test equipment: one process, state in memory, no sessions, no topics.
+Run it with --help for the flags. It prints "READY amqp=PORT admin=PORT" on
+stdout when it accepts connections.
+"""
+
+import argparse
+import http.server
+import re
+import sys
+import threading
+import time
+import uuid
+from xml.sax.saxutils import escape
+
+from proton import (Array, Condition, Data, Delivery, Endpoint, Link, Message,
+                    UNDESCRIBED, int32, symbol, timestamp)
+from proton.handlers import FlowController
+from proton.reactor import Container
+
+DLQ_SUFFIX = "/$deadletterqueue"
+MGMT_SUFFIX = "/$management"
+LOCK_LOST = "com.microsoft:message-lock-lost"
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def parse_iso_duration(text):
+    """Seconds in an ISO 8601 duration such as PT1M or P10DT2H30.5S."""
+    m = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:([\d.]+)S)?)?", text.strip())
+    if not m:
+        raise ValueError("not an ISO 8601 duration: %r" % text)
+    d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def iso_duration(seconds):
+    return "PT%gS" % seconds
+
+
+class Stored:
+    """One message held by an entity."""
+
+    def __init__(self, seq, msg, enqueued_ms):
+        self.seq = seq
+        self.msg = msg  # proton.Message as sent
+        self.enqueued_ms = enqueued_ms
+        self.deliveries = 0  # completed lock acquisitions so far
+        self.visible_ms = 0  # scheduled enqueue time; 0 = active now
+        self.lock = None  # lock token (uuid.UUID) while locked
+        self.locked_until = 0
+        self.delivery = None  # proton Delivery the lock was issued on
+
+
+class Entity:
+    """A queue or its dead-letter sub-queue."""
+
+    def __init__(self, name, lock_s, max_delivery, dedup_s, dead=None):
+        self.name = name
+        self.lock_s = lock_s
+        self.max_delivery = max_delivery
+        self.dedup_s = dedup_s
+        self.dead = dead  # the dead-letter Entity, None for a DLQ itself
+        self.next_seq = 1
+        self.messages = {}  # seq -> Stored, in insertion (= seq) order
+        self.seen_ids = {}  # message-id -> expiry (ms), for duplicate detection
+        self.links = []  # sender links (the clients' receivers)
+        self.created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def add(self, msg, visible_ms=0):
+        """Store msg; returns its sequence number, or None for a duplicate."""
+        now = now_ms()
+        mid = msg.id
+        if self.dedup_s > 0 and mid is not None:
+            key = str(mid)
+            if self.seen_ids.get(key, 0) > now:
+                return None
+            self.seen_ids[key] = now + int(self.dedup_s * 1000)
+        s = Stored(self.next_seq, msg, now)
+        s.visible_ms = visible_ms if visible_ms > now else 0
+        self.next_seq += 1
+        self.messages[s.seq] = s
+        return s.seq
+
+    def counts(self):
+        now = now_ms()
+        active = sum(1 for s in self.messages.values() if not s.visible_ms or s.visible_ms <= now)
+        return active, len(self.messages) - active
+
+    def next_available(self):
+        now = now_ms()
+        for s in self.messages.values():
+            if s.lock is None and s.visible_ms <= now:
+                return s
+        return None
+
+    def by_lock(self, token):
+        for s in self.messages.values():
+            if s.lock == token and s.locked_until > now_ms():
+                return s
+        return None
+
+
+class Broker:
+    """All entities, guarded by one lock shared by the AMQP and HTTP threads."""
+
+    def __init__(self, args):
+        self.args = args
+        self.mutex = threading.RLock()
+        self.queues = {}
+
+    def queue(self, name, create=None):
+        key = name.lower()
+        q = self.queues.get(key)
+        if q is None and (create or (create is None and self.args.auto_create)):
+            q = self.create(name, self.args.lock_duration, self.args.max_delivery_count,
+                            self.args.duplicate_detection_window)
+        return q
+
+    def create(self, name, lock_s, max_delivery, dedup_s):
+        dead = Entity(name + "/$DeadLetterQueue", lock_s, 0, 0)
+        q = Entity(name, lock_s, max_delivery, dedup_s, dead)
+        self.queues[name.lower()] = q
+        return q
+
+    def entity(self, address):
+        """The entity an AMQP address names, or None."""
+        addr = address or ""
+        if addr.lower().endswith(MGMT_SUFFIX):
+            addr = addr[:-len(MGMT_SUFFIX)]
+        if addr.lower().endswith(DLQ_SUFFIX):
+            q = self.queue(addr[:-len(DLQ_SUFFIX)])
+            return q.dead if q else None
+        return self.queue(addr)
+
+    # --- locks and settlement -------------------------------------------
+
+    def lock(self, ent, s):
+        s.lock = uuid.uuid4()
+        s.locked_until = now_ms() + int(ent.lock_s * 1000)
+        s.deliveries += 1
+
+    def unlock(self, ent, s, count_delivery=True):
+        """Make s available again, or dead-letter it past the max count."""
+        s.lock, s.delivery, s.locked_until = None, None, 0
+        if not count_delivery:
+            s.deliveries -= 1
+        elif ent.dead is not None and ent.max_delivery and s.deliveries >= ent.max_delivery:
+            self.dead_letter(ent, s, "MaxDeliveryCountExceeded",
+                             "Message could not be consumed after %d delivery attempts." % ent.max_delivery)
+
+    def dead_letter(self, ent, s, reason, description, props=None):
+        del ent.messages[s.seq]
+        msg = s.msg
+        ap = dict(msg.properties or {})
+        ap.update(props or {})
+        ap["DeadLetterReason"] = reason or ""
+        ap["DeadLetterErrorDescription"] = description or ""
+        msg.properties = ap
+        seq = ent.dead.add(msg)
+        ent.dead.messages[seq].deliveries = s.deliveries
+
+    def settle(self, ent, s, status, reason=None, description=None, props=None):
+        """Apply a disposition to a locked message."""
+        if status == "completed":
+            del ent.messages[s.seq]
+        elif status == "abandoned":
+            self.unlock(ent, s)
+        elif status == "released":
+            self.unlock(ent, s, count_delivery=False)
+        elif status == "suspended":
+            if ent.dead is None:  # dead-lettering a dead letter: just complete it
+                del ent.messages[s.seq]
+            else:
+                self.dead_letter(ent, s, reason, description, props)
+        else:
+            raise ValueError("unsupported disposition %r" % status)
+
+    def tick(self):
+        """Expire locks and duplicate-detection history."""
+        now = now_ms()
+        for q in list(self.queues.values()):
+            for ent in (q, q.dead):
+                for s in list(ent.messages.values()):
+                    if s.lock is not None and s.locked_until <= now:
+                        self.unlock(ent, s)
+                for k in [k for k, exp in ent.seen_ids.items() if exp <= now]:
+                    del ent.seen_ids[k]
+
+    def wire_message(self, ent, s, with_lock):
+        """The message as a receiver or a peek sees it."""
+        m = s.msg
+        ann = {k: v for k, v in (m.annotations or {}).items()
+               if not str(k).startswith("x-opt-lock")}
+        ann[symbol("x-opt-sequence-number")] = s.seq
+        ann[symbol("x-opt-enqueued-time")] = timestamp(s.enqueued_ms)
+        if s.visible_ms > now_ms():
+            ann[symbol("x-opt-message-state")] = int32(2)
+        if with_lock:
+            ann[symbol("x-opt-locked-until")] = timestamp(s.locked_until)
+            m.instructions = {symbol("x-opt-lock-token"): s.lock}
+        else:
+            m.instructions = None
+        m.annotations = ann
+        # the header's count is of earlier deliveries; the SDK adds one
+        m.delivery_count = max(s.deliveries - (1 if with_lock else 0), 0)
+        m.durable = True  # forces a header section onto the wire
+        return m
+
+
+def array(kind, values):
+    return Array(UNDESCRIBED, kind, *values)
+
+
+def elements(v):
+    return list(v.elements) if isinstance(v, Array) else list(v or [])
+
+
+class Handler(FlowController):
+    """The AMQP side: links, deliveries, management requests."""
+
+    def __init__(self, broker):
+        super().__init__(window=500)
+        self.b = broker
+        self.reply_links = {}  # reply-to address -> sender link
+
+    # --- connection and link lifecycle ------------------------------------
+
+    def on_connection_bound(self, event):
+        sasl = event.transport.sasl()
+        sasl.allowed_mechs("ANONYMOUS")
+        event.transport.idle_timeout = 60.0
+
+    def on_connection_remote_open(self, event):
+        if event.connection.state & Endpoint.LOCAL_UNINIT:
+            event.connection.open()
+
+    def on_session_remote_open(self, event):
+        if event.session.state & Endpoint.LOCAL_UNINIT:
+            event.session.open()
+
+    def on_link_remote_open(self, event):
+        link = event.link
+        if not link.state & Endpoint.LOCAL_UNINIT:
+            return
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        with self.b.mutex:
+            if link.is_sender:
+                src = link.remote_source.address or ""
+                if src == "$cbs" or src.lower().endswith(MGMT_SUFFIX):
+                    self.reply_links[link.remote_target.address] = link
+                    link.open()
+                    return
+                ent = self.b.entity(src)
+            else:
+                tgt = link.remote_target.address or ""
+                ent = None if tgt == "$cbs" else self.b.entity(tgt)
+                if tgt == "$cbs":
+                    link.open()
+                    return
+            if ent is None:
+                link.open()
+                link.condition = Condition("amqp:not-found",
+                                           "The messaging entity '%s' could not be found." %
+                                           (link.remote_source.address if link.is_sender else link.remote_target.address))
+                link.close()
+                return
+            link.open()
+            if link.is_sender:
+                ent.links.append(link)
+                link.entity = ent
+            self.pump(ent)
+
+    def on_link_remote_close(self, event):
+        self.forget(event.link)
+        if not event.link.state & Endpoint.LOCAL_CLOSED:
+            event.link.close()
+
+    def on_session_remote_close(self, event):
+        if not event.session.state & Endpoint.LOCAL_CLOSED:
+            event.session.close()
+
+    def on_connection_remote_close(self, event):
+        if not event.connection.state & Endpoint.LOCAL_CLOSED:
+            event.connection.close()
+
+    def on_transport_closed(self, event):
+        conn = event.connection
+        if conn is None:
+            return
+        link = conn.link_head(0)
+        while link:
+            self.forget(link)
+            link = link.next(0)
+
+    def forget(self, link):
+        with self.b.mutex:
+            ent = getattr(link, "entity", None)
+            if ent is not None and link in ent.links:
+                ent.links.remove(link)
+            for k in [k for k, v in self.reply_links.items() if v is link]:
+                del self.reply_links[k]
+
+    # --- flow ---------------------------------------------------------------
+
+    def on_link_flow(self, event):
+        super().on_link_flow(event)
+        link = event.link
+        ent = getattr(link, "entity", None)
+        if link.is_sender and ent is not None:
+            with self.b.mutex:
+                self.pump(ent)
+            if link.drain_mode:
+                link.drained()
+
+    def pump(self, ent):
+        """Deliver available messages to receivers that have credit."""
+        for link in list(ent.links):
+            if link.state & Endpoint.LOCAL_CLOSED:
+                continue
+            while link.credit > 0:
+                s = ent.next_available()
+                if s is None:
+                    return
+                if link.snd_settle_mode == Link.SND_SETTLED:  # receive-and-delete
+                    s.deliveries += 1
+                    m = self.b.wire_message(ent, s, with_lock=False)
+                    del ent.messages[s.seq]
+                    dlv = link.delivery(str(s.seq))
+                    link.send(m.encode())
+                    dlv.settle()
+                    continue
+                self.b.lock(ent, s)
+                m = self.b.wire_message(ent, s, with_lock=True)
+                dlv = link.delivery(str(s.lock))
+                dlv.stored = (ent, s.seq, s.lock)
+                s.delivery = dlv
+                link.send(m.encode())
+                link.advance()
+
+    def pump_all(self):
+        for q in list(self.b.queues.values()):
+            self.pump(q)
+            self.pump(q.dead)
+
+    def on_timer_task(self, event):
+        with self.b.mutex:
+            self.b.tick()
+            self.pump_all()
+        event.container.schedule(0.05, self)
+
+    # --- deliveries ---------------------------------------------------------
+
+    def on_delivery(self, event):
+        super().on_delivery(event)
+        dlv = event.delivery
+        link = dlv.link
+        with self.b.mutex:
+            if link.is_receiver:
+                if dlv.readable and not dlv.partial:
+                    data = link.recv(dlv.pending)
+                    link.advance()
+                    self.incoming(link, dlv, data)
+            elif dlv.updated and not dlv.settled and hasattr(dlv, "stored"):
+                self.client_disposition(dlv)
+            elif dlv.settled and hasattr(dlv, "stored"):
+                self.client_disposition(dlv)
+                dlv.settle()
+            self.pump_all()
+
+    def incoming(self, link, dlv, data):
+        msg = Message()
+        msg.decode(data)
+        tgt = link.remote_target.address or ""
+        if tgt == "$cbs" or tgt.lower().endswith(MGMT_SUFFIX):
+            self.request(tgt, msg)
+        else:
+            ent = self.b.entity(tgt)
+            at = (msg.annotations or {}).get("x-opt-scheduled-enqueue-time")
+            ent.add(msg, int(at) if at else 0)
+        dlv.update(Delivery.ACCEPTED)
+        dlv.settle()
+
+    def client_disposition(self, dlv):
+        """A receiver settled a peek-locked delivery on its link."""
+        ent, seq, token = dlv.stored
+        del dlv.stored
+        s = ent.messages.get(seq)
+        state = dlv.remote_state
+        ok = s is not None and s.lock == token and s.locked_until > now_ms()
+        if not ok:
+            if state != Delivery.RELEASED:
+                dlv.local.condition = Condition(LOCK_LOST, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
+                dlv.update(Delivery.REJECTED)
+            dlv.settle()
+            return
+        if state == Delivery.ACCEPTED:
+            self.b.settle(ent, s, "completed")
+        elif state == Delivery.REJECTED:
+            info = dict((dlv.remote.condition.info or {}) if dlv.remote.condition else {})
+            reason = info.pop("DeadLetterReason", "")
+            desc = info.pop("DeadLetterErrorDescription", "")
+            self.b.settle(ent, s, "suspended", reason, desc, info)
+        elif state == Delivery.MODIFIED:
+            self.b.settle(ent, s, "abandoned")
+        else:  # RELEASED
+            self.b.settle(ent, s, "released")
+        dlv.update(state)
+        dlv.settle()
+
+    # --- management ---------------------------------------------------------
+
+    def request(self, address, req):
+        ap = req.properties or {}
+        op = ap.get("operation", "")
+        try:
+            if address == "$cbs":
+                code, body = 200, None  # put-token: every token is good
+            else:
+                ent = self.b.entity(address)
+                fn = getattr(self, "op_" + op.replace("com.microsoft:", "").replace("-", "_"), None)
+                if ent is None:
+                    code, body = 404, None
+                elif fn is None:
+                    code, body = 501, None
+                else:
+                    code, body = fn(ent, req.body or {})
+        except Exception as e:  # report, never crash the emulator
+            print("sbemu: %s failed: %r" % (op, e), file=sys.stderr)
+            code, body = 500, None
+        link = self.reply_links.get(req.reply_to)
+        if link is None:
+            return
+        status = {200: "OK", 204: "No Content", 404: "Not Found", 410: "Gone",
+                  500: "Internal Error", 501: "Not Implemented"}.get(code, "")
+        rsp = Message(body=body, correlation_id=req.id, address=req.reply_to,
+                      properties={"statusCode": int32(code), "statusDescription": status})
+        link.send(rsp).settle()
+
+    def op_renew_lock(self, ent, body):
+        tokens = elements(body.get("lock-tokens"))
+        stored = [ent.by_lock(t) for t in tokens]
+        if any(s is None for s in stored):
+            return 410, None
+        for s in stored:
+            s.locked_until = now_ms() + int(ent.lock_s * 1000)
+        return 200, {"expirations": array(Data.TIMESTAMP, [timestamp(s.locked_until) for s in stored])}
+
+    def op_update_disposition(self, ent, body):
+        tokens = elements(body.get("lock-tokens"))
+        stored = [ent.by_lock(t) for t in tokens]
+        if any(s is None for s in stored):
+            return 410, None
+        for s in stored:
+            self.b.settle(ent, s, body.get("disposition-status"), body.get("deadletter-reason"),
+                          body.get("deadletter-description"), body.get("properties-to-modify"))
+        return 200, None
+
+    def op_schedule_message(self, ent, body):
+        seqs = []
+        for item in elements(body.get("messages")):
+            msg = Message()
+            msg.decode(item["message"])
+            at = (msg.annotations or {}).get("x-opt-scheduled-enqueue-time")
+            seq = ent.add(msg, int(at) if at else 0)
+            seqs.append(seq if seq is not None else 0)
+        return 200, {"sequence-numbers": array(Data.LONG, seqs)}
+
+    def op_cancel_scheduled_message(self, ent, body):
+        for seq in elements(body.get("sequence-numbers")):
+            s = ent.messages.get(seq)
+            if s is not None and s.visible_ms > now_ms():
+                del ent.messages[seq]
+        return 200, None
+
+    def op_peek_message(self, ent, body):
+        start = int(body.get("from-sequence-number", 0))
+        count = int(body.get("message-count", 1))
+        found = [s for s in ent.messages.values() if s.seq >= start][:count]
+        if not found:
+            return 204, None
+        out = []
+        for s in found:
+            m = self.b.wire_message(ent, s, with_lock=False)
+            m.delivery_count = s.deliveries
+            out.append({"message": m.encode()})
+        return 200, {"messages": out}
+
+
+class Admin(http.server.BaseHTTPRequestHandler):
+    """The ATOM endpoint the admin client reads (plain HTTP)."""
+
+    broker = None
+
+    def log_message(self, *args):
+        pass
+
+    def queue_name(self):
+        return self.path.split("?", 1)[0].strip("/")
+
+    def do_GET(self):
+        with self.broker.mutex:
+            q = self.broker.queue(self.queue_name(), create=False)
+            if q is None:
+                return self.reply(404, "<Error><Code>404</Code><Detail>queue not found</Detail></Error>")
+            self.reply(200, self.entry(q))
+
+    def do_PUT(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        name = self.queue_name()
+        with self.broker.mutex:
+            exists = self.broker.queue(name, create=False) is not None
+            if exists and self.headers.get("If-Match") != "*":
+                return self.reply(409, "<Error><Code>409</Code><Detail>queue exists</Detail></Error>")
+
+            def field(tag, default, conv):
+                m = re.search(r"<(?:\w+:)?%s>([^<]*)<" % tag, body)
+                return conv(m.group(1)) if m else default
+
+            a = self.broker.args
+            lock_s = field("LockDuration", a.lock_duration, parse_iso_duration)
+            maxd = field("MaxDeliveryCount", a.max_delivery_count, int)
+            dd = field("RequiresDuplicateDetection", False, lambda v: v == "true")
+            window = field("DuplicateDetectionHistoryTimeWindow", 600.0, parse_iso_duration)
+            q = self.broker.create(name, lock_s, maxd, window if dd else 0)
+            self.reply(201, self.entry(q))
+
+    def reply(self, code, xml):
+        data = xml.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/atom+xml;type=entry;charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    @staticmethod
+    def entry(q):
+        active, scheduled = q.counts()
+        dead = len(q.dead.messages)
+        return (
+            '<entry xmlns="http://www.w3.org/2005/Atom"><title type="text">%s</title>'
+            '<content type="application/xml"><QueueDescription '
+            'xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" '
+            'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">'
+            '<LockDuration>%s</LockDuration><MaxSizeInMegabytes>1024</MaxSizeInMegabytes>'
+            '<RequiresDuplicateDetection>%s</RequiresDuplicateDetection>'
+            '<RequiresSession>false</RequiresSession>'
+            '<DefaultMessageTimeToLive>P10675199DT2H48M5.4775807S</DefaultMessageTimeToLive>'
+            '<DeadLetteringOnMessageExpiration>false</DeadLetteringOnMessageExpiration>'
+            '<DuplicateDetectionHistoryTimeWindow>%s</DuplicateDetectionHistoryTimeWindow>'
+            '<MaxDeliveryCount>%d</MaxDeliveryCount><EnableBatchedOperations>true</EnableBatchedOperations>'
+            '<SizeInBytes>0</SizeInBytes><MessageCount>%d</MessageCount><Status>Active</Status>'
+            '<CreatedAt>%s</CreatedAt><UpdatedAt>%s</UpdatedAt><AccessedAt>%s</AccessedAt>'
+            '<CountDetails xmlns:d2p1="http://schemas.microsoft.com/netservices/2011/06/servicebus">'
+            '<d2p1:ActiveMessageCount>%d</d2p1:ActiveMessageCount>'
+            '<d2p1:DeadLetterMessageCount>%d</d2p1:DeadLetterMessageCount>'
+            '<d2p1:ScheduledMessageCount>%d</d2p1:ScheduledMessageCount>'
+            '<d2p1:TransferMessageCount>0</d2p1:TransferMessageCount>'
+            '<d2p1:TransferDeadLetterMessageCount>0</d2p1:TransferDeadLetterMessageCount>'
+            '</CountDetails><EnablePartitioning>false</EnablePartitioning></QueueDescription>'
+            '</content></entry>') % (
+                escape(q.name), iso_duration(q.lock_s), "true" if q.dedup_s > 0 else "false",
+                iso_duration(q.dedup_s or 600), q.max_delivery, active + scheduled + dead,
+                q.created, q.created, q.created, active, dead, scheduled)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="AMQP port; 0 picks a free one")
+    p.add_argument("--admin-port", type=int, default=0, help="HTTP (ATOM) port; 0 picks a free one")
+    p.add_argument("--queue", action="append", default=[], help="create this queue at start (repeatable)")
+    p.add_argument("--no-auto-create", dest="auto_create", action="store_false",
+                   help="unknown queues are not-found instead of created on first use")
+    p.add_argument("--lock-duration", type=float, default=60.0, help="lock duration in seconds (default 60)")
+    p.add_argument("--max-delivery-count", type=int, default=10, help="deliveries before dead-lettering (default 10)")
+    p.add_argument("--duplicate-detection-window", type=float, default=600.0,
+                   help="duplicate detection history in seconds; 0 disables it (default 600)")
+    args = p.parse_args()
+
+    broker = Broker(args)
+    for name in args.queue:
+        broker.create(name, args.lock_duration, args.max_delivery_count, args.duplicate_detection_window)
+
+    Admin.broker = broker
+    httpd = http.server.ThreadingHTTPServer((args.host, args.admin_port), Admin)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+    handler = Handler(broker)
+    container = Container(handler)
+    port = args.port
+    if port == 0:  # find a free port; proton's acceptor does not report it
+        import socket
+        with socket.socket() as s:
+            s.bind((args.host, 0))
+            port = s.getsockname()[1]
+    container.listen("%s:%d" % (args.host, port))
+    container.schedule(0.05, handler)
+    print("READY amqp=%d admin=%d" % (port, httpd.server_address[1]), flush=True)
+    container.run()
+
+
+if __name__ == "__main__":
+    main()
