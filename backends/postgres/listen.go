@@ -1,0 +1,166 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// broadcaster wakes every goroutine waiting for work at once. A waiter takes
+// the current channel before it looks for work and waits on it afterwards, so
+// a wake-up between the two is never missed.
+type broadcaster struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcaster() broadcaster { return broadcaster{ch: make(chan struct{})} }
+
+// wait returns a channel that is closed at the next fire.
+func (b *broadcaster) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// fire wakes every current waiter.
+func (b *broadcaster) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// notifier rate-limits wake-up notifications for one queue: the first push
+// after a quiet interval notifies inline (inside the push statement, so it
+// costs no extra round trip); pushes within the interval after it are covered
+// by one trailing notification at the end of the interval. A burst of pushes
+// thus sends at most about one notification per interval, and the last push
+// of a burst is always announced.
+type notifier struct {
+	interval time.Duration
+	send     func() // sends a trailing notification
+
+	mu      sync.Mutex
+	last    time.Time
+	pending *time.Timer
+}
+
+func newNotifier(interval time.Duration, send func()) *notifier {
+	return &notifier{interval: interval, send: send}
+}
+
+// inline reports whether the caller should notify as part of its push. When
+// it returns false a trailing notification has been scheduled.
+func (n *notifier) inline() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	if n.pending == nil && now.Sub(n.last) >= n.interval {
+		n.last = now
+		return true
+	}
+	if n.pending == nil {
+		n.pending = time.AfterFunc(n.last.Add(n.interval).Sub(now), n.trailing)
+	}
+	return false
+}
+
+func (n *notifier) trailing() {
+	n.mu.Lock()
+	n.pending = nil
+	n.last = time.Now()
+	n.mu.Unlock()
+	n.send()
+}
+
+// flush sends a pending trailing notification now (used by Close).
+func (n *notifier) flush() {
+	n.mu.Lock()
+	t := n.pending
+	n.mu.Unlock()
+	if t != nil && t.Stop() {
+		n.trailing()
+	}
+}
+
+// sendNotify sends a trailing notification on a pooled connection.
+func (d *pgDriver) sendNotify() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := d.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, d.channel(), d.cfg.queue); err != nil && !d.closed.Load() {
+		// Receivers still find the message by polling.
+		d.log.Debug("jobq postgres: notify failed; idle receivers will find the work by polling", "err", err)
+	}
+	d.wake.fire()
+}
+
+// startListener starts, once, the goroutine that LISTENs on the schema's
+// channel and wakes local receivers for this queue's notifications.
+func (d *pgDriver) startListener() {
+	d.listenOnce.Do(func() {
+		d.wg.Add(1)
+		go d.listen()
+	})
+}
+
+// listen holds one dedicated connection in LISTEN and reconnects with
+// backoff when it breaks (server restart, failover). After every (re)connect
+// it wakes the receivers, because notifications sent while it was away are
+// lost.
+func (d *pgDriver) listen() {
+	defer d.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-d.done
+		cancel()
+	}()
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		started := time.Now()
+		err := d.listenSession(ctx)
+		if time.Since(started) > 10*time.Second {
+			backoff = 50 * time.Millisecond // it worked for a while: this is a new outage
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.Warn("jobq postgres: LISTEN connection lost; reconnecting (receivers poll meanwhile)",
+			"queue", d.cfg.queue, "retry_in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// listenSession runs one LISTEN session until its connection fails.
+func (d *pgDriver) listenSession(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
+		return err
+	}
+	d.wake.fire()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload == d.cfg.queue {
+			d.wake.fire()
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// querier is what push needs from a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Push implements driver.Driver: one multi-row INSERT for the whole batch.
+// The batch is atomic (all stored or none), which the contract allows.
+func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	res, err := d.push(ctx, d.pool, msgs, d.notif.inline())
+	if err != nil {
+		return nil, wrap(ctx, "push", err)
+	}
+	d.wake.fire() // receivers in this process need not wait for the notification
+	return res, nil
+}
+
+// push inserts msgs through q and reports, per message, its id or that it
+// was a duplicate. notify adds the wake-up notification to the statement.
+func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
+	ids := make([]string, len(msgs))
+	bodies := make([][]byte, len(msgs))
+	prios := make([]int32, len(msgs))
+	notBefore := make([]pgtype.Timestamptz, len(msgs))
+	for i, m := range msgs {
+		if len(m.Body) > d.cfg.maxMessageBytes {
+			return nil, driver.Errorf(driver.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
+				m.ID, len(m.Body), d.cfg.maxMessageBytes)
+		}
+		ids[i] = m.ID
+		bodies[i] = m.Body
+		prios[i] = int32(m.Priority)
+		if !m.NotBefore.IsZero() {
+			notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
+		}
+	}
+	rows, err := q.Query(ctx, d.sql.push, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel())
+	if err != nil {
+		return nil, err
+	}
+	inserted := make(map[string]int64, len(msgs))
+	var anonymous []int64 // messages without a task id, in insert order
+	for rows.Next() {
+		var id int64
+		var taskID string
+		if err := rows.Scan(&id, &taskID); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if taskID == "" {
+			anonymous = append(anonymous, id)
+		} else {
+			inserted[taskID] = id
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	res := make([]driver.PushResult, len(msgs))
+	reported := make(map[string]bool, len(inserted))
+	var dups []string
+	for i, m := range msgs {
+		id, ok := inserted[m.ID]
+		switch {
+		case m.ID == "" && len(anonymous) > 0:
+			res[i].MessageID = strconv.FormatInt(anonymous[0], 10)
+			anonymous = anonymous[1:]
+		case ok && !reported[m.ID]:
+			res[i].MessageID = strconv.FormatInt(id, 10)
+			reported[m.ID] = true
+		case ok:
+			// A second copy of a task in the same batch.
+			res[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10), Duplicate: true}
+		default:
+			res[i].Duplicate = true
+			dups = append(dups, m.ID)
+		}
+	}
+	if len(dups) > 0 {
+		if err := d.fillDuplicates(ctx, q, msgs, res, dups); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// fillDuplicates looks up the message ids of tasks that were already queued.
+// A message settled in the meantime keeps an empty MessageID.
+func (d *pgDriver) fillDuplicates(ctx context.Context, q querier, msgs []*driver.Message, res []driver.PushResult, dups []string) error {
+	rows, err := q.Query(ctx, d.sql.existing, d.cfg.queue, dups)
+	if err != nil {
+		return err
+	}
+	existing := map[string]int64{}
+	for rows.Next() {
+		var id int64
+		var taskID string
+		if err := rows.Scan(&id, &taskID); err != nil {
+			rows.Close()
+			return err
+		}
+		existing[taskID] = id
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		if id, ok := existing[m.ID]; ok && res[i].Duplicate && res[i].MessageID == "" {
+			res[i].MessageID = strconv.FormatInt(id, 10)
+		}
+	}
+	return nil
+}

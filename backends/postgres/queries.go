@@ -1,0 +1,156 @@
+package postgres
+
+import "strings"
+
+// queries holds the SQL of every operation with the schema name filled in.
+// They are built once per queue and run as prepared statements (pgx caches
+// them per connection), so each operation is one round trip.
+type queries struct {
+	push, existing                            string
+	claim, nextVisible                        string
+	renew, complete, requeue, deadLetter      string
+	peek, stats, clear                        string
+	listDead, requeueDead, purgeDead          string
+}
+
+func buildQueries(schema string) queries {
+	r := strings.NewReplacer("{{s}}", schema)
+	return queries{
+		// Push: one multi-row insert from arrays. ON CONFLICT skips tasks whose
+		// id is already queued (dedup); they are missing from RETURNING. The
+		// notification, when asked for, is sent by the same statement and
+		// delivered when it commits.
+		push: r.Replace(`
+WITH ins AS (
+	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at)
+	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now())
+	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[]) AS m(task_id, body, priority, not_before)
+	ON CONFLICT (queue, task_id) DO NOTHING
+	RETURNING id, task_id
+), n AS (
+	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
+)
+SELECT ins.id, coalesce(ins.task_id, '') FROM ins LEFT JOIN (SELECT count(*) AS c FROM n) AS nn ON true`),
+
+		existing: r.Replace(`
+SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),
+
+		// Claim: lock up to $2 visible candidates in claim order, skipping rows
+		// other claimers hold, then update exactly those rows by join. Limiting
+		// inside the locking CTE (not "WHERE id IN (SELECT ... LIMIT n)") is
+		// what guarantees at most $2 rows. RETURNING has no order; the driver
+		// sorts.
+		claim: r.Replace(`
+WITH c AS (
+	SELECT id FROM {{s}}.messages
+	WHERE queue = $1 AND visible_at <= now()
+	ORDER BY priority DESC, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE {{s}}.messages m
+SET visible_at = now() + $3::bigint * interval '1 microsecond',
+    lease = gen_random_uuid(),
+    deliveries = m.deliveries + 1
+FROM c WHERE m.id = c.id
+RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.visible_at, m.priority`),
+
+		// nextVisible: microseconds until the earliest message of the queue
+		// becomes visible (a lease or delay ending; negative when one is
+		// visible but locked by a concurrent claim; NULL when empty). Bounded to a
+		// sample so that an idle receiver never scans a huge backlog; the poll
+		// interval covers what the sample misses.
+		nextVisible: r.Replace(`
+SELECT (extract(epoch FROM min(visible_at) - now()) * 1e6)::bigint
+FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
+
+		// Renew: extend a lease only while it is held (token matches, not
+		// expired).
+		renew: r.Replace(`
+UPDATE {{s}}.messages
+SET visible_at = now() + $3::bigint * interval '1 microsecond'
+WHERE id = $1 AND lease = $2::uuid AND visible_at > now() AND queue = $4
+RETURNING visible_at`),
+
+		// Complete: delete every message whose lease is held, in one
+		// statement. Rows not returned had lost their lease.
+		complete: r.Replace(`
+DELETE FROM {{s}}.messages m
+USING unnest($1::bigint[], $2::uuid[]) AS x(id, lease)
+WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $3
+RETURNING m.id`),
+
+		// Requeue: release held messages, visible after their delay, with an
+		// optional new body. Clearing the lease fences the old holder.
+		requeue: r.Replace(`
+UPDATE {{s}}.messages m
+SET visible_at = now() + x.delay * interval '1 microsecond',
+    lease = NULL,
+    body = coalesce(x.body, m.body)
+FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::bytea[]) AS x(id, lease, delay, body)
+WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $5
+RETURNING m.id`),
+
+		// DeadLetter: move held messages to dead_letters in one statement, so
+		// each move is atomic (the copy and the delete commit together).
+		deadLetter: r.Replace(`
+WITH x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[]) AS x(id, lease, reason, detail)
+), d AS (
+	DELETE FROM {{s}}.messages m USING x
+	WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $5
+	RETURNING m.id, m.queue, m.task_id, m.body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail
+)
+INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail)
+SELECT * FROM d
+RETURNING id`),
+
+		// Peek: visible messages in claim order first, then the rest by when
+		// they become visible.
+		peek: r.Replace(`
+SELECT id, coalesce(task_id, ''), body, deliveries, enqueued_at, visible_at,
+       lease IS NOT NULL AND visible_at > now(), priority
+FROM {{s}}.messages
+WHERE queue = $1
+ORDER BY visible_at > now(), CASE WHEN visible_at > now() THEN visible_at END, priority DESC, id
+LIMIT $2`),
+
+		stats: r.Replace(`
+SELECT count(*) FILTER (WHERE visible_at <= now()),
+       count(*) FILTER (WHERE visible_at > now() AND lease IS NOT NULL),
+       count(*) FILTER (WHERE visible_at > now() AND lease IS NULL),
+       (SELECT count(*) FROM {{s}}.dead_letters WHERE queue = $1)
+FROM {{s}}.messages WHERE queue = $1`),
+
+		clear: r.Replace(`DELETE FROM {{s}}.messages WHERE queue = $1`),
+
+		listDead: r.Replace(`
+SELECT id, coalesce(task_id, ''), body, reason, detail, deliveries, dead_at
+FROM {{s}}.dead_letters
+WHERE queue = $1
+ORDER BY dead_at, id
+LIMIT $2`),
+
+		// RequeueDead: delete the dead letters and queue them again as fresh
+		// messages (delivery count 0), in one statement. A dead letter whose
+		// task id is queued again already merges into that message (dedup).
+		requeueDead: r.Replace(`
+WITH d AS (
+	DELETE FROM {{s}}.dead_letters
+	WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
+	RETURNING id, queue, task_id, body, priority, enqueued_at, dead_at
+), ins AS (
+	INSERT INTO {{s}}.messages (queue, task_id, body, priority, enqueued_at)
+	SELECT queue, task_id, body, priority, enqueued_at FROM d ORDER BY dead_at, id
+	ON CONFLICT (queue, task_id) DO NOTHING
+	RETURNING id
+), n AS (
+	SELECT pg_notify($3, $1) WHERE EXISTS (SELECT FROM ins)
+)
+SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`),
+
+		purgeDead: r.Replace(`
+DELETE FROM {{s}}.dead_letters
+WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
+	}
+}

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// minSleep keeps an idle receiver from spinning when the next visibility
+// time is already past by the database's clock but not yet by ours.
+const minSleep = time.Millisecond
+
+// Receive implements driver.Driver. It claims at once; when nothing is
+// visible and p.Wait allows, it sleeps until a push notification, the next
+// message's visibility time or the poll interval, whichever comes first, and
+// claims again.
+func (d *pgDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	if p.Max < 1 {
+		p.Max = 1
+	}
+	if p.Visibility <= 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "postgres receive: visibility %s must be positive", p.Visibility)
+	}
+	deadline := time.Now().Add(p.Wait)
+	if p.Wait > 0 {
+		d.startListener()
+	}
+	for {
+		woken := d.wake.wait()
+		msgs, err := d.claim(ctx, p.Max, p.Visibility)
+		if err != nil {
+			return nil, wrap(ctx, "receive", err)
+		}
+		remaining := time.Until(deadline)
+		if len(msgs) > 0 || remaining <= 0 {
+			return msgs, nil
+		}
+		sleep := min(remaining, d.cfg.poll)
+		next, err := d.nextVisible(ctx)
+		if err != nil {
+			return nil, wrap(ctx, "receive", err)
+		}
+		if next >= 0 {
+			sleep = max(min(sleep, next), minSleep)
+		}
+		timer := time.NewTimer(sleep)
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-d.done:
+			timer.Stop()
+			return nil, errClosed
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, wrap(ctx, "receive", ctx.Err())
+		}
+		timer.Stop()
+	}
+}
+
+// claim runs the claim statement once and returns the rows in claim order.
+func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration) ([]*driver.Received, error) {
+	rows, err := d.pool.Query(ctx, d.sql.claim, d.cfg.queue, max, micros(visibility))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	type claimed struct {
+		r        *driver.Received
+		id       int64
+		priority int32
+	}
+	var out []claimed
+	for rows.Next() {
+		var c claimed
+		var deliveries int32
+		r := &driver.Received{}
+		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &r.EnqueuedAt, &r.Lease.Token, &r.Lease.Expiry, &c.priority); err != nil {
+			return nil, err
+		}
+		r.DeliveryCount = int(deliveries)
+		r.Lease.MessageID = strconv.FormatInt(c.id, 10)
+		c.r = r
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].priority != out[j].priority {
+			return out[i].priority > out[j].priority
+		}
+		return out[i].id < out[j].id
+	})
+	msgs := make([]*driver.Received, len(out))
+	for i, c := range out {
+		msgs[i] = c.r
+	}
+	return msgs, nil
+}
+
+// nextVisible returns how long until the queue's next invisible message
+// becomes visible, or -1 when the queue is empty.
+func (d *pgDriver) nextVisible(ctx context.Context) (time.Duration, error) {
+	var us *int64
+	if err := d.pool.QueryRow(ctx, d.sql.nextVisible, d.cfg.queue).Scan(&us); err != nil {
+		return 0, err
+	}
+	if us == nil {
+		return -1, nil
+	}
+	return max(time.Duration(*us)*time.Microsecond, 0), nil
+}

@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobq/jobq"
+)
+
+// migration is one step of the schema's history. Steps are applied in order,
+// each in the same transaction as the row that records it, and never change
+// once released: a change is a new step.
+type migration struct {
+	version int
+	name    string
+	sql     string // {{s}} stands for the quoted schema name
+}
+
+// migrations is the schema's history.
+//
+// messages holds the queued and in-flight messages of every queue in the
+// schema. visible_at is when a message can next be claimed: the push time or
+// not-before time for a new message, the lease expiry for a claimed one, the
+// end of the delay for a requeued one. lease is the current claim's fencing
+// token. Only (queue, priority, id) and (queue, task_id) are indexed, so a
+// claim, a renewal and a requeue change no indexed column and can be HOT
+// updates; fillfactor leaves room on each page for them.
+var migrations = []migration{
+	{1, "messages and dead letters", fmt.Sprintf(`
+CREATE TABLE {{s}}.messages (
+	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	queue       text NOT NULL,
+	task_id     text,
+	body        bytea NOT NULL,
+	priority    integer NOT NULL DEFAULT 0
+	            CONSTRAINT messages_priority_range CHECK (priority BETWEEN %d AND %d),
+	visible_at  timestamptz NOT NULL DEFAULT now(),
+	enqueued_at timestamptz NOT NULL DEFAULT now(),
+	deliveries  integer NOT NULL DEFAULT 0,
+	lease       uuid
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05);
+
+CREATE INDEX messages_claim ON {{s}}.messages (queue, priority DESC, id);
+CREATE UNIQUE INDEX messages_task_id ON {{s}}.messages (queue, task_id);
+
+CREATE TABLE {{s}}.dead_letters (
+	id          bigint PRIMARY KEY,
+	queue       text NOT NULL,
+	task_id     text,
+	body        bytea NOT NULL,
+	priority    integer NOT NULL,
+	enqueued_at timestamptz NOT NULL,
+	deliveries  integer NOT NULL,
+	reason      text NOT NULL,
+	detail      text NOT NULL,
+	dead_at     timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
+`, jobq.MinPriority, jobq.MaxPriority)},
+}
+
+// SchemaVersion is the schema version this package creates and expects.
+var SchemaVersion = migrations[len(migrations)-1].version
+
+// migrate brings the schema up to date. Many processes may start at once, so
+// the whole check-and-apply runs under a transaction-scoped advisory lock
+// keyed by the schema name; the first one in applies the missing steps and
+// the others then find nothing to do. A database at a newer version than this
+// code knows is left alone (an older worker may run beside a newer one as
+// long as the newer steps are additive).
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('jobq.migrate.' || $1, 0))`, schema); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s+`.schema_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s+`.schema_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		for _, m := range migrations {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{s}}", s)); err != nil {
+				return fmt.Errorf("schema migration %d (%s): %w", m.version, m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+s+`.schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

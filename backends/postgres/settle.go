@@ -1,0 +1,229 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// lockLost is the error for a lease that is no longer held.
+func lockLost(op string, l driver.Lease) error {
+	return driver.Errorf(driver.LockLost,
+		"postgres %s: lease on message %s is no longer held (it expired, was settled, or the message was claimed again)", op, l.MessageID)
+}
+
+// parseLease checks that a lease came from this driver.
+func parseLease(op string, l driver.Lease) (int64, error) {
+	id, err := strconv.ParseInt(l.MessageID, 10, 64)
+	if err != nil || !isUUID(l.Token) {
+		return 0, driver.Errorf(driver.InvalidArgument, "postgres %s: lease %q/%q was not issued by a postgres queue", op, l.MessageID, l.Token)
+	}
+	return id, nil
+}
+
+// Renew implements driver.Driver.
+func (d *pgDriver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
+	if err := d.begin(); err != nil {
+		return lease, err
+	}
+	id, err := parseLease("renew", lease)
+	if err != nil {
+		return lease, err
+	}
+	var expiry time.Time
+	rows, err := d.pool.Query(ctx, d.sql.renew, id, lease.Token, micros(visibility), d.cfg.queue)
+	if err != nil {
+		return lease, wrap(ctx, "renew", err)
+	}
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(&expiry); err != nil {
+			rows.Close()
+			return lease, wrap(ctx, "renew", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return lease, wrap(ctx, "renew", err)
+	}
+	if !found {
+		return lease, lockLost("renew", lease)
+	}
+	lease.Expiry = expiry
+	return lease, nil
+}
+
+// settleBatch runs one settlement statement for a batch and turns the ids it
+// returned into per-lease results: a lease whose message is not returned is
+// LockLost, and so is a second lease for the same message in one batch
+// (only one of them can have been the holder's).
+type settleBatch struct {
+	op     string
+	leases []driver.Lease
+	ids    []int64
+	tokens []string
+	errs   []error
+	failed bool
+}
+
+func newSettleBatch(op string, n int) *settleBatch {
+	return &settleBatch{op: op, errs: make([]error, n)}
+}
+
+// add records lease i; it returns false when the lease is malformed.
+func (b *settleBatch) add(i int, l driver.Lease) bool {
+	b.leases = append(b.leases, l)
+	id, err := parseLease(b.op, l)
+	if err != nil {
+		b.errs[i], b.failed = err, true
+		b.ids = append(b.ids, 0)
+		b.tokens = append(b.tokens, "00000000-0000-0000-0000-000000000000")
+		return false
+	}
+	b.ids = append(b.ids, id)
+	b.tokens = append(b.tokens, l.Token)
+	return true
+}
+
+// run executes sql with the batch's arrays (plus extra arguments after them)
+// and fills the per-lease errors.
+func (b *settleBatch) run(ctx context.Context, d *pgDriver, sql string, args ...any) []error {
+	rows, err := d.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return b.failAll(wrap(ctx, b.op, err))
+	}
+	done := make(map[int64]bool, len(b.ids))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return b.failAll(wrap(ctx, b.op, err))
+		}
+		done[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return b.failAll(wrap(ctx, b.op, err))
+	}
+	for i, id := range b.ids {
+		if b.errs[i] != nil {
+			continue
+		}
+		if done[id] {
+			delete(done, id) // a second lease for the same message is not the holder
+			continue
+		}
+		b.errs[i], b.failed = lockLost(b.op, b.leases[i]), true
+	}
+	if !b.failed {
+		return nil
+	}
+	return b.errs
+}
+
+func (b *settleBatch) failAll(err error) []error {
+	for i := range b.errs {
+		if b.errs[i] == nil {
+			b.errs[i] = err
+		}
+	}
+	return b.errs
+}
+
+// closedErrs returns errClosed for every item.
+func closedErrs(n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = errClosed
+	}
+	return errs
+}
+
+// Complete implements driver.Driver: one DELETE for the whole batch.
+func (d *pgDriver) Complete(ctx context.Context, leases []driver.Lease) []error {
+	if err := d.begin(); err != nil {
+		return closedErrs(len(leases))
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	b := newSettleBatch("complete", len(leases))
+	for i, l := range leases {
+		b.add(i, l)
+	}
+	return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, d.cfg.queue)
+}
+
+// Requeue implements driver.Driver: one UPDATE for the whole batch.
+func (d *pgDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+	if err := d.begin(); err != nil {
+		return closedErrs(len(reqs))
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	b := newSettleBatch("requeue", len(reqs))
+	delays := make([]int64, len(reqs))
+	bodies := make([][]byte, len(reqs))
+	immediate := false
+	for i, r := range reqs {
+		b.add(i, r.Lease)
+		delays[i] = micros(max(r.Delay, 0))
+		bodies[i] = r.Body
+		immediate = immediate || r.Delay <= 0
+		if len(r.Body) > d.cfg.maxMessageBytes {
+			b.errs[i], b.failed = driver.Errorf(driver.TooLarge, "postgres requeue: new body is %d bytes; this queue's limit is %d", len(r.Body), d.cfg.maxMessageBytes), true
+			b.ids[i] = 0
+		}
+	}
+	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, delays, bodies, d.cfg.queue)
+	if immediate {
+		// Idle receivers elsewhere should pick the message up now.
+		if d.notif.inline() {
+			go d.sendNotify()
+		}
+		d.wake.fire()
+	}
+	return errs
+}
+
+// DeadLetter implements driver.Driver: one statement that moves the whole
+// batch to dead_letters.
+func (d *pgDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+	if err := d.begin(); err != nil {
+		return closedErrs(len(reqs))
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	b := newSettleBatch("dead-letter", len(reqs))
+	reasons := make([]string, len(reqs))
+	details := make([]string, len(reqs))
+	for i, r := range reqs {
+		b.add(i, r.Lease)
+		reasons[i] = r.Reason
+		details[i] = r.Detail
+	}
+	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, reasons, details, d.cfg.queue)
+}
+
+// isUUID reports whether s is a UUID in the canonical 8-4-4-4-12 form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

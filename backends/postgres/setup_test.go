@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// testBaseURL is the server the tests use; JOBQ_TEST_POSTGRES_URL overrides
+// the local default.
+func testBaseURL() string {
+	if s := os.Getenv("JOBQ_TEST_POSTGRES_URL"); s != "" {
+		return s
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// testSchema holds the tests' queues, apart from a user's own "jobq" schema.
+const testSchema = "jobq_test"
+
+var queueSeq atomic.Int64
+
+// newQueueURL returns the URL of a queue no other test uses, with extra
+// query parameters appended. The queue's rows are deleted after the test.
+func newQueueURL(t testing.TB, extra ...string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano(), queueSeq.Add(1))
+	u, err := url.Parse(testBaseURL())
+	if err != nil {
+		t.Fatalf("JOBQ_TEST_POSTGRES_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("queue", name)
+	if !q.Has("schema") {
+		q.Set("schema", testSchema)
+	}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// openDriver opens a fresh queue with the driver directly and closes it
+// after the test, deleting its messages and dead letters.
+func openDriver(t testing.TB, extra ...string) *pgDriver {
+	t.Helper()
+	return openURL(t, newQueueURL(t, extra...))
+}
+
+func openURL(t testing.TB, raw string) *pgDriver {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drv, err := Opener{}.Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("open %s: %v", raw, err)
+	}
+	d := drv.(*pgDriver)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if !d.closed.Load() {
+			d.Clear(ctx)
+			d.PurgeDead(ctx, nil)
+			d.Close()
+		}
+	})
+	return d
+}
+
+// msg makes a message with the given task id and body.
+func msg(id string) *driver.Message {
+	return &driver.Message{ID: id, Body: []byte(`{"id": "` + id + `"}`)}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

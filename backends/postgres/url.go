@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// jobqParams are the query parameters this backend reads itself; they are
+// removed before the URL reaches pgx.
+var jobqParams = map[string]bool{
+	"queue":             true,
+	"schema":            true,
+	"poll":              true,
+	"notify_interval":   true,
+	"max_message_bytes": true,
+}
+
+// connParams are the query parameters handed on to pgx unchanged: the libpq
+// connection keywords pgx understands, pgx's own settings, and pgxpool's.
+// Anything else is rejected. pgx would otherwise send an unknown parameter to
+// the server as a setting, so a typo such as "queu=x" would fail later with a
+// confusing "unrecognized configuration parameter"; server settings belong in
+// options=-c name=value instead.
+var connParams = map[string]bool{
+	// libpq keywords (https://www.postgresql.org/docs/current/libpq-connect.html).
+	"host": true, "port": true, "dbname": true, "user": true, "password": true,
+	"passfile": true, "connect_timeout": true, "sslmode": true, "sslkey": true,
+	"sslcert": true, "sslcertmode": true, "sslrootcert": true, "sslnegotiation": true,
+	"sslpassword": true, "sslsni": true, "krbspn": true, "krbsrvname": true,
+	"target_session_attrs": true, "service": true, "servicefile": true,
+	"min_protocol_version": true, "max_protocol_version": true,
+	"channel_binding": true, "require_auth": true, "application_name": true,
+	"fallback_application_name": true, "options": true, "search_path": true,
+	"timezone": true, "client_encoding": true,
+	// pgx connection settings.
+	"statement_cache_capacity": true, "description_cache_capacity": true,
+	"default_query_exec_mode": true,
+	// pgxpool settings.
+	"pool_max_conns": true, "pool_min_conns": true, "pool_min_idle_conns": true,
+	"pool_max_conn_lifetime": true, "pool_max_conn_idle_time": true,
+	"pool_health_check_period": true, "pool_max_conn_lifetime_jitter": true,
+	"pool_ping_timeout": true,
+}
+
+// Defaults for the jobq query parameters.
+const (
+	// DefaultQueue is the queue name when the URL has no queue= parameter.
+	DefaultQueue = "default"
+	// DefaultSchema is the Postgres schema holding jobq's tables when the
+	// URL has no schema= parameter.
+	DefaultSchema = "jobq"
+	// DefaultPoll is how often an idle receiver looks for work when no
+	// notification arrives (a safety net for lost notifications).
+	DefaultPoll = time.Second
+	// DefaultNotifyInterval is the shortest time between two wake-up
+	// notifications for one queue from one process: pushes in between are
+	// covered by one trailing notification.
+	DefaultNotifyInterval = time.Millisecond
+	// DefaultMaxMessageBytes is the largest message body accepted unless the
+	// URL sets max_message_bytes=. Larger tasks go to the stash.
+	DefaultMaxMessageBytes = 64 << 20
+)
+
+// config is a parsed queue URL.
+type config struct {
+	connString      string // the URL without jobq's parameters, for pgx
+	queue           string
+	schema          string
+	poll            time.Duration
+	notifyInterval  time.Duration
+	maxMessageBytes int
+}
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+// parseURL splits u into jobq's settings and the connection string for pgx.
+// Unknown parameters are an InvalidArgument error naming them.
+func parseURL(u *url.URL) (*config, error) {
+	var unknown []string
+	own := url.Values{}
+	pass := url.Values{}
+	for k, v := range u.Query() {
+		switch {
+		case jobqParams[k]:
+			own[k] = v
+		case connParams[k]:
+			pass[k] = v
+		default:
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, driver.Errorf(driver.InvalidArgument,
+			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval and max_message_bytes, "+
+				"and passes libpq/pgx/pgxpool connection parameters (sslmode, application_name, pool_max_conns, ...) to pgx; "+
+				"put server settings in options=-c%%20name%%3Dvalue",
+			strings.Join(unknown, ", "))
+	}
+
+	ownURL := &url.URL{RawQuery: own.Encode()}
+	p := driver.NewParams(ownURL)
+	c := &config{
+		queue:           p.String("queue", DefaultQueue),
+		schema:          p.String("schema", DefaultSchema),
+		poll:            p.Duration("poll", DefaultPoll),
+		notifyInterval:  p.Duration("notify_interval", DefaultNotifyInterval),
+		maxMessageBytes: p.Int("max_message_bytes", DefaultMaxMessageBytes),
+	}
+	if c.queue == "" || len(c.queue) > 200 {
+		p.Fail("query parameter queue=%q must be 1 to 200 characters", c.queue)
+	}
+	if !schemaName.MatchString(c.schema) {
+		p.Fail("query parameter schema=%q must be a lower-case identifier of at most 48 characters (letters, digits, _)", c.schema)
+	}
+	if c.poll <= 0 {
+		p.Fail("query parameter poll=%s must be positive", c.poll)
+	}
+	if c.maxMessageBytes <= 0 {
+		p.Fail("query parameter max_message_bytes=%d must be positive", c.maxMessageBytes)
+	}
+	if err := p.Done(); err != nil {
+		return nil, fmt.Errorf("postgres URL: %w", err)
+	}
+
+	conn := *u
+	conn.Scheme = "postgres"
+	conn.RawQuery = pass.Encode()
+	conn.Fragment = ""
+	c.connString = conn.String()
+	return c, nil
+}
