@@ -1,0 +1,154 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+const (
+	listDead = `SELECT id, task_id, body, reason, detail, deliveries, dead_at
+		FROM jobq_dead WHERE queue = ? ORDER BY id LIMIT ?`
+	deadIDs = `SELECT id FROM jobq_dead WHERE queue = ? ORDER BY id`
+	// reviveDead puts a dead letter back, visible at once, with a fresh
+	// delivery count; it is skipped (no row) when a message with the same
+	// task ID is queued again meanwhile, and then stays dead.
+	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at)
+		SELECT queue, task_id, body, priority, ?, enqueued_at FROM jobq_dead WHERE id = ? AND queue = ?
+		ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING`
+	deleteDead    = `DELETE FROM jobq_dead WHERE id = ? AND queue = ?`
+	deleteAllDead = `DELETE FROM jobq_dead WHERE queue = ?`
+)
+
+// ListDead implements driver.Driver. max <= 0 lists every dead letter.
+func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		max = -1 // SQLite: no limit
+	}
+	rows, err := d.db.QueryContext(ctx, listDead, d.cfg.queue, max)
+	if err != nil {
+		return nil, d.wrap(ctx, "list dead letters", err)
+	}
+	defer rows.Close()
+	var out []*driver.DeadMessage
+	for rows.Next() {
+		var (
+			m      driver.DeadMessage
+			id, at int64
+		)
+		if err := rows.Scan(&id, &m.ID, &m.Body, &m.Reason, &m.Detail, &m.DeliveryCount, &at); err != nil {
+			return nil, d.wrap(ctx, "list dead letters", err)
+		}
+		m.MessageID = strconv.FormatInt(id, 10)
+		m.DeadAt = fromMicros(at)
+		out = append(out, &m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.wrap(ctx, "list dead letters", err)
+	}
+	return out, nil
+}
+
+// RequeueDead implements driver.Driver. Each dead letter is moved in the same
+// transaction as the others; one whose task ID is queued again is left dead
+// (not counted) rather than duplicated.
+func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
+	var moved int64
+	err := d.writeTx(ctx, "requeue dead letters", func(tx *sql.Tx) error {
+		nums, err := d.deadIDs(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		now := micros(time.Now())
+		for _, id := range nums {
+			res, err := tx.ExecContext(ctx, reviveDead, now, id, d.cfg.queue)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, deleteDead, id, d.cfg.queue); err != nil {
+				return err
+			}
+			moved++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if moved > 0 {
+		d.note.broadcast()
+	}
+	return moved, nil
+}
+
+// PurgeDead implements driver.Driver.
+func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
+	var n int64
+	err := d.writeTx(ctx, "purge dead letters", func(tx *sql.Tx) error {
+		if ids == nil {
+			res, err := tx.ExecContext(ctx, deleteAllDead, d.cfg.queue)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		}
+		for _, s := range ids {
+			id, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				continue // not one of ours: unknown ids are skipped
+			}
+			res, err := tx.ExecContext(ctx, deleteDead, id, d.cfg.queue)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	return n, err
+}
+
+// deadIDs resolves ids (nil: every dead letter of the queue) to row IDs,
+// skipping strings that cannot be ours.
+func (d *Driver) deadIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]int64, error) {
+	if ids != nil {
+		out := make([]int64, 0, len(ids))
+		for _, s := range ids {
+			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	}
+	rows, err := tx.QueryContext(ctx, deadIDs, d.cfg.queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}

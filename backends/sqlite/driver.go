@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Driver is one open queue in one SQLite file. It implements driver.Driver;
+// users reach it through *jobq.Queue.
+type Driver struct {
+	cfg  config
+	db   *sql.DB
+	log  *slog.Logger
+	caps driver.Capabilities
+	note *notifier
+
+	// writeSem serialises this process's write transactions so that they
+	// queue in Go instead of spinning in SQLite's busy handler; the busy
+	// timeout then only covers waits for other processes.
+	writeSem chan struct{}
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+func newDriver(c config, db *sql.DB, log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{
+		cfg:      c,
+		db:       db,
+		log:      log,
+		caps:     capabilities(c.maxMessageBytes),
+		note:     acquireNotifier(c.path, c.queue),
+		writeSem: make(chan struct{}, 1),
+		closed:   make(chan struct{}),
+	}
+}
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
+
+// As implements driver.Driver. It supports **sql.DB: the connection pool on
+// the queue's file.
+func (d *Driver) As(target any) bool {
+	switch t := target.(type) {
+	case **sql.DB:
+		*t = d.db
+		return true
+	}
+	return false
+}
+
+// Close implements driver.Driver: it wakes waiting receivers and closes the
+// connection pool.
+func (d *Driver) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		close(d.closed)
+		releaseNotifier(d.note)
+		err = d.db.Close()
+	})
+	return err
+}
+
+// ErrorCode implements driver.Driver.
+func (d *Driver) ErrorCode(err error) driver.Code { return codeOf(err) }
+
+// errClosed is returned by calls on a closed driver.
+var errClosed = driver.Errorf(driver.FailedPrecondition, "sqlite: queue is closed")
+
+// check fails fast on a closed driver or a done context.
+func (d *Driver) check(ctx context.Context) error {
+	select {
+	case <-d.closed:
+		return errClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxErr(err)
+	}
+	return nil
+}
+
+// writeTx runs fn in one immediate transaction, committing when it returns
+// nil. Only one write transaction of this driver runs at a time.
+func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	select {
+	case d.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctxErr(ctx.Err())
+	case <-d.closed:
+		return errClosed
+	}
+	defer func() { <-d.writeSem }()
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return d.wrap(ctx, op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return d.wrap(ctx, op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return d.wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// wrap turns an engine error into a *driver.Error naming the operation.
+func (d *Driver) wrap(ctx context.Context, op string, err error) error {
+	select {
+	case <-d.closed:
+		if errors.Is(err, sql.ErrConnDone) || isClosedDB(err) {
+			return errClosed
+		}
+	default:
+	}
+	return wrapErr(ctx, op, err)
+}
+
+func wrapErr(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *driver.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx.Err())
+	}
+	return driver.Errorf(codeOf(err), "sqlite %s: %w", op, err)
+}
+
+func ctxErr(err error) error {
+	return driver.Errorf(driver.CodeOf(err), "sqlite: %w", err)
+}
+
+func isClosedDB(err error) bool {
+	return err != nil && err.Error() == "sql: database is closed"
+}
+
+// codeOf classifies an error, mapping SQLite's result codes.
+func codeOf(err error) driver.Code {
+	if c := driver.CodeOf(err); c != driver.Unknown {
+		return c
+	}
+	if isClosedDB(err) || errors.Is(err, sql.ErrConnDone) {
+		return driver.FailedPrecondition
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return driver.Unknown
+	}
+	switch se.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL:
+		return driver.Unavailable
+	case sqlite3.SQLITE_INTERRUPT:
+		return driver.Canceled
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOMEM:
+		return driver.ResourceExhausted
+	case sqlite3.SQLITE_TOOBIG:
+		return driver.TooLarge
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+		return driver.PermissionDenied
+	case sqlite3.SQLITE_CANTOPEN:
+		return driver.Unavailable
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_INTERNAL:
+		return driver.Internal
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE:
+		return driver.InvalidArgument
+	}
+	return driver.Unknown
+}
+
+// Times are stored as Unix microseconds.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
+
+// addMicros returns now+d in microseconds, saturating instead of overflowing
+// for absurdly long durations.
+func addMicros(now int64, d time.Duration) int64 {
+	us := d.Microseconds()
+	if us > (1<<63-1)-now {
+		return 1<<63 - 1
+	}
+	return now + us
+}

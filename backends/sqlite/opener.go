@@ -1,0 +1,173 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+
+	// The pure-Go SQLite engine, registered with database/sql as "sqlite".
+	_ "modernc.org/sqlite"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "sqlite"
+
+// Defaults for the URL parameters.
+const (
+	// DefaultQueue is the queue name used when the URL has no queue parameter.
+	DefaultQueue = "default"
+	// DefaultMaxMessageBytes is the declared message size limit. SQLite
+	// itself stores up to about 1 GB per value, but every receive reads whole
+	// bodies into memory and a batch holds many of them; 16 MiB keeps that
+	// bounded while leaving room for any command line, and larger tasks go
+	// to a stash.
+	DefaultMaxMessageBytes = 16 << 20
+	// DefaultBusyTimeout is how long a write waits for another process's
+	// write transaction.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultPoll is the idle polling interval of a waiting Receive. An idle
+	// check is one indexed read that takes no write lock, so 50ms costs
+	// little CPU while keeping cross-process pickup latency low.
+	DefaultPoll = 50 * time.Millisecond
+
+	// maxMessageBytesCeiling bounds max_message_bytes well below SQLite's
+	// 1 GB value limit.
+	maxMessageBytesCeiling = 512 << 20
+)
+
+func init() {
+	jobq.Register(Scheme, URLOpener{})
+}
+
+// URLOpener opens sqlite:// URLs. The zero value is ready to use.
+type URLOpener struct{}
+
+// config is what a URL asks for.
+type config struct {
+	path            string
+	queue           string
+	maxMessageBytes int
+	busyTimeout     time.Duration
+	poll            time.Duration
+	synchronous     string
+}
+
+// parseURL reads u into a config, rejecting unknown parameters.
+func parseURL(u *url.URL) (config, error) {
+	path := u.Opaque // sqlite:work.db
+	if path == "" {
+		path = u.Host + u.Path
+	}
+	if path == "" {
+		return config{}, driver.Errorf(driver.InvalidArgument,
+			"sqlite URL %q names no file: write sqlite://./work.db (relative) or sqlite:///abs/path.db", jobq.RedactURL(u.String()))
+	}
+	p := driver.NewParams(u)
+	c := config{
+		path:            path,
+		queue:           p.String("queue", DefaultQueue),
+		maxMessageBytes: p.Int("max_message_bytes", DefaultMaxMessageBytes),
+		busyTimeout:     p.Duration("busy_timeout", DefaultBusyTimeout),
+		poll:            p.Duration("poll", DefaultPoll),
+		synchronous:     strings.ToLower(p.String("synchronous", "normal")),
+	}
+	if c.queue == "" {
+		p.Fail("query parameter queue is empty: name the queue, for example queue=default")
+	}
+	if c.maxMessageBytes < 1 || c.maxMessageBytes > maxMessageBytesCeiling {
+		p.Fail("query parameter max_message_bytes=%d is out of range: use 1..%d", c.maxMessageBytes, maxMessageBytesCeiling)
+	}
+	if c.poll <= 0 {
+		p.Fail("query parameter poll must be positive, for example poll=50ms")
+	}
+	if c.synchronous != "normal" && c.synchronous != "full" {
+		p.Fail("query parameter synchronous=%q is not normal or full", c.synchronous)
+	}
+	if err := p.Done(); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// dsn is the modernc.org/sqlite data source name for c: WAL so that readers
+// never block the writer, a busy timeout so that processes wait for each
+// other's write transactions, and immediate transactions so that every write
+// transaction takes the write lock before it reads (no stale-snapshot
+// upgrades, no double claims).
+func (c config) dsn() string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", c.busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+strings.ToUpper(c.synchronous)+")")
+	q.Set("_txlock", "immediate")
+	return c.path + "?" + q.Encode()
+}
+
+// Capabilities implements driver.Opener: what a queue opened with the default
+// parameters declares.
+func (URLOpener) Capabilities() driver.Capabilities {
+	return capabilities(DefaultMaxMessageBytes)
+}
+
+// Open implements driver.Opener.
+func (URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	if dir := filepath.Dir(c.path); !dirExists(dir) {
+		return nil, driver.Errorf(driver.NotFound,
+			"sqlite: directory %q of %s does not exist: create it first", dir, c.path)
+	}
+	db, err := sql.Open("sqlite", c.dsn())
+	if err != nil {
+		return nil, wrapErr(ctx, "open "+c.path, err)
+	}
+	if err := migrate(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, wrapErr(ctx, "create tables in "+c.path, err)
+	}
+	return newDriver(c, db, opts.Logger), nil
+}
+
+// capabilities is what every sqlite queue declares; only the size limit
+// depends on the URL.
+func capabilities(maxBytes int) driver.Capabilities {
+	native := driver.Support{Level: driver.Native}
+	return driver.Capabilities{
+		Features: map[driver.Feature]driver.Support{
+			driver.DelayedRequeue: native,
+			driver.DelayedPush:    native,
+			driver.LeaseRenewal:   native,
+			driver.DeadLetter:     native,
+			driver.Priority:       native,
+			driver.Peek:           native,
+			driver.ExactCount:     native,
+			driver.Dedup:          native,
+			driver.InPlaceUpdate:  native,
+			driver.ConcurrencyLimit: {Level: driver.Unsupported,
+				Fallback: "the sqlite backend does not enforce per-key concurrency limits yet"},
+			driver.RateLimit: {Level: driver.Unsupported,
+				Fallback: "the sqlite backend does not enforce per-key rate limits yet"},
+			driver.TransactionalPush: {Level: driver.Unsupported,
+				Fallback: "the sqlite backend cannot push inside an application transaction yet"},
+		},
+		MaxMessageBytes: maxBytes,
+		MaxReceiveBatch: maxReceiveBatch,
+		MaxPushBatch:    maxPushBatch,
+	}
+}
+
+// Batch bounds: one write transaction holds the file's write lock, so a
+// batch is capped to keep other processes' waits short.
+const (
+	maxReceiveBatch = 1000
+	maxPushBatch    = 1000
+)

@@ -1,0 +1,72 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// insertMessage stores one message unless a message with the same task ID is
+// still in the queue (dedup); RETURNING then yields no row.
+const insertMessage = `
+INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING
+RETURNING id`
+
+const selectByTask = `SELECT id FROM jobq_messages WHERE queue = ? AND task_id = ? AND task_id <> ''`
+
+// Push implements driver.Driver. The whole batch is stored in one
+// transaction: on error nothing was stored.
+func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+	if len(msgs) == 0 {
+		return nil, d.check(ctx)
+	}
+	out := make([]driver.PushResult, len(msgs))
+	err := d.writeTx(ctx, "push", func(tx *sql.Tx) error {
+		ins, err := tx.PrepareContext(ctx, insertMessage)
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		now := micros(time.Now())
+		for i, m := range msgs {
+			visible := now
+			if !m.NotBefore.IsZero() && micros(m.NotBefore) > now {
+				visible = micros(m.NotBefore)
+			}
+			var id int64
+			err := ins.QueryRowContext(ctx, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				// A message with this task ID is queued already.
+				if err := tx.QueryRowContext(ctx, selectByTask, d.cfg.queue, m.ID).Scan(&id); err != nil {
+					return err
+				}
+				out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10), Duplicate: true}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.note.broadcast()
+	return out, nil
+}
+
+// nonNil makes an empty body an empty BLOB rather than NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

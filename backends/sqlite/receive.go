@@ -1,0 +1,166 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// claimMessages leases up to N visible messages, highest priority first, then
+// push order. It runs inside an immediate transaction, so no other process
+// can claim the same rows between the SELECT and the UPDATE.
+const claimMessages = `
+UPDATE jobq_messages
+SET lease = ?, visible_at = ?, deliveries = deliveries + 1
+WHERE id IN (
+	SELECT id FROM jobq_messages INDEXED BY jobq_messages_claim
+	WHERE queue = ? AND visible_at <= ?
+	ORDER BY priority DESC, id
+	LIMIT ?)
+RETURNING id, task_id, body, deliveries, enqueued_at, priority`
+
+// anyVisible is the idle poll: one indexed read, no write lock.
+const anyVisible = `SELECT EXISTS (SELECT 1 FROM jobq_messages WHERE queue = ? AND visible_at <= ?)`
+
+// Receive implements driver.Driver. When nothing is visible it waits up to
+// p.Wait, woken at once by pushes in this process and checking every poll
+// interval for other processes' pushes and for delayed or expired messages.
+func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	if p.Max < 1 {
+		p.Max = 1
+	}
+	if p.Max > maxReceiveBatch {
+		p.Max = maxReceiveBatch
+	}
+	if p.Visibility <= 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "sqlite receive: visibility %v must be positive", p.Visibility)
+	}
+	deadline := time.Now().Add(p.Wait)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		wake := d.note.wait()
+		got, err := d.claim(ctx, p.Max, p.Visibility)
+		if err != nil || len(got) > 0 {
+			return got, err
+		}
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, nil
+			}
+			sleep := min(d.cfg.poll, left)
+			if timer == nil {
+				timer = time.NewTimer(sleep)
+			} else {
+				timer.Reset(sleep)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctxErr(ctx.Err())
+			case <-d.closed:
+				return nil, errClosed
+			case <-wake:
+			case <-timer.C:
+				// Only take the write lock if a message looks claimable.
+				var ok bool
+				err := d.db.QueryRowContext(ctx, anyVisible, d.cfg.queue, micros(time.Now())).Scan(&ok)
+				if err != nil {
+					return nil, d.wrap(ctx, "receive", err)
+				}
+				if !ok {
+					continue
+				}
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			break
+		}
+	}
+}
+
+// claim leases up to max visible messages for vis.
+func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driver.Received, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, driver.Errorf(driver.Internal, "sqlite receive: lease token: %w", err)
+	}
+	var out []*driver.Received
+	var prio []int
+	err = d.writeTx(ctx, "receive", func(tx *sql.Tx) error {
+		now := micros(time.Now())
+		expiry := addMicros(now, vis)
+		rows, err := tx.QueryContext(ctx, claimMessages, token, expiry, d.cfg.queue, now, max)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id, enq  int64
+				r        driver.Received
+				priority int
+			)
+			if err := rows.Scan(&id, &r.ID, &r.Body, &r.DeliveryCount, &enq, &priority); err != nil {
+				return err
+			}
+			r.EnqueuedAt = fromMicros(enq)
+			r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
+			out = append(out, &r)
+			prio = append(prio, priority)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > 1 {
+		// RETURNING yields rows in no particular order.
+		sort.Sort(byClaimOrder{out, prio})
+	}
+	return out, nil
+}
+
+// byClaimOrder sorts claimed messages by priority (descending), then push
+// order (message ID ascending).
+type byClaimOrder struct {
+	r    []*driver.Received
+	prio []int
+}
+
+func (s byClaimOrder) Len() int { return len(s.r) }
+func (s byClaimOrder) Swap(i, j int) {
+	s.r[i], s.r[j] = s.r[j], s.r[i]
+	s.prio[i], s.prio[j] = s.prio[j], s.prio[i]
+}
+func (s byClaimOrder) Less(i, j int) bool {
+	if s.prio[i] != s.prio[j] {
+		return s.prio[i] > s.prio[j]
+	}
+	a, _ := strconv.ParseInt(s.r[i].Lease.MessageID, 10, 64)
+	b, _ := strconv.ParseInt(s.r[j].Lease.MessageID, 10, 64)
+	return a < b
+}
+
+// newToken returns a fresh random lease token.
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,69 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"os"
+)
+
+// schema creates the tables every queue in a file shares. Times are Unix
+// microseconds. A message is
+//
+//   - ready when visible_at <= now (whether or not an old lease is recorded:
+//     an expired lease is claimable again),
+//   - in flight when lease is set and visible_at > now (visible_at is then
+//     the lease's expiry),
+//   - delayed when lease is NULL and visible_at > now.
+//
+// jobq_messages_claim serves claims (priority first, then push order, with
+// visible_at in the index so that the filter needs no table lookups);
+// jobq_messages_visible serves idle polls and counts; jobq_messages_task
+// enforces dedup by task ID among messages not yet completed.
+const schema = `
+CREATE TABLE IF NOT EXISTS jobq_messages (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	queue       TEXT    NOT NULL,
+	task_id     TEXT    NOT NULL,
+	body        BLOB    NOT NULL,
+	priority    INTEGER NOT NULL DEFAULT 0,
+	visible_at  INTEGER NOT NULL,
+	enqueued_at INTEGER NOT NULL,
+	deliveries  INTEGER NOT NULL DEFAULT 0,
+	lease       TEXT
+);
+CREATE INDEX IF NOT EXISTS jobq_messages_claim ON jobq_messages (queue, priority DESC, id, visible_at);
+CREATE INDEX IF NOT EXISTS jobq_messages_visible ON jobq_messages (queue, visible_at);
+CREATE UNIQUE INDEX IF NOT EXISTS jobq_messages_task ON jobq_messages (queue, task_id) WHERE task_id <> '';
+CREATE TABLE IF NOT EXISTS jobq_dead (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	queue       TEXT    NOT NULL,
+	task_id     TEXT    NOT NULL,
+	body        BLOB    NOT NULL,
+	priority    INTEGER NOT NULL DEFAULT 0,
+	enqueued_at INTEGER NOT NULL,
+	deliveries  INTEGER NOT NULL,
+	reason      TEXT    NOT NULL,
+	detail      TEXT    NOT NULL,
+	dead_at     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobq_dead_queue ON jobq_dead (queue, id);
+`
+
+// migrate creates the tables if they are missing. It runs in one immediate
+// transaction so that processes opening a new file at once do not race.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}

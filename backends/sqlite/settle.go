@@ -1,0 +1,184 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Every settlement is fenced by the lease: it matches the row only while
+// the claim's token is recorded and the lease has not expired (visible_at is
+// the lease's expiry while leased). A miss changes nothing and is LockLost.
+const (
+	renewLease = `UPDATE jobq_messages SET visible_at = ?
+		WHERE id = ? AND lease = ? AND visible_at > ?`
+	deleteLeased = `DELETE FROM jobq_messages
+		WHERE id = ? AND lease = ? AND visible_at > ?`
+	requeueLeased = `UPDATE jobq_messages SET lease = NULL, visible_at = ?
+		WHERE id = ? AND lease = ? AND visible_at > ?`
+	requeueLeasedBody = `UPDATE jobq_messages SET lease = NULL, visible_at = ?, body = ?
+		WHERE id = ? AND lease = ? AND visible_at > ?`
+	copyToDead = `INSERT INTO jobq_dead
+		(queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, dead_at)
+		SELECT queue, task_id, body, priority, enqueued_at, deliveries, ?, ?, ?
+		FROM jobq_messages WHERE id = ? AND lease = ? AND visible_at > ?`
+)
+
+// Renew implements driver.Driver. The token stays the same.
+func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
+	if visibility <= 0 {
+		return lease, driver.Errorf(driver.InvalidArgument, "sqlite renew: visibility %v must be positive", visibility)
+	}
+	id, err := leaseID(lease)
+	if err != nil {
+		return lease, err
+	}
+	var expiry int64
+	err = d.writeTx(ctx, "renew", func(tx *sql.Tx) error {
+		now := micros(time.Now())
+		expiry = addMicros(now, visibility)
+		res, err := tx.ExecContext(ctx, renewLease, expiry, id, lease.Token, now)
+		if err != nil {
+			return err
+		}
+		return lostIfNone(res, lease)
+	})
+	if err != nil {
+		return lease, err
+	}
+	lease.Expiry = fromMicros(expiry)
+	return lease, nil
+}
+
+// Complete implements driver.Driver: all deletions in one transaction.
+func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
+	return d.settle(ctx, "complete", len(leases), func(tx *sql.Tx, now int64) ([]error, error) {
+		stmt, err := tx.PrepareContext(ctx, deleteLeased)
+		if err != nil {
+			return nil, err
+		}
+		defer stmt.Close()
+		errs := make([]error, len(leases))
+		for i, l := range leases {
+			id, err := leaseID(l)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			res, err := stmt.ExecContext(ctx, id, l.Token, now)
+			if err != nil {
+				return nil, err
+			}
+			errs[i] = lostIfNone(res, l)
+		}
+		return errs, nil
+	})
+}
+
+// Requeue implements driver.Driver: all releases in one transaction. The
+// delivery count is kept, so the next claim counts one more.
+func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+	err := d.settle(ctx, "requeue", len(reqs), func(tx *sql.Tx, now int64) ([]error, error) {
+		errs := make([]error, len(reqs))
+		for i, r := range reqs {
+			id, err := leaseID(r.Lease)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			visible := addMicros(now, max(r.Delay, 0))
+			var res sql.Result
+			if r.Body != nil {
+				res, err = tx.ExecContext(ctx, requeueLeasedBody, visible, r.Body, id, r.Lease.Token, now)
+			} else {
+				res, err = tx.ExecContext(ctx, requeueLeased, visible, id, r.Lease.Token, now)
+			}
+			if err != nil {
+				return nil, err
+			}
+			errs[i] = lostIfNone(res, r.Lease)
+		}
+		return errs, nil
+	})
+	d.note.broadcast()
+	return err
+}
+
+// DeadLetter implements driver.Driver: each message is copied to jobq_dead
+// and deleted in the same transaction.
+func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+	return d.settle(ctx, "dead-letter", len(reqs), func(tx *sql.Tx, now int64) ([]error, error) {
+		errs := make([]error, len(reqs))
+		for i, r := range reqs {
+			id, err := leaseID(r.Lease)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			res, err := tx.ExecContext(ctx, copyToDead, r.Reason, r.Detail, now, id, r.Lease.Token, now)
+			if err != nil {
+				return nil, err
+			}
+			if errs[i] = lostIfNone(res, r.Lease); errs[i] != nil {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, deleteLeased, id, r.Lease.Token, now); err != nil {
+				return nil, err
+			}
+		}
+		return errs, nil
+	})
+}
+
+// settle runs a batch settlement in one transaction and applies the batch
+// error convention: nil when every message succeeded, otherwise one error per
+// message. An engine error fails (and rolls back) the whole batch.
+func (d *Driver) settle(ctx context.Context, op string, n int, fn func(tx *sql.Tx, now int64) ([]error, error)) []error {
+	if n == 0 {
+		return nil
+	}
+	var errs []error
+	err := d.writeTx(ctx, op, func(tx *sql.Tx) error {
+		var err error
+		errs, err = fn(tx, micros(time.Now()))
+		return err
+	})
+	if err != nil {
+		all := make([]error, n)
+		for i := range all {
+			all[i] = err
+		}
+		return all
+	}
+	for _, e := range errs {
+		if e != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// leaseID parses the message ID of a lease this driver issued.
+func leaseID(l driver.Lease) (int64, error) {
+	id, err := strconv.ParseInt(l.MessageID, 10, 64)
+	if err != nil {
+		return 0, driver.Errorf(driver.InvalidArgument, "sqlite: lease message ID %q was not issued by the sqlite backend", l.MessageID)
+	}
+	return id, nil
+}
+
+// lostIfNone reports LockLost when a fenced statement matched no row.
+func lostIfNone(res sql.Result, l driver.Lease) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return driver.Errorf(driver.LockLost,
+			"sqlite: lease on message %s is no longer held (it expired, was settled, or another receiver claimed the message)", l.MessageID)
+	}
+	return nil
+}
