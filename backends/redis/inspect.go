@@ -1,0 +1,155 @@
+package redis
+
+import (
+	"context"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Peek implements driver.Driver: ready messages in claim order, then
+// delayed ones by due time, then leased ones by lease expiry.
+func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
+	if err := d.checkOpen("peek"); err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	res, err := d.run(ctx, peekScript, max).Slice()
+	if err != nil {
+		return nil, d.fail("peek", err)
+	}
+	out := make([]*driver.PeekedMessage, 0, len(res)/8)
+	for i := 0; i+7 < len(res); i += 8 {
+		out = append(out, &driver.PeekedMessage{
+			MessageID:     asStr(res[i]),
+			ID:            asStr(res[i+1]),
+			Body:          []byte(asStr(res[i+2])),
+			DeliveryCount: int(asInt(res[i+3])),
+			EnqueuedAt:    fromMs(asInt(res[i+4])),
+			VisibleAt:     fromMs(asInt(res[i+5])),
+			Priority:      int(asInt(res[i+6])),
+			InFlight:      asInt(res[i+7]) == 1,
+		})
+	}
+	return out, nil
+}
+
+// Stats implements driver.Driver. The counts are exact and read in one
+// script; due delayed messages and expired leases count as ready.
+func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
+	if err := d.checkOpen("stats"); err != nil {
+		return driver.Stats{}, err
+	}
+	res, err := d.run(ctx, statsScript).Int64Slice()
+	if err != nil {
+		return driver.Stats{}, d.fail("stats", err)
+	}
+	if len(res) != 4 {
+		return driver.Stats{}, driver.Errorf(driver.Internal, "redis stats on queue %s: script returned %d counts", d.queue, len(res))
+	}
+	return driver.Stats{
+		Ready: res[0], InFlight: res[1], Delayed: res[2], Dead: res[3],
+		Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true},
+	}, nil
+}
+
+// clearBatch is how many messages one clear or dead-letter script call
+// handles before it lets other clients run.
+const clearBatch = 1000
+
+// Clear implements driver.Driver. It deletes ready, delayed and leased
+// messages, clearBatch per script call, until a call finds fewer than that.
+func (d *Driver) Clear(ctx context.Context) (int64, error) {
+	return d.repeat(ctx, "clear", func() (int64, error) {
+		return d.run(ctx, clearScript, clearBatch).Int64()
+	})
+}
+
+// ListDead implements driver.Driver.
+func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
+	if err := d.checkOpen("list dead letters"); err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	res, err := d.run(ctx, listDeadScript, max).Slice()
+	if err != nil {
+		return nil, d.fail("list dead letters", err)
+	}
+	out := make([]*driver.DeadMessage, 0, len(res)/7)
+	for i := 0; i+6 < len(res); i += 7 {
+		out = append(out, &driver.DeadMessage{
+			MessageID:     asStr(res[i]),
+			ID:            asStr(res[i+1]),
+			Body:          []byte(asStr(res[i+2])),
+			Reason:        asStr(res[i+3]),
+			Detail:        asStr(res[i+4]),
+			DeliveryCount: int(asInt(res[i+5])),
+			DeadAt:        fromMs(asInt(res[i+6])),
+		})
+	}
+	return out, nil
+}
+
+// RequeueDead implements driver.Driver. Requeued messages start over with
+// a delivery count of zero.
+func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
+	return d.deadOp(ctx, "requeue dead letters", ids, func(args []any) (int64, error) {
+		return d.run(ctx, requeueDeadScript, append([]any{d.channel, clearBatch}, args...)...).Int64()
+	})
+}
+
+// PurgeDead implements driver.Driver.
+func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
+	return d.deadOp(ctx, "purge dead letters", ids, func(args []any) (int64, error) {
+		return d.run(ctx, purgeDeadScript, append([]any{clearBatch}, args...)...).Int64()
+	})
+}
+
+// deadOp runs a dead-letter script over the named ids in chunks, or over
+// all dead letters (ids nil) until none are left.
+func (d *Driver) deadOp(ctx context.Context, op string, ids []string, call func(args []any) (int64, error)) (int64, error) {
+	if ids == nil {
+		return d.repeat(ctx, op, func() (int64, error) { return call(nil) })
+	}
+	if err := d.checkOpen(op); err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, b := range chunkBounds(len(ids)) {
+		args := make([]any, 0, b[1]-b[0])
+		for _, id := range ids[b[0]:b[1]] {
+			args = append(args, id)
+		}
+		n, err := call(args)
+		total += n
+		if err != nil {
+			return total, d.fail(op, err)
+		}
+	}
+	return total, nil
+}
+
+// repeat calls step until it handles fewer than clearBatch messages, and
+// returns the total.
+func (d *Driver) repeat(ctx context.Context, op string, step func() (int64, error)) (int64, error) {
+	if err := d.checkOpen(op); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		n, err := step()
+		total += n
+		if err != nil {
+			return total, d.fail(op, err)
+		}
+		if n < clearBatch {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, d.fail(op, err)
+		}
+	}
+}

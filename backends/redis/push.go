@@ -1,0 +1,52 @@
+package redis
+
+import (
+	"context"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Push implements driver.Driver. Messages go to Redis in chunks of
+// chunkSize, one script call per chunk, all chunks pipelined in one round
+// trip. On error the results of the chunks that were stored are returned;
+// a message that was not stored has an empty MessageID.
+func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+	if err := d.checkOpen("push"); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	bounds := chunkBounds(len(msgs))
+	chunks := make([][]any, len(bounds))
+	for c, b := range bounds {
+		args := make([]any, 0, 2+4*(b[1]-b[0]))
+		args = append(args, d.channel, b[1]-b[0])
+		for _, m := range msgs[b[0]:b[1]] {
+			var nb int64
+			if !m.NotBefore.IsZero() {
+				nb = m.NotBefore.UnixMilli()
+			}
+			args = append(args, m.ID, m.Body, m.Priority, nb)
+		}
+		chunks[c] = args
+	}
+	out := make([]driver.PushResult, len(msgs))
+	var firstErr error
+	for c, cmd := range d.runChunks(ctx, pushScript, chunks) {
+		res, err := cmd.Slice()
+		if err == nil && len(res) != 2*(bounds[c][1]-bounds[c][0]) {
+			err = driver.Errorf(driver.Internal, "push script returned %d values for %d messages", len(res), bounds[c][1]-bounds[c][0])
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = d.fail("push", err)
+			}
+			continue
+		}
+		for j := 0; j < len(res); j += 2 {
+			out[bounds[c][0]+j/2] = driver.PushResult{MessageID: asStr(res[j]), Duplicate: asInt(res[j+1]) == 1}
+		}
+	}
+	return out, firstErr
+}

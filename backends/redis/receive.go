@@ -1,0 +1,197 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// maxIdleWait bounds one silent wait, in case an announcement was lost in a
+// way the listener could not notice; an idle receiver claims at most this
+// often.
+const maxIdleWait = 30 * time.Second
+
+// Receive implements driver.Driver. When nothing is ready and p.Wait is
+// positive, it waits for a pub/sub announcement from a push, or for the
+// earliest delayed message or lease to come due, whichever is first.
+func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	if err := d.checkOpen("receive"); err != nil {
+		return nil, err
+	}
+	n := min(max(p.Max, 1), maxReceiveBatch)
+	if p.Visibility <= 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "redis receive on queue %s: visibility %v must be positive", d.queue, p.Visibility)
+	}
+	vis := ms(p.Visibility)
+	deadline := time.Now().Add(p.Wait)
+	if p.Wait > 0 {
+		if err := d.listen(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		var w *waiter
+		if p.Wait > 0 {
+			w = d.wake.add() // before the claim, so no announcement slips by
+		}
+		recs, nextDue, err := d.claim(ctx, n, vis)
+		if err != nil || len(recs) > 0 || p.Wait <= 0 {
+			if w != nil {
+				d.wake.leave(w)
+			}
+			return recs, err
+		}
+		pause := time.Until(deadline)
+		if pause <= 0 {
+			d.wake.leave(w)
+			return nil, nil
+		}
+		if nextDue > 0 && nextDue < pause {
+			pause = nextDue
+		}
+		pause = min(pause, maxIdleWait)
+		t := time.NewTimer(pause)
+		select {
+		case <-w.ch:
+			t.Stop() // woken: claim again, which uses the wake-up
+		case <-t.C:
+			d.wake.leave(w)
+			if !time.Now().Before(deadline) {
+				return nil, nil
+			}
+		case <-ctx.Done():
+			t.Stop()
+			d.wake.leave(w)
+			return nil, d.fail("receive", ctx.Err())
+		}
+	}
+}
+
+// claim runs the claim script once. nextDue is how long until a delayed
+// message or an expired lease becomes claimable (0 when nothing is
+// waiting or something was claimed).
+func (d *Driver) claim(ctx context.Context, n int, vis int64) (recs []*driver.Received, nextDue time.Duration, err error) {
+	start := time.Now()
+	res, err := d.run(ctx, claimScript, n, vis).Slice()
+	if err != nil {
+		return nil, 0, d.fail("receive", err)
+	}
+	if len(res) < 2 {
+		return nil, 0, driver.Errorf(driver.Internal, "redis receive on queue %s: claim script returned %d values", d.queue, len(res))
+	}
+	now, next := asInt(res[0]), asInt(res[1])
+	if len(res) == 2 {
+		if next > 0 {
+			// One millisecond more, so the wait ends after the due time.
+			nextDue = time.Duration(next-now+1) * time.Millisecond
+		}
+		return nil, nextDue, nil
+	}
+	// The lease's expiry is measured on this machine's clock from before the
+	// call, so it is never later than the server's.
+	expiry := start.Add(time.Duration(vis) * time.Millisecond)
+	recs = make([]*driver.Received, 0, (len(res)-2)/6)
+	for i := 2; i+5 < len(res); i += 6 {
+		recs = append(recs, &driver.Received{
+			ID:            asStr(res[i+3]),
+			Body:          []byte(asStr(res[i+4])),
+			DeliveryCount: int(asInt(res[i+2])),
+			EnqueuedAt:    fromMs(asInt(res[i+5])),
+			Lease: driver.Lease{
+				MessageID: asStr(res[i]),
+				Token:     asStr(res[i+1]),
+				Expiry:    expiry,
+			},
+		})
+	}
+	return recs, 0, nil
+}
+
+// listen subscribes to the queue's announcement channel once per driver
+// and starts the goroutine that relays announcements to waiting receivers.
+func (d *Driver) listen(ctx context.Context) error {
+	d.listenMu.Lock()
+	defer d.listenMu.Unlock()
+	if d.listening {
+		return nil
+	}
+	if err := d.checkOpen("receive"); err != nil {
+		return err
+	}
+	ps := d.client.Subscribe(ctx, d.channel)
+	// Wait for the confirmation: only then are announcements delivered.
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return d.fail("subscribe", err)
+	}
+	d.pubsub, d.listening = ps, true
+	d.listenWG.Add(1)
+	go d.relay(ps)
+	return nil
+}
+
+// relay passes announcements to waiting receivers until Close. go-redis
+// reconnects and resubscribes on its own; a resubscription wakes every
+// waiter, because announcements made while disconnected are lost.
+func (d *Driver) relay(ps *goredis.PubSub) {
+	defer d.listenWG.Done()
+	const minBackoff, maxBackoff = 50 * time.Millisecond, 2 * time.Second
+	backoff := minBackoff
+	for {
+		msg, err := ps.Receive(context.Background())
+		if err != nil {
+			if d.closed.Load() {
+				return
+			}
+			select {
+			case <-time.After(backoff):
+			case <-d.done:
+				return
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff = minBackoff
+		switch m := msg.(type) {
+		case *goredis.Message:
+			k, err := strconv.Atoi(m.Payload)
+			if err != nil || k < 1 {
+				k = 1
+			}
+			d.wake.notify(k)
+		case *goredis.Subscription:
+			d.wake.notify(-1)
+		}
+	}
+}
+
+// asInt reads an integer reply element.
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
+
+// asStr reads a string reply element.
+func asStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case []byte:
+		return string(x)
+	}
+	return ""
+}

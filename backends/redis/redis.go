@@ -1,0 +1,244 @@
+// Package redis is the jobq backend for Redis (5.0 or later), registered
+// for the URL schemes redis://, rediss:// (TLS) and redis+unix:// (a unix
+// socket):
+//
+//	redis://[user:password@]host:6379/0?queue=etl
+//	rediss://host:6380/0?queue=etl
+//	redis+unix:///run/redis.sock?db=0&queue=etl
+//
+// Query parameters: queue (the queue name, default "default"), prefix (the
+// first part of every key, default "jobq"), and go-redis's own connection
+// options (dial_timeout, read_timeout, pool_size, client_name, protocol, ...).
+// Anything else is an InvalidArgument error.
+//
+// Every state change is one Lua script, so a crash between two commands
+// cannot lose or duplicate a message. A queue's keys share the hash tag
+// {name}, so the backend also works on Redis Cluster. Idle receivers wait on
+// a pub/sub notification rather than polling. See docs/backends/redis.md for
+// the key layout and the script behind each operation.
+//
+// The escape hatch: Queue.As with a **goredis.Client (package
+// github.com/redis/go-redis/v9) yields the driver's client.
+package redis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// The URL schemes this package registers.
+const (
+	Scheme     = "redis"
+	SchemeTLS  = "rediss"
+	SchemeUnix = "redis+unix"
+)
+
+func init() {
+	o := &Opener{}
+	jobq.Register(Scheme, o)
+	jobq.Register(SchemeTLS, o)
+	jobq.Register(SchemeUnix, o)
+}
+
+// Opener opens Redis queues from URLs. The zero value is ready to use.
+type Opener struct{}
+
+// Capabilities returns what every Redis queue declares.
+func (*Opener) Capabilities() driver.Capabilities { return capabilities() }
+
+// maxReceiveBatch bounds one claim so that a single script never holds
+// Redis for long.
+const maxReceiveBatch = 1000
+
+func capabilities() driver.Capabilities {
+	native := driver.Support{Level: driver.Native}
+	return driver.Capabilities{
+		Features: map[driver.Feature]driver.Support{
+			driver.DelayedRequeue: native,
+			driver.DelayedPush:    native,
+			driver.LeaseRenewal:   native,
+			driver.DeadLetter:     native,
+			driver.Priority:       native,
+			driver.Peek:           native,
+			driver.ExactCount:     native,
+			driver.Dedup:          native,
+			driver.InPlaceUpdate:  native,
+			driver.ConcurrencyLimit: {Level: driver.Unsupported,
+				Fallback: "the Redis backend does not enforce per-key concurrency limits yet; tasks with a concurrency key run without a cap"},
+			driver.RateLimit: {Level: driver.Unsupported,
+				Fallback: "the Redis backend does not enforce per-key rate limits yet; tasks with a rate-limit key start without a limit"},
+			driver.TransactionalPush: {Level: driver.Unsupported,
+				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
+		},
+		MaxReceiveBatch: maxReceiveBatch,
+	}
+}
+
+// Open connects to the Redis server named by u and returns the queue.
+func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	cfg, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	client := goredis.NewClient(cfg.options)
+	d := newDriver(client, cfg.prefix, cfg.queue, jobq.RedactURL(u.String()), opts.Logger)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, d.fail("open", fmt.Errorf("cannot reach Redis at %s (is redis-server running, and are host, port and password right?): %w", d.url, err))
+	}
+	return d, nil
+}
+
+// config is what a URL says.
+type config struct {
+	queue, prefix string
+	options       *goredis.Options
+}
+
+// parseURL splits u into jobq's parameters and go-redis's options.
+func parseURL(u *url.URL) (*config, error) {
+	p := driver.NewParams(u)
+	cfg := &config{
+		queue:  p.String("queue", "default"),
+		prefix: p.String("prefix", "jobq"),
+	}
+	for _, s := range []struct{ name, v string }{{"queue", cfg.queue}, {"prefix", cfg.prefix}} {
+		if s.v == "" || strings.ContainsAny(s.v, "{}") {
+			return nil, driver.Errorf(driver.InvalidArgument,
+				"redis URL %s: %s=%q is invalid: it must be non-empty and must not contain { or } (they delimit the Redis Cluster hash tag)",
+				jobq.RedactURL(u.String()), s.name, s.v)
+		}
+	}
+	// Whatever is left is go-redis's to judge; it rejects unknown options.
+	rest := *u
+	q := u.Query()
+	q.Del("queue")
+	q.Del("prefix")
+	rest.RawQuery = q.Encode()
+	switch strings.ToLower(u.Scheme) {
+	case SchemeUnix:
+		rest.Scheme = "unix"
+	case Scheme, SchemeTLS:
+	default:
+		return nil, driver.Errorf(driver.InvalidArgument, "redis backend: unknown URL scheme %q; use redis://, rediss:// or redis+unix://", u.Scheme)
+	}
+	opts, err := goredis.ParseURL(rest.String())
+	if err != nil {
+		return nil, driver.Errorf(driver.InvalidArgument,
+			"redis URL %s: %v (jobq takes queue= and prefix=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
+			jobq.RedactURL(u.String()), err)
+	}
+	cfg.options = opts
+	return cfg, nil
+}
+
+// Driver is one Redis queue. It implements driver.Driver.
+type Driver struct {
+	client  *goredis.Client
+	queue   string
+	prefix  string   // "jobq:{name}:", the start of every key of the queue
+	keys    []string // the KEYS every script takes, see scripts.go
+	channel string   // pub/sub channel announcing newly visible messages
+	url     string   // redacted
+	log     *slog.Logger
+
+	closed atomic.Bool
+	done   chan struct{} // closed by Close
+	wake   *notifier
+
+	listenMu  sync.Mutex
+	listening bool
+	pubsub    *goredis.PubSub
+	listenWG  sync.WaitGroup
+}
+
+func newDriver(client *goredis.Client, prefix, queue, redactedURL string, log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.Default()
+	}
+	kp := prefix + ":{" + queue + "}:"
+	return &Driver{
+		client:  client,
+		queue:   queue,
+		prefix:  kp,
+		keys:    []string{kp + "seq", kp + "ready", kp + "delayed", kp + "inflight", kp + "ids", kp + "dead"},
+		channel: kp + "notify",
+		url:     redactedURL,
+		log:     log,
+		done:    make(chan struct{}),
+		wake:    newNotifier(),
+	}
+}
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities { return capabilities() }
+
+// As implements driver.Driver: a **goredis.Client receives the driver's
+// client, shared with the queue (do not close it).
+func (d *Driver) As(target any) bool {
+	switch t := target.(type) {
+	case **goredis.Client:
+		*t = d.client
+		return true
+	}
+	return false
+}
+
+// Close stops the notification listener and closes the client.
+func (d *Driver) Close() error {
+	if d.closed.Swap(true) {
+		return driver.Errorf(driver.FailedPrecondition, "redis queue %s is already closed", d.queue)
+	}
+	close(d.done)
+	d.listenMu.Lock()
+	ps := d.pubsub
+	d.listenMu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+	}
+	d.listenWG.Wait()
+	d.wake.notify(-1)
+	if err := d.client.Close(); err != nil {
+		return d.fail("close", err)
+	}
+	return nil
+}
+
+// checkOpen fails calls made after Close.
+func (d *Driver) checkOpen(op string) error {
+	if d.closed.Load() {
+		return driver.Errorf(driver.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
+	}
+	return nil
+}
+
+// run runs a script with the queue's keys; go-redis loads it when the
+// server does not have it cached (after a restart, for example).
+func (d *Driver) run(ctx context.Context, s *goredis.Script, args ...any) *goredis.Cmd {
+	return s.Run(ctx, d.client, d.keys, append([]any{d.prefix}, args...)...)
+}
+
+// ms converts a duration to whole milliseconds, rounding up so that a
+// positive duration never becomes zero.
+func ms(dur time.Duration) int64 {
+	return int64((dur + time.Millisecond - 1) / time.Millisecond)
+}
+
+// fromMs converts milliseconds since the epoch to a time.
+func fromMs(v int64) time.Time {
+	if v <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}

@@ -1,0 +1,365 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// Every state change of a message is one of the Lua scripts below, so Redis
+// runs it atomically: a client that dies between two commands cannot leave a
+// message half-moved.
+//
+// All scripts take the same KEYS, in this order, so that one keys slice
+// serves every call:
+//
+//	KEYS[1] seq       counter for message ids, lease tokens and ready order
+//	KEYS[2] ready     sorted set of visible messages, score = priority then arrival
+//	KEYS[3] delayed   sorted set of waiting messages, score = visible-at (ms)
+//	KEYS[4] inflight  sorted set of leased messages, score = lease expiry (ms)
+//	KEYS[5] ids       hash task id -> message id, for dedup of queued tasks
+//	KEYS[6] dead      sorted set of dead letters, score = dead-at (ms)
+//
+// ARGV[1] is the key prefix ("jobq:{name}:"); each message is the hash
+// ARGV[1].."m:"..id with fields i (task id), b (body), p (priority),
+// e (enqueued ms), d (delivery count), v (visible-at ms), t (lease token),
+// and on dead letters r (reason), x (detail), a (dead-at ms). The message
+// hashes share the queue's hash tag, so on Redis Cluster they live in the
+// same slot as the declared keys.
+
+// common is prepended to every script.
+const common = `
+local P = ARGV[1]
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function mkey(mid) return P .. 'm:' .. mid end
+-- Ready order: higher priority first, then arrival. Priority is in
+-- -1000..1000, arrival (seq) below 2^42, so the score is an exact double.
+local function make_ready(mid, pri)
+  local seq = redis.call('INCR', KEYS[1])
+  local score = (1000 - pri) * 4398046511104 + seq
+  redis.call('ZADD', KEYS[2], string.format('%.0f', score), mid)
+end
+local function pri_of(mid)
+  return tonumber(redis.call('HGET', mkey(mid), 'p')) or 0
+end
+-- promote makes due delayed messages and expired leases ready, so that no
+-- sweeper process is needed. It moves at most limit of each per call.
+local function promote(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
+  for _, mid in ipairs(due) do
+    redis.call('ZREM', KEYS[3], mid)
+    make_ready(mid, pri_of(mid))
+  end
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
+  for _, mid in ipairs(expired) do
+    redis.call('ZREM', KEYS[4], mid)
+    redis.call('HDEL', mkey(mid), 't')
+    redis.call('HSET', mkey(mid), 'v', now)
+    make_ready(mid, pri_of(mid))
+  end
+end
+-- held reports whether the lease (mid, tok) is still held: same token, and
+-- the lease has not run out.
+local function held(mid, tok, now)
+  if redis.call('HGET', mkey(mid), 't') ~= tok then return false end
+  local exp = redis.call('ZSCORE', KEYS[4], mid)
+  return exp ~= false and tonumber(exp) > now
+end
+local function forget_id(mid)
+  local id = redis.call('HGET', mkey(mid), 'i')
+  if id and id ~= '' and redis.call('HGET', KEYS[5], id) == mid then
+    redis.call('HDEL', KEYS[5], id)
+  end
+end
+`
+
+// pushScript stores messages. ARGV: prefix, channel, n, then n times
+// (task id, body, priority, not-before ms or 0). Returns n times
+// (message id, 1 if duplicate else 0).
+var pushScript = goredis.NewScript(common + `
+local n = tonumber(ARGV[3])
+local now = now_ms()
+local out = {}
+local visible = 0
+for i = 0, n - 1 do
+  local id, body = ARGV[4 + i * 4], ARGV[5 + i * 4]
+  local pri, nb = tonumber(ARGV[6 + i * 4]), tonumber(ARGV[7 + i * 4])
+  local existing = false
+  if id ~= '' then existing = redis.call('HGET', KEYS[5], id) end
+  if existing then
+    out[#out + 1] = existing
+    out[#out + 1] = 1
+  else
+    local mid = tostring(redis.call('INCR', KEYS[1]))
+    local vis = now
+    if nb > now then vis = nb end
+    redis.call('HSET', mkey(mid), 'i', id, 'b', body, 'p', pri, 'e', now, 'd', 0, 'v', vis)
+    if id ~= '' then redis.call('HSET', KEYS[5], id, mid) end
+    if nb > now then
+      redis.call('ZADD', KEYS[3], nb, mid)
+    else
+      make_ready(mid, pri)
+      visible = visible + 1
+    end
+    out[#out + 1] = mid
+    out[#out + 1] = 0
+  end
+end
+if visible > 0 then redis.call('PUBLISH', ARGV[2], visible) end
+return out
+`)
+
+// claimScript leases up to max ready messages. ARGV: prefix, max,
+// visibility ms. Returns {now, next} where next is the earliest time (ms) a
+// delayed message or lease comes due (-1 when none), followed by six fields
+// per claimed message: message id, token, delivery count, task id, body,
+// enqueued ms.
+var claimScript = goredis.NewScript(common + `
+local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+promote(now, 256)
+local popped = redis.call('ZPOPMIN', KEYS[2], max)
+local out = {now, -1}
+if #popped == 0 then
+  local d = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  local f = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+  local nxt = -1
+  if d[2] then nxt = tonumber(d[2]) end
+  if f[2] and (nxt < 0 or tonumber(f[2]) < nxt) then nxt = tonumber(f[2]) end
+  out[2] = nxt
+  return out
+end
+for j = 1, #popped, 2 do
+  local mid = popped[j]
+  local k = mkey(mid)
+  local f = redis.call('HMGET', k, 'i', 'b', 'e')
+  if f[2] then
+    local tok = redis.call('INCR', KEYS[1])
+    local dc = redis.call('HINCRBY', k, 'd', 1)
+    redis.call('HSET', k, 't', tok, 'v', now + vis)
+    redis.call('ZADD', KEYS[4], now + vis, mid)
+    out[#out + 1] = mid
+    out[#out + 1] = tok
+    out[#out + 1] = dc
+    out[#out + 1] = f[1] or ''
+    out[#out + 1] = f[2]
+    out[#out + 1] = f[3] or ''
+  end
+end
+return out
+`)
+
+// renewScript extends a held lease. ARGV: prefix, message id, token,
+// visibility ms. Returns 1, or 0 when the lease is not held.
+var renewScript = goredis.NewScript(common + `
+local now = now_ms()
+local mid, tok = ARGV[2], ARGV[3]
+if not held(mid, tok, now) then return 0 end
+local exp = now + tonumber(ARGV[4])
+redis.call('ZADD', KEYS[4], exp, mid)
+redis.call('HSET', mkey(mid), 'v', exp)
+return 1
+`)
+
+// completeScript deletes messages whose leases are held. ARGV: prefix, n,
+// then n times (message id, token). Returns n results, 1 done or 0 lost.
+var completeScript = goredis.NewScript(common + `
+local n = tonumber(ARGV[2])
+local now = now_ms()
+local out = {}
+for i = 0, n - 1 do
+  local mid, tok = ARGV[3 + i * 2], ARGV[4 + i * 2]
+  if held(mid, tok, now) then
+    forget_id(mid)
+    redis.call('ZREM', KEYS[4], mid)
+    redis.call('DEL', mkey(mid))
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
+// requeueScript releases held messages. ARGV: prefix, channel, n, then n
+// times (message id, token, delay ms, "1" to replace the body or "0",
+// body). Returns n results, 1 done or 0 lost.
+var requeueScript = goredis.NewScript(common + `
+local n = tonumber(ARGV[3])
+local now = now_ms()
+local out = {}
+local visible = 0
+for i = 0, n - 1 do
+  local b = 4 + i * 5
+  local mid, tok, delay = ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2])
+  if held(mid, tok, now) then
+    local k = mkey(mid)
+    redis.call('ZREM', KEYS[4], mid)
+    redis.call('HDEL', k, 't')
+    if ARGV[b + 3] == '1' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
+    if delay > 0 then
+      redis.call('HSET', k, 'v', now + delay)
+      redis.call('ZADD', KEYS[3], now + delay, mid)
+    else
+      redis.call('HSET', k, 'v', now)
+      make_ready(mid, pri_of(mid))
+      visible = visible + 1
+    end
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+if visible > 0 then redis.call('PUBLISH', ARGV[2], visible) end
+return out
+`)
+
+// deadLetterScript moves held messages to the dead letters. ARGV: prefix,
+// n, then n times (message id, token, reason, detail). Returns n results,
+// 1 done or 0 lost.
+var deadLetterScript = goredis.NewScript(common + `
+local n = tonumber(ARGV[2])
+local now = now_ms()
+local out = {}
+for i = 0, n - 1 do
+  local b = 3 + i * 4
+  local mid, tok = ARGV[b], ARGV[b + 1]
+  if held(mid, tok, now) then
+    local k = mkey(mid)
+    forget_id(mid)
+    redis.call('ZREM', KEYS[4], mid)
+    redis.call('HDEL', k, 't', 'v')
+    redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
+    redis.call('ZADD', KEYS[6], now, mid)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
+// peekScript returns up to max messages in claim order: ready ones, then
+// delayed ones by due time, then leased ones by expiry. It first promotes
+// what is due, so the order is the one a claim would see. ARGV: prefix,
+// max. Returns eight fields per message: message id, task id, body,
+// delivery count, enqueued ms, visible-at ms, priority, 1 if leased.
+var peekScript = goredis.NewScript(common + `
+local max = tonumber(ARGV[2])
+local now = now_ms()
+promote(now, 1000)
+local out = {}
+local function add(mids, leased)
+  for _, mid in ipairs(mids) do
+    local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
+    if f[2] then
+      out[#out + 1] = mid
+      for j = 1, 6 do out[#out + 1] = f[j] or '' end
+      out[#out + 1] = leased
+    end
+  end
+end
+local left = max
+for _, set in ipairs({{KEYS[2], 0}, {KEYS[3], 0}, {KEYS[4], 1}}) do
+  if left > 0 then
+    local mids = redis.call('ZRANGE', set[1], 0, left - 1)
+    add(mids, set[2])
+    left = left - #mids
+  end
+end
+return out
+`)
+
+// statsScript counts exactly, without changing anything: due delayed
+// messages and expired leases count as ready, because the next claim will
+// promote them. ARGV: prefix. Returns {ready, inflight, delayed, dead}.
+var statsScript = goredis.NewScript(common + `
+local now = now_ms()
+local dueDelayed = redis.call('ZCOUNT', KEYS[3], '-inf', now)
+local expired = redis.call('ZCOUNT', KEYS[4], '-inf', now)
+local ready = redis.call('ZCARD', KEYS[2]) + dueDelayed + expired
+local inflight = redis.call('ZCARD', KEYS[4]) - expired
+local delayed = redis.call('ZCARD', KEYS[3]) - dueDelayed
+return {ready, inflight, delayed, redis.call('ZCARD', KEYS[6])}
+`)
+
+// clearScript deletes up to limit ready, delayed and leased messages.
+// ARGV: prefix, limit. Returns how many it deleted; the caller repeats
+// until that is below limit, so a huge queue never blocks Redis for long.
+var clearScript = goredis.NewScript(common + `
+local left = tonumber(ARGV[2])
+local n = 0
+for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+  if left > 0 then
+    local mids = redis.call('ZRANGE', set, 0, left - 1)
+    for _, mid in ipairs(mids) do
+      forget_id(mid)
+      redis.call('ZREM', set, mid)
+      redis.call('DEL', mkey(mid))
+    end
+    n = n + #mids
+    left = left - #mids
+  end
+end
+return n
+`)
+
+// listDeadScript returns up to max dead letters, oldest first. ARGV:
+// prefix, max. Returns seven fields per letter: message id, task id, body,
+// reason, detail, delivery count, dead-at ms.
+var listDeadScript = goredis.NewScript(common + `
+local mids = redis.call('ZRANGE', KEYS[6], 0, tonumber(ARGV[2]) - 1)
+local out = {}
+for _, mid in ipairs(mids) do
+  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a')
+  out[#out + 1] = mid
+  for j = 1, 6 do out[#out + 1] = f[j] or '' end
+end
+return out
+`)
+
+// requeueDeadScript moves dead letters back to ready with a fresh delivery
+// count. ARGV: prefix, channel, limit, then the message ids; with no ids it
+// takes up to limit of all dead letters. Returns how many it moved.
+var requeueDeadScript = goredis.NewScript(common + `
+local mids = {}
+if #ARGV > 3 then
+  for i = 4, #ARGV do mids[#mids + 1] = ARGV[i] end
+else
+  mids = redis.call('ZRANGE', KEYS[6], 0, tonumber(ARGV[3]) - 1)
+end
+local now = now_ms()
+local n = 0
+for _, mid in ipairs(mids) do
+  if redis.call('ZREM', KEYS[6], mid) == 1 then
+    local k = mkey(mid)
+    redis.call('HDEL', k, 'r', 'x', 'a', 't')
+    redis.call('HSET', k, 'd', 0, 'v', now)
+    local id = redis.call('HGET', k, 'i')
+    if id and id ~= '' then redis.call('HSETNX', KEYS[5], id, mid) end
+    make_ready(mid, pri_of(mid))
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('PUBLISH', ARGV[2], n) end
+return n
+`)
+
+// purgeDeadScript deletes dead letters. ARGV: prefix, limit, then the
+// message ids; with no ids it takes up to limit of all dead letters.
+// Returns how many it deleted.
+var purgeDeadScript = goredis.NewScript(common + `
+local mids = {}
+if #ARGV > 2 then
+  for i = 3, #ARGV do mids[#mids + 1] = ARGV[i] end
+else
+  mids = redis.call('ZRANGE', KEYS[6], 0, tonumber(ARGV[2]) - 1)
+end
+local n = 0
+for _, mid in ipairs(mids) do
+  if redis.call('ZREM', KEYS[6], mid) == 1 then
+    redis.call('DEL', mkey(mid))
+    n = n + 1
+  end
+end
+return n
+`)

@@ -1,0 +1,128 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Renew implements driver.Driver. The lease keeps its token.
+func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
+	if err := d.checkOpen("renew"); err != nil {
+		return lease, err
+	}
+	if visibility <= 0 {
+		return lease, driver.Errorf(driver.InvalidArgument, "redis renew on queue %s: visibility %v must be positive", d.queue, visibility)
+	}
+	start := time.Now()
+	ok, err := d.run(ctx, renewScript, lease.MessageID, lease.Token, ms(visibility)).Int()
+	if err != nil {
+		return lease, d.fail("renew", err)
+	}
+	if ok != 1 {
+		return lease, d.lockLost("renew", lease)
+	}
+	lease.Expiry = start.Add(visibility)
+	return lease, nil
+}
+
+// Complete implements driver.Driver.
+func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
+	return d.settle(ctx, "complete", completeScript, len(leases),
+		func(i int) driver.Lease { return leases[i] },
+		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} },
+		nil)
+}
+
+// Requeue implements driver.Driver. A zero delay makes the message ready at
+// once (behind others of its priority); a positive one moves it to the
+// delayed set. A non-nil Body replaces the stored body in the same script.
+func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+	return d.settle(ctx, "requeue", requeueScript, len(reqs),
+		func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int) []any {
+			r := reqs[i]
+			replace, body := "0", []byte(nil)
+			if r.Body != nil {
+				replace, body = "1", r.Body
+			}
+			var delay int64
+			if r.Delay > 0 {
+				delay = ms(r.Delay)
+			}
+			return []any{r.Lease.MessageID, r.Lease.Token, delay, replace, body}
+		},
+		[]any{d.channel})
+}
+
+// DeadLetter implements driver.Driver. The message keeps its hash, which
+// gains the reason, detail and time; it moves from the in-flight set to the
+// dead set in one script, so it is never in neither.
+func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+	return d.settle(ctx, "dead-letter", deadLetterScript, len(reqs),
+		func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int) []any {
+			r := reqs[i]
+			return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail}
+		},
+		nil)
+}
+
+// settle runs a batch settlement script over n items in chunks and turns its
+// 1/0 results into the driver's error convention: nil when every item
+// succeeded, else one error per item.
+func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int,
+	lease func(int) driver.Lease, item func(int) []any, head []any) []error {
+	if n == 0 {
+		return nil
+	}
+	errs := make([]error, n)
+	if err := d.checkOpen(op); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	bounds := chunkBounds(n)
+	chunks := make([][]any, len(bounds))
+	for c, b := range bounds {
+		args := append(append([]any{}, head...), b[1]-b[0])
+		for i := b[0]; i < b[1]; i++ {
+			args = append(args, item(i)...)
+		}
+		chunks[c] = args
+	}
+	failed := false
+	for c, cmd := range d.runChunks(ctx, s, chunks) {
+		b := bounds[c]
+		res, err := cmd.Int64Slice()
+		if err == nil && len(res) != b[1]-b[0] {
+			err = driver.Errorf(driver.Internal, "%s script returned %d results for %d messages", op, len(res), b[1]-b[0])
+		}
+		for i := b[0]; i < b[1]; i++ {
+			switch {
+			case err != nil:
+				errs[i] = d.fail(op, err)
+			case res[i-b[0]] != 1:
+				errs[i] = d.lockLost(op, lease(i))
+			default:
+				continue
+			}
+			failed = true
+		}
+	}
+	if !failed {
+		return nil
+	}
+	return errs
+}
+
+// lockLost is the error for a lease that is no longer held.
+func (d *Driver) lockLost(op string, l driver.Lease) error {
+	return driver.Errorf(driver.LockLost,
+		"redis %s on queue %s: the lease on message %s is no longer held (it expired, the message was settled, or another receiver claimed it)",
+		op, d.queue, l.MessageID)
+}
