@@ -3,17 +3,17 @@
 // Importing it registers the URL schemes postgres:// and postgresql://. The
 // URL is an ordinary libpq/pgx connection URL plus jobq's own parameters:
 //
-//	postgres://user:pass@db:5432/app?sslmode=require&queue=render&schema=jobq
+//		postgres://user:pass@db:5432/app?sslmode=require&queue=render&schema=jobq
 //
-//   - queue: the queue name (default "default"). Many queues share one schema.
-//   - schema: the Postgres schema holding jobq's tables (default "jobq"). It is
-//     created and migrated on first use.
-//   - poll: how often an idle receiver checks for work when no notification
-//     arrives (default 1s); a safety net, since pushes wake receivers through
-//     LISTEN/NOTIFY.
-//   - notify_interval: the shortest time between two wake-up notifications
-//     for one queue from one process (default 1ms).
-//   - max_message_bytes: the largest message body (default 64 MiB).
+//	  - queue: the queue name (default "default"). Many queues share one schema.
+//	  - schema: the Postgres schema holding jobq's tables (default "jobq"). It is
+//	    created and migrated on first use.
+//	  - poll: how often an idle receiver checks for work when no notification
+//	    arrives (default 1s); a safety net, since pushes wake receivers through
+//	    LISTEN/NOTIFY.
+//	  - notify_interval: the shortest time between two wake-up notifications
+//	    for one queue from one process (default 1ms).
+//	  - max_message_bytes: the largest message body (default 64 MiB).
 //
 // Every other parameter must be one pgx understands (libpq keywords such as
 // sslmode or application_name, pgx's statement_cache_capacity, pgxpool's

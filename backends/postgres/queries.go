@@ -6,11 +6,11 @@ import "strings"
 // They are built once per queue and run as prepared statements (pgx caches
 // them per connection), so each operation is one round trip.
 type queries struct {
-	push, existing                            string
-	claim, nextVisible                        string
-	renew, complete, requeue, deadLetter      string
-	peek, stats, clear                        string
-	listDead, requeueDead, purgeDead          string
+	push, existing                       string
+	claim, nextVisible                   string
+	renew, complete, requeue, deadLetter string
+	peek, stats, clear                   string
+	listDead, requeueDead, purgeDead     string
 }
 
 func buildQueries(schema string) queries {
