@@ -1,0 +1,21 @@
+// Package worker runs tasks from a jobq.Queue: it receives them with a lease,
+// keeps the lease alive with a heartbeat, runs a Handler, and settles each
+// task — Complete on success, Fail (retry while the budget lasts, then
+// dead-letter with the output's tail) on failure, Requeue when the worker is
+// stopping, nothing when the lease was lost.
+//
+// Run is the entry point for Go handlers:
+//
+//	err := worker.Run(ctx, q, worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+//		return render(ctx, job.Task.Payload)
+//	}), worker.Options{Concurrency: 4})
+//
+// Shell runs command tasks (what `jobq QUEUE worker` does): each one as
+// `bash -c CMD` in its own process group with its own environment.
+//
+// New returns a Worker whose Drain, Stop and Kill methods map to the
+// signals the CLI handles (SIGUSR1, SIGTERM/SIGINT, a second signal).
+//
+// The worker uses only the portable jobq API, so it behaves the same on
+// every backend, within what each backend declares it can do.
+package worker

@@ -1,0 +1,45 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrTooManyFailures is returned by Run when more tasks failed in a row than
+// Options.MaxConsecutiveFailures allows. The CLI exits with status 1.
+var ErrTooManyFailures = errors.New("too many consecutive task failures")
+
+// TaskError is a failed attempt with detail for the dead-letter store. A
+// Handler may return one to keep, say, the tail of a command's output beside
+// the dead letter; any other error is used as the reason alone.
+type TaskError struct {
+	// Err is the reason, kept as the dead letter's reason.
+	Err error
+	// Detail is longer context, kept as the dead letter's detail.
+	Detail string
+}
+
+// Error implements error.
+func (e *TaskError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e *TaskError) Unwrap() error { return e.Err }
+
+// errLeaseLost and errStopping are the causes with which a task's context is
+// cancelled; the worker settles differently for each.
+var (
+	errLeaseLost = errors.New("lease lost: another worker may hold the task now")
+	errStopping  = errors.New("worker stopping: the task will be requeued")
+)
+
+func detailOf(err error) string {
+	var te *TaskError
+	if errors.As(err, &te) {
+		return te.Detail
+	}
+	return ""
+}
+
+func tooMany(n, max int) error {
+	return fmt.Errorf("%w: %d tasks failed in a row, more than the allowed %d (raise --max-consecutive-failures, or fix the tasks; the failed ones were retried or dead-lettered)", ErrTooManyFailures, n, max)
+}

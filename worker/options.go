@@ -1,0 +1,75 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Options configure a Worker. The zero value is valid: one task at a time,
+// ten-minute leases with a heartbeat, stop after more than two failures in a
+// row, exit when the queue is empty.
+type Options struct {
+	// Concurrency is how many tasks run at once. Defaults to 1.
+	Concurrency int
+	// Visibility is the lease taken on each task. Defaults to 10 minutes.
+	Visibility time.Duration
+	// DisableHeartbeat turns off lease renewal. Without it a task that runs
+	// longer than Visibility loses its lease and is stopped (another worker
+	// may receive it). By default the lease is renewed every Visibility/2.
+	DisableHeartbeat bool
+	// MaxConsecutiveFailures stops the worker (Run returns
+	// ErrTooManyFailures) when more tasks than this fail in a row; a success
+	// resets the count. Defaults to 2; a negative value means no limit.
+	MaxConsecutiveFailures int
+	// TimeLimit stops the worker as Stop does once it has run this long.
+	// Zero means no limit.
+	TimeLimit time.Duration
+	// Wait keeps polling an empty queue instead of returning.
+	Wait bool
+	// MaxTasks stops taking tasks after this many (the CLI's pull uses 1).
+	// Zero means no limit.
+	MaxTasks int
+	// Poll is how long one receive call waits for a message before the
+	// worker checks whether the queue is drained. Defaults to 1 second.
+	Poll time.Duration
+	// StatusInterval is how often a status line (queue size, tasks done,
+	// failures, rate) is logged. Defaults to 5 minutes; negative disables it.
+	StatusInterval time.Duration
+	// Gate tunes gate commands; see GateConfig. Zero fields take defaults.
+	Gate GateConfig
+	// GateRunner runs a gate command and returns nil when it passes.
+	// Defaults to running it with bash -c in its own process group, killed
+	// after Gate.Timeout.
+	GateRunner func(ctx context.Context, cmd string) error
+	// Logger receives the worker's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Concurrency < 1 {
+		o.Concurrency = 1
+	}
+	if o.Visibility <= 0 {
+		o.Visibility = 10 * time.Minute
+	}
+	if o.MaxConsecutiveFailures == 0 {
+		o.MaxConsecutiveFailures = 2
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.StatusInterval == 0 {
+		o.StatusInterval = 5 * time.Minute
+	}
+	o.Gate = o.Gate.withDefaults()
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.GateRunner == nil {
+		o.GateRunner = func(ctx context.Context, cmd string) error {
+			return runGate(ctx, cmd, o.Gate.Timeout, o.Logger)
+		}
+	}
+	return o
+}

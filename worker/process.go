@@ -1,0 +1,161 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// settleTimeout bounds a settlement after the task ran; the task's own
+// context may be cancelled by then.
+const settleTimeout = 30 * time.Second
+
+// process runs one received task and settles it.
+func (w *Worker) process(env *jobq.Envelope) {
+	log := w.log.With("task", env.Task.ID)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-env.LockLost():
+			cancel(errLeaseLost)
+		case <-w.stopCh:
+			cancel(errStopping)
+		case <-ctx.Done():
+		}
+	}()
+	sctx, scancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer scancel()
+
+	select {
+	case <-w.stopCh:
+		w.requeue(sctx, env, log, 0, "worker stopping before the task started")
+		return
+	default:
+	}
+
+	if cmd := env.Task.GateCmd; cmd != "" {
+		if !w.gate.check(ctx, cmd, log) {
+			if ctx.Err() != nil {
+				w.requeue(sctx, env, log, 0, "worker stopping during the gate check")
+				return
+			}
+			delay := w.o.Gate.RequeueDelay
+			w.requeue(sctx, env, log, delay, "gate failed on this worker")
+			if w.gate.miss(env.Task.ID) {
+				w.log.Info("this worker cannot run anything on the queue: its gate checks failed too many times in a row; exiting",
+					"gate_misses", w.o.Gate.MaxNotQualified)
+				w.end("gate not qualified")
+				w.Drain()
+			}
+			return
+		}
+	}
+	w.gate.pass()
+
+	hbDone := make(chan struct{})
+	if !w.o.DisableHeartbeat {
+		go w.heartbeat(ctx, env, log, hbDone)
+	} else {
+		close(hbDone)
+	}
+	start := time.Now()
+	log.Info("task started", "delivery", env.DeliveryCount, "task_desc", env.Task.String())
+	err := w.h.Handle(ctx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
+	cause := context.Cause(ctx)
+	cancel(nil)
+	<-hbDone
+	elapsed := time.Since(start).Round(time.Millisecond)
+
+	switch {
+	case err == nil:
+		if cerr := env.Complete(sctx); cerr != nil {
+			// The work is done but the message stays: it will run again.
+			log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
+			return
+		}
+		w.done.Add(1)
+		w.mu.Lock()
+		w.consecutive = 0
+		w.mu.Unlock()
+		log.Info("task done", "elapsed", elapsed)
+	case errors.Is(cause, errLeaseLost):
+		w.lost.Add(1)
+		log.Warn("task stopped: its lease was lost (another worker may run it); not counted as a failure",
+			"elapsed", elapsed, "visibility", w.o.Visibility, "heartbeat", !w.o.DisableHeartbeat)
+	case errors.Is(cause, errStopping):
+		w.requeue(sctx, env, log, 0, "worker stopping")
+	default:
+		w.fail(sctx, env, log, err, elapsed)
+	}
+}
+
+// fail settles a failed attempt through the retry budget.
+func (w *Worker) fail(ctx context.Context, env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
+	w.failed.Add(1)
+	res, ferr := env.Fail(ctx, err, detailOf(err))
+	switch {
+	case ferr != nil:
+		log.Error("task failed and could not be settled; it will be delivered again when its lease expires",
+			"error", err, "settle_error", ferr, "elapsed", elapsed)
+	case res.Retried:
+		log.Warn("task failed; requeued for a retry", "error", err, "retries_left", res.RetriesLeft, "elapsed", elapsed)
+	default:
+		w.dead.Add(1)
+		log.Error("task failed; no retries left: moved to the dead letters", "error", err, "elapsed", elapsed)
+	}
+	w.mu.Lock()
+	w.consecutive++
+	n := w.consecutive
+	w.mu.Unlock()
+	if max := w.o.MaxConsecutiveFailures; max >= 0 && n > max {
+		err := tooMany(n, max)
+		log.Error("stopping the worker", "error", err)
+		w.setFatal(err)
+	}
+}
+
+// requeue puts a task back without touching its retry budget.
+func (w *Worker) requeue(ctx context.Context, env *jobq.Envelope, log *slog.Logger, delay time.Duration, why string) {
+	if err := env.Requeue(ctx, delay); err != nil {
+		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err)
+		return
+	}
+	w.requeued.Add(1)
+	log.Info("task requeued", "why", why, "delay", delay)
+}
+
+// heartbeat renews the lease every half visibility until ctx ends. A lost
+// lease closes env.LockLost, which cancels the task.
+func (w *Worker) heartbeat(ctx context.Context, env *jobq.Envelope, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(w.o.Visibility / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := env.Renew(ctx, 0)
+			switch {
+			case err == nil:
+				log.Debug("lease renewed", "expiry", env.Expiry())
+				t.Reset(w.o.Visibility / 2)
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, jobq.ErrLockLost):
+				return
+			case errors.Is(err, jobq.ErrUnimplemented):
+				log.Warn("this backend cannot renew leases; the task must finish within the visibility timeout", "error", err)
+				return
+			default:
+				// Try again well before the lease runs out.
+				log.Warn("lease renewal failed; trying again shortly", "error", err)
+				t.Reset(w.o.Visibility / 10)
+			}
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Shell is the Handler for command tasks. Each task runs as `bash -c CMD` in
+// its own process group, with the worker's environment (Env) plus the task's
+// variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME — built afresh for each task,
+// so nothing leaks from one task into the next — in the task's cwd when it
+// has one. Its stdout and stderr are logged line by line; the last lines are
+// kept for the dead-letter detail. A non-zero exit is a failure.
+//
+// When the task's context ends (lost lease, worker stopping) the process
+// group gets SIGTERM, then SIGKILL after KillTimeout or as soon as the
+// worker escalates (Job.Kill). Background processes that still hold the
+// output pipes OrphanGrace after the main process exited are killed with a
+// warning.
+type Shell struct {
+	// Env is the base environment of every task. Defaults to os.Environ()
+	// as it was when NewShell was called.
+	Env []string
+	// KillTimeout is how long a stopped task has between SIGTERM and
+	// SIGKILL. Defaults to 600 seconds.
+	KillTimeout time.Duration
+	// OrphanGrace is how long background processes may hold the output
+	// open after the main process exited. Defaults to 3 seconds.
+	OrphanGrace time.Duration
+	// EmulateTTY runs the command under a pseudo-terminal (with script(1)),
+	// so programs that buffer output when it is not a terminal write it line
+	// by line. Stdout and stderr are then one stream.
+	EmulateTTY bool
+	// TailLines and TailBytes bound the output kept for the dead-letter
+	// detail. Default 100 lines and 16 KiB.
+	TailLines int
+	TailBytes int
+}
+
+// NewShell returns a Shell with the current environment and the defaults.
+func NewShell() *Shell {
+	return &Shell{Env: os.Environ()}
+}
+
+// Handle runs the task's command. It implements Handler.
+func (s *Shell) Handle(ctx context.Context, job *Job) error {
+	t := job.Task
+	if !t.IsShell() {
+		return fmt.Errorf("task %s has no command (its kwargs are %s): the shell worker runs command tasks only; use a Go handler with worker.Run for payload tasks", t.ID, truncateStr(string(t.Payload), 200))
+	}
+	killTimeout := s.KillTimeout
+	if killTimeout <= 0 {
+		killTimeout = 600 * time.Second
+	}
+	grace := s.OrphanGrace
+	if grace <= 0 {
+		grace = 3 * time.Second
+	}
+	var tail tailBuffer
+	tail.init(orDefault(s.TailLines, 100), orDefault(s.TailBytes, 16<<10))
+
+	cmd := s.command(t.Command)
+	cmd.Env = s.environ(job)
+	cmd.Dir = t.Cwd
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("creating the output pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return fmt.Errorf("creating the output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if err := cmd.Start(); err != nil {
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
+		return fmt.Errorf("starting bash: %w", err)
+	}
+	// The child has its copies; ours must go so the readers see EOF.
+	outW.Close()
+	errW.Close()
+	pgid := cmd.Process.Pid
+
+	var readers sync.WaitGroup
+	stream := func(r *os.File, name string) {
+		defer readers.Done()
+		defer r.Close()
+		s.stream(r, name, "["+shortID(t.ID)+"] ", job.Log, &tail)
+	}
+	readers.Add(2)
+	go stream(outR, "stdout")
+	go stream(errR, "stderr")
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var killTimer <-chan time.Time
+	ctxDone := ctx.Done()
+	var werr error
+wait:
+	for {
+		select {
+		case werr = <-waited:
+			break wait
+		case <-ctxDone:
+			ctxDone = nil
+			job.Log.Info("stopping the task: SIGTERM to its process group", "why", context.Cause(ctx), "kill_timeout", killTimeout)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			killTimer = time.After(killTimeout)
+		case <-killTimer:
+			job.Log.Warn("task did not stop within the kill timeout: SIGKILL to its process group", "kill_timeout", killTimeout)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		case <-job.Kill():
+			job.Log.Warn("killing the task: SIGKILL to its process group")
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+
+	// The main process is gone; background processes may still hold the
+	// pipes, which would block the readers forever.
+	readDone := make(chan struct{})
+	go func() { readers.Wait(); close(readDone) }()
+	select {
+	case <-readDone:
+	case <-time.After(grace):
+		job.Log.Warn("background processes of the task still hold its output open after it exited; killing its process group",
+			"grace", grace, "pgid", pgid)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		select {
+		case <-readDone:
+		case <-time.After(2 * time.Second):
+			// A process outside the group holds the pipe (it called
+			// setsid); stop reading rather than hang.
+			outR.Close()
+			errR.Close()
+			<-readDone
+		}
+	}
+
+	if ctx.Err() != nil {
+		return fmt.Errorf("task stopped: %w", context.Cause(ctx))
+	}
+	if werr != nil {
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return &TaskError{Err: fmt.Errorf("command killed by signal %v", ws.Signal()), Detail: tail.String()}
+			}
+			return &TaskError{Err: fmt.Errorf("command exited with status %d", ee.ExitCode()), Detail: tail.String()}
+		}
+		return &TaskError{Err: fmt.Errorf("running the command: %w", werr), Detail: tail.String()}
+	}
+	return nil
+}
+
+// command builds the process: bash -c, or bash -c under script(1) for a
+// pseudo-terminal.
+func (s *Shell) command(command string) *exec.Cmd {
+	if s.EmulateTTY {
+		// script runs its -c argument with $SHELL -c; -e returns the
+		// command's exit status, -q drops script's own banner, -f flushes.
+		return exec.Command("script", "-qefc", command, "/dev/null")
+	}
+	return exec.Command("bash", "-c", command)
+}
+
+// environ builds a fresh environment for one task: the base environment,
+// then the task's variables in order, then JOBQ_TASK_ID and JOBQ_QUEUE_NAME.
+// Later entries override earlier ones of the same name (os/exec keeps the
+// last), so nothing is shared between tasks.
+func (s *Shell) environ(job *Job) []string {
+	base := s.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	env := make([]string, 0, len(base)+len(job.Task.Env)+3)
+	env = append(env, base...)
+	if s.EmulateTTY {
+		env = append(env, "SHELL=/bin/bash")
+	}
+	for _, e := range job.Task.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	return append(env, "JOBQ_TASK_ID="+job.Task.ID, "JOBQ_QUEUE_NAME="+job.QueueName)
+}
+
+// stream logs r line by line with the task's prefix and keeps the tail.
+func (s *Shell) stream(r io.Reader, name, prefix string, log *slog.Logger, tail *tailBuffer) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if len(chunk) > 0 || (err == nil && !isPrefix) {
+			if isPrefix && len(long)+len(chunk) < 1<<20 {
+				long = append(long, chunk...)
+				continue
+			}
+			line := string(append(long, chunk...))
+			long = long[:0]
+			line = strings.TrimSuffix(line, "\r")
+			tail.add(line)
+			if name == "stderr" {
+				log.Info(prefix+line, "stream", name)
+			} else {
+				log.Info(prefix + line)
+			}
+		}
+		if err != nil {
+			if len(long) > 0 {
+				tail.add(string(long))
+				log.Info(prefix+string(long), "stream", name)
+			}
+			return
+		}
+	}
+}
+
+func orDefault(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+func truncateStr(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// shortID is the start of a task ID, enough to tell tasks apart in a log.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

@@ -1,0 +1,357 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/jobq/jobq"
+)
+
+// Handler runs one task. It returns nil when the task succeeded. Its context
+// is cancelled when the task must stop: the lease was lost, or the worker is
+// stopping (context.Cause tells which); the worker then settles the task
+// itself, whatever the handler returns.
+type Handler interface {
+	Handle(ctx context.Context, job *Job) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, job *Job) error { return f(ctx, job) }
+
+// Job is one task being run.
+type Job struct {
+	// Task is the received task.
+	Task *jobq.Task
+	// Envelope is the lease on it. The worker renews and settles it; a
+	// handler reads it (DeliveryCount, say) but must not settle it.
+	Envelope *jobq.Envelope
+	// Log is the worker's logger with the task's ID attached.
+	Log *slog.Logger
+	// QueueName is the name of the queue the task came from.
+	QueueName string
+
+	kill <-chan struct{}
+}
+
+// Kill returns a channel closed when the worker escalates a stop to a kill
+// (a second signal): a handler still cleaning up must stop at once.
+func (j *Job) Kill() <-chan struct{} { return j.kill }
+
+// Counts are a worker's running totals.
+type Counts struct {
+	// Done tasks completed successfully.
+	Done int64
+	// Failed attempts, retried or dead-lettered.
+	Failed int64
+	// DeadLettered tasks, a subset of Failed.
+	DeadLettered int64
+	// Requeued tasks were put back because the worker stopped or their gate
+	// failed.
+	Requeued int64
+	// LeaseLost tasks were stopped because their lease was lost.
+	LeaseLost int64
+}
+
+// Worker runs tasks from one queue. Create it with New, run it with Run.
+type Worker struct {
+	q    *jobq.Queue
+	h    Handler
+	o    Options
+	log  *slog.Logger
+	gate *gatekeeper
+
+	drainOnce, stopOnce, killOnce sync.Once
+	drainCh                       chan struct{} // closed: take no new tasks
+	stopCh                        chan struct{} // closed: stop running tasks and requeue them
+	killCh                        chan struct{} // closed: kill running tasks now
+
+	mu          sync.Mutex
+	running     int
+	consecutive int
+	fatal       error
+	endReason   string
+
+	done, failed, dead, requeued, lost atomic.Int64
+	started                            time.Time
+}
+
+// New returns a worker that runs h on tasks from q.
+func New(q *jobq.Queue, h Handler, opts Options) *Worker {
+	o := opts.withDefaults()
+	log := o.Logger
+	return &Worker{
+		q: q, h: h, o: o, log: log,
+		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
+		drainCh: make(chan struct{}),
+		stopCh:  make(chan struct{}),
+		killCh:  make(chan struct{}),
+	}
+}
+
+// Run creates a worker and runs it until the queue is drained (or forever
+// with Options.Wait), the time limit passes, or ctx ends; ending ctx works
+// as Stop.
+func Run(ctx context.Context, q *jobq.Queue, h Handler, opts Options) error {
+	return New(q, h, opts).Run(ctx)
+}
+
+// Drain makes the worker take no new tasks; running ones finish and are
+// settled as usual, then Run returns. (SIGUSR1 in the CLI.)
+func (w *Worker) Drain() {
+	w.drainOnce.Do(func() { close(w.drainCh) })
+}
+
+// Stop makes the worker take no new tasks and cancels running ones; each is
+// requeued at once, for another worker, when its handler returns.
+// (SIGTERM and SIGINT in the CLI; also what the time limit does.)
+func (w *Worker) Stop() {
+	w.Drain()
+	w.stopOnce.Do(func() { close(w.stopCh) })
+}
+
+// Kill is Stop, and tells handlers to stop at once (the shell processor
+// sends SIGKILL to the process groups). (A second signal in the CLI.)
+func (w *Worker) Kill() {
+	w.Stop()
+	w.killOnce.Do(func() { close(w.killCh) })
+}
+
+// Counts returns the running totals.
+func (w *Worker) Counts() Counts {
+	return Counts{Done: w.done.Load(), Failed: w.failed.Load(), DeadLettered: w.dead.Load(),
+		Requeued: w.requeued.Load(), LeaseLost: w.lost.Load()}
+}
+
+// EndReason says why Run returned, for a final log line: "queue empty",
+// "time limit reached", and so on. Empty while running.
+func (w *Worker) EndReason() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.endReason
+}
+
+// end records the first reason the worker stops taking work.
+func (w *Worker) end(reason string) {
+	w.mu.Lock()
+	if w.endReason == "" {
+		w.endReason = reason
+	}
+	w.mu.Unlock()
+}
+
+// Run takes and runs tasks until the queue is drained (unless Options.Wait),
+// Drain or Stop is called, the time limit passes, or ctx ends (as Stop). It
+// returns nil then, or ErrTooManyFailures (wrapped), or the error that made
+// receiving impossible. Tasks still running when it returns have been
+// settled.
+func (w *Worker) Run(ctx context.Context) error {
+	w.started = time.Now()
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go func() {
+		var limit <-chan time.Time
+		if w.o.TimeLimit > 0 {
+			t := time.NewTimer(w.o.TimeLimit)
+			defer t.Stop()
+			limit = t.C
+		}
+		select {
+		case <-ctx.Done():
+			w.end("stopped: " + context.Cause(ctx).Error())
+			w.Stop()
+		case <-limit:
+			w.log.Info("time limit reached: stopping; running tasks are requeued", "time_limit", w.o.TimeLimit)
+			w.end("time limit reached")
+			w.Stop()
+		case <-stopWatch:
+		}
+	}()
+	if w.o.StatusInterval > 0 {
+		go w.statusLoop(stopWatch)
+	}
+
+	err := w.dispatch()
+	w.mu.Lock()
+	if w.fatal != nil {
+		err = w.fatal
+	}
+	w.mu.Unlock()
+	c := w.Counts()
+	w.log.Info("worker finished", "reason", w.EndReason(), "done", c.Done, "failed", c.Failed,
+		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "lease_lost", c.LeaseLost,
+		"elapsed", time.Since(w.started).Round(time.Millisecond))
+	return err
+}
+
+// dispatch receives tasks while there are free slots and starts them.
+func (w *Worker) dispatch() error {
+	// Receives are cancelled when the worker drains, so a long poll does
+	// not delay shutdown.
+	recvCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-w.drainCh:
+			cancel()
+		case <-recvCtx.Done():
+		}
+	}()
+
+	slots := make(chan struct{}, w.o.Concurrency)
+	for range w.o.Concurrency {
+		slots <- struct{}{}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 30 * time.Second
+	bo.MaxElapsedTime = 5 * time.Minute
+	taken := 0
+	for {
+		select {
+		case <-slots:
+		case <-w.drainCh:
+			return nil
+		}
+		free := 1
+	more:
+		for free < w.o.Concurrency {
+			select {
+			case <-slots:
+				free++
+			default:
+				break more
+			}
+		}
+		if w.o.MaxTasks > 0 {
+			free = min(free, w.o.MaxTasks-taken)
+		}
+		envs, err := w.q.ReceiveBatch(recvCtx, free, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: w.o.Poll})
+		for range free - len(envs) {
+			slots <- struct{}{}
+		}
+		if err != nil {
+			if recvCtx.Err() != nil {
+				return nil
+			}
+			if permanent(err) {
+				w.end("receive failed")
+				return fmt.Errorf("receiving tasks: %w", err)
+			}
+			wait := bo.NextBackOff()
+			if wait == backoff.Stop {
+				w.end("receive failed")
+				return fmt.Errorf("receiving tasks failed for %v, giving up: %w", bo.MaxElapsedTime, err)
+			}
+			w.log.Warn("receive failed; retrying", "error", err, "retry_in", wait.Round(time.Millisecond))
+			select {
+			case <-time.After(wait):
+			case <-w.drainCh:
+			}
+			continue
+		}
+		bo.Reset()
+		if len(envs) == 0 {
+			if !w.o.Wait && w.idle() && w.drained() {
+				w.end("queue empty")
+				return nil
+			}
+			continue
+		}
+		for _, env := range envs {
+			taken++
+			w.mu.Lock()
+			w.running++
+			w.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.process(env)
+				w.mu.Lock()
+				w.running--
+				w.mu.Unlock()
+				slots <- struct{}{}
+			}()
+		}
+		if w.o.MaxTasks > 0 && taken >= w.o.MaxTasks {
+			w.end("task limit reached")
+			return nil
+		}
+	}
+}
+
+// permanent reports whether a receive error will not go away by retrying.
+func permanent(err error) bool {
+	switch jobq.ErrorCode(err) {
+	case jobq.InvalidArgument, jobq.PermissionDenied, jobq.Unimplemented, jobq.FailedPrecondition, jobq.NotFound:
+		return true
+	}
+	return false
+}
+
+func (w *Worker) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running == 0
+}
+
+// drained reports whether the queue holds nothing this worker could take:
+// no ready task, and no delayed task other than those this worker itself
+// put back after their gate failed (it would only reject them again).
+// Tasks leased by other workers do not keep it: if one of them fails, its
+// retry is for whichever worker is still running.
+func (w *Worker) drained() bool {
+	st, err := w.q.Stats(context.Background())
+	if err != nil {
+		w.log.Debug("stats unavailable; treating the empty receive as an empty queue", "error", err)
+		return true
+	}
+	if st.Known.Ready && st.Ready > 0 {
+		return false
+	}
+	if st.Known.Delayed && st.Delayed > w.gate.pendingDeferred() {
+		return false
+	}
+	return true
+}
+
+func (w *Worker) statusLoop(stop <-chan struct{}) {
+	t := time.NewTicker(w.o.StatusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			c := w.Counts()
+			attrs := []any{"done", c.Done, "failed", c.Failed, "dead_lettered", c.DeadLettered,
+				"rate_per_min", fmt.Sprintf("%.1f", float64(c.Done+c.Failed)/time.Since(w.started).Minutes())}
+			if n, err := w.q.Size(context.Background()); err == nil {
+				attrs = append([]any{"queue_size", n}, attrs...)
+			}
+			w.log.Info("status", attrs...)
+		case <-stop:
+			return
+		}
+	}
+}
+
+// setFatal records an error that ends the worker, and stops taking work.
+func (w *Worker) setFatal(err error) {
+	w.mu.Lock()
+	if w.fatal == nil {
+		w.fatal = err
+	}
+	w.mu.Unlock()
+	w.end("too many consecutive failures")
+	w.Drain()
+}
+

@@ -1,0 +1,199 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/worker"
+)
+
+// openQueue opens a fresh SQLite queue in the test's temporary directory.
+func openQueue(t *testing.T) *jobq.Queue {
+	t.Helper()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
+	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func push(t *testing.T, q *jobq.Queue, tasks ...*jobq.Task) {
+	t.Helper()
+	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunDrainsAndExits(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	for i := range 5 {
+		push(t, q, &jobq.Task{Command: fmt.Sprintf("echo %d", i)})
+	}
+	var ran atomic.Int64
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		ran.Add(1)
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Concurrency: 2, Logger: quietLog(), Poll: 100 * time.Millisecond})
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 5 || w.Counts().Done != 5 {
+		t.Fatalf("ran %d, done %d; want 5", ran.Load(), w.Counts().Done)
+	}
+	if n, _ := q.Size(context.Background()); n != 0 {
+		t.Fatalf("queue size %d after the run; want 0", n)
+	}
+	if w.EndReason() != "queue empty" {
+		t.Fatalf("end reason %q", w.EndReason())
+	}
+}
+
+func TestFailureRetriesThenDeadLetters(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Command: "false", NumRetries: 2})
+	var ran atomic.Int64
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		ran.Add(1)
+		return &worker.TaskError{Err: errors.New("boom"), Detail: "last output"}
+	})
+	err := worker.Run(context.Background(), q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, MaxConsecutiveFailures: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 3 {
+		t.Fatalf("ran %d times; want 3 (1 + 2 retries)", ran.Load())
+	}
+	dead, err := q.DeadLetters().List(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || !strings.Contains(dead[0].Reason, "boom") || dead[0].Detail != "last output" {
+		t.Fatalf("dead letters %+v; want one with reason boom and the detail", dead)
+	}
+}
+
+func TestMaxConsecutiveFailuresStops(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	for i := range 5 {
+		push(t, q, &jobq.Task{Command: fmt.Sprintf("exit %d", i+1)})
+	}
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error { return errors.New("fails") })
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, MaxConsecutiveFailures: 2})
+	err := w.Run(context.Background())
+	if !errors.Is(err, worker.ErrTooManyFailures) {
+		t.Fatalf("Run returned %v; want ErrTooManyFailures", err)
+	}
+	if c := w.Counts(); c.Failed != 3 {
+		t.Fatalf("%d failures before stopping; want 3 (more than 2)", c.Failed)
+	}
+}
+
+func TestStopRequeuesRunningTask(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Command: "sleep 100"})
+	started := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+	<-started
+	w.Stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	st, err := q.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready != 1 || st.InFlight != 0 || w.Counts().Requeued != 1 {
+		t.Fatalf("after Stop: %+v, counts %+v; want the task ready again", st, w.Counts())
+	}
+}
+
+func TestDrainFinishesRunningTask(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Command: "a"}, &jobq.Task{Command: "b"})
+	started := make(chan struct{})
+	release := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		close(started)
+		<-release
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+	<-started
+	w.Drain()
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := w.Counts(); c.Done != 1 {
+		t.Fatalf("done %d; want 1 (the running task, and no other)", c.Done)
+	}
+	if n, _ := q.Size(context.Background()); n != 1 {
+		t.Fatalf("queue size %d; want 1 left", n)
+	}
+}
+
+func TestGateConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    worker.GateConfig
+		wantErr []string
+	}{
+		{name: "defaults", env: nil, want: worker.GateConfig{CacheSize: 128, Timeout: time.Minute, RequeueDelay: 30 * time.Second, MaxNotQualified: 100}},
+		{name: "set", env: map[string]string{"JOBQ_GATE_CACHE_SIZE": "4", "JOBQ_GATE_TIMEOUT_S": "5", "JOBQ_GATE_REQUEUE_DELAY_S": "0", "JOBQ_GATE_MAX_NOT_QUALIFIED": "7"},
+			want: worker.GateConfig{CacheSize: 4, Timeout: 5 * time.Second, RequeueDelay: 0, RequeueDelaySet: true, MaxNotQualified: 7}},
+		{name: "invalid", env: map[string]string{"JOBQ_GATE_CACHE_SIZE": "0", "JOBQ_GATE_TIMEOUT_S": "abc"},
+			wantErr: []string{"JOBQ_GATE_CACHE_SIZE", "JOBQ_GATE_TIMEOUT_S"}},
+		{name: "negative delay", env: map[string]string{"JOBQ_GATE_REQUEUE_DELAY_S": "-1"}, wantErr: []string{"JOBQ_GATE_REQUEUE_DELAY_S"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := worker.GateConfigFromEnv(func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error; want one naming %v", tt.wantErr)
+				}
+				for _, name := range tt.wantErr {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("error %q does not name %s", err, name)
+					}
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
