@@ -354,4 +354,3 @@ func (w *Worker) setFatal(err error) {
 	w.end("too many consecutive failures")
 	w.Drain()
 }
-
