@@ -96,6 +96,10 @@ type rawKwargs struct {
 	env     []EnvVar
 	cwd     string
 	payload string
+	// extra holds the members jobq does not know, Python-encoded as
+	// `, "name": value` in their original order; they are written back
+	// before "id".
+	extra []byte
 }
 
 // IsShell reports whether the task is a shell command.

@@ -1,48 +1,542 @@
-// TEMPORARY STUB written by the lead so the package compiles while the wire
-// format is being written. The helper who owns wire.go replaces this whole
-// file with the real, ai4s-jobq-compatible implementation.
-
 package jobq
+
+// The task on the wire, compatible with ai4s-jobq (see docs/wire-format.md).
+//
+// Schema v1, as ai4s-jobq writes it with Python's json.dumps:
+//
+//	{"version": 1, "reply_requested": false, "kwargs": "<kwargs JSON>", "num_retries": 0, "id": "<md5>"}
+//
+// Schema v2 adds these optional members, written in this order after
+// num_retries and only when set (zero values are left out):
+//
+//	"priority": int                        Task.Priority
+//	"not_before": "RFC 3339 UTC time"      Task.NotBefore (nanoseconds when non-zero)
+//	"gate_cmd": string                     Task.GateCmd
+//	"concurrency_key": string              Task.ConcurrencyKey
+//	"rate_limit_key": string               Task.RateLimitKey
+//	"metadata": {string: string}           Task.Metadata, keys sorted
+//	"stash": {"url": s, "sha256": s, "size": n}   Task.Stash
+//
+// The id is the MD5 hex of the object without "id", so it covers every
+// member. Members jobq does not know (ai4s-jobq's "min_version", say) are
+// kept from a decoded message and written back, in order, just before "id".
 
 import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/internal/pyjson"
 )
 
-type stubWire struct {
-	Version    int    `json:"version"`
-	Kwargs     string `json:"kwargs"`
-	NumRetries int    `json:"num_retries"`
-	ID         string `json:"id"`
+// Schema versions.
+const (
+	schemaV1 = 1
+	schemaV2 = 2
+)
+
+// MarshalTask validates t and returns its message body: schema v1, exactly
+// as ai4s-jobq writes it, when t uses only what v1 can express, schema v2
+// otherwise. When t.ID is empty it is set to the deterministic ID (see
+// TaskID). A task decoded by UnmarshalTask and left unchanged (apart from
+// NumRetries, ReplyRequested and the v2 fields) keeps its kwargs and unknown
+// members byte for byte.
+func MarshalTask(t *Task) ([]byte, error) {
+	prefix, err := wirePrefix(t)
+	if err != nil {
+		return nil, err
+	}
+	if t.ID == "" {
+		t.ID = md5Hex(append(prefix, '}'))
+	} else if !pyjson.ValidText(t.ID) {
+		return nil, errorf(InvalidArgument, "encode", "task ID %q is not valid UTF-8", t.ID)
+	}
+	out := append(prefix, `, "id": `...)
+	out = pyjson.AppendString(out, t.ID)
+	return append(out, '}'), nil
 }
 
-// MarshalTask encodes t (stub).
-func MarshalTask(t *Task) ([]byte, error) {
+// TaskID returns the deterministic ID of t without changing t: the MD5 hex
+// of its encoding without the "id" member, which is how ai4s-jobq computes
+// it. Two tasks with the same content have the same ID, which backends with
+// duplicate detection use to drop repeated pushes.
+func TaskID(t *Task) (string, error) {
+	prefix, err := wirePrefix(t)
+	if err != nil {
+		return "", err
+	}
+	return md5Hex(append(prefix, '}')), nil
+}
+
+func md5Hex(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// needsV2 reports whether t uses anything schema v1 cannot express.
+func needsV2(t *Task) bool {
+	return t.Priority != 0 || !t.NotBefore.IsZero() || t.GateCmd != "" ||
+		t.ConcurrencyKey != "" || t.RateLimitKey != "" || len(t.Metadata) > 0 || t.Stash != nil
+}
+
+// wirePrefix validates t and returns its encoding without the "id" member
+// and without the closing brace.
+func wirePrefix(t *Task) ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	kw, _ := json.Marshal(map[string]any{"cmd": t.Command, "payload": t.Payload})
-	w := stubWire{Version: 1, Kwargs: string(kw), NumRetries: t.NumRetries}
-	b, _ := json.Marshal(w)
-	if t.ID == "" {
-		s := md5.Sum(b)
-		t.ID = hex.EncodeToString(s[:])
+	if err := checkText(t); err != nil {
+		return nil, err
 	}
-	w.ID = t.ID
-	return json.Marshal(w)
+	kwargs, err := kwargsText(t)
+	if err != nil {
+		return nil, err
+	}
+	version := schemaV1
+	if needsV2(t) {
+		version = schemaV2
+	}
+	b := make([]byte, 0, len(kwargs)+len(kwargs)/8+128)
+	b = append(b, `{"version": `...)
+	b = strconv.AppendInt(b, int64(version), 10)
+	b = append(b, `, "reply_requested": `...)
+	b = strconv.AppendBool(b, t.ReplyRequested)
+	b = append(b, `, "kwargs": `...)
+	b = pyjson.AppendString(b, kwargs)
+	b = append(b, `, "num_retries": `...)
+	b = strconv.AppendInt(b, int64(t.NumRetries), 10)
+	if version == schemaV2 {
+		b = appendV2(b, t)
+	}
+	if t.kwargs != nil {
+		b = append(b, t.kwargs.extra...)
+	}
+	return b, nil
 }
 
-// UnmarshalTask decodes a message body (stub).
+func appendV2(b []byte, t *Task) []byte {
+	if t.Priority != 0 {
+		b = append(b, `, "priority": `...)
+		b = strconv.AppendInt(b, int64(t.Priority), 10)
+	}
+	if !t.NotBefore.IsZero() {
+		b = append(b, `, "not_before": `...)
+		b = pyjson.AppendString(b, t.NotBefore.UTC().Format(time.RFC3339Nano))
+	}
+	for _, f := range []struct{ name, value string }{
+		{"gate_cmd", t.GateCmd},
+		{"concurrency_key", t.ConcurrencyKey},
+		{"rate_limit_key", t.RateLimitKey},
+	} {
+		if f.value != "" {
+			b = append(b, `, "`+f.name+`": `...)
+			b = pyjson.AppendString(b, f.value)
+		}
+	}
+	if len(t.Metadata) > 0 {
+		keys := make([]string, 0, len(t.Metadata))
+		for k := range t.Metadata {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, `, "metadata": {`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = pyjson.AppendString(b, k)
+			b = append(b, ": "...)
+			b = pyjson.AppendString(b, t.Metadata[k])
+		}
+		b = append(b, '}')
+	}
+	if s := t.Stash; s != nil {
+		b = append(b, `, "stash": {"url": `...)
+		b = pyjson.AppendString(b, s.URL)
+		b = append(b, `, "sha256": `...)
+		b = pyjson.AppendString(b, s.SHA256)
+		b = append(b, `, "size": `...)
+		b = strconv.AppendInt(b, s.Size, 10)
+		b = append(b, '}')
+	}
+	return b
+}
+
+// checkText rejects strings that are not UTF-8: Python strings cannot hold
+// them, so no ai4s-jobq reader could decode the message.
+func checkText(t *Task) error {
+	check := func(field, s string) error {
+		if !pyjson.ValidText(s) {
+			return errorf(InvalidArgument, "encode", "task %s is not valid UTF-8; JSON messages can only carry UTF-8 text", field)
+		}
+		return nil
+	}
+	for _, f := range []struct{ name, value string }{
+		{"command", t.Command}, {"cwd", t.Cwd}, {"gate command", t.GateCmd},
+		{"concurrency key", t.ConcurrencyKey}, {"rate-limit key", t.RateLimitKey},
+	} {
+		if err := check(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	for _, e := range t.Env {
+		if err := check("environment variable "+strconv.Quote(e.Name), e.Name+e.Value); err != nil {
+			return err
+		}
+	}
+	for k, v := range t.Metadata {
+		if err := check("metadata "+strconv.Quote(k), k+v); err != nil {
+			return err
+		}
+	}
+	if t.Stash != nil {
+		return check("stash reference", t.Stash.URL+t.Stash.SHA256)
+	}
+	return nil
+}
+
+// kwargsText returns the kwargs JSON string of t: the received one when t
+// was decoded and its kwargs are unchanged, a fresh Python-style encoding
+// otherwise.
+func kwargsText(t *Task) (string, error) {
+	if r := t.kwargs; r != nil && r.command == t.Command && r.cwd == t.Cwd &&
+		r.payload == string(t.Payload) && slices.Equal(r.env, t.Env) {
+		return r.text, nil
+	}
+	if t.Command == "" {
+		v, err := pyjson.Parse(t.Payload)
+		if err != nil {
+			return "", errorf(InvalidArgument, "encode", "task payload is not valid JSON: %v", err)
+		}
+		if v.Kind != pyjson.Object {
+			return "", errorf(InvalidArgument, "encode", "task payload must be a JSON object")
+		}
+		return string(pyjson.AppendValue(nil, v)), nil
+	}
+	// ai4s-jobq's push -c CMD [-e K=V]: {"cmd": CMD, "bg_dirsync_to": null, "env": {...}}.
+	b := make([]byte, 0, len(t.Command)+64)
+	b = append(b, `{"cmd": `...)
+	b = pyjson.AppendString(b, t.Command)
+	b = append(b, `, "bg_dirsync_to": null, "env": {`...)
+	for i, e := range pyEnv(t.Env) {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = pyjson.AppendString(b, e.Name)
+		b = append(b, ": "...)
+		b = pyjson.AppendString(b, e.Value)
+	}
+	b = append(b, '}')
+	if t.Cwd != "" {
+		b = append(b, `, "cwd": `...)
+		b = pyjson.AppendString(b, t.Cwd)
+	}
+	return string(append(b, '}')), nil
+}
+
+// pyEnv collapses repeated names as Python's dict(env_vars) does: the first
+// position, the last value.
+func pyEnv(env []EnvVar) []EnvVar {
+	dup := false
+	for i := range env {
+		for j := i + 1; j < len(env) && !dup; j++ {
+			dup = env[i].Name == env[j].Name
+		}
+	}
+	if !dup {
+		return env
+	}
+	out := make([]EnvVar, 0, len(env))
+	at := map[string]int{}
+	for _, e := range env {
+		if i, ok := at[e.Name]; ok {
+			out[i].Value = e.Value
+			continue
+		}
+		at[e.Name] = len(out)
+		out = append(out, e)
+	}
+	return out
+}
+
+// UnmarshalTask decodes a message body written by jobq or ai4s-jobq: schema
+// v0 (no reply_requested), v1, v2, and ai4s-jobq's legacy objects without a
+// version. Kwargs with a "cmd" member make a shell task (Command, Env in
+// order, Cwd); any other kwargs object becomes Payload. The task remembers
+// its kwargs text and unknown members, so MarshalTask re-encodes an
+// unchanged task to the same bytes. Input that is not a task is an *Error
+// with code InvalidArgument saying what is wrong; receivers dead-letter such
+// messages as poison.
 func UnmarshalTask(body []byte) (*Task, error) {
-	var w stubWire
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, &Error{Code: InvalidArgument, Op: "decode", Msg: err.Error(), Err: err}
+	doc, err := pyjson.Parse(body)
+	if err != nil {
+		return nil, decodeError("message body is not JSON: %v", err)
 	}
-	var kw struct {
-		Cmd     string          `json:"cmd"`
-		Payload json.RawMessage `json:"payload"`
+	if doc.Kind != pyjson.Object {
+		return nil, decodeError("message body is a JSON %s, not a task object", kindName(doc.Kind))
 	}
-	_ = json.Unmarshal([]byte(w.Kwargs), &kw)
-	return &Task{ID: w.ID, Command: kw.Cmd, NumRetries: w.NumRetries, Version: w.Version}, nil
+	t := &Task{Version: schemaV1}
+	legacy := true // no "version": ai4s-jobq reads it as v1 with 5 retries
+	if v, ok := doc.Get("version"); ok {
+		legacy = false
+		n, err := wireInt("version", v)
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 || n > schemaV2 {
+			return nil, decodeError("task schema version %d is not supported; this jobq reads versions 0, 1 and 2 (upgrade jobq to read newer tasks)", n)
+		}
+		t.Version = int(n)
+	}
+
+	raw := &rawKwargs{}
+	var haveKwargs, haveRetries, haveReply bool
+	keys, vals := doc.Members()
+	for i, k := range keys {
+		v := vals[i]
+		var err error
+		switch k {
+		case "version":
+		case "kwargs":
+			if v.Kind != pyjson.String {
+				return nil, decodeError(`task "kwargs" is a JSON %s; it must be a string holding a JSON object`, kindName(v.Kind))
+			}
+			haveKwargs, raw.text = true, v.Str
+		case "num_retries":
+			var n int64
+			n, err = wireInt(k, v)
+			haveRetries, t.NumRetries = true, int(max(n, 0))
+		case "reply_requested":
+			if v.Kind != pyjson.Bool {
+				return nil, decodeError(`task "reply_requested" is a JSON %s; it must be true or false`, kindName(v.Kind))
+			}
+			haveReply = true
+			t.ReplyRequested = v.Bool && t.Version != 0 // v0 has no replies
+		case "id":
+			switch v.Kind {
+			case pyjson.String:
+				t.ID = v.Str
+			case pyjson.Null:
+			default:
+				return nil, decodeError(`task "id" is a JSON %s; it must be a string`, kindName(v.Kind))
+			}
+		default:
+			var known bool
+			if t.Version == schemaV2 {
+				known, err = decodeV2(t, k, v)
+			}
+			if !known && err == nil {
+				raw.extra = append(raw.extra, ", "...)
+				raw.extra = pyjson.AppendString(raw.extra, k)
+				raw.extra = append(raw.extra, ": "...)
+				raw.extra = pyjson.AppendValue(raw.extra, v)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case !haveKwargs:
+		return nil, decodeError(`task has no "kwargs" member`)
+	case !haveRetries && legacy:
+		t.NumRetries = 5
+	case !haveRetries:
+		return nil, decodeError(`task has no "num_retries" member`)
+	case !haveReply && t.Version >= schemaV1 && !legacy:
+		return nil, decodeError(`task of schema version %d has no "reply_requested" member`, t.Version)
+	}
+	if err := decodeKwargs(t, raw); err != nil {
+		return nil, err
+	}
+	t.kwargs = raw
+	if t.ID == "" {
+		id, err := TaskID(t)
+		if err != nil {
+			return nil, decodeError("task cannot be re-encoded to compute its ID: %v", err)
+		}
+		t.ID = id
+	}
+	return t, nil
+}
+
+// decodeKwargs fills the shell fields or Payload of t from the kwargs text.
+func decodeKwargs(t *Task, raw *rawKwargs) error {
+	kw, err := pyjson.Parse([]byte(raw.text))
+	if err != nil {
+		return decodeError("task kwargs are not JSON: %v", err)
+	}
+	if kw.Kind != pyjson.Object {
+		return decodeError("task kwargs are a JSON %s; they must be an object", kindName(kw.Kind))
+	}
+	cmd, shell := kw.Get("cmd")
+	if !shell {
+		t.Payload = json.RawMessage(raw.text)
+		raw.payload = raw.text
+		return nil
+	}
+	if cmd.Kind != pyjson.String || cmd.Str == "" {
+		return decodeError(`task kwargs "cmd" must be a non-empty string (found a JSON %s)`, kindName(cmd.Kind))
+	}
+	t.Command = cmd.Str
+	if env, ok := kw.Get("env"); ok && env.Kind != pyjson.Null {
+		if env.Kind != pyjson.Object {
+			return decodeError(`task kwargs "env" is a JSON %s; it must be an object of strings`, kindName(env.Kind))
+		}
+		names, values := env.Members()
+		t.Env = make([]EnvVar, len(names))
+		for i, name := range names {
+			s, ok := pyStr(values[i])
+			if !ok {
+				return decodeError(`task environment variable %q is a JSON %s; it must be a string`, name, kindName(values[i].Kind))
+			}
+			t.Env[i] = EnvVar{Name: name, Value: s}
+		}
+	}
+	if cwd, ok := kw.Get("cwd"); ok && cwd.Kind != pyjson.Null {
+		if cwd.Kind != pyjson.String {
+			return decodeError(`task kwargs "cwd" is a JSON %s; it must be a string`, kindName(cwd.Kind))
+		}
+		t.Cwd = cwd.Str
+	}
+	raw.command, raw.cwd = t.Command, t.Cwd
+	raw.env = slices.Clone(t.Env)
+	return nil
+}
+
+// pyStr converts a scalar env value as ai4s-jobq's worker does (str(v)).
+func pyStr(v pyjson.Value) (string, bool) {
+	switch v.Kind {
+	case pyjson.String:
+		return v.Str, true
+	case pyjson.Number:
+		return string(pyjson.AppendNumber(nil, v.Str)), true
+	case pyjson.Bool:
+		if v.Bool {
+			return "True", true
+		}
+		return "False", true
+	case pyjson.Null:
+		return "None", true
+	}
+	return "", false
+}
+
+// decodeV2 reads one schema v2 member into t, reporting whether k is one.
+func decodeV2(t *Task, k string, v pyjson.Value) (bool, error) {
+	str := func(dst *string) error {
+		switch v.Kind {
+		case pyjson.String:
+			*dst = v.Str
+		case pyjson.Null:
+		default:
+			return decodeError("task %q is a JSON %s; it must be a string", k, kindName(v.Kind))
+		}
+		return nil
+	}
+	switch k {
+	case "priority":
+		n, err := wireInt(k, v)
+		t.Priority = int(n)
+		return true, err
+	case "not_before":
+		var s string
+		if err := str(&s); err != nil || s == "" {
+			return true, err
+		}
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return true, decodeError("task \"not_before\" %q is not an RFC 3339 time: %v", s, err)
+		}
+		t.NotBefore = at
+		return true, nil
+	case "gate_cmd":
+		return true, str(&t.GateCmd)
+	case "concurrency_key":
+		return true, str(&t.ConcurrencyKey)
+	case "rate_limit_key":
+		return true, str(&t.RateLimitKey)
+	case "metadata":
+		if v.Kind == pyjson.Null {
+			return true, nil
+		}
+		if v.Kind != pyjson.Object {
+			return true, decodeError(`task "metadata" is a JSON %s; it must be an object of strings`, kindName(v.Kind))
+		}
+		names, values := v.Members()
+		t.Metadata = make(map[string]string, len(names))
+		for i, name := range names {
+			if values[i].Kind != pyjson.String {
+				return true, decodeError("task metadata %q is a JSON %s; it must be a string", name, kindName(values[i].Kind))
+			}
+			t.Metadata[name] = values[i].Str
+		}
+		return true, nil
+	case "stash":
+		if v.Kind == pyjson.Null {
+			return true, nil
+		}
+		ref, err := decodeStashRef(v)
+		t.Stash = ref
+		return true, err
+	}
+	return false, nil
+}
+
+func decodeStashRef(v pyjson.Value) (*StashRef, error) {
+	if v.Kind != pyjson.Object {
+		return nil, decodeError(`task "stash" is a JSON %s; it must be an object with url, sha256 and size`, kindName(v.Kind))
+	}
+	ref := &StashRef{}
+	u, okU := v.Get("url")
+	h, okH := v.Get("sha256")
+	n, okN := v.Get("size")
+	if !okU || !okH || !okN || u.Kind != pyjson.String || h.Kind != pyjson.String || u.Str == "" || h.Str == "" {
+		return nil, decodeError(`task "stash" must have a non-empty string "url" and "sha256" and an integer "size"`)
+	}
+	size, err := wireIntBits("stash size", n, 64)
+	if err != nil {
+		return nil, err
+	}
+	ref.URL, ref.SHA256, ref.Size = u.Str, h.Str, size
+	return ref, nil
+}
+
+// wireInt reads an integer member.
+func wireInt(name string, v pyjson.Value) (int64, error) { return wireIntBits(name, v, 32) }
+
+func wireIntBits(name string, v pyjson.Value, bits int) (int64, error) {
+	if v.Kind != pyjson.Number {
+		return 0, decodeError("task %q is a JSON %s; it must be an integer", name, kindName(v.Kind))
+	}
+	n, err := strconv.ParseInt(v.Str, 10, bits)
+	if err != nil {
+		return 0, decodeError("task %q is %s; it must be an integer that fits in %d bits", name, v.Str, bits)
+	}
+	return n, nil
+}
+
+func kindName(k pyjson.Kind) string {
+	switch k {
+	case pyjson.Null:
+		return "null"
+	case pyjson.Bool:
+		return "boolean"
+	case pyjson.Number:
+		return "number"
+	case pyjson.String:
+		return "string"
+	case pyjson.Array:
+		return "array"
+	default:
+		return "object"
+	}
+}
+
+func decodeError(format string, args ...any) *Error {
+	return &Error{Code: InvalidArgument, Op: "decode", Msg: fmt.Sprintf(format, args...)}
 }

@@ -1,0 +1,663 @@
+// Package pyjson reads JSON the way Python's json.loads does and writes it
+// the way Python's json.dumps does with its default settings, so that bytes
+// written by Go and by Python agree exactly (jobq's task IDs are MD5 hashes
+// of such bytes, computed the same way by ai4s-jobq).
+//
+// Python's defaults are: separators ", " and ": ", ensure_ascii (every
+// character outside printable ASCII, DEL included, escaped as \uXXXX in
+// lower-case hex, astral characters as surrogate pairs), object keys kept in
+// insertion order, duplicate keys collapsed to the first position with the
+// last value, integers written as they are, floats written as repr() writes
+// them, and NaN/Infinity/-Infinity accepted and written as literals.
+//
+// Python strings may hold lone surrogates (json.loads("\"\\ud800\"") works);
+// Parse keeps them as WTF-8 (the 3-byte encoding of the surrogate code
+// point) so that AppendString writes them back as the same escape.
+package pyjson
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Kind is the type of a Value.
+type Kind uint8
+
+// The kinds of JSON values.
+const (
+	Null Kind = iota
+	Bool
+	Number
+	String
+	Array
+	Object
+)
+
+// Value is a parsed JSON value that keeps what encoding/json loses: object
+// key order, duplicate keys and number literals.
+type Value struct {
+	Kind Kind
+	// Str is a String's text, or a Number's literal as written.
+	Str string
+	// Bool is a Bool's value.
+	Bool bool
+	// Items are an Array's elements.
+	Items []Value
+	// Keys and Vals are an Object's members in document order, duplicates
+	// included; use Get and Members for Python's view of them.
+	Keys []string
+	Vals []Value
+}
+
+// Get returns the value of an object member, the last one when the key is
+// repeated (as Python's dict does).
+func (v Value) Get(key string) (Value, bool) {
+	for i := len(v.Keys) - 1; i >= 0; i-- {
+		if v.Keys[i] == key {
+			return v.Vals[i], true
+		}
+	}
+	return Value{}, false
+}
+
+// Members returns an object's members as Python's dict holds them: each key
+// once, at its first position, with its last value.
+func (v Value) Members() ([]string, []Value) {
+	if !hasDuplicates(v.Keys) {
+		return v.Keys, v.Vals
+	}
+	keys := make([]string, 0, len(v.Keys))
+	vals := make([]Value, 0, len(v.Keys))
+	at := make(map[string]int, len(v.Keys))
+	for i, k := range v.Keys {
+		if j, seen := at[k]; seen {
+			vals[j] = v.Vals[i]
+			continue
+		}
+		at[k] = len(keys)
+		keys = append(keys, k)
+		vals = append(vals, v.Vals[i])
+	}
+	return keys, vals
+}
+
+func hasDuplicates(keys []string) bool {
+	if len(keys) < 2 {
+		return false
+	}
+	if len(keys) <= 8 {
+		for i := range keys {
+			for j := i + 1; j < len(keys); j++ {
+				if keys[i] == keys[j] {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		if _, dup := seen[k]; dup {
+			return true
+		}
+		seen[k] = struct{}{}
+	}
+	return false
+}
+
+// maxDepth bounds nesting, as Python's recursion limit does, so that hostile
+// input cannot exhaust the stack.
+const maxDepth = 1000
+
+// SyntaxError says where and why a document is not JSON.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("%s at offset %d", e.Msg, e.Offset)
+}
+
+// Parse reads one JSON document (surrounding whitespace allowed). It accepts
+// what Python's json.loads accepts from UTF-8 input, NaN and Infinity
+// included, and rejects control characters inside strings.
+func Parse(data []byte) (Value, error) {
+	// Python decodes bytes with utf-8-sig and surrogatepass: a BOM is
+	// skipped and WTF-8 surrogates are accepted.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	if !validWTF8(data) {
+		return Value{}, &SyntaxError{Offset: invalidAt(data), Msg: "input is not valid UTF-8"}
+	}
+	p := parser{data: data}
+	p.skipSpace()
+	v, err := p.value(0)
+	if err != nil {
+		return Value{}, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.data) {
+		return Value{}, p.errorf("unexpected %s after the end of the JSON value", p.describe())
+	}
+	return v, nil
+}
+
+type parser struct {
+	data []byte
+	pos  int
+}
+
+func (p *parser) errorf(format string, args ...any) *SyntaxError {
+	return &SyntaxError{Offset: p.pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) describe() string {
+	if p.pos >= len(p.data) {
+		return "end of input"
+	}
+	return fmt.Sprintf("character %q", p.data[p.pos])
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) literal(word string) bool {
+	if strings.HasPrefix(string(p.data[p.pos:min(len(p.data), p.pos+len(word))]), word) {
+		p.pos += len(word)
+		return true
+	}
+	return false
+}
+
+func (p *parser) value(depth int) (Value, error) {
+	if depth > maxDepth {
+		return Value{}, p.errorf("JSON nested deeper than %d levels", maxDepth)
+	}
+	if p.pos >= len(p.data) {
+		return Value{}, p.errorf("unexpected end of input, expecting a value")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		s, err := p.string()
+		return Value{Kind: String, Str: s}, err
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	case p.literal("null"):
+		return Value{Kind: Null}, nil
+	case p.literal("true"):
+		return Value{Kind: Bool, Bool: true}, nil
+	case p.literal("false"):
+		return Value{Kind: Bool}, nil
+	case p.literal("NaN"):
+		return Value{Kind: Number, Str: "NaN"}, nil
+	case p.literal("Infinity"):
+		return Value{Kind: Number, Str: "Infinity"}, nil
+	default:
+		return Value{}, p.errorf("unexpected %s, expecting a value", p.describe())
+	}
+}
+
+func (p *parser) object(depth int) (Value, error) {
+	p.pos++ // {
+	v := Value{Kind: Object}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		return v, nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return Value{}, p.errorf("unexpected %s, expecting an object key in double quotes", p.describe())
+		}
+		k, err := p.string()
+		if err != nil {
+			return Value{}, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return Value{}, p.errorf("unexpected %s, expecting ':' after an object key", p.describe())
+		}
+		p.pos++
+		p.skipSpace()
+		m, err := p.value(depth + 1)
+		if err != nil {
+			return Value{}, err
+		}
+		v.Keys = append(v.Keys, k)
+		v.Vals = append(v.Vals, m)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return Value{}, p.errorf("unexpected end of input inside an object")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			return v, nil
+		default:
+			return Value{}, p.errorf("unexpected %s, expecting ',' or '}' in an object", p.describe())
+		}
+	}
+}
+
+func (p *parser) array(depth int) (Value, error) {
+	p.pos++ // [
+	v := Value{Kind: Array}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		return v, nil
+	}
+	for {
+		p.skipSpace()
+		item, err := p.value(depth + 1)
+		if err != nil {
+			return Value{}, err
+		}
+		v.Items = append(v.Items, item)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return Value{}, p.errorf("unexpected end of input inside an array")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			return v, nil
+		default:
+			return Value{}, p.errorf("unexpected %s, expecting ',' or ']' in an array", p.describe())
+		}
+	}
+}
+
+// number reads a JSON number (Python's grammar: -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?)
+// or -Infinity, keeping the literal.
+func (p *parser) number() (Value, error) {
+	start := p.pos
+	if p.data[p.pos] == '-' {
+		p.pos++
+		if p.literal("Infinity") {
+			return Value{Kind: Number, Str: "-Infinity"}, nil
+		}
+	}
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '0' {
+		p.pos++
+	} else if digits() == 0 {
+		return Value{}, p.errorf("invalid number: expecting a digit, found %s", p.describe())
+	}
+	// Python stops the number where its grammar stops ("1." parses as 1
+	// followed by garbage), which the caller then reports.
+	if p.pos+1 < len(p.data) && p.data[p.pos] == '.' && isDigit(p.data[p.pos+1]) {
+		p.pos++
+		digits()
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		save := p.pos
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			p.pos = save
+		}
+	}
+	return Value{Kind: Number, Str: string(p.data[start:p.pos])}, nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// string reads a JSON string, returning its text. Lone surrogate escapes
+// become WTF-8.
+func (p *parser) string() (string, error) {
+	p.pos++ // opening quote
+	start := p.pos
+	// Fast path: no escapes.
+	for p.pos < len(p.data) {
+		c := p.data[p.pos]
+		if c == '"' {
+			p.pos++
+			return string(p.data[start : p.pos-1]), nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		p.pos++
+	}
+	buf := append([]byte(nil), p.data[start:p.pos]...)
+	for {
+		if p.pos >= len(p.data) {
+			return "", &SyntaxError{Offset: start - 1, Msg: "unterminated string"}
+		}
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("invalid control character %q in a string; it must be escaped", c)
+		case c != '\\':
+			buf = append(buf, c)
+			p.pos++
+			continue
+		}
+		// An escape.
+		p.pos++
+		if p.pos >= len(p.data) {
+			return "", &SyntaxError{Offset: start - 1, Msg: "unterminated string"}
+		}
+		e := p.data[p.pos]
+		p.pos++
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", p.errorf("invalid \\u escape: expecting 4 hex digits")
+			}
+			if utf16.IsSurrogate(r) && r < 0xdc00 && p.pos+6 <= len(p.data) && p.data[p.pos] == '\\' && p.data[p.pos+1] == 'u' {
+				save := p.pos
+				p.pos += 2
+				if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
+					buf = utf8.AppendRune(buf, utf16.DecodeRune(r, lo))
+					continue
+				}
+				p.pos = save
+			}
+			buf = appendWTF8(buf, r)
+		default:
+			return "", p.errorf("invalid escape \\%c in a string", e)
+		}
+	}
+}
+
+func (p *parser) hex4() (rune, bool) {
+	if p.pos+4 > len(p.data) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(p.data[p.pos:p.pos+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	p.pos += 4
+	return rune(n), true
+}
+
+// appendWTF8 appends r, encoding a surrogate code point as its 3 bytes
+// (which utf8.AppendRune would replace with U+FFFD).
+func appendWTF8(buf []byte, r rune) []byte {
+	if utf16.IsSurrogate(r) {
+		return append(buf, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+	}
+	return utf8.AppendRune(buf, r)
+}
+
+// surrogateAt reports the surrogate code point WTF-8-encoded at s[i:], if any.
+func surrogateAt[T string | []byte](s T, i int) (rune, bool) {
+	if i+2 < len(s) && s[i] == 0xed && s[i+1] >= 0xa0 && s[i+1] <= 0xbf && s[i+2] >= 0x80 && s[i+2] <= 0xbf {
+		return 0xd000 | rune(s[i+1]&0x3f)<<6 | rune(s[i+2]&0x3f), true
+	}
+	return 0, false
+}
+
+func validWTF8[T string | []byte](s T) bool { return invalidAt(s) < 0 }
+
+// invalidAt returns the offset of the first byte that is neither UTF-8 nor a
+// WTF-8 surrogate, or -1.
+func invalidAt[T string | []byte](s T) int {
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if _, ok := surrogateAt(s, i); ok {
+			i += 3
+			continue
+		}
+		var r rune
+		var n int
+		switch v := any(s).(type) {
+		case string:
+			r, n = utf8.DecodeRuneInString(v[i:])
+		case []byte:
+			r, n = utf8.DecodeRune(v[i:])
+		}
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// ValidText reports whether s can be written as a JSON string: UTF-8, with
+// lone surrogates in WTF-8 allowed (Parse produces those).
+func ValidText(s string) bool { return validWTF8(s) }
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as Python's json.dumps writes a str with
+// ensure_ascii: quoted, with \" \\ \n \r \t \b \f, and \uXXXX (lower-case
+// hex) for every other character outside ' '..'~'. Bytes that are not
+// UTF-8 are written as \ufffd; check with ValidText first.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"':
+			dst = append(dst, '\\', '"')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		default:
+			if c < utf8.RuneSelf {
+				dst = appendU(dst, rune(c))
+				i++
+				start = i
+				continue
+			}
+			if r, ok := surrogateAt(s, i); ok {
+				dst = appendU(dst, r)
+				i += 3
+				start = i
+				continue
+			}
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r >= 0x10000 {
+				hi, lo := utf16.EncodeRune(r)
+				dst = appendU(appendU(dst, hi), lo)
+			} else {
+				dst = appendU(dst, r) // includes U+FFFD for invalid bytes
+			}
+			i += n
+			start = i
+			continue
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+func appendU(dst []byte, r rune) []byte {
+	return append(dst, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+}
+
+// AppendNumber appends a JSON number literal as Python writes the value
+// json.loads made of it: an integer unchanged (-0 becomes 0), a float (any
+// literal with '.', 'e' or 'E') as repr(float) writes it, and NaN, Infinity
+// and -Infinity as they are. Floats beyond float64's range are Infinity,
+// as in Python.
+func AppendNumber(dst []byte, lit string) []byte {
+	switch lit {
+	case "NaN", "Infinity", "-Infinity":
+		return append(dst, lit...)
+	}
+	if !strings.ContainsAny(lit, ".eE") {
+		if strings.Trim(lit, "-0") == "" {
+			return append(dst, '0')
+		}
+		return append(dst, lit...)
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrSyntax {
+		return append(dst, lit...) // not a number at all: keep what was given
+	}
+	return AppendFloat(dst, f)
+}
+
+// AppendFloat appends f as Python's repr(float) does: the shortest digits
+// that round-trip, in fixed notation with at least one decimal when the
+// decimal exponent is in -4 < exp <= 16 and in exponent notation (e+XX,
+// two digits at least) otherwise.
+func AppendFloat(dst []byte, f float64) []byte {
+	switch {
+	case f != f:
+		return append(dst, "NaN"...)
+	case f > 1.7976931348623157e308:
+		return append(dst, "Infinity"...)
+	case f < -1.7976931348623157e308:
+		return append(dst, "-Infinity"...)
+	case f == 0:
+		if 1/f < 0 {
+			return append(dst, "-0.0"...)
+		}
+		return append(dst, "0.0"...)
+	}
+	if f < 0 {
+		dst = append(dst, '-')
+		f = -f
+	}
+	// FormatFloat 'e' gives d.ddde±XX with the shortest round-trip digits.
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, expStr, _ := strings.Cut(e, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	exp, _ := strconv.Atoi(expStr)
+	decpt := exp + 1 // value = 0.digits × 10^decpt
+	if decpt > -4 && decpt <= 16 {
+		switch {
+		case decpt <= 0:
+			dst = append(dst, "0."...)
+			dst = append(dst, strings.Repeat("0", -decpt)...)
+			return append(dst, digits...)
+		case decpt >= len(digits):
+			dst = append(dst, digits...)
+			dst = append(dst, strings.Repeat("0", decpt-len(digits))...)
+			return append(dst, ".0"...)
+		default:
+			dst = append(dst, digits[:decpt]...)
+			dst = append(dst, '.')
+			return append(dst, digits[decpt:]...)
+		}
+	}
+	dst = append(dst, digits[0])
+	if len(digits) > 1 {
+		dst = append(dst, '.')
+		dst = append(dst, digits[1:]...)
+	}
+	dst = append(dst, 'e')
+	if exp < 0 {
+		dst = append(dst, '-')
+		exp = -exp
+	} else {
+		dst = append(dst, '+')
+	}
+	if exp < 10 {
+		dst = append(dst, '0')
+	}
+	return strconv.AppendInt(dst, int64(exp), 10)
+}
+
+// AppendValue appends v as Python's json.dumps writes what json.loads made
+// of it: ", " and ": " separators, ensure_ascii strings, Python numbers,
+// duplicate object keys collapsed as a dict collapses them.
+func AppendValue(dst []byte, v Value) []byte {
+	switch v.Kind {
+	case Null:
+		return append(dst, "null"...)
+	case Bool:
+		if v.Bool {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
+	case Number:
+		return AppendNumber(dst, v.Str)
+	case String:
+		return AppendString(dst, v.Str)
+	case Array:
+		dst = append(dst, '[')
+		for i, item := range v.Items {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = AppendValue(dst, item)
+		}
+		return append(dst, ']')
+	default:
+		keys, vals := v.Members()
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = AppendString(dst, k)
+			dst = append(dst, ": "...)
+			dst = AppendValue(dst, vals[i])
+		}
+		return append(dst, '}')
+	}
+}

@@ -1,0 +1,472 @@
+package jobq
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/internal/pyjson"
+)
+
+// wireVectors mirrors testdata/wire/vectors.json, computed with python3's
+// json.dumps and hashlib.md5 by testdata/wire/gen_vectors.py (run it from
+// the repository root to regenerate).
+type wireVectors struct {
+	Marshal []struct {
+		Name string
+		Task struct {
+			Command        string
+			Env            [][2]string
+			Cwd            string
+			Payload        string
+			NumRetries     int  `json:"num_retries"`
+			ReplyRequested bool `json:"reply_requested"`
+			Priority       int
+			NotBefore      string `json:"not_before"`
+			GateCmd        string `json:"gate_cmd"`
+			ConcurrencyKey string `json:"concurrency_key"`
+			RateLimitKey   string `json:"rate_limit_key"`
+			Metadata       map[string]string
+			Stash          *StashRef
+		}
+		Body string
+		ID   string
+	}
+	Decode []struct {
+		Name string
+		Body string
+		Want struct {
+			Command        *string
+			Env            [][2]string
+			Payload        string
+			NumRetries     int `json:"num_retries"`
+			ID             string
+			ReplyRequested bool `json:"reply_requested"`
+			Version        int
+		}
+		Reencoded string
+	}
+	Numbers [][2]string
+}
+
+func loadWireVectors(t testing.TB) wireVectors {
+	t.Helper()
+	b, err := os.ReadFile("testdata/wire/vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v wireVectors
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Marshal) == 0 || len(v.Decode) == 0 || len(v.Numbers) == 0 {
+		t.Fatal("testdata/wire/vectors.json has no vectors; regenerate it with python3 testdata/wire/gen_vectors.py")
+	}
+	return v
+}
+
+func envVars(pairs [][2]string) []EnvVar {
+	var env []EnvVar
+	for _, p := range pairs {
+		env = append(env, EnvVar{Name: p[0], Value: p[1]})
+	}
+	return env
+}
+
+func TestMarshalTaskMatchesPython(t *testing.T) {
+	t.Parallel()
+	for _, tc := range loadWireVectors(t).Marshal {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			in := tc.Task
+			task := &Task{
+				Command: in.Command, Env: envVars(in.Env), Cwd: in.Cwd,
+				NumRetries: in.NumRetries, ReplyRequested: in.ReplyRequested,
+				Priority: in.Priority, GateCmd: in.GateCmd, ConcurrencyKey: in.ConcurrencyKey,
+				RateLimitKey: in.RateLimitKey, Metadata: in.Metadata, Stash: in.Stash,
+			}
+			if in.Payload != "" {
+				task.Payload = json.RawMessage(in.Payload)
+			}
+			if in.NotBefore != "" {
+				nb, err := time.Parse(time.RFC3339Nano, in.NotBefore)
+				if err != nil {
+					t.Fatal(err)
+				}
+				task.NotBefore = nb.In(time.FixedZone("X", 3600)) // written in UTC whatever the zone
+			}
+			id, err := TaskID(task)
+			if err != nil {
+				t.Fatalf("TaskID: %v", err)
+			}
+			if id != tc.ID || task.ID != "" {
+				t.Errorf("TaskID = %s (task.ID now %q), want %s and task unchanged", id, task.ID, tc.ID)
+			}
+			body, err := MarshalTask(task)
+			if err != nil {
+				t.Fatalf("MarshalTask: %v", err)
+			}
+			if string(body) != tc.Body {
+				t.Errorf("MarshalTask body\n got %s\nwant %s", body, tc.Body)
+			}
+			if task.ID != tc.ID {
+				t.Errorf("task.ID = %s, want %s", task.ID, tc.ID)
+			}
+
+			// Decoding Python's bytes gives the task back, and re-encoding it
+			// gives the same bytes.
+			got, err := UnmarshalTask([]byte(tc.Body))
+			if err != nil {
+				t.Fatalf("UnmarshalTask: %v", err)
+			}
+			if got.ID != tc.ID || got.Command != task.Command || !slices.Equal(got.Env, pyEnv(task.Env)) ||
+				got.Cwd != task.Cwd || got.NumRetries != task.NumRetries || got.ReplyRequested != task.ReplyRequested ||
+				got.Priority != task.Priority || !got.NotBefore.Equal(task.NotBefore) || got.GateCmd != task.GateCmd ||
+				got.ConcurrencyKey != task.ConcurrencyKey || got.RateLimitKey != task.RateLimitKey ||
+				len(got.Metadata) != len(task.Metadata) || (task.Stash != nil) != (got.Stash != nil) {
+				t.Errorf("UnmarshalTask = %+v\nwant fields of %+v", got, task)
+			}
+			if task.Stash != nil && *got.Stash != *task.Stash {
+				t.Errorf("Stash = %+v, want %+v", got.Stash, task.Stash)
+			}
+			if task.Payload != nil {
+				v, err := pyjson.Parse(task.Payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := string(pyjson.AppendValue(nil, v)); string(got.Payload) != want {
+					t.Errorf("Payload = %s, want %s", got.Payload, want)
+				}
+			}
+			again, err := MarshalTask(got)
+			if err != nil {
+				t.Fatalf("re-MarshalTask: %v", err)
+			}
+			if string(again) != tc.Body {
+				t.Errorf("re-encoded body\n got %s\nwant %s", again, tc.Body)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestUnmarshalTaskForeignBodies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range loadWireVectors(t).Decode {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			got, err := UnmarshalTask([]byte(tc.Body))
+			if err != nil {
+				t.Fatalf("UnmarshalTask: %v", err)
+			}
+			w := tc.Want
+			if w.Command != nil && got.Command != *w.Command {
+				t.Errorf("Command = %q, want %q", got.Command, *w.Command)
+			}
+			if w.Command != nil && !slices.Equal(got.Env, envVars(w.Env)) {
+				t.Errorf("Env = %v, want %v", got.Env, w.Env)
+			}
+			if w.Payload != "" && string(got.Payload) != w.Payload {
+				t.Errorf("Payload = %s, want %s", got.Payload, w.Payload)
+			}
+			if got.NumRetries != w.NumRetries || got.ID != w.ID || got.ReplyRequested != w.ReplyRequested || got.Version != w.Version {
+				t.Errorf("got retries=%d id=%s reply=%v version=%d, want %d %s %v %d",
+					got.NumRetries, got.ID, got.ReplyRequested, got.Version, w.NumRetries, w.ID, w.ReplyRequested, w.Version)
+			}
+			again, err := MarshalTask(got)
+			if err != nil {
+				t.Fatalf("MarshalTask: %v", err)
+			}
+			if string(again) != tc.Reencoded {
+				t.Errorf("re-encoded\n got %s\nwant %s", again, tc.Reencoded)
+			}
+		})
+	}
+}
+
+// The worker's in-place retry decrement re-encodes the received task with
+// one retry fewer: only num_retries may change, never the kwargs or the id.
+func TestRetryDecrementKeepsBytes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range loadWireVectors(t).Decode {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			task, err := UnmarshalTask([]byte(tc.Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := *task
+			next.NumRetries++
+			body, err := MarshalTask(&next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := `"num_retries": ` + strconv.Itoa(task.NumRetries) + `, `
+			want := strings.Replace(tc.Reencoded, old, `"num_retries": `+strconv.Itoa(task.NumRetries+1)+`, `, 1)
+			if want == tc.Reencoded {
+				t.Fatalf("vector %q has no %q", tc.Reencoded, old)
+			}
+			if string(body) != want {
+				t.Errorf("decremented body\n got %s\nwant %s", body, want)
+			}
+		})
+	}
+}
+
+// Changing a decoded task's kwargs re-encodes them from the fields; the
+// received ID is kept (it names the message), while TaskID reflects the
+// new content.
+func TestMarshalChangedDecodedTask(t *testing.T) {
+	t.Parallel()
+	orig := &Task{Command: "echo a", Env: []EnvVar{{"A", "1"}}}
+	body, err := MarshalTask(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		change func(*Task)
+		want   string // in the new kwargs
+	}{
+		{"command", func(t *Task) { t.Command = "echo b" }, `echo b`},
+		{"env value in place", func(t *Task) { t.Env[0].Value = "2" }, `\"A\": \"2\"`},
+		{"env appended", func(t *Task) { t.Env = append(t.Env, EnvVar{"B", "3"}) }, `\"B\": \"3\"`},
+		{"cwd", func(t *Task) { t.Cwd = "/w" }, `\"cwd\": \"/w\"`},
+		{"to payload", func(t *Task) { t.Command, t.Env = "", nil; t.Payload = json.RawMessage(`{"k":1}`) }, `{\"k\": 1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			task, err := UnmarshalTask(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(task)
+			got, err := MarshalTask(task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(got), tc.want) || !strings.HasSuffix(string(got), `"id": "`+orig.ID+`"}`) {
+				t.Errorf("got %s, want kwargs with %s and id %s", got, tc.want, orig.ID)
+			}
+			if id, _ := TaskID(task); id == orig.ID {
+				t.Errorf("TaskID of changed task = original ID %s", id)
+			}
+		})
+	}
+}
+
+func TestUnmarshalTaskRejectsGarbage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body, msg string
+	}{
+		{"empty", ``, "not JSON"},
+		{"not json", `hello`, "not JSON"},
+		{"truncated", `{"version": 1, "kwargs": "{}"`, "not JSON"},
+		{"trailing data", `{"kwargs": "{\"a\": 1}"} x`, "after the end"},
+		{"array", `[1, 2]`, "JSON array, not a task"},
+		{"string", `"task"`, "JSON string, not a task"},
+		{"invalid utf-8", "{\"kwargs\": \"\xff\"}", "UTF-8"},
+		{"control char in string", "{\"kwargs\": \"a\nb\"}", "control character"},
+		{"unknown version", `{"version": 3, "reply_requested": false, "kwargs": "{}", "num_retries": 0, "id": "x"}`, "version 3 is not supported"},
+		{"version not int", `{"version": "1", "kwargs": "{}", "num_retries": 0}`, `"version" is a JSON string`},
+		{"no kwargs", `{"version": 1, "reply_requested": false, "num_retries": 0, "id": "x"}`, `no "kwargs"`},
+		{"kwargs object", `{"version": 1, "reply_requested": false, "kwargs": {"cmd": "x"}, "num_retries": 0}`, `must be a string`},
+		{"kwargs not json", `{"version": 1, "reply_requested": false, "kwargs": "{cmd}", "num_retries": 0}`, "kwargs are not JSON"},
+		{"kwargs list", `{"version": 1, "reply_requested": false, "kwargs": "[1]", "num_retries": 0}`, "kwargs are a JSON array"},
+		{"no retries", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": 1}"}`, `no "num_retries"`},
+		{"retries float", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 1.5}`, `must be an integer`},
+		{"no reply_requested in v1", `{"version": 1, "kwargs": "{\"a\": 1}", "num_retries": 0}`, `no "reply_requested"`},
+		{"reply not bool", `{"version": 1, "reply_requested": 1, "kwargs": "{\"a\": 1}", "num_retries": 0}`, `true or false`},
+		{"id number", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "id": 5}`, `"id" is a JSON number`},
+		{"cmd not string", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": 5}", "num_retries": 0}`, `"cmd" must be a non-empty string`},
+		{"cmd empty", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"\"}", "num_retries": 0}`, `"cmd" must be a non-empty string`},
+		{"env list", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": [1]}", "num_retries": 0}`, `"env" is a JSON array`},
+		{"env value object", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": {\"A\": {}}}", "num_retries": 0}`, `"A" is a JSON object`},
+		{"cwd number", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"cwd\": 1}", "num_retries": 0}`, `"cwd" is a JSON number`},
+		{"v2 bad time", `{"version": 2, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "not_before": "tomorrow"}`, "RFC 3339"},
+		{"v2 priority string", `{"version": 2, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "priority": "high"}`, `"priority" is a JSON string`},
+		{"v2 stash incomplete", `{"version": 2, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "stash": {"url": "gs://b/x"}}`, `"stash" must have`},
+		{"v2 metadata number", `{"version": 2, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "metadata": {"a": 1}}`, `metadata "a"`},
+		{"deep nesting", `{"kwargs": "{}", "x": ` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, "nested deeper"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			task, err := UnmarshalTask([]byte(tc.body))
+			if err == nil {
+				t.Fatalf("UnmarshalTask(%q) = %+v, want an error", tc.body, task)
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != InvalidArgument || !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("error %v (%T) is not an InvalidArgument *Error", err, err)
+			}
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("error %q does not say %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestUnmarshalTaskLenient(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body string
+		check      func(*Task) bool
+	}{
+		{"negative retries read as 0", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": -1, "id": "a"}`,
+			func(t *Task) bool { return t.NumRetries == 0 }},
+		{"env values converted like Python str()", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": {\"N\": 1.50, \"T\": true, \"Z\": null}}", "num_retries": 0, "id": "a"}`,
+			func(t *Task) bool {
+				return slices.Equal(t.Env, []EnvVar{{"N", "1.5"}, {"T", "True"}, {"Z", "None"}})
+			}},
+		{"null env and cwd", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": null, \"cwd\": null}", "num_retries": 0, "id": "a"}`,
+			func(t *Task) bool { return t.Env == nil && t.Cwd == "" }},
+		{"null id computed", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "id": null}`,
+			func(t *Task) bool { id, _ := TaskID(t); return t.ID == id && len(id) == 32 }},
+		{"v0 reply_requested ignored", `{"version": 0, "reply_requested": true, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "id": "a"}`,
+			func(t *Task) bool { return !t.ReplyRequested && t.Version == 0 }},
+		{"v1 member names are not v2 fields", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "priority": 9, "id": "a"}`,
+			func(t *Task) bool { return t.Priority == 0 }},
+		{"NaN payload kept as Python wrote it", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": NaN, \"b\": -Infinity}", "num_retries": 0, "id": "a"}`,
+			func(t *Task) bool { return string(t.Payload) == `{"a": NaN, "b": -Infinity}` }},
+		{"utf-8 bom", "\ufeff" + `{"kwargs": "{\"cmd\": \"x\"}"}`,
+			func(t *Task) bool { return t.Command == "x" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			task, err := UnmarshalTask([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(task) {
+				t.Errorf("unexpected task %+v", task)
+			}
+		})
+	}
+}
+
+func TestMarshalTaskRejectsInvalid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		task *Task
+		msg  string
+	}{
+		{"nil", nil, "nil"},
+		{"empty", &Task{}, "neither a command nor a payload"},
+		{"command not utf-8", &Task{Command: "echo \xff"}, "command is not valid UTF-8"},
+		{"env not utf-8", &Task{Command: "x", Env: []EnvVar{{"A", "\xc3"}}}, `"A" is not valid UTF-8`},
+		{"metadata not utf-8", &Task{Command: "x", Metadata: map[string]string{"k": "\xff"}}, "metadata"},
+		{"id not utf-8", &Task{Command: "x", ID: "\xff"}, "task ID"},
+		{"payload list", &Task{Payload: json.RawMessage(`[1]`)}, "JSON object"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := MarshalTask(tc.task)
+			if ErrorCode(err) != InvalidArgument || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("MarshalTask error = %v, want InvalidArgument saying %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestMarshalTaskKeepsGivenID(t *testing.T) {
+	t.Parallel()
+	task := &Task{ID: "my-id \"é\"", Command: "x"}
+	body, err := MarshalTask(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"id": "my-id \"\u00e9\""}`; !strings.HasSuffix(string(body), want) {
+		t.Errorf("body %s does not end with %s", body, want)
+	}
+	if task.ID != "my-id \"é\"" {
+		t.Errorf("ID changed to %q", task.ID)
+	}
+}
+
+func TestPythonNumbers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range loadWireVectors(t).Numbers {
+		if got := string(pyjson.AppendNumber(nil, tc[0])); got != tc[1] {
+			t.Errorf("AppendNumber(%s) = %s, want %s (Python)", tc[0], got, tc[1])
+		}
+	}
+}
+
+func FuzzUnmarshalTask(f *testing.F) {
+	v := loadWireVectors(f)
+	for _, m := range v.Marshal {
+		f.Add([]byte(m.Body))
+	}
+	for _, d := range v.Decode {
+		f.Add([]byte(d.Body))
+	}
+	f.Add([]byte(`{"kwargs": "{\"cmd\": \"\\ud800\"}"}`))
+	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"a\": [1e5, -0, NaN]}", "num_retries": 1, "stash": {"url": "u", "sha256": "h", "size": 1}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		task, err := UnmarshalTask(body)
+		if err != nil {
+			if ErrorCode(err) != InvalidArgument {
+				t.Fatalf("error %v has code %v, want InvalidArgument", err, ErrorCode(err))
+			}
+			return
+		}
+		// A decoded task that can be encoded again must decode to the same
+		// task, and encoding must then be stable.
+		b1, err := MarshalTask(task)
+		if err != nil {
+			return // a Go-side check (say, Validate on a NaN payload) refused it
+		}
+		again, err := UnmarshalTask(b1)
+		if err != nil {
+			t.Fatalf("re-decoding %s: %v", b1, err)
+		}
+		if again.ID != task.ID || again.Command != task.Command || !slices.Equal(again.Env, task.Env) ||
+			again.Cwd != task.Cwd || string(again.Payload) != string(task.Payload) || again.NumRetries != task.NumRetries {
+			t.Fatalf("round trip changed the task:\n%+v\n%+v", task, again)
+		}
+		b2, err := MarshalTask(again)
+		if err != nil || string(b2) != string(b1) {
+			t.Fatalf("unstable encoding:\n%s\n%s (%v)", b1, b2, err)
+		}
+	})
+}
+
+func BenchmarkMarshalTask(b *testing.B) {
+	for b.Loop() {
+		task := &Task{Command: "python train.py --epochs 10", Env: []EnvVar{{"CUDA_VISIBLE_DEVICES", "0"}, {"SEED", "1"}}}
+		if _, err := MarshalTask(task); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUnmarshalTask(b *testing.B) {
+	body, err := MarshalTask(&Task{Command: "python train.py --epochs 10", Env: []EnvVar{{"CUDA_VISIBLE_DEVICES", "0"}, {"SEED", "1"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := UnmarshalTask(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
