@@ -1,45 +1,413 @@
 package postgres
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq/driver"
 )
 
-func TestSmoke(t *testing.T) {
+// receive claims up to max messages without waiting.
+func receive(t *testing.T, d *pgDriver, max int, vis time.Duration) []*driver.Received {
+	t.Helper()
+	got, err := d.Receive(ctxT(t), driver.ReceiveParams{Max: max, Visibility: vis})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	return got
+}
+
+func ids(rs []*driver.Received) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func TestClaimOrderAndLimit(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := ctxT(t)
-	res, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b"), msg("a"), {Body: []byte("x")}})
+	msgs := []*driver.Message{
+		{ID: "low", Body: []byte("1"), Priority: -5},
+		{ID: "mid1", Body: []byte("2")},
+		{ID: "high", Body: []byte("3"), Priority: 1000},
+		{ID: "mid2", Body: []byte("4")},
+		{ID: "later", Body: []byte("5"), Priority: 1000, NotBefore: time.Now().Add(time.Hour)},
+	}
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		max  int
+		want []string
+	}{
+		{2, []string{"high", "mid1"}},
+		{1, []string{"mid2"}},
+		{5, []string{"low"}},
+		{5, []string{}},
+	}
+	for _, tt := range tests {
+		got := ids(receive(t, d, tt.max, time.Minute))
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Fatalf("receive(max=%d) = %v, want %v", tt.max, got, tt.want)
+		}
+	}
+}
+
+func TestDedup(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	res, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b"), msg("a")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%+v", res)
-	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute})
+	if res[0].Duplicate || res[1].Duplicate || !res[2].Duplicate || res[2].MessageID != res[0].MessageID {
+		t.Fatalf("push a, b, a = %+v; want the second a reported as a duplicate of the first", res)
+	}
+	res, err = d.Push(ctx, []*driver.Message{msg("a")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !res[0].Duplicate || res[0].MessageID == "" {
+		t.Fatalf("push of a queued task = %+v, want Duplicate with the queued message's id", res[0])
+	}
+	// Once completed, the same task id can be queued again.
+	got := receive(t, d, 10, time.Minute)
 	for _, r := range got {
-		t.Logf("%+v", *r)
+		if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+			t.Fatal(errs)
+		}
 	}
-	l, err := d.Renew(ctx, got[0].Lease, time.Hour)
-	t.Log(l, err)
-	t.Log(d.Complete(ctx, []driver.Lease{got[0].Lease, got[0].Lease}))
-	t.Log(d.Requeue(ctx, []driver.RequeueParams{{Lease: got[1].Lease, Delay: time.Second}}))
-	t.Log(d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: got[2].Lease, Reason: "r", Detail: "dd"}}))
+	res, err = d.Push(ctx, []*driver.Message{msg("a")})
+	if err != nil || res[0].Duplicate {
+		t.Fatalf("push after completion = %+v, %v; want a new message", res, err)
+	}
+}
+
+func TestFencedLeases(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if _, err := d.Push(ctx, []*driver.Message{msg("a")}); err != nil {
+		t.Fatal(err)
+	}
+	old := receive(t, d, 1, 50*time.Millisecond)[0]
+	// Wait for the lease to expire, then claim the message again.
+	var cur *driver.Received
+	for cur == nil {
+		time.Sleep(20 * time.Millisecond)
+		if got := receive(t, d, 1, time.Minute); len(got) == 1 {
+			cur = got[0]
+		}
+	}
+	if cur.Lease.Token == old.Lease.Token || cur.DeliveryCount != 2 {
+		t.Fatalf("re-claim: token %s (old %s), delivery %d; want a fresh token and delivery 2", cur.Lease.Token, old.Lease.Token, cur.DeliveryCount)
+	}
+	ops := map[string]func() error{
+		"renew": func() error { _, err := d.Renew(ctx, old.Lease, time.Hour); return err },
+		"complete": func() error {
+			return first(d.Complete(ctx, []driver.Lease{old.Lease}))
+		},
+		"requeue": func() error {
+			return first(d.Requeue(ctx, []driver.RequeueParams{{Lease: old.Lease}}))
+		},
+		"dead-letter": func() error {
+			return first(d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: old.Lease, Reason: "x"}}))
+		},
+	}
+	for name, op := range ops {
+		if err := op(); driver.CodeOf(err) != driver.LockLost {
+			t.Errorf("%s with the stale lease: %v, want LockLost", name, err)
+		}
+	}
+	// The new holder is untouched: it can renew and complete.
+	if _, err := d.Renew(ctx, cur.Lease, time.Minute); err != nil {
+		t.Fatalf("renew by the holder: %v", err)
+	}
+	if errs := d.Complete(ctx, []driver.Lease{cur.Lease}); errs != nil {
+		t.Fatalf("complete by the holder: %v", errs)
+	}
+	if errs := d.Complete(ctx, []driver.Lease{cur.Lease}); driver.CodeOf(first(errs)) != driver.LockLost {
+		t.Fatalf("second complete: %v, want LockLost", errs)
+	}
+}
+
+func first(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestCompleteBatchReportsEachLease(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if _, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b"), msg("c")}); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, d, 3, time.Minute)
+	stale := got[1].Lease
+	stale.Token = "00000000-0000-0000-0000-000000000000"
+	malformed := got[2].Lease
+	malformed.MessageID = "not-a-number"
+	errs := d.Complete(ctx, []driver.Lease{got[0].Lease, stale, malformed, got[0].Lease})
+	want := []driver.Code{driver.Unknown, driver.LockLost, driver.InvalidArgument, driver.LockLost}
+	if len(errs) != len(want) {
+		t.Fatalf("complete returned %d errors, want %d: %v", len(errs), len(want), errs)
+	}
+	for i, err := range errs {
+		if (err == nil) != (want[i] == driver.Unknown) || (err != nil && driver.CodeOf(err) != want[i]) {
+			t.Errorf("lease %d: %v, want code %v", i, err, want[i])
+		}
+	}
 	st, err := d.Stats(ctx)
-	t.Log(st, err)
-	p, err := d.Peek(ctx, 10)
-	for _, m := range p {
-		t.Logf("%+v", *m)
+	if err != nil || st.InFlight != 2 {
+		t.Fatalf("stats after a partial batch = %+v, %v; want 2 in flight", st, err)
 	}
-	dl, err := d.ListDead(ctx, 10)
-	t.Log(dl[0], err)
-	t.Log(d.RequeueDead(ctx, nil))
+}
+
+func TestRequeueDelayAndBody(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if _, err := d.Push(ctx, []*driver.Message{msg("a")}); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, d, 1, time.Minute)[0]
+	delay := 300 * time.Millisecond
+	requeued := time.Now()
+	if errs := d.Requeue(ctx, []driver.RequeueParams{{Lease: r.Lease, Delay: delay, Body: []byte("new")}}); errs != nil {
+		t.Fatal(errs)
+	}
+	if got := receive(t, d, 1, time.Minute); len(got) != 0 {
+		t.Fatalf("message visible during its requeue delay")
+	}
+	st, err := d.Stats(ctx)
+	if err != nil || st.Delayed != 1 {
+		t.Fatalf("stats = %+v, %v; want 1 delayed", st, err)
+	}
+	// A waiting receiver wakes when the delay ends, not at the poll interval.
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 30 * time.Second})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive after the delay: %v, %v", got, err)
+	}
+	if time.Since(requeued) < delay {
+		t.Errorf("message came back after %v, before its %v delay", time.Since(requeued), delay)
+	}
+	if string(got[0].Body) != "new" || got[0].DeliveryCount != 2 {
+		t.Errorf("requeued message: body %q delivery %d, want body \"new\" delivery 2", got[0].Body, got[0].DeliveryCount)
+	}
+}
+
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if _, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b")}); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, d, 2, time.Minute)
+	errs := d.DeadLetter(ctx, []driver.DeadLetterParams{
+		{Lease: got[0].Lease, Reason: "exit status 1", Detail: "tail of output"},
+		{Lease: got[1].Lease, Reason: "poison"},
+	})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("list dead = %v, %v; want 2", dead, err)
+	}
+	a := dead[0]
+	if a.ID != "a" || a.Reason != "exit status 1" || a.Detail != "tail of output" || a.DeliveryCount != 1 ||
+		a.DeadAt.IsZero() || string(a.Body) != string(msg("a").Body) {
+		t.Errorf("dead letter = %+v", a)
+	}
+	if st, _ := d.Stats(ctx); st.Dead != 2 || st.Ready+st.InFlight+st.Delayed != 0 {
+		t.Errorf("stats = %+v, want 2 dead and nothing else", st)
+	}
+	n, err := d.RequeueDead(ctx, []string{a.MessageID, "999999999999", "junk"})
+	if err != nil || n != 1 {
+		t.Fatalf("requeue dead = %d, %v; want 1", n, err)
+	}
+	back := receive(t, d, 10, time.Minute)
+	if fmt.Sprint(ids(back)) != "[a]" || back[0].DeliveryCount != 1 {
+		t.Fatalf("after requeue: %v (delivery %d), want [a] as a fresh message", ids(back), back[0].DeliveryCount)
+	}
+	n, err = d.PurgeDead(ctx, nil)
+	if err != nil || n != 1 {
+		t.Fatalf("purge all = %d, %v; want 1", n, err)
+	}
+}
+
+func TestPeekStatsClear(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	msgs := []*driver.Message{msg("ready"), msg("leased"), {ID: "delayed", Body: []byte("x"), NotBefore: time.Now().Add(time.Hour)}}
+	msgs[1].Priority = 10
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, d, 1, time.Minute) // claims "leased", the higher priority
+	peeked, err := d.Peek(ctx, 10)
+	if err != nil || len(peeked) != 3 {
+		t.Fatalf("peek = %v, %v", peeked, err)
+	}
+	if peeked[0].ID != "ready" || peeked[0].InFlight || !peeked[1].InFlight && !peeked[2].InFlight {
+		t.Errorf("peek order/in-flight: %+v %+v %+v", peeked[0], peeked[1], peeked[2])
+	}
+	st, err := d.Stats(ctx)
+	want := driver.Stats{Ready: 1, InFlight: 1, Delayed: 1, Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}}
+	if err != nil || st != want {
+		t.Fatalf("stats = %+v, %v; want %+v", st, err, want)
+	}
+	n, err := d.Clear(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("clear = %d, %v; want 3", n, err)
+	}
+}
+
+func TestPriorityRangeIsChecked(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	_, err := d.Push(ctxT(t), []*driver.Message{{ID: "x", Body: []byte("x"), Priority: 5000}})
+	if driver.CodeOf(err) != driver.InvalidArgument {
+		t.Fatalf("push with priority 5000: %v, want InvalidArgument from the CHECK constraint", err)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t, "max_message_bytes=10")
+	_, err := d.Push(ctxT(t), []*driver.Message{{ID: "x", Body: make([]byte, 11)}})
+	if driver.CodeOf(err) != driver.TooLarge {
+		t.Fatalf("push of 11 bytes with a 10-byte limit: %v, want TooLarge", err)
+	}
+}
+
+// TestConcurrentClaimsNeverOverlap has many receivers drain one queue at
+// once; every message must be claimed exactly once.
+func TestConcurrentClaimsNeverOverlap(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	const n = 2000
+	msgs := make([]*driver.Message, n)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprint(i))
+	}
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				got, err := d.Receive(ctx, driver.ReceiveParams{Max: 7, Visibility: time.Minute})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				if len(got) > 7 {
+					t.Errorf("claimed %d, asked for at most 7", len(got))
+				}
+				leases := make([]driver.Lease, len(got))
+				mu.Lock()
+				for i, r := range got {
+					seen[r.ID]++
+					leases[i] = r.Lease
+				}
+				mu.Unlock()
+				if errs := d.Complete(ctx, leases); errs != nil {
+					t.Error(errs)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d distinct messages claimed, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("message %s claimed %d times", id, c)
+		}
+	}
+}
+
+// TestNotifyWakesOtherProcess: a receiver that would poll only once an
+// hour still gets a message pushed through another connection pool at once,
+// which only the LISTEN/NOTIFY path can explain.
+func TestNotifyWakesOtherProcess(t *testing.T) {
+	t.Parallel()
+	raw := newQueueURL(t, "poll=1h")
+	consumer := openURL(t, raw)
+	producer := openURL(t, raw)
+	ctx := ctxT(t)
+	got := make(chan []*driver.Received, 1)
+	go func() {
+		// Neither the wait nor the poll interval can end this receive before
+		// the 30s context does: only a notification can.
+		rs, err := consumer.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Hour})
+		if err != nil {
+			t.Errorf("receive was not woken by the push: %v", err)
+		}
+		got <- rs
+	}()
+	// Give the receiver time to go idle, so the push must wake it.
+	time.Sleep(200 * time.Millisecond)
+	if _, err := producer.Push(ctx, []*driver.Message{msg("wake")}); err != nil {
+		t.Fatal(err)
+	}
+	if rs := <-got; len(rs) != 1 {
+		t.Fatalf("idle receiver got %d messages, want the pushed one", len(rs))
+	}
+}
+
+func TestReceiveHonoursWaitAndCancel(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
 	start := time.Now()
-	got, err = d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute, Wait: 3 * time.Second})
-	t.Log(len(got), err, time.Since(start))
-	got, err = d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute, Wait: 3 * time.Second})
-	t.Log(len(got), err, time.Since(start))
+	got, err := d.Receive(ctxT(t), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 100 * time.Millisecond})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("receive on an empty queue = %v, %v", got, err)
+	}
+	if time.Since(start) < 100*time.Millisecond {
+		t.Errorf("receive returned after %v, before its 100ms wait", time.Since(start))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	_, err = d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Hour})
+	if driver.CodeOf(err) != driver.Canceled {
+		t.Fatalf("receive with a canceled context: %v, want Canceled", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Push(ctxT(t), []*driver.Message{msg("a")}); driver.CodeOf(err) != driver.FailedPrecondition {
+		t.Errorf("push after close: %v, want FailedPrecondition", err)
+	}
+	if errs := d.Complete(ctxT(t), []driver.Lease{{}}); driver.CodeOf(first(errs)) != driver.FailedPrecondition {
+		t.Errorf("complete after close: %v, want FailedPrecondition", errs)
+	}
 }

@@ -19,7 +19,8 @@ func buildQueries(schema string) queries {
 		// Push: one multi-row insert from arrays. ON CONFLICT skips tasks whose
 		// id is already queued (dedup); they are missing from RETURNING. The
 		// notification, when asked for, is sent by the same statement and
-		// delivered when it commits.
+		// delivered when it commits. (The WHERE clause is what makes Postgres
+		// evaluate the otherwise unused CTE n.)
 		push: r.Replace(`
 WITH ins AS (
 	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at)
@@ -30,7 +31,7 @@ WITH ins AS (
 ), n AS (
 	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
 )
-SELECT ins.id, coalesce(ins.task_id, '') FROM ins LEFT JOIN (SELECT count(*) AS c FROM n) AS nn ON true`),
+SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`),
 
 		existing: r.Replace(`
 SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),

@@ -82,10 +82,14 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 // parseURL splits u into jobq's settings and the connection string for pgx.
 // Unknown parameters are an InvalidArgument error naming them.
 func parseURL(u *url.URL) (*config, error) {
+	query, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "postgres URL: malformed query (%v); separate parameters with & and percent-encode ; and &", err)
+	}
 	var unknown []string
 	own := url.Values{}
 	pass := url.Values{}
-	for k, v := range u.Query() {
+	for k, v := range query {
 		switch {
 		case jobqParams[k]:
 			own[k] = v
