@@ -73,7 +73,7 @@ func TestIsUUID(t *testing.T) {
 		"fed79ad9-abc8-49cb-9812-a337532fba8":  false,
 		"fed79ad9xabc8-49cb-9812-a337532fba80": false,
 		"fed79ad9-abc8-49cb-9812-a337532fbag0": false,
-		"": false,
+		"":                                     false,
 	} {
 		if got := isUUID(s); got != want {
 			t.Errorf("isUUID(%q) = %v, want %v", s, got, want)
