@@ -1,0 +1,133 @@
+package azqueue
+
+import (
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// connectionString returns the connection string to use and where it came
+// from, or "" when there is none.
+func (o *URLOpener) connectionString() (string, string) {
+	if o.ConnectionString != "" {
+		return o.ConnectionString, "URLOpener.ConnectionString"
+	}
+	for _, env := range []string{EnvConnectionString, EnvAzureConnectionString} {
+		if s := strings.TrimSpace(os.Getenv(env)); s != "" {
+			return s, "$" + env
+		}
+	}
+	return "", ""
+}
+
+// clientOptions carries the URL's retry settings into the SDK, whose retry
+// policy handles throttling (503 ServerBusy, 500 OperationTimedOut) and
+// transport errors with exponential backoff.
+func clientOptions(c config) *azqueue.ClientOptions {
+	retries := int32(c.retries)
+	if retries == 0 {
+		retries = -1 // azcore: 0 means its default of 3, -1 means none
+	}
+	return &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Retry: policy.RetryOptions{
+			MaxRetries:    retries,
+			RetryDelay:    c.retryDelay,
+			MaxRetryDelay: 30 * time.Second,
+			StatusCodes:   []int{408, 429, 500, 502, 503, 504},
+		},
+	}}
+}
+
+// clients builds the SDK clients for the queue and its dead-letter queue.
+// where names the account for messages (never a secret).
+func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.QueueClient, where string, err error) {
+	opts := clientOptions(c)
+	if cs, from := o.connectionString(); cs != "" {
+		if strings.EqualFold(strings.TrimRight(strings.TrimSpace(cs), ";"), "UseDevelopmentStorage=true") {
+			cs = DevelopmentConnectionString
+		}
+		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
+		if err != nil {
+			return nil, nil, "", driver.Errorf(driver.InvalidArgument,
+				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.RedactConnectionString(cs))
+		}
+		where = serviceAccount(svc.URL())
+		if c.account != "" && where != "" && c.account != where {
+			log.Info("azqueue: using the connection string's account; the account in the URL is ignored",
+				"connection_string_from", from, "account", where, "url_account", c.account)
+		}
+		return svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue + FailedSuffix), where, nil
+	}
+	if c.account == "" && c.endpoint == "" {
+		return nil, nil, "", driver.Errorf(driver.InvalidArgument,
+			"no storage account: use azqueue://ACCOUNT/QUEUE, or give a connection string with --conn-str, $%s or $%s", EnvConnectionString, EnvAzureConnectionString)
+	}
+	if c.account != "" && !accountName.MatchString(c.account) {
+		return nil, nil, "", driver.Errorf(driver.InvalidArgument,
+			"invalid storage account name %q: it is 3 to 24 lowercase letters and digits", c.account)
+	}
+	serviceURL := c.endpoint
+	if serviceURL == "" {
+		serviceURL = "https://" + c.account + ".queue.core.windows.net/"
+	}
+	cred := o.Credential
+	if cred == nil {
+		cred, err = defaultCredential(log)
+		if err != nil {
+			return nil, nil, "", driver.Errorf(driver.PermissionDenied,
+				"no Azure credential available for account %s: %w (give a connection string with --conn-str or $%s, or sign in with `az login`, or run with a managed identity)",
+				c.account, err, EnvConnectionString)
+		}
+	}
+	svc, err := azqueue.NewServiceClient(serviceURL, cred, opts)
+	if err != nil {
+		return nil, nil, "", driver.Errorf(driver.InvalidArgument, "cannot use queue service %s: %w", serviceURL, err)
+	}
+	where = c.account
+	if where == "" {
+		where = serviceAccount(serviceURL)
+	}
+	return svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue + FailedSuffix), where, nil
+}
+
+// defaultCredential picks a managed identity when a client ID names one,
+// otherwise azidentity's DefaultAzureCredential chain.
+func defaultCredential(log *slog.Logger) (azcore.TokenCredential, error) {
+	id := os.Getenv("DEFAULT_IDENTITY_CLIENT_ID")
+	if id == "" && os.Getenv("AZURE_CLIENT_SECRET") == "" && os.Getenv("AZURE_CLIENT_CERTIFICATE_PATH") == "" {
+		// AZURE_CLIENT_ID alone names a user-assigned managed identity;
+		// with a secret or certificate it is a service principal, which
+		// DefaultAzureCredential's environment credential handles.
+		id = os.Getenv("AZURE_CLIENT_ID")
+	}
+	if id != "" {
+		log.Debug("azqueue: authenticating with a managed identity", "client_id", id)
+		return azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ID: azidentity.ClientID(id)})
+	}
+	log.Debug("azqueue: authenticating with DefaultAzureCredential")
+	return azidentity.NewDefaultAzureCredential(nil)
+}
+
+// serviceAccount names the account of a queue service URL: the first label
+// of the host, or the first path element for emulator-style URLs
+// (http://127.0.0.1:10001/devstoreaccount1).
+func serviceAccount(serviceURL string) string {
+	u, err := url.Parse(serviceURL)
+	if err != nil {
+		return ""
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		return strings.SplitN(p, "/", 2)[0]
+	}
+	return strings.SplitN(u.Hostname(), ".", 2)[0]
+}

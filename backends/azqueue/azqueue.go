@@ -1,0 +1,224 @@
+// Package azqueue is the jobq backend for Azure Storage Queue, the engine
+// ai4s-jobq users run today: a jobq worker can take over their queues, and
+// jobq and ai4s-jobq producers can share one.
+//
+// Importing the package registers the scheme "azqueue":
+//
+//	azqueue://ACCOUNT/QUEUE[?param=value...]
+//
+// ai4s-jobq's bare form ACCOUNT/QUEUE is accepted too (jobq.NormalizeURL
+// turns it into the URL above). Dead letters go to the queue QUEUE-failed,
+// as in ai4s-jobq.
+//
+// # Authentication
+//
+// A connection string, when one is given, wins and the URL's account is
+// ignored (as in ai4s-jobq); it comes from URLOpener.ConnectionString, else
+// $JOBQ_CONNECTION_STRING (which the CLI's --conn-str sets), else
+// $AZURE_STORAGE_CONNECTION_STRING. "UseDevelopmentStorage=true" means the
+// local Azurite emulator on 127.0.0.1:10001. Without a connection string the
+// driver uses Microsoft Entra ID through azidentity: URLOpener.Credential if
+// set; else a user-assigned managed identity when $DEFAULT_IDENTITY_CLIENT_ID
+// or $AZURE_CLIENT_ID names one (and no client secret or certificate is
+// configured); else DefaultAzureCredential. Keys and SAS tokens never appear
+// in logs or errors.
+//
+// # URL parameters
+//
+//	poll_min=50ms     first pause after an empty receive (Storage Queue has no long poll)
+//	poll_max=1s       longest pause; each empty receive doubles the pause up to this
+//	retries=6         retries of throttled (503 ServerBusy), timed-out (500) and failed requests
+//	retry_delay=200ms first retry backoff, doubling up to 30s
+//	create=true       create QUEUE and QUEUE-failed on open when they are missing
+//	endpoint=URL      queue service URL when not https://ACCOUNT.queue.core.windows.net
+//
+// # Escape hatch
+//
+// Queue.As accepts a **azqueue.QueueClient (the SDK's client for the main
+// queue) and a *DeadLetterQueue (the client for QUEUE-failed).
+package azqueue
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// Scheme is the URL scheme this backend registers.
+const Scheme = "azqueue"
+
+// Limits of Azure Storage Queue.
+const (
+	// MaxMessageBytes is the largest message text the service accepts
+	// (64 KiB of UTF-8, measured after jobq's encoding).
+	MaxMessageBytes = 64 * 1024
+	// MaxVisibility is the longest visibility timeout, and the longest delay
+	// of a push or requeue: 7 days.
+	MaxVisibility = 7 * 24 * time.Hour
+	// MaxBatch is the most messages one dequeue or peek returns.
+	MaxBatch = 32
+	// FailedSuffix is appended to a queue's name to name its dead-letter
+	// queue, as ai4s-jobq does.
+	FailedSuffix = "-failed"
+)
+
+// Defaults of the URL parameters.
+const (
+	DefaultPollMin    = 50 * time.Millisecond
+	DefaultPollMax    = time.Second
+	DefaultRetries    = 6
+	DefaultRetryDelay = 200 * time.Millisecond
+)
+
+// Environment variables read for a connection string, in order.
+const (
+	// EnvConnectionString is jobq's own variable; the CLI's --conn-str flag
+	// sets it for the process.
+	EnvConnectionString = "JOBQ_CONNECTION_STRING"
+	// EnvAzureConnectionString is the Azure SDKs' conventional variable.
+	EnvAzureConnectionString = "AZURE_STORAGE_CONNECTION_STRING"
+)
+
+// DevelopmentConnectionString is the connection string of the Azurite
+// emulator's queue service on 127.0.0.1:10001 with its public development
+// account. "UseDevelopmentStorage=true" expands to it.
+const DevelopmentConnectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
+	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
+	"QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
+
+// DefaultOpener is the opener registered for the azqueue scheme. Programs may
+// set its fields before opening queues (for example the CLI's --conn-str).
+var DefaultOpener = &URLOpener{}
+
+func init() { jobq.Register(Scheme, DefaultOpener) }
+
+// URLOpener opens azqueue:// URLs. The zero value reads credentials from the
+// environment (see the package documentation).
+type URLOpener struct {
+	// ConnectionString, when set, is used instead of the environment's.
+	ConnectionString string
+	// Credential, when set, authenticates URLs without a connection string
+	// instead of the managed identity / DefaultAzureCredential chain.
+	Credential azcore.TokenCredential
+}
+
+// Capabilities returns what an Azure Storage queue declares.
+func (o *URLOpener) Capabilities() driver.Capabilities { return capabilities() }
+
+func capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Features: map[driver.Feature]driver.Support{
+			driver.DelayedRequeue: {Level: driver.Native},
+			driver.DelayedPush:    {Level: driver.Native},
+			driver.LeaseRenewal:   {Level: driver.Native},
+			driver.DeadLetter: {Level: driver.Emulated, Fallback: "dead letters are messages in the queue <name>" + FailedSuffix +
+				" (as in ai4s-jobq), moved by a send then a delete; a crash in between leaves a duplicate, and listing more than 32 or requeuing/purging by ID dequeues them briefly"},
+			driver.Priority:          {Level: driver.Unsupported, Fallback: "priority is ignored; messages are received in roughly FIFO order"},
+			driver.Peek:              {Level: driver.Native},
+			driver.ExactCount:        {Level: driver.Unsupported, Fallback: "counts are Azure's approximate message count, which includes in-flight and delayed messages"},
+			driver.Dedup:             {Level: driver.Unsupported, Fallback: "pushing a task ID that is already queued stores a second message"},
+			driver.InPlaceUpdate:     {Level: driver.Native},
+			driver.ConcurrencyLimit:  {Level: driver.Unsupported},
+			driver.RateLimit:         {Level: driver.Unsupported},
+			driver.TransactionalPush: {Level: driver.Unsupported},
+		},
+		MaxMessageBytes: MaxMessageBytes,
+		MaxVisibility:   MaxVisibility,
+		MaxPeek:         MaxBatch,
+		MaxReceiveBatch: MaxBatch,
+	}
+}
+
+// config is a parsed URL.
+type config struct {
+	account    string
+	queue      string
+	pollMin    time.Duration
+	pollMax    time.Duration
+	retries    int
+	retryDelay time.Duration
+	create     bool
+	endpoint   string
+}
+
+var (
+	accountName = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
+	queueName   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
+)
+
+func parseURL(u *url.URL) (config, error) {
+	p := driver.NewParams(u)
+	c := config{
+		account:    strings.ToLower(u.Host),
+		queue:      strings.Trim(u.Path, "/"),
+		pollMin:    p.Duration("poll_min", DefaultPollMin),
+		pollMax:    p.Duration("poll_max", DefaultPollMax),
+		retries:    p.Int("retries", DefaultRetries),
+		retryDelay: p.Duration("retry_delay", DefaultRetryDelay),
+		create:     p.Bool("create", true),
+		endpoint:   p.String("endpoint", ""),
+	}
+	if c.pollMin <= 0 {
+		p.Fail("query parameter poll_min must be positive")
+	}
+	if c.pollMax < c.pollMin {
+		p.Fail("query parameter poll_max=%v is shorter than poll_min=%v", c.pollMax, c.pollMin)
+	}
+	if c.retries < 0 {
+		p.Fail("query parameter retries=%d must be 0 or more", c.retries)
+	}
+	if c.endpoint != "" {
+		e, err := url.Parse(c.endpoint)
+		if err != nil || (e.Scheme != "https" && e.Scheme != "http") || e.Host == "" || e.RawQuery != "" {
+			p.Fail("query parameter endpoint must be the queue service URL, like https://ACCOUNT.queue.core.windows.net (without credentials)")
+		}
+	}
+	if err := p.Done(); err != nil {
+		return c, err
+	}
+	maxName := 63 - len(FailedSuffix)
+	switch {
+	case c.queue == "":
+		return c, driver.Errorf(driver.InvalidArgument, "no queue name: use azqueue://ACCOUNT/QUEUE")
+	case strings.Contains(c.queue, "/"):
+		return c, driver.Errorf(driver.InvalidArgument, "queue name %q contains '/': use azqueue://ACCOUNT/QUEUE", c.queue)
+	case len(c.queue) < 3 || len(c.queue) > maxName || !queueName.MatchString(c.queue):
+		return c, driver.Errorf(driver.InvalidArgument,
+			"invalid queue name %q: Azure queue names are 3 to 63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit, and jobq needs room for the %q suffix of the dead-letter queue (at most %d characters)",
+			c.queue, FailedSuffix, maxName)
+	}
+	return c, nil
+}
+
+// Open opens the queue named by u.
+func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	main, failed, where, err := o.clients(c, log)
+	if err != nil {
+		return nil, err
+	}
+	d := newDriver(c, main, failed, where, log)
+	if c.create {
+		if err := d.createQueues(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// String describes the opener for debugging without credentials.
+func (o *URLOpener) String() string {
+	return fmt.Sprintf("azqueue.URLOpener{connection string set: %t, credential set: %t}", o.ConnectionString != "", o.Credential != nil)
+}

@@ -1,0 +1,101 @@
+package azqueue
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// errorCode classifies an error from the SDK or from this driver.
+func errorCode(err error) driver.Code {
+	if c := driver.CodeOf(err); c != driver.Unknown {
+		return c
+	}
+	switch {
+	case queueerror.HasCode(err, queueerror.PopReceiptMismatch, queueerror.MessageNotFound):
+		return driver.LockLost
+	case queueerror.HasCode(err, queueerror.QueueNotFound, queueerror.ResourceNotFound):
+		return driver.NotFound
+	case queueerror.HasCode(err, queueerror.MessageTooLarge, queueerror.RequestBodyTooLarge):
+		return driver.TooLarge
+	case queueerror.HasCode(err, queueerror.QueueAlreadyExists):
+		return driver.AlreadyExists
+	case queueerror.HasCode(err, queueerror.ServerBusy):
+		return driver.ResourceExhausted
+	case queueerror.HasCode(err, queueerror.OperationTimedOut, queueerror.InternalError, queueerror.QueueBeingDeleted):
+		return driver.Unavailable
+	case queueerror.HasCode(err, queueerror.AuthenticationFailed, queueerror.AuthorizationFailure,
+		queueerror.AuthorizationPermissionMismatch, queueerror.InsufficientAccountPermissions,
+		queueerror.AccountIsDisabled, queueerror.AuthorizationSourceIPMismatch):
+		return driver.PermissionDenied
+	case queueerror.HasCode(err, queueerror.InvalidQueryParameterValue, queueerror.InvalidXMLDocument,
+		queueerror.InvalidResourceName, queueerror.OutOfRangeInput, queueerror.OutOfRangeQueryParameterValue):
+		return driver.InvalidArgument
+	}
+	var authErr *azidentity.AuthenticationFailedError
+	if errors.As(err, &authErr) {
+		return driver.PermissionDenied
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		switch re.StatusCode {
+		case http.StatusNotFound:
+			return driver.NotFound
+		case http.StatusForbidden, http.StatusUnauthorized:
+			return driver.PermissionDenied
+		case http.StatusConflict:
+			return driver.FailedPrecondition
+		case http.StatusRequestEntityTooLarge:
+			return driver.TooLarge
+		case http.StatusTooManyRequests:
+			return driver.ResourceExhausted
+		case http.StatusBadRequest:
+			return driver.InvalidArgument
+		}
+		if re.StatusCode >= 500 {
+			return driver.Unavailable
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return driver.Unavailable
+	}
+	return driver.Unknown
+}
+
+// wrap turns an SDK error into a *driver.Error whose message says what was
+// being done; the code comes from errorCode. Messages never contain keys or
+// SAS tokens: the SDK's errors carry neither, and queue URLs are shown
+// without their query.
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	code := errorCode(err)
+	msg := fmt.Sprintf(format, args...)
+	switch code {
+	case driver.PermissionDenied:
+		msg += " (permission denied: check the connection string, or give the identity the \"Storage Queue Data Contributor\" role on the account)"
+	case driver.ResourceExhausted:
+		msg += " (the storage account is throttling requests; retries were exhausted)"
+	}
+	detail := err.Error()
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		// The SDK's own text spans many lines (request, headers, XML body).
+		detail = fmt.Sprintf("HTTP %d %s", re.StatusCode, re.ErrorCode)
+	}
+	return &driver.Error{Code: code, Msg: msg + ": " + detail, Err: err}
+}
+
+// lockLost is the error for a lease that is no longer held.
+func lockLost(messageID, why string) error {
+	return &driver.Error{Code: driver.LockLost, Msg: fmt.Sprintf("lease on message %s lost: %s", messageID, why)}
+}

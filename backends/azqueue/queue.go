@@ -1,0 +1,588 @@
+package azqueue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// parallelism bounds the requests one batch call has in flight: Storage
+// Queue has no batch API, so a batch is one request per message.
+const parallelism = 16
+
+// DeadLetterQueue is the SDK client of a queue's dead-letter queue
+// (QUEUE-failed), reachable through Queue.As.
+type DeadLetterQueue struct {
+	*azqueue.QueueClient
+}
+
+// queue is an open Azure Storage queue; it implements driver.Driver.
+type queue struct {
+	cfg    config
+	main   *azqueue.QueueClient
+	failed *azqueue.QueueClient
+	// where names the account in messages; name is ACCOUNT/QUEUE.
+	where  string
+	name   string
+	log    *slog.Logger
+	caps   driver.Capabilities
+	closed atomic.Bool
+	// empties counts consecutive empty dequeues, for the poll backoff.
+	empties atomic.Int64
+	// failedReady is set once QUEUE-failed is known to exist.
+	failedReady atomic.Bool
+}
+
+func newDriver(c config, main, failed *azqueue.QueueClient, where string, log *slog.Logger) *queue {
+	return &queue{cfg: c, main: main, failed: failed, where: where, name: where + "/" + c.queue, log: log, caps: capabilities()}
+}
+
+// claim is one dequeue of one message. Every copy of the lease points at the
+// same claim, so settlements always use the newest pop receipt even when a
+// renewal raced with them, and a claim never uses another claim's receipt
+// (the fence).
+type claim struct {
+	mu         sync.Mutex
+	messageID  string
+	popReceipt string
+	// text is the message text as stored; Update Message must resend it.
+	text         string
+	dequeueCount int
+	expiry       time.Time
+	settled      bool
+}
+
+// use locks the claim for one operation, or reports why its lease is gone.
+// The expiry check makes the fence strict: Azure would still accept an
+// expired pop receipt until somebody else dequeues the message.
+func (c *claim) use() error {
+	c.mu.Lock()
+	switch {
+	case c.settled:
+		c.mu.Unlock()
+		return lockLost(c.messageID, "the message was already settled")
+	case !time.Now().Before(c.expiry):
+		c.mu.Unlock()
+		return lockLost(c.messageID, fmt.Sprintf("the lease expired at %s", c.expiry.Format(time.RFC3339Nano)))
+	}
+	return nil
+}
+
+func claimOf(l driver.Lease) *claim {
+	if c, ok := l.Private.(*claim); ok {
+		return c
+	}
+	// A lease rebuilt by hand: settle with its token, text unknown.
+	return &claim{messageID: l.MessageID, popReceipt: l.Token, expiry: l.Expiry}
+}
+
+func (c *claim) lease() driver.Lease {
+	return driver.Lease{MessageID: c.messageID, Token: c.popReceipt, Expiry: c.expiry, Private: c}
+}
+
+// seconds converts d to the whole seconds Azure takes, rounding up so that a
+// lease is never shorter than asked.
+func seconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32(math.Ceil(d.Seconds()))
+}
+
+func (q *queue) check() error {
+	if q.closed.Load() {
+		return driver.Errorf(driver.FailedPrecondition, "queue %s is closed", q.name)
+	}
+	return nil
+}
+
+// Capabilities implements driver.Driver.
+func (q *queue) Capabilities() driver.Capabilities { return q.caps }
+
+// createQueues creates the queue and its dead-letter queue when missing.
+func (q *queue) createQueues(ctx context.Context) error {
+	for _, c := range []*azqueue.QueueClient{q.main, q.failed} {
+		if err := q.createQueue(ctx, c); err != nil {
+			return err
+		}
+	}
+	q.failedReady.Store(true)
+	return nil
+}
+
+func (q *queue) createQueue(ctx context.Context, c *azqueue.QueueClient) error {
+	_, err := c.Create(ctx, nil)
+	switch {
+	case err == nil, queueerror.HasCode(err, queueerror.QueueAlreadyExists):
+		return nil
+	case errorCode(err) == driver.PermissionDenied:
+		// An identity may be allowed to use queues but not create them;
+		// the queue may exist, and a later call says clearly if not.
+		q.log.Debug("azqueue: not allowed to create the queue; assuming it exists", "queue", queueNameOf(c), "error", err)
+		return nil
+	}
+	return wrap(err, "create queue %s in account %s", queueNameOf(c), q.where)
+}
+
+// Push implements driver.Driver: one Put Message per message, with a
+// time-to-live of -1 (never expire, as ai4s-jobq) and the NotBefore delay as
+// the initial visibility timeout. Messages go out in parallel; after a
+// failure no new ones are started, and the results of the stored prefix are
+// returned.
+func (q *queue) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+	if err := q.check(); err != nil {
+		return nil, err
+	}
+	results := make([]driver.PushResult, len(msgs))
+	errs := parallel(ctx, len(msgs), true, func(ctx context.Context, i int) error {
+		id, err := q.push(ctx, msgs[i])
+		results[i].MessageID = id
+		return err
+	})
+	for i, err := range errs {
+		if err != nil {
+			return results[:i], err
+		}
+	}
+	return results, nil
+}
+
+func (q *queue) push(ctx context.Context, m *driver.Message) (string, error) {
+	text := encodeText(m.Body)
+	if len(text) > MaxMessageBytes {
+		return "", tooLarge(m.ID, len(text))
+	}
+	var delay time.Duration
+	if !m.NotBefore.IsZero() {
+		delay = time.Until(m.NotBefore)
+	}
+	if delay > MaxVisibility {
+		return "", driver.Errorf(driver.InvalidArgument,
+			"task %s is scheduled %v ahead; Azure Storage Queue can delay a message by at most 7 days", m.ID, delay.Round(time.Second))
+	}
+	resp, err := q.main.EnqueueMessage(ctx, text, &azqueue.EnqueueMessageOptions{
+		TimeToLive:        to.Ptr(int32(-1)),
+		VisibilityTimeout: to.Ptr(seconds(delay)),
+	})
+	if err != nil {
+		return "", wrap(err, "push task %s to %s", m.ID, q.name)
+	}
+	if len(resp.Messages) == 0 || resp.Messages[0].MessageID == nil {
+		return "", driver.Errorf(driver.Internal, "push task %s to %s: the service returned no message ID", m.ID, q.name)
+	}
+	return *resp.Messages[0].MessageID, nil
+}
+
+func tooLarge(id string, n int) error {
+	return driver.Errorf(driver.TooLarge,
+		"task %s is %d bytes as Azure Storage Queue message text, over the limit of %d bytes (64 KiB); configure a stash for large payloads (--stash, $JOBQ_STASH or stash= in the queue URL)",
+		id, n, MaxMessageBytes)
+}
+
+// Receive implements driver.Driver. Storage Queue has no long poll, so
+// waiting is polling: after an empty dequeue the driver sleeps poll_min,
+// doubling with every further empty dequeue up to poll_max, until a message
+// arrives or p.Wait runs out. The backoff is shared by the queue's receivers
+// and resets as soon as any dequeue returns messages.
+func (q *queue) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	if err := q.check(); err != nil {
+		return nil, err
+	}
+	if p.Visibility > MaxVisibility {
+		return nil, driver.Errorf(driver.InvalidArgument, "visibility timeout %v exceeds Azure Storage Queue's maximum of 7 days", p.Visibility)
+	}
+	deadline := time.Now().Add(p.Wait)
+	for {
+		recs, err := q.dequeue(ctx, p.Max, p.Visibility)
+		if err != nil || len(recs) > 0 {
+			return recs, err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return nil, nil
+		}
+		pause := q.pollPause()
+		if pause > remaining {
+			pause = remaining
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		if pause == remaining {
+			return nil, nil
+		}
+	}
+}
+
+// pollPause returns how long to sleep after another empty dequeue.
+func (q *queue) pollPause() time.Duration {
+	n := q.empties.Load()
+	d := q.cfg.pollMin
+	for i := int64(1); i < n && d < q.cfg.pollMax; i++ {
+		d *= 2
+	}
+	return min(d, q.cfg.pollMax)
+}
+
+func (q *queue) dequeue(ctx context.Context, n int, vis time.Duration) ([]*driver.Received, error) {
+	n = min(max(n, 1), MaxBatch)
+	secs := max32(seconds(vis), 1)
+	start := time.Now()
+	resp, err := q.main.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
+		NumberOfMessages:  to.Ptr(int32(n)),
+		VisibilityTimeout: to.Ptr(secs),
+	})
+	if err != nil {
+		return nil, wrap(err, "receive from %s", q.name)
+	}
+	if len(resp.Messages) == 0 {
+		q.empties.Add(1)
+		return nil, nil
+	}
+	q.empties.Store(0)
+	expiry := start.Add(time.Duration(secs) * time.Second)
+	out := make([]*driver.Received, 0, len(resp.Messages))
+	for _, m := range resp.Messages {
+		c := &claim{
+			messageID:    deref(m.MessageID),
+			popReceipt:   deref(m.PopReceipt),
+			text:         deref(m.MessageText),
+			dequeueCount: int(derefInt(m.DequeueCount)),
+			expiry:       expiry,
+		}
+		r := &driver.Received{
+			Body:          decodeText(c.text),
+			DeliveryCount: c.dequeueCount,
+			Lease:         c.lease(),
+		}
+		if m.InsertionTime != nil {
+			r.EnqueuedAt = *m.InsertionTime
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Renew implements driver.Driver with Update Message (same text, new
+// visibility timeout). The pop receipt changes; the returned lease carries
+// the new one.
+func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
+	if err := q.check(); err != nil {
+		return driver.Lease{}, err
+	}
+	if vis > MaxVisibility {
+		return driver.Lease{}, driver.Errorf(driver.InvalidArgument, "visibility timeout %v exceeds Azure Storage Queue's maximum of 7 days", vis)
+	}
+	c := claimOf(lease)
+	if err := c.use(); err != nil {
+		return driver.Lease{}, err
+	}
+	defer c.mu.Unlock()
+	secs := max32(seconds(vis), 1)
+	start := time.Now()
+	if err := q.update(ctx, c, c.text, secs, "renew the lease on"); err != nil {
+		return driver.Lease{}, err
+	}
+	c.expiry = start.Add(time.Duration(secs) * time.Second)
+	return c.lease(), nil
+}
+
+// update runs Update Message for a held claim and records the new receipt.
+func (q *queue) update(ctx context.Context, c *claim, text string, secs int32, what string) error {
+	resp, err := q.main.UpdateMessage(ctx, c.messageID, c.popReceipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(secs)})
+	if err != nil {
+		if errorCode(err) == driver.LockLost || errorCode(err) == driver.NotFound {
+			c.settled = true
+			return &driver.Error{Code: driver.LockLost, Err: err,
+				Msg: fmt.Sprintf("lease on message %s lost: another receiver holds it or it was deleted (HTTP %s)", c.messageID, statusOf(err))}
+		}
+		return wrap(err, "%s message %s in %s", what, c.messageID, q.name)
+	}
+	if resp.PopReceipt != nil {
+		c.popReceipt = *resp.PopReceipt
+	}
+	c.text = text
+	return nil
+}
+
+// Complete implements driver.Driver with Delete Message.
+func (q *queue) Complete(ctx context.Context, leases []driver.Lease) []error {
+	if err := q.check(); err != nil {
+		return fill(len(leases), err)
+	}
+	return collapse(parallel(ctx, len(leases), false, func(ctx context.Context, i int) error {
+		c := claimOf(leases[i])
+		if err := c.use(); err != nil {
+			return err
+		}
+		defer c.mu.Unlock()
+		return q.deleteClaim(ctx, c, "complete")
+	}))
+}
+
+func (q *queue) deleteClaim(ctx context.Context, c *claim, what string) error {
+	_, err := q.main.DeleteMessage(ctx, c.messageID, c.popReceipt, nil)
+	if err != nil {
+		if errorCode(err) == driver.LockLost || errorCode(err) == driver.NotFound {
+			c.settled = true
+			return &driver.Error{Code: driver.LockLost, Err: err,
+				Msg: fmt.Sprintf("lease on message %s lost: another receiver holds it or it was deleted (HTTP %s)", c.messageID, statusOf(err))}
+		}
+		return wrap(err, "%s message %s in %s", what, c.messageID, q.name)
+	}
+	c.settled = true
+	return nil
+}
+
+// Requeue implements driver.Driver with Update Message: the visibility
+// timeout becomes the delay, and a new body replaces the text in place.
+func (q *queue) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+	if err := q.check(); err != nil {
+		return fill(len(reqs), err)
+	}
+	return collapse(parallel(ctx, len(reqs), false, func(ctx context.Context, i int) error {
+		r := reqs[i]
+		if r.Delay > MaxVisibility {
+			return driver.Errorf(driver.InvalidArgument, "requeue delay %v exceeds Azure Storage Queue's maximum of 7 days", r.Delay)
+		}
+		c := claimOf(r.Lease)
+		if err := c.use(); err != nil {
+			return err
+		}
+		defer c.mu.Unlock()
+		text := c.text
+		if r.Body != nil {
+			text = encodeText(r.Body)
+			if len(text) > MaxMessageBytes {
+				return tooLarge(c.messageID, len(text))
+			}
+		} else if text == "" && r.Lease.Private == nil {
+			return driver.Errorf(driver.InvalidArgument, "requeue message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
+		}
+		if err := q.update(ctx, c, text, seconds(r.Delay), "requeue"); err != nil {
+			return err
+		}
+		c.settled = true
+		return nil
+	}))
+}
+
+// Peek implements driver.Driver with Peek Messages (visible messages only,
+// at most 32).
+func (q *queue) Peek(ctx context.Context, n int) ([]*driver.PeekedMessage, error) {
+	if err := q.check(); err != nil {
+		return nil, err
+	}
+	ms, err := peek(ctx, q.main, n)
+	if err != nil {
+		return nil, wrap(err, "peek %s", q.name)
+	}
+	out := make([]*driver.PeekedMessage, len(ms))
+	for i, m := range ms {
+		body := decodeText(deref(m.MessageText))
+		out[i] = &driver.PeekedMessage{
+			MessageID:     deref(m.MessageID),
+			ID:            taskID(body),
+			Body:          body,
+			DeliveryCount: int(derefInt(m.DequeueCount)),
+			EnqueuedAt:    derefTime(m.InsertionTime),
+		}
+	}
+	return out, nil
+}
+
+func peek(ctx context.Context, c *azqueue.QueueClient, n int) ([]*azqueue.PeekedMessage, error) {
+	n = min(max(n, 1), MaxBatch)
+	resp, err := c.PeekMessages(ctx, &azqueue.PeekMessagesOptions{NumberOfMessages: to.Ptr(int32(n))})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Messages, nil
+}
+
+// Stats implements driver.Driver with Get Queue Metadata on both queues.
+// Azure's approximate count includes in-flight and delayed messages, so it
+// is reported as Ready and those two are unknown.
+func (q *queue) Stats(ctx context.Context) (driver.Stats, error) {
+	if err := q.check(); err != nil {
+		return driver.Stats{}, err
+	}
+	ready, err := approximateCount(ctx, q.main)
+	if err != nil {
+		return driver.Stats{}, wrap(err, "count messages in %s", q.name)
+	}
+	dead, err := approximateCount(ctx, q.failed)
+	if err != nil && errorCode(err) != driver.NotFound {
+		return driver.Stats{}, wrap(err, "count dead letters in %s%s", q.name, FailedSuffix)
+	}
+	return driver.Stats{Ready: ready, Dead: dead, Known: driver.KnownCounts{Ready: true, Dead: true}}, nil
+}
+
+func approximateCount(ctx context.Context, c *azqueue.QueueClient) (int64, error) {
+	p, err := c.GetProperties(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	return int64(derefInt32(p.ApproximateMessagesCount)), nil
+}
+
+// Clear implements driver.Driver with Clear Messages, which cannot say how
+// many it deleted. On large queues the service may answer 500
+// OperationTimedOut part-way; the retry policy repeats the call until done.
+func (q *queue) Clear(ctx context.Context) (int64, error) {
+	if err := q.check(); err != nil {
+		return 0, err
+	}
+	if _, err := q.main.ClearMessages(ctx, nil); err != nil {
+		return 0, wrap(err, "clear %s", q.name)
+	}
+	return -1, nil
+}
+
+// ErrorCode implements driver.Driver.
+func (q *queue) ErrorCode(err error) driver.Code { return errorCode(err) }
+
+// As implements driver.Driver: **azqueue.QueueClient is the main queue's
+// client, *DeadLetterQueue the dead-letter queue's.
+func (q *queue) As(target any) bool {
+	switch t := target.(type) {
+	case **azqueue.QueueClient:
+		*t = q.main
+		return true
+	case *DeadLetterQueue:
+		t.QueueClient = q.failed
+		return true
+	}
+	return false
+}
+
+// Close implements driver.Driver. The SDK clients hold no resources beyond
+// pooled HTTP connections.
+func (q *queue) Close() error {
+	if q.closed.Swap(true) {
+		return driver.Errorf(driver.FailedPrecondition, "queue %s is already closed", q.name)
+	}
+	return nil
+}
+
+// parallel runs fn for indexes 0..n-1 with at most `parallelism` in flight
+// and returns one error per index. With stopOnError, indexes not yet started
+// when one fails are not run and get that failure's context error.
+func parallel(ctx context.Context, n int, stopOnError bool, fn func(context.Context, int) error) []error {
+	errs := make([]error, n)
+	if n == 1 {
+		errs[0] = fn(ctx, 0)
+		return errs
+	}
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+		sem    = make(chan struct{}, parallelism)
+	)
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		if stopOnError && failed.Load() {
+			<-sem
+			errs[i] = driver.Errorf(driver.Canceled, "not attempted after an earlier message in the batch failed")
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if errs[i] = fn(ctx, i); errs[i] != nil {
+				failed.Store(true)
+			}
+		}(i)
+	}
+	wg.Wait()
+	return errs
+}
+
+// collapse returns nil when every entry is nil, as the batch convention asks.
+func collapse(errs []error) []error {
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+func fill(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+func statusOf(err error) string {
+	for _, code := range []queueerror.Code{queueerror.PopReceiptMismatch, queueerror.MessageNotFound, queueerror.QueueNotFound} {
+		if queueerror.HasCode(err, code) {
+			return string(code)
+		}
+	}
+	return "error"
+}
+
+// queueNameOf returns the queue name of a client, without the URL's query
+// (which may hold a SAS token).
+func queueNameOf(c *azqueue.QueueClient) string {
+	u, err := url.Parse(c.URL())
+	if err != nil {
+		return "(queue)"
+	}
+	return path.Base(u.Path)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefInt(n *int64) int64 {
+	if n == nil {
+		return 0
+	}
+	return *n
+}
+
+func derefInt32(n *int32) int32 {
+	if n == nil {
+		return 0
+	}
+	return *n
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func max32(a, b int32) int32 {
+	if a > b {
+		return a
+	}
+	return b
+}
