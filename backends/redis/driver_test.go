@@ -1,0 +1,632 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/driver"
+)
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func msg(id string, pri int) *driver.Message {
+	return &driver.Message{ID: id, Body: []byte("body-" + id), Priority: pri}
+}
+
+func push(t testing.TB, d *Driver, msgs ...*driver.Message) []driver.PushResult {
+	t.Helper()
+	res, err := d.Push(testCtx(t), msgs)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	return res
+}
+
+func receive(t testing.TB, d *Driver, n int, vis time.Duration) []*driver.Received {
+	t.Helper()
+	recs, err := d.Receive(testCtx(t), driver.ReceiveParams{Max: n, Visibility: vis})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	return recs
+}
+
+func stats(t testing.TB, d *Driver) driver.Stats {
+	t.Helper()
+	s, err := d.Stats(testCtx(t))
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	return s
+}
+
+func wantCode(t testing.TB, what string, err error, code driver.Code) {
+	t.Helper()
+	if got := driver.CodeOf(err); got != code {
+		t.Fatalf("%s: got error %v (code %v), want code %v", what, err, got, code)
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url       string
+		queue     string
+		prefix    string
+		addr      string
+		db        int
+		network   string
+		wantError bool
+	}{
+		{url: "redis://127.0.0.1:6379/0", queue: "default", prefix: "jobq", addr: "127.0.0.1:6379", network: "tcp"},
+		{url: "redis://h:7000/3?queue=etl&prefix=app", queue: "etl", prefix: "app", addr: "h:7000", db: 3, network: "tcp"},
+		{url: "rediss://h:6380/0?queue=q&dial_timeout=2s", queue: "q", prefix: "jobq", addr: "h:6380", network: "tcp"},
+		{url: "redis+unix:///run/redis.sock?db=2&queue=q", queue: "q", prefix: "jobq", addr: "/run/redis.sock", db: 2, network: "unix"},
+		{url: "redis://127.0.0.1:6379/0?queue=q&bogus=1", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?queue=a{b}", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?queue=", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?prefix=", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?pool_size=many", wantError: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			u, err := url.Parse(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := parseURL(u)
+			if tt.wantError {
+				wantCode(t, "parse "+tt.url, err, driver.InvalidArgument)
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse %s: %v", tt.url, err)
+			}
+			if cfg.queue != tt.queue || cfg.prefix != tt.prefix || cfg.options.Addr != tt.addr ||
+				cfg.options.DB != tt.db || cfg.options.Network != tt.network {
+				t.Errorf("parse %s: got queue %q prefix %q addr %q db %d network %q", tt.url,
+					cfg.queue, cfg.prefix, cfg.options.Addr, cfg.options.DB, cfg.options.Network)
+			}
+		})
+	}
+}
+
+func TestUnknownParameterNamesIt(t *testing.T) {
+	t.Parallel()
+	u, _ := url.Parse("redis://127.0.0.1:6379/0?queue=q&bogus=1")
+	_, err := parseURL(u)
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("bogus")) {
+		t.Fatalf("error %v does not name the unknown parameter", err)
+	}
+}
+
+func TestPasswordNotInErrors(t *testing.T) {
+	t.Parallel()
+	u, _ := url.Parse("redis://user:s3cret@127.0.0.1:1/0?queue=q&dial_timeout=200ms")
+	_, err := (&Opener{}).Open(testCtx(t), u, driver.OpenOptions{})
+	if err == nil {
+		t.Fatal("open on a closed port succeeded")
+	}
+	wantCode(t, "open on a closed port", err, driver.Unavailable)
+	if bytes.Contains([]byte(err.Error()), []byte("s3cret")) {
+		t.Fatalf("error prints the password: %v", err)
+	}
+}
+
+func TestPushReceiveComplete(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	before := time.Now().Add(-time.Second)
+	res := push(t, d, msg("a", 0))
+	if len(res) != 1 || res[0].MessageID == "" || res[0].Duplicate {
+		t.Fatalf("push result %+v", res)
+	}
+	recs := receive(t, d, 10, time.Minute)
+	if len(recs) != 1 {
+		t.Fatalf("received %d messages, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.ID != "a" || string(r.Body) != "body-a" || r.DeliveryCount != 1 || r.Lease.MessageID != res[0].MessageID ||
+		r.EnqueuedAt.Before(before) || r.Lease.Token == "" || !r.Lease.Expiry.After(time.Now()) {
+		t.Fatalf("received %+v", r)
+	}
+	if s := stats(t, d); s.InFlight != 1 || s.Ready != 0 {
+		t.Fatalf("stats while leased: %+v", s)
+	}
+	if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+		t.Fatalf("complete: %v", errs)
+	}
+	if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs == nil {
+		t.Fatal("second complete succeeded")
+	} else {
+		wantCode(t, "second complete", errs[0], driver.LockLost)
+	}
+	if s := stats(t, d); s != (driver.Stats{Known: s.Known}) {
+		t.Fatalf("stats after complete: %+v", s)
+	}
+}
+
+func TestBinaryBodyKeptExactly(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	body := []byte{0, 1, 2, 0xff, '\n', 0, 'x'}
+	push(t, d, &driver.Message{ID: "bin", Body: body})
+	recs := receive(t, d, 1, time.Minute)
+	if len(recs) != 1 || !bytes.Equal(recs[0].Body, body) {
+		t.Fatalf("got %v, want body %v", recs, body)
+	}
+}
+
+func TestPriorityThenArrival(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	push(t, d, msg("low1", -5), msg("hi1", 7), msg("mid1", 0), msg("hi2", 7), msg("max", 1000), msg("min", -1000), msg("mid2", 0))
+	var got []string
+	for _, r := range receive(t, d, 100, time.Minute) {
+		got = append(got, r.ID)
+	}
+	want := []string{"max", "hi1", "hi2", "mid1", "mid2", "low1", "min"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("claim order %v, want %v", got, want)
+	}
+}
+
+func TestDedupOfQueuedID(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	first := push(t, d, msg("same", 0))
+	again := push(t, d, msg("same", 0), msg("other", 0), msg("other", 0))
+	if !again[0].Duplicate || again[0].MessageID != first[0].MessageID || again[1].Duplicate || !again[2].Duplicate {
+		t.Fatalf("push results %+v after %+v", again, first)
+	}
+	if s := stats(t, d); s.Ready != 2 {
+		t.Fatalf("ready %d, want 2", s.Ready)
+	}
+	// A leased task is still queued; once completed, its ID is free again.
+	recs := receive(t, d, 10, time.Minute)
+	if res := push(t, d, msg("same", 0)); !res[0].Duplicate {
+		t.Fatal("push of a leased task's ID was not a duplicate")
+	}
+	for _, r := range recs {
+		if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+			t.Fatal(errs)
+		}
+	}
+	if res := push(t, d, msg("same", 0)); res[0].Duplicate {
+		t.Fatal("push after completion was a duplicate")
+	}
+	// Messages without an ID are never duplicates.
+	if res := push(t, d, &driver.Message{Body: []byte("x")}, &driver.Message{Body: []byte("x")}); res[0].Duplicate || res[1].Duplicate {
+		t.Fatalf("ID-less pushes: %+v", res)
+	}
+}
+
+func TestFencedLeases(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	push(t, d, msg("f", 0))
+	old := receive(t, d, 1, 100*time.Millisecond)[0]
+	time.Sleep(150 * time.Millisecond)
+
+	// Expired but not yet claimed again: no longer held.
+	_, err := d.Renew(ctx, old.Lease, time.Minute)
+	wantCode(t, "renew of an expired lease", err, driver.LockLost)
+
+	again := receive(t, d, 1, time.Minute)
+	if len(again) != 1 || again[0].DeliveryCount != 2 || again[0].Lease.Token == old.Lease.Token {
+		t.Fatalf("reclaim: %+v", again)
+	}
+	cur := again[0]
+	stale := []struct {
+		name string
+		err  error
+	}{
+		{"complete", d.Complete(ctx, []driver.Lease{old.Lease})[0]},
+		{"requeue", d.Requeue(ctx, []driver.RequeueParams{{Lease: old.Lease}})[0]},
+		{"dead-letter", d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: old.Lease, Reason: "x"}})[0]},
+	}
+	for _, s := range stale {
+		wantCode(t, s.name+" with a stale token", s.err, driver.LockLost)
+	}
+	if _, err := d.Renew(ctx, old.Lease, time.Minute); driver.CodeOf(err) != driver.LockLost {
+		t.Fatalf("renew with a stale token: %v", err)
+	}
+	// The stale calls changed nothing: the current holder still holds it.
+	renewed, err := d.Renew(ctx, cur.Lease, time.Minute)
+	if err != nil || renewed.Token != cur.Lease.Token || !renewed.Expiry.After(cur.Lease.Expiry.Add(-time.Second)) {
+		t.Fatalf("renew by the holder: %+v, %v", renewed, err)
+	}
+	if s := stats(t, d); s.InFlight != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	if errs := d.Complete(ctx, []driver.Lease{renewed}); errs != nil {
+		t.Fatal(errs)
+	}
+}
+
+func TestRenewKeepsLeaseAlive(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	push(t, d, msg("r", 0))
+	r := receive(t, d, 1, 300*time.Millisecond)[0]
+	lease := r.Lease
+	for range 4 {
+		time.Sleep(150 * time.Millisecond)
+		var err error
+		if lease, err = d.Renew(ctx, lease, 300*time.Millisecond); err != nil {
+			t.Fatalf("renew: %v", err)
+		}
+	}
+	if recs := receive(t, d, 1, time.Minute); len(recs) != 0 {
+		t.Fatalf("renewed message was claimed again: %+v", recs[0])
+	}
+	if errs := d.Complete(ctx, []driver.Lease{lease}); errs != nil {
+		t.Fatal(errs)
+	}
+}
+
+func TestBatchSettlementReportsPerItem(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	var msgs []*driver.Message
+	for i := range 600 { // more than one chunk
+		msgs = append(msgs, msg(fmt.Sprint(i), 0))
+	}
+	push(t, d, msgs...)
+	recs := receive(t, d, 1000, time.Minute)
+	if len(recs) != 600 {
+		t.Fatalf("received %d, want 600", len(recs))
+	}
+	leases := make([]driver.Lease, len(recs))
+	for i, r := range recs {
+		leases[i] = r.Lease
+	}
+	leases[300].Token = "stale"
+	errs := d.Complete(ctx, leases)
+	if len(errs) != len(leases) {
+		t.Fatalf("got %d errors for %d leases", len(errs), len(leases))
+	}
+	for i, err := range errs {
+		if (i == 300) != (err != nil) {
+			t.Fatalf("lease %d: error %v", i, err)
+		}
+	}
+	wantCode(t, "stale lease in a batch", errs[300], driver.LockLost)
+	if s := stats(t, d); s.InFlight != 1 || s.Ready != 0 {
+		t.Fatalf("stats after batch complete: %+v", s)
+	}
+}
+
+func TestRequeueDelayAndBody(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	push(t, d, msg("a", 0), msg("b", 0))
+	recs := receive(t, d, 2, time.Minute)
+	errs := d.Requeue(ctx, []driver.RequeueParams{
+		{Lease: recs[0].Lease, Body: []byte("new body")},
+		{Lease: recs[1].Lease, Delay: time.Hour},
+	})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if s := stats(t, d); s.Ready != 1 || s.Delayed != 1 || s.InFlight != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	got := receive(t, d, 10, time.Minute)
+	if len(got) != 1 || got[0].ID != "a" || string(got[0].Body) != "new body" || got[0].DeliveryCount != 2 {
+		t.Fatalf("after requeue: %+v", got)
+	}
+	peek, err := d.Peek(ctx, 10)
+	if err != nil || len(peek) != 2 {
+		t.Fatalf("peek: %v, %v", peek, err)
+	}
+	if peek[0].ID != "b" || peek[0].InFlight || time.Until(peek[0].VisibleAt) < 50*time.Minute {
+		t.Fatalf("delayed message peeked as %+v", peek[0])
+	}
+	if peek[1].ID != "a" || !peek[1].InFlight {
+		t.Fatalf("leased message peeked as %+v", peek[1])
+	}
+}
+
+func TestDelayedPushBecomesVisible(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	m := msg("later", 0)
+	m.NotBefore = time.Now().Add(300 * time.Millisecond)
+	push(t, d, m)
+	if recs := receive(t, d, 1, time.Minute); len(recs) != 0 {
+		t.Fatal("delayed message received before its time")
+	}
+	if s := stats(t, d); s.Delayed != 1 || s.Ready != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// A waiting receiver wakes when the message comes due, without a push.
+	recs, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 10 * time.Second})
+	if err != nil || len(recs) != 1 || recs[0].ID != "later" {
+		t.Fatalf("receive with wait: %v, %v", recs, err)
+	}
+	if time.Now().Before(m.NotBefore) {
+		t.Fatal("delayed message received before its NotBefore")
+	}
+}
+
+func TestWaitingReceiverWakesOnPush(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	type result struct {
+		recs []*driver.Received
+		err  error
+	}
+	const receivers = 3
+	done := make(chan result, receivers)
+	for range receivers {
+		go func() {
+			recs, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 20 * time.Second})
+			done <- result{recs, err}
+		}()
+	}
+	// Let the receivers go idle, then push one message per receiver, one
+	// at a time: each announcement wakes one waiter.
+	for d.wake.waiters() < receivers {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range receivers {
+		push(t, d, msg(fmt.Sprint(i), 0))
+	}
+	seen := map[string]bool{}
+	for range receivers {
+		r := <-done
+		if r.err != nil || len(r.recs) != 1 {
+			t.Fatalf("receive: %v, %v", r.recs, r.err)
+		}
+		seen[r.recs[0].ID] = true
+	}
+	if len(seen) != receivers {
+		t.Fatalf("receivers got %v", seen)
+	}
+}
+
+func TestWaitReturnsEmptyAfterWait(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	start := time.Now()
+	recs, err := d.Receive(testCtx(t), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 200 * time.Millisecond})
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("receive on an empty queue: %v, %v", recs, err)
+	}
+	if time.Since(start) < 200*time.Millisecond {
+		t.Fatal("receive returned before its wait was over")
+	}
+}
+
+func TestReceiveCanceled(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	_, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Minute})
+	wantCode(t, "canceled receive", err, driver.Canceled)
+}
+
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	push(t, d, msg("d1", 3), msg("d2", 0), msg("d3", 0))
+	recs := receive(t, d, 3, time.Minute)
+	var reqs []driver.DeadLetterParams
+	for _, r := range recs {
+		reqs = append(reqs, driver.DeadLetterParams{Lease: r.Lease, Reason: "failed " + r.ID, Detail: "tail of output"})
+	}
+	if errs := d.DeadLetter(ctx, reqs); errs != nil {
+		t.Fatal(errs)
+	}
+	if s := stats(t, d); s.Dead != 3 || s.Ready+s.InFlight+s.Delayed != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// A dead task's ID is no longer queued.
+	if res := push(t, d, msg("d1", 0)); res[0].Duplicate {
+		t.Fatal("push of a dead task's ID was a duplicate")
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 3 {
+		t.Fatalf("list dead: %v, %v", dead, err)
+	}
+	for _, m := range dead {
+		if m.Reason != "failed "+m.ID || m.Detail != "tail of output" || m.DeliveryCount != 1 ||
+			string(m.Body) != "body-"+m.ID || time.Since(m.DeadAt) > time.Minute {
+			t.Fatalf("dead letter %+v", m)
+		}
+	}
+	n, err := d.RequeueDead(ctx, []string{dead[1].MessageID, "no-such-id"})
+	if err != nil || n != 1 {
+		t.Fatalf("requeue dead: %d, %v", n, err)
+	}
+	n, err = d.PurgeDead(ctx, []string{dead[0].MessageID})
+	if err != nil || n != 1 {
+		t.Fatalf("purge dead: %d, %v", n, err)
+	}
+	if s := stats(t, d); s.Dead != 1 || s.Ready != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	got := receive(t, d, 10, time.Minute)
+	if len(got) != 2 || got[0].ID != "d1" || got[1].ID != dead[1].ID || got[1].DeliveryCount != 1 {
+		t.Fatalf("after requeue dead: %+v %+v", got[0], got[1])
+	}
+	if n, err := d.PurgeDead(ctx, nil); err != nil || n != 1 {
+		t.Fatalf("purge all: %d, %v", n, err)
+	}
+}
+
+func TestRequeueAllDeadInManyScripts(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	const n = clearBatch + 10
+	var msgs []*driver.Message
+	for i := range n {
+		msgs = append(msgs, msg(fmt.Sprint(i), 0))
+	}
+	push(t, d, msgs...)
+	var reqs []driver.DeadLetterParams
+	for len(reqs) < n {
+		for _, r := range receive(t, d, maxReceiveBatch, time.Minute) {
+			reqs = append(reqs, driver.DeadLetterParams{Lease: r.Lease, Reason: "r"})
+		}
+	}
+	if errs := d.DeadLetter(ctx, reqs); errs != nil {
+		t.Fatal(errs[0])
+	}
+	moved, err := d.RequeueDead(ctx, nil)
+	if err != nil || moved != n {
+		t.Fatalf("requeue all dead: %d, %v", moved, err)
+	}
+	if s := stats(t, d); s.Ready != n || s.Dead != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestClearAndPeek(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	later := msg("later", 0)
+	later.NotBefore = time.Now().Add(time.Hour)
+	push(t, d, msg("a", 0), msg("b", 5), later, msg("c", 0))
+	leased := receive(t, d, 1, time.Minute)[0] // b
+	peek, err := d.Peek(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, p := range peek {
+		order = append(order, p.ID)
+	}
+	if fmt.Sprint(order) != "[a c later b]" {
+		t.Fatalf("peek order %v", order)
+	}
+	if small, _ := d.Peek(ctx, 1); len(small) != 1 || small[0].ID != "a" {
+		t.Fatalf("peek 1: %v", small)
+	}
+	n, err := d.Clear(ctx)
+	if err != nil || n != 4 {
+		t.Fatalf("clear: %d, %v", n, err)
+	}
+	if s := stats(t, d); s.Ready+s.Delayed+s.InFlight != 0 {
+		t.Fatalf("stats after clear %+v", s)
+	}
+	wantCode(t, "complete after clear", d.Complete(ctx, []driver.Lease{leased.Lease})[0], driver.LockLost)
+	if res := push(t, d, msg("a", 0)); res[0].Duplicate {
+		t.Fatal("ID still taken after clear")
+	}
+}
+
+func TestStatsCountExpiredLeasesAsReady(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	push(t, d, msg("e", 0))
+	receive(t, d, 1, 50*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	if s := stats(t, d); s.Ready != 1 || s.InFlight != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestClosedDriver(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	_, err := d.Push(ctx, []*driver.Message{msg("x", 0)})
+	wantCode(t, "push after close", err, driver.FailedPrecondition)
+	_, err = d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Second})
+	wantCode(t, "receive after close", err, driver.FailedPrecondition)
+	wantCode(t, "complete after close", d.Complete(ctx, []driver.Lease{{MessageID: "1"}})[0], driver.FailedPrecondition)
+	wantCode(t, "second close", d.Close(), driver.FailedPrecondition)
+}
+
+func TestAsGivesClient(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	var c *goredis.Client
+	if !d.As(&c) || c == nil {
+		t.Fatal("As(**redis.Client) failed")
+	}
+	if err := c.Ping(testCtx(t)).Err(); err != nil {
+		t.Fatalf("ping through the escape hatch: %v", err)
+	}
+	var wrong *int
+	if d.As(&wrong) {
+		t.Fatal("As accepted an unsupported type")
+	}
+}
+
+func TestErrorCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want driver.Code
+	}{
+		{context.Canceled, driver.Canceled},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), driver.DeadlineExceeded},
+		{goredis.Nil, driver.NotFound},
+		{goredis.ErrClosed, driver.FailedPrecondition},
+		{goredis.ErrPoolTimeout, driver.Unavailable},
+		{driver.Errorf(driver.LockLost, "lost"), driver.LockLost},
+		{errors.New("plain"), driver.Unknown},
+	}
+	d := &Driver{}
+	for _, tt := range tests {
+		if got := d.ErrorCode(tt.err); got != tt.want {
+			t.Errorf("ErrorCode(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestServerErrorCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		msg  string
+		want driver.Code
+	}{
+		{"LOADING Redis is loading the dataset in memory", driver.Unavailable},
+		{"READONLY You can't write against a read only replica.", driver.Unavailable},
+		{"OOM command not allowed when used memory > 'maxmemory'.", driver.ResourceExhausted},
+		{"NOAUTH Authentication required.", driver.PermissionDenied},
+		{"WRONGPASS invalid username-password pair", driver.PermissionDenied},
+		{"ERR something odd", driver.Internal},
+	}
+	for _, tt := range tests {
+		if got := serverCode(tt.msg); got != tt.want {
+			t.Errorf("serverCode(%q) = %v, want %v", tt.msg, got, tt.want)
+		}
+	}
+	// A real error reply goes through classify.
+	d := openDriver(t)
+	err := d.client.Do(testCtx(t), "NO-SUCH-COMMAND").Err()
+	if got := d.ErrorCode(err); got != driver.Internal {
+		t.Fatalf("ErrorCode(%v) = %v, want Internal", err, got)
+	}
+}
