@@ -1,0 +1,125 @@
+package servicebus
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// deadWait is how long a scan of the dead-letter sub-queue waits for more
+// messages before it decides it has seen them all.
+const deadWait = time.Second
+
+// ListDead implements driver.Driver by peeking the $DeadLetterQueue
+// sub-queue. A dead letter's MessageID is its sequence number there.
+func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
+	const op = "list dead letters"
+	if err := d.isClosed(op); err != nil {
+		return nil, err
+	}
+	var from int64
+	msgs, err := d.dead.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	out := make([]*driver.DeadMessage, len(msgs))
+	for i, m := range msgs {
+		dm := &driver.DeadMessage{
+			MessageID:     deadID(m),
+			ID:            taskID(m),
+			Body:          m.Body,
+			DeliveryCount: peekedDeliveries(m),
+		}
+		if m.DeadLetterReason != nil {
+			dm.Reason = *m.DeadLetterReason
+		}
+		if m.DeadLetterErrorDescription != nil {
+			dm.Detail = *m.DeadLetterErrorDescription
+		}
+		if t, ok := m.ApplicationProperties[PropDeadAt].(time.Time); ok {
+			dm.DeadAt = t
+		} else if m.EnqueuedTime != nil {
+			dm.DeadAt = *m.EnqueuedTime
+		}
+		out[i] = dm
+	}
+	return out, nil
+}
+
+func deadID(m *azservicebus.ReceivedMessage) string {
+	if m.SequenceNumber == nil {
+		return m.MessageID
+	}
+	return strconv.FormatInt(*m.SequenceNumber, 10)
+}
+
+// RequeueDead implements driver.Driver: each chosen dead letter is sent to
+// the queue as a copy (a fresh MessageId so duplicate detection keeps it,
+// the task ID in a property, a fresh delivery count) and then completed in
+// the sub-queue; a crash in between leaves a duplicate, never a loss.
+func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
+	return d.scanDead(ctx, "requeue dead letters", ids, func(m *azservicebus.ReceivedMessage) error {
+		cp := newMessage("requeue-"+tokenString(m.LockToken), taskID(m), m.Body, 0)
+		if err := d.sender.SendMessage(ctx, cp, nil); err != nil {
+			return err
+		}
+		return d.dead.CompleteMessage(ctx, m, nil)
+	})
+}
+
+// PurgeDead implements driver.Driver by completing the chosen dead letters.
+func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
+	return d.scanDead(ctx, "purge dead letters", ids, func(m *azservicebus.ReceivedMessage) error {
+		return d.dead.CompleteMessage(ctx, m, nil)
+	})
+}
+
+// scanDead peek-locks the dead letters and applies fn to those that ids
+// names (by sequence number, MessageId or task ID; all when ids is nil).
+// Messages that are not chosen stay locked until the scan ends, so that no
+// message is seen twice, and are then abandoned.
+func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(*azservicebus.ReceivedMessage) error) (int64, error) {
+	if err := d.isClosed(op); err != nil {
+		return 0, err
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	var skipped []*azservicebus.ReceivedMessage
+	defer func() {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, m := range skipped {
+			_ = d.dead.AbandonMessage(actx, m, nil)
+		}
+	}()
+	var n int64
+	found := 0
+	for ids == nil || found < len(want) {
+		msgs, err := d.receive(ctx, d.dead, d.deadSem, MaxReceiveBatch, deadWait)
+		if err != nil {
+			return n, d.fail(op, err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for i, m := range msgs {
+			if ids != nil && !want[deadID(m)] && !want[m.MessageID] && !(taskID(m) != "" && want[taskID(m)]) {
+				skipped = append(skipped, m)
+				continue
+			}
+			if err := fn(m); err != nil {
+				skipped = append(skipped, msgs[i+1:]...)
+				return n, d.fail(op, err)
+			}
+			n++
+			found++
+		}
+	}
+	return n, nil
+}

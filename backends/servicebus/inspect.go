@@ -1,0 +1,127 @@
+package servicebus
+
+import (
+	"context"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// peekPage is how many messages one PeekMessages call asks for when paging.
+const peekPage = 250
+
+// Peek implements driver.Driver with PeekMessages from the first sequence
+// number: messages in enqueue order, scheduled and locked ones included.
+func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
+	const op = "peek"
+	if err := d.isClosed(op); err != nil {
+		return nil, err
+	}
+	var from int64
+	msgs, err := d.recv.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	now := time.Now()
+	out := make([]*driver.PeekedMessage, 0, len(msgs))
+	for _, m := range msgs {
+		p := &driver.PeekedMessage{
+			MessageID:     m.MessageID,
+			ID:            taskID(m),
+			Body:          m.Body,
+			DeliveryCount: peekedDeliveries(m),
+		}
+		if m.EnqueuedTime != nil {
+			p.EnqueuedAt, p.VisibleAt = *m.EnqueuedTime, *m.EnqueuedTime
+		}
+		if m.State == azservicebus.MessageStateScheduled && m.ScheduledEnqueueTime != nil {
+			p.VisibleAt = *m.ScheduledEnqueueTime
+		}
+		p.InFlight = m.LockedUntil != nil && m.LockedUntil.After(now)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// peekedDeliveries is how often a peeked message was delivered so far (the
+// SDK counts the peek as one more).
+func peekedDeliveries(m *azservicebus.ReceivedMessage) int {
+	return max(int(m.DeliveryCount)-1, 0) + priorDeliveries(m)
+}
+
+// Stats implements driver.Driver from the admin API's runtime properties:
+// Ready is the active count, which includes locked (in-flight) messages;
+// Delayed is the scheduled count; Dead is the dead-letter count.
+func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
+	const op = "stats"
+	if err := d.isClosed(op); err != nil {
+		return driver.Stats{}, err
+	}
+	p, err := d.admin.GetQueueRuntimeProperties(ctx, d.queue, nil)
+	if err != nil {
+		return driver.Stats{}, d.fail(op, err)
+	}
+	if p == nil {
+		return driver.Stats{}, driver.Errorf(driver.NotFound, "servicebus stats: queue %s does not exist", d.queueURL())
+	}
+	return driver.Stats{
+		Ready:   int64(p.ActiveMessageCount),
+		Delayed: int64(p.ScheduledMessageCount),
+		Dead:    int64(p.DeadLetterMessageCount),
+		Known:   driver.KnownCounts{Ready: true, Delayed: true, Dead: true},
+	}, nil
+}
+
+// Clear implements driver.Driver: it drains the queue with a
+// receive-and-delete receiver, then cancels the scheduled messages that
+// Peek finds. Locked messages are left to their holders.
+func (d *Driver) Clear(ctx context.Context) (int64, error) {
+	const op = "clear"
+	if err := d.isClosed(op); err != nil {
+		return 0, err
+	}
+	r, err := d.client.NewReceiverForQueue(d.queue, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		return 0, d.fail(op, err)
+	}
+	defer r.Close(context.WithoutCancel(ctx))
+	var n int64
+	sem := make(chan struct{}, 1)
+	for {
+		msgs, err := d.receive(ctx, r, sem, MaxReceiveBatch, time.Second)
+		if err != nil {
+			return n, d.fail(op, err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		n += int64(len(msgs))
+	}
+	var from int64
+	for {
+		msgs, err := d.recv.PeekMessages(ctx, peekPage, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		if err != nil {
+			return n, d.fail(op, err)
+		}
+		if len(msgs) == 0 {
+			return n, nil
+		}
+		var scheduled []int64
+		for _, m := range msgs {
+			if m.State == azservicebus.MessageStateScheduled && m.SequenceNumber != nil {
+				scheduled = append(scheduled, *m.SequenceNumber)
+			}
+			if m.SequenceNumber != nil {
+				from = *m.SequenceNumber + 1
+			}
+		}
+		if len(scheduled) > 0 {
+			if err := d.sender.CancelScheduledMessages(ctx, scheduled, nil); err != nil {
+				return n, d.fail(op, err)
+			}
+			n += int64(len(scheduled))
+		}
+	}
+}

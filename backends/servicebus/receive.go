@@ -1,0 +1,162 @@
+package servicebus
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// MinReceiveWait is the shortest time Receive waits for a message: a
+// peek-lock receive needs a round trip to the broker, so a Wait below it
+// (including zero) is raised to it.
+const MinReceiveWait = 200 * time.Millisecond
+
+// held is a Lease's Private part: the SDK's message and the receiver that
+// must settle it. settled guards against settling twice, which the SDK
+// silently accepts.
+type held struct {
+	msg     *azservicebus.ReceivedMessage
+	recv    *azservicebus.Receiver
+	prior   int
+	settled atomic.Bool
+}
+
+// Receive implements driver.Driver. The lease is the message's lock, for
+// the queue's lock duration whatever p.Visibility says.
+func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	const op = "receive"
+	if err := d.isClosed(op); err != nil {
+		return nil, err
+	}
+	msgs, err := d.receive(ctx, d.recv, d.recvSem, p.Max, p.Wait)
+	if err != nil {
+		return nil, d.fail(op, err)
+	}
+	out := make([]*driver.Received, len(msgs))
+	for i, m := range msgs {
+		h := &held{msg: m, recv: d.recv, prior: priorDeliveries(m)}
+		r := &driver.Received{
+			ID:            taskID(m),
+			Body:          m.Body,
+			DeliveryCount: int(m.DeliveryCount) + h.prior,
+			Lease:         lease(h),
+		}
+		if m.EnqueuedTime != nil {
+			r.EnqueuedAt = *m.EnqueuedTime
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// receive takes up to max peek-locked messages from r, waiting at most wait
+// (at least MinReceiveWait) for the first. The SDK forbids concurrent
+// receives on one receiver, so callers queue on sem within the same wait.
+// Nothing within the wait is an empty result, not an error.
+func (d *Driver) receive(ctx context.Context, r *azservicebus.Receiver, sem chan struct{}, max int, wait time.Duration) ([]*azservicebus.ReceivedMessage, error) {
+	wctx, cancel := context.WithTimeout(ctx, maxDuration(wait, MinReceiveWait))
+	defer cancel()
+	select {
+	case sem <- struct{}{}:
+	case <-wctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-sem }()
+	msgs, err := r.ReceiveMessages(wctx, max, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if wctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return msgs, nil
+}
+
+func maxDuration(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// lease builds the driver lease for a held message.
+func lease(h *held) driver.Lease {
+	l := driver.Lease{MessageID: h.msg.MessageID, Token: tokenString(h.msg.LockToken), Private: h}
+	if h.msg.LockedUntil != nil {
+		l.Expiry = *h.msg.LockedUntil
+	}
+	return l
+}
+
+func tokenString(t [16]byte) string {
+	const hex = "0123456789abcdef"
+	b := make([]byte, 0, 36)
+	for i, c := range t {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hex[c>>4], hex[c&15])
+	}
+	return string(b)
+}
+
+// taskID returns the task ID jobq stored with the message, or "" (the
+// portable layer then reads it from the body).
+func taskID(m *azservicebus.ReceivedMessage) string {
+	if id, ok := m.ApplicationProperties[PropTaskID].(string); ok {
+		return id
+	}
+	return ""
+}
+
+func priorDeliveries(m *azservicebus.ReceivedMessage) int {
+	switch v := m.ApplicationProperties[PropPriorDeliveries].(type) {
+	case int64:
+		return int(v)
+	case int32:
+		return int(v)
+	case string:
+		n, _ := strconv.Atoi(v)
+		return n
+	}
+	return 0
+}
+
+// heldOf returns the lease's message, or LockLost when the lease is not one
+// of ours or was settled already.
+func (d *Driver) heldOf(op string, l driver.Lease) (*held, error) {
+	h, ok := l.Private.(*held)
+	if !ok || h == nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "servicebus %s: the lease was not issued by this driver", op)
+	}
+	if h.settled.Load() {
+		return nil, d.lockLost(op)
+	}
+	return h, nil
+}
+
+// Renew implements driver.Driver with RenewMessageLock. Service Bus renews
+// for the queue's lock duration; visibility cannot change that, and the
+// returned lease's Expiry is the lock's real expiry.
+func (d *Driver) Renew(ctx context.Context, l driver.Lease, visibility time.Duration) (driver.Lease, error) {
+	const op = "renew"
+	if err := d.isClosed(op); err != nil {
+		return l, err
+	}
+	h, err := d.heldOf(op, l)
+	if err != nil {
+		return l, err
+	}
+	if err := h.recv.RenewMessageLock(ctx, h.msg, nil); err != nil {
+		return l, d.fail(op, err)
+	}
+	return lease(h), nil
+}

@@ -1,0 +1,352 @@
+// Package servicebus is the jobq backend for Azure Service Bus queues, on the
+// azservicebus SDK (AMQP).
+//
+// Importing the package registers the schemes "sb" (ai4s-jobq's form) and
+// "servicebus":
+//
+//	sb://NAMESPACE/QUEUE[?param=value...]
+//	servicebus://NAMESPACE/QUEUE[?param=value...]
+//
+// NAMESPACE is short for NAMESPACE.servicebus.windows.net; a name with a dot
+// is used as the host as it is.
+//
+// # Authentication
+//
+// A connection string wins when there is one: URLOpener.ConnectionString,
+// else $JOBQ_SERVICEBUS_CONNECTION_STRING, else $JOBQ_CONNECTION_STRING when
+// it holds a Service Bus endpoint (the CLI's --conn-str sets it). The URL's
+// namespace is then ignored. "UseDevelopmentEmulator=true" connection strings
+// (the official emulator, or emulators/servicebus) connect without TLS.
+// Without a connection string the driver uses Microsoft Entra ID through
+// azidentity (URLOpener.Credential, else DefaultAzureCredential). Keys never
+// appear in logs or errors.
+//
+// # Mapping
+//
+// Messages are received in peek-lock mode; a lease is the message's lock,
+// whose duration is the queue's LockDuration (Receive's and Renew's
+// visibility cannot change it; Lease.Expiry is the lock's real expiry).
+// Renew is RenewMessageLock, Complete is CompleteMessage, Requeue(0) is
+// AbandonMessage, DeadLetter is DeadLetterMessage with the reason and
+// detail. A push with NotBefore is a scheduled message. The message ID is
+// the task ID, so a queue with duplicate detection drops a re-pushed task.
+// Counts come from the admin (ATOM) API.
+//
+// Service Bus cannot delay an abandon, nor change a message's body: see the
+// Capabilities Fallback texts and docs/backends/servicebus.md.
+//
+// # URL parameters
+//
+//	requeue=redeliver  Requeue(delay) redelivers at once (default); requeue=schedule
+//	                   schedules a copy at the delay and completes the original
+//	admin=HOST:PORT    plain-HTTP admin endpoint (emulators); for an emulator
+//	                   connection string it defaults to the endpoint host, port 5300
+//	create=true        create the queue when it is missing, with:
+//	lock_duration=1m   its lock duration (at most 5m)
+//	max_delivery_count=100  its max delivery count
+//	dedup_window=10m   its duplicate-detection history (0 turns detection off)
+//	retries=3          SDK retries of transient errors and lost connections
+//	retry_delay=500ms  first retry backoff, growing exponentially up to 30s
+//
+// # Escape hatch
+//
+// Queue.As accepts a **azservicebus.Client, a **azservicebus.Sender, a
+// **azservicebus.Receiver (the queue's peek-lock receiver) and a
+// **admin.Client.
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// The URL schemes this backend registers.
+const (
+	Scheme     = "sb"
+	LongScheme = "servicebus"
+)
+
+// Limits of Azure Service Bus (standard tier).
+const (
+	// MaxMessageBytes is the largest task body jobq sends: the standard
+	// tier's 256 KiB message limit less room for properties and annotations.
+	MaxMessageBytes = 250 * 1024
+	// MaxReceiveBatch is the most messages one Receive asks for.
+	MaxReceiveBatch = 256
+	// MaxLockDuration is the longest lock duration a queue can have.
+	MaxLockDuration = 5 * time.Minute
+)
+
+// Environment variables read for a connection string, in order.
+const (
+	EnvConnectionString = "JOBQ_SERVICEBUS_CONNECTION_STRING"
+	// EnvGenericConnectionString is used when it names a Service Bus
+	// endpoint (Endpoint=sb://...).
+	EnvGenericConnectionString = "JOBQ_CONNECTION_STRING"
+)
+
+// Application properties jobq sets on its messages.
+const (
+	// PropTaskID carries the task ID, also on copies whose MessageID differs.
+	PropTaskID = "jobq-task-id"
+	// PropPriorDeliveries carries the deliveries a message had before it was
+	// copied (requeue=schedule, dead-letter requeue), so that the delivery
+	// count the retry budget is computed from survives the copy.
+	PropPriorDeliveries = "jobq-prior-deliveries"
+	// PropDeadAt is when jobq dead-lettered a message (the broker's own
+	// dead-lettering, at the max delivery count, does not set it).
+	PropDeadAt = "jobq-dead-at"
+)
+
+// Requeue modes (the requeue= URL parameter).
+const (
+	RequeueRedeliver = "redeliver"
+	RequeueSchedule  = "schedule"
+)
+
+// DefaultOpener is the opener registered for both schemes. Programs may set
+// its fields before opening queues.
+var DefaultOpener = &URLOpener{}
+
+func init() {
+	jobq.Register(Scheme, DefaultOpener)
+	jobq.Register(LongScheme, DefaultOpener)
+}
+
+// URLOpener opens sb:// and servicebus:// URLs. The zero value reads
+// credentials from the environment (see the package documentation).
+type URLOpener struct {
+	// ConnectionString, when set, is used instead of the environment's.
+	ConnectionString string
+	// Credential, when set, authenticates URLs without a connection string
+	// instead of DefaultAzureCredential.
+	Credential azcore.TokenCredential
+}
+
+// Capabilities returns what a Service Bus queue declares with the default
+// parameters.
+func (o *URLOpener) Capabilities() driver.Capabilities {
+	return capabilities(RequeueRedeliver, true)
+}
+
+func capabilities(requeue string, dedup bool) driver.Capabilities {
+	delayed := driver.Support{Level: driver.Emulated,
+		Fallback: "Service Bus cannot delay an abandon: Requeue(delay) redelivers at once (add requeue=schedule to the URL to schedule a copy instead)"}
+	if requeue == RequeueSchedule {
+		delayed.Fallback = "Service Bus cannot delay an abandon: Requeue(delay) schedules a copy at the delay, then completes the original; if that completion fails, the copy is canceled, and if the cancel fails too the task runs twice (at least once)"
+	}
+	dd := driver.Support{Level: driver.Emulated,
+		Fallback: "the broker's duplicate detection drops a task whose ID was pushed within the queue's detection window (even if it already completed), but Service Bus does not report it: PushResult.Duplicate is always false"}
+	if !dedup {
+		dd = driver.Support{Level: driver.Unsupported,
+			Fallback: "the queue has duplicate detection off: pushing a task ID again stores a second message (create the queue with duplicate detection to drop them)"}
+	}
+	return driver.Capabilities{
+		Features: map[driver.Feature]driver.Support{
+			driver.DelayedRequeue: delayed,
+			driver.DelayedPush:    {Level: driver.Native},
+			driver.LeaseRenewal:   {Level: driver.Native},
+			driver.DeadLetter:     {Level: driver.Native},
+			driver.Priority:       {Level: driver.Unsupported, Fallback: "priority is ignored; Service Bus delivers in enqueue order"},
+			driver.Peek:           {Level: driver.Native},
+			driver.ExactCount: {Level: driver.Unsupported,
+				Fallback: "counts come from the admin API: they can lag by seconds, Ready includes locked (in-flight) messages, and in-flight is not known"},
+			driver.Dedup: dd,
+			driver.InPlaceUpdate: {Level: driver.Unsupported,
+				Fallback: "a message's body cannot change: the retry budget is counted from Service Bus's delivery count, so a lock that expires also uses up a retry"},
+			driver.ConcurrencyLimit:  {Level: driver.Unsupported},
+			driver.RateLimit:         {Level: driver.Unsupported},
+			driver.TransactionalPush: {Level: driver.Unsupported},
+		},
+		MaxMessageBytes: MaxMessageBytes,
+		MaxReceiveBatch: MaxReceiveBatch,
+	}
+}
+
+// Driver is one open Service Bus queue.
+type Driver struct {
+	queue   string
+	where   string // namespace host, for messages
+	cfg     config
+	caps    driver.Capabilities
+	log     *slog.Logger
+	client  *azservicebus.Client
+	admin   *admin.Client // nil when no admin endpoint can be reached
+	sender  *azservicebus.Sender
+	recv    *azservicebus.Receiver // peek-lock on the queue
+	dead    *azservicebus.Receiver // peek-lock on the dead-letter sub-queue
+	recvSem chan struct{}          // ReceiveMessages cannot run concurrently
+	deadSem chan struct{}
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// Open opens the queue named by u.
+func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	cfg, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	conn, err := o.connect(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		queue: cfg.queue, where: conn.where, cfg: cfg, log: log,
+		client: conn.client, admin: conn.admin,
+		recvSem: make(chan struct{}, 1), deadSem: make(chan struct{}, 1),
+		closed: make(chan struct{}),
+	}
+	dedup, err := d.checkQueue(ctx)
+	if err != nil {
+		_ = d.client.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	d.caps = capabilities(cfg.requeue, dedup)
+	if d.sender, err = d.client.NewSender(cfg.queue, nil); err == nil {
+		if d.recv, err = d.client.NewReceiverForQueue(cfg.queue, nil); err == nil {
+			d.dead, err = d.client.NewReceiverForQueue(cfg.queue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+		}
+	}
+	if err != nil {
+		_ = d.client.Close(context.WithoutCancel(ctx))
+		return nil, d.fail("open", err)
+	}
+	return d, nil
+}
+
+// checkQueue reads the queue's settings through the admin API (creating the
+// queue when create=true), logs the settings that change jobq's behaviour,
+// and reports whether duplicate detection is on. Without admin rights it
+// logs why and assumes the documented settings.
+func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
+	if d.admin == nil {
+		return true, nil
+	}
+	got, err := d.admin.GetQueue(ctx, d.queue, nil)
+	if err != nil {
+		if driver.CodeOf(d.fail("open", err)) == driver.PermissionDenied {
+			d.log.Warn("servicebus: cannot read the queue's settings (the credentials lack Manage rights); Stats will fail",
+				"queue", d.queue, "namespace", d.where)
+			return true, nil
+		}
+		return false, d.fail("open", err)
+	}
+	if got == nil {
+		if !d.cfg.create {
+			return false, driver.Errorf(driver.NotFound,
+				"Service Bus queue %q does not exist in %s: create it (see docs/backends/servicebus.md) or add create=true to the URL", d.queue, d.where)
+		}
+		if err := d.createQueue(ctx); err != nil {
+			return false, err
+		}
+		return d.cfg.dedupWindow > 0, nil
+	}
+	p := got.QueueProperties
+	if p.RequiresSession != nil && *p.RequiresSession {
+		return false, driver.Errorf(driver.FailedPrecondition,
+			"Service Bus queue %q requires sessions, which jobq does not use: create the queue without sessions", d.queue)
+	}
+	if p.DefaultMessageTimeToLive != nil {
+		if ttl, err := parseISODuration(*p.DefaultMessageTimeToLive); err == nil && ttl < 365*24*time.Hour {
+			d.log.Warn("servicebus: the queue expires messages; tasks older than its default time-to-live are lost silently",
+				"queue", d.queue, "default_message_ttl", ttl.String())
+		}
+	}
+	return p.RequiresDuplicateDetection != nil && *p.RequiresDuplicateDetection, nil
+}
+
+func (d *Driver) createQueue(ctx context.Context) error {
+	lock := isoDuration(d.cfg.lockDuration)
+	maxDel := int32(d.cfg.maxDelivery)
+	dedup := d.cfg.dedupWindow > 0
+	props := &admin.QueueProperties{
+		LockDuration:               &lock,
+		MaxDeliveryCount:           &maxDel,
+		RequiresDuplicateDetection: &dedup,
+	}
+	if dedup {
+		w := isoDuration(d.cfg.dedupWindow)
+		props.DuplicateDetectionHistoryTimeWindow = &w
+	}
+	_, err := d.admin.CreateQueue(ctx, d.queue, &admin.CreateQueueOptions{Properties: props})
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode == 409 {
+		return nil // created concurrently by another process
+	}
+	if err != nil {
+		return d.fail("create queue", err)
+	}
+	d.log.Info("servicebus: created queue", "queue", d.queue, "namespace", d.where,
+		"lock_duration", d.cfg.lockDuration.String(), "max_delivery_count", d.cfg.maxDelivery, "dedup_window", d.cfg.dedupWindow.String())
+	return nil
+}
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
+
+// As implements driver.Driver; see the package documentation.
+func (d *Driver) As(target any) bool {
+	switch t := target.(type) {
+	case **azservicebus.Client:
+		*t = d.client
+	case **azservicebus.Sender:
+		*t = d.sender
+	case **azservicebus.Receiver:
+		*t = d.recv
+	case **admin.Client:
+		if d.admin == nil {
+			return false
+		}
+		*t = d.admin
+	default:
+		return false
+	}
+	return true
+}
+
+// Close implements driver.Driver.
+func (d *Driver) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		close(d.closed)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = d.client.Close(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("close Service Bus client: %w", err)
+	}
+	return nil
+}
+
+// isClosed returns a FailedPrecondition error after Close.
+func (d *Driver) isClosed(op string) error {
+	select {
+	case <-d.closed:
+		return driver.Errorf(driver.FailedPrecondition, "servicebus %s: queue %q is closed", op, d.queue)
+	default:
+		return nil
+	}
+}
+
+// queueURL names the queue in messages.
+func (d *Driver) queueURL() string { return "sb://" + strings.TrimSuffix(d.where, ".servicebus.windows.net") + "/" + d.queue }

@@ -1,0 +1,136 @@
+package servicebus
+
+import (
+	"context"
+	"time"
+	"unicode/utf8"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Service Bus keeps a dead letter's reason and description as application
+// properties; long ones are cut to these many bytes.
+const (
+	maxReasonBytes = 1024
+	maxDetailBytes = 8 * 1024
+)
+
+// settle runs fn on each lease's message, at most once per lease: a lease
+// settled before is LockLost without a call. A failure other than LockLost
+// leaves the lease usable, so the caller may try again.
+func (d *Driver) settle(ctx context.Context, op string, leases []driver.Lease, fn func(*held, int) error) []error {
+	if err := d.isClosed(op); err != nil {
+		return repeat(err, len(leases))
+	}
+	var errs []error
+	for i, l := range leases {
+		h, err := d.heldOf(op, l)
+		if err == nil && !h.settled.CompareAndSwap(false, true) {
+			err = d.lockLost(op)
+		}
+		if err == nil {
+			if err = fn(h, i); err != nil {
+				err = d.fail(op, err)
+				if driver.CodeOf(err) != driver.LockLost {
+					h.settled.Store(false)
+				}
+			}
+		}
+		if err != nil {
+			if errs == nil {
+				errs = make([]error, len(leases))
+			}
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+func repeat(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// Complete implements driver.Driver with CompleteMessage.
+func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
+	return d.settle(ctx, "complete", leases, func(h *held, _ int) error {
+		return h.recv.CompleteMessage(ctx, h.msg, nil)
+	})
+}
+
+// Requeue implements driver.Driver. Delay zero is AbandonMessage, which
+// counts a delivery. Service Bus cannot delay an abandon: by default a
+// delayed requeue is an abandon too; with requeue=schedule it schedules a
+// copy (with a fresh MessageId, the task ID in a property and the delivery
+// count carried over) and then completes the original. If the completion
+// fails the copy is canceled; only if that fails too does the task exist
+// twice.
+func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+	leases := make([]driver.Lease, len(reqs))
+	for i, r := range reqs {
+		leases[i] = r.Lease
+	}
+	return d.settle(ctx, "requeue", leases, func(h *held, i int) error {
+		delay := reqs[i].Delay
+		if delay <= 0 || d.cfg.requeue != RequeueSchedule {
+			return h.recv.AbandonMessage(ctx, h.msg, nil)
+		}
+		m := h.msg
+		cp := newMessage("requeue-"+tokenString(m.LockToken), taskID(m), m.Body, int(m.DeliveryCount)+h.prior)
+		seqs, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{cp}, time.Now().Add(delay), nil)
+		if err != nil {
+			return err
+		}
+		if err := h.recv.CompleteMessage(ctx, m, nil); err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if cerr := d.sender.CancelScheduledMessages(cctx, seqs, nil); cerr != nil {
+				d.log.Error("servicebus: a delayed requeue scheduled a copy but could not complete the original nor cancel the copy; the task will run twice",
+					"queue", d.queue, "message_id", m.MessageID, "complete_error", err, "cancel_error", cerr)
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// DeadLetter implements driver.Driver with DeadLetterMessage: the message
+// moves to the queue's $DeadLetterQueue sub-queue with the reason and the
+// detail as its description.
+func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+	leases := make([]driver.Lease, len(reqs))
+	for i, r := range reqs {
+		leases[i] = r.Lease
+	}
+	return d.settle(ctx, "dead-letter", leases, func(h *held, i int) error {
+		reason, detail := cutTail(reqs[i].Reason, maxReasonBytes, false), cutTail(reqs[i].Detail, maxDetailBytes, true)
+		return h.recv.DeadLetterMessage(ctx, h.msg, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &detail,
+			PropertiesToModify: map[string]any{PropDeadAt: time.Now().UTC()}})
+	})
+}
+
+// cutTail shortens s to at most n bytes on a rune boundary, keeping the
+// end when tail is set (the tail of a task's output is what explains a
+// failure) and the start otherwise.
+func cutTail(s string, n int, tail bool) string {
+	if len(s) <= n {
+		return s
+	}
+	if tail {
+		s = s[len(s)-n+3:]
+		for len(s) > 0 && !utf8.RuneStart(s[0]) {
+			s = s[1:]
+		}
+		return "..." + s
+	}
+	s = s[:n-3]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
+}
