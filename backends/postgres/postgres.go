@@ -78,7 +78,7 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	}
 	if err := migrate(ctx, pool, cfg.schema); err != nil {
 		pool.Close()
-		return nil, wrap(ctx, "open "+jobq.RedactURL(u.String())+": creating or migrating schema "+cfg.schema, err)
+		return nil, wrap(ctx, "open: creating or migrating schema "+cfg.schema, err)
 	}
 	log := opts.Logger
 	if log == nil {
