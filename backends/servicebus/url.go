@@ -61,8 +61,8 @@ func parseURL(u *url.URL) (config, error) {
 	c.admin = p.String("admin", "")
 	c.create = p.Bool("create", false)
 	c.lockDuration = p.Duration("lock_duration", DefaultLockDuration)
-	if c.lockDuration < 5*time.Second || c.lockDuration > MaxLockDuration {
-		p.Fail("query parameter lock_duration=%v must be between 5s and %v", c.lockDuration, MaxLockDuration)
+	if c.lockDuration < time.Second || c.lockDuration > MaxLockDuration {
+		p.Fail("query parameter lock_duration=%v must be between 1s and %v (Azure's minimum is 5s)", c.lockDuration, MaxLockDuration)
 	}
 	c.maxDelivery = p.Int("max_delivery_count", DefaultMaxDeliveryCount)
 	if c.maxDelivery < 1 {

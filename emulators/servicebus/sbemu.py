@@ -293,6 +293,7 @@ class Handler(FlowController):
         link.target.copy(link.remote_target)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
+        link.max_message_size = self.b.args.max_message_size  # the SDK sizes batches by it
         with self.b.mutex:
             if link.is_sender:
                 src = link.remote_source.address or ""
@@ -626,6 +627,8 @@ def main():
                    help="unknown queues are not-found instead of created on first use")
     p.add_argument("--lock-duration", type=float, default=60.0, help="lock duration in seconds (default 60)")
     p.add_argument("--max-delivery-count", type=int, default=10, help="deliveries before dead-lettering (default 10)")
+    p.add_argument("--max-message-size", type=int, default=262144,
+                   help="largest message in bytes, announced on every link (default 256 KiB, the standard tier's)")
     p.add_argument("--duplicate-detection-window", type=float, default=600.0,
                    help="duplicate detection history in seconds; 0 disables it (default 600)")
     args = p.parse_args()

@@ -1,0 +1,231 @@
+package servicebus_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/jobq/jobq"
+)
+
+func TestPushReceiveComplete(t *testing.T) {
+	t.Parallel()
+	q, _ := open(t, newQueueURL(t))
+	ctx := ctxT(t)
+	res, err := q.Push(ctx, &jobq.Task{Command: "echo hi"})
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	e := receive(t, q)
+	if e.Task.ID != res.ID || e.Task.Command != "echo hi" || e.DeliveryCount != 1 || e.MessageID != res.MessageID {
+		t.Fatalf("received %+v (task %+v), pushed %+v", e, e.Task, res)
+	}
+	if until := time.Until(e.Expiry()); until <= 0 || until > lockDuration+time.Second {
+		t.Fatalf("lease expiry in %v, want the queue's lock duration %v", until, lockDuration)
+	}
+	if err := e.Complete(ctx); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if err := e.Complete(ctx); err == nil {
+		t.Fatal("second complete succeeded")
+	}
+	if _, err := q.Receive(ctx, jobq.ReceiveOptions{}); !errors.Is(err, jobq.ErrEmpty) {
+		t.Fatalf("receive on an empty queue = %v, want ErrEmpty", err)
+	}
+}
+
+func TestRenewFollowsLockAndExpiryLosesLock(t *testing.T) {
+	t.Parallel()
+	q, _ := open(t, newQueueURL(t))
+	ctx := ctxT(t)
+	if _, err := q.Push(ctx, &jobq.Task{Command: "sleep 1"}); err != nil {
+		t.Fatal(err)
+	}
+	e := receive(t, q)
+	first := e.Expiry()
+	time.Sleep(100 * time.Millisecond)
+	if err := e.Renew(ctx, time.Hour); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	if !e.Expiry().After(first) || time.Until(e.Expiry()) > lockDuration+time.Second {
+		t.Fatalf("renewed expiry %v (was %v): want the lock's real expiry, about %v from now", e.Expiry(), first, lockDuration)
+	}
+	select {
+	case <-e.LockLost():
+	case <-time.After(3 * lockDuration):
+		t.Fatal("lock-lost signal did not fire after the lock expired")
+	}
+	again := receive(t, q)
+	if again.DeliveryCount != 2 {
+		t.Fatalf("redelivery count %d, want 2", again.DeliveryCount)
+	}
+	if err := e.Complete(ctx); !errors.Is(err, jobq.ErrLockLost) {
+		t.Fatalf("complete with an expired lock = %v, want LockLost", err)
+	}
+	if err := again.Complete(ctx); err != nil {
+		t.Fatalf("complete by the new holder: %v", err)
+	}
+}
+
+func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
+	t.Parallel()
+	q, logs := open(t, newQueueURL(t))
+	ctx := ctxT(t)
+	res, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		e := receive(t, q)
+		if e.DeliveryCount != attempt {
+			t.Fatalf("attempt %d has delivery count %d", attempt, e.DeliveryCount)
+		}
+		fr, err := e.Fail(ctx, errors.New("exit status 1"), "some output")
+		if err != nil {
+			t.Fatalf("fail: %v", err)
+		}
+		if fr.Retried != (attempt < 3) {
+			t.Fatalf("attempt %d: retried=%v", attempt, fr.Retried)
+		}
+	}
+	if n := strings.Count(logs.String(), "feature=in-place-update"); n != 1 {
+		t.Fatalf("in-place-update warning logged %d times, want once:\n%s", n, logs)
+	}
+	dead, err := q.DeadLetters().List(ctx, 10)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("dead letters: %v, %v", dead, err)
+	}
+	if dead[0].Task == nil || dead[0].Task.ID != res.ID || !strings.Contains(dead[0].Reason, "exit status 1") || dead[0].Detail != "some output" {
+		t.Fatalf("dead letter %+v", dead[0])
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Dead != 1 || st.Ready != 0 {
+		t.Fatalf("stats %+v, %v; want 1 dead, 0 ready", st, err)
+	}
+	n, err := q.DeadLetters().Requeue(ctx, dead[0].MessageID)
+	if err != nil || n != 1 {
+		t.Fatalf("requeue dead letter: %d, %v", n, err)
+	}
+	e := receive(t, q)
+	if e.Task.ID != res.ID || e.DeliveryCount != 1 {
+		t.Fatalf("requeued task %s with delivery count %d, want %s with a fresh count", e.Task.ID, e.DeliveryCount, res.ID)
+	}
+	if err := e.DeadLetter(ctx, "again", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.DeadLetters().Purge(ctx); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+}
+
+func TestDelayedRequeue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, param string
+		wantLater   bool
+		warning     string
+	}{
+		{"redeliver", "", false, "redelivers at once"},
+		{"schedule", "requeue=schedule", true, "schedules a copy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, logs := open(t, newQueueURL(t, tc.param))
+			ctx := ctxT(t)
+			res, err := q.Push(ctx, &jobq.Task{Command: "true"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				e := receive(t, q)
+				if err := e.Requeue(ctx, 2*time.Second); err != nil {
+					t.Fatalf("requeue: %v", err)
+				}
+			}
+			if n := strings.Count(logs.String(), "feature=delayed-requeue"); n != 1 || !strings.Contains(logs.String(), tc.warning) {
+				t.Fatalf("delayed-requeue warning logged %d times, want once saying %q:\n%s", n, tc.warning, logs)
+			}
+			e, err := q.Receive(ctx, jobq.ReceiveOptions{})
+			if gotNow := err == nil; gotNow == tc.wantLater {
+				t.Fatalf("receive at once after a delayed requeue: %v", err)
+			}
+			if tc.wantLater {
+				e = receive(t, q)
+			}
+			if e.Task.ID != res.ID || e.DeliveryCount != 3 {
+				t.Fatalf("task %s delivery count %d, want %s and 3", e.Task.ID, e.DeliveryCount, res.ID)
+			}
+		})
+	}
+}
+
+func TestDelayedPushPeekStatsClear(t *testing.T) {
+	t.Parallel()
+	q, _ := open(t, newQueueURL(t))
+	ctx := ctxT(t)
+	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "a"}, {Command: "b"}, {Command: "c", NotBefore: time.Now().Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	peeked, err := q.Peek(ctx, 10)
+	if err != nil || len(peeked) != 3 {
+		t.Fatalf("peek: %d, %v", len(peeked), err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Ready != 2 || st.Delayed != 1 {
+		t.Fatalf("stats %+v, %v; want 2 ready, 1 delayed", st, err)
+	}
+	e := receive(t, q)
+	if e.Task.Command != "a" {
+		t.Fatalf("first received %q, want a", e.Task.Command)
+	}
+	n, err := q.Clear(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("clear: %d, %v; want 2 (the ready b and the scheduled c)", n, err)
+	}
+	if err := e.Complete(ctx); err != nil {
+		t.Fatalf("complete after clear: %v", err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Ready+st.Delayed != 0 {
+		t.Fatalf("stats after clear %+v, %v", st, err)
+	}
+}
+
+func TestDuplicateDetection(t *testing.T) {
+	t.Parallel()
+	q, _ := open(t, newQueueURL(t))
+	ctx := ctxT(t)
+	for i := 0; i < 2; i++ {
+		if _, err := q.Push(ctx, &jobq.Task{Command: "same"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peeked, err := q.Peek(ctx, 10)
+	if err != nil || len(peeked) != 1 {
+		t.Fatalf("peek after pushing one task twice: %d messages, %v; want 1", len(peeked), err)
+	}
+}
+
+func TestURLErrorsAndEscapeHatch(t *testing.T) {
+	t.Parallel()
+	url := newQueueURL(t)
+	for _, bad := range []string{url + "&bogus=1", url + "&requeue=later", "sb://ns/?" + strings.SplitN(url, "?", 2)[1]} {
+		if _, err := jobq.Open(ctxT(t), bad); !errors.Is(err, jobq.ErrInvalidArgument) {
+			t.Errorf("open %s = %v, want InvalidArgument", bad, err)
+		}
+	}
+	q, _ := open(t, url)
+	var c *azservicebus.Client
+	var a *admin.Client
+	var r *azservicebus.Receiver
+	if !q.As(&c) || c == nil || !q.As(&a) || a == nil || !q.As(&r) || r == nil {
+		t.Fatal("As does not reach the SDK clients")
+	}
+	var s string
+	if q.As(&s) {
+		t.Fatal("As accepted a *string")
+	}
+}

@@ -1,0 +1,119 @@
+package servicebus_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/servicebus"
+	emu "github.com/jobq/jobq/emulators/servicebus"
+)
+
+// lockDuration is the test queues' lock duration: short, so that lock
+// expiry is quick to test, long enough for a busy machine (and Azure's
+// minimum).
+const lockDuration = 5 * time.Second
+
+// maxDeliveryCount is the test queues' max delivery count.
+const maxDeliveryCount = 10
+
+// env describes where the tests run: the emulator this package started, or
+// a namespace from $JOBQ_TEST_SERVICEBUS_CONNECTION_STRING.
+var env struct {
+	skip   string // why the tests cannot run, or ""
+	connStr string
+	query   string // URL parameters every test queue gets
+	live    bool
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if cs := os.Getenv("JOBQ_TEST_SERVICEBUS_CONNECTION_STRING"); cs != "" {
+		env.connStr, env.live = cs, true
+		env.query = fmt.Sprintf("create=true&lock_duration=%v&max_delivery_count=%d", lockDuration, maxDeliveryCount)
+	} else if err := emu.Available(); err != nil {
+		env.skip = err.Error()
+	} else {
+		e, err := emu.Launch(context.Background(), emu.Options{LockDuration: lockDuration, MaxDeliveryCount: maxDeliveryCount})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer e.Stop()
+		env.connStr = e.ConnectionString()
+		env.query = fmt.Sprintf("admin=127.0.0.1:%d&create=true&lock_duration=%v&max_delivery_count=%d", e.AdminPort, lockDuration, maxDeliveryCount)
+	}
+	os.Setenv("JOBQ_SERVICEBUS_CONNECTION_STRING", env.connStr)
+	return m.Run()
+}
+
+// newQueueURL returns the URL of a fresh queue (the emulator creates queues
+// on first use; a live namespace gets create=true).
+func newQueueURL(t testing.TB, extra ...string) string {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	q := append([]string{env.query}, extra...)
+	return "sb://emulator/t-" + hex.EncodeToString(b) + "?" + strings.Join(q, "&")
+}
+
+// logBuffer collects the portable layer's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func open(t testing.TB, url string) (*jobq.Queue, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := jobq.OpenWithOptions(ctx, url, jobq.OpenOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatalf("open %s: %v", jobq.RedactURL(url), err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q, logs
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func receive(t testing.TB, q *jobq.Queue) *jobq.Envelope {
+	t.Helper()
+	env, err := q.Receive(ctxT(t), jobq.ReceiveOptions{Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	return env
+}
