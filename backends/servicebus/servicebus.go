@@ -349,4 +349,6 @@ func (d *Driver) isClosed(op string) error {
 }
 
 // queueURL names the queue in messages.
-func (d *Driver) queueURL() string { return "sb://" + strings.TrimSuffix(d.where, ".servicebus.windows.net") + "/" + d.queue }
+func (d *Driver) queueURL() string {
+	return "sb://" + strings.TrimSuffix(d.where, ".servicebus.windows.net") + "/" + d.queue
+}

@@ -29,7 +29,7 @@ const maxDeliveryCount = 10
 // env describes where the tests run: the emulator this package started, or
 // a namespace from $JOBQ_TEST_SERVICEBUS_CONNECTION_STRING.
 var env struct {
-	skip   string // why the tests cannot run, or ""
+	skip    string // why the tests cannot run, or ""
 	connStr string
 	query   string // URL parameters every test queue gets
 	live    bool
