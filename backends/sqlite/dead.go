@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"strconv"
 	"time"
 
@@ -60,7 +59,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 // (not counted) rather than duplicated.
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	var moved int64
-	err := d.writeTx(ctx, "requeue dead letters", func(tx *sql.Tx) error {
+	err := d.writeTx(ctx, "requeue dead letters", func(tx wtx) error {
 		nums, err := d.deadIDs(ctx, tx, ids)
 		if err != nil {
 			return err
@@ -96,7 +95,7 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 // PurgeDead implements driver.Driver.
 func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 	var n int64
-	err := d.writeTx(ctx, "purge dead letters", func(tx *sql.Tx) error {
+	err := d.writeTx(ctx, "purge dead letters", func(tx wtx) error {
 		if ids == nil {
 			res, err := tx.ExecContext(ctx, deleteAllDead, d.cfg.queue)
 			if err != nil {
@@ -127,7 +126,7 @@ func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 
 // deadIDs resolves ids (nil: every dead letter of the queue) to row IDs,
 // skipping strings that cannot be ours.
-func (d *Driver) deadIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]int64, error) {
+func (d *Driver) deadIDs(ctx context.Context, tx wtx, ids []string) ([]int64, error) {
 	if ids != nil {
 		out := make([]int64, 0, len(ids))
 		for _, s := range ids {

@@ -20,7 +20,7 @@
 //     transaction to finish before failing with code Unavailable. Default 5s.
 //   - poll: how often an idle Receive with a Wait checks the file for messages
 //     pushed by other processes or made visible by time. Pushes through the
-//     same process wake receivers at once. Default 50ms.
+//     same process wake receivers at once. Default 20ms.
 //   - synchronous: "normal" (default) or "full", SQLite's synchronous pragma.
 //     With normal, a commit survives a crash of the process but the last
 //     commits may be lost on power failure; full syncs every commit.

@@ -21,6 +21,8 @@ type Driver struct {
 	log  *slog.Logger
 	caps driver.Capabilities
 	note *notifier
+	w    *writer
+	idle *idleWatch
 
 	// writeSem serialises this process's write transactions so that they
 	// queue in Go instead of spinning in SQLite's busy handler; the busy
@@ -33,19 +35,30 @@ type Driver struct {
 
 var _ driver.Driver = (*Driver)(nil)
 
-func newDriver(c config, db *sql.DB, log *slog.Logger) *Driver {
+func newDriver(ctx context.Context, c config, db *sql.DB, log *slog.Logger) (*Driver, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	idleConn, err := db.Conn(ctx)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
 	}
 	return &Driver{
 		cfg:      c,
 		db:       db,
+		w:        &writer{conn: conn, stmts: map[string]*sql.Stmt{}},
+		idle:     &idleWatch{conn: idleConn},
 		log:      log,
 		caps:     capabilities(c.maxMessageBytes),
 		note:     acquireNotifier(c.path, c.queue),
 		writeSem: make(chan struct{}, 1),
 		closed:   make(chan struct{}),
-	}
+	}, nil
 }
 
 // Capabilities implements driver.Driver.
@@ -69,7 +82,10 @@ func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.closed)
 		releaseNotifier(d.note)
-		err = d.db.Close()
+		// Wait for a write transaction in progress, then release the
+		// write connection before the pool.
+		d.writeSem <- struct{}{}
+		err = errors.Join(d.w.close(), d.idle.conn.Close(), d.db.Close())
 	})
 	return err
 }
@@ -95,7 +111,7 @@ func (d *Driver) check(ctx context.Context) error {
 
 // writeTx runs fn in one immediate transaction, committing when it returns
 // nil. Only one write transaction of this driver runs at a time.
-func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx wtx) error) error {
 	if err := d.check(ctx); err != nil {
 		return err
 	}
@@ -107,15 +123,12 @@ func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) err
 		return errClosed
 	}
 	defer func() { <-d.writeSem }()
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return d.wrap(ctx, op, err)
+	select {
+	case <-d.closed: // Close may have raced with the semaphore
+		return errClosed
+	default:
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return d.wrap(ctx, op, err)
-	}
-	if err := tx.Commit(); err != nil {
+	if err := d.w.run(ctx, fn); err != nil {
 		return d.wrap(ctx, op, err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"strconv"
 	"time"
 
@@ -85,7 +84,7 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 // holders get LockLost when they settle.
 func (d *Driver) Clear(ctx context.Context) (int64, error) {
 	var n int64
-	err := d.writeTx(ctx, "clear", func(tx *sql.Tx) error {
+	err := d.writeTx(ctx, "clear", func(tx wtx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM jobq_messages WHERE queue = ?`, d.cfg.queue)
 		if err != nil {
 			return err

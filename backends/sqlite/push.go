@@ -27,12 +27,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		return nil, d.check(ctx)
 	}
 	out := make([]driver.PushResult, len(msgs))
-	err := d.writeTx(ctx, "push", func(tx *sql.Tx) error {
-		ins, err := tx.PrepareContext(ctx, insertMessage)
-		if err != nil {
-			return err
-		}
-		defer ins.Close()
+	err := d.writeTx(ctx, "push", func(tx wtx) error {
 		now := micros(time.Now())
 		for i, m := range msgs {
 			visible := now
@@ -40,7 +35,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				visible = micros(m.NotBefore)
 			}
 			var id int64
-			err := ins.QueryRowContext(ctx, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now).Scan(&id)
+			err := tx.QueryRowContext(ctx, insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				// A message with this task ID is queued already.
 				if err := tx.QueryRowContext(ctx, selectByTask, d.cfg.queue, m.ID).Scan(&id); err != nil {

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"sort"
 	"strconv"
@@ -24,9 +23,6 @@ WHERE id IN (
 	ORDER BY priority DESC, id
 	LIMIT ?)
 RETURNING id, task_id, body, deliveries, enqueued_at, priority`
-
-// anyVisible is the idle poll: one indexed read, no write lock.
-const anyVisible = `SELECT EXISTS (SELECT 1 FROM jobq_messages WHERE queue = ? AND visible_at <= ?)`
 
 // Receive implements driver.Driver. When nothing is visible it waits up to
 // p.Wait, woken at once by pushes in this process and checking every poll
@@ -73,8 +69,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			case <-wake:
 			case <-timer.C:
 				// Only take the write lock if a message looks claimable.
-				var ok bool
-				err := d.db.QueryRowContext(ctx, anyVisible, d.cfg.queue, micros(time.Now())).Scan(&ok)
+				ok, err := d.idle.mayClaim(ctx, d.cfg.queue)
 				if err != nil {
 					return nil, d.wrap(ctx, "receive", err)
 				}
@@ -101,7 +96,7 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 	}
 	var out []*driver.Received
 	var prio []int
-	err = d.writeTx(ctx, "receive", func(tx *sql.Tx) error {
+	err = d.writeTx(ctx, "receive", func(tx wtx) error {
 		now := micros(time.Now())
 		expiry := addMicros(now, vis)
 		rows, err := tx.QueryContext(ctx, claimMessages, token, expiry, d.cfg.queue, now, max)

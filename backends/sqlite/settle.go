@@ -37,7 +37,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 		return lease, err
 	}
 	var expiry int64
-	err = d.writeTx(ctx, "renew", func(tx *sql.Tx) error {
+	err = d.writeTx(ctx, "renew", func(tx wtx) error {
 		now := micros(time.Now())
 		expiry = addMicros(now, visibility)
 		res, err := tx.ExecContext(ctx, renewLease, expiry, id, lease.Token, now)
@@ -55,12 +55,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 
 // Complete implements driver.Driver: all deletions in one transaction.
 func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	return d.settle(ctx, "complete", len(leases), func(tx *sql.Tx, now int64) ([]error, error) {
-		stmt, err := tx.PrepareContext(ctx, deleteLeased)
-		if err != nil {
-			return nil, err
-		}
-		defer stmt.Close()
+	return d.settle(ctx, "complete", len(leases), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(leases))
 		for i, l := range leases {
 			id, err := leaseID(l)
@@ -68,7 +63,7 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 				errs[i] = err
 				continue
 			}
-			res, err := stmt.ExecContext(ctx, id, l.Token, now)
+			res, err := tx.ExecContext(ctx, deleteLeased, id, l.Token, now)
 			if err != nil {
 				return nil, err
 			}
@@ -81,7 +76,7 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 // Requeue implements driver.Driver: all releases in one transaction. The
 // delivery count is kept, so the next claim counts one more.
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
-	err := d.settle(ctx, "requeue", len(reqs), func(tx *sql.Tx, now int64) ([]error, error) {
+	err := d.settle(ctx, "requeue", len(reqs), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(reqs))
 		for i, r := range reqs {
 			id, err := leaseID(r.Lease)
@@ -110,7 +105,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 // DeadLetter implements driver.Driver: each message is copied to jobq_dead
 // and deleted in the same transaction.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	return d.settle(ctx, "dead-letter", len(reqs), func(tx *sql.Tx, now int64) ([]error, error) {
+	return d.settle(ctx, "dead-letter", len(reqs), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(reqs))
 		for i, r := range reqs {
 			id, err := leaseID(r.Lease)
@@ -136,12 +131,12 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 // settle runs a batch settlement in one transaction and applies the batch
 // error convention: nil when every message succeeded, otherwise one error per
 // message. An engine error fails (and rolls back) the whole batch.
-func (d *Driver) settle(ctx context.Context, op string, n int, fn func(tx *sql.Tx, now int64) ([]error, error)) []error {
+func (d *Driver) settle(ctx context.Context, op string, n int, fn func(tx wtx, now int64) ([]error, error)) []error {
 	if n == 0 {
 		return nil
 	}
 	var errs []error
-	err := d.writeTx(ctx, op, func(tx *sql.Tx) error {
+	err := d.writeTx(ctx, op, func(tx wtx) error {
 		var err error
 		errs, err = fn(tx, micros(time.Now()))
 		return err

@@ -449,23 +449,35 @@ func TestQueuesShareAFile(t *testing.T) {
 
 func TestReceiveWait(t *testing.T) {
 	t.Parallel()
+	// rawInsert writes a message the way another process would: no
+	// in-process wake-up, so only polling can find it.
+	rawInsert := func(t *testing.T, b *testBundle) {
+		var db *sql.DB
+		b.drv.As(&db)
+		now := micros(time.Now())
+		_, err := db.ExecContext(b.ctx, `INSERT INTO jobq_messages (queue, task_id, body, visible_at, enqueued_at)
+			VALUES (?, 'w', x'', ?, ?)`, b.drv.cfg.queue, now, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name  string
 		query string
-		other bool // push through a second driver on the file
+		push  func(t *testing.T, b *testBundle)
 	}{
-		{name: "same driver", query: "poll=1h"},
-		{name: "second driver in process", query: "poll=1h", other: true},
-		{name: "polling", query: "poll=10ms", other: true},
+		{name: "same driver", query: "poll=1h", push: func(t *testing.T, b *testBundle) { b.push(t, msg("w")) }},
+		{name: "second driver in process", query: "poll=1h", push: func(t *testing.T, b *testBundle) {
+			if _, err := openAt(t, b.path, "").Push(b.ctx, []*driver.Message{msg("w")}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "other process, polling", query: "poll=10ms", push: rawInsert},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, tt.query)
-			pusher := b.drv
-			if tt.other {
-				pusher = openAt(t, b.path, tt.query)
-			}
 			done := make(chan []*driver.Received, 1)
 			go func() {
 				got, err := b.drv.Receive(b.ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Minute})
@@ -475,13 +487,24 @@ func TestReceiveWait(t *testing.T) {
 				done <- got
 			}()
 			time.Sleep(50 * time.Millisecond) // let the receiver start waiting
-			if _, err := pusher.Push(b.ctx, []*driver.Message{msg("w")}); err != nil {
-				t.Fatal(err)
-			}
+			tt.push(t, b)
 			if got := <-done; len(got) != 1 || got[0].ID != "w" {
 				t.Fatalf("waiting receive got %v", got)
 			}
 		})
+	}
+}
+
+// TestReceiveWaitLeaseExpiry: a waiting receiver picks up a message whose
+// lease expires while it waits (nothing is written to the file meanwhile).
+func TestReceiveWaitLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "poll=10ms")
+	b.push(t, msg("a"))
+	b.receive(t, 1, 200*time.Millisecond)
+	got, err := b.drv.Receive(b.ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Minute})
+	if err != nil || len(got) != 1 || got[0].DeliveryCount != 2 {
+		t.Fatalf("got %v, %v; want the expired message again", got, err)
 	}
 }
 
