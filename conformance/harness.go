@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -12,7 +13,8 @@ type Harness struct {
 	// NewQueueURL returns the URL of a fresh, empty queue that no other test
 	// uses (a unique queue name, key prefix or schema). The suite opens it
 	// with jobq.Open, so the backend must be registered (blank-import it).
-	// Register any clean-up with t.Cleanup.
+	// Register any clean-up with t.Cleanup. Run needs it; RunLive uses
+	// NewLiveQueueURL instead.
 	NewQueueURL func(t testing.TB) string
 	// Visibility is the short lease the suite uses for expiry tests. Zero
 	// means one second. Backends whose lease is a property of the queue
@@ -21,4 +23,26 @@ type Harness struct {
 	// MaxMessageBytes, when non-zero, is the size limit the suite expects
 	// the opened queue to enforce (for backends whose URL can lower it).
 	MaxMessageBytes int
+
+	// PushRaw, when set, stores body unchanged as one message on the queue
+	// at url, bypassing the portable layer's encoding, so that the suite can
+	// check that an undecodable (poison) message is dead-lettered rather
+	// than returned or left to wedge the queue. Without it the poison check
+	// is skipped. RawPusher builds one from the backend's driver.Opener.
+	PushRaw func(ctx context.Context, url string, body []byte) error
+	// Serial runs the checks one after another instead of in parallel, for
+	// engines that cannot take the load or share one queue between checks.
+	Serial bool
+	// NewLiveQueueURL returns the URL of a fresh scratch queue for RunLive,
+	// which has no testing.TB to pass to NewQueueURL. ScratchQueues builds
+	// one from a user's queue URL.
+	NewLiveQueueURL func(ctx context.Context) (string, error)
+}
+
+// visibility is the lease for expiry checks.
+func (h Harness) visibility() time.Duration {
+	if h.Visibility > 0 {
+		return h.Visibility
+	}
+	return time.Second
 }

@@ -1,0 +1,28 @@
+// Package mem is jobq's in-process backend, for examples, unit tests of code
+// above the driver, and trying jobq without an engine. Import it for its side
+// effect of registering the "mem" scheme:
+//
+//	import _ "github.com/jobq/jobq/backends/mem"
+//
+//	q, err := jobq.Open(ctx, "mem://work")
+//
+// Queues with the same name share their messages within one process (two
+// Opens of mem://work see the same queue) and vanish when the process exits.
+// Every feature the portable layer uses is native: fenced leases, delivery
+// counts, delayed push and requeue, priority, dead letters, deduplication by
+// task ID, in-place update, peek and exact counts.
+//
+// # URL parameters
+//
+//   - max_message_bytes=N declares a message size limit (default: none).
+//   - unsupported=F1,F2 and emulated=F3 declare features (by their names in
+//     the driver package, such as priority, lease-renewal or delayed-requeue)
+//     Unsupported or Emulated, so that tests can exercise the portable
+//     layer's degradation logic without a real degraded engine. A feature
+//     declared this way behaves as declared: an unsupported priority is
+//     ignored, an emulated delayed requeue redelivers at once, an emulated
+//     delayed push delivers at once, and so on; the declared Fallback text
+//     says which.
+//
+// The driver supports no As targets.
+package mem

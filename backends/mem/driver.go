@@ -1,0 +1,431 @@
+package mem
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// memDriver is one open handle on a shared store.
+type memDriver struct {
+	s    *store
+	caps driver.Capabilities
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ driver.Driver = (*memDriver)(nil)
+
+func (d *memDriver) level(f driver.Feature) driver.Level { return d.caps.Level(f) }
+
+// check fails when the context ended or the handle is closed.
+func (d *memDriver) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-d.closed:
+		return driver.Errorf(driver.FailedPrecondition, "mem: queue handle is closed")
+	default:
+		return nil
+	}
+}
+
+func unimplemented(f driver.Feature) error {
+	return driver.Errorf(driver.Unimplemented, "mem: this queue was opened with %s unsupported", f)
+}
+
+// Capabilities implements driver.Driver.
+func (d *memDriver) Capabilities() driver.Capabilities { return d.caps }
+
+// Push implements driver.Driver.
+func (d *memDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		if d.caps.MaxMessageBytes > 0 && len(m.Body) > d.caps.MaxMessageBytes {
+			return nil, driver.Errorf(driver.TooLarge, "mem: message of %d bytes exceeds the limit of %d bytes", len(m.Body), d.caps.MaxMessageBytes)
+		}
+	}
+	dedup := d.level(driver.Dedup)
+	now := time.Now()
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]driver.PushResult, len(msgs))
+	for i, in := range msgs {
+		if dedup != driver.Unsupported && in.ID != "" {
+			if old := s.byTask[in.ID]; old != nil {
+				// Emulated dedup drops silently, as Service Bus does.
+				out[i] = driver.PushResult{MessageID: old.id, Duplicate: dedup == driver.Native}
+				continue
+			}
+		}
+		m := &message{
+			taskID:     in.ID,
+			body:       slices.Clone(in.Body),
+			enqueuedAt: now,
+		}
+		if d.level(driver.Priority) != driver.Unsupported {
+			m.priority = in.Priority
+		}
+		notBefore := in.NotBefore
+		if d.level(driver.DelayedPush) != driver.Native {
+			notBefore = time.Time{}
+		}
+		s.add(m, notBefore, now)
+		out[i] = driver.PushResult{MessageID: m.id}
+	}
+	return out, nil
+}
+
+// Receive implements driver.Driver.
+func (d *memDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	if p.Max < 1 || p.Visibility <= 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "mem: receive needs Max >= 1 and a positive visibility (got %d, %v)", p.Max, p.Visibility)
+	}
+	deadline := time.Now().Add(p.Wait)
+	s := d.s
+	for {
+		now := time.Now()
+		s.mu.Lock()
+		s.promote(now)
+		var out []*driver.Received
+		for len(out) < p.Max {
+			m := s.claim(now, p.Visibility)
+			if m == nil {
+				break
+			}
+			out = append(out, &driver.Received{
+				ID:            m.taskID,
+				Body:          slices.Clone(m.body),
+				DeliveryCount: m.deliveries,
+				EnqueuedAt:    m.enqueuedAt,
+				Lease:         driver.Lease{MessageID: m.id, Token: m.token, Expiry: m.due},
+			})
+		}
+		changed, next := s.changed, s.nextDue()
+		s.mu.Unlock()
+		if len(out) > 0 || !now.Before(deadline) {
+			return out, nil
+		}
+		sleep := deadline.Sub(now)
+		if !next.IsZero() && next.Sub(now) < sleep {
+			sleep = max(next.Sub(now), time.Millisecond)
+		}
+		t := time.NewTimer(sleep)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-d.closed:
+			t.Stop()
+			return nil, driver.Errorf(driver.FailedPrecondition, "mem: queue handle closed during receive")
+		}
+		t.Stop()
+	}
+}
+
+// Renew implements driver.Driver.
+func (d *memDriver) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Lease{}, err
+	}
+	if d.level(driver.LeaseRenewal) == driver.Unsupported {
+		return driver.Lease{}, unimplemented(driver.LeaseRenewal)
+	}
+	now := time.Now()
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.held(lease.MessageID, lease.Token, now)
+	if m == nil {
+		return driver.Lease{}, lockLost(lease)
+	}
+	s.makeTimed(m, leased, now.Add(vis))
+	lease.Expiry = m.due
+	return lease, nil
+}
+
+func lockLost(l driver.Lease) error {
+	return driver.Errorf(driver.LockLost, "mem: lease on message %s is no longer held (expired, settled, or claimed again)", l.MessageID)
+}
+
+// settle runs fn for each held lease under the store's lock, following the
+// batch error convention.
+func (d *memDriver) settle(ctx context.Context, n int, lease func(i int) driver.Lease, fn func(i int, m *message, now time.Time) error) []error {
+	if err := d.check(ctx); err != nil {
+		return repeat(err, n)
+	}
+	now := time.Now()
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for i := range n {
+		l := lease(i)
+		var err error
+		if m := s.held(l.MessageID, l.Token, now); m == nil {
+			err = lockLost(l)
+		} else {
+			err = fn(i, m, now)
+		}
+		if err != nil {
+			if errs == nil {
+				errs = make([]error, n)
+			}
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+func repeat(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// Complete implements driver.Driver.
+func (d *memDriver) Complete(ctx context.Context, leases []driver.Lease) []error {
+	return d.settle(ctx, len(leases), func(i int) driver.Lease { return leases[i] },
+		func(_ int, m *message, _ time.Time) error {
+			d.s.remove(m)
+			return nil
+		})
+}
+
+// Requeue implements driver.Driver.
+func (d *memDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+	s := d.s
+	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int, m *message, now time.Time) error {
+			r := reqs[i]
+			if r.Body != nil && d.level(driver.InPlaceUpdate) == driver.Native {
+				m.body = slices.Clone(r.Body)
+			}
+			if r.Delay > 0 && d.level(driver.DelayedRequeue) == driver.Native {
+				s.makeTimed(m, waiting, now.Add(r.Delay))
+			} else {
+				s.makeReady(m)
+			}
+			s.wake() // waiting receivers recompute when to look again
+			return nil
+		})
+}
+
+// DeadLetter implements driver.Driver.
+func (d *memDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+	if d.level(driver.DeadLetter) == driver.Unsupported {
+		return repeat(unimplemented(driver.DeadLetter), len(reqs))
+	}
+	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int, m *message, now time.Time) error {
+			d.s.remove(m)
+			d.s.dead = append(d.s.dead, &deadMessage{m: m, reason: reqs[i].Reason, detail: reqs[i].Detail, deadAt: now})
+			return nil
+		})
+}
+
+// Peek implements driver.Driver. Messages come in the order they would be
+// received: ready ones by priority and push order, then the others by the
+// time they become visible.
+func (d *memDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	if d.level(driver.Peek) == driver.Unsupported {
+		return nil, unimplemented(driver.Peek)
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.promote(time.Now())
+	all := make([]*message, 0, len(s.msgs))
+	for _, m := range s.msgs {
+		all = append(all, m)
+	}
+	slices.SortFunc(all, func(a, b *message) int {
+		if (a.state == ready) != (b.state == ready) {
+			if a.state == ready {
+				return -1
+			}
+			return 1
+		}
+		if a.state != ready {
+			if c := a.due.Compare(b.due); c != 0 {
+				return c
+			}
+		} else if a.priority != b.priority {
+			return b.priority - a.priority
+		}
+		return int(a.seq) - int(b.seq)
+	})
+	all = all[:min(max, len(all))]
+	out := make([]*driver.PeekedMessage, len(all))
+	for i, m := range all {
+		out[i] = &driver.PeekedMessage{
+			MessageID:     m.id,
+			ID:            m.taskID,
+			Body:          slices.Clone(m.body),
+			DeliveryCount: m.deliveries,
+			EnqueuedAt:    m.enqueuedAt,
+			VisibleAt:     m.due,
+			InFlight:      m.state == leased,
+			Priority:      m.priority,
+		}
+		if m.state == ready {
+			out[i].VisibleAt = m.enqueuedAt
+		}
+	}
+	return out, nil
+}
+
+// Stats implements driver.Driver. Counts are always exact.
+func (d *memDriver) Stats(ctx context.Context) (driver.Stats, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Stats{}, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.promote(time.Now())
+	st := driver.Stats{Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}}
+	for _, m := range s.msgs {
+		switch m.state {
+		case ready:
+			st.Ready++
+		case leased:
+			st.InFlight++
+		case waiting:
+			st.Delayed++
+		}
+	}
+	st.Dead = int64(len(s.dead))
+	if d.level(driver.DeadLetter) == driver.Unsupported {
+		st.Dead, st.Known.Dead = 0, false
+	}
+	return st, nil
+}
+
+// Clear implements driver.Driver: ready and delayed messages go; leased
+// ones and dead letters stay.
+func (d *memDriver) Clear(ctx context.Context) (int64, error) {
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.promote(time.Now())
+	var n int64
+	for _, m := range s.msgs {
+		if m.state != leased {
+			s.remove(m)
+			n++
+		}
+	}
+	s.readyQ = nil
+	return n, nil
+}
+
+// ListDead implements driver.Driver.
+func (d *memDriver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
+	if err := d.checkDead(ctx); err != nil {
+		return nil, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*driver.DeadMessage, 0, min(max, len(s.dead)))
+	for _, dm := range s.dead[:min(max, len(s.dead))] {
+		out = append(out, &driver.DeadMessage{
+			MessageID:     dm.m.id,
+			ID:            dm.m.taskID,
+			Body:          slices.Clone(dm.m.body),
+			Reason:        dm.reason,
+			Detail:        dm.detail,
+			DeliveryCount: dm.m.deliveries,
+			DeadAt:        dm.deadAt,
+		})
+	}
+	return out, nil
+}
+
+func (d *memDriver) checkDead(ctx context.Context) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	if d.level(driver.DeadLetter) == driver.Unsupported {
+		return unimplemented(driver.DeadLetter)
+	}
+	return nil
+}
+
+// takeDead removes the named dead letters (all when ids is nil). Callers
+// hold mu.
+func (s *store) takeDead(ids []string) []*deadMessage {
+	var taken, kept []*deadMessage
+	for _, dm := range s.dead {
+		if ids == nil || slices.Contains(ids, dm.m.id) {
+			taken = append(taken, dm)
+		} else {
+			kept = append(kept, dm)
+		}
+	}
+	s.dead = kept
+	return taken
+}
+
+// RequeueDead implements driver.Driver. A requeued dead letter starts over:
+// a new message ID, visible at once, its delivery count reset.
+func (d *memDriver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
+	if err := d.checkDead(ctx); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	taken := s.takeDead(ids)
+	for _, dm := range taken {
+		old := dm.m
+		s.add(&message{taskID: old.taskID, body: old.body, priority: old.priority, enqueuedAt: old.enqueuedAt}, time.Time{}, now)
+	}
+	return int64(len(taken)), nil
+}
+
+// PurgeDead implements driver.Driver.
+func (d *memDriver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
+	if err := d.checkDead(ctx); err != nil {
+		return 0, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.takeDead(ids))), nil
+}
+
+// ErrorCode implements driver.Driver.
+func (d *memDriver) ErrorCode(err error) driver.Code { return driver.CodeOf(err) }
+
+// As implements driver.Driver; mem supports no targets.
+func (d *memDriver) As(any) bool { return false }
+
+// Close implements driver.Driver. The store lives on for other handles.
+func (d *memDriver) Close() error {
+	d.closeOnce.Do(func() { close(d.closed) })
+	return nil
+}

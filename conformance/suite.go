@@ -1,0 +1,274 @@
+// Package conformance is jobq's shared backend test suite. Every backend's
+// TestConformance runs it, and third-party drivers can too:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, conformance.Harness{
+//			Name:        "mybackend",
+//			NewQueueURL: func(t testing.TB) string { return "my://host/" + uniqueName(t) },
+//			PushRaw:     conformance.RawPusher(myopener.URLOpener{}),
+//		})
+//	}
+//
+// The suite works through the portable API only (jobq.Open and the Queue
+// and Envelope methods), so it tests the driver and the portable layer
+// together, as users meet them. It checks that every capability the backend
+// declares is true, that the degraded ones degrade as declared and warn once,
+// and the semantics every backend keeps: at-least-once delivery, fenced
+// leases, visibility, poison messages, limits. A check is skipped only when
+// the declared capabilities say the feature is unsupported, and then the
+// declared fallback is checked instead.
+//
+// RunLive runs the same checks against a live queue outside `go test` (the
+// CLI's `jobq QUEUE conformance`).
+package conformance
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// T is the part of *testing.T the checks use. *testing.T implements it; so
+// does the runner behind RunLive. Fatalf and Skipf end the calling goroutine,
+// which must be the one running the check.
+type T interface {
+	Helper()
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Failed() bool
+	Cleanup(func())
+	// Context is canceled when the check ends (before its clean-ups run).
+	Context() context.Context
+}
+
+// check is one behaviour the suite verifies.
+type check struct {
+	name string
+	run  func(c *C)
+}
+
+// C is the state of one running check.
+type C struct {
+	T
+	h      Harness
+	newURL func() string
+}
+
+// Run runs every check as a subtest of t, in parallel unless h.Serial.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewQueueURL == nil {
+		t.Fatal("conformance: Harness.NewQueueURL is nil; it must return a fresh queue URL per call")
+	}
+	for _, ck := range checks() {
+		t.Run(ck.name, func(t *testing.T) {
+			if !h.Serial {
+				t.Parallel()
+			}
+			c := &C{T: t, h: h, newURL: func() string { return h.NewQueueURL(t) }}
+			ck.run(c)
+		})
+	}
+}
+
+// Names returns the names of the checks in the order they run.
+func Names() []string {
+	cs := checks()
+	out := make([]string, len(cs))
+	for i, ck := range cs {
+		out[i] = ck.name
+	}
+	return out
+}
+
+// checks lists the suite. Keep docs/conformance.md in step.
+func checks() []check {
+	return []check{
+		{"Capabilities", checkCapabilities},
+		{"UnknownParameter", checkUnknownParameter},
+		{"PushReceiveComplete", checkPushReceiveComplete},
+		{"BatchPushReceive", checkBatchPushReceive},
+		{"Unicode", checkUnicode},
+		{"SizeLimit", checkSizeLimit},
+		{"VisibilityExpiry", checkVisibilityExpiry},
+		{"Renew", checkRenew},
+		{"LockLostChannel", checkLockLostChannel},
+		{"SettleAfterLockLost", checkSettleAfterLockLost},
+		{"RequeueImmediate", checkRequeueImmediate},
+		{"RequeueDelayed", checkRequeueDelayed},
+		{"DelayedPush", checkDelayedPush},
+		{"Priority", checkPriority},
+		{"DeadLetter", checkDeadLetter},
+		{"DeadLetterRequeuePurge", checkDeadLetterRequeuePurge},
+		{"FailRetryBudget", checkFailRetryBudget},
+		{"Poison", checkPoison},
+		{"Peek", checkPeek},
+		{"Stats", checkStats},
+		{"Clear", checkClear},
+		{"Dedup", checkDedup},
+		{"ConcurrentReceivers", checkConcurrentReceivers},
+		{"DegradedWarnsOnce", checkDegradedWarnsOnce},
+		{"UnimplementedUnsafe", checkUnimplementedUnsafe},
+		{"ClosedQueue", checkClosedQueue},
+		{"CanceledContext", checkCanceledContext},
+	}
+}
+
+// handle is one open queue and the log records of its logger.
+type handle struct {
+	*jobq.Queue
+	url  string
+	logs *logStore
+}
+
+// open opens a fresh queue.
+func (c *C) open() *handle {
+	c.Helper()
+	return c.openURL(c.newURL())
+}
+
+// openURL opens url with a capturing logger and closes it when the check
+// ends, verifying then that no feature warned more than once and that no
+// native feature warned at all.
+func (c *C) openURL(url string) *handle {
+	c.Helper()
+	logs := &logStore{}
+	q, err := jobq.OpenWithOptions(c.Context(), url, jobq.OpenOptions{Logger: slog.New(&captureHandler{store: logs})})
+	if err != nil {
+		c.Fatalf("open %s: %v", jobq.RedactURL(url), err)
+	}
+	h := &handle{Queue: q, url: url, logs: logs}
+	c.Cleanup(func() {
+		_ = q.Close()
+		caps := q.Capabilities()
+		for _, f := range driver.AllFeatures {
+			ws := logs.warnings(string(f))
+			switch {
+			case len(ws) > 1:
+				c.Errorf("feature %s warned %d times on one queue; the degradation warning must be logged once per queue: %v", f, len(ws), ws)
+			case len(ws) == 1 && caps.Level(f) == driver.Native:
+				c.Errorf("feature %s is declared native but a degradation warning was logged: %v", f, ws[0])
+			}
+		}
+	})
+	return h
+}
+
+// ctx returns a context for one step of a check.
+func (c *C) ctx() context.Context { return c.Context() }
+
+func (c *C) vis() time.Duration { return c.h.visibility() }
+
+// patience is how long the suite waits for something that must happen.
+func (c *C) patience() time.Duration { return max(10*time.Second, 4*c.vis()) }
+
+// longVis is a lease that does not expire during a check.
+func (c *C) longVis(q *handle) time.Duration {
+	v := 2 * time.Minute
+	if mv := q.Capabilities().MaxVisibility; mv > 0 && mv < v {
+		v = mv
+	}
+	if c.h.Visibility > v {
+		v = c.h.Visibility
+	}
+	return v
+}
+
+func level(q *handle, f driver.Feature) driver.Level { return q.Capabilities().Level(f) }
+
+// task returns a distinct shell task.
+func task(name string) *jobq.Task {
+	return &jobq.Task{Command: "echo conformance " + name}
+}
+
+// push pushes tasks one by one and returns their IDs.
+func (c *C) push(q *handle, ts ...*jobq.Task) []string {
+	c.Helper()
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		r, err := q.Push(c.ctx(), t)
+		if err != nil {
+			c.Fatalf("push %q: %v", t.Command, err)
+		}
+		if r.ID == "" || r.ID != t.ID {
+			c.Fatalf("push returned ID %q, task ID is %q: Push must report (and set) the task's ID", r.ID, t.ID)
+		}
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// receive waits for one message, failing the check when none arrives.
+func (c *C) receive(q *handle, vis time.Duration) *jobq.Envelope {
+	c.Helper()
+	e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: vis, Wait: c.patience()})
+	if err != nil {
+		c.Fatalf("receive (waiting up to %v for a message that was pushed): %v", c.patience(), err)
+	}
+	return e
+}
+
+// receiveNone checks that nothing is visible now. It returns false (and
+// reports nothing) when the call ended after notAfter, since a message
+// whose time came meanwhile may then rightly be returned; a non-zero
+// notAfter makes the check conditional in that way.
+func (c *C) receiveNone(q *handle, notAfter time.Time, why string) bool {
+	c.Helper()
+	e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.vis()})
+	late := !notAfter.IsZero() && !time.Now().Before(notAfter)
+	switch {
+	case err == nil && late:
+		// Nothing can be concluded; let it go back.
+		_ = e.Requeue(c.ctx(), 0)
+		return false
+	case err == nil:
+		c.Errorf("%s, but Receive returned task %s (delivery %d)", why, e.Task.ID, e.DeliveryCount)
+		_ = e.Requeue(c.ctx(), 0)
+		return true
+	case !errors.Is(err, jobq.ErrEmpty):
+		c.Fatalf("receive: %v", err)
+	}
+	return !late
+}
+
+// settle completes e, failing the check on error.
+func (c *C) complete(e *jobq.Envelope) {
+	c.Helper()
+	if err := e.Complete(c.ctx()); err != nil {
+		c.Fatalf("complete task %s: %v", e.Task.ID, err)
+	}
+}
+
+// expectCode checks err's code.
+func (c *C) expectCode(err error, want jobq.Code, what string) {
+	c.Helper()
+	if err == nil {
+		c.Errorf("%s: got no error, want code %v", what, want)
+		return
+	}
+	if got := jobq.ErrorCode(err); got != want {
+		c.Errorf("%s: got code %v (%v), want %v", what, got, err, want)
+	}
+}
+
+// poll calls f every few milliseconds until it returns true or the
+// patience runs out; it reports whether f succeeded.
+func (c *C) poll(f func() bool) bool {
+	deadline := time.Now().Add(c.patience())
+	for {
+		if f() {
+			return true
+		}
+		if time.Now().After(deadline) || c.Context().Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
