@@ -63,7 +63,7 @@ func (w *Worker) process(env *jobq.Envelope) {
 		close(hbDone)
 	}
 	start := time.Now()
-	log.Info("task started", "delivery", env.DeliveryCount, "task_desc", env.Task.String())
+	log.Info("task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
 	err := w.h.Handle(ctx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
 	cause := context.Cause(ctx)
 	cancel(nil)
@@ -158,4 +158,13 @@ func (w *Worker) heartbeat(ctx context.Context, env *jobq.Envelope, log *slog.Lo
 			}
 		}
 	}
+}
+
+// describe is a task's command or payload, shortened for a log line.
+func describe(t *jobq.Task) string {
+	s := t.Command
+	if s == "" {
+		s = string(t.Payload)
+	}
+	return truncateStr(s, 120)
 }

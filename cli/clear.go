@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) clearCommand() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "clear [--yes]",
+		Short: "Delete every queued task (dead letters are kept)",
+		Long: `Delete every ready and delayed task, and in-flight ones where the backend
+can (their workers then lose the lease). Dead letters are kept: use
+'jobq dlq purge --all' for those. Asks for confirmation on standard input
+unless --yes.`,
+		Example: `  jobq sqlite://./work.db clear
+  jobq sqlite://./work.db clear --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			q, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			if !yes {
+				what := "every task"
+				if n, err := q.Size(ctx); err == nil {
+					what = fmt.Sprintf("%d tasks", n)
+				}
+				if err := a.confirm(fmt.Sprintf("Delete %s from %s (dead letters are kept)?", what, q.URL())); err != nil {
+					return err
+				}
+			}
+			n, err := q.Clear(ctx)
+			if err != nil {
+				return failure(err)
+			}
+			if n < 0 {
+				fmt.Fprintln(a.stdout, "cleared (the backend does not say how many)")
+			} else {
+				fmt.Fprintf(a.stdout, "cleared %d tasks\n", n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// errDeclined is returned when the user does not confirm.
+var errDeclined = errors.New("not confirmed; nothing was changed (pass --yes to skip the question)")
+
+// confirm asks a yes/no question on stderr and reads the answer from stdin.
+func (a *app) confirm(question string) error {
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	fmt.Fprintln(a.stderr)
+	return failure(errDeclined)
+}

@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) dlqCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq COMMAND",
+		Short: "List, requeue or purge dead-lettered tasks",
+		Long: `Dead letters are tasks that failed past their retry budget, that a worker
+dead-lettered, or that could not be decoded. Each keeps the reason and the
+tail of the task's output.`,
+		Example: `  jobq sqlite://./work.db dlq list
+  jobq sqlite://./work.db dlq requeue --all
+  jobq sqlite://./work.db dlq purge MESSAGE_ID`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.dlqListCommand(), a.dlqMoveCommand("requeue"), a.dlqMoveCommand("purge"))
+	return cmd
+}
+
+func (a *app) dlqListCommand() *cobra.Command {
+	var n int
+	var asJSON, detail bool
+	cmd := &cobra.Command{
+		Use:   "list [-n N] [--json] [--detail]",
+		Short: "List dead letters, oldest first",
+		Example: `  jobq sqlite://./work.db dlq list
+  jobq sqlite://./work.db dlq list --detail
+  jobq sqlite://./work.db dlq list --json -n 1000`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if n < 1 {
+				return usageError("-n is %d; ask for at least 1", n)
+			}
+			q, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			dead, err := q.DeadLetters().List(cmd.Context(), n)
+			if err != nil {
+				return failure(err)
+			}
+			if asJSON {
+				type out struct {
+					MessageID     string          `json:"message_id"`
+					TaskID        string          `json:"task_id,omitempty"`
+					Reason        string          `json:"reason"`
+					Detail        string          `json:"detail,omitempty"`
+					DeliveryCount int             `json:"delivery_count"`
+					DeadAt        *time.Time      `json:"dead_at,omitempty"`
+					Body          json.RawMessage `json:"body"`
+				}
+				list := make([]out, 0, len(dead))
+				for _, d := range dead {
+					o := out{MessageID: d.MessageID, Reason: d.Reason, Detail: d.Detail, DeliveryCount: d.DeliveryCount, DeadAt: timePtr(d.DeadAt), Body: d.Body}
+					if !json.Valid(o.Body) {
+						o.Body, _ = json.Marshal(string(d.Body))
+					}
+					if d.Task != nil {
+						o.TaskID = d.Task.ID
+					}
+					list = append(list, o)
+				}
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			if len(dead) == 0 {
+				fmt.Fprintln(a.stdout, "(no dead letters)")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "MESSAGE ID\tDELIVERIES\tDEAD AT\tREASON\tTASK")
+			for _, d := range dead {
+				what := "undecodable"
+				if d.Task != nil {
+					what = d.Task.Command
+					if what == "" {
+						what = string(d.Task.Payload)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", d.MessageID, d.DeliveryCount, timeOrDash(d.DeadAt), truncate(d.Reason, 60), truncate(what, 60))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if detail {
+				for _, d := range dead {
+					if d.Detail == "" {
+						continue
+					}
+					fmt.Fprintf(a.stdout, "\n--- %s: %s\n%s\n", d.MessageID, d.Reason, strings.TrimRight(d.Detail, "\n"))
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&n, "num", "n", 100, "how many dead letters to list")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON, with the reason, the detail and the raw message")
+	cmd.Flags().BoolVar(&detail, "detail", false, "also print each dead letter's detail (the tail of the task's output)")
+	return cmd
+}
+
+// dlqMoveCommand builds requeue and purge, which take the same arguments.
+func (a *app) dlqMoveCommand(verb string) *cobra.Command {
+	var all, yes bool
+	short := map[string]string{
+		"requeue": "Move dead letters back to the queue",
+		"purge":   "Delete dead letters",
+	}[verb]
+	cmd := &cobra.Command{
+		Use:   verb + " (MESSAGE_ID... | --all)",
+		Short: short,
+		Long: short + `, by message ID (from 'dlq list') or all of them with --all.` + map[string]string{
+			"requeue": " Requeued tasks keep their remaining retry budget.",
+			"purge":   " Asks for confirmation with --all unless --yes.",
+		}[verb],
+		Example: fmt.Sprintf("  jobq sqlite://./work.db dlq %s MESSAGE_ID\n  jobq sqlite://./work.db dlq %s --all", verb, verb),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			if all == (len(ids) > 0) {
+				return usageError("give message IDs (see 'jobq dlq list') or --all, not both and not neither")
+			}
+			ctx := cmd.Context()
+			q, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			dl := q.DeadLetters()
+			var n int64
+			if verb == "requeue" {
+				n, err = dl.Requeue(ctx, ids...)
+			} else {
+				if all && !yes {
+					if err := a.confirm(fmt.Sprintf("Delete every dead letter of %s?", q.URL())); err != nil {
+						return err
+					}
+				}
+				n, err = dl.Purge(ctx, ids...)
+			}
+			if err != nil {
+				return failure(err)
+			}
+			past := map[string]string{"requeue": "requeued", "purge": "purged"}[verb]
+			fmt.Fprintf(a.stdout, "%s %d dead letters\n", past, n)
+			if len(ids) > 0 && n < int64(len(ids)) {
+				a.log.Warn("some IDs were not found among the dead letters", "asked", len(ids), past, n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "every dead letter")
+	if verb == "purge" {
+		cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	}
+	return cmd
+}

@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+)
+
+func (a *app) peekCommand() *cobra.Command {
+	var n int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "peek [-n N] [--json]",
+		Short: "Show the next tasks without taking them",
+		Long: `Show up to N tasks in the order workers would receive them (where the
+backend can tell), without taking them. --json prints the raw messages as a
+JSON array: message_id, body (the message as stored), delivery_count,
+enqueued_at, visible_at, in_flight, priority.`,
+		Example: `  jobq sqlite://./work.db peek
+  jobq sqlite://./work.db peek -n 10 --json | jq '.[].body.id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if n < 1 {
+				return usageError("-n is %d; ask for at least 1", n)
+			}
+			q, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			msgs, err := q.Peek(cmd.Context(), n)
+			if err != nil {
+				return failure(err)
+			}
+			if asJSON {
+				return a.printPeekJSON(msgs)
+			}
+			if len(msgs) == 0 {
+				fmt.Fprintln(a.stdout, "(queue is empty)")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tRETRIES\tDELIVERIES\tSTATE\tENQUEUED\tTASK")
+			for _, m := range msgs {
+				id, retries, what := "?", "?", "undecodable: "+fmt.Sprint(m.DecodeErr)
+				if m.Task != nil {
+					id, retries = m.Task.ID, strconv.Itoa(m.Task.NumRetries)
+					what = m.Task.Command
+					if what == "" {
+						what = string(m.Task.Payload)
+					}
+					what = truncate(what, 80)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", id, retries, m.DeliveryCount, peekState(m), timeOrDash(m.EnqueuedAt), what)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().IntVarP(&n, "num", "n", 1, "how many tasks to show")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw messages as JSON")
+	return cmd
+}
+
+func peekState(m *jobq.PeekedTask) string {
+	switch {
+	case m.InFlight:
+		return "in-flight"
+	case !m.VisibleAt.IsZero() && time.Until(m.VisibleAt) > 0:
+		return "delayed " + time.Until(m.VisibleAt).Round(time.Second).String()
+	}
+	return "ready"
+}
+
+func (a *app) printPeekJSON(msgs []*jobq.PeekedTask) error {
+	type out struct {
+		MessageID     string          `json:"message_id"`
+		Body          json.RawMessage `json:"body"`
+		DeliveryCount int             `json:"delivery_count"`
+		EnqueuedAt    *time.Time      `json:"enqueued_at,omitempty"`
+		VisibleAt     *time.Time      `json:"visible_at,omitempty"`
+		InFlight      bool            `json:"in_flight"`
+		Priority      int             `json:"priority"`
+	}
+	list := make([]out, 0, len(msgs))
+	for _, m := range msgs {
+		body := json.RawMessage(m.Body)
+		if !json.Valid(body) {
+			body, _ = json.Marshal(string(m.Body))
+		}
+		list = append(list, out{MessageID: m.MessageID, Body: body, DeliveryCount: m.DeliveryCount,
+			EnqueuedAt: timePtr(m.EnqueuedAt), VisibleAt: timePtr(m.VisibleAt), InFlight: m.InFlight, Priority: m.Priority})
+	}
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(list)
+}
+
+func (a *app) sizeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "size",
+		Short: "Print how many tasks are queued (ready, in flight and delayed)",
+		Long: `Print the number of tasks in the queue that are not dead-lettered: ready,
+in flight and delayed. Approximate on backends without exact counts.`,
+		Example: `  jobq sqlite://./work.db size`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			n, err := q.Size(cmd.Context())
+			if err != nil {
+				return failure(err)
+			}
+			fmt.Fprintln(a.stdout, n)
+			return nil
+		},
+	}
+}
+
+func (a *app) statsCommand() *cobra.Command {
+	var sample time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats [--sample D] [--json]",
+		Short: "Print ready, in-flight, delayed and dead-lettered counts, and an estimated drain time",
+		Long: `Print the queue's counts: ready, in flight, delayed, dead-lettered.
+
+The estimated drain time comes from the net throughput measured over
+--sample: the counts are read twice, D apart; the queue's size went down by
+some number of tasks in that time, and the remaining tasks at that rate give
+the estimate. It is the net rate, so pushes during the sample slow it, and
+it is "unknown" when the queue did not shrink. --sample 0 skips it.`,
+		Example: `  jobq sqlite://./work.db stats
+  jobq sqlite://./work.db stats --sample 30s
+  jobq sqlite://./work.db stats --sample 0 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			q, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			st, err := q.Stats(ctx)
+			if err != nil {
+				return failure(err)
+			}
+			est := drainEstimate{}
+			if sample > 0 {
+				est, st, err = measureDrain(ctx, q, st, sample)
+				if err != nil {
+					return failure(err)
+				}
+			}
+			return a.printStats(st, sample, est, asJSON)
+		},
+	}
+	sample = 3 * time.Second
+	cmd.Flags().Var(durationValue{&sample}, "sample", "how long to measure throughput for the drain estimate (0: skip it)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+// drainEstimate is the result of measureDrain.
+type drainEstimate struct {
+	measured bool
+	rate     float64 // tasks per second, net
+	eta      time.Duration
+	known    bool
+}
+
+// measureDrain reads the counts again after sample and estimates the drain
+// time from the net decrease.
+func measureDrain(ctx context.Context, q *jobq.Queue, first jobq.Stats, sample time.Duration) (drainEstimate, jobq.Stats, error) {
+	start := time.Now()
+	select {
+	case <-time.After(sample):
+	case <-ctx.Done():
+		return drainEstimate{}, first, ctx.Err()
+	}
+	second, err := q.Stats(ctx)
+	if err != nil {
+		return drainEstimate{}, first, err
+	}
+	elapsed := time.Since(start).Seconds()
+	size := func(s jobq.Stats) int64 { return s.Ready + s.InFlight + s.Delayed }
+	est := drainEstimate{measured: true, rate: float64(size(first)-size(second)) / elapsed}
+	switch {
+	case size(second) == 0:
+		est.known, est.eta = true, 0
+	case est.rate > 0:
+		est.known = true
+		est.eta = time.Duration(float64(size(second)) / est.rate * float64(time.Second))
+	}
+	return est, second, nil
+}
+
+func (a *app) printStats(st jobq.Stats, sample time.Duration, est drainEstimate, asJSON bool) error {
+	count := func(n int64, known bool) any {
+		if !known {
+			return nil
+		}
+		return n
+	}
+	if asJSON {
+		m := map[string]any{
+			"ready": count(st.Ready, st.Known.Ready), "in_flight": count(st.InFlight, st.Known.InFlight),
+			"delayed": count(st.Delayed, st.Known.Delayed), "dead_lettered": count(st.Dead, st.Known.Dead),
+		}
+		if est.measured {
+			m["drain_rate_per_s"] = est.rate
+			if est.known {
+				m["drain_eta_s"] = est.eta.Seconds()
+			} else {
+				m["drain_eta_s"] = nil
+			}
+		}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(m)
+	}
+	show := func(n int64, known bool) string {
+		if !known {
+			return "n/a"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ready\t%s\n", show(st.Ready, st.Known.Ready))
+	fmt.Fprintf(tw, "in flight\t%s\n", show(st.InFlight, st.Known.InFlight))
+	fmt.Fprintf(tw, "delayed\t%s\n", show(st.Delayed, st.Known.Delayed))
+	fmt.Fprintf(tw, "dead-lettered\t%s\n", show(st.Dead, st.Known.Dead))
+	if est.measured {
+		fmt.Fprintf(tw, "throughput\t%.2f tasks/s (net, over %s)\n", est.rate, formatDuration(sample))
+		switch {
+		case est.known && est.eta == 0:
+			fmt.Fprintf(tw, "drain time\tqueue is empty\n")
+		case est.known:
+			fmt.Fprintf(tw, "drain time\t~%s\n", roundETA(est.eta))
+		default:
+			fmt.Fprintf(tw, "drain time\tunknown (the queue did not shrink during the sample; try a longer --sample)\n")
+		}
+	}
+	return tw.Flush()
+}
+
+func roundETA(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%.1fd", d.Hours()/24)
+	case d >= time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func timeOrDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

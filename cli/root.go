@@ -1,0 +1,260 @@
+// Package cli is the jobq command tree (cobra). It parses, calls the jobq
+// and worker packages, and prints; no queue logic lives here. cmd/jobq is
+// its main package.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/jobq/jobq"
+)
+
+// app holds what every command shares: the global flags, the streams, the
+// logger.
+type app struct {
+	queue     string
+	connStr   string
+	stash     string
+	verbose   int
+	quiet     int
+	logFormat string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	// baseEnv is the environment as the command started, before --conn-str
+	// is exported for the backends; tasks get this one.
+	baseEnv []string
+}
+
+// Main runs the jobq command with args (without the program name) on the
+// process's standard streams and returns the exit code.
+func Main(args []string) int {
+	ctx := context.Background()
+	return Run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+// Run runs the jobq command with args and the given streams and returns the
+// exit code (see ExitOK, ExitFailure, ExitUsage).
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, baseEnv: os.Environ()}
+	root := a.rootCommand()
+	queue, rest := splitQueueArg(root, args)
+	a.queue = queue
+	root.SetArgs(rest)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		code := exitCode(err)
+		var ee *exitError
+		if !errors.As(err, &ee) {
+			// cobra's own errors (unknown flag or command, bad flag value)
+			// are usage errors; anything else a command returned unwrapped
+			// is a failure.
+			if isCobraUsage(err) {
+				code = ExitUsage
+			}
+		}
+		fmt.Fprintf(stderr, "jobq: %v\n", err)
+		if code == ExitUsage && isCobraUsage(err) {
+			fmt.Fprintln(stderr, "Run 'jobq --help' for usage.")
+		}
+		return code
+	}
+	return ExitOK
+}
+
+// isCobraUsage recognises the errors cobra and pflag return for a bad
+// command line.
+func isCobraUsage(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "invalid argument", "flag needs an argument", "accepts ", "requires at least", "bad flag syntax", "if any flags in the group"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+const rootLong = `jobq runs distributed work queues on engines you already have: an embedded
+SQLite file, Postgres, Redis, Azure Storage Queue or Azure Service Bus.
+
+The queue comes first, as in ai4s-jobq, then the command:
+
+  jobq sqlite://./work.db?queue=default push -c "echo hi"
+  jobq sqlite://./work.db?queue=default worker -n 4
+
+The queue may also be given with --queue or $JOBQ_QUEUE. Queue forms:
+  sqlite://PATH?queue=NAME           embedded SQLite file (no server)
+  postgres://USER@HOST/DB?queue=NAME Postgres
+  redis://HOST:PORT/DB?queue=NAME    Redis
+  azqueue://ACCOUNT/QUEUE, or ACCOUNT/QUEUE   Azure Storage Queue
+  sb://NAMESPACE/QUEUE               Azure Service Bus
+Run 'jobq backends' for the schemes this build supports and what each can do.
+
+Durations take Go syntax plus days and weeks: 90s, 10m, 1h30m, 2d, 1w.
+
+Exit codes: 0 success; 1 a task, the worker or the backend failed;
+2 usage or configuration error.`
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "jobq [QUEUE] COMMAND",
+		Short:         "Push, run and inspect tasks on a work queue",
+		Long:          rootLong,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Example: `  jobq sqlite://./work.db push -c "echo hello"
+  seq 100 | sed 's/^/echo task /' | jobq sqlite://./work.db push
+  jobq sqlite://./work.db worker -n 4
+  JOBQ_QUEUE=sqlite://./work.db jobq stats`,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return a.setup() },
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.queue, "queue", "", "the queue URL (default: the first argument, else $JOBQ_QUEUE)")
+	pf.StringVar(&a.connStr, "conn-str", "", "Azure connection string for azqueue:// and sb:// queues (default $JOBQ_CONNECTION_STRING)")
+	pf.StringVar(&a.stash, "stash", "", "where large task payloads go: gs://bucket/prefix or file:///dir (default $JOBQ_STASH)")
+	pf.CountVarP(&a.verbose, "verbose", "v", "more logging (debug)")
+	pf.CountVarP(&a.quiet, "quiet", "q", "less logging: -q warnings and errors, -qq errors only")
+	pf.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return asUsage(err) })
+	root.AddCommand(a.pushCommand(), a.workerCommand(), a.pullCommand(), a.peekCommand(), a.sizeCommand(),
+		a.statsCommand(), a.clearCommand(), a.dlqCommand(), a.backendsCommand(), a.conformanceCommand(),
+		a.versionCommand())
+	return root
+}
+
+// setup builds the logger once the flags are parsed.
+func (a *app) setup() error {
+	level := slog.LevelInfo
+	switch {
+	case a.verbose > 0 && a.quiet > 0:
+		return usageError("-v and -q contradict each other; use one")
+	case a.verbose > 0:
+		level = slog.LevelDebug
+	case a.quiet == 1:
+		level = slog.LevelWarn
+	case a.quiet > 1:
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch a.logFormat {
+	case "text":
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	default:
+		return usageError("--log-format %q is not supported: use text or json", a.logFormat)
+	}
+	slog.SetDefault(a.log)
+	return nil
+}
+
+// queueURL resolves the queue: argument or --queue, then $JOBQ_QUEUE.
+func (a *app) queueURL() (string, error) {
+	q := a.queue
+	if q == "" {
+		q = os.Getenv("JOBQ_QUEUE")
+	}
+	if q == "" {
+		return "", usageError("no queue given: put it first (jobq QUEUE COMMAND), or use --queue or $JOBQ_QUEUE; for example jobq sqlite://./work.db?queue=default push -c \"echo hi\"")
+	}
+	return q, nil
+}
+
+// open opens the queue, turning an unknown scheme into a clear "backend not
+// available" usage error.
+func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
+	raw, err := a.queueURL()
+	if err != nil {
+		return nil, err
+	}
+	norm := jobq.NormalizeURL(raw)
+	if u, perr := url.Parse(norm); perr != nil || u.Scheme == "" {
+		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", jobq.RedactURL(raw))
+	} else if _, ok := jobq.BackendCapabilities(u.Scheme); !ok {
+		return nil, usageError("backend not available: no backend for scheme %q is built into this jobq (available: %s); run 'jobq backends'",
+			u.Scheme, strings.Join(jobq.Schemes(), ", "))
+	}
+	connStr := a.connStr
+	if connStr == "" {
+		connStr = os.Getenv("JOBQ_CONNECTION_STRING")
+	}
+	if connStr != "" {
+		// The Azure backends read the connection string from the
+		// environment; tasks still get baseEnv, without it.
+		if err := os.Setenv("JOBQ_CONNECTION_STRING", connStr); err != nil {
+			return nil, fmt.Errorf("exporting the connection string: %w", err)
+		}
+	}
+	opts := jobq.OpenOptions{Logger: a.log}
+	if err := a.applyStash(&opts); err != nil {
+		return nil, err
+	}
+	q, err := jobq.OpenWithOptions(ctx, norm, opts)
+	if err != nil {
+		if jobq.ErrorCode(err) == jobq.InvalidArgument {
+			return nil, asUsage(err)
+		}
+		return nil, failure(err)
+	}
+	return q, nil
+}
+
+// splitQueueArg takes the queue from the first positional argument when it
+// is not a command name (ai4s-jobq style: jobq QUEUE COMMAND), and returns
+// it with the remaining arguments.
+func splitQueueArg(root *cobra.Command, args []string) (string, []string) {
+	valued := map[string]bool{}
+	root.PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.NoOptDefVal == "" {
+			valued["--"+f.Name] = true
+			if f.Shorthand != "" {
+				valued["-"+f.Shorthand] = true
+			}
+		}
+	})
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			return "", args
+		}
+		if strings.HasPrefix(arg, "-") {
+			if valued[arg] {
+				i++ // its value follows
+			}
+			continue
+		}
+		if isCommand(root, arg) {
+			return "", args
+		}
+		rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+		return arg, rest
+	}
+	return "", args
+}
+
+func isCommand(root *cobra.Command, name string) bool {
+	if name == "help" || name == "completion" {
+		return true
+	}
+	for _, c := range root.Commands() {
+		if c.Name() == name || c.HasAlias(name) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq/worker"
+)
+
+type workerFlags struct {
+	concurrency    int
+	visibility     time.Duration
+	heartbeat      bool
+	noHeartbeat    bool
+	maxConsecutive int
+	timeLimit      time.Duration
+	wait           bool
+	killTimeout    time.Duration
+	emulateTTY     bool
+	statusInterval time.Duration
+}
+
+const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--wait keeps
+polling instead).
+
+Each task runs as 'bash -c CMD' in its own process group, with the worker's
+environment plus the task's -e variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME;
+its output is logged line by line, prefixed with the task ID. A non-zero
+exit is a failure: the task is retried while its --num-retries budget lasts,
+then moved to the dead letters with the tail of its output.
+
+Leases: each task is hidden from other workers for --visibility-timeout;
+the heartbeat renews it every half timeout. A task whose lease is lost is
+stopped and not counted as a failure. A worker that dies leaves its tasks to
+reappear after the timeout.
+
+The worker stops with exit 1 when more than --max-consecutive-failures
+tasks fail in a row.
+
+An empty queue: the worker exits when no task is ready and no delayed task
+is waiting that it could run (tasks it put back itself because their gate
+failed here do not count). Tasks running on other workers do not keep it.
+
+Signals: SIGTERM or SIGINT stops taking tasks, sends SIGTERM to the running
+tasks, requeues them at once and exits; SIGUSR1 lets running tasks finish and
+takes no new ones; a second signal sends SIGKILL to the running tasks.
+--time-limit acts as SIGTERM when reached.
+
+Gates (push --gate-cmd): the gate command runs before the task, once per
+worker (results cached by the command's SHA-256); a failed gate puts the
+task back with a delay, without using a retry. Environment:
+  JOBQ_GATE_CACHE_SIZE          cached gate results (default 128)
+  JOBQ_GATE_TIMEOUT_S           seconds a gate may run (default 60)
+  JOBQ_GATE_REQUEUE_DELAY_S     seconds a task waits after its gate failed (default 30)
+  JOBQ_GATE_MAX_NOT_QUALIFIED   gate failures in a row after which the worker
+                                exits 0: it cannot run anything here (default 100)
+
+A status line (queue size, tasks done, failures, rate) is logged every
+--status-interval.`
+
+func (a *app) workerCommand() *cobra.Command {
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "worker [flags]",
+		Short: "Run tasks until the queue is empty",
+		Long:  workerLong,
+		Example: `  jobq sqlite://./work.db worker
+  jobq sqlite://./work.db worker -n 8 --visibility-timeout 30m --time-limit 12h
+  jobq sqlite://./work.db worker --wait --max-consecutive-failures 10`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.fromEnv(cmd); err != nil {
+				return err
+			}
+			return a.runWorker(cmd.Context(), f, 0)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVarP(&f.concurrency, "num-workers", "n", 1, "how many tasks run at once")
+	f.addCommon(cmd)
+	fl.IntVar(&f.maxConsecutive, "max-consecutive-failures", 2, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
+	f.timeLimit = 24 * time.Hour
+	fl.Var(durationValue{&f.timeLimit}, "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
+	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
+	f.statusInterval = 5 * time.Minute
+	fl.Var(durationValue{&f.statusInterval}, "status-interval", "how often to log a status line (0: never)")
+	return cmd
+}
+
+func (a *app) pullCommand() *cobra.Command {
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "pull [flags]",
+		Short: "Run exactly one task, then exit",
+		Long: `Take one task from the queue, run it as the worker does, and exit: 0 when it
+succeeded or the queue was empty, 1 when it failed (it is then retried or
+dead-lettered as the worker would).`,
+		Example: `  jobq sqlite://./work.db pull`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.fromEnv(cmd); err != nil {
+				return err
+			}
+			f.concurrency = 1
+			f.maxConsecutive = -1
+			f.statusInterval = 0
+			return a.runWorker(cmd.Context(), f, 1)
+		},
+	}
+	f.addCommon(cmd)
+	return cmd
+}
+
+// addCommon adds the flags worker and pull share.
+func (f *workerFlags) addCommon(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	f.visibility = 10 * time.Minute
+	fl.Var(durationValue{&f.visibility}, "visibility-timeout", "how long a running task stays hidden from other workers (the lease)")
+	fl.BoolVar(&f.heartbeat, "heartbeat", true, "renew the lease every half --visibility-timeout while a task runs")
+	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
+	f.killTimeout = 600 * time.Second
+	fl.Var(durationValue{&f.killTimeout}, "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
+	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
+}
+
+// fromEnv applies $JOBQ_TIME_LIMIT and $JOBQ_KILL_TIMEOUT to flags not given.
+func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
+	for _, e := range []struct {
+		flag, env string
+		dst       *time.Duration
+	}{
+		{"time-limit", "JOBQ_TIME_LIMIT", &f.timeLimit},
+		{"kill-timeout", "JOBQ_KILL_TIMEOUT", &f.killTimeout},
+	} {
+		fl := cmd.Flags().Lookup(e.flag)
+		if fl == nil || fl.Changed {
+			continue
+		}
+		if v := os.Getenv(e.env); v != "" {
+			d, err := ParseDuration(v)
+			if err != nil {
+				return usageError("$%s: %v", e.env, err)
+			}
+			*e.dst = d
+		}
+	}
+	if f.noHeartbeat {
+		f.heartbeat = false
+	}
+	if f.concurrency < 1 {
+		return usageError("--num-workers is %d; it must be at least 1", f.concurrency)
+	}
+	if f.visibility < time.Second {
+		return usageError("--visibility-timeout %v is too short; use at least 1s", f.visibility)
+	}
+	if f.maxConsecutive == 0 || f.maxConsecutive < -1 {
+		return usageError("--max-consecutive-failures is %d; use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit", f.maxConsecutive)
+	}
+	return nil
+}
+
+// runWorker runs the shell worker; maxTasks 1 is pull.
+func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error {
+	gate, err := worker.GateConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		return asUsage(fmt.Errorf("invalid gate settings: %w", err))
+	}
+	if f.emulateTTY {
+		if _, err := exec.LookPath("script"); err != nil {
+			return usageError("--emulate-tty needs the script command (util-linux), which is not on PATH")
+		}
+	}
+	q, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+
+	shell := &worker.Shell{Env: a.baseEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
+	opts := worker.Options{
+		Concurrency:            f.concurrency,
+		Visibility:             f.visibility,
+		DisableHeartbeat:       !f.heartbeat,
+		MaxConsecutiveFailures: f.maxConsecutive,
+		TimeLimit:              f.timeLimit,
+		Wait:                   f.wait,
+		MaxTasks:               maxTasks,
+		StatusInterval:         f.statusInterval,
+		Gate:                   gate,
+		Logger:                 a.log,
+	}
+	if f.statusInterval == 0 {
+		opts.StatusInterval = -1
+	}
+	w := worker.New(q, shell, opts)
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		n := 0
+		for {
+			select {
+			case s := <-sigs:
+				n++
+				switch {
+				case n > 1:
+					a.log.Warn("second signal: killing running tasks", "signal", s.String())
+					w.Kill()
+				case s == syscall.SIGUSR1:
+					a.log.Info("SIGUSR1: finishing running tasks, taking no new ones")
+					w.Drain()
+				default:
+					a.log.Info("stopping: running tasks get SIGTERM and are requeued; send the signal again to kill them", "signal", s.String())
+					w.Stop()
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
+		"time_limit", formatDuration(f.timeLimit), "heartbeat", f.heartbeat, "pid", os.Getpid())
+	err = w.Run(ctx)
+	switch {
+	case errors.Is(err, worker.ErrTooManyFailures):
+		return failure(err)
+	case err != nil:
+		return failure(err)
+	}
+	if maxTasks == 1 {
+		c := w.Counts()
+		switch {
+		case c.Failed > 0:
+			return failure(errors.New("the task failed"))
+		case c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
+			a.log.Info("queue is empty: nothing to pull")
+		}
+	}
+	return nil
+}
