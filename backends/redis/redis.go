@@ -139,6 +139,12 @@ func parseURL(u *url.URL) (*config, error) {
 			"redis URL %s: %v (jobq takes queue= and prefix=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
 			jobq.RedactURL(u.String()), err)
 	}
+	if !q.Has("max_retries") {
+		// go-redis would resend a script whose reply was lost, and the
+		// scripts are not idempotent (a resent Complete reports LockLost
+		// for a message it deleted). The portable layer decides on retries.
+		opts.MaxRetries = -1
+	}
 	cfg.options = opts
 	return cfg, nil
 }
