@@ -106,12 +106,12 @@ dead-lettered as the worker would).`,
 		Example: `  jobq sqlite://./work.db pull`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.fromEnv(cmd); err != nil {
-				return err
-			}
 			f.concurrency = 1
 			f.maxConsecutive = -1
 			f.statusInterval = 0
+			if err := f.fromEnv(cmd); err != nil {
+				return err
+			}
 			return a.runWorker(cmd.Context(), f, 1)
 		},
 	}
