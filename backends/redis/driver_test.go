@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -576,6 +577,15 @@ func TestAsGivesClient(t *testing.T) {
 	}
 	if err := c.Ping(testCtx(t)).Err(); err != nil {
 		t.Fatalf("ping through the escape hatch: %v", err)
+	}
+	var self *Driver
+	if !d.As(&self) || self != d || len(self.Keys()) != 8 {
+		t.Fatal("As(**Driver) failed")
+	}
+	for _, k := range self.Keys() {
+		if !strings.Contains(k, "{"+d.queue+"}") {
+			t.Fatalf("key %q lacks the hash tag {%s}", k, d.queue)
+		}
 	}
 	var wrong *int
 	if d.As(&wrong) {

@@ -18,7 +18,8 @@
 // the key layout and the script behind each operation.
 //
 // The escape hatch: Queue.As with a **goredis.Client (package
-// github.com/redis/go-redis/v9) yields the driver's client.
+// github.com/redis/go-redis/v9) yields the driver's client, and with a
+// **Driver the driver, whose Keys method names the queue's keys.
 package redis
 
 import (
@@ -187,15 +188,27 @@ func newDriver(client *goredis.Client, prefix, queue, redactedURL string, log *s
 	}
 }
 
+// Keys returns the names of the queue's Redis keys: the counter, the ready,
+// delayed, in-flight and dead sorted sets, and the task-id hash, in that
+// order, followed by the prefix of the per-message hashes and the pub/sub
+// channel. They all share the hash tag {queue}.
+func (d *Driver) Keys() []string {
+	return append(append([]string(nil), d.keys...), d.prefix+"m:", d.channel)
+}
+
 // Capabilities implements driver.Driver.
 func (d *Driver) Capabilities() driver.Capabilities { return capabilities() }
 
 // As implements driver.Driver: a **goredis.Client receives the driver's
-// client, shared with the queue (do not close it).
+// client, shared with the queue (do not close it); a **Driver receives the
+// driver itself, for its key names (Keys).
 func (d *Driver) As(target any) bool {
 	switch t := target.(type) {
 	case **goredis.Client:
 		*t = d.client
+		return true
+	case **Driver:
+		*t = d
 		return true
 	}
 	return false
