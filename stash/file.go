@@ -1,0 +1,116 @@
+package stash
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// dirStore keeps objects as files in one directory, for one machine or a
+// file system that every producer and worker mounts at the same path.
+type dirStore struct {
+	dir string
+	loc string
+}
+
+// OpenDir opens a stash in dir, creating the directory when missing. Objects
+// are written to a temporary file and linked into place, so a reader never
+// sees a partial object and a second writer of the same object changes
+// nothing. They are readable by their owner only (mode 0600): producers and
+// workers must run as the same user.
+func OpenDir(dir string) (Store, error) {
+	if dir == "" {
+		return nil, driver.Errorf(driver.InvalidArgument, "file stash has no directory; use file:///absolute/dir")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, wrap(driver.InvalidArgument, err, "file stash directory %q", dir)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, wrap(driver.PermissionDenied, err, "cannot create file stash directory %s", abs)
+	}
+	return &dirStore{dir: abs, loc: (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()}, nil
+}
+
+func (s *dirStore) Location() string { return s.loc }
+
+func (s *dirStore) Close() error { return nil }
+
+func (s *dirStore) path(name string) string { return filepath.Join(s.dir, name) }
+
+func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
+	name := Sum(data)
+	obj := Object{URL: s.loc + "/" + name, SHA256: name, Size: int64(len(data))}
+	if err := ctx.Err(); err != nil {
+		return Object{}, err
+	}
+	final := s.path(name)
+	if _, err := os.Stat(final); err == nil {
+		return obj, nil // content-addressed: already there with these bytes
+	}
+	tmp, err := os.CreateTemp(s.dir, ".tmp-"+name[:16]+"-*")
+	if err != nil {
+		return Object{}, wrap(driver.Unavailable, err, "file stash %s: create object", s.dir)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Object{}, wrap(driver.Unavailable, err, "file stash %s: write object", s.dir)
+	}
+	// Link is create-only: it fails when the name exists (another writer of
+	// the same bytes won), which is success here.
+	if err := os.Link(tmp.Name(), final); err != nil && !errors.Is(err, fs.ErrExist) {
+		// Some shared file systems have no hard links; a rename is atomic
+		// too, and replacing an object with identical bytes is harmless.
+		if rerr := os.Rename(tmp.Name(), final); rerr != nil {
+			return Object{}, wrap(driver.Unavailable, rerr, "file stash %s: store object", s.dir)
+		}
+	}
+	return obj, nil
+}
+
+func (s *dirStore) Get(ctx context.Context, name string, limit int64) ([]byte, error) {
+	if !IsName(name) {
+		return nil, driver.Errorf(driver.InvalidArgument, "stash object name %q is not a SHA-256 digest", name)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(s.path(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notFound(s.loc, name, err)
+	}
+	if err != nil {
+		return nil, wrap(driver.Unavailable, err, "file stash %s: open object", s.dir)
+	}
+	defer f.Close()
+	data, err := readLimited(f, limit)
+	if err != nil {
+		return nil, wrap(driver.Unavailable, err, "file stash %s: read object", s.dir)
+	}
+	return data, nil
+}
+
+func (s *dirStore) Delete(ctx context.Context, name string) error {
+	if !IsName(name) {
+		return driver.Errorf(driver.InvalidArgument, "stash object name %q is not a SHA-256 digest", name)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return wrap(driver.Unavailable, err, "file stash %s: delete object", s.dir)
+	}
+	return nil
+}
