@@ -9,7 +9,7 @@ import (
 // Peek implements driver.Driver: ready messages in claim order, then
 // delayed ones by due time, then leased ones by lease expiry.
 func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
-	if err := d.checkOpen("peek"); err != nil {
+	if err := d.begin(ctx, "peek"); err != nil {
 		return nil, err
 	}
 	if max <= 0 {
@@ -38,7 +38,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 // Stats implements driver.Driver. The counts are exact and read in one
 // script; due delayed messages and expired leases count as ready.
 func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
-	if err := d.checkOpen("stats"); err != nil {
+	if err := d.begin(ctx, "stats"); err != nil {
 		return driver.Stats{}, err
 	}
 	res, err := d.run(ctx, statsScript).Int64Slice()
@@ -68,7 +68,7 @@ func (d *Driver) Clear(ctx context.Context) (int64, error) {
 
 // ListDead implements driver.Driver.
 func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
-	if err := d.checkOpen("list dead letters"); err != nil {
+	if err := d.begin(ctx, "list dead letters"); err != nil {
 		return nil, err
 	}
 	if max <= 0 {
@@ -114,7 +114,7 @@ func (d *Driver) deadOp(ctx context.Context, op string, ids []string, call func(
 	if ids == nil {
 		return d.repeat(ctx, op, func() (int64, error) { return call(nil) })
 	}
-	if err := d.checkOpen(op); err != nil {
+	if err := d.begin(ctx, op); err != nil {
 		return 0, err
 	}
 	var total int64
@@ -135,7 +135,7 @@ func (d *Driver) deadOp(ctx context.Context, op string, ids []string, call func(
 // repeat calls step until it handles fewer than clearBatch messages, and
 // returns the total.
 func (d *Driver) repeat(ctx context.Context, op string, step func() (int64, error)) (int64, error) {
-	if err := d.checkOpen(op); err != nil {
+	if err := d.begin(ctx, op); err != nil {
 		return 0, err
 	}
 	var total int64

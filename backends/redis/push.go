@@ -8,10 +8,10 @@ import (
 
 // Push implements driver.Driver. Messages go to Redis in chunks of
 // chunkSize, one script call per chunk, all chunks pipelined in one round
-// trip. On error the results of the chunks that were stored are returned;
-// a message that was not stored has an empty MessageID.
+// trip. On error it returns the results of the messages before the first
+// chunk that failed, as the contract asks.
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
-	if err := d.checkOpen("push"); err != nil {
+	if err := d.begin(ctx, "push"); err != nil {
 		return nil, err
 	}
 	if len(msgs) == 0 {
@@ -32,21 +32,19 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		chunks[c] = args
 	}
 	out := make([]driver.PushResult, len(msgs))
-	var firstErr error
 	for c, cmd := range d.runChunks(ctx, pushScript, chunks) {
 		res, err := cmd.Slice()
 		if err == nil && len(res) != 2*(bounds[c][1]-bounds[c][0]) {
 			err = driver.Errorf(driver.Internal, "push script returned %d values for %d messages", len(res), bounds[c][1]-bounds[c][0])
 		}
 		if err != nil {
-			if firstErr == nil {
-				firstErr = d.fail("push", err)
-			}
-			continue
+			// Report the stored prefix. Later chunks may have been stored
+			// too; pushing them again is safe, as their IDs dedup.
+			return out[:bounds[c][0]], d.fail("push", err)
 		}
 		for j := 0; j < len(res); j += 2 {
 			out[bounds[c][0]+j/2] = driver.PushResult{MessageID: asStr(res[j]), Duplicate: asInt(res[j+1]) == 1}
 		}
 	}
-	return out, firstErr
+	return out, nil
 }

@@ -19,7 +19,7 @@ const maxIdleWait = 30 * time.Second
 // positive, it waits for a pub/sub announcement from a push, or for the
 // earliest delayed message or lease to come due, whichever is first.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
-	if err := d.checkOpen("receive"); err != nil {
+	if err := d.begin(ctx, "receive"); err != nil {
 		return nil, err
 	}
 	n := min(max(p.Max, 1), maxReceiveBatch)
@@ -119,7 +119,7 @@ func (d *Driver) listen(ctx context.Context) error {
 	if d.listening {
 		return nil
 	}
-	if err := d.checkOpen("receive"); err != nil {
+	if err := d.begin(ctx, "receive"); err != nil {
 		return err
 	}
 	ps := d.client.Subscribe(ctx, d.channel)

@@ -234,10 +234,14 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// checkOpen fails calls made after Close.
-func (d *Driver) checkOpen(op string) error {
+// begin fails calls made after Close or with a context that has ended:
+// go-redis would still send a command for a canceled context.
+func (d *Driver) begin(ctx context.Context, op string) error {
 	if d.closed.Load() {
 		return driver.Errorf(driver.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
+	}
+	if err := ctx.Err(); err != nil {
+		return d.fail(op, err)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 // Renew implements driver.Driver. The lease keeps its token.
 func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
-	if err := d.checkOpen("renew"); err != nil {
+	if err := d.begin(ctx, "renew"); err != nil {
 		return lease, err
 	}
 	if visibility <= 0 {
@@ -80,7 +80,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 		return nil
 	}
 	errs := make([]error, n)
-	if err := d.checkOpen(op); err != nil {
+	if err := d.begin(ctx, op); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}

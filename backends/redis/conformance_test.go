@@ -1,0 +1,18 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/jobq/jobq/conformance"
+)
+
+// TestConformance runs the shared suite against the Redis server at
+// JOBQ_TEST_REDIS_URL (default redis://127.0.0.1:6379/0), every check on its
+// own queue (and so its own keys), in parallel.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		Name:        "redis",
+		NewQueueURL: func(t testing.TB) string { return newQueueURL(t, "") },
+		PushRaw:     conformance.RawPusher(&Opener{}),
+	})
+}
