@@ -13,8 +13,9 @@ import (
 // context may be cancelled by then.
 const settleTimeout = 30 * time.Second
 
-// process runs one received task and settles it.
-func (w *Worker) process(env *jobq.Envelope) {
+// process runs one received task and settles it; release is called when
+// the task no longer runs, before it is settled.
+func (w *Worker) process(env *jobq.Envelope, release func()) {
 	log := w.log.With("task", env.Task.ID)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -69,6 +70,23 @@ func (w *Worker) process(env *jobq.Envelope) {
 	cancel(nil)
 	<-hbDone
 	elapsed := time.Since(start).Round(time.Millisecond)
+	failed := err != nil && !errors.Is(cause, errLeaseLost) && !errors.Is(cause, errStopping)
+	// Count the outcome before freeing the slot, so that a worker past its
+	// failure limit takes no further task.
+	w.mu.Lock()
+	if err == nil {
+		w.consecutive = 0
+	} else if failed {
+		w.consecutive++
+	}
+	streak := w.consecutive
+	w.mu.Unlock()
+	if max := w.o.MaxConsecutiveFailures; failed && max >= 0 && streak > max {
+		ferr := tooMany(streak, max)
+		log.Error("stopping the worker", "error", ferr)
+		w.setFatal(ferr)
+	}
+	release()
 
 	switch {
 	case err == nil:
@@ -78,9 +96,6 @@ func (w *Worker) process(env *jobq.Envelope) {
 			return
 		}
 		w.done.Add(1)
-		w.mu.Lock()
-		w.consecutive = 0
-		w.mu.Unlock()
 		log.Info("task done", "elapsed", elapsed)
 	case errors.Is(cause, errLeaseLost):
 		w.lost.Add(1)
@@ -106,15 +121,6 @@ func (w *Worker) fail(ctx context.Context, env *jobq.Envelope, log *slog.Logger,
 	default:
 		w.dead.Add(1)
 		log.Error("task failed; no retries left: moved to the dead letters", "error", err, "elapsed", elapsed)
-	}
-	w.mu.Lock()
-	w.consecutive++
-	n := w.consecutive
-	w.mu.Unlock()
-	if max := w.o.MaxConsecutiveFailures; max >= 0 && n > max {
-		err := tooMany(n, max)
-		log.Error("stopping the worker", "error", err)
-		w.setFatal(err)
 	}
 }
 

@@ -223,6 +223,12 @@ func (w *Worker) dispatch() error {
 		case <-w.drainCh:
 			return nil
 		}
+		// select picks at random when both are ready; draining wins.
+		select {
+		case <-w.drainCh:
+			return nil
+		default:
+		}
 		free := 1
 	more:
 		for free < w.o.Concurrency {
@@ -276,11 +282,15 @@ func (w *Worker) dispatch() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w.process(env)
+				// The slot is freed as soon as the handler returns, so the
+				// next receive overlaps this task's settlement.
+				var once sync.Once
+				release := func() { once.Do(func() { slots <- struct{}{} }) }
+				w.process(env, release)
+				release()
 				w.mu.Lock()
 				w.running--
 				w.mu.Unlock()
-				slots <- struct{}{}
 			}()
 		}
 		if w.o.MaxTasks > 0 && taken >= w.o.MaxTasks {

@@ -18,7 +18,7 @@ import (
 )
 
 // openQueue opens a fresh SQLite queue in the test's temporary directory.
-func openQueue(t *testing.T) *jobq.Queue {
+func openQueue(t testing.TB) *jobq.Queue {
 	t.Helper()
 	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
 	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.OpenOptions{Logger: quietLog()})
@@ -197,3 +197,5 @@ func TestGateConfigFromEnv(t *testing.T) {
 		})
 	}
 }
+
+func openQueueB(b *testing.B) *jobq.Queue { return openQueue(b) }

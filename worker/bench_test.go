@@ -1,0 +1,47 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/worker"
+)
+
+// BenchmarkWorkerNoop measures the worker's own cost per task on SQLite:
+// receive, run a handler that does nothing, complete.
+func BenchmarkWorkerNoop(b *testing.B) {
+	q := openQueueB(b)
+	tasks := make([]*jobq.Task, b.N)
+	for i := range tasks {
+		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
+	}
+	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	h := worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
+	start := time.Now()
+	if err := worker.Run(context.Background(), q, h, worker.Options{Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/task")
+}
+
+// BenchmarkShellTrue measures the shell processor on `true` tasks.
+func BenchmarkShellTrue(b *testing.B) {
+	q := openQueueB(b)
+	tasks := make([]*jobq.Task, b.N)
+	for i := range tasks {
+		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
+	}
+	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if err := worker.Run(context.Background(), q, worker.NewShell(), worker.Options{Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
+		b.Fatal(err)
+	}
+}
