@@ -1,0 +1,115 @@
+package mem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/mem"
+)
+
+// A producer pushes a task; a worker receives it, runs it and completes it.
+func Example() {
+	ctx := context.Background()
+	q, err := jobq.Open(ctx, "mem://example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo hello"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute, Wait: time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("run %q (delivery %d)\n", e.Task.Command, e.DeliveryCount)
+	if err := e.Complete(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	_, err = q.Receive(ctx, jobq.ReceiveOptions{})
+	fmt.Println("queue empty:", errors.Is(err, jobq.ErrEmpty))
+	// Output:
+	// run "echo hello" (delivery 1)
+	// queue empty: true
+}
+
+// Fail spends the task's retry budget, then dead-letters it with the cause.
+func Example_retries() {
+	ctx := context.Background()
+	q, err := jobq.Open(ctx, "mem://example-retries")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+
+	if _, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 1}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for {
+		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})
+		if err != nil {
+			break // empty: the task was dead-lettered
+		}
+		res, err := e.Fail(ctx, errors.New("exit status 1"), "")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("attempt %d failed: retried=%v, retries left %d\n", e.DeliveryCount, res.Retried, res.RetriesLeft)
+	}
+	dead, err := q.DeadLetters().List(ctx, 10)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("dead letter:", dead[0].Reason)
+	// Output:
+	// attempt 1 failed: retried=true, retries left 0
+	// attempt 2 failed: retried=false, retries left 0
+	// dead letter: failed: exit status 1
+}
+
+// A feature the backend cannot provide is degraded with one warning per
+// queue; here mem is told to declare priority unsupported.
+func Example_degraded() {
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // keep the output stable
+			}
+			return a
+		},
+	}))
+	q, err := jobq.OpenWithOptions(ctx, "mem://example-degraded?unsupported=priority", jobq.OpenOptions{Logger: logger})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	for i := range 3 {
+		if _, err := q.Push(ctx, &jobq.Task{Command: fmt.Sprintf("echo %d", i), Priority: 10}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	n, _ := q.Size(ctx)
+	fmt.Println("queued:", n)
+	// Output:
+	// level=WARN msg="jobq: feature degraded on this backend" queue="mem://example-degraded?unsupported=priority" feature=priority level=unsupported backend=mem instead="priority is ignored; tasks are received in push order"
+	// queued: 3
+}
