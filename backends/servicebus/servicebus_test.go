@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ var env struct {
 	connStr string
 	query   string // URL parameters every test queue gets
 	live    bool
+	proxy   *proxy // between the SDK and the emulator, to cut connections
 }
 
 func TestMain(m *testing.M) {
@@ -52,7 +54,14 @@ func run(m *testing.M) int {
 			return 1
 		}
 		defer e.Stop()
-		env.connStr = e.ConnectionString()
+		p, err := newProxy(fmt.Sprintf("127.0.0.1:%d", e.AMQPPort))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer p.close()
+		env.proxy = p
+		env.connStr = strings.Replace(e.ConnectionString(), fmt.Sprint(e.AMQPPort), fmt.Sprint(p.ln.Addr().(*net.TCPAddr).Port), 1)
 		env.query = fmt.Sprintf("admin=127.0.0.1:%d&create=true&lock_duration=%v&max_delivery_count=%d", e.AdminPort, lockDuration, maxDeliveryCount)
 	}
 	os.Setenv("JOBQ_SERVICEBUS_CONNECTION_STRING", env.connStr)

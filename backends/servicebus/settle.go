@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -56,10 +57,36 @@ func repeat(err error, n int) []error {
 	return errs
 }
 
+// linkSettleTimeout bounds a settlement on the receiver's link before
+// settleOnce falls back to the management link.
+const linkSettleTimeout = time.Second
+
+// settleOnce settles h's message with fn on the link it arrived on. When
+// that link's connection is gone the SDK keeps retrying on the dead link
+// (a message is bound to its link), so after a connection error, or after
+// linkSettleTimeout, it settles again by lock token alone, which the SDK
+// sends over the management link and Service Bus accepts for a message
+// received on any link. Neither path can settle twice: a lock settled by the
+// first attempt makes the second fail with LockLost.
+func settleOnce(ctx context.Context, h *held, fn func(context.Context, *azservicebus.ReceivedMessage) error) error {
+	lctx, cancel := context.WithTimeout(ctx, linkSettleTimeout)
+	err := fn(lctx, h.msg)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if errorCode(err) != driver.Unavailable && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fn(ctx, &azservicebus.ReceivedMessage{LockToken: h.msg.LockToken})
+}
+
 // Complete implements driver.Driver with CompleteMessage.
 func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 	return d.settle(ctx, "complete", leases, func(h *held, _ int) error {
-		return h.recv.CompleteMessage(ctx, h.msg, nil)
+		return settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			return h.recv.CompleteMessage(ctx, m, nil)
+		})
 	})
 }
 
@@ -78,7 +105,9 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 	return d.settle(ctx, "requeue", leases, func(h *held, i int) error {
 		delay := reqs[i].Delay
 		if delay <= 0 || d.cfg.requeue != RequeueSchedule {
-			return h.recv.AbandonMessage(ctx, h.msg, nil)
+			return settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+				return h.recv.AbandonMessage(ctx, m, nil)
+			})
 		}
 		m := h.msg
 		cp := newMessage("requeue-"+tokenString(m.LockToken), taskID(m), m.Body, int(m.DeliveryCount)+h.prior)
@@ -86,7 +115,10 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 		if err != nil {
 			return err
 		}
-		if err := h.recv.CompleteMessage(ctx, m, nil); err != nil {
+		err = settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			return h.recv.CompleteMessage(ctx, m, nil)
+		})
+		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if cerr := d.sender.CancelScheduledMessages(cctx, seqs, nil); cerr != nil {
@@ -109,8 +141,11 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 	}
 	return d.settle(ctx, "dead-letter", leases, func(h *held, i int) error {
 		reason, detail := cutTail(reqs[i].Reason, maxReasonBytes, false), cutTail(reqs[i].Detail, maxDetailBytes, true)
-		return h.recv.DeadLetterMessage(ctx, h.msg, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &detail,
-			PropertiesToModify: map[string]any{PropDeadAt: time.Now().UTC()}})
+		opts := &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &detail,
+			PropertiesToModify: map[string]any{PropDeadAt: time.Now().UTC()}}
+		return settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			return h.recv.DeadLetterMessage(ctx, m, opts)
+		})
 	})
 }
 
