@@ -2,8 +2,12 @@ package mem_test
 
 import (
 	"crypto/rand"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/conformance"
 )
@@ -31,5 +35,98 @@ func TestConformance(t *testing.T) {
 				PushRaw:         conformance.RawPusher(mem.URLOpener{}),
 			})
 		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url, wantIn string
+	}{
+		{"mem://q?bogus=1", "bogus"},
+		{"mem://q?max_message_bytes=-1", "max_message_bytes"},
+		{"mem://q?max_message_bytes=ten", "max_message_bytes"},
+		{"mem://q?unsupported=teleport", "teleport"},
+		{"mem://q?emulated=in-place-update", "in-place-update"},
+		{"mem://q?unsupported=priority&emulated=priority", "both"},
+		{"mem://", "names no queue"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			q, err := jobq.Open(t.Context(), tt.url)
+			if err == nil {
+				_ = q.Close()
+				t.Fatalf("Open(%s) succeeded, want an InvalidArgument error", tt.url)
+			}
+			if !errors.Is(err, jobq.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.wantIn) {
+				t.Errorf("Open(%s) = %v, want InvalidArgument mentioning %q", tt.url, err, tt.wantIn)
+			}
+		})
+	}
+}
+
+// TestSharedByName: handles on one name share messages; closing one
+// leaves the other working.
+func TestSharedByName(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	name := "mem://shared-" + rand.Text()
+	a, err := jobq.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := jobq.Open(ctx, name+"?max_message_bytes=100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	other, err := jobq.Open(ctx, "mem://other-"+rand.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := a.Push(ctx, &jobq.Task{Command: "echo shared"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := other.Size(ctx); n != 0 {
+		t.Errorf("a queue of another name has %d messages", n)
+	}
+	e, err := b.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})
+	if err != nil {
+		t.Fatalf("the second handle does not see the first one's message: %v", err)
+	}
+	if err := e.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReceiveWakesOnPush: a waiting Receive returns a message pushed while
+// it waits.
+func TestReceiveWakesOnPush(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, err := jobq.Open(ctx, "mem://wake-"+rand.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	got := make(chan error, 1)
+	go func() {
+		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute, Wait: time.Minute})
+		if err == nil {
+			err = e.Complete(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let it start waiting (correct either way)
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo wake"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting receive: %v", err)
 	}
 }
