@@ -553,11 +553,10 @@ func TestUsageErrors(t *testing.T) {
 
 func TestUnknownSchemeAsFirstArgument(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(jobqBin, "sb://mynamespace/myqueue", "size")
-	out, err := cmd.CombinedOutput()
+	out, err := exec.Command(jobqBin, "nosuch://host/queue", "push", "-c", "true").CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "backend not available") && !strings.Contains(string(out), "sb") {
-		t.Fatalf("exit %v, output:\n%s", err, out)
+	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "backend not available") || !strings.Contains(string(out), "sqlite") {
+		t.Fatalf("exit %v, output:\n%s\nwant exit 2, \"backend not available\" and the available schemes", err, out)
 	}
 }
 
@@ -634,5 +633,17 @@ func TestBackendsListsSQLite(t *testing.T) {
 	out, err := exec.Command(jobqBin, "backends").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "sqlite") || !strings.Contains(string(out), "lease-renewal") {
 		t.Fatalf("backends: %v\n%s", err, out)
+	}
+}
+
+func TestConformanceOnSQLite(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	r := b.must("conformance")
+	if !strings.Contains(r.stdout, "PushReceiveComplete") || !strings.Contains(r.stdout, " 0 failed") {
+		t.Fatalf("conformance table:\n%s", r.stdout)
+	}
+	if got := strings.TrimSpace(b.must("size").stdout); got != "0" {
+		t.Fatalf("the given queue was touched: size %s", got)
 	}
 }

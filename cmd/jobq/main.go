@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	_ "github.com/jobq/jobq/backends/sqlite"
+	_ "github.com/jobq/jobq/backends/all"
 	"github.com/jobq/jobq/cli"
 )
 
