@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -79,7 +80,7 @@ func WriteCapabilityMatrix(w io.Writer) error {
 		if c.MaxVisibility == 0 {
 			return "no limit"
 		}
-		return c.MaxVisibility.String()
+		return humanDuration(c.MaxVisibility)
 	})
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -113,6 +114,14 @@ func WriteFallbacks(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func humanDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= day && d%day == 0 {
+		return fmt.Sprintf("%d days", d/day)
+	}
+	return d.String()
 }
 
 func byteSize(n int) string {
