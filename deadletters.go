@@ -72,8 +72,13 @@ func (d *DeadLetters) Purge(ctx context.Context, messageIDs ...string) (int64, e
 	if err := d.check(op); err != nil {
 		return 0, err
 	}
+	refs := d.q.stashedDeadLetters(ctx, messageIDs)
 	n, err := d.q.drv.PurgeDead(ctx, idsOrAll(messageIDs))
-	return n, d.q.wrap(op, err)
+	if err != nil {
+		return n, d.q.wrap(op, err)
+	}
+	d.q.dropStashed(ctx, refs...)
+	return n, nil
 }
 
 func (d *DeadLetters) check(op string) error {

@@ -121,7 +121,11 @@ func (e *Envelope) Complete(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return e.finish(op, e.q.settle.complete(ctx, lease))
+	if err := e.finish(op, e.q.settle.complete(ctx, lease)); err != nil {
+		return err
+	}
+	e.q.dropStashed(ctx, e.wire.Stash)
+	return nil
 }
 
 // Requeue puts the message back, visible again after delay (0: at once).

@@ -38,6 +38,11 @@ type OpenOptions struct {
 	// Logger receives warnings (such as the one-time degradation warnings)
 	// and debug logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// StashURL is where tasks too large for the backend's messages are
+	// kept (gs://bucket/prefix or file:///dir; see docs/stash.md). It
+	// overrides the queue URL's stash= parameter. Without a stash, pushing
+	// an oversized task fails with TooLarge.
+	StashURL string
 }
 
 // Queue is one open queue. Its methods may be called from many goroutines.
@@ -54,6 +59,7 @@ type Queue struct {
 	closeOnce sync.Once
 	closing   chan struct{}
 	settle    *settler
+	stash     *stashes
 }
 
 // Open opens the queue named by rawURL with default options. The scheme picks
@@ -87,9 +93,14 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Que
 		log = slog.Default()
 	}
 	log = log.With("queue", redacted)
+	stashes, err := openStashes(ctx, takeStashParam(u, opts.StashURL), redacted)
+	if err != nil {
+		return nil, err
+	}
 	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log})
 	if err != nil {
 		var je *Error
+		stashes.close()
 		if errors.As(err, &je) {
 			return nil, err
 		}
@@ -103,6 +114,7 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Que
 		name:    queueName(u),
 		log:     log,
 		closing: make(chan struct{}),
+		stash:   stashes,
 	}
 	q.warned.seen = map[driver.Feature]bool{}
 	q.settle = newSettler(q)
@@ -294,13 +306,6 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 	}, nil
 }
 
-// oversized handles a task whose encoding exceeds the backend's limit.
-func (q *Queue) oversized(_ context.Context, t *Task, body []byte) ([]byte, error) {
-	return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
-		"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
-		t.ID, len(body), q.caps.MaxMessageBytes)}
-}
-
 // ReceiveOptions are the settings of Receive and ReceiveBatch. The zero value
 // takes a ten-minute lease and does not wait.
 type ReceiveOptions struct {
@@ -412,6 +417,10 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		var task *Task
 		if err == nil {
 			task, err = q.resolve(ctx, wire)
+			if err != nil && !stashPoison(err) {
+				q.log.Warn("jobq: could not fetch a stashed task; the message will be redelivered when its lease expires", "message_id", r.Lease.MessageID, "error", err)
+				continue
+			}
 		}
 		if err != nil {
 			q.log.Warn("jobq: poison message dead-lettered", "message_id", r.Lease.MessageID, "error", err)
@@ -432,15 +441,6 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		}
 	}
 	return envs
-}
-
-// resolve turns a task as it was on the wire into the task users see. It is
-// the identity unless the task's payload was moved to a stash.
-func (q *Queue) resolve(_ context.Context, wire *Task) (*Task, error) {
-	if wire.Stash != nil {
-		return nil, errorf(FailedPrecondition, "receive", "task %s was stored in a stash (%s) but this queue has no stash configured", wire.ID, RedactURL(wire.Stash.URL))
-	}
-	return wire, nil
 }
 
 func truncate(s string, n int) string {
@@ -545,6 +545,7 @@ func (q *Queue) Close() error {
 		close(q.closing)
 		q.settle.wait()
 		err = q.wrap("close", q.drv.Close())
+		q.stash.close()
 	})
 	return err
 }

@@ -1,0 +1,230 @@
+package jobq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sync"
+
+	"github.com/jobq/jobq/stash"
+)
+
+// The large-payload stash (claim check), see docs/stash.md. On push, a task
+// whose encoding exceeds the backend's MaxMessageBytes is stored in the
+// queue's stash and a small schema-v2 message carrying Task.Stash is queued
+// instead; on receive, the object is fetched and verified before the task
+// reaches the caller; Complete and dead-letter Purge delete it.
+
+// stashParam is the portable query parameter naming the stash; it is taken
+// out of the URL before the driver sees it.
+const stashParam = "stash"
+
+// deadScan bounds how many dead letters Purge reads to find stash objects to
+// delete; objects of dead letters beyond it are left to the bucket's
+// lifecycle rule.
+const deadScan = 1000
+
+// stashes are a queue's stores: the configured one, where pushes go, and
+// any others that received references point at (opened on first use).
+type stashes struct {
+	primary stash.Store // nil when no stash is configured
+
+	mu     sync.Mutex
+	others map[string]stash.Store // by location
+}
+
+// takeStashParam removes the stash= parameter from u and returns the stash
+// location to use: explicit (OpenOptions.StashURL) wins over the parameter.
+func takeStashParam(u *url.URL, explicit string) string {
+	q := u.Query()
+	param, has := q[stashParam]
+	if !has {
+		return explicit
+	}
+	q.Del(stashParam)
+	u.RawQuery = q.Encode()
+	if explicit != "" || len(param) == 0 {
+		return explicit
+	}
+	return param[len(param)-1]
+}
+
+// openStashes opens the configured store, if any.
+func openStashes(ctx context.Context, location, queue string) (*stashes, error) {
+	s := &stashes{others: map[string]stash.Store{}}
+	if location == "" {
+		return s, nil
+	}
+	st, err := stash.Open(ctx, location)
+	if err != nil {
+		return nil, &Error{Code: ErrorCode(err), Op: "open", Queue: queue, Msg: fmt.Sprintf("stash %s: %v", RedactURL(location), err), Err: err}
+	}
+	s.primary = st
+	return s, nil
+}
+
+// store returns the store holding objectURL.
+func (s *stashes) store(ctx context.Context, objectURL string) (stash.Store, error) {
+	loc, _, err := stash.Split(objectURL)
+	if err != nil {
+		return nil, err
+	}
+	if s.primary != nil && s.primary.Location() == loc {
+		return s.primary, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.others[loc]; ok {
+		return st, nil
+	}
+	st, err := stash.Open(ctx, loc)
+	if err != nil {
+		return nil, err
+	}
+	s.others[loc] = st
+	return st, nil
+}
+
+func (s *stashes) close() {
+	if s.primary != nil {
+		_ = s.primary.Close()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.others {
+		_ = st.Close()
+	}
+	s.others = map[string]stash.Store{}
+}
+
+// oversized handles a task whose encoding exceeds the backend's limit: it
+// moves the body to the stash and returns the reference message, or fails
+// with TooLarge when no stash is configured.
+func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) ([]byte, error) {
+	limit := q.caps.MaxMessageBytes
+	if q.stash.primary == nil {
+		return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+			"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
+			t.ID, len(body), limit)}
+	}
+	obj, err := q.stash.primary.Put(ctx, body)
+	if err != nil {
+		return nil, &Error{Code: ErrorCode(err), Op: "push", Queue: q.url, Err: err, Msg: fmt.Sprintf(
+			"task %s is %d bytes, over this backend's limit of %d, and storing it in stash %s failed: %v",
+			t.ID, len(body), limit, q.stash.primary.Location(), err)}
+	}
+	// The reference keeps what the backend schedules by; the rest of the
+	// task is in the object.
+	ref := &Task{
+		ID:             t.ID,
+		Payload:        json.RawMessage(`{}`),
+		NumRetries:     t.NumRetries,
+		ReplyRequested: t.ReplyRequested,
+		Priority:       t.Priority,
+		NotBefore:      t.NotBefore,
+		ConcurrencyKey: t.ConcurrencyKey,
+		RateLimitKey:   t.RateLimitKey,
+		Stash:          &StashRef{URL: obj.URL, SHA256: obj.SHA256, Size: obj.Size},
+	}
+	small, err := MarshalTask(ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(small) > limit {
+		return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+			"task %s was stashed, but even its reference message is %d bytes, over this backend's limit of %d bytes (shorten the task ID or keys)",
+			t.ID, len(small), limit)}
+	}
+	return small, nil
+}
+
+// resolve turns a task as it was on the wire into the task users see. It is
+// the identity unless the task's payload was moved to a stash; then the
+// object is fetched and verified. A missing or altered object is an error
+// with code NotFound or InvalidArgument (the message is poison); other
+// errors mean the stash could not be reached.
+func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
+	ref := wire.Stash
+	if ref == nil {
+		return wire, nil
+	}
+	fail := func(err error, format string, args ...any) error {
+		return &Error{Code: ErrorCode(err), Op: "receive", Queue: q.url, Err: err,
+			Msg: fmt.Sprintf("task %s: ", wire.ID) + fmt.Sprintf(format, args...)}
+	}
+	st, err := q.stash.store(ctx, ref.URL)
+	if err != nil {
+		return nil, fail(err, "cannot open its stash: %v", err)
+	}
+	data, err := stash.Load(ctx, st, ref.URL, ref.SHA256, ref.Size)
+	if err != nil {
+		return nil, fail(err, "%v", err)
+	}
+	task, err := UnmarshalTask(data)
+	if err != nil {
+		return nil, fail(err, "stashed object %s does not decode: %v", ref.URL, err)
+	}
+	if task.Stash != nil || task.ID != wire.ID {
+		return nil, errorf(InvalidArgument, "receive", "task %s: stashed object %s holds task %s, not the task itself", wire.ID, ref.URL, task.ID)
+	}
+	// The message's retry budget is the live one: Fail decrements it there.
+	task.NumRetries = wire.NumRetries
+	return task, nil
+}
+
+// stashPoison reports whether a resolve error makes the message poison
+// (the object is missing or altered) rather than worth another try later.
+func stashPoison(err error) bool {
+	switch ErrorCode(err) {
+	case NotFound, InvalidArgument, FailedPrecondition:
+		return true
+	}
+	return false
+}
+
+// dropStashed deletes the stash object of a settled task, logging failures:
+// the task is done either way, and a bucket lifecycle rule catches orphans.
+func (q *Queue) dropStashed(ctx context.Context, refs ...*StashRef) {
+	for _, ref := range refs {
+		if ref == nil {
+			continue
+		}
+		st, err := q.stash.store(ctx, ref.URL)
+		if err == nil {
+			_, name, _ := stash.Split(ref.URL)
+			err = st.Delete(ctx, name)
+		}
+		if err != nil {
+			q.log.Warn("jobq: could not delete a stash object; a bucket lifecycle rule will have to remove it", "object", RedactURL(ref.URL), "error", err)
+		}
+	}
+}
+
+// stashedDeadLetters returns the stash references of the named dead letters
+// (all when ids is empty), so that Purge can delete their objects. It reads
+// at most deadScan dead letters, and none when no stash is configured.
+func (q *Queue) stashedDeadLetters(ctx context.Context, ids []string) []*StashRef {
+	if q.stash.primary == nil {
+		return nil
+	}
+	ms, err := q.drv.ListDead(ctx, deadScan)
+	if err != nil {
+		q.log.Warn("jobq: could not list dead letters to find their stash objects; a bucket lifecycle rule will have to remove them", "error", err)
+		return nil
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	var refs []*StashRef
+	for _, m := range ms {
+		if len(want) > 0 && !want[m.MessageID] {
+			continue
+		}
+		if t, err := UnmarshalTask(m.Body); err == nil && t.Stash != nil {
+			refs = append(refs, t.Stash)
+		}
+	}
+	return refs
+}
