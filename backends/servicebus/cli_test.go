@@ -1,0 +1,69 @@
+package servicebus_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCLIEndToEnd runs the jobq binary on the emulator as a user would:
+// push a task that succeeds and one that fails, run a worker until the
+// queue is empty, and find the failing task, its retries spent, in the
+// dead-letter sub-queue with its reason.
+func TestCLIEndToEnd(t *testing.T) {
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	if testing.Short() {
+		t.Skip("builds the jobq binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "jobq")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput(); err != nil {
+		t.Fatalf("build jobq: %v\n%s", err, out)
+	}
+	queue := newQueueURL(t)
+	// jobq runs the binary and returns its standard output and error.
+	jobq := func(args ...string) (string, string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, append([]string{queue}, args...)...)
+		cmd.Env = append(os.Environ(), "JOBQ_SERVICEBUS_CONNECTION_STRING="+env.connStr)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("jobq %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+
+	jobq("push", "-c", "echo fine")
+	jobq("push", "-c", "echo doomed; exit 3", "--num-retries", "2")
+	stdout, stderr := jobq("worker", "--max-consecutive-failures", "-1")
+	out := stdout + stderr
+	if !strings.Contains(out, "fine") || strings.Count(out, "] doomed") != 3 {
+		t.Fatalf("worker output should show the good task once and the failing one three times (1 try + 2 retries):\n%s", out)
+	}
+
+	var dead []struct {
+		Reason        string `json:"reason"`
+		Detail        string `json:"detail"`
+		DeliveryCount int    `json:"delivery_count"`
+	}
+	listing, _ := jobq("dlq", "list", "--json")
+	if err := json.Unmarshal([]byte(listing), &dead); err != nil {
+		t.Fatalf("dlq list --json: %v\n%s", err, listing)
+	}
+	if len(dead) != 1 || !strings.Contains(dead[0].Reason, "3") || !strings.Contains(dead[0].Detail, "doomed") {
+		t.Fatalf("dead letters %+v, want the failing task with its exit status and output", dead)
+	}
+	if table, _ := jobq("dlq", "list"); !strings.Contains(table, "echo doomed") || !strings.Contains(table, "exited with status 3") {
+		t.Fatalf("dlq list does not show the task and its reason:\n%s", table)
+	}
+}
