@@ -48,7 +48,7 @@ func checkDelayedPush(c *C) {
 		c.Errorf("stats while the task waits for NotBefore: %+v, want Delayed 1", st)
 	}
 	e = c.receive(q, c.longVis(q))
-	if early := t.NotBefore.Sub(time.Now()); early > c.tolerance() {
+	if early := time.Until(t.NotBefore); early > c.tolerance() {
 		c.Errorf("the delayed task arrived %v before its NotBefore", early)
 	}
 	if e.Task.ID != id || e.DeliveryCount != 1 {

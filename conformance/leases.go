@@ -24,7 +24,7 @@ func checkVisibilityExpiry(c *C) {
 		c.Logf("the machine was too slow to check hiding within the %v lease", c.vis())
 	}
 	e2 := c.receive(q, c.longVis(q))
-	if early := exp.Sub(time.Now()); early > c.tolerance() {
+	if early := time.Until(exp); early > c.tolerance() {
 		c.Errorf("the message came back %v before its lease expired", early)
 	}
 	if e2.Task.ID != id {
@@ -260,7 +260,7 @@ func checkRequeueDelayed(c *C) {
 	visible := start.Add(delay)
 	c.receiveNone(q, visible, fmt.Sprintf("the message was requeued with a %v delay", delay))
 	e2 := c.receive(q, c.longVis(q))
-	if early := visible.Sub(time.Now()); early > c.tolerance() {
+	if early := time.Until(visible); early > c.tolerance() {
 		c.Errorf("the requeued message came back %v before its delay ended", early)
 	}
 	if e2.Task.ID != id || e2.DeliveryCount != 2 {
