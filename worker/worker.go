@@ -242,7 +242,13 @@ func (w *Worker) dispatch() error {
 		if w.o.MaxTasks > 0 {
 			free = min(free, w.o.MaxTasks-taken)
 		}
-		envs, err := w.q.ReceiveBatch(recvCtx, free, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: w.o.Poll})
+		wait := w.o.Poll
+		if !w.o.Wait && !w.idle() {
+			// The queue may be drained when the running tasks end; poll
+			// briskly so the worker exits soon after them.
+			wait = min(wait, busyPoll)
+		}
+		envs, err := w.q.ReceiveBatch(recvCtx, free, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: wait})
 		for range free - len(envs) {
 			slots <- struct{}{}
 		}
@@ -299,6 +305,10 @@ func (w *Worker) dispatch() error {
 		}
 	}
 }
+
+// busyPoll is the receive wait while tasks run and the worker would exit on
+// an empty queue.
+const busyPoll = 200 * time.Millisecond
 
 // permanent reports whether a receive error will not go away by retrying.
 func permanent(err error) bool {
