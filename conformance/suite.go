@@ -97,6 +97,7 @@ func checks() []check {
 		{"BatchPushReceive", checkBatchPushReceive},
 		{"Unicode", checkUnicode},
 		{"SizeLimit", checkSizeLimit},
+		{"Stash", checkStash},
 		{"VisibilityExpiry", checkVisibilityExpiry},
 		{"Renew", checkRenew},
 		{"LockLostChannel", checkLockLostChannel},

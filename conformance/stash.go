@@ -1,0 +1,75 @@
+package conformance
+
+import (
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jobq/jobq"
+)
+
+// stashTaskBytes is the size of the large task checkStash pushes: several
+// MiB, beyond the limits of the cloud queues (64 and 256 KiB).
+const stashTaskBytes = 3 << 20
+
+// checkStash: with a stash configured, a task of several MiB round-trips
+// whole, its object exists only while the task is queued, and the queued
+// message fits the backend's limit; without a stash, pushing it fails with
+// TooLarge and says how to configure one. Backends whose limit is larger
+// (or absent) carry the task inline and must not touch the stash.
+func checkStash(c *C) {
+	url := c.newURL()
+	plain := c.openURL(url)
+	limit := plain.Capabilities().MaxMessageBytes
+	big := &jobq.Task{Command: "echo stash " + rand.Text() + " " + strings.Repeat("0123456789abcdef", stashTaskBytes/16)}
+	body, err := jobq.MarshalTask(&jobq.Task{Command: big.Command})
+	if err != nil {
+		c.Fatalf("encode the large task: %v", err)
+	}
+	stashed := limit > 0 && len(body) > limit
+	if stashed {
+		_, err := plain.Push(c.ctx(), &jobq.Task{Command: big.Command})
+		c.expectCode(err, jobq.TooLarge, fmt.Sprintf("push of a %d-byte task without a stash (limit %d)", len(body), limit))
+		if err != nil && !strings.Contains(err.Error(), "stash") {
+			c.Errorf("the TooLarge error does not say how to configure a stash: %v", err)
+		}
+	}
+
+	dir, err := os.MkdirTemp("", "jobq-conformance-stash-")
+	if err != nil {
+		c.Fatalf("make a stash directory: %v", err)
+	}
+	c.Cleanup(func() { _ = os.RemoveAll(dir) })
+	stashURL := "file://" + filepath.ToSlash(dir)
+	sq, err := jobq.OpenWithOptions(c.ctx(), url, jobq.OpenOptions{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		c.Fatalf("open %s with stash %s: %v", jobq.RedactURL(url), stashURL, err)
+	}
+	c.Cleanup(func() { _ = sq.Close() })
+	q := &handle{Queue: sq, url: url, logs: &logStore{}}
+
+	c.push(q, big)
+	objects := func() int {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			c.Fatalf("read the stash directory: %v", err)
+		}
+		return len(ents)
+	}
+	if n, want := objects(), map[bool]int{true: 1}[stashed]; n != want {
+		c.Errorf("%d stash objects after pushing a %d-byte task to a backend limited to %d bytes (0: none); want %d", n, len(body), limit, want)
+	}
+	e := c.receive(q, c.longVis(q))
+	if e.Task.ID != big.ID || e.Task.Command != big.Command || e.Task.Stash != nil {
+		c.Fatalf("the large task came back changed: id %s (want %s), %d-byte command (want %d), stash %v",
+			e.Task.ID, big.ID, len(e.Task.Command), len(big.Command), e.Task.Stash)
+	}
+	c.complete(e)
+	if n := objects(); n != 0 {
+		c.Errorf("%d stash objects remain after the task completed; Complete must delete them", n)
+	}
+	c.Logf("a %d-byte task round-tripped (stashed: %v)", len(body), stashed)
+}
