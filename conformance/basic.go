@@ -39,6 +39,10 @@ func checkCapabilities(c *C) {
 	if mv := caps.MaxVisibility; mv > 0 && mv < c.vis() {
 		c.Errorf("MaxVisibility %v is below the suite's visibility %v; set Harness.Visibility", mv, c.vis())
 	}
+	if mv := caps.MaxVisibility; mv > 0 {
+		_, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: mv + time.Second})
+		c.expectCode(err, jobq.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
+	}
 	if _, ok := jobq.BackendCapabilities(q.Scheme()); !ok {
 		c.Errorf("scheme %q opened a queue but jobq.BackendCapabilities does not know it", q.Scheme())
 	}
