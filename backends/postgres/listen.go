@@ -129,7 +129,7 @@ func (d *pgDriver) listen() {
 			return
 		}
 		d.log.Warn("jobq postgres: LISTEN connection lost; reconnecting (receivers poll meanwhile)",
-			"queue", d.cfg.queue, "retry_in", backoff, "err", err)
+			"retry_in", backoff, "err", err)
 		select {
 		case <-ctx.Done():
 			return

@@ -1,0 +1,246 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// throwaway is a private PostgreSQL cluster for tests that must disturb the
+// server, so that the shared one on :5432 is never restarted.
+type throwaway struct {
+	t    *testing.T
+	bin  string // directory of initdb and pg_ctl
+	dir  string
+	port int
+}
+
+// startThrowaway creates and starts a cluster in a temporary directory on a
+// free port. It skips the test when no PostgreSQL server binaries are
+// installed. As root it runs the server as the postgres user (PostgreSQL
+// refuses to run as root).
+func startThrowaway(t *testing.T) *throwaway {
+	t.Helper()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(bins) == 0 {
+		if p, err := exec.LookPath("initdb"); err == nil {
+			bins = []string{p}
+		} else {
+			t.Skip("no initdb found: install the PostgreSQL server to run the restart test")
+		}
+	}
+	c := &throwaway{t: t, bin: filepath.Dir(bins[len(bins)-1])}
+	dir, err := os.MkdirTemp("", "jobq-pg-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dir = dir
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if os.Geteuid() == 0 {
+		pg, err := user.Lookup("postgres")
+		if err != nil {
+			t.Skip("running as root without a postgres user: cannot start a private cluster")
+		}
+		uid, _ := strconv.Atoi(pg.Uid)
+		gid, _ := strconv.Atoi(pg.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	c.run("initdb", "-D", dir+"/data", "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+	c.run("pg_ctl", "-D", dir+"/data", "-l", dir+"/log", "-w", "-t", "60", "-o",
+		fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", c.port, dir), "start")
+	t.Cleanup(func() {
+		cmd := c.cmd("pg_ctl", "-D", dir+"/data", "-m", "immediate", "-w", "stop")
+		cmd.Run()
+	})
+	return c
+}
+
+func (c *throwaway) cmd(name string, args ...string) *exec.Cmd {
+	path := filepath.Join(c.bin, name)
+	var cmd *exec.Cmd
+	if os.Geteuid() == 0 {
+		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", path}, args...)...)
+	} else {
+		cmd = exec.Command(path, args...)
+	}
+	cmd.WaitDelay = 5 * time.Second // never hang on a pipe a child keeps open
+	return cmd
+}
+
+func (c *throwaway) run(name string, args ...string) {
+	c.t.Helper()
+	if out, err := c.cmd(name, args...).CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(c.dir + "/log")
+		c.t.Fatalf("%s %v: %v\n%s\nserver log:\n%s", name, args, err, out, log)
+	}
+}
+
+// restart stops the server (disconnecting every client, as a failover or
+// an upgrade does) and starts it again.
+func (c *throwaway) restart() {
+	// -l: without it the server inherits pg_ctl's output, and waiting for
+	// that pipe to close would wait for the server to exit.
+	c.run("pg_ctl", "-D", c.dir+"/data", "-l", c.dir+"/log", "-m", "fast", "-w", "-t", "60", "restart")
+}
+
+func (c *throwaway) url(queue string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&queue=%s&poll=1h", c.port, url.QueryEscape(queue))
+}
+
+// TestSurvivesServerRestart pushes and consumes tasks while the server
+// restarts. Every task must be processed, nothing may be left behind, every
+// error seen meanwhile must be classified Unavailable (so that callers know
+// to retry), and afterwards an idle receiver must still be woken by a push:
+// the LISTEN connection re-established itself. Receivers poll only once an
+// hour, so only notifications (and the wake-up after the listener
+// reconnects) can move them along. It runs on a private cluster; -short
+// skips it.
+func TestSurvivesServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the server restart test")
+	}
+	t.Parallel()
+	srv := startThrowaway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	open := func() *jobq.Queue {
+		q, err := jobq.Open(ctx, srv.url("restart"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	producer, consumer := open(), open()
+
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var transient []error
+	retry := func(err error) {
+		mu.Lock()
+		transient = append(transient, err)
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	const total = 1000
+	workCtx, stopWork := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for workCtx.Err() == nil {
+				envs, err := consumer.ReceiveBatch(workCtx, 20, jobq.ReceiveOptions{Visibility: 2 * time.Second, Wait: time.Second})
+				if err != nil {
+					if workCtx.Err() == nil {
+						retry(err)
+					}
+					continue
+				}
+				for _, e := range envs {
+					if err := e.Complete(workCtx); err != nil && workCtx.Err() == nil {
+						retry(err) // redelivered after its visibility
+						continue
+					}
+					mu.Lock()
+					seen[e.Task.ID] = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+
+	var pushed []string
+	for i := 0; i < total; i += 50 {
+		if i == total/2 {
+			srv.restart()
+		}
+		batch := make([]*jobq.Task, 50)
+		for j := range batch {
+			batch[j] = &jobq.Task{Command: fmt.Sprintf("echo %d", i+j)}
+		}
+		for {
+			res, err := producer.PushBatch(ctx, batch)
+			if err == nil {
+				for _, r := range res {
+					pushed = append(pushed, r.ID)
+				}
+				break
+			}
+			retry(err) // deterministic ids make the retry a no-op for stored tasks
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		mu.Lock()
+		done := len(seen)
+		mu.Unlock()
+		if done == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d tasks processed after the restart", done, total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopWork()
+	wg.Wait()
+	for _, id := range pushed {
+		if !seen[id] {
+			t.Errorf("task %s was pushed but never processed", id)
+		}
+	}
+	st, err := consumer.Stats(ctx)
+	if err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
+		t.Errorf("after the run: stats %+v, %v; want an empty queue", st, err)
+	}
+	t.Logf("%d transient errors during the restart", len(transient))
+	for _, err := range transient {
+		if !errors.Is(err, jobq.ErrUnavailable) {
+			t.Errorf("error during the restart not classified Unavailable (%v): %v", jobq.ErrorCode(err), err)
+		}
+	}
+
+	// The consumer's listener reconnected: a push from the other queue wakes
+	// an idle receive that would otherwise wait for an hour.
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		e, err := consumer.Receive(wctx, jobq.ReceiveOptions{Visibility: time.Minute, Wait: jobq.WaitForever})
+		if err == nil {
+			err = e.Complete(wctx)
+		}
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := producer.Push(ctx, &jobq.Task{Command: "echo after"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("idle receiver after the restart was not woken by a push: %v", err)
+	}
+}
