@@ -310,7 +310,8 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 // takes a ten-minute lease and does not wait.
 type ReceiveOptions struct {
 	// Visibility is the lease: how long the message stays hidden from other
-	// receivers unless renewed. Defaults to DefaultVisibility (10 minutes).
+	// receivers unless renewed. Defaults to DefaultVisibility (10 minutes),
+	// or the backend's MaxVisibility when that is shorter.
 	Visibility time.Duration
 	// Wait is how long to wait for a message when none is visible. Zero
 	// returns at once; WaitForever waits until the context ends.
@@ -351,6 +352,9 @@ func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions
 	vis := opts.Visibility
 	if vis == 0 {
 		vis = DefaultVisibility
+		if mv := q.caps.MaxVisibility; mv > 0 && vis > mv {
+			vis = mv // the default must not fail on a backend with shorter leases
+		}
 	}
 	if err := q.checkVisibility(op, vis); err != nil {
 		return nil, err

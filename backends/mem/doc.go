@@ -15,6 +15,8 @@
 // # URL parameters
 //
 //   - max_message_bytes=N declares a message size limit (default: none).
+//   - max_visibility=D (a Go duration such as 30s) declares the longest
+//     lease a Receive or Renew may ask for (default: none).
 //   - unsupported=F1,F2 and emulated=F3 declare features (by their names in
 //     the driver package, such as priority, lease-renewal or delayed-requeue)
 //     Unsupported or Emulated, so that tests can exercise the portable

@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 		maxBytes     int
 	}{
 		{"native", "", 0},
-		{"limited", "?max_message_bytes=4096", 4096},
+		{"limited", "?max_message_bytes=4096&max_visibility=30s", 4096},
 		{"unsupported", "?unsupported=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,in-place-update", 0},
 		{"emulated", "?emulated=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup&unsupported=in-place-update", 0},
 	}
@@ -46,6 +46,7 @@ func TestOpenErrors(t *testing.T) {
 		{"mem://q?bogus=1", "bogus"},
 		{"mem://q?max_message_bytes=-1", "max_message_bytes"},
 		{"mem://q?max_message_bytes=ten", "max_message_bytes"},
+		{"mem://q?max_visibility=soon", "max_visibility"},
 		{"mem://q?unsupported=teleport", "teleport"},
 		{"mem://q?emulated=in-place-update", "in-place-update"},
 		{"mem://q?unsupported=priority&emulated=priority", "both"},
@@ -128,5 +129,30 @@ func TestReceiveWakesOnPush(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("waiting receive: %v", err)
+	}
+}
+
+// TestDefaultVisibilityClamped: Receive without a visibility takes the
+// default lease, shortened to the backend's maximum when that is less.
+func TestDefaultVisibilityClamped(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, err := jobq.Open(ctx, "mem://clamp-"+rand.Text()+"?max_visibility=30s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo clamp"}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := q.Receive(ctx, jobq.ReceiveOptions{})
+	if err != nil {
+		t.Fatalf("receive with the default visibility on a backend limited to 30s: %v", err)
+	}
+	if left := time.Until(e.Expiry()); left > 30*time.Second {
+		t.Errorf("lease runs %v more, want at most the 30s maximum", left)
+	}
+	if err := e.Complete(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

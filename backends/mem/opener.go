@@ -60,6 +60,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 	if maxBytes < 0 {
 		p.Fail("query parameter max_message_bytes=%d is negative: use 0 (no limit) or a size in bytes", maxBytes)
 	}
+	maxVis := p.Duration("max_visibility", 0)
 	unsupported := featureList(p, "unsupported", allDegradable)
 	emulated := featureList(p, "emulated", emulatable)
 	for _, f := range unsupported {
@@ -70,9 +71,11 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
+	caps := capabilities(unsupported, emulated, maxBytes)
+	caps.MaxVisibility = maxVis
 	return &memDriver{
 		s:      storeFor(name),
-		caps:   capabilities(unsupported, emulated, maxBytes),
+		caps:   caps,
 		closed: make(chan struct{}),
 	}, nil
 }
