@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"testing"
 
-	_ "github.com/jobq/jobq/backends/postgres"
+	"github.com/jobq/jobq/backends/postgres"
 	"github.com/jobq/jobq/conformance"
 )
 
@@ -20,5 +20,6 @@ func TestConformance(t *testing.T) {
 			return queueURL(t, url.Values{"max_message_bytes": {fmt.Sprint(conformanceMaxBytes)}})
 		},
 		MaxMessageBytes: conformanceMaxBytes,
+		PushRaw:         conformance.RawPusher(postgres.Opener{}),
 	})
 }
