@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -385,5 +386,38 @@ func TestStashOpenErrors(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("%d objects in the OpenOptions stash, want 1", len(ents))
+	}
+}
+
+// BenchmarkStashRoundTrip pushes, receives and completes a 1 MiB task on
+// SQLite: through a file stash (64 KiB limit) and inline (default limit).
+func BenchmarkStashRoundTrip(b *testing.B) {
+	for _, mode := range []string{"stashed", "inline"} {
+		b.Run(mode+"-1MiB", func(b *testing.B) {
+			u := "sqlite://" + filepath.Join(b.TempDir(), "q.db") + "?queue=bench"
+			if mode == "stashed" {
+				u += "&max_message_bytes=65536&stash=file://" + filepath.ToSlash(b.TempDir())
+			}
+			q, err := jobq.Open(b.Context(), u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Close()
+			b.SetBytes(1 << 20)
+			for i := 0; b.Loop(); i++ {
+				task := bigTask(1 << 20)
+				task.Command += strconv.Itoa(i)
+				if _, err := q.Push(b.Context(), task); err != nil {
+					b.Fatal(err)
+				}
+				e, err := q.Receive(b.Context(), jobq.ReceiveOptions{Wait: time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := e.Complete(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

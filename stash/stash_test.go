@@ -24,11 +24,11 @@ import (
 // behind its back (to simulate tampering or a different writer).
 type testBundle struct {
 	store     stash.Store
-	overwrite func(t *testing.T, name string, data []byte)
+	overwrite func(t testing.TB, name string, data []byte)
 }
 
 // fakeGCS starts an in-process fake-gcs-server with one bucket.
-func fakeGCS(t *testing.T, bucket string) *fakestorage.Server {
+func fakeGCS(t testing.TB, bucket string) *fakestorage.Server {
 	t.Helper()
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Writer: ioDiscard{}})
 	if err != nil {
@@ -43,21 +43,21 @@ type ioDiscard struct{}
 
 func (ioDiscard) Write(p []byte) (int, error) { return len(p), nil }
 
-func setups() map[string]func(t *testing.T) testBundle {
-	return map[string]func(t *testing.T) testBundle{
-		"file": func(t *testing.T) testBundle {
+func setups() map[string]func(t testing.TB) testBundle {
+	return map[string]func(t testing.TB) testBundle{
+		"file": func(t testing.TB) testBundle {
 			dir := t.TempDir()
 			s, err := stash.Open(context.Background(), "file://"+filepath.ToSlash(dir)+"/objects")
 			if err != nil {
 				t.Fatal(err)
 			}
-			return testBundle{store: s, overwrite: func(t *testing.T, name string, data []byte) {
+			return testBundle{store: s, overwrite: func(t testing.TB, name string, data []byte) {
 				if err := os.WriteFile(filepath.Join(dir, "objects", name), data, 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}}
 		},
-		"gcs": func(t *testing.T) testBundle {
+		"gcs": func(t testing.TB) testBundle {
 			srv := fakeGCS(t, "bkt")
 			s, err := stash.OpenGCS(context.Background(), "bkt", "/jobs/big/",
 				option.WithEndpoint(srv.URL()+"/storage/v1/"), option.WithoutAuthentication(),
@@ -66,7 +66,7 @@ func setups() map[string]func(t *testing.T) testBundle {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = s.Close() })
-			return testBundle{store: s, overwrite: func(t *testing.T, name string, data []byte) {
+			return testBundle{store: s, overwrite: func(t testing.TB, name string, data []byte) {
 				srv.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "bkt", Name: "jobs/big/" + name}, Content: data})
 			}}
 		},
@@ -331,4 +331,27 @@ func TestHelperProcess(t *testing.T) {
 func fail(err error) {
 	fmt.Println("error:", err)
 	os.Exit(1)
+}
+
+func BenchmarkStore(b *testing.B) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16) // 5 MiB
+	for kind, setup := range setups() {
+		b.Run(kind+"/put-load-delete-5MiB", func(b *testing.B) {
+			bundle := setup(b).store
+			b.SetBytes(int64(len(data)))
+			for i := 0; b.Loop(); i++ {
+				d := append(data[:len(data):len(data)], byte(i), byte(i>>8), byte(i>>16))
+				obj, err := bundle.Put(b.Context(), d)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := stash.Load(b.Context(), bundle, obj.URL, obj.SHA256, obj.Size); err != nil {
+					b.Fatal(err)
+				}
+				if err := bundle.Delete(b.Context(), obj.SHA256); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
