@@ -61,7 +61,12 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 	}
 	p, err := d.admin.GetQueueRuntimeProperties(ctx, d.queue, nil)
 	if err != nil {
-		return driver.Stats{}, d.fail(op, err)
+		err = d.fail(op, err)
+		if driver.CodeOf(err) == driver.PermissionDenied {
+			return driver.Stats{}, driver.Errorf(driver.PermissionDenied,
+				"%w (counts come from the admin API, which needs Manage rights: a connection string with Manage, or the Azure Service Bus Data Owner role)", err)
+		}
+		return driver.Stats{}, err
 	}
 	if p == nil {
 		return driver.Stats{}, driver.Errorf(driver.NotFound, "servicebus stats: queue %s does not exist", d.queueURL())

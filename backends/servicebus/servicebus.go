@@ -274,6 +274,10 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 				"queue", d.queue, "default_message_ttl", ttl.String())
 		}
 	}
+	if p.MaxDeliveryCount != nil && *p.MaxDeliveryCount < 10 {
+		d.log.Warn("servicebus: the queue's max delivery count is low; a task with more retries than it allows, or whose lock expires that often, is dead-lettered by Service Bus (reason MaxDeliveryCountExceeded) before its retry budget is spent",
+			"queue", d.queue, "max_delivery_count", *p.MaxDeliveryCount)
+	}
 	return p.RequiresDuplicateDetection != nil && *p.RequiresDuplicateDetection, nil
 }
 

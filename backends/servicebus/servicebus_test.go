@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/servicebus"
 	emu "github.com/jobq/jobq/emulators/servicebus"
@@ -77,8 +79,27 @@ func newQueueURL(t testing.TB, extra ...string) string {
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	q := append([]string{env.query}, extra...)
-	return "sb://emulator/t-" + hex.EncodeToString(b) + "?" + strings.Join(q, "&")
+	name := "t-" + hex.EncodeToString(b)
+	url := "sb://emulator/" + name + "?" + strings.Join(append([]string{env.query}, extra...), "&")
+	if env.live {
+		t.Cleanup(func() { deleteQueue(url, name) })
+	}
+	return url
+}
+
+// deleteQueue removes a queue the tests created on a live namespace.
+func deleteQueue(url, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := jobq.Open(ctx, url)
+	if err != nil {
+		return
+	}
+	defer q.Close()
+	var a *admin.Client
+	if q.As(&a) {
+		_, _ = a.DeleteQueue(ctx, name, nil)
+	}
 }
 
 // logBuffer collects the portable layer's log lines.

@@ -117,11 +117,11 @@ func Launch(ctx context.Context, opts Options) (*Emulator, error) {
 	case err := <-ready:
 		if err != nil {
 			e.Stop()
-			return nil, fmt.Errorf("Service Bus emulator: %w", err)
+			return nil, fmt.Errorf("the Service Bus emulator did not start: %w", err)
 		}
 	case <-time.After(20 * time.Second):
 		e.Stop()
-		return nil, errors.New("Service Bus emulator: not ready after 20s")
+		return nil, errors.New("the Service Bus emulator was not ready after 20s")
 	case <-ctx.Done():
 		e.Stop()
 		return nil, ctx.Err()
