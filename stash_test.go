@@ -82,7 +82,7 @@ func bigTask(n int) *jobq.Task {
 func (b *stashBundle) objects(t *testing.T) []string {
 	t.Helper()
 	if b.gcs != nil {
-		attrs, _, err := b.gcs.ListObjects("tasks", "jobq/", "", false)
+		attrs, _, err := b.gcs.ListObjectsWithOptions("tasks", fakestorage.ListOptions{Prefix: "jobq/"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -154,15 +154,6 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func TestUnmarshalTaskForeignBodies(t *testing.T) {
 	t.Parallel()
 	for _, tc := range loadWireVectors(t).Decode {
