@@ -10,18 +10,26 @@ import goredis "github.com/redis/go-redis/v9"
 // serves every call:
 //
 //	KEYS[1] seq       counter for message ids, lease tokens and ready order
-//	KEYS[2] ready     sorted set of visible messages, score = priority then arrival
+//	KEYS[2] ready     sorted set of visible messages, in claim order (see ready_member)
 //	KEYS[3] delayed   sorted set of waiting messages, score = visible-at (ms)
 //	KEYS[4] inflight  sorted set of leased messages, score = lease expiry (ms)
 //	KEYS[5] ids       hash task id -> message id, for dedup of queued tasks
 //	KEYS[6] dead      sorted set of dead letters, score = dead-at (ms)
 //
 // ARGV[1] is the key prefix ("jobq:{name}:"); each message is the hash
-// ARGV[1].."m:"..id with fields i (task id), b (body), p (priority),
-// e (enqueued ms), d (delivery count), v (visible-at ms), t (lease token),
-// and on dead letters r (reason), x (detail), a (dead-at ms). The message
-// hashes share the queue's hash tag, so on Redis Cluster they live in the
-// same slot as the declared keys.
+// ARGV[1].."m:"..id with fields
+//
+//	i  task id            b  body              p  priority
+//	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
+//	o  "1" while the message owns its task id in the ids hash
+//	t  lease token        l  lease expiry (ms)      (only while leased)
+//	r  reason             x  detail           a  dead-at (ms) (dead letters)
+//
+// The lease fields live in the message hash as well as in the inflight set,
+// so that checking a lease is one HMGET. The message hashes share the
+// queue's hash tag, so on Redis Cluster they live in the same slot as the
+// declared keys. The scripts gather the sorted-set changes of a batch into
+// one variadic ZADD or ZREM: Redis's cost is mostly per command.
 
 // common is prepended to every script.
 const common = `
@@ -31,44 +39,47 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function mkey(mid) return P .. 'm:' .. mid end
--- Ready order: higher priority first, then arrival. Priority is in
--- -1000..1000, arrival (seq) below 2^42, so the score is an exact double.
+-- Ready order: higher priority first, then arrival. The score is the
+-- negated priority; within a priority Redis orders members by their bytes,
+-- so a member is the arrival number, zero-padded to 16 digits, followed by
+-- the message id.
+local function ready_member(seq, mid) return string.format('%016.0f', seq) .. mid end
+local function mid_of(member) return string.sub(member, 17) end
 local function make_ready(mid, pri)
-  local seq = redis.call('INCR', KEYS[1])
-  local score = (1000 - pri) * 4398046511104 + seq
-  redis.call('ZADD', KEYS[2], string.format('%.0f', score), mid)
-end
-local function pri_of(mid)
-  return tonumber(redis.call('HGET', mkey(mid), 'p')) or 0
+  redis.call('ZADD', KEYS[2], -pri, ready_member(redis.call('INCR', KEYS[1]), mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
 -- sweeper process is needed. It moves at most limit of each per call.
 local function promote(now, limit)
   local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
-  for _, mid in ipairs(due) do
-    redis.call('ZREM', KEYS[3], mid)
-    make_ready(mid, pri_of(mid))
+  if #due > 0 then
+    redis.call('ZREM', KEYS[3], unpack(due))
+    for _, mid in ipairs(due) do
+      make_ready(mid, tonumber(redis.call('HGET', mkey(mid), 'p')) or 0)
+    end
   end
   local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
-  for _, mid in ipairs(expired) do
-    redis.call('ZREM', KEYS[4], mid)
-    redis.call('HDEL', mkey(mid), 't')
-    redis.call('HSET', mkey(mid), 'v', now)
-    make_ready(mid, pri_of(mid))
+  if #expired > 0 then
+    redis.call('ZREM', KEYS[4], unpack(expired))
+    for _, mid in ipairs(expired) do
+      local k = mkey(mid)
+      redis.call('HDEL', k, 't', 'l')
+      redis.call('HSET', k, 'v', now)
+      make_ready(mid, tonumber(redis.call('HGET', k, 'p')) or 0)
+    end
   end
 end
--- held reports whether the lease (mid, tok) is still held: same token, and
--- the lease has not run out.
-local function held(mid, tok, now)
-  if redis.call('HGET', mkey(mid), 't') ~= tok then return false end
-  local exp = redis.call('ZSCORE', KEYS[4], mid)
-  return exp ~= false and tonumber(exp) > now
+-- lease reads a message's lease and the fields settling needs, in one call.
+-- It returns the fields when (mid, tok) is held (same token, not expired),
+-- else nil.
+local function lease(mid, tok, now, ...)
+  local f = redis.call('HMGET', mkey(mid), 't', 'l', ...)
+  if f[1] == tok and tonumber(f[2] or 0) > now then return f end
+  return nil
 end
-local function forget_id(mid)
-  local id = redis.call('HGET', mkey(mid), 'i')
-  if id and id ~= '' and redis.call('HGET', KEYS[5], id) == mid then
-    redis.call('HDEL', KEYS[5], id)
-  end
+-- forget drops the message's claim on its task id (f = {.., id, owner}).
+local function forget(id, owner)
+  if owner == '1' then redis.call('HDEL', KEYS[5], id) end
 end
 `
 
@@ -78,33 +89,43 @@ end
 var pushScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[3])
 local now = now_ms()
-local out = {}
-local visible = 0
+-- One counter block gives each message its id, which is also its arrival.
+local base = redis.call('INCRBY', KEYS[1], n) - n
+local out, ready, delayed = {}, {}, {}
 for i = 0, n - 1 do
   local id, body = ARGV[4 + i * 4], ARGV[5 + i * 4]
   local pri, nb = tonumber(ARGV[6 + i * 4]), tonumber(ARGV[7 + i * 4])
+  local seq = base + i + 1
+  local mid = tostring(seq)
   local existing = false
-  if id ~= '' then existing = redis.call('HGET', KEYS[5], id) end
+  if id ~= '' and redis.call('HSETNX', KEYS[5], id, mid) == 0 then
+    existing = redis.call('HGET', KEYS[5], id)
+  end
   if existing then
     out[#out + 1] = existing
     out[#out + 1] = 1
   else
-    local mid = tostring(redis.call('INCR', KEYS[1]))
+    local owner = '0'
+    if id ~= '' then owner = '1' end
     local vis = now
     if nb > now then vis = nb end
-    redis.call('HSET', mkey(mid), 'i', id, 'b', body, 'p', pri, 'e', now, 'd', 0, 'v', vis)
-    if id ~= '' then redis.call('HSET', KEYS[5], id, mid) end
+    redis.call('HSET', mkey(mid), 'i', id, 'b', body, 'p', pri, 'e', now, 'd', 0, 'v', vis, 'o', owner)
     if nb > now then
-      redis.call('ZADD', KEYS[3], nb, mid)
+      delayed[#delayed + 1] = nb
+      delayed[#delayed + 1] = mid
     else
-      make_ready(mid, pri)
-      visible = visible + 1
+      ready[#ready + 1] = -pri
+      ready[#ready + 1] = ready_member(seq, mid)
     end
     out[#out + 1] = mid
     out[#out + 1] = 0
   end
 end
-if visible > 0 then redis.call('PUBLISH', ARGV[2], visible) end
+if #ready > 0 then
+  redis.call('ZADD', KEYS[2], unpack(ready))
+  redis.call('PUBLISH', ARGV[2], #ready / 2)
+end
+if #delayed > 0 then redis.call('ZADD', KEYS[3], unpack(delayed)) end
 return out
 `)
 
@@ -128,15 +149,20 @@ if #popped == 0 then
   out[2] = nxt
   return out
 end
-for j = 1, #popped, 2 do
-  local mid = popped[j]
+local cnt = #popped / 2
+local tok0 = redis.call('INCRBY', KEYS[1], cnt) - cnt
+local exp = now + vis
+local leased = {}
+for j = 1, cnt do
+  local mid = mid_of(popped[2 * j - 1])
   local k = mkey(mid)
-  local f = redis.call('HMGET', k, 'i', 'b', 'e')
+  local f = redis.call('HMGET', k, 'i', 'b', 'e', 'd')
   if f[2] then
-    local tok = redis.call('INCR', KEYS[1])
-    local dc = redis.call('HINCRBY', k, 'd', 1)
-    redis.call('HSET', k, 't', tok, 'v', now + vis)
-    redis.call('ZADD', KEYS[4], now + vis, mid)
+    local tok = tok0 + j
+    local dc = (tonumber(f[4]) or 0) + 1
+    redis.call('HSET', k, 'd', dc, 't', tok, 'l', exp)
+    leased[#leased + 1] = exp
+    leased[#leased + 1] = mid
     out[#out + 1] = mid
     out[#out + 1] = tok
     out[#out + 1] = dc
@@ -145,6 +171,7 @@ for j = 1, #popped, 2 do
     out[#out + 1] = f[3] or ''
   end
 end
+if #leased > 0 then redis.call('ZADD', KEYS[4], unpack(leased)) end
 return out
 `)
 
@@ -152,11 +179,11 @@ return out
 // visibility ms. Returns 1, or 0 when the lease is not held.
 var renewScript = goredis.NewScript(common + `
 local now = now_ms()
-local mid, tok = ARGV[2], ARGV[3]
-if not held(mid, tok, now) then return 0 end
+local mid = ARGV[2]
+if not lease(mid, ARGV[3], now) then return 0 end
 local exp = now + tonumber(ARGV[4])
 redis.call('ZADD', KEYS[4], exp, mid)
-redis.call('HSET', mkey(mid), 'v', exp)
+redis.call('HSET', mkey(mid), 'l', exp)
 return 1
 `)
 
@@ -165,18 +192,20 @@ return 1
 var completeScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
-local out = {}
+local out, done = {}, {}
 for i = 0, n - 1 do
-  local mid, tok = ARGV[3 + i * 2], ARGV[4 + i * 2]
-  if held(mid, tok, now) then
-    forget_id(mid)
-    redis.call('ZREM', KEYS[4], mid)
+  local mid = ARGV[3 + i * 2]
+  local f = lease(mid, ARGV[4 + i * 2], now, 'i', 'o')
+  if f then
+    forget(f[3], f[4])
     redis.call('DEL', mkey(mid))
+    done[#done + 1] = mid
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
+if #done > 0 then redis.call('ZREM', KEYS[4], unpack(done)) end
 return out
 `)
 
@@ -186,22 +215,23 @@ return out
 var requeueScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[3])
 local now = now_ms()
-local out = {}
+local out, released = {}, {}
 local visible = 0
 for i = 0, n - 1 do
   local b = 4 + i * 5
-  local mid, tok, delay = ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2])
-  if held(mid, tok, now) then
+  local mid, delay = ARGV[b], tonumber(ARGV[b + 2])
+  local f = lease(mid, ARGV[b + 1], now, 'p')
+  if f then
     local k = mkey(mid)
-    redis.call('ZREM', KEYS[4], mid)
-    redis.call('HDEL', k, 't')
+    released[#released + 1] = mid
+    redis.call('HDEL', k, 't', 'l')
     if ARGV[b + 3] == '1' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
     if delay > 0 then
       redis.call('HSET', k, 'v', now + delay)
       redis.call('ZADD', KEYS[3], now + delay, mid)
     else
       redis.call('HSET', k, 'v', now)
-      make_ready(mid, pri_of(mid))
+      make_ready(mid, tonumber(f[3]) or 0)
       visible = visible + 1
     end
     out[#out + 1] = 1
@@ -209,6 +239,7 @@ for i = 0, n - 1 do
     out[#out + 1] = 0
   end
 end
+if #released > 0 then redis.call('ZREM', KEYS[4], unpack(released)) end
 if visible > 0 then redis.call('PUBLISH', ARGV[2], visible) end
 return out
 `)
@@ -219,22 +250,24 @@ return out
 var deadLetterScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
-local out = {}
+local out, moved = {}, {}
 for i = 0, n - 1 do
   local b = 3 + i * 4
-  local mid, tok = ARGV[b], ARGV[b + 1]
-  if held(mid, tok, now) then
+  local mid = ARGV[b]
+  local f = lease(mid, ARGV[b + 1], now, 'i', 'o')
+  if f then
     local k = mkey(mid)
-    forget_id(mid)
-    redis.call('ZREM', KEYS[4], mid)
-    redis.call('HDEL', k, 't', 'v')
-    redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
+    forget(f[3], f[4])
+    redis.call('HDEL', k, 't', 'l', 'v')
+    redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now, 'o', '0')
     redis.call('ZADD', KEYS[6], now, mid)
+    moved[#moved + 1] = mid
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
+if #moved > 0 then redis.call('ZREM', KEYS[4], unpack(moved)) end
 return out
 `)
 
@@ -242,28 +275,31 @@ return out
 // delayed ones by due time, then leased ones by expiry. It first promotes
 // what is due, so the order is the one a claim would see. ARGV: prefix,
 // max. Returns eight fields per message: message id, task id, body,
-// delivery count, enqueued ms, visible-at ms, priority, 1 if leased.
+// delivery count, enqueued ms, visible-at ms (lease expiry when leased),
+// priority, 1 if leased.
 var peekScript = goredis.NewScript(common + `
 local max = tonumber(ARGV[2])
 local now = now_ms()
 promote(now, 1000)
 local out = {}
-local function add(mids, leased)
-  for _, mid in ipairs(mids) do
-    local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
-    if f[2] then
-      out[#out + 1] = mid
-      for j = 1, 6 do out[#out + 1] = f[j] or '' end
-      out[#out + 1] = leased
-    end
+local function add(mid, leased)
+  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p', 'l')
+  if f[2] then
+    if leased == 1 then f[5] = f[7] end
+    out[#out + 1] = mid
+    for j = 1, 6 do out[#out + 1] = f[j] or '' end
+    out[#out + 1] = leased
   end
 end
 local left = max
 for _, set in ipairs({{KEYS[2], 0}, {KEYS[3], 0}, {KEYS[4], 1}}) do
   if left > 0 then
-    local mids = redis.call('ZRANGE', set[1], 0, left - 1)
-    add(mids, set[2])
-    left = left - #mids
+    local members = redis.call('ZRANGE', set[1], 0, left - 1)
+    for _, m in ipairs(members) do
+      if set[1] == KEYS[2] then m = mid_of(m) end
+      add(m, set[2])
+    end
+    left = left - #members
   end
 end
 return out
@@ -290,14 +326,18 @@ local left = tonumber(ARGV[2])
 local n = 0
 for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
   if left > 0 then
-    local mids = redis.call('ZRANGE', set, 0, left - 1)
-    for _, mid in ipairs(mids) do
-      forget_id(mid)
-      redis.call('ZREM', set, mid)
-      redis.call('DEL', mkey(mid))
+    local members = redis.call('ZRANGE', set, 0, left - 1)
+    if #members > 0 then
+      redis.call('ZREM', set, unpack(members))
+      for _, m in ipairs(members) do
+        if set == KEYS[2] then m = mid_of(m) end
+        local f = redis.call('HMGET', mkey(m), 'i', 'o')
+        forget(f[1], f[2])
+        redis.call('DEL', mkey(m))
+      end
     end
-    n = n + #mids
-    left = left - #mids
+    n = n + #members
+    left = left - #members
   end
 end
 return n
@@ -319,7 +359,9 @@ return out
 
 // requeueDeadScript moves dead letters back to ready with a fresh delivery
 // count. ARGV: prefix, channel, limit, then the message ids; with no ids it
-// takes up to limit of all dead letters. Returns how many it moved.
+// takes up to limit of all dead letters. A requeued letter takes its task
+// id back unless another queued message holds it. Returns how many it
+// moved.
 var requeueDeadScript = goredis.NewScript(common + `
 local mids = {}
 if #ARGV > 3 then
@@ -332,11 +374,12 @@ local n = 0
 for _, mid in ipairs(mids) do
   if redis.call('ZREM', KEYS[6], mid) == 1 then
     local k = mkey(mid)
-    redis.call('HDEL', k, 'r', 'x', 'a', 't')
-    redis.call('HSET', k, 'd', 0, 'v', now)
-    local id = redis.call('HGET', k, 'i')
-    if id and id ~= '' then redis.call('HSETNX', KEYS[5], id, mid) end
-    make_ready(mid, pri_of(mid))
+    local f = redis.call('HMGET', k, 'i', 'p')
+    local owner = '0'
+    if f[1] and f[1] ~= '' and redis.call('HSETNX', KEYS[5], f[1], mid) == 1 then owner = '1' end
+    redis.call('HDEL', k, 'r', 'x', 'a')
+    redis.call('HSET', k, 'd', 0, 'v', now, 'o', owner)
+    make_ready(mid, tonumber(f[2]) or 0)
     n = n + 1
   end
 end
