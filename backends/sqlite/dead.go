@@ -60,13 +60,13 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	var moved int64
 	err := d.writeTx(ctx, "requeue dead letters", func(tx wtx) error {
-		nums, err := d.deadIDs(ctx, tx, ids)
+		nums, err := d.deadIDs(tx, ids)
 		if err != nil {
 			return err
 		}
 		now := micros(time.Now())
 		for _, id := range nums {
-			res, err := tx.ExecContext(ctx, reviveDead, now, id, d.cfg.queue)
+			res, err := tx.Exec(reviveDead, now, id, d.cfg.queue)
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 				}
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, deleteDead, id, d.cfg.queue); err != nil {
+			if _, err := tx.Exec(deleteDead, id, d.cfg.queue); err != nil {
 				return err
 			}
 			moved++
@@ -97,7 +97,7 @@ func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 	var n int64
 	err := d.writeTx(ctx, "purge dead letters", func(tx wtx) error {
 		if ids == nil {
-			res, err := tx.ExecContext(ctx, deleteAllDead, d.cfg.queue)
+			res, err := tx.Exec(deleteAllDead, d.cfg.queue)
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 			if err != nil {
 				continue // not one of ours: unknown ids are skipped
 			}
-			res, err := tx.ExecContext(ctx, deleteDead, id, d.cfg.queue)
+			res, err := tx.Exec(deleteDead, id, d.cfg.queue)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 
 // deadIDs resolves ids (nil: every dead letter of the queue) to row IDs,
 // skipping strings that cannot be ours.
-func (d *Driver) deadIDs(ctx context.Context, tx wtx, ids []string) ([]int64, error) {
+func (d *Driver) deadIDs(tx wtx, ids []string) ([]int64, error) {
 	if ids != nil {
 		out := make([]int64, 0, len(ids))
 		for _, s := range ids {
@@ -136,7 +136,7 @@ func (d *Driver) deadIDs(ctx context.Context, tx wtx, ids []string) ([]int64, er
 		}
 		return out, nil
 	}
-	rows, err := tx.QueryContext(ctx, deadIDs, d.cfg.queue)
+	rows, err := tx.Query(deadIDs, d.cfg.queue)
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,7 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 func (d *Driver) Clear(ctx context.Context) (int64, error) {
 	var n int64
 	err := d.writeTx(ctx, "clear", func(tx wtx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM jobq_messages WHERE queue = ?`, d.cfg.queue)
+		res, err := tx.Exec(`DELETE FROM jobq_messages WHERE queue = ?`, d.cfg.queue)
 		if err != nil {
 			return err
 		}

@@ -35,10 +35,10 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				visible = micros(m.NotBefore)
 			}
 			var id int64
-			err := tx.QueryRowContext(ctx, insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now).Scan(&id)
+			err := tx.QueryRow(insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				// A message with this task ID is queued already.
-				if err := tx.QueryRowContext(ctx, selectByTask, d.cfg.queue, m.ID).Scan(&id); err != nil {
+				if err := tx.QueryRow(selectByTask, d.cfg.queue, m.ID).Scan(&id); err != nil {
 					return err
 				}
 				out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10), Duplicate: true}

@@ -99,7 +99,7 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 	err = d.writeTx(ctx, "receive", func(tx wtx) error {
 		now := micros(time.Now())
 		expiry := addMicros(now, vis)
-		rows, err := tx.QueryContext(ctx, claimMessages, token, expiry, d.cfg.queue, now, max)
+		rows, err := tx.Query(claimMessages, token, expiry, d.cfg.queue, now, max)
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 	err = d.writeTx(ctx, "renew", func(tx wtx) error {
 		now := micros(time.Now())
 		expiry = addMicros(now, visibility)
-		res, err := tx.ExecContext(ctx, renewLease, expiry, id, lease.Token, now)
+		res, err := tx.Exec(renewLease, expiry, id, lease.Token, now)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 				errs[i] = err
 				continue
 			}
-			res, err := tx.ExecContext(ctx, deleteLeased, id, l.Token, now)
+			res, err := tx.Exec(deleteLeased, id, l.Token, now)
 			if err != nil {
 				return nil, err
 			}
@@ -87,9 +87,9 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 			visible := addMicros(now, max(r.Delay, 0))
 			var res sql.Result
 			if r.Body != nil {
-				res, err = tx.ExecContext(ctx, requeueLeasedBody, visible, r.Body, id, r.Lease.Token, now)
+				res, err = tx.Exec(requeueLeasedBody, visible, r.Body, id, r.Lease.Token, now)
 			} else {
-				res, err = tx.ExecContext(ctx, requeueLeased, visible, id, r.Lease.Token, now)
+				res, err = tx.Exec(requeueLeased, visible, id, r.Lease.Token, now)
 			}
 			if err != nil {
 				return nil, err
@@ -113,14 +113,14 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 				errs[i] = err
 				continue
 			}
-			res, err := tx.ExecContext(ctx, copyToDead, r.Reason, r.Detail, now, id, r.Lease.Token, now)
+			res, err := tx.Exec(copyToDead, r.Reason, r.Detail, now, id, r.Lease.Token, now)
 			if err != nil {
 				return nil, err
 			}
 			if errs[i] = lostIfNone(res, r.Lease); errs[i] != nil {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, deleteLeased, id, r.Lease.Token, now); err != nil {
+			if _, err := tx.Exec(deleteLeased, id, r.Lease.Token, now); err != nil {
 				return nil, err
 			}
 		}
