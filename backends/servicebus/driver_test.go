@@ -209,6 +209,16 @@ func TestDuplicateDetection(t *testing.T) {
 	}
 }
 
+func TestConcurrencyKeyRefused(t *testing.T) {
+	t.Parallel()
+	q, _ := open(t, newQueueURL(t))
+	for _, task := range []*jobq.Task{{Command: "x", ConcurrencyKey: "gpu"}, {Command: "y", RateLimitKey: "api"}} {
+		if _, err := q.Push(ctxT(t), task); !errors.Is(err, jobq.ErrUnimplemented) {
+			t.Errorf("push with a concurrency or rate-limit key = %v, want Unimplemented", err)
+		}
+	}
+}
+
 func TestURLErrorsAndEscapeHatch(t *testing.T) {
 	t.Parallel()
 	url := newQueueURL(t)

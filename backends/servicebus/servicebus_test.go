@@ -47,6 +47,9 @@ func run(m *testing.M) int {
 	if cs := os.Getenv("JOBQ_TEST_SERVICEBUS_CONNECTION_STRING"); cs != "" {
 		env.connStr, env.live = cs, true
 		env.query = fmt.Sprintf("create=true&lock_duration=%v&max_delivery_count=%d", lockDuration, maxDeliveryCount)
+		if extra := os.Getenv("JOBQ_TEST_SERVICEBUS_PARAMS"); extra != "" {
+			env.query += "&" + extra // for example admin=localhost:5300
+		}
 	} else if err := emu.Available(); err != nil {
 		env.skip = err.Error()
 	} else {
