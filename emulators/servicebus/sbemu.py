@@ -31,6 +31,7 @@ import re
 import sys
 import threading
 import time
+import traceback
 import uuid
 from xml.sax.saxutils import escape
 
@@ -403,6 +404,12 @@ class Handler(FlowController):
 
     def on_delivery(self, event):
         super().on_delivery(event)
+        try:
+            self.delivery(event)
+        except Exception:  # report, never take the emulator down
+            traceback.print_exc()
+
+    def delivery(self, event):
         dlv = event.delivery
         link = dlv.link
         with self.b.mutex:
