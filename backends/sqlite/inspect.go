@@ -2,31 +2,43 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"time"
 
 	"github.com/jobq/jobq/driver"
 )
 
-// peekMessages lists messages in the order they would be received: ready
-// ones by priority then push order, then the others by when they become
-// visible.
-const peekMessages = `
+// Peek reads in two steps so that neither sorts message bodies: the ready
+// messages in claim order straight off the claim index, then, if there is
+// room, the others by when they become visible (only their keys are sorted).
+const (
+	peekReady = `
+SELECT id, task_id, body, deliveries, enqueued_at, visible_at, lease IS NOT NULL, priority
+FROM jobq_messages INDEXED BY jobq_messages_claim
+WHERE queue = ?1 AND visible_at <= ?2
+ORDER BY priority DESC, id
+LIMIT ?3`
+	peekLater = `
 SELECT id, task_id, body, deliveries, enqueued_at, visible_at, lease IS NOT NULL, priority
 FROM jobq_messages
-WHERE queue = ?1
-ORDER BY visible_at > ?2,
-	CASE WHEN visible_at <= ?2 THEN -priority ELSE visible_at END,
-	id
-LIMIT ?3`
+WHERE id IN (
+	SELECT id FROM jobq_messages INDEXED BY jobq_messages_claim
+	WHERE queue = ?1 AND visible_at > ?2
+	ORDER BY visible_at, id
+	LIMIT ?3)
+ORDER BY visible_at, id`
+)
 
+// countMessages counts in one snapshot. The ready count is a scan of the
+// claim index alone; only messages that are not ready need their row, to
+// tell in flight (leased) from delayed.
 const countMessages = `
 SELECT
-	COALESCE(SUM(visible_at <= ?2), 0),
-	COALESCE(SUM(visible_at > ?2 AND lease IS NOT NULL), 0),
-	COALESCE(SUM(visible_at > ?2 AND lease IS NULL), 0),
-	(SELECT COUNT(*) FROM jobq_dead WHERE queue = ?1)
-FROM jobq_messages WHERE queue = ?1`
+	(SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_claim WHERE queue = ?1 AND visible_at <= ?2),
+	(SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_claim WHERE queue = ?1 AND visible_at > ?2 AND lease IS NOT NULL),
+	(SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_claim WHERE queue = ?1 AND visible_at > ?2 AND lease IS NULL),
+	(SELECT COUNT(*) FROM jobq_dead WHERE queue = ?1)`
 
 // Peek implements driver.Driver. In-flight messages are included, marked
 // InFlight; nothing is changed.
@@ -37,13 +49,31 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 	if max <= 0 {
 		return nil, nil
 	}
-	now := micros(time.Now())
-	rows, err := d.db.QueryContext(ctx, peekMessages, d.cfg.queue, now, max)
+	// One read transaction on one connection, so both steps see the same
+	// snapshot.
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, d.wrap(ctx, "peek", err)
 	}
+	defer func() { _ = tx.Rollback() }()
+	now := micros(time.Now())
+	out, err := peekRows(ctx, tx, peekReady, d.cfg.queue, now, max, nil)
+	if err == nil && len(out) < max {
+		out, err = peekRows(ctx, tx, peekLater, d.cfg.queue, now, max-len(out), out)
+	}
+	if err != nil {
+		return nil, d.wrap(ctx, "peek", err)
+	}
+	return out, nil
+}
+
+// peekRows appends the messages query returns to out.
+func peekRows(ctx context.Context, tx *sql.Tx, query, queue string, now int64, max int, out []*driver.PeekedMessage) ([]*driver.PeekedMessage, error) {
+	rows, err := tx.QueryContext(ctx, query, queue, now, max)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	var out []*driver.PeekedMessage
 	for rows.Next() {
 		var (
 			m            driver.PeekedMessage
@@ -51,7 +81,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 			leased       bool
 		)
 		if err := rows.Scan(&id, &m.ID, &m.Body, &m.DeliveryCount, &enq, &vis, &leased, &m.Priority); err != nil {
-			return nil, d.wrap(ctx, "peek", err)
+			return nil, err
 		}
 		m.MessageID = strconv.FormatInt(id, 10)
 		m.EnqueuedAt = fromMicros(enq)
@@ -59,10 +89,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 		m.InFlight = leased && vis > now
 		out = append(out, &m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, d.wrap(ctx, "peek", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // Stats implements driver.Driver. The counts are exact and taken from one
