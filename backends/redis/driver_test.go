@@ -640,3 +640,30 @@ func TestServerErrorCodes(t *testing.T) {
 		t.Fatalf("ErrorCode(%v) = %v, want Internal", err, got)
 	}
 }
+
+// A dead letter requeued while another message holds its task ID does not
+// take the ID over, so settling it leaves the other message's dedup alone.
+func TestRequeuedDeadLetterKeepsOthersID(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	push(t, d, msg("x", 0))
+	r := receive(t, d, 1, time.Minute)[0]
+	if errs := d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: r.Lease, Reason: "r"}}); errs != nil {
+		t.Fatal(errs)
+	}
+	holder := push(t, d, msg("x", 5))[0] // now queued under the same ID
+	if n, err := d.RequeueDead(ctx, nil); err != nil || n != 1 {
+		t.Fatalf("requeue dead: %d, %v", n, err)
+	}
+	recs := receive(t, d, 2, time.Minute)
+	if len(recs) != 2 || recs[0].Lease.MessageID != holder.MessageID {
+		t.Fatalf("received %+v", recs)
+	}
+	if errs := d.Complete(ctx, []driver.Lease{recs[1].Lease}); errs != nil {
+		t.Fatal(errs)
+	}
+	if res := push(t, d, msg("x", 0)); !res[0].Duplicate || res[0].MessageID != holder.MessageID {
+		t.Fatalf("push while the holder is queued: %+v", res[0])
+	}
+}
