@@ -123,6 +123,7 @@ type pgDriver struct {
 	wake  broadcaster // fired when work may have arrived
 	notif *notifier
 
+	idle       atomic.Int32 // receivers sleeping for want of work
 	listenOnce sync.Once
 	done       chan struct{} // closed by Close
 	closed     atomic.Bool

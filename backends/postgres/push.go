@@ -51,7 +51,11 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 			notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
 		}
 	}
-	rows, err := q.Query(ctx, d.sql.push, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel())
+	sql := d.sql.push
+	if !d.cfg.syncPush {
+		sql = d.sql.pushAsync
+	}
+	rows, err := q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel())
 	if err != nil {
 		return nil, err
 	}

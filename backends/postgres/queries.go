@@ -6,32 +6,29 @@ import "strings"
 // They are built once per queue and run as prepared statements (pgx caches
 // them per connection), so each operation is one round trip.
 type queries struct {
-	push, existing                       string
+	push, pushAsync, existing            string
 	claim, nextVisible                   string
 	renew, complete, requeue, deadLetter string
 	peek, stats, clear                   string
 	listDead, requeueDead, purgeDead     string
 }
 
+// asyncCTE makes the statement's transaction commit without waiting for
+// its WAL to reach disk (synchronous_commit off, for this transaction only).
+// It is used for claims and settlements, never for pushes: if the server
+// crashes, the last few hundred milliseconds of them may be undone, which
+// only brings messages back (a claim or an acknowledgement is lost, never a
+// message), exactly the at-least-once contract. Pushes keep the server's
+// durable default unless the URL says sync_push=false. The CTE must be
+// referenced (FROM async) to be evaluated.
+const asyncCTE = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))`
+
 func buildQueries(schema string) queries {
 	r := strings.NewReplacer("{{s}}", schema)
 	return queries{
-		// Push: one multi-row insert from arrays. ON CONFLICT skips tasks whose
-		// id is already queued (dedup); they are missing from RETURNING. The
-		// notification, when asked for, is sent by the same statement and
-		// delivered when it commits. (The WHERE clause is what makes Postgres
-		// evaluate the otherwise unused CTE n.)
-		push: r.Replace(`
-WITH ins AS (
-	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at)
-	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now())
-	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[]) AS m(task_id, body, priority, not_before)
-	ON CONFLICT (queue, task_id) DO NOTHING
-	RETURNING id, task_id
-), n AS (
-	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
-)
-SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`),
+		// Push: see pushSQL.
+		push:      r.Replace(pushSQL(false)),
+		pushAsync: r.Replace(pushSQL(true)),
 
 		existing: r.Replace(`
 SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),
@@ -41,8 +38,8 @@ SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::te
 		// inside the locking CTE (not "WHERE id IN (SELECT ... LIMIT n)") is
 		// what guarantees at most $2 rows. RETURNING has no order; the driver
 		// sorts.
-		claim: r.Replace(`
-WITH c AS (
+		claim: r.Replace(asyncCTE + `,
+c AS (
 	SELECT id FROM {{s}}.messages
 	WHERE queue = $1 AND visible_at <= now()
 	ORDER BY priority DESC, id
@@ -53,7 +50,7 @@ UPDATE {{s}}.messages m
 SET visible_at = now() + $3::bigint * interval '1 microsecond',
     lease = gen_random_uuid(),
     deliveries = m.deliveries + 1
-FROM c WHERE m.id = c.id
+FROM c, async WHERE m.id = c.id
 RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.visible_at, m.priority`),
 
 		// nextVisible: microseconds until the earliest message of the queue
@@ -67,38 +64,39 @@ FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
 
 		// Renew: extend a lease only while it is held (token matches, not
 		// expired).
-		renew: r.Replace(`
+		renew: r.Replace(asyncCTE + `
 UPDATE {{s}}.messages
 SET visible_at = now() + $3::bigint * interval '1 microsecond'
+FROM async
 WHERE id = $1 AND lease = $2::uuid AND visible_at > now() AND queue = $4
 RETURNING visible_at`),
 
 		// Complete: delete every message whose lease is held, in one
 		// statement. Rows not returned had lost their lease.
-		complete: r.Replace(`
+		complete: r.Replace(asyncCTE + `
 DELETE FROM {{s}}.messages m
-USING unnest($1::bigint[], $2::uuid[]) AS x(id, lease)
+USING unnest($1::bigint[], $2::uuid[]) AS x(id, lease), async
 WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $3
 RETURNING m.id`),
 
 		// Requeue: release held messages, visible after their delay, with an
 		// optional new body. Clearing the lease fences the old holder.
-		requeue: r.Replace(`
+		requeue: r.Replace(asyncCTE + `
 UPDATE {{s}}.messages m
 SET visible_at = now() + x.delay * interval '1 microsecond',
     lease = NULL,
     body = coalesce(x.body, m.body)
-FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::bytea[]) AS x(id, lease, delay, body)
+FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::bytea[]) AS x(id, lease, delay, body), async
 WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $5
 RETURNING m.id`),
 
 		// DeadLetter: move held messages to dead_letters in one statement, so
 		// each move is atomic (the copy and the delete commit together).
-		deadLetter: r.Replace(`
-WITH x AS (
+		deadLetter: r.Replace(asyncCTE + `,
+x AS (
 	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[]) AS x(id, lease, reason, detail)
 ), d AS (
-	DELETE FROM {{s}}.messages m USING x
+	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $5
 	RETURNING m.id, m.queue, m.task_id, m.body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail
 )
@@ -154,4 +152,27 @@ SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`),
 DELETE FROM {{s}}.dead_letters
 WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
 	}
+}
+
+// pushSQL is the push statement: one multi-row insert from arrays. ON
+// CONFLICT skips tasks whose id is already queued (dedup); they are missing
+// from RETURNING. The notification, when asked for, is sent by the same
+// statement and delivered when it commits. (The WHERE clause is what makes
+// Postgres evaluate the otherwise unused CTE n.) async commits without
+// waiting for the disk (sync_push=false).
+func pushSQL(async bool) string {
+	with, from := "WITH ", ""
+	if async {
+		with, from = asyncCTE+",\n", ", async"
+	}
+	return with + `ins AS (
+	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at)
+	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now())
+	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[]) AS m(task_id, body, priority, not_before)` + from + `
+	ON CONFLICT (queue, task_id) DO NOTHING
+	RETURNING id, task_id
+), n AS (
+	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
+)
+SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 }

@@ -50,17 +50,21 @@ func (d *pgDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driv
 			sleep = max(min(sleep, next), minSleep)
 		}
 		timer := time.NewTimer(sleep)
+		d.idle.Add(1)
 		select {
 		case <-woken:
 		case <-timer.C:
 		case <-d.done:
-			timer.Stop()
-			return nil, errClosed
 		case <-ctx.Done():
-			timer.Stop()
-			return nil, wrap(ctx, "receive", ctx.Err())
 		}
+		d.idle.Add(-1)
 		timer.Stop()
+		if err := d.begin(); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, wrap(ctx, "receive", err)
+		}
 	}
 }
 

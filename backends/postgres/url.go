@@ -19,6 +19,7 @@ var jobqParams = map[string]bool{
 	"poll":              true,
 	"notify_interval":   true,
 	"max_message_bytes": true,
+	"sync_push":         true,
 }
 
 // connParams are the query parameters handed on to pgx unchanged: the libpq
@@ -75,6 +76,7 @@ type config struct {
 	poll            time.Duration
 	notifyInterval  time.Duration
 	maxMessageBytes int
+	syncPush        bool // pushes wait for the WAL flush (the server's setting)
 }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
@@ -102,7 +104,7 @@ func parseURL(u *url.URL) (*config, error) {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return nil, driver.Errorf(driver.InvalidArgument,
-			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval and max_message_bytes, "+
+			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes and sync_push, "+
 				"and passes libpq/pgx/pgxpool connection parameters (sslmode, application_name, pool_max_conns, ...) to pgx; "+
 				"put server settings in options=-c%%20name%%3Dvalue",
 			strings.Join(unknown, ", "))
@@ -116,6 +118,7 @@ func parseURL(u *url.URL) (*config, error) {
 		poll:            p.Duration("poll", DefaultPoll),
 		notifyInterval:  p.Duration("notify_interval", DefaultNotifyInterval),
 		maxMessageBytes: p.Int("max_message_bytes", DefaultMaxMessageBytes),
+		syncPush:        p.Bool("sync_push", true),
 	}
 	if c.queue == "" || len(c.queue) > 200 {
 		p.Fail("query parameter queue=%q must be 1 to 200 characters", c.queue)

@@ -21,11 +21,11 @@ func TestParseURL(t *testing.T) {
 			name: "defaults",
 			url:  "postgres://u@h/db",
 			want: config{connString: "postgres://u@h/db", queue: DefaultQueue, schema: DefaultSchema,
-				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes},
+				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes, syncPush: true},
 		},
 		{
 			name: "jobq parameters stripped, libpq and pool parameters kept",
-			url:  "postgresql://u:pw@h:5433/db?queue=render&schema=work&sslmode=disable&pool_max_conns=8&poll=250ms&notify_interval=5ms&max_message_bytes=1024&application_name=x",
+			url:  "postgresql://u:pw@h:5433/db?queue=render&schema=work&sslmode=disable&pool_max_conns=8&poll=250ms&notify_interval=5ms&max_message_bytes=1024&application_name=x&sync_push=false",
 			want: config{connString: "postgres://u:pw@h:5433/db?application_name=x&pool_max_conns=8&sslmode=disable",
 				queue: "render", schema: "work", poll: 250 * time.Millisecond, notifyInterval: 5 * time.Millisecond, maxMessageBytes: 1024},
 		},
