@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/jobq/jobq/conformance"
@@ -14,5 +15,19 @@ func TestConformance(t *testing.T) {
 		Name:        "redis",
 		NewQueueURL: func(t testing.TB) string { return newQueueURL(t, "") },
 		PushRaw:     conformance.RawPusher(&Opener{}),
+	})
+}
+
+// TestConformanceSizeLimit runs the suite on queues whose URL lowers the
+// message size limit, so that the stash and TooLarge paths run too.
+func TestConformanceSizeLimit(t *testing.T) {
+	const limit = 64 << 10
+	conformance.Run(t, conformance.Harness{
+		Name: "redis-limited",
+		NewQueueURL: func(t testing.TB) string {
+			return newQueueURL(t, "") + "&max_message_bytes=" + strconv.Itoa(limit)
+		},
+		MaxMessageBytes: limit,
+		PushRaw:         conformance.RawPusher(&Opener{}),
 	})
 }

@@ -68,6 +68,7 @@ func TestParseURL(t *testing.T) {
 		addr      string
 		db        int
 		network   string
+		maxMsg    int
 		wantError bool
 	}{
 		{url: "redis://127.0.0.1:6379/0", queue: "default", prefix: "jobq", addr: "127.0.0.1:6379", network: "tcp"},
@@ -79,6 +80,9 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://127.0.0.1:6379/0?queue=", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?prefix=", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?pool_size=many", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?max_message_bytes=-1", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?max_message_bytes=big", wantError: true},
+		{url: "redis://h:1/0?max_message_bytes=1000", queue: "default", prefix: "jobq", addr: "h:1", network: "tcp", maxMsg: 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
@@ -96,7 +100,7 @@ func TestParseURL(t *testing.T) {
 				t.Fatalf("parse %s: %v", tt.url, err)
 			}
 			if cfg.queue != tt.queue || cfg.prefix != tt.prefix || cfg.options.Addr != tt.addr ||
-				cfg.options.DB != tt.db || cfg.options.Network != tt.network {
+				cfg.options.DB != tt.db || cfg.options.Network != tt.network || cfg.maxMessageBytes != tt.maxMsg {
 				t.Errorf("parse %s: got queue %q prefix %q addr %q db %d network %q", tt.url,
 					cfg.queue, cfg.prefix, cfg.options.Addr, cfg.options.DB, cfg.options.Network)
 			}

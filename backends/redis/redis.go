@@ -7,9 +7,10 @@
 //	redis+unix:///run/redis.sock?db=0&queue=etl
 //
 // Query parameters: queue (the queue name, default "default"), prefix (the
-// first part of every key, default "jobq"), and go-redis's own connection
-// options (dial_timeout, read_timeout, pool_size, client_name, protocol, ...).
-// Anything else is an InvalidArgument error.
+// first part of every key, default "jobq"), max_message_bytes (a size limit
+// above which tasks go to the stash; default none), and go-redis's own
+// connection options (dial_timeout, read_timeout, pool_size, client_name,
+// protocol, ...). Anything else is an InvalidArgument error.
 //
 // Every state change is one Lua script, so a crash between two commands
 // cannot lose or duplicate a message. A queue's keys share the hash tag
@@ -56,13 +57,16 @@ func init() {
 type Opener struct{}
 
 // Capabilities returns what every Redis queue declares.
-func (*Opener) Capabilities() driver.Capabilities { return capabilities() }
+func (*Opener) Capabilities() driver.Capabilities { return capabilities(0) }
 
 // maxReceiveBatch bounds one claim so that a single script never holds
 // Redis for long.
 const maxReceiveBatch = 1000
 
-func capabilities() driver.Capabilities {
+// capabilities returns the declaration, with the message size limit from
+// the URL (0: none beyond the server's proto-max-bulk-len, 512 MB by
+// default).
+func capabilities(maxMessageBytes int) driver.Capabilities {
 	native := driver.Support{Level: driver.Native}
 	return driver.Capabilities{
 		Features: map[driver.Feature]driver.Support{
@@ -83,6 +87,7 @@ func capabilities() driver.Capabilities {
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
 		},
 		MaxReceiveBatch: maxReceiveBatch,
+		MaxMessageBytes: maxMessageBytes,
 	}
 }
 
@@ -94,6 +99,7 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 	}
 	client := goredis.NewClient(cfg.options)
 	d := newDriver(client, cfg.prefix, cfg.queue, jobq.RedactURL(u.String()), opts.Logger)
+	d.maxMessageBytes = cfg.maxMessageBytes
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis at %s (is redis-server running, and are host, port and password right?): %w", d.url, err))
@@ -103,9 +109,14 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 
 // config is what a URL says.
 type config struct {
-	queue, prefix string
-	options       *goredis.Options
+	queue, prefix   string
+	maxMessageBytes int
+	options         *goredis.Options
 }
+
+// jobqParams are the query parameters this package reads itself; the rest
+// go to go-redis, which rejects the ones it does not know.
+var jobqParams = []string{"queue", "prefix", "max_message_bytes"}
 
 // parseURL splits u into jobq's parameters and go-redis's options.
 func parseURL(u *url.URL) (*config, error) {
@@ -113,19 +124,30 @@ func parseURL(u *url.URL) (*config, error) {
 	cfg := &config{
 		queue:  p.String("queue", "default"),
 		prefix: p.String("prefix", "jobq"),
+		// A lower limit sends larger tasks to the stash, keeping Redis's
+		// memory for the queue itself.
+		maxMessageBytes: p.Int("max_message_bytes", 0),
+	}
+	if cfg.maxMessageBytes < 0 {
+		p.Fail("query parameter max_message_bytes=%d must be 0 (no limit) or more", cfg.maxMessageBytes)
 	}
 	for _, s := range []struct{ name, v string }{{"queue", cfg.queue}, {"prefix", cfg.prefix}} {
 		if s.v == "" || strings.ContainsAny(s.v, "{}") {
-			return nil, driver.Errorf(driver.InvalidArgument,
-				"redis URL %s: %s=%q is invalid: it must be non-empty and must not contain { or } (they delimit the Redis Cluster hash tag)",
-				jobq.RedactURL(u.String()), s.name, s.v)
+			p.Fail("query parameter %s=%q is invalid: it must be non-empty and must not contain { or } (they delimit the Redis Cluster hash tag)", s.name, s.v)
 		}
 	}
-	// Whatever is left is go-redis's to judge; it rejects unknown options.
-	rest := *u
+	// The rest of the query is go-redis's to judge.
 	q := u.Query()
-	q.Del("queue")
-	q.Del("prefix")
+	for _, name := range jobqParams {
+		q.Del(name)
+	}
+	for name := range q {
+		p.Has(name)
+	}
+	if err := p.Done(); err != nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "redis URL %s: %w", jobq.RedactURL(u.String()), err)
+	}
+	rest := *u
 	rest.RawQuery = q.Encode()
 	switch strings.ToLower(u.Scheme) {
 	case SchemeUnix:
@@ -137,7 +159,7 @@ func parseURL(u *url.URL) (*config, error) {
 	opts, err := goredis.ParseURL(rest.String())
 	if err != nil {
 		return nil, driver.Errorf(driver.InvalidArgument,
-			"redis URL %s: %v (jobq takes queue= and prefix=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
+			"redis URL %s: %v (jobq takes queue=, prefix= and max_message_bytes=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
 			jobq.RedactURL(u.String()), err)
 	}
 	if !q.Has("max_retries") {
@@ -152,13 +174,14 @@ func parseURL(u *url.URL) (*config, error) {
 
 // Driver is one Redis queue. It implements driver.Driver.
 type Driver struct {
-	client  *goredis.Client
-	queue   string
-	prefix  string   // "jobq:{name}:", the start of every key of the queue
-	keys    []string // the KEYS every script takes, see scripts.go
-	channel string   // pub/sub channel announcing newly visible messages
-	url     string   // redacted
-	log     *slog.Logger
+	client          *goredis.Client
+	queue           string
+	maxMessageBytes int
+	prefix          string   // "jobq:{name}:", the start of every key of the queue
+	keys            []string // the KEYS every script takes, see scripts.go
+	channel         string   // pub/sub channel announcing newly visible messages
+	url             string   // redacted
+	log             *slog.Logger
 
 	closed atomic.Bool
 	done   chan struct{} // closed by Close
@@ -197,7 +220,7 @@ func (d *Driver) Keys() []string {
 }
 
 // Capabilities implements driver.Driver.
-func (d *Driver) Capabilities() driver.Capabilities { return capabilities() }
+func (d *Driver) Capabilities() driver.Capabilities { return capabilities(d.maxMessageBytes) }
 
 // As implements driver.Driver: a **goredis.Client receives the driver's
 // client, shared with the queue (do not close it); a **Driver receives the
