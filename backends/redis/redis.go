@@ -168,6 +168,9 @@ func parseURL(u *url.URL) (*config, error) {
 		// for a message it deleted). The portable layer decides on retries.
 		opts.MaxRetries = -1
 	}
+	// Let callers' contexts bound the socket reads and writes too, so that
+	// a canceled call returns at once rather than after read_timeout.
+	opts.ContextTimeoutEnabled = true
 	cfg.options = opts
 	return cfg, nil
 }
