@@ -14,17 +14,28 @@ import (
 // connection, in any process, commits) and the earliest visible_at (when a
 // delayed message or an expired lease becomes claimable). Until one of the
 // two changes, the answer is "no" for the cost of one pragma.
+//
+// Looking at the queue scans the order index past every message that is not
+// visible, which is slow when hundreds of thousands are delayed. So that
+// such a queue cannot make idle receivers burn CPU while another process
+// keeps writing, a look that took d is not repeated for 10·d (at most
+// about a tenth of a core per driver).
 type idleWatch struct {
-	mu      sync.Mutex
-	conn    *sql.Conn // data_version is per connection
-	valid   bool
-	version int64
-	nextDue int64 // Unix µs; 0 when the queue holds no messages
+	mu       sync.Mutex
+	conn     *sql.Conn // data_version is per connection
+	valid    bool
+	version  int64
+	nextDue  int64 // Unix µs; 0 when the queue holds no messages
+	nextLook time.Time
 }
 
-// nextVisible is the earliest time any message of the queue is visible,
-// read from the claim index without touching the table.
-const nextVisible = `SELECT MIN(visible_at) FROM jobq_messages INDEXED BY jobq_messages_claim WHERE queue = ?`
+const (
+	// anyVisible stops at the first visible message in claim order.
+	anyVisible = `SELECT EXISTS (SELECT 1 FROM jobq_messages INDEXED BY jobq_messages_order
+		WHERE queue = ? AND visible_at <= ?)`
+	// nextVisible is the earliest time any message of the queue is visible.
+	nextVisible = `SELECT MIN(visible_at) FROM jobq_messages INDEXED BY jobq_messages_order WHERE queue = ?`
+)
 
 // mayClaim reports whether a message of queue may be claimable now.
 func (w *idleWatch) mayClaim(ctx context.Context, queue string) (bool, error) {
@@ -34,15 +45,25 @@ func (w *idleWatch) mayClaim(ctx context.Context, queue string) (bool, error) {
 	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
 		return false, err
 	}
-	now := micros(time.Now())
-	if w.valid && v == w.version && (w.nextDue == 0 || now < w.nextDue) {
+	now := time.Now()
+	us := micros(now)
+	if w.valid && v == w.version && (w.nextDue == 0 || us < w.nextDue) {
 		return false, nil
 	}
+	if now.Before(w.nextLook) {
+		return false, nil
+	}
+	var visible bool
 	var due sql.NullInt64
-	if err := w.conn.QueryRowContext(ctx, nextVisible, queue).Scan(&due); err != nil {
+	err := w.conn.QueryRowContext(ctx, anyVisible, queue, us).Scan(&visible)
+	if err == nil && !visible {
+		err = w.conn.QueryRowContext(ctx, nextVisible, queue).Scan(&due)
+	}
+	if err != nil {
 		return false, err
 	}
-	if due.Valid && due.Int64 <= now {
+	w.nextLook = now.Add(10 * time.Since(now))
+	if visible {
 		w.valid = false
 		return true, nil
 	}

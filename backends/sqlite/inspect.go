@@ -15,7 +15,7 @@ import (
 const (
 	peekReady = `
 SELECT id, task_id, body, deliveries, enqueued_at, visible_at, lease IS NOT NULL, priority
-FROM jobq_messages INDEXED BY jobq_messages_claim
+FROM jobq_messages INDEXED BY jobq_messages_order
 WHERE queue = ?1 AND visible_at <= ?2
 ORDER BY priority DESC, id
 LIMIT ?3`
@@ -23,22 +23,23 @@ LIMIT ?3`
 SELECT id, task_id, body, deliveries, enqueued_at, visible_at, lease IS NOT NULL, priority
 FROM jobq_messages
 WHERE id IN (
-	SELECT id FROM jobq_messages INDEXED BY jobq_messages_claim
+	SELECT id FROM jobq_messages INDEXED BY jobq_messages_order
 	WHERE queue = ?1 AND visible_at > ?2
 	ORDER BY visible_at, id
 	LIMIT ?3)
 ORDER BY visible_at, id`
 )
 
-// countMessages counts in one snapshot. The ready count is a scan of the
-// claim index alone; only messages that are not ready need their row, to
-// tell in flight (leased) from delayed.
+// countMessages counts in one snapshot and one pass over the order index,
+// which carries every column the counts need.
 const countMessages = `
 SELECT
-	(SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_claim WHERE queue = ?1 AND visible_at <= ?2),
-	(SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_claim WHERE queue = ?1 AND visible_at > ?2 AND lease IS NOT NULL),
-	(SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_claim WHERE queue = ?1 AND visible_at > ?2 AND lease IS NULL),
-	(SELECT COUNT(*) FROM jobq_dead WHERE queue = ?1)`
+	COALESCE(SUM(visible_at <= ?2), 0),
+	COALESCE(SUM(visible_at > ?2 AND lease IS NOT NULL), 0),
+	COALESCE(SUM(visible_at > ?2 AND lease IS NULL), 0),
+	(SELECT COUNT(*) FROM jobq_dead WHERE queue = ?1)
+FROM jobq_messages INDEXED BY jobq_messages_order
+WHERE queue = ?1`
 
 // Peek implements driver.Driver. In-flight messages are included, marked
 // InFlight; nothing is changed.

@@ -18,7 +18,7 @@ const claimMessages = `
 UPDATE jobq_messages
 SET lease = ?, visible_at = ?, deliveries = deliveries + 1
 WHERE id IN (
-	SELECT id FROM jobq_messages INDEXED BY jobq_messages_claim
+	SELECT id FROM jobq_messages INDEXED BY jobq_messages_order
 	WHERE queue = ? AND visible_at <= ?
 	ORDER BY priority DESC, id
 	LIMIT ?)

@@ -15,8 +15,10 @@ import (
 //     the lease's expiry),
 //   - delayed when lease is NULL and visible_at > now.
 //
-// jobq_messages_claim serves claims (priority first, then push order, with
-// visible_at in the index so that the filter needs no table lookups);
+// jobq_messages_order serves claims (priority first, then push order, with
+// visible_at and lease in the index so that filters and counts need no table
+// lookups; a claim changes both columns in the same entry, so carrying them
+// costs no extra page writes);
 // jobq_messages_task enforces dedup by task ID among messages not yet
 // completed. There is deliberately no index on visible_at alone: every claim
 // changes visible_at, and each extra index it lives in costs a page write
@@ -34,8 +36,9 @@ CREATE TABLE IF NOT EXISTS jobq_messages (
 	deliveries  INTEGER NOT NULL DEFAULT 0,
 	lease       TEXT
 );
-CREATE INDEX IF NOT EXISTS jobq_messages_claim ON jobq_messages (queue, priority DESC, id, visible_at);
+CREATE INDEX IF NOT EXISTS jobq_messages_order ON jobq_messages (queue, priority DESC, id, visible_at, lease);
 DROP INDEX IF EXISTS jobq_messages_visible; -- made by early development builds
+DROP INDEX IF EXISTS jobq_messages_claim;   -- made by early development builds
 CREATE UNIQUE INDEX IF NOT EXISTS jobq_messages_task ON jobq_messages (queue, task_id) WHERE task_id <> '';
 CREATE TABLE IF NOT EXISTS jobq_dead (
 	id          INTEGER PRIMARY KEY AUTOINCREMENT,
