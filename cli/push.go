@@ -17,9 +17,14 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// pushBatchSize is how many tasks one backend call carries; large enough to
+// pushBatchSize is how many tasks one PushBatch carries (the portable layer
+// splits it further where a backend's batch limit is lower); large enough to
 // amortise round trips, small enough to keep memory flat on huge inputs.
-const pushBatchSize = 500
+const pushBatchSize = 1000
+
+// pushInFlight is how many batches are pushed at once, so that reading and
+// encoding overlap the backend's round trips.
+const pushInFlight = 4
 
 type pushFlags struct {
 	commands   []string
@@ -67,18 +72,26 @@ line shows the count and rate.`,
 	return cmd
 }
 
-// pusher accumulates tasks and pushes them in batches.
+// pusher accumulates tasks and pushes them in batches, several at a time,
+// handling the results in input order.
 type pusher struct {
 	a       *app
 	q       *jobq.Queue
 	f       pushFlags
 	batch   []*jobq.Task
+	pending []*pushJob // oldest first
 	pushed  int
 	dups    int
 	bar     *progressbar.ProgressBar
 	printer *bufio.Writer
 }
 
+// pushJob is one batch being pushed.
+type pushJob struct {
+	res  []jobq.PushResult
+	err  error
+	done chan struct{}
+}
 func (a *app) push(ctx context.Context, f pushFlags) error {
 	env, err := parseEnvFlags(f.env)
 	if err != nil {
@@ -169,18 +182,39 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task) error {
 	}
 	p.batch = append(p.batch, t)
 	if len(p.batch) >= pushBatchSize {
-		return p.flush(ctx)
+		return p.send(ctx)
 	}
 	return nil
 }
 
-// flush pushes the pending batch.
-func (p *pusher) flush(ctx context.Context) error {
+// send starts pushing the accumulated batch, first waiting for the oldest
+// batch in flight when pushInFlight are.
+func (p *pusher) send(ctx context.Context) error {
 	if len(p.batch) == 0 {
 		return nil
 	}
-	res, err := p.q.PushBatch(ctx, p.batch)
-	for _, r := range res {
+	if len(p.pending) >= pushInFlight {
+		if err := p.collect(); err != nil {
+			return err
+		}
+	}
+	job := &pushJob{done: make(chan struct{})}
+	tasks := p.batch
+	p.batch = make([]*jobq.Task, 0, pushBatchSize)
+	go func() {
+		defer close(job.done)
+		job.res, job.err = p.q.PushBatch(ctx, tasks)
+	}()
+	p.pending = append(p.pending, job)
+	return nil
+}
+
+// collect waits for the oldest batch in flight and records its results.
+func (p *pusher) collect() error {
+	job := p.pending[0]
+	p.pending = p.pending[1:]
+	<-job.done
+	for _, r := range job.res {
 		if r.Duplicate {
 			p.dups++
 		}
@@ -188,18 +222,35 @@ func (p *pusher) flush(ctx context.Context) error {
 			fmt.Fprintln(p.printer, r.ID)
 		}
 	}
-	p.pushed += len(res)
+	p.pushed += len(job.res)
 	if p.bar != nil {
-		_ = p.bar.Add(len(res))
+		_ = p.bar.Add(len(job.res))
 	}
-	clear(p.batch)
-	p.batch = p.batch[:0]
-	if err != nil {
+	if job.err != nil {
+		// Let the other batches finish, so the count is right.
+		for _, other := range p.pending {
+			<-other.done
+			p.pushed += len(other.res)
+		}
+		p.pending = nil
 		code := ExitFailure
-		if jobq.ErrorCode(err) == jobq.InvalidArgument || jobq.ErrorCode(err) == jobq.TooLarge {
+		if c := jobq.ErrorCode(job.err); c == jobq.InvalidArgument || c == jobq.TooLarge {
 			code = ExitUsage
 		}
-		return &exitError{code: code, err: fmt.Errorf("%w (%d tasks were pushed before the failure)", err, p.pushed)}
+		return &exitError{code: code, err: fmt.Errorf("%w (%d tasks were pushed in all)", job.err, p.pushed)}
+	}
+	return nil
+}
+
+// flush pushes what is accumulated and waits for every batch in flight.
+func (p *pusher) flush(ctx context.Context) error {
+	if err := p.send(ctx); err != nil {
+		return err
+	}
+	for len(p.pending) > 0 {
+		if err := p.collect(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
