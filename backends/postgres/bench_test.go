@@ -30,9 +30,9 @@ import (
 // handlers is how many tasks the benchmark worker runs at once.
 const handlers = 16
 
-func openBenchQueue(b *testing.B) (*jobq.Queue, *pgDriver) {
+func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *pgDriver) {
 	b.Helper()
-	q, err := jobq.OpenWithOptions(context.Background(), newQueueURL(b), jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(context.Background(), newQueueURL(b, extra...), jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,19 +120,29 @@ func BenchmarkDrain(b *testing.B) {
 	reportRate(b, b.N, elapsed)
 }
 
-// BenchmarkPushOne: one producer pushes tasks one Push call at a time.
+// BenchmarkPushOne: one producer pushes tasks one Push call at a time, with
+// the default durable commit ("durable": each push waits for its WAL flush)
+// and with sync_push=false.
 func BenchmarkPushOne(b *testing.B) {
-	q, _ := openBenchQueue(b)
-	tasks := benchTasks(b.N)
-	ctx := context.Background()
-	b.ResetTimer()
-	start := time.Now()
-	for _, t := range tasks {
-		if _, err := q.Push(ctx, t); err != nil {
-			b.Fatal(err)
-		}
+	for _, mode := range []string{"durable", "sync_push=false"} {
+		b.Run(mode, func(b *testing.B) {
+			var extra []string
+			if mode != "durable" {
+				extra = append(extra, mode)
+			}
+			q, _ := openBenchQueue(b, extra...)
+			tasks := benchTasks(b.N)
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for _, t := range tasks {
+				if _, err := q.Push(ctx, t); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, b.N, time.Since(start))
+		})
 	}
-	reportRate(b, b.N, time.Since(start))
 }
 
 // BenchmarkPushBatch: one producer pushes b.N tasks with PushBatch calls of
@@ -154,9 +164,21 @@ func BenchmarkPushBatch(b *testing.B) {
 // BenchmarkPickupLatency: a receiver waits on an empty queue; the time from
 // the start of a Push to the receiver holding the task. The producer is a
 // separate Queue (its own pool), so the wake-up travels through
-// LISTEN/NOTIFY as it would between machines.
+// LISTEN/NOTIFY as it would between machines. A durable push includes its
+// WAL flush, since the notification is delivered at commit.
 func BenchmarkPickupLatency(b *testing.B) {
-	raw := newQueueURL(b)
+	for _, mode := range []string{"durable", "sync_push=false"} {
+		b.Run(mode, func(b *testing.B) {
+			var extra []string
+			if mode != "durable" {
+				extra = append(extra, mode)
+			}
+			benchPickup(b, newQueueURL(b, extra...))
+		})
+	}
+}
+
+func benchPickup(b *testing.B, raw string) {
 	open := func() *jobq.Queue {
 		q, err := jobq.OpenWithOptions(context.Background(), raw, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -206,13 +228,48 @@ func BenchmarkPickupLatency(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
 }
 
-// BenchmarkRawSQLLimit is the bar the other benchmarks are measured against:
-// 16 goroutines run a bare claim-and-delete over b.N pre-filled rows of a
-// minimal table, one row per statement ("one") or 16 ("batch16", what the
-// worker asks for when all its handlers are free):
+// BenchmarkRawSQLLimit is the bar the other benchmarks are measured against,
+// on a minimal table (id, body) with no jobq code at all:
 //
-//	DELETE FROM raw WHERE id IN (SELECT id FROM raw ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED)
+//   - insert-one: one producer runs a plain durable INSERT per row, the
+//     limit for BenchmarkPushOne/durable.
+//
+//   - one, batch16: 16 goroutines run a bare claim-and-delete over b.N
+//     pre-filled rows, one row per statement or 16 (what the worker asks for
+//     when all its handlers are free):
+//
+//     DELETE FROM raw WHERE id IN (SELECT id FROM raw ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED)
 func BenchmarkRawSQLLimit(b *testing.B) {
+	rawTable := func(b *testing.B, d *pgDriver, rows int) string {
+		ctx := context.Background()
+		table := pgx.Identifier{testSchema, fmt.Sprintf("raw_bench_%d", time.Now().UnixNano())}.Sanitize()
+		if _, err := d.pool.Exec(ctx, `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body bytea NOT NULL)`); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { d.pool.Exec(context.Background(), `DROP TABLE `+table) })
+		if _, err := d.pool.Exec(ctx, `INSERT INTO `+table+` (body) SELECT '{"version": 1, "kwargs": "{}"}'::bytea FROM generate_series(1, $1)`, rows); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.pool.Exec(ctx, `VACUUM ANALYZE `+table); err != nil {
+			b.Fatal(err)
+		}
+		return table
+	}
+	b.Run("insert-one", func(b *testing.B) {
+		_, d := openBenchQueue(b)
+		ctx := context.Background()
+		table := rawTable(b, d, 0)
+		insert := `INSERT INTO ` + table + ` (body) VALUES ($1)`
+		body := []byte(`{"version": 1, "kwargs": "{}"}`)
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			if _, err := d.pool.Exec(ctx, insert, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRate(b, b.N, time.Since(start))
+	})
 	for _, per := range []int{1, handlers} {
 		name := "one"
 		if per > 1 {
@@ -221,17 +278,7 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			_, d := openBenchQueue(b)
 			ctx := context.Background()
-			table := pgx.Identifier{testSchema, fmt.Sprintf("raw_bench_%d", time.Now().UnixNano())}.Sanitize()
-			if _, err := d.pool.Exec(ctx, `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body bytea NOT NULL)`); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { d.pool.Exec(context.Background(), `DROP TABLE `+table) })
-			if _, err := d.pool.Exec(ctx, `INSERT INTO `+table+` (body) SELECT '{"version": 1, "kwargs": "{}"}'::bytea FROM generate_series(1, $1)`, b.N); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := d.pool.Exec(ctx, `VACUUM ANALYZE `+table); err != nil {
-				b.Fatal(err)
-			}
+			table := rawTable(b, d, b.N)
 			claim := `DELETE FROM ` + table + ` WHERE id IN (SELECT id FROM ` + table + ` ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)`
 			var done atomic.Int64
 			var wg sync.WaitGroup

@@ -61,7 +61,15 @@ func TestClaimOrderAndLimit(t *testing.T) {
 
 func TestDedup(t *testing.T) {
 	t.Parallel()
-	d := openDriver(t)
+	for _, syncPush := range []string{"true", "false"} {
+		t.Run("sync_push="+syncPush, func(t *testing.T) {
+			t.Parallel()
+			testDedup(t, openDriver(t, "sync_push="+syncPush))
+		})
+	}
+}
+
+func testDedup(t *testing.T, d *pgDriver) {
 	ctx := ctxT(t)
 	res, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b"), msg("a")})
 	if err != nil {
