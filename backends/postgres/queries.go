@@ -51,7 +51,7 @@ SET visible_at = now() + $3::bigint * interval '1 microsecond',
     lease = gen_random_uuid(),
     deliveries = m.deliveries + 1
 FROM c, async WHERE m.id = c.id
-RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.visible_at, m.priority`),
+RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority`),
 
 		// nextVisible: microseconds until the earliest message of the queue
 		// becomes visible (a lease or delay ending; negative when one is
@@ -68,8 +68,7 @@ FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
 UPDATE {{s}}.messages
 SET visible_at = now() + $3::bigint * interval '1 microsecond'
 FROM async
-WHERE id = $1 AND lease = $2::uuid AND visible_at > now() AND queue = $4
-RETURNING visible_at`),
+WHERE id = $1 AND lease = $2::uuid AND visible_at > now() AND queue = $4`),
 
 		// Complete: delete every message whose lease is held, in one
 		// statement. Rows not returned had lost their lease.

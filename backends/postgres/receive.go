@@ -70,6 +70,10 @@ func (d *pgDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driv
 
 // claim runs the claim statement once and returns the rows in claim order.
 func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration) ([]*driver.Received, error) {
+	// The lease's expiry is reckoned on this machine's clock from before the
+	// request, so it is never later than the database's own (whose clock
+	// may differ): a worker stops trusting its lease early, never late.
+	expiry := time.Now().Add(visibility)
 	rows, err := d.pool.Query(ctx, d.sql.claim, d.cfg.queue, max, micros(visibility))
 	if err != nil {
 		return nil, err
@@ -84,8 +88,8 @@ func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration)
 	for rows.Next() {
 		var c claimed
 		var deliveries int32
-		r := &driver.Received{}
-		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &r.EnqueuedAt, &r.Lease.Token, &r.Lease.Expiry, &c.priority); err != nil {
+		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
+		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &r.EnqueuedAt, &r.Lease.Token, &c.priority); err != nil {
 			return nil, err
 		}
 		r.DeliveryCount = int(deliveries)

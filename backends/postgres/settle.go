@@ -32,23 +32,12 @@ func (d *pgDriver) Renew(ctx context.Context, lease driver.Lease, visibility tim
 	if err != nil {
 		return lease, err
 	}
-	var expiry time.Time
-	rows, err := d.pool.Query(ctx, d.sql.renew, id, lease.Token, micros(visibility), d.cfg.queue)
+	expiry := time.Now().Add(visibility) // this machine's clock, as in claim
+	tag, err := d.pool.Exec(ctx, d.sql.renew, id, lease.Token, micros(visibility), d.cfg.queue)
 	if err != nil {
 		return lease, wrap(ctx, "renew", err)
 	}
-	found := false
-	for rows.Next() {
-		found = true
-		if err := rows.Scan(&expiry); err != nil {
-			rows.Close()
-			return lease, wrap(ctx, "renew", err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return lease, wrap(ctx, "renew", err)
-	}
-	if !found {
+	if tag.RowsAffected() == 0 {
 		return lease, lockLost("renew", lease)
 	}
 	lease.Expiry = expiry
