@@ -138,7 +138,7 @@ func (w *Worker) requeue(ctx context.Context, env *jobq.Envelope, log *slog.Logg
 // lease closes env.LockLost, which cancels the task.
 func (w *Worker) heartbeat(ctx context.Context, env *jobq.Envelope, log *slog.Logger, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(w.o.Visibility / 2)
+	t := time.NewTicker(w.renewal(env))
 	defer t.Stop()
 	for {
 		select {
@@ -149,7 +149,7 @@ func (w *Worker) heartbeat(ctx context.Context, env *jobq.Envelope, log *slog.Lo
 			switch {
 			case err == nil:
 				log.Debug("lease renewed", "expiry", env.Expiry())
-				t.Reset(w.o.Visibility / 2)
+				t.Reset(w.renewal(env))
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, jobq.ErrLockLost):
@@ -160,10 +160,22 @@ func (w *Worker) heartbeat(ctx context.Context, env *jobq.Envelope, log *slog.Lo
 			default:
 				// Try again well before the lease runs out.
 				log.Warn("lease renewal failed; trying again shortly", "error", err)
-				t.Reset(w.o.Visibility / 10)
+				t.Reset(w.renewal(env) / 5)
 			}
 		}
 	}
+}
+
+// renewal is how long the heartbeat waits before renewing: half the
+// visibility, or half the time the lease has left when that is shorter,
+// because some backends lease for their own duration whatever visibility
+// was asked for (Service Bus locks for the queue's lock duration).
+func (w *Worker) renewal(env *jobq.Envelope) time.Duration {
+	d := w.o.Visibility / 2
+	if left := time.Until(env.Expiry()) / 2; left > 0 && left < d {
+		d = left
+	}
+	return d
 }
 
 // describe is a task's command or payload, shortened for a log line.

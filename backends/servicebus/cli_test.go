@@ -3,6 +3,7 @@ package servicebus_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,5 +66,40 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	if table, _ := jobq("dlq", "list"); !strings.Contains(table, "echo doomed") || !strings.Contains(table, "exited with status 3") {
 		t.Fatalf("dlq list does not show the task and its reason:\n%s", table)
+	}
+}
+
+// TestCLILongTask runs a task longer than the queue's lock duration with the
+// worker's default visibility timeout (much longer than the lock): the
+// heartbeat must follow the lock's real expiry, so the task completes once.
+func TestCLILongTask(t *testing.T) {
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	if testing.Short() {
+		t.Skip("builds the jobq binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "jobq")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput(); err != nil {
+		t.Fatalf("build jobq: %v\n%s", err, out)
+	}
+	queue := newQueueURL(t)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, append([]string{queue}, args...)...)
+		cmd.Env = append(os.Environ(), "JOBQ_SERVICEBUS_CONNECTION_STRING="+env.connStr)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("jobq %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("push", "-c", fmt.Sprintf("sleep %d; echo finished", int(2*lockDuration/time.Second)))
+	out := run("worker")
+	if strings.Count(out, "] finished") != 1 || strings.Contains(out, "lease lost") {
+		t.Fatalf("a task longer than the lock should run once to the end:\n%s", out)
 	}
 }
