@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -43,5 +44,15 @@ func BenchmarkShellTrue(b *testing.B) {
 	b.ResetTimer()
 	if err := worker.Run(context.Background(), q, worker.NewShell(), worker.Options{Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkBareBashTrue is the baseline for BenchmarkShellTrue: the same
+// command run in a plain loop.
+func BenchmarkBareBashTrue(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -201,7 +201,7 @@ func (s *Shell) environ(job *Job) []string {
 
 // stream logs r line by line with the task's prefix and keeps the tail.
 func (s *Shell) stream(r io.Reader, name, prefix string, log *slog.Logger, tail *tailBuffer) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, 8<<10) // longer lines arrive in parts and are joined below
 	var long []byte
 	for {
 		chunk, isPrefix, err := br.ReadLine()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,43 +84,54 @@ func BenchmarkIdleWorkerRSS(b *testing.B) {
 // BenchmarkPerTaskOverhead compares the worker's time per `true` task with
 // a bare loop running `bash -c true`. The worker's time per task is the
 // difference between draining 2N and N tasks, divided by N, which removes
-// the fixed start-up and empty-queue exit costs.
+// the fixed start-up and empty-queue exit costs. Each figure is the median
+// of five rounds, interleaved so that load from other processes hits both
+// sides alike.
 func BenchmarkPerTaskOverhead(b *testing.B) {
-	const n = 300
+	const n, rounds = 200, 5
+	drain := func(tasks int) time.Duration {
+		bn := newBenchDir(b)
+		var in strings.Builder
+		for i := range tasks {
+			fmt.Fprintf(&in, "true # %d\n", i)
+		}
+		push := exec.Command(jobqBin, bn.queue, "push", "-q")
+		push.Env, push.Stdin = bn.env, strings.NewReader(in.String())
+		if out, err := push.CombinedOutput(); err != nil {
+			b.Fatalf("push: %v\n%s", err, out)
+		}
+		w := exec.Command(jobqBin, bn.queue, "worker", "-q")
+		w.Env = bn.env
+		start := time.Now()
+		if out, err := w.CombinedOutput(); err != nil {
+			b.Fatalf("worker: %v\n%s", err, out)
+		}
+		return time.Since(start)
+	}
 	for b.Loop() {
-		bare := time.Now()
-		for range n {
-			if err := exec.Command("bash", "-c", "true").Run(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		barePer := time.Since(bare) / n
-
-		drain := func(tasks int) time.Duration {
-			bn := newBenchDir(b)
-			var in strings.Builder
-			for i := range tasks {
-				fmt.Fprintf(&in, "true # %d\n", i)
-			}
-			push := exec.Command(jobqBin, bn.queue, "push", "-q")
-			push.Env, push.Stdin = bn.env, strings.NewReader(in.String())
-			if out, err := push.CombinedOutput(); err != nil {
-				b.Fatalf("push: %v\n%s", err, out)
-			}
-			w := exec.Command(jobqBin, bn.queue, "worker", "-q")
-			w.Env = bn.env
+		var bare, work []time.Duration
+		for range rounds {
 			start := time.Now()
-			if out, err := w.CombinedOutput(); err != nil {
-				b.Fatalf("worker: %v\n%s", err, out)
+			for range n {
+				if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+					b.Fatal(err)
+				}
 			}
-			return time.Since(start)
+			bare = append(bare, time.Since(start)/n)
+			one, two := drain(n), drain(2*n)
+			work = append(work, (two-one)/n)
 		}
-		one, two := drain(n), drain(2*n)
-		workerPer := (two - one) / n
+		barePer, workerPer := median(bare), median(work)
 		b.ReportMetric(float64(barePer.Microseconds())/1000, "ms/task-bare")
 		b.ReportMetric(float64(workerPer.Microseconds())/1000, "ms/task-worker")
 		b.ReportMetric(100*(float64(workerPer)/float64(barePer)-1), "%-overhead")
 	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 type benchDir struct {
