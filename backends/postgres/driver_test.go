@@ -164,7 +164,7 @@ func TestCompleteBatchReportsEachLease(t *testing.T) {
 	}
 	got := receive(t, d, 3, time.Minute)
 	stale := got[1].Lease
-	stale.Token = "00000000-0000-0000-0000-000000000000"
+	stale.Token = leaseToken("00000000-0000-0000-0000-000000000000", 0)
 	malformed := got[2].Lease
 	malformed.MessageID = "not-a-number"
 	errs := d.Complete(ctx, []driver.Lease{got[0].Lease, stale, malformed, got[0].Lease})

@@ -40,7 +40,7 @@ SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::te
 		// sorts.
 		claim: r.Replace(asyncCTE + `,
 c AS (
-	SELECT id FROM {{s}}.messages
+	SELECT priority, id FROM {{s}}.messages
 	WHERE queue = $1 AND visible_at <= now()
 	ORDER BY priority DESC, id
 	LIMIT $2
@@ -50,7 +50,8 @@ UPDATE {{s}}.messages m
 SET visible_at = now() + $3::bigint * interval '1 microsecond',
     lease = gen_random_uuid(),
     deliveries = m.deliveries + 1
-FROM c, async WHERE m.id = c.id
+FROM c, async
+WHERE m.queue = $1 AND m.priority = c.priority AND m.id = c.id
 RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority`),
 
 		// nextVisible: microseconds until the earliest message of the queue
@@ -68,14 +69,14 @@ FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
 UPDATE {{s}}.messages
 SET visible_at = now() + $3::bigint * interval '1 microsecond'
 FROM async
-WHERE id = $1 AND lease = $2::uuid AND visible_at > now() AND queue = $4`),
+WHERE queue = $4 AND priority = $5 AND id = $1 AND lease = $2::uuid AND visible_at > now()`),
 
 		// Complete: delete every message whose lease is held, in one
 		// statement. Rows not returned had lost their lease.
 		complete: r.Replace(asyncCTE + `
 DELETE FROM {{s}}.messages m
-USING unnest($1::bigint[], $2::uuid[]) AS x(id, lease), async
-WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $3
+USING unnest($1::bigint[], $2::uuid[], $3::int[]) AS x(id, lease, priority), async
+WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 RETURNING m.id`),
 
 		// Requeue: release held messages, visible after their delay, with an
@@ -85,18 +86,18 @@ UPDATE {{s}}.messages m
 SET visible_at = now() + x.delay * interval '1 microsecond',
     lease = NULL,
     body = coalesce(x.body, m.body)
-FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::bytea[]) AS x(id, lease, delay, body), async
-WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $5
+FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::bigint[], $5::bytea[]) AS x(id, lease, priority, delay, body), async
+WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 RETURNING m.id`),
 
 		// DeadLetter: move held messages to dead_letters in one statement, so
 		// each move is atomic (the copy and the delete commit together).
 		deadLetter: r.Replace(asyncCTE + `,
 x AS (
-	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[]) AS x(id, lease, reason, detail)
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[]) AS x(id, lease, priority, reason, detail)
 ), d AS (
 	DELETE FROM {{s}}.messages m USING x, async
-	WHERE m.id = x.id AND m.lease = x.lease AND m.visible_at > now() AND m.queue = $5
+	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 	RETURNING m.id, m.queue, m.task_id, m.body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail
 )
 INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail)

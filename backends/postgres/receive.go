@@ -92,6 +92,7 @@ func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration)
 		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &r.EnqueuedAt, &r.Lease.Token, &c.priority); err != nil {
 			return nil, err
 		}
+		r.Lease.Token = leaseToken(r.Lease.Token, c.priority)
 		r.DeliveryCount = int(deliveries)
 		r.Lease.MessageID = strconv.FormatInt(c.id, 10)
 		c.r = r

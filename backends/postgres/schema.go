@@ -26,13 +26,16 @@ type migration struct {
 // schema. visible_at is when a message can next be claimed: the push time or
 // not-before time for a new message, the lease expiry for a claimed one, the
 // end of the delay for a requeued one. lease is the current claim's fencing
-// token. Only (queue, priority, id) and (queue, task_id) are indexed, so a
-// claim, a renewal and a requeue change no indexed column and can be HOT
-// updates; fillfactor leaves room on each page for them.
+// token. Only two indexes, so that a push writes as little as possible:
+// (queue, priority DESC, id) orders claims and is also the key by which
+// settlements find a message (the lease carries the priority), standing in
+// for a primary key on id (it is the replica identity too); (queue, task_id)
+// enforces dedup. A claim, a renewal and a requeue change no indexed column,
+// so they can be HOT updates; fillfactor leaves room on each page for them.
 var migrations = []migration{
 	{1, "messages and dead letters", fmt.Sprintf(`
 CREATE TABLE {{s}}.messages (
-	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	id          bigint GENERATED ALWAYS AS IDENTITY,
 	queue       text NOT NULL,
 	task_id     text,
 	body        bytea NOT NULL,
@@ -44,7 +47,8 @@ CREATE TABLE {{s}}.messages (
 	lease       uuid
 ) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.05);
 
-CREATE INDEX messages_claim ON {{s}}.messages (queue, priority DESC, id);
+CREATE UNIQUE INDEX messages_claim ON {{s}}.messages (queue, priority DESC, id);
+ALTER TABLE {{s}}.messages REPLICA IDENTITY USING INDEX messages_claim;
 CREATE UNIQUE INDEX messages_task_id ON {{s}}.messages (queue, task_id);
 
 CREATE TABLE {{s}}.dead_letters (

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -14,26 +13,17 @@ func lockLost(op string, l driver.Lease) error {
 		"postgres %s: lease on message %s is no longer held (it expired, was settled, or the message was claimed again)", op, l.MessageID)
 }
 
-// parseLease checks that a lease came from this driver.
-func parseLease(op string, l driver.Lease) (int64, error) {
-	id, err := strconv.ParseInt(l.MessageID, 10, 64)
-	if err != nil || !isUUID(l.Token) {
-		return 0, driver.Errorf(driver.InvalidArgument, "postgres %s: lease %q/%q was not issued by a postgres queue", op, l.MessageID, l.Token)
-	}
-	return id, nil
-}
-
 // Renew implements driver.Driver.
 func (d *pgDriver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
 	if err := d.begin(); err != nil {
 		return lease, err
 	}
-	id, err := parseLease("renew", lease)
+	k, err := parseLease("renew", lease)
 	if err != nil {
 		return lease, err
 	}
 	expiry := time.Now().Add(visibility) // this machine's clock, as in claim
-	tag, err := d.pool.Exec(ctx, d.sql.renew, id, lease.Token, micros(visibility), d.cfg.queue)
+	tag, err := d.pool.Exec(ctx, d.sql.renew, k.id, k.token, micros(visibility), d.cfg.queue, k.priority)
 	if err != nil {
 		return lease, wrap(ctx, "renew", err)
 	}
@@ -53,6 +43,7 @@ type settleBatch struct {
 	leases []driver.Lease
 	ids    []int64
 	tokens []string
+	prios  []int32
 	errs   []error
 	failed bool
 }
@@ -64,16 +55,15 @@ func newSettleBatch(op string, n int) *settleBatch {
 // add records lease i; it returns false when the lease is malformed.
 func (b *settleBatch) add(i int, l driver.Lease) bool {
 	b.leases = append(b.leases, l)
-	id, err := parseLease(b.op, l)
+	k, err := parseLease(b.op, l)
 	if err != nil {
 		b.errs[i], b.failed = err, true
-		b.ids = append(b.ids, 0)
-		b.tokens = append(b.tokens, "00000000-0000-0000-0000-000000000000")
-		return false
+		k = leaseKey{token: "00000000-0000-0000-0000-000000000000"} // matches nothing
 	}
-	b.ids = append(b.ids, id)
-	b.tokens = append(b.tokens, l.Token)
-	return true
+	b.ids = append(b.ids, k.id)
+	b.tokens = append(b.tokens, k.token)
+	b.prios = append(b.prios, k.priority)
+	return err == nil
 }
 
 // run executes sql with the batch's arrays (plus extra arguments after them)
@@ -141,7 +131,7 @@ func (d *pgDriver) Complete(ctx context.Context, leases []driver.Lease) []error 
 	for i, l := range leases {
 		b.add(i, l)
 	}
-	return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, d.cfg.queue)
+	return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
 }
 
 // Requeue implements driver.Driver: one UPDATE for the whole batch.
@@ -166,7 +156,7 @@ func (d *pgDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []e
 			b.ids[i] = 0
 		}
 	}
-	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, delays, bodies, d.cfg.queue)
+	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, b.prios, delays, bodies, d.cfg.queue)
 	if immediate {
 		// Idle receivers elsewhere should pick the message up now.
 		if d.notif.inline() {
@@ -194,25 +184,5 @@ func (d *pgDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParam
 		reasons[i] = r.Reason
 		details[i] = r.Detail
 	}
-	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, reasons, details, d.cfg.queue)
-}
-
-// isUUID reports whether s is a UUID in the canonical 8-4-4-4-12 form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
+	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue)
 }

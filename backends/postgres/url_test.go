@@ -65,18 +65,30 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-func TestIsUUID(t *testing.T) {
+func TestParseLease(t *testing.T) {
 	t.Parallel()
-	for s, want := range map[string]bool{
-		"fed79ad9-abc8-49cb-9812-a337532fba80": true,
-		"FED79AD9-ABC8-49CB-9812-A337532FBA80": true,
-		"fed79ad9-abc8-49cb-9812-a337532fba8":  false,
-		"fed79ad9xabc8-49cb-9812-a337532fba80": false,
-		"fed79ad9-abc8-49cb-9812-a337532fbag0": false,
-		"":                                     false,
-	} {
-		if got := isUUID(s); got != want {
-			t.Errorf("isUUID(%q) = %v, want %v", s, got, want)
+	const u = "fed79ad9-abc8-49cb-9812-a337532fba80"
+	tests := []struct {
+		id, token string
+		want      leaseKey
+		ok        bool
+	}{
+		{"42", leaseToken(u, -7), leaseKey{id: 42, priority: -7, token: u}, true},
+		{"42", "FED79AD9-ABC8-49CB-9812-A337532FBA80.1000", leaseKey{id: 42, priority: 1000, token: "FED79AD9-ABC8-49CB-9812-A337532FBA80"}, true},
+		{"42", u, leaseKey{}, false},                                        // no priority
+		{"42", u + ".x", leaseKey{}, false},                                 // bad priority
+		{"42", "fed79ad9xabc8-49cb-9812-a337532fba80.0", leaseKey{}, false}, // bad uuid
+		{"42", "fed79ad9-abc8-49cb-9812-a337532fbag0.0", leaseKey{}, false},
+		{"x", leaseToken(u, 0), leaseKey{}, false},
+		{"", "", leaseKey{}, false},
+	}
+	for _, tt := range tests {
+		got, err := parseLease("test", driver.Lease{MessageID: tt.id, Token: tt.token})
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseLease(%q, %q) = %+v, %v; want %+v, ok=%v", tt.id, tt.token, got, err, tt.want, tt.ok)
+		}
+		if err != nil && driver.CodeOf(err) != driver.InvalidArgument {
+			t.Errorf("parseLease(%q, %q) error code %v, want InvalidArgument", tt.id, tt.token, driver.CodeOf(err))
 		}
 	}
 }
