@@ -64,11 +64,9 @@ func parseTaskLine(line string, env []jobq.EnvVar) (*jobq.Task, error) {
 		return t, nil
 	}
 	if hasCmd {
-		if _, ok := obj.get("cmd"); ok {
-			var s string
-			if json.Unmarshal(cmdVal, &s) != nil {
-				return nil, fmt.Errorf(`"cmd" must be a string, got %s`, cmdVal)
-			}
+		var s string
+		if json.Unmarshal(cmdVal, &s) != nil {
+			return nil, fmt.Errorf(`"cmd" must be a string, got %s`, cmdVal)
 		}
 	}
 	// Not a plain shell task: keep the kwargs as the payload for a Go

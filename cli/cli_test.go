@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"90s", 90 * time.Second, false},
+		{"10m", 10 * time.Minute, false},
+		{"1h30m", 90 * time.Minute, false},
+		{"2d", 48 * time.Hour, false},
+		{"1w", 7 * 24 * time.Hour, false},
+		{"1d12h", 36 * time.Hour, false},
+		{"1.5h", 90 * time.Minute, false},
+		{"600", 600 * time.Second, false},
+		{"250ms", 250 * time.Millisecond, false},
+		{"0", 0, false},
+		{"", 0, true},
+		{"10x", 0, true},
+		{"-5s", 0, true},
+		{"h", 0, true},
+		{"1d 2h", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseDuration(tt.in)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("ParseDuration(%q) = %v; want an error", tt.in, got)
+				}
+				if !strings.Contains(err.Error(), "invalid duration") {
+					t.Fatalf("error %q does not say invalid duration", err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseDuration(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFormatDurationRoundTrips(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{time.Second, 90 * time.Second, 10 * time.Minute, 36 * time.Hour, 24 * time.Hour, 14 * 24 * time.Hour, 1500 * time.Millisecond} {
+		s := formatDuration(d)
+		back, err := ParseDuration(s)
+		if err != nil || back != d {
+			t.Errorf("formatDuration(%v) = %q, which parses to %v, %v", d, s, back, err)
+		}
+	}
+}
+
+func TestSplitQueueArg(t *testing.T) {
+	t.Parallel()
+	root := (&app{}).rootCommand()
+	tests := []struct {
+		args      []string
+		wantQueue string
+		wantRest  string
+	}{
+		{[]string{"sqlite://x.db", "push", "-c", "echo"}, "sqlite://x.db", "push -c echo"},
+		{[]string{"-v", "acct/q", "size"}, "acct/q", "-v size"},
+		{[]string{"--log-format", "json", "sb://ns/q", "peek"}, "sb://ns/q", "--log-format json peek"},
+		{[]string{"--log-format=json", "sb://ns/q", "peek"}, "sb://ns/q", "--log-format=json peek"},
+		{[]string{"push", "-c", "x"}, "", "push -c x"},
+		{[]string{"--queue", "sqlite://a", "size"}, "", "--queue sqlite://a size"},
+		{[]string{"help", "push"}, "", "help push"},
+		{[]string{"dlq", "list"}, "", "dlq list"},
+		{nil, "", ""},
+	}
+	for _, tt := range tests {
+		q, rest := splitQueueArg(root, tt.args)
+		if q != tt.wantQueue || strings.Join(rest, " ") != tt.wantRest {
+			t.Errorf("splitQueueArg(%q) = %q, %q; want %q, %q", tt.args, q, rest, tt.wantQueue, tt.wantRest)
+		}
+	}
+}
+
+func TestParseTaskLine(t *testing.T) {
+	t.Parallel()
+	flagEnv := []jobq.EnvVar{{Name: "X", Value: "flag"}, {Name: "Y", Value: "y"}}
+	tests := []struct {
+		name        string
+		line        string
+		env         []jobq.EnvVar
+		wantCmd     string
+		wantEnv     string
+		wantCwd     string
+		wantPayload string
+		wantErr     string
+	}{
+		{name: "shell", line: "echo hi", env: flagEnv, wantCmd: "echo hi", wantEnv: "X=flag,Y=y"},
+		{name: "json shell", line: `{"cmd": "echo $X", "env": {"Z": "z", "X": "json"}, "cwd": "/tmp"}`, env: flagEnv,
+			wantCmd: "echo $X", wantEnv: "Z=z,X=flag,Y=y", wantCwd: "/tmp"},
+		{name: "json null dirsync", line: `{"cmd": "c", "bg_dirsync_to": null}`, wantCmd: "c"},
+		{name: "payload", line: `{"model": "m", "steps": 3}`, env: []jobq.EnvVar{{Name: "K", Value: "v"}},
+			wantPayload: `{"model":"m","steps":3,"env":{"K":"v"}}`},
+		{name: "payload keeps order", line: `{"b": 1, "a": 2}`, wantPayload: `{"b":1,"a":2}`},
+		{name: "bad json", line: `{"cmd": `, wantErr: "invalid JSON task"},
+		{name: "array", line: `{"cmd": "x"} [1]`, wantErr: "invalid JSON task"},
+		{name: "cmd not string", line: `{"cmd": 3}`, wantErr: `"cmd" must be`},
+		{name: "env not strings", line: `{"cmd": "x", "env": {"A": 1}}`, wantErr: `"env" value of A`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			task, err := parseTaskLine(tt.line, tt.env)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v; want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var env []string
+			for _, e := range task.Env {
+				env = append(env, e.Name+"="+e.Value)
+			}
+			if task.Command != tt.wantCmd || strings.Join(env, ",") != tt.wantEnv || task.Cwd != tt.wantCwd || string(task.Payload) != tt.wantPayload {
+				t.Fatalf("task cmd=%q env=%v cwd=%q payload=%s", task.Command, env, task.Cwd, task.Payload)
+			}
+		})
+	}
+}
