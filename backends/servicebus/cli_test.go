@@ -8,9 +8,37 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+// binary is the jobq binary the CLI tests share, built once.
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// jobqBinary builds cmd/jobq once per test run.
+func jobqBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "jobq-sb-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "jobq")
+		if out, err := exec.Command("go", "build", "-o", binary.path, "github.com/jobq/jobq/cmd/jobq").CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("build jobq: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
 
 // TestCLIEndToEnd runs the jobq binary on the emulator as a user would:
 // push a task that succeeds and one that fails, run a worker until the
@@ -24,12 +52,9 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Skip("builds the jobq binary")
 	}
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "jobq")
+	bin := jobqBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput(); err != nil {
-		t.Fatalf("build jobq: %v\n%s", err, out)
-	}
 	queue := newQueueURL(t)
 	// jobq runs the binary and returns its standard output and error.
 	jobq := func(args ...string) (string, string) {
@@ -80,12 +105,9 @@ func TestCLILongTask(t *testing.T) {
 		t.Skip("builds the jobq binary")
 	}
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "jobq")
+	bin := jobqBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput(); err != nil {
-		t.Fatalf("build jobq: %v\n%s", err, out)
-	}
 	queue := newQueueURL(t)
 	run := func(args ...string) string {
 		t.Helper()

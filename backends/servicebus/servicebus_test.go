@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -70,7 +71,11 @@ func run(m *testing.M) int {
 		env.query = fmt.Sprintf("admin=127.0.0.1:%d&create=true&lock_duration=%v&max_delivery_count=%d", e.AdminPort, lockDuration, maxDeliveryCount)
 	}
 	os.Setenv("JOBQ_SERVICEBUS_CONNECTION_STRING", env.connStr)
-	return m.Run()
+	code := m.Run()
+	if binary.path != "" {
+		_ = os.RemoveAll(filepath.Dir(binary.path))
+	}
+	return code
 }
 
 // newQueueURL returns the URL of a fresh queue (the emulator creates queues
