@@ -6,13 +6,13 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// applyStash passes --stash or $JOBQ_STASH to the queue; either overrides a
-// stash= parameter in the queue URL.
-func (a *app) applyStash(opts *jobq.OpenOptions) error {
+// applyStash passes --stash or $JOBQ_STASH to the queue: where tasks too
+// large for the backend's messages are kept.
+func (a *app) applyStash(o *jobq.OpenOptions) error {
 	s := a.stash
 	if s == "" {
 		s = os.Getenv("JOBQ_STASH")
 	}
-	opts.StashURL = s
+	o.StashURL = s
 	return nil
 }

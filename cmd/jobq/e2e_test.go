@@ -649,3 +649,19 @@ func TestConformanceOnSQLite(t *testing.T) {
 		t.Fatalf("the given queue was touched: size %s", got)
 	}
 }
+
+func TestStashCarriesLargeTask(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	b.queue += "&max_message_bytes=2048"
+	stash := "file://" + filepath.Join(b.dir, "stash")
+	big := "echo large-task-ran # " + strings.Repeat("x", 8000)
+	if r := b.run("push", "-c", big); r.code != 2 || !strings.Contains(r.stderr, "stash") {
+		t.Fatalf("push of an oversized task without a stash exited %d; want 2 and advice about a stash:\n%s", r.code, r.stderr)
+	}
+	b.must("push", "--stash", stash, "-c", big)
+	r := b.runWith("", []string{"JOBQ_STASH=" + stash}, "worker")
+	if r.code != 0 || !strings.Contains(r.stderr, "large-task-ran") {
+		t.Fatalf("worker exited %d; want the stashed task run:\n%s", r.code, r.stderr)
+	}
+}
