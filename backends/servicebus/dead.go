@@ -32,7 +32,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 			MessageID:     deadID(m),
 			ID:            taskID(m),
 			Body:          m.Body,
-			DeliveryCount: peekedDeliveries(m),
+			DeliveryCount: endedDeliveries(m) + 1, // the delivery that dead-lettered it
 		}
 		if m.DeadLetterReason != nil {
 			dm.Reason = *m.DeadLetterReason

@@ -99,7 +99,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("dead letters: %v, %v", dead, err)
 	}
-	if dead[0].Task == nil || dead[0].Task.ID != res.ID || !strings.Contains(dead[0].Reason, "exit status 1") || dead[0].Detail != "some output" {
+	if dead[0].Task == nil || dead[0].Task.ID != res.ID || !strings.Contains(dead[0].Reason, "exit status 1") || dead[0].Detail != "some output" || dead[0].DeliveryCount != 3 {
 		t.Fatalf("dead letter %+v", dead[0])
 	}
 	st, err := q.Stats(ctx)
@@ -174,6 +174,11 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 	if err != nil || len(peeked) != 3 {
 		t.Fatalf("peek: %d, %v", len(peeked), err)
 	}
+	for _, p := range peeked {
+		if p.DeliveryCount != 0 || p.InFlight {
+			t.Fatalf("peeked a fresh message with %d deliveries (in flight: %v)", p.DeliveryCount, p.InFlight)
+		}
+	}
 	st, err := q.Stats(ctx)
 	if err != nil || st.Ready != 2 || st.Delayed != 1 {
 		t.Fatalf("stats %+v, %v; want 2 ready, 1 delayed", st, err)
@@ -181,6 +186,9 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 	e := receive(t, q)
 	if e.Task.Command != "a" {
 		t.Fatalf("first received %q, want a", e.Task.Command)
+	}
+	if peeked, err = q.Peek(ctx, 1); err != nil || len(peeked) != 1 || !peeked[0].InFlight || peeked[0].DeliveryCount != 1 {
+		t.Fatalf("peek of the received message: %+v, %v; want in flight with 1 delivery", peeked, err)
 	}
 	n, err := q.Clear(ctx)
 	if err != nil || n != 2 {

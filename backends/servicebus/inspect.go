@@ -28,10 +28,14 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 	out := make([]*driver.PeekedMessage, 0, len(msgs))
 	for _, m := range msgs {
 		p := &driver.PeekedMessage{
-			MessageID:     m.MessageID,
-			ID:            taskID(m),
-			Body:          m.Body,
-			DeliveryCount: peekedDeliveries(m),
+			MessageID: m.MessageID,
+			ID:        taskID(m),
+			Body:      m.Body,
+			InFlight:  m.LockedUntil != nil && m.LockedUntil.After(now),
+		}
+		p.DeliveryCount = endedDeliveries(m)
+		if p.InFlight {
+			p.DeliveryCount++
 		}
 		if m.EnqueuedTime != nil {
 			p.EnqueuedAt, p.VisibleAt = *m.EnqueuedTime, *m.EnqueuedTime
@@ -39,15 +43,16 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 		if m.State == azservicebus.MessageStateScheduled && m.ScheduledEnqueueTime != nil {
 			p.VisibleAt = *m.ScheduledEnqueueTime
 		}
-		p.InFlight = m.LockedUntil != nil && m.LockedUntil.After(now)
 		out = append(out, p)
 	}
 	return out, nil
 }
 
-// peekedDeliveries is how often a peeked message was delivered so far (the
-// SDK counts the peek as one more).
-func peekedDeliveries(m *azservicebus.ReceivedMessage) int {
+// endedDeliveries is how many deliveries of a peeked message have ended
+// (abandoned or expired): Service Bus's count, to which the SDK adds one as
+// if the peek were a delivery. The deliveries of the message a copy
+// replaced are added.
+func endedDeliveries(m *azservicebus.ReceivedMessage) int {
 	return max(int(m.DeliveryCount)-1, 0) + priorDeliveries(m)
 }
 

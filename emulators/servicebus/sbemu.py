@@ -69,7 +69,10 @@ class Stored:
         self.seq = seq
         self.msg = msg  # proton.Message as sent
         self.enqueued_ms = enqueued_ms
-        self.deliveries = 0  # completed lock acquisitions so far
+        # Lock acquisitions so far, the current one included. Service Bus's
+        # DeliveryCount counts the ended ones (abandon, expiry); the wire
+        # carries that count and the SDK adds one for the current delivery.
+        self.deliveries = 0
         self.visible_ms = 0  # scheduled enqueue time; 0 = active now
         self.lock = None  # lock token (uuid.UUID) while locked
         self.locked_until = 0
@@ -182,7 +185,8 @@ class Broker:
         ap["DeadLetterErrorDescription"] = description or ""
         msg.properties = ap
         seq = ent.dead.add(msg)
-        ent.dead.messages[seq].deliveries = s.deliveries
+        # a lock that ends by dead-lettering does not count as a delivery
+        ent.dead.messages[seq].deliveries = s.deliveries - (1 if s.lock is not None else 0)
 
     def settle(self, ent, s, status, reason=None, description=None, props=None):
         """Apply a disposition to a locked message."""
@@ -227,8 +231,7 @@ class Broker:
         else:
             m.instructions = None
         m.annotations = ann
-        # the header's count is of earlier deliveries; the SDK adds one
-        m.delivery_count = max(s.deliveries - (1 if with_lock else 0), 0)
+        m.delivery_count = max(s.deliveries - (1 if s.lock is not None else 0), 0)
         m.durable = True  # forces a header section onto the wire
         return m
 
@@ -374,7 +377,6 @@ class Handler(FlowController):
                 if s is None:
                     return
                 if link.snd_settle_mode == Link.SND_SETTLED:  # receive-and-delete
-                    s.deliveries += 1
                     m = self.b.wire_message(ent, s, with_lock=False)
                     del ent.messages[s.seq]
                     dlv = link.delivery(str(s.seq))
@@ -542,7 +544,6 @@ class Handler(FlowController):
         out = []
         for s in found:
             m = self.b.wire_message(ent, s, with_lock=False)
-            m.delivery_count = s.deliveries
             out.append({"message": m.encode()})
         return 200, {"messages": out}
 
