@@ -219,7 +219,7 @@ func (d *memDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []
 			if r.Delay > 0 && d.level(driver.DelayedRequeue) == driver.Native {
 				s.makeTimed(m, waiting, now.Add(r.Delay))
 			} else {
-				s.makeReady(m)
+				s.makeReady(m, now)
 			}
 			s.wake() // waiting receivers recompute when to look again
 			return nil
@@ -285,9 +285,6 @@ func (d *memDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage,
 			VisibleAt:     m.due,
 			InFlight:      m.state == leased,
 			Priority:      m.priority,
-		}
-		if m.state == ready {
-			out[i].VisibleAt = m.enqueuedAt
 		}
 	}
 	return out, nil

@@ -27,7 +27,7 @@ type message struct {
 	deliveries int
 
 	state state
-	due   time.Time // visible-at (waiting) or lease expiry (leased)
+	due   time.Time // visible since (ready), visible at (waiting) or lease expiry (leased)
 	token string    // the current lease's fencing token (leased only)
 	gen   uint64    // bumped on every state change; stale timed entries are skipped
 }
@@ -83,7 +83,7 @@ func (s *store) promote(now time.Time) {
 			return
 		}
 		heap.Pop(&s.timed)
-		s.makeReady(e.m)
+		s.makeReady(e.m, e.due)
 	}
 }
 
@@ -100,8 +100,9 @@ func (s *store) nextDue() time.Time {
 	return time.Time{}
 }
 
-func (s *store) makeReady(m *message) {
-	m.state, m.token, m.due = ready, "", time.Time{}
+// makeReady makes m claimable, visible since at. Callers hold mu.
+func (s *store) makeReady(m *message, at time.Time) {
+	m.state, m.token, m.due = ready, "", at
 	m.gen++
 	heap.Push(&s.readyQ, m)
 }
@@ -125,7 +126,7 @@ func (s *store) add(m *message, notBefore, now time.Time) {
 	if notBefore.After(now) {
 		s.makeTimed(m, waiting, notBefore)
 	} else {
-		s.makeReady(m)
+		s.makeReady(m, now)
 	}
 	s.wake()
 }
