@@ -12,7 +12,7 @@ import (
 
 func (a *app) dlqCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "dlq COMMAND",
+		Use:   "dlq",
 		Short: "List, requeue or purge dead-lettered tasks",
 		Long: `Dead letters are tasks that failed past their retry budget, that a worker
 dead-lettered, or that could not be decoded. Each keeps the reason and the
@@ -20,8 +20,6 @@ tail of the task's output.`,
 		Example: `  jobq sqlite://./work.db dlq list
   jobq sqlite://./work.db dlq requeue --all
   jobq sqlite://./work.db dlq purge MESSAGE_ID`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(a.dlqListCommand(), a.dlqMoveCommand("requeue"), a.dlqMoveCommand("purge"))
 	return cmd

@@ -123,6 +123,13 @@ func (a *app) rootCommand() *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return a.setup() },
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
+	// Usage lines show where the queue goes: jobq QUEUE push ...
+	cobra.AddTemplateFunc("queueUseLine", queueUseLine)
+	cobra.AddTemplateFunc("queueCommandLine", queueCommandLine)
+	root.SetUsageTemplate(strings.NewReplacer(
+		"{{.UseLine}}", "{{queueUseLine .}}",
+		"{{.CommandPath}} [command]", "{{queueCommandLine .}}",
+	).Replace(root.UsageTemplate()))
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.queue, "queue", "", "the queue URL (default: the first argument, else $JOBQ_QUEUE)")
 	pf.StringVar(&a.connStr, "conn-str", "", "Azure connection string for azqueue:// and sb:// queues (default $JOBQ_CONNECTION_STRING)")
@@ -257,4 +264,24 @@ func isCommand(root *cobra.Command, name string) bool {
 		}
 	}
 	return false
+}
+
+// noQueue lists the commands that need no queue.
+var noQueue = map[string]bool{"backends": true, "version": true, "help": true, "completion": true, "jobq": true}
+
+// queueUseLine is a command's usage line with the queue in its place.
+func queueUseLine(c *cobra.Command) string {
+	line := c.UseLine()
+	if noQueue[c.Name()] || (c.HasParent() && noQueue[c.Parent().Name()] && c.Parent().HasParent()) {
+		return line
+	}
+	return strings.Replace(line, "jobq ", "jobq QUEUE ", 1)
+}
+
+// queueCommandLine is the usage line of a command with sub-commands.
+func queueCommandLine(c *cobra.Command) string {
+	if !c.HasParent() {
+		return "jobq [QUEUE] [command]"
+	}
+	return strings.Replace(c.CommandPath(), "jobq ", "jobq QUEUE ", 1) + " [command]"
 }
