@@ -92,6 +92,7 @@ type pushJob struct {
 	err  error
 	done chan struct{}
 }
+
 func (a *app) push(ctx context.Context, f pushFlags) error {
 	env, err := parseEnvFlags(f.env)
 	if err != nil {
