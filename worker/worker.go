@@ -336,10 +336,17 @@ func (w *Worker) drained() bool {
 		w.log.Debug("stats unavailable; treating the empty receive as an empty queue", "error", err)
 		return true
 	}
-	if st.Known.Ready && st.Ready > 0 {
+	deferred := w.gate.pendingDeferred()
+	ready := st.Ready
+	if !st.Known.Delayed {
+		// Backends that cannot tell delayed messages apart count them as
+		// ready (Azure's approximate count includes them, and leased ones).
+		ready -= deferred
+	}
+	if st.Known.Ready && ready > 0 {
 		return false
 	}
-	if st.Known.Delayed && st.Delayed > w.gate.pendingDeferred() {
+	if st.Known.Delayed && st.Delayed > deferred {
 		return false
 	}
 	return true
