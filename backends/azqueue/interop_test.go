@@ -1,8 +1,10 @@
 package azqueue_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/cli"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -103,16 +106,19 @@ func TestInteropPushBytesMatchAi4sJobq(t *testing.T) {
 	//   ai4s-jobq Q push -c 'python train.py --lr 0.1 "$CFG"' --num-retries 3
 	cases := []struct {
 		name string
+		args []string // jobq's push arguments, the same as ai4s-jobq's
 		task *jobq.Task
 		want string
 	}{
 		{
 			name: "env in command-line order, non-ASCII escaped",
+			args: []string{"push", "-c", "echo hello world", "-e", "FOO=bar", "-e", "BAZ=qux é"},
 			task: &jobq.Task{Command: "echo hello world", Env: []jobq.EnvVar{{Name: "FOO", Value: "bar"}, {Name: "BAZ", Value: "qux é"}}},
 			want: `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"echo hello world\", \"bg_dirsync_to\": null, \"env\": {\"FOO\": \"bar\", \"BAZ\": \"qux \\u00e9\"}}", "num_retries": 0, "id": "7dfdb6e414556bab0aa0e4e4c582ba4c"}`,
 		},
 		{
 			name: "quotes and retries",
+			args: []string{"push", "-c", `python train.py --lr 0.1 "$CFG"`, "--num-retries", "3"},
 			task: &jobq.Task{Command: `python train.py --lr 0.1 "$CFG"`, NumRetries: 3},
 			want: `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"python train.py --lr 0.1 \\\"$CFG\\\"\", \"bg_dirsync_to\": null, \"env\": {}}", "num_retries": 3, "id": "02e313f204eee0df65275ff6b17b4140"}`,
 		},
@@ -120,16 +126,24 @@ func TestInteropPushBytesMatchAi4sJobq(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			q, _ := openQueue(t)
+			// Through the library, as a Go producer pushes.
+			q, u := openQueue(t)
 			if _, err := q.Push(t.Context(), c.task); err != nil {
 				t.Fatal(err)
 			}
-			resp, err := mainClient(t, q).PeekMessages(t.Context(), nil)
-			if err != nil || len(resp.Messages) != 1 {
-				t.Fatalf("peek: %v", err)
+			// Through the CLI, in ai4s-jobq's argument order: jobq QUEUE push ...
+			var stderr bytes.Buffer
+			if code := cli.Run(t.Context(), append([]string{u}, c.args...), strings.NewReader(""), io.Discard, &stderr); code != 0 {
+				t.Fatalf("jobq %s %s: exit %d: %s", u, strings.Join(c.args, " "), code, stderr.String())
 			}
-			if got := *resp.Messages[0].MessageText; got != c.want {
-				t.Errorf("stored message text:\n got %s\nwant %s", got, c.want)
+			resp, err := mainClient(t, q).PeekMessages(t.Context(), &azqueue.PeekMessagesOptions{NumberOfMessages: to.Ptr(int32(32))})
+			if err != nil || len(resp.Messages) != 2 {
+				t.Fatalf("peek: %v, %d messages, want 2", err, len(resp.Messages))
+			}
+			for i, m := range resp.Messages {
+				if got := *m.MessageText; got != c.want {
+					t.Errorf("stored message text (%s):\n got %s\nwant %s", []string{"library", "CLI"}[i], got, c.want)
+				}
 			}
 		})
 	}
