@@ -54,12 +54,12 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	return out, nil
 }
 
-// receive takes up to max peek-locked messages from r, waiting at most wait
+// receive takes up to n messages from r, waiting at most wait
 // (at least MinReceiveWait) for the first. The SDK forbids concurrent
 // receives on one receiver, so callers queue on sem within the same wait.
 // Nothing within the wait is an empty result, not an error.
-func (d *Driver) receive(ctx context.Context, r *azservicebus.Receiver, sem chan struct{}, max int, wait time.Duration) ([]*azservicebus.ReceivedMessage, error) {
-	wctx, cancel := context.WithTimeout(ctx, maxDuration(wait, MinReceiveWait))
+func (d *Driver) receive(ctx context.Context, r *azservicebus.Receiver, sem chan struct{}, n int, wait time.Duration) ([]*azservicebus.ReceivedMessage, error) {
+	wctx, cancel := context.WithTimeout(ctx, max(wait, MinReceiveWait))
 	defer cancel()
 	select {
 	case sem <- struct{}{}:
@@ -67,7 +67,7 @@ func (d *Driver) receive(ctx context.Context, r *azservicebus.Receiver, sem chan
 		return nil, ctx.Err()
 	}
 	defer func() { <-sem }()
-	msgs, err := r.ReceiveMessages(wctx, max, nil)
+	msgs, err := r.ReceiveMessages(wctx, n, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -78,13 +78,6 @@ func (d *Driver) receive(ctx context.Context, r *azservicebus.Receiver, sem chan
 		return nil, err
 	}
 	return msgs, nil
-}
-
-func maxDuration(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // lease builds the driver lease for a held message.
