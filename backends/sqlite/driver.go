@@ -24,10 +24,12 @@ type Driver struct {
 	w    *writer
 	idle *idleWatch
 
-	// writeSem serialises this process's write transactions so that they
-	// queue in Go instead of spinning in SQLite's busy handler; the busy
-	// timeout then only covers waits for other processes.
+	// writeSem serialises this driver's write transactions so that they
+	// queue in Go instead of spinning in SQLite's busy handler (the busy
+	// timeout then only covers waits for other processes); its holder runs
+	// every operation in queue as one group (group.go).
 	writeSem chan struct{}
+	queue    writeQueue
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -109,33 +111,11 @@ func (d *Driver) check(ctx context.Context) error {
 	return nil
 }
 
-// writeTx runs fn in one immediate transaction, committing when it returns
-// nil. Only one write transaction of this driver runs at a time.
-func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx wtx) error) error {
-	if err := d.check(ctx); err != nil {
-		return err
-	}
-	select {
-	case d.writeSem <- struct{}{}:
-	case <-ctx.Done():
-		return ctxErr(ctx.Err())
-	case <-d.closed:
-		return errClosed
-	}
-	defer func() { <-d.writeSem }()
-	select {
-	case <-d.closed: // Close may have raced with the semaphore
-		return errClosed
-	default:
-	}
-	if err := d.w.run(ctx, fn); err != nil {
-		return d.wrap(ctx, op, err)
-	}
-	return nil
-}
-
 // wrap turns an engine error into a *driver.Error naming the operation.
 func (d *Driver) wrap(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
 	select {
 	case <-d.closed:
 		if errors.Is(err, sql.ErrConnDone) || isClosedDB(err) {

@@ -39,7 +39,7 @@ func (w *writer) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return s, nil
 }
 
-// ExecContext runs a statement in the transaction.
+// Exec runs a statement in the transaction.
 func (t wtx) Exec(query string, args ...any) (sql.Result, error) {
 	s, err := t.w.stmt(t.ctx, query)
 	if err != nil {
@@ -48,7 +48,7 @@ func (t wtx) Exec(query string, args ...any) (sql.Result, error) {
 	return s.ExecContext(t.ctx, args...)
 }
 
-// QueryContext runs a query in the transaction.
+// Query runs a query in the transaction.
 func (t wtx) Query(query string, args ...any) (*sql.Rows, error) {
 	s, err := t.w.stmt(t.ctx, query)
 	if err != nil {
@@ -57,7 +57,7 @@ func (t wtx) Query(query string, args ...any) (*sql.Rows, error) {
 	return s.QueryContext(t.ctx, args...)
 }
 
-// QueryRowContext runs a query expected to return at most one row.
+// QueryRow runs a query expected to return at most one row.
 func (t wtx) QueryRow(query string, args ...any) *sql.Row {
 	s, err := t.w.stmt(t.ctx, query)
 	if err != nil {
@@ -67,23 +67,60 @@ func (t wtx) QueryRow(query string, args ...any) *sql.Row {
 	return s.QueryRowContext(t.ctx, args...)
 }
 
-// run executes fn between BEGIN IMMEDIATE and COMMIT, rolling back when fn or
-// the commit fails. Only BEGIN, which may wait for another process's write
-// lock, watches ctx; a transaction once started runs to its end, so the
-// connection is never left inside one.
-func (w *writer) run(ctx context.Context, fn func(t wtx) error) error {
-	if _, err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	inner := context.WithoutCancel(ctx)
-	err := fn(wtx{w, inner})
-	if err == nil {
-		_, err = w.exec(inner, "COMMIT")
-	}
-	if err != nil {
-		_, _ = w.exec(inner, "ROLLBACK")
-	}
+// begin opens an immediate transaction, waiting (under the busy timeout)
+// for another process's write lock until ctx ends.
+func (w *writer) begin(ctx context.Context) error {
+	_, err := w.exec(ctx, "BEGIN IMMEDIATE")
 	return err
+}
+
+// runGroup runs each request's fn in the transaction begin opened and
+// commits, returning one result per request. With several requests, each
+// runs inside a savepoint that is rolled back if its fn fails, so one
+// request's failure leaves the others' changes in place. If the commit
+// fails, every request fails with its error. The transaction is always
+// ended, so the connection is never left inside one.
+func (w *writer) runGroup(reqs []*writeReq) []error {
+	ctx := context.Background() // see wtx: statements here never wait
+	errs := make([]error, len(reqs))
+	var fatal error
+	if len(reqs) == 1 {
+		r := reqs[0]
+		errs[0] = r.fn(wtx{w, context.WithoutCancel(r.ctx)})
+		fatal = errs[0]
+	} else {
+		for i, r := range reqs {
+			if _, err := w.exec(ctx, "SAVEPOINT jobq_op"); err != nil {
+				fatal = err
+				break
+			}
+			errs[i] = r.fn(wtx{w, context.WithoutCancel(r.ctx)})
+			if errs[i] != nil {
+				if _, err := w.exec(ctx, "ROLLBACK TO jobq_op"); err != nil {
+					fatal = err
+					break
+				}
+			}
+			if _, err := w.exec(ctx, "RELEASE jobq_op"); err != nil {
+				fatal = err
+				break
+			}
+		}
+	}
+	if fatal == nil {
+		if _, err := w.exec(ctx, "COMMIT"); err != nil {
+			fatal = err
+		}
+	}
+	if fatal != nil {
+		_, _ = w.exec(ctx, "ROLLBACK")
+		for i := range errs {
+			if len(reqs) > 1 || errs[i] == nil {
+				errs[i] = fatal
+			}
+		}
+	}
+	return errs
 }
 
 func (w *writer) exec(ctx context.Context, query string) (sql.Result, error) {
