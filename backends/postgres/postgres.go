@@ -84,7 +84,21 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	if log == nil {
 		log = slog.Default()
 	}
+	warnWithoutAutovacuum(ctx, pool, log, cfg.schema)
 	return newDriver(cfg, pool, log), nil
+}
+
+// warnWithoutAutovacuum warns when the server does not vacuum on its own: a
+// queue table deletes every row it ever holds, and without vacuuming the
+// dead rows pile up and every claim has to step over them.
+func warnWithoutAutovacuum(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, schema string) {
+	var on bool
+	if err := pool.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on); err != nil || on {
+		return
+	}
+	log.Warn("jobq postgres: autovacuum is off on this server; the queue tables will bloat and claims slow down. "+
+		"Turn autovacuum on, or run VACUUM on them regularly",
+		"tables", schema+".messages, "+schema+".dead_letters")
 }
 
 // capabilities is what every Postgres queue declares.
