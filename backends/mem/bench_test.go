@@ -1,0 +1,70 @@
+package mem_test
+
+import (
+	"context"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+func openBench(b *testing.B) *jobq.Queue {
+	b.Helper()
+	q, err := jobq.Open(context.Background(), "mem://bench-"+rand.Text())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+// BenchmarkPushReceiveComplete measures one task's whole trip through the
+// portable layer and mem, one at a time.
+func BenchmarkPushReceiveComplete(b *testing.B) {
+	ctx := context.Background()
+	q := openBench(b)
+	for b.Loop() {
+		if _, err := q.Push(ctx, &jobq.Task{Command: "true", ID: rand.Text()}); err != nil {
+			b.Fatal(err)
+		}
+		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Complete(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBatch measures batches of 100: PushBatch, ReceiveBatch, and
+// concurrent Completes (which the portable layer batches).
+func BenchmarkBatch(b *testing.B) {
+	ctx := context.Background()
+	q := openBench(b)
+	const n = 100
+	for b.Loop() {
+		ts := make([]*jobq.Task, n)
+		for i := range ts {
+			ts[i] = &jobq.Task{Command: "true", ID: rand.Text()}
+		}
+		if _, err := q.PushBatch(ctx, ts); err != nil {
+			b.Fatal(err)
+		}
+		envs, err := q.ReceiveBatch(ctx, n, jobq.ReceiveOptions{Visibility: time.Minute})
+		if err != nil || len(envs) != n {
+			b.Fatalf("received %d of %d: %v", len(envs), n, err)
+		}
+		errs := make(chan error, n)
+		for _, e := range envs {
+			go func() { errs <- e.Complete(ctx) }()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tasks/s")
+}
