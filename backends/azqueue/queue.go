@@ -60,20 +60,27 @@ type claim struct {
 	// text is the message text as stored; Update Message must resend it.
 	text         string
 	dequeueCount int
-	expiry       time.Time
-	settled      bool
+	// expiry is the lease's end as reported: counted from before the
+	// request, so never later than the service's.
+	expiry time.Time
+	// heldUntil is counted from the response instead, never earlier than
+	// the service's end. Between the two only the service can tell, and its
+	// pop receipt check does.
+	heldUntil time.Time
+	settled   bool
 }
 
 // use locks the claim for one operation, or reports why its lease is gone.
-// The expiry check makes the fence strict: Azure would still accept an
-// expired pop receipt until somebody else dequeues the message.
+// The expiry check keeps the fence strict where the service would not be:
+// Azure accepts an expired pop receipt until somebody else dequeues the
+// message.
 func (c *claim) use() error {
 	c.mu.Lock()
 	switch {
 	case c.settled:
 		c.mu.Unlock()
 		return lockLost(c.messageID, "the message was already settled")
-	case !time.Now().Before(c.expiry):
+	case !c.heldUntil.IsZero() && !time.Now().Before(c.heldUntil):
 		c.mu.Unlock()
 		return lockLost(c.messageID, fmt.Sprintf("the lease expired at %s", c.expiry.Format(time.RFC3339Nano)))
 	}
@@ -84,7 +91,8 @@ func claimOf(l driver.Lease) *claim {
 	if c, ok := l.Private.(*claim); ok {
 		return c
 	}
-	// A lease rebuilt by hand: settle with its token, text unknown.
+	// A lease rebuilt by hand: settle with its token, text unknown, and
+	// leave the fence to the service.
 	return &claim{messageID: l.MessageID, popReceipt: l.Token, expiry: l.Expiry}
 }
 
@@ -256,7 +264,8 @@ func (q *queue) dequeue(ctx context.Context, n int, vis time.Duration) ([]*drive
 		return nil, nil
 	}
 	q.empties.Store(0)
-	expiry := start.Add(time.Duration(secs) * time.Second)
+	lease := time.Duration(secs) * time.Second
+	expiry, heldUntil := start.Add(lease), time.Now().Add(lease)
 	out := make([]*driver.Received, 0, len(resp.Messages))
 	for _, m := range resp.Messages {
 		c := &claim{
@@ -265,6 +274,7 @@ func (q *queue) dequeue(ctx context.Context, n int, vis time.Duration) ([]*drive
 			text:         deref(m.MessageText),
 			dequeueCount: int(derefInt(m.DequeueCount)),
 			expiry:       expiry,
+			heldUntil:    heldUntil,
 		}
 		r := &driver.Received{
 			Body:          decodeText(c.text),
@@ -299,7 +309,8 @@ func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration
 	if err := q.update(ctx, c, c.text, secs, "renew the lease on"); err != nil {
 		return driver.Lease{}, err
 	}
-	c.expiry = start.Add(time.Duration(secs) * time.Second)
+	d := time.Duration(secs) * time.Second
+	c.expiry, c.heldUntil = start.Add(d), time.Now().Add(d)
 	return c.lease(), nil
 }
 
