@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"strings"
@@ -120,7 +121,7 @@ func runLiveCheck(parent context.Context, h Harness, ck check) Result {
 func scrub(parent context.Context, u string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
 	defer cancel()
-	q, err := jobq.Open(ctx, u)
+	q, err := jobq.OpenWithOptions(ctx, u, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return
 	}
