@@ -53,6 +53,11 @@ func BackendCapabilities(scheme string) (driver.Capabilities, bool) {
 	return o.Capabilities(), true
 }
 
+// BackendOpener returns the opener registered for scheme, for tools that
+// must reach a driver beneath the portable layer (the conformance suite
+// stores raw, undecodable messages through it). Programs use Open.
+func BackendOpener(scheme string) (driver.Opener, bool) { return lookupOpener(scheme) }
+
 func lookupOpener(scheme string) (driver.Opener, bool) {
 	registry.RLock()
 	defer registry.RUnlock()

@@ -16,9 +16,14 @@ import (
 // random message ID.
 func RawPusher(o driver.Opener) func(ctx context.Context, rawURL string, body []byte) error {
 	return func(ctx context.Context, rawURL string, body []byte) error {
-		u, err := url.Parse(rawURL)
+		u, err := url.Parse(jobq.NormalizeURL(rawURL))
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", jobq.RedactURL(rawURL), err)
+		}
+		// The portable layer's own parameter never reaches a driver.
+		if v := u.Query(); v.Has("stash") {
+			v.Del("stash")
+			u.RawQuery = v.Encode()
 		}
 		d, err := o.Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -28,4 +33,26 @@ func RawPusher(o driver.Opener) func(ctx context.Context, rawURL string, body []
 		_, err = d.Push(ctx, []*driver.Message{{ID: "raw-" + rand.Text(), Body: body}})
 		return err
 	}
+}
+
+// LiveHarness returns the Harness for RunLive on the queue named by
+// queueURL, as `jobq QUEUE conformance` runs it: scratch queues derived
+// from queueURL (see ScratchQueues) and raw pushes through the backend's
+// registered opener, so that the Poison check runs too. The backend must
+// be registered.
+func LiveHarness(queueURL string) (Harness, error) {
+	next, err := ScratchQueues(queueURL)
+	if err != nil {
+		return Harness{}, err
+	}
+	u, err := url.Parse(jobq.NormalizeURL(queueURL))
+	if err != nil {
+		return Harness{}, fmt.Errorf("conformance: %q is not a queue URL", jobq.RedactURL(queueURL))
+	}
+	o, ok := jobq.BackendOpener(u.Scheme)
+	if !ok {
+		return Harness{}, fmt.Errorf("conformance: no backend is registered for scheme %q (registered: %v); import github.com/jobq/jobq/backends/all",
+			u.Scheme, jobq.Schemes())
+	}
+	return Harness{Name: u.Scheme, NewLiveQueueURL: next, PushRaw: RawPusher(o)}, nil
 }
