@@ -56,6 +56,8 @@ func BenchmarkPushStdinMillionLines(b *testing.B) {
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		b.ReportMetric(float64(ru.Maxrss)/1024, "MiB-peak-RSS")
 		b.ReportMetric(float64(lines)/elapsed.Seconds(), "tasks/s")
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		b.ReportMetric(cpu.Seconds(), "s-cpu")
 	}
 }
 
