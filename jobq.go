@@ -286,6 +286,9 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 			return nil, err
 		}
 	}
+	if err := q.checkKeys(op, t); err != nil {
+		return nil, err
+	}
 	body, err := MarshalTask(t)
 	if err != nil {
 		return nil, err

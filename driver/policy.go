@@ -1,0 +1,186 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// PolicyKind names one kind of queue policy.
+type PolicyKind string
+
+// The policy kinds.
+const (
+	// ConcurrencyPolicy caps how many messages with one concurrency key may
+	// be leased at once (Limit). Needs the ConcurrencyLimit feature.
+	ConcurrencyPolicy PolicyKind = "concurrency"
+	// RatePolicy caps how many messages with one rate-limit key may be
+	// claimed in any rolling window of Period (Limit claims). Needs the
+	// RateLimit feature.
+	RatePolicy PolicyKind = "rate"
+	// MaxDepthPolicy caps how many live messages (ready, delayed and in
+	// flight; not dead) the queue holds (Limit). It has no key.
+	MaxDepthPolicy PolicyKind = "max-depth"
+)
+
+// PolicyKinds lists the kinds in the order listings show them.
+var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy}
+
+// MaxPolicyKeyLen bounds a policy or task key, so that keys fit every
+// engine's index and metadata limits.
+const MaxPolicyKeyLen = 200
+
+// Policy is one queue policy. A queue has at most one policy per kind and
+// key; setting one again replaces it.
+type Policy struct {
+	Kind PolicyKind
+	// Key is the concurrency or rate-limit key; empty for max-depth.
+	Key string
+	// Limit is the concurrency cap, the number of claims per Period, or the
+	// maximum depth. Always positive.
+	Limit int64
+	// Period is the rate policy's rolling window; zero for the others.
+	Period time.Duration
+}
+
+// String formats the policy as the CLI takes it: "concurrency KEY=LIMIT",
+// "rate KEY=COUNT/PERIOD" or "max-depth N".
+func (p Policy) String() string {
+	switch p.Kind {
+	case ConcurrencyPolicy:
+		return fmt.Sprintf("concurrency %s=%d", p.Key, p.Limit)
+	case RatePolicy:
+		return fmt.Sprintf("rate %s=%d/%s", p.Key, p.Limit, p.Period)
+	case MaxDepthPolicy:
+		return fmt.Sprintf("max-depth %d", p.Limit)
+	}
+	return fmt.Sprintf("%s %s=%d", p.Kind, p.Key, p.Limit)
+}
+
+// Validate returns an InvalidArgument error naming the problem when the
+// policy cannot be stored.
+func (p Policy) Validate() error {
+	switch p.Kind {
+	case ConcurrencyPolicy, RatePolicy:
+		if err := ValidateKey(string(p.Kind)+" key", p.Key); err != nil {
+			return err
+		}
+		if p.Key == "" {
+			return Errorf(InvalidArgument, "a %s policy needs a key: write %s KEY=...", p.Kind, p.Kind)
+		}
+	case MaxDepthPolicy:
+		if p.Key != "" {
+			return Errorf(InvalidArgument, "max-depth applies to the whole queue and takes no key (got %q): write max-depth N", p.Key)
+		}
+	default:
+		return Errorf(InvalidArgument, "unknown policy kind %q: use concurrency, rate or max-depth", p.Kind)
+	}
+	if p.Limit <= 0 {
+		return Errorf(InvalidArgument, "%s limit is %d; it must be a positive whole number (unset the policy to remove the limit)", p.Kind, p.Limit)
+	}
+	if p.Kind == RatePolicy {
+		if p.Period <= 0 || p.Period == math.MaxInt64 {
+			return Errorf(InvalidArgument, "rate period %v must be a positive, finite duration such as 1s, 1m or 1h", p.Period)
+		}
+		if p.Period < time.Millisecond {
+			return Errorf(InvalidArgument, "rate period %v is shorter than the 1ms resolution claims are timed with", p.Period)
+		}
+	} else if p.Period != 0 {
+		return Errorf(InvalidArgument, "only rate policies have a period; %s got %v", p.Kind, p.Period)
+	}
+	return nil
+}
+
+// ValidateKey checks a concurrency or rate-limit key: at most
+// MaxPolicyKeyLen bytes, printable, without '=' or '/' (which the CLI's
+// KEY=COUNT/PERIOD syntax uses). The empty key means "no key".
+func ValidateKey(what, key string) error {
+	if len(key) > MaxPolicyKeyLen {
+		return Errorf(InvalidArgument, "%s is %d bytes long; keep it to %d", what, len(key), MaxPolicyKeyLen)
+	}
+	if strings.ContainsAny(key, "=/") {
+		return Errorf(InvalidArgument, "%s %q contains '=' or '/', which policy syntax reserves", what, key)
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f {
+			return Errorf(InvalidArgument, "%s %q contains a control character", what, key)
+		}
+	}
+	return nil
+}
+
+// KeyStat is what a backend knows about one key at one moment.
+type KeyStat struct {
+	// Kind is ConcurrencyPolicy or RatePolicy.
+	Kind PolicyKind
+	Key  string
+	// InFlight counts leased messages with this concurrency key; for rate
+	// keys, Admitted counts claims within the current window.
+	InFlight int64
+	Admitted int64
+	// Waiting counts ready messages with this key (-1 when unknown).
+	Waiting int64
+}
+
+// PolicyStore is implemented by drivers that keep queue policies in their
+// engine, so that every handle on every machine sees the same ones. The
+// portable layer detects it with a type assertion; a driver without it
+// supports no policies at all.
+//
+// A driver that implements PolicyStore enforces, atomically with the state
+// change that could break them:
+//
+//   - max-depth, always: Push fails with ResourceExhausted (use QueueFull)
+//     when storing the batch's new, non-duplicate messages would make the
+//     live messages (ready, delayed, in flight) exceed the limit. A Push
+//     call is then all-or-nothing: nothing of the batch is stored.
+//     RequeueDead and Requeue are not bounded (they return work that was
+//     already admitted).
+//   - concurrency, when ConcurrencyLimit is Native: a claim never leases a
+//     message whose key already has Limit held leases; it skips to the next
+//     eligible message in claim order, so a blocked key never blocks the
+//     queue. A lease stops counting when it is settled or expires.
+//   - rate, when RateLimit is Native: a claim never leases a message whose
+//     key had Limit claims within the last Period (rolling window; every
+//     claim counts, redeliveries included); it skips as above.
+//
+// Keys without a policy are unlimited. When a feature is Emulated the
+// driver only stores the policies and the worker enforces them per process.
+type PolicyStore interface {
+	// SetPolicy stores p (already validated), replacing the policy of the
+	// same kind and key.
+	SetPolicy(ctx context.Context, p Policy) error
+	// UnsetPolicy removes the policy of that kind and key and reports
+	// whether there was one.
+	UnsetPolicy(ctx context.Context, kind PolicyKind, key string) (bool, error)
+	// ListPolicies returns every policy, sorted by kind then key.
+	ListPolicies(ctx context.Context) ([]Policy, error)
+	// KeyStats reports, for every key that has a policy or a leased
+	// message, its current counts, sorted by kind then key.
+	KeyStats(ctx context.Context) ([]KeyStat, error)
+}
+
+// QueueFullError is the cause inside the ResourceExhausted error of a push
+// refused by max-depth.
+type QueueFullError struct {
+	// Depth is the number of live messages when the push was refused.
+	Depth int64
+	// MaxDepth is the bound; Adding is how many new messages the push had.
+	MaxDepth int64
+	Adding   int
+}
+
+// Error implements error.
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("queue is full: %d of max-depth %d messages queued, cannot add %d (wait for workers to drain it, push with --wait-for-room, or raise the bound with `policy set max-depth N`)",
+		e.Depth, e.MaxDepth, e.Adding)
+}
+
+// QueueFull returns the error a driver returns for a push refused by
+// max-depth: code ResourceExhausted, wrapping a *QueueFullError.
+func QueueFull(depth, maxDepth int64, adding int) error {
+	qf := &QueueFullError{Depth: depth, MaxDepth: maxDepth, Adding: adding}
+	return &Error{Code: ResourceExhausted, Msg: qf.Error(), Err: qf}
+}

@@ -1,0 +1,306 @@
+package jobq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jobq/jobq/driver"
+)
+
+// Policy is one queue policy: a per-key concurrency cap, a per-key rate
+// limit, or the queue's maximum depth. See docs/policies.md.
+type Policy = driver.Policy
+
+// PolicyKind names a kind of policy.
+type PolicyKind = driver.PolicyKind
+
+// KeyStat is the current state of one policy key; see Policies.KeyStats.
+type KeyStat = driver.KeyStat
+
+// QueueFullError is the cause of a push refused because the queue reached
+// its max-depth policy. Reach it with errors.As; the error's code is
+// ResourceExhausted.
+type QueueFullError = driver.QueueFullError
+
+// The policy kinds.
+const (
+	ConcurrencyPolicy = driver.ConcurrencyPolicy
+	RatePolicy        = driver.RatePolicy
+	MaxDepthPolicy    = driver.MaxDepthPolicy
+)
+
+// ParsePolicy parses a policy as the CLI writes it: kind "concurrency" with
+// spec "KEY=LIMIT", kind "rate" with spec "KEY=COUNT/PERIOD" (PERIOD a Go
+// duration such as 30s or 1m, or a bare unit: s, m, h), kind "max-depth"
+// with spec "N". Invalid values are InvalidArgument errors naming the
+// problem.
+func ParsePolicy(kind, spec string) (Policy, error) {
+	const op = "policy"
+	p := Policy{Kind: PolicyKind(strings.TrimSpace(kind))}
+	spec = strings.TrimSpace(spec)
+	switch p.Kind {
+	case ConcurrencyPolicy, RatePolicy:
+		key, val, ok := strings.Cut(spec, "=")
+		if !ok || key == "" {
+			form := "KEY=LIMIT"
+			if p.Kind == RatePolicy {
+				form = "KEY=COUNT/PERIOD"
+			}
+			return Policy{}, errorf(InvalidArgument, op, "%s policy %q: write %s", p.Kind, spec, form)
+		}
+		p.Key = key
+		count := val
+		if p.Kind == RatePolicy {
+			var period string
+			count, period, ok = strings.Cut(val, "/")
+			if !ok {
+				return Policy{}, errorf(InvalidArgument, op, "rate policy %q has no period: write KEY=COUNT/PERIOD, for example %s=10/1m", spec, key)
+			}
+			d, err := parsePeriod(period)
+			if err != nil {
+				return Policy{}, err
+			}
+			p.Period = d
+		}
+		n, err := parseLimit(p.Kind, count)
+		if err != nil {
+			return Policy{}, err
+		}
+		p.Limit = n
+	case MaxDepthPolicy:
+		n, err := parseLimit(p.Kind, spec)
+		if err != nil {
+			return Policy{}, err
+		}
+		p.Limit = n
+	default:
+		return Policy{}, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate or max-depth", kind)
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, policyErr(op, err)
+	}
+	return p, nil
+}
+
+func parseLimit(kind PolicyKind, s string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, errorf(InvalidArgument, "policy", "%s limit %q is not a whole number", kind, s)
+	}
+	if n <= 0 {
+		return 0, errorf(InvalidArgument, "policy", "%s limit is %d; it must be positive (use `policy unset` to remove a limit)", kind, n)
+	}
+	return n, nil
+}
+
+// parsePeriod reads a rate window: a Go duration or a bare unit.
+func parsePeriod(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "ms", "s", "m", "h":
+		s = "1" + s
+	}
+	lower := strings.ToLower(s)
+	if strings.Contains(lower, "inf") || strings.Contains(lower, "nan") {
+		return 0, errorf(InvalidArgument, "policy", "rate period %q is not finite; use a duration such as 1s, 1m or 1h", s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errorf(InvalidArgument, "policy", "rate period %q is not a duration; use one such as 1s, 30s, 1m or 1h", s)
+	}
+	if d <= 0 || d == math.MaxInt64 {
+		return 0, errorf(InvalidArgument, "policy", "rate period %v must be positive and finite", d)
+	}
+	return d, nil
+}
+
+// policyErr turns a driver validation error into an *Error.
+func policyErr(op string, err error) error {
+	return &Error{Code: driver.CodeOf(err), Op: op, Msg: err.Error()}
+}
+
+// Policies sets, removes and lists a queue's policies. Get one with
+// Queue.Policies.
+type Policies struct{ q *Queue }
+
+// Policies returns the queue's policy store.
+func (q *Queue) Policies() *Policies { return &Policies{q: q} }
+
+// store returns the driver's policy store or an Unimplemented error.
+func (p *Policies) store(op string) (driver.PolicyStore, error) {
+	if err := p.q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	ps, ok := p.q.drv.(driver.PolicyStore)
+	if !ok {
+		return nil, &Error{Code: Unimplemented, Op: op, Queue: p.q.url,
+			Msg: "backend " + p.q.scheme + " keeps no queue policies (concurrency, rate, max-depth); run `jobq backends` to see which backends do"}
+	}
+	return ps, nil
+}
+
+// feature is the capability a policy kind needs; "" for max-depth, which
+// every policy store enforces.
+func policyFeature(k PolicyKind) driver.Feature {
+	switch k {
+	case ConcurrencyPolicy:
+		return driver.ConcurrencyLimit
+	case RatePolicy:
+		return driver.RateLimit
+	}
+	return ""
+}
+
+// Set validates and stores a policy, replacing the one of the same kind and
+// key. A concurrency or rate policy on a backend that declares the feature
+// Unsupported fails with Unimplemented; one that declares it Emulated logs
+// the fallback once (the worker enforces it per process).
+func (p *Policies) Set(ctx context.Context, pol Policy) error {
+	const op = "policy set"
+	if err := pol.Validate(); err != nil {
+		return policyErr(op, err)
+	}
+	ps, err := p.store(op)
+	if err != nil {
+		return err
+	}
+	if f := policyFeature(pol.Kind); f != "" {
+		if err := p.q.degrade(op, f); err != nil {
+			return err
+		}
+	}
+	return p.q.wrap(op, ps.SetPolicy(ctx, pol))
+}
+
+// Unset removes the policy of that kind and key and reports whether there
+// was one.
+func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool, error) {
+	const op = "policy unset"
+	if !isPolicyKind(kind) {
+		return false, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate or max-depth", kind)
+	}
+	if kind == MaxDepthPolicy && key != "" {
+		return false, errorf(InvalidArgument, op, "max-depth takes no key (got %q)", key)
+	}
+	if kind != MaxDepthPolicy && key == "" {
+		return false, errorf(InvalidArgument, op, "unsetting a %s policy needs its key", kind)
+	}
+	ps, err := p.store(op)
+	if err != nil {
+		return false, err
+	}
+	ok, err := ps.UnsetPolicy(ctx, kind, key)
+	return ok, p.q.wrap(op, err)
+}
+
+// List returns every policy, sorted by kind then key.
+func (p *Policies) List(ctx context.Context) ([]Policy, error) {
+	const op = "policy list"
+	ps, err := p.store(op)
+	if err != nil {
+		return nil, err
+	}
+	pols, err := ps.ListPolicies(ctx)
+	return pols, p.q.wrap(op, err)
+}
+
+// KeyStats reports per-key in-flight and admission counts for every key
+// with a policy or a leased message.
+func (p *Policies) KeyStats(ctx context.Context) ([]KeyStat, error) {
+	const op = "stats"
+	ps, err := p.store(op)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := ps.KeyStats(ctx)
+	return ks, p.q.wrap(op, err)
+}
+
+func isPolicyKind(k PolicyKind) bool {
+	for _, x := range driver.PolicyKinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// checkKeys validates a task's policy keys and applies the declared level of
+// the features they need: Unimplemented when unsupported, one WARN when
+// emulated (the worker then enforces them per process).
+func (q *Queue) checkKeys(op string, t *Task) error {
+	for _, k := range []struct {
+		what, key string
+		f         driver.Feature
+	}{{"concurrency key", t.ConcurrencyKey, driver.ConcurrencyLimit}, {"rate-limit key", t.RateLimitKey, driver.RateLimit}} {
+		if k.key == "" {
+			continue
+		}
+		if err := driver.ValidateKey(k.what, k.key); err != nil {
+			return policyErr(op, err)
+		}
+		if err := q.degrade(op, k.f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PushOptions are the settings of PushWithOptions.
+type PushOptions struct {
+	// WaitForRoom makes a push that the queue's max-depth refuses wait, with
+	// exponential backoff, until there is room or the context ends, instead
+	// of failing with ResourceExhausted.
+	WaitForRoom bool
+	// MaxBackoff caps the pause between attempts; default 5s.
+	MaxBackoff time.Duration
+	// OnFull, when set, is called before each pause with the refusal, so
+	// that callers can report that they are waiting.
+	OnFull func(*QueueFullError, time.Duration)
+}
+
+// PushWithOptions is PushBatch with options. With WaitForRoom, a refusal by
+// max-depth is retried until the batch fits; a batch larger than the bound
+// itself can never fit and fails at once.
+func (q *Queue) PushWithOptions(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
+	if !opts.WaitForRoom {
+		return q.PushBatch(ctx, tasks)
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = opts.MaxBackoff
+	if b.MaxInterval <= 0 {
+		b.MaxInterval = 5 * time.Second
+	}
+	b.MaxElapsedTime = 0 // the context bounds the wait
+	b.Reset()
+	for {
+		res, err := q.PushBatch(ctx, tasks)
+		var qf *QueueFullError
+		if err == nil || !errors.As(err, &qf) || len(res) > 0 {
+			return res, err
+		}
+		if int64(qf.Adding) > qf.MaxDepth {
+			return nil, &Error{Code: ResourceExhausted, Op: "push", Queue: q.url, Err: err,
+				Msg: fmt.Sprintf("a batch of %d tasks can never fit under max-depth %d: push fewer at a time", qf.Adding, qf.MaxDepth)}
+		}
+		pause := b.NextBackOff()
+		if opts.OnFull != nil {
+			opts.OnFull(qf, pause)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &Error{Code: driver.CodeOf(ctx.Err()), Op: "push", Queue: q.url, Err: errors.Join(ctx.Err(), err),
+				Msg: "gave up waiting for room in the queue: " + qf.Error()}
+		case <-t.C:
+		}
+	}
+}

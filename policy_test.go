@@ -1,0 +1,69 @@
+package jobq_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+func TestParsePolicy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind, spec string
+		want       jobq.Policy
+		wantErr    string // substring of the error; "" means success
+	}{
+		{"concurrency", "gpu=2", jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}, ""},
+		{"rate", "api=10/1m", jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}, ""},
+		{"rate", "api=5/s", jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 5, Period: time.Second}, ""},
+		{"max-depth", "1000", jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 1000}, ""},
+		{"concurrency", "gpu=0", jobq.Policy{}, "must be positive"},
+		{"concurrency", "gpu=-3", jobq.Policy{}, "must be positive"},
+		{"concurrency", "=3", jobq.Policy{}, "KEY=LIMIT"},
+		{"concurrency", "gpu=two", jobq.Policy{}, "not a whole number"},
+		{"rate", "api=10", jobq.Policy{}, "no period"},
+		{"rate", "api=10/0s", jobq.Policy{}, "positive"},
+		{"rate", "api=10/-1m", jobq.Policy{}, "positive"},
+		{"rate", "api=10/inf", jobq.Policy{}, "not finite"},
+		{"rate", "api=10/NaN", jobq.Policy{}, "not finite"},
+		{"rate", "api=10/soon", jobq.Policy{}, "not a duration"},
+		{"max-depth", "0", jobq.Policy{}, "must be positive"},
+		{"priority", "x=1", jobq.Policy{}, "unknown policy kind"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind+" "+tt.spec, func(t *testing.T) {
+			t.Parallel()
+			got, err := jobq.ParsePolicy(tt.kind, tt.spec)
+			if tt.wantErr == "" {
+				if err != nil || got != tt.want {
+					t.Fatalf("ParsePolicy(%q, %q) = %+v, %v; want %+v", tt.kind, tt.spec, got, err, tt.want)
+				}
+				if again, err := jobq.ParsePolicy(tt.kind, specOf(got)); err != nil || again != got {
+					t.Errorf("round trip of %v: %+v, %v", got, again, err)
+				}
+				return
+			}
+			if err == nil || jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ParsePolicy(%q, %q) error = %v; want InvalidArgument containing %q", tt.kind, tt.spec, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// specOf is the spec part of Policy.String.
+func specOf(p jobq.Policy) string {
+	s := p.String()
+	return s[len(p.Kind)+1:]
+}
+
+func TestQueueFullErrorIsResourceExhausted(t *testing.T) {
+	t.Parallel()
+	var err error = &jobq.Error{Code: jobq.ResourceExhausted, Err: &jobq.QueueFullError{Depth: 5, MaxDepth: 5, Adding: 1}}
+	var qf *jobq.QueueFullError
+	if !errors.As(err, &qf) || qf.Depth != 5 {
+		t.Fatalf("errors.As did not find the depth in %v", err)
+	}
+}
