@@ -31,7 +31,7 @@ func (q *queue) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) 
 			return err
 		}
 		defer c.mu.Unlock()
-		if c.text == "" && r.Lease.Private == nil {
+		if r.Lease.Private == nil {
 			return driver.Errorf(driver.InvalidArgument, "dead-letter message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
 		}
 		body, kept := deadBody(decodeText(c.text), deadInfo{

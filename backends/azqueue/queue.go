@@ -299,6 +299,10 @@ func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration
 	if vis > MaxVisibility {
 		return driver.Lease{}, driver.Errorf(driver.InvalidArgument, "visibility timeout %v exceeds Azure Storage Queue's maximum of 7 days", vis)
 	}
+	if lease.Private == nil {
+		// Update Message rewrites the text, which only a real claim knows.
+		return driver.Lease{}, driver.Errorf(driver.InvalidArgument, "renew message %s: the lease did not come from this driver's Receive, so its text is unknown", lease.MessageID)
+	}
 	c := claimOf(lease)
 	if err := c.use(); err != nil {
 		return driver.Lease{}, err
@@ -383,7 +387,7 @@ func (q *queue) Requeue(ctx context.Context, reqs []driver.RequeueParams) []erro
 			if len(text) > MaxMessageBytes {
 				return tooLarge(c.messageID, len(text))
 			}
-		} else if text == "" && r.Lease.Private == nil {
+		} else if r.Lease.Private == nil {
 			return driver.Errorf(driver.InvalidArgument, "requeue message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
 		}
 		if err := q.update(ctx, c, text, seconds(r.Delay), "requeue"); err != nil {

@@ -203,6 +203,10 @@ func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 	if len(errs) != 1 || driver.CodeOf(errs[0]) != driver.LockLost {
 		t.Fatalf("complete with a re-claimed receipt: %v, want LockLost", errs)
 	}
+	// Renew rewrites the text, which a hand-made lease does not carry.
+	if _, err := d.Renew(t.Context(), stale, time.Minute); driver.CodeOf(err) != driver.InvalidArgument {
+		t.Errorf("renew with a hand-made lease: %v, want InvalidArgument", err)
+	}
 	if errs := d.Complete(t.Context(), []driver.Lease{again[0].Lease}); errs != nil {
 		t.Fatalf("complete by the new holder: %v", errs)
 	}
