@@ -289,3 +289,53 @@ func checkSizeLimit(c *C) {
 	}
 	c.receiveNone(q, time.Time{}, "the over-limit push failed")
 }
+
+// maxLimitCheck bounds how many messages checkBatchLimits pushes.
+const maxLimitCheck = 10000
+
+// checkBatchLimits: the portable layer splits a PushBatch larger than
+// MaxPushBatch into several driver calls and clamps receives and peeks to
+// the declared limits, so callers never see those limits as errors.
+func checkBatchLimits(c *C) {
+	q := c.open()
+	caps := q.Capabilities()
+	if caps.MaxPushBatch == 0 && caps.MaxReceiveBatch == 0 && caps.MaxPeek == 0 {
+		c.Skipf("no batch limits declared")
+	}
+	n := max(caps.MaxPushBatch, caps.MaxReceiveBatch, caps.MaxPeek) + 1
+	if n > maxLimitCheck {
+		c.Skipf("the declared batch limits need %d messages, more than this check pushes (%d)", n, maxLimitCheck)
+	}
+	ts := make([]*jobq.Task, n)
+	for i := range ts {
+		ts[i] = task(fmt.Sprintf("limits %d", i))
+	}
+	res, err := q.PushBatch(c.ctx(), ts)
+	if err != nil {
+		c.Fatalf("PushBatch of %d tasks (MaxPushBatch %d): %v", n, caps.MaxPushBatch, err)
+	}
+	if len(res) != n {
+		c.Fatalf("PushBatch of %d tasks returned %d results", n, len(res))
+	}
+	if level(q, driver.ExactCount) == driver.Native {
+		c.expectStats(q, want{ready: int64(n)})
+	}
+	if mp := caps.MaxPeek; mp > 0 && level(q, driver.Peek) != driver.Unsupported {
+		ps, err := q.Peek(c.ctx(), mp+1)
+		if err != nil || len(ps) > mp {
+			c.Errorf("Peek(%d) with MaxPeek %d returned %d messages, error %v", mp+1, mp, len(ps), err)
+		}
+	}
+	if mr := caps.MaxReceiveBatch; mr > 0 {
+		envs, err := q.ReceiveBatch(c.ctx(), mr+1, jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: c.patience()})
+		if err != nil || len(envs) == 0 || len(envs) > mr {
+			c.Errorf("ReceiveBatch(%d) with MaxReceiveBatch %d returned %d messages, error %v", mr+1, mr, len(envs), err)
+		}
+		for _, e := range envs {
+			c.complete(e)
+		}
+	}
+	if _, err := q.Clear(c.ctx()); err != nil {
+		c.Errorf("clear: %v", err)
+	}
+}

@@ -95,6 +95,7 @@ func checks() []check {
 		{"UnknownParameter", checkUnknownParameter},
 		{"PushReceiveComplete", checkPushReceiveComplete},
 		{"BatchPushReceive", checkBatchPushReceive},
+		{"BatchLimits", checkBatchLimits},
 		{"Unicode", checkUnicode},
 		{"SizeLimit", checkSizeLimit},
 		{"Stash", checkStash},

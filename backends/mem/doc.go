@@ -17,6 +17,9 @@
 //   - max_message_bytes=N declares a message size limit (default: none).
 //   - max_visibility=D (a Go duration such as 30s) declares the longest
 //     lease a Receive or Renew may ask for (default: none).
+//   - max_push_batch=N, max_receive_batch=N and max_peek=N declare batch
+//     limits (default: none), which the driver enforces, so that tests see
+//     whether the portable layer splits and clamps.
 //   - unsupported=F1,F2 and emulated=F3 declare features (by their names in
 //     the driver package, such as priority, lease-renewal or delayed-requeue)
 //     Unsupported or Emulated, so that tests can exercise the portable

@@ -47,6 +47,9 @@ func (d *memDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
+	if mp := d.caps.MaxPushBatch; mp > 0 && len(msgs) > mp {
+		return nil, driver.Errorf(driver.InvalidArgument, "mem: push of %d messages exceeds the batch limit of %d", len(msgs), mp)
+	}
 	for _, m := range msgs {
 		if d.caps.MaxMessageBytes > 0 && len(m.Body) > d.caps.MaxMessageBytes {
 			return nil, driver.Errorf(driver.TooLarge, "mem: message of %d bytes exceeds the limit of %d bytes", len(m.Body), d.caps.MaxMessageBytes)
@@ -88,6 +91,12 @@ func (d *memDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.
 func (d *memDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
+	}
+	if mr := d.caps.MaxReceiveBatch; mr > 0 && p.Max > mr {
+		return nil, driver.Errorf(driver.InvalidArgument, "mem: receive of %d messages exceeds the batch limit of %d", p.Max, mr)
+	}
+	if mv := d.caps.MaxVisibility; mv > 0 && p.Visibility > mv {
+		return nil, driver.Errorf(driver.InvalidArgument, "mem: visibility %v exceeds the maximum of %v", p.Visibility, mv)
 	}
 	if p.Max < 1 || p.Visibility <= 0 {
 		return nil, driver.Errorf(driver.InvalidArgument, "mem: receive needs Max >= 1 and a positive visibility (got %d, %v)", p.Max, p.Visibility)
@@ -248,6 +257,9 @@ func (d *memDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage,
 	}
 	if d.level(driver.Peek) == driver.Unsupported {
 		return nil, unimplemented(driver.Peek)
+	}
+	if mp := d.caps.MaxPeek; mp > 0 && max > mp {
+		return nil, driver.Errorf(driver.InvalidArgument, "mem: peek of %d messages exceeds the limit of %d", max, mp)
 	}
 	s := d.s
 	s.mu.Lock()

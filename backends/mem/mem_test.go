@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 		maxBytes     int
 	}{
 		{"native", "", 0},
-		{"limited", "?max_message_bytes=4096&max_visibility=30s", 4096},
+		{"limited", "?max_message_bytes=4096&max_visibility=30s&max_push_batch=7&max_receive_batch=3&max_peek=2", 4096},
 		{"unsupported", "?unsupported=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,in-place-update", 0},
 		{"emulated", "?emulated=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup&unsupported=in-place-update", 0},
 	}

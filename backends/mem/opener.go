@@ -61,6 +61,10 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 		p.Fail("query parameter max_message_bytes=%d is negative: use 0 (no limit) or a size in bytes", maxBytes)
 	}
 	maxVis := p.Duration("max_visibility", 0)
+	maxPush, maxReceive, maxPeek := p.Int("max_push_batch", 0), p.Int("max_receive_batch", 0), p.Int("max_peek", 0)
+	if maxPush < 0 || maxReceive < 0 || maxPeek < 0 {
+		p.Fail("query parameters max_push_batch, max_receive_batch and max_peek must be 0 (no limit) or positive")
+	}
 	unsupported := featureList(p, "unsupported", allDegradable)
 	emulated := featureList(p, "emulated", emulatable)
 	for _, f := range unsupported {
@@ -73,6 +77,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 	}
 	caps := capabilities(unsupported, emulated, maxBytes)
 	caps.MaxVisibility = maxVis
+	caps.MaxPushBatch, caps.MaxReceiveBatch, caps.MaxPeek = maxPush, maxReceive, maxPeek
 	return &memDriver{
 		s:      storeFor(name),
 		caps:   caps,
