@@ -217,10 +217,11 @@ func (c *C) receive(q *handle, vis time.Duration) *jobq.Envelope {
 	return e
 }
 
-// receiveNone checks that nothing is visible now. It returns false (and
-// reports nothing) when the call ended after notAfter, since a message
-// whose time came meanwhile may then rightly be returned; a non-zero
-// notAfter makes the check conditional in that way.
+// receiveNone checks that no message is visible now, reporting why one
+// should not be. With a non-zero notAfter (a lease expiry, a NotBefore) the
+// check only counts if the Receive call ended before notAfter, since after
+// it a message may rightly be returned; then it reports nothing and returns
+// false. It returns true when the check counted.
 func (c *C) receiveNone(q *handle, notAfter time.Time, why string) bool {
 	c.Helper()
 	e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.vis()})
@@ -240,7 +241,7 @@ func (c *C) receiveNone(q *handle, notAfter time.Time, why string) bool {
 	return !late
 }
 
-// settle completes e, failing the check on error.
+// complete completes e, failing the check on error.
 func (c *C) complete(e *jobq.Envelope) {
 	c.Helper()
 	if err := e.Complete(c.ctx()); err != nil {
