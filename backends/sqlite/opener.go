@@ -107,6 +107,9 @@ func (c config) dsn() string {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", c.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+strings.ToUpper(c.synchronous)+")")
+	// Savepoint and statement journals (group commit, multi-row claims)
+	// are temporary files by default: a pwrite per page changed.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_txlock", "immediate")
 	return c.path + "?" + q.Encode()
 }
