@@ -25,8 +25,8 @@
 //
 // # URL parameters
 //
-//	poll_min=50ms     first pause after an empty receive (Storage Queue has no long poll)
-//	poll_max=1s       longest pause; each empty receive doubles the pause up to this
+//	poll_min=50ms     first pause between the dequeues of an idle queue (Storage Queue has no long poll)
+//	poll_max=500ms    longest pause; each empty dequeue doubles the pause up to this
 //	retries=6         retries of throttled (503 ServerBusy), timed-out (500) and failed requests
 //	retry_delay=200ms first retry backoff, doubling up to 30s
 //	create=true       create QUEUE and QUEUE-failed on open when they are missing
@@ -73,7 +73,7 @@ const (
 // Defaults of the URL parameters.
 const (
 	DefaultPollMin    = 50 * time.Millisecond
-	DefaultPollMax    = time.Second
+	DefaultPollMax    = 500 * time.Millisecond
 	DefaultRetries    = 6
 	DefaultRetryDelay = 200 * time.Millisecond
 )

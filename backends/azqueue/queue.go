@@ -39,8 +39,10 @@ type queue struct {
 	log    *slog.Logger
 	caps   driver.Capabilities
 	closed atomic.Bool
-	// empties counts consecutive empty dequeues, for the poll backoff.
+	// empties counts consecutive empty dequeues, for the poll backoff;
+	// gate spaces the idle dequeues.
 	empties atomic.Int64
+	gate    pollGate
 	// failedReady is set once QUEUE-failed is known to exist.
 	failedReady atomic.Bool
 }
@@ -200,10 +202,13 @@ func tooLarge(id string, n int) error {
 }
 
 // Receive implements driver.Driver. Storage Queue has no long poll, so
-// waiting is polling: after an empty dequeue the driver sleeps poll_min,
-// doubling with every further empty dequeue up to poll_max, until a message
-// arrives or p.Wait runs out. The backoff is shared by the queue's receivers
-// and resets as soon as any dequeue returns messages.
+// waiting is polling. While the queue is busy every Receive dequeues at
+// once. After an empty dequeue the queue is idle, and the receivers of this
+// queue take turns: one dequeue per pause, whichever receiver's turn it is,
+// so that `worker -n 16` costs no more than one receiver. The pause starts
+// at poll_min and doubles with every further empty dequeue up to poll_max;
+// a dequeue that finds messages ends the idle state and wakes the waiting
+// receivers at once. Receive with Wait 0 always dequeues once.
 func (q *queue) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := q.check(); err != nil {
 		return nil, err
@@ -213,29 +218,77 @@ func (q *queue) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.
 	}
 	deadline := time.Now().Add(p.Wait)
 	for {
+		if p.Wait > 0 && q.empties.Load() > 0 {
+			turn, err := q.awaitTurn(ctx, deadline)
+			if err != nil || !turn {
+				return nil, err
+			}
+		}
 		recs, err := q.dequeue(ctx, p.Max, p.Visibility)
 		if err != nil || len(recs) > 0 {
 			return recs, err
 		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			return nil, nil
-		}
-		pause := q.pollPause()
-		if pause > remaining {
-			pause = remaining
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-		if pause == remaining {
+		if !time.Now().Before(deadline) {
 			return nil, nil
 		}
 	}
+}
+
+// pollGate spaces the dequeues of an idle queue's receivers.
+type pollGate struct {
+	mu sync.Mutex
+	// next is when the next idle dequeue may start.
+	next time.Time
+	// wake is closed when a dequeue finds messages.
+	wake chan struct{}
+}
+
+// awaitTurn waits until this receiver may dequeue from an idle queue. It
+// returns false when the deadline comes first.
+func (q *queue) awaitTurn(ctx context.Context, deadline time.Time) (bool, error) {
+	g := &q.gate
+	g.mu.Lock()
+	if g.wake == nil {
+		g.wake = make(chan struct{})
+	}
+	now := time.Now()
+	at := g.next
+	if at.Before(now) {
+		at = now
+	}
+	turn := at.Before(deadline)
+	if turn {
+		g.next = at.Add(q.pollPause())
+	} else {
+		at = deadline
+	}
+	wake := g.wake
+	g.mu.Unlock()
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-wake:
+		return true, nil
+	case <-t.C:
+		return turn, nil
+	}
+}
+
+// busy ends the idle state after a dequeue found messages.
+func (q *queue) busy() {
+	if q.empties.Swap(0) == 0 {
+		return
+	}
+	g := &q.gate
+	g.mu.Lock()
+	g.next = time.Time{}
+	if g.wake != nil {
+		close(g.wake)
+		g.wake = nil
+	}
+	g.mu.Unlock()
 }
 
 // pollPause returns how long to sleep after another empty dequeue.
@@ -263,7 +316,7 @@ func (q *queue) dequeue(ctx context.Context, n int, vis time.Duration) ([]*drive
 		q.empties.Add(1)
 		return nil, nil
 	}
-	q.empties.Store(0)
+	q.busy()
 	lease := time.Duration(secs) * time.Second
 	expiry, heldUntil := start.Add(lease), time.Now().Add(lease)
 	out := make([]*driver.Received, 0, len(resp.Messages))
