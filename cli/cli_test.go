@@ -64,7 +64,8 @@ func TestFormatDurationRoundTrips(t *testing.T) {
 
 func TestSplitQueueArg(t *testing.T) {
 	t.Parallel()
-	root := (&app{}).rootCommand()
+	var q string
+	root := (&app{}).rootCommand(&q)
 	tests := []struct {
 		args      []string
 		wantQueue string

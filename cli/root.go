@@ -48,9 +48,10 @@ func Main(args []string) int {
 // exit code (see ExitOK, ExitFailure, ExitUsage).
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, baseEnv: os.Environ()}
-	root := a.rootCommand()
-	queue, rest := splitQueueArg(root, args)
-	a.queue = queue
+	var queue string // the ai4s-jobq-style first argument
+	root := a.rootCommand(&queue)
+	var rest []string
+	queue, rest = splitQueueArg(root, args)
 	root.SetArgs(rest)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -109,7 +110,7 @@ Durations take Go syntax plus days and weeks: 90s, 10m, 1h30m, 2d, 1w.
 Exit codes: 0 success; 1 a task, the worker or the backend failed;
 2 usage or configuration error.`
 
-func (a *app) rootCommand() *cobra.Command {
+func (a *app) rootCommand(positional *string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "jobq [QUEUE] COMMAND",
 		Short:         "Push, run and inspect tasks on a work queue",
@@ -120,7 +121,15 @@ func (a *app) rootCommand() *cobra.Command {
   seq 100 | sed 's/^/echo task /' | jobq sqlite://./work.db push
   jobq sqlite://./work.db worker -n 4
   JOBQ_QUEUE=sqlite://./work.db jobq stats`,
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return a.setup() },
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if q := *positional; q != "" {
+				if a.queue != "" && a.queue != q {
+					return usageError("two queues given: %s as the first argument and %s with --queue; give one", jobq.RedactURL(q), jobq.RedactURL(a.queue))
+				}
+				a.queue = q
+			}
+			return a.setup()
+		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	// Usage lines show where the queue goes: jobq QUEUE push ...

@@ -531,7 +531,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown scheme", nil, []string{"--queue", "nosuch://x/y", "size"}, "backend not available"},
+		{"two queues", nil, []string{"--queue", "sqlite://other.db", "size"}, "two queues given"},
 		{"invalid duration", nil, []string{"worker", "--visibility-timeout", "10x"}, "invalid duration"},
 		{"invalid kill timeout env", []string{"JOBQ_KILL_TIMEOUT=soon"}, []string{"worker"}, "JOBQ_KILL_TIMEOUT"},
 		{"invalid gate env", []string{"JOBQ_GATE_TIMEOUT_S=abc"}, []string{"worker"}, "JOBQ_GATE_TIMEOUT_S"},
@@ -553,10 +553,15 @@ func TestUsageErrors(t *testing.T) {
 
 func TestUnknownSchemeAsFirstArgument(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command(jobqBin, "nosuch://host/queue", "push", "-c", "true").CombinedOutput()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "backend not available") || !strings.Contains(string(out), "sqlite") {
-		t.Fatalf("exit %v, output:\n%s\nwant exit 2, \"backend not available\" and the available schemes", err, out)
+	for _, args := range [][]string{
+		{"nosuch://host/queue", "push", "-c", "true"},
+		{"--queue", "nosuch://host/queue", "size"},
+	} {
+		out, err := exec.Command(jobqBin, args...).CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "backend not available") || !strings.Contains(string(out), "sqlite") {
+			t.Fatalf("jobq %v: exit %v, output:\n%s\nwant exit 2, \"backend not available\" and the available schemes", args, err, out)
+		}
 	}
 }
 
