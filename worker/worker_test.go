@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,3 +201,40 @@ func TestGateConfigFromEnv(t *testing.T) {
 }
 
 func openQueueB(b *testing.B) *jobq.Queue { return openQueue(b) }
+
+func TestStatusLine(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Command: "slow"})
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		time.Sleep(400 * time.Millisecond)
+		return nil
+	})
+	if err := worker.Run(context.Background(), q, h, worker.Options{Logger: log, Poll: 100 * time.Millisecond, StatusInterval: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "msg=status") || !strings.Contains(out, "queue_size=") || !strings.Contains(out, "rate_per_min=") {
+		t.Fatalf("no status line in the log:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

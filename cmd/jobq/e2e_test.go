@@ -670,3 +670,30 @@ func TestStashCarriesLargeTask(t *testing.T) {
 		t.Fatalf("worker exited %d; want the stashed task run:\n%s", r.code, r.stderr)
 	}
 }
+
+func TestSecondSignalKillsStubbornTask(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	// The task ignores SIGTERM; only the second signal's SIGKILL stops it.
+	b.must("push", "-c", `trap "" TERM; echo ignoring-term; for i in $(seq 300); do sleep 0.1; done`)
+	p := b.start(nil, "worker", "--kill-timeout", "1m")
+	p.waitFor("ignoring-term")
+	p.signal(syscall.SIGTERM)
+	p.waitFor("SIGTERM to its process group")
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-p.done:
+		t.Fatalf("worker exited before the second signal:\n%s", p.output())
+	default:
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("worker exited %d; want 0\n%s", code, p.output())
+	}
+	if !strings.Contains(p.output(), "SIGKILL to its process group") {
+		t.Errorf("no SIGKILL in the log:\n%s", p.output())
+	}
+	if s := b.stats(); s["ready"] != 1 {
+		t.Fatalf("stats: %v; want the killed task requeued", s)
+	}
+}
