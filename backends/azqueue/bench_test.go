@@ -64,7 +64,7 @@ func BenchmarkPushBatch(b *testing.B) {
 
 // BenchmarkPickupLatency measures how long a task pushed to an idle queue
 // waits before a receiver that has been polling it gets it: the polling
-// backoff's cost. Sub-benchmarks use the default poll_max=1s and a tighter
+// backoff's cost. Sub-benchmarks use the default poll_max=500ms and a tighter
 // one.
 func BenchmarkPickupLatency(b *testing.B) {
 	for _, params := range []string{"", "?poll_max=250ms"} {
