@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -236,6 +237,10 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	switch {
 	case errors.Is(err, worker.ErrTooManyFailures):
 		return failure(err)
+	case jobq.ErrorCode(err) == jobq.InvalidArgument:
+		// A setting the backend refuses, such as a visibility timeout
+		// above its maximum.
+		return asUsage(err)
 	case err != nil:
 		return failure(err)
 	}
