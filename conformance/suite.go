@@ -90,7 +90,7 @@ func Names() []string {
 
 // checks lists the suite. Keep docs/conformance.md in step.
 func checks() []check {
-	return []check{
+	return append([]check{
 		{"Capabilities", checkCapabilities},
 		{"UnknownParameter", checkUnknownParameter},
 		{"PushReceiveComplete", checkPushReceiveComplete},
@@ -120,7 +120,7 @@ func checks() []check {
 		{"UnimplementedUnsafe", checkUnimplementedUnsafe},
 		{"ClosedQueue", checkClosedQueue},
 		{"CanceledContext", checkCanceledContext},
-	}
+	}, policyChecks()...)
 }
 
 // handle is one open queue and the log records of its logger.

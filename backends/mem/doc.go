@@ -10,7 +10,10 @@
 // Opens of mem://work see the same queue) and vanish when the process exits.
 // Every feature the portable layer uses is native: fenced leases, delivery
 // counts, delayed push and requeue, priority, dead letters, deduplication by
-// task ID, in-place update, peek and exact counts.
+// task ID, in-place update, peek and exact counts. Queue policies
+// (docs/policies.md) are kept with the queue and enforced natively under the
+// queue's lock: per-key concurrency caps and rolling-window rate limits on
+// every claim, max-depth on every push.
 //
 // # URL parameters
 //

@@ -60,6 +60,9 @@ func (d *memDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.depthCheck(msgs, dedup != driver.Unsupported); err != nil {
+		return nil, err
+	}
 	out := make([]driver.PushResult, len(msgs))
 	for i, in := range msgs {
 		if dedup != driver.Unsupported && in.ID != "" {
@@ -73,6 +76,8 @@ func (d *memDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.
 			taskID:     in.ID,
 			body:       slices.Clone(in.Body),
 			enqueuedAt: now,
+			concKey:    in.ConcurrencyKey,
+			rateKey:    in.RateLimitKey,
 		}
 		if d.level(driver.Priority) != driver.Unsupported {
 			m.priority = in.Priority
@@ -109,7 +114,7 @@ func (d *memDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*dri
 		s.promote(now)
 		var out []*driver.Received
 		for len(out) < p.Max {
-			m := s.claim(now, p.Visibility)
+			m := s.claimEligible(now, p.Visibility, d.level(driver.ConcurrencyLimit) == driver.Native, d.level(driver.RateLimit) == driver.Native)
 			if m == nil {
 				break
 			}
@@ -411,7 +416,8 @@ func (d *memDriver) RequeueDead(ctx context.Context, ids []string) (int64, error
 	taken := s.takeDead(ids)
 	for _, dm := range taken {
 		old := dm.m
-		s.add(&message{taskID: old.taskID, body: old.body, priority: old.priority, enqueuedAt: old.enqueuedAt}, time.Time{}, now)
+		s.add(&message{taskID: old.taskID, body: old.body, priority: old.priority, enqueuedAt: old.enqueuedAt,
+			concKey: old.concKey, rateKey: old.rateKey}, time.Time{}, now)
 	}
 	return int64(len(taken)), nil
 }

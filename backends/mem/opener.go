@@ -113,6 +113,7 @@ func featureList(p *driver.Params, param string, allowed []driver.Feature) []dri
 var allDegradable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
+	driver.ConcurrencyLimit, driver.RateLimit,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -120,17 +121,20 @@ var allDegradable = []driver.Feature{
 var emulatable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
+	driver.ConcurrencyLimit, driver.RateLimit,
 }
 
 var emulatedFallback = map[driver.Feature]string{
-	driver.DelayedRequeue: "Requeue(delay) makes the message visible at once (mem test emulation)",
-	driver.DelayedPush:    "a task pushed with NotBefore is visible at once (mem test emulation)",
-	driver.LeaseRenewal:   "Renew behaves as native (mem declares it emulated for tests only)",
-	driver.DeadLetter:     "dead letters behave as native (mem declares them emulated for tests only)",
-	driver.Priority:       "priority behaves as native (mem declares it emulated for tests only)",
-	driver.Peek:           "peek behaves as native (mem declares it emulated for tests only)",
-	driver.ExactCount:     "counts are exact (mem declares them approximate for tests only)",
-	driver.Dedup:          "a duplicate task ID is dropped silently; PushResult.Duplicate stays false (as Service Bus duplicate detection)",
+	driver.DelayedRequeue:   "Requeue(delay) makes the message visible at once (mem test emulation)",
+	driver.DelayedPush:      "a task pushed with NotBefore is visible at once (mem test emulation)",
+	driver.LeaseRenewal:     "Renew behaves as native (mem declares it emulated for tests only)",
+	driver.DeadLetter:       "dead letters behave as native (mem declares them emulated for tests only)",
+	driver.Priority:         "priority behaves as native (mem declares it emulated for tests only)",
+	driver.Peek:             "peek behaves as native (mem declares it emulated for tests only)",
+	driver.ExactCount:       "counts are exact (mem declares them approximate for tests only)",
+	driver.Dedup:            "a duplicate task ID is dropped silently; PushResult.Duplicate stays false (as Service Bus duplicate detection)",
+	driver.ConcurrencyLimit: "policies are stored but claims ignore them; each worker enforces concurrency caps for its own process only, not across workers (mem test emulation of the Azure backends)",
+	driver.RateLimit:        "policies are stored but claims ignore them; each worker enforces rate limits for its own process only, not across workers (mem test emulation of the Azure backends)",
 }
 
 var unsupportedFallback = map[driver.Feature]string{
@@ -143,19 +147,19 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.ExactCount:        "counts are exact, but declared approximate for tests",
 	driver.Dedup:             "a task whose ID is already queued is queued again",
 	driver.InPlaceUpdate:     "the retry budget is counted from the delivery count",
-	driver.ConcurrencyLimit:  "the mem backend has no per-key concurrency limits",
-	driver.RateLimit:         "the mem backend has no per-key rate limits",
+	driver.ConcurrencyLimit:  "mem was opened with concurrency-limit unsupported",
+	driver.RateLimit:         "mem was opened with rate-limit unsupported",
 	driver.TransactionalPush: "the mem backend has no transactions to join",
 }
 
 // capabilities builds the declaration: everything native except what the
-// URL degrades and the three policy features mem never has.
+// URL degrades and transactional push, which mem never has.
 func capabilities(unsupported, emulated []driver.Feature, maxBytes int) driver.Capabilities {
 	fs := make(map[driver.Feature]driver.Support, len(driver.AllFeatures))
 	for _, f := range driver.AllFeatures {
 		fs[f] = driver.Support{Level: driver.Native}
 	}
-	for _, f := range []driver.Feature{driver.ConcurrencyLimit, driver.RateLimit, driver.TransactionalPush} {
+	for _, f := range []driver.Feature{driver.TransactionalPush} {
 		fs[f] = driver.Support{Level: driver.Unsupported, Fallback: unsupportedFallback[f]}
 	}
 	for _, f := range unsupported {

@@ -25,6 +25,8 @@ type message struct {
 	seq        uint64 // push order, for FIFO among equal priorities
 	enqueuedAt time.Time
 	deliveries int
+	concKey    string // concurrency and rate-limit keys (policy.go)
+	rateKey    string
 
 	state state
 	due   time.Time // visible since (ready), visible at (waiting) or lease expiry (leased)
@@ -51,6 +53,7 @@ type store struct {
 	dead    []*deadMessage // oldest first
 	nextSeq uint64
 	nextTok uint64
+	pol     policies
 	// changed is closed (and replaced) whenever a message may have become
 	// claimable, to wake waiting receivers.
 	changed chan struct{}
@@ -61,6 +64,7 @@ func newStore() *store {
 		msgs:    map[string]*message{},
 		byTask:  map[string]*message{},
 		changed: make(chan struct{}),
+		pol:     newPolicies(),
 	}
 }
 
@@ -87,29 +91,35 @@ func (s *store) promote(now time.Time) {
 	}
 }
 
-// nextDue is when the earliest waiting or leased message changes state, or
-// the zero time. Callers hold mu and have called promote.
+// nextDue is when the earliest waiting or leased message changes state or a
+// full rate window admits again, or the zero time. Callers hold mu and have called promote.
 func (s *store) nextDue() time.Time {
+	due := s.rateFree(time.Now())
 	for len(s.timed) > 0 {
 		e := s.timed[0]
 		if e.gen == e.m.gen && s.msgs[e.m.id] == e.m {
-			return e.due
+			if due.IsZero() || e.due.Before(due) {
+				due = e.due
+			}
+			return due
 		}
 		heap.Pop(&s.timed)
 	}
-	return time.Time{}
+	return due
 }
 
 // makeReady makes m claimable, visible since at. Callers hold mu.
 func (s *store) makeReady(m *message, at time.Time) {
-	m.state, m.token, m.due = ready, "", at
+	s.setState(m, ready)
+	m.token, m.due = "", at
 	m.gen++
 	heap.Push(&s.readyQ, m)
 }
 
 // makeTimed puts m into state st until due. Callers hold mu.
 func (s *store) makeTimed(m *message, st state, due time.Time) {
-	m.state, m.due = st, due
+	s.setState(m, st)
+	m.due = due
 	m.gen++
 	heap.Push(&s.timed, timedEntry{due: due, m: m, gen: m.gen})
 }
@@ -134,6 +144,7 @@ func (s *store) add(m *message, notBefore, now time.Time) {
 // remove deletes a live message. Callers hold mu. A ready message must not
 // be removed this way (it sits in the ready heap); only held ones are.
 func (s *store) remove(m *message) {
+	s.setState(m, gone)
 	delete(s.msgs, m.id)
 	if s.byTask[m.taskID] == m {
 		delete(s.byTask, m.taskID)

@@ -1,0 +1,340 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// policyChecks are the checks of queue policies (docs/policies.md).
+func policyChecks() []check {
+	return []check{
+		{"PolicyValidation", checkPolicyValidation},
+		{"ConcurrencyCap", checkConcurrencyCap},
+		{"RateLimit", checkRateLimit},
+		{"MaxDepth", checkMaxDepth},
+	}
+}
+
+// hasPolicyStore reports whether the backend keeps policies, by asking it
+// to list them: Unimplemented means it keeps none.
+func (c *C) hasPolicyStore(q *handle) bool {
+	c.Helper()
+	_, err := q.Policies().List(c.ctx())
+	switch {
+	case err == nil:
+		return true
+	case jobq.ErrorCode(err) == jobq.Unimplemented:
+		return false
+	}
+	c.Fatalf("policy list: %v", err)
+	return false
+}
+
+// checkPolicyValidation: invalid policies are InvalidArgument on every
+// backend; where policies are kept, set, list and unset round-trip.
+func checkPolicyValidation(c *C) {
+	q := c.open()
+	bad := []jobq.Policy{
+		{Kind: jobq.ConcurrencyPolicy, Key: "k", Limit: 0},
+		{Kind: jobq.ConcurrencyPolicy, Key: "k", Limit: -1},
+		{Kind: jobq.ConcurrencyPolicy, Limit: 1},
+		{Kind: jobq.RatePolicy, Key: "k", Limit: 1},
+		{Kind: jobq.RatePolicy, Key: "k", Limit: 1, Period: -time.Second},
+		{Kind: jobq.RatePolicy, Key: "k", Limit: 1, Period: time.Duration(1<<63 - 1)},
+		{Kind: jobq.MaxDepthPolicy, Limit: 0},
+		{Kind: jobq.MaxDepthPolicy, Key: "k", Limit: 3},
+		{Kind: "priority", Key: "k", Limit: 1},
+	}
+	for _, p := range bad {
+		c.expectCode(q.Policies().Set(c.ctx(), p), jobq.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
+	}
+	if !c.hasPolicyStore(q) {
+		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 10})
+		c.expectCode(err, jobq.Unimplemented, "set a policy on a backend that keeps none")
+		return
+	}
+	want := []jobq.Policy{{Kind: jobq.MaxDepthPolicy, Limit: 10}}
+	if level(q, driver.ConcurrencyLimit) != driver.Unsupported {
+		want = append([]jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
+	} else {
+		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2})
+		c.expectCode(err, jobq.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
+	}
+	if level(q, driver.RateLimit) != driver.Unsupported {
+		rate := jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
+		want = append(want[:len(want)-1:len(want)-1], rate, want[len(want)-1])
+	}
+	for _, p := range want {
+		if err := q.Policies().Set(c.ctx(), p); err != nil {
+			c.Fatalf("set %v: %v", p, err)
+		}
+	}
+	// Setting again replaces.
+	want[0].Limit++
+	if err := q.Policies().Set(c.ctx(), want[0]); err != nil {
+		c.Fatalf("set %v again: %v", want[0], err)
+	}
+	got, err := q.Policies().List(c.ctx())
+	if err != nil {
+		c.Fatalf("policy list: %v", err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		c.Errorf("policy list = %v, want %v (sorted by kind, then key)", got, want)
+	}
+	for _, p := range want {
+		if ok, err := q.Policies().Unset(c.ctx(), p.Kind, p.Key); err != nil || !ok {
+			c.Errorf("unset %v: %v, %v; want true, nil", p, ok, err)
+		}
+	}
+	if ok, err := q.Policies().Unset(c.ctx(), jobq.MaxDepthPolicy, ""); err != nil || ok {
+		c.Errorf("unset a missing max-depth: %v, %v; want false, nil", ok, err)
+	}
+	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
+		c.Errorf("policy list after unsetting all = %v, %v; want none", got, err)
+	}
+}
+
+// checkKeyLevel handles a policy feature that is not native: unsupported
+// refuses keyed pushes with Unimplemented; emulated accepts them (the worker
+// enforces per process), warning once. It returns true when the caller
+// should stop.
+func (c *C) checkKeyLevel(q *handle, f driver.Feature, t *jobq.Task) bool {
+	c.Helper()
+	switch level(q, f) {
+	case driver.Unsupported:
+		_, err := q.Push(c.ctx(), t)
+		c.expectCode(err, jobq.Unimplemented, "push a task with a key where "+string(f)+" is unsupported")
+		c.receiveNone(q, time.Time{}, "the keyed push failed")
+		return true
+	case driver.Emulated:
+		c.push(q, t)
+		e := c.receive(q, c.longVis(q))
+		c.complete(e)
+		if n := len(q.logs.warnings(string(f))); n != 1 {
+			c.Errorf("emulated %s: %d degradation warnings after a keyed push, want 1", f, n)
+		}
+		return true
+	}
+	return false
+}
+
+// checkConcurrencyCap: with cap K on a key, N receivers never hold more
+// than K messages with that key, and other keys keep flowing.
+func checkConcurrencyCap(c *C) {
+	q := c.open()
+	const capK, n, perKey = 2, 4, 6
+	keyed := func(name, key string) *jobq.Task {
+		t := task(name)
+		t.ConcurrencyKey = key
+		return t
+	}
+	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyed("unsupported key", "k")) {
+		return
+	}
+	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
+		c.Fatalf("set concurrency policy: %v", err)
+	}
+	// Capped tasks first: a claim must skip them, not stop at them.
+	for i := range perKey {
+		c.push(q, keyed(fmt.Sprintf("capped %d", i), "capped"))
+	}
+	for i := range perKey {
+		c.push(q, keyed(fmt.Sprintf("free %d", i), "free"))
+	}
+
+	// Deterministic part: hold everything claimable.
+	var held []*jobq.Envelope
+	for {
+		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q)})
+		if errors.Is(err, jobq.ErrEmpty) {
+			break
+		}
+		if err != nil {
+			c.Fatalf("receive: %v", err)
+		}
+		held = append(held, e)
+		if len(held) > 2*perKey {
+			break
+		}
+	}
+	counts := map[string]int{}
+	for _, e := range held {
+		counts[e.Task.ConcurrencyKey]++
+	}
+	if counts["capped"] != capK || counts["free"] != perKey {
+		c.Errorf("holding every claimable message gave %v; want capped=%d (the cap) and free=%d (an uncapped key flows past the capped one)", counts, capK, perKey)
+	}
+	// A completion frees a slot.
+	for i, e := range held {
+		if e.Task.ConcurrencyKey == "capped" {
+			c.complete(e)
+			held = append(held[:i], held[i+1:]...)
+			break
+		}
+	}
+	e := c.receive(q, c.longVis(q))
+	if e.Task.ConcurrencyKey != "capped" {
+		c.Errorf("after completing a capped task, received key %q; want another capped task", e.Task.ConcurrencyKey)
+	}
+	for _, e := range append(held, e) {
+		c.complete(e)
+	}
+
+	// Concurrent part: n receivers work through a fresh batch.
+	for i := range perKey {
+		c.push(q, keyed(fmt.Sprintf("capped again %d", i), "capped"))
+	}
+	var inFlight, peak atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(c.patience())
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && c.ctx().Err() == nil {
+				e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: 200 * time.Millisecond})
+				if errors.Is(err, jobq.ErrEmpty) {
+					if st, err := q.Stats(c.ctx()); err == nil && st.Ready+st.InFlight+st.Delayed == 0 {
+						return
+					}
+					continue
+				}
+				if err != nil {
+					c.Errorf("receive: %v", err)
+					return
+				}
+				// Counted after the claim and before the settlement, so the
+				// observed count never exceeds the real one.
+				if e.Task.ConcurrencyKey == "capped" {
+					now := inFlight.Add(1)
+					for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+					}
+					time.Sleep(20 * time.Millisecond)
+					inFlight.Add(-1)
+				}
+				if err := e.Complete(c.ctx()); err != nil {
+					c.Errorf("complete: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > capK {
+		c.Errorf("%d receivers held %d messages with key \"capped\" at once; the cap is %d", n, p, capK)
+	}
+	if size, err := q.Size(c.ctx()); err != nil || size != 0 {
+		c.Errorf("after the receivers finished, %d messages are left (%v); every task must be delivered", size, err)
+	}
+}
+
+// checkRateLimit: with COUNT/PERIOD on a key, no window of PERIOD holds
+// more than COUNT claims of that key, and other tasks flow meanwhile.
+func checkRateLimit(c *C) {
+	q := c.open()
+	keyed := func(name string) *jobq.Task {
+		t := task(name)
+		t.RateLimitKey = "limited"
+		return t
+	}
+	if c.checkKeyLevel(q, driver.RateLimit, keyed("unsupported key")) {
+		return
+	}
+	const count, total = 3, 7
+	period := 2 * time.Second
+	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
+		c.Fatalf("set rate policy: %v", err)
+	}
+	for i := range total {
+		c.push(q, keyed(fmt.Sprintf("rate %d", i)))
+	}
+	c.push(q, task("rate unkeyed"))
+
+	type claim struct{ start, end time.Time }
+	var claims []claim
+	var sawUnkeyed bool
+	deadline := time.Now().Add(c.patience() + period*time.Duration(total/count+1))
+	for len(claims) < total && time.Now().Before(deadline) {
+		start := time.Now()
+		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: period})
+		end := time.Now()
+		if errors.Is(err, jobq.ErrEmpty) {
+			continue
+		}
+		if err != nil {
+			c.Fatalf("receive: %v", err)
+		}
+		if e.Task.RateLimitKey == "limited" {
+			claims = append(claims, claim{start, end})
+		} else {
+			sawUnkeyed = true
+			if len(claims) < count {
+				c.Logf("the unkeyed task came before the window filled; it cannot show that it flows past a limited key")
+			}
+		}
+		c.complete(e)
+	}
+	if len(claims) != total {
+		c.Fatalf("received %d of %d rate-limited tasks within %v", len(claims), total, time.Until(deadline))
+	}
+	if !sawUnkeyed {
+		e := c.receive(q, c.longVis(q))
+		c.complete(e)
+	}
+	// Claim i+count happened at least a period after claim i. Each claim
+	// happened between its call's start and end, so end(i+count) -
+	// start(i) bounds the gap from above; allow for clock skew.
+	for i := 0; i+count < len(claims); i++ {
+		if gap := claims[i+count].end.Sub(claims[i].start); gap < period-c.tolerance() {
+			c.Errorf("claims %d and %d of key \"limited\" were at most %v apart; with %d per %v, %d claims fit in no window", i+1, i+count+1, gap, count, period, count+1)
+		}
+	}
+}
+
+// checkMaxDepth: a push that would exceed max-depth fails with
+// ResourceExhausted carrying the depth, batches are all-or-nothing, and a
+// completion makes room.
+func checkMaxDepth(c *C) {
+	q := c.open()
+	if !c.hasPolicyStore(q) {
+		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
+	}
+	const depth = 3
+	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: depth}); err != nil {
+		c.Fatalf("set max-depth: %v", err)
+	}
+	c.push(q, task("depth 1"))
+	if _, err := q.PushBatch(c.ctx(), []*jobq.Task{task("depth 2"), task("depth 3"), task("depth 4")}); err == nil {
+		c.Errorf("a batch of 3 onto a queue of 1 with max-depth %d was accepted", depth)
+	} else {
+		c.expectCode(err, jobq.ResourceExhausted, "batch push beyond max-depth")
+	}
+	if size, err := q.Size(c.ctx()); err != nil || (level(q, driver.ExactCount) == driver.Native && size != 1) {
+		c.Errorf("after a refused batch the queue holds %d (%v); want 1: a batch is all-or-nothing against max-depth", size, err)
+	}
+	c.push(q, task("depth 2"), task("depth 3"))
+	_, err := q.Push(c.ctx(), task("depth 4"))
+	c.expectCode(err, jobq.ResourceExhausted, "push onto a full queue")
+	var qf *jobq.QueueFullError
+	if !errors.As(err, &qf) {
+		c.Errorf("a push onto a full queue returned %v; want an error wrapping *jobq.QueueFullError with the depth", err)
+	} else if qf.Depth != depth || qf.MaxDepth != depth {
+		c.Errorf("QueueFullError = %+v; want Depth %d, MaxDepth %d", qf, depth, depth)
+	}
+	// In flight still counts; a completion makes room.
+	e := c.receive(q, c.longVis(q))
+	_, err = q.Push(c.ctx(), task("depth 4"))
+	c.expectCode(err, jobq.ResourceExhausted, "push while the queue is full with one task in flight")
+	c.complete(e)
+	c.push(q, task("depth 4"))
+	if _, err := q.Policies().Unset(c.ctx(), jobq.MaxDepthPolicy, ""); err != nil {
+		c.Fatalf("unset max-depth: %v", err)
+	}
+	c.push(q, task("depth 5"))
+}
