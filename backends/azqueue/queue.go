@@ -43,8 +43,6 @@ type queue struct {
 	// gate spaces the idle dequeues.
 	empties atomic.Int64
 	gate    pollGate
-	// failedReady is set once QUEUE-failed is known to exist.
-	failedReady atomic.Bool
 }
 
 func newDriver(c config, main, failed *azqueue.QueueClient, where string, log *slog.Logger) *queue {
@@ -128,7 +126,6 @@ func (q *queue) createQueues(ctx context.Context) error {
 			return err
 		}
 	}
-	q.failedReady.Store(true)
 	return nil
 }
 
@@ -149,8 +146,10 @@ func (q *queue) createQueue(ctx context.Context, c *azqueue.QueueClient) error {
 // Push implements driver.Driver: one Put Message per message, with a
 // time-to-live of -1 (never expire, as ai4s-jobq) and the NotBefore delay as
 // the initial visibility timeout. Messages go out in parallel; after a
-// failure no new ones are started, and the results of the stored prefix are
-// returned.
+// failure no new ones are started, and the results of the prefix before the
+// failed message are returned. Messages after it that were already in
+// flight may have been stored too, so pushing the rest again can duplicate
+// a few (at-least-once).
 func (q *queue) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	if err := q.check(); err != nil {
 		return nil, err
