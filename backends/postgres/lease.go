@@ -24,18 +24,12 @@ func leaseToken(uuid string, priority int32) string {
 
 // parseLease reads a lease issued by this driver.
 func parseLease(op string, l driver.Lease) (leaseKey, error) {
-	bad := driver.Errorf(driver.InvalidArgument, "postgres %s: lease %q/%q was not issued by a postgres queue", op, l.MessageID, l.Token)
-	id, err := strconv.ParseInt(l.MessageID, 10, 64)
-	if err != nil {
-		return leaseKey{}, bad
-	}
+	id, err1 := strconv.ParseInt(l.MessageID, 10, 64)
 	uuid, prio, ok := strings.Cut(l.Token, ".")
-	if !ok || !isUUID(uuid) {
-		return leaseKey{}, bad
-	}
-	p, err := strconv.ParseInt(prio, 10, 32)
-	if err != nil {
-		return leaseKey{}, bad
+	p, err2 := strconv.ParseInt(prio, 10, 32)
+	if err1 != nil || err2 != nil || !ok || !isUUID(uuid) {
+		return leaseKey{}, driver.Errorf(driver.InvalidArgument,
+			"postgres %s: lease %q/%q was not issued by a postgres queue", op, l.MessageID, l.Token)
 	}
 	return leaseKey{id: id, priority: int32(p), token: uuid}, nil
 }

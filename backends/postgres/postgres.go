@@ -72,6 +72,9 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	if err != nil {
 		return nil, driver.Errorf(driver.InvalidArgument, "postgres URL %s: %w", jobq.RedactURL(u.String()), err)
 	}
+	if !cfg.poolMaxSet {
+		poolCfg.MaxConns = DefaultPoolMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, wrap(ctx, "connect", err)

@@ -66,6 +66,12 @@ const (
 	// DefaultMaxMessageBytes is the largest message body accepted unless the
 	// URL sets max_message_bytes=. Larger tasks go to the stash.
 	DefaultMaxMessageBytes = 64 << 20
+	// DefaultPoolMaxConns is the connection pool's size unless the URL sets
+	// pool_max_conns=. pgx's own default (4 on small machines) is too few
+	// for a worker, whose receive loop, settlement flushers and producer
+	// would queue for connections. Connections are opened on demand. (The
+	// LISTEN connection is extra.)
+	DefaultPoolMaxConns = 10
 )
 
 // config is a parsed queue URL.
@@ -77,6 +83,7 @@ type config struct {
 	notifyInterval  time.Duration
 	maxMessageBytes int
 	syncPush        bool // pushes wait for the WAL flush (the server's setting)
+	poolMaxSet      bool // the URL sets pool_max_conns
 }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
@@ -136,6 +143,7 @@ func parseURL(u *url.URL) (*config, error) {
 		return nil, fmt.Errorf("postgres URL: %w", err)
 	}
 
+	c.poolMaxSet = pass.Has("pool_max_conns")
 	conn := *u
 	conn.Scheme = "postgres"
 	conn.RawQuery = pass.Encode()
