@@ -249,12 +249,9 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailRe
 		}
 		return FailResult{Retried: true, RetriesLeft: left - 1}, e.requeue(ctx, "fail", 0, body)
 	}
-	reason := "failed"
+	reason := fmt.Sprintf("failed on delivery %d, no retries left", e.DeliveryCount)
 	if cause != nil {
-		reason = "failed: " + cause.Error()
-	}
-	if e.wire.NumRetries > 0 {
-		reason += fmt.Sprintf(" (retries exhausted: %d)", e.wire.NumRetries)
+		reason += ": " + cause.Error()
 	}
 	return FailResult{}, e.DeadLetter(ctx, reason, detail)
 }

@@ -247,6 +247,11 @@ func (q *Queue) PushBatch(ctx context.Context, tasks []*Task) ([]PushResult, err
 		}
 		msgs[i] = m
 	}
+	// Deterministic IDs make duplicate detection useful; say once where the
+	// backend cannot provide it.
+	if err := q.degrade(op, driver.Dedup); err != nil {
+		return nil, err
+	}
 	results := make([]PushResult, len(tasks))
 	chunk := len(msgs)
 	if q.caps.MaxPushBatch > 0 && chunk > q.caps.MaxPushBatch {
@@ -511,6 +516,9 @@ type Stats = driver.Stats
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	const op = "stats"
 	if err := q.checkOpen(op); err != nil {
+		return Stats{}, err
+	}
+	if err := q.degrade(op, driver.ExactCount); err != nil {
 		return Stats{}, err
 	}
 	st, err := q.drv.Stats(ctx)
