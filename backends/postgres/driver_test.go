@@ -409,8 +409,23 @@ func TestReceiveHonoursWaitAndCancel(t *testing.T) {
 func TestClosed(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
+	// A receiver waiting for work returns when the queue closes.
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := d.Receive(ctxT(t), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Hour})
+		waiting <- err
+	}()
+	for d.idle.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if err := <-waiting; driver.CodeOf(err) != driver.FailedPrecondition {
+		t.Errorf("waiting receive after close: %v, want FailedPrecondition", err)
+	}
+	if err := d.Close(); driver.CodeOf(err) != driver.FailedPrecondition {
+		t.Errorf("second close: %v, want FailedPrecondition", err)
 	}
 	if _, err := d.Push(ctxT(t), []*driver.Message{msg("a")}); driver.CodeOf(err) != driver.FailedPrecondition {
 		t.Errorf("push after close: %v, want FailedPrecondition", err)

@@ -24,6 +24,9 @@ func codeOf(err error) driver.Code {
 	if errors.As(err, &pgErr) {
 		return sqlStateCode(pgErr.Code)
 	}
+	if strings.Contains(err.Error(), "closed pool") {
+		return driver.FailedPrecondition // a call racing with Close
+	}
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	switch {
