@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +103,48 @@ func BenchmarkPickupLatency(b *testing.B) {
 			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/pickup")
 		})
 	}
+}
+
+// BenchmarkDrain empties a queue of 500 tasks with 8 receivers that take up
+// to 32 messages per Get Messages and complete them (deletes are one
+// request per message, sent 16 at a time by the portable layer's batching).
+func BenchmarkDrain(b *testing.B) {
+	const tasks, receivers = 500, 8
+	q := openBench(b, "")
+	ctx := context.Background()
+	batch := make([]*jobq.Task, tasks)
+	for b.Loop() {
+		b.StopTimer()
+		for i := range batch {
+			batch[i] = &jobq.Task{Command: fmt.Sprintf("echo %d", i)}
+		}
+		if _, err := q.PushBatch(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		var wg sync.WaitGroup
+		var done atomic.Int64
+		for range receivers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for done.Load() < tasks {
+					envs, err := q.ReceiveBatch(ctx, 32, jobq.ReceiveOptions{Visibility: time.Minute, Wait: time.Second})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					for _, e := range envs {
+						if err := e.Complete(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+						done.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.N*tasks)/b.Elapsed().Seconds(), "tasks/s")
 }
