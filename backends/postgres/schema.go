@@ -32,12 +32,14 @@ type migration struct {
 // for a primary key on id (it is the replica identity too); (queue, task_id)
 // enforces dedup. A claim, a renewal and a requeue change no indexed column,
 // so they can be HOT updates; fillfactor leaves room on each page for them.
+// Names compare bytewise (COLLATE "C"): cheaper than a linguistic collation
+// in every index lookup, and equality is all jobq needs.
 var migrations = []migration{
 	{1, "messages and dead letters", fmt.Sprintf(`
 CREATE TABLE {{s}}.messages (
 	id          bigint GENERATED ALWAYS AS IDENTITY,
-	queue       text NOT NULL,
-	task_id     text,
+	queue       text COLLATE "C" NOT NULL,
+	task_id     text COLLATE "C",
 	body        bytea NOT NULL,
 	priority    integer NOT NULL DEFAULT 0
 	            CONSTRAINT messages_priority_range CHECK (priority BETWEEN %d AND %d),
