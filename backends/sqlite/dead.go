@@ -15,8 +15,8 @@ const (
 	// reviveDead puts a dead letter back, visible at once, with a fresh
 	// delivery count; it is skipped (no row) when a message with the same
 	// task ID is queued again meanwhile, and then stays dead.
-	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at)
-		SELECT queue, task_id, body, priority, ?, enqueued_at FROM jobq_dead WHERE id = ? AND queue = ?
+	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key)
+		SELECT queue, task_id, body, priority, ?, enqueued_at, concurrency_key, rate_key FROM jobq_dead WHERE id = ? AND queue = ?
 		ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING`
 	deleteDead    = `DELETE FROM jobq_dead WHERE id = ? AND queue = ?`
 	deleteAllDead = `DELETE FROM jobq_dead WHERE queue = ?`

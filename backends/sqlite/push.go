@@ -13,15 +13,16 @@ import (
 // insertMessage stores one message unless a message with the same task ID is
 // still in the queue (dedup); RETURNING then yields no row.
 const insertMessage = `
-INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING
 RETURNING id`
 
 const selectByTask = `SELECT id FROM jobq_messages WHERE queue = ? AND task_id = ? AND task_id <> ''`
 
 // Push implements driver.Driver. The whole batch is stored in one
-// transaction: on error nothing was stored.
+// transaction: on error nothing was stored. A batch that would take the
+// queue past its max-depth policy is refused whole (policy.go).
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	if len(msgs) == 0 {
 		return nil, d.check(ctx)
@@ -29,13 +30,14 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	out := make([]driver.PushResult, len(msgs))
 	err := d.writeTx(ctx, "push", func(tx wtx) error {
 		now := micros(time.Now())
+		added := 0
 		for i, m := range msgs {
 			visible := now
 			if !m.NotBefore.IsZero() && micros(m.NotBefore) > now {
 				visible = micros(m.NotBefore)
 			}
 			var id int64
-			err := tx.QueryRow(insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now).Scan(&id)
+			err := tx.QueryRow(insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				// A message with this task ID is queued already.
 				if err := tx.QueryRow(selectByTask, d.cfg.queue, m.ID).Scan(&id); err != nil {
@@ -48,8 +50,9 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				return err
 			}
 			out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10)}
+			added++
 		}
-		return nil
+		return d.checkDepth(tx, added)
 	})
 	if err != nil {
 		return nil, err

@@ -99,6 +99,11 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 	err = d.writeTx(ctx, "receive", func(tx wtx) error {
 		now := micros(time.Now())
 		expiry := addMicros(now, vis)
+		got, gotPrio, handled, err := d.claimWithPolicies(tx, token, now, expiry, max)
+		if handled || err != nil {
+			out, prio = got, gotPrio
+			return err
+		}
 		rows, err := tx.Query(claimMessages, token, expiry, d.cfg.queue, now, max)
 		if err != nil {
 			return err

@@ -66,6 +66,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return err
 	}
+	if err := migratePolicies(ctx, tx); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 

@@ -22,8 +22,8 @@ const (
 	requeueLeasedBody = `UPDATE jobq_messages SET lease = NULL, visible_at = ?, body = ?
 		WHERE id = ? AND lease = ? AND visible_at > ?`
 	copyToDead = `INSERT INTO jobq_dead
-		(queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, dead_at)
-		SELECT queue, task_id, body, priority, enqueued_at, deliveries, ?, ?, ?
+		(queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
+		SELECT queue, task_id, body, priority, enqueued_at, deliveries, ?, ?, ?, concurrency_key, rate_key
 		FROM jobq_messages WHERE id = ? AND lease = ? AND visible_at > ?`
 )
 

@@ -1,0 +1,442 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Queue policies (docs/policies.md). Policies live in jobq_policies, so
+// every process on the file sees them; enforcement runs inside the claim's
+// and the push's immediate transaction, so it is atomic across processes.
+//
+// A message's keys are columns of jobq_messages (added to older files by
+// migratePolicies). In-flight counts per capped key come from a partial
+// index that holds only keyed messages, so unkeyed traffic pays nothing for
+// it. Rate windows are rows in jobq_admissions, one per claim of a
+// rate-limited key, deleted once their window has passed.
+const policySchema = `
+CREATE TABLE IF NOT EXISTS jobq_policies (
+	queue     TEXT    NOT NULL,
+	kind      TEXT    NOT NULL,
+	key       TEXT    NOT NULL,
+	limit_n   INTEGER NOT NULL,
+	period_us INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (queue, kind, key)
+);
+CREATE TABLE IF NOT EXISTS jobq_admissions (
+	queue      TEXT    NOT NULL,
+	key        TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobq_admissions_expiry ON jobq_admissions (queue, expires_at);
+`
+
+// Indexes that need the key columns, created after migratePolicies added
+// them.
+const policyIndexes = `
+CREATE INDEX IF NOT EXISTS jobq_messages_ckey ON jobq_messages (queue, concurrency_key, visible_at, lease)
+	WHERE concurrency_key <> '';
+`
+
+// keyColumns are added to both message tables of files made before
+// policies existed.
+var keyColumns = []struct{ table, column string }{
+	{"jobq_messages", "concurrency_key"}, {"jobq_messages", "rate_key"},
+	{"jobq_dead", "concurrency_key"}, {"jobq_dead", "rate_key"},
+}
+
+// migratePolicies creates the policy tables and adds the key columns. It
+// runs inside migrate's transaction.
+func migratePolicies(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, policySchema); err != nil {
+		return err
+	}
+	for _, kc := range keyColumns {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, kc.table, kc.column).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE `+kc.table+` ADD COLUMN `+kc.column+` TEXT NOT NULL DEFAULT ''`); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := tx.ExecContext(ctx, policyIndexes)
+	return err
+}
+
+const (
+	selectPolicies = `SELECT kind, key, limit_n, period_us FROM jobq_policies WHERE queue = ? ORDER BY kind, key`
+	upsertPolicy   = `INSERT INTO jobq_policies (queue, kind, key, limit_n, period_us) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (queue, kind, key) DO UPDATE SET limit_n = excluded.limit_n, period_us = excluded.period_us`
+	deletePolicy  = `DELETE FROM jobq_policies WHERE queue = ? AND kind = ? AND key = ?`
+	selectDepth   = `SELECT limit_n FROM jobq_policies WHERE queue = ? AND kind = 'max-depth' AND key = ''`
+	countLive     = `SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_order WHERE queue = ?`
+	countInFlight = `SELECT concurrency_key, COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_ckey
+		WHERE queue = ? AND concurrency_key <> '' AND visible_at > ? AND lease IS NOT NULL GROUP BY concurrency_key`
+	expireAdmissions = `DELETE FROM jobq_admissions WHERE queue = ? AND expires_at <= ?`
+	countAdmissions  = `SELECT key, COUNT(*), MIN(expires_at) FROM jobq_admissions WHERE queue = ? GROUP BY key`
+	insertAdmission  = `INSERT INTO jobq_admissions (queue, key, expires_at) VALUES (?, ?, ?)`
+	// Candidates in claim order, leaving out keys blocked when the claim
+	// began; keys that fill up during the batch are skipped in Go.
+	selectCandidates = `
+SELECT id, concurrency_key, rate_key FROM jobq_messages INDEXED BY jobq_messages_order
+WHERE queue = ? AND visible_at <= ?
+	AND concurrency_key NOT IN (SELECT value FROM json_each(?))
+	AND rate_key NOT IN (SELECT value FROM json_each(?))
+ORDER BY priority DESC, id
+LIMIT ?`
+	claimIDs = `
+UPDATE jobq_messages
+SET lease = ?, visible_at = ?, deliveries = deliveries + 1
+WHERE id IN (SELECT value FROM json_each(?))
+RETURNING id, task_id, body, deliveries, enqueued_at, priority`
+)
+
+// queryer is what both a write transaction and the pool offer.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+type wtxQueryer struct{ tx wtx }
+
+func (w wtxQueryer) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	return w.tx.Query(query, args...)
+}
+
+// loadPolicies reads the queue's policies.
+func loadPolicies(ctx context.Context, q queryer, queue string) ([]driver.Policy, error) {
+	rows, err := q.QueryContext(ctx, selectPolicies, queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []driver.Policy
+	for rows.Next() {
+		var p driver.Policy
+		var periodUS int64
+		if err := rows.Scan(&p.Kind, &p.Key, &p.Limit, &periodUS); err != nil {
+			return nil, err
+		}
+		p.Period = time.Duration(periodUS) * time.Microsecond
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b driver.Policy) int {
+		return cmp.Or(cmp.Compare(slices.Index(driver.PolicyKinds, a.Kind), slices.Index(driver.PolicyKinds, b.Kind)), cmp.Compare(a.Key, b.Key))
+	})
+	return out, nil
+}
+
+// keyCounts are the per-key counts a claim checks.
+type keyCounts struct {
+	conc, rate         map[string]int64 // limits
+	inFlight, admitted map[string]int64
+}
+
+// blocked reports whether a message with these keys would exceed a limit.
+func (k *keyCounts) blocked(ckey, rkey string) bool {
+	if l, ok := k.conc[ckey]; ok && ckey != "" && k.inFlight[ckey] >= l {
+		return true
+	}
+	if l, ok := k.rate[rkey]; ok && rkey != "" && k.admitted[rkey] >= l {
+		return true
+	}
+	return false
+}
+
+// claimWithPolicies is the claim when the queue has concurrency or rate
+// policies. It returns handled=false when it has none, so that the caller
+// takes the plain claim.
+func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max int) (out []*driver.Received, prio []int, handled bool, err error) {
+	conc, rate := d.level(driver.ConcurrencyLimit) == driver.Native, d.level(driver.RateLimit) == driver.Native
+	if !conc && !rate {
+		return nil, nil, false, nil
+	}
+	pols, err := loadPolicies(context.Background(), wtxQueryer{tx}, d.cfg.queue)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	k := &keyCounts{conc: map[string]int64{}, rate: map[string]int64{}, inFlight: map[string]int64{}, admitted: map[string]int64{}}
+	periods := map[string]time.Duration{}
+	for _, p := range pols {
+		switch {
+		case p.Kind == driver.ConcurrencyPolicy && conc:
+			k.conc[p.Key] = p.Limit
+		case p.Kind == driver.RatePolicy && rate:
+			k.rate[p.Key] = p.Limit
+			periods[p.Key] = p.Period
+		}
+	}
+	if len(k.conc) == 0 && len(k.rate) == 0 {
+		return nil, nil, false, nil
+	}
+	if len(k.conc) > 0 {
+		if err := scanCounts(tx, countInFlight, k.inFlight, d.cfg.queue, now); err != nil {
+			return nil, nil, true, err
+		}
+	}
+	if len(k.rate) > 0 {
+		if _, err := tx.Exec(expireAdmissions, d.cfg.queue, now); err != nil {
+			return nil, nil, true, err
+		}
+		if err := scanCounts(tx, countAdmissions, k.admitted, d.cfg.queue); err != nil {
+			return nil, nil, true, err
+		}
+	}
+	var blockedC, blockedR []string
+	for key := range k.conc {
+		if k.blocked(key, "") {
+			blockedC = append(blockedC, key)
+		}
+	}
+	for key := range k.rate {
+		if k.blocked("", key) {
+			blockedR = append(blockedR, key)
+		}
+	}
+	rows, err := tx.Query(selectCandidates, d.cfg.queue, now, jsonList(blockedC), jsonList(blockedR), 4*max+16)
+	if err != nil {
+		return nil, nil, true, err
+	}
+	var ids []int64
+	var admit []string
+	for rows.Next() && len(ids) < max {
+		var id int64
+		var ckey, rkey string
+		if err := rows.Scan(&id, &ckey, &rkey); err != nil {
+			rows.Close()
+			return nil, nil, true, err
+		}
+		if k.blocked(ckey, rkey) {
+			continue
+		}
+		ids = append(ids, id)
+		if _, ok := k.conc[ckey]; ok && ckey != "" {
+			k.inFlight[ckey]++
+		}
+		if _, ok := k.rate[rkey]; ok && rkey != "" {
+			k.admitted[rkey]++
+			admit = append(admit, rkey)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, nil, true, err
+	}
+	if len(ids) == 0 {
+		return nil, nil, true, nil
+	}
+	for _, key := range admit {
+		if _, err := tx.Exec(insertAdmission, d.cfg.queue, key, addMicros(now, periods[key])); err != nil {
+			return nil, nil, true, err
+		}
+	}
+	idList, _ := json.Marshal(ids)
+	rs, err := tx.Query(claimIDs, token, expiry, string(idList))
+	if err != nil {
+		return nil, nil, true, err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			id, enq  int64
+			r        driver.Received
+			priority int
+		)
+		if err := rs.Scan(&id, &r.ID, &r.Body, &r.DeliveryCount, &enq, &priority); err != nil {
+			return nil, nil, true, err
+		}
+		r.EnqueuedAt = fromMicros(enq)
+		r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
+		out = append(out, &r)
+		prio = append(prio, priority)
+	}
+	return out, prio, true, rs.Err()
+}
+
+// scanCounts reads (key, count) rows into m.
+func scanCounts(tx wtx, query string, m map[string]int64, args ...any) error {
+	rows, err := tx.Query(query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		var key string
+		var n int64
+		dest := []any{&key, &n}
+		for range len(cols) - 2 {
+			dest = append(dest, new(any))
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		m[key] = n
+	}
+	return rows.Err()
+}
+
+func jsonList(s []string) string {
+	if len(s) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// checkDepth fails the push when adding n new messages would exceed the
+// queue's max-depth. It runs in the push's transaction after the inserts,
+// so that a failure rolls the whole batch back.
+func (d *Driver) checkDepth(tx wtx, added int) error {
+	if added == 0 {
+		return nil
+	}
+	var maxDepth int64
+	err := tx.QueryRow(selectDepth, d.cfg.queue).Scan(&maxDepth)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var live int64
+	if err := tx.QueryRow(countLive, d.cfg.queue).Scan(&live); err != nil {
+		return err
+	}
+	if live > maxDepth {
+		return driver.QueueFull(live-int64(added), maxDepth, added)
+	}
+	return nil
+}
+
+func (d *Driver) level(f driver.Feature) driver.Level { return d.caps.Level(f) }
+
+var _ driver.PolicyStore = (*Driver)(nil)
+
+// SetPolicy implements driver.PolicyStore.
+func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return d.writeTx(ctx, "policy set", func(tx wtx) error {
+		_, err := tx.Exec(upsertPolicy, d.cfg.queue, string(p.Kind), p.Key, p.Limit, p.Period.Microseconds())
+		return err
+	})
+}
+
+// UnsetPolicy implements driver.PolicyStore.
+func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+	var had bool
+	err := d.writeTx(ctx, "policy unset", func(tx wtx) error {
+		res, err := tx.Exec(deletePolicy, d.cfg.queue, string(kind), key)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		had = n > 0
+		return err
+	})
+	if err == nil {
+		d.note.broadcast() // a removed limit may unblock messages
+	}
+	return had, err
+}
+
+// ListPolicies implements driver.PolicyStore.
+func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	pols, err := loadPolicies(ctx, d.db, d.cfg.queue)
+	return pols, d.wrap(ctx, "policy list", err)
+}
+
+// keyStatsQuery counts, per key of each kind, held leases and ready
+// messages; admissions come from jobq_admissions.
+const keyStatsQuery = `
+SELECT 'concurrency', concurrency_key,
+	COALESCE(SUM(visible_at > ?2 AND lease IS NOT NULL), 0), COALESCE(SUM(visible_at <= ?2), 0)
+FROM jobq_messages WHERE queue = ?1 AND concurrency_key <> '' GROUP BY concurrency_key
+UNION ALL
+SELECT 'rate', rate_key, 0, COALESCE(SUM(visible_at <= ?2), 0)
+FROM jobq_messages WHERE queue = ?1 AND rate_key <> '' GROUP BY rate_key`
+
+// KeyStats implements driver.PolicyStore.
+func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	now := micros(time.Now())
+	pols, err := loadPolicies(ctx, d.db, d.cfg.queue)
+	if err != nil {
+		return nil, d.wrap(ctx, "stats", err)
+	}
+	stats := map[[2]string]*driver.KeyStat{}
+	get := func(kind driver.PolicyKind, key string) *driver.KeyStat {
+		id := [2]string{string(kind), key}
+		if stats[id] == nil {
+			stats[id] = &driver.KeyStat{Kind: kind, Key: key}
+		}
+		return stats[id]
+	}
+	for _, p := range pols {
+		if p.Kind != driver.MaxDepthPolicy {
+			get(p.Kind, p.Key)
+		}
+	}
+	rows, err := d.db.QueryContext(ctx, keyStatsQuery, d.cfg.queue, now)
+	if err != nil {
+		return nil, d.wrap(ctx, "stats", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, key string
+		var inFlight, waiting int64
+		if err := rows.Scan(&kind, &key, &inFlight, &waiting); err != nil {
+			return nil, d.wrap(ctx, "stats", err)
+		}
+		if _, known := stats[[2]string{kind, key}]; !known && inFlight == 0 {
+			continue // keys without a policy are shown only while leased
+		}
+		ks := get(driver.PolicyKind(kind), key)
+		ks.InFlight, ks.Waiting = inFlight, waiting
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.wrap(ctx, "stats", err)
+	}
+	arows, err := d.db.QueryContext(ctx, `SELECT key, COUNT(*) FROM jobq_admissions WHERE queue = ? AND expires_at > ? GROUP BY key`, d.cfg.queue, now)
+	if err != nil {
+		return nil, d.wrap(ctx, "stats", err)
+	}
+	defer arows.Close()
+	for arows.Next() {
+		var key string
+		var n int64
+		if err := arows.Scan(&key, &n); err != nil {
+			return nil, d.wrap(ctx, "stats", err)
+		}
+		if ks := stats[[2]string{string(driver.RatePolicy), key}]; ks != nil {
+			ks.Admitted = n
+		}
+	}
+	out := make([]driver.KeyStat, 0, len(stats))
+	for _, ks := range stats {
+		out = append(out, *ks)
+	}
+	slices.SortFunc(out, func(a, b driver.KeyStat) int {
+		return cmp.Or(cmp.Compare(slices.Index(driver.PolicyKinds, a.Kind), slices.Index(driver.PolicyKinds, b.Kind)), cmp.Compare(a.Key, b.Key))
+	})
+	return out, arows.Err()
+}
