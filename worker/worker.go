@@ -107,6 +107,7 @@ func Run(ctx context.Context, q *jobq.Queue, h Handler, opts Options) error {
 // Drain makes the worker take no new tasks; running ones finish and are
 // settled as usual, then Run returns. (SIGUSR1 in the CLI.)
 func (w *Worker) Drain() {
+	w.end("drained: no new tasks taken")
 	w.drainOnce.Do(func() { close(w.drainCh) })
 }
 
@@ -114,6 +115,7 @@ func (w *Worker) Drain() {
 // requeued at once, for another worker, when its handler returns.
 // (SIGTERM and SIGINT in the CLI; also what the time limit does.)
 func (w *Worker) Stop() {
+	w.end("stopped: running tasks requeued")
 	w.Drain()
 	w.stopOnce.Do(func() { close(w.stopCh) })
 }

@@ -165,7 +165,9 @@ func (p *proc) output() string {
 	return p.stderr.String()
 }
 
-// waitFor waits until the process's log contains s.
+// waitFor waits until the process's log contains s. A task's output is
+// logged as msg="[id-prefix] LINE", so "] LINE" matches output and not the
+// command echoed in the "task started" line.
 func (p *proc) waitFor(s string) {
 	p.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -213,7 +215,7 @@ func TestPushThenWorkerDrains(t *testing.T) {
 		t.Fatalf("stats after push: %v; want 2 ready", s)
 	}
 	r := b.must("worker")
-	for _, want := range []string{"output-one", "output-two", `reason="queue empty"`} {
+	for _, want := range []string{"] output-one", "] output-two", `reason="queue empty"`} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("worker log lacks %q:\n%s", want, r.stderr)
 		}
@@ -275,10 +277,10 @@ func TestEnvReachesTaskAndDoesNotLeak(t *testing.T) {
 	b.must("push", "-c", `echo "vars=$FOO,$BAR,$JOBQ_QUEUE_NAME,${#JOBQ_TASK_ID}"`, "-e", "FOO=one", "-e", "BAR=two words")
 	b.must("push", "-c", `echo "leak=${FOO:-none}"`)
 	r := b.must("worker")
-	if !strings.Contains(r.stderr, "vars=one,two words,e2e,32") {
+	if !strings.Contains(r.stderr, "] vars=one,two words,e2e,32") {
 		t.Errorf("task environment not as pushed:\n%s", r.stderr)
 	}
-	if !strings.Contains(r.stderr, "leak=none") {
+	if !strings.Contains(r.stderr, "] leak=none") {
 		t.Errorf("one task's environment leaked into the next:\n%s", r.stderr)
 	}
 }
@@ -336,7 +338,7 @@ func TestKilledWorkerTaskReappears(t *testing.T) {
 	}
 	time.Sleep(2500 * time.Millisecond) // the visibility timeout
 	r := b.must("worker", "--visibility-timeout", "2s")
-	if !strings.Contains(r.stderr, "second-run") || !strings.Contains(r.stderr, "delivery=2") {
+	if !strings.Contains(r.stderr, "] second-run") || !strings.Contains(r.stderr, "delivery=2") {
 		t.Fatalf("the task did not come back to the new worker:\n%s", r.stderr)
 	}
 	if got := strings.TrimSpace(b.must("size").stdout); got != "0" {
@@ -374,7 +376,7 @@ func TestSIGUSR1FinishesRunningTaskAndTakesNoOther(t *testing.T) {
 		t.Fatalf("worker exited %d; want 0\n%s", code, p.output())
 	}
 	out := p.output()
-	if !strings.Contains(out, "first-finished") || strings.Contains(out, "second-ran") {
+	if !strings.Contains(out, "] first-finished") || strings.Contains(out, "second-ran") {
 		t.Fatalf("want the running task finished and no other started:\n%s", out)
 	}
 	if s := b.stats(); s["ready"] != 1 {
@@ -413,7 +415,7 @@ func TestOrphanedBackgroundProcessIsKilled(t *testing.T) {
 	b := newBench(t)
 	b.must("push", "-c", "sleep 60 & echo $! > orphan; echo main-done")
 	r := b.must("worker")
-	if !strings.Contains(r.stderr, "background processes") || !strings.Contains(r.stderr, "main-done") {
+	if !strings.Contains(r.stderr, "background processes") || !strings.Contains(r.stderr, "] main-done") {
 		t.Fatalf("no orphan warning:\n%s", r.stderr)
 	}
 	if r.elapsed > 20*time.Second {
@@ -438,7 +440,7 @@ func TestGatePasses(t *testing.T) {
 	b := newBench(t)
 	b.must("push", "-c", "echo gated-task-ran", "--gate-cmd", "true")
 	r := b.must("worker")
-	if !strings.Contains(r.stderr, "gated-task-ran") || !strings.Contains(r.stderr, "gate passed") {
+	if !strings.Contains(r.stderr, "] gated-task-ran") || !strings.Contains(r.stderr, "gate passed") {
 		t.Fatalf("gated task did not run:\n%s", r.stderr)
 	}
 }
@@ -515,7 +517,7 @@ func TestStdinPushWithJSONKwargs(t *testing.T) {
 		t.Fatalf("push exited %d, ids %q; want 2 ids\n%s", r.code, r.stdout, r.stderr)
 	}
 	w := b.must("worker")
-	for _, want := range []string{"plain-from-flag", "json-n-from-flag"} {
+	for _, want := range []string{"] plain-from-flag", "] json-n-from-flag"} {
 		if !strings.Contains(w.stderr, want) {
 			t.Errorf("worker log lacks %q:\n%s", want, w.stderr)
 		}
@@ -666,7 +668,7 @@ func TestStashCarriesLargeTask(t *testing.T) {
 	}
 	b.must("push", "--stash", stash, "-c", big)
 	r := b.runWith("", []string{"JOBQ_STASH=" + stash}, "worker")
-	if r.code != 0 || !strings.Contains(r.stderr, "large-task-ran") {
+	if r.code != 0 || !strings.Contains(r.stderr, "] large-task-ran") {
 		t.Fatalf("worker exited %d; want the stashed task run:\n%s", r.code, r.stderr)
 	}
 }
@@ -675,9 +677,10 @@ func TestSecondSignalKillsStubbornTask(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
 	// The task ignores SIGTERM; only the second signal's SIGKILL stops it.
-	b.must("push", "-c", `trap "" TERM; echo ignoring-term; for i in $(seq 300); do sleep 0.1; done`)
+	// The marker is quoted apart so that the logged command does not match.
+	b.must("push", "-c", `trap "" TERM; echo "ignoring""-term"; for i in $(seq 300); do sleep 0.1; done`)
 	p := b.start(nil, "worker", "--kill-timeout", "1m")
-	p.waitFor("ignoring-term")
+	p.waitFor("] ignoring-term")
 	p.signal(syscall.SIGTERM)
 	p.waitFor("SIGTERM to its process group")
 	time.Sleep(300 * time.Millisecond)
