@@ -45,6 +45,12 @@ func newDriver(ctx context.Context, c config, db *sql.DB, log *slog.Logger) (*Dr
 	if err != nil {
 		return nil, err
 	}
+	// The write connection waits for other processes' write locks in Go
+	// (writer.begin), not in SQLite's busy handler.
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
 	idleConn, err := db.Conn(ctx)
 	if err != nil {
 		_ = conn.Close()
@@ -53,7 +59,7 @@ func newDriver(ctx context.Context, c config, db *sql.DB, log *slog.Logger) (*Dr
 	return &Driver{
 		cfg:      c,
 		db:       db,
-		w:        &writer{conn: conn, stmts: map[string]*sql.Stmt{}},
+		w:        &writer{conn: conn, stmts: map[string]*sql.Stmt{}, busyTimeout: c.busyTimeout},
 		idle:     &idleWatch{conn: idleConn},
 		log:      log,
 		caps:     capabilities(c.maxMessageBytes),
@@ -146,6 +152,12 @@ func ctxErr(err error) error {
 
 func isClosedDB(err error) bool {
 	return err != nil && err.Error() == "sql: database is closed"
+}
+
+// isBusy reports whether err is SQLite's "database is locked" (BUSY).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // codeOf classifies an error, mapping SQLite's result codes.

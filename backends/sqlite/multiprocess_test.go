@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,11 +16,12 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// Environment of a claimer child process (see TestClaimerProcess).
+// Environment of a claimer child process (see TestMain).
 const (
 	envClaimerDB  = "JOBQ_SQLITE_TEST_CLAIMER_DB"
 	envClaimerOut = "JOBQ_SQLITE_TEST_CLAIMER_OUT"
 	envClaimerMax = "JOBQ_SQLITE_TEST_CLAIMER_MAX"
+	envClaimerGo  = "JOBQ_SQLITE_TEST_CLAIMER_GO" // a file whose creation starts the claimers
 )
 
 // TestMultiProcessClaimsExactlyOnce runs several receiver processes (this
@@ -39,19 +42,33 @@ func TestMultiProcessClaimsExactlyOnce(t *testing.T) {
 		b.push(t, batch...)
 	}
 	dir := t.TempDir()
+	start := filepath.Join(dir, "go")
 	var cmds []*exec.Cmd
 	for p := range procs {
-		cmd := exec.CommandContext(b.ctx, os.Args[0], "-test.run=^TestClaimerProcess$", "-test.count=1")
+		cmd := exec.CommandContext(b.ctx, os.Args[0])
 		cmd.Env = append(os.Environ(),
 			envClaimerDB+"="+b.path,
 			envClaimerOut+"="+filepath.Join(dir, fmt.Sprint(p)),
 			envClaimerMax+"="+fmt.Sprint(1+p%3), // batch sizes 1, 2, 3
+			envClaimerGo+"="+start,
 		)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		cmds = append(cmds, cmd)
+	}
+	// Start them together once every process has opened the file.
+	for p := range procs {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprint(p)) + ".ready"); err == nil {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if err := os.WriteFile(start, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	for _, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
@@ -88,29 +105,48 @@ func TestMultiProcessClaimsExactlyOnce(t *testing.T) {
 	}
 }
 
-// TestClaimerProcess is the child of TestMultiProcessClaimsExactlyOnce: it
-// drains the queue, writing the task IDs it claimed to a file. It does
-// nothing when run normally.
-func TestClaimerProcess(t *testing.T) {
-	path := os.Getenv(envClaimerDB)
-	if path == "" {
-		t.Skip("only runs as a child of TestMultiProcessClaimsExactlyOnce")
+// TestMain runs the claimer instead of the tests when the test binary is
+// re-executed as a child of TestMultiProcessClaimsExactlyOnce.
+func TestMain(m *testing.M) {
+	if os.Getenv(envClaimerDB) != "" {
+		if err := runClaimer(); err != nil {
+			fmt.Fprintln(os.Stderr, "claimer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+// runClaimer drains the queue in the file named by the environment, writing
+// the task IDs it claimed to a file.
+func runClaimer() error {
+	ctx := context.Background()
+	path := os.Getenv(envClaimerDB)
 	u := &url.URL{Scheme: Scheme, Path: path}
-	d, err := URLOpener{}.Open(t.Context(), u, driver.OpenOptions{})
+	d, err := URLOpener{}.Open(ctx, u, driver.OpenOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer d.Close()
 	max, err := strconv.Atoi(os.Getenv(envClaimerMax))
 	if err != nil {
-		t.Fatal(err)
+		return err
+	}
+	if err := os.WriteFile(os.Getenv(envClaimerOut)+".ready", nil, 0o644); err != nil {
+		return err
+	}
+	for {
+		if _, err := os.Stat(os.Getenv(envClaimerGo)); err == nil {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	var out strings.Builder
 	for {
-		got, err := d.Receive(t.Context(), driver.ReceiveParams{Max: max, Visibility: 10 * time.Minute})
+		got, err := d.Receive(ctx, driver.ReceiveParams{Max: max, Visibility: 10 * time.Minute})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if len(got) == 0 {
 			break
@@ -120,11 +156,9 @@ func TestClaimerProcess(t *testing.T) {
 			out.WriteString(r.ID + "\n")
 			leases = append(leases, r.Lease)
 		}
-		if errs := d.Complete(t.Context(), leases); errs != nil {
-			t.Fatal(errs)
+		if errs := d.Complete(ctx, leases); errs != nil {
+			return errors.Join(errs...)
 		}
 	}
-	if err := os.WriteFile(os.Getenv(envClaimerOut), []byte(out.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return os.WriteFile(os.Getenv(envClaimerOut), []byte(out.String()), 0o644)
 }

@@ -159,7 +159,7 @@ func TestCapabilities(t *testing.T) {
 	for _, f := range driver.AllFeatures {
 		want := driver.Native
 		switch f {
-		case driver.TransactionalPush:
+		case driver.ConcurrencyLimit, driver.RateLimit, driver.TransactionalPush:
 			want = driver.Unsupported
 			if caps.Features[f].Fallback == "" {
 				t.Errorf("%s: unsupported without a Fallback text", f)
@@ -633,5 +633,78 @@ func TestErrorCodes(t *testing.T) {
 		if got := codeOf(tt.err); got != tt.want {
 			t.Errorf("codeOf(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestConcurrentOpenOfNewFile: drivers that create the same new file at
+// once (switching it to WAL and creating the tables) all succeed and see
+// one queue.
+func TestConcurrentOpenOfNewFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "new.db")
+	const n = 6
+	drivers := make([]*Driver, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			u := &url.URL{Scheme: Scheme, Path: path}
+			d, err := URLOpener{}.Open(t.Context(), u, driver.OpenOptions{})
+			errs[i] = err
+			if err == nil {
+				drivers[i] = d.(*Driver)
+				t.Cleanup(func() { _ = d.Close() })
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("driver %d: %v", i, err)
+		}
+		if _, err := drivers[i].Push(t.Context(), []*driver.Message{msg(fmt.Sprint(i))}); err != nil {
+			t.Fatalf("push through driver %d: %v", i, err)
+		}
+	}
+	s, err := drivers[0].Stats(t.Context())
+	if err != nil || s.Ready != n {
+		t.Fatalf("stats %+v, %v; want %d ready", s, err, n)
+	}
+}
+
+// TestBusyTimeout: while another connection (as another process would)
+// holds the file's write lock, a write waits up to busy_timeout and then
+// fails with Unavailable; a canceled wait returns at once; once the lock is
+// released writes go through.
+func TestBusyTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "busy_timeout=100ms")
+	var db *sql.DB
+	b.drv.As(&db)
+	other, err := db.Conn(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.ExecContext(b.ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = b.drv.Push(b.ctx, []*driver.Message{msg("blocked")})
+	wantCode(t, err, driver.Unavailable)
+	if !strings.Contains(err.Error(), "busy_timeout=100ms") {
+		t.Errorf("error %q does not name busy_timeout", err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Millisecond)
+	defer cancel()
+	_, err = b.drv.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute})
+	wantCode(t, err, driver.DeadlineExceeded)
+
+	if _, err := other.ExecContext(b.ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	b.push(t, msg("after"))
+	if s := b.stats(t); s != (driver.Stats{Ready: 1}) {
+		t.Fatalf("stats %+v, want only the push made after the lock was released", s)
 	}
 }
