@@ -700,3 +700,26 @@ func TestSecondSignalKillsStubbornTask(t *testing.T) {
 		t.Fatalf("stats: %v; want the killed task requeued", s)
 	}
 }
+
+// The same push as ai4s-jobq's `push -c 'echo hi' -e B=2 -e A=1
+// --num-retries 3` must give the same message, so the same ID: the MD5 of
+// the JSON Python's json.dumps writes for it (computed with python3).
+func TestPushMatchesAI4SJobqID(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	r := b.must("push", "-c", "echo hi", "-e", "B=2", "-e", "A=1", "--num-retries", "3", "--print-ids")
+	if got := strings.TrimSpace(r.stdout); got != "d79cefe6fcd640d4fec9e0eeec4fc6f4" {
+		t.Fatalf("task ID %s; want ai4s-jobq's d79cefe6fcd640d4fec9e0eeec4fc6f4", got)
+	}
+	var peeked []struct {
+		Body struct {
+			Kwargs string `json:"kwargs"`
+		} `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(b.must("peek", "--json").stdout), &peeked); err != nil || len(peeked) != 1 {
+		t.Fatalf("peek: %v", err)
+	}
+	if want := `{"cmd": "echo hi", "bg_dirsync_to": null, "env": {"B": "2", "A": "1"}}`; peeked[0].Body.Kwargs != want {
+		t.Fatalf("kwargs %s; want %s", peeked[0].Body.Kwargs, want)
+	}
+}
