@@ -60,5 +60,6 @@ func (d *pgDriver) Clear(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, wrap(ctx, "clear", err)
 	}
+	d.deletedRows(tag.RowsAffected())
 	return tag.RowsAffected(), nil
 }

@@ -100,10 +100,7 @@ func (d *pgDriver) sendNotify() {
 // startListener starts, once, the goroutine that LISTENs on the schema's
 // channel and wakes local receivers for this queue's notifications.
 func (d *pgDriver) startListener() {
-	d.listenOnce.Do(func() {
-		d.wg.Add(1)
-		go d.listen()
-	})
+	d.listenOnce.Do(func() { d.spawn(d.listen) })
 }
 
 // listen holds one dedicated connection in LISTEN and reconnects with
@@ -111,7 +108,6 @@ func (d *pgDriver) startListener() {
 // it wakes the receivers, because notifications sent while it was away are
 // lost.
 func (d *pgDriver) listen() {
-	defer d.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

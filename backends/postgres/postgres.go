@@ -87,21 +87,22 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	if log == nil {
 		log = slog.Default()
 	}
-	warnWithoutAutovacuum(ctx, pool, log, cfg.schema)
-	return newDriver(cfg, pool, log), nil
+	d := newDriver(cfg, pool, log)
+	d.selfVacuum = !autovacuumOn(ctx, pool)
+	if d.selfVacuum {
+		log.Debug("jobq postgres: autovacuum is off on this server; this queue vacuums its table itself",
+			"every_deletions", vacuumEvery)
+	}
+	return d, nil
 }
 
-// warnWithoutAutovacuum warns when the server does not vacuum on its own: a
-// queue table deletes every row it ever holds, and without vacuuming the
-// dead rows pile up and every claim has to step over them.
-func warnWithoutAutovacuum(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, schema string) {
+// autovacuumOn reports whether the server vacuums tables on its own.
+func autovacuumOn(ctx context.Context, pool *pgxpool.Pool) bool {
 	var on bool
-	if err := pool.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on); err != nil || on {
-		return
+	if err := pool.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on); err != nil {
+		return true // cannot tell: assume the usual
 	}
-	log.Warn("jobq postgres: autovacuum is off on this server; the queue tables will bloat and claims slow down. "+
-		"Turn autovacuum on, or run VACUUM on them regularly",
-		"tables", schema+".messages, "+schema+".dead_letters")
+	return on
 }
 
 // capabilities is what every Postgres queue declares.
@@ -141,10 +142,14 @@ type pgDriver struct {
 	notif *notifier
 
 	idle       atomic.Int32 // receivers sleeping for want of work
+	selfVacuum bool         // the server's autovacuum is off: see vacuum.go
+	deleted    atomic.Int64 // rows deleted since the last vacuum
+	vacuuming  atomic.Bool
 	listenOnce sync.Once
 	done       chan struct{} // closed by Close
+	mu         sync.Mutex    // orders spawn and Close
 	closed     atomic.Bool
-	wg         sync.WaitGroup
+	wg         sync.WaitGroup // background goroutines; Close waits for them
 }
 
 func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *pgDriver {
@@ -187,7 +192,10 @@ func (d *pgDriver) As(target any) bool {
 // Close stops the listener and closes the pool. A trailing notification still
 // pending is sent first so that other processes hear about the last pushes.
 func (d *pgDriver) Close() error {
-	if !d.closed.CompareAndSwap(false, true) {
+	d.mu.Lock()
+	first := d.closed.CompareAndSwap(false, true)
+	d.mu.Unlock()
+	if !first {
 		return errClosed
 	}
 	d.notif.flush()
@@ -195,6 +203,21 @@ func (d *pgDriver) Close() error {
 	d.wg.Wait()
 	d.pool.Close()
 	return nil
+}
+
+// spawn runs f in a goroutine that Close waits for, unless the driver is
+// closed already.
+func (d *pgDriver) spawn(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		f()
+	}()
 }
 
 // begin checks that the driver is open; every method starts with it.

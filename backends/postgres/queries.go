@@ -11,6 +11,7 @@ type queries struct {
 	renew, complete, requeue, deadLetter string
 	peek, stats, clear                   string
 	listDead, requeueDead, purgeDead     string
+	messagesTable                        string
 }
 
 // asyncCTE makes the statement's transaction commit without waiting for
@@ -26,6 +27,8 @@ const asyncCTE = `WITH async AS (SELECT set_config('synchronous_commit', 'off', 
 func buildQueries(schema string) queries {
 	r := strings.NewReplacer("{{s}}", schema)
 	return queries{
+		messagesTable: schema + ".messages",
+
 		// Push: see pushSQL.
 		push:      r.Replace(pushSQL(false)),
 		pushAsync: r.Replace(pushSQL(true)),

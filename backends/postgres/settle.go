@@ -44,8 +44,11 @@ type settleBatch struct {
 	ids    []int64
 	tokens []string
 	prios  []int32
-	errs   []error
-	failed bool
+	// deletes is set for settlements that delete the message (complete,
+	// dead-letter), which count towards the next vacuum.
+	deletes bool
+	errs    []error
+	failed  bool
 }
 
 func newSettleBatch(op string, n int) *settleBatch {
@@ -84,6 +87,9 @@ func (b *settleBatch) run(ctx context.Context, d *pgDriver, sql string, args ...
 	}
 	if err := rows.Err(); err != nil {
 		return b.failAll(wrap(ctx, b.op, err))
+	}
+	if b.deletes {
+		d.deletedRows(int64(len(done)))
 	}
 	for i, id := range b.ids {
 		if b.errs[i] != nil {
@@ -128,6 +134,7 @@ func (d *pgDriver) Complete(ctx context.Context, leases []driver.Lease) []error 
 		return nil
 	}
 	b := newSettleBatch("complete", len(leases))
+	b.deletes = true
 	for i, l := range leases {
 		b.add(i, l)
 	}
@@ -177,6 +184,7 @@ func (d *pgDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParam
 		return nil
 	}
 	b := newSettleBatch("dead-letter", len(reqs))
+	b.deletes = true
 	reasons := make([]string, len(reqs))
 	details := make([]string, len(reqs))
 	for i, r := range reqs {

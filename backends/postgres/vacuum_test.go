@@ -1,0 +1,36 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+)
+
+// TestSelfVacuum: with the server's autovacuum off, a queue vacuums its
+// table itself once it has deleted enough rows.
+func TestSelfVacuum(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	count := func() int64 {
+		var n int64
+		err := d.pool.QueryRow(ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'messages'`, d.cfg.schema).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	d.selfVacuum = true
+	d.deletedRows(vacuumEvery - 1)
+	if d.vacuuming.Load() {
+		t.Fatal("vacuum started before vacuumEvery deletions")
+	}
+	d.deletedRows(1)
+	deadline := time.Now().Add(20 * time.Second)
+	for count() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no VACUUM of the messages table after vacuumEvery deletions")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
