@@ -138,7 +138,13 @@ The estimated drain time comes from the net throughput measured over
 --sample: the counts are read twice, D apart; the queue's size went down by
 some number of tasks in that time, and the remaining tasks at that rate give
 the estimate. It is the net rate, so pushes during the sample slow it, and
-it is "unknown" when the queue did not shrink. --sample 0 skips it.`,
+it is "unknown" when the queue did not shrink. --sample 0 skips it. The
+estimated wait of a new task is the ready count at the same rate.
+
+Where the queue has policies, a table follows with, per concurrency or
+rate-limit key, the tasks in flight (or started in the current window),
+the limit, the ready tasks waiting, and for rate keys how long the last of
+them waits for the rate alone.`,
 		Example: `  jobq sqlite://./work.db stats
   jobq sqlite://./work.db stats --sample 30s
   jobq sqlite://./work.db stats --sample 0 --json`,
@@ -161,7 +167,11 @@ it is "unknown" when the queue did not shrink. --sample 0 skips it.`,
 					return failure(err)
 				}
 			}
-			return a.printStats(st, sample, est, asJSON)
+			keys, err := loadKeyReport(ctx, q)
+			if err != nil {
+				return failure(err)
+			}
+			return a.printStats(st, sample, est, keys, asJSON)
 		},
 	}
 	sample = 3 * time.Second
@@ -204,7 +214,7 @@ func measureDrain(ctx context.Context, q *jobq.Queue, first jobq.Stats, sample t
 	return est, second, nil
 }
 
-func (a *app) printStats(st jobq.Stats, sample time.Duration, est drainEstimate, asJSON bool) error {
+func (a *app) printStats(st jobq.Stats, sample time.Duration, est drainEstimate, keys *keyReport, asJSON bool) error {
 	count := func(n int64, known bool) any {
 		if !known {
 			return nil
@@ -222,6 +232,17 @@ func (a *app) printStats(st jobq.Stats, sample time.Duration, est drainEstimate,
 				m["drain_eta_s"] = est.eta.Seconds()
 			} else {
 				m["drain_eta_s"] = nil
+			}
+			if est.rate > 0 && st.Known.Ready {
+				m["new_task_wait_s"] = float64(st.Ready) / est.rate
+			} else {
+				m["new_task_wait_s"] = nil
+			}
+		}
+		if keys != nil {
+			m["keys"] = keys.json()
+			if p, ok := keys.policy(jobq.MaxDepthPolicy, ""); ok {
+				m["max_depth"] = p.Limit
 			}
 		}
 		enc := json.NewEncoder(a.stdout)
@@ -249,8 +270,14 @@ func (a *app) printStats(st jobq.Stats, sample time.Duration, est drainEstimate,
 		default:
 			fmt.Fprintf(tw, "drain time\tunknown (the queue did not shrink during the sample; try a longer --sample)\n")
 		}
+		if est.rate > 0 && st.Known.Ready {
+			fmt.Fprintf(tw, "new task waits\t~%s\n", roundETA(time.Duration(float64(st.Ready)/est.rate*float64(time.Second))))
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil || keys == nil {
+		return err
+	}
+	return keys.print(a.stdout)
 }
 
 func roundETA(d time.Duration) string {

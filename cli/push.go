@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -35,6 +36,9 @@ type pushFlags struct {
 	gateCmd    string
 	cwd        string
 	printIDs   bool
+	concKey    string
+	rateKey    string
+	waitRoom   bool
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -69,6 +73,9 @@ line shows the count and rate.`,
 	fl.StringVar(&f.gateCmd, "gate-cmd", "", "a command a worker runs first; the tasks run only on workers where it succeeds")
 	fl.StringVar(&f.cwd, "cwd", "", "the working directory of the tasks (default: the worker's)")
 	fl.BoolVar(&f.printIDs, "print-ids", false, "print the ID of each pushed task on standard output")
+	fl.StringVar(&f.concKey, "concurrency-key", "", "limit how many of these tasks run at once with the queue's `policy set concurrency KEY=N`")
+	fl.StringVar(&f.rateKey, "rate-limit-key", "", "limit how often these tasks start with the queue's `policy set rate KEY=COUNT/PERIOD`")
+	fl.BoolVar(&f.waitRoom, "wait-for-room", false, "when the queue is at its max-depth, wait (with backoff) for room instead of failing")
 	return cmd
 }
 
@@ -84,6 +91,9 @@ type pusher struct {
 	dups    int
 	bar     *progressbar.ProgressBar
 	printer *bufio.Writer
+	// mu guards lastFull, when --wait-for-room last reported waiting.
+	mu       sync.Mutex
+	lastFull time.Time
 }
 
 // pushJob is one batch being pushed.
@@ -175,6 +185,8 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task) error {
 	t.NumRetries = p.f.numRetries
 	t.Priority = p.f.priority
 	t.GateCmd = p.f.gateCmd
+	t.ConcurrencyKey = p.f.concKey
+	t.RateLimitKey = p.f.rateKey
 	if t.Cwd == "" && t.IsShell() {
 		t.Cwd = p.f.cwd
 	}
@@ -204,7 +216,7 @@ func (p *pusher) send(ctx context.Context) error {
 	p.batch = make([]*jobq.Task, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
-		job.res, job.err = p.q.PushBatch(ctx, tasks)
+		job.res, job.err = p.q.PushWithOptions(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting})
 	}()
 	p.pending = append(p.pending, job)
 	return nil

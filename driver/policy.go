@@ -52,7 +52,7 @@ func (p Policy) String() string {
 	case ConcurrencyPolicy:
 		return fmt.Sprintf("concurrency %s=%d", p.Key, p.Limit)
 	case RatePolicy:
-		return fmt.Sprintf("rate %s=%d/%s", p.Key, p.Limit, p.Period)
+		return fmt.Sprintf("rate %s=%d/%s", p.Key, p.Limit, shortDuration(p.Period))
 	case MaxDepthPolicy:
 		return fmt.Sprintf("max-depth %d", p.Limit)
 	}
@@ -183,4 +183,15 @@ func (e *QueueFullError) Error() string {
 func QueueFull(depth, maxDepth int64, adding int) error {
 	qf := &QueueFullError{Depth: depth, MaxDepth: maxDepth, Adding: adding}
 	return &Error{Code: ResourceExhausted, Msg: qf.Error(), Err: qf}
+}
+
+// shortDuration drops zero trailing units: 1m rather than 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	for _, z := range []string{"0s", "0m"} {
+		if t, ok := strings.CutSuffix(s, z); ok && len(t) > 0 && (strings.HasSuffix(t, "m") || strings.HasSuffix(t, "h")) {
+			s = t
+		}
+	}
+	return s
 }

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+)
+
+func (a *app) policyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Set, list and unset the queue's policies: concurrency caps, rate limits, max depth",
+		Long: `Queue policies are kept in the backend, so every worker on every machine
+sees the same ones (see docs/policies.md).
+
+  concurrency KEY=LIMIT     at most LIMIT tasks with --concurrency-key KEY run at once
+  rate KEY=COUNT/PERIOD     at most COUNT tasks with --rate-limit-key KEY start in any
+                            rolling window of PERIOD (30s, 1m, 1h, or a bare s/m/h)
+  max-depth N               a push that would make the queue hold more than N tasks
+                            fails (or waits, with push --wait-for-room)
+
+Backends that cannot enforce a kind refuse it; on Azure Storage Queue and
+Service Bus each worker enforces caps and rates for its own process only
+(run 'jobq backends').`,
+	}
+	cmd.AddCommand(a.policySetCommand(), a.policyUnsetCommand(), a.policyListCommand())
+	return cmd
+}
+
+func (a *app) policySetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "set KIND SPEC",
+		Short: "Set a policy, replacing one of the same kind and key",
+		Example: `  jobq sqlite://./work.db policy set concurrency gpu=2
+  jobq sqlite://./work.db policy set rate licence-server=10/1m
+  jobq sqlite://./work.db policy set max-depth 10000`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := jobq.ParsePolicy(args[0], args[1])
+			if err != nil {
+				return asUsage(err)
+			}
+			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
+				if err := q.Policies().Set(cmd.Context(), p); err != nil {
+					return policyFailure(err)
+				}
+				fmt.Fprintf(a.stdout, "set %s\n", p)
+				return nil
+			})
+		},
+	}
+}
+
+func (a *app) policyUnsetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "unset KIND [KEY]",
+		Short: "Remove a policy (concurrency KEY, rate KEY, or max-depth)",
+		Example: `  jobq sqlite://./work.db policy unset concurrency gpu
+  jobq sqlite://./work.db policy unset max-depth`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, key := jobq.PolicyKind(args[0]), ""
+			if len(args) == 2 {
+				key = args[1]
+			}
+			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
+				had, err := q.Policies().Unset(cmd.Context(), kind, key)
+				if err != nil {
+					return policyFailure(err)
+				}
+				what := string(kind)
+				if key != "" {
+					what += " " + key
+				}
+				if !had {
+					fmt.Fprintf(a.stdout, "no %s policy was set\n", what)
+					return nil
+				}
+				fmt.Fprintf(a.stdout, "unset %s\n", what)
+				return nil
+			})
+		},
+	}
+}
+
+func (a *app) policyListCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the queue's policies",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
+				pols, err := q.Policies().List(cmd.Context())
+				if err != nil {
+					return policyFailure(err)
+				}
+				if asJSON {
+					out := make([]policyJSON, len(pols))
+					for i, p := range pols {
+						out[i] = toPolicyJSON(p)
+					}
+					enc := json.NewEncoder(a.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(out)
+				}
+				if len(pols) == 0 {
+					fmt.Fprintln(a.stdout, "no policies")
+					return nil
+				}
+				for _, p := range pols {
+					fmt.Fprintln(a.stdout, p)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+// policyJSON is a policy as `policy list --json` prints it.
+type policyJSON struct {
+	Kind    string   `json:"kind"`
+	Key     string   `json:"key,omitempty"`
+	Limit   int64    `json:"limit"`
+	PeriodS *float64 `json:"period_s,omitempty"`
+}
+
+func toPolicyJSON(p jobq.Policy) policyJSON {
+	out := policyJSON{Kind: string(p.Kind), Key: p.Key, Limit: p.Limit}
+	if p.Period > 0 {
+		s := p.Period.Seconds()
+		out.PeriodS = &s
+	}
+	return out
+}
+
+// withQueue opens the queue, runs fn and closes it.
+func (a *app) withQueue(ctx context.Context, fn func(q *jobq.Queue) error) error {
+	q, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	return fn(q)
+}
+
+// policyFailure maps an error to an exit code: invalid input is a usage
+// error, the rest (Unimplemented included) a failure.
+func policyFailure(err error) error {
+	if jobq.ErrorCode(err) == jobq.InvalidArgument {
+		return asUsage(err)
+	}
+	return failure(err)
+}
+
+// keyReport is the per-key part of `stats`: what each policy key is doing.
+type keyReport struct {
+	policies []jobq.Policy
+	keys     []jobq.KeyStat
+}
+
+// loadKeyReport reads policies and key counts; nil when the backend keeps
+// no policies.
+func loadKeyReport(ctx context.Context, q *jobq.Queue) (*keyReport, error) {
+	pols, err := q.Policies().List(ctx)
+	if jobq.ErrorCode(err) == jobq.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ks, err := q.Policies().KeyStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &keyReport{policies: pols, keys: ks}, nil
+}
+
+func (r *keyReport) policy(kind jobq.PolicyKind, key string) (jobq.Policy, bool) {
+	for _, p := range r.policies {
+		if p.Kind == kind && p.Key == key {
+			return p, true
+		}
+	}
+	return jobq.Policy{}, false
+}
+
+// rateWait estimates how long the last waiting task of a rate key waits for
+// the rate alone: the waiting tasks fill windows of COUNT.
+func rateWait(p jobq.Policy, ks jobq.KeyStat) time.Duration {
+	if ks.Waiting <= 0 {
+		return 0
+	}
+	windows := (ks.Admitted + ks.Waiting) / p.Limit
+	return time.Duration(windows) * p.Period
+}
+
+// keyJSON is one key as `stats --json` prints it.
+type keyJSON struct {
+	Kind     string   `json:"kind"`
+	Key      string   `json:"key"`
+	Limit    *int64   `json:"limit,omitempty"`
+	PeriodS  *float64 `json:"period_s,omitempty"`
+	InFlight int64    `json:"in_flight"`
+	Admitted int64    `json:"admitted_in_window"`
+	Waiting  int64    `json:"waiting"`
+	RateWait *float64 `json:"rate_wait_s,omitempty"`
+}
+
+func (r *keyReport) json() []keyJSON {
+	out := make([]keyJSON, 0, len(r.keys))
+	for _, ks := range r.keys {
+		k := keyJSON{Kind: string(ks.Kind), Key: ks.Key, InFlight: ks.InFlight, Admitted: ks.Admitted, Waiting: ks.Waiting}
+		if p, ok := r.policy(ks.Kind, ks.Key); ok {
+			k.Limit = &p.Limit
+			if p.Kind == jobq.RatePolicy {
+				ps, w := p.Period.Seconds(), rateWait(p, ks).Seconds()
+				k.PeriodS, k.RateWait = &ps, &w
+			}
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// print writes the per-key table.
+func (r *keyReport) print(w io.Writer) error {
+	if p, ok := r.policy(jobq.MaxDepthPolicy, ""); ok {
+		fmt.Fprintf(w, "max-depth: %d\n", p.Limit)
+	}
+	if len(r.keys) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tKEY\tIN FLIGHT\tLIMIT\tWAITING\tRATE WAIT")
+	for _, ks := range r.keys {
+		limit, wait, inFlight := "-", "-", strconv.FormatInt(ks.InFlight, 10)
+		if p, ok := r.policy(ks.Kind, ks.Key); ok {
+			limit = strconv.FormatInt(p.Limit, 10)
+			if p.Kind == jobq.RatePolicy {
+				limit = fmt.Sprintf("%d/%s", p.Limit, formatDuration(p.Period))
+				inFlight = fmt.Sprintf("%d started in window", ks.Admitted)
+				wait = "~" + roundETA(rateWait(p, ks))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ks.Kind, ks.Key, inFlight, limit, ks.Waiting, wait)
+	}
+	return tw.Flush()
+}
+
+// waiting reports, at most every few seconds, that push --wait-for-room is
+// waiting for the queue to drain.
+func (p *pusher) waiting(qf *jobq.QueueFullError, pause time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.lastFull) < 5*time.Second {
+		return
+	}
+	p.lastFull = time.Now()
+	p.a.log.Info("queue is full; waiting for room", "depth", qf.Depth, "max_depth", qf.MaxDepth, "retry_in", pause.Round(time.Millisecond))
+}

@@ -1,0 +1,110 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/cli"
+)
+
+// run runs the jobq command in-process and returns its exit code and
+// output.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := cli.Run(t.Context(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func sqliteQueue(t *testing.T) string {
+	return "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=policies"
+}
+
+func TestPolicyCommands(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	steps := []struct {
+		args     []string
+		wantCode int
+		wantOut  string // substring of stdout (or stderr when the code is not 0)
+	}{
+		{[]string{"policy", "set", "concurrency", "gpu=2"}, 0, "set concurrency gpu=2"},
+		{[]string{"policy", "set", "rate", "api=10/1m"}, 0, "set rate api=10/1m"},
+		{[]string{"policy", "set", "max-depth", "2"}, 0, "set max-depth 2"},
+		{[]string{"policy", "set", "concurrency", "gpu=0"}, cli.ExitUsage, "must be positive"},
+		{[]string{"policy", "set", "rate", "api=1/0s"}, cli.ExitUsage, "positive"},
+		{[]string{"policy", "set", "rate", "api=1/inf"}, cli.ExitUsage, "not finite"},
+		{[]string{"policy", "set", "colour", "x=1"}, cli.ExitUsage, "unknown policy kind"},
+		{[]string{"policy", "list"}, 0, "concurrency gpu=2\nrate api=10/1m\nmax-depth 2\n"},
+		{[]string{"push", "-c", "echo 1", "--concurrency-key", "gpu"}, 0, ""},
+		{[]string{"push", "-c", "echo 2", "--rate-limit-key", "api"}, 0, ""},
+		{[]string{"push", "-c", "echo 3"}, cli.ExitFailure, "queue is full: 2 of max-depth 2"},
+		{[]string{"stats", "--sample", "0"}, 0, "concurrency  gpu  0"},
+		{[]string{"policy", "unset", "max-depth"}, 0, "unset max-depth"},
+		{[]string{"policy", "unset", "max-depth"}, 0, "no max-depth policy was set"},
+		{[]string{"push", "-c", "echo 3"}, 0, ""},
+	}
+	for _, s := range steps {
+		code, out, errOut := run(t, append([]string{q}, s.args...)...)
+		got := out
+		if code != 0 {
+			got = errOut
+		}
+		if code != s.wantCode || !strings.Contains(got, s.wantOut) {
+			t.Fatalf("jobq %s: exit %d, output %q, stderr %q; want exit %d and output containing %q",
+				strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.wantOut)
+		}
+	}
+}
+
+// TestPushWaitForRoom: a push onto a full queue waits until a completion
+// makes room, then succeeds.
+func TestPushWaitForRoom(t *testing.T) {
+	t.Parallel()
+	url := sqliteQueue(t)
+	for _, args := range [][]string{{"policy", "set", "max-depth", "1"}, {"push", "-c", "echo first"}} {
+		if code, _, errOut := run(t, append([]string{url}, args...)...); code != 0 {
+			t.Fatalf("jobq %v: exit %d: %s", args, code, errOut)
+		}
+	}
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := run(t, url, "push", "--wait-for-room", "-c", "echo second")
+		done <- code
+	}()
+	// The waiting push must not finish while the queue is full.
+	select {
+	case code := <-done:
+		t.Fatalf("push --wait-for-room returned (exit %d) while the queue was full", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	q, err := jobq.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	e, err := q.Receive(t.Context(), jobq.ReceiveOptions{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Complete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("push --wait-for-room exited %d after room was made", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("push --wait-for-room did not finish after room was made")
+	}
+	if n, err := q.Size(t.Context()); err != nil || n != 1 {
+		t.Errorf("queue size after the waiting push: %d, %v; want 1", n, err)
+	}
+}
