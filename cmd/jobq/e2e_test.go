@@ -723,3 +723,20 @@ func TestPushMatchesAI4SJobqID(t *testing.T) {
 		t.Fatalf("kwargs %s; want %s", peeked[0].Body.Kwargs, want)
 	}
 }
+
+// A worker does not exit while a delayed task it could run is pending.
+func TestWorkerWaitsForDelayedTask(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	b.must("push", "-c", "echo delayed-ran", "--delay", "2s")
+	if s := b.stats(); s["delayed"] != 1 || s["ready"] != 0 {
+		t.Fatalf("stats after push --delay: %v; want 1 delayed", s)
+	}
+	r := b.must("worker")
+	if !strings.Contains(r.stderr, "] delayed-ran") {
+		t.Fatalf("the worker exited without waiting for the delayed task:\n%s", r.stderr)
+	}
+	if r.elapsed < time.Second {
+		t.Fatalf("the task ran after %v; want it held back by --delay", r.elapsed)
+	}
+}
