@@ -97,7 +97,7 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 	if err != nil {
 		return nil, err
 	}
-	client := goredis.NewClient(cfg.options)
+	client := cfg.newClient()
 	d := newDriver(client, cfg.prefix, cfg.queue, jobq.RedactURL(u.String()), opts.Logger)
 	d.maxMessageBytes = cfg.maxMessageBytes
 	if err := client.Ping(ctx).Err(); err != nil {
@@ -111,12 +111,22 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 type config struct {
 	queue, prefix   string
 	maxMessageBytes int
-	options         *goredis.Options
+	// Exactly one of options and cluster is set.
+	options *goredis.Options
+	cluster *goredis.ClusterOptions
+}
+
+// newClient returns a client for a single server or for a cluster.
+func (c *config) newClient() goredis.UniversalClient {
+	if c.cluster != nil {
+		return goredis.NewClusterClient(c.cluster)
+	}
+	return goredis.NewClient(c.options)
 }
 
 // jobqParams are the query parameters this package reads itself; the rest
 // go to go-redis, which rejects the ones it does not know.
-var jobqParams = []string{"queue", "prefix", "max_message_bytes"}
+var jobqParams = []string{"queue", "prefix", "max_message_bytes", "cluster"}
 
 // parseURL splits u into jobq's parameters and go-redis's options.
 func parseURL(u *url.URL) (*config, error) {
@@ -128,6 +138,7 @@ func parseURL(u *url.URL) (*config, error) {
 		// memory for the queue itself.
 		maxMessageBytes: p.Int("max_message_bytes", 0),
 	}
+	cluster := p.Bool("cluster", false)
 	if cfg.maxMessageBytes < 0 {
 		p.Fail("query parameter max_message_bytes=%d must be 0 (no limit) or more", cfg.maxMessageBytes)
 	}
@@ -151,25 +162,44 @@ func parseURL(u *url.URL) (*config, error) {
 	rest.RawQuery = q.Encode()
 	switch strings.ToLower(u.Scheme) {
 	case SchemeUnix:
+		if cluster {
+			return nil, driver.Errorf(driver.InvalidArgument, "redis URL %s: cluster=true needs redis:// or rediss:// seed addresses, not a unix socket", jobq.RedactURL(u.String()))
+		}
 		rest.Scheme = "unix"
 	case Scheme, SchemeTLS:
 	default:
 		return nil, driver.Errorf(driver.InvalidArgument, "redis backend: unknown URL scheme %q; use redis://, rediss:// or redis+unix://", u.Scheme)
 	}
-	opts, err := goredis.ParseURL(rest.String())
-	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument,
-			"redis URL %s: %v (jobq takes queue=, prefix= and max_message_bytes=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
+	badOption := func(err error) error {
+		return driver.Errorf(driver.InvalidArgument,
+			"redis URL %s: %v (jobq takes queue=, prefix=, max_message_bytes= and cluster=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
 			jobq.RedactURL(u.String()), err)
 	}
-	if !q.Has("max_retries") {
-		// go-redis would resend a script whose reply was lost, and the
-		// scripts are not idempotent (a resent Complete reports LockLost
-		// for a message it deleted). The portable layer decides on retries.
+	// go-redis would resend a script whose reply was lost, and the scripts
+	// are not idempotent (a resent Complete reports LockLost for the message
+	// it deleted), so by default it does not retry; the portable layer
+	// decides on retries. Contexts bound socket I/O, so that a canceled
+	// call returns at once rather than after read_timeout.
+	noRetries := !q.Has("max_retries")
+	if cluster {
+		opts, err := goredis.ParseClusterURL(rest.String())
+		if err != nil {
+			return nil, badOption(err)
+		}
+		if noRetries {
+			opts.MaxRetries = -1
+		}
+		opts.ContextTimeoutEnabled = true
+		cfg.cluster = opts
+		return cfg, nil
+	}
+	opts, err := goredis.ParseURL(rest.String())
+	if err != nil {
+		return nil, badOption(err)
+	}
+	if noRetries {
 		opts.MaxRetries = -1
 	}
-	// Let callers' contexts bound the socket reads and writes too, so that
-	// a canceled call returns at once rather than after read_timeout.
 	opts.ContextTimeoutEnabled = true
 	cfg.options = opts
 	return cfg, nil
@@ -177,7 +207,7 @@ func parseURL(u *url.URL) (*config, error) {
 
 // Driver is one Redis queue. It implements driver.Driver.
 type Driver struct {
-	client          *goredis.Client
+	client          goredis.UniversalClient
 	queue           string
 	maxMessageBytes int
 	prefix          string   // "jobq:{name}:", the start of every key of the queue
@@ -196,7 +226,7 @@ type Driver struct {
 	listenWG  sync.WaitGroup
 }
 
-func newDriver(client *goredis.Client, prefix, queue, redactedURL string, log *slog.Logger) *Driver {
+func newDriver(client goredis.UniversalClient, prefix, queue, redactedURL string, log *slog.Logger) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -225,14 +255,28 @@ func (d *Driver) Keys() []string {
 // Capabilities implements driver.Driver.
 func (d *Driver) Capabilities() driver.Capabilities { return capabilities(d.maxMessageBytes) }
 
-// As implements driver.Driver: a **goredis.Client receives the driver's
-// client, shared with the queue (do not close it); a **Driver receives the
-// driver itself, for its key names (Keys).
+// As implements driver.Driver: a *goredis.UniversalClient receives the
+// driver's client, and a **goredis.Client or **goredis.ClusterClient the
+// same client when it is of that kind; the client is shared with the queue
+// (do not close it). A **Driver receives the driver itself, for its key
+// names (Keys).
 func (d *Driver) As(target any) bool {
 	switch t := target.(type) {
-	case **goredis.Client:
+	case *goredis.UniversalClient:
 		*t = d.client
 		return true
+	case **goredis.Client:
+		c, ok := d.client.(*goredis.Client)
+		if ok {
+			*t = c
+		}
+		return ok
+	case **goredis.ClusterClient:
+		c, ok := d.client.(*goredis.ClusterClient)
+		if ok {
+			*t = c
+		}
+		return ok
 	case **Driver:
 		*t = d
 		return true

@@ -61,22 +61,33 @@ func deleteKeys(t testing.TB, u *url.URL, pattern string) {
 		t.Errorf("clean-up: %v", err)
 		return
 	}
-	c := goredis.NewClient(cfg.options)
+	c := cfg.newClient()
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+	// A queue's keys share one hash tag, so on a cluster they are all on
+	// the master that owns its slot; scanning every master finds them.
+	scan := func(ctx context.Context, n *goredis.Client) error {
+		iter := n.Scan(ctx, 0, pattern, 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		for len(keys) > 0 {
+			k := min(len(keys), 1000)
+			n.Del(ctx, keys[:k]...)
+			keys = keys[k:]
+		}
+		return nil
 	}
-	if iter.Err() != nil {
-		return // the server may be gone (restart tests); nothing to clean
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), 1000)
-		c.Del(ctx, keys[:n]...)
-		keys = keys[n:]
+	switch c := c.(type) {
+	case *goredis.ClusterClient:
+		_ = c.ForEachMaster(ctx, scan)
+	case *goredis.Client:
+		_ = scan(ctx, c) // the server may be gone (restart tests)
 	}
 }
 
