@@ -112,9 +112,17 @@ func (b *bench) must(args ...string) result {
 func (b *bench) stats() map[string]int {
 	b.t.Helper()
 	r := b.must("stats", "--sample", "0", "--json")
-	var m map[string]int
-	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil {
 		b.t.Fatalf("stats --json: %v: %s", err, r.stdout)
+	}
+	m := map[string]int{}
+	for _, k := range []string{"ready", "in_flight", "delayed", "dead_lettered"} {
+		var n int
+		if err := json.Unmarshal(raw[k], &n); err != nil {
+			b.t.Fatalf("stats --json: %s: %v: %s", k, err, r.stdout)
+		}
+		m[k] = n
 	}
 	return m
 }
