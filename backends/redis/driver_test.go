@@ -671,3 +671,32 @@ func TestRequeuedDeadLetterKeepsOthersID(t *testing.T) {
 		t.Fatalf("push while the holder is queued: %+v", res[0])
 	}
 }
+
+func TestParseClusterURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url       string
+		addrs     []string
+		wantError bool
+	}{
+		{url: "redis://a:7000?cluster=true&addr=b:7001&addr=c:7002&queue=q", addrs: []string{"a:7000", "b:7001", "c:7002"}},
+		{url: "rediss://a:7000?cluster=1", addrs: []string{"a:7000"}},
+		{url: "redis+unix:///run/redis.sock?cluster=true", wantError: true},
+		{url: "redis://a:7000?cluster=maybe", wantError: true},
+	}
+	for _, tt := range tests {
+		u, _ := url.Parse(tt.url)
+		cfg, err := parseURL(u)
+		if tt.wantError {
+			wantCode(t, "parse "+tt.url, err, driver.InvalidArgument)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("parse %s: %v", tt.url, err)
+		}
+		if cfg.cluster == nil || cfg.options != nil || fmt.Sprint(cfg.cluster.Addrs) != fmt.Sprint(tt.addrs) ||
+			cfg.cluster.MaxRetries != -1 || !cfg.cluster.ContextTimeoutEnabled {
+			t.Errorf("parse %s: got %+v", tt.url, cfg.cluster)
+		}
+	}
+}
