@@ -27,6 +27,8 @@ type workerFlags struct {
 	killTimeout    time.Duration
 	emulateTTY     bool
 	statusInterval time.Duration
+	failBase       time.Duration
+	failMax        time.Duration
 }
 
 const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--wait keeps
@@ -44,7 +46,15 @@ stopped and not counted as a failure. A worker that dies leaves its tasks to
 reappear after the timeout.
 
 The worker stops with exit 1 when more than --max-consecutive-failures
-tasks fail in a row.
+tasks fail in a row. With --failure-backoff B, it also pauses after each
+failure in a row before taking more work: B after the first, doubling up
+to --failure-backoff-max; a success resets it.
+
+Queue policies (jobq QUEUE policy ...): on backends that enforce them
+natively a capped or rate-limited task is simply not handed out; on
+backends that declare them emulated (Azure Storage Queue, Service Bus) this
+worker enforces them for its own process and puts a blocked task back for
+a second or so, without using a retry.
 
 An empty queue: the worker exits when no task is ready and no delayed task
 is waiting that it could run (tasks it put back itself because their gate
@@ -89,6 +99,9 @@ func (a *app) workerCommand() *cobra.Command {
 	fl.IntVarP(&f.concurrency, "num-workers", "n", 1, "how many tasks run at once")
 	f.addCommon(cmd)
 	fl.IntVar(&f.maxConsecutive, "max-consecutive-failures", 2, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
+	fl.Var(durationValue{&f.failBase}, "failure-backoff", "pause this long after a failure, doubling with each failure in a row (0: no pause)")
+	f.failMax = 5 * time.Minute
+	fl.Var(durationValue{&f.failMax}, "failure-backoff-max", "the longest --failure-backoff pause")
 	f.timeLimit = 24 * time.Hour
 	fl.Var(durationValue{&f.timeLimit}, "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
@@ -192,6 +205,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 		Visibility:             f.visibility,
 		DisableHeartbeat:       !f.heartbeat,
 		MaxConsecutiveFailures: f.maxConsecutive,
+		FailureBackoff:         worker.FailureBackoff{Base: f.failBase, Max: f.failMax},
 		TimeLimit:              f.timeLimit,
 		Wait:                   f.wait,
 		MaxTasks:               maxTasks,

@@ -22,6 +22,9 @@ type Options struct {
 	// ErrTooManyFailures) when more tasks than this fail in a row; a success
 	// resets the count. Defaults to 2; a negative value means no limit.
 	MaxConsecutiveFailures int
+	// FailureBackoff pauses the worker after consecutive failures, before
+	// it takes more work; off by default. See FailureBackoff.
+	FailureBackoff FailureBackoff
 	// TimeLimit stops the worker as Stop does once it has run this long.
 	// Zero means no limit.
 	TimeLimit time.Duration

@@ -38,6 +38,13 @@ func (w *Worker) process(env *jobq.Envelope, release func()) {
 	default:
 	}
 
+	releaseLimit, delay := w.limits.acquire(ctx, env.Task)
+	if releaseLimit == nil {
+		w.requeue(sctx, env, log, delay, "its concurrency or rate limit is reached on this worker")
+		return
+	}
+	defer releaseLimit()
+
 	if cmd := env.Task.GateCmd; cmd != "" {
 		if !w.gate.check(ctx, cmd, log) {
 			if ctx.Err() != nil {
@@ -81,6 +88,7 @@ func (w *Worker) process(env *jobq.Envelope, release func()) {
 	}
 	streak := w.consecutive
 	w.mu.Unlock()
+	w.noteOutcome(err == nil, failed, streak, log)
 	if max := w.o.MaxConsecutiveFailures; failed && max >= 0 && streak > max {
 		ferr := tooMany(streak, max)
 		log.Error("stopping the worker", "error", ferr)

@@ -68,6 +68,10 @@ type Worker struct {
 	o    Options
 	log  *slog.Logger
 	gate *gatekeeper
+	// pauser and limits are the failure backoff and the per-process policy
+	// enforcement (backpressure.go).
+	pauser *failurePauser
+	limits *localLimits
 
 	drainOnce, stopOnce, killOnce sync.Once
 	drainCh                       chan struct{} // closed: take no new tasks
@@ -91,6 +95,8 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	return &Worker{
 		q: q, h: h, o: o, log: log,
 		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
+		pauser:  newFailurePauser(o.FailureBackoff),
+		limits:  newLocalLimits(q, log),
 		drainCh: make(chan struct{}),
 		stopCh:  make(chan struct{}),
 		killCh:  make(chan struct{}),
@@ -230,6 +236,9 @@ func (w *Worker) dispatch() error {
 		case <-w.drainCh:
 			return nil
 		default:
+		}
+		if w.pauseAfterFailures() {
+			return nil
 		}
 		free := 1
 	more:
