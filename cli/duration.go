@@ -88,8 +88,8 @@ func formatDuration(d time.Duration) string {
 type durationValue struct{ d *time.Duration }
 
 func (v durationValue) String() string {
-	if v.d == nil {
-		return ""
+	if v.d == nil || *v.d == 0 {
+		return "0" // what pflag takes for "no default worth showing"
 	}
 	return formatDuration(*v.d)
 }

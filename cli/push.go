@@ -73,8 +73,8 @@ line shows the count and rate.`,
 	fl.StringVar(&f.gateCmd, "gate-cmd", "", "a command a worker runs first; the tasks run only on workers where it succeeds")
 	fl.StringVar(&f.cwd, "cwd", "", "the working directory of the tasks (default: the worker's)")
 	fl.BoolVar(&f.printIDs, "print-ids", false, "print the ID of each pushed task on standard output")
-	fl.StringVar(&f.concKey, "concurrency-key", "", "limit how many of these tasks run at once with the queue's `policy set concurrency KEY=N`")
-	fl.StringVar(&f.rateKey, "rate-limit-key", "", "limit how often these tasks start with the queue's `policy set rate KEY=COUNT/PERIOD`")
+	fl.StringVar(&f.concKey, "concurrency-key", "", "a key whose tasks run at most N at once, N set with 'jobq QUEUE policy set concurrency KEY=N'")
+	fl.StringVar(&f.rateKey, "rate-limit-key", "", "a key whose tasks start at most COUNT per PERIOD, set with 'jobq QUEUE policy set rate KEY=COUNT/PERIOD'")
 	fl.BoolVar(&f.waitRoom, "wait-for-room", false, "when the queue is at its max-depth, wait (with backoff) for room instead of failing")
 	return cmd
 }
