@@ -133,8 +133,6 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	// Usage lines show where the queue goes: jobq QUEUE push ...
-	cobra.AddTemplateFunc("queueUseLine", queueUseLine)
-	cobra.AddTemplateFunc("queueCommandLine", queueCommandLine)
 	root.SetUsageTemplate(strings.NewReplacer(
 		"{{.UseLine}}", "{{queueUseLine .}}",
 		"{{.CommandPath}} [command]", "{{queueCommandLine .}}",
@@ -273,6 +271,12 @@ func isCommand(root *cobra.Command, name string) bool {
 		}
 	}
 	return false
+}
+
+// cobra's template functions are global; register ours once.
+func init() {
+	cobra.AddTemplateFunc("queueUseLine", queueUseLine)
+	cobra.AddTemplateFunc("queueCommandLine", queueCommandLine)
 }
 
 // noQueue lists the commands that need no queue.
