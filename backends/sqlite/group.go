@@ -114,7 +114,7 @@ func (d *Driver) lead(own *writeReq) {
 		return // the waiting callers see closed
 	default:
 	}
-	if err := d.w.begin(own.ctx); err != nil {
+	if err := d.w.begin(own.ctx, d.closed); err != nil {
 		if own.state.CompareAndSwap(reqPending, reqTaken) {
 			own.done <- err
 		}
