@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -698,5 +699,67 @@ func TestParseClusterURL(t *testing.T) {
 			cfg.cluster.MaxRetries != -1 || !cfg.cluster.ContextTimeoutEnabled {
 			t.Errorf("parse %s: got %+v", tt.url, cfg.cluster)
 		}
+	}
+}
+
+// testLeases holds a lease per driver for table-driven tests.
+var testLeases sync.Map
+
+func leaseOf(d *Driver) driver.Lease {
+	l, _ := testLeases.Load(d)
+	return l.(driver.Lease)
+}
+
+// A receiver that went idle before a delayed message was pushed (or a
+// message was requeued with a delay) still wakes when it comes due, long
+// before its own wait ends.
+func TestIdleReceiverWakesForLaterDelayedMessage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		add  func(t *testing.T, d *Driver)
+	}{
+		{"delayed push", func(t *testing.T, d *Driver) {
+			m := msg("later", 0)
+			m.NotBefore = time.Now().Add(300 * time.Millisecond)
+			push(t, d, m)
+		}},
+		{"delayed requeue", func(t *testing.T, d *Driver) {
+			// Claimed by another receiver before this one went idle.
+			if errs := d.Requeue(testCtx(t), []driver.RequeueParams{{Lease: leaseOf(d), Delay: 300 * time.Millisecond}}); errs != nil {
+				t.Fatal(errs)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := openDriver(t)
+			if tt.name == "delayed requeue" {
+				push(t, d, msg("later", 0))
+				testLeases.Store(d, receive(t, d, 1, time.Hour)[0].Lease)
+			}
+			ctx := testCtx(t)
+			got := make(chan []*driver.Received, 1)
+			go func() {
+				recs, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 25 * time.Second})
+				if err != nil {
+					t.Error(err)
+				}
+				got <- recs
+			}()
+			for d.wake.waiters() == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			tt.add(t, d)
+			select {
+			case recs := <-got:
+				if len(recs) != 1 || recs[0].ID != "later" {
+					t.Fatalf("received %v", recs)
+				}
+			case <-time.After(15 * time.Second): // far below the 25 s wait
+				t.Fatal("the idle receiver did not wake when the delayed message came due")
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -158,15 +159,31 @@ func (d *Driver) relay(ps *goredis.PubSub) {
 		backoff = minBackoff
 		switch m := msg.(type) {
 		case *goredis.Message:
-			k, err := strconv.Atoi(m.Payload)
-			if err != nil || k < 1 {
-				k = 1
-			}
-			d.wake.notify(k)
+			d.announced(m.Payload)
 		case *goredis.Subscription:
 			d.wake.notify(-1)
 		}
 	}
+}
+
+// announced acts on one announcement: "n" means n messages became visible
+// and wakes up to n waiters; "@ms" means a delayed message comes due in ms
+// milliseconds, and wakes one waiter then, since receivers that went idle
+// before it was pushed do not know about it.
+func (d *Driver) announced(payload string) {
+	if after, ok := strings.CutPrefix(payload, "@"); ok {
+		ms, err := strconv.ParseInt(after, 10, 64)
+		if err != nil || ms < 0 {
+			ms = 0
+		}
+		time.AfterFunc(time.Duration(ms+1)*time.Millisecond, func() { d.wake.notify(1) })
+		return
+	}
+	k, err := strconv.Atoi(payload)
+	if err != nil || k < 1 {
+		k = 1
+	}
+	d.wake.notify(k)
 }
 
 // asInt reads an integer reply element.

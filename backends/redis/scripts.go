@@ -85,7 +85,8 @@ end
 
 // pushScript stores messages. ARGV: prefix, channel, n, then n times
 // (task id, body, priority, not-before ms or 0). Returns n times
-// (message id, 1 if duplicate else 0).
+// (message id, 1 if duplicate else 0). It announces the number of messages
+// made visible, and "@<ms>" when the first delayed one comes due.
 var pushScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[3])
 local now = now_ms()
@@ -125,7 +126,13 @@ if #ready > 0 then
   redis.call('ZADD', KEYS[2], unpack(ready))
   redis.call('PUBLISH', ARGV[2], #ready / 2)
 end
-if #delayed > 0 then redis.call('ZADD', KEYS[3], unpack(delayed)) end
+if #delayed > 0 then
+  redis.call('ZADD', KEYS[3], unpack(delayed))
+  -- Waiting receivers hear when the first of them comes due.
+  local first = delayed[1]
+  for j = 3, #delayed, 2 do first = math.min(first, delayed[j]) end
+  redis.call('PUBLISH', ARGV[2], '@' .. (first - now))
+end
 return out
 `)
 
@@ -211,12 +218,12 @@ return out
 
 // requeueScript releases held messages. ARGV: prefix, channel, n, then n
 // times (message id, token, delay ms, "1" to replace the body or "0",
-// body). Returns n results, 1 done or 0 lost.
+// body). Returns n results, 1 done or 0 lost. Announcements as for push.
 var requeueScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[3])
 local now = now_ms()
 local out, released = {}, {}
-local visible = 0
+local visible, firstDelay = 0, -1
 for i = 0, n - 1 do
   local b = 4 + i * 5
   local mid, delay = ARGV[b], tonumber(ARGV[b + 2])
@@ -229,6 +236,7 @@ for i = 0, n - 1 do
     if delay > 0 then
       redis.call('HSET', k, 'v', now + delay)
       redis.call('ZADD', KEYS[3], now + delay, mid)
+      if firstDelay < 0 or delay < firstDelay then firstDelay = delay end
     else
       redis.call('HSET', k, 'v', now)
       make_ready(mid, tonumber(f[3]) or 0)
@@ -241,6 +249,7 @@ for i = 0, n - 1 do
 end
 if #released > 0 then redis.call('ZREM', KEYS[4], unpack(released)) end
 if visible > 0 then redis.call('PUBLISH', ARGV[2], visible) end
+if firstDelay > 0 then redis.call('PUBLISH', ARGV[2], '@' .. firstDelay) end
 return out
 `)
 
