@@ -34,6 +34,7 @@ type Envelope struct {
 	lost     chan struct{}
 	lostOnce sync.Once
 	timer    *time.Timer
+	attempt  *Attempt // set by RecordAttempt, stored by the settlement (attempts.go)
 }
 
 func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Duration) *Envelope {
@@ -144,6 +145,9 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 			return err
 		}
 	}
+	if body == nil {
+		body = e.historyBody(e.wire)
+	}
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
@@ -205,7 +209,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error 
 	if err != nil {
 		return err
 	}
-	errs := e.q.drv.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: lease, Reason: reason, Detail: detail}})
+	errs := e.q.drv.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: lease, Reason: reason, Detail: detail, Body: e.historyBody(e.wire)}})
 	return e.finish(op, first(errs))
 }
 
@@ -239,11 +243,14 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailRe
 		if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
 			next := *e.wire
 			next.NumRetries = left - 1
-			b, err := MarshalTask(&next)
-			if err != nil {
-				return FailResult{}, err
+			body = e.historyBody(&next)
+			if body == nil {
+				b, err := MarshalTask(&next)
+				if err != nil {
+					return FailResult{}, err
+				}
+				body = b
 			}
-			body = b
 		} else if err := e.q.degrade("fail", driver.InPlaceUpdate); err != nil {
 			return FailResult{}, err
 		}

@@ -74,6 +74,11 @@ type Task struct {
 	RateLimitKey   string
 	// Metadata is free-form labels, kept with the task. Schema v2.
 	Metadata map[string]string
+	// Attempts is the task's attempt history (the last MaxAttempts), kept
+	// in the message where the backend updates messages in place; read it
+	// with Envelope.Attempts, which adds the deliveries whose lease expired.
+	// Schema v2.
+	Attempts []Attempt
 	// Stash is set on the wire form of a task whose payload was moved to a
 	// stash. Tasks handed to users are always resolved, with Stash nil.
 	Stash *StashRef

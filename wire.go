@@ -16,6 +16,9 @@ package jobq
 //	"rate_limit_key": string               Task.RateLimitKey
 //	"metadata": {string: string}           Task.Metadata, keys sorted
 //	"stash": {"url": s, "sha256": s, "size": n}   Task.Stash
+//	"attempts": [{"delivery": n, "outcome": s, "worker": s, "host": s,
+//	              "detail": s, "start": t, "end": t, "exit_code": n}]
+//	                                       Task.Attempts (attempts.go)
 //
 // The id is the MD5 hex of the object without "id", so it covers every
 // member. Members jobq does not know (ai4s-jobq's "min_version", say) are
@@ -80,7 +83,7 @@ func md5Hex(b []byte) string {
 // needsV2 reports whether t uses anything schema v1 cannot express.
 func needsV2(t *Task) bool {
 	return t.Priority != 0 || !t.NotBefore.IsZero() || t.GateCmd != "" ||
-		t.ConcurrencyKey != "" || t.RateLimitKey != "" || len(t.Metadata) > 0 || t.Stash != nil
+		t.ConcurrencyKey != "" || t.RateLimitKey != "" || len(t.Metadata) > 0 || t.Stash != nil || len(t.Attempts) > 0
 }
 
 // wirePrefix validates t and returns its encoding without the "id" member
@@ -162,6 +165,9 @@ func appendV2(b []byte, t *Task) []byte {
 		b = append(b, `, "size": `...)
 		b = strconv.AppendInt(b, s.Size, 10)
 		b = append(b, '}')
+	}
+	if len(t.Attempts) > 0 {
+		b = appendAttempts(b, t.Attempts)
 	}
 	return b
 }
@@ -482,6 +488,10 @@ func decodeV2(t *Task, k string, v pyjson.Value) (bool, error) {
 		}
 		ref, err := decodeStashRef(v)
 		t.Stash = ref
+		return true, err
+	case "attempts":
+		as, err := decodeAttempts(v)
+		t.Attempts = as
 		return true, err
 	}
 	return false, nil

@@ -11,13 +11,15 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// policyChecks are the checks of queue policies (docs/policies.md).
+// policyChecks are the checks of queue policies (docs/policies.md) and of
+// the attempt history.
 func policyChecks() []check {
 	return []check{
 		{"PolicyValidation", checkPolicyValidation},
 		{"ConcurrencyCap", checkConcurrencyCap},
 		{"RateLimit", checkRateLimit},
 		{"MaxDepth", checkMaxDepth},
+		{"AttemptHistory", checkAttemptHistory},
 	}
 }
 

@@ -135,6 +135,11 @@ type DeadLetterParams struct {
 	// example the tail of a task's output).
 	Reason string
 	Detail string
+	// Body, when non-nil, replaces the message body in the dead-letter
+	// store (the attempt history with the final attempt). The portable
+	// layer only sets it when InPlaceUpdate is native; drivers that cannot
+	// store it keep the old body.
+	Body []byte
 }
 
 // PeekedMessage is one message read by Peek without being claimed.

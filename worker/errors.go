@@ -17,6 +17,9 @@ type TaskError struct {
 	Err error
 	// Detail is longer context, kept as the dead letter's detail.
 	Detail string
+	// ExitCode is the command's exit status, when it exited with one; it
+	// goes into the message's attempt history.
+	ExitCode *int
 }
 
 // Error implements error.

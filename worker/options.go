@@ -45,6 +45,9 @@ type Options struct {
 	// Defaults to running it with bash -c in its own process group, killed
 	// after Gate.Timeout.
 	GateRunner func(ctx context.Context, cmd string) error
+	// WorkerID names this worker in attempt histories. Defaults to the
+	// host name and the process ID.
+	WorkerID string
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -68,6 +71,9 @@ func (o Options) withDefaults() Options {
 	o.Gate = o.Gate.withDefaults()
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.WorkerID == "" {
+		o.WorkerID = defaultWorkerID()
 	}
 	if o.GateRunner == nil {
 		o.GateRunner = func(ctx context.Context, cmd string) error {

@@ -30,9 +30,12 @@ func (w *Worker) process(env *jobq.Envelope, release func()) {
 	}()
 	sctx, scancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer scancel()
+	w.reportLost(env, log)
+	began := time.Now()
 
 	select {
 	case <-w.stopCh:
+		w.record(env, began, jobq.OutcomeRequeued, errStopping)
 		w.requeue(sctx, env, log, 0, "worker stopping before the task started")
 		return
 	default:
@@ -48,9 +51,11 @@ func (w *Worker) process(env *jobq.Envelope, release func()) {
 	if cmd := env.Task.GateCmd; cmd != "" {
 		if !w.gate.check(ctx, cmd, log) {
 			if ctx.Err() != nil {
+				w.record(env, began, jobq.OutcomeRequeued, errStopping)
 				w.requeue(sctx, env, log, 0, "worker stopping during the gate check")
 				return
 			}
+			w.record(env, began, jobq.OutcomeGateMiss, errors.New("gate command failed: "+cmd))
 			delay := w.o.Gate.RequeueDelay
 			w.requeue(sctx, env, log, delay, "gate failed on this worker")
 			if w.gate.miss(env.Task.ID) {
@@ -110,8 +115,10 @@ func (w *Worker) process(env *jobq.Envelope, release func()) {
 		log.Warn("task stopped: its lease was lost (another worker may run it); not counted as a failure",
 			"elapsed", elapsed, "visibility", w.o.Visibility, "heartbeat", !w.o.DisableHeartbeat)
 	case errors.Is(cause, errStopping):
+		w.record(env, start, jobq.OutcomeRequeued, errStopping)
 		w.requeue(sctx, env, log, 0, "worker stopping")
 	default:
+		w.record(env, start, jobq.OutcomeFailure, err)
 		w.fail(sctx, env, log, err, elapsed)
 	}
 }

@@ -161,7 +161,8 @@ wait:
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				return &TaskError{Err: fmt.Errorf("command killed by signal %v", ws.Signal()), Detail: tail.String()}
 			}
-			return &TaskError{Err: fmt.Errorf("command exited with status %d", ee.ExitCode()), Detail: tail.String()}
+			code := ee.ExitCode()
+			return &TaskError{Err: fmt.Errorf("command exited with status %d", code), Detail: tail.String(), ExitCode: &code}
 		}
 		return &TaskError{Err: fmt.Errorf("running the command: %w", werr), Detail: tail.String()}
 	}

@@ -72,6 +72,7 @@ type Worker struct {
 	// enforcement (backpressure.go).
 	pauser *failurePauser
 	limits *localLimits
+	host   string // for attempt histories
 
 	drainOnce, stopOnce, killOnce sync.Once
 	drainCh                       chan struct{} // closed: take no new tasks
@@ -97,6 +98,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
 		pauser:  newFailurePauser(o.FailureBackoff),
 		limits:  newLocalLimits(q, log),
+		host:    hostname(),
 		drainCh: make(chan struct{}),
 		stopCh:  make(chan struct{}),
 		killCh:  make(chan struct{}),

@@ -248,6 +248,9 @@ func (d *memDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterPara
 	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int, m *message, now time.Time) error {
 			d.s.remove(m)
+			if b := reqs[i].Body; b != nil && d.level(driver.InPlaceUpdate) == driver.Native {
+				m.body = slices.Clone(b)
+			}
 			d.s.dead = append(d.s.dead, &deadMessage{m: m, reason: reqs[i].Reason, detail: reqs[i].Detail, deadAt: now})
 			return nil
 		})

@@ -23,7 +23,7 @@ const (
 		WHERE id = ? AND lease = ? AND visible_at > ?`
 	copyToDead = `INSERT INTO jobq_dead
 		(queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
-		SELECT queue, task_id, body, priority, enqueued_at, deliveries, ?, ?, ?, concurrency_key, rate_key
+		SELECT queue, task_id, COALESCE(?, body), priority, enqueued_at, deliveries, ?, ?, ?, concurrency_key, rate_key
 		FROM jobq_messages WHERE id = ? AND lease = ? AND visible_at > ?`
 )
 
@@ -113,7 +113,11 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 				errs[i] = err
 				continue
 			}
-			res, err := tx.Exec(copyToDead, r.Reason, r.Detail, now, id, r.Lease.Token, now)
+			var body any // NULL keeps the stored body
+			if r.Body != nil {
+				body = r.Body
+			}
+			res, err := tx.Exec(copyToDead, body, r.Reason, r.Detail, now, id, r.Lease.Token, now)
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,263 @@
+package jobq
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/pyjson"
+)
+
+// AttemptOutcome says how one attempt at a task ended.
+type AttemptOutcome string
+
+// The outcomes an attempt history records.
+const (
+	// OutcomeFailure: the task ran and failed (ExitCode says how, for shell
+	// tasks).
+	OutcomeFailure AttemptOutcome = "failure"
+	// OutcomeLeaseExpired: the delivery ended without a settlement: the
+	// worker died or hung mid-task and its lease ran out. Inferred by the
+	// next receiver from a delivery count higher than the recorded
+	// attempts, so Worker, Host and the times are unknown.
+	OutcomeLeaseExpired AttemptOutcome = "lease-expired"
+	// OutcomeGateMiss: the task's gate command failed on the worker.
+	OutcomeGateMiss AttemptOutcome = "gate-miss"
+	// OutcomeRequeued: the worker was stopped (a signal, its time limit)
+	// and put the task back.
+	OutcomeRequeued AttemptOutcome = "requeued"
+	// OutcomeSuccess: the task ran and succeeded. A completed task leaves
+	// the queue, so this only appears where a success was requeued.
+	OutcomeSuccess AttemptOutcome = "success"
+)
+
+// MaxAttempts bounds the attempt history a message carries: the oldest
+// attempts are dropped first.
+const MaxAttempts = 10
+
+// maxAttemptDetail bounds one attempt's detail, so that the history cannot
+// push a message over its backend's size limit.
+const maxAttemptDetail = 200
+
+// Attempt is one recorded attempt at a task.
+type Attempt struct {
+	// Delivery is the delivery count of the attempt (1 for the first).
+	Delivery int
+	// Worker and Host identify who ran it; empty when unknown.
+	Worker string
+	Host   string
+	// Start and End bound the attempt; zero when unknown.
+	Start, End time.Time
+	Outcome    AttemptOutcome
+	// ExitCode is the shell command's exit status for a failure; nil when
+	// there is none (a Go handler's error, a signal).
+	ExitCode *int
+	// Detail is a short note: the error, the gate, the signal.
+	Detail string
+}
+
+// appendAttempts writes the "attempts" v2 member.
+func appendAttempts(b []byte, as []Attempt) []byte {
+	b = append(b, `, "attempts": [`...)
+	for i, a := range as {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, `{"delivery": `...)
+		b = strconv.AppendInt(b, int64(a.Delivery), 10)
+		b = append(b, `, "outcome": `...)
+		b = pyjson.AppendString(b, string(a.Outcome))
+		for _, f := range []struct{ name, value string }{{"worker", a.Worker}, {"host", a.Host}, {"detail", a.Detail}} {
+			if f.value != "" {
+				b = append(b, `, "`+f.name+`": `...)
+				b = pyjson.AppendString(b, f.value)
+			}
+		}
+		for _, f := range []struct {
+			name string
+			t    time.Time
+		}{{"start", a.Start}, {"end", a.End}} {
+			if !f.t.IsZero() {
+				b = append(b, `, "`+f.name+`": `...)
+				b = pyjson.AppendString(b, f.t.UTC().Format(time.RFC3339Nano))
+			}
+		}
+		if a.ExitCode != nil {
+			b = append(b, `, "exit_code": `...)
+			b = strconv.AppendInt(b, int64(*a.ExitCode), 10)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// decodeAttempts reads the "attempts" v2 member.
+func decodeAttempts(v pyjson.Value) ([]Attempt, error) {
+	if v.Kind == pyjson.Null {
+		return nil, nil
+	}
+	if v.Kind != pyjson.Array {
+		return nil, decodeError(`task "attempts" is a JSON %s; it must be an array of objects`, kindName(v.Kind))
+	}
+	out := make([]Attempt, 0, len(v.Items))
+	for _, item := range v.Items {
+		if item.Kind != pyjson.Object {
+			return nil, decodeError(`task "attempts" holds a JSON %s; each attempt must be an object`, kindName(item.Kind))
+		}
+		var a Attempt
+		names, values := item.Members()
+		for i, name := range names {
+			val := values[i]
+			switch name {
+			case "delivery", "exit_code":
+				n, err := wireInt("attempts "+name, val)
+				if err != nil {
+					return nil, err
+				}
+				if name == "delivery" {
+					a.Delivery = int(n)
+				} else {
+					code := int(n)
+					a.ExitCode = &code
+				}
+			case "outcome", "worker", "host", "detail":
+				if val.Kind != pyjson.String {
+					return nil, decodeError(`task attempt %q is a JSON %s; it must be a string`, name, kindName(val.Kind))
+				}
+				switch name {
+				case "outcome":
+					a.Outcome = AttemptOutcome(val.Str)
+				case "worker":
+					a.Worker = val.Str
+				case "host":
+					a.Host = val.Str
+				default:
+					a.Detail = val.Str
+				}
+			case "start", "end":
+				if val.Kind != pyjson.String {
+					return nil, decodeError(`task attempt %q is a JSON %s; it must be an RFC 3339 time`, name, kindName(val.Kind))
+				}
+				t, err := time.Parse(time.RFC3339Nano, val.Str)
+				if err != nil {
+					return nil, decodeError("task attempt %q %q is not an RFC 3339 time: %v", name, val.Str, err)
+				}
+				if name == "start" {
+					a.Start = t
+				} else {
+					a.End = t
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// recordsAttempts reports whether this queue keeps attempt histories in its
+// messages: it needs in-place update. On Azure Storage Queue, tasks in
+// ai4s-jobq's v1 format keep that format (ai4s-jobq workers may share the
+// queue and read only v1), so only v2 tasks carry a history there.
+func (e *Envelope) recordsAttempts() bool {
+	if e.q.caps.Level(driver.InPlaceUpdate) != driver.Native {
+		return false
+	}
+	return e.q.scheme != "azqueue" || e.wire.Version >= schemaV2
+}
+
+// RecordAttempt notes how this delivery went; the next Requeue, Fail or
+// DeadLetter stores it in the message's attempt history, where the backend
+// can update messages in place (elsewhere it is dropped). Detail is cut to
+// 200 bytes.
+func (e *Envelope) RecordAttempt(a Attempt) {
+	if a.Delivery == 0 {
+		a.Delivery = e.DeliveryCount
+	}
+	if len(a.Detail) > maxAttemptDetail {
+		a.Detail = truncate(a.Detail, maxAttemptDetail-3)
+	}
+	e.mu.Lock()
+	e.attempt = &a
+	e.mu.Unlock()
+}
+
+// Attempts returns the message's attempt history, oldest first: the
+// attempts recorded by earlier deliveries, then one lease-expired entry
+// for every earlier delivery that ended without recording one (a worker
+// lost mid-task). It is empty on backends without in-place update.
+func (e *Envelope) Attempts() []Attempt {
+	if !e.recordsAttempts() {
+		return nil
+	}
+	return withExpired(e.wire.Attempts, e.DeliveryCount)
+}
+
+// LostDeliveries returns the earlier deliveries that ended without a
+// settlement (lease expired) since the last recorded attempt, inferred
+// from the delivery count; empty where histories are not kept.
+func (e *Envelope) LostDeliveries() []int {
+	if !e.recordsAttempts() {
+		return nil
+	}
+	var out []int
+	for d := lastRecorded(e.wire.Attempts, e.DeliveryCount) + 1; d < e.DeliveryCount; d++ {
+		out = append(out, d)
+	}
+	return out
+}
+
+// lastRecorded is the delivery of the last recorded attempt, or 0 when the
+// history predates a reset of the delivery count (a dead letter requeued).
+func lastRecorded(as []Attempt, delivery int) int {
+	if len(as) == 0 {
+		return 0
+	}
+	last := as[len(as)-1].Delivery
+	if last >= delivery {
+		return 0
+	}
+	return last
+}
+
+// withExpired adds lease-expired entries for the deliveries between the
+// last recorded attempt and the current one.
+func withExpired(as []Attempt, delivery int) []Attempt {
+	out := append([]Attempt(nil), as...)
+	for d := lastRecorded(as, delivery) + 1; d < delivery; d++ {
+		out = append(out, Attempt{Delivery: d, Outcome: OutcomeLeaseExpired})
+	}
+	return out
+}
+
+// withAttempt returns base with the history and the pending attempt
+// appended, bounded to MaxAttempts; nil when nothing is to be recorded.
+func (e *Envelope) withAttempt(base *Task) *Task {
+	e.mu.Lock()
+	a := e.attempt
+	e.mu.Unlock()
+	if a == nil || !e.recordsAttempts() {
+		return nil
+	}
+	next := *base
+	hist := append(withExpired(base.Attempts, e.DeliveryCount), *a)
+	if len(hist) > MaxAttempts {
+		hist = hist[len(hist)-MaxAttempts:]
+	}
+	next.Attempts = hist
+	return &next
+}
+
+// historyBody encodes base with the pending attempt, or returns nil when
+// there is none or the result would exceed the backend's size limit (the
+// history is then dropped rather than failing the settlement).
+func (e *Envelope) historyBody(base *Task) []byte {
+	next := e.withAttempt(base)
+	if next == nil {
+		return nil
+	}
+	b, err := MarshalTask(next)
+	if err != nil || (e.q.caps.MaxMessageBytes > 0 && len(b) > e.q.caps.MaxMessageBytes) {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,145 @@
+package jobq_test
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/mem"
+)
+
+func TestAttemptsWireRoundTrip(t *testing.T) {
+	t.Parallel()
+	code := 3
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123, time.UTC)
+	tests := []struct {
+		name     string
+		attempts []jobq.Attempt
+	}{
+		{"full", []jobq.Attempt{{Delivery: 1, Worker: "w1", Host: "h", Start: start, End: start.Add(time.Second), Outcome: jobq.OutcomeFailure, ExitCode: &code, Detail: "exit 3"}}},
+		{"inferred", []jobq.Attempt{{Delivery: 2, Outcome: jobq.OutcomeLeaseExpired}}},
+		{"several", []jobq.Attempt{{Delivery: 1, Outcome: jobq.OutcomeGateMiss, Worker: "ü"}, {Delivery: 2, Outcome: jobq.OutcomeRequeued}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			in := &jobq.Task{Command: "echo hi", Attempts: tt.attempts}
+			b, err := jobq.MarshalTask(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := jobq.UnmarshalTask(b)
+			if err != nil {
+				t.Fatalf("decode %s: %v", b, err)
+			}
+			if out.Version != 2 || !reflect.DeepEqual(out.Attempts, tt.attempts) {
+				t.Fatalf("round trip of %s: version %d, attempts %+v; want version 2, %+v", b, out.Version, out.Attempts, tt.attempts)
+			}
+		})
+	}
+}
+
+func TestAttemptsWireErrors(t *testing.T) {
+	t.Parallel()
+	base := `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "attempts": %s, "id": "i"}`
+	for _, bad := range []string{`5`, `[1]`, `[{"delivery": "one"}]`, `[{"start": "yesterday"}]`, `[{"outcome": 2}]`} {
+		if _, err := jobq.UnmarshalTask([]byte(fmt.Sprintf(base, bad))); jobq.ErrorCode(err) != jobq.InvalidArgument {
+			t.Errorf("attempts %s: error %v; want InvalidArgument", bad, err)
+		}
+	}
+}
+
+// TestAttemptHistory follows one task through a failure, a lost lease, a
+// gate miss and a dead-lettering on the mem backend.
+func TestAttemptHistory(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, err := jobq.Open(ctx, "mem://attempts-"+rand.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "flaky", NumRetries: 5}); err != nil {
+		t.Fatal(err)
+	}
+	recv := func(vis time.Duration) *jobq.Envelope {
+		t.Helper()
+		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: vis, Wait: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	code := 2
+	e := recv(time.Minute)
+	e.RecordAttempt(jobq.Attempt{Worker: "w1", Outcome: jobq.OutcomeFailure, ExitCode: &code})
+	if _, err := e.Fail(ctx, errors.New("exit 2"), ""); err != nil {
+		t.Fatal(err)
+	}
+	_ = recv(50 * time.Millisecond) // delivery 2: its worker "dies"
+	time.Sleep(100 * time.Millisecond)
+	e = recv(time.Minute)
+	outcomes := func(as []jobq.Attempt) (out []string) {
+		for _, a := range as {
+			out = append(out, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
+		}
+		return out
+	}
+	if got, want := outcomes(e.Attempts()), []string{"1:failure", "2:lease-expired"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("delivery 3 sees attempts %v; want %v", got, want)
+	}
+	if got := e.LostDeliveries(); !reflect.DeepEqual(got, []int{2}) {
+		t.Errorf("LostDeliveries = %v; want [2]", got)
+	}
+	e.RecordAttempt(jobq.Attempt{Worker: "w3", Outcome: jobq.OutcomeGateMiss})
+	if err := e.Requeue(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	e = recv(time.Minute)
+	e.RecordAttempt(jobq.Attempt{Worker: "w4", Outcome: jobq.OutcomeFailure})
+	if err := e.DeadLetter(ctx, "given up", ""); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := q.DeadLetters().List(ctx, 10)
+	if err != nil || len(dead) != 1 || dead[0].Task == nil {
+		t.Fatalf("dead letters %v, %v; want the task", dead, err)
+	}
+	want := []string{"1:failure", "2:lease-expired", "3:gate-miss", "4:failure"}
+	if got := outcomes(dead[0].Task.Attempts); !reflect.DeepEqual(got, want) {
+		t.Errorf("dead letter's history %v; want %v", got, want)
+	}
+	if a := dead[0].Task.Attempts[0]; a.Worker != "w1" || a.ExitCode == nil || *a.ExitCode != 2 {
+		t.Errorf("first attempt %+v; want worker w1, exit code 2", a)
+	}
+}
+
+// TestAttemptHistoryBounded: the history keeps the last MaxAttempts.
+func TestAttemptHistoryBounded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, err := jobq.Open(ctx, "mem://attempts-bounded-"+rand.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "gated"}); err != nil {
+		t.Fatal(err)
+	}
+	var e *jobq.Envelope
+	for i := range jobq.MaxAttempts + 5 {
+		if e, err = q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(e.Attempts()); n != min(i, jobq.MaxAttempts) {
+			t.Fatalf("delivery %d sees %d attempts; want %d", i+1, n, min(i, jobq.MaxAttempts))
+		}
+		e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeGateMiss})
+		if err := e.Requeue(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

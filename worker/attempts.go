@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// defaultWorkerID names this process in attempt histories: host and PID.
+func defaultWorkerID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// record notes how this delivery of env ended, for the message's attempt
+// history (stored by the settlement that follows).
+func (w *Worker) record(env *jobq.Envelope, start time.Time, outcome jobq.AttemptOutcome, err error) {
+	a := jobq.Attempt{Worker: w.o.WorkerID, Host: w.host, Start: start, End: time.Now(), Outcome: outcome}
+	if err != nil {
+		a.Detail = err.Error()
+		var te *TaskError
+		if errors.As(err, &te) {
+			a.ExitCode = te.ExitCode
+		}
+	}
+	env.RecordAttempt(a)
+}
+
+// reportLost logs the earlier deliveries of env that ended without a
+// settlement: the worker running them died or hung past its lease.
+func (w *Worker) reportLost(env *jobq.Envelope, log *slog.Logger) {
+	lost := env.LostDeliveries()
+	if len(lost) == 0 {
+		return
+	}
+	// The lost worker could not record itself; the last recorded attempt
+	// names the worker before it, when there is one.
+	var before string
+	if as := env.Task.Attempts; len(as) > 0 {
+		before = as[len(as)-1].Worker
+	}
+	log.Warn("a worker was lost mid-task: earlier deliveries ended without a settlement (their lease expired)",
+		"lost_deliveries", lost, "delivery", env.DeliveryCount, "last_recorded_worker", before)
+}
