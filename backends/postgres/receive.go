@@ -9,8 +9,9 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// minSleep keeps an idle receiver from spinning when the next visibility
-// time is already past by the database's clock but not yet by ours.
+// minSleep keeps a receiver from spinning when a message is visible but
+// locked by a concurrent claim (SKIP LOCKED passed it over), so that the
+// next visibility time is already past.
 const minSleep = time.Millisecond
 
 // Receive implements driver.Driver. It claims at once; when nothing is
