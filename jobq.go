@@ -111,7 +111,7 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Que
 		caps:    drv.Capabilities(),
 		scheme:  strings.ToLower(u.Scheme),
 		url:     redacted,
-		name:    queueName(u),
+		name:    queueName(u, drv),
 		log:     log,
 		closing: make(chan struct{}),
 		stash:   stashes,
@@ -128,8 +128,12 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// queueName is the queue= parameter, else the last path element.
-func queueName(u *url.URL) string {
+// queueName asks the driver (driver.Namer); otherwise it is the queue=
+// parameter, else the last path element.
+func queueName(u *url.URL, drv driver.Driver) string {
+	if n, ok := drv.(driver.Namer); ok {
+		return n.QueueName()
+	}
 	if n := u.Query().Get("queue"); n != "" {
 		return n
 	}

@@ -1,0 +1,4 @@
+package servicebus
+
+// QueueName returns the queue's name (driver.Namer).
+func (d *Driver) QueueName() string { return d.queue }
