@@ -261,3 +261,33 @@ func (e *Envelope) historyBody(base *Task) []byte {
 	}
 	return b
 }
+
+// Attempts returns a peeked message's attempt history, with lease-expired
+// entries for the earlier deliveries that recorded nothing (the current
+// one, when the message is in flight, is still running). Empty where the
+// backend keeps no histories.
+func (p *PeekedTask) Attempts(q *Queue) []Attempt {
+	if p.Task == nil || q.caps.Level(driver.InPlaceUpdate) != driver.Native {
+		return nil
+	}
+	next := p.DeliveryCount + 1
+	if p.InFlight {
+		next = p.DeliveryCount
+	}
+	return withExpired(p.Task.Attempts, next)
+}
+
+// Attempts returns a dead letter's attempt history, with lease-expired
+// entries for the deliveries that recorded nothing before the last one
+// (which ended in the dead-lettering). Empty where the backend keeps no
+// histories.
+func (d *DeadLetter) Attempts(q *Queue) []Attempt {
+	if d.Task == nil || q.caps.Level(driver.InPlaceUpdate) != driver.Native {
+		return nil
+	}
+	as := d.Task.Attempts
+	if n := len(as); n > 0 && as[n-1].Delivery == d.DeliveryCount {
+		return withExpired(as, d.DeliveryCount+1)
+	}
+	return withExpired(as, d.DeliveryCount)
+}

@@ -57,10 +57,12 @@ func (a *app) dlqListCommand() *cobra.Command {
 					DeliveryCount int             `json:"delivery_count"`
 					DeadAt        *time.Time      `json:"dead_at,omitempty"`
 					Body          json.RawMessage `json:"body"`
+					Attempts      []attemptJSON   `json:"attempts"`
 				}
 				list := make([]out, 0, len(dead))
 				for _, d := range dead {
-					o := out{MessageID: d.MessageID, Reason: d.Reason, Detail: d.Detail, DeliveryCount: d.DeliveryCount, DeadAt: timePtr(d.DeadAt), Body: d.Body}
+					o := out{MessageID: d.MessageID, Reason: d.Reason, Detail: d.Detail, DeliveryCount: d.DeliveryCount, DeadAt: timePtr(d.DeadAt), Body: d.Body,
+						Attempts: attemptsJSON(d.Attempts(q))}
 					if !json.Valid(o.Body) {
 						o.Body, _ = json.Marshal(string(d.Body))
 					}
@@ -78,7 +80,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "MESSAGE ID\tDELIVERIES\tDEAD AT\tREASON\tTASK")
+			fmt.Fprintln(tw, "MESSAGE ID\tDELIVERIES\tATTEMPTS\tDEAD AT\tREASON\tTASK")
 			for _, d := range dead {
 				what := "undecodable"
 				if d.Task != nil {
@@ -87,7 +89,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 						what = string(d.Task.Payload)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", d.MessageID, d.DeliveryCount, timeOrDash(d.DeadAt), truncate(d.Reason, 60), truncate(what, 60))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", d.MessageID, d.DeliveryCount, attemptSummary(d.Attempts(q)), timeOrDash(d.DeadAt), truncate(d.Reason, 60), truncate(what, 60))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -98,6 +100,9 @@ func (a *app) dlqListCommand() *cobra.Command {
 						continue
 					}
 					fmt.Fprintf(a.stdout, "\n--- %s: %s\n%s\n", d.MessageID, d.Reason, strings.TrimRight(d.Detail, "\n"))
+					if as := d.Attempts(q); len(as) > 0 {
+						_ = printAttempts(a.stdout, as)
+					}
 				}
 			}
 			return nil

@@ -22,7 +22,8 @@ func (a *app) peekCommand() *cobra.Command {
 		Long: `Show up to N tasks in the order workers would receive them (where the
 backend can tell), without taking them. --json prints the raw messages as a
 JSON array: message_id, body (the message as stored), delivery_count,
-enqueued_at, visible_at, in_flight, priority.`,
+enqueued_at, visible_at, in_flight, priority, and attempts (the attempt
+history, as 'jobq QUEUE show ID' prints it).`,
 		Example: `  jobq sqlite://./work.db peek
   jobq sqlite://./work.db peek -n 10 --json | jq '.[].body.id'`,
 		Args: cobra.NoArgs,
@@ -40,7 +41,7 @@ enqueued_at, visible_at, in_flight, priority.`,
 				return failure(err)
 			}
 			if asJSON {
-				return a.printPeekJSON(msgs)
+				return a.printPeekJSON(q, msgs)
 			}
 			if len(msgs) == 0 {
 				fmt.Fprintln(a.stdout, "(queue is empty)")
@@ -78,7 +79,7 @@ func peekState(m *jobq.PeekedTask) string {
 	return "ready"
 }
 
-func (a *app) printPeekJSON(msgs []*jobq.PeekedTask) error {
+func (a *app) printPeekJSON(q *jobq.Queue, msgs []*jobq.PeekedTask) error {
 	type out struct {
 		MessageID     string          `json:"message_id"`
 		Body          json.RawMessage `json:"body"`
@@ -87,6 +88,7 @@ func (a *app) printPeekJSON(msgs []*jobq.PeekedTask) error {
 		VisibleAt     *time.Time      `json:"visible_at,omitempty"`
 		InFlight      bool            `json:"in_flight"`
 		Priority      int             `json:"priority"`
+		Attempts      []attemptJSON   `json:"attempts"`
 	}
 	list := make([]out, 0, len(msgs))
 	for _, m := range msgs {
@@ -95,7 +97,8 @@ func (a *app) printPeekJSON(msgs []*jobq.PeekedTask) error {
 			body, _ = json.Marshal(string(m.Body))
 		}
 		list = append(list, out{MessageID: m.MessageID, Body: body, DeliveryCount: m.DeliveryCount,
-			EnqueuedAt: timePtr(m.EnqueuedAt), VisibleAt: timePtr(m.VisibleAt), InFlight: m.InFlight, Priority: m.Priority})
+			EnqueuedAt: timePtr(m.EnqueuedAt), VisibleAt: timePtr(m.VisibleAt), InFlight: m.InFlight, Priority: m.Priority,
+			Attempts: attemptsJSON(m.Attempts(q))})
 	}
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"path/filepath"
 	"strings"
@@ -106,5 +107,47 @@ func TestPushWaitForRoom(t *testing.T) {
 	}
 	if n, err := q.Size(t.Context()); err != nil || n != 1 {
 		t.Errorf("queue size after the waiting push: %d, %v; want 1", n, err)
+	}
+}
+
+// TestShowAttemptHistory: after a worker ran a failing task to the dead
+// letters, show and dlq list --json give its attempts with exit codes.
+func TestShowAttemptHistory(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	code, out, errOut := run(t, q, "push", "--print-ids", "--num-retries", "1", "-c", "exit 3")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if code, _, errOut := run(t, q, "-q", "worker", "--max-consecutive-failures", "-1"); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, errOut)
+	}
+	code, out, errOut = run(t, q, "show", id, "--json")
+	if code != 0 {
+		t.Fatalf("show: exit %d: %s", code, errOut)
+	}
+	var shown struct {
+		State    string `json:"state"`
+		Attempts []struct {
+			Delivery int    `json:"delivery"`
+			Outcome  string `json:"outcome"`
+			ExitCode *int   `json:"exit_code"`
+			Worker   string `json:"worker"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatalf("show --json printed %q: %v", out, err)
+	}
+	if shown.State != "dead-lettered" || len(shown.Attempts) != 2 {
+		t.Fatalf("show: state %q, %d attempts; want dead-lettered with 2 (%s)", shown.State, len(shown.Attempts), out)
+	}
+	for i, a := range shown.Attempts {
+		if a.Delivery != i+1 || a.Outcome != "failure" || a.ExitCode == nil || *a.ExitCode != 3 || a.Worker == "" {
+			t.Errorf("attempt %d: %+v; want delivery %d, failure with exit code 3 and a worker", i+1, a, i+1)
+		}
+	}
+	if code, _, errOut := run(t, q, "show", "no-such-task"); code != cli.ExitFailure || !strings.Contains(errOut, "no task or message") {
+		t.Errorf("show of an unknown ID: exit %d, %q; want exit 1 saying no task", code, errOut)
 	}
 }

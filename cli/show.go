@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+)
+
+// showScan is how many queued messages and dead letters `show` looks
+// through for the ID.
+const showScan = 10000
+
+func (a *app) showCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID [--json]",
+		Short: "Show one task, queued or dead-lettered, with its attempt history",
+		Long: `Find a task by its task ID or message ID among the queued tasks (as peek
+sees them) and the dead letters, and print it with its attempt history:
+for each attempt the worker, host, start, end and outcome — failure (with
+the exit code), gate miss, requeued (the worker was stopped), or lease
+expired (the worker died or hung mid-task; inferred, so who ran it is
+unknown). Histories are kept on backends that update messages in place
+(see 'jobq backends', in-place-update), for the last 10 attempts.
+
+show looks through the first 10000 queued tasks and dead letters.`,
+		Example: `  jobq sqlite://./work.db show 5d41402abc4b2a76b9719d911017c592
+  jobq sqlite://./work.db show 5d41402abc4b2a76b9719d911017c592 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			id := args[0]
+			q, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			var found *shownTask
+			msgs, err := q.Peek(ctx, showScan)
+			if err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+				return failure(err)
+			}
+			for _, m := range msgs {
+				if m.MessageID == id || (m.Task != nil && m.Task.ID == id) {
+					found = &shownTask{MessageID: m.MessageID, State: peekState(m), Deliveries: m.DeliveryCount,
+						EnqueuedAt: timePtr(m.EnqueuedAt), task: m.Task, attempts: m.Attempts(q)}
+					break
+				}
+			}
+			if found == nil {
+				dead, err := q.DeadLetters().List(ctx, showScan)
+				if err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+					return failure(err)
+				}
+				for _, d := range dead {
+					if d.MessageID == id || (d.Task != nil && d.Task.ID == id) {
+						found = &shownTask{MessageID: d.MessageID, State: "dead-lettered", Deliveries: d.DeliveryCount,
+							Reason: d.Reason, DeadAt: timePtr(d.DeadAt), task: d.Task, attempts: d.Attempts(q)}
+						break
+					}
+				}
+			}
+			if found == nil {
+				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters (completed tasks leave no trace)", id, showScan))
+			}
+			found.fill()
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(found)
+			}
+			return found.print(a.stdout)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+// shownTask is what `show` prints.
+type shownTask struct {
+	TaskID         string        `json:"task_id,omitempty"`
+	MessageID      string        `json:"message_id"`
+	State          string        `json:"state"`
+	Deliveries     int           `json:"delivery_count"`
+	EnqueuedAt     *time.Time    `json:"enqueued_at,omitempty"`
+	DeadAt         *time.Time    `json:"dead_at,omitempty"`
+	Reason         string        `json:"reason,omitempty"`
+	Command        string        `json:"command,omitempty"`
+	Payload        any           `json:"payload,omitempty"`
+	NumRetries     int           `json:"num_retries"`
+	Priority       int           `json:"priority,omitempty"`
+	ConcurrencyKey string        `json:"concurrency_key,omitempty"`
+	RateLimitKey   string        `json:"rate_limit_key,omitempty"`
+	Attempts       []attemptJSON `json:"attempts"`
+
+	task     *jobq.Task
+	attempts []jobq.Attempt
+}
+
+func (s *shownTask) fill() {
+	if t := s.task; t != nil {
+		s.TaskID, s.Command, s.NumRetries, s.Priority = t.ID, t.Command, t.NumRetries, t.Priority
+		s.ConcurrencyKey, s.RateLimitKey = t.ConcurrencyKey, t.RateLimitKey
+		if len(t.Payload) > 0 {
+			s.Payload = json.RawMessage(t.Payload)
+		}
+	}
+	s.Attempts = attemptsJSON(s.attempts)
+}
+
+func (s *shownTask) print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	row("task", s.TaskID)
+	row("message", s.MessageID)
+	row("state", s.State)
+	row("deliveries", strconv.Itoa(s.Deliveries))
+	if s.EnqueuedAt != nil {
+		row("enqueued", timeOrDash(*s.EnqueuedAt))
+	}
+	if s.DeadAt != nil {
+		row("dead-lettered", timeOrDash(*s.DeadAt))
+	}
+	row("reason", s.Reason)
+	row("command", s.Command)
+	if s.Payload != nil {
+		row("payload", string(s.Payload.(json.RawMessage)))
+	}
+	row("retries left", strconv.Itoa(s.NumRetries))
+	row("concurrency key", s.ConcurrencyKey)
+	row("rate-limit key", s.RateLimitKey)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return printAttempts(w, s.attempts)
+}
+
+// attemptJSON is one attempt as the --json outputs print it.
+type attemptJSON struct {
+	Delivery int        `json:"delivery"`
+	Outcome  string     `json:"outcome"`
+	Worker   string     `json:"worker,omitempty"`
+	Host     string     `json:"host,omitempty"`
+	Start    *time.Time `json:"start,omitempty"`
+	End      *time.Time `json:"end,omitempty"`
+	ExitCode *int       `json:"exit_code,omitempty"`
+	Detail   string     `json:"detail,omitempty"`
+}
+
+func attemptsJSON(as []jobq.Attempt) []attemptJSON {
+	out := make([]attemptJSON, len(as))
+	for i, a := range as {
+		out[i] = attemptJSON{Delivery: a.Delivery, Outcome: string(a.Outcome), Worker: a.Worker, Host: a.Host,
+			Start: timePtr(a.Start), End: timePtr(a.End), ExitCode: a.ExitCode, Detail: a.Detail}
+	}
+	return out
+}
+
+// printAttempts writes the attempt table.
+func printAttempts(w io.Writer, as []jobq.Attempt) error {
+	if len(as) == 0 {
+		fmt.Fprintln(w, "no recorded attempts")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DELIVERY\tOUTCOME\tWORKER\tHOST\tSTART\tEND\tDETAIL")
+	for _, a := range as {
+		outcome := string(a.Outcome)
+		if a.ExitCode != nil {
+			outcome += " (exit " + strconv.Itoa(*a.ExitCode) + ")"
+		}
+		worker, host := a.Worker, a.Host
+		if a.Outcome == jobq.OutcomeLeaseExpired && worker == "" {
+			worker, host = "(lost mid-task)", "?"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Delivery, outcome, orDash(worker), orDash(host),
+			timeOrDash(a.Start), timeOrDash(a.End), truncate(strings.ReplaceAll(a.Detail, "\n", " "), 60))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// attemptSummary is a short form of a history for one table cell, such as
+// "failure(1),lease-expired,failure(1)"; "-" when there is none.
+func attemptSummary(as []jobq.Attempt) string {
+	if len(as) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = string(a.Outcome)
+		if a.ExitCode != nil {
+			parts[i] += "(" + strconv.Itoa(*a.ExitCode) + ")"
+		}
+	}
+	return truncate(strings.Join(parts, ","), 60)
+}
