@@ -8,9 +8,10 @@
 //
 // Query parameters: queue (the queue name, default "default"), prefix (the
 // first part of every key, default "jobq"), max_message_bytes (a size limit
-// above which tasks go to the stash; default none), and go-redis's own
-// connection options (dial_timeout, read_timeout, pool_size, client_name,
-// protocol, ...). Anything else is an InvalidArgument error.
+// above which tasks go to the stash; default none), cluster=true (the host
+// and every addr= parameter are seeds of a Redis Cluster), and go-redis's
+// own connection options (dial_timeout, read_timeout, pool_size,
+// client_name, protocol, ...). Anything else is an InvalidArgument error.
 //
 // Every state change is one Lua script, so a crash between two commands
 // cannot lose or duplicate a message. A queue's keys share the hash tag
@@ -18,8 +19,9 @@
 // a pub/sub notification rather than polling. See docs/backends/redis.md for
 // the key layout and the script behind each operation.
 //
-// The escape hatch: Queue.As with a **goredis.Client (package
-// github.com/redis/go-redis/v9) yields the driver's client, and with a
+// Escape hatches (Queue.As; goredis is github.com/redis/go-redis/v9): a
+// *goredis.UniversalClient yields the driver's client, a **goredis.Client
+// or **goredis.ClusterClient the same when it is of that kind, and a
 // **Driver the driver, whose Keys method names the queue's keys.
 package redis
 
@@ -28,7 +30,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,38 +60,6 @@ type Opener struct{}
 // Capabilities returns what every Redis queue declares.
 func (*Opener) Capabilities() driver.Capabilities { return capabilities(0) }
 
-// maxReceiveBatch bounds one claim so that a single script never holds
-// Redis for long.
-const maxReceiveBatch = 1000
-
-// capabilities returns the declaration, with the message size limit from
-// the URL (0: none beyond the server's proto-max-bulk-len, 512 MB by
-// default).
-func capabilities(maxMessageBytes int) driver.Capabilities {
-	native := driver.Support{Level: driver.Native}
-	return driver.Capabilities{
-		Features: map[driver.Feature]driver.Support{
-			driver.DelayedRequeue: native,
-			driver.DelayedPush:    native,
-			driver.LeaseRenewal:   native,
-			driver.DeadLetter:     native,
-			driver.Priority:       native,
-			driver.Peek:           native,
-			driver.ExactCount:     native,
-			driver.Dedup:          native,
-			driver.InPlaceUpdate:  native,
-			driver.ConcurrencyLimit: {Level: driver.Unsupported,
-				Fallback: "the Redis backend does not enforce per-key concurrency limits yet (issue 9)"},
-			driver.RateLimit: {Level: driver.Unsupported,
-				Fallback: "the Redis backend does not enforce per-key rate limits yet (issue 9)"},
-			driver.TransactionalPush: {Level: driver.Unsupported,
-				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
-		},
-		MaxReceiveBatch: maxReceiveBatch,
-		MaxMessageBytes: maxMessageBytes,
-	}
-}
-
 // Open connects to the Redis server named by u and returns the queue.
 func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
 	cfg, err := parseURL(u)
@@ -105,104 +74,6 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis at %s (is redis-server running, and are host, port and password right?): %w", d.url, err))
 	}
 	return d, nil
-}
-
-// config is what a URL says.
-type config struct {
-	queue, prefix   string
-	maxMessageBytes int
-	// Exactly one of options and cluster is set.
-	options *goredis.Options
-	cluster *goredis.ClusterOptions
-}
-
-// newClient returns a client for a single server or for a cluster.
-func (c *config) newClient() goredis.UniversalClient {
-	if c.cluster != nil {
-		return goredis.NewClusterClient(c.cluster)
-	}
-	return goredis.NewClient(c.options)
-}
-
-// jobqParams are the query parameters this package reads itself; the rest
-// go to go-redis, which rejects the ones it does not know.
-var jobqParams = []string{"queue", "prefix", "max_message_bytes", "cluster"}
-
-// parseURL splits u into jobq's parameters and go-redis's options.
-func parseURL(u *url.URL) (*config, error) {
-	p := driver.NewParams(u)
-	cfg := &config{
-		queue:  p.String("queue", "default"),
-		prefix: p.String("prefix", "jobq"),
-		// A lower limit sends larger tasks to the stash, keeping Redis's
-		// memory for the queue itself.
-		maxMessageBytes: p.Int("max_message_bytes", 0),
-	}
-	cluster := p.Bool("cluster", false)
-	if cfg.maxMessageBytes < 0 {
-		p.Fail("query parameter max_message_bytes=%d must be 0 (no limit) or more", cfg.maxMessageBytes)
-	}
-	for _, s := range []struct{ name, v string }{{"queue", cfg.queue}, {"prefix", cfg.prefix}} {
-		if s.v == "" || strings.ContainsAny(s.v, "{}") {
-			p.Fail("query parameter %s=%q is invalid: it must be non-empty and must not contain { or } (they delimit the Redis Cluster hash tag)", s.name, s.v)
-		}
-	}
-	// The rest of the query is go-redis's to judge.
-	q := u.Query()
-	for _, name := range jobqParams {
-		q.Del(name)
-	}
-	for name := range q {
-		p.Has(name)
-	}
-	if err := p.Done(); err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "redis URL %s: %w", jobq.RedactURL(u.String()), err)
-	}
-	rest := *u
-	rest.RawQuery = q.Encode()
-	switch strings.ToLower(u.Scheme) {
-	case SchemeUnix:
-		if cluster {
-			return nil, driver.Errorf(driver.InvalidArgument, "redis URL %s: cluster=true needs redis:// or rediss:// seed addresses, not a unix socket", jobq.RedactURL(u.String()))
-		}
-		rest.Scheme = "unix"
-	case Scheme, SchemeTLS:
-	default:
-		return nil, driver.Errorf(driver.InvalidArgument, "redis backend: unknown URL scheme %q; use redis://, rediss:// or redis+unix://", u.Scheme)
-	}
-	badOption := func(err error) error {
-		return driver.Errorf(driver.InvalidArgument,
-			"redis URL %s: %v (jobq takes queue=, prefix=, max_message_bytes= and cluster=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
-			jobq.RedactURL(u.String()), err)
-	}
-	// go-redis would resend a script whose reply was lost, and the scripts
-	// are not idempotent (a resent Complete reports LockLost for the message
-	// it deleted), so by default it does not retry; the portable layer
-	// decides on retries. Contexts bound socket I/O, so that a canceled
-	// call returns at once rather than after read_timeout.
-	noRetries := !q.Has("max_retries")
-	if cluster {
-		opts, err := goredis.ParseClusterURL(rest.String())
-		if err != nil {
-			return nil, badOption(err)
-		}
-		if noRetries {
-			opts.MaxRetries = -1
-		}
-		opts.ContextTimeoutEnabled = true
-		cfg.cluster = opts
-		return cfg, nil
-	}
-	opts, err := goredis.ParseURL(rest.String())
-	if err != nil {
-		return nil, badOption(err)
-	}
-	if noRetries {
-		opts.MaxRetries = -1
-	}
-	opts.ContextTimeoutEnabled = true
-	cfg.options = opts
-	return cfg, nil
 }
 
 // Driver is one Redis queue. It implements driver.Driver.

@@ -1,0 +1,35 @@
+package redis
+
+import "github.com/jobq/jobq/driver"
+
+// maxReceiveBatch bounds one claim so that a single script never holds
+// Redis for long.
+const maxReceiveBatch = 1000
+
+// capabilities returns the declaration, with the message size limit from
+// the URL (0: none beyond the server's proto-max-bulk-len, 512 MB by
+// default).
+func capabilities(maxMessageBytes int) driver.Capabilities {
+	native := driver.Support{Level: driver.Native}
+	return driver.Capabilities{
+		Features: map[driver.Feature]driver.Support{
+			driver.DelayedRequeue: native,
+			driver.DelayedPush:    native,
+			driver.LeaseRenewal:   native,
+			driver.DeadLetter:     native,
+			driver.Priority:       native,
+			driver.Peek:           native,
+			driver.ExactCount:     native,
+			driver.Dedup:          native,
+			driver.InPlaceUpdate:  native,
+			driver.ConcurrencyLimit: {Level: driver.Unsupported,
+				Fallback: "the Redis backend does not enforce per-key concurrency limits yet (issue 9)"},
+			driver.RateLimit: {Level: driver.Unsupported,
+				Fallback: "the Redis backend does not enforce per-key rate limits yet (issue 9)"},
+			driver.TransactionalPush: {Level: driver.Unsupported,
+				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
+		},
+		MaxReceiveBatch: maxReceiveBatch,
+		MaxMessageBytes: maxMessageBytes,
+	}
+}
