@@ -583,6 +583,14 @@ func TestAsGivesClient(t *testing.T) {
 	if err := c.Ping(testCtx(t)).Err(); err != nil {
 		t.Fatalf("ping through the escape hatch: %v", err)
 	}
+	var uc goredis.UniversalClient
+	if !d.As(&uc) || uc.Ping(testCtx(t)).Err() != nil {
+		t.Fatal("As(*redis.UniversalClient) failed")
+	}
+	var cc *goredis.ClusterClient
+	if d.As(&cc) {
+		t.Fatal("As(**redis.ClusterClient) succeeded on a single-server queue")
+	}
 	var self *Driver
 	if !d.As(&self) || self != d || len(self.Keys()) != 8 {
 		t.Fatal("As(**Driver) failed")
