@@ -253,7 +253,12 @@ func (r *keyReport) print(w io.Writer) error {
 				wait = "~" + roundETA(rateWait(p, ks))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ks.Kind, ks.Key, inFlight, limit, ks.Waiting, wait)
+		waiting := strconv.FormatInt(ks.Waiting, 10)
+		if ks.Waiting < 0 {
+			waiting, wait = "?", "-"
+			inFlight = "per worker"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ks.Kind, ks.Key, inFlight, limit, waiting, wait)
 	}
 	return tw.Flush()
 }

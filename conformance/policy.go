@@ -62,6 +62,10 @@ func checkPolicyValidation(c *C) {
 		return
 	}
 	want := []jobq.Policy{{Kind: jobq.MaxDepthPolicy, Limit: 10}}
+	if err := q.Policies().Set(c.ctx(), want[0]); jobq.ErrorCode(err) == jobq.Unimplemented {
+		c.Logf("the backend keeps policies but refuses max-depth: %v", err)
+		want = nil
+	}
 	if level(q, driver.ConcurrencyLimit) != driver.Unsupported {
 		want = append([]jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
 	} else {
@@ -70,7 +74,11 @@ func checkPolicyValidation(c *C) {
 	}
 	if level(q, driver.RateLimit) != driver.Unsupported {
 		rate := jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
-		want = append(want[:len(want)-1:len(want)-1], rate, want[len(want)-1])
+		want = append(want, rate)
+		jobq.SortPolicies(want)
+	}
+	if len(want) == 0 {
+		c.Skipf("the backend keeps policies but supports no kind of them")
 	}
 	for _, p := range want {
 		if err := q.Policies().Set(c.ctx(), p); err != nil {
@@ -94,8 +102,8 @@ func checkPolicyValidation(c *C) {
 			c.Errorf("unset %v: %v, %v; want true, nil", p, ok, err)
 		}
 	}
-	if ok, err := q.Policies().Unset(c.ctx(), jobq.MaxDepthPolicy, ""); err != nil || ok {
-		c.Errorf("unset a missing max-depth: %v, %v; want false, nil", ok, err)
+	if ok, err := q.Policies().Unset(c.ctx(), jobq.RatePolicy, "never-set"); err != nil || ok {
+		c.Errorf("unset a missing policy: %v, %v; want false, nil", ok, err)
 	}
 	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
 		c.Errorf("policy list after unsetting all = %v, %v; want none", got, err)
@@ -308,7 +316,9 @@ func checkMaxDepth(c *C) {
 		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
 	}
 	const depth = 3
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: depth}); err != nil {
+	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: depth}); jobq.ErrorCode(err) == jobq.Unimplemented {
+		c.Skipf("backend %s keeps policies but refuses max-depth: %v", c.h.Name, err)
+	} else if err != nil {
 		c.Fatalf("set max-depth: %v", err)
 	}
 	c.push(q, task("depth 1"))

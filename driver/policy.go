@@ -1,9 +1,13 @@
 package driver
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -194,4 +198,74 @@ func shortDuration(d time.Duration) string {
 		}
 	}
 	return s
+}
+
+// EncodePolicies encodes policies as one ASCII token (base64url of JSON),
+// for drivers that keep them in a metadata value, which only takes
+// header-safe text.
+func EncodePolicies(ps []Policy) string {
+	type wire struct {
+		Kind   PolicyKind `json:"k"`
+		Key    string     `json:"key,omitempty"`
+		Limit  int64      `json:"n"`
+		Period int64      `json:"p_ms,omitempty"`
+	}
+	ws := make([]wire, len(ps))
+	for i, p := range ps {
+		ws[i] = wire{p.Kind, p.Key, p.Limit, p.Period.Milliseconds()}
+	}
+	b, _ := json.Marshal(ws)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodePolicies reverses EncodePolicies; the empty string is no policies.
+func DecodePolicies(s string) ([]Policy, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, Errorf(Internal, "stored policies are not base64url: %w", err)
+	}
+	var ws []struct {
+		Kind   PolicyKind `json:"k"`
+		Key    string     `json:"key"`
+		Limit  int64      `json:"n"`
+		Period int64      `json:"p_ms"`
+	}
+	if err := json.Unmarshal(b, &ws); err != nil {
+		return nil, Errorf(Internal, "stored policies are not valid JSON: %w", err)
+	}
+	out := make([]Policy, len(ws))
+	for i, w := range ws {
+		out[i] = Policy{Kind: w.Kind, Key: w.Key, Limit: w.Limit, Period: time.Duration(w.Period) * time.Millisecond}
+	}
+	SortPolicies(out)
+	return out, nil
+}
+
+// SortPolicies sorts by kind (PolicyKinds order), then key.
+func SortPolicies(ps []Policy) {
+	slices.SortFunc(ps, func(a, b Policy) int {
+		return cmp.Or(cmp.Compare(slices.Index(PolicyKinds, a.Kind), slices.Index(PolicyKinds, b.Kind)), cmp.Compare(a.Key, b.Key))
+	})
+}
+
+// ReplacePolicy returns ps with p set (replacing the one of the same kind
+// and key), or, when remove is true, without it, and whether one was there.
+func ReplacePolicy(ps []Policy, p Policy, remove bool) ([]Policy, bool) {
+	out := make([]Policy, 0, len(ps)+1)
+	had := false
+	for _, x := range ps {
+		if x.Kind == p.Kind && x.Key == p.Key {
+			had = true
+			continue
+		}
+		out = append(out, x)
+	}
+	if !remove {
+		out = append(out, p)
+	}
+	SortPolicies(out)
+	return out, had
 }

@@ -1,0 +1,117 @@
+package azqueue
+
+import (
+	"context"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Queue policies (docs/policies.md) live in the main queue's metadata, under
+// one key holding all of them (driver.EncodePolicies), so that every worker
+// reads the same ones. Storage Queue cannot refuse a dequeue per key, so
+// concurrency and rate policies are declared Emulated: each worker enforces
+// them for its own process. Max-depth is refused: the approximate count and
+// a separate push cannot make an atomic bound.
+//
+// Setting a policy reads and rewrites the queue's metadata; two policy
+// changes at the same moment may lose one of them (the service has no
+// conditional metadata write). Other metadata keys are kept.
+
+// policyMetadataKey is the metadata name (lower case, as the service returns
+// names) that holds the encoded policies.
+const policyMetadataKey = "jobqpolicies"
+
+var _ driver.PolicyStore = (*queue)(nil)
+
+// readPolicies returns the queue's metadata and its decoded policies.
+func (q *queue) readPolicies(ctx context.Context) (map[string]*string, []driver.Policy, error) {
+	if err := q.check(); err != nil {
+		return nil, nil, err
+	}
+	p, err := q.main.GetProperties(ctx, nil)
+	if err != nil {
+		return nil, nil, wrap(err, "read the policies of %s", q.name)
+	}
+	var pols []driver.Policy
+	for k, v := range p.Metadata {
+		if strings.EqualFold(k, policyMetadataKey) && v != nil {
+			if pols, err = driver.DecodePolicies(*v); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return p.Metadata, pols, nil
+}
+
+// writePolicies stores pols, keeping the queue's other metadata.
+func (q *queue) writePolicies(ctx context.Context, meta map[string]*string, pols []driver.Policy) error {
+	out := make(map[string]*string, len(meta)+1)
+	for k, v := range meta {
+		if !strings.EqualFold(k, policyMetadataKey) {
+			out[k] = v
+		}
+	}
+	if len(pols) > 0 {
+		enc := driver.EncodePolicies(pols)
+		out[policyMetadataKey] = &enc
+	}
+	if _, err := q.main.SetMetadata(ctx, &azqueue.SetMetadataOptions{Metadata: out}); err != nil {
+		return wrap(err, "store the policies of %s", q.name)
+	}
+	return nil
+}
+
+// SetPolicy implements driver.PolicyStore.
+func (q *queue) SetPolicy(ctx context.Context, p driver.Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if p.Kind == driver.MaxDepthPolicy {
+		return driver.Errorf(driver.Unimplemented, "azqueue: Storage Queue cannot bound its depth: its message count is approximate and a push cannot be made conditional on it; use a backend with max-depth (sqlite, mem), or limit producers yourself")
+	}
+	meta, pols, err := q.readPolicies(ctx)
+	if err != nil {
+		return err
+	}
+	pols, _ = driver.ReplacePolicy(pols, p, false)
+	return q.writePolicies(ctx, meta, pols)
+}
+
+// UnsetPolicy implements driver.PolicyStore.
+func (q *queue) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+	meta, pols, err := q.readPolicies(ctx)
+	if err != nil {
+		return false, err
+	}
+	pols, had := driver.ReplacePolicy(pols, driver.Policy{Kind: kind, Key: key}, true)
+	if !had {
+		return false, nil
+	}
+	return true, q.writePolicies(ctx, meta, pols)
+}
+
+// ListPolicies implements driver.PolicyStore.
+func (q *queue) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+	_, pols, err := q.readPolicies(ctx)
+	return pols, err
+}
+
+// KeyStats implements driver.PolicyStore. Storage Queue cannot count
+// messages per key, so only the policies' keys are listed, with unknown
+// counts (Waiting -1; in-flight counts live in each worker).
+func (q *queue) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+	_, pols, err := q.readPolicies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []driver.KeyStat
+	for _, p := range pols {
+		if p.Kind != driver.MaxDepthPolicy {
+			out = append(out, driver.KeyStat{Kind: p.Kind, Key: p.Key, Waiting: -1})
+		}
+	}
+	return out, nil
+}
