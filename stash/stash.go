@@ -71,7 +71,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		if u.Host == "" {
 			return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q names no bucket; use gs://bucket/prefix", rawURL)
 		}
-		return OpenGCS(ctx, u.Host, u.Path)
+		return OpenGCS(ctx, u.Host, u.Path, GCSOptions{})
 	case "file":
 		if u.Host != "" && u.Host != "localhost" {
 			return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q names host %q; a file stash is a local path: file:///dir (three slashes)", rawURL, u.Host)

@@ -3,14 +3,21 @@ package stash_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -60,8 +67,7 @@ func setups() map[string]func(t testing.TB) testBundle {
 		"gcs": func(t testing.TB) testBundle {
 			srv := fakeGCS(t, "bkt")
 			s, err := stash.OpenGCS(context.Background(), "bkt", "/jobs/big/",
-				option.WithEndpoint(srv.URL()+"/storage/v1/"), option.WithoutAuthentication(),
-				storage.WithJSONReads(), option.WithHTTPClient(srv.HTTPClient()))
+				stash.GCSOptions{Endpoint: srv.URL(), HTTPClient: srv.HTTPClient()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,6 +154,28 @@ func TestStore(t *testing.T) {
 					_, err := stash.Load(ctx(t), b.store, b.store.Location()+"/"+name, name, 12)
 					expect(t, err, driver.NotFound, "does not exist")
 				}},
+				{"ranged and empty reads", func(t *testing.T, b testBundle) {
+					obj, err := b.store.Put(ctx(t), []byte("0123456789"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, limit := range []int64{0, 1, 3, 10, 11, -1} {
+						want := "0123456789"
+						if limit >= 0 && limit < 10 {
+							want = want[:limit]
+						}
+						if got, err := b.store.Get(ctx(t), obj.SHA256, limit); err != nil || string(got) != want {
+							t.Errorf("Get limit %d = %q, %v; want %q", limit, got, err, want)
+						}
+					}
+					empty, err := b.store.Put(ctx(t), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got, err := stash.Load(ctx(t), b.store, empty.URL, empty.SHA256, 0); err != nil || len(got) != 0 {
+						t.Errorf("Load of an empty object = %q, %v", got, err)
+					}
+				}},
 				{"delete", func(t *testing.T, b testBundle) {
 					obj, err := b.store.Put(ctx(t), []byte("to delete"))
 					if err != nil {
@@ -213,28 +241,268 @@ func TestOpenRejects(t *testing.T) {
 }
 
 // TestOpenGCSEmulatorHost opens gs:// by URL alone, reaching the emulator
-// through STORAGE_EMULATOR_HOST as users of fake-gcs-server would.
+// through STORAGE_EMULATOR_HOST as users of fake-gcs-server would: a bare
+// host:port (as the official clients take it) or a full URL.
 func TestOpenGCSEmulatorHost(t *testing.T) {
 	srv := fakeGCS(t, "emu")
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
-	s, err := stash.Open(context.Background(), "gs://emu/prefix")
+	for _, host := range []string{strings.TrimPrefix(srv.URL(), "http://"), srv.URL()} {
+		t.Run(host, func(t *testing.T) {
+			t.Setenv("STORAGE_EMULATOR_HOST", host)
+			s, err := stash.Open(context.Background(), "gs://emu/prefix")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.Location() != "gs://emu/prefix" {
+				t.Errorf("Location = %s", s.Location())
+			}
+			obj, err := s.Put(t.Context(), []byte("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := srv.GetObject("emu", "prefix/"+obj.SHA256); err != nil {
+				t.Errorf("object not where expected: %v", err)
+			}
+			if got, err := stash.Load(t.Context(), s, obj.URL, obj.SHA256, obj.Size); err != nil || string(got) != "hello" {
+				t.Errorf("Load = %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// officialGCS is a cloud.google.com/go/storage client of srv (JSON reads:
+// the emulator has no XML API).
+func officialGCS(t *testing.T, srv *fakestorage.Server) *storage.Client {
+	t.Helper()
+	c, err := storage.NewClient(t.Context(), option.WithEndpoint(srv.URL()+"/storage/v1/"),
+		option.WithoutAuthentication(), storage.WithJSONReads(), option.WithHTTPClient(srv.HTTPClient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestGCSInteroperability checks the JSON API store against Google's own
+// client: each reads what the other wrote, under a prefix that needs
+// escaping, with the content type and sha256 metadata the store has always
+// set.
+func TestGCSInteroperability(t *testing.T) {
+	t.Parallel()
+	const prefix = "jobs/a b+c%d&e=f;é"
+	srv := fakeGCS(t, "bkt")
+	s, err := stash.OpenGCS(t.Context(), "bkt", prefix, stash.GCSOptions{Endpoint: srv.URL(), HTTPClient: srv.HTTPClient()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.Location() != "gs://emu/prefix" {
-		t.Errorf("Location = %s", s.Location())
-	}
-	obj, err := s.Put(t.Context(), []byte("hello"))
+	official := officialGCS(t, srv)
+
+	t.Run("official client reads the store's object", func(t *testing.T) {
+		t.Parallel()
+		data := bytes.Repeat([]byte(`{"k": "v"}`), 100_000)
+		obj, err := s.Put(t.Context(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.GetObject("bkt", prefix+"/"+obj.SHA256); err != nil {
+			t.Fatalf("the emulator has no object %s/%s: %v", prefix, obj.SHA256, err)
+		}
+		handle := official.Bucket("bkt").Object(prefix + "/" + obj.SHA256)
+		attrs, err := handle.Attrs(t.Context())
+		if err != nil {
+			t.Fatalf("official client cannot find %s/%s: %v", prefix, obj.SHA256, err)
+		}
+		if attrs.ContentType != "application/json" || attrs.Metadata["sha256"] != obj.SHA256 || attrs.Size != obj.Size {
+			t.Errorf("attrs: content type %q, metadata %v, size %d; want application/json, sha256=%s, %d",
+				attrs.ContentType, attrs.Metadata, attrs.Size, obj.SHA256, obj.Size)
+		}
+		r, err := handle.NewReader(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var got bytes.Buffer
+		if _, err := got.ReadFrom(r); err != nil || !bytes.Equal(got.Bytes(), data) {
+			t.Errorf("official client read %d bytes, %v; want the %d put", got.Len(), err, len(data))
+		}
+	})
+	t.Run("store reads the official client's object", func(t *testing.T) {
+		t.Parallel()
+		data := []byte("written by cloud.google.com/go/storage")
+		name := stash.Sum(data)
+		w := official.Bucket("bkt").Object(prefix + "/" + name).If(storage.Conditions{DoesNotExist: true}).NewWriter(t.Context())
+		w.ContentType = "application/json"
+		w.Metadata = map[string]string{"sha256": name}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := stash.Load(t.Context(), s, s.Location()+"/"+name, name, int64(len(data)))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Load = %q, %v", got, err)
+		}
+		// Putting the same bytes finds the object: the precondition fails.
+		if _, err := s.Put(t.Context(), data); err != nil {
+			t.Errorf("Put of existing bytes: %v", err)
+		}
+		if err := s.Delete(t.Context(), name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := official.Bucket("bkt").Object(prefix + "/" + name).Attrs(t.Context()); !errors.Is(err, storage.ErrObjectNotExist) {
+			t.Errorf("after Delete the official client finds: %v", err)
+		}
+	})
+}
+
+// faultFront serves GCS requests in front of srv: each request that fail
+// returns true for is answered with status and a JSON API error body; the
+// others pass through to the emulator. It counts requests.
+func faultFront(t *testing.T, srv *fakestorage.Server, status int, fail func(n int64) bool) (endpoint string, requests *atomic.Int64) {
+	t.Helper()
+	target, err := url.Parse(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.GetObject("emu", "prefix/"+obj.SHA256); err != nil {
-		t.Errorf("object not where expected: %v", err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	requests = new(atomic.Int64)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fail(requests.Add(1)) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error": {"code": %d, "message": "injected %s"}}`, status, http.StatusText(status))
+	}))
+	t.Cleanup(front.Close)
+	return front.URL, requests
+}
+
+// bearer adds a bearer token to every request, as an oauth2 client would.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestGCSErrors checks how failures are classified: the codes decide
+// whether a receiver dead-letters a message or leaves it for later.
+func TestGCSErrors(t *testing.T) {
+	t.Parallel()
+	const token = "ya29.secret-token-value"
+	client := &http.Client{Transport: bearer{token}}
+	srv := fakeGCS(t, "bkt")
+	name := stash.Sum([]byte("x"))
+	tests := []struct {
+		name   string
+		status int // injected on every request; 0: none
+		op     string
+		code   driver.Code
+		msg    string
+		tries  int64 // requests expected; 0: not checked
+	}{
+		{"401 put", http.StatusUnauthorized, "put", driver.PermissionDenied, "injected Unauthorized", 1},
+		{"403 get", http.StatusForbidden, "get", driver.PermissionDenied, "storage.objects", 1},
+		{"403 delete", http.StatusForbidden, "delete", driver.PermissionDenied, "HTTP 403", 1},
+		{"400 put", http.StatusBadRequest, "put", driver.InvalidArgument, "injected Bad Request", 1},
+		{"503 get is retried", http.StatusServiceUnavailable, "get", driver.Unavailable, "HTTP 503", 3},
+		{"500 put is retried", http.StatusInternalServerError, "put", driver.Unavailable, "HTTP 500", 3},
+		{"429 delete is retried", http.StatusTooManyRequests, "delete", driver.Unavailable, "HTTP 429", 3},
+		{"404 object on get", http.StatusNotFound, "get", driver.NotFound, "does not exist", 1},
 	}
-	if got, err := stash.Load(t.Context(), s, obj.URL, obj.SHA256, obj.Size); err != nil || string(got) != "hello" {
-		t.Errorf("Load = %q, %v", got, err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			endpoint, requests := faultFront(t, srv, tc.status, func(int64) bool { return true })
+			s, err := stash.OpenGCS(t.Context(), "bkt", "p", stash.GCSOptions{Endpoint: endpoint, HTTPClient: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			switch tc.op {
+			case "put":
+				_, err = s.Put(t.Context(), []byte("x"))
+			case "get":
+				_, err = s.Get(t.Context(), name, -1)
+			case "delete":
+				err = s.Delete(t.Context(), name)
+			}
+			expect(t, err, tc.code, tc.msg)
+			if err != nil && strings.Contains(err.Error(), token) {
+				t.Errorf("error shows the credentials: %v", err)
+			}
+			if got := requests.Load(); tc.tries != 0 && got != tc.tries {
+				t.Errorf("%d requests, want %d", got, tc.tries)
+			}
+		})
 	}
+
+	t.Run("a transient failure is retried to success", func(t *testing.T) {
+		t.Parallel()
+		endpoint, requests := faultFront(t, srv, http.StatusServiceUnavailable, func(n int64) bool { return n == 1 })
+		s, err := stash.OpenGCS(t.Context(), "bkt", "p", stash.GCSOptions{Endpoint: endpoint, HTTPClient: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := s.Put(t.Context(), []byte("retried"))
+		if err != nil {
+			t.Fatalf("Put after one 503: %v", err)
+		}
+		if got, err := stash.Load(t.Context(), s, obj.URL, obj.SHA256, obj.Size); err != nil || string(got) != "retried" {
+			t.Errorf("Load = %q, %v", got, err)
+		}
+		if n := requests.Load(); n != 3 {
+			t.Errorf("%d requests, want 3 (failed put, put, get)", n)
+		}
+	})
+	t.Run("missing bucket", func(t *testing.T) {
+		t.Parallel()
+		s, err := stash.OpenGCS(t.Context(), "no-such-bucket", "", stash.GCSOptions{Endpoint: srv.URL(), HTTPClient: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Put(t.Context(), []byte("x"))
+		expect(t, err, driver.NotFound, "bucket no-such-bucket does not exist")
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		t.Parallel()
+		front := httptest.NewServer(http.NotFoundHandler())
+		front.Close() // nothing listens there now
+		s, err := stash.OpenGCS(t.Context(), "bkt", "", stash.GCSOptions{Endpoint: front.URL, HTTPClient: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Get(t.Context(), name, -1)
+		expect(t, err, driver.Unavailable, "connect")
+	})
+	t.Run("context ends", func(t *testing.T) {
+		t.Parallel()
+		s, err := stash.OpenGCS(t.Context(), "bkt", "", stash.GCSOptions{Endpoint: srv.URL(), HTTPClient: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		canceled, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err = s.Put(canceled, []byte("x"))
+		expect(t, err, driver.Canceled, "write object")
+		expired, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+		defer cancel()
+		_, err = s.Get(expired, name, -1)
+		expect(t, err, driver.DeadlineExceeded, "read object")
+	})
+	t.Run("bad endpoint", func(t *testing.T) {
+		t.Parallel()
+		_, err := stash.OpenGCS(t.Context(), "bkt", "", stash.GCSOptions{Endpoint: "ftp://user:pw@host/"})
+		expect(t, err, driver.InvalidArgument, "not an http(s) URL")
+		if err != nil && strings.Contains(err.Error(), "pw") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	})
 }
 
 // The file stash shared by two processes: one writes, the other reads,
