@@ -146,7 +146,9 @@ func parseURL(u *url.URL) (*config, error) {
 	c.poolMaxSet = pass.Has("pool_max_conns")
 	conn := *u
 	conn.Scheme = "postgres"
-	conn.RawQuery = pass.Encode()
+	// Spaces as %20, not "+": pgx reads a "+" literally, which would break
+	// options=-c%20name%3Dvalue.
+	conn.RawQuery = strings.ReplaceAll(pass.Encode(), "+", "%20")
 	conn.Fragment = ""
 	c.connString = conn.String()
 	return c, nil

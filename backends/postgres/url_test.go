@@ -30,6 +30,12 @@ func TestParseURL(t *testing.T) {
 				queue: "render", schema: "work", poll: 250 * time.Millisecond, notifyInterval: 5 * time.Millisecond, maxMessageBytes: 1024,
 				poolMaxSet: true},
 		},
+		{
+			name: "server settings through options keep their spaces",
+			url:  "postgres://h/db?options=-c%20statement_timeout%3D5s+-c+lock_timeout%3D1s",
+			want: config{connString: "postgres://h/db?options=-c%20statement_timeout%3D5s%20-c%20lock_timeout%3D1s", queue: DefaultQueue, schema: DefaultSchema,
+				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes, syncPush: true},
+		},
 		{name: "unknown parameter", url: "postgres://h/db?queu=x", wantErr: "unknown query parameter queu"},
 		{name: "server setting as a parameter", url: "postgres://h/db?statement_timeout=5s", wantErr: "options=-c"},
 		{name: "bad schema", url: "postgres://h/db?schema=Drop-Table", wantErr: "schema="},
