@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"time"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -19,9 +20,10 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	}
 	bounds := chunkBounds(len(msgs))
 	chunks := make([][]any, len(bounds))
+	now := time.Now().UnixMilli()
 	for c, b := range bounds {
-		args := make([]any, 0, 2+4*(b[1]-b[0]))
-		args = append(args, d.channel, b[1]-b[0])
+		args := make([]any, 0, 3+4*(b[1]-b[0]))
+		args = append(args, d.channel, b[1]-b[0], now)
 		for _, m := range msgs[b[0]:b[1]] {
 			var nb int64
 			if !m.NotBefore.IsZero() {

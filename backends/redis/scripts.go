@@ -83,19 +83,20 @@ local function forget(id, owner)
 end
 `
 
-// pushScript stores messages. ARGV: prefix, channel, n, then n times
-// (task id, body, priority, not-before ms or 0). Returns n times
+// pushScript stores messages. ARGV: prefix, channel, n, the producer's
+// time (ms), then n times (task id, body, priority, not-before ms or 0). Returns n times
 // (message id, 1 if duplicate else 0). It announces the number of messages
 // made visible, and "@<ms>" when the first delayed one comes due.
 var pushScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[3])
-local now = now_ms()
+-- The producer's clock: NotBefore is on it too, and a push saves a command.
+local now = tonumber(ARGV[4])
 -- One counter block gives each message its id, which is also its arrival.
 local base = redis.call('INCRBY', KEYS[1], n) - n
 local out, ready, delayed = {}, {}, {}
 for i = 0, n - 1 do
-  local id, body = ARGV[4 + i * 4], ARGV[5 + i * 4]
-  local pri, nb = tonumber(ARGV[6 + i * 4]), tonumber(ARGV[7 + i * 4])
+  local id, body = ARGV[5 + i * 4], ARGV[6 + i * 4]
+  local pri, nb = tonumber(ARGV[7 + i * 4]), tonumber(ARGV[8 + i * 4])
   local seq = base + i + 1
   local mid = tostring(seq)
   local existing = false
