@@ -267,7 +267,7 @@ func (s *gcsStore) do(ctx context.Context, newReq func() (*http.Request, error))
 			return nil, err
 		}
 		resp, err := s.client.Do(req)
-		if attempt == gcsAttempts || ctx.Err() != nil ||
+		if attempt == gcsAttempts || ctx.Err() != nil || refused(err) ||
 			(err == nil && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500) {
 			return resp, err
 		}
@@ -328,7 +328,6 @@ func readAPIError(resp *http.Response) error {
 func (s *gcsStore) errorf(err error, format string, args ...any) error {
 	code := driver.Unavailable // network, 429, 5xx
 	var ae *apiError
-	var re *oauth2.RetrieveError
 	switch {
 	case errors.As(err, &ae):
 		switch ae.Status {
@@ -340,15 +339,21 @@ func (s *gcsStore) errorf(err error, format string, args ...any) error {
 		case http.StatusBadRequest:
 			code = driver.InvalidArgument
 		}
-	case errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500:
-		// The token endpoint refused the credentials.
+	case refused(err):
 		code = driver.PermissionDenied
-		format += " (application default credentials were refused; renew them: gcloud auth application-default login)"
+		format += " (the token endpoint refused the credentials: renew them with gcloud auth application-default login, or check GOOGLE_APPLICATION_CREDENTIALS)"
 	}
 	if c := driver.CodeOf(err); c == driver.Canceled || c == driver.DeadlineExceeded {
 		code = c
 	}
 	return wrap(code, err, "stash "+s.loc+": "+format, args...)
+}
+
+// refused reports whether err is the token endpoint refusing the
+// credentials, which trying again does not change.
+func refused(err error) bool {
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500
 }
 
 // drain reads a little of what is left of resp's body, so that the

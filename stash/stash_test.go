@@ -3,6 +3,11 @@ package stash_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -503,6 +508,55 @@ func TestGCSErrors(t *testing.T) {
 			t.Errorf("error shows the password: %v", err)
 		}
 	})
+}
+
+// TestGCSApplicationDefaultCredentials runs the default path: credentials
+// from GOOGLE_APPLICATION_CREDENTIALS, missing or refused by the token
+// endpoint (a local one named by the key file).
+func TestGCSApplicationDefaultCredentials(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+	_, err := stash.Open(t.Context(), "gs://bkt/p")
+	expect(t, err, driver.Unavailable, "no Google credentials")
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error": "invalid_grant", "error_description": "Invalid JWT Signature."}`)
+	}))
+	defer tokens.Close()
+	sa, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": pemKey,
+		"client_email": "jobq@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": tokens.URL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "sa.json")
+	if err := os.WriteFile(file, sa, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
+	srv := fakeGCS(t, "bkt")
+	s, err := stash.OpenGCS(t.Context(), "bkt", "p", stash.GCSOptions{Endpoint: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Put(t.Context(), []byte("x"))
+	expect(t, err, driver.PermissionDenied, "application-default login")
+	if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
+		t.Errorf("error shows the key: %v", err)
+	}
 }
 
 // The file stash shared by two processes: one writes, the other reads,
