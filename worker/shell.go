@@ -69,7 +69,11 @@ func (s *Shell) Handle(ctx context.Context, job *Job) error {
 	var tail tailBuffer
 	tail.init(orDefault(s.TailLines, 100), orDefault(s.TailBytes, 16<<10))
 
-	cmd := s.command(t.Command)
+	cmd, cleanup, err := s.command(t.Command)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	cmd.Env = s.environ(job)
 	cmd.Dir = t.Cwd
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -169,15 +173,45 @@ wait:
 	return nil
 }
 
+// maxInlineCommand is the longest command passed to bash -c as an argument.
+// Linux refuses a single argument over 128 KiB (MAX_ARG_STRLEN), and tasks
+// fetched from a stash are exactly the large ones, so longer commands go
+// through a temporary script file instead.
+const maxInlineCommand = 64 << 10
+
 // command builds the process: bash -c, or bash -c under script(1) for a
-// pseudo-terminal.
-func (s *Shell) command(command string) *exec.Cmd {
+// pseudo-terminal; a command longer than maxInlineCommand is written to a
+// temporary file that bash runs and cleanup removes.
+func (s *Shell) command(command string) (cmd *exec.Cmd, cleanup func(), err error) {
+	cleanup = func() {}
+	script := command
+	if len(command) > maxInlineCommand {
+		f, err := os.CreateTemp("", "jobq-task-*.sh")
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("writing the long command to a script file: %w", err)
+		}
+		cleanup = func() { os.Remove(f.Name()) }
+		_, werr := f.WriteString(command)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			cleanup()
+			return nil, func() {}, fmt.Errorf("writing the long command to a script file: %w", werr)
+		}
+		script = "exec bash " + shellQuote(f.Name())
+	}
 	if s.EmulateTTY {
 		// script runs its -c argument with $SHELL -c; -e returns the
 		// command's exit status, -q drops script's own banner, -f flushes.
-		return exec.Command("script", "-qefc", command, "/dev/null")
+		return exec.Command("script", "-qefc", script, "/dev/null"), cleanup, nil
 	}
-	return exec.Command("bash", "-c", command)
+	return exec.Command("bash", "-c", script), cleanup, nil
+}
+
+// shellQuote quotes s for bash as one word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // environ builds a fresh environment for one task: the base environment,

@@ -29,6 +29,9 @@ func TestShellOutcomes(t *testing.T) {
 		{name: "task env and ids", cmd: `[ "$A" = "x y" ] && [ "$JOBQ_TASK_ID" = "tid" ] && [ "$JOBQ_QUEUE_NAME" = "qn" ]`,
 			env: []jobq.EnvVar{{Name: "A", Value: "x y"}}},
 		{name: "signal", cmd: "kill -9 $$", wantErr: "killed by signal"},
+		// Over Linux's 128 KiB limit for one argument: runs from a script file.
+		{name: "command longer than an argument may be", cmd: "x='" + strings.Repeat("a", 300<<10) + "'; echo ${#x}; exit 3",
+			wantErr: "status 3", wantDetail: []string{"307200"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
