@@ -668,16 +668,31 @@ func TestConformanceOnSQLite(t *testing.T) {
 func TestStashCarriesLargeTask(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
-	b.queue += "&max_message_bytes=2048"
-	stash := "file://" + filepath.Join(b.dir, "stash")
-	big := "echo large-task-ran # " + strings.Repeat("x", 8000)
-	if r := b.run("push", "-c", big); r.code != 2 || !strings.Contains(r.stderr, "stash") {
-		t.Fatalf("push of an oversized task without a stash exited %d; want 2 and advice about a stash:\n%s", r.code, r.stderr)
+	// A 5 MiB task on a queue limited to 64 KiB, as on Azure Storage Queue.
+	b.queue += "&max_message_bytes=65536"
+	stashDir := filepath.Join(b.dir, "stash")
+	stash := "file://" + stashDir
+	big := "echo large-task-ran # " + strings.Repeat("x", 5<<20)
+	// Through standard input: one argument may not exceed 128 KiB on Linux.
+	if r := b.runWith(big+"\n", nil, "push"); r.code != 2 || !strings.Contains(r.stderr, "stash") {
+		t.Fatalf("push of an oversized task without a stash exited %d; want 2 and advice about a stash:\n%s", r.code, tail(r.stderr, 4000))
 	}
-	b.must("push", "--stash", stash, "-c", big)
+	if r := b.runWith(big+"\n", nil, "push", "--stash", stash); r.code != 0 {
+		t.Fatalf("push with a stash exited %d:\n%s", r.code, tail(r.stderr, 4000))
+	}
 	r := b.runWith("", []string{"JOBQ_STASH=" + stash}, "worker")
 	if r.code != 0 || !strings.Contains(r.stderr, "] large-task-ran") {
-		t.Fatalf("worker exited %d; want the stashed task run:\n%s", r.code, r.stderr)
+		t.Fatalf("worker exited %d; want the stashed task run:\n%s", r.code, tail(r.stderr, 4000))
+	}
+	// Completing the task deleted its object.
+	left, err := os.ReadDir(stashDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if !e.IsDir() {
+			t.Errorf("stash object %s is still there after the task completed", e.Name())
+		}
 	}
 }
 
@@ -747,4 +762,13 @@ func TestWorkerWaitsForDelayedTask(t *testing.T) {
 	if r.elapsed < time.Second {
 		t.Fatalf("the task ran after %v; want it held back by --delay", r.elapsed)
 	}
+}
+
+// tail returns the last n bytes of s, for failure messages about runs whose
+// output holds a large task.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
 }
