@@ -35,7 +35,6 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,14 +74,6 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	}
 	if !cfg.poolMaxSet {
 		poolCfg.MaxConns = DefaultPoolMaxConns
-	}
-	// Plan each statement once per connection. Postgres would otherwise
-	// re-plan the claim at every execution, because the generic plan's
-	// guess for LIMIT $2 makes it look dearer than it is; planning is about
-	// half of a claim's server time. A user's own choice (options=-c
-	// plan_cache_mode=...) wins.
-	if rp := poolCfg.ConnConfig.RuntimeParams; !strings.Contains(rp["options"], "plan_cache_mode") {
-		rp["plan_cache_mode"] = "force_generic_plan"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {

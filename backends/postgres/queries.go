@@ -4,10 +4,7 @@ import "strings"
 
 // queries holds the SQL of every operation with the schema name filled in.
 // They are built once per queue and run as prepared statements (pgx caches
-// them per connection), so each operation is one round trip. The pool's
-// connections use generic plans (plan_cache_mode, see Open), so a statement
-// is planned once per connection rather than at every execution; each query
-// is written so that its generic plan is the good one.
+// them per connection), so each operation is one round trip.
 type queries struct {
 	push, pushAsync, existing            string
 	claim, nextVisible                   string
@@ -40,15 +37,13 @@ func buildQueries(schema string) queries {
 SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),
 
 		// Claim: lock up to $2 visible candidates in claim order, skipping rows
-		// other claimers hold, then update exactly those rows. Limiting inside
-		// the locking CTE (not "WHERE id IN (SELECT ... LIMIT n)") is what
-		// guarantees at most $2 rows. The update finds the locked rows by
-		// their physical address (ctid; a row we hold locked cannot move), a
-		// TID scan that stays cheap in a generic plan whatever $2 is.
-		// RETURNING has no order; the driver sorts.
+		// other claimers hold, then update exactly those rows by join. Limiting
+		// inside the locking CTE (not "WHERE id IN (SELECT ... LIMIT n)") is
+		// what guarantees at most $2 rows. RETURNING has no order; the driver
+		// sorts.
 		claim: r.Replace(asyncCTE + `,
 c AS (
-	SELECT ctid FROM {{s}}.messages
+	SELECT priority, id FROM {{s}}.messages
 	WHERE queue = $1 AND visible_at <= now()
 	ORDER BY priority DESC, id
 	LIMIT $2
@@ -58,8 +53,8 @@ UPDATE {{s}}.messages m
 SET visible_at = now() + $3::bigint * interval '1 microsecond',
     lease = gen_random_uuid(),
     deliveries = m.deliveries + 1
-FROM async
-WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM c)) AND m.queue = $1
+FROM c, async
+WHERE m.queue = $1 AND m.priority = c.priority AND m.id = c.id
 RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority`),
 
 		// nextVisible: microseconds until the earliest message of the queue
