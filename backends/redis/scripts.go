@@ -21,7 +21,10 @@ import goredis "github.com/redis/go-redis/v9"
 //
 //	i  task id            b  body              p  priority
 //	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
-//	o  "1" while the message owns its task id in the ids hash
+//	n  "1" when the message does not own its task id in the ids hash
+//
+// A push writes only b, e, and i and p when they are not empty or 0: a
+// missing field reads as its default (d 0, v = e).
 //	t  lease token        l  lease expiry (ms)      (only while leased)
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
 //
@@ -77,9 +80,10 @@ local function lease(mid, tok, now, ...)
   if f[1] == tok and tonumber(f[2] or 0) > now then return f end
   return nil
 end
--- forget drops the message's claim on its task id (f = {.., id, owner}).
-local function forget(id, owner)
-  if owner == '1' then redis.call('HDEL', KEYS[5], id) end
+-- forget drops the message's claim on its task id: it has one when it has
+-- an id and is not marked n (not the owner).
+local function forget(id, notOwner)
+  if id and id ~= '' and notOwner ~= '1' then redis.call('HDEL', KEYS[5], id) end
 end
 `
 
@@ -107,11 +111,12 @@ for i = 0, n - 1 do
     out[#out + 1] = existing
     out[#out + 1] = 1
   else
-    local owner = '0'
-    if id ~= '' then owner = '1' end
-    local vis = now
-    if nb > now then vis = nb end
-    redis.call('HSET', mkey(mid), 'i', id, 'b', body, 'p', pri, 'e', now, 'd', 0, 'v', vis, 'o', owner)
+    -- Only what is not a default: no task id, priority 0, delivery
+    -- count 0 and visible-at = enqueued are left out.
+    local f = {'b', body, 'e', now}
+    if id ~= '' then f[5] = 'i'; f[6] = id end
+    if pri ~= 0 then f[#f + 1] = 'p'; f[#f + 1] = pri end
+    redis.call('HSET', mkey(mid), unpack(f))
     if nb > now then
       delayed[#delayed + 1] = nb
       delayed[#delayed + 1] = mid
@@ -203,7 +208,7 @@ local now = now_ms()
 local out, done = {}, {}
 for i = 0, n - 1 do
   local mid = ARGV[3 + i * 2]
-  local f = lease(mid, ARGV[4 + i * 2], now, 'i', 'o')
+  local f = lease(mid, ARGV[4 + i * 2], now, 'i', 'n')
   if f then
     forget(f[3], f[4])
     redis.call('DEL', mkey(mid))
@@ -264,12 +269,12 @@ local out, moved = {}, {}
 for i = 0, n - 1 do
   local b = 3 + i * 4
   local mid = ARGV[b]
-  local f = lease(mid, ARGV[b + 1], now, 'i', 'o')
+  local f = lease(mid, ARGV[b + 1], now, 'i', 'n')
   if f then
     local k = mkey(mid)
     forget(f[3], f[4])
     redis.call('HDEL', k, 't', 'l', 'v')
-    redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now, 'o', '0')
+    redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
     redis.call('ZADD', KEYS[6], now, mid)
     moved[#moved + 1] = mid
     out[#out + 1] = 1
@@ -292,24 +297,29 @@ local max = tonumber(ARGV[2])
 local now = now_ms()
 promote(now, 1000)
 local out = {}
-local function add(mid, leased)
-  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p', 'l')
+-- visible: the set's score for delayed and leased messages (due time,
+-- lease expiry); for ready ones the hash's v, or the enqueued time.
+local function add(mid, visible, leased)
+  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
   if f[2] then
-    if leased == 1 then f[5] = f[7] end
+    f[5] = visible or f[5] or f[4]
     out[#out + 1] = mid
     for j = 1, 6 do out[#out + 1] = f[j] or '' end
     out[#out + 1] = leased
   end
 end
 local left = max
-for _, set in ipairs({{KEYS[2], 0}, {KEYS[3], 0}, {KEYS[4], 1}}) do
+for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
   if left > 0 then
-    local members = redis.call('ZRANGE', set[1], 0, left - 1)
-    for _, m in ipairs(members) do
-      if set[1] == KEYS[2] then m = mid_of(m) end
-      add(m, set[2])
+    local z = redis.call('ZRANGE', set, 0, left - 1, 'WITHSCORES')
+    for j = 1, #z, 2 do
+      if set == KEYS[2] then
+        add(mid_of(z[j]), nil, 0)
+      else
+        add(z[j], z[j + 1], set == KEYS[4] and 1 or 0)
+      end
     end
-    left = left - #members
+    left = left - #z / 2
   end
 end
 return out
@@ -341,7 +351,7 @@ for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
       redis.call('ZREM', set, unpack(members))
       for _, m in ipairs(members) do
         if set == KEYS[2] then m = mid_of(m) end
-        local f = redis.call('HMGET', mkey(m), 'i', 'o')
+        local f = redis.call('HMGET', mkey(m), 'i', 'n')
         forget(f[1], f[2])
         redis.call('DEL', mkey(m))
       end
@@ -385,10 +395,11 @@ for _, mid in ipairs(mids) do
   if redis.call('ZREM', KEYS[6], mid) == 1 then
     local k = mkey(mid)
     local f = redis.call('HMGET', k, 'i', 'p')
-    local owner = '0'
-    if f[1] and f[1] ~= '' and redis.call('HSETNX', KEYS[5], f[1], mid) == 1 then owner = '1' end
-    redis.call('HDEL', k, 'r', 'x', 'a')
-    redis.call('HSET', k, 'd', 0, 'v', now, 'o', owner)
+    redis.call('HDEL', k, 'r', 'x', 'a', 'n')
+    if f[1] and f[1] ~= '' and redis.call('HSETNX', KEYS[5], f[1], mid) == 0 then
+      redis.call('HSET', k, 'n', '1') -- another queued message holds the id
+    end
+    redis.call('HSET', k, 'd', 0, 'v', now)
     make_ready(mid, tonumber(f[2]) or 0)
     n = n + 1
   end
