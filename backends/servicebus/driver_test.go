@@ -2,6 +2,7 @@ package servicebus_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -217,13 +218,32 @@ func TestDuplicateDetection(t *testing.T) {
 	}
 }
 
-func TestConcurrencyKeyRefused(t *testing.T) {
+// TestPoliciesInUserMetadata: keyed tasks are accepted (the worker enforces
+// their policies per process), and policies round-trip through the queue's
+// user metadata without disturbing its messages.
+func TestPoliciesInUserMetadata(t *testing.T) {
 	t.Parallel()
 	q, _ := open(t, newQueueURL(t))
 	for _, task := range []*jobq.Task{{Command: "x", ConcurrencyKey: "gpu"}, {Command: "y", RateLimitKey: "api"}} {
-		if _, err := q.Push(ctxT(t), task); !errors.Is(err, jobq.ErrUnimplemented) {
-			t.Errorf("push with a concurrency or rate-limit key = %v, want Unimplemented", err)
+		if _, err := q.Push(ctxT(t), task); err != nil {
+			t.Errorf("push with a concurrency or rate-limit key: %v", err)
 		}
+	}
+	want := []jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}, {Kind: jobq.RatePolicy, Key: "api", Limit: 5, Period: time.Minute}}
+	for _, p := range want {
+		if err := q.Policies().Set(ctxT(t), p); err != nil {
+			t.Fatalf("set %v: %v", p, err)
+		}
+	}
+	got, err := q.Policies().List(ctxT(t))
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("policy list = %v, %v; want %v", got, err, want)
+	}
+	if err := q.Policies().Set(ctxT(t), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 5}); !errors.Is(err, jobq.ErrUnimplemented) {
+		t.Errorf("set max-depth = %v, want Unimplemented", err)
+	}
+	if n, err := q.Size(ctxT(t)); err != nil || n != 2 {
+		t.Errorf("queue size after storing policies = %d, %v; want the 2 pushed tasks", n, err)
 	}
 }
 

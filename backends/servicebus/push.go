@@ -23,10 +23,6 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		return nil, err
 	}
 	for _, m := range msgs {
-		if m.ConcurrencyKey != "" || m.RateLimitKey != "" {
-			return nil, driver.Errorf(driver.Unimplemented,
-				"servicebus push: task %s has a concurrency or rate-limit key, which Service Bus cannot enforce; push it without the key or use a backend that supports it (jobq backends)", m.ID)
-		}
 		if len(m.ID) > maxMessageIDLen {
 			return nil, driver.Errorf(driver.InvalidArgument,
 				"servicebus push: task ID %q is longer than Service Bus's %d-character MessageId limit; use a shorter ID", m.ID, maxMessageIDLen)

@@ -26,6 +26,7 @@ stdout when it accepts connections.
 """
 
 import argparse
+import html
 import http.server
 import re
 import sys
@@ -570,13 +571,20 @@ class Admin(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
         name = self.queue_name()
         with self.broker.mutex:
-            exists = self.broker.queue(name, create=False) is not None
+            existing = self.broker.queue(name, create=False)
+            exists = existing is not None
             if exists and self.headers.get("If-Match") != "*":
                 return self.reply(409, "<Error><Code>409</Code><Detail>queue exists</Detail></Error>")
 
             def field(tag, default, conv):
                 m = re.search(r"<(?:\w+:)?%s>([^<]*)<" % tag, body)
                 return conv(m.group(1)) if m else default
+
+            if exists:
+                # An update (If-Match: *) keeps the messages; only the user
+                # metadata is applied (jobq keeps queue policies there).
+                existing.user_metadata = field("UserMetadata", None, html.unescape)
+                return self.reply(200, self.entry(existing))
 
             a = self.broker.args
             lock_s = field("LockDuration", a.lock_duration, parse_iso_duration)
@@ -618,11 +626,13 @@ class Admin(http.server.BaseHTTPRequestHandler):
             '<d2p1:ScheduledMessageCount>%d</d2p1:ScheduledMessageCount>'
             '<d2p1:TransferMessageCount>0</d2p1:TransferMessageCount>'
             '<d2p1:TransferDeadLetterMessageCount>0</d2p1:TransferDeadLetterMessageCount>'
-            '</CountDetails><EnablePartitioning>false</EnablePartitioning></QueueDescription>'
+            '</CountDetails><EnablePartitioning>false</EnablePartitioning>%s</QueueDescription>'
             '</content></entry>') % (
                 escape(q.name), iso_duration(q.lock_s), "true" if q.dedup_s > 0 else "false",
                 iso_duration(q.dedup_s or 600), q.max_delivery, active + scheduled + dead,
-                q.created, q.created, q.created, active, dead, scheduled)
+                q.created, q.created, q.created, active, dead, scheduled,
+                "<UserMetadata>%s</UserMetadata>" % escape(q.user_metadata)
+                if getattr(q, "user_metadata", None) else "")
 
 
 def main():
