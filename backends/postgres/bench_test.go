@@ -384,3 +384,50 @@ func BenchmarkDriverClaimComplete(b *testing.B) {
 	}
 	reportRate(b, b.N, elapsed)
 }
+
+// BenchmarkQueueClaimComplete is BenchmarkDriverClaimComplete through the
+// portable API, without the worker: 16 goroutines each ReceiveBatch up to
+// 16 tasks and Complete each (the portable layer batches the completions).
+// Between it and BenchmarkDrain lies the worker's own cost.
+func BenchmarkQueueClaimComplete(b *testing.B) {
+	q, _ := openBenchQueue(b)
+	ctx := context.Background()
+	if _, err := q.PushBatch(ctx, benchTasks(b.N)); err != nil {
+		b.Fatal(err)
+	}
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range handlers {
+		wg.Go(func() {
+			for {
+				envs, err := q.ReceiveBatch(ctx, handlers, jobq.ReceiveOptions{Visibility: time.Minute})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if len(envs) == 0 {
+					return
+				}
+				var cwg sync.WaitGroup
+				for _, e := range envs {
+					cwg.Go(func() {
+						if err := e.Complete(ctx); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				cwg.Wait()
+				done.Add(int64(len(envs)))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if done.Load() != int64(b.N) {
+		b.Fatalf("completed %d, want %d", done.Load(), b.N)
+	}
+	reportRate(b, b.N, elapsed)
+}
