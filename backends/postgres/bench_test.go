@@ -40,7 +40,7 @@ func benchURL(b *testing.B, extra ...string) string {
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, testBaseURL())
+		conn, err := pgx.Connect(ctx, testConnString())
 		if err != nil {
 			b.Logf("drop schema %s: %v", schema, err)
 			return

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if conn, err := pgx.Connect(ctx, testBaseURL()); err == nil {
+	if conn, err := pgx.Connect(ctx, testConnString()); err == nil {
 		s := pgx.Identifier{testSchema}.Sanitize()
 		conn.Exec(ctx, `VACUUM (SKIP_LOCKED) `+s+`.messages, `+s+`.dead_letters`)
 		conn.Close(ctx)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,11 +48,26 @@ func queueURL(t testing.TB, extra url.Values) string {
 	return u.String()
 }
 
+// connString is baseURL without jobq's own parameters, for the tests'
+// direct connections.
+func connString() string {
+	u, err := url.Parse(baseURL())
+	if err != nil {
+		return baseURL()
+	}
+	q := u.Query()
+	for _, k := range []string{"queue", "schema", "poll", "notify_interval", "max_message_bytes", "sync_push"} {
+		q.Del(k)
+	}
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	return u.String()
+}
+
 // dropQueue deletes what a test left in its queue.
 func dropQueue(t testing.TB, schema, queue string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, baseURL())
+	conn, err := pgx.Connect(ctx, connString())
 	if err != nil {
 		t.Logf("clean-up of queue %s: %v", queue, err)
 		return

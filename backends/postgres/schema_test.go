@@ -17,7 +17,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	schema := fmt.Sprintf("jobq_mig_%d", time.Now().UnixNano())
-	pool, err := pgxpool.New(ctx, testBaseURL())
+	pool, err := pgxpool.New(ctx, testConnString())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,20 @@ func testBaseURL() string {
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
 
+// testConnString is testBaseURL without jobq's own parameters, for the
+// tests' direct connections.
+func testConnString() string {
+	u, err := url.Parse(testBaseURL())
+	if err != nil {
+		return testBaseURL()
+	}
+	cfg, err := parseURL(u)
+	if err != nil {
+		return testBaseURL()
+	}
+	return cfg.connString
+}
+
 // testSchema holds the tests' queues, apart from a user's own "jobq" schema.
 const testSchema = "jobq_test"
 
