@@ -120,10 +120,8 @@ func capabilities(maxMessageBytes int) driver.Capabilities {
 			driver.Dedup:             native,
 			driver.InPlaceUpdate:     native,
 			driver.TransactionalPush: native,
-			driver.ConcurrencyLimit: {Level: driver.Unsupported,
-				Fallback: "concurrency keys are stored in the task but not enforced: tasks with the same key may run at once"},
-			driver.RateLimit: {Level: driver.Unsupported,
-				Fallback: "rate-limit keys are stored in the task but not enforced: tasks start as fast as workers claim them"},
+			driver.ConcurrencyLimit:  native,
+			driver.RateLimit:         native,
 		},
 		MaxMessageBytes: maxMessageBytes,
 		MaxReceiveBatch: 1000,
@@ -133,13 +131,16 @@ func capabilities(maxMessageBytes int) driver.Capabilities {
 
 // pgDriver is one open queue. It implements driver.Driver.
 type pgDriver struct {
-	cfg   *config
-	pool  *pgxpool.Pool
-	log   *slog.Logger
-	sql   queries
-	caps  driver.Capabilities
-	wake  broadcaster // fired when work may have arrived
-	notif *notifier
+	cfg  *config
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	sql  queries
+	psql policyQueries // policy.go
+	// policies caches the queue's policies (policy.go).
+	policies policyCache
+	caps     driver.Capabilities
+	wake     broadcaster // fired when work may have arrived
+	notif    *notifier
 
 	idle       atomic.Int32 // receivers sleeping for want of work
 	selfVacuum bool         // the server's autovacuum is off: see vacuum.go
@@ -158,6 +159,7 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *pgDriver {
 		pool: pool,
 		log:  log,
 		sql:  buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		psql: buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		caps: capabilities(cfg.maxMessageBytes),
 		wake: newBroadcaster(),
 		done: make(chan struct{}),

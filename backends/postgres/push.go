@@ -24,7 +24,7 @@ func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.P
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	res, err := d.push(ctx, d.pool, msgs, d.notif.inline())
+	res, err := d.pushBounded(ctx, msgs, d.notif.inline())
 	if err != nil {
 		return nil, wrap(ctx, "push", err)
 	}
@@ -39,7 +39,10 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	bodies := make([][]byte, len(msgs))
 	prios := make([]int32, len(msgs))
 	notBefore := make([]pgtype.Timestamptz, len(msgs))
+	ckeys := make([]string, len(msgs))
+	rkeys := make([]string, len(msgs))
 	for i, m := range msgs {
+		ckeys[i], rkeys[i] = m.ConcurrencyKey, m.RateLimitKey
 		if len(m.Body) > d.cfg.maxMessageBytes {
 			return nil, driver.Errorf(driver.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
 				m.ID, len(m.Body), d.cfg.maxMessageBytes)
@@ -55,7 +58,7 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	if !d.cfg.syncPush {
 		sql = d.sql.pushAsync
 	}
-	rows, err := q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel())
+	rows, err := q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys)
 	if err != nil {
 		return nil, err
 	}

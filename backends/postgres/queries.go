@@ -97,13 +97,14 @@ RETURNING m.id`),
 		// each move is atomic (the copy and the delete commit together).
 		deadLetter: r.Replace(asyncCTE + `,
 x AS (
-	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[]) AS x(id, lease, priority, reason, detail)
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[]) AS x(id, lease, priority, reason, detail, body)
 ), d AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, m.queue, m.task_id, m.body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail
+	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
+		m.concurrency_key, m.rate_key
 )
-INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail)
+INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
 SELECT * FROM d
 RETURNING id`),
 
@@ -140,10 +141,10 @@ LIMIT $2`),
 WITH d AS (
 	DELETE FROM {{s}}.dead_letters
 	WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
-	RETURNING id, queue, task_id, body, priority, enqueued_at, dead_at
+	RETURNING id, queue, task_id, body, priority, enqueued_at, dead_at, concurrency_key, rate_key
 ), ins AS (
-	INSERT INTO {{s}}.messages (queue, task_id, body, priority, enqueued_at)
-	SELECT queue, task_id, body, priority, enqueued_at FROM d ORDER BY dead_at, id
+	INSERT INTO {{s}}.messages (queue, task_id, body, priority, enqueued_at, concurrency_key, rate_key)
+	SELECT queue, task_id, body, priority, enqueued_at, concurrency_key, rate_key FROM d ORDER BY dead_at, id
 	ON CONFLICT (queue, task_id) DO NOTHING
 	RETURNING id
 ), n AS (
@@ -169,9 +170,9 @@ func pushSQL(async bool) string {
 		with, from = asyncCTE+",\n", ", async"
 	}
 	return with + `ins AS (
-	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at)
-	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now())
-	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[]) AS m(task_id, body, priority, not_before)` + from + `
+	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)
+	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, '')
+	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[]) AS m(task_id, body, priority, not_before, ckey, rkey)` + from + `
 	ON CONFLICT (queue, task_id) DO NOTHING
 	RETURNING id, task_id
 ), n AS (

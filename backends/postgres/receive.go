@@ -75,7 +75,11 @@ func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration)
 	// request, so it is never later than the database's own (whose clock
 	// may differ): a worker stops trusting its lease early, never late.
 	expiry := time.Now().Add(visibility)
-	rows, err := d.pool.Query(ctx, d.sql.claim, d.cfg.queue, max, micros(visibility))
+	claimSQL, err := d.claimSQL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := d.pool.Query(ctx, claimSQL, d.cfg.queue, max, micros(visibility))
 	if err != nil {
 		return nil, err
 	}

@@ -187,10 +187,12 @@ func (d *pgDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParam
 	b.deletes = true
 	reasons := make([]string, len(reqs))
 	details := make([]string, len(reqs))
+	bodies := make([][]byte, len(reqs)) // nil keeps the stored body
 	for i, r := range reqs {
 		b.add(i, r.Lease)
 		reasons[i] = r.Reason
 		details[i] = r.Detail
+		bodies[i] = r.Body
 	}
-	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue)
+	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 }

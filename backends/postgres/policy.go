@@ -1,0 +1,400 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Queue policies (docs/policies.md).
+//
+// Policies live in the policies table, so every process sees them. A queue
+// without concurrency or rate policies claims with the ordinary statement;
+// one with them claims through claim_with_policies, a PL/pgSQL function that
+// does everything in one round trip: it takes a transaction-scoped advisory
+// lock on the queue (so that two claimers never both see a key one below
+// its cap), counts the held leases of the capped keys through a partial
+// index over keyed messages only, drops expired rate admissions and counts
+// the rest, then walks the visible messages in claim order — leaving out
+// keys that were full when it began, skipping ones that fill up during the
+// batch — and leases what it may. Unkeyed messages keep their HOT updates;
+// keyed ones pay for the extra index.
+//
+// Each driver caches the queue's policies for policyTTL, so a policy set
+// from another process takes effect within that time (at once for the
+// process that set it).
+//
+// Max-depth is checked in the push's transaction under another advisory lock
+// on the queue: the live messages are counted (an index-only scan, so the
+// cost grows with the bound) and the push rolls back whole when it would
+// exceed the bound.
+
+// policyTTL bounds how stale a driver's view of the policies may be.
+const policyTTL = time.Second
+
+// policyMigration is schema step 2.
+const policyMigration = `
+ALTER TABLE {{s}}.messages ADD COLUMN concurrency_key text COLLATE "C", ADD COLUMN rate_key text COLLATE "C";
+ALTER TABLE {{s}}.dead_letters ADD COLUMN concurrency_key text, ADD COLUMN rate_key text;
+CREATE INDEX messages_concurrency_key ON {{s}}.messages (queue, concurrency_key, visible_at) INCLUDE (lease)
+	WHERE concurrency_key IS NOT NULL;
+
+CREATE TABLE {{s}}.policies (
+	queue     text COLLATE "C" NOT NULL,
+	kind      text NOT NULL,
+	key       text COLLATE "C" NOT NULL,
+	limit_n   bigint NOT NULL CHECK (limit_n > 0),
+	period_us bigint NOT NULL DEFAULT 0,
+	PRIMARY KEY (queue, kind, key)
+);
+
+CREATE TABLE {{s}}.admissions (
+	queue      text COLLATE "C" NOT NULL,
+	key        text COLLATE "C" NOT NULL,
+	expires_at timestamptz NOT NULL
+);
+CREATE INDEX admissions_expiry ON {{s}}.admissions (queue, expires_at);
+
+CREATE FUNCTION {{s}}.claim_with_policies(p_queue text, p_max int, p_vis_us bigint)
+RETURNS TABLE (r_id bigint, r_task_id text, r_body bytea, r_deliveries int, r_enqueued_at timestamptz, r_lease text, r_priority int)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+	caps jsonb := '{}';
+	rates jsonb := '{}';
+	periods jsonb := '{}';
+	used jsonb := '{}';
+	admitted jsonb := '{}';
+	blocked_c text[];
+	blocked_r text[];
+	ids bigint[] := '{}';
+	prios int[] := '{}';
+	adm text[] := '{}';
+	c record;
+	n int := 0;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtextextended('jobq.claim.{{s}}.' || p_queue, 0));
+	FOR c IN SELECT p.kind, p.key, p.limit_n, p.period_us FROM {{s}}.policies p
+		WHERE p.queue = p_queue AND p.kind IN ('concurrency', 'rate') LOOP
+		IF c.kind = 'concurrency' THEN
+			caps := caps || jsonb_build_object(c.key, c.limit_n);
+		ELSE
+			rates := rates || jsonb_build_object(c.key, c.limit_n);
+			periods := periods || jsonb_build_object(c.key, c.period_us);
+		END IF;
+	END LOOP;
+	IF caps <> '{}' THEN
+		FOR c IN SELECT m.concurrency_key AS k, count(*) AS cnt FROM {{s}}.messages m
+			WHERE m.queue = p_queue AND m.concurrency_key IN (SELECT jsonb_object_keys(caps))
+			  AND m.visible_at > now() AND m.lease IS NOT NULL
+			GROUP BY m.concurrency_key LOOP
+			used := used || jsonb_build_object(c.k, c.cnt);
+		END LOOP;
+	END IF;
+	IF rates <> '{}' THEN
+		DELETE FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.expires_at <= now();
+		FOR c IN SELECT a.key AS k, count(*) AS cnt FROM {{s}}.admissions a WHERE a.queue = p_queue GROUP BY a.key LOOP
+			admitted := admitted || jsonb_build_object(c.k, c.cnt);
+		END LOOP;
+	END IF;
+	SELECT coalesce(array_agg(e.key), '{}') INTO blocked_c FROM jsonb_each_text(caps) e
+		WHERE coalesce((used ->> e.key)::bigint, 0) >= e.value::bigint;
+	SELECT coalesce(array_agg(e.key), '{}') INTO blocked_r FROM jsonb_each_text(rates) e
+		WHERE coalesce((admitted ->> e.key)::bigint, 0) >= e.value::bigint;
+	FOR c IN SELECT m.priority AS prio, m.id AS mid, m.concurrency_key AS ck, m.rate_key AS rk FROM {{s}}.messages m
+		WHERE m.queue = p_queue AND m.visible_at <= now()
+		  AND (m.concurrency_key IS NULL OR NOT (m.concurrency_key = ANY (blocked_c)))
+		  AND (m.rate_key IS NULL OR NOT (m.rate_key = ANY (blocked_r)))
+		ORDER BY m.priority DESC, m.id
+		LIMIT p_max * 4 + 16
+		FOR UPDATE SKIP LOCKED LOOP
+		EXIT WHEN n >= p_max;
+		IF c.ck IS NOT NULL AND caps ? c.ck AND coalesce((used ->> c.ck)::bigint, 0) >= (caps ->> c.ck)::bigint THEN
+			CONTINUE;
+		END IF;
+		IF c.rk IS NOT NULL AND rates ? c.rk AND coalesce((admitted ->> c.rk)::bigint, 0) >= (rates ->> c.rk)::bigint THEN
+			CONTINUE;
+		END IF;
+		IF c.ck IS NOT NULL AND caps ? c.ck THEN
+			used := jsonb_set(used, ARRAY[c.ck], to_jsonb(coalesce((used ->> c.ck)::bigint, 0) + 1));
+		END IF;
+		IF c.rk IS NOT NULL AND rates ? c.rk THEN
+			admitted := jsonb_set(admitted, ARRAY[c.rk], to_jsonb(coalesce((admitted ->> c.rk)::bigint, 0) + 1));
+			adm := adm || c.rk;
+		END IF;
+		ids := ids || c.mid;
+		prios := prios || c.prio;
+		n := n + 1;
+	END LOOP;
+	IF n = 0 THEN
+		RETURN;
+	END IF;
+	INSERT INTO {{s}}.admissions (queue, key, expires_at)
+		SELECT p_queue, k, now() + (periods ->> k)::bigint * interval '1 microsecond' FROM unnest(adm) AS k;
+	RETURN QUERY
+	UPDATE {{s}}.messages m
+	SET visible_at = now() + p_vis_us * interval '1 microsecond',
+	    lease = gen_random_uuid(),
+	    deliveries = m.deliveries + 1
+	FROM unnest(ids, prios) AS x(xid, xprio)
+	WHERE m.queue = p_queue AND m.priority = x.xprio AND m.id = x.xid
+	RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority;
+END
+$fn$;
+`
+
+// policyQueries are the policy statements with the schema filled in.
+type policyQueries struct {
+	list, upsert, remove, claim, depth, lockDepth, keyStats, admitted string
+}
+
+func buildPolicyQueries(schema string) policyQueries {
+	r := strings.NewReplacer("{{s}}", schema)
+	return policyQueries{
+		list: r.Replace(`SELECT kind, key, limit_n, period_us FROM {{s}}.policies WHERE queue = $1`),
+		upsert: r.Replace(`INSERT INTO {{s}}.policies (queue, kind, key, limit_n, period_us) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (queue, kind, key) DO UPDATE SET limit_n = excluded.limit_n, period_us = excluded.period_us`),
+		remove: r.Replace(`DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
+		claim:  r.Replace(asyncCTE + ` SELECT c.* FROM async, {{s}}.claim_with_policies($1, $2, $3) AS c`),
+		// depth counts live messages off the claim index (index-only).
+		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),
+		lockDepth: r.Replace(`SELECT pg_advisory_xact_lock(hashtextextended('jobq.depth.{{s}}.' || $1, 0))`),
+		keyStats: r.Replace(`
+SELECT 'concurrency', concurrency_key,
+       count(*) FILTER (WHERE visible_at > now() AND lease IS NOT NULL),
+       count(*) FILTER (WHERE visible_at <= now())
+FROM {{s}}.messages WHERE queue = $1 AND concurrency_key IS NOT NULL GROUP BY concurrency_key
+UNION ALL
+SELECT 'rate', rate_key, 0, count(*) FILTER (WHERE visible_at <= now())
+FROM {{s}}.messages WHERE queue = $1 AND rate_key IS NOT NULL GROUP BY rate_key`),
+		admitted: r.Replace(`SELECT key, count(*) FROM {{s}}.admissions WHERE queue = $1 AND expires_at > now() GROUP BY key`),
+	}
+}
+
+// policyCache is a driver's recent view of its queue's policies.
+type policyCache struct {
+	mu       sync.Mutex
+	loaded   time.Time
+	keyed    bool  // some concurrency or rate policy exists
+	maxDepth int64 // 0: none
+}
+
+// current returns whether the queue has key policies and its max-depth,
+// reading them again when the cache is older than policyTTL.
+func (d *pgDriver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int64, err error) {
+	c := &d.policies
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.loaded) < policyTTL {
+		return c.keyed, c.maxDepth, nil
+	}
+	pols, err := d.loadPolicies(ctx)
+	if err != nil {
+		return false, 0, err
+	}
+	c.keyed, c.maxDepth = false, 0
+	for _, p := range pols {
+		if p.Kind == driver.MaxDepthPolicy {
+			c.maxDepth = p.Limit
+		} else {
+			c.keyed = true
+		}
+	}
+	c.loaded = time.Now()
+	return c.keyed, c.maxDepth, nil
+}
+
+func (d *pgDriver) invalidatePolicies() {
+	d.policies.mu.Lock()
+	d.policies.loaded = time.Time{}
+	d.policies.mu.Unlock()
+}
+
+func (d *pgDriver) loadPolicies(ctx context.Context) ([]driver.Policy, error) {
+	rows, err := d.pool.Query(ctx, d.psql.list, d.cfg.queue)
+	if err != nil {
+		return nil, err
+	}
+	pols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (driver.Policy, error) {
+		var p driver.Policy
+		var periodUS int64
+		err := row.Scan(&p.Kind, &p.Key, &p.Limit, &periodUS)
+		p.Period = time.Duration(periodUS) * time.Microsecond
+		return p, err
+	})
+	driver.SortPolicies(pols)
+	return pols, err
+}
+
+// claimSQL picks the claim statement: the policy function when the queue
+// has key policies (and the driver enforces them).
+func (d *pgDriver) claimSQL(ctx context.Context) (string, error) {
+	keyed, _, err := d.currentPolicies(ctx)
+	if err != nil || !keyed {
+		return d.sql.claim, err
+	}
+	return d.psql.claim, nil
+}
+
+// pushBounded runs push in a transaction that enforces max-depth.
+func (d *pgDriver) pushBounded(ctx context.Context, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
+	_, maxDepth, err := d.currentPolicies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if maxDepth == 0 {
+		return d.push(ctx, d.pool, msgs, notify)
+	}
+	var res []driver.PushResult
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, d.psql.lockDepth, d.cfg.queue); err != nil {
+			return err
+		}
+		var depth int64
+		if err := tx.QueryRow(ctx, d.psql.depth, d.cfg.queue).Scan(&depth); err != nil {
+			return err
+		}
+		r, err := d.push(ctx, tx, msgs, notify)
+		if err != nil {
+			return err
+		}
+		added := 0
+		for _, x := range r {
+			if !x.Duplicate {
+				added++
+			}
+		}
+		if added > 0 && depth+int64(added) > maxDepth {
+			return driver.QueueFull(depth, maxDepth, added)
+		}
+		res = r
+		return nil
+	})
+	return res, err
+}
+
+var _ driver.PolicyStore = (*pgDriver)(nil)
+
+// SetPolicy implements driver.PolicyStore.
+func (d *pgDriver) SetPolicy(ctx context.Context, p driver.Policy) error {
+	if err := d.begin(); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	_, err := d.pool.Exec(ctx, d.psql.upsert, d.cfg.queue, string(p.Kind), p.Key, p.Limit, p.Period.Microseconds())
+	d.invalidatePolicies()
+	return wrap(ctx, "policy set", err)
+}
+
+// UnsetPolicy implements driver.PolicyStore.
+func (d *pgDriver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+	if err := d.begin(); err != nil {
+		return false, err
+	}
+	tag, err := d.pool.Exec(ctx, d.psql.remove, d.cfg.queue, string(kind), key)
+	d.invalidatePolicies()
+	if err != nil {
+		return false, wrap(ctx, "policy unset", err)
+	}
+	d.wake.fire() // a removed limit may unblock messages
+	return tag.RowsAffected() > 0, nil
+}
+
+// ListPolicies implements driver.PolicyStore.
+func (d *pgDriver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	pols, err := d.loadPolicies(ctx)
+	return pols, wrap(ctx, "policy list", err)
+}
+
+// KeyStats implements driver.PolicyStore.
+func (d *pgDriver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	pols, err := d.loadPolicies(ctx)
+	if err != nil {
+		return nil, wrap(ctx, "stats", err)
+	}
+	stats := map[[2]string]*driver.KeyStat{}
+	get := func(kind driver.PolicyKind, key string) *driver.KeyStat {
+		id := [2]string{string(kind), key}
+		if stats[id] == nil {
+			stats[id] = &driver.KeyStat{Kind: kind, Key: key}
+		}
+		return stats[id]
+	}
+	for _, p := range pols {
+		if p.Kind != driver.MaxDepthPolicy {
+			get(p.Kind, p.Key)
+		}
+	}
+	rows, err := d.pool.Query(ctx, d.psql.keyStats, d.cfg.queue)
+	if err != nil {
+		return nil, wrap(ctx, "stats", err)
+	}
+	for rows.Next() {
+		var kind, key string
+		var inFlight, waiting int64
+		if err := rows.Scan(&kind, &key, &inFlight, &waiting); err != nil {
+			rows.Close()
+			return nil, wrap(ctx, "stats", err)
+		}
+		if _, known := stats[[2]string{kind, key}]; !known && inFlight == 0 {
+			continue // keys without a policy are shown only while leased
+		}
+		ks := get(driver.PolicyKind(kind), key)
+		ks.InFlight, ks.Waiting = inFlight, waiting
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "stats", err)
+	}
+	arows, err := d.pool.Query(ctx, d.psql.admitted, d.cfg.queue)
+	if err != nil {
+		return nil, wrap(ctx, "stats", err)
+	}
+	for arows.Next() {
+		var key string
+		var n int64
+		if err := arows.Scan(&key, &n); err != nil {
+			arows.Close()
+			return nil, wrap(ctx, "stats", err)
+		}
+		if ks := stats[[2]string{string(driver.RatePolicy), key}]; ks != nil {
+			ks.Admitted = n
+		}
+	}
+	if err := arows.Err(); err != nil {
+		return nil, wrap(ctx, "stats", err)
+	}
+	out := make([]driver.KeyStat, 0, len(stats))
+	for _, ks := range stats {
+		out = append(out, *ks)
+	}
+	sortKeyStats(out)
+	return out, nil
+}
+
+func sortKeyStats(ks []driver.KeyStat) {
+	order := map[driver.PolicyKind]int{}
+	for i, k := range driver.PolicyKinds {
+		order[k] = i
+	}
+	for i := 1; i < len(ks); i++ {
+		for j := i; j > 0; j-- {
+			a, b := ks[j-1], ks[j]
+			if order[a.Kind] < order[b.Kind] || (a.Kind == b.Kind && a.Key <= b.Key) {
+				break
+			}
+			ks[j-1], ks[j] = b, a
+		}
+	}
+}
