@@ -771,3 +771,87 @@ func TestIdleReceiverWakesForLaterDelayedMessage(t *testing.T) {
 		})
 	}
 }
+
+// Many receivers with leases shorter than their work race for the same
+// messages. Fencing must let exactly one Complete per message succeed, and
+// every message must be completed in the end.
+func TestRacingLeasesCompleteEachMessageOnce(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	const n = 300
+	var msgs []*driver.Message
+	for i := range n {
+		msgs = append(msgs, msg(fmt.Sprint(i), 0))
+	}
+	push(t, d, msgs...)
+	var (
+		mu       sync.Mutex
+		done     = map[string]int{}
+		lost     int
+		finished = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-finished:
+					return
+				default:
+				}
+				recs, err := d.Receive(ctx, driver.ReceiveParams{Max: 4, Visibility: 30 * time.Millisecond, Wait: 50 * time.Millisecond})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// Every third batch works past its lease.
+				if (w+i)%3 == 0 {
+					time.Sleep(40 * time.Millisecond)
+				}
+				leases := make([]driver.Lease, len(recs))
+				for j, r := range recs {
+					leases[j] = r.Lease
+				}
+				errs := d.Complete(ctx, leases)
+				mu.Lock()
+				for j, r := range recs {
+					if errs == nil || errs[j] == nil {
+						done[r.ID]++
+					} else if driver.CodeOf(errs[j]) == driver.LockLost {
+						lost++
+					} else {
+						t.Errorf("complete: %v", errs[j])
+					}
+				}
+				if len(done) == n {
+					select {
+					case <-finished:
+					default:
+						close(finished)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	select {
+	case <-finished:
+	case <-ctx.Done():
+	}
+	wg.Wait()
+	for id, k := range done {
+		if k != 1 {
+			t.Errorf("message %s was completed %d times", id, k)
+		}
+	}
+	if len(done) != n {
+		t.Fatalf("%d of %d messages completed", len(done), n)
+	}
+	if s := stats(t, d); s.Ready+s.InFlight+s.Delayed != 0 {
+		t.Fatalf("stats after the race: %+v", s)
+	}
+	t.Logf("%d completions refused with LockLost", lost)
+}
