@@ -37,7 +37,7 @@ import (
 // policyTTL bounds how stale a driver's view of the policies may be.
 const policyTTL = time.Second
 
-// policyMigration is schema step 2.
+// policyMigration is schema step 2: key columns and policy tables.
 const policyMigration = `
 ALTER TABLE {{s}}.messages ADD COLUMN concurrency_key text COLLATE "C", ADD COLUMN rate_key text COLLATE "C";
 ALTER TABLE {{s}}.dead_letters ADD COLUMN concurrency_key text, ADD COLUMN rate_key text;
@@ -60,71 +60,89 @@ CREATE TABLE {{s}}.admissions (
 );
 CREATE INDEX admissions_expiry ON {{s}}.admissions (queue, expires_at);
 
-CREATE FUNCTION {{s}}.claim_with_policies(p_queue text, p_max int, p_vis_us bigint)
+`
+
+// claimFunction is schema step 3: the claim under policies. Keys that are
+// full when it begins are left out of the scan by one query (a probe of
+// the partial key index per capped key); keys that fill up during a batch
+// are counted in arrays as it goes.
+const claimFunction = `
+CREATE OR REPLACE FUNCTION {{s}}.claim_with_policies(p_queue text, p_max int, p_vis_us bigint)
 RETURNS TABLE (r_id bigint, r_task_id text, r_body bytea, r_deliveries int, r_enqueued_at timestamptz, r_lease text, r_priority int)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-	caps jsonb := '{}';
-	rates jsonb := '{}';
-	periods jsonb := '{}';
-	used jsonb := '{}';
-	admitted jsonb := '{}';
 	blocked_c text[];
 	blocked_r text[];
+	seen_c text[] := '{}';  -- capped keys met in this batch, with
+	left_c bigint[] := '{}'; -- how many more each may take
+	seen_r text[] := '{}';
+	left_r bigint[] := '{}';
+	per_r bigint[] := '{}'; -- rate periods (microseconds)
 	ids bigint[] := '{}';
 	prios int[] := '{}';
 	adm text[] := '{}';
+	admp bigint[] := '{}';
 	c record;
+	i int;
+	lim bigint;
+	per bigint;
 	n int := 0;
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtextextended('jobq.claim.{{s}}.' || p_queue, 0));
-	FOR c IN SELECT p.kind, p.key, p.limit_n, p.period_us FROM {{s}}.policies p
-		WHERE p.queue = p_queue AND p.kind IN ('concurrency', 'rate') LOOP
-		IF c.kind = 'concurrency' THEN
-			caps := caps || jsonb_build_object(c.key, c.limit_n);
-		ELSE
-			rates := rates || jsonb_build_object(c.key, c.limit_n);
-			periods := periods || jsonb_build_object(c.key, c.period_us);
-		END IF;
-	END LOOP;
-	IF caps <> '{}' THEN
-		FOR c IN SELECT m.concurrency_key AS k, count(*) AS cnt FROM {{s}}.messages m
-			WHERE m.queue = p_queue AND m.concurrency_key IN (SELECT jsonb_object_keys(caps))
-			  AND m.visible_at > now() AND m.lease IS NOT NULL
-			GROUP BY m.concurrency_key LOOP
-			used := used || jsonb_build_object(c.k, c.cnt);
-		END LOOP;
-	END IF;
-	IF rates <> '{}' THEN
-		DELETE FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.expires_at <= now();
-		FOR c IN SELECT a.key AS k, count(*) AS cnt FROM {{s}}.admissions a WHERE a.queue = p_queue GROUP BY a.key LOOP
-			admitted := admitted || jsonb_build_object(c.k, c.cnt);
-		END LOOP;
-	END IF;
-	SELECT coalesce(array_agg(e.key), '{}') INTO blocked_c FROM jsonb_each_text(caps) e
-		WHERE coalesce((used ->> e.key)::bigint, 0) >= e.value::bigint;
-	SELECT coalesce(array_agg(e.key), '{}') INTO blocked_r FROM jsonb_each_text(rates) e
-		WHERE coalesce((admitted ->> e.key)::bigint, 0) >= e.value::bigint;
+	DELETE FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.expires_at <= now();
+	SELECT coalesce(array_agg(p.key), '{}') INTO blocked_c FROM {{s}}.policies p
+	WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.limit_n <= (
+		SELECT count(*) FROM {{s}}.messages m
+		WHERE m.queue = p_queue AND m.concurrency_key = p.key AND m.visible_at > now() AND m.lease IS NOT NULL);
+	SELECT coalesce(array_agg(p.key), '{}') INTO blocked_r FROM {{s}}.policies p
+	WHERE p.queue = p_queue AND p.kind = 'rate' AND p.limit_n <= (
+		SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key);
 	FOR c IN SELECT m.priority AS prio, m.id AS mid, m.concurrency_key AS ck, m.rate_key AS rk FROM {{s}}.messages m
 		WHERE m.queue = p_queue AND m.visible_at <= now()
 		  AND (m.concurrency_key IS NULL OR NOT (m.concurrency_key = ANY (blocked_c)))
 		  AND (m.rate_key IS NULL OR NOT (m.rate_key = ANY (blocked_r)))
 		ORDER BY m.priority DESC, m.id
-		LIMIT p_max * 4 + 16
+		LIMIT p_max * 2 + 8
 		FOR UPDATE SKIP LOCKED LOOP
 		EXIT WHEN n >= p_max;
-		IF c.ck IS NOT NULL AND caps ? c.ck AND coalesce((used ->> c.ck)::bigint, 0) >= (caps ->> c.ck)::bigint THEN
-			CONTINUE;
+		IF c.ck IS NOT NULL THEN
+			i := array_position(seen_c, c.ck);
+			IF i IS NULL THEN
+				SELECT p.limit_n INTO lim FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = c.ck;
+				IF lim IS NOT NULL THEN
+					lim := lim - (SELECT count(*) FROM {{s}}.messages m
+						WHERE m.queue = p_queue AND m.concurrency_key = c.ck AND m.visible_at > now() AND m.lease IS NOT NULL);
+				END IF;
+				seen_c := seen_c || c.ck;
+				left_c := left_c || lim;
+				i := array_length(seen_c, 1);
+			END IF;
+			CONTINUE WHEN left_c[i] IS NOT NULL AND left_c[i] <= 0;
 		END IF;
-		IF c.rk IS NOT NULL AND rates ? c.rk AND coalesce((admitted ->> c.rk)::bigint, 0) >= (rates ->> c.rk)::bigint THEN
-			CONTINUE;
+		IF c.rk IS NOT NULL THEN
+			i := array_position(seen_r, c.rk);
+			IF i IS NULL THEN
+				SELECT p.limit_n, p.period_us INTO lim, per FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'rate' AND p.key = c.rk;
+				IF lim IS NOT NULL THEN
+					lim := lim - (SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = c.rk);
+				END IF;
+				seen_r := seen_r || c.rk;
+				left_r := left_r || lim;
+				per_r := per_r || per;
+				i := array_length(seen_r, 1);
+			END IF;
+			CONTINUE WHEN left_r[i] IS NOT NULL AND left_r[i] <= 0;
+			IF left_r[i] IS NOT NULL THEN
+				left_r[i] := left_r[i] - 1;
+				adm := adm || c.rk;
+				admp := admp || per_r[i];
+			END IF;
 		END IF;
-		IF c.ck IS NOT NULL AND caps ? c.ck THEN
-			used := jsonb_set(used, ARRAY[c.ck], to_jsonb(coalesce((used ->> c.ck)::bigint, 0) + 1));
-		END IF;
-		IF c.rk IS NOT NULL AND rates ? c.rk THEN
-			admitted := jsonb_set(admitted, ARRAY[c.rk], to_jsonb(coalesce((admitted ->> c.rk)::bigint, 0) + 1));
-			adm := adm || c.rk;
+		IF c.ck IS NOT NULL THEN
+			i := array_position(seen_c, c.ck);
+			IF left_c[i] IS NOT NULL THEN
+				left_c[i] := left_c[i] - 1;
+			END IF;
 		END IF;
 		ids := ids || c.mid;
 		prios := prios || c.prio;
@@ -133,8 +151,10 @@ BEGIN
 	IF n = 0 THEN
 		RETURN;
 	END IF;
-	INSERT INTO {{s}}.admissions (queue, key, expires_at)
-		SELECT p_queue, k, now() + (periods ->> k)::bigint * interval '1 microsecond' FROM unnest(adm) AS k;
+	IF array_length(adm, 1) > 0 THEN
+		INSERT INTO {{s}}.admissions (queue, key, expires_at)
+			SELECT p_queue, x.k, now() + x.p * interval '1 microsecond' FROM unnest(adm, admp) AS x(k, p);
+	END IF;
 	RETURN QUERY
 	UPDATE {{s}}.messages m
 	SET visible_at = now() + p_vis_us * interval '1 microsecond',
