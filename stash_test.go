@@ -82,12 +82,12 @@ func bigTask(n int) *jobq.Task {
 func (b *stashBundle) objects(t *testing.T) []string {
 	t.Helper()
 	if b.gcs != nil {
-		attrs, _, err := b.gcs.ListObjectsWithOptions("tasks", fakestorage.ListOptions{Prefix: "jobq/"})
+		list, err := b.gcs.ListObjectsWithOptionsPaginated("tasks", fakestorage.ListOptions{Prefix: "jobq/"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var names []string
-		for _, a := range attrs {
+		for _, a := range list.Objects {
 			names = append(names, a.Name)
 		}
 		return names
