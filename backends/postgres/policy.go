@@ -83,6 +83,9 @@ DECLARE
 	adm text[] := '{}';
 	admp bigint[] := '{}';
 	c record;
+	pass int;
+	fetched int;
+	full_fetch boolean := false;
 	i int;
 	lim bigint;
 	per bigint;
@@ -90,20 +93,43 @@ DECLARE
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtextextended('jobq.claim.{{s}}.' || p_queue, 0));
 	DELETE FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.expires_at <= now();
-	SELECT coalesce(array_agg(p.key), '{}') INTO blocked_c FROM {{s}}.policies p
-	WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.limit_n <= (
-		SELECT count(*) FROM {{s}}.messages m
-		WHERE m.queue = p_queue AND m.concurrency_key = p.key AND m.visible_at > now() AND m.lease IS NOT NULL);
-	SELECT coalesce(array_agg(p.key), '{}') INTO blocked_r FROM {{s}}.policies p
-	WHERE p.queue = p_queue AND p.kind = 'rate' AND p.limit_n <= (
-		SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key);
+	-- Pass 1 checks the keys of the first candidates only, which is cheap
+	-- when few keys are full. When it found too little in a full window of
+	-- candidates (full keys crowd the head of the queue), pass 2 leaves out
+	-- every full key at once and scans on.
+	blocked_c := '{}';
+	blocked_r := '{}';
+	FOR pass IN 1..2 LOOP
+	IF pass = 2 THEN
+		EXIT WHEN n >= p_max OR NOT full_fetch;
+		SELECT coalesce(array_agg(p.key), '{}') INTO blocked_c FROM {{s}}.policies p
+		WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.limit_n <= (
+			SELECT count(*) FROM {{s}}.messages m
+			WHERE m.queue = p_queue AND m.concurrency_key = p.key AND m.visible_at > now() AND m.lease IS NOT NULL);
+		SELECT coalesce(array_agg(p.key), '{}') INTO blocked_r FROM {{s}}.policies p
+		WHERE p.queue = p_queue AND p.kind = 'rate' AND p.limit_n <= (
+			SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key);
+		FOR i IN 1 .. coalesce(array_length(seen_c, 1), 0) LOOP
+			IF left_c[i] IS NOT NULL AND left_c[i] <= 0 THEN
+				blocked_c := blocked_c || seen_c[i];
+			END IF;
+		END LOOP;
+		FOR i IN 1 .. coalesce(array_length(seen_r, 1), 0) LOOP
+			IF left_r[i] IS NOT NULL AND left_r[i] <= 0 THEN
+				blocked_r := blocked_r || seen_r[i];
+			END IF;
+		END LOOP;
+	END IF;
+	fetched := 0;
 	FOR c IN SELECT m.priority AS prio, m.id AS mid, m.concurrency_key AS ck, m.rate_key AS rk FROM {{s}}.messages m
 		WHERE m.queue = p_queue AND m.visible_at <= now()
 		  AND (m.concurrency_key IS NULL OR NOT (m.concurrency_key = ANY (blocked_c)))
 		  AND (m.rate_key IS NULL OR NOT (m.rate_key = ANY (blocked_r)))
+		  AND NOT (m.id = ANY (ids))
 		ORDER BY m.priority DESC, m.id
 		LIMIT p_max * 2 + 8
 		FOR UPDATE SKIP LOCKED LOOP
+		fetched := fetched + 1;
 		EXIT WHEN n >= p_max;
 		IF c.ck IS NOT NULL THEN
 			i := array_position(seen_c, c.ck);
@@ -147,6 +173,8 @@ BEGIN
 		ids := ids || c.mid;
 		prios := prios || c.prio;
 		n := n + 1;
+	END LOOP;
+	full_fetch := fetched >= p_max * 2 + 8;
 	END LOOP;
 	IF n = 0 THEN
 		RETURN;
