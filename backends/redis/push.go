@@ -22,14 +22,14 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	chunks := make([][]any, len(bounds))
 	now := time.Now().UnixMilli()
 	for c, b := range bounds {
-		args := make([]any, 0, 3+4*(b[1]-b[0]))
+		args := make([]any, 0, 3+6*(b[1]-b[0]))
 		args = append(args, d.channel, b[1]-b[0], now)
 		for _, m := range msgs[b[0]:b[1]] {
 			var nb int64
 			if !m.NotBefore.IsZero() {
 				nb = m.NotBefore.UnixMilli()
 			}
-			args = append(args, m.ID, m.Body, m.Priority, nb)
+			args = append(args, m.ID, m.Body, m.Priority, nb, m.ConcurrencyKey, m.RateLimitKey)
 		}
 		chunks[c] = args
 	}
@@ -42,6 +42,9 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		if err != nil {
 			// Report the stored prefix. Later chunks may have been stored
 			// too; pushing them again is safe, as their IDs dedup.
+			if qf := queueFull(err); qf != nil {
+				return out[:bounds[c][0]], qf
+			}
 			return out[:bounds[c][0]], d.fail("push", err)
 		}
 		for j := 0; j < len(res); j += 2 {

@@ -88,7 +88,10 @@ end
 `
 
 // pushScript stores messages. ARGV: prefix, channel, n, the producer's
-// time (ms), then n times (task id, body, priority, not-before ms or 0). Returns n times
+// time (ms), then n times (task id, body, priority, not-before ms or 0,
+// concurrency key, rate-limit key). A max-depth policy (policy.go) makes it
+// refuse the whole call with a QUEUEFULL error when the new messages would
+// not fit. Returns n times
 // (message id, 1 if duplicate else 0). It announces the number of messages
 // made visible, and "@<ms>" when the first delayed one comes due.
 var pushScript = goredis.NewScript(common + `
@@ -96,11 +99,26 @@ local n = tonumber(ARGV[3])
 -- The producer's clock: NotBefore is on it too, and a push saves a command.
 local now = tonumber(ARGV[4])
 -- One counter block gives each message its id, which is also its arrival.
+local W = 6
+local maxDepth = tonumber(redis.call('GET', P .. 'pold') or '0')
+if maxDepth > 0 then
+  local adding, seen = 0, {}
+  for i = 0, n - 1 do
+    local id = ARGV[5 + i * W]
+    if id == '' or (not seen[id] and redis.call('HEXISTS', KEYS[5], id) == 0) then adding = adding + 1 end
+    if id ~= '' then seen[id] = true end
+  end
+  local depth = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[4])
+  if adding > 0 and depth + adding > maxDepth then
+    return redis.error_reply('QUEUEFULL ' .. depth .. ' ' .. maxDepth .. ' ' .. adding)
+  end
+end
 local base = redis.call('INCRBY', KEYS[1], n) - n
 local out, ready, delayed = {}, {}, {}
 for i = 0, n - 1 do
-  local id, body = ARGV[5 + i * 4], ARGV[6 + i * 4]
-  local pri, nb = tonumber(ARGV[7 + i * 4]), tonumber(ARGV[8 + i * 4])
+  local id, body = ARGV[5 + i * W], ARGV[6 + i * W]
+  local pri, nb = tonumber(ARGV[7 + i * W]), tonumber(ARGV[8 + i * W])
+  local ckey, rkey = ARGV[9 + i * W], ARGV[10 + i * W]
   local seq = base + i + 1
   local mid = tostring(seq)
   local existing = false
@@ -116,6 +134,8 @@ for i = 0, n - 1 do
     local f = {'b', body, 'e', now}
     if id ~= '' then f[5] = 'i'; f[6] = id end
     if pri ~= 0 then f[#f + 1] = 'p'; f[#f + 1] = pri end
+    if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
+    if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
     redis.call('HSET', mkey(mid), unpack(f))
     if nb > now then
       delayed[#delayed + 1] = nb
@@ -147,13 +167,23 @@ return out
 // delayed message or lease comes due (-1 when none), followed by six fields
 // per claimed message: message id, token, delivery count, task id, body,
 // enqueued ms.
-var claimScript = goredis.NewScript(common + `
+var claimScript = goredis.NewScript(common + policyLua + `
 local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 promote(now, 256)
-local popped = redis.call('ZPOPMIN', KEYS[2], max)
+local popped, blocked
+if redis.call('EXISTS', P .. 'polk') == 1 then
+  popped, blocked = claim_with_policies(now, max)
+else
+  popped = redis.call('ZPOPMIN', KEYS[2], max)
+end
 local out = {now, -1}
 if #popped == 0 then
+  if blocked then
+    -- Ready messages wait for a key to free up: look again soon.
+    out[2] = now + 100
+    return out
+  end
   local d = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
   local f = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
   local nxt = -1
@@ -174,6 +204,7 @@ for j = 1, cnt do
     local tok = tok0 + j
     local dc = (tonumber(f[4]) or 0) + 1
     redis.call('HSET', k, 'd', dc, 't', tok, 'l', exp)
+    if blocked ~= nil then hold_keys(mid, tok, now) end
     leased[#leased + 1] = exp
     leased[#leased + 1] = mid
     out[#out + 1] = mid

@@ -1,0 +1,275 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Queue policies (docs/policies.md). They live beside the queue's keys, in
+// its hash slot:
+//
+//	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS"
+//	prefix.."pold"        string: max-depth
+//	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
+//	prefix.."radm:"..KEY  sorted set of claims of KEY in its window (score: ms)
+//
+// The claim script checks them in the same atomic call that leases: when
+// the queue has a keyed policy it walks the ready set in claim order (at
+// most maxPolicyScan messages per call) and leases only messages whose keys
+// have room. A lease stops counting against its key's cap once it is no
+// longer held; stale entries of a cin set are dropped when it is counted, so
+// settlements need no change. The push script refuses a whole call when its
+// new messages would take the queue past max-depth.
+
+var _ driver.PolicyStore = (*Driver)(nil)
+
+// policyLua is prepended (after common) to the scripts that enforce or
+// report policies.
+const policyLua = `
+local function pol_get(kind, key) return redis.call('HGET', P .. 'polk', kind .. '|' .. key) end
+local function rate_of(v)
+  local sep = string.find(v, '|', 1, true)
+  return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
+end
+-- inflight counts the held leases of a capped key, dropping stale entries.
+local function inflight(key, now)
+  local set = P .. 'cin:' .. key
+  local n = 0
+  for _, m in ipairs(redis.call('SMEMBERS', set)) do
+    local sep = string.find(m, ':', 1, true)
+    local f = redis.call('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
+    if f[1] == string.sub(m, sep + 1) and tonumber(f[2] or 0) > now then n = n + 1
+    else redis.call('SREM', set, m) end
+  end
+  return n
+end
+-- admitted counts a rate key's claims in the window ending now.
+local function admitted(key, now, period)
+  local z = P .. 'radm:' .. key
+  redis.call('ZREMRANGEBYSCORE', z, '-inf', now - period)
+  return redis.call('ZCARD', z)
+end
+-- claim_with_policies removes from the ready set up to max messages whose
+-- keys have room, in claim order, looking at most at the first 1024. It
+-- returns them as ZPOPMIN would, and whether a message was passed over.
+local function claim_with_policies(now, max)
+  local usedc, usedr, limc, limr = {}, {}, {}, {}
+  local chosen, skipped = {}, false
+  local start = 0
+  while #chosen < max * 2 and start < 1024 do
+    local batch = redis.call('ZRANGE', KEYS[2], start, start + 63, 'WITHSCORES')
+    if #batch == 0 then break end
+    for j = 1, #batch, 2 do
+      if #chosen >= max * 2 then break end
+      local f = redis.call('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
+      local ck, rk, ok = f[1], f[2], true
+      if ck then
+        if limc[ck] == nil then
+          local l = pol_get('concurrency', ck)
+          limc[ck] = l and tonumber(l) or false
+          if limc[ck] then usedc[ck] = inflight(ck, now) end
+        end
+        if limc[ck] and usedc[ck] >= limc[ck] then ok = false end
+      end
+      if ok and rk then
+        if limr[rk] == nil then
+          local l = pol_get('rate', rk)
+          if l then
+            local count, period = rate_of(l)
+            limr[rk] = count
+            usedr[rk] = admitted(rk, now, period)
+          else
+            limr[rk] = false
+          end
+        end
+        if limr[rk] and usedr[rk] >= limr[rk] then ok = false end
+      end
+      if ok then
+        if ck and limc[ck] then usedc[ck] = usedc[ck] + 1 end
+        if rk and limr[rk] then usedr[rk] = usedr[rk] + 1 end
+        chosen[#chosen + 1] = batch[j]
+        chosen[#chosen + 1] = batch[j + 1]
+      else
+        skipped = true
+      end
+    end
+    start = start + 64
+  end
+  if #chosen > 0 then
+    local members = {}
+    for j = 1, #chosen, 2 do members[#members + 1] = chosen[j] end
+    redis.call('ZREM', KEYS[2], unpack(members))
+  end
+  return chosen, skipped
+end
+-- hold_keys records a lease taken while the queue has keyed policies.
+local function hold_keys(mid, tok, now)
+  local f = redis.call('HMGET', mkey(mid), 'c', 'k')
+  if f[1] and pol_get('concurrency', f[1]) then
+    redis.call('SADD', P .. 'cin:' .. f[1], mid .. ':' .. tok)
+  end
+  if f[2] then
+    local l = pol_get('rate', f[2])
+    if l then
+      local _, period = rate_of(l)
+      local z = P .. 'radm:' .. f[2]
+      redis.call('ZADD', z, now, tok)
+      redis.call('PEXPIRE', z, period + 1000)
+    end
+  end
+end
+`
+
+// keyStatsScript reports, for every keyed policy, its key's held leases or
+// claims in the window. ARGV: prefix. Returns triples (kind, key, count).
+var keyStatsScript = goredis.NewScript(common + policyLua + `
+local now = now_ms()
+local out = {}
+local all = redis.call('HGETALL', P .. 'polk')
+for j = 1, #all, 2 do
+  local sep = string.find(all[j], '|', 1, true)
+  local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
+  local n
+  if kind == 'concurrency' then n = inflight(key, now)
+  else
+    local _, period = rate_of(all[j + 1])
+    n = admitted(key, now, period)
+  end
+  out[#out + 1] = kind
+  out[#out + 1] = key
+  out[#out + 1] = n
+end
+return out
+`)
+
+// queueFull turns the push script's QUEUEFULL error into the driver's.
+func queueFull(err error) error {
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return nil
+	}
+	msg, ok := strings.CutPrefix(rerr.Error(), "QUEUEFULL ")
+	if !ok {
+		return nil
+	}
+	var depth, maxDepth int64
+	var adding int
+	if _, err := fmt.Sscan(msg, &depth, &maxDepth, &adding); err != nil {
+		return nil
+	}
+	return driver.QueueFull(depth, maxDepth, adding)
+}
+
+func policyField(kind driver.PolicyKind, key string) string { return string(kind) + "|" + key }
+
+// SetPolicy implements driver.PolicyStore.
+func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
+	if err := d.begin(ctx, "policy set"); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	var err error
+	switch p.Kind {
+	case driver.MaxDepthPolicy:
+		err = d.client.Set(ctx, d.prefix+"pold", p.Limit, 0).Err()
+	case driver.RatePolicy:
+		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
+	default:
+		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), p.Limit).Err()
+	}
+	return d.fail("policy set", err)
+}
+
+// UnsetPolicy implements driver.PolicyStore.
+func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+	if err := d.begin(ctx, "policy unset"); err != nil {
+		return false, err
+	}
+	var n int64
+	var err error
+	if kind == driver.MaxDepthPolicy {
+		n, err = d.client.Del(ctx, d.prefix+"pold").Result()
+	} else {
+		n, err = d.client.HDel(ctx, d.prefix+"polk", policyField(kind, key)).Result()
+	}
+	if err != nil {
+		return false, d.fail("policy unset", err)
+	}
+	// A removed limit may unblock messages: receivers poll again within
+	// 100 ms, as the claim script told them.
+	return n > 0, nil
+}
+
+// ListPolicies implements driver.PolicyStore.
+func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+	if err := d.begin(ctx, "policy list"); err != nil {
+		return nil, err
+	}
+	all, err := d.client.HGetAll(ctx, d.prefix+"polk").Result()
+	if err != nil {
+		return nil, d.fail("policy list", err)
+	}
+	var out []driver.Policy
+	for field, v := range all {
+		kind, key, _ := strings.Cut(field, "|")
+		p := driver.Policy{Kind: driver.PolicyKind(kind), Key: key}
+		limit, period, _ := strings.Cut(v, "|")
+		p.Limit, _ = strconv.ParseInt(limit, 10, 64)
+		if period != "" {
+			msec, _ := strconv.ParseInt(period, 10, 64)
+			p.Period = time.Duration(msec) * time.Millisecond
+		}
+		out = append(out, p)
+	}
+	md, err := d.client.Get(ctx, d.prefix+"pold").Int64()
+	switch {
+	case err == nil:
+		out = append(out, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: md})
+	case !errors.Is(err, goredis.Nil):
+		return nil, d.fail("policy list", err)
+	}
+	driver.SortPolicies(out)
+	return out, nil
+}
+
+// KeyStats implements driver.PolicyStore. Waiting counts are not kept per
+// key on Redis (they would need a scan of the ready set), so they are -1.
+func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+	if err := d.begin(ctx, "stats"); err != nil {
+		return nil, err
+	}
+	res, err := d.run(ctx, keyStatsScript).Slice()
+	if err != nil {
+		return nil, d.fail("stats", err)
+	}
+	var out []driver.KeyStat
+	for i := 0; i+2 < len(res); i += 3 {
+		ks := driver.KeyStat{Kind: driver.PolicyKind(asStr(res[i])), Key: asStr(res[i+1]), Waiting: -1}
+		if ks.Kind == driver.ConcurrencyPolicy {
+			ks.InFlight = asInt(res[i+2])
+		} else {
+			ks.Admitted = asInt(res[i+2])
+		}
+		out = append(out, ks)
+	}
+	sortKeyStats(out)
+	return out, nil
+}
+
+func sortKeyStats(ks []driver.KeyStat) {
+	for i := 1; i < len(ks); i++ {
+		for j := i; j > 0 && (ks[j-1].Kind > ks[j].Kind || (ks[j-1].Kind == ks[j].Kind && ks[j-1].Key > ks[j].Key)); j-- {
+			ks[j-1], ks[j] = ks[j], ks[j-1]
+		}
+	}
+}
