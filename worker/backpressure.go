@@ -76,8 +76,9 @@ func (p *failurePauser) left() time.Duration {
 }
 
 // pauseAfterFailures waits out a failure pause before the worker receives
-// again. It returns true when the worker drains meanwhile.
-func (w *Worker) pauseAfterFailures() bool {
+// again. It returns true when the worker drains, or quit is closed,
+// meanwhile.
+func (w *Worker) pauseAfterFailures(quit <-chan struct{}) bool {
 	d := w.pauser.left()
 	if d <= 0 {
 		return false
@@ -88,6 +89,8 @@ func (w *Worker) pauseAfterFailures() bool {
 	case <-t.C:
 		return false
 	case <-w.drainCh:
+		return true
+	case <-quit:
 		return true
 	}
 }

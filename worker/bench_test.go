@@ -12,8 +12,15 @@ import (
 )
 
 // BenchmarkWorkerNoop measures the worker's own cost per task on SQLite:
-// receive, run a handler that does nothing, complete.
+// receive, run a handler that does nothing, complete; with one slot (the
+// default) and with 16.
 func BenchmarkWorkerNoop(b *testing.B) {
+	for _, c := range []int{1, 16} {
+		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) { benchWorkerNoop(b, c) })
+	}
+}
+
+func benchWorkerNoop(b *testing.B, concurrency int) {
 	q := openQueueB(b)
 	tasks := make([]*jobq.Task, b.N)
 	for i := range tasks {
@@ -25,10 +32,11 @@ func BenchmarkWorkerNoop(b *testing.B) {
 	b.ResetTimer()
 	h := worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
 	start := time.Now()
-	if err := worker.Run(context.Background(), q, h, worker.Options{Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
+	if err := worker.Run(context.Background(), q, h, worker.Options{Concurrency: concurrency, Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/task")
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
 }
 
 // BenchmarkShellTrue measures the shell processor on `true` tasks.

@@ -12,6 +12,13 @@ import (
 type Options struct {
 	// Concurrency is how many tasks run at once. Defaults to 1.
 	Concurrency int
+	// Receivers is how many receives may be in flight at once, each asking
+	// for its share of the free slots, so that claims overlap each other
+	// and the settlement of finished tasks (a single receive loop caps fast
+	// handlers at one round trip per batch). Defaults to
+	// min(Concurrency, 4); at most Concurrency. On an empty queue only one
+	// of them polls.
+	Receivers int
 	// Visibility is the lease taken on each task. Defaults to 10 minutes.
 	Visibility time.Duration
 	// DisableHeartbeat turns off lease renewal. Without it a task that runs
@@ -52,10 +59,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// defaultReceivers is the default Options.Receivers (capped by
+// Concurrency): enough overlap to hide a claim's round trip without
+// spreading the slots over so many receives that each asks for one task.
+const defaultReceivers = 4
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency < 1 {
 		o.Concurrency = 1
 	}
+	if o.Receivers < 1 {
+		o.Receivers = defaultReceivers
+	}
+	o.Receivers = min(o.Receivers, o.Concurrency)
 	if o.Visibility <= 0 {
 		o.Visibility = 10 * time.Minute
 	}

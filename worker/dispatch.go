@@ -1,0 +1,313 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/jobq/jobq"
+)
+
+// dispatcher runs a worker's receivers: Options.Receivers loops that each
+// take free slots from one shared pool, receive up to that many tasks and
+// start them. Several receives in flight overlap their round trips with
+// each other and with the settlement of earlier tasks, which is what bounds
+// a single receive loop when handlers are fast.
+type dispatcher struct {
+	w       *Worker
+	slots   chan struct{} // one token per free task slot
+	share   int           // the most slots one receive asks for
+	recvCtx context.Context
+	cancel  context.CancelFunc
+	tasks   sync.WaitGroup
+
+	quitOnce sync.Once
+	quit     chan struct{} // closed when the dispatcher ends itself
+	err      error         // why, when it is an error; read after the receivers end
+
+	// Guarded by w.mu, together with w.running.
+	receiving int    // receives in flight, including one whose tasks are not yet counted as running
+	begun     uint64 // receives begun, so that an exit check notices one that began meanwhile
+	taken     int    // tasks received, for MaxTasks
+	reserved  int    // tasks asked for by the receives in flight, for MaxTasks
+	ended     bool   // no receive may begin
+	// wake is closed, and replaced, when a receive brings tasks: receivers
+	// parked after an empty receive, or waiting for MaxTasks budget, resume.
+	wake chan struct{}
+	bo   *backoff.ExponentialBackOff // between failed receives, shared
+}
+
+func newDispatcher(w *Worker) *dispatcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 30 * time.Second
+	bo.MaxElapsedTime = 5 * time.Minute
+	d := &dispatcher{
+		w:       w,
+		slots:   make(chan struct{}, w.o.Concurrency),
+		share:   (w.o.Concurrency + w.o.Receivers - 1) / w.o.Receivers,
+		recvCtx: ctx,
+		cancel:  cancel,
+		quit:    make(chan struct{}),
+		wake:    make(chan struct{}),
+		bo:      bo,
+	}
+	for range w.o.Concurrency {
+		d.slots <- struct{}{}
+	}
+	return d
+}
+
+// dispatch runs the receivers until the worker drains or the dispatcher
+// ends itself (queue empty, task limit, receive failure), then waits for
+// the tasks they started.
+func (w *Worker) dispatch() error {
+	d := newDispatcher(w)
+	defer d.cancel()
+	// Receives are cancelled when the worker drains, so a long poll does
+	// not delay shutdown.
+	go func() {
+		select {
+		case <-w.drainCh:
+			d.cancel()
+		case <-d.recvCtx.Done():
+		}
+	}()
+	var receivers sync.WaitGroup
+	for range w.o.Receivers {
+		receivers.Go(d.receive)
+	}
+	receivers.Wait()
+	d.tasks.Wait()
+	return d.err
+}
+
+// finish ends the dispatcher: no receive begins after it, and receives in
+// flight are cancelled.
+func (d *dispatcher) finish(reason string, err error) {
+	d.quitOnce.Do(func() {
+		d.w.end(reason)
+		d.w.mu.Lock()
+		d.ended = true
+		d.w.mu.Unlock()
+		d.err = err
+		close(d.quit)
+		d.cancel()
+	})
+}
+
+// give returns n slots to the pool.
+func (d *dispatcher) give(n int) {
+	for range n {
+		d.slots <- struct{}{}
+	}
+}
+
+// stopping reports whether the worker drains or the dispatcher has ended;
+// select picks at random among ready cases, so this makes them win over a
+// free slot.
+func (d *dispatcher) stopping() bool {
+	select {
+	case <-d.w.drainCh:
+		return true
+	case <-d.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// park waits until a receive brings tasks (ch closed) and reports whether
+// the receiver should go on.
+func (d *dispatcher) park(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-d.w.drainCh:
+		return false
+	case <-d.quit:
+		return false
+	}
+}
+
+// receive is one receiver's loop.
+func (d *dispatcher) receive() {
+	w := d.w
+	for {
+		select {
+		case <-d.slots:
+		case <-w.drainCh:
+			return
+		case <-d.quit:
+			return
+		}
+		if d.stopping() || w.pauseAfterFailures(d.quit) {
+			return
+		}
+		n := 1
+	more:
+		for n < d.share {
+			select {
+			case <-d.slots:
+				n++
+			default:
+				break more
+			}
+		}
+
+		// Begin the receive: count it, and take its share of MaxTasks so
+		// that receivers together never take more than the limit.
+		w.mu.Lock()
+		if d.ended {
+			w.mu.Unlock()
+			return
+		}
+		if w.o.MaxTasks > 0 {
+			budget := w.o.MaxTasks - d.taken - d.reserved
+			if budget <= 0 {
+				// Receives in flight hold the rest of the budget: wait
+				// for them to bring tasks (or end the worker).
+				ch := d.wake
+				w.mu.Unlock()
+				d.give(n)
+				if !d.park(ch) {
+					return
+				}
+				continue
+			}
+			if n > budget {
+				d.give(n - budget)
+				n = budget
+			}
+			d.reserved += n
+		}
+		d.receiving++
+		d.begun++
+		idle := w.running == 0 && d.receiving == 1
+		w.mu.Unlock()
+
+		wait := w.o.Poll
+		if !w.o.Wait && !idle {
+			// The queue may be drained when the running tasks end; poll
+			// briskly so the worker exits soon after them.
+			wait = min(wait, busyPoll)
+		}
+		envs, err := w.q.ReceiveBatch(d.recvCtx, n, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: wait})
+		if err != nil {
+			envs = nil
+		}
+		d.give(n - len(envs))
+
+		// End the receive; its tasks count as running before it stops
+		// counting as in flight, so no receiver sees the worker idle
+		// between the two.
+		w.mu.Lock()
+		d.receiving--
+		if w.o.MaxTasks > 0 {
+			d.reserved -= n
+			d.taken += len(envs)
+		}
+		w.running += len(envs)
+		if len(envs) > 0 {
+			close(d.wake)
+			d.wake = make(chan struct{})
+		}
+		if err == nil {
+			d.bo.Reset()
+		}
+		others := d.receiving
+		idle = w.running == 0 && others == 0
+		limit := w.o.MaxTasks > 0 && d.taken >= w.o.MaxTasks
+		begun := d.begun
+		ch := d.wake
+		w.mu.Unlock()
+
+		if err != nil {
+			if d.recvCtx.Err() != nil {
+				return
+			}
+			if permanent(err) {
+				d.finish("receive failed", fmt.Errorf("receiving tasks: %w", err))
+				return
+			}
+			w.mu.Lock()
+			retry := d.bo.NextBackOff()
+			w.mu.Unlock()
+			if retry == backoff.Stop {
+				d.finish("receive failed", fmt.Errorf("receiving tasks failed for %v, giving up: %w", d.bo.MaxElapsedTime, err))
+				return
+			}
+			w.log.Warn("receive failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond))
+			select {
+			case <-time.After(retry):
+			case <-w.drainCh:
+				return
+			case <-d.quit:
+				return
+			}
+			continue
+		}
+
+		for _, env := range envs {
+			d.tasks.Go(func() {
+				// The slot is freed as soon as the handler returns, so a
+				// receive overlaps this task's settlement.
+				var once sync.Once
+				release := func() { once.Do(func() { d.slots <- struct{}{} }) }
+				w.process(env, release)
+				release()
+				w.mu.Lock()
+				w.running--
+				w.mu.Unlock()
+			})
+		}
+		if limit {
+			d.finish("task limit reached", nil)
+			return
+		}
+		if len(envs) > 0 {
+			continue
+		}
+
+		// An empty receive.
+		switch {
+		case others > 0:
+			// Another receive is in flight: let it poll, so an empty
+			// queue costs one receive at a time, and resume when one
+			// brings tasks.
+			if !d.park(ch) {
+				return
+			}
+		case !w.o.Wait && idle && w.drained():
+			// Nothing runs and nothing is being received: end, unless a
+			// receive began during the Stats call.
+			w.mu.Lock()
+			quiet := d.begun == begun && d.receiving == 0 && w.running == 0 && !d.ended
+			if quiet {
+				d.ended = true // atomically with the check: no receive begins now
+			}
+			w.mu.Unlock()
+			if quiet {
+				d.finish("queue empty", nil)
+				return
+			}
+		}
+	}
+}
+
+// busyPoll is the receive wait while tasks run, or other receives are in
+// flight, and the worker would exit on an empty queue.
+const busyPoll = 200 * time.Millisecond
+
+// permanent reports whether a receive error will not go away by retrying.
+func permanent(err error) bool {
+	switch jobq.ErrorCode(err) {
+	case jobq.InvalidArgument, jobq.PermissionDenied, jobq.Unimplemented, jobq.FailedPrecondition, jobq.NotFound:
+		return true
+	}
+	return false
+}

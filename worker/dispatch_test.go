@@ -1,0 +1,247 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/worker"
+)
+
+// TestReceiversShareSlots: several receivers never run more tasks at once
+// than Concurrency, every task runs exactly once, and the worker ends once,
+// on an empty queue.
+func TestReceiversShareSlots(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ concurrency, receivers int }{
+		{1, 0}, {3, 0}, {4, 4}, {8, 0}, {5, 2}, {2, 9},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("concurrency=%d/receivers=%d", tt.concurrency, tt.receivers), func(t *testing.T) {
+			t.Parallel()
+			q := openQueue(t)
+			const n = 60
+			tasks := make([]*jobq.Task, n)
+			for i := range tasks {
+				tasks[i] = &jobq.Task{Command: fmt.Sprintf("t %d", i)}
+			}
+			push(t, q, tasks...)
+			var mu sync.Mutex
+			running, peak := 0, 0
+			seen := map[string]int{}
+			h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+				mu.Lock()
+				running++
+				peak = max(peak, running)
+				seen[job.Task.Command]++
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return nil
+			})
+			var logs syncBuffer
+			w := worker.New(q, h, worker.Options{Concurrency: tt.concurrency, Receivers: tt.receivers,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil)), Poll: 50 * time.Millisecond})
+			if err := w.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if peak > tt.concurrency {
+				t.Errorf("%d tasks ran at once; Concurrency is %d", peak, tt.concurrency)
+			}
+			if len(seen) != n {
+				t.Errorf("ran %d distinct tasks; want %d", len(seen), n)
+			}
+			for cmd, k := range seen {
+				if k != 1 {
+					t.Errorf("task %q ran %d times", cmd, k)
+				}
+			}
+			if w.EndReason() != "queue empty" {
+				t.Errorf("end reason %q; want queue empty", w.EndReason())
+			}
+			if k := strings.Count(logs.String(), `msg="worker finished"`); k != 1 {
+				t.Errorf("%d \"worker finished\" lines; want 1", k)
+			}
+		})
+	}
+}
+
+// TestReceiversRespectMaxTasks: receivers together never take more than
+// MaxTasks, whatever their number.
+func TestReceiversRespectMaxTasks(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{1, 3, 7, 16} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			t.Parallel()
+			q := openQueue(t)
+			const n = 40
+			tasks := make([]*jobq.Task, n)
+			for i := range tasks {
+				tasks[i] = &jobq.Task{Command: fmt.Sprintf("t %d", i)}
+			}
+			push(t, q, tasks...)
+			var ran atomic.Int64
+			h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+				ran.Add(1)
+				return nil
+			})
+			w := worker.New(q, h, worker.Options{Concurrency: 8, Receivers: 4, MaxTasks: limit, Logger: quietLog(), Poll: 50 * time.Millisecond})
+			if err := w.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := ran.Load(); got != int64(limit) {
+				t.Fatalf("ran %d tasks; MaxTasks is %d", got, limit)
+			}
+			if n, _ := q.Size(context.Background()); n != int64(40-limit) {
+				t.Fatalf("queue size %d after the run; want %d (none taken beyond the limit)", n, 40-limit)
+			}
+			if w.EndReason() != "task limit reached" {
+				t.Fatalf("end reason %q", w.EndReason())
+			}
+		})
+	}
+}
+
+// TestReceiversFollowChain: each task pushes the next before it returns, so
+// the queue is often empty to one receiver while another holds the next
+// task; the worker must not end before the chain does.
+func TestReceiversFollowChain(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	const links, width = 30, 3
+	for i := range width {
+		push(t, q, &jobq.Task{Command: fmt.Sprintf("%d 0", i)})
+	}
+	var ran atomic.Int64
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		ran.Add(1)
+		var chain, link int
+		if _, err := fmt.Sscanf(job.Task.Command, "%d %d", &chain, &link); err != nil {
+			return err
+		}
+		if link+1 < links {
+			_, err := q.Push(ctx, &jobq.Task{Command: fmt.Sprintf("%d %d", chain, link+1)})
+			return err
+		}
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Concurrency: 8, Logger: quietLog(), Poll: 20 * time.Millisecond})
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ran.Load(); got != links*width {
+		t.Fatalf("ran %d tasks; want %d: the worker ended before the chains did", got, links*width)
+	}
+	if w.EndReason() != "queue empty" {
+		t.Fatalf("end reason %q", w.EndReason())
+	}
+}
+
+// TestReceiversWaitPolls: with Wait, receivers keep polling an empty queue
+// and pick up a task pushed later.
+func TestReceiversWaitPolls(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	got := make(chan string, 1)
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		got <- job.Task.Command
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Concurrency: 8, Wait: true, Logger: quietLog(), Poll: 20 * time.Millisecond})
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+	// Let the receivers see the empty queue a few times first.
+	time.Sleep(150 * time.Millisecond)
+	push(t, q, &jobq.Task{Command: "late"})
+	if cmd := <-got; cmd != "late" {
+		t.Fatalf("handled %q", cmd)
+	}
+	w.Drain()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := w.Counts(); c.Done != 1 {
+		t.Fatalf("done %d; want 1", c.Done)
+	}
+	if r := w.EndReason(); !strings.HasPrefix(r, "drained") {
+		t.Fatalf("end reason %q; want drained", r)
+	}
+}
+
+// slowClaimScheme opens SQLite queues whose receives hold claimed tasks for
+// a while before returning them, as a reply still in transit does: another
+// receiver's empty receive then lands while this one holds a task it has
+// not started.
+const slowClaimScheme = "sqlite-slowclaim"
+
+func init() { jobq.Register(slowClaimScheme, slowClaimOpener{}) }
+
+type slowClaimOpener struct{ sqlite.URLOpener }
+
+func (o slowClaimOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	d, err := o.URLOpener.Open(ctx, u, opts)
+	if err != nil {
+		return nil, err
+	}
+	return slowClaims{d}, nil
+}
+
+type slowClaims struct{ driver.Driver }
+
+func (s slowClaims) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	r, err := s.Driver.Receive(ctx, p)
+	if len(r) > 0 {
+		time.Sleep(150 * time.Millisecond)
+	}
+	return r, err
+}
+
+// TestEmptyReceiveWaitsForClaimInFlight: a receiver whose receive comes back
+// empty must not end the worker while another receive, in flight, holds the
+// only task (each task pushes the next, so ending early breaks the chain).
+func TestEmptyReceiveWaitsForClaimInFlight(t *testing.T) {
+	t.Parallel()
+	u := slowClaimScheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	const links = 5
+	push(t, q, &jobq.Task{Command: "0"})
+	var ran atomic.Int64
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		ran.Add(1)
+		var link int
+		if _, err := fmt.Sscanf(job.Task.Command, "%d", &link); err != nil {
+			return err
+		}
+		if link+1 < links {
+			_, err := q.Push(ctx, &jobq.Task{Command: fmt.Sprint(link + 1)})
+			return err
+		}
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Concurrency: 4, Receivers: 4, Logger: quietLog(), Poll: 10 * time.Millisecond})
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ran.Load(); got != links {
+		t.Fatalf("ran %d tasks; want %d: an empty receive ended the worker while another held a task", got, links)
+	}
+	if w.EndReason() != "queue empty" {
+		t.Fatalf("end reason %q", w.EndReason())
+	}
+}
