@@ -60,12 +60,17 @@ end
 -- claim_with_policies removes from the ready set up to max messages whose
 -- keys have room, in claim order, looking at most at the first 1024. It
 -- returns them as ZPOPMIN would, and whether a message was passed over.
+-- held[mid] = {concurrency key or false, rate key or false, rate period}
+-- for what hold_keys records.
+local held = {}
 local function claim_with_policies(now, max)
-  local usedc, usedr, limc, limr = {}, {}, {}, {}
+  local usedc, usedr, limc, limr, per = {}, {}, {}, {}, {}
   local chosen, skipped = {}, false
-  local start = 0
+  -- The first window is just larger than the batch; later ones grow, so a
+  -- crowded head costs a few calls, not one per message.
+  local start, size = 0, max * 2 + 2
   while #chosen < max * 2 and start < 1024 do
-    local batch = redis.call('ZRANGE', KEYS[2], start, start + 63, 'WITHSCORES')
+    local batch = redis.call('ZRANGE', KEYS[2], start, start + size - 1, 'WITHSCORES')
     if #batch == 0 then break end
     for j = 1, #batch, 2 do
       if #chosen >= max * 2 then break end
@@ -85,6 +90,7 @@ local function claim_with_policies(now, max)
           if l then
             local count, period = rate_of(l)
             limr[rk] = count
+            per[rk] = period
             usedr[rk] = admitted(rk, now, period)
           else
             limr[rk] = false
@@ -97,11 +103,13 @@ local function claim_with_policies(now, max)
         if rk and limr[rk] then usedr[rk] = usedr[rk] + 1 end
         chosen[#chosen + 1] = batch[j]
         chosen[#chosen + 1] = batch[j + 1]
+        held[mid_of(batch[j])] = {ck and limc[ck] and ck, rk and limr[rk] and rk, rk and per[rk]}
       else
         skipped = true
       end
     end
-    start = start + 64
+    start = start + size
+    size = math.min(size * 4, 256)
   end
   if #chosen > 0 then
     local members = {}
@@ -112,18 +120,13 @@ local function claim_with_policies(now, max)
 end
 -- hold_keys records a lease taken while the queue has keyed policies.
 local function hold_keys(mid, tok, now)
-  local f = redis.call('HMGET', mkey(mid), 'c', 'k')
-  if f[1] and pol_get('concurrency', f[1]) then
-    redis.call('SADD', P .. 'cin:' .. f[1], mid .. ':' .. tok)
-  end
-  if f[2] then
-    local l = pol_get('rate', f[2])
-    if l then
-      local _, period = rate_of(l)
-      local z = P .. 'radm:' .. f[2]
-      redis.call('ZADD', z, now, tok)
-      redis.call('PEXPIRE', z, period + 1000)
-    end
+  local h = held[mid]
+  if not h then return end
+  if h[1] then redis.call('SADD', P .. 'cin:' .. h[1], mid .. ':' .. tok) end
+  if h[2] then
+    local z = P .. 'radm:' .. h[2]
+    redis.call('ZADD', z, now, tok)
+    redis.call('PEXPIRE', z, h[3] + 1000)
   end
 end
 `
