@@ -291,14 +291,15 @@ return out
 `)
 
 // deadLetterScript moves held messages to the dead letters. ARGV: prefix,
-// n, then n times (message id, token, reason, detail). Returns n results,
-// 1 done or 0 lost.
+// n, then n times (message id, token, reason, detail, body: a new body, such
+// as one carrying the attempt history, or '' to keep it). Returns n
+// results, 1 done or 0 lost.
 var deadLetterScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out, moved = {}, {}
 for i = 0, n - 1 do
-  local b = 3 + i * 4
+  local b = 3 + i * 5
   local mid = ARGV[b]
   local f = lease(mid, ARGV[b + 1], now, 'i', 'n')
   if f then
@@ -306,6 +307,7 @@ for i = 0, n - 1 do
     forget(f[3], f[4])
     redis.call('HDEL', k, 't', 'l', 'v')
     redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
+    if ARGV[b + 4] ~= '' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
     redis.call('ZADD', KEYS[6], now, mid)
     moved[#moved + 1] = mid
     out[#out + 1] = 1

@@ -66,7 +66,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) []any {
 			r := reqs[i]
-			return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail}
+			return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, r.Body}
 		},
 		nil)
 }
