@@ -292,7 +292,7 @@ return out
 
 // deadLetterScript moves held messages to the dead letters. ARGV: prefix,
 // n, then n times (message id, token, reason, detail, body: a new body, such
-// as one carrying the attempt history, or '' to keep it). Returns n
+// as one carrying the attempt history, or the empty string to keep it). Returns n
 // results, 1 done or 0 lost.
 var deadLetterScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[2])
