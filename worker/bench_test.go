@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,15 +14,27 @@ import (
 
 // BenchmarkWorkerNoop measures the worker's own cost per task on SQLite:
 // receive, run a handler that does nothing, complete; with one slot (the
-// default) and with 16.
+// default) and with 16, one receiver or the default; on a local file, and
+// with 1 ms added to every receive as a network round trip would.
 func BenchmarkWorkerNoop(b *testing.B) {
-	for _, c := range []int{1, 16} {
-		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) { benchWorkerNoop(b, c) })
+	for _, scheme := range []string{"sqlite", rttScheme} {
+		for _, bc := range []struct{ concurrency, receivers int }{{1, 0}, {16, 1}, {16, 0}} {
+			name := fmt.Sprintf("%s/concurrency=%d/receivers=%d", scheme, bc.concurrency, bc.receivers)
+			if bc.receivers == 0 {
+				name = fmt.Sprintf("%s/concurrency=%d/receivers=default", scheme, bc.concurrency)
+			}
+			b.Run(name, func(b *testing.B) { benchWorkerNoop(b, scheme, bc.concurrency, bc.receivers) })
+		}
 	}
 }
 
-func benchWorkerNoop(b *testing.B, concurrency int) {
-	q := openQueueB(b)
+func benchWorkerNoop(b *testing.B, scheme string, concurrency, receivers int) {
+	u := scheme + "://" + filepath.Join(b.TempDir(), "q.db") + "?queue=bench"
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
 	tasks := make([]*jobq.Task, b.N)
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
@@ -32,7 +45,7 @@ func benchWorkerNoop(b *testing.B, concurrency int) {
 	b.ResetTimer()
 	h := worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
 	start := time.Now()
-	if err := worker.Run(context.Background(), q, h, worker.Options{Concurrency: concurrency, Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
+	if err := worker.Run(context.Background(), q, h, worker.Options{Concurrency: concurrency, Receivers: receivers, Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "µs/task")

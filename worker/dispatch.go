@@ -37,7 +37,10 @@ type dispatcher struct {
 	// wake is closed, and replaced, when a receive brings tasks: receivers
 	// parked after an empty receive, or waiting for MaxTasks budget, resume.
 	wake chan struct{}
-	bo   *backoff.ExponentialBackOff // between failed receives, shared
+	// ended1 is closed, and replaced, when a receive ends: a receiver
+	// gathering slots stops waiting for more.
+	ended1 chan struct{}
+	bo     *backoff.ExponentialBackOff // between failed receives, shared
 }
 
 func newDispatcher(w *Worker) *dispatcher {
@@ -54,6 +57,7 @@ func newDispatcher(w *Worker) *dispatcher {
 		cancel:  cancel,
 		quit:    make(chan struct{}),
 		wake:    make(chan struct{}),
+		ended1:  make(chan struct{}),
 		bo:      bo,
 	}
 	for range w.o.Concurrency {
@@ -134,6 +138,42 @@ func (d *dispatcher) park(ch <-chan struct{}) bool {
 	}
 }
 
+// gather takes up to share free slots for a receive, having taken one.
+// While another receive is in flight it waits for slots to come free, so
+// that receives ask for full batches (a claim costs about the same for one
+// task as for several); with none in flight it goes with what is free, so
+// a freed slot is never left waiting. It returns false when the worker
+// drains or the dispatcher ends meanwhile.
+func (d *dispatcher) gather() (int, bool) {
+	w := d.w
+	n := 1
+	for n < d.share {
+		select {
+		case <-d.slots:
+			n++
+			continue
+		default:
+		}
+		w.mu.Lock()
+		busy := d.receiving > 0
+		ch := d.ended1
+		w.mu.Unlock()
+		if !busy {
+			break
+		}
+		select {
+		case <-d.slots:
+			n++
+		case <-ch:
+		case <-w.drainCh:
+			return n, false
+		case <-d.quit:
+			return n, false
+		}
+	}
+	return n, true
+}
+
 // receive is one receiver's loop.
 func (d *dispatcher) receive() {
 	w := d.w
@@ -148,15 +188,9 @@ func (d *dispatcher) receive() {
 		if d.stopping() || w.pauseAfterFailures(d.quit) {
 			return
 		}
-		n := 1
-	more:
-		for n < d.share {
-			select {
-			case <-d.slots:
-				n++
-			default:
-				break more
-			}
+		n, ok := d.gather()
+		if !ok {
+			return
 		}
 
 		// Begin the receive: count it, and take its share of MaxTasks so
@@ -207,6 +241,8 @@ func (d *dispatcher) receive() {
 		// between the two.
 		w.mu.Lock()
 		d.receiving--
+		close(d.ended1)
+		d.ended1 = make(chan struct{})
 		if w.o.MaxTasks > 0 {
 			d.reserved -= n
 			d.taken += len(envs)

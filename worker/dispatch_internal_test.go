@@ -12,12 +12,13 @@ func TestReceiversDefault(t *testing.T) {
 		{1, 0, 1, 1},
 		{1, 4, 1, 1},
 		{2, 0, 2, 1},
-		{3, 0, 3, 1},
-		{16, 0, 4, 4},
-		{10, 0, 4, 3},
+		{3, 0, 2, 2},
+		{16, 0, 2, 8},
+		{15, 0, 2, 8},
 		{16, 1, 1, 16},
+		{16, 4, 4, 4},
 		{3, 9, 3, 1},
-		{8, -1, 4, 2},
+		{8, -1, 2, 4},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d/%d", tt.concurrency, tt.receivers), func(t *testing.T) {

@@ -183,27 +183,43 @@ func TestReceiversWaitPolls(t *testing.T) {
 // slowClaimScheme opens SQLite queues whose receives hold claimed tasks for
 // a while before returning them, as a reply still in transit does: another
 // receiver's empty receive then lands while this one holds a task it has
-// not started.
-const slowClaimScheme = "sqlite-slowclaim"
+// not started. rttScheme adds a network's round trip to every receive, for
+// the benchmarks.
+const (
+	slowClaimScheme = "sqlite-slowclaim"
+	rttScheme       = "sqlite-rtt"
+)
 
-func init() { jobq.Register(slowClaimScheme, slowClaimOpener{}) }
+func init() {
+	jobq.Register(slowClaimScheme, slowReceiveOpener{hold: 150 * time.Millisecond})
+	jobq.Register(rttScheme, slowReceiveOpener{hold: time.Millisecond, always: true})
+}
 
-type slowClaimOpener struct{ sqlite.URLOpener }
+// slowReceiveOpener opens SQLite queues whose receives return hold later:
+// every receive when always, else only those that claimed something.
+type slowReceiveOpener struct {
+	sqlite.URLOpener
+	hold   time.Duration
+	always bool
+}
 
-func (o slowClaimOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+func (o slowReceiveOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
 	d, err := o.URLOpener.Open(ctx, u, opts)
 	if err != nil {
 		return nil, err
 	}
-	return slowClaims{d}, nil
+	return slowReceives{d, o}, nil
 }
 
-type slowClaims struct{ driver.Driver }
+type slowReceives struct {
+	driver.Driver
+	o slowReceiveOpener
+}
 
-func (s slowClaims) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+func (s slowReceives) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	r, err := s.Driver.Receive(ctx, p)
-	if len(r) > 0 {
-		time.Sleep(150 * time.Millisecond)
+	if len(r) > 0 || s.o.always {
+		time.Sleep(s.o.hold)
 	}
 	return r, err
 }

@@ -16,7 +16,7 @@ type Options struct {
 	// for its share of the free slots, so that claims overlap each other
 	// and the settlement of finished tasks (a single receive loop caps fast
 	// handlers at one round trip per batch). Defaults to
-	// min(Concurrency, 4); at most Concurrency. On an empty queue only one
+	// min(Concurrency, 2); at most Concurrency. On an empty queue only one
 	// of them polls.
 	Receivers int
 	// Visibility is the lease taken on each task. Defaults to 10 minutes.
@@ -60,9 +60,11 @@ type Options struct {
 }
 
 // defaultReceivers is the default Options.Receivers (capped by
-// Concurrency): enough overlap to hide a claim's round trip without
-// spreading the slots over so many receives that each asks for one task.
-const defaultReceivers = 4
+// Concurrency). Two already keep every free slot in a receive (one
+// gathers slots while the other's claim is in flight); more only split
+// the slots into smaller claims, and a claim costs about the same for one
+// task as for several (docs/worker.md, "Throughput").
+const defaultReceivers = 2
 
 func (o Options) withDefaults() Options {
 	if o.Concurrency < 1 {
