@@ -77,4 +77,3 @@ func TestQueueFull(t *testing.T) {
 		t.Errorf("message %q does not give the depth", got)
 	}
 }
-
