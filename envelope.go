@@ -256,9 +256,11 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailRe
 		}
 		return FailResult{Retried: true, RetriesLeft: left - 1}, e.requeue(ctx, "fail", 0, body)
 	}
-	reason := fmt.Sprintf("failed on delivery %d, no retries left", e.DeliveryCount)
+	// The reason is the cause alone, so listings can show it in a column;
+	// the dead letter records the delivery count beside it.
+	reason := "failed with no retries left"
 	if cause != nil {
-		reason += ": " + cause.Error()
+		reason = cause.Error()
 	}
 	return FailResult{}, e.DeadLetter(ctx, reason, detail)
 }

@@ -80,7 +80,7 @@ func Example_retries() {
 	// Output:
 	// attempt 1 failed: retried=true, retries left 0
 	// attempt 2 failed: retried=false, retries left 0
-	// dead letter: failed on delivery 2, no retries left: exit status 1
+	// dead letter: exit status 1
 }
 
 // A feature the backend cannot provide is degraded with one warning per
