@@ -12,6 +12,7 @@ import (
 // memDriver is one open handle on a shared store.
 type memDriver struct {
 	s    *store
+	name string
 	caps driver.Capabilities
 
 	closeOnce sync.Once

@@ -80,6 +80,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 	caps.MaxPushBatch, caps.MaxReceiveBatch, caps.MaxPeek = maxPush, maxReceive, maxPeek
 	return &memDriver{
 		s:      storeFor(name),
+		name:   name,
 		caps:   caps,
 		closed: make(chan struct{}),
 	}, nil
