@@ -108,3 +108,18 @@ type Capabilities struct {
 
 // Level returns the declared level of f.
 func (c Capabilities) Level(f Feature) Level { return c.Features[f].Level }
+
+// NativeExcept returns a feature map in which every feature is Native except
+// those in overrides, which keep their given support. Backends that provide
+// almost everything declare themselves with it, so that a feature added to
+// AllFeatures later is not silently missing from their declaration.
+func NativeExcept(overrides map[Feature]Support) map[Feature]Support {
+	m := make(map[Feature]Support, len(AllFeatures))
+	for _, f := range AllFeatures {
+		m[f] = Support{Level: Native}
+	}
+	for f, s := range overrides {
+		m[f] = s
+	}
+	return m
+}

@@ -107,22 +107,8 @@ func autovacuumOn(ctx context.Context, pool *pgxpool.Pool) bool {
 
 // capabilities is what every Postgres queue declares.
 func capabilities(maxMessageBytes int) driver.Capabilities {
-	native := driver.Support{Level: driver.Native}
 	return driver.Capabilities{
-		Features: map[driver.Feature]driver.Support{
-			driver.DelayedRequeue:    native,
-			driver.DelayedPush:       native,
-			driver.LeaseRenewal:      native,
-			driver.DeadLetter:        native,
-			driver.Priority:          native,
-			driver.Peek:              native,
-			driver.ExactCount:        native,
-			driver.Dedup:             native,
-			driver.InPlaceUpdate:     native,
-			driver.TransactionalPush: native,
-			driver.ConcurrencyLimit:  native,
-			driver.RateLimit:         native,
-		},
+		Features:        driver.NativeExcept(nil),
 		MaxMessageBytes: maxMessageBytes,
 		MaxReceiveBatch: 1000,
 		MaxPushBatch:    5000,

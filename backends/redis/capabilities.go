@@ -10,23 +10,11 @@ const maxReceiveBatch = 1000
 // the URL (0: none beyond the server's proto-max-bulk-len, 512 MB by
 // default).
 func capabilities(maxMessageBytes int) driver.Capabilities {
-	native := driver.Support{Level: driver.Native}
 	return driver.Capabilities{
-		Features: map[driver.Feature]driver.Support{
-			driver.DelayedRequeue:   native,
-			driver.DelayedPush:      native,
-			driver.LeaseRenewal:     native,
-			driver.DeadLetter:       native,
-			driver.Priority:         native,
-			driver.Peek:             native,
-			driver.ExactCount:       native,
-			driver.Dedup:            native,
-			driver.InPlaceUpdate:    native,
-			driver.ConcurrencyLimit: native,
-			driver.RateLimit:        native,
+		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
-		},
+		}),
 		MaxReceiveBatch: maxReceiveBatch,
 		MaxMessageBytes: maxMessageBytes,
 	}

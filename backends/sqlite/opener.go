@@ -149,23 +149,11 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) 
 // capabilities is what every sqlite queue declares; only the size limit
 // depends on the URL.
 func capabilities(maxBytes int) driver.Capabilities {
-	native := driver.Support{Level: driver.Native}
 	return driver.Capabilities{
-		Features: map[driver.Feature]driver.Support{
-			driver.DelayedRequeue:   native,
-			driver.DelayedPush:      native,
-			driver.LeaseRenewal:     native,
-			driver.DeadLetter:       native,
-			driver.Priority:         native,
-			driver.Peek:             native,
-			driver.ExactCount:       native,
-			driver.Dedup:            native,
-			driver.InPlaceUpdate:    native,
-			driver.ConcurrencyLimit: native,
-			driver.RateLimit:        native,
+		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "the sqlite backend cannot push inside an application transaction yet"},
-		},
+		}),
 		MaxMessageBytes: maxBytes,
 		MaxReceiveBatch: maxReceiveBatch,
 		MaxPushBatch:    maxPushBatch,
