@@ -180,6 +180,25 @@ func checkConcurrencyCap(c *C) {
 	if counts["capped"] != capK || counts["free"] != perKey {
 		c.Errorf("holding every claimable message gave %v; want capped=%d (the cap) and free=%d (an uncapped key flows past the capped one)", counts, capK, perKey)
 	}
+	// Where the claim honours the cap, the per-key report agrees with it.
+	if q.Capabilities().Level(driver.ConcurrencyLimit) == driver.Native {
+		ks, err := q.Policies().KeyStats(c.ctx())
+		if err != nil {
+			c.Fatalf("key stats: %v", err)
+		}
+		found := false
+		for _, k := range ks {
+			if k.Kind == jobq.ConcurrencyPolicy && k.Key == "capped" {
+				found = true
+				if k.InFlight != capK {
+					c.Errorf("key stats report %d in flight for key \"capped\"; %d are held", k.InFlight, capK)
+				}
+			}
+		}
+		if !found {
+			c.Errorf("key stats %+v lack the concurrency key \"capped\" that has a policy", ks)
+		}
+	}
 	// A completion frees a slot.
 	for i, e := range held {
 		if e.Task.ConcurrencyKey == "capped" {

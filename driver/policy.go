@@ -269,3 +269,52 @@ func ReplacePolicy(ps []Policy, p Policy, remove bool) ([]Policy, bool) {
 	SortPolicies(out)
 	return out, had
 }
+
+// KeyStatSet collects the KeyStats of one report. Backends seed it with the
+// queue's policies, add what their engine counts, and return Sorted.
+type KeyStatSet struct {
+	m map[[2]string]*KeyStat
+}
+
+// NewKeyStatSet starts a report with an empty entry for the key of every
+// concurrency and rate policy, so keys with a policy show even when idle.
+func NewKeyStatSet(pols []Policy) *KeyStatSet {
+	s := &KeyStatSet{m: map[[2]string]*KeyStat{}}
+	for _, p := range pols {
+		if p.Kind != MaxDepthPolicy {
+			s.Get(p.Kind, p.Key)
+		}
+	}
+	return s
+}
+
+// Lookup returns the entry for kind and key, or nil when there is none.
+func (s *KeyStatSet) Lookup(kind PolicyKind, key string) *KeyStat {
+	return s.m[[2]string{string(kind), key}]
+}
+
+// Get returns the entry for kind and key, adding it when missing.
+func (s *KeyStatSet) Get(kind PolicyKind, key string) *KeyStat {
+	id := [2]string{string(kind), key}
+	if s.m[id] == nil {
+		s.m[id] = &KeyStat{Kind: kind, Key: key}
+	}
+	return s.m[id]
+}
+
+// Sorted returns the entries ordered by kind (as in PolicyKinds), then key.
+func (s *KeyStatSet) Sorted() []KeyStat {
+	out := make([]KeyStat, 0, len(s.m))
+	for _, ks := range s.m {
+		out = append(out, *ks)
+	}
+	SortKeyStats(out)
+	return out
+}
+
+// SortKeyStats orders key statistics by kind (as in PolicyKinds), then key.
+func SortKeyStats(ks []KeyStat) {
+	slices.SortFunc(ks, func(a, b KeyStat) int {
+		return cmp.Or(cmp.Compare(slices.Index(PolicyKinds, a.Kind), slices.Index(PolicyKinds, b.Kind)), cmp.Compare(a.Key, b.Key))
+	})
+}

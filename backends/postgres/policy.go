@@ -372,19 +372,7 @@ func (d *pgDriver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	if err != nil {
 		return nil, wrap(ctx, "stats", err)
 	}
-	stats := map[[2]string]*driver.KeyStat{}
-	get := func(kind driver.PolicyKind, key string) *driver.KeyStat {
-		id := [2]string{string(kind), key}
-		if stats[id] == nil {
-			stats[id] = &driver.KeyStat{Kind: kind, Key: key}
-		}
-		return stats[id]
-	}
-	for _, p := range pols {
-		if p.Kind != driver.MaxDepthPolicy {
-			get(p.Kind, p.Key)
-		}
-	}
+	stats := driver.NewKeyStatSet(pols)
 	rows, err := d.pool.Query(ctx, d.psql.keyStats, d.cfg.queue)
 	if err != nil {
 		return nil, wrap(ctx, "stats", err)
@@ -396,10 +384,10 @@ func (d *pgDriver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 			rows.Close()
 			return nil, wrap(ctx, "stats", err)
 		}
-		if _, known := stats[[2]string{kind, key}]; !known && inFlight == 0 {
+		if stats.Lookup(driver.PolicyKind(kind), key) == nil && inFlight == 0 {
 			continue // keys without a policy are shown only while leased
 		}
-		ks := get(driver.PolicyKind(kind), key)
+		ks := stats.Get(driver.PolicyKind(kind), key)
 		ks.InFlight, ks.Waiting = inFlight, waiting
 	}
 	if err := rows.Err(); err != nil {
@@ -416,33 +404,12 @@ func (d *pgDriver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 			arows.Close()
 			return nil, wrap(ctx, "stats", err)
 		}
-		if ks := stats[[2]string{string(driver.RatePolicy), key}]; ks != nil {
+		if ks := stats.Lookup(driver.RatePolicy, key); ks != nil {
 			ks.Admitted = n
 		}
 	}
 	if err := arows.Err(); err != nil {
 		return nil, wrap(ctx, "stats", err)
 	}
-	out := make([]driver.KeyStat, 0, len(stats))
-	for _, ks := range stats {
-		out = append(out, *ks)
-	}
-	sortKeyStats(out)
-	return out, nil
-}
-
-func sortKeyStats(ks []driver.KeyStat) {
-	order := map[driver.PolicyKind]int{}
-	for i, k := range driver.PolicyKinds {
-		order[k] = i
-	}
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0; j-- {
-			a, b := ks[j-1], ks[j]
-			if order[a.Kind] < order[b.Kind] || (a.Kind == b.Kind && a.Key <= b.Key) {
-				break
-			}
-			ks[j-1], ks[j] = b, a
-		}
-	}
+	return stats.Sorted(), nil
 }

@@ -265,14 +265,6 @@ func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 		}
 		out = append(out, ks)
 	}
-	sortKeyStats(out)
+	driver.SortKeyStats(out)
 	return out, nil
-}
-
-func sortKeyStats(ks []driver.KeyStat) {
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0 && (ks[j-1].Kind > ks[j].Kind || (ks[j-1].Kind == ks[j].Kind && ks[j-1].Key > ks[j].Key)); j-- {
-			ks[j-1], ks[j] = ks[j], ks[j-1]
-		}
-	}
 }

@@ -383,19 +383,7 @@ func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	if err != nil {
 		return nil, d.wrap(ctx, "stats", err)
 	}
-	stats := map[[2]string]*driver.KeyStat{}
-	get := func(kind driver.PolicyKind, key string) *driver.KeyStat {
-		id := [2]string{string(kind), key}
-		if stats[id] == nil {
-			stats[id] = &driver.KeyStat{Kind: kind, Key: key}
-		}
-		return stats[id]
-	}
-	for _, p := range pols {
-		if p.Kind != driver.MaxDepthPolicy {
-			get(p.Kind, p.Key)
-		}
-	}
+	stats := driver.NewKeyStatSet(pols)
 	rows, err := d.db.QueryContext(ctx, keyStatsQuery, d.cfg.queue, now)
 	if err != nil {
 		return nil, d.wrap(ctx, "stats", err)
@@ -407,10 +395,10 @@ func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 		if err := rows.Scan(&kind, &key, &inFlight, &waiting); err != nil {
 			return nil, d.wrap(ctx, "stats", err)
 		}
-		if _, known := stats[[2]string{kind, key}]; !known && inFlight == 0 {
+		if stats.Lookup(driver.PolicyKind(kind), key) == nil && inFlight == 0 {
 			continue // keys without a policy are shown only while leased
 		}
-		ks := get(driver.PolicyKind(kind), key)
+		ks := stats.Get(driver.PolicyKind(kind), key)
 		ks.InFlight, ks.Waiting = inFlight, waiting
 	}
 	if err := rows.Err(); err != nil {
@@ -427,16 +415,9 @@ func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 		if err := arows.Scan(&key, &n); err != nil {
 			return nil, d.wrap(ctx, "stats", err)
 		}
-		if ks := stats[[2]string{string(driver.RatePolicy), key}]; ks != nil {
+		if ks := stats.Lookup(driver.RatePolicy, key); ks != nil {
 			ks.Admitted = n
 		}
 	}
-	out := make([]driver.KeyStat, 0, len(stats))
-	for _, ks := range stats {
-		out = append(out, *ks)
-	}
-	slices.SortFunc(out, func(a, b driver.KeyStat) int {
-		return cmp.Or(cmp.Compare(slices.Index(driver.PolicyKinds, a.Kind), slices.Index(driver.PolicyKinds, b.Kind)), cmp.Compare(a.Key, b.Key))
-	})
-	return out, arows.Err()
+	return stats.Sorted(), arows.Err()
 }
