@@ -708,3 +708,21 @@ func TestBusyTimeout(t *testing.T) {
 		t.Fatalf("stats %+v, want only the push made after the lock was released", s)
 	}
 }
+
+// TestCanceledReceivesLeaveNoTransactionOpen cancels receives at every
+// moment of their write transaction; writes after them must still work (a
+// cancellation just after BEGIN succeeded once left the connection inside a
+// transaction, failing every later write).
+func TestCanceledReceivesLeaveNoTransactionOpen(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.push(t, &driver.Message{ID: "m", Body: []byte(`{}`)})
+	for i := range 3000 {
+		ctx, cancel := context.WithTimeout(b.ctx, time.Duration(i%300)*time.Microsecond)
+		_, _ = b.drv.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Millisecond, Wait: time.Millisecond})
+		cancel()
+		if _, err := b.drv.Push(b.ctx, []*driver.Message{{ID: fmt.Sprint("p", i), Body: []byte(`{}`)}}); err != nil {
+			t.Fatalf("push after canceled receive %d: %v", i, err)
+		}
+	}
+}

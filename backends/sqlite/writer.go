@@ -88,8 +88,19 @@ func (w *writer) begin(ctx context.Context, stop <-chan struct{}) error {
 		timer *time.Timer
 	)
 	for {
-		_, err := w.exec(ctx, "BEGIN IMMEDIATE")
-		if err == nil || !isBusy(err) {
+		// BEGIN runs without the caller's cancellation: it does not block
+		// (busy is returned at once and retried below), and an interrupt that
+		// lands just after it succeeded would report an error while leaving
+		// the connection inside a transaction, failing every later write.
+		_, err := w.exec(context.WithoutCancel(ctx), "BEGIN IMMEDIATE")
+		if err == nil {
+			if cerr := ctx.Err(); cerr != nil {
+				_, _ = w.exec(context.WithoutCancel(ctx), "ROLLBACK")
+				return cerr
+			}
+			return nil
+		}
+		if !isBusy(err) {
 			return err
 		}
 		if start.IsZero() {
