@@ -68,7 +68,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				code = ExitUsage
 			}
 		}
-		fmt.Fprintf(stderr, "jobq: %v\n", err)
+		// jobq's own errors already start with "jobq".
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "jobq") {
+			msg = "jobq: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
 		if code == ExitUsage && isCobraUsage(err) {
 			fmt.Fprintln(stderr, "Run 'jobq --help' for usage.")
 		}
