@@ -2,13 +2,11 @@ package servicebus_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/benchkit"
 )
 
 // The benchmarks run against the emulator (or the namespace in
@@ -19,37 +17,16 @@ import (
 // Each reports tasks/s. On the emulator they measure the driver and the
 // SDK more than Service Bus, whose latency per round trip is higher.
 
+// openBench opens a fresh queue on the emulator or namespace, closed after
+// the benchmark.
 func openBench(b *testing.B) *jobq.Queue {
 	b.Helper()
-	q, err := jobq.OpenWithOptions(context.Background(), newQueueURL(b), jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = q.Close() })
-	return q
-}
-
-func benchTasks(n int) []*jobq.Task {
-	tasks := make([]*jobq.Task, n)
-	for i := range tasks {
-		tasks[i] = &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
-	}
-	return tasks
+	return benchkit.Open(b, newQueueURL(b))
 }
 
 // BenchmarkPushBatch pushes b.N tasks in batches of 100.
 func BenchmarkPushBatch(b *testing.B) {
-	q := openBench(b)
-	tasks := benchTasks(b.N)
-	ctx := context.Background()
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < len(tasks); i += 100 {
-		if _, err := q.PushBatch(ctx, tasks[i:min(i+100, len(tasks))]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+	benchkit.PushBatch(b, openBench(b), 100)
 }
 
 // BenchmarkReceiveComplete receives b.N pushed tasks in batches of 32 and
@@ -57,12 +34,7 @@ func BenchmarkPushBatch(b *testing.B) {
 func BenchmarkReceiveComplete(b *testing.B) {
 	q := openBench(b)
 	ctx := context.Background()
-	tasks := benchTasks(b.N)
-	for i := 0; i < len(tasks); i += 100 {
-		if _, err := q.PushBatch(ctx, tasks[i:min(i+100, len(tasks))]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchkit.Push(b, q, benchkit.Tasks(b.N), 100)
 	b.ResetTimer()
 	start := time.Now()
 	for done := 0; done < b.N; {
@@ -80,5 +52,5 @@ func BenchmarkReceiveComplete(b *testing.B) {
 		}
 		done += len(envs)
 	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+	benchkit.ReportRate(b, b.N, time.Since(start))
 }

@@ -1,0 +1,109 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// EndToEnd times one producer pushing b.N tasks to q in PushBatch calls of
+// 100 while a worker with Handlers handlers consumes them, until the worker
+// has done them all, and reports tasks/s.
+func EndToEnd(b *testing.B, q *jobq.Queue) {
+	tasks := Tasks(b.N)
+	w := newWorker(q, true)
+	ctx := context.Background()
+	runErr := make(chan error, 1)
+	b.ResetTimer()
+	start := time.Now()
+	go func() { runErr <- w.Run(ctx) }()
+	go func() {
+		for lo := 0; lo < len(tasks); lo += 100 {
+			if _, err := q.PushBatch(ctx, tasks[lo:min(lo+100, len(tasks))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	for w.Counts().Done < int64(b.N) && !b.Failed() {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	w.Stop()
+	if err := <-runErr; err != nil {
+		b.Fatal(err)
+	}
+	ReportRate(b, b.N, elapsed)
+}
+
+// Drain pushes b.N tasks to q, then times a worker with Handlers handlers
+// draining them (it exits when the queue is empty) and reports tasks/s.
+func Drain(b *testing.B, q *jobq.Queue) {
+	if _, err := q.PushBatch(context.Background(), Tasks(b.N)); err != nil {
+		b.Fatal(err)
+	}
+	drainPushed(b, q)
+}
+
+// drainPushed times a worker draining the b.N tasks already in q, checks it
+// did them all and reports tasks/s.
+func drainPushed(b *testing.B, q *jobq.Queue) {
+	b.ResetTimer()
+	start := time.Now()
+	w := newWorker(q, false)
+	if err := w.Run(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if got := w.Counts().Done; got != int64(b.N) {
+		b.Fatalf("drained %d tasks, want %d", got, b.N)
+	}
+	ReportRate(b, b.N, elapsed)
+}
+
+// DrainPolicies runs, as sub-benchmarks, a drain of b.N tasks spread over 100
+// concurrency keys: "unkeyed" (no keys), "100keys-no-policies",
+// "100keys-capped" (a concurrency cap of 1000 on every key, never reached)
+// and "100keys-capped-at-1". open returns a fresh, empty queue for each.
+func DrainPolicies(b *testing.B, open func(b *testing.B) *jobq.Queue) {
+	const keys = 100
+	for _, mode := range []struct {
+		name  string
+		keyed bool
+		cap   int64 // 0: no policies
+	}{
+		{"unkeyed", false, 0},
+		{"100keys-no-policies", true, 0},
+		{"100keys-capped", true, 1000},
+		{"100keys-capped-at-1", true, 1},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			q := open(b)
+			ctx := context.Background()
+			for k := range keys {
+				if mode.cap == 0 {
+					break
+				}
+				p := jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: fmt.Sprintf("k%d", k), Limit: mode.cap}
+				if err := q.Policies().Set(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tasks := Tasks(b.N)
+			if mode.keyed {
+				for i, t := range tasks {
+					t.ConcurrencyKey = fmt.Sprintf("k%d", i%keys)
+				}
+			}
+			if _, err := q.PushBatch(ctx, tasks); err != nil {
+				b.Fatal(err)
+			}
+			drainPushed(b, q)
+		})
+	}
+}

@@ -1,0 +1,46 @@
+package benchkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// Push pushes tasks to q with PushBatch calls of at most size tasks, failing
+// the benchmark on the first error. It is set-up, not timed.
+func Push(b *testing.B, q *jobq.Queue, tasks []*jobq.Task, size int) {
+	b.Helper()
+	ctx := context.Background()
+	for lo := 0; lo < len(tasks); lo += size {
+		if _, err := q.PushBatch(ctx, tasks[lo:min(lo+size, len(tasks))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// PushOne times one producer pushing b.N tasks to q, one Push call each, and
+// reports tasks/s.
+func PushOne(b *testing.B, q *jobq.Queue) {
+	tasks := Tasks(b.N)
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for _, t := range tasks {
+		if _, err := q.Push(ctx, t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ReportRate(b, b.N, time.Since(start))
+}
+
+// PushBatch times one producer pushing b.N tasks to q with PushBatch calls
+// of size tasks, and reports tasks/s.
+func PushBatch(b *testing.B, q *jobq.Queue, size int) {
+	tasks := Tasks(b.N)
+	b.ResetTimer()
+	start := time.Now()
+	Push(b, q, tasks, size)
+	ReportRate(b, b.N, time.Since(start))
+}
