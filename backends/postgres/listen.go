@@ -39,6 +39,11 @@ func (b *broadcaster) fire() {
 // by one trailing notification at the end of the interval. A burst of pushes
 // thus sends at most about one notification per interval, and the last push
 // of a burst is always announced.
+//
+// The trailing notification is scheduled only once a covered push has
+// committed (committed), never before: sent earlier, it could reach an idle
+// receiver before the push's rows are visible, and that push would then wait
+// for the receiver's next poll.
 type notifier struct {
 	interval time.Duration
 	send     func() // sends a trailing notification
@@ -53,7 +58,7 @@ func newNotifier(interval time.Duration, send func()) *notifier {
 }
 
 // inline reports whether the caller should notify as part of its push. When
-// it returns false a trailing notification has been scheduled.
+// it returns false the caller must call committed after its push commits.
 func (n *notifier) inline() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -62,10 +67,17 @@ func (n *notifier) inline() bool {
 		n.last = now
 		return true
 	}
-	if n.pending == nil {
-		n.pending = time.AfterFunc(n.last.Add(n.interval).Sub(now), n.trailing)
-	}
 	return false
+}
+
+// committed schedules a trailing notification, unless one is pending; a
+// pending one has not yet been sent, so it covers this committed push.
+func (n *notifier) committed() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pending == nil {
+		n.pending = time.AfterFunc(max(0, time.Until(n.last.Add(n.interval))), n.trailing)
+	}
 }
 
 func (n *notifier) trailing() {

@@ -24,9 +24,13 @@ func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.P
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	res, err := d.pushBounded(ctx, msgs, d.notif.inline())
+	inline := d.notif.inline()
+	res, err := d.pushBounded(ctx, msgs, inline)
 	if err != nil {
 		return nil, wrap(ctx, "push", err)
+	}
+	if !inline {
+		d.notif.committed()
 	}
 	d.wake.fire() // receivers in this process need not wait for the notification
 	return res, nil

@@ -168,6 +168,8 @@ func (d *pgDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []e
 		// Idle receivers elsewhere should pick the message up now.
 		if d.notif.inline() {
 			go d.sendNotify()
+		} else {
+			d.notif.committed()
 		}
 		d.wake.fire()
 	}

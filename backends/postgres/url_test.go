@@ -111,6 +111,7 @@ func TestNotifierCoalesces(t *testing.T) {
 		if n.inline() {
 			t.Fatal("a push within the interval must not notify inline")
 		}
+		n.committed()
 	}
 	// The ten pushes share one trailing notification; flush sends it now.
 	n.flush()
@@ -120,5 +121,32 @@ func TestNotifierCoalesces(t *testing.T) {
 	n.flush()
 	if len(sent) != 1 {
 		t.Fatalf("a second flush sent another notification")
+	}
+}
+
+// TestNotifierTrailingWaitsForCommit: the trailing notification is sent only
+// after a covered push has committed. Sent before, it reached idle receivers
+// before the push's rows were visible, and the push then waited a whole poll
+// interval (1 s) to be picked up.
+func TestNotifierTrailingWaitsForCommit(t *testing.T) {
+	t.Parallel()
+	sent := make(chan struct{}, 10)
+	n := newNotifier(5*time.Millisecond, func() { sent <- struct{}{} })
+	if !n.inline() {
+		t.Fatal("first push after a quiet interval must notify inline")
+	}
+	if n.inline() {
+		t.Fatal("a push within the interval must not notify inline")
+	}
+	select {
+	case <-sent:
+		t.Fatal("a trailing notification was sent before the push it covers committed")
+	case <-time.After(30 * time.Millisecond):
+	}
+	n.committed()
+	select {
+	case <-sent:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no trailing notification after the push committed")
 	}
 }
