@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,6 +24,16 @@ import (
 // Handlers is how many tasks the benchmark worker runs at once, and how many
 // goroutines the parallel claim loops use.
 const Handlers = 16
+
+// WorkerHandlers is how many handlers the benchmark worker runs: Handlers,
+// or $JOBQ_BENCH_HANDLERS when set to a positive number (the issues ask for
+// "16 or more"; more handlers mean larger claims).
+func WorkerHandlers() int {
+	if n, err := strconv.Atoi(os.Getenv("JOBQ_BENCH_HANDLERS")); err == nil && n > 0 {
+		return n
+	}
+	return Handlers
+}
 
 // Open opens the queue at url through the portable API with a discarding
 // logger, failing the benchmark on error, and closes it when the benchmark
@@ -56,5 +68,5 @@ var noop = worker.HandlerFunc(func(context.Context, *worker.Job) error { return 
 // newWorker returns a silent worker with Handlers handlers running noop;
 // wait says whether it keeps waiting on an empty queue or exits.
 func newWorker(q *jobq.Queue, wait bool) *worker.Worker {
-	return worker.New(q, noop, worker.Options{Concurrency: Handlers, Wait: wait, StatusInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	return worker.New(q, noop, worker.Options{Concurrency: WorkerHandlers(), Wait: wait, StatusInterval: -1, Logger: slog.New(slog.DiscardHandler)})
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // EndToEnd times one producer pushing b.N tasks to q in PushBatch calls of
-// 100 while a worker with Handlers handlers consumes them, until the worker
+// 100 while a worker with WorkerHandlers() handlers consumes them, until the worker
 // has done them all, and reports tasks/s.
 func EndToEnd(b *testing.B, q *jobq.Queue) {
 	tasks := Tasks(b.N)
@@ -40,7 +40,7 @@ func EndToEnd(b *testing.B, q *jobq.Queue) {
 	ReportRate(b, b.N, elapsed)
 }
 
-// Drain pushes b.N tasks to q, then times a worker with Handlers handlers
+// Drain pushes b.N tasks to q, then times a worker with WorkerHandlers() handlers
 // draining them (it exits when the queue is empty) and reports tasks/s.
 func Drain(b *testing.B, q *jobq.Queue) {
 	if _, err := q.PushBatch(context.Background(), Tasks(b.N)); err != nil {
