@@ -206,8 +206,18 @@ func (s *Shell) command(command string) (cmd *exec.Cmd, cleanup func(), err erro
 		// command's exit status, -q drops script's own banner, -f flushes.
 		return exec.Command("script", "-qefc", script, "/dev/null"), cleanup, nil
 	}
-	return exec.Command("bash", "-c", script), cleanup, nil
+	bash, err := bashPath()
+	if err != nil {
+		cleanup()
+		return nil, func() {}, fmt.Errorf("finding bash to run the task: %w", err)
+	}
+	return exec.Command(bash, "-c", script), cleanup, nil
 }
+
+// bashPath looks bash up in PATH once per process rather than once per task
+// (the lookup stats every PATH entry; it was a tenth of a worker's CPU on
+// short tasks).
+var bashPath = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
 
 // shellQuote quotes s for bash as one word.
 func shellQuote(s string) string {
