@@ -155,14 +155,14 @@ func decodeAttempts(v pyjson.Value) ([]Attempt, error) {
 }
 
 // recordsAttempts reports whether this queue keeps attempt histories in its
-// messages: it needs in-place update. On Azure Storage Queue, tasks in
-// ai4s-jobq's v1 format keep that format (ai4s-jobq workers may share the
-// queue and read only v1), so only v2 tasks carry a history there.
+// messages: it needs in-place update. On backends that ai4s-jobq workers may
+// share (Capabilities.SharedWithAI4SJobq), tasks in its v1 format keep that
+// format, so only v2 tasks carry a history there.
 func (e *Envelope) recordsAttempts() bool {
 	if e.q.caps.Level(driver.InPlaceUpdate) != driver.Native {
 		return false
 	}
-	return e.q.scheme != "azqueue" || e.wire.Version >= schemaV2
+	return !e.q.caps.SharedWithAI4SJobq || e.wire.Version >= schemaV2
 }
 
 // RecordAttempt notes how this delivery went; the next Requeue, Fail or

@@ -104,6 +104,11 @@ type Capabilities struct {
 	// MaxPushBatch is the most messages one Push call takes. The portable
 	// layer splits larger batches. Zero means no limit.
 	MaxPushBatch int
+	// SharedWithAI4SJobq is true for backends whose queues ai4s-jobq workers
+	// may share: the portable layer then never rewrites a schema-v1 message
+	// into v2 (for example to add an attempt history), because ai4s-jobq
+	// reads only v1.
+	SharedWithAI4SJobq bool
 }
 
 // Level returns the declared level of f.

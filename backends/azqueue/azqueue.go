@@ -134,6 +134,8 @@ func capabilities() driver.Capabilities {
 		MaxVisibility:   MaxVisibility,
 		MaxPeek:         MaxBatch,
 		MaxReceiveBatch: MaxBatch,
+		// ai4s-jobq's own backend: its workers may share these queues.
+		SharedWithAI4SJobq: true,
 	}
 }
 

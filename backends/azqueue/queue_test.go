@@ -220,6 +220,9 @@ func TestFailDecrementsRetriesInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := receive(t, q, time.Minute)
+	// The worker records each attempt; on a queue ai4s-jobq may share, a v1
+	// task must stay v1 all the same (ai4s-jobq reads only v1).
+	e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeFailure, Detail: "exit 1"})
 	res, err := e.Fail(t.Context(), errors.New("exit 1"), "")
 	if err != nil || !res.Retried || res.RetriesLeft != 1 {
 		t.Fatalf("fail: %+v, %v", res, err)
@@ -227,6 +230,9 @@ func TestFailDecrementsRetriesInPlace(t *testing.T) {
 	e = receive(t, q, time.Minute)
 	if e.Task.NumRetries != 1 {
 		t.Errorf("num_retries after one failure = %d, want 1 (updated in place)", e.Task.NumRetries)
+	}
+	if e.Task.Version != 1 {
+		t.Errorf("after a recorded attempt the task is schema v%d; a v1 task on Storage Queue must stay v1", e.Task.Version)
 	}
 	if e.Task.ID != task.ID {
 		t.Errorf("task ID changed from %s to %s", task.ID, e.Task.ID)
