@@ -70,7 +70,7 @@ func (q *queue) SetPolicy(ctx context.Context, p driver.Policy) error {
 		return err
 	}
 	if p.Kind == driver.MaxDepthPolicy {
-		return driver.Errorf(driver.Unimplemented, "azqueue: Storage Queue cannot bound its depth: its message count is approximate and a push cannot be made conditional on it; use a backend with max-depth (sqlite, mem), or limit producers yourself")
+		return driver.Errorf(driver.Unimplemented, "azqueue: Storage Queue cannot bound its depth: its message count is approximate and a push cannot be made conditional on it; use a backend with max-depth (sqlite, postgres, redis), or limit producers yourself")
 	}
 	meta, pols, err := q.readPolicies(ctx)
 	if err != nil {

@@ -88,7 +88,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 		return err
 	}
 	if p.Kind == driver.MaxDepthPolicy {
-		return driver.Errorf(driver.Unimplemented, "servicebus: Service Bus cannot bound a queue's depth in messages (only its size in megabytes, set on the queue); use a backend with max-depth (sqlite, mem)")
+		return driver.Errorf(driver.Unimplemented, "servicebus: Service Bus cannot bound a queue's depth in messages (only its size in megabytes, set on the queue); use a backend with max-depth (sqlite, postgres, redis)")
 	}
 	pols, err := d.readPolicies(ctx, op)
 	if err != nil {
