@@ -80,6 +80,10 @@ type sentinel struct{ code Code }
 
 func (s *sentinel) Error() string { return "jobq: " + s.code.String() }
 
+// ErrorCode returns the code the sentinel stands for; driver.Error matches
+// sentinels through it.
+func (s *sentinel) ErrorCode() Code { return s.code }
+
 // Sentinels for errors.Is. Each matches every *Error with its code.
 var (
 	ErrNotFound           error = &sentinel{NotFound}

@@ -7,10 +7,16 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// settler batches Complete calls from many goroutines into few driver calls.
-// It never waits to fill a batch: a flusher takes whatever is queued when it
-// becomes free, so an idle queue completes with one round trip of latency and
-// a busy one amortises round trips over many messages.
+// settler batches Complete calls from many goroutines into few driver calls,
+// as a database groups commits: one flusher, which never waits to fill a
+// batch but takes whatever queued up while its previous call was in flight.
+// An idle queue completes with one round trip of latency; a busy one sends
+// batches as large as the load makes them, so the engine's work per message
+// falls as the rate rises. (Several flushers split the same load into more,
+// smaller calls: measured on Postgres, four flushers drained 15k tasks/s
+// with three times the transactions one flusher needed for 18k/s.) Drivers
+// whose settlements are one request per message run a batch's requests in
+// parallel themselves.
 type settler struct {
 	q  *Queue
 	ch chan completeReq
@@ -23,17 +29,13 @@ type completeReq struct {
 	done  chan error
 }
 
-const (
-	settleFlushers = 4   // concurrent driver calls
-	settleMaxBatch = 512 // leases per driver call
-)
+// settleMaxBatch bounds the leases of one driver call.
+const settleMaxBatch = 512
 
 func newSettler(q *Queue) *settler {
 	s := &settler{q: q, ch: make(chan completeReq, settleMaxBatch)}
-	for range settleFlushers {
-		s.wg.Add(1)
-		go s.loop()
-	}
+	s.wg.Add(1)
+	go s.loop()
 	return s
 }
 

@@ -51,9 +51,7 @@ func checkDelayedPush(c *C) {
 	if early := time.Until(t.NotBefore); early > c.tolerance() {
 		c.Errorf("the delayed task arrived %v before its NotBefore", early)
 	}
-	if e.Task.ID != id || e.DeliveryCount != 1 {
-		c.Errorf("received task %s delivery %d, want %s delivery 1", e.Task.ID, e.DeliveryCount, id)
-	}
+	c.expectDelivery(e, id, 1, "after NotBefore")
 	c.complete(e)
 }
 
@@ -213,9 +211,7 @@ func checkFailRetryBudget(c *C) {
 	inPlace := level(q, driver.InPlaceUpdate) == driver.Native
 	for attempt := 1; attempt <= 3; attempt++ {
 		e := c.receive(q, c.longVis(q))
-		if e.Task.ID != id || e.DeliveryCount != attempt {
-			c.Errorf("attempt %d: received task %s delivery %d, want %s delivery %d", attempt, e.Task.ID, e.DeliveryCount, id, attempt)
-		}
+		c.expectDelivery(e, id, attempt, fmt.Sprintf("attempt %d", attempt))
 		left := 3 - attempt
 		if inPlace && e.Task.NumRetries != left {
 			c.Errorf("attempt %d: task carries num_retries %d, want %d (in-place update is native, so Fail must decrement it)", attempt, e.Task.NumRetries, left)

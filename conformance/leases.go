@@ -27,12 +27,7 @@ func checkVisibilityExpiry(c *C) {
 	if early := time.Until(exp); early > c.tolerance() {
 		c.Errorf("the message came back %v before its lease expired", early)
 	}
-	if e2.Task.ID != id {
-		c.Errorf("received task %s, want %s", e2.Task.ID, id)
-	}
-	if e2.DeliveryCount != 2 {
-		c.Errorf("second delivery has DeliveryCount %d, want 2", e2.DeliveryCount)
-	}
+	c.expectDelivery(e2, id, 2, "after the lease expired")
 	c.complete(e2)
 }
 
@@ -226,9 +221,7 @@ func checkRequeueImmediate(c *C) {
 	}
 	c.expectCode(e.Complete(c.ctx()), jobq.FailedPrecondition, "Complete after Requeue of the same envelope")
 	e2 := c.receive(q, c.longVis(q))
-	if e2.Task.ID != id || e2.DeliveryCount != 2 {
-		c.Errorf("after Requeue(0) received task %s delivery %d, want %s delivery 2", e2.Task.ID, e2.DeliveryCount, id)
-	}
+	c.expectDelivery(e2, id, 2, "after Requeue(0)")
 	c.complete(e2)
 }
 
@@ -268,8 +261,6 @@ func checkRequeueDelayed(c *C) {
 	if early := time.Until(visible); early > c.tolerance() {
 		c.Errorf("the requeued message came back %v before its delay ended", early)
 	}
-	if e2.Task.ID != id || e2.DeliveryCount != 2 {
-		c.Errorf("received task %s delivery %d, want %s delivery 2", e2.Task.ID, e2.DeliveryCount, id)
-	}
+	c.expectDelivery(e2, id, 2, "after a delayed Requeue")
 	c.complete(e2)
 }

@@ -118,9 +118,7 @@ func checkClosedQueue(c *C) {
 	// The message held by the closed handle comes back to another.
 	q2 := c.openURL(url)
 	e2 := c.receive(q2, c.longVis(q2))
-	if e2.Task.ID != id || e2.DeliveryCount != 2 {
-		c.Errorf("after the holder closed, received %s delivery %d, want %s delivery 2", e2.Task.ID, e2.DeliveryCount, id)
-	}
+	c.expectDelivery(e2, id, 2, "after the holder closed")
 	c.complete(e2)
 }
 

@@ -217,6 +217,15 @@ func (c *C) receive(q *handle, vis time.Duration) *jobq.Envelope {
 	return e
 }
 
+// expectDelivery checks that e is task id on its n-th delivery; when says
+// what led to it, for the error.
+func (c *C) expectDelivery(e *jobq.Envelope, id string, n int, when string) {
+	c.Helper()
+	if e.Task.ID != id || e.DeliveryCount != n {
+		c.Errorf("%s: received task %s delivery %d, want %s delivery %d", when, e.Task.ID, e.DeliveryCount, id, n)
+	}
+}
+
 // receiveNone checks that no message is visible now, reporting why one
 // should not be. With a non-zero notAfter (a lease expiry, a NotBefore) the
 // check only counts if the Receive call ended before notAfter, since after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Code classifies an error so that callers can react to it without knowing
@@ -104,6 +105,18 @@ func (e *Error) Error() string {
 // Unwrap returns the engine's error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Is reports whether target is a code sentinel (one with an ErrorCode
+// method, as jobq's ErrLockLost, ErrResourceExhausted and the rest are) of
+// e's code, so that errors.Is works on driver errors that reach users
+// without passing through the portable layer (escape hatches such as the
+// Postgres backend's PushTx).
+func (e *Error) Is(target error) bool {
+	if s, ok := target.(interface{ ErrorCode() Code }); ok {
+		return s.ErrorCode() == e.Code
+	}
+	return false
+}
+
 // CodeOf returns the code of the first *Error in err's chain, mapping context
 // cancellation and deadline errors too. It returns Unknown otherwise.
 func CodeOf(err error) Code {
@@ -117,6 +130,24 @@ func CodeOf(err error) Code {
 		return Canceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return DeadlineExceeded
+	}
+	return Unknown
+}
+
+// CodeOfHTTPStatus is the code an HTTP status means to every backend that
+// speaks HTTP: 401 and 403 PermissionDenied, 404 NotFound, 429
+// ResourceExhausted, 5xx Unavailable; Unknown for the rest, which a backend
+// maps itself (409 means different things to different services).
+func CodeOfHTTPStatus(status int) Code {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return PermissionDenied
+	case status == http.StatusNotFound:
+		return NotFound
+	case status == http.StatusTooManyRequests:
+		return ResourceExhausted
+	case status >= 500:
+		return Unavailable
 	}
 	return Unknown
 }

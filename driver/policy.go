@@ -251,6 +251,19 @@ func SortPolicies(ps []Policy) {
 	})
 }
 
+// UncountedKeyStats lists the keys of ps's concurrency and rate policies
+// with unknown counts (Waiting -1), for backends that cannot count messages
+// per key.
+func UncountedKeyStats(ps []Policy) []KeyStat {
+	var out []KeyStat
+	for _, p := range ps {
+		if p.Kind != MaxDepthPolicy {
+			out = append(out, KeyStat{Kind: p.Kind, Key: p.Key, Waiting: -1})
+		}
+	}
+	return out
+}
+
 // ReplacePolicy returns ps with p set (replacing the one of the same kind
 // and key), or, when remove is true, without it, and whether one was there.
 func ReplacePolicy(ps []Policy, p Policy, remove bool) ([]Policy, bool) {

@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,22 @@ func TestQueueFull(t *testing.T) {
 	}
 	if got := err.Error(); got == "" || !strings.Contains(got, "7 of max-depth 7") {
 		t.Errorf("message %q does not give the depth", got)
+	}
+}
+
+func TestUncountedKeyStats(t *testing.T) {
+	t.Parallel()
+	ps := []Policy{
+		{Kind: ConcurrencyPolicy, Key: "gpu", Limit: 2},
+		{Kind: MaxDepthPolicy, Limit: 100},
+		{Kind: RatePolicy, Key: "api", Limit: 5, Period: time.Second},
+	}
+	got := UncountedKeyStats(ps)
+	want := []KeyStat{
+		{Kind: ConcurrencyPolicy, Key: "gpu", Waiting: -1},
+		{Kind: RatePolicy, Key: "api", Waiting: -1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("UncountedKeyStats = %+v; want %+v", got, want)
 	}
 }

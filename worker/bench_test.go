@@ -35,13 +35,7 @@ func benchWorkerNoop(b *testing.B, scheme string, concurrency, receivers int) {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	tasks := make([]*jobq.Task, b.N)
-	for i := range tasks {
-		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
-	}
-	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
-		b.Fatal(err)
-	}
+	pushTrueTasks(b, q)
 	b.ResetTimer()
 	h := worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
 	start := time.Now()
@@ -52,9 +46,9 @@ func benchWorkerNoop(b *testing.B, scheme string, concurrency, receivers int) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
 }
 
-// BenchmarkShellTrue measures the shell processor on `true` tasks.
-func BenchmarkShellTrue(b *testing.B) {
-	q := openQueueB(b)
+// pushTrueTasks pushes b.N distinct `true` commands to q.
+func pushTrueTasks(b *testing.B, q *jobq.Queue) {
+	b.Helper()
 	tasks := make([]*jobq.Task, b.N)
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
@@ -62,6 +56,12 @@ func BenchmarkShellTrue(b *testing.B) {
 	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkShellTrue measures the shell processor on `true` tasks.
+func BenchmarkShellTrue(b *testing.B) {
+	q := openQueueB(b)
+	pushTrueTasks(b, q)
 	b.ResetTimer()
 	if err := worker.Run(context.Background(), q, worker.NewShell(), worker.Options{Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
 		b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -17,12 +18,17 @@ import (
 // each other and with the settlement of earlier tasks, which is what bounds
 // a single receive loop when handlers are fast.
 type dispatcher struct {
-	w       *Worker
-	slots   chan struct{} // one token per free task slot
-	share   int           // the most slots one receive asks for
-	recvCtx context.Context
-	cancel  context.CancelFunc
-	tasks   sync.WaitGroup
+	w        *Worker
+	slots    chan struct{} // one token per free task slot
+	ahead    chan struct{} // one token per task that may be prefetched; nil without prefetch
+	handlers *handlerQueue // a task holds a handler while it runs
+	share    int           // the most tokens one receive asks for
+	// unsettled counts tasks whose handler returned and whose settlement
+	// has not: at most maxUnsettled of them give their token back early.
+	unsettled atomic.Int64
+	recvCtx   context.Context
+	cancel    context.CancelFunc
+	tasks     sync.WaitGroup
 
 	quitOnce sync.Once
 	quit     chan struct{} // closed when the dispatcher ends itself
@@ -50,18 +56,25 @@ func newDispatcher(w *Worker) *dispatcher {
 	bo.MaxInterval = 30 * time.Second
 	bo.MaxElapsedTime = 5 * time.Minute
 	d := &dispatcher{
-		w:       w,
-		slots:   make(chan struct{}, w.o.Concurrency),
-		share:   (w.o.Concurrency + w.o.Receivers - 1) / w.o.Receivers,
-		recvCtx: ctx,
-		cancel:  cancel,
-		quit:    make(chan struct{}),
-		wake:    make(chan struct{}),
-		ended1:  make(chan struct{}),
-		bo:      bo,
+		w:        w,
+		slots:    make(chan struct{}, w.o.Concurrency),
+		handlers: newHandlerQueue(w.o.Concurrency),
+		share:    (w.o.Concurrency + w.o.Prefetch + w.o.Receivers - 1) / w.o.Receivers,
+		recvCtx:  ctx,
+		cancel:   cancel,
+		quit:     make(chan struct{}),
+		wake:     make(chan struct{}),
+		ended1:   make(chan struct{}),
+		bo:       bo,
 	}
 	for range w.o.Concurrency {
 		d.slots <- struct{}{}
+	}
+	if w.o.Prefetch > 0 {
+		d.ahead = make(chan struct{}, w.o.Prefetch)
+		for range w.o.Prefetch {
+			d.ahead <- struct{}{}
+		}
 	}
 	return d
 }
@@ -138,19 +151,26 @@ func (d *dispatcher) park(ch <-chan struct{}) bool {
 	}
 }
 
-// gather takes up to share free slots for a receive, having taken one.
-// While another receive is in flight it waits for slots to come free, so
-// that receives ask for full batches (a claim costs about the same for one
-// task as for several); with none in flight it goes with what is free, so
-// a freed slot is never left waiting. It returns false when the worker
-// drains or the dispatcher ends meanwhile.
-func (d *dispatcher) gather() (int, bool) {
+// gather takes up to share tokens for a receive, having taken t. While
+// another receive is in flight it waits for slots to come free, so that
+// receives ask for full batches (a claim costs about the same for one task
+// as for several); with none in flight it goes with what is free, so a
+// freed slot is never left waiting. Prefetch tokens are taken only while
+// handlers are fast. It returns false when the worker drains or the
+// dispatcher ends meanwhile.
+func (d *dispatcher) gather(t claimTokens) (claimTokens, bool) {
 	w := d.w
-	n := 1
-	for n < d.share {
+	for t.total() < d.share {
 		select {
 		case <-d.slots:
-			n++
+			t.main++
+			continue
+		default:
+		}
+		ahead, turned := d.aheadPool()
+		select {
+		case <-ahead:
+			t.ahead++
 			continue
 		default:
 		}
@@ -163,23 +183,33 @@ func (d *dispatcher) gather() (int, bool) {
 		}
 		select {
 		case <-d.slots:
-			n++
+			t.main++
+		case <-ahead:
+			t.ahead++
+		case <-turned:
 		case <-ch:
 		case <-w.drainCh:
-			return n, false
+			return t, false
 		case <-d.quit:
-			return n, false
+			return t, false
 		}
 	}
-	return n, true
+	return t, true
 }
 
 // receive is one receiver's loop.
 func (d *dispatcher) receive() {
 	w := d.w
 	for {
+		var t claimTokens
+		ahead, turned := d.aheadPool()
 		select {
 		case <-d.slots:
+			t.main = 1
+		case <-ahead:
+			t.ahead = 1
+		case <-turned:
+			continue // handlers turned fast: prefetch tokens count now
 		case <-w.drainCh:
 			return
 		case <-d.quit:
@@ -188,10 +218,11 @@ func (d *dispatcher) receive() {
 		if d.stopping() || w.pauseAfterFailures(d.quit) {
 			return
 		}
-		n, ok := d.gather()
+		t, ok := d.gather(t)
 		if !ok {
 			return
 		}
+		n := t.total()
 
 		// Begin the receive: count it, and take its share of MaxTasks so
 		// that receivers together never take more than the limit.
@@ -207,14 +238,14 @@ func (d *dispatcher) receive() {
 				// for them to bring tasks (or end the worker).
 				ch := d.wake
 				w.mu.Unlock()
-				d.give(n)
+				d.giveBack(t, n)
 				if !d.park(ch) {
 					return
 				}
 				continue
 			}
 			if n > budget {
-				d.give(n - budget)
+				t = d.giveBack(t, n-budget)
 				n = budget
 			}
 			d.reserved += n
@@ -234,7 +265,7 @@ func (d *dispatcher) receive() {
 		if err != nil {
 			envs = nil
 		}
-		d.give(n - len(envs))
+		t = d.giveBack(t, n-len(envs))
 
 		// End the receive; its tasks count as running before it stops
 		// counting as in flight, so no receiver sees the worker idle
@@ -288,14 +319,33 @@ func (d *dispatcher) receive() {
 			continue
 		}
 
-		for _, env := range envs {
+		for i, env := range envs {
+			pool := d.slots
+			if i >= t.main {
+				pool = d.ahead
+			}
+			ticket := d.handlers.take() // here, so tasks start in claim order
 			d.tasks.Go(func() {
-				// The slot is freed as soon as the handler returns, so a
-				// receive overlaps this task's settlement.
-				var once sync.Once
-				release := func() { once.Do(func() { d.slots <- struct{}{} }) }
-				w.process(env, release)
-				release()
+				// The task's handler is freed when the handler returns, so
+				// the next task starts while this one settles, and so is its
+				// claim token, so that a receive overlaps the settlement too —
+				// unless maxUnsettled tasks are settling already: then the
+				// token waits for this settlement, and claims slow down to
+				// the pace of settlement instead of piling tasks up.
+				early, ran := false, false
+				w.process(env, ticket, func() {
+					ran = true
+					if d.unsettled.Add(1) <= maxUnsettled {
+						early = true
+						pool <- struct{}{}
+					}
+				})
+				if ran {
+					d.unsettled.Add(-1)
+				}
+				if !early {
+					pool <- struct{}{}
+				}
 				w.mu.Lock()
 				w.running--
 				w.mu.Unlock()
@@ -331,9 +381,23 @@ func (d *dispatcher) receive() {
 				d.finish("queue empty", nil)
 				return
 			}
+			// Another receive began meanwhile: let it poll and make the
+			// same check, rather than take the slots back and invalidate
+			// its check in turn (two receivers could leapfrog forever).
+			if !d.park(ch) {
+				return
+			}
 		}
 	}
 }
+
+// maxUnsettled bounds the tasks that have run but are not settled yet and
+// no longer hold a claim token: the settler's largest batch, so settlement
+// can always send full batches, while a settlement that falls behind (a
+// slow or failing engine) stops new claims rather than letting run but
+// unacknowledged tasks grow without bound (each is run again if the worker
+// dies before its acknowledgement).
+const maxUnsettled = 512
 
 // busyPoll is the receive wait while tasks run, or other receives are in
 // flight, and the worker would exit on an empty queue.

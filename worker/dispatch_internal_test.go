@@ -7,23 +7,27 @@ import (
 
 func TestReceiversDefault(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ concurrency, receivers, want, share int }{
-		{0, 0, 1, 1},
-		{1, 0, 1, 1},
-		{1, 4, 1, 1},
-		{2, 0, 2, 1},
-		{3, 0, 2, 2},
-		{16, 0, 2, 8},
-		{15, 0, 2, 8},
-		{16, 1, 1, 16},
-		{16, 4, 4, 4},
-		{3, 9, 3, 1},
-		{8, -1, 2, 4},
+	tests := []struct{ concurrency, receivers, prefetch, want, share int }{
+		{0, 0, 0, 2, 2},
+		{1, 0, 0, 2, 2},
+		{1, 0, -1, 1, 1},
+		{1, 4, 0, 3, 1},
+		{2, 0, 0, 2, 3},
+		{3, 0, 0, 2, 5},
+		{16, 0, 0, 2, 24},
+		{16, 0, -1, 2, 8},
+		{15, 0, 0, 2, 23},
+		{16, 1, 0, 1, 48},
+		{16, 4, 0, 4, 12},
+		{16, 4, 4, 4, 5},
+		{3, 9, -1, 3, 1},
+		{3, 9, 0, 9, 1},
+		{8, -1, 0, 2, 12},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%d/%d", tt.concurrency, tt.receivers), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/%d/%d", tt.concurrency, tt.receivers, tt.prefetch), func(t *testing.T) {
 			t.Parallel()
-			o := Options{Concurrency: tt.concurrency, Receivers: tt.receivers}.withDefaults()
+			o := Options{Concurrency: tt.concurrency, Receivers: tt.receivers, Prefetch: tt.prefetch}.withDefaults()
 			if o.Receivers != tt.want {
 				t.Errorf("Receivers = %d; want %d", o.Receivers, tt.want)
 			}

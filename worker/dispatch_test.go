@@ -268,3 +268,67 @@ func TestEmptyReceiveWaitsForClaimInFlight(t *testing.T) {
 		t.Fatalf("end reason %q", w.EndReason())
 	}
 }
+
+// slowCompleteScheme opens SQLite queues whose completions take 20 ms a
+// call, as a struggling engine's would, and counts the leases completed.
+const slowCompleteScheme = "sqlite-slowcomplete"
+
+var slowCompleted atomic.Int64
+
+func init() { jobq.Register(slowCompleteScheme, slowCompleteOpener{}) }
+
+type slowCompleteOpener struct{ sqlite.URLOpener }
+
+func (o slowCompleteOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	d, err := o.URLOpener.Open(ctx, u, opts)
+	if err != nil {
+		return nil, err
+	}
+	return slowCompletes{d}, nil
+}
+
+type slowCompletes struct{ driver.Driver }
+
+func (s slowCompletes) Complete(ctx context.Context, leases []driver.Lease) []error {
+	time.Sleep(20 * time.Millisecond)
+	errs := s.Driver.Complete(ctx, leases)
+	slowCompleted.Add(int64(len(leases)))
+	return errs
+}
+
+// TestSettlementBacklogIsBounded: when completions fall behind, fast
+// handlers do not run ahead of them without bound: tasks that ran but are
+// not yet completed stay within the worker's tokens plus 512.
+func TestSettlementBacklogIsBounded(t *testing.T) {
+	t.Parallel()
+	u := slowCompleteScheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	const n, concurrency = 3000, 4
+	tasks := make([]*jobq.Task, n)
+	for i := range tasks {
+		tasks[i] = &jobq.Task{Command: fmt.Sprintf("t%d", i)}
+	}
+	push(t, q, tasks...)
+	base := slowCompleted.Load()
+	var ran, most atomic.Int64
+	h := worker.HandlerFunc(func(context.Context, *worker.Job) error {
+		if ahead := ran.Add(1) - (slowCompleted.Load() - base); ahead > most.Load() {
+			most.Store(ahead)
+		}
+		return nil
+	})
+	if err := worker.Run(context.Background(), q, h, worker.Options{Concurrency: concurrency, Logger: quietLog(), Poll: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	// 512 settling early, plus Concurrency+Prefetch (3×4) holding tokens.
+	if bound := int64(512 + 3*concurrency); most.Load() > bound {
+		t.Errorf("%d tasks ran ahead of their completions; want at most %d", most.Load(), bound)
+	}
+	if ran.Load() != n {
+		t.Errorf("ran %d tasks, want %d", ran.Load(), n)
+	}
+}

@@ -33,6 +33,7 @@ func (e *TaskError) Unwrap() error { return e.Err }
 var (
 	errLeaseLost = errors.New("lease lost: another worker may hold the task now")
 	errStopping  = errors.New("worker stopping: the task will be requeued")
+	errDraining  = errors.New("worker draining before the task started: it is requeued")
 )
 
 func detailOf(err error) string {

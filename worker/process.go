@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -13,9 +14,11 @@ import (
 // context may be cancelled by then.
 const settleTimeout = 30 * time.Second
 
-// process runs one received task and settles it; release is called when
-// the task no longer runs, before it is settled.
-func (w *Worker) process(env *jobq.Envelope, release func()) {
+// process runs one received task and settles it. It runs the task once its
+// ticket holds a handler (waiting, if the task was prefetched) and releases
+// the handler when the task no longer runs, before the task is settled, so
+// the next task starts while this one settles; ran is called then.
+func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := w.log.With("task", env.Task.ID)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -36,10 +39,30 @@ func (w *Worker) process(env *jobq.Envelope, release func()) {
 	select {
 	case <-w.stopCh:
 		w.record(env, began, jobq.OutcomeRequeued, errStopping)
+		ticket.release()
 		w.requeue(sctx, env, log, 0, "worker stopping before the task started")
 		return
 	default:
 	}
+
+	switch err := w.awaitHandler(env, ticket, log); {
+	case errors.Is(err, errDraining):
+		w.record(env, began, jobq.OutcomeRequeued, err)
+		w.requeue(sctx, env, log, 0, "worker draining before the task started")
+		return
+	case err != nil:
+		w.lost.Add(1)
+		log.Warn("prefetched task dropped: its lease was lost before a handler was free (another worker may run it)")
+		return
+	}
+	var freeOnce sync.Once
+	free := func() {
+		freeOnce.Do(func() {
+			ticket.release()
+			ran()
+		})
+	}
+	defer free()
 
 	releaseLimit, delay := w.limits.acquire(ctx, env.Task)
 	if releaseLimit == nil {
@@ -99,7 +122,8 @@ func (w *Worker) process(env *jobq.Envelope, release func()) {
 		log.Error("stopping the worker", "error", ferr)
 		w.setFatal(ferr)
 	}
-	release()
+	w.pace.observe(time.Since(start))
+	free()
 
 	switch {
 	case err == nil:

@@ -71,6 +71,7 @@ type Worker struct {
 	pauser *failurePauser
 	limits *localLimits
 	host   string // for attempt histories
+	pace   *handlerPace
 
 	drainOnce, stopOnce, killOnce sync.Once
 	drainCh                       chan struct{} // closed: take no new tasks
@@ -95,6 +96,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		q: q, h: h, o: o, log: log,
 		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
 		pauser:  newFailurePauser(o.FailureBackoff),
+		pace:    newHandlerPace(),
 		limits:  newLocalLimits(q, log),
 		host:    hostname(),
 		drainCh: make(chan struct{}),

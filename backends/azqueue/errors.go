@@ -46,21 +46,15 @@ func errorCode(err error) driver.Code {
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		switch re.StatusCode {
-		case http.StatusNotFound:
-			return driver.NotFound
-		case http.StatusForbidden, http.StatusUnauthorized:
-			return driver.PermissionDenied
 		case http.StatusConflict:
 			return driver.FailedPrecondition
 		case http.StatusRequestEntityTooLarge:
 			return driver.TooLarge
-		case http.StatusTooManyRequests:
-			return driver.ResourceExhausted
 		case http.StatusBadRequest:
 			return driver.InvalidArgument
 		}
-		if re.StatusCode >= 500 {
-			return driver.Unavailable
+		if c := driver.CodeOfHTTPStatus(re.StatusCode); c != driver.Unknown {
+			return c
 		}
 	}
 	var ne net.Error

@@ -107,11 +107,5 @@ func (q *queue) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []driver.KeyStat
-	for _, p := range pols {
-		if p.Kind != driver.MaxDepthPolicy {
-			out = append(out, driver.KeyStat{Kind: p.Kind, Key: p.Key, Waiting: -1})
-		}
-	}
-	return out, nil
+	return driver.UncountedKeyStats(pols), nil
 }

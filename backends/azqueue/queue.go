@@ -374,12 +374,7 @@ func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration
 func (q *queue) update(ctx context.Context, c *claim, text string, secs int32, what string) error {
 	resp, err := q.main.UpdateMessage(ctx, c.messageID, c.popReceipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(secs)})
 	if err != nil {
-		if errorCode(err) == driver.LockLost || errorCode(err) == driver.NotFound {
-			c.settled = true
-			return &driver.Error{Code: driver.LockLost, Err: err,
-				Msg: fmt.Sprintf("lease on message %s lost: another receiver holds it or it was deleted (HTTP %s)", c.messageID, statusOf(err))}
-		}
-		return wrap(err, "%s message %s in %s", what, c.messageID, q.name)
+		return q.claimFailed(c, err, what)
 	}
 	if resp.PopReceipt != nil {
 		c.popReceipt = *resp.PopReceipt
@@ -406,15 +401,22 @@ func (q *queue) Complete(ctx context.Context, leases []driver.Lease) []error {
 func (q *queue) deleteClaim(ctx context.Context, c *claim, what string) error {
 	_, err := q.main.DeleteMessage(ctx, c.messageID, c.popReceipt, nil)
 	if err != nil {
-		if errorCode(err) == driver.LockLost || errorCode(err) == driver.NotFound {
-			c.settled = true
-			return &driver.Error{Code: driver.LockLost, Err: err,
-				Msg: fmt.Sprintf("lease on message %s lost: another receiver holds it or it was deleted (HTTP %s)", c.messageID, statusOf(err))}
-		}
-		return wrap(err, "%s message %s in %s", what, c.messageID, q.name)
+		return q.claimFailed(c, err, what)
 	}
 	c.settled = true
 	return nil
+}
+
+// claimFailed is the error of a request on c's message that failed with
+// err: LockLost (c then counts as settled) when the service no longer knows
+// the receipt or the message, else err wrapped with what was being done.
+func (q *queue) claimFailed(c *claim, err error, what string) error {
+	if code := errorCode(err); code == driver.LockLost || code == driver.NotFound {
+		c.settled = true
+		return &driver.Error{Code: driver.LockLost, Err: err,
+			Msg: fmt.Sprintf("lease on message %s lost: another receiver holds it or it was deleted (HTTP %s)", c.messageID, statusOf(err))}
+	}
+	return wrap(err, "%s message %s in %s", what, c.messageID, q.name)
 }
 
 // Requeue implements driver.Driver with Update Message: the visibility

@@ -123,22 +123,29 @@ func TestRenewKeepsNewestPopReceipt(t *testing.T) {
 	}
 }
 
-func TestStaleLeaseCopySettlesWithNewestReceipt(t *testing.T) {
-	t.Parallel()
-	u := newQueueURL(t)
-	d, err := openDriver(t.Context(), u)
+// pushReceiveOne opens a driver on a fresh queue, pushes one message and
+// receives it with the given visibility; the driver closes with the test.
+func pushReceiveOne(t *testing.T, visibility time.Duration) (driver.Driver, *driver.Received) {
+	t.Helper()
+	d, err := openDriver(t.Context(), newQueueURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
 	if _, err := d.Push(t.Context(), []*driver.Message{{ID: "x", Body: []byte(`{"x": 1}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 5 * time.Second})
+	recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: visibility, Wait: 5 * time.Second})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("receive: %v, %d", err, len(recs))
 	}
-	old := recs[0].Lease
+	return d, recs[0]
+}
+
+func TestStaleLeaseCopySettlesWithNewestReceipt(t *testing.T) {
+	t.Parallel()
+	d, rec := pushReceiveOne(t, time.Minute)
+	old := rec.Lease
 	renewed, err := d.Renew(t.Context(), old, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -178,19 +185,7 @@ func TestExpiredLeaseIsLockLost(t *testing.T) {
 
 func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 	t.Parallel()
-	u := newQueueURL(t)
-	d, err := openDriver(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if _, err := d.Push(t.Context(), []*driver.Message{{ID: "x", Body: []byte(`{"x": 1}`)}}); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Second, Wait: 5 * time.Second})
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("receive: %v", err)
-	}
+	d, first := pushReceiveOne(t, time.Second)
 	time.Sleep(1100 * time.Millisecond)
 	again, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 5 * time.Second})
 	if err != nil || len(again) != 1 {
@@ -198,7 +193,7 @@ func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 	}
 	// A hand-made lease skips the local expiry check: the service's
 	// PopReceiptMismatch must map to LockLost.
-	stale := driver.Lease{MessageID: recs[0].Lease.MessageID, Token: recs[0].Lease.Token, Expiry: time.Now().Add(time.Hour)}
+	stale := driver.Lease{MessageID: first.Lease.MessageID, Token: first.Lease.Token, Expiry: time.Now().Add(time.Hour)}
 	errs := d.Complete(t.Context(), []driver.Lease{stale})
 	if len(errs) != 1 || driver.CodeOf(errs[0]) != driver.LockLost {
 		t.Fatalf("complete with a re-claimed receipt: %v, want LockLost", errs)

@@ -16,14 +16,15 @@ import (
 // Policies live in the policies table, so every process sees them. A queue
 // without concurrency or rate policies claims with the ordinary statement;
 // one with them claims through claim_with_policies, a PL/pgSQL function that
-// does everything in one round trip: it takes a transaction-scoped advisory
-// lock on the queue (so that two claimers never both see a key one below
-// its cap), counts the held leases of the capped keys through a partial
-// index over keyed messages only, drops expired rate admissions and counts
-// the rest, then walks the visible messages in claim order — leaving out
-// keys that were full when it began, skipping ones that fill up during the
-// batch — and leases what it may. Unkeyed messages keep their HOT updates;
-// keyed ones pay for the extra index.
+// does everything in one round trip: it locks a window of visible messages
+// in claim order, takes a transaction-scoped advisory lock on each capped
+// key among them (so that two claimers never both see a key one below its
+// cap; a key another claim holds is left out, not waited for), counts those
+// keys' held leases through a partial index over keyed messages only, and
+// their unexpired rate admissions, then leases what it may — skipping keys
+// that fill up during the batch, and scanning on past keys that were full
+// (claimFunctionKeyLocks). Unkeyed messages keep their HOT updates; keyed
+// ones pay for the extra index.
 //
 // Each driver caches the queue's policies for policyTTL, so a policy set
 // from another process takes effect within that time (at once for the
@@ -62,119 +63,148 @@ CREATE INDEX admissions_expiry ON {{s}}.admissions (queue, expires_at);
 
 `
 
-// claimFunction is schema step 3: the claim under policies. Keys that are
-// full when it begins are left out of the scan by one query (a probe of
-// the partial key index per capped key); keys that fill up during a batch
-// are counted in arrays as it goes.
-const claimFunction = `
+// claimFunctionKeyLocks creates claim_with_policies, as schema steps 3 and
+// 4. Step 3's first version serialised every claim of a queue with policies
+// under one advisory lock, which cost a third of a worker's throughput, and
+// probed each key with two queries the first time a batch met it; step 4
+// replaced it with this one, and step 3 now creates this one too (a
+// database already at step 3 gets it from step 4). This version locks a window of candidates in one query, then takes a
+// transaction-scoped advisory lock per capped key the window brings
+// (pg_try_advisory_xact_lock: a key another claim holds right now is left
+// out of this claim, never waited for, so claims cannot deadlock), and only
+// then, in the next statement and so in a snapshot that sees every claim
+// committed under that key's lock, counts the key's held leases and recent
+// admissions, for all of the window's keys in one query per kind. What to
+// take is decided in plain PL/pgSQL array code. Claims on different keys,
+// and on unkeyed messages, run in parallel.
+const claimFunctionKeyLocks = `
 CREATE OR REPLACE FUNCTION {{s}}.claim_with_policies(p_queue text, p_max int, p_vis_us bigint)
 RETURNS TABLE (r_id bigint, r_task_id text, r_body bytea, r_deliveries int, r_enqueued_at timestamptz, r_lease text, r_priority int)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-	blocked_c text[];
-	blocked_r text[];
-	seen_c text[] := '{}';  -- capped keys met in this batch, with
-	left_c bigint[] := '{}'; -- how many more each may take
-	seen_r text[] := '{}';
-	left_r bigint[] := '{}';
-	per_r bigint[] := '{}'; -- rate periods (microseconds)
+	blocked_c text[] := '{}';
+	blocked_r text[] := '{}';
+	ck text[] := '{}';        -- concurrency keys met in this claim, with
+	ck_left bigint[] := '{}'; -- how many more each may take (NULL: no cap)
+	rk text[] := '{}';
+	rk_left bigint[] := '{}';
+	rk_per bigint[] := '{}';  -- rate periods (microseconds)
+	new_k text[];             -- keys the window brings for the first time
+	locked text[];            -- capped ones whose lock this claim holds
+	busy text[];              -- capped ones another claim holds: left out
+	w_ids bigint[];           -- the window of candidates, in claim order
+	w_prios int[];
+	w_ck text[];
+	w_rk text[];
 	ids bigint[] := '{}';
 	prios int[] := '{}';
 	adm text[] := '{}';
 	admp bigint[] := '{}';
-	c record;
+	win int := p_max + 8;
+	fetched int := 0;
 	pass int;
-	fetched int;
-	full_fetch boolean := false;
 	i int;
-	lim bigint;
-	per bigint;
+	j int;
 	n int := 0;
 BEGIN
-	PERFORM pg_advisory_xact_lock(hashtextextended('jobq.claim.{{s}}.' || p_queue, 0));
 	DELETE FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.expires_at <= now();
-	-- Pass 1 checks the keys of the first candidates only, which is cheap
-	-- when few keys are full. When it found too little in a full window of
-	-- candidates (full keys crowd the head of the queue), pass 2 leaves out
-	-- every full key at once and scans on.
-	blocked_c := '{}';
-	blocked_r := '{}';
+	-- Pass 1 takes the first candidates in claim order. When full keys
+	-- left it short in a full window (they crowd the head of the queue),
+	-- pass 2 leaves out every full key at once and scans on.
 	FOR pass IN 1..2 LOOP
-	IF pass = 2 THEN
-		EXIT WHEN n >= p_max OR NOT full_fetch;
-		SELECT coalesce(array_agg(p.key), '{}') INTO blocked_c FROM {{s}}.policies p
-		WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.limit_n <= (
-			SELECT count(*) FROM {{s}}.messages m
-			WHERE m.queue = p_queue AND m.concurrency_key = p.key AND m.visible_at > now() AND m.lease IS NOT NULL);
-		SELECT coalesce(array_agg(p.key), '{}') INTO blocked_r FROM {{s}}.policies p
-		WHERE p.queue = p_queue AND p.kind = 'rate' AND p.limit_n <= (
-			SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key);
-		FOR i IN 1 .. coalesce(array_length(seen_c, 1), 0) LOOP
-			IF left_c[i] IS NOT NULL AND left_c[i] <= 0 THEN
-				blocked_c := blocked_c || seen_c[i];
-			END IF;
-		END LOOP;
-		FOR i IN 1 .. coalesce(array_length(seen_r, 1), 0) LOOP
-			IF left_r[i] IS NOT NULL AND left_r[i] <= 0 THEN
-				blocked_r := blocked_r || seen_r[i];
-			END IF;
-		END LOOP;
-	END IF;
-	fetched := 0;
-	FOR c IN SELECT m.priority AS prio, m.id AS mid, m.concurrency_key AS ck, m.rate_key AS rk FROM {{s}}.messages m
-		WHERE m.queue = p_queue AND m.visible_at <= now()
-		  AND (m.concurrency_key IS NULL OR NOT (m.concurrency_key = ANY (blocked_c)))
-		  AND (m.rate_key IS NULL OR NOT (m.rate_key = ANY (blocked_r)))
-		  AND NOT (m.id = ANY (ids))
-		ORDER BY m.priority DESC, m.id
-		LIMIT p_max * 2 + 8
-		FOR UPDATE SKIP LOCKED LOOP
-		fetched := fetched + 1;
-		EXIT WHEN n >= p_max;
-		IF c.ck IS NOT NULL THEN
-			i := array_position(seen_c, c.ck);
-			IF i IS NULL THEN
-				SELECT p.limit_n INTO lim FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = c.ck;
-				IF lim IS NOT NULL THEN
-					lim := lim - (SELECT count(*) FROM {{s}}.messages m
-						WHERE m.queue = p_queue AND m.concurrency_key = c.ck AND m.visible_at > now() AND m.lease IS NOT NULL);
+		IF pass = 2 THEN
+			EXIT WHEN n >= p_max OR fetched < win;
+			SELECT coalesce(array_agg(p.key), '{}') INTO blocked_c FROM {{s}}.policies p
+			WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.limit_n <= (
+				SELECT count(*) FROM {{s}}.messages m
+				WHERE m.queue = p_queue AND m.concurrency_key = p.key AND m.visible_at > now() AND m.lease IS NOT NULL);
+			SELECT coalesce(array_agg(p.key), '{}') INTO blocked_r FROM {{s}}.policies p
+			WHERE p.queue = p_queue AND p.kind = 'rate' AND p.limit_n <= (
+				SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key);
+			FOR i IN 1 .. coalesce(array_length(ck, 1), 0) LOOP
+				IF ck_left[i] <= 0 THEN
+					blocked_c := blocked_c || ck[i];
 				END IF;
-				seen_c := seen_c || c.ck;
-				left_c := left_c || lim;
-				i := array_length(seen_c, 1);
-			END IF;
-			CONTINUE WHEN left_c[i] IS NOT NULL AND left_c[i] <= 0;
-		END IF;
-		IF c.rk IS NOT NULL THEN
-			i := array_position(seen_r, c.rk);
-			IF i IS NULL THEN
-				SELECT p.limit_n, p.period_us INTO lim, per FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'rate' AND p.key = c.rk;
-				IF lim IS NOT NULL THEN
-					lim := lim - (SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = c.rk);
+			END LOOP;
+			FOR i IN 1 .. coalesce(array_length(rk, 1), 0) LOOP
+				IF rk_left[i] <= 0 THEN
+					blocked_r := blocked_r || rk[i];
 				END IF;
-				seen_r := seen_r || c.rk;
-				left_r := left_r || lim;
-				per_r := per_r || per;
-				i := array_length(seen_r, 1);
-			END IF;
-			CONTINUE WHEN left_r[i] IS NOT NULL AND left_r[i] <= 0;
-			IF left_r[i] IS NOT NULL THEN
-				left_r[i] := left_r[i] - 1;
-				adm := adm || c.rk;
-				admp := admp || per_r[i];
-			END IF;
+			END LOOP;
 		END IF;
-		IF c.ck IS NOT NULL THEN
-			i := array_position(seen_c, c.ck);
-			IF left_c[i] IS NOT NULL THEN
-				left_c[i] := left_c[i] - 1;
-			END IF;
+		SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.id), '{}'),
+		       array_agg(c.priority ORDER BY c.priority DESC, c.id),
+		       array_agg(c.concurrency_key ORDER BY c.priority DESC, c.id),
+		       array_agg(c.rate_key ORDER BY c.priority DESC, c.id)
+		INTO w_ids, w_prios, w_ck, w_rk
+		FROM (SELECT m.id, m.priority, m.concurrency_key, m.rate_key FROM {{s}}.messages m
+			WHERE m.queue = p_queue AND m.visible_at <= now()
+			  AND (m.concurrency_key IS NULL OR NOT (m.concurrency_key = ANY (blocked_c)))
+			  AND (m.rate_key IS NULL OR NOT (m.rate_key = ANY (blocked_r)))
+			  AND NOT (m.id = ANY (ids))
+			ORDER BY m.priority DESC, m.id
+			LIMIT win
+			FOR UPDATE SKIP LOCKED) c;
+		fetched := coalesce(array_length(w_ids, 1), 0);
+
+		-- Concurrency keys: lock the capped ones, then count.
+		SELECT coalesce(array_agg(DISTINCT u.k), '{}') INTO new_k
+		FROM unnest(w_ck) AS u(k) WHERE u.k IS NOT NULL AND NOT (u.k = ANY (ck));
+		IF cardinality(new_k) > 0 THEN
+			SELECT coalesce(array_agg(x.key) FILTER (WHERE x.got), '{}'), coalesce(array_agg(x.key) FILTER (WHERE NOT x.got), '{}')
+			INTO locked, busy
+			FROM (SELECT p.key, pg_try_advisory_xact_lock(hashtextextended('jobq.key.{{s}}.c.' || p_queue || '.' || p.key, 0)) AS got
+				FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = ANY (new_k)) AS x;
+			SELECT ck || array_agg(u.k), ck_left || array_agg(CASE
+				WHEN u.k = ANY (busy) THEN 0
+				WHEN u.k = ANY (locked) THEN (SELECT p.limit_n FROM {{s}}.policies p
+					WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = u.k) - (SELECT count(*) FROM {{s}}.messages m
+					WHERE m.queue = p_queue AND m.concurrency_key = u.k AND m.visible_at > now() AND m.lease IS NOT NULL)
+				END)
+			INTO ck, ck_left
+			FROM unnest(new_k) AS u(k);
 		END IF;
-		ids := ids || c.mid;
-		prios := prios || c.prio;
-		n := n + 1;
-	END LOOP;
-	full_fetch := fetched >= p_max * 2 + 8;
+
+		-- Rate keys: the same, against the admissions of their window.
+		SELECT coalesce(array_agg(DISTINCT u.k), '{}') INTO new_k
+		FROM unnest(w_rk) AS u(k) WHERE u.k IS NOT NULL AND NOT (u.k = ANY (rk));
+		IF cardinality(new_k) > 0 THEN
+			SELECT coalesce(array_agg(x.key) FILTER (WHERE x.got), '{}'), coalesce(array_agg(x.key) FILTER (WHERE NOT x.got), '{}')
+			INTO locked, busy
+			FROM (SELECT p.key, pg_try_advisory_xact_lock(hashtextextended('jobq.key.{{s}}.r.' || p_queue || '.' || p.key, 0)) AS got
+				FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'rate' AND p.key = ANY (new_k)) AS x;
+			SELECT rk || array_agg(u.k), rk_left || array_agg(CASE
+				WHEN u.k = ANY (busy) THEN 0
+				WHEN u.k = ANY (locked) THEN p.limit_n - (SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = u.k)
+				END), rk_per || array_agg(p.period_us)
+			INTO rk, rk_left, rk_per
+			FROM unnest(new_k) AS u(k)
+			LEFT JOIN {{s}}.policies p ON p.queue = p_queue AND p.kind = 'rate' AND p.key = u.k;
+		END IF;
+
+		FOR j IN 1 .. fetched LOOP
+			EXIT WHEN n >= p_max;
+			IF w_ck[j] IS NOT NULL THEN
+				i := array_position(ck, w_ck[j]);
+				CONTINUE WHEN ck_left[i] <= 0;
+			END IF;
+			IF w_rk[j] IS NOT NULL THEN
+				i := array_position(rk, w_rk[j]);
+				CONTINUE WHEN rk_left[i] <= 0;
+				IF rk_left[i] IS NOT NULL THEN
+					rk_left[i] := rk_left[i] - 1;
+					adm := adm || w_rk[j];
+					admp := admp || rk_per[i];
+				END IF;
+			END IF;
+			IF w_ck[j] IS NOT NULL THEN
+				i := array_position(ck, w_ck[j]);
+				ck_left[i] := ck_left[i] - 1;
+			END IF;
+			ids := ids || w_ids[j];
+			prios := prios || w_prios[j];
+			n := n + 1;
+		END LOOP;
 	END LOOP;
 	IF n = 0 THEN
 		RETURN;
@@ -299,30 +329,38 @@ func (d *pgDriver) pushBounded(ctx context.Context, msgs []*driver.Message, noti
 	}
 	var res []driver.PushResult
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, d.psql.lockDepth, d.cfg.queue); err != nil {
-			return err
-		}
-		var depth int64
-		if err := tx.QueryRow(ctx, d.psql.depth, d.cfg.queue).Scan(&depth); err != nil {
-			return err
-		}
-		r, err := d.push(ctx, tx, msgs, notify)
-		if err != nil {
-			return err
-		}
-		added := 0
-		for _, x := range r {
-			if !x.Duplicate {
-				added++
-			}
-		}
-		if added > 0 && depth+int64(added) > maxDepth {
-			return driver.QueueFull(depth, maxDepth, added)
-		}
-		res = r
-		return nil
+		var err error
+		res, err = d.pushWithinDepth(ctx, tx, msgs, notify, maxDepth)
+		return err
 	})
 	return res, err
+}
+
+// pushWithinDepth pushes msgs in tx under the queue's depth lock and fails
+// with QueueFull, having pushed, when they overflow maxDepth: the caller
+// must then roll tx back. The lock is held until tx ends.
+func (d *pgDriver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*driver.Message, notify bool, maxDepth int64) ([]driver.PushResult, error) {
+	if _, err := tx.Exec(ctx, d.psql.lockDepth, d.cfg.queue); err != nil {
+		return nil, err
+	}
+	var depth int64
+	if err := tx.QueryRow(ctx, d.psql.depth, d.cfg.queue).Scan(&depth); err != nil {
+		return nil, err
+	}
+	r, err := d.push(ctx, tx, msgs, notify)
+	if err != nil {
+		return nil, err
+	}
+	added := 0
+	for _, x := range r {
+		if !x.Duplicate {
+			added++
+		}
+	}
+	if added > 0 && depth+int64(added) > maxDepth {
+		return nil, driver.QueueFull(depth, maxDepth, added)
+	}
+	return r, nil
 }
 
 var _ driver.PolicyStore = (*pgDriver)(nil)

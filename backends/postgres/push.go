@@ -58,11 +58,21 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 			notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
 		}
 	}
-	sql := d.sql.push
-	if !d.cfg.syncPush {
-		sql = d.sql.pushAsync
+	var rows pgx.Rows
+	var err error
+	if len(msgs) == 1 {
+		sql := d.sql.pushOne
+		if !d.cfg.syncPush {
+			sql = d.sql.pushOneAsync
+		}
+		rows, err = q.Query(ctx, sql, d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0])
+	} else {
+		sql := d.sql.push
+		if !d.cfg.syncPush {
+			sql = d.sql.pushAsync
+		}
+		rows, err = q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys)
 	}
-	rows, err := q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys)
 	if err != nil {
 		return nil, err
 	}

@@ -6,12 +6,13 @@ import "strings"
 // They are built once per queue and run as prepared statements (pgx caches
 // them per connection), so each operation is one round trip.
 type queries struct {
-	push, pushAsync, existing            string
-	claim, nextVisible                   string
-	renew, complete, requeue, deadLetter string
-	peek, stats, clear                   string
-	listDead, requeueDead, purgeDead     string
-	messagesTable                        string
+	push, pushAsync, pushOne, pushOneAsync string
+	existing                               string
+	claim, nextVisible                     string
+	renew, complete, requeue, deadLetter   string
+	peek, stats, clear                     string
+	listDead, requeueDead, purgeDead       string
+	messagesTable                          string
 }
 
 // asyncCTE makes the statement's transaction commit without waiting for
@@ -30,8 +31,10 @@ func buildQueries(schema string) queries {
 		messagesTable: schema + ".messages",
 
 		// Push: see pushSQL.
-		push:      r.Replace(pushSQL(false)),
-		pushAsync: r.Replace(pushSQL(true)),
+		push:         r.Replace(pushSQL(false, false)),
+		pushAsync:    r.Replace(pushSQL(true, false)),
+		pushOne:      r.Replace(pushSQL(false, true)),
+		pushOneAsync: r.Replace(pushSQL(true, true)),
 
 		existing: r.Replace(`
 SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),
@@ -158,21 +161,31 @@ WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
 	}
 }
 
-// pushSQL is the push statement: one multi-row insert from arrays. ON
-// CONFLICT skips tasks whose id is already queued (dedup); they are missing
-// from RETURNING. The notification, when asked for, is sent by the same
-// statement and delivered when it commits. (The WHERE clause is what makes
-// Postgres evaluate the otherwise unused CTE n.) async commits without
-// waiting for the disk (sync_push=false).
-func pushSQL(async bool) string {
+// pushSQL is the push statement: one multi-row insert from arrays, or with
+// one, a single row from plain parameters (which spares encoding and
+// unnesting eight one-element arrays). ON CONFLICT skips tasks whose id is
+// already queued (dedup); they are missing from RETURNING. The
+// notification, when asked for, is sent by the same statement and
+// delivered when it commits. (The WHERE clause is what makes Postgres
+// evaluate the otherwise unused CTE n.) async commits without waiting for
+// the disk (sync_push=false).
+func pushSQL(async, one bool) string {
 	with, from := "WITH ", ""
 	if async {
 		with, from = asyncCTE+",\n", ", async"
 	}
-	return with + `ins AS (
-	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)
+	rows := `
 	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, '')
-	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[]) AS m(task_id, body, priority, not_before, ckey, rkey)` + from + `
+	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[]) AS m(task_id, body, priority, not_before, ckey, rkey)` + from
+	if one {
+		rows = `
+	SELECT $1, NULLIF($2::text, ''), $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, '')`
+		if async {
+			rows += ` FROM async`
+		}
+	}
+	return with + `ins AS (
+	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)` + rows + `
 	ON CONFLICT (queue, task_id) DO NOTHING
 	RETURNING id, task_id
 ), n AS (

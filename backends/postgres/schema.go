@@ -69,7 +69,8 @@ CREATE TABLE {{s}}.dead_letters (
 CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 `, jobq.MinPriority, jobq.MaxPriority)},
 	{2, "queue policies", policyMigration},
-	{3, "claims under policies", claimFunction},
+	{3, "claims under policies", claimFunctionKeyLocks},
+	{4, "claims under policies: a lock per key", claimFunctionKeyLocks},
 }
 
 // SchemaVersion is the schema version this package creates and expects.

@@ -30,7 +30,11 @@ import (
 // tasks become visible to receivers when it commits (the wake-up notification
 // is delivered at commit too) and vanish if it rolls back. Tasks larger than
 // the queue's message limit are rejected with TooLarge: the stash is not used
-// inside a transaction.
+// inside a transaction. On a queue with a max-depth policy the push takes the
+// queue's depth lock, held until the transaction ends (other pushes to the
+// queue wait for it), and a push that would overflow fails with
+// ResourceExhausted, undone through a savepoint so that the transaction
+// stays usable.
 type TxPusher interface {
 	// PushTx validates and encodes tasks as Queue.PushBatch does (filling in
 	// deterministic IDs) and inserts them through tx, in one statement.
@@ -62,7 +66,22 @@ func (d *pgDriver) PushTx(ctx context.Context, tx pgx.Tx, tasks ...*jobq.Task) (
 	}
 	// Always notify: the notification only leaves at commit, and Postgres
 	// folds identical notifications of one transaction into one.
-	res, err := d.push(ctx, tx, msgs, true)
+	_, maxDepth, err := d.currentPolicies(ctx)
+	if err != nil {
+		return nil, wrap(ctx, "push-tx", err)
+	}
+	var res []driver.PushResult
+	if maxDepth == 0 {
+		res, err = d.push(ctx, tx, msgs, true)
+	} else {
+		// Under a savepoint, so that a full queue undoes only this push,
+		// not the application's writes.
+		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			var err error
+			res, err = d.pushWithinDepth(ctx, sp, msgs, true, maxDepth)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, wrap(ctx, "push-tx", err)
 	}

@@ -39,10 +39,17 @@ local function rate_of(v)
   local sep = string.find(v, '|', 1, true)
   return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
 end
--- inflight counts the held leases of a capped key, dropping stale entries.
-local function inflight(key, now)
+-- inflight counts the held leases of a capped key. The set also holds
+-- leases that have ended (settled or expired; they are not removed then),
+-- which only count too many: while its size is below limit that size is
+-- answer enough. At the limit, or past 1024 entries (so that no sweep
+-- blocks Redis for long, whatever the cap), the entries are checked one by
+-- one and the stale ones dropped. (limit 0 always checks.)
+local function inflight(key, now, limit)
   local set = P .. 'cin:' .. key
-  local n = 0
+  local n = redis.call('SCARD', set)
+  if n < limit and n < 1024 then return n end
+  n = 0
   for _, m in ipairs(redis.call('SMEMBERS', set)) do
     local sep = string.find(m, ':', 1, true)
     local f = redis.call('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
@@ -80,7 +87,7 @@ local function claim_with_policies(now, max)
         if limc[ck] == nil then
           local l = pol_get('concurrency', ck)
           limc[ck] = l and tonumber(l) or false
-          if limc[ck] then usedc[ck] = inflight(ck, now) end
+          if limc[ck] then usedc[ck] = inflight(ck, now, limc[ck]) end
         end
         if limc[ck] and usedc[ck] >= limc[ck] then ok = false end
       end
@@ -141,7 +148,7 @@ for j = 1, #all, 2 do
   local sep = string.find(all[j], '|', 1, true)
   local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
   local n
-  if kind == 'concurrency' then n = inflight(key, now)
+  if kind == 'concurrency' then n = inflight(key, now, 0)
   else
     local _, period = rate_of(all[j + 1])
     n = admitted(key, now, period)

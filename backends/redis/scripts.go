@@ -236,20 +236,30 @@ return 1
 var completeScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
-local out, done = {}, {}
+-- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
+-- a command issued from Lua costs far more than its own work.
+local out, done, keys, ids, seen = {}, {}, {}, {}, {}
 for i = 0, n - 1 do
   local mid = ARGV[3 + i * 2]
-  local f = lease(mid, ARGV[4 + i * 2], now, 'i', 'n')
+  local f = nil
+  -- The deletions come after the loop, so a lease listed twice must not
+  -- succeed twice.
+  if not seen[mid] then f = lease(mid, ARGV[4 + i * 2], now, 'i', 'n') end
   if f then
-    forget(f[3], f[4])
-    redis.call('DEL', mkey(mid))
+    seen[mid] = true
+    if f[3] and f[3] ~= '' and f[4] ~= '1' then ids[#ids + 1] = f[3] end
+    keys[#keys + 1] = mkey(mid)
     done[#done + 1] = mid
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
-if #done > 0 then redis.call('ZREM', KEYS[4], unpack(done)) end
+if #done > 0 then
+  redis.call('DEL', unpack(keys))
+  redis.call('ZREM', KEYS[4], unpack(done))
+end
+if #ids > 0 then redis.call('HDEL', KEYS[5], unpack(ids)) end
 return out
 `)
 

@@ -40,11 +40,12 @@ func jobqBinary(t *testing.T) string {
 	return binary.path
 }
 
-// TestCLIEndToEnd runs the jobq binary on the emulator as a user would:
-// push a task that succeeds and one that fails, run a worker until the
-// queue is empty, and find the failing task, its retries spent, in the
-// dead-letter sub-queue with its reason.
-func TestCLIEndToEnd(t *testing.T) {
+// cliOnFreshQueue skips unless the emulator and the jobq binary are at
+// hand, and returns a function that runs the binary on a fresh queue (with
+// the emulator's connection string) and returns its standard output and
+// error, failing the test if it exits non-zero.
+func cliOnFreshQueue(t *testing.T) func(args ...string) (string, string) {
+	t.Helper()
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
@@ -54,10 +55,9 @@ func TestCLIEndToEnd(t *testing.T) {
 	t.Parallel()
 	bin := jobqBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	queue := newQueueURL(t)
-	// jobq runs the binary and returns its standard output and error.
-	jobq := func(args ...string) (string, string) {
+	return func(args ...string) (string, string) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, bin, append([]string{queue}, args...)...)
 		cmd.Env = append(os.Environ(), "JOBQ_SERVICEBUS_CONNECTION_STRING="+env.connStr)
@@ -68,7 +68,14 @@ func TestCLIEndToEnd(t *testing.T) {
 		}
 		return stdout.String(), stderr.String()
 	}
+}
 
+// TestCLIEndToEnd runs the jobq binary on the emulator as a user would:
+// push a task that succeeds and one that fails, run a worker until the
+// queue is empty, and find the failing task, its retries spent, in the
+// dead-letter sub-queue with its reason.
+func TestCLIEndToEnd(t *testing.T) {
+	jobq := cliOnFreshQueue(t)
 	jobq("push", "-c", "echo fine")
 	jobq("push", "-c", "echo doomed; exit 3", "--num-retries", "2")
 	stdout, stderr := jobq("worker", "--max-consecutive-failures", "-1")
@@ -98,26 +105,11 @@ func TestCLIEndToEnd(t *testing.T) {
 // worker's default visibility timeout (much longer than the lock): the
 // heartbeat must follow the lock's real expiry, so the task completes once.
 func TestCLILongTask(t *testing.T) {
-	if env.skip != "" {
-		t.Skip(env.skip)
-	}
-	if testing.Short() {
-		t.Skip("builds the jobq binary")
-	}
-	t.Parallel()
-	bin := jobqBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	queue := newQueueURL(t)
+	jobq := cliOnFreshQueue(t)
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append([]string{queue}, args...)...)
-		cmd.Env = append(os.Environ(), "JOBQ_SERVICEBUS_CONNECTION_STRING="+env.connStr)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("jobq %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
+		stdout, stderr := jobq(args...)
+		return stdout + stderr
 	}
 	run("push", "-c", fmt.Sprintf("sleep %d; echo finished", int(2*lockDuration/time.Second)))
 	out := run("worker")

@@ -59,17 +59,11 @@ func errorCode(err error) driver.Code {
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
-		switch {
-		case re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden:
-			return driver.PermissionDenied
-		case re.StatusCode == http.StatusNotFound:
-			return driver.NotFound
-		case re.StatusCode == http.StatusConflict:
+		if re.StatusCode == http.StatusConflict {
 			return driver.AlreadyExists
-		case re.StatusCode == http.StatusTooManyRequests:
-			return driver.ResourceExhausted
-		case re.StatusCode >= 500:
-			return driver.Unavailable
+		}
+		if c := driver.CodeOfHTTPStatus(re.StatusCode); c != driver.Unknown {
+			return c
 		}
 	}
 	return driver.Unknown

@@ -125,13 +125,7 @@ func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []driver.KeyStat
-	for _, p := range pols {
-		if p.Kind != driver.MaxDepthPolicy {
-			out = append(out, driver.KeyStat{Kind: p.Kind, Key: p.Key, Waiting: -1})
-		}
-	}
-	return out, nil
+	return driver.UncountedKeyStats(pols), nil
 }
 
 func truncate(s string, n int) string {

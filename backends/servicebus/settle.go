@@ -3,6 +3,7 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,14 +21,16 @@ const (
 
 // settle runs fn on each lease's message, at most once per lease: a lease
 // settled before is LockLost without a call. A failure other than LockLost
-// leaves the lease usable, so the caller may try again.
+// leaves the lease usable, so the caller may try again. Each settlement is
+// its own round trip, so up to settleParallelism run at once (the portable
+// layer hands over its completions in batches).
 func (d *Driver) settle(ctx context.Context, op string, leases []driver.Lease, fn func(*held, int) error) []error {
 	if err := d.isClosed(op); err != nil {
 		return repeat(err, len(leases))
 	}
-	var errs []error
-	for i, l := range leases {
-		h, err := d.heldOf(op, l)
+	errs := make([]error, len(leases))
+	one := func(i int) {
+		h, err := d.heldOf(op, leases[i])
 		if err == nil && !h.settled.CompareAndSwap(false, true) {
 			err = d.lockLost(op)
 		}
@@ -39,15 +42,32 @@ func (d *Driver) settle(ctx context.Context, op string, leases []driver.Lease, f
 				}
 			}
 		}
+		errs[i] = err
+	}
+	if len(leases) == 1 {
+		one(0)
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, settleParallelism)
+		for i := range leases {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				one(i)
+			})
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
 		if err != nil {
-			if errs == nil {
-				errs = make([]error, len(leases))
-			}
-			errs[i] = err
+			return errs
 		}
 	}
-	return errs
+	return nil
 }
+
+// settleParallelism bounds the settlements of one batch in flight at once.
+const settleParallelism = 16
 
 func repeat(err error, n int) []error {
 	errs := make([]error, n)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -243,26 +242,8 @@ func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max 
 		}
 	}
 	idList, _ := json.Marshal(ids)
-	rs, err := tx.Query(claimIDs, token, expiry, string(idList))
-	if err != nil {
-		return nil, nil, true, err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		var (
-			id, enq  int64
-			r        driver.Received
-			priority int
-		)
-		if err := rs.Scan(&id, &r.ID, &r.Body, &r.DeliveryCount, &enq, &priority); err != nil {
-			return nil, nil, true, err
-		}
-		r.EnqueuedAt = fromMicros(enq)
-		r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
-		out = append(out, &r)
-		prio = append(prio, priority)
-	}
-	return out, prio, true, rs.Err()
+	out, prio, err = scanClaimed(tx, token, expiry, claimIDs, token, expiry, string(idList))
+	return out, prio, true, err
 }
 
 // scanCounts reads (key, count) rows into m.

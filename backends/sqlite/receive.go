@@ -104,26 +104,8 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 			out, prio = got, gotPrio
 			return err
 		}
-		rows, err := tx.Query(claimMessages, token, expiry, d.cfg.queue, now, max)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				id, enq  int64
-				r        driver.Received
-				priority int
-			)
-			if err := rows.Scan(&id, &r.ID, &r.Body, &r.DeliveryCount, &enq, &priority); err != nil {
-				return err
-			}
-			r.EnqueuedAt = fromMicros(enq)
-			r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
-			out = append(out, &r)
-			prio = append(prio, priority)
-		}
-		return rows.Err()
+		out, prio, err = scanClaimed(tx, token, expiry, claimMessages, token, expiry, d.cfg.queue, now, max)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -133,6 +115,34 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 		sort.Sort(byClaimOrder{out, prio})
 	}
 	return out, nil
+}
+
+// scanClaimed runs a claim statement (RETURNING id, task_id, body,
+// deliveries, enqueued_at, priority) and returns the messages it leased
+// with token until expiry, with their priorities, in the statement's order.
+func scanClaimed(tx wtx, token string, expiry int64, query string, args ...any) ([]*driver.Received, []int, error) {
+	rows, err := tx.Query(query, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var out []*driver.Received
+	var prio []int
+	for rows.Next() {
+		var (
+			id, enq  int64
+			r        driver.Received
+			priority int
+		)
+		if err := rows.Scan(&id, &r.ID, &r.Body, &r.DeliveryCount, &enq, &priority); err != nil {
+			return nil, nil, err
+		}
+		r.EnqueuedAt = fromMicros(enq)
+		r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
+		out = append(out, &r)
+		prio = append(prio, priority)
+	}
+	return out, prio, rows.Err()
 }
 
 // byClaimOrder sorts claimed messages by priority (descending), then push

@@ -87,10 +87,10 @@ func BenchmarkIdleWorkerRSS(b *testing.B) {
 // a bare loop running `bash -c true`. The worker's time per task is the
 // difference between draining 2N and N tasks, divided by N, which removes
 // the fixed start-up and empty-queue exit costs. Each figure is the median
-// of five rounds, interleaved so that load from other processes hits both
+// of seven rounds, interleaved so that load from other processes hits both
 // sides alike.
 func BenchmarkPerTaskOverhead(b *testing.B) {
-	const n, rounds = 200, 5
+	const n, rounds = 300, 7
 	drain := func(tasks int) time.Duration {
 		bn := newBenchDir(b)
 		var in strings.Builder

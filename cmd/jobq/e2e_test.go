@@ -108,6 +108,9 @@ func (b *bench) must(args ...string) result {
 	return r
 }
 
+// size runs `jobq size` and returns what it printed.
+func (b *bench) size() string { return strings.TrimSpace(b.must("size").stdout) }
+
 // stats returns the queue's counts.
 func (b *bench) stats() map[string]int {
 	b.t.Helper()
@@ -228,7 +231,7 @@ func TestPushThenWorkerDrains(t *testing.T) {
 			t.Errorf("worker log lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	if got := strings.TrimSpace(b.must("size").stdout); got != "0" {
+	if got := b.size(); got != "0" {
 		t.Fatalf("size after the worker: %s; want 0", got)
 	}
 }
@@ -349,7 +352,7 @@ func TestKilledWorkerTaskReappears(t *testing.T) {
 	if !strings.Contains(r.stderr, "] second-run") || !strings.Contains(r.stderr, "delivery=2") {
 		t.Fatalf("the task did not come back to the new worker:\n%s", r.stderr)
 	}
-	if got := strings.TrimSpace(b.must("size").stdout); got != "0" {
+	if got := b.size(); got != "0" {
 		t.Fatalf("size %s; want 0", got)
 	}
 }
@@ -510,7 +513,7 @@ func TestMalformedStdinLine(t *testing.T) {
 	if !strings.Contains(r.stderr, "line 3") || !strings.Contains(r.stderr, "2 tasks were pushed before it") {
 		t.Fatalf("error does not name the line and the count:\n%s", r.stderr)
 	}
-	if got := strings.TrimSpace(b.must("size").stdout); got != "2" {
+	if got := b.size(); got != "2" {
 		t.Fatalf("size %s; want the 2 tasks before the bad line", got)
 	}
 }
@@ -549,6 +552,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", nil, []string{"push", "--nope"}, "unknown flag"},
 		{"bad env flag", nil, []string{"push", "-c", "true", "-e", "NOEQUALS"}, "KEY=VALUE"},
 		{"bad log format", nil, []string{"size", "--log-format", "xml"}, "log-format"},
+		{"negative prefetch", nil, []string{"worker", "--prefetch", "-1"}, "--prefetch is -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -596,7 +600,7 @@ func TestPullRunsOneTask(t *testing.T) {
 	if strings.Count(r.stderr, `msg="task done"`) != 1 {
 		t.Fatalf("pull ran other than one task:\n%s", r.stderr)
 	}
-	if got := strings.TrimSpace(b.must("size").stdout); got != "1" {
+	if got := b.size(); got != "1" {
 		t.Fatalf("size %s after pull; want 1", got)
 	}
 	b.must("push", "-c", "exit 3")
@@ -660,7 +664,7 @@ func TestConformanceOnSQLite(t *testing.T) {
 	if !strings.Contains(r.stdout, "PushReceiveComplete") || !strings.Contains(r.stdout, " 0 failed") {
 		t.Fatalf("conformance table:\n%s", r.stdout)
 	}
-	if got := strings.TrimSpace(b.must("size").stdout); got != "0" {
+	if got := b.size(); got != "0" {
 		t.Fatalf("the given queue was touched: size %s", got)
 	}
 }

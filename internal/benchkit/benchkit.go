@@ -35,6 +35,14 @@ func WorkerHandlers() int {
 	return Handlers
 }
 
+// envInt is the positive integer in the environment variable name, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n != 0 {
+		return n
+	}
+	return def
+}
+
 // Open opens the queue at url through the portable API with a discarding
 // logger, failing the benchmark on error, and closes it when the benchmark
 // ends.
@@ -68,5 +76,6 @@ var noop = worker.HandlerFunc(func(context.Context, *worker.Job) error { return 
 // newWorker returns a silent worker with Handlers handlers running noop;
 // wait says whether it keeps waiting on an empty queue or exits.
 func newWorker(q *jobq.Queue, wait bool) *worker.Worker {
-	return worker.New(q, noop, worker.Options{Concurrency: WorkerHandlers(), Wait: wait, StatusInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	return worker.New(q, noop, worker.Options{Concurrency: WorkerHandlers(), Wait: wait,
+		Prefetch: envInt("JOBQ_BENCH_PREFETCH", 0), Receivers: envInt("JOBQ_BENCH_RECEIVERS", 0), StatusInterval: -1, Logger: slog.New(slog.DiscardHandler)})
 }

@@ -1,0 +1,8 @@
+package worker
+
+import "time"
+
+// SetPrefetchBar sets the mean handler duration under which w prefetches,
+// so that a test of prefetching does not depend on how loaded the machine
+// running it is.
+func SetPrefetchBar(w *Worker, d time.Duration) { w.pace.fastBelow = d }
