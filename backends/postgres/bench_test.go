@@ -96,10 +96,19 @@ func BenchmarkPushOne(b *testing.B) {
 }
 
 // BenchmarkPushBatch: one producer pushes b.N tasks with PushBatch calls of
-// 1000.
+// 1000, one call at a time ("sequential") or four at a time ("4_in_flight",
+// what `jobq push` does).
 func BenchmarkPushBatch(b *testing.B) {
-	q, _ := openBenchQueue(b)
-	benchkit.PushBatch(b, q, 1000)
+	for _, inFlight := range []int{1, 4} {
+		name := "sequential"
+		if inFlight > 1 {
+			name = fmt.Sprintf("%d_in_flight", inFlight)
+		}
+		b.Run(name, func(b *testing.B) {
+			q, _ := openBenchQueue(b)
+			benchkit.PushBatch(b, q, 1000, inFlight)
+		})
+	}
 }
 
 // BenchmarkPickupLatency: a receiver waits on an empty queue; the time from

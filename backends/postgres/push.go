@@ -76,8 +76,8 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	if err != nil {
 		return nil, err
 	}
-	inserted := make(map[string]int64, len(msgs))
-	var anonymous []int64 // messages without a task id, in insert order
+	var inserted map[string]int64 // by task id; made on the first one
+	anonymous := make([]int64, 0, len(msgs)) // messages without a task id, in insert order
 	for rows.Next() {
 		var id int64
 		var taskID string
@@ -88,6 +88,9 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 		if taskID == "" {
 			anonymous = append(anonymous, id)
 		} else {
+			if inserted == nil {
+				inserted = make(map[string]int64, len(msgs))
+			}
 			inserted[taskID] = id
 		}
 	}
@@ -96,7 +99,10 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	}
 
 	res := make([]driver.PushResult, len(msgs))
-	reported := make(map[string]bool, len(inserted))
+	var reported map[string]bool
+	if len(inserted) > 0 {
+		reported = make(map[string]bool, len(inserted))
+	}
 	var dups []string
 	for i, m := range msgs {
 		id, ok := inserted[m.ID]

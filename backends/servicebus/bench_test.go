@@ -26,7 +26,7 @@ func openBench(b *testing.B) *jobq.Queue {
 
 // BenchmarkPushBatch pushes b.N tasks in batches of 100.
 func BenchmarkPushBatch(b *testing.B) {
-	benchkit.PushBatch(b, openBench(b), 100)
+	benchkit.PushBatch(b, openBench(b), 100, 1)
 }
 
 // BenchmarkReceiveComplete receives b.N pushed tasks in batches of 32 and
