@@ -76,7 +76,7 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	if err != nil {
 		return nil, err
 	}
-	var inserted map[string]int64 // by task id; made on the first one
+	var inserted map[string]int64            // by task id; made on the first one
 	anonymous := make([]int64, 0, len(msgs)) // messages without a task id, in insert order
 	for rows.Next() {
 		var id int64
