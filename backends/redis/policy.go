@@ -25,8 +25,9 @@ import (
 // the queue has a keyed policy it walks the ready set in claim order (at
 // most maxPolicyScan messages per call) and leases only messages whose keys
 // have room. A lease stops counting against its key's cap once it is no
-// longer held; stale entries of a cin set are dropped when it is counted, so
-// settlements need no change. The push script refuses a whole call when its
+// longer held: settling it (complete, requeue, dead-letter) removes its cin
+// entry, and the entries of leases that expired are dropped when the set is
+// counted. The push script refuses a whole call when its
 // new messages would take the queue past max-depth.
 
 var _ driver.PolicyStore = (*Driver)(nil)
@@ -39,10 +40,9 @@ local function rate_of(v)
   local sep = string.find(v, '|', 1, true)
   return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
 end
--- inflight counts the held leases of a capped key. The set also holds
--- leases that have ended (settled or expired; they are not removed then),
--- which only count too many: while its size is below limit that size is
--- answer enough. At the limit, or past 1024 entries (so that no sweep
+-- inflight counts the held leases of a capped key. The set may also hold
+-- leases that expired (settlements remove theirs), which only count too
+-- many: while its size is below limit that size is answer enough. At the limit, or past 1024 entries (so that no sweep
 -- blocks Redis for long, whatever the cap), the entries are checked one by
 -- one and the stale ones dropped. (limit 0 always checks.)
 local function inflight(key, now, limit)

@@ -80,6 +80,19 @@ local function lease(mid, tok, now, ...)
   if f[1] == tok and tonumber(f[2] or 0) > now then return f end
   return nil
 end
+-- unhold gathers the entry a settled lease has in its concurrency key's set
+-- of held leases (see policyLua), by key, for drop_held to remove with one
+-- SREM per key. A message without a key has none; removing an entry that
+-- was never added (no cap at claim time) is harmless.
+local function unhold(acc, ckey, mid, tok)
+  if not ckey or ckey == '' then return end
+  local l = acc[ckey]
+  if not l then l = {}; acc[ckey] = l end
+  l[#l + 1] = mid .. ':' .. tok
+end
+local function drop_held(acc)
+  for ckey, members in pairs(acc) do redis.call('SREM', P .. 'cin:' .. ckey, unpack(members)) end
+end
 -- forget drops the message's claim on its task id: it has one when it has
 -- an id and is not marked n (not the owner).
 local function forget(id, notOwner)
@@ -238,16 +251,17 @@ local n = tonumber(ARGV[2])
 local now = now_ms()
 -- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
 -- a command issued from Lua costs far more than its own work.
-local out, done, keys, ids, seen = {}, {}, {}, {}, {}
+local out, done, keys, ids, seen, held = {}, {}, {}, {}, {}, {}
 for i = 0, n - 1 do
-  local mid = ARGV[3 + i * 2]
+  local mid, tok = ARGV[3 + i * 2], ARGV[4 + i * 2]
   local f = nil
   -- The deletions come after the loop, so a lease listed twice must not
   -- succeed twice.
-  if not seen[mid] then f = lease(mid, ARGV[4 + i * 2], now, 'i', 'n') end
+  if not seen[mid] then f = lease(mid, tok, now, 'i', 'n', 'c') end
   if f then
     seen[mid] = true
     if f[3] and f[3] ~= '' and f[4] ~= '1' then ids[#ids + 1] = f[3] end
+    unhold(held, f[5], mid, tok)
     keys[#keys + 1] = mkey(mid)
     done[#done + 1] = mid
     out[#out + 1] = 1
@@ -260,6 +274,7 @@ if #done > 0 then
   redis.call('ZREM', KEYS[4], unpack(done))
 end
 if #ids > 0 then redis.call('HDEL', KEYS[5], unpack(ids)) end
+drop_held(held)
 return out
 `)
 
@@ -269,15 +284,16 @@ return out
 var requeueScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[3])
 local now = now_ms()
-local out, released = {}, {}
+local out, released, held = {}, {}, {}
 local visible, firstDelay = 0, -1
 for i = 0, n - 1 do
   local b = 4 + i * 5
   local mid, delay = ARGV[b], tonumber(ARGV[b + 2])
-  local f = lease(mid, ARGV[b + 1], now, 'p')
+  local f = lease(mid, ARGV[b + 1], now, 'p', 'c')
   if f then
     local k = mkey(mid)
     released[#released + 1] = mid
+    unhold(held, f[4], mid, ARGV[b + 1])
     redis.call('HDEL', k, 't', 'l')
     if ARGV[b + 3] == '1' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
     if delay > 0 then
@@ -295,6 +311,7 @@ for i = 0, n - 1 do
   end
 end
 if #released > 0 then redis.call('ZREM', KEYS[4], unpack(released)) end
+drop_held(held)
 if visible > 0 then redis.call('PUBLISH', ARGV[2], visible) end
 if firstDelay > 0 then redis.call('PUBLISH', ARGV[2], '@' .. firstDelay) end
 return out
@@ -307,14 +324,15 @@ return out
 var deadLetterScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
-local out, moved = {}, {}
+local out, moved, held = {}, {}, {}
 for i = 0, n - 1 do
   local b = 3 + i * 5
   local mid = ARGV[b]
-  local f = lease(mid, ARGV[b + 1], now, 'i', 'n')
+  local f = lease(mid, ARGV[b + 1], now, 'i', 'n', 'c')
   if f then
     local k = mkey(mid)
     forget(f[3], f[4])
+    unhold(held, f[5], mid, ARGV[b + 1])
     redis.call('HDEL', k, 't', 'l', 'v')
     redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
     if ARGV[b + 4] ~= '' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
@@ -326,6 +344,7 @@ for i = 0, n - 1 do
   end
 end
 if #moved > 0 then redis.call('ZREM', KEYS[4], unpack(moved)) end
+drop_held(held)
 return out
 `)
 
