@@ -29,7 +29,7 @@ type workerFlags struct {
 	statusInterval time.Duration
 	failBase       time.Duration
 	failMax        time.Duration
-	prefetch       int // -1: not given, the default (twice --num-workers)
+	prefetch       int // as worker.Options.Prefetch: 0 the default (twice --num-workers), -1 none
 }
 
 const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--wait keeps
@@ -130,7 +130,7 @@ dead-lettered as the worker would).`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.concurrency = 1
-			f.prefetch = 0
+			f.prefetch = -1
 			f.maxConsecutive = -1
 			f.statusInterval = 0
 			if err := f.fromEnv(cmd); err != nil {
@@ -185,12 +185,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 	if f.visibility < time.Second {
 		return usageError("--visibility-timeout %v is too short; use at least 1s", f.visibility)
 	}
-	if fl := cmd.Flags().Lookup("prefetch"); fl != nil {
-		switch {
-		case !fl.Changed:
-			f.prefetch = -1
-		case f.prefetch < 0:
-			return usageError("--prefetch is %d; use 0 (none) or more", f.prefetch)
+	if fl := cmd.Flags().Lookup("prefetch"); fl != nil && fl.Changed {
+		if err := f.setPrefetch(f.prefetch); err != nil {
+			return err
 		}
 	}
 	if f.maxConsecutive == 0 || f.maxConsecutive < -1 {
@@ -219,7 +216,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	shell := &worker.Shell{Env: a.baseEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
 	opts := worker.Options{
 		Concurrency:            f.concurrency,
-		Prefetch:               prefetchOption(f.prefetch),
+		Prefetch:               f.prefetch,
 		Visibility:             f.visibility,
 		DisableHeartbeat:       !f.heartbeat,
 		MaxConsecutiveFailures: f.maxConsecutive,
@@ -289,14 +286,16 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	return nil
 }
 
-// prefetchOption maps --prefetch to worker.Options.Prefetch, where zero is
-// the default and a negative value disables it.
-func prefetchOption(flag int) int {
+// setPrefetch takes a --prefetch given on the command line (0: none) as
+// worker.Options.Prefetch (where 0 is the default and -1 none).
+func (f *workerFlags) setPrefetch(n int) error {
 	switch {
-	case flag < 0:
-		return 0
-	case flag == 0:
-		return -1
+	case n < 0:
+		return usageError("--prefetch is %d; use 0 (none) or more", n)
+	case n == 0:
+		f.prefetch = -1
+	default:
+		f.prefetch = n
 	}
-	return flag
+	return nil
 }

@@ -29,7 +29,7 @@ const prefetchFastBelow = 50 * time.Millisecond
 // receivers waiting for a free handler when handlers turn fast, so that
 // they take prefetch tokens from then on instead of waiting on.
 type handlerPace struct {
-	fastBelow time.Duration // prefetchFastBelow; tests may lower the bar
+	fastBelow time.Duration // prefetchFastBelow; a test may set another bar
 
 	mu     sync.Mutex
 	mean   time.Duration // 0 until the first task ends
@@ -128,23 +128,24 @@ func (w *Worker) awaitHandler(env *jobq.Envelope, t *handlerTicket, log *slog.Lo
 			<-hbDone
 		}()
 	}
+	giveUp := func(err error) error {
+		t.release()
+		return err
+	}
 	if !held {
 		select {
 		case <-t.granted:
 		case <-w.drainCh:
-			t.release()
-			return errDraining
+			return giveUp(errDraining)
 		case <-env.LockLost():
-			t.release()
-			return errLeaseLost
+			return giveUp(errLeaseLost)
 		}
 	}
 	for {
 		// Drained while waiting (a failure past the limit drains before
 		// it frees its handler)?
 		if w.draining() {
-			t.release()
-			return errDraining
+			return giveUp(errDraining)
 		}
 		left := w.pauser.left()
 		if left <= 0 {
@@ -153,15 +154,12 @@ func (w *Worker) awaitHandler(env *jobq.Envelope, t *handlerTicket, log *slog.Lo
 		timer := time.NewTimer(left)
 		select {
 		case <-timer.C:
-			continue
 		case <-w.drainCh:
 			timer.Stop()
-			t.release()
-			return errDraining
+			return giveUp(errDraining)
 		case <-env.LockLost():
 			timer.Stop()
-			t.release()
-			return errLeaseLost
+			return giveUp(errLeaseLost)
 		}
 	}
 }

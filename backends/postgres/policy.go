@@ -68,8 +68,9 @@ CREATE INDEX admissions_expiry ON {{s}}.admissions (queue, expires_at);
 // under one advisory lock, which cost a third of a worker's throughput, and
 // probed each key with two queries the first time a batch met it; step 4
 // replaced it with this one, and step 3 now creates this one too (a
-// database already at step 3 gets it from step 4). This version locks a window of candidates in one query, then takes a
-// transaction-scoped advisory lock per capped key the window brings
+// database already at step 3 gets it from step 4). This version locks a
+// window of candidates in one query, then takes a transaction-scoped
+// advisory lock per capped key the window brings
 // (pg_try_advisory_xact_lock: a key another claim holds right now is left
 // out of this claim, never waited for, so claims cannot deadlock), and only
 // then, in the next statement and so in a snapshot that sees every claim
@@ -318,17 +319,26 @@ func (d *pgDriver) claimSQL(ctx context.Context) (string, error) {
 	return d.psql.claim, nil
 }
 
-// pushBounded runs push in a transaction that enforces max-depth.
-func (d *pgDriver) pushBounded(ctx context.Context, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
+// pushDB is where a push runs: the pool, or an application's transaction
+// (PushTx), in which Begin makes a savepoint.
+type pushDB interface {
+	querier
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// pushBounded runs push through db, and under a queue with a max-depth
+// policy in a transaction (a savepoint within the application's one) that
+// enforces it, so that a full queue undoes only the push.
+func (d *pgDriver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
 	_, maxDepth, err := d.currentPolicies(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if maxDepth == 0 {
-		return d.push(ctx, d.pool, msgs, notify)
+		return d.push(ctx, db, msgs, notify)
 	}
 	var res []driver.PushResult
-	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error
 		res, err = d.pushWithinDepth(ctx, tx, msgs, notify, maxDepth)
 		return err

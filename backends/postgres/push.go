@@ -25,7 +25,7 @@ func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.P
 		return nil, nil
 	}
 	inline := d.notif.inline()
-	res, err := d.pushBounded(ctx, msgs, inline)
+	res, err := d.pushBounded(ctx, d.pool, msgs, inline)
 	if err != nil {
 		return nil, wrap(ctx, "push", err)
 	}

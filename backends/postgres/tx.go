@@ -66,22 +66,7 @@ func (d *pgDriver) PushTx(ctx context.Context, tx pgx.Tx, tasks ...*jobq.Task) (
 	}
 	// Always notify: the notification only leaves at commit, and Postgres
 	// folds identical notifications of one transaction into one.
-	_, maxDepth, err := d.currentPolicies(ctx)
-	if err != nil {
-		return nil, wrap(ctx, "push-tx", err)
-	}
-	var res []driver.PushResult
-	if maxDepth == 0 {
-		res, err = d.push(ctx, tx, msgs, true)
-	} else {
-		// Under a savepoint, so that a full queue undoes only this push,
-		// not the application's writes.
-		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-			var err error
-			res, err = d.pushWithinDepth(ctx, sp, msgs, true, maxDepth)
-			return err
-		})
-	}
+	res, err := d.pushBounded(ctx, tx, msgs, true)
 	if err != nil {
 		return nil, wrap(ctx, "push-tx", err)
 	}

@@ -27,8 +27,8 @@ import (
 // have room. A lease stops counting against its key's cap once it is no
 // longer held: settling it (complete, requeue, dead-letter) removes its cin
 // entry, and the entries of leases that expired are dropped when the set is
-// counted. The push script refuses a whole call when its
-// new messages would take the queue past max-depth.
+// counted. The push script refuses a whole call when its new messages would
+// take the queue past max-depth.
 
 var _ driver.PolicyStore = (*Driver)(nil)
 
@@ -42,9 +42,10 @@ local function rate_of(v)
 end
 -- inflight counts the held leases of a capped key. The set may also hold
 -- leases that expired (settlements remove theirs), which only count too
--- many: while its size is below limit that size is answer enough. At the limit, or past 1024 entries (so that no sweep
--- blocks Redis for long, whatever the cap), the entries are checked one by
--- one and the stale ones dropped. (limit 0 always checks.)
+-- many: while its size is below limit that size is answer enough. At the
+-- limit, or past 1024 entries (so that no sweep blocks Redis for long,
+-- whatever the cap), the entries are checked one by one and the stale ones
+-- dropped. (limit 0 always checks.)
 local function inflight(key, now, limit)
   local set = P .. 'cin:' .. key
   local n = redis.call('SCARD', set)

@@ -35,7 +35,8 @@ func WorkerHandlers() int {
 	return Handlers
 }
 
-// envInt is the positive integer in the environment variable name, or def.
+// envInt is the non-zero integer in the environment variable name, or def
+// (a negative JOBQ_BENCH_PREFETCH turns prefetch off).
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n != 0 {
 		return n
