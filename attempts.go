@@ -99,8 +99,8 @@ func decodeAttempts(v pyjson.Value) ([]Attempt, error) {
 	if v.Kind != pyjson.Array {
 		return nil, decodeError(`task "attempts" is a JSON %s; it must be an array of objects`, kindName(v.Kind))
 	}
-	out := make([]Attempt, 0, len(v.Items))
-	for _, item := range v.Items {
+	out := make([]Attempt, 0, len(v.Vals))
+	for _, item := range v.Vals {
 		if item.Kind != pyjson.Object {
 			return nil, decodeError(`task "attempts" holds a JSON %s; each attempt must be an object`, kindName(item.Kind))
 		}

@@ -372,7 +372,7 @@ func UnmarshalTask(body []byte) (*Task, error) {
 
 // decodeKwargs fills the shell fields or Payload of t from the kwargs text.
 func decodeKwargs(t *Task, raw *rawKwargs) error {
-	kw, err := pyjson.Parse([]byte(raw.text))
+	kw, err := pyjson.ParseString(raw.text)
 	if err != nil {
 		return decodeError("task kwargs are not JSON: %v", err)
 	}

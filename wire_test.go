@@ -461,3 +461,15 @@ func BenchmarkUnmarshalTask(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkUnmarshalPayloadTask(b *testing.B) {
+	body, err := MarshalTask(&Task{Payload: json.RawMessage(`{"n": 1}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := UnmarshalTask(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

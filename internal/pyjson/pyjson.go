@@ -16,10 +16,11 @@
 package pyjson
 
 import (
-	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -45,10 +46,9 @@ type Value struct {
 	Str string
 	// Bool is a Bool's value.
 	Bool bool
-	// Items are an Array's elements.
-	Items []Value
-	// Keys and Vals are an Object's members in document order, duplicates
-	// included; use Get and Members for Python's view of them.
+	// Keys are an Object's member names and Vals its member values, in
+	// document order, duplicates included; use Get and Members for
+	// Python's view of them. Vals are also an Array's elements.
 	Keys []string
 	Vals []Value
 }
@@ -127,13 +127,23 @@ func (e *SyntaxError) Error() string {
 // what Python's json.loads accepts from UTF-8 input, NaN and Infinity
 // included, and rejects control characters inside strings.
 func Parse(data []byte) (Value, error) {
+	// One copy of the input; every unescaped string and number literal of
+	// the result is then a substring of it, with no copy of its own.
+	return ParseString(string(data))
+}
+
+// ParseString is Parse for a document held in a string. The strings of the
+// result may share the input's memory.
+func ParseString(data string) (Value, error) {
 	// Python decodes bytes with utf-8-sig and surrogatepass: a BOM is
 	// skipped and WTF-8 surrogates are accepted.
-	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	data = strings.TrimPrefix(data, "\ufeff")
 	if !validWTF8(data) {
 		return Value{}, &SyntaxError{Offset: invalidAt(data), Msg: "input is not valid UTF-8"}
 	}
-	p := parser{data: data}
+	p := parsers.Get().(*parser)
+	defer p.release()
+	p.data, p.pos = data, 0
 	p.skipSpace()
 	v, err := p.value(0)
 	if err != nil {
@@ -146,9 +156,41 @@ func Parse(data []byte) (Value, error) {
 	return v, nil
 }
 
+// parser reads one document. keys and vals are a stack shared by the
+// objects and arrays being read: each collects its members on top of it
+// and takes an exact-size copy when it ends, so that a document costs one
+// allocation per container instead of a slice growing member by member.
+// Parsers are pooled, so the stack is reused across documents.
 type parser struct {
-	data []byte
+	data string
 	pos  int
+	keys []string
+	vals []Value
+}
+
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// release returns p to the pool, dropping its references into the last
+// document (a stack grown by a huge document is not kept).
+func (p *parser) release() {
+	if cap(p.vals) > 1024 {
+		p.keys, p.vals = nil, nil
+	}
+	clear(p.keys[:cap(p.keys)])
+	clear(p.vals[:cap(p.vals)])
+	p.data, p.keys, p.vals = "", p.keys[:0], p.vals[:0]
+	parsers.Put(p)
+}
+
+// members copies the stack's entries above keyBase and valBase (the stack
+// heights when v began) into v and pops them. Arrays push no keys.
+func (p *parser) members(v *Value, keyBase, valBase int) {
+	if len(p.keys) > keyBase {
+		v.Keys = slices.Clone(p.keys[keyBase:])
+		p.keys = p.keys[:keyBase]
+	}
+	v.Vals = slices.Clone(p.vals[valBase:])
+	p.vals = p.vals[:valBase]
 }
 
 func (p *parser) errorf(format string, args ...any) *SyntaxError {
@@ -174,7 +216,7 @@ func (p *parser) skipSpace() {
 }
 
 func (p *parser) literal(word string) bool {
-	if strings.HasPrefix(string(p.data[p.pos:min(len(p.data), p.pos+len(word))]), word) {
+	if strings.HasPrefix(p.data[p.pos:], word) {
 		p.pos += len(word)
 		return true
 	}
@@ -221,6 +263,7 @@ func (p *parser) object(depth int) (Value, error) {
 		p.pos++
 		return v, nil
 	}
+	keyBase, valBase := len(p.keys), len(p.vals)
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
@@ -240,8 +283,8 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		v.Keys = append(v.Keys, k)
-		v.Vals = append(v.Vals, m)
+		p.keys = append(p.keys, k)
+		p.vals = append(p.vals, m)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return Value{}, p.errorf("unexpected end of input inside an object")
@@ -251,6 +294,7 @@ func (p *parser) object(depth int) (Value, error) {
 			p.pos++
 		case '}':
 			p.pos++
+			p.members(&v, keyBase, valBase)
 			return v, nil
 		default:
 			return Value{}, p.errorf("unexpected %s, expecting ',' or '}' in an object", p.describe())
@@ -266,13 +310,14 @@ func (p *parser) array(depth int) (Value, error) {
 		p.pos++
 		return v, nil
 	}
+	keyBase, valBase := len(p.keys), len(p.vals)
 	for {
 		p.skipSpace()
 		item, err := p.value(depth + 1)
 		if err != nil {
 			return Value{}, err
 		}
-		v.Items = append(v.Items, item)
+		p.vals = append(p.vals, item)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return Value{}, p.errorf("unexpected end of input inside an array")
@@ -282,6 +327,7 @@ func (p *parser) array(depth int) (Value, error) {
 			p.pos++
 		case ']':
 			p.pos++
+			p.members(&v, keyBase, valBase)
 			return v, nil
 		default:
 			return Value{}, p.errorf("unexpected %s, expecting ',' or ']' in an array", p.describe())
@@ -328,7 +374,7 @@ func (p *parser) number() (Value, error) {
 			p.pos = save
 		}
 	}
-	return Value{Kind: Number, Str: string(p.data[start:p.pos])}, nil
+	return Value{Kind: Number, Str: p.data[start:p.pos]}, nil
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -343,14 +389,18 @@ func (p *parser) string() (string, error) {
 		c := p.data[p.pos]
 		if c == '"' {
 			p.pos++
-			return string(p.data[start : p.pos-1]), nil
+			return p.data[start : p.pos-1], nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
 		}
 		p.pos++
 	}
-	buf := append([]byte(nil), p.data[start:p.pos]...)
+	// A Builder's String does not copy: one allocation for the text, sized
+	// by the escaped form, which is never shorter than the text.
+	var buf strings.Builder
+	buf.Grow(escapedLen(p.data, start))
+	buf.WriteString(p.data[start:p.pos])
 	for {
 		if p.pos >= len(p.data) {
 			return "", &SyntaxError{Offset: start - 1, Msg: "unterminated string"}
@@ -359,11 +409,11 @@ func (p *parser) string() (string, error) {
 		switch {
 		case c == '"':
 			p.pos++
-			return string(buf), nil
+			return buf.String(), nil
 		case c < 0x20:
 			return "", p.errorf("invalid control character %q in a string; it must be escaped", c)
 		case c != '\\':
-			buf = append(buf, c)
+			buf.WriteByte(c)
 			p.pos++
 			continue
 		}
@@ -376,17 +426,17 @@ func (p *parser) string() (string, error) {
 		p.pos++
 		switch e {
 		case '"', '\\', '/':
-			buf = append(buf, e)
+			buf.WriteByte(e)
 		case 'b':
-			buf = append(buf, '\b')
+			buf.WriteByte('\b')
 		case 'f':
-			buf = append(buf, '\f')
+			buf.WriteByte('\f')
 		case 'n':
-			buf = append(buf, '\n')
+			buf.WriteByte('\n')
 		case 'r':
-			buf = append(buf, '\r')
+			buf.WriteByte('\r')
 		case 't':
-			buf = append(buf, '\t')
+			buf.WriteByte('\t')
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
@@ -396,23 +446,37 @@ func (p *parser) string() (string, error) {
 				save := p.pos
 				p.pos += 2
 				if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
-					buf = utf8.AppendRune(buf, utf16.DecodeRune(r, lo))
+					buf.WriteRune(utf16.DecodeRune(r, lo))
 					continue
 				}
 				p.pos = save
 			}
-			buf = appendWTF8(buf, r)
+			writeWTF8(&buf, r)
 		default:
 			return "", p.errorf("invalid escape \\%c in a string", e)
 		}
 	}
 }
 
+// escapedLen returns the length of the string body starting at data[start]
+// up to its closing quote (or the end of data when it has none).
+func escapedLen(data string, start int) int {
+	for i := start; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i - start
+		}
+	}
+	return len(data) - start
+}
+
 func (p *parser) hex4() (rune, bool) {
 	if p.pos+4 > len(p.data) {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(string(p.data[p.pos:p.pos+4]), 16, 32)
+	n, err := strconv.ParseUint(p.data[p.pos:p.pos+4], 16, 32)
 	if err != nil {
 		return 0, false
 	}
@@ -420,13 +484,14 @@ func (p *parser) hex4() (rune, bool) {
 	return rune(n), true
 }
 
-// appendWTF8 appends r, encoding a surrogate code point as its 3 bytes
-// (which utf8.AppendRune would replace with U+FFFD).
-func appendWTF8(buf []byte, r rune) []byte {
+// writeWTF8 writes r, encoding a surrogate code point as its 3 bytes
+// (which WriteRune would replace with U+FFFD).
+func writeWTF8(buf *strings.Builder, r rune) {
 	if utf16.IsSurrogate(r) {
-		return append(buf, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+		buf.Write([]byte{0xe0 | byte(r>>12), 0x80 | byte(r>>6)&0x3f, 0x80 | byte(r)&0x3f})
+		return
 	}
-	return utf8.AppendRune(buf, r)
+	buf.WriteRune(r)
 }
 
 // surrogateAt reports the surrogate code point WTF-8-encoded at s[i:], if any.
@@ -640,7 +705,7 @@ func AppendValue(dst []byte, v Value) []byte {
 		return AppendString(dst, v.Str)
 	case Array:
 		dst = append(dst, '[')
-		for i, item := range v.Items {
+		for i, item := range v.Vals {
 			if i > 0 {
 				dst = append(dst, ", "...)
 			}

@@ -20,6 +20,7 @@ func TestRoundTrip(t *testing.T) {
 		{"raw non-ascii escaped", `"é😀"`, `"\u00e9\ud83d\ude00"`},
 		{"solidus unescaped", `"\/"`, `"/"`},
 		{"DEL escaped", "\"\x7f\"", `"\u007f"`},
+		{"objects and arrays nested in each other", `{"a": [{"b": 1, "c": [2, {"d": 3}]}, 4], "e": {"f": [], "g": [[], {}]}}`, `{"a": [{"b": 1, "c": [2, {"d": 3}]}, 4], "e": {"f": [], "g": [[], {}]}}`},
 		{"python literals", `[NaN, Infinity, -Infinity, true, false]`, `[NaN, Infinity, -Infinity, true, false]`},
 	}
 	for _, tc := range tests {
