@@ -20,11 +20,17 @@ import (
 // in claim order, takes a transaction-scoped advisory lock on each capped
 // key among them (so that two claimers never both see a key one below its
 // cap; a key another claim holds is left out, not waited for), counts those
-// keys' held leases through a partial index over keyed messages only, and
-// their unexpired rate admissions, then leases what it may — skipping keys
-// that fill up during the batch, and scanning on past keys that were full
-// (claimFunctionKeyLocks). Unkeyed messages keep their HOT updates; keyed
-// ones pay for the extra index.
+// keys' held leases in the held table and their unexpired rate admissions,
+// then leases what it may — skipping keys that fill up during the batch, and
+// scanning on past keys that were full (claimFunctionKeyLocks).
+//
+// held records each lease taken on a capped key (schema step 5). Settling
+// does not touch it: a row counts only while its message still carries that
+// lease unexpired, and a claim deletes its keys' rows that no longer do. No
+// index on messages covers a column a claim changes, so every claim, keyed
+// or not, stays a HOT update (an index on visible_at or lease, even a
+// partial one over keyed messages only, makes Postgres index every claim of
+// every message anew).
 //
 // Each driver caches the queue's policies for policyTTL, so a policy set
 // from another process takes effect within that time (at once for the
@@ -63,12 +69,30 @@ CREATE INDEX admissions_expiry ON {{s}}.admissions (queue, expires_at);
 
 `
 
-// claimFunctionKeyLocks creates claim_with_policies, as schema steps 3 and
-// 4. Step 3's first version serialised every claim of a queue with policies
+// heldMigration is schema step 5: held leases of capped keys get a table
+// of their own, and the index that counted them in messages (on visible_at
+// and lease, which turned every claim into a non-HOT update) goes. Leases
+// taken before the upgrade are not in held, so until they end a key may
+// briefly take more than its cap.
+const heldMigration = `
+DROP INDEX IF EXISTS {{s}}.messages_concurrency_key;
+CREATE TABLE {{s}}.held (
+	queue    text COLLATE "C" NOT NULL,
+	key      text COLLATE "C" NOT NULL,
+	id       bigint NOT NULL,
+	priority integer NOT NULL,
+	lease    uuid NOT NULL,
+	PRIMARY KEY (queue, key, id)
+);
+` + claimFunctionKeyLocks
+
+// claimFunctionKeyLocks creates claim_with_policies, as schema steps 3, 4
+// and 5. Step 3's first version serialised every claim of a queue with policies
 // under one advisory lock, which cost a third of a worker's throughput, and
 // probed each key with two queries the first time a batch met it; step 4
 // replaced it with this one, and step 3 now creates this one too (a
-// database already at step 3 gets it from step 4). This version locks a
+// database already at step 3 gets it from step 4; step 5 moved the count
+// of held leases to the held table). This version locks a
 // window of candidates in one query, then takes a transaction-scoped
 // advisory lock per capped key the window brings
 // (pg_try_advisory_xact_lock: a key another claim holds right now is left
@@ -97,6 +121,7 @@ DECLARE
 	w_prios int[];
 	w_ck text[];
 	w_rk text[];
+	capped text[] := '{}';    -- the keys of ck that have a cap
 	ids bigint[] := '{}';
 	prios int[] := '{}';
 	adm text[] := '{}';
@@ -117,8 +142,9 @@ BEGIN
 			EXIT WHEN n >= p_max OR fetched < win;
 			SELECT coalesce(array_agg(p.key), '{}') INTO blocked_c FROM {{s}}.policies p
 			WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.limit_n <= (
-				SELECT count(*) FROM {{s}}.messages m
-				WHERE m.queue = p_queue AND m.concurrency_key = p.key AND m.visible_at > now() AND m.lease IS NOT NULL);
+				SELECT count(*) FROM {{s}}.held h JOIN {{s}}.messages m
+				ON m.queue = h.queue AND m.priority = h.priority AND m.id = h.id AND m.lease = h.lease
+				WHERE h.queue = p_queue AND h.key = p.key AND m.visible_at > now());
 			SELECT coalesce(array_agg(p.key), '{}') INTO blocked_r FROM {{s}}.policies p
 			WHERE p.queue = p_queue AND p.kind = 'rate' AND p.limit_n <= (
 				SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key);
@@ -156,11 +182,16 @@ BEGIN
 			INTO locked, busy
 			FROM (SELECT p.key, pg_try_advisory_xact_lock(hashtextextended('jobq.key.{{s}}.c.' || p_queue || '.' || p.key, 0)) AS got
 				FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = ANY (new_k)) AS x;
+			-- Under their locks, forget the locked keys' leases that have
+			-- ended (settled, expired or claimed again), then count the rest.
+			DELETE FROM {{s}}.held h WHERE h.queue = p_queue AND h.key = ANY (locked) AND NOT EXISTS (
+				SELECT 1 FROM {{s}}.messages m WHERE m.queue = h.queue AND m.priority = h.priority AND m.id = h.id
+				AND m.lease = h.lease AND m.visible_at > now());
 			SELECT ck || array_agg(u.k), ck_left || array_agg(CASE
 				WHEN u.k = ANY (busy) THEN 0
 				WHEN u.k = ANY (locked) THEN (SELECT p.limit_n FROM {{s}}.policies p
-					WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = u.k) - (SELECT count(*) FROM {{s}}.messages m
-					WHERE m.queue = p_queue AND m.concurrency_key = u.k AND m.visible_at > now() AND m.lease IS NOT NULL)
+					WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = u.k) - (SELECT count(*) FROM {{s}}.held h
+					WHERE h.queue = p_queue AND h.key = u.k)
 				END)
 			INTO ck, ck_left
 			FROM unnest(new_k) AS u(k);
@@ -210,18 +241,32 @@ BEGIN
 	IF n = 0 THEN
 		RETURN;
 	END IF;
+	FOR i IN 1 .. coalesce(array_length(ck, 1), 0) LOOP
+		IF ck_left[i] IS NOT NULL THEN
+			capped := capped || ck[i];
+		END IF;
+	END LOOP;
 	IF array_length(adm, 1) > 0 THEN
 		INSERT INTO {{s}}.admissions (queue, key, expires_at)
 			SELECT p_queue, x.k, now() + x.p * interval '1 microsecond' FROM unnest(adm, admp) AS x(k, p);
 	END IF;
+	-- The leases taken on capped keys go into held, in the same statement.
 	RETURN QUERY
-	UPDATE {{s}}.messages m
-	SET visible_at = now() + p_vis_us * interval '1 microsecond',
-	    lease = gen_random_uuid(),
-	    deliveries = m.deliveries + 1
-	FROM unnest(ids, prios) AS x(xid, xprio)
-	WHERE m.queue = p_queue AND m.priority = x.xprio AND m.id = x.xid
-	RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority;
+	WITH u AS (
+		UPDATE {{s}}.messages m
+		SET visible_at = now() + p_vis_us * interval '1 microsecond',
+			lease = gen_random_uuid(),
+			deliveries = m.deliveries + 1
+		FROM unnest(ids, prios) AS x(xid, xprio)
+		WHERE m.queue = p_queue AND m.priority = x.xprio AND m.id = x.xid
+		RETURNING m.id, m.task_id, m.body, m.deliveries, m.enqueued_at, m.lease, m.priority, m.concurrency_key
+	), h AS (
+		INSERT INTO {{s}}.held (queue, key, id, priority, lease)
+		SELECT p_queue, u.concurrency_key, u.id, u.priority, u.lease FROM u
+		WHERE u.concurrency_key = ANY (capped)
+		ON CONFLICT (queue, key, id) DO UPDATE SET priority = excluded.priority, lease = excluded.lease
+	)
+	SELECT u.id, coalesce(u.task_id, ''), u.body, u.deliveries, u.enqueued_at, u.lease::text, u.priority FROM u;
 END
 $fn$;
 `
@@ -237,8 +282,10 @@ func buildPolicyQueries(schema string) policyQueries {
 		list: r.Replace(`SELECT kind, key, limit_n, period_us FROM {{s}}.policies WHERE queue = $1`),
 		upsert: r.Replace(`INSERT INTO {{s}}.policies (queue, kind, key, limit_n, period_us) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (queue, kind, key) DO UPDATE SET limit_n = excluded.limit_n, period_us = excluded.period_us`),
-		remove: r.Replace(`DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
-		claim:  r.Replace(asyncCTE + ` SELECT c.* FROM async, {{s}}.claim_with_policies($1, $2, $3) AS c`),
+		// A key's held leases are forgotten with its cap.
+		remove: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1 AND key = $3 AND $2 = 'concurrency')
+DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
+		claim: r.Replace(asyncCTE + ` SELECT c.* FROM async, {{s}}.claim_with_policies($1, $2, $3) AS c`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),
 		lockDepth: r.Replace(`SELECT pg_advisory_xact_lock(hashtextextended('jobq.depth.{{s}}.' || $1, 0))`),

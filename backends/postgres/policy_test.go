@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // TestClaimSkipsCrowdedHead: when more tasks of a full key sit at the head
@@ -49,6 +53,50 @@ func TestClaimSkipsCrowdedHead(t *testing.T) {
 	for _, e := range []*jobq.Envelope{first, second} {
 		if err := e.Complete(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestHeldForgetsEndedLeases: a lease on a capped key is recorded in held
+// when claimed, is no longer counted once settled, and is deleted by the
+// next claim that meets its key, so held stays as small as the keys'
+// in-flight leases.
+func TestHeldForgetsEndedLeases(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d := openDriver(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []*driver.Message{{Body: []byte(`{"n": 1}`), ConcurrencyKey: "k"}, {Body: []byte(`{"n": 2}`), ConcurrencyKey: "k"}, {Body: []byte(`{"n": 3}`), ConcurrencyKey: "k"}}
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	held := func() []string {
+		t.Helper()
+		rows, err := d.pool.Query(ctx, `SELECT lease::text FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.held WHERE queue = $1 AND key = 'k'`, d.cfg.queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leases
+	}
+	for round := 1; round <= 3; round++ {
+		got, err := d.claim(ctx, 5, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("round %d: claimed %d messages of a key capped at 1; want 1", round, len(got))
+		}
+		if h := held(); len(h) != 1 || !strings.HasPrefix(got[0].Lease.Token, h[0]) {
+			t.Fatalf("round %d: held has %q; want only the lease just taken (%s)", round, h, got[0].Lease.Token)
+		}
+		if errs := d.Complete(ctx, []driver.Lease{got[0].Lease}); errs != nil {
+			t.Fatalf("round %d: complete: %v", round, errs)
 		}
 	}
 }

@@ -128,7 +128,7 @@ SELECT count(*) FILTER (WHERE visible_at <= now()),
        (SELECT count(*) FROM {{s}}.dead_letters WHERE queue = $1)
 FROM {{s}}.messages WHERE queue = $1`),
 
-		clear: r.Replace(`DELETE FROM {{s}}.messages WHERE queue = $1`),
+		clear: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1) DELETE FROM {{s}}.messages WHERE queue = $1`),
 
 		listDead: r.Replace(`
 SELECT id, coalesce(task_id, ''), body, reason, detail, deliveries, dead_at

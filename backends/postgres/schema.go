@@ -71,6 +71,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{2, "queue policies", policyMigration},
 	{3, "claims under policies", claimFunctionKeyLocks},
 	{4, "claims under policies: a lock per key", claimFunctionKeyLocks},
+	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration},
 }
 
 // SchemaVersion is the schema version this package creates and expects.

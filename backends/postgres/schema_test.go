@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobq/jobq/driver"
 )
 
 // TestMigrateConcurrently starts many workers on a fresh schema at once:
@@ -16,19 +18,7 @@ import (
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	schema := fmt.Sprintf("jobq_mig_%d", time.Now().UnixNano())
-	pool, err := pgxpool.New(ctx, testConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		defer pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-	})
+	schema, pool := freshSchema(t)
 
 	var wg sync.WaitGroup
 	for range 6 {
@@ -42,7 +32,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	wg.Wait()
 
 	var versions, max int
-	err = pool.QueryRow(ctx, `SELECT count(*), max(version) FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations`).Scan(&versions, &max)
+	err := pool.QueryRow(ctx, `SELECT count(*), max(version) FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations`).Scan(&versions, &max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +42,85 @@ func TestMigrateConcurrently(t *testing.T) {
 	// Migrating again is a no-op.
 	if err := migrate(ctx, pool, schema); err != nil {
 		t.Fatalf("second migration: %v", err)
+	}
+}
+
+// freshSchema returns the name of a schema no test has created yet, dropped
+// after the test, and a pool for the test's own queries.
+func freshSchema(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	schema := fmt.Sprintf("jobq_fresh_%d_%d", time.Now().UnixNano(), queueSeq.Add(1))
+	pool, err := pgxpool.New(ctxT(t), testConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema, pool
+}
+
+// TestClaimsAreHOTUpdates: a claim changes visible_at, lease and
+// deliveries, which no index on messages may cover, so that every claim is
+// a HOT update (no new index entries, no dead ones for later claims to
+// step over). Schema step 4 had an index on visible_at and lease that made
+// every claim non-HOT; this catches any index that does so again. Each
+// case migrates a schema of its own from scratch, and runs its claim in a
+// transaction that reads its own counters.
+func TestClaimsAreHOTUpdates(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		name     string
+		policies bool
+	}{{"plain claim", false}, {"claim under policies", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			schema, _ := freshSchema(t)
+			d := openDriver(t, "schema="+schema)
+			msgs := []*driver.Message{{Body: []byte(`{"a": 1}`)}, {Body: []byte(`{"a": 2}`), ConcurrencyKey: "k"}}
+			if _, err := d.Push(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			if tc.policies {
+				if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 5}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claimSQL, err := d.claimSQL(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := d.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			rows, err := tx.Query(ctx, claimSQL, d.cfg.queue, 10, int64(time.Minute/time.Microsecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed := 0
+			for rows.Next() {
+				claimed++
+			}
+			if rows.Close(); rows.Err() != nil {
+				t.Fatal(rows.Err())
+			}
+			var updated, hot int64
+			err = tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated(c.oid), pg_stat_get_xact_tuples_hot_updated(c.oid)
+				FROM pg_class c WHERE c.oid = ($1 || '.messages')::regclass`, pgx.Identifier{d.cfg.schema}.Sanitize()).Scan(&updated, &hot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claimed != 2 || updated != 2 || hot != 2 {
+				t.Fatalf("claimed %d messages: %d updates, %d of them HOT; want 2, 2, 2 (an index covers a column the claim changes)", claimed, updated, hot)
+			}
+		})
 	}
 }
