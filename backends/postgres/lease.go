@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -14,7 +17,10 @@ import (
 type leaseKey struct {
 	id       int64
 	priority int32
-	token    string // the lease UUID
+	// token is the lease UUID, decoded: pgx sends it as a uuid (or an
+	// element of a uuid[]) as it is, where a string would go through
+	// several failed encode plans before one parsed it.
+	token pgtype.UUID
 }
 
 // leaseToken formats a claim's token.
@@ -27,29 +33,24 @@ func parseLease(op string, l driver.Lease) (leaseKey, error) {
 	id, err1 := strconv.ParseInt(l.MessageID, 10, 64)
 	uuid, prio, ok := strings.Cut(l.Token, ".")
 	p, err2 := strconv.ParseInt(prio, 10, 32)
-	if err1 != nil || err2 != nil || !ok || !isUUID(uuid) {
+	token, isUUID := parseUUID(uuid)
+	if err1 != nil || err2 != nil || !ok || !isUUID {
 		return leaseKey{}, driver.Errorf(driver.InvalidArgument,
 			"postgres %s: lease %q/%q was not issued by a postgres queue", op, l.MessageID, l.Token)
 	}
-	return leaseKey{id: id, priority: int32(p), token: uuid}, nil
+	return leaseKey{id: id, priority: int32(p), token: token}, nil
 }
 
-// isUUID reports whether s is a UUID in the canonical 8-4-4-4-12 form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
+// parseUUID decodes a UUID in the canonical 8-4-4-4-12 form, either case.
+func parseUUID(s string) (pgtype.UUID, bool) {
+	var u pgtype.UUID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
 	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
+	hexDigits := s[:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	if _, err := hex.Decode(u.Bytes[:], []byte(hexDigits)); err != nil {
+		return u, false
 	}
-	return true
+	u.Valid = true
+	return u, true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -42,7 +44,7 @@ type settleBatch struct {
 	op     string
 	leases []driver.Lease
 	ids    []int64
-	tokens []string
+	tokens []pgtype.UUID
 	prios  []int32
 	// deletes is set for settlements that delete the message (complete,
 	// dead-letter), which count towards the next vacuum.
@@ -61,7 +63,7 @@ func (b *settleBatch) add(i int, l driver.Lease) bool {
 	k, err := parseLease(b.op, l)
 	if err != nil {
 		b.errs[i], b.failed = err, true
-		k = leaseKey{token: "00000000-0000-0000-0000-000000000000"} // matches nothing
+		k = leaseKey{token: pgtype.UUID{Valid: true}} // the nil UUID matches nothing
 	}
 	b.ids = append(b.ids, k.id)
 	b.tokens = append(b.tokens, k.token)

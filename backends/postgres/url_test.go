@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -75,17 +77,20 @@ func TestParseURL(t *testing.T) {
 func TestParseLease(t *testing.T) {
 	t.Parallel()
 	const u = "fed79ad9-abc8-49cb-9812-a337532fba80"
+	uuidBytes := pgtype.UUID{Bytes: [16]byte{0xfe, 0xd7, 0x9a, 0xd9, 0xab, 0xc8, 0x49, 0xcb, 0x98, 0x12, 0xa3, 0x37, 0x53, 0x2f, 0xba, 0x80}, Valid: true}
 	tests := []struct {
 		id, token string
 		want      leaseKey
 		ok        bool
 	}{
-		{"42", leaseToken(u, -7), leaseKey{id: 42, priority: -7, token: u}, true},
-		{"42", "FED79AD9-ABC8-49CB-9812-A337532FBA80.1000", leaseKey{id: 42, priority: 1000, token: "FED79AD9-ABC8-49CB-9812-A337532FBA80"}, true},
+		{"42", leaseToken(u, -7), leaseKey{id: 42, priority: -7, token: uuidBytes}, true},
+		{"42", "FED79AD9-ABC8-49CB-9812-A337532FBA80.1000", leaseKey{id: 42, priority: 1000, token: uuidBytes}, true},
 		{"42", u, leaseKey{}, false},                                        // no priority
 		{"42", u + ".x", leaseKey{}, false},                                 // bad priority
 		{"42", "fed79ad9xabc8-49cb-9812-a337532fba80.0", leaseKey{}, false}, // bad uuid
 		{"42", "fed79ad9-abc8-49cb-9812-a337532fbag0.0", leaseKey{}, false},
+		{"42", "fed79ad9-abc8-49cb-9812-a337532fba8.0", leaseKey{}, false},    // 35 characters
+		{"42", "fed79ad9-abc8-49cb-9812-a337532fba8000.0", leaseKey{}, false}, // too long
 		{"x", leaseToken(u, 0), leaseKey{}, false},
 		{"", "", leaseKey{}, false},
 	}
