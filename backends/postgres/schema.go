@@ -31,8 +31,7 @@ type migration struct {
 // settlements find a message (the lease carries the priority), standing in
 // for a primary key on id (it is the replica identity too); (queue, task_id)
 // enforces dedup. A claim, a renewal and a requeue change no indexed column,
-// so they can be HOT updates; fillfactor (70 here, 40 since step 6) leaves
-// room on each page for them.
+// so they can be HOT updates; fillfactor leaves room on each page for them.
 // Names compare bytewise (COLLATE "C"): cheaper than a linguistic collation
 // in every index lookup, and equality is all jobq needs.
 var migrations = []migration{
@@ -73,21 +72,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{3, "claims under policies", claimFunctionKeyLocks},
 	{4, "claims under policies: a lock per key", claimFunctionKeyLocks},
 	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration},
-	{6, "room on every page for each message's claim", fillfactorMigration},
 }
-
-// fillfactorMigration is schema step 6. A claim takes the oldest messages,
-// which sit together on a page, and updates them all in one statement:
-// their old versions cannot be pruned before it commits, so a page needs
-// room for a second version of each of its rows for every claim to be a HOT
-// update. At fillfactor 70 about half the claims found no room and went to
-// another page, indexed anew. A claimed version is larger than the pushed
-// one (it gains the lease), by a third for the smallest rows: at 50, 92 of
-// 101 such rows claimed together stayed on their page, at 40 all of them
-// (TestClaimsAreHOTUpdates); the benchmark drain spent 20–30 % less
-// Postgres CPU per task (docs/backends/postgres.md). Pages written before
-// the step keep their old packing.
-const fillfactorMigration = `ALTER TABLE {{s}}.messages SET (fillfactor = 40);`
 
 // SchemaVersion is the schema version this package creates and expects.
 var SchemaVersion = migrations[len(migrations)-1].version
