@@ -21,6 +21,10 @@ type settler struct {
 	q  *Queue
 	ch chan completeReq
 	wg sync.WaitGroup
+	// leases and live are flush's buffers, reused from batch to batch
+	// (only the loop goroutine flushes).
+	leases []driver.Lease
+	live   []completeReq
 }
 
 type completeReq struct {
@@ -90,8 +94,12 @@ func (s *settler) loop() {
 }
 
 func (s *settler) flush(batch []completeReq) {
-	leases := make([]driver.Lease, 0, len(batch))
-	live := batch[:0:0]
+	leases, live := s.leases[:0], s.live[:0]
+	defer func() {
+		// Keep the buffers, but not the requests' contexts and channels.
+		clear(live)
+		s.leases, s.live = leases[:0], live[:0]
+	}()
 	for _, r := range batch {
 		if r.ctx.Err() != nil {
 			r.done <- r.ctx.Err()
