@@ -91,7 +91,7 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	d.selfVacuum = !autovacuumOn(ctx, pool)
 	if d.selfVacuum {
 		log.Debug("jobq postgres: autovacuum is off on this server; this queue vacuums its table itself",
-			"every_deletions", vacuumEvery)
+			"every_deletions", vacuumEvery, "or_share_of_rows", 1.0/vacuumShare)
 	}
 	return d, nil
 }
@@ -131,6 +131,7 @@ type pgDriver struct {
 	idle       atomic.Int32 // receivers sleeping for want of work
 	selfVacuum bool         // the server's autovacuum is off: see vacuum.go
 	deleted    atomic.Int64 // rows deleted since the last vacuum
+	tableRows  atomic.Int64 // the table's rows at the last vacuum
 	vacuuming  atomic.Bool
 	listenOnce sync.Once
 	done       chan struct{} // closed by Close

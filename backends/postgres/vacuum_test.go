@@ -34,3 +34,20 @@ func TestSelfVacuum(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestSelfVacuumScalesWithTable: a queue whose table held many rows at the
+// last vacuum waits for a tenth of them to be deleted, not vacuumEvery.
+func TestSelfVacuumScalesWithTable(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	d.selfVacuum = true
+	d.tableRows.Store(50 * vacuumEvery)
+	d.deletedRows(5*vacuumEvery - 1)
+	if d.vacuuming.Load() {
+		t.Fatalf("vacuum started after %d deletions in a table of %d rows; want it after a tenth of them", 5*vacuumEvery-1, 50*vacuumEvery)
+	}
+	d.deletedRows(1)
+	if !d.vacuuming.Load() {
+		t.Fatalf("no vacuum after %d deletions in a table of %d rows", 5*vacuumEvery, 50*vacuumEvery)
+	}
+}
