@@ -88,21 +88,7 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 		log = slog.Default()
 	}
 	d := newDriver(cfg, pool, log)
-	d.selfVacuum = !autovacuumOn(ctx, pool)
-	if d.selfVacuum {
-		log.Debug("jobq postgres: autovacuum is off on this server; this queue vacuums its table itself",
-			"every_deletions", vacuumEvery, "or_share_of_rows", 1.0/vacuumShare)
-	}
 	return d, nil
-}
-
-// autovacuumOn reports whether the server vacuums tables on its own.
-func autovacuumOn(ctx context.Context, pool *pgxpool.Pool) bool {
-	var on bool
-	if err := pool.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on); err != nil {
-		return true // cannot tell: assume the usual
-	}
-	return on
 }
 
 // capabilities is what every Postgres queue declares.
@@ -128,8 +114,8 @@ type pgDriver struct {
 	wake     broadcaster // fired when work may have arrived
 	notif    *notifier
 
-	idle       atomic.Int32 // receivers sleeping for want of work
-	selfVacuum bool         // the server's autovacuum is off: see vacuum.go
+	idle atomic.Int32 // receivers sleeping for want of work
+
 	deleted    atomic.Int64 // rows deleted since the last vacuum
 	tableRows  atomic.Int64 // the table's rows at the last vacuum
 	vacuuming  atomic.Bool

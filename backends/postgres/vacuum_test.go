@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// TestSelfVacuum: with the server's autovacuum off, a queue vacuums its
-// table itself once it has deleted enough rows.
+// TestSelfVacuum: a queue vacuums its table itself once it has deleted
+// enough rows.
 func TestSelfVacuum(t *testing.T) {
 	t.Parallel()
-	d := openDriver(t)
+	// A schema of its own: no other test's queue vacuums this table.
+	schema, _ := freshSchema(t)
+	d := openDriver(t, "schema="+schema)
 	ctx := ctxT(t)
 	count := func() int64 {
 		var n int64
@@ -20,12 +22,14 @@ func TestSelfVacuum(t *testing.T) {
 		return n
 	}
 	before := count()
-	d.selfVacuum = true
 	d.deletedRows(vacuumEvery - 1)
 	if d.vacuuming.Load() {
 		t.Fatal("vacuum started before vacuumEvery deletions")
 	}
 	d.deletedRows(1)
+	if !d.vacuuming.Load() {
+		t.Fatal("no vacuum started after vacuumEvery deletions")
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for count() == before {
 		if time.Now().After(deadline) {
@@ -40,7 +44,6 @@ func TestSelfVacuum(t *testing.T) {
 func TestSelfVacuumScalesWithTable(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
-	d.selfVacuum = true
 	d.tableRows.Store(50 * vacuumEvery)
 	d.deletedRows(5*vacuumEvery - 1)
 	if d.vacuuming.Load() {
