@@ -69,7 +69,8 @@ func freshSchema(t *testing.T) (string, *pgxpool.Pool) {
 // deliveries, which no index on messages may cover, so that every claim is
 // a HOT update (no new index entries, no dead ones for later claims to
 // step over). Schema step 4 had an index on visible_at and lease that made
-// every claim non-HOT; this catches any index that does so again. Each
+// every claim non-HOT, and before step 6 the pages lacked room for half the
+// new versions of a claim of a page's rows; this catches either again. Each
 // case migrates a schema of its own from scratch, and runs its claim in a
 // transaction that reads its own counters.
 func TestClaimsAreHOTUpdates(t *testing.T) {
@@ -83,7 +84,13 @@ func TestClaimsAreHOTUpdates(t *testing.T) {
 			t.Parallel()
 			schema, _ := freshSchema(t)
 			d := openDriver(t, "schema="+schema)
-			msgs := []*driver.Message{{Body: []byte(`{"a": 1}`)}, {Body: []byte(`{"a": 2}`), ConcurrencyKey: "k"}}
+			// A page's worth of messages of a typical size, claimed in one
+			// statement as a worker does, and one on a key.
+			body := `{"version": 1, "reply_requested": false, "kwargs": "{\"n\": %d}", "num_retries": 0, "id": "%032d"}`
+			msgs := []*driver.Message{{Body: fmt.Appendf(nil, body, 0, 0), ConcurrencyKey: "k"}}
+			for i := 1; i <= 60; i++ {
+				msgs = append(msgs, &driver.Message{Body: fmt.Appendf(nil, body, i, i)})
+			}
 			if _, err := d.Push(ctx, msgs); err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +108,7 @@ func TestClaimsAreHOTUpdates(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(context.Background())
-			rows, err := tx.Query(ctx, claimSQL, d.cfg.queue, 10, int64(time.Minute/time.Microsecond))
+			rows, err := tx.Query(ctx, claimSQL, d.cfg.queue, 100, int64(time.Minute/time.Microsecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,8 +125,12 @@ func TestClaimsAreHOTUpdates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if claimed != 2 || updated != 2 || hot != 2 {
-				t.Fatalf("claimed %d messages: %d updates, %d of them HOT; want 2, 2, 2 (an index covers a column the claim changes)", claimed, updated, hot)
+			// An index on a claimed column makes none HOT; pages packed at 70 %
+			// about half. At 50 % a page still lacks room for the last new
+			// version or so of the rows it holds (a leased version is larger).
+			if claimed != len(msgs) || updated != int64(len(msgs)) || hot*100 < updated*85 {
+				t.Fatalf("claimed %d messages: %d updates, %d of them HOT; want %d, at least 85 %% HOT (an index covers a column the claim changes, or pages lack room)",
+					claimed, updated, hot, len(msgs))
 			}
 		})
 	}
