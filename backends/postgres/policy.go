@@ -70,10 +70,9 @@ CREATE INDEX admissions_expiry ON {{s}}.admissions (queue, expires_at);
 `
 
 // heldMigration is schema step 5: held leases of capped keys get a table
-// of their own, and the index that counted them in messages (on visible_at
-// and lease, which turned every claim into a non-HOT update) goes. Leases
-// taken before the upgrade are not in held, so until they end a key may
-// briefly take more than its cap.
+// of their own, filled with the leases in flight on capped keys, and the
+// index that counted them in messages (on visible_at and lease, which
+// turned every claim into a non-HOT update) goes.
 const heldMigration = `
 DROP INDEX IF EXISTS {{s}}.messages_concurrency_key;
 CREATE TABLE {{s}}.held (
@@ -84,6 +83,10 @@ CREATE TABLE {{s}}.held (
 	lease    uuid NOT NULL,
 	PRIMARY KEY (queue, key, id)
 );
+INSERT INTO {{s}}.held (queue, key, id, priority, lease)
+SELECT m.queue, m.concurrency_key, m.id, m.priority, m.lease
+FROM {{s}}.messages m JOIN {{s}}.policies p ON p.queue = m.queue AND p.kind = 'concurrency' AND p.key = m.concurrency_key
+WHERE m.lease IS NOT NULL AND m.visible_at > now();
 ` + claimFunctionKeyLocks
 
 // claimFunctionKeyLocks creates claim_with_policies, as schema steps 3, 4
@@ -280,8 +283,18 @@ func buildPolicyQueries(schema string) policyQueries {
 	r := strings.NewReplacer("{{s}}", schema)
 	return policyQueries{
 		list: r.Replace(`SELECT kind, key, limit_n, period_us FROM {{s}}.policies WHERE queue = $1`),
-		upsert: r.Replace(`INSERT INTO {{s}}.policies (queue, kind, key, limit_n, period_us) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (queue, kind, key) DO UPDATE SET limit_n = excluded.limit_n, period_us = excluded.period_us`),
+		// A new cap counts the key's leases already in flight: they go into
+		// held with it (one scan of the queue's messages, at set time only).
+		upsert: r.Replace(`WITH p AS (
+	INSERT INTO {{s}}.policies (queue, kind, key, limit_n, period_us) VALUES ($1, $2, $3, $4, $5)
+	ON CONFLICT (queue, kind, key) DO UPDATE SET limit_n = excluded.limit_n, period_us = excluded.period_us
+), h AS (
+	INSERT INTO {{s}}.held (queue, key, id, priority, lease)
+	SELECT m.queue, m.concurrency_key, m.id, m.priority, m.lease FROM {{s}}.messages m
+	WHERE $2 = 'concurrency' AND m.queue = $1 AND m.concurrency_key = $3 AND m.lease IS NOT NULL AND m.visible_at > now()
+	ON CONFLICT (queue, key, id) DO UPDATE SET priority = excluded.priority, lease = excluded.lease
+)
+SELECT`),
 		// A key's held leases are forgotten with its cap.
 		remove: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1 AND key = $3 AND $2 = 'concurrency')
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),

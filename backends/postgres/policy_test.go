@@ -100,3 +100,31 @@ func TestHeldForgetsEndedLeases(t *testing.T) {
 		}
 	}
 }
+
+// TestCapCountsLeasesTakenBeforeIt: a cap set while its key's tasks run
+// counts their leases, though they were taken without a cap to record them.
+func TestCapCountsLeasesTakenBeforeIt(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d := openDriver(t)
+	msgs := []*driver.Message{{Body: []byte(`{"n": 1}`), ConcurrencyKey: "k"}, {Body: []byte(`{"n": 2}`), ConcurrencyKey: "k"}}
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.claim(ctx, 1, time.Minute)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("claim before the cap: %d messages, %v; want 1", len(first), err)
+	}
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.claim(ctx, 5, time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("claim under a cap of 1 with one lease in flight: %d messages, %v; want none", len(got), err)
+	}
+	if errs := d.Complete(ctx, []driver.Lease{first[0].Lease}); errs != nil {
+		t.Fatal(errs)
+	}
+	if got, err := d.claim(ctx, 5, time.Minute); err != nil || len(got) != 1 {
+		t.Fatalf("claim after the lease ended: %d messages, %v; want 1", len(got), err)
+	}
+}
