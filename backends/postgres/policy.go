@@ -44,7 +44,9 @@ import (
 // policyTTL bounds how stale a driver's view of the policies may be.
 const policyTTL = time.Second
 
-// policyMigration is schema step 2: key columns and policy tables.
+// policyMigration is schema step 2: key columns and policy tables. Its
+// index on messages is dropped again by step 5 (heldMigration): it made every
+// claim a non-HOT update.
 const policyMigration = `
 ALTER TABLE {{s}}.messages ADD COLUMN concurrency_key text COLLATE "C", ADD COLUMN rate_key text COLLATE "C";
 ALTER TABLE {{s}}.dead_letters ADD COLUMN concurrency_key text, ADD COLUMN rate_key text;
