@@ -16,10 +16,12 @@ import (
 // server) through the portable API with default settings and a no-op
 // handler. Run them with:
 //
-//	go test -run '^$' -bench . -benchtime 20000x ./backends/postgres/
+//	go test -run '^$' -bench '^Benchmark(EndToEnd|Drain|PushOne|PushBatch|RawSQLLimit|DriverClaimComplete|QueueClaimComplete|DrainPolicies)$' -benchtime 20000x ./backends/postgres/
+//	go test -run '^$' -bench PickupLatency -benchtime 500x ./backends/postgres/
 //
 // Each reports tasks/s; BenchmarkPickupLatency reports the median and p99
-// (use -benchtime 500x for it). BenchmarkRawSQLLimit is the bar: a bare
+// (it pushes one task at a time and waits for each, so 20000x would run for
+// minutes). BenchmarkRawSQLLimit is the bar: a bare
 // SKIP LOCKED claim-and-delete loop with no jobq code at all.
 
 // handlers is how many tasks the benchmark worker runs at once.
