@@ -51,7 +51,7 @@ func (d *pgDriver) deletedRows(n int64) {
 		}()
 		if _, err := d.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) `+d.sql.messagesTable); err != nil && ctx.Err() == nil {
 			d.log.Warn("jobq postgres: VACUUM of the queue table failed; claims will slow down as dead rows pile up. "+
-				"Turn autovacuum on, or vacuum the table regularly", "table", d.sql.messagesTable, "err", err)
+				"Vacuum the table regularly (autovacuum alone visits it too rarely for a busy queue)", "table", d.sql.messagesTable, "err", err)
 			return
 		}
 		// VACUUM has just counted the table's rows.

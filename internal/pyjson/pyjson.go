@@ -170,26 +170,30 @@ type parser struct {
 
 var parsers = sync.Pool{New: func() any { return new(parser) }}
 
-// release returns p to the pool, dropping its references into the last
-// document (a stack grown by a huge document is not kept).
+// release returns p to the pool without references into the last document
+// (members cleared what it popped; an error leaves entries on the stack).
+// A stack grown by a huge document is not kept.
 func (p *parser) release() {
-	if cap(p.vals) > 1024 {
+	clear(p.keys)
+	clear(p.vals)
+	p.data, p.keys, p.vals = "", p.keys[:0], p.vals[:0]
+	if cap(p.keys) > 1024 || cap(p.vals) > 1024 {
 		p.keys, p.vals = nil, nil
 	}
-	clear(p.keys[:cap(p.keys)])
-	clear(p.vals[:cap(p.vals)])
-	p.data, p.keys, p.vals = "", p.keys[:0], p.vals[:0]
 	parsers.Put(p)
 }
 
 // members copies the stack's entries above keyBase and valBase (the stack
-// heights when v began) into v and pops them. Arrays push no keys.
+// heights when v began) into v and pops them, clearing what it popped.
+// Arrays push no keys.
 func (p *parser) members(v *Value, keyBase, valBase int) {
 	if len(p.keys) > keyBase {
 		v.Keys = slices.Clone(p.keys[keyBase:])
+		clear(p.keys[keyBase:])
 		p.keys = p.keys[:keyBase]
 	}
 	v.Vals = slices.Clone(p.vals[valBase:])
+	clear(p.vals[valBase:])
 	p.vals = p.vals[:valBase]
 }
 
