@@ -37,6 +37,10 @@ import goredis "github.com/redis/go-redis/v9"
 // common is prepended to every script.
 const common = `
 local P = ARGV[1]
+-- Lua numbers are doubles. Redis formats a number passed to redis.call,
+-- and tostring formats any number, with a floating-point printf, which
+-- costs more than a small command's own work; str takes the integer path.
+local function str(n) return string.format('%d', n) end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -46,14 +50,15 @@ local function mkey(mid) return P .. 'm:' .. mid end
 -- negated priority; within a priority Redis orders members by their bytes,
 -- so a member is the arrival number, zero-padded to 16 digits, followed by
 -- the message id.
-local function ready_member(seq, mid) return string.format('%016.0f', seq) .. mid end
+local function ready_member(seq, mid) return string.format('%016d', seq) .. mid end
 local function mid_of(member) return string.sub(member, 17) end
 local function make_ready(mid, pri)
-  redis.call('ZADD', KEYS[2], -pri, ready_member(redis.call('INCR', KEYS[1]), mid))
+  redis.call('ZADD', KEYS[2], str(-pri), ready_member(redis.call('INCR', KEYS[1]), mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
 -- sweeper process is needed. It moves at most limit of each per call.
 local function promote(now, limit)
+  now = str(now)
   local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
   if #due > 0 then
     redis.call('ZREM', KEYS[3], unpack(due))
@@ -110,7 +115,7 @@ end
 var pushScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[3])
 -- The producer's clock: NotBefore is on it too, and a push saves a command.
-local now = tonumber(ARGV[4])
+local now, nowStr = tonumber(ARGV[4]), ARGV[4]
 -- One counter block gives each message its id, which is also its arrival.
 local W = 6
 local maxDepth = tonumber(redis.call('GET', P .. 'pold') or '0')
@@ -130,10 +135,10 @@ local base = redis.call('INCRBY', KEYS[1], n) - n
 local out, ready, delayed = {}, {}, {}
 for i = 0, n - 1 do
   local id, body = ARGV[5 + i * W], ARGV[6 + i * W]
-  local pri, nb = tonumber(ARGV[7 + i * W]), tonumber(ARGV[8 + i * W])
+  local pri, nb = ARGV[7 + i * W], ARGV[8 + i * W]
   local ckey, rkey = ARGV[9 + i * W], ARGV[10 + i * W]
   local seq = base + i + 1
-  local mid = tostring(seq)
+  local mid = str(seq)
   local existing = false
   if id ~= '' and redis.call('HSETNX', KEYS[5], id, mid) == 0 then
     existing = redis.call('HGET', KEYS[5], id)
@@ -144,17 +149,17 @@ for i = 0, n - 1 do
   else
     -- Only what is not a default: no task id, priority 0, delivery
     -- count 0 and visible-at = enqueued are left out.
-    local f = {'b', body, 'e', now}
+    local f = {'b', body, 'e', nowStr}
     if id ~= '' then f[5] = 'i'; f[6] = id end
-    if pri ~= 0 then f[#f + 1] = 'p'; f[#f + 1] = pri end
+    if pri ~= '0' then f[#f + 1] = 'p'; f[#f + 1] = pri end
     if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
     if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
     redis.call('HSET', mkey(mid), unpack(f))
-    if nb > now then
+    if tonumber(nb) > now then
       delayed[#delayed + 1] = nb
       delayed[#delayed + 1] = mid
     else
-      ready[#ready + 1] = -pri
+      ready[#ready + 1] = pri == '0' and '0' or str(-tonumber(pri))
       ready[#ready + 1] = ready_member(seq, mid)
     end
     out[#out + 1] = mid
@@ -163,14 +168,14 @@ for i = 0, n - 1 do
 end
 if #ready > 0 then
   redis.call('ZADD', KEYS[2], unpack(ready))
-  redis.call('PUBLISH', ARGV[2], #ready / 2)
+  redis.call('PUBLISH', ARGV[2], str(#ready / 2))
 end
 if #delayed > 0 then
   redis.call('ZADD', KEYS[3], unpack(delayed))
   -- Waiting receivers hear when the first of them comes due.
-  local first = delayed[1]
-  for j = 3, #delayed, 2 do first = math.min(first, delayed[j]) end
-  redis.call('PUBLISH', ARGV[2], '@' .. (first - now))
+  local first = tonumber(delayed[1])
+  for j = 3, #delayed, 2 do first = math.min(first, tonumber(delayed[j])) end
+  redis.call('PUBLISH', ARGV[2], '@' .. str(first - now))
 end
 return out
 `)
@@ -207,15 +212,15 @@ if #popped == 0 then
 end
 local cnt = #popped / 2
 local tok0 = redis.call('INCRBY', KEYS[1], cnt) - cnt
-local exp = now + vis
+local exp = str(now + vis)
 local leased = {}
 for j = 1, cnt do
   local mid = mid_of(popped[2 * j - 1])
   local k = mkey(mid)
   local f = redis.call('HMGET', k, 'i', 'b', 'e', 'd')
   if f[2] then
-    local tok = tok0 + j
-    local dc = (tonumber(f[4]) or 0) + 1
+    local tok = str(tok0 + j)
+    local dc = f[4] and str(tonumber(f[4]) + 1) or '1'
     redis.call('HSET', k, 'd', dc, 't', tok, 'l', exp)
     if blocked ~= nil then hold_keys(mid, tok, now) end
     leased[#leased + 1] = exp
@@ -238,7 +243,7 @@ var renewScript = goredis.NewScript(common + `
 local now = now_ms()
 local mid = ARGV[2]
 if not lease(mid, ARGV[3], now) then return 0 end
-local exp = now + tonumber(ARGV[4])
+local exp = str(now + tonumber(ARGV[4]))
 redis.call('ZADD', KEYS[4], exp, mid)
 redis.call('HSET', mkey(mid), 'l', exp)
 return 1
@@ -297,8 +302,9 @@ for i = 0, n - 1 do
     redis.call('HDEL', k, 't', 'l')
     if ARGV[b + 3] == '1' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
     if delay > 0 then
-      redis.call('HSET', k, 'v', now + delay)
-      redis.call('ZADD', KEYS[3], now + delay, mid)
+      local at = str(now + delay)
+      redis.call('HSET', k, 'v', at)
+      redis.call('ZADD', KEYS[3], at, mid)
       if firstDelay < 0 or delay < firstDelay then firstDelay = delay end
     else
       redis.call('HSET', k, 'v', now)
