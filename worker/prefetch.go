@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"context"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -105,11 +103,10 @@ func (d *dispatcher) aheadPool() (pool chan struct{}, turned <-chan struct{}) {
 // awaitHandler waits for t to hold a handler: a prefetched task may have
 // to wait for one, and a task received before a failure pause began waits
 // the pause out (tasks failing in a row pause the worker before it starts
-// more work); the task's lease is renewed meanwhile (unless heartbeats are
-// off). It returns errDraining when the worker drains first and
+// more work); process's keepLease renews the task's lease meanwhile. It returns errDraining when the worker drains first and
 // errLeaseLost when the lease is lost meanwhile; the task must not start
 // then, and t has been released.
-func (w *Worker) awaitHandler(env *jobq.Envelope, t *handlerTicket, log *slog.Logger) error {
+func (w *Worker) awaitHandler(env *jobq.Envelope, t *handlerTicket) error {
 	held := false
 	select {
 	case <-t.granted:
@@ -118,15 +115,6 @@ func (w *Worker) awaitHandler(env *jobq.Envelope, t *handlerTicket, log *slog.Lo
 		}
 		held = true
 	default:
-	}
-	if !w.o.DisableHeartbeat {
-		ctx, cancel := context.WithCancel(context.Background())
-		hbDone := make(chan struct{})
-		go w.heartbeat(ctx, env, log, hbDone)
-		defer func() {
-			cancel()
-			<-hbDone
-		}()
 	}
 	giveUp := func(err error) error {
 		t.release()

@@ -21,16 +21,13 @@ const settleTimeout = 30 * time.Second
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := w.log.With("task", env.Task.ID)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-env.LockLost():
-			cancel(errLeaseLost)
-		case <-w.stopCh:
-			cancel(errStopping)
-		case <-ctx.Done():
-		}
-	}()
+	keeperDone := make(chan struct{})
+	go w.keepLease(ctx, cancel, env, log, keeperDone)
+	stopKeeper := func() {
+		cancel(nil)
+		<-keeperDone
+	}
+	defer stopKeeper()
 	sctx, scancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer scancel()
 	w.reportLost(env, log)
@@ -45,7 +42,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	default:
 	}
 
-	switch err := w.awaitHandler(env, ticket, log); {
+	switch err := w.awaitHandler(env, ticket); {
 	case errors.Is(err, errDraining):
 		w.record(env, began, jobq.OutcomeRequeued, err)
 		w.requeue(sctx, env, log, 0, "worker draining before the task started")
@@ -92,18 +89,13 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	}
 	w.gate.pass()
 
-	hbDone := make(chan struct{})
-	if !w.o.DisableHeartbeat {
-		go w.heartbeat(ctx, env, log, hbDone)
-	} else {
-		close(hbDone)
-	}
 	start := time.Now()
-	log.Info("task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
+	if log.Enabled(ctx, slog.LevelInfo) {
+		log.Info("task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
+	}
 	err := w.h.Handle(ctx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
 	cause := context.Cause(ctx)
-	cancel(nil)
-	<-hbDone
+	stopKeeper()
 	elapsed := time.Since(start).Round(time.Millisecond)
 	failed := err != nil && !errors.Is(cause, errLeaseLost) && !errors.Is(cause, errStopping)
 	// Count the outcome before freeing the slot, so that a worker past its
@@ -173,33 +165,48 @@ func (w *Worker) requeue(ctx context.Context, env *jobq.Envelope, log *slog.Logg
 	log.Info("task requeued", "why", why, "delay", delay)
 }
 
-// heartbeat renews the lease every half visibility until ctx ends. A lost
-// lease closes env.LockLost, which cancels the task.
-func (w *Worker) heartbeat(ctx context.Context, env *jobq.Envelope, log *slog.Logger, done chan<- struct{}) {
+// keepLease looks after a task this worker holds, from its receipt until
+// ctx ends: it renews the lease every half visibility (unless heartbeats
+// are off), and cancels ctx with errLeaseLost when the lease is lost or
+// with errStopping when the worker stops. One goroutine per task does all
+// three, whether the task waits for a handler or runs.
+func (w *Worker) keepLease(ctx context.Context, cancel context.CancelCauseFunc, env *jobq.Envelope, log *slog.Logger, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(w.renewal(env))
-	defer t.Stop()
+	var renew *time.Timer
+	var tick <-chan time.Time
+	if !w.o.DisableHeartbeat {
+		renew = time.NewTimer(w.renewal(env))
+		defer renew.Stop()
+		tick = renew.C
+	}
+	lost := env.LockLost()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-lost:
+			cancel(errLeaseLost)
+			return
+		case <-w.stopCh:
+			cancel(errStopping)
+			return
+		case <-tick:
 			err := env.Renew(ctx, 0)
 			switch {
 			case err == nil:
 				log.Debug("lease renewed", "expiry", env.Expiry())
-				t.Reset(w.renewal(env))
+				renew.Reset(w.renewal(env))
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, jobq.ErrLockLost):
-				return
+				// Renew closed lost: the next turn cancels the task.
 			case errors.Is(err, jobq.ErrUnimplemented):
 				log.Warn("this backend cannot renew leases; the task must finish within the visibility timeout", "error", err)
-				return
+				tick = nil
 			default:
 				// Try again well before the lease runs out.
 				log.Warn("lease renewal failed; trying again shortly", "error", err)
-				t.Reset(w.renewal(env) / 5)
+				renew.Reset(w.renewal(env) / 5)
 			}
 		}
 	}

@@ -93,6 +93,7 @@ func parseURL(u *url.URL) (*config, error) {
 			opts.MaxRetries = -1
 		}
 		opts.ContextTimeoutEnabled = true
+		opts.Dialer = probeRecentConnsLess(goredis.NewDialer(&goredis.Options{DialTimeout: opts.DialTimeout, TLSConfig: opts.TLSConfig}))
 		cfg.cluster = opts
 		return cfg, nil
 	}
@@ -104,6 +105,7 @@ func parseURL(u *url.URL) (*config, error) {
 		opts.MaxRetries = -1
 	}
 	opts.ContextTimeoutEnabled = true
+	opts.Dialer = probeRecentConnsLess(goredis.NewDialer(opts))
 	cfg.options = opts
 	return cfg, nil
 }
