@@ -33,6 +33,7 @@ type Envelope struct {
 	settled  bool
 	lost     chan struct{}
 	lostOnce sync.Once
+	onLost   []func() // Context's cancellations, run when the lease is lost
 	timer    *time.Timer
 	attempt  *Attempt // set by RecordAttempt, stored by the settlement (attempts.go)
 }
@@ -77,7 +78,43 @@ func (e *Envelope) LockLost() <-chan struct{} {
 	return e.lost
 }
 
-func (e *Envelope) markLost() { e.lostOnce.Do(func() { close(e.lost) }) }
+func (e *Envelope) markLost() {
+	e.lostOnce.Do(func() {
+		close(e.lost)
+		e.mu.Lock()
+		fns := e.onLost
+		e.onLost = nil
+		e.mu.Unlock()
+		for _, f := range fns {
+			f()
+		}
+	})
+}
+
+// Context returns a copy of parent that is canceled when this receiver no
+// longer holds the lease (as LockLost tells), with a LockLost *Error as its
+// cause (errors.Is(context.Cause(ctx), ErrLockLost)), and the function that
+// releases it. Work on the task can run under it, so that it stops when the
+// message may be with another receiver. Unlike a goroutine waiting on
+// LockLost, it costs no goroutine.
+func (e *Envelope) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	lost := e.LockLost()
+	onLost := func() {
+		cancel(&Error{Code: LockLost, Op: "lease", Queue: e.q.url,
+			Msg: fmt.Sprintf("the lease on message %s was lost: another receiver may hold it now", e.MessageID)})
+	}
+	e.mu.Lock()
+	select {
+	case <-lost:
+		e.mu.Unlock()
+		onLost()
+	default:
+		e.onLost = append(e.onLost, onLost)
+		e.mu.Unlock()
+	}
+	return ctx, func() { cancel(context.Canceled) }
+}
 
 // settle marks the envelope settled; it fails when it was settled before.
 func (e *Envelope) begin(op string) (driver.Lease, error) {

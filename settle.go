@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -35,6 +36,11 @@ type completeReq struct {
 
 // settleMaxBatch bounds the leases of one driver call.
 const settleMaxBatch = 512
+
+// settleTimeout bounds one batch's driver call: one that hung would hold up
+// every completion queued behind it, and callers may wait with a context
+// that has no deadline (the worker does).
+const settleTimeout = 30 * time.Second
 
 func newSettler(q *Queue) *settler {
 	s := &settler{q: q, ch: make(chan completeReq, settleMaxBatch)}
@@ -114,7 +120,8 @@ func (s *settler) flush(batch []completeReq) {
 	// The callers' contexts may differ; the batch runs under the first live
 	// one, without its cancellation, so one caller giving up does not fail
 	// the others' completions.
-	ctx := context.WithoutCancel(live[0].ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), settleTimeout)
+	defer cancel()
 	errs := s.q.drv.Complete(ctx, leases)
 	for i, r := range live {
 		var err error

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -64,14 +65,19 @@ func checkRenew(c *C) {
 	c.expectCode(e.Renew(c.ctx(), 0), jobq.FailedPrecondition, "Renew after Complete")
 }
 
-// checkLockLostChannel: LockLost closes when the lease runs out, and not
-// for a message that was settled in time.
+// checkLockLostChannel: LockLost closes, and Context's context ends with a
+// LockLost cause, when the lease runs out, and neither happens for a
+// message that was settled in time.
 func checkLockLostChannel(c *C) {
 	q := c.open()
 	c.push(q, task("lost 1"), task("lost 2"))
 	e1 := c.receive(q, c.vis())
 	e2 := c.receive(q, c.vis())
 	lost1, lost2 := e1.LockLost(), e2.LockLost()
+	ctx1, cancel1 := e1.Context(context.Background())
+	defer cancel1()
+	ctx2, cancel2 := e2.Context(context.Background())
+	defer cancel2()
 	c.complete(e2)
 	select {
 	case <-lost1:
@@ -86,6 +92,17 @@ func checkLockLostChannel(c *C) {
 	case <-lost2:
 		c.Errorf("LockLost closed for a message completed while its lease was held")
 	default:
+	}
+	if cause := context.Cause(ctx1); !errors.Is(cause, jobq.ErrLockLost) {
+		c.Errorf("the envelope's Context after its lease ran out: cause %v, want one matching jobq.ErrLockLost", cause)
+	}
+	if ctx2.Err() != nil {
+		c.Errorf("the envelope's Context ended (%v) for a message completed while its lease was held", context.Cause(ctx2))
+	}
+	late, cancelLate := e1.Context(context.Background())
+	defer cancelLate()
+	if cause := context.Cause(late); !errors.Is(cause, jobq.ErrLockLost) {
+		c.Errorf("Context taken after the lease was lost: cause %v, want one matching jobq.ErrLockLost at once", cause)
 	}
 	// A receiver that takes the message makes the first holder's Renew
 	// fail with LockLost.

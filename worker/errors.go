@@ -28,8 +28,10 @@ func (e *TaskError) Error() string { return e.Err.Error() }
 // Unwrap returns the reason.
 func (e *TaskError) Unwrap() error { return e.Err }
 
-// errLeaseLost and errStopping are the causes with which a task's context is
-// cancelled; the worker settles differently for each.
+// errStopping is the cause with which a task's context is cancelled when the
+// worker stops (jobq.ErrLockLost when its lease is lost); the worker settles
+// differently for each. errLeaseLost and errDraining end a task that waited
+// for a handler.
 var (
 	errLeaseLost = errors.New("lease lost: another worker may hold the task now")
 	errStopping  = errors.New("worker stopping: the task will be requeued")

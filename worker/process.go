@@ -10,8 +10,9 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// settleTimeout bounds a settlement after the task ran; the task's own
-// context may be cancelled by then.
+// settleTimeout bounds a requeue or a failure's settlement; the task's own
+// context may be cancelled by then. (A completion goes through the queue's
+// batching, which bounds each batch itself.)
 const settleTimeout = 30 * time.Second
 
 // process runs one received task and settles it. It runs the task once its
@@ -20,16 +21,21 @@ const settleTimeout = 30 * time.Second
 // the next task starts while this one settles; ran is called then.
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := w.log.With("task", env.Task.ID)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	keeperDone := make(chan struct{})
-	go w.keepLease(ctx, cancel, env, log, keeperDone)
-	stopKeeper := func() {
-		cancel(nil)
-		<-keeperDone
+	// The task's context ends when the worker stops (cause errStopping) or
+	// the lease is lost (cause jobq.ErrLockLost).
+	ctx, cancel := env.Context(w.stopCtx)
+	w.leases.hold(ctx, env, log)
+	// let go ends the task's context and its renewals; every settlement
+	// comes after it, so none races a renewal.
+	held := true
+	letGo := func() {
+		if held {
+			held = false
+			cancel()
+			w.leases.release(env)
+		}
 	}
-	defer stopKeeper()
-	sctx, scancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer scancel()
+	defer letGo()
 	w.reportLost(env, log)
 	began := time.Now()
 
@@ -37,7 +43,8 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	case <-w.stopCh:
 		w.record(env, began, jobq.OutcomeRequeued, errStopping)
 		ticket.release()
-		w.requeue(sctx, env, log, 0, "worker stopping before the task started")
+		letGo()
+		w.requeue(env, log, 0, "worker stopping before the task started")
 		return
 	default:
 	}
@@ -45,7 +52,8 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	switch err := w.awaitHandler(env, ticket); {
 	case errors.Is(err, errDraining):
 		w.record(env, began, jobq.OutcomeRequeued, err)
-		w.requeue(sctx, env, log, 0, "worker draining before the task started")
+		letGo()
+		w.requeue(env, log, 0, "worker draining before the task started")
 		return
 	case err != nil:
 		w.lost.Add(1)
@@ -63,7 +71,8 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 
 	releaseLimit, delay := w.limits.acquire(ctx, env.Task)
 	if releaseLimit == nil {
-		w.requeue(sctx, env, log, delay, "its concurrency or rate limit is reached on this worker")
+		letGo()
+		w.requeue(env, log, delay, "its concurrency or rate limit is reached on this worker")
 		return
 	}
 	defer releaseLimit()
@@ -72,12 +81,14 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 		if !w.gate.check(ctx, cmd, log) {
 			if ctx.Err() != nil {
 				w.record(env, began, jobq.OutcomeRequeued, errStopping)
-				w.requeue(sctx, env, log, 0, "worker stopping during the gate check")
+				letGo()
+				w.requeue(env, log, 0, "worker stopping during the gate check")
 				return
 			}
 			w.record(env, began, jobq.OutcomeGateMiss, errors.New("gate command failed: "+cmd))
 			delay := w.o.Gate.RequeueDelay
-			w.requeue(sctx, env, log, delay, "gate failed on this worker")
+			letGo()
+			w.requeue(env, log, delay, "gate failed on this worker")
 			if w.gate.miss(env.Task.ID) {
 				w.log.Info("this worker cannot run anything on the queue: its gate checks failed too many times in a row; exiting",
 					"gate_misses", w.o.Gate.MaxNotQualified)
@@ -95,9 +106,9 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	}
 	err := w.h.Handle(ctx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
 	cause := context.Cause(ctx)
-	stopKeeper()
+	letGo()
 	elapsed := time.Since(start).Round(time.Millisecond)
-	failed := err != nil && !errors.Is(cause, errLeaseLost) && !errors.Is(cause, errStopping)
+	failed := err != nil && !errors.Is(cause, jobq.ErrLockLost) && !errors.Is(cause, errStopping)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.mu.Lock()
@@ -119,28 +130,30 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 
 	switch {
 	case err == nil:
-		if cerr := env.Complete(sctx); cerr != nil {
+		if cerr := env.Complete(context.Background()); cerr != nil {
 			// The work is done but the message stays: it will run again.
 			log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
 			return
 		}
 		w.done.Add(1)
 		log.Info("task done", "elapsed", elapsed)
-	case errors.Is(cause, errLeaseLost):
+	case errors.Is(cause, jobq.ErrLockLost):
 		w.lost.Add(1)
 		log.Warn("task stopped: its lease was lost (another worker may run it); not counted as a failure",
 			"elapsed", elapsed, "visibility", w.o.Visibility, "heartbeat", !w.o.DisableHeartbeat)
 	case errors.Is(cause, errStopping):
 		w.record(env, start, jobq.OutcomeRequeued, errStopping)
-		w.requeue(sctx, env, log, 0, "worker stopping")
+		w.requeue(env, log, 0, "worker stopping")
 	default:
 		w.record(env, start, jobq.OutcomeFailure, err)
-		w.fail(sctx, env, log, err, elapsed)
+		w.fail(env, log, err, elapsed)
 	}
 }
 
 // fail settles a failed attempt through the retry budget.
-func (w *Worker) fail(ctx context.Context, env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
+func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
 	w.failed.Add(1)
 	res, ferr := env.Fail(ctx, err, detailOf(err))
 	switch {
@@ -156,60 +169,15 @@ func (w *Worker) fail(ctx context.Context, env *jobq.Envelope, log *slog.Logger,
 }
 
 // requeue puts a task back without touching its retry budget.
-func (w *Worker) requeue(ctx context.Context, env *jobq.Envelope, log *slog.Logger, delay time.Duration, why string) {
+func (w *Worker) requeue(env *jobq.Envelope, log *slog.Logger, delay time.Duration, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
 	if err := env.Requeue(ctx, delay); err != nil {
 		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err)
 		return
 	}
 	w.requeued.Add(1)
 	log.Info("task requeued", "why", why, "delay", delay)
-}
-
-// keepLease looks after a task this worker holds, from its receipt until
-// ctx ends: it renews the lease every half visibility (unless heartbeats
-// are off), and cancels ctx with errLeaseLost when the lease is lost or
-// with errStopping when the worker stops. One goroutine per task does all
-// three, whether the task waits for a handler or runs.
-func (w *Worker) keepLease(ctx context.Context, cancel context.CancelCauseFunc, env *jobq.Envelope, log *slog.Logger, done chan<- struct{}) {
-	defer close(done)
-	var renew *time.Timer
-	var tick <-chan time.Time
-	if !w.o.DisableHeartbeat {
-		renew = time.NewTimer(w.renewal(env))
-		defer renew.Stop()
-		tick = renew.C
-	}
-	lost := env.LockLost()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-lost:
-			cancel(errLeaseLost)
-			return
-		case <-w.stopCh:
-			cancel(errStopping)
-			return
-		case <-tick:
-			err := env.Renew(ctx, 0)
-			switch {
-			case err == nil:
-				log.Debug("lease renewed", "expiry", env.Expiry())
-				renew.Reset(w.renewal(env))
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, jobq.ErrLockLost):
-				// Renew closed lost: the next turn cancels the task.
-			case errors.Is(err, jobq.ErrUnimplemented):
-				log.Warn("this backend cannot renew leases; the task must finish within the visibility timeout", "error", err)
-				tick = nil
-			default:
-				// Try again well before the lease runs out.
-				log.Warn("lease renewal failed; trying again shortly", "error", err)
-				renew.Reset(w.renewal(env) / 5)
-			}
-		}
-	}
 }
 
 // renewal is how long the heartbeat waits before renewing: half the

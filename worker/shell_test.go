@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -111,29 +112,45 @@ func TestLeaseLostIsNotAFailure(t *testing.T) {
 	if c.LeaseLost != 1 || c.Failed != 0 || c.Done != 1 {
 		t.Fatalf("counts %+v; want the lost lease not counted as a failure and the redelivery done", c)
 	}
-	if len(causes) != 1 || !strings.Contains(causes[0].Error(), "lease lost") {
-		t.Fatalf("causes %v; want lease lost", causes)
+	if len(causes) != 1 || !errors.Is(causes[0], jobq.ErrLockLost) {
+		t.Fatalf("causes %v; want jobq.ErrLockLost", causes)
 	}
 }
 
+// TestHeartbeatKeepsLease: tasks that run for 2.5 leases finish without
+// losing them, one at a time and several at once (the worker's one lease
+// keeper renews them all).
 func TestHeartbeatKeepsLease(t *testing.T) {
 	t.Parallel()
-	q := openQueue(t)
-	push(t, q, &jobq.Task{Command: "long"})
-	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
-		select {
-		case <-time.After(2500 * time.Millisecond):
-			return nil
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, Visibility: time.Second})
-	if err := w.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if c := w.Counts(); c.Done != 1 || c.LeaseLost != 0 {
-		t.Fatalf("counts %+v; want the task done once with its lease renewed", c)
+	for _, tc := range []struct {
+		name               string
+		tasks, concurrency int
+	}{
+		{"one task", 1, 1},
+		{"six tasks, three at a time", 6, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := openQueue(t)
+			for i := range tc.tasks {
+				push(t, q, &jobq.Task{Command: fmt.Sprintf("long %d", i)})
+			}
+			h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+				select {
+				case <-time.After(2500 * time.Millisecond):
+					return nil
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			})
+			w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, Visibility: time.Second, Concurrency: tc.concurrency})
+			if err := w.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if c := w.Counts(); c.Done != int64(tc.tasks) || c.LeaseLost != 0 {
+				t.Fatalf("counts %+v; want %d tasks done once each with their leases renewed", c, tc.tasks)
+			}
+		})
 	}
 }
 

@@ -12,9 +12,10 @@ import (
 )
 
 // Handler runs one task. It returns nil when the task succeeded. Its context
-// is cancelled when the task must stop: the lease was lost, or the worker is
-// stopping (context.Cause tells which); the worker then settles the task
-// itself, whatever the handler returns.
+// is cancelled when the task must stop: the lease was lost
+// (errors.Is(context.Cause(ctx), jobq.ErrLockLost)), or the worker is
+// stopping; the worker then settles the task itself, whatever the handler
+// returns.
 type Handler interface {
 	Handle(ctx context.Context, job *Job) error
 }
@@ -77,6 +78,11 @@ type Worker struct {
 	drainCh                       chan struct{} // closed: take no new tasks
 	stopCh                        chan struct{} // closed: stop running tasks and requeue them
 	killCh                        chan struct{} // closed: kill running tasks now
+	// stopCtx is canceled, with cause errStopping, when stopCh closes; the
+	// tasks' contexts derive from it.
+	stopCtx    context.Context
+	stopCancel context.CancelCauseFunc
+	leases     *leaseKeeper
 
 	mu          sync.Mutex
 	running     int
@@ -92,8 +98,10 @@ type Worker struct {
 func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	o := opts.withDefaults()
 	log := o.Logger
-	return &Worker{
+	stopCtx, stopCancel := context.WithCancelCause(context.Background())
+	w := &Worker{
 		q: q, h: h, o: o, log: log,
+		stopCtx: stopCtx, stopCancel: stopCancel,
 		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
 		pauser:  newFailurePauser(o.FailureBackoff),
 		pace:    newHandlerPace(),
@@ -103,6 +111,8 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		stopCh:  make(chan struct{}),
 		killCh:  make(chan struct{}),
 	}
+	w.leases = newLeaseKeeper(w)
+	return w
 }
 
 // Run creates a worker and runs it until the queue is drained (or forever
@@ -125,7 +135,10 @@ func (w *Worker) Drain() {
 func (w *Worker) Stop() {
 	w.end("stopped: running tasks requeued")
 	w.Drain()
-	w.stopOnce.Do(func() { close(w.stopCh) })
+	w.stopOnce.Do(func() {
+		close(w.stopCh)
+		w.stopCancel(errStopping)
+	})
 }
 
 // Kill is Stop, and tells handlers to stop at once (the shell processor
@@ -188,6 +201,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.o.StatusInterval > 0 {
 		go w.statusLoop(stopWatch)
 	}
+	go w.leases.run(stopWatch)
 
 	err := w.dispatch()
 	w.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/benchkit"
 )
 
 func openBench(b *testing.B) *jobq.Queue {
@@ -67,4 +68,12 @@ func BenchmarkBatch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkDrain: a worker with 16 handlers running a no-op drains b.N
+// tasks pushed before it starts. The engine is in the process and does
+// little, so this is mostly the cost of the worker and the portable layer
+// per task (run with -benchmem for its allocations).
+func BenchmarkDrain(b *testing.B) {
+	benchkit.Drain(b, benchkit.Open(b, "mem://bench-"+rand.Text()))
 }
