@@ -48,6 +48,7 @@ func PushBatch(b *testing.B, q *jobq.Queue, size, inFlight int) {
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	b.ResetTimer()
+	cm := markCPU()
 	start := time.Now()
 	for lo := 0; lo < len(tasks) && failed.Load() == nil; lo += size {
 		sem <- struct{}{}
@@ -60,6 +61,7 @@ func PushBatch(b *testing.B, q *jobq.Queue, size, inFlight int) {
 		})
 	}
 	wg.Wait()
+	cm.reportCPU(b, b.N)
 	if err := failed.Load(); err != nil {
 		b.Fatal(*err)
 	}
