@@ -113,3 +113,34 @@ func Example_degraded() {
 	// level=WARN msg="jobq: feature degraded on this backend" queue="mem://example-degraded?unsupported=priority" feature=priority level=unsupported backend=mem instead="priority is ignored; tasks are received in push order"
 	// queued: 3
 }
+
+// Work done under Envelope.Context stops when the lease is lost: here the
+// work outlasts a short lease that nobody renews.
+func Example_leaseContext() {
+	ctx := context.Background()
+	q, err := jobq.Open(ctx, "mem://example-lease")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "sleep 60"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: 200 * time.Millisecond, Wait: time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	work, stop := e.Context(ctx)
+	defer stop()
+	select {
+	case <-work.Done():
+		fmt.Println("work stopped; lease lost:", errors.Is(context.Cause(work), jobq.ErrLockLost))
+	case <-time.After(time.Minute):
+		fmt.Println("work finished")
+	}
+	// Output:
+	// work stopped; lease lost: true
+}
