@@ -213,27 +213,27 @@ end
 local cnt = #popped / 2
 local tok0 = redis.call('INCRBY', KEYS[1], cnt) - cnt
 local exp = str(now + vis)
-local leased = {}
+-- The loop runs once per message: it keeps the key prefix, and counts its
+-- tables' lengths itself (# costs a search in Lua 5.1).
+local PM = P .. 'm:'
+local leased, nl, no = {}, 0, 2
 for j = 1, cnt do
   local mid = mid_of(popped[2 * j - 1])
-  local k = mkey(mid)
+  local k = PM .. mid
   local f = redis.call('HMGET', k, 'i', 'b', 'e', 'd')
   if f[2] then
     local tok = str(tok0 + j)
     local dc = f[4] and str(tonumber(f[4]) + 1) or '1'
     redis.call('HSET', k, 'd', dc, 't', tok, 'l', exp)
     if blocked ~= nil then hold_keys(mid, tok, now) end
-    leased[#leased + 1] = exp
-    leased[#leased + 1] = mid
-    out[#out + 1] = mid
-    out[#out + 1] = tok
-    out[#out + 1] = dc
-    out[#out + 1] = f[1] or ''
-    out[#out + 1] = f[2]
-    out[#out + 1] = f[3] or ''
+    leased[nl + 1], leased[nl + 2] = exp, mid
+    nl = nl + 2
+    out[no + 1], out[no + 2], out[no + 3] = mid, tok, dc
+    out[no + 4], out[no + 5], out[no + 6] = f[1] or '', f[2], f[3] or ''
+    no = no + 6
   end
 end
-if #leased > 0 then redis.call('ZADD', KEYS[4], unpack(leased)) end
+if nl > 0 then redis.call('ZADD', KEYS[4], unpack(leased)) end
 return out
 `)
 
@@ -255,30 +255,36 @@ var completeScript = goredis.NewScript(common + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
 -- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
--- a command issued from Lua costs far more than its own work.
+-- a command issued from Lua costs far more than its own work. The loop
+-- checks each lease inline (as lease does) and counts its tables' lengths
+-- itself: it runs once per message.
+local PM = P .. 'm:'
 local out, done, keys, ids, seen, held = {}, {}, {}, {}, {}, {}
-for i = 0, n - 1 do
-  local mid, tok = ARGV[3 + i * 2], ARGV[4 + i * 2]
-  local f = nil
+local nd, ni = 0, 0
+for i = 1, n do
+  local mid, tok = ARGV[1 + i * 2], ARGV[2 + i * 2]
+  local ok = 0
   -- The deletions come after the loop, so a lease listed twice must not
   -- succeed twice.
-  if not seen[mid] then f = lease(mid, tok, now, 'i', 'n', 'c') end
-  if f then
-    seen[mid] = true
-    if f[3] and f[3] ~= '' and f[4] ~= '1' then ids[#ids + 1] = f[3] end
-    unhold(held, f[5], mid, tok)
-    keys[#keys + 1] = mkey(mid)
-    done[#done + 1] = mid
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
+  if not seen[mid] then
+    local k = PM .. mid
+    local f = redis.call('HMGET', k, 't', 'l', 'i', 'n', 'c')
+    if f[1] == tok and tonumber(f[2] or 0) > now then
+      ok = 1
+      seen[mid] = true
+      if f[3] and f[3] ~= '' and f[4] ~= '1' then ni = ni + 1; ids[ni] = f[3] end
+      unhold(held, f[5], mid, tok)
+      nd = nd + 1
+      keys[nd], done[nd] = k, mid
+    end
   end
+  out[i] = ok
 end
-if #done > 0 then
+if nd > 0 then
   redis.call('DEL', unpack(keys))
   redis.call('ZREM', KEYS[4], unpack(done))
 end
-if #ids > 0 then redis.call('HDEL', KEYS[5], unpack(ids)) end
+if ni > 0 then redis.call('HDEL', KEYS[5], unpack(ids)) end
 drop_held(held)
 return out
 `)
