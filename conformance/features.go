@@ -307,17 +307,26 @@ func checkDedup(c *C) {
 	if err != nil {
 		c.Fatalf("push two tasks with one explicit ID: %v", err)
 	}
+	// A batch of a queued task and a new one stores the new one.
+	mixed := []*jobq.Task{task("dedup"), task("dedup, new")}
+	r4, err := q.PushBatch(c.ctx(), mixed)
+	if err != nil {
+		c.Fatalf("push a batch of a queued task and a new one: %v", err)
+	}
 	lvl := level(q, driver.Dedup)
-	want := 2
+	want := 3
 	switch lvl {
 	case driver.Native:
 		if r1.Duplicate || !r2.Duplicate || r3[0].Duplicate || !r3[1].Duplicate {
 			c.Errorf("Duplicate flags %v %v (same content) and %v %v (same ID): want false true false true",
 				r1.Duplicate, r2.Duplicate, r3[0].Duplicate, r3[1].Duplicate)
 		}
+		if !r4[0].Duplicate || r4[1].Duplicate {
+			c.Errorf("Duplicate flags %v %v for a batch of a queued task and a new one: want true false", r4[0].Duplicate, r4[1].Duplicate)
+		}
 	case driver.Unsupported:
-		want = 4
-		if r2.Duplicate || r3[1].Duplicate {
+		want = 6
+		if r2.Duplicate || r3[1].Duplicate || r4[0].Duplicate {
 			c.Errorf("a push was reported duplicate although dedup is unsupported")
 		}
 	}
@@ -331,7 +340,7 @@ func checkDedup(c *C) {
 		c.complete(e)
 	}
 	c.receiveNone(q, time.Time{}, fmt.Sprintf("dedup is %s, so %d messages were stored", lvl, want))
-	if lvl != driver.Unsupported && (got[r1.ID] != 1 || got["conformance-explicit-id"] != 1) {
+	if lvl != driver.Unsupported && (got[r1.ID] != 1 || got["conformance-explicit-id"] != 1 || got[r4[1].ID] != 1) {
 		c.Errorf("received %v, want each ID once", got)
 	}
 }

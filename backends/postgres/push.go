@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -58,43 +61,33 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 			notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
 		}
 	}
-	var rows pgx.Rows
+	var inserted map[string]int64 // by task id
+	var anonymous []int64         // messages without a task id, in insert order
 	var err error
 	if len(msgs) == 1 {
 		sql := d.sql.pushOne
 		if !d.cfg.syncPush {
 			sql = d.sql.pushOneAsync
 		}
-		rows, err = q.Query(ctx, sql, d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0])
+		inserted, anonymous, err = readInserted(q.Query(ctx, sql, d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0]))
 	} else {
-		sql := d.sql.push
+		sql, fallback := d.sql.pushNew, d.sql.push
 		if !d.cfg.syncPush {
-			sql = d.sql.pushAsync
+			sql, fallback = d.sql.pushNewAsync, d.sql.pushAsync
 		}
-		rows, err = q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys)
+		if _, ok := q.(*pgxpool.Pool); !ok {
+			// In a transaction (PushTx, or under a depth limit) a failed
+			// statement would abort it: insert with ON CONFLICT at once.
+			sql = fallback
+		}
+		inserted, anonymous, err = readInserted(q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys))
+		if sql != fallback && isTaskIDConflict(err) {
+			// A task in the batch is already queued (or is in it twice):
+			// the insert stored nothing; insert again, skipping those.
+			inserted, anonymous, err = readInserted(q.Query(ctx, fallback, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys))
+		}
 	}
 	if err != nil {
-		return nil, err
-	}
-	var inserted map[string]int64            // by task id; made on the first one
-	anonymous := make([]int64, 0, len(msgs)) // messages without a task id, in insert order
-	for rows.Next() {
-		var id int64
-		var taskID string
-		if err := rows.Scan(&id, &taskID); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if taskID == "" {
-			anonymous = append(anonymous, id)
-		} else {
-			if inserted == nil {
-				inserted = make(map[string]int64, len(msgs))
-			}
-			inserted[taskID] = id
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 
@@ -127,6 +120,40 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 		}
 	}
 	return res, nil
+}
+
+// readInserted reads the push statement's rows: the message ids of the
+// inserted tasks, by task id, and of those without one, in insert order.
+func readInserted(rows pgx.Rows, err error) (map[string]int64, []int64, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var inserted map[string]int64
+	var anonymous []int64
+	for rows.Next() {
+		var id int64
+		var taskID string
+		if err := rows.Scan(&id, &taskID); err != nil {
+			return nil, nil, err
+		}
+		if taskID == "" {
+			anonymous = append(anonymous, id)
+			continue
+		}
+		if inserted == nil {
+			inserted = make(map[string]int64)
+		}
+		inserted[taskID] = id
+	}
+	return inserted, anonymous, rows.Err()
+}
+
+// isTaskIDConflict reports whether err is the unique violation (SQLSTATE
+// 23505) of a task id that is already queued.
+func isTaskIDConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "messages_task_id"
 }
 
 // fillDuplicates looks up the message ids of tasks that were already queued.

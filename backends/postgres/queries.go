@@ -7,6 +7,7 @@ import "strings"
 // them per connection), so each operation is one round trip.
 type queries struct {
 	push, pushAsync, pushOne, pushOneAsync string
+	pushNew, pushNewAsync                  string // push without ON CONFLICT: see pushSQL
 	existing                               string
 	claim, nextVisible                     string
 	renew, complete, requeue, deadLetter   string
@@ -31,10 +32,12 @@ func buildQueries(schema string) queries {
 		messagesTable: schema + ".messages",
 
 		// Push: see pushSQL.
-		push:         r.Replace(pushSQL(false, false)),
-		pushAsync:    r.Replace(pushSQL(true, false)),
-		pushOne:      r.Replace(pushSQL(false, true)),
-		pushOneAsync: r.Replace(pushSQL(true, true)),
+		push:         r.Replace(pushSQL(false, false, true)),
+		pushAsync:    r.Replace(pushSQL(true, false, true)),
+		pushOne:      r.Replace(pushSQL(false, true, true)),
+		pushOneAsync: r.Replace(pushSQL(true, true, true)),
+		pushNew:      r.Replace(pushSQL(false, false, false)),
+		pushNewAsync: r.Replace(pushSQL(true, false, false)),
 
 		existing: r.Replace(`
 SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),
@@ -168,8 +171,12 @@ WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
 // notification, when asked for, is sent by the same statement and
 // delivered when it commits. (The WHERE clause is what makes Postgres
 // evaluate the otherwise unused CTE n.) async commits without waiting for
-// the disk (sync_push=false).
-func pushSQL(async, one bool) string {
+// the disk (sync_push=false). Without dedup the statement has no ON
+// CONFLICT and fails on a task id that is already queued: an ON CONFLICT
+// insert checks the index before each row, which cost a quarter of a
+// batch push's server time (docs/backends/postgres.md), so a batch pushed
+// through the pool tries that first and falls back (push.go).
+func pushSQL(async, one, dedup bool) string {
 	with, from := "WITH ", ""
 	if async {
 		with, from = asyncCTE+",\n", ", async"
@@ -184,9 +191,13 @@ func pushSQL(async, one bool) string {
 			rows += ` FROM async`
 		}
 	}
+	conflict := ""
+	if dedup {
+		conflict = `
+	ON CONFLICT (queue, task_id) DO NOTHING`
+	}
 	return with + `ins AS (
-	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)` + rows + `
-	ON CONFLICT (queue, task_id) DO NOTHING
+	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)` + rows + conflict + `
 	RETURNING id, task_id
 ), n AS (
 	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
