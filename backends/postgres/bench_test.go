@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,6 +138,12 @@ func BenchmarkPickupLatency(b *testing.B) {
 //   - insert-one: one producer runs a plain durable INSERT per row, the
 //     limit for BenchmarkPushOne/durable.
 //
+//   - insert-batch: one producer inserts rows 1,000 per statement, four
+//     statements in flight, into a copy of the messages table (its
+//     indexes, its fillfactor) from arrays of task ids and bodies: the
+//     limit for BenchmarkPushBatch/4_in_flight, without jobq's dedup,
+//     notification or encoding.
+//
 //   - one, batch16: 16 goroutines run a bare claim-and-delete over b.N
 //     pre-filled rows, one row per statement or 16 (what the worker asks for
 //     when all its handlers are free), committing without waiting for the
@@ -173,6 +180,44 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 			}
 		}
 		benchkit.ReportRate(b, b.N, time.Since(start))
+	})
+	b.Run("insert-batch", func(b *testing.B) {
+		_, d := openBenchQueue(b)
+		ctx := context.Background()
+		table := pgx.Identifier{d.cfg.schema, "raw_messages"}.Sanitize()
+		if _, err := d.pool.Exec(ctx, `CREATE TABLE `+table+` (LIKE `+pgx.Identifier{d.cfg.schema, "messages"}.Sanitize()+` INCLUDING ALL)`); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { d.pool.Exec(context.Background(), `DROP TABLE `+table) })
+		insert := `INSERT INTO ` + table + ` (queue, task_id, body) SELECT 'bench', t, x FROM unnest($1::text[], $2::bytea[]) AS u(t, x)`
+		const size, inFlight = 1000, 4
+		ids, bodies := make([]string, b.N), make([][]byte, b.N)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%032x", i)
+			bodies[i] = fmt.Appendf(nil, `{"version": "1.0", "kwargs": {"n": %d}, "id": %q}`, i, ids[i])
+		}
+		sem := make(chan struct{}, inFlight)
+		errs := make(chan error, b.N/size+1)
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		start := time.Now()
+		for lo := 0; lo < b.N; lo += size {
+			hi := min(lo+size, b.N)
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := d.pool.Exec(ctx, insert, ids[lo:hi], bodies[lo:hi]); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		benchkit.ReportRate(b, b.N, elapsed)
 	})
 	for _, per := range []int{1, handlers} {
 		name := "one"
