@@ -29,7 +29,7 @@ type workerFlags struct {
 	statusInterval time.Duration
 	failBase       time.Duration
 	failMax        time.Duration
-	prefetch       int // as worker.Options.Prefetch: 0 the default (twice --num-workers), -1 none
+	prefetch       int // as worker.Options.Prefetch: 0 the default (four times --num-workers), -1 none
 }
 
 const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--wait keeps
@@ -114,7 +114,7 @@ func (a *app) workerCommand() *cobra.Command {
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
 	f.statusInterval = 5 * time.Minute
 	fl.Var(durationValue{&f.statusInterval}, "status-interval", "how often to log a status line (0: never)")
-	fl.IntVar(&f.prefetch, "prefetch", 0, "tasks claimed ahead of free slots while tasks are fast (default: twice --num-workers; 0: none)")
+	fl.IntVar(&f.prefetch, "prefetch", 0, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
 	return cmd
 }
 

@@ -24,7 +24,7 @@ type Options struct {
 	// running tasks and makes claims larger. A waiting task's lease is
 	// renewed; one not started when the worker drains is requeued at once.
 	// With slower handlers nothing is prefetched, so long tasks are never
-	// held back from other workers. Defaults to twice Concurrency;
+	// held back from other workers. Defaults to four times Concurrency;
 	// negative disables it.
 	Prefetch int
 	// Visibility is the lease taken on each task. Defaults to 10 minutes.
@@ -75,12 +75,14 @@ type Options struct {
 const defaultReceivers = 2
 
 // prefetchPerHandler sets the default Options.Prefetch: with two receives
-// in flight, a worker needs about two claims' worth of tasks beyond its
-// handlers to keep them busy through both round trips. Measured with 16
-// no-op handlers (docs/worker.md, "Throughput"): Prefetch 16, 32 and 48
-// drained Postgres at 19.6k, 22.3k and 24.3k tasks/s and Redis at 43.7k,
-// 47.1k and 43.0k.
-const prefetchPerHandler = 2
+// in flight, a worker needs at least two claims' worth of tasks beyond its
+// handlers to keep them busy through both round trips, and larger claims
+// cost the engine less per task. Measured with 16 no-op handlers
+// (docs/worker.md, "Throughput"): Prefetch 16, 32 and 48 drained Postgres
+// at 19.6k, 22.3k and 24.3k tasks/s and Redis at 43.7k, 47.1k and 43.0k;
+// once the worker's own cost per task fell, Prefetch 64 beat 32 on both in
+// alternated runs (docs/performance.md).
+const prefetchPerHandler = 4
 
 func (o Options) withDefaults() Options {
 	if o.Concurrency < 1 {

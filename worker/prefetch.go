@@ -12,7 +12,7 @@ import (
 // only Concurrency tasks spends much of each slot's time waiting for a
 // claim's round trip, and its claims are small. While recent handlers have
 // been fast, receives may claim up to Options.Prefetch tasks beyond the free
-// handlers (twice Concurrency by default); those wait, in claim order, for
+// handlers (four times Concurrency by default); those wait, in claim order, for
 // a handler. Slow handlers switch it off, so a worker running long tasks
 // never holds tasks that an idle worker elsewhere could run.
 
