@@ -12,7 +12,7 @@ import (
 // before go-redis's pool probes it again when handing it out.
 const probeAfter = time.Second
 
-// probeRecentConnsLess wraps go-redis's dialer so that its connection pool
+// probeOnlyQuietConns wraps go-redis's dialer so that its connection pool
 // skips its health probe on a connection that read a reply within the last
 // probeAfter. The pool probes every connection it hands out with a
 // non-blocking recvfrom(MSG_PEEK), one system call per command, which cost
@@ -21,7 +21,7 @@ const probeAfter = time.Second
 // then; one idle for longer (say, across a server restart) is probed as
 // before and dropped if dead. TLS connections are left alone: the pool
 // never probes them.
-func probeRecentConnsLess(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+func probeOnlyQuietConns(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {

@@ -30,7 +30,7 @@ func TestQuietProbe(t *testing.T) {
 		_, _ = s.Write([]byte("+OK\r\n"))
 		time.Sleep(time.Second)
 	}()
-	dial := probeRecentConnsLess((&net.Dialer{}).DialContext)
+	dial := probeOnlyQuietConns((&net.Dialer{}).DialContext)
 	c, err := dial(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

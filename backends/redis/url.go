@@ -93,7 +93,7 @@ func parseURL(u *url.URL) (*config, error) {
 			opts.MaxRetries = -1
 		}
 		opts.ContextTimeoutEnabled = true
-		opts.Dialer = probeRecentConnsLess(goredis.NewDialer(&goredis.Options{DialTimeout: opts.DialTimeout, TLSConfig: opts.TLSConfig}))
+		opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(&goredis.Options{DialTimeout: opts.DialTimeout, TLSConfig: opts.TLSConfig}))
 		cfg.cluster = opts
 		return cfg, nil
 	}
@@ -105,7 +105,7 @@ func parseURL(u *url.URL) (*config, error) {
 		opts.MaxRetries = -1
 	}
 	opts.ContextTimeoutEnabled = true
-	opts.Dialer = probeRecentConnsLess(goredis.NewDialer(opts))
+	opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(opts))
 	cfg.options = opts
 	return cfg, nil
 }
