@@ -15,8 +15,8 @@ import (
 // receipt until just before it is settled. Goroutines and timers of its
 // own for each task cost about a fifth of the worker's time on short tasks
 // (the mem backend's BenchmarkDrain, docs/performance.md), and almost
-// every task ends long before its first renewal. The renewals themselves run one goroutine each, so that a slow
-// one delays no other.
+// every task ends long before its first renewal. The renewals themselves
+// run one goroutine each, so that a slow one delays no other.
 type leaseKeeper struct {
 	w    *Worker
 	wake chan struct{} // a lease came due sooner than the loop's timer

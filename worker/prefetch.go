@@ -103,9 +103,10 @@ func (d *dispatcher) aheadPool() (pool chan struct{}, turned <-chan struct{}) {
 // awaitHandler waits for t to hold a handler: a prefetched task may have
 // to wait for one, and a task received before a failure pause began waits
 // the pause out (tasks failing in a row pause the worker before it starts
-// more work); process's keepLease renews the task's lease meanwhile. It returns errDraining when the worker drains first and
-// errLeaseLost when the lease is lost meanwhile; the task must not start
-// then, and t has been released.
+// more work); the worker's lease keeper renews the task's lease meanwhile.
+// It returns errDraining when the worker drains first and errLeaseLost
+// when the lease is lost meanwhile; the task must not start then, and t
+// has been released.
 func (w *Worker) awaitHandler(env *jobq.Envelope, t *handlerTicket) error {
 	held := false
 	select {

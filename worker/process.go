@@ -40,7 +40,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	began := time.Now()
 
 	select {
-	case <-w.stopCh:
+	case <-w.stopCtx.Done():
 		w.record(env, began, jobq.OutcomeRequeued, errStopping)
 		ticket.release()
 		letGo()

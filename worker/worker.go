@@ -74,12 +74,11 @@ type Worker struct {
 	host   string // for attempt histories
 	pace   *handlerPace
 
-	drainOnce, stopOnce, killOnce sync.Once
-	drainCh                       chan struct{} // closed: take no new tasks
-	stopCh                        chan struct{} // closed: stop running tasks and requeue them
-	killCh                        chan struct{} // closed: kill running tasks now
-	// stopCtx is canceled, with cause errStopping, when stopCh closes; the
-	// tasks' contexts derive from it.
+	drainOnce, killOnce sync.Once
+	drainCh             chan struct{} // closed: take no new tasks
+	killCh              chan struct{} // closed: kill running tasks now
+	// stopCtx is canceled, with cause errStopping, when running tasks must
+	// stop and be requeued; the tasks' contexts derive from it.
 	stopCtx    context.Context
 	stopCancel context.CancelCauseFunc
 	leases     *leaseKeeper
@@ -108,7 +107,6 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		limits:  newLocalLimits(q, log),
 		host:    hostname(),
 		drainCh: make(chan struct{}),
-		stopCh:  make(chan struct{}),
 		killCh:  make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
@@ -135,10 +133,7 @@ func (w *Worker) Drain() {
 func (w *Worker) Stop() {
 	w.end("stopped: running tasks requeued")
 	w.Drain()
-	w.stopOnce.Do(func() {
-		close(w.stopCh)
-		w.stopCancel(errStopping)
-	})
+	w.stopCancel(errStopping) // only the first cause counts
 }
 
 // Kill is Stop, and tells handlers to stop at once (the shell processor

@@ -80,11 +80,12 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 			// statement would abort it: insert with ON CONFLICT at once.
 			sql = fallback
 		}
-		inserted, anonymous, err = readInserted(q.Query(ctx, sql, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys))
+		args := []any{d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys}
+		inserted, anonymous, err = readInserted(q.Query(ctx, sql, args...))
 		if sql != fallback && isTaskIDConflict(err) {
 			// A task in the batch is already queued (or is in it twice):
 			// the insert stored nothing; insert again, skipping those.
-			inserted, anonymous, err = readInserted(q.Query(ctx, fallback, d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys))
+			inserted, anonymous, err = readInserted(q.Query(ctx, fallback, args...))
 		}
 	}
 	if err != nil {

@@ -534,7 +534,7 @@ func TestClearAndPeek(t *testing.T) {
 	if small, _ := d.Peek(ctx, 1); len(small) != 1 || small[0].ID != "a" {
 		t.Fatalf("peek 1: %v", small)
 	}
-	// A leased message's delivery count lives in its lease record.
+	// Peek shows a leased message in flight with its delivery count.
 	if b := peek[3]; !b.InFlight || b.DeliveryCount != 1 || peek[0].InFlight || peek[0].DeliveryCount != 0 {
 		t.Fatalf("peek: leased b is %+v, ready a is %+v; want b in flight with 1 delivery, a with none", b, peek[0])
 	}

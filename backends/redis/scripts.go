@@ -77,14 +77,15 @@ local function promote(now, limit)
     end
   end
 end
--- lease reads a message's lease and the fields settling needs, in one call.
--- It returns the fields when (mid, tok) is held (same token, not expired),
--- else nil.
-local function lease(mid, tok, now, ...)
-  local f = redis.call('HMGET', mkey(mid), 't', 'l', ...)
+-- lease_at reads the lease of the message hash k and the fields settling
+-- needs, in one call. It returns the fields when the lease is tok's and has
+-- not expired, else nil. lease does the same for message mid.
+local function lease_at(k, tok, now, ...)
+  local f = redis.call('HMGET', k, 't', 'l', ...)
   if f[1] == tok and tonumber(f[2] or 0) > now then return f end
   return nil
 end
+local function lease(mid, tok, now, ...) return lease_at(mkey(mid), tok, now, ...) end
 -- unhold gathers the entry a settled lease has in its concurrency key's set
 -- of held leases (see policyLua), by key, for drop_held to remove with one
 -- SREM per key. A message without a key has none; removing an entry that
@@ -256,8 +257,8 @@ local n = tonumber(ARGV[2])
 local now = now_ms()
 -- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
 -- a command issued from Lua costs far more than its own work. The loop
--- checks each lease inline (as lease does) and counts its tables' lengths
--- itself: it runs once per message.
+-- runs once per message: it keeps the key prefix, and counts its tables'
+-- lengths itself.
 local PM = P .. 'm:'
 local out, done, keys, ids, seen, held = {}, {}, {}, {}, {}, {}
 local nd, ni = 0, 0
@@ -268,8 +269,8 @@ for i = 1, n do
   -- succeed twice.
   if not seen[mid] then
     local k = PM .. mid
-    local f = redis.call('HMGET', k, 't', 'l', 'i', 'n', 'c')
-    if f[1] == tok and tonumber(f[2] or 0) > now then
+    local f = lease_at(k, tok, now, 'i', 'n', 'c')
+    if f then
       ok = 1
       seen[mid] = true
       if f[3] and f[3] ~= '' and f[4] ~= '1' then ni = ni + 1; ids[ni] = f[3] end
