@@ -43,6 +43,16 @@ type OpenOptions struct {
 	// overrides the queue URL's stash= parameter. Without a stash, pushing
 	// an oversized task fails with TooLarge.
 	StashURL string
+	// PushRetry is how long a push keeps retrying tasks the backend could
+	// not reach (an Unavailable error: a refused or reset connection, a
+	// server restarting or failing over), pausing 100 ms at first and up to
+	// 5 s between attempts; the push's context bounds it too. Default
+	// DefaultPushRetry (1 minute); negative turns retries off, so that the
+	// first Unavailable error is returned. An attempt whose reply was lost
+	// may have stored its tasks: on backends that dedup task IDs the retry
+	// reports them as duplicates, on the others it may store them twice,
+	// as at-least-once delivery allows.
+	PushRetry time.Duration
 }
 
 // Queue is one open queue. Its methods may be called from many goroutines.
@@ -54,6 +64,8 @@ type Queue struct {
 	name   string
 	log    *slog.Logger
 	warned warnOnce
+	// pushRetry is OpenOptions.PushRetry with its default applied.
+	pushRetry time.Duration
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -107,14 +119,18 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Que
 		return nil, &Error{Code: driver.CodeOf(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
 	}
 	q := &Queue{
-		drv:     drv,
-		caps:    drv.Capabilities(),
-		scheme:  strings.ToLower(u.Scheme),
-		url:     redacted,
-		name:    queueName(u, drv),
-		log:     log,
-		closing: make(chan struct{}),
-		stash:   stashes,
+		drv:       drv,
+		caps:      drv.Capabilities(),
+		scheme:    strings.ToLower(u.Scheme),
+		url:       redacted,
+		name:      queueName(u, drv),
+		log:       log,
+		closing:   make(chan struct{}),
+		stash:     stashes,
+		pushRetry: opts.PushRetry,
+	}
+	if q.pushRetry == 0 {
+		q.pushRetry = DefaultPushRetry
 	}
 	q.warned.seen = map[driver.Feature]bool{}
 	q.settle = newSettler(q)
@@ -263,7 +279,7 @@ func (q *Queue) PushBatch(ctx context.Context, tasks []*Task) ([]PushResult, err
 	}
 	for start := 0; start < len(msgs); start += chunk {
 		end := min(start+chunk, len(msgs))
-		rs, err := q.drv.Push(ctx, msgs[start:end])
+		rs, err := q.pushChunk(ctx, msgs[start:end])
 		for i, r := range rs {
 			results[start+i] = PushResult{ID: msgs[start+i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
 		}

@@ -39,16 +39,9 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 		for i := lo; i < hi; i++ {
 			tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 		}
-		for {
-			_, err := q.PushBatch(ctx, tasks)
-			if err == nil {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Errorf("push %d..%d: %v", lo, hi, err)
-				return
-			}
-			time.Sleep(100 * time.Millisecond) // the server is down; retry
+		// The push retries by itself while the server is down.
+		if _, err := q.PushBatch(ctx, tasks); err != nil {
+			t.Errorf("push %d..%d: %v", lo, hi, err)
 		}
 	}
 	pushRange(0, before)
@@ -101,9 +94,11 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	srv.kill()
-	time.Sleep(300 * time.Millisecond)
-	srv.start()
-	pushRange(before, before+after)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		srv.start()
+	}()
+	pushRange(before, before+after) // while the server is down
 
 	// Run until every task was handled and the queue is empty: a task whose
 	// Complete was lost in the crash is handled again after its lease.
@@ -131,6 +126,52 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 		t.Fatalf("stats after the run: %+v", st)
 	}
 	t.Logf("crash and restart cost the consumers %d failed calls; nothing was lost", errCount.Load())
+}
+
+// TestPushRetriesAcrossRestart pushes while the server is down and checks
+// that the push waits it out (jobq.OpenOptions.PushRetry) and stores every
+// task once.
+func TestPushRetriesAcrossRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills its own redis-server")
+	}
+	t.Parallel()
+	srv := startServer(t)
+	ctx := testCtx(t)
+	q, err := jobq.Open(ctx, newQueueURL(t, srv.url()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	srv.kill()
+	const down = 700 * time.Millisecond
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		time.Sleep(down)
+		srv.start()
+	}()
+	var tasks []*jobq.Task
+	for i := range 600 { // three script calls
+		tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
+	}
+	start := time.Now()
+	res, err := q.PushBatch(ctx, tasks)
+	took := time.Since(start)
+	<-restarted
+	if err != nil {
+		t.Fatalf("push across a restart: %v", err)
+	}
+	if took < down {
+		t.Fatalf("the push took %v, less than the %v the server was down: it did not wait", took, down)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(tasks) || st.Ready != int64(len(tasks)) {
+		t.Fatalf("%d results and %d ready tasks, want %d of each", len(res), st.Ready, len(tasks))
+	}
 }
 
 // TestWaitingReceiverAfterRestart checks that a receiver waiting through a
