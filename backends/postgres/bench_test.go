@@ -200,6 +200,7 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 		errs := make(chan error, b.N/size+1)
 		var wg sync.WaitGroup
 		b.ResetTimer()
+		cm := benchkit.MarkCPU()
 		start := time.Now()
 		for lo := 0; lo < b.N; lo += size {
 			hi := min(lo+size, b.N)
@@ -213,6 +214,7 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
+		cm.Report(b, b.N)
 		close(errs)
 		if err := <-errs; err != nil {
 			b.Fatal(err)

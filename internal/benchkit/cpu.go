@@ -12,19 +12,19 @@ import (
 // serverNames are the processes whose CPU time counts as the engine's.
 var serverNames = []string{"redis-server", "postgres"}
 
-// cpuMark is a reading of CPU time used so far: by this process, and by the
+// CPUMark is a reading of CPU time used so far: by this process, and by the
 // engine's server processes on this machine.
-type cpuMark struct {
+type CPUMark struct {
 	self, server time.Duration
 	serverSeen   bool
 }
 
-// markCPU reads the CPU time used so far. The two cores of a development
+// MarkCPU reads the CPU time used so far. The two cores of a development
 // machine are shared by the benchmark process and the engine, so a change
 // that speeds up one side shows as CPU time per task before it shows as
 // throughput.
-func markCPU() cpuMark {
-	var m cpuMark
+func MarkCPU() CPUMark {
+	var m CPUMark
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		m.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -33,11 +33,11 @@ func markCPU() cpuMark {
 	return m
 }
 
-// reportCPU reports the CPU time per task since m: "client-µs/task" for this
+// Report reports the CPU time per task since m: "client-µs/task" for this
 // process and, when an engine's server runs on this machine,
 // "server-µs/task" for its processes (all of them, whoever they serve).
-func (m cpuMark) reportCPU(b *testing.B, tasks int) {
-	now := markCPU()
+func (m CPUMark) Report(b *testing.B, tasks int) {
+	now := MarkCPU()
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(tasks) }
 	b.ReportMetric(per(now.self-m.self), "client-µs/task")
 	if m.serverSeen && now.serverSeen {

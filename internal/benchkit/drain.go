@@ -18,7 +18,7 @@ func EndToEnd(b *testing.B, q *jobq.Queue) {
 	ctx := context.Background()
 	runErr := make(chan error, 1)
 	b.ResetTimer()
-	cm := markCPU()
+	cm := MarkCPU()
 	start := time.Now()
 	go func() { runErr <- w.Run(ctx) }()
 	go func() {
@@ -34,7 +34,7 @@ func EndToEnd(b *testing.B, q *jobq.Queue) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cm.reportCPU(b, b.N)
+	cm.Report(b, b.N)
 	w.Stop()
 	if err := <-runErr; err != nil {
 		b.Fatal(err)
@@ -55,7 +55,7 @@ func Drain(b *testing.B, q *jobq.Queue) {
 // did them all and reports tasks/s.
 func drainPushed(b *testing.B, q *jobq.Queue) {
 	b.ResetTimer()
-	cm := markCPU()
+	cm := MarkCPU()
 	start := time.Now()
 	w := newWorker(q, false)
 	if err := w.Run(context.Background()); err != nil {
@@ -63,7 +63,7 @@ func drainPushed(b *testing.B, q *jobq.Queue) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cm.reportCPU(b, b.N)
+	cm.Report(b, b.N)
 	if got := w.Counts().Done; got != int64(b.N) {
 		b.Fatalf("drained %d tasks, want %d", got, b.N)
 	}

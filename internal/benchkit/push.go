@@ -48,7 +48,7 @@ func PushBatch(b *testing.B, q *jobq.Queue, size, inFlight int) {
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	b.ResetTimer()
-	cm := markCPU()
+	cm := MarkCPU()
 	start := time.Now()
 	for lo := 0; lo < len(tasks) && failed.Load() == nil; lo += size {
 		sem <- struct{}{}
@@ -61,7 +61,7 @@ func PushBatch(b *testing.B, q *jobq.Queue, size, inFlight int) {
 		})
 	}
 	wg.Wait()
-	cm.reportCPU(b, b.N)
+	cm.Report(b, b.N)
 	if err := failed.Load(); err != nil {
 		b.Fatal(*err)
 	}
