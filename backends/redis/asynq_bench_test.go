@@ -11,6 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/internal/benchkit"
 )
 
 // The asynq benchmarks run the same workloads on asynq (the Redis queue Go
@@ -116,11 +118,15 @@ func BenchmarkAsynqDrain(b *testing.B) {
 // BenchmarkAsynqPushOne: one producer enqueues tasks one at a time.
 func BenchmarkAsynqPushOne(b *testing.B) {
 	e := newAsynqEnv(b)
+	b.ResetTimer()
+	cm := benchkit.MarkCPU()
 	start := time.Now()
 	for i := range b.N {
 		e.enqueue(b, i)
 	}
-	reportRate(b, b.N, time.Since(start))
+	elapsed := time.Since(start)
+	cm.Report(b, b.N)
+	reportRate(b, b.N, elapsed)
 }
 
 // BenchmarkAsynqPickupLatency: the time from the start of an Enqueue to the

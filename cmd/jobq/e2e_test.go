@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -775,4 +776,27 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n:]
+}
+
+// TestUnreachableRedisIsOneError: a Redis URL whose server does not answer
+// fails with exit 1 and one line naming the problem, not also go-redis's
+// own log line about its pool; with -v that line is in the debug log.
+func TestUnreachableRedisIsOneError(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	b := newBench(t)
+	b.queue = "redis://" + addr + "/0?queue=e2e"
+	r := b.run("push", "-c", "echo hi")
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "cannot reach Redis") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and one line saying Redis cannot be reached", r.code, r.stderr)
+	}
+	if r := b.run("-v", "push", "-c", "echo hi"); !strings.Contains(r.stderr, "level=DEBUG msg=\"go-redis: ") {
+		t.Errorf("with -v, stderr:\n%s\nwant go-redis's line in the debug log", r.stderr)
+	}
 }

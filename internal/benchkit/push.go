@@ -23,18 +23,21 @@ func Push(b *testing.B, q *jobq.Queue, tasks []*jobq.Task, size int) {
 }
 
 // PushOne times one producer pushing b.N tasks to q, one Push call each, and
-// reports tasks/s.
+// reports tasks/s and CPU per task.
 func PushOne(b *testing.B, q *jobq.Queue) {
 	tasks := Tasks(b.N)
 	ctx := context.Background()
 	b.ResetTimer()
+	cm := MarkCPU()
 	start := time.Now()
 	for _, t := range tasks {
 		if _, err := q.Push(ctx, t); err != nil {
 			b.Fatal(err)
 		}
 	}
-	ReportRate(b, b.N, time.Since(start))
+	elapsed := time.Since(start)
+	cm.Report(b, b.N)
+	ReportRate(b, b.N, elapsed)
 }
 
 // PushBatch times one producer pushing b.N tasks to q with PushBatch calls
