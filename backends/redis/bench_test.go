@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -63,11 +65,54 @@ for i = 1, #got, 2 do redis.call('DEL', ARGV[1] .. got[i]) end
 return #got / 2
 `)
 
+// rawPush is the least work a Redis queue can do to store one task from a
+// script: write its hash and add it to a sorted set.
+var rawPush = goredis.NewScript(`
+redis.call('HSET', ARGV[1] .. ARGV[2], 'b', ARGV[3])
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[2])
+return 1
+`)
+
+// cleanRaw deletes what rawPush stored.
+func cleanRaw(b *testing.B, d *Driver, set, hp string) {
+	for {
+		n, err := rawClaimDelete.Run(context.Background(), d.client, []string{set}, hp, 1000).Int64()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
 // BenchmarkRawRedisLimit is the bar the other benchmarks are measured
 // against: 16 clients run a bare Lua claim-and-delete over b.N pre-filled
 // messages, one message per call ("one") or 16 per call ("batch16", what
-// the worker asks for when all its handlers are free).
+// the worker asks for when all its handlers are free). "push-one" is the bar
+// for BenchmarkPushOne: one producer runs rawPush once per task, waiting
+// for each reply, so it measures the round trip of one script call.
 func BenchmarkRawRedisLimit(b *testing.B) {
+	b.Run("push-one", func(b *testing.B) {
+		q := openBenchQueue(b)
+		d := driverOf(b, q)
+		ctx := context.Background()
+		set, hp := d.prefix+"raw", d.prefix+"rawm:"
+		body := `{"version": 1, "kwargs": "{}"}`
+		b.ResetTimer()
+		cm := benchkit.MarkCPU()
+		start := time.Now()
+		for i := range b.N {
+			if err := rawPush.Run(ctx, d.client, []string{set}, hp, strconv.Itoa(i), body).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		elapsed := time.Since(start)
+		cm.Report(b, b.N)
+		benchkit.ReportRate(b, b.N, elapsed)
+		b.StopTimer()
+		cleanRaw(b, d, set, hp)
+	})
 	for _, per := range []int{1, handlers} {
 		name := "one"
 		if per > 1 {
