@@ -46,7 +46,10 @@ type dispatcher struct {
 	// ended1 is closed, and replaced, when a receive ends: a receiver
 	// gathering slots stops waiting for more.
 	ended1 chan struct{}
-	bo     *backoff.ExponentialBackOff // between failed receives, shared
+	// idle is closed, and replaced, when the last running task ends: a
+	// receiver waiting for the worker to fall idle looks again.
+	idle chan struct{}
+	bo   *backoff.ExponentialBackOff // between failed receives, shared
 }
 
 func newDispatcher(w *Worker) *dispatcher {
@@ -65,6 +68,7 @@ func newDispatcher(w *Worker) *dispatcher {
 		quit:     make(chan struct{}),
 		wake:     make(chan struct{}),
 		ended1:   make(chan struct{}),
+		idle:     make(chan struct{}),
 		bo:       bo,
 	}
 	for range w.o.Concurrency {
@@ -257,9 +261,12 @@ func (d *dispatcher) receive() {
 
 		wait := w.o.Poll
 		if !w.o.Wait && !idle {
-			// The queue may be drained when the running tasks end; poll
-			// briskly so the worker exits soon after them.
-			wait = min(wait, busyPoll)
+			// Tasks run and the worker exits on an empty queue: whether
+			// it is done depends on those tasks (a failure may put its
+			// task back), not on a message arriving, so the receive does
+			// not wait in the engine; after an empty one the receiver
+			// waits for the tasks instead (awaitIdle).
+			wait = 0
 		}
 		envs, err := w.q.ReceiveBatch(d.recvCtx, n, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: wait})
 		if err != nil {
@@ -346,9 +353,7 @@ func (d *dispatcher) receive() {
 				if !early {
 					pool <- struct{}{}
 				}
-				w.mu.Lock()
-				w.running--
-				w.mu.Unlock()
+				d.taskEnded()
 			})
 		}
 		if limit {
@@ -368,27 +373,84 @@ func (d *dispatcher) receive() {
 			if !d.park(ch) {
 				return
 			}
-		case !w.o.Wait && idle && w.drained():
-			// Nothing runs and nothing is being received: end, unless a
-			// receive began during the Stats call.
-			w.mu.Lock()
-			quiet := d.begun == begun && d.receiving == 0 && w.running == 0 && !d.ended
-			if quiet {
-				d.ended = true // atomically with the check: no receive begins now
-			}
-			w.mu.Unlock()
-			if quiet {
-				d.finish("queue empty", nil)
+		case !w.o.Wait && !idle:
+			// Tasks run: look again when the last of them ends (then the
+			// queue may be done), when a receive brings tasks, or after
+			// busyPoll (a task may have been put back meanwhile).
+			if !d.awaitIdle(ch) {
 				return
 			}
-			// Another receive began meanwhile: let it poll and make the
-			// same check, rather than take the slots back and invalidate
-			// its check in turn (two receivers could leapfrog forever).
-			if !d.park(ch) {
+			w.mu.Lock()
+			idle = w.running == 0 && d.receiving == 0
+			begun = d.begun
+			w.mu.Unlock()
+			if idle && w.drained() && !d.endIfQuiet(begun, ch) {
+				return
+			}
+		case !w.o.Wait && idle && w.drained():
+			if !d.endIfQuiet(begun, ch) {
 				return
 			}
 		}
 	}
+}
+
+// endIfQuiet ends the dispatcher once the queue was found drained with
+// nothing running and nothing being received, unless a receive began since
+// begun (during the Stats call). Then it lets that receive poll and make the
+// same check, rather than take the slots back and invalidate its check in
+// turn (two receivers could leapfrog forever). It reports whether the
+// receiver should go on.
+func (d *dispatcher) endIfQuiet(begun uint64, ch <-chan struct{}) bool {
+	w := d.w
+	w.mu.Lock()
+	quiet := d.begun == begun && d.receiving == 0 && w.running == 0 && !d.ended
+	if quiet {
+		d.ended = true // atomically with the check: no receive begins now
+	}
+	w.mu.Unlock()
+	if quiet {
+		d.finish("queue empty", nil)
+		return false
+	}
+	return d.park(ch)
+}
+
+// taskEnded counts a task out of the running ones.
+func (d *dispatcher) taskEnded() {
+	w := d.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running--
+	if w.running == 0 {
+		close(d.idle)
+		d.idle = make(chan struct{})
+	}
+}
+
+// awaitIdle waits until no task runs, a receive brings tasks (wake is
+// closed), or busyPoll passes, and reports whether the receiver should go
+// on.
+func (d *dispatcher) awaitIdle(wake <-chan struct{}) bool {
+	w := d.w
+	w.mu.Lock()
+	running, idle := w.running, d.idle
+	w.mu.Unlock()
+	if running == 0 {
+		return true
+	}
+	t := time.NewTimer(busyPoll)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-wake:
+	case <-t.C:
+	case <-w.drainCh:
+		return false
+	case <-d.quit:
+		return false
+	}
+	return true
 }
 
 // maxUnsettled bounds the tasks that have run but are not settled yet and
@@ -399,8 +461,9 @@ func (d *dispatcher) receive() {
 // dies before its acknowledgement).
 const maxUnsettled = 512
 
-// busyPoll is the receive wait while tasks run, or other receives are in
-// flight, and the worker would exit on an empty queue.
+// busyPoll is how long a receiver that found nothing, while tasks run and
+// the worker would exit on an empty queue, waits before it looks again
+// unless the tasks end first.
 const busyPoll = 200 * time.Millisecond
 
 // permanent reports whether a receive error will not go away by retrying.

@@ -332,3 +332,79 @@ func TestSettlementBacklogIsBounded(t *testing.T) {
 		t.Errorf("ran %d tasks, want %d", ran.Load(), n)
 	}
 }
+
+// waitLogScheme opens SQLite queues that record the Wait of every receive
+// made while a handler of TestBusyReceivesDoNotWait runs.
+const waitLogScheme = "sqlite-waitlog"
+
+// handlersRunning and busyWaits belong to TestBusyReceivesDoNotWait.
+var (
+	handlersRunning atomic.Int64
+	busyWaits       struct {
+		sync.Mutex
+		waits []time.Duration
+	}
+)
+
+func init() { jobq.Register(waitLogScheme, waitLogOpener{}) }
+
+type waitLogOpener struct{ sqlite.URLOpener }
+
+func (o waitLogOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	d, err := o.URLOpener.Open(ctx, u, opts)
+	if err != nil {
+		return nil, err
+	}
+	return waitLog{d}, nil
+}
+
+type waitLog struct{ driver.Driver }
+
+func (l waitLog) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	if handlersRunning.Load() > 0 {
+		busyWaits.Lock()
+		busyWaits.waits = append(busyWaits.waits, p.Wait)
+		busyWaits.Unlock()
+	}
+	return l.Driver.Receive(ctx, p)
+}
+
+// TestBusyReceivesDoNotWait: a worker that exits on an empty queue does not
+// block in the engine while its tasks run (whether it is done depends on
+// them, not on a message arriving), so it ends as soon as the last one
+// does; and it does not poll in a tight loop meanwhile.
+func TestBusyReceivesDoNotWait(t *testing.T) {
+	u := waitLogScheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	const tasks = 6
+	for i := range tasks {
+		push(t, q, &jobq.Task{Command: fmt.Sprint(i)})
+	}
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		handlersRunning.Add(1)
+		defer handlersRunning.Add(-1)
+		time.Sleep(150 * time.Millisecond)
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Concurrency: 4, Prefetch: -1, Logger: quietLog()})
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := w.Counts(); c.Done != tasks || w.EndReason() != "queue empty" {
+		t.Fatalf("done %d, end reason %q; want %d and queue empty", c.Done, w.EndReason(), tasks)
+	}
+	busyWaits.Lock()
+	defer busyWaits.Unlock()
+	if len(busyWaits.waits) == 0 || len(busyWaits.waits) > 20 {
+		t.Errorf("%d receives while tasks ran; want a few (some, as slots free up; not a tight loop)", len(busyWaits.waits))
+	}
+	for _, wait := range busyWaits.waits {
+		if wait != 0 {
+			t.Errorf("a receive while tasks ran waited up to %v in the engine; want 0", wait)
+		}
+	}
+}
