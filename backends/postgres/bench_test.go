@@ -197,13 +197,16 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 		insert := `INSERT INTO ` + table + ` (body) VALUES ($1)`
 		body := []byte(`{"version": 1, "kwargs": "{}"}`)
 		b.ResetTimer()
+		cm := benchkit.MarkCPU()
 		start := time.Now()
 		for range b.N {
 			if _, err := d.pool.Exec(ctx, insert, body); err != nil {
 				b.Fatal(err)
 			}
 		}
-		benchkit.ReportRate(b, b.N, time.Since(start))
+		elapsed := time.Since(start)
+		cm.Report(b, b.N)
+		benchkit.ReportRate(b, b.N, elapsed)
 	})
 	b.Run("insert-batch", func(b *testing.B) {
 		_, d := openBenchQueue(b)
