@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -23,7 +24,26 @@ import (
 // openBenchQueue opens a fresh queue through the portable API.
 func openBenchQueue(b *testing.B) *jobq.Queue {
 	b.Helper()
-	return benchkit.Open(b, newQueueURL(b, ""))
+	return benchkit.Open(b, benchURL(b))
+}
+
+// benchURL is a queue URL with short key names, as users' queues have
+// (jobq:{etl}:...): a prefix of its own keeps the benchmark's keys apart
+// and is what its cleanup deletes, so the queue can be named "bench"
+// rather than after the test. Every key a script touches carries both.
+func benchURL(b *testing.B) string {
+	b.Helper()
+	u, err := url.Parse(testBaseURL())
+	if err != nil {
+		b.Fatalf("JOBQ_TEST_REDIS_URL: %v", err)
+	}
+	prefix := "jb" + strconv.FormatInt(time.Now().UnixNano()+queueSeq.Add(1), 36)
+	q := u.Query()
+	q.Set("queue", "bench")
+	q.Set("prefix", prefix)
+	u.RawQuery = q.Encode()
+	b.Cleanup(func() { deleteKeys(b, u, prefix+":{bench}:*") })
+	return u.String()
 }
 
 // handlers is how many tasks the benchmark worker runs at once.
