@@ -198,35 +198,42 @@ const (
 )
 
 func init() {
-	jobq.Register(slowClaimScheme, slowReceiveOpener{hold: 150 * time.Millisecond})
-	jobq.Register(rttScheme, slowReceiveOpener{hold: time.Millisecond, always: true})
+	jobq.Register(slowClaimScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, 150 * time.Millisecond, false} }))
+	jobq.Register(rttScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, time.Millisecond, true} }))
 }
 
-// slowReceiveOpener opens SQLite queues whose receives return hold later:
-// every receive when always, else only those that claimed something.
-type slowReceiveOpener struct {
+// wrappedSQLite opens SQLite queues whose driver wrap wraps, for the test
+// schemes here that make an engine slower or watch what the worker asks of
+// it.
+type wrappedSQLite struct {
 	sqlite.URLOpener
-	hold   time.Duration
-	always bool
+	wrap func(driver.Driver) driver.Driver
 }
 
-func (o slowReceiveOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+func wrapSQLite(wrap func(driver.Driver) driver.Driver) wrappedSQLite {
+	return wrappedSQLite{wrap: wrap}
+}
+
+func (o wrappedSQLite) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
 	d, err := o.URLOpener.Open(ctx, u, opts)
 	if err != nil {
 		return nil, err
 	}
-	return slowReceives{d, o}, nil
+	return o.wrap(d), nil
 }
 
+// slowReceives returns receives hold later: every receive when always,
+// else only those that claimed something.
 type slowReceives struct {
 	driver.Driver
-	o slowReceiveOpener
+	hold   time.Duration
+	always bool
 }
 
 func (s slowReceives) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	r, err := s.Driver.Receive(ctx, p)
-	if len(r) > 0 || s.o.always {
-		time.Sleep(s.o.hold)
+	if len(r) > 0 || s.always {
+		time.Sleep(s.hold)
 	}
 	return r, err
 }
@@ -275,16 +282,8 @@ const slowCompleteScheme = "sqlite-slowcomplete"
 
 var slowCompleted atomic.Int64
 
-func init() { jobq.Register(slowCompleteScheme, slowCompleteOpener{}) }
-
-type slowCompleteOpener struct{ sqlite.URLOpener }
-
-func (o slowCompleteOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
-	d, err := o.URLOpener.Open(ctx, u, opts)
-	if err != nil {
-		return nil, err
-	}
-	return slowCompletes{d}, nil
+func init() {
+	jobq.Register(slowCompleteScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowCompletes{d} }))
 }
 
 type slowCompletes struct{ driver.Driver }
@@ -346,16 +345,8 @@ var (
 	}
 )
 
-func init() { jobq.Register(waitLogScheme, waitLogOpener{}) }
-
-type waitLogOpener struct{ sqlite.URLOpener }
-
-func (o waitLogOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
-	d, err := o.URLOpener.Open(ctx, u, opts)
-	if err != nil {
-		return nil, err
-	}
-	return waitLog{d}, nil
+func init() {
+	jobq.Register(waitLogScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return waitLog{d} }))
 }
 
 type waitLog struct{ driver.Driver }
