@@ -210,6 +210,19 @@ type wrappedSQLite struct {
 	wrap func(driver.Driver) driver.Driver
 }
 
+// openWrapped opens a fresh queue of one of the wrapped schemes, closed
+// after the test.
+func openWrapped(t *testing.T, scheme string) *jobq.Queue {
+	t.Helper()
+	u := scheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
 func wrapSQLite(wrap func(driver.Driver) driver.Driver) wrappedSQLite {
 	return wrappedSQLite{wrap: wrap}
 }
@@ -243,12 +256,7 @@ func (s slowReceives) Receive(ctx context.Context, p driver.ReceiveParams) ([]*d
 // only task (each task pushes the next, so ending early breaks the chain).
 func TestEmptyReceiveWaitsForClaimInFlight(t *testing.T) {
 	t.Parallel()
-	u := slowClaimScheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openWrapped(t, slowClaimScheme)
 	const links = 5
 	push(t, q, &jobq.Task{Command: "0"})
 	var ran atomic.Int64
@@ -300,12 +308,7 @@ func (s slowCompletes) Complete(ctx context.Context, leases []driver.Lease) []er
 // not yet completed stay within the worker's tokens plus 512.
 func TestSettlementBacklogIsBounded(t *testing.T) {
 	t.Parallel()
-	u := slowCompleteScheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openWrapped(t, slowCompleteScheme)
 	const n, concurrency = 3000, 4
 	tasks := make([]*jobq.Task, n)
 	for i := range tasks {
@@ -365,12 +368,7 @@ func (l waitLog) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 // them, not on a message arriving), so it ends as soon as the last one
 // does; and it does not poll in a tight loop meanwhile.
 func TestBusyReceivesDoNotWait(t *testing.T) {
-	u := waitLogScheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openWrapped(t, waitLogScheme)
 	const tasks = 6
 	for i := range tasks {
 		push(t, q, &jobq.Task{Command: fmt.Sprint(i)})
