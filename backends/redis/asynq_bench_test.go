@@ -53,6 +53,8 @@ func newAsynqEnv(b *testing.B) *asynqEnv {
 	b.Cleanup(func() {
 		_ = asynq.NewInspectorFromRedisClient(e.rdb).DeleteQueue(e.queue, true)
 		_ = e.rdb.Close()
+		// DeleteQueue leaves the queue's statistics counters behind.
+		deleteKeys(b, u, "asynq:{"+e.queue+"}:*")
 	})
 	return e
 }
