@@ -384,11 +384,12 @@ func (d *dispatcher) receive() {
 			idle = w.running == 0 && d.receiving == 0
 			begun = d.begun
 			w.mu.Unlock()
-			if idle && w.drained() && !d.endIfQuiet(begun, ch) {
-				return
+			if !idle {
+				continue
 			}
-		case !w.o.Wait && idle && w.drained():
-			if !d.endIfQuiet(begun, ch) {
+			fallthrough // the worker is idle now: the same check
+		case !w.o.Wait && idle:
+			if w.drained() && !d.endIfQuiet(begun, ch) {
 				return
 			}
 		}

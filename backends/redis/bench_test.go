@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -33,17 +32,7 @@ func openBenchQueue(b *testing.B) *jobq.Queue {
 // rather than after the test. Every key a script touches carries both.
 func benchURL(b *testing.B) string {
 	b.Helper()
-	u, err := url.Parse(testBaseURL())
-	if err != nil {
-		b.Fatalf("JOBQ_TEST_REDIS_URL: %v", err)
-	}
-	prefix := "jb" + strconv.FormatInt(time.Now().UnixNano()+queueSeq.Add(1), 36)
-	q := u.Query()
-	q.Set("queue", "bench")
-	q.Set("prefix", prefix)
-	u.RawQuery = q.Encode()
-	b.Cleanup(func() { deleteKeys(b, u, prefix+":{bench}:*") })
-	return u.String()
+	return keysURL(b, testBaseURL(), "jb"+strconv.FormatInt(time.Now().UnixNano()+queueSeq.Add(1), 36), "bench")
 }
 
 // handlers is how many tasks the benchmark worker runs at once.

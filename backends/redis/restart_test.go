@@ -94,11 +94,16 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	srv.kill()
+	restarted := make(chan struct{})
 	go func() {
+		defer close(restarted)
 		time.Sleep(300 * time.Millisecond)
-		srv.start()
+		if err := srv.launch(); err != nil {
+			t.Error(err)
+		}
 	}()
 	pushRange(before, before+after) // while the server is down
+	<-restarted
 
 	// Run until every task was handled and the queue is empty: a task whose
 	// Complete was lost in the crash is handled again after its lease.
@@ -149,7 +154,9 @@ func TestPushRetriesAcrossRestart(t *testing.T) {
 	go func() {
 		defer close(restarted)
 		time.Sleep(down)
-		srv.start()
+		if err := srv.launch(); err != nil {
+			t.Error(err)
+		}
 	}()
 	var tasks []*jobq.Task
 	for i := range 600 { // three script calls

@@ -42,15 +42,22 @@ func newQueueURL(t testing.TB, base string) string {
 		base = testBaseURL()
 	}
 	name := fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano(), queueSeq.Add(1))
+	return keysURL(t, base, testPrefix, name)
+}
+
+// keysURL returns base with the queue and key prefix set, and deletes the
+// queue's keys after the test.
+func keysURL(t testing.TB, base, prefix, queue string) string {
+	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("JOBQ_TEST_REDIS_URL: %v", err)
 	}
 	q := u.Query()
-	q.Set("queue", name)
-	q.Set("prefix", testPrefix)
+	q.Set("queue", queue)
+	q.Set("prefix", prefix)
 	u.RawQuery = q.Encode()
-	t.Cleanup(func() { deleteKeys(t, u, testPrefix+":{"+name+"}:*") })
+	t.Cleanup(func() { deleteKeys(t, u, prefix+":{"+queue+"}:*") })
 	return u.String()
 }
 
@@ -155,12 +162,20 @@ func startServer(t testing.TB, extra ...string) *server {
 // url is the server's URL for database 0.
 func (s *server) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
 
-// start runs redis-server and waits until it answers PING.
+// start runs redis-server and waits until it answers PING, failing the
+// test otherwise. From another goroutine than the test's, use launch.
 func (s *server) start() {
 	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// launch runs redis-server and waits until it answers PING.
+func (s *server) launch() error {
 	s.cmd = exec.Command("redis-server", s.args...)
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.port), MaxRetries: -1})
 	defer c.Close()
@@ -169,12 +184,12 @@ func (s *server) start() {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	s.t.Fatalf("redis-server on port %d did not answer PING within 5 s; its log:\n%s", s.port, log)
+	return fmt.Errorf("redis-server on port %d did not answer PING within 5 s; its log:\n%s", s.port, log)
 }
 
 // kill stops the server with SIGKILL, as a crash would.
