@@ -43,8 +43,11 @@ func newAsynqEnv(b *testing.B) *asynqEnv {
 		b.Skip("the asynq comparison needs a single Redis server, not a cluster URL")
 	}
 	opts := *cfg.options
-	opts.MaxRetries = 0 // asynq's default client settings
+	// asynq's default client settings: go-redis's own dialer, without
+	// jobq's connection wrappers.
+	opts.MaxRetries = 0
 	opts.ContextTimeoutEnabled = false
+	opts.Dialer = nil
 	e := &asynqEnv{
 		rdb:   goredis.NewClient(&opts),
 		queue: fmt.Sprintf("jobqbench-%d-%d", time.Now().UnixNano(), queueSeq.Add(1)),

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/jobq/jobq/internal/spinconn"
 )
 
 // probeAfter is how long a connection may go without reading a reply
@@ -21,12 +23,16 @@ const probeAfter = time.Second
 // then; one idle for longer (say, across a server restart) is probed as
 // before and dropped if dead. TLS connections are left alone: the pool
 // never probes them.
-func probeOnlyQuietConns(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+//
+// Beneath that, spinconn makes reads poll for up to spin before parking
+// (the spin= URL parameter; 0 turns it off).
+func probeOnlyQuietConns(dial func(context.Context, string, string) (net.Conn, error), spin time.Duration) func(context.Context, string, string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
+		c = spinconn.Wrap(c, spin)
 		sc, ok := c.(syscall.Conn)
 		if !ok {
 			return c, nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/internal/spinconn"
 )
 
 // TestQuietProbe checks that the pool's probe runs on a connection only
@@ -30,7 +32,7 @@ func TestQuietProbe(t *testing.T) {
 		_, _ = s.Write([]byte("+OK\r\n"))
 		time.Sleep(time.Second)
 	}()
-	dial := probeOnlyQuietConns((&net.Dialer{}).DialContext)
+	dial := probeOnlyQuietConns((&net.Dialer{}).DialContext, spinconn.DefaultBudget)
 	c, err := dial(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/spinconn"
 )
 
 func testCtx(t testing.TB) context.Context {
@@ -70,12 +71,17 @@ func TestParseURL(t *testing.T) {
 		db        int
 		network   string
 		maxMsg    int
+		spin      time.Duration
 		wantError bool
 	}{
-		{url: "redis://127.0.0.1:6379/0", queue: "default", prefix: "jobq", addr: "127.0.0.1:6379", network: "tcp"},
-		{url: "redis://h:7000/3?queue=etl&prefix=app", queue: "etl", prefix: "app", addr: "h:7000", db: 3, network: "tcp"},
-		{url: "rediss://h:6380/0?queue=q&dial_timeout=2s", queue: "q", prefix: "jobq", addr: "h:6380", network: "tcp"},
-		{url: "redis+unix:///run/redis.sock?db=2&queue=q", queue: "q", prefix: "jobq", addr: "/run/redis.sock", db: 2, network: "unix"},
+		{url: "redis://127.0.0.1:6379/0", queue: "default", prefix: "jobq", addr: "127.0.0.1:6379", network: "tcp", spin: spinconn.DefaultBudget},
+		{url: "redis://h:7000/3?queue=etl&prefix=app", queue: "etl", prefix: "app", addr: "h:7000", db: 3, network: "tcp", spin: spinconn.DefaultBudget},
+		{url: "rediss://h:6380/0?queue=q&dial_timeout=2s", queue: "q", prefix: "jobq", addr: "h:6380", network: "tcp", spin: spinconn.DefaultBudget},
+		{url: "redis+unix:///run/redis.sock?db=2&queue=q", queue: "q", prefix: "jobq", addr: "/run/redis.sock", db: 2, network: "unix", spin: spinconn.DefaultBudget},
+		{url: "redis://h:1/0?spin=0", queue: "default", prefix: "jobq", addr: "h:1", network: "tcp"},
+		{url: "redis://h:1/0?spin=250us", queue: "default", prefix: "jobq", addr: "h:1", network: "tcp", spin: 250 * time.Microsecond},
+		{url: "redis://h:1/0?spin=-1ms", wantError: true},
+		{url: "redis://h:1/0?spin=fast", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?queue=q&bogus=1", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?queue=a{b}", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?queue=", wantError: true},
@@ -83,7 +89,7 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://127.0.0.1:6379/0?pool_size=many", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?max_message_bytes=-1", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?max_message_bytes=big", wantError: true},
-		{url: "redis://h:1/0?max_message_bytes=1000", queue: "default", prefix: "jobq", addr: "h:1", network: "tcp", maxMsg: 1000},
+		{url: "redis://h:1/0?max_message_bytes=1000", queue: "default", prefix: "jobq", addr: "h:1", network: "tcp", maxMsg: 1000, spin: spinconn.DefaultBudget},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
@@ -101,9 +107,9 @@ func TestParseURL(t *testing.T) {
 				t.Fatalf("parse %s: %v", tt.url, err)
 			}
 			if cfg.queue != tt.queue || cfg.prefix != tt.prefix || cfg.options.Addr != tt.addr ||
-				cfg.options.DB != tt.db || cfg.options.Network != tt.network || cfg.maxMessageBytes != tt.maxMsg {
-				t.Errorf("parse %s: got queue %q prefix %q addr %q db %d network %q", tt.url,
-					cfg.queue, cfg.prefix, cfg.options.Addr, cfg.options.DB, cfg.options.Network)
+				cfg.options.DB != tt.db || cfg.options.Network != tt.network || cfg.maxMessageBytes != tt.maxMsg || cfg.spin != tt.spin {
+				t.Errorf("parse %s: got queue %q prefix %q addr %q db %d network %q max_message_bytes %d spin %s", tt.url,
+					cfg.queue, cfg.prefix, cfg.options.Addr, cfg.options.DB, cfg.options.Network, cfg.maxMessageBytes, cfg.spin)
 			}
 		})
 	}

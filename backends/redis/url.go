@@ -3,17 +3,20 @@ package redis
 import (
 	"net/url"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/spinconn"
 )
 
 // config is what a URL says.
 type config struct {
 	queue, prefix   string
 	maxMessageBytes int
+	spin            time.Duration
 	// Exactly one of options and cluster is set.
 	options *goredis.Options
 	cluster *goredis.ClusterOptions
@@ -29,7 +32,7 @@ func (c *config) newClient() goredis.UniversalClient {
 
 // jobqParams are the query parameters this package reads itself; the rest
 // go to go-redis, which rejects the ones it does not know.
-var jobqParams = []string{"queue", "prefix", "max_message_bytes", "cluster"}
+var jobqParams = []string{"queue", "prefix", "max_message_bytes", "cluster", "spin"}
 
 // parseURL splits u into jobq's parameters and go-redis's options.
 func parseURL(u *url.URL) (*config, error) {
@@ -40,6 +43,9 @@ func parseURL(u *url.URL) (*config, error) {
 		// A lower limit sends larger tasks to the stash, keeping Redis's
 		// memory for the queue itself.
 		maxMessageBytes: p.Int("max_message_bytes", 0),
+		// How long a read polls for the reply before it parks
+		// (internal/spinconn).
+		spin: p.Duration("spin", spinconn.DefaultBudget),
 	}
 	cluster := p.Bool("cluster", false)
 	if cfg.maxMessageBytes < 0 {
@@ -75,7 +81,7 @@ func parseURL(u *url.URL) (*config, error) {
 	}
 	badOption := func(err error) error {
 		return driver.Errorf(driver.InvalidArgument,
-			"redis URL %s: %v (jobq takes queue=, prefix=, max_message_bytes= and cluster=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
+			"redis URL %s: %v (jobq takes queue=, prefix=, max_message_bytes=, cluster= and spin=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
 			jobq.RedactURL(u.String()), err)
 	}
 	// go-redis would resend a script whose reply was lost, and the scripts
@@ -93,7 +99,7 @@ func parseURL(u *url.URL) (*config, error) {
 			opts.MaxRetries = -1
 		}
 		opts.ContextTimeoutEnabled = true
-		opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(&goredis.Options{DialTimeout: opts.DialTimeout, TLSConfig: opts.TLSConfig}))
+		opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(&goredis.Options{DialTimeout: opts.DialTimeout, TLSConfig: opts.TLSConfig}), cfg.spin)
 		cfg.cluster = opts
 		return cfg, nil
 	}
@@ -105,7 +111,7 @@ func parseURL(u *url.URL) (*config, error) {
 		opts.MaxRetries = -1
 	}
 	opts.ContextTimeoutEnabled = true
-	opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(opts))
+	opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(opts), cfg.spin)
 	cfg.options = opts
 	return cfg, nil
 }
