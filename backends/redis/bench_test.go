@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -56,6 +57,44 @@ func BenchmarkDrain(b *testing.B) {
 // BenchmarkPushOne: one producer pushes tasks one Push call at a time.
 func BenchmarkPushOne(b *testing.B) {
 	benchkit.PushOne(b, openBenchQueue(b))
+}
+
+// BenchmarkRoundTrip measures one client's PING round trip, the floor under
+// any one-at-a-time call: "go-redis" with go-redis's own dialer, "jobq"
+// through the backend's connection wrappers (spin=, docs/backends/redis.md).
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, name := range []string{"go-redis", "jobq"} {
+		b.Run(name, func(b *testing.B) {
+			u, err := url.Parse(testBaseURL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg, err := parseURL(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if cfg.options == nil {
+				b.Skip("needs a single Redis server, not a cluster URL")
+			}
+			if name == "go-redis" {
+				cfg.options.Dialer = nil
+			}
+			c := cfg.newClient()
+			defer c.Close()
+			ctx := context.Background()
+			if err := c.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				if err := c.Ping(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+		})
+	}
 }
 
 // BenchmarkPickupLatency: a receiver waits on an empty queue; the time from
