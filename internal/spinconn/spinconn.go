@@ -11,12 +11,18 @@
 // 70–80 µs against 12–15 µs for redis-benchmark's C client, and 27–30 µs
 // through this package (docs/performance.md).
 //
-// The cost is CPU while polling, so a read polls only when that is likely
-// to pay: at most GOMAXPROCS-1 goroutines poll at once (none with
-// GOMAXPROCS=1), each for at most the budget, and a connection whose
-// replies arrive later than that (a distant server, a slow command, an idle
-// subscription) stops polling for a number of reads that doubles with each
-// miss, up to 1024. A reply that arrives while polling resets the count.
+// The cost is CPU while polling, and on a small machine the server may need
+// that CPU, so a read polls only when that is likely to pay:
+//
+//   - only while fewer than GOMAXPROCS reads wait for replies, counting
+//     those parked because others were polling (so never with GOMAXPROCS=1,
+//     and on two cores only a lone request polls: many requests at once
+//     keep the server busy, and a poller would take its CPU);
+//   - for at most the budget, after which the read parks;
+//   - and not on a connection whose replies keep arriving later than that
+//     (a distant server, a slow command, an idle subscription): after a
+//     miss it skips polling for a number of reads that doubles with each
+//     miss, up to 1024; a reply that arrives while polling resets it.
 package spinconn
 
 import (
@@ -40,8 +46,9 @@ const DefaultBudget = 100 * time.Microsecond
 // after its polls missed.
 const maxSkip = 1024
 
-// spinners counts the goroutines polling now, across all connections.
-var spinners atomic.Int32
+// waiting counts, across all connections, the reads polling now and those
+// parked because others were (see Read).
+var waiting atomic.Int32
 
 // Conn is a connection wrapped by Wrap. Its methods other than Read,
 // SetDeadline, SetReadDeadline, SetWriteDeadline and SyscallConn are the
@@ -82,17 +89,30 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.sys.SyscallConn
 // Read reads like the wrapped connection's Read, polling first when
 // allowed to.
 func (c *Conn) Read(b []byte) (int, error) {
-	if len(b) == 0 || !c.startPoll() {
+	if len(b) == 0 || c.maxSpin <= 0 {
+		return c.Conn.Read(b)
+	}
+	if s := c.skip.Load(); s > 0 {
+		c.skip.Store(s - 1)
+		return c.Conn.Read(b)
+	}
+	// Count this read as waiting until its reply comes, whether it polls
+	// or parks, so that no other read polls beside it while the server
+	// is working for both: on a small machine the server needs that CPU.
+	if waiting.Add(1) > c.maxSpin {
+		defer waiting.Add(-1)
 		return c.Conn.Read(b)
 	}
 	n, err, got, rawErr := c.poll(b)
-	spinners.Add(-1)
+	waiting.Add(-1)
 	switch {
 	case rawErr != nil:
 		// Closed, or past the read deadline: the wrapped Read reports it
 		// in its own words.
 		return c.Conn.Read(b)
 	case !got:
+		// A slow reply (or a subscription's next message) is not a
+		// reason to keep others from polling: park uncounted.
 		c.missed()
 		return c.Conn.Read(b)
 	}
@@ -106,23 +126,6 @@ func (c *Conn) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
-}
-
-// startPoll says whether this read may poll, and if so counts it among the
-// spinners; the caller uncounts it.
-func (c *Conn) startPoll() bool {
-	if c.maxSpin <= 0 {
-		return false
-	}
-	if s := c.skip.Load(); s > 0 {
-		c.skip.Store(s - 1)
-		return false
-	}
-	if spinners.Add(1) > c.maxSpin {
-		spinners.Add(-1)
-		return false
-	}
-	return true
 }
 
 // poll reads from the socket until data, an error or the end of the stream

@@ -255,26 +255,79 @@ func TestReadEnds(t *testing.T) {
 	})
 }
 
-func TestSpinnersAreBounded(t *testing.T) {
-	// Not parallel: it counts the package's spinners.
-	c, _ := wrapped(t)
+// TestNoPollingBesideWaitingReads checks that a read does not poll while
+// another read waits for its reply, and that a read that did not poll
+// counts as waiting until its reply comes.
+func TestNoPollingBesideWaitingReads(t *testing.T) {
+	// Not parallel: it sets the package's count of waiting reads.
+	c, server := wrapped(t)
 	c.maxSpin = 1
-	if !c.startPoll() {
-		t.Fatal("the first poller was refused")
+	waiting.Add(1) // another read is waiting
+	done := make(chan string)
+	go func() {
+		buf := make([]byte, 1)
+		_, _ = io.ReadFull(c, buf)
+		done <- string(buf)
+	}()
+	eventually(t, "the read to count as waiting", func() bool { return waiting.Load() == 2 })
+	waiting.Add(-1) // the other read ends; this one still waits
+	time.Sleep(20 * time.Millisecond)
+	if n := waiting.Load(); n != 1 {
+		t.Fatalf("%d reads counted as waiting, want 1 (the parked one)", n)
 	}
-	if c.startPoll() {
-		t.Fatal("a second poller was let in with maxSpin 1")
+	_, _ = server.Write([]byte("x"))
+	if got := <-done; got != "x" {
+		t.Fatalf("read %q, want x", got)
 	}
-	spinners.Add(-1)
-	if !c.startPoll() {
-		t.Fatal("a poller was refused after the first ended")
+	// Had it polled, the late reply would have been a miss.
+	if sk, ls := c.skip.Load(), c.lastSkip.Load(); sk != 0 || ls != 0 {
+		t.Fatalf("the read polled beside another: skip %d, last skip %d", sk, ls)
 	}
-	spinners.Add(-1)
-	if n := spinners.Load(); n != 0 {
-		t.Fatalf("%d spinners counted after all ended", n)
+	if n := waiting.Load(); n != 0 {
+		t.Fatalf("%d reads counted as waiting after all ended", n)
 	}
+
+	// Alone, a read polls; when it misses it parks uncounted, so that it
+	// keeps no one else from polling.
+	go func() {
+		buf := make([]byte, 1)
+		_, _ = io.ReadFull(c, buf)
+		done <- string(buf)
+	}()
+	eventually(t, "the read to miss", func() bool { return c.skip.Load() == 1 })
+	if n := waiting.Load(); n != 0 {
+		t.Fatalf("a read parked after a miss counts as waiting (%d)", n)
+	}
+	_, _ = server.Write([]byte("y"))
+	if got := <-done; got != "y" {
+		t.Fatalf("read %q, want y", got)
+	}
+
+	// With maxSpin 0 (GOMAXPROCS=1) nothing polls: a late reply is no miss.
 	c.maxSpin = 0
-	if c.startPoll() {
-		t.Fatal("a connection with maxSpin 0 (GOMAXPROCS=1) polled")
+	c.skip.Store(0)
+	c.lastSkip.Store(0)
+	replyLate(server, "z")
+	if got := readString(t, c, 1); got != "z" {
+		t.Fatalf("read %q, want z", got)
+	}
+	if sk := c.skip.Load(); sk != 0 {
+		t.Fatal("a connection with maxSpin 0 polled")
+	}
+}
+
+func replyLate(server net.Conn, s string) {
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		_, _ = server.Write([]byte(s))
+	}()
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
