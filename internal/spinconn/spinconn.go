@@ -72,7 +72,7 @@ type Conn struct {
 // socket whose descriptor can be read directly (a TLS connection, say).
 func Wrap(c net.Conn, budget time.Duration) net.Conn {
 	sc, ok := c.(syscall.Conn)
-	if !ok || budget <= 0 {
+	if !ok || budget <= 0 || !canPoll {
 		return c
 	}
 	raw, err := sc.SyscallConn()
@@ -103,7 +103,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 		defer waiting.Add(-1)
 		return c.Conn.Read(b)
 	}
-	n, err, got, rawErr := c.poll(b)
+	n, got, err, rawErr := c.poll(b)
 	waiting.Add(-1)
 	switch {
 	case rawErr != nil:
@@ -131,24 +131,22 @@ func (c *Conn) Read(b []byte) (int, error) {
 // poll reads from the socket until data, an error or the end of the stream
 // comes (got), or the budget passes. rawErr is set when the connection
 // could not be read at all.
-func (c *Conn) poll(b []byte) (n int, err error, got bool, rawErr error) {
+func (c *Conn) poll(b []byte) (n int, got bool, err, rawErr error) {
 	rawErr = c.raw.Read(func(fd uintptr) bool {
 		until := time.Now().Add(c.budget)
 		for {
-			n, err = syscall.Read(int(fd), b)
+			var empty bool
+			n, empty, err = readFD(fd, b)
 			switch {
-			case err == syscall.EINTR:
-				continue
-			case err != syscall.EAGAIN:
+			case !empty:
 				got = true
-				n = max(n, 0)
 				return true
 			case time.Now().After(until):
 				return true
 			}
 		}
 	})
-	return n, err, got, rawErr
+	return n, got, err, rawErr
 }
 
 // missed makes the connection skip polling for twice as many reads as the
