@@ -205,5 +205,7 @@ func coarse(t, now time.Time) time.Time {
 	}
 	grain := int64(1) << (bits.Len64(uint64(left/16)) - 1)
 	ns := t.UnixNano()
-	return time.Unix(0, (ns+grain-1)/grain*grain)
+	// Add, not time.Unix, keeps t's monotonic clock reading, so that a
+	// step of the wall clock does not move the deadline.
+	return t.Add(time.Duration((ns+grain-1)/grain*grain - ns))
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,11 @@ func TestCoarse(t *testing.T) {
 	past := now.Add(-time.Second)
 	if got := coarse(past, now); !got.Equal(past) {
 		t.Fatalf("a past deadline became %v", got)
+	}
+	// A deadline from time.Now keeps its monotonic clock reading (which
+	// String prints as m=...), so a wall-clock step does not move it.
+	if got := coarse(time.Now().Add(3*time.Second), time.Now()); !strings.Contains(got.String(), " m=") {
+		t.Fatalf("coarse dropped the monotonic clock reading: %v", got)
 	}
 }
 
