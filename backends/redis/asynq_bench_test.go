@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -31,18 +30,8 @@ type asynqEnv struct {
 
 func newAsynqEnv(b *testing.B) *asynqEnv {
 	b.Helper()
-	u, err := url.Parse(testBaseURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := parseURL(u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if cfg.options == nil {
-		b.Skip("the asynq comparison needs a single Redis server, not a cluster URL")
-	}
-	opts := *cfg.options
+	base, u := serverOptions(b)
+	opts := *base
 	// asynq's default client settings: go-redis's own dialer, without
 	// jobq's connection wrappers.
 	opts.MaxRetries = 0
