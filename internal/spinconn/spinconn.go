@@ -8,7 +8,7 @@
 // which may wake another to run the goroutine, and every deadline a client
 // library sets moves a runtime timer. On the virtual machines jobq was
 // measured on, this cost more than the server's work: a go-redis PING took
-// 70–80 µs against 12–15 µs for redis-benchmark's C client, and 27–30 µs
+// 70–86 µs against 12–14 µs for redis-benchmark's C client, and 27–33 µs
 // through this package (docs/performance.md).
 //
 // The cost is CPU while polling, and on a small machine the server may need
