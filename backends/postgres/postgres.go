@@ -75,6 +75,11 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	if !cfg.poolMaxSet {
 		poolCfg.MaxConns = DefaultPoolMaxConns
 	}
+	for name, value := range planSettings {
+		if _, set := poolCfg.ConnConfig.RuntimeParams[name]; !set {
+			poolCfg.ConnConfig.RuntimeParams[name] = value
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, wrap(ctx, "connect", err)

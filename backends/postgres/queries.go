@@ -45,11 +45,12 @@ SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::te
 		// Claim: lock up to $2 visible candidates in claim order, skipping rows
 		// other claimers hold, then update exactly those rows by join. Limiting
 		// inside the locking CTE (not "WHERE id IN (SELECT ... LIMIT n)") is
-		// what guarantees at most $2 rows. RETURNING has no order; the driver
-		// sorts.
+		// what guarantees at most $2 rows. The join is on the locked rows'
+		// ctid, which the planner can only do by looking each one up (see
+		// planSettings). RETURNING has no order; the driver sorts.
 		claim: r.Replace(asyncCTE + `,
 c AS (
-	SELECT priority, id FROM {{s}}.messages
+	SELECT ctid FROM {{s}}.messages
 	WHERE queue = $1 AND visible_at <= now()
 	ORDER BY priority DESC, id
 	LIMIT $2
@@ -60,7 +61,7 @@ SET visible_at = now() + $3::bigint * interval '1 microsecond',
     lease = gen_random_uuid(),
     deliveries = m.deliveries + 1
 FROM c, async
-WHERE m.queue = $1 AND m.priority = c.priority AND m.id = c.id
+WHERE m.ctid = c.ctid
 RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority`),
 
 		// nextVisible: microseconds until the earliest message of the queue

@@ -1,0 +1,30 @@
+package postgres
+
+// planSettings are set on every connection of the driver's pool (a URL's
+// options=-c name=value takes precedence). They keep the planner on the
+// claim-order index whatever the table's statistics say.
+//
+// Why: pgx prepares each statement once per connection, and after five
+// executions Postgres may keep one generic plan for it for the life of the
+// connection. A worker's connections often make those first executions on
+// an empty queue, where the planner estimates one row, so reading the
+// whole queue and sorting it, or joining by scanning every message of the
+// queue, costs no more than an index lookup; the generic plan then does
+// that for every claim and completion of the millions of messages pushed
+// next, until new statistics invalidate it. An end-to-end benchmark of
+// 20,000 messages that met such plans ran at 3,600 tasks/s instead of
+// 25,000, with 10 times the server CPU (docs/backends/postgres.md).
+//
+// Turning these plan types off (the planner then uses them only when there
+// is no other way) leaves index scans, which is what the driver's statements
+// want, and the claim joins the rows it locked by ctid, which can only be
+// looked up: a claim planned on an empty queue reads only the rows it claims
+// (TestGenericClaimPlanReadsOnlyWhatItClaims). Settlements planned that way
+// still read the queue's rows once per call (docs/backends/postgres.md);
+// the driver's own VACUUM, every 1,000 deletions, updates the table's
+// statistics, which makes Postgres plan again.
+var planSettings = map[string]string{
+	"enable_seqscan":    "off",
+	"enable_bitmapscan": "off",
+	"enable_sort":       "off",
+}

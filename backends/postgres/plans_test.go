@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// TestGenericClaimPlanReadsOnlyWhatItClaims sets the trap planSettings
+// guards against: the claim is planned once, generically, while the queue
+// is empty, and then run on a queue of 5,000 messages. It must still read
+// about the rows it claims, not the whole queue. Without the settings the
+// plan read every message of the queue and sorted them; with the earlier
+// join on (queue, priority, id) it also scanned the queue once per claimed
+// message.
+func TestGenericClaimPlanReadsOnlyWhatItClaims(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	schema, pool := freshSchema(t)
+	d := openURL(t, newQueueURL(t, "schema="+schema))
+	conn := genericPlanConn(t, pool)
+	if _, err := conn.Exec(ctx, "PREPARE claim AS "+d.sql.claim); err != nil {
+		t.Fatal(err)
+	}
+	claim := "claim(" + quoteLiteral(d.cfg.queue) + ", 16, 60000000)"
+	// The generic plan is made now, on the empty queue.
+	if _, err := conn.Exec(ctx, "EXECUTE "+claim); err != nil {
+		t.Fatal(err)
+	}
+	const queued, batch = 5000, 16
+	msgs := make([]*driver.Message, queued)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("t%d", i))
+	}
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE "+claim).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct{ Plan planNode }
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output: %v in %s", err, out)
+	}
+	if claimed := plans[0].Plan.ActualRows; claimed != batch {
+		t.Fatalf("the claim took %v messages, want %d", claimed, batch)
+	}
+	if n := plans[0].Plan.messageRowsRead(); n > 4*batch {
+		t.Errorf("a claim of %d read %d rows of messages on a queue of %d; plan: %s", batch, n, queued, out)
+	}
+}
+
+// genericPlanConn returns a connection of pool with the driver's plan
+// settings, made to plan every prepared statement generically.
+func genericPlanConn(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	conn, err := pool.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Prepared statements and settings stay with the connection.
+		_ = conn.Conn().Close(ctxT(t))
+		conn.Release()
+	})
+	set := []string{"SET plan_cache_mode = force_generic_plan"}
+	for name, value := range planSettings {
+		set = append(set, "SET "+name+" = "+value)
+	}
+	for _, s := range set {
+		if _, err := conn.Exec(ctxT(t), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return conn
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Relation     string     `json:"Relation Name"`
+	Index        string     `json:"Index Name"`
+	ActualRows   float64    `json:"Actual Rows"`
+	ActualLoops  float64    `json:"Actual Loops"`
+	Filtered     float64    `json:"Rows Removed by Filter"`
+	JoinFiltered float64    `json:"Rows Removed by Join Filter"`
+	Rechecked    float64    `json:"Rows Removed by Index Recheck"`
+	Plans        []planNode `json:"Plans"`
+}
+
+// messageRowsRead sums, over the plan, the rows that scans of messages (or
+// its indexes) returned or threw away, and the rows joins threw away.
+func (p planNode) messageRowsRead() int {
+	n := p.JoinFiltered
+	if p.Relation == "messages" || strings.HasPrefix(p.Index, "messages_") {
+		n += p.ActualRows*p.ActualLoops + p.Filtered + p.Rechecked
+	}
+	total := int(n)
+	for _, c := range p.Plans {
+		total += c.messageRowsRead()
+	}
+	return total
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
