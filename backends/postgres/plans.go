@@ -17,10 +17,11 @@ package postgres
 //
 // Turning these plan types off (the planner then uses them only when there
 // is no other way) leaves index scans, which is what the driver's statements
-// want. The claim joins the rows it locked by ctid, and the settlements find
-// each held message with a lookup of its own and change it by ctid
-// (queries.go), so a statement planned on an empty queue still reads only
-// the rows it names (TestGenericPlansReadOnlyTheRowsTheyName).
+// want, and the claim joins the rows it locked by ctid, which can only be
+// looked up: a claim planned on an empty queue reads only the rows it
+// claims (TestGenericClaimPlanReadsOnlyWhatItClaims). Settlements planned
+// that way still read the queue's rows once per call: see "Plans" in
+// docs/backends/postgres.md for what was tried.
 //
 // jit is off too: a statement that has to sort anyway (peek) carries the
 // planner's penalty for a disabled plan type in its cost, which is far above

@@ -81,59 +81,34 @@ SET visible_at = now() + $3::bigint * interval '1 microsecond'
 FROM async
 WHERE queue = $4 AND priority = $5 AND id = $1 AND lease = $2::uuid AND visible_at > now()`),
 
-		// Settlements find each held message with a lookup of its own (the
-		// sub-select per input row), which locks the message and checks its
-		// lease, then change the locked rows by ctid. A lookup per row is
-		// the only plan the planner has for that, whatever the table's
-		// statistics (see planSettings); a plain join of the input with the
-		// messages was planned, on an empty queue, as a scan of the whole
-		// queue per call. A lease renewed concurrently is waited for and
-		// rechecked by the lock; a message claimed again, settled or
-		// deleted meanwhile is missing (NULL ctid).
-		//
 		// Complete: delete every message whose lease is held, in one
 		// statement. Rows not returned had lost their lease.
-		complete: r.Replace(asyncCTE + `,
-t AS MATERIALIZED (
-	SELECT (SELECT m.ctid FROM {{s}}.messages m
-	        WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	        FOR UPDATE) AS tid
-	FROM unnest($1::bigint[], $2::uuid[], $3::int[]) AS x(id, lease, priority)
-)
+		complete: r.Replace(asyncCTE + `
 DELETE FROM {{s}}.messages m
-USING t, async
-WHERE m.ctid = t.tid
+USING unnest($1::bigint[], $2::uuid[], $3::int[]) AS x(id, lease, priority), async
+WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 RETURNING m.id`),
 
 		// Requeue: release held messages, visible after their delay, with an
 		// optional new body. Clearing the lease fences the old holder.
-		requeue: r.Replace(asyncCTE + `,
-t AS MATERIALIZED (
-	SELECT x.delay, x.body, (SELECT m.ctid FROM {{s}}.messages m
-	        WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	        FOR UPDATE) AS tid
-	FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::bigint[], $5::bytea[]) AS x(id, lease, priority, delay, body)
-)
+		requeue: r.Replace(asyncCTE + `
 UPDATE {{s}}.messages m
-SET visible_at = now() + t.delay * interval '1 microsecond',
+SET visible_at = now() + x.delay * interval '1 microsecond',
     lease = NULL,
-    body = coalesce(t.body, m.body)
-FROM t, async
-WHERE m.ctid = t.tid
+    body = coalesce(x.body, m.body)
+FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::bigint[], $5::bytea[]) AS x(id, lease, priority, delay, body), async
+WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 RETURNING m.id`),
 
 		// DeadLetter: move held messages to dead_letters in one statement, so
 		// each move is atomic (the copy and the delete commit together).
 		deadLetter: r.Replace(asyncCTE + `,
-t AS MATERIALIZED (
-	SELECT x.reason, x.detail, x.body, (SELECT m.ctid FROM {{s}}.messages m
-	        WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	        FOR UPDATE) AS tid
-	FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[]) AS x(id, lease, priority, reason, detail, body)
+x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[]) AS x(id, lease, priority, reason, detail, body)
 ), d AS (
-	DELETE FROM {{s}}.messages m USING t, async
-	WHERE m.ctid = t.tid
-	RETURNING m.id, m.queue, m.task_id, coalesce(t.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, t.reason, t.detail,
+	DELETE FROM {{s}}.messages m USING x, async
+	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
+	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
 		m.concurrency_key, m.rate_key
 )
 INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
