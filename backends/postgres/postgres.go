@@ -122,7 +122,7 @@ type pgDriver struct {
 	idle atomic.Int32 // receivers sleeping for want of work
 
 	deleted    atomic.Int64 // rows deleted since the last vacuum
-	tableRows  atomic.Int64 // the table's rows at the last vacuum
+	tableRows  atomic.Int64 // the table's rows at the last vacuum; -1 before the first
 	vacuuming  atomic.Bool
 	listenOnce sync.Once
 	done       chan struct{} // closed by Close
@@ -143,6 +143,7 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *pgDriver {
 		done: make(chan struct{}),
 	}
 	d.notif = newNotifier(cfg.notifyInterval, d.sendNotify)
+	d.tableRows.Store(-1)
 	return d
 }
 

@@ -13,15 +13,14 @@ func TestSelfVacuum(t *testing.T) {
 	schema, _ := freshSchema(t)
 	d := openDriver(t, "schema="+schema)
 	ctx := ctxT(t)
-	count := func() int64 {
-		var n int64
-		err := d.pool.QueryRow(ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'messages'`, d.cfg.schema).Scan(&n)
+	counts := func() (vacuums, analyzes int64) {
+		err := d.pool.QueryRow(ctx, `SELECT vacuum_count, analyze_count FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'messages'`, d.cfg.schema).Scan(&vacuums, &analyzes)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return vacuums, analyzes
 	}
-	before := count()
+	vacuumsBefore, analyzesBefore := counts()
 	d.deletedRows(vacuumEvery - 1)
 	if d.vacuuming.Load() {
 		t.Fatal("vacuum started before vacuumEvery deletions")
@@ -30,12 +29,39 @@ func TestSelfVacuum(t *testing.T) {
 	if !d.vacuuming.Load() {
 		t.Fatal("no vacuum started after vacuumEvery deletions")
 	}
+	// The first vacuum of a queue also analyzes the table (analyzeDue).
 	deadline := time.Now().Add(20 * time.Second)
-	for count() == before {
+	for {
+		vacuums, analyzes := counts()
+		if vacuums > vacuumsBefore && analyzes > analyzesBefore {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("no VACUUM of the messages table after vacuumEvery deletions")
+			t.Fatalf("after vacuumEvery deletions: %d VACUUMs and %d ANALYZEs of the messages table; want one of each",
+				vacuums-vacuumsBefore, analyzes-analyzesBefore)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestAnalyzeDue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		prev, rows int64
+		want       bool
+	}{
+		{-1, 0, true}, // the queue's first vacuum
+		{0, vacuumEvery, false},
+		{0, vacuumEvery + 1, true},
+		{1000, 2*1000 + vacuumEvery, false},
+		{1000, 2*1000 + vacuumEvery + 1, true},
+		{20000, 9000, false}, // shrinking: plans made for more rows stay good
+		{20000, 0, false},
+	}
+	for _, tt := range tests {
+		if got := analyzeDue(tt.prev, tt.rows); got != tt.want {
+			t.Errorf("analyzeDue(previous vacuum's rows %d, rows %d) = %v, want %v", tt.prev, tt.rows, got, tt.want)
+		}
 	}
 }
 
