@@ -20,8 +20,9 @@ package postgres
 // want, and the claim joins the rows it locked by ctid, which can only be
 // looked up: a claim planned on an empty queue reads only the rows it
 // claims (TestGenericClaimPlanReadsOnlyWhatItClaims). Settlements planned
-// that way still read the queue's rows once per call: see "Plans" in
-// docs/backends/postgres.md for what was tried.
+// that way still read the queue's rows once per call until the queue's own
+// ANALYZE (vacuum.go) makes Postgres plan them again; "Plans" in
+// docs/backends/postgres.md says what else was tried.
 //
 // jit is off too: a statement that has to sort anyway (peek) carries the
 // planner's penalty for a disabled plan type in its cost, which is far above
