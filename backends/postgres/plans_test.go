@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -23,7 +24,7 @@ func TestGenericClaimPlanReadsOnlyWhatItClaims(t *testing.T) {
 	ctx := ctxT(t)
 	schema, pool := freshSchema(t)
 	d := openURL(t, newQueueURL(t, "schema="+schema))
-	conn := genericPlanConn(t, pool)
+	conn := genericPlanConn(t, ctx, pool)
 	if _, err := conn.Exec(ctx, "PREPARE claim AS "+d.sql.claim); err != nil {
 		t.Fatal(err)
 	}
@@ -55,15 +56,15 @@ func TestGenericClaimPlanReadsOnlyWhatItClaims(t *testing.T) {
 
 // genericPlanConn returns a connection of pool with the driver's plan
 // settings, made to plan every prepared statement generically.
-func genericPlanConn(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+func genericPlanConn(t *testing.T, ctx context.Context, pool *pgxpool.Pool) *pgxpool.Conn {
 	t.Helper()
-	conn, err := pool.Acquire(ctxT(t))
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		// Prepared statements and settings stay with the connection.
-		_ = conn.Conn().Close(ctxT(t))
+		_ = conn.Conn().Close(context.Background())
 		conn.Release()
 	})
 	set := []string{"SET plan_cache_mode = force_generic_plan"}
@@ -71,7 +72,7 @@ func genericPlanConn(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
 		set = append(set, "SET "+name+" = "+value)
 	}
 	for _, s := range set {
-		if _, err := conn.Exec(ctxT(t), s); err != nil {
+		if _, err := conn.Exec(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}

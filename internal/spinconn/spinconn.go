@@ -55,10 +55,9 @@ var waiting atomic.Int32
 // wrapped connection's.
 type Conn struct {
 	net.Conn
-	sys     syscall.Conn
-	raw     syscall.RawConn
-	budget  time.Duration
-	maxSpin int32
+	raw        syscall.RawConn
+	budget     time.Duration
+	maxWaiting int32 // poll only while no more reads than this wait
 
 	skip     atomic.Int32 // reads left to make without polling
 	lastSkip atomic.Int32 // the skip the last miss set; the next doubles it
@@ -79,17 +78,17 @@ func Wrap(c net.Conn, budget time.Duration) net.Conn {
 	if err != nil {
 		return c
 	}
-	return &Conn{Conn: c, sys: sc, raw: raw, budget: budget, maxSpin: int32(runtime.GOMAXPROCS(0) - 1)}
+	return &Conn{Conn: c, raw: raw, budget: budget, maxWaiting: int32(runtime.GOMAXPROCS(0) - 1)}
 }
 
 // SyscallConn returns the wrapped connection's, so that a pool's health
 // probe sees through the wrapper.
-func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.sys.SyscallConn() }
+func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil }
 
 // Read reads like the wrapped connection's Read, polling first when
 // allowed to.
 func (c *Conn) Read(b []byte) (int, error) {
-	if len(b) == 0 || c.maxSpin <= 0 {
+	if len(b) == 0 || c.maxWaiting <= 0 {
 		return c.Conn.Read(b)
 	}
 	if s := c.skip.Load(); s > 0 {
@@ -99,7 +98,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	// Count this read as waiting until its reply comes, whether it polls
 	// or parks, so that no other read polls beside it while the server
 	// is working for both: on a small machine the server needs that CPU.
-	if waiting.Add(1) > c.maxSpin {
+	if waiting.Add(1) > c.maxWaiting {
 		defer waiting.Add(-1)
 		return c.Conn.Read(b)
 	}

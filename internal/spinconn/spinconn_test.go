@@ -164,7 +164,7 @@ func dialPair(t *testing.T) (client, server net.Conn) {
 func wrapped(t *testing.T) (*Conn, net.Conn) {
 	client, server := dialPair(t)
 	c := Wrap(client, DefaultBudget).(*Conn)
-	c.maxSpin = 1 << 20
+	c.maxWaiting = 1 << 20
 	return c, server
 }
 
@@ -267,7 +267,7 @@ func TestReadEnds(t *testing.T) {
 func TestNoPollingBesideWaitingReads(t *testing.T) {
 	// Not parallel: it sets the package's count of waiting reads.
 	c, server := wrapped(t)
-	c.maxSpin = 1
+	c.maxWaiting = 1
 	waiting.Add(1) // another read is waiting
 	done := make(chan string)
 	go func() {
@@ -309,8 +309,8 @@ func TestNoPollingBesideWaitingReads(t *testing.T) {
 		t.Fatalf("read %q, want y", got)
 	}
 
-	// With maxSpin 0 (GOMAXPROCS=1) nothing polls: a late reply is no miss.
-	c.maxSpin = 0
+	// With maxWaiting 0 (GOMAXPROCS=1) nothing polls: a late reply is no miss.
+	c.maxWaiting = 0
 	c.skip.Store(0)
 	c.lastSkip.Store(0)
 	replyLate(server, "z")
@@ -318,7 +318,7 @@ func TestNoPollingBesideWaitingReads(t *testing.T) {
 		t.Fatalf("read %q, want z", got)
 	}
 	if sk := c.skip.Load(); sk != 0 {
-		t.Fatal("a connection with maxSpin 0 polled")
+		t.Fatal("a connection with maxWaiting 0 polled")
 	}
 }
 
