@@ -68,8 +68,12 @@ func (p *Params) Duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
+	switch {
+	case err != nil:
 		p.errs = append(p.errs, fmt.Sprintf("query parameter %s=%q is not a duration like 500ms or 2s", name, s))
+		return def
+	case d < 0:
+		p.errs = append(p.errs, fmt.Sprintf("query parameter %s=%q is negative; give 0 or a positive duration like 500ms or 2s", name, s))
 		return def
 	}
 	return d

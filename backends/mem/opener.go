@@ -53,7 +53,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 		name = u.Opaque // mem:work
 	}
 	if name == "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem URL %q names no queue: write mem://NAME", jobq.RedactURL(u.String()))
+		return nil, driver.Errorf(driver.InvalidArgument, "mem URL names no queue: write mem://NAME")
 	}
 	p := driver.NewParams(u)
 	maxBytes := p.Int("max_message_bytes", 0)

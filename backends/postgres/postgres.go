@@ -70,7 +70,7 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	}
 	poolCfg, err := pgxpool.ParseConfig(cfg.connString)
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "postgres URL %s: %w", jobq.RedactURL(u.String()), err)
+		return nil, driver.Errorf(driver.InvalidArgument, "postgres URL: %w", err)
 	}
 	if !cfg.poolMaxSet {
 		poolCfg.MaxConns = DefaultPoolMaxConns

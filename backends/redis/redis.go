@@ -67,11 +67,11 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 		return nil, err
 	}
 	client := cfg.newClient()
-	d := newDriver(client, cfg.prefix, cfg.queue, jobq.RedactURL(u.String()), opts.Logger)
+	d := newDriver(client, cfg.prefix, cfg.queue, opts.Logger)
 	d.maxMessageBytes = cfg.maxMessageBytes
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, d.fail("open", fmt.Errorf("cannot reach Redis at %s (is redis-server running, and are host, port and password right?): %w", d.url, err))
+		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?): %w", err))
 	}
 	return d, nil
 }
@@ -84,7 +84,6 @@ type Driver struct {
 	prefix          string   // "jobq:{name}:", the start of every key of the queue
 	keys            []string // the KEYS every script takes, see scripts.go
 	channel         string   // pub/sub channel announcing newly visible messages
-	url             string   // redacted
 	log             *slog.Logger
 
 	closed atomic.Bool
@@ -97,7 +96,7 @@ type Driver struct {
 	listenWG  sync.WaitGroup
 }
 
-func newDriver(client goredis.UniversalClient, prefix, queue, redactedURL string, log *slog.Logger) *Driver {
+func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.Logger) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -108,7 +107,6 @@ func newDriver(client goredis.UniversalClient, prefix, queue, redactedURL string
 		prefix:  kp,
 		keys:    []string{kp + "seq", kp + "ready", kp + "delayed", kp + "inflight", kp + "ids", kp + "dead"},
 		channel: kp + "notify",
-		url:     redactedURL,
 		log:     log,
 		done:    make(chan struct{}),
 		wake:    newNotifier(),

@@ -7,7 +7,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/spinconn"
 )
@@ -65,14 +64,14 @@ func parseURL(u *url.URL) (*config, error) {
 		p.Has(name)
 	}
 	if err := p.Done(); err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "redis URL %s: %w", jobq.RedactURL(u.String()), err)
+		return nil, driver.Errorf(driver.InvalidArgument, "redis URL: %w", err)
 	}
 	rest := *u
 	rest.RawQuery = q.Encode()
 	switch strings.ToLower(u.Scheme) {
 	case SchemeUnix:
 		if cluster {
-			return nil, driver.Errorf(driver.InvalidArgument, "redis URL %s: cluster=true needs redis:// or rediss:// seed addresses, not a unix socket", jobq.RedactURL(u.String()))
+			return nil, driver.Errorf(driver.InvalidArgument, "redis URL: cluster=true needs redis:// or rediss:// seed addresses, not a unix socket")
 		}
 		rest.Scheme = "unix"
 	case Scheme, SchemeTLS:
@@ -81,8 +80,8 @@ func parseURL(u *url.URL) (*config, error) {
 	}
 	badOption := func(err error) error {
 		return driver.Errorf(driver.InvalidArgument,
-			"redis URL %s: %v (jobq takes queue=, prefix=, max_message_bytes=, cluster= and spin=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
-			jobq.RedactURL(u.String()), err)
+			"redis URL: %v (jobq takes queue=, prefix=, max_message_bytes=, cluster= and spin=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
+			err)
 	}
 	// go-redis would resend a script whose reply was lost, and the scripts
 	// are not idempotent (a resent Complete reports LockLost for the message

@@ -68,7 +68,7 @@ func parseURL(u *url.URL) (config, error) {
 	}
 	if path == "" {
 		return config{}, driver.Errorf(driver.InvalidArgument,
-			"sqlite URL %q names no file: write sqlite://./work.db (relative) or sqlite:///abs/path.db", jobq.RedactURL(u.String()))
+			"sqlite URL names no file: write sqlite://./work.db (relative) or sqlite:///abs/path.db")
 	}
 	p := driver.NewParams(u)
 	c := config{

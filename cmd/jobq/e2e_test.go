@@ -796,6 +796,9 @@ func TestUnreachableRedisIsOneError(t *testing.T) {
 	if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "cannot reach Redis") {
 		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and one line saying Redis cannot be reached", r.code, r.stderr)
 	}
+	if n := strings.Count(lines[0], b.queue); n != 1 {
+		t.Errorf("the error names the queue URL %d times, want once: %s", n, lines[0])
+	}
 	if r := b.run("-v", "push", "-c", "echo hi"); !strings.Contains(r.stderr, "level=DEBUG msg=\"go-redis: ") {
 		t.Errorf("with -v, stderr:\n%s\nwant go-redis's line in the debug log", r.stderr)
 	}
