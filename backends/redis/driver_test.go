@@ -865,3 +865,58 @@ func TestRacingLeasesCompleteEachMessageOnce(t *testing.T) {
 	}
 	t.Logf("%d completions refused with LockLost", lost)
 }
+
+// TestSetsStayHashTablesAndSkiplists: the ready and in-flight sets and the
+// task-id hash never take Redis's listpack encoding, which every write
+// would scan (scripts.go, mark and ids_as_table), and the member that
+// keeps the sets skiplists is never claimed, counted or shown.
+func TestSetsStayHashTablesAndSkiplists(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	encoding := func(key string) string {
+		t.Helper()
+		enc, err := d.client.ObjectEncoding(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("OBJECT ENCODING %s: %v", key, err)
+		}
+		return enc
+	}
+	ready, inflight, ids := d.keys[1], d.keys[3], d.keys[4]
+	push(t, d, msg("a", 0), msg("b", 0), msg("c", 0))
+	// Claiming more than is ready pops the mark too; it must go back.
+	for round := range 2 {
+		recs := receive(t, d, 10, time.Minute)
+		if len(recs) != 3 {
+			t.Fatalf("round %d: claimed %d messages, want 3", round, len(recs))
+		}
+		for key, want := range map[string]string{ready: "skiplist", inflight: "skiplist", ids: "hashtable"} {
+			if got := encoding(key); got != want {
+				t.Fatalf("round %d: %s is a %s, want a %s", round, key, got, want)
+			}
+		}
+		if s := stats(t, d); s.Ready != 0 || s.InFlight != 3 {
+			t.Fatalf("round %d: stats %+v, want 0 ready and 3 in flight", round, s)
+		}
+		if peeked, err := d.Peek(ctx, 10); err != nil || len(peeked) != 3 {
+			t.Fatalf("round %d: peek gave %d messages (%v), want 3", round, len(peeked), err)
+		}
+		leases := make([]driver.Lease, len(recs))
+		for i, r := range recs {
+			leases[i] = r.Lease
+		}
+		if errs := d.Complete(ctx, leases); errs != nil {
+			t.Fatal(errs)
+		}
+		if got := receive(t, d, 10, time.Minute); len(got) != 0 {
+			t.Fatalf("round %d: an empty queue gave %d messages", round, len(got))
+		}
+		push(t, d, msg("a", 0), msg("b", 0), msg("c", 0))
+	}
+	if n, err := d.Clear(ctx); err != nil || n != 3 {
+		t.Fatalf("Clear = %d, %v; want 3", n, err)
+	}
+	if s := stats(t, d); s.Ready != 0 || s.InFlight != 0 || s.Delayed != 0 {
+		t.Fatalf("stats after Clear %+v, want nothing queued", s)
+	}
+}

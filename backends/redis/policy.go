@@ -81,7 +81,7 @@ local function claim_with_policies(now, max)
     local batch = redis.call('ZRANGE', KEYS[2], start, start + size - 1, 'WITHSCORES')
     if #batch == 0 then break end
     for j = 1, #batch, 2 do
-      if #chosen >= max * 2 then break end
+      if #chosen >= max * 2 or batch[j] == mark then break end
       local f = redis.call('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
       local ck, rk, ok = f[1], f[2], true
       if ck then

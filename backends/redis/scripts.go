@@ -9,10 +9,12 @@ import goredis "github.com/redis/go-redis/v9"
 // All scripts take the same KEYS, in this order, so that one keys slice
 // serves every call:
 //
-//	KEYS[1] seq       counter for message ids, lease tokens and ready order
-//	KEYS[2] ready     sorted set of visible messages, in claim order (see ready_member)
+//	KEYS[1] seq       counter for message ids and ready order (which lease tokens reuse)
+//	KEYS[2] ready     sorted set of visible messages, in claim order (see ready_member),
+//	                  and the member mark at +inf
 //	KEYS[3] delayed   sorted set of waiting messages, score = visible-at (ms)
-//	KEYS[4] inflight  sorted set of leased messages, score = lease expiry (ms)
+//	KEYS[4] inflight  sorted set of leased messages, score = lease expiry (ms),
+//	                  and the member mark at +inf
 //	KEYS[5] ids       hash task id -> message id, for dedup of queued tasks
 //	KEYS[6] dead      sorted set of dead letters, score = dead-at (ms)
 //
@@ -99,6 +101,24 @@ end
 local function drop_held(acc)
   for ckey, members in pairs(acc) do redis.call('SREM', P .. 'cin:' .. ckey, unpack(members)) end
 end
+-- The ids hash holds a field longer than hash-max-listpack-value (64 bytes
+-- by default) from its first push on, which keeps it a hash table: Redis
+-- stores a small hash as a listpack, which every lookup, insert and delete
+-- scans from the start, and with up to 512 task ids (the default
+-- hash-max-listpack-entries) that scan cost more than the rest of a push.
+-- A hash table never turns back into a listpack while it has fields.
+local function ids_as_table()
+  redis.call('HSETNX', KEYS[5], '\0jobq keeps this hash a hash table, which is faster than a listpack here', '')
+end
+-- The ready and in-flight sets hold the member mark, longer than
+-- zset-max-listpack-value (64 bytes by default), at score +inf: it keeps
+-- them skiplists. As a listpack (up to 128 members by default: a queue
+-- that keeps up with its producers, a worker's leases with prefetch) every
+-- ZADD and ZREM scans the set and parses its scores, which cost a claim
+-- more than all the rest of it. Pushes and claims put the mark first in
+-- their ZADD, so that a new set is made a skiplist at once, and everything
+-- that reads the sets stops below +inf or drops the mark.
+local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a listpack here'
 -- forget drops the message's claim on its task id: it has one when it has
 -- an id and is not marked n (not the owner).
 local function forget(id, notOwner)
@@ -119,6 +139,7 @@ local n = tonumber(ARGV[3])
 local now, nowStr = tonumber(ARGV[4]), ARGV[4]
 -- One counter block gives each message its id, which is also its arrival.
 local W = 6
+ids_as_table()
 local maxDepth = tonumber(redis.call('GET', P .. 'pold') or '0')
 if maxDepth > 0 then
   local adding, seen = 0, {}
@@ -127,13 +148,13 @@ if maxDepth > 0 then
     if id == '' or (not seen[id] and redis.call('HEXISTS', KEYS[5], id) == 0) then adding = adding + 1 end
     if id ~= '' then seen[id] = true end
   end
-  local depth = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[4])
+  local depth = redis.call('ZCOUNT', KEYS[2], '-inf', '(inf') + redis.call('ZCARD', KEYS[3]) + redis.call('ZCOUNT', KEYS[4], '-inf', '(inf')
   if adding > 0 and depth + adding > maxDepth then
     return redis.error_reply('QUEUEFULL ' .. depth .. ' ' .. maxDepth .. ' ' .. adding)
   end
 end
 local base = redis.call('INCRBY', KEYS[1], n) - n
-local out, ready, delayed = {}, {}, {}
+local out, ready, delayed = {}, {'inf', mark}, {}
 for i = 0, n - 1 do
   local id, body = ARGV[5 + i * W], ARGV[6 + i * W]
   local pri, nb = ARGV[7 + i * W], ARGV[8 + i * W]
@@ -161,15 +182,16 @@ for i = 0, n - 1 do
       delayed[#delayed + 1] = mid
     else
       ready[#ready + 1] = pri == '0' and '0' or str(-tonumber(pri))
-      ready[#ready + 1] = ready_member(seq, mid)
+      -- ready_member(seq, mid) without a second printf: here mid is seq.
+      ready[#ready + 1] = string.rep('0', 16 - #mid) .. mid .. mid
     end
     out[#out + 1] = mid
     out[#out + 1] = 0
   end
 end
-if #ready > 0 then
+if #ready > 2 then
   redis.call('ZADD', KEYS[2], unpack(ready))
-  redis.call('PUBLISH', ARGV[2], str(#ready / 2))
+  redis.call('PUBLISH', ARGV[2], str(#ready / 2 - 1))
 end
 if #delayed > 0 then
   redis.call('ZADD', KEYS[3], unpack(delayed))
@@ -195,6 +217,11 @@ if redis.call('EXISTS', P .. 'polk') == 1 then
   popped, blocked = claim_with_policies(now, max)
 else
   popped = redis.call('ZPOPMIN', KEYS[2], max)
+  -- Fewer than max ready: the mark came too. It goes back.
+  if popped[#popped - 1] == mark then
+    popped[#popped], popped[#popped - 1] = nil, nil
+    redis.call('ZADD', KEYS[2], 'inf', mark)
+  end
 end
 local out = {now, -1}
 if #popped == 0 then
@@ -204,7 +231,7 @@ if #popped == 0 then
     return out
   end
   local d = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  local f = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+  local f = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local nxt = -1
   if d[2] then nxt = tonumber(d[2]) end
   if f[2] and (nxt < 0 or tonumber(f[2]) < nxt) then nxt = tonumber(f[2]) end
@@ -212,18 +239,22 @@ if #popped == 0 then
   return out
 end
 local cnt = #popped / 2
-local tok0 = redis.call('INCRBY', KEYS[1], cnt) - cnt
 local exp = str(now + vis)
 -- The loop runs once per message: it keeps the key prefix, and counts its
 -- tables' lengths itself (# costs a search in Lua 5.1).
 local PM = P .. 'm:'
-local leased, nl, no = {}, 0, 2
+-- The mark goes first, so that a new set is made a skiplist at once.
+local leased, nl, no = {'inf', mark}, 2, 2
 for j = 1, cnt do
-  local mid = mid_of(popped[2 * j - 1])
+  local member = popped[2 * j - 1]
+  local mid = mid_of(member)
   local k = PM .. mid
   local f = redis.call('HMGET', k, 'i', 'b', 'e', 'd')
   if f[2] then
-    local tok = str(tok0 + j)
+    -- The lease token is the ready member's arrival number: each time a
+    -- message is made ready it gets a new one from the counter, so no two
+    -- claims share it, and it costs no command and no printf.
+    local tok = string.sub(member, 1, 16)
     local dc = f[4] and str(tonumber(f[4]) + 1) or '1'
     redis.call('HSET', k, 'd', dc, 't', tok, 'l', exp)
     if blocked ~= nil then hold_keys(mid, tok, now) end
@@ -234,7 +265,7 @@ for j = 1, cnt do
     no = no + 6
   end
 end
-if nl > 0 then redis.call('ZADD', KEYS[4], unpack(leased)) end
+if nl > 2 then redis.call('ZADD', KEYS[4], unpack(leased)) end
 return out
 `)
 
@@ -386,7 +417,7 @@ end
 local left = max
 for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
   if left > 0 then
-    local z = redis.call('ZRANGE', set, 0, left - 1, 'WITHSCORES')
+    local z = redis.call('ZRANGEBYSCORE', set, '-inf', '(inf', 'WITHSCORES', 'LIMIT', 0, left)
     for j = 1, #z, 2 do
       if set == KEYS[2] then
         add(mid_of(z[j]), nil, 0)
@@ -407,8 +438,8 @@ var statsScript = goredis.NewScript(common + `
 local now = now_ms()
 local dueDelayed = redis.call('ZCOUNT', KEYS[3], '-inf', now)
 local expired = redis.call('ZCOUNT', KEYS[4], '-inf', now)
-local ready = redis.call('ZCARD', KEYS[2]) + dueDelayed + expired
-local inflight = redis.call('ZCARD', KEYS[4]) - expired
+local ready = redis.call('ZCOUNT', KEYS[2], '-inf', '(inf') + dueDelayed + expired
+local inflight = redis.call('ZCOUNT', KEYS[4], '-inf', '(inf') - expired
 local delayed = redis.call('ZCARD', KEYS[3]) - dueDelayed
 return {ready, inflight, delayed, redis.call('ZCARD', KEYS[6])}
 `)
@@ -421,7 +452,7 @@ local left = tonumber(ARGV[2])
 local n = 0
 for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
   if left > 0 then
-    local members = redis.call('ZRANGE', set, 0, left - 1)
+    local members = redis.call('ZRANGEBYSCORE', set, '-inf', '(inf', 'LIMIT', 0, left)
     if #members > 0 then
       redis.call('ZREM', set, unpack(members))
       for _, m in ipairs(members) do
@@ -466,6 +497,7 @@ else
 end
 local now = now_ms()
 local n = 0
+ids_as_table()
 for _, mid in ipairs(mids) do
   if redis.call('ZREM', KEYS[6], mid) == 1 then
     local k = mkey(mid)
