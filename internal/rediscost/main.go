@@ -1,0 +1,213 @@
+// Command rediscost measures what the Redis backend's scripts cost the
+// server, per message, in four workloads run one after another on one
+// queue:
+//
+//   - batch push: PushBatch calls of 100 into an empty queue;
+//   - claim and complete: claims of 32 completed two claims later, so that
+//     about 80 leases are held at once, as a worker with prefetch holds;
+//   - one push: Push calls of one task;
+//   - steady: a PushBatch of 100 then up to three claims of 32, repeated,
+//     as when a consumer keeps up with its producer (the queue stays short).
+//
+// It prints the EVALSHA time per message from INFO commandstats, which on a
+// shared machine moves with everything else running. For figures that do
+// not, run the server under valgrind's callgrind and give -hook a command
+// that dumps its counters: the hook runs before and after each workload, so
+// the dumps from the second on are the workloads' instruction counts, in
+// order (docs/performance.md, "Counting Redis's instructions"):
+//
+//	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p redis-server --port 6391 --save '' &
+//	go run ./internal/rediscost -addr 127.0.0.1:6391 -hook 'callgrind_control -d redis-server'
+//
+// The queue is cleared first and last; the tool is for a scratch server.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backends/redis"
+	"github.com/jobq/jobq/driver"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6379", "the Redis server, host:port")
+	queue := flag.String("queue", "rediscost", "the queue to use (it is cleared)")
+	n := flag.Int("n", 4000, "messages per workload (a multiple of 100)")
+	hook := flag.String("hook", "", "shell command to run before and after each workload")
+	flag.Parse()
+	if err := run(context.Background(), *addr, *queue, *n/100*100, *hook); err != nil {
+		fmt.Fprintln(os.Stderr, "rediscost:", err)
+		os.Exit(1)
+	}
+}
+
+// meter reads and resets the server's EVALSHA time and runs the hook.
+type meter struct {
+	client *goredis.Client
+	hook   string
+}
+
+// lap ends one workload (and begins the next): it runs the hook and
+// returns the EVALSHA microseconds since the last mark.
+func (m meter) lap(ctx context.Context) (float64, error) {
+	if m.hook != "" {
+		if out, err := exec.Command("sh", "-c", m.hook).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("hook %q: %w: %s", m.hook, err, out)
+		}
+	}
+	info, err := m.client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var usec float64
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+			var calls int
+			if _, err := fmt.Sscanf(rest, "calls=%d,usec=%f", &calls, &usec); err != nil {
+				return 0, fmt.Errorf("reading %q: %w", line, err)
+			}
+		}
+	}
+	return usec, m.client.ConfigResetStat(ctx).Err()
+}
+
+func run(ctx context.Context, addr, queue string, n int, hook string) error {
+	if n <= 0 {
+		return errors.New("-n must be at least 100")
+	}
+	q, err := jobq.OpenWithOptions(ctx, "redis://"+addr+"/0?queue="+queue, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	var d *redis.Driver
+	var client *goredis.Client
+	if !q.As(&d) || !q.As(&client) {
+		return errors.New("not a single-server Redis queue")
+	}
+	if _, err := q.Clear(ctx); err != nil {
+		return err
+	}
+	tasks := make([]*jobq.Task, n)
+	for i := range tasks {
+		tasks[i] = &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
+	}
+	m := meter{client: client, hook: hook}
+	if _, err := m.lap(ctx); err != nil {
+		return err
+	}
+	c := &consumer{d: d}
+	workloads := []struct {
+		name string
+		msgs int
+		run  func() error
+	}{
+		{"batch push", n, func() error { return pushBatches(ctx, q, tasks, 0) }},
+		{"claim and complete", n, func() error { return c.drain(ctx) }},
+		{"one push", n / 4, func() error {
+			for _, t := range tasks[:n/4] {
+				if _, err := q.Push(ctx, t); err != nil {
+					return err
+				}
+			}
+			_, err := q.Clear(ctx)
+			return err
+		}},
+		{"steady", n, func() error {
+			if err := pushBatches(ctx, q, tasks, 3, c); err != nil {
+				return err
+			}
+			return c.drain(ctx)
+		}},
+	}
+	for _, w := range workloads {
+		if err := w.run(); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		usec, err := m.lap(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%-20s %7.2f µs of EVALSHA per message\n", w.name, usec/float64(w.msgs))
+	}
+	_, err = q.Clear(ctx)
+	return err
+}
+
+// pushBatches pushes tasks 100 at a time; after each batch the consumers
+// claim up to claims times.
+func pushBatches(ctx context.Context, q *jobq.Queue, tasks []*jobq.Task, claims int, consumers ...*consumer) error {
+	for lo := 0; lo < len(tasks); lo += 100 {
+		if _, err := q.PushBatch(ctx, tasks[lo:lo+100]); err != nil {
+			return err
+		}
+		for _, c := range consumers {
+			for range claims {
+				if got, err := c.claim(ctx); err != nil || got == 0 {
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// consumer claims 32 at a time and completes each claim two claims later.
+type consumer struct {
+	d      *redis.Driver
+	window [][]driver.Lease
+}
+
+// claim claims once and reports how many messages it got.
+func (c *consumer) claim(ctx context.Context) (int, error) {
+	recs, err := c.d.Receive(ctx, driver.ReceiveParams{Max: 32, Visibility: time.Minute})
+	if err != nil || len(recs) == 0 {
+		return 0, err
+	}
+	leases := make([]driver.Lease, len(recs))
+	for i, r := range recs {
+		leases[i] = r.Lease
+	}
+	c.window = append(c.window, leases)
+	if len(c.window) > 2 {
+		return len(recs), c.completeOldest(ctx)
+	}
+	return len(recs), nil
+}
+
+func (c *consumer) completeOldest(ctx context.Context) error {
+	oldest := c.window[0]
+	c.window = c.window[1:]
+	return errors.Join(c.d.Complete(ctx, oldest)...)
+}
+
+// drain claims until the queue is empty and completes everything held.
+func (c *consumer) drain(ctx context.Context) error {
+	for {
+		got, err := c.claim(ctx)
+		if err != nil {
+			return err
+		}
+		if got == 0 {
+			break
+		}
+	}
+	for len(c.window) > 0 {
+		if err := c.completeOldest(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
