@@ -51,11 +51,12 @@ local function mkey(mid) return P .. 'm:' .. mid end
 -- Ready order: higher priority first, then arrival. The score is the
 -- negated priority; within a priority Redis orders members by their bytes,
 -- so a member is the arrival number, zero-padded to 16 digits, followed by
--- the message id.
-local function ready_member(seq, mid) return string.format('%016d', seq) .. mid end
+-- the message id. seq is the arrival number as a string (a push has it
+-- already, as the message id: padding it costs no printf).
+local function ready_member(seq, mid) return string.rep('0', 16 - #seq) .. seq .. mid end
 local function mid_of(member) return string.sub(member, 17) end
 local function make_ready(mid, pri)
-  redis.call('ZADD', KEYS[2], str(-pri), ready_member(redis.call('INCR', KEYS[1]), mid))
+  redis.call('ZADD', KEYS[2], str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
 -- sweeper process is needed. It moves at most limit of each per call.
@@ -119,6 +120,8 @@ end
 -- their ZADD, so that a new set is made a skiplist at once, and everything
 -- that reads the sets stops below +inf or drops the mark.
 local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a listpack here'
+-- counted is how many members a sorted set has besides the mark.
+local function counted(set) return redis.call('ZCOUNT', set, '-inf', '(inf') end
 -- forget drops the message's claim on its task id: it has one when it has
 -- an id and is not marked n (not the owner).
 local function forget(id, notOwner)
@@ -148,7 +151,7 @@ if maxDepth > 0 then
     if id == '' or (not seen[id] and redis.call('HEXISTS', KEYS[5], id) == 0) then adding = adding + 1 end
     if id ~= '' then seen[id] = true end
   end
-  local depth = redis.call('ZCOUNT', KEYS[2], '-inf', '(inf') + redis.call('ZCARD', KEYS[3]) + redis.call('ZCOUNT', KEYS[4], '-inf', '(inf')
+  local depth = counted(KEYS[2]) + redis.call('ZCARD', KEYS[3]) + counted(KEYS[4])
   if adding > 0 and depth + adding > maxDepth then
     return redis.error_reply('QUEUEFULL ' .. depth .. ' ' .. maxDepth .. ' ' .. adding)
   end
@@ -182,8 +185,7 @@ for i = 0, n - 1 do
       delayed[#delayed + 1] = mid
     else
       ready[#ready + 1] = pri == '0' and '0' or str(-tonumber(pri))
-      -- ready_member(seq, mid) without a second printf: here mid is seq.
-      ready[#ready + 1] = string.rep('0', 16 - #mid) .. mid .. mid
+      ready[#ready + 1] = ready_member(mid, mid) -- the message id is its arrival number
     end
     out[#out + 1] = mid
     out[#out + 1] = 0
@@ -438,8 +440,8 @@ var statsScript = goredis.NewScript(common + `
 local now = now_ms()
 local dueDelayed = redis.call('ZCOUNT', KEYS[3], '-inf', now)
 local expired = redis.call('ZCOUNT', KEYS[4], '-inf', now)
-local ready = redis.call('ZCOUNT', KEYS[2], '-inf', '(inf') + dueDelayed + expired
-local inflight = redis.call('ZCOUNT', KEYS[4], '-inf', '(inf') - expired
+local ready = counted(KEYS[2]) + dueDelayed + expired
+local inflight = counted(KEYS[4]) - expired
 local delayed = redis.call('ZCARD', KEYS[3]) - dueDelayed
 return {ready, inflight, delayed, redis.call('ZCARD', KEYS[6])}
 `)
