@@ -20,7 +20,7 @@ const settleTimeout = 30 * time.Second
 // the handler when the task no longer runs, before the task is settled, so
 // the next task starts while this one settles; ran is called then.
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
-	log := w.log.With("task", env.Task.ID)
+	log := taskLogger(w.log, env.Task.ID)
 	// The task's context ends when the worker stops (cause errStopping) or
 	// the lease is lost (cause jobq.ErrLockLost).
 	ctx, cancel := env.Context(w.stopCtx)
