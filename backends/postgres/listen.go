@@ -102,7 +102,7 @@ func (n *notifier) flush() {
 func (d *pgDriver) sendNotify() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := d.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, d.channel(), d.cfg.queue); err != nil && !d.closed.Load() {
+	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.cfg.queue); err != nil && !d.closed.Load() {
 		// Receivers still find the message by polling.
 		d.log.Debug("jobq postgres: notify failed; idle receivers will find the work by polling", "err", err)
 	}

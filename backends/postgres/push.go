@@ -61,32 +61,22 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 			notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
 		}
 	}
-	var inserted map[string]int64 // by task id
-	var anonymous []int64         // messages without a task id, in insert order
-	var err error
+	stmt := d.sql.pushSQLFor(len(msgs) == 1, !d.cfg.syncPush)
+	sql := stmt.plain
+	if _, ok := q.(*pgxpool.Pool); !ok {
+		// In a transaction (PushTx, or under a depth limit) a failed
+		// statement would abort it: insert with ON CONFLICT at once.
+		sql = stmt.dedup
+	}
+	args := []any{d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys}
 	if len(msgs) == 1 {
-		sql := d.sql.pushOne
-		if !d.cfg.syncPush {
-			sql = d.sql.pushOneAsync
-		}
-		inserted, anonymous, err = readInserted(q.Query(ctx, sql, d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0]))
-	} else {
-		sql, fallback := d.sql.pushNew, d.sql.push
-		if !d.cfg.syncPush {
-			sql, fallback = d.sql.pushNewAsync, d.sql.pushAsync
-		}
-		if _, ok := q.(*pgxpool.Pool); !ok {
-			// In a transaction (PushTx, or under a depth limit) a failed
-			// statement would abort it: insert with ON CONFLICT at once.
-			sql = fallback
-		}
-		args := []any{d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys}
-		inserted, anonymous, err = readInserted(q.Query(ctx, sql, args...))
-		if sql != fallback && isTaskIDConflict(err) {
-			// A task in the batch is already queued (or is in it twice):
-			// the insert stored nothing; insert again, skipping those.
-			inserted, anonymous, err = readInserted(q.Query(ctx, fallback, args...))
-		}
+		args = []any{d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0]}
+	}
+	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
+	if sql != stmt.dedup && isTaskIDConflict(err) {
+		// A task is already queued (or is in the batch twice): the insert
+		// stored nothing; insert again, skipping those.
+		inserted, anonymous, err = readInserted(q.Query(ctx, stmt.dedup, args...))
 	}
 	if err != nil {
 		return nil, err

@@ -6,14 +6,30 @@ import "strings"
 // They are built once per queue and run as prepared statements (pgx caches
 // them per connection), so each operation is one round trip.
 type queries struct {
-	push, pushAsync, pushOne, pushOneAsync string
-	pushNew, pushNewAsync                  string // push without ON CONFLICT: see pushSQL
-	existing                               string
-	claim, nextVisible                     string
-	renew, complete, requeue, deadLetter   string
-	peek, stats, clear                     string
-	listDead, requeueDead, purgeDead       string
-	messagesTable                          string
+	push                                 [2][2]pushStatements // by one row, async: see pushSQL
+	existing, notify                     string
+	claim, nextVisible                   string
+	renew, complete, requeue, deadLetter string
+	peek, stats, clear                   string
+	listDead, requeueDead, purgeDead     string
+	messagesTable                        string
+}
+
+// pushStatements are a push statement without and with ON CONFLICT: the
+// first fails on a task id that is already queued, the second skips it.
+type pushStatements struct{ plain, dedup string }
+
+// pushSQLFor returns the push statements for a batch of one row or more,
+// committed durably or not.
+func (q *queries) pushSQLFor(one, async bool) pushStatements {
+	return q.push[index(one)][index(async)]
+}
+
+func index(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // asyncCTE makes the statement's transaction commit without waiting for
@@ -31,13 +47,13 @@ func buildQueries(schema string) queries {
 	return queries{
 		messagesTable: schema + ".messages",
 
-		// Push: see pushSQL.
-		push:         r.Replace(pushSQL(false, false, true)),
-		pushAsync:    r.Replace(pushSQL(true, false, true)),
-		pushOne:      r.Replace(pushSQL(false, true, true)),
-		pushOneAsync: r.Replace(pushSQL(true, true, true)),
-		pushNew:      r.Replace(pushSQL(false, false, false)),
-		pushNewAsync: r.Replace(pushSQL(true, false, false)),
+		push: pushVariants(r),
+
+		// A trailing wake-up (listen.go). NOTIFY gives its transaction an
+		// id, so it commits like a write and would wait for the disk,
+		// beside the pushes it announces, which have reached it already.
+		notify: asyncCTE + `
+SELECT pg_notify($1, $2) FROM async`,
 
 		existing: r.Replace(`
 SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),
@@ -165,6 +181,19 @@ WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
 	}
 }
 
+// pushVariants builds every push statement, indexed as queries.push is.
+func pushVariants(r *strings.Replacer) (v [2][2]pushStatements) {
+	for _, one := range []bool{false, true} {
+		for _, async := range []bool{false, true} {
+			v[index(one)][index(async)] = pushStatements{
+				plain: r.Replace(pushSQL(async, one, false)),
+				dedup: r.Replace(pushSQL(async, one, true)),
+			}
+		}
+	}
+	return v
+}
+
 // pushSQL is the push statement: one multi-row insert from arrays, or with
 // one, a single row from plain parameters (which spares encoding and
 // unnesting eight one-element arrays). ON CONFLICT skips tasks whose id is
@@ -175,8 +204,9 @@ WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
 // the disk (sync_push=false). Without dedup the statement has no ON
 // CONFLICT and fails on a task id that is already queued: an ON CONFLICT
 // insert checks the index before each row, which cost a quarter of a
-// batch push's server time (docs/backends/postgres.md), so a batch pushed
-// through the pool tries that first and falls back (push.go).
+// batch push's server time and a tenth of a durable one-row push's
+// (docs/backends/postgres.md), so a push through the pool tries that
+// first and falls back (push.go).
 func pushSQL(async, one, dedup bool) string {
 	with, from := "WITH ", ""
 	if async {
