@@ -10,7 +10,17 @@ import (
 // handler formats it, for every task whether or not anything is logged
 // about it; taskHandler does that work only for a record that is logged.
 func taskLogger(l *slog.Logger, id string) *slog.Logger {
-	return slog.New(&taskHandler{inner: l.Handler(), id: id})
+	// One allocation for the handler and the logger together: slog.New's
+	// own does not escape, since its result is copied.
+	t := &taskLog{h: taskHandler{inner: l.Handler(), id: id}}
+	t.l = *slog.New(&t.h)
+	return &t.l
+}
+
+// taskLog holds a task's logger and its handler.
+type taskLog struct {
+	h taskHandler
+	l slog.Logger
 }
 
 // taskHandler is taskLogger's handler: inner with the task attribute put
