@@ -451,3 +451,62 @@ func TestServerSettingsThroughOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicatesSwitchPushesToOnConflict: a push through the pool inserts
+// without ON CONFLICT first; once one finds a task id taken, the queue's
+// pushes go straight to ON CONFLICT for dedupWindow, so a workload of
+// duplicates fails one statement per window rather than one per push.
+func TestDuplicatesSwitchPushesToOnConflict(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	push := func(ids ...string) []driver.PushResult {
+		t.Helper()
+		msgs := make([]*driver.Message, len(ids))
+		for i, id := range ids {
+			msgs[i] = msg(id)
+		}
+		res, err := d.Push(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := push("a")
+	if first[0].Duplicate || d.conflicts.Load() != 0 {
+		t.Fatalf("first push: %+v, %d conflicts; want a new message and none", first, d.conflicts.Load())
+	}
+	steps := []struct {
+		name      string
+		ids       []string
+		dup       []bool
+		conflicts int64
+	}{
+		{"a duplicate falls back", []string{"a"}, []bool{true}, 1},
+		{"the next goes to ON CONFLICT at once", []string{"a"}, []bool{true}, 1},
+		{"a batch in the window too", []string{"b", "a"}, []bool{false, true}, 1},
+		{"a new task in the window is stored", []string{"c"}, []bool{false}, 1},
+	}
+	for _, s := range steps {
+		res := push(s.ids...)
+		for i := range res {
+			if res[i].Duplicate != s.dup[i] || res[i].MessageID == "" {
+				t.Errorf("%s: result %d = %+v, want Duplicate %v with a message id", s.name, i, res[i], s.dup[i])
+			}
+		}
+		if res[len(res)-1].Duplicate && s.ids[len(s.ids)-1] == "a" && res[len(res)-1].MessageID != first[0].MessageID {
+			t.Errorf("%s: duplicate of a reported message %s, want %s", s.name, res[len(res)-1].MessageID, first[0].MessageID)
+		}
+		if got := d.conflicts.Load(); got != s.conflicts {
+			t.Errorf("%s: %d failed plain inserts, want %d", s.name, got, s.conflicts)
+		}
+	}
+	// After the window, pushes try the plain insert again.
+	d.conflictAt.Store(time.Now().Add(-dedupWindow - time.Second).UnixNano())
+	if res := push("a"); !res[0].Duplicate || d.conflicts.Load() != 2 {
+		t.Errorf("after the window: %+v, %d failed plain inserts; want a duplicate found by a second one", res, d.conflicts.Load())
+	}
+	if st, err := d.Stats(ctx); err != nil || st.Ready != 3 {
+		t.Errorf("stats = %+v, %v; want a, b and c ready", st, err)
+	}
+}

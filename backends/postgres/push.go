@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -63,9 +64,11 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	}
 	stmt := d.sql.pushSQLFor(len(msgs) == 1, !d.cfg.syncPush)
 	sql := stmt.plain
-	if _, ok := q.(*pgxpool.Pool); !ok {
+	if _, ok := q.(*pgxpool.Pool); !ok || d.dedupFirst() {
 		// In a transaction (PushTx, or under a depth limit) a failed
-		// statement would abort it: insert with ON CONFLICT at once.
+		// statement would abort it; and while pushes keep meeting queued
+		// tasks, the plain insert would fail (and the server log an
+		// error) for each: insert with ON CONFLICT at once.
 		sql = stmt.dedup
 	}
 	args := []any{d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys}
@@ -76,6 +79,8 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	if sql != stmt.dedup && isTaskIDConflict(err) {
 		// A task is already queued (or is in the batch twice): the insert
 		// stored nothing; insert again, skipping those.
+		d.conflicts.Add(1)
+		d.conflictAt.Store(time.Now().UnixNano())
 		inserted, anonymous, err = readInserted(q.Query(ctx, stmt.dedup, args...))
 	}
 	if err != nil {
@@ -111,6 +116,19 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 		}
 	}
 	return res, nil
+}
+
+// dedupWindow is how long after a push found a task id taken the pushes
+// of this queue insert with ON CONFLICT at once, rather than first without.
+const dedupWindow = 10 * time.Second
+
+// dedupFirst reports whether a push met a queued task id in the last
+// dedupWindow: a workload that pushes duplicates (deterministic ids,
+// a job file pushed again) then costs one failed statement per window, not
+// one per push.
+func (d *pgDriver) dedupFirst() bool {
+	at := d.conflictAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < dedupWindow
 }
 
 // readInserted reads the push statement's rows: the message ids of the
