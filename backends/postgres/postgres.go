@@ -121,10 +121,9 @@ type pgDriver struct {
 
 	idle atomic.Int32 // receivers sleeping for want of work
 
-	// conflictAt is when (Unix ns) a push last found a task id taken;
-	// conflicts counts such pushes (push.go).
+	// conflictAt is when (Unix ns) a push last found a task id taken
+	// (push.go).
 	conflictAt atomic.Int64
-	conflicts  atomic.Int64
 
 	deleted    atomic.Int64 // rows deleted since the last vacuum
 	tableRows  atomic.Int64 // the table's rows at the last vacuum; -1 before the first

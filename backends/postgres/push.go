@@ -79,7 +79,6 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	if sql != stmt.dedup && isTaskIDConflict(err) {
 		// A task is already queued (or is in the batch twice): the insert
 		// stored nothing; insert again, skipping those.
-		d.conflicts.Add(1)
 		d.conflictAt.Store(time.Now().UnixNano())
 		inserted, anonymous, err = readInserted(q.Query(ctx, stmt.dedup, args...))
 	}

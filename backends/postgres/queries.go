@@ -22,10 +22,11 @@ type pushStatements struct{ plain, dedup string }
 // pushSQLFor returns the push statements for a batch of one row or more,
 // committed durably or not.
 func (q *queries) pushSQLFor(one, async bool) pushStatements {
-	return q.push[index(one)][index(async)]
+	return q.push[boolIndex(one)][boolIndex(async)]
 }
 
-func index(b bool) int {
+// boolIndex is 1 for true and 0 for false, to index queries.push.
+func boolIndex(b bool) int {
 	if b {
 		return 1
 	}
@@ -185,7 +186,7 @@ WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
 func pushVariants(r *strings.Replacer) (v [2][2]pushStatements) {
 	for _, one := range []bool{false, true} {
 		for _, async := range []bool{false, true} {
-			v[index(one)][index(async)] = pushStatements{
+			v[boolIndex(one)][boolIndex(async)] = pushStatements{
 				plain: r.Replace(pushSQL(async, one, false)),
 				dedup: r.Replace(pushSQL(async, one, true)),
 			}

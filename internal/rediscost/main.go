@@ -19,7 +19,8 @@
 //	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p redis-server --port 6391 --save '' &
 //	go run ./internal/rediscost -addr 127.0.0.1:6391 -hook 'callgrind_control -d redis-server'
 //
-// The queue is cleared first and last; the tool is for a scratch server.
+// The queue is cleared first and its keys deleted at the end; the tool is
+// for a scratch server.
 package main
 
 import (
