@@ -30,14 +30,27 @@ func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.P
 	}
 	inline := d.notif.inline()
 	res, err := d.pushBounded(ctx, d.pool, msgs, inline)
+	switch {
+	case !inline && err == nil:
+		d.notif.committed()
+	case inline && (err != nil || !storedAny(res)):
+		d.notif.missed() // the statement notifies only when it stores a message
+	}
 	if err != nil {
 		return nil, wrap(ctx, "push", err)
 	}
-	if !inline {
-		d.notif.committed()
-	}
 	d.wake.fire() // receivers in this process need not wait for the notification
 	return res, nil
+}
+
+// storedAny reports whether a push stored at least one message.
+func storedAny(res []driver.PushResult) bool {
+	for _, r := range res {
+		if !r.Duplicate {
+			return true
+		}
+	}
+	return false
 }
 
 // push inserts msgs through q and reports, per message, its id or that it

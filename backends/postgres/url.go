@@ -61,7 +61,8 @@ const (
 	DefaultPoll = time.Second
 	// DefaultNotifyInterval is the shortest time between two wake-up
 	// notifications for one queue from one process: pushes in between are
-	// covered by one trailing notification.
+	// covered by the next push's inline notification or by one trailing
+	// notification (notify.go).
 	DefaultNotifyInterval = time.Millisecond
 	// DefaultMaxMessageBytes is the largest message body accepted unless the
 	// URL sets max_message_bytes=. Larger tasks go to the stash.
