@@ -114,8 +114,8 @@ func TestNotifierMissedInline(t *testing.T) {
 	if n.inline() { // push B
 		t.Fatal("a push within the interval must not notify inline")
 	}
-	n.committed() // B commits; A has not
-	n.missed()    // A fails
+	n.committed()    // B commits; A has not
+	n.missed()       // A fails
 	if !n.inline() { // push C, issued after B committed
 		t.Fatal("after a missed inline notification the next push must notify inline")
 	}
