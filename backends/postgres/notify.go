@@ -5,19 +5,27 @@ import (
 	"time"
 )
 
+// notifyBurst is how many wake-up notifications one queue's pushes from one
+// process may send at once, before the rate falls to one per
+// notify_interval. Pushes a little less than an interval apart (a producer
+// feeding a worker that keeps up) then each notify at once, instead of
+// every other one waiting for a trailing notification.
+const notifyBurst = 4
+
 // notifier rate-limits the wake-up notifications of one queue from one
-// process.
+// process, with a token bucket: notifyBurst tokens, one more per interval.
 //
-// The first push after a quiet interval notifies inline, inside its own
-// statement, at no extra round trip. A push within the interval after a
-// notification sends none; it is covered by the next notification issued
-// after it committed: a trailing one, sent on its own an interval after the
-// last, or the inline one of a push that comes first. When pushes come faster
-// than one per half interval, the trailing notification waits half an
-// interval more for such a push: a steady stream of one-at-a-time pushes
-// then costs one inline notification per interval and no extra statement
-// (at the default 1 ms it had cost one statement per three pushes), and the
-// last push of a burst is still announced within one and a half intervals.
+// A push that finds a token notifies inline, inside its own statement, at no
+// extra round trip. A push that finds none sends no notification; it is
+// covered by the next notification issued after it committed: the inline
+// one of a later push, or a trailing one, sent on its own when the next
+// token comes. When pushes come faster than one per half interval, the
+// trailing notification waits half an interval more for a push to carry it:
+// a steady stream of one-at-a-time pushes then costs one inline
+// notification per interval and no extra statement (at the default 1 ms, a
+// notification of its own every interval had cost one statement per four
+// pushes), and the last push of a burst is still announced within one and a
+// half intervals.
 //
 // The trailing notification waits for a covered push to commit (committed),
 // never less: sent earlier, it could reach an idle receiver before the push's
@@ -28,6 +36,8 @@ type notifier struct {
 	send     func() // sends a trailing notification
 
 	mu       sync.Mutex
+	tokens   float64     // notifications that may go out now, up to notifyBurst
+	refilled time.Time   // when tokens was last brought up to date
 	last     time.Time   // when the latest notification was issued
 	commit   time.Time   // when the latest push that sent no notification committed
 	pending  int         // pushes committed without a notification since last
@@ -37,7 +47,7 @@ type notifier struct {
 }
 
 func newNotifier(interval time.Duration, send func()) *notifier {
-	return &notifier{interval: interval, send: send}
+	return &notifier{interval: interval, send: send, tokens: notifyBurst, refilled: time.Now()}
 }
 
 // inline reports whether the caller should notify as part of its push. The
@@ -47,7 +57,8 @@ func (n *notifier) inline() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := time.Now()
-	if now.Sub(n.last) >= n.interval {
+	if n.refill(now) >= 1 {
+		n.tokens--
 		n.issued(now)
 		return true
 	}
@@ -65,15 +76,34 @@ func (n *notifier) committed() {
 }
 
 // missed records that a push told to notify inline sent nothing (it failed,
-// or stored no message): the pushes it was to cover still need a
-// notification, and the next push may notify inline.
+// or stored no message): it gives its token back, and the pushes it was to
+// cover still need a notification.
 func (n *notifier) missed() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.tokens = min(notifyBurst, n.tokens+1)
 	n.last = time.Time{}
 	if !n.commit.IsZero() {
 		n.arm()
 	}
+}
+
+// refill adds the tokens earned since the last refill and returns how many
+// there are. Called with mu held.
+func (n *notifier) refill(now time.Time) float64 {
+	if n.interval <= 0 {
+		n.tokens = notifyBurst // no limit
+	} else {
+		n.tokens = min(notifyBurst, n.tokens+float64(now.Sub(n.refilled))/float64(n.interval))
+	}
+	n.refilled = now
+	return n.tokens
+}
+
+// untilToken is how long until a token is there. Called with mu held,
+// after refill.
+func (n *notifier) untilToken() time.Duration {
+	return time.Duration(max(0, 1-n.tokens) * float64(n.interval))
 }
 
 // uncovered reports whether a push committed after the latest notification
@@ -86,14 +116,15 @@ func (n *notifier) issued(now time.Time) {
 	n.last, n.pending, n.deferred = now, 0, false
 }
 
-// arm starts the timer for a trailing notification an interval after the
-// latest one, unless it runs already. Called with mu held.
+// arm starts the timer for a trailing notification when the next token
+// comes, unless it runs already. Called with mu held.
 func (n *notifier) arm() {
 	if n.armed {
 		return
 	}
 	n.armed = true
-	wait := max(0, time.Until(n.last.Add(n.interval)))
+	n.refill(time.Now())
+	wait := n.untilToken()
 	if n.timer == nil {
 		n.timer = time.AfterFunc(wait, n.fire)
 		return
@@ -106,16 +137,16 @@ func (n *notifier) arm() {
 func (n *notifier) fire() {
 	n.mu.Lock()
 	now := time.Now()
-	since := now.Sub(n.last)
+	n.refill(now)
 	switch {
 	case !n.uncovered():
 		n.armed = false
 		n.mu.Unlock()
 		return
-	case since < n.interval:
-		// A push notified inline after the timer was set; the pushes
-		// committed since need the next notification.
-		n.timer.Reset(n.interval - since)
+	case n.tokens < 1:
+		// A push took the token inline after the timer was set; the
+		// pushes committed since need the next notification.
+		n.timer.Reset(n.untilToken())
 		n.mu.Unlock()
 		return
 	case n.pending >= 2 && !n.deferred:
@@ -127,6 +158,7 @@ func (n *notifier) fire() {
 		return
 	}
 	n.armed = false
+	n.tokens--
 	n.issued(now)
 	n.mu.Unlock()
 	n.send()

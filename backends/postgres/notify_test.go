@@ -10,9 +10,7 @@ func TestNotifierCoalesces(t *testing.T) {
 	t.Parallel()
 	sent := make(chan struct{}, 100)
 	n := newNotifier(time.Hour, func() { sent <- struct{}{} })
-	if !n.inline() {
-		t.Fatal("first push after a quiet interval must notify inline")
-	}
+	spendBurst(t, n)
 	for range 10 {
 		if n.inline() {
 			t.Fatal("a push within the interval must not notify inline")
@@ -38,9 +36,7 @@ func TestNotifierTrailingWaitsForCommit(t *testing.T) {
 	t.Parallel()
 	sent := make(chan struct{}, 10)
 	n := newNotifier(5*time.Millisecond, func() { sent <- struct{}{} })
-	if !n.inline() {
-		t.Fatal("first push after a quiet interval must notify inline")
-	}
+	spendBurst(t, n)
 	if n.inline() {
 		t.Fatal("a push within the interval must not notify inline")
 	}
@@ -79,16 +75,16 @@ func TestNotifierStreamNotifiesInline(t *testing.T) {
 			n.committed()
 		}
 	}
-	// The last push: within the interval after the latest inline one.
-	if n.inline() {
-		t.Fatal("a push within the interval must not notify inline")
+	// The last push: one that finds no token (at most one more finds one).
+	for n.inline() {
+		inline++
 	}
 	n.committed()
 	if got := trailing.Load(); got != 0 {
 		t.Errorf("trailing notifications during the stream = %d, want 0 (the pushes notify inline)", got)
 	}
-	if inline < 2 {
-		t.Errorf("inline notifications = %d over six intervals, want one per interval", inline)
+	if inline < notifyBurst+2 {
+		t.Errorf("inline notifications = %d over six intervals, want the burst and one per interval", inline)
 	}
 	select {
 	case <-sent:
@@ -108,20 +104,64 @@ func TestNotifierMissedInline(t *testing.T) {
 	t.Parallel()
 	sent := make(chan struct{}, 10)
 	n := newNotifier(time.Hour, func() { sent <- struct{}{} })
-	if !n.inline() { // push A
-		t.Fatal("first push after a quiet interval must notify inline")
-	}
-	if n.inline() { // push B
-		t.Fatal("a push within the interval must not notify inline")
+	spendBurst(t, n) // the last of these pushes, A, is still running
+	if n.inline() {  // push B
+		t.Fatal("a push that finds no token must not notify inline")
 	}
 	n.committed()    // B commits; A has not
 	n.missed()       // A fails
 	if !n.inline() { // push C, issued after B committed
-		t.Fatal("after a missed inline notification the next push must notify inline")
+		t.Fatal("after a missed inline notification the next push must notify inline: A's token is back")
 	}
 	n.missed() // C stores only duplicates: the statement sent nothing
 	n.flush()
 	if len(sent) != 1 {
 		t.Fatal("push B was never announced: the missed inline notifications counted as covering it")
+	}
+}
+
+// TestNotifierBurst: after a quiet spell, notifyBurst pushes in a row notify
+// inline, so that a producer whose pushes come a little less than an
+// interval apart does not make every other one wait for a trailing
+// notification; the next push finds no token.
+func TestNotifierBurst(t *testing.T) {
+	t.Parallel()
+	n := newNotifier(time.Hour, func() {})
+	spendBurst(t, n)
+	if n.inline() {
+		t.Fatalf("push %d of a burst notified inline; the bucket holds %d", notifyBurst+1, notifyBurst)
+	}
+}
+
+// TestNotifierTrailingWaitsForToken: the trailing notification spends a
+// token too. When its timer finds none (a push took it inline meanwhile),
+// it waits for the next instead of exceeding the rate.
+func TestNotifierTrailingWaitsForToken(t *testing.T) {
+	t.Parallel()
+	sent := make(chan struct{}, 10)
+	n := newNotifier(time.Hour, func() { sent <- struct{}{} })
+	spendBurst(t, n)
+	if n.inline() {
+		t.Fatal("a push that finds no token must not notify inline")
+	}
+	n.committed()
+	n.fire() // as if the timer ran now, with no token there
+	if len(sent) != 0 {
+		t.Fatal("a trailing notification went out without a token")
+	}
+	n.flush() // Close still announces the push
+	if len(sent) != 1 {
+		t.Fatalf("flush sent %d notifications, want 1", len(sent))
+	}
+}
+
+// spendBurst makes the pushes that a quiet notifier lets notify inline, and
+// fails unless there are notifyBurst of them.
+func spendBurst(t *testing.T, n *notifier) {
+	t.Helper()
+	for i := range notifyBurst {
+		if !n.inline() {
+			t.Fatalf("push %d after a quiet spell did not notify inline; want the first %d to", i+1, notifyBurst)
+		}
 	}
 }

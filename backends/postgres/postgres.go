@@ -11,8 +11,8 @@
 //	  - poll: how often an idle receiver checks for work when no notification
 //	    arrives (default 1s); a safety net, since pushes wake receivers through
 //	    LISTEN/NOTIFY.
-//	  - notify_interval: the shortest time between two wake-up notifications
-//	    for one queue from one process (default 1ms).
+//	  - notify_interval: the rate of wake-up notifications for one queue from
+//	    one process: up to four at once, then one per interval (default 1ms).
 //	  - max_message_bytes: the largest message body (default 64 MiB).
 //
 // Every other parameter must be one pgx understands (libpq keywords such as

@@ -59,10 +59,10 @@ const (
 	// DefaultPoll is how often an idle receiver looks for work when no
 	// notification arrives (a safety net for lost notifications).
 	DefaultPoll = time.Second
-	// DefaultNotifyInterval is the shortest time between two wake-up
-	// notifications for one queue from one process: pushes in between are
-	// covered by the next push's inline notification or by one trailing
-	// notification (notify.go).
+	// DefaultNotifyInterval sets the rate of wake-up notifications for one
+	// queue from one process: up to four at once, then one per interval.
+	// Pushes that send none are covered by a later push's notification or
+	// by a trailing one (notify.go).
 	DefaultNotifyInterval = time.Millisecond
 	// DefaultMaxMessageBytes is the largest message body accepted unless the
 	// URL sets max_message_bytes=. Larger tasks go to the stash.
