@@ -72,7 +72,7 @@ func (n *notifier) committed() {
 	defer n.mu.Unlock()
 	n.commit = time.Now()
 	n.pending++
-	n.arm()
+	n.arm(n.commit)
 }
 
 // missed records that a push told to notify inline sent nothing (it failed,
@@ -84,7 +84,7 @@ func (n *notifier) missed() {
 	n.tokens = min(notifyBurst, n.tokens+1)
 	n.last = time.Time{}
 	if !n.commit.IsZero() {
-		n.arm()
+		n.arm(time.Now())
 	}
 }
 
@@ -118,12 +118,12 @@ func (n *notifier) issued(now time.Time) {
 
 // arm starts the timer for a trailing notification when the next token
 // comes, unless it runs already. Called with mu held.
-func (n *notifier) arm() {
+func (n *notifier) arm(now time.Time) {
 	if n.armed {
 		return
 	}
 	n.armed = true
-	n.refill(time.Now())
+	n.refill(now)
 	wait := n.untilToken()
 	if n.timer == nil {
 		n.timer = time.AfterFunc(wait, n.fire)

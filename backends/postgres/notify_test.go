@@ -56,7 +56,7 @@ func TestNotifierTrailingWaitsForCommit(t *testing.T) {
 // TestNotifierStreamNotifiesInline: while one-at-a-time pushes keep coming,
 // each interval's first push carries the notification and no trailing one
 // is sent (it used to be: one extra statement per interval, about one per
-// three pushes at the default 1 ms). When the stream stops, one trailing
+// four pushes at the default 1 ms). When the stream stops, one trailing
 // notification announces the pushes after the last inline one.
 func TestNotifierStreamNotifiesInline(t *testing.T) {
 	t.Parallel()

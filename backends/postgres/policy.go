@@ -423,12 +423,7 @@ func (d *pgDriver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*drive
 	if err != nil {
 		return nil, err
 	}
-	added := 0
-	for _, x := range r {
-		if !x.Duplicate {
-			added++
-		}
-	}
+	added := stored(r)
 	if added > 0 && depth+int64(added) > maxDepth {
 		return nil, driver.QueueFull(depth, maxDepth, added)
 	}

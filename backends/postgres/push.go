@@ -33,7 +33,7 @@ func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.P
 	switch {
 	case !inline && err == nil:
 		d.notif.committed()
-	case inline && (err != nil || !storedAny(res)):
+	case inline && (err != nil || stored(res) == 0):
 		d.notif.missed() // the statement notifies only when it stores a message
 	}
 	if err != nil {
@@ -43,14 +43,15 @@ func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.P
 	return res, nil
 }
 
-// storedAny reports whether a push stored at least one message.
-func storedAny(res []driver.PushResult) bool {
+// stored counts the messages a push stored (those not duplicates).
+func stored(res []driver.PushResult) int {
+	n := 0
 	for _, r := range res {
 		if !r.Duplicate {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // push inserts msgs through q and reports, per message, its id or that it
