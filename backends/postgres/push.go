@@ -146,6 +146,7 @@ func (d *pgDriver) dedupFirst() bool {
 
 // readInserted reads the push statement's rows: the message ids of the
 // inserted tasks, by task id, and of those without one, in insert order.
+// A third column, the one-task statement's notification, is skipped.
 func readInserted(rows pgx.Rows, err error) (map[string]int64, []int64, error) {
 	if err != nil {
 		return nil, nil, err
@@ -153,10 +154,11 @@ func readInserted(rows pgx.Rows, err error) (map[string]int64, []int64, error) {
 	defer rows.Close()
 	var inserted map[string]int64
 	var anonymous []int64
+	var id int64
+	var taskID string
+	dest := []any{&id, &taskID, nil}
 	for rows.Next() {
-		var id int64
-		var taskID string
-		if err := rows.Scan(&id, &taskID); err != nil {
+		if err := rows.Scan(dest[:len(rows.FieldDescriptions())]...); err != nil {
 			return nil, nil, err
 		}
 		if taskID == "" {
