@@ -234,7 +234,8 @@ SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 // pushOneSQL is the push statement for one task: a plain INSERT, whose
 // RETURNING sends the notification, once, when it stores the row (a third
 // column, void, that readInserted skips). Without the batch statement's
-// CTEs it runs 5-10 % faster (docs/backends/postgres.md, "Pushes").
+// CTEs it ran 5-10 % faster (docs/backends/postgres.md, "Driver
+// operations in SQL").
 func pushOneSQL(async bool, conflict string) string {
 	row := `$1, NULLIF($2::text, ''), $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, '')`
 	with, source := "", `
