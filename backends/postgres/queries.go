@@ -195,6 +195,9 @@ func pushVariants(r *strings.Replacer) (v [2][2]pushStatements) {
 	return v
 }
 
+// insertMessages begins both push statements: the columns a push sets.
+const insertMessages = `INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)`
+
 // pushSQL is the push statement: one multi-row insert from arrays, or with
 // one, a single row from plain parameters (pushOneSQL). ON CONFLICT skips
 // tasks whose id is already queued (dedup); they are missing from
@@ -221,7 +224,7 @@ func pushSQL(async, one, dedup bool) string {
 		with, from = asyncCTE+",\n", ", async"
 	}
 	return with + `ins AS (
-	INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)
+	` + insertMessages + `
 	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, '')
 	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[]) AS m(task_id, body, priority, not_before, ckey, rkey)` + from + conflict + `
 	RETURNING id, task_id
@@ -244,6 +247,6 @@ func pushOneSQL(async bool, conflict string) string {
 		with, source = asyncCTE+"\n", `
 	SELECT `+row+` FROM async`
 	}
-	return with + `INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)` + source + conflict + `
+	return with + insertMessages + source + conflict + `
 RETURNING id, coalesce(task_id, ''), CASE WHEN $6::bool THEN pg_notify($7, $1) END`
 }
