@@ -868,8 +868,9 @@ func TestRacingLeasesCompleteEachMessageOnce(t *testing.T) {
 
 // TestSetsStayHashTablesAndSkiplists: the ready and in-flight sets and the
 // task-id hash never take Redis's listpack encoding, which every write
-// would scan (scripts.go, mark and ids_as_table), and the member that
-// keeps the sets skiplists is never claimed, counted or shown.
+// would scan (scripts.go, mark and ids_mark), from the queue's first push
+// on and after a Clear, and the member that keeps the sets skiplists is
+// never claimed, counted or shown.
 func TestSetsStayHashTablesAndSkiplists(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
@@ -883,18 +884,23 @@ func TestSetsStayHashTablesAndSkiplists(t *testing.T) {
 		return enc
 	}
 	ready, inflight, ids := d.keys[1], d.keys[3], d.keys[4]
+	checkEncodings := func(when string) {
+		t.Helper()
+		for key, want := range map[string]string{ready: "skiplist", inflight: "skiplist", ids: "hashtable"} {
+			if got := encoding(key); got != want {
+				t.Fatalf("%s: %s is a %s, want a %s", when, key, got, want)
+			}
+		}
+	}
 	push(t, d, msg("a", 0), msg("b", 0), msg("c", 0))
+	checkEncodings("after the first push")
 	// Claiming more than is ready pops the mark too; it must go back.
 	for round := range 2 {
 		recs := receive(t, d, 10, time.Minute)
 		if len(recs) != 3 {
 			t.Fatalf("round %d: claimed %d messages, want 3", round, len(recs))
 		}
-		for key, want := range map[string]string{ready: "skiplist", inflight: "skiplist", ids: "hashtable"} {
-			if got := encoding(key); got != want {
-				t.Fatalf("round %d: %s is a %s, want a %s", round, key, got, want)
-			}
-		}
+		checkEncodings(fmt.Sprintf("round %d", round))
 		if s := stats(t, d); s.Ready != 0 || s.InFlight != 3 {
 			t.Fatalf("round %d: stats %+v, want 0 ready and 3 in flight", round, s)
 		}
@@ -919,4 +925,10 @@ func TestSetsStayHashTablesAndSkiplists(t *testing.T) {
 	if s := stats(t, d); s.Ready != 0 || s.InFlight != 0 || s.Delayed != 0 {
 		t.Fatalf("stats after Clear %+v, want nothing queued", s)
 	}
+	push(t, d, msg("d", 0))
+	checkEncodings("after Clear and a push")
+	if recs := receive(t, d, 10, time.Minute); len(recs) != 1 {
+		t.Fatalf("after Clear: claimed %d messages, want 1", len(recs))
+	}
+	checkEncodings("after Clear and a claim")
 }

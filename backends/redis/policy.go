@@ -35,107 +35,113 @@ var _ driver.PolicyStore = (*Driver)(nil)
 // policyLua is prepended (after common) to the scripts that enforce or
 // report policies.
 const policyLua = `
-local function pol_get(kind, key) return redis.call('HGET', P .. 'polk', kind .. '|' .. key) end
-local function rate_of(v)
-  local sep = string.find(v, '|', 1, true)
-  return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
-end
--- inflight counts the held leases of a capped key. The set may also hold
--- leases that expired (settlements remove theirs), which only count too
--- many: while its size is below limit that size is answer enough. At the
--- limit, or past 1024 entries (so that no sweep blocks Redis for long,
--- whatever the cap), the entries are checked one by one and the stale ones
--- dropped. (limit 0 always checks.)
-local function inflight(key, now, limit)
-  local set = P .. 'cin:' .. key
-  local n = redis.call('SCARD', set)
-  if n < limit and n < 1024 then return n end
-  n = 0
-  for _, m in ipairs(redis.call('SMEMBERS', set)) do
-    local sep = string.find(m, ':', 1, true)
-    local f = redis.call('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
-    if f[1] == string.sub(m, sep + 1) and tonumber(f[2] or 0) > now then n = n + 1
-    else redis.call('SREM', set, m) end
+-- policies builds the policy functions and returns them in a table; a
+-- script calls it only for a queue that has policies (see common).
+local function policies()
+  local function pol_get(kind, key) return redis.call('HGET', P .. 'polk', kind .. '|' .. key) end
+  local function rate_of(v)
+    local sep = string.find(v, '|', 1, true)
+    return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
   end
-  return n
-end
--- admitted counts a rate key's claims in the window ending now.
-local function admitted(key, now, period)
-  local z = P .. 'radm:' .. key
-  redis.call('ZREMRANGEBYSCORE', z, '-inf', now - period)
-  return redis.call('ZCARD', z)
-end
--- claim_with_policies removes from the ready set up to max messages whose
--- keys have room, in claim order, looking at most at the first 1024. It
--- returns them as ZPOPMIN would, and whether a message was passed over.
--- held[mid] = {concurrency key or false, rate key or false, rate period}
--- for what hold_keys records.
-local held = {}
-local function claim_with_policies(now, max)
-  local usedc, usedr, limc, limr, per = {}, {}, {}, {}, {}
-  local chosen, skipped = {}, false
-  -- The first window is just larger than the batch; later ones grow, so a
-  -- crowded head costs a few calls, not one per message.
-  local start, size = 0, max * 2 + 2
-  while #chosen < max * 2 and start < 1024 do
-    local batch = redis.call('ZRANGE', KEYS[2], start, start + size - 1, 'WITHSCORES')
-    if #batch == 0 then break end
-    for j = 1, #batch, 2 do
-      if #chosen >= max * 2 or batch[j] == mark then break end
-      local f = redis.call('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
-      local ck, rk, ok = f[1], f[2], true
-      if ck then
-        if limc[ck] == nil then
-          local l = pol_get('concurrency', ck)
-          limc[ck] = l and tonumber(l) or false
-          if limc[ck] then usedc[ck] = inflight(ck, now, limc[ck]) end
-        end
-        if limc[ck] and usedc[ck] >= limc[ck] then ok = false end
-      end
-      if ok and rk then
-        if limr[rk] == nil then
-          local l = pol_get('rate', rk)
-          if l then
-            local count, period = rate_of(l)
-            limr[rk] = count
-            per[rk] = period
-            usedr[rk] = admitted(rk, now, period)
-          else
-            limr[rk] = false
-          end
-        end
-        if limr[rk] and usedr[rk] >= limr[rk] then ok = false end
-      end
-      if ok then
-        if ck and limc[ck] then usedc[ck] = usedc[ck] + 1 end
-        if rk and limr[rk] then usedr[rk] = usedr[rk] + 1 end
-        chosen[#chosen + 1] = batch[j]
-        chosen[#chosen + 1] = batch[j + 1]
-        held[mid_of(batch[j])] = {ck and limc[ck] and ck, rk and limr[rk] and rk, rk and per[rk]}
-      else
-        skipped = true
-      end
+  -- inflight counts the held leases of a capped key. The set may also hold
+  -- leases that expired (settlements remove theirs), which only count too
+  -- many: while its size is below limit that size is answer enough. At the
+  -- limit, or past 1024 entries (so that no sweep blocks Redis for long,
+  -- whatever the cap), the entries are checked one by one and the stale ones
+  -- dropped. (limit 0 always checks.)
+  local function inflight(key, now, limit)
+    local set = P .. 'cin:' .. key
+    local n = redis.call('SCARD', set)
+    if n < limit and n < 1024 then return n end
+    n = 0
+    for _, m in ipairs(redis.call('SMEMBERS', set)) do
+      local sep = string.find(m, ':', 1, true)
+      local f = redis.call('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
+      if f[1] == string.sub(m, sep + 1) and tonumber(f[2] or 0) > now then n = n + 1
+      else redis.call('SREM', set, m) end
     end
-    start = start + size
-    size = math.min(size * 4, 256)
+    return n
   end
-  if #chosen > 0 then
-    local members = {}
-    for j = 1, #chosen, 2 do members[#members + 1] = chosen[j] end
-    redis.call('ZREM', KEYS[2], unpack(members))
+  -- admitted counts a rate key's claims in the window ending now.
+  local function admitted(key, now, period)
+    local z = P .. 'radm:' .. key
+    redis.call('ZREMRANGEBYSCORE', z, '-inf', now - period)
+    return redis.call('ZCARD', z)
   end
-  return chosen, skipped
-end
--- hold_keys records a lease taken while the queue has keyed policies.
-local function hold_keys(mid, tok, now)
-  local h = held[mid]
-  if not h then return end
-  if h[1] then redis.call('SADD', P .. 'cin:' .. h[1], mid .. ':' .. tok) end
-  if h[2] then
-    local z = P .. 'radm:' .. h[2]
-    redis.call('ZADD', z, now, tok)
-    redis.call('PEXPIRE', z, h[3] + 1000)
+  -- claim_with_policies removes from the ready set up to max messages whose
+  -- keys have room, in claim order, looking at most at the first 1024. It
+  -- returns them as ZPOPMIN would, and whether a message was passed over.
+  -- held[mid] = {concurrency key or false, rate key or false, rate period}
+  -- for what hold_keys records.
+  local held = {}
+  local function claim_with_policies(now, max)
+    local usedc, usedr, limc, limr, per = {}, {}, {}, {}, {}
+    local chosen, skipped = {}, false
+    -- The first window is just larger than the batch; later ones grow, so a
+    -- crowded head costs a few calls, not one per message.
+    local start, size = 0, max * 2 + 2
+    while #chosen < max * 2 and start < 1024 do
+      local batch = redis.call('ZRANGE', KEYS[2], start, start + size - 1, 'WITHSCORES')
+      if #batch == 0 then break end
+      for j = 1, #batch, 2 do
+        if #chosen >= max * 2 or batch[j] == mark then break end
+        local f = redis.call('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
+        local ck, rk, ok = f[1], f[2], true
+        if ck then
+          if limc[ck] == nil then
+            local l = pol_get('concurrency', ck)
+            limc[ck] = l and tonumber(l) or false
+            if limc[ck] then usedc[ck] = inflight(ck, now, limc[ck]) end
+          end
+          if limc[ck] and usedc[ck] >= limc[ck] then ok = false end
+        end
+        if ok and rk then
+          if limr[rk] == nil then
+            local l = pol_get('rate', rk)
+            if l then
+              local count, period = rate_of(l)
+              limr[rk] = count
+              per[rk] = period
+              usedr[rk] = admitted(rk, now, period)
+            else
+              limr[rk] = false
+            end
+          end
+          if limr[rk] and usedr[rk] >= limr[rk] then ok = false end
+        end
+        if ok then
+          if ck and limc[ck] then usedc[ck] = usedc[ck] + 1 end
+          if rk and limr[rk] then usedr[rk] = usedr[rk] + 1 end
+          chosen[#chosen + 1] = batch[j]
+          chosen[#chosen + 1] = batch[j + 1]
+          held[mid_of(batch[j])] = {ck and limc[ck] and ck, rk and limr[rk] and rk, rk and per[rk]}
+        else
+          skipped = true
+        end
+      end
+      start = start + size
+      size = math.min(size * 4, 256)
+    end
+    if #chosen > 0 then
+      local members = {}
+      for j = 1, #chosen, 2 do members[#members + 1] = chosen[j] end
+      redis.call('ZREM', KEYS[2], unpack(members))
+    end
+    return chosen, skipped
   end
+  -- hold_keys records a lease taken while the queue has keyed policies.
+  local function hold_keys(mid, tok, now)
+    local h = held[mid]
+    if not h then return end
+    if h[1] then redis.call('SADD', P .. 'cin:' .. h[1], mid .. ':' .. tok) end
+    if h[2] then
+      local z = P .. 'radm:' .. h[2]
+      redis.call('ZADD', z, now, tok)
+      redis.call('PEXPIRE', z, h[3] + 1000)
+    end
+  end
+  return {claim = claim_with_policies, hold = hold_keys, inflight = inflight,
+    admitted = admitted, rate_of = rate_of}
 end
 `
 
@@ -144,15 +150,16 @@ end
 var keyStatsScript = goredis.NewScript(common + policyLua + `
 local now = now_ms()
 local out = {}
+local pol = policies()
 local all = redis.call('HGETALL', P .. 'polk')
 for j = 1, #all, 2 do
   local sep = string.find(all[j], '|', 1, true)
   local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
   local n
-  if kind == 'concurrency' then n = inflight(key, now, 0)
+  if kind == 'concurrency' then n = pol.inflight(key, now, 0)
   else
-    local _, period = rate_of(all[j + 1])
-    n = admitted(key, now, period)
+    local _, period = pol.rate_of(all[j + 1])
+    n = pol.admitted(key, now, period)
   end
   out[#out + 1] = kind
   out[#out + 1] = key

@@ -36,7 +36,12 @@ import goredis "github.com/redis/go-redis/v9"
 // declared keys. The scripts gather the sorted-set changes of a batch into
 // one variadic ZADD or ZREM: Redis's cost is mostly per command.
 
-// common is prepended to every script.
+// common is prepended to every script. Lua builds each helper function a
+// script defines anew on every call of the script, at a cost of hundreds of
+// instructions each (docs/performance.md, "Counting Redis's instructions"),
+// so common holds only what most scripts use; readyLua and leaseLua are
+// prepended by the scripts that need them, and policyLua builds its
+// functions only for a queue that has policies.
 const common = `
 local P = ARGV[1]
 -- Lua numbers are doubles. Redis formats a number passed to redis.call,
@@ -55,6 +60,34 @@ local function mkey(mid) return P .. 'm:' .. mid end
 -- already, as the message id: padding it costs no printf).
 local function ready_member(seq, mid) return string.rep('0', 16 - #seq) .. seq .. mid end
 local function mid_of(member) return string.sub(member, 17) end
+-- The ids hash holds a field longer than hash-max-listpack-value (64 bytes
+-- by default), ids_mark, which keeps it a hash table: Redis stores a small
+-- hash as a listpack, which every lookup, insert and delete scans from the
+-- start, and with up to 512 task ids (the default
+-- hash-max-listpack-entries) that scan cost more than the rest of a push.
+-- A hash table never turns back into a listpack while it has fields.
+local ids_mark = '\0jobq keeps this hash a hash table, which is faster than a listpack here'
+-- The ready and in-flight sets hold the member mark, longer than
+-- zset-max-listpack-value (64 bytes by default), at score +inf: it keeps
+-- them skiplists. As a listpack (up to 128 members by default: a queue
+-- that keeps up with its producers, a worker's leases with prefetch) every
+-- ZADD and ZREM scans the set and parses its scores, which cost a claim
+-- more than all the rest of it. A queue's first push puts the marks in
+-- before anything else, and everything that reads the sets stops below
+-- +inf or drops the mark.
+local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a listpack here'
+-- counted is how many members a sorted set has besides the mark.
+local function counted(set) return redis.call('ZCOUNT', set, '-inf', '(inf') end
+-- forget drops the message's claim on its task id: it has one when it has
+-- an id and is not marked n (not the owner).
+local function forget(id, notOwner)
+  if id and id ~= '' and notOwner ~= '1' then redis.call('HDEL', KEYS[5], id) end
+end
+`
+
+// readyLua makes messages ready again; the scripts that do so prepend it
+// after common.
+const readyLua = `
 local function make_ready(mid, pri)
   redis.call('ZADD', KEYS[2], str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
 end
@@ -80,6 +113,11 @@ local function promote(now, limit)
     end
   end
 end
+`
+
+// leaseLua checks and releases leases; the scripts that settle or renew
+// prepend it after common.
+const leaseLua = `
 -- lease_at reads the lease of the message hash k and the fields settling
 -- needs, in one call. It returns the fields when the lease is tok's and has
 -- not expired, else nil. lease does the same for message mid.
@@ -102,31 +140,6 @@ end
 local function drop_held(acc)
   for ckey, members in pairs(acc) do redis.call('SREM', P .. 'cin:' .. ckey, unpack(members)) end
 end
--- The ids hash holds a field longer than hash-max-listpack-value (64 bytes
--- by default) from its first push on, which keeps it a hash table: Redis
--- stores a small hash as a listpack, which every lookup, insert and delete
--- scans from the start, and with up to 512 task ids (the default
--- hash-max-listpack-entries) that scan cost more than the rest of a push.
--- A hash table never turns back into a listpack while it has fields.
-local function ids_as_table()
-  redis.call('HSETNX', KEYS[5], '\0jobq keeps this hash a hash table, which is faster than a listpack here', '')
-end
--- The ready and in-flight sets hold the member mark, longer than
--- zset-max-listpack-value (64 bytes by default), at score +inf: it keeps
--- them skiplists. As a listpack (up to 128 members by default: a queue
--- that keeps up with its producers, a worker's leases with prefetch) every
--- ZADD and ZREM scans the set and parses its scores, which cost a claim
--- more than all the rest of it. Pushes and claims put the mark first in
--- their ZADD, so that a new set is made a skiplist at once, and everything
--- that reads the sets stops below +inf or drops the mark.
-local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a listpack here'
--- counted is how many members a sorted set has besides the mark.
-local function counted(set) return redis.call('ZCOUNT', set, '-inf', '(inf') end
--- forget drops the message's claim on its task id: it has one when it has
--- an id and is not marked n (not the owner).
-local function forget(id, notOwner)
-  if id and id ~= '' and notOwner ~= '1' then redis.call('HDEL', KEYS[5], id) end
-end
 `
 
 // pushScript stores messages. ARGV: prefix, channel, n, the producer's
@@ -142,7 +155,6 @@ local n = tonumber(ARGV[3])
 local now, nowStr = tonumber(ARGV[4]), ARGV[4]
 -- One counter block gives each message its id, which is also its arrival.
 local W = 6
-ids_as_table()
 local maxDepth = tonumber(redis.call('GET', P .. 'pold') or '0')
 if maxDepth > 0 then
   local adding, seen = 0, {}
@@ -157,7 +169,14 @@ if maxDepth > 0 then
   end
 end
 local base = redis.call('INCRBY', KEYS[1], n) - n
-local out, ready, delayed = {}, {'inf', mark}, {}
+if base == 0 then
+  -- The queue's first push (its counter is new) gives its keys their marks
+  -- before any entry goes in; no script removes a mark.
+  redis.call('HSETNX', KEYS[5], ids_mark, '')
+  redis.call('ZADD', KEYS[2], 'inf', mark)
+  redis.call('ZADD', KEYS[4], 'inf', mark)
+end
+local out, ready, delayed = {}, {}, {}
 for i = 0, n - 1 do
   local id, body = ARGV[5 + i * W], ARGV[6 + i * W]
   local pri, nb = ARGV[7 + i * W], ARGV[8 + i * W]
@@ -191,9 +210,9 @@ for i = 0, n - 1 do
     out[#out + 1] = 0
   end
 end
-if #ready > 2 then
+if #ready > 0 then
   redis.call('ZADD', KEYS[2], unpack(ready))
-  redis.call('PUBLISH', ARGV[2], str(#ready / 2 - 1))
+  redis.call('PUBLISH', ARGV[2], str(#ready / 2))
 end
 if #delayed > 0 then
   redis.call('ZADD', KEYS[3], unpack(delayed))
@@ -210,13 +229,15 @@ return out
 // delayed message or lease comes due (-1 when none), followed by six fields
 // per claimed message: message id, token, delivery count, task id, body,
 // enqueued ms.
-var claimScript = goredis.NewScript(common + policyLua + `
+var claimScript = goredis.NewScript(common + readyLua + policyLua + `
 local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 promote(now, 256)
-local popped, blocked
+local popped, blocked, hold_keys
 if redis.call('EXISTS', P .. 'polk') == 1 then
-  popped, blocked = claim_with_policies(now, max)
+  local pol = policies()
+  hold_keys = pol.hold
+  popped, blocked = pol.claim(now, max)
 else
   popped = redis.call('ZPOPMIN', KEYS[2], max)
   -- Fewer than max ready: the mark came too. It goes back.
@@ -245,8 +266,7 @@ local exp = str(now + vis)
 -- The loop runs once per message: it keeps the key prefix, and counts its
 -- tables' lengths itself (# costs a search in Lua 5.1).
 local PM = P .. 'm:'
--- The mark goes first, so that a new set is made a skiplist at once.
-local leased, nl, no = {'inf', mark}, 2, 2
+local leased, nl, no = {}, 0, 2
 for j = 1, cnt do
   local member = popped[2 * j - 1]
   local mid = mid_of(member)
@@ -267,13 +287,13 @@ for j = 1, cnt do
     no = no + 6
   end
 end
-if nl > 2 then redis.call('ZADD', KEYS[4], unpack(leased)) end
+if nl > 0 then redis.call('ZADD', KEYS[4], unpack(leased)) end
 return out
 `)
 
 // renewScript extends a held lease. ARGV: prefix, message id, token,
 // visibility ms. Returns 1, or 0 when the lease is not held.
-var renewScript = goredis.NewScript(common + `
+var renewScript = goredis.NewScript(common + leaseLua + `
 local now = now_ms()
 local mid = ARGV[2]
 if not lease(mid, ARGV[3], now) then return 0 end
@@ -285,7 +305,7 @@ return 1
 
 // completeScript deletes messages whose leases are held. ARGV: prefix, n,
 // then n times (message id, token). Returns n results, 1 done or 0 lost.
-var completeScript = goredis.NewScript(common + `
+var completeScript = goredis.NewScript(common + leaseLua + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
 -- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
@@ -326,7 +346,7 @@ return out
 // requeueScript releases held messages. ARGV: prefix, channel, n, then n
 // times (message id, token, delay ms, "1" to replace the body or "0",
 // body). Returns n results, 1 done or 0 lost. Announcements as for push.
-var requeueScript = goredis.NewScript(common + `
+var requeueScript = goredis.NewScript(common + readyLua + leaseLua + `
 local n = tonumber(ARGV[3])
 local now = now_ms()
 local out, released, held = {}, {}, {}
@@ -367,7 +387,7 @@ return out
 // n, then n times (message id, token, reason, detail, body: a new body, such
 // as one carrying the attempt history, or the empty string to keep it). Returns n
 // results, 1 done or 0 lost.
-var deadLetterScript = goredis.NewScript(common + `
+var deadLetterScript = goredis.NewScript(common + leaseLua + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out, moved, held = {}, {}, {}
@@ -400,7 +420,7 @@ return out
 // max. Returns eight fields per message: message id, task id, body,
 // delivery count, enqueued ms, visible-at ms (lease expiry when leased),
 // priority, 1 if leased.
-var peekScript = goredis.NewScript(common + `
+var peekScript = goredis.NewScript(common + readyLua + `
 local max = tonumber(ARGV[2])
 local now = now_ms()
 promote(now, 1000)
@@ -490,7 +510,7 @@ return out
 // takes up to limit of all dead letters. A requeued letter takes its task
 // id back unless another queued message holds it. Returns how many it
 // moved.
-var requeueDeadScript = goredis.NewScript(common + `
+var requeueDeadScript = goredis.NewScript(common + readyLua + `
 local mids = {}
 if #ARGV > 3 then
   for i = 4, #ARGV do mids[#mids + 1] = ARGV[i] end
@@ -499,7 +519,7 @@ else
 end
 local now = now_ms()
 local n = 0
-ids_as_table()
+redis.call('HSETNX', KEYS[5], ids_mark, '')
 for _, mid in ipairs(mids) do
   if redis.call('ZREM', KEYS[6], mid) == 1 then
     local k = mkey(mid)
