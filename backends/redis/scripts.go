@@ -519,7 +519,6 @@ else
 end
 local now = now_ms()
 local n = 0
-redis.call('HSETNX', KEYS[5], ids_mark, '')
 for _, mid in ipairs(mids) do
   if redis.call('ZREM', KEYS[6], mid) == 1 then
     local k = mkey(mid)
