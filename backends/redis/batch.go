@@ -22,7 +22,7 @@ func (d *Driver) runChunks(ctx context.Context, s *goredis.Script, chunks [][]an
 	cmds := make([]*goredis.Cmd, len(chunks))
 	_, _ = d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, args := range chunks {
-			cmds[i] = s.EvalSha(ctx, p, d.keys, append([]any{d.prefix}, args...)...)
+			cmds[i] = s.EvalSha(ctx, p, d.keys[:1], append([]any{d.prefix}, args...)...)
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -931,4 +932,82 @@ func TestSetsStayHashTablesAndSkiplists(t *testing.T) {
 		t.Fatalf("after Clear: claimed %d messages, want 1", len(recs))
 	}
 	checkEncodings("after Clear and a claim")
+}
+
+// TestPushFieldsLeftOutTakeDefaults pushes messages whose trailing fields
+// hold their defaults, which the push call leaves out for its last
+// message, alone and after a message with every field set, and reads back
+// what the script stored.
+func TestPushFieldsLeftOutTakeDefaults(t *testing.T) {
+	t.Parallel()
+	later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	full := &driver.Message{ID: "full", Body: []byte("f"), Priority: 9, NotBefore: later, ConcurrencyKey: "ck", RateLimitKey: "rk"}
+	cases := []struct {
+		name string
+		m    driver.Message
+		want string // the stored fields besides b, e and i, sorted
+	}{
+		{"defaults", driver.Message{}, ""},
+		{"priority", driver.Message{Priority: -3}, "p=-3"},
+		{"not before", driver.Message{NotBefore: later}, ""},
+		{"concurrency key", driver.Message{ConcurrencyKey: "c1"}, "c=c1"},
+		{"rate-limit key", driver.Message{RateLimitKey: "r1"}, "k=r1"},
+		{"priority and rate-limit key", driver.Message{Priority: 2, RateLimitKey: "r2"}, "k=r2 p=2"},
+	}
+	for _, tc := range cases {
+		for _, after := range []*driver.Message{nil, full} {
+			name := tc.name
+			if after != nil {
+				name += " after a full message"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				d := openDriver(t)
+				ctx := testCtx(t)
+				m := tc.m
+				m.ID, m.Body = "last", []byte("body")
+				msgs := []*driver.Message{&m}
+				if after != nil {
+					msgs = []*driver.Message{after, &m}
+				}
+				res := push(t, d, msgs...)
+				h, err := d.client.HGetAll(ctx, d.prefix+"m:"+res[len(res)-1].MessageID).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h["b"] != "body" || h["i"] != "last" || h["e"] == "" {
+					t.Fatalf("stored %v", h)
+				}
+				var extra []string
+				for k, v := range h {
+					if k != "b" && k != "e" && k != "i" {
+						extra = append(extra, k+"="+v)
+					}
+				}
+				slices.Sort(extra)
+				if got := strings.Join(extra, " "); got != tc.want {
+					t.Errorf("stored fields %q, want %q", got, tc.want)
+				}
+				if after != nil {
+					f, err := d.client.HGetAll(ctx, d.prefix+"m:"+res[0].MessageID).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if f["p"] != "9" || f["c"] != "ck" || f["k"] != "rk" {
+						t.Errorf("full message stored %v", f)
+					}
+				}
+				var wantDelayed int64
+				if !m.NotBefore.IsZero() {
+					wantDelayed++
+				}
+				if after != nil {
+					wantDelayed++
+				}
+				if s := stats(t, d); s.Delayed != wantDelayed || s.Ready != int64(len(msgs))-wantDelayed {
+					t.Errorf("stats %+v, want %d delayed of %d", s, wantDelayed, len(msgs))
+				}
+			})
+		}
+	}
 }

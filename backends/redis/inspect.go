@@ -97,7 +97,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 // a delivery count of zero.
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	return d.deadOp(ctx, "requeue dead letters", ids, func(args []any) (int64, error) {
-		return d.run(ctx, requeueDeadScript, append([]any{d.channel, clearBatch}, args...)...).Int64()
+		return d.run(ctx, requeueDeadScript, append([]any{clearBatch}, args...)...).Int64()
 	})
 }
 

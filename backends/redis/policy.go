@@ -75,13 +75,14 @@ local function policies()
   -- for what hold_keys records.
   local held = {}
   local function claim_with_policies(now, max)
+    local ready = P .. 'ready'
     local usedc, usedr, limc, limr, per = {}, {}, {}, {}, {}
     local chosen, skipped = {}, false
     -- The first window is just larger than the batch; later ones grow, so a
     -- crowded head costs a few calls, not one per message.
     local start, size = 0, max * 2 + 2
     while #chosen < max * 2 and start < 1024 do
-      local batch = redis.call('ZRANGE', KEYS[2], start, start + size - 1, 'WITHSCORES')
+      local batch = redis.call('ZRANGE', ready, start, start + size - 1, 'WITHSCORES')
       if #batch == 0 then break end
       for j = 1, #batch, 2 do
         if #chosen >= max * 2 or batch[j] == mark then break end
@@ -125,7 +126,7 @@ local function policies()
     if #chosen > 0 then
       local members = {}
       for j = 1, #chosen, 2 do members[#members + 1] = chosen[j] end
-      redis.call('ZREM', KEYS[2], unpack(members))
+      redis.call('ZREM', ready, unpack(members))
     end
     return chosen, skipped
   end

@@ -22,14 +22,10 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	chunks := make([][]any, len(bounds))
 	now := time.Now().UnixMilli()
 	for c, b := range bounds {
-		args := make([]any, 0, 3+6*(b[1]-b[0]))
-		args = append(args, d.channel, b[1]-b[0], now)
-		for _, m := range msgs[b[0]:b[1]] {
-			var nb int64
-			if !m.NotBefore.IsZero() {
-				nb = m.NotBefore.UnixMilli()
-			}
-			args = append(args, m.ID, m.Body, m.Priority, nb, m.ConcurrencyKey, m.RateLimitKey)
+		args := make([]any, 0, 1+6*(b[1]-b[0]))
+		args = append(args, now)
+		for i := b[0]; i < b[1]; i++ {
+			args = appendPushFields(args, msgs[i], i == b[1]-1)
 		}
 		chunks[c] = args
 	}
@@ -52,4 +48,32 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		}
 	}
 	return out, nil
+}
+
+// appendPushFields appends a message's fields for the push script. The last
+// message of a call leaves out its trailing fields that hold their defaults
+// (priority 0, no not-before, no concurrency or rate-limit key), which the
+// script fills in: Redis charges a script for every argument, and most
+// pushes set none of these.
+func appendPushFields(args []any, m *driver.Message, last bool) []any {
+	var nb int64
+	if !m.NotBefore.IsZero() {
+		nb = m.NotBefore.UnixMilli()
+	}
+	f := [...]any{m.ID, m.Body, m.Priority, nb, m.ConcurrencyKey, m.RateLimitKey}
+	n := len(f)
+	if last {
+		switch {
+		case m.RateLimitKey != "":
+		case m.ConcurrencyKey != "":
+			n = 5
+		case nb != 0:
+			n = 4
+		case m.Priority != 0:
+			n = 3
+		default:
+			n = 2
+		}
+	}
+	return append(args, f[:n]...)
 }

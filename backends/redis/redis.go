@@ -82,7 +82,7 @@ type Driver struct {
 	queue           string
 	maxMessageBytes int
 	prefix          string   // "jobq:{name}:", the start of every key of the queue
-	keys            []string // the KEYS every script takes, see scripts.go
+	keys            []string // the queue's keys; scripts are given the first, see scripts.go
 	channel         string   // pub/sub channel announcing newly visible messages
 	log             *slog.Logger
 
@@ -188,7 +188,7 @@ func (d *Driver) begin(ctx context.Context, op string) error {
 // run runs a script with the queue's keys; go-redis loads it when the
 // server does not have it cached (after a restart, for example).
 func (d *Driver) run(ctx context.Context, s *goredis.Script, args ...any) *goredis.Cmd {
-	return s.Run(ctx, d.client, d.keys, append([]any{d.prefix}, args...)...)
+	return s.Run(ctx, d.client, d.keys[:1], append([]any{d.prefix}, args...)...)
 }
 
 // ms converts a duration to whole milliseconds, rounding up so that a

@@ -6,20 +6,27 @@ import goredis "github.com/redis/go-redis/v9"
 // runs it atomically: a client that dies between two commands cannot leave a
 // message half-moved.
 //
-// All scripts take the same KEYS, in this order, so that one keys slice
-// serves every call:
+// Every script declares one key, the queue's counter (KEYS[1], "seq"), and
+// takes the key prefix ("jobq:{name}:") as ARGV[1]; it builds the names of
+// the other keys it touches from the prefix:
 //
-//	KEYS[1] seq       counter for message ids and ready order (which lease tokens reuse)
-//	KEYS[2] ready     sorted set of visible messages, in claim order (see ready_member),
-//	                  and the member mark at +inf
-//	KEYS[3] delayed   sorted set of waiting messages, score = visible-at (ms)
-//	KEYS[4] inflight  sorted set of leased messages, score = lease expiry (ms),
-//	                  and the member mark at +inf
-//	KEYS[5] ids       hash task id -> message id, for dedup of queued tasks
-//	KEYS[6] dead      sorted set of dead letters, score = dead-at (ms)
+//	P..'seq'       counter for message ids and ready order (which lease tokens reuse)
+//	P..'ready'     sorted set of visible messages, in claim order (see ready_member),
+//	               and the member mark at +inf
+//	P..'delayed'   sorted set of waiting messages, score = visible-at (ms)
+//	P..'inflight'  sorted set of leased messages, score = lease expiry (ms),
+//	               and the member mark at +inf
+//	P..'ids'       hash task id -> message id, for dedup of queued tasks
+//	P..'dead'      sorted set of dead letters, score = dead-at (ms)
+//	P..'notify'    the pub/sub channel announcing newly visible messages
 //
-// ARGV[1] is the key prefix ("jobq:{name}:"); each message is the hash
-// ARGV[1].."m:"..id with fields
+// Redis charges a script about a thousand instructions for each key and
+// argument it is given, more than building a name in Lua costs, so the
+// scripts declare only the key that routes the call: on Redis Cluster every
+// key of the queue shares its hash tag, so they all live in the slot of the
+// declared one, which is all Redis asks of the keys a script touches.
+//
+// Each message is the hash P.."m:"..id with fields
 //
 //	i  task id            b  body              p  priority
 //	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
@@ -31,10 +38,9 @@ import goredis "github.com/redis/go-redis/v9"
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
 //
 // The lease fields live in the message hash as well as in the inflight set,
-// so that checking a lease is one HMGET. The message hashes share the
-// queue's hash tag, so on Redis Cluster they live in the same slot as the
-// declared keys. The scripts gather the sorted-set changes of a batch into
-// one variadic ZADD or ZREM: Redis's cost is mostly per command.
+// so that checking a lease is one HMGET. The scripts gather the sorted-set
+// changes of a batch into one variadic ZADD or ZREM: Redis's cost is mostly
+// per command.
 
 // common is prepended to every script. Lua builds each helper function a
 // script defines anew on every call of the script, at a cost of hundreds of
@@ -81,30 +87,31 @@ local function counted(set) return redis.call('ZCOUNT', set, '-inf', '(inf') end
 -- forget drops the message's claim on its task id: it has one when it has
 -- an id and is not marked n (not the owner).
 local function forget(id, notOwner)
-  if id and id ~= '' and notOwner ~= '1' then redis.call('HDEL', KEYS[5], id) end
+  if id and id ~= '' and notOwner ~= '1' then redis.call('HDEL', P .. 'ids', id) end
 end
 `
 
 // readyLua makes messages ready again; the scripts that do so prepend it
 // after common.
 const readyLua = `
+local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
 local function make_ready(mid, pri)
-  redis.call('ZADD', KEYS[2], str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
+  redis.call('ZADD', READY, str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
 -- sweeper process is needed. It moves at most limit of each per call.
 local function promote(now, limit)
   now = str(now)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, limit)
   if #due > 0 then
-    redis.call('ZREM', KEYS[3], unpack(due))
+    redis.call('ZREM', DELAYED, unpack(due))
     for _, mid in ipairs(due) do
       make_ready(mid, tonumber(redis.call('HGET', mkey(mid), 'p')) or 0)
     end
   end
-  local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
+  local expired = redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, limit)
   if #expired > 0 then
-    redis.call('ZREM', KEYS[4], unpack(expired))
+    redis.call('ZREM', INFLIGHT, unpack(expired))
     for _, mid in ipairs(expired) do
       local k = mkey(mid)
       redis.call('HDEL', k, 't', 'l')
@@ -142,50 +149,54 @@ local function drop_held(acc)
 end
 `
 
-// pushScript stores messages. ARGV: prefix, channel, n, the producer's
-// time (ms), then n times (task id, body, priority, not-before ms or 0,
-// concurrency key, rate-limit key). A max-depth policy (policy.go) makes it
+// pushScript stores messages. ARGV: prefix, the producer's time (ms), then
+// per message (task id, body, priority, not-before ms or 0, concurrency key,
+// rate-limit key). The last message's fields may stop after its body, or
+// after any later field: those left out take their defaults (priority 0,
+// not-before 0, no keys), so that a plain one-message push passes four
+// arguments rather than eight. A max-depth policy (policy.go) makes it
 // refuse the whole call with a QUEUEFULL error when the new messages would
-// not fit. Returns n times
-// (message id, 1 if duplicate else 0). It announces the number of messages
-// made visible, and "@<ms>" when the first delayed one comes due.
+// not fit. Returns per message (message id, 1 if duplicate else 0). It
+// announces the number of messages made visible, and "@<ms>" when the first
+// delayed one comes due.
 var pushScript = goredis.NewScript(common + `
-local n = tonumber(ARGV[3])
+local READY, IDS = P .. 'ready', P .. 'ids'
 -- The producer's clock: NotBefore is on it too, and a push saves a command.
-local now, nowStr = tonumber(ARGV[4]), ARGV[4]
--- One counter block gives each message its id, which is also its arrival.
+local now, nowStr = tonumber(ARGV[2]), ARGV[2]
 local W = 6
+local n = math.floor((#ARGV - 2 + W - 1) / W)
 local maxDepth = tonumber(redis.call('GET', P .. 'pold') or '0')
 if maxDepth > 0 then
   local adding, seen = 0, {}
   for i = 0, n - 1 do
-    local id = ARGV[5 + i * W]
-    if id == '' or (not seen[id] and redis.call('HEXISTS', KEYS[5], id) == 0) then adding = adding + 1 end
+    local id = ARGV[3 + i * W]
+    if id == '' or (not seen[id] and redis.call('HEXISTS', IDS, id) == 0) then adding = adding + 1 end
     if id ~= '' then seen[id] = true end
   end
-  local depth = counted(KEYS[2]) + redis.call('ZCARD', KEYS[3]) + counted(KEYS[4])
+  local depth = counted(READY) + redis.call('ZCARD', P .. 'delayed') + counted(P .. 'inflight')
   if adding > 0 and depth + adding > maxDepth then
     return redis.error_reply('QUEUEFULL ' .. depth .. ' ' .. maxDepth .. ' ' .. adding)
   end
 end
+-- One counter block gives each message its id, which is also its arrival.
 local base = redis.call('INCRBY', KEYS[1], n) - n
 if base == 0 then
   -- The queue's first push (its counter is new) gives its keys their marks
   -- before any entry goes in; no script removes a mark.
-  redis.call('HSETNX', KEYS[5], ids_mark, '')
-  redis.call('ZADD', KEYS[2], 'inf', mark)
-  redis.call('ZADD', KEYS[4], 'inf', mark)
+  redis.call('HSETNX', IDS, ids_mark, '')
+  redis.call('ZADD', READY, 'inf', mark)
+  redis.call('ZADD', P .. 'inflight', 'inf', mark)
 end
 local out, ready, delayed = {}, {}, {}
 for i = 0, n - 1 do
-  local id, body = ARGV[5 + i * W], ARGV[6 + i * W]
-  local pri, nb = ARGV[7 + i * W], ARGV[8 + i * W]
-  local ckey, rkey = ARGV[9 + i * W], ARGV[10 + i * W]
+  local id, body = ARGV[3 + i * W], ARGV[4 + i * W]
+  local pri, nb = ARGV[5 + i * W] or '0', ARGV[6 + i * W] or '0'
+  local ckey, rkey = ARGV[7 + i * W] or '', ARGV[8 + i * W] or ''
   local seq = base + i + 1
   local mid = str(seq)
   local existing = false
-  if id ~= '' and redis.call('HSETNX', KEYS[5], id, mid) == 0 then
-    existing = redis.call('HGET', KEYS[5], id)
+  if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
+    existing = redis.call('HGET', IDS, id)
   end
   if existing then
     out[#out + 1] = existing
@@ -211,15 +222,15 @@ for i = 0, n - 1 do
   end
 end
 if #ready > 0 then
-  redis.call('ZADD', KEYS[2], unpack(ready))
-  redis.call('PUBLISH', ARGV[2], str(#ready / 2))
+  redis.call('ZADD', READY, unpack(ready))
+  redis.call('PUBLISH', P .. 'notify', str(#ready / 2))
 end
 if #delayed > 0 then
-  redis.call('ZADD', KEYS[3], unpack(delayed))
+  redis.call('ZADD', P .. 'delayed', unpack(delayed))
   -- Waiting receivers hear when the first of them comes due.
   local first = tonumber(delayed[1])
   for j = 3, #delayed, 2 do first = math.min(first, tonumber(delayed[j])) end
-  redis.call('PUBLISH', ARGV[2], '@' .. str(first - now))
+  redis.call('PUBLISH', P .. 'notify', '@' .. str(first - now))
 end
 return out
 `)
@@ -239,11 +250,11 @@ if redis.call('EXISTS', P .. 'polk') == 1 then
   hold_keys = pol.hold
   popped, blocked = pol.claim(now, max)
 else
-  popped = redis.call('ZPOPMIN', KEYS[2], max)
+  popped = redis.call('ZPOPMIN', READY, max)
   -- Fewer than max ready: the mark came too. It goes back.
   if popped[#popped - 1] == mark then
     popped[#popped], popped[#popped - 1] = nil, nil
-    redis.call('ZADD', KEYS[2], 'inf', mark)
+    redis.call('ZADD', READY, 'inf', mark)
   end
 end
 local out = {now, -1}
@@ -253,8 +264,8 @@ if #popped == 0 then
     out[2] = now + 100
     return out
   end
-  local d = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  local f = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local d = redis.call('ZRANGE', DELAYED, 0, 0, 'WITHSCORES')
+  local f = redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', '(inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local nxt = -1
   if d[2] then nxt = tonumber(d[2]) end
   if f[2] and (nxt < 0 or tonumber(f[2]) < nxt) then nxt = tonumber(f[2]) end
@@ -287,18 +298,19 @@ for j = 1, cnt do
     no = no + 6
   end
 end
-if nl > 0 then redis.call('ZADD', KEYS[4], unpack(leased)) end
+if nl > 0 then redis.call('ZADD', INFLIGHT, unpack(leased)) end
 return out
 `)
 
 // renewScript extends a held lease. ARGV: prefix, message id, token,
 // visibility ms. Returns 1, or 0 when the lease is not held.
 var renewScript = goredis.NewScript(common + leaseLua + `
+local INFLIGHT = P .. 'inflight'
 local now = now_ms()
 local mid = ARGV[2]
 if not lease(mid, ARGV[3], now) then return 0 end
 local exp = str(now + tonumber(ARGV[4]))
-redis.call('ZADD', KEYS[4], exp, mid)
+redis.call('ZADD', INFLIGHT, exp, mid)
 redis.call('HSET', mkey(mid), 'l', exp)
 return 1
 `)
@@ -306,6 +318,7 @@ return 1
 // completeScript deletes messages whose leases are held. ARGV: prefix, n,
 // then n times (message id, token). Returns n results, 1 done or 0 lost.
 var completeScript = goredis.NewScript(common + leaseLua + `
+local INFLIGHT = P .. 'inflight'
 local n = tonumber(ARGV[2])
 local now = now_ms()
 -- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
@@ -336,23 +349,23 @@ for i = 1, n do
 end
 if nd > 0 then
   redis.call('DEL', unpack(keys))
-  redis.call('ZREM', KEYS[4], unpack(done))
+  redis.call('ZREM', INFLIGHT, unpack(done))
 end
-if ni > 0 then redis.call('HDEL', KEYS[5], unpack(ids)) end
+if ni > 0 then redis.call('HDEL', P .. 'ids', unpack(ids)) end
 drop_held(held)
 return out
 `)
 
-// requeueScript releases held messages. ARGV: prefix, channel, n, then n
+// requeueScript releases held messages. ARGV: prefix, n, then n
 // times (message id, token, delay ms, "1" to replace the body or "0",
 // body). Returns n results, 1 done or 0 lost. Announcements as for push.
 var requeueScript = goredis.NewScript(common + readyLua + leaseLua + `
-local n = tonumber(ARGV[3])
+local n = tonumber(ARGV[2])
 local now = now_ms()
 local out, released, held = {}, {}, {}
 local visible, firstDelay = 0, -1
 for i = 0, n - 1 do
-  local b = 4 + i * 5
+  local b = 3 + i * 5
   local mid, delay = ARGV[b], tonumber(ARGV[b + 2])
   local f = lease(mid, ARGV[b + 1], now, 'p', 'c')
   if f then
@@ -364,7 +377,7 @@ for i = 0, n - 1 do
     if delay > 0 then
       local at = str(now + delay)
       redis.call('HSET', k, 'v', at)
-      redis.call('ZADD', KEYS[3], at, mid)
+      redis.call('ZADD', DELAYED, at, mid)
       if firstDelay < 0 or delay < firstDelay then firstDelay = delay end
     else
       redis.call('HSET', k, 'v', now)
@@ -376,10 +389,10 @@ for i = 0, n - 1 do
     out[#out + 1] = 0
   end
 end
-if #released > 0 then redis.call('ZREM', KEYS[4], unpack(released)) end
+if #released > 0 then redis.call('ZREM', INFLIGHT, unpack(released)) end
 drop_held(held)
-if visible > 0 then redis.call('PUBLISH', ARGV[2], visible) end
-if firstDelay > 0 then redis.call('PUBLISH', ARGV[2], '@' .. firstDelay) end
+if visible > 0 then redis.call('PUBLISH', P .. 'notify', visible) end
+if firstDelay > 0 then redis.call('PUBLISH', P .. 'notify', '@' .. firstDelay) end
 return out
 `)
 
@@ -388,6 +401,7 @@ return out
 // as one carrying the attempt history, or the empty string to keep it). Returns n
 // results, 1 done or 0 lost.
 var deadLetterScript = goredis.NewScript(common + leaseLua + `
+local INFLIGHT, DEAD = P .. 'inflight', P .. 'dead'
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out, moved, held = {}, {}, {}
@@ -402,14 +416,14 @@ for i = 0, n - 1 do
     redis.call('HDEL', k, 't', 'l', 'v')
     redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
     if ARGV[b + 4] ~= '' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
-    redis.call('ZADD', KEYS[6], now, mid)
+    redis.call('ZADD', DEAD, now, mid)
     moved[#moved + 1] = mid
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
-if #moved > 0 then redis.call('ZREM', KEYS[4], unpack(moved)) end
+if #moved > 0 then redis.call('ZREM', INFLIGHT, unpack(moved)) end
 drop_held(held)
 return out
 `)
@@ -437,14 +451,14 @@ local function add(mid, visible, leased)
   end
 end
 local left = max
-for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+for _, set in ipairs({READY, DELAYED, INFLIGHT}) do
   if left > 0 then
     local z = redis.call('ZRANGEBYSCORE', set, '-inf', '(inf', 'WITHSCORES', 'LIMIT', 0, left)
     for j = 1, #z, 2 do
-      if set == KEYS[2] then
+      if set == READY then
         add(mid_of(z[j]), nil, 0)
       else
-        add(z[j], z[j + 1], set == KEYS[4] and 1 or 0)
+        add(z[j], z[j + 1], set == INFLIGHT and 1 or 0)
       end
     end
     left = left - #z / 2
@@ -457,28 +471,30 @@ return out
 // messages and expired leases count as ready, because the next claim will
 // promote them. ARGV: prefix. Returns {ready, inflight, delayed, dead}.
 var statsScript = goredis.NewScript(common + `
+local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
 local now = now_ms()
-local dueDelayed = redis.call('ZCOUNT', KEYS[3], '-inf', now)
-local expired = redis.call('ZCOUNT', KEYS[4], '-inf', now)
-local ready = counted(KEYS[2]) + dueDelayed + expired
-local inflight = counted(KEYS[4]) - expired
-local delayed = redis.call('ZCARD', KEYS[3]) - dueDelayed
-return {ready, inflight, delayed, redis.call('ZCARD', KEYS[6])}
+local dueDelayed = redis.call('ZCOUNT', DELAYED, '-inf', now)
+local expired = redis.call('ZCOUNT', INFLIGHT, '-inf', now)
+local ready = counted(READY) + dueDelayed + expired
+local inflight = counted(INFLIGHT) - expired
+local delayed = redis.call('ZCARD', DELAYED) - dueDelayed
+return {ready, inflight, delayed, redis.call('ZCARD', P .. 'dead')}
 `)
 
 // clearScript deletes up to limit ready, delayed and leased messages.
 // ARGV: prefix, limit. Returns how many it deleted; the caller repeats
 // until that is below limit, so a huge queue never blocks Redis for long.
 var clearScript = goredis.NewScript(common + `
+local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
 local left = tonumber(ARGV[2])
 local n = 0
-for _, set in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+for _, set in ipairs({READY, DELAYED, INFLIGHT}) do
   if left > 0 then
     local members = redis.call('ZRANGEBYSCORE', set, '-inf', '(inf', 'LIMIT', 0, left)
     if #members > 0 then
       redis.call('ZREM', set, unpack(members))
       for _, m in ipairs(members) do
-        if set == KEYS[2] then m = mid_of(m) end
+        if set == READY then m = mid_of(m) end
         local f = redis.call('HMGET', mkey(m), 'i', 'n')
         forget(f[1], f[2])
         redis.call('DEL', mkey(m))
@@ -495,7 +511,7 @@ return n
 // prefix, max. Returns seven fields per letter: message id, task id, body,
 // reason, detail, delivery count, dead-at ms.
 var listDeadScript = goredis.NewScript(common + `
-local mids = redis.call('ZRANGE', KEYS[6], 0, tonumber(ARGV[2]) - 1)
+local mids = redis.call('ZRANGE', P .. 'dead', 0, tonumber(ARGV[2]) - 1)
 local out = {}
 for _, mid in ipairs(mids) do
   local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a')
@@ -506,25 +522,26 @@ return out
 `)
 
 // requeueDeadScript moves dead letters back to ready with a fresh delivery
-// count. ARGV: prefix, channel, limit, then the message ids; with no ids it
+// count. ARGV: prefix, limit, then the message ids; with no ids it
 // takes up to limit of all dead letters. A requeued letter takes its task
 // id back unless another queued message holds it. Returns how many it
 // moved.
 var requeueDeadScript = goredis.NewScript(common + readyLua + `
+local DEAD, IDS = P .. 'dead', P .. 'ids'
 local mids = {}
-if #ARGV > 3 then
-  for i = 4, #ARGV do mids[#mids + 1] = ARGV[i] end
+if #ARGV > 2 then
+  for i = 3, #ARGV do mids[#mids + 1] = ARGV[i] end
 else
-  mids = redis.call('ZRANGE', KEYS[6], 0, tonumber(ARGV[3]) - 1)
+  mids = redis.call('ZRANGE', DEAD, 0, tonumber(ARGV[2]) - 1)
 end
 local now = now_ms()
 local n = 0
 for _, mid in ipairs(mids) do
-  if redis.call('ZREM', KEYS[6], mid) == 1 then
+  if redis.call('ZREM', DEAD, mid) == 1 then
     local k = mkey(mid)
     local f = redis.call('HMGET', k, 'i', 'p')
     redis.call('HDEL', k, 'r', 'x', 'a', 'n')
-    if f[1] and f[1] ~= '' and redis.call('HSETNX', KEYS[5], f[1], mid) == 0 then
+    if f[1] and f[1] ~= '' and redis.call('HSETNX', IDS, f[1], mid) == 0 then
       redis.call('HSET', k, 'n', '1') -- another queued message holds the id
     end
     redis.call('HSET', k, 'd', 0, 'v', now)
@@ -532,7 +549,7 @@ for _, mid in ipairs(mids) do
     n = n + 1
   end
 end
-if n > 0 then redis.call('PUBLISH', ARGV[2], n) end
+if n > 0 then redis.call('PUBLISH', P .. 'notify', n) end
 return n
 `)
 
@@ -540,15 +557,16 @@ return n
 // message ids; with no ids it takes up to limit of all dead letters.
 // Returns how many it deleted.
 var purgeDeadScript = goredis.NewScript(common + `
+local DEAD = P .. 'dead'
 local mids = {}
 if #ARGV > 2 then
   for i = 3, #ARGV do mids[#mids + 1] = ARGV[i] end
 else
-  mids = redis.call('ZRANGE', KEYS[6], 0, tonumber(ARGV[2]) - 1)
+  mids = redis.call('ZRANGE', DEAD, 0, tonumber(ARGV[2]) - 1)
 end
 local n = 0
 for _, mid in ipairs(mids) do
-  if redis.call('ZREM', KEYS[6], mid) == 1 then
+  if redis.call('ZREM', DEAD, mid) == 1 then
     redis.call('DEL', mkey(mid))
     n = n + 1
   end

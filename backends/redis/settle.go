@@ -33,8 +33,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 	return d.settle(ctx, "complete", completeScript, len(leases),
 		func(i int) driver.Lease { return leases[i] },
-		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} },
-		nil)
+		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} })
 }
 
 // Requeue implements driver.Driver. A zero delay makes the message ready at
@@ -54,8 +53,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 				delay = ms(r.Delay)
 			}
 			return []any{r.Lease.MessageID, r.Lease.Token, delay, replace, body}
-		},
-		[]any{d.channel})
+		})
 }
 
 // DeadLetter implements driver.Driver. The message keeps its hash, which
@@ -67,15 +65,14 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		func(i int) []any {
 			r := reqs[i]
 			return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, r.Body}
-		},
-		nil)
+		})
 }
 
 // settle runs a batch settlement script over n items in chunks and turns its
 // 1/0 results into the driver's error convention: nil when every item
 // succeeded, else one error per item.
 func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int,
-	lease func(int) driver.Lease, item func(int) []any, head []any) []error {
+	lease func(int) driver.Lease, item func(int) []any) []error {
 	if n == 0 {
 		return nil
 	}
@@ -89,7 +86,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	bounds := chunkBounds(n)
 	chunks := make([][]any, len(bounds))
 	for c, b := range bounds {
-		args := append(append([]any{}, head...), b[1]-b[0])
+		args := []any{b[1] - b[0]}
 		for i := b[0]; i < b[1]; i++ {
 			args = append(args, item(i)...)
 		}
