@@ -30,34 +30,33 @@ import goredis "github.com/redis/go-redis/v9"
 //
 //	i  task id            b  body              p  priority
 //	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
+//	c  concurrency key    k  rate-limit key
 //	n  "1" when the message does not own its task id in the ids hash
-//
-// A push writes only b, e, and i and p when they are not empty or 0: a
-// missing field reads as its default (d 0, v = e).
 //	t  lease token        l  lease expiry (ms)      (only while leased)
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
+//
+// A push writes b, e and i (empty when the task has none), and p, c and k
+// only when they are set: a missing field reads as its default (p 0, d 0,
+// v = e).
 //
 // The lease fields live in the message hash as well as in the inflight set,
 // so that checking a lease is one HMGET. The scripts gather the sorted-set
 // changes of a batch into one variadic ZADD or ZREM: Redis's cost is mostly
 // per command.
 
-// common is prepended to every script. Lua builds each helper function a
-// script defines anew on every call of the script, at a cost of hundreds of
-// instructions each (docs/performance.md, "Counting Redis's instructions"),
-// so common holds only what most scripts use; readyLua and leaseLua are
-// prepended by the scripts that need them, and policyLua builds its
-// functions only for a queue that has policies.
-const common = `
+// base is prepended to every script, and common (base and more) to every
+// script but the push. Lua builds each helper function a script defines
+// anew on every call of the script, at a cost of hundreds of instructions
+// each (docs/performance.md, "Counting Redis's instructions"), so these
+// hold only what most scripts use; readyLua and leaseLua are prepended by
+// the scripts that need them, and policyLua builds its functions only for a
+// queue that has policies.
+const base = `
 local P = ARGV[1]
 -- Lua numbers are doubles. Redis formats a number passed to redis.call,
 -- and tostring formats any number, with a floating-point printf, which
 -- costs more than a small command's own work; str takes the integer path.
 local function str(n) return string.format('%d', n) end
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 local function mkey(mid) return P .. 'm:' .. mid end
 -- Ready order: higher priority first, then arrival. The score is the
 -- negated priority; within a priority Redis orders members by their bytes,
@@ -65,7 +64,6 @@ local function mkey(mid) return P .. 'm:' .. mid end
 -- the message id. seq is the arrival number as a string (a push has it
 -- already, as the message id: padding it costs no printf).
 local function ready_member(seq, mid) return string.rep('0', 16 - #seq) .. seq .. mid end
-local function mid_of(member) return string.sub(member, 17) end
 -- The ids hash holds a field longer than hash-max-listpack-value (64 bytes
 -- by default), ids_mark, which keeps it a hash table: Redis stores a small
 -- hash as a listpack, which every lookup, insert and delete scans from the
@@ -82,6 +80,14 @@ local ids_mark = '\0jobq keeps this hash a hash table, which is faster than a li
 -- before anything else, and everything that reads the sets stops below
 -- +inf or drops the mark.
 local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a listpack here'
+`
+
+const common = base + `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function mid_of(member) return string.sub(member, 17) end
 -- counted is how many members a sorted set has besides the mark.
 local function counted(set) return redis.call('ZCOUNT', set, '-inf', '(inf') end
 -- forget drops the message's claim on its task id: it has one when it has
@@ -159,78 +165,91 @@ end
 // not fit. Returns per message (message id, 1 if duplicate else 0). It
 // announces the number of messages made visible, and "@<ms>" when the first
 // delayed one comes due.
-var pushScript = goredis.NewScript(common + `
+var pushScript = goredis.NewScript(base + `
 local READY, IDS = P .. 'ready', P .. 'ids'
--- The producer's clock: NotBefore is on it too, and a push saves a command.
-local now, nowStr = tonumber(ARGV[2]), ARGV[2]
 local W = 6
 local n = math.floor((#ARGV - 2 + W - 1) / W)
-local maxDepth = tonumber(redis.call('GET', P .. 'pold') or '0')
-if maxDepth > 0 then
+-- The producer's clock, on which NotBefore is too, saves a TIME command;
+-- it is parsed only for a message that has a NotBefore.
+local nowStr, now = ARGV[2], nil
+local maxDepth = redis.call('GET', P .. 'pold')
+if maxDepth then
+  maxDepth = tonumber(maxDepth)
   local adding, seen = 0, {}
   for i = 0, n - 1 do
     local id = ARGV[3 + i * W]
     if id == '' or (not seen[id] and redis.call('HEXISTS', IDS, id) == 0) then adding = adding + 1 end
     if id ~= '' then seen[id] = true end
   end
-  local depth = counted(READY) + redis.call('ZCARD', P .. 'delayed') + counted(P .. 'inflight')
+  local depth = redis.call('ZCOUNT', READY, '-inf', '(inf') + redis.call('ZCARD', P .. 'delayed') +
+    redis.call('ZCOUNT', P .. 'inflight', '-inf', '(inf')
   if adding > 0 and depth + adding > maxDepth then
     return redis.error_reply('QUEUEFULL ' .. depth .. ' ' .. maxDepth .. ' ' .. adding)
   end
 end
 -- One counter block gives each message its id, which is also its arrival.
-local base = redis.call('INCRBY', KEYS[1], n) - n
-if base == 0 then
+local first = redis.call('INCRBY', KEYS[1], n) - n
+if first == 0 then
   -- The queue's first push (its counter is new) gives its keys their marks
   -- before any entry goes in; no script removes a mark.
   redis.call('HSETNX', IDS, ids_mark, '')
   redis.call('ZADD', READY, 'inf', mark)
   redis.call('ZADD', P .. 'inflight', 'inf', mark)
 end
-local out, ready, delayed = {}, {}, {}
+-- The tables start with two slots, which a one-message push fills without
+-- Lua growing them; the counters stand in for #, which searches.
+local out, ready, delayed = {0, 0}, {0, 0}, {}
+local nr, nd = 0, 0
 for i = 0, n - 1 do
   local id, body = ARGV[3 + i * W], ARGV[4 + i * W]
   local pri, nb = ARGV[5 + i * W] or '0', ARGV[6 + i * W] or '0'
   local ckey, rkey = ARGV[7 + i * W] or '', ARGV[8 + i * W] or ''
-  local seq = base + i + 1
-  local mid = str(seq)
+  local mid = str(first + i + 1)
   local existing = false
   if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
     existing = redis.call('HGET', IDS, id)
   end
   if existing then
-    out[#out + 1] = existing
-    out[#out + 1] = 1
+    out[2 * i + 1], out[2 * i + 2] = existing, 1
   else
-    -- Only what is not a default: no task id, priority 0, delivery
-    -- count 0 and visible-at = enqueued are left out.
-    local f = {'b', body, 'e', nowStr}
-    if id ~= '' then f[5] = 'i'; f[6] = id end
-    if pri ~= '0' then f[#f + 1] = 'p'; f[#f + 1] = pri end
-    if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
-    if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
-    redis.call('HSET', mkey(mid), unpack(f))
-    if tonumber(nb) > now then
-      delayed[#delayed + 1] = nb
-      delayed[#delayed + 1] = mid
+    -- Only what is not a default: priority 0, no keys, delivery count 0
+    -- and visible-at = enqueued are left out. A message without them, the
+    -- common one, is stored without building a table.
+    if pri == '0' and ckey == '' and rkey == '' then
+      redis.call('HSET', mkey(mid), 'b', body, 'e', nowStr, 'i', id)
     else
-      ready[#ready + 1] = pri == '0' and '0' or str(-tonumber(pri))
-      ready[#ready + 1] = ready_member(mid, mid) -- the message id is its arrival number
+      local f = {'b', body, 'e', nowStr, 'i', id}
+      if pri ~= '0' then f[#f + 1] = 'p'; f[#f + 1] = pri end
+      if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
+      if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
+      redis.call('HSET', mkey(mid), unpack(f))
     end
-    out[#out + 1] = mid
-    out[#out + 1] = 0
+    local later = false
+    if nb ~= '0' then
+      now = now or tonumber(nowStr)
+      later = tonumber(nb) > now
+    end
+    if later then
+      delayed[nd + 1], delayed[nd + 2] = nb, mid
+      nd = nd + 2
+    else
+      ready[nr + 1] = pri == '0' and '0' or str(-tonumber(pri))
+      ready[nr + 2] = ready_member(mid, mid) -- the message id is its arrival number
+      nr = nr + 2
+    end
+    out[2 * i + 1], out[2 * i + 2] = mid, 0
   end
 end
-if #ready > 0 then
-  redis.call('ZADD', READY, unpack(ready))
-  redis.call('PUBLISH', P .. 'notify', str(#ready / 2))
+if nr > 0 then
+  redis.call('ZADD', READY, unpack(ready, 1, nr))
+  redis.call('PUBLISH', P .. 'notify', str(nr / 2))
 end
-if #delayed > 0 then
-  redis.call('ZADD', P .. 'delayed', unpack(delayed))
+if nd > 0 then
+  redis.call('ZADD', P .. 'delayed', unpack(delayed, 1, nd))
   -- Waiting receivers hear when the first of them comes due.
-  local first = tonumber(delayed[1])
-  for j = 3, #delayed, 2 do first = math.min(first, tonumber(delayed[j])) end
-  redis.call('PUBLISH', P .. 'notify', '@' .. str(first - now))
+  local due = tonumber(delayed[1])
+  for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
+  redis.call('PUBLISH', P .. 'notify', '@' .. str(due - now))
 end
 return out
 `)
