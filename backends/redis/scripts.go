@@ -44,26 +44,9 @@ import goredis "github.com/redis/go-redis/v9"
 // changes of a batch into one variadic ZADD or ZREM: Redis's cost is mostly
 // per command.
 
-// base is prepended to every script, and common (base and more) to every
-// script but the push. Lua builds each helper function a script defines
-// anew on every call of the script, at a cost of hundreds of instructions
-// each (docs/performance.md, "Counting Redis's instructions"), so these
-// hold only what most scripts use; readyLua and leaseLua are prepended by
-// the scripts that need them, and policyLua builds its functions only for a
-// queue that has policies.
-const base = `
-local P = ARGV[1]
--- Lua numbers are doubles. Redis formats a number passed to redis.call,
--- and tostring formats any number, with a floating-point printf, which
--- costs more than a small command's own work; str takes the integer path.
-local function str(n) return string.format('%d', n) end
-local function mkey(mid) return P .. 'm:' .. mid end
--- Ready order: higher priority first, then arrival. The score is the
--- negated priority; within a priority Redis orders members by their bytes,
--- so a member is the arrival number, zero-padded to 16 digits, followed by
--- the message id. seq is the arrival number as a string (a push has it
--- already, as the message id: padding it costs no printf).
-local function ready_member(seq, mid) return string.rep('0', 16 - #seq) .. seq .. mid end
+// marks are the markers' values (see the comments) for pushPrelude and
+// common.
+const marks = `
 -- The ids hash holds a field longer than hash-max-listpack-value (64 bytes
 -- by default), ids_mark, which keeps it a hash table: Redis stores a small
 -- hash as a listpack, which every lookup, insert and delete scans from the
@@ -82,7 +65,32 @@ local ids_mark = '\0jobq keeps this hash a hash table, which is faster than a li
 local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a listpack here'
 `
 
-const common = base + `
+// pushPrelude is prepended to the push script, and common to every other
+// script. Lua builds each helper function a script defines anew on every
+// call of the script, at a cost of hundreds of instructions each
+// (docs/performance.md, "Counting Redis's instructions"), so common holds
+// only what most scripts use; readyLua and leaseLua are prepended by the
+// scripts that need them, and policyLua builds its functions only for a
+// queue that has policies. The push, the script most often called for one
+// message, defines no function at all: it spells out what str, mkey and
+// ready_member do.
+const pushPrelude = `
+local P = ARGV[1]
+` + marks
+
+// common is prepended to every script but the push (see pushPrelude).
+const common = pushPrelude + `
+-- Lua numbers are doubles. Redis formats a number passed to redis.call,
+-- and tostring formats any number, with a floating-point printf, which
+-- costs more than a small command's own work; str takes the integer path.
+local function str(n) return string.format('%d', n) end
+local function mkey(mid) return P .. 'm:' .. mid end
+-- Ready order: higher priority first, then arrival. The score is the
+-- negated priority; within a priority Redis orders members by their bytes,
+-- so a member is the arrival number, zero-padded to 16 digits, followed by
+-- the message id. seq is the arrival number as a string (a push has it
+-- already, as the message id: padding it costs no printf).
+local function ready_member(seq, mid) return string.rep('0', 16 - #seq) .. seq .. mid end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -165,7 +173,9 @@ end
 // not fit. Returns per message (message id, 1 if duplicate else 0). It
 // announces the number of messages made visible, and "@<ms>" when the first
 // delayed one comes due.
-var pushScript = goredis.NewScript(base + `
+var pushScript = goredis.NewScript(pushPrelude + `
+-- string.format('%d', x) is common's str(x), P .. 'm:' .. mid its
+-- mkey(mid), spelled out (see pushPrelude).
 local READY, IDS = P .. 'ready', P .. 'ids'
 local W = 6
 local n = math.floor((#ARGV - 2 + W - 1) / W)
@@ -204,7 +214,7 @@ for i = 0, n - 1 do
   local id, body = ARGV[3 + i * W], ARGV[4 + i * W]
   local pri, nb = ARGV[5 + i * W] or '0', ARGV[6 + i * W] or '0'
   local ckey, rkey = ARGV[7 + i * W] or '', ARGV[8 + i * W] or ''
-  local mid = str(first + i + 1)
+  local mid = string.format('%d', first + i + 1)
   local existing = false
   if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
     existing = redis.call('HGET', IDS, id)
@@ -216,13 +226,13 @@ for i = 0, n - 1 do
     -- and visible-at = enqueued are left out. A message without them, the
     -- common one, is stored without building a table.
     if pri == '0' and ckey == '' and rkey == '' then
-      redis.call('HSET', mkey(mid), 'b', body, 'e', nowStr, 'i', id)
+      redis.call('HSET', P .. 'm:' .. mid, 'b', body, 'e', nowStr, 'i', id)
     else
       local f = {'b', body, 'e', nowStr, 'i', id}
       if pri ~= '0' then f[#f + 1] = 'p'; f[#f + 1] = pri end
       if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
       if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
-      redis.call('HSET', mkey(mid), unpack(f))
+      redis.call('HSET', P .. 'm:' .. mid, unpack(f))
     end
     local later = false
     if nb ~= '0' then
@@ -233,8 +243,9 @@ for i = 0, n - 1 do
       delayed[nd + 1], delayed[nd + 2] = nb, mid
       nd = nd + 2
     else
-      ready[nr + 1] = pri == '0' and '0' or str(-tonumber(pri))
-      ready[nr + 2] = ready_member(mid, mid) -- the message id is its arrival number
+      ready[nr + 1] = pri == '0' and '0' or string.format('%d', -tonumber(pri))
+      -- common's ready_member(mid, mid): the message id is its arrival number.
+      ready[nr + 2] = string.rep('0', 16 - #mid) .. mid .. mid
       nr = nr + 2
     end
     out[2 * i + 1], out[2 * i + 2] = mid, 0
@@ -242,14 +253,14 @@ for i = 0, n - 1 do
 end
 if nr > 0 then
   redis.call('ZADD', READY, unpack(ready, 1, nr))
-  redis.call('PUBLISH', P .. 'notify', str(nr / 2))
+  redis.call('PUBLISH', P .. 'notify', string.format('%d', nr / 2))
 end
 if nd > 0 then
   redis.call('ZADD', P .. 'delayed', unpack(delayed, 1, nd))
   -- Waiting receivers hear when the first of them comes due.
   local due = tonumber(delayed[1])
   for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
-  redis.call('PUBLISH', P .. 'notify', '@' .. str(due - now))
+  redis.call('PUBLISH', P .. 'notify', '@' .. string.format('%d', due - now))
 end
 return out
 `)
