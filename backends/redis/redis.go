@@ -113,10 +113,10 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 	}
 }
 
-// Keys returns the names of the queue's Redis keys: the counter, the ready,
-// delayed, in-flight and dead sorted sets, and the task-id hash, in that
-// order, followed by the prefix of the per-message hashes and the pub/sub
-// channel. They all share the hash tag {queue}.
+// Keys returns the names of the queue's Redis keys, in this order: the
+// counter; the ready, delayed and in-flight sorted sets; the task-id hash;
+// the dead sorted set; then the prefix of the per-message hashes and the
+// pub/sub channel. They all share the hash tag {queue}.
 func (d *Driver) Keys() []string {
 	return append(append([]string(nil), d.keys...), d.prefix+"m:", d.channel)
 }
