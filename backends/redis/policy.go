@@ -36,7 +36,7 @@ var _ driver.PolicyStore = (*Driver)(nil)
 // report policies.
 const policyLua = `
 -- policies builds the policy functions and returns them in a table; a
--- script calls it only for a queue that has policies (see common).
+-- script calls it only for a queue that has policies (see claimScript).
 local function policies()
   local function pol_get(kind, key) return redis.call('HGET', P .. 'polk', kind .. '|' .. key) end
   local function rate_of(v)

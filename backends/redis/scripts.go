@@ -72,8 +72,8 @@ local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a li
 // only what most scripts use; readyLua and leaseLua are prepended by the
 // scripts that need them, and policyLua builds its functions only for a
 // queue that has policies. The push, the script most often called for one
-// message, defines no function at all: it spells out what str, mkey and
-// ready_member do.
+// message, defines no function at all: it spells out what str, mkey,
+// ready_member and counted do.
 const pushPrelude = `
 local P = ARGV[1]
 ` + marks
@@ -105,10 +105,15 @@ local function forget(id, notOwner)
 end
 `
 
+// setsLua names the ready, delayed and in-flight sets, for the scripts
+// that work on all three; readyLua begins with it.
+const setsLua = `
+local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
+`
+
 // readyLua makes messages ready again; the scripts that do so prepend it
 // after common.
-const readyLua = `
-local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
+const readyLua = setsLua + `
 local function make_ready(mid, pri)
   redis.call('ZADD', READY, str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
 end
@@ -174,8 +179,9 @@ end
 // announces the number of messages made visible, and "@<ms>" when the first
 // delayed one comes due.
 var pushScript = goredis.NewScript(pushPrelude + `
--- string.format('%d', x) is common's str(x), P .. 'm:' .. mid its
--- mkey(mid), spelled out (see pushPrelude).
+-- common's helpers, spelled out (see pushPrelude): string.format('%d', x)
+-- is str(x), P .. 'm:' .. mid is mkey(mid), and ZCOUNT from '-inf' to
+-- '(inf' is counted.
 local READY, IDS = P .. 'ready', P .. 'ids'
 local W = 6
 local n = math.floor((#ARGV - 2 + W - 1) / W)
@@ -500,8 +506,7 @@ return out
 // statsScript counts exactly, without changing anything: due delayed
 // messages and expired leases count as ready, because the next claim will
 // promote them. ARGV: prefix. Returns {ready, inflight, delayed, dead}.
-var statsScript = goredis.NewScript(common + `
-local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
+var statsScript = goredis.NewScript(common + setsLua + `
 local now = now_ms()
 local dueDelayed = redis.call('ZCOUNT', DELAYED, '-inf', now)
 local expired = redis.call('ZCOUNT', INFLIGHT, '-inf', now)
@@ -514,8 +519,7 @@ return {ready, inflight, delayed, redis.call('ZCARD', P .. 'dead')}
 // clearScript deletes up to limit ready, delayed and leased messages.
 // ARGV: prefix, limit. Returns how many it deleted; the caller repeats
 // until that is below limit, so a huge queue never blocks Redis for long.
-var clearScript = goredis.NewScript(common + `
-local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
+var clearScript = goredis.NewScript(common + setsLua + `
 local left = tonumber(ARGV[2])
 local n = 0
 for _, set in ipairs({READY, DELAYED, INFLIGHT}) do
