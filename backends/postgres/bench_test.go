@@ -113,10 +113,11 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 // BenchmarkPushOne: one producer pushes tasks one Push call at a time, with
-// the default durable commit ("durable": each push waits for its WAL flush)
-// and with sync_push=false.
+// the default durable commit ("durable": each push waits for its WAL flush),
+// durable without polling for the reply ("spin=0", spin.go), and with
+// sync_push=false.
 func BenchmarkPushOne(b *testing.B) {
-	for _, mode := range []string{"durable", "sync_push=false"} {
+	for _, mode := range []string{"durable", "spin=0", "sync_push=false"} {
 		b.Run(mode, func(b *testing.B) {
 			q, _ := openBenchQueue(b, modeURL(mode)...)
 			benchkit.PushOne(b, q)

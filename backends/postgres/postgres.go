@@ -14,6 +14,10 @@
 //	  - notify_interval: the rate of wake-up notifications for one queue from
 //	    one process: up to four at once, then one per interval (default 1ms).
 //	  - max_message_bytes: the largest message body (default 64 MiB).
+//	  - sync_push: false makes pushes commit without waiting for the WAL
+//	    flush (default true).
+//	  - spin: how long a one-task push polls for the server's reply before
+//	    parking (default 1ms; 0 turns it off).
 //
 // Every other parameter must be one pgx understands (libpq keywords such as
 // sslmode or application_name, pgx's statement_cache_capacity, pgxpool's
@@ -79,6 +83,9 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 		if _, set := poolCfg.ConnConfig.RuntimeParams[name]; !set {
 			poolCfg.ConnConfig.RuntimeParams[name] = value
 		}
+	}
+	if cfg.spin > 0 {
+		poolCfg.ConnConfig.DialFunc = quietConns(poolCfg.ConnConfig.DialFunc)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {

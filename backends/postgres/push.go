@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -28,8 +27,18 @@ func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.P
 	if len(msgs) == 0 {
 		return nil, nil
 	}
+	var db pushDB = d.pool
+	if len(msgs) == 1 {
+		// One task at a time: the producer waits on each commit (spin.go).
+		conn, release, err := d.polling(ctx)
+		if err != nil {
+			return nil, wrap(ctx, "push", err)
+		}
+		defer release()
+		db = conn
+	}
 	inline := d.notif.inline()
-	res, err := d.pushBounded(ctx, d.pool, msgs, inline)
+	res, err := d.pushBounded(ctx, db, msgs, inline)
 	switch {
 	case !inline && err == nil:
 		d.notif.committed()
@@ -78,7 +87,7 @@ func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, 
 	}
 	stmt := d.sql.pushSQLFor(len(msgs) == 1, !d.cfg.syncPush)
 	sql := stmt.plain
-	if _, ok := q.(*pgxpool.Pool); !ok || d.dedupFirst() {
+	if _, inTx := q.(pgx.Tx); inTx || d.dedupFirst() {
 		// In a transaction (PushTx, or under a depth limit) a failed
 		// statement would abort it; and while pushes keep meeting queued
 		// tasks, the plain insert would fail (and the server log an

@@ -20,6 +20,7 @@ var jobqParams = map[string]bool{
 	"notify_interval":   true,
 	"max_message_bytes": true,
 	"sync_push":         true,
+	"spin":              true,
 }
 
 // connParams are the query parameters handed on to pgx unchanged: the libpq
@@ -73,6 +74,11 @@ const (
 	// would queue for connections. Connections are opened on demand. (The
 	// LISTEN connection is extra.)
 	DefaultPoolMaxConns = 10
+	// DefaultSpin is how long a one-task push polls its connection for the
+	// server's reply before parking, unless the URL sets spin= (0 turns it
+	// off): a durable commit on a local disk, with room to spare
+	// (push.go).
+	DefaultSpin = time.Millisecond
 )
 
 // config is a parsed queue URL.
@@ -84,6 +90,7 @@ type config struct {
 	notifyInterval  time.Duration
 	maxMessageBytes int
 	syncPush        bool // pushes wait for the WAL flush (the server's setting)
+	spin            time.Duration
 	poolMaxSet      bool // the URL sets pool_max_conns
 }
 
@@ -112,7 +119,7 @@ func parseURL(u *url.URL) (*config, error) {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return nil, driver.Errorf(driver.InvalidArgument,
-			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes and sync_push, "+
+			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes, sync_push and spin, "+
 				"and passes libpq/pgx/pgxpool connection parameters (sslmode, application_name, pool_max_conns, ...) to pgx; "+
 				"put server settings in options=-c%%20name%%3Dvalue",
 			strings.Join(unknown, ", "))
@@ -127,6 +134,7 @@ func parseURL(u *url.URL) (*config, error) {
 		notifyInterval:  p.Duration("notify_interval", DefaultNotifyInterval),
 		maxMessageBytes: p.Int("max_message_bytes", DefaultMaxMessageBytes),
 		syncPush:        p.Bool("sync_push", true),
+		spin:            p.Duration("spin", DefaultSpin),
 	}
 	if c.queue == "" || len(c.queue) > 200 {
 		p.Fail("query parameter queue=%q must be 1 to 200 characters", c.queue)

@@ -23,20 +23,20 @@ func TestParseURL(t *testing.T) {
 			name: "defaults",
 			url:  "postgres://u@h/db",
 			want: config{connString: "postgres://u@h/db", queue: DefaultQueue, schema: DefaultSchema,
-				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes, syncPush: true},
+				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes, syncPush: true, spin: DefaultSpin},
 		},
 		{
 			name: "jobq parameters stripped, libpq and pool parameters kept",
-			url:  "postgresql://u:pw@h:5433/db?queue=render&schema=work&sslmode=disable&pool_max_conns=8&poll=250ms&notify_interval=5ms&max_message_bytes=1024&application_name=x&sync_push=false",
+			url:  "postgresql://u:pw@h:5433/db?queue=render&schema=work&sslmode=disable&pool_max_conns=8&poll=250ms&notify_interval=5ms&max_message_bytes=1024&application_name=x&sync_push=false&spin=250us",
 			want: config{connString: "postgres://u:pw@h:5433/db?application_name=x&pool_max_conns=8&sslmode=disable",
 				queue: "render", schema: "work", poll: 250 * time.Millisecond, notifyInterval: 5 * time.Millisecond, maxMessageBytes: 1024,
-				poolMaxSet: true},
+				spin: 250 * time.Microsecond, poolMaxSet: true},
 		},
 		{
 			name: "server settings through options keep their spaces",
 			url:  "postgres://h/db?options=-c%20statement_timeout%3D5s+-c+lock_timeout%3D1s",
 			want: config{connString: "postgres://h/db?options=-c%20statement_timeout%3D5s%20-c%20lock_timeout%3D1s", queue: DefaultQueue, schema: DefaultSchema,
-				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes, syncPush: true},
+				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes, syncPush: true, spin: DefaultSpin},
 		},
 		{name: "unknown parameter", url: "postgres://h/db?queu=x", wantErr: "unknown query parameter queu"},
 		{name: "server setting as a parameter", url: "postgres://h/db?statement_timeout=5s", wantErr: "options=-c"},
@@ -46,6 +46,8 @@ func TestParseURL(t *testing.T) {
 		{name: "bad poll", url: "postgres://h/db?poll=soon", wantErr: "poll="},
 		{name: "zero poll", url: "postgres://h/db?poll=0s", wantErr: "poll="},
 		{name: "bad size", url: "postgres://h/db?max_message_bytes=-1", wantErr: "max_message_bytes="},
+		{name: "negative spin", url: "postgres://h/db?spin=-1ms", wantErr: `spin="-1ms" is negative`},
+		{name: "bad spin", url: "postgres://h/db?spin=fast", wantErr: "spin="},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

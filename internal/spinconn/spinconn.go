@@ -23,6 +23,11 @@
 //     (a distant server, a slow command, an idle subscription): after a
 //     miss it skips polling for a number of reads that doubles with each
 //     miss, up to 1024; a reply that arrives while polling resets it.
+//
+// A client whose connections should poll for some requests only (the
+// Postgres backend polls for a one-task push's commit, not for claims)
+// wraps them with WrapQuiet, finds the wrapper again with Of, and sets a
+// budget around those requests with SetBudget.
 package spinconn
 
 import (
@@ -56,11 +61,13 @@ var waiting atomic.Int32
 type Conn struct {
 	net.Conn
 	raw        syscall.RawConn
-	budget     time.Duration
-	maxWaiting int32 // poll only while no more reads than this wait
+	budget     atomic.Int64 // nanoseconds; reads do not poll while it is 0
+	maxWaiting int32        // poll only while no more reads than this wait
 
 	skip     atomic.Int32 // reads left to make without polling
 	lastSkip atomic.Int32 // the skip the last miss set; the next doubles it
+
+	polls, hits atomic.Int64 // reads that polled, and those that got their reply so
 
 	mu     sync.Mutex // guards rd and wd
 	rd, wd time.Time  // the deadlines last passed on
@@ -70,15 +77,65 @@ type Conn struct {
 // parking. It returns c itself when budget is not positive or c is not a
 // socket whose descriptor can be read directly (a TLS connection, say).
 func Wrap(c net.Conn, budget time.Duration) net.Conn {
+	if budget <= 0 {
+		return c
+	}
+	w := WrapQuiet(c)
+	if sc, ok := w.(*Conn); ok {
+		sc.SetBudget(budget)
+	}
+	return w
+}
+
+// WrapQuiet returns c wrapped so that its deadlines reach the runtime only
+// when they move, as Wrap does, but with polling off until SetBudget turns
+// it on. It returns c itself when c is not a socket whose descriptor can be
+// read directly.
+func WrapQuiet(c net.Conn) net.Conn {
 	sc, ok := c.(syscall.Conn)
-	if !ok || budget <= 0 || !canPoll {
+	if !ok || !canPoll {
 		return c
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
 		return c
 	}
-	return &Conn{Conn: c, raw: raw, budget: budget, maxWaiting: int32(runtime.GOMAXPROCS(0) - 1)}
+	return &Conn{Conn: c, raw: raw, maxWaiting: int32(runtime.GOMAXPROCS(0) - 1)}
+}
+
+// Of returns the Conn that c is or that lies beneath it, seeing through a
+// TLS connection made over one (anything with a NetConn method), or nil.
+func Of(c net.Conn) *Conn {
+	for c != nil {
+		switch t := c.(type) {
+		case *Conn:
+			return t
+		case interface{ NetConn() net.Conn }:
+			c = t.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// Stats counts a connection's polling.
+type Stats struct {
+	Polls int64 // reads that polled
+	Hits  int64 // polls that got their reply (or an error, or the end) before the budget ran out
+}
+
+// Stats returns the connection's counts since it was wrapped.
+func (c *Conn) Stats() Stats { return Stats{Polls: c.polls.Load(), Hits: c.hits.Load()} }
+
+// Budget returns how long the connection's reads poll now.
+func (c *Conn) Budget() time.Duration { return time.Duration(c.budget.Load()) }
+
+// SetBudget sets how long the connection's next reads poll before they
+// park; 0 turns polling off. It may be called while a read is under way,
+// which keeps the budget it started with.
+func (c *Conn) SetBudget(budget time.Duration) {
+	c.budget.Store(int64(max(budget, 0)))
 }
 
 // SyscallConn returns the wrapped connection's, so that a pool's health
@@ -88,7 +145,8 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil }
 // Read reads like the wrapped connection's Read, polling first when
 // allowed to.
 func (c *Conn) Read(b []byte) (int, error) {
-	if len(b) == 0 || c.maxWaiting <= 0 {
+	budget := time.Duration(c.budget.Load())
+	if len(b) == 0 || c.maxWaiting <= 0 || budget <= 0 {
 		return c.Conn.Read(b)
 	}
 	if s := c.skip.Load(); s > 0 {
@@ -102,8 +160,12 @@ func (c *Conn) Read(b []byte) (int, error) {
 		defer waiting.Add(-1)
 		return c.Conn.Read(b)
 	}
-	n, got, err, rawErr := c.poll(b)
+	n, got, err, rawErr := c.poll(b, budget)
 	waiting.Add(-1)
+	c.polls.Add(1)
+	if got {
+		c.hits.Add(1)
+	}
 	switch {
 	case rawErr != nil:
 		// Closed, or past the read deadline: the wrapped Read reports it
@@ -128,11 +190,11 @@ func (c *Conn) Read(b []byte) (int, error) {
 }
 
 // poll reads from the socket until data, an error or the end of the stream
-// comes (got), or the budget passes. rawErr is set when the connection
+// comes (got), or budget passes. rawErr is set when the connection
 // could not be read at all.
-func (c *Conn) poll(b []byte) (n int, got bool, err, rawErr error) {
+func (c *Conn) poll(b []byte, budget time.Duration) (n int, got bool, err, rawErr error) {
 	rawErr = c.raw.Read(func(fd uintptr) bool {
-		until := time.Now().Add(c.budget)
+		until := time.Now().Add(budget)
 		for {
 			var empty bool
 			n, empty, err = readFD(fd, b)

@@ -1,6 +1,7 @@
 package spinconn
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -334,6 +335,82 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestQuietPollsOnlyWithBudget checks WrapQuiet and SetBudget: a quiet
+// connection's reads do not poll until a budget is set, poll while it is,
+// and stop when it is set back to 0; Stats counts the polls and their hits.
+func TestQuietPollsOnlyWithBudget(t *testing.T) {
+	t.Parallel()
+	client, server := dialPair(t)
+	c, ok := WrapQuiet(client).(*Conn)
+	if !ok {
+		t.Fatal("WrapQuiet left a TCP connection unwrapped")
+	}
+	c.maxWaiting = 1 << 20
+	steps := []struct {
+		name   string
+		budget time.Duration
+		delay  time.Duration // before the server replies
+		wait   time.Duration // before the client reads
+		want   Stats
+	}{
+		{"quiet, late reply", 0, 30 * time.Millisecond, 0, Stats{}},
+		{"quiet, reply there", 0, 0, 20 * time.Millisecond, Stats{}},
+		{"budget, reply there", DefaultBudget, 0, 20 * time.Millisecond, Stats{Polls: 1, Hits: 1}},
+		{"budget, late reply", DefaultBudget, 30 * time.Millisecond, 0, Stats{Polls: 2, Hits: 1}},
+		{"quiet again", 0, 0, 20 * time.Millisecond, Stats{Polls: 2, Hits: 1}},
+	}
+	for i, s := range steps {
+		c.SetBudget(s.budget)
+		if got := c.Budget(); got != s.budget {
+			t.Fatalf("%s: Budget() = %v after SetBudget(%v)", s.name, got, s.budget)
+		}
+		msg := string(rune('a' + i))
+		go func() {
+			time.Sleep(s.delay)
+			_, _ = server.Write([]byte(msg))
+		}()
+		time.Sleep(s.wait)
+		if got := readString(t, c, 1); got != msg {
+			t.Fatalf("%s: read %q, want %q", s.name, got, msg)
+		}
+		if got := c.Stats(); got != s.want {
+			t.Fatalf("after %s: %+v, want %+v", s.name, got, s.want)
+		}
+	}
+	c.SetBudget(-time.Second)
+	if got := c.Budget(); got != 0 {
+		t.Fatalf("a negative budget was kept as %v, want 0", got)
+	}
+}
+
+// TestOfFindsTheWrapper checks that Of finds the wrapper on its own, beneath
+// a TLS connection, and nowhere else.
+func TestOfFindsTheWrapper(t *testing.T) {
+	t.Parallel()
+	client, _ := dialPair(t)
+	w := WrapQuiet(client)
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	cases := []struct {
+		name string
+		conn net.Conn
+		want net.Conn
+	}{
+		{"the wrapper", w, w},
+		{"under TLS", tls.Client(w, &tls.Config{InsecureSkipVerify: true}), w},
+		{"TLS over a pipe", tls.Client(a, &tls.Config{InsecureSkipVerify: true}), nil},
+		{"a pipe", a, nil},
+		{"nil", nil, nil},
+	}
+	for _, c := range cases {
+		got := Of(c.conn)
+		if (got == nil && c.want != nil) || (got != nil && net.Conn(got) != c.want) {
+			t.Errorf("Of(%s) = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
