@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/benchkit"
+	"github.com/jobq/jobq/internal/spinconn"
 )
 
 // The benchmarks run against JOBQ_TEST_POSTGRES_URL (default the local
@@ -147,7 +149,7 @@ func BenchmarkPushBatch(b *testing.B) {
 // LISTEN/NOTIFY as it would between machines. A durable push includes its
 // WAL flush, since the notification is delivered at commit.
 func BenchmarkPickupLatency(b *testing.B) {
-	for _, mode := range []string{"durable", "sync_push=false"} {
+	for _, mode := range []string{"durable", "spin=0", "sync_push=false"} {
 		b.Run(mode, func(b *testing.B) {
 			raw := benchURL(b, modeURL(mode)...)
 			consumer, producer := benchkit.Open(b, raw), benchkit.Open(b, raw)
@@ -163,7 +165,9 @@ func BenchmarkPickupLatency(b *testing.B) {
 // on a minimal table (id, body) with no jobq code at all:
 //
 //   - insert-one: one producer runs a plain durable INSERT per row, the
-//     limit for BenchmarkPushOne/durable.
+//     limit for BenchmarkPushOne/spin=0; insert-one-polling does the same
+//     on a connection that polls for each reply as a one-task push does
+//     (spin.go), the limit for BenchmarkPushOne/durable.
 //
 //   - insert-batch: one producer inserts rows 1,000 per statement, four
 //     statements in flight, into a copy of the messages table (its
@@ -193,24 +197,47 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 		}
 		return table
 	}
-	b.Run("insert-one", func(b *testing.B) {
-		_, d := openBenchQueue(b)
-		ctx := context.Background()
-		table := rawTable(b, d, 0)
-		insert := `INSERT INTO ` + table + ` (body) VALUES ($1)`
-		body := []byte(`{"version": 1, "kwargs": "{}"}`)
-		b.ResetTimer()
-		cm := benchkit.MarkCPU()
-		start := time.Now()
-		for range b.N {
-			if _, err := d.pool.Exec(ctx, insert, body); err != nil {
-				b.Fatal(err)
-			}
+	for _, polling := range []bool{false, true} {
+		name := "insert-one"
+		if polling {
+			name += "-polling"
 		}
-		elapsed := time.Since(start)
-		cm.Report(b, b.N)
-		benchkit.ReportRate(b, b.N, elapsed)
-	})
+		b.Run(name, func(b *testing.B) {
+			_, d := openBenchQueue(b)
+			ctx := context.Background()
+			table := rawTable(b, d, 0)
+			insert := `INSERT INTO ` + table + ` (body) VALUES ($1)`
+			body := []byte(`{"version": 1, "kwargs": "{}"}`)
+			var db interface {
+				Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+			} = d.pool
+			if polling {
+				c, err := d.pool.Acquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Release()
+				sc := spinconn.Of(c.Conn().PgConn().Conn())
+				if sc == nil {
+					b.Skip("the connection cannot poll")
+				}
+				sc.SetBudget(d.cfg.spin)
+				defer sc.SetBudget(0)
+				db = c
+			}
+			b.ResetTimer()
+			cm := benchkit.MarkCPU()
+			start := time.Now()
+			for range b.N {
+				if _, err := db.Exec(ctx, insert, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			elapsed := time.Since(start)
+			cm.Report(b, b.N)
+			benchkit.ReportRate(b, b.N, elapsed)
+		})
+	}
 	b.Run("insert-batch", func(b *testing.B) {
 		_, d := openBenchQueue(b)
 		ctx := context.Background()

@@ -17,7 +17,7 @@
 //	  - sync_push: false makes pushes commit without waiting for the WAL
 //	    flush (default true).
 //	  - spin: how long a one-task push polls for the server's reply before
-//	    parking (default 1ms; 0 turns it off).
+//	    parking (default 500us; 0 turns it off).
 //
 // Every other parameter must be one pgx understands (libpq keywords such as
 // sslmode or application_name, pgx's statement_cache_capacity, pgxpool's

@@ -76,9 +76,10 @@ const (
 	DefaultPoolMaxConns = 10
 	// DefaultSpin is how long a one-task push polls its connection for the
 	// server's reply before parking, unless the URL sets spin= (0 turns it
-	// off): a durable commit on a local disk, with room to spare
-	// (push.go).
-	DefaultSpin = time.Millisecond
+	// off): about twice a durable commit on the development machine's disk.
+	// A longer budget gained nothing there and, spent in full on a slow
+	// commit, took CPU the rest of the machine needed (spin.go).
+	DefaultSpin = 500 * time.Microsecond
 )
 
 // config is a parsed queue URL.
