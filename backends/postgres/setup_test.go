@@ -71,19 +71,27 @@ func openDriver(t testing.TB, extra ...string) *pgDriver {
 	return openURL(t, newQueueURL(t, extra...))
 }
 
-func openURL(t testing.TB, raw string) *pgDriver {
-	t.Helper()
+// openRaw opens raw with the driver directly.
+func openRaw(raw string) (*pgDriver, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	drv, err := Opener{}.Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		return nil, err
+	}
+	return drv.(*pgDriver), nil
+}
+
+func openURL(t testing.TB, raw string) *pgDriver {
+	t.Helper()
+	d, err := openRaw(raw)
+	if err != nil {
 		t.Fatalf("open %s: %v", raw, err)
 	}
-	d := drv.(*pgDriver)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -1,9 +1,6 @@
 package postgres
 
 import (
-	"context"
-	"log/slog"
-	"net/url"
 	"runtime"
 	"testing"
 	"time"
@@ -61,7 +58,7 @@ func TestOnlyOneTaskPushesPoll(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			raw := newQueueURL(t, c.extra...)
-			if c.name == "tls" && !offersTLS(t, raw) {
+			if c.name == "tls" && !offersTLS(raw) {
 				t.Skip("the test server does not offer TLS")
 			}
 			d := openURL(t, raw)
@@ -114,18 +111,11 @@ func TestOnlyOneTaskPushesPoll(t *testing.T) {
 }
 
 // offersTLS reports whether the server at raw accepts a TLS connection.
-func offersTLS(t *testing.T, raw string) bool {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	drv, err := Opener{}.Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+func offersTLS(raw string) bool {
+	d, err := openRaw(raw)
 	if err != nil {
 		return false
 	}
-	drv.Close()
+	d.Close()
 	return true
 }
