@@ -212,17 +212,16 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 				Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 			} = d.pool
 			if polling {
-				c, err := d.pool.Acquire(ctx)
+				// The connection a one-task push polls on (spin.go).
+				conn, release, err := d.polling(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer c.Release()
-				sc := spinconn.Of(c.Conn().PgConn().Conn())
-				if sc == nil {
+				defer release()
+				c, ok := conn.(*pgxpool.Conn)
+				if !ok || spinconn.Of(c.Conn().PgConn().Conn()) == nil {
 					b.Skip("the connection cannot poll")
 				}
-				sc.SetBudget(d.cfg.spin)
-				defer sc.SetBudget(0)
 				db = c
 			}
 			b.ResetTimer()
