@@ -160,6 +160,11 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 // stays and the requeue succeeds: the task may run twice, never zero times.
 func (d *Driver) requeueCopy(ctx context.Context, h *held, delay time.Duration, uncounted int) error {
 	m := h.msg
+	if m.LockedUntil != nil && !time.Now().Before(d.clock.local(*m.LockedUntil)) {
+		// The lock has expired: the original is back in the queue (or with
+		// another receiver), and a copy could not be taken back once due.
+		return d.lockLost("requeue")
+	}
 	cp := copyOf(m, h.deliveries(), uncounted)
 	seqs, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{cp}, d.clock.broker(time.Now().Add(delay)), nil)
 	if err != nil {

@@ -368,11 +368,11 @@ class Handler(FlowController):
         link.target.copy(link.remote_target)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
-        link.max_message_size = self.b.args.max_message_size  # the SDK sizes batches by it
         with self.b.mutex:
             if link.is_sender:
                 src = link.remote_source.address or ""
                 if src == "$cbs" or src.lower().endswith(MGMT_SUFFIX):
+                    # management replies (a peek of a 256 KiB message) are larger
                     self.reply_links[link.remote_target.address] = link
                     link.open()
                     return
@@ -390,6 +390,7 @@ class Handler(FlowController):
                                            (link.remote_source.address if link.is_sender else link.remote_target.address))
                 link.close()
                 return
+            link.max_message_size = self.b.args.max_message_size  # the SDK sizes batches by it
             link.open()
             if link.is_sender:
                 ent.links.append(link)
