@@ -188,7 +188,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 			driver.Peek:           {Level: driver.Native},
 			driver.ExactCount: {Level: driver.Unsupported,
 				Fallback: "counts come from the admin API: they can lag by seconds, Ready includes locked (in-flight) messages, and in-flight is not known"},
-			driver.Dedup: dd,
+			driver.Dedup:         dd,
 			driver.InPlaceUpdate: {Level: driver.Unsupported, Fallback: retry},
 			driver.ConcurrencyLimit: {Level: driver.Emulated,
 				Fallback: "each worker enforces concurrency caps for its own process only (policies are kept in the queue's user metadata): N workers may run up to N times the cap; " + putBack},

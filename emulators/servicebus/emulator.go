@@ -103,7 +103,7 @@ func Start(t testing.TB, opts Options) *Emulator {
 func Launch(ctx context.Context, opts Options) (*Emulator, error) {
 	args := []string{Script(), "--port", "0", "--admin-port", "0"}
 	if opts.LockDuration != 0 && (opts.LockDuration < 5*time.Second || opts.LockDuration > 5*time.Minute) {
-		return nil, fmt.Errorf("Service Bus emulator: LockDuration %v is outside 5s to 5m, which Azure refuses", opts.LockDuration)
+		return nil, fmt.Errorf("the Service Bus emulator refuses LockDuration %v: Azure allows 5s to 5m", opts.LockDuration)
 	}
 	if opts.ClockOffset != 0 {
 		args = append(args, "--clock-offset", strconv.FormatFloat(opts.ClockOffset.Seconds(), 'f', -1, 64))
