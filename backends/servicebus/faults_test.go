@@ -179,6 +179,9 @@ func TestRetriesBeyondMaxDeliveryCount(t *testing.T) {
 		}
 	}
 	expectDeadLetter(t, q, "failure 4", 4)
+	if !strings.Contains(logs.String(), "max delivery count is low") {
+		t.Errorf("opening a queue whose max delivery count is 2 did not warn:\n%s", logs)
+	}
 	if n := strings.Count(logs.String(), "requeues it as a copy instead"); n != 1 {
 		t.Errorf("the carry-over to a copy was logged %d times, want once:\n%s", n, logs)
 	}

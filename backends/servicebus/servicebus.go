@@ -293,6 +293,7 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 			return false, err
 		}
 		d.clock.lock, d.maxDelivery = d.cfg.lockDuration, d.cfg.maxDelivery
+		d.warnMaxDelivery()
 		return d.cfg.dedupWindow > 0, nil
 	}
 	p := got.QueueProperties

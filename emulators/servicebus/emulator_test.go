@@ -126,15 +126,7 @@ func TestEmulatorWithSDK(t *testing.T) {
 		t.Fatalf("counts: active %d dead %d, want 0 and 1", props.ActiveMessageCount, props.DeadLetterMessageCount)
 	}
 
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(ctx)
-	dlq, err := client.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := deadLetterReceiver(t, e)
 	d := receiveOne(t, dlq)
 	if d.DeadLetterReason == nil || *d.DeadLetterReason != reason || d.DeadLetterErrorDescription == nil || *d.DeadLetterErrorDescription != desc {
 		t.Fatalf("dead letter = %+v", d)
@@ -142,6 +134,21 @@ func TestEmulatorWithSDK(t *testing.T) {
 	if err := dlq.CompleteMessage(ctx, d, nil); err != nil {
 		t.Fatalf("complete dead letter: %v", err)
 	}
+}
+
+// deadLetterReceiver returns a peek-lock receiver on queue q's dead letters.
+func deadLetterReceiver(t *testing.T, e *emu.Emulator) *azservicebus.Receiver {
+	t.Helper()
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	dlq, err := client.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dlq
 }
 
 // adminClient returns an admin client on e's ATOM endpoint.
@@ -197,6 +204,24 @@ func TestEmulatorAzureLimits(t *testing.T) {
 		if err := recv.CompleteMessage(ctx, m, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// the max delivery count (10 unless set) dead-letters a message
+	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("poison")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 10; i++ {
+		m := receiveOne(t, recv)
+		if m.DeliveryCount != uint32(i) {
+			t.Fatalf("delivery %d has delivery count %d", i, m.DeliveryCount)
+		}
+		if err := recv.AbandonMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlq := deadLetterReceiver(t, e)
+	if d := receiveOne(t, dlq); string(d.Body) != "poison" || deref(d.DeadLetterReason) != "MaxDeliveryCountExceeded" {
+		t.Fatalf("after 10 abandons the dead letter is %q with reason %v, want poison and MaxDeliveryCountExceeded", d.Body, deref(d.DeadLetterReason))
 	}
 
 	// 256 KiB per message
