@@ -243,15 +243,16 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 // Service Bus accepts: each at most MaxDeadLetterTextLen characters (cut by
 // bytes, which also bounds UTF-16 units), and together small enough that
 // the dead-lettered message, which carries them as properties, stays
-// within MaxBrokerMessageBytes. The description loses its start first (the
-// end of a task's output says why it failed), then the reason its end.
+// within MaxBrokerMessageBytes: then the description keeps at least half
+// the room. The description loses its start (the end of a task's output
+// says why it failed), the reason its end.
 func deadLetterTexts(m *azservicebus.ReceivedMessage, reason, detail string) (string, string) {
 	reason, detail = cutTail(reason, MaxDeadLetterTextLen, false), cutTail(detail, MaxDeadLetterTextLen, true)
 	room := MaxBrokerMessageBytes - deadLetterOverhead - len(m.Body) - propertiesSize(m.ApplicationProperties)
 	if len(reason)+len(detail) <= room {
 		return reason, detail
 	}
-	detail = cutTail(detail, max(room-len(reason), 0), true)
+	detail = cutTail(detail, max(room-len(reason), room/2, 0), true)
 	reason = cutTail(reason, max(room-len(detail), 0), false)
 	return reason, detail
 }
