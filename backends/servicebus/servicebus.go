@@ -319,13 +319,13 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 	return p.RequiresDuplicateDetection != nil && *p.RequiresDuplicateDetection, nil
 }
 
-// warnMaxDelivery warns when the queue's max delivery count lets Service
-// Bus dead-letter tasks before jobq's own retry budget would: jobq keeps
-// its retries off the count (a retry that would reach it is carried over
-// to a copy), but lock expiries, requeue=redeliver and ai4s-jobq workers
-// sharing the queue count.
+// warnMaxDelivery warns when the queue's max delivery count is below
+// Azure's default, so that Service Bus may dead-letter tasks before jobq's
+// own retry budget would: jobq keeps its requeues and retries off the
+// count (a retry that would reach it is carried over to a copy), but lock
+// expiries, requeue=redeliver and ai4s-jobq workers sharing the queue count.
 func (d *Driver) warnMaxDelivery() {
-	if d.maxDelivery >= AzureMaxDeliveryCount && d.cfg.requeue != RequeueRedeliver {
+	if d.maxDelivery >= AzureMaxDeliveryCount {
 		return
 	}
 	what := "tasks whose lock expires that often (crashed or hung workers) are dead-lettered by Service Bus (reason MaxDeliveryCountExceeded)"
