@@ -256,8 +256,8 @@ var skewSchemes atomic.Int64
 // TestClockOffset: with the broker's clock an hour ahead of or behind this
 // machine's, a lease's expiry is still the lock's real expiry on this
 // machine's clock (so the lease is not taken as lost at once, nor renewed
-// too late), and a delayed requeue still waits for its delay. Before the
-// fix the broker's times were used as they were.
+// too late), and a delayed requeue or push still waits for its delay.
+// Before the fix the broker's times were used as they were.
 func TestClockOffset(t *testing.T) {
 	t.Parallel()
 	if env.emu == nil {
@@ -302,6 +302,16 @@ func TestClockOffset(t *testing.T) {
 			}
 			if err := again.Complete(ctx); err != nil {
 				t.Fatal(err)
+			}
+			// a delayed push from the same queue, which has seen the broker's clock
+			if _, err := q.Push(ctx, &jobq.Task{Command: "later", NotBefore: time.Now().Add(3 * time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second}); !errors.Is(err, jobq.ErrEmpty) {
+				t.Fatalf("receive right after a push 3s ahead = %v, want nothing yet", err)
+			}
+			if later := receive(t, q); later.Task.Command != "later" {
+				t.Fatalf("received %q, want the delayed push", later.Task.Command)
 			}
 		})
 	}
