@@ -272,7 +272,8 @@ func (e *Envelope) RetriesLeft() int {
 	if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
 		return e.wire.NumRetries
 	}
-	return max(0, e.wire.NumRetries-(e.DeliveryCount-1-e.uncounted))
+	counted := max(0, e.DeliveryCount-1-e.uncounted) // earlier deliveries that used up a retry
+	return max(0, e.wire.NumRetries-counted)
 }
 
 // Fail records a failed attempt. While the retry budget lasts the message is
