@@ -26,6 +26,7 @@ type Envelope struct {
 
 	q          *Queue
 	wire       *Task // the task as it was on the wire (a stash reference, say)
+	uncounted  int   // earlier deliveries that did not use up a retry (driver.Received)
 	visibility time.Duration
 
 	mu       sync.Mutex
@@ -45,6 +46,7 @@ func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Durati
 		DeliveryCount: r.DeliveryCount,
 		EnqueuedAt:    r.EnqueuedAt,
 		q:             q,
+		uncounted:     r.UncountedDeliveries,
 		wire:          wire,
 		visibility:    vis,
 		lease:         r.Lease,
@@ -170,10 +172,13 @@ func (e *Envelope) Complete(ctx context.Context) error {
 // Its retry budget is not touched. On backends without a native delayed
 // requeue the declared fallback applies, with a one-time warning.
 func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) error {
-	return e.requeue(ctx, "requeue", delay, nil)
+	return e.requeue(ctx, "requeue", delay, nil, false)
 }
 
-func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, body []byte) error {
+// requeue puts the message back; failed says it is a retry after a failed
+// attempt, which uses up a retry where the budget is counted from
+// deliveries.
+func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, body []byte, failed bool) error {
 	if delay < 0 {
 		return errorf(InvalidArgument, op, "requeue delay %v is negative", delay)
 	}
@@ -189,7 +194,7 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 	if err != nil {
 		return err
 	}
-	errs := e.q.drv.Requeue(ctx, []driver.RequeueParams{{Lease: lease, Delay: delay, Body: body}})
+	errs := e.q.drv.Requeue(ctx, []driver.RequeueParams{{Lease: lease, Delay: delay, Body: body, Failed: failed}})
 	return e.finish(op, first(errs))
 }
 
@@ -261,12 +266,14 @@ type FailResult struct {
 
 // RetriesLeft returns the task's remaining retry budget: num_retries as
 // stored where the backend decrements it in place, or num_retries less the
-// earlier deliveries where it cannot.
+// earlier deliveries where it cannot (not counting those that ended in a
+// Requeue, where the backend can tell them apart).
 func (e *Envelope) RetriesLeft() int {
 	if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
 		return e.wire.NumRetries
 	}
-	return max(0, e.wire.NumRetries-(e.DeliveryCount-1))
+	counted := max(0, e.DeliveryCount-1-e.uncounted) // earlier deliveries that used up a retry
+	return max(0, e.wire.NumRetries-counted)
 }
 
 // Fail records a failed attempt. While the retry budget lasts the message is
@@ -291,7 +298,7 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailRe
 		} else if err := e.q.degrade("fail", driver.InPlaceUpdate); err != nil {
 			return FailResult{}, err
 		}
-		return FailResult{Retried: true, RetriesLeft: left - 1}, e.requeue(ctx, "fail", 0, body)
+		return FailResult{Retried: true, RetriesLeft: left - 1}, e.requeue(ctx, "fail", 0, body, true)
 	}
 	// The reason is the cause alone, so listings can show it in a column;
 	// the dead letter records the delivery count beside it.

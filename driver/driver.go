@@ -95,6 +95,11 @@ type Received struct {
 	// DeliveryCount is how many times the message has been claimed,
 	// including this claim (so 1 on the first delivery).
 	DeliveryCount int
+	// UncountedDeliveries is how many of the earlier deliveries ended in a
+	// requeue that must not use up a retry (RequeueParams.Failed false).
+	// Only drivers whose InPlaceUpdate is not native report it: the
+	// portable layer counts the retry budget from DeliveryCount less these.
+	UncountedDeliveries int
 	// EnqueuedAt is when the message was first pushed, if known.
 	EnqueuedAt time.Time
 	// Lease is this claim.
@@ -126,6 +131,13 @@ type RequeueParams struct {
 	// Body, when non-nil, replaces the message body (InPlaceUpdate). The
 	// portable layer only sets it when InPlaceUpdate is native.
 	Body []byte
+	// Failed is true when the requeue is a retry after a failed attempt
+	// (Envelope.Fail), false when it puts back a task that did not fail (a
+	// gate miss, a busy concurrency key, a rate limit, a stopping worker).
+	// A driver whose InPlaceUpdate is not native counts the retry budget
+	// from deliveries: it must let a failed attempt's delivery count, and
+	// should report the others in Received.UncountedDeliveries.
+	Failed bool
 }
 
 // DeadLetterParams are the arguments for dead-lettering one message.

@@ -46,6 +46,13 @@ func jobqBinary(t *testing.T) string {
 // error, failing the test if it exits non-zero.
 func cliOnFreshQueue(t *testing.T) func(args ...string) (string, string) {
 	t.Helper()
+	return cliOn(t, nil)
+}
+
+// cliOn is cliOnFreshQueue with extra environment variables for the binary
+// and extra parameters for the queue's URL.
+func cliOn(t *testing.T, environ []string, params ...string) func(args ...string) (string, string) {
+	t.Helper()
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
@@ -56,11 +63,11 @@ func cliOnFreshQueue(t *testing.T) func(args ...string) (string, string) {
 	bin := jobqBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	queue := newQueueURL(t)
+	queue := newQueueURL(t, params...)
 	return func(args ...string) (string, string) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, bin, append([]string{queue}, args...)...)
-		cmd.Env = append(os.Environ(), "JOBQ_SERVICEBUS_CONNECTION_STRING="+env.connStr)
+		cmd.Env = append(append(os.Environ(), "JOBQ_SERVICEBUS_CONNECTION_STRING="+env.connStr), environ...)
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
@@ -115,5 +122,31 @@ func TestCLILongTask(t *testing.T) {
 	out := run("worker")
 	if strings.Count(out, "] finished") != 1 || strings.Contains(out, "lease lost") {
 		t.Fatalf("a task longer than the lock should run once to the end:\n%s", out)
+	}
+}
+
+// TestCLIGateMissCostsNothing: a worker whose gate fails puts the task back
+// without using up its retries or the queue's max delivery count, as
+// docs/worker.md promises. Before the fix each gate miss was an abandon,
+// and on a queue with a max delivery count of 2 Service Bus dead-lettered
+// the task before any worker could run it.
+func TestCLIGateMissCostsNothing(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	jobq := cliOn(t, []string{"JOBQ_GATE_REQUEUE_DELAY_S=1", "JOBQ_GATE_MAX_NOT_QUALIFIED=3"}, "max_delivery_count=2")
+	jobq("push", "-c", "echo gated-task-ran", "--gate-cmd", "test -f "+ready)
+	stdout, stderr := jobq("worker")
+	if out := stdout + stderr; strings.Contains(out, "gated-task-ran") || strings.Count(out, "gate failed on this worker") != 3 {
+		t.Fatalf("want three gate misses and no run:\n%s", out)
+	}
+	time.Sleep(1500 * time.Millisecond) // the last requeue's delay
+	if err := os.WriteFile(ready, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr = jobq("worker")
+	if out := stdout + stderr; !strings.Contains(out, "] gated-task-ran") {
+		t.Fatalf("after three gate misses the task should still run once its gate passes:\n%s", out)
+	}
+	if listing, _ := jobq("dlq", "list", "--json"); strings.Contains(listing, "gated") {
+		t.Fatalf("the task is in the dead letters:\n%s", listing)
 	}
 }

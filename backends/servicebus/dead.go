@@ -43,7 +43,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 		if t, ok := m.ApplicationProperties[PropDeadAt].(time.Time); ok {
 			dm.DeadAt = t
 		} else if m.EnqueuedTime != nil {
-			dm.DeadAt = *m.EnqueuedTime
+			dm.DeadAt = d.clock.local(*m.EnqueuedTime)
 		}
 		out[i] = dm
 	}

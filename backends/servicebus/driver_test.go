@@ -130,8 +130,8 @@ func TestDelayedRequeue(t *testing.T) {
 		wantLater   bool
 		warning     string
 	}{
-		{"redeliver", "", false, "redelivers at once"},
-		{"schedule", "requeue=schedule", true, "schedules a copy"},
+		{"redeliver", "requeue=redeliver", false, "an abandon, visible at once"},
+		{"schedule", "", true, "schedules a copy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

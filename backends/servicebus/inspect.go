@@ -31,17 +31,18 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 			MessageID: m.MessageID,
 			ID:        taskID(m),
 			Body:      m.Body,
-			InFlight:  m.LockedUntil != nil && m.LockedUntil.After(now),
+			InFlight:  m.LockedUntil != nil && d.clock.local(*m.LockedUntil).After(now),
 		}
 		p.DeliveryCount = endedDeliveries(m)
 		if p.InFlight {
 			p.DeliveryCount++
 		}
 		if m.EnqueuedTime != nil {
-			p.EnqueuedAt, p.VisibleAt = *m.EnqueuedTime, *m.EnqueuedTime
+			p.EnqueuedAt = d.clock.local(*m.EnqueuedTime)
+			p.VisibleAt = p.EnqueuedAt
 		}
 		if m.State == azservicebus.MessageStateScheduled && m.ScheduledEnqueueTime != nil {
-			p.VisibleAt = *m.ScheduledEnqueueTime
+			p.VisibleAt = d.clock.local(*m.ScheduledEnqueueTime)
 		}
 		out = append(out, p)
 	}
@@ -53,7 +54,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 // if the peek were a delivery. The deliveries of the message a copy
 // replaced are added.
 func endedDeliveries(m *azservicebus.ReceivedMessage) int {
-	return max(int(m.DeliveryCount)-1, 0) + priorDeliveries(m)
+	return max(int(m.DeliveryCount)-1, 0) + intProp(m, PropPriorDeliveries)
 }
 
 // Stats implements driver.Driver from the admin API's runtime properties:

@@ -15,8 +15,9 @@ const maxMessageIDLen = 128
 
 // Push implements driver.Driver. Messages due now go out in as few batches
 // as their size allows; messages with a future NotBefore are scheduled one
-// by one. Results are returned in order, so a partial failure leaves a
-// prefix of stored messages.
+// by one (at NotBefore on the broker's clock, as far as the driver knows
+// it). Results are returned in order, so a partial failure leaves a prefix
+// of stored messages.
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	const op = "push"
 	if err := d.isClosed(op); err != nil {
@@ -32,7 +33,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	now := time.Now()
 	for i := 0; i < len(msgs); {
 		if m := msgs[i]; m.NotBefore.After(now) {
-			if _, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{newMessage(m.ID, m.ID, m.Body, 0)}, m.NotBefore, nil); err != nil {
+			if _, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{newMessage(m.ID, m.ID, m.Body, 0)}, d.clock.broker(m.NotBefore), nil); err != nil {
 				return results, d.fail(op, err)
 			}
 			results = append(results, driver.PushResult{MessageID: m.ID})

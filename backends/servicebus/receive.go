@@ -20,11 +20,16 @@ const MinReceiveWait = 200 * time.Millisecond
 // must settle it. settled guards against settling twice, which the SDK
 // silently accepts.
 type held struct {
-	msg     *azservicebus.ReceivedMessage
-	recv    *azservicebus.Receiver
-	prior   int
-	settled atomic.Bool
+	msg       *azservicebus.ReceivedMessage
+	recv      *azservicebus.Receiver
+	prior     int // deliveries before the message was copied
+	uncounted int // of all deliveries, those that must not use up a retry
+	settled   atomic.Bool
 }
+
+// deliveries is how many times the task was delivered, this time included,
+// across the copies requeues made of it.
+func (h *held) deliveries() int { return int(h.msg.DeliveryCount) + h.prior }
 
 // Receive implements driver.Driver. The lease is the message's lock, for
 // the queue's lock duration whatever p.Visibility says.
@@ -37,17 +42,22 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
+	now := time.Now()
+	for _, m := range msgs {
+		d.clock.observe(m.LockedUntil, now)
+	}
 	out := make([]*driver.Received, len(msgs))
 	for i, m := range msgs {
-		h := &held{msg: m, recv: d.recv, prior: priorDeliveries(m)}
+		h := &held{msg: m, recv: d.recv, prior: intProp(m, PropPriorDeliveries), uncounted: intProp(m, PropUncountedDeliveries)}
 		r := &driver.Received{
-			ID:            taskID(m),
-			Body:          m.Body,
-			DeliveryCount: int(m.DeliveryCount) + h.prior,
-			Lease:         lease(h),
+			ID:                  taskID(m),
+			Body:                m.Body,
+			DeliveryCount:       h.deliveries(),
+			UncountedDeliveries: h.uncounted,
+			Lease:               d.lease(h),
 		}
 		if m.EnqueuedTime != nil {
-			r.EnqueuedAt = *m.EnqueuedTime
+			r.EnqueuedAt = d.clock.local(*m.EnqueuedTime)
 		}
 		out[i] = r
 	}
@@ -80,11 +90,12 @@ func (d *Driver) receive(ctx context.Context, r *azservicebus.Receiver, sem chan
 	return msgs, nil
 }
 
-// lease builds the driver lease for a held message.
-func lease(h *held) driver.Lease {
+// lease builds the driver lease for a held message; its expiry is on this
+// machine's clock.
+func (d *Driver) lease(h *held) driver.Lease {
 	l := driver.Lease{MessageID: h.msg.MessageID, Token: tokenString(h.msg.LockToken), Private: h}
 	if h.msg.LockedUntil != nil {
-		l.Expiry = *h.msg.LockedUntil
+		l.Expiry = d.clock.local(*h.msg.LockedUntil)
 	}
 	return l
 }
@@ -110,15 +121,17 @@ func taskID(m *azservicebus.ReceivedMessage) string {
 	return ""
 }
 
-func priorDeliveries(m *azservicebus.ReceivedMessage) int {
-	switch v := m.ApplicationProperties[PropPriorDeliveries].(type) {
+// intProp reads a count jobq stored in an application property; 0 when it
+// is missing or not a count.
+func intProp(m *azservicebus.ReceivedMessage, name string) int {
+	switch v := m.ApplicationProperties[name].(type) {
 	case int64:
-		return int(v)
+		return max(int(v), 0)
 	case int32:
-		return int(v)
+		return max(int(v), 0)
 	case string:
 		n, _ := strconv.Atoi(v)
-		return n
+		return max(n, 0)
 	}
 	return 0
 }
@@ -151,5 +164,6 @@ func (d *Driver) Renew(ctx context.Context, l driver.Lease, visibility time.Dura
 	if err := h.recv.RenewMessageLock(ctx, h.msg, nil); err != nil {
 		return l, d.fail(op, err)
 	}
-	return lease(h), nil
+	d.clock.observe(h.msg.LockedUntil, time.Now())
+	return d.lease(h), nil
 }

@@ -26,23 +26,27 @@
 // Messages are received in peek-lock mode; a lease is the message's lock,
 // whose duration is the queue's LockDuration (Receive's and Renew's
 // visibility cannot change it; Lease.Expiry is the lock's real expiry).
-// Renew is RenewMessageLock, Complete is CompleteMessage, Requeue(0) is
-// AbandonMessage, DeadLetter is DeadLetterMessage with the reason and
-// detail. A push with NotBefore is a scheduled message. The message ID is
-// the task ID, so a queue with duplicate detection drops a re-pushed task.
-// Counts come from the admin (ATOM) API.
+// Renew is RenewMessageLock, Complete is CompleteMessage, a retry after a
+// failure (Envelope.Fail) is AbandonMessage, DeadLetter is
+// DeadLetterMessage with the reason and detail. Requeue schedules a copy of
+// the message at the delay and completes the original, so that it uses up
+// neither a retry nor one of the broker's deliveries (requeue=redeliver
+// abandons instead). A push with NotBefore is a scheduled message. The
+// message ID is the task ID, so a queue with duplicate detection drops a
+// re-pushed task. Counts come from the admin (ATOM) API.
 //
 // Service Bus cannot delay an abandon, nor change a message's body: see the
 // Capabilities Fallback texts and docs/backends/servicebus.md.
 //
 // # URL parameters
 //
-//	requeue=redeliver  Requeue(delay) redelivers at once (default); requeue=schedule
-//	                   schedules a copy at the delay and completes the original
+//	requeue=schedule   Requeue(delay) schedules a copy at the delay and completes
+//	                   the original (default); requeue=redeliver abandons it:
+//	                   visible at once, and the delivery counts
 //	admin=HOST:PORT    plain-HTTP admin endpoint (emulators); for an emulator
 //	                   connection string it defaults to the endpoint host, port 5300
 //	create=true        create the queue when it is missing, with:
-//	lock_duration=1m   its lock duration (at most 5m)
+//	lock_duration=1m   its lock duration (5s to 5m)
 //	max_delivery_count=100  its max delivery count
 //	dedup_window=10m   its duplicate-detection history (0 turns detection off)
 //	retries=3          SDK retries of transient errors and lost connections
@@ -88,6 +92,18 @@ const (
 	MaxReceiveBatch = 256
 	// MaxLockDuration is the longest lock duration a queue can have.
 	MaxLockDuration = 5 * time.Minute
+	// MinLockDuration is the shortest lock duration a queue can have.
+	MinLockDuration = 5 * time.Second
+	// MaxBrokerMessageBytes is the standard tier's limit on a whole
+	// message: body, properties and annotations, also when it is
+	// dead-lettered with its reason and description.
+	MaxBrokerMessageBytes = 256 * 1024
+	// MaxDeadLetterTextLen is the most characters Azure's SDKs accept in a
+	// dead letter's reason and in its description.
+	MaxDeadLetterTextLen = 4096
+	// AzureMaxDeliveryCount is the max delivery count Azure gives a queue
+	// created without one (ai4s-jobq's queues have it).
+	AzureMaxDeliveryCount = 10
 )
 
 // Environment variables read for a connection string, in order.
@@ -103,9 +119,13 @@ const (
 	// PropTaskID carries the task ID, also on copies whose MessageID differs.
 	PropTaskID = "jobq-task-id"
 	// PropPriorDeliveries carries the deliveries a message had before it was
-	// copied (requeue=schedule, dead-letter requeue), so that the delivery
-	// count the retry budget is computed from survives the copy.
+	// copied by a requeue, so that the delivery count the retry budget is
+	// computed from survives the copy.
 	PropPriorDeliveries = "jobq-prior-deliveries"
+	// PropUncountedDeliveries carries how many of those deliveries ended in
+	// a requeue that must not use up a retry (a gate miss, a busy key, a
+	// stopping worker).
+	PropUncountedDeliveries = "jobq-uncounted-deliveries"
 	// PropDeadAt is when jobq dead-lettered a message (the broker's own
 	// dead-lettering, at the max delivery count, does not set it).
 	PropDeadAt = "jobq-dead-at"
@@ -139,14 +159,18 @@ type URLOpener struct {
 // Capabilities returns what a Service Bus queue declares with the default
 // parameters.
 func (o *URLOpener) Capabilities() driver.Capabilities {
-	return capabilities(RequeueRedeliver, true)
+	return capabilities(RequeueSchedule, true)
 }
 
 func capabilities(requeue string, dedup bool) driver.Capabilities {
 	delayed := driver.Support{Level: driver.Emulated,
-		Fallback: "Service Bus cannot delay an abandon: Requeue(delay) redelivers at once (add requeue=schedule to the URL to schedule a copy instead)"}
-	if requeue == RequeueSchedule {
-		delayed.Fallback = "Service Bus cannot delay an abandon: Requeue(delay) schedules a copy at the delay, then completes the original; if that completion fails, the copy is canceled, and if the cancel fails too the task runs twice (at least once)"
+		Fallback: "Service Bus cannot delay an abandon: Requeue(delay) schedules a copy at the delay (a new message ID), then completes the original; if the original's fate is unclear (a lost acknowledgement) the copy stays and the task may run twice, never zero times"}
+	putBack := "a task put back because its key is busy is requeued as a copy and uses up neither a retry nor a broker delivery"
+	retry := "a message's body cannot change: the retry budget is counted from the delivery count (a lock that expires uses up a retry; requeues do not)"
+	if requeue == RequeueRedeliver {
+		delayed.Fallback = "Service Bus cannot delay an abandon: requeue=redeliver makes Requeue(delay) an abandon, visible at once, which uses up a retry and one of the queue's max delivery count (remove requeue=redeliver to schedule a copy instead)"
+		putBack = "a task put back because its key is busy is abandoned (requeue=redeliver): that uses up a retry and one of the queue's max delivery count"
+		retry = "a message's body cannot change: the retry budget is counted from the delivery count, so a lock that expires and every requeue (requeue=redeliver) use up a retry"
 	}
 	dd := driver.Support{Level: driver.Emulated,
 		Fallback: "the broker's duplicate detection drops a task whose ID was pushed within the queue's detection window (even if it already completed), but Service Bus does not report it: PushResult.Duplicate is always false"}
@@ -164,13 +188,12 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 			driver.Peek:           {Level: driver.Native},
 			driver.ExactCount: {Level: driver.Unsupported,
 				Fallback: "counts come from the admin API: they can lag by seconds, Ready includes locked (in-flight) messages, and in-flight is not known"},
-			driver.Dedup: dd,
-			driver.InPlaceUpdate: {Level: driver.Unsupported,
-				Fallback: "a message's body cannot change: the retry budget is counted from Service Bus's delivery count, so a lock that expires also uses up a retry"},
+			driver.Dedup:         dd,
+			driver.InPlaceUpdate: {Level: driver.Unsupported, Fallback: retry},
 			driver.ConcurrencyLimit: {Level: driver.Emulated,
-				Fallback: "each worker enforces concurrency caps for its own process only (policies are kept in the queue's user metadata): N workers may run up to N times the cap; a task put back because its key is busy counts a delivery, so it uses up retries and the queue's max delivery count"},
+				Fallback: "each worker enforces concurrency caps for its own process only (policies are kept in the queue's user metadata): N workers may run up to N times the cap; " + putBack},
 			driver.RateLimit: {Level: driver.Emulated,
-				Fallback: "each worker enforces rate limits for its own process only (policies are kept in the queue's user metadata): N workers may start up to N times the rate; a task put back because its key is over its rate counts a delivery, so it uses up retries and the queue's max delivery count"},
+				Fallback: "each worker enforces rate limits for its own process only (policies are kept in the queue's user metadata): N workers may start up to N times the rate; " + strings.Replace(putBack, "its key is busy", "its key is over its rate", 1)},
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
 		},
@@ -193,6 +216,13 @@ type Driver struct {
 	dead    *azservicebus.Receiver // peek-lock on the dead-letter sub-queue
 	recvSem chan struct{}          // ReceiveMessages cannot run concurrently
 	deadSem chan struct{}
+	clock   brokerClock
+	// maxDelivery is the queue's max delivery count: an abandon that
+	// reaches it dead-letters the message.
+	maxDelivery int
+	// warnCarriedOver warns, once, that a retry was carried over to a copy
+	// because of the max delivery count.
+	warnCarriedOver sync.Once
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -218,6 +248,7 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 		recvSem: make(chan struct{}, 1), deadSem: make(chan struct{}, 1),
 		closed: make(chan struct{}),
 	}
+	d.maxDelivery = AzureMaxDeliveryCount // until the queue's settings say otherwise
 	dedup, err := d.checkQueue(ctx)
 	if err != nil {
 		_ = d.client.Close(context.WithoutCancel(ctx))
@@ -261,6 +292,8 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 		if err := d.createQueue(ctx); err != nil {
 			return false, err
 		}
+		d.clock.lock, d.maxDelivery = d.cfg.lockDuration, d.cfg.maxDelivery
+		d.warnMaxDelivery()
 		return d.cfg.dedupWindow > 0, nil
 	}
 	p := got.QueueProperties
@@ -274,11 +307,33 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 				"queue", d.queue, "default_message_ttl", ttl.String())
 		}
 	}
-	if p.MaxDeliveryCount != nil && *p.MaxDeliveryCount < 10 {
-		d.log.Warn("servicebus: the queue's max delivery count is low; a task with more retries than it allows, or whose lock expires that often, is dead-lettered by Service Bus (reason MaxDeliveryCountExceeded) before its retry budget is spent",
-			"queue", d.queue, "max_delivery_count", *p.MaxDeliveryCount)
+	if p.LockDuration != nil {
+		if l, err := parseISODuration(*p.LockDuration); err == nil {
+			d.clock.lock = l
+		}
+	}
+	if p.MaxDeliveryCount != nil {
+		d.maxDelivery = int(*p.MaxDeliveryCount)
+		d.warnMaxDelivery()
 	}
 	return p.RequiresDuplicateDetection != nil && *p.RequiresDuplicateDetection, nil
+}
+
+// warnMaxDelivery warns when the queue's max delivery count is below
+// Azure's default, so that Service Bus may dead-letter tasks before jobq's
+// own retry budget would: jobq keeps its requeues and retries off the
+// count (a retry that would reach it is carried over to a copy), but lock
+// expiries, requeue=redeliver and ai4s-jobq workers sharing the queue count.
+func (d *Driver) warnMaxDelivery() {
+	if d.maxDelivery >= AzureMaxDeliveryCount {
+		return
+	}
+	what := "tasks whose lock expires that often (crashed or hung workers) are dead-lettered by Service Bus (reason MaxDeliveryCountExceeded)"
+	if d.cfg.requeue == RequeueRedeliver {
+		what = "with requeue=redeliver every requeue (a gate miss, a busy concurrency key, a rate limit) and every retry uses up one of its deliveries, so a task with num_retries at or above it, or requeued that often, is dead-lettered by Service Bus (reason MaxDeliveryCountExceeded) before it ran or spent its retries"
+	}
+	d.log.Warn("servicebus: the queue's max delivery count is low: "+what+"; raise it (az servicebus queue update --max-delivery-count 100)",
+		"queue", d.queue, "max_delivery_count", d.maxDelivery, "requeue", d.cfg.requeue)
 }
 
 func (d *Driver) createQueue(ctx context.Context) error {

@@ -38,6 +38,7 @@ var env struct {
 	query   string // URL parameters every test queue gets
 	live    bool
 	proxy   *proxy // between the SDK and the emulator, to cut connections
+	emu     *emu.Emulator
 }
 
 func TestMain(m *testing.M) {
@@ -60,6 +61,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 		defer e.Stop()
+		env.emu = e
 		p, err := newProxy(fmt.Sprintf("127.0.0.1:%d", e.AMQPPort))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -3,6 +3,7 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -12,12 +13,10 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// Service Bus keeps a dead letter's reason and description as application
-// properties; long ones are cut to these many bytes.
-const (
-	maxReasonBytes = 1024
-	maxDetailBytes = 8 * 1024
-)
+// deadLetterOverhead is what a dead-lettered message needs beyond its
+// body, application properties, reason and description: system properties,
+// annotations, encoding.
+const deadLetterOverhead = 2 * 1024
 
 // settle runs fn on each lease's message, at most once per lease: a lease
 // settled before is LockLost without a call. A failure other than LockLost
@@ -110,45 +109,116 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 	})
 }
 
-// Requeue implements driver.Driver. Delay zero is AbandonMessage, which
-// counts a delivery. Service Bus cannot delay an abandon: by default a
-// delayed requeue is an abandon too; with requeue=schedule it schedules a
-// copy (with a fresh MessageId, the task ID in a property and the delivery
-// count carried over) and then completes the original. If the completion
-// fails the copy is canceled; only if that fails too does the task exist
-// twice.
+// Requeue implements driver.Driver.
+//
+// A requeue that counts — a retry after a failure (Failed), or any requeue
+// with requeue=redeliver — is AbandonMessage: visible at once, and Service
+// Bus counts the delivery. When that abandon would reach the queue's max
+// delivery count, and so make Service Bus dead-letter the message before
+// jobq's retry budget is spent, the message is carried over to a copy
+// instead (see requeueCopy), which restarts the broker's count.
+//
+// Any other requeue (a gate miss, a busy key, a rate limit, a stopping
+// worker) schedules a copy at the delay and completes the original, so
+// that it uses up neither a retry nor a broker delivery.
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
 	leases := make([]driver.Lease, len(reqs))
 	for i, r := range reqs {
 		leases[i] = r.Lease
 	}
 	return d.settle(ctx, "requeue", leases, func(h *held, i int) error {
-		delay := reqs[i].Delay
-		if delay <= 0 || d.cfg.requeue != RequeueSchedule {
+		r := reqs[i]
+		counts := r.Failed || d.cfg.requeue == RequeueRedeliver
+		if counts && int(h.msg.DeliveryCount) < d.maxDelivery {
 			return settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 				return h.recv.AbandonMessage(ctx, m, nil)
 			})
 		}
-		m := h.msg
-		cp := newMessage("requeue-"+tokenString(m.LockToken), taskID(m), m.Body, int(m.DeliveryCount)+h.prior)
-		seqs, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{cp}, time.Now().Add(delay), nil)
-		if err != nil {
-			return err
+		uncounted := h.uncounted
+		if counts {
+			d.warnCarriedOver.Do(func() {
+				d.log.Warn("servicebus: a requeue would have reached the queue's max delivery count, and Service Bus would dead-letter the task before its retries are spent; jobq requeues it as a copy instead (raise the max delivery count above the tasks' num_retries)",
+					"queue", d.queue, "max_delivery_count", d.maxDelivery, "delivery", h.deliveries())
+			})
+		} else {
+			uncounted++
 		}
-		err = settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-			return h.recv.CompleteMessage(ctx, m, nil)
-		})
-		if err != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if cerr := d.sender.CancelScheduledMessages(cctx, seqs, nil); cerr != nil {
-				d.log.Error("servicebus: a delayed requeue scheduled a copy but could not complete the original nor cancel the copy; the task will run twice",
-					"queue", d.queue, "message_id", m.MessageID, "complete_error", err, "cancel_error", cerr)
+		return d.requeueCopy(ctx, h, r.Delay, uncounted)
+	})
+}
+
+// requeueCopy schedules a copy of h's message at delay from now (on the
+// broker's clock) and then completes the original. The copy has a fresh
+// MessageId (or duplicate detection would drop it), the task ID, and the
+// delivery counts carried over in application properties.
+//
+// The copy is canceled only when the original is known to be still in the
+// queue: its completion was refused because the lock is lost (so no
+// completion of ours can still apply) and a peek finds the original at its
+// sequence number. Otherwise — the completion was applied but its
+// acknowledgement was late or lost, or its outcome is unknown — the copy
+// stays and the requeue succeeds: the task may run twice, never zero times.
+func (d *Driver) requeueCopy(ctx context.Context, h *held, delay time.Duration, uncounted int) error {
+	m := h.msg
+	if m.LockedUntil != nil && !time.Now().Before(d.clock.local(*m.LockedUntil)) {
+		// The lock has expired: the original is back in the queue (or with
+		// another receiver), and a copy could not be taken back once due.
+		return d.lockLost("requeue")
+	}
+	cp := copyOf(m, h.deliveries(), uncounted)
+	seqs, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{cp}, d.clock.broker(time.Now().Add(delay)), nil)
+	if err != nil {
+		return err
+	}
+	err = settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		return h.recv.CompleteMessage(ctx, m, nil)
+	})
+	if err == nil {
+		return nil
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if errorCode(err) == driver.LockLost && m.SequenceNumber != nil {
+		there, perr := d.stillQueued(bg, *m.SequenceNumber)
+		if perr == nil && there {
+			if cerr := d.sender.CancelScheduledMessages(bg, seqs, nil); cerr != nil {
+				d.log.Error("servicebus: a requeue scheduled a copy, lost the original's lock, and could not cancel the copy; the task will run twice",
+					"queue", d.queue, "message_id", m.MessageID, "cancel_error", cerr)
 			}
 			return err
 		}
-		return nil
-	})
+		if perr != nil {
+			err = fmt.Errorf("%w (and a peek for the original failed: %v)", err, perr)
+		}
+	}
+	d.log.Warn("servicebus: a requeue scheduled a copy, but the original's completion did not report success; the original may have been completed (a lost acknowledgement) or may come back when its lock expires, so the copy stays: the task may run twice",
+		"queue", d.queue, "message_id", m.MessageID, "complete_error", err)
+	return nil
+}
+
+// stillQueued reports whether the message with sequence number seq is
+// still in the queue (locked or not).
+func (d *Driver) stillQueued(ctx context.Context, seq int64) (bool, error) {
+	msgs, err := d.recv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &seq})
+	if err != nil {
+		return false, err
+	}
+	return len(msgs) > 0 && msgs[0].SequenceNumber != nil && *msgs[0].SequenceNumber == seq, nil
+}
+
+// copyOf builds the copy of m that a requeue schedules: the same body and
+// application properties, a fresh MessageId, and the delivery counts so far.
+func copyOf(m *azservicebus.ReceivedMessage, deliveries, uncounted int) *azservicebus.Message {
+	cp := newMessage("requeue-"+tokenString(m.LockToken), taskID(m), m.Body, 0)
+	for k, v := range m.ApplicationProperties {
+		if _, ours := cp.ApplicationProperties[k]; !ours {
+			cp.ApplicationProperties[k] = v
+		}
+	}
+	cp.ApplicationProperties[PropPriorDeliveries] = int64(deliveries)
+	cp.ApplicationProperties[PropUncountedDeliveries] = int64(uncounted)
+	cp.ContentType, cp.Subject, cp.CorrelationID = m.ContentType, m.Subject, m.CorrelationID
+	return cp
 }
 
 // DeadLetter implements driver.Driver with DeadLetterMessage: the message
@@ -160,7 +230,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		leases[i] = r.Lease
 	}
 	return d.settle(ctx, "dead-letter", leases, func(h *held, i int) error {
-		reason, detail := cutTail(reqs[i].Reason, maxReasonBytes, false), cutTail(reqs[i].Detail, maxDetailBytes, true)
+		reason, detail := deadLetterTexts(h.msg, reqs[i].Reason, reqs[i].Detail)
 		opts := &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &detail,
 			PropertiesToModify: map[string]any{PropDeadAt: time.Now().UTC()}}
 		return settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
@@ -169,12 +239,50 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 	})
 }
 
+// deadLetterTexts cuts a dead letter's reason and description to what
+// Service Bus accepts: each at most MaxDeadLetterTextLen characters (cut by
+// bytes, which also bounds UTF-16 units), and together small enough that
+// the dead-lettered message, which carries them as properties, stays
+// within MaxBrokerMessageBytes: then the description keeps at least half
+// the room. The description loses its start (the end of a task's output
+// says why it failed), the reason its end.
+func deadLetterTexts(m *azservicebus.ReceivedMessage, reason, detail string) (string, string) {
+	reason, detail = cutTail(reason, MaxDeadLetterTextLen, false), cutTail(detail, MaxDeadLetterTextLen, true)
+	room := MaxBrokerMessageBytes - deadLetterOverhead - len(m.Body) - propertiesSize(m.ApplicationProperties)
+	if len(reason)+len(detail) <= room {
+		return reason, detail
+	}
+	detail = cutTail(detail, max(room-len(reason), room/2, 0), true)
+	reason = cutTail(reason, max(room-len(detail), 0), false)
+	return reason, detail
+}
+
+// propertiesSize estimates the encoded size of application properties.
+func propertiesSize(props map[string]any) int {
+	n := 0
+	for k, v := range props {
+		n += len(k) + 16
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		default:
+			n += 16
+		}
+	}
+	return n
+}
+
 // cutTail shortens s to at most n bytes on a rune boundary, keeping the
 // end when tail is set (the tail of a task's output is what explains a
 // failure) and the start otherwise.
 func cutTail(s string, n int, tail bool) string {
 	if len(s) <= n {
 		return s
+	}
+	if n < 3 {
+		return ""
 	}
 	if tail {
 		s = s[len(s)-n+3:]

@@ -54,15 +54,15 @@ func parseURL(u *url.URL) (config, error) {
 			"invalid Service Bus queue name %q: use letters, digits, '.', '-', '_' and '/', starting with a letter or digit", c.queue)
 	}
 	p := driver.NewParams(u)
-	c.requeue = p.String("requeue", RequeueRedeliver)
+	c.requeue = p.String("requeue", RequeueSchedule)
 	if c.requeue != RequeueRedeliver && c.requeue != RequeueSchedule {
 		p.Fail("query parameter requeue=%q must be %s or %s", c.requeue, RequeueRedeliver, RequeueSchedule)
 	}
 	c.admin = p.String("admin", "")
 	c.create = p.Bool("create", false)
 	c.lockDuration = p.Duration("lock_duration", DefaultLockDuration)
-	if c.lockDuration < time.Second || c.lockDuration > MaxLockDuration {
-		p.Fail("query parameter lock_duration=%v must be between 1s and %v (Azure's minimum is 5s)", c.lockDuration, MaxLockDuration)
+	if c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration {
+		p.Fail("query parameter lock_duration=%v must be between %v and %v, as Azure allows", c.lockDuration, MinLockDuration, MaxLockDuration)
 	}
 	c.maxDelivery = p.Int("max_delivery_count", DefaultMaxDeliveryCount)
 	if c.maxDelivery < 1 {

@@ -23,16 +23,41 @@ import (
 // python3-qpid-proton installs the proton module for it.
 const Python = "/usr/bin/python3"
 
-// Options configure the queues the emulator creates on first use.
+// Options configure the emulator and the queues it creates on first use
+// (queues created through the admin API take their own settings, with
+// Azure's defaults).
 type Options struct {
-	// LockDuration is the peek-lock duration. Defaults to 60 seconds.
+	// LockDuration is the peek-lock duration, 5 seconds to 5 minutes as on
+	// Azure. Defaults to 60 seconds.
 	LockDuration time.Duration
 	// MaxDeliveryCount is how many deliveries a message gets before it is
-	// dead-lettered. Defaults to 10.
+	// dead-lettered. Defaults to 10, as on Azure.
 	MaxDeliveryCount int
-	// DuplicateDetectionWindow is the duplicate-detection history; negative
-	// disables duplicate detection. Defaults to 10 minutes.
+	// DuplicateDetectionWindow is the duplicate-detection history. Zero
+	// (the default, as on Azure) or negative creates queues without
+	// duplicate detection.
 	DuplicateDetectionWindow time.Duration
+	// ClockOffset is how far the broker's clock is ahead of this machine's
+	// (negative: behind). It shifts every time the broker stamps or reads:
+	// enqueued times, lock expiries, scheduled enqueue times.
+	ClockOffset time.Duration
+}
+
+// Faults are a queue's fault switches. Set them with Emulator.SetFaults;
+// the zero value turns them all off.
+type Faults struct {
+	// DropAcks makes the next DropAcks settlements on a receiver link
+	// (complete, abandon, dead-letter) take effect without being
+	// acknowledged, as when the broker's reply is lost: the client waits
+	// in vain.
+	DropAcks int
+	// AckDelay makes every settlement on a receiver link take effect at
+	// once and be acknowledged this late.
+	AckDelay time.Duration
+	// DetachAfter detaches the next receiver link that delivers this many
+	// more messages, right after the last of them: a link detached
+	// mid-receive. The messages it delivered stay locked.
+	DetachAfter int
 }
 
 // Emulator is a running emulator process.
@@ -77,16 +102,19 @@ func Start(t testing.TB, opts Options) *Emulator {
 // Launch starts an emulator process; call Stop when done.
 func Launch(ctx context.Context, opts Options) (*Emulator, error) {
 	args := []string{Script(), "--port", "0", "--admin-port", "0"}
+	if opts.LockDuration != 0 && (opts.LockDuration < 5*time.Second || opts.LockDuration > 5*time.Minute) {
+		return nil, fmt.Errorf("the Service Bus emulator refuses LockDuration %v: Azure allows 5s to 5m", opts.LockDuration)
+	}
+	if opts.ClockOffset != 0 {
+		args = append(args, "--clock-offset", strconv.FormatFloat(opts.ClockOffset.Seconds(), 'f', -1, 64))
+	}
 	if opts.LockDuration > 0 {
 		args = append(args, "--lock-duration", strconv.FormatFloat(opts.LockDuration.Seconds(), 'f', -1, 64))
 	}
 	if opts.MaxDeliveryCount > 0 {
 		args = append(args, "--max-delivery-count", strconv.Itoa(opts.MaxDeliveryCount))
 	}
-	switch {
-	case opts.DuplicateDetectionWindow < 0:
-		args = append(args, "--duplicate-detection-window", "0")
-	case opts.DuplicateDetectionWindow > 0:
+	if opts.DuplicateDetectionWindow > 0 {
 		args = append(args, "--duplicate-detection-window", strconv.FormatFloat(opts.DuplicateDetectionWindow.Seconds(), 'f', -1, 64))
 	}
 	cmd := exec.Command(Python, args...)
@@ -154,6 +182,28 @@ func Redirect(host string) http.RoundTripper {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// SetFaults sets the fault switches of queue (which must exist).
+func (e *Emulator) SetFaults(ctx context.Context, queue string, f Faults) error {
+	q := url.Values{}
+	q.Set("drop_acks", strconv.Itoa(f.DropAcks))
+	q.Set("ack_delay", strconv.FormatFloat(f.AckDelay.Seconds(), 'f', -1, 64))
+	q.Set("detach_after", strconv.Itoa(f.DetachAfter))
+	u := fmt.Sprintf("http://127.0.0.1:%d/$emulator/faults/%s?%s", e.AdminPort, url.PathEscape(queue), q.Encode())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return err
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("set faults on %s: %w", queue, err)
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return fmt.Errorf("set faults on %s: the emulator answered %s", queue, rsp.Status)
+	}
+	return nil
+}
 
 // Stop kills the emulator and waits for it to exit.
 func (e *Emulator) Stop() {

@@ -3,12 +3,14 @@ package servicebus_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/Azure/go-amqp"
 
 	emu "github.com/jobq/jobq/emulators/servicebus"
 )
@@ -50,7 +52,7 @@ func receiveOne(t *testing.T, r *azservicebus.Receiver) *azservicebus.ReceivedMe
 
 func TestEmulatorWithSDK(t *testing.T) {
 	t.Parallel()
-	e, sender, recv := setup(t, emu.Options{LockDuration: 2 * time.Second, MaxDeliveryCount: 2})
+	e, sender, recv := setup(t, emu.Options{LockDuration: 5 * time.Second, MaxDeliveryCount: 2, DuplicateDetectionWindow: time.Minute})
 	ctx := context.Background()
 
 	id := "task-1"
@@ -102,7 +104,7 @@ func TestEmulatorWithSDK(t *testing.T) {
 	}
 
 	// an expired lock is lost and the message comes back
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(5500 * time.Millisecond)
 	if err := recv.CompleteMessage(ctx, m, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
 		t.Fatalf("complete after expiry = %v, want lock lost", err)
 	}
@@ -124,20 +126,251 @@ func TestEmulatorWithSDK(t *testing.T) {
 		t.Fatalf("counts: active %d dead %d, want 0 and 1", props.ActiveMessageCount, props.DeadLetterMessageCount)
 	}
 
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(ctx)
-	dlq, err := client.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := deadLetterReceiver(t, e)
 	d := receiveOne(t, dlq)
 	if d.DeadLetterReason == nil || *d.DeadLetterReason != reason || d.DeadLetterErrorDescription == nil || *d.DeadLetterErrorDescription != desc {
 		t.Fatalf("dead letter = %+v", d)
 	}
 	if err := dlq.CompleteMessage(ctx, d, nil); err != nil {
 		t.Fatalf("complete dead letter: %v", err)
+	}
+}
+
+// deadLetterReceiver returns a peek-lock receiver on queue q's dead letters.
+func deadLetterReceiver(t *testing.T, e *emu.Emulator) *azservicebus.Receiver {
+	t.Helper()
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	dlq, err := client.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dlq
+}
+
+// adminClient returns an admin client on e's ATOM endpoint.
+func adminClient(t *testing.T, e *emu.Emulator) *admin.Client {
+	t.Helper()
+	adm, err := admin.NewClientFromConnectionString(e.ConnectionString(), &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: e.AdminTransport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adm
+}
+
+// TestEmulatorAzureLimits: the emulator refuses what Azure refuses and
+// applies Azure's defaults.
+func TestEmulatorAzureLimits(t *testing.T) {
+	t.Parallel()
+	e, sender, recv := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	adm := adminClient(t, e)
+
+	// queue settings: lock duration 5s to 5m; Azure's defaults otherwise
+	for _, bad := range []string{"PT4S", "PT6M"} {
+		lock := bad
+		if _, err := adm.CreateQueue(ctx, "bad-lock-"+bad, &admin.CreateQueueOptions{Properties: &admin.QueueProperties{LockDuration: &lock}}); err == nil {
+			t.Errorf("created a queue with lock duration %s, which Azure refuses", bad)
+		}
+	}
+	if _, err := emu.Launch(ctx, emu.Options{LockDuration: time.Second}); err == nil {
+		t.Error("launched an emulator with a 1s lock duration")
+	}
+	created, err := adm.CreateQueue(ctx, "defaults", nil)
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
+	}
+	p := created.QueueProperties
+	if p.MaxDeliveryCount == nil || *p.MaxDeliveryCount != 10 || p.RequiresDuplicateDetection == nil || *p.RequiresDuplicateDetection {
+		t.Errorf("a queue created without settings has max delivery count %v and duplicate detection %v; want Azure's 10 and off",
+			deref(p.MaxDeliveryCount), deref(p.RequiresDuplicateDetection))
+	}
+
+	// duplicate detection only where the queue was created with it
+	id := "same"
+	for range 2 {
+		if err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: &id, Body: []byte("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if peeked, err := recv.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: new(int64)}); err != nil || len(peeked) != 2 {
+		t.Errorf("a queue without duplicate detection kept %d of two messages with one ID (%v), want 2", len(peeked), err)
+	}
+	for range 2 {
+		m := receiveOne(t, recv)
+		if err := recv.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// the max delivery count (10 unless set) dead-letters a message
+	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("poison")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 10; i++ {
+		m := receiveOne(t, recv)
+		if m.DeliveryCount != uint32(i) {
+			t.Fatalf("delivery %d has delivery count %d", i, m.DeliveryCount)
+		}
+		if err := recv.AbandonMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlq := deadLetterReceiver(t, e)
+	if d := receiveOne(t, dlq); string(d.Body) != "poison" || deref(d.DeadLetterReason) != "MaxDeliveryCountExceeded" {
+		t.Fatalf("after 10 abandons the dead letter is %q with reason %v, want poison and MaxDeliveryCountExceeded", d.Body, deref(d.DeadLetterReason))
+	}
+
+	// 256 KiB per message
+	var tooLarge *amqp.Error
+	big := &azservicebus.Message{Body: make([]byte, 256*1024)}
+	// (the SDK refuses it itself, from the size the link announces)
+	if err := sender.SendMessage(ctx, big, nil); !errors.Is(err, azservicebus.ErrMessageTooLarge) && !(errors.As(err, &tooLarge) && tooLarge.Condition == amqp.ErrCondMessageSizeExceeded) {
+		t.Errorf("sending a 256 KiB body = %v, want message-size-exceeded", err)
+	}
+	if _, err := sender.ScheduleMessages(ctx, []*azservicebus.Message{big}, time.Now().Add(time.Hour), nil); err == nil {
+		t.Error("scheduling a 256 KiB body succeeded")
+	}
+
+	// dead-letter reason and description: 4,096 characters each, and the
+	// dead letter within 256 KiB. (Each refusal needs a fresh delivery: once
+	// the broker refuses a settlement on the link, the SDK takes the message
+	// as settled and ignores later settlements of it on the link.)
+	long, fits := strings.Repeat("é", 4097), strings.Repeat("é", 4096)
+	for _, o := range []*azservicebus.DeadLetterOptions{{Reason: &long}, {ErrorDescription: &long}, {Reason: &fits, ErrorDescription: &fits}} {
+		if err := sender.SendMessage(ctx, &azservicebus.Message{Body: make([]byte, 250*1024)}, nil); err != nil {
+			t.Fatalf("send 250 KiB: %v", err)
+		}
+		m := receiveOne(t, recv)
+		if err := recv.DeadLetterMessage(ctx, m, o); err == nil {
+			t.Fatalf("dead-lettered a 250 KiB message with reason %v characters and description %v characters: over 4,096 characters or 256 KiB in all",
+				runes(o.Reason), runes(o.ErrorDescription))
+		}
+		short := "short"
+		byToken := &azservicebus.ReceivedMessage{LockToken: m.LockToken}
+		if err := recv.DeadLetterMessage(ctx, byToken, &azservicebus.DeadLetterOptions{Reason: &short, ErrorDescription: &short}); err != nil {
+			t.Fatalf("a refused dead-lettering must leave the message locked for another settlement: %v", err)
+		}
+	}
+}
+
+func runes(s *string) int {
+	if s == nil {
+		return 0
+	}
+	return len([]rune(*s))
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestEmulatorFaults: the fault switches do what they say.
+func TestEmulatorFaults(t *testing.T) {
+	t.Parallel()
+	e, sender, recv := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	for _, b := range []string{"a", "b", "c", "d"} {
+		if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte(b)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// a dropped acknowledgement: the completion waits in vain, yet applies
+	if err := e.SetFaults(ctx, "q", emu.Faults{DropAcks: 1}); err != nil {
+		t.Fatal(err)
+	}
+	m := receiveOne(t, recv)
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	err := recv.CompleteMessage(short, m, nil)
+	cancel()
+	if err == nil {
+		t.Fatal("a completion whose acknowledgement was dropped returned success")
+	}
+	if err := recv.CompleteMessage(ctx, &azservicebus.ReceivedMessage{LockToken: m.LockToken}, nil); !isLockLost(err) {
+		t.Fatalf("completing again after a dropped acknowledgement = %v, want lock lost (the first one applied)", err)
+	}
+
+	// a late acknowledgement: applied at once, acknowledged later
+	if err := e.SetFaults(ctx, "q", emu.Faults{AckDelay: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	m = receiveOne(t, recv)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- recv.CompleteMessage(ctx, m, nil) }()
+	time.Sleep(500 * time.Millisecond)
+	if peeked, err := recv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: m.SequenceNumber}); err != nil || (len(peeked) > 0 && *peeked[0].SequenceNumber == *m.SequenceNumber) {
+		t.Fatalf("a completion with a late acknowledgement had not applied at once: peek %d, %v", len(peeked), err)
+	}
+	if err := <-done; err != nil || time.Since(start) < 2*time.Second {
+		t.Fatalf("a late acknowledgement came after %v with %v, want success after about 3s", time.Since(start), err)
+	}
+
+	// a link detached mid-receive: the message it delivered stays locked
+	// and can be completed by lock token
+	if err := e.SetFaults(ctx, "q", emu.Faults{DetachAfter: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	msgs, err := recv.ReceiveMessages(rctx, 1, nil)
+	rcancel()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive on a link detached mid-receive: %d messages, %v; want the one it delivered", len(msgs), err)
+	}
+	// The SDK sends the completion on the detached link, where the broker
+	// applies it without an acknowledgement reaching the client; the SDK's
+	// retry on the management link then finds the lock gone.
+	if err := recv.CompleteMessage(ctx, msgs[0], nil); err != nil && !isLockLost(err) {
+		t.Fatalf("complete a message whose link was detached: %v", err)
+	}
+	// The first receive after a detach may come back empty while the SDK
+	// attaches a new link.
+	for i := 0; i < 5; i++ {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		msgs, err := recv.ReceiveMessages(rctx, 1, nil)
+		rcancel()
+		if err != nil {
+			t.Fatalf("receive after a detach: %v", err)
+		}
+		if len(msgs) > 0 {
+			m = msgs[0]
+			break
+		}
+	}
+	if string(m.Body) != "d" {
+		t.Fatalf("received %q after the detach, want d", m.Body)
+	}
+	if err := recv.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatalf("complete after a detach: %v", err)
+	}
+}
+
+func isLockLost(err error) bool {
+	var sbErr *azservicebus.Error
+	return errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeLockLost
+}
+
+// TestEmulatorClockOffset: the broker stamps its own clock.
+func TestEmulatorClockOffset(t *testing.T) {
+	t.Parallel()
+	const offset = -time.Hour
+	_, sender, recv := setup(t, emu.Options{LockDuration: 30 * time.Second, ClockOffset: offset})
+	ctx := context.Background()
+	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := receiveOne(t, recv)
+	if got := time.Until(*m.LockedUntil); got < offset || got > offset+31*time.Second {
+		t.Fatalf("locked until %v from now, want the broker's clock: about %v", got, offset+30*time.Second)
+	}
+	if err := recv.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
 	}
 }

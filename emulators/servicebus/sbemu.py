@@ -15,6 +15,14 @@ UseDevelopmentEmulator=true):
   * settlement on the receiver link (accept, modify = abandon, reject with
     com.microsoft:dead-letter, release) and on the management link;
   * lock expiry and redelivery, dead-lettering after the max delivery count;
+  * Azure's limits: 256 KiB messages (also once dead-lettered), dead-letter
+    reason and description up to 4,096 characters, lock durations from 5 s
+    to 5 min, a max delivery count of at least 1 (10 when not given), and
+    duplicate detection only on queues created with it;
+  * fault switches per queue (POST /$emulator/faults/QUEUE on the admin
+    port): settlements applied but acknowledged late or never, a receiver
+    link detached right after it delivered a message; and a broker clock
+    offset (--clock-offset);
   * $management: renew-lock, schedule-message, cancel-scheduled-message,
     peek-message, update-disposition;
   * a plain-HTTP ATOM endpoint for the admin client: GET a queue (with its
@@ -44,10 +52,30 @@ from proton.reactor import Container
 DLQ_SUFFIX = "/$deadletterqueue"
 MGMT_SUFFIX = "/$management"
 LOCK_LOST = "com.microsoft:message-lock-lost"
+SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+NOT_ALLOWED = "amqp:not-allowed"
+MAX_DEAD_LETTER_TEXT = 4096  # characters (UTF-16 units), as Azure's SDKs enforce
+MIN_LOCK_S, MAX_LOCK_S = 5.0, 300.0
+
+CLOCK_OFFSET_MS = 0  # the broker's clock minus the real one (--clock-offset)
 
 
 def now_ms():
-    return int(time.time() * 1000)
+    """The broker's clock, in milliseconds."""
+    return int(time.time() * 1000) + CLOCK_OFFSET_MS
+
+
+def utf16_len(text):
+    return len((text or "").encode("utf-16-le")) // 2
+
+
+def check_queue_settings(lock_s, max_delivery):
+    """None, or why Azure would refuse a queue with these settings."""
+    if not MIN_LOCK_S <= lock_s <= MAX_LOCK_S:
+        return "LockDuration %gs is outside 5s to 5m" % lock_s
+    if max_delivery < 1:
+        return "MaxDeliveryCount %d is below 1" % max_delivery
+    return None
 
 
 def parse_iso_duration(text):
@@ -94,6 +122,10 @@ class Entity:
         self.seen_ids = {}  # message-id -> expiry (ms), for duplicate detection
         self.links = []  # sender links (the clients' receivers)
         self.created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        # fault switches (POST /$emulator/faults/QUEUE)
+        self.drop_acks = 0  # the next N link settlements are applied, never acknowledged
+        self.ack_delay = 0.0  # link settlements are applied at once, acknowledged this late
+        self.detach_after = 0  # detach a receiver link after it delivers N more messages
 
     def add(self, msg, visible_ms=0):
         """Store msg; returns its sequence number, or None for a duplicate."""
@@ -177,20 +209,41 @@ class Broker:
             self.dead_letter(ent, s, "MaxDeliveryCountExceeded",
                              "Message could not be consumed after %d delivery attempts." % ent.max_delivery)
 
-    def dead_letter(self, ent, s, reason, description, props=None):
-        del ent.messages[s.seq]
-        msg = s.msg
+    def dead_letter_error(self, s, reason, description, props=None):
+        """None, or (condition, text) saying why Azure would refuse to
+        dead-letter s with this reason and description."""
+        for name, text in (("DeadLetterReason", reason), ("DeadLetterErrorDescription", description)):
+            if utf16_len(text) > MAX_DEAD_LETTER_TEXT:
+                return NOT_ALLOWED, "%s is %d characters long; the limit is %d." % (
+                    name, utf16_len(text), MAX_DEAD_LETTER_TEXT)
+        m = Message()
+        m.decode(s.msg.encode())
+        self.mark_dead(m, reason, description, props)
+        size = len(m.encode())
+        if size > self.args.max_message_size:
+            return SIZE_EXCEEDED, "The dead-lettered message would be %d bytes; the limit is %d." % (
+                size, self.args.max_message_size)
+        return None
+
+    @staticmethod
+    def mark_dead(msg, reason, description, props):
         ap = dict(msg.properties or {})
         ap.update(props or {})
         ap["DeadLetterReason"] = reason or ""
         ap["DeadLetterErrorDescription"] = description or ""
         msg.properties = ap
+
+    def dead_letter(self, ent, s, reason, description, props=None):
+        del ent.messages[s.seq]
+        msg = s.msg
+        self.mark_dead(msg, reason, description, props)
         seq = ent.dead.add(msg)
         # a lock that ends by dead-lettering does not count as a delivery
         ent.dead.messages[seq].deliveries = s.deliveries - (1 if s.lock is not None else 0)
 
     def settle(self, ent, s, status, reason=None, description=None, props=None):
-        """Apply a disposition to a locked message."""
+        """Apply a disposition to a locked message; returns None, or
+        (condition, text) when it is refused."""
         if status == "completed":
             del ent.messages[s.seq]
         elif status == "abandoned":
@@ -198,12 +251,16 @@ class Broker:
         elif status == "released":
             self.unlock(ent, s, count_delivery=False)
         elif status == "suspended":
+            err = self.dead_letter_error(s, reason, description, props)
+            if err is not None:
+                return err  # refused: the message stays locked
             if ent.dead is None:  # dead-lettering a dead letter: just complete it
                 del ent.messages[s.seq]
             else:
                 self.dead_letter(ent, s, reason, description, props)
         else:
             raise ValueError("unsupported disposition %r" % status)
+        return None
 
     def tick(self):
         """Expire locks and duplicate-detection history."""
@@ -267,6 +324,19 @@ def split_batch(data):
     return [data]
 
 
+class AckLater:
+    """Acknowledges a settlement the broker applied earlier (ack_delay)."""
+
+    def __init__(self, broker, dlv, state):
+        self.b, self.dlv, self.state = broker, dlv, state
+
+    def on_timer_task(self, event):
+        with self.b.mutex:
+            if not self.dlv.settled:
+                self.dlv.update(self.state)
+                self.dlv.settle()
+
+
 class Handler(FlowController):
     """The AMQP side: links, deliveries, management requests."""
 
@@ -298,11 +368,11 @@ class Handler(FlowController):
         link.target.copy(link.remote_target)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
-        link.max_message_size = self.b.args.max_message_size  # the SDK sizes batches by it
         with self.b.mutex:
             if link.is_sender:
                 src = link.remote_source.address or ""
                 if src == "$cbs" or src.lower().endswith(MGMT_SUFFIX):
+                    # management replies (a peek of a 256 KiB message) are larger
                     self.reply_links[link.remote_target.address] = link
                     link.open()
                     return
@@ -320,6 +390,7 @@ class Handler(FlowController):
                                            (link.remote_source.address if link.is_sender else link.remote_target.address))
                 link.close()
                 return
+            link.max_message_size = self.b.args.max_message_size  # the SDK sizes batches by it
             link.open()
             if link.is_sender:
                 ent.links.append(link)
@@ -391,6 +462,15 @@ class Handler(FlowController):
                 s.delivery = dlv
                 link.send(m.encode())
                 link.advance()
+                if ent.detach_after > 0:
+                    ent.detach_after -= 1
+                    if ent.detach_after == 0:  # fault: detach mid-receive
+                        link.condition = Condition("amqp:link:detach-forced",
+                                                   "The link was detached by the emulator's fault switch.")
+                        link.close()
+                        if link in ent.links:
+                            ent.links.remove(link)
+                        break
 
     def pump_all(self):
         for q in list(self.b.queues.values()):
@@ -422,9 +502,9 @@ class Handler(FlowController):
                     link.advance()
                     self.incoming(link, dlv, data)
             elif dlv.updated and not dlv.settled and hasattr(dlv, "stored"):
-                self.client_disposition(dlv)
+                self.client_disposition(dlv, event.container)
             elif dlv.settled and hasattr(dlv, "stored"):
-                self.client_disposition(dlv)
+                self.client_disposition(dlv, event.container)
                 dlv.settle()
             self.pump_all()
 
@@ -436,6 +516,12 @@ class Handler(FlowController):
             self.request(tgt, msg)
         else:
             ent = self.b.entity(tgt)
+            if len(data) > self.b.args.max_message_size:
+                dlv.local.condition = Condition(SIZE_EXCEEDED, "The message is %d bytes; the limit is %d." % (
+                    len(data), self.b.args.max_message_size))
+                dlv.update(Delivery.REJECTED)
+                dlv.settle()
+                return
             for part in split_batch(data):
                 msg = Message()
                 msg.decode(part)
@@ -444,7 +530,7 @@ class Handler(FlowController):
         dlv.update(Delivery.ACCEPTED)
         dlv.settle()
 
-    def client_disposition(self, dlv):
+    def client_disposition(self, dlv, container):
         """A receiver settled a peek-locked delivery on its link."""
         ent, seq, token = dlv.stored
         del dlv.stored
@@ -457,17 +543,30 @@ class Handler(FlowController):
                 dlv.update(Delivery.REJECTED)
             dlv.settle()
             return
+        err = None
         if state == Delivery.ACCEPTED:
             self.b.settle(ent, s, "completed")
         elif state == Delivery.REJECTED:
             info = dict((dlv.remote.condition.info or {}) if dlv.remote.condition else {})
             reason = info.pop("DeadLetterReason", "")
             desc = info.pop("DeadLetterErrorDescription", "")
-            self.b.settle(ent, s, "suspended", reason, desc, info)
+            err = self.b.settle(ent, s, "suspended", reason, desc, info)
         elif state == Delivery.MODIFIED:
             self.b.settle(ent, s, "abandoned")
         else:  # RELEASED
             self.b.settle(ent, s, "released")
+        if err is not None:
+            # refused: the message stays locked, to be settled again by lock token
+            dlv.local.condition = Condition(*err)
+            dlv.update(Delivery.REJECTED)
+            dlv.settle()
+            return
+        if ent.drop_acks > 0:  # fault: applied, never acknowledged
+            ent.drop_acks -= 1
+            return
+        if ent.ack_delay > 0:  # fault: applied now, acknowledged later
+            container.schedule(ent.ack_delay, AckLater(self.b, dlv, state))
+            return
         dlv.update(state)
         dlv.settle()
 
@@ -494,7 +593,7 @@ class Handler(FlowController):
         link = self.reply_links.get(req.reply_to)
         if link is None:
             return
-        status = {200: "OK", 204: "No Content", 404: "Not Found", 410: "Gone",
+        status = {200: "OK", 204: "No Content", 400: "Bad Request", 404: "Not Found", 410: "Gone", 413: "Request Entity Too Large",
                   500: "Internal Error", 501: "Not Implemented"}.get(code, "")
         rsp = Message(body=body, correlation_id=req.id, address=req.reply_to,
                       properties={"statusCode": int32(code), "statusDescription": status})
@@ -515,13 +614,17 @@ class Handler(FlowController):
         if any(s is None for s in stored):
             return 410, None
         for s in stored:
-            self.b.settle(ent, s, body.get("disposition-status"), body.get("deadletter-reason"),
-                          body.get("deadletter-description"), body.get("properties-to-modify"))
+            err = self.b.settle(ent, s, body.get("disposition-status"), body.get("deadletter-reason"),
+                                body.get("deadletter-description"), body.get("properties-to-modify"))
+            if err is not None:
+                return 400, None
         return 200, None
 
     def op_schedule_message(self, ent, body):
         seqs = []
         for item in elements(body.get("messages")):
+            if len(item["message"]) > self.b.args.max_message_size:
+                return 413, None
             msg = Message()
             msg.decode(item["message"])
             at = (msg.annotations or {}).get("x-opt-scheduled-enqueue-time")
@@ -586,13 +689,41 @@ class Admin(http.server.BaseHTTPRequestHandler):
                 existing.user_metadata = field("UserMetadata", None, html.unescape)
                 return self.reply(200, self.entry(existing))
 
-            a = self.broker.args
-            lock_s = field("LockDuration", a.lock_duration, parse_iso_duration)
-            maxd = field("MaxDeliveryCount", a.max_delivery_count, int)
+            # Azure's defaults for what the request leaves out: a 1-minute
+            # lock, 10 deliveries, no duplicate detection.
+            lock_s = field("LockDuration", 60.0, parse_iso_duration)
+            maxd = field("MaxDeliveryCount", 10, int)
             dd = field("RequiresDuplicateDetection", False, lambda v: v == "true")
             window = field("DuplicateDetectionHistoryTimeWindow", 600.0, parse_iso_duration)
+            bad = check_queue_settings(lock_s, maxd)
+            if bad:
+                return self.reply(400, "<Error><Code>400</Code><Detail>%s</Detail></Error>" % escape(bad))
             q = self.broker.create(name, lock_s, maxd, window if dd else 0)
             self.reply(201, self.entry(q))
+
+    def do_POST(self):
+        """Sets a queue's fault switches: /$emulator/faults/QUEUE?drop_acks=N
+        &ack_delay=SECONDS&detach_after=N (each given one replaces the old)."""
+        path, _, query = self.path.partition("?")
+        prefix = "/$emulator/faults/"
+        if not path.startswith(prefix):
+            return self.reply(404, "<Error><Code>404</Code><Detail>unknown path</Detail></Error>")
+        from urllib.parse import parse_qs
+        args = {k: v[-1] for k, v in parse_qs(query).items()}
+        with self.broker.mutex:
+            q = self.broker.queue(path[len(prefix):], create=False)
+            if q is None:
+                return self.reply(404, "<Error><Code>404</Code><Detail>queue not found</Detail></Error>")
+            try:
+                if "drop_acks" in args:
+                    q.drop_acks = int(args["drop_acks"])
+                if "ack_delay" in args:
+                    q.ack_delay = float(args["ack_delay"])
+                if "detach_after" in args:
+                    q.detach_after = int(args["detach_after"])
+            except ValueError as e:
+                return self.reply(400, "<Error><Code>400</Code><Detail>%s</Detail></Error>" % escape(str(e)))
+        self.reply(200, "<Faults/>")
 
     def reply(self, code, xml):
         data = xml.encode()
@@ -643,13 +774,21 @@ def main():
     p.add_argument("--queue", action="append", default=[], help="create this queue at start (repeatable)")
     p.add_argument("--no-auto-create", dest="auto_create", action="store_false",
                    help="unknown queues are not-found instead of created on first use")
-    p.add_argument("--lock-duration", type=float, default=60.0, help="lock duration in seconds (default 60)")
+    p.add_argument("--lock-duration", type=float, default=60.0, help="lock duration in seconds, 5 to 300 (default 60)")
     p.add_argument("--max-delivery-count", type=int, default=10, help="deliveries before dead-lettering (default 10)")
+    p.add_argument("--clock-offset", type=float, default=0.0,
+                   help="seconds the broker's clock is ahead of the real one (negative: behind)")
     p.add_argument("--max-message-size", type=int, default=262144,
                    help="largest message in bytes, announced on every link (default 256 KiB, the standard tier's)")
-    p.add_argument("--duplicate-detection-window", type=float, default=600.0,
-                   help="duplicate detection history in seconds; 0 disables it (default 600)")
+    p.add_argument("--duplicate-detection-window", type=float, default=0.0,
+                   help="duplicate detection history in seconds of the queues created on first use; "
+                        "0 (the default, as Azure) disables it")
     args = p.parse_args()
+    bad = check_queue_settings(args.lock_duration, args.max_delivery_count)
+    if bad:
+        p.error(bad)
+    global CLOCK_OFFSET_MS
+    CLOCK_OFFSET_MS = int(args.clock_offset * 1000)
 
     broker = Broker(args)
     for name in args.queue:
