@@ -17,6 +17,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/stash"
+	_ "github.com/jobq/jobq/stash/gcs"
 )
 
 // stashBundle is an SQLite queue limited to 64 KiB messages with a stash.
