@@ -201,7 +201,9 @@ func TestURLMux(t *testing.T) {
 
 type openerFunc func(context.Context, *url.URL) (stash.Store, error)
 
-func (f openerFunc) OpenStoreURL(ctx context.Context, u *url.URL) (stash.Store, error) { return f(ctx, u) }
+func (f openerFunc) OpenStoreURL(ctx context.Context, u *url.URL) (stash.Store, error) {
+	return f(ctx, u)
+}
 
 func BenchmarkStore(b *testing.B) {
 	stashtest.Benchmark(b, newFileStore(b))

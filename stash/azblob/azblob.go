@@ -221,7 +221,9 @@ func (s *store) Location() string { return s.loc }
 // Close does nothing: the SDK's clients hold no connections of their own.
 func (s *store) Close() error { return nil }
 
-func (s *store) blob(name string) *blockblob.Client { return s.client.NewBlockBlobClient(s.prefix + name) }
+func (s *store) blob(name string) *blockblob.Client {
+	return s.client.NewBlockBlobClient(s.prefix + name)
+}
 
 func (s *store) Put(ctx context.Context, data []byte) (stash.Object, error) {
 	name := stash.Sum(data)

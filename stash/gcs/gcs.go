@@ -278,4 +278,3 @@ func refused(err error) bool {
 	var re *oauth2.RetrieveError
 	return errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500
 }
-

@@ -379,4 +379,3 @@ func TestGCSApplicationDefaultCredentials(t *testing.T) {
 		t.Errorf("error shows the key: %v", err)
 	}
 }
-
