@@ -25,6 +25,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/conformance"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/stash"
 	azb "github.com/jobq/jobq/stash/azblob"
@@ -327,4 +329,15 @@ func BenchmarkStore(b *testing.B) {
 		b.Fatal(err)
 	}
 	stashtest.Benchmark(b, s)
+}
+
+// TestConformance runs the suite's Stash check with this store, on SQLite
+// limited to 64 KiB messages.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance.RunStash(t, conformance.Harness{Name: "sqlite", NewQueueURL: func(t testing.TB) string {
+		return "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=big&max_message_bytes=65536"
+	}}, conformance.StashHarness{Name: "azblob", NewStashURL: func(t testing.TB) string {
+		return "azblob://" + account + "/" + containerName(newContainer(t)) + "/jobq"
+	}})
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
 
+	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/conformance"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/stash"
 	"github.com/jobq/jobq/stash/gcs"
@@ -378,4 +380,17 @@ func TestGCSApplicationDefaultCredentials(t *testing.T) {
 	if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
 		t.Errorf("error shows the key: %v", err)
 	}
+}
+
+// TestConformance runs the suite's Stash check with this store, on SQLite
+// limited to 64 KiB messages, reaching fake-gcs-server by URL as users do.
+func TestConformance(t *testing.T) {
+	srv := fakeGCS(t, "tasks")
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
+	var n atomic.Int64
+	conformance.RunStash(t, conformance.Harness{Name: "sqlite", NewQueueURL: func(t testing.TB) string {
+		return "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=big&max_message_bytes=65536"
+	}}, conformance.StashHarness{Name: "gcs", NewStashURL: func(testing.TB) string {
+		return fmt.Sprintf("gs://tasks/conformance/%d", n.Add(1))
+	}})
 }
