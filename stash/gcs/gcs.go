@@ -33,7 +33,6 @@ import (
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
-	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 
@@ -272,9 +271,5 @@ func (s *store) errorf(err error, format string, args ...any) error {
 // credentials, which trying again does not change.
 func refused(err error) bool {
 	var ae *auth.Error
-	if errors.As(err, &ae) && ae.Response != nil && ae.Response.StatusCode < 500 {
-		return true
-	}
-	var re *oauth2.RetrieveError
-	return errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500
+	return errors.As(err, &ae) && ae.Response != nil && ae.Response.StatusCode < 500
 }
