@@ -44,8 +44,6 @@ func TestFileStore(t *testing.T) {
 	})
 }
 
-func ctx(t *testing.T) context.Context { return t.Context() }
-
 func expect(t *testing.T, err error, code driver.Code, msg string) {
 	t.Helper()
 	if err == nil {
