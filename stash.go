@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/jobq/jobq/stash"
@@ -78,6 +79,14 @@ func (s *stashes) store(ctx context.Context, objectURL string) (stash.Store, err
 	if st, ok := s.others[loc]; ok {
 		return st, nil
 	}
+	// A scheme this program did not register is its own configuration
+	// problem, not the message's: Unimplemented leaves the message for a
+	// receiver that has the store instead of dead-lettering it.
+	if u, err := url.Parse(loc); err == nil && u.Scheme != "" && !stash.DefaultURLMux().ValidScheme(u.Scheme) {
+		return nil, &Error{Code: Unimplemented, Op: "receive", Msg: fmt.Sprintf(
+			"the task is in a %s:// stash, but this program registers no store for that scheme (registered: %s); import github.com/jobq/jobq/stash/all, or the store's package (the jobq CLI has every store)",
+			u.Scheme, strings.Join(stash.DefaultURLMux().Schemes(), ", "))}
+	}
 	st, err := stash.Open(ctx, loc)
 	if err != nil {
 		return nil, err
@@ -105,7 +114,7 @@ func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) ([]byte, er
 	limit := q.caps.MaxMessageBytes
 	if q.stash.primary == nil {
 		return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
-			"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
+			"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix, azblob://account/container/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
 			t.ID, len(body), limit)}
 	}
 	obj, err := q.stash.primary.Put(ctx, body)

@@ -3,20 +3,27 @@ package jobq_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/stash"
+	azb "github.com/jobq/jobq/stash/azblob"
+	_ "github.com/jobq/jobq/stash/gcs"
 )
 
 // stashBundle is an SQLite queue limited to 64 KiB messages with a stash.
@@ -24,8 +31,9 @@ type stashBundle struct {
 	q        *jobq.Queue
 	url      string // the queue URL, without the stash
 	stashLoc string
-	files    string // the file stash's directory ("" for gcs)
+	files    string // the file stash's directory ("" for gcs, azblob)
 	gcs      *fakestorage.Server
+	blobs    *container.Client // the azblob stash's container
 }
 
 const limit64k = 64 << 10
@@ -69,6 +77,43 @@ func setupGCSStash(t *testing.T) *stashBundle {
 	return &stashBundle{q: q, url: u, stashLoc: "gs://tasks/jobq", gcs: srv}
 }
 
+// setupBlobStash opens a queue whose stash is a container on Azurite's
+// blob service (started by .ci/start-azurite.sh when nothing listens on
+// 127.0.0.1:10000), reached through $AZURE_STORAGE_CONNECTION_STRING (so
+// tests using it cannot be parallel).
+func setupBlobStash(t *testing.T) *stashBundle {
+	t.Helper()
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:10000", time.Second); err == nil {
+		_ = c.Close()
+	} else if out, err := exec.Command("./.ci/start-azurite.sh").CombinedOutput(); err != nil {
+		t.Fatalf("the azblob stash tests need Azurite's blob service: %v\n%s", err, out)
+	}
+	t.Setenv(azb.EnvAzureConnectionString, azb.DevelopmentConnectionString)
+	name := "jq-" + strings.ToLower(rand.Text()[:12])
+	c, err := container.NewClientFromConnectionString(azb.DevelopmentConnectionString, name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.Delete(context.Background(), nil) })
+	u := sqliteURL(t)
+	loc := "azblob://devstoreaccount1/" + name + "/jobq"
+	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.OpenOptions{StashURL: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return &stashBundle{q: q, url: u, stashLoc: loc, blobs: c}
+}
+
+// stashSetups are the stores the queue-level stash tests run on.
+var stashSetups = []struct {
+	name  string
+	setup func(*testing.T) *stashBundle
+}{{"file", setupFileStash}, {"gcs", setupGCSStash}, {"azblob", setupBlobStash}}
+
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
@@ -81,6 +126,20 @@ func bigTask(n int) *jobq.Task {
 // objects lists the stash's objects.
 func (b *stashBundle) objects(t *testing.T) []string {
 	t.Helper()
+	if b.blobs != nil {
+		var names []string
+		pager := b.blobs.NewListBlobsFlatPager(nil)
+		for pager.More() {
+			page, err := pager.NextPage(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range page.Segment.BlobItems {
+				names = append(names, *it.Name)
+			}
+		}
+		return names
+	}
 	if b.gcs != nil {
 		list, err := b.gcs.ListObjectsWithOptionsPaginated("tasks", fakestorage.ListOptions{Prefix: "jobq/"})
 		if err != nil {
@@ -110,6 +169,12 @@ func (b *stashBundle) overwrite(t *testing.T, ref *jobq.StashRef, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if b.blobs != nil {
+		if _, err := b.blobs.NewBlockBlobClient("jobq/"+name).Upload(t.Context(), streaming.NopCloser(bytes.NewReader(data)), nil); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if b.gcs != nil {
 		b.gcs.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "tasks", Name: "jobq/" + name}, Content: data})
 		return
@@ -127,6 +192,13 @@ func (b *stashBundle) overwrite(t *testing.T, ref *jobq.StashRef, data []byte) {
 
 func (b *stashBundle) remove(t *testing.T, ref *jobq.StashRef) {
 	t.Helper()
+	if b.blobs != nil {
+		_, name, _ := stash.Split(ref.URL)
+		if _, err := b.blobs.NewBlobClient("jobq/"+name).Delete(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if b.gcs != nil {
 		_, name, _ := stash.Split(ref.URL)
 		if err := b.gcs.Backend().DeleteObject("tasks", "jobq/"+name); err != nil {
@@ -156,9 +228,9 @@ func receive(t *testing.T, q *jobq.Queue) (*jobq.Envelope, error) {
 }
 
 func TestStashRoundTrip(t *testing.T) {
-	for name, setup := range map[string]func(*testing.T) *stashBundle{"file": setupFileStash, "gcs": setupGCSStash} {
-		t.Run(name, func(t *testing.T) {
-			b := setup(t)
+	for _, st := range stashSetups {
+		t.Run(st.name, func(t *testing.T) {
+			b := st.setup(t)
 			task := bigTask(5 << 20)
 			want := *task
 			res, err := b.q.Push(t.Context(), task)
@@ -222,13 +294,10 @@ func TestStashPoison(t *testing.T) {
 		{"missing object", func(t *testing.T, b *stashBundle, ref *jobq.StashRef) { b.remove(t, ref) }, "does not exist"},
 		{"truncated object", func(t *testing.T, b *stashBundle, ref *jobq.StashRef) { b.overwrite(t, ref, []byte("{}")) }, "is 2 bytes"},
 	}
-	for _, kind := range []string{"file", "gcs"} {
+	for _, st := range stashSetups {
 		for _, tc := range tests {
-			t.Run(kind+"/"+tc.name, func(t *testing.T) {
-				b := setupFileStash(t)
-				if kind == "gcs" {
-					b = setupGCSStash(t)
-				}
+			t.Run(st.name+"/"+tc.name, func(t *testing.T) {
+				b := st.setup(t)
 				if _, err := b.q.Push(t.Context(), bigTask(200_000)); err != nil {
 					t.Fatal(err)
 				}
@@ -278,6 +347,27 @@ func TestStashObjectForAnotherTask(t *testing.T) {
 	dls, err := b.q.DeadLetters().List(t.Context(), 10)
 	if err != nil || len(dls) != 1 || !strings.Contains(dls[0].Reason, "not the task itself") {
 		t.Fatalf("dead letters %v, %v; want one saying the object holds another task", dls, err)
+	}
+}
+
+// A reference to a store whose scheme this program did not register is
+// left for a receiver that has it: not dead-lettered, and not lost.
+func TestStashUnregisteredScheme(t *testing.T) {
+	t.Parallel()
+	b := setupFileStash(t)
+	sum := stash.Sum([]byte("elsewhere"))
+	ref := &jobq.StashRef{URL: "s3://bucket/jobq/" + sum, SHA256: sum, Size: 9}
+	if _, err := b.q.Push(t.Context(), &jobq.Task{ID: "in-s3", Payload: json.RawMessage(`{}`), Stash: ref}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Second}); !errors.Is(err, jobq.ErrEmpty) {
+		t.Fatalf("Receive = %v, %v; want nothing (the store is not registered here)", e, err)
+	}
+	if dls, err := b.q.DeadLetters().List(t.Context(), 10); err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters %v, %v; want none: the message is not poison", dls, err)
+	}
+	if n, err := b.q.Size(t.Context()); err != nil || n != 1 {
+		t.Errorf("queue size %d, %v; want the message still queued", n, err)
 	}
 }
 

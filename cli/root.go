@@ -145,7 +145,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.queue, "queue", "", "the queue URL (default: the first argument, else $JOBQ_QUEUE)")
 	pf.StringVar(&a.connStr, "conn-str", "", "Azure connection string for azqueue:// and sb:// queues (default $JOBQ_CONNECTION_STRING)")
-	pf.StringVar(&a.stash, "stash", "", "where large task payloads go: gs://bucket/prefix or file:///dir (default $JOBQ_STASH)")
+	pf.StringVar(&a.stash, "stash", "", "where large task payloads go: azblob://account/container/prefix, gs://bucket/prefix or file:///dir (default $JOBQ_STASH)")
 	pf.CountVarP(&a.verbose, "verbose", "v", "more logging (debug)")
 	pf.CountVarP(&a.quiet, "quiet", "q", "less logging: -q warnings and errors, -qq errors only")
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")

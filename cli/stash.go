@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/stash/all" // every stash store: file, gs, azblob
 )
 
 // applyStash passes --stash or $JOBQ_STASH to the queue: where tasks too

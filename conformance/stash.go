@@ -7,20 +7,63 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/stash"
 )
 
 // stashTaskBytes is the size of the large task checkStash pushes: several
 // MiB, beyond the limits of the cloud queues (64 and 256 KiB).
 const stashTaskBytes = 3 << 20
 
-// checkStash: with a stash configured, a task of several MiB round-trips
-// whole, its object exists only while the task is queued, and the queued
-// message fits the backend's limit; without a stash, pushing it fails with
-// TooLarge and says how to configure one. Backends whose limit is larger
-// (or absent) carry the task inline and must not touch the stash.
+// StashHarness is what a stash store supplies to run the suite's Stash
+// check on it (RunStash).
+type StashHarness struct {
+	// Name labels the store in failure messages, for example "azblob".
+	Name string
+	// NewStashURL returns the URL of a fresh, empty store (its own
+	// directory, prefix or container) that jobq.OpenWithOptions can open
+	// through stash.DefaultURLMux: the store's package imported and its
+	// credentials in the environment. Register clean-up with t.Cleanup.
+	NewStashURL func(t testing.TB) string
+}
+
+// RunStash runs the suite's Stash check on the backend h with the store s
+// instead of the directory store Run uses: a task of several MiB
+// round-trips whole through the store, and its object exists only while
+// the task is queued. Give h a backend whose message limit is below the
+// task (a URL with max_message_bytes=65536, say), or the check only
+// verifies that the store is left alone.
+func RunStash(t *testing.T, h Harness, s StashHarness) {
+	t.Helper()
+	if h.NewQueueURL == nil || s.NewStashURL == nil {
+		t.Fatal("conformance: RunStash needs Harness.NewQueueURL and StashHarness.NewStashURL")
+	}
+	t.Run("Stash/"+s.Name, func(t *testing.T) {
+		c := &C{T: t, h: h, newURL: func() string { return h.NewQueueURL(t) }}
+		checkStashAt(c, s.NewStashURL(t))
+	})
+}
+
+// checkStash runs the Stash check with a fresh directory store.
 func checkStash(c *C) {
+	dir, err := os.MkdirTemp("", "jobq-conformance-stash-")
+	if err != nil {
+		c.Fatalf("make a stash directory: %v", err)
+	}
+	c.Cleanup(func() { _ = os.RemoveAll(dir) })
+	checkStashAt(c, "file://"+filepath.ToSlash(dir))
+}
+
+// checkStashAt: with the stash at stashURL configured, a task of several
+// MiB round-trips whole, its object exists only while the task is queued,
+// and the queued message fits the backend's limit; without a stash,
+// pushing it fails with TooLarge and says how to configure one. Backends
+// whose limit is larger (or absent) carry the task inline and must not
+// touch the stash.
+func checkStashAt(c *C, stashURL string) {
 	url := c.newURL()
 	plain := c.openURL(url)
 	limit := plain.Capabilities().MaxMessageBytes
@@ -38,12 +81,11 @@ func checkStash(c *C) {
 		}
 	}
 
-	dir, err := os.MkdirTemp("", "jobq-conformance-stash-")
+	store, err := stash.Open(c.ctx(), stashURL)
 	if err != nil {
-		c.Fatalf("make a stash directory: %v", err)
+		c.Fatalf("open stash %s: %v", stashURL, err)
 	}
-	c.Cleanup(func() { _ = os.RemoveAll(dir) })
-	stashURL := "file://" + filepath.ToSlash(dir)
+	c.Cleanup(func() { _ = store.Close() })
 	sq, err := jobq.OpenWithOptions(c.ctx(), url, jobq.OpenOptions{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		c.Fatalf("open %s with stash %s: %v", jobq.RedactURL(url), stashURL, err)
@@ -52,15 +94,21 @@ func checkStash(c *C) {
 	q := &handle{Queue: sq, url: url, logs: &logStore{}}
 
 	c.push(q, big)
-	objects := func() int {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			c.Fatalf("read the stash directory: %v", err)
-		}
-		return len(ents)
+	// The object is the task as pushed (its ID set), named by its SHA-256.
+	pushed, err := jobq.MarshalTask(big)
+	if err != nil {
+		c.Fatalf("encode the pushed task: %v", err)
 	}
-	if n, want := objects(), map[bool]int{true: 1}[stashed]; n != want {
-		c.Errorf("%d stash objects after pushing a %d-byte task to a backend limited to %d bytes (0: none); want %d", n, len(body), limit, want)
+	name := stash.Sum(pushed)
+	exists := func() bool {
+		_, err := store.Get(c.ctx(), name, 1)
+		if err != nil && driver.CodeOf(err) != driver.NotFound {
+			c.Fatalf("look for the stash object %s: %v", name, err)
+		}
+		return err == nil
+	}
+	if got := exists(); got != stashed {
+		c.Errorf("stash object present: %v after pushing a %d-byte task to a backend limited to %d bytes (0: none); want %v", got, len(body), limit, stashed)
 	}
 	e := c.receive(q, c.longVis(q))
 	if e.Task.ID != big.ID || e.Task.Command != big.Command || e.Task.Stash != nil {
@@ -68,8 +116,8 @@ func checkStash(c *C) {
 			e.Task.ID, big.ID, len(e.Task.Command), len(big.Command), e.Task.Stash)
 	}
 	c.complete(e)
-	if n := objects(); n != 0 {
-		c.Errorf("%d stash objects remain after the task completed; Complete must delete them", n)
+	if exists() {
+		c.Errorf("the stash object remains after the task completed; Complete must delete it")
 	}
-	c.Logf("a %d-byte task round-tripped (stashed: %v)", len(body), stashed)
+	c.Logf("a %d-byte task round-tripped through %s (stashed: %v)", len(body), store.Location(), stashed)
 }

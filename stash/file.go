@@ -11,6 +11,25 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
+// FileScheme is the URL scheme of the directory store, built into this
+// package and registered on the default URLMux: file:///dir.
+const FileScheme = "file"
+
+// FileOpener opens file:///dir URLs (file:relative/dir is accepted too).
+type FileOpener struct{}
+
+// OpenStoreURL opens the directory u names; see OpenDir.
+func (FileOpener) OpenStoreURL(_ context.Context, u *url.URL) (Store, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q names host %q; a file stash is a local path: file:///dir (three slashes)", u.Redacted(), u.Host)
+	}
+	dir := u.Path
+	if dir == "" {
+		dir = u.Opaque // file:relative/dir
+	}
+	return OpenDir(dir)
+}
+
 // dirStore keeps objects as files in one directory, for one machine or a
 // file system that every producer and worker mounts at the same path.
 type dirStore struct {
@@ -29,10 +48,10 @@ func OpenDir(dir string) (Store, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, wrap(driver.InvalidArgument, err, "file stash directory %q", dir)
+		return nil, WrapError(driver.InvalidArgument, err, "file stash directory %q", dir)
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, wrap(driver.PermissionDenied, err, "cannot create file stash directory %s", abs)
+		return nil, WrapError(driver.PermissionDenied, err, "cannot create file stash directory %s", abs)
 	}
 	return &dirStore{dir: abs, loc: (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()}, nil
 }
@@ -55,7 +74,7 @@ func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
 	}
 	tmp, err := os.CreateTemp(s.dir, ".tmp-"+name[:16]+"-*")
 	if err != nil {
-		return Object{}, wrap(driver.Unavailable, err, "file stash %s: create object", s.dir)
+		return Object{}, WrapError(driver.Unavailable, err, "file stash %s: create object", s.dir)
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.Write(data)
@@ -66,7 +85,7 @@ func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
 		err = cerr
 	}
 	if err != nil {
-		return Object{}, wrap(driver.Unavailable, err, "file stash %s: write object", s.dir)
+		return Object{}, WrapError(driver.Unavailable, err, "file stash %s: write object", s.dir)
 	}
 	// Link is create-only: it fails when the name exists (another writer of
 	// the same bytes won), which is success here.
@@ -74,43 +93,43 @@ func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
 		// Some shared file systems have no hard links; a rename is atomic
 		// too, and replacing an object with identical bytes is harmless.
 		if rerr := os.Rename(tmp.Name(), final); rerr != nil {
-			return Object{}, wrap(driver.Unavailable, rerr, "file stash %s: store object", s.dir)
+			return Object{}, WrapError(driver.Unavailable, rerr, "file stash %s: store object", s.dir)
 		}
 	}
 	return obj, nil
 }
 
 func (s *dirStore) Get(ctx context.Context, name string, limit int64) ([]byte, error) {
-	if !IsName(name) {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash object name %q is not a SHA-256 digest", name)
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(s.path(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, notFound(s.loc, name, err)
+		return nil, NotFoundError(s.loc, name, err)
 	}
 	if err != nil {
-		return nil, wrap(driver.Unavailable, err, "file stash %s: open object", s.dir)
+		return nil, WrapError(driver.Unavailable, err, "file stash %s: open object", s.dir)
 	}
 	defer f.Close()
-	data, err := readLimited(f, limit)
+	data, err := ReadLimited(f, limit)
 	if err != nil {
-		return nil, wrap(driver.Unavailable, err, "file stash %s: read object", s.dir)
+		return nil, WrapError(driver.Unavailable, err, "file stash %s: read object", s.dir)
 	}
 	return data, nil
 }
 
 func (s *dirStore) Delete(ctx context.Context, name string) error {
-	if !IsName(name) {
-		return driver.Errorf(driver.InvalidArgument, "stash object name %q is not a SHA-256 digest", name)
+	if err := CheckName(name); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return wrap(driver.Unavailable, err, "file stash %s: delete object", s.dir)
+		return WrapError(driver.Unavailable, err, "file stash %s: delete object", s.dir)
 	}
 	return nil
 }

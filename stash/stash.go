@@ -4,9 +4,25 @@
 // that carries the object's URL, checksum and size; the receiver fetches the
 // object, verifies it and hands the full task on.
 //
-// Two stores exist: Google Cloud Storage (gs://bucket/prefix) and a
-// directory on a local or shared file system (file:///dir). Writes are
-// create-only, so pushing the same task twice stores it once.
+// Stores are chosen by URL scheme, like backends. This package has the
+// directory store (file:///dir) built in; the others live in their own
+// packages, so that a program links only the cloud SDKs it uses, and
+// register their scheme on the default URLMux when imported:
+//
+//	import _ "github.com/jobq/jobq/stash/gcs"    // gs://bucket/prefix
+//	import _ "github.com/jobq/jobq/stash/azblob" // azblob://account/container/prefix
+//	import _ "github.com/jobq/jobq/stash/all"    // every store
+//
+// Writes are create-only, so pushing the same task twice stores it once.
+//
+// # Writing a store
+//
+// A store implements Store and registers a URLOpener for its scheme with
+// Register (or on its own URLMux). Object names are SHA-256 hex digests
+// (check them with CheckName before touching anything); a missing object is
+// reported with NotFoundError, other failures with a *driver.Error whose
+// code says whether trying again can help (Unavailable) or not. The
+// stashtest package checks a store against this contract.
 package stash
 
 import (
@@ -16,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 
 	"github.com/jobq/jobq/driver"
@@ -26,18 +41,22 @@ import (
 // concurrent use.
 type Store interface {
 	// Put stores data under its SHA-256 name unless an object of that name
-	// already exists (which then holds the same bytes), and returns where it
-	// is.
+	// already exists (which then holds the same bytes, and is left as it
+	// is), and returns where it is. It may be retried after an ambiguous
+	// failure: the second attempt finds the object and succeeds.
 	Put(ctx context.Context, data []byte) (Object, error)
 	// Get returns the object with the given name (a SHA-256 hex digest),
-	// reading at most limit bytes; a missing object is a NotFound error.
+	// reading at most limit bytes (limit < 0: all of it); a missing object
+	// is a NotFound error (see NotFoundError).
 	Get(ctx context.Context, name string, limit int64) ([]byte, error)
 	// Delete removes the named object; a missing object is not an error.
 	Delete(ctx context.Context, name string) error
-	// Location is the store's URL (gs://bucket/prefix or file:///dir),
-	// without credentials; an object's URL is Location + "/" + name.
+	// Location is the store's URL (gs://bucket/prefix, file:///dir, ...),
+	// without credentials, such that opening it with Open reaches the same
+	// objects; an object's URL is Location + "/" + name.
 	Location() string
-	// Close releases the store's connections.
+	// Close releases what the store opened itself; a client the caller
+	// passed in stays open.
 	Close() error
 }
 
@@ -55,35 +74,11 @@ type Object struct {
 // when --stash is not given.
 const Env = "JOBQ_STASH"
 
-// Open opens the store at rawURL: gs://bucket[/prefix] or file:///dir (a
-// directory, created when missing). For gs:// it uses application default
-// credentials and honours STORAGE_EMULATOR_HOST.
+// Open opens the store at rawURL through the default URLMux: file:///dir
+// always, and the schemes of the store packages the program imports
+// (gs://, azblob://; stash/all imports every one).
 func Open(ctx context.Context, rawURL string) (Store, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q does not parse: %v; use gs://bucket/prefix or file:///dir", rawURL, err)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q has a query or fragment; use gs://bucket/prefix or file:///dir", rawURL)
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "gs":
-		if u.Host == "" {
-			return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q names no bucket; use gs://bucket/prefix", rawURL)
-		}
-		return OpenGCS(ctx, u.Host, u.Path, GCSOptions{})
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q names host %q; a file stash is a local path: file:///dir (three slashes)", rawURL, u.Host)
-		}
-		dir := u.Path
-		if dir == "" {
-			dir = u.Opaque // file:relative/dir
-		}
-		return OpenDir(dir)
-	default:
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q has unknown scheme %q; use gs://bucket/prefix or file:///dir", rawURL, u.Scheme)
-	}
+	return DefaultURLMux().Open(ctx, rawURL)
 }
 
 // Split divides an object URL into its store's location and its name. It
@@ -108,6 +103,15 @@ func IsName(name string) bool {
 		}
 	}
 	return true
+}
+
+// CheckName returns an InvalidArgument error unless name is an object name
+// (a lower-case SHA-256 hex digest). Stores call it before Get and Delete.
+func CheckName(name string) error {
+	if !IsName(name) {
+		return driver.Errorf(driver.InvalidArgument, "stash object name %q is not a SHA-256 digest", name)
+	}
+	return nil
 }
 
 // Sum returns the hex SHA-256 of data: its object name.
@@ -144,21 +148,25 @@ func Load(ctx context.Context, s Store, objectURL, sha string, size int64) ([]by
 	return data, nil
 }
 
-// readLimited reads r up to limit bytes (limit < 0: no limit).
-func readLimited(r io.Reader, limit int64) ([]byte, error) {
+// ReadLimited reads r up to limit bytes (limit < 0: no limit), as Get
+// implementations must.
+func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
 	if limit >= 0 {
 		r = io.LimitReader(r, limit)
 	}
 	return io.ReadAll(r)
 }
 
-// notFound makes the NotFound error for a missing object.
-func notFound(loc, name string, err error) error {
-	return &driver.Error{Code: driver.NotFound, Msg: fmt.Sprintf("stash object %s/%s does not exist (deleted after the task completed, or removed by a bucket lifecycle rule)", loc, name), Err: err}
+// NotFoundError is the NotFound error a store returns for a missing object
+// at location (its Location()) named name; cause is kept for errors.As.
+func NotFoundError(location, name string, cause error) error {
+	return &driver.Error{Code: driver.NotFound, Msg: fmt.Sprintf("stash object %s/%s does not exist (deleted after the task completed, or removed by a lifecycle rule)", location, name), Err: cause}
 }
 
-// wrap gives err a code, keeping it for errors.As.
-func wrap(code driver.Code, err error, format string, args ...any) error {
+// WrapError gives err the code, with a message made from format and args
+// followed by err's own, keeping err for errors.As. An err that already
+// carries a code (a *driver.Error) is returned unchanged.
+func WrapError(code driver.Code, err error, format string, args ...any) error {
 	var de *driver.Error
 	if errors.As(err, &de) {
 		return err
