@@ -284,8 +284,9 @@ func TestUnmarshalTaskRejectsGarbage(t *testing.T) {
 		{"no reply_requested in v1", `{"version": 1, "kwargs": "{\"a\": 1}", "num_retries": 0}`, `no "reply_requested"`},
 		{"reply not bool", `{"version": 1, "reply_requested": 1, "kwargs": "{\"a\": 1}", "num_retries": 0}`, `true or false`},
 		{"id number", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "id": 5}`, `"id" is a JSON number`},
-		{"cmd not string", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": 5}", "num_retries": 0}`, `"cmd" must be a non-empty string`},
-		{"cmd empty", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"\"}", "num_retries": 0}`, `"cmd" must be a non-empty string`},
+		{"cmd not string", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": 5}", "num_retries": 0}`, `"cmd" must be a string`},
+		{"bg_dirsync_to number", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"bg_dirsync_to\": 1}", "num_retries": 0}`, `"bg_dirsync_to" is a JSON number`},
+		{"retries over 32 bits", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 3000000000}`, `fits in 32 bits`},
 		{"env list", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": [1]}", "num_retries": 0}`, `"env" is a JSON array`},
 		{"env value object", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": {\"A\": {}}}", "num_retries": 0}`, `"A" is a JSON object`},
 		{"cwd number", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"cwd\": 1}", "num_retries": 0}`, `"cwd" is a JSON number`},
@@ -362,8 +363,15 @@ func TestMarshalTaskRejectsInvalid(t *testing.T) {
 		{"nil", nil, "nil"},
 		{"empty", &Task{}, "neither a command nor a payload"},
 		{"command not utf-8", &Task{Command: "echo \xff"}, "command is not valid UTF-8"},
-		{"env not utf-8", &Task{Command: "x", Env: []EnvVar{{"A", "\xc3"}}}, `"A" is not valid UTF-8`},
+		{"env not utf-8", &Task{Command: "x", Env: []EnvVar{{"A", "\xc3"}}}, `"A"'s value is not valid UTF-8`},
 		{"metadata not utf-8", &Task{Command: "x", Metadata: map[string]string{"k": "\xff"}}, "metadata"},
+		// Each half of a two-byte character is invalid on its own, though
+		// name+value would be valid joined.
+		{"env name and value halves of one character", &Task{Command: "x", Env: []EnvVar{{"A\xc3", "\xa9"}}}, `name "A\xc3" is not valid UTF-8`},
+		{"metadata name and value halves of one character", &Task{Command: "x", Metadata: map[string]string{"k\xc3": "\xa9"}}, `metadata name "k\xc3" is not valid UTF-8`},
+		{"retries over 32 bits", &Task{Command: "x", NumRetries: 3000000000}, "num_retries is 3000000000; it must be 0..2147483647"},
+		{"negative retries", &Task{Command: "x", NumRetries: -1}, "num_retries is -1"},
+		{"payload with DirSyncTo", &Task{Payload: json.RawMessage(`{}`), DirSyncTo: "/x"}, "bg_dirsync_to"},
 		{"id not utf-8", &Task{Command: "x", ID: "\xff"}, "task ID"},
 		{"payload list", &Task{Payload: json.RawMessage(`[1]`)}, "JSON object"},
 	}
