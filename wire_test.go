@@ -23,6 +23,7 @@ type wireVectors struct {
 			Command        string
 			Env            [][2]string
 			Cwd            string
+			DirSyncTo      string `json:"bg_dirsync_to"`
 			Payload        string
 			NumRetries     int  `json:"num_retries"`
 			ReplyRequested bool `json:"reply_requested"`
@@ -85,7 +86,7 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 			t.Parallel()
 			in := tc.Task
 			task := &Task{
-				Command: in.Command, Env: envVars(in.Env), Cwd: in.Cwd,
+				Command: in.Command, Env: envVars(in.Env), Cwd: in.Cwd, DirSyncTo: in.DirSyncTo,
 				NumRetries: in.NumRetries, ReplyRequested: in.ReplyRequested,
 				Priority: in.Priority, GateCmd: in.GateCmd, ConcurrencyKey: in.ConcurrencyKey,
 				RateLimitKey: in.RateLimitKey, Metadata: in.Metadata, Stash: in.Stash,
