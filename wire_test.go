@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -480,5 +481,68 @@ func BenchmarkUnmarshalPayloadTask(b *testing.B) {
 		if _, err := UnmarshalTask(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestMarshalOmitsWhatTheBackendMakesRedundant(t *testing.T) {
+	t.Parallel()
+	caps := func(prio, delay driver.Level) Capabilities {
+		return Capabilities{Features: map[driver.Feature]driver.Support{
+			driver.Priority: {Level: prio}, driver.DelayedPush: {Level: delay}}}
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	v1 := &Task{Command: "x"}
+	v1ID, _ := TaskID(v1)
+	tests := []struct {
+		name     string
+		caps     Capabilities
+		task     Task
+		wantV2   bool
+		wantV1ID bool
+	}{
+		{"priority ignored, delay native (Storage Queue, Service Bus)", caps(driver.Unsupported, driver.Native), Task{Command: "x", Priority: 5, NotBefore: at}, false, true},
+		{"priority native is kept", caps(driver.Native, driver.Native), Task{Command: "x", Priority: 5, NotBefore: at}, true, false},
+		{"emulated delay is kept", caps(driver.Unsupported, driver.Emulated), Task{Command: "x", NotBefore: at}, true, false},
+		{"other v2 fields are kept", caps(driver.Unsupported, driver.Native), Task{Command: "x", GateCmd: "g"}, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			task := tc.task
+			body, err := marshalTask(&task, omitFor(tc.caps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v2 := strings.HasPrefix(string(body), `{"version": 2`); v2 != tc.wantV2 {
+				t.Errorf("body %s: v2 %v, want %v", body, v2, tc.wantV2)
+			}
+			if (task.ID == v1ID) != tc.wantV1ID {
+				t.Errorf("ID %s; v1 ID is %s; want equal: %v", task.ID, v1ID, tc.wantV1ID)
+			}
+			if task.Priority != tc.task.Priority || !task.NotBefore.Equal(tc.task.NotBefore) {
+				t.Errorf("the task itself was changed: %+v", task)
+			}
+		})
+	}
+}
+
+func TestEmptyCommandRoundTrips(t *testing.T) {
+	t.Parallel()
+	// ai4s-jobq push -c '' (json.dumps of {"cmd": "", "bg_dirsync_to": None, "env": {}}).
+	body := `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"\", \"bg_dirsync_to\": null, \"env\": {}}", "num_retries": 2, "id": "e"}`
+	task, err := UnmarshalTask([]byte(body))
+	if err != nil {
+		t.Fatalf("an ai4s-jobq task with an empty command is not poison: %v", err)
+	}
+	if !task.IsShell() || task.Command != "" {
+		t.Fatalf("IsShell %v, Command %q; want a shell task with an empty command", task.IsShell(), task.Command)
+	}
+	task.NumRetries--
+	out, err := MarshalTask(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(body, `"num_retries": 2`, `"num_retries": 1`, 1); string(out) != want {
+		t.Errorf("re-encoded\n got %s\nwant %s", out, want)
 	}
 }
