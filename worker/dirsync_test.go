@@ -59,7 +59,7 @@ func TestShellBgDirSyncRemoteFails(t *testing.T) {
 	}
 }
 
-// ai4s-jobq pushes `push -c ”` and its workers run it: bash does nothing
+// ai4s-jobq pushes an empty -c command and its workers run it: bash does nothing
 // and succeeds.
 func TestShellRunsEmptyCommand(t *testing.T) {
 	t.Parallel()
