@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
 )
@@ -151,5 +153,31 @@ func TestPushDedupWindowOutsideServiceBusWarns(t *testing.T) {
 	}
 	if n := len(storedBodies(t, queue)); n != 1 {
 		t.Errorf("%d tasks stored, want 1", n)
+	}
+}
+
+func TestPushDedupWindowSetsServiceBusURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		queue, want, wantErr string
+	}{
+		{queue: "sb://ns/q", want: "dedup_window=168h0m0s"},
+		{queue: "sb://ns/q?create=true", want: "create=true&dedup_window=168h0m0s"},
+		{queue: "sb://ns/q?dedup_window=168h", want: "dedup_window=168h"},
+		{queue: "sb://ns/q?dedup_window=1h", wantErr: "disagrees with dedup_window=1h"},
+	}
+	for _, tt := range tests {
+		a := &app{queue: tt.queue, log: slog.New(slog.DiscardHandler)}
+		err := a.setDedupWindow(7 * 24 * time.Hour)
+		switch {
+		case tt.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: error %v; want %q", tt.queue, err, tt.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.queue, err)
+		case !strings.HasSuffix(a.queue, "?"+tt.want):
+			t.Errorf("%s became %s; want query %s", tt.queue, a.queue, tt.want)
+		}
 	}
 }
