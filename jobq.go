@@ -323,6 +323,7 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 		if err != nil {
 			return nil, err
 		}
+		q.warnV2([]string{"stash"})
 	}
 	return &driver.Message{
 		ID:             t.ID,

@@ -622,13 +622,21 @@ const featureV2 driver.Feature = "schema-v2"
 
 // marshal encodes t for q: v2 members that q's backend makes redundant are
 // left out (see wireOmit), and a task that still needs schema v2 on a queue
-// ai4s-jobq can read draws one WARN per queue, because ai4s-jobq workers
-// stop on such a message.
+// ai4s-jobq can read draws one WARN per queue (see warnV2).
 func (q *Queue) marshal(t *Task) ([]byte, error) {
 	omit := omitFor(q.caps)
 	body, err := marshalTask(t, omit)
-	if err != nil || !aiJobqSchemes[q.scheme] || !needsV2(omit.apply(t)) {
-		return body, err
+	if err == nil && needsV2(omit.apply(t)) {
+		q.warnV2(v2Fields(omit.apply(t)))
+	}
+	return body, err
+}
+
+// warnV2 logs, once per queue and only on a queue ai4s-jobq can read, that
+// its tasks use schema v2, on which ai4s-jobq workers stop.
+func (q *Queue) warnV2(fields []string) {
+	if !aiJobqSchemes[q.scheme] {
+		return
 	}
 	q.warned.mu.Lock()
 	first := !q.warned.seen[featureV2]
@@ -636,9 +644,8 @@ func (q *Queue) marshal(t *Task) ([]byte, error) {
 	q.warned.mu.Unlock()
 	if first {
 		q.log.Warn("jobq: tasks on this queue use schema v2, which ai4s-jobq workers cannot run (they exit with \"Unsupported Task version 2\"); run only jobq workers on it",
-			"queue", q.url, "fields", strings.Join(v2Fields(omit.apply(t)), ","))
+			"queue", q.url, "fields", strings.Join(fields, ","))
 	}
-	return body, nil
 }
 
 // v2Fields names the v2 members t uses.
