@@ -314,7 +314,7 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 	if err := q.checkKeys(op, t); err != nil {
 		return nil, err
 	}
-	body, err := MarshalTask(t)
+	body, err := q.marshal(t)
 	if err != nil {
 		return nil, err
 	}
@@ -323,6 +323,7 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 		if err != nil {
 			return nil, err
 		}
+		q.warnV2([]string{"stash"})
 	}
 	return &driver.Message{
 		ID:             t.ID,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -14,6 +15,11 @@ const (
 	MinPriority = -1000
 	MaxPriority = 1000
 )
+
+// MaxNumRetries is the largest Task.NumRetries: the wire format carries it
+// as a 32-bit integer, which is what every reader (jobq's and ai4s-jobq's
+// backends) can count down.
+const MaxNumRetries = math.MaxInt32
 
 // EnvVar is one environment variable of a shell task. Task.Env is a slice,
 // not a map, because the order is part of the wire format (ai4s-jobq keeps
@@ -53,6 +59,11 @@ type Task struct {
 	Env []EnvVar
 	// Cwd is the command's working directory; empty means the worker's.
 	Cwd string
+	// DirSyncTo is ai4s-jobq's bg_dirsync_to: a directory the worker copies
+	// the task's $AMLT_DIRSYNC_DIR into, in the background while the
+	// command runs and once more when it ends. Empty means none (null on
+	// the wire). Shell tasks only.
+	DirSyncTo string
 	// Payload is the kwargs JSON object for a non-shell task. Must be empty
 	// when Command is set.
 	Payload json.RawMessage
@@ -101,15 +112,27 @@ type rawKwargs struct {
 	command string
 	env     []EnvVar
 	cwd     string
+	dirsync string
 	payload string
+	// shell is set when the kwargs have a "cmd" member, which may be the
+	// empty string (ai4s-jobq pushes and runs `push -c ''`).
+	shell bool
 	// extra holds the members jobq does not know, Python-encoded as
 	// `, "name": value` in their original order; they are written back
 	// before "id".
 	extra []byte
 }
 
-// IsShell reports whether the task is a shell command.
-func (t *Task) IsShell() bool { return t.Command != "" }
+// IsShell reports whether the task is a shell command: Command is set, or
+// the task was decoded from kwargs whose "cmd" is the empty string (which
+// bash runs as a command that does nothing and succeeds).
+func (t *Task) IsShell() bool { return t.Command != "" || t.emptyCommand() }
+
+// emptyCommand reports whether t was decoded from kwargs with "cmd": ""
+// and still has neither a command nor a payload.
+func (t *Task) emptyCommand() bool {
+	return t.Command == "" && len(t.Payload) == 0 && t.kwargs != nil && t.kwargs.shell
+}
 
 // EnvMap returns the task's environment as a map (later duplicates win).
 func (t *Task) EnvMap() map[string]string {
@@ -126,12 +149,14 @@ func (t *Task) Validate() error {
 	switch {
 	case t == nil:
 		return errorf(InvalidArgument, "validate", "task is nil")
-	case t.Command == "" && len(t.Payload) == 0:
+	case t.Command == "" && len(t.Payload) == 0 && !t.emptyCommand():
 		return errorf(InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
 	case t.Command != "" && len(t.Payload) > 0:
 		return errorf(InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
-	case t.NumRetries < 0:
-		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0 or more", t.NumRetries)
+	case t.NumRetries < 0 || t.NumRetries > MaxNumRetries:
+		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
+	case t.DirSyncTo != "" && len(t.Payload) > 0:
+		return errorf(InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
 	case t.Priority < MinPriority || t.Priority > MaxPriority:
 		return errorf(InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
 	}

@@ -31,8 +31,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -48,8 +50,42 @@ const (
 // TaskID). A task decoded by UnmarshalTask and left unchanged (apart from
 // NumRetries, ReplyRequested and the v2 fields) keeps its kwargs and unknown
 // members byte for byte.
-func MarshalTask(t *Task) ([]byte, error) {
-	prefix, err := wirePrefix(t)
+func MarshalTask(t *Task) ([]byte, error) { return marshalTask(t, wireOmit{}) }
+
+// wireOmit lists the v2 members a backend makes redundant, because writing
+// them would not change how the task runs there: a priority the backend
+// ignores, a delay the backend applies itself. Leaving them out keeps such
+// tasks v1, which ai4s-jobq workers can run.
+type wireOmit struct {
+	priority  bool
+	notBefore bool
+}
+
+// omitFor returns what a backend with caps makes redundant.
+func omitFor(caps Capabilities) wireOmit {
+	return wireOmit{
+		priority:  caps.Features[driver.Priority].Level == driver.Unsupported,
+		notBefore: caps.Features[driver.DelayedPush].Level == driver.Native,
+	}
+}
+
+// apply returns t without the members o leaves out (t itself when none).
+func (o wireOmit) apply(t *Task) *Task {
+	if (!o.priority || t.Priority == 0) && (!o.notBefore || t.NotBefore.IsZero()) {
+		return t
+	}
+	c := *t
+	if o.priority {
+		c.Priority = 0
+	}
+	if o.notBefore {
+		c.NotBefore = time.Time{}
+	}
+	return &c
+}
+
+func marshalTask(t *Task, omit wireOmit) ([]byte, error) {
+	prefix, err := wirePrefix(omit.apply(t))
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +209,9 @@ func appendV2(b []byte, t *Task) []byte {
 }
 
 // checkText rejects strings that are not UTF-8: Python strings cannot hold
-// them, so no ai4s-jobq reader could decode the message.
+// them, so no ai4s-jobq reader could decode the message. Each string is
+// checked on its own: two halves of a character split between a name and
+// its value are two invalid strings, not one valid one.
 func checkText(t *Task) error {
 	check := func(field, s string) error {
 		if !pyjson.ValidText(s) {
@@ -182,7 +220,7 @@ func checkText(t *Task) error {
 		return nil
 	}
 	for _, f := range []struct{ name, value string }{
-		{"command", t.Command}, {"cwd", t.Cwd}, {"gate command", t.GateCmd},
+		{"command", t.Command}, {"cwd", t.Cwd}, {"bg_dirsync_to", t.DirSyncTo}, {"gate command", t.GateCmd},
 		{"concurrency key", t.ConcurrencyKey}, {"rate-limit key", t.RateLimitKey},
 	} {
 		if err := check(f.name, f.value); err != nil {
@@ -190,17 +228,26 @@ func checkText(t *Task) error {
 		}
 	}
 	for _, e := range t.Env {
-		if err := check("environment variable "+strconv.Quote(e.Name), e.Name+e.Value); err != nil {
+		if err := check("environment variable name "+strconv.Quote(e.Name), e.Name); err != nil {
+			return err
+		}
+		if err := check("environment variable "+strconv.Quote(e.Name)+"'s value", e.Value); err != nil {
 			return err
 		}
 	}
 	for k, v := range t.Metadata {
-		if err := check("metadata "+strconv.Quote(k), k+v); err != nil {
+		if err := check("metadata name "+strconv.Quote(k), k); err != nil {
+			return err
+		}
+		if err := check("metadata "+strconv.Quote(k)+"'s value", v); err != nil {
 			return err
 		}
 	}
 	if t.Stash != nil {
-		return check("stash reference", t.Stash.URL+t.Stash.SHA256)
+		if err := check("stash URL", t.Stash.URL); err != nil {
+			return err
+		}
+		return check("stash checksum", t.Stash.SHA256)
 	}
 	return nil
 }
@@ -209,7 +256,7 @@ func checkText(t *Task) error {
 // was decoded and its kwargs are unchanged, a fresh Python-style encoding
 // otherwise.
 func kwargsText(t *Task) (string, error) {
-	if r := t.kwargs; r != nil && r.command == t.Command && r.cwd == t.Cwd &&
+	if r := t.kwargs; r != nil && r.command == t.Command && r.cwd == t.Cwd && r.dirsync == t.DirSyncTo &&
 		r.payload == string(t.Payload) && slices.Equal(r.env, t.Env) {
 		return r.text, nil
 	}
@@ -223,11 +270,18 @@ func kwargsText(t *Task) (string, error) {
 		}
 		return string(pyjson.AppendValue(nil, v)), nil
 	}
-	// ai4s-jobq's push -c CMD [-e K=V]: {"cmd": CMD, "bg_dirsync_to": null, "env": {...}}.
-	b := make([]byte, 0, len(t.Command)+64)
+	// ai4s-jobq's push -c CMD [-e K=V] [--bg-dirsync-to DIR]:
+	// {"cmd": CMD, "bg_dirsync_to": DIR or null, "env": {...}}.
+	b := make([]byte, 0, len(t.Command)+len(t.DirSyncTo)+64)
 	b = append(b, `{"cmd": `...)
 	b = pyjson.AppendString(b, t.Command)
-	b = append(b, `, "bg_dirsync_to": null, "env": {`...)
+	if t.DirSyncTo == "" {
+		b = append(b, `, "bg_dirsync_to": null, "env": {`...)
+	} else {
+		b = append(b, `, "bg_dirsync_to": `...)
+		b = pyjson.AppendString(b, t.DirSyncTo)
+		b = append(b, `, "env": {`...)
+	}
 	for i, e := range pyEnv(t.Env) {
 		if i > 0 {
 			b = append(b, ", "...)
@@ -385,10 +439,17 @@ func decodeKwargs(t *Task, raw *rawKwargs) error {
 		raw.payload = raw.text
 		return nil
 	}
-	if cmd.Kind != pyjson.String || cmd.Str == "" {
-		return decodeError(`task kwargs "cmd" must be a non-empty string (found a JSON %s)`, kindName(cmd.Kind))
+	if cmd.Kind != pyjson.String {
+		return decodeError(`task kwargs "cmd" must be a string (found a JSON %s)`, kindName(cmd.Kind))
 	}
 	t.Command = cmd.Str
+	raw.shell = true
+	if d, ok := kw.Get("bg_dirsync_to"); ok && d.Kind != pyjson.Null {
+		if d.Kind != pyjson.String {
+			return decodeError(`task kwargs "bg_dirsync_to" is a JSON %s; it must be a string or null`, kindName(d.Kind))
+		}
+		t.DirSyncTo = d.Str
+	}
 	if env, ok := kw.Get("env"); ok && env.Kind != pyjson.Null {
 		if env.Kind != pyjson.Object {
 			return decodeError(`task kwargs "env" is a JSON %s; it must be an object of strings`, kindName(env.Kind))
@@ -409,7 +470,7 @@ func decodeKwargs(t *Task, raw *rawKwargs) error {
 		}
 		t.Cwd = cwd.Str
 	}
-	raw.command, raw.cwd = t.Command, t.Cwd
+	raw.command, raw.cwd, raw.dirsync = t.Command, t.Cwd, t.DirSyncTo
 	raw.env = slices.Clone(t.Env)
 	return nil
 }
@@ -549,4 +610,58 @@ func kindName(k pyjson.Kind) string {
 
 func decodeError(format string, args ...any) *Error {
 	return &Error{Code: InvalidArgument, Op: "decode", Msg: fmt.Sprintf(format, args...)}
+}
+
+// aiJobqSchemes are the backends ai4s-jobq also reads, where its workers
+// may share a queue with jobq's.
+var aiJobqSchemes = map[string]bool{"azqueue": true, "sb": true, "servicebus": true}
+
+// featureV2 is the key of the once-per-queue warning about v2 bodies on a
+// queue ai4s-jobq workers may read.
+const featureV2 driver.Feature = "schema-v2"
+
+// marshal encodes t for q: v2 members that q's backend makes redundant are
+// left out (see wireOmit), and a task that still needs schema v2 on a queue
+// ai4s-jobq can read draws one WARN per queue (see warnV2).
+func (q *Queue) marshal(t *Task) ([]byte, error) {
+	omit := omitFor(q.caps)
+	body, err := marshalTask(t, omit)
+	if err == nil && needsV2(omit.apply(t)) {
+		q.warnV2(v2Fields(omit.apply(t)))
+	}
+	return body, err
+}
+
+// warnV2 logs, once per queue and only on a queue ai4s-jobq can read, that
+// its tasks use schema v2, on which ai4s-jobq workers stop.
+func (q *Queue) warnV2(fields []string) {
+	if !aiJobqSchemes[q.scheme] {
+		return
+	}
+	q.warned.mu.Lock()
+	first := !q.warned.seen[featureV2]
+	q.warned.seen[featureV2] = true
+	q.warned.mu.Unlock()
+	if first {
+		q.log.Warn("jobq: tasks on this queue use schema v2, which ai4s-jobq workers cannot run (they exit with \"Unsupported Task version 2\"); run only jobq workers on it",
+			"queue", q.url, "fields", strings.Join(fields, ","))
+	}
+}
+
+// v2Fields names the v2 members t uses.
+func v2Fields(t *Task) []string {
+	var f []string
+	for _, m := range []struct {
+		name string
+		set  bool
+	}{
+		{"priority", t.Priority != 0}, {"not_before", !t.NotBefore.IsZero()}, {"gate_cmd", t.GateCmd != ""},
+		{"concurrency_key", t.ConcurrencyKey != ""}, {"rate_limit_key", t.RateLimitKey != ""},
+		{"metadata", len(t.Metadata) > 0}, {"stash", t.Stash != nil}, {"attempts", len(t.Attempts) > 0},
+	} {
+		if m.set {
+			f = append(f, m.name)
+		}
+	}
+	return f
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -23,6 +24,7 @@ type wireVectors struct {
 			Command        string
 			Env            [][2]string
 			Cwd            string
+			DirSyncTo      string `json:"bg_dirsync_to"`
 			Payload        string
 			NumRetries     int  `json:"num_retries"`
 			ReplyRequested bool `json:"reply_requested"`
@@ -85,7 +87,7 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 			t.Parallel()
 			in := tc.Task
 			task := &Task{
-				Command: in.Command, Env: envVars(in.Env), Cwd: in.Cwd,
+				Command: in.Command, Env: envVars(in.Env), Cwd: in.Cwd, DirSyncTo: in.DirSyncTo,
 				NumRetries: in.NumRetries, ReplyRequested: in.ReplyRequested,
 				Priority: in.Priority, GateCmd: in.GateCmd, ConcurrencyKey: in.ConcurrencyKey,
 				RateLimitKey: in.RateLimitKey, Metadata: in.Metadata, Stash: in.Stash,
@@ -284,8 +286,9 @@ func TestUnmarshalTaskRejectsGarbage(t *testing.T) {
 		{"no reply_requested in v1", `{"version": 1, "kwargs": "{\"a\": 1}", "num_retries": 0}`, `no "reply_requested"`},
 		{"reply not bool", `{"version": 1, "reply_requested": 1, "kwargs": "{\"a\": 1}", "num_retries": 0}`, `true or false`},
 		{"id number", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "id": 5}`, `"id" is a JSON number`},
-		{"cmd not string", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": 5}", "num_retries": 0}`, `"cmd" must be a non-empty string`},
-		{"cmd empty", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"\"}", "num_retries": 0}`, `"cmd" must be a non-empty string`},
+		{"cmd not string", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": 5}", "num_retries": 0}`, `"cmd" must be a string`},
+		{"bg_dirsync_to number", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"bg_dirsync_to\": 1}", "num_retries": 0}`, `"bg_dirsync_to" is a JSON number`},
+		{"retries over 32 bits", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 3000000000}`, `fits in 32 bits`},
 		{"env list", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": [1]}", "num_retries": 0}`, `"env" is a JSON array`},
 		{"env value object", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": {\"A\": {}}}", "num_retries": 0}`, `"A" is a JSON object`},
 		{"cwd number", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"cwd\": 1}", "num_retries": 0}`, `"cwd" is a JSON number`},
@@ -362,8 +365,15 @@ func TestMarshalTaskRejectsInvalid(t *testing.T) {
 		{"nil", nil, "nil"},
 		{"empty", &Task{}, "neither a command nor a payload"},
 		{"command not utf-8", &Task{Command: "echo \xff"}, "command is not valid UTF-8"},
-		{"env not utf-8", &Task{Command: "x", Env: []EnvVar{{"A", "\xc3"}}}, `"A" is not valid UTF-8`},
+		{"env not utf-8", &Task{Command: "x", Env: []EnvVar{{"A", "\xc3"}}}, `"A"'s value is not valid UTF-8`},
 		{"metadata not utf-8", &Task{Command: "x", Metadata: map[string]string{"k": "\xff"}}, "metadata"},
+		// Each half of a two-byte character is invalid on its own, though
+		// name+value would be valid joined.
+		{"env name and value halves of one character", &Task{Command: "x", Env: []EnvVar{{"A\xc3", "\xa9"}}}, `name "A\xc3" is not valid UTF-8`},
+		{"metadata name and value halves of one character", &Task{Command: "x", Metadata: map[string]string{"k\xc3": "\xa9"}}, `metadata name "k\xc3" is not valid UTF-8`},
+		{"retries over 32 bits", &Task{Command: "x", NumRetries: 3000000000}, "num_retries is 3000000000; it must be 0..2147483647"},
+		{"negative retries", &Task{Command: "x", NumRetries: -1}, "num_retries is -1"},
+		{"payload with DirSyncTo", &Task{Payload: json.RawMessage(`{}`), DirSyncTo: "/x"}, "bg_dirsync_to"},
 		{"id not utf-8", &Task{Command: "x", ID: "\xff"}, "task ID"},
 		{"payload list", &Task{Payload: json.RawMessage(`[1]`)}, "JSON object"},
 	}
@@ -402,45 +412,6 @@ func TestPythonNumbers(t *testing.T) {
 	}
 }
 
-func FuzzUnmarshalTask(f *testing.F) {
-	v := loadWireVectors(f)
-	for _, m := range v.Marshal {
-		f.Add([]byte(m.Body))
-	}
-	for _, d := range v.Decode {
-		f.Add([]byte(d.Body))
-	}
-	f.Add([]byte(`{"kwargs": "{\"cmd\": \"\\ud800\"}"}`))
-	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"a\": [1e5, -0, NaN]}", "num_retries": 1, "stash": {"url": "u", "sha256": "h", "size": 1}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		task, err := UnmarshalTask(body)
-		if err != nil {
-			if ErrorCode(err) != InvalidArgument {
-				t.Fatalf("error %v has code %v, want InvalidArgument", err, ErrorCode(err))
-			}
-			return
-		}
-		// A decoded task that can be encoded again must decode to the same
-		// task, and encoding must then be stable.
-		b1, err := MarshalTask(task)
-		if err != nil {
-			return // a Go-side check (say, Validate on a NaN payload) refused it
-		}
-		again, err := UnmarshalTask(b1)
-		if err != nil {
-			t.Fatalf("re-decoding %s: %v", b1, err)
-		}
-		if again.ID != task.ID || again.Command != task.Command || !slices.Equal(again.Env, task.Env) ||
-			again.Cwd != task.Cwd || string(again.Payload) != string(task.Payload) || again.NumRetries != task.NumRetries {
-			t.Fatalf("round trip changed the task:\n%+v\n%+v", task, again)
-		}
-		b2, err := MarshalTask(again)
-		if err != nil || string(b2) != string(b1) {
-			t.Fatalf("unstable encoding:\n%s\n%s (%v)", b1, b2, err)
-		}
-	})
-}
-
 func BenchmarkMarshalTask(b *testing.B) {
 	for b.Loop() {
 		task := &Task{Command: "python train.py --epochs 10", Env: []EnvVar{{"CUDA_VISIBLE_DEVICES", "0"}, {"SEED", "1"}}}
@@ -471,5 +442,68 @@ func BenchmarkUnmarshalPayloadTask(b *testing.B) {
 		if _, err := UnmarshalTask(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestMarshalOmitsWhatTheBackendMakesRedundant(t *testing.T) {
+	t.Parallel()
+	caps := func(prio, delay driver.Level) Capabilities {
+		return Capabilities{Features: map[driver.Feature]driver.Support{
+			driver.Priority: {Level: prio}, driver.DelayedPush: {Level: delay}}}
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	v1 := &Task{Command: "x"}
+	v1ID, _ := TaskID(v1)
+	tests := []struct {
+		name     string
+		caps     Capabilities
+		task     Task
+		wantV2   bool
+		wantV1ID bool
+	}{
+		{"priority ignored, delay native (Storage Queue, Service Bus)", caps(driver.Unsupported, driver.Native), Task{Command: "x", Priority: 5, NotBefore: at}, false, true},
+		{"priority native is kept", caps(driver.Native, driver.Native), Task{Command: "x", Priority: 5, NotBefore: at}, true, false},
+		{"emulated delay is kept", caps(driver.Unsupported, driver.Emulated), Task{Command: "x", NotBefore: at}, true, false},
+		{"other v2 fields are kept", caps(driver.Unsupported, driver.Native), Task{Command: "x", GateCmd: "g"}, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			task := tc.task
+			body, err := marshalTask(&task, omitFor(tc.caps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v2 := strings.HasPrefix(string(body), `{"version": 2`); v2 != tc.wantV2 {
+				t.Errorf("body %s: v2 %v, want %v", body, v2, tc.wantV2)
+			}
+			if (task.ID == v1ID) != tc.wantV1ID {
+				t.Errorf("ID %s; v1 ID is %s; want equal: %v", task.ID, v1ID, tc.wantV1ID)
+			}
+			if task.Priority != tc.task.Priority || !task.NotBefore.Equal(tc.task.NotBefore) {
+				t.Errorf("the task itself was changed: %+v", task)
+			}
+		})
+	}
+}
+
+func TestEmptyCommandRoundTrips(t *testing.T) {
+	t.Parallel()
+	// ai4s-jobq push -c '' (json.dumps of {"cmd": "", "bg_dirsync_to": None, "env": {}}).
+	body := `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"\", \"bg_dirsync_to\": null, \"env\": {}}", "num_retries": 2, "id": "e"}`
+	task, err := UnmarshalTask([]byte(body))
+	if err != nil {
+		t.Fatalf("an ai4s-jobq task with an empty command is not poison: %v", err)
+	}
+	if !task.IsShell() || task.Command != "" {
+		t.Fatalf("IsShell %v, Command %q; want a shell task with an empty command", task.IsShell(), task.Command)
+	}
+	task.NumRetries--
+	out, err := MarshalTask(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(body, `"num_retries": 2`, `"num_retries": 1`, 1); string(out) != want {
+		t.Errorf("re-encoded\n got %s\nwant %s", out, want)
 	}
 }

@@ -95,29 +95,40 @@ func TestParseTaskLine(t *testing.T) {
 	tests := []struct {
 		name        string
 		line        string
-		env         []jobq.EnvVar
+		opts        lineOpts
 		wantCmd     string
 		wantEnv     string
 		wantCwd     string
+		wantDirsync string
 		wantPayload string
 		wantErr     string
 	}{
-		{name: "shell", line: "echo hi", env: flagEnv, wantCmd: "echo hi", wantEnv: "X=flag,Y=y"},
-		{name: "json shell", line: `{"cmd": "echo $X", "env": {"Z": "z", "X": "json"}, "cwd": "/tmp"}`, env: flagEnv,
-			wantCmd: "echo $X", wantEnv: "Z=z,X=flag,Y=y", wantCwd: "/tmp"},
-		{name: "json null dirsync", line: `{"cmd": "c", "bg_dirsync_to": null}`, wantCmd: "c"},
-		{name: "payload", line: `{"model": "m", "steps": 3}`, env: []jobq.EnvVar{{Name: "K", Value: "v"}},
-			wantPayload: `{"model":"m","steps":3,"env":{"K":"v"}}`},
-		{name: "payload keeps order", line: `{"b": 1, "a": 2}`, wantPayload: `{"b":1,"a":2}`},
+		{name: "shell keeps its newline", line: "echo hi\n", opts: lineOpts{env: flagEnv}, wantCmd: "echo hi\n", wantEnv: "X=flag,Y=y"},
+		{name: "blank line is a task", line: "\n", wantCmd: "\n"},
+		{name: "leading space is not JSON", line: " {\"cmd\": 1}\n", wantCmd: " {\"cmd\": 1}\n"},
+		{name: "shell with dirsync and cwd", line: "x", opts: lineOpts{dirsync: "/out", cwd: "/w"}, wantCmd: "x", wantDirsync: "/out", wantCwd: "/w"},
+		{name: "empty -c", line: "", opts: lineOpts{env: flagEnv}, wantPayload: `{"cmd": "", "bg_dirsync_to": null, "env": {"X": "flag", "Y": "y"}}`},
+		{name: "json: order kept, -e updates env, bg_dirsync_to appended", line: `{"cwd": "/tmp", "cmd": "echo $X", "env": {"Z": "z", "X": "json"}}` + "\n", opts: lineOpts{env: flagEnv},
+			wantPayload: `{"cwd": "/tmp", "cmd": "echo $X", "env": {"Z": "z", "X": "flag", "Y": "y"}, "bg_dirsync_to": null}`},
+		{name: "json: env appended when missing, then dirsync", line: `{"cmd":"c"}`, opts: lineOpts{dirsync: "/d"},
+			wantPayload: `{"cmd": "c", "env": {}, "bg_dirsync_to": "/d"}`},
+		{name: "json: own bg_dirsync_to kept", line: `{"cmd": "c", "bg_dirsync_to": "/mine"}`, opts: lineOpts{dirsync: "/d"},
+			wantPayload: `{"cmd": "c", "bg_dirsync_to": "/mine", "env": {}}`},
+		{name: "payload", line: `{"model": "m", "steps": 3}`, opts: lineOpts{env: []jobq.EnvVar{{Name: "K", Value: "v"}}},
+			wantPayload: `{"model": "m", "steps": 3, "env": {"K": "v"}, "bg_dirsync_to": null}`},
+		{name: "json duplicate keys collapse as in Python", line: `{"b": 1, "a": 2, "b": 3}`, wantPayload: `{"b": 3, "a": 2, "env": {}, "bg_dirsync_to": null}`},
+		{name: "json env number kept", line: `{"cmd": "x", "env": {"A": 1}}`, wantPayload: `{"cmd": "x", "env": {"A": 1}, "bg_dirsync_to": null}`},
 		{name: "bad json", line: `{"cmd": `, wantErr: "invalid JSON task"},
-		{name: "array", line: `{"cmd": "x"} [1]`, wantErr: "invalid JSON task"},
-		{name: "cmd not string", line: `{"cmd": 3}`, wantErr: `"cmd" must be`},
-		{name: "env not strings", line: `{"cmd": "x", "env": {"A": 1}}`, wantErr: `"env" value of A`},
+		{name: "trailing data", line: `{"cmd": "x"} [1]`, wantErr: "invalid JSON task"},
+		{name: "cmd not string", line: `{"cmd": 3}`, wantErr: `"cmd" must be a string`},
+		{name: "env null", line: `{"cmd": "x", "env": null}`, wantErr: `"env" must be a JSON object`},
+		{name: "env value object", line: `{"cmd": "x", "env": {"A": {}}}`, wantErr: `"env" value of A`},
+		{name: "not utf-8", line: "echo \xff\n", wantErr: "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			task, err := parseTaskLine(tt.line, tt.env)
+			task, err := parseTaskLine(tt.line, tt.opts)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v; want %q", err, tt.wantErr)
@@ -131,8 +142,9 @@ func TestParseTaskLine(t *testing.T) {
 			for _, e := range task.Env {
 				env = append(env, e.Name+"="+e.Value)
 			}
-			if task.Command != tt.wantCmd || strings.Join(env, ",") != tt.wantEnv || task.Cwd != tt.wantCwd || string(task.Payload) != tt.wantPayload {
-				t.Fatalf("task cmd=%q env=%v cwd=%q payload=%s", task.Command, env, task.Cwd, task.Payload)
+			if task.Command != tt.wantCmd || strings.Join(env, ",") != tt.wantEnv || task.Cwd != tt.wantCwd ||
+				task.DirSyncTo != tt.wantDirsync || string(task.Payload) != tt.wantPayload {
+				t.Fatalf("task cmd=%q env=%v cwd=%q dirsync=%q payload=%s", task.Command, env, task.Cwd, task.DirSyncTo, task.Payload)
 			}
 		})
 	}

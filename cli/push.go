@@ -6,14 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq"
 )
@@ -28,17 +36,21 @@ const pushBatchSize = 1000
 const pushInFlight = 4
 
 type pushFlags struct {
-	commands   []string
-	env        []string
-	numRetries int
-	priority   int
-	delay      time.Duration
-	gateCmd    string
-	cwd        string
-	printIDs   bool
-	concKey    string
-	rateKey    string
-	waitRoom   bool
+	commands    []string
+	env         []string
+	numRetries  int
+	priority    int
+	delay       time.Duration
+	gateCmd     string
+	cwd         string
+	printIDs    bool
+	concKey     string
+	rateKey     string
+	waitRoom    bool
+	dirsync     string
+	dedupWindow time.Duration
+	numWorkers  int
+	wait        bool
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -47,15 +59,18 @@ func (a *app) pushCommand() *cobra.Command {
 		Use:   "push [-c COMMAND]... [flags]",
 		Short: "Queue tasks: one per -c, or one per line of standard input",
 		Long: `Queue shell tasks. Each -c/--command is one task. Without -c, every line
-of standard input is one task (blank lines are skipped): a line starting
-with '{' is a JSON object of task kwargs, as in ai4s-jobq — {"cmd": "...",
-"env": {...}, "cwd": "..."} — with -e variables merged into its env (they
-win); any other line is a shell command. A malformed line stops the push
-with an error naming its line number and saying how many tasks were pushed
-before it.
+of standard input is one task, exactly as read — its newline included, so a
+blank line is a task too — which is what ai4s-jobq pushes, byte for byte.
+A line (or -c value) starting with '{' is a JSON object of task kwargs, as
+in ai4s-jobq — {"cmd": "...", "env": {...}, "cwd": "..."} — kept in its key
+order, with -e variables merged into its env (they win); any other line is
+a shell command. A malformed line stops the push: the lines before it are
+stored, and the error names the line and how to resume.
 
 Tasks are pushed in batches. When standard error is a terminal, a progress
-line shows the count and rate.`,
+line shows the count and rate. Ctrl-C stops reading, lets the batches in
+flight finish, and says which lines were stored and how to resume; a second
+Ctrl-C abandons the batches in flight.`,
 		Example: `  jobq sqlite://./work.db push -c "echo hello" -c "echo world"
   jobq sqlite://./work.db push -c 'python train.py' -e SEED=1 -e LR=0.1 --num-retries 2
   seq 1000 | sed 's/^/echo /' | jobq sqlite://./work.db push
@@ -64,10 +79,15 @@ line shows the count and rate.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.push(cmd.Context(), f) },
 	}
-	fl := cmd.Flags()
+	addPushFlags(cmd.Flags(), &f)
+	return cmd
+}
+
+// addPushFlags declares push's flags on fl, storing them in f.
+func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.StringArrayVarP(&f.commands, "command", "c", nil, "a shell command to queue (repeatable; one task each)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "an environment variable for the tasks, K=V (repeatable, order kept)")
-	fl.IntVar(&f.numRetries, "num-retries", 0, "how many times a failed task is retried before it is dead-lettered")
+	fl.IntVar(&f.numRetries, "num-retries", 0, fmt.Sprintf("how many times a failed task is retried before it is dead-lettered (0..%d)", jobq.MaxNumRetries))
 	fl.IntVar(&f.priority, "priority", 0, fmt.Sprintf("priority %d..%d, higher runs first (where the backend supports it)", jobq.MinPriority, jobq.MaxPriority))
 	fl.Var(durationValue{&f.delay}, "delay", "make the tasks visible only after this long, e.g. 30s, 2h, 1d")
 	fl.StringVar(&f.gateCmd, "gate-cmd", "", "a command a worker runs first; the tasks run only on workers where it succeeds")
@@ -76,31 +96,46 @@ line shows the count and rate.`,
 	fl.StringVar(&f.concKey, "concurrency-key", "", "a key whose tasks run at most N at once, N set with 'jobq QUEUE policy set concurrency KEY=N'")
 	fl.StringVar(&f.rateKey, "rate-limit-key", "", "a key whose tasks start at most COUNT per PERIOD, set with 'jobq QUEUE policy set rate KEY=COUNT/PERIOD'")
 	fl.BoolVar(&f.waitRoom, "wait-for-room", false, "when the queue is at its max-depth, wait (with backoff) for room instead of failing")
-	return cmd
+	fl.StringVar(&f.dirsync, "bg-dirsync-to", "", "a directory the worker copies each task's $AMLT_DIRSYNC_DIR into, in the background and when the task ends (as ai4s-jobq)")
+	fl.Var(durationValue{&f.dedupWindow}, "dedup-window", "Service Bus only: the duplicate-detection window of the queue when push creates it (as ai4s-jobq; same as ?dedup_window= in the URL)")
+	fl.IntVar(&f.numWorkers, "num-workers", pushInFlight, "how many batches are pushed at once (ai4s-jobq's enqueue workers)")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the tasks' results (not available yet: jobq does not return task results)")
 }
 
 // pusher accumulates tasks and pushes them in batches, several at a time,
-// handling the results in input order.
+// handling the results in input order. It keeps which input lines were
+// stored, so that an interrupted or failed push can say where to resume.
 type pusher struct {
-	a       *app
-	q       *jobq.Queue
-	f       pushFlags
-	batch   []*jobq.Task
-	pending []*pushJob // oldest first
-	pushed  int
-	dups    int
-	bar     *progressbar.ProgressBar
-	printer *bufio.Writer
+	a        *app
+	q        *jobq.Queue
+	f        pushFlags
+	batch    []*jobq.Task
+	lines    []int      // input line (or -c position) of each task in batch
+	pending  []*pushJob // oldest first
+	inFlight int
+	pushed   int
+	dups     int
+	// stored is the input lines known to be stored, as sorted closed
+	// ranges; firstLost is the first line sent but not known to be stored
+	// (0 when none).
+	stored    []lineSpan
+	firstLost int
+	bar       *progressbar.ProgressBar
+	printer   *bufio.Writer
 	// mu guards lastFull, when --wait-for-room last reported waiting.
 	mu       sync.Mutex
 	lastFull time.Time
 }
 
+// lineSpan is lines from..to of the input, both included.
+type lineSpan struct{ from, to int }
+
 // pushJob is one batch being pushed.
 type pushJob struct {
-	res  []jobq.PushResult
-	err  error
-	done chan struct{}
+	lines []int
+	res   []jobq.PushResult
+	err   error
+	done  chan struct{}
 }
 
 func (a *app) push(ctx context.Context, f pushFlags) error {
@@ -108,28 +143,77 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.numRetries < 0 {
-		return usageError("--num-retries is %d; it must be 0 or more", f.numRetries)
+	if f.numRetries < 0 || f.numRetries > jobq.MaxNumRetries {
+		return usageError("--num-retries is %d; it must be 0..%d", f.numRetries, jobq.MaxNumRetries)
 	}
 	if f.priority < jobq.MinPriority || f.priority > jobq.MaxPriority {
 		return usageError("--priority %d is out of range; use %d..%d", f.priority, jobq.MinPriority, jobq.MaxPriority)
 	}
+	if f.numWorkers < 1 {
+		return usageError("--num-workers is %d; it must be 1 or more", f.numWorkers)
+	}
+	if f.wait {
+		return usageError("--wait is not available: jobq does not return task results yet, so there is nothing to wait for; push without --wait and watch the queue with 'jobq QUEUE stats'")
+	}
+	if f.dedupWindow != 0 {
+		if err := a.setDedupWindow(f.dedupWindow); err != nil {
+			return err
+		}
+	}
+	for _, kv := range [][2]string{{"--bg-dirsync-to", f.dirsync}, {"--cwd", f.cwd}} {
+		if !utf8.ValidString(kv[1]) {
+			return usageError("%s is not valid UTF-8 text", kv[0])
+		}
+	}
+	for _, e := range env {
+		if !utf8.ValidString(e.Name) || !utf8.ValidString(e.Value) {
+			return usageError("-e %q is not valid UTF-8 text", e.Name)
+		}
+	}
+	opts := lineOpts{env: env, dirsync: f.dirsync, cwd: f.cwd}
 	q, err := a.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer q.Close()
-	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout)}
+	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: f.numWorkers}
 	defer p.printer.Flush()
 
+	// The first SIGINT or SIGTERM stops reading and lets the batches in
+	// flight finish; a second one abandons them.
+	pushCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	interrupted := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			a.log.Warn("interrupted: reading no more input; finishing the batches in flight (signal again to abandon them)", "signal", s.String())
+			close(interrupted)
+		case <-pushCtx.Done():
+			return
+		}
+		select {
+		case s := <-sigs:
+			cancel(fmt.Errorf("interrupted twice (%s)", s))
+		case <-pushCtx.Done():
+		}
+	}()
+
 	if len(f.commands) > 0 {
-		for _, c := range f.commands {
-			if err := p.add(ctx, &jobq.Task{Command: c, Env: env}); err != nil {
-				return err
+		for i, c := range f.commands {
+			t, perr := parseTaskLine(c, opts)
+			if perr != nil {
+				return p.stopped(pushCtx, i+1, asUsage(fmt.Errorf("-c %s (command %d): %w", truncateFlag(c), i+1, perr)))
+			}
+			if err := p.add(pushCtx, t, i+1); err != nil {
+				return p.stopped(pushCtx, i+1, fmt.Errorf("-c %s (command %d): %w", truncateFlag(c), i+1, err))
 			}
 		}
-		if err := p.flush(ctx); err != nil {
-			return err
+		if err := p.flush(pushCtx); err != nil {
+			return p.failed(len(f.commands)+1, err)
 		}
 		a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", q.URL())
 		return nil
@@ -150,28 +234,36 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		)
 		defer p.bar.Finish()
 	}
-	r := bufio.NewReaderSize(a.stdin, 64<<10)
-	for lineNo := 1; ; lineNo++ {
-		line, rerr := r.ReadString('\n')
-		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return p.stopped(ctx, fmt.Errorf("reading standard input at line %d: %w", lineNo, rerr))
+	chunks := make(chan lineChunk, 2)
+	go readLines(a.stdin, chunks)
+	lineNo := 1
+	for {
+		var c lineChunk
+		var ok bool
+		select {
+		case c, ok = <-chunks:
+		case <-interrupted:
+			return p.stopped(pushCtx, lineNo, &exitError{code: ExitFailure, err: errors.New("interrupted")})
 		}
-		line = strings.TrimRight(line, "\r\n")
-		if strings.TrimSpace(line) != "" {
-			t, perr := parseTaskLine(line, env)
-			if perr != nil {
-				return p.stopped(ctx, asUsage(fmt.Errorf("line %d: %w", lineNo, perr)))
-			}
-			if err := p.add(ctx, t); err != nil {
-				return err
-			}
-		}
-		if rerr != nil {
+		if !ok {
 			break
 		}
+		for _, line := range c.lines {
+			t, perr := parseTaskLine(line, opts)
+			if perr != nil {
+				return p.stopped(pushCtx, lineNo, asUsage(fmt.Errorf("line %d: %w", lineNo, perr)))
+			}
+			if err := p.add(pushCtx, t, lineNo); err != nil {
+				return p.stopped(pushCtx, lineNo, fmt.Errorf("line %d: %w", lineNo, err))
+			}
+			lineNo++
+		}
+		if c.err != nil {
+			return p.stopped(pushCtx, lineNo, fmt.Errorf("reading standard input at line %d: %w", lineNo, c.err))
+		}
 	}
-	if err := p.flush(ctx); err != nil {
-		return err
+	if err := p.flush(pushCtx); err != nil {
+		return p.failed(lineNo, err)
 	}
 	if p.bar != nil {
 		_ = p.bar.Finish()
@@ -180,20 +272,61 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	return nil
 }
 
+// lineChunk is a run of lines read from standard input, each with its
+// newline (the last line of the input may have none), or the read error
+// that ended the input.
+type lineChunk struct {
+	lines []string
+	err   error
+}
+
+// readLines sends the lines of r to out in chunks, without waiting for a
+// full chunk when no more input is buffered, and closes out at the end.
+// It runs on its own goroutine so that an interrupt is seen even while a
+// read blocks.
+func readLines(r io.Reader, out chan<- lineChunk) {
+	defer close(out)
+	br := bufio.NewReaderSize(r, 64<<10)
+	var lines []string
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			lines = append(lines, line)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				out <- lineChunk{lines: lines, err: err}
+				return
+			}
+			if len(lines) > 0 {
+				out <- lineChunk{lines: lines}
+			}
+			return
+		}
+		if len(lines) >= 256 || br.Buffered() == 0 {
+			out <- lineChunk{lines: lines}
+			lines = nil
+		}
+	}
+}
+
 // add applies the shared flags to t and queues it for the next batch.
-func (p *pusher) add(ctx context.Context, t *jobq.Task) error {
+func (p *pusher) add(ctx context.Context, t *jobq.Task, line int) error {
 	t.NumRetries = p.f.numRetries
 	t.Priority = p.f.priority
 	t.GateCmd = p.f.gateCmd
 	t.ConcurrencyKey = p.f.concKey
 	t.RateLimitKey = p.f.rateKey
-	if t.Cwd == "" && t.IsShell() {
-		t.Cwd = p.f.cwd
-	}
 	if p.f.delay > 0 {
 		t.NotBefore = time.Now().Add(p.f.delay)
 	}
+	// Checked here, so that a bad task is reported by its line before
+	// the batch it would join is sent.
+	if err := t.Validate(); err != nil {
+		return asUsage(err)
+	}
 	p.batch = append(p.batch, t)
+	p.lines = append(p.lines, line)
 	if len(p.batch) >= pushBatchSize {
 		return p.send(ctx)
 	}
@@ -201,19 +334,20 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task) error {
 }
 
 // send starts pushing the accumulated batch, first waiting for the oldest
-// batch in flight when pushInFlight are.
+// batch in flight when inFlight are.
 func (p *pusher) send(ctx context.Context) error {
 	if len(p.batch) == 0 {
 		return nil
 	}
-	if len(p.pending) >= pushInFlight {
+	if len(p.pending) >= p.inFlight {
 		if err := p.collect(); err != nil {
 			return err
 		}
 	}
-	job := &pushJob{done: make(chan struct{})}
+	job := &pushJob{done: make(chan struct{}), lines: p.lines}
 	tasks := p.batch
 	p.batch = make([]*jobq.Task, 0, pushBatchSize)
+	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
 		job.res, job.err = p.q.PushWithOptions(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting})
@@ -222,11 +356,8 @@ func (p *pusher) send(ctx context.Context) error {
 	return nil
 }
 
-// collect waits for the oldest batch in flight and records its results.
-func (p *pusher) collect() error {
-	job := p.pending[0]
-	p.pending = p.pending[1:]
-	<-job.done
+// record notes the results of a finished batch.
+func (p *pusher) record(job *pushJob) {
 	for _, r := range job.res {
 		if r.Duplicate {
 			p.dups++
@@ -239,20 +370,50 @@ func (p *pusher) collect() error {
 	if p.bar != nil {
 		_ = p.bar.Add(len(job.res))
 	}
+	if n := len(job.res); n > 0 {
+		p.markStored(job.lines[0], job.lines[n-1])
+	}
+	if n := len(job.res); n < len(job.lines) && (p.firstLost == 0 || job.lines[n] < p.firstLost) {
+		p.firstLost = job.lines[n]
+	}
+}
+
+// markStored adds lines from..to (consecutive in the input) to p.stored.
+func (p *pusher) markStored(from, to int) {
+	i := sort.Search(len(p.stored), func(i int) bool { return p.stored[i].from > from })
+	p.stored = slices.Insert(p.stored, i, lineSpan{from, to})
+	merged := p.stored[:1]
+	for _, s := range p.stored[1:] {
+		if last := &merged[len(merged)-1]; s.from <= last.to+1 {
+			last.to = max(last.to, s.to)
+		} else {
+			merged = append(merged, s)
+		}
+	}
+	p.stored = merged
+}
+
+// collect waits for the oldest batch in flight and records its results.
+// When the batch failed, it waits for the others too and returns the error.
+func (p *pusher) collect() error {
+	job := p.pending[0]
+	p.pending = p.pending[1:]
+	<-job.done
+	p.record(job)
 	if job.err != nil {
-		// Let the other batches finish, so the count is right.
-		for _, other := range p.pending {
-			<-other.done
-			p.pushed += len(other.res)
-		}
-		p.pending = nil
-		code := ExitFailure
-		if c := jobq.ErrorCode(job.err); c == jobq.InvalidArgument || c == jobq.TooLarge {
-			code = ExitUsage
-		}
-		return &exitError{code: code, err: fmt.Errorf("%w (%d tasks were pushed in all)", job.err, p.pushed)}
+		p.drain()
+		return job.err
 	}
 	return nil
+}
+
+// drain waits for every batch in flight and records its results.
+func (p *pusher) drain() {
+	for _, other := range p.pending {
+		<-other.done
+		p.record(other)
+	}
+	p.pending = nil
 }
 
 // flush pushes what is accumulated and waits for every batch in flight.
@@ -268,13 +429,100 @@ func (p *pusher) flush(ctx context.Context) error {
 	return nil
 }
 
-// stopped pushes the tasks read before a bad line, then reports the error
-// with the count.
-func (p *pusher) stopped(ctx context.Context, cause error) error {
+// stopped handles input that ends early at line next (a bad line, a read
+// error, an interrupt): it pushes the tasks read before it, then reports
+// cause with what was stored and where to resume.
+func (p *pusher) stopped(ctx context.Context, next int, cause error) error {
 	if err := p.flush(ctx); err != nil {
+		return p.failed(next, err)
+	}
+	// Nothing at or after next was sent.
+	return &exitError{code: exitCode(cause), err: fmt.Errorf("%w; %s", cause, p.summary(next))}
+}
+
+// failed reports a push error with what was stored and where to resume;
+// next is the first input line not read into a batch.
+func (p *pusher) failed(next int, err error) error {
+	p.drain()
+	for _, l := range p.lines {
+		if p.firstLost == 0 || l < p.firstLost {
+			p.firstLost = l
+		}
+	}
+	code := ExitFailure
+	if c := jobq.ErrorCode(err); c == jobq.InvalidArgument || c == jobq.TooLarge {
+		code = ExitUsage
+	}
+	return &exitError{code: code, err: fmt.Errorf("%w; %s", err, p.summary(next))}
+}
+
+// summary says how many tasks were stored, which input lines (or -c
+// commands) they were, and where to resume. next is the first line that
+// was not read into a batch.
+func (p *pusher) summary(next int) string {
+	what, resume := "lines", ""
+	from := next
+	if p.firstLost != 0 && p.firstLost < from {
+		from = p.firstLost
+	}
+	if len(p.f.commands) > 0 {
+		what = "commands (-c, in order)"
+	} else {
+		resume = fmt.Sprintf("; resume with: tail -n +%d INPUT | jobq QUEUE push ...", from)
+	}
+	if p.pushed == 0 {
+		return fmt.Sprintf("no task was stored%s", resume)
+	}
+	spans := make([]string, len(p.stored))
+	after := 0
+	for i, s := range p.stored {
+		spans[i] = fmt.Sprintf("%d–%d", s.from, s.to)
+		if s.from == s.to {
+			spans[i] = fmt.Sprint(s.from)
+		}
+		if s.to >= from {
+			after += s.to - max(s.from, from) + 1
+		}
+	}
+	msg := fmt.Sprintf("stored %d tasks: %s %s", p.pushed, what, strings.Join(spans, ", "))
+	if after > 0 && resume != "" {
+		resume += fmt.Sprintf(" (%d of those lines are stored already and would be pushed again, with the same IDs)", after)
+	}
+	return msg + resume
+}
+
+// setDedupWindow applies --dedup-window: on Service Bus it is the queue
+// URL's dedup_window (the window of a queue that push creates); elsewhere
+// it does not apply and is ignored with a warning.
+func (a *app) setDedupWindow(d time.Duration) error {
+	raw, err := a.queueURL()
+	if err != nil {
 		return err
 	}
-	return &exitError{code: exitCode(cause), err: fmt.Errorf("%w; %d tasks were pushed before it, nothing after it", cause, p.pushed)}
+	u, perr := url.Parse(jobq.NormalizeURL(raw))
+	if perr != nil || (u.Scheme != "sb" && u.Scheme != "servicebus") {
+		a.log.Warn("--dedup-window applies to Service Bus queues only; ignored", "queue", jobq.RedactURL(raw))
+		return nil
+	}
+	qs := u.Query()
+	if have := qs.Get("dedup_window"); have != "" {
+		if hd, err := time.ParseDuration(have); err != nil || hd != d {
+			return usageError("--dedup-window %s disagrees with dedup_window=%s in the queue URL; give one of them", formatDuration(d), have)
+		}
+		return nil
+	}
+	qs.Set("dedup_window", d.String())
+	u.RawQuery = qs.Encode()
+	a.queue = u.String()
+	return nil
+}
+
+// truncateFlag quotes a -c value for an error message, shortened.
+func truncateFlag(s string) string {
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // parseEnvFlags parses -e K=V flags, keeping their order.

@@ -1,166 +1,129 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/pyjson"
 )
 
-// parseTaskLine turns one line of push's standard input into a task: a line
-// starting with '{' is a JSON object of kwargs, anything else a shell
-// command. env (the -e flags) is merged into the task's env, winning over
-// it, as ai4s-jobq does.
-func parseTaskLine(line string, env []jobq.EnvVar) (*jobq.Task, error) {
-	if !strings.HasPrefix(strings.TrimLeft(line, " \t"), "{") {
-		return &jobq.Task{Command: line, Env: env}, nil
+// lineOpts is what push's flags add to every task built from a -c value or
+// a line of standard input.
+type lineOpts struct {
+	env     []jobq.EnvVar // -e, in command-line order, each name once
+	dirsync string        // --bg-dirsync-to; empty is null
+	cwd     string        // --cwd (jobq only)
+}
+
+// errNotUTF8 marks a line that is not UTF-8 text.
+var errNotUTF8 = errors.New("it is not valid UTF-8 text (a task can only carry UTF-8; check the file's encoding, e.g. with iconv)")
+
+// parseTaskLine turns one -c value or one line of standard input into a
+// task, by ai4s-jobq's rules, so that both tools push the same bytes and
+// IDs:
+//
+//   - A line is used exactly as read, its trailing newline included; a blank
+//     line is the command "\n" (bash runs it as a no-op that succeeds).
+//   - A line starting with '{' (first byte, no leading space) is a JSON object
+//     of kwargs, kept in its key order: -e variables update its "env" object
+//     (added at the end when missing), then "bg_dirsync_to" is added when
+//     missing. --cwd adds "cwd" when missing.
+//   - Anything else is a command: kwargs {"cmd": LINE, "bg_dirsync_to": DIR or
+//     null, "env": {-e...}}.
+func parseTaskLine(line string, o lineOpts) (*jobq.Task, error) {
+	if !utf8.ValidString(line) {
+		return nil, errNotUTF8
 	}
-	obj, err := decodeObject([]byte(line))
+	if !strings.HasPrefix(line, "{") {
+		if line == "" {
+			// Task.Command cannot be empty; the kwargs object carries it.
+			return &jobq.Task{Payload: encodeKwargs(pyjson.Value{Kind: pyjson.Object,
+				Keys: []string{"cmd", "bg_dirsync_to", "env"},
+				Vals: []pyjson.Value{{Kind: pyjson.String}, dirsyncValue(o.dirsync), envValue(o.env)},
+			}, o.cwd)}, nil
+		}
+		return &jobq.Task{Command: line, Env: o.env, DirSyncTo: o.dirsync, Cwd: o.cwd}, nil
+	}
+	v, err := pyjson.ParseString(line)
 	if err != nil {
-		return nil, fmt.Errorf("invalid JSON task: %w (a line starting with '{' must be a JSON object such as {\"cmd\": \"echo hi\"})", err)
+		return nil, fmt.Errorf("invalid JSON task: %w (a line starting with '{' must be a JSON object such as {\"cmd\": \"echo hi\"}; to push a shell command that starts with '{', start the line with a space)", err)
 	}
-	shell := true
-	for _, m := range obj {
-		switch m.key {
-		case "cmd", "env", "cwd":
-		case "bg_dirsync_to":
-			if string(m.val) != "null" {
-				shell = false
-			}
-		default:
-			shell = false
-		}
+	keys, vals := v.Members()
+	keys, vals = append([]string(nil), keys...), append([]pyjson.Value(nil), vals...)
+	if cmd, ok := v.Get("cmd"); ok && cmd.Kind != pyjson.String {
+		return nil, fmt.Errorf(`"cmd" must be a string, got a JSON %s`, kindWord(cmd.Kind))
 	}
-	cmdVal, hasCmd := obj.get("cmd")
-	if hasCmd && shell {
-		t := &jobq.Task{}
-		if err := json.Unmarshal(cmdVal, &t.Command); err != nil || t.Command == "" {
-			return nil, fmt.Errorf(`"cmd" must be a non-empty string, got %s`, cmdVal)
+	if i := indexOf(keys, "env"); i < 0 {
+		keys, vals = append(keys, "env"), append(vals, envValue(o.env))
+	} else {
+		env := vals[i]
+		if env.Kind != pyjson.Object {
+			return nil, fmt.Errorf(`"env" must be a JSON object of variables, got a JSON %s`, kindWord(env.Kind))
 		}
-		if v, ok := obj.get("cwd"); ok && string(v) != "null" {
-			if err := json.Unmarshal(v, &t.Cwd); err != nil {
-				return nil, fmt.Errorf(`"cwd" must be a string, got %s`, v)
+		names, values := env.Members()
+		names, values = append([]string(nil), names...), append([]pyjson.Value(nil), values...)
+		for j, val := range values {
+			if val.Kind == pyjson.Array || val.Kind == pyjson.Object {
+				return nil, fmt.Errorf(`"env" value of %s must be a string, got a JSON %s`, names[j], kindWord(val.Kind))
 			}
-		}
-		if v, ok := obj.get("env"); ok && string(v) != "null" {
-			vars, err := decodeObject(v)
-			if err != nil {
-				return nil, fmt.Errorf(`"env" must be an object of strings: %w`, err)
-			}
-			for _, m := range vars {
-				var s string
-				if err := json.Unmarshal(m.val, &s); err != nil {
-					return nil, fmt.Errorf(`"env" value of %s must be a string, got %s`, m.key, m.val)
-				}
-				t.Env = append(t.Env, jobq.EnvVar{Name: m.key, Value: s})
+			if names[j] == "" || strings.ContainsAny(names[j], "=\x00") {
+				return nil, fmt.Errorf(`"env" name %q is invalid: it must be non-empty without '=' or NUL`, names[j])
 			}
 		}
-		for _, e := range env {
-			t.Env = setEnv(t.Env, e.Name, e.Value)
-		}
-		return t, nil
-	}
-	if hasCmd {
-		var s string
-		if json.Unmarshal(cmdVal, &s) != nil {
-			return nil, fmt.Errorf(`"cmd" must be a string, got %s`, cmdVal)
-		}
-	}
-	// Not a plain shell task: keep the kwargs as the payload for a Go
-	// handler, with -e merged into its env.
-	if len(env) > 0 {
-		envObj := orderedObject{}
-		if v, ok := obj.get("env"); ok && string(v) != "null" {
-			if envObj, err = decodeObject(v); err != nil {
-				return nil, fmt.Errorf(`"env" must be an object: %w`, err)
+		for _, e := range o.env {
+			if k := indexOf(names, e.Name); k >= 0 {
+				values[k] = pyjson.Value{Kind: pyjson.String, Str: e.Value}
+			} else {
+				names, values = append(names, e.Name), append(values, pyjson.Value{Kind: pyjson.String, Str: e.Value})
 			}
 		}
-		for _, e := range env {
-			b, _ := json.Marshal(e.Value)
-			envObj = envObj.set(e.Name, b)
-		}
-		obj = obj.set("env", envObj.encode())
+		vals[i] = pyjson.Value{Kind: pyjson.Object, Keys: names, Vals: values}
 	}
-	return &jobq.Task{Payload: obj.encode()}, nil
+	if indexOf(keys, "bg_dirsync_to") < 0 {
+		keys, vals = append(keys, "bg_dirsync_to"), append(vals, dirsyncValue(o.dirsync))
+	}
+	return &jobq.Task{Payload: encodeKwargs(pyjson.Value{Kind: pyjson.Object, Keys: keys, Vals: vals}, o.cwd)}, nil
 }
 
-// orderedObject is a JSON object that keeps its key order.
-type orderedObject []member
-
-type member struct {
-	key string
-	val json.RawMessage
+// encodeKwargs writes kwargs as Python does, adding "cwd" when cwd is set
+// and kwargs have none.
+func encodeKwargs(kw pyjson.Value, cwd string) []byte {
+	if cwd != "" && indexOf(kw.Keys, "cwd") < 0 {
+		kw.Keys = append(kw.Keys, "cwd")
+		kw.Vals = append(kw.Vals, pyjson.Value{Kind: pyjson.String, Str: cwd})
+	}
+	return pyjson.AppendValue(nil, kw)
 }
 
-func (o orderedObject) get(k string) (json.RawMessage, bool) {
-	for _, m := range o {
-		if m.key == k {
-			return m.val, true
-		}
+func envValue(env []jobq.EnvVar) pyjson.Value {
+	v := pyjson.Value{Kind: pyjson.Object}
+	for _, e := range env {
+		v.Keys = append(v.Keys, e.Name)
+		v.Vals = append(v.Vals, pyjson.Value{Kind: pyjson.String, Str: e.Value})
 	}
-	return nil, false
+	return v
 }
 
-func (o orderedObject) set(k string, v json.RawMessage) orderedObject {
-	for i := range o {
-		if o[i].key == k {
-			o[i].val = v
-			return o
-		}
+func dirsyncValue(dir string) pyjson.Value {
+	if dir == "" {
+		return pyjson.Value{Kind: pyjson.Null}
 	}
-	return append(o, member{k, v})
+	return pyjson.Value{Kind: pyjson.String, Str: dir}
 }
 
-func (o orderedObject) encode() json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range o {
-		if i > 0 {
-			b.WriteByte(',')
+func indexOf(keys []string, k string) int {
+	for i, key := range keys {
+		if key == k {
+			return i
 		}
-		k, _ := json.Marshal(m.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.val)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return -1
 }
 
-// decodeObject decodes a JSON object, keeping key order.
-func decodeObject(data []byte) (orderedObject, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	var obj orderedObject
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, err
-		}
-		obj = obj.set(key, val)
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("unexpected data after the object")
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, errors.New("unexpected data after the object")
-	}
-	return obj, nil
+func kindWord(k pyjson.Kind) string {
+	return [...]string{pyjson.Null: "null", pyjson.Bool: "boolean", pyjson.Number: "number",
+		pyjson.String: "string", pyjson.Array: "array", pyjson.Object: "object"}[k]
 }

@@ -54,6 +54,14 @@ func NewShell() *Shell {
 
 // Handle runs the task's command. It implements Handler.
 func (s *Shell) Handle(ctx context.Context, job *Job) error {
+	if job.Task.DirSyncTo != "" {
+		return s.runWithDirSync(ctx, job)
+	}
+	return s.run(ctx, job, nil)
+}
+
+// run runs the task's command with extraEnv added to its environment.
+func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	t := job.Task
 	if !t.IsShell() {
 		return fmt.Errorf("task %s has no command (its kwargs are %s): the shell worker runs command tasks only; use a Go handler with worker.Run for payload tasks", t.ID, truncateStr(string(t.Payload), 200))
@@ -74,7 +82,7 @@ func (s *Shell) Handle(ctx context.Context, job *Job) error {
 		return err
 	}
 	defer cleanup()
-	cmd.Env = s.environ(job)
+	cmd.Env = append(s.environ(job), extraEnv...)
 	cmd.Dir = t.Cwd
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 

@@ -26,9 +26,9 @@ def v1_body(kwargs, num_retries=0, reply_requested=False, v2=None):
     return json.dumps(d), d["id"]
 
 
-def shell(cmd, env=(), cwd=None):
+def shell(cmd, env=(), cwd=None, dirsync=None):
     # ai4s-jobq push -c CMD -e K=V: env = dict(env_vars), in command-line order.
-    kw = {"cmd": cmd, "bg_dirsync_to": None, "env": dict(env)}
+    kw = {"cmd": cmd, "bg_dirsync_to": dirsync, "env": dict(env)}
     if cwd:
         kw["cwd"] = cwd
     return kw
@@ -37,11 +37,11 @@ def shell(cmd, env=(), cwd=None):
 marshal = []
 
 
-def add_shell(name, cmd, env=(), cwd=None, num_retries=0, reply_requested=False, v2=None, task_v2=None):
-    body, tid = v1_body(shell(cmd, env, cwd), num_retries, reply_requested, v2)
+def add_shell(name, cmd, env=(), cwd=None, num_retries=0, reply_requested=False, v2=None, task_v2=None, dirsync=None):
+    body, tid = v1_body(shell(cmd, env, cwd, dirsync), num_retries, reply_requested, v2)
     marshal.append({
         "name": name,
-        "task": {"command": cmd, "env": [list(e) for e in env], "cwd": cwd or "",
+        "task": {"command": cmd, "env": [list(e) for e in env], "cwd": cwd or "", "bg_dirsync_to": dirsync or "",
                  "num_retries": num_retries, "reply_requested": reply_requested, **(task_v2 or {})},
         "body": body,
         "id": tid,
@@ -68,6 +68,9 @@ add_shell("line and paragraph separators", "x\u2028y\u2029z\ufeff")
 add_shell("unicode in env and cwd", "run", env=[("NAME", "Zoë"), ("EMOJI", "🚀")], cwd="/data/ünï")
 add_shell("nested-looking env value", "run", env=[("JSON", '{"a": [1, 2], "b": "c\\"d"}')])
 add_shell("slash not escaped", "cat /etc/hosts </dev/null")
+add_shell("bg_dirsync_to (push --bg-dirsync-to)", "train", env=[("A", "1")], dirsync="/mnt/out/ünï")
+add_shell("stdin line with its newline", "echo hi\n")
+add_shell("blank stdin line", "\n")
 
 add_payload("payload object order kept", '{"z": 1, "a": {"y": [1, 2.5, "x"], "b": null}, "m": true}')
 add_payload("payload compact input reformatted", '{"a":1,"b":[true,false,null],"c":{}}')
@@ -131,6 +134,12 @@ add_decode("foreign kwargs formatting kept verbatim", json.dumps(d, separators=(
 d = {"version": 1, "reply_requested": False, "kwargs": json.dumps({"cmd": "caf\u00e9 \U0001F600 \ud800"}), "num_retries": 0, "id": "s"}
 add_decode("lone surrogate survives", json.dumps(d), {"command": None, "num_retries": 0, "id": "s", "version": 1})
 
+b, i = v1_body(shell(""), 0)
+add_decode("empty command (ai4s-jobq push -c '')", b, {"command": "", "env": [], "num_retries": 0, "id": i, "version": 1})
+
+b, i = v1_body(shell("sync me", dirsync="/mnt/out"), 1)
+add_decode("bg_dirsync_to", b, {"command": "sync me", "env": [], "num_retries": 1, "id": i, "version": 1})
+
 # Numbers: a JSON literal and how json.dumps(json.loads(literal)) writes it.
 import random
 rng = random.Random(8)
@@ -148,9 +157,71 @@ for _ in range(50):
     lits.append(repr(struct.unpack("<d", struct.pack("<Q", rng.getrandbits(63)))[0]).replace("inf", "Infinity").replace("nan", "NaN"))
 numbers = [[lit, json.dumps(json.loads(lit))] for lit in lits]
 
-out = {"marshal": marshal, "decode": decode, "numbers": numbers}
+# Push: what `ai4s-jobq QUEUE push` queues for given flags and standard
+# input, by its CLI's rules (ai4s/jobq/cli.py, push): standard input is read
+# as Python's sys.stdin on Linux reads it (UTF-8, lines split at "\n" only,
+# each line keeping its newline); a -c value or line starting with "{" is
+# json.loads'ed, its "env" updated with the -e variables (setdefault), then
+# "bg_dirsync_to" set when missing; any other is
+# dict(cmd=LINE, bg_dirsync_to=DIR, env=dict(-e)). Each task is serialised
+# as Task.serialize does (v1_body).
+import io
+
+
+def ai4s_push(commands=(), stdin=None, env=(), bg_dirsync_to=None, num_retries=0):
+    env = dict(env)
+    if not commands:
+        commands = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8", newline="\n")
+    bodies, ids = [], []
+    for cmd in commands:
+        if cmd.startswith("{"):
+            job_spec = json.loads(cmd)
+            job_spec.setdefault("env", {}).update(env)
+            job_spec.setdefault("bg_dirsync_to", bg_dirsync_to)
+            kw = job_spec
+        else:
+            kw = dict(cmd=cmd, bg_dirsync_to=bg_dirsync_to, env=env)
+        b, i = v1_body(kw, num_retries)
+        bodies.append(b)
+        ids.append(i)
+    return bodies, ids
+
+
+push = []
+
+
+def add_push(name, args, commands=(), stdin=None, env=(), bg_dirsync_to=None, num_retries=0):
+    bodies, ids = ai4s_push(commands, stdin, env, bg_dirsync_to, num_retries)
+    push.append({"name": name, "args": args, "stdin": stdin, "bodies": bodies, "ids": ids})
+
+
+add_push("-c plain", ["-c", "echo hi"], commands=["echo hi"])
+add_push("-c empty command", ["-c", ""], commands=[""])
+add_push("-c several with env", ["-c", "a", "-c", "b", "-e", "B=2", "-e", "A=1", "-e", "B=3"],
+         commands=["a", "b"], env=[("B", "2"), ("A", "1"), ("B", "3")])
+add_push("-c JSON object", ["-c", '{"cmd": "echo $X", "env": {"X": "1"}}', "-e", "Y=2"],
+         commands=['{"cmd": "echo $X", "env": {"X": "1"}}'], env=[("Y", "2")])
+add_push("-c bg-dirsync-to and retries", ["-c", "train", "--bg-dirsync-to", "/mnt/out", "--num-retries", "3"],
+         commands=["train"], bg_dirsync_to="/mnt/out", num_retries=3)
+add_push("stdin lines keep their newline", [], stdin="echo a\necho b\n")
+add_push("stdin last line without newline", [], stdin="echo a\necho b")
+add_push("stdin blank and whitespace-only lines", [], stdin="echo a\n\n   \n\t\necho b\n \n")
+add_push("stdin CRLF kept", [], stdin="echo a\r\necho b\r\n")
+add_push("stdin unicode and separators", [], stdin="echo café 🎉\nx\u2028y\n")
+add_push("stdin leading space is a command", [], stdin=' {"cmd": "x"}\n')
+add_push("stdin env and dirsync", ["-e", "K=v", "--bg-dirsync-to", "/d"], stdin="run 1\nrun 2\n",
+         env=[("K", "v")], bg_dirsync_to="/d")
+add_push("stdin JSON lines keep key order, env then bg_dirsync_to", ["-e", "X=flag", "-e", "N=new"],
+         stdin='{"env": {"X": "line", "A": 1}, "cmd": "echo $X"}\n{"cmd":"plain","cwd":"/w"}\n'
+               '{"fn": "train", "lr": 0.1, "big": 1e16, "i": 12345678901234567890}\n'
+               '{"cmd": "own", "bg_dirsync_to": "/mine"}\n{"b": 1, "a": 2, "b": 3}\n',
+         env=[("X", "flag"), ("N", "new")], bg_dirsync_to=None)
+add_push("stdin JSON line with dirsync flag", ["--bg-dirsync-to", "/d"], stdin='{"cmd": "x"}\n', bg_dirsync_to="/d")
+add_push("stdin mixed JSON and commands", [], stdin='echo 1\n{"cmd": "echo 2"}\n\necho 4')
+
+out = {"marshal": marshal, "decode": decode, "numbers": numbers, "push": push}
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vectors.json")
 with open(path, "w") as f:
     json.dump(out, f, indent=1, ensure_ascii=True)
     f.write("\n")
-print("wrote", path, len(marshal), "marshal,", len(decode), "decode and", len(numbers), "number vectors")
+print("wrote", path, len(marshal), "marshal,", len(decode), "decode,", len(numbers), "number and", len(push), "push vectors")
