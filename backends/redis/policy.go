@@ -56,8 +56,8 @@ local function policies()
     n = 0
     for _, m in ipairs(redis.call('SMEMBERS', set)) do
       local sep = string.find(m, ':', 1, true)
-      local f = redis.call('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
-      if f[1] == string.sub(m, sep + 1) and tonumber(f[2] or 0) > now then n = n + 1
+      local f = redis.pcall('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
+      if f[1] == string.sub(m, sep + 1) and (tonumber(f[2]) or 0) > now then n = n + 1
       else redis.call('SREM', set, m) end
     end
     return n
@@ -86,7 +86,10 @@ local function policies()
       if #batch == 0 then break end
       for j = 1, #batch, 2 do
         if #chosen >= max * 2 or batch[j] == mark then break end
-        local f = redis.call('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
+        -- pcall: a damaged message (its key not a hash) is passed to the
+        -- claim, which quarantines it.
+        local f = redis.pcall('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
+        if f.err then f = {} end
         local ck, rk, ok = f[1], f[2], true
         if ck then
           if limc[ck] == nil then
