@@ -30,9 +30,13 @@ func TestConformance(t *testing.T) {
 // each is pushed, then one thing about its hash is changed.
 var corruptions = []conformance.Corruption{
 	damaged("delivery count is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HSet(ctx, k, "d", "x").Err() }),
-	damaged("enqueue time is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HSet(ctx, k, "e", "yesterday").Err() }),
+	damaged("enqueue time is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error {
+		return c.HSet(ctx, k, "e", "yesterday").Err()
+	}),
 	damaged("priority out of range", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HSet(ctx, k, "p", "5000").Err() }),
-	damaged("priority is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HSet(ctx, k, "p", "high\xff").Err() }),
+	damaged("priority is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error {
+		return c.HSet(ctx, k, "p", "high\xff").Err()
+	}),
 	damaged("no body", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HDel(ctx, k, "b").Err() }),
 	damaged("message key is a list", func(ctx context.Context, c goredis.Cmdable, k string) error {
 		if err := c.Del(ctx, k).Err(); err != nil {
