@@ -514,3 +514,20 @@ func TestDuplicatesSwitchPushesToOnConflict(t *testing.T) {
 		t.Errorf("stats = %+v, %v; want a, b and c ready", st, err)
 	}
 }
+
+// TestWaitBesideInfiniteVisibility: a message another tool made visible at
+// 'infinity' (never) must not make a waiting Receive fail: Postgres cannot
+// subtract an infinite time, which the wait's look at the next visible
+// message did.
+func TestWaitBesideInfiniteVisibility(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if _, err := d.pool.Exec(ctx, `INSERT INTO `+d.sql.messagesTable+` (queue, body, visible_at) VALUES ($1, '{}', 'infinity')`, d.cfg.queue); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 50 * time.Millisecond})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Receive beside a message visible at infinity = %d messages, %v; want none and no error", len(got), err)
+	}
+}

@@ -104,9 +104,10 @@ RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.
 		// becomes visible (a lease or delay ending; negative when one is
 		// visible but locked by a concurrent claim; NULL when empty). Bounded to a
 		// sample so that an idle receiver never scans a huge backlog; the poll
-		// interval covers what the sample misses.
+		// interval covers what the sample misses. An infinite time (which
+		// no jobq writes) cannot be subtracted; it is left out.
 		nextVisible: r.Replace(`
-SELECT (extract(epoch FROM min(visible_at) - now()) * 1e6)::bigint
+SELECT (extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint
 FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
 
 		// Renew: extend a lease only while it is held (token matches, not
