@@ -1011,3 +1011,46 @@ func TestPushFieldsLeftOutTakeDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyReplacedByAnotherTool: a message key another tool replaced with a
+// list must not fail Peek, Clear, a claim or the dead-letter listing; the
+// claim quarantines it and returns the good message.
+func TestKeyReplacedByAnotherTool(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	res := push(t, d, msg("bad", 0), msg("good", 0))
+	k := d.prefix + "m:" + res[0].MessageID
+	if err := d.client.Del(ctx, k).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.client.RPush(ctx, k, "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	peek, err := d.Peek(ctx, 10)
+	if err != nil || len(peek) != 1 || peek[0].ID != "good" {
+		t.Fatalf("Peek = %d messages, %v; want the good one alone", len(peek), err)
+	}
+	got := receive(t, d, 10, time.Minute)
+	if len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim returned %d messages; want the good one", len(got))
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 1 || !strings.Contains(dead[0].Reason, "not a hash") {
+		t.Fatalf("ListDead = %v, %v; want the replaced key quarantined, saying it is not a hash", dead, err)
+	}
+	if n, err := d.PurgeDead(ctx, nil); err != nil || n != 1 {
+		t.Fatalf("PurgeDead = %d, %v", n, err)
+	}
+	if n, err := d.client.Exists(ctx, k, d.prefix+"corrupt:"+res[0].MessageID).Result(); err != nil || n != 0 {
+		t.Errorf("after the purge %d of the damaged keys remain (%v)", n, err)
+	}
+	// Clear meets a replaced key too.
+	res = push(t, d, msg("bad2", 0))
+	k = d.prefix + "m:" + res[0].MessageID
+	d.client.Del(ctx, k)
+	d.client.RPush(ctx, k, "garbage")
+	if _, err := d.Clear(ctx); err != nil {
+		t.Fatalf("Clear beside a replaced key: %v", err)
+	}
+}

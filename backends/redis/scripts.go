@@ -536,7 +536,8 @@ local out = {}
 -- visible: the set's score for delayed and leased messages (due time,
 -- lease expiry); for ready ones the hash's v, or the enqueued time.
 local function add(mid, visible, leased)
-  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
+  -- pcall: a key another tool replaced is left out, not a failed peek.
+  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
   if f[2] then
     f[5] = visible or f[5] or f[4]
     out[#out + 1] = mid
@@ -587,7 +588,7 @@ for _, set in ipairs({READY, DELAYED, INFLIGHT}) do
       redis.call('ZREM', set, unpack(members))
       for _, m in ipairs(members) do
         if set == READY then m = mid_of(m) end
-        local f = redis.call('HMGET', mkey(m), 'i', 'n')
+        local f = redis.pcall('HMGET', mkey(m), 'i', 'n')
         forget(f[1], f[2])
         redis.call('DEL', mkey(m))
       end
@@ -606,7 +607,8 @@ var listDeadScript = goredis.NewScript(common + `
 local mids = redis.call('ZRANGE', P .. 'dead', 0, tonumber(ARGV[2]) - 1)
 local out = {}
 for _, mid in ipairs(mids) do
-  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a')
+  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a')
+  if f.err then f = {'', '', 'its key is not a hash: ' .. f.err} end
   out[#out + 1] = mid
   for j = 1, 6 do out[#out + 1] = f[j] or '' end
 end
