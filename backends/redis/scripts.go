@@ -329,10 +329,12 @@ for j = 1, cnt do
   -- script, which would lose every message popped above; it is
   -- quarantined instead, and the others are claimed.
   local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p')
-  local bad = damage(k, f)
-  if bad then
-    quarantine(mid, k, bad, now)
-  elseif f[2] then
+  if f.err or not f[2] or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
+      or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
+    damaged = damaged or damage_lua()
+    local bad = damaged.why(k, f)
+    if bad then damaged.quarantine(mid, k, bad, now) end
+  else
     -- The lease token is the ready member's arrival number: each time a
     -- message is made ready it gets a new one from the counter, so no two
     -- claims share it, and it costs no command and no printf.
@@ -351,13 +353,17 @@ if nl > 0 then redis.call('ZADD', INFLIGHT, unpack(leased)) end
 return out
 `)
 
-// damageLua finds and quarantines damaged messages for the claim script.
+// damageLua says what is wrong with damaged messages and quarantines them,
+// for the claim script. It builds its functions only when a claim meets
+// such a message (see pushPrelude on what defining them costs).
 const damageLua = `
--- damage says what is wrong with message hash k, whose HMGET of i, b, e,
+local damaged
+local function damage_lua()
+-- why says what is wrong with message hash k, whose HMGET of i, b, e,
 -- d, p (through pcall) gave f, or nil when nothing is. A ready entry whose
 -- hash is gone entirely is not a message, and not damage.
 local function shown(v) return '"' .. string.gsub(string.sub(v, 1, 40), '[^%w%p ]', '?') .. '"' end
-local function damage(k, f)
+local function why(k, f)
   if f.err then
     return 'its key ' .. k .. ' is a ' .. redis.call('TYPE', k).ok .. ', not a hash'
   end
@@ -368,7 +374,7 @@ local function damage(k, f)
   if f[3] and not string.find(f[3], '^%d+$') then
     return 'its enqueue time (field e) is ' .. shown(f[3]) .. ', not a number of milliseconds'
   end
-  if f[4] and not string.find(f[4], '^%d%d?%d?%d?%d?%d?%d?%d?%d?$') then
+  if f[4] and not (#f[4] < 10 and string.find(f[4], '^%d+$')) then
     return 'its delivery count (field d) is ' .. shown(f[4]) .. ', not a count'
   end
   if f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
@@ -393,6 +399,8 @@ local function quarantine(mid, k, why, now)
     redis.call('HSET', k, 'r', why, 'x', '', 'a', str(now))
   end
   redis.call('ZADD', P .. 'dead', now, mid)
+end
+return {why = why, quarantine = quarantine}
 end
 `
 
