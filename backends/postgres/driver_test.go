@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -529,5 +530,43 @@ func TestWaitBesideInfiniteVisibility(t *testing.T) {
 	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 50 * time.Millisecond})
 	if err != nil || len(got) != 0 {
 		t.Fatalf("Receive beside a message visible at infinity = %d messages, %v; want none and no error", len(got), err)
+	}
+}
+
+// TestDamagedRowsUnderPolicies: the claim through claim_with_policies (a
+// queue with a concurrency cap) quarantines damaged rows as the plain claim
+// does, keyed or not, and returns the good messages.
+func TestDamagedRowsUnderPolicies(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Push(ctx, []*driver.Message{
+		{ID: "bad", Body: []byte(`{}`), ConcurrencyKey: "k"},
+		{ID: "bad2", Body: []byte(`{}`)},
+		{ID: "good", Body: []byte(`{}`), ConcurrencyKey: "k"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, set := range []string{"deliveries = 2147483647", "enqueued_at = '-infinity'"} {
+		if _, err := d.pool.Exec(ctx, `UPDATE `+d.sql.messagesTable+` SET `+set+` WHERE id = $1`, res[i].MessageID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute})
+	if err != nil || len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim under policies = %d messages, %v; want the good one alone", len(got), err)
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
+	}
+	for _, m := range dead {
+		if !strings.HasPrefix(m.Reason, "corrupt record: ") {
+			t.Errorf("dead letter %s reason %q; want it to say corrupt record", m.ID, m.Reason)
+		}
 	}
 }
