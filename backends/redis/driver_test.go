@@ -1054,3 +1054,32 @@ func TestKeyReplacedByAnotherTool(t *testing.T) {
 		t.Fatalf("Clear beside a replaced key: %v", err)
 	}
 }
+
+// TestDamagedMessageUnderPolicies: the claim of a queue with a concurrency
+// cap walks the ready set itself; a damaged message there is quarantined
+// as by the plain claim, and the good one beside it returned.
+func TestDamagedMessageUnderPolicies(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	bad, good := msg("bad", 0), msg("good", 0)
+	bad.ConcurrencyKey, good.ConcurrencyKey = "k", "k"
+	res := push(t, d, bad, msg("list", 0), good)
+	if err := d.client.HSet(ctx, d.prefix+"m:"+res[0].MessageID, "d", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := d.prefix + "m:" + res[1].MessageID
+	d.client.Del(ctx, k)
+	d.client.RPush(ctx, k, "garbage")
+	got := receive(t, d, 10, time.Minute)
+	if len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim under policies returned %d messages; want the good one", len(got))
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
+	}
+}
