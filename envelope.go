@@ -249,7 +249,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error 
 	// Whatever bytes the reason and detail hold, the dead letter must be
 	// stored: a refused one would bring the message back forever.
 	errs := e.q.drv.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
-		Reason: settleText(reason, maxReasonBytes), Detail: settleText(detail, maxDetailBytes), Body: e.historyBody(e.wire)}})
+		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire)}})
 	return e.finish(op, first(errs))
 }
 

@@ -457,7 +457,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		if err != nil {
 			q.log.Warn("jobq: poison message dead-lettered", "message_id", r.Lease.MessageID, "error", err)
 			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease,
-				Reason: settleText("poison message: "+err.Error(), maxReasonBytes), Detail: settleText(string(r.Body), 4096)})
+				Reason: settleText("poison message: "+err.Error(), maxReasonBytes, false), Detail: settleText(string(r.Body), 4096, false)})
 			continue
 		}
 		if task.ID == "" {

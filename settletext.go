@@ -20,17 +20,23 @@ const (
 	maxDetailBytes = 64 << 10
 )
 
-// settleText returns s as valid UTF-8 without NUL bytes, at most
-// limit bytes (plus a short note), cut on a character boundary. Each NUL and each byte
+// settleText returns s as valid UTF-8 without NUL bytes, at most limit
+// bytes (plus a short note), cut on a character boundary: its start is
+// kept, or with keepEnd its end (an output's tail). Each NUL and each byte
 // of an invalid sequence becomes U+FFFD, and a note at the end says how
 // many were replaced and that the text was cut.
-func settleText(s string, limit int) string {
+func settleText(s string, limit int, keepEnd bool) string {
 	if len(s) <= limit && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
 		return s
 	}
 	cut := false
 	if len(s) > limit {
-		s, cut = cutUTF8(s, limit), true
+		if keepEnd {
+			s = tailUTF8(s, limit)
+		} else {
+			s = cutUTF8(s, limit)
+		}
+		cut = true
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 64)
@@ -51,7 +57,11 @@ func settleText(s string, limit int) string {
 		b.WriteString(" [jobq: " + strconv.Itoa(replaced) + " NUL or invalid UTF-8 byte(s) replaced with U+FFFD]")
 	}
 	if cut {
-		b.WriteString(" [jobq: cut to " + strconv.Itoa(limit) + " bytes]")
+		what := "first"
+		if keepEnd {
+			what = "last"
+		}
+		b.WriteString(" [jobq: only the " + what + " " + strconv.Itoa(limit) + " bytes kept]")
 	}
 	return b.String()
 }
@@ -81,4 +91,17 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return cutUTF8(s, n) + "..."
+}
+
+// tailUTF8 returns the longest suffix of s of at most n bytes that does not
+// begin inside a multi-byte character.
+func tailUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for j := 0; j < utf8.UTFMax-1 && i < len(s) && !utf8.RuneStart(s[i]); j++ {
+		i++
+	}
+	return s[i:]
 }
