@@ -29,6 +29,9 @@ type corruptCase struct {
 // a multi-byte character, for the reason and detail of its dead letter.
 const binaryOutput = "out\x00put \xff\xfe 日本語\n"
 
+// errBinary is a failure's cause with the same bytes.
+var errBinary = errors.New("exit 1: out\x00put \xff\xfe 日本語")
+
 // corruptCases lists the cases the harness supports.
 func (c *C) corruptCases() []corruptCase {
 	var cases []corruptCase
@@ -121,7 +124,7 @@ func (c *C) corruptCase(k corruptCase) {
 				_ = e.Complete(c.ctx())
 				continue
 			}
-			if _, err := e.Fail(c.ctx(), errors.New("exit 1: "+binaryOutput), strings.Repeat(binaryOutput, 100)); err != nil {
+			if _, err := e.Fail(c.ctx(), errBinary, strings.Repeat(binaryOutput, 100)); err != nil {
 				c.Fatalf("%s: Fail must settle whatever the task printed and whatever the message holds: %v", k.name, err)
 			}
 		}
@@ -140,7 +143,7 @@ func (c *C) corruptCase(k corruptCase) {
 			_ = e.Complete(c.ctx())
 			c.Fatalf("%s: the failed message was delivered %d times; its retry budget allows %d", k.name, badDeliveries, k.maxDeliveries)
 		}
-		if _, err := e.Fail(c.ctx(), errors.New("exit 1: "+binaryOutput), binaryOutput); err != nil {
+		if _, err := e.Fail(c.ctx(), errBinary, binaryOutput); err != nil {
 			c.Fatalf("%s: Fail: %v", k.name, err)
 		}
 	}
