@@ -1083,3 +1083,36 @@ func TestDamagedMessageUnderPolicies(t *testing.T) {
 		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
 	}
 }
+
+// TestDamagedMessageExpiresAndDelays: a message key replaced while the
+// message was leased, or while it waited delayed, must not abort the
+// promotion that makes due messages ready (which would lose the others it
+// had taken); the claim then quarantines it.
+func TestDamagedMessageExpiresAndDelays(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	soon := msg("delayed", 0)
+	soon.NotBefore = time.Now().Add(200 * time.Millisecond)
+	res := push(t, d, msg("leased", 0), soon)
+	leased := receive(t, d, 1, 100*time.Millisecond)
+	if len(leased) != 1 {
+		t.Fatalf("claimed %d", len(leased))
+	}
+	for _, r := range res {
+		k := d.prefix + "m:" + r.MessageID
+		d.client.Del(ctx, k)
+		d.client.RPush(ctx, k, "garbage")
+	}
+	goodSoon := msg("good", 0)
+	goodSoon.NotBefore = time.Now().Add(200 * time.Millisecond)
+	push(t, d, goodSoon)
+	time.Sleep(300 * time.Millisecond)
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute, Wait: time.Second})
+	if err != nil || len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim after the damaged messages came due = %d messages, %v; want the good one", len(got), err)
+	}
+	if dead, err := d.ListDead(ctx, 10); err != nil || len(dead) != 2 {
+		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
+	}
+}

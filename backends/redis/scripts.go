@@ -114,11 +114,11 @@ local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
 // readyLua makes messages ready again; the scripts that do so prepend it
 // after common.
 const readyLua = setsLua + `
--- p is the message's priority field as stored; one that is not a plain
--- integer in range (written by another tool) orders as 0, and the claim
--- quarantines its message.
+-- p is the message's priority field as stored (or what pcall returned for
+-- it); one that is not a plain integer (written by another tool) orders
+-- as 0, and the claim quarantines its message.
 local function make_ready(mid, p)
-  local pri = p and string.find(p, '^%-?%d%d?%d?%d?$') and tonumber(p) or 0
+  local pri = type(p) == 'string' and string.find(p, '^%-?%d%d?%d?%d?$') and tonumber(p) or 0
   redis.call('ZADD', READY, str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
