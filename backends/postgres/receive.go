@@ -152,13 +152,13 @@ func claimCorruption(deliveries int32, enqueued pgtype.Timestamptz) string {
 // their leases; if this fails they come back when those expire and are
 // quarantined then.
 func (d *pgDriver) quarantine(ctx context.Context, reqs []driver.DeadLetterParams) {
-	for i, err := range d.DeadLetter(ctx, reqs) {
-		if err != nil {
+	errs := d.DeadLetter(ctx, reqs)
+	for i, r := range reqs {
+		if errs != nil && errs[i] != nil {
 			d.log.Error("jobq: could not dead-letter a corrupt message; it will be claimed again when its lease expires",
-				"message_id", reqs[i].Lease.MessageID, "reason", reqs[i].Reason, "error", err)
+				"message_id", r.Lease.MessageID, "reason", r.Reason, "error", errs[i])
+			continue
 		}
-	}
-	for _, r := range reqs {
 		d.log.Warn("jobq: corrupt message dead-lettered", "message_id", r.Lease.MessageID, "reason", r.Reason)
 	}
 }
