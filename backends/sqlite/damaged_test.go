@@ -43,3 +43,36 @@ func TestDamagedRowRoundTrip(t *testing.T) {
 		t.Fatalf("claim after requeue = %+v, %v; want the repaired message, delivery 1", got, err)
 	}
 }
+
+// TestTextVisibleAtIsClaimable: a visible_at that another tool wrote as
+// text (which SQLite orders after every number, so "<= now" never held)
+// counts as visible; the claim replaces it, and a waiting Receive does not
+// fail on it.
+func TestTextVisibleAtIsClaimable(t *testing.T) {
+	t.Parallel()
+	d := setup(t, "").drv
+	ctx := t.Context()
+	res, err := d.Push(ctx, []*driver.Message{{ID: "odd", Body: []byte(`{}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.db.ExecContext(ctx, `UPDATE jobq_messages SET visible_at = 'soon' WHERE id = ?`, res[0].MessageID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute, Wait: 100 * time.Millisecond})
+	if err != nil || len(got) != 1 || got[0].ID != "odd" {
+		t.Fatalf("Receive = %d messages, %v; want the message whose visible_at is text", len(got), err)
+	}
+	if err := first(d.Complete(ctx, []driver.Lease{got[0].Lease})); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+}
+
+func first(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
