@@ -1116,3 +1116,26 @@ func TestDamagedMessageExpiresAndDelays(t *testing.T) {
 		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
 	}
 }
+
+// TestDamagedRatePolicyValue: a rate policy whose stored value cannot be
+// read limits nothing, rather than failing every claim of the queue.
+func TestDamagedRatePolicyValue(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.RatePolicy, Key: "r", Limit: 5, Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.client.HSet(ctx, d.prefix+"polk", "rate|r", "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m := msg("a", 0)
+	m.RateLimitKey = "r"
+	push(t, d, m)
+	if got := receive(t, d, 10, time.Minute); len(got) != 1 {
+		t.Fatalf("claimed %d messages; want the one", len(got))
+	}
+	if _, err := d.KeyStats(ctx); err != nil {
+		t.Fatalf("KeyStats beside a damaged policy: %v", err)
+	}
+}

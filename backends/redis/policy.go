@@ -39,8 +39,11 @@ const policyLua = `
 -- script calls it only for a queue that has policies (see claimScript).
 local function policies()
   local function pol_get(kind, key) return redis.call('HGET', P .. 'polk', kind .. '|' .. key) end
+  -- rate_of reads a rate policy's "count|period"; nil for a value it
+  -- cannot read (another tool wrote it), which then limits nothing.
   local function rate_of(v)
     local sep = string.find(v, '|', 1, true)
+    if not sep then return nil, nil end
     return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
   end
   -- inflight counts the held leases of a capped key. The set may also hold
@@ -102,8 +105,9 @@ local function policies()
         if ok and rk then
           if limr[rk] == nil then
             local l = pol_get('rate', rk)
-            if l then
-              local count, period = rate_of(l)
+            local count, period
+            if l then count, period = rate_of(l) end
+            if count and period then
               limr[rk] = count
               per[rk] = period
               usedr[rk] = admitted(rk, now, period)
@@ -158,16 +162,18 @@ local pol = policies()
 local all = redis.call('HGETALL', P .. 'polk')
 for j = 1, #all, 2 do
   local sep = string.find(all[j], '|', 1, true)
-  local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
-  local n
-  if kind == 'concurrency' then n = pol.inflight(key, now, 0)
-  else
-    local _, period = pol.rate_of(all[j + 1])
-    n = pol.admitted(key, now, period)
+  if sep then
+    local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
+    local n = 0
+    if kind == 'concurrency' then n = pol.inflight(key, now, 0)
+    else
+      local _, period = pol.rate_of(all[j + 1])
+      if period then n = pol.admitted(key, now, period) end
+    end
+    out[#out + 1] = kind
+    out[#out + 1] = key
+    out[#out + 1] = n
   end
-  out[#out + 1] = kind
-  out[#out + 1] = key
-  out[#out + 1] = n
 end
 return out
 `)
