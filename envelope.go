@@ -251,7 +251,10 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error 
 	if err != nil {
 		return err
 	}
-	errs := e.q.drv.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: lease, Reason: reason, Detail: detail, Body: e.historyBody(e.wire)}})
+	// Whatever bytes the reason and detail hold, the dead letter must be
+	// stored: a refused one would bring the message back forever.
+	errs := e.q.drv.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
+		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire)}})
 	return e.finish(op, first(errs))
 }
 
@@ -291,7 +294,15 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailRe
 			if body == nil {
 				b, err := MarshalTask(&next)
 				if err != nil {
-					return FailResult{}, err
+					// The task as received cannot be written back (a field
+					// out of range, written by another tool): its budget
+					// cannot shrink, so retrying could go on forever.
+					// Dead-letter it now, saying why.
+					reason := "failed, and the retry could not be recorded because " + err.Error()
+					if cause != nil {
+						reason = cause.Error() + "; " + reason
+					}
+					return FailResult{}, e.DeadLetter(ctx, reason, detail)
 				}
 				body = b
 			}

@@ -457,7 +457,8 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		}
 		if err != nil {
 			q.log.Warn("jobq: poison message dead-lettered", "message_id", r.Lease.MessageID, "error", err)
-			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: "poison message: " + err.Error(), Detail: truncate(string(r.Body), 4096)})
+			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease,
+				Reason: settleText("poison message: "+err.Error(), maxReasonBytes, false), Detail: settleText(string(r.Body), 4096, false)})
 			continue
 		}
 		if task.ID == "" {
@@ -474,13 +475,6 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		}
 	}
 	return envs
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // PeekedTask is one message read by Peek.

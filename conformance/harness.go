@@ -30,6 +30,14 @@ type Harness struct {
 	// than returned or left to wedge the queue. Without it the poison check
 	// is skipped. RawPusher builds one from the backend's driver.Opener.
 	PushRaw func(ctx context.Context, url string, body []byte) error
+	// Corruptions are damaged records the backend can write straight into
+	// its engine, for the CorruptRecord check: fields it stores beside the
+	// body (a delivery count that is not a number, a priority out of
+	// range, a time that cannot be read). Each must be quarantined (dead
+	// -lettered with a reason naming the damage) without holding up or
+	// losing the good messages around it. Without them only the body
+	// cases, through PushRaw, are checked.
+	Corruptions []Corruption
 	// Serial runs the checks one after another instead of in parallel, for
 	// engines that cannot take the load or share one queue between checks.
 	Serial bool
@@ -37,6 +45,17 @@ type Harness struct {
 	// which has no testing.TB to pass to NewQueueURL. ScratchQueues builds
 	// one from a user's queue URL.
 	NewLiveQueueURL func(ctx context.Context) (string, error)
+}
+
+// Corruption is one way a stored message can be damaged.
+type Corruption struct {
+	// Name says what is damaged, for example "delivery count is not a
+	// number".
+	Name string
+	// Write stores one message with body on the queue at url, damaged so,
+	// writing straight into the engine (bypassing jobq). The body is a
+	// valid task, so only the damage can keep it from being delivered.
+	Write func(ctx context.Context, url string, body []byte) error
 }
 
 // visibility is the lease for expiry checks.

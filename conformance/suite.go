@@ -111,6 +111,7 @@ func checks() []check {
 		{"DeadLetterRequeuePurge", checkDeadLetterRequeuePurge},
 		{"FailRetryBudget", checkFailRetryBudget},
 		{"Poison", checkPoison},
+		{"CorruptRecord", checkCorruptRecord},
 		{"Peek", checkPeek},
 		{"Stats", checkStats},
 		{"Clear", checkClear},

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"testing"
@@ -21,5 +22,21 @@ func TestConformance(t *testing.T) {
 		},
 		MaxMessageBytes: conformanceMaxBytes,
 		PushRaw:         conformance.RawPusher(postgres.Opener{}),
+		Corruptions:     corruptions,
 	})
+}
+
+// corruptions are the damaged rows the CorruptRecord check stores: values
+// the columns' types allow but no jobq writes.
+var corruptions = []conformance.Corruption{
+	damaged("delivery count at the integer's limit", "deliveries = 2147483647"),
+	damaged("negative delivery count", "deliveries = -5"),
+	damaged("enqueue time is infinity", "enqueued_at = 'infinity'"),
+	damaged("enqueue time is -infinity, visible since -infinity", "enqueued_at = '-infinity', visible_at = '-infinity'"),
+}
+
+func damaged(name, set string) conformance.Corruption {
+	return conformance.Corruption{Name: name, Write: func(ctx context.Context, url string, body []byte) error {
+		return postgres.WriteDamaged(ctx, url, body, set)
+	}}
 }

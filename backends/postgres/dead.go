@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -21,10 +23,12 @@ func (d *pgDriver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage
 	for rows.Next() {
 		var id int64
 		var deliveries int32
+		var deadAt pgtype.Timestamptz
 		m := &driver.DeadMessage{}
-		if err := rows.Scan(&id, &m.ID, &m.Body, &m.Reason, &m.Detail, &deliveries, &m.DeadAt); err != nil {
+		if err := rows.Scan(&id, &m.ID, &m.Body, &m.Reason, &m.Detail, &deliveries, &deadAt); err != nil {
 			return nil, wrap(ctx, "list dead letters", err)
 		}
+		m.DeadAt = deadAt.Time // zero for ±infinity
 		m.MessageID = strconv.FormatInt(id, 10)
 		m.DeliveryCount = int(deliveries)
 		out = append(out, m)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -512,5 +513,60 @@ func TestDuplicatesSwitchPushesToOnConflict(t *testing.T) {
 	}
 	if st, err := d.Stats(ctx); err != nil || st.Ready != 3 {
 		t.Errorf("stats = %+v, %v; want a, b and c ready", st, err)
+	}
+}
+
+// TestWaitBesideInfiniteVisibility: a message another tool made visible at
+// 'infinity' (never) must not make a waiting Receive fail: Postgres cannot
+// subtract an infinite time, which the wait's look at the next visible
+// message did.
+func TestWaitBesideInfiniteVisibility(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if _, err := d.pool.Exec(ctx, `INSERT INTO `+d.sql.messagesTable+` (queue, body, visible_at) VALUES ($1, '{}', 'infinity')`, d.cfg.queue); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 50 * time.Millisecond})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Receive beside a message visible at infinity = %d messages, %v; want none and no error", len(got), err)
+	}
+}
+
+// TestDamagedRowsUnderPolicies: the claim through claim_with_policies (a
+// queue with a concurrency cap) quarantines damaged rows as the plain claim
+// does, keyed or not, and returns the good messages.
+func TestDamagedRowsUnderPolicies(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Push(ctx, []*driver.Message{
+		{ID: "bad", Body: []byte(`{}`), ConcurrencyKey: "k"},
+		{ID: "bad2", Body: []byte(`{}`)},
+		{ID: "good", Body: []byte(`{}`), ConcurrencyKey: "k"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, set := range []string{"deliveries = 2147483647", "enqueued_at = '-infinity'"} {
+		if _, err := d.pool.Exec(ctx, `UPDATE `+d.sql.messagesTable+` SET `+set+` WHERE id = $1`, res[i].MessageID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute})
+	if err != nil || len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim under policies = %d messages, %v; want the good one alone", len(got), err)
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
+	}
+	for _, m := range dead {
+		if !strings.HasPrefix(m.Reason, "corrupt record: ") {
+			t.Errorf("dead letter %s reason %q; want it to say corrupt record", m.ID, m.Reason)
+		}
 	}
 }

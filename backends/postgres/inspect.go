@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -21,10 +23,12 @@ func (d *pgDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, 
 	for rows.Next() {
 		var id int64
 		var deliveries, priority int32
+		var enqueued, visible pgtype.Timestamptz
 		m := &driver.PeekedMessage{}
-		if err := rows.Scan(&id, &m.ID, &m.Body, &deliveries, &m.EnqueuedAt, &m.VisibleAt, &m.InFlight, &priority); err != nil {
+		if err := rows.Scan(&id, &m.ID, &m.Body, &deliveries, &enqueued, &visible, &m.InFlight, &priority); err != nil {
 			return nil, wrap(ctx, "peek", err)
 		}
+		m.EnqueuedAt, m.VisibleAt = enqueued.Time, visible.Time // zero for ±infinity
 		m.MessageID = strconv.FormatInt(id, 10)
 		m.DeliveryCount = int(deliveries)
 		m.Priority = int(priority)

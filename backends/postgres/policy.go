@@ -261,7 +261,7 @@ BEGIN
 		UPDATE {{s}}.messages m
 		SET visible_at = now() + p_vis_us * interval '1 microsecond',
 			lease = gen_random_uuid(),
-			deliveries = m.deliveries + 1
+			deliveries = ` + nextDelivery + `
 		FROM unnest(ids, prios) AS x(xid, xprio)
 		WHERE m.queue = p_queue AND m.priority = x.xprio AND m.id = x.xid
 		RETURNING m.id, m.task_id, m.body, m.deliveries, m.enqueued_at, m.lease, m.priority, m.concurrency_key

@@ -1,6 +1,11 @@
 package postgres
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jobq/jobq"
+)
 
 // queries holds the SQL of every operation with the schema name filled in.
 // They are built once per queue and run as prepared statements (pgx caches
@@ -43,6 +48,17 @@ func boolIndex(b bool) int {
 // referenced (FROM async) to be evaluated.
 const asyncCTE = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))`
 
+// nextDelivery is a claim's new delivery count: one more, unless the
+// stored count is out of range (negative, or at the integer's limit), which
+// it keeps, so that the claim cannot fail and the driver sees the damage.
+const nextDelivery = `CASE WHEN m.deliveries BETWEEN 0 AND 2147483646 THEN m.deliveries + 1 ELSE m.deliveries END`
+
+// clampedPriority brings a dead letter's priority (which no constraint
+// bounds: another tool may have written it) into the messages table's
+// range, so that requeuing dead letters cannot fail on one of them; an
+// enqueue time that is not a time becomes now likewise.
+var clampedPriority = fmt.Sprintf("greatest(%d, least(%d, priority))", jobq.MinPriority, jobq.MaxPriority)
+
 func buildQueries(schema string) queries {
 	r := strings.NewReplacer("{{s}}", schema)
 	return queries{
@@ -65,6 +81,9 @@ SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::te
 		// what guarantees at most $2 rows. The join is on the locked rows'
 		// ctid, which the planner can only do by looking each one up (see
 		// planSettings). RETURNING has no order; the driver sorts.
+		// A delivery count that cannot grow (written by another tool) is
+		// left as it is rather than failing the whole claim; the driver
+		// quarantines that message (claimCorruption).
 		claim: r.Replace(asyncCTE + `,
 c AS (
 	SELECT ctid FROM {{s}}.messages
@@ -76,7 +95,7 @@ c AS (
 UPDATE {{s}}.messages m
 SET visible_at = now() + $3::bigint * interval '1 microsecond',
     lease = gen_random_uuid(),
-    deliveries = m.deliveries + 1
+    deliveries = ` + nextDelivery + `
 FROM c, async
 WHERE m.ctid = c.ctid
 RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority`),
@@ -85,9 +104,10 @@ RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.
 		// becomes visible (a lease or delay ending; negative when one is
 		// visible but locked by a concurrent claim; NULL when empty). Bounded to a
 		// sample so that an idle receiver never scans a huge backlog; the poll
-		// interval covers what the sample misses.
+		// interval covers what the sample misses. An infinite time (which
+		// no jobq writes) cannot be subtracted; it is left out.
 		nextVisible: r.Replace(`
-SELECT (extract(epoch FROM min(visible_at) - now()) * 1e6)::bigint
+SELECT (extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint
 FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
 
 		// Renew: extend a lease only while it is held (token matches, not
@@ -168,7 +188,7 @@ WITH d AS (
 	RETURNING id, queue, task_id, body, priority, enqueued_at, dead_at, concurrency_key, rate_key
 ), ins AS (
 	INSERT INTO {{s}}.messages (queue, task_id, body, priority, enqueued_at, concurrency_key, rate_key)
-	SELECT queue, task_id, body, priority, enqueued_at, concurrency_key, rate_key FROM d ORDER BY dead_at, id
+	SELECT queue, task_id, body, ` + clampedPriority + `, CASE WHEN isfinite(enqueued_at) THEN enqueued_at ELSE now() END, concurrency_key, rate_key FROM d ORDER BY dead_at, id
 	ON CONFLICT (queue, task_id) DO NOTHING
 	RETURNING id
 ), n AS (

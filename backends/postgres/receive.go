@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -90,21 +94,31 @@ func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration)
 		priority int32
 	}
 	var out []claimed
+	var corrupt []driver.DeadLetterParams
 	for rows.Next() {
 		var c claimed
 		var deliveries int32
+		var enqueued pgtype.Timestamptz
 		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &r.EnqueuedAt, &r.Lease.Token, &c.priority); err != nil {
+		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &enqueued, &r.Lease.Token, &c.priority); err != nil {
 			return nil, err
 		}
 		r.Lease.Token = leaseToken(r.Lease.Token, c.priority)
 		r.DeliveryCount = int(deliveries)
+		r.EnqueuedAt = enqueued.Time
 		r.Lease.MessageID = strconv.FormatInt(c.id, 10)
+		if why := claimCorruption(deliveries, enqueued); why != "" {
+			corrupt = append(corrupt, driver.DeadLetterParams{Lease: r.Lease, Reason: "corrupt record: " + why})
+			continue
+		}
 		c.r = r
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	if len(corrupt) > 0 {
+		d.quarantine(ctx, corrupt)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].priority != out[j].priority {
@@ -117,6 +131,36 @@ func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration)
 		msgs[i] = c.r
 	}
 	return msgs, nil
+}
+
+// claimCorruption says what is wrong with a claimed row whose fields no
+// jobq wrote (another tool, a hand edit), or "" when nothing is: a delivery
+// count the claim could not raise (see nextDelivery), an enqueue time that
+// is not a time.
+func claimCorruption(deliveries int32, enqueued pgtype.Timestamptz) string {
+	switch {
+	case deliveries < 1 || deliveries == math.MaxInt32:
+		return fmt.Sprintf("its delivery count (deliveries column) is %d, outside 0..%d", deliveries-1, math.MaxInt32-1)
+	case enqueued.InfinityModifier != pgtype.Finite:
+		return fmt.Sprintf("its enqueue time (enqueued_at column) is %s, not a time", enqueued.InfinityModifier)
+	}
+	return ""
+}
+
+// quarantine dead-letters claimed messages whose rows are damaged, so that
+// they are neither returned nor claimed again and again. The claim holds
+// their leases; if this fails they come back when those expire and are
+// quarantined then.
+func (d *pgDriver) quarantine(ctx context.Context, reqs []driver.DeadLetterParams) {
+	errs := d.DeadLetter(ctx, reqs)
+	for i, r := range reqs {
+		if errs != nil && errs[i] != nil {
+			d.log.Error("jobq: could not dead-letter a corrupt message; it will be claimed again when its lease expires",
+				"message_id", r.Lease.MessageID, "reason", r.Reason, "error", errs[i])
+			continue
+		}
+		d.log.Warn("jobq: corrupt message dead-lettered", "message_id", r.Lease.MessageID, "reason", r.Reason)
+	}
 }
 
 // nextVisible returns how long until the queue's next invisible message

@@ -74,6 +74,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{4, "claims under policies: a lock per key", claimFunctionKeyLocks},
 	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration},
 	{6, "room on every page for its messages' claims", fillfactorMigration},
+	{7, "claims under policies never fail on a delivery count out of range", claimFunctionKeyLocks},
 }
 
 // fillfactorMigration is schema step 6. A claim takes the oldest messages,

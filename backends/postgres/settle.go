@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -194,9 +196,20 @@ func (d *pgDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParam
 	bodies := make([][]byte, len(reqs)) // nil keeps the stored body
 	for i, r := range reqs {
 		b.add(i, r.Lease)
-		reasons[i] = r.Reason
-		details[i] = r.Detail
+		reasons[i] = textColumn(r.Reason)
+		details[i] = textColumn(r.Detail)
 		bodies[i] = r.Body
 	}
 	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
+}
+
+// textColumn makes s storable in a text column, which refuses NUL and
+// invalid UTF-8: each such byte becomes U+FFFD. (The portable layer sends
+// clean text already; this keeps a dead letter from being refused, and its
+// message from coming back forever, whoever calls.)
+func textColumn(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

@@ -1,8 +1,15 @@
 package redis
 
 import (
+	"context"
+	"log/slog"
+	"net/url"
 	"strconv"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/driver"
 
 	"github.com/jobq/jobq/conformance"
 )
@@ -15,7 +22,49 @@ func TestConformance(t *testing.T) {
 		Name:        "redis",
 		NewQueueURL: func(t testing.TB) string { return newQueueURL(t, "") },
 		PushRaw:     conformance.RawPusher(&Opener{}),
+		Corruptions: corruptions,
 	})
+}
+
+// corruptions are the damaged messages the CorruptRecord check stores:
+// each is pushed, then one thing about its hash is changed.
+var corruptions = []conformance.Corruption{
+	damaged("delivery count is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HSet(ctx, k, "d", "x").Err() }),
+	damaged("enqueue time is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error {
+		return c.HSet(ctx, k, "e", "yesterday").Err()
+	}),
+	damaged("priority out of range", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HSet(ctx, k, "p", "5000").Err() }),
+	damaged("priority is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error {
+		return c.HSet(ctx, k, "p", "high\xff").Err()
+	}),
+	damaged("no body", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HDel(ctx, k, "b").Err() }),
+	damaged("message key is a list", func(ctx context.Context, c goredis.Cmdable, k string) error {
+		if err := c.Del(ctx, k).Err(); err != nil {
+			return err
+		}
+		return c.RPush(ctx, k, "garbage").Err()
+	}),
+}
+
+// damaged pushes body through the driver, then damages its hash with f.
+func damaged(name string, f func(ctx context.Context, c goredis.Cmdable, key string) error) conformance.Corruption {
+	return conformance.Corruption{Name: name, Write: func(ctx context.Context, rawURL string, body []byte) error {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return err
+		}
+		drv, err := (&Opener{}).Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err
+		}
+		defer drv.Close()
+		d := drv.(*Driver)
+		res, err := d.Push(ctx, []*driver.Message{{ID: "damaged", Body: body}})
+		if err != nil {
+			return err
+		}
+		return f(ctx, d.client, d.prefix+"m:"+res[0].MessageID)
+	}}
 }
 
 // TestConformanceSizeLimit runs the suite on queues whose URL lowers the

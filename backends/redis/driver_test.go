@@ -1011,3 +1011,131 @@ func TestPushFieldsLeftOutTakeDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyReplacedByAnotherTool: a message key another tool replaced with a
+// list must not fail Peek, Clear, a claim or the dead-letter listing; the
+// claim quarantines it and returns the good message.
+func TestKeyReplacedByAnotherTool(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	res := push(t, d, msg("bad", 0), msg("good", 0))
+	k := d.prefix + "m:" + res[0].MessageID
+	if err := d.client.Del(ctx, k).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.client.RPush(ctx, k, "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	peek, err := d.Peek(ctx, 10)
+	if err != nil || len(peek) != 1 || peek[0].ID != "good" {
+		t.Fatalf("Peek = %d messages, %v; want the good one alone", len(peek), err)
+	}
+	got := receive(t, d, 10, time.Minute)
+	if len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim returned %d messages; want the good one", len(got))
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 1 || !strings.Contains(dead[0].Reason, "not a hash") {
+		t.Fatalf("ListDead = %v, %v; want the replaced key quarantined, saying it is not a hash", dead, err)
+	}
+	if n, err := d.PurgeDead(ctx, nil); err != nil || n != 1 {
+		t.Fatalf("PurgeDead = %d, %v", n, err)
+	}
+	if n, err := d.client.Exists(ctx, k, d.prefix+"corrupt:"+res[0].MessageID).Result(); err != nil || n != 0 {
+		t.Errorf("after the purge %d of the damaged keys remain (%v)", n, err)
+	}
+	// Clear meets a replaced key too.
+	res = push(t, d, msg("bad2", 0))
+	k = d.prefix + "m:" + res[0].MessageID
+	d.client.Del(ctx, k)
+	d.client.RPush(ctx, k, "garbage")
+	if _, err := d.Clear(ctx); err != nil {
+		t.Fatalf("Clear beside a replaced key: %v", err)
+	}
+}
+
+// TestDamagedMessageUnderPolicies: the claim of a queue with a concurrency
+// cap walks the ready set itself; a damaged message there is quarantined
+// as by the plain claim, and the good one beside it returned.
+func TestDamagedMessageUnderPolicies(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	bad, good := msg("bad", 0), msg("good", 0)
+	bad.ConcurrencyKey, good.ConcurrencyKey = "k", "k"
+	res := push(t, d, bad, msg("list", 0), good)
+	if err := d.client.HSet(ctx, d.prefix+"m:"+res[0].MessageID, "d", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := d.prefix + "m:" + res[1].MessageID
+	d.client.Del(ctx, k)
+	d.client.RPush(ctx, k, "garbage")
+	got := receive(t, d, 10, time.Minute)
+	if len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim under policies returned %d messages; want the good one", len(got))
+	}
+	dead, err := d.ListDead(ctx, 10)
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
+	}
+}
+
+// TestDamagedMessageExpiresAndDelays: a message key replaced while the
+// message was leased, or while it waited delayed, must not abort the
+// promotion that makes due messages ready (which would lose the others it
+// had taken); the claim then quarantines it.
+func TestDamagedMessageExpiresAndDelays(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	soon := msg("delayed", 0)
+	soon.NotBefore = time.Now().Add(200 * time.Millisecond)
+	res := push(t, d, msg("leased", 0), soon)
+	leased := receive(t, d, 1, 100*time.Millisecond)
+	if len(leased) != 1 {
+		t.Fatalf("claimed %d", len(leased))
+	}
+	for _, r := range res {
+		k := d.prefix + "m:" + r.MessageID
+		d.client.Del(ctx, k)
+		d.client.RPush(ctx, k, "garbage")
+	}
+	goodSoon := msg("good", 0)
+	goodSoon.NotBefore = time.Now().Add(200 * time.Millisecond)
+	push(t, d, goodSoon)
+	time.Sleep(300 * time.Millisecond)
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute, Wait: time.Second})
+	if err != nil || len(got) != 1 || got[0].ID != "good" {
+		t.Fatalf("claim after the damaged messages came due = %d messages, %v; want the good one", len(got), err)
+	}
+	if dead, err := d.ListDead(ctx, 10); err != nil || len(dead) != 2 {
+		t.Fatalf("ListDead = %d, %v; want both damaged messages", len(dead), err)
+	}
+}
+
+// TestDamagedRatePolicyValue: a rate policy whose stored value cannot be
+// read limits nothing, rather than failing every claim of the queue.
+func TestDamagedRatePolicyValue(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.RatePolicy, Key: "r", Limit: 5, Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.client.HSet(ctx, d.prefix+"polk", "rate|r", "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m := msg("a", 0)
+	m.RateLimitKey = "r"
+	push(t, d, m)
+	if got := receive(t, d, 10, time.Minute); len(got) != 1 {
+		t.Fatalf("claimed %d messages; want the one", len(got))
+	}
+	if _, err := d.KeyStats(ctx); err != nil {
+		t.Fatalf("KeyStats beside a damaged policy: %v", err)
+	}
+}

@@ -39,8 +39,11 @@ const policyLua = `
 -- script calls it only for a queue that has policies (see claimScript).
 local function policies()
   local function pol_get(kind, key) return redis.call('HGET', P .. 'polk', kind .. '|' .. key) end
+  -- rate_of reads a rate policy's "count|period"; nil for a value it
+  -- cannot read (another tool wrote it), which then limits nothing.
   local function rate_of(v)
     local sep = string.find(v, '|', 1, true)
+    if not sep then return nil, nil end
     return tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
   end
   -- inflight counts the held leases of a capped key. The set may also hold
@@ -56,8 +59,8 @@ local function policies()
     n = 0
     for _, m in ipairs(redis.call('SMEMBERS', set)) do
       local sep = string.find(m, ':', 1, true)
-      local f = redis.call('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
-      if f[1] == string.sub(m, sep + 1) and tonumber(f[2] or 0) > now then n = n + 1
+      local f = redis.pcall('HMGET', mkey(string.sub(m, 1, sep - 1)), 't', 'l')
+      if f[1] == string.sub(m, sep + 1) and (tonumber(f[2]) or 0) > now then n = n + 1
       else redis.call('SREM', set, m) end
     end
     return n
@@ -86,7 +89,10 @@ local function policies()
       if #batch == 0 then break end
       for j = 1, #batch, 2 do
         if #chosen >= max * 2 or batch[j] == mark then break end
-        local f = redis.call('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
+        -- pcall: a damaged message (its key not a hash) is passed to the
+        -- claim, which quarantines it.
+        local f = redis.pcall('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
+        if f.err then f = {} end
         local ck, rk, ok = f[1], f[2], true
         if ck then
           if limc[ck] == nil then
@@ -99,8 +105,9 @@ local function policies()
         if ok and rk then
           if limr[rk] == nil then
             local l = pol_get('rate', rk)
-            if l then
-              local count, period = rate_of(l)
+            local count, period
+            if l then count, period = rate_of(l) end
+            if count and period then
               limr[rk] = count
               per[rk] = period
               usedr[rk] = admitted(rk, now, period)
@@ -155,16 +162,18 @@ local pol = policies()
 local all = redis.call('HGETALL', P .. 'polk')
 for j = 1, #all, 2 do
   local sep = string.find(all[j], '|', 1, true)
-  local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
-  local n
-  if kind == 'concurrency' then n = pol.inflight(key, now, 0)
-  else
-    local _, period = pol.rate_of(all[j + 1])
-    n = pol.admitted(key, now, period)
+  if sep then
+    local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
+    local n = 0
+    if kind == 'concurrency' then n = pol.inflight(key, now, 0)
+    else
+      local _, period = pol.rate_of(all[j + 1])
+      if period then n = pol.admitted(key, now, period) end
+    end
+    out[#out + 1] = kind
+    out[#out + 1] = key
+    out[#out + 1] = n
   end
-  out[#out + 1] = kind
-  out[#out + 1] = key
-  out[#out + 1] = n
 end
 return out
 `)

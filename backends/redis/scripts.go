@@ -114,7 +114,11 @@ local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
 // readyLua makes messages ready again; the scripts that do so prepend it
 // after common.
 const readyLua = setsLua + `
-local function make_ready(mid, pri)
+-- p is the message's priority field as stored (or what pcall returned for
+-- it); one that is not a plain integer (written by another tool) orders
+-- as 0, and the claim quarantines its message.
+local function make_ready(mid, p)
+  local pri = type(p) == 'string' and string.find(p, '^%-?%d%d?%d?%d?$') and tonumber(p) or 0
   redis.call('ZADD', READY, str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
@@ -125,7 +129,9 @@ local function promote(now, limit)
   if #due > 0 then
     redis.call('ZREM', DELAYED, unpack(due))
     for _, mid in ipairs(due) do
-      make_ready(mid, tonumber(redis.call('HGET', mkey(mid), 'p')) or 0)
+      -- pcall: a key that is not a hash must not abort the script (and
+      -- lose the members already removed); the claim quarantines it.
+      make_ready(mid, redis.pcall('HGET', mkey(mid), 'p'))
     end
   end
   local expired = redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, limit)
@@ -133,9 +139,9 @@ local function promote(now, limit)
     redis.call('ZREM', INFLIGHT, unpack(expired))
     for _, mid in ipairs(expired) do
       local k = mkey(mid)
-      redis.call('HDEL', k, 't', 'l')
-      redis.call('HSET', k, 'v', now)
-      make_ready(mid, tonumber(redis.call('HGET', k, 'p')) or 0)
+      redis.pcall('HDEL', k, 't', 'l')
+      redis.pcall('HSET', k, 'v', now)
+      make_ready(mid, redis.pcall('HGET', k, 'p'))
     end
   end
 end
@@ -148,8 +154,8 @@ const leaseLua = `
 -- needs, in one call. It returns the fields when the lease is tok's and has
 -- not expired, else nil. lease does the same for message mid.
 local function lease_at(k, tok, now, ...)
-  local f = redis.call('HMGET', k, 't', 'l', ...)
-  if f[1] == tok and tonumber(f[2] or 0) > now then return f end
+  local f = redis.pcall('HMGET', k, 't', 'l', ...)
+  if f[1] == tok and (tonumber(f[2]) or 0) > now then return f end
   return nil
 end
 local function lease(mid, tok, now, ...) return lease_at(mkey(mid), tok, now, ...) end
@@ -276,7 +282,7 @@ return out
 // delayed message or lease comes due (-1 when none), followed by six fields
 // per claimed message: message id, token, delivery count, task id, body,
 // enqueued ms.
-var claimScript = goredis.NewScript(common + readyLua + policyLua + `
+var claimScript = goredis.NewScript(common + readyLua + policyLua + damageLua + `
 local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 promote(now, 256)
@@ -318,8 +324,17 @@ for j = 1, cnt do
   local member = popped[2 * j - 1]
   local mid = mid_of(member)
   local k = PM .. mid
-  local f = redis.call('HMGET', k, 'i', 'b', 'e', 'd')
-  if f[2] then
+  -- pcall and damage: a message that another tool wrote or changed (a key
+  -- that is not a hash, a field that is not a number) must not abort the
+  -- script, which would lose every message popped above; it is
+  -- quarantined instead, and the others are claimed.
+  local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p')
+  if f.err or not f[2] or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
+      or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
+    damaged = damaged or damage_lua()
+    local bad = damaged.why(k, f)
+    if bad then damaged.quarantine(mid, k, bad, now) end
+  else
     -- The lease token is the ready member's arrival number: each time a
     -- message is made ready it gets a new one from the counter, so no two
     -- claims share it, and it costs no command and no printf.
@@ -337,6 +352,57 @@ end
 if nl > 0 then redis.call('ZADD', INFLIGHT, unpack(leased)) end
 return out
 `)
+
+// damageLua says what is wrong with damaged messages and quarantines them,
+// for the claim script. It builds its functions only when a claim meets
+// such a message (see pushPrelude on what defining them costs).
+const damageLua = `
+local damaged
+local function damage_lua()
+-- why says what is wrong with message hash k, whose HMGET of i, b, e,
+-- d, p (through pcall) gave f, or nil when nothing is. A ready entry whose
+-- hash is gone entirely is not a message, and not damage.
+local function shown(v) return '"' .. string.gsub(string.sub(v, 1, 40), '[^%w%p ]', '?') .. '"' end
+local function why(k, f)
+  if f.err then
+    return 'its key ' .. k .. ' is a ' .. redis.call('TYPE', k).ok .. ', not a hash'
+  end
+  if not f[2] then
+    if redis.call('EXISTS', k) == 0 then return nil end
+    return 'it has no body (field b)'
+  end
+  if f[3] and not string.find(f[3], '^%d+$') then
+    return 'its enqueue time (field e) is ' .. shown(f[3]) .. ', not a number of milliseconds'
+  end
+  if f[4] and not (#f[4] < 10 and string.find(f[4], '^%d+$')) then
+    return 'its delivery count (field d) is ' .. shown(f[4]) .. ', not a count'
+  end
+  if f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
+    return 'its priority (field p) is ' .. shown(f[5]) .. ', not an integer in -1000..1000'
+  end
+  return nil
+end
+-- quarantine moves damaged message mid (hash k), just taken from the
+-- ready set, to the dead letters with the reason why. A key that is not a
+-- hash is renamed to P..'corrupt:'..mid, kept for inspection (purging the
+-- dead letter deletes it), and a hash takes its place.
+local function quarantine(mid, k, why, now)
+  why = 'corrupt record: ' .. why
+  if redis.call('TYPE', k).ok ~= 'hash' then
+    local keep = P .. 'corrupt:' .. mid
+    redis.call('RENAME', k, keep)
+    redis.call('HSET', k, 'b', '', 'e', str(now), 'r', why .. '; it was renamed to ' .. keep, 'x', '', 'a', str(now))
+  else
+    local g = redis.call('HMGET', k, 'i', 'n')
+    forget(g[1], g[2])
+    redis.call('HDEL', k, 't', 'l', 'v')
+    redis.call('HSET', k, 'r', why, 'x', '', 'a', str(now))
+  end
+  redis.call('ZADD', P .. 'dead', now, mid)
+end
+return {why = why, quarantine = quarantine}
+end
+`
 
 // renewScript extends a held lease. ARGV: prefix, message id, token,
 // visibility ms. Returns 1, or 0 when the lease is not held.
@@ -417,7 +483,7 @@ for i = 0, n - 1 do
       if firstDelay < 0 or delay < firstDelay then firstDelay = delay end
     else
       redis.call('HSET', k, 'v', now)
-      make_ready(mid, tonumber(f[3]) or 0)
+      make_ready(mid, f[3])
       visible = visible + 1
     end
     out[#out + 1] = 1
@@ -478,7 +544,8 @@ local out = {}
 -- visible: the set's score for delayed and leased messages (due time,
 -- lease expiry); for ready ones the hash's v, or the enqueued time.
 local function add(mid, visible, leased)
-  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
+  -- pcall: a key another tool replaced is left out, not a failed peek.
+  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
   if f[2] then
     f[5] = visible or f[5] or f[4]
     out[#out + 1] = mid
@@ -529,7 +596,7 @@ for _, set in ipairs({READY, DELAYED, INFLIGHT}) do
       redis.call('ZREM', set, unpack(members))
       for _, m in ipairs(members) do
         if set == READY then m = mid_of(m) end
-        local f = redis.call('HMGET', mkey(m), 'i', 'n')
+        local f = redis.pcall('HMGET', mkey(m), 'i', 'n')
         forget(f[1], f[2])
         redis.call('DEL', mkey(m))
       end
@@ -548,7 +615,8 @@ var listDeadScript = goredis.NewScript(common + `
 local mids = redis.call('ZRANGE', P .. 'dead', 0, tonumber(ARGV[2]) - 1)
 local out = {}
 for _, mid in ipairs(mids) do
-  local f = redis.call('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a')
+  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a')
+  if f.err then f = {'', '', 'its key is not a hash: ' .. f.err} end
   out[#out + 1] = mid
   for j = 1, 6 do out[#out + 1] = f[j] or '' end
 end
@@ -571,15 +639,24 @@ end
 local now = now_ms()
 local n = 0
 for _, mid in ipairs(mids) do
-  if redis.call('ZREM', DEAD, mid) == 1 then
-    local k = mkey(mid)
-    local f = redis.call('HMGET', k, 'i', 'p')
+  local k = mkey(mid)
+  -- A dead letter whose key another tool replaced stays dead.
+  if redis.call('TYPE', k).ok == 'hash' and redis.call('ZREM', DEAD, mid) == 1 then
+    local f = redis.call('HMGET', k, 'i', 'p', 'e')
     redis.call('HDEL', k, 'r', 'x', 'a', 'n')
+    -- What made a message corrupt is repaired, so that it can run: a
+    -- priority out of range orders as 0, an enqueue time that is not one
+    -- becomes now.
+    if f[2] and not (string.find(f[2], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[2])) <= 1000) then
+      redis.call('HDEL', k, 'p')
+      f[2] = nil
+    end
+    if f[3] and not string.find(f[3], '^%d+$') then redis.call('HSET', k, 'e', str(now)) end
     if f[1] and f[1] ~= '' and redis.call('HSETNX', IDS, f[1], mid) == 0 then
       redis.call('HSET', k, 'n', '1') -- another queued message holds the id
     end
     redis.call('HSET', k, 'd', 0, 'v', now)
-    make_ready(mid, tonumber(f[2]) or 0)
+    make_ready(mid, f[2])
     n = n + 1
   end
 end
@@ -601,7 +678,7 @@ end
 local n = 0
 for _, mid in ipairs(mids) do
   if redis.call('ZREM', DEAD, mid) == 1 then
-    redis.call('DEL', mkey(mid))
+    redis.call('DEL', mkey(mid), P .. 'corrupt:' .. mid)
     n = n + 1
   end
 end

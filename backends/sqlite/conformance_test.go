@@ -1,7 +1,10 @@
 package sqlite_test
 
 import (
+	"context"
 	"crypto/rand"
+	"database/sql"
+	"net/url"
 	"path/filepath"
 	"testing"
 
@@ -33,7 +36,47 @@ func TestConformance(t *testing.T) {
 				},
 				MaxMessageBytes: m.maxBytes,
 				PushRaw:         conformance.RawPusher(sqlite.URLOpener{}),
+				Corruptions:     corruptions,
 			})
 		})
 	}
+}
+
+// corruptions are the damaged rows the CorruptRecord check stores: values
+// SQLite accepts in any column but no jobq writes.
+var corruptions = []conformance.Corruption{
+	damaged("delivery count is text", "deliveries = 'x'"),
+	damaged("delivery count beyond any count", "deliveries = 9223372036854775807"),
+	damaged("enqueue time is text", "enqueued_at = 'yesterday'"),
+	damaged("priority is text", "priority = 'high'"),
+	damaged("priority out of range", "priority = 5000"),
+	damaged("priority is real", "priority = 1.5"),
+	damaged("body is an integer", "body = 42"),
+}
+
+// damaged stores body as a message straight into the file, then damages
+// its row with the SET clause set.
+func damaged(name, set string) conformance.Corruption {
+	return conformance.Corruption{Name: name, Write: func(ctx context.Context, rawURL string, body []byte) error {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return err
+		}
+		db, err := sql.Open("sqlite", u.Host+u.Path+"?_pragma=busy_timeout(5000)")
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		res, err := db.ExecContext(ctx, `INSERT INTO jobq_messages (queue, task_id, body, visible_at, enqueued_at) VALUES (?, '', ?, 0, 0)`,
+			u.Query().Get("queue"), body)
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		_, err = db.ExecContext(ctx, `UPDATE jobq_messages SET `+set+` WHERE id = ?`, id)
+		return err
+	}}
 }

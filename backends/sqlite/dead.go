@@ -9,14 +9,23 @@ import (
 )
 
 const (
-	listDead = `SELECT id, task_id, body, reason, detail, deliveries, dead_at
+	// listDead casts each column to the type it is scanned into, so that
+	// a row another tool wrote cannot fail the listing.
+	listDead = `SELECT id, CAST(task_id AS TEXT), CAST(body AS BLOB), CAST(reason AS TEXT), CAST(detail AS TEXT),
+		CAST(deliveries AS INTEGER), CAST(dead_at AS INTEGER)
 		FROM jobq_dead WHERE queue = ? ORDER BY id LIMIT ?`
 	deadIDs = `SELECT id FROM jobq_dead WHERE queue = ? ORDER BY id`
 	// reviveDead puts a dead letter back, visible at once, with a fresh
 	// delivery count; it is skipped (no row) when a message with the same
 	// task ID is queued again meanwhile, and then stays dead.
+	// A priority or enqueue time that is not one (another tool wrote it)
+	// is repaired on the way, so that the claim does not quarantine the
+	// message again: priorities are clamped, a bad time becomes now.
 	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key)
-		SELECT queue, task_id, body, priority, ?, enqueued_at, concurrency_key, rate_key FROM jobq_dead WHERE id = ? AND queue = ?
+		SELECT queue, CAST(task_id AS TEXT), CAST(body AS BLOB),
+			CASE WHEN typeof(priority) = 'integer' THEN max(-1000, min(1000, priority)) ELSE 0 END, ?1,
+			CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ?1 END, concurrency_key, rate_key
+		FROM jobq_dead WHERE id = ?2 AND queue = ?3
 		ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING`
 	deleteDead    = `DELETE FROM jobq_dead WHERE id = ? AND queue = ?`
 	deleteAllDead = `DELETE FROM jobq_dead WHERE queue = ?`

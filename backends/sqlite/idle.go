@@ -32,9 +32,10 @@ type idleWatch struct {
 const (
 	// anyVisible stops at the first visible message in claim order.
 	anyVisible = `SELECT EXISTS (SELECT 1 FROM jobq_messages INDEXED BY jobq_messages_order
-		WHERE queue = ? AND visible_at <= ?)`
-	// nextVisible is the earliest time any message of the queue is visible.
-	nextVisible = `SELECT MIN(visible_at) FROM jobq_messages INDEXED BY jobq_messages_order WHERE queue = ?`
+		WHERE queue = ? AND (visible_at <= ? OR typeof(visible_at) IN ('text', 'blob')))`
+	// nextVisible is the earliest time any message of the queue is visible
+	// (a value another tool wrote as a real counts as its integer part).
+	nextVisible = `SELECT CAST(MIN(visible_at) AS INTEGER) FROM jobq_messages INDEXED BY jobq_messages_order WHERE queue = ?`
 )
 
 // mayClaim reports whether a message of queue may be claimable now.

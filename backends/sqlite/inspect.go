@@ -14,13 +14,13 @@ import (
 // room, the others by when they become visible (only their keys are sorted).
 const (
 	peekReady = `
-SELECT id, task_id, body, deliveries, enqueued_at, visible_at, lease IS NOT NULL, priority
+SELECT ` + peekColumns + `
 FROM jobq_messages INDEXED BY jobq_messages_order
 WHERE queue = ?1 AND visible_at <= ?2
 ORDER BY priority DESC, id
 LIMIT ?3`
 	peekLater = `
-SELECT id, task_id, body, deliveries, enqueued_at, visible_at, lease IS NOT NULL, priority
+SELECT ` + peekColumns + `
 FROM jobq_messages
 WHERE id IN (
 	SELECT id FROM jobq_messages INDEXED BY jobq_messages_order
@@ -29,6 +29,12 @@ WHERE id IN (
 	LIMIT ?3)
 ORDER BY visible_at, id`
 )
+
+// peekColumns are what Peek reads, cast to the types it scans into: a
+// row another tool wrote with text in a number column shows with 0 there
+// rather than failing the peek. (The claim quarantines such rows.)
+const peekColumns = `id, CAST(task_id AS TEXT), CAST(body AS BLOB), CAST(deliveries AS INTEGER), CAST(enqueued_at AS INTEGER),
+	CAST(visible_at AS INTEGER), lease IS NOT NULL, CAST(priority AS INTEGER)`
 
 // countMessages counts in one snapshot and one pass over the order index,
 // which carries every column the counts need.

@@ -3,8 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -130,6 +133,9 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) 
 		return nil, driver.Errorf(driver.NotFound,
 			"sqlite: directory %q of %s does not exist: create it first", dir, c.path)
 	}
+	if err := createPrivate(c.path); err != nil {
+		return nil, wrapErr(ctx, "create "+c.path, err)
+	}
 	db, err := sql.Open("sqlite", c.dsn())
 	if err != nil {
 		return nil, wrapErr(ctx, "open "+c.path, err)
@@ -144,6 +150,24 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) 
 		return nil, wrapErr(ctx, "open "+c.path, err)
 	}
 	return d, nil
+}
+
+// createPrivate creates the database file, readable and writable by its
+// owner only (0600), unless it exists already: tasks carry environment
+// values, which may be secrets. SQLite gives the -wal and -shm files it
+// creates beside it the same permissions. An existing file keeps its own.
+func createPrivate(path string) error {
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // migrateWhenFree runs migrate, trying again while the file is busy, for

@@ -89,16 +89,16 @@ const (
 	// began; keys that fill up during the batch are skipped in Go.
 	selectCandidates = `
 SELECT id, concurrency_key, rate_key FROM jobq_messages INDEXED BY jobq_messages_order
-WHERE queue = ? AND visible_at <= ?
+WHERE queue = ? AND (visible_at <= ? OR typeof(visible_at) IN ('text', 'blob'))
 	AND concurrency_key NOT IN (SELECT value FROM json_each(?))
 	AND rate_key NOT IN (SELECT value FROM json_each(?))
 ORDER BY priority DESC, id
 LIMIT ?`
 	claimIDs = `
 UPDATE jobq_messages
-SET lease = ?, visible_at = ?, deliveries = deliveries + 1
+SET lease = ?, visible_at = ?, deliveries = ` + nextDelivery + `
 WHERE id IN (SELECT value FROM json_each(?))
-RETURNING id, task_id, body, deliveries, enqueued_at, priority`
+RETURNING ` + claimedColumns
 )
 
 // queryer is what both a write transaction and the pool offer.
@@ -242,7 +242,7 @@ func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max 
 		}
 	}
 	idList, _ := json.Marshal(ids)
-	out, prio, err = scanClaimed(tx, token, expiry, claimIDs, token, expiry, string(idList))
+	out, prio, err = d.scanClaimed(tx, token, now, expiry, claimIDs, token, expiry, string(idList))
 	return out, prio, true, err
 }
 

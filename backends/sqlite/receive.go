@@ -4,25 +4,55 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 )
 
 // claimMessages leases up to N visible messages, highest priority first, then
 // push order. It runs inside an immediate transaction, so no other process
 // can claim the same rows between the SELECT and the UPDATE.
+//
+// SQLite stores any value in any column, so a row another tool wrote may
+// hold text where jobq keeps numbers. Such a row must neither fail the
+// claim nor be skipped forever: a visible_at that is not a number counts as
+// visible (the claim replaces it), a delivery count that cannot grow is left
+// as it is (nextDelivery), and scanClaimed quarantines the rows whose
+// fields are damaged.
 const claimMessages = `
 UPDATE jobq_messages
-SET lease = ?, visible_at = ?, deliveries = deliveries + 1
+SET lease = ?, visible_at = ?, deliveries = ` + nextDelivery + `
 WHERE id IN (
 	SELECT id FROM jobq_messages INDEXED BY jobq_messages_order
-	WHERE queue = ? AND visible_at <= ?
+	WHERE queue = ? AND (visible_at <= ? OR typeof(visible_at) IN ('text', 'blob'))
 	ORDER BY priority DESC, id
 	LIMIT ?)
-RETURNING id, task_id, body, deliveries, enqueued_at, priority`
+RETURNING ` + claimedColumns
+
+// nextDelivery is a claim's new delivery count: one more, unless the
+// stored count is not an integer in range, which it keeps for scanClaimed
+// to see.
+const nextDelivery = `CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483646 THEN deliveries + 1 ELSE deliveries END`
+
+// claimedColumns are what a claim returns, for scanClaimed.
+const claimedColumns = `id, task_id, body, deliveries, enqueued_at, priority`
+
+// quarantineClaimed moves a claimed row whose fields are damaged to the
+// dead letters, with the reason, keeping only values ListDead and
+// RequeueDead can read.
+const quarantineClaimed = `INSERT INTO jobq_dead
+	(queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
+	SELECT queue, CAST(task_id AS TEXT), CAST(body AS BLOB),
+		CASE WHEN typeof(priority) = 'integer' THEN max(-1000, min(1000, priority)) ELSE 0 END,
+		CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ? END,
+		CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483647 THEN deliveries ELSE 0 END,
+		?, '', ?, concurrency_key, rate_key
+	FROM jobq_messages WHERE id = ? AND lease = ?`
 
 // Receive implements driver.Driver. When nothing is visible it waits up to
 // p.Wait, woken at once by pushes in this process and checking every poll
@@ -104,7 +134,7 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 			out, prio = got, gotPrio
 			return err
 		}
-		out, prio, err = scanClaimed(tx, token, expiry, claimMessages, token, expiry, d.cfg.queue, now, max)
+		out, prio, err = d.scanClaimed(tx, token, now, expiry, claimMessages, token, expiry, d.cfg.queue, now, max)
 		return err
 	})
 	if err != nil {
@@ -117,10 +147,11 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 	return out, nil
 }
 
-// scanClaimed runs a claim statement (RETURNING id, task_id, body,
-// deliveries, enqueued_at, priority) and returns the messages it leased
-// with token until expiry, with their priorities, in the statement's order.
-func scanClaimed(tx wtx, token string, expiry int64, query string, args ...any) ([]*driver.Received, []int, error) {
+// scanClaimed runs a claim statement (RETURNING claimedColumns) and returns
+// the messages it leased with token until expiry, with their priorities, in
+// the statement's order. Rows whose fields are damaged (see claimDamage) are
+// moved to the dead letters in the same transaction instead.
+func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query string, args ...any) ([]*driver.Received, []int, error) {
 	rows, err := tx.Query(query, args...)
 	if err != nil {
 		return nil, nil, err
@@ -128,21 +159,100 @@ func scanClaimed(tx wtx, token string, expiry int64, query string, args ...any) 
 	defer rows.Close()
 	var out []*driver.Received
 	var prio []int
+	type damaged struct {
+		id  int64
+		why string
+	}
+	var bad []damaged
 	for rows.Next() {
 		var (
-			id, enq  int64
-			r        driver.Received
-			priority int
+			id                            int64
+			taskID, body, dc, enq, rowPri any
 		)
-		if err := rows.Scan(&id, &r.ID, &r.Body, &r.DeliveryCount, &enq, &priority); err != nil {
+		if err := rows.Scan(&id, &taskID, &body, &dc, &enq, &rowPri); err != nil {
 			return nil, nil, err
 		}
-		r.EnqueuedAt = fromMicros(enq)
+		r, priority, why := claimedMessage(taskID, body, dc, enq, rowPri)
+		if why != "" {
+			bad = append(bad, damaged{id, why})
+			continue
+		}
 		r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
-		out = append(out, &r)
+		out = append(out, r)
 		prio = append(prio, priority)
 	}
-	return out, prio, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	rows.Close()
+	for _, b := range bad {
+		reason := "corrupt record: " + b.why
+		if _, err := tx.Exec(quarantineClaimed, now, reason, now, b.id, token); err != nil {
+			return nil, nil, err
+		}
+		if _, err := tx.Exec(deleteLeased, b.id, token, now); err != nil {
+			return nil, nil, err
+		}
+		d.log.Warn("jobq: corrupt message dead-lettered", "message_id", b.id, "reason", reason)
+	}
+	return out, prio, nil
+}
+
+// claimedMessage reads a claimed row's values, which SQLite may hold as any
+// type, and says what is damaged ("" when nothing is).
+func claimedMessage(taskID, body, dc, enq, rowPri any) (r *driver.Received, priority int, why string) {
+	r = &driver.Received{}
+	switch v := taskID.(type) {
+	case string:
+		r.ID = v
+	case []byte:
+		r.ID = string(v)
+	case nil:
+	default:
+		r.ID = fmt.Sprint(v)
+	}
+	switch v := body.(type) {
+	case []byte:
+		r.Body = v
+	case string:
+		r.Body = []byte(v)
+	default:
+		return nil, 0, fmt.Sprintf("its body is %s, not bytes", sqlValue(body))
+	}
+	n, ok := dc.(int64)
+	if !ok || n < 1 || n > math.MaxInt32 {
+		return nil, 0, fmt.Sprintf("its delivery count (deliveries column) is %s, not a count", sqlValue(dc))
+	}
+	r.DeliveryCount = int(n)
+	at, ok := enq.(int64)
+	if !ok {
+		return nil, 0, fmt.Sprintf("its enqueue time (enqueued_at column) is %s, not Unix microseconds", sqlValue(enq))
+	}
+	r.EnqueuedAt = fromMicros(at)
+	p, ok := rowPri.(int64)
+	if !ok || p < jobq.MinPriority || p > jobq.MaxPriority {
+		return nil, 0, fmt.Sprintf("its priority is %s, not an integer in %d..%d", sqlValue(rowPri), jobq.MinPriority, jobq.MaxPriority)
+	}
+	return r, int(p), ""
+}
+
+// sqlValue shows a stored value in a reason, briefly and as valid text.
+func sqlValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case []byte:
+		return fmt.Sprintf("a %d-byte BLOB", len(x))
+	case string:
+		if len(x) > 40 {
+			x = x[:40]
+		}
+		return "TEXT " + strconv.QuoteToASCII(x)
+	case float64:
+		return "REAL " + strconv.FormatFloat(x, 'g', -1, 64)
+	default:
+		return fmt.Sprint(x)
+	}
 }
 
 // byClaimOrder sorts claimed messages by priority (descending), then push

@@ -1,0 +1,34 @@
+package postgres
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// WriteDamaged stores body as a message of the queue at rawURL straight
+// into its table, then damages it with the SET clause set (for example
+// "deliveries = 2147483647"), as another tool or a hand edit might.
+func WriteDamaged(ctx context.Context, rawURL string, body []byte, set string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	cfg, err := parseURL(u)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, cfg.connString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	t := pgx.Identifier{cfg.schema, "messages"}.Sanitize()
+	var id int64
+	if err := conn.QueryRow(ctx, `INSERT INTO `+t+` (queue, body) VALUES ($1, $2) RETURNING id`, cfg.queue, body).Scan(&id); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `UPDATE `+t+` SET `+set+` WHERE queue = $1 AND id = $2`, cfg.queue, id)
+	return err
+}

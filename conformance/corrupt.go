@@ -1,0 +1,173 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// corruptCase is one damaged message the CorruptRecord check stores among
+// good ones.
+type corruptCase struct {
+	name string
+	// write stores the damaged message (the task t, or raw bytes).
+	write func(q *handle, t *jobq.Task) error
+	// delivered: the message is decodable and reaches the receiver, which
+	// fails it with binary output; it must end dead-lettered after at most
+	// maxDeliveries deliveries. Otherwise it must be quarantined at once
+	// and never returned.
+	delivered     bool
+	maxDeliveries int
+}
+
+// binaryOutput is what a failing task might print: NUL, invalid UTF-8 and
+// a multi-byte character, for the reason and detail of its dead letter.
+const binaryOutput = "out\x00put \xff\xfe 日本語\n"
+
+// errBinary is a failure's cause with the same bytes.
+var errBinary = errors.New("exit 1: out\x00put \xff\xfe 日本語")
+
+// corruptCases lists the cases the harness supports.
+func (c *C) corruptCases() []corruptCase {
+	var cases []corruptCase
+	cases = append(cases, corruptCase{
+		name: "failing task prints NUL and invalid UTF-8",
+		write: func(q *handle, t *jobq.Task) error {
+			_, err := q.Push(c.ctx(), t)
+			return err
+		},
+		delivered: true, maxDeliveries: 1,
+	})
+	if c.h.PushRaw != nil {
+		raw := func(body []byte) func(q *handle, t *jobq.Task) error {
+			return func(q *handle, _ *jobq.Task) error { return c.h.PushRaw(c.ctx(), q.url, body) }
+		}
+		cases = append(cases,
+			corruptCase{name: "body is binary garbage", write: raw([]byte("\x00\xff\xfe not a task { \xe6\x97"))},
+			corruptCase{name: "body is a task with a priority out of range, with retries", delivered: true, maxDeliveries: 3,
+				write: raw([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"echo priority out of range\"}", "num_retries": 2, "priority": 5000, "id": "conformance-priority-out-of-range"}`))},
+		)
+	}
+	for _, k := range c.h.Corruptions {
+		cases = append(cases, corruptCase{name: k.Name, write: func(q *handle, t *jobq.Task) error {
+			body, err := jobq.MarshalTask(t)
+			if err != nil {
+				return err
+			}
+			return k.Write(c.ctx(), q.url, body)
+		}})
+	}
+	return cases
+}
+
+// checkCorruptRecord: a damaged message, whether its body or a field the
+// engine stores beside it, is quarantined once (or, when it decodes, can be
+// failed whatever its task printed), and the good messages around it are
+// all delivered: nothing lost, nothing looping.
+func checkCorruptRecord(c *C) {
+	for _, k := range c.corruptCases() {
+		c.corruptCase(k)
+		if c.Failed() {
+			return
+		}
+	}
+}
+
+func (c *C) corruptCase(k corruptCase) {
+	q := c.open()
+	if level(q, driver.DeadLetter) == driver.Unsupported {
+		c.Skipf("the backend has no dead-letter store to quarantine damaged messages in")
+	}
+	const good = 3
+	var goodIDs []string
+	for i := range good {
+		goodIDs = append(goodIDs, c.push(q, task(fmt.Sprintf("before %s %d", k.name, i)))...)
+	}
+	bad := task("damaged: " + k.name)
+	bad.NumRetries = 0
+	if err := k.write(q, bad); err != nil {
+		c.Fatalf("%s: store the damaged message: %v", k.name, err)
+	}
+	for i := range good {
+		goodIDs = append(goodIDs, c.push(q, task(fmt.Sprintf("after %s %d", k.name, i)))...)
+	}
+	want := map[string]bool{}
+	for _, id := range goodIDs {
+		want[id] = true
+	}
+	got := map[string]int{}
+	badDeliveries := 0
+	deadline := time.Now().Add(c.patience())
+	for len(got) < len(want) || (k.delivered && badDeliveries == 0) {
+		if time.Now().After(deadline) {
+			c.Fatalf("%s: after %v, received %d of the %d good tasks (and the damaged one %d times); a damaged message must not hold up or lose the others",
+				k.name, c.patience(), len(got), len(want), badDeliveries)
+		}
+		envs, err := q.ReceiveBatch(c.ctx(), 2*good+1, jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: time.Second})
+		if err != nil {
+			c.Fatalf("%s: receive beside a damaged message: %v", k.name, err)
+		}
+		for _, e := range envs {
+			if want[e.Task.ID] {
+				got[e.Task.ID]++
+				c.complete(e)
+				continue
+			}
+			badDeliveries++
+			if !k.delivered {
+				c.Errorf("%s: the damaged message was returned (task %s, delivery %d); it must be quarantined", k.name, e.Task.ID, e.DeliveryCount)
+				_ = e.Complete(c.ctx())
+				continue
+			}
+			if _, err := e.Fail(c.ctx(), errBinary, strings.Repeat(binaryOutput, 100)); err != nil {
+				c.Fatalf("%s: Fail must settle whatever the task printed and whatever the message holds: %v", k.name, err)
+			}
+		}
+	}
+	// A failed task with retries comes back; one that loops keeps coming.
+	for k.delivered {
+		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: c.vis()})
+		if errors.Is(err, jobq.ErrEmpty) {
+			break
+		}
+		if err != nil {
+			c.Fatalf("%s: receive: %v", k.name, err)
+		}
+		badDeliveries++
+		if badDeliveries > k.maxDeliveries {
+			_ = e.Complete(c.ctx())
+			c.Fatalf("%s: the failed message was delivered %d times; its retry budget allows %d", k.name, badDeliveries, k.maxDeliveries)
+		}
+		if _, err := e.Fail(c.ctx(), errBinary, binaryOutput); err != nil {
+			c.Fatalf("%s: Fail: %v", k.name, err)
+		}
+	}
+	dead := c.listDead(q, 1)
+	d := dead[0]
+	if d.Reason == "" || !utf8.ValidString(d.Reason) || !utf8.ValidString(d.Detail) {
+		c.Errorf("%s: dead letter reason %q / detail %q: want a reason, both valid UTF-8", k.name, d.Reason, d.Detail)
+	}
+	if k.delivered {
+		if !strings.Contains(d.Reason, "exit 1: out") {
+			c.Errorf("%s: dead letter reason %q does not carry the failure", k.name, d.Reason)
+		}
+	} else if r := strings.ToLower(d.Reason); !strings.Contains(r, "poison") && !strings.Contains(r, "corrupt") {
+		c.Errorf("%s: dead letter reason %q does not say the message is poison or corrupt", k.name, d.Reason)
+	}
+	// Nothing comes back after the leases it could have held run out.
+	time.Sleep(c.vis() + c.tolerance())
+	if e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.vis()}); err == nil {
+		c.Errorf("%s: task %s (delivery %d) came back after everything was settled", k.name, e.Task.ID, e.DeliveryCount)
+		_ = e.Complete(c.ctx())
+	} else if !errors.Is(err, jobq.ErrEmpty) {
+		c.Fatalf("%s: receive: %v", k.name, err)
+	}
+	if n := len(c.listDead(q, 1)); n != 1 {
+		c.Errorf("%s: %d dead letters, want the damaged message once", k.name, n)
+	}
+}
