@@ -115,6 +115,7 @@ func (s *Shell) Handle(ctx context.Context, job *Job) error {
 
 	var killTimer <-chan time.Time
 	ctxDone := ctx.Done()
+	kill := job.Kill() // set to nil once used: a closed channel is always ready
 	var werr error
 wait:
 	for {
@@ -129,7 +130,8 @@ wait:
 		case <-killTimer:
 			job.Log.Warn("task did not stop within the kill timeout: SIGKILL to its process group", "kill_timeout", killTimeout)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		case <-job.Kill():
+		case <-kill:
+			kill = nil
 			job.Log.Warn("killing the task: SIGKILL to its process group")
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}

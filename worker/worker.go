@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/worker/preempt"
 )
 
 // Handler runs one task. It returns nil when the task succeeded. Its context
@@ -88,6 +89,7 @@ type Worker struct {
 	consecutive int
 	fatal       error
 	endReason   string
+	notice      *preempt.Notice // the preemption notice that stopped the worker
 
 	done, failed, dead, requeued, lost atomic.Int64
 	started                            time.Time
@@ -168,8 +170,8 @@ func (w *Worker) end(reason string) {
 
 // Run takes and runs tasks until the queue is drained (unless Options.Wait),
 // Drain or Stop is called, the time limit passes, or ctx ends (as Stop). It
-// returns nil then, or ErrTooManyFailures (wrapped), or the error that made
-// receiving impossible. Tasks still running when it returns have been
+// returns nil then, or ErrTooManyFailures or ErrPreempted (wrapped), or the
+// error that made receiving impossible. Tasks still running when it returns have been
 // settled.
 func (w *Worker) Run(ctx context.Context) error {
 	w.started = time.Now()
@@ -197,6 +199,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.statusLoop(stopWatch)
 	}
 	go w.leases.run(stopWatch)
+	if w.o.Preemption != nil {
+		watchCtx, cancelWatch := context.WithCancel(context.Background())
+		defer cancelWatch()
+		go w.watchPreemption(watchCtx)
+	}
 
 	err := w.dispatch()
 	w.mu.Lock()
@@ -204,6 +211,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		err = w.fatal
 	}
 	w.mu.Unlock()
+	if n := w.preempted(); n != nil && err == nil {
+		err = w.acknowledge(n)
+	}
 	c := w.Counts()
 	w.log.Info("worker finished", "reason", w.EndReason(), "done", c.Done, "failed", c.Failed,
 		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "lease_lost", c.LeaseLost,
