@@ -219,7 +219,7 @@ func (d *dispatcher) receive() {
 		case <-d.quit:
 			return
 		}
-		if d.stopping() || w.pauseAfterFailures(d.quit) {
+		if d.stopping() || w.pauseAfterFailures(d.quit) || w.stall.wait(w.drainCh, d.quit) {
 			return
 		}
 		t, ok := d.gather(t)

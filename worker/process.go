@@ -10,9 +10,10 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// settleTimeout bounds a requeue or a failure's settlement; the task's own
-// context may be cancelled by then. (A completion goes through the queue's
-// batching, which bounds each batch itself.)
+// settleTimeout bounds one attempt of a requeue or a failure's settlement;
+// the task's own context may be cancelled by then. (A completion goes
+// through the queue's batching, which bounds each batch itself.) A refused
+// settlement is tried again (Worker.settle).
 const settleTimeout = 30 * time.Second
 
 // process runs one received task and settles it. It runs the task once its
@@ -130,7 +131,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 
 	switch {
 	case err == nil:
-		if cerr := env.Complete(context.Background()); cerr != nil {
+		if cerr := w.settle(env, log, env.Complete); cerr != nil {
 			// The work is done but the message stays: it will run again.
 			log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
 			return
@@ -152,10 +153,15 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 
 // fail settles a failed attempt through the retry budget.
 func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
 	w.failed.Add(1)
-	res, ferr := env.Fail(ctx, err, detailOf(err))
+	var res jobq.FailResult
+	ferr := w.settle(env, log, func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		var err2 error
+		res, err2 = env.Fail(ctx, err, detailOf(err))
+		return err2
+	})
 	switch {
 	case ferr != nil:
 		log.Error("task failed and could not be settled; it will be delivered again when its lease expires",
@@ -170,9 +176,12 @@ func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed t
 
 // requeue puts a task back without touching its retry budget.
 func (w *Worker) requeue(env *jobq.Envelope, log *slog.Logger, delay time.Duration, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	if err := env.Requeue(ctx, delay); err != nil {
+	err := w.settle(env, log, func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		return env.Requeue(ctx, delay)
+	})
+	if err != nil {
 		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err)
 		return
 	}

@@ -74,6 +74,7 @@ type Worker struct {
 	limits *localLimits
 	host   string // for attempt histories
 	pace   *handlerPace
+	stall  *writeStall // pauses the worker while the engine refuses settlements (stall.go)
 
 	drainOnce, killOnce sync.Once
 	drainCh             chan struct{} // closed: take no new tasks
@@ -106,6 +107,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
 		pauser:  newFailurePauser(o.FailureBackoff),
 		pace:    newHandlerPace(),
+		stall:   newWriteStall(log),
 		limits:  newLocalLimits(q, log),
 		host:    hostname(),
 		drainCh: make(chan struct{}),
