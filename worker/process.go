@@ -112,23 +112,34 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	failed := err != nil && !errors.Is(cause, jobq.ErrLockLost) && !errors.Is(cause, errStopping)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
+	w.countOutcome(err == nil, failed, log)
+	w.pace.observe(time.Since(start))
+	free()
+	w.settleOutcome(env, log, err, cause, start, elapsed)
+}
+
+// countOutcome feeds a task's outcome to the failure streak and its
+// backoff, and stops the worker when the streak passes the limit.
+func (w *Worker) countOutcome(success, failed bool, log *slog.Logger) {
 	w.mu.Lock()
-	if err == nil {
+	if success {
 		w.consecutive = 0
 	} else if failed {
 		w.consecutive++
 	}
 	streak := w.consecutive
 	w.mu.Unlock()
-	w.noteOutcome(err == nil, failed, streak, log)
+	w.noteOutcome(success, failed, streak, log)
 	if max := w.o.MaxConsecutiveFailures; failed && max >= 0 && streak > max {
 		ferr := tooMany(streak, max)
 		log.Error("stopping the worker", "error", ferr)
 		w.setFatal(ferr)
 	}
-	w.pace.observe(time.Since(start))
-	free()
+}
 
+// settleOutcome settles a task whose handler returned err, its context
+// having ended with cause (nil while it had not).
+func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration) {
 	switch {
 	case err == nil:
 		if cerr := w.settle(env, log, env.Complete); cerr != nil {
