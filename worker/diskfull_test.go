@@ -136,3 +136,58 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 		t.Errorf("queue size %d (%v) after the run; want 0", size, err)
 	}
 }
+
+// TestDiskFullBeforeStartWaits: with the disk already full, every receive
+// is refused (SQLITE_FULL). The worker keeps trying for as long as that
+// lasts, past the time after which other receive failures end it, logging
+// once; once space is freed it runs the queue.
+func TestDiskFullBeforeStartWaits(t *testing.T) {
+	t.Parallel()
+	dir := smallDisk(t, 4<<20)
+	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	const n = 3
+	for i := range n {
+		push(t, q, &jobq.Task{Command: fmt.Sprintf("task %d", i)})
+	}
+	filler := fill(t, dir)
+
+	logs := newLogRecorder()
+	var mu sync.Mutex
+	runs := map[string]int{}
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[job.Task.Command]++
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Logger: logs.logger(), Poll: 50 * time.Millisecond})
+	worker.SetReceiveGiveUp(w, 200*time.Millisecond)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+
+	// Keep the disk full well past the give-up time.
+	select {
+	case err := <-errc:
+		t.Fatalf("Run returned while the disk was full: %v; want it to wait", err)
+	case <-time.After(time.Second):
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := logs.count("the engine refuses writes"); got != 1 {
+		t.Errorf("the refusal was logged %d times; want once", got)
+	}
+	if got := logs.count("the engine accepts writes again"); got != 1 {
+		t.Errorf("the resumption was logged %d times; want once", got)
+	}
+	if len(runs) != n || w.Counts().Done != n {
+		t.Errorf("%d tasks ran, %d done; want %d", len(runs), w.Counts().Done, n)
+	}
+}

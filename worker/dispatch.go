@@ -50,6 +50,9 @@ type dispatcher struct {
 	// receiver waiting for the worker to fall idle looks again.
 	idle chan struct{}
 	bo   *backoff.ExponentialBackOff // between failed receives, shared
+	// refusedBo paces receives refused for want of resources (a full
+	// disk), which are retried for as long as that lasts.
+	refusedBo *backoff.ExponentialBackOff
 }
 
 func newDispatcher(w *Worker) *dispatcher {
@@ -57,19 +60,24 @@ func newDispatcher(w *Worker) *dispatcher {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 30 * time.Second
-	bo.MaxElapsedTime = 5 * time.Minute
+	bo.MaxElapsedTime = w.receiveGiveUp
+	refusedBo := backoff.NewExponentialBackOff()
+	refusedBo.InitialInterval = bo.InitialInterval
+	refusedBo.MaxInterval = bo.MaxInterval
+	refusedBo.MaxElapsedTime = 0
 	d := &dispatcher{
-		w:        w,
-		slots:    make(chan struct{}, w.o.Concurrency),
-		handlers: newHandlerQueue(w.o.Concurrency),
-		share:    (w.o.Concurrency + w.o.Prefetch + w.o.Receivers - 1) / w.o.Receivers,
-		recvCtx:  ctx,
-		cancel:   cancel,
-		quit:     make(chan struct{}),
-		wake:     make(chan struct{}),
-		ended1:   make(chan struct{}),
-		idle:     make(chan struct{}),
-		bo:       bo,
+		w:         w,
+		slots:     make(chan struct{}, w.o.Concurrency),
+		handlers:  newHandlerQueue(w.o.Concurrency),
+		share:     (w.o.Concurrency + w.o.Prefetch + w.o.Receivers - 1) / w.o.Receivers,
+		recvCtx:   ctx,
+		cancel:    cancel,
+		quit:      make(chan struct{}),
+		wake:      make(chan struct{}),
+		ended1:    make(chan struct{}),
+		idle:      make(chan struct{}),
+		bo:        bo,
+		refusedBo: refusedBo,
 	}
 	for range w.o.Concurrency {
 		d.slots <- struct{}{}
@@ -368,6 +376,8 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 	}
 	if err == nil {
 		d.bo.Reset()
+		d.refusedBo.Reset()
+		w.stall.receiveAccepted()
 	}
 	return ended{
 		others: d.receiving,
@@ -390,14 +400,25 @@ func (d *dispatcher) backOff(err error) bool {
 		d.finish("receive failed", fmt.Errorf("receiving tasks: %w", err))
 		return false
 	}
-	w.mu.Lock()
-	retry := d.bo.NextBackOff()
-	w.mu.Unlock()
-	if retry == backoff.Stop {
-		d.finish("receive failed", fmt.Errorf("receiving tasks failed for %v, giving up: %w", d.bo.MaxElapsedTime, err))
-		return false
+	// A receive refused for want of resources (a full disk) is retried
+	// for as long as that lasts, logged once by the write stall; any other
+	// failure ends the worker after receiveGiveUp.
+	var retry time.Duration
+	if jobq.ErrorCode(err) == jobq.ResourceExhausted {
+		w.mu.Lock()
+		retry = d.refusedBo.NextBackOff()
+		w.mu.Unlock()
+		w.stall.receiveRefused(err)
+	} else {
+		w.mu.Lock()
+		retry = d.bo.NextBackOff()
+		w.mu.Unlock()
+		if retry == backoff.Stop {
+			d.finish("receive failed", fmt.Errorf("receiving tasks failed for %v, giving up: %w", d.bo.MaxElapsedTime, err))
+			return false
+		}
+		w.log.Warn("receive failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond))
 	}
-	w.log.Warn("receive failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond))
 	select {
 	case <-time.After(retry):
 		return true

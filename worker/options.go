@@ -76,6 +76,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// receiveGiveUp is how long receives may keep failing (with errors other
+// than ResourceExhausted) before the worker gives up and Run returns the
+// error.
+const receiveGiveUp = 5 * time.Minute
+
 // defaultReceivers is the default Options.Receivers (capped by
 // Concurrency+Prefetch). Two already keep every free slot in a receive (one
 // gathers slots while the other's claim is in flight); more only split

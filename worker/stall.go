@@ -12,17 +12,21 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// writeStall is the worker's state while the engine refuses settlements (a
+// writeStall is the worker's state while the engine refuses writes (a
 // full disk, an engine out of memory or unreachable): while any settlement
 // is being retried the worker takes no new task, since it could not record
 // its outcome either, and each refused settlement is retried with backoff
 // until it succeeds, its lease is lost or expires, or the worker is killed.
+// Receives refused for want of resources are part of the same episode.
 // It logs once when the pause begins and once when it ends.
 type writeStall struct {
 	log *slog.Logger
 	// retrying counts settlements being retried; read without the lock on
 	// every settlement and every receive.
 	retrying atomic.Int64
+	// recvRefused is set while receives are refused (ResourceExhausted);
+	// read without the lock on every receive.
+	recvRefused atomic.Bool
 
 	mu    sync.Mutex
 	since time.Time
@@ -56,21 +60,43 @@ const (
 	settleRetryMax = 30 * time.Second
 )
 
+// active reports whether writes are refused. Callers hold mu.
+func (s *writeStall) active() bool { return s.retrying.Load() > 0 || s.recvRefused.Load() }
+
+// pause logs the start of an episode. Callers hold mu.
+func (s *writeStall) pause(err error) {
+	s.since = time.Now()
+	s.log.Warn("the engine refuses writes (disk full, out of memory or unreachable?): taking no new tasks; retrying until it accepts them",
+		"error", err)
+}
+
+// resume logs the end of an episode; ok says whether the last refused
+// write went through. Callers hold mu.
+func (s *writeStall) resume(ok bool) {
+	paused := time.Since(s.since).Round(time.Millisecond)
+	if ok {
+		s.log.Info("the engine accepts writes again: taking tasks again", "paused_for", paused)
+	} else {
+		s.log.Warn("gave up the refused settlements (their tasks will be delivered again): taking tasks again", "paused_for", paused)
+	}
+}
+
 // enter counts one more settlement being retried; the first pauses the
 // worker.
 func (s *writeStall) enter(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	was := s.active()
 	if s.retrying.Add(1) == 1 {
-		s.since = time.Now()
 		s.clear = make(chan struct{})
-		s.log.Warn("the engine refuses writes (disk full, out of memory or unreachable?): taking no new tasks; retrying the settlements of finished tasks until it accepts them",
-			"error", err)
+	}
+	if !was {
+		s.pause(err)
 	}
 }
 
 // leave counts a retried settlement out; ok says whether it went through.
-// The last one resumes the worker.
+// The last one lets the worker take tasks again.
 func (s *writeStall) leave(ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -78,11 +104,37 @@ func (s *writeStall) leave(ok bool) {
 		return
 	}
 	close(s.clear)
-	paused := time.Since(s.since).Round(time.Millisecond)
-	if ok {
-		s.log.Info("the engine accepts writes again: taking tasks again", "paused_for", paused)
-	} else {
-		s.log.Warn("gave up the refused settlements (their tasks will be delivered again): taking tasks again", "paused_for", paused)
+	if !s.active() {
+		s.resume(ok)
+	}
+}
+
+// receiveRefused notes a receive refused for want of resources.
+func (s *writeStall) receiveRefused(err error) {
+	if s.recvRefused.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.active()
+	s.recvRefused.Store(true)
+	if !was {
+		s.pause(err)
+	}
+}
+
+// receiveAccepted notes a receive that went through.
+func (s *writeStall) receiveAccepted() {
+	if !s.recvRefused.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.recvRefused.Swap(false) {
+		return
+	}
+	if !s.active() {
+		s.resume(true)
 	}
 }
 

@@ -73,8 +73,11 @@ type Worker struct {
 	pauser *failurePauser
 	limits *localLimits
 	host   string // for attempt histories
-	pace   *handlerPace
-	stall  *writeStall // pauses the worker while the engine refuses settlements (stall.go)
+	// receiveGiveUp is how long receives may fail before the worker ends
+	// (not counting those refused for want of resources).
+	receiveGiveUp time.Duration
+	pace          *handlerPace
+	stall         *writeStall // pauses the worker while the engine refuses settlements (stall.go)
 
 	drainOnce, killOnce sync.Once
 	drainCh             chan struct{} // closed: take no new tasks
@@ -104,14 +107,15 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	w := &Worker{
 		q: q, h: h, o: o, log: log,
 		stopCtx: stopCtx, stopCancel: stopCancel,
-		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
-		pauser:  newFailurePauser(o.FailureBackoff),
-		pace:    newHandlerPace(),
-		stall:   newWriteStall(log),
-		limits:  newLocalLimits(q, log),
-		host:    hostname(),
-		drainCh: make(chan struct{}),
-		killCh:  make(chan struct{}),
+		gate:          newGatekeeper(o.Gate, o.GateRunner, log),
+		pauser:        newFailurePauser(o.FailureBackoff),
+		pace:          newHandlerPace(),
+		stall:         newWriteStall(log),
+		limits:        newLocalLimits(q, log),
+		host:          hostname(),
+		receiveGiveUp: receiveGiveUp,
+		drainCh:       make(chan struct{}),
+		killCh:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
 	return w
