@@ -377,6 +377,10 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 	if err == nil {
 		d.bo.Reset()
 		d.refusedBo.Reset()
+	}
+	if got > 0 {
+		// An empty receive may have written nothing: only a claim proves
+		// the engine writes again.
 		w.stall.receiveAccepted()
 	}
 	return ended{
