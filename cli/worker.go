@@ -178,8 +178,8 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	f.killTimeout = 600 * time.Second
 	fl.Var(durationValue{&f.killTimeout}, "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
-	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "watch for spot-VM eviction notices: auto (on Azure or Google Cloud VMs), azure, gcp or off")
-	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base URL for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
+	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
+	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
 }
 
 // fromEnv applies $JOBQ_TIME_LIMIT and $JOBQ_KILL_TIMEOUT to flags not given.
