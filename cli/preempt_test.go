@@ -72,3 +72,14 @@ func TestWorkerPreemptionFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataEndpointFromEnv: $JOBQ_METADATA_ENDPOINT is checked as the
+// flag is, and an invalid one is a usage error naming the variable.
+func TestMetadataEndpointFromEnv(t *testing.T) {
+	// Not parallel: it sets the environment.
+	t.Setenv("JOBQ_METADATA_ENDPOINT", "metadata.local")
+	code, _, stderr := run(t, sqliteQueue(t), "worker", "--preemption", "azure")
+	if code != cli.ExitUsage || !strings.Contains(stderr, "$JOBQ_METADATA_ENDPOINT") {
+		t.Fatalf("exit %d, stderr %q; want exit %d naming $JOBQ_METADATA_ENDPOINT", code, stderr, cli.ExitUsage)
+	}
+}
