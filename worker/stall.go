@@ -54,7 +54,7 @@ func refused(err error) bool {
 }
 
 // settleRetryMin and settleRetryMax bound the backoff between attempts of
-// a refused settlement.
+// a refused settlement, which doubles (with jitter) from one to the other.
 const (
 	settleRetryMin = 500 * time.Millisecond
 	settleRetryMax = 30 * time.Second
@@ -199,6 +199,7 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = settleRetryMin
 	bo.MaxInterval = settleRetryMax
+	bo.Multiplier = 2
 	bo.MaxElapsedTime = 0
 	bo.Reset()
 	for {
