@@ -191,3 +191,52 @@ func TestDiskFullBeforeStartWaits(t *testing.T) {
 		t.Errorf("%d tasks ran, %d done; want %d", len(runs), w.Counts().Done, n)
 	}
 }
+
+// TestDiskFullPastTheLeaseRunsAgain: a completion refused for longer than
+// the task's lease is given up (the renewals are refused too, and then the
+// lease is gone), and the task runs again once the disk has room: a
+// duplicate, never a loss.
+func TestDiskFullPastTheLeaseRunsAgain(t *testing.T) {
+	t.Parallel()
+	dir := smallDisk(t, 4<<20)
+	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.OpenOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	push(t, q, &jobq.Task{Command: "the task"})
+
+	var mu sync.Mutex
+	runs := 0
+	started := make(chan struct{}, 2)
+	release := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	logs := newLogRecorder()
+	w := worker.New(q, h, worker.Options{Visibility: 2 * time.Second, Logger: logs.logger(), Poll: 50 * time.Millisecond})
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+
+	<-started
+	filler := fill(t, dir)
+	close(release)
+	awaitLog(t, logs, "could not be completed")
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if runs != 2 || w.Counts().Done != 1 {
+		t.Errorf("the task ran %d times, %d done; want it run again after the lease expired, and done once", runs, w.Counts().Done)
+	}
+	if size, err := q.Size(context.Background()); err != nil || size != 0 {
+		t.Errorf("queue size %d (%v) after the run; want 0", size, err)
+	}
+}
