@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/worker"
+	"github.com/jobq/jobq/worker/preempt"
 )
 
 type workerFlags struct {
@@ -30,7 +33,14 @@ type workerFlags struct {
 	failBase       time.Duration
 	failMax        time.Duration
 	prefetch       int // as worker.Options.Prefetch: 0 the default (four times --num-workers), -1 none
+	preemption     string
+	metadata       string // the metadata service's base URL
 }
+
+// ExitPreempted is the worker's exit status when a preemption notice
+// stopped it (--preemption): the machine is going away, and the tasks that
+// were running have been requeued.
+const ExitPreempted = 3
 
 const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--wait keeps
 polling instead).
@@ -81,6 +91,21 @@ up to --prefetch tasks beyond its free slots, so that the next claim's round
 trip overlaps the running tasks; a waiting task's lease is renewed, and one
 not started when the worker stops is requeued at once. Slower tasks turn it
 off by themselves, so long tasks are never held back from other workers.
+
+Spot VMs (--preemption): the worker watches the cloud's instance metadata
+for notice of an eviction: Azure's Scheduled Events (a Preempt or Terminate
+event for this VM) or Google Cloud's preempted flag. On a notice it takes no
+new tasks, stops the running ones as SIGTERM does (SIGKILL 10s before the
+eviction's deadline), requeues them without using a retry, approves the
+event (Azure) and exits 3. The default, auto, reads the machine's firmware
+data (no network call) and watches only on an Azure or Google Cloud VM.
+$JOBQ_METADATA_ENDPOINT or --metadata-endpoint replace the metadata
+service's address http://169.254.169.254.
+
+Disk full: when the engine refuses to record a finished task (disk full,
+out of memory, unreachable), the worker takes no new tasks and retries the
+settlement with backoff, logging once when it pauses and once when it
+resumes.
 
 A status line (queue size, tasks done, failures, rate) is logged every
 --status-interval.`
@@ -153,6 +178,8 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	f.killTimeout = 600 * time.Second
 	fl.Var(durationValue{&f.killTimeout}, "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
+	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
+	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
 }
 
 // fromEnv applies $JOBQ_TIME_LIMIT and $JOBQ_KILL_TIMEOUT to flags not given.
@@ -178,6 +205,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 	}
 	if f.noHeartbeat {
 		f.heartbeat = false
+	}
+	if err := f.checkPreemption(cmd); err != nil {
+		return err
 	}
 	if f.concurrency < 1 {
 		return usageError("--num-workers is %d; it must be at least 1", f.concurrency)
@@ -231,6 +261,13 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	if f.statusInterval == 0 {
 		opts.StatusInterval = -1
 	}
+	mode := f.preemption
+	if mode == preempt.Auto {
+		mode = preempt.Detect()
+	}
+	if opts.Preemption, err = preempt.New(mode, preempt.Config{Endpoint: f.metadata, Logger: a.log}); err != nil {
+		return asUsage(err)
+	}
 	w := worker.New(q, shell, opts)
 
 	sigs := make(chan os.Signal, 4)
@@ -262,9 +299,11 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	}()
 
 	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
-		"time_limit", formatDuration(f.timeLimit), "heartbeat", f.heartbeat, "pid", os.Getpid())
+		"time_limit", formatDuration(f.timeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
 	err = w.Run(ctx)
 	switch {
+	case errors.Is(err, worker.ErrPreempted):
+		return &exitError{code: ExitPreempted, err: err}
 	case errors.Is(err, worker.ErrTooManyFailures):
 		return failure(err)
 	case jobq.ErrorCode(err) == jobq.InvalidArgument:
@@ -282,6 +321,30 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 		case c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
 			a.log.Info("queue is empty: nothing to pull")
 		}
+	}
+	return nil
+}
+
+// checkPreemption checks --preemption and takes the metadata endpoint from
+// $JOBQ_METADATA_ENDPOINT when --metadata-endpoint is not given.
+func (f *workerFlags) checkPreemption(cmd *cobra.Command) error {
+	switch f.preemption {
+	case preempt.Auto, preempt.Azure, preempt.GCP, preempt.Off:
+	default:
+		return usageError("--preemption %q: use auto, azure, gcp or off", f.preemption)
+	}
+	flag := "--metadata-endpoint"
+	if fl := cmd.Flags().Lookup("metadata-endpoint"); fl != nil && !fl.Changed {
+		if v := os.Getenv("JOBQ_METADATA_ENDPOINT"); v != "" {
+			f.metadata, flag = v, "$JOBQ_METADATA_ENDPOINT"
+		}
+	}
+	if f.metadata == "" {
+		return nil
+	}
+	u, err := url.Parse(f.metadata)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return usageError("%s %q: give the metadata service's base URL, such as %s", flag, f.metadata, preempt.DefaultEndpoint)
 	}
 	return nil
 }

@@ -50,6 +50,9 @@ type dispatcher struct {
 	// receiver waiting for the worker to fall idle looks again.
 	idle chan struct{}
 	bo   *backoff.ExponentialBackOff // between failed receives, shared
+	// refusedBo paces receives refused for want of resources (a full
+	// disk), which are retried for as long as that lasts.
+	refusedBo *backoff.ExponentialBackOff
 }
 
 func newDispatcher(w *Worker) *dispatcher {
@@ -57,19 +60,24 @@ func newDispatcher(w *Worker) *dispatcher {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 30 * time.Second
-	bo.MaxElapsedTime = 5 * time.Minute
+	bo.MaxElapsedTime = w.receiveGiveUp
+	refusedBo := backoff.NewExponentialBackOff()
+	refusedBo.InitialInterval = bo.InitialInterval
+	refusedBo.MaxInterval = bo.MaxInterval
+	refusedBo.MaxElapsedTime = 0
 	d := &dispatcher{
-		w:        w,
-		slots:    make(chan struct{}, w.o.Concurrency),
-		handlers: newHandlerQueue(w.o.Concurrency),
-		share:    (w.o.Concurrency + w.o.Prefetch + w.o.Receivers - 1) / w.o.Receivers,
-		recvCtx:  ctx,
-		cancel:   cancel,
-		quit:     make(chan struct{}),
-		wake:     make(chan struct{}),
-		ended1:   make(chan struct{}),
-		idle:     make(chan struct{}),
-		bo:       bo,
+		w:         w,
+		slots:     make(chan struct{}, w.o.Concurrency),
+		handlers:  newHandlerQueue(w.o.Concurrency),
+		share:     (w.o.Concurrency + w.o.Prefetch + w.o.Receivers - 1) / w.o.Receivers,
+		recvCtx:   ctx,
+		cancel:    cancel,
+		quit:      make(chan struct{}),
+		wake:      make(chan struct{}),
+		ended1:    make(chan struct{}),
+		idle:      make(chan struct{}),
+		bo:        bo,
+		refusedBo: refusedBo,
 	}
 	for range w.o.Concurrency {
 		d.slots <- struct{}{}
@@ -201,8 +209,72 @@ func (d *dispatcher) gather(t claimTokens) (claimTokens, bool) {
 	return t, true
 }
 
-// receive is one receiver's loop.
+// receive is one receiver's loop: take tokens, begin a receive, claim
+// tasks, end the receive, then start the tasks, back off after a failure,
+// or decide what an empty receive means.
 func (d *dispatcher) receive() {
+	for {
+		t, ok := d.acquire()
+		if !ok {
+			return
+		}
+		c, next := d.begin(t)
+		switch next {
+		case stepEnd:
+			return
+		case stepRestart:
+			continue
+		}
+		envs, err := d.claim(&c)
+		a := d.end(c, len(envs), err)
+		if err != nil {
+			if !d.backOff(err) {
+				return
+			}
+			continue
+		}
+		d.start(envs, c.t)
+		if a.limit {
+			d.finish("task limit reached", nil)
+			return
+		}
+		if len(envs) == 0 && !d.afterEmpty(a) {
+			return
+		}
+	}
+}
+
+// step says how a receiver goes on after one of its steps.
+type step int
+
+const (
+	stepNext    step = iota // to the next step
+	stepRestart             // back to taking tokens
+	stepEnd                 // the receiver ends
+)
+
+// batch is one receive: the tokens it holds and the tasks it asks for.
+type batch struct {
+	t claimTokens
+	n int
+	// idle: no task ran and no other receive was in flight as it began.
+	idle bool
+}
+
+// ended is what a receiver saw as its receive ended, to decide what an
+// empty receive means.
+type ended struct {
+	others int    // receives still in flight
+	idle   bool   // no task runs and no receive is in flight
+	limit  bool   // MaxTasks reached
+	begun  uint64 // receives begun so far
+	wake   <-chan struct{}
+}
+
+// acquire takes a first token, waits out a failure pause or a write stall,
+// then gathers the rest of a receive's share. It returns false when the
+// receiver should end.
+func (d *dispatcher) acquire() (claimTokens, bool) {
 	w := d.w
 	for {
 		var t claimTokens
@@ -215,185 +287,217 @@ func (d *dispatcher) receive() {
 		case <-turned:
 			continue // handlers turned fast: prefetch tokens count now
 		case <-w.drainCh:
-			return
+			return t, false
 		case <-d.quit:
-			return
+			return t, false
 		}
-		if d.stopping() || w.pauseAfterFailures(d.quit) {
-			return
+		if d.stopping() || w.pauseAfterFailures(d.quit) || w.stall.wait(w.drainCh, d.quit) {
+			return t, false
 		}
-		t, ok := d.gather(t)
-		if !ok {
-			return
-		}
-		n := t.total()
+		return d.gather(t)
+	}
+}
 
-		// Begin the receive: count it, and take its share of MaxTasks so
-		// that receivers together never take more than the limit.
-		w.mu.Lock()
-		if d.ended {
-			w.mu.Unlock()
-			return
-		}
-		if w.o.MaxTasks > 0 {
-			budget := w.o.MaxTasks - d.taken - d.reserved
-			if budget <= 0 {
-				// Receives in flight hold the rest of the budget: wait
-				// for them to bring tasks (or end the worker).
-				ch := d.wake
-				w.mu.Unlock()
-				d.giveBack(t, n)
-				if !d.park(ch) {
-					return
-				}
-				continue
-			}
-			if n > budget {
-				t = d.giveBack(t, n-budget)
-				n = budget
-			}
-			d.reserved += n
-		}
-		d.receiving++
-		d.begun++
-		idle := w.running == 0 && d.receiving == 1
+// begin counts a receive in and takes its share of MaxTasks, so that
+// receivers together never take more than the limit. When receives in
+// flight hold the rest of the budget it gives the tokens back and waits
+// for them to bring tasks (stepRestart) or for the worker to end (stepEnd).
+func (d *dispatcher) begin(t claimTokens) (batch, step) {
+	w := d.w
+	n := t.total()
+	w.mu.Lock()
+	if d.ended {
 		w.mu.Unlock()
-
-		wait := w.o.Poll
-		if !w.o.Wait && !idle {
-			// Tasks run and the worker exits on an empty queue: whether
-			// it is done depends on those tasks (a failure may put its
-			// task back), not on a message arriving, so the receive does
-			// not wait in the engine; after an empty one the receiver
-			// waits for the tasks instead (awaitIdle).
-			wait = 0
-		}
-		envs, err := w.q.ReceiveBatch(d.recvCtx, n, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: wait})
-		if err != nil {
-			envs = nil
-		}
-		t = d.giveBack(t, n-len(envs))
-
-		// End the receive; its tasks count as running before it stops
-		// counting as in flight, so no receiver sees the worker idle
-		// between the two.
-		w.mu.Lock()
-		d.receiving--
-		close(d.ended1)
-		d.ended1 = make(chan struct{})
-		if w.o.MaxTasks > 0 {
-			d.reserved -= n
-			d.taken += len(envs)
-		}
-		w.running += len(envs)
-		if len(envs) > 0 {
-			close(d.wake)
-			d.wake = make(chan struct{})
-		}
-		if err == nil {
-			d.bo.Reset()
-		}
-		others := d.receiving
-		idle = w.running == 0 && others == 0
-		limit := w.o.MaxTasks > 0 && d.taken >= w.o.MaxTasks
-		begun := d.begun
-		ch := d.wake
-		w.mu.Unlock()
-
-		if err != nil {
-			if d.recvCtx.Err() != nil {
-				return
-			}
-			if permanent(err) {
-				d.finish("receive failed", fmt.Errorf("receiving tasks: %w", err))
-				return
-			}
-			w.mu.Lock()
-			retry := d.bo.NextBackOff()
+		return batch{}, stepEnd
+	}
+	if w.o.MaxTasks > 0 {
+		budget := w.o.MaxTasks - d.taken - d.reserved
+		if budget <= 0 {
+			ch := d.wake
 			w.mu.Unlock()
-			if retry == backoff.Stop {
-				d.finish("receive failed", fmt.Errorf("receiving tasks failed for %v, giving up: %w", d.bo.MaxElapsedTime, err))
-				return
-			}
-			w.log.Warn("receive failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond))
-			select {
-			case <-time.After(retry):
-			case <-w.drainCh:
-				return
-			case <-d.quit:
-				return
-			}
-			continue
-		}
-
-		for i, env := range envs {
-			pool := d.slots
-			if i >= t.main {
-				pool = d.ahead
-			}
-			ticket := d.handlers.take() // here, so tasks start in claim order
-			d.tasks.Go(func() {
-				// The task's handler is freed when the handler returns, so
-				// the next task starts while this one settles, and so is its
-				// claim token, so that a receive overlaps the settlement too —
-				// unless maxUnsettled tasks are settling already: then the
-				// token waits for this settlement, and claims slow down to
-				// the pace of settlement instead of piling tasks up.
-				early, ran := false, false
-				w.process(env, ticket, func() {
-					ran = true
-					if d.unsettled.Add(1) <= maxUnsettled {
-						early = true
-						pool <- struct{}{}
-					}
-				})
-				if ran {
-					d.unsettled.Add(-1)
-				}
-				if !early {
-					pool <- struct{}{}
-				}
-				d.taskEnded()
-			})
-		}
-		if limit {
-			d.finish("task limit reached", nil)
-			return
-		}
-		if len(envs) > 0 {
-			continue
-		}
-
-		// An empty receive.
-		switch {
-		case others > 0:
-			// Another receive is in flight: let it poll, so an empty
-			// queue costs one receive at a time, and resume when one
-			// brings tasks.
+			d.giveBack(t, n)
 			if !d.park(ch) {
-				return
+				return batch{}, stepEnd
 			}
-		case !w.o.Wait && !idle:
-			// Tasks run: look again when the last of them ends (then the
-			// queue may be done), when a receive brings tasks, or after
-			// busyPoll (a task may have been put back meanwhile).
-			if !d.awaitIdle(ch) {
-				return
-			}
-			w.mu.Lock()
-			idle = w.running == 0 && d.receiving == 0
-			begun = d.begun
-			w.mu.Unlock()
-			if !idle {
-				continue
-			}
-			fallthrough // the worker is idle now: the same check
-		case !w.o.Wait && idle:
-			if w.drained() && !d.endIfQuiet(begun, ch) {
-				return
-			}
+			return batch{}, stepRestart
+		}
+		if n > budget {
+			t = d.giveBack(t, n-budget)
+			n = budget
+		}
+		d.reserved += n
+	}
+	d.receiving++
+	d.begun++
+	idle := w.running == 0 && d.receiving == 1
+	w.mu.Unlock()
+	return batch{t: t, n: n, idle: idle}, stepNext
+}
+
+// claim receives up to c.n tasks and gives back the tokens of those it
+// did not get.
+func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
+	w := d.w
+	wait := w.o.Poll
+	if !w.o.Wait && !c.idle {
+		// Tasks run and the worker exits on an empty queue: whether it
+		// is done depends on those tasks (a failure may put its task
+		// back), not on a message arriving, so the receive does not wait
+		// in the engine; after an empty one the receiver waits for the
+		// tasks instead (awaitIdle).
+		wait = 0
+	}
+	envs, err := w.q.ReceiveBatch(d.recvCtx, c.n, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: wait})
+	if err != nil {
+		envs = nil
+	}
+	c.t = d.giveBack(c.t, c.n-len(envs))
+	return envs, err
+}
+
+// end counts the receive out; its got tasks count as running before it
+// stops counting as in flight, so no receiver sees the worker idle between
+// the two.
+func (d *dispatcher) end(c batch, got int, err error) ended {
+	w := d.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d.receiving--
+	close(d.ended1)
+	d.ended1 = make(chan struct{})
+	if w.o.MaxTasks > 0 {
+		d.reserved -= c.n
+		d.taken += got
+	}
+	w.running += got
+	if got > 0 {
+		close(d.wake)
+		d.wake = make(chan struct{})
+	}
+	if err == nil {
+		d.bo.Reset()
+		d.refusedBo.Reset()
+	}
+	if got > 0 {
+		// An empty receive may have written nothing: only a claim proves
+		// the engine writes again.
+		w.stall.receiveAccepted()
+	}
+	return ended{
+		others: d.receiving,
+		idle:   w.running == 0 && d.receiving == 0,
+		limit:  w.o.MaxTasks > 0 && d.taken >= w.o.MaxTasks,
+		begun:  d.begun,
+		wake:   d.wake,
+	}
+}
+
+// backOff handles a failed receive: it ends the dispatcher when the error
+// will not go away or has lasted too long, else waits before the next
+// receive. It reports whether the receiver should go on.
+func (d *dispatcher) backOff(err error) bool {
+	w := d.w
+	if d.recvCtx.Err() != nil {
+		return false
+	}
+	if permanent(err) {
+		d.finish("receive failed", fmt.Errorf("receiving tasks: %w", err))
+		return false
+	}
+	// A receive refused for want of resources (a full disk) is retried
+	// for as long as that lasts, logged once by the write stall; any other
+	// failure ends the worker after receiveGiveUp.
+	var retry time.Duration
+	if jobq.ErrorCode(err) == jobq.ResourceExhausted {
+		w.mu.Lock()
+		retry = d.refusedBo.NextBackOff()
+		w.mu.Unlock()
+		w.stall.receiveRefused(err)
+	} else {
+		w.mu.Lock()
+		retry = d.bo.NextBackOff()
+		w.mu.Unlock()
+		if retry == backoff.Stop {
+			d.finish("receive failed", fmt.Errorf("receiving tasks failed for %v, giving up: %w", d.bo.MaxElapsedTime, err))
+			return false
+		}
+		w.log.Warn("receive failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond))
+	}
+	select {
+	case <-time.After(retry):
+		return true
+	case <-w.drainCh:
+		return false
+	case <-d.quit:
+		return false
+	}
+}
+
+// start runs the received tasks, each on its own goroutine; the first
+// t.main hold handler tokens, the rest prefetch tokens.
+func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
+	for i, env := range envs {
+		pool := d.slots
+		if i >= t.main {
+			pool = d.ahead
+		}
+		ticket := d.handlers.take() // here, so tasks start in claim order
+		d.tasks.Go(func() { d.run(env, ticket, pool) })
+	}
+}
+
+// run processes one task and returns its token to pool. The task's
+// handler is freed when the handler returns, so the next task starts while
+// this one settles, and so is its claim token, so that a receive overlaps
+// the settlement too — unless maxUnsettled tasks are settling already:
+// then the token waits for this settlement, and claims slow down to the
+// pace of settlement instead of piling tasks up.
+func (d *dispatcher) run(env *jobq.Envelope, ticket *handlerTicket, pool chan struct{}) {
+	early, ran := false, false
+	d.w.process(env, ticket, func() {
+		ran = true
+		if d.unsettled.Add(1) <= maxUnsettled {
+			early = true
+			pool <- struct{}{}
+		}
+	})
+	if ran {
+		d.unsettled.Add(-1)
+	}
+	if !early {
+		pool <- struct{}{}
+	}
+	d.taskEnded()
+}
+
+// afterEmpty decides what an empty receive means, and reports whether the
+// receiver should go on.
+func (d *dispatcher) afterEmpty(e ended) bool {
+	w := d.w
+	switch {
+	case e.others > 0:
+		// Another receive is in flight: let it poll, so an empty queue
+		// costs one receive at a time, and resume when one brings tasks.
+		return d.park(e.wake)
+	case w.o.Wait:
+		return true
+	case !e.idle:
+		// Tasks run: look again when the last of them ends (then the
+		// queue may be done), when a receive brings tasks, or after
+		// busyPoll (a task may have been put back meanwhile).
+		if !d.awaitIdle(e.wake) {
+			return false
+		}
+		w.mu.Lock()
+		idle := w.running == 0 && d.receiving == 0
+		e.begun = d.begun
+		w.mu.Unlock()
+		if !idle {
+			return true
 		}
 	}
+	// The worker is idle: end it if the queue is drained.
+	return !w.drained() || d.endIfQuiet(e.begun, e.wake)
 }
 
 // endIfQuiet ends the dispatcher once the queue was found drained with

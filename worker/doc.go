@@ -15,6 +15,10 @@
 //
 // New returns a Worker whose Drain, Stop and Kill methods map to the
 // signals the CLI handles (SIGUSR1, SIGTERM/SIGINT, a second signal).
+// With Options.Preemption (package preempt) it also stops, requeueing its
+// running tasks, when a spot VM is about to be evicted. While the engine
+// refuses writes (a full disk), it takes no new tasks and retries the
+// settlements of finished ones.
 //
 // The worker uses only the portable jobq API, so it behaves the same on
 // every backend, within what each backend declares it can do.

@@ -9,6 +9,12 @@ import (
 // Options.MaxConsecutiveFailures allows. The CLI exits with status 1.
 var ErrTooManyFailures = errors.New("too many consecutive task failures")
 
+// ErrPreempted is returned by Run when a preemption notice
+// (Options.Preemption) stopped the worker: the machine is going away, and
+// the tasks that were running have been requeued. The CLI exits with
+// status 3.
+var ErrPreempted = errors.New("preempted: the machine is being taken away")
+
 // TaskError is a failed attempt with detail for the dead-letter store. A
 // Handler may return one to keep, say, the tail of a command's output beside
 // the dead letter; any other error is used as the reason alone.

@@ -6,3 +6,7 @@ import "time"
 // so that a test of prefetching does not depend on how loaded the machine
 // running it is.
 func SetPrefetchBar(w *Worker, d time.Duration) { w.pace.fastBelow = d }
+
+// SetReceiveGiveUp sets how long receives may fail before w gives up, so a
+// test need not wait five minutes.
+func SetReceiveGiveUp(w *Worker, d time.Duration) { w.receiveGiveUp = d }

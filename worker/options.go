@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/jobq/jobq/worker/preempt"
 )
 
 // Options configure a Worker. The zero value is valid: one task at a time,
@@ -60,12 +62,24 @@ type Options struct {
 	// Defaults to running it with bash -c in its own process group, killed
 	// after Gate.Timeout.
 	GateRunner func(ctx context.Context, cmd string) error
+	// Preemption watches for notice that the machine is about to be taken
+	// away (a spot VM's eviction; see package preempt). On a notice the
+	// worker stops as Stop does, kills the tasks still running before the
+	// notice's deadline, requeues them without using a retry, acknowledges
+	// the notice and returns ErrPreempted. Nil (the default) watches
+	// nothing.
+	Preemption preempt.Watcher
 	// WorkerID names this worker in attempt histories. Defaults to the
 	// host name and the process ID.
 	WorkerID string
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// receiveGiveUp is how long receives may keep failing (with errors other
+// than ResourceExhausted) before the worker gives up and Run returns the
+// error.
+const receiveGiveUp = 5 * time.Minute
 
 // defaultReceivers is the default Options.Receivers (capped by
 // Concurrency+Prefetch). Two already keep every free slot in a receive (one

@@ -10,9 +10,10 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// settleTimeout bounds a requeue or a failure's settlement; the task's own
-// context may be cancelled by then. (A completion goes through the queue's
-// batching, which bounds each batch itself.)
+// settleTimeout bounds one attempt of a requeue or a failure's settlement;
+// the task's own context may be cancelled by then. (A completion goes
+// through the queue's batching, which bounds each batch itself.) A refused
+// settlement is tried again (Worker.settle).
 const settleTimeout = 30 * time.Second
 
 // process runs one received task and settles it. It runs the task once its
@@ -111,26 +112,37 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	failed := err != nil && !errors.Is(cause, jobq.ErrLockLost) && !errors.Is(cause, errStopping)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
+	w.countOutcome(err == nil, failed, log)
+	w.pace.observe(time.Since(start))
+	free()
+	w.settleOutcome(env, log, err, cause, start, elapsed)
+}
+
+// countOutcome feeds a task's outcome to the failure streak and its
+// backoff, and stops the worker when the streak passes the limit.
+func (w *Worker) countOutcome(success, failed bool, log *slog.Logger) {
 	w.mu.Lock()
-	if err == nil {
+	if success {
 		w.consecutive = 0
 	} else if failed {
 		w.consecutive++
 	}
 	streak := w.consecutive
 	w.mu.Unlock()
-	w.noteOutcome(err == nil, failed, streak, log)
+	w.noteOutcome(success, failed, streak, log)
 	if max := w.o.MaxConsecutiveFailures; failed && max >= 0 && streak > max {
 		ferr := tooMany(streak, max)
 		log.Error("stopping the worker", "error", ferr)
 		w.setFatal(ferr)
 	}
-	w.pace.observe(time.Since(start))
-	free()
+}
 
+// settleOutcome settles a task whose handler returned err, its context
+// having ended with cause (nil while it had not).
+func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration) {
 	switch {
 	case err == nil:
-		if cerr := env.Complete(context.Background()); cerr != nil {
+		if cerr := w.settle(env, log, env.Complete); cerr != nil {
 			// The work is done but the message stays: it will run again.
 			log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
 			return
@@ -152,10 +164,15 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 
 // fail settles a failed attempt through the retry budget.
 func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
 	w.failed.Add(1)
-	res, ferr := env.Fail(ctx, err, detailOf(err))
+	var res jobq.FailResult
+	ferr := w.settle(env, log, func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		var err2 error
+		res, err2 = env.Fail(ctx, err, detailOf(err))
+		return err2
+	})
 	switch {
 	case ferr != nil:
 		log.Error("task failed and could not be settled; it will be delivered again when its lease expires",
@@ -170,9 +187,12 @@ func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed t
 
 // requeue puts a task back without touching its retry budget.
 func (w *Worker) requeue(env *jobq.Envelope, log *slog.Logger, delay time.Duration, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	if err := env.Requeue(ctx, delay); err != nil {
+	err := w.settle(env, log, func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		return env.Requeue(ctx, delay)
+	})
+	if err != nil {
 		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err)
 		return
 	}

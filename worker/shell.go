@@ -120,28 +120,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-
-	var killTimer <-chan time.Time
-	ctxDone := ctx.Done()
-	var werr error
-wait:
-	for {
-		select {
-		case werr = <-waited:
-			break wait
-		case <-ctxDone:
-			ctxDone = nil
-			job.Log.Info("stopping the task: SIGTERM to its process group", "why", context.Cause(ctx), "kill_timeout", killTimeout)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			killTimer = time.After(killTimeout)
-		case <-killTimer:
-			job.Log.Warn("task did not stop within the kill timeout: SIGKILL to its process group", "kill_timeout", killTimeout)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		case <-job.Kill():
-			job.Log.Warn("killing the task: SIGKILL to its process group")
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	}
+	werr := awaitExit(ctx, job, pgid, waited, killTimeout)
 
 	// The main process is gone; background processes may still hold the
 	// pipes, which would block the readers forever.
@@ -164,21 +143,55 @@ wait:
 		}
 	}
 
+	return outcome(ctx, werr, &tail)
+}
+
+// awaitExit waits for the command's main process to exit (waited), and
+// signals its process group meanwhile: SIGTERM when ctx ends, SIGKILL
+// killTimeout later or when the job is killed. It returns the wait's error.
+func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, killTimeout time.Duration) error {
+	var killTimer <-chan time.Time
+	ctxDone := ctx.Done()
+	kill := job.Kill() // set to nil once used: a closed channel is always ready
+	for {
+		select {
+		case werr := <-waited:
+			return werr
+		case <-ctxDone:
+			ctxDone = nil
+			job.Log.Info("stopping the task: SIGTERM to its process group", "why", context.Cause(ctx), "kill_timeout", killTimeout)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			killTimer = time.After(killTimeout)
+		case <-killTimer:
+			job.Log.Warn("task did not stop within the kill timeout: SIGKILL to its process group", "kill_timeout", killTimeout)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		case <-kill:
+			kill = nil
+			job.Log.Warn("killing the task: SIGKILL to its process group")
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// outcome is the handler's result for a command that exited with werr:
+// nil for status 0, a TaskError with the output's tail otherwise, and the
+// stop's cause when ctx ended.
+func outcome(ctx context.Context, werr error, tail *tailBuffer) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("task stopped: %w", context.Cause(ctx))
 	}
-	if werr != nil {
-		var ee *exec.ExitError
-		if errors.As(werr, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return &TaskError{Err: fmt.Errorf("command killed by signal %v", ws.Signal()), Detail: tail.String()}
-			}
-			code := ee.ExitCode()
-			return &TaskError{Err: fmt.Errorf("command exited with status %d", code), Detail: tail.String(), ExitCode: &code}
-		}
-		return &TaskError{Err: fmt.Errorf("running the command: %w", werr), Detail: tail.String()}
+	if werr == nil {
+		return nil
 	}
-	return nil
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return &TaskError{Err: fmt.Errorf("command killed by signal %v", ws.Signal()), Detail: tail.String()}
+		}
+		code := ee.ExitCode()
+		return &TaskError{Err: fmt.Errorf("command exited with status %d", code), Detail: tail.String(), ExitCode: &code}
+	}
+	return &TaskError{Err: fmt.Errorf("running the command: %w", werr), Detail: tail.String()}
 }
 
 // maxInlineCommand is the longest command passed to bash -c as an argument.

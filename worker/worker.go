@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/worker/preempt"
 )
 
 // Handler runs one task. It returns nil when the task succeeded. Its context
@@ -72,7 +73,11 @@ type Worker struct {
 	pauser *failurePauser
 	limits *localLimits
 	host   string // for attempt histories
-	pace   *handlerPace
+	// receiveGiveUp is how long receives may fail before the worker ends
+	// (not counting those refused for want of resources).
+	receiveGiveUp time.Duration
+	pace          *handlerPace
+	stall         *writeStall // pauses the worker while the engine refuses settlements (stall.go)
 
 	drainOnce, killOnce sync.Once
 	drainCh             chan struct{} // closed: take no new tasks
@@ -88,6 +93,7 @@ type Worker struct {
 	consecutive int
 	fatal       error
 	endReason   string
+	notice      *preempt.Notice // the preemption notice that stopped the worker
 
 	done, failed, dead, requeued, lost atomic.Int64
 	started                            time.Time
@@ -101,13 +107,15 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	w := &Worker{
 		q: q, h: h, o: o, log: log,
 		stopCtx: stopCtx, stopCancel: stopCancel,
-		gate:    newGatekeeper(o.Gate, o.GateRunner, log),
-		pauser:  newFailurePauser(o.FailureBackoff),
-		pace:    newHandlerPace(),
-		limits:  newLocalLimits(q, log),
-		host:    hostname(),
-		drainCh: make(chan struct{}),
-		killCh:  make(chan struct{}),
+		gate:          newGatekeeper(o.Gate, o.GateRunner, log),
+		pauser:        newFailurePauser(o.FailureBackoff),
+		pace:          newHandlerPace(),
+		stall:         newWriteStall(log),
+		limits:        newLocalLimits(q, log),
+		host:          hostname(),
+		receiveGiveUp: receiveGiveUp,
+		drainCh:       make(chan struct{}),
+		killCh:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
 	return w
@@ -168,8 +176,8 @@ func (w *Worker) end(reason string) {
 
 // Run takes and runs tasks until the queue is drained (unless Options.Wait),
 // Drain or Stop is called, the time limit passes, or ctx ends (as Stop). It
-// returns nil then, or ErrTooManyFailures (wrapped), or the error that made
-// receiving impossible. Tasks still running when it returns have been
+// returns nil then, or ErrTooManyFailures or ErrPreempted (wrapped), or the
+// error that made receiving impossible. Tasks still running when it returns have been
 // settled.
 func (w *Worker) Run(ctx context.Context) error {
 	w.started = time.Now()
@@ -197,6 +205,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.statusLoop(stopWatch)
 	}
 	go w.leases.run(stopWatch)
+	if w.o.Preemption != nil {
+		watchCtx, cancelWatch := context.WithCancel(context.Background())
+		defer cancelWatch()
+		go w.watchPreemption(watchCtx)
+	}
 
 	err := w.dispatch()
 	w.mu.Lock()
@@ -204,6 +217,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		err = w.fatal
 	}
 	w.mu.Unlock()
+	if n := w.preempted(); n != nil && err == nil {
+		err = w.acknowledge(n)
+	}
 	c := w.Counts()
 	w.log.Info("worker finished", "reason", w.EndReason(), "done", c.Done, "failed", c.Failed,
 		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "lease_lost", c.LeaseLost,

@@ -648,6 +648,7 @@ func TestServerErrorCodes(t *testing.T) {
 		{"LOADING Redis is loading the dataset in memory", driver.Unavailable},
 		{"READONLY You can't write against a read only replica.", driver.Unavailable},
 		{"OOM command not allowed when used memory > 'maxmemory'.", driver.ResourceExhausted},
+		{"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", driver.ResourceExhausted},
 		{"NOAUTH Authentication required.", driver.PermissionDenied},
 		{"WRONGPASS invalid username-password pair", driver.PermissionDenied},
 		{"ERR something odd", driver.Internal},

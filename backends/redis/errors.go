@@ -50,7 +50,9 @@ func serverCode(msg string) driver.Code {
 	switch prefix {
 	case "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MOVED", "ASK":
 		return driver.Unavailable
-	case "OOM":
+	case "OOM", "MISCONF":
+		// Out of memory, or a failed snapshot (a full disk, say) with
+		// stop-writes-on-bgsave-error: writes are refused until it clears.
 		return driver.ResourceExhausted
 	case "NOAUTH", "WRONGPASS", "NOPERM":
 		return driver.PermissionDenied

@@ -1,0 +1,251 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/jobq/jobq"
+)
+
+// writeStall is the worker's state while the engine refuses writes (a
+// full disk, an engine out of memory or unreachable): while any settlement
+// is being retried the worker takes no new task, since it could not record
+// its outcome either, and each refused settlement is retried with backoff
+// until it succeeds, its lease is lost or expires, or the worker is killed.
+// Receives refused for want of resources are part of the same episode.
+// It logs once when the pause begins and once when it ends.
+type writeStall struct {
+	log *slog.Logger
+	// retrying counts settlements being retried; read without the lock on
+	// every settlement and every receive.
+	retrying atomic.Int64
+	// recvRefused is set while receives are refused (ResourceExhausted);
+	// read without the lock on every receive.
+	recvRefused atomic.Bool
+
+	mu    sync.Mutex
+	since time.Time
+	clear chan struct{} // closed when the last retried settlement ends
+	// wrote is closed, and replaced, when a settlement succeeds: the
+	// retried ones try again at once rather than at the end of their
+	// backoff.
+	wrote chan struct{}
+}
+
+func newWriteStall(log *slog.Logger) *writeStall {
+	return &writeStall{log: log, wrote: make(chan struct{})}
+}
+
+// refused reports whether a settlement failed because the engine cannot
+// write now, which retrying later may cure. Drivers map a full disk
+// (SQLite's SQLITE_FULL, Postgres's 53100, Redis's OOM and MISCONF) to
+// ResourceExhausted, and an unreachable engine to Unavailable.
+func refused(err error) bool {
+	switch jobq.ErrorCode(err) {
+	case jobq.ResourceExhausted, jobq.Unavailable, jobq.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// settleRetryMin and settleRetryMax bound the backoff between attempts of
+// a refused settlement, which doubles (with jitter) from one to the other.
+const (
+	settleRetryMin = 500 * time.Millisecond
+	settleRetryMax = 30 * time.Second
+)
+
+// active reports whether writes are refused. Callers hold mu.
+func (s *writeStall) active() bool { return s.retrying.Load() > 0 || s.recvRefused.Load() }
+
+// pause logs the start of an episode. Callers hold mu.
+func (s *writeStall) pause(err error) {
+	s.since = time.Now()
+	s.log.Warn("the engine refuses writes (disk full, out of memory or unreachable?): taking no new tasks; retrying until it accepts them",
+		"error", err)
+}
+
+// resume logs the end of an episode; ok says whether the last refused
+// write went through. Callers hold mu.
+func (s *writeStall) resume(ok bool) {
+	paused := time.Since(s.since).Round(time.Millisecond)
+	if ok {
+		s.log.Info("the engine accepts writes again: taking tasks again", "paused_for", paused)
+	} else {
+		s.log.Warn("gave up the refused settlements (their tasks will be delivered again): taking tasks again", "paused_for", paused)
+	}
+}
+
+// enter counts one more settlement being retried; the first pauses the
+// worker.
+func (s *writeStall) enter(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.active()
+	if s.retrying.Add(1) == 1 {
+		s.clear = make(chan struct{})
+	}
+	if !was {
+		s.pause(err)
+	}
+}
+
+// leave counts a retried settlement out; ok says whether it went through.
+// The last one lets the worker take tasks again.
+func (s *writeStall) leave(ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retrying.Add(-1) > 0 {
+		return
+	}
+	close(s.clear)
+	if !s.active() {
+		s.resume(ok)
+	}
+}
+
+// receiveRefused notes a receive refused for want of resources.
+func (s *writeStall) receiveRefused(err error) {
+	if s.recvRefused.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.active()
+	s.recvRefused.Store(true)
+	if !was {
+		s.pause(err)
+	}
+}
+
+// receiveAccepted notes a receive that went through.
+func (s *writeStall) receiveAccepted() {
+	if !s.recvRefused.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.recvRefused.Swap(false) {
+		return
+	}
+	if !s.active() {
+		s.resume(true)
+	}
+}
+
+// succeeded notes a settlement that went through, which wakes those being
+// retried.
+func (s *writeStall) succeeded() {
+	if s.retrying.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	close(s.wrote)
+	s.wrote = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// next returns the channel closed when a settlement next succeeds.
+func (s *writeStall) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wrote
+}
+
+// wait blocks while settlements are being retried. It returns true when
+// stop or quit is closed meanwhile.
+func (s *writeStall) wait(stop, quit <-chan struct{}) bool {
+	if s.retrying.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	ch := s.clear
+	s.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return false
+	case <-stop:
+		return true
+	case <-quit:
+		return true
+	}
+}
+
+// settle runs one settlement of env (op, with its own timeout), and while
+// the engine refuses it, pauses the worker and retries it with backoff. It
+// gives up, returning the last error, when the error is of another kind
+// (LockLost, say), when the lease has expired (another delivery will run
+// the task: a duplicate, never a loss), or when the worker is killed.
+func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx context.Context) error) error {
+	err := op(context.Background())
+	if err == nil {
+		w.stall.succeeded()
+		return nil
+	}
+	if !refused(err) {
+		return err
+	}
+	ok := false
+	w.stall.enter(err)
+	defer func() { w.stall.leave(ok) }()
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = settleRetryMin
+	bo.MaxInterval = settleRetryMax
+	bo.Multiplier = 2
+	bo.MaxElapsedTime = 0
+	bo.Reset()
+	for {
+		wait := bo.NextBackOff()
+		if !w.keepLease(env, log, wait) {
+			log.Warn("giving up a refused settlement: the task's lease has expired, so it will be delivered again", "error", err)
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-w.stall.next():
+			t.Stop()
+		case <-w.killCh:
+			t.Stop()
+			log.Warn("worker killed: giving up a refused settlement; the task will be delivered again when its lease expires", "error", err)
+			return err
+		}
+		if err = op(context.Background()); err == nil {
+			ok = true
+			w.stall.succeeded()
+			return nil
+		}
+		if !refused(err) {
+			return err
+		}
+	}
+}
+
+// keepLease renews env's lease when it would expire before the next
+// attempt, wait from now, and reports whether the lease is still held as
+// far as the worker knows. A renewal is a write too and may well be
+// refused; then the lease runs out, and the task is delivered again.
+func (w *Worker) keepLease(env *jobq.Envelope, log *slog.Logger, wait time.Duration) bool {
+	left := time.Until(env.Expiry())
+	if left > 2*wait {
+		return true
+	}
+	if !w.o.DisableHeartbeat {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		err := env.Renew(ctx, 0)
+		cancel()
+		if err == nil {
+			return true
+		}
+		log.Debug("lease renewal refused while a settlement waits", "error", err)
+	}
+	return left > 0
+}
