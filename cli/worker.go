@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -103,18 +104,18 @@ func (a *app) workerCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVarP(&f.concurrency, "num-workers", "n", 1, "how many tasks run at once")
+	countFlag(fl, &f.concurrency, "num-workers", "n", 1, countRange, "how many tasks run at once")
 	f.addCommon(cmd)
-	fl.IntVar(&f.maxConsecutive, "max-consecutive-failures", 2, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
-	fl.Var(durationValue{&f.failBase}, "failure-backoff", "pause this long after a failure, doubling with each failure in a row (0: no pause)")
+	countFlag(fl, &f.maxConsecutive, "max-consecutive-failures", "", 2, maxConsecutiveRange, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
+	fl.Var(durationFlag(&f.failBase), "failure-backoff", "pause this long after a failure, doubling with each failure in a row (0: no pause)")
 	f.failMax = 5 * time.Minute
-	fl.Var(durationValue{&f.failMax}, "failure-backoff-max", "the longest --failure-backoff pause")
+	fl.Var(durationFlag(&f.failMax), "failure-backoff-max", "the longest --failure-backoff pause")
 	f.timeLimit = 24 * time.Hour
-	fl.Var(durationValue{&f.timeLimit}, "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
+	fl.Var(durationFlag(&f.timeLimit), "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
 	f.statusInterval = 5 * time.Minute
-	fl.Var(durationValue{&f.statusInterval}, "status-interval", "how often to log a status line (0: never)")
-	fl.IntVar(&f.prefetch, "prefetch", 0, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
+	fl.Var(durationFlag(&f.statusInterval), "status-interval", "how often to log a status line (0: never)")
+	countFlag(fl, &f.prefetch, "prefetch", "", 0, prefetchRange, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
 	return cmd
 }
 
@@ -146,12 +147,11 @@ dead-lettered as the worker would).`,
 // addCommon adds the flags worker and pull share.
 func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	f.visibility = 10 * time.Minute
-	fl.Var(durationValue{&f.visibility}, "visibility-timeout", "how long a running task stays hidden from other workers (the lease)")
+	durationRangeFlag(fl, &f.visibility, "visibility-timeout", 10*time.Minute, visibilityRange, "how long a running task stays hidden from other workers (the lease)")
 	fl.BoolVar(&f.heartbeat, "heartbeat", true, "renew the lease every half --visibility-timeout while a task runs")
 	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
 	f.killTimeout = 600 * time.Second
-	fl.Var(durationValue{&f.killTimeout}, "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
+	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 }
 
@@ -169,9 +169,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 			continue
 		}
 		if v := os.Getenv(e.env); v != "" {
-			d, err := ParseDuration(v)
+			d, err := bound.NonNegative.Parse("$"+e.env, v)
 			if err != nil {
-				return usageError("$%s: %v", e.env, err)
+				return asUsage(err)
 			}
 			*e.dst = d
 		}
