@@ -34,7 +34,8 @@ type app struct {
 	stdout, stderr io.Writer
 	log            *slog.Logger
 	// baseEnv is the environment as the command started, before --conn-str
-	// is exported for the backends; tasks get this one.
+	// is exported for the backends; tasks get this one, less what
+	// worker.Withheld names (unless --pass-env gives it back).
 	baseEnv []string
 }
 

@@ -31,13 +31,16 @@ type workerFlags struct {
 	failBase       time.Duration
 	failMax        time.Duration
 	prefetch       int // as worker.Options.Prefetch: 0 the default (four times --num-workers), -1 none
+	passEnv        []string
 }
 
 const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--wait keeps
 polling instead).
 
 Each task runs as 'bash -c CMD' in its own process group, with the worker's
-environment plus the task's -e variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME;
+environment less its own settings and credentials (JOBQ_*, AZURE_*, AWS_*,
+PG*, REDIS*, ...; --pass-env NAME gives one back), plus the task's -e
+variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME;
 its output is logged line by line, prefixed with the task ID. A non-zero
 exit is a failure: the task is retried while its --num-retries budget lasts,
 then moved to the dead letters with the tail of its output.
@@ -153,6 +156,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	f.killTimeout = 600 * time.Second
 	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
+	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates this withheld variable of the worker's (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...) all the same; NAME or PREFIX* (repeatable; see docs/security.md)")
 }
 
 // fromEnv applies $JOBQ_TIME_LIMIT and $JOBQ_KILL_TIMEOUT to flags not given.
@@ -178,6 +182,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 	}
 	if f.noHeartbeat {
 		f.heartbeat = false
+	}
+	if err := worker.CheckPassEnv(f.passEnv); err != nil {
+		return usageError("--pass-env: %v", err)
 	}
 	if f.concurrency < 1 {
 		return usageError("--num-workers is %d; it must be at least 1", f.concurrency)
@@ -213,7 +220,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	}
 	defer q.Close()
 
-	shell := &worker.Shell{Env: a.baseEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
+	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
 	opts := worker.Options{
 		Concurrency:            f.concurrency,
 		Prefetch:               f.prefetch,
@@ -226,6 +233,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 		MaxTasks:               maxTasks,
 		StatusInterval:         f.statusInterval,
 		Gate:                   gate,
+		PassEnv:                f.passEnv,
 		Logger:                 a.log,
 	}
 	if f.statusInterval == 0 {

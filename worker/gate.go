@@ -172,9 +172,10 @@ func (g *gatekeeper) pendingDeferred() int64 {
 	return n
 }
 
-// runGate runs cmd with bash -c in its own process group; the whole group is
+// runGate runs cmd with bash -c in its own process group, in the worker's
+// environment without the withheld variables (TaskEnv); the whole group is
 // killed when the timeout passes or ctx ends.
-func runGate(ctx context.Context, cmd string, timeout time.Duration, log *slog.Logger) error {
+func runGate(ctx context.Context, cmd string, timeout time.Duration, passEnv []string, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := exec.Command("bash", "-c", cmd)
@@ -184,7 +185,7 @@ func runGate(ctx context.Context, cmd string, timeout time.Duration, log *slog.L
 	tail.init(20, 4096)
 	w := &lineWriter{fn: func(line string) { tail.add(line); log.Debug("gate output", "line", line) }}
 	c.Stdout, c.Stderr = w, w
-	c.Env = os.Environ()
+	c.Env = TaskEnv(os.Environ(), passEnv)
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("starting gate command: %w", err)
 	}

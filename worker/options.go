@@ -60,6 +60,10 @@ type Options struct {
 	// Defaults to running it with bash -c in its own process group, killed
 	// after Gate.Timeout.
 	GateRunner func(ctx context.Context, cmd string) error
+	// PassEnv lists withheld variables (see Withheld) that the default
+	// GateRunner's gate commands get all the same, as Shell.PassEnv does
+	// for tasks.
+	PassEnv []string
 	// WorkerID names this worker in attempt histories. Defaults to the
 	// host name and the process ID.
 	WorkerID string
@@ -119,7 +123,7 @@ func (o Options) withDefaults() Options {
 	}
 	if o.GateRunner == nil {
 		o.GateRunner = func(ctx context.Context, cmd string) error {
-			return runGate(ctx, cmd, o.Gate.Timeout, o.Logger)
+			return runGate(ctx, cmd, o.Gate.Timeout, o.PassEnv, o.Logger)
 		}
 	}
 	return o
