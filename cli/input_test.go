@@ -35,6 +35,9 @@ func TestBadNumbersAreUsageErrors(t *testing.T) {
 		{[]string{"peek", "-n", "0"}, []string{`"-n, --num"`, "1 to 2147483647"}},
 		{[]string{"dlq", "list", "-n", "1e3"}, []string{`"-n, --num"`, "not a whole number"}},
 		{[]string{"stats", "--sample", "-1s"}, []string{`"--sample"`, "negative"}},
+		// Policy keys must be UTF-8 (Azure handed them back as U+FFFD).
+		{[]string{"push", "-c", "echo", "--concurrency-key", "g\xffpu"}, []string{"concurrency key", "not valid UTF-8"}},
+		{[]string{"policy", "set", "concurrency", "g\xffpu=2"}, []string{"concurrency key", "not valid UTF-8"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
