@@ -65,3 +65,28 @@ func TestBadDurationInEnvironment(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 naming $JOBQ_TIME_LIMIT", code, stderr)
 	}
 }
+
+// TestBadQueueURLsAreUsageErrors: a queue URL the backend cannot use is a
+// usage error (exit 2) naming the problem, whether the URL parser or the
+// server finds it.
+func TestBadQueueURLsAreUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ url, want string }{
+		// Used database 0 without a word.
+		{"redis://127.0.0.1:6379/-1?queue=clihard", `database number "-1"`},
+		// Exit 1: the server refused SELECT 99999.
+		{"redis://127.0.0.1:6379/99999?queue=clihard", "database 99999 does not exist"},
+		// Exit 1: the server refused every statement.
+		{"postgres://127.0.0.1/test?queue=a%00b", "without NUL"},
+		{"sqlite:///tmp/x.db?busy_timeout=NaN", `busy_timeout="NaN"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := run(t, tt.url, "size")
+			if code != cli.ExitUsage || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 saying %q", code, stderr, tt.want)
+			}
+		})
+	}
+}

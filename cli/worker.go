@@ -156,7 +156,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	f.killTimeout = 600 * time.Second
 	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
-	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates this withheld variable of the worker's (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...) all the same; NAME or PREFIX* (repeatable; see docs/security.md)")
+	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates the worker's `NAME` although it is withheld (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...); a name or PREFIX* (repeatable; see docs/security.md)")
 }
 
 // fromEnv applies $JOBQ_TIME_LIMIT and $JOBQ_KILL_TIMEOUT to flags not given.
