@@ -8,9 +8,10 @@ import (
 // redactedValue replaces every secret.
 const redactedValue = "xxxxx"
 
-// secretNames are parameter names whose value is a credential (compared
-// ignoring case): query parameters, connection-string parts, SAS tokens,
-// libpq keywords.
+// secretNames are parameter names whose value is a credential, in lower
+// case or capitalised ("key", "Key"): query parameters, connection-string
+// parts, SAS tokens. Written in capitals they are left alone: "KEY=VALUE"
+// is how help text writes a placeholder.
 var secretNames = []string{"pwd", "pass", "key", "sig", "signature", "sas", "auth"}
 
 // secretSuffixes make any name ending in them a credential (password,
@@ -23,7 +24,7 @@ var secretSuffixes = []string{
 
 func isSecretName(name string) bool {
 	for _, n := range secretNames {
-		if strings.EqualFold(name, n) {
+		if name == n || (len(name) == len(n) && name[0] == n[0]-'a'+'A' && name[1:] == n[1:]) {
 			return true
 		}
 	}

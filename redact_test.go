@@ -32,6 +32,8 @@ func TestRedact(t *testing.T) {
 		{"sqlite://./work.db?queue=default&poll=1s", "sqlite://./work.db?queue=default&poll=1s"},
 		{"user@host:5432/db", "user@host:5432/db"},
 		{"[::1]:6379 max_tokens_used", "[::1]:6379 max_tokens_used"},
+		{`-e "NOEQUALS": expected KEY=VALUE`, `-e "NOEQUALS": expected KEY=VALUE`},
+		{"?key=k1&Sig=s1&pwd=p1", "?key=xxxxx&Sig=xxxxx&pwd=xxxxx"},
 	}
 	for _, tt := range tests {
 		if got := jobq.Redact(tt.in); got != tt.want {
