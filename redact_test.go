@@ -1,6 +1,7 @@
 package jobq_test
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -125,4 +126,18 @@ func FuzzRedact(f *testing.F) {
 			t.Fatalf("Redact is not stable: %q -> %q -> %q", s, got, again)
 		}
 	})
+}
+
+// TestErrorIsRedacted: a library error never shows a credential, whatever
+// the driver or SDK put in its message.
+func TestErrorIsRedacted(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		&jobq.Error{Code: jobq.Unavailable, Op: "open", Msg: "cannot reach postgres://u:S3CRETpw@h/db"},
+		&jobq.Error{Code: jobq.InvalidArgument, Err: errors.New("bad connection string AccountName=a;AccountKey=S3CRETpw")},
+	} {
+		if strings.Contains(err.Error(), "S3CRETpw") {
+			t.Errorf("error shows the secret: %v", err)
+		}
+	}
 }
