@@ -70,6 +70,9 @@ func (r Durations) max() time.Duration {
 
 // Range says what the range accepts, for error messages and help.
 func (r Durations) Range() string {
+	if r.Min < 0 && r.max() == MaxDuration {
+		return "use a duration of at most about 292 years (106751d)"
+	}
 	if r.max() == MaxDuration {
 		return fmt.Sprintf("use %s or more, up to about 292 years (106751d)", Format(r.Min))
 	}
