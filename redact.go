@@ -60,14 +60,54 @@ func Redact(s string) string {
 }
 
 // isBreak ends a user-info run.
-func isBreak(c byte) bool {
-	return c == '/' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+func isBreak(c byte) bool { return c == '/' || isSpace(c) }
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
 func redactUserinfo(s string) string {
 	if strings.IndexByte(s, '@') < 0 {
 		return s
 	}
+	return redactRuns(redactAuthorities(s))
+}
+
+// redactAuthorities handles a password typed with a raw '/' (which does not
+// parse): after "//", what lies between the first ':' and the last '@'
+// before white space or a quote.
+func redactAuthorities(s string) string {
+	var b strings.Builder
+	done := 0
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != '/' || s[i+1] != '/' {
+			continue
+		}
+		a := i + 2
+		e := a
+		for e < len(s) && !isSpace(s[e]) && s[e] != '"' && s[e] != '\'' && s[e] != '`' {
+			e++
+		}
+		auth := s[a:e]
+		c := strings.IndexByte(auth, ':')
+		l := strings.LastIndexByte(auth, '@')
+		if c >= 0 && l > c+1 && strings.IndexByte(auth[:c], '/') < 0 {
+			b.WriteString(s[done : a+c+1])
+			b.WriteString(redactedValue)
+			done = a + l
+		}
+		i = e
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// redactRuns redacts ":PASSWORD@" in runs of text without white space or
+// '/'.
+func redactRuns(s string) string {
 	var b strings.Builder
 	done := 0 // s[:done] is in b
 	for i := 0; i < len(s); {

@@ -18,6 +18,8 @@ func TestRedact(t *testing.T) {
 		{"postgres//u:PW@h/db", "postgres//u:xxxxx@h/db"},
 		{"redis:/:PW@h:6379/0", "redis:/:xxxxx@h:6379/0"},
 		{"rediss://:p@ss@h/0", "rediss://:xxxxx@h/0"},
+		// A raw '/' in the password: the URL does not parse.
+		{`open "postgres://u:pa/ss@h/db": invalid port`, `open "postgres://u:xxxxx@h/db": invalid port`},
 		{`unknown command "postgres://u:PW@h/db" for "jobq size"`, `unknown command "postgres://u:xxxxx@h/db" for "jobq size"`},
 		{"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=K3y==;EndpointSuffix=core.windows.net",
 			"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=xxxxx;EndpointSuffix=core.windows.net"},
