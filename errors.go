@@ -60,7 +60,8 @@ func (e *Error) Error() string {
 	if msg == "" {
 		msg = e.Code.String()
 	}
-	return s + ": " + msg
+	// Drivers and SDKs may quote a URL or a connection string.
+	return Redact(s + ": " + msg)
 }
 
 // Unwrap returns the underlying error.

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/bound"
 )
 
 // Policy is one queue policy: a per-key concurrency cap, a per-key rate
@@ -85,16 +86,36 @@ func ParsePolicy(kind, spec string) (Policy, error) {
 	default:
 		return Policy{}, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate or max-depth", kind)
 	}
-	if err := p.Validate(); err != nil {
+	if err := validatePolicy(p); err != nil {
 		return Policy{}, policyErr(op, err)
 	}
 	return p, nil
 }
 
+// validatePolicy is Policy.Validate plus the portable layer's rule on keys
+// (validateKey).
+func validatePolicy(p Policy) error {
+	if err := validateKey(string(p.Kind)+" key", p.Key); err != nil {
+		return err
+	}
+	return p.Validate()
+}
+
+// validateKey is driver.ValidateKey plus UTF-8: a key that is not valid
+// UTF-8 cannot round-trip through every backend (Azure keeps policies in
+// JSON metadata and hands back U+FFFD in its place), so a policy set with
+// it would never match its tasks.
+func validateKey(what, key string) error {
+	if !utf8.ValidString(key) {
+		return driver.Errorf(driver.InvalidArgument, "%s %q is not valid UTF-8 text; use UTF-8 (for example plain ASCII letters, digits, - and _)", what, key)
+	}
+	return driver.ValidateKey(what, key)
+}
+
 func parseLimit(kind PolicyKind, s string) (int64, error) {
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	n, err := bound.Ints{Min: math.MinInt64, Max: math.MaxInt64}.Parse(string(kind)+" limit", s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "%s limit %q is not a whole number", kind, s)
+		return 0, errorf(InvalidArgument, "policy", "%v", err)
 	}
 	if n <= 0 {
 		return 0, errorf(InvalidArgument, "policy", "%s limit is %d; it must be positive (use `policy unset` to remove a limit)", kind, n)
@@ -113,9 +134,10 @@ func parsePeriod(s string) (time.Duration, error) {
 	if strings.Contains(lower, "inf") || strings.Contains(lower, "nan") {
 		return 0, errorf(InvalidArgument, "policy", "rate period %q is not finite; use a duration such as 1s, 1m or 1h", s)
 	}
-	d, err := time.ParseDuration(s)
+	// Negative and zero periods get the message below.
+	d, err := bound.Durations{Min: -bound.MaxDuration}.Parse("rate period", s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "rate period %q is not a duration; use one such as 1s, 30s, 1m or 1h", s)
+		return 0, errorf(InvalidArgument, "policy", "%v", err)
 	}
 	if d <= 0 || d == math.MaxInt64 {
 		return 0, errorf(InvalidArgument, "policy", "rate period %v must be positive and finite", d)
@@ -166,7 +188,7 @@ func policyFeature(k PolicyKind) driver.Feature {
 // the fallback once (the worker enforces it per process).
 func (p *Policies) Set(ctx context.Context, pol Policy) error {
 	const op = "policy set"
-	if err := pol.Validate(); err != nil {
+	if err := validatePolicy(pol); err != nil {
 		return policyErr(op, err)
 	}
 	ps, err := p.store(op)
@@ -245,7 +267,7 @@ func (q *Queue) checkKeys(op string, t *Task) error {
 		if k.key == "" {
 			continue
 		}
-		if err := driver.ValidateKey(k.what, k.key); err != nil {
+		if err := validateKey(k.what, k.key); err != nil {
 			return policyErr(op, err)
 		}
 		if err := q.degrade(op, k.f); err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobq/jobq"
 )
@@ -32,6 +33,13 @@ func TestParsePolicy(t *testing.T) {
 		{"rate", "api=10/soon", jobq.Policy{}, "not a duration"},
 		{"max-depth", "0", jobq.Policy{}, "must be positive"},
 		{"priority", "x=1", jobq.Policy{}, "unknown policy kind"},
+		{"rate", "api=10/1d", jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: 24 * time.Hour}, ""},
+		{"rate", "api=10/15251w", jobq.Policy{}, "too long"},
+		{"concurrency", "gpu=99999999999999999999", jobq.Policy{}, "out of range"},
+		// Azure handed such a key back as U+FFFD, so the policy never
+		// matched its tasks.
+		{"concurrency", "g\xffpu=2", jobq.Policy{}, "not valid UTF-8"},
+		{"rate", "\xc3=1/1s", jobq.Policy{}, "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+" "+tt.spec, func(t *testing.T) {
@@ -66,4 +74,29 @@ func TestQueueFullErrorIsResourceExhausted(t *testing.T) {
 	if !errors.As(err, &qf) || qf.Depth != 5 {
 		t.Fatalf("errors.As did not find the depth in %v", err)
 	}
+}
+
+// FuzzParsePolicy: any kind and spec parse to a valid policy or to an
+// InvalidArgument error, never a panic; a parsed policy has a UTF-8 key and
+// reads back the same from its String form.
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range [][2]string{{"concurrency", "gpu=2"}, {"rate", "api=10/1m"}, {"rate", "k=1/s"}, {"max-depth", "10"},
+		{"rate", "a=1/1e10"}, {"concurrency", "\xff=1"}, {"rate", "a=1/NaN"}, {"max-depth", "9223372036854775808"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, kind, spec string) {
+		p, err := jobq.ParsePolicy(kind, spec)
+		if err != nil {
+			if jobq.ErrorCode(err) != jobq.InvalidArgument {
+				t.Fatalf("ParsePolicy(%q, %q): %v is not InvalidArgument", kind, spec, err)
+			}
+			return
+		}
+		if err := p.Validate(); err != nil || !utf8.ValidString(p.Key) {
+			t.Fatalf("ParsePolicy(%q, %q) = %+v, which is invalid: %v", kind, spec, p, err)
+		}
+		if again, err := jobq.ParsePolicy(string(p.Kind), specOf(p)); err != nil || again != p {
+			t.Fatalf("ParsePolicy(%q, %q) = %+v; its String %q reads back as %+v, %v", kind, spec, p, p.String(), again, err)
+		}
+	})
 }

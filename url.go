@@ -1,7 +1,6 @@
 package jobq
 
 import (
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -76,63 +75,4 @@ func NormalizeURL(s string) string {
 		return "azqueue://" + s
 	}
 	return s
-}
-
-// secretParams are query parameters whose values are credentials.
-var secretParams = map[string]bool{
-	"password": true, "pass": true, "pwd": true, "key": true, "accountkey": true,
-	"sharedaccesskey": true, "sig": true, "signature": true, "token": true,
-	"sas": true, "secret": true, "client_secret": true, "connection_string": true,
-	"conn_str": true, "sslpassword": true, "access_token": true,
-}
-
-// RedactURL returns s with credentials replaced by "xxxxx": the password of
-// the user-info part and the values of query parameters that carry secrets
-// (password, key, sig, SharedAccessKey, ...). Use it for every URL that
-// reaches a log or an error. Strings that do not parse are reduced to their
-// scheme.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		if i := strings.Index(s, "://"); i > 0 {
-			return s[:i] + "://(unparsable URL redacted)"
-		}
-		return "(unparsable URL redacted)"
-	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		changed := false
-		for k := range q {
-			if secretParams[strings.ToLower(k)] {
-				q[k] = []string{"xxxxx"}
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.String()
-}
-
-// RedactConnectionString hides the secret parts of an Azure-style connection
-// string ("AccountKey=...;SharedAccessKey=...;SharedAccessSignature=...").
-func RedactConnectionString(s string) string {
-	parts := strings.Split(s, ";")
-	for i, p := range parts {
-		k, _, ok := strings.Cut(p, "=")
-		if !ok {
-			continue
-		}
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "accountkey", "sharedaccesskey", "sharedaccesssignature", "password":
-			parts[i] = k + "=xxxxx"
-		}
-	}
-	return strings.Join(parts, ";")
 }

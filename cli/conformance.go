@@ -63,7 +63,7 @@ Exit status 1 when a check failed.`,
 		},
 	}
 	visibility = time.Second
-	cmd.Flags().Var(durationValue{&visibility}, "visibility", "the short lease the expiry checks use; set it to the queue's lock duration on Service Bus")
+	cmd.Flags().Var(durationFlag(&visibility), "visibility", "the short lease the expiry checks use; set it to the queue's lock duration on Service Bus")
 	cmd.Flags().BoolVar(&serial, "serial", false, "run the checks one at a time (for engines that cannot take the load)")
 	cmd.Flags().BoolVar(&details, "details", false, "print every check's messages")
 	return cmd

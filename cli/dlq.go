@@ -108,7 +108,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().IntVarP(&n, "num", "n", 100, "how many dead letters to list")
+	countFlag(cmd.Flags(), &n, "num", "n", 100, countRange, "how many dead letters to list")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON, with the reason, the detail and the raw message")
 	cmd.Flags().BoolVar(&detail, "detail", false, "also print each dead letter's detail (the tail of the task's output)")
 	return cmd

@@ -2,90 +2,43 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/bound"
 )
 
-// durationUnits are the units ParseDuration accepts: Go's, plus days and
-// weeks as ai4s-jobq accepts them.
-var durationUnits = map[string]time.Duration{
-	"ns": time.Nanosecond, "us": time.Microsecond, "µs": time.Microsecond, "ms": time.Millisecond,
-	"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour,
-}
-
 // ParseDuration parses a duration in Go syntax extended with days and weeks
-// ("90s", "10m", "1h30m", "2d", "1w", "1d12h"). A bare number is seconds, as
-// in ai4s-jobq's environment variables ("600"). Negative durations are
-// rejected.
+// ("90s", "10m", "1h30m", "2d", "1w", "1d12h"). A bare number is seconds,
+// as in ai4s-jobq's environment variables ("600"). Negative, NaN, infinite
+// and out-of-range (over about 292 years) durations are rejected.
 func ParseDuration(s string) (time.Duration, error) {
-	in := strings.TrimSpace(s)
-	if in == "" {
-		return 0, fmt.Errorf("invalid duration %q: it is empty; use for example 90s, 10m, 1h30m, 2d or 1w", s)
+	d, err := bound.NonNegative.Parse("", s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: %w", s, err)
 	}
-	if n, err := strconv.ParseFloat(in, 64); err == nil {
-		if n < 0 {
-			return 0, fmt.Errorf("invalid duration %q: it is negative", s)
-		}
-		return time.Duration(n * float64(time.Second)), nil
-	}
-	var total float64
-	rest := in
-	for rest != "" {
-		i := 0
-		for i < len(rest) && (rest[i] == '.' || (rest[i] >= '0' && rest[i] <= '9')) {
-			i++
-		}
-		if i == 0 {
-			return 0, badDuration(s)
-		}
-		num, err := strconv.ParseFloat(rest[:i], 64)
-		if err != nil {
-			return 0, badDuration(s)
-		}
-		rest = rest[i:]
-		j := 0
-		for j < len(rest) && !(rest[j] == '.' || (rest[j] >= '0' && rest[j] <= '9')) {
-			j++
-		}
-		unit, ok := durationUnits[rest[:j]]
-		if !ok {
-			return 0, badDuration(s)
-		}
-		rest = rest[j:]
-		total += num * float64(unit)
-	}
-	if total > float64(1<<63-1) {
-		return 0, fmt.Errorf("invalid duration %q: it is too long", s)
-	}
-	return time.Duration(total), nil
-}
-
-func badDuration(s string) error {
-	return fmt.Errorf("invalid duration %q: use a number with a unit (ns, us, ms, s, m, h, d, w), for example 90s, 10m, 1h30m, 2d or 1w", s)
+	return d, nil
 }
 
 // formatDuration prints d the way ParseDuration reads it, using days and
 // weeks where they make it shorter.
-func formatDuration(d time.Duration) string {
-	const day = 24 * time.Hour
-	switch {
-	case d >= 7*day && d%(7*day) == 0:
-		return fmt.Sprintf("%dw", d/(7*day))
-	case d >= day && d%day == 0:
-		return fmt.Sprintf("%dd", d/day)
-	case d >= time.Hour && d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d >= time.Minute && d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	case d%time.Second == 0:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-	return d.String()
+func formatDuration(d time.Duration) string { return bound.Format(d) }
+
+// durationValue is a pflag.Value for a duration flag within a range. pflag
+// names the flag in its error.
+type durationValue struct {
+	d *time.Duration
+	r bound.Durations
 }
 
-// durationValue is a pflag.Value for ParseDuration.
-type durationValue struct{ d *time.Duration }
+// durationFlag is a durationValue for every duration from 0 on.
+func durationFlag(d *time.Duration) durationValue {
+	return durationValue{d: d, r: bound.NonNegative}
+}
 
 func (v durationValue) String() string {
 	if v.d == nil || *v.d == 0 {
@@ -95,7 +48,9 @@ func (v durationValue) String() string {
 }
 
 func (v durationValue) Set(s string) error {
-	d, err := ParseDuration(s)
+	r := v.r
+	r.BareSeconds = true
+	d, err := r.Parse("", s)
 	if err != nil {
 		return err
 	}
@@ -104,3 +59,58 @@ func (v durationValue) Set(s string) error {
 }
 
 func (v durationValue) Type() string { return "duration" }
+
+// countValue is a pflag.Value for a whole-number flag within a range.
+type countValue struct {
+	n *int
+	r bound.Ints
+}
+
+func (v countValue) String() string {
+	if v.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v countValue) Set(s string) error {
+	n, err := v.r.ParseInt("", s)
+	if err != nil {
+		return err
+	}
+	*v.n = n
+	return nil
+}
+
+func (v countValue) Type() string { return "int" }
+
+// countFlag defines a whole-number flag that accepts only values in r.
+func countFlag(fl *pflag.FlagSet, p *int, name, short string, def int, r bound.Ints, usage string) {
+	*p = def
+	fl.VarP(countValue{n: p, r: r}, name, short, usage)
+}
+
+// durationRangeFlag defines a duration flag that accepts only values in r
+// (a bare number being seconds).
+func durationRangeFlag(fl *pflag.FlagSet, p *time.Duration, name string, def time.Duration, r bound.Durations, usage string) {
+	*p = def
+	fl.Var(durationValue{d: p, r: r}, name, usage)
+}
+
+// The ranges of the count and duration flags.
+var (
+	// countRange: how many (tasks, workers, dead letters).
+	countRange = bound.PositiveInt32
+	// retriesRange: --num-retries.
+	retriesRange = bound.Ints{Min: 0, Max: math.MaxInt32}
+	// priorityRange: --priority.
+	priorityRange = bound.Ints{Min: jobq.MinPriority, Max: jobq.MaxPriority}
+	// prefetchRange: --prefetch.
+	prefetchRange = bound.Ints{Min: 0, Max: math.MaxInt32}
+	// maxConsecutiveRange: --max-consecutive-failures, where -1 means no
+	// limit and 0 is refused by fromEnv.
+	maxConsecutiveRange = bound.Ints{Min: -1, Max: math.MaxInt32,
+		Hint: "use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit"}
+	// visibilityRange: --visibility-timeout.
+	visibilityRange = bound.Durations{Min: time.Second}
+)

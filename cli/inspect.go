@@ -64,7 +64,7 @@ history, as 'jobq QUEUE show ID' prints it).`,
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().IntVarP(&n, "num", "n", 1, "how many tasks to show")
+	countFlag(cmd.Flags(), &n, "num", "n", 1, countRange, "how many tasks to show")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw messages as JSON")
 	return cmd
 }
@@ -178,7 +178,7 @@ them waits for the rate alone.`,
 		},
 	}
 	sample = 3 * time.Second
-	cmd.Flags().Var(durationValue{&sample}, "sample", "how long to measure throughput for the drain estimate (0: skip it)")
+	cmd.Flags().Var(durationFlag(&sample), "sample", "how long to measure throughput for the drain estimate (0: skip it)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
 	return cmd
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/bound"
 )
 
 // pushBatchSize is how many tasks one PushBatch carries (the portable layer
@@ -87,9 +88,9 @@ Ctrl-C abandons the batches in flight.`,
 func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.StringArrayVarP(&f.commands, "command", "c", nil, "a shell command to queue (repeatable; one task each)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "an environment variable for the tasks, K=V (repeatable, order kept)")
-	fl.IntVar(&f.numRetries, "num-retries", 0, fmt.Sprintf("how many times a failed task is retried before it is dead-lettered (0..%d)", jobq.MaxNumRetries))
-	fl.IntVar(&f.priority, "priority", 0, fmt.Sprintf("priority %d..%d, higher runs first (where the backend supports it)", jobq.MinPriority, jobq.MaxPriority))
-	fl.Var(durationValue{&f.delay}, "delay", "make the tasks visible only after this long, e.g. 30s, 2h, 1d")
+	countFlag(fl, &f.numRetries, "num-retries", "", 0, retriesRange, "how many times a failed task is retried before it is dead-lettered")
+	countFlag(fl, &f.priority, "priority", "", 0, priorityRange, fmt.Sprintf("priority %d..%d, higher runs first (where the backend supports it)", jobq.MinPriority, jobq.MaxPriority))
+	fl.Var(durationFlag(&f.delay), "delay", "make the tasks visible only after this long, e.g. 30s, 2h, 1d")
 	fl.StringVar(&f.gateCmd, "gate-cmd", "", "a command a worker runs first; the tasks run only on workers where it succeeds")
 	fl.StringVar(&f.cwd, "cwd", "", "the working directory of the tasks (default: the worker's)")
 	fl.BoolVar(&f.printIDs, "print-ids", false, "print the ID of each pushed task on standard output")
@@ -97,8 +98,8 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.StringVar(&f.rateKey, "rate-limit-key", "", "a key whose tasks start at most COUNT per PERIOD, set with 'jobq QUEUE policy set rate KEY=COUNT/PERIOD'")
 	fl.BoolVar(&f.waitRoom, "wait-for-room", false, "when the queue is at its max-depth, wait (with backoff) for room instead of failing")
 	fl.StringVar(&f.dirsync, "bg-dirsync-to", "", "a directory the worker copies each task's $AMLT_DIRSYNC_DIR into, in the background and when the task ends (as ai4s-jobq)")
-	fl.Var(durationValue{&f.dedupWindow}, "dedup-window", "Service Bus only: the duplicate-detection window of the queue when push creates it (as ai4s-jobq; same as ?dedup_window= in the URL)")
-	fl.IntVar(&f.numWorkers, "num-workers", pushInFlight, "how many batches are pushed at once (ai4s-jobq's enqueue workers)")
+	fl.Var(durationFlag(&f.dedupWindow), "dedup-window", "Service Bus only: the duplicate-detection window of the queue when push creates it (as ai4s-jobq; same as ?dedup_window= in the URL)")
+	countFlag(fl, &f.numWorkers, "num-workers", "", pushInFlight, bound.Ints{Min: 1, Max: 64}, "how many batches are pushed at once (ai4s-jobq's enqueue workers)")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the tasks' results (not available yet: jobq does not return task results)")
 }
 
@@ -148,9 +149,6 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	}
 	if f.priority < jobq.MinPriority || f.priority > jobq.MaxPriority {
 		return usageError("--priority %d is out of range; use %d..%d", f.priority, jobq.MinPriority, jobq.MaxPriority)
-	}
-	if f.numWorkers < 1 {
-		return usageError("--num-workers is %d; it must be 1 or more", f.numWorkers)
 	}
 	if f.wait {
 		return usageError("--wait is not available: jobq does not return task results yet, so there is nothing to wait for; push without --wait and watch the queue with 'jobq QUEUE stats'")

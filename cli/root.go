@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,8 @@ type app struct {
 	stdout, stderr io.Writer
 	log            *slog.Logger
 	// baseEnv is the environment as the command started, before --conn-str
-	// is exported for the backends; tasks get this one.
+	// is exported for the backends; tasks get this one, less what
+	// worker.Withheld names (unless --pass-env gives it back).
 	baseEnv []string
 }
 
@@ -54,8 +56,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	queue, rest = splitQueueArg(root, args)
 	root.SetArgs(rest)
 	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	// cobra prints help, usage and some errors itself ("Unknown help
+	// topic"); they may quote the command line.
+	root.SetOut(redactWriter{stdout})
+	root.SetErr(redactWriter{stderr})
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		code := exitCode(err)
@@ -68,8 +72,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				code = ExitUsage
 			}
 		}
-		// jobq's own errors already start with "jobq".
-		msg := err.Error()
+		// jobq's own errors already start with "jobq". Every message is
+		// redacted: cobra's quote the command line ("unknown command
+		// postgres://u:PW@..."), and backends' may quote a URL or a
+		// connection string.
+		msg := jobq.Redact(err.Error())
 		if !strings.HasPrefix(msg, "jobq") {
 			msg = "jobq: " + msg
 		}
@@ -172,9 +179,9 @@ func (a *app) setup() error {
 	opts := &slog.HandlerOptions{Level: level}
 	switch a.logFormat {
 	case "text":
-		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+		a.log = slog.New(slog.NewTextHandler(redactWriter{a.stderr}, opts))
 	case "json":
-		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+		a.log = slog.New(slog.NewJSONHandler(redactWriter{a.stderr}, opts))
 	default:
 		return usageError("--log-format %q is not supported: use text or json", a.logFormat)
 	}
@@ -302,4 +309,19 @@ func queueCommandLine(c *cobra.Command) string {
 		return "jobq [QUEUE] [command]"
 	}
 	return strings.Replace(c.CommandPath(), "jobq ", "jobq QUEUE ", 1) + " [command]"
+}
+
+// redactWriter passes every write through jobq.Redact, so that no
+// credential reaches the terminal or a log file: slog and cobra write a
+// whole record or message per call.
+type redactWriter struct{ w io.Writer }
+
+func (r redactWriter) Write(p []byte) (int, error) {
+	if !bytes.ContainsAny(p, "@=%") {
+		return r.w.Write(p)
+	}
+	if _, err := io.WriteString(r.w, jobq.Redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

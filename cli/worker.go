@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/worker"
 	"github.com/jobq/jobq/worker/preempt"
 )
@@ -35,6 +36,7 @@ type workerFlags struct {
 	prefetch       int // as worker.Options.Prefetch: 0 the default (four times --num-workers), -1 none
 	preemption     string
 	metadata       string // the metadata service's base URL
+	passEnv        []string
 }
 
 // ExitPreempted is the worker's exit status when a preemption notice
@@ -46,7 +48,9 @@ const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--w
 polling instead).
 
 Each task runs as 'bash -c CMD' in its own process group, with the worker's
-environment plus the task's -e variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME;
+environment less its own settings and credentials (JOBQ_*, AZURE_*, AWS_*,
+PG*, REDIS*, ...; --pass-env NAME gives one back), plus the task's -e
+variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME;
 its output is logged line by line, prefixed with the task ID. A non-zero
 exit is a failure: the task is retried while its --num-retries budget lasts,
 then moved to the dead letters with the tail of its output.
@@ -128,18 +132,18 @@ func (a *app) workerCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVarP(&f.concurrency, "num-workers", "n", 1, "how many tasks run at once")
+	countFlag(fl, &f.concurrency, "num-workers", "n", 1, countRange, "how many tasks run at once")
 	f.addCommon(cmd)
-	fl.IntVar(&f.maxConsecutive, "max-consecutive-failures", 2, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
-	fl.Var(durationValue{&f.failBase}, "failure-backoff", "pause this long after a failure, doubling with each failure in a row (0: no pause)")
+	countFlag(fl, &f.maxConsecutive, "max-consecutive-failures", "", 2, maxConsecutiveRange, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
+	fl.Var(durationFlag(&f.failBase), "failure-backoff", "pause this long after a failure, doubling with each failure in a row (0: no pause)")
 	f.failMax = 5 * time.Minute
-	fl.Var(durationValue{&f.failMax}, "failure-backoff-max", "the longest --failure-backoff pause")
+	fl.Var(durationFlag(&f.failMax), "failure-backoff-max", "the longest --failure-backoff pause")
 	f.timeLimit = 24 * time.Hour
-	fl.Var(durationValue{&f.timeLimit}, "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
+	fl.Var(durationFlag(&f.timeLimit), "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
 	f.statusInterval = 5 * time.Minute
-	fl.Var(durationValue{&f.statusInterval}, "status-interval", "how often to log a status line (0: never)")
-	fl.IntVar(&f.prefetch, "prefetch", 0, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
+	fl.Var(durationFlag(&f.statusInterval), "status-interval", "how often to log a status line (0: never)")
+	countFlag(fl, &f.prefetch, "prefetch", "", 0, prefetchRange, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
 	return cmd
 }
 
@@ -171,15 +175,15 @@ dead-lettered as the worker would).`,
 // addCommon adds the flags worker and pull share.
 func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	f.visibility = 10 * time.Minute
-	fl.Var(durationValue{&f.visibility}, "visibility-timeout", "how long a running task stays hidden from other workers (the lease)")
+	durationRangeFlag(fl, &f.visibility, "visibility-timeout", 10*time.Minute, visibilityRange, "how long a running task stays hidden from other workers (the lease)")
 	fl.BoolVar(&f.heartbeat, "heartbeat", true, "renew the lease every half --visibility-timeout while a task runs")
 	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
 	f.killTimeout = 600 * time.Second
-	fl.Var(durationValue{&f.killTimeout}, "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
+	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
 	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
+	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates the worker's `NAME` although it is withheld (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...); a name or PREFIX* (repeatable; see docs/security.md)")
 }
 
 // fromEnv applies $JOBQ_TIME_LIMIT and $JOBQ_KILL_TIMEOUT to flags not given.
@@ -196,9 +200,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 			continue
 		}
 		if v := os.Getenv(e.env); v != "" {
-			d, err := ParseDuration(v)
+			d, err := bound.NonNegative.Parse("$"+e.env, v)
 			if err != nil {
-				return usageError("$%s: %v", e.env, err)
+				return asUsage(err)
 			}
 			*e.dst = d
 		}
@@ -208,6 +212,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 	}
 	if err := f.checkPreemption(cmd); err != nil {
 		return err
+	}
+	if err := worker.CheckPassEnv(f.passEnv); err != nil {
+		return usageError("--pass-env: %v", err)
 	}
 	if f.concurrency < 1 {
 		return usageError("--num-workers is %d; it must be at least 1", f.concurrency)
@@ -243,7 +250,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	}
 	defer q.Close()
 
-	shell := &worker.Shell{Env: a.baseEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
+	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
 	opts := worker.Options{
 		Concurrency:            f.concurrency,
 		Prefetch:               f.prefetch,
@@ -256,6 +263,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 		MaxTasks:               maxTasks,
 		StatusInterval:         f.statusInterval,
 		Gate:                   gate,
+		PassEnv:                f.passEnv,
 		Logger:                 a.log,
 	}
 	if f.statusInterval == 0 {

@@ -2,11 +2,14 @@ package driver
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobq/jobq/internal/bound"
 )
 
 // Params reads a driver's URL query parameters and remembers which ones it
@@ -46,34 +49,43 @@ func (p *Params) String(name, def string) string {
 }
 
 // Int returns the parameter as an integer, or def when it is absent. A
-// malformed value is recorded and reported by Done.
+// malformed value, or one that does not fit an int, is recorded and reported
+// by Done.
 func (p *Params) Int(name string, def int) int {
+	return p.IntIn(name, def, math.MinInt, math.MaxInt)
+}
+
+// IntIn is Int for values that must lie in min..max (inclusive); a value
+// outside is recorded, with the range, and reported by Done.
+func (p *Params) IntIn(name string, def, min, max int) int {
 	s := p.String(name, "")
 	if s == "" {
 		return def
 	}
-	n, err := strconv.Atoi(s)
+	n, err := bound.Ints{Min: int64(min), Max: int64(max)}.ParseInt("query parameter "+name, s)
 	if err != nil {
-		p.errs = append(p.errs, fmt.Sprintf("query parameter %s=%q is not an integer", name, s))
+		p.errs = append(p.errs, err.Error())
 		return def
 	}
 	return n
 }
 
-// Duration returns the parameter as a Go duration ("500ms", "2s"), or def
-// when it is absent. A malformed value is recorded and reported by Done.
+// Duration returns the parameter as a duration ("500ms", "2s", "1h30m",
+// "2d"; a number needs a unit unless it is 0), or def when it is absent. A
+// malformed, negative or overflowing value is recorded and reported by Done.
 func (p *Params) Duration(name string, def time.Duration) time.Duration {
+	return p.DurationIn(name, def, 0, bound.MaxDuration)
+}
+
+// DurationIn is Duration for values that must lie in min..max (inclusive).
+func (p *Params) DurationIn(name string, def, min, max time.Duration) time.Duration {
 	s := p.String(name, "")
 	if s == "" {
 		return def
 	}
-	d, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		p.errs = append(p.errs, fmt.Sprintf("query parameter %s=%q is not a duration like 500ms or 2s", name, s))
-		return def
-	case d < 0:
-		p.errs = append(p.errs, fmt.Sprintf("query parameter %s=%q is negative; give 0 or a positive duration like 500ms or 2s", name, s))
+	d, err := bound.Durations{Min: min, Max: max}.Parse("query parameter "+name, s)
+	if err != nil {
+		p.errs = append(p.errs, err.Error())
 		return def
 	}
 	return d

@@ -24,12 +24,17 @@ func TestParams(t *testing.T) {
 		{query: "queue=etl&n=3&wait=250ms&sync=false", want: "queue=etl n=3 wait=250ms sync=false"},
 		{query: "queue=a&queue=b", want: "queue=b n=7 wait=1s sync=true"},
 		{query: "wait=0", want: "queue=default n=7 wait=0s sync=true"},
-		{query: "wait=soon", wantErr: `wait="soon" is not a duration like 500ms or 2s`},
-		{query: "wait=-1ms", wantErr: `wait="-1ms" is negative; give 0 or a positive duration`},
-		{query: "n=many", wantErr: `n="many" is not an integer`},
+		{query: "wait=soon", wantErr: `query parameter wait="soon": not a duration`},
+		{query: "wait=-1ms", wantErr: `query parameter wait="-1ms": it is negative; use 0s or more`},
+		{query: "n=many", wantErr: `query parameter n="many": not a whole number`},
+		{query: "wait=NaN", wantErr: `query parameter wait="NaN": not a duration`},
+		{query: "wait=1e10", wantErr: `query parameter wait="1e10": it has no unit`},
+		{query: "wait=15251w", wantErr: `query parameter wait="15251w": too long`},
+		{query: "wait=2d", want: "queue=default n=7 wait=48h0m0s sync=true"},
+		{query: "n=99999999999999999999", wantErr: `query parameter n="99999999999999999999": out of range`},
 		{query: "sync=maybe", wantErr: `sync="maybe" is not true or false`},
 		{query: "qeue=x&zz=1", wantErr: "unknown query parameter qeue, zz (this backend accepts: n, queue, sync, wait)"},
-		{query: "n=x&wait=-1s", wantErr: `n="x" is not an integer; query parameter wait="-1s" is negative`},
+		{query: "n=x&wait=-1s", wantErr: `query parameter n="x": not a whole number; invalid query parameter wait="-1s": it is negative`},
 	}
 	for _, c := range cases {
 		t.Run(c.query, func(t *testing.T) {

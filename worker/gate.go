@@ -7,14 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/jobq/jobq/internal/bound"
 )
 
 // GateConfig tunes gate commands: a task may carry a gate command that must
@@ -71,25 +73,27 @@ const (
 func GateConfigFromEnv(lookup func(string) (string, bool)) (GateConfig, error) {
 	var g GateConfig
 	var errs []error
-	read := func(name string, min int, unit string, set func(int)) {
+	// Seconds stop where a time.Duration does (about 292 years).
+	const maxSeconds = int64(bound.MaxDuration / time.Second)
+	read := func(name string, min, max int64, set func(int)) {
 		v, ok := lookup(name)
 		if !ok || v == "" {
 			return
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < min {
-			errs = append(errs, fmt.Errorf("invalid %s=%q: it must be a whole number%s of at least %d", name, v, unit, min))
+		n, err := bound.Ints{Min: min, Max: max}.ParseInt(name, v)
+		if err != nil {
+			errs = append(errs, err)
 			return
 		}
 		set(n)
 	}
-	read(EnvGateCacheSize, 1, "", func(n int) { g.CacheSize = n })
-	read(EnvGateTimeout, 1, " of seconds", func(n int) { g.Timeout = time.Duration(n) * time.Second })
-	read(EnvGateRequeueDelay, 0, " of seconds", func(n int) {
+	read(EnvGateCacheSize, 1, math.MaxInt32, func(n int) { g.CacheSize = n })
+	read(EnvGateTimeout, 1, maxSeconds, func(n int) { g.Timeout = time.Duration(n) * time.Second })
+	read(EnvGateRequeueDelay, 0, maxSeconds, func(n int) {
 		g.RequeueDelay = time.Duration(n) * time.Second
 		g.RequeueDelaySet = true
 	})
-	read(EnvGateMaxNotQualified, 1, "", func(n int) { g.MaxNotQualified = n })
+	read(EnvGateMaxNotQualified, 1, math.MaxInt32, func(n int) { g.MaxNotQualified = n })
 	if err := errors.Join(errs...); err != nil {
 		return GateConfig{}, err
 	}
@@ -172,9 +176,10 @@ func (g *gatekeeper) pendingDeferred() int64 {
 	return n
 }
 
-// runGate runs cmd with bash -c in its own process group; the whole group is
+// runGate runs cmd with bash -c in its own process group, in the worker's
+// environment without the withheld variables (TaskEnv); the whole group is
 // killed when the timeout passes or ctx ends.
-func runGate(ctx context.Context, cmd string, timeout time.Duration, log *slog.Logger) error {
+func runGate(ctx context.Context, cmd string, timeout time.Duration, passEnv []string, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := exec.Command("bash", "-c", cmd)
@@ -184,7 +189,7 @@ func runGate(ctx context.Context, cmd string, timeout time.Duration, log *slog.L
 	tail.init(20, 4096)
 	w := &lineWriter{fn: func(line string) { tail.add(line); log.Debug("gate output", "line", line) }}
 	c.Stdout, c.Stderr = w, w
-	c.Env = os.Environ()
+	c.Env = TaskEnv(os.Environ(), passEnv)
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("starting gate command: %w", err)
 	}

@@ -69,6 +69,10 @@ type Options struct {
 	// the notice and returns ErrPreempted. Nil (the default) watches
 	// nothing.
 	Preemption preempt.Watcher
+	// PassEnv lists withheld variables (see Withheld) that the default
+	// GateRunner's gate commands get all the same, as Shell.PassEnv does
+	// for tasks.
+	PassEnv []string
 	// WorkerID names this worker in attempt histories. Defaults to the
 	// host name and the process ID.
 	WorkerID string
@@ -133,7 +137,7 @@ func (o Options) withDefaults() Options {
 	}
 	if o.GateRunner == nil {
 		o.GateRunner = func(ctx context.Context, cmd string) error {
-			return runGate(ctx, cmd, o.Gate.Timeout, o.Logger)
+			return runGate(ctx, cmd, o.Gate.Timeout, o.PassEnv, o.Logger)
 		}
 	}
 	return o

@@ -16,10 +16,11 @@ import (
 )
 
 // Shell is the Handler for command tasks. Each task runs as `bash -c CMD` in
-// its own process group, with the worker's environment (Env) plus the task's
-// variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME — built afresh for each task,
-// so nothing leaks from one task into the next — in the task's cwd when it
-// has one. Its stdout and stderr are logged line by line; the last lines are
+// its own process group, with the worker's environment (Env) less the
+// worker's own settings and credentials (see Withheld and PassEnv), plus
+// the task's variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME — built afresh for
+// each task, so nothing leaks from one task into the next — in the task's
+// cwd when it has one. Its stdout and stderr are logged line by line; the last lines are
 // kept for the dead-letter detail. A non-zero exit is a failure.
 //
 // When the task's context ends (lost lease, worker stopping) the process
@@ -29,8 +30,12 @@ import (
 // warning.
 type Shell struct {
 	// Env is the base environment of every task. Defaults to os.Environ()
-	// as it was when NewShell was called.
+	// as it was when NewShell was called. The variables Withheld names are
+	// removed from it unless PassEnv lists them.
 	Env []string
+	// PassEnv lists withheld variables that tasks get all the same: names,
+	// or prefixes ending in '*' ("AWS_*"). See Withheld.
+	PassEnv []string
 	// KillTimeout is how long a stopped task has between SIGTERM and
 	// SIGKILL. Defaults to 600 seconds.
 	KillTimeout time.Duration
@@ -245,8 +250,9 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// environ builds a fresh environment for one task: the base environment,
-// then the task's variables in order, then JOBQ_TASK_ID and JOBQ_QUEUE_NAME.
+// environ builds a fresh environment for one task: the base environment
+// without the withheld variables (TaskEnv), then the task's variables in
+// order, then JOBQ_TASK_ID and JOBQ_QUEUE_NAME.
 // Later entries override earlier ones of the same name (os/exec keeps the
 // last), so nothing is shared between tasks.
 func (s *Shell) environ(job *Job) []string {
@@ -254,8 +260,7 @@ func (s *Shell) environ(job *Job) []string {
 	if base == nil {
 		base = os.Environ()
 	}
-	env := make([]string, 0, len(base)+len(job.Task.Env)+3)
-	env = append(env, base...)
+	env := TaskEnv(base, s.PassEnv)
 	if s.EmulateTTY {
 		env = append(env, "SHELL=/bin/bash")
 	}

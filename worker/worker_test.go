@@ -177,6 +177,10 @@ func TestGateConfigFromEnv(t *testing.T) {
 		{name: "invalid", env: map[string]string{"JOBQ_GATE_CACHE_SIZE": "0", "JOBQ_GATE_TIMEOUT_S": "abc"},
 			wantErr: []string{"JOBQ_GATE_CACHE_SIZE", "JOBQ_GATE_TIMEOUT_S"}},
 		{name: "negative delay", env: map[string]string{"JOBQ_GATE_REQUEUE_DELAY_S": "-1"}, wantErr: []string{"JOBQ_GATE_REQUEUE_DELAY_S"}},
+		// Seconds past a time.Duration's range wrapped around to a
+		// negative timeout.
+		{name: "overflowing seconds", env: map[string]string{"JOBQ_GATE_TIMEOUT_S": "9223372037", "JOBQ_GATE_REQUEUE_DELAY_S": "99999999999"},
+			wantErr: []string{"JOBQ_GATE_TIMEOUT_S", "JOBQ_GATE_REQUEUE_DELAY_S", "out of range"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

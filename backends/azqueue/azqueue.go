@@ -41,6 +41,7 @@ package azqueue
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"strings"
@@ -163,7 +164,7 @@ func parseURL(u *url.URL) (config, error) {
 		queue:      strings.Trim(u.Path, "/"),
 		pollMin:    p.Duration("poll_min", DefaultPollMin),
 		pollMax:    p.Duration("poll_max", DefaultPollMax),
-		retries:    p.Int("retries", DefaultRetries),
+		retries:    p.IntIn("retries", DefaultRetries, math.MinInt32, math.MaxInt32), // the SDK keeps an int32
 		retryDelay: p.Duration("retry_delay", DefaultRetryDelay),
 		create:     p.Bool("create", true),
 		endpoint:   p.String("endpoint", ""),

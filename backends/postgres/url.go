@@ -2,13 +2,16 @@ package postgres
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/bound"
 )
 
 // jobqParams are the query parameters this backend reads itself; they are
@@ -137,8 +140,13 @@ func parseURL(u *url.URL) (*config, error) {
 		syncPush:        p.Bool("sync_push", true),
 		spin:            p.Duration("spin", DefaultSpin),
 	}
-	if c.queue == "" || len(c.queue) > 200 {
+	switch {
+	case c.queue == "" || len(c.queue) > 200:
 		p.Fail("query parameter queue=%q must be 1 to 200 characters", c.queue)
+	case strings.ContainsRune(c.queue, 0) || !utf8.ValidString(c.queue):
+		// Postgres text holds neither; the server would refuse every
+		// statement instead.
+		p.Fail("query parameter queue=%q must be UTF-8 text without NUL characters", c.queue)
 	}
 	if !schemaName.MatchString(c.schema) {
 		p.Fail("query parameter schema=%q must be a lower-case identifier of at most 48 characters (letters, digits, _)", c.schema)
@@ -149,6 +157,7 @@ func parseURL(u *url.URL) (*config, error) {
 	if c.maxMessageBytes <= 0 {
 		p.Fail("query parameter max_message_bytes=%d must be positive", c.maxMessageBytes)
 	}
+	normalizePass(p, pass)
 	if err := p.Done(); err != nil {
 		return nil, fmt.Errorf("postgres URL: %w", err)
 	}
@@ -162,4 +171,44 @@ func parseURL(u *url.URL) (*config, error) {
 	conn.Fragment = ""
 	c.connString = conn.String()
 	return c, nil
+}
+
+// passCounts are the whole-number parameters handed to pgx, with the
+// ranges jobq accepts (pgx keeps them in int32 and int).
+var passCounts = map[string]bound.Ints{
+	"connect_timeout":            {Min: 0, Max: math.MaxInt32},
+	"pool_max_conns":             bound.PositiveInt32,
+	"pool_min_conns":             {Min: 0, Max: math.MaxInt32},
+	"pool_min_idle_conns":        {Min: 0, Max: math.MaxInt32},
+	"statement_cache_capacity":   {Min: 0, Max: math.MaxInt32},
+	"description_cache_capacity": {Min: 0, Max: math.MaxInt32},
+}
+
+// passDurations are the duration parameters handed to pgx(pool).
+var passDurations = []string{
+	"pool_max_conn_lifetime", "pool_max_conn_idle_time", "pool_health_check_period",
+	"pool_max_conn_lifetime_jitter", "pool_ping_timeout",
+}
+
+// normalizePass checks pgx's numeric parameters with jobq's parser and
+// rewrites durations in Go's syntax, which pgx reads, so that what pgx sees
+// is what jobq checked ("2d" works, "NaN" is refused).
+func normalizePass(p *driver.Params, pass url.Values) {
+	for name, r := range passCounts {
+		if v := pass.Get(name); v != "" {
+			if _, err := r.Parse("query parameter "+name, v); err != nil {
+				p.Fail("%v", err)
+			}
+		}
+	}
+	for _, name := range passDurations {
+		if v := pass.Get(name); v != "" {
+			d, err := bound.Durations{}.Parse("query parameter "+name, v)
+			if err != nil {
+				p.Fail("%v", err)
+				continue
+			}
+			pass.Set(name, d.String())
+		}
+	}
 }

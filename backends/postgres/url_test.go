@@ -46,7 +46,20 @@ func TestParseURL(t *testing.T) {
 		{name: "bad poll", url: "postgres://h/db?poll=soon", wantErr: "poll="},
 		{name: "zero poll", url: "postgres://h/db?poll=0s", wantErr: "poll="},
 		{name: "bad size", url: "postgres://h/db?max_message_bytes=-1", wantErr: "max_message_bytes="},
-		{name: "negative spin", url: "postgres://h/db?spin=-1ms", wantErr: `spin="-1ms" is negative`},
+		{name: "negative spin", url: "postgres://h/db?spin=-1ms", wantErr: `spin="-1ms": it is negative`},
+		{name: "NaN poll", url: "postgres://h/db?poll=NaN", wantErr: `poll="NaN": not a duration`},
+		{name: "overflowing size", url: "postgres://h/db?max_message_bytes=99999999999999999999", wantErr: `max_message_bytes="99999999999999999999": out of range`},
+		// The server refused every statement with such a name (exit 1).
+		{name: "overflowing pool", url: "postgres://h/db?pool_max_conns=99999999999", wantErr: `pool_max_conns="99999999999": out of range`},
+		{name: "NaN pool lifetime", url: "postgres://h/db?pool_max_conn_lifetime=NaN", wantErr: `pool_max_conn_lifetime="NaN"`},
+		{
+			name: "pool durations in jobq's syntax reach pgx in Go's",
+			url:  "postgres://h/db?pool_max_conn_lifetime=2d",
+			want: config{connString: "postgres://h/db?pool_max_conn_lifetime=48h0m0s", queue: DefaultQueue, schema: DefaultSchema,
+				poll: DefaultPoll, notifyInterval: DefaultNotifyInterval, maxMessageBytes: DefaultMaxMessageBytes, syncPush: true, spin: DefaultSpin},
+		},
+		{name: "NUL in queue", url: "postgres://h/db?queue=a%00b", wantErr: "without NUL"},
+		{name: "invalid UTF-8 queue", url: "postgres://h/db?queue=a%FFb", wantErr: "UTF-8"},
 		{name: "bad spin", url: "postgres://h/db?spin=fast", wantErr: "spin="},
 	}
 	for _, tt := range tests {

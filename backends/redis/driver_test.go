@@ -90,6 +90,16 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://127.0.0.1:6379/0?pool_size=many", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?max_message_bytes=-1", wantError: true},
 		{url: "redis://127.0.0.1:6379/0?max_message_bytes=big", wantError: true},
+		// go-redis took a negative database number and used database 0.
+		{url: "redis://127.0.0.1:6379/-1", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?db=-1", wantError: true},
+		{url: "redis://127.0.0.1:6379/2147483648", wantError: true},
+		{url: "redis://127.0.0.1:6379/NaN", wantError: true},
+		// go-redis panicked creating its pool.
+		{url: "redis://127.0.0.1:6379/0?pool_size=99999999999999", wantError: true},
+		// go-redis multiplied seconds by 1e9 without an overflow check.
+		{url: "redis://127.0.0.1:6379/0?dial_timeout=9999999999999", wantError: true},
+		{url: "redis://127.0.0.1:6379/0?read_timeout=NaN", wantError: true},
 		{url: "redis://h:1/0?max_message_bytes=1000", queue: "default", prefix: "jobq", addr: "h:1", network: "tcp", maxMsg: 1000, spin: spinconn.DefaultBudget},
 	}
 	for _, tt := range tests {
@@ -1138,5 +1148,18 @@ func TestDamagedRatePolicyValue(t *testing.T) {
 	}
 	if _, err := d.KeyStats(ctx); err != nil {
 		t.Fatalf("KeyStats beside a damaged policy: %v", err)
+	}
+}
+
+// TestDatabaseTheServerLacksIsInvalidArgument: a database number above the
+// server's databases setting is the URL's fault (exit 2 in the CLI), not
+// an internal error.
+func TestDatabaseTheServerLacksIsInvalidArgument(t *testing.T) {
+	t.Parallel()
+	u, _ := url.Parse("redis://127.0.0.1:6379/99999?queue=q")
+	_, err := (&Opener{}).Open(testCtx(t), u, driver.OpenOptions{})
+	wantCode(t, "open database 99999", err, driver.InvalidArgument)
+	if !strings.Contains(err.Error(), "database 99999 does not exist") {
+		t.Fatalf("error %v does not say which database is missing", err)
 	}
 }

@@ -71,6 +71,9 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 	d.maxMessageBytes = cfg.maxMessageBytes
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
+		if dbErr := dbRefused(err, u); dbErr != err {
+			return nil, dbErr
+		}
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?): %w", err))
 	}
 	return d, nil

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -8,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/spinconn"
 )
 
@@ -47,6 +49,7 @@ func parseURL(u *url.URL) (*config, error) {
 		spin: p.Duration("spin", spinconn.DefaultBudget),
 	}
 	cluster := p.Bool("cluster", false)
+	checkDB(p, u)
 	if cfg.maxMessageBytes < 0 {
 		p.Fail("query parameter max_message_bytes=%d must be 0 (no limit) or more", cfg.maxMessageBytes)
 	}
@@ -63,6 +66,7 @@ func parseURL(u *url.URL) (*config, error) {
 	for name := range q {
 		p.Has(name)
 	}
+	normalizeOptions(p, q)
 	if err := p.Done(); err != nil {
 		return nil, driver.Errorf(driver.InvalidArgument, "redis URL: %w", err)
 	}
@@ -113,4 +117,94 @@ func parseURL(u *url.URL) (*config, error) {
 	opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(opts), cfg.spin)
 	cfg.options = opts
 	return cfg, nil
+}
+
+// maxDB is the largest database number a URL may name: Redis's databases
+// setting is an int.
+const maxDB = math.MaxInt32
+
+// checkDB checks the database number in the URL's path or its db=
+// parameter (which go-redis also reads). go-redis takes any integer and
+// silently uses database 0 for a negative one.
+func checkDB(p *driver.Params, u *url.URL) {
+	r := bound.Ints{Min: 0, Max: maxDB, Hint: "use a database number from 0 to the server's databases setting minus 1 (16 databases by default: 0 to 15)"}
+	if db := strings.Trim(u.Path, "/"); db != "" && !strings.EqualFold(u.Scheme, SchemeUnix) {
+		if _, err := r.Parse("", db); err != nil {
+			p.Fail("database number %q in the URL path: %v", db, err)
+		}
+	}
+	if v := u.Query().Get("db"); v != "" {
+		if _, err := r.Parse("query parameter db", v); err != nil {
+			p.Fail("%v", err)
+		}
+	}
+}
+
+// dbRefused turns the server's refusal of the URL's database number into an
+// InvalidArgument error (the URL is wrong, not the server); other errors are
+// returned as they are.
+func dbRefused(err error, u *url.URL) error {
+	if err == nil || !strings.Contains(err.Error(), "DB index is out of range") {
+		return err
+	}
+	db := strings.Trim(u.Path, "/")
+	if v := u.Query().Get("db"); v != "" {
+		db = v
+	}
+	return driver.Errorf(driver.InvalidArgument,
+		"redis URL: database %s does not exist on this server; use 0 to the server's databases setting minus 1 (CONFIG GET databases; 16 by default: 0 to 15)", db)
+}
+
+// goRedisCounts are go-redis's whole-number URL options with the ranges
+// jobq accepts: go-redis converts them to int and its pool panics above
+// int32.
+var goRedisCounts = map[string]bound.Ints{
+	"protocol":                   {Min: 2, Max: 3},
+	"max_retries":                {Min: -1, Max: math.MaxInt32, Hint: "use -1 (no retries) to 2147483647"},
+	"pool_size":                  {Min: 0, Max: math.MaxInt32},
+	"min_idle_conns":             {Min: 0, Max: math.MaxInt32},
+	"max_idle_conns":             {Min: 0, Max: math.MaxInt32},
+	"max_active_conns":           {Min: 0, Max: math.MaxInt32},
+	"max_concurrent_dials":       {Min: 0, Max: math.MaxInt32},
+	"pipeline_pool_size":         {Min: -1, Max: math.MaxInt32, Hint: "use -1 (no pipeline pool) to 2147483647"},
+	"pipeline_read_buffer_size":  {Min: 0, Max: math.MaxInt32},
+	"pipeline_write_buffer_size": {Min: 0, Max: math.MaxInt32},
+}
+
+// goRedisDurations are go-redis's duration URL options. go-redis reads a
+// bare number as seconds (multiplying without an overflow check) and 0 or
+// a negative value as "no timeout".
+var goRedisDurations = []string{
+	"min_retry_backoff", "max_retry_backoff", "dial_timeout", "read_timeout", "write_timeout",
+	"pool_timeout", "conn_max_idle_time", "idle_timeout", "conn_max_lifetime", "max_conn_age",
+	"conn_max_lifetime_jitter",
+}
+
+// normalizeOptions checks go-redis's numeric options in q with jobq's
+// parser and rewrites durations in the form go-redis reads, so that what
+// go-redis sees is what jobq checked ("2d" works, "1e10" is refused).
+func normalizeOptions(p *driver.Params, q url.Values) {
+	for name, r := range goRedisCounts {
+		if v := q.Get(name); v != "" {
+			if _, err := r.Parse("query parameter "+name, v); err != nil {
+				p.Fail("%v", err)
+			}
+		}
+	}
+	timeouts := bound.Durations{Min: -bound.MaxDuration, BareSeconds: true}
+	for _, name := range goRedisDurations {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		d, err := timeouts.Parse("query parameter "+name, v)
+		switch {
+		case err != nil:
+			p.Fail("%v (0 or a negative value: no timeout)", err)
+		case d <= 0:
+			q.Set(name, "-1")
+		default:
+			q.Set(name, d.String())
+		}
+	}
 }

@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -64,7 +65,7 @@ func parseURL(u *url.URL) (config, error) {
 	if c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration {
 		p.Fail("query parameter lock_duration=%v must be between %v and %v, as Azure allows", c.lockDuration, MinLockDuration, MaxLockDuration)
 	}
-	c.maxDelivery = p.Int("max_delivery_count", DefaultMaxDeliveryCount)
+	c.maxDelivery = p.IntIn("max_delivery_count", DefaultMaxDeliveryCount, math.MinInt32, math.MaxInt32)
 	if c.maxDelivery < 1 {
 		p.Fail("query parameter max_delivery_count=%d must be at least 1", c.maxDelivery)
 	}
@@ -72,7 +73,8 @@ func parseURL(u *url.URL) (config, error) {
 	if c.dedupWindow != 0 && (c.dedupWindow < 20*time.Second || c.dedupWindow > 7*24*time.Hour) {
 		p.Fail("query parameter dedup_window=%v must be 0 (off) or between 20s and 7 days", c.dedupWindow)
 	}
-	c.retries = p.Int("retries", DefaultRetries)
+	// The SDK keeps retries in an int32.
+	c.retries = p.IntIn("retries", DefaultRetries, 0, math.MaxInt32)
 	c.retryDelay = p.Duration("retry_delay", DefaultRetryDelay)
 	if err := p.Done(); err != nil {
 		return c, err

@@ -114,7 +114,18 @@ func (c config) dsn() string {
 	// are temporary files by default: a pwrite per page changed.
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_txlock", "immediate")
-	return c.path + "?" + q.Encode()
+	return fileURI(c.path) + "?" + q.Encode()
+}
+
+// fileURI is path as an SQLite URI filename. The driver cuts a plain DSN at
+// its first '?', so a file name holding one ("a%3Fb.db" in the queue URL)
+// would lose its tail and the pragmas with it; in a file: URI '?', '#' and
+// '%' are escaped and SQLite decodes them.
+func fileURI(path string) string {
+	if strings.HasPrefix(path, "//") {
+		path = "/" + strings.TrimLeft(path, "/") // "file://" would start an authority
+	}
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 }
 
 // Capabilities implements driver.Opener: what a queue opened with the default

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,7 +110,7 @@ func TestParseURL(t *testing.T) {
 		{url: "sqlite://x.db?busy_timeout=1s&synchronous=full", path: "x.db", queue: "default", maxMsg: DefaultMaxMessageBytes, poll: DefaultPoll},
 		{url: "sqlite://x.db?bogus=1&queue=a", wantErr: "unknown query parameter bogus"},
 		{url: "sqlite://x.db?max_message_bytes=0", wantErr: "max_message_bytes=0 is out of range"},
-		{url: "sqlite://x.db?poll=fast", wantErr: `poll="fast" is not a duration`},
+		{url: "sqlite://x.db?poll=fast", wantErr: `poll="fast": not a duration`},
 		{url: "sqlite://x.db?synchronous=off", wantErr: `synchronous="off" is not normal or full`},
 		{url: "sqlite://x.db?queue=", wantErr: "queue is empty"},
 		{url: "sqlite://", wantErr: "names no file"},
@@ -723,6 +724,42 @@ func TestCanceledReceivesLeaveNoTransactionOpen(t *testing.T) {
 		cancel()
 		if _, err := b.drv.Push(b.ctx, []*driver.Message{{ID: fmt.Sprint("p", i), Body: []byte(`{}`)}}); err != nil {
 			t.Fatalf("push after canceled receive %d: %v", i, err)
+		}
+	}
+}
+
+// TestFileNameWithQuestionMark: a '?' in the file name ("%3F" in the URL)
+// stays in the name, and the connection still gets its pragmas. The DSN used
+// to be cut at that '?', opening "a" and dropping the busy timeout.
+func TestFileNameWithQuestionMark(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, name := range []string{"a?b.db", "c#d%3F.db", "e%f.db"} {
+		u := &url.URL{Scheme: Scheme, Path: filepath.Join(dir, name), RawQuery: "busy_timeout=1234ms"}
+		u, err := url.Parse(u.String()) // as the user would type it, escaped
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseURL(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", c.dsn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms int
+		err = db.QueryRow("PRAGMA busy_timeout").Scan(&ms)
+		_ = db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ms != 1234 {
+			t.Errorf("%s: busy_timeout is %d ms, want 1234", name, ms)
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			entries, _ := os.ReadDir(dir)
+			t.Errorf("%s: the file is not there (%v); the directory holds %v", name, err, entries)
 		}
 	}
 }

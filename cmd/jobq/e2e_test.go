@@ -547,14 +547,14 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"two queues", nil, []string{"--queue", "sqlite://other.db", "size"}, "two queues given"},
-		{"invalid duration", nil, []string{"worker", "--visibility-timeout", "10x"}, "invalid duration"},
+		{"invalid duration", nil, []string{"worker", "--visibility-timeout", "10x"}, `"--visibility-timeout" flag: not a duration`},
 		{"invalid kill timeout env", []string{"JOBQ_KILL_TIMEOUT=soon"}, []string{"worker"}, "JOBQ_KILL_TIMEOUT"},
 		{"invalid gate env", []string{"JOBQ_GATE_TIMEOUT_S=abc"}, []string{"worker"}, "JOBQ_GATE_TIMEOUT_S"},
 		{"invalid gate cache", []string{"JOBQ_GATE_CACHE_SIZE=0"}, []string{"worker"}, "JOBQ_GATE_CACHE_SIZE"},
 		{"unknown flag", nil, []string{"push", "--nope"}, "unknown flag"},
 		{"bad env flag", nil, []string{"push", "-c", "true", "-e", "NOEQUALS"}, "KEY=VALUE"},
 		{"bad log format", nil, []string{"size", "--log-format", "xml"}, "log-format"},
-		{"negative prefetch", nil, []string{"worker", "--prefetch", "-1"}, "--prefetch is -1"},
+		{"negative prefetch", nil, []string{"worker", "--prefetch", "-1"}, `"--prefetch" flag: out of range; use a whole number from 0`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

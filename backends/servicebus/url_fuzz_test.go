@@ -1,0 +1,23 @@
+package servicebus
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/jobq/jobq/internal/urlfuzz"
+)
+
+// FuzzParseURL: any sb:// URL parses or fails without a panic, and
+// neither the redacted URL nor the redacted error shows its password.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range urlfuzz.Seeds {
+		f.Add(s[0], s[1], s[2], s[3], s[4])
+	}
+	f.Add("root", "K3y==", "ns.servicebus.windows.net", "/q/sub", "requeue=schedule&dedup_window=20s&admin=h:1")
+	f.Fuzz(func(t *testing.T, user, password, host, path, query string) {
+		urlfuzz.Check(t, "sb", user, password, host, path, query, func(u *url.URL) error {
+			_, err := parseURL(u)
+			return err
+		})
+	})
+}

@@ -1,0 +1,92 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq/cli"
+)
+
+// TestBadNumbersAreUsageErrors: every duration and count flag goes through
+// one overflow-checked parser. Values that overflow, NaN, and values out of
+// a flag's range exit 2 with an error naming the flag and the accepted
+// range; the queue is left untouched.
+func TestBadNumbersAreUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want []string // substrings of stderr
+	}{
+		// Before the shared parser these pushed a task that was ready at
+		// once (the duration wrapped around to a negative one).
+		{[]string{"push", "-c", "echo", "--delay", "1e10"}, []string{`"--delay"`, "too long", "292 years"}},
+		{[]string{"push", "-c", "echo", "--delay", "NaN"}, []string{`"--delay"`, "not a duration"}},
+		{[]string{"push", "-c", "echo", "--delay", "Inf"}, []string{`"--delay"`, "not a duration"}},
+		{[]string{"push", "-c", "echo", "--delay", "15251w"}, []string{`"--delay"`, "too long"}},
+		{[]string{"push", "-c", "echo", "--num-retries", "99999999999"}, []string{`"--num-retries"`, "0 to 2147483647"}},
+		{[]string{"push", "-c", "echo", "--priority", "1001"}, []string{`"--priority"`, "-1000 to 1000"}},
+		// Was "--visibility-timeout -2562047h47m16.854775808s is too short".
+		{[]string{"worker", "--visibility-timeout", "1e10"}, []string{`"--visibility-timeout"`, "too long", "1s or more"}},
+		{[]string{"worker", "--visibility-timeout", "500ms"}, []string{`"--visibility-timeout"`, "1s or more"}},
+		{[]string{"worker", "--time-limit", "NaN"}, []string{`"--time-limit"`, "not a duration"}},
+		{[]string{"worker", "-n", "99999999999"}, []string{`"-n, --num-workers"`, "1 to 2147483647"}},
+		{[]string{"worker", "--prefetch", "-2"}, []string{`"--prefetch"`, "0 to 2147483647"}},
+		{[]string{"worker", "--max-consecutive-failures", "-7"}, []string{`"--max-consecutive-failures"`, "-1 for no limit"}},
+		{[]string{"peek", "-n", "0"}, []string{`"-n, --num"`, "1 to 2147483647"}},
+		{[]string{"dlq", "list", "-n", "1e3"}, []string{`"-n, --num"`, "not a whole number"}},
+		{[]string{"stats", "--sample", "-1s"}, []string{`"--sample"`, "negative"}},
+		// Policy keys must be UTF-8 (Azure handed them back as U+FFFD).
+		{[]string{"push", "-c", "echo", "--concurrency-key", "g\xffpu"}, []string{"concurrency key", "not valid UTF-8"}},
+		{[]string{"policy", "set", "concurrency", "g\xffpu=2"}, []string{"concurrency key", "not valid UTF-8"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			q := sqliteQueue(t)
+			code, _, stderr := run(t, append([]string{q}, tt.args...)...)
+			if code != cli.ExitUsage {
+				t.Fatalf("exit %d, want %d (usage); stderr:\n%s", code, cli.ExitUsage, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestBadDurationInEnvironment: $JOBQ_TIME_LIMIT goes through the same
+// parser and is named in the error.
+func TestBadDurationInEnvironment(t *testing.T) {
+	t.Setenv("JOBQ_TIME_LIMIT", "1e300")
+	code, _, stderr := run(t, sqliteQueue(t), "worker")
+	if code != cli.ExitUsage || !strings.Contains(stderr, `$JOBQ_TIME_LIMIT="1e300"`) || !strings.Contains(stderr, "too long") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 naming $JOBQ_TIME_LIMIT", code, stderr)
+	}
+}
+
+// TestBadQueueURLsAreUsageErrors: a queue URL the backend cannot use is a
+// usage error (exit 2) naming the problem, whether the URL parser or the
+// server finds it.
+func TestBadQueueURLsAreUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ url, want string }{
+		// Used database 0 without a word.
+		{"redis://127.0.0.1:6379/-1?queue=clihard", `database number "-1"`},
+		// Exit 1: the server refused SELECT 99999.
+		{"redis://127.0.0.1:6379/99999?queue=clihard", "database 99999 does not exist"},
+		// Exit 1: the server refused every statement.
+		{"postgres://127.0.0.1/test?queue=a%00b", "without NUL"},
+		{"sqlite:///tmp/x.db?busy_timeout=NaN", `busy_timeout="NaN"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := run(t, tt.url, "size")
+			if code != cli.ExitUsage || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 saying %q", code, stderr, tt.want)
+			}
+		})
+	}
+}
