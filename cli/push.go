@@ -144,9 +144,6 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.numRetries < 0 || f.numRetries > jobq.MaxNumRetries {
-		return usageError("--num-retries is %d; it must be 0..%d", f.numRetries, jobq.MaxNumRetries)
-	}
 	if f.priority < jobq.MinPriority || f.priority > jobq.MaxPriority {
 		return usageError("--priority %d is out of range; use %d..%d", f.priority, jobq.MinPriority, jobq.MaxPriority)
 	}

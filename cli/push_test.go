@@ -128,7 +128,7 @@ func TestPushRejectsOutOfRangeRetries(t *testing.T) {
 	t.Parallel()
 	for _, n := range []string{"3000000000", "-1"} {
 		code, _, stderr, queue := pushRun(t, "", "-c", "echo", "--num-retries", n)
-		if code != ExitUsage || !strings.Contains(stderr, "--num-retries is "+n+"; it must be 0..2147483647") {
+		if code != ExitUsage || !strings.Contains(stderr, `"--num-retries" flag: out of range; use a whole number from 0 to 2147483647`) {
 			t.Errorf("--num-retries %s: exit %d, stderr %s; want a usage error giving the range", n, code, stderr)
 		}
 		if got := storedBodies(t, queue); len(got) != 0 {
