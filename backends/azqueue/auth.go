@@ -45,6 +45,7 @@ func clientOptions(c config) *azqueue.ClientOptions {
 			MaxRetryDelay: 30 * time.Second,
 			StatusCodes:   []int{408, 429, 500, 502, 503, 504},
 		},
+		PerRetryPolicies: []policy.Policy{ambiguityPolicy{}},
 	}}
 }
 
