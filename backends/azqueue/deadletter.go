@@ -248,7 +248,7 @@ func (q *queue) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessag
 					return err
 				}
 			case purgeDead:
-				if _, err := q.failed.DeleteMessage(ctx, id, deref(m.PopReceipt), nil); err != nil {
+				if err := q.deleteDead(ctx, m); err != nil {
 					kept[id] = m
 					return wrap(err, "purge dead letter %s from %s%s", id, q.name, FailedSuffix)
 				}
@@ -269,10 +269,21 @@ func (q *queue) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d *
 	if _, err := q.main.EnqueueMessage(ctx, encodeText(d.Body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
 		return wrap(err, "requeue dead letter %s to %s", d.MessageID, q.name)
 	}
-	if _, err := q.failed.DeleteMessage(ctx, deref(m.MessageID), deref(m.PopReceipt), nil); err != nil {
+	if err := q.deleteDead(ctx, m); err != nil {
 		return wrap(err, "delete requeued dead letter %s from %s%s (the task is now queued and still dead-lettered)", d.MessageID, q.name, FailedSuffix)
 	}
 	return nil
+}
+
+// deleteDead deletes a dead letter a scan dequeued. A lost receipt after
+// an unanswered attempt means that attempt deleted it.
+func (q *queue) deleteDead(ctx context.Context, m *azqueue.DequeuedMessage) error {
+	ctx, out := track(ctx)
+	_, err := q.failed.DeleteMessage(ctx, deref(m.MessageID), deref(m.PopReceipt), nil)
+	if err != nil && out.ambiguous.Load() && errorCode(err) == driver.LockLost {
+		return nil
+	}
+	return err
 }
 
 // releaseDead makes dead letters a scan kept visible again.
