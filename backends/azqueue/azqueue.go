@@ -137,6 +137,8 @@ func capabilities() driver.Capabilities {
 		MaxVisibility:   MaxVisibility,
 		MaxPeek:         MaxBatch,
 		MaxReceiveBatch: MaxBatch,
+		// Delete Message takes one message.
+		CompleteBatch: 1,
 		// ai4s-jobq's own backend: its workers may share these queues.
 		SharedWithAI4SJobq: true,
 	}
