@@ -168,6 +168,29 @@ func TestRenewUnanswered(t *testing.T) {
 	}
 }
 
+// TestRenewFailedUnanswered: a renewal is applied, its answer lost, and
+// with retries off it fails; the next renewal finds the receipt changed.
+// That is the first one's doing, not another receiver's: no LockLost.
+func TestRenewFailedUnanswered(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, 1)
+	raw := newQueueURL(t)
+	name := queueName(raw)
+	d := openFaulty(t, viaURL(t, p, raw, "retries=0"))
+	rec := pushAndReceive(t, d, 2*time.Second)
+	p.Add(faultproxy.Rule{Match: onMessages(http.MethodPut, name), Fault: faultproxy.TimeoutAfter, Times: 1})
+	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); driver.CodeOf(err) != driver.Unavailable {
+		t.Fatalf("renew answered 500 OperationTimedOut without retries: %v, want Unavailable", err)
+	}
+	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); err != nil {
+		t.Fatalf("the next renewal: %v, want success (the failed one was applied; the task is healthy)", err)
+	}
+	recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 15 * time.Second})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("receive after the lease: %v, %d messages, want the task back", err, len(recs))
+	}
+}
+
 // TestSettleUnanswered: a Complete or Requeue applied but unanswered is a
 // success, not a lost lease, and loses nothing.
 func TestSettleUnanswered(t *testing.T) {

@@ -72,6 +72,9 @@ type claim struct {
 	// which carried the new pop receipt, was lost: the service holds the
 	// message for us until expiry, but nothing can settle or renew it.
 	stale bool
+	// doubt is set when a renewal failed after an unanswered attempt: it
+	// may have been applied, changing the receipt without our knowing.
+	doubt bool
 }
 
 // use locks the claim for one operation, or reports why its lease is gone.
@@ -383,15 +386,19 @@ func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration
 	d := time.Duration(secs) * time.Second
 	switch {
 	case err == nil:
-	case ambiguous && errorCode(err) == driver.LockLost:
-		// An attempt went unanswered and the SDK's retry found the receipt
-		// changed: most likely that attempt was applied, and the message is
-		// hidden for us with a receipt we never saw. The task goes on; the
-		// message cannot be settled and is delivered again after the lease.
+	case (ambiguous || c.doubt) && errorCode(err) == driver.LockLost:
+		// An attempt (of this renewal, or of one that failed before it)
+		// went unanswered, and now the receipt has changed: most likely
+		// that attempt was applied, and the message is hidden for us with
+		// a receipt we never saw. The task goes on; the message cannot be
+		// settled and is delivered again after the lease.
 		c.stale = true
 		q.log.Warn("azqueue: a lease renewal's response was lost; the task goes on, but the message's new pop receipt is unknown, so it will be delivered again when this lease ends",
 			"message_id", c.messageID, "lease_end", start.Add(d), "error", err)
 	default:
+		if ambiguous {
+			c.doubt = true
+		}
 		return driver.Lease{}, q.claimFailed(c, err, "renew the lease on")
 	}
 	c.expiry, c.heldUntil = start.Add(d), time.Now().Add(d)
