@@ -120,7 +120,7 @@ func runKillChild(t *testing.T, rawURL, log string) {
 		_, err := f.WriteString(j.Task.Command + "\n")
 		return err
 	})
-	err = worker.Run(context.Background(), q, h, worker.Options{Concurrency: 8, Visibility: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	err = worker.Run(context.Background(), q, h, worker.Options{Concurrency: 8, Visibility: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
