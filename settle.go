@@ -88,27 +88,43 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease) error {
 	}
 }
 
-// completeOne settles one lease with a call of its own, bounded like a
-// batch's call.
+// completeOne settles one lease with a driver call of its own. As in a
+// batch, the call runs without the caller's cancellation (bounded by
+// settleTimeout): a caller that gives up only stops waiting.
 func (s *settler) completeOne(ctx context.Context, lease driver.Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err // as a batch skips it: nothing is sent
+	}
 	// Close's wait takes the write lock: it waits for the calls in
 	// flight, and later ones see the queue closing.
 	s.one.RLock()
-	defer s.one.RUnlock()
-	if s.shut {
-		return ErrClosed
-	}
+	closing := s.shut
 	select {
 	case <-s.q.closing:
-		return ErrClosed
+		closing = true
 	default:
 	}
-	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
-	if errs := s.q.drv.Complete(ctx, []driver.Lease{lease}); errs != nil {
-		return errs[0]
+	if closing {
+		s.one.RUnlock()
+		return ErrClosed
 	}
-	return nil
+	done := make(chan error, 1)
+	go func() {
+		defer s.one.RUnlock()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		var err error
+		if errs := s.q.drv.Complete(cctx, []driver.Lease{lease}); errs != nil {
+			err = errs[0]
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *settler) loop() {
