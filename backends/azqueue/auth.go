@@ -25,7 +25,11 @@ func (o *URLOpener) connectionString() (string, string) {
 	}
 	for _, env := range []string{EnvConnectionString, EnvAzureConnectionString} {
 		if s := strings.TrimSpace(os.Getenv(env)); s != "" {
-			return s, "$" + env
+			from := "$" + env
+			if env == EnvConnectionString {
+				from += " (or --conn-str)"
+			}
+			return s, from
 		}
 	}
 	return "", ""
