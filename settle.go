@@ -17,11 +17,20 @@ import (
 // smaller calls: measured on Postgres, four flushers drained 15k tasks/s
 // with three times the transactions one flusher needed for 18k/s.) Drivers
 // whose settlements are one request per message run a batch's requests in
-// parallel themselves.
+// parallel themselves; those that declare CompleteBatch 1 skip the batching
+// altogether: each completion is its own concurrent call, so none waits for
+// a batch in flight.
 type settler struct {
-	q  *Queue
-	ch chan completeReq
-	wg sync.WaitGroup
+	q *Queue
+	// max is the largest batch: settleMaxBatch, or the backend's
+	// CompleteBatch when smaller; 1 means no batching.
+	max int
+	ch  chan completeReq
+	// one is held for reading by each unbatched completion; shut, under
+	// it, is set once Close has waited for them.
+	one  sync.RWMutex
+	shut bool
+	wg   sync.WaitGroup
 	// leases and live are flush's buffers, reused from batch to batch
 	// (only the loop goroutine flushes).
 	leases []driver.Lease
@@ -34,7 +43,8 @@ type completeReq struct {
 	done  chan error
 }
 
-// settleMaxBatch bounds the leases of one driver call.
+// settleMaxBatch bounds the leases of one driver call for backends without
+// a limit of their own.
 const settleMaxBatch = 512
 
 // settleTimeout bounds one batch's driver call: one that hung would hold up
@@ -43,7 +53,14 @@ const settleMaxBatch = 512
 const settleTimeout = 30 * time.Second
 
 func newSettler(q *Queue) *settler {
-	s := &settler{q: q, ch: make(chan completeReq, settleMaxBatch)}
+	s := &settler{q: q, max: settleMaxBatch}
+	if n := q.caps.CompleteBatch; n > 0 && n < s.max {
+		s.max = n
+	}
+	if s.max == 1 {
+		return s
+	}
+	s.ch = make(chan completeReq, s.max)
 	s.wg.Add(1)
 	go s.loop()
 	return s
@@ -51,6 +68,9 @@ func newSettler(q *Queue) *settler {
 
 // complete queues one lease and waits for its result.
 func (s *settler) complete(ctx context.Context, lease driver.Lease) error {
+	if s.max == 1 {
+		return s.completeOne(ctx, lease)
+	}
 	req := completeReq{ctx: ctx, lease: lease, done: make(chan error, 1)}
 	select {
 	case s.ch <- req:
@@ -68,9 +88,48 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease) error {
 	}
 }
 
+// completeOne settles one lease with a driver call of its own. As in a
+// batch, the call runs without the caller's cancellation (bounded by
+// settleTimeout): a caller that gives up only stops waiting.
+func (s *settler) completeOne(ctx context.Context, lease driver.Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err // as a batch skips it: nothing is sent
+	}
+	// Close's wait takes the write lock: it waits for the calls in
+	// flight, and later ones see the queue closing.
+	s.one.RLock()
+	closing := s.shut
+	select {
+	case <-s.q.closing:
+		closing = true
+	default:
+	}
+	if closing {
+		s.one.RUnlock()
+		return ErrClosed
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer s.one.RUnlock()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		var err error
+		if errs := s.q.drv.Complete(cctx, []driver.Lease{lease}); errs != nil {
+			err = errs[0]
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (s *settler) loop() {
 	defer s.wg.Done()
-	batch := make([]completeReq, 0, settleMaxBatch)
+	batch := make([]completeReq, 0, s.max)
 	for {
 		select {
 		case req := <-s.ch:
@@ -87,7 +146,7 @@ func (s *settler) loop() {
 			}
 		}
 	fill:
-		for len(batch) < settleMaxBatch {
+		for len(batch) < s.max {
 			select {
 			case req := <-s.ch:
 				batch = append(batch, req)
@@ -132,4 +191,11 @@ func (s *settler) flush(batch []completeReq) {
 	}
 }
 
-func (s *settler) wait() { s.wg.Wait() }
+// wait waits for the flusher and for the unbatched completions in flight;
+// call it after closing q.closing.
+func (s *settler) wait() {
+	s.wg.Wait()
+	s.one.Lock()
+	defer s.one.Unlock()
+	s.shut = true
+}

@@ -109,7 +109,8 @@ The queue comes first, as in ai4s-jobq, then the command:
   jobq sqlite://./work.db?queue=default push -c "echo hi"
   jobq sqlite://./work.db?queue=default worker -n 4
 
-The queue may also be given with --queue or $JOBQ_QUEUE. Queue forms:
+The queue may also be given with --queue, $JOBQ_QUEUE or, as in ai4s-jobq,
+$JOBQ_STORAGE_QUEUE. Queue forms:
   sqlite://PATH?queue=NAME           embedded SQLite file (no server)
   postgres://USER@HOST/DB?queue=NAME Postgres
   redis://HOST:PORT/DB?queue=NAME    Redis
@@ -150,7 +151,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		"{{.CommandPath}} [command]", "{{queueCommandLine .}}",
 	).Replace(root.UsageTemplate()))
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.queue, "queue", "", "the queue URL (default: the first argument, else $JOBQ_QUEUE)")
+	pf.StringVar(&a.queue, "queue", "", "the queue URL (default: the first argument, else $JOBQ_QUEUE, else $JOBQ_STORAGE_QUEUE)")
 	pf.StringVar(&a.connStr, "conn-str", "", "Azure connection string for azqueue:// and sb:// queues (default $JOBQ_CONNECTION_STRING)")
 	pf.StringVar(&a.stash, "stash", "", "where large task payloads go: azblob://account/container/prefix, gs://bucket/prefix or file:///dir (default $JOBQ_STASH)")
 	pf.CountVarP(&a.verbose, "verbose", "v", "more logging (debug)")
@@ -189,14 +190,18 @@ func (a *app) setup() error {
 	return nil
 }
 
-// queueURL resolves the queue: argument or --queue, then $JOBQ_QUEUE.
+// queueURL resolves the queue: argument or --queue, then $JOBQ_QUEUE, then
+// ai4s-jobq's $JOBQ_STORAGE_QUEUE (its SERVICE/QUEUE or sb://NAMESPACE/QUEUE
+// spec, though any queue URL works).
 func (a *app) queueURL() (string, error) {
 	q := a.queue
-	if q == "" {
-		q = os.Getenv("JOBQ_QUEUE")
+	for _, env := range []string{"JOBQ_QUEUE", "JOBQ_STORAGE_QUEUE"} {
+		if q == "" {
+			q = strings.TrimSpace(os.Getenv(env))
+		}
 	}
 	if q == "" {
-		return "", usageError("no queue given: put it first (jobq QUEUE COMMAND), or use --queue or $JOBQ_QUEUE; for example jobq sqlite://./work.db?queue=default push -c \"echo hi\"")
+		return "", usageError("no queue given: put it first (jobq QUEUE COMMAND), or use --queue, $JOBQ_QUEUE or $JOBQ_STORAGE_QUEUE; for example jobq sqlite://./work.db?queue=default push -c \"echo hi\"")
 	}
 	return q, nil
 }

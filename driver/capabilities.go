@@ -104,6 +104,14 @@ type Capabilities struct {
 	// MaxPushBatch is the most messages one Push call takes. The portable
 	// layer splits larger batches. Zero means no limit.
 	MaxPushBatch int
+	// CompleteBatch is how many leases one Complete call settles together,
+	// in one request or transaction. 1 declares that every lease costs a
+	// request of its own: the portable layer then calls Complete for each
+	// settlement at once, concurrently, rather than queueing it behind a
+	// batch in flight (which would only add a round trip, and leave more
+	// finished tasks unacknowledged if the process dies). Zero means no
+	// limit: the portable layer batches as it sees fit.
+	CompleteBatch int
 	// SharedWithAI4SJobq is true for backends whose queues ai4s-jobq workers
 	// may share: the portable layer then never rewrites a schema-v1 message
 	// into v2 (for example to add an attempt history), because ai4s-jobq

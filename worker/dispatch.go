@@ -1,10 +1,10 @@
 package worker
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -23,9 +23,10 @@ type dispatcher struct {
 	ahead    chan struct{} // one token per task that may be prefetched; nil without prefetch
 	handlers *handlerQueue // a task holds a handler while it runs
 	share    int           // the most tokens one receive asks for
-	// unsettled counts tasks whose handler returned and whose settlement
-	// has not: at most maxUnsettled of them give their token back early.
-	unsettled atomic.Int64
+	// unsettled holds the tasks whose handler returned and whose
+	// settlement has not, and that gave their token back early
+	// (backlog.go).
+	unsettled *backlog
 	recvCtx   context.Context
 	cancel    context.CancelFunc
 	tasks     sync.WaitGroup
@@ -69,6 +70,7 @@ func newDispatcher(w *Worker) *dispatcher {
 		w:         w,
 		slots:     make(chan struct{}, w.o.Concurrency),
 		handlers:  newHandlerQueue(w.o.Concurrency),
+		unsettled: newBacklog(maxUnsettled),
 		share:     (w.o.Concurrency + w.o.Prefetch + w.o.Receivers - 1) / w.o.Receivers,
 		recvCtx:   ctx,
 		cancel:    cancel,
@@ -78,6 +80,9 @@ func newDispatcher(w *Worker) *dispatcher {
 		idle:      make(chan struct{}),
 		bo:        bo,
 		refusedBo: refusedBo,
+	}
+	if w.q != nil {
+		d.unsettled.limit = unsettledLimit(w.q.Capabilities())
 	}
 	for range w.o.Concurrency {
 		d.slots <- struct{}{}
@@ -449,22 +454,23 @@ func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
 // run processes one task and returns its token to pool. The task's
 // handler is freed when the handler returns, so the next task starts while
 // this one settles, and so is its claim token, so that a receive overlaps
-// the settlement too — unless maxUnsettled tasks are settling already:
-// then the token waits for this settlement, and claims slow down to the
-// pace of settlement instead of piling tasks up.
+// the settlement too — unless the backlog of such tasks is full or
+// settling too slowly (backlog.go): then the token waits for this
+// settlement, and claims slow down to the pace of settlement instead of
+// piling finished tasks up.
 func (d *dispatcher) run(env *jobq.Envelope, ticket *handlerTicket, pool chan struct{}) {
-	early, ran := false, false
+	var (
+		early bool
+		entry *list.Element
+	)
 	d.w.process(env, ticket, func() {
-		ran = true
-		if d.unsettled.Add(1) <= maxUnsettled {
-			early = true
+		if entry, early = d.unsettled.admit(time.Now()); early {
 			pool <- struct{}{}
 		}
 	})
-	if ran {
-		d.unsettled.Add(-1)
-	}
-	if !early {
+	if early {
+		d.unsettled.done(entry)
+	} else {
 		pool <- struct{}{}
 	}
 	d.taskEnded()
@@ -557,14 +563,6 @@ func (d *dispatcher) awaitIdle(wake <-chan struct{}) bool {
 	}
 	return true
 }
-
-// maxUnsettled bounds the tasks that have run but are not settled yet and
-// no longer hold a claim token: the settler's largest batch, so settlement
-// can always send full batches, while a settlement that falls behind (a
-// slow or failing engine) stops new claims rather than letting run but
-// unacknowledged tasks grow without bound (each is run again if the worker
-// dies before its acknowledgement).
-const maxUnsettled = 512
 
 // busyPoll is how long a receiver that found nothing, while tasks run and
 // the worker would exit on an empty queue, waits before it looks again

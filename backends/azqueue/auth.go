@@ -1,6 +1,7 @@
 package azqueue
 
 import (
+	"encoding/base64"
 	"log/slog"
 	"net/url"
 	"os"
@@ -24,7 +25,11 @@ func (o *URLOpener) connectionString() (string, string) {
 	}
 	for _, env := range []string{EnvConnectionString, EnvAzureConnectionString} {
 		if s := strings.TrimSpace(os.Getenv(env)); s != "" {
-			return s, "$" + env
+			from := "$" + env
+			if env == EnvConnectionString {
+				from += " (or --conn-str)"
+			}
+			return s, from
 		}
 	}
 	return "", ""
@@ -45,6 +50,7 @@ func clientOptions(c config) *azqueue.ClientOptions {
 			MaxRetryDelay: 30 * time.Second,
 			StatusCodes:   []int{408, 429, 500, 502, 503, 504},
 		},
+		PerRetryPolicies: []policy.Policy{ambiguityPolicy{}},
 	}}
 }
 
@@ -55,6 +61,9 @@ func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.Q
 	if cs, from := o.connectionString(); cs != "" {
 		if strings.EqualFold(strings.TrimRight(strings.TrimSpace(cs), ";"), "UseDevelopmentStorage=true") {
 			cs = DevelopmentConnectionString
+		}
+		if err := checkAccountKey(cs, from); err != nil {
+			return nil, nil, "", err
 		}
 		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
 		if err != nil {
@@ -82,7 +91,7 @@ func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.Q
 	}
 	cred := o.Credential
 	if cred == nil {
-		cred, err = defaultCredential(log)
+		cred, err = defaultCredential(log, azidentity.DefaultAzureCredentialOptions{})
 		if err != nil {
 			return nil, nil, "", driver.Errorf(driver.PermissionDenied,
 				"no Azure credential available for account %s: %w (give a connection string with --conn-str or $%s, or sign in with `az login`, or run with a managed identity)",
@@ -100,22 +109,58 @@ func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.Q
 	return svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue + FailedSuffix), where, nil
 }
 
-// defaultCredential picks a managed identity when a client ID names one,
-// otherwise azidentity's DefaultAzureCredential chain.
-func defaultCredential(log *slog.Logger) (azcore.TokenCredential, error) {
-	id := os.Getenv("DEFAULT_IDENTITY_CLIENT_ID")
-	if id == "" && os.Getenv("AZURE_CLIENT_SECRET") == "" && os.Getenv("AZURE_CLIENT_CERTIFICATE_PATH") == "" {
-		// AZURE_CLIENT_ID alone names a user-assigned managed identity;
-		// with a secret or certificate it is a service principal, which
-		// DefaultAzureCredential's environment credential handles.
-		id = os.Getenv("AZURE_CLIENT_ID")
+// EnvIdentityClientID names a managed identity to try after the
+// DefaultAzureCredential chain: Azure ML sets it on compute whose assigned
+// identity should be used, and ai4s-jobq reads it the same way.
+const EnvIdentityClientID = "DEFAULT_IDENTITY_CLIENT_ID"
+
+// defaultCredential is azidentity's DefaultAzureCredential chain: the
+// environment's service principal, AKS workload identity
+// ($AZURE_FEDERATED_TOKEN_FILE), a managed identity ($AZURE_CLIENT_ID names
+// a user-assigned one), then the Azure CLI's and Azure Developer CLI's
+// sign-in. With $DEFAULT_IDENTITY_CLIENT_ID, a managed identity with that
+// client ID is tried after the chain, as ai4s-jobq does. opts are the
+// zero value but in tests, which point them at a fake authority.
+func defaultCredential(log *slog.Logger, opts azidentity.DefaultAzureCredentialOptions) (azcore.TokenCredential, error) {
+	chain, err := azidentity.NewDefaultAzureCredential(&opts)
+	if err != nil {
+		return nil, err
 	}
-	if id != "" {
-		log.Debug("azqueue: authenticating with a managed identity", "client_id", id)
-		return azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ID: azidentity.ClientID(id)})
+	id := os.Getenv(EnvIdentityClientID)
+	if id == "" {
+		log.Debug("azqueue: authenticating with DefaultAzureCredential")
+		return chain, nil
 	}
-	log.Debug("azqueue: authenticating with DefaultAzureCredential")
-	return azidentity.NewDefaultAzureCredential(nil)
+	mi, err := azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ClientOptions: opts.ClientOptions, ID: azidentity.ClientID(id)})
+	if err != nil {
+		return nil, err
+	}
+	log.Debug("azqueue: authenticating with DefaultAzureCredential, then the managed identity of $"+EnvIdentityClientID, "client_id", id)
+	return azidentity.NewChainedTokenCredential([]azcore.TokenCredential{chain, mi}, nil)
+}
+
+// checkAccountKey reports a malformed AccountKey in a connection string by
+// name, never by value. The SDK's own error does not say which part is
+// wrong.
+func checkAccountKey(cs, from string) error {
+	for _, part := range strings.Split(cs, ";") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "AccountKey") {
+			continue
+		}
+		// Base64 keys end in '=', which Cut leaves in v.
+		v = strings.TrimSpace(v)
+		switch _, err := base64.StdEncoding.DecodeString(v); {
+		case v == "":
+			return driver.Errorf(driver.InvalidArgument,
+				"the AccountKey in the connection string from %s is empty: copy the account's key again (Azure portal, storage account, Access keys; or `az storage account keys list`)", from)
+		case err != nil:
+			return driver.Errorf(driver.InvalidArgument,
+				"the AccountKey in the connection string from %s is not valid base64 (%d characters): it was probably cut or altered when copied; copy the account's key again (Azure portal, storage account, Access keys; or `az storage account keys list`)",
+				from, len(v))
+		}
+	}
+	return nil
 }
 
 // serviceAccount names the account of a queue service URL: the first label

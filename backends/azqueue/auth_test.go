@@ -79,6 +79,8 @@ func TestConnectionStringErrors(t *testing.T) {
 	}{
 		{"AccountName=a;AccountKey=secretsecret;garbage", "malformed"},
 		{"AccountKey=secretsecret", "malformed"},
+		// A key cut short when copied: the error names the AccountKey.
+		{"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=secretsecret/x;EndpointSuffix=core.windows.net", "AccountKey in the connection string from URLOpener.ConnectionString is not valid base64"},
 	}
 	for _, c := range cases {
 		opener := &azq.URLOpener{ConnectionString: c.conn}

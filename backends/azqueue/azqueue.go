@@ -16,12 +16,15 @@
 // ignored (as in ai4s-jobq); it comes from URLOpener.ConnectionString, else
 // $JOBQ_CONNECTION_STRING (which the CLI's --conn-str sets), else
 // $AZURE_STORAGE_CONNECTION_STRING. "UseDevelopmentStorage=true" means the
-// local Azurite emulator on 127.0.0.1:10001. Without a connection string the
-// driver uses Microsoft Entra ID through azidentity: URLOpener.Credential if
-// set; else a user-assigned managed identity when $DEFAULT_IDENTITY_CLIENT_ID
-// or $AZURE_CLIENT_ID names one (and no client secret or certificate is
-// configured); else DefaultAzureCredential. Keys and SAS tokens never appear
-// in logs or errors.
+// local Azurite emulator on 127.0.0.1:10001; an AccountKey that is not
+// valid base64 is reported by name (never by value). Without a connection
+// string the driver uses Microsoft Entra ID through azidentity:
+// URLOpener.Credential if set, else the DefaultAzureCredential chain
+// (environment service principal, AKS workload identity, managed identity —
+// user-assigned when $AZURE_CLIENT_ID names one —, Azure CLI, Azure
+// Developer CLI), followed by the managed identity that
+// $DEFAULT_IDENTITY_CLIENT_ID names, when set. Keys and SAS tokens never
+// appear in logs or errors.
 //
 // # URL parameters
 //
@@ -135,6 +138,8 @@ func capabilities() driver.Capabilities {
 		MaxVisibility:   MaxVisibility,
 		MaxPeek:         MaxBatch,
 		MaxReceiveBatch: MaxBatch,
+		// Delete Message takes one message.
+		CompleteBatch: 1,
 		// ai4s-jobq's own backend: its workers may share these queues.
 		SharedWithAI4SJobq: true,
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/worker"
 )
 
 // Benchmarks against Azurite (or the account in
@@ -147,4 +148,27 @@ func BenchmarkDrain(b *testing.B) {
 		wg.Wait()
 	}
 	b.ReportMetric(float64(b.N*tasks)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkWorkerDrain runs a worker (16 slots, a handler that does
+// nothing) until it has emptied a queue of b.N tasks: receives, the
+// settlement backlog's bounds and deletes together.
+func BenchmarkWorkerDrain(b *testing.B) {
+	q := openBench(b, "")
+	ctx := context.Background()
+	tasks := make([]*jobq.Task, b.N)
+	for i := range tasks {
+		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
+	}
+	if _, err := q.PushBatch(ctx, tasks); err != nil {
+		b.Fatal(err)
+	}
+	var ran atomic.Int64
+	h := worker.HandlerFunc(func(context.Context, *worker.Job) error { ran.Add(1); return nil })
+	b.ResetTimer()
+	start := time.Now()
+	if err := worker.Run(ctx, q, h, worker.Options{Concurrency: 16, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(ran.Load())/time.Since(start).Seconds(), "tasks/s")
 }

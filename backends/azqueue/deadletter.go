@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -16,10 +17,12 @@ import (
 const deadScanLease = 60 * time.Second
 
 // DeadLetter implements driver.Driver: send the dead letter to QUEUE-failed
-// (time-to-live -1), then delete the original. If the delete fails (the
-// lease was lost, or the request failed) the copy is deleted again, so the
-// call changes nothing; if that fails too the task exists twice, never zero
-// times.
+// (time-to-live -1), then delete the original. When the delete fails, the
+// copy is deleted again only if the original certainly still exists (the
+// service refused the delete without an unanswered attempt before it), so
+// the call changes nothing. Whenever the original may be gone — an attempt
+// went unanswered, or the service says the message no longer exists — the
+// copy stays: the task may then exist twice, never zero times.
 func (q *queue) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
 	if err := q.check(); err != nil {
 		return fill(len(reqs), err)
@@ -49,14 +52,26 @@ func (q *queue) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) 
 		if err != nil {
 			return err
 		}
-		if err := q.deleteClaim(ctx, c, "dead-letter"); err != nil {
-			if _, derr := q.failed.DeleteMessage(context.WithoutCancel(ctx), copyID, copyReceipt, nil); derr != nil {
-				q.log.Warn("azqueue: the original could not be deleted nor its dead-letter copy removed; the task now exists twice",
-					"message_id", c.messageID, "dead_letter_id", copyID, "error", derr)
-			}
-			return err
+		ambiguous, err := q.deleteMessage(ctx, c)
+		if err == nil {
+			c.settled = true
+			return nil
 		}
-		return nil
+		if ambiguous || queueerror.HasCode(err, queueerror.MessageNotFound) {
+			if ambiguous && errorCode(err) == driver.LockLost {
+				// The unanswered attempt most likely deleted the original.
+				c.settled = true
+				return nil
+			}
+			q.log.Warn("azqueue: dead-lettered, but the original may still exist (its delete failed); the dead letter is kept, so the task may exist twice",
+				"message_id", c.messageID, "dead_letter_id", copyID, "error", err)
+			return q.claimFailed(c, err, "dead-letter")
+		}
+		if _, derr := q.failed.DeleteMessage(context.WithoutCancel(ctx), copyID, copyReceipt, nil); derr != nil {
+			q.log.Warn("azqueue: the original could not be deleted nor its dead-letter copy removed; the task now exists twice",
+				"message_id", c.messageID, "dead_letter_id", copyID, "error", derr)
+		}
+		return q.claimFailed(c, err, "dead-letter")
 	}))
 }
 
@@ -233,7 +248,7 @@ func (q *queue) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessag
 					return err
 				}
 			case purgeDead:
-				if _, err := q.failed.DeleteMessage(ctx, id, deref(m.PopReceipt), nil); err != nil {
+				if err := q.deleteDead(ctx, m); err != nil {
 					kept[id] = m
 					return wrap(err, "purge dead letter %s from %s%s", id, q.name, FailedSuffix)
 				}
@@ -254,10 +269,21 @@ func (q *queue) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d *
 	if _, err := q.main.EnqueueMessage(ctx, encodeText(d.Body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
 		return wrap(err, "requeue dead letter %s to %s", d.MessageID, q.name)
 	}
-	if _, err := q.failed.DeleteMessage(ctx, deref(m.MessageID), deref(m.PopReceipt), nil); err != nil {
+	if err := q.deleteDead(ctx, m); err != nil {
 		return wrap(err, "delete requeued dead letter %s from %s%s (the task is now queued and still dead-lettered)", d.MessageID, q.name, FailedSuffix)
 	}
 	return nil
+}
+
+// deleteDead deletes a dead letter a scan dequeued. A lost receipt after
+// an unanswered attempt means that attempt deleted it.
+func (q *queue) deleteDead(ctx context.Context, m *azqueue.DequeuedMessage) error {
+	ctx, out := track(ctx)
+	_, err := q.failed.DeleteMessage(ctx, deref(m.MessageID), deref(m.PopReceipt), nil)
+	if err != nil && out.ambiguous.Load() && errorCode(err) == driver.LockLost {
+		return nil
+	}
+	return err
 }
 
 // releaseDead makes dead letters a scan kept visible again.

@@ -3,6 +3,7 @@ package azqueue
 import (
 	"context"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
@@ -68,6 +69,12 @@ func (q *queue) writePolicies(ctx context.Context, meta map[string]*string, pols
 func (q *queue) SetPolicy(ctx context.Context, p driver.Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	if !utf8.ValidString(p.Key) {
+		// The stored form is JSON text, which would turn the invalid bytes
+		// into U+FFFD: the policy would then govern another key.
+		return driver.Errorf(driver.InvalidArgument,
+			"policy key %q is not valid UTF-8: Azure Storage Queue keeps policies as text in the queue's metadata, which cannot hold it unchanged; use a UTF-8 key (the same one the tasks carry)", p.Key)
 	}
 	if p.Kind == driver.MaxDepthPolicy {
 		return driver.Errorf(driver.Unimplemented, "azqueue: Storage Queue cannot bound its depth: its message count is approximate and a push cannot be made conditional on it; use a backend with max-depth (sqlite, postgres, redis), or limit producers yourself")

@@ -68,6 +68,13 @@ type claim struct {
 	// pop receipt check does.
 	heldUntil time.Time
 	settled   bool
+	// stale is set when a renewal was probably applied but its response,
+	// which carried the new pop receipt, was lost: the service holds the
+	// message for us until expiry, but nothing can settle or renew it.
+	stale bool
+	// doubt is set when a renewal failed after an unanswered attempt: it
+	// may have been applied, changing the receipt without our knowing.
+	doubt bool
 }
 
 // use locks the claim for one operation, or reports why its lease is gone.
@@ -80,6 +87,9 @@ func (c *claim) use() error {
 	case c.settled:
 		c.mu.Unlock()
 		return lockLost(c.messageID, "the message was already settled")
+	case c.stale:
+		c.mu.Unlock()
+		return lockLost(c.messageID, fmt.Sprintf("the response to an earlier renewal was lost, so the message's new pop receipt is unknown; it is delivered again after %s", c.heldUntil.Format(time.RFC3339Nano)))
 	case !c.heldUntil.IsZero() && !time.Now().Before(c.heldUntil):
 		c.mu.Unlock()
 		return lockLost(c.messageID, fmt.Sprintf("the lease expired at %s", c.expiry.Format(time.RFC3339Nano)))
@@ -356,31 +366,59 @@ func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration
 		return driver.Lease{}, driver.Errorf(driver.InvalidArgument, "renew message %s: the lease did not come from this driver's Receive, so its text is unknown", lease.MessageID)
 	}
 	c := claimOf(lease)
+	c.mu.Lock()
+	stale := c.stale
+	c.mu.Unlock()
+	if stale {
+		// Not LockLost: the service still holds the message for this
+		// receiver until the lease ends, and the task may go on until then.
+		return driver.Lease{}, driver.Errorf(driver.FailedPrecondition,
+			"renew message %s: an earlier renewal's response was lost, so its new pop receipt is unknown and the lease cannot be extended; it ends at %s",
+			c.messageID, c.expiry.Format(time.RFC3339Nano))
+	}
 	if err := c.use(); err != nil {
 		return driver.Lease{}, err
 	}
 	defer c.mu.Unlock()
 	secs := max32(seconds(vis), 1)
 	start := time.Now()
-	if err := q.update(ctx, c, c.text, secs, "renew the lease on"); err != nil {
-		return driver.Lease{}, err
-	}
+	ambiguous, err := q.update(ctx, c, c.text, secs)
 	d := time.Duration(secs) * time.Second
+	switch {
+	case err == nil:
+	case (ambiguous || c.doubt) && errorCode(err) == driver.LockLost:
+		// An attempt (of this renewal, or of one that failed before it)
+		// went unanswered, and now the receipt has changed: most likely
+		// that attempt was applied, and the message is hidden for us with
+		// a receipt we never saw. The task goes on; the message cannot be
+		// settled and is delivered again after the lease.
+		c.stale = true
+		q.log.Warn("azqueue: a lease renewal's response was lost; the task goes on, but the message's new pop receipt is unknown, so it will be delivered again when this lease ends",
+			"message_id", c.messageID, "lease_end", start.Add(d), "error", err)
+	default:
+		if ambiguous {
+			c.doubt = true
+		}
+		return driver.Lease{}, q.claimFailed(c, err, "renew the lease on")
+	}
 	c.expiry, c.heldUntil = start.Add(d), time.Now().Add(d)
 	return c.lease(), nil
 }
 
 // update runs Update Message for a held claim and records the new receipt.
-func (q *queue) update(ctx context.Context, c *claim, text string, secs int32, what string) error {
+// ambiguous reports whether an attempt went unanswered (see track): a
+// failure after one may hide an update that was applied.
+func (q *queue) update(ctx context.Context, c *claim, text string, secs int32) (ambiguous bool, err error) {
+	ctx, out := track(ctx)
 	resp, err := q.main.UpdateMessage(ctx, c.messageID, c.popReceipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(secs)})
 	if err != nil {
-		return q.claimFailed(c, err, what)
+		return out.ambiguous.Load(), err
 	}
 	if resp.PopReceipt != nil {
 		c.popReceipt = *resp.PopReceipt
 	}
 	c.text = text
-	return nil
+	return false, nil
 }
 
 // Complete implements driver.Driver with Delete Message.
@@ -399,12 +437,29 @@ func (q *queue) Complete(ctx context.Context, leases []driver.Lease) []error {
 }
 
 func (q *queue) deleteClaim(ctx context.Context, c *claim, what string) error {
-	_, err := q.main.DeleteMessage(ctx, c.messageID, c.popReceipt, nil)
-	if err != nil {
+	ambiguous, err := q.deleteMessage(ctx, c)
+	switch {
+	case err == nil:
+	case ambiguous && errorCode(err) == driver.LockLost:
+		// An unanswered attempt most likely deleted the message, and the
+		// retry found it gone. (Were it another receiver's now, it would
+		// run there: nothing is lost either way.)
+		q.log.Debug("azqueue: delete retried after an unanswered attempt found the message gone; taking it as deleted", "message_id", c.messageID)
+	default:
 		return q.claimFailed(c, err, what)
 	}
 	c.settled = true
 	return nil
+}
+
+// deleteMessage runs Delete Message for a held claim; ambiguous is as for
+// update.
+func (q *queue) deleteMessage(ctx context.Context, c *claim) (ambiguous bool, err error) {
+	ctx, out := track(ctx)
+	if _, err := q.main.DeleteMessage(ctx, c.messageID, c.popReceipt, nil); err != nil {
+		return out.ambiguous.Load(), err
+	}
+	return false, nil
 }
 
 // claimFailed is the error of a request on c's message that failed with
@@ -444,9 +499,13 @@ func (q *queue) Requeue(ctx context.Context, reqs []driver.RequeueParams) []erro
 		} else if r.Lease.Private == nil {
 			return driver.Errorf(driver.InvalidArgument, "requeue message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
 		}
-		if err := q.update(ctx, c, text, seconds(r.Delay), "requeue"); err != nil {
-			return err
+		ambiguous, err := q.update(ctx, c, text, seconds(r.Delay))
+		if err != nil && !(ambiguous && errorCode(err) == driver.LockLost) {
+			return q.claimFailed(c, err, "requeue")
 		}
+		// After an unanswered attempt, a lost lease most likely means that
+		// attempt requeued the message; were it another receiver's now, it
+		// would run there. Nothing is lost either way.
 		c.settled = true
 		return nil
 	}))
