@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/stash"
 )
 
 // DefaultVisibility is the lease a Receive takes when ReceiveOptions does not
@@ -53,6 +54,14 @@ type OpenOptions struct {
 	// reports them as duplicates, on the others it may store them twice,
 	// as at-least-once delivery allows.
 	PushRetry time.Duration
+	// ConnectionString is passed to the backend as
+	// driver.OpenOptions.ConnectionString: the Azure backends use it before
+	// their environment variables. Default "": the backend's own lookup.
+	ConnectionString string
+	// StashMux opens the stash stores (StashURL, and the stores received
+	// tasks point at). Default stash.DefaultURLMux(); a program with its
+	// own credentials registers configured openers on its own mux.
+	StashMux *stash.URLMux
 }
 
 // Queue is one open queue. Its methods may be called from many goroutines.
@@ -105,11 +114,11 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Que
 		log = slog.Default()
 	}
 	log = log.With("queue", redacted)
-	stashes, err := openStashes(ctx, takeStashParam(u, opts.StashURL), redacted)
+	stashes, err := openStashes(ctx, opts.StashMux, takeStashParam(u, opts.StashURL), redacted)
 	if err != nil {
 		return nil, err
 	}
-	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log})
+	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log, ConnectionString: opts.ConnectionString})
 	if err != nil {
 		var je *Error
 		stashes.close()

@@ -30,6 +30,7 @@ const deadScan = 1000
 // any others that received references point at (opened on first use).
 type stashes struct {
 	primary stash.Store // nil when no stash is configured
+	mux     *stash.URLMux
 
 	mu     sync.Mutex
 	others map[string]stash.Store // by location
@@ -52,12 +53,15 @@ func takeStashParam(u *url.URL, explicit string) string {
 }
 
 // openStashes opens the configured store, if any.
-func openStashes(ctx context.Context, location, queue string) (*stashes, error) {
-	s := &stashes{others: map[string]stash.Store{}}
+func openStashes(ctx context.Context, mux *stash.URLMux, location, queue string) (*stashes, error) {
+	if mux == nil {
+		mux = stash.DefaultURLMux()
+	}
+	s := &stashes{mux: mux, others: map[string]stash.Store{}}
 	if location == "" {
 		return s, nil
 	}
-	st, err := stash.Open(ctx, location)
+	st, err := mux.Open(ctx, location)
 	if err != nil {
 		return nil, &Error{Code: ErrorCode(err), Op: "open", Queue: queue, Msg: fmt.Sprintf("stash %s: %v", RedactURL(location), err), Err: err}
 	}
@@ -82,12 +86,12 @@ func (s *stashes) store(ctx context.Context, objectURL string) (stash.Store, err
 	// A scheme this program did not register is its own configuration
 	// problem, not the message's: Unimplemented leaves the message for a
 	// receiver that has the store instead of dead-lettering it.
-	if u, err := url.Parse(loc); err == nil && u.Scheme != "" && !stash.DefaultURLMux().ValidScheme(u.Scheme) {
+	if u, err := url.Parse(loc); err == nil && u.Scheme != "" && !s.mux.ValidScheme(u.Scheme) {
 		return nil, &Error{Code: Unimplemented, Op: "receive", Msg: fmt.Sprintf(
 			"the task is in a %s:// stash, but this program registers no store for that scheme (registered: %s); import github.com/jobq/jobq/stash/all, or the store's package (the jobq CLI has every store)",
-			u.Scheme, strings.Join(stash.DefaultURLMux().Schemes(), ", "))}
+			u.Scheme, strings.Join(s.mux.Schemes(), ", "))}
 	}
-	st, err := stash.Open(ctx, loc)
+	st, err := s.mux.Open(ctx, loc)
 	if err != nil {
 		return nil, err
 	}

@@ -301,4 +301,10 @@ type OpenOptions struct {
 	// Logger is the portable layer's logger, annotated with the queue; never
 	// nil. Drivers log through it and never print credentials.
 	Logger *slog.Logger
+	// ConnectionString is a connection string the program holds for the
+	// queue's engine (the CLI's --conn-str), given as a value so that no
+	// credential travels through the environment. Backends that take
+	// connection strings (azqueue, servicebus) use it before any
+	// environment variable; the others ignore it. Never logged.
+	ConnectionString string
 }

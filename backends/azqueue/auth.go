@@ -19,16 +19,16 @@ import (
 
 // connectionString returns the connection string to use and where it came
 // from, or "" when there is none.
-func (o *URLOpener) connectionString() (string, string) {
+func (o *URLOpener) connectionString(given string) (string, string) {
+	if s := strings.TrimSpace(given); s != "" {
+		return s, "the program (--conn-str)"
+	}
 	if o.ConnectionString != "" {
 		return o.ConnectionString, "URLOpener.ConnectionString"
 	}
 	for _, env := range []string{EnvConnectionString, EnvAzureConnectionString} {
 		if s := strings.TrimSpace(os.Getenv(env)); s != "" {
 			from := "$" + env
-			if env == EnvConnectionString {
-				from += " (or --conn-str)"
-			}
 			return s, from
 		}
 	}
@@ -54,20 +54,21 @@ func clientOptions(c config) *azqueue.ClientOptions {
 	}}
 }
 
-// clients builds the SDK clients for the queue and its dead-letter queue.
-// where names the account for messages (never a secret).
-func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.QueueClient, where string, err error) {
+// client builds the SDK client for the queue service. where names the
+// account for messages (never a secret). given is the connection string
+// the program passed in driver.OpenOptions.
+func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azqueue.ServiceClient, where string, err error) {
 	opts := clientOptions(c)
-	if cs, from := o.connectionString(); cs != "" {
+	if cs, from := o.connectionString(given); cs != "" {
 		if strings.EqualFold(strings.TrimRight(strings.TrimSpace(cs), ";"), "UseDevelopmentStorage=true") {
 			cs = DevelopmentConnectionString
 		}
 		if err := checkAccountKey(cs, from); err != nil {
-			return nil, nil, "", err
+			return nil, "", err
 		}
 		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
 		if err != nil {
-			return nil, nil, "", driver.Errorf(driver.InvalidArgument,
+			return nil, "", driver.Errorf(driver.InvalidArgument,
 				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.RedactConnectionString(cs))
 		}
 		where = serviceAccount(svc.URL())
@@ -75,14 +76,14 @@ func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.Q
 			log.Info("azqueue: using the connection string's account; the account in the URL is ignored",
 				"connection_string_from", from, "account", where, "url_account", c.account)
 		}
-		return svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue + FailedSuffix), where, nil
+		return svc, where, nil
 	}
 	if c.account == "" && c.endpoint == "" {
-		return nil, nil, "", driver.Errorf(driver.InvalidArgument,
+		return nil, "", driver.Errorf(driver.InvalidArgument,
 			"no storage account: use azqueue://ACCOUNT/QUEUE, or give a connection string with --conn-str, $%s or $%s", EnvConnectionString, EnvAzureConnectionString)
 	}
 	if c.account != "" && !accountName.MatchString(c.account) {
-		return nil, nil, "", driver.Errorf(driver.InvalidArgument,
+		return nil, "", driver.Errorf(driver.InvalidArgument,
 			"invalid storage account name %q: it is 3 to 24 lowercase letters and digits", c.account)
 	}
 	serviceURL := c.endpoint
@@ -93,20 +94,20 @@ func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.Q
 	if cred == nil {
 		cred, err = defaultCredential(log, azidentity.DefaultAzureCredentialOptions{})
 		if err != nil {
-			return nil, nil, "", driver.Errorf(driver.PermissionDenied,
+			return nil, "", driver.Errorf(driver.PermissionDenied,
 				"no Azure credential available for account %s: %w (give a connection string with --conn-str or $%s, or sign in with `az login`, or run with a managed identity)",
 				c.account, err, EnvConnectionString)
 		}
 	}
-	svc, err := azqueue.NewServiceClient(serviceURL, cred, opts)
+	svc, err = azqueue.NewServiceClient(serviceURL, cred, opts)
 	if err != nil {
-		return nil, nil, "", driver.Errorf(driver.InvalidArgument, "cannot use queue service %s: %w", serviceURL, err)
+		return nil, "", driver.Errorf(driver.InvalidArgument, "cannot use queue service %s: %w", serviceURL, err)
 	}
 	where = c.account
 	if where == "" {
 		where = serviceAccount(serviceURL)
 	}
-	return svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue + FailedSuffix), where, nil
+	return svc, where, nil
 }
 
 // EnvIdentityClientID names a managed identity to try after the

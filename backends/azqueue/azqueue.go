@@ -10,14 +10,22 @@
 // turns it into the URL above). Dead letters go to the queue QUEUE-failed,
 // as in ai4s-jobq.
 //
-// # Authentication
+// # From a client
+//
+// A program that already holds an *azqueue.ServiceClient passes it to New,
+// or a credential and the service URL to NewFromCredential, and hands the
+// driver to jobq.New; Options replace the URL parameters. The driver never
+// closes the client.
+//
+// # Authentication (URLs)
 //
 // A connection string, when one is given, wins and the URL's account is
-// ignored (as in ai4s-jobq); it comes from URLOpener.ConnectionString, else
-// $JOBQ_CONNECTION_STRING (which the CLI's --conn-str sets), else
-// $AZURE_STORAGE_CONNECTION_STRING. "UseDevelopmentStorage=true" means the
-// local Azurite emulator on 127.0.0.1:10001; an AccountKey that is not
-// valid base64 is reported by name (never by value). Without a connection
+// ignored (as in ai4s-jobq); it comes from the ConnectionString of the
+// jobq open options (the CLI's --conn-str), else URLOpener.ConnectionString,
+// else $JOBQ_CONNECTION_STRING, else $AZURE_STORAGE_CONNECTION_STRING.
+// "UseDevelopmentStorage=true" means the local Azurite emulator on
+// 127.0.0.1:10001; an AccountKey that is not valid base64 is reported by
+// name (never by value). Without a connection
 // string the driver uses Microsoft Entra ID through azidentity:
 // URLOpener.Credential if set, else the DefaultAzureCredential chain
 // (environment service principal, AKS workload identity, managed identity —
@@ -44,6 +52,7 @@ package azqueue
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"regexp"
@@ -51,6 +60,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
@@ -82,10 +92,11 @@ const (
 	DefaultRetryDelay = 200 * time.Millisecond
 )
 
-// Environment variables read for a connection string, in order.
+// Environment variables the URL opener reads for a connection string, in
+// order, when the program passes none.
 const (
-	// EnvConnectionString is jobq's own variable; the CLI's --conn-str flag
-	// sets it for the process.
+	// EnvConnectionString is jobq's own variable (the CLI's --conn-str
+	// defaults to it).
 	EnvConnectionString = "JOBQ_CONNECTION_STRING"
 	// EnvAzureConnectionString is the Azure SDKs' conventional variable.
 	EnvAzureConnectionString = "AZURE_STORAGE_CONNECTION_STRING"
@@ -145,22 +156,103 @@ func capabilities() driver.Capabilities {
 	}
 }
 
-// config is a parsed URL.
+// Options configure a Driver built by New or NewFromCredential. Only Queue
+// is required; the zero value of every other field means its default.
+type Options struct {
+	// Queue names the queue: 3 to 56 lowercase letters, digits and single
+	// hyphens (Azure's 63 less the "-failed" suffix of its dead-letter
+	// queue, which jobq shares with ai4s-jobq). Required.
+	Queue string
+	// PollMin is the first pause between the dequeues of an idle queue
+	// (Storage Queue has no long poll). Default DefaultPollMin (50ms).
+	PollMin time.Duration
+	// PollMax is the longest such pause: each empty dequeue doubles the
+	// pause up to it. Default DefaultPollMax (500ms); at least PollMin.
+	PollMax time.Duration
+	// NoCreate keeps New from creating Queue and Queue-failed when they are
+	// missing. Default false: they are created (an identity without the
+	// right to create queues is assumed to use existing ones).
+	NoCreate bool
+	// Retries is how often NewFromCredential's client retries throttled
+	// (503 ServerBusy), timed-out (500) and failed requests; negative
+	// means never. Default DefaultRetries (6). New leaves retries to the
+	// policy of the client it is given.
+	Retries int
+	// RetryDelay is NewFromCredential's first retry backoff, doubling up
+	// to 30s. Default DefaultRetryDelay (200ms).
+	RetryDelay time.Duration
+	// Logger receives the driver's warnings and debug logs. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// config is the validated settings of one queue.
 type config struct {
 	account    string
 	queue      string
 	pollMin    time.Duration
 	pollMax    time.Duration
-	retries    int
+	retries    int // 0: none
 	retryDelay time.Duration
 	create     bool
 	endpoint   string
+}
+
+// config validates o and applies its defaults.
+func (o Options) config() (config, error) {
+	c := config{queue: o.Queue, pollMin: o.PollMin, pollMax: o.PollMax, retries: o.Retries, retryDelay: o.RetryDelay, create: !o.NoCreate}
+	if c.pollMin == 0 {
+		c.pollMin = DefaultPollMin
+	}
+	if c.pollMax == 0 {
+		c.pollMax = max(DefaultPollMax, c.pollMin)
+	}
+	switch {
+	case c.retries == 0:
+		c.retries = DefaultRetries
+	case c.retries < 0:
+		c.retries = 0
+	}
+	if c.retryDelay == 0 {
+		c.retryDelay = DefaultRetryDelay
+	}
+	switch {
+	case c.pollMin < 0:
+		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.PollMin=%v must be positive", c.pollMin)
+	case c.pollMax < c.pollMin:
+		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.PollMax=%v is shorter than PollMin=%v", c.pollMax, c.pollMin)
+	case c.retryDelay < 0:
+		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.RetryDelay=%v must be positive", c.retryDelay)
+	}
+	return c, checkQueueName(c.queue)
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.Default()
 }
 
 var (
 	accountName = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
 	queueName   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
 )
+
+func checkQueueName(q string) error {
+	maxName := 63 - len(FailedSuffix)
+	switch {
+	case q == "":
+		return driver.Errorf(driver.InvalidArgument, "no queue name: use azqueue://ACCOUNT/QUEUE, or set Options.Queue")
+	case strings.Contains(q, "/"):
+		return driver.Errorf(driver.InvalidArgument, "queue name %q contains '/': use azqueue://ACCOUNT/QUEUE", q)
+	case len(q) < 3 || len(q) > maxName || !queueName.MatchString(q):
+		return driver.Errorf(driver.InvalidArgument,
+			"invalid queue name %q: Azure queue names are 3 to 63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit, and jobq needs room for the %q suffix of the dead-letter queue (at most %d characters)",
+			q, FailedSuffix, maxName)
+	}
+	return nil
+}
 
 func parseURL(u *url.URL) (config, error) {
 	p := driver.NewParams(u)
@@ -183,47 +275,96 @@ func parseURL(u *url.URL) (config, error) {
 	if c.retries < 0 {
 		p.Fail("query parameter retries=%d must be 0 or more", c.retries)
 	}
-	if c.endpoint != "" {
-		e, err := url.Parse(c.endpoint)
-		if err != nil || (e.Scheme != "https" && e.Scheme != "http") || e.Host == "" || e.RawQuery != "" {
-			p.Fail("query parameter endpoint must be the queue service URL, like https://ACCOUNT.queue.core.windows.net (without credentials)")
-		}
+	if c.endpoint != "" && checkServiceURL(c.endpoint) != nil {
+		p.Fail("query parameter endpoint must be the queue service URL, like https://ACCOUNT.queue.core.windows.net (without credentials)")
 	}
 	if err := p.Done(); err != nil {
 		return c, err
 	}
-	maxName := 63 - len(FailedSuffix)
-	switch {
-	case c.queue == "":
-		return c, driver.Errorf(driver.InvalidArgument, "no queue name: use azqueue://ACCOUNT/QUEUE")
-	case strings.Contains(c.queue, "/"):
-		return c, driver.Errorf(driver.InvalidArgument, "queue name %q contains '/': use azqueue://ACCOUNT/QUEUE", c.queue)
-	case len(c.queue) < 3 || len(c.queue) > maxName || !queueName.MatchString(c.queue):
-		return c, driver.Errorf(driver.InvalidArgument,
-			"invalid queue name %q: Azure queue names are 3 to 63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit, and jobq needs room for the %q suffix of the dead-letter queue (at most %d characters)",
-			c.queue, FailedSuffix, maxName)
-	}
-	return c, nil
+	return c, checkQueueName(c.queue)
 }
 
-// Open opens the queue named by u.
-func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
-	c, err := parseURL(u)
+// checkServiceURL accepts an http(s) queue service URL without a query.
+func checkServiceURL(s string) error {
+	e, err := url.Parse(s)
+	if err != nil || (e.Scheme != "https" && e.Scheme != "http") || e.Host == "" || e.RawQuery != "" || e.User != nil {
+		return driver.Errorf(driver.InvalidArgument,
+			"azqueue: the service URL must be the queue service's, like https://ACCOUNT.queue.core.windows.net/, without credentials or query")
+	}
+	return nil
+}
+
+// New returns the queue opts.Queue of the account svc serves, and its
+// dead-letter queue opts.Queue-failed, creating both when missing unless
+// opts.NoCreate. svc is used as it is, with its own credential and retry
+// policy, and is never closed or changed; the driver holds nothing else
+// to release. Pass the result to jobq.New.
+//
+// svc's pipeline lacks the policy with which the URL opener and
+// NewFromCredential tell an unanswered attempt from a refused one; without
+// it, a settlement whose response was lost and whose retry found the lease
+// gone is reported as a lost lease, so the task may run again (never lost).
+func New(ctx context.Context, svc *azqueue.ServiceClient, opts Options) (*Driver, error) {
+	if svc == nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "azqueue.New: the ServiceClient is nil: build one with azqueue.NewServiceClient or azqueue.NewServiceClientFromConnectionString")
+	}
+	c, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	main, failed, where, err := o.clients(c, log)
+	return open(ctx, c, svc, serviceAccount(svc.URL()), opts.logger())
+}
+
+// NewFromCredential is New with a client it builds for the queue service
+// at serviceURL (https://ACCOUNT.queue.core.windows.net/) authenticated by
+// cred, for example an azidentity.DefaultAzureCredential. opts.Retries and
+// opts.RetryDelay set the client's retry policy.
+func NewFromCredential(ctx context.Context, serviceURL string, cred azcore.TokenCredential, opts Options) (*Driver, error) {
+	if cred == nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "azqueue.NewFromCredential: the credential is nil: pass one such as azidentity.NewDefaultAzureCredential's")
+	}
+	if err := checkServiceURL(serviceURL); err != nil {
+		return nil, err
+	}
+	c, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	d := newDriver(c, main, failed, where, log)
+	svc, err := azqueue.NewServiceClient(serviceURL, cred, clientOptions(c))
+	if err != nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "azqueue: cannot use queue service %s: %w", serviceURL, err)
+	}
+	return open(ctx, c, svc, serviceAccount(serviceURL), opts.logger())
+}
+
+// open builds the driver on svc, creating the queues when c.create.
+func open(ctx context.Context, c config, svc *azqueue.ServiceClient, where string, log *slog.Logger) (*Driver, error) {
+	d := newDriver(c, svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue+FailedSuffix), where, log)
 	if c.create {
 		if err := d.createQueues(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
+}
+
+// Open opens the queue named by u: a thin adapter that builds the service
+// client from the URL and the credentials (see the package documentation)
+// and calls open, as New does.
+func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	svc, where, err := o.client(c, opts.ConnectionString, log)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, c, svc, where, log)
 }
 
 // String describes the opener for debugging without credentials.

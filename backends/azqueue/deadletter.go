@@ -23,7 +23,7 @@ const deadScanLease = 60 * time.Second
 // the call changes nothing. Whenever the original may be gone — an attempt
 // went unanswered, or the service says the message no longer exists — the
 // copy stays: the task may then exist twice, never zero times.
-func (q *queue) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+func (q *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
 	if err := q.check(); err != nil {
 		return fill(len(reqs), err)
 	}
@@ -76,7 +76,7 @@ func (q *queue) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) 
 }
 
 // sendDead stores a dead letter, creating QUEUE-failed when it is missing.
-func (q *queue) sendDead(ctx context.Context, text string) (id, receipt string, err error) {
+func (q *Driver) sendDead(ctx context.Context, text string) (id, receipt string, err error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := q.failed.EnqueueMessage(ctx, text, &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))})
 		if err == nil && len(resp.Messages) > 0 {
@@ -121,7 +121,7 @@ func deadMessage(id, text string, dequeueCount int64, inserted *time.Time) *driv
 
 // ListDead implements driver.Driver. Up to 32 dead letters are peeked,
 // changing nothing; more are read by briefly dequeuing them (see scanDead).
-func (q *queue) ListDead(ctx context.Context, n int) ([]*driver.DeadMessage, error) {
+func (q *Driver) ListDead(ctx context.Context, n int) ([]*driver.DeadMessage, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
@@ -151,17 +151,17 @@ func (q *queue) ListDead(ctx context.Context, n int) ([]*driver.DeadMessage, err
 // back to the queue as it was before it died (visible at once, time-to-live
 // -1) and then deleted from QUEUE-failed. ids match a dead letter's
 // MessageID or its task ID.
-func (q *queue) RequeueDead(ctx context.Context, ids []string) (int64, error) {
+func (q *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	return q.settleDead(ctx, ids, requeueDead)
 }
 
 // PurgeDead implements driver.Driver. ids match a dead letter's MessageID or
 // its task ID. Letters are deleted one by one, so the count is exact.
-func (q *queue) PurgeDead(ctx context.Context, ids []string) (int64, error) {
+func (q *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 	return q.settleDead(ctx, ids, purgeDead)
 }
 
-func (q *queue) settleDead(ctx context.Context, ids []string, action deadAction) (int64, error) {
+func (q *Driver) settleDead(ctx context.Context, ids []string, action deadAction) (int64, error) {
 	if err := q.check(); err != nil {
 		return 0, err
 	}
@@ -204,7 +204,7 @@ const (
 // peek sees only the first 32). visit decides each letter's fate and whether
 // to stop. Kept letters are made visible again when the scan ends. Every
 // letter seen costs a dequeue share plus one update or delete.
-func (q *queue) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessage, *driver.DeadMessage) (deadAction, bool)) error {
+func (q *Driver) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessage, *driver.DeadMessage) (deadAction, bool)) error {
 	// kept maps a letter's ID to its latest dequeue (the receipt to release
 	// it with).
 	kept := map[string]*azqueue.DequeuedMessage{}
@@ -265,7 +265,7 @@ func (q *queue) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessag
 
 // requeueDead sends a dead letter's original body back to the queue, then
 // deletes the letter (a crash in between duplicates the task).
-func (q *queue) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d *driver.DeadMessage) error {
+func (q *Driver) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d *driver.DeadMessage) error {
 	if _, err := q.main.EnqueueMessage(ctx, encodeText(d.Body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
 		return wrap(err, "requeue dead letter %s to %s", d.MessageID, q.name)
 	}
@@ -277,7 +277,7 @@ func (q *queue) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d *
 
 // deleteDead deletes a dead letter a scan dequeued. A lost receipt after
 // an unanswered attempt means that attempt deleted it.
-func (q *queue) deleteDead(ctx context.Context, m *azqueue.DequeuedMessage) error {
+func (q *Driver) deleteDead(ctx context.Context, m *azqueue.DequeuedMessage) error {
 	ctx, out := track(ctx)
 	_, err := q.failed.DeleteMessage(ctx, deref(m.MessageID), deref(m.PopReceipt), nil)
 	if err != nil && out.ambiguous.Load() && errorCode(err) == driver.LockLost {
@@ -287,7 +287,7 @@ func (q *queue) deleteDead(ctx context.Context, m *azqueue.DequeuedMessage) erro
 }
 
 // releaseDead makes dead letters a scan kept visible again.
-func (q *queue) releaseDead(ctx context.Context, ms map[string]*azqueue.DequeuedMessage) {
+func (q *Driver) releaseDead(ctx context.Context, ms map[string]*azqueue.DequeuedMessage) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, parallelism)
 	for _, m := range ms {

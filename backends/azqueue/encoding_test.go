@@ -130,7 +130,7 @@ func TestParseDeadFromAi4sJobq(t *testing.T) {
 
 func TestPollPause(t *testing.T) {
 	t.Parallel()
-	q := &queue{cfg: config{pollMin: 50 * time.Millisecond, pollMax: time.Second}}
+	q := &Driver{cfg: config{pollMin: 50 * time.Millisecond, pollMax: time.Second}}
 	want := []time.Duration{50, 50, 100, 200, 400, 800, 1000, 1000}
 	for i, w := range want {
 		q.empties.Store(int64(i))

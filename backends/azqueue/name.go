@@ -1,4 +1,4 @@
 package azqueue
 
 // QueueName returns the queue's name (driver.Namer).
-func (q *queue) QueueName() string { return q.cfg.queue }
+func (q *Driver) QueueName() string { return q.cfg.queue }

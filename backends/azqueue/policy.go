@@ -25,10 +25,10 @@ import (
 // names) that holds the encoded policies.
 const policyMetadataKey = "jobqpolicies"
 
-var _ driver.PolicyStore = (*queue)(nil)
+var _ driver.PolicyStore = (*Driver)(nil)
 
 // readPolicies returns the queue's metadata and its decoded policies.
-func (q *queue) readPolicies(ctx context.Context) (map[string]*string, []driver.Policy, error) {
+func (q *Driver) readPolicies(ctx context.Context) (map[string]*string, []driver.Policy, error) {
 	if err := q.check(); err != nil {
 		return nil, nil, err
 	}
@@ -48,7 +48,7 @@ func (q *queue) readPolicies(ctx context.Context) (map[string]*string, []driver.
 }
 
 // writePolicies stores pols, keeping the queue's other metadata.
-func (q *queue) writePolicies(ctx context.Context, meta map[string]*string, pols []driver.Policy) error {
+func (q *Driver) writePolicies(ctx context.Context, meta map[string]*string, pols []driver.Policy) error {
 	out := make(map[string]*string, len(meta)+1)
 	for k, v := range meta {
 		if !strings.EqualFold(k, policyMetadataKey) {
@@ -66,7 +66,7 @@ func (q *queue) writePolicies(ctx context.Context, meta map[string]*string, pols
 }
 
 // SetPolicy implements driver.PolicyStore.
-func (q *queue) SetPolicy(ctx context.Context, p driver.Policy) error {
+func (q *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (q *queue) SetPolicy(ctx context.Context, p driver.Policy) error {
 }
 
 // UnsetPolicy implements driver.PolicyStore.
-func (q *queue) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+func (q *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	meta, pols, err := q.readPolicies(ctx)
 	if err != nil {
 		return false, err
@@ -101,7 +101,7 @@ func (q *queue) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key str
 }
 
 // ListPolicies implements driver.PolicyStore.
-func (q *queue) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+func (q *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	_, pols, err := q.readPolicies(ctx)
 	return pols, err
 }
@@ -109,7 +109,7 @@ func (q *queue) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 // KeyStats implements driver.PolicyStore. Storage Queue cannot count
 // messages per key, so only the policies' keys are listed, with unknown
 // counts (Waiting -1; in-flight counts live in each worker).
-func (q *queue) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+func (q *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	_, pols, err := q.readPolicies(ctx)
 	if err != nil {
 		return nil, err

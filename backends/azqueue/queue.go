@@ -28,8 +28,11 @@ type DeadLetterQueue struct {
 	*azqueue.QueueClient
 }
 
-// queue is an open Azure Storage queue; it implements driver.Driver.
-type queue struct {
+// Driver is an open Azure Storage queue and its dead-letter queue; it
+// implements driver.Driver. Build one with New or NewFromCredential, or
+// open a URL through jobq.Open. It never closes or changes the clients it
+// was given (the SDK clients hold nothing to close).
+type Driver struct {
 	cfg    config
 	main   *azqueue.QueueClient
 	failed *azqueue.QueueClient
@@ -45,8 +48,8 @@ type queue struct {
 	gate    pollGate
 }
 
-func newDriver(c config, main, failed *azqueue.QueueClient, where string, log *slog.Logger) *queue {
-	return &queue{cfg: c, main: main, failed: failed, where: where, name: where + "/" + c.queue, log: log, caps: capabilities()}
+func newDriver(c config, main, failed *azqueue.QueueClient, where string, log *slog.Logger) *Driver {
+	return &Driver{cfg: c, main: main, failed: failed, where: where, name: where + "/" + c.queue, log: log, caps: capabilities()}
 }
 
 // claim is one dequeue of one message. Every copy of the lease points at the
@@ -119,7 +122,7 @@ func seconds(d time.Duration) int32 {
 	return int32(math.Ceil(d.Seconds()))
 }
 
-func (q *queue) check() error {
+func (q *Driver) check() error {
 	if q.closed.Load() {
 		return driver.Errorf(driver.FailedPrecondition, "queue %s is closed", q.name)
 	}
@@ -127,10 +130,10 @@ func (q *queue) check() error {
 }
 
 // Capabilities implements driver.Driver.
-func (q *queue) Capabilities() driver.Capabilities { return q.caps }
+func (q *Driver) Capabilities() driver.Capabilities { return q.caps }
 
 // createQueues creates the queue and its dead-letter queue when missing.
-func (q *queue) createQueues(ctx context.Context) error {
+func (q *Driver) createQueues(ctx context.Context) error {
 	for _, c := range []*azqueue.QueueClient{q.main, q.failed} {
 		if err := q.createQueue(ctx, c); err != nil {
 			return err
@@ -139,7 +142,7 @@ func (q *queue) createQueues(ctx context.Context) error {
 	return nil
 }
 
-func (q *queue) createQueue(ctx context.Context, c *azqueue.QueueClient) error {
+func (q *Driver) createQueue(ctx context.Context, c *azqueue.QueueClient) error {
 	_, err := c.Create(ctx, nil)
 	switch {
 	case err == nil, queueerror.HasCode(err, queueerror.QueueAlreadyExists):
@@ -160,7 +163,7 @@ func (q *queue) createQueue(ctx context.Context, c *azqueue.QueueClient) error {
 // failed message are returned. Messages after it that were already in
 // flight may have been stored too, so pushing the rest again can duplicate
 // a few (at-least-once).
-func (q *queue) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+func (q *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
@@ -178,7 +181,7 @@ func (q *queue) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Push
 	return results, nil
 }
 
-func (q *queue) push(ctx context.Context, m *driver.Message) (string, error) {
+func (q *Driver) push(ctx context.Context, m *driver.Message) (string, error) {
 	text := encodeText(m.Body)
 	if len(text) > MaxMessageBytes {
 		return "", tooLarge(m.ID, len(text))
@@ -218,7 +221,7 @@ func tooLarge(id string, n int) error {
 // at poll_min and doubles with every further empty dequeue up to poll_max;
 // a dequeue that finds messages ends the idle state and wakes the waiting
 // receivers at once. Receive with Wait 0 always dequeues once.
-func (q *queue) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+func (q *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
@@ -254,7 +257,7 @@ type pollGate struct {
 
 // awaitTurn waits until this receiver may dequeue from an idle queue. It
 // returns false when the deadline comes first.
-func (q *queue) awaitTurn(ctx context.Context, deadline time.Time) (bool, error) {
+func (q *Driver) awaitTurn(ctx context.Context, deadline time.Time) (bool, error) {
 	g := &q.gate
 	g.mu.Lock()
 	if g.wake == nil {
@@ -286,7 +289,7 @@ func (q *queue) awaitTurn(ctx context.Context, deadline time.Time) (bool, error)
 }
 
 // busy ends the idle state after a dequeue found messages.
-func (q *queue) busy() {
+func (q *Driver) busy() {
 	if q.empties.Swap(0) == 0 {
 		return
 	}
@@ -301,7 +304,7 @@ func (q *queue) busy() {
 }
 
 // pollPause returns how long to sleep after another empty dequeue.
-func (q *queue) pollPause() time.Duration {
+func (q *Driver) pollPause() time.Duration {
 	n := q.empties.Load()
 	d := q.cfg.pollMin
 	for i := int64(1); i < n && d < q.cfg.pollMax; i++ {
@@ -310,7 +313,7 @@ func (q *queue) pollPause() time.Duration {
 	return min(d, q.cfg.pollMax)
 }
 
-func (q *queue) dequeue(ctx context.Context, n int, vis time.Duration) ([]*driver.Received, error) {
+func (q *Driver) dequeue(ctx context.Context, n int, vis time.Duration) ([]*driver.Received, error) {
 	n = min(max(n, 1), MaxBatch)
 	secs := max32(seconds(vis), 1)
 	start := time.Now()
@@ -354,7 +357,7 @@ func (q *queue) dequeue(ctx context.Context, n int, vis time.Duration) ([]*drive
 // Renew implements driver.Driver with Update Message (same text, new
 // visibility timeout). The pop receipt changes; the returned lease carries
 // the new one.
-func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
+func (q *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
 	if err := q.check(); err != nil {
 		return driver.Lease{}, err
 	}
@@ -408,7 +411,7 @@ func (q *queue) Renew(ctx context.Context, lease driver.Lease, vis time.Duration
 // update runs Update Message for a held claim and records the new receipt.
 // ambiguous reports whether an attempt went unanswered (see track): a
 // failure after one may hide an update that was applied.
-func (q *queue) update(ctx context.Context, c *claim, text string, secs int32) (ambiguous bool, err error) {
+func (q *Driver) update(ctx context.Context, c *claim, text string, secs int32) (ambiguous bool, err error) {
 	ctx, out := track(ctx)
 	resp, err := q.main.UpdateMessage(ctx, c.messageID, c.popReceipt, text, &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(secs)})
 	if err != nil {
@@ -422,7 +425,7 @@ func (q *queue) update(ctx context.Context, c *claim, text string, secs int32) (
 }
 
 // Complete implements driver.Driver with Delete Message.
-func (q *queue) Complete(ctx context.Context, leases []driver.Lease) []error {
+func (q *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 	if err := q.check(); err != nil {
 		return fill(len(leases), err)
 	}
@@ -436,7 +439,7 @@ func (q *queue) Complete(ctx context.Context, leases []driver.Lease) []error {
 	}))
 }
 
-func (q *queue) deleteClaim(ctx context.Context, c *claim, what string) error {
+func (q *Driver) deleteClaim(ctx context.Context, c *claim, what string) error {
 	ambiguous, err := q.deleteMessage(ctx, c)
 	switch {
 	case err == nil:
@@ -454,7 +457,7 @@ func (q *queue) deleteClaim(ctx context.Context, c *claim, what string) error {
 
 // deleteMessage runs Delete Message for a held claim; ambiguous is as for
 // update.
-func (q *queue) deleteMessage(ctx context.Context, c *claim) (ambiguous bool, err error) {
+func (q *Driver) deleteMessage(ctx context.Context, c *claim) (ambiguous bool, err error) {
 	ctx, out := track(ctx)
 	if _, err := q.main.DeleteMessage(ctx, c.messageID, c.popReceipt, nil); err != nil {
 		return out.ambiguous.Load(), err
@@ -465,7 +468,7 @@ func (q *queue) deleteMessage(ctx context.Context, c *claim) (ambiguous bool, er
 // claimFailed is the error of a request on c's message that failed with
 // err: LockLost (c then counts as settled) when the service no longer knows
 // the receipt or the message, else err wrapped with what was being done.
-func (q *queue) claimFailed(c *claim, err error, what string) error {
+func (q *Driver) claimFailed(c *claim, err error, what string) error {
 	if code := errorCode(err); code == driver.LockLost || code == driver.NotFound {
 		c.settled = true
 		return &driver.Error{Code: driver.LockLost, Err: err,
@@ -476,7 +479,7 @@ func (q *queue) claimFailed(c *claim, err error, what string) error {
 
 // Requeue implements driver.Driver with Update Message: the visibility
 // timeout becomes the delay, and a new body replaces the text in place.
-func (q *queue) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+func (q *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
 	if err := q.check(); err != nil {
 		return fill(len(reqs), err)
 	}
@@ -513,7 +516,7 @@ func (q *queue) Requeue(ctx context.Context, reqs []driver.RequeueParams) []erro
 
 // Peek implements driver.Driver with Peek Messages (visible messages only,
 // at most 32).
-func (q *queue) Peek(ctx context.Context, n int) ([]*driver.PeekedMessage, error) {
+func (q *Driver) Peek(ctx context.Context, n int) ([]*driver.PeekedMessage, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
@@ -547,7 +550,7 @@ func peek(ctx context.Context, c *azqueue.QueueClient, n int) ([]*azqueue.Peeked
 // Stats implements driver.Driver with Get Queue Metadata on both queues.
 // Azure's approximate count includes in-flight and delayed messages, so it
 // is reported as Ready and those two are unknown.
-func (q *queue) Stats(ctx context.Context) (driver.Stats, error) {
+func (q *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 	if err := q.check(); err != nil {
 		return driver.Stats{}, err
 	}
@@ -573,7 +576,7 @@ func approximateCount(ctx context.Context, c *azqueue.QueueClient) (int64, error
 // Clear implements driver.Driver with Clear Messages, which cannot say how
 // many it deleted. On large queues the service may answer 500
 // OperationTimedOut part-way; the retry policy repeats the call until done.
-func (q *queue) Clear(ctx context.Context) (int64, error) {
+func (q *Driver) Clear(ctx context.Context) (int64, error) {
 	if err := q.check(); err != nil {
 		return 0, err
 	}
@@ -584,11 +587,11 @@ func (q *queue) Clear(ctx context.Context) (int64, error) {
 }
 
 // ErrorCode implements driver.Driver.
-func (q *queue) ErrorCode(err error) driver.Code { return errorCode(err) }
+func (q *Driver) ErrorCode(err error) driver.Code { return errorCode(err) }
 
 // As implements driver.Driver: **azqueue.QueueClient is the main queue's
 // client, *DeadLetterQueue the dead-letter queue's.
-func (q *queue) As(target any) bool {
+func (q *Driver) As(target any) bool {
 	switch t := target.(type) {
 	case **azqueue.QueueClient:
 		*t = q.main
@@ -602,7 +605,7 @@ func (q *queue) As(target any) bool {
 
 // Close implements driver.Driver. The SDK clients hold no resources beyond
 // pooled HTTP connections.
-func (q *queue) Close() error {
+func (q *Driver) Close() error {
 	if q.closed.Swap(true) {
 		return driver.Errorf(driver.FailedPrecondition, "queue %s is already closed", q.name)
 	}
