@@ -30,19 +30,28 @@ type connection struct {
 
 // connectionString returns the connection string to use and where it came
 // from, or "" when there is none.
-func (o *URLOpener) connectionString() (string, string) {
+func (o *URLOpener) connectionString(given string) (string, string) {
+	if isServiceBus(given) {
+		return strings.TrimSpace(given), "the program (--conn-str)"
+	}
 	if o.ConnectionString != "" {
 		return o.ConnectionString, "URLOpener.ConnectionString"
 	}
 	if s := strings.TrimSpace(os.Getenv(EnvConnectionString)); s != "" {
 		return s, "$" + EnvConnectionString
 	}
-	if s := strings.TrimSpace(os.Getenv(EnvGenericConnectionString)); s != "" {
-		if _, ok := connField(s, "Endpoint"); ok && strings.Contains(strings.ToLower(s), "endpoint=sb://") {
-			return s, "$" + EnvGenericConnectionString
-		}
+	if s := os.Getenv(EnvGenericConnectionString); isServiceBus(s) {
+		return strings.TrimSpace(s), "$" + EnvGenericConnectionString
 	}
 	return "", ""
+}
+
+// isServiceBus reports whether cs is a Service Bus connection string
+// (Endpoint=sb://...), not one for another service such as Storage: the
+// CLI's --conn-str and $JOBQ_CONNECTION_STRING serve every Azure backend.
+func isServiceBus(cs string) bool {
+	e, ok := connField(cs, "Endpoint")
+	return ok && strings.HasPrefix(strings.ToLower(e), "sb://")
 }
 
 // connField returns the value of key in an Azure connection string.
@@ -69,13 +78,13 @@ func retryOptions(c config) azservicebus.RetryOptions {
 
 // connect creates the AMQP client and, where an admin endpoint is
 // reachable, the admin client.
-func (o *URLOpener) connect(c config, log *slog.Logger) (connection, error) {
+func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connection, error) {
 	opts := &azservicebus.ClientOptions{RetryOptions: retryOptions(c)}
 	adminOpts := &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Retry: policy.RetryOptions{MaxRetries: int32(max(c.retries, 0)), RetryDelay: c.retryDelay, MaxRetryDelay: 30 * time.Second},
 	}}
 	adminHost := c.admin
-	if cs, from := o.connectionString(); cs != "" {
+	if cs, from := o.connectionString(given); cs != "" {
 		endpoint, _ := connField(cs, "Endpoint")
 		eu, err := url.Parse(endpoint)
 		if err != nil || eu.Host == "" {

@@ -65,6 +65,10 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 	if err := d.isClosed(op); err != nil {
 		return driver.Stats{}, err
 	}
+	if d.admin == nil {
+		return driver.Stats{}, driver.Errorf(driver.Unimplemented,
+			"servicebus stats: counts come from the admin API, and this queue was opened without an admin client (pass one to servicebus.New)")
+	}
 	p, err := d.admin.GetQueueRuntimeProperties(ctx, d.queue, nil)
 	if err != nil {
 		err = d.fail(op, err)

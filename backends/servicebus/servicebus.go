@@ -10,12 +10,20 @@
 // NAMESPACE is short for NAMESPACE.servicebus.windows.net; a name with a dot
 // is used as the host as it is.
 //
-// # Authentication
+// # From a client
 //
-// A connection string wins when there is one: URLOpener.ConnectionString,
-// else $JOBQ_SERVICEBUS_CONNECTION_STRING, else $JOBQ_CONNECTION_STRING when
-// it holds a Service Bus endpoint (the CLI's --conn-str sets it). The URL's
-// namespace is then ignored. "UseDevelopmentEmulator=true" connection strings
+// A program that already holds an *azservicebus.Client (and, optionally,
+// an *admin.Client) passes them to New and hands the driver to jobq.New;
+// Options replace the URL parameters. The driver never closes the clients
+// it was given.
+//
+// # Authentication (URLs)
+//
+// A Service Bus connection string (Endpoint=sb://...) wins when there is
+// one: the ConnectionString of the jobq open options (the CLI's
+// --conn-str), else URLOpener.ConnectionString, else
+// $JOBQ_SERVICEBUS_CONNECTION_STRING, else $JOBQ_CONNECTION_STRING. The
+// URL's namespace is then ignored. "UseDevelopmentEmulator=true" connection strings
 // (the official emulator, or emulators/servicebus) connect without TLS.
 // Without a connection string the driver uses Microsoft Entra ID through
 // azidentity (URLOpener.Credential, else DefaultAzureCredential). Keys never
@@ -64,6 +72,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"strings"
 	"sync"
@@ -224,11 +233,121 @@ type Driver struct {
 	// because of the max delivery count.
 	warnCarriedOver sync.Once
 
+	// ownsClient is set when the URL opener built client: Close closes
+	// it. A driver from New closes only the links it opened.
+	ownsClient bool
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
-// Open opens the queue named by u.
+// Options configure a Driver built by New. Only Queue is required; the
+// zero value of every other field means its default.
+type Options struct {
+	// Queue names the queue (letters, digits, '.', '-', '_', '/'). Required.
+	Queue string
+	// Requeue is how Requeue(delay) puts a task back: RequeueSchedule
+	// (default) schedules a copy at the delay and completes the original,
+	// so it uses up neither a retry nor a broker delivery;
+	// RequeueRedeliver abandons it, visible at once, and the delivery
+	// counts.
+	Requeue string
+	// Create creates the queue when it is missing, with LockDuration,
+	// MaxDeliveryCount and DedupWindow. Default false. It needs the admin
+	// client.
+	Create bool
+	// LockDuration of a created queue, 5s to 5m. Default
+	// DefaultLockDuration (1m).
+	LockDuration time.Duration
+	// MaxDeliveryCount of a created queue. Default DefaultMaxDeliveryCount
+	// (100).
+	MaxDeliveryCount int
+	// DedupWindow is a created queue's duplicate-detection history, 20s to
+	// 7 days; negative turns detection off. Default DefaultDedupWindow
+	// (10m).
+	DedupWindow time.Duration
+	// Namespace names the namespace in messages and logs only (the client
+	// already knows where it connects). Default "servicebus".
+	Namespace string
+	// Logger receives the driver's warnings and debug logs. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// config validates o and applies its defaults.
+func (o Options) config() (config, error) {
+	c := config{
+		queue: o.Queue, requeue: o.Requeue, create: o.Create,
+		lockDuration: o.LockDuration, maxDelivery: o.MaxDeliveryCount, dedupWindow: o.DedupWindow,
+	}
+	if c.requeue == "" {
+		c.requeue = RequeueSchedule
+	}
+	if c.lockDuration == 0 {
+		c.lockDuration = DefaultLockDuration
+	}
+	if c.maxDelivery == 0 {
+		c.maxDelivery = DefaultMaxDeliveryCount
+	}
+	switch {
+	case c.dedupWindow == 0:
+		c.dedupWindow = DefaultDedupWindow
+	case c.dedupWindow < 0:
+		c.dedupWindow = 0
+	}
+	if err := checkQueueName(c.queue); err != nil {
+		return c, err
+	}
+	switch {
+	case c.requeue != RequeueRedeliver && c.requeue != RequeueSchedule:
+		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.Requeue=%q must be %q or %q", c.requeue, RequeueSchedule, RequeueRedeliver)
+	case c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration:
+		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.LockDuration=%v must be between %v and %v, as Azure allows", c.lockDuration, MinLockDuration, MaxLockDuration)
+	case c.maxDelivery < 1 || c.maxDelivery > math.MaxInt32:
+		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.MaxDeliveryCount=%d must be at least 1", c.maxDelivery)
+	case c.dedupWindow != 0 && (c.dedupWindow < 20*time.Second || c.dedupWindow > 7*24*time.Hour):
+		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.DedupWindow=%v must be negative (off) or between 20s and 7 days", c.dedupWindow)
+	}
+	return c, nil
+}
+
+// New returns the queue opts.Queue reached through client, which the
+// program built and keeps: the driver opens its own sender and receivers
+// on it and closes only those, never the client.
+//
+// adminClient, when not nil, serves the admin (ATOM) API: it reads the
+// queue's lock duration, max delivery count and duplicate detection,
+// creates the queue when opts.Create, keeps queue policies, and gives
+// Stats its counts. It may be nil (credentials without Manage rights):
+// the driver then assumes duplicate detection on and a max delivery count
+// of AzureMaxDeliveryCount, Stats and the policy commands fail with
+// Unimplemented, and opts.Create is refused.
+func New(ctx context.Context, client *azservicebus.Client, adminClient *admin.Client, opts Options) (*Driver, error) {
+	if client == nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "servicebus.New: the azservicebus.Client is nil: build one with azservicebus.NewClient or NewClientFromConnectionString")
+	}
+	cfg, err := opts.config()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.create && adminClient == nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "servicebus.New: Options.Create needs the admin client: pass an *admin.Client, or create the queue beforehand")
+	}
+	where := opts.Namespace
+	if where == "" {
+		where = "servicebus"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return open(ctx, cfg, client, adminClient, where, log, false)
+}
+
+// Open opens the queue named by u: a thin adapter that builds the clients
+// from the URL and the credentials (see the package documentation) and
+// opens the queue as New does. The driver owns these clients and closes
+// them.
 func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
 	cfg, err := parseURL(u)
 	if err != nil {
@@ -238,30 +357,40 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 	if log == nil {
 		log = slog.Default()
 	}
-	conn, err := o.connect(cfg, log)
+	conn, err := o.connect(cfg, opts.ConnectionString, log)
 	if err != nil {
 		return nil, err
 	}
+	return open(ctx, cfg, conn.client, conn.admin, conn.where, log, true)
+}
+
+// open builds the driver on client and adm; with owns it closes the client
+// on failure and on Close.
+func open(ctx context.Context, cfg config, client *azservicebus.Client, adm *admin.Client, where string, log *slog.Logger, owns bool) (*Driver, error) {
 	d := &Driver{
-		queue: cfg.queue, where: conn.where, cfg: cfg, log: log,
-		client: conn.client, admin: conn.admin,
+		queue: cfg.queue, where: where, cfg: cfg, log: log,
+		client: client, admin: adm, ownsClient: owns,
 		recvSem: make(chan struct{}, 1), deadSem: make(chan struct{}, 1),
 		closed: make(chan struct{}),
 	}
 	d.maxDelivery = AzureMaxDeliveryCount // until the queue's settings say otherwise
 	dedup, err := d.checkQueue(ctx)
 	if err != nil {
-		_ = d.client.Close(context.WithoutCancel(ctx))
+		_ = d.release(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	d.caps = capabilities(cfg.requeue, dedup)
+	if adm == nil {
+		d.caps.Features[driver.ExactCount] = driver.Support{Level: driver.Unsupported,
+			Fallback: "no admin client was given: counts (Stats) are not available"}
+	}
 	if d.sender, err = d.client.NewSender(cfg.queue, nil); err == nil {
 		if d.recv, err = d.client.NewReceiverForQueue(cfg.queue, nil); err == nil {
 			d.dead, err = d.client.NewReceiverForQueue(cfg.queue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 		}
 	}
 	if err != nil {
-		_ = d.client.Close(context.WithoutCancel(ctx))
+		_ = d.release(context.WithoutCancel(ctx))
 		return nil, d.fail("open", err)
 	}
 	return d, nil
@@ -392,10 +521,31 @@ func (d *Driver) Close() error {
 		close(d.closed)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		err = d.client.Close(ctx)
+		err = d.release(ctx)
 	})
-	if err != nil {
-		return fmt.Errorf("close Service Bus client: %w", err)
+	return err
+}
+
+// release closes what the driver opened: the client when it owns it
+// (which closes the links too), else its sender and receivers.
+func (d *Driver) release(ctx context.Context) error {
+	if d.ownsClient {
+		if err := d.client.Close(ctx); err != nil {
+			return fmt.Errorf("close Service Bus client: %w", err)
+		}
+		return nil
+	}
+	var errs []error
+	if d.sender != nil {
+		errs = append(errs, d.sender.Close(ctx))
+	}
+	for _, r := range []*azservicebus.Receiver{d.recv, d.dead} {
+		if r != nil {
+			errs = append(errs, r.Close(ctx))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close Service Bus links: %w", err)
 	}
 	return nil
 }

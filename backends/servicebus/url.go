@@ -42,6 +42,17 @@ type config struct {
 // separated segments, up to 260 characters.
 var queueName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,258}[A-Za-z0-9_])?$`)
 
+func checkQueueName(q string) error {
+	if q == "" {
+		return driver.Errorf(driver.InvalidArgument, "servicebus: no queue name: set Options.Queue")
+	}
+	if !queueName.MatchString(q) || strings.Contains(q, "$") {
+		return driver.Errorf(driver.InvalidArgument,
+			"invalid Service Bus queue name %q: use letters, digits, '.', '-', '_' and '/', starting with a letter or digit", q)
+	}
+	return nil
+}
+
 func parseURL(u *url.URL) (config, error) {
 	c := config{namespace: u.Host, queue: strings.Trim(u.Path, "/")}
 	if c.namespace != "" && !strings.Contains(c.namespace, ".") {
@@ -50,9 +61,8 @@ func parseURL(u *url.URL) (config, error) {
 	if c.queue == "" {
 		return c, driver.Errorf(driver.InvalidArgument, "no queue name in the URL: use sb://NAMESPACE/QUEUE")
 	}
-	if !queueName.MatchString(c.queue) || strings.Contains(c.queue, "$") {
-		return c, driver.Errorf(driver.InvalidArgument,
-			"invalid Service Bus queue name %q: use letters, digits, '.', '-', '_' and '/', starting with a letter or digit", c.queue)
+	if err := checkQueueName(c.queue); err != nil {
+		return c, err
 	}
 	p := driver.NewParams(u)
 	c.requeue = p.String("requeue", RequeueSchedule)
