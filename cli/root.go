@@ -33,9 +33,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
-	// baseEnv is the environment as the command started, before --conn-str
-	// is exported for the backends; tasks get this one, less what
-	// worker.Withheld names (unless --pass-env gives it back).
+	// baseEnv is the environment as the command started; tasks get this
+	// one, less what worker.Withheld names (unless --pass-env gives it
+	// back).
 	baseEnv []string
 }
 
@@ -220,18 +220,13 @@ func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
 		return nil, usageError("backend not available: no backend for scheme %q is built into this jobq (available: %s); run 'jobq backends'",
 			u.Scheme, strings.Join(jobq.Schemes(), ", "))
 	}
+	// The connection string reaches the backend and the azblob stash as a
+	// value: the process environment is left as it is.
 	connStr := a.connStr
 	if connStr == "" {
 		connStr = os.Getenv("JOBQ_CONNECTION_STRING")
 	}
-	if connStr != "" {
-		// The Azure backends read the connection string from the
-		// environment; tasks still get baseEnv, without it.
-		if err := os.Setenv("JOBQ_CONNECTION_STRING", connStr); err != nil {
-			return nil, fmt.Errorf("exporting the connection string: %w", err)
-		}
-	}
-	opts := jobq.OpenOptions{Logger: a.log}
+	opts := jobq.OpenOptions{Logger: a.log, ConnectionString: connStr}
 	if err := a.applyStash(&opts); err != nil {
 		return nil, err
 	}

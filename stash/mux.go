@@ -57,6 +57,14 @@ func (m *URLMux) Schemes() []string {
 	return out
 }
 
+// Opener returns the opener registered for scheme, if any.
+func (m *URLMux) Opener(scheme string) (URLOpener, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	o, ok := m.openers[strings.ToLower(scheme)]
+	return o, ok
+}
+
 // ValidScheme reports whether scheme is registered.
 func (m *URLMux) ValidScheme(scheme string) bool {
 	m.mu.RLock()

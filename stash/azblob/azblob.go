@@ -14,8 +14,9 @@
 // # Credentials
 //
 // A connection string is used when its account is the URL's: the first of
-// URLOpener.ConnectionString, $JOBQ_CONNECTION_STRING (which the CLI's
-// --conn-str sets) and $AZURE_STORAGE_CONNECTION_STRING whose AccountName
+// URLOpener.ConnectionString (the jobq CLI puts its --conn-str there, on a
+// URLMux of its own), $JOBQ_CONNECTION_STRING and
+// $AZURE_STORAGE_CONNECTION_STRING whose AccountName
 // (or BlobEndpoint) names that account. "UseDevelopmentStorage=true" means
 // Azurite's blob service on 127.0.0.1:10000 with its public development
 // account devstoreaccount1. Otherwise the store signs in with Microsoft
@@ -54,8 +55,8 @@ const Scheme = "azblob"
 
 // Environment variables read for a connection string, in order.
 const (
-	// EnvConnectionString is jobq's own variable; the CLI's --conn-str
-	// flag sets it for the process.
+	// EnvConnectionString is jobq's own variable (the CLI's --conn-str
+	// defaults to it).
 	EnvConnectionString = "JOBQ_CONNECTION_STRING"
 	// EnvAzureConnectionString is the Azure SDKs' conventional variable.
 	EnvAzureConnectionString = "AZURE_STORAGE_CONNECTION_STRING"
