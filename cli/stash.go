@@ -5,8 +5,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/stash"
-	"github.com/jobq/jobq/stash/azblob"
 	_ "github.com/jobq/jobq/stash/all" // every stash store: file, gs, azblob
+	"github.com/jobq/jobq/stash/azblob"
 )
 
 // applyStash passes --stash or $JOBQ_STASH to the queue: where tasks too
