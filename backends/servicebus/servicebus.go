@@ -208,6 +208,8 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxReceiveBatch: MaxReceiveBatch,
+		// CompleteMessage settles one message per disposition.
+		CompleteBatch: 1,
 	}
 }
 
