@@ -3,6 +3,7 @@ package servicebus
 import (
 	"context"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -86,6 +87,12 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	const op = "policy set"
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	if !utf8.ValidString(p.Key) {
+		// The stored form is JSON text, which would turn the invalid bytes
+		// into U+FFFD: the policy would then govern another key.
+		return driver.Errorf(driver.InvalidArgument,
+			"policy key %q is not valid UTF-8: Service Bus keeps policies as text in the queue's user metadata, which cannot hold it unchanged; use a UTF-8 key (the same one the tasks carry)", p.Key)
 	}
 	if p.Kind == driver.MaxDepthPolicy {
 		return driver.Errorf(driver.Unimplemented, "servicebus: Service Bus cannot bound a queue's depth in messages (only its size in megabytes, set on the queue); use a backend with max-depth (sqlite, postgres, redis)")

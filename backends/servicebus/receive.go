@@ -48,7 +48,8 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	}
 	out := make([]*driver.Received, len(msgs))
 	for i, m := range msgs {
-		h := &held{msg: m, recv: d.recv, prior: intProp(m, PropPriorDeliveries), uncounted: intProp(m, PropUncountedDeliveries)}
+		h := &held{msg: m, recv: d.recv}
+		h.prior, h.uncounted = deliveryProps(m)
 		r := &driver.Received{
 			ID:                  taskID(m),
 			Body:                m.Body,
@@ -121,19 +122,35 @@ func taskID(m *azservicebus.ReceivedMessage) string {
 	return ""
 }
 
-// intProp reads a count jobq stored in an application property; 0 when it
-// is missing or not a count.
+// maxPriorDeliveries bounds the deliveries a copy says its originals had:
+// more than any real task reaches, small enough that adding the broker's
+// count cannot overflow.
+const maxPriorDeliveries = 1 << 30
+
+// intProp reads a whole-number application property jobq set, as 0 when it
+// is missing, malformed or negative (a damaged message), and at most
+// maxPriorDeliveries.
 func intProp(m *azservicebus.ReceivedMessage, name string) int {
+	var n int64
 	switch v := m.ApplicationProperties[name].(type) {
 	case int64:
-		return max(int(v), 0)
+		n = v
 	case int32:
-		return max(int(v), 0)
+		n = int64(v)
 	case string:
-		n, _ := strconv.Atoi(v)
-		return max(n, 0)
+		n, _ = strconv.ParseInt(v, 10, 64)
 	}
-	return 0
+	return int(min(max(n, 0), maxPriorDeliveries))
+}
+
+// deliveryProps reads the deliveries a message's originals had before
+// requeues copied it, and how many of all its earlier deliveries must not
+// use up a retry. Damaged values cannot widen the retry budget: each is
+// at least 0, and the uncounted ones are at most the earlier deliveries.
+func deliveryProps(m *azservicebus.ReceivedMessage) (prior, uncounted int) {
+	prior = intProp(m, PropPriorDeliveries)
+	earlier := max(int(m.DeliveryCount), 1) - 1 + prior
+	return prior, min(intProp(m, PropUncountedDeliveries), earlier)
 }
 
 // heldOf returns the lease's message, or LockLost when the lease is not one
