@@ -14,8 +14,7 @@ import (
 )
 
 // Benchmarks against Azurite (or the account in
-// $JOBQ_TEST_AZQUEUE_CONNECTION_STRING). Figures are in
-// docs/backends/azqueue.md. Run briefly:
+// $JOBQ_TEST_AZQUEUE_CONNECTION_STRING). Run briefly:
 //
 //	go test ./backends/azqueue -run '^$' -bench . -benchtime 200x
 
