@@ -110,7 +110,8 @@ const DevelopmentConnectionString = "DefaultEndpointsProtocol=http;AccountName=d
 	"QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
 
 // DefaultOpener is the opener registered for the azqueue scheme. Programs may
-// set its fields before opening queues (for example the CLI's --conn-str).
+// set its fields before opening queues; a connection string passed with
+// the open options (the CLI's --conn-str) takes precedence.
 var DefaultOpener = &URLOpener{}
 
 func init() { jobq.Register(Scheme, DefaultOpener) }
