@@ -14,23 +14,35 @@ import (
 // ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) driver.Code { return errorCode(err) }
 
+// sdkCodes and amqpConditions classify the SDK's error codes and the
+// broker's AMQP error conditions.
+var (
+	sdkCodes = map[azservicebus.Code]driver.Code{
+		azservicebus.CodeLockLost:           driver.LockLost,
+		azservicebus.CodeNotFound:           driver.NotFound,
+		azservicebus.CodeUnauthorizedAccess: driver.PermissionDenied,
+		azservicebus.CodeConnectionLost:     driver.Unavailable,
+		azservicebus.CodeTimeout:            driver.Unavailable,
+		azservicebus.CodeClosed:             driver.FailedPrecondition,
+	}
+	amqpConditions = map[amqp.ErrCond]driver.Code{
+		amqp.ErrCondMessageSizeExceeded:   driver.TooLarge,
+		amqp.ErrCondNotFound:              driver.NotFound,
+		amqp.ErrCondUnauthorizedAccess:    driver.PermissionDenied,
+		amqp.ErrCondResourceLimitExceeded: driver.ResourceExhausted,
+		"com.microsoft:server-busy":       driver.ResourceExhausted,
+		"com.microsoft:message-lock-lost": driver.LockLost,
+	}
+)
+
 func errorCode(err error) driver.Code {
 	if c := driver.CodeOf(err); c != driver.Unknown {
 		return c
 	}
 	var sbErr *azservicebus.Error
 	if errors.As(err, &sbErr) {
-		switch sbErr.Code {
-		case azservicebus.CodeLockLost:
-			return driver.LockLost
-		case azservicebus.CodeNotFound:
-			return driver.NotFound
-		case azservicebus.CodeUnauthorizedAccess:
-			return driver.PermissionDenied
-		case azservicebus.CodeConnectionLost, azservicebus.CodeTimeout:
-			return driver.Unavailable
-		case azservicebus.CodeClosed:
-			return driver.FailedPrecondition
+		if c, ok := sdkCodes[sbErr.Code]; ok {
+			return c
 		}
 	}
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
@@ -38,19 +50,16 @@ func errorCode(err error) driver.Code {
 	}
 	var amqpErr *amqp.Error
 	if errors.As(err, &amqpErr) {
-		switch amqpErr.Condition {
-		case amqp.ErrCondMessageSizeExceeded:
-			return driver.TooLarge
-		case amqp.ErrCondNotFound:
-			return driver.NotFound
-		case amqp.ErrCondUnauthorizedAccess:
-			return driver.PermissionDenied
-		case amqp.ErrCondResourceLimitExceeded, "com.microsoft:server-busy":
-			return driver.ResourceExhausted
-		case "com.microsoft:message-lock-lost":
-			return driver.LockLost
+		if c, ok := amqpConditions[amqpErr.Condition]; ok {
+			return c
 		}
 	}
+	return transportCode(err)
+}
+
+// transportCode classifies connection, link and session failures and the
+// admin API's HTTP errors.
+func transportCode(err error) driver.Code {
 	var connErr *amqp.ConnError
 	var linkErr *amqp.LinkError
 	var sessErr *amqp.SessionError
@@ -62,9 +71,7 @@ func errorCode(err error) driver.Code {
 		if re.StatusCode == http.StatusConflict {
 			return driver.AlreadyExists
 		}
-		if c := driver.CodeOfHTTPStatus(re.StatusCode); c != driver.Unknown {
-			return c
-		}
+		return driver.CodeOfHTTPStatus(re.StatusCode)
 	}
 	return driver.Unknown
 }
