@@ -30,7 +30,7 @@ const (
 )
 
 // deletedRows counts rows this queue deleted and starts a vacuum when due.
-func (d *pgDriver) deletedRows(n int64) {
+func (d *Driver) deletedRows(n int64) {
 	if n <= 0 || d.deleted.Add(n) < max(vacuumEvery, d.tableRows.Load()/vacuumShare) {
 		return
 	}
