@@ -18,7 +18,7 @@
 // cannot lose or duplicate a message. A queue's keys share the hash tag
 // {name}, so the backend also works on Redis Cluster. Idle receivers wait on
 // a pub/sub notification rather than polling. See docs/backends/redis.md for
-// the key layout and the script behind each operation.
+// the key layout; scripts.go has the script behind each operation.
 //
 // Escape hatches (Queue.As; goredis is github.com/redis/go-redis/v9): a
 // *goredis.UniversalClient yields the driver's client, a **goredis.Client
