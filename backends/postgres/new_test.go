@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/spinconn"
 )
 
 // userPool is a pool the test builds itself, as an application would, with
@@ -240,4 +241,38 @@ func TestPgBouncerModeOnPostgres(t *testing.T) {
 		t.Errorf("pgbouncer=true: exec mode %v, want exec", cc.DefaultQueryExecMode)
 	}
 	pushReceiveComplete(t, d)
+}
+
+// TestConfigurePool: a pool built from a configuration given to
+// ConfigurePool has the opener's planner settings on every connection and
+// connections a one-task push can make poll, and a value the application
+// set itself wins.
+func TestConfigurePool(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(testConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["enable_sort"] = "on"
+	ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ctx := ctxT(t)
+	for name, want := range map[string]string{"enable_seqscan": "off", "jit": "off", "enable_sort": "on"} {
+		var got string
+		if err := pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&got); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if spinconn.Of(c.Conn().PgConn().Conn()) == nil {
+		t.Error("a connection of a configured pool cannot poll")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -163,12 +164,19 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 // alone (the opener's default is DefaultPoolMaxConns).
 func ConfigurePool(cfg *pgxpool.Config) {
 	addPlanSettings(cfg)
-	cfg.ConnConfig.DialFunc = quietConns(cfg.ConnConfig.DialFunc)
+	dial := cfg.ConnConfig.DialFunc
+	if dial == nil {
+		dial = (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext
+	}
+	cfg.ConnConfig.DialFunc = quietConns(dial)
 }
 
 // addPlanSettings adds planSettings to the startup parameters of cfg's
 // connections, unless cfg sets them already.
 func addPlanSettings(cfg *pgxpool.Config) {
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
 	for name, value := range planSettings {
 		if _, set := cfg.ConnConfig.RuntimeParams[name]; !set {
 			cfg.ConnConfig.RuntimeParams[name] = value
