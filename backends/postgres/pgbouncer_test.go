@@ -18,15 +18,12 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// bouncerServerConns is the PgBouncer pool's size: every client below
-// shares that many server connections.
-const bouncerServerConns = 3
-
 // startPgBouncer runs Debian's pgbouncer (.ci/install-pgbouncer.sh installs it) in
 // transaction pooling mode on a free loopback port, in front of the test
-// server, and returns the test URL pointed at it. The test is skipped when
-// pgbouncer is not installed.
-func startPgBouncer(t *testing.T) string {
+// server, with serverConns server connections for all its clients, and
+// returns the test URL pointed at it. The test is skipped when pgbouncer is
+// not installed.
+func startPgBouncer(t *testing.T, serverConns int) string {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
@@ -69,7 +66,7 @@ auth_file = %s
 pool_mode = transaction
 default_pool_size = %d
 max_client_conn = 500
-`, db, server.Hostname(), server.Port(), db, user, port, filepath.Join(dir, "users.txt"), bouncerServerConns)
+`, db, server.Hostname(), server.Port(), db, user, port, filepath.Join(dir, "users.txt"), serverConns)
 	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": fmt.Sprintf("%q \"\"\n", user)} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -128,7 +125,7 @@ func bouncerQueueURL(t *testing.T, base string, extra ...string) string {
 // PgBouncer's "unsupported startup parameter" and the fix named.
 func TestPgBouncerTransactionPooling(t *testing.T) {
 	t.Parallel()
-	base := startPgBouncer(t)
+	base := startPgBouncer(t, 3)
 
 	t.Run("refused without pgbouncer=true", func(t *testing.T) {
 		_, err := openRaw(bouncerQueueURL(t, base))
