@@ -54,3 +54,38 @@ func ExampleNew() {
 	// received greet-1: hello
 	// pool still open: true
 }
+
+// ConfigurePool gives a pool the application builds the planner settings and
+// the polling dialer of a pool opened from a queue URL. Apply it to a pool
+// of jobq's own, never to one that goes through PgBouncer.
+func ExampleConfigurePool() {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg.MaxConns = postgres.DefaultPoolMaxConns
+	postgres.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+
+	d, err := postgres.New(ctx, pool, postgres.Options{Queue: "example-configured", Schema: "jobq_example"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	var seqscan string
+	if err := pool.QueryRow(ctx, "SHOW enable_seqscan").Scan(&seqscan); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("enable_seqscan:", seqscan)
+	// Output:
+	// enable_seqscan: off
+}
