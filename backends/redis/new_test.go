@@ -108,3 +108,37 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Fatalf("New with a nil client = %v; want InvalidArgument", err)
 	}
 }
+
+// TestNewFromUserClusterClient builds a queue from a Redis Cluster client
+// the application owns: scripts and the waiting receive's subscription go
+// through it, and closing the driver leaves it usable.
+func TestNewFromUserClusterClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	t.Parallel()
+	base, err := url.Parse(startCluster(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:      append([]string{base.Host}, base.Query()["addr"]...),
+		MaxRetries: -1,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	u, err := url.Parse(newQueueURL(t, base.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(testCtx(t), c, Options{Queue: u.Query().Get("queue"), Prefix: testPrefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	pushReceiveComplete(t, d)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(testCtx(t)).Err(); err != nil {
+		t.Fatalf("the application's cluster client after the driver closed: %v", err)
+	}
+}
