@@ -1,6 +1,7 @@
 // Package mem is jobq's in-process backend, for examples, unit tests of code
-// above the driver, and trying jobq without an engine. Import it for its side
-// effect of registering the "mem" scheme:
+// above the driver, and trying jobq without an engine. Build a queue with
+// New(Options), or import the package for its side effect of registering the
+// "mem" scheme:
 //
 //	import _ "github.com/jobq/jobq/backends/mem"
 //
@@ -16,6 +17,8 @@
 // every claim, max-depth on every push.
 //
 // # URL parameters
+//
+// They set the Options fields of the same meaning.
 //
 //   - max_message_bytes=N declares a message size limit (default: none).
 //   - max_visibility=D (a Go duration such as 30s) declares the longest

@@ -9,8 +9,9 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// memDriver is one open handle on a shared store.
-type memDriver struct {
+// Driver is one open handle on a queue of the process. It implements
+// driver.Driver; build it with New, or open it from a mem:// URL.
+type Driver struct {
 	s    *store
 	name string
 	caps driver.Capabilities
@@ -19,12 +20,12 @@ type memDriver struct {
 	closed    chan struct{}
 }
 
-var _ driver.Driver = (*memDriver)(nil)
+var _ driver.Driver = (*Driver)(nil)
 
-func (d *memDriver) level(f driver.Feature) driver.Level { return d.caps.Level(f) }
+func (d *Driver) level(f driver.Feature) driver.Level { return d.caps.Level(f) }
 
 // check fails when the context ended or the handle is closed.
-func (d *memDriver) check(ctx context.Context) error {
+func (d *Driver) check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -41,10 +42,10 @@ func unimplemented(f driver.Feature) error {
 }
 
 // Capabilities implements driver.Driver.
-func (d *memDriver) Capabilities() driver.Capabilities { return d.caps }
+func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
 
 // Push implements driver.Driver.
-func (d *memDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func (d *memDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.
 }
 
 // Receive implements driver.Driver.
-func (d *memDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func (d *memDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*dri
 }
 
 // Renew implements driver.Driver.
-func (d *memDriver) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
+func (d *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Lease{}, err
 	}
@@ -178,7 +179,7 @@ func lockLost(l driver.Lease) error {
 
 // settle runs fn for each held lease under the store's lock, following the
 // batch error convention.
-func (d *memDriver) settle(ctx context.Context, n int, lease func(i int) driver.Lease, fn func(i int, m *message, now time.Time) error) []error {
+func (d *Driver) settle(ctx context.Context, n int, lease func(i int) driver.Lease, fn func(i int, m *message, now time.Time) error) []error {
 	if err := d.check(ctx); err != nil {
 		return repeat(err, n)
 	}
@@ -214,7 +215,7 @@ func repeat(err error, n int) []error {
 }
 
 // Complete implements driver.Driver.
-func (d *memDriver) Complete(ctx context.Context, leases []driver.Lease) []error {
+func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 	return d.settle(ctx, len(leases), func(i int) driver.Lease { return leases[i] },
 		func(_ int, m *message, _ time.Time) error {
 			d.s.remove(m)
@@ -223,7 +224,7 @@ func (d *memDriver) Complete(ctx context.Context, leases []driver.Lease) []error
 }
 
 // Requeue implements driver.Driver.
-func (d *memDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
 	s := d.s
 	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int, m *message, now time.Time) error {
@@ -242,7 +243,7 @@ func (d *memDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []
 }
 
 // DeadLetter implements driver.Driver.
-func (d *memDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
 	if d.level(driver.DeadLetter) == driver.Unsupported {
 		return repeat(unimplemented(driver.DeadLetter), len(reqs))
 	}
@@ -260,7 +261,7 @@ func (d *memDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterPara
 // Peek implements driver.Driver. Messages come in the order they would be
 // received: ready ones by priority and push order, then the others by the
 // time they become visible.
-func (d *memDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
+func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
@@ -312,7 +313,7 @@ func (d *memDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage,
 }
 
 // Stats implements driver.Driver. Counts are always exact.
-func (d *memDriver) Stats(ctx context.Context) (driver.Stats, error) {
+func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Stats{}, err
 	}
@@ -340,7 +341,7 @@ func (d *memDriver) Stats(ctx context.Context) (driver.Stats, error) {
 
 // Clear implements driver.Driver: ready and delayed messages go; leased
 // ones and dead letters stay.
-func (d *memDriver) Clear(ctx context.Context) (int64, error) {
+func (d *Driver) Clear(ctx context.Context) (int64, error) {
 	if err := d.check(ctx); err != nil {
 		return 0, err
 	}
@@ -360,7 +361,7 @@ func (d *memDriver) Clear(ctx context.Context) (int64, error) {
 }
 
 // ListDead implements driver.Driver.
-func (d *memDriver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
+func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
 	if err := d.checkDead(ctx); err != nil {
 		return nil, err
 	}
@@ -382,7 +383,7 @@ func (d *memDriver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessag
 	return out, nil
 }
 
-func (d *memDriver) checkDead(ctx context.Context) error {
+func (d *Driver) checkDead(ctx context.Context) error {
 	if err := d.check(ctx); err != nil {
 		return err
 	}
@@ -409,7 +410,7 @@ func (s *store) takeDead(ids []string) []*deadMessage {
 
 // RequeueDead implements driver.Driver. A requeued dead letter starts over:
 // a new message ID, visible at once, its delivery count reset.
-func (d *memDriver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
+func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	if err := d.checkDead(ctx); err != nil {
 		return 0, err
 	}
@@ -427,7 +428,7 @@ func (d *memDriver) RequeueDead(ctx context.Context, ids []string) (int64, error
 }
 
 // PurgeDead implements driver.Driver.
-func (d *memDriver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
+func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 	if err := d.checkDead(ctx); err != nil {
 		return 0, err
 	}
@@ -438,13 +439,13 @@ func (d *memDriver) PurgeDead(ctx context.Context, ids []string) (int64, error) 
 }
 
 // ErrorCode implements driver.Driver.
-func (d *memDriver) ErrorCode(err error) driver.Code { return driver.CodeOf(err) }
+func (d *Driver) ErrorCode(err error) driver.Code { return driver.CodeOf(err) }
 
 // As implements driver.Driver; mem supports no targets.
-func (d *memDriver) As(any) bool { return false }
+func (d *Driver) As(any) bool { return false }
 
 // Close implements driver.Driver. The store lives on for other handles.
-func (d *memDriver) Close() error {
+func (d *Driver) Close() error {
 	d.closeOnce.Do(func() { close(d.closed) })
 	return nil
 }

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/driver"
 )
 
 // A producer pushes a task; a worker receives it, runs it and completes it.
@@ -143,4 +144,35 @@ func Example_leaseContext() {
 	}
 	// Output:
 	// work stopped; lease lost: true
+}
+
+// New builds an in-process queue without a URL; drivers with the same Name
+// share it.
+func ExampleNew() {
+	ctx := context.Background()
+	d, err := mem.New(mem.Options{Name: "example-new"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	if _, err := d.Push(ctx, []*driver.Message{{ID: "greet-1", Body: []byte("hello")}}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute})
+	if err != nil || len(got) == 0 {
+		fmt.Println("receive:", got, err)
+		return
+	}
+	fmt.Printf("received %s: %s\n", got[0].ID, got[0].Body)
+	if errs := d.Complete(ctx, []driver.Lease{got[0].Lease}); errs != nil {
+		fmt.Println(errs)
+		return
+	}
+	st, err := d.Stats(ctx)
+	fmt.Println("left in the queue:", st.Ready+st.InFlight, err)
+	// Output:
+	// received greet-1: hello
+	// left in the queue: 0 <nil>
 }

@@ -1,4 +1,4 @@
 package mem
 
 // QueueName returns the queue's name (driver.Namer).
-func (d *memDriver) QueueName() string { return d.name }
+func (d *Driver) QueueName() string { return d.name }

@@ -2,10 +2,12 @@ package mem
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
@@ -43,7 +45,8 @@ func storeFor(name string) *store {
 // parameters declares.
 func (URLOpener) Capabilities() driver.Capabilities { return capabilities(nil, nil, 0) }
 
-// Open implements driver.Opener.
+// Open implements driver.Opener: it reads the URL into Options and calls
+// New.
 func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (driver.Driver, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -56,29 +59,83 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 		return nil, driver.Errorf(driver.InvalidArgument, "mem URL names no queue: write mem://NAME")
 	}
 	p := driver.NewParams(u)
-	maxBytes := p.Int("max_message_bytes", 0)
-	if maxBytes < 0 {
-		p.Fail("query parameter max_message_bytes=%d is negative: use 0 (no limit) or a size in bytes", maxBytes)
-	}
-	maxVis := p.Duration("max_visibility", 0)
-	maxPush, maxReceive, maxPeek := p.Int("max_push_batch", 0), p.Int("max_receive_batch", 0), p.Int("max_peek", 0)
-	if maxPush < 0 || maxReceive < 0 || maxPeek < 0 {
-		p.Fail("query parameters max_push_batch, max_receive_batch and max_peek must be 0 (no limit) or positive")
-	}
-	unsupported := featureList(p, "unsupported", allDegradable)
-	emulated := featureList(p, "emulated", emulatable)
-	for _, f := range unsupported {
-		if slices.Contains(emulated, f) {
-			p.Fail("feature %s is listed as both unsupported and emulated", f)
-		}
+	o := Options{
+		Name:            name,
+		MaxMessageBytes: p.Int("max_message_bytes", 0),
+		MaxVisibility:   p.Duration("max_visibility", 0),
+		MaxPushBatch:    p.Int("max_push_batch", 0),
+		MaxReceiveBatch: p.Int("max_receive_batch", 0),
+		MaxPeek:         p.Int("max_peek", 0),
+		Unsupported:     featureList(p, "unsupported", allDegradable),
+		Emulated:        featureList(p, "emulated", emulatable),
 	}
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
-	caps := capabilities(unsupported, emulated, maxBytes)
-	caps.MaxVisibility = maxVis
-	caps.MaxPushBatch, caps.MaxReceiveBatch, caps.MaxPeek = maxPush, maxReceive, maxPeek
-	return &memDriver{
+	return New(o)
+}
+
+// Options configure a queue built by New. The zero value is the queue
+// "default" with no limits and every feature native.
+type Options struct {
+	// Name names the queue: drivers of one process with the same Name
+	// share its messages. Defaults to "default".
+	Name string
+	// MaxMessageBytes declares and enforces a message size limit. Defaults
+	// to 0: none.
+	MaxMessageBytes int
+	// MaxVisibility declares the longest lease a Receive or Renew may ask
+	// for. Defaults to 0: none.
+	MaxVisibility time.Duration
+	// MaxPushBatch, MaxReceiveBatch and MaxPeek declare and enforce batch
+	// limits, so that tests see whether the portable layer splits and
+	// clamps. Default to 0: none.
+	MaxPushBatch, MaxReceiveBatch, MaxPeek int
+	// Unsupported and Emulated declare features Unsupported or Emulated,
+	// and the driver then behaves as declared, so that tests can exercise
+	// the portable layer's degradations. Default to none: every feature but
+	// TransactionalPush is native.
+	Unsupported, Emulated []driver.Feature
+}
+
+// New returns the queue opts names. A driver holds no resources: Close only
+// stops it, and the queue's messages stay for other drivers of the same
+// Name until the process exits.
+func New(opts Options) (*Driver, error) {
+	var bad []string
+	if opts.MaxMessageBytes < 0 {
+		bad = append(bad, fmt.Sprintf("max_message_bytes=%d is negative: use 0 (no limit) or a size in bytes", opts.MaxMessageBytes))
+	}
+	if opts.MaxVisibility < 0 {
+		bad = append(bad, fmt.Sprintf("max_visibility=%s is negative: use 0 (no limit) or a duration", opts.MaxVisibility))
+	}
+	if opts.MaxPushBatch < 0 || opts.MaxReceiveBatch < 0 || opts.MaxPeek < 0 {
+		bad = append(bad, "max_push_batch, max_receive_batch and max_peek must be 0 (no limit) or positive")
+	}
+	for _, f := range opts.Unsupported {
+		if !slices.Contains(allDegradable, f) {
+			bad = append(bad, fmt.Sprintf("feature %s cannot be declared unsupported", f))
+		}
+		if slices.Contains(opts.Emulated, f) {
+			bad = append(bad, fmt.Sprintf("feature %s is listed as both unsupported and emulated", f))
+		}
+	}
+	for _, f := range opts.Emulated {
+		if !slices.Contains(emulatable, f) {
+			bad = append(bad, fmt.Sprintf("feature %s cannot be declared emulated", f))
+		}
+	}
+	if len(bad) > 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "mem: %s", strings.Join(bad, "; "))
+	}
+	name := opts.Name
+	if name == "" {
+		name = "default"
+	}
+	caps := capabilities(opts.Unsupported, opts.Emulated, opts.MaxMessageBytes)
+	caps.MaxVisibility = opts.MaxVisibility
+	caps.MaxPushBatch, caps.MaxReceiveBatch, caps.MaxPeek = opts.MaxPushBatch, opts.MaxReceiveBatch, opts.MaxPeek
+	return &Driver{
 		s:      storeFor(name),
 		name:   name,
 		caps:   caps,

@@ -162,10 +162,10 @@ func (s *store) depthCheck(msgs []*driver.Message, dedup bool) error {
 	return nil
 }
 
-var _ driver.PolicyStore = (*memDriver)(nil)
+var _ driver.PolicyStore = (*Driver)(nil)
 
 // SetPolicy implements driver.PolicyStore.
-func (d *memDriver) SetPolicy(ctx context.Context, p driver.Policy) error {
+func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	if err := d.check(ctx); err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (d *memDriver) SetPolicy(ctx context.Context, p driver.Policy) error {
 }
 
 // UnsetPolicy implements driver.PolicyStore.
-func (d *memDriver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	if err := d.check(ctx); err != nil {
 		return false, err
 	}
@@ -213,7 +213,7 @@ func (d *memDriver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key
 }
 
 // ListPolicies implements driver.PolicyStore.
-func (d *memDriver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (d *memDriver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 }
 
 // KeyStats implements driver.PolicyStore.
-func (d *memDriver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}

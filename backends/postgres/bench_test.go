@@ -57,7 +57,7 @@ func benchURL(b *testing.B, extra ...string) string {
 
 // openBenchQueue opens a queue in a schema of its own (see benchURL),
 // cleared and closed after the benchmark, and returns its driver too.
-func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *pgDriver) {
+func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *Driver) {
 	b.Helper()
 	q := benchkit.Open(b, benchURL(b, extra...))
 	b.Cleanup(func() { q.Clear(context.Background()) })
@@ -65,7 +65,7 @@ func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *pgDriver) {
 	if !q.As(&txp) {
 		b.Fatal("As(*TxPusher) failed")
 	}
-	d := txp.(*pgDriver)
+	d := txp.(*Driver)
 	warmPool(b, d)
 	return q, d
 }
@@ -75,7 +75,7 @@ func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *pgDriver) {
 // connections as calls need them, and a new one costs a backend process
 // (about 10 ms here), which would otherwise land in the first timed calls
 // (a push of 20,000 tasks takes about 200 ms).
-func warmPool(b *testing.B, d *pgDriver) {
+func warmPool(b *testing.B, d *Driver) {
 	b.Helper()
 	ctx := context.Background()
 	conns := make([]*pgxpool.Conn, d.pool.Config().MaxConns)
@@ -155,7 +155,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 			consumer, producer := benchkit.Open(b, raw), benchkit.Open(b, raw)
 			var txp TxPusher
 			consumer.As(&txp)
-			d := txp.(*pgDriver)
+			d := txp.(*Driver)
 			benchkit.PickupLatency(b, consumer, producer, func() bool { return d.idle.Load() != 0 })
 		})
 	}
@@ -182,7 +182,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 //
 //     DELETE FROM raw WHERE id IN (SELECT id FROM raw ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED)
 func BenchmarkRawSQLLimit(b *testing.B) {
-	rawTable := func(b *testing.B, d *pgDriver, rows int) string {
+	rawTable := func(b *testing.B, d *Driver, rows int) string {
 		ctx := context.Background()
 		table := pgx.Identifier{d.cfg.schema, "raw"}.Sanitize()
 		if _, err := d.pool.Exec(ctx, `CREATE TABLE `+table+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body bytea NOT NULL)`); err != nil {

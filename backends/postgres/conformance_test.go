@@ -26,6 +26,35 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceThroughPgBouncer runs the shared suite through PgBouncer in
+// transaction pooling mode, opened with pgbouncer=true: no startup
+// parameters, unnamed statements, no LISTEN (receivers poll). It is skipped
+// with -short or without pgbouncer installed (.ci/install-pgbouncer.sh).
+func TestConformanceThroughPgBouncer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PgBouncer")
+	}
+	bouncer, err := url.Parse(postgres.StartPgBouncer(t, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conformance.Run(t, conformance.Harness{
+		Name: "postgres-pgbouncer",
+		NewQueueURL: func(t testing.TB) string {
+			u, err := url.Parse(queueURL(t, url.Values{"max_message_bytes": {fmt.Sprint(conformanceMaxBytes)},
+				"pgbouncer": {"true"}, "poll": {"20ms"}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Host = bouncer.Host
+			return u.String()
+		},
+		MaxMessageBytes: conformanceMaxBytes,
+		PushRaw:         conformance.RawPusher(postgres.Opener{}),
+		Corruptions:     corruptions,
+	})
+}
+
 // corruptions are the damaged rows the CorruptRecord check stores: values
 // the columns' types allow but no jobq writes.
 var corruptions = []conformance.Corruption{

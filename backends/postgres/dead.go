@@ -10,7 +10,7 @@ import (
 )
 
 // ListDead implements driver.Driver.
-func (d *pgDriver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
+func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
 	if err := d.begin(); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func deadIDs(ids []string) []int64 {
 
 // RequeueDead implements driver.Driver: one statement deletes the dead
 // letters and queues them again, so none is lost or doubled by a crash.
-func (d *pgDriver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
+func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	if err := d.begin(); err != nil {
 		return 0, err
 	}
@@ -70,7 +70,7 @@ func (d *pgDriver) RequeueDead(ctx context.Context, ids []string) (int64, error)
 }
 
 // PurgeDead implements driver.Driver.
-func (d *pgDriver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
+func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 	if err := d.begin(); err != nil {
 		return 0, err
 	}

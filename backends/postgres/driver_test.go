@@ -12,7 +12,7 @@ import (
 )
 
 // receive claims up to max messages without waiting.
-func receive(t *testing.T, d *pgDriver, max int, vis time.Duration) []*driver.Received {
+func receive(t *testing.T, d *Driver, max int, vis time.Duration) []*driver.Received {
 	t.Helper()
 	got, err := d.Receive(ctxT(t), driver.ReceiveParams{Max: max, Visibility: vis})
 	if err != nil {
@@ -70,7 +70,7 @@ func TestDedup(t *testing.T) {
 	}
 }
 
-func testDedup(t *testing.T, d *pgDriver) {
+func testDedup(t *testing.T, d *Driver) {
 	ctx := ctxT(t)
 	res, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b"), msg("a")})
 	if err != nil {

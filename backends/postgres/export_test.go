@@ -7,6 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// StartPgBouncer runs a PgBouncer in transaction pooling mode in front of
+// the test server and returns the test URL pointed at it (skipping the test
+// when pgbouncer is not installed).
+var StartPgBouncer = startPgBouncer
+
 // WriteDamaged stores body as a message of the queue at rawURL straight
 // into its table, then damages it with the SET clause set (for example
 // "deliveries = 2147483647"), as another tool or a hand edit might.

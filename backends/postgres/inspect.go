@@ -10,7 +10,7 @@ import (
 )
 
 // Peek implements driver.Driver.
-func (d *pgDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
+func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
 	if err := d.begin(); err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (d *pgDriver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, 
 }
 
 // Stats implements driver.Driver; every count is exact.
-func (d *pgDriver) Stats(ctx context.Context) (driver.Stats, error) {
+func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 	if err := d.begin(); err != nil {
 		return driver.Stats{}, err
 	}
@@ -56,7 +56,7 @@ func (d *pgDriver) Stats(ctx context.Context) (driver.Stats, error) {
 
 // Clear implements driver.Driver. In-flight messages are deleted too; their
 // holders get LockLost when they settle.
-func (d *pgDriver) Clear(ctx context.Context) (int64, error) {
+func (d *Driver) Clear(ctx context.Context) (int64, error) {
 	if err := d.begin(); err != nil {
 		return 0, err
 	}

@@ -34,7 +34,7 @@ func (b *broadcaster) fire() {
 }
 
 // sendNotify sends a trailing notification on a pooled connection.
-func (d *pgDriver) sendNotify() {
+func (d *Driver) sendNotify() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.cfg.queue); err != nil && !d.closed.Load() {
@@ -45,8 +45,12 @@ func (d *pgDriver) sendNotify() {
 }
 
 // startListener starts, once, the goroutine that LISTENs on the schema's
-// channel and wakes local receivers for this queue's notifications.
-func (d *pgDriver) startListener() {
+// channel and wakes local receivers for this queue's notifications. With
+// NoListen it does nothing: receivers poll.
+func (d *Driver) startListener() {
+	if d.cfg.noListen {
+		return
+	}
 	d.listenOnce.Do(func() { d.spawn(d.listen) })
 }
 
@@ -54,7 +58,7 @@ func (d *pgDriver) startListener() {
 // backoff when it breaks (server restart, failover). After every (re)connect
 // it wakes the receivers, because notifications sent while it was away are
 // lost.
-func (d *pgDriver) listen() {
+func (d *Driver) listen() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -82,12 +86,16 @@ func (d *pgDriver) listen() {
 	}
 }
 
-// listenSession runs one LISTEN session until its connection fails.
-func (d *pgDriver) listenSession(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
+// listenSession runs one LISTEN session until its connection fails. The
+// connection comes from the pool, so that the pool's hooks and dialer (a
+// BeforeConnect that fetches a token, say) apply, and is then taken out of
+// it: the pool's size for queries is unchanged.
+func (d *Driver) listenSession(ctx context.Context) error {
+	pc, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
+	conn := pc.Hijack()
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

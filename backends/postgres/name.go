@@ -1,4 +1,4 @@
 package postgres
 
 // QueueName returns the queue's name (driver.Namer).
-func (d *pgDriver) QueueName() string { return d.cfg.queue }
+func (d *Driver) QueueName() string { return d.cfg.queue }

@@ -326,7 +326,7 @@ type policyCache struct {
 
 // current returns whether the queue has key policies and its max-depth,
 // reading them again when the cache is older than policyTTL.
-func (d *pgDriver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int64, err error) {
+func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int64, err error) {
 	c := &d.policies
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -349,13 +349,13 @@ func (d *pgDriver) currentPolicies(ctx context.Context) (keyed bool, maxDepth in
 	return c.keyed, c.maxDepth, nil
 }
 
-func (d *pgDriver) invalidatePolicies() {
+func (d *Driver) invalidatePolicies() {
 	d.policies.mu.Lock()
 	d.policies.loaded = time.Time{}
 	d.policies.mu.Unlock()
 }
 
-func (d *pgDriver) loadPolicies(ctx context.Context) ([]driver.Policy, error) {
+func (d *Driver) loadPolicies(ctx context.Context) ([]driver.Policy, error) {
 	rows, err := d.pool.Query(ctx, d.psql.list, d.cfg.queue)
 	if err != nil {
 		return nil, err
@@ -373,7 +373,7 @@ func (d *pgDriver) loadPolicies(ctx context.Context) ([]driver.Policy, error) {
 
 // claimSQL picks the claim statement: the policy function when the queue
 // has key policies (and the driver enforces them).
-func (d *pgDriver) claimSQL(ctx context.Context) (string, error) {
+func (d *Driver) claimSQL(ctx context.Context) (string, error) {
 	keyed, _, err := d.currentPolicies(ctx)
 	if err != nil || !keyed {
 		return d.sql.claim, err
@@ -391,7 +391,7 @@ type pushDB interface {
 // pushBounded runs push through db, and under a queue with a max-depth
 // policy in a transaction (a savepoint within the application's one) that
 // enforces it, so that a full queue undoes only the push.
-func (d *pgDriver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
+func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
 	_, maxDepth, err := d.currentPolicies(ctx)
 	if err != nil {
 		return nil, err
@@ -411,7 +411,7 @@ func (d *pgDriver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Me
 // pushWithinDepth pushes msgs in tx under the queue's depth lock and fails
 // with QueueFull, having pushed, when they overflow maxDepth: the caller
 // must then roll tx back. The lock is held until tx ends.
-func (d *pgDriver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*driver.Message, notify bool, maxDepth int64) ([]driver.PushResult, error) {
+func (d *Driver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*driver.Message, notify bool, maxDepth int64) ([]driver.PushResult, error) {
 	if _, err := tx.Exec(ctx, d.psql.lockDepth, d.cfg.queue); err != nil {
 		return nil, err
 	}
@@ -430,10 +430,10 @@ func (d *pgDriver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*drive
 	return r, nil
 }
 
-var _ driver.PolicyStore = (*pgDriver)(nil)
+var _ driver.PolicyStore = (*Driver)(nil)
 
 // SetPolicy implements driver.PolicyStore.
-func (d *pgDriver) SetPolicy(ctx context.Context, p driver.Policy) error {
+func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	if err := d.begin(); err != nil {
 		return err
 	}
@@ -446,7 +446,7 @@ func (d *pgDriver) SetPolicy(ctx context.Context, p driver.Policy) error {
 }
 
 // UnsetPolicy implements driver.PolicyStore.
-func (d *pgDriver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	if err := d.begin(); err != nil {
 		return false, err
 	}
@@ -460,7 +460,7 @@ func (d *pgDriver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key 
 }
 
 // ListPolicies implements driver.PolicyStore.
-func (d *pgDriver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
+func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	if err := d.begin(); err != nil {
 		return nil, err
 	}
@@ -469,7 +469,7 @@ func (d *pgDriver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 }
 
 // KeyStats implements driver.PolicyStore.
-func (d *pgDriver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	if err := d.begin(); err != nil {
 		return nil, err
 	}

@@ -1,32 +1,33 @@
 // Package postgres is the jobq backend for PostgreSQL, built on pgx/v5.
 //
-// Importing it registers the URL schemes postgres:// and postgresql://. The
-// URL is an ordinary libpq/pgx connection URL plus jobq's own parameters:
+// Build a queue from the pgxpool.Pool the application already has with New,
+// or from a URL: importing the package registers the URL schemes
+// postgres:// and postgresql://. The URL is an ordinary libpq/pgx
+// connection URL plus jobq's own parameters, which set Options:
 //
 //		postgres://user:pass@db:5432/app?sslmode=require&queue=render&schema=jobq
 //
-//	  - queue: the queue name (default "default"). Many queues share one schema.
-//	  - schema: the Postgres schema holding jobq's tables (default "jobq"). It is
-//	    created and migrated on first use.
-//	  - poll: how often an idle receiver checks for work when no notification
-//	    arrives (default 1s); a safety net, since pushes wake receivers through
-//	    LISTEN/NOTIFY.
-//	  - notify_interval: the rate of wake-up notifications for one queue from
-//	    one process: up to four at once, then one per interval (default 1ms).
-//	  - max_message_bytes: the largest message body (default 64 MiB).
+//	  - queue, schema, poll, notify_interval, max_message_bytes: as the
+//	    Options fields Queue, Schema, Poll, NotifyInterval and
+//	    MaxMessageBytes.
 //	  - sync_push: false makes pushes commit without waiting for the WAL
-//	    flush (default true).
+//	    flush (Options.AsyncPush; default true).
 //	  - spin: how long a one-task push polls for the server's reply before
 //	    parking (default 500us; 0 turns it off).
+//	  - listen: false turns LISTEN off; receivers poll (Options.NoListen).
+//	  - pgbouncer: true when the URL names a PgBouncer in transaction pooling
+//	    mode: no planner settings at connection start (PgBouncer refuses
+//	    them), no LISTEN, and pgx's default_query_exec_mode=exec (unnamed
+//	    statements) unless the URL sets it.
 //
 // Every other parameter must be one pgx understands (libpq keywords such as
-// sslmode or application_name, pgx's statement_cache_capacity, pgxpool's
+// sslmode or application_name, pgx's default_query_exec_mode, pgxpool's
 // pool_max_conns, ...); they are passed through. Anything else is rejected, so
 // that a typo is reported at Open rather than sent to the server as a setting.
 //
 // Messages are claimed with FOR UPDATE SKIP LOCKED in priority order; every
 // claim carries a fresh lease token, and settlements only act while that token
-// is current. See docs/backends/postgres.md for the SQL behind each operation.
+// is current. See docs/backends/postgres.md.
 //
 // # Escape hatches
 //
@@ -39,6 +40,7 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,8 +67,8 @@ type Opener struct{}
 // Capabilities implements driver.Opener.
 func (Opener) Capabilities() driver.Capabilities { return capabilities(DefaultMaxMessageBytes) }
 
-// Open implements driver.Opener: it connects, migrates the schema and returns
-// the queue named by u's queue= parameter.
+// Open implements driver.Opener: it builds a pool from the URL, then the
+// queue with New. The driver owns that pool and closes it on Close.
 func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
 	cfg, err := parseURL(u)
 	if err != nil {
@@ -79,28 +81,33 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	if !cfg.poolMaxSet {
 		poolCfg.MaxConns = DefaultPoolMaxConns
 	}
-	for name, value := range planSettings {
-		if _, set := poolCfg.ConnConfig.RuntimeParams[name]; !set {
-			poolCfg.ConnConfig.RuntimeParams[name] = value
-		}
+	if !cfg.pgbouncer {
+		addPlanSettings(poolCfg)
 	}
 	if cfg.spin > 0 {
 		poolCfg.ConnConfig.DialFunc = quietConns(poolCfg.ConnConfig.DialFunc)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
-		return nil, wrap(ctx, "connect", err)
+		return nil, startupRefused(wrap(ctx, "connect", err))
 	}
-	if err := migrate(ctx, pool, cfg.schema); err != nil {
+	d, err := New(ctx, pool, cfg.options(opts.Logger))
+	if err != nil {
 		pool.Close()
-		return nil, wrap(ctx, "open: creating or migrating schema "+cfg.schema, err)
+		return nil, startupRefused(err)
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	d := newDriver(cfg, pool, log)
+	d.ownsPool = true
 	return d, nil
+}
+
+// startupRefused adds the fix to PgBouncer's refusal of the planner
+// settings the opener sends at connection start.
+func startupRefused(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "unsupported startup parameter") {
+		return err
+	}
+	return driver.Errorf(driver.InvalidArgument,
+		"%w (the server is a connection pooler such as PgBouncer, which refuses the planner settings jobq sends at connection start: add pgbouncer=true to the queue URL)", err)
 }
 
 // capabilities is what every Postgres queue declares.
@@ -113,8 +120,9 @@ func capabilities(maxMessageBytes int) driver.Capabilities {
 	}
 }
 
-// pgDriver is one open queue. It implements driver.Driver.
-type pgDriver struct {
+// Driver is one open Postgres queue. It implements driver.Driver; build it
+// with New from a pool, or open it from a URL (Opener).
+type Driver struct {
 	cfg  *config
 	pool *pgxpool.Pool
 	log  *slog.Logger
@@ -140,10 +148,11 @@ type pgDriver struct {
 	mu         sync.Mutex    // orders spawn and Close
 	closed     atomic.Bool
 	wg         sync.WaitGroup // background goroutines; Close waits for them
+	ownsPool   bool           // the URL opener built the pool: Close closes it
 }
 
-func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *pgDriver {
-	d := &pgDriver{
+func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
+	d := &Driver{
 		cfg:  cfg,
 		pool: pool,
 		log:  log,
@@ -160,16 +169,16 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *pgDriver {
 
 // channel is the LISTEN/NOTIFY channel of the schema; the payload names the
 // queue.
-func (d *pgDriver) channel() string { return "jobq." + d.cfg.schema }
+func (d *Driver) channel() string { return "jobq." + d.cfg.schema }
 
 // Capabilities implements driver.Driver.
-func (d *pgDriver) Capabilities() driver.Capabilities { return d.caps }
+func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
 
 // ErrorCode implements driver.Driver.
-func (d *pgDriver) ErrorCode(err error) driver.Code { return codeOf(err) }
+func (d *Driver) ErrorCode(err error) driver.Code { return codeOf(err) }
 
 // As implements driver.Driver; see the package documentation for the types.
-func (d *pgDriver) As(target any) bool {
+func (d *Driver) As(target any) bool {
 	switch t := target.(type) {
 	case *TxPusher:
 		*t = d
@@ -181,9 +190,11 @@ func (d *pgDriver) As(target any) bool {
 	return false
 }
 
-// Close stops the listener and closes the pool. A trailing notification still
-// pending is sent first so that other processes hear about the last pushes.
-func (d *pgDriver) Close() error {
+// Close stops the listener and, when the driver was opened from a URL,
+// closes its pool; a pool given to New stays open. A trailing notification
+// still pending is sent first so that other processes hear about the last
+// pushes.
+func (d *Driver) Close() error {
 	d.mu.Lock()
 	first := d.closed.CompareAndSwap(false, true)
 	d.mu.Unlock()
@@ -193,13 +204,15 @@ func (d *pgDriver) Close() error {
 	d.notif.flush()
 	close(d.done)
 	d.wg.Wait()
-	d.pool.Close()
+	if d.ownsPool {
+		d.pool.Close()
+	}
 	return nil
 }
 
 // spawn runs f in a goroutine that Close waits for, unless the driver is
 // closed already.
-func (d *pgDriver) spawn(f func()) {
+func (d *Driver) spawn(f func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed.Load() {
@@ -213,7 +226,7 @@ func (d *pgDriver) spawn(f func()) {
 }
 
 // begin checks that the driver is open; every method starts with it.
-func (d *pgDriver) begin() error {
+func (d *Driver) begin() error {
 	if d.closed.Load() {
 		return errClosed
 	}

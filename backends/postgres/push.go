@@ -20,7 +20,7 @@ type querier interface {
 
 // Push implements driver.Driver: one multi-row INSERT for the whole batch.
 // The batch is atomic (all stored or none), which the contract allows.
-func (d *pgDriver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	if err := d.begin(); err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func stored(res []driver.PushResult) int {
 
 // push inserts msgs through q and reports, per message, its id or that it
 // was a duplicate. notify adds the wake-up notification to the statement.
-func (d *pgDriver) push(ctx context.Context, q querier, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
+func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
 	ids := make([]string, len(msgs))
 	bodies := make([][]byte, len(msgs))
 	prios := make([]int32, len(msgs))
@@ -148,7 +148,7 @@ const dedupWindow = 10 * time.Second
 // dedupWindow: a workload that pushes duplicates (deterministic ids,
 // a job file pushed again) then costs one failed statement per window, not
 // one per push.
-func (d *pgDriver) dedupFirst() bool {
+func (d *Driver) dedupFirst() bool {
 	at := d.conflictAt.Load()
 	return at != 0 && time.Since(time.Unix(0, at)) < dedupWindow
 }
@@ -191,7 +191,7 @@ func isTaskIDConflict(err error) bool {
 
 // fillDuplicates looks up the message ids of tasks that were already queued.
 // A message settled in the meantime keeps an empty MessageID.
-func (d *pgDriver) fillDuplicates(ctx context.Context, q querier, msgs []*driver.Message, res []driver.PushResult, dups []string) error {
+func (d *Driver) fillDuplicates(ctx context.Context, q querier, msgs []*driver.Message, res []driver.PushResult, dups []string) error {
 	rows, err := q.Query(ctx, d.sql.existing, d.cfg.queue, dups)
 	if err != nil {
 		return err

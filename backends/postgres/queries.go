@@ -227,8 +227,7 @@ const insertMessages = `INSERT INTO {{s}}.messages (queue, task_id, body, priori
 // waiting for the disk (sync_push=false). Without dedup the statement has
 // no ON CONFLICT and fails on a task id that is already queued: an ON
 // CONFLICT insert checks the index before each row, which cost a quarter of
-// a batch push's server time and a tenth of a durable one-row push's
-// (docs/backends/postgres.md), so a push through the pool tries that first
+// a batch push's server time and a tenth of a durable one-row push's, so a push through the pool tries that first
 // and falls back (push.go).
 func pushSQL(async, one, dedup bool) string {
 	conflict := ""
@@ -257,8 +256,7 @@ SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 // pushOneSQL is the push statement for one task: a plain INSERT, whose
 // RETURNING sends the notification, once, when it stores the row (a third
 // column, void, that readInserted skips). Without the batch statement's
-// CTEs it ran 5-10 % faster (docs/backends/postgres.md, "Driver
-// operations in SQL").
+// CTEs it ran 5-10 % faster.
 func pushOneSQL(async bool, conflict string) string {
 	row := `$1, NULLIF($2::text, ''), $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, '')`
 	with, source := "", `

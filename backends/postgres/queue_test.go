@@ -56,7 +56,7 @@ func connString() string {
 		return baseURL()
 	}
 	q := u.Query()
-	for _, k := range []string{"queue", "schema", "poll", "notify_interval", "max_message_bytes", "sync_push"} {
+	for _, k := range []string{"queue", "schema", "poll", "notify_interval", "max_message_bytes", "sync_push", "spin", "listen", "pgbouncer"} {
 		q.Del(k)
 	}
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")

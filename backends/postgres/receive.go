@@ -22,7 +22,7 @@ const minSleep = time.Millisecond
 // visible and p.Wait allows, it sleeps until a push notification, the next
 // message's visibility time or the poll interval, whichever comes first, and
 // claims again.
-func (d *pgDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := d.begin(); err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (d *pgDriver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driv
 }
 
 // claim runs the claim statement once and returns the rows in claim order.
-func (d *pgDriver) claim(ctx context.Context, max int, visibility time.Duration) ([]*driver.Received, error) {
+func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) ([]*driver.Received, error) {
 	// The lease's expiry is reckoned on this machine's clock from before the
 	// request, so it is never later than the database's own (whose clock
 	// may differ): a worker stops trusting its lease early, never late.
@@ -151,7 +151,7 @@ func claimCorruption(deliveries int32, enqueued pgtype.Timestamptz) string {
 // they are neither returned nor claimed again and again. The claim holds
 // their leases; if this fails they come back when those expire and are
 // quarantined then.
-func (d *pgDriver) quarantine(ctx context.Context, reqs []driver.DeadLetterParams) {
+func (d *Driver) quarantine(ctx context.Context, reqs []driver.DeadLetterParams) {
 	errs := d.DeadLetter(ctx, reqs)
 	for i, r := range reqs {
 		if errs != nil && errs[i] != nil {
@@ -165,7 +165,7 @@ func (d *pgDriver) quarantine(ctx context.Context, reqs []driver.DeadLetterParam
 
 // nextVisible returns how long until the queue's next invisible message
 // becomes visible, or -1 when the queue is empty.
-func (d *pgDriver) nextVisible(ctx context.Context) (time.Duration, error) {
+func (d *Driver) nextVisible(ctx context.Context) (time.Duration, error) {
 	var us *int64
 	if err := d.pool.QueryRow(ctx, d.sql.nextVisible, d.cfg.queue).Scan(&us); err != nil {
 		return 0, err

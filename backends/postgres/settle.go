@@ -18,7 +18,7 @@ func lockLost(op string, l driver.Lease) error {
 }
 
 // Renew implements driver.Driver.
-func (d *pgDriver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
+func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
 	if err := d.begin(); err != nil {
 		return lease, err
 	}
@@ -75,7 +75,7 @@ func (b *settleBatch) add(i int, l driver.Lease) bool {
 
 // run executes sql with the batch's arrays (plus extra arguments after them)
 // and fills the per-lease errors.
-func (b *settleBatch) run(ctx context.Context, d *pgDriver, sql string, args ...any) []error {
+func (b *settleBatch) run(ctx context.Context, d *Driver, sql string, args ...any) []error {
 	rows, err := d.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return b.failAll(wrap(ctx, b.op, err))
@@ -130,7 +130,7 @@ func closedErrs(n int) []error {
 }
 
 // Complete implements driver.Driver: one DELETE for the whole batch.
-func (d *pgDriver) Complete(ctx context.Context, leases []driver.Lease) []error {
+func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 	if err := d.begin(); err != nil {
 		return closedErrs(len(leases))
 	}
@@ -146,7 +146,7 @@ func (d *pgDriver) Complete(ctx context.Context, leases []driver.Lease) []error 
 }
 
 // Requeue implements driver.Driver: one UPDATE for the whole batch.
-func (d *pgDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
+func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
 	if err := d.begin(); err != nil {
 		return closedErrs(len(reqs))
 	}
@@ -182,7 +182,7 @@ func (d *pgDriver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []e
 
 // DeadLetter implements driver.Driver: one statement that moves the whole
 // batch to dead_letters.
-func (d *pgDriver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
 	if err := d.begin(); err != nil {
 		return closedErrs(len(reqs))
 	}

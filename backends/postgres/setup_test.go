@@ -66,13 +66,13 @@ func newQueueURL(t testing.TB, extra ...string) string {
 
 // openDriver opens a fresh queue with the driver directly and closes it
 // after the test, deleting its messages and dead letters.
-func openDriver(t testing.TB, extra ...string) *pgDriver {
+func openDriver(t testing.TB, extra ...string) *Driver {
 	t.Helper()
 	return openURL(t, newQueueURL(t, extra...))
 }
 
 // openRaw opens raw with the driver directly.
-func openRaw(raw string) (*pgDriver, error) {
+func openRaw(raw string) (*Driver, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
@@ -83,10 +83,10 @@ func openRaw(raw string) (*pgDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return drv.(*pgDriver), nil
+	return drv.(*Driver), nil
 }
 
-func openURL(t testing.TB, raw string) *pgDriver {
+func openURL(t testing.TB, raw string) *Driver {
 	t.Helper()
 	d, err := openRaw(raw)
 	if err != nil {

@@ -39,7 +39,7 @@ func quietConns(dial pgconn.DialFunc) pgconn.DialFunc {
 // polling acquires a pool connection whose reads poll for up to the spin
 // budget, and returns it with the function that turns polling off and
 // releases it. With polling off it returns the pool itself.
-func (d *pgDriver) polling(ctx context.Context) (pushDB, func(), error) {
+func (d *Driver) polling(ctx context.Context) (pushDB, func(), error) {
 	if d.cfg.spin <= 0 {
 		return d.pool, func() {}, nil
 	}

@@ -12,7 +12,7 @@ import (
 // pollCounts sums the polls of the pool's idle connections and counts
 // those left with polling on. It fails the test if a connection is wrapped
 // for polling and wantWrapped is false, or the other way round.
-func pollCounts(t *testing.T, d *pgDriver, wantWrapped bool) (polls int64, armed int) {
+func pollCounts(t *testing.T, d *Driver, wantWrapped bool) (polls int64, armed int) {
 	t.Helper()
 	conns := d.pool.AcquireAllIdle(ctxT(t))
 	defer func() {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"regexp"
@@ -24,6 +25,8 @@ var jobqParams = map[string]bool{
 	"max_message_bytes": true,
 	"sync_push":         true,
 	"spin":              true,
+	"listen":            true,
+	"pgbouncer":         true,
 }
 
 // connParams are the query parameters handed on to pgx unchanged: the libpq
@@ -95,7 +98,19 @@ type config struct {
 	maxMessageBytes int
 	syncPush        bool // pushes wait for the WAL flush (the server's setting)
 	spin            time.Duration
+	noListen        bool // listen=false (or pgbouncer=true): receivers poll
 	poolMaxSet      bool // the URL sets pool_max_conns
+	pgbouncer       bool // no startup parameters; no LISTEN; exec mode unless set
+}
+
+// options is c as New's Options.
+func (c *config) options(log *slog.Logger) Options {
+	spin := c.spin
+	if spin == 0 {
+		spin = -1 // off
+	}
+	return Options{Queue: c.queue, Schema: c.schema, Poll: c.poll, NotifyInterval: c.notifyInterval,
+		MaxMessageBytes: c.maxMessageBytes, AsyncPush: !c.syncPush, Spin: spin, NoListen: c.noListen, Logger: log}
 }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
@@ -123,7 +138,7 @@ func parseURL(u *url.URL) (*config, error) {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return nil, driver.Errorf(driver.InvalidArgument,
-			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes, sync_push and spin, "+
+			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes, sync_push, spin, listen and pgbouncer, "+
 				"and passes libpq/pgx/pgxpool connection parameters (sslmode, application_name, pool_max_conns, ...) to pgx; "+
 				"put server settings in options=-c%%20name%%3Dvalue",
 			strings.Join(unknown, ", "))
@@ -139,7 +154,9 @@ func parseURL(u *url.URL) (*config, error) {
 		maxMessageBytes: p.Int("max_message_bytes", DefaultMaxMessageBytes),
 		syncPush:        p.Bool("sync_push", true),
 		spin:            p.Duration("spin", DefaultSpin),
+		pgbouncer:       p.Bool("pgbouncer", false),
 	}
+	c.noListen = !p.Bool("listen", !c.pgbouncer)
 	switch {
 	case c.queue == "" || len(c.queue) > 200:
 		p.Fail("query parameter queue=%q must be 1 to 200 characters", c.queue)
@@ -163,6 +180,11 @@ func parseURL(u *url.URL) (*config, error) {
 	}
 
 	c.poolMaxSet = pass.Has("pool_max_conns")
+	if c.pgbouncer && !pass.Has("default_query_exec_mode") {
+		// Before PgBouncer 1.21 a prepared statement lives on one server
+		// connection, and a transaction-pooled client meets another.
+		pass.Set("default_query_exec_mode", "exec")
+	}
 	conn := *u
 	conn.Scheme = "postgres"
 	// Spaces as %20, not "+": pgx reads a "+" literally, which would break

@@ -30,7 +30,7 @@ const (
 )
 
 // deletedRows counts rows this queue deleted and starts a vacuum when due.
-func (d *pgDriver) deletedRows(n int64) {
+func (d *Driver) deletedRows(n int64) {
 	if n <= 0 || d.deleted.Add(n) < max(vacuumEvery, d.tableRows.Load()/vacuumShare) {
 		return
 	}
@@ -77,8 +77,7 @@ func (d *pgDriver) deletedRows(n int64) {
 // vacuum counted rows messages, when the vacuum before counted prev (-1:
 // this is the queue's first). New statistics make Postgres plan the
 // driver's statements again: a generic plan made while the queue was empty
-// or small reads the whole queue on every settlement (docs/backends/
-// postgres.md, "Plans"). So a queue analyzes after its first vacuum and
+// or small reads the whole queue on every settlement (plans.go). So a queue analyzes after its first vacuum and
 // whenever its table has more than doubled (give or take vacuumEvery rows)
 // since the vacuum before; a shrinking queue does not, since plans made
 // for more rows stay good. Analyzing after every vacuum cost a draining

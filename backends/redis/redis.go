@@ -1,5 +1,6 @@
-// Package redis is the jobq backend for Redis (5.0 or later), registered
-// for the URL schemes redis://, rediss:// (TLS) and redis+unix:// (a unix
+// Package redis is the jobq backend for Redis (5.0 or later). Build a queue
+// from the go-redis client the application already has with New, or from a
+// URL: the package registers the URL schemes redis://, rediss:// (TLS) and redis+unix:// (a unix
 // socket):
 //
 //	redis://[user:password@]host:6379/0?queue=etl
@@ -17,7 +18,7 @@
 // cannot lose or duplicate a message. A queue's keys share the hash tag
 // {name}, so the backend also works on Redis Cluster. Idle receivers wait on
 // a pub/sub notification rather than polling. See docs/backends/redis.md for
-// the key layout and the script behind each operation.
+// the key layout; scripts.go has the script behind each operation.
 //
 // Escape hatches (Queue.As; goredis is github.com/redis/go-redis/v9): a
 // *goredis.UniversalClient yields the driver's client, a **goredis.Client
@@ -30,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,20 +62,80 @@ type Opener struct{}
 // Capabilities returns what every Redis queue declares.
 func (*Opener) Capabilities() driver.Capabilities { return capabilities(0) }
 
-// Open connects to the Redis server named by u and returns the queue.
+// Open builds a client from u, then the queue with New. The driver owns
+// that client and closes it on Close.
 func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
 	cfg, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
 	client := cfg.newClient()
-	d := newDriver(client, cfg.prefix, cfg.queue, opts.Logger)
-	d.maxMessageBytes = cfg.maxMessageBytes
-	if err := client.Ping(ctx).Err(); err != nil {
+	d, err := New(ctx, client, Options{Queue: cfg.queue, Prefix: cfg.prefix, MaxMessageBytes: cfg.maxMessageBytes, Logger: opts.Logger})
+	if err != nil {
 		_ = client.Close()
-		if dbErr := dbRefused(err, u); dbErr != err {
-			return nil, dbErr
+		return nil, dbRefused(err, u)
+	}
+	d.ownsClient = true
+	return d, nil
+}
+
+// Options configure a queue built by New. The zero value is the queue
+// "default" with keys under "jobq".
+type Options struct {
+	// Queue is the queue's name: non-empty, without { or } (they delimit
+	// the Redis Cluster hash tag). Defaults to "default".
+	Queue string
+	// Prefix is the first part of every key of the queue, without { or }.
+	// Defaults to "jobq".
+	Prefix string
+	// MaxMessageBytes is the largest message body; larger tasks go to the
+	// stash, keeping Redis's memory for the queue. Defaults to 0: no limit
+	// but Redis's own 512 MB.
+	MaxMessageBytes int
+	// Logger receives the driver's warnings. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// New returns the queue opts names on the server (or cluster) client talks
+// to, after checking that the server answers. client is the application's
+// own: the driver shares it and never closes it (Close leaves it open), so it
+// must outlive the driver. A *goredis.ClusterClient makes a cluster queue;
+// every key of a queue shares one hash tag.
+//
+// Two settings of the URL opener's client belong to the client, which only
+// its owner can set: MaxRetries -1 (go-redis's default of 3 retries may
+// resend a script whose reply was lost; a resent settlement then reports
+// LockLost although it took effect, and a resent push queues the task
+// twice) and ContextTimeoutEnabled (a canceled call returns at once rather
+// than after ReadTimeout). Its dialer also lets one-at-a-time pushes poll
+// for their reply (spin=), which a client built elsewhere does not.
+// Idle receivers subscribe to the queue's channel through client, which
+// takes one more connection per driver while they wait.
+func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Driver, error) {
+	if client == nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "redis.New: the client is nil; build one with goredis.NewClient or goredis.NewClusterClient")
+	}
+	if opts.Queue == "" {
+		opts.Queue = "default"
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "jobq"
+	}
+	var bad []string
+	for _, s := range []struct{ name, v string }{{"Queue", opts.Queue}, {"Prefix", opts.Prefix}} {
+		if strings.ContainsAny(s.v, "{}") {
+			bad = append(bad, fmt.Sprintf("%s %q must not contain { or } (they delimit the Redis Cluster hash tag)", s.name, s.v))
 		}
+	}
+	if opts.MaxMessageBytes < 0 {
+		bad = append(bad, fmt.Sprintf("MaxMessageBytes %d must be 0 (no limit) or more", opts.MaxMessageBytes))
+	}
+	if len(bad) > 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "redis.Options: %s", strings.Join(bad, "; "))
+	}
+	d := newDriver(client, opts.Prefix, opts.Queue, opts.Logger)
+	d.maxMessageBytes = opts.MaxMessageBytes
+	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?): %w", err))
 	}
 	return d, nil
@@ -92,6 +154,8 @@ type Driver struct {
 	closed atomic.Bool
 	done   chan struct{} // closed by Close
 	wake   *notifier
+
+	ownsClient bool // the URL opener built the client: Close closes it
 
 	listenMu  sync.Mutex
 	listening bool
@@ -156,7 +220,8 @@ func (d *Driver) As(target any) bool {
 	return false
 }
 
-// Close stops the notification listener and closes the client.
+// Close stops the notification listener and, when the driver was opened
+// from a URL, closes its client; a client given to New stays open.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return driver.Errorf(driver.FailedPrecondition, "redis queue %s is already closed", d.queue)
@@ -170,6 +235,9 @@ func (d *Driver) Close() error {
 	}
 	d.listenWG.Wait()
 	d.wake.notify(-1)
+	if !d.ownsClient {
+		return nil
+	}
 	if err := d.client.Close(); err != nil {
 		return d.fail("close", err)
 	}

@@ -1,7 +1,8 @@
 // Package sqlite is jobq's embedded backend: a queue in a local SQLite file,
 // shared safely by any number of goroutines and processes on one machine.
 //
-// Import it for its side effect of registering the "sqlite" URL scheme (or
+// Build a queue with New from a file path and Options, or from a URL: import
+// the package for its side effect of registering the "sqlite" URL scheme (or
 // import github.com/jobq/jobq/backends/all):
 //
 //	import _ "github.com/jobq/jobq/backends/sqlite"
@@ -11,7 +12,8 @@
 // The path is everything between "sqlite://" and the query: sqlite://./work.db
 // and sqlite://work.db are relative to the working directory, sqlite:///abs/x.db
 // is absolute. The file is created when missing. Several queues share one file
-// (the queue parameter, "default" when absent). Query parameters:
+// (the queue parameter, "default" when absent). Query parameters, which set
+// the Options fields of the same names:
 //
 //   - queue: the queue's name. Default "default".
 //   - max_message_bytes: the largest message body accepted, at most 512 MiB.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -134,11 +135,79 @@ func (URLOpener) Capabilities() driver.Capabilities {
 	return capabilities(DefaultMaxMessageBytes)
 }
 
-// Open implements driver.Opener.
+// Open implements driver.Opener: it reads the URL into Options and calls
+// New.
 func (URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
 	c, err := parseURL(u)
 	if err != nil {
 		return nil, err
+	}
+	return New(ctx, c.path, Options{Queue: c.queue, MaxMessageBytes: c.maxMessageBytes, BusyTimeout: c.busyTimeout,
+		Poll: c.poll, Synchronous: c.synchronous, Logger: opts.Logger})
+}
+
+// Options configure a queue built by New. The zero value is the queue
+// "default" with every default below.
+type Options struct {
+	// Queue is the queue's name; several queues share one file. Defaults
+	// to "default".
+	Queue string
+	// MaxMessageBytes is the largest message body, at most 512 MiB; larger
+	// tasks go to the stash. Defaults to 16 MiB.
+	MaxMessageBytes int
+	// BusyTimeout is how long a write waits for another process's write
+	// transaction before failing with code Unavailable. Defaults to 5s.
+	BusyTimeout time.Duration
+	// Poll is how often an idle receiver checks the file for messages
+	// pushed by other processes or made visible by time; pushes through the
+	// same process wake receivers at once. Defaults to 20ms.
+	Poll time.Duration
+	// Synchronous is SQLite's synchronous pragma, "normal" or "full". With
+	// normal a commit survives a crash of the process, but the last commits
+	// may be lost on power failure; full syncs every commit. Defaults to
+	// "normal".
+	Synchronous string
+	// Logger receives the driver's warnings. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// New opens the queue opts names in the SQLite file at path (a plain file
+// path, not a URL), creating the file (mode 0600) and its tables when
+// missing. Its directory must exist. The driver owns its connections to the
+// file and closes them on Close.
+func New(ctx context.Context, path string, opts Options) (*Driver, error) {
+	c := config{path: path, queue: opts.Queue, maxMessageBytes: opts.MaxMessageBytes,
+		busyTimeout: opts.BusyTimeout, poll: opts.Poll, synchronous: strings.ToLower(opts.Synchronous)}
+	if c.queue == "" {
+		c.queue = DefaultQueue
+	}
+	if c.maxMessageBytes == 0 {
+		c.maxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.busyTimeout == 0 {
+		c.busyTimeout = DefaultBusyTimeout
+	}
+	if c.poll == 0 {
+		c.poll = DefaultPoll
+	}
+	if c.synchronous == "" {
+		c.synchronous = "normal"
+	}
+	var bad []string
+	if path == "" {
+		bad = append(bad, "the path is empty: name the database file, for example ./work.db")
+	}
+	if c.maxMessageBytes < 1 || c.maxMessageBytes > maxMessageBytesCeiling {
+		bad = append(bad, fmt.Sprintf("MaxMessageBytes %d is out of range: use 1..%d", c.maxMessageBytes, maxMessageBytesCeiling))
+	}
+	if c.busyTimeout < 0 || c.poll < 0 {
+		bad = append(bad, "BusyTimeout and Poll must be positive")
+	}
+	if c.synchronous != "normal" && c.synchronous != "full" {
+		bad = append(bad, fmt.Sprintf("Synchronous %q is not normal or full", opts.Synchronous))
+	}
+	if len(bad) > 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "sqlite.New: %s", strings.Join(bad, "; "))
 	}
 	if dir := filepath.Dir(c.path); !dirExists(dir) {
 		return nil, driver.Errorf(driver.NotFound,

@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// startPgBouncer runs Debian's pgbouncer (.ci/install-pgbouncer.sh installs it) in
+// transaction pooling mode on a free loopback port, in front of the test
+// server, with serverConns server connections for all its clients, and
+// returns the test URL pointed at it. The test is skipped when pgbouncer is
+// not installed.
+func startPgBouncer(t *testing.T, serverConns int) string {
+	t.Helper()
+	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		if _, err = os.Stat("/usr/sbin/pgbouncer"); err != nil {
+			t.Skip("pgbouncer is not installed (run .ci/install-pgbouncer.sh)")
+		}
+		bin = "/usr/sbin/pgbouncer"
+	}
+	server, err := url.Parse(testBaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	// Under root pgbouncer must switch to another user, who must be able
+	// to read its files.
+	dir, err := os.MkdirTemp("", "jobq-pgbouncer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	user := server.User.Username()
+	db := strings.TrimPrefix(server.Path, "/")
+	ini := fmt.Sprintf(`[databases]
+%s = host=%s port=%s dbname=%s user=%s
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+default_pool_size = %d
+max_client_conn = 500
+`, db, server.Hostname(), server.Port(), db, user, port, filepath.Join(dir, "users.txt"), serverConns)
+	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": fmt.Sprintf("%q \"\"\n", user)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+	if os.Geteuid() == 0 {
+		args = append([]string{"-u", "nobody"}, args...)
+	}
+	cmd := exec.Command(bin, args...)
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgbouncer did not listen on %s: %v\n%s", addr, err, log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	u := *server
+	u.Host = addr
+	return u.String()
+}
+
+// bouncerQueueURL is a fresh queue's URL through the bouncer at base.
+func bouncerQueueURL(t *testing.T, base string, extra ...string) string {
+	t.Helper()
+	u, err := url.Parse(newQueueURL(t, extra...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = b.Host
+	return u.String()
+}
+
+// TestPgBouncerTransactionPooling runs a queue through PgBouncer 1.18 in
+// transaction pooling mode, as a fleet would: several drivers (one per
+// worker process) on a few server connections push, claim and complete
+// every task, and none is lost. Without pgbouncer=true the open fails with
+// PgBouncer's "unsupported startup parameter" and the fix named.
+func TestPgBouncerTransactionPooling(t *testing.T) {
+	t.Parallel()
+	base := startPgBouncer(t, 3)
+
+	t.Run("refused without pgbouncer=true", func(t *testing.T) {
+		_, err := openRaw(bouncerQueueURL(t, base))
+		if err == nil || !strings.Contains(err.Error(), "pgbouncer=true") || driver.CodeOf(err) != driver.InvalidArgument {
+			t.Fatalf("open through PgBouncer without pgbouncer=true = %v; want an InvalidArgument error naming pgbouncer=true", err)
+		}
+	})
+
+	t.Run("fleet drains the queue", func(t *testing.T) {
+		raw := bouncerQueueURL(t, base, "pgbouncer=true", "poll=20ms", "pool_max_conns=4")
+		const workers, tasks = 6, 300
+		drivers := make([]*Driver, workers)
+		for i := range drivers {
+			drivers[i] = openURL(t, raw)
+		}
+		ctx := ctxT(t)
+		msgs := make([]*driver.Message, tasks)
+		for i := range msgs {
+			msgs[i] = msg(fmt.Sprintf("t%03d", i))
+		}
+		// Pushes of one and of many, from different drivers.
+		if _, err := drivers[0].Push(ctx, msgs[:tasks-10]); err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range msgs[tasks-10:] {
+			if _, err := drivers[i%workers].Push(ctx, []*driver.Message{m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for _, d := range drivers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					got, err := d.Receive(ctx, driver.ReceiveParams{Max: 8, Visibility: time.Minute, Wait: 100 * time.Millisecond})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(got) == 0 {
+						return
+					}
+					leases := make([]driver.Lease, len(got))
+					mu.Lock()
+					for i, r := range got {
+						seen[r.ID] = true
+						leases[i] = r.Lease
+					}
+					mu.Unlock()
+					if e := d.Complete(ctx, leases); e != nil {
+						errs <- fmt.Errorf("complete: %v", e)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if len(seen) != tasks {
+			t.Fatalf("the fleet received %d distinct tasks of %d", len(seen), tasks)
+		}
+		if st, err := drivers[0].Stats(ctx); err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
+			t.Fatalf("stats after the drain = %+v, %v; want an empty queue", st, err)
+		}
+	})
+
+	t.Run("New on an application's pool", func(t *testing.T) {
+		cfg, err := pgxpool.ParseConfig(base + "&default_query_exec_mode=exec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctxT(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close) // after the driver's clean-up
+		d := newFromPool(t, pool, Options{NoListen: true, Poll: 20 * time.Millisecond})
+		pushReceiveComplete(t, d)
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Ping(context.Background()); err != nil {
+			t.Fatalf("the application's pool after the driver closed: %v", err)
+		}
+	})
+}
