@@ -105,11 +105,11 @@ func (m *Mux) lookup(t *jobq.Task) (Handler, error) {
 	case t.Kind == "" && t.IsShell() && shell != nil:
 		return shell, nil
 	case t.Kind != "":
-		return nil, Permanent(fmt.Errorf("%w: task kind %q has no handler on this worker; %s", ErrUnknownKind, t.Kind, m.known(shell != nil)))
+		return nil, Permanent(fmt.Errorf("%w %q: %s", ErrUnknownKind, t.Kind, m.known(shell != nil)))
 	case t.IsShell():
-		return nil, Permanent(fmt.Errorf("%w: task is a shell command and this worker runs no shell tasks (Mux.HandleShell); %s", ErrUnknownKind, m.known(false)))
+		return nil, Permanent(fmt.Errorf("%w: the task is a shell command, and %s but no shell tasks (Mux.HandleShell)", ErrUnknownKind, m.known(false)))
 	default:
-		return nil, Permanent(fmt.Errorf("%w: task has no kind and no command; %s (push it with Task.Kind set)", ErrUnknownKind, m.known(shell != nil)))
+		return nil, Permanent(fmt.Errorf("%w: the task has neither a kind nor a command (push it with Task.Kind set); %s", ErrUnknownKind, m.known(shell != nil)))
 	}
 }
 
@@ -123,9 +123,9 @@ func (m *Mux) known(shell bool) string {
 	var s string
 	switch len(kinds) {
 	case 0:
-		s = "it handles no kinds"
+		s = "this worker handles no kinds"
 	default:
-		s = "it handles kinds " + strings.Join(quoted, ", ")
+		s = "this worker handles kinds " + strings.Join(quoted, ", ")
 	}
 	if shell {
 		s += " and shell tasks"

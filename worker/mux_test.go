@@ -151,7 +151,7 @@ func TestMuxRoutesKinds(t *testing.T) {
 			}
 			for name, want := range map[string][]string{
 				"unknown":   {`"transcode"`, `"email", "report", "resize" and shell tasks`},
-				"kindless":  {"no kind", `"email", "report", "resize"`},
+				"kindless":  {"neither a kind nor a command", `"email", "report", "resize" and shell tasks`},
 				"undecoded": {`kind "resize"`, "worker_test.resizeArgs", "cannot unmarshal"},
 			} {
 				id := tasks[name].ID
