@@ -107,7 +107,7 @@ func (m *Mux) lookup(t *jobq.Task) (Handler, error) {
 	case t.Kind != "":
 		return nil, Permanent(fmt.Errorf("%w %q: %s", ErrUnknownKind, t.Kind, m.known(shell != nil)))
 	case t.IsShell():
-		return nil, Permanent(fmt.Errorf("%w: the task is a shell command, and %s but no shell tasks (Mux.HandleShell)", ErrUnknownKind, m.known(false)))
+		return nil, Permanent(fmt.Errorf("%w: the task is a shell command, which this worker does not run (register a handler with Mux.HandleShell); %s", ErrUnknownKind, m.known(false)))
 	default:
 		return nil, Permanent(fmt.Errorf("%w: the task has neither a kind nor a command (push it with Task.Kind set); %s", ErrUnknownKind, m.known(shell != nil)))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -262,5 +263,71 @@ func TestEventsRetriedAndUnsubscribe(t *testing.T) {
 	}
 	if _, open := <-gone; open {
 		t.Error("the ended subscription got an event")
+	}
+}
+
+// TestTaskLogLevel: by default a worker logs nothing at INFO per task (the
+// per-task lines are DEBUG); with TaskLogLevel INFO, as the CLI sets it,
+// each task gets its "task started" and "task done" lines.
+func TestTaskLogLevel(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		level slog.Leveler
+		want  int
+	}{{"default", nil, 0}, {"info", slog.LevelInfo, 3}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q := openQueue(t)
+			for i := range 3 {
+				push(t, q, &jobq.Task{Command: fmt.Sprintf("echo %d", i)})
+			}
+			rec := newLogRecorder()
+			w := worker.New(q, worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil }),
+				worker.Options{Logger: rec.logger(), TaskLogLevel: tt.level, Poll: 100 * time.Millisecond})
+			if err := w.Run(t.Context()); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if s, d := rec.count("task started"), rec.count("task done"); s != tt.want || d != tt.want {
+				t.Errorf("%d \"task started\" and %d \"task done\" lines at INFO; want %d of each", s, d, tt.want)
+			}
+		})
+	}
+}
+
+// TestMuxReasons: what a Mux says about a task it cannot route, for each
+// way that happens.
+func TestMuxReasons(t *testing.T) {
+	t.Parallel()
+	ok := worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
+	bare, full := worker.NewMux(), worker.NewMux()
+	full.Handle("b", ok)
+	full.Handle("a", ok)
+	full.HandleShell(ok)
+	for _, tt := range []struct {
+		name string
+		mux  *worker.Mux
+		task *jobq.Task
+		want string // "" when the task is routed
+	}{
+		{"known kind", full, &jobq.Task{Kind: "a", Payload: json.RawMessage(`{}`)}, ""},
+		{"shell", full, &jobq.Task{Command: "true"}, ""},
+		{"unknown kind", full, &jobq.Task{Kind: "c"}, `unknown task kind "c": this worker handles kinds "a", "b" and shell tasks`},
+		{"shell without shell handler", bare, &jobq.Task{Command: "true"}, "unknown task kind: the task is a shell command, which this worker does not run (register a handler with Mux.HandleShell); this worker handles no kinds"},
+		{"no kind, no command", full, &jobq.Task{Payload: json.RawMessage(`{}`)}, `unknown task kind: the task has neither a kind nor a command (push it with Task.Kind set); this worker handles kinds "a", "b" and shell tasks`},
+		{"unknown kind on an empty mux", bare, &jobq.Task{Kind: "c"}, `unknown task kind "c": this worker handles no kinds`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.mux.Handler().Handle(t.Context(), &worker.Job{Task: tt.task})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("routing failed: %v", err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Errorf("error %v; want %q", err, tt.want)
+			case tt.want != "" && (!errors.Is(err, worker.ErrUnknownKind) || !errors.Is(err, worker.ErrPermanent)):
+				t.Errorf("error %v is not ErrUnknownKind and ErrPermanent", err)
+			}
+		})
 	}
 }
