@@ -138,7 +138,9 @@ func (m *Mux) known(shell bool) string {
 // a permanent failure: the task is dead-lettered at once, with the decode
 // error as the reason, because retrying cannot fix it. fn's errors are
 // handled as any Handler's: retried while the task's budget lasts (unless
-// wrapped with Permanent). HandleJSON panics as Mux.Handle does.
+// wrapped with Permanent). fn reaches the rest of the Job (its logger, the
+// envelope's delivery count) through JobFrom(ctx). HandleJSON panics as
+// Mux.Handle does.
 //
 // (A generic function, not a method, because Go methods cannot have type
 // parameters.)
@@ -151,8 +153,18 @@ func HandleJSON[T any](m *Mux, kind string, fn func(ctx context.Context, task *j
 		if err := decodePayload(job.Task.Payload, &v); err != nil {
 			return Permanent(fmt.Errorf("task of kind %q: payload does not decode into %T: %w", kind, v, err))
 		}
-		return fn(ctx, job.Task, v)
+		return fn(context.WithValue(ctx, jobKey{}, job), job.Task, v)
 	}))
+}
+
+// jobKey is the context key of the Job that HandleJSON passes on.
+type jobKey struct{}
+
+// JobFrom returns the Job being run, from the context HandleJSON gives its
+// function; nil for any other context.
+func JobFrom(ctx context.Context) *Job {
+	j, _ := ctx.Value(jobKey{}).(*Job)
+	return j
 }
 
 // errNoPayload is the decode error of a task without a payload.

@@ -105,9 +105,12 @@ func TestMuxRoutesKinds(t *testing.T) {
 				ran[handler] = append(ran[handler], id)
 			}
 			mux := worker.NewMux()
-			worker.HandleJSON(mux, "resize", func(_ context.Context, task *jobq.Task, p resizeArgs) error {
+			worker.HandleJSON(mux, "resize", func(ctx context.Context, task *jobq.Task, p resizeArgs) error {
 				if p != (resizeArgs{Width: 640, Format: "png"}) {
 					return fmt.Errorf("decoded %+v", p)
+				}
+				if job := worker.JobFrom(ctx); job == nil || job.Task != task || job.Envelope.DeliveryCount != 1 {
+					return fmt.Errorf("JobFrom(ctx) = %+v; want the job of task %s", job, task.ID)
 				}
 				note("resize", task.ID)
 				return nil
