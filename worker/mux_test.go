@@ -334,3 +334,39 @@ func TestMuxReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestEventDurableMeansStored: when a durable Completed event arrives, the
+// task is already gone from the queue: the event follows the stored
+// completion, not the handler's return.
+func TestEventDurableMeansStored(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Command: "echo once"})
+	w := worker.New(q, worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil }),
+		worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	events, _ := w.Subscribe(0)
+	checked := make(chan error, 1)
+	go func() {
+		ev := <-events
+		if ev.Outcome != worker.Completed || !ev.Durable {
+			checked <- fmt.Errorf("first event %+v; want a durable completion", ev)
+			return
+		}
+		st, err := q.Stats(context.Background())
+		if err != nil {
+			checked <- err
+			return
+		}
+		if st.Ready+st.InFlight+st.Delayed != 0 {
+			checked <- fmt.Errorf("at the durable completion event the queue still holds %+v", st)
+			return
+		}
+		checked <- nil
+	}()
+	if err := w.Run(t.Context()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := <-checked; err != nil {
+		t.Error(err)
+	}
+}
