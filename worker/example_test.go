@@ -57,6 +57,41 @@ func ExampleMux() {
 	// sending {"to": "ada@example.com"}
 }
 
+// HandleJSON decodes each task's payload for the function; a payload that
+// does not decode is dead-lettered at once, since retrying cannot fix it.
+func ExampleHandleJSON() {
+	ctx := context.Background()
+	q, err := jobq.Open(ctx, "mem://example-handlejson")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	for _, p := range []string{`{"image": "dog.png", "width": 320}`, `{"image": "cat.png", "width": "wide"}`} {
+		if _, err := q.Push(ctx, &jobq.Task{Kind: "resize", Payload: json.RawMessage(p), NumRetries: 3}); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	mux := worker.NewMux()
+	worker.HandleJSON(mux, "resize", func(ctx context.Context, task *jobq.Task, r Resize) error {
+		fmt.Printf("resized %s to %d (delivery %d)\n", r.Image, r.Width, worker.JobFrom(ctx).Envelope.DeliveryCount)
+		return nil
+	})
+	if err := worker.Run(ctx, q, mux.Handler(), worker.Options{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		log.Fatal(err)
+	}
+	dead, err := q.DeadLetters().List(ctx, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range dead {
+		fmt.Println("dead letter:", d.Reason)
+	}
+	// Output:
+	// resized dog.png to 320 (delivery 1)
+	// dead letter: task of kind "resize": payload does not decode into worker_test.Resize: json: cannot unmarshal string into Go struct field Resize.width of type int
+}
+
 // A task of a kind the worker has no handler for is dead-lettered at once,
 // with a reason that names the kind and the kinds the worker knows.
 func ExampleMux_unknownKind() {

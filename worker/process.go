@@ -253,11 +253,15 @@ func (w *Worker) renewal(env *jobq.Envelope) time.Duration {
 	return d
 }
 
-// describe is a task's command or payload, shortened for a log line.
+// describe is a task's kind and command or payload, shortened for a log
+// line.
 func describe(t *jobq.Task) string {
 	s := t.Command
 	if s == "" {
 		s = string(t.Payload)
+	}
+	if t.Kind != "" {
+		s = t.Kind + " " + s
 	}
 	return truncateStr(s, 120)
 }

@@ -16,7 +16,9 @@ import (
 // is cancelled when the task must stop: the lease was lost
 // (errors.Is(context.Cause(ctx), jobq.ErrLockLost)), or the worker is
 // stopping; the worker then settles the task itself, whatever the handler
-// returns.
+// returns. A Handler that returns an error wrapping ErrPermanent (see
+// Permanent) has its task dead-lettered at once; any other error is retried
+// while the task's budget lasts. Mux routes tasks to Handlers by kind.
 type Handler interface {
 	Handle(ctx context.Context, job *Job) error
 }
