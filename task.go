@@ -73,6 +73,10 @@ type Task struct {
 	// ReplyRequested is carried for compatibility with ai4s-jobq.
 	ReplyRequested bool
 
+	// Kind names the Go handler that runs the task (worker.Mux routes on
+	// it); a shell task needs none. Schema v2.
+	Kind string
+
 	// Priority orders claims, MinPriority..MaxPriority, higher first. Schema v2.
 	Priority int
 	// NotBefore delays the task's first delivery until then. Schema v2.

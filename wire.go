@@ -9,6 +9,7 @@ package jobq
 // Schema v2 adds these optional members, written in this order after
 // num_retries and only when set (zero values are left out):
 //
+//	"kind": string                         Task.Kind
 //	"priority": int                        Task.Priority
 //	"not_before": "RFC 3339 UTC time"      Task.NotBefore (nanoseconds when non-zero)
 //	"gate_cmd": string                     Task.GateCmd
@@ -118,7 +119,7 @@ func md5Hex(b []byte) string {
 
 // needsV2 reports whether t uses anything schema v1 cannot express.
 func needsV2(t *Task) bool {
-	return t.Priority != 0 || !t.NotBefore.IsZero() || t.GateCmd != "" ||
+	return t.Kind != "" || t.Priority != 0 || !t.NotBefore.IsZero() || t.GateCmd != "" ||
 		t.ConcurrencyKey != "" || t.RateLimitKey != "" || len(t.Metadata) > 0 || t.Stash != nil || len(t.Attempts) > 0
 }
 
@@ -158,6 +159,10 @@ func wirePrefix(t *Task) ([]byte, error) {
 }
 
 func appendV2(b []byte, t *Task) []byte {
+	if t.Kind != "" {
+		b = append(b, `, "kind": `...)
+		b = pyjson.AppendString(b, t.Kind)
+	}
 	if t.Priority != 0 {
 		b = append(b, `, "priority": `...)
 		b = strconv.AppendInt(b, int64(t.Priority), 10)
@@ -220,7 +225,7 @@ func checkText(t *Task) error {
 		return nil
 	}
 	for _, f := range []struct{ name, value string }{
-		{"command", t.Command}, {"cwd", t.Cwd}, {"bg_dirsync_to", t.DirSyncTo}, {"gate command", t.GateCmd},
+		{"command", t.Command}, {"kind", t.Kind}, {"cwd", t.Cwd}, {"bg_dirsync_to", t.DirSyncTo}, {"gate command", t.GateCmd},
 		{"concurrency key", t.ConcurrencyKey}, {"rate-limit key", t.RateLimitKey},
 	} {
 		if err := check(f.name, f.value); err != nil {
@@ -506,6 +511,8 @@ func decodeV2(t *Task, k string, v pyjson.Value) (bool, error) {
 		return nil
 	}
 	switch k {
+	case "kind":
+		return true, str(&t.Kind)
 	case "priority":
 		n, err := wireInt(k, v)
 		t.Priority = int(n)
@@ -655,7 +662,7 @@ func v2Fields(t *Task) []string {
 		name string
 		set  bool
 	}{
-		{"priority", t.Priority != 0}, {"not_before", !t.NotBefore.IsZero()}, {"gate_cmd", t.GateCmd != ""},
+		{"kind", t.Kind != ""}, {"priority", t.Priority != 0}, {"not_before", !t.NotBefore.IsZero()}, {"gate_cmd", t.GateCmd != ""},
 		{"concurrency_key", t.ConcurrencyKey != ""}, {"rate_limit_key", t.RateLimitKey != ""},
 		{"metadata", len(t.Metadata) > 0}, {"stash", t.Stash != nil}, {"attempts", len(t.Attempts) > 0},
 	} {

@@ -28,6 +28,7 @@ type wireVectors struct {
 			Payload        string
 			NumRetries     int  `json:"num_retries"`
 			ReplyRequested bool `json:"reply_requested"`
+			Kind           string
 			Priority       int
 			NotBefore      string `json:"not_before"`
 			GateCmd        string `json:"gate_cmd"`
@@ -88,7 +89,7 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 			in := tc.Task
 			task := &Task{
 				Command: in.Command, Env: envVars(in.Env), Cwd: in.Cwd, DirSyncTo: in.DirSyncTo,
-				NumRetries: in.NumRetries, ReplyRequested: in.ReplyRequested,
+				NumRetries: in.NumRetries, ReplyRequested: in.ReplyRequested, Kind: in.Kind,
 				Priority: in.Priority, GateCmd: in.GateCmd, ConcurrencyKey: in.ConcurrencyKey,
 				RateLimitKey: in.RateLimitKey, Metadata: in.Metadata, Stash: in.Stash,
 			}
@@ -127,7 +128,7 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 				t.Fatalf("UnmarshalTask: %v", err)
 			}
 			if got.ID != tc.ID || got.Command != task.Command || !slices.Equal(got.Env, pyEnv(task.Env)) ||
-				got.Cwd != task.Cwd || got.NumRetries != task.NumRetries || got.ReplyRequested != task.ReplyRequested ||
+				got.Cwd != task.Cwd || got.Kind != task.Kind || got.NumRetries != task.NumRetries || got.ReplyRequested != task.ReplyRequested ||
 				got.Priority != task.Priority || !got.NotBefore.Equal(task.NotBefore) || got.GateCmd != task.GateCmd ||
 				got.ConcurrencyKey != task.ConcurrencyKey || got.RateLimitKey != task.RateLimitKey ||
 				len(got.Metadata) != len(task.Metadata) || (task.Stash != nil) != (got.Stash != nil) {

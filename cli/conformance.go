@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobq/jobq/conformance"
+	"github.com/jobq/jobq/internal/confsuite"
 )
 
 func (a *app) conformanceCommand() *cobra.Command {
@@ -40,22 +40,22 @@ Exit status 1 when a check failed.`,
 				return err
 			}
 			q.Close()
-			newURL, err := conformance.ScratchQueues(raw)
+			newURL, err := confsuite.ScratchQueues(raw)
 			if err != nil {
 				return asUsage(err)
 			}
 			fmt.Fprintf(a.stderr, "jobq: running the conformance suite on scratch queues next to %s; this can take a few minutes\n", q.URL())
-			rs := conformance.RunLive(cmd.Context(), conformance.Harness{
+			rs := confsuite.RunLive(cmd.Context(), confsuite.Harness{
 				Name:            q.Scheme(),
 				Visibility:      visibility,
 				Serial:          serial,
 				NewLiveQueueURL: newURL,
 			})
-			if err := conformance.WriteTable(a.stdout, rs, details); err != nil {
+			if err := confsuite.WriteTable(a.stdout, rs, details); err != nil {
 				return err
 			}
 			for _, r := range rs {
-				if r.Status == conformance.Failed {
+				if r.Status == confsuite.Failed {
 					return failure(fmt.Errorf("conformance check %s failed (run with --details for every message)", r.Name))
 				}
 			}

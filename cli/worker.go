@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -265,6 +266,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 		Gate:                   gate,
 		PassEnv:                f.passEnv,
 		Logger:                 a.log,
+		TaskLogLevel:           slog.LevelInfo, // the CLI logs every task's start and end
 	}
 	if f.statusInterval == 0 {
 		opts.StatusInterval = -1

@@ -14,7 +14,7 @@ import (
 
 // BenchmarkWorkerNoop measures the worker's own cost per task on SQLite:
 // receive, run a handler that does nothing, complete; with one slot (the
-// default) and with 16, one receiver or the default; on a local file, and
+// CLI's default) and with 16, one receiver or the default; on a local file, and
 // with 1 ms added to every receive as a network round trip would.
 func BenchmarkWorkerNoop(b *testing.B) {
 	for _, scheme := range []string{"sqlite", rttScheme} {

@@ -8,7 +8,7 @@ import (
 func TestReceiversDefault(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ concurrency, receivers, prefetch, want, share int }{
-		{0, 0, 0, 2, 3},
+		{0, 0, 0, 2, 25}, // Concurrency 10, Prefetch 40
 		{1, 0, 0, 2, 3},
 		{1, 0, -1, 1, 1},
 		{1, 4, 0, 4, 2},

@@ -4,11 +4,19 @@
 // dead-letter with the output's tail) on failure, Requeue when the worker is
 // stopping, nothing when the lease was lost.
 //
-// Run is the entry point for Go handlers:
+// Run is the entry point for Go handlers. A Mux routes tasks to handlers by
+// their Task.Kind; HandleJSON decodes the payload for the handler:
 //
-//	err := worker.Run(ctx, q, worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
-//		return render(ctx, job.Task.Payload)
-//	}), worker.Options{Concurrency: 4})
+//	mux := worker.NewMux()
+//	worker.HandleJSON(mux, "render", func(ctx context.Context, task *jobq.Task, p RenderArgs) error {
+//		return render(ctx, p)
+//	})
+//	err := worker.Run(ctx, q, mux.Handler(), worker.Options{Wait: true})
+//
+// A task of a kind without a handler, and a payload that does not decode,
+// are dead-lettered at once (Permanent); other handler errors are retried
+// while the task's budget lasts. Worker.Subscribe delivers an Event for
+// each settlement, sent once the engine has stored it.
 //
 // Shell runs command tasks (what `jobq QUEUE worker` does): each one as
 // `bash -c CMD` in its own process group with its own environment.

@@ -55,3 +55,27 @@ func detailOf(err error) string {
 func tooMany(n, max int) error {
 	return fmt.Errorf("%w: %d tasks failed in a row, more than the allowed %d (raise --max-consecutive-failures, or fix the tasks; the failed ones were retried or dead-lettered)", ErrTooManyFailures, n, max)
 }
+
+// ErrPermanent matches (with errors.Is) the errors made by Permanent.
+var ErrPermanent = errors.New("permanent failure")
+
+// ErrUnknownKind matches (with errors.Is) the failure of a task that a Mux
+// has no handler for. It is permanent: the task is dead-lettered at once.
+var ErrUnknownKind = errors.New("unknown task kind")
+
+// Permanent marks err as a failure that retrying cannot fix (bad input, a
+// payload that does not decode): when a Handler returns it, the worker
+// dead-letters the task at once, whatever its retry budget, with err as the
+// reason. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() error        { return e.err }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }

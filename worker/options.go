@@ -8,17 +8,29 @@ import (
 	"github.com/jobq/jobq/worker/preempt"
 )
 
-// Options configure a Worker. The zero value is valid: one task at a time,
-// ten-minute leases with a heartbeat, stop after more than two failures in a
-// row, exit when the queue is empty.
+// Options configure a Worker. The zero value is what a Go service wants:
+// ten tasks at a time, claims that keep fast handlers busy, ten-minute
+// leases with a heartbeat, no stop on failures, per-task log lines at DEBUG.
+// It returns when the queue is empty unless Wait is set.
+//
+// How many tasks a worker holds: at most Concurrency run at once, and while
+// handlers are fast up to Prefetch more wait, claimed, for a free handler
+// (so a worker holds at most Concurrency+Prefetch leases). Receivers
+// receives share that room: each claims up to the free room when it
+// starts, so more receivers make smaller claims, not more tasks.
 type Options struct {
-	// Concurrency is how many tasks run at once. Defaults to 1.
+	// Concurrency is how many tasks run at once: the number of handler
+	// slots. Defaults to 10, for handlers that mostly wait on I/O; set it
+	// to runtime.GOMAXPROCS(0) for CPU-bound handlers, or 1 to run tasks
+	// one at a time (the CLI's default, --num-workers 1).
 	Concurrency int
 	// Receivers is how many receives may be in flight at once, each asking
-	// for its share of the free slots, so that claims overlap each other
-	// and the settlement of finished tasks (a single receive loop caps fast
-	// handlers at one round trip per batch). Defaults to 2; at most
-	// Concurrency+Prefetch. On an empty queue only one of them polls.
+	// for its share of the free slots (free handlers plus free prefetch
+	// room), so that claims overlap each other and the settlement of
+	// finished tasks (a single receive loop caps fast handlers at one round
+	// trip per batch). Defaults to 2, capped at Concurrency+Prefetch (so
+	// Concurrency 1 with Prefetch disabled has one). On an empty queue only
+	// one of them polls.
 	Receivers int
 	// Prefetch is how many tasks beyond Concurrency the worker may hold
 	// claimed, waiting for a handler, while handlers are fast (their recent
@@ -26,8 +38,8 @@ type Options struct {
 	// running tasks and makes claims larger. A waiting task's lease is
 	// renewed; one not started when the worker drains is requeued at once.
 	// With slower handlers nothing is prefetched, so long tasks are never
-	// held back from other workers. Defaults to four times Concurrency;
-	// negative disables it.
+	// held back from other workers. Defaults to four times Concurrency
+	// (40 with the default Concurrency); negative disables it.
 	Prefetch int
 	// Visibility is the lease taken on each task. Defaults to 10 minutes.
 	Visibility time.Duration
@@ -37,7 +49,9 @@ type Options struct {
 	DisableHeartbeat bool
 	// MaxConsecutiveFailures stops the worker (Run returns
 	// ErrTooManyFailures) when more tasks than this fail in a row; a success
-	// resets the count. Defaults to 2; a negative value means no limit.
+	// resets the count. Zero (the default) or negative means no limit: a
+	// service keeps running while its tasks fail, each one retried or
+	// dead-lettered. (The CLI's --max-consecutive-failures defaults to 2.)
 	MaxConsecutiveFailures int
 	// FailureBackoff pauses the worker after consecutive failures, before
 	// it takes more work; off by default. See FailureBackoff.
@@ -78,12 +92,21 @@ type Options struct {
 	WorkerID string
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// TaskLogLevel is the level of the lines logged for every task ("task
+	// started", "task done", "task requeued"). Defaults to slog.LevelDebug,
+	// so that a busy worker logs only what needs attention (failures, lost
+	// leases, status); the CLI sets slog.LevelInfo. Failures are logged at
+	// WARN and ERROR whatever this says.
+	TaskLogLevel slog.Leveler
 }
 
 // receiveGiveUp is how long receives may keep failing (with errors other
 // than ResourceExhausted) before the worker gives up and Run returns the
 // error.
 const receiveGiveUp = 5 * time.Minute
+
+// defaultConcurrency is the default Options.Concurrency.
+const defaultConcurrency = 10
 
 // defaultReceivers is the default Options.Receivers (capped by
 // Concurrency+Prefetch). Two already keep every free slot in a receive (one
@@ -104,7 +127,7 @@ const prefetchPerHandler = 4
 
 func (o Options) withDefaults() Options {
 	if o.Concurrency < 1 {
-		o.Concurrency = 1
+		o.Concurrency = defaultConcurrency
 	}
 	switch {
 	case o.Prefetch == 0:
@@ -120,7 +143,7 @@ func (o Options) withDefaults() Options {
 		o.Visibility = 10 * time.Minute
 	}
 	if o.MaxConsecutiveFailures == 0 {
-		o.MaxConsecutiveFailures = 2
+		o.MaxConsecutiveFailures = -1
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second
@@ -131,6 +154,9 @@ func (o Options) withDefaults() Options {
 	o.Gate = o.Gate.withDefaults()
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.TaskLogLevel == nil {
+		o.TaskLogLevel = slog.LevelDebug
 	}
 	if o.WorkerID == "" {
 		o.WorkerID = defaultWorkerID()

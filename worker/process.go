@@ -59,6 +59,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	case err != nil:
 		w.lost.Add(1)
 		log.Warn("prefetched task dropped: its lease was lost before a handler was free (another worker may run it)")
+		w.emit(Event{Task: env.Task, Outcome: LockLost, Err: err})
 		return
 	}
 	var freeOnce sync.Once
@@ -102,8 +103,8 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	w.gate.pass()
 
 	start := time.Now()
-	if log.Enabled(ctx, slog.LevelInfo) {
-		log.Info("task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
+	if log.Enabled(ctx, w.taskLevel()) {
+		log.Log(ctx, w.taskLevel(), "task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
 	}
 	err := w.h.Handle(ctx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
 	cause := context.Cause(ctx)
@@ -142,24 +143,56 @@ func (w *Worker) countOutcome(success, failed bool, log *slog.Logger) {
 func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration) {
 	switch {
 	case err == nil:
-		if cerr := w.settle(env, log, env.Complete); cerr != nil {
-			// The work is done but the message stays: it will run again.
-			log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
-			return
-		}
-		w.done.Add(1)
-		log.Info("task done", "elapsed", elapsed)
+		w.complete(env, log, elapsed)
 	case errors.Is(cause, jobq.ErrLockLost):
 		w.lost.Add(1)
 		log.Warn("task stopped: its lease was lost (another worker may run it); not counted as a failure",
 			"elapsed", elapsed, "visibility", w.o.Visibility, "heartbeat", !w.o.DisableHeartbeat)
+		w.emit(Event{Task: env.Task, Outcome: LockLost, Err: cause, Elapsed: elapsed})
 	case errors.Is(cause, errStopping):
 		w.record(env, start, jobq.OutcomeRequeued, errStopping)
 		w.requeue(env, log, 0, "worker stopping")
+	case errors.Is(err, ErrPermanent):
+		w.record(env, start, jobq.OutcomeFailure, err)
+		w.deadLetter(env, log, err, elapsed)
 	default:
 		w.record(env, start, jobq.OutcomeFailure, err)
 		w.fail(env, log, err, elapsed)
 	}
+}
+
+// complete settles a task whose handler succeeded. The event follows the
+// settler's flush of the completion, so a durable one is stored.
+func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Duration) {
+	if cerr := w.settle(env, log, env.Complete); cerr != nil {
+		// The work is done but the message stays: it will run again.
+		log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
+		w.emit(Event{Task: env.Task, Outcome: Completed, SettleErr: cerr, Elapsed: elapsed})
+		return
+	}
+	w.done.Add(1)
+	log.Log(context.Background(), w.taskLevel(), "task done", "elapsed", elapsed)
+	w.emit(Event{Task: env.Task, Outcome: Completed, Durable: true, Elapsed: elapsed})
+}
+
+// deadLetter settles a permanent failure: to the dead letters at once,
+// whatever the retry budget.
+func (w *Worker) deadLetter(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
+	w.failed.Add(1)
+	derr := w.settle(env, log, func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		return env.DeadLetter(ctx, err.Error(), detailOf(err))
+	})
+	if derr != nil {
+		log.Error("task failed permanently and could not be dead-lettered; it will be delivered again when its lease expires",
+			"error", err, "settle_error", derr, "elapsed", elapsed)
+		w.emit(Event{Task: env.Task, Outcome: DeadLettered, Err: err, SettleErr: derr, Elapsed: elapsed})
+		return
+	}
+	w.dead.Add(1)
+	log.Error("task failed permanently (no retries): moved to the dead letters", "error", err, "elapsed", elapsed)
+	w.emit(Event{Task: env.Task, Outcome: DeadLettered, Durable: true, Err: err, Elapsed: elapsed})
 }
 
 // fail settles a failed attempt through the retry budget.
@@ -173,16 +206,22 @@ func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed t
 		res, err2 = env.Fail(ctx, err, detailOf(err))
 		return err2
 	})
+	ev := Event{Task: env.Task, Outcome: DeadLettered, Durable: ferr == nil, Err: err, SettleErr: ferr, Elapsed: elapsed}
 	switch {
 	case ferr != nil:
 		log.Error("task failed and could not be settled; it will be delivered again when its lease expires",
 			"error", err, "settle_error", ferr, "elapsed", elapsed)
+		if env.RetriesLeft() > 0 {
+			ev.Outcome = Retried
+		}
 	case res.Retried:
 		log.Warn("task failed; requeued for a retry", "error", err, "retries_left", res.RetriesLeft, "elapsed", elapsed)
+		ev.Outcome, ev.RetriesLeft = Retried, res.RetriesLeft
 	default:
 		w.dead.Add(1)
 		log.Error("task failed; no retries left: moved to the dead letters", "error", err, "elapsed", elapsed)
 	}
+	w.emit(ev)
 }
 
 // requeue puts a task back without touching its retry budget.
@@ -194,10 +233,12 @@ func (w *Worker) requeue(env *jobq.Envelope, log *slog.Logger, delay time.Durati
 	})
 	if err != nil {
 		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err)
+		w.emit(Event{Task: env.Task, Outcome: Requeued, Err: errors.New(why), SettleErr: err})
 		return
 	}
 	w.requeued.Add(1)
-	log.Info("task requeued", "why", why, "delay", delay)
+	log.Log(context.Background(), w.taskLevel(), "task requeued", "why", why, "delay", delay)
+	w.emit(Event{Task: env.Task, Outcome: Requeued, Durable: true, Err: errors.New(why)})
 }
 
 // renewal is how long the heartbeat waits before renewing: half the
@@ -212,11 +253,15 @@ func (w *Worker) renewal(env *jobq.Envelope) time.Duration {
 	return d
 }
 
-// describe is a task's command or payload, shortened for a log line.
+// describe is a task's kind and command or payload, shortened for a log
+// line.
 func describe(t *jobq.Task) string {
 	s := t.Command
 	if s == "" {
 		s = string(t.Payload)
+	}
+	if t.Kind != "" {
+		s = t.Kind + " " + s
 	}
 	return truncateStr(s, 120)
 }

@@ -16,7 +16,9 @@ import (
 // is cancelled when the task must stop: the lease was lost
 // (errors.Is(context.Cause(ctx), jobq.ErrLockLost)), or the worker is
 // stopping; the worker then settles the task itself, whatever the handler
-// returns.
+// returns. A Handler that returns an error wrapping ErrPermanent (see
+// Permanent) has its task dead-lettered at once; any other error is retried
+// while the task's budget lasts. Mux routes tasks to Handlers by kind.
 type Handler interface {
 	Handle(ctx context.Context, job *Job) error
 }
@@ -59,6 +61,9 @@ type Counts struct {
 	Requeued int64
 	// LeaseLost tasks were stopped because their lease was lost.
 	LeaseLost int64
+	// EventsDropped counts the events (Subscribe) not delivered because a
+	// subscriber's buffer was full.
+	EventsDropped int64
 }
 
 // Worker runs tasks from one queue. Create it with New, run it with Run.
@@ -97,6 +102,9 @@ type Worker struct {
 
 	done, failed, dead, requeued, lost atomic.Int64
 	started                            time.Time
+
+	events        events // subscriptions to settlement events (events.go)
+	eventsDropped atomic.Int64
 }
 
 // New returns a worker that runs h on tasks from q.
@@ -154,7 +162,7 @@ func (w *Worker) Kill() {
 // Counts returns the running totals.
 func (w *Worker) Counts() Counts {
 	return Counts{Done: w.done.Load(), Failed: w.failed.Load(), DeadLettered: w.dead.Load(),
-		Requeued: w.requeued.Load(), LeaseLost: w.lost.Load()}
+		Requeued: w.requeued.Load(), LeaseLost: w.lost.Load(), EventsDropped: w.eventsDropped.Load()}
 }
 
 // EndReason says why Run returned, for a final log line: "queue empty",
@@ -164,6 +172,10 @@ func (w *Worker) EndReason() string {
 	defer w.mu.Unlock()
 	return w.endReason
 }
+
+// taskLevel is the level of the per-task log lines (Options.TaskLogLevel,
+// read each time so that a *slog.LevelVar can change it).
+func (w *Worker) taskLevel() slog.Level { return w.o.TaskLogLevel.Level() }
 
 // end records the first reason the worker stops taking work.
 func (w *Worker) end(reason string) {
@@ -178,9 +190,10 @@ func (w *Worker) end(reason string) {
 // Drain or Stop is called, the time limit passes, or ctx ends (as Stop). It
 // returns nil then, or ErrTooManyFailures or ErrPreempted (wrapped), or the
 // error that made receiving impossible. Tasks still running when it returns have been
-// settled.
+// settled, and the channels of Subscribe are closed.
 func (w *Worker) Run(ctx context.Context) error {
 	w.started = time.Now()
+	defer w.closeEvents()
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	go func() {

@@ -48,9 +48,9 @@ def add_shell(name, cmd, env=(), cwd=None, num_retries=0, reply_requested=False,
     })
 
 
-def add_payload(name, payload_text, num_retries=0):
-    body, tid = v1_body(json.loads(payload_text), num_retries)
-    marshal.append({"name": name, "task": {"payload": payload_text, "num_retries": num_retries},
+def add_payload(name, payload_text, num_retries=0, v2=None, task_v2=None):
+    body, tid = v1_body(json.loads(payload_text), num_retries, v2=v2)
+    marshal.append({"name": name, "task": {"payload": payload_text, "num_retries": num_retries, **(task_v2 or {})},
                     "body": body, "id": tid})
 
 
@@ -92,6 +92,10 @@ add_shell("v2 all fields", "echo all", env=[("A", "1")], num_retries=2,
                    "concurrency_key": "gpu", "rate_limit_key": "api",
                    "metadata": {"z": "last", "owner": "zoë", "a": "1"},
                    "stash": {"url": "gs://b/p/abc", "sha256": "abc", "size": 6000000}})
+add_payload("v2 kind", '{"width": 640}', num_retries=1, v2=[("kind", "resize")], task_v2={"kind": "resize"})
+add_payload("v2 kind before priority", '{}', v2=[("kind", "emails.send"), ("priority", 3)],
+            task_v2={"kind": "emails.send", "priority": 3})
+add_shell("v2 kind on a shell task", "echo", v2=[("kind", "shell-audit")], task_v2={"kind": "shell-audit"})
 add_shell("v2 not_before only, whole seconds", "later", v2=[("not_before", "2030-01-02T03:04:05Z")],
           task_v2={"not_before": "2030-01-02T03:04:05Z"})
 

@@ -1,4 +1,4 @@
-package conformance
+package confsuite
 
 import (
 	"crypto/rand"
@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
@@ -18,34 +17,9 @@ import (
 // MiB, beyond the limits of the cloud queues (64 and 256 KiB).
 const stashTaskBytes = 3 << 20
 
-// StashHarness is what a stash store supplies to run the suite's Stash
-// check on it (RunStash).
-type StashHarness struct {
-	// Name labels the store in failure messages, for example "azblob".
-	Name string
-	// NewStashURL returns the URL of a fresh, empty store (its own
-	// directory, prefix or container) that jobq.OpenWithOptions can open
-	// through stash.DefaultURLMux: the store's package imported and its
-	// credentials in the environment. Register clean-up with t.Cleanup.
-	NewStashURL func(t testing.TB) string
-}
-
-// RunStash runs the suite's Stash check on the backend h with the store s
-// instead of the directory store Run uses: a task of several MiB
-// round-trips whole through the store, and its object exists only while
-// the task is queued. Give h a backend whose message limit is below the
-// task (a URL with max_message_bytes=65536, say), or the check only
-// verifies that the store is left alone.
-func RunStash(t *testing.T, h Harness, s StashHarness) {
-	t.Helper()
-	if h.NewQueueURL == nil || s.NewStashURL == nil {
-		t.Fatal("conformance: RunStash needs Harness.NewQueueURL and StashHarness.NewStashURL")
-	}
-	t.Run("Stash/"+s.Name, func(t *testing.T) {
-		c := &C{T: t, h: h, newURL: func() string { return h.NewQueueURL(t) }}
-		checkStashAt(c, s.NewStashURL(t))
-	})
-}
+// CheckStashAt runs the Stash check with the stash store at stashURL (see
+// conformance.RunStash).
+func CheckStashAt(c *C, stashURL string) { checkStashAt(c, stashURL) }
 
 // checkStash runs the Stash check with a fresh directory store.
 func checkStash(c *C) {

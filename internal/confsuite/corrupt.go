@@ -1,4 +1,4 @@
-package conformance
+package confsuite
 
 import (
 	"errors"
@@ -78,28 +78,50 @@ func checkCorruptRecord(c *C) {
 	}
 }
 
+// corruptGood is how many good tasks corruptCase pushes on each side of
+// the damaged one.
+const corruptGood = 3
+
+// corruptCase: a damaged message between good ones is quarantined (or, if
+// it can be delivered, fails through its budget) without holding up or
+// losing the good ones, and nothing comes back afterwards.
 func (c *C) corruptCase(k corruptCase) {
 	q := c.open()
 	if level(q, driver.DeadLetter) == driver.Unsupported {
 		c.Skipf("the backend has no dead-letter store to quarantine damaged messages in")
 	}
-	const good = 3
-	var goodIDs []string
-	for i := range good {
-		goodIDs = append(goodIDs, c.push(q, task(fmt.Sprintf("before %s %d", k.name, i)))...)
+	want := c.pushAroundDamaged(q, k)
+	bad := c.receiveBesideDamaged(q, k, want)
+	c.failDamagedToTheEnd(q, k, bad)
+	c.expectQuarantined(q, k)
+}
+
+// pushAroundDamaged pushes good tasks, the damaged one, and more good
+// tasks; it returns the good tasks' IDs.
+func (c *C) pushAroundDamaged(q *handle, k corruptCase) map[string]bool {
+	var ids []string
+	for i := range corruptGood {
+		ids = append(ids, c.push(q, task(fmt.Sprintf("before %s %d", k.name, i)))...)
 	}
 	bad := task("damaged: " + k.name)
 	bad.NumRetries = 0
 	if err := k.write(q, bad); err != nil {
 		c.Fatalf("%s: store the damaged message: %v", k.name, err)
 	}
-	for i := range good {
-		goodIDs = append(goodIDs, c.push(q, task(fmt.Sprintf("after %s %d", k.name, i)))...)
+	for i := range corruptGood {
+		ids = append(ids, c.push(q, task(fmt.Sprintf("after %s %d", k.name, i)))...)
 	}
 	want := map[string]bool{}
-	for _, id := range goodIDs {
+	for _, id := range ids {
 		want[id] = true
 	}
+	return want
+}
+
+// receiveBesideDamaged receives until every good task is completed (and,
+// when the damage can be delivered, the damaged one once, failed); it
+// returns how often the damaged one was delivered.
+func (c *C) receiveBesideDamaged(q *handle, k corruptCase, want map[string]bool) int {
 	got := map[string]int{}
 	badDeliveries := 0
 	deadline := time.Now().Add(c.patience())
@@ -108,7 +130,7 @@ func (c *C) corruptCase(k corruptCase) {
 			c.Fatalf("%s: after %v, received %d of the %d good tasks (and the damaged one %d times); a damaged message must not hold up or lose the others",
 				k.name, c.patience(), len(got), len(want), badDeliveries)
 		}
-		envs, err := q.ReceiveBatch(c.ctx(), 2*good+1, jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: time.Second})
+		envs, err := q.ReceiveBatch(c.ctx(), 2*corruptGood+1, jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: time.Second})
 		if err != nil {
 			c.Fatalf("%s: receive beside a damaged message: %v", k.name, err)
 		}
@@ -119,21 +141,33 @@ func (c *C) corruptCase(k corruptCase) {
 				continue
 			}
 			badDeliveries++
-			if !k.delivered {
-				c.Errorf("%s: the damaged message was returned (task %s, delivery %d); it must be quarantined", k.name, e.Task.ID, e.DeliveryCount)
-				_ = e.Complete(c.ctx())
-				continue
-			}
-			if _, err := e.Fail(c.ctx(), errBinary, strings.Repeat(binaryOutput, 100)); err != nil {
-				c.Fatalf("%s: Fail must settle whatever the task printed and whatever the message holds: %v", k.name, err)
-			}
+			c.settleDamaged(k, e)
 		}
 	}
-	// A failed task with retries comes back; one that loops keeps coming.
+	return badDeliveries
+}
+
+// settleDamaged settles a delivery of the damaged message: one that must
+// be quarantined is an error; one that may be delivered fails with binary
+// output.
+func (c *C) settleDamaged(k corruptCase, e *jobq.Envelope) {
+	if !k.delivered {
+		c.Errorf("%s: the damaged message was returned (task %s, delivery %d); it must be quarantined", k.name, e.Task.ID, e.DeliveryCount)
+		_ = e.Complete(c.ctx())
+		return
+	}
+	if _, err := e.Fail(c.ctx(), errBinary, strings.Repeat(binaryOutput, 100)); err != nil {
+		c.Fatalf("%s: Fail must settle whatever the task printed and whatever the message holds: %v", k.name, err)
+	}
+}
+
+// failDamagedToTheEnd fails a deliverable damaged message each time it
+// comes back, until it stops coming: within its retry budget.
+func (c *C) failDamagedToTheEnd(q *handle, k corruptCase, badDeliveries int) {
 	for k.delivered {
 		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: c.vis()})
 		if errors.Is(err, jobq.ErrEmpty) {
-			break
+			return
 		}
 		if err != nil {
 			c.Fatalf("%s: receive: %v", k.name, err)
@@ -147,8 +181,13 @@ func (c *C) corruptCase(k corruptCase) {
 			c.Fatalf("%s: Fail: %v", k.name, err)
 		}
 	}
-	dead := c.listDead(q, 1)
-	d := dead[0]
+}
+
+// expectQuarantined: the damaged message is dead-lettered once, with a
+// reason that says why, and nothing comes back after the leases it could
+// have held run out.
+func (c *C) expectQuarantined(q *handle, k corruptCase) {
+	d := c.listDead(q, 1)[0]
 	if d.Reason == "" || !utf8.ValidString(d.Reason) || !utf8.ValidString(d.Detail) {
 		c.Errorf("%s: dead letter reason %q / detail %q: want a reason, both valid UTF-8", k.name, d.Reason, d.Detail)
 	}
@@ -159,7 +198,6 @@ func (c *C) corruptCase(k corruptCase) {
 	} else if r := strings.ToLower(d.Reason); !strings.Contains(r, "poison") && !strings.Contains(r, "corrupt") {
 		c.Errorf("%s: dead letter reason %q does not say the message is poison or corrupt", k.name, d.Reason)
 	}
-	// Nothing comes back after the leases it could have held run out.
 	time.Sleep(c.vis() + c.tolerance())
 	if e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.vis()}); err == nil {
 		c.Errorf("%s: task %s (delivery %d) came back after everything was settled", k.name, e.Task.ID, e.DeliveryCount)

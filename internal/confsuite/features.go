@@ -1,4 +1,4 @@
-package conformance
+package confsuite
 
 import (
 	"fmt"
@@ -290,43 +290,15 @@ func checkPoison(c *C) {
 // (perhaps silently); without dedup both are delivered.
 func checkDedup(c *C) {
 	q := c.open()
-	t1, t2 := task("dedup"), task("dedup") // same content: same deterministic ID
-	r1, err := q.Push(c.ctx(), t1)
-	if err != nil {
-		c.Fatalf("push: %v", err)
-	}
-	r2, err := q.Push(c.ctx(), t2)
-	if err != nil {
-		c.Fatalf("push the same task again: %v", err)
-	}
-	if r1.ID != r2.ID {
-		c.Fatalf("the same task got IDs %s and %s; deterministic IDs must match", r1.ID, r2.ID)
-	}
-	explicit := []*jobq.Task{{ID: "conformance-explicit-id", Command: "echo one"}, {ID: "conformance-explicit-id", Command: "echo two"}}
-	r3, err := q.PushBatch(c.ctx(), explicit)
-	if err != nil {
-		c.Fatalf("push two tasks with one explicit ID: %v", err)
-	}
-	// A batch of a queued task and a new one stores the new one.
-	mixed := []*jobq.Task{task("dedup"), task("dedup, new")}
-	r4, err := q.PushBatch(c.ctx(), mixed)
-	if err != nil {
-		c.Fatalf("push a batch of a queued task and a new one: %v", err)
-	}
+	r := c.pushDuplicates(q)
 	lvl := level(q, driver.Dedup)
 	want := 3
 	switch lvl {
 	case driver.Native:
-		if r1.Duplicate || !r2.Duplicate || r3[0].Duplicate || !r3[1].Duplicate {
-			c.Errorf("Duplicate flags %v %v (same content) and %v %v (same ID): want false true false true",
-				r1.Duplicate, r2.Duplicate, r3[0].Duplicate, r3[1].Duplicate)
-		}
-		if !r4[0].Duplicate || r4[1].Duplicate {
-			c.Errorf("Duplicate flags %v %v for a batch of a queued task and a new one: want true false", r4[0].Duplicate, r4[1].Duplicate)
-		}
+		c.expectDuplicateFlags(r)
 	case driver.Unsupported:
 		want = 6
-		if r2.Duplicate || r3[1].Duplicate || r4[0].Duplicate {
+		if r.again.Duplicate || r.explicit[1].Duplicate || r.mixed[0].Duplicate {
 			c.Errorf("a push was reported duplicate although dedup is unsupported")
 		}
 	}
@@ -340,7 +312,49 @@ func checkDedup(c *C) {
 		c.complete(e)
 	}
 	c.receiveNone(q, time.Time{}, fmt.Sprintf("dedup is %s, so %d messages were stored", lvl, want))
-	if lvl != driver.Unsupported && (got[r1.ID] != 1 || got["conformance-explicit-id"] != 1 || got[r4[1].ID] != 1) {
+	if lvl != driver.Unsupported && (got[r.first.ID] != 1 || got["conformance-explicit-id"] != 1 || got[r.mixed[1].ID] != 1) {
 		c.Errorf("received %v, want each ID once", got)
+	}
+}
+
+// dedupPushes are the results of checkDedup's pushes.
+type dedupPushes struct {
+	first, again    jobq.PushResult   // one task pushed twice
+	explicit, mixed []jobq.PushResult // two tasks with one explicit ID; a queued task and a new one
+}
+
+// pushDuplicates pushes checkDedup's tasks: one task twice, a batch of two
+// tasks with one explicit ID, and a batch of a queued task and a new one.
+func (c *C) pushDuplicates(q *handle) dedupPushes {
+	var r dedupPushes
+	var err error
+	if r.first, err = q.Push(c.ctx(), task("dedup")); err != nil {
+		c.Fatalf("push: %v", err)
+	}
+	if r.again, err = q.Push(c.ctx(), task("dedup")); err != nil { // same content: same deterministic ID
+		c.Fatalf("push the same task again: %v", err)
+	}
+	if r.first.ID != r.again.ID {
+		c.Fatalf("the same task got IDs %s and %s; deterministic IDs must match", r.first.ID, r.again.ID)
+	}
+	explicit := []*jobq.Task{{ID: "conformance-explicit-id", Command: "echo one"}, {ID: "conformance-explicit-id", Command: "echo two"}}
+	if r.explicit, err = q.PushBatch(c.ctx(), explicit); err != nil {
+		c.Fatalf("push two tasks with one explicit ID: %v", err)
+	}
+	if r.mixed, err = q.PushBatch(c.ctx(), []*jobq.Task{task("dedup"), task("dedup, new")}); err != nil {
+		c.Fatalf("push a batch of a queued task and a new one: %v", err)
+	}
+	return r
+}
+
+// expectDuplicateFlags checks native dedup's reports: each repeat is a
+// duplicate, each first push is not.
+func (c *C) expectDuplicateFlags(r dedupPushes) {
+	if r.first.Duplicate || !r.again.Duplicate || r.explicit[0].Duplicate || !r.explicit[1].Duplicate {
+		c.Errorf("Duplicate flags %v %v (same content) and %v %v (same ID): want false true false true",
+			r.first.Duplicate, r.again.Duplicate, r.explicit[0].Duplicate, r.explicit[1].Duplicate)
+	}
+	if !r.mixed[0].Duplicate || r.mixed[1].Duplicate {
+		c.Errorf("Duplicate flags %v %v for a batch of a queued task and a new one: want true false", r.mixed[0].Duplicate, r.mixed[1].Duplicate)
 	}
 }

@@ -1,21 +1,16 @@
-package conformance
+package confsuite
 
 import (
 	"context"
-	"testing"
 	"time"
 )
 
-// Harness is what a backend supplies to run the shared suite against it.
+// Harness is what a backend supplies to run the shared suite against it:
+// conformance.Harness without the fresh-queue function, which each runner
+// supplies its own way (NewC).
 type Harness struct {
 	// Name labels the backend in failure messages, for example "postgres".
 	Name string
-	// NewQueueURL returns the URL of a fresh, empty queue that no other test
-	// uses (a unique queue name, key prefix or schema). The suite opens it
-	// with jobq.Open, so the backend must be registered (blank-import it).
-	// Register any clean-up with t.Cleanup. Run needs it; RunLive uses
-	// NewLiveQueueURL instead.
-	NewQueueURL func(t testing.TB) string
 	// Visibility is the short lease the suite uses for expiry tests. Zero
 	// means one second. Backends whose lease is a property of the queue
 	// (Service Bus lock duration) set it to that duration.
@@ -41,9 +36,8 @@ type Harness struct {
 	// Serial runs the checks one after another instead of in parallel, for
 	// engines that cannot take the load or share one queue between checks.
 	Serial bool
-	// NewLiveQueueURL returns the URL of a fresh scratch queue for RunLive,
-	// which has no testing.TB to pass to NewQueueURL. ScratchQueues builds
-	// one from a user's queue URL.
+	// NewLiveQueueURL returns the URL of a fresh scratch queue for RunLive.
+	// ScratchQueues builds one from a user's queue URL.
 	NewLiveQueueURL func(ctx context.Context) (string, error)
 }
 

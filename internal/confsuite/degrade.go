@@ -1,4 +1,4 @@
-package conformance
+package confsuite
 
 import (
 	"errors"

@@ -1,32 +1,14 @@
-// Package conformance is jobq's shared backend test suite. Every backend's
-// TestConformance runs it, and third-party drivers can too:
-//
-//	func TestConformance(t *testing.T) {
-//		conformance.Run(t, conformance.Harness{
-//			Name:        "mybackend",
-//			NewQueueURL: func(t testing.TB) string { return "my://host/" + uniqueName(t) },
-//			PushRaw:     conformance.RawPusher(myopener.URLOpener{}),
-//		})
-//	}
-//
-// The suite works through the portable API only (jobq.Open and the Queue
-// and Envelope methods), so it tests the driver and the portable layer
-// together, as users meet them. It checks that every capability the backend
-// declares is true, that the degraded ones degrade as declared and warn once,
-// and the semantics every backend keeps: at-least-once delivery, fenced
-// leases, visibility, poison messages, limits. A check is skipped only when
-// the declared capabilities say the feature is unsupported, and then the
-// declared fallback is checked instead.
-//
-// RunLive runs the same checks against a live queue outside `go test` (the
-// CLI's `jobq QUEUE conformance`).
-package conformance
+// Package confsuite holds jobq's shared backend checks without the testing
+// package, so that the jobq binary can run them (`jobq QUEUE conformance`,
+// through RunLive) without linking testing. Backends' tests run the same
+// checks through the public package conformance, whose Run adapts
+// *testing.T to T.
+package confsuite
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -61,21 +43,29 @@ type C struct {
 	newURL func() string
 }
 
-// Run runs every check as a subtest of t, in parallel unless h.Serial.
-func Run(t *testing.T, h Harness) {
-	t.Helper()
-	if h.NewQueueURL == nil {
-		t.Fatal("conformance: Harness.NewQueueURL is nil; it must return a fresh queue URL per call")
+// Check is one check of the suite, for runners.
+type Check struct {
+	// Name is the check's name (its subtest name).
+	Name string
+	// Run runs the check; it ends the calling goroutine through T's Fatalf
+	// or Skipf, as testing does.
+	Run func(c *C)
+}
+
+// Checks returns the suite's checks in the order they run.
+func Checks() []Check {
+	cs := checks()
+	out := make([]Check, len(cs))
+	for i, ck := range cs {
+		out[i] = Check{Name: ck.name, Run: ck.run}
 	}
-	for _, ck := range checks() {
-		t.Run(ck.name, func(t *testing.T) {
-			if !h.Serial {
-				t.Parallel()
-			}
-			c := &C{T: t, h: h, newURL: func() string { return h.NewQueueURL(t) }}
-			ck.run(c)
-		})
-	}
+	return out
+}
+
+// NewC returns the state of one check run on t against the backend h;
+// newURL returns a fresh, empty queue URL each time it is called.
+func NewC(t T, h Harness, newURL func() string) *C {
+	return &C{T: t, h: h, newURL: newURL}
 }
 
 // Names returns the names of the checks in the order they run.

@@ -1,4 +1,4 @@
-package conformance
+package confsuite
 
 import (
 	"errors"
@@ -134,33 +134,46 @@ func (c *C) checkKeyLevel(q *handle, f driver.Feature, t *jobq.Task) bool {
 	return false
 }
 
+// capK, capReceivers and capPerKey shape checkConcurrencyCap: the cap on
+// key "capped", the receivers of its concurrent part, and the tasks pushed
+// per key.
+const capK, capReceivers, capPerKey = 2, 4, 6
+
+// keyedTask is a distinct task with concurrency key key.
+func keyedTask(name, key string) *jobq.Task {
+	t := task(name)
+	t.ConcurrencyKey = key
+	return t
+}
+
 // checkConcurrencyCap: with cap K on a key, N receivers never hold more
 // than K messages with that key, and other keys keep flowing.
 func checkConcurrencyCap(c *C) {
 	q := c.open()
-	const capK, n, perKey = 2, 4, 6
-	keyed := func(name, key string) *jobq.Task {
-		t := task(name)
-		t.ConcurrencyKey = key
-		return t
-	}
-	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyed("unsupported key", "k")) {
+	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyedTask("unsupported key", "k")) {
 		return
 	}
 	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
 		c.Fatalf("set concurrency policy: %v", err)
 	}
 	// Capped tasks first: a claim must skip them, not stop at them.
-	for i := range perKey {
-		c.push(q, keyed(fmt.Sprintf("capped %d", i), "capped"))
+	for i := range capPerKey {
+		c.push(q, keyedTask(fmt.Sprintf("capped %d", i), "capped"))
 	}
-	for i := range perKey {
-		c.push(q, keyed(fmt.Sprintf("free %d", i), "free"))
+	for i := range capPerKey {
+		c.push(q, keyedTask(fmt.Sprintf("free %d", i), "free"))
 	}
+	held := c.capHoldAll(q)
+	c.capKeyStats(q)
+	c.capCompletionFrees(q, held)
+	c.capConcurrent(q)
+}
 
-	// Deterministic part: hold everything claimable.
+// capHoldAll, the deterministic part: holding everything claimable gives
+// the cap's worth of capped tasks and every free one.
+func (c *C) capHoldAll(q *handle) []*jobq.Envelope {
 	var held []*jobq.Envelope
-	for {
+	for len(held) <= 2*capPerKey {
 		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q)})
 		if errors.Is(err, jobq.ErrEmpty) {
 			break
@@ -169,37 +182,41 @@ func checkConcurrencyCap(c *C) {
 			c.Fatalf("receive: %v", err)
 		}
 		held = append(held, e)
-		if len(held) > 2*perKey {
-			break
-		}
 	}
 	counts := map[string]int{}
 	for _, e := range held {
 		counts[e.Task.ConcurrencyKey]++
 	}
-	if counts["capped"] != capK || counts["free"] != perKey {
-		c.Errorf("holding every claimable message gave %v; want capped=%d (the cap) and free=%d (an uncapped key flows past the capped one)", counts, capK, perKey)
+	if counts["capped"] != capK || counts["free"] != capPerKey {
+		c.Errorf("holding every claimable message gave %v; want capped=%d (the cap) and free=%d (an uncapped key flows past the capped one)", counts, capK, capPerKey)
 	}
-	// Where the claim honours the cap, the per-key report agrees with it.
-	if q.Capabilities().Level(driver.ConcurrencyLimit) == driver.Native {
-		ks, err := q.Policies().KeyStats(c.ctx())
-		if err != nil {
-			c.Fatalf("key stats: %v", err)
-		}
-		found := false
-		for _, k := range ks {
-			if k.Kind == jobq.ConcurrencyPolicy && k.Key == "capped" {
-				found = true
-				if k.InFlight != capK {
-					c.Errorf("key stats report %d in flight for key \"capped\"; %d are held", k.InFlight, capK)
-				}
+	return held
+}
+
+// capKeyStats: where the claim honours the cap, the per-key report agrees
+// with it.
+func (c *C) capKeyStats(q *handle) {
+	if q.Capabilities().Level(driver.ConcurrencyLimit) != driver.Native {
+		return
+	}
+	ks, err := q.Policies().KeyStats(c.ctx())
+	if err != nil {
+		c.Fatalf("key stats: %v", err)
+	}
+	for _, k := range ks {
+		if k.Kind == jobq.ConcurrencyPolicy && k.Key == "capped" {
+			if k.InFlight != capK {
+				c.Errorf("key stats report %d in flight for key \"capped\"; %d are held", k.InFlight, capK)
 			}
-		}
-		if !found {
-			c.Errorf("key stats %+v lack the concurrency key \"capped\" that has a policy", ks)
+			return
 		}
 	}
-	// A completion frees a slot.
+	c.Errorf("key stats %+v lack the concurrency key \"capped\" that has a policy", ks)
+}
+
+// capCompletionFrees: completing a capped task frees a slot for the next
+// one. It completes everything held.
+func (c *C) capCompletionFrees(q *handle, held []*jobq.Envelope) {
 	for i, e := range held {
 		if e.Task.ConcurrencyKey == "capped" {
 			c.complete(e)
@@ -214,52 +231,58 @@ func checkConcurrencyCap(c *C) {
 	for _, e := range append(held, e) {
 		c.complete(e)
 	}
+}
 
-	// Concurrent part: n receivers work through a fresh batch.
-	for i := range perKey {
-		c.push(q, keyed(fmt.Sprintf("capped again %d", i), "capped"))
+// capConcurrent, the concurrent part: receivers working through a fresh
+// batch never hold more than the cap at once, and deliver every task.
+func (c *C) capConcurrent(q *handle) {
+	for i := range capPerKey {
+		c.push(q, keyedTask(fmt.Sprintf("capped again %d", i), "capped"))
 	}
 	var inFlight, peak atomic.Int64
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(c.patience())
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && c.ctx().Err() == nil {
-				e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: 200 * time.Millisecond})
-				if errors.Is(err, jobq.ErrEmpty) {
-					if st, err := q.Stats(c.ctx()); err == nil && st.Ready+st.InFlight+st.Delayed == 0 {
-						return
-					}
-					continue
-				}
-				if err != nil {
-					c.Errorf("receive: %v", err)
-					return
-				}
-				// Counted after the claim and before the settlement, so the
-				// observed count never exceeds the real one.
-				if e.Task.ConcurrencyKey == "capped" {
-					now := inFlight.Add(1)
-					for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
-					}
-					time.Sleep(20 * time.Millisecond)
-					inFlight.Add(-1)
-				}
-				if err := e.Complete(c.ctx()); err != nil {
-					c.Errorf("complete: %v", err)
-					return
-				}
-			}
-		}()
+	for range capReceivers {
+		wg.Go(func() { c.capReceiver(q, deadline, &inFlight, &peak) })
 	}
 	wg.Wait()
 	if p := peak.Load(); p > capK {
-		c.Errorf("%d receivers held %d messages with key \"capped\" at once; the cap is %d", n, p, capK)
+		c.Errorf("%d receivers held %d messages with key \"capped\" at once; the cap is %d", capReceivers, p, capK)
 	}
 	if size, err := q.Size(c.ctx()); err != nil || size != 0 {
 		c.Errorf("after the receivers finished, %d messages are left (%v); every task must be delivered", size, err)
+	}
+}
+
+// capReceiver receives and completes until the queue is empty or the
+// deadline passes, counting the capped tasks it holds in inFlight and the
+// most seen at once in peak.
+func (c *C) capReceiver(q *handle, deadline time.Time, inFlight, peak *atomic.Int64) {
+	for time.Now().Before(deadline) && c.ctx().Err() == nil {
+		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: 200 * time.Millisecond})
+		if errors.Is(err, jobq.ErrEmpty) {
+			if st, err := q.Stats(c.ctx()); err == nil && st.Ready+st.InFlight+st.Delayed == 0 {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			c.Errorf("receive: %v", err)
+			return
+		}
+		// Counted after the claim and before the settlement, so the
+		// observed count never exceeds the real one.
+		if e.Task.ConcurrencyKey == "capped" {
+			now := inFlight.Add(1)
+			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+			}
+			time.Sleep(20 * time.Millisecond)
+			inFlight.Add(-1)
+		}
+		if err := e.Complete(c.ctx()); err != nil {
+			c.Errorf("complete: %v", err)
+			return
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package conformance
+package confsuite
 
 import (
 	"context"
@@ -53,7 +53,7 @@ const liveCheckTimeout = 3 * time.Minute
 // touches any queue other than the scratch queues. Canceling ctx fails the
 // remaining checks.
 //
-// h.NewQueueURL is not used. Without h.PushRaw the Poison check is skipped.
+// Without h.PushRaw the Poison check is skipped.
 func RunLive(ctx context.Context, h Harness) []Result {
 	cs := checks()
 	results := make([]Result, len(cs))
