@@ -16,8 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,26 +31,34 @@ const DefaultVisibility = 10 * time.Minute
 // arrives or the context ends.
 const WaitForever time.Duration = -1
 
-// OpenOptions are the settings of OpenWithOptions. The zero value is valid.
-type OpenOptions struct {
+// Options are the settings of New and Open. The zero value is valid: every
+// field's comment says its default.
+type Options struct {
 	// Logger receives warnings (such as the one-time degradation warnings)
 	// and debug logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// StashURL is where tasks too large for the backend's messages are
-	// kept (gs://bucket/prefix or file:///dir; see docs/stash.md). It
-	// overrides the queue URL's stash= parameter. Without a stash, pushing
-	// an oversized task fails with TooLarge.
+	// kept (gs://bucket/prefix or file:///dir; see docs/stash.md). With
+	// Open it overrides the queue URL's stash= parameter. Defaults to no
+	// stash: pushing an oversized task then fails with TooLarge.
 	StashURL string
 	// PushRetry is how long a push keeps retrying tasks the backend could
 	// not reach (an Unavailable error: a refused or reset connection, a
 	// server restarting or failing over), pausing 100 ms at first and up to
-	// 5 s between attempts; the push's context bounds it too. Default
+	// 5 s between attempts; the push's context bounds it too. Defaults to
 	// DefaultPushRetry (1 minute); negative turns retries off, so that the
 	// first Unavailable error is returned. An attempt whose reply was lost
 	// may have stored its tasks: on backends that dedup task IDs the retry
 	// reports them as duplicates, on the others it may store them twice,
 	// as at-least-once delivery allows.
 	PushRetry time.Duration
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
 }
 
 // Queue is one open queue. Its methods may be called from many goroutines.
@@ -64,7 +70,7 @@ type Queue struct {
 	name   string
 	log    *slog.Logger
 	warned warnOnce
-	// pushRetry is OpenOptions.PushRetry with its default applied.
+	// pushRetry is Options.PushRetry with its default applied.
 	pushRetry time.Duration
 
 	closed    atomic.Bool
@@ -74,59 +80,56 @@ type Queue struct {
 	stash     *stashes
 }
 
-// Open opens the queue named by rawURL with default options. The scheme picks
-// the backend (see Schemes); ai4s-jobq's "account/queue" form means an Azure
-// Storage queue. An unknown scheme or query parameter is an InvalidArgument
-// error that names it.
+// Open opens the queue named by rawURL with default options, on the default
+// mux (see URLMux.Open). The scheme picks the backend; an unknown scheme or
+// query parameter is an InvalidArgument error that names it.
 func Open(ctx context.Context, rawURL string) (*Queue, error) {
-	return OpenWithOptions(ctx, rawURL, OpenOptions{})
+	return defaultMux.Open(ctx, rawURL, Options{})
 }
 
 // OpenWithOptions is Open with options.
-func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Queue, error) {
-	rawURL = NormalizeURL(strings.TrimSpace(rawURL))
-	redacted := RedactURL(rawURL)
-	if rawURL == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
+func OpenWithOptions(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
+	return defaultMux.Open(ctx, rawURL, opts)
+}
+
+// New makes a Queue from a driver the caller built, such as one a backend's
+// New function returns from a client the program already holds. The Queue
+// owns d: its Close closes d (which, for a driver built from a caller's
+// client, leaves that client open). A nil driver is an InvalidArgument
+// error.
+func New(d driver.Driver, opts Options) (*Queue, error) {
+	if d == nil {
+		return nil, errorf(InvalidArgument, "new", "the driver is nil: pass one a backend's New function returned")
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
-			Msg: fmt.Sprintf("%q is not a queue URL: use SCHEME://...; registered schemes: %s", redacted, strings.Join(Schemes(), ", "))}
-	}
-	opener, ok := lookupOpener(u.Scheme)
-	if !ok {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
-			Msg: fmt.Sprintf("unknown queue scheme %q: registered schemes are %s (import github.com/jobq/jobq/backends/all to register every backend)",
-				u.Scheme, orNone(Schemes()))}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("queue", redacted)
-	stashes, err := openStashes(ctx, takeStashParam(u, opts.StashURL), redacted)
+	stashes, err := openStashes(context.Background(), opts.StashURL, "")
 	if err != nil {
 		return nil, err
 	}
-	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log})
-	if err != nil {
-		var je *Error
-		stashes.close()
-		if errors.As(err, &je) {
-			return nil, err
-		}
-		return nil, &Error{Code: driver.CodeOf(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
+	name := "default"
+	if n, ok := d.(driver.Namer); ok {
+		name = n.QueueName()
 	}
+	log := opts.logger().With("queue", name)
+	return newQueue(d, opts, queueInfo{name: name, log: log, stash: stashes}), nil
+}
+
+// queueInfo is what New and URLMux.Open know of a queue besides its driver.
+type queueInfo struct {
+	scheme, url, name string
+	log               *slog.Logger
+	stash             *stashes
+}
+
+func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 	q := &Queue{
 		drv:       drv,
 		caps:      drv.Capabilities(),
-		scheme:    strings.ToLower(u.Scheme),
-		url:       redacted,
-		name:      queueName(u, drv),
-		log:       log,
+		scheme:    qi.scheme,
+		url:       qi.url,
+		name:      qi.name,
+		log:       qi.log,
 		closing:   make(chan struct{}),
-		stash:     stashes,
+		stash:     qi.stash,
 		pushRetry: opts.PushRetry,
 	}
 	if q.pushRetry == 0 {
@@ -134,43 +137,19 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Que
 	}
 	q.warned.seen = map[driver.Feature]bool{}
 	q.settle = newSettler(q)
-	return q, nil
+	return q
 }
 
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "(none)"
-	}
-	return strings.Join(s, ", ")
-}
-
-// queueName asks the driver (driver.Namer); otherwise it is the queue=
-// parameter, else the last path element.
-func queueName(u *url.URL, drv driver.Driver) string {
-	if n, ok := drv.(driver.Namer); ok {
-		return n.QueueName()
-	}
-	if n := u.Query().Get("queue"); n != "" {
-		return n
-	}
-	p := strings.Trim(u.Path, "/")
-	if i := strings.LastIndex(p, "/"); i >= 0 {
-		p = p[i+1:]
-	}
-	if p == "" {
-		return "default"
-	}
-	return p
-}
-
-// Name returns the queue's name (the queue= parameter or the URL's last path
-// element).
+// Name returns the queue's name: the driver's, or else the URL's queue=
+// parameter or last path element.
 func (q *Queue) Name() string { return q.name }
 
-// URL returns the queue's URL with credentials redacted.
+// URL returns the queue's URL with credentials redacted; empty for a queue
+// made by New.
 func (q *Queue) URL() string { return q.url }
 
-// Scheme returns the URL scheme that chose the backend.
+// Scheme returns the URL scheme that chose the backend; empty for a queue
+// made by New.
 func (q *Queue) Scheme() string { return q.scheme }
 
 // Capabilities returns what the backend declares.

@@ -9,7 +9,7 @@ import (
 
 // applyStash passes --stash or $JOBQ_STASH to the queue: where tasks too
 // large for the backend's messages are kept.
-func (a *app) applyStash(o *jobq.OpenOptions) error {
+func (a *app) applyStash(o *jobq.Options) error {
 	s := a.stash
 	if s == "" {
 		s = os.Getenv("JOBQ_STASH")

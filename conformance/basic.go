@@ -43,7 +43,7 @@ func checkCapabilities(c *C) {
 		_, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: mv + time.Second})
 		c.expectCode(err, jobq.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
 	}
-	if _, ok := jobq.BackendCapabilities(q.Scheme()); !ok {
+	if _, ok := jobq.DefaultURLMux().Opener(q.Scheme()); !ok {
 		c.Errorf("scheme %q opened a queue but jobq.BackendCapabilities does not know it", q.Scheme())
 	}
 	// Capabilities must not change while the queue is open.

@@ -30,7 +30,7 @@ func BenchmarkWorkerNoop(b *testing.B) {
 
 func benchWorkerNoop(b *testing.B, scheme string, concurrency, receivers int) {
 	u := scheme + "://" + filepath.Join(b.TempDir(), "q.db") + "?queue=bench"
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.Options{Logger: quietLog()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 func openQueue(t testing.TB) *jobq.Queue {
 	t.Helper()
 	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
-	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

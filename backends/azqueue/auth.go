@@ -68,7 +68,7 @@ func (o *URLOpener) clients(c config, log *slog.Logger) (main, failed *azqueue.Q
 		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
 		if err != nil {
 			return nil, nil, "", driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.RedactConnectionString(cs))
+				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.Redact(cs))
 		}
 		where = serviceAccount(svc.URL())
 		if c.account != "" && where != "" && c.account != where {

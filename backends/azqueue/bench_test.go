@@ -22,7 +22,7 @@ import (
 func openBench(b *testing.B, params string) *jobq.Queue {
 	b.Helper()
 	u := newQueueURL(b) + params
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func runKillChild(t *testing.T, rawURL, log string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	q, err := jobq.OpenWithOptions(t.Context(), rawURL, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(t.Context(), rawURL, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

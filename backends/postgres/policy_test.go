@@ -20,7 +20,7 @@ import (
 func TestClaimSkipsCrowdedHead(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	q, err := jobq.OpenWithOptions(ctx, newQueueURL(t), jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(ctx, newQueueURL(t), jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

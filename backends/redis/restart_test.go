@@ -134,7 +134,7 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 }
 
 // TestPushRetriesAcrossRestart pushes while the server is down and checks
-// that the push waits it out (jobq.OpenOptions.PushRetry) and stores every
+// that the push waits it out (jobq.Options.PushRetry) and stores every
 // task once.
 func TestPushRetriesAcrossRestart(t *testing.T) {
 	if testing.Short() {

@@ -88,7 +88,7 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 	if n <= 0 {
 		return errors.New("-n must be at least 100")
 	}
-	q, err := jobq.OpenWithOptions(ctx, "redis://"+addr+"/0?queue="+queue, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(ctx, "redis://"+addr+"/0?queue="+queue, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
