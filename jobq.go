@@ -190,9 +190,10 @@ type PushResult struct {
 }
 
 // Push queues one task. When t.ID is empty, Push sets it to the task's
-// deterministic ID.
+// deterministic ID. It is PushBatch of one task with default options, with
+// the task's error unwrapped from the *BatchError.
 func (q *Queue) Push(ctx context.Context, t *Task) (PushResult, error) {
-	res, err := q.PushBatch(ctx, []*Task{t})
+	res, err := q.pushBatch(ctx, []*Task{t})
 	if err != nil {
 		var be *BatchError
 		if errors.As(err, &be) && len(be.Errs) == 1 {
@@ -230,11 +231,62 @@ func (e *BatchError) Unwrap() []error { return e.Errs }
 // backend's batch limit needs. Every task is validated and encoded before
 // anything is sent, so an invalid task stores nothing. If the backend fails
 // part-way, the results of the stored tasks are returned with a *BatchError.
-func (q *Queue) PushBatch(ctx context.Context, tasks []*Task) ([]PushResult, error) {
-	const op = "push"
+// With opts.WaitForRoom, a refusal by a max-depth policy is retried until
+// the batch fits (see PushOptions).
+func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
+	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) { return q.pushBatch(ctx, tasks) })
+}
+
+// PushTx queues tasks inside the application's own transaction tx, so that
+// they are queued if and only if it commits: on Postgres, tx is the pgx.Tx of
+// a transaction on the database that holds the queue. The tasks are
+// validated and encoded exactly as PushBatch does them (same checks, same
+// errors, same deterministic IDs) and stored in one backend call, which is
+// not retried (a failed statement has aborted the transaction). opts are
+// PushBatch's. A backend that cannot join a transaction (see the
+// transactional-push feature) fails with Unimplemented; a tx of the wrong
+// type with InvalidArgument.
+func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOptions) ([]PushResult, error) {
+	const op = "push-tx"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
 	}
+	txp, ok := q.drv.(driver.TxPusher)
+	if !ok {
+		return nil, &Error{Code: Unimplemented, Op: op, Queue: q.url,
+			Msg: "backend " + q.backend() + " cannot push inside an application's transaction: push after the commit (run `jobq backends` to see which backends can)"}
+	}
+	if tx == nil {
+		return nil, errorf(InvalidArgument, op, "the transaction is nil: pass the one your writes use")
+	}
+	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) {
+		msgs, err := q.prepareAll(ctx, tasks)
+		if err != nil || len(msgs) == 0 {
+			return nil, err
+		}
+		rs, err := txp.PushTx(ctx, tx, msgs)
+		if err != nil {
+			return nil, q.wrap(op, err)
+		}
+		out := make([]PushResult, len(rs))
+		for i, r := range rs {
+			out[i] = PushResult{ID: msgs[i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
+		}
+		return out, nil
+	})
+}
+
+// backend names the backend in messages.
+func (q *Queue) backend() string {
+	if q.scheme == "" {
+		return "of this queue"
+	}
+	return q.scheme
+}
+
+// prepareAll validates and encodes tasks for a push; an invalid task fails
+// the whole push before anything is sent.
+func (q *Queue) prepareAll(ctx context.Context, tasks []*Task) ([]*driver.Message, error) {
 	msgs := make([]*driver.Message, len(tasks))
 	for i, t := range tasks {
 		m, err := q.prepare(ctx, t)
@@ -248,7 +300,19 @@ func (q *Queue) PushBatch(ctx context.Context, tasks []*Task) ([]PushResult, err
 	}
 	// Deterministic IDs make duplicate detection useful; say once where the
 	// backend cannot provide it.
-	if err := q.degrade(op, driver.Dedup); err != nil {
+	if err := q.degrade("push", driver.Dedup); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+func (q *Queue) pushBatch(ctx context.Context, tasks []*Task) ([]PushResult, error) {
+	const op = "push"
+	if err := q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	msgs, err := q.prepareAll(ctx, tasks)
+	if err != nil {
 		return nil, err
 	}
 	results := make([]PushResult, len(tasks))

@@ -126,7 +126,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 			for i := range 5 {
 				tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 			}
-			res, err := q.PushBatch(ctx, tasks)
+			res, err := q.PushBatch(ctx, tasks, jobq.PushOptions{})
 			if (err != nil) != tc.fails || (tc.fails && jobq.ErrorCode(err) != tc.wantCode) {
 				t.Fatalf("PushBatch error %v, want failure %v with code %v", err, tc.fails, tc.wantCode)
 			}

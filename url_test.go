@@ -118,3 +118,18 @@ func TestNew(t *testing.T) {
 		t.Errorf("the driver after Queue.Close: %v; want FailedPrecondition (Close closes the driver)", err)
 	}
 }
+
+// TestPushTxUnimplemented: a backend whose driver cannot join a transaction
+// refuses PushTx with Unimplemented, before looking at the tasks.
+func TestPushTxUnimplemented(t *testing.T) {
+	t.Parallel()
+	q, err := jobq.Open(t.Context(), "mem://pushtx-unimplemented")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	_, err = q.PushTx(t.Context(), struct{}{}, []*jobq.Task{{Command: "echo"}}, jobq.PushOptions{})
+	if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "mem cannot push inside") {
+		t.Errorf("PushTx on mem: %v; want Unimplemented naming the backend", err)
+	}
+}

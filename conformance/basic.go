@@ -123,7 +123,7 @@ func checkBatchPushReceive(c *C) {
 	for i := range ts {
 		ts[i] = task(fmt.Sprintf("batch %d", i))
 	}
-	res, err := q.PushBatch(c.ctx(), ts)
+	res, err := q.PushBatch(c.ctx(), ts, jobq.PushOptions{})
 	if err != nil {
 		c.Fatalf("push batch: %v", err)
 	}
@@ -310,7 +310,7 @@ func checkBatchLimits(c *C) {
 	for i := range ts {
 		ts[i] = task(fmt.Sprintf("limits %d", i))
 	}
-	res, err := q.PushBatch(c.ctx(), ts)
+	res, err := q.PushBatch(c.ctx(), ts, jobq.PushOptions{})
 	if err != nil {
 		c.Fatalf("PushBatch of %d tasks (MaxPushBatch %d): %v", n, caps.MaxPushBatch, err)
 	}

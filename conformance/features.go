@@ -303,13 +303,13 @@ func checkDedup(c *C) {
 		c.Fatalf("the same task got IDs %s and %s; deterministic IDs must match", r1.ID, r2.ID)
 	}
 	explicit := []*jobq.Task{{ID: "conformance-explicit-id", Command: "echo one"}, {ID: "conformance-explicit-id", Command: "echo two"}}
-	r3, err := q.PushBatch(c.ctx(), explicit)
+	r3, err := q.PushBatch(c.ctx(), explicit, jobq.PushOptions{})
 	if err != nil {
 		c.Fatalf("push two tasks with one explicit ID: %v", err)
 	}
 	// A batch of a queued task and a new one stores the new one.
 	mixed := []*jobq.Task{task("dedup"), task("dedup, new")}
-	r4, err := q.PushBatch(c.ctx(), mixed)
+	r4, err := q.PushBatch(c.ctx(), mixed, jobq.PushOptions{})
 	if err != nil {
 		c.Fatalf("push a batch of a queued task and a new one: %v", err)
 	}

@@ -341,7 +341,7 @@ func checkMaxDepth(c *C) {
 		c.Fatalf("set max-depth: %v", err)
 	}
 	c.push(q, task("depth 1"))
-	if _, err := q.PushBatch(c.ctx(), []*jobq.Task{task("depth 2"), task("depth 3"), task("depth 4")}); err == nil {
+	if _, err := q.PushBatch(c.ctx(), []*jobq.Task{task("depth 2"), task("depth 3"), task("depth 4")}, jobq.PushOptions{}); err == nil {
 		c.Errorf("a batch of 3 onto a queue of 1 with max-depth %d was accepted", depth)
 	} else {
 		c.expectCode(err, jobq.ResourceExhausted, "batch push beyond max-depth")

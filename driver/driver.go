@@ -302,3 +302,21 @@ type OpenOptions struct {
 	// nil. Drivers log through it and never print credentials.
 	Logger *slog.Logger
 }
+
+// TxPusher is implemented by drivers that can push messages inside the
+// application's own database transaction, so that they are stored if and
+// only if it commits. Such a driver declares TransactionalPush Native.
+// Queue.PushTx validates, encodes and checks the tasks exactly as a push
+// does, then calls PushTx once; the driver only stores the messages.
+type TxPusher interface {
+	// PushTx stores msgs through tx, in order and atomically with the rest
+	// of the transaction, and returns one result per message, as Push does.
+	// tx is the engine client's transaction type, which the driver
+	// documents (pgx.Tx for Postgres); any other value is an
+	// InvalidArgument error. The messages become visible to receivers when
+	// tx commits and vanish if it rolls back. PushTx must not retry: an
+	// engine error has usually aborted the transaction. An error that
+	// concerns only the push (such as QueueFull under a max-depth bound)
+	// must leave the transaction usable.
+	PushTx(ctx context.Context, tx any, msgs []*Message) ([]PushResult, error)
+}

@@ -53,7 +53,7 @@ func pushTrueTasks(b *testing.B, q *jobq.Queue) {
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
 	}
-	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
+	if _, err := q.PushBatch(context.Background(), tasks, jobq.PushOptions{}); err != nil {
 		b.Fatal(err)
 	}
 }

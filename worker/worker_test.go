@@ -35,7 +35,7 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 func push(t *testing.T, q *jobq.Queue, tasks ...*jobq.Task) {
 	t.Helper()
-	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
+	if _, err := q.PushBatch(context.Background(), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

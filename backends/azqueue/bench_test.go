@@ -58,7 +58,7 @@ func BenchmarkPushBatch(b *testing.B) {
 		for i := range tasks {
 			tasks[i] = &jobq.Task{Command: fmt.Sprintf("echo %d", i)}
 		}
-		if _, err := q.PushBatch(ctx, tasks); err != nil {
+		if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -119,7 +119,7 @@ func BenchmarkDrain(b *testing.B) {
 		for i := range batch {
 			batch[i] = &jobq.Task{Command: fmt.Sprintf("echo %d", i)}
 		}
-		if _, err := q.PushBatch(ctx, batch); err != nil {
+		if _, err := q.PushBatch(ctx, batch, jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -160,7 +160,7 @@ func BenchmarkWorkerDrain(b *testing.B) {
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
 	}
-	if _, err := q.PushBatch(ctx, tasks); err != nil {
+	if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	var ran atomic.Int64

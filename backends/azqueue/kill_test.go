@@ -47,7 +47,7 @@ func TestKilledWorkerReruns(t *testing.T) {
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("task %d", i)}
 	}
-	if _, err := q.PushBatch(t.Context(), tasks); err != nil {
+	if _, err := q.PushBatch(t.Context(), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(t.TempDir(), "runs")

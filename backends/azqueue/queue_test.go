@@ -352,7 +352,7 @@ func TestStatsPeekClear(t *testing.T) {
 	t.Parallel()
 	q, _ := openQueue(t)
 	tasks := []*jobq.Task{shell("a"), shell("b"), shell("c")}
-	if _, err := q.PushBatch(t.Context(), tasks); err != nil {
+	if _, err := q.PushBatch(t.Context(), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := q.Stats(t.Context())

@@ -61,11 +61,10 @@ func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *pgDriver) {
 	b.Helper()
 	q := benchkit.Open(b, benchURL(b, extra...))
 	b.Cleanup(func() { q.Clear(context.Background()) })
-	var txp TxPusher
-	if !q.As(&txp) {
-		b.Fatal("As(*TxPusher) failed")
+	var d *pgDriver
+	if !q.As(&d) {
+		b.Fatal("As(**pgDriver) failed")
 	}
-	d := txp.(*pgDriver)
 	warmPool(b, d)
 	return q, d
 }
@@ -153,9 +152,8 @@ func BenchmarkPickupLatency(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			raw := benchURL(b, modeURL(mode)...)
 			consumer, producer := benchkit.Open(b, raw), benchkit.Open(b, raw)
-			var txp TxPusher
-			consumer.As(&txp)
-			d := txp.(*pgDriver)
+			var d *pgDriver
+			consumer.As(&d)
 			benchkit.PickupLatency(b, consumer, producer, func() bool { return d.idle.Load() != 0 })
 		})
 	}

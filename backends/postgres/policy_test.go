@@ -33,7 +33,7 @@ func TestClaimSkipsCrowdedHead(t *testing.T) {
 		tasks = append(tasks, &jobq.Task{Command: fmt.Sprintf("busy %d", i), ConcurrencyKey: "busy"})
 	}
 	tasks = append(tasks, &jobq.Task{Command: "free"})
-	if _, err := q.PushBatch(ctx, tasks); err != nil {
+	if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	first, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})

@@ -182,7 +182,7 @@ func TestSurvivesServerRestart(t *testing.T) {
 		}
 		// The push retries by itself (Options.PushRetry) on the
 		// connections the restart broke.
-		res, err := producer.PushBatch(ctx, batch)
+		res, err := producer.PushBatch(ctx, batch, jobq.PushOptions{})
 		if err != nil {
 			t.Fatalf("push after the restart: %v", err)
 		}

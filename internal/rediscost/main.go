@@ -152,7 +152,7 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 // claim up to claims times.
 func pushBatches(ctx context.Context, q *jobq.Queue, tasks []*jobq.Task, claims int, consumers ...*consumer) error {
 	for lo := 0; lo < len(tasks); lo += 100 {
-		if _, err := q.PushBatch(ctx, tasks[lo:lo+100]); err != nil {
+		if _, err := q.PushBatch(ctx, tasks[lo:lo+100], jobq.PushOptions{}); err != nil {
 			return err
 		}
 		for _, c := range consumers {
