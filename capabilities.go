@@ -6,13 +6,6 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// Capabilities is what a backend declares it can do; see the driver package
-// for the features and levels.
-type Capabilities = driver.Capabilities
-
-// Feature names one optional behaviour of a backend.
-type Feature = driver.Feature
-
 // warnOnce records which degraded features a queue has warned about.
 type warnOnce struct {
 	mu   sync.Mutex

@@ -152,8 +152,10 @@ func (q *Queue) URL() string { return q.url }
 // made by New.
 func (q *Queue) Scheme() string { return q.scheme }
 
-// Capabilities returns what the backend declares.
-func (q *Queue) Capabilities() Capabilities { return q.caps }
+// Capabilities returns what the backend declares: a level per feature
+// (driver.Priority, driver.Dedup, ...) and its limits. Most programs never
+// need it: the queue applies the declared fallbacks itself.
+func (q *Queue) Capabilities() driver.Capabilities { return q.caps }
 
 // wrap turns a driver error into an *Error with the driver's code.
 func (q *Queue) wrap(op string, err error) error {

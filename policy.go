@@ -24,9 +24,6 @@ type PolicyKind = driver.PolicyKind
 // KeyStat is the current state of one policy key; see Policies.KeyStats.
 type KeyStat = driver.KeyStat
 
-// SortPolicies sorts policies as List returns them: by kind, then key.
-func SortPolicies(ps []Policy) { driver.SortPolicies(ps) }
-
 // QueueFullError is the cause of a push refused because the queue reached
 // its max-depth policy. Reach it with errors.As; the error's code is
 // ResourceExhausted.

@@ -62,7 +62,7 @@ type wireOmit struct {
 }
 
 // omitFor returns what a backend with caps makes redundant.
-func omitFor(caps Capabilities) wireOmit {
+func omitFor(caps driver.Capabilities) wireOmit {
 	return wireOmit{
 		priority:  caps.Features[driver.Priority].Level == driver.Unsupported,
 		notBefore: caps.Features[driver.DelayedPush].Level == driver.Native,

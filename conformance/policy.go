@@ -75,7 +75,7 @@ func checkPolicyValidation(c *C) {
 	if level(q, driver.RateLimit) != driver.Unsupported {
 		rate := jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
 		want = append(want, rate)
-		jobq.SortPolicies(want)
+		driver.SortPolicies(want)
 	}
 	if len(want) == 0 {
 		c.Skipf("the backend keeps policies but supports no kind of them")
