@@ -1,14 +1,26 @@
 // Package jobq is a portable work queue: producers push tasks, any number of
 // workers on any machines receive, run and settle them, and the queue lives on
 // an engine the user already runs — Postgres, Redis, Azure Storage Queue,
-// Azure Service Bus, or an embedded SQLite file. The backend is chosen by the
-// URL passed to Open; importing github.com/jobq/jobq/backends/all registers
-// every backend.
+// Azure Service Bus, or an embedded SQLite file.
 //
-// The Queue type is what users hold. It validates and encodes tasks in
-// ai4s-jobq's wire format, applies each backend's declared fallbacks for
-// features it cannot provide natively (warning once per queue and feature),
-// wraps every error in an *Error with a code, and batches settlements.
+// A Queue is built in one of two ways:
+//
+//   - New(d, Options{}) from a driver the program built, usually with a
+//     backend's New function from a client it already holds (a pgx pool, a
+//     go-redis client, an Azure client);
+//   - Open(ctx, url) from a URL whose scheme picks the backend. Backends
+//     register their schemes on the default URLMux when imported (import
+//     github.com/jobq/jobq/backends/all for every one); a program or test can
+//     keep its own URLMux instead.
+//
+// The Queue type is what users hold. Push and PushBatch queue tasks, PushTx
+// queues them inside the application's own database transaction, and
+// Receive/ReceiveBatch claim them as Envelopes, which are settled with
+// Complete, Fail, Requeue or DeadLetter (package worker runs that loop). The
+// Queue validates and encodes tasks in ai4s-jobq's wire format, applies each
+// backend's declared fallbacks for features it cannot provide natively
+// (warning once per queue and feature), wraps every error in an *Error with a
+// Code, and batches settlements.
 package jobq
 
 import (
