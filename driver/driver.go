@@ -283,8 +283,10 @@ type Driver interface {
 	Close() error
 }
 
-// Opener opens a Driver for a URL. Backends register one per scheme with
-// jobq.Register, usually in an init function.
+// Opener opens a Driver for a URL. Backends register one per scheme on a
+// jobq.URLMux (on the default one with jobq.Register, usually in an init
+// function). An opener is a thin adapter: it parses the URL, builds the
+// engine's client and hands it to the backend's constructor.
 type Opener interface {
 	// Open opens the queue named by u. u's query holds only the driver's own
 	// parameters (the portable layer removed its own, such as stash=); the
