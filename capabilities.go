@@ -28,7 +28,7 @@ func (q *Queue) degrade(op string, f driver.Feature) error {
 	default:
 		fb, safe := driver.PortableFallback(f)
 		if !safe {
-			msg := "backend " + q.scheme + " does not support " + string(f)
+			msg := "backend " + q.backend() + " does not support " + string(f)
 			if s.Fallback != "" {
 				msg += ": " + s.Fallback
 			}

@@ -162,7 +162,7 @@ func (p *Policies) store(op string) (driver.PolicyStore, error) {
 	ps, ok := p.q.drv.(driver.PolicyStore)
 	if !ok {
 		return nil, &Error{Code: Unimplemented, Op: op, Queue: p.q.url,
-			Msg: "backend " + p.q.scheme + " keeps no queue policies (concurrency, rate, max-depth); run `jobq backends` to see which backends do"}
+			Msg: "backend " + p.q.backend() + " keeps no queue policies (concurrency, rate, max-depth); run `jobq backends` to see which backends do"}
 	}
 	return ps, nil
 }
