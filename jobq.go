@@ -256,8 +256,9 @@ func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 // a transaction on the database that holds the queue. The tasks are
 // validated and encoded exactly as PushBatch does them (same checks, same
 // errors, same deterministic IDs) and stored in one backend call, which is
-// not retried (a failed statement has aborted the transaction). opts are
-// PushBatch's. A backend that cannot join a transaction (see the
+// not retried (a failed statement has aborted the transaction); a task
+// stashed for its size (Options.StashURL) leaves its stash object behind if
+// tx rolls back. opts are PushBatch's. A backend that cannot join a transaction (see the
 // transactional-push feature) fails with Unimplemented; a tx of the wrong
 // type with InvalidArgument.
 func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOptions) ([]PushResult, error) {
