@@ -6,24 +6,6 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// Capabilities is what a backend declares it can do; see the driver package
-// for the features and levels.
-type Capabilities = driver.Capabilities
-
-// Feature names one optional behaviour of a backend.
-type Feature = driver.Feature
-
-// portableFallback says what the portable layer itself does when a driver
-// declares a feature Unsupported and ignoring the request is safe. Features
-// missing from this map fail with Unimplemented instead, because doing
-// nothing would be a silent change of meaning.
-var portableFallback = map[driver.Feature]string{
-	driver.Priority:      "priority is ignored; tasks are received in roughly push order",
-	driver.ExactCount:    "counts are approximate",
-	driver.Dedup:         "a task whose ID is already queued is queued again (at-least-once delivery still holds)",
-	driver.InPlaceUpdate: "the retry budget is counted from the delivery count instead of a decremented num_retries, so a lease that expires also uses up a retry",
-}
-
 // warnOnce records which degraded features a queue has warned about.
 type warnOnce struct {
 	mu   sync.Mutex
@@ -44,9 +26,9 @@ func (q *Queue) degrade(op string, f driver.Feature) error {
 	case driver.Emulated:
 		instead = s.Fallback
 	default:
-		fb, safe := portableFallback[f]
+		fb, safe := driver.PortableFallback(f)
 		if !safe {
-			msg := "backend " + q.scheme + " does not support " + string(f)
+			msg := "backend " + q.backend() + " does not support " + string(f)
 			if s.Fallback != "" {
 				msg += ": " + s.Fallback
 			}

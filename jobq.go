@@ -1,14 +1,26 @@
 // Package jobq is a portable work queue: producers push tasks, any number of
 // workers on any machines receive, run and settle them, and the queue lives on
 // an engine the user already runs — Postgres, Redis, Azure Storage Queue,
-// Azure Service Bus, or an embedded SQLite file. The backend is chosen by the
-// URL passed to Open; importing github.com/jobq/jobq/backends/all registers
-// every backend.
+// Azure Service Bus, or an embedded SQLite file.
 //
-// The Queue type is what users hold. It validates and encodes tasks in
-// ai4s-jobq's wire format, applies each backend's declared fallbacks for
-// features it cannot provide natively (warning once per queue and feature),
-// wraps every error in an *Error with a code, and batches settlements.
+// A Queue is built in one of two ways:
+//
+//   - New(d, Options{}) from a driver the program built, usually with a
+//     backend's New function from a client it already holds (a pgx pool, a
+//     go-redis client, an Azure client);
+//   - Open(ctx, url) from a URL whose scheme picks the backend. Backends
+//     register their schemes on the default URLMux when imported (import
+//     github.com/jobq/jobq/backends/all for every one); a program or test can
+//     keep its own URLMux instead.
+//
+// The Queue type is what users hold. Push and PushBatch queue tasks, PushTx
+// queues them inside the application's own database transaction, and
+// Receive/ReceiveBatch claim them as Envelopes, which are settled with
+// Complete, Fail, Requeue or DeadLetter (package worker runs that loop). The
+// Queue validates and encodes tasks in ai4s-jobq's wire format, applies each
+// backend's declared fallbacks for features it cannot provide natively
+// (warning once per queue and feature), wraps every error in an *Error with a
+// Code, and batches settlements.
 package jobq
 
 import (
@@ -16,8 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,20 +44,21 @@ const DefaultVisibility = 10 * time.Minute
 // arrives or the context ends.
 const WaitForever time.Duration = -1
 
-// OpenOptions are the settings of OpenWithOptions. The zero value is valid.
-type OpenOptions struct {
+// Options are the settings of New and Open. The zero value is valid: every
+// field's comment says its default.
+type Options struct {
 	// Logger receives warnings (such as the one-time degradation warnings)
 	// and debug logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// StashURL is where tasks too large for the backend's messages are
-	// kept (gs://bucket/prefix or file:///dir; see docs/stash.md). It
-	// overrides the queue URL's stash= parameter. Without a stash, pushing
-	// an oversized task fails with TooLarge.
+	// kept (gs://bucket/prefix or file:///dir; see docs/stash.md). With
+	// Open it overrides the queue URL's stash= parameter. Defaults to no
+	// stash: pushing an oversized task then fails with TooLarge.
 	StashURL string
 	// PushRetry is how long a push keeps retrying tasks the backend could
 	// not reach (an Unavailable error: a refused or reset connection, a
 	// server restarting or failing over), pausing 100 ms at first and up to
-	// 5 s between attempts; the push's context bounds it too. Default
+	// 5 s between attempts; the push's context bounds it too. Defaults to
 	// DefaultPushRetry (1 minute); negative turns retries off, so that the
 	// first Unavailable error is returned. An attempt whose reply was lost
 	// may have stored its tasks: on backends that dedup task IDs the retry
@@ -64,6 +75,13 @@ type OpenOptions struct {
 	StashMux *stash.URLMux
 }
 
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
 // Queue is one open queue. Its methods may be called from many goroutines.
 type Queue struct {
 	drv    driver.Driver
@@ -73,7 +91,7 @@ type Queue struct {
 	name   string
 	log    *slog.Logger
 	warned warnOnce
-	// pushRetry is OpenOptions.PushRetry with its default applied.
+	// pushRetry is Options.PushRetry with its default applied.
 	pushRetry time.Duration
 
 	closed    atomic.Bool
@@ -83,59 +101,56 @@ type Queue struct {
 	stash     *stashes
 }
 
-// Open opens the queue named by rawURL with default options. The scheme picks
-// the backend (see Schemes); ai4s-jobq's "account/queue" form means an Azure
-// Storage queue. An unknown scheme or query parameter is an InvalidArgument
-// error that names it.
+// Open opens the queue named by rawURL with default options, on the default
+// mux (see URLMux.Open). The scheme picks the backend; an unknown scheme or
+// query parameter is an InvalidArgument error that names it.
 func Open(ctx context.Context, rawURL string) (*Queue, error) {
-	return OpenWithOptions(ctx, rawURL, OpenOptions{})
+	return defaultMux.Open(ctx, rawURL, Options{})
 }
 
 // OpenWithOptions is Open with options.
-func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Queue, error) {
-	rawURL = NormalizeURL(strings.TrimSpace(rawURL))
-	redacted := RedactURL(rawURL)
-	if rawURL == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
+func OpenWithOptions(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
+	return defaultMux.Open(ctx, rawURL, opts)
+}
+
+// New makes a Queue from a driver the caller built, such as one a backend's
+// New function returns from a client the program already holds. The Queue
+// owns d: its Close closes d (which, for a driver built from a caller's
+// client, leaves that client open). A nil driver is an InvalidArgument
+// error.
+func New(d driver.Driver, opts Options) (*Queue, error) {
+	if d == nil {
+		return nil, errorf(InvalidArgument, "new", "the driver is nil: pass one a backend's New function returned")
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
-			Msg: fmt.Sprintf("%q is not a queue URL: use SCHEME://...; registered schemes: %s", redacted, strings.Join(Schemes(), ", "))}
-	}
-	opener, ok := lookupOpener(u.Scheme)
-	if !ok {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
-			Msg: fmt.Sprintf("unknown queue scheme %q: registered schemes are %s (import github.com/jobq/jobq/backends/all to register every backend)",
-				u.Scheme, orNone(Schemes()))}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("queue", redacted)
-	stashes, err := openStashes(ctx, opts.StashMux, takeStashParam(u, opts.StashURL), redacted)
+	stashes, err := openStashes(context.Background(), opts.StashMux, opts.StashURL, "")
 	if err != nil {
 		return nil, err
 	}
-	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log, ConnectionString: opts.ConnectionString})
-	if err != nil {
-		var je *Error
-		stashes.close()
-		if errors.As(err, &je) {
-			return nil, err
-		}
-		return nil, &Error{Code: driver.CodeOf(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
+	name := "default"
+	if n, ok := d.(driver.Namer); ok {
+		name = n.QueueName()
 	}
+	log := opts.logger().With("queue", name)
+	return newQueue(d, opts, queueInfo{name: name, log: log, stash: stashes}), nil
+}
+
+// queueInfo is what New and URLMux.Open know of a queue besides its driver.
+type queueInfo struct {
+	scheme, url, name string
+	log               *slog.Logger
+	stash             *stashes
+}
+
+func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 	q := &Queue{
 		drv:       drv,
 		caps:      drv.Capabilities(),
-		scheme:    strings.ToLower(u.Scheme),
-		url:       redacted,
-		name:      queueName(u, drv),
-		log:       log,
+		scheme:    qi.scheme,
+		url:       qi.url,
+		name:      qi.name,
+		log:       qi.log,
 		closing:   make(chan struct{}),
-		stash:     stashes,
+		stash:     qi.stash,
 		pushRetry: opts.PushRetry,
 	}
 	if q.pushRetry == 0 {
@@ -143,47 +158,25 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Que
 	}
 	q.warned.seen = map[driver.Feature]bool{}
 	q.settle = newSettler(q)
-	return q, nil
+	return q
 }
 
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "(none)"
-	}
-	return strings.Join(s, ", ")
-}
-
-// queueName asks the driver (driver.Namer); otherwise it is the queue=
-// parameter, else the last path element.
-func queueName(u *url.URL, drv driver.Driver) string {
-	if n, ok := drv.(driver.Namer); ok {
-		return n.QueueName()
-	}
-	if n := u.Query().Get("queue"); n != "" {
-		return n
-	}
-	p := strings.Trim(u.Path, "/")
-	if i := strings.LastIndex(p, "/"); i >= 0 {
-		p = p[i+1:]
-	}
-	if p == "" {
-		return "default"
-	}
-	return p
-}
-
-// Name returns the queue's name (the queue= parameter or the URL's last path
-// element).
+// Name returns the queue's name: the driver's, or else the URL's queue=
+// parameter or last path element.
 func (q *Queue) Name() string { return q.name }
 
-// URL returns the queue's URL with credentials redacted.
+// URL returns the queue's URL with credentials redacted; empty for a queue
+// made by New.
 func (q *Queue) URL() string { return q.url }
 
-// Scheme returns the URL scheme that chose the backend.
+// Scheme returns the URL scheme that chose the backend; empty for a queue
+// made by New.
 func (q *Queue) Scheme() string { return q.scheme }
 
-// Capabilities returns what the backend declares.
-func (q *Queue) Capabilities() Capabilities { return q.caps }
+// Capabilities returns what the backend declares: a level per feature
+// (driver.Priority, driver.Dedup, ...) and its limits. Most programs never
+// need it: the queue applies the declared fallbacks itself.
+func (q *Queue) Capabilities() driver.Capabilities { return q.caps }
 
 // wrap turns a driver error into an *Error with the driver's code.
 func (q *Queue) wrap(op string, err error) error {
@@ -220,9 +213,10 @@ type PushResult struct {
 }
 
 // Push queues one task. When t.ID is empty, Push sets it to the task's
-// deterministic ID.
+// deterministic ID. It is PushBatch of one task with default options, with
+// the task's error unwrapped from the *BatchError.
 func (q *Queue) Push(ctx context.Context, t *Task) (PushResult, error) {
-	res, err := q.PushBatch(ctx, []*Task{t})
+	res, err := q.pushBatch(ctx, []*Task{t})
 	if err != nil {
 		var be *BatchError
 		if errors.As(err, &be) && len(be.Errs) == 1 {
@@ -260,11 +254,63 @@ func (e *BatchError) Unwrap() []error { return e.Errs }
 // backend's batch limit needs. Every task is validated and encoded before
 // anything is sent, so an invalid task stores nothing. If the backend fails
 // part-way, the results of the stored tasks are returned with a *BatchError.
-func (q *Queue) PushBatch(ctx context.Context, tasks []*Task) ([]PushResult, error) {
-	const op = "push"
+// With opts.WaitForRoom, a refusal by a max-depth policy is retried until
+// the batch fits (see PushOptions).
+func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
+	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) { return q.pushBatch(ctx, tasks) })
+}
+
+// PushTx queues tasks inside the application's own transaction tx, so that
+// they are queued if and only if it commits: on Postgres, tx is the pgx.Tx of
+// a transaction on the database that holds the queue. The tasks are
+// validated and encoded exactly as PushBatch does them (same checks, same
+// errors, same deterministic IDs) and stored in one backend call, which is
+// not retried (a failed statement has aborted the transaction); a task
+// stashed for its size (Options.StashURL) leaves its stash object behind if
+// tx rolls back. opts are PushBatch's. A backend that cannot join a transaction (see the
+// transactional-push feature) fails with Unimplemented; a tx of the wrong
+// type with InvalidArgument.
+func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOptions) ([]PushResult, error) {
+	const op = "push-tx"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
 	}
+	txp, ok := q.drv.(driver.TxPusher)
+	if !ok {
+		return nil, &Error{Code: Unimplemented, Op: op, Queue: q.url,
+			Msg: "backend " + q.backend() + " cannot push inside an application's transaction: push after the commit (run `jobq backends` to see which backends can)"}
+	}
+	if tx == nil {
+		return nil, errorf(InvalidArgument, op, "the transaction is nil: pass the one your writes use")
+	}
+	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) {
+		msgs, err := q.prepareAll(ctx, tasks)
+		if err != nil || len(msgs) == 0 {
+			return nil, err
+		}
+		rs, err := txp.PushTx(ctx, tx, msgs)
+		if err != nil {
+			return nil, q.wrap(op, err)
+		}
+		out := make([]PushResult, len(rs))
+		for i, r := range rs {
+			out[i] = PushResult{ID: msgs[i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
+		}
+		return out, nil
+	})
+}
+
+// backend names the backend in messages.
+func (q *Queue) backend() string {
+	if q.scheme == "" {
+		return "of this queue"
+	}
+	return q.scheme
+}
+
+// prepareAll validates and encodes tasks for a push; an invalid task fails
+// the whole push before anything is sent.
+func (q *Queue) prepareAll(ctx context.Context, tasks []*Task) ([]*driver.Message, error) {
 	msgs := make([]*driver.Message, len(tasks))
 	for i, t := range tasks {
 		m, err := q.prepare(ctx, t)
@@ -278,7 +324,19 @@ func (q *Queue) PushBatch(ctx context.Context, tasks []*Task) ([]PushResult, err
 	}
 	// Deterministic IDs make duplicate detection useful; say once where the
 	// backend cannot provide it.
-	if err := q.degrade(op, driver.Dedup); err != nil {
+	if err := q.degrade("push", driver.Dedup); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+func (q *Queue) pushBatch(ctx context.Context, tasks []*Task) ([]PushResult, error) {
+	const op = "push"
+	if err := q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	msgs, err := q.prepareAll(ctx, tasks)
+	if err != nil {
 		return nil, err
 	}
 	results := make([]PushResult, len(tasks))

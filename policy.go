@@ -24,9 +24,6 @@ type PolicyKind = driver.PolicyKind
 // KeyStat is the current state of one policy key; see Policies.KeyStats.
 type KeyStat = driver.KeyStat
 
-// SortPolicies sorts policies as List returns them: by kind, then key.
-func SortPolicies(ps []Policy) { driver.SortPolicies(ps) }
-
 // QueueFullError is the cause of a push refused because the queue reached
 // its max-depth policy. Reach it with errors.As; the error's code is
 // ResourceExhausted.
@@ -165,7 +162,7 @@ func (p *Policies) store(op string) (driver.PolicyStore, error) {
 	ps, ok := p.q.drv.(driver.PolicyStore)
 	if !ok {
 		return nil, &Error{Code: Unimplemented, Op: op, Queue: p.q.url,
-			Msg: "backend " + p.q.scheme + " keeps no queue policies (concurrency, rate, max-depth); run `jobq backends` to see which backends do"}
+			Msg: "backend " + p.q.backend() + " keeps no queue policies (concurrency, rate, max-depth); run `jobq backends` to see which backends do"}
 	}
 	return ps, nil
 }
@@ -277,25 +274,28 @@ func (q *Queue) checkKeys(op string, t *Task) error {
 	return nil
 }
 
-// PushOptions are the settings of PushWithOptions.
+// PushOptions are the settings of PushBatch and PushTx. The zero value
+// fails a push that a max-depth policy refuses with ResourceExhausted.
 type PushOptions struct {
 	// WaitForRoom makes a push that the queue's max-depth refuses wait, with
 	// exponential backoff, until there is room or the context ends, instead
-	// of failing with ResourceExhausted.
+	// of failing with ResourceExhausted. A batch larger than the bound itself
+	// can never fit and fails at once. Defaults to false.
 	WaitForRoom bool
-	// MaxBackoff caps the pause between attempts; default 5s.
+	// MaxBackoff caps the pause between attempts of WaitForRoom. Defaults to
+	// 5 seconds.
 	MaxBackoff time.Duration
-	// OnFull, when set, is called before each pause with the refusal, so
-	// that callers can report that they are waiting.
+	// OnFull, when set, is called before each pause of WaitForRoom with the
+	// refusal, so that callers can report that they are waiting. Defaults to
+	// nil.
 	OnFull func(*QueueFullError, time.Duration)
 }
 
-// PushWithOptions is PushBatch with options. With WaitForRoom, a refusal by
-// max-depth is retried until the batch fits; a batch larger than the bound
-// itself can never fit and fails at once.
-func (q *Queue) PushWithOptions(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
+// waitForRoom runs push once, or, with opts.WaitForRoom, until max-depth
+// stops refusing it.
+func (q *Queue) waitForRoom(ctx context.Context, opts PushOptions, push func() ([]PushResult, error)) ([]PushResult, error) {
 	if !opts.WaitForRoom {
-		return q.PushBatch(ctx, tasks)
+		return push()
 	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 50 * time.Millisecond
@@ -306,7 +306,7 @@ func (q *Queue) PushWithOptions(ctx context.Context, tasks []*Task, opts PushOpt
 	b.MaxElapsedTime = 0 // the context bounds the wait
 	b.Reset()
 	for {
-		res, err := q.PushBatch(ctx, tasks)
+		res, err := push()
 		var qf *QueueFullError
 		if err == nil || !errors.As(err, &qf) || len(res) > 0 {
 			return res, err

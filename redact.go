@@ -205,8 +205,3 @@ func RedactURL(s string) string {
 	// user-info part.
 	return Redact(u.String())
 }
-
-// RedactConnectionString hides the secret parts of an Azure-style connection
-// string (AccountKey=, SharedAccessKey=, SharedAccessSignature=, and sig= in
-// an endpoint URL such as QueueEndpoint=https://...?sv=...&sig=...).
-func RedactConnectionString(s string) string { return Redact(s) }

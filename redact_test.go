@@ -99,8 +99,8 @@ func FuzzRedactURL(f *testing.F) {
 		if len(qs) >= 4 && !strings.ContainsAny(password, "&;\"', \t\n\r\v\f") {
 			for _, got := range []string{
 				jobq.RedactURL(scheme + "://h/q?" + q),
-				jobq.RedactConnectionString("AccountName=a;AccountKey=" + password + ";EndpointSuffix=x"),
-				jobq.RedactConnectionString("QueueEndpoint=https://a/?sv=1&sig=" + qs + ";AccountName=a"),
+				jobq.Redact("AccountName=a;AccountKey=" + password + ";EndpointSuffix=x"),
+				jobq.Redact("QueueEndpoint=https://a/?sv=1&sig=" + qs + ";AccountName=a"),
 			} {
 				if strings.Contains(got, password) || strings.Contains(got, qs) {
 					t.Fatalf("redaction %q still shows the password %q", got, password)

@@ -9,7 +9,7 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// DefaultPushRetry is the default OpenOptions.PushRetry.
+// DefaultPushRetry is the default Options.PushRetry.
 const DefaultPushRetry = time.Minute
 
 // Pauses between attempts of a push the backend could not reach.

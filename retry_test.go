@@ -84,7 +84,12 @@ func (flakyOpener) Open(ctx context.Context, u *url.URL, o driver.OpenOptions) (
 	return f, nil
 }
 
-func init() { jobq.Register("flaky", flakyOpener{}) }
+// flakyMux opens flaky:// URLs; the tests need no scheme on the default mux.
+var flakyMux = func() *jobq.URLMux {
+	m := new(jobq.URLMux)
+	m.Register("flaky", flakyOpener{})
+	return m
+}()
 
 func TestPushRetriesUnavailable(t *testing.T) {
 	t.Parallel()
@@ -112,7 +117,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 			flaky.m[host] = f
 			flaky.Unlock()
 			ctx := context.Background()
-			q, err := jobq.OpenWithOptions(ctx, "flaky://"+host, jobq.OpenOptions{PushRetry: tc.retry, Logger: slog.New(slog.DiscardHandler)})
+			q, err := flakyMux.Open(ctx, "flaky://"+host, jobq.Options{PushRetry: tc.retry, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +126,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 			for i := range 5 {
 				tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 			}
-			res, err := q.PushBatch(ctx, tasks)
+			res, err := q.PushBatch(ctx, tasks, jobq.PushOptions{})
 			if (err != nil) != tc.fails || (tc.fails && jobq.ErrorCode(err) != tc.wantCode) {
 				t.Fatalf("PushBatch error %v, want failure %v with code %v", err, tc.fails, tc.wantCode)
 			}
@@ -168,7 +173,7 @@ func TestPushRetryEndsWithContext(t *testing.T) {
 	flaky.Lock()
 	flaky.m["ctx"] = &flakyPush{fault: fault{fails: 1000, code: driver.Unavailable}}
 	flaky.Unlock()
-	q, err := jobq.OpenWithOptions(context.Background(), "flaky://ctx", jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := flakyMux.Open(context.Background(), "flaky://ctx", jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ type stashes struct {
 }
 
 // takeStashParam removes the stash= parameter from u and returns the stash
-// location to use: explicit (OpenOptions.StashURL) wins over the parameter.
+// location to use: explicit (Options.StashURL) wins over the parameter.
 func takeStashParam(u *url.URL, explicit string) string {
 	q := u.Query()
 	param, has := q[stashParam]

@@ -57,7 +57,7 @@ func setupFileStash(t *testing.T) *stashBundle {
 }
 
 // setupGCSStash opens a queue whose stash is a bucket on an in-process
-// fake-gcs-server, given by OpenOptions.StashURL and reached through
+// fake-gcs-server, given by Options.StashURL and reached through
 // STORAGE_EMULATOR_HOST (so tests using it cannot be parallel).
 func setupGCSStash(t *testing.T) *stashBundle {
 	t.Helper()
@@ -69,7 +69,7 @@ func setupGCSStash(t *testing.T) *stashBundle {
 	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "tasks"})
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
 	u := sqliteURL(t)
-	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.OpenOptions{StashURL: "gs://tasks/jobq"})
+	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.Options{StashURL: "gs://tasks/jobq"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func setupBlobStash(t *testing.T) *stashBundle {
 	t.Cleanup(func() { _, _ = c.Delete(context.Background(), nil) })
 	u := sqliteURL(t)
 	loc := "azblob://devstoreaccount1/" + name + "/jobq"
-	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.OpenOptions{StashURL: loc})
+	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.Options{StashURL: loc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestStashOpenErrors(t *testing.T) {
 	}
 	// The explicit option wins over the URL parameter.
 	dir := t.TempDir()
-	q, err := jobq.OpenWithOptions(t.Context(), sqliteURL(t)+"&stash=s3://ignored", jobq.OpenOptions{StashURL: "file://" + dir})
+	q, err := jobq.OpenWithOptions(t.Context(), sqliteURL(t)+"&stash=s3://ignored", jobq.Options{StashURL: "file://" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestStashOpenErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("%d objects in the OpenOptions stash, want 1", len(ents))
+		t.Errorf("%d objects in the Options stash, want 1", len(ents))
 	}
 }
 

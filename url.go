@@ -1,7 +1,10 @@
 package jobq
 
 import (
-	"regexp"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -9,70 +12,124 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-var registry = struct {
-	sync.RWMutex
+// URLMux maps URL schemes to the backends that open them. Its zero value is
+// an empty mux, ready to use. Backends register on the default mux (see
+// DefaultURLMux) from their init functions; a test or an embedding program
+// that wants its own set of schemes, or an opener configured with values
+// (credentials, clients), registers them on a URLMux of its own.
+type URLMux struct {
+	mu      sync.RWMutex
 	openers map[string]driver.Opener
-}{openers: map[string]driver.Opener{}}
+}
 
-// Register makes a backend available under a URL scheme. Backends call it
-// from an init function; importing github.com/jobq/jobq/backends/all
-// registers every backend. Registering a scheme twice panics, because it is
-// a programming error found at start-up.
-func Register(scheme string, o driver.Opener) {
-	registry.Lock()
-	defer registry.Unlock()
+var defaultMux = new(URLMux)
+
+// DefaultURLMux returns the mux that Open, OpenWithOptions and Register use.
+// Importing github.com/jobq/jobq/backends/all registers every backend on it.
+func DefaultURLMux() *URLMux { return defaultMux }
+
+// Register makes a backend available on the default mux under a URL scheme;
+// it is DefaultURLMux().Register.
+func Register(scheme string, o driver.Opener) { defaultMux.Register(scheme, o) }
+
+// Register makes o open URLs of scheme (case-insensitive). Registering a
+// scheme twice panics, because it is a programming error found at start-up.
+func (m *URLMux) Register(scheme string, o driver.Opener) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	scheme = strings.ToLower(scheme)
-	if _, dup := registry.openers[scheme]; dup {
+	if _, dup := m.openers[scheme]; dup {
 		panic("jobq: scheme " + scheme + " registered twice")
 	}
-	registry.openers[scheme] = o
+	if m.openers == nil {
+		m.openers = map[string]driver.Opener{}
+	}
+	m.openers[scheme] = o
 }
 
 // Schemes returns the registered URL schemes, sorted.
-func Schemes() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	out := make([]string, 0, len(registry.openers))
-	for s := range registry.openers {
+func (m *URLMux) Schemes() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]string, 0, len(m.openers))
+	for s := range m.openers {
 		out = append(out, s)
 	}
 	sort.Strings(out)
 	return out
 }
 
-// BackendCapabilities returns what the backend registered for scheme
-// declares, without connecting.
-func BackendCapabilities(scheme string) (driver.Capabilities, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	o, ok := registry.openers[strings.ToLower(scheme)]
-	if !ok {
-		return driver.Capabilities{}, false
-	}
-	return o.Capabilities(), true
-}
-
-// BackendOpener returns the opener registered for scheme, for tools that
-// must reach a driver beneath the portable layer (the conformance suite
-// stores raw, undecodable messages through it). Programs use Open.
-func BackendOpener(scheme string) (driver.Opener, bool) { return lookupOpener(scheme) }
-
-func lookupOpener(scheme string) (driver.Opener, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	o, ok := registry.openers[strings.ToLower(scheme)]
+// Opener returns the opener registered for scheme, for tools that must
+// reach a driver beneath the portable layer or read a backend's declared
+// capabilities without connecting. Programs use Open.
+func (m *URLMux) Opener(scheme string) (driver.Opener, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	o, ok := m.openers[strings.ToLower(scheme)]
 	return o, ok
 }
 
-// bareAzureQueue matches ai4s-jobq's "account/queue" form.
-var bareAzureQueue = regexp.MustCompile(`^[a-z0-9]{3,24}/[a-z0-9][a-z0-9-]{1,62}$`)
-
-// NormalizeURL turns the queue forms ai4s-jobq accepts into URLs:
-// "account/queue" becomes "azqueue://account/queue". Other strings are
-// returned unchanged.
-func NormalizeURL(s string) string {
-	if !strings.Contains(s, "://") && bareAzureQueue.MatchString(s) {
-		return "azqueue://" + s
+// Open opens the queue named by rawURL: its scheme picks the opener, the
+// portable layer takes its own parameters (stash=) from the query, and the
+// driver the opener returns becomes the Queue, as New would make it. An
+// unknown scheme or query parameter is an InvalidArgument error that names
+// it.
+func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
+	rawURL = strings.TrimSpace(rawURL)
+	redacted := RedactURL(rawURL)
+	if rawURL == "" {
+		return nil, &Error{Code: InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
 	}
-	return s
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+			Msg: fmt.Sprintf("%q is not a queue URL: use SCHEME://...; registered schemes: %s", redacted, orNone(m.Schemes()))}
+	}
+	opener, ok := m.Opener(u.Scheme)
+	if !ok {
+		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+			Msg: fmt.Sprintf("unknown queue scheme %q: registered schemes are %s (import github.com/jobq/jobq/backends/all to register every backend)",
+				u.Scheme, orNone(m.Schemes()))}
+	}
+	log := opts.logger().With("queue", redacted)
+	stashes, err := openStashes(ctx, opts.StashMux, takeStashParam(u, opts.StashURL), redacted)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log, ConnectionString: opts.ConnectionString})
+	if err != nil {
+		var je *Error
+		stashes.close()
+		if errors.As(err, &je) {
+			return nil, err
+		}
+		return nil, &Error{Code: driver.CodeOf(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
+	}
+	return newQueue(drv, opts, queueInfo{scheme: strings.ToLower(u.Scheme), url: redacted, name: queueName(u, drv), log: log, stash: stashes}), nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}
+
+// queueName asks the driver (driver.Namer); otherwise it is the queue=
+// parameter, else the last path element.
+func queueName(u *url.URL, drv driver.Driver) string {
+	if n, ok := drv.(driver.Namer); ok {
+		return n.QueueName()
+	}
+	if n := u.Query().Get("queue"); n != "" {
+		return n
+	}
+	p := strings.Trim(u.Path, "/")
+	if i := strings.LastIndex(p, "/"); i >= 0 {
+		p = p[i+1:]
+	}
+	if p == "" {
+		return "default"
+	}
+	return p
 }

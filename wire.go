@@ -63,7 +63,7 @@ type wireOmit struct {
 }
 
 // omitFor returns what a backend with caps makes redundant.
-func omitFor(caps Capabilities) wireOmit {
+func omitFor(caps driver.Capabilities) wireOmit {
 	return wireOmit{
 		priority:  caps.Features[driver.Priority].Level == driver.Unsupported,
 		notBefore: caps.Features[driver.DelayedPush].Level == driver.Native,
@@ -619,10 +619,6 @@ func decodeError(format string, args ...any) *Error {
 	return &Error{Code: InvalidArgument, Op: "decode", Msg: fmt.Sprintf(format, args...)}
 }
 
-// aiJobqSchemes are the backends ai4s-jobq also reads, where its workers
-// may share a queue with jobq's.
-var aiJobqSchemes = map[string]bool{"azqueue": true, "sb": true, "servicebus": true}
-
 // featureV2 is the key of the once-per-queue warning about v2 bodies on a
 // queue ai4s-jobq workers may read.
 const featureV2 driver.Feature = "schema-v2"
@@ -639,10 +635,11 @@ func (q *Queue) marshal(t *Task) ([]byte, error) {
 	return body, err
 }
 
-// warnV2 logs, once per queue and only on a queue ai4s-jobq can read, that
-// its tasks use schema v2, on which ai4s-jobq workers stop.
+// warnV2 logs, once per queue and only on a queue ai4s-jobq can read
+// (Capabilities.SharedWithAI4SJobq), that its tasks use schema v2, on which
+// ai4s-jobq workers stop.
 func (q *Queue) warnV2(fields []string) {
-	if !aiJobqSchemes[q.scheme] {
+	if !q.caps.SharedWithAI4SJobq {
 		return
 	}
 	q.warned.mu.Lock()

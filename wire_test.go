@@ -448,8 +448,8 @@ func BenchmarkUnmarshalPayloadTask(b *testing.B) {
 
 func TestMarshalOmitsWhatTheBackendMakesRedundant(t *testing.T) {
 	t.Parallel()
-	caps := func(prio, delay driver.Level) Capabilities {
-		return Capabilities{Features: map[driver.Feature]driver.Support{
+	caps := func(prio, delay driver.Level) driver.Capabilities {
+		return driver.Capabilities{Features: map[driver.Feature]driver.Support{
 			driver.Priority: {Level: prio}, driver.DelayedPush: {Level: delay}}}
 	}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -457,7 +457,7 @@ func TestMarshalOmitsWhatTheBackendMakesRedundant(t *testing.T) {
 	v1ID, _ := TaskID(v1)
 	tests := []struct {
 		name     string
-		caps     Capabilities
+		caps     driver.Capabilities
 		task     Task
 		wantV2   bool
 		wantV1ID bool

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/catalog"
 )
 
 func (a *app) backendsCommand() *cobra.Command {
@@ -20,15 +21,15 @@ needed.`,
 		Example: `  jobq backends`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(jobq.Schemes()) == 0 {
+			if len(jobq.DefaultURLMux().Schemes()) == 0 {
 				fmt.Fprintln(a.stdout, "no backends are registered in this build")
 				return nil
 			}
-			if err := jobq.WriteCapabilityMatrix(a.stdout); err != nil {
+			if err := catalog.WriteCapabilityMatrix(a.stdout, jobq.DefaultURLMux()); err != nil {
 				return err
 			}
 			fmt.Fprintln(a.stdout, "\nWhat happens instead, where a feature is not native:")
-			return jobq.WriteFallbacks(a.stdout)
+			return catalog.WriteFallbacks(a.stdout, jobq.DefaultURLMux())
 		},
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/bound"
+	"github.com/jobq/jobq/internal/queueurl"
 )
 
 // pushBatchSize is how many tasks one PushBatch carries (the portable layer
@@ -345,7 +346,7 @@ func (p *pusher) send(ctx context.Context) error {
 	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
-		job.res, job.err = p.q.PushWithOptions(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting})
+		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting})
 	}()
 	p.pending = append(p.pending, job)
 	return nil
@@ -494,7 +495,7 @@ func (a *app) setDedupWindow(d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	u, perr := url.Parse(jobq.NormalizeURL(raw))
+	u, perr := url.Parse(queueurl.Normalize(raw))
 	if perr != nil || (u.Scheme != "sb" && u.Scheme != "servicebus") {
 		a.log.Warn("--dedup-window applies to Service Bus queues only; ignored", "queue", jobq.RedactURL(raw))
 		return nil

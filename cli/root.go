@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/queueurl"
 )
 
 // app holds what every command shares: the global flags, the streams, the
@@ -213,12 +214,12 @@ func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	norm := jobq.NormalizeURL(raw)
+	norm := queueurl.Normalize(raw)
 	if u, perr := url.Parse(norm); perr != nil || u.Scheme == "" {
 		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", jobq.RedactURL(raw))
-	} else if _, ok := jobq.BackendCapabilities(u.Scheme); !ok {
+	} else if _, ok := jobq.DefaultURLMux().Opener(u.Scheme); !ok {
 		return nil, usageError("backend not available: no backend for scheme %q is built into this jobq (available: %s); run 'jobq backends'",
-			u.Scheme, strings.Join(jobq.Schemes(), ", "))
+			u.Scheme, strings.Join(jobq.DefaultURLMux().Schemes(), ", "))
 	}
 	// The connection string reaches the backend and the azblob stash as a
 	// value: the process environment is left as it is.
@@ -226,7 +227,7 @@ func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
 	if connStr == "" {
 		connStr = os.Getenv("JOBQ_CONNECTION_STRING")
 	}
-	opts := jobq.OpenOptions{Logger: a.log, ConnectionString: connStr}
+	opts := jobq.Options{Logger: a.log, ConnectionString: connStr}
 	if err := a.applyStash(&opts); err != nil {
 		return nil, err
 	}

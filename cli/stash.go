@@ -14,7 +14,7 @@ import (
 // (--conn-str, $JOBQ_CONNECTION_STRING) the stores open through a mux of
 // this command's own whose azblob opener holds it, so the string reaches
 // the store as a value.
-func (a *app) applyStash(o *jobq.OpenOptions) error {
+func (a *app) applyStash(o *jobq.Options) error {
 	s := a.stash
 	if s == "" {
 		s = os.Getenv("JOBQ_STASH")

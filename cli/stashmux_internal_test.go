@@ -28,7 +28,7 @@ func TestStashMuxGivesAzblobTheConnectionString(t *testing.T) {
 	if azblob.DefaultOpener.ConnectionString != "" {
 		t.Error("the default azblob opener was changed")
 	}
-	var opts jobq.OpenOptions
+	var opts jobq.Options
 	if err := (&app{}).applyStash(&opts); err != nil || opts.StashMux != nil {
 		t.Errorf("without a connection string: StashMux = %v, %v; want the default (nil)", opts.StashMux, err)
 	}

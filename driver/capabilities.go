@@ -136,3 +136,24 @@ func NativeExcept(overrides map[Feature]Support) map[Feature]Support {
 	}
 	return m
 }
+
+// portableFallbacks are the features the portable layer itself can do
+// without when a driver declares them Unsupported, because ignoring the
+// request is safe; each says what happens instead. Calls that need any other
+// unsupported feature fail with Unimplemented, because doing nothing would be
+// a silent change of meaning.
+var portableFallbacks = map[Feature]string{
+	Priority:      "priority is ignored; tasks are received in roughly push order",
+	ExactCount:    "counts are approximate",
+	Dedup:         "a task whose ID is already queued is queued again (at-least-once delivery still holds)",
+	InPlaceUpdate: "the retry budget is counted from the delivery count instead of a decremented num_retries, so a lease that expires also uses up a retry",
+}
+
+// PortableFallback says what the portable layer does instead when a driver
+// declares f Unsupported and ignoring the request is safe. ok is false for
+// the features without such a fallback: the portable layer then fails calls
+// that need f with Unimplemented.
+func PortableFallback(f Feature) (instead string, ok bool) {
+	instead, ok = portableFallbacks[f]
+	return instead, ok
+}

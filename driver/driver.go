@@ -283,8 +283,10 @@ type Driver interface {
 	Close() error
 }
 
-// Opener opens a Driver for a URL. Backends register one per scheme with
-// jobq.Register, usually in an init function.
+// Opener opens a Driver for a URL. Backends register one per scheme on a
+// jobq.URLMux (on the default one with jobq.Register, usually in an init
+// function). An opener is a thin adapter: it parses the URL, builds the
+// engine's client and hands it to the backend's constructor.
 type Opener interface {
 	// Open opens the queue named by u. u's query holds only the driver's own
 	// parameters (the portable layer removed its own, such as stash=); the
@@ -307,4 +309,22 @@ type OpenOptions struct {
 	// connection strings (azqueue, servicebus) use it before any
 	// environment variable; the others ignore it. Never logged.
 	ConnectionString string
+}
+
+// TxPusher is implemented by drivers that can push messages inside the
+// application's own database transaction, so that they are stored if and
+// only if it commits. Such a driver declares TransactionalPush Native.
+// Queue.PushTx validates, encodes and checks the tasks exactly as a push
+// does, then calls PushTx once; the driver only stores the messages.
+type TxPusher interface {
+	// PushTx stores msgs through tx, in order and atomically with the rest
+	// of the transaction, and returns one result per message, as Push does.
+	// tx is the engine client's transaction type, which the driver
+	// documents (pgx.Tx for Postgres); any other value is an
+	// InvalidArgument error. The messages become visible to receivers when
+	// tx commits and vanish if it rolls back. PushTx must not retry: an
+	// engine error has usually aborted the transaction. An error that
+	// concerns only the push (such as QueueFull under a max-depth bound)
+	// must leave the transaction usable.
+	PushTx(ctx context.Context, tx any, msgs []*Message) ([]PushResult, error)
 }

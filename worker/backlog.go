@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // A task whose handler has returned gives its claim token back before its
@@ -35,7 +35,7 @@ const maxUnsettled = 512
 // backend that receives at most N messages per request (Azure Storage
 // Queue: 32) settles them one request each, and more than one batch of
 // settlements in flight only adds to what a crash re-runs.
-func unsettledLimit(c jobq.Capabilities) int {
+func unsettledLimit(c driver.Capabilities) int {
 	if n := c.MaxReceiveBatch; n > 0 && n < maxUnsettled {
 		return n
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // TestBacklogBounds: a finished task gives its token back early only while
@@ -52,7 +52,7 @@ func TestUnsettledLimit(t *testing.T) {
 		{5000, maxUnsettled}, // larger than the settler's batch
 	}
 	for _, c := range cases {
-		if got := unsettledLimit(jobq.Capabilities{MaxReceiveBatch: c.receive}); got != c.want {
+		if got := unsettledLimit(driver.Capabilities{MaxReceiveBatch: c.receive}); got != c.want {
 			t.Errorf("MaxReceiveBatch %d: limit %d, want %d", c.receive, got, c.want)
 		}
 	}

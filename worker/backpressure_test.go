@@ -53,7 +53,7 @@ func TestFailureBackoffPauses(t *testing.T) {
 func TestEmulatedConcurrencyPerWorker(t *testing.T) {
 	t.Parallel()
 	url := "mem://worker-emulated-" + rand.Text() + "?emulated=concurrency-limit,rate-limit"
-	q, err := jobq.OpenWithOptions(t.Context(), url, jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(t.Context(), url, jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

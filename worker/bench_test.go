@@ -30,7 +30,7 @@ func BenchmarkWorkerNoop(b *testing.B) {
 
 func benchWorkerNoop(b *testing.B, scheme string, concurrency, receivers int) {
 	u := scheme + "://" + filepath.Join(b.TempDir(), "q.db") + "?queue=bench"
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.Options{Logger: quietLog()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func pushTrueTasks(b *testing.B, q *jobq.Queue) {
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
 	}
-	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
+	if _, err := q.PushBatch(context.Background(), tasks, jobq.PushOptions{}); err != nil {
 		b.Fatal(err)
 	}
 }

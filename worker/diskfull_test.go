@@ -78,7 +78,7 @@ func awaitLog(t *testing.T, logs *logRecorder, ss ...string) {
 func TestDiskFullPausesAndResumes(t *testing.T) {
 	t.Parallel()
 	dir := smallDisk(t, 4<<20)
-	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 func TestDiskFullBeforeStartWaits(t *testing.T) {
 	t.Parallel()
 	dir := smallDisk(t, 4<<20)
-	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestDiskFullBeforeStartWaits(t *testing.T) {
 func TestDiskFullPastTheLeaseRunsAgain(t *testing.T) {
 	t.Parallel()
 	dir := smallDisk(t, 4<<20)
-	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

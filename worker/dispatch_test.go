@@ -215,7 +215,7 @@ type wrappedSQLite struct {
 func openWrapped(t *testing.T, scheme string) *jobq.Queue {
 	t.Helper()
 	u := scheme + "://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func ExampleMux() {
 	if _, err := q.PushBatch(ctx, []*jobq.Task{
 		{Kind: "resize", Payload: args},
 		{Kind: "welcome-email", Payload: json.RawMessage(`{"to": "ada@example.com"}`)},
-	}); err != nil {
+	}, jobq.PushOptions{}); err != nil {
 		log.Fatal(err)
 	}
 

@@ -23,7 +23,7 @@ import (
 func openQueue(t testing.TB) *jobq.Queue {
 	t.Helper()
 	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=test"
-	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.OpenOptions{Logger: quietLog()})
+	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 func push(t *testing.T, q *jobq.Queue, tasks ...*jobq.Task) {
 	t.Helper()
-	if _, err := q.PushBatch(context.Background(), tasks); err != nil {
+	if _, err := q.PushBatch(context.Background(), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

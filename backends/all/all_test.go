@@ -14,18 +14,19 @@ import (
 // that each declares every feature.
 func TestRegistered(t *testing.T) {
 	t.Parallel()
-	schemes := jobq.Schemes()
+	schemes := jobq.DefaultURLMux().Schemes()
 	for _, s := range []string{"azqueue", "mem", "postgres", "redis", "sb", "sqlite"} {
 		if !slices.Contains(schemes, s) {
 			t.Errorf("scheme %s is not registered; registered: %v", s, schemes)
 		}
 	}
 	for _, s := range schemes {
-		caps, ok := jobq.BackendCapabilities(s)
+		o, ok := jobq.DefaultURLMux().Opener(s)
 		if !ok {
-			t.Errorf("no capabilities for registered scheme %s", s)
+			t.Errorf("no opener for registered scheme %s", s)
 			continue
 		}
+		caps := o.Capabilities()
 		for _, f := range driver.AllFeatures {
 			if _, ok := caps.Features[f]; !ok {
 				t.Errorf("%s does not declare feature %s", s, f)

@@ -69,7 +69,7 @@ func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azque
 		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
 		if err != nil {
 			return nil, "", driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.RedactConnectionString(cs))
+				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.Redact(cs))
 		}
 		where = serviceAccount(svc.URL())
 		if c.account != "" && where != "" && c.account != where {

@@ -6,7 +6,7 @@
 //
 //	azqueue://ACCOUNT/QUEUE[?param=value...]
 //
-// ai4s-jobq's bare form ACCOUNT/QUEUE is accepted too (jobq.NormalizeURL
+// ai4s-jobq's bare form ACCOUNT/QUEUE is accepted too (the CLI
 // turns it into the URL above). Dead letters go to the queue QUEUE-failed,
 // as in ai4s-jobq.
 //

@@ -21,7 +21,7 @@ import (
 func openBench(b *testing.B, params string) *jobq.Queue {
 	b.Helper()
 	u := newQueueURL(b) + params
-	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func BenchmarkPushBatch(b *testing.B) {
 		for i := range tasks {
 			tasks[i] = &jobq.Task{Command: fmt.Sprintf("echo %d", i)}
 		}
-		if _, err := q.PushBatch(ctx, tasks); err != nil {
+		if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -118,7 +118,7 @@ func BenchmarkDrain(b *testing.B) {
 		for i := range batch {
 			batch[i] = &jobq.Task{Command: fmt.Sprintf("echo %d", i)}
 		}
-		if _, err := q.PushBatch(ctx, batch); err != nil {
+		if _, err := q.PushBatch(ctx, batch, jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -159,7 +159,7 @@ func BenchmarkWorkerDrain(b *testing.B) {
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("true # %d", i)}
 	}
-	if _, err := q.PushBatch(ctx, tasks); err != nil {
+	if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	var ran atomic.Int64

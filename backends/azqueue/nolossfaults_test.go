@@ -62,7 +62,7 @@ func TestNoLossUnderFaults(t *testing.T) {
 	p := startProxy(t, faultSeed(t))
 	raw := newQueueURL(t)
 	quiet := slog.New(slog.DiscardHandler)
-	q, err := jobq.OpenWithOptions(t.Context(), viaURL(t, p, raw, "retry_delay=10ms&poll_max=100ms"), jobq.OpenOptions{Logger: quiet})
+	q, err := jobq.OpenWithOptions(t.Context(), viaURL(t, p, raw, "retry_delay=10ms&poll_max=100ms"), jobq.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/queueurl"
 )
 
 // These tests check the driver's mapping onto Storage Queue directly, with
@@ -352,7 +353,7 @@ func TestStatsPeekClear(t *testing.T) {
 	t.Parallel()
 	q, _ := openQueue(t)
 	tasks := []*jobq.Task{shell("a"), shell("b"), shell("c")}
-	if _, err := q.PushBatch(t.Context(), tasks); err != nil {
+	if _, err := q.PushBatch(t.Context(), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := q.Stats(t.Context())
@@ -417,11 +418,13 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestBareFormAndClosed: ai4s-jobq's bare ACCOUNT/QUEUE form, which the
+// CLI rewrites (internal/queueurl), opens the same queue.
 func TestBareFormAndClosed(t *testing.T) {
 	t.Parallel()
 	u := newQueueURL(t)
 	bare := strings.TrimPrefix(u, "azqueue://")
-	q, err := jobq.Open(t.Context(), bare)
+	q, err := jobq.Open(t.Context(), queueurl.Normalize(bare))
 	if err != nil {
 		t.Fatalf("open %s: %v", bare, err)
 	}

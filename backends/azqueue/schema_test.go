@@ -18,7 +18,7 @@ func TestV2OnlyWhenItChangesHowTheTaskRuns(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	u := newQueueURL(t)
-	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.OpenOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func openDriver(ctx context.Context, rawURL string) (driver.Driver, error) {
 func openQueue(t *testing.T) (*jobq.Queue, string) {
 	t.Helper()
 	u := newQueueURL(t)
-	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(t.Context(), u, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("open %s: %v", u, err)
 	}

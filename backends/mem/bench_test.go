@@ -50,7 +50,7 @@ func BenchmarkBatch(b *testing.B) {
 		for i := range ts {
 			ts[i] = &jobq.Task{Command: "true", ID: rand.Text()}
 		}
-		if _, err := q.PushBatch(ctx, ts); err != nil {
+		if _, err := q.PushBatch(ctx, ts, jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		envs, err := q.ReceiveBatch(ctx, n, jobq.ReceiveOptions{Visibility: time.Minute})

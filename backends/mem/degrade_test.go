@@ -50,7 +50,7 @@ func (w *warnLog) degraded(f driver.Feature) []string {
 func openLogged(t *testing.T, url string) (*jobq.Queue, *warnLog) {
 	t.Helper()
 	w := &warnLog{}
-	q, err := jobq.OpenWithOptions(t.Context(), url, jobq.OpenOptions{Logger: slog.New(w)})
+	q, err := jobq.OpenWithOptions(t.Context(), url, jobq.Options{Logger: slog.New(w)})
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}

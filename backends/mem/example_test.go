@@ -96,7 +96,7 @@ func Example_degraded() {
 			return a
 		},
 	}))
-	q, err := jobq.OpenWithOptions(ctx, "mem://example-degraded?unsupported=priority", jobq.OpenOptions{Logger: logger})
+	q, err := jobq.OpenWithOptions(ctx, "mem://example-degraded?unsupported=priority", jobq.Options{Logger: logger})
 	if err != nil {
 		fmt.Println(err)
 		return

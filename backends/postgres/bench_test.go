@@ -61,11 +61,10 @@ func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *Driver) {
 	b.Helper()
 	q := benchkit.Open(b, benchURL(b, extra...))
 	b.Cleanup(func() { q.Clear(context.Background()) })
-	var txp TxPusher
-	if !q.As(&txp) {
-		b.Fatal("As(*TxPusher) failed")
+	var d *Driver
+	if !q.As(&d) {
+		b.Fatal("As(**Driver) failed")
 	}
-	d := txp.(*Driver)
 	warmPool(b, d)
 	return q, d
 }
@@ -153,9 +152,8 @@ func BenchmarkPickupLatency(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			raw := benchURL(b, modeURL(mode)...)
 			consumer, producer := benchkit.Open(b, raw), benchkit.Open(b, raw)
-			var txp TxPusher
-			consumer.As(&txp)
-			d := txp.(*Driver)
+			var d *Driver
+			consumer.As(&d)
 			benchkit.PickupLatency(b, consumer, producer, func() bool { return d.idle.Load() != 0 })
 		})
 	}

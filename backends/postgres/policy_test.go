@@ -20,7 +20,7 @@ import (
 func TestClaimSkipsCrowdedHead(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	q, err := jobq.OpenWithOptions(ctx, newQueueURL(t), jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(ctx, newQueueURL(t), jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestClaimSkipsCrowdedHead(t *testing.T) {
 		tasks = append(tasks, &jobq.Task{Command: fmt.Sprintf("busy %d", i), ConcurrencyKey: "busy"})
 	}
 	tasks = append(tasks, &jobq.Task{Command: "free"})
-	if _, err := q.PushBatch(ctx, tasks); err != nil {
+	if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	first, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})

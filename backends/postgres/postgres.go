@@ -31,9 +31,13 @@
 //
 // # Escape hatches
 //
-// A queue's As method (jobq.Queue.As) accepts:
-//   - *TxPusher: push tasks inside the application's own pgx transaction.
-//   - **pgxpool.Pool: the connection pool the queue uses.
+// A queue's As method (jobq.Queue.As) accepts **pgxpool.Pool: the connection
+// pool the queue uses.
+//
+// # Transactional push
+//
+// jobq.Queue.PushTx takes a pgx.Tx: the tasks are queued if and only if the
+// application's transaction commits (see PushTx on the driver).
 package postgres
 
 import (
@@ -180,7 +184,7 @@ func (d *Driver) ErrorCode(err error) driver.Code { return codeOf(err) }
 // As implements driver.Driver; see the package documentation for the types.
 func (d *Driver) As(target any) bool {
 	switch t := target.(type) {
-	case *TxPusher:
+	case **Driver: // for this package's tests and benchmarks
 		*t = d
 		return true
 	case **pgxpool.Pool:

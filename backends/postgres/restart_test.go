@@ -180,9 +180,9 @@ func TestSurvivesServerRestart(t *testing.T) {
 		for j := range batch {
 			batch[j] = &jobq.Task{Command: fmt.Sprintf("echo %d", i+j)}
 		}
-		// The push retries by itself (OpenOptions.PushRetry) on the
+		// The push retries by itself (Options.PushRetry) on the
 		// connections the restart broke.
-		res, err := producer.PushBatch(ctx, batch)
+		res, err := producer.PushBatch(ctx, batch, jobq.PushOptions{})
 		if err != nil {
 			t.Fatalf("push after the restart: %v", err)
 		}

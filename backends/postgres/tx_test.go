@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/backends/postgres"
+	"github.com/jobq/jobq/driver"
 )
 
 func openQueue(t *testing.T) *jobq.Queue {
@@ -28,15 +30,14 @@ func openQueue(t *testing.T) *jobq.Queue {
 	return q
 }
 
-// txHandles returns q's TxPusher and pool through its escape hatch.
-func txHandles(t *testing.T, q *jobq.Queue) (postgres.TxPusher, *pgxpool.Pool) {
+// poolOf returns q's pool through its escape hatch.
+func poolOf(t *testing.T, q *jobq.Queue) *pgxpool.Pool {
 	t.Helper()
-	var txp postgres.TxPusher
 	var pool *pgxpool.Pool
-	if !q.As(&txp) || !q.As(&pool) {
-		t.Fatal("As(*postgres.TxPusher) or As(**pgxpool.Pool) returned false")
+	if !q.As(&pool) {
+		t.Fatal("As(**pgxpool.Pool) returned false")
 	}
-	return txp, pool
+	return pool
 }
 
 // TestPushTx enqueues inside the application's transaction: a rollback
@@ -48,7 +49,7 @@ func TestPushTx(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	txp, pool := txHandles(t, q)
+	pool := poolOf(t, q)
 	var other struct{}
 	if q.As(&other) {
 		t.Error("As accepted an unsupported type")
@@ -66,7 +67,7 @@ func TestPushTx(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			res, err := txp.PushTx(ctx, tx, &jobq.Task{Command: tt.cmd})
+			res, err := q.PushTx(ctx, tx, []*jobq.Task{{Command: tt.cmd}}, jobq.PushOptions{})
 			if err != nil {
 				return err
 			}
@@ -98,6 +99,78 @@ func TestPushTx(t *testing.T) {
 	}
 }
 
+// TestPushTxWrongTx: anything but a pgx.Tx is refused, naming what was
+// passed.
+func TestPushTxWrongTx(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	ctx := t.Context()
+	for _, tx := range []any{nil, poolOf(t, q), "tx"} {
+		_, err := q.PushTx(ctx, tx, []*jobq.Task{{Command: "echo x"}}, jobq.PushOptions{})
+		if jobq.ErrorCode(err) != jobq.InvalidArgument {
+			t.Errorf("PushTx with a %T: %v; want InvalidArgument", tx, err)
+		}
+	}
+}
+
+// TestPushAndPushTxRejectTheSame runs one table of invalid tasks through
+// Push and through PushTx: both must refuse each with the same error, and
+// store nothing.
+func TestPushAndPushTxRejectTheSame(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool := poolOf(t, q)
+
+	tests := []struct {
+		name string
+		task *jobq.Task
+	}{
+		{"nil task", nil},
+		{"neither command nor payload", &jobq.Task{}},
+		{"command and payload", &jobq.Task{Command: "echo", Payload: json.RawMessage(`{}`)}},
+		{"negative num_retries", &jobq.Task{Command: "echo", NumRetries: -1}},
+		{"priority above the range", &jobq.Task{Command: "echo", Priority: jobq.MaxPriority + 1}},
+		{"priority below the range", &jobq.Task{Command: "echo", Priority: jobq.MinPriority - 1}},
+		{"payload not an object", &jobq.Task{Payload: json.RawMessage(`[1]`)}},
+		{"payload not JSON", &jobq.Task{Payload: json.RawMessage(`{`)}},
+		{"env name with =", &jobq.Task{Command: "echo", Env: []jobq.EnvVar{{Name: "A=B", Value: "x"}}}},
+		{"ID not UTF-8", &jobq.Task{ID: "\xff", Command: "echo"}},
+		{"command not UTF-8", &jobq.Task{Command: "echo \xff"}},
+		{"concurrency key with /", &jobq.Task{Command: "echo", ConcurrencyKey: "gpu/0"}},
+		{"concurrency key with =", &jobq.Task{Command: "echo", ConcurrencyKey: "gpu=0"}},
+		{"concurrency key with a control character", &jobq.Task{Command: "echo", ConcurrencyKey: "gpu\n"}},
+		{"concurrency key not UTF-8", &jobq.Task{Command: "echo", ConcurrencyKey: "\xff"}},
+		{"concurrency key too long", &jobq.Task{Command: "echo", ConcurrencyKey: strings.Repeat("k", driver.MaxPolicyKeyLen+1)}},
+		{"rate key with /", &jobq.Task{Command: "echo", RateLimitKey: "api/1"}},
+		{"rate key too long", &jobq.Task{Command: "echo", RateLimitKey: strings.Repeat("k", driver.MaxPolicyKeyLen+1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, pushErr := q.Push(ctx, tt.task)
+			var txErr error
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, txErr = q.PushTx(ctx, tx, []*jobq.Task{tt.task}, jobq.PushOptions{})
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("transaction: %v", err)
+			}
+			if pushErr == nil || txErr == nil {
+				t.Fatalf("Push: %v; PushTx: %v; want both to refuse the task", pushErr, txErr)
+			}
+			if jobq.ErrorCode(pushErr) != jobq.InvalidArgument || pushErr.Error() != txErr.Error() {
+				t.Errorf("Push and PushTx disagree:\n Push:   %v (%s)\n PushTx: %v (%s)",
+					pushErr, jobq.ErrorCode(pushErr), txErr, jobq.ErrorCode(txErr))
+			}
+		})
+	}
+	if n, err := q.Size(ctx); err != nil || n != 0 {
+		t.Errorf("queue size %d, %v after only invalid pushes; want 0", n, err)
+	}
+}
+
 // TestPushTxMaxDepth: PushTx honours a max-depth policy, and a push that
 // would overflow is undone alone: the application's transaction goes on
 // and commits the rest of its work.
@@ -106,7 +179,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	q := openQueue(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	txp, pool := txHandles(t, q)
+	pool := poolOf(t, q)
 	if err := q.Policies().Set(ctx, jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +187,12 @@ func TestPushTxMaxDepth(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := txp.PushTx(ctx, tx, &jobq.Task{Command: "echo a"}, &jobq.Task{Command: "echo b"}); !errors.Is(err, jobq.ErrResourceExhausted) {
+		two := []*jobq.Task{{Command: "echo a"}, {Command: "echo b"}}
+		if _, err := q.PushTx(ctx, tx, two, jobq.PushOptions{}); !errors.Is(err, jobq.ErrResourceExhausted) {
 			t.Errorf("PushTx of 2 onto 1 of max-depth 2: %v; want ResourceExhausted", err)
 		}
 		// The transaction is still usable, and one more task fits.
-		_, err := txp.PushTx(ctx, tx, &jobq.Task{Command: "echo fits"})
+		_, err := q.PushTx(ctx, tx, []*jobq.Task{{Command: "echo fits"}}, jobq.PushOptions{})
 		return err
 	})
 	if err != nil {

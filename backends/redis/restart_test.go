@@ -40,7 +40,7 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 			tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 		}
 		// The push retries by itself while the server is down.
-		if _, err := q.PushBatch(ctx, tasks); err != nil {
+		if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 			t.Errorf("push %d..%d: %v", lo, hi, err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 }
 
 // TestPushRetriesAcrossRestart pushes while the server is down and checks
-// that the push waits it out (jobq.OpenOptions.PushRetry) and stores every
+// that the push waits it out (jobq.Options.PushRetry) and stores every
 // task once.
 func TestPushRetriesAcrossRestart(t *testing.T) {
 	if testing.Short() {
@@ -163,7 +163,7 @@ func TestPushRetriesAcrossRestart(t *testing.T) {
 		tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 	}
 	start := time.Now()
-	res, err := q.PushBatch(ctx, tasks)
+	res, err := q.PushBatch(ctx, tasks, jobq.PushOptions{})
 	took := time.Since(start)
 	<-restarted
 	if err != nil {

@@ -89,7 +89,7 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		eu, err := url.Parse(endpoint)
 		if err != nil || eu.Host == "" {
 			return connection{}, driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s has no valid Endpoint=sb://NAMESPACE.servicebus.windows.net/ (%s)", from, jobq.RedactConnectionString(cs))
+				"the connection string from %s has no valid Endpoint=sb://NAMESPACE.servicebus.windows.net/ (%s)", from, jobq.Redact(cs))
 		}
 		emulator, _ := connField(cs, "UseDevelopmentEmulator")
 		if isEmu, _ := strconv.ParseBool(emulator); isEmu && adminHost == "" {
@@ -102,7 +102,7 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		client, err := azservicebus.NewClientFromConnectionString(cs, opts)
 		if err != nil {
 			return connection{}, driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s is malformed (%s): %v", from, jobq.RedactConnectionString(cs), err)
+				"the connection string from %s is malformed (%s): %v", from, jobq.Redact(cs), err)
 		}
 		if adminHost != "" {
 			adminOpts.Transport = &http.Client{Transport: plainHTTP(adminHost)}
@@ -110,7 +110,7 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		adm, err := admin.NewClientFromConnectionString(cs, adminOpts)
 		if err != nil {
 			return connection{}, driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s is malformed (%s): %v", from, jobq.RedactConnectionString(cs), err)
+				"the connection string from %s is malformed (%s): %v", from, jobq.Redact(cs), err)
 		}
 		return connection{client: client, admin: adm, where: eu.Host}, nil
 	}

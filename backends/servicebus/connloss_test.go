@@ -78,7 +78,7 @@ func TestConnectionLoss(t *testing.T) {
 	// The SDK needs a few seconds to recover; real lock durations are
 	// 30s to 5m.
 	q, _ := open(t, newQueueURL(t, "lock_duration=30s"))
-	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "one"}, {Command: "two"}}); err != nil {
+	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "one"}, {Command: "two"}}, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e := receive(t, q)

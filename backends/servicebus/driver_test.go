@@ -168,7 +168,7 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 	t.Parallel()
 	q, _ := open(t, newQueueURL(t))
 	ctx := ctxT(t)
-	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "a"}, {Command: "b"}, {Command: "c", NotBefore: time.Now().Add(time.Hour)}}); err != nil {
+	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "a"}, {Command: "b"}, {Command: "c", NotBefore: time.Now().Add(time.Hour)}}, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	peeked, err := q.Peek(ctx, 10)

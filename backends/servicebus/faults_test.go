@@ -228,7 +228,7 @@ func TestLinkDetachedMidReceive(t *testing.T) {
 	t.Parallel()
 	q, _, faults := faultyQueue(t)
 	ctx := ctxT(t)
-	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "a"}, {Command: "b"}, {Command: "c"}}); err != nil {
+	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "a"}, {Command: "b"}, {Command: "c"}}, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	faults(emu.Faults{DetachAfter: 1})

@@ -47,7 +47,7 @@ func TestKilledWorkerReruns(t *testing.T) {
 	for i := range tasks {
 		tasks[i] = &jobq.Task{Command: fmt.Sprintf("task %d", i)}
 	}
-	if _, err := q.PushBatch(ctxT(t), tasks); err != nil {
+	if _, err := q.PushBatch(ctxT(t), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(t.TempDir(), "runs")
@@ -99,7 +99,7 @@ func runKillChild(t *testing.T, rawURL, log string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	q, err := jobq.OpenWithOptions(t.Context(), rawURL, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(t.Context(), rawURL, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -206,8 +206,9 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
 		},
-		MaxMessageBytes: MaxMessageBytes,
-		MaxReceiveBatch: MaxReceiveBatch,
+		MaxMessageBytes:    MaxMessageBytes,
+		MaxReceiveBatch:    MaxReceiveBatch,
+		SharedWithAI4SJobq: true,
 		// CompleteMessage settles one message per disposition.
 		CompleteBatch: 1,
 	}

@@ -135,7 +135,7 @@ func open(t testing.TB, url string) (*jobq.Queue, *logBuffer) {
 	logs := &logBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q, err := jobq.OpenWithOptions(ctx, url, jobq.OpenOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	q, err := jobq.OpenWithOptions(ctx, url, jobq.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatalf("open %s: %v", jobq.RedactURL(url), err)
 	}

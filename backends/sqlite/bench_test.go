@@ -74,7 +74,7 @@ func BenchmarkPushBatch(b *testing.B) {
 		for j := range tasks {
 			tasks[j] = benchTask(n + j)
 		}
-		if _, err := q.PushBatch(ctx, tasks); err != nil {
+		if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		n += benchBatch
@@ -124,7 +124,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 					for j := i; j < min(i+benchBatch, int(total)); j++ {
 						tasks = append(tasks, benchTask(j))
 					}
-					if _, err := q.PushBatch(ctx, tasks); err != nil {
+					if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -170,7 +170,7 @@ func fill(b *testing.B, q *jobq.Queue, n int) {
 		for j := i; j < min(i+benchBatch, n); j++ {
 			tasks = append(tasks, benchTask(j))
 		}
-		if _, err := q.PushBatch(b.Context(), tasks); err != nil {
+		if _, err := q.PushBatch(b.Context(), tasks, jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -49,7 +49,7 @@ func envInt(name string, def int) int {
 // ends.
 func Open(b *testing.B, url string) *jobq.Queue {
 	b.Helper()
-	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func DriverClaimComplete(b *testing.B, d driver.Driver, chunk int) {
 // portable layer batches the completions), and it reports tasks/s.
 func QueueClaimComplete(b *testing.B, q *jobq.Queue) {
 	ctx := context.Background()
-	if _, err := q.PushBatch(ctx, Tasks(b.N)); err != nil {
+	if _, err := q.PushBatch(ctx, Tasks(b.N), jobq.PushOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	Claimers(b, "completed", func() (int64, error) {

@@ -23,7 +23,7 @@ func EndToEnd(b *testing.B, q *jobq.Queue) {
 	go func() { runErr <- w.Run(ctx) }()
 	go func() {
 		for lo := 0; lo < len(tasks); lo += 100 {
-			if _, err := q.PushBatch(ctx, tasks[lo:min(lo+100, len(tasks))]); err != nil {
+			if _, err := q.PushBatch(ctx, tasks[lo:min(lo+100, len(tasks))], jobq.PushOptions{}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -45,7 +45,7 @@ func EndToEnd(b *testing.B, q *jobq.Queue) {
 // Drain pushes b.N tasks to q, then times a worker with WorkerHandlers() handlers
 // draining them (it exits when the queue is empty) and reports tasks/s.
 func Drain(b *testing.B, q *jobq.Queue) {
-	if _, err := q.PushBatch(context.Background(), Tasks(b.N)); err != nil {
+	if _, err := q.PushBatch(context.Background(), Tasks(b.N), jobq.PushOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	drainPushed(b, q)
@@ -104,7 +104,7 @@ func DrainPolicies(b *testing.B, open func(b *testing.B) *jobq.Queue) {
 					t.ConcurrencyKey = fmt.Sprintf("k%d", i%keys)
 				}
 			}
-			if _, err := q.PushBatch(ctx, tasks); err != nil {
+			if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			drainPushed(b, q)

@@ -16,7 +16,7 @@ func Push(b *testing.B, q *jobq.Queue, tasks []*jobq.Task, size int) {
 	b.Helper()
 	ctx := context.Background()
 	for lo := 0; lo < len(tasks); lo += size {
-		if _, err := q.PushBatch(ctx, tasks[lo:min(lo+size, len(tasks))]); err != nil {
+		if _, err := q.PushBatch(ctx, tasks[lo:min(lo+size, len(tasks))], jobq.PushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func PushBatch(b *testing.B, q *jobq.Queue, size, inFlight int) {
 		batch := tasks[lo:min(lo+size, len(tasks))]
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := q.PushBatch(ctx, batch); err != nil {
+			if _, err := q.PushBatch(ctx, batch, jobq.PushOptions{}); err != nil {
 				failed.Store(&err)
 			}
 		})

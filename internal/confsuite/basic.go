@@ -43,8 +43,17 @@ func checkCapabilities(c *C) {
 		_, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: mv + time.Second})
 		c.expectCode(err, jobq.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
 	}
-	if _, ok := jobq.BackendCapabilities(q.Scheme()); !ok {
-		c.Errorf("scheme %q opened a queue but jobq.BackendCapabilities does not know it", q.Scheme())
+	if _, ok := jobq.DefaultURLMux().Opener(q.Scheme()); !ok {
+		c.Errorf("scheme %q opened a queue but the default URLMux has no opener for it", q.Scheme())
+	}
+	// A native transactional push means a driver.TxPusher: PushTx reaches
+	// the driver, which refuses a transaction of the wrong type; otherwise
+	// PushTx is Unimplemented.
+	_, err := q.PushTx(c.ctx(), struct{}{}, []*jobq.Task{task("push-tx probe")}, jobq.PushOptions{})
+	if caps.Level(driver.TransactionalPush) == driver.Native {
+		c.expectCode(err, jobq.InvalidArgument, "PushTx with a transaction of the wrong type on a backend declaring transactional-push native")
+	} else {
+		c.expectCode(err, jobq.Unimplemented, "PushTx on a backend not declaring transactional-push native")
 	}
 	// Capabilities must not change while the queue is open.
 	if again := q.Capabilities(); !reflect.DeepEqual(caps, again) {
@@ -123,7 +132,7 @@ func checkBatchPushReceive(c *C) {
 	for i := range ts {
 		ts[i] = task(fmt.Sprintf("batch %d", i))
 	}
-	res, err := q.PushBatch(c.ctx(), ts)
+	res, err := q.PushBatch(c.ctx(), ts, jobq.PushOptions{})
 	if err != nil {
 		c.Fatalf("push batch: %v", err)
 	}
@@ -310,7 +319,7 @@ func checkBatchLimits(c *C) {
 	for i := range ts {
 		ts[i] = task(fmt.Sprintf("limits %d", i))
 	}
-	res, err := q.PushBatch(c.ctx(), ts)
+	res, err := q.PushBatch(c.ctx(), ts, jobq.PushOptions{})
 	if err != nil {
 		c.Fatalf("PushBatch of %d tasks (MaxPushBatch %d): %v", n, caps.MaxPushBatch, err)
 	}

@@ -338,10 +338,10 @@ func (c *C) pushDuplicates(q *handle) dedupPushes {
 		c.Fatalf("the same task got IDs %s and %s; deterministic IDs must match", r.first.ID, r.again.ID)
 	}
 	explicit := []*jobq.Task{{ID: "conformance-explicit-id", Command: "echo one"}, {ID: "conformance-explicit-id", Command: "echo two"}}
-	if r.explicit, err = q.PushBatch(c.ctx(), explicit); err != nil {
+	if r.explicit, err = q.PushBatch(c.ctx(), explicit, jobq.PushOptions{}); err != nil {
 		c.Fatalf("push two tasks with one explicit ID: %v", err)
 	}
-	if r.mixed, err = q.PushBatch(c.ctx(), []*jobq.Task{task("dedup"), task("dedup, new")}); err != nil {
+	if r.mixed, err = q.PushBatch(c.ctx(), []*jobq.Task{task("dedup"), task("dedup, new")}, jobq.PushOptions{}); err != nil {
 		c.Fatalf("push a batch of a queued task and a new one: %v", err)
 	}
 	return r

@@ -23,7 +23,7 @@ func checkConcurrentReceivers(c *C) {
 	for i := range ts {
 		ts[i] = task(fmt.Sprintf("concurrent %d", i))
 	}
-	if _, err := qs[0].PushBatch(c.ctx(), ts); err != nil {
+	if _, err := qs[0].PushBatch(c.ctx(), ts, jobq.PushOptions{}); err != nil {
 		c.Fatalf("push batch: %v", err)
 	}
 	var (
@@ -92,7 +92,7 @@ func checkClosedQueue(c *C) {
 	ops := map[string]func() error{
 		"Push": func() error { _, err := q.Push(ctx, task("after close")); return err },
 		"PushBatch": func() error {
-			_, err := q.PushBatch(ctx, []*jobq.Task{task("after close 2")})
+			_, err := q.PushBatch(ctx, []*jobq.Task{task("after close 2")}, jobq.PushOptions{})
 			return err
 		},
 		"Receive": func() error { _, err := q.Receive(ctx, jobq.ReceiveOptions{}); return err },
@@ -136,7 +136,10 @@ func checkCanceledContext(c *C) {
 		do   func() error
 	}{
 		{"Push", func() error { _, err := q.Push(ctx, task("canceled push")); return err }},
-		{"PushBatch", func() error { _, err := q.PushBatch(ctx, []*jobq.Task{task("canceled batch")}); return err }},
+		{"PushBatch", func() error {
+			_, err := q.PushBatch(ctx, []*jobq.Task{task("canceled batch")}, jobq.PushOptions{})
+			return err
+		}},
 		{"Receive", func() error { _, err := q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second}); return err }},
 		{"ReceiveBatch", func() error { _, err := q.ReceiveBatch(ctx, 3, jobq.ReceiveOptions{}); return err }},
 		{"Stats", func() error { _, err := q.Stats(ctx); return err }},

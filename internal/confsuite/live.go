@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/queueurl"
 )
 
 // Status is the outcome of one check run by RunLive.
@@ -121,7 +122,7 @@ func runLiveCheck(parent context.Context, h Harness, ck check) Result {
 func scrub(parent context.Context, u string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
 	defer cancel()
-	q, err := jobq.OpenWithOptions(ctx, u, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(ctx, u, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return
 	}
@@ -291,7 +292,7 @@ var queueParamSchemes = map[string]bool{
 // host for mem, otherwise). Names are lowercase and at most 63 characters,
 // valid for Azure queues.
 func ScratchQueues(queueURL string) (func(ctx context.Context) (string, error), error) {
-	u, err := url.Parse(jobq.NormalizeURL(queueURL))
+	u, err := url.Parse(queueurl.Normalize(queueURL))
 	if err != nil || u.Scheme == "" {
 		return nil, fmt.Errorf("conformance: %q is not a queue URL", jobq.RedactURL(queueURL))
 	}

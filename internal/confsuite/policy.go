@@ -75,7 +75,7 @@ func checkPolicyValidation(c *C) {
 	if level(q, driver.RateLimit) != driver.Unsupported {
 		rate := jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
 		want = append(want, rate)
-		jobq.SortPolicies(want)
+		driver.SortPolicies(want)
 	}
 	if len(want) == 0 {
 		c.Skipf("the backend keeps policies but supports no kind of them")
@@ -364,7 +364,7 @@ func checkMaxDepth(c *C) {
 		c.Fatalf("set max-depth: %v", err)
 	}
 	c.push(q, task("depth 1"))
-	if _, err := q.PushBatch(c.ctx(), []*jobq.Task{task("depth 2"), task("depth 3"), task("depth 4")}); err == nil {
+	if _, err := q.PushBatch(c.ctx(), []*jobq.Task{task("depth 2"), task("depth 3"), task("depth 4")}, jobq.PushOptions{}); err == nil {
 		c.Errorf("a batch of 3 onto a queue of 1 with max-depth %d was accepted", depth)
 	} else {
 		c.expectCode(err, jobq.ResourceExhausted, "batch push beyond max-depth")

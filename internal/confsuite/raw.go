@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/queueurl"
 )
 
 // RawPusher returns a Harness.PushRaw that opens the queue through the
@@ -16,7 +17,7 @@ import (
 // random message ID.
 func RawPusher(o driver.Opener) func(ctx context.Context, rawURL string, body []byte) error {
 	return func(ctx context.Context, rawURL string, body []byte) error {
-		u, err := url.Parse(jobq.NormalizeURL(rawURL))
+		u, err := url.Parse(queueurl.Normalize(rawURL))
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", jobq.RedactURL(rawURL), err)
 		}
@@ -45,14 +46,14 @@ func LiveHarness(queueURL string) (Harness, error) {
 	if err != nil {
 		return Harness{}, err
 	}
-	u, err := url.Parse(jobq.NormalizeURL(queueURL))
+	u, err := url.Parse(queueurl.Normalize(queueURL))
 	if err != nil {
 		return Harness{}, fmt.Errorf("conformance: %q is not a queue URL", jobq.RedactURL(queueURL))
 	}
-	o, ok := jobq.BackendOpener(u.Scheme)
+	o, ok := jobq.DefaultURLMux().Opener(u.Scheme)
 	if !ok {
 		return Harness{}, fmt.Errorf("conformance: no backend is registered for scheme %q (registered: %v); import github.com/jobq/jobq/backends/all",
-			u.Scheme, jobq.Schemes())
+			u.Scheme, jobq.DefaultURLMux().Schemes())
 	}
 	return Harness{Name: u.Scheme, NewLiveQueueURL: next, PushRaw: RawPusher(o)}, nil
 }

@@ -60,7 +60,7 @@ func checkStashAt(c *C, stashURL string) {
 		c.Fatalf("open stash %s: %v", stashURL, err)
 	}
 	c.Cleanup(func() { _ = store.Close() })
-	sq, err := jobq.OpenWithOptions(c.ctx(), url, jobq.OpenOptions{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
+	sq, err := jobq.OpenWithOptions(c.ctx(), url, jobq.Options{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		c.Fatalf("open %s with stash %s: %v", jobq.RedactURL(url), stashURL, err)
 	}

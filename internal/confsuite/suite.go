@@ -133,7 +133,7 @@ func (c *C) open() *handle {
 func (c *C) openURL(url string) *handle {
 	c.Helper()
 	logs := &logStore{}
-	q, err := jobq.OpenWithOptions(c.Context(), url, jobq.OpenOptions{Logger: slog.New(&captureHandler{store: logs})})
+	q, err := jobq.OpenWithOptions(c.Context(), url, jobq.Options{Logger: slog.New(&captureHandler{store: logs})})
 	if err != nil {
 		c.Fatalf("open %s: %v", jobq.RedactURL(url), err)
 	}

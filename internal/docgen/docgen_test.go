@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/all"
+	"github.com/jobq/jobq/internal/catalog"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated documentation sections")
@@ -25,8 +26,8 @@ type section struct {
 }
 
 func sections() []section {
-	matrix := func(b *bytes.Buffer) error { return jobq.WriteCapabilityMatrix(b) }
-	fallbacks := func(b *bytes.Buffer) error { return jobq.WriteFallbacks(b) }
+	matrix := func(b *bytes.Buffer) error { return catalog.WriteCapabilityMatrix(b, jobq.DefaultURLMux()) }
+	fallbacks := func(b *bytes.Buffer) error { return catalog.WriteFallbacks(b, jobq.DefaultURLMux()) }
 	return []section{
 		{"README.md", "capability-matrix", matrix},
 		{"docs/capabilities.md", "capability-matrix", matrix},

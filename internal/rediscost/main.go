@@ -88,7 +88,7 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 	if n <= 0 {
 		return errors.New("-n must be at least 100")
 	}
-	q, err := jobq.OpenWithOptions(ctx, "redis://"+addr+"/0?queue="+queue, jobq.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	q, err := jobq.OpenWithOptions(ctx, "redis://"+addr+"/0?queue="+queue, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 // claim up to claims times.
 func pushBatches(ctx context.Context, q *jobq.Queue, tasks []*jobq.Task, claims int, consumers ...*consumer) error {
 	for lo := 0; lo < len(tasks); lo += 100 {
-		if _, err := q.PushBatch(ctx, tasks[lo:lo+100]); err != nil {
+		if _, err := q.PushBatch(ctx, tasks[lo:lo+100], jobq.PushOptions{}); err != nil {
 			return err
 		}
 		for _, c := range consumers {

@@ -1,4 +1,6 @@
-package jobq
+// Package catalog describes the backends registered on a jobq.URLMux, for
+// `jobq backends` and the generated parts of the documentation.
+package catalog
 
 import (
 	"fmt"
@@ -7,24 +9,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 )
 
-// BackendInfo describes one registered backend for the capability matrix.
-type BackendInfo struct {
+// Backend describes one registered backend for the capability matrix.
+type Backend struct {
 	// Schemes are the URL schemes that open the backend, the first being its
 	// main one.
 	Schemes      []string
-	Capabilities Capabilities
+	Capabilities driver.Capabilities
 }
 
-// Backends lists the registered backends, grouping schemes that share an
+// Backends lists the backends registered on mux, grouping schemes that share an
 // opener (postgres and postgresql, say), in scheme order.
-func Backends() []BackendInfo {
-	var out []BackendInfo
+func Backends(mux *jobq.URLMux) []Backend {
+	var out []Backend
 	var openers []driver.Opener
-	for _, s := range Schemes() {
-		o, _ := lookupOpener(s)
+	for _, s := range mux.Schemes() {
+		o, _ := mux.Opener(s)
 		found := false
 		for i, prev := range openers {
 			if sameOpener(prev, o) {
@@ -35,7 +38,7 @@ func Backends() []BackendInfo {
 		}
 		if !found {
 			openers = append(openers, o)
-			out = append(out, BackendInfo{Schemes: []string{s}, Capabilities: o.Capabilities()})
+			out = append(out, Backend{Schemes: []string{s}, Capabilities: o.Capabilities()})
 		}
 	}
 	return out
@@ -46,11 +49,11 @@ func sameOpener(a, b driver.Opener) bool {
 	return ta == tb && ta.Comparable() && a == b
 }
 
-// WriteCapabilityMatrix writes the registered backends' declared features
+// WriteCapabilityMatrix writes mux's backends' declared features
 // and limits as a Markdown table: one row per feature, one column per
 // backend. The README's matrix and `jobq backends` both come from here.
-func WriteCapabilityMatrix(w io.Writer) error {
-	bs := Backends()
+func WriteCapabilityMatrix(w io.Writer, mux *jobq.URLMux) error {
+	bs := Backends(mux)
 	var b strings.Builder
 	b.WriteString("| feature |")
 	for _, bi := range bs {
@@ -68,15 +71,15 @@ func WriteCapabilityMatrix(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
-	limit := func(name string, get func(Capabilities) string) {
+	limit := func(name string, get func(driver.Capabilities) string) {
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, bi := range bs {
 			fmt.Fprintf(&b, " %s |", get(bi.Capabilities))
 		}
 		b.WriteString("\n")
 	}
-	limit("max message size", func(c Capabilities) string { return byteSize(c.MaxMessageBytes) })
-	limit("max visibility", func(c Capabilities) string {
+	limit("max message size", func(c driver.Capabilities) string { return byteSize(c.MaxMessageBytes) })
+	limit("max visibility", func(c driver.Capabilities) string {
 		if c.MaxVisibility == 0 {
 			return "no limit"
 		}
@@ -86,11 +89,11 @@ func WriteCapabilityMatrix(w io.Writer) error {
 	return err
 }
 
-// WriteFallbacks writes, per backend, what happens instead for every feature
+// WriteFallbacks writes, per backend of mux, what happens instead for every feature
 // that is not native, as a Markdown list.
-func WriteFallbacks(w io.Writer) error {
+func WriteFallbacks(w io.Writer, mux *jobq.URLMux) error {
 	var b strings.Builder
-	for _, bi := range Backends() {
+	for _, bi := range Backends(mux) {
 		var lines []string
 		for _, f := range driver.AllFeatures {
 			s := bi.Capabilities.Features[f]
@@ -99,7 +102,7 @@ func WriteFallbacks(w io.Writer) error {
 			}
 			instead := s.Fallback
 			if instead == "" {
-				if fb, ok := portableFallback[f]; ok {
+				if fb, ok := driver.PortableFallback(f); ok {
 					instead = fb
 				} else {
 					instead = "calls fail with Unimplemented"

@@ -1,0 +1,135 @@
+package jobq_test
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/driver"
+)
+
+// countingOpener opens mem queues and counts its calls.
+type countingOpener struct {
+	mem.URLOpener
+	opens *int
+}
+
+func (o countingOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (driver.Driver, error) {
+	*o.opens++
+	u2 := *u
+	u2.Scheme = mem.Scheme
+	return o.URLOpener.Open(ctx, &u2, opts)
+}
+
+// TestURLMuxOwnSchemes: a mux of the test's own opens its schemes, and only
+// its schemes; the default mux knows nothing of them.
+func TestURLMuxOwnSchemes(t *testing.T) {
+	t.Parallel()
+	var opens int
+	var m jobq.URLMux // the zero value is ready to use
+	m.Register("Mine", countingOpener{opens: &opens})
+
+	if got := m.Schemes(); !slices.Equal(got, []string{"mine"}) {
+		t.Errorf("Schemes() = %v, want [mine]", got)
+	}
+	if _, ok := m.Opener("MINE"); !ok {
+		t.Error("Opener(MINE) not found: schemes are case-insensitive")
+	}
+	if _, ok := jobq.DefaultURLMux().Opener("mine"); ok {
+		t.Error("a scheme registered on a mux of its own reached the default mux")
+	}
+
+	ctx := t.Context()
+	q, err := m.Open(ctx, "mine://urlmux-own", jobq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if opens != 1 || q.Scheme() != "mine" || q.Name() != "urlmux-own" {
+		t.Errorf("opens=%d scheme=%q name=%q; want 1, mine, urlmux-own", opens, q.Scheme(), q.Name())
+	}
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo hi"}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct{ url, want string }{
+		{"mem://x", `unknown queue scheme "mem": registered schemes are mine`},
+		{"no-scheme", "is not a queue URL"},
+		{"", "no queue given"},
+	} {
+		_, err := m.Open(ctx, tc.url, jobq.Options{})
+		if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v; want InvalidArgument containing %q", tc.url, err, tc.want)
+		}
+	}
+}
+
+// TestURLMuxRegisterTwicePanics: a scheme registered twice is a programming
+// error found at start-up.
+func TestURLMuxRegisterTwicePanics(t *testing.T) {
+	t.Parallel()
+	var m jobq.URLMux
+	m.Register("dup", mem.URLOpener{})
+	defer func() {
+		if recover() == nil {
+			t.Error("registering a scheme twice did not panic")
+		}
+	}()
+	m.Register("DUP", mem.URLOpener{})
+}
+
+// TestNew builds a queue from a driver value, with no URL and no mux.
+func TestNew(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	if _, err := jobq.New(nil, jobq.Options{}); jobq.ErrorCode(err) != jobq.InvalidArgument {
+		t.Errorf("New(nil) = %v, want InvalidArgument", err)
+	}
+	u, _ := url.Parse("mem://new-from-driver")
+	d, err := mem.URLOpener{}.Open(ctx, u, driver.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := jobq.New(d, jobq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo new"}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := q.Receive(ctx, jobq.ReceiveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Task.Command != "echo new" {
+		t.Errorf("received %q, want %q", e.Task.Command, "echo new")
+	}
+	if err := e.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Stats(ctx); driver.CodeOf(err) != driver.FailedPrecondition {
+		t.Errorf("the driver after Queue.Close: %v; want FailedPrecondition (Close closes the driver)", err)
+	}
+}
+
+// TestPushTxUnimplemented: a backend whose driver cannot join a transaction
+// refuses PushTx with Unimplemented, before looking at the tasks.
+func TestPushTxUnimplemented(t *testing.T) {
+	t.Parallel()
+	q, err := jobq.Open(t.Context(), "mem://pushtx-unimplemented")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	_, err = q.PushTx(t.Context(), struct{}{}, []*jobq.Task{{Command: "echo"}}, jobq.PushOptions{})
+	if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "mem cannot push inside") {
+		t.Errorf("PushTx on mem: %v; want Unimplemented naming the backend", err)
+	}
+}
