@@ -3,7 +3,6 @@ package jobq_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/jobq/jobq/backends/mem"
 	_ "github.com/jobq/jobq/backends/postgres"
 	_ "github.com/jobq/jobq/backends/sqlite"
-	"github.com/jobq/jobq/driver"
 )
 
 // Open a queue by URL, push a task, then receive, run and complete it as a
@@ -148,8 +146,7 @@ func ExampleQueue_PushTx() {
 // the queue closes the driver.
 func ExampleNew() {
 	ctx := context.Background()
-	u, _ := url.Parse("mem://example-new")
-	d, err := mem.URLOpener{}.Open(ctx, u, driver.OpenOptions{})
+	d, err := mem.New(mem.Options{Queue: "example-new"})
 	if err != nil {
 		fmt.Println(err)
 		return

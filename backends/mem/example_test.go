@@ -150,7 +150,7 @@ func Example_leaseContext() {
 // share it.
 func ExampleNew() {
 	ctx := context.Background()
-	d, err := mem.New(mem.Options{Name: "example-new"})
+	d, err := mem.New(mem.Options{Queue: "example-new"})
 	if err != nil {
 		fmt.Println(err)
 		return

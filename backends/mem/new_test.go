@@ -14,7 +14,7 @@ func TestNewSharesByName(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	name := "new-" + t.Name()
-	a, err := New(Options{Name: name})
+	a, err := New(Options{Queue: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestNewSharesByName(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Options{Name: name})
+	b, err := New(Options{Queue: name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 	}
 	p := driver.NewParams(u)
 	o := Options{
-		Name:            name,
+		Queue:           name,
 		MaxMessageBytes: p.Int("max_message_bytes", 0),
 		MaxVisibility:   p.Duration("max_visibility", 0),
 		MaxPushBatch:    p.Int("max_push_batch", 0),
@@ -78,9 +78,9 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 // Options configure a queue built by New. The zero value is the queue
 // "default" with no limits and every feature native.
 type Options struct {
-	// Name names the queue: drivers of one process with the same Name
+	// Queue names the queue: drivers of one process with the same Queue
 	// share its messages. Defaults to "default".
-	Name string
+	Queue string
 	// MaxMessageBytes declares and enforces a message size limit. Defaults
 	// to 0: none.
 	MaxMessageBytes int
@@ -100,7 +100,7 @@ type Options struct {
 
 // New returns the queue opts names. A driver holds no resources: Close only
 // stops it, and the queue's messages stay for other drivers of the same
-// Name until the process exits.
+// Queue until the process exits.
 func New(opts Options) (*Driver, error) {
 	var bad []string
 	if opts.MaxMessageBytes < 0 {
@@ -128,7 +128,7 @@ func New(opts Options) (*Driver, error) {
 	if len(bad) > 0 {
 		return nil, driver.Errorf(driver.InvalidArgument, "mem: %s", strings.Join(bad, "; "))
 	}
-	name := opts.Name
+	name := opts.Queue
 	if name == "" {
 		name = "default"
 	}
