@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -51,12 +52,7 @@ func (m *URLMux) Register(scheme string, o driver.Opener) {
 func (m *URLMux) Schemes() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]string, 0, len(m.openers))
-	for s := range m.openers {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.openers))
 }
 
 // Opener returns the opener registered for scheme, for tools that must

@@ -2,8 +2,9 @@ package stash
 
 import (
 	"context"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -49,12 +50,7 @@ func (m *URLMux) Register(scheme string, o URLOpener) {
 func (m *URLMux) Schemes() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]string, 0, len(m.openers))
-	for s := range m.openers {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.openers))
 }
 
 // Opener returns the opener registered for scheme, if any.

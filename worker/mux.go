@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,12 +72,7 @@ func (m *Mux) HandleShell(h Handler) {
 func (m *Mux) Kinds() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	kinds := make([]string, 0, len(m.handlers))
-	for k := range m.handlers {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	return kinds
+	return slices.Sorted(maps.Keys(m.handlers))
 }
 
 // Handler returns the Handler that routes each task by its kind, for New
