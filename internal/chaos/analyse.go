@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"cmp"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -168,48 +171,77 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 			}
 		}
 	}
+	// endCause puts a repeated run that ended at t on pid down to a
+	// kill: it ran on past its worker's death, or it had finished before
+	// and its settlement was lost with the worker.
+	endCause := func(pid int, t float64) (string, int) {
+		tk, i, ok := killedAt(pid)
+		switch {
+		case !ok:
+			return causeOther, -1
+		case t >= tk:
+			return causeRunning, i
+		}
+		return causeUnsettled, i
+	}
+	// startCause puts a delivery that started at t on pid down to a kill:
+	// running at the kill, or finished by then (unsettled).
+	startCause := func(n, pid int, t float64) string {
+		tk, _, ok := killedAt(pid)
+		if !ok || t >= tk {
+			return causeOther
+		}
+		if slices.ContainsFunc(rf.ends[n], func(e rec) bool { return e.pid == pid && e.t < tk }) {
+			return causeUnsettled
+		}
+		return causeRunning
+	}
+	// Duplicates: every end record but one. The one kept is the last by
+	// a worker that was not killed (its settlement took the task off the
+	// queue), else the last.
 	for _, ends := range rf.ends {
 		if len(ends) < 2 {
 			continue
 		}
-		cause, who := causeOther, -1
-		for _, e := range ends {
-			tk, i, ok := killedAt(e.pid)
-			if !ok {
-				continue
-			}
-			who = i
-			if e.t >= tk {
-				cause = causeRunning
+		ends = slices.Clone(ends)
+		slices.SortFunc(ends, func(a, b rec) int { return cmp.Compare(a.t, b.t) })
+		keep := len(ends) - 1
+		for j := len(ends) - 1; j >= 0; j-- {
+			if _, _, killed := killedAt(ends[j].pid); !killed {
+				keep = j
 				break
 			}
-			cause = causeUnsettled
 		}
-		extra := len(ends) - 1
-		res.DupCauses[cause] += extra
-		if who >= 0 {
-			res.KillLog[who].Duplicates += extra
-		}
-	}
-	for n := range tasks {
-		if deliveries[n] < 2 && len(rf.starts[n]) < 2 {
-			continue
-		}
-		cause := causeOther
-		if len(kills) > 0 {
-			cause = causeClaimed
-		}
-		for _, s := range rf.starts[n] {
-			tk, _, ok := killedAt(s.pid)
-			if !ok || s.t >= tk {
+		for j, e := range ends {
+			if j == keep {
 				continue
 			}
-			cause = causeRunning
-			if slices.ContainsFunc(rf.ends[n], func(e rec) bool { return e.pid == s.pid && e.t < tk }) {
-				cause = causeUnsettled
+			c, i := endCause(e.pid, e.t)
+			res.DupCauses[c]++
+			if i >= 0 {
+				res.KillLog[i].Duplicates++
 			}
 		}
-		res.Redelivered[cause]++
+	}
+	// Redeliveries: tasks delivered more than once, put down to the
+	// earliest explained delivery before the last start.
+	for n := range tasks {
+		starts := slices.Clone(rf.starts[n])
+		if deliveries[n] < 2 && len(starts) < 2 {
+			continue
+		}
+		slices.SortFunc(starts, func(a, b rec) int { return cmp.Compare(a.t, b.t) })
+		c := causeOther
+		if len(kills) > 0 {
+			c = causeClaimed
+		}
+		for _, s := range starts[:max(len(starts)-1, 0)] {
+			if sc := startCause(n, s.pid, s.t); sc != causeOther {
+				c = sc
+				break
+			}
+		}
+		res.Redelivered[c]++
 	}
 	for _, k := range res.KillLog {
 		res.MaxPerKill = max(res.MaxPerKill, k.Duplicates)
@@ -217,4 +249,53 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 	if len(kills) > 0 {
 		res.PerKill = float64(res.Duplicates) / float64(len(kills))
 	}
+}
+
+// killFile is where the harness records its kills in the work directory,
+// so that -analyse can read a kept run again.
+const killFile = "kills.json"
+
+// saveKills writes the kills as JSON lines (pid, Unix nanoseconds, running).
+func saveKills(dir string, kills []kill) error {
+	var b strings.Builder
+	for _, k := range kills {
+		fmt.Fprintf(&b, "[%d,%d,%d]\n", k.pid, k.at.UnixNano(), k.running)
+	}
+	return os.WriteFile(filepath.Join(dir, killFile), []byte(b.String()), 0o644)
+}
+
+// loadKills reads what saveKills wrote.
+func loadKills(dir string) ([]kill, error) {
+	b, err := os.ReadFile(filepath.Join(dir, killFile))
+	if err != nil {
+		return nil, err
+	}
+	var kills []kill
+	for _, line := range strings.Fields(string(b)) {
+		var v [3]int64
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", killFile, err)
+		}
+		kills = append(kills, kill{pid: int(v[0]), at: time.Unix(0, v[1]), running: int(v[2])})
+	}
+	return kills, nil
+}
+
+// reanalyse reads a kept work directory again.
+func reanalyse(dir string, tasks int) (result, error) {
+	res := result{Tasks: tasks}
+	rf, err := readRuns(filepath.Join(dir, "runs"))
+	if err != nil {
+		return res, err
+	}
+	deliveries, err := readWorkerLogs(dir)
+	if err != nil {
+		return res, err
+	}
+	kills, err := loadKills(dir)
+	if err != nil {
+		return res, err
+	}
+	analyse(&res, tasks, rf, deliveries, kills)
+	return res, nil
 }

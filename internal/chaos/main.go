@@ -43,6 +43,7 @@ type config struct {
 	restarts   int
 	timeout    time.Duration
 	keep       bool
+	analyse    string
 }
 
 // result is what a run found, printed as one JSON line at the end.
@@ -84,7 +85,18 @@ func main() {
 	flag.IntVar(&c.restarts, "restarts", 1, "how many times to run -restart, spread evenly over the drain")
 	flag.DurationVar(&c.timeout, "timeout", 15*time.Minute, "give up after this long")
 	flag.BoolVar(&c.keep, "keep", false, "keep the work directory (worker logs, the run file)")
+	flag.StringVar(&c.analyse, "analyse", "", "read a work directory kept by -keep again instead of running (give -tasks too)")
 	flag.Parse()
+	if c.analyse != "" {
+		r, err := reanalyse(c.analyse, c.tasks)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			os.Exit(1)
+		}
+		out, _ := json.Marshal(r)
+		fmt.Println(string(out))
+		return
+	}
 	if c.queue == "" || c.tasks < 1 || c.workers < 1 || c.handlers < 1 || c.kills < 0 || c.restarts < 0 {
 		fmt.Fprintln(os.Stderr, "chaos: -queue is required; -tasks, -workers and -n must be positive, -kills and -restarts not negative")
 		os.Exit(2)
@@ -397,6 +409,9 @@ loop:
 		return res, lerr
 	}
 	analyse(&res, h.c.tasks, rf, started, h.kills)
+	if kerr := saveKills(h.dir, h.kills); kerr != nil {
+		return res, kerr
+	}
 	if err != nil {
 		return res, err
 	}
