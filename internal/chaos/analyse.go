@@ -163,6 +163,24 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 		}
 		return float64(kills[i].at.UnixNano()) / 1e9, i, true
 	}
+	// A task whose bash started after its worker died reads its parent
+	// as init (pid 1): it belongs to the last kill before it started.
+	adopt := func(rs []rec) {
+		for j, r := range rs {
+			if r.pid != 1 {
+				continue
+			}
+			for _, k := range kills {
+				if float64(k.at.UnixNano())/1e9 <= r.t {
+					rs[j].pid = k.pid
+				}
+			}
+		}
+	}
+	for n := range rf.starts {
+		adopt(rf.starts[n])
+		adopt(rf.ends[n])
+	}
 	// Orphans: end records by a killed worker after its kill.
 	for _, ends := range rf.ends {
 		for _, e := range ends {
@@ -184,11 +202,13 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 		}
 		return causeUnsettled, i
 	}
-	// startCause puts a delivery that started at t on pid down to a kill:
-	// running at the kill, or finished by then (unsettled).
-	startCause := func(n, pid int, t float64) string {
+	// startCause puts a delivery that started on pid down to a kill:
+	// running at the kill, or finished by then (unsettled). A start
+	// recorded after the kill is one the worker launched just before it
+	// died.
+	startCause := func(n, pid int) string {
 		tk, _, ok := killedAt(pid)
-		if !ok || t >= tk {
+		if !ok {
 			return causeOther
 		}
 		if slices.ContainsFunc(rf.ends[n], func(e rec) bool { return e.pid == pid && e.t < tk }) {
@@ -236,7 +256,7 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 			c = causeClaimed
 		}
 		for _, s := range starts[:max(len(starts)-1, 0)] {
-			if sc := startCause(n, s.pid, s.t); sc != causeOther {
+			if sc := startCause(n, s.pid); sc != causeOther {
 				c = sc
 				break
 			}

@@ -21,30 +21,32 @@ func TestAnalyse(t *testing.T) {
 			rf.runs++
 		}
 	}
-	run(0, 10, 1, 2)     // task 0: done and settled
-	run(1, 10, 99, 101)  // task 1: running at the kill, ran on,
-	run(1, 30, 110, 111) //   and ran again: a duplicate (running)
-	run(2, 10, 98, 99)   // task 2: finished before the kill, unsettled,
-	run(2, 20, 110, 111) //   ran again on 20 (killed later): a duplicate (unsettled)
-	run(3, 10, 99.5, 0)  // task 3: running at the kill, died with it,
-	run(3, 30, 110, 111) //   ran once more: a redelivery, no duplicate
-	run(4, 30, 110, 111) // task 4: claimed by 10 without starting
-	run(5, 30, 300, 301) // task 5: run twice on a live worker
-	run(5, 30, 310, 311) //   (a lease that expired): other
+	run(0, 10, 1, 2)      // task 0: done and settled
+	run(1, 10, 99, 101)   // task 1: running at the kill, ran on,
+	run(1, 30, 110, 111)  //   and ran again: a duplicate (running)
+	run(2, 10, 98, 99)    // task 2: finished before the kill, unsettled,
+	run(2, 20, 110, 111)  //   ran again on 20 (killed later): a duplicate (unsettled)
+	run(3, 10, 99.5, 0)   // task 3: running at the kill, died with it,
+	run(3, 30, 110, 111)  //   ran once more: a redelivery, no duplicate
+	run(4, 30, 110, 111)  // task 4: claimed by 10 without starting
+	run(5, 30, 300, 301)  // task 5: run twice on a live worker
+	run(5, 30, 310, 311)  //   (a lease that expired): other
+	run(7, 1, 100.5, 101) // task 7: launched as 10 died (its bash saw init
+	run(7, 30, 110, 111)  //   as its parent): a duplicate (running)
 	deliveries := map[int]int{4: 2, 5: 2}
 	// Task 6 never ran: lost.
 
 	var res result
-	analyse(&res, 7, rf, deliveries, kills)
+	analyse(&res, 8, rf, deliveries, kills)
 	want := result{
-		Kills: 2, Runs: 9, Lost: 1, LostTasks: []int{6}, Duplicates: 3,
-		PerKill: 1.5, MaxPerKill: 2,
-		DupCauses: map[string]int{causeRunning: 1, causeUnsettled: 1, causeOther: 1},
+		Kills: 2, Runs: 11, Lost: 1, LostTasks: []int{6}, Duplicates: 4,
+		PerKill: 2, MaxPerKill: 3,
+		DupCauses: map[string]int{causeRunning: 2, causeUnsettled: 1, causeOther: 1},
 		// Task 5's redelivery has no kill to blame, but kills happened
 		// and the harness cannot tell it from a claim lost with a
 		// worker: it reads as claimed.
-		Redelivered: map[string]int{causeRunning: 2, causeUnsettled: 1, causeClaimed: 2},
-		KillLog:     []killReport{{Pid: 10, Running: 1, Orphans: 1, Duplicates: 2}, {Pid: 20}},
+		Redelivered: map[string]int{causeRunning: 3, causeUnsettled: 1, causeClaimed: 2},
+		KillLog:     []killReport{{Pid: 10, Running: 1, Orphans: 2, Duplicates: 3}, {Pid: 20}},
 	}
 	if !reflect.DeepEqual(res, want) {
 		t.Errorf("analyse:\n got %+v\nwant %+v", res, want)

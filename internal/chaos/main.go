@@ -192,9 +192,11 @@ func (h *harness) push(ctx context.Context) error {
 // stats reads `jobq stats --json`.
 func (h *harness) stats(ctx context.Context) (map[string]any, error) {
 	cmd := h.jobq(ctx, "stats", "--sample", "0", "--json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr // the backend's one-time warnings, every call
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
+		return nil, fmt.Errorf("stats: %w\n%s", err, stderr.String())
 	}
 	var m map[string]any
 	if err := json.Unmarshal(out, &m); err != nil {
@@ -318,7 +320,7 @@ func (h *harness) drain(ctx context.Context) (result, error) {
 	defer func() { stopAll(context.WithoutCancel(ctx), workers) }()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	var doneSince, killDue, emptySince time.Time
+	var doneSince, killDue, emptySince, lastCount time.Time
 	lastSeen := 0
 	var err error
 loop:
@@ -372,6 +374,11 @@ loop:
 		if seen != lastSeen {
 			lastSeen, emptySince = seen, time.Time{}
 		}
+		// Counting the queue starts a process: once every half second.
+		if time.Since(lastCount) < 500*time.Millisecond {
+			continue
+		}
+		lastCount = time.Now()
 		if seen < h.c.tasks {
 			// A task that never runs while the queue stays empty is lost;
 			// waiting out two leases and more leaves no doubt.
