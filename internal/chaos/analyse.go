@@ -22,6 +22,9 @@ type kill struct {
 	running int // the worker's child processes (running tasks) at the kill
 }
 
+// span is an engine restart: from the restart command's start to its end.
+type span struct{ from, to time.Time }
+
 // killReport is one kill in the result.
 type killReport struct {
 	Pid     int `json:"pid"`
@@ -42,7 +45,11 @@ const (
 	// causeClaimed: the task was redelivered without having started on a
 	// killed worker: claimed ahead (prefetched) or waiting for a handler.
 	causeClaimed = "claimed_not_started"
-	// causeOther: no kill explains it (an engine restart, a lease that
+	// causeRestart: the repeated run ended in the second before an
+	// engine restart or during it (a settlement the restart undid or
+	// refused).
+	causeRestart = "engine_restart"
+	// causeOther: neither a kill nor a restart explains it (a lease that
 	// expired).
 	causeOther = "other"
 )
@@ -136,7 +143,7 @@ func readWorkerLogs(dir string) (map[int]int, error) {
 // "finished, unsettled" when K ended it before tk and yet it was delivered
 // again. A duplicate (a second end record) is put down to the killed
 // worker whose run it repeats.
-func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills []kill) {
+func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills []kill, restarts []span) {
 	res.Kills = len(kills)
 	res.Runs = rf.runs
 	for n := range tasks {
@@ -189,18 +196,32 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 			}
 		}
 	}
-	// endCause puts a repeated run that ended at t on pid down to a
-	// kill: it ran on past its worker's death, or it had finished before
-	// and its settlement was lost with the worker.
-	endCause := func(pid int, t float64) (string, int) {
+	// duringRestart reports whether a run that ended at t may have had
+	// its settlement undone or refused by an engine restart.
+	duringRestart := func(t float64) bool {
+		for _, r := range restarts {
+			if float64(r.from.UnixNano())/1e9-1 <= t && t <= float64(r.to.UnixNano())/1e9 {
+				return true
+			}
+		}
+		return false
+	}
+	// endCause puts a repeated run of task n that ended at t on pid down
+	// to a kill: it ran on past its worker's death, or it had finished
+	// before and its settlement was lost with the worker — unless the task
+	// was delivered again while that worker still lived, which no kill
+	// explains.
+	endCause := func(n, pid int, t float64) (string, int) {
 		tk, i, ok := killedAt(pid)
 		switch {
-		case !ok:
-			return causeOther, -1
-		case t >= tk:
+		case ok && t >= tk:
 			return causeRunning, i
+		case ok && !slices.ContainsFunc(rf.starts[n], func(s rec) bool { return s.t > t && s.t < tk }):
+			return causeUnsettled, i
+		case duringRestart(t):
+			return causeRestart, -1
 		}
-		return causeUnsettled, i
+		return causeOther, -1
 	}
 	// startCause puts a delivery that started on pid down to a kill:
 	// running at the kill, or finished by then (unsettled). A start
@@ -219,7 +240,7 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 	// Duplicates: every end record but one. The one kept is the last by
 	// a worker that was not killed (its settlement took the task off the
 	// queue), else the last.
-	for _, ends := range rf.ends {
+	for n, ends := range rf.ends {
 		if len(ends) < 2 {
 			continue
 		}
@@ -236,7 +257,7 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 			if j == keep {
 				continue
 			}
-			c, i := endCause(e.pid, e.t)
+			c, i := endCause(n, e.pid, e.t)
 			res.DupCauses[c]++
 			if i >= 0 {
 				res.KillLog[i].Duplicates++
@@ -284,6 +305,40 @@ func saveKills(dir string, kills []kill) error {
 	return os.WriteFile(filepath.Join(dir, killFile), []byte(b.String()), 0o644)
 }
 
+// restartFile records the engine restarts, as [from, to] Unix nanoseconds
+// a line.
+const restartFile = "restarts.json"
+
+// saveRestarts writes the restarts for -analyse.
+func saveRestarts(dir string, restarts []span) error {
+	var b strings.Builder
+	for _, r := range restarts {
+		fmt.Fprintf(&b, "[%d,%d]\n", r.from.UnixNano(), r.to.UnixNano())
+	}
+	return os.WriteFile(filepath.Join(dir, restartFile), []byte(b.String()), 0o644)
+}
+
+// loadRestarts reads what saveRestarts wrote; none when the file is
+// missing.
+func loadRestarts(dir string) ([]span, error) {
+	b, err := os.ReadFile(filepath.Join(dir, restartFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rs []span
+	for _, line := range strings.Fields(string(b)) {
+		var v [2]int64
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", restartFile, err)
+		}
+		rs = append(rs, span{time.Unix(0, v[0]), time.Unix(0, v[1])})
+	}
+	return rs, nil
+}
+
 // loadKills reads what saveKills wrote.
 func loadKills(dir string) ([]kill, error) {
 	b, err := os.ReadFile(filepath.Join(dir, killFile))
@@ -316,6 +371,10 @@ func reanalyse(dir string, tasks int) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	analyse(&res, tasks, rf, deliveries, kills)
+	restarts, err := loadRestarts(dir)
+	if err != nil {
+		return res, err
+	}
+	analyse(&res, tasks, rf, deliveries, kills, restarts)
 	return res, nil
 }

@@ -37,7 +37,7 @@ func TestAnalyse(t *testing.T) {
 	// Task 6 never ran: lost.
 
 	var res result
-	analyse(&res, 8, rf, deliveries, kills)
+	analyse(&res, 8, rf, deliveries, kills, nil)
 	want := result{
 		Kills: 2, Runs: 11, Lost: 1, LostTasks: []int{6}, Duplicates: 4,
 		PerKill: 2, MaxPerKill: 3,
@@ -72,5 +72,33 @@ func TestReadRuns(t *testing.T) {
 	}
 	if !reflect.DeepEqual(rf, want) {
 		t.Errorf("readRuns: got %+v, want %+v", rf, want)
+	}
+}
+
+// TestAnalyseRedeliveredBeforeKill: a task that a worker finished and that
+// came back while the worker still lived is not put down to the worker's
+// later kill, but to an engine restart when it ended just before one.
+func TestAnalyseRedeliveredBeforeKill(t *testing.T) {
+	t.Parallel()
+	kills := []kill{{pid: 10, at: time.Unix(100, 0), running: 0}}
+	restarts := []span{{time.Unix(51, 500e6), time.Unix(53, 0)}}
+	rf := runFile{starts: map[int][]rec{}, ends: map[int][]rec{}}
+	run := func(n, pid int, start, end float64) {
+		rf.starts[n] = append(rf.starts[n], rec{pid, start})
+		rf.ends[n] = append(rf.ends[n], rec{pid, end})
+		rf.runs++
+	}
+	run(0, 10, 50, 51) // ended in the second before the restart,
+	run(0, 30, 61, 62) //   back 10 s later
+	run(1, 10, 20, 21) // back while 10 lived, no restart near:
+	run(1, 30, 31, 32) //   a lease that expired
+	run(2, 10, 98, 99) // finished just before the kill: unsettled
+	run(2, 30, 110, 111)
+
+	var res result
+	analyse(&res, 3, rf, map[int]int{}, kills, restarts)
+	want := map[string]int{causeRestart: 1, causeOther: 1, causeUnsettled: 1}
+	if !reflect.DeepEqual(res.DupCauses, want) || res.KillLog[0].Duplicates != 1 {
+		t.Errorf("duplicates by cause %v, kill %+v; want %v and 1 duplicate for the kill", res.DupCauses, res.KillLog[0], want)
 	}
 }

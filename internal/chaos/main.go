@@ -157,11 +157,12 @@ func run(ctx context.Context, c config) (result, error) {
 }
 
 type harness struct {
-	c     config
-	dir   string
-	runs  string
-	seq   int
-	kills []kill
+	c        config
+	dir      string
+	runs     string
+	seq      int
+	kills    []kill
+	restarts []span
 }
 
 func (h *harness) jobq(ctx context.Context, args ...string) *exec.Cmd {
@@ -369,6 +370,7 @@ loop:
 				return res, fmt.Errorf("restarting the engine: %w", err)
 			}
 			res.Restarts++
+			h.restarts = append(h.restarts, span{t0, time.Now()})
 			fmt.Fprintf(os.Stderr, "chaos: engine restart %d took %v, at %d tasks done\n", res.Restarts, time.Since(t0).Round(time.Millisecond), seen)
 		}
 		if seen != lastSeen {
@@ -415,9 +417,12 @@ loop:
 	if lerr != nil {
 		return res, lerr
 	}
-	analyse(&res, h.c.tasks, rf, started, h.kills)
+	analyse(&res, h.c.tasks, rf, started, h.kills, h.restarts)
 	if kerr := saveKills(h.dir, h.kills); kerr != nil {
 		return res, kerr
+	}
+	if rerr := saveRestarts(h.dir, h.restarts); rerr != nil {
+		return res, rerr
 	}
 	if err != nil {
 		return res, err
