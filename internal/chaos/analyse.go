@@ -208,18 +208,20 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 	}
 	// endCause puts a repeated run of task n that ended at t on pid down
 	// to a kill: it ran on past its worker's death, or it had finished
-	// before and its settlement was lost with the worker — unless the task
-	// was delivered again while that worker still lived, which no kill
-	// explains.
+	// before and its settlement was lost with the worker — unless it ended
+	// just before an engine restart, or the task was delivered again while
+	// that worker still lived, which no kill explains.
 	endCause := func(n, pid int, t float64) (string, int) {
 		tk, i, ok := killedAt(pid)
 		switch {
 		case ok && t >= tk:
 			return causeRunning, i
+		case duringRestart(t):
+			// The restart undid or refused the settlement before the
+			// kill came.
+			return causeRestart, -1
 		case ok && !slices.ContainsFunc(rf.starts[n], func(s rec) bool { return s.t > t && s.t < tk }):
 			return causeUnsettled, i
-		case duringRestart(t):
-			return causeRestart, -1
 		}
 		return causeOther, -1
 	}
