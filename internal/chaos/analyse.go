@@ -225,19 +225,20 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 		}
 		return causeOther, -1
 	}
-	// startCause puts a delivery that started on pid down to a kill:
-	// running at the kill, or finished by then (unsettled). A start
-	// recorded after the kill is one the worker launched just before it
-	// died.
-	startCause := func(n, pid int) string {
-		tk, _, ok := killedAt(pid)
-		if !ok {
-			return causeOther
+	// startCause puts a delivery of task n that started at t on pid, and
+	// was delivered again after, down to its cause: that of its end when
+	// it ended, else the kill it died in.
+	startCause := func(n, pid int, t float64) string {
+		for _, e := range rf.ends[n] {
+			if e.pid == pid && e.t >= t {
+				c, _ := endCause(n, pid, e.t)
+				return c
+			}
 		}
-		if slices.ContainsFunc(rf.ends[n], func(e rec) bool { return e.pid == pid && e.t < tk }) {
-			return causeUnsettled
+		if _, _, ok := killedAt(pid); ok {
+			return causeRunning
 		}
-		return causeRunning
+		return causeOther
 	}
 	// Duplicates: every end record but one. The one kept is the last by
 	// a worker that was not killed (its settlement took the task off the
@@ -279,7 +280,7 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 			c = causeClaimed
 		}
 		for _, s := range starts[:max(len(starts)-1, 0)] {
-			if sc := startCause(n, s.pid); sc != causeOther {
+			if sc := startCause(n, s.pid, s.t); sc != causeOther {
 				c = sc
 				break
 			}
