@@ -287,11 +287,13 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 		}
 		res.Redelivered[c]++
 	}
+	byKills := 0
 	for _, k := range res.KillLog {
 		res.MaxPerKill = max(res.MaxPerKill, k.Duplicates)
+		byKills += k.Duplicates
 	}
 	if len(kills) > 0 {
-		res.PerKill = float64(res.Duplicates) / float64(len(kills))
+		res.PerKill = float64(byKills) / float64(len(kills))
 	}
 }
 

@@ -40,7 +40,7 @@ func TestAnalyse(t *testing.T) {
 	analyse(&res, 8, rf, deliveries, kills, nil)
 	want := result{
 		Kills: 2, Runs: 11, Lost: 1, LostTasks: []int{6}, Duplicates: 4,
-		PerKill: 2, MaxPerKill: 3,
+		PerKill: 1.5, MaxPerKill: 3,
 		DupCauses: map[string]int{causeRunning: 2, causeUnsettled: 1, causeOther: 1},
 		// Task 5's redelivery has no kill to blame, but kills happened
 		// and the harness cannot tell it from a claim lost with a

@@ -48,14 +48,15 @@ type config struct {
 
 // result is what a run found, printed as one JSON line at the end.
 type result struct {
-	Queue      string  `json:"queue"`
-	Tasks      int     `json:"tasks"`
-	Kills      int     `json:"kills"`
-	Restarts   int     `json:"engine_restarts"`
-	Runs       int     `json:"runs"`
-	Lost       int     `json:"lost"`
-	LostTasks  []int   `json:"lost_tasks,omitempty"`
-	Duplicates int     `json:"duplicates"`
+	Queue      string `json:"queue"`
+	Tasks      int    `json:"tasks"`
+	Kills      int    `json:"kills"`
+	Restarts   int    `json:"engine_restarts"`
+	Runs       int    `json:"runs"`
+	Lost       int    `json:"lost"`
+	LostTasks  []int  `json:"lost_tasks,omitempty"`
+	Duplicates int    `json:"duplicates"`
+	// PerKill counts the duplicates put down to kills, per kill.
 	PerKill    float64 `json:"duplicates_per_kill"`
 	MaxPerKill int     `json:"max_duplicates_per_kill"`
 	// DupCauses splits the duplicates by what the run that was repeated
