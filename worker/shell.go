@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,6 +91,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	cmd.Env = append(s.environ(job), extraEnv...)
 	cmd.Dir = t.Cwd
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithWorker(cmd.SysProcAttr)
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -102,7 +104,8 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		return fmt.Errorf("creating the output pipe: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := cmd.Start(); err != nil {
+	waited := make(chan error, 1)
+	if err := startAndWait(cmd, waited); err != nil {
 		for _, f := range []*os.File{outR, outW, errR, errW} {
 			f.Close()
 		}
@@ -123,8 +126,6 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	go stream(outR, "stdout")
 	go stream(errR, "stderr")
 
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
 	werr := awaitExit(ctx, job, pgid, waited, killTimeout)
 
 	// The main process is gone; background processes may still hold the
@@ -149,6 +150,26 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	}
 
 	return outcome(ctx, werr, &tail)
+}
+
+// startAndWait starts cmd and waits for it on a goroutine locked to one
+// OS thread, so that the thread that started the child lives until the
+// child has exited: Linux sends the parent-death signal (dieWithWorker)
+// when that thread exits, not when the process does. The thread would sit
+// in wait4 anyway. The wait's result goes to waited.
+func startAndWait(cmd *exec.Cmd, waited chan<- error) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waited <- cmd.Wait()
+	}()
+	return <-started
 }
 
 // awaitExit waits for the command's main process to exit (waited), and

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,6 +356,37 @@ func TestKilledWorkerTaskReappears(t *testing.T) {
 	}
 	if got := b.size(); got != "0" {
 		t.Fatalf("size %s; want 0", got)
+	}
+}
+
+// TestKilledWorkersTaskDiesWithIt: a worker killed with SIGKILL takes its
+// running task's main process with it (Linux's parent-death signal), so the
+// task does not run on as an orphan while its lease expires and a second
+// copy starts elsewhere.
+func TestKilledWorkersTaskDiesWithIt(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	t.Parallel()
+	b := newBench(t)
+	b.must("push", "-c", `echo $$ > started; sleep 30; echo finished > finished`)
+	p := b.start(nil, "worker", "--visibility-timeout", "1m")
+	for len(readLines(t, filepath.Join(b.dir, "started"))) == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid, err := strconv.Atoi(readLines(t, filepath.Join(b.dir, "started"))[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	p.signal(syscall.SIGKILL)
+	p.wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the task's bash (pid %d) still runs 10 s after its worker was killed", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
