@@ -436,42 +436,13 @@ func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) (*Envelope, er
 // as the reason) and never returned.
 func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions) ([]*Envelope, error) {
 	const op = "receive"
-	if err := q.checkOpen(op); err != nil {
+	limit, vis, err := q.receiveSettings(op, limit, opts.Visibility)
+	if err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, errorf(InvalidArgument, op, "limit is %d; receive at least 1 message", limit)
-	}
-	if q.caps.MaxReceiveBatch > 0 && limit > q.caps.MaxReceiveBatch {
-		limit = q.caps.MaxReceiveBatch
-	}
-	vis := opts.Visibility
-	if vis == 0 {
-		vis = DefaultVisibility
-		if mv := q.caps.MaxVisibility; mv > 0 && vis > mv {
-			vis = mv // the default must not fail on a backend with shorter leases
-		}
-	}
-	if err := q.checkVisibility(op, vis); err != nil {
-		return nil, err
-	}
-	var deadline time.Time
-	if opts.Wait > 0 {
-		deadline = time.Now().Add(opts.Wait)
-	}
-	var pause time.Duration
+	w := newReceiveWait(opts.Wait)
 	for {
-		wait := opts.Wait
-		switch {
-		case opts.Wait < 0:
-			wait = 5 * time.Second
-		case opts.Wait > 0:
-			wait = time.Until(deadline)
-			if wait < 0 {
-				wait = 0
-			}
-		}
-		recs, err := q.drv.Receive(ctx, driver.ReceiveParams{Max: limit, Visibility: vis, Wait: wait})
+		recs, err := q.drv.Receive(ctx, driver.ReceiveParams{Max: limit, Visibility: vis, Wait: w.driverWait()})
 		if err != nil {
 			return nil, q.wrap(op, err)
 		}
@@ -481,20 +452,83 @@ func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions
 		if err := ctx.Err(); err != nil {
 			return nil, q.wrap(op, err)
 		}
-		if opts.Wait == 0 || (opts.Wait > 0 && !time.Now().Before(deadline)) {
+		if w.over() {
 			return nil, nil
 		}
-		// A driver may return early with nothing; back off a little so that
-		// one which always does cannot turn this loop into a busy poll.
-		pause = min(max(2*pause, time.Millisecond), 100*time.Millisecond)
-		if opts.Wait > 0 {
-			pause = min(pause, time.Until(deadline))
+		if err := w.backOff(ctx); err != nil {
+			return nil, q.wrap(op, err)
 		}
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return nil, q.wrap(op, ctx.Err())
+	}
+}
+
+// receiveSettings checks a receive's limit and visibility, capping limit
+// at the backend's largest batch and filling in the default lease.
+func (q *Queue) receiveSettings(op string, limit int, vis time.Duration) (int, time.Duration, error) {
+	if err := q.checkOpen(op); err != nil {
+		return 0, 0, err
+	}
+	if limit < 1 {
+		return 0, 0, errorf(InvalidArgument, op, "limit is %d; receive at least 1 message", limit)
+	}
+	if q.caps.MaxReceiveBatch > 0 && limit > q.caps.MaxReceiveBatch {
+		limit = q.caps.MaxReceiveBatch
+	}
+	if vis == 0 {
+		vis = DefaultVisibility
+		if mv := q.caps.MaxVisibility; mv > 0 && vis > mv {
+			vis = mv // the default must not fail on a backend with shorter leases
 		}
+	}
+	if err := q.checkVisibility(op, vis); err != nil {
+		return 0, 0, err
+	}
+	return limit, vis, nil
+}
+
+// receiveWait paces the loop of ReceiveBatch through ReceiveOptions.Wait.
+type receiveWait struct {
+	wait     time.Duration // as given: < 0 forever, 0 not at all
+	deadline time.Time     // when wait > 0
+	pause    time.Duration // the last back-off
+}
+
+func newReceiveWait(wait time.Duration) receiveWait {
+	w := receiveWait{wait: wait}
+	if wait > 0 {
+		w.deadline = time.Now().Add(wait)
+	}
+	return w
+}
+
+// driverWait is how long the next driver call may wait for a message.
+func (w *receiveWait) driverWait() time.Duration {
+	switch {
+	case w.wait < 0:
+		return 5 * time.Second
+	case w.wait > 0:
+		return max(time.Until(w.deadline), 0)
+	}
+	return 0
+}
+
+// over reports whether the wait has ended.
+func (w *receiveWait) over() bool {
+	return w.wait == 0 || (w.wait > 0 && !time.Now().Before(w.deadline))
+}
+
+// backOff sleeps before the next driver call. A driver may return early
+// with nothing; the pause, doubling up to 100 ms, keeps one which always
+// does from turning the loop into a busy poll.
+func (w *receiveWait) backOff(ctx context.Context) error {
+	w.pause = min(max(2*w.pause, time.Millisecond), 100*time.Millisecond)
+	if w.wait > 0 {
+		w.pause = min(w.pause, time.Until(w.deadline))
+	}
+	select {
+	case <-time.After(w.pause):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -345,88 +345,138 @@ func UnmarshalTask(body []byte) (*Task, error) {
 		return nil, decodeError("message body is a JSON %s, not a task object", kindName(doc.Kind))
 	}
 	t := &Task{Version: schemaV1}
-	legacy := true // no "version": ai4s-jobq reads it as v1 with 5 retries
-	if v, ok := doc.Get("version"); ok {
-		legacy = false
-		n, err := wireInt("version", v)
-		if err != nil {
-			return nil, err
-		}
-		if n < 0 || n > schemaV2 {
-			return nil, decodeError("task schema version %d is not supported; this jobq reads versions 0, 1 and 2 (upgrade jobq to read newer tasks)", n)
-		}
-		t.Version = int(n)
+	legacy, err := decodeVersion(t, doc)
+	if err != nil {
+		return nil, err
 	}
-
 	raw := &rawKwargs{}
-	var haveKwargs, haveRetries, haveReply bool
+	var seen taskMembers
 	keys, vals := doc.Members()
 	for i, k := range keys {
-		v := vals[i]
-		var err error
-		switch k {
-		case "version":
-		case "kwargs":
-			if v.Kind != pyjson.String {
-				return nil, decodeError(`task "kwargs" is a JSON %s; it must be a string holding a JSON object`, kindName(v.Kind))
-			}
-			haveKwargs, raw.text = true, v.Str
-		case "num_retries":
-			var n int64
-			n, err = wireInt(k, v)
-			haveRetries, t.NumRetries = true, int(max(n, 0))
-		case "reply_requested":
-			if v.Kind != pyjson.Bool {
-				return nil, decodeError(`task "reply_requested" is a JSON %s; it must be true or false`, kindName(v.Kind))
-			}
-			haveReply = true
-			t.ReplyRequested = v.Bool && t.Version != 0 // v0 has no replies
-		case "id":
-			switch v.Kind {
-			case pyjson.String:
-				t.ID = v.Str
-			case pyjson.Null:
-			default:
-				return nil, decodeError(`task "id" is a JSON %s; it must be a string`, kindName(v.Kind))
-			}
-		default:
-			var known bool
-			if t.Version == schemaV2 {
-				known, err = decodeV2(t, k, v)
-			}
-			if !known && err == nil {
-				raw.extra = append(raw.extra, ", "...)
-				raw.extra = pyjson.AppendString(raw.extra, k)
-				raw.extra = append(raw.extra, ": "...)
-				raw.extra = pyjson.AppendValue(raw.extra, v)
-			}
-		}
-		if err != nil {
+		if err := decodeMember(t, raw, &seen, k, vals[i]); err != nil {
 			return nil, err
 		}
 	}
-	switch {
-	case !haveKwargs:
-		return nil, decodeError(`task has no "kwargs" member`)
-	case !haveRetries && legacy:
-		t.NumRetries = 5
-	case !haveRetries:
-		return nil, decodeError(`task has no "num_retries" member`)
-	case !haveReply && t.Version >= schemaV1 && !legacy:
-		return nil, decodeError(`task of schema version %d has no "reply_requested" member`, t.Version)
+	if err := seen.check(t, legacy); err != nil {
+		return nil, err
 	}
 	if err := decodeKwargs(t, raw); err != nil {
 		return nil, err
 	}
 	t.kwargs = raw
-	if t.ID == "" {
-		id, err := TaskID(t)
-		if err != nil {
-			return nil, decodeError("task cannot be re-encoded to compute its ID: %v", err)
-		}
-		t.ID = id
+	if err := fillTaskID(t); err != nil {
+		return nil, err
 	}
 	return t, nil
+}
+
+// decodeVersion sets t.Version from the "version" member of doc. legacy is
+// true when there is none: ai4s-jobq reads such a task as v1 with 5
+// retries.
+func decodeVersion(t *Task, doc pyjson.Value) (legacy bool, err error) {
+	v, ok := doc.Get("version")
+	if !ok {
+		return true, nil
+	}
+	n, err := wireInt("version", v)
+	if err != nil {
+		return false, err
+	}
+	if n < 0 || n > schemaV2 {
+		return false, decodeError("task schema version %d is not supported; this jobq reads versions 0, 1 and 2 (upgrade jobq to read newer tasks)", n)
+	}
+	t.Version = int(n)
+	return false, nil
+}
+
+// taskMembers records which of a task's required members were present.
+type taskMembers struct {
+	kwargs, retries, reply bool
+}
+
+// decodeMember decodes member k of a task object into t, keeping the text
+// of kwargs and of members this version does not know in raw.
+func decodeMember(t *Task, raw *rawKwargs, seen *taskMembers, k string, v pyjson.Value) error {
+	switch k {
+	case "version":
+	case "kwargs":
+		if v.Kind != pyjson.String {
+			return decodeError(`task "kwargs" is a JSON %s; it must be a string holding a JSON object`, kindName(v.Kind))
+		}
+		seen.kwargs, raw.text = true, v.Str
+	case "num_retries":
+		n, err := wireInt(k, v)
+		seen.retries, t.NumRetries = true, int(max(n, 0))
+		return err
+	case "reply_requested":
+		if v.Kind != pyjson.Bool {
+			return decodeError(`task "reply_requested" is a JSON %s; it must be true or false`, kindName(v.Kind))
+		}
+		seen.reply = true
+		t.ReplyRequested = v.Bool && t.Version != 0 // v0 has no replies
+	case "id":
+		return decodeTaskID(t, v)
+	default:
+		return decodeOther(t, raw, k, v)
+	}
+	return nil
+}
+
+// decodeTaskID sets t.ID from the "id" member; null leaves it empty.
+func decodeTaskID(t *Task, v pyjson.Value) error {
+	switch v.Kind {
+	case pyjson.String:
+		t.ID = v.Str
+	case pyjson.Null:
+	default:
+		return decodeError(`task "id" is a JSON %s; it must be a string`, kindName(v.Kind))
+	}
+	return nil
+}
+
+// decodeOther decodes a v2 member into t, or keeps a member this version
+// does not know in raw.extra, so that it is written back unchanged.
+func decodeOther(t *Task, raw *rawKwargs, k string, v pyjson.Value) error {
+	if t.Version == schemaV2 {
+		known, err := decodeV2(t, k, v)
+		if known || err != nil {
+			return err
+		}
+	}
+	raw.extra = append(raw.extra, ", "...)
+	raw.extra = pyjson.AppendString(raw.extra, k)
+	raw.extra = append(raw.extra, ": "...)
+	raw.extra = pyjson.AppendValue(raw.extra, v)
+	return nil
+}
+
+// check fails when a required member was missing, and gives a legacy task
+// without "num_retries" ai4s-jobq's 5 retries.
+func (seen taskMembers) check(t *Task, legacy bool) error {
+	switch {
+	case !seen.kwargs:
+		return decodeError(`task has no "kwargs" member`)
+	case !seen.retries && legacy:
+		t.NumRetries = 5
+	case !seen.retries:
+		return decodeError(`task has no "num_retries" member`)
+	case !seen.reply && t.Version >= schemaV1 && !legacy:
+		return decodeError(`task of schema version %d has no "reply_requested" member`, t.Version)
+	}
+	return nil
+}
+
+// fillTaskID computes t.ID when the message did not carry one.
+func fillTaskID(t *Task) error {
+	if t.ID != "" {
+		return nil
+	}
+	id, err := TaskID(t)
+	if err != nil {
+		return decodeError("task cannot be re-encoded to compute its ID: %v", err)
+	}
+	t.ID = id
+	return nil
 }
 
 // decodeKwargs fills the shell fields or Payload of t from the kwargs text.

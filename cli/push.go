@@ -141,32 +141,10 @@ type pushJob struct {
 }
 
 func (a *app) push(ctx context.Context, f pushFlags) error {
-	env, err := parseEnvFlags(f.env)
+	opts, err := a.checkPushFlags(f)
 	if err != nil {
 		return err
 	}
-	if f.priority < jobq.MinPriority || f.priority > jobq.MaxPriority {
-		return usageError("--priority %d is out of range; use %d..%d", f.priority, jobq.MinPriority, jobq.MaxPriority)
-	}
-	if f.wait {
-		return usageError("--wait is not available: jobq does not return task results yet, so there is nothing to wait for; push without --wait and watch the queue with 'jobq QUEUE stats'")
-	}
-	if f.dedupWindow != 0 {
-		if err := a.setDedupWindow(f.dedupWindow); err != nil {
-			return err
-		}
-	}
-	for _, kv := range [][2]string{{"--bg-dirsync-to", f.dirsync}, {"--cwd", f.cwd}} {
-		if !utf8.ValidString(kv[1]) {
-			return usageError("%s is not valid UTF-8 text", kv[0])
-		}
-	}
-	for _, e := range env {
-		if !utf8.ValidString(e.Name) || !utf8.ValidString(e.Value) {
-			return usageError("-e %q is not valid UTF-8 text", e.Name)
-		}
-	}
-	opts := lineOpts{env: env, dirsync: f.dirsync, cwd: f.cwd}
 	q, err := a.open(ctx)
 	if err != nil {
 		return err
@@ -175,19 +153,59 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: f.numWorkers}
 	defer p.printer.Flush()
 
-	// The first SIGINT or SIGTERM stops reading and lets the batches in
-	// flight finish; a second one abandons them.
+	pushCtx, interrupted, stop := a.watchInterrupts(ctx)
+	defer stop()
+	if len(f.commands) > 0 {
+		return p.pushCommands(pushCtx, opts)
+	}
+	return p.pushStdin(pushCtx, opts, interrupted)
+}
+
+// checkPushFlags rejects push flags that cannot be used, applies
+// --dedup-window, and returns what every task line shares.
+func (a *app) checkPushFlags(f pushFlags) (lineOpts, error) {
+	env, err := parseEnvFlags(f.env)
+	if err != nil {
+		return lineOpts{}, err
+	}
+	if f.priority < jobq.MinPriority || f.priority > jobq.MaxPriority {
+		return lineOpts{}, usageError("--priority %d is out of range; use %d..%d", f.priority, jobq.MinPriority, jobq.MaxPriority)
+	}
+	if f.wait {
+		return lineOpts{}, usageError("--wait is not available: jobq does not return task results yet, so there is nothing to wait for; push without --wait and watch the queue with 'jobq QUEUE stats'")
+	}
+	if f.dedupWindow != 0 {
+		if err := a.setDedupWindow(f.dedupWindow); err != nil {
+			return lineOpts{}, err
+		}
+	}
+	for _, kv := range [][2]string{{"--bg-dirsync-to", f.dirsync}, {"--cwd", f.cwd}} {
+		if !utf8.ValidString(kv[1]) {
+			return lineOpts{}, usageError("%s is not valid UTF-8 text", kv[0])
+		}
+	}
+	for _, e := range env {
+		if !utf8.ValidString(e.Name) || !utf8.ValidString(e.Value) {
+			return lineOpts{}, usageError("-e %q is not valid UTF-8 text", e.Name)
+		}
+	}
+	return lineOpts{env: env, dirsync: f.dirsync, cwd: f.cwd}, nil
+}
+
+// watchInterrupts returns a context for pushing and a channel closed on
+// the first SIGINT or SIGTERM, which stops reading and lets the batches in
+// flight finish; a second signal cancels the context, abandoning them.
+// stop undoes both.
+func (a *app) watchInterrupts(ctx context.Context) (pushCtx context.Context, interrupted <-chan struct{}, stop func()) {
 	pushCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	interrupted := make(chan struct{})
+	first := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	go func() {
 		select {
 		case s := <-sigs:
 			a.log.Warn("interrupted: reading no more input; finishing the batches in flight (signal again to abandon them)", "signal", s.String())
-			close(interrupted)
+			close(first)
 		case <-pushCtx.Done():
 			return
 		}
@@ -197,24 +215,70 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		case <-pushCtx.Done():
 		}
 	}()
-
-	if len(f.commands) > 0 {
-		for i, c := range f.commands {
-			t, perr := parseTaskLine(c, opts)
-			if perr != nil {
-				return p.stopped(pushCtx, i+1, asUsage(fmt.Errorf("-c %s (command %d): %w", truncateFlag(c), i+1, perr)))
-			}
-			if err := p.add(pushCtx, t, i+1); err != nil {
-				return p.stopped(pushCtx, i+1, fmt.Errorf("-c %s (command %d): %w", truncateFlag(c), i+1, err))
-			}
-		}
-		if err := p.flush(pushCtx); err != nil {
-			return p.failed(len(f.commands)+1, err)
-		}
-		a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", q.URL())
-		return nil
+	return pushCtx, first, func() {
+		signal.Stop(sigs)
+		cancel(nil)
 	}
+}
 
+// pushCommands pushes the -c commands, numbered from 1 in errors.
+func (p *pusher) pushCommands(ctx context.Context, opts lineOpts) error {
+	for i, c := range p.f.commands {
+		t, perr := parseTaskLine(c, opts)
+		if perr != nil {
+			return p.stopped(ctx, i+1, asUsage(fmt.Errorf("-c %s (command %d): %w", truncateFlag(c), i+1, perr)))
+		}
+		if err := p.add(ctx, t, i+1); err != nil {
+			return p.stopped(ctx, i+1, fmt.Errorf("-c %s (command %d): %w", truncateFlag(c), i+1, err))
+		}
+	}
+	if err := p.flush(ctx); err != nil {
+		return p.failed(len(p.f.commands)+1, err)
+	}
+	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", p.q.URL())
+	return nil
+}
+
+// pushStdin pushes one task per line of standard input until its end or
+// the first interrupt.
+func (p *pusher) pushStdin(ctx context.Context, opts lineOpts, interrupted <-chan struct{}) error {
+	p.startProgress()
+	if p.bar != nil {
+		defer p.bar.Finish()
+	}
+	chunks := make(chan lineChunk, 2)
+	go readLines(p.a.stdin, chunks)
+	lineNo := 1
+	for {
+		var c lineChunk
+		var ok bool
+		select {
+		case c, ok = <-chunks:
+		case <-interrupted:
+			return p.stopped(ctx, lineNo, &exitError{code: ExitFailure, err: errors.New("interrupted")})
+		}
+		if !ok {
+			break
+		}
+		var err error
+		if lineNo, err = p.addLines(ctx, c, lineNo, opts); err != nil {
+			return err
+		}
+	}
+	if err := p.flush(ctx); err != nil {
+		return p.failed(lineNo, err)
+	}
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", p.q.URL())
+	return nil
+}
+
+// startProgress tells a person at a terminal where tasks are read from,
+// and shows a progress bar when standard error is a terminal.
+func (p *pusher) startProgress() {
+	a := p.a
 	if file, ok := a.stdin.(*os.File); ok && isatty.IsTerminal(file.Fd()) {
 		fmt.Fprintln(a.stderr, "jobq: reading tasks from standard input, one per line; end with Ctrl-D (use -c to push a single command)")
 	}
@@ -228,44 +292,27 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish(),
 		)
-		defer p.bar.Finish()
 	}
-	chunks := make(chan lineChunk, 2)
-	go readLines(a.stdin, chunks)
-	lineNo := 1
-	for {
-		var c lineChunk
-		var ok bool
-		select {
-		case c, ok = <-chunks:
-		case <-interrupted:
-			return p.stopped(pushCtx, lineNo, &exitError{code: ExitFailure, err: errors.New("interrupted")})
+}
+
+// addLines parses and queues the lines of c, the first being input line
+// lineNo, and returns the number of the next line. On an error it has
+// already stopped the push (see stopped).
+func (p *pusher) addLines(ctx context.Context, c lineChunk, lineNo int, opts lineOpts) (int, error) {
+	for _, line := range c.lines {
+		t, perr := parseTaskLine(line, opts)
+		if perr != nil {
+			return lineNo, p.stopped(ctx, lineNo, asUsage(fmt.Errorf("line %d: %w", lineNo, perr)))
 		}
-		if !ok {
-			break
+		if err := p.add(ctx, t, lineNo); err != nil {
+			return lineNo, p.stopped(ctx, lineNo, fmt.Errorf("line %d: %w", lineNo, err))
 		}
-		for _, line := range c.lines {
-			t, perr := parseTaskLine(line, opts)
-			if perr != nil {
-				return p.stopped(pushCtx, lineNo, asUsage(fmt.Errorf("line %d: %w", lineNo, perr)))
-			}
-			if err := p.add(pushCtx, t, lineNo); err != nil {
-				return p.stopped(pushCtx, lineNo, fmt.Errorf("line %d: %w", lineNo, err))
-			}
-			lineNo++
-		}
-		if c.err != nil {
-			return p.stopped(pushCtx, lineNo, fmt.Errorf("reading standard input at line %d: %w", lineNo, c.err))
-		}
+		lineNo++
 	}
-	if err := p.flush(pushCtx); err != nil {
-		return p.failed(lineNo, err)
+	if c.err != nil {
+		return lineNo, p.stopped(ctx, lineNo, fmt.Errorf("reading standard input at line %d: %w", lineNo, c.err))
 	}
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
-	a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", q.URL())
-	return nil
+	return lineNo, nil
 }
 
 // lineChunk is a run of lines read from standard input, each with its

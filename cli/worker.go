@@ -236,14 +236,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 
 // runWorker runs the shell worker; maxTasks 1 is pull.
 func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error {
-	gate, err := worker.GateConfigFromEnv(os.LookupEnv)
+	gate, err := checkWorkerEnv(f)
 	if err != nil {
-		return asUsage(fmt.Errorf("invalid gate settings: %w", err))
-	}
-	if f.emulateTTY {
-		if _, err := exec.LookPath("script"); err != nil {
-			return usageError("--emulate-tty needs the script command (util-linux), which is not on PATH")
-		}
+		return err
 	}
 	q, err := a.open(ctx)
 	if err != nil {
@@ -251,7 +246,44 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	}
 	defer q.Close()
 
+	opts, mode, err := a.workerOptions(f, maxTasks, gate)
+	if err != nil {
+		return err
+	}
 	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
+	w := worker.New(q, shell, opts)
+	defer a.forwardSignals(w)()
+
+	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
+		"time_limit", formatDuration(f.timeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
+	if err := workerExit(w.Run(ctx)); err != nil {
+		return err
+	}
+	if maxTasks == 1 {
+		return a.pullResult(w.Counts())
+	}
+	return nil
+}
+
+// checkWorkerEnv reads the gate settings from the environment and checks
+// that --emulate-tty can work here.
+func checkWorkerEnv(f workerFlags) (worker.GateConfig, error) {
+	gate, err := worker.GateConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		return gate, asUsage(fmt.Errorf("invalid gate settings: %w", err))
+	}
+	if f.emulateTTY {
+		if _, err := exec.LookPath("script"); err != nil {
+			return gate, usageError("--emulate-tty needs the script command (util-linux), which is not on PATH")
+		}
+	}
+	return gate, nil
+}
+
+// workerOptions turns the flags into worker options, with the preemption
+// watcher for the mode in effect (--preemption auto detects it), which it
+// also returns.
+func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig) (worker.Options, string, error) {
 	opts := worker.Options{
 		Concurrency:            f.concurrency,
 		Prefetch:               f.prefetch,
@@ -275,16 +307,20 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	if mode == preempt.Auto {
 		mode = preempt.Detect()
 	}
+	var err error
 	if opts.Preemption, err = preempt.New(mode, preempt.Config{Endpoint: f.metadata, Logger: a.log}); err != nil {
-		return asUsage(err)
+		return opts, mode, asUsage(err)
 	}
-	w := worker.New(q, shell, opts)
+	return opts, mode, nil
+}
 
+// forwardSignals turns SIGTERM and SIGINT into w.Stop, SIGUSR1 into
+// w.Drain, and any second signal into w.Kill, until the returned function
+// is called.
+func (a *app) forwardSignals(w *worker.Worker) (stop func()) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-	defer signal.Stop(sigs)
 	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		n := 0
 		for {
@@ -307,10 +343,14 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 			}
 		}
 	}()
+	return func() {
+		close(done)
+		signal.Stop(sigs)
+	}
+}
 
-	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
-		"time_limit", formatDuration(f.timeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
-	err = w.Run(ctx)
+// workerExit maps the error that ended a worker to the CLI's exit status.
+func workerExit(err error) error {
 	switch {
 	case errors.Is(err, worker.ErrPreempted):
 		return &exitError{code: ExitPreempted, err: err}
@@ -323,14 +363,17 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	case err != nil:
 		return failure(err)
 	}
-	if maxTasks == 1 {
-		c := w.Counts()
-		switch {
-		case c.Failed > 0:
-			return failure(errors.New("the task failed"))
-		case c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
-			a.log.Info("queue is empty: nothing to pull")
-		}
+	return nil
+}
+
+// pullResult is the outcome of a pull (a worker run for one task): a
+// failure when the task failed, and a note when there was none.
+func (a *app) pullResult(c worker.Counts) error {
+	switch {
+	case c.Failed > 0:
+		return failure(errors.New("the task failed"))
+	case c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
+		a.log.Info("queue is empty: nothing to pull")
 	}
 	return nil
 }

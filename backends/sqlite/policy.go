@@ -142,6 +142,7 @@ func loadPolicies(ctx context.Context, q queryer, queue string) ([]driver.Policy
 type keyCounts struct {
 	conc, rate         map[string]int64 // limits
 	inFlight, admitted map[string]int64
+	periods            map[string]time.Duration // of each rate limit
 }
 
 // blocked reports whether a message with these keys would exceed a limit.
@@ -159,91 +160,139 @@ func (k *keyCounts) blocked(ckey, rkey string) bool {
 // policies. It returns handled=false when it has none, so that the caller
 // takes the plain claim.
 func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max int) (out []*driver.Received, prio []int, handled bool, err error) {
+	k, err := d.loadLimits(tx)
+	if err != nil || k == nil {
+		return nil, nil, false, err
+	}
+	if err := d.countUsage(tx, k, now); err != nil {
+		return nil, nil, true, err
+	}
+	ids, admit, err := d.pickCandidates(tx, k, now, max)
+	if err != nil || len(ids) == 0 {
+		return nil, nil, true, err
+	}
+	if err := d.recordAdmissions(tx, k, admit, now); err != nil {
+		return nil, nil, true, err
+	}
+	idList, _ := json.Marshal(ids)
+	out, prio, err = d.scanClaimed(tx, token, now, expiry, claimIDs, token, expiry, string(idList))
+	return out, prio, true, err
+}
+
+// loadLimits reads the queue's concurrency and rate limits that this
+// driver enforces natively. It returns nil when there are none.
+func (d *Driver) loadLimits(tx wtx) (*keyCounts, error) {
 	conc, rate := d.level(driver.ConcurrencyLimit) == driver.Native, d.level(driver.RateLimit) == driver.Native
 	if !conc && !rate {
-		return nil, nil, false, nil
+		return nil, nil
 	}
 	pols, err := loadPolicies(context.Background(), wtxQueryer{tx}, d.cfg.queue)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, err
 	}
-	k := &keyCounts{conc: map[string]int64{}, rate: map[string]int64{}, inFlight: map[string]int64{}, admitted: map[string]int64{}}
-	periods := map[string]time.Duration{}
+	k := &keyCounts{conc: map[string]int64{}, rate: map[string]int64{}, inFlight: map[string]int64{}, admitted: map[string]int64{}, periods: map[string]time.Duration{}}
 	for _, p := range pols {
 		switch {
 		case p.Kind == driver.ConcurrencyPolicy && conc:
 			k.conc[p.Key] = p.Limit
 		case p.Kind == driver.RatePolicy && rate:
 			k.rate[p.Key] = p.Limit
-			periods[p.Key] = p.Period
+			k.periods[p.Key] = p.Period
 		}
 	}
 	if len(k.conc) == 0 && len(k.rate) == 0 {
-		return nil, nil, false, nil
+		return nil, nil
 	}
+	return k, nil
+}
+
+// countUsage fills k with the messages in flight per concurrency key and
+// the admissions still inside their period per rate key, first dropping
+// the expired admissions.
+func (d *Driver) countUsage(tx wtx, k *keyCounts, now int64) error {
 	if len(k.conc) > 0 {
 		if err := scanCounts(tx, countInFlight, k.inFlight, d.cfg.queue, now); err != nil {
-			return nil, nil, true, err
+			return err
 		}
 	}
 	if len(k.rate) > 0 {
 		if _, err := tx.Exec(expireAdmissions, d.cfg.queue, now); err != nil {
-			return nil, nil, true, err
+			return err
 		}
 		if err := scanCounts(tx, countAdmissions, k.admitted, d.cfg.queue); err != nil {
-			return nil, nil, true, err
+			return err
 		}
 	}
-	var blockedC, blockedR []string
+	return nil
+}
+
+// blockedKeys returns the concurrency and rate keys already at their limit.
+func (k *keyCounts) blockedKeys() (conc, rate []string) {
 	for key := range k.conc {
 		if k.blocked(key, "") {
-			blockedC = append(blockedC, key)
+			conc = append(conc, key)
 		}
 	}
 	for key := range k.rate {
 		if k.blocked("", key) {
-			blockedR = append(blockedR, key)
+			rate = append(rate, key)
 		}
 	}
+	return conc, rate
+}
+
+// pickCandidates chooses up to max visible messages whose keys are under
+// their limits, counting each one against k as it is chosen. admit is the
+// rate key of each chosen message that has a rate limit.
+func (d *Driver) pickCandidates(tx wtx, k *keyCounts, now int64, max int) (ids []int64, admit []string, err error) {
+	blockedC, blockedR := k.blockedKeys()
 	rows, err := tx.Query(selectCandidates, d.cfg.queue, now, jsonList(blockedC), jsonList(blockedR), 4*max+16)
 	if err != nil {
-		return nil, nil, true, err
+		return nil, nil, err
 	}
-	var ids []int64
-	var admit []string
 	for rows.Next() && len(ids) < max {
 		var id int64
 		var ckey, rkey string
 		if err := rows.Scan(&id, &ckey, &rkey); err != nil {
 			rows.Close()
-			return nil, nil, true, err
+			return nil, nil, err
 		}
 		if k.blocked(ckey, rkey) {
 			continue
 		}
 		ids = append(ids, id)
-		if _, ok := k.conc[ckey]; ok && ckey != "" {
-			k.inFlight[ckey]++
-		}
-		if _, ok := k.rate[rkey]; ok && rkey != "" {
-			k.admitted[rkey]++
+		if k.take(ckey, rkey) {
 			admit = append(admit, rkey)
 		}
 	}
 	if err := rows.Close(); err != nil {
-		return nil, nil, true, err
+		return nil, nil, err
 	}
-	if len(ids) == 0 {
-		return nil, nil, true, nil
+	return ids, admit, nil
+}
+
+// take counts a chosen message with these keys against the limits, and
+// reports whether it uses up an admission of a rate limit.
+func (k *keyCounts) take(ckey, rkey string) (admitted bool) {
+	if _, ok := k.conc[ckey]; ok && ckey != "" {
+		k.inFlight[ckey]++
 	}
+	if _, ok := k.rate[rkey]; ok && rkey != "" {
+		k.admitted[rkey]++
+		return true
+	}
+	return false
+}
+
+// recordAdmissions stores one admission per rate key in admit, each
+// expiring one period of its key after now.
+func (d *Driver) recordAdmissions(tx wtx, k *keyCounts, admit []string, now int64) error {
 	for _, key := range admit {
-		if _, err := tx.Exec(insertAdmission, d.cfg.queue, key, addMicros(now, periods[key])); err != nil {
-			return nil, nil, true, err
+		if _, err := tx.Exec(insertAdmission, d.cfg.queue, key, addMicros(now, k.periods[key])); err != nil {
+			return err
 		}
 	}
-	idList, _ := json.Marshal(ids)
-	out, prio, err = d.scanClaimed(tx, token, now, expiry, claimIDs, token, expiry, string(idList))
-	return out, prio, true, err
+	return nil
 }
 
 // scanCounts reads (key, count) rows into m.

@@ -175,59 +175,75 @@ func parseUnits(s string) (d time.Duration, ok, overflow bool) {
 	if s == "" {
 		return 0, false, false
 	}
-	const limit = uint64(math.MaxInt64)
 	var total uint64
 	for s != "" {
-		// The whole part.
-		i := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		whole, wholeOverflow := digits(s[:i])
-		s = s[i:]
-		// The fraction.
-		frac := ""
-		if s != "" && s[0] == '.' {
-			j := 1
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			frac = s[1:j]
-			s = s[j:]
-		}
-		if i == 0 && frac == "" {
-			return 0, false, false // no digits at all
-		}
-		// The unit.
-		k := 0
-		for k < len(s) && s[k] != '.' && (s[k] < '0' || s[k] > '9') {
-			k++
-		}
-		unit, known := units[s[:k]]
-		if !known {
+		whole, frac, unit, rest, ok := splitTerm(s)
+		if !ok {
 			return 0, false, false
 		}
-		s = s[k:]
-		if wholeOverflow || (whole > 0 && whole > limit/unit) {
-			return 0, true, true
-		}
-		v := whole * unit
-		if frac != "" {
-			// Exact for the digits that matter: a unit is at most about
-			// 6e14 ns, so 15 fraction digits reach below a nanosecond.
-			if len(frac) > 15 {
-				frac = frac[:15]
-			}
-			f, _ := digits(frac)
-			scale := math.Pow10(len(frac))
-			v += uint64(float64(f) * (float64(unit) / scale))
-		}
-		if v > limit || total > limit-v {
+		v, over := termNanos(whole, frac, unit)
+		if over || total > math.MaxInt64-v {
 			return 0, true, true
 		}
 		total += v
+		s = rest
 	}
 	return time.Duration(total), true, false
+}
+
+// splitTerm splits the first NUMBER UNIT pair off s: the digits before
+// and after the decimal point, the unit's length and the rest of s. ok is
+// false when the number has no digits or the unit is unknown.
+func splitTerm(s string) (whole, frac string, unit uint64, rest string, ok bool) {
+	i := leadingDigits(s)
+	whole, s = s[:i], s[i:]
+	if s != "" && s[0] == '.' {
+		j := 1 + leadingDigits(s[1:])
+		frac, s = s[1:j], s[j:]
+	}
+	if whole == "" && frac == "" {
+		return "", "", 0, "", false
+	}
+	k := 0
+	for k < len(s) && s[k] != '.' && (s[k] < '0' || s[k] > '9') {
+		k++
+	}
+	unit, known := units[s[:k]]
+	if !known {
+		return "", "", 0, "", false
+	}
+	return whole, frac, unit, s[k:], true
+}
+
+// leadingDigits returns how many decimal digits s starts with.
+func leadingDigits(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// termNanos returns whole.frac units in nanoseconds, with integer
+// arithmetic; overflow is set when that exceeds math.MaxInt64.
+func termNanos(whole, frac string, unit uint64) (v uint64, overflow bool) {
+	const limit = uint64(math.MaxInt64)
+	n, over := digits(whole)
+	if over || (n > 0 && n > limit/unit) {
+		return 0, true
+	}
+	v = n * unit
+	if frac != "" {
+		// Exact for the digits that matter: a unit is at most about
+		// 6e14 ns, so 15 fraction digits reach below a nanosecond.
+		if len(frac) > 15 {
+			frac = frac[:15]
+		}
+		f, _ := digits(frac)
+		scale := math.Pow10(len(frac))
+		v += uint64(float64(f) * (float64(unit) / scale))
+	}
+	return v, v > limit
 }
 
 // digits reads a run of decimal digits; overflow is set past 2^63.

@@ -400,6 +400,12 @@ func (p *parser) string() (string, error) {
 		}
 		p.pos++
 	}
+	return p.escapedString(start)
+}
+
+// escapedString reads the rest of a string whose body begins at
+// data[start] and has an escape or a control character at p.pos.
+func (p *parser) escapedString(start int) (string, error) {
 	// A Builder's String does not copy: one allocation for the text, sized
 	// by the escaped form, which is never shorter than the text.
 	var buf strings.Builder
@@ -421,45 +427,70 @@ func (p *parser) string() (string, error) {
 			p.pos++
 			continue
 		}
-		// An escape.
 		p.pos++
 		if p.pos >= len(p.data) {
 			return "", &SyntaxError{Offset: start - 1, Msg: "unterminated string"}
 		}
-		e := p.data[p.pos]
-		p.pos++
-		switch e {
-		case '"', '\\', '/':
-			buf.WriteByte(e)
-		case 'b':
-			buf.WriteByte('\b')
-		case 'f':
-			buf.WriteByte('\f')
-		case 'n':
-			buf.WriteByte('\n')
-		case 'r':
-			buf.WriteByte('\r')
-		case 't':
-			buf.WriteByte('\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return "", p.errorf("invalid \\u escape: expecting 4 hex digits")
-			}
-			if utf16.IsSurrogate(r) && r < 0xdc00 && p.pos+6 <= len(p.data) && p.data[p.pos] == '\\' && p.data[p.pos+1] == 'u' {
-				save := p.pos
-				p.pos += 2
-				if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
-					buf.WriteRune(utf16.DecodeRune(r, lo))
-					continue
-				}
-				p.pos = save
-			}
-			writeWTF8(&buf, r)
-		default:
-			return "", p.errorf("invalid escape \\%c in a string", e)
+		if err := p.escape(&buf); err != nil {
+			return "", err
 		}
 	}
+}
+
+// escape writes the text of the escape whose letter is at p.pos (just
+// after its backslash) and moves past it.
+func (p *parser) escape(buf *strings.Builder) error {
+	e := p.data[p.pos]
+	p.pos++
+	if e == 'u' {
+		return p.unicodeEscape(buf)
+	}
+	c, ok := unescape(e)
+	if !ok {
+		return p.errorf("invalid escape \\%c in a string", e)
+	}
+	buf.WriteByte(c)
+	return nil
+}
+
+// unescape returns the byte that the one-letter escape \e stands for.
+func unescape(e byte) (byte, bool) {
+	switch e {
+	case '"', '\\', '/':
+		return e, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}
+
+// unicodeEscape writes the text of a \u escape whose hex digits are at
+// p.pos, joining a high surrogate with a following low one. A lone
+// surrogate becomes WTF-8.
+func (p *parser) unicodeEscape(buf *strings.Builder) error {
+	r, ok := p.hex4()
+	if !ok {
+		return p.errorf("invalid \\u escape: expecting 4 hex digits")
+	}
+	if utf16.IsSurrogate(r) && r < 0xdc00 && p.pos+6 <= len(p.data) && p.data[p.pos] == '\\' && p.data[p.pos+1] == 'u' {
+		save := p.pos
+		p.pos += 2
+		if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
+			buf.WriteRune(utf16.DecodeRune(r, lo))
+			return nil
+		}
+		p.pos = save
+	}
+	writeWTF8(buf, r)
+	return nil
 }
 
 // escapedLen returns the length of the string body starting at data[start]
