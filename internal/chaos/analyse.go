@@ -146,6 +146,21 @@ func readWorkerLogs(dir string) (map[int]int, error) {
 func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills []kill, restarts []span) {
 	res.Kills = len(kills)
 	res.Runs = rf.runs
+	countLost(res, tasks, rf)
+	res.Duplicates = rf.runs - len(rf.ends)
+	res.DupCauses = map[string]int{}
+	res.Redelivered = map[string]int{}
+	a := newAttribution(rf, kills, restarts)
+	res.KillLog = a.killLog()
+	a.adoptOrphans()
+	a.countOrphans(res.KillLog)
+	a.attributeDuplicates(res)
+	a.attributeRedeliveries(res, tasks, deliveries)
+	summariseKills(res)
+}
+
+// countLost counts the tasks that never ended, listing the first 20.
+func countLost(res *result, tasks int, rf runFile) {
 	for n := range tasks {
 		if len(rf.ends[n]) == 0 {
 			res.Lost++
@@ -154,147 +169,203 @@ func analyse(res *result, tasks int, rf runFile, deliveries map[int]int, kills [
 			}
 		}
 	}
-	res.Duplicates = rf.runs - len(rf.ends)
-	res.DupCauses = map[string]int{}
-	res.Redelivered = map[string]int{}
-	byPid := map[int]int{}
-	res.KillLog = make([]killReport, len(kills))
+}
+
+// summariseKills sets the duplicates per kill, on average and at most.
+func summariseKills(res *result) {
+	byKills := 0
+	for _, k := range res.KillLog {
+		res.MaxPerKill = max(res.MaxPerKill, k.Duplicates)
+		byKills += k.Duplicates
+	}
+	if res.Kills > 0 {
+		res.PerKill = float64(byKills) / float64(res.Kills)
+	}
+}
+
+// unixSeconds is t as Unix seconds, as the run file records times.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// attribution puts runs and deliveries down to the kills and engine
+// restarts that explain them.
+type attribution struct {
+	rf       runFile
+	kills    []kill
+	byPid    map[int]int // killed worker's pid -> its index in kills
+	restarts []span
+}
+
+func newAttribution(rf runFile, kills []kill, restarts []span) *attribution {
+	a := &attribution{rf: rf, kills: kills, byPid: map[int]int{}, restarts: restarts}
 	for i, k := range kills {
-		byPid[k.pid] = i
-		res.KillLog[i] = killReport{Pid: k.pid, Running: k.running}
+		a.byPid[k.pid] = i
 	}
-	killedAt := func(pid int) (float64, int, bool) {
-		i, ok := byPid[pid]
-		if !ok {
-			return 0, 0, false
+	return a
+}
+
+// killLog is one empty report per kill, in kill order.
+func (a *attribution) killLog() []killReport {
+	log := make([]killReport, len(a.kills))
+	for i, k := range a.kills {
+		log[i] = killReport{Pid: k.pid, Running: k.running}
+	}
+	return log
+}
+
+// killedAt reports when the worker pid was killed and the kill's index,
+// or false when it was not killed.
+func (a *attribution) killedAt(pid int) (float64, int, bool) {
+	i, ok := a.byPid[pid]
+	if !ok {
+		return 0, 0, false
+	}
+	return unixSeconds(a.kills[i].at), i, true
+}
+
+// adopt gives each record made under init (pid 1) to the last kill before
+// it: a task whose bash started after its worker died reads its parent as
+// init.
+func (a *attribution) adopt(rs []rec) {
+	for j, r := range rs {
+		if r.pid != 1 {
+			continue
 		}
-		return float64(kills[i].at.UnixNano()) / 1e9, i, true
-	}
-	// A task whose bash started after its worker died reads its parent
-	// as init (pid 1): it belongs to the last kill before it started.
-	adopt := func(rs []rec) {
-		for j, r := range rs {
-			if r.pid != 1 {
-				continue
-			}
-			for _, k := range kills {
-				if float64(k.at.UnixNano())/1e9 <= r.t {
-					rs[j].pid = k.pid
-				}
+		for _, k := range a.kills {
+			if unixSeconds(k.at) <= r.t {
+				rs[j].pid = k.pid
 			}
 		}
 	}
-	for n := range rf.starts {
-		adopt(rf.starts[n])
-		adopt(rf.ends[n])
+}
+
+// adoptOrphans adopts the start and end records of every started task.
+func (a *attribution) adoptOrphans() {
+	for n := range a.rf.starts {
+		a.adopt(a.rf.starts[n])
+		a.adopt(a.rf.ends[n])
 	}
-	// Orphans: end records by a killed worker after its kill.
-	for _, ends := range rf.ends {
+}
+
+// countOrphans counts, per kill, the end records its worker made after
+// its kill.
+func (a *attribution) countOrphans(log []killReport) {
+	for _, ends := range a.rf.ends {
 		for _, e := range ends {
-			if tk, i, ok := killedAt(e.pid); ok && e.t >= tk {
-				res.KillLog[i].Orphans++
+			if tk, i, ok := a.killedAt(e.pid); ok && e.t >= tk {
+				log[i].Orphans++
 			}
 		}
 	}
-	// duringRestart reports whether a run that ended at t may have had
-	// its settlement undone or refused by an engine restart.
-	duringRestart := func(t float64) bool {
-		for _, r := range restarts {
-			if float64(r.from.UnixNano())/1e9-1 <= t && t <= float64(r.to.UnixNano())/1e9 {
-				return true
-			}
+}
+
+// duringRestart reports whether a run that ended at t may have had its
+// settlement undone or refused by an engine restart.
+func (a *attribution) duringRestart(t float64) bool {
+	for _, r := range a.restarts {
+		if unixSeconds(r.from)-1 <= t && t <= unixSeconds(r.to) {
+			return true
 		}
-		return false
 	}
-	// endCause puts a repeated run of task n that ended at t on pid down
-	// to a kill: it ran on past its worker's death, or it had finished
-	// before and its settlement was lost with the worker — unless it ended
-	// just before an engine restart, or the task was delivered again while
-	// that worker still lived, which no kill explains.
-	endCause := func(n, pid int, t float64) (string, int) {
-		tk, i, ok := killedAt(pid)
-		switch {
-		case ok && t >= tk:
-			return causeRunning, i
-		case duringRestart(t):
-			// The restart undid or refused the settlement before the
-			// kill came.
-			return causeRestart, -1
-		case ok && !slices.ContainsFunc(rf.starts[n], func(s rec) bool { return s.t > t && s.t < tk }):
-			return causeUnsettled, i
-		}
-		return causeOther, -1
+	return false
+}
+
+// endCause puts a repeated run of task n that ended at t on pid down to a
+// kill (with the kill's index, else -1): it ran on past its worker's
+// death, or it had finished before and its settlement was lost with the
+// worker — unless it ended just before an engine restart, or the task was
+// delivered again while that worker still lived, which no kill explains.
+func (a *attribution) endCause(n, pid int, t float64) (string, int) {
+	tk, i, ok := a.killedAt(pid)
+	switch {
+	case ok && t >= tk:
+		return causeRunning, i
+	case a.duringRestart(t):
+		// The restart undid or refused the settlement before the kill
+		// came.
+		return causeRestart, -1
+	case ok && !slices.ContainsFunc(a.rf.starts[n], func(s rec) bool { return s.t > t && s.t < tk }):
+		return causeUnsettled, i
 	}
-	// startCause puts a delivery of task n that started at t on pid, and
-	// was delivered again after, down to its cause: that of its end when
-	// it ended, else the kill it died in.
-	startCause := func(n, pid int, t float64) string {
-		for _, e := range rf.ends[n] {
-			if e.pid == pid && e.t >= t {
-				c, _ := endCause(n, pid, e.t)
-				return c
-			}
+	return causeOther, -1
+}
+
+// startCause puts a delivery of task n that started at t on pid, and was
+// delivered again after, down to its cause: that of its end when it
+// ended, else the kill it died in.
+func (a *attribution) startCause(n, pid int, t float64) string {
+	for _, e := range a.rf.ends[n] {
+		if e.pid == pid && e.t >= t {
+			c, _ := a.endCause(n, pid, e.t)
+			return c
 		}
-		if _, _, ok := killedAt(pid); ok {
-			return causeRunning
-		}
-		return causeOther
 	}
-	// Duplicates: every end record but one. The one kept is the last by
-	// a worker that was not killed (its settlement took the task off the
-	// queue), else the last.
-	for n, ends := range rf.ends {
+	if _, _, ok := a.killedAt(pid); ok {
+		return causeRunning
+	}
+	return causeOther
+}
+
+// keptEnd picks, among a task's end records sorted by time, the one that
+// is not a duplicate: the last by a worker that was not killed (its
+// settlement took the task off the queue), else the last.
+func (a *attribution) keptEnd(ends []rec) int {
+	for j := len(ends) - 1; j >= 0; j-- {
+		if _, _, killed := a.killedAt(ends[j].pid); !killed {
+			return j
+		}
+	}
+	return len(ends) - 1
+}
+
+// attributeDuplicates puts every end record but the kept one down to its
+// cause and kill.
+func (a *attribution) attributeDuplicates(res *result) {
+	for n, ends := range a.rf.ends {
 		if len(ends) < 2 {
 			continue
 		}
 		ends = slices.Clone(ends)
-		slices.SortFunc(ends, func(a, b rec) int { return cmp.Compare(a.t, b.t) })
-		keep := len(ends) - 1
-		for j := len(ends) - 1; j >= 0; j-- {
-			if _, _, killed := killedAt(ends[j].pid); !killed {
-				keep = j
-				break
-			}
-		}
+		slices.SortFunc(ends, func(x, y rec) int { return cmp.Compare(x.t, y.t) })
+		keep := a.keptEnd(ends)
 		for j, e := range ends {
 			if j == keep {
 				continue
 			}
-			c, i := endCause(n, e.pid, e.t)
+			c, i := a.endCause(n, e.pid, e.t)
 			res.DupCauses[c]++
 			if i >= 0 {
 				res.KillLog[i].Duplicates++
 			}
 		}
 	}
-	// Redeliveries: tasks delivered more than once, put down to the
-	// earliest explained delivery before the last start.
+}
+
+// attributeRedeliveries counts the tasks delivered more than once by
+// cause.
+func (a *attribution) attributeRedeliveries(res *result, tasks int, deliveries map[int]int) {
 	for n := range tasks {
-		starts := slices.Clone(rf.starts[n])
-		if deliveries[n] < 2 && len(starts) < 2 {
+		if deliveries[n] < 2 && len(a.rf.starts[n]) < 2 {
 			continue
 		}
-		slices.SortFunc(starts, func(a, b rec) int { return cmp.Compare(a.t, b.t) })
-		c := causeOther
-		if len(kills) > 0 {
-			c = causeClaimed
+		res.Redelivered[a.redeliveryCause(n)]++
+	}
+}
+
+// redeliveryCause is the cause of the earliest explained delivery of task
+// n before its last start; when none is explained, a claim lost with a
+// killed worker if there were kills, else other.
+func (a *attribution) redeliveryCause(n int) string {
+	starts := slices.Clone(a.rf.starts[n])
+	slices.SortFunc(starts, func(x, y rec) int { return cmp.Compare(x.t, y.t) })
+	for _, s := range starts[:max(len(starts)-1, 0)] {
+		if sc := a.startCause(n, s.pid, s.t); sc != causeOther {
+			return sc
 		}
-		for _, s := range starts[:max(len(starts)-1, 0)] {
-			if sc := startCause(n, s.pid, s.t); sc != causeOther {
-				c = sc
-				break
-			}
-		}
-		res.Redelivered[c]++
 	}
-	byKills := 0
-	for _, k := range res.KillLog {
-		res.MaxPerKill = max(res.MaxPerKill, k.Duplicates)
-		byKills += k.Duplicates
+	if len(a.kills) > 0 {
+		return causeClaimed
 	}
-	if len(kills) > 0 {
-		res.PerKill = float64(byKills) / float64(len(kills))
-	}
+	return causeOther
 }
 
 // killFile is where the harness records its kills in the work directory,

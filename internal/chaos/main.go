@@ -310,137 +310,240 @@ func pickVictim(workers []*proc, force bool) int {
 // has run and the queue is empty — or once the queue has stayed empty long
 // after the last run with tasks missing, which is a loss.
 func (h *harness) drain(ctx context.Context) (result, error) {
-	res := result{Queue: redact(h.c.queue), Tasks: h.c.tasks}
-	workers := make([]*proc, 0, h.c.workers)
-	for range h.c.workers {
-		w, err := h.startWorker(ctx)
-		if err != nil {
-			return res, err
-		}
-		workers = append(workers, w)
+	d := &drainer{h: h, res: result{Queue: redact(h.c.queue), Tasks: h.c.tasks}}
+	if err := d.startWorkers(ctx); err != nil {
+		return d.res, err
 	}
-	defer func() { stopAll(context.WithoutCancel(ctx), workers) }()
+	defer func() { stopAll(context.WithoutCancel(ctx), d.workers) }()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	var doneSince, killDue, emptySince, lastCount time.Time
-	lastSeen := 0
-	var err error
-loop:
+	var gaveUp error
 	for {
 		select {
 		case <-ctx.Done():
-			err = fmt.Errorf("gave up: %w", ctx.Err())
-			break loop
+			gaveUp = fmt.Errorf("gave up: %w", ctx.Err())
 		case <-tick.C:
 		}
-		rf, rerr := readRuns(h.runs)
-		if rerr != nil {
-			return res, rerr
+		if gaveUp != nil {
+			break
 		}
-		seen := len(rf.ends)
-		for i, w := range workers {
-			if w.exited() && !w.killed {
-				res.WorkerExits++
-				fmt.Fprintf(os.Stderr, "chaos: worker %d exited on its own (see its log); starting another\n", w.cmd.Process.Pid)
-				if workers[i], err = h.startWorker(ctx); err != nil {
-					return res, err
-				}
-			}
+		done, err := d.step(ctx)
+		if err != nil {
+			return d.res, err
 		}
-		if len(h.kills) < h.c.kills && seen >= (len(h.kills)+1)*h.c.tasks/(h.c.kills+1) {
-			if killDue.IsZero() {
-				killDue = time.Now()
-			}
-			if i := pickVictim(workers, time.Since(killDue) > 2*time.Second); i >= 0 {
-				w := workers[i]
-				k := kill{pid: w.cmd.Process.Pid, at: time.Now(), running: children(w.cmd.Process.Pid)}
-				w.killed = true
-				_ = w.cmd.Process.Kill()
-				h.kills = append(h.kills, k)
-				killDue = time.Time{}
-				if workers[i], err = h.startWorker(ctx); err != nil {
-					return res, err
-				}
-			}
-		}
-		if res.Restarts < h.c.restarts && seen >= (res.Restarts+1)*h.c.tasks/(h.c.restarts+1) {
-			cmd := exec.CommandContext(ctx, "sh", "-c", h.c.restart)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			t0 := time.Now()
-			if err := cmd.Run(); err != nil {
-				return res, fmt.Errorf("restarting the engine: %w", err)
-			}
-			res.Restarts++
-			h.restarts = append(h.restarts, span{t0, time.Now()})
-			fmt.Fprintf(os.Stderr, "chaos: engine restart %d took %v, at %d tasks done\n", res.Restarts, time.Since(t0).Round(time.Millisecond), seen)
-		}
-		if seen != lastSeen {
-			lastSeen, emptySince = seen, time.Time{}
-		}
-		// Counting the queue starts a process: once every half second.
-		if time.Since(lastCount) < 500*time.Millisecond {
-			continue
-		}
-		lastCount = time.Now()
-		if seen < h.c.tasks {
-			// A task that never runs while the queue stays empty is lost;
-			// waiting out two leases and more leaves no doubt.
-			if n, err := h.queued(ctx); err == nil && n == 0 && len(h.kills) == h.c.kills && res.Restarts == h.c.restarts {
-				if emptySince.IsZero() {
-					emptySince = time.Now()
-				}
-				if time.Since(emptySince) > 2*h.c.visibility+10*time.Second {
-					break loop
-				}
-			}
-			continue
-		}
-		// Every task ran once; wait for the queue to empty (a killed
-		// worker's claims reappear after the visibility timeout and run
-		// again) and for a quiet second.
-		if doneSince.IsZero() {
-			doneSince = time.Now()
-		}
-		n, qerr := h.queued(ctx)
-		if qerr != nil {
-			continue // the engine may be restarting
-		}
-		if n == 0 && time.Since(doneSince) > time.Second {
-			break loop
+		if done {
+			break
 		}
 	}
-	stopAll(context.WithoutCancel(ctx), workers)
-	rf, rerr := readRuns(h.runs)
-	if rerr != nil {
-		return res, rerr
+	return d.finish(ctx, gaveUp)
+}
+
+// drainer is the state of one drain.
+type drainer struct {
+	h       *harness
+	res     result
+	workers []*proc
+	// killDue is when the pending kill point was reached (zero: none
+	// pending).
+	killDue time.Time
+	// lastSeen is the count of tasks seen done, emptySince when the queue
+	// was first seen empty since that count last changed.
+	lastSeen   int
+	emptySince time.Time
+	// doneSince is when every task was first seen done.
+	doneSince time.Time
+	// lastCount is when the queue was last counted.
+	lastCount time.Time
+}
+
+// startWorkers starts the configured number of workers.
+func (d *drainer) startWorkers(ctx context.Context) error {
+	d.workers = make([]*proc, 0, d.h.c.workers)
+	for range d.h.c.workers {
+		w, err := d.h.startWorker(ctx)
+		if err != nil {
+			return err
+		}
+		d.workers = append(d.workers, w)
 	}
-	started, lerr := readWorkerLogs(h.dir)
-	if lerr != nil {
-		return res, lerr
-	}
-	analyse(&res, h.c.tasks, rf, started, h.kills, h.restarts)
-	if kerr := saveKills(h.dir, h.kills); kerr != nil {
-		return res, kerr
-	}
-	if rerr := saveRestarts(h.dir, h.restarts); rerr != nil {
-		return res, rerr
-	}
+	return nil
+}
+
+// step is one tick of the drain: read the run file, keep the workers
+// going, kill and restart when due, and report whether the drain is over.
+func (d *drainer) step(ctx context.Context) (bool, error) {
+	rf, err := readRuns(d.h.runs)
 	if err != nil {
-		return res, err
+		return false, err
 	}
+	seen := len(rf.ends)
+	if err := d.replaceExited(ctx); err != nil {
+		return false, err
+	}
+	if err := d.maybeKill(ctx, seen); err != nil {
+		return false, err
+	}
+	if err := d.maybeRestart(ctx, seen); err != nil {
+		return false, err
+	}
+	return d.checkDone(ctx, seen), nil
+}
+
+// replaceExited starts a new worker in place of each that exited without
+// being killed.
+func (d *drainer) replaceExited(ctx context.Context) error {
+	for i, w := range d.workers {
+		if !w.exited() || w.killed {
+			continue
+		}
+		d.res.WorkerExits++
+		fmt.Fprintf(os.Stderr, "chaos: worker %d exited on its own (see its log); starting another\n", w.cmd.Process.Pid)
+		var err error
+		if d.workers[i], err = d.h.startWorker(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maybeKill kills a worker once the next kill point is reached: one that
+// runs a task, or any after two seconds without one.
+func (d *drainer) maybeKill(ctx context.Context, seen int) error {
+	c := d.h.c
+	if len(d.h.kills) >= c.kills || seen < (len(d.h.kills)+1)*c.tasks/(c.kills+1) {
+		return nil
+	}
+	if d.killDue.IsZero() {
+		d.killDue = time.Now()
+	}
+	i := pickVictim(d.workers, time.Since(d.killDue) > 2*time.Second)
+	if i < 0 {
+		return nil
+	}
+	return d.killWorker(ctx, i)
+}
+
+// killWorker sends SIGKILL to worker i, records the kill and starts a
+// worker in its place.
+func (d *drainer) killWorker(ctx context.Context, i int) error {
+	w := d.workers[i]
+	k := kill{pid: w.cmd.Process.Pid, at: time.Now(), running: children(w.cmd.Process.Pid)}
+	w.killed = true
+	_ = w.cmd.Process.Kill()
+	d.h.kills = append(d.h.kills, k)
+	d.killDue = time.Time{}
+	var err error
+	d.workers[i], err = d.h.startWorker(ctx)
+	return err
+}
+
+// maybeRestart restarts the engine once the next restart point is
+// reached.
+func (d *drainer) maybeRestart(ctx context.Context, seen int) error {
+	c := d.h.c
+	if d.res.Restarts >= c.restarts || seen < (d.res.Restarts+1)*c.tasks/(c.restarts+1) {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", c.restart)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("restarting the engine: %w", err)
+	}
+	d.res.Restarts++
+	d.h.restarts = append(d.h.restarts, span{t0, time.Now()})
+	fmt.Fprintf(os.Stderr, "chaos: engine restart %d took %v, at %d tasks done\n", d.res.Restarts, time.Since(t0).Round(time.Millisecond), seen)
+	return nil
+}
+
+// checkDone reports whether the drain is over, counting the queue at most
+// once every half second (counting starts a process).
+func (d *drainer) checkDone(ctx context.Context, seen int) bool {
+	if seen != d.lastSeen {
+		d.lastSeen, d.emptySince = seen, time.Time{}
+	}
+	if time.Since(d.lastCount) < 500*time.Millisecond {
+		return false
+	}
+	d.lastCount = time.Now()
+	if seen < d.h.c.tasks {
+		return d.givenUpOnMissing(ctx)
+	}
+	return d.settled(ctx)
+}
+
+// givenUpOnMissing reports whether the missing tasks are lost: every kill
+// and restart is done and the queue has stayed empty, with no task
+// ending, for two leases and more.
+func (d *drainer) givenUpOnMissing(ctx context.Context) bool {
+	c := d.h.c
+	n, err := d.h.queued(ctx)
+	if err != nil || n != 0 || len(d.h.kills) != c.kills || d.res.Restarts != c.restarts {
+		return false
+	}
+	if d.emptySince.IsZero() {
+		d.emptySince = time.Now()
+	}
+	return time.Since(d.emptySince) > 2*c.visibility+10*time.Second
+}
+
+// settled reports, once every task has run, whether the queue is empty
+// (a killed worker's claims reappear after the visibility timeout and run
+// again) after a quiet second.
+func (d *drainer) settled(ctx context.Context) bool {
+	if d.doneSince.IsZero() {
+		d.doneSince = time.Now()
+	}
+	n, err := d.h.queued(ctx)
+	if err != nil {
+		return false // the engine may be restarting
+	}
+	return n == 0 && time.Since(d.doneSince) > time.Second
+}
+
+// finish stops the workers, analyses the run, saves the kills and
+// restarts for -analyse and, unless the drain gave up, counts what the
+// queue still holds.
+func (d *drainer) finish(ctx context.Context, gaveUp error) (result, error) {
+	h := d.h
+	stopAll(context.WithoutCancel(ctx), d.workers)
+	rf, err := readRuns(h.runs)
+	if err != nil {
+		return d.res, err
+	}
+	started, err := readWorkerLogs(h.dir)
+	if err != nil {
+		return d.res, err
+	}
+	analyse(&d.res, h.c.tasks, rf, started, h.kills, h.restarts)
+	if err := saveKills(h.dir, h.kills); err != nil {
+		return d.res, err
+	}
+	if err := saveRestarts(h.dir, h.restarts); err != nil {
+		return d.res, err
+	}
+	if gaveUp != nil {
+		return d.res, gaveUp
+	}
+	return d.res, d.countLeft(ctx)
+}
+
+// countLeft records the tasks left queued and dead-lettered.
+func (d *drainer) countLeft(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if res.LeftQueued, err = h.queued(sctx); err != nil {
-		return res, err
+	var err error
+	if d.res.LeftQueued, err = d.h.queued(sctx); err != nil {
+		return err
 	}
-	m, err := h.stats(sctx)
+	m, err := d.h.stats(sctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if v, ok := m["dead_lettered"].(float64); ok {
-		res.DeadLettered = int(v)
+		d.res.DeadLettered = int(v)
 	}
-	return res, nil
+	return nil
 }
 
 // redact drops a URL's password, for the printed result.
