@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jobq/jobq"
 )
 
 type config struct {
@@ -310,7 +312,7 @@ func pickVictim(workers []*proc, force bool) int {
 // has run and the queue is empty — or once the queue has stayed empty long
 // after the last run with tasks missing, which is a loss.
 func (h *harness) drain(ctx context.Context) (result, error) {
-	d := &drainer{h: h, res: result{Queue: redact(h.c.queue), Tasks: h.c.tasks}}
+	d := &drainer{h: h, res: result{Queue: jobq.RedactURL(h.c.queue), Tasks: h.c.tasks}}
 	if err := d.startWorkers(ctx); err != nil {
 		return d.res, err
 	}
@@ -544,19 +546,4 @@ func (d *drainer) countLeft(ctx context.Context) error {
 		d.res.DeadLettered = int(v)
 	}
 	return nil
-}
-
-// redact drops a URL's password, for the printed result.
-func redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	at := strings.LastIndex(rest, "@")
-	slash := strings.Index(rest, "/")
-	if at < 0 || (slash >= 0 && at > slash) {
-		return s
-	}
-	user, _, _ := strings.Cut(rest[:at], ":")
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
