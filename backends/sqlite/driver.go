@@ -23,6 +23,8 @@ type Driver struct {
 	note *notifier
 	w    *writer
 	idle *idleWatch
+	// autoVacuum is whether the file gives free pages back (vacuum.go).
+	autoVacuum bool
 
 	// writeSem serialises this driver's write transactions so that they
 	// queue in Go instead of spinning in SQLite's busy handler (the busy
@@ -56,7 +58,7 @@ func newDriver(ctx context.Context, c config, db *sql.DB, log *slog.Logger) (*Dr
 		_ = conn.Close()
 		return nil, err
 	}
-	return &Driver{
+	d := &Driver{
 		cfg:      c,
 		db:       db,
 		w:        &writer{conn: conn, stmts: map[string]*sql.Stmt{}, busyTimeout: c.busyTimeout},
@@ -66,7 +68,13 @@ func newDriver(ctx context.Context, c config, db *sql.DB, log *slog.Logger) (*Dr
 		note:     acquireNotifier(c.path, c.queue),
 		writeSem: make(chan struct{}, 1),
 		closed:   make(chan struct{}),
-	}, nil
+	}
+	if d.autoVacuum, err = d.incrementalVacuum(ctx); err != nil {
+		_ = conn.Close()
+		_ = idleConn.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // Capabilities implements driver.Driver.

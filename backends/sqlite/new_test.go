@@ -58,6 +58,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"huge messages", "a.db", Options{MaxMessageBytes: 1 << 30}, "MaxMessageBytes", driver.InvalidArgument},
 		{"negative poll", "a.db", Options{Poll: -time.Second}, "Poll", driver.InvalidArgument},
 		{"bad synchronous", "a.db", Options{Synchronous: "off"}, "Synchronous", driver.InvalidArgument},
+		{"cache too large", "a.db", Options{CacheSize: 1 << 30}, "CacheSize", driver.InvalidArgument},
+		{"negative mmap", "a.db", Options{MmapSize: -1}, "MmapSize", driver.InvalidArgument},
 		{"missing directory", "nodir/a.db", Options{}, "does not exist", driver.NotFound},
 	}
 	for _, tt := range tests {

@@ -62,7 +62,18 @@ type config struct {
 	busyTimeout     time.Duration
 	poll            time.Duration
 	synchronous     string
+	cacheSize       int // 0: SQLite's default
+	mmapSize        int // 0: no memory mapping (SQLite's default)
 }
+
+// Bounds of the tunable pragmas. cache_size counts pages when positive and
+// KiB when negative; both ends are about 64 GiB at the default page size.
+// mmap_size is bytes, capped at SQLite's compiled-in maximum.
+const (
+	minCacheSize = -(64 << 20)
+	maxCacheSize = 16 << 20
+	maxMmapSize  = 0x7fff0000
+)
 
 // parseURL reads u into a config, rejecting unknown parameters.
 func parseURL(u *url.URL) (config, error) {
@@ -82,6 +93,8 @@ func parseURL(u *url.URL) (config, error) {
 		busyTimeout:     p.Duration("busy_timeout", DefaultBusyTimeout),
 		poll:            p.Duration("poll", DefaultPoll),
 		synchronous:     strings.ToLower(p.String("synchronous", "normal")),
+		cacheSize:       p.IntIn("cache_size", 0, minCacheSize, maxCacheSize),
+		mmapSize:        p.IntIn("mmap_size", 0, 0, maxMmapSize),
 	}
 	if c.queue == "" {
 		p.Fail("query parameter queue is empty: name the queue, for example queue=default")
@@ -108,12 +121,21 @@ func parseURL(u *url.URL) (config, error) {
 // upgrades, no double claims).
 func (c config) dsn() string {
 	q := url.Values{}
+	// Only takes effect in a file that has no tables yet (a new one), and
+	// must come before journal_mode writes the first page; see vacuum.go.
+	q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", c.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+strings.ToUpper(c.synchronous)+")")
 	// Savepoint and statement journals (group commit, multi-row claims)
 	// are temporary files by default: a pwrite per page changed.
 	q.Add("_pragma", "temp_store(MEMORY)")
+	if c.cacheSize != 0 {
+		q.Add("_pragma", fmt.Sprintf("cache_size(%d)", c.cacheSize))
+	}
+	if c.mmapSize != 0 {
+		q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", c.mmapSize))
+	}
 	q.Set("_txlock", "immediate")
 	return fileURI(c.path) + "?" + q.Encode()
 }
@@ -143,7 +165,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) 
 		return nil, err
 	}
 	return New(ctx, c.path, Options{Queue: c.queue, MaxMessageBytes: c.maxMessageBytes, BusyTimeout: c.busyTimeout,
-		Poll: c.poll, Synchronous: c.synchronous, Logger: opts.Logger})
+		Poll: c.poll, Synchronous: c.synchronous, CacheSize: c.cacheSize, MmapSize: c.mmapSize, Logger: opts.Logger})
 }
 
 // Options configure a queue built by New. The zero value is the queue
@@ -167,6 +189,16 @@ type Options struct {
 	// may be lost on power failure; full syncs every commit. Defaults to
 	// "normal".
 	Synchronous string
+	// CacheSize is SQLite's cache_size pragma for every connection the
+	// driver opens: pages when positive, KiB when negative (-65536 is
+	// 64 MiB per connection). A larger cache keeps claims fast on a deep
+	// queue. 0 leaves SQLite's default (-2000, about 2 MiB). Range
+	// -67108864..16777216.
+	CacheSize int
+	// MmapSize is SQLite's mmap_size pragma for every connection, in
+	// bytes: reads through a memory map of the file up to that size.
+	// 0 (the default) reads without one. Range 0..2147418112.
+	MmapSize int
 	// Logger receives the driver's warnings. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -177,7 +209,8 @@ type Options struct {
 // file and closes them on Close.
 func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 	c := config{path: path, queue: opts.Queue, maxMessageBytes: opts.MaxMessageBytes,
-		busyTimeout: opts.BusyTimeout, poll: opts.Poll, synchronous: strings.ToLower(opts.Synchronous)}
+		busyTimeout: opts.BusyTimeout, poll: opts.Poll, synchronous: strings.ToLower(opts.Synchronous),
+		cacheSize: opts.CacheSize, mmapSize: opts.MmapSize}
 	if c.queue == "" {
 		c.queue = DefaultQueue
 	}
@@ -205,6 +238,12 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 	}
 	if c.synchronous != "normal" && c.synchronous != "full" {
 		bad = append(bad, fmt.Sprintf("Synchronous %q is not normal or full", opts.Synchronous))
+	}
+	if c.cacheSize < minCacheSize || c.cacheSize > maxCacheSize {
+		bad = append(bad, fmt.Sprintf("CacheSize %d is out of range: use %d..%d", c.cacheSize, minCacheSize, maxCacheSize))
+	}
+	if c.mmapSize < 0 || c.mmapSize > maxMmapSize {
+		bad = append(bad, fmt.Sprintf("MmapSize %d is out of range: use 0..%d", c.mmapSize, maxMmapSize))
 	}
 	if len(bad) > 0 {
 		return nil, driver.Errorf(driver.InvalidArgument, "sqlite.New: %s", strings.Join(bad, "; "))

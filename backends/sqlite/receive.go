@@ -80,6 +80,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if err != nil || len(got) > 0 {
 			return got, err
 		}
+		d.reclaim(ctx)
 		for {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -104,6 +105,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 					return nil, d.wrap(ctx, "receive", err)
 				}
 				if !ok {
+					d.reclaim(ctx)
 					continue
 				}
 			}

@@ -113,6 +113,13 @@ func TestParseURL(t *testing.T) {
 		{url: "sqlite://x.db?poll=fast", wantErr: `poll="fast": not a duration`},
 		{url: "sqlite://x.db?synchronous=off", wantErr: `synchronous="off" is not normal or full`},
 		{url: "sqlite://x.db?queue=", wantErr: "queue is empty"},
+		{url: "sqlite://x.db?cache_size=-65536&mmap_size=268435456", path: "x.db", queue: "default", maxMsg: DefaultMaxMessageBytes, poll: DefaultPoll},
+		{url: "sqlite://x.db?cache_size=lots", wantErr: "cache_size"},
+		{url: "sqlite://x.db?cache_size=99999999999", wantErr: "cache_size"},
+		{url: "sqlite://x.db?cache_size=1%3BDROP", wantErr: "cache_size"},
+		{url: "sqlite://x.db?mmap_size=-1", wantErr: "mmap_size"},
+		{url: "sqlite://x.db?mmap_size=4294967296", wantErr: "mmap_size"},
+		{url: "sqlite://x.db?journal_mode=off", wantErr: "unknown query parameter journal_mode"},
 		{url: "sqlite://", wantErr: "names no file"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"context"
+	"strconv"
+)
+
+// Space given back. A new file is created with auto_vacuum=INCREMENTAL
+// (dsn), so pages freed by completed messages can be returned to the file
+// system; a file created before that (or by another tool) keeps
+// auto_vacuum=NONE, where freed pages are only reused, until it is
+// converted once offline (docs/backends/sqlite.md). The driver never runs
+// a full VACUUM itself: it holds the write lock for as long as it takes to
+// rewrite the whole file.
+//
+// When a receive finds nothing to claim, the driver looks at the file's
+// free-page count (a read of the header, no lock) and, if at least
+// reclaimMinPages are free, runs one incremental_vacuum step of at most
+// reclaimStepPages in its own short write transaction. A waiting receiver
+// repeats this on every poll, so an idle queue shrinks within seconds of a
+// drain, while a busy one is never held up: the step is skipped whenever
+// this driver's writer or another process holds the write lock. The file
+// itself shrinks when the WAL is checkpointed, which SQLite does on its
+// own after commits.
+const (
+	reclaimMinPages  = 256  // 1 MiB at the default page size
+	reclaimStepPages = 1024 // 4 MiB: a few milliseconds of page moves
+)
+
+// incrementalVacuum reports whether the file is in auto_vacuum=INCREMENTAL
+// mode (2).
+func (d *Driver) incrementalVacuum(ctx context.Context) (bool, error) {
+	var mode int
+	err := d.idle.conn.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&mode)
+	return mode == 2, err
+}
+
+// reclaim runs one bounded incremental_vacuum step when the file has
+// enough free pages and the write lock is free at once. It is best effort:
+// errors are logged at debug level and otherwise ignored, since the queue
+// works the same with the pages kept.
+func (d *Driver) reclaim(ctx context.Context) {
+	if !d.autoVacuum {
+		return
+	}
+	var free int
+	if err := d.idle.conn.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil || free < reclaimMinPages {
+		return
+	}
+	select {
+	case d.writeSem <- struct{}{}:
+	default:
+		return // a write is under way; the next idle look tries again
+	}
+	defer func() { <-d.writeSem }()
+	select {
+	case <-d.closed:
+		return
+	default:
+	}
+	bg := context.WithoutCancel(ctx) // see wtx: nothing here waits
+	if _, err := d.w.exec(bg, "BEGIN IMMEDIATE"); err != nil {
+		return // busy: another process writes
+	}
+	_, err := d.w.exec(bg, "PRAGMA incremental_vacuum("+strconv.Itoa(reclaimStepPages)+")")
+	if err == nil {
+		_, err = d.w.exec(bg, "COMMIT")
+	}
+	if err != nil {
+		_, _ = d.w.exec(bg, "ROLLBACK")
+		d.log.DebugContext(ctx, "sqlite: incremental vacuum step failed", "err", err)
+	}
+}
