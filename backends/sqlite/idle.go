@@ -27,6 +27,11 @@ type idleWatch struct {
 	version  int64
 	nextDue  int64 // Unix µs; 0 when the queue holds no messages
 	nextLook time.Time
+
+	// fewFree is set when the file had fewer than reclaimMinPages free at
+	// data_version fewFreeVersion (vacuum.go).
+	fewFree        bool
+	fewFreeVersion int64
 }
 
 const (

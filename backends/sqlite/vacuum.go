@@ -43,8 +43,7 @@ func (d *Driver) reclaim(ctx context.Context) {
 	if !d.autoVacuum {
 		return
 	}
-	var free int
-	if err := d.idle.conn.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil || free < reclaimMinPages {
+	if !d.idle.needsReclaim(ctx) {
 		return
 	}
 	select {
@@ -70,4 +69,25 @@ func (d *Driver) reclaim(ctx context.Context) {
 		_, _ = d.w.exec(bg, "ROLLBACK")
 		d.log.DebugContext(ctx, "sqlite: incremental vacuum step failed", "err", err)
 	}
+}
+
+// needsReclaim reports whether the file has at least reclaimMinPages free.
+// Once it found too few, it answers no for the cost of one PRAGMA
+// data_version until another connection commits.
+func (w *idleWatch) needsReclaim(ctx context.Context) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var v int64
+	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		return false
+	}
+	if w.fewFree && v == w.fewFreeVersion {
+		return false
+	}
+	var free int
+	if err := w.conn.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
+		return false
+	}
+	w.fewFree, w.fewFreeVersion = free < reclaimMinPages, v
+	return !w.fewFree
 }
