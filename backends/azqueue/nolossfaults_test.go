@@ -182,9 +182,13 @@ func TestNoLossUnderFaults(t *testing.T) {
 }
 
 // TestConformanceUnderFaults runs the shared conformance suite through a
-// fault proxy that throttles, slows, and loses the answers to applied
-// deletes: the semantics must hold under those faults. Lost answers to
-// other writes are left to TestNoLossUnderFaults: an applied push retried
+// fault proxy that throttles and slows requests: the semantics must hold
+// under those faults. Lost answers to applied writes are left to
+// TestNoLossUnderFaults and the Settle/Renew/DeadLetter tests above: a
+// delete whose answer is lost and whose retry meets 404 counts as done (a
+// duplicate at worst), so the suite's check that a complete through a
+// lease another receiver took over fails with LockLost cannot hold when
+// the fault lands on that delete (seen once in CI); an applied push retried
 // stores a duplicate, which the suite's exact counts would flag, and an
 // applied renewal retried leaves the receiver without the new pop receipt,
 // so the suite's renew-then-complete check cannot pass (the task runs
@@ -193,8 +197,6 @@ func TestConformanceUnderFaults(t *testing.T) {
 	t.Parallel()
 	p := startProxy(t, faultSeed(t))
 	p.Add(faultproxy.Rule{Fault: faultproxy.Busy, Rate: 0.05})
-	p.Add(faultproxy.Rule{Match: faultproxy.Method(http.MethodDelete), Fault: faultproxy.TimeoutAfter, Rate: 0.05})
-	p.Add(faultproxy.Rule{Match: faultproxy.Method(http.MethodDelete), Fault: faultproxy.ResetAfter, Rate: 0.05})
 	p.Add(faultproxy.Rule{Fault: faultproxy.Slow, Rate: 0.05, Delay: 100 * time.Millisecond})
 	conformance.Run(t, conformance.Harness{
 		Name:        "azqueue through a fault proxy",
@@ -214,7 +216,6 @@ func TestConformanceUnderFaults(t *testing.T) {
 		},
 	})
 	t.Cleanup(func() {
-		t.Logf("%d requests; faults: busy %d, timeout-after %d, reset-after %d, slow %d", p.Requests(),
-			p.Injected(faultproxy.Busy), p.Injected(faultproxy.TimeoutAfter), p.Injected(faultproxy.ResetAfter), p.Injected(faultproxy.Slow))
+		t.Logf("%d requests; faults: busy %d, slow %d", p.Requests(), p.Injected(faultproxy.Busy), p.Injected(faultproxy.Slow))
 	})
 }
