@@ -45,12 +45,32 @@ func Check(t *testing.T, scheme, user, password, host, path, query string, parse
 	if strings.Contains(rest, enc) || strings.Contains(rest, password) {
 		return
 	}
+	// Redaction re-encodes the rest of the URL ("# 000" becomes
+	// "#%20000"), which can spell the password by chance: what the same
+	// URL with another password redacts to is the baseline.
+	other := *u
+	other.User = url.UserPassword(user, "zqzqzqzq")
+	if strings.Contains(jobq.RedactURL(other.String()), enc) {
+		return
+	}
 	if got := jobq.RedactURL(s); strings.Contains(got, enc) {
 		t.Fatalf("RedactURL(%q) = %q shows the password", s, got)
 	}
 	if perr != nil {
+		if operr := parse(mustParse(other.String())); operr != nil && strings.Contains(jobq.Redact(operr.Error()), enc) {
+			return
+		}
 		if got := jobq.Redact(perr.Error()); strings.Contains(got, enc) {
 			t.Fatalf("parsing %q: the redacted error %q shows the password", s, got)
 		}
 	}
+}
+
+// mustParse parses a URL built from one that parsed already.
+func mustParse(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		return &url.URL{}
+	}
+	return u
 }
