@@ -159,6 +159,8 @@ func (t *Task) Validate() error {
 		return errorf(InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
 	case t.NumRetries < 0 || t.NumRetries > MaxNumRetries:
 		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
+	case len(t.Payload) > 0 && (t.Cwd != "" || len(t.Env) > 0):
+		return errorf(InvalidArgument, "validate", "task has a payload and Cwd or Env, which are for shell tasks; a payload task keeps its settings in its payload")
 	case t.DirSyncTo != "" && len(t.Payload) > 0:
 		return errorf(InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
 	case t.Priority < MinPriority || t.Priority > MaxPriority:

@@ -375,6 +375,10 @@ func TestMarshalTaskRejectsInvalid(t *testing.T) {
 		{"retries over 32 bits", &Task{Command: "x", NumRetries: 3000000000}, "num_retries is 3000000000; it must be 0..2147483647"},
 		{"negative retries", &Task{Command: "x", NumRetries: -1}, "num_retries is -1"},
 		{"payload with DirSyncTo", &Task{Payload: json.RawMessage(`{}`), DirSyncTo: "/x"}, "bg_dirsync_to"},
+		// Found by FuzzMarshalTask: Cwd and Env were dropped from a payload
+		// task without a word.
+		{"payload with Cwd", &Task{Payload: json.RawMessage(`{}`), Cwd: "/x"}, "Cwd or Env"},
+		{"payload with Env", &Task{Payload: json.RawMessage(`{}`), Env: []EnvVar{{"A", "1"}}}, "Cwd or Env"},
 		{"id not utf-8", &Task{Command: "x", ID: "\xff"}, "task ID"},
 		{"payload list", &Task{Payload: json.RawMessage(`[1]`)}, "JSON object"},
 	}
