@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # Runs every Fuzz target in the repository for a few seconds each
 # (FUZZTIME, default 3s). go test accepts one -fuzz target per package per
-# run, so each target gets its own invocation. The seed corpora under each
-# package's testdata/fuzz run as ordinary tests in `go test ./...` too.
+# run, so each target gets its own invocation.
+#
+# The seed corpora (f.Add and each package's testdata/fuzz) run as ordinary
+# tests in `go test ./...`, and a failure there fails CI. A *new* input the
+# fuzzer finds here is reported with the file it wrote, to be fixed and
+# kept as a seed; it fails this script only with FUZZ_STRICT=1, because a
+# few random seconds must not decide whether a change lands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime="${FUZZTIME:-3s}"
 n=0
+found=0
 while IFS=: read -r file name; do
 	pkg="./$(dirname "$file")"
 	echo "fuzz: $pkg $name ($fuzztime)"
-	go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg"
+	if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg"; then
+		found=$((found + 1))
+		echo "fuzz: NEW FAILING INPUT for $name in $pkg (see testdata/fuzz/$name above): fix it and commit the input as a seed"
+	fi
 	n=$((n + 1))
 done < <(git ls-files '*_test.go' | xargs grep -Ho '^func Fuzz[A-Za-z0-9_]*' | sed 's/func //' | sort)
-echo "fuzz: $n targets ran"
+echo "fuzz: $n targets ran, $found found a new failing input"
+if [ "$found" -gt 0 ] && [ "${FUZZ_STRICT:-0}" = 1 ]; then
+	exit 1
+fi

@@ -3,6 +3,7 @@ package pyjson
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -71,6 +72,10 @@ func FuzzParse(f *testing.F) {
 		var a, b any
 		errA := json.Unmarshal(bytes.TrimPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("\ufeff")), &a)
 		if errB := json.Unmarshal(out, &b); errB != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(errB, &te) && strings.HasPrefix(te.Value, "number") {
+				return // an integer beyond float64, which Python reads exactly
+			}
 			t.Fatalf("encoding/json cannot read %q: %v", out, errB)
 		}
 		if errA == nil && !reflect.DeepEqual(a, b) {
