@@ -66,12 +66,23 @@ const (
 	// TransactionalPush: messages can be pushed inside the application's own
 	// database transaction (reached through the driver's As method).
 	TransactionalPush Feature = "transactional-push"
+	// Results: the outcome of every task that ends is kept as a result
+	// record for the queue's retention (ResultStore), so producers can
+	// read and wait for it.
+	Results Feature = "results"
+	// Cancel: a queued or delayed task can be removed by its ID
+	// (TaskRemover), and a running one is told to stop.
+	Cancel Feature = "cancel"
+	// WorkerRegistry: workers announce themselves, heartbeat and withdraw
+	// in the engine, so live and vanished workers can be listed.
+	WorkerRegistry Feature = "worker-registry"
 )
 
 // AllFeatures lists every feature in the order tables show them.
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
+	Results, Cancel, WorkerRegistry,
 }
 
 // Support is a driver's declaration for one feature.

@@ -1,0 +1,114 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// ResultState is where a task's result record says it is.
+type ResultState string
+
+// The states a result record holds.
+const (
+	// ResultSucceeded: the task ran and succeeded; its message is gone.
+	ResultSucceeded ResultState = "succeeded"
+	// ResultDeadLettered: the task failed for the last time (or could not
+	// be decoded) and was moved to the dead-letter store.
+	ResultDeadLettered ResultState = "dead-lettered"
+	// ResultCancelled: the task was cancelled (Queue.Cancel) and will not
+	// run (again).
+	ResultCancelled ResultState = "cancelled"
+	// ResultCancelRequested: a cancel was asked for a task that had not
+	// ended; a worker that holds or receives the task stops it and records
+	// ResultCancelled. It is the only state that is not an end.
+	ResultCancelRequested ResultState = "cancel-requested"
+)
+
+// Final reports whether s is an end state (everything but
+// ResultCancelRequested).
+func (s ResultState) Final() bool {
+	return s == ResultSucceeded || s == ResultDeadLettered || s == ResultCancelled
+}
+
+// ResultRecord is the stored outcome of one task, keyed by its task ID.
+// The portable layer encodes the details (exit code, output tail, times,
+// worker, attempts, a handler's return value) into Data; the driver stores
+// and returns the record unchanged, like a message body.
+type ResultRecord struct {
+	// ID is the task's ID.
+	ID string
+	// State is the record's state.
+	State ResultState
+	// UpdatedAt is when the record was written.
+	UpdatedAt time.Time
+	// ExpiresAt is when the record may be purged (the queue's retention
+	// after UpdatedAt). A driver must not return a record after it
+	// expired, even if it has not purged it yet.
+	ExpiresAt time.Time
+	// Data is the portable layer's encoding of the details; opaque.
+	Data []byte
+}
+
+// ResultStore is implemented by drivers that keep result records, which
+// they declare with the Results feature (Native when the records live in
+// the queue's own engine, Emulated when they live in another store the
+// user already has, such as a blob container beside an Azure queue).
+//
+// Records are written by workers when a task ends and by Queue.Cancel; they
+// are read by Queue.Result and Queue.Wait. A record lives until ExpiresAt;
+// expired records are purged by the engine (a TTL) or by PurgeResults,
+// which workers call now and then, so the store never grows without bound.
+type ResultStore interface {
+	// PutResults stores records. A record replaces the one with the same ID,
+	// with one exception that makes cancel race-free: a record whose State
+	// is ResultCancelRequested is stored only where no unexpired record with
+	// that ID exists (insert if absent), so it never hides an end.
+	PutResults(ctx context.Context, recs []*ResultRecord) error
+	// GetResults returns the records of ids, in order: nil where there is
+	// none or it has expired.
+	GetResults(ctx context.Context, ids []string) ([]*ResultRecord, error)
+	// PurgeResults deletes the records that expired before now and returns
+	// how many it deleted. A driver whose engine expires records by itself
+	// returns 0 and nil.
+	PurgeResults(ctx context.Context, now time.Time) (int64, error)
+}
+
+// ResultWaiter is implemented by ResultStore drivers whose engine can wake
+// a waiter when a record is stored (LISTEN/NOTIFY, Redis pub/sub or a
+// blocking read), so that Queue.Wait does not poll.
+type ResultWaiter interface {
+	// WaitResults blocks until a record may have been stored for one of
+	// ids, wait has passed, or ctx is done. Returning early is allowed (the
+	// portable layer reads the records and calls again); returning later
+	// than wait is not.
+	WaitResults(ctx context.Context, ids []string, wait time.Duration) error
+}
+
+// ResultSettler is implemented by ResultStore drivers that can store a
+// result record in the same transaction (or script) as a settlement, which
+// saves a round trip per batch and leaves no window in which a settled
+// task has no record. Without it the portable layer calls PutResults
+// before the settlement, so a crash between the two duplicates a record
+// rather than losing it.
+type ResultSettler interface {
+	// CompleteWithResults is Complete that also stores recs[i] (when not
+	// nil) with the settlement of leases[i], atomically: the record is
+	// stored if and only if the message is deleted. Same error convention
+	// as Complete; recs has the length of leases.
+	CompleteWithResults(ctx context.Context, leases []Lease, recs []*ResultRecord) []error
+	// DeadLetterWithResults is DeadLetter that also stores recs[i] with the
+	// settlement of reqs[i], atomically as above.
+	DeadLetterWithResults(ctx context.Context, reqs []DeadLetterParams, recs []*ResultRecord) []error
+}
+
+// TaskRemover is implemented by drivers that can delete a queued message
+// by its task ID without holding a lease, which Queue.Cancel uses to remove
+// a task that is ready or delayed (Cancel Native). Without it a cancelled
+// task is dropped, unrun, by the worker that next receives it (Cancel
+// Emulated).
+type TaskRemover interface {
+	// RemoveTasks deletes the ready and delayed messages (not in flight,
+	// not dead) whose task ID is in ids, and returns the IDs it removed.
+	// Unknown IDs are skipped.
+	RemoveTasks(ctx context.Context, ids []string) ([]string, error)
+}
