@@ -210,6 +210,9 @@ type PushResult struct {
 	// Duplicate is true when the backend found the same task ID already
 	// queued and stored nothing new.
 	Duplicate bool
+	// Position is how many ready tasks were ahead of this one when it was
+	// pushed, where the backend can tell cheaply; -1 when unknown.
+	Position int64
 }
 
 // Push queues one task. When t.ID is empty, Push sets it to the task's

@@ -88,6 +88,15 @@ type Task struct {
 	// tasks with the key run at once and how often they start. Schema v2.
 	ConcurrencyKey string
 	RateLimitKey   string
+	// RetryBackoff delays each retry after a failure: Base doubled per
+	// failed attempt, up to Cap, with jitter. Zero takes the queue's
+	// retry-backoff policy, or the default (10s up to 10m). Schema v2.
+	RetryBackoff Backoff
+	// TimeLimit stops an attempt that runs longer (terminated, then
+	// killed) and counts it as a failure; it overrides the worker's
+	// Options.TaskTimeLimit. Zero means the worker's. Schema v2.
+	TimeLimit time.Duration
+
 	// Metadata is free-form labels, kept with the task. Schema v2.
 	Metadata map[string]string
 	// Attempts is the task's attempt history (the last MaxAttempts), kept
