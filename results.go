@@ -115,3 +115,17 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) e
 func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
 	return nil, errorf(Unimplemented, "cancel", "not built yet")
 }
+
+// ResultDetails are what a worker tells the result record about a task's
+// last attempt, beyond its attempt history: the shell command's output
+// tail and exit code, or a Go handler's return value.
+type ResultDetails struct {
+	ExitCode *int
+	Output   string
+	Value    json.RawMessage
+}
+
+// SetResult attaches d to the result record this envelope's settlement
+// writes (Complete, DeadLetter, or Fail when it dead-letters). Call it
+// before settling; the last call wins.
+func (e *Envelope) SetResult(d ResultDetails) {}
