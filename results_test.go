@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -312,5 +315,44 @@ func TestPushPosition(t *testing.T) {
 	rs, err = approx.PushBatch(ctx, []*jobq.Task{{Command: "echo x"}}, jobq.PushOptions{Position: true})
 	if err != nil || rs[0].Position != -1 {
 		t.Errorf("PushBatch on a queue with approximate counts = %+v, %v; want Position -1", rs, err)
+	}
+}
+
+func TestLargeValueGoesToTheStash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := t.Context()
+	q, err := jobq.OpenWithOptions(ctx, "mem://results-stash-"+rand.Text(), jobq.Options{StashURL: "file://" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	r, err := q.Push(ctx, &jobq.Task{Command: "echo big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := json.RawMessage(`{"blob": "` + strings.Repeat("x", 100<<10) + `"}`)
+	e := receiveOne(t, q)
+	e.SetResult(jobq.ResultDetails{Value: value})
+	if err := e.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("stash holds %v (%v); want the value's object", entries, err)
+	}
+	res, err := q.Result(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Value) != string(value) {
+		t.Errorf("the stashed value came back as %d bytes; want the %d pushed", len(res.Value), len(value))
+	}
+	// A stash object that is gone is an error that says so.
+	if err := os.Remove(filepath.Join(dir, entries[0].Name())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Result(ctx, r.ID); err == nil || !strings.Contains(err.Error(), "could not be read") {
+		t.Errorf("Result with its stash object gone: %v; want an error saying the value could not be read", err)
 	}
 }
