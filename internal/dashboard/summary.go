@@ -59,11 +59,11 @@ func newHistogram(ds []time.Duration, source string) histogram {
 // workerSummary is what the worker list says about the fleet: how many are
 // live, churn over the last hour, and how long workers lived.
 type workerSummary struct {
-	Live            int      `json:"live"`
-	Vanished        int      `json:"vanished"`
-	Withdrawn       int      `json:"withdrawn"`
-	StartedLastHour int      `json:"started_last_hour"`
-	EndedLastHour   int      `json:"ended_last_hour"`
+	Live            int              `json:"live"`
+	Vanished        int              `json:"vanished"`
+	Withdrawn       int              `json:"withdrawn"`
+	StartedLastHour int              `json:"started_last_hour"`
+	EndedLastHour   int              `json:"ended_last_hour"`
 	Lifetimes       *lifetimeSummary `json:"lifetimes,omitempty"`
 }
 
