@@ -134,7 +134,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	if code, _, errOut := run(t, q, "-q", "worker", "--max-consecutive-failures", "-1"); code != 0 {
 		t.Fatalf("worker: exit %d: %s", code, errOut)
 	}
-	base := startDashboard(t, q)
+	// With a token, as off loopback: the page is opened once with
+	// ?token=, which it trades for a cookie.
+	const token = "browser-test-token"
+	base := startDashboard(t, q, "--token", token)
 	// A batch drains while the dashboard samples, then three tasks stay.
 	var batch strings.Builder
 	for i := range 40 {
@@ -188,8 +191,11 @@ func TestDashboardInBrowser(t *testing.T) {
 			}
 		}
 	}()
-	if err := chromedp.Do(ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"?token="+token), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
 		t.Fatalf("loading %s: %v", base, err)
+	}
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || strings.Contains(loc, token) {
+		t.Errorf("the address bar shows %q (%v); want the token dropped from it", loc, err)
 	}
 	poll := func(expr, what string) {
 		t.Helper()
