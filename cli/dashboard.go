@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -83,9 +84,22 @@ func queueLabel(q *jobq.Queue) string {
 	return q.Name()
 }
 
-// workerSource is the dashboard's view of the queue's worker registry. The
-// registry is not part of this build yet: every backend reports it as not
-// available.
+// workerSource is the dashboard's view of the queue's worker registry:
+// live, vanished and recently withdrawn workers. On a backend without a
+// registry Queue.Workers fails with Unimplemented, which the page shows as
+// "not available on this backend".
 func workerSource(q *jobq.Queue) dashboard.WorkerSource {
-	return nil
+	return func(ctx context.Context) ([]dashboard.Worker, error) {
+		ws, err := q.Workers(ctx, jobq.WorkersOptions{Withdrawn: true})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]dashboard.Worker, len(ws))
+		for i, w := range ws {
+			out[i] = dashboard.Worker{ID: w.ID, Host: w.Host, PID: w.PID, Version: w.Version, State: string(w.State),
+				Started: w.Started, Heartbeat: w.Heartbeat, Tasks: w.Tasks, Done: w.Done, Failed: w.Failed,
+				CPUPercent: w.CPUPercent, RSSBytes: w.RSSBytes}
+		}
+		return out, nil
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/cli"
 )
 
@@ -84,6 +85,19 @@ func startDashboard(t *testing.T, q string, extra ...string) string {
 	return ""
 }
 
+// announce writes a worker's record into the queue's registry.
+func announce(t *testing.T, queue string, w *jobq.WorkerInfo) {
+	t.Helper()
+	q, err := jobq.Open(t.Context(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.AnnounceWorker(t.Context(), w); err != nil {
+		t.Fatalf("announcing worker %s: %v", w.ID, err)
+	}
+}
+
 // runIn runs the jobq command in-process with stdin.
 func runIn(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
@@ -134,6 +148,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	if code, _, errOut := run(t, q, "-q", "worker", "--max-consecutive-failures", "-1"); code != 0 {
 		t.Fatalf("worker: exit %d: %s", code, errOut)
 	}
+	// Two more workers in the registry: one live on another machine, one
+	// that stopped heartbeating five minutes ago.
+	announce(t, q, &jobq.WorkerInfo{ID: "gpu-node-7-311", Host: "gpu-node-7", PID: 311, Version: "v1.4.0",
+		Started: time.Now().Add(-3 * time.Hour), Tasks: []string{"render-0042", "render-0043"}, Done: 1204, Failed: 3,
+		CPUPercent: 187, RSSBytes: 3 << 30, Interval: 10 * time.Second})
+	announce(t, q, &jobq.WorkerInfo{ID: "spot-vm-12-77", Host: "spot-vm-12", PID: 77, Version: "v1.4.0",
+		Started: time.Now().Add(-47 * time.Minute), Heartbeat: time.Now().Add(-5 * time.Minute), Done: 310, Failed: 1,
+		CPUPercent: 95, RSSBytes: 900 << 20, Interval: 10 * time.Second})
 	// With a token, as off loopback: the page is opened once with
 	// ?token=, which it trades for a cookie.
 	const token = "browser-test-token"
@@ -240,8 +262,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	if keys := text("#policies-table tbody"); !strings.Contains(keys, "gpu") {
 		t.Errorf("the policies table shows %q; want the gpu key", keys)
 	}
-	if note := text("#workers-summary"); !strings.Contains(note, "not available") {
-		t.Errorf("workers section says %q; want it to say the registry is not available", note)
+	// The worker runs above (one process: one worker ID) registered and
+	// withdrew; the announced ones are live and vanished.
+	if note := text("#workers-summary"); !strings.Contains(note, "1 live, 1 vanished, 1 withdrawn") {
+		t.Errorf("workers section says %q; want 1 live, 1 vanished and 1 withdrawn", note)
+	}
+	workerRows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#workers-table tbody tr td:first-child")].map(td => td.textContent)`))
+	if err != nil || len(workerRows) != 3 || workerRows[0] != "gpu-node-7-311" || workerRows[1] != "spot-vm-12-77" {
+		t.Errorf("the workers table lists %q (%v); want the live worker, then the vanished one, then the withdrawn one", workerRows, err)
 	}
 
 	shots := os.Getenv("JOBQ_DASHBOARD_SCREENSHOTS")

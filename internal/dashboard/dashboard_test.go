@@ -312,7 +312,7 @@ func TestWorkers(t *testing.T) {
 		}, `"available":false`, false},
 		{"failing", func(context.Context) ([]Worker, error) { return nil, errors.New("boom") }, `"error"`, true},
 		{"listed", func(context.Context) ([]Worker, error) { return list, nil },
-			`"summary":{"live":1,"vanished":1,"withdrawn":1,"started_last_hour":2,"ended_last_hour":2,"lifetimes":{"count":2,"p50_s":1800,"max_s":1800}}`, false},
+			`"summary":{"live":1,"vanished":1,"withdrawn":1,"started_last_hour":2,"ended_last_hour":2,"lifetimes":{"count":2,"p50_s":1200,"max_s":1800}}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -101,7 +101,7 @@ func summarizeWorkers(ws []Worker, now time.Time) workerSummary {
 	}
 	if len(lives) > 0 {
 		slices.Sort(lives)
-		s.Lifetimes = &lifetimeSummary{Count: len(lives), P50S: lives[len(lives)/2].Seconds(), MaxS: lives[len(lives)-1].Seconds()}
+		s.Lifetimes = &lifetimeSummary{Count: len(lives), P50S: lives[(len(lives)-1)/2].Seconds(), MaxS: lives[len(lives)-1].Seconds()}
 	}
 	return s
 }
