@@ -3,6 +3,7 @@ package dashboard
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -329,7 +330,22 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"available": true, "workers": ws, "summary": summarizeWorkers(ws, time.Now())})
 }
 
-// runtimes serves the distribution of task runtimes.
+// runtimeReport is what /api/runtimes serves: the runtime distribution
+// and, where result records are kept, how the followed tasks ended.
+type runtimeReport struct {
+	histogram
+	// Outcomes counts the followed tasks by how they ended; nil where the
+	// backend keeps no result records.
+	Outcomes map[string]int `json:"outcomes"`
+	// Following is how many tasks the dashboard waits to see end.
+	Following int `json:"following"`
+	// ResultsNote says why result records are not used, when they are not.
+	ResultsNote string `json:"results_note,omitempty"`
+}
+
+// runtimes serves the distribution of task runtimes: the last attempts of
+// the tasks the dashboard followed to their result records, and the
+// attempts in the dead letters' histories.
 func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
 	dead, err := s.q.DeadLetters().List(r.Context(), maxDeadList)
 	if err != nil && !errors.Is(err, jobq.ErrClosed) && jobq.ErrorCode(err) != jobq.Unimplemented {
@@ -337,12 +353,30 @@ func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ds []time.Duration
+	attempts := 0
 	for _, d := range dead {
 		for _, a := range d.Attempts(s.q) {
 			if !a.Start.IsZero() && a.End.After(a.Start) {
 				ds = append(ds, a.End.Sub(a.Start))
+				attempts++
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, newHistogram(ds, "attempt histories of the dead letters (result records are not listed yet)"))
+	ended, following, off := s.results.snapshot()
+	rep := runtimeReport{Following: following, ResultsNote: off}
+	if off == "" {
+		rep.Outcomes = map[string]int{}
+		for _, e := range ended {
+			rep.Outcomes[string(e.state)]++
+			if e.runtime > 0 {
+				ds = append(ds, e.runtime)
+			}
+		}
+	}
+	source := fmt.Sprintf("%d attempts in the dead letters' histories", attempts)
+	if off == "" {
+		source = fmt.Sprintf("%d tasks followed to their result records and ", len(ds)-attempts) + source
+	}
+	rep.histogram = newHistogram(ds, source)
+	writeJSON(w, http.StatusOK, rep)
 }

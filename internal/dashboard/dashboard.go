@@ -86,6 +86,7 @@ type Server struct {
 	csrf     string
 	loopback bool
 	mux      *http.ServeMux
+	results  *resultTracker
 }
 
 // New checks cfg and builds a Server. It fails with a message naming the fix
@@ -117,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, q: cfg.Queue, log: log, history: newRing(cfg.History), csrf: randomToken(), loopback: loop}
+	s := &Server{cfg: cfg, q: cfg.Queue, log: log, history: newRing(cfg.History), csrf: randomToken(), loopback: loop, results: newResultTracker()}
 	s.routes()
 	return s, nil
 }
@@ -156,8 +157,9 @@ func (s *Server) Sample(ctx context.Context) error {
 	return nil
 }
 
-// Run samples the queue every interval until ctx ends. A failed sample is
-// logged (redacted) and skipped.
+// Run samples the queue every interval until ctx ends: the counts, and
+// the result records of tasks it saw queued (where the backend keeps
+// them). A failed sample is logged (redacted) and skipped.
 func (s *Server) Run(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
@@ -165,6 +167,7 @@ func (s *Server) Run(ctx context.Context) {
 		if err := s.Sample(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("dashboard: could not read the queue's counts", "error", jobq.Redact(err.Error()))
 		}
+		s.followResults(ctx)
 		select {
 		case <-ctx.Done():
 			return

@@ -258,8 +258,15 @@ async function refreshSeries() {
 async function refreshRuntimes() {
   const h = await api("/api/runtimes");
   barPlot($("plot-runtimes"), h);
-  let note = h.count + " attempts, from the " + h.source + ".";
+  let note = h.count + " runtimes: " + h.source + ".";
   if (h.count > 0) note += " Median " + fmtDuration(h.p50_s) + ", p90 " + fmtDuration(h.p90_s) + ", max " + fmtDuration(h.max_s) + ".";
+  if (h.outcomes) {
+    const parts = Object.keys(h.outcomes).sort().map((k) => h.outcomes[k] + " " + k);
+    const n = Object.values(h.outcomes).reduce((a, b) => a + b, 0);
+    note += " Of the " + n + " tasks followed to their end: " + (parts.length ? parts.join(", ") : "none yet") + " (" + h.following + " still followed).";
+  } else if (h.results_note) {
+    note += " Tasks that succeeded are not included: " + h.results_note + ".";
+  }
   $("runtime-note").textContent = note;
 }
 
