@@ -119,6 +119,7 @@ func TestGuard(t *testing.T) {
 		{"bearer", locked, "jobq.internal:8080", "Bearer s3cret", "", "/api/stats", http.StatusOK},
 		{"cookie", locked, "jobq.internal:8080", "", "s3cret", "/", http.StatusOK},
 		{"query token", locked, "jobq.internal:8080", "", "", "/?token=s3cret", http.StatusSeeOther},
+		{"query token on the API", locked, "jobq.internal:8080", "", "", "/api/stats?token=s3cret", http.StatusOK},
 		{"wrong query token", locked, "jobq.internal:8080", "", "", "/?token=nope", http.StatusUnauthorized},
 		{"unknown path", open, "127.0.0.1:8080", "", "", "/nothing", http.StatusNotFound},
 	}

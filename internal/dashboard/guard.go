@@ -50,8 +50,9 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if t := r.URL.Query().Get("token"); t != "" && s.tokenOK(t) {
 		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		if r.Method == http.MethodGet {
-			// Drop the token from the address bar and the history.
+		if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") {
+			// Drop the token from the page's address bar and history; API
+			// clients get their answer at once.
 			u := *r.URL
 			q := u.Query()
 			q.Del("token")

@@ -39,6 +39,7 @@ type resultTracker struct {
 	known    map[string]bool
 	ended    []endedTask // oldest first, at most maxEnded
 	disabled string      // why results are not followed; "" while they are
+	probed   bool        // whether the backend was asked if it keeps results (sampler only)
 }
 
 func newResultTracker() *resultTracker {
@@ -113,6 +114,19 @@ func (s *Server) followResults(ctx context.Context) {
 	t := s.results
 	if _, _, off := t.snapshot(); off != "" {
 		return
+	}
+	if !t.probed {
+		// An ID no task has: NotFound where results are kept. Asking first
+		// spares a backend without them the peeks.
+		_, err := s.q.Result(ctx, "jobq-dashboard-probe")
+		switch code := jobq.ErrorCode(err); {
+		case code == jobq.Unimplemented:
+			t.off("this backend keeps no result records")
+			return
+		case err != nil && code != jobq.NotFound:
+			return // asked again at the next sample
+		}
+		t.probed = true
 	}
 	peeked, err := s.q.Peek(ctx, peekPerSample)
 	if err != nil {
