@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
@@ -20,6 +21,20 @@ const drainWindow = time.Minute
 
 // maxDeadList bounds how many dead letters one /api/deadletters call lists.
 const maxDeadList = 1000
+
+// maxCommandShown bounds the command (or payload) shown per dead letter.
+const maxCommandShown = 1000
+
+// clip cuts s to at most n bytes, on a UTF-8 boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
@@ -214,7 +229,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			if j.Command == "" {
 				j.Command = string(d.Task.Payload)
 			}
-			j.Command = jobq.Redact(j.Command)
+			j.Command = jobq.Redact(clip(j.Command, maxCommandShown))
 		}
 		for _, a := range d.Attempts(s.q) {
 			aj := attemptJSON{Delivery: a.Delivery, Outcome: string(a.Outcome), Worker: a.Worker, Host: a.Host,

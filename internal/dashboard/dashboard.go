@@ -79,14 +79,13 @@ type Config struct {
 
 // Server is a dashboard for one queue.
 type Server struct {
-	cfg      Config
-	q        *jobq.Queue
-	log      *slog.Logger
-	history  *ring
-	csrf     string
-	loopback bool
-	mux      *http.ServeMux
-	results  *resultTracker
+	cfg     Config
+	q       *jobq.Queue
+	log     *slog.Logger
+	history *ring
+	csrf    string
+	mux     *http.ServeMux
+	results *resultTracker
 }
 
 // New checks cfg and builds a Server. It fails with a message naming the fix
@@ -118,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, q: cfg.Queue, log: log, history: newRing(cfg.History), csrf: randomToken(), loopback: loop, results: newResultTracker()}
+	s := &Server{cfg: cfg, q: cfg.Queue, log: log, history: newRing(cfg.History), csrf: randomToken(), results: newResultTracker()}
 	s.routes()
 	return s, nil
 }

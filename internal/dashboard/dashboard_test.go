@@ -370,8 +370,8 @@ func TestAssetsAreSelfContained(t *testing.T) {
 func TestRing(t *testing.T) {
 	t.Parallel()
 	r := newRing(3)
-	if _, ok := r.last(); ok {
-		t.Fatal("an empty ring has a last sample")
+	if len(r.all()) != 0 {
+		t.Fatal("an empty ring has samples")
 	}
 	for i := range 5 {
 		r.add(Sample{Stats: jobq.Stats{Ready: int64(i)}})
@@ -379,9 +379,6 @@ func TestRing(t *testing.T) {
 	got := r.all()
 	if len(got) != 3 || got[0].Stats.Ready != 2 || got[2].Stats.Ready != 4 {
 		t.Errorf("ring holds %+v; want the samples 2, 3, 4", got)
-	}
-	if l, _ := r.last(); l.Stats.Ready != 4 {
-		t.Errorf("last %+v; want 4", l)
 	}
 }
 
@@ -467,5 +464,24 @@ func TestRuntimesFromResultRecords(t *testing.T) {
 	}
 	if states[jobq.Succeeded] != 1 || states[jobq.DeadLettered] != 1 {
 		t.Errorf("outcomes %v; want one succeeded and one dead-lettered", states)
+	}
+}
+
+func TestClip(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"a longer command", 8, "a longer…"},
+		{"héllo", 2, "h…"}, // é is two bytes: the cut moves back to its start
+	}
+	for _, tt := range tests {
+		if got := clip(tt.in, tt.n); got != tt.want {
+			t.Errorf("clip(%q, %d) = %q; want %q", tt.in, tt.n, got, tt.want)
+		}
 	}
 }

@@ -51,13 +51,3 @@ func (r *ring) all() []Sample {
 	}
 	return out
 }
-
-// last returns the newest sample.
-func (r *ring) last() (Sample, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.n == 0 {
-		return Sample{}, false
-	}
-	return r.buf[(r.start+r.n-1)%len(r.buf)], true
-}

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 // assets are the page's files, built into the binary: the page fetches
@@ -23,7 +24,7 @@ func staticHandler() http.Handler {
 		switch {
 		case r.URL.Path == "/":
 			http.ServeFileFS(w, r, sub, "index.html")
-		case len(r.URL.Path) > len("/static/") && r.URL.Path[:len("/static/")] == "/static/":
+		case strings.HasPrefix(r.URL.Path, "/static/"):
 			http.StripPrefix("/static", files).ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)

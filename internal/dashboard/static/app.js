@@ -364,9 +364,7 @@ async function refreshPolicies() {
   }
   const tb = table.tBodies[0];
   tb.replaceChildren();
-  const depth = p.policies.find((x) => x.kind === "max-depth");
-  $("policies-note").textContent = (p.policies.length ? p.policies.map((x) => x.text).join(" · ") : "No policies set.") +
-    (depth ? "" : "");
+  $("policies-note").textContent = p.policies.length ? p.policies.map((x) => x.text).join(" · ") : "No policies set.";
   for (const k of p.keys) {
     const tr = el("tr");
     let limit = k.limit === undefined ? "–" : String(k.limit);
