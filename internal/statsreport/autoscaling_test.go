@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	azq "github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backends/azqueue"
 	_ "github.com/jobq/jobq/backends/postgres"
 	_ "github.com/jobq/jobq/backends/redis"
 )
@@ -159,5 +161,50 @@ return redis.call(lengths[kind], KEYS[1])`)
 	}
 	if got != st.Ready+1 || st.Ready != 2 {
 		t.Errorf("KEDA would read %d from %s; stats says ready %d (the doc promises ready + 1, with 2 ready)", got, key, st.Ready)
+	}
+}
+
+// TestKEDAAzureQueueName checks what docs/autoscaling.md tells KEDA's
+// azure-queue scaler: the jobq queue is the storage queue of the same
+// name, whose approximate count is what stats shows as ready. It runs on
+// Azurite (.ci/start-azurite.sh).
+func TestKEDAAzureQueueName(t *testing.T) {
+	t.Parallel()
+	doc := readDoc(t)
+	m := regexp.MustCompile(`(?s)type: azure-queue\n.*?queueName: "([^"]+)"`).FindStringSubmatch(doc)
+	if m == nil || m[1] != "render" {
+		t.Fatalf("docs/autoscaling.md's azure-queue trigger has no queueName \"render\": %v", m)
+	}
+	name := uniqueQueue("keda-")
+	ctx := t.Context()
+	q, err := jobq.OpenWithOptions(ctx, "azqueue://devstoreaccount1/"+name, jobq.Options{ConnectionString: azqueue.DevelopmentConnectionString})
+	if err != nil {
+		t.Fatalf("opening an Azure Storage queue on Azurite (is it running? .ci/start-azurite.sh): %v", err)
+	}
+	defer q.Close()
+	for _, c := range []string{"echo a", "echo b", "echo c"} {
+		if _, err := q.Push(ctx, &jobq.Task{Command: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := azq.NewServiceClientFromConnectionString(azqueue.DevelopmentConnectionString, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc := svc.NewQueueClient(name) // the doc's queueName, for this queue
+	t.Cleanup(func() {
+		_, _ = qc.Delete(context.Background(), nil)
+		_, _ = svc.NewQueueClient(name+"-failed").Delete(context.Background(), nil)
+	})
+	props, err := qc.GetProperties(ctx, nil)
+	if err != nil {
+		t.Fatalf("the storage queue %s, which KEDA would read: %v", name, err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.ApproximateMessagesCount == nil || int64(*props.ApproximateMessagesCount) != st.Ready || st.Ready != 3 {
+		t.Errorf("KEDA would read %v messages from %s; stats says ready %d (want both 3)", props.ApproximateMessagesCount, name, st.Ready)
 	}
 }
