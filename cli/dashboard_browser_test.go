@@ -273,12 +273,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	shots := os.Getenv("JOBQ_DASHBOARD_SCREENSHOTS")
-	screenshot := func(name string) {
+	// screenshot saves the whole page, or with viewport only what is on
+	// the screen (a modal dialog's backdrop covers only that).
+	screenshot := func(name string, viewport bool) {
 		t.Helper()
 		if shots == "" {
 			return
 		}
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		shot := chromedp.FullScreenshot(100)
+		if viewport {
+			shot = chromedp.CaptureScreenshot()
+		}
+		png, err := chromedp.Run(ctx, shot)
 		if err != nil {
 			t.Fatalf("screenshot: %v", err)
 		}
@@ -286,7 +292,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	screenshot("dashboard-overview.png")
+	screenshot("dashboard-overview.png", false)
 
 	// Purge asks first; Cancel keeps the dead letter.
 	if err := chromedp.Do(ctx,
@@ -318,7 +324,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if rows != 2 {
 		t.Errorf("the attempt history shows %d attempts; want 2", rows)
 	}
-	screenshot("dashboard-dead-letters.png")
+	screenshot("dashboard-dead-letters.png", false)
 
 	// Requeue, confirmed, moves the dead letter back to the queue.
 	if err := chromedp.Do(ctx,
@@ -330,7 +336,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if q := text("#confirm-text"); !strings.HasPrefix(q, "Requeue dead letter") {
 		t.Errorf("the confirmation says %q; want it to ask to requeue", q)
 	}
-	screenshot("dashboard-confirm.png")
+	screenshot("dashboard-confirm.png", true)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm-ok`))); err != nil {
 		t.Fatal(err)
 	}
