@@ -121,10 +121,11 @@ func statsJSON(t *testing.T, q string) map[string]any {
 }
 
 // TestDashboardInBrowser drives the dashboard in headless Chromium against
-// a live SQLite queue: the page loads without console errors, its numbers
-// match `stats --json`, the depth plot has points, and the requeue button,
-// once confirmed, moves a dead letter back to the queue (and Cancel does
-// not). With $JOBQ_DASHBOARD_SCREENSHOTS set to a directory, it saves the
+// a live queue, on SQLite and on Postgres: the page loads without console
+// errors, its numbers match `stats --json`, the plots have points, the
+// workers and policies show, and the requeue button, once confirmed,
+// moves a dead letter back to the queue (and Cancel does not). With
+// $JOBQ_DASHBOARD_SCREENSHOTS set to a directory, the SQLite run saves the
 // screenshots docs/dashboard.md shows.
 func TestDashboardInBrowser(t *testing.T) {
 	chrome := chromiumPath()
@@ -134,7 +135,28 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		t.Skip("no Chromium found: install Debian's chromium (.ci/install-chromium.sh) or set $JOBQ_CHROMIUM to run the dashboard's browser test")
 	}
-	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=render"
+	t.Run("sqlite", func(t *testing.T) {
+		dashboardInBrowser(t, chrome, "sqlite://"+filepath.Join(t.TempDir(), "q.db")+"?queue=render", os.Getenv("JOBQ_DASHBOARD_SCREENSHOTS"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		base := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		if s := os.Getenv("JOBQ_TEST_POSTGRES_URL"); s != "" {
+			base = s
+		}
+		q := base + "&queue=dash-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		t.Cleanup(func() {
+			// The queue's rows go; its worker records expire on their own.
+			for _, args := range [][]string{{"clear", "--yes"}, {"dlq", "purge", "--all", "--yes"}, {"policy", "unset", "concurrency", "gpu"}} {
+				run(t, append([]string{"-q", q}, args...)...)
+			}
+		})
+		dashboardInBrowser(t, chrome, q, "")
+	})
+}
+
+// dashboardInBrowser is TestDashboardInBrowser on the queue q (empty and
+// unused), saving screenshots into shots unless it is empty.
+func dashboardInBrowser(t *testing.T, chrome, q, shots string) {
 	if code, _, errOut := run(t, q, "policy", "set", "concurrency", "gpu=2"); code != 0 {
 		t.Fatalf("policy set: exit %d: %s", code, errOut)
 	}
@@ -272,7 +294,6 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the workers table lists %q (%v); want the live worker, then the vanished one, then the withdrawn one", workerRows, err)
 	}
 
-	shots := os.Getenv("JOBQ_DASHBOARD_SCREENSHOTS")
 	// screenshot saves the whole page, or with viewport only what is on
 	// the screen (a modal dialog's backdrop covers only that).
 	screenshot := func(name string, viewport bool) {
