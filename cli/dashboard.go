@@ -36,11 +36,12 @@ GET /api/stats serves the 'stats --json' document, for autoscalers such as
 KEDA's metrics-api scaler (docs/autoscaling.md).
 
 It listens on 127.0.0.1 by default. Any other address needs --token (or
-$JOBQ_DASHBOARD_TOKEN), which every request must carry: open the page once
-as http://HOST:PORT/?token=TOKEN, or send "Authorization: Bearer TOKEN".`,
+$JOBQ_DASHBOARD_TOKEN), which every request must carry: open
+http://HOST:PORT/?token=TOKEN once (the page keeps it in a cookie), or
+send "Authorization: Bearer TOKEN".`,
 		Example: `  jobq sqlite://./work.db dashboard
   jobq postgres://app@db/jobs?queue=render dashboard --addr 127.0.0.1:9000
-  JOBQ_DASHBOARD_TOKEN=$(openssl rand -hex 16) jobq redis://cache:6379 dashboard --addr 0.0.0.0:8080`,
+  jobq redis://cache:6379 dashboard --addr 0.0.0.0:8080   # with $JOBQ_DASHBOARD_TOKEN set`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if token == "" {
