@@ -38,6 +38,7 @@ type workerFlags struct {
 	preemption     string
 	metadata       string // the metadata service's base URL
 	passEnv        []string
+	registryEvery  time.Duration // the worker registry's heartbeat (workers.go); 0: off
 }
 
 // ExitPreempted is the worker's exit status when a preemption notice
@@ -184,6 +185,8 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
 	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
+	f.registryEvery = jobq.DefaultWorkerHeartbeat
+	fl.Var(durationFlag(&f.registryEvery), "registry-interval", "how often the worker writes its record (tasks, CPU, memory) for `jobq QUEUE workers` (0: never)")
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates the worker's `NAME` although it is withheld (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...); a name or PREFIX* (repeatable; see docs/security.md)")
 }
 
@@ -299,9 +302,14 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 		PassEnv:                f.passEnv,
 		Logger:                 a.log,
 		TaskLogLevel:           slog.LevelInfo, // the CLI logs every task's start and end
+		HeartbeatInterval:      f.registryEvery,
+		Version:                version(),
 	}
 	if f.statusInterval == 0 {
 		opts.StatusInterval = -1
+	}
+	if f.registryEvery == 0 {
+		opts.HeartbeatInterval = -1
 	}
 	mode := f.preemption
 	if mode == preempt.Auto {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/worker/preempt"
 )
 
@@ -90,6 +91,18 @@ type Options struct {
 	// WorkerID names this worker in attempt histories. Defaults to the
 	// host name and the process ID.
 	WorkerID string
+	// HeartbeatInterval is how often the worker writes its record (current
+	// tasks, CPU and memory use) to the queue's worker registry, which
+	// `jobq QUEUE workers` and Queue.Workers list; it announces itself when
+	// Run starts and withdraws when Run returns. A worker silent for three
+	// intervals is listed as vanished. Defaults to 10 seconds; negative
+	// keeps the worker out of the registry. Backends without the
+	// worker-registry feature keep no records. Give each Worker of one
+	// process on one queue its own WorkerID, or they share one record.
+	HeartbeatInterval time.Duration
+	// Version is the version the worker announces in the registry.
+	// Defaults to the main module's version from the build information.
+	Version string
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// TaskLogLevel is the level of the lines logged for every task ("task
@@ -160,6 +173,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WorkerID == "" {
 		o.WorkerID = defaultWorkerID()
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = jobq.DefaultWorkerHeartbeat
+	}
+	if o.Version == "" {
+		o.Version = defaultVersion()
 	}
 	if o.GateRunner == nil {
 		o.GateRunner = func(ctx context.Context, cmd string) error {

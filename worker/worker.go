@@ -105,6 +105,8 @@ type Worker struct {
 
 	events        events // subscriptions to settlement events (events.go)
 	eventsDropped atomic.Int64
+
+	reg *registry // this worker's record in the worker registry (registry.go)
 }
 
 // New returns a worker that runs h on tasks from q.
@@ -126,6 +128,8 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		killCh:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
+	w.reg = newRegistry(w)
+	w.h = w.reg.track(h)
 	return w
 }
 
@@ -194,6 +198,7 @@ func (w *Worker) end(reason string) {
 func (w *Worker) Run(ctx context.Context) error {
 	w.started = time.Now()
 	defer w.closeEvents()
+	defer w.reg.start()() // announce now, heartbeat, withdraw on return
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	go func() {

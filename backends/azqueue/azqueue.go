@@ -147,7 +147,7 @@ func capabilities() driver.Capabilities {
 			driver.TransactionalPush: {Level: driver.Unsupported, Fallback: "Storage Queue cannot join an application's transaction; push after your own transaction commits"},
 			driver.Results:           {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
 			driver.Cancel:            {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
-			driver.WorkerRegistry:    {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
+			driver.WorkerRegistry:    {Level: driver.Unsupported, Fallback: workerRegistryFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

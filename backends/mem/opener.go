@@ -171,7 +171,7 @@ func featureList(p *driver.Params, param string, allowed []driver.Feature) []dri
 var allDegradable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -179,7 +179,7 @@ var allDegradable = []driver.Feature{
 var emulatable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry,
 }
 
 var emulatedFallback = map[driver.Feature]string{
@@ -195,6 +195,7 @@ var emulatedFallback = map[driver.Feature]string{
 	driver.RateLimit:        "policies are stored but claims ignore them; each worker enforces rate limits for its own process only, not across workers (mem test emulation of the Azure backends)",
 	driver.Results:          "results behave as native (mem declares them emulated for tests only)",
 	driver.Cancel:           "a queued task cannot be removed by ID: the worker that receives it drops it as cancelled (mem test emulation of the Azure backends)",
+	driver.WorkerRegistry:   "worker records behave as native (mem declares them emulated for tests only)",
 }
 
 var unsupportedFallback = map[driver.Feature]string{
@@ -212,7 +213,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.TransactionalPush: "the mem backend has no transactions to join",
 	driver.Results:           "mem was opened with results unsupported: no result records are kept",
 	driver.Cancel:            "mem was opened with cancel unsupported",
-	driver.WorkerRegistry:    "the mem backend keeps no worker registry",
+	driver.WorkerRegistry:    "mem was opened with worker-registry unsupported",
 }
 
 // capabilities builds the declaration: everything native except what the

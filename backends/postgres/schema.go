@@ -75,6 +75,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration},
 	{6, "room on every page for its messages' claims", fillfactorMigration},
 	{7, "claims under policies never fail on a delivery count out of range", claimFunctionKeyLocks},
+	{9, "worker registry", workerMigration},
 }
 
 // fillfactorMigration is schema step 6. A claim takes the oldest messages,

@@ -207,7 +207,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
 			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
 			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
-			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
+			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: workerRegistryFallback},
 		},
 		MaxMessageBytes:    MaxMessageBytes,
 		MaxReceiveBatch:    MaxReceiveBatch,

@@ -111,7 +111,7 @@ func checks() []check {
 		{"UnimplementedUnsafe", checkUnimplementedUnsafe},
 		{"ClosedQueue", checkClosedQueue},
 		{"CanceledContext", checkCanceledContext},
-	}, append(policyChecks(), resultChecks()...)...)
+	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
 }
 
 // handle is one open queue and the log records of its logger.

@@ -1,0 +1,175 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// registryTimeout bounds one write of the worker's record.
+const registryTimeout = 10 * time.Second
+
+// registryPurgeEvery is how often a worker purges the records of workers
+// gone for longer than jobq.WorkerRetention (besides once at start).
+const registryPurgeEvery = time.Hour
+
+// registry keeps this worker's record in the queue's worker registry: it
+// announces the worker when Run starts, heartbeats with the tasks it runs
+// and its CPU and memory use, and withdraws the worker when Run returns
+// (docs/workers.md).
+type registry struct {
+	w   *Worker
+	log *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]int // task ID -> handlers running it (a duplicate delivery may run twice)
+	usage   usage          // at the previous heartbeat, for the CPU percentage
+	failing bool           // the last write failed (logged once until it recovers)
+}
+
+func newRegistry(w *Worker) *registry {
+	return &registry{w: w, log: w.log, running: map[string]int{}}
+}
+
+// track wraps h so that the registry knows which tasks run.
+func (r *registry) track(h Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, job *Job) error {
+		id := job.Task.ID
+		r.mu.Lock()
+		r.running[id]++
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			if r.running[id]--; r.running[id] <= 0 {
+				delete(r.running, id)
+			}
+			r.mu.Unlock()
+		}()
+		return h.Handle(ctx, job)
+	})
+}
+
+// start announces the worker and heartbeats until the returned function is
+// called, which withdraws it. With the registry off (HeartbeatInterval
+// negative) or unsupported by the backend it does nothing.
+func (r *registry) start() (withdraw func()) {
+	interval := r.w.o.HeartbeatInterval
+	if interval < 0 {
+		return func() {}
+	}
+	if r.w.q.Capabilities().Level(driver.WorkerRegistry) == driver.Unsupported {
+		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`")
+		return func() {}
+	}
+	if err := r.put(false); err != nil && errors.Is(err, jobq.ErrUnimplemented) {
+		return func() {}
+	}
+	r.purge()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		lastPurge := time.Now()
+		for {
+			select {
+			case <-t.C:
+				_ = r.put(false)
+				if time.Since(lastPurge) >= registryPurgeEvery {
+					lastPurge = time.Now()
+					r.purge()
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		_ = r.put(true)
+	}
+}
+
+// info is the worker's record now.
+func (r *registry) info() *jobq.WorkerInfo {
+	w := r.w
+	now := time.Now()
+	u := readUsage()
+	r.mu.Lock()
+	tasks := make([]string, 0, len(r.running))
+	for id := range r.running {
+		tasks = append(tasks, id)
+	}
+	prev := r.usage
+	r.usage = u
+	r.mu.Unlock()
+	slices.Sort(tasks)
+	var pct float64
+	if !prev.at.IsZero() && u.at.After(prev.at) && u.cpu >= prev.cpu {
+		pct = 100 * (u.cpu - prev.cpu).Seconds() / u.at.Sub(prev.at).Seconds()
+	}
+	c := w.Counts()
+	return &jobq.WorkerInfo{
+		ID: w.o.WorkerID, Host: w.host, PID: os.Getpid(), Started: w.started, Version: w.o.Version,
+		Tasks: tasks, Done: c.Done, Failed: c.Failed,
+		CPUSeconds: u.cpu.Seconds(), CPUPercent: pct, RSSBytes: u.rss,
+		Interval: w.o.HeartbeatInterval, Heartbeat: now,
+	}
+}
+
+// put writes the record: an announcement or heartbeat, or the withdrawal.
+// A failure is logged at WARN once, then at DEBUG until a write succeeds.
+func (r *registry) put(withdraw bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	defer cancel()
+	info := r.info()
+	var err error
+	if withdraw {
+		err = r.w.q.WithdrawWorker(ctx, info)
+	} else {
+		err = r.w.q.AnnounceWorker(ctx, info)
+	}
+	r.mu.Lock()
+	was := r.failing
+	r.failing = err != nil
+	r.mu.Unlock()
+	switch {
+	case err != nil && errors.Is(err, jobq.ErrUnimplemented):
+		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`", "error", err)
+	case err != nil && !was:
+		r.log.Warn("could not write this worker's record to the worker registry; tasks are not affected", "error", err)
+	case err != nil:
+		r.log.Debug("worker registry write failed again", "error", err)
+	case was:
+		r.log.Info("worker registry writes work again")
+	}
+	return err
+}
+
+// purge deletes the records of workers gone for longer than the retention.
+func (r *registry) purge() {
+	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	defer cancel()
+	if n, err := r.w.q.PurgeWorkers(ctx); err != nil {
+		r.log.Debug("purging old worker records failed", "error", err)
+	} else if n > 0 {
+		r.log.Debug("purged old worker records", "count", n)
+	}
+}
+
+// defaultVersion is the main module's version from the build info.
+func defaultVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
+}
