@@ -137,6 +137,11 @@ type Driver struct {
 	caps     driver.Capabilities
 	wake     broadcaster // fired when work may have arrived
 	notif    *notifier
+	// Result records (results.go).
+	rsql       resultQueries
+	resultWake broadcaster // fired when a record may have been stored
+	resNotif   *notifier   // rate-limits the records notifications
+	listening  atomic.Bool // the LISTEN connection is up
 
 	idle atomic.Int32 // receivers sleeping for want of work
 
@@ -164,9 +169,13 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		psql: buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		caps: capabilities(cfg.maxMessageBytes),
 		wake: newBroadcaster(),
-		done: make(chan struct{}),
+		rsql: buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+
+		resultWake: newBroadcaster(),
+		done:       make(chan struct{}),
 	}
 	d.notif = newNotifier(cfg.notifyInterval, d.sendNotify)
+	d.resNotif = newNotifier(cfg.notifyInterval, d.sendResultsNotify)
 	d.tableRows.Store(-1)
 	return d
 }
@@ -206,6 +215,7 @@ func (d *Driver) Close() error {
 		return errClosed
 	}
 	d.notif.flush()
+	d.resNotif.flush()
 	close(d.done)
 	d.wg.Wait()
 	if d.ownsPool {

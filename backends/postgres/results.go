@@ -1,0 +1,463 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Result records (driver.ResultStore) live in the results table, one row
+// per queue and task ID, shared by the schema's queues like messages. The
+// primary key serves reads and the insert-if-absent rule of cancel
+// requests; the expiry index serves the purge. Schema step 8 adds the
+// table to existing databases.
+//
+// A settlement stores its records in the same statement as the delete
+// (CompleteWithResults, DeadLetterWithResults): a record exists if and only
+// if its message was settled, at no extra round trip. Stored records wake
+// waiters in other processes with a notification on the schema's channel
+// whose payload is resultsPayload, rate-limited like the push wake-ups
+// (notify.go): most settlements carry it inline, the rest are covered by a
+// trailing one.
+const resultsMigration = `
+CREATE TABLE {{s}}.results (
+	queue      text COLLATE "C" NOT NULL,
+	task_id    text COLLATE "C" NOT NULL,
+	state      text NOT NULL,
+	updated_at timestamptz NOT NULL,
+	expires_at timestamptz NOT NULL,
+	data       bytea NOT NULL,
+	PRIMARY KEY (queue, task_id)
+);
+CREATE INDEX results_expiry ON {{s}}.results (queue, expires_at);
+`
+
+// purgeBatch is how many records one purge statement deletes at most, so
+// that a large purge holds its row locks and writes its WAL in short
+// transactions.
+const purgeBatch = 1000
+
+// resultQueries are the result statements of one schema.
+type resultQueries struct {
+	put, get, anyEnded, purge, remove string
+	complete, deadLetter               string
+}
+
+// upsertResults ends a statement that stores records from a relation
+// named {{src}} with columns (rid, state, updated, expires, data, ord): the
+// last record for an ID in the batch wins, and a cancel request replaces
+// only an expired record (it must never hide an end).
+const upsertResults = `
+	INSERT INTO {{s}}.results AS r (queue, task_id, state, updated_at, expires_at, data)
+	SELECT DISTINCT ON (rid) {{q}}::text, rid, state, updated, expires, data FROM {{src}} WHERE rid <> '' ORDER BY rid, ord DESC
+	ON CONFLICT (queue, task_id) DO UPDATE SET
+		state = excluded.state, updated_at = excluded.updated_at, expires_at = excluded.expires_at, data = excluded.data
+	WHERE excluded.state <> 'cancel-requested' OR r.expires_at <= now()
+	RETURNING 1`
+
+func buildResultQueries(schema string) resultQueries {
+	r := strings.NewReplacer("{{s}}", schema)
+	upsert := func(src, queueParam string) string {
+		return strings.NewReplacer("{{src}}", src, "{{q}}", queueParam).Replace(upsertResults)
+	}
+	return resultQueries{
+		put: r.Replace(`
+WITH x AS (
+	SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bytea[]) WITH ORDINALITY
+		AS x(rid, state, updated, expires, data, ord)
+), ins AS (` + upsert("x", "$1") + `
+), n AS (
+	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
+)
+SELECT count(*) FROM n`),
+
+		get: r.Replace(`
+SELECT task_id, state, updated_at, expires_at, data FROM {{s}}.results
+WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now()`),
+
+		anyEnded: r.Replace(`
+SELECT EXISTS (SELECT FROM {{s}}.results
+	WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now() AND state <> 'cancel-requested')`),
+
+		purge: r.Replace(`
+DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM {{s}}.results WHERE queue = $1 AND expires_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED))`),
+
+		// Ready and delayed messages, and those whose lease has expired
+		// (claimable again; the old holder's settlement finds them gone).
+		// A concurrent claim holds the row: the delete waits for it, then
+		// sees the lease and leaves the message.
+		remove: r.Replace(`
+DELETE FROM {{s}}.messages
+WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at <= now())
+RETURNING task_id`),
+
+		// complete with records: the delete of the statement in queries.go,
+		// and the records of the messages it deleted.
+		complete: r.Replace(asyncCTE + `,
+x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bytea[])
+		WITH ORDINALITY AS x(id, lease, priority, rid, state, updated, expires, data, ord)
+), d AS (
+	DELETE FROM {{s}}.messages m USING x, async
+	WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
+	RETURNING m.id, x.rid, x.state, x.updated, x.expires, x.data, x.ord
+), ins AS (` + upsert("d", "$4") + `
+), n AS (
+	SELECT pg_notify($10, $11) WHERE $12::bool AND EXISTS (SELECT FROM ins)
+)
+SELECT id FROM d WHERE (SELECT count(*) FROM n) >= 0`),
+
+		// deadLetter with records: the move of the statement in queries.go,
+		// and the records of the messages it moved.
+		deadLetter: r.Replace(asyncCTE + `,
+x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[],
+		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::bytea[])
+		WITH ORDINALITY AS x(id, lease, priority, reason, detail, body, rid, state, updated, expires, data, ord)
+), d AS (
+	DELETE FROM {{s}}.messages m USING x, async
+	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
+	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
+		m.concurrency_key, m.rate_key, x.rid, x.state, x.updated, x.expires, x.data, x.ord
+), dl AS (
+	INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
+	SELECT id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
+	RETURNING id
+), ins AS (` + upsert("d", "$6") + `
+), n AS (
+	SELECT pg_notify($13, $14) WHERE $15::bool AND EXISTS (SELECT FROM ins)
+)
+SELECT id FROM dl WHERE (SELECT count(*) FROM n) >= 0`),
+	}
+}
+
+var (
+	_ driver.ResultStore   = (*Driver)(nil)
+	_ driver.ResultWaiter  = (*Driver)(nil)
+	_ driver.ResultSettler = (*Driver)(nil)
+	_ driver.TaskRemover   = (*Driver)(nil)
+)
+
+// resultsPayload is the notification payload that announces stored
+// records of the queue. (A queue whose own name is this string would be
+// woken needlessly now and then, which is harmless.)
+func (d *Driver) resultsPayload() string { return "results/" + d.cfg.queue }
+
+// recordColumns are records as the statements' parameter arrays; an
+// empty rid stands for no record.
+type recordColumns struct {
+	rids, states     []string
+	updated, expires []pgtype.Timestamptz
+	data             [][]byte
+	any              bool
+}
+
+// recordArrays turns recs into parameter arrays. A record that is not valid
+// gets its error in errs (which must have len(recs)).
+func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
+	c := recordColumns{
+		rids: make([]string, len(recs)), states: make([]string, len(recs)),
+		updated: make([]pgtype.Timestamptz, len(recs)), expires: make([]pgtype.Timestamptz, len(recs)),
+		data: make([][]byte, len(recs)),
+	}
+	for i, r := range recs {
+		if r == nil {
+			continue
+		}
+		if err := driver.CheckResultRecord(r); err != nil {
+			errs[i] = err
+			continue
+		}
+		c.any = true
+		c.rids[i], c.states[i] = r.ID, string(r.State)
+		c.updated[i] = pgtype.Timestamptz{Time: r.UpdatedAt, Valid: true}
+		c.expires[i] = pgtype.Timestamptz{Time: r.ExpiresAt, Valid: true}
+		c.data[i] = r.Data
+		if c.data[i] == nil {
+			c.data[i] = []byte{}
+		}
+	}
+	return c
+}
+
+// PutResults implements driver.ResultStore: one statement for the batch,
+// which also wakes waiters in other processes.
+func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
+	if err := d.begin(); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := driver.CheckResultRecord(r); err != nil {
+			return err
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	c := recordArrays(recs, make([]error, len(recs)))
+	var n int64
+	err := d.pool.QueryRow(ctx, d.rsql.put, d.cfg.queue, c.rids, c.states, c.updated, c.expires, c.data,
+		d.channel(), d.resultsPayload()).Scan(&n)
+	if err != nil {
+		return wrap(ctx, "put results", err)
+	}
+	d.resultWake.fire()
+	return nil
+}
+
+// GetResults implements driver.ResultStore. Expired records are not
+// returned, purged or not.
+func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	out := make([]*driver.ResultRecord, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := d.pool.Query(ctx, d.rsql.get, d.cfg.queue, ids)
+	if err != nil {
+		return nil, wrap(ctx, "get results", err)
+	}
+	defer rows.Close()
+	found := make(map[string]*driver.ResultRecord, len(ids))
+	for rows.Next() {
+		var r driver.ResultRecord
+		var state string
+		var updated, expires pgtype.Timestamptz
+		if err := rows.Scan(&r.ID, &state, &updated, &expires, &r.Data); err != nil {
+			return nil, wrap(ctx, "get results", err)
+		}
+		r.State = driver.ResultState(state)
+		r.UpdatedAt, r.ExpiresAt = updated.Time, expires.Time
+		found[r.ID] = &r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "get results", err)
+	}
+	for i, id := range ids {
+		out[i] = found[id]
+	}
+	return out, nil
+}
+
+// PurgeResults implements driver.ResultStore. It deletes in statements of
+// at most purgeBatch records, each its own transaction, and stops early
+// (with what it deleted so far) when ctx ends.
+func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
+	if err := d.begin(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		tag, err := d.pool.Exec(ctx, d.rsql.purge, d.cfg.queue, now, purgeBatch)
+		if err != nil {
+			return total, wrap(ctx, "purge results", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < purgeBatch {
+			return total, nil
+		}
+		if err := d.begin(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// WaitResults implements driver.ResultWaiter. While the driver's LISTEN
+// connection is up, it sleeps until a record notification (or a record
+// stored through this driver); without one (listen=false, pgbouncer=true,
+// or while it reconnects) it returns after the poll interval at most, and
+// the caller reads the records again. It returns at once when one of ids
+// has ended already.
+func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Duration) error {
+	if err := d.begin(); err != nil {
+		return err
+	}
+	if wait <= 0 || len(ids) == 0 {
+		return nil
+	}
+	d.startListener()
+	// Take the wake-up before looking, so that a record stored after the
+	// look is not missed.
+	woken := d.resultWake.wait()
+	var ended bool
+	if err := d.pool.QueryRow(ctx, d.rsql.anyEnded, d.cfg.queue, ids).Scan(&ended); err != nil {
+		return wrap(ctx, "wait for results", err)
+	}
+	if ended {
+		return nil
+	}
+	if !d.listening.Load() {
+		wait = min(wait, d.cfg.poll)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-woken:
+	case <-timer.C:
+	case <-d.done:
+		return errClosed
+	case <-ctx.Done():
+		return wrap(ctx, "wait for results", ctx.Err())
+	}
+	return nil
+}
+
+// CompleteWithResults implements driver.ResultSettler: one statement
+// deletes the messages whose leases are held and stores their records.
+func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
+	if err := d.begin(); err != nil {
+		return closedErrs(len(leases))
+	}
+	if len(recs) != len(leases) {
+		return sameErr(len(leases), driver.Errorf(driver.InvalidArgument,
+			"postgres complete: %d result records for %d leases", len(recs), len(leases)))
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	b := newSettleBatch("complete", len(leases))
+	b.deletes = true
+	c := recordArrays(recs, b.errs)
+	for i, l := range leases {
+		b.addWithRecord(i, l)
+	}
+	if !c.any {
+		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
+	}
+	inline := d.resNotif.inline()
+	errs := b.run(ctx, d, d.rsql.complete, b.ids, b.tokens, b.prios, d.cfg.queue,
+		c.rids, c.states, c.updated, c.expires, c.data, d.channel(), d.resultsPayload(), inline)
+	d.settledWithResults(inline, errs)
+	return errs
+}
+
+// DeadLetterWithResults implements driver.ResultSettler: one statement
+// moves the messages whose leases are held to dead_letters and stores
+// their records.
+func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
+	if err := d.begin(); err != nil {
+		return closedErrs(len(reqs))
+	}
+	if len(recs) != len(reqs) {
+		return sameErr(len(reqs), driver.Errorf(driver.InvalidArgument,
+			"postgres dead-letter: %d result records for %d messages", len(recs), len(reqs)))
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	b := newSettleBatch("dead-letter", len(reqs))
+	b.deletes = true
+	c := recordArrays(recs, b.errs)
+	reasons := make([]string, len(reqs))
+	details := make([]string, len(reqs))
+	bodies := make([][]byte, len(reqs))
+	for i, r := range reqs {
+		if !b.addWithRecord(i, r.Lease) {
+			continue
+		}
+		reasons[i] = textColumn(r.Reason)
+		details[i] = textColumn(r.Detail)
+		bodies[i] = r.Body
+	}
+	if !c.any {
+		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
+	}
+	inline := d.resNotif.inline()
+	errs := b.run(ctx, d, d.rsql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
+		c.rids, c.states, c.updated, c.expires, c.data, d.channel(), d.resultsPayload(), inline)
+	d.settledWithResults(inline, errs)
+	return errs
+}
+
+// addWithRecord records lease i, whose record recordArrays checked: a
+// lease with an invalid record keeps that error and is made to match no
+// message, so it is left alone. It returns false for such a lease or a
+// malformed one.
+func (b *settleBatch) addWithRecord(i int, l driver.Lease) bool {
+	recErr := b.errs[i]
+	if !b.add(i, l) {
+		return false
+	}
+	if recErr != nil {
+		b.errs[i], b.failed = recErr, true
+		b.tokens[len(b.tokens)-1] = pgtype.UUID{Valid: true} // the nil UUID matches nothing
+		return false
+	}
+	return true
+}
+
+// settledWithResults accounts for the records notification after a
+// settlement statement that may have stored records, and wakes this
+// process's waiters.
+func (d *Driver) settledWithResults(inline bool, errs []error) {
+	stored := errs == nil
+	for _, e := range errs {
+		if e == nil {
+			stored = true
+			break
+		}
+	}
+	switch {
+	case inline && !stored:
+		d.resNotif.missed()
+	case !inline && stored:
+		d.resNotif.committed()
+	}
+	if stored {
+		d.resultWake.fire()
+	}
+}
+
+// sendResultsNotify sends a trailing records notification on a pooled
+// connection.
+func (d *Driver) sendResultsNotify() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.resultsPayload()); err != nil && !d.closed.Load() {
+		d.log.Debug("jobq postgres: records notification failed; waiters will find the records by polling", "err", err)
+	}
+}
+
+// RemoveTasks implements driver.TaskRemover: one statement.
+func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := d.pool.Query(ctx, d.rsql.remove, d.cfg.queue, ids)
+	if err != nil {
+		return nil, wrap(ctx, "remove tasks", err)
+	}
+	defer rows.Close()
+	var removed []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, wrap(ctx, "remove tasks", err)
+		}
+		removed = append(removed, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "remove tasks", err)
+	}
+	d.deletedRows(int64(len(removed)))
+	return removed, nil
+}
+
+// sameErr returns err for each of n items.
+func sameErr(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
