@@ -313,6 +313,15 @@ func BenchmarkDriverClaimComplete(b *testing.B) {
 	benchkit.DriverClaimComplete(b, openURL(b, benchURL(b)), 5000)
 }
 
+// BenchmarkDriverClaimCompleteRecords is BenchmarkDriverClaimComplete
+// with a result record stored by each completion's statement
+// (CompleteWithResults): records on ("on") against off ("off"), run
+// alternately by -count.
+func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
+	b.Run("off", func(b *testing.B) { benchkit.DriverClaimComplete(b, openURL(b, benchURL(b)), 5000) })
+	b.Run("on", func(b *testing.B) { benchkit.DriverClaimCompleteRecords(b, openURL(b, benchURL(b)), 5000) })
+}
+
 // BenchmarkQueueClaimComplete is BenchmarkDriverClaimComplete through the
 // portable API, without the worker: 16 goroutines each ReceiveBatch up to
 // 16 tasks and Complete each (the portable layer batches the completions).

@@ -44,7 +44,7 @@ const purgeBatch = 1000
 // resultQueries are the result statements of one schema.
 type resultQueries struct {
 	put, get, anyEnded, purge, remove string
-	complete, deadLetter               string
+	complete, deadLetter              string
 }
 
 // upsertResults ends a statement that stores records from a relation
