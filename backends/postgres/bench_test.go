@@ -106,6 +106,25 @@ func BenchmarkEndToEnd(b *testing.B) {
 	benchkit.EndToEnd(b, q)
 }
 
+// BenchmarkEndToEndRecords is BenchmarkEndToEnd on a queue that keeps no
+// result records ("off") and on one that does ("on", as every Postgres
+// queue does), to measure what records cost. Run it several times
+// (-count) to alternate the two.
+func BenchmarkEndToEndRecords(b *testing.B) {
+	b.Run("off", func(b *testing.B) {
+		d, err := openRaw(benchURL(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		warmPool(b, d)
+		benchkit.EndToEnd(b, benchkit.OpenWithoutRecords(b, d))
+	})
+	b.Run("on", func(b *testing.B) {
+		q, _ := openBenchQueue(b)
+		benchkit.EndToEnd(b, q)
+	})
+}
+
 // BenchmarkDrain: a worker with 16 handlers drains b.N pre-pushed tasks and
 // exits when the queue is empty.
 func BenchmarkDrain(b *testing.B) {

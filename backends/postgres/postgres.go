@@ -175,7 +175,7 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		done:       make(chan struct{}),
 	}
 	d.notif = newNotifier(cfg.notifyInterval, d.sendNotify)
-	d.resNotif = newNotifier(cfg.notifyInterval, d.sendResultsNotify)
+	d.resNotif = newNotifier(max(cfg.notifyInterval, resultsNotifyInterval), d.sendResultsNotify)
 	d.tableRows.Store(-1)
 	return d
 }

@@ -13,8 +13,11 @@ import (
 // Result records (driver.ResultStore) live in the results table, one row
 // per queue and task ID, shared by the schema's queues like messages. The
 // primary key serves reads and the insert-if-absent rule of cancel
-// requests; the expiry index serves the purge. Schema step 8 adds the
-// table to existing databases.
+// requests. The purge finds expired records through a BRIN index on
+// expires_at: records are written roughly in expiry order, so block ranges
+// summarise them well, and a BRIN index costs an insert almost nothing
+// (a B-tree on expiry cost every settlement a second index entry).
+// Schema step 8 adds the table to existing databases.
 //
 // A settlement stores its records in the same statement as the delete
 // (CompleteWithResults, DeadLetterWithResults): a record exists if and only
@@ -33,8 +36,15 @@ CREATE TABLE {{s}}.results (
 	data       bytea NOT NULL,
 	PRIMARY KEY (queue, task_id)
 );
-CREATE INDEX results_expiry ON {{s}}.results (queue, expires_at);
+CREATE INDEX results_expiry ON {{s}}.results USING brin (expires_at) WITH (autosummarize = on);
 `
+
+// resultsNotifyInterval is the least interval between records
+// notifications from one queue in one process (notify.go): a settlement
+// batch ends about every millisecond under load, and a notification on
+// each made every commit queue for the server's notification lock. A
+// waiter is told within one and a half intervals.
+const resultsNotifyInterval = 10 * time.Millisecond
 
 // purgeBatch is how many records one purge statement deletes at most, so
 // that a large purge holds its row locks and writes its WAL in short
@@ -44,16 +54,19 @@ const purgeBatch = 1000
 // resultQueries are the result statements of one schema.
 type resultQueries struct {
 	put, get, anyEnded, purge, remove string
-	complete, deadLetter              string
+	// complete and deadLetter by whether a task ID occurs twice in the
+	// batch (index 1), which costs a sort, or not (index 0).
+	complete, deadLetter [2]string
 }
 
 // upsertResults ends a statement that stores records from a relation
 // named {{src}} with columns (rid, state, updated, expires, data, ord): the
-// last record for an ID in the batch wins, and a cancel request replaces
-// only an expired record (it must never hide an end).
+// last record for an ID in the batch wins ({{pick}}: an upsert cannot touch
+// a row twice), and a cancel request replaces only an expired record (it
+// must never hide an end).
 const upsertResults = `
 	INSERT INTO {{s}}.results AS r (queue, task_id, state, updated_at, expires_at, data)
-	SELECT DISTINCT ON (rid) {{q}}::text, rid, state, updated, expires, data FROM {{src}} WHERE rid <> '' ORDER BY rid, ord DESC
+	SELECT {{pick}} {{q}}::text, rid, state, updated, expires, data FROM {{src}} WHERE rid <> '' {{order}}
 	ON CONFLICT (queue, task_id) DO UPDATE SET
 		state = excluded.state, updated_at = excluded.updated_at, expires_at = excluded.expires_at, data = excluded.data
 	WHERE excluded.state <> 'cancel-requested' OR r.expires_at <= now()
@@ -61,15 +74,19 @@ const upsertResults = `
 
 func buildResultQueries(schema string) resultQueries {
 	r := strings.NewReplacer("{{s}}", schema)
-	upsert := func(src, queueParam string) string {
-		return strings.NewReplacer("{{src}}", src, "{{q}}", queueParam).Replace(upsertResults)
+	upsert := func(src, queueParam string, twice bool) string {
+		pick, order := "", ""
+		if twice {
+			pick, order = "DISTINCT ON (rid)", "ORDER BY rid, ord DESC"
+		}
+		return strings.NewReplacer("{{src}}", src, "{{q}}", queueParam, "{{pick}}", pick, "{{order}}", order).Replace(upsertResults)
 	}
-	return resultQueries{
+	q := resultQueries{
 		put: r.Replace(`
 WITH x AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bytea[]) WITH ORDINALITY
 		AS x(rid, state, updated, expires, data, ord)
-), ins AS (` + upsert("x", "$1") + `
+), ins AS (` + upsert("x", "$1", true) + `
 ), n AS (
 	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
 )
@@ -95,10 +112,18 @@ DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
 DELETE FROM {{s}}.messages
 WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at <= now())
 RETURNING task_id`),
+	}
+	for i, twice := range []bool{false, true} {
+		q.complete[i], q.deadLetter[i] = settleWithResultsSQL(r, upsert, twice)
+	}
+	return q
+}
 
-		// complete with records: the delete of the statement in queries.go,
-		// and the records of the messages it deleted.
-		complete: r.Replace(asyncCTE + `,
+// settleWithResultsSQL builds the settlement statements that store records.
+func settleWithResultsSQL(r *strings.Replacer, upsert func(src, queueParam string, twice bool) string, twice bool) (complete, deadLetter string) {
+	// complete with records: the delete of the statement in queries.go,
+	// and the records of the messages it deleted.
+	complete = r.Replace(asyncCTE + `,
 x AS (
 	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bytea[])
 		WITH ORDINALITY AS x(id, lease, priority, rid, state, updated, expires, data, ord)
@@ -106,15 +131,15 @@ x AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 	RETURNING m.id, x.rid, x.state, x.updated, x.expires, x.data, x.ord
-), ins AS (` + upsert("d", "$4") + `
+), ins AS (` + upsert("d", "$4", twice) + `
 ), n AS (
 	SELECT pg_notify($10, $11) WHERE $12::bool AND EXISTS (SELECT FROM ins)
 )
-SELECT id FROM d WHERE (SELECT count(*) FROM n) >= 0`),
+SELECT id FROM d WHERE (SELECT count(*) FROM n) >= 0`)
 
-		// deadLetter with records: the move of the statement in queries.go,
-		// and the records of the messages it moved.
-		deadLetter: r.Replace(asyncCTE + `,
+	// deadLetter with records: the move of the statement in queries.go,
+	// and the records of the messages it moved.
+	deadLetter = r.Replace(asyncCTE + `,
 x AS (
 	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[],
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::bytea[])
@@ -128,12 +153,12 @@ x AS (
 	INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
 	SELECT id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
 	RETURNING id
-), ins AS (` + upsert("d", "$6") + `
+), ins AS (` + upsert("d", "$6", twice) + `
 ), n AS (
 	SELECT pg_notify($13, $14) WHERE $15::bool AND EXISTS (SELECT FROM ins)
 )
-SELECT id FROM dl WHERE (SELECT count(*) FROM n) >= 0`),
-	}
+SELECT id FROM dl WHERE (SELECT count(*) FROM n) >= 0`)
+	return complete, deadLetter
 }
 
 var (
@@ -154,7 +179,8 @@ type recordColumns struct {
 	rids, states     []string
 	updated, expires []pgtype.Timestamptz
 	data             [][]byte
-	any              bool
+	any              bool // at least one record
+	twice            bool // a task ID has two records
 }
 
 // recordArrays turns recs into parameter arrays. A record that is not valid
@@ -165,6 +191,7 @@ func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
 		updated: make([]pgtype.Timestamptz, len(recs)), expires: make([]pgtype.Timestamptz, len(recs)),
 		data: make([][]byte, len(recs)),
 	}
+	var seen map[string]bool
 	for i, r := range recs {
 		if r == nil {
 			continue
@@ -173,7 +200,11 @@ func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
 			errs[i] = err
 			continue
 		}
-		c.any = true
+		if seen == nil {
+			seen = make(map[string]bool, len(recs))
+		}
+		c.any, c.twice = true, c.twice || seen[r.ID]
+		seen[r.ID] = true
 		c.rids[i], c.states[i] = r.ID, string(r.State)
 		c.updated[i] = pgtype.Timestamptz{Time: r.UpdatedAt, Valid: true}
 		c.expires[i] = pgtype.Timestamptz{Time: r.ExpiresAt, Valid: true}
@@ -332,7 +363,7 @@ func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease,
 		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
 	}
 	inline := d.resNotif.inline()
-	errs := b.run(ctx, d, d.rsql.complete, b.ids, b.tokens, b.prios, d.cfg.queue,
+	errs := b.run(ctx, d, d.rsql.complete[boolIndex(c.twice)], b.ids, b.tokens, b.prios, d.cfg.queue,
 		c.rids, c.states, c.updated, c.expires, c.data, d.channel(), d.resultsPayload(), inline)
 	d.settledWithResults(inline, errs)
 	return errs
@@ -370,7 +401,7 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 	}
 	inline := d.resNotif.inline()
-	errs := b.run(ctx, d, d.rsql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
+	errs := b.run(ctx, d, d.rsql.deadLetter[boolIndex(c.twice)], b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
 		c.rids, c.states, c.updated, c.expires, c.data, d.channel(), d.resultsPayload(), inline)
 	d.settledWithResults(inline, errs)
 	return errs
