@@ -398,3 +398,22 @@ func TestResultsTableAddedToExistingSchema(t *testing.T) {
 		t.Fatalf("schema version %d, %v; want %d", version, err, SchemaVersion)
 	}
 }
+
+// TestCompleteWithResultsSameIDTwice: two settled messages whose records
+// name the same task (a batch can hold them) store one record, the last.
+func TestCompleteWithResultsSameIDTwice(t *testing.T) {
+	t.Parallel()
+	d := openResults(t)
+	ctx := ctxT(t)
+	if _, err := d.Push(ctx, []*driver.Message{msg("x1"), msg("x2")}); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, d, 2, time.Minute)
+	first, last := rec("same", driver.ResultDeadLettered, time.Hour), rec("same", driver.ResultSucceeded, time.Hour)
+	if errs := d.CompleteWithResults(ctx, []driver.Lease{got[0].Lease, got[1].Lease}, []*driver.ResultRecord{first, last}); errs != nil {
+		t.Fatal(errs)
+	}
+	if s := states(getResults(t, d, "same")); s[0] != "succeeded" {
+		t.Fatalf("record = %v; want the batch's last", s)
+	}
+}
