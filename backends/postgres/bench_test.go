@@ -52,7 +52,36 @@ func benchURL(b *testing.B, extra ...string) string {
 	})
 	// The schema is the benchmark's own, so the queue can have a short
 	// name, as users' queues do: the name is part of every index entry.
-	return newQueueURL(b, append([]string{"schema=" + schema, "queue=bench"}, extra...)...)
+	app := "jobq-" + schema
+	trackOwnServer(b, app)
+	return newQueueURL(b, append([]string{"schema=" + schema, "queue=bench", "application_name=" + app}, extra...)...)
+}
+
+// trackOwnServer makes the benchmark report the CPU time of the server
+// processes serving connections named app ("own-server-µs/task"), apart
+// from whatever else the server does meanwhile.
+func trackOwnServer(b *testing.B, app string) {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testConnString())
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchkit.OwnServerCPU = func() (time.Duration, bool) {
+		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
+		if err != nil {
+			return 0, false
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return 0, false
+		}
+		return benchkit.ProcessCPU(pids)
+	}
+	b.Cleanup(func() {
+		benchkit.OwnServerCPU = nil
+		conn.Close(ctx)
+	})
 }
 
 // openBenchQueue opens a queue in a schema of its own (see benchURL),

@@ -139,9 +139,10 @@ type Driver struct {
 	notif    *notifier
 	// Result records (results.go).
 	rsql       resultQueries
-	resultWake broadcaster // fired when a record may have been stored
-	resNotif   *notifier   // rate-limits the records notifications
-	listening  atomic.Bool // the LISTEN connection is up
+	resultWake broadcaster  // fired when a record may have been stored
+	resNotif   *notifier    // rate-limits the records notifications
+	listening  atomic.Bool  // the LISTEN connection is up
+	recordAt   atomic.Int64 // when (Unix ns) a settlement last met an existing record
 
 	idle atomic.Int32 // receivers sleeping for want of work
 

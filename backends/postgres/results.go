@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
@@ -54,39 +56,61 @@ const purgeBatch = 1000
 // resultQueries are the result statements of one schema.
 type resultQueries struct {
 	put, get, anyEnded, purge, remove string
-	// complete and deadLetter by whether a task ID occurs twice in the
-	// batch (index 1), which costs a sort, or not (index 0).
-	complete, deadLetter [2]string
+	// complete and deadLetter by how they store records (insertPlain...).
+	complete, deadLetter [insertVariants]string
 }
 
-// upsertResults ends a statement that stores records from a relation
-// named {{src}} with columns (rid, state, updated, expires, data, ord): the
-// last record for an ID in the batch wins ({{pick}}: an upsert cannot touch
-// a row twice), and a cancel request replaces only an expired record (it
-// must never hide an end).
-const upsertResults = `
+// insertResults ends a statement that stores records from a relation
+// named {{src}} with columns (rid, state, updated, expires, data, ord).
+// With {{conflict}} set to upsertConflict, a record replaces the one with
+// the same ID, except that a cancel request replaces only an expired
+// record (it must never hide an end); and with {{pick}} and {{order}} set
+// as in insertVariant, the last record for an ID in the batch wins (an
+// upsert cannot touch a row twice). Without them it is a plain insert,
+// which fails on an ID that has a record.
+const insertResults = `
 	INSERT INTO {{s}}.results AS r (queue, task_id, state, updated_at, expires_at, data)
-	SELECT {{pick}} {{q}}::text, rid, state, updated, expires, data FROM {{src}} WHERE rid <> '' {{order}}
+	SELECT {{pick}} {{q}}::text, rid, state, updated, expires, data FROM {{src}} WHERE rid <> '' {{order}}{{conflict}}
+	RETURNING 1`
+
+const upsertConflict = `
 	ON CONFLICT (queue, task_id) DO UPDATE SET
 		state = excluded.state, updated_at = excluded.updated_at, expires_at = excluded.expires_at, data = excluded.data
-	WHERE excluded.state <> 'cancel-requested' OR r.expires_at <= now()
-	RETURNING 1`
+	WHERE excluded.state <> 'cancel-requested' OR r.expires_at <= now()`
+
+// How a settlement statement stores its records (the index of
+// resultQueries.complete and deadLetter). A plain insert costs the server
+// about a third less than an upsert (which inserts speculatively and
+// confirms), so a settlement tries it first; it fails, and changes
+// nothing, when a task has a record already (a cancel request, or an
+// earlier run of a task pushed again with the same ID), and is then run
+// again as an upsert (see recordsVariant).
+const (
+	insertPlain    = iota // no task has a record yet
+	insertUpsert          // replace records
+	insertDistinct        // replace records; a task ID is twice in the batch
+	insertVariants
+)
 
 func buildResultQueries(schema string) resultQueries {
 	r := strings.NewReplacer("{{s}}", schema)
-	upsert := func(src, queueParam string, twice bool) string {
-		pick, order := "", ""
-		if twice {
+	upsert := func(src, queueParam string, variant int) string {
+		pick, order, conflict := "", "", upsertConflict
+		switch variant {
+		case insertPlain:
+			conflict = ""
+		case insertDistinct:
 			pick, order = "DISTINCT ON (rid)", "ORDER BY rid, ord DESC"
 		}
-		return strings.NewReplacer("{{src}}", src, "{{q}}", queueParam, "{{pick}}", pick, "{{order}}", order).Replace(upsertResults)
+		return strings.NewReplacer("{{src}}", src, "{{q}}", queueParam, "{{pick}}", pick, "{{order}}", order,
+			"{{conflict}}", conflict).Replace(insertResults)
 	}
 	q := resultQueries{
 		put: r.Replace(`
 WITH x AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bytea[]) WITH ORDINALITY
 		AS x(rid, state, updated, expires, data, ord)
-), ins AS (` + upsert("x", "$1", true) + `
+), ins AS (` + upsert("x", "$1", insertDistinct) + `
 ), n AS (
 	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
 )
@@ -113,14 +137,14 @@ DELETE FROM {{s}}.messages
 WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at <= now())
 RETURNING task_id`),
 	}
-	for i, twice := range []bool{false, true} {
-		q.complete[i], q.deadLetter[i] = settleWithResultsSQL(r, upsert, twice)
+	for v := range insertVariants {
+		q.complete[v], q.deadLetter[v] = settleWithResultsSQL(r, upsert, v)
 	}
 	return q
 }
 
 // settleWithResultsSQL builds the settlement statements that store records.
-func settleWithResultsSQL(r *strings.Replacer, upsert func(src, queueParam string, twice bool) string, twice bool) (complete, deadLetter string) {
+func settleWithResultsSQL(r *strings.Replacer, upsert func(src, queueParam string, variant int) string, variant int) (complete, deadLetter string) {
 	// complete with records: the delete of the statement in queries.go,
 	// and the records of the messages it deleted.
 	complete = r.Replace(asyncCTE + `,
@@ -131,7 +155,7 @@ x AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 	RETURNING m.id, x.rid, x.state, x.updated, x.expires, x.data, x.ord
-), ins AS (` + upsert("d", "$4", twice) + `
+), ins AS (` + upsert("d", "$4", variant) + `
 ), n AS (
 	SELECT pg_notify($10, $11) WHERE $12::bool AND EXISTS (SELECT FROM ins)
 )
@@ -153,7 +177,7 @@ x AS (
 	INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
 	SELECT id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
 	RETURNING id
-), ins AS (` + upsert("d", "$6", twice) + `
+), ins AS (` + upsert("d", "$6", variant) + `
 ), n AS (
 	SELECT pg_notify($13, $14) WHERE $15::bool AND EXISTS (SELECT FROM ins)
 )
@@ -363,7 +387,7 @@ func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease,
 		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
 	}
 	inline := d.resNotif.inline()
-	errs := b.run(ctx, d, d.rsql.complete[boolIndex(c.twice)], b.ids, b.tokens, b.prios, d.cfg.queue,
+	errs := d.runWithRecords(ctx, b, &d.rsql.complete, c.twice, b.ids, b.tokens, b.prios, d.cfg.queue,
 		c.rids, c.states, c.updated, c.expires, c.data, d.channel(), d.resultsPayload(), inline)
 	d.settledWithResults(inline, errs)
 	return errs
@@ -401,10 +425,51 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 	}
 	inline := d.resNotif.inline()
-	errs := b.run(ctx, d, d.rsql.deadLetter[boolIndex(c.twice)], b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
+	errs := d.runWithRecords(ctx, b, &d.rsql.deadLetter, c.twice, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
 		c.rids, c.states, c.updated, c.expires, c.data, d.channel(), d.resultsPayload(), inline)
 	d.settledWithResults(inline, errs)
 	return errs
+}
+
+// runWithRecords runs a settlement that stores records, trying the plain
+// insert first unless a task ID is twice in the batch or a settlement met
+// a record lately (recordsWindow); when the plain insert meets a record,
+// the statement changed nothing and runs again as an upsert.
+func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[insertVariants]string, twice bool, args ...any) []error {
+	variant := insertPlain
+	switch {
+	case twice:
+		variant = insertDistinct
+	case d.recordsMet():
+		variant = insertUpsert
+	}
+	done, err := b.query(ctx, d, stmts[variant], args...)
+	if variant == insertPlain && isRecordConflict(err) {
+		d.recordAt.Store(time.Now().UnixNano())
+		done, err = b.query(ctx, d, stmts[insertUpsert], args...)
+	}
+	if err != nil {
+		return b.failAll(wrap(ctx, b.op, err))
+	}
+	return b.finish(d, done)
+}
+
+// recordsWindow is how long after a settlement met an existing record the
+// settlements store records with an upsert at once.
+const recordsWindow = time.Minute
+
+// recordsMet reports whether a settlement met an existing record within
+// recordsWindow.
+func (d *Driver) recordsMet() bool {
+	at := d.recordAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < recordsWindow
+}
+
+// isRecordConflict reports whether err is the plain insert of a record
+// meeting one with the same task ID.
+func isRecordConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "results_pkey"
 }
 
 // addWithRecord records lease i, whose record recordArrays checked: a

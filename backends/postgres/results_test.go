@@ -417,3 +417,45 @@ func TestCompleteWithResultsSameIDTwice(t *testing.T) {
 		t.Fatalf("record = %v; want the batch's last", s)
 	}
 }
+
+// TestSettleOverExistingRecord: a settlement whose task has a record
+// already (a cancel request, or an earlier run of the same task ID)
+// replaces it: the plain insert meets it, and the statement runs again as
+// an upsert, which later settlements then use at once.
+func TestSettleOverExistingRecord(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{"complete", "dead-letter"} {
+		t.Run(op, func(t *testing.T) {
+			t.Parallel()
+			d := openResults(t)
+			ctx := ctxT(t)
+			putResults(t, d, rec("a", driver.ResultCancelRequested, time.Hour), rec("b", driver.ResultSucceeded, time.Hour))
+			if _, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b")}); err != nil {
+				t.Fatal(err)
+			}
+			got := receive(t, d, 2, time.Minute)
+			settle := func(r *driver.Received, st driver.ResultState) []error {
+				recs := []*driver.ResultRecord{rec(r.ID, st, time.Hour)}
+				if op == "complete" {
+					return d.CompleteWithResults(ctx, []driver.Lease{r.Lease}, recs)
+				}
+				return d.DeadLetterWithResults(ctx, []driver.DeadLetterParams{{Lease: r.Lease, Reason: "x"}}, recs)
+			}
+			if d.recordsMet() {
+				t.Fatal("a new driver starts with the upsert")
+			}
+			if errs := settle(got[0], driver.ResultCancelled); errs != nil {
+				t.Fatal(errs)
+			}
+			if !d.recordsMet() {
+				t.Fatal("the settlement did not meet the record")
+			}
+			if errs := settle(got[1], driver.ResultDeadLettered); errs != nil {
+				t.Fatal(errs)
+			}
+			if s := states(getResults(t, d, "a", "b")); fmt.Sprint(s) != "[cancelled dead-lettered]" {
+				t.Fatalf("records = %v", s)
+			}
+		})
+	}
+}
