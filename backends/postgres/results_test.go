@@ -54,20 +54,8 @@ func wantCode(t *testing.T, err error, code driver.Code) {
 	}
 }
 
-// purgeAllResults deletes the test queue's records after the test.
-func purgeAllResults(t *testing.T, d *Driver) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.results WHERE queue = $1`, d.cfg.queue)
-	})
-}
-
-func openResults(t *testing.T, extra ...string) *Driver {
-	d := openDriver(t, extra...)
-	purgeAllResults(t, d)
-	return d
-}
+// openResults opens a fresh queue (see openDriver).
+func openResults(t *testing.T, extra ...string) *Driver { return openDriver(t, extra...) }
 
 func TestResultsPutGet(t *testing.T) {
 	t.Parallel()
