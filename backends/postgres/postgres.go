@@ -118,8 +118,6 @@ func startupRefused(err error) error {
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
-			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
 			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
 		}),
 		MaxMessageBytes: maxMessageBytes,
