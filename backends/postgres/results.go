@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -57,7 +58,9 @@ const purgeBatch = 1000
 type resultQueries struct {
 	put, get, anyEnded, purge, remove string
 	// complete and deadLetter by how they store records (insertPlain...).
-	complete, deadLetter [insertVariants]string
+	// The second index is 1 for the statement that also sends the records
+	// notification.
+	complete, deadLetter [insertVariants][2]string
 }
 
 // insertResults ends a statement that stores records from a relation
@@ -139,7 +142,9 @@ WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at 
 RETURNING task_id`),
 	}
 	for v := range insertVariants {
-		q.complete[v], q.deadLetter[v] = settleWithResultsSQL(r, upsert, v)
+		for notify := range 2 {
+			q.complete[v][notify], q.deadLetter[v][notify] = settleWithResultsSQL(r, upsert, v, notify == 1)
+		}
 	}
 	return q
 }
@@ -154,7 +159,22 @@ func dataOf(span, param string) string {
 }
 
 // settleWithResultsSQL builds the settlement statements that store records.
-func settleWithResultsSQL(r *strings.Replacer, upsert func(src, queueParam string, variant int) string, variant int) (complete, deadLetter string) {
+// With notify, the statement also sends the records notification (channel
+// and payload are the two parameters after the others), when it stored a
+// record.
+func settleWithResultsSQL(r *strings.Replacer, upsert func(src, queueParam string, variant int) string, variant int, notify bool) (complete, deadLetter string) {
+	notifying := func(from string, channel int) string {
+		if !notify {
+			return `
+)
+SELECT id FROM ` + from
+		}
+		return fmt.Sprintf(`
+), n AS (
+	SELECT pg_notify($%d, $%d) WHERE EXISTS (SELECT FROM ins)
+)
+SELECT id FROM %s WHERE (SELECT count(*) FROM n) >= 0`, channel, channel+1, from)
+	}
 	// complete with records: the delete of the statement in queries.go,
 	// and the records of the messages it deleted.
 	complete = r.Replace(asyncCTE + `,
@@ -164,12 +184,8 @@ x AS (
 ), d AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, x.rid, x.state, x.updated, x.expires, ` + dataOf("x.span", "$13") + ` AS data, x.ord
-), ins AS (` + upsert("d", "$4", variant) + `
-), n AS (
-	SELECT pg_notify($10, $11) WHERE $12::bool AND EXISTS (SELECT FROM ins)
-)
-SELECT id FROM d WHERE (SELECT count(*) FROM n) >= 0`)
+	RETURNING m.id, x.rid, x.state, x.updated, x.expires, ` + dataOf("x.span", "$10") + ` AS data, x.ord
+), ins AS (` + upsert("d", "$4", variant) + notifying("d", 11))
 
 	// deadLetter with records: the move of the statement in queries.go,
 	// and the records of the messages it moved.
@@ -182,16 +198,12 @@ x AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
-		m.concurrency_key, m.rate_key, x.rid, x.state, x.updated, x.expires, ` + dataOf("x.span", "$16") + ` AS data, x.ord
+		m.concurrency_key, m.rate_key, x.rid, x.state, x.updated, x.expires, ` + dataOf("x.span", "$13") + ` AS data, x.ord
 ), dl AS (
 	INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
 	SELECT id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
 	RETURNING id
-), ins AS (` + upsert("d", "$6", variant) + `
-), n AS (
-	SELECT pg_notify($13, $14) WHERE $15::bool AND EXISTS (SELECT FROM ins)
-)
-SELECT id FROM dl WHERE (SELECT count(*) FROM n) >= 0`)
+), ins AS (` + upsert("d", "$6", variant) + notifying("dl", 14))
 	return complete, deadLetter
 }
 
@@ -403,8 +415,8 @@ func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease,
 		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
 	}
 	inline := d.resNotif.inline()
-	errs := d.runWithRecords(ctx, b, &d.rsql.complete, c.twice, b.ids, b.tokens, b.prios, d.cfg.queue,
-		c.rids, c.states, c.updated, c.expires, c.spans, d.channel(), d.resultsPayload(), inline, c.blob)
+	errs := d.runWithRecords(ctx, b, &d.rsql.complete, c.twice, inline, b.ids, b.tokens, b.prios, d.cfg.queue,
+		c.rids, c.states, c.updated, c.expires, c.spans, c.blob)
 	d.settledWithResults(inline, errs)
 	return errs
 }
@@ -441,8 +453,8 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 	}
 	inline := d.resNotif.inline()
-	errs := d.runWithRecords(ctx, b, &d.rsql.deadLetter, c.twice, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
-		c.rids, c.states, c.updated, c.expires, c.spans, d.channel(), d.resultsPayload(), inline, c.blob)
+	errs := d.runWithRecords(ctx, b, &d.rsql.deadLetter, c.twice, inline, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
+		c.rids, c.states, c.updated, c.expires, c.spans, c.blob)
 	d.settledWithResults(inline, errs)
 	return errs
 }
@@ -451,7 +463,14 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 // insert first unless a task ID is twice in the batch or a settlement met
 // a record lately (recordsWindow); when the plain insert meets a record,
 // the statement changed nothing and runs again as an upsert.
-func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[insertVariants]string, twice bool, args ...any) []error {
+//
+// With notify the statement also sends the records notification.
+func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[insertVariants][2]string, twice, notify bool, args ...any) []error {
+	n := 0
+	if notify {
+		n = 1
+		args = append(args, d.channel(), d.resultsPayload())
+	}
 	variant := insertPlain
 	switch {
 	case twice:
@@ -459,10 +478,10 @@ func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[ins
 	case d.recordsMet():
 		variant = insertUpsert
 	}
-	done, err := b.query(ctx, d, stmts[variant], args...)
+	done, err := b.query(ctx, d, stmts[variant][n], args...)
 	if variant == insertPlain && isRecordConflict(err) {
 		d.recordAt.Store(time.Now().UnixNano())
-		done, err = b.query(ctx, d, stmts[insertUpsert], args...)
+		done, err = b.query(ctx, d, stmts[insertUpsert][n], args...)
 	}
 	if err != nil {
 		return b.failAll(wrap(ctx, b.op, err))

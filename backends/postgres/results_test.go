@@ -511,3 +511,61 @@ func TestResultsDataRoundTrip(t *testing.T) {
 		check(op)
 	}
 }
+
+// TestSettlementsPastTheNotifyBurst: settlements beyond the notification
+// burst store their records without notifying inline, and a trailing
+// notification still wakes a waiter in another process.
+func TestSettlementsPastTheNotifyBurst(t *testing.T) {
+	t.Parallel()
+	waiter := openResults(t, "poll=1h")
+	worker := openURL(t, newQueueURL(t, "queue="+waiter.cfg.queue))
+	ctx := ctxT(t)
+	const n = 3 * notifyBurst
+	var msgs []*driver.Message
+	for i := range n {
+		msgs = append(msgs, msg(fmt.Sprint("m", i)))
+	}
+	if _, err := worker.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, worker, n, time.Minute)
+	for !waiter.listening.Load() {
+		waiter.WaitResults(ctx, []string{"none"}, time.Millisecond)
+	}
+	last := got[n-1].ID
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if err := waiter.WaitResults(ctx, []string{last}, time.Hour); err != nil {
+				done <- err
+				return
+			}
+			if r, err := waiter.GetResults(ctx, []string{last}); err != nil || r[0] != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for _, r := range got {
+		if errs := worker.CompleteWithResults(ctx, []driver.Lease{r.Lease}, []*driver.ResultRecord{rec(r.ID, driver.ResultSucceeded, time.Hour)}); errs != nil {
+			t.Fatal(errs)
+		}
+	}
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	for i, s := range states(getResults(t, worker, ids...)) {
+		if s != "succeeded" {
+			t.Fatalf("record %d: %s", i, s)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the last settlement's record never woke the waiter")
+	}
+}
