@@ -111,9 +111,9 @@ func buildResultQueries(schema string) resultQueries {
 	q := resultQueries{
 		put: r.Replace(`
 WITH x AS (
-	SELECT rid, state, updated, expires, ` + dataOf("span", "$9") + ` AS data, ord
-	FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::bigint[]) WITH ORDINALITY
-		AS x(rid, state, updated, expires, span, ord)
+	SELECT rid, state, ` + usTime("updated_us") + ` AS updated, ` + usTime("expires_us") + ` AS expires, ` + dataOf("span", "$9") + ` AS data, ord
+	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY
+		AS x(rid, state, updated_us, expires_us, span, ord)
 ), ins AS (` + upsert("x", "$1", insertDistinct) + `
 ), n AS (
 	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
@@ -158,6 +158,12 @@ func dataOf(span, param string) string {
 	return `substring(` + param + `::bytea from (` + span + ` >> 32)::int for (` + span + ` & 4294967295)::int)`
 }
 
+// usTime is the SQL for a time sent as Unix microseconds: bigint arrays
+// encode without reflection, timestamptz arrays do not.
+func usTime(us string) string {
+	return `(timestamptz 'epoch' + ` + us + ` * interval '1 microsecond')`
+}
+
 // settleWithResultsSQL builds the settlement statements that store records.
 // With notify, the statement also sends the records notification (channel
 // and payload are the two parameters after the others), when it stored a
@@ -179,12 +185,12 @@ SELECT id FROM %s WHERE (SELECT count(*) FROM n) >= 0`, channel, channel+1, from
 	// and the records of the messages it deleted.
 	complete = r.Replace(asyncCTE + `,
 x AS (
-	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bigint[])
-		WITH ORDINALITY AS x(id, lease, priority, rid, state, updated, expires, span, ord)
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
+		WITH ORDINALITY AS x(id, lease, priority, rid, state, updated_us, expires_us, span, ord)
 ), d AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, x.rid, x.state, x.updated, x.expires, ` + dataOf("x.span", "$10") + ` AS data, x.ord
+	RETURNING m.id, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` + dataOf("x.span", "$10") + ` AS data, x.ord
 ), ins AS (` + upsert("d", "$4", variant) + notifying("d", 11))
 
 	// deadLetter with records: the move of the statement in queries.go,
@@ -192,13 +198,13 @@ x AS (
 	deadLetter = r.Replace(asyncCTE + `,
 x AS (
 	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[],
-		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::bigint[])
-		WITH ORDINALITY AS x(id, lease, priority, reason, detail, body, rid, state, updated, expires, span, ord)
+		$8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[])
+		WITH ORDINALITY AS x(id, lease, priority, reason, detail, body, rid, state, updated_us, expires_us, span, ord)
 ), d AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
-		m.concurrency_key, m.rate_key, x.rid, x.state, x.updated, x.expires, ` + dataOf("x.span", "$13") + ` AS data, x.ord
+		m.concurrency_key, m.rate_key, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` + dataOf("x.span", "$13") + ` AS data, x.ord
 ), dl AS (
 	INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
 	SELECT id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
@@ -223,7 +229,7 @@ func (d *Driver) resultsPayload() string { return "results/" + d.cfg.queue }
 // empty rid stands for no record.
 type recordColumns struct {
 	rids, states     []string
-	updated, expires []pgtype.Timestamptz
+	updated, expires []int64 // Unix microseconds
 	spans            []int64 // of each record's data in blob: see dataOf
 	blob             []byte
 	any              bool // at least one record
@@ -235,7 +241,7 @@ type recordColumns struct {
 func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
 	c := recordColumns{
 		rids: make([]string, len(recs)), states: make([]string, len(recs)),
-		updated: make([]pgtype.Timestamptz, len(recs)), expires: make([]pgtype.Timestamptz, len(recs)),
+		updated: make([]int64, len(recs)), expires: make([]int64, len(recs)),
 		spans: make([]int64, len(recs)),
 	}
 	size := 0
@@ -260,8 +266,7 @@ func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
 		c.any, c.twice = true, c.twice || seen[r.ID]
 		seen[r.ID] = true
 		c.rids[i], c.states[i] = r.ID, string(r.State)
-		c.updated[i] = pgtype.Timestamptz{Time: r.UpdatedAt, Valid: true}
-		c.expires[i] = pgtype.Timestamptz{Time: r.ExpiresAt, Valid: true}
+		c.updated[i], c.expires[i] = r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro()
 		c.spans[i] = int64(len(c.blob)+1)<<32 | int64(len(r.Data))
 		c.blob = append(c.blob, r.Data...)
 	}
