@@ -104,10 +104,11 @@ func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
 	if fb := q.caps.Features[f].Fallback; fb != "" {
 		msg += ": " + fb
 	}
-	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends keep them)"}
+	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends support " + string(f) + ")"}
 }
 
-// maxResultBatch bounds the IDs of one GetResults call.
+// maxResultBatch bounds the records or IDs of one PutResults or GetResults
+// call.
 const maxResultBatch = 500
 
 // getResults reads the records of ids in chunks of maxResultBatch.
@@ -126,6 +127,16 @@ func (q *Queue) getResults(ctx context.Context, op string, store driver.ResultSt
 		out = append(out, recs...)
 	}
 	return out, nil
+}
+
+// putResults stores recs in chunks of maxResultBatch.
+func putResults(ctx context.Context, store driver.ResultStore, recs []*driver.ResultRecord) error {
+	for start := 0; start < len(recs); start += maxResultBatch {
+		if err := store.PutResults(ctx, recs[start:min(start+maxResultBatch, len(recs))]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkIDs rejects an empty task ID.
@@ -289,7 +300,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	if err := q.degrade(op, driver.Cancel); err != nil {
 		return nil, err
 	}
-	if err := checkIDs(op, ids); err != nil {
+	if err := checkIDs(op, ids); err != nil || len(ids) == 0 {
 		return nil, err
 	}
 	now := time.Now()
@@ -305,7 +316,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	}
 	// A cancel-requested record is stored only where there is none, so it
 	// never hides an end; reading back tells which tasks had ended.
-	if err := store.PutResults(ctx, asked); err != nil {
+	if err := putResults(ctx, store, asked); err != nil {
 		return nil, q.wrap(op, err)
 	}
 	recs, err := q.getResults(ctx, op, store, unique)
@@ -336,7 +347,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 				removed[id] = true
 				done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
 			}
-			if err := store.PutResults(ctx, done); err != nil {
+			if err := putResults(ctx, store, done); err != nil {
 				return nil, q.wrap(op, fmt.Errorf("the tasks %v were removed but their cancelled records could not be stored: %w", gone, err))
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/driver"
 )
 
 // openMem opens a fresh mem queue with the URL parameters params.
@@ -397,5 +399,32 @@ func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	}
 	if rs, err := q.Wait(ctx, r.ID); err != nil || rs[0].State != jobq.Succeeded {
 		t.Errorf("Wait = %v, %v", rs, err)
+	}
+}
+
+func TestPoisonRecord(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	drv, err := mem.New(mem.Options{Queue: "results-poison-" + rand.Text()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := jobq.New(drv, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := drv.Push(ctx, []*driver.Message{{ID: "poison-1", Body: []byte("not a task")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Receive(ctx, jobq.ReceiveOptions{}); !errors.Is(err, jobq.ErrEmpty) {
+		t.Fatalf("Receive of a poison message: %v; want ErrEmpty", err)
+	}
+	r, err := q.Result(ctx, "poison-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != jobq.DeadLettered || !strings.Contains(r.Error, "poison") {
+		t.Errorf("poison record %+v; want dead-lettered, saying poison", r)
 	}
 }
