@@ -14,6 +14,7 @@ func capabilities(maxMessageBytes int) driver.Capabilities {
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
+			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers do not register in Redis yet"},
 		}),
 		MaxReceiveBatch: maxReceiveBatch,
 		MaxMessageBytes: maxMessageBytes,

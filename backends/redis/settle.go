@@ -62,10 +62,12 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
 	return d.settle(ctx, "dead-letter", deadLetterScript, len(reqs),
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any {
-			r := reqs[i]
-			return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, r.Body}
-		})
+		func(i int) []any { return deadLetterArgs(reqs[i]) })
+}
+
+// deadLetterArgs are a dead-letter settlement's arguments for the scripts.
+func deadLetterArgs(r driver.DeadLetterParams) []any {
+	return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, r.Body}
 }
 
 // settle runs a batch settlement script over n items in chunks and turns its
