@@ -47,10 +47,8 @@ type Driver struct {
 	// gate spaces the idle dequeues.
 	empties atomic.Int64
 	gate    pollGate
-	// results keeps the result records; nil, with noResults saying why,
-	// when the queue has no result container.
-	results   *blobresults.Store
-	noResults string
+	// rec keeps the result records (driver.ResultStore).
+	rec blobresults.Records
 }
 
 func newDriver(c config, main, failed *azqueue.QueueClient, where string, log *slog.Logger) *Driver {

@@ -22,8 +22,7 @@ import (
 const ResultsSuffix = "-results"
 
 // Storage Queue keeps no result records of its own: they are blobs in a
-// container of the same storage account (internal/blobresults), and the
-// driver's ResultStore methods forward to it.
+// container of the same storage account, kept by internal/blobresults.
 var _ driver.ResultStore = (*Driver)(nil)
 
 // The Fallback texts of the Results and Cancel features.
@@ -131,8 +130,8 @@ func fromCredential(queueURL string, cred azcore.TokenCredential) resultsSource 
 
 // setResults gives d its result store, from client when the program
 // passed one, else from src, and declares Results and Cancel. Without a
-// store Results is Unsupported, with why in the Fallback text and in the
-// errors of the ResultStore methods.
+// store Results and Cancel are Unsupported, with why in the Fallback text
+// and in the errors of the ResultStore methods.
 func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Emulated, Fallback: cancelFallback}
 	name := d.cfg.resultsName()
@@ -140,67 +139,32 @@ func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	if client == nil && src != nil {
 		client, err = src(name)
 	}
-	switch {
-	case client != nil:
-		d.results = blobresults.New(client, resultContainerName(client.URL()))
+	if client != nil {
+		d.rec.SetRecords("azqueue "+d.name, blobresults.FromClient(client), "")
 		d.caps.Features[driver.Results] = driver.Support{Level: driver.Emulated, Fallback: resultsFallback}
 		return
-	case err != nil:
-		d.noResults = "the result container " + name + " cannot be reached: " + err.Error()
-	default:
-		d.noResults = "no result container was given: pass Options.Results (a container client) to azqueue.New"
 	}
-	d.caps.Features[driver.Results] = driver.Support{Level: driver.Unsupported, Fallback: d.noResults}
-	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "cancel needs result records: " + d.noResults}
-}
-
-// resultContainerName names a container in messages: its URL without a
-// query (which may hold a SAS).
-func resultContainerName(containerURL string) string {
-	u, err := url.Parse(containerURL)
+	why := "no result container was given: pass Options.Results (a container client) to azqueue.New"
 	if err != nil {
-		return "the result container"
+		why = "the result container " + name + " cannot be reached: " + err.Error()
 	}
-	u.RawQuery, u.User = "", nil
-	return u.String()
-}
-
-// store returns the result store, or the error that says why there is
-// none and how to get one.
-func (d *Driver) store(op string) (*blobresults.Store, error) {
-	if d.closed.Load() {
-		return nil, driver.Errorf(driver.FailedPrecondition, "azqueue %s on %s: the queue is closed", op, d.name)
-	}
-	if d.results == nil {
-		return nil, driver.Errorf(driver.Unimplemented, "azqueue %s on %s: result records are not available: %s", op, d.name, d.noResults)
-	}
-	return d.results, nil
+	d.rec.SetRecords("azqueue "+d.name, nil, why)
+	d.caps.Features[driver.Results] = driver.Support{Level: driver.Unsupported, Fallback: why}
+	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "cancel needs result records: " + why}
 }
 
 // PutResults implements driver.ResultStore.
 func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
-	s, err := d.store("store results")
-	if err != nil {
-		return err
-	}
-	return s.PutResults(ctx, recs)
+	return d.rec.PutResults(ctx, recs)
 }
 
 // GetResults implements driver.ResultStore.
 func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
-	s, err := d.store("read results")
-	if err != nil {
-		return nil, err
-	}
-	return s.GetResults(ctx, ids)
+	return d.rec.GetResults(ctx, ids)
 }
 
 // PurgeResults implements driver.ResultStore: it deletes a bounded number
 // of expired records per call (workers call it now and then).
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
-	s, err := d.store("purge results")
-	if err != nil {
-		return 0, err
-	}
-	return s.PurgeResults(ctx, now)
+	return d.rec.PurgeResults(ctx, now)
 }

@@ -122,7 +122,7 @@ func TestCancelRequestIsInsertIfAbsent(t *testing.T) {
 		state driver.ResultState
 		data  string
 	}{
-		{driver.ResultSucceeded, `1`},       // an end is never hidden
+		{driver.ResultSucceeded, `1`},        // an end is never hidden
 		{driver.ResultCancelRequested, `20`}, // an expired record is replaced
 		{driver.ResultCancelRequested, `3`},  // the first request stays
 		{driver.ResultCancelRequested, `40`},
