@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/benchkit"
 )
 
@@ -206,4 +208,48 @@ func BenchmarkRawRedisLimit(b *testing.B) {
 func BenchmarkDriverClaimComplete(b *testing.B) {
 	// One Push call: the driver pipelines it.
 	benchkit.DriverClaimComplete(b, openURL(b, newQueueURL(b, "")), max(b.N, 1))
+}
+
+// BenchmarkDriverClaimCompleteRecords is BenchmarkDriverClaimComplete with
+// result records off (Complete) and on (CompleteWithResults, a record of
+// about 300 bytes per task, stored by the complete script): what records
+// cost the driver alone.
+func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
+	data := []byte(`{"v":1,"exit_code":0,"output":"` + strings.Repeat("x", 200) + `","worker":"w1","host":"h","deliveries":1}`)
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("records=%t", on), func(b *testing.B) {
+			d := openURL(b, newQueueURL(b, ""))
+			ctx := context.Background()
+			msgs := make([]*driver.Message, b.N)
+			for i := range msgs {
+				msgs[i] = &driver.Message{ID: fmt.Sprint(i), Body: []byte(`{"version": 1, "kwargs": "{}"}`)}
+			}
+			if _, err := d.Push(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+			benchkit.Claimers(b, "completed", func() (int64, error) {
+				got, err := d.Receive(ctx, driver.ReceiveParams{Max: handlers, Visibility: time.Minute})
+				if err != nil || len(got) == 0 {
+					return 0, err
+				}
+				leases := make([]driver.Lease, len(got))
+				recs := make([]*driver.ResultRecord, len(got))
+				now := time.Now()
+				for i, r := range got {
+					leases[i] = r.Lease
+					recs[i] = &driver.ResultRecord{ID: r.ID, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Data: data}
+				}
+				var errs []error
+				if on {
+					errs = d.CompleteWithResults(ctx, leases, recs)
+				} else {
+					errs = d.Complete(ctx, leases)
+				}
+				if errs != nil {
+					return 0, fmt.Errorf("complete: %v", errs)
+				}
+				return int64(len(got)), nil
+			})
+		})
+	}
 }

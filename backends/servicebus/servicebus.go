@@ -221,7 +221,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
 			driver.Results:        {Level: driver.Unsupported, Fallback: noResults},
-			driver.Cancel:         {Level: driver.Unsupported, Fallback: "cancel needs result records: " + noResults},
+			driver.Cancel:         {Level: driver.Unsupported, Fallback: "cancel needs result records, so a results= container (see results)"},
 			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers do not register in Service Bus"},
 		},
 		MaxMessageBytes:    MaxMessageBytes,
