@@ -14,7 +14,7 @@ func capabilities(maxMessageBytes int) driver.Capabilities {
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
-			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers do not register in Redis yet"},
+			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
 		}),
 		MaxReceiveBatch: maxReceiveBatch,
 		MaxMessageBytes: maxMessageBytes,
