@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -48,6 +49,48 @@ var reportRate = benchkit.ReportRate
 // (PushBatch, pipelined) while a worker with 16 handlers consumes them.
 func BenchmarkEndToEnd(b *testing.B) {
 	benchkit.EndToEnd(b, openBenchQueue(b))
+}
+
+// BenchmarkEndToEndRecords is BenchmarkEndToEnd with result records off
+// (the driver declares Results unsupported, so the portable layer writes
+// none) and on (the default: every task leaves a record, stored by the
+// complete script). Compare them in alternated runs:
+//
+//	for i in 1 2 3 4 5; do for r in false true; do
+//	  go test -count=1 -run '^$' -bench "EndToEndRecords/records=$r" -benchtime 20000x ./backends/redis/
+//	done; done
+func BenchmarkEndToEndRecords(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("records=%t", on), func(b *testing.B) {
+			var d driver.Driver = openURL(b, benchURL(b))
+			if !on {
+				d = withoutRecords{d.(*Driver)}
+			}
+			q, err := jobq.New(d, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = q.Close() })
+			benchkit.EndToEnd(b, q)
+			if on {
+				ids, err := d.(*Driver).client.Keys(context.Background(), d.(*Driver).prefix+"r:*").Result()
+				if err != nil || len(ids) < b.N {
+					b.Fatalf("%d result records for %d tasks (%v)", len(ids), b.N, err)
+				}
+			}
+		})
+	}
+}
+
+// withoutRecords is a Redis driver that declares Results unsupported, so
+// that the portable layer keeps no result records.
+type withoutRecords struct{ *Driver }
+
+func (w withoutRecords) Capabilities() driver.Capabilities {
+	c := w.Driver.Capabilities()
+	c.Features[driver.Results] = driver.Support{Level: driver.Unsupported, Fallback: "records off for the benchmark"}
+	c.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "records off for the benchmark"}
+	return c
 }
 
 // BenchmarkDrain: a worker with 16 handlers drains b.N pre-pushed tasks and
