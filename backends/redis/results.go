@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -50,9 +51,17 @@ func expiryOf(r *driver.ResultRecord) time.Time {
 	return r.ExpiresAt
 }
 
-// encodeRecord packs r as "state\nupdated ms\nexpiry ms\n" then its data.
+// maxIDLen is the longest task ID a record can have: its length is
+// written in six digits.
+const maxIDLen = 999999
+
+// encodeRecord packs r as the task ID's length in six digits, the task
+// ID, then "state\nupdated ms\nexpiry ms\n" and the data. The settle
+// scripts read the ID from it (recordLua).
 func encodeRecord(r *driver.ResultRecord) []byte {
-	b := make([]byte, 0, len(r.State)+32+len(r.Data))
+	b := make([]byte, 0, 6+len(r.ID)+len(r.State)+32+len(r.Data))
+	b = fmt.Appendf(b, "%06d", len(r.ID))
+	b = append(b, r.ID...)
 	b = append(b, r.State...)
 	b = append(b, '\n')
 	b = strconv.AppendInt(b, r.UpdatedAt.UnixMilli(), 10)
@@ -63,8 +72,16 @@ func encodeRecord(r *driver.ResultRecord) []byte {
 }
 
 // decodeRecord reverses encodeRecord; ok is false for a value it did not
-// write.
+// write, or one of another task.
 func decodeRecord(id string, v []byte) (r *driver.ResultRecord, ok bool) {
+	if len(v) < 6 {
+		return nil, false
+	}
+	n, err := strconv.Atoi(string(v[:6]))
+	if err != nil || n < 0 || len(v) < 6+n || string(v[6:6+n]) != id {
+		return nil, false
+	}
+	v = v[6+n:]
 	var f [3][]byte
 	for i := range f {
 		j := bytes.IndexByte(v, '\n')
@@ -85,13 +102,30 @@ func decodeRecord(id string, v []byte) (r *driver.ResultRecord, ok bool) {
 	}, true
 }
 
-// recordArgs are a settlement's record arguments for the scripts: task
-// id, record, expiry ms; or three empty strings for no record.
-func recordArgs(r *driver.ResultRecord) []any {
-	if r == nil {
-		return []any{"", "", ""}
+// recordBatch prepares the records of one settlement call: the encoded
+// record of each settlement ("" for none, or one already expired) and the
+// time to live the script gives them all, the longest they need (a key
+// may outlive its record a little; GetResults hides it then).
+func recordBatch(recs []*driver.ResultRecord) (vals []any, head []any, err error) {
+	vals = make([]any, len(recs))
+	now := time.Now()
+	var ttl time.Duration
+	for i, r := range recs {
+		vals[i] = ""
+		if r == nil {
+			continue
+		}
+		if len(r.ID) > maxIDLen {
+			return nil, nil, driver.Errorf(driver.InvalidArgument, "redis: task ID of %d bytes is too long for a result record (at most %d)", len(r.ID), maxIDLen)
+		}
+		left := expiryOf(r).Sub(now)
+		if left <= 0 {
+			continue
+		}
+		ttl = max(ttl, left)
+		vals[i] = encodeRecord(r)
 	}
-	return []any{r.ID, encodeRecord(r), expiryOf(r).UnixMilli()}
+	return vals, []any{max(ms(ttl), 1)}, nil
 }
 
 // PutResults implements driver.ResultStore: one pipelined round trip of
@@ -111,8 +145,8 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 				continue
 			}
 			ttl := expiryOf(r).Sub(now)
-			if ttl <= 0 {
-				continue // expired already: as good as purged
+			if ttl <= 0 || len(r.ID) > maxIDLen {
+				continue // expired already (as good as purged), or no record can have the ID
 			}
 			a := goredis.SetArgs{TTL: ttl}
 			if r.State == driver.ResultCancelRequested {
@@ -190,33 +224,34 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 // CompleteWithResults implements driver.ResultSettler: the complete script
 // stores each record in the same script call as its settlement.
 func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
-	if err := checkRecs(len(leases), recs); err != nil {
+	vals, head, err := checkRecs(len(leases), recs)
+	if err != nil {
 		return repeatErr(err, len(leases))
 	}
-	return d.settle(ctx, "complete", completeResultsScript, len(leases),
+	return d.settle(ctx, "complete", completeResultsScript, len(leases), head,
 		func(i int) driver.Lease { return leases[i] },
-		func(i int) []any {
-			return append([]any{leases[i].MessageID, leases[i].Token}, recordArgs(recs[i])...)
-		})
+		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token, vals[i]} })
 }
 
 // DeadLetterWithResults implements driver.ResultSettler like
 // CompleteWithResults.
 func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
-	if err := checkRecs(len(reqs), recs); err != nil {
+	vals, head, err := checkRecs(len(reqs), recs)
+	if err != nil {
 		return repeatErr(err, len(reqs))
 	}
-	return d.settle(ctx, "dead-letter", deadLetterResultsScript, len(reqs),
+	return d.settle(ctx, "dead-letter", deadLetterResultsScript, len(reqs), head,
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any { return append(deadLetterArgs(reqs[i]), recordArgs(recs[i])...) })
+		func(i int) []any { return append(deadLetterArgs(reqs[i]), vals[i]) })
 }
 
-// checkRecs reports a records slice that does not match its settlements.
-func checkRecs(n int, recs []*driver.ResultRecord) error {
+// checkRecs checks that there is a record (or nil) per settlement and
+// prepares them (recordBatch).
+func checkRecs(n int, recs []*driver.ResultRecord) (vals, head []any, err error) {
 	if len(recs) != n {
-		return driver.Errorf(driver.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
+		return nil, nil, driver.Errorf(driver.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
 	}
-	return nil
+	return recordBatch(recs)
 }
 
 // repeatErr is err for each of n items.

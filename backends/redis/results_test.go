@@ -33,6 +33,7 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 		rec  *driver.ResultRecord
 	}{
 		{"plain", record("a", driver.ResultSucceeded, time.Hour)},
+		{"ID with newlines and digits", record("12\n34\n", driver.ResultSucceeded, time.Hour)},
 		{"binary data with newlines", &driver.ResultRecord{ID: "b", State: driver.ResultDeadLettered,
 			UpdatedAt: time.UnixMilli(1000), ExpiresAt: time.UnixMilli(2000), Data: []byte("x\ny\x00\n")}},
 		{"empty data", &driver.ResultRecord{ID: "c", State: driver.ResultCancelled, UpdatedAt: time.UnixMilli(5), ExpiresAt: time.UnixMilli(6)}},
@@ -50,8 +51,10 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := decodeRecord("x", []byte("not a record")); ok {
-		t.Fatal("decoded a value jobq did not write")
+	for _, bad := range []string{"not a record", "", "000001y", "000001x", "000009x"} {
+		if _, ok := decodeRecord("x", []byte(bad)); ok {
+			t.Fatalf("decoded %q, which jobq did not write for task x", bad)
+		}
 	}
 }
 
@@ -105,11 +108,19 @@ func TestRecordsExpireInRedis(t *testing.T) {
 	if n, err := d.PurgeResults(ctx, time.Now()); n != 0 || err != nil {
 		t.Fatalf("purge: %d, %v; want 0, nil (Redis expires records)", n, err)
 	}
-	for getResults(t, d, "brief")[0] != nil {
+	// Redis deletes the key by itself (the test's context bounds the wait).
+	for {
+		n, err := d.client.Exists(ctx, d.recordKey("brief")).Result()
+		if err != nil {
+			t.Fatalf("the record key did not expire: %v", err)
+		}
+		if n == 0 {
+			break
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n, err := d.client.Exists(ctx, d.recordKey("brief")).Result(); err != nil || n != 0 {
-		t.Fatalf("record key still exists (%d, %v)", n, err)
+	if got := getResults(t, d, "brief"); got[0] != nil {
+		t.Fatalf("expired record returned: %+v", got[0])
 	}
 	// An expired record is not stored at all.
 	if err := d.PutResults(ctx, []*driver.ResultRecord{record("past", driver.ResultSucceeded, -time.Second)}); err != nil {
@@ -229,5 +240,31 @@ func TestRemoveTasks(t *testing.T) {
 	// The removed IDs are free again: pushing one queues a new task.
 	if res := push(t, d, msg("ready", 0)); res[0].Duplicate {
 		t.Fatal("a removed task's ID still dedups")
+	}
+}
+
+// TestSettleScriptReadsTheRecordsID: the complete script takes each
+// record's task ID from the record itself, whatever its bytes.
+func TestSettleScriptReadsTheRecordsID(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ids := []string{"a\nb", "000003", "\x00{x}"}
+	for _, id := range ids {
+		push(t, d, msg(id, 0))
+	}
+	recs := receive(t, d, len(ids), time.Minute)
+	leases := make([]driver.Lease, len(recs))
+	rr := make([]*driver.ResultRecord, len(recs))
+	for i, r := range recs {
+		leases[i] = r.Lease
+		rr[i] = record(r.ID, driver.ResultSucceeded, time.Hour)
+	}
+	if errs := d.CompleteWithResults(testCtx(t), leases, rr); errs != nil {
+		t.Fatal(errs)
+	}
+	for i, g := range getResults(t, d, ids...) {
+		if g == nil || g.ID != ids[i] || g.State != driver.ResultSucceeded {
+			t.Fatalf("record of %q: %+v", ids[i], g)
+		}
 	}
 }

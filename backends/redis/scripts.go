@@ -430,18 +430,18 @@ var completeScript = goredis.NewScript(completeLua(false))
 
 // completeResultsScript is completeScript that also stores a result
 // record with each settlement it makes (see recordLua). ARGV: prefix, n,
-// then n times (message id, token, task id, record, expiry ms); an empty
-// task id stores no record.
+// the records' time to live (ms), then n times (message id, token,
+// record); an empty record stores none.
 var completeResultsScript = goredis.NewScript(completeLua(true))
 
 // completeLua is the source of the complete scripts, with result records
 // or without: one source, so that the two cannot drift apart.
 func completeLua(records bool) string {
-	w, rec, put, publish := "2", "", "", ""
+	w, first, rec, put, publish := "2", "3", "", "", ""
 	if records {
-		w, rec = "5", recordLua
+		w, first, rec = "3", "4", recordLua
 		put = `
-      put_record(ARGV[base + 3], ARGV[base + 4], ARGV[base + 5], now)`
+      put_record(ARGV[base + 3])`
 		publish = `
 announce_records()`
 	}
@@ -457,7 +457,7 @@ local PM = P .. 'm:'
 local out, done, keys, ids, seen, held = {}, {}, {}, {}, {}, {}
 local nd, ni = 0, 0
 for i = 1, n do
-  local base = 3 + (i - 1) * W - 1
+  local base = ` + first + ` + (i - 1) * W - 1
   local mid, tok = ARGV[base + 1], ARGV[base + 2]
   local ok = 0
   -- The deletions come after the loop, so a lease listed twice must not
@@ -487,18 +487,20 @@ return out
 }
 
 // recordLua stores result records, for the scripts that settle with
-// them. A record is the string key P..'r:'..task id, holding what
-// encodeRecord made of it, with the record's expiry as the key's: Redis
-// deletes it then, so records need no purge. The task ids of the records
-// a script stored are announced on P..'results', one per line, for
-// waiters (WaitResults).
+// them (ARGV[3] is the records' time to live in ms). A record is the
+// string key P..'r:'..task id, holding what encodeRecord made of it: the
+// task id's length in six digits, the task id, then the rest. The key
+// expires with the record (a little after it: the time to live is the
+// batch's longest), so Redis deletes records and nothing purges them. A
+// record costs the script one argument and one command. The task ids of
+// the records a script stored are announced on P..'results', one per
+// line, for waiters (WaitResults).
 const recordLua = `
-local stored, ns = {}, 0
-local function put_record(id, val, exp, now)
-  if id == '' then return end
-  local ttl = tonumber(exp) - now
-  if ttl <= 0 then return end
-  redis.call('SET', P .. 'r:' .. id, val, 'PX', str(ttl))
+local stored, ns, TTL = {}, 0, ARGV[3]
+local function put_record(val)
+  if val == '' then return end
+  local id = string.sub(val, 7, 6 + tonumber(string.sub(val, 1, 6)))
+  redis.call('SET', P .. 'r:' .. id, val, 'PX', TTL)
   ns = ns + 1
   stored[ns] = id
 end
@@ -555,18 +557,18 @@ var deadLetterScript = goredis.NewScript(deadLetterLua(false))
 
 // deadLetterResultsScript is deadLetterScript that also stores a result
 // record with each settlement it makes (see recordLua). ARGV: prefix, n,
-// then n times (message id, token, reason, detail, body, task id, record,
-// expiry ms); an empty task id stores no record.
+// the records' time to live (ms), then n times (message id, token, reason,
+// detail, body, record); an empty record stores none.
 var deadLetterResultsScript = goredis.NewScript(deadLetterLua(true))
 
 // deadLetterLua is the source of the dead-letter scripts, with result
 // records or without.
 func deadLetterLua(records bool) string {
-	w, rec, put, publish := "5", "", "", ""
+	w, first, rec, put, publish := "5", "3", "", "", ""
 	if records {
-		w, rec = "8", recordLua
+		w, first, rec = "6", "4", recordLua
 		put = `
-    put_record(ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], now)`
+    put_record(ARGV[b + 5])`
 		publish = `
 announce_records()`
 	}
@@ -576,7 +578,7 @@ local n, W = tonumber(ARGV[2]), ` + w + `
 local now = now_ms()
 local out, moved, held = {}, {}, {}
 for i = 0, n - 1 do
-  local b = 3 + i * W
+  local b = ` + first + ` + i * W
   local mid = ARGV[b]
   local f = lease(mid, ARGV[b + 1], now, 'i', 'n', 'c')
   if f then

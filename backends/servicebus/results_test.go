@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/driver"
 )
@@ -39,6 +40,15 @@ func TestResultsNeedAContainer(t *testing.T) {
 	_, err = d.(driver.ResultStore).GetResults(ctxT(t), []string{"x"})
 	if driver.CodeOf(err) != driver.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
 		t.Fatalf("GetResults: %v, want Unimplemented saying how to set results=", err)
+	}
+	q, _ := open(t, newQueueURL(t))
+	for what, err := range map[string]error{
+		"Result": func() error { _, err := q.Result(ctxT(t), "x"); return err }(),
+		"Cancel": func() error { _, err := q.Cancel(ctxT(t), "x"); return err }(),
+	} {
+		if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
+			t.Errorf("Queue.%s: %v, want Unimplemented saying how to set results=", what, err)
+		}
 	}
 }
 
