@@ -158,7 +158,7 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 		return nil, &Error{Code: NotFound, Op: op, Queue: q.url,
 			Msg: fmt.Sprintf("task %s has no result: it has not ended, its ID is unknown, or its record expired (results are kept for the queue's retention)", id)}
 	}
-	return decodeRecord(recs[0])
+	return q.result(ctx, op, recs[0])
 }
 
 // Wait waits until every task in ids has ended and returns their results
@@ -223,7 +223,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) e
 				left = append(left, pending[i])
 				continue
 			}
-			res, err := decodeRecord(rec)
+			res, err := q.result(ctx, op, rec)
 			if err != nil {
 				return err
 			}
@@ -421,5 +421,5 @@ func (e *Envelope) Cancel(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return e.complete(ctx, "cancel", e.recordOf(Cancelled, reason, ""))
+	return e.complete(ctx, "cancel", e.recordOf(ctx, Cancelled, reason, ""))
 }
