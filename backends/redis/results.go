@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 )
 
@@ -24,22 +25,18 @@ var (
 	_ driver.TaskRemover   = (*Driver)(nil)
 )
 
-// defaultRetention is the expiry of a record that comes without one, so
-// that no record lives forever.
-const defaultRetention = 7 * 24 * time.Hour
-
 // resultsChannel is where stored records are announced.
 func (d *Driver) resultsChannel() string { return d.prefix + "results" }
 
-// expiryOf is r's expiry, or the default retention after it was written
-// when it has none.
+// expiryOf is r's expiry, or jobq's default retention after it was
+// written when it has none, so that no record lives forever.
 func expiryOf(r *driver.ResultRecord) time.Time {
 	if r.ExpiresAt.IsZero() {
 		at := r.UpdatedAt
 		if at.IsZero() {
 			at = time.Now()
 		}
-		return at.Add(defaultRetention)
+		return at.Add(jobq.DefaultRetention)
 	}
 	return r.ExpiresAt
 }
