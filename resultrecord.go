@@ -113,7 +113,7 @@ func (q *Queue) result(ctx context.Context, op string, rec *driver.ResultRecord)
 // decodeRecord turns a stored record into a Result, and the reference of
 // its value when that is in a stash.
 func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
-	r := &Result{ID: rec.ID, State: rec.State, ExpiresAt: rec.ExpiresAt}
+	r := &Result{ID: rec.ID, State: rec.State, ExpiresAt: rec.ExpiresAt, Recorded: rec.UpdatedAt}
 	if len(rec.Data) == 0 {
 		return r, nil, nil
 	}
