@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -114,3 +115,48 @@ var (
 	// visibilityRange: --visibility-timeout.
 	visibilityRange = bound.Durations{Min: time.Second}
 )
+
+// backoffValue is a pflag.Value for a retry backoff written BASE,CAP (for
+// example 10s,1h): BASE at least backoffRange's minimum, CAP at least BASE.
+type backoffValue struct{ b *jobq.Backoff }
+
+// backoffRange bounds each half of a retry backoff.
+var backoffRange = bound.Durations{Min: time.Millisecond, BareSeconds: true}
+
+func (v backoffValue) String() string {
+	if v.b == nil || v.b.Base == 0 {
+		return ""
+	}
+	return formatDuration(v.b.Base) + "," + formatDuration(v.b.Cap)
+}
+
+func (v backoffValue) Set(s string) error {
+	b, err := parseBackoff(s)
+	if err != nil {
+		return err
+	}
+	*v.b = b
+	return nil
+}
+
+func (v backoffValue) Type() string { return "base,cap" }
+
+// parseBackoff reads BASE,CAP.
+func parseBackoff(s string) (jobq.Backoff, error) {
+	base, limit, ok := strings.Cut(s, ",")
+	if !ok {
+		return jobq.Backoff{}, fmt.Errorf("write BASE,CAP: the first retry waits about BASE, each next one twice as long, up to CAP; for example 10s,1h")
+	}
+	b, err := backoffRange.Parse("", base)
+	if err != nil {
+		return jobq.Backoff{}, fmt.Errorf("BASE %q: %w", strings.TrimSpace(base), err)
+	}
+	c, err := backoffRange.Parse("", limit)
+	if err != nil {
+		return jobq.Backoff{}, fmt.Errorf("CAP %q: %w", strings.TrimSpace(limit), err)
+	}
+	if c < b {
+		return jobq.Backoff{}, fmt.Errorf("CAP %s is shorter than BASE %s; the cap must be at least the base", formatDuration(c), formatDuration(b))
+	}
+	return jobq.Backoff{Base: b, Cap: c}, nil
+}

@@ -69,7 +69,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				}
 			}
 			if found == nil {
-				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters (completed tasks leave no trace)", id, showScan))
+				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters ; a task that ended leaves a result record instead: jobq QUEUE result %s", id, showScan, id))
 			}
 			found.fill()
 			if asJSON {
