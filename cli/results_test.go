@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+func TestTaskIDs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		stdin   string
+		want    []string
+		wantErr string
+	}{
+		{name: "args", args: []string{"a", "b", "a"}, want: []string{"a", "b"}},
+		{name: "stdin lines", args: []string{"-"}, stdin: "a\n\n  b  \r\nc", want: []string{"a", "b", "c"}},
+		{name: "args and stdin", args: []string{"x", "-"}, stdin: "y\nx\n", want: []string{"x", "y"}},
+		{name: "print-ids json", args: []string{"-"}, stdin: `{"id": "a", "line": 1, "duplicate": false, "position": null}` + "\n" + `{"id":"b"}`, want: []string{"a", "b"}},
+		{name: "json without id", args: []string{"-"}, stdin: "a\n{\"line\": 2}\n", wantErr: "standard input line 2"},
+		{name: "empty stdin", args: []string{"-"}, stdin: "\n\n", wantErr: "no task IDs"},
+		{name: "dash twice", args: []string{"-", "-"}, wantErr: "given twice"},
+		{name: "empty arg", args: []string{"a", ""}, wantErr: "argument 2: an empty task ID"},
+		{name: "space in arg", args: []string{"a b"}, wantErr: "white space"},
+		{name: "not utf-8", args: []string{"\xff"}, wantErr: "UTF-8"},
+		{name: "too long", args: []string{strings.Repeat("x", maxIDLen+1)}, wantErr: "longer than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := taskIDs(tt.args, strings.NewReader(tt.stdin))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || exitCode(err) != ExitUsage {
+					t.Fatalf("taskIDs(%q) = %v, %v; want a usage error containing %q", tt.args, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("taskIDs(%q) = %q, %v; want %q", tt.args, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseBackoff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    jobq.Backoff
+		wantErr string
+	}{
+		{in: "10s,1h", want: jobq.Backoff{Base: 10 * time.Second, Cap: time.Hour}},
+		{in: "500ms, 2d", want: jobq.Backoff{Base: 500 * time.Millisecond, Cap: 48 * time.Hour}},
+		{in: "30,30", want: jobq.Backoff{Base: 30 * time.Second, Cap: 30 * time.Second}},
+		{in: "10s", wantErr: "write BASE,CAP"},
+		{in: "1h,10s", wantErr: "shorter than BASE"},
+		{in: "0,1h", wantErr: "BASE"},
+		{in: "-1s,1h", wantErr: "negative"},
+		{in: "10s,NaN", wantErr: "CAP"},
+		{in: "10s,1h,2h", wantErr: "CAP"},
+		{in: ",", wantErr: "BASE"},
+	}
+	for _, tt := range tests {
+		got, err := parseBackoff(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseBackoff(%q) = %v, %v; want an error containing %q", tt.in, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("parseBackoff(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// Bad flag combinations and values are usage errors (exit 2) that name the
+// problem, and push nothing.
+func TestPushResultFlagsRejected(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-c", "true", "--json"}, "--json changes what --print-ids and --wait print"},
+		{[]string{"-c", "true", "--wait-timeout", "1m"}, "give --wait with it"},
+		{[]string{"-c", "true", "--retry-backoff", "1h,1s"}, "shorter than BASE"},
+		{[]string{"-c", "true", "--retry-backoff", "10s"}, "BASE,CAP"},
+		{[]string{"-c", "true", "--time-limit", "-2h"}, "negative"},
+		{[]string{"-c", "true", "--time-limit", "forever"}, "not a duration"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr, queue := pushRun(t, "", tt.args...)
+			if code != ExitUsage || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("push %q exited %d; want %d with %q:\n%s", tt.args, code, ExitUsage, tt.want, stderr)
+			}
+			if b := storedBodies(t, queue); len(b) != 0 {
+				t.Fatalf("push %q stored %d tasks; want none", tt.args, len(b))
+			}
+		})
+	}
+}
+
+// push --retry-backoff and --time-limit reach the stored task; --wait sets
+// reply_requested, as ai4s-jobq's push --wait does.
+func TestPushCarriesResultFields(t *testing.T) {
+	t.Parallel()
+	code, _, stderr, queue := pushRun(t, "", "-c", "echo hi", "--retry-backoff", "10s,1h", "--time-limit", "2h")
+	if code != 0 {
+		t.Fatalf("push exited %d:\n%s", code, stderr)
+	}
+	q, err := jobq.Open(context.Background(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ps, err := q.Peek(context.Background(), 10)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("peek: %d messages, %v; want 1", len(ps), err)
+	}
+	task := ps[0].Task
+	if task.RetryBackoff != (jobq.Backoff{Base: 10 * time.Second, Cap: time.Hour}) || task.TimeLimit != 2*time.Hour || task.ReplyRequested {
+		t.Fatalf("stored task: backoff %v, time limit %v, reply_requested %v; want 10s,1h, 2h, false", task.RetryBackoff, task.TimeLimit, task.ReplyRequested)
+	}
+}
+
+// push --print-ids --json prints one object per task with its input line.
+func TestPushPrintIDsJSON(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr, _ := pushRun(t, "echo a\necho b\necho a\n", "--print-ids", "--json")
+	if code != 0 {
+		t.Fatalf("push exited %d:\n%s", code, stderr)
+	}
+	var got []pushedJSON
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var p pushedJSON
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got = append(got, p)
+	}
+	if len(got) != 3 || got[0].ID == got[1].ID || got[0].ID != got[2].ID || got[2].Line != 3 || !got[2].Duplicate || got[0].Duplicate {
+		t.Fatalf("push --print-ids --json printed %+v; want 3 objects, lines 1..3, the third a duplicate of the first", got)
+	}
+	for _, p := range got {
+		if p.Position != nil && *p.Position < 0 {
+			t.Errorf("position %d; want null when unknown, else 0 or more", *p.Position)
+		}
+	}
+}
+
+func TestOutcomeLine(t *testing.T) {
+	t.Parallel()
+	one := 1
+	zero := 0
+	tests := []struct {
+		r    jobq.Result
+		want string
+	}{
+		{jobq.Result{ID: "a", State: jobq.Succeeded, ExitCode: &zero, Error: "ignored on success"}, "a succeeded exit=0"},
+		{jobq.Result{ID: "b", State: jobq.DeadLettered, ExitCode: &one, Error: "command exited\nwith status 1"}, `b dead-lettered exit=1 error="command exited with status 1"`},
+		{jobq.Result{ID: "c", State: jobq.Succeeded, Value: json.RawMessage("{ \"n\": 3,\n \"s\": \"x y\" }")}, `c succeeded value={"n":3,"s":"x y"}`},
+		{jobq.Result{ID: "d", State: jobq.Cancelled, Error: "cancelled"}, `d cancelled error="cancelled"`},
+	}
+	for _, tt := range tests {
+		if got := outcomeLine(&tt.r); got != tt.want {
+			t.Errorf("outcomeLine(%+v) = %q; want %q", tt.r, got, tt.want)
+		}
+	}
+}
+
+// The failure summary counts by state, names each failed task with its
+// input lines, and stops listing after maxListed.
+func TestFailureSummary(t *testing.T) {
+	t.Parallel()
+	one := 1
+	w := &waiter{lines: map[string][]int{"a": {7}, "b": {14, 21}}}
+	failed := []*jobq.Result{
+		{ID: "a", State: jobq.DeadLettered, ExitCode: &one, Error: "command exited with status 1"},
+		{ID: "b", State: jobq.DeadLettered, ExitCode: &one},
+		{ID: "c", State: jobq.Cancelled},
+	}
+	got := w.failureSummary(50, failed)
+	for _, want := range []string{
+		"3 of 50 tasks did not succeed (1 cancelled, 2 dead-lettered):",
+		`  a dead-lettered exit=1 error="command exited with status 1" (line 7)`,
+		"  b dead-lettered exit=1 (lines 14, 21)",
+		"  c cancelled\n",
+		"jobq QUEUE result ID",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	many := make([]*jobq.Result, maxListed+5)
+	for i := range many {
+		many[i] = &jobq.Result{ID: "x", State: jobq.DeadLettered}
+	}
+	if got := w.failureSummary(100, many); !strings.Contains(got, "... and 5 more") || strings.Count(got, "\n  x ") != maxListed {
+		t.Errorf("a long summary is not cut at %d:\n%s", maxListed, got)
+	}
+}
+
+// Many IDs to resume go to a file that wait - reads back.
+func TestResumeHintWritesFile(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	a := &app{}
+	few := resumeHint(a, []string{"a", "b"})
+	if few != "resume with: jobq QUEUE wait a b" {
+		t.Errorf("resumeHint for two IDs = %q", few)
+	}
+	ids := make([]string, maxListed+1)
+	for i := range ids {
+		ids[i] = strings.Repeat(string(rune('a'+i)), 3)
+	}
+	hint := resumeHint(a, ids)
+	_, path, ok := strings.Cut(hint, "wait - < ")
+	if !ok {
+		t.Fatalf("resumeHint for %d IDs = %q; want a file to read with wait -", len(ids), hint)
+	}
+	path, _, _ = strings.Cut(path, " ")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := taskIDs([]string{"-"}, f)
+	if err != nil || strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Fatalf("the file holds %q, %v; want %q", got, err, ids)
+	}
+}
