@@ -41,6 +41,9 @@ whose record expired, has none: exit 1. Backends that keep no records
 				return asUsage(err)
 			}
 			return a.withQueue(ctx, func(q *jobq.Queue) error {
+				if err := checkResults(q, "result"); err != nil {
+					return err
+				}
 				r, err := q.Result(ctx, id)
 				if err != nil {
 					if jobq.ErrorCode(err) == jobq.NotFound {
