@@ -99,6 +99,10 @@ type Queue struct {
 	closing   chan struct{}
 	settle    *settler
 	stash     *stashes
+	// results is the driver's result store; nil when the backend keeps no
+	// results (or declares Results unsupported).
+	results  driver.ResultStore
+	policies policyCache
 }
 
 // Open opens the queue named by rawURL with default options, on the default
@@ -157,6 +161,10 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 		q.pushRetry = DefaultPushRetry
 	}
 	q.warned.seen = map[driver.Feature]bool{}
+	if rs, ok := drv.(driver.ResultStore); ok && q.caps.Level(driver.Results) != driver.Unsupported {
+		q.results = rs
+	}
+	q.policies.q = q
 	q.settle = newSettler(q)
 	return q
 }
@@ -548,7 +556,10 @@ func (q *Queue) checkVisibility(op string, vis time.Duration) error {
 // envelopes decodes received messages; poison ones are dead-lettered.
 func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time.Duration) []*Envelope {
 	envs := make([]*Envelope, 0, len(recs))
-	var poison []driver.DeadLetterParams
+	var (
+		poison     []driver.DeadLetterParams
+		poisonRecs []*driver.ResultRecord
+	)
 	for _, r := range recs {
 		wire, err := UnmarshalTask(r.Body)
 		var task *Task
@@ -561,8 +572,9 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		}
 		if err != nil {
 			q.log.Warn("jobq: poison message dead-lettered", "message_id", r.Lease.MessageID, "error", err)
-			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease,
-				Reason: settleText("poison message: "+err.Error(), maxReasonBytes, false), Detail: settleText(string(r.Body), 4096, false)})
+			reason := settleText("poison message: "+err.Error(), maxReasonBytes, false)
+			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: reason, Detail: settleText(string(r.Body), 4096, false)})
+			poisonRecs = append(poisonRecs, q.poisonRecord(r, wire, reason))
 			continue
 		}
 		if task.ID == "" {
@@ -571,7 +583,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		envs = append(envs, newEnvelope(q, r, wire, task, vis))
 	}
 	if len(poison) > 0 {
-		for i, err := range q.drv.DeadLetter(ctx, poison) {
+		for i, err := range q.deadLetter(ctx, poison, poisonRecs) {
 			if err != nil {
 				q.log.Error("jobq: could not dead-letter a poison message; it will be redelivered when its lease expires",
 					"message_id", poison[i].Lease.MessageID, "error", err)
