@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/bound"
 )
 
@@ -114,24 +114,23 @@ var (
 		Hint: "use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit"}
 	// visibilityRange: --visibility-timeout.
 	visibilityRange = bound.Durations{Min: time.Second}
+	// taskTimeLimitRange: push --time-limit, worker --task-time-limit.
+	taskTimeLimitRange = bound.Durations{Max: driver.MaxPolicyDuration}
 )
 
 // backoffValue is a pflag.Value for a retry backoff written BASE,CAP (for
-// example 10s,1h): BASE at least backoffRange's minimum, CAP at least BASE.
+// example 10s,1h) or BASE alone, as jobq.ParseBackoff reads it.
 type backoffValue struct{ b *jobq.Backoff }
 
-// backoffRange bounds each half of a retry backoff.
-var backoffRange = bound.Durations{Min: time.Millisecond, BareSeconds: true}
-
 func (v backoffValue) String() string {
-	if v.b == nil || v.b.Base == 0 {
+	if v.b == nil || v.b.IsZero() {
 		return ""
 	}
-	return formatDuration(v.b.Base) + "," + formatDuration(v.b.Cap)
+	return v.b.String()
 }
 
 func (v backoffValue) Set(s string) error {
-	b, err := parseBackoff(s)
+	b, err := jobq.ParseBackoff(s)
 	if err != nil {
 		return err
 	}
@@ -140,23 +139,3 @@ func (v backoffValue) Set(s string) error {
 }
 
 func (v backoffValue) Type() string { return "base,cap" }
-
-// parseBackoff reads BASE,CAP.
-func parseBackoff(s string) (jobq.Backoff, error) {
-	base, limit, ok := strings.Cut(s, ",")
-	if !ok {
-		return jobq.Backoff{}, fmt.Errorf("write BASE,CAP: the first retry waits about BASE, each next one twice as long, up to CAP; for example 10s,1h")
-	}
-	b, err := backoffRange.Parse("", base)
-	if err != nil {
-		return jobq.Backoff{}, fmt.Errorf("BASE %q: %w", strings.TrimSpace(base), err)
-	}
-	c, err := backoffRange.Parse("", limit)
-	if err != nil {
-		return jobq.Backoff{}, fmt.Errorf("CAP %q: %w", strings.TrimSpace(limit), err)
-	}
-	if c < b {
-		return jobq.Backoff{}, fmt.Errorf("CAP %s is shorter than BASE %s; the cap must be at least the base", formatDuration(c), formatDuration(b))
-	}
-	return jobq.Backoff{Base: b, Cap: c}, nil
-}

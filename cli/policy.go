@@ -135,19 +135,35 @@ func (a *app) policyListCommand() *cobra.Command {
 	return cmd
 }
 
-// policyJSON is a policy as `policy list --json` prints it.
+// policyJSON is a policy as `policy list --json` prints it: kind, key
+// and limit, period_s for rate and retention, base_s and cap_s (no limit)
+// for retry-backoff.
 type policyJSON struct {
 	Kind    string   `json:"kind"`
 	Key     string   `json:"key,omitempty"`
-	Limit   int64    `json:"limit"`
+	Limit   *int64   `json:"limit,omitempty"`
 	PeriodS *float64 `json:"period_s,omitempty"`
+	BaseS   *float64 `json:"base_s,omitempty"`
+	CapS    *float64 `json:"cap_s,omitempty"`
 }
 
 func toPolicyJSON(p jobq.Policy) policyJSON {
-	out := policyJSON{Kind: string(p.Kind), Key: p.Key, Limit: p.Limit}
-	if p.Period > 0 {
-		s := p.Period.Seconds()
-		out.PeriodS = &s
+	out := policyJSON{Kind: string(p.Kind), Key: p.Key}
+	seconds := func(d time.Duration) *float64 {
+		s := d.Seconds()
+		return &s
+	}
+	switch p.Kind {
+	case jobq.RetryBackoffPolicy:
+		base, limit := p.Backoff()
+		out.BaseS, out.CapS = seconds(base), seconds(limit)
+	case jobq.RetentionPolicy:
+		out.PeriodS = seconds(p.Period)
+	default:
+		out.Limit = &p.Limit
+		if p.Period > 0 {
+			out.PeriodS = seconds(p.Period)
+		}
 	}
 	return out
 }

@@ -126,8 +126,8 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.BoolVar(&f.wait, "wait", false, "wait for every pushed task to end, printing each outcome as it arrives; exit 0 only when all succeeded, else 1 with a summary (Ctrl-C stops the waiting, not the tasks)")
 	fl.Var(durationFlag(&f.waitTimeout), "wait-timeout", "with --wait: stop waiting after this long (exit 1; the tasks keep running); 0: no limit")
 	fl.BoolVar(&f.asJSON, "json", false, `with --print-ids: print {"id", "line", "duplicate", "position"} per task; with --wait: print each outcome as a JSON object (one per line)`)
-	fl.Var(backoffValue{&f.backoff}, "retry-backoff", "retry a failed task after about BASE, doubling per failure up to CAP, with jitter, e.g. 10s,1h (default: the queue's retry-backoff policy, else 10s,10m)")
-	fl.Var(durationFlag(&f.timeLimit), "time-limit", "stop an attempt that runs longer than this (SIGTERM, then SIGKILL) and count it as a failure; overrides the worker's --task-time-limit (0: the worker's)")
+	fl.Var(backoffValue{&f.backoff}, "retry-backoff", "retry a failed task after about BASE, doubling per failure up to CAP, with jitter, e.g. 10s,1h (BASE alone keeps the cap 10m; default: the queue's retry-backoff policy, else 10s,10m)")
+	durationRangeFlag(fl, &f.timeLimit, "time-limit", 0, taskTimeLimitRange, "stop an attempt that runs longer than this (SIGTERM, then SIGKILL) and count it as a failure; overrides the worker's --task-time-limit (0: the worker's)")
 }
 
 // pusher accumulates tasks and pushes them in batches, several at a time,

@@ -49,38 +49,6 @@ func TestTaskIDs(t *testing.T) {
 	}
 }
 
-func TestParseBackoff(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in      string
-		want    jobq.Backoff
-		wantErr string
-	}{
-		{in: "10s,1h", want: jobq.Backoff{Base: 10 * time.Second, Cap: time.Hour}},
-		{in: "500ms, 2d", want: jobq.Backoff{Base: 500 * time.Millisecond, Cap: 48 * time.Hour}},
-		{in: "30,30", want: jobq.Backoff{Base: 30 * time.Second, Cap: 30 * time.Second}},
-		{in: "10s", wantErr: "write BASE,CAP"},
-		{in: "1h,10s", wantErr: "shorter than BASE"},
-		{in: "0,1h", wantErr: "BASE"},
-		{in: "-1s,1h", wantErr: "negative"},
-		{in: "10s,NaN", wantErr: "CAP"},
-		{in: "10s,1h,2h", wantErr: "CAP"},
-		{in: ",", wantErr: "BASE"},
-	}
-	for _, tt := range tests {
-		got, err := parseBackoff(tt.in)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("parseBackoff(%q) = %v, %v; want an error containing %q", tt.in, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("parseBackoff(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		}
-	}
-}
-
 // Bad flag combinations and values are usage errors (exit 2) that name the
 // problem, and push nothing.
 func TestPushResultFlagsRejected(t *testing.T) {
@@ -91,8 +59,11 @@ func TestPushResultFlagsRejected(t *testing.T) {
 	}{
 		{[]string{"-c", "true", "--json"}, "--json changes what --print-ids and --wait print"},
 		{[]string{"-c", "true", "--wait-timeout", "1m"}, "give --wait with it"},
-		{[]string{"-c", "true", "--retry-backoff", "1h,1s"}, "shorter than BASE"},
-		{[]string{"-c", "true", "--retry-backoff", "10s"}, "BASE,CAP"},
+		{[]string{"-c", "true", "--retry-backoff", "1h,1s"}, "longer than its cap"},
+		{[]string{"-c", "true", "--retry-backoff", "0,1h"}, "zero"},
+		{[]string{"-c", "true", "--retry-backoff", "-1s,1h"}, "negative"},
+		{[]string{"-c", "true", "--time-limit", "11y"}, "not a duration"},
+		{[]string{"-c", "true", "--time-limit", "4000d"}, "out of range"},
 		{[]string{"-c", "true", "--time-limit", "-2h"}, "negative"},
 		{[]string{"-c", "true", "--time-limit", "forever"}, "not a duration"},
 	}
