@@ -152,6 +152,10 @@ func (w *Worker) countOutcome(success, failed bool, log *slog.Logger) {
 func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration) {
 	switch {
 	case err == nil:
+		if w.keepsResults {
+			// For the result record: who ran the task, and when.
+			w.record(env, start, jobq.OutcomeSuccess, nil)
+		}
 		w.complete(env, log, elapsed)
 	case errors.Is(cause, jobq.ErrLockLost):
 		w.lost.Add(1)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
-
-	"github.com/jobq/jobq/driver"
 )
 
 // purgeEvery is about how often a worker purges the queue's expired result
@@ -19,7 +17,7 @@ const purgeTimeout = 2 * time.Minute
 // purgesResults reports whether the backend keeps result records, which
 // workers purge now and then when the engine does not expire them itself.
 func (w *Worker) purgesResults() bool {
-	return w.q.Capabilities().Level(driver.Results) != driver.Unsupported
+	return w.keepsResults
 }
 
 // purgeLoop purges the expired result records about every purgeEvery until

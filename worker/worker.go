@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/worker/preempt"
 )
 
@@ -81,6 +82,9 @@ type Worker struct {
 	pauser *failurePauser
 	limits *localLimits
 	host   string // for attempt histories
+	// keepsResults: the backend keeps result records, which name the
+	// worker and times of a task's last attempt even when it succeeded.
+	keepsResults bool
 	// receiveGiveUp is how long receives may fail before the worker ends
 	// (not counting those refused for want of resources).
 	receiveGiveUp time.Duration
@@ -125,6 +129,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		stall:         newWriteStall(log),
 		limits:        newLocalLimits(q, log),
 		host:          hostname(),
+		keepsResults:  q != nil && q.Capabilities().Level(driver.Results) != driver.Unsupported,
 		receiveGiveUp: receiveGiveUp,
 		drainCh:       make(chan struct{}),
 		killCh:        make(chan struct{}),
