@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,11 +14,21 @@ import (
 	"github.com/jobq/jobq/worker"
 )
 
+// memQueues numbers the mem queues, which live as long as the process, so
+// that a test run twice (-count) gets fresh ones.
+var memQueues atomic.Int64
+
 // openMem opens a fresh queue on the in-process backend, which keeps
 // result records; params are extra URL parameters.
 func openMem(t testing.TB, params string) *jobq.Queue {
 	t.Helper()
-	url := "mem://" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, t.Name())
+	url := fmt.Sprintf("mem://%s-%d", name, memQueues.Add(1))
 	if params != "" {
 		url += "?" + params
 	}
@@ -101,7 +113,11 @@ func TestHandlerResultValue(t *testing.T) {
 		return Sum{Sum: p.A + p.B}, nil
 	})
 	worker.HandleResult(mux, "greet", func(ctx context.Context, task *jobq.Task) (any, error) {
-		return "hello " + string(task.Payload), nil
+		var p struct{ Name string }
+		if err := json.Unmarshal(task.Payload, &p); err != nil {
+			return nil, err
+		}
+		return "hello " + p.Name, nil
 	})
 	worker.HandleResult(mux, "unencodable", func(ctx context.Context, task *jobq.Task) (any, error) {
 		return make(chan int), nil
@@ -117,8 +133,8 @@ func TestHandlerResultValue(t *testing.T) {
 		errText string
 	}{
 		{"add", `{"A": 2, "B": 3}`, jobq.Succeeded, `{"sum":5}`, ""},
-		{"greet", `"ada"`, jobq.Succeeded, `"hello \"ada\""`, ""},
-		{"add", `"not an object"`, jobq.DeadLettered, "", "payload does not decode"},
+		{"greet", `{"Name": "ada"}`, jobq.Succeeded, `"hello ada"`, ""},
+		{"add", `{"A": "two"}`, jobq.DeadLettered, "", "payload does not decode"},
 		{"unencodable", `{}`, jobq.DeadLettered, "", "does not encode as JSON"},
 		{"fails", `{}`, jobq.DeadLettered, "", "no sum today"},
 	} {
