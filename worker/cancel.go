@@ -52,8 +52,8 @@ func (r *running) track(ctx context.Context, env *jobq.Envelope) (context.Contex
 	return ctx, func() {
 		r.mu.Lock()
 		delete(byEnv, env)
-		if len(byEnv) == 0 && r.tasks[id] != nil && len(r.tasks[id]) == 0 {
-			delete(r.tasks, id)
+		if len(byEnv) == 0 {
+			delete(r.tasks, id) // still byEnv: a map is replaced only once deleted
 		}
 		r.mu.Unlock()
 		cancel(context.Canceled)
