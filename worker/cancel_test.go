@@ -111,7 +111,7 @@ func TestCancelDropsQueuedTaskUnrun(t *testing.T) {
 		ran = append(ran, job.Task.Command)
 		return nil
 	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Concurrency: 1})
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Concurrency: 1, Poll: 100 * time.Millisecond})
 	if err := w.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

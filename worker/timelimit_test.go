@@ -68,7 +68,7 @@ func TestTaskTimeLimit(t *testing.T) {
 func TestTaskTimeLimitRetries(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
-	push(t, q, &jobq.Task{Command: "true", NumRetries: 1})
+	push(t, q, &jobq.Task{Command: "true", NumRetries: 1, RetryBackoff: fastRetry})
 	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
 		if job.Envelope.DeliveryCount > 1 {
 			return nil

@@ -31,6 +31,10 @@ func openQueue(t testing.TB) *jobq.Queue {
 	return q
 }
 
+// fastRetry retries a failed task at once, so that tests of retries do not
+// wait out the default retry backoff.
+var fastRetry = jobq.Backoff{Base: time.Millisecond, Cap: time.Millisecond}
+
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func push(t *testing.T, q *jobq.Queue, tasks ...*jobq.Task) {
@@ -69,7 +73,7 @@ func TestRunDrainsAndExits(t *testing.T) {
 func TestFailureRetriesThenDeadLetters(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
-	push(t, q, &jobq.Task{Command: "false", NumRetries: 2})
+	push(t, q, &jobq.Task{Command: "false", NumRetries: 2, RetryBackoff: fastRetry})
 	var ran atomic.Int64
 	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
 		ran.Add(1)
