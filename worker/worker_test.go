@@ -150,7 +150,9 @@ func TestDrainFinishesRunningTask(t *testing.T) {
 		<-release
 		return nil
 	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	// One task at a time and none claimed ahead: the other task stays
+	// queued (with more slots both could start, and close started twice).
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, Concurrency: 1, Prefetch: -1})
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(context.Background()) }()
 	<-started
