@@ -440,11 +440,22 @@ func (d *dispatcher) backOff(err error) bool {
 
 // start runs the received tasks, each on its own goroutine; the first
 // t.main hold handler tokens, the rest prefetch tokens.
+// A task whose cancel was requested where the backend cannot remove it
+// (cancelRequestedOf) is settled as cancelled without running.
 func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
+	drop := d.w.cancelRequestedOf(envs)
 	for i, env := range envs {
 		pool := d.slots
 		if i >= t.main {
 			pool = d.ahead
+		}
+		if drop[env] {
+			d.tasks.Go(func() {
+				d.w.cancel(env, taskLogger(d.w.log, env.Task.ID), time.Now(), false, 0)
+				pool <- struct{}{}
+				d.taskEnded()
+			})
+			continue
 		}
 		ticket := d.handlers.take() // here, so tasks start in claim order
 		d.tasks.Go(func() { d.run(env, ticket, pool) })

@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+func TestRunningRegistry(t *testing.T) {
+	t.Parallel()
+	var r running
+	a := &jobq.Envelope{Task: &jobq.Task{ID: "a"}}
+	a2 := &jobq.Envelope{Task: &jobq.Task{ID: "a"}} // the same task delivered twice
+	b := &jobq.Envelope{Task: &jobq.Task{ID: "b"}}
+	ctxA, untrackA := r.track(context.Background(), a)
+	ctxA2, untrackA2 := r.track(context.Background(), a2)
+	ctxB, untrackB := r.track(context.Background(), b)
+	ids := r.ids()
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("ids %v; want a, b", ids)
+	}
+	if n := r.stop("a"); n != 2 {
+		t.Fatalf("stop reached %d tasks; want both deliveries of a", n)
+	}
+	for _, ctx := range []context.Context{ctxA, ctxA2} {
+		if !errors.Is(context.Cause(ctx), ErrCancelled) {
+			t.Fatalf("cause %v; want ErrCancelled", context.Cause(ctx))
+		}
+	}
+	if ctxB.Err() != nil {
+		t.Fatal("stopping a stopped b too")
+	}
+	untrackA()
+	untrackA2()
+	untrackB()
+	if !errors.Is(context.Cause(ctxB), context.Canceled) {
+		t.Fatalf("untracked b's cause %v; want context.Canceled", context.Cause(ctxB))
+	}
+	if ids := r.ids(); len(ids) != 0 || r.stop("a") != 0 {
+		t.Fatalf("ids %v after untracking all; want none", ids)
+	}
+}
+
+func TestStoppedBy(t *testing.T) {
+	t.Parallel()
+	limit := &timeLimitError{limit: 2 * time.Hour}
+	other := errors.New("disk full")
+	for _, tc := range []struct {
+		name       string
+		err, cause error
+		want       string // "" for nil
+	}{
+		{"success stays", nil, limit, ""},
+		{"no limit", other, context.Canceled, "disk full"},
+		{"ctx error becomes the limit", context.DeadlineExceeded, limit, "time limit 2h0m0s exceeded"},
+		{"wrapped ctx error", fmt.Errorf("query: %w", context.Canceled), limit, "time limit 2h0m0s exceeded"},
+		{"already says so", fmt.Errorf("task stopped: %w", limit), limit, "task stopped: time limit 2h0m0s exceeded"},
+		{"another error", other, limit, "time limit 2h0m0s exceeded: disk full"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := stoppedBy(tc.err, tc.cause)
+			if (got == nil) != (tc.want == "") || got != nil && got.Error() != tc.want {
+				t.Fatalf("stoppedBy = %v; want %q", got, tc.want)
+			}
+			if got != nil && errors.Is(tc.cause, ErrTimeLimit) && !errors.Is(got, ErrTimeLimit) {
+				t.Fatalf("stoppedBy = %v does not match ErrTimeLimit", got)
+			}
+		})
+	}
+}
+
+func TestPurgeWaitJitter(t *testing.T) {
+	t.Parallel()
+	for range 1000 {
+		if d := purgeWait(); d < purgeEvery/2 || d >= purgeEvery*3/2 {
+			t.Fatalf("purge wait %v outside [%v, %v)", d, purgeEvery/2, purgeEvery*3/2)
+		}
+	}
+}
