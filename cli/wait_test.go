@@ -8,8 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/worker"
 )
 
 // memRun runs `jobq QUEUE ARGS` in-process and returns the exit code,
@@ -21,9 +26,10 @@ func memRun(t *testing.T, queue, stdin string, args ...string) (int, string, str
 	return code, out.String(), errb.String()
 }
 
-// memQueue is a new mem:// queue with a shell worker running on it until
-// the test ends; it skips the test when the mem backend keeps no records.
-func memQueue(t *testing.T, withWorker bool) string {
+// memQueue is a new mem:// queue, with a shell worker (and workerArgs)
+// running on it until the test ends when withWorker; it skips the test when
+// the mem backend keeps no records.
+func memQueue(t *testing.T, withWorker bool, workerArgs ...string) string {
 	t.Helper()
 	var id [6]byte
 	_, _ = rand.Read(id[:])
@@ -42,8 +48,8 @@ func memQueue(t *testing.T, withWorker bool) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(ctx, []string{queue, "worker", "--wait", "-n", "4", "--max-consecutive-failures", "-1", "--status-interval", "0", "--preemption", "off", "-qq"},
-			strings.NewReader(""), io.Discard, io.Discard)
+		args := append([]string{queue, "worker", "--wait", "-n", "4", "--max-consecutive-failures", "-1", "--status-interval", "0", "--preemption", "off", "-qq"}, workerArgs...)
+		Run(ctx, args, strings.NewReader(""), io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -148,5 +154,68 @@ func TestCancelInProcess(t *testing.T) {
 	var res []cancelJSON
 	if err := json.Unmarshal([]byte(stdout), &res); code != ExitOK || err != nil || len(res) != 1 || res[0].Outcome != "already-ended" || res[0].State != "cancelled" {
 		t.Errorf("second cancel exited %d: %s", code, stdout)
+	}
+}
+
+// push --wait prints a Go handler's return value.
+func TestPushWaitPrintsHandlerValue(t *testing.T) {
+	t.Parallel()
+	queue := memQueue(t, false)
+	q, err := jobq.Open(context.Background(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	double := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		var in struct{ N int }
+		if err := json.Unmarshal(job.Task.Payload, &in); err != nil {
+			return err
+		}
+		return job.SetResult(map[string]int{"double": 2 * in.N})
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = worker.New(q, double, worker.Options{Wait: true, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	code, stdout, stderr := memRun(t, queue, `{"n": 21}`+"\n", "push", "--wait", "-qq")
+	if code != ExitOK || !regexp.MustCompile(`^[0-9a-f]{32} succeeded value=\{"double":42\}\n$`).MatchString(stdout) {
+		t.Fatalf("push --wait exited %d; want 0 and the handler's value\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = memRun(t, queue, "", "result", strings.Fields(stdout)[0], "--json")
+	var r resultJSON
+	if err := json.Unmarshal([]byte(stdout), &r); code != ExitOK || err != nil || compactJSON(r.Value) != `{"double":42}` || r.ExitCode != nil {
+		t.Fatalf("result --json exited %d: %s (%v); want value {\"double\":42} and no exit code", code, stdout, err)
+	}
+}
+
+// push --time-limit and worker --task-time-limit stop a task that runs
+// longer; it fails (dead-lettered, no retries) saying so.
+func TestTimeLimitsInProcess(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		workerArgs []string
+		pushArgs   []string
+	}{
+		{"push --time-limit", nil, []string{"--time-limit", "500ms"}},
+		{"worker --task-time-limit", []string{"--task-time-limit", "500ms"}, nil},
+		{"push wins over the worker", []string{"--task-time-limit", "1h"}, []string{"--time-limit", "500ms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			queue := memQueue(t, true, append([]string{"--kill-timeout", "1s"}, tt.workerArgs...)...)
+			args := append([]string{"push", "--wait", "-qq", "-c", "sleep 60"}, tt.pushArgs...)
+			code, stdout, stderr := memRun(t, queue, "", args...)
+			if code != ExitFailure || !strings.Contains(stdout, " dead-lettered ") || !strings.Contains(stdout, "time limit") {
+				t.Fatalf("push --wait of a task past its time limit exited %d; want 1, dead-lettered at the time limit\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+		})
 	}
 }

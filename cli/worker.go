@@ -274,7 +274,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	defer a.forwardSignals(w)()
 
 	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
-		"time_limit", formatDuration(f.timeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
+		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
 	if err := workerExit(w.Run(ctx)); err != nil {
 		return err
 	}
@@ -311,6 +311,7 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 		MaxConsecutiveFailures: f.maxConsecutive,
 		FailureBackoff:         worker.FailureBackoff{Base: f.failBase, Max: f.failMax},
 		TimeLimit:              f.timeLimit,
+		TaskTimeLimit:          f.taskTimeLimit,
 		Wait:                   f.wait,
 		MaxTasks:               maxTasks,
 		StatusInterval:         f.statusInterval,
