@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/worker"
@@ -217,5 +218,36 @@ func TestTimeLimitsInProcess(t *testing.T) {
 				t.Fatalf("push --wait of a task past its time limit exited %d; want 1, dead-lettered at the time limit\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 		})
+	}
+}
+
+// push --retry-backoff delays the retry of a failed task: it shows as
+// delayed in stats; cancel then removes it.
+func TestRetryBackoffThenCancelInProcess(t *testing.T) {
+	t.Parallel()
+	queue := memQueue(t, true)
+	code, stdout, stderr := memRun(t, queue, "", "push", "--print-ids", "--num-retries", "3", "--retry-backoff", "1h,2h", "-c", "exit 3")
+	if code != ExitOK {
+		t.Fatalf("push exited %d:\n%s", code, stderr)
+	}
+	id := strings.TrimSpace(stdout)
+	var st struct{ Delayed, Ready int }
+	for deadline := time.Now().Add(30 * time.Second); st.Delayed != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed task never showed as delayed: %+v", st)
+		}
+		code, stdout, stderr = memRun(t, queue, "", "stats", "--sample", "0", "--json")
+		if err := json.Unmarshal([]byte(stdout), &st); code != ExitOK || err != nil {
+			t.Fatalf("stats exited %d: %v\n%s", code, err, stderr)
+		}
+	}
+	code, stdout, stderr = memRun(t, queue, "", "cancel", id)
+	if code != ExitOK || !strings.HasPrefix(stdout, id+" removed") {
+		t.Fatalf("cancel of the delayed retry exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = memRun(t, queue, "", "result", id, "--json")
+	var r resultJSON
+	if err := json.Unmarshal([]byte(stdout), &r); code != ExitOK || err != nil || r.State != "cancelled" {
+		t.Fatalf("result after cancelling the delayed retry exited %d: %s", code, stdout)
 	}
 }
