@@ -19,6 +19,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
 //	P..'dead'      sorted set of dead letters, score = dead-at (ms)
 //	P..'notify'    the pub/sub channel announcing newly visible messages
+//	P..'r:'..id    the result record of task id (a string with a TTL, see recordLua)
+//	P..'results'   the pub/sub channel announcing stored result records
 //
 // Redis charges a script about a thousand instructions for each key and
 // argument it is given, more than building a name in Lua costs, so the
@@ -32,6 +34,7 @@ import goredis "github.com/redis/go-redis/v9"
 //	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
 //	c  concurrency key    k  rate-limit key
 //	n  "1" when the message does not own its task id in the ids hash
+//	q  arrival number of its ready member, when it is not the message id
 //	t  lease token        l  lease expiry (ms)      (only while leased)
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
 //
@@ -117,9 +120,13 @@ const readyLua = setsLua + `
 -- p is the message's priority field as stored (or what pcall returned for
 -- it); one that is not a plain integer (written by another tool) orders
 -- as 0, and the claim quarantines its message.
+-- The message's field q keeps its arrival number, so that a cancel can
+-- find its ready member (a pushed message's is its id: it has no q).
 local function make_ready(mid, p)
   local pri = type(p) == 'string' and string.find(p, '^%-?%d%d?%d?%d?$') and tonumber(p) or 0
-  redis.call('ZADD', READY, str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
+  local seq = str(redis.call('INCR', KEYS[1]))
+  redis.pcall('HSET', mkey(mid), 'q', seq)
+  redis.call('ZADD', READY, str(-pri), ready_member(seq, mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
 -- sweeper process is needed. It moves at most limit of each per call.
@@ -419,9 +426,28 @@ return 1
 
 // completeScript deletes messages whose leases are held. ARGV: prefix, n,
 // then n times (message id, token). Returns n results, 1 done or 0 lost.
-var completeScript = goredis.NewScript(common + leaseLua + `
+var completeScript = goredis.NewScript(completeLua(false))
+
+// completeResultsScript is completeScript that also stores a result
+// record with each settlement it makes (see recordLua). ARGV: prefix, n,
+// the records' time to live (ms), then n times (message id, token,
+// record); an empty record stores none.
+var completeResultsScript = goredis.NewScript(completeLua(true))
+
+// completeLua is the source of the complete scripts, with result records
+// or without: one source, so that the two cannot drift apart.
+func completeLua(records bool) string {
+	w, first, rec, put, publish := "2", "3", "", "", ""
+	if records {
+		w, first, rec = "3", "4", recordLua
+		put = `
+      put_record(ARGV[base + 3])`
+		publish = `
+announce_records()`
+	}
+	return common + leaseLua + rec + `
 local INFLIGHT = P .. 'inflight'
-local n = tonumber(ARGV[2])
+local n, W = tonumber(ARGV[2]), ` + w + `
 local now = now_ms()
 -- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
 -- a command issued from Lua costs far more than its own work. The loop
@@ -431,7 +457,8 @@ local PM = P .. 'm:'
 local out, done, keys, ids, seen, held = {}, {}, {}, {}, {}, {}
 local nd, ni = 0, 0
 for i = 1, n do
-  local mid, tok = ARGV[1 + i * 2], ARGV[2 + i * 2]
+  local base = ` + first + ` + (i - 1) * W - 1
+  local mid, tok = ARGV[base + 1], ARGV[base + 2]
   local ok = 0
   -- The deletions come after the loop, so a lease listed twice must not
   -- succeed twice.
@@ -444,7 +471,7 @@ for i = 1, n do
       if f[3] and f[3] ~= '' and f[4] ~= '1' then ni = ni + 1; ids[ni] = f[3] end
       unhold(held, f[5], mid, tok)
       nd = nd + 1
-      keys[nd], done[nd] = k, mid
+      keys[nd], done[nd] = k, mid` + put + `
     end
   end
   out[i] = ok
@@ -454,9 +481,33 @@ if nd > 0 then
   redis.call('ZREM', INFLIGHT, unpack(done))
 end
 if ni > 0 then redis.call('HDEL', P .. 'ids', unpack(ids)) end
-drop_held(held)
+drop_held(held)` + publish + `
 return out
-`)
+`
+}
+
+// recordLua stores result records, for the scripts that settle with
+// them (ARGV[3] is the records' time to live in ms). A record is the
+// string key P..'r:'..task id, holding what encodeRecord made of it: the
+// task id's length in six digits, the task id, then the rest. The key
+// expires with the record (a little after it: the time to live is the
+// batch's longest), so Redis deletes records and nothing purges them. A
+// record costs the script one argument and one command. The task ids of
+// the records a script stored are announced on P..'results', one per
+// line, for waiters (WaitResults).
+const recordLua = `
+local stored, ns, TTL = {}, 0, ARGV[3]
+local function put_record(val)
+  if val == '' then return end
+  local id = string.sub(val, 7, 6 + tonumber(string.sub(val, 1, 6)))
+  redis.call('SET', P .. 'r:' .. id, val, 'PX', TTL)
+  ns = ns + 1
+  stored[ns] = id
+end
+local function announce_records()
+  if ns > 0 then redis.call('PUBLISH', P .. 'results', table.concat(stored, '\n', 1, ns)) end
+end
+`
 
 // requeueScript releases held messages. ARGV: prefix, n, then n
 // times (message id, token, delay ms, "1" to replace the body or "0",
@@ -502,13 +553,32 @@ return out
 // n, then n times (message id, token, reason, detail, body: a new body, such
 // as one carrying the attempt history, or the empty string to keep it). Returns n
 // results, 1 done or 0 lost.
-var deadLetterScript = goredis.NewScript(common + leaseLua + `
+var deadLetterScript = goredis.NewScript(deadLetterLua(false))
+
+// deadLetterResultsScript is deadLetterScript that also stores a result
+// record with each settlement it makes (see recordLua). ARGV: prefix, n,
+// the records' time to live (ms), then n times (message id, token, reason,
+// detail, body, record); an empty record stores none.
+var deadLetterResultsScript = goredis.NewScript(deadLetterLua(true))
+
+// deadLetterLua is the source of the dead-letter scripts, with result
+// records or without.
+func deadLetterLua(records bool) string {
+	w, first, rec, put, publish := "5", "3", "", "", ""
+	if records {
+		w, first, rec = "6", "4", recordLua
+		put = `
+    put_record(ARGV[b + 5])`
+		publish = `
+announce_records()`
+	}
+	return common + leaseLua + rec + `
 local INFLIGHT, DEAD = P .. 'inflight', P .. 'dead'
-local n = tonumber(ARGV[2])
+local n, W = tonumber(ARGV[2]), ` + w + `
 local now = now_ms()
 local out, moved, held = {}, {}, {}
 for i = 0, n - 1 do
-  local b = 3 + i * 5
+  local b = ` + first + ` + i * W
   local mid = ARGV[b]
   local f = lease(mid, ARGV[b + 1], now, 'i', 'n', 'c')
   if f then
@@ -518,7 +588,7 @@ for i = 0, n - 1 do
     redis.call('HDEL', k, 't', 'l', 'v')
     redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
     if ARGV[b + 4] ~= '' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
-    redis.call('ZADD', DEAD, now, mid)
+    redis.call('ZADD', DEAD, now, mid)` + put + `
     moved[#moved + 1] = mid
     out[#out + 1] = 1
   else
@@ -526,9 +596,10 @@ for i = 0, n - 1 do
   end
 end
 if #moved > 0 then redis.call('ZREM', INFLIGHT, unpack(moved)) end
-drop_held(held)
+drop_held(held)` + publish + `
 return out
-`)
+`
+}
 
 // peekScript returns up to max messages in claim order: ready ones, then
 // delayed ones by due time, then leased ones by expiry. It first promotes
@@ -683,4 +754,31 @@ for _, mid in ipairs(mids) do
   end
 end
 return n
+`)
+
+// removeScript deletes the ready and delayed messages that own the given
+// task ids (Queue.Cancel); leased and dead ones stay. ARGV: prefix, then
+// the task ids. Returns the task ids it removed.
+var removeScript = goredis.NewScript(common + setsLua + `
+local IDS = P .. 'ids'
+local out = {}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local mid = redis.call('HGET', IDS, id)
+  if mid then
+    local k = mkey(mid)
+    local gone = redis.call('ZREM', DELAYED, mid) == 1
+    if not gone then
+      local q = redis.pcall('HGET', k, 'q')
+      if type(q) ~= 'string' then q = mid end
+      gone = redis.call('ZREM', READY, ready_member(q, mid)) == 1
+    end
+    if gone then
+      redis.call('HDEL', IDS, id)
+      redis.call('DEL', k)
+      out[#out + 1] = id
+    end
+  end
+end
+return out
 `)
