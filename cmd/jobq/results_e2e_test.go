@@ -16,16 +16,22 @@ import (
 )
 
 // resultBackends are the queues the result tests run on: an SQLite file
-// shared by the processes, and Postgres.
+// shared by the processes, Postgres and Redis. On the servers each test
+// has its own queue, whose records are kept for a short retention.
 func resultBackends() map[string]func(b *bench) {
-	return map[string]func(b *bench){
-		"sqlite": func(b *bench) {},
-		"postgres": func(b *bench) {
+	server := func(base string) func(b *bench) {
+		return func(b *bench) {
 			var id [4]byte
 			_, _ = rand.Read(id[:])
-			b.queue = "postgres://postgres@127.0.0.1:5432/test?queue=e2e-results-" + hex.EncodeToString(id[:])
+			b.queue = base + "?queue=e2e-results-" + hex.EncodeToString(id[:])
+			b.must("policy", "set", "retention", "10m")
 			b.t.Cleanup(func() { b.run("clear", "--yes") })
-		},
+		}
+	}
+	return map[string]func(b *bench){
+		"sqlite":   func(b *bench) {},
+		"postgres": server("postgres://postgres@127.0.0.1:5432/test"),
+		"redis":    server("redis://127.0.0.1:6379/0"),
 	}
 }
 
