@@ -219,7 +219,10 @@ type PushResult struct {
 	// queued and stored nothing new.
 	Duplicate bool
 	// Position is how many ready tasks were ahead of this one when it was
-	// pushed, where the backend can tell cheaply; -1 when unknown.
+	// pushed, counted in push order (tasks of a lower priority among them
+	// do not delay it where priority is native): only with
+	// PushOptions.Position, on backends whose counts are exact, for a task
+	// that is neither delayed nor a duplicate; -1 otherwise.
 	Position int64
 }
 
@@ -227,7 +230,7 @@ type PushResult struct {
 // deterministic ID. It is PushBatch of one task with default options, with
 // the task's error unwrapped from the *BatchError.
 func (q *Queue) Push(ctx context.Context, t *Task) (PushResult, error) {
-	res, err := q.pushBatch(ctx, []*Task{t})
+	res, err := q.pushBatch(ctx, []*Task{t}, PushOptions{})
 	if err != nil {
 		var be *BatchError
 		if errors.As(err, &be) && len(be.Errs) == 1 {
@@ -268,7 +271,7 @@ func (e *BatchError) Unwrap() []error { return e.Errs }
 // With opts.WaitForRoom, a refusal by a max-depth policy is retried until
 // the batch fits (see PushOptions).
 func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
-	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) { return q.pushBatch(ctx, tasks) })
+	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) { return q.pushBatch(ctx, tasks, opts) })
 }
 
 // PushTx queues tasks inside the application's own transaction tx, so that
@@ -307,6 +310,7 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 		for i, r := range rs {
 			out[i] = PushResult{ID: msgs[i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
 		}
+		positions(out, msgs, q.readyAhead(ctx, PushOptions{}))
 		return out, nil
 	})
 }
@@ -341,7 +345,7 @@ func (q *Queue) prepareAll(ctx context.Context, tasks []*Task) ([]*driver.Messag
 	return msgs, nil
 }
 
-func (q *Queue) pushBatch(ctx context.Context, tasks []*Task) ([]PushResult, error) {
+func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
 	const op = "push"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
@@ -350,7 +354,9 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task) ([]PushResult, err
 	if err != nil {
 		return nil, err
 	}
+	ahead := q.readyAhead(ctx, opts)
 	results := make([]PushResult, len(tasks))
+	defer func() { positions(results, msgs, ahead) }()
 	chunk := len(msgs)
 	if q.caps.MaxPushBatch > 0 && chunk > q.caps.MaxPushBatch {
 		chunk = q.caps.MaxPushBatch

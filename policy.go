@@ -307,6 +307,11 @@ type PushOptions struct {
 	// refusal, so that callers can report that they are waiting. Defaults to
 	// nil.
 	OnFull func(*QueueFullError, time.Duration)
+	// Position asks for PushResult.Position, which costs a count of the
+	// queue's ready tasks before the push (one more round trip), on
+	// backends whose counts are exact. PushTx ignores it. Defaults to false:
+	// Position is -1.
+	Position bool
 }
 
 // waitForRoom runs push once, or, with opts.WaitForRoom, until max-depth

@@ -215,3 +215,102 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 		t.Errorf("PurgeResults = %d, %v; want 1", n, err)
 	}
 }
+
+func TestFailRetryBackoff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		policy string // retry-backoff policy of the queue; "" for none
+		task   jobq.Backoff
+		lo, hi time.Duration // the first retry's delay
+	}{
+		{"default", "", jobq.Backoff{}, 5 * time.Second, 10 * time.Second},
+		{"queue policy", "2m,1h", jobq.Backoff{}, time.Minute, 2 * time.Minute},
+		{"task over policy", "2m,1h", jobq.Backoff{Base: 4 * time.Second, Cap: time.Minute}, 2 * time.Second, 4 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q := openMem(t, "")
+			ctx := t.Context()
+			if tt.policy != "" {
+				p, err := jobq.ParsePolicy("retry-backoff", tt.policy)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := q.Policies().Set(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 1, RetryBackoff: tt.task}); err != nil {
+				t.Fatal(err)
+			}
+			e := receiveOne(t, q)
+			e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeFailure, Worker: "w"})
+			res, err := e.Fail(ctx, errors.New("exit 1"), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Retried || res.Delay < tt.lo || res.Delay > tt.hi {
+				t.Fatalf("Fail = %+v; want a retry after %v..%v", res, tt.lo, tt.hi)
+			}
+			st, err := q.Stats(ctx)
+			if err != nil || st.Delayed != 1 || st.Ready != 0 {
+				t.Fatalf("stats after the failure: %+v, %v; want the retry delayed", st, err)
+			}
+			peeked, err := q.Peek(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			as := peeked[0].Task.Attempts
+			if len(as) != 1 || as[0].RetryDelay != res.Delay.Round(time.Millisecond) {
+				t.Errorf("attempt history %+v; want the failure with retry delay %v", as, res.Delay)
+			}
+		})
+	}
+}
+
+func TestFailWithoutDelayedRequeueRetriesAtOnce(t *testing.T) {
+	t.Parallel()
+	q := openMem(t, "unsupported=delayed-requeue")
+	ctx := t.Context()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 1}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := receiveOne(t, q).Fail(ctx, errors.New("exit 1"), "")
+	if err != nil || !res.Retried || res.Delay != 0 {
+		t.Fatalf("Fail = %+v, %v; want an immediate retry", res, err)
+	}
+	if e := receiveOne(t, q); e.DeliveryCount != 2 {
+		t.Errorf("delivery %d; want 2", e.DeliveryCount)
+	}
+}
+
+func TestPushPosition(t *testing.T) {
+	t.Parallel()
+	q := openMem(t, "")
+	ctx := t.Context()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo first"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.Push(ctx, &jobq.Task{Command: "echo not asked"})
+	if err != nil || r.Position != -1 {
+		t.Fatalf("Push = %+v, %v; want Position -1 when not asked", r, err)
+	}
+	tasks := []*jobq.Task{{Command: "echo a"}, {Command: "echo first"}, {Command: "echo later", NotBefore: time.Now().Add(time.Hour)}, {Command: "echo b"}}
+	rs, err := q.PushBatch(ctx, tasks, jobq.PushOptions{Position: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{2, -1, -1, 3} // a duplicate and a delayed task have none
+	for i, r := range rs {
+		if r.Position != want[i] {
+			t.Errorf("task %d: position %d; want %d", i, r.Position, want[i])
+		}
+	}
+	approx := openMem(t, "unsupported=exact-count")
+	rs, err = approx.PushBatch(ctx, []*jobq.Task{{Command: "echo x"}}, jobq.PushOptions{Position: true})
+	if err != nil || rs[0].Position != -1 {
+		t.Errorf("PushBatch on a queue with approximate counts = %+v, %v; want Position -1", rs, err)
+	}
+}

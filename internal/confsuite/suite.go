@@ -111,7 +111,7 @@ func checks() []check {
 		{"UnimplementedUnsafe", checkUnimplementedUnsafe},
 		{"ClosedQueue", checkClosedQueue},
 		{"CanceledContext", checkCanceledContext},
-	}, policyChecks()...)
+	}, append(policyChecks(), resultChecks()...)...)
 }
 
 // handle is one open queue and the log records of its logger.
