@@ -187,6 +187,11 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		}
 	}
 	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: f.numWorkers, idLines: map[string][]int{}}
+	if p.positions() {
+		// Each batch counts the tasks ahead of it before it is stored:
+		// batches in flight together would count the same ones.
+		p.inFlight = 1
+	}
 	defer p.printer.Flush()
 
 	pushCtx, interrupted, stop := a.watchInterrupts(ctx)
@@ -205,6 +210,10 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines}
 	return w.run(ctx, p.ids)
 }
+
+// positions reports whether push asks for each task's position: only for
+// --print-ids --json, which prints it, as it costs a count per batch.
+func (p *pusher) positions() bool { return p.f.printIDs && p.f.asJSON }
 
 // pushedJSON is one pushed task as push --print-ids --json prints it.
 type pushedJSON struct {
@@ -469,7 +478,7 @@ func (p *pusher) send(ctx context.Context) error {
 	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
-		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting})
+		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions()})
 	}()
 	p.pending = append(p.pending, job)
 	return nil
