@@ -104,6 +104,25 @@ func TestPushCarriesResultFields(t *testing.T) {
 	}
 }
 
+// push --wait sets reply_requested, as ai4s-jobq's push --wait means it;
+// with nobody working, --wait-timeout ends the wait with exit 1.
+func TestPushWaitSetsReplyRequested(t *testing.T) {
+	t.Parallel()
+	code, _, stderr, queue := pushRun(t, "", "-c", "echo hi", "--wait", "--wait-timeout", "50ms")
+	if code != ExitFailure || !strings.Contains(stderr, "timed out after 50ms: stopped waiting; 0 of 1 tasks ended") {
+		t.Fatalf("push --wait --wait-timeout exited %d; want 1 saying it timed out:\n%s", code, stderr)
+	}
+	q, err := jobq.Open(context.Background(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ps, err := q.Peek(context.Background(), 10)
+	if err != nil || len(ps) != 1 || !ps[0].Task.ReplyRequested || !strings.Contains(string(ps[0].Body), `"reply_requested": true`) {
+		t.Fatalf("stored %d tasks (%v); want one with reply_requested true", len(ps), err)
+	}
+}
+
 // push --print-ids --json prints one object per task with its input line
 // and its position.
 func TestPushPrintIDsJSON(t *testing.T) {
