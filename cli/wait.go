@@ -42,7 +42,9 @@ cancelled — printing one line per task as it ends:
   ID STATE [exit=N] [value=JSON] [error="..."]
 
 value is a Go handler's return value. A task that ended before the wait
-started (within the queue's retention) is printed at once. '-' reads more
+started (within the queue's retention) is printed at once. An ID that no
+task has (a typo, or a record that expired) is waited for like a task that
+has not ended: give --timeout when that may happen. '-' reads more
 IDs from standard input, one per line (what push --print-ids prints, plain
 or --json).
 
