@@ -128,7 +128,7 @@ func TestPushWaitForRoom(t *testing.T) {
 func TestShowAttemptHistory(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
-	code, out, errOut := run(t, q, "push", "--print-ids", "--num-retries", "1", "-c", "exit 3")
+	code, out, errOut := run(t, q, "push", "--print-ids", "--num-retries", "1", "--retry-backoff", "1ms", "-c", "exit 3")
 	if code != 0 {
 		t.Fatalf("push: exit %d: %s", code, errOut)
 	}
