@@ -207,7 +207,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err := p.printer.Flush(); err != nil {
 		return failure(err)
 	}
-	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines}
+	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0}
 	return w.run(ctx, p.ids)
 }
 

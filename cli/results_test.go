@@ -192,6 +192,10 @@ func TestFailureSummary(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
 		}
 	}
+	w.fromCommands = true
+	if got := w.failureSummary(3, failed[:2]); !strings.Contains(got, "(-c 7)\n") || !strings.Contains(got, "(-c 14, 21)\n") {
+		t.Errorf("a summary of -c tasks does not name them by -c position:\n%s", got)
+	}
 	many := make([]*jobq.Result, maxListed+5)
 	for i := range many {
 		many[i] = &jobq.Result{ID: "x", State: jobq.DeadLettered}

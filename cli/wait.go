@@ -107,8 +107,10 @@ type waiter struct {
 	asJSON  bool
 	timeout time.Duration
 	// lines maps each ID to the input lines (or -c positions) that pushed
-	// it, for push --wait's summary; nil for wait.
-	lines map[string][]int
+	// it, for push --wait's summary; nil for wait. fromCommands says they
+	// are -c positions.
+	lines        map[string][]int
+	fromCommands bool
 
 	mu    sync.Mutex
 	ended map[string]*jobq.Result
@@ -262,20 +264,24 @@ func (w *waiter) failureSummary(n int, failed []*jobq.Result) string {
 		b.WriteString("\n  ")
 		b.WriteString(outcomeLine(r))
 		if lines := w.lines[r.ID]; len(lines) > 0 {
-			b.WriteString(" (" + lineList(lines) + ")")
+			b.WriteString(" (" + lineList(lines, w.fromCommands) + ")")
 		}
 	}
 	b.WriteString("\n'jobq QUEUE result ID' shows a task's output tail and attempts")
 	return b.String()
 }
 
-// lineList names input lines: "line 7" or "lines 7, 21".
-func lineList(lines []int) string {
+// lineList names input lines, "line 7" or "lines 7, 21", or -c
+// positions, "-c 2" or "-c 2, 5".
+func lineList(lines []int, commands bool) string {
 	parts := make([]string, len(lines))
 	for i, l := range lines {
 		parts[i] = strconv.Itoa(l)
 	}
-	if len(lines) == 1 {
+	switch {
+	case commands:
+		return "-c " + strings.Join(parts, ", ")
+	case len(lines) == 1:
 		return "line " + parts[0]
 	}
 	return "lines " + strings.Join(parts, ", ")
