@@ -251,3 +251,27 @@ func TestRetryBackoffThenCancelInProcess(t *testing.T) {
 		t.Fatalf("result after cancelling the delayed retry exited %d: %s", code, stdout)
 	}
 }
+
+// Where cancel is emulated (the backend cannot remove a queued task by ID),
+// cancel says requested, and the worker that receives the task drops it
+// unrun, recorded as cancelled.
+func TestCancelRequestedInProcess(t *testing.T) {
+	t.Parallel()
+	queue := memQueue(t, false) + "?emulated=cancel"
+	code, stdout, stderr := memRun(t, queue, "", "push", "--print-ids", "-c", "echo ran")
+	if code != ExitOK {
+		t.Fatalf("push exited %d:\n%s", code, stderr)
+	}
+	id := strings.TrimSpace(stdout)
+	code, stdout, stderr = memRun(t, queue, "", "cancel", id)
+	if code != ExitOK || !strings.HasPrefix(stdout, id+" requested: ") {
+		t.Fatalf("cancel exited %d; want 0 and requested\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr = memRun(t, queue, "", "worker", "--preemption", "off", "-qq"); code != ExitOK {
+		t.Fatalf("worker exited %d:\n%s", code, stderr)
+	}
+	code, stdout, stderr = memRun(t, queue, "", "wait", id, "--timeout", "1m")
+	if code != ExitFailure || !strings.HasPrefix(stdout, id+" cancelled") {
+		t.Fatalf("wait after the worker dropped the task exited %d; want 1 and cancelled\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
