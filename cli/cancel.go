@@ -28,8 +28,8 @@ func (a *app) cancelCommand() *cobra.Command {
 
 '-' reads more IDs from standard input, one per line. 'jobq QUEUE wait ID'
 waits until a requested cancel has taken effect. Exit 0 when every ID was
-handled, 1 when the backend failed or keeps no results (see 'jobq
-backends', results and cancel).`,
+handled, 1 when the backend failed, 2 when it keeps no result records (see
+'jobq backends', results and cancel).`,
 		Example: `  jobq sqlite://./work.db cancel 5d41402abc4b2a76b9719d911017c592
   jobq sqlite://./work.db cancel - < ids.txt
   jobq sqlite://./work.db cancel 5d41402abc4b2a76b9719d911017c592 --json`,

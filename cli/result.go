@@ -27,8 +27,9 @@ was delivered, and its attempt history.
 
 Records are kept for the queue's retention (7 days unless 'jobq QUEUE
 policy set retention D' says otherwise). A task that has not ended, or
-whose record expired, has none: exit 1. Backends that keep no records
-(see 'jobq backends', results) fail with exit 1 saying so.
+whose record expired, has none: exit 1. On a backend that keeps no
+records (see 'jobq backends', results) result is a usage error (exit 2)
+that says so.
 
 --json prints one object; its members are listed in docs/results.md.`,
 		Example: `  jobq sqlite://./work.db result 5d41402abc4b2a76b9719d911017c592
