@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -445,5 +447,125 @@ func TestSettleOverExistingRecord(t *testing.T) {
 				t.Fatalf("records = %v", s)
 			}
 		})
+	}
+}
+
+// TestResultsDataRoundTrip: each record of a batch keeps its own bytes,
+// empty and binary ones included, through PutResults and the settlements.
+func TestResultsDataRoundTrip(t *testing.T) {
+	t.Parallel()
+	d := openResults(t)
+	ctx := ctxT(t)
+	datas := [][]byte{nil, {0, 0xff, 'x'}, []byte(strings.Repeat("é", 1000)), {}}
+	check := func(prefix string) {
+		t.Helper()
+		var ids []string
+		for i := range datas {
+			ids = append(ids, fmt.Sprint(prefix, i))
+		}
+		got := getResults(t, d, ids...)
+		for i, r := range got {
+			if r == nil || !bytes.Equal(r.Data, datas[i]) {
+				t.Fatalf("%s: record %d = %v; want data %q", prefix, i, r, datas[i])
+			}
+		}
+	}
+	recs := func(prefix string) []*driver.ResultRecord {
+		var out []*driver.ResultRecord
+		for i, data := range datas {
+			r := rec(fmt.Sprint(prefix, i), driver.ResultSucceeded, time.Hour)
+			r.Data = data
+			out = append(out, r)
+		}
+		return out
+	}
+	putResults(t, d, recs("put")...)
+	check("put")
+
+	for _, op := range []string{"complete", "dead"} {
+		var msgs []*driver.Message
+		for i := range datas {
+			msgs = append(msgs, msg(fmt.Sprint(op, i)))
+		}
+		if _, err := d.Push(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+		got := receive(t, d, len(msgs), time.Minute)
+		var errs []error
+		if op == "complete" {
+			var leases []driver.Lease
+			for _, r := range got {
+				leases = append(leases, r.Lease)
+			}
+			errs = d.CompleteWithResults(ctx, leases, recs(op))
+		} else {
+			var reqs []driver.DeadLetterParams
+			for _, r := range got {
+				reqs = append(reqs, driver.DeadLetterParams{Lease: r.Lease, Reason: "x"})
+			}
+			errs = d.DeadLetterWithResults(ctx, reqs, recs(op))
+		}
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		check(op)
+	}
+}
+
+// TestSettlementsPastTheNotifyBurst: settlements beyond the notification
+// burst store their records without notifying inline, and a trailing
+// notification still wakes a waiter in another process.
+func TestSettlementsPastTheNotifyBurst(t *testing.T) {
+	t.Parallel()
+	waiter := openResults(t, "poll=1h")
+	worker := openURL(t, newQueueURL(t, "queue="+waiter.cfg.queue))
+	ctx := ctxT(t)
+	const n = 3 * notifyBurst
+	var msgs []*driver.Message
+	for i := range n {
+		msgs = append(msgs, msg(fmt.Sprint("m", i)))
+	}
+	if _, err := worker.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, worker, n, time.Minute)
+	for !waiter.listening.Load() {
+		waiter.WaitResults(ctx, []string{"none"}, time.Millisecond)
+	}
+	last := got[n-1].ID
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if err := waiter.WaitResults(ctx, []string{last}, time.Hour); err != nil {
+				done <- err
+				return
+			}
+			if r, err := waiter.GetResults(ctx, []string{last}); err != nil || r[0] != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for _, r := range got {
+		if errs := worker.CompleteWithResults(ctx, []driver.Lease{r.Lease}, []*driver.ResultRecord{rec(r.ID, driver.ResultSucceeded, time.Hour)}); errs != nil {
+			t.Fatal(errs)
+		}
+	}
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	for i, s := range states(getResults(t, worker, ids...)) {
+		if s != "succeeded" {
+			t.Fatalf("record %d: %s", i, s)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the last settlement's record never woke the waiter")
 	}
 }

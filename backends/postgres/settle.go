@@ -56,7 +56,8 @@ type settleBatch struct {
 }
 
 func newSettleBatch(op string, n int) *settleBatch {
-	return &settleBatch{op: op, errs: make([]error, n)}
+	return &settleBatch{op: op, errs: make([]error, n), leases: make([]driver.Lease, 0, n),
+		ids: make([]int64, 0, n), tokens: make([]pgtype.UUID, 0, n), prios: make([]int32, 0, n)}
 }
 
 // add records lease i; it returns false when the lease is malformed.

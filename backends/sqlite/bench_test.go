@@ -194,3 +194,20 @@ func fill(b *testing.B, q *jobq.Queue, n int) {
 		}
 	}
 }
+
+// BenchmarkDriverClaimCompleteRecords measures the driver alone: 16
+// claimers receive up to 16 messages and complete them in one call,
+// without ("off") and with ("on") a result record stored by each
+// completion (CompleteWithResults).
+func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
+	open := func(b *testing.B) *sqlite.Driver {
+		d, err := sqlite.New(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{Queue: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = d.Close() })
+		return d
+	}
+	b.Run("off", func(b *testing.B) { benchkit.DriverClaimComplete(b, open(b), 1000) })
+	b.Run("on", func(b *testing.B) { benchkit.DriverClaimCompleteRecords(b, open(b), 1000) })
+}
