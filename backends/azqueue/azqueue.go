@@ -158,7 +158,7 @@ func capabilities() driver.Capabilities {
 			driver.TransactionalPush: {Level: driver.Unsupported, Fallback: "Storage Queue cannot join an application's transaction; push after your own transaction commits"},
 			driver.Results:           {Level: driver.Emulated, Fallback: resultsFallback},
 			driver.Cancel:            {Level: driver.Emulated, Fallback: cancelFallback},
-			driver.WorkerRegistry:    {Level: driver.Unsupported, Fallback: "workers do not register in Storage Queue"},
+			driver.WorkerRegistry:    {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

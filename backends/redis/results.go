@@ -3,21 +3,18 @@ package redis
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 )
 
-// Result records are string keys P.."r:"..task id whose TTL is the
-// record's expiry, so Redis purges them (see recordLua in scripts.go). The
-// value is encodeRecord's: the state, the times and the portable layer's
-// data.
+// Result records live in buckets, hashes of task id -> record that
+// Redis expires as a whole, so nothing purges them; a bucket holds the
+// records that expire within one span of time (bucketOf). See recordLua in
+// scripts.go. A record is encodeRecord's: the task ID, the state, the
+// times and the portable layer's data.
 
 // The driver keeps result records, stores them with its settlements,
 // wakes waiters through pub/sub, and removes queued tasks by ID.
@@ -28,40 +25,26 @@ var (
 	_ driver.TaskRemover   = (*Driver)(nil)
 )
 
-// defaultRetention is the expiry of a record that comes without one, so
-// that no record lives forever.
-const defaultRetention = 7 * 24 * time.Hour
-
-// recordKey names the result record of task id.
-func (d *Driver) recordKey(id string) string { return d.prefix + "r:" + id }
-
 // resultsChannel is where stored records are announced.
 func (d *Driver) resultsChannel() string { return d.prefix + "results" }
 
-// expiryOf is r's expiry, or the default retention after it was written
-// when it has none.
+// expiryOf is r's expiry, or jobq's default retention after it was
+// written when it has none, so that no record lives forever.
 func expiryOf(r *driver.ResultRecord) time.Time {
 	if r.ExpiresAt.IsZero() {
 		at := r.UpdatedAt
 		if at.IsZero() {
 			at = time.Now()
 		}
-		return at.Add(defaultRetention)
+		return at.Add(jobq.DefaultRetention)
 	}
 	return r.ExpiresAt
 }
 
-// maxIDLen is the longest task ID a record can have: its length is
-// written in six digits.
-const maxIDLen = 999999
-
-// encodeRecord packs r as the task ID's length in six digits, the task
-// ID, then "state\nupdated ms\nexpiry ms\n" and the data. The settle
-// scripts read the ID from it (recordLua).
+// encodeRecord packs r as "state\nupdated ms\nexpiry ms\n" then its
+// data; the task ID is the record's field in its bucket.
 func encodeRecord(r *driver.ResultRecord) []byte {
-	b := make([]byte, 0, 6+len(r.ID)+len(r.State)+32+len(r.Data))
-	b = fmt.Appendf(b, "%06d", len(r.ID))
-	b = append(b, r.ID...)
+	b := make([]byte, 0, len(r.State)+32+len(r.Data))
 	b = append(b, r.State...)
 	b = append(b, '\n')
 	b = strconv.AppendInt(b, r.UpdatedAt.UnixMilli(), 10)
@@ -72,16 +55,8 @@ func encodeRecord(r *driver.ResultRecord) []byte {
 }
 
 // decodeRecord reverses encodeRecord; ok is false for a value it did not
-// write, or one of another task.
+// write.
 func decodeRecord(id string, v []byte) (r *driver.ResultRecord, ok bool) {
-	if len(v) < 6 {
-		return nil, false
-	}
-	n, err := strconv.Atoi(string(v[:6]))
-	if err != nil || n < 0 || len(v) < 6+n || string(v[6:6+n]) != id {
-		return nil, false
-	}
-	v = v[6+n:]
 	var f [3][]byte
 	for i := range f {
 		j := bytes.IndexByte(v, '\n')
@@ -92,7 +67,7 @@ func decodeRecord(id string, v []byte) (r *driver.ResultRecord, ok bool) {
 	}
 	upd, err1 := strconv.ParseInt(string(f[1]), 10, 64)
 	exp, err2 := strconv.ParseInt(string(f[2]), 10, 64)
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || len(f[0]) == 0 {
 		return nil, false
 	}
 	return &driver.ResultRecord{
@@ -102,83 +77,125 @@ func decodeRecord(id string, v []byte) (r *driver.ResultRecord, ok bool) {
 	}, true
 }
 
-// recordBatch prepares the records of one settlement call: the encoded
-// record of each settlement ("" for none, or one already expired) and the
-// time to live the script gives them all, the longest they need (a key
-// may outlive its record a little; GetResults hides it then).
-func recordBatch(recs []*driver.ResultRecord) (vals []any, head []any, err error) {
-	vals = make([]any, len(recs))
-	now := time.Now()
-	var ttl time.Duration
-	for i, r := range recs {
-		vals[i] = ""
-		if r == nil {
-			continue
-		}
-		if len(r.ID) > maxIDLen {
-			return nil, nil, driver.Errorf(driver.InvalidArgument, "redis: task ID of %d bytes is too long for a result record (at most %d)", len(r.ID), maxIDLen)
-		}
-		left := expiryOf(r).Sub(now)
-		if left <= 0 {
-			continue
-		}
-		ttl = max(ttl, left)
-		vals[i] = encodeRecord(r)
-	}
-	return vals, []any{max(ms(ttl), 1)}, nil
+// bucketSpans is how many buckets a queue's retention spans: a record
+// outlives its expiry by at most the retention divided by this (a
+// GetResults hides it meanwhile), and a read looks into about this many
+// buckets.
+const bucketSpans = 16
+
+// minBucketSpan is the shortest span of a bucket.
+const minBucketSpan = time.Minute
+
+// bucketOf names the bucket for records that expire by at most exp and
+// were kept for at most keep: buckets span keep/bucketSpans (at least
+// minBucketSpan, in whole seconds), and the bucket is the span that ends
+// at or after exp. It returns the bucket's name (span ms:index) and when
+// it expires (ms), a second after its span ends.
+func bucketOf(exp time.Time, keep time.Duration) (name string, expireAt int64) {
+	span := max(keep/bucketSpans, minBucketSpan).Truncate(time.Second).Milliseconds()
+	idx := (exp.UnixMilli() + span - 1) / span
+	return strconv.FormatInt(span, 10) + ":" + strconv.FormatInt(idx, 10), idx*span + 1000
 }
 
-// PutResults implements driver.ResultStore: one pipelined round trip of
-// SETs (with NX for a cancel request, which must not hide an end) and an
-// announcement for waiters.
+// recordSet is a batch of records prepared for a script (recordLua): each
+// one's task id and encoding (empty for none, or one already expired),
+// and the bucket that takes them.
+type recordSet struct {
+	ids    []string
+	vals   [][]byte
+	bucket string
+	expire int64 // when the bucket expires, ms
+	n      int   // how many records there are
+}
+
+// prepare makes the recordSet of recs: the bucket is bucketOf the latest
+// expiry and the longest retention among them.
+func prepare(recs []*driver.ResultRecord) recordSet {
+	rs := recordSet{ids: make([]string, len(recs)), vals: make([][]byte, len(recs))}
+	now := time.Now()
+	var last time.Time
+	var keep time.Duration
+	for i, r := range recs {
+		if r == nil || r.ID == "" {
+			continue
+		}
+		exp := expiryOf(r)
+		if !exp.After(now) {
+			continue
+		}
+		from := r.UpdatedAt
+		if from.IsZero() || from.After(now) {
+			from = now
+		}
+		keep = max(keep, exp.Sub(from))
+		if exp.After(last) {
+			last = exp
+		}
+		rs.ids[i], rs.vals[i] = r.ID, encodeRecord(r)
+		rs.n++
+	}
+	if rs.n > 0 {
+		rs.bucket, rs.expire = bucketOf(last, keep)
+	}
+	return rs
+}
+
+// args returns recordLua's arguments for the settlements lo to hi: the
+// bucket, its expiry, the announcement and the all-have-records flag
+// (head), and the (task id, record) pairs (tail).
+func (rs recordSet) args(lo, hi int) (head, tail []any) {
+	all := "1"
+	ann := make([]byte, 0, 16*(hi-lo))
+	tail = make([]any, 0, 2*(hi-lo))
+	for i := lo; i < hi; i++ {
+		if rs.ids[i] == "" {
+			all = "0"
+		} else {
+			if len(ann) > 0 {
+				ann = append(ann, '\n')
+			}
+			ann = append(ann, rs.ids[i]...)
+		}
+		tail = append(tail, rs.ids[i], rs.vals[i])
+	}
+	return []any{rs.bucket, rs.expire, ann, all}, tail
+}
+
+// PutResults implements driver.ResultStore: one script stores the
+// records in their bucket (a cancel request only where no unexpired record
+// of its task exists, so it never hides an end) and announces them for
+// waiters.
 func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
 	const op = "store results"
 	if err := d.begin(ctx, op); err != nil {
 		return err
 	}
-	now := time.Now()
-	ids := make([]string, 0, len(recs))
-	var sets []*goredis.StatusCmd
-	_, err := d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, r := range recs {
-			if r == nil {
-				continue
-			}
-			ttl := expiryOf(r).Sub(now)
-			if ttl <= 0 || len(r.ID) > maxIDLen {
-				continue // expired already (as good as purged), or no record can have the ID
-			}
-			a := goredis.SetArgs{TTL: ttl}
-			if r.State == driver.ResultCancelRequested {
-				a.Mode = "NX"
-			}
-			sets = append(sets, p.SetArgs(ctx, d.recordKey(r.ID), encodeRecord(r), a))
-			ids = append(ids, r.ID)
-		}
-		if len(ids) > 0 {
-			p.Publish(ctx, d.resultsChannel(), strings.Join(ids, "\n"))
-		}
-		return nil
-	})
-	if err == nil {
+	rs := prepare(recs)
+	if rs.n == 0 {
 		return nil
 	}
-	// A SET NX that finds the key answers nil, which go-redis reports as
-	// goredis.Nil: the record was (rightly) not stored. Any other error
-	// fails the call.
-	for _, c := range sets {
-		if e := c.Err(); e != nil && !errors.Is(e, goredis.Nil) {
-			return d.fail(op, e)
+	head, _ := rs.args(0, len(recs))
+	args := append([]any{len(recs)}, head[:3]...)
+	for i, r := range recs {
+		if rs.ids[i] == "" {
+			continue
 		}
+		nx := "0"
+		if r.State == driver.ResultCancelRequested {
+			nx = "1"
+		}
+		args = append(args, nx, rs.ids[i], rs.vals[i])
 	}
-	if errors.Is(err, goredis.Nil) {
-		return nil
+	if err := d.run(ctx, putResultsScript, args...).Err(); err != nil {
+		return d.fail(op, err)
 	}
-	return d.fail(op, err)
+	return nil
 }
 
-// GetResults implements driver.ResultStore with one MGET (the keys share
-// the queue's hash tag, so it works on a cluster too).
+// GetResults implements driver.ResultStore with one script that reads the
+// ids from every live bucket. Where a task has records in more than one
+// (a cancel request and the end, written with different retentions), an
+// end wins over a cancel request, then the newest.
 func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
 	const op = "read results"
 	if err := d.begin(ctx, op); err != nil {
@@ -188,70 +205,101 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 	if len(ids) == 0 {
 		return out, nil
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = d.recordKey(id)
-	}
-	vals, err := d.client.MGet(ctx, keys...).Result()
-	if err != nil {
-		return nil, d.fail(op, err)
-	}
 	now := time.Now()
-	for i, v := range vals {
-		s, ok := v.(string)
-		if !ok {
-			continue
+	for _, b := range chunkBounds(len(ids)) {
+		chunk := ids[b[0]:b[1]]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
 		}
-		r, ok := decodeRecord(ids[i], []byte(s))
-		if !ok {
-			d.log.Warn("redis: ignoring a result record jobq did not write", "queue", d.queue, "key", keys[i])
-			continue
+		buckets, err := d.run(ctx, getResultsScript, args...).Slice()
+		if err != nil {
+			return nil, d.fail(op, err)
 		}
-		if !r.ExpiresAt.After(now) {
-			continue // Redis has not expired it yet
+		for _, bucket := range buckets {
+			vals, _ := bucket.([]any)
+			for i, v := range vals {
+				s, ok := v.(string)
+				if !ok || i >= len(chunk) {
+					continue
+				}
+				r, ok := decodeRecord(chunk[i], []byte(s))
+				if !ok {
+					d.log.Warn("redis: ignoring a result record jobq did not write", "queue", d.queue, "task", chunk[i])
+					continue
+				}
+				if r.ExpiresAt.After(now) && newer(r, out[b[0]+i]) {
+					out[b[0]+i] = r
+				}
+			}
 		}
-		out[i] = r
 	}
 	return out, nil
 }
 
-// PurgeResults implements driver.ResultStore: Redis expires records by
-// their TTL, so there is nothing to purge.
+// newer reports whether record r should be returned rather than old: an
+// end wins over a cancel request, then the newer wins.
+func newer(r, old *driver.ResultRecord) bool {
+	switch {
+	case old == nil:
+		return true
+	case r.State.Final() != old.State.Final():
+		return r.State.Final()
+	default:
+		return r.UpdatedAt.After(old.UpdatedAt)
+	}
+}
+
+// PurgeResults implements driver.ResultStore: Redis expires the record
+// buckets, so there is nothing to purge; it only drops expired buckets
+// from the list of buckets, and returns 0.
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
-	return 0, d.begin(ctx, "purge results")
+	const op = "purge results"
+	if err := d.begin(ctx, op); err != nil {
+		return 0, err
+	}
+	if err := d.run(ctx, forgetBucketsScript).Err(); err != nil {
+		return 0, d.fail(op, err)
+	}
+	return 0, nil
 }
 
 // CompleteWithResults implements driver.ResultSettler: the complete script
 // stores each record in the same script call as its settlement.
 func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
-	vals, head, err := checkRecs(len(leases), recs)
-	if err != nil {
+	if err := checkRecs(len(leases), recs); err != nil {
 		return repeatErr(err, len(leases))
 	}
-	return d.settle(ctx, "complete", completeResultsScript, len(leases), head,
+	rs := prepare(recs)
+	if rs.n == 0 {
+		return d.Complete(ctx, leases)
+	}
+	return d.settle(ctx, "complete", completeResultsScript, len(leases), rs.args,
 		func(i int) driver.Lease { return leases[i] },
-		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token, vals[i]} })
+		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} })
 }
 
 // DeadLetterWithResults implements driver.ResultSettler like
 // CompleteWithResults.
 func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
-	vals, head, err := checkRecs(len(reqs), recs)
-	if err != nil {
+	if err := checkRecs(len(reqs), recs); err != nil {
 		return repeatErr(err, len(reqs))
 	}
-	return d.settle(ctx, "dead-letter", deadLetterResultsScript, len(reqs), head,
+	rs := prepare(recs)
+	if rs.n == 0 {
+		return d.DeadLetter(ctx, reqs)
+	}
+	return d.settle(ctx, "dead-letter", deadLetterResultsScript, len(reqs), rs.args,
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any { return append(deadLetterArgs(reqs[i]), vals[i]) })
+		func(i int) []any { return deadLetterArgs(reqs[i]) })
 }
 
-// checkRecs checks that there is a record (or nil) per settlement and
-// prepares them (recordBatch).
-func checkRecs(n int, recs []*driver.ResultRecord) (vals, head []any, err error) {
+// checkRecs reports a records slice that does not match its settlements.
+func checkRecs(n int, recs []*driver.ResultRecord) error {
 	if len(recs) != n {
-		return nil, nil, driver.Errorf(driver.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
+		return driver.Errorf(driver.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
 	}
-	return recordBatch(recs)
+	return nil
 }
 
 // repeatErr is err for each of n items.

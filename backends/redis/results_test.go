@@ -98,29 +98,27 @@ func TestRecordsExpireInRedis(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := testCtx(t)
-	if err := d.PutResults(ctx, []*driver.ResultRecord{record("brief", driver.ResultSucceeded, 300*time.Millisecond)}); err != nil {
+	r := record("brief", driver.ResultSucceeded, 300*time.Millisecond)
+	if err := d.PutResults(ctx, []*driver.ResultRecord{r}); err != nil {
 		t.Fatal(err)
 	}
-	ttl, err := d.client.PTTL(ctx, d.recordKey("brief")).Result()
-	if err != nil || ttl <= 0 || ttl > 300*time.Millisecond {
-		t.Fatalf("record key TTL %v (%v), want the record's expiry", ttl, err)
+	name, at := bucketOf(r.ExpiresAt, 300*time.Millisecond)
+	ttl, err := d.client.PTTL(ctx, d.prefix+"rb:"+name).Result()
+	if err != nil || ttl <= 0 || time.Now().Add(ttl).After(time.UnixMilli(at).Add(time.Second)) {
+		t.Fatalf("record bucket TTL %v (%v), want the bucket's expiry %v", ttl, err, time.UnixMilli(at))
+	}
+	if got := getResults(t, d, "brief"); got[0] == nil {
+		t.Fatal("record not found before it expired")
+	}
+	for time.Now().Before(r.ExpiresAt) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The bucket outlives the record by up to a span; the record is hidden.
+	if got := getResults(t, d, "brief"); got[0] != nil {
+		t.Fatalf("expired record returned: %+v", got[0])
 	}
 	if n, err := d.PurgeResults(ctx, time.Now()); n != 0 || err != nil {
 		t.Fatalf("purge: %d, %v; want 0, nil (Redis expires records)", n, err)
-	}
-	// Redis deletes the key by itself (the test's context bounds the wait).
-	for {
-		n, err := d.client.Exists(ctx, d.recordKey("brief")).Result()
-		if err != nil {
-			t.Fatalf("the record key did not expire: %v", err)
-		}
-		if n == 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if got := getResults(t, d, "brief"); got[0] != nil {
-		t.Fatalf("expired record returned: %+v", got[0])
 	}
 	// An expired record is not stored at all.
 	if err := d.PutResults(ctx, []*driver.ResultRecord{record("past", driver.ResultSucceeded, -time.Second)}); err != nil {
@@ -128,6 +126,59 @@ func TestRecordsExpireInRedis(t *testing.T) {
 	}
 	if got := getResults(t, d, "past"); got[0] != nil {
 		t.Fatalf("expired record returned: %+v", got[0])
+	}
+}
+
+func TestBucketOf(t *testing.T) {
+	t.Parallel()
+	base := time.UnixMilli(1_700_000_000_123)
+	tests := []struct {
+		keep time.Duration
+		span time.Duration
+	}{
+		{time.Second, time.Minute},
+		{7 * 24 * time.Hour, 7 * 24 * time.Hour / bucketSpans},
+		{2 * 24 * time.Hour, 3 * time.Hour},
+	}
+	for _, tt := range tests {
+		for _, exp := range []time.Time{base, base.Add(time.Millisecond), base.Add(tt.span)} {
+			name, at := bucketOf(exp, tt.keep)
+			end := time.UnixMilli(at)
+			if end.Before(exp) || end.After(exp.Add(tt.span+time.Second)) {
+				t.Errorf("bucketOf(%v, %v) = %s expiring %v: not within a span after the record", exp, tt.keep, name, end)
+			}
+		}
+		a, _ := bucketOf(base, tt.keep)
+		b, _ := bucketOf(base.Add(tt.span/2), tt.keep)
+		c, _ := bucketOf(base.Add(2*tt.span), tt.keep)
+		if a == c || (a != b && b == c) {
+			t.Errorf("keep %v: buckets %s %s %s do not follow the spans", tt.keep, a, b, c)
+		}
+	}
+}
+
+// TestRecordsAcrossBuckets: a cancel request and the end written with
+// different retentions land in different buckets; the end wins, and a
+// cancel request still never hides it.
+func TestRecordsAcrossBuckets(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	if err := d.PutResults(ctx, []*driver.ResultRecord{record("x", driver.ResultCancelRequested, time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutResults(ctx, []*driver.ResultRecord{record("x", driver.ResultCancelled, 48*time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutResults(ctx, []*driver.ResultRecord{record("x", driver.ResultCancelRequested, 96*time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := getResults(t, d, "x"); got[0] == nil || got[0].State != driver.ResultCancelled {
+		t.Fatalf("record %+v, want cancelled", got[0])
+	}
+	n, err := d.client.ZCard(ctx, d.prefix+"rbs").Result()
+	if err != nil || n != 2 {
+		t.Fatalf("%d buckets (%v), want 2", n, err)
 	}
 }
 

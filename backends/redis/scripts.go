@@ -19,7 +19,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
 //	P..'dead'      sorted set of dead letters, score = dead-at (ms)
 //	P..'notify'    the pub/sub channel announcing newly visible messages
-//	P..'r:'..id    the result record of task id (a string with a TTL, see recordLua)
+//	P..'rb:'..b    a bucket of result records: hash task id -> record, with a TTL (see recordLua)
+//	P..'rbs'       sorted set of the record buckets, score = when the bucket expires (ms)
 //	P..'results'   the pub/sub channel announcing stored result records
 //
 // Redis charges a script about a thousand instructions for each key and
@@ -430,20 +431,18 @@ var completeScript = goredis.NewScript(completeLua(false))
 
 // completeResultsScript is completeScript that also stores a result
 // record with each settlement it makes (see recordLua). ARGV: prefix, n,
-// the records' time to live (ms), then n times (message id, token,
-// record); an empty record stores none.
+// then recordLua's four, then n times (message id, token), then n times
+// (task id, record); an empty task id stores no record.
 var completeResultsScript = goredis.NewScript(completeLua(true))
 
 // completeLua is the source of the complete scripts, with result records
 // or without: one source, so that the two cannot drift apart.
 func completeLua(records bool) string {
-	w, first, rec, put, publish := "2", "3", "", "", ""
+	w, first, rec, publish := "2", "3", "", ""
 	if records {
-		w, first, rec = "3", "4", recordLua
-		put = `
-      put_record(ARGV[base + 3])`
+		first, rec = "7", recordLua
 		publish = `
-announce_records()`
+store_records(nd == n, n, ` + first + ` + n * W, out)`
 	}
 	return common + leaseLua + rec + `
 local INFLIGHT = P .. 'inflight'
@@ -471,7 +470,7 @@ for i = 1, n do
       if f[3] and f[3] ~= '' and f[4] ~= '1' then ni = ni + 1; ids[ni] = f[3] end
       unhold(held, f[5], mid, tok)
       nd = nd + 1
-      keys[nd], done[nd] = k, mid` + put + `
+      keys[nd], done[nd] = k, mid
     end
   end
   out[i] = ok
@@ -486,28 +485,96 @@ return out
 `
 }
 
-// recordLua stores result records, for the scripts that settle with
-// them (ARGV[3] is the records' time to live in ms). A record is the
-// string key P..'r:'..task id, holding what encodeRecord made of it: the
-// task id's length in six digits, the task id, then the rest. The key
-// expires with the record (a little after it: the time to live is the
-// batch's longest), so Redis deletes records and nothing purges them. A
-// record costs the script one argument and one command. The task ids of
-// the records a script stored are announced on P..'results', one per
-// line, for waiters (WaitResults).
+// recordLua stores the result records of settlements. Records live in
+// buckets, hashes P..'rb:'..b of task id -> record (encodeRecord), which
+// expire as a whole: Redis deletes them, so nothing purges records.
+// ARGV[3] names the bucket of the call's records, ARGV[4] is when it
+// expires (ms), no earlier than any of its records (bucketOf), ARGV[5] is
+// the announcement of their task ids for waiters (WaitResults), one per
+// line, published on P..'results', and ARGV[6] is "1" when every
+// settlement has a record. The sorted set P..'rbs' lists the buckets by
+// expiry, for the readers.
+//
+// The (task id, record) pairs come last, in settlement order. When every
+// settlement took effect and has a record, the common case, the pairs go
+// to HSET as they are: a record then costs the script its two arguments
+// and no work in Lua, and the bucket one HSET per call.
 const recordLua = `
-local stored, ns, TTL = {}, 0, ARGV[3]
-local function put_record(val)
-  if val == '' then return end
-  local id = string.sub(val, 7, 6 + tonumber(string.sub(val, 1, 6)))
-  redis.call('SET', P .. 'r:' .. id, val, 'PX', TTL)
-  ns = ns + 1
-  stored[ns] = id
-end
-local function announce_records()
-  if ns > 0 then redis.call('PUBLISH', P .. 'results', table.concat(stored, '\n', 1, ns)) end
+local function store_records(all, n, R, out)
+  local bucket = P .. 'rb:' .. ARGV[3]
+  if all and ARGV[6] == '1' then
+    redis.call('HSET', bucket, unpack(ARGV, R, R + 2 * n - 1))
+  else
+    local f, nf = {}, 0
+    for i = 1, n do
+      local id = ARGV[R + 2 * i - 2]
+      if out[i] == 1 and id ~= '' then
+        f[nf + 1], f[nf + 2] = id, ARGV[R + 2 * i - 1]
+        nf = nf + 2
+      end
+    end
+    if nf == 0 then return end
+    redis.call('HSET', bucket, unpack(f, 1, nf))
+  end
+  redis.call('PEXPIREAT', bucket, ARGV[4])
+  redis.call('ZADD', P .. 'rbs', ARGV[4], ARGV[3])
+  redis.call('PUBLISH', P .. 'results', ARGV[5])
 end
 `
+
+// putResultsScript stores result records (PutResults). ARGV: prefix, n,
+// then recordLua's bucket, expiry and announcement, then n times ("1" to
+// store the record only where no unexpired record of its task id exists,
+// or "0"; task id; record). Returns how many it stored.
+var putResultsScript = goredis.NewScript(common + `
+local now = now_ms()
+local buckets
+-- live reports whether task id has an unexpired record in any bucket.
+local function live(id)
+  buckets = buckets or redis.call('ZRANGEBYSCORE', P .. 'rbs', now, '+inf')
+  for _, b in ipairs(buckets) do
+    local v = redis.call('HGET', P .. 'rb:' .. b, id)
+    if v then
+      local exp = string.match(v, '^[^\n]*\n[^\n]*\n(%d+)\n')
+      if exp and tonumber(exp) > now then return true end
+    end
+  end
+  return false
+end
+local f, nf = {}, 0
+for i = 6, #ARGV, 3 do
+  local id = ARGV[i + 1]
+  if ARGV[i] ~= '1' or not live(id) then
+    f[nf + 1], f[nf + 2] = id, ARGV[i + 2]
+    nf = nf + 2
+  end
+end
+if nf == 0 then return 0 end
+local bucket = P .. 'rb:' .. ARGV[3]
+redis.call('HSET', bucket, unpack(f, 1, nf))
+redis.call('PEXPIREAT', bucket, ARGV[4])
+redis.call('ZADD', P .. 'rbs', ARGV[4], ARGV[3])
+redis.call('PUBLISH', P .. 'results', ARGV[5])
+return nf / 2
+`)
+
+// getResultsScript reads result records. ARGV: prefix, then task ids.
+// Returns, per live bucket (one that has not expired), the bucket's
+// records of the ids (HMGET); the caller picks each id's record.
+var getResultsScript = goredis.NewScript(common + `
+local buckets = redis.call('ZRANGEBYSCORE', P .. 'rbs', now_ms(), '+inf')
+local out = {}
+for j, b in ipairs(buckets) do
+  out[j] = redis.call('HMGET', P .. 'rb:' .. b, unpack(ARGV, 2))
+end
+return out
+`)
+
+// forgetBucketsScript drops the expired buckets from the list of buckets
+// (their hashes are gone already). ARGV: prefix.
+var forgetBucketsScript = goredis.NewScript(common + `
+return redis.call('ZREMRANGEBYSCORE', P .. 'rbs', '-inf', '(' .. now_ms())
+`)
 
 // requeueScript releases held messages. ARGV: prefix, n, then n
 // times (message id, token, delay ms, "1" to replace the body or "0",
@@ -557,20 +624,19 @@ var deadLetterScript = goredis.NewScript(deadLetterLua(false))
 
 // deadLetterResultsScript is deadLetterScript that also stores a result
 // record with each settlement it makes (see recordLua). ARGV: prefix, n,
-// the records' time to live (ms), then n times (message id, token, reason,
-// detail, body, record); an empty record stores none.
+// then recordLua's four, then n times (message id, token, reason, detail,
+// body), then n times (task id, record); an empty task id stores no
+// record.
 var deadLetterResultsScript = goredis.NewScript(deadLetterLua(true))
 
 // deadLetterLua is the source of the dead-letter scripts, with result
 // records or without.
 func deadLetterLua(records bool) string {
-	w, first, rec, put, publish := "5", "3", "", "", ""
+	w, first, rec, publish := "5", "3", "", ""
 	if records {
-		w, first, rec = "6", "4", recordLua
-		put = `
-    put_record(ARGV[b + 5])`
+		first, rec = "7", recordLua
 		publish = `
-announce_records()`
+store_records(#moved == n, n, ` + first + ` + n * W, out)`
 	}
 	return common + leaseLua + rec + `
 local INFLIGHT, DEAD = P .. 'inflight', P .. 'dead'
@@ -588,7 +654,7 @@ for i = 0, n - 1 do
     redis.call('HDEL', k, 't', 'l', 'v')
     redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
     if ARGV[b + 4] ~= '' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
-    redis.call('ZADD', DEAD, now, mid)` + put + `
+    redis.call('ZADD', DEAD, now, mid)
     moved[#moved + 1] = mid
     out[#out + 1] = 1
   else

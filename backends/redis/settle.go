@@ -71,10 +71,11 @@ func deadLetterArgs(r driver.DeadLetterParams) []any {
 }
 
 // settle runs a batch settlement script over n items in chunks, each call
-// with the arguments head after the count, and turns its
+// with extra's head arguments after the count and its tail ones after the
+// items (for the items lo to hi of the chunk), and turns its
 // 1/0 results into the driver's error convention: nil when every item
 // succeeded, else one error per item.
-func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int, head []any,
+func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int, extra func(lo, hi int) (head, tail []any),
 	lease func(int) driver.Lease, item func(int) []any) []error {
 	if n == 0 {
 		return nil
@@ -89,11 +90,15 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	bounds := chunkBounds(n)
 	chunks := make([][]any, len(bounds))
 	for c, b := range bounds {
+		var head, tail []any
+		if extra != nil {
+			head, tail = extra(b[0], b[1])
+		}
 		args := append([]any{b[1] - b[0]}, head...)
 		for i := b[0]; i < b[1]; i++ {
 			args = append(args, item(i)...)
 		}
-		chunks[c] = args
+		chunks[c] = append(args, tail...)
 	}
 	failed := false
 	for c, cmd := range d.runChunks(ctx, s, chunks) {

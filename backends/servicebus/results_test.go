@@ -1,14 +1,20 @@
 package servicebus_test
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/stash/azblob"
 )
 
 // openSBDriver opens rawURL's driver, closed when the test ends.
@@ -85,5 +91,45 @@ func TestBadResultsParameter(t *testing.T) {
 		if driver.CodeOf(err) != driver.InvalidArgument {
 			t.Errorf("results=%s: %v, want InvalidArgument", v, err)
 		}
+	}
+}
+
+// TestNewWithResultsClient: a program that builds the queue from its own
+// clients passes the result container's client in Options.Results, and
+// the records of its tasks go there.
+func TestNewWithResultsClient(t *testing.T) {
+	t.Parallel()
+	client, adm := emulatorClients(t)
+	ctx := ctxT(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	cname := "sbr-" + hex.EncodeToString(b)
+	c, err := container.NewClientFromConnectionString(azblob.DevelopmentConnectionString, cname, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.Delete(context.Background(), nil) })
+	d, err := servicebus.New(ctx, client, adm, servicebus.Options{Queue: freshName(), Create: true, LockDuration: lockDuration, Results: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := newQueue(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	pushed, err := q.Push(ctx, &jobq.Task{Command: "echo with-results"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := receive(t, q).Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.Result(ctx, pushed.ID)
+	if err != nil || r.State != jobq.Succeeded {
+		t.Fatalf("Result: %+v, %v; want succeeded", r, err)
+	}
+	if _, err := c.NewBlobClient(pushed.ID).GetProperties(ctx, nil); err != nil {
+		t.Fatalf("the record is not in the given container: %v", err)
 	}
 }

@@ -222,7 +222,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
 			driver.Results:        {Level: driver.Unsupported, Fallback: noResults},
 			driver.Cancel:         {Level: driver.Unsupported, Fallback: "cancel needs result records, so a results= container (see results)"},
-			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers do not register in Service Bus"},
+			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
 		},
 		MaxMessageBytes:    MaxMessageBytes,
 		MaxReceiveBatch:    MaxReceiveBatch,

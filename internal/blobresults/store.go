@@ -34,6 +34,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 )
 
@@ -42,10 +43,6 @@ const (
 	metaExpires = "jobqexpires" // expiry, Unix milliseconds
 	metaState   = "jobqstate"
 )
-
-// DefaultRetention is the expiry of a record written without one, so that
-// no record lives forever.
-const DefaultRetention = 7 * 24 * time.Hour
 
 // parallelism bounds the requests one call has in flight: Blob Storage
 // has no multi-blob read or write.
@@ -106,7 +103,8 @@ type body struct {
 	Raw     []byte             `json:"raw,omitempty"` // Data when it is not JSON
 }
 
-// expiryOf is r's expiry, or DefaultRetention after it was written.
+// expiryOf is r's expiry, or jobq's default retention after it was
+// written when it has none, so that no record lives forever.
 func expiryOf(r *driver.ResultRecord) time.Time {
 	if !r.ExpiresAt.IsZero() {
 		return r.ExpiresAt
@@ -115,7 +113,7 @@ func expiryOf(r *driver.ResultRecord) time.Time {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	return at.Add(DefaultRetention)
+	return at.Add(jobq.DefaultRetention)
 }
 
 func encode(r *driver.ResultRecord) ([]byte, map[string]*string, error) {
