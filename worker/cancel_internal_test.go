@@ -17,16 +17,16 @@ func TestRunningRegistry(t *testing.T) {
 	a := &jobq.Envelope{Task: &jobq.Task{ID: "a"}}
 	a2 := &jobq.Envelope{Task: &jobq.Task{ID: "a"}} // the same task delivered twice
 	b := &jobq.Envelope{Task: &jobq.Task{ID: "b"}}
-	ctxA, untrackA := r.track(context.Background(), a)
-	ctxA2, untrackA2 := r.track(context.Background(), a2)
-	ctxB, untrackB := r.track(context.Background(), b)
+	ctxA := r.track(context.Background(), a)
+	ctxA2 := r.track(context.Background(), a2)
+	ctxB := r.track(context.Background(), b)
 	ids := r.ids()
 	slices.Sort(ids)
 	if !slices.Equal(ids, []string{"a", "b"}) {
 		t.Fatalf("ids %v; want a, b", ids)
 	}
-	if n := r.stop("a"); n != 2 {
-		t.Fatalf("stop reached %d tasks; want both deliveries of a", n)
+	if reached := r.stop([]string{"a", "unknown"}); !slices.Equal(reached, []string{"a", "a"}) {
+		t.Fatalf("stop reached %v; want both deliveries of a", reached)
 	}
 	for _, ctx := range []context.Context{ctxA, ctxA2} {
 		if !errors.Is(context.Cause(ctx), ErrCancelled) {
@@ -36,13 +36,13 @@ func TestRunningRegistry(t *testing.T) {
 	if ctxB.Err() != nil {
 		t.Fatal("stopping a stopped b too")
 	}
-	untrackA()
-	untrackA2()
-	untrackB()
+	for _, env := range []*jobq.Envelope{a, a2, b} {
+		r.untrack(env)
+	}
 	if !errors.Is(context.Cause(ctxB), context.Canceled) {
 		t.Fatalf("untracked b's cause %v; want context.Canceled", context.Cause(ctxB))
 	}
-	if ids := r.ids(); len(ids) != 0 || r.stop("a") != 0 {
+	if ids := r.ids(); len(ids) != 0 || len(r.stop([]string{"a"})) != 0 {
 		t.Fatalf("ids %v after untracking all; want none", ids)
 	}
 }

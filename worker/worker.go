@@ -85,6 +85,9 @@ type Worker struct {
 	// keepsResults: the backend keeps result records, which name the
 	// worker and times of a task's last attempt even when it succeeded.
 	keepsResults bool
+	// watchCancels: the worker asks for cancel requests for its running
+	// tasks (cancel.go), so it tracks them.
+	watchCancels bool
 	// receiveGiveUp is how long receives may fail before the worker ends
 	// (not counting those refused for want of resources).
 	receiveGiveUp time.Duration
@@ -135,6 +138,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		killCh:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
+	w.watchCancels = q != nil && w.cancelsRunning()
 	return w
 }
 
@@ -227,7 +231,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.statusLoop(stopWatch)
 	}
 	go w.leases.run(stopWatch)
-	if w.cancelsRunning() {
+	if w.watchCancels {
 		go w.cancelLoop(stopWatch)
 	}
 	if w.purgesResults() {
