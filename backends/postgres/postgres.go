@@ -117,7 +117,11 @@ func startupRefused(err error) error {
 // capabilities is what every Postgres queue declares.
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
-		Features:        driver.NativeExcept(nil),
+		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
+			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
+			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
+			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
+		}),
 		MaxMessageBytes: maxMessageBytes,
 		MaxReceiveBatch: 1000,
 		MaxPushBatch:    5000,

@@ -210,7 +210,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	switch p.Kind {
 	case driver.MaxDepthPolicy:
 		err = d.client.Set(ctx, d.prefix+"pold", p.Limit, 0).Err()
-	case driver.RatePolicy:
+	case driver.RatePolicy, driver.RetentionPolicy, driver.RetryBackoffPolicy:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
 	default:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), p.Limit).Err()
