@@ -17,6 +17,10 @@ import (
 // counted as a failure.
 var ErrCancelled = errors.New("task cancelled")
 
+// outcomeCancelled is the attempt outcome of a task stopped by a cancel.
+// (Package jobq names no such outcome yet; the attempt history stores any.)
+const outcomeCancelled = jobq.AttemptOutcome("cancelled")
+
 // defaultCancelPoll is the default Options.CancelPoll.
 const defaultCancelPoll = 5 * time.Second
 
@@ -115,7 +119,7 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-		requested, err := cancelRequested(ctx, w.q, ids)
+		requested, err := w.q.CancelRequested(ctx, ids)
 		cancel()
 		switch {
 		case jobq.ErrorCode(err) == jobq.Unimplemented:
@@ -151,7 +155,7 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 		ids[i] = env.Task.ID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-	requested, err := cancelRequested(ctx, w.q, ids)
+	requested, err := w.q.CancelRequested(ctx, ids)
 	cancel()
 	if err != nil {
 		w.log.Warn("could not look up cancel requests for the received tasks; running them", "error", err)
@@ -183,7 +187,7 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 	err := w.settle(env, log, func(context.Context) error {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		defer cancel()
-		return settleCancelled(ctx, env, cancelReason(ran))
+		return env.Cancel(ctx, cancelReason(ran))
 	})
 	if err != nil {
 		log.Error("task cancelled but could not be settled; it will be delivered again when its lease expires", "error", err, "elapsed", elapsed)
