@@ -29,9 +29,8 @@ import (
 // is a failure.
 //
 // When the task's context ends (lost lease, worker stopping, the task's
-// time limit, a cancel) the process
-// group gets SIGTERM, then SIGKILL after KillTimeout or as soon as the
-// worker escalates (Job.Kill). Background processes that still hold the
+// time limit, a cancel) the process group gets SIGTERM, then SIGKILL after
+// KillTimeout or as soon as the worker escalates (Job.Kill). Background processes that still hold the
 // output pipes OrphanGrace after the main process exited are killed with a
 // warning.
 type Shell struct {

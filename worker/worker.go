@@ -111,7 +111,7 @@ type Worker struct {
 	notice      *preempt.Notice // the preemption notice that stopped the worker
 
 	done, failed, dead, requeued, lost, cancelled atomic.Int64
-	inflight                                      running // running tasks by ID, for cancel requests (cancel.go)
+	inflight                                      running // the running tasks, for cancel requests (cancel.go)
 	started                                       time.Time
 
 	events        events // subscriptions to settlement events (events.go)
