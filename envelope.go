@@ -157,7 +157,7 @@ func (e *Envelope) finish(op string, err error) error {
 // Complete deletes the message: the task is done. It fails with LockLost when
 // the lease was lost (the message then stays for whoever holds it now).
 func (e *Envelope) Complete(ctx context.Context) error {
-	return e.complete(ctx, "complete", e.recordOf(Succeeded, "", ""))
+	return e.complete(ctx, "complete", e.recordOf(ctx, Succeeded, "", ""))
 }
 
 // complete deletes the message, storing rec (when not nil) with it.
@@ -252,7 +252,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error 
 	if err := e.q.degrade(op, driver.DeadLetter); err != nil {
 		return err
 	}
-	rec := e.recordOf(DeadLettered, reason, detail)
+	rec := e.recordOf(ctx, DeadLettered, reason, detail)
 	lease, err := e.begin(op)
 	if err != nil {
 		return err

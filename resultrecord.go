@@ -1,24 +1,29 @@
 package jobq
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/pyjson"
+	"github.com/jobq/jobq/stash"
 )
 
 // A result record's details travel in driver.ResultRecord.Data as one JSON
 // object, written with the wire format's encoder:
 //
 //	{"v": 1, "delivery_count": n, "exit_code": n, "error": s, "output": s,
-//	 "value": s, "started": t, "finished": t, "worker": s, "host": s,
-//	 "attempts": [...]}
+//	 "value": s, "value_stash": {"url": s, "sha256": s, "size": n},
+//	 "started": t, "finished": t, "worker": s, "host": s, "attempts": [...]}
 //
 // Only "v" is always present. "value" is a Go handler's JSON return value
-// as a string, so that its bytes come back unchanged; "attempts" is the
-// wire format's attempt history (attempts.go).
+// as a string, so that its bytes come back unchanged; a value larger than
+// maxInlineValue is kept in the queue's stash instead, where one is
+// configured, and "value_stash" points at it. "attempts" is the wire
+// format's attempt history (attempts.go).
 
 // recordVersion is the version of the record encoding this jobq writes
 // and the newest it reads.
@@ -27,12 +32,17 @@ const recordVersion = 1
 // maxRecordOutput bounds the output tail a record keeps.
 const maxRecordOutput = maxDetailBytes
 
+// maxInlineValue is the largest handler value a record holds itself where
+// the queue has a stash; larger ones go to the stash.
+const maxInlineValue = 64 << 10
+
 // recordDetails are the decoded contents of a record's Data.
 type recordDetails struct {
 	deliveries      int
 	exitCode        *int
 	errText, output string
 	value           json.RawMessage
+	valueRef        *StashRef // where a stashed value is; value is then nil
 	started, ended  time.Time
 	worker, host    string
 	attempts        []Attempt
@@ -59,6 +69,15 @@ func (d *recordDetails) encode() []byte {
 			b = pyjson.AppendString(b, f.value)
 		}
 	}
+	if ref := d.valueRef; ref != nil {
+		b = append(b, `, "value_stash": {"url": `...)
+		b = pyjson.AppendString(b, ref.URL)
+		b = append(b, `, "sha256": `...)
+		b = pyjson.AppendString(b, ref.SHA256)
+		b = append(b, `, "size": `...)
+		b = strconv.AppendInt(b, ref.Size, 10)
+		b = append(b, '}')
+	}
 	for _, f := range []struct {
 		name string
 		t    time.Time
@@ -74,19 +93,38 @@ func (d *recordDetails) encode() []byte {
 	return append(b, '}')
 }
 
-// decodeRecord turns a stored record into a Result.
-func decodeRecord(rec *driver.ResultRecord) (*Result, error) {
-	r := &Result{ID: rec.ID, State: rec.State, ExpiresAt: rec.ExpiresAt}
+// result turns a stored record into a Result, fetching a stashed value.
+func (q *Queue) result(ctx context.Context, op string, rec *driver.ResultRecord) (*Result, error) {
+	r, ref, err := decodeRecord(rec)
+	if err != nil || ref == nil {
+		return r, err
+	}
+	st, err := q.stash.store(ctx, ref.URL)
+	if err == nil {
+		r.Value, err = stash.Load(ctx, st, ref.URL, ref.SHA256, ref.Size)
+	}
+	if err != nil {
+		return nil, &Error{Code: ErrorCode(err), Op: op, Queue: q.url, Err: err,
+			Msg: fmt.Sprintf("task %s ended (%s), but its value, kept in stash object %s, could not be read: %v", rec.ID, rec.State, RedactURL(ref.URL), err)}
+	}
+	return r, nil
+}
+
+// decodeRecord turns a stored record into a Result, and the reference of
+// its value when that is in a stash.
+func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
+	r := &Result{ID: rec.ID, State: rec.State, ExpiresAt: rec.ExpiresAt, Recorded: rec.UpdatedAt}
 	if len(rec.Data) == 0 {
-		return r, nil
+		return r, nil, nil
 	}
 	doc, err := pyjson.Parse(rec.Data)
 	if err != nil || doc.Kind != pyjson.Object {
-		return nil, errorf(Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
+		return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
 	}
 	bad := func(name, want string) error {
 		return errorf(Internal, "result", "the result record of task %s is damaged: %q must be %s", rec.ID, name, want)
 	}
+	var ref *StashRef
 	names, vals := doc.Members()
 	for i, name := range names {
 		v := vals[i]
@@ -94,15 +132,15 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, error) {
 		case "v":
 			n, err := wireInt(name, v)
 			if err != nil {
-				return nil, bad(name, "an integer")
+				return nil, nil, bad(name, "an integer")
 			}
 			if n > recordVersion {
-				return nil, errorf(Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
+				return nil, nil, errorf(Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
 			}
 		case "delivery_count", "exit_code":
 			n, err := wireInt(name, v)
 			if err != nil {
-				return nil, bad(name, "an integer")
+				return nil, nil, bad(name, "an integer")
 			}
 			if name == "exit_code" {
 				code := int(n)
@@ -112,7 +150,7 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, error) {
 			}
 		case "error", "output", "value", "worker", "host":
 			if v.Kind != pyjson.String {
-				return nil, bad(name, "a string")
+				return nil, nil, bad(name, "a string")
 			}
 			switch name {
 			case "error":
@@ -128,33 +166,38 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, error) {
 			}
 		case "started", "finished":
 			if v.Kind != pyjson.String {
-				return nil, bad(name, "an RFC 3339 time")
+				return nil, nil, bad(name, "an RFC 3339 time")
 			}
 			t, err := time.Parse(time.RFC3339Nano, v.Str)
 			if err != nil {
-				return nil, bad(name, "an RFC 3339 time")
+				return nil, nil, bad(name, "an RFC 3339 time")
 			}
 			if name == "started" {
 				r.Started = t
 			} else {
 				r.Finished = t
 			}
+		case "value_stash":
+			var err error
+			if ref, err = decodeStashRef(v); err != nil {
+				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+			}
 		case "attempts":
 			as, err := decodeAttempts(v)
 			if err != nil {
-				return nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
 			}
 			r.Attempts = as
 		}
 	}
-	return r, nil
+	return r, ref, nil
 }
 
 // recordOf builds the result record this envelope's settlement writes, or
 // nil when the queue keeps no results. errText is the failure (or the
 // cancel's reason); detail is a dead letter's detail, used as the output
 // when SetResult gave none.
-func (e *Envelope) recordOf(state ResultState, errText, detail string) *driver.ResultRecord {
+func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, detail string) *driver.ResultRecord {
 	if e.q.results == nil {
 		return nil
 	}
@@ -186,6 +229,9 @@ func (e *Envelope) recordOf(state ResultState, errText, detail string) *driver.R
 			d.output = set.Output
 		}
 		d.value = set.Value
+		if len(d.value) > maxInlineValue {
+			d.value, d.valueRef = e.q.stashValue(ctx, e.Task.ID, d.value)
+		}
 	}
 	d.output = settleText(d.output, maxRecordOutput, true)
 	return e.q.newRecord(e.Task.ID, state, now, &d)
@@ -209,4 +255,19 @@ func (q *Queue) poisonRecord(r *driver.Received, wire *Task, reason string) *dri
 		return nil
 	}
 	return q.newRecord(id, DeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
+}
+
+// stashValue moves a large handler value to the queue's stash, returning
+// the reference; without a stash, or when storing fails (logged), the
+// value stays in the record.
+func (q *Queue) stashValue(ctx context.Context, id string, v json.RawMessage) (json.RawMessage, *StashRef) {
+	if q.stash.primary == nil {
+		return v, nil
+	}
+	obj, err := q.stash.primary.Put(ctx, v)
+	if err != nil {
+		q.log.Warn("jobq: could not stash a large result value; the record keeps it", "task", id, "bytes", len(v), "error", err)
+		return v, nil
+	}
+	return nil, &StashRef{URL: obj.URL, SHA256: obj.SHA256, Size: obj.Size}
 }

@@ -55,6 +55,8 @@ type Result struct {
 	Attempts []Attempt
 	// ExpiresAt is when the record will be purged.
 	ExpiresAt time.Time
+	// Recorded is when the record was written.
+	Recorded time.Time
 }
 
 // CancelOutcome says what Cancel did to one task.
@@ -105,7 +107,8 @@ func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
 	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends keep them)"}
 }
 
-// maxResultBatch bounds the IDs of one GetResults call.
+// maxResultBatch bounds the records or IDs of one PutResults or GetResults
+// call.
 const maxResultBatch = 500
 
 // getResults reads the records of ids in chunks of maxResultBatch.
@@ -124,6 +127,16 @@ func (q *Queue) getResults(ctx context.Context, op string, store driver.ResultSt
 		out = append(out, recs...)
 	}
 	return out, nil
+}
+
+// putResults stores recs in chunks of maxResultBatch.
+func putResults(ctx context.Context, store driver.ResultStore, recs []*driver.ResultRecord) error {
+	for start := 0; start < len(recs); start += maxResultBatch {
+		if err := store.PutResults(ctx, recs[start:min(start+maxResultBatch, len(recs))]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkIDs rejects an empty task ID.
@@ -158,7 +171,7 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 		return nil, &Error{Code: NotFound, Op: op, Queue: q.url,
 			Msg: fmt.Sprintf("task %s has no result: it has not ended, its ID is unknown, or its record expired (results are kept for the queue's retention)", id)}
 	}
-	return decodeRecord(recs[0])
+	return q.result(ctx, op, recs[0])
 }
 
 // Wait waits until every task in ids has ended and returns their results
@@ -193,7 +206,20 @@ const (
 // ended when WaitFunc starts is reported at once. It returns each's first
 // error, or ctx's when ctx ends first; tasks keep running either way. A
 // repeated ID is reported once.
+//
+// Task IDs are deterministic: a task pushed again after an identical one
+// ended has the same ID, and WaitFunc reports the earlier one's record.
+// WaitFuncAfter waits for the new one.
 func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) error) error {
+	return q.WaitFuncAfter(ctx, time.Time{}, ids, each)
+}
+
+// WaitFuncAfter is WaitFunc for tasks pushed at or after after (take
+// time.Now() before the push): a record written before it belongs to an
+// earlier task with the same ID and is not reported; WaitFuncAfter waits
+// for the new one's instead. Records are timed by the clock of the worker
+// that wrote them, so keep the machines' clocks in step.
+func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string, each func(*Result) error) error {
 	const op = "wait"
 	store, err := q.resultStore(op)
 	if err != nil {
@@ -218,12 +244,14 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) e
 			return err
 		}
 		left := pending[:0]
+		stale := false // an earlier task's record: the engine's wake would not wait
 		for i, rec := range recs {
-			if rec == nil || !rec.State.Final() {
+			if rec == nil || !rec.State.Final() || rec.UpdatedAt.Before(after) {
+				stale = stale || (rec != nil && rec.State.Final())
 				left = append(left, pending[i])
 				continue
 			}
-			res, err := decodeRecord(rec)
+			res, err := q.result(ctx, op, rec)
 			if err != nil {
 				return err
 			}
@@ -236,7 +264,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) e
 		if len(pending) == 0 {
 			return nil
 		}
-		if waiter != nil {
+		if waiter != nil && !stale {
 			if err := waiter.WaitResults(ctx, pending, waitNotified); err != nil {
 				return q.wrap(op, err)
 			}
@@ -272,7 +300,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	if err := q.degrade(op, driver.Cancel); err != nil {
 		return nil, err
 	}
-	if err := checkIDs(op, ids); err != nil {
+	if err := checkIDs(op, ids); err != nil || len(ids) == 0 {
 		return nil, err
 	}
 	now := time.Now()
@@ -288,7 +316,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	}
 	// A cancel-requested record is stored only where there is none, so it
 	// never hides an end; reading back tells which tasks had ended.
-	if err := store.PutResults(ctx, asked); err != nil {
+	if err := putResults(ctx, store, asked); err != nil {
 		return nil, q.wrap(op, err)
 	}
 	recs, err := q.getResults(ctx, op, store, unique)
@@ -319,7 +347,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 				removed[id] = true
 				done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
 			}
-			if err := store.PutResults(ctx, done); err != nil {
+			if err := putResults(ctx, store, done); err != nil {
 				return nil, q.wrap(op, fmt.Errorf("the tasks %v were removed but their cancelled records could not be stored: %w", gone, err))
 			}
 		}
@@ -421,5 +449,5 @@ func (e *Envelope) Cancel(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return e.complete(ctx, "cancel", e.recordOf(Cancelled, reason, ""))
+	return e.complete(ctx, "cancel", e.recordOf(ctx, Cancelled, reason, ""))
 }

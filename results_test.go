@@ -5,11 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/driver"
 )
 
 // openMem opens a fresh mem queue with the URL parameters params.
@@ -312,5 +317,114 @@ func TestPushPosition(t *testing.T) {
 	rs, err = approx.PushBatch(ctx, []*jobq.Task{{Command: "echo x"}}, jobq.PushOptions{Position: true})
 	if err != nil || rs[0].Position != -1 {
 		t.Errorf("PushBatch on a queue with approximate counts = %+v, %v; want Position -1", rs, err)
+	}
+}
+
+func TestLargeValueGoesToTheStash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := t.Context()
+	q, err := jobq.OpenWithOptions(ctx, "mem://results-stash-"+rand.Text(), jobq.Options{StashURL: "file://" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	r, err := q.Push(ctx, &jobq.Task{Command: "echo big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := json.RawMessage(`{"blob": "` + strings.Repeat("x", 100<<10) + `"}`)
+	e := receiveOne(t, q)
+	e.SetResult(jobq.ResultDetails{Value: value})
+	if err := e.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("stash holds %v (%v); want the value's object", entries, err)
+	}
+	res, err := q.Result(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Value) != string(value) {
+		t.Errorf("the stashed value came back as %d bytes; want the %d pushed", len(res.Value), len(value))
+	}
+	// A stash object that is gone is an error that says so.
+	if err := os.Remove(filepath.Join(dir, entries[0].Name())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Result(ctx, r.ID); err == nil || !strings.Contains(err.Error(), "could not be read") {
+		t.Errorf("Result with its stash object gone: %v; want an error saying the value could not be read", err)
+	}
+}
+
+func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
+	t.Parallel()
+	q := openMem(t, "")
+	ctx := t.Context()
+	task := func() *jobq.Task { return &jobq.Task{Command: "echo same"} }
+	r, err := q.Push(ctx, task())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := receiveOne(t, q)
+	if _, err := e.Fail(ctx, errors.New("first run failed"), ""); err != nil {
+		t.Fatal(err)
+	}
+	pushed := time.Now()
+	if r2, err := q.Push(ctx, task()); err != nil || r2.ID != r.ID {
+		t.Fatalf("push again = %+v, %v; want the same ID %s", r2, err, r.ID)
+	}
+	got := make(chan *jobq.Result, 1)
+	go func() {
+		err := q.WaitFuncAfter(ctx, pushed, []string{r.ID}, func(res *jobq.Result) error {
+			got <- res
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case res := <-got:
+		t.Fatalf("WaitFuncAfter reported the earlier run's record %+v", res)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := receiveOne(t, q).Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-got; res.State != jobq.Succeeded || res.Recorded.Before(pushed) {
+		t.Errorf("WaitFuncAfter reported %+v; want the second run's success", res)
+	}
+	if rs, err := q.Wait(ctx, r.ID); err != nil || rs[0].State != jobq.Succeeded {
+		t.Errorf("Wait = %v, %v", rs, err)
+	}
+}
+
+func TestPoisonRecord(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	drv, err := mem.New(mem.Options{Queue: "results-poison-" + rand.Text()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := jobq.New(drv, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := drv.Push(ctx, []*driver.Message{{ID: "poison-1", Body: []byte("not a task")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Receive(ctx, jobq.ReceiveOptions{}); !errors.Is(err, jobq.ErrEmpty) {
+		t.Fatalf("Receive of a poison message: %v; want ErrEmpty", err)
+	}
+	r, err := q.Result(ctx, "poison-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != jobq.DeadLettered || !strings.Contains(r.Error, "poison") {
+		t.Errorf("poison record %+v; want dead-lettered, saying poison", r)
 	}
 }
