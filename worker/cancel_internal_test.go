@@ -79,7 +79,7 @@ func TestStoppedBy(t *testing.T) {
 func TestPurgeWaitJitter(t *testing.T) {
 	t.Parallel()
 	for range 1000 {
-		if d := purgeWait(); d < purgeEvery/2 || d >= purgeEvery*3/2 {
+		if d := purgeWait(purgeEvery); d < purgeEvery/2 || d >= purgeEvery*3/2 {
 			t.Fatalf("purge wait %v outside [%v, %v)", d, purgeEvery/2, purgeEvery*3/2)
 		}
 	}

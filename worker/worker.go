@@ -88,6 +88,7 @@ type Worker struct {
 	// watchCancels: the worker asks for cancel requests for its running
 	// tasks (cancel.go), so it tracks them.
 	watchCancels bool
+	purgeEvery   time.Duration // about how often expired result records are purged (purge.go)
 	// receiveGiveUp is how long receives may fail before the worker ends
 	// (not counting those refused for want of resources).
 	receiveGiveUp time.Duration
@@ -134,6 +135,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		host:          hostname(),
 		keepsResults:  q != nil && q.Capabilities().Level(driver.Results) != driver.Unsupported,
 		receiveGiveUp: receiveGiveUp,
+		purgeEvery:    purgeEvery,
 		drainCh:       make(chan struct{}),
 		killCh:        make(chan struct{}),
 	}
