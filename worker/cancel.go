@@ -179,7 +179,7 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 
 // cancel settles a cancelled task: its record says Cancelled, and it is
 // neither retried nor counted as a failure. ran says whether its handler
-// ran (for elapsed).
+// ran (from start, for elapsed): only then is the attempt recorded.
 func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, ran bool, elapsed time.Duration) {
 	if ran {
 		w.record(env, start, outcomeCancelled, ErrCancelled)
@@ -203,6 +203,7 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 	w.emit(Event{Task: env.Task, Outcome: Cancelled, Durable: true, Err: ErrCancelled, Elapsed: elapsed})
 }
 
+// cancelReason is the error a cancelled task's record shows.
 func cancelReason(ran bool) string {
 	if ran {
 		return "cancelled while running: stopped by the worker"
