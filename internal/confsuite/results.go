@@ -23,6 +23,54 @@ func resultChecks() []check {
 		{"CancelRunning", checkCancelRunning},
 		{"RetryBackoff", checkRetryBackoff},
 		{"TaskSettingsRoundTrip", checkTaskSettingsRoundTrip},
+		{"QueueWidePolicies", checkQueueWidePolicies},
+	}
+}
+
+// checkQueueWidePolicies: the retention and retry-backoff policies, which
+// the portable layer applies itself, are stored and listed like the others
+// (on every backend that keeps policies), replaced when set again, and
+// unset; the queue's retries then follow the policy.
+func checkQueueWidePolicies(c *C) {
+	q := c.open()
+	if !c.hasPolicyStore(q) {
+		c.Skipf("the backend keeps no queue policies")
+	}
+	want := []jobq.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
+	for _, p := range append([]jobq.Policy{driver.Retention(time.Hour)}, want...) {
+		if err := q.Policies().Set(c.ctx(), p); err != nil {
+			c.Fatalf("set %v: %v", p, err)
+		}
+	}
+	got, err := q.Policies().List(c.ctx())
+	if err != nil {
+		c.Fatalf("policy list: %v", err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		c.Errorf("policy list = %v, want %v", got, want)
+	}
+	if ks, err := q.Policies().KeyStats(c.ctx()); err != nil || len(ks) != 0 {
+		c.Errorf("key stats with only queue-wide policies = %v, %v; want none", ks, err)
+	}
+	// A task without a backoff of its own takes the queue's.
+	t := task("policy backoff")
+	t.NumRetries = 1
+	c.push(q, t)
+	res, err := c.receive(q, c.longVis(q)).Fail(c.ctx(), errors.New("conformance failure"), "")
+	if err != nil || !res.Retried {
+		c.Fatalf("Fail = %+v, %v; want a retry", res, err)
+	}
+	if level(q, driver.DelayedRequeue) != driver.Unsupported && (res.Delay < 750*time.Millisecond || res.Delay > 1500*time.Millisecond) {
+		c.Errorf("the first retry waits %v; want 0.75s..1.5s from the queue's retry-backoff %v", res.Delay, want[1])
+	}
+	c.complete(c.receive(q, c.longVis(q)))
+	for _, p := range want {
+		if ok, err := q.Policies().Unset(c.ctx(), p.Kind, ""); err != nil || !ok {
+			c.Errorf("unset %s: %v, %v; want true, nil", p.Kind, ok, err)
+		}
+	}
+	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
+		c.Errorf("policy list after unsetting = %v, %v; want none", got, err)
 	}
 }
 
