@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/mem"
 )
 
 func TestRunningRegistry(t *testing.T) {
@@ -82,5 +84,36 @@ func TestPurgeWaitJitter(t *testing.T) {
 		if d := purgeWait(purgeEvery); d < purgeEvery/2 || d >= purgeEvery*3/2 {
 			t.Fatalf("purge wait %v outside [%v, %v)", d, purgeEvery/2, purgeEvery*3/2)
 		}
+	}
+}
+
+// TestWatchCancels: the worker tracks its running tasks for cancel
+// requests only where the backend keeps them and CancelPoll allows.
+func TestWatchCancels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		url    string
+		poll   time.Duration
+		watch  bool
+		purges bool
+	}{
+		{"results kept, default poll", "mem://watch-default", 0, true, true},
+		{"poll disabled", "mem://watch-disabled", -1, false, true},
+		{"cancel emulated", "mem://watch-emulated?emulated=cancel", 0, true, true},
+		{"no results", "mem://watch-none?unsupported=results,cancel", 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, err := jobq.OpenWithOptions(context.Background(), tc.url, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			w := New(q, HandlerFunc(func(context.Context, *Job) error { return nil }), Options{CancelPoll: tc.poll})
+			if w.watchCancels != tc.watch || w.purgesResults() != tc.purges {
+				t.Fatalf("watches cancels %t, purges %t; want %t, %t", w.watchCancels, w.purgesResults(), tc.watch, tc.purges)
+			}
+		})
 	}
 }
