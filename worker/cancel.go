@@ -17,69 +17,82 @@ import (
 // counted as a failure.
 var ErrCancelled = errors.New("task cancelled")
 
+// outcomeCancelled is the attempt outcome of a task stopped by a cancel.
+// (Package jobq names no such outcome yet; the attempt history stores any.)
+const outcomeCancelled = jobq.AttemptOutcome("cancelled")
+
 // defaultCancelPoll is the default Options.CancelPoll.
 const defaultCancelPoll = 5 * time.Second
 
 // cancelLookupTimeout bounds one lookup of the cancel requests.
 const cancelLookupTimeout = 30 * time.Second
 
-// running holds the tasks whose handlers run, by task ID, with the function
-// that stops each, so that a cancel request can reach them.
+// running holds the tasks whose handlers run, with the function that stops
+// each, so that a cancel request can reach them. It is keyed by envelope:
+// one task ID may run twice here (a redelivery while an expired lease still
+// runs), and a cancel stops both.
 type running struct {
 	mu    sync.Mutex
-	tasks map[string]map[*jobq.Envelope]context.CancelCauseFunc
+	tasks map[*jobq.Envelope]context.CancelCauseFunc
 }
 
 // track registers env as running under ctx and returns the context its
-// handler runs with (canceled with ErrCancelled when a cancel is requested)
-// and the function that unregisters it.
-func (r *running) track(ctx context.Context, env *jobq.Envelope) (context.Context, func()) {
+// handler runs with, canceled with ErrCancelled when a cancel is requested.
+// Call untrack when the handler returns.
+func (r *running) track(ctx context.Context, env *jobq.Envelope) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
-	id := env.Task.ID
 	r.mu.Lock()
 	if r.tasks == nil {
-		r.tasks = make(map[string]map[*jobq.Envelope]context.CancelCauseFunc)
+		r.tasks = make(map[*jobq.Envelope]context.CancelCauseFunc)
 	}
-	byEnv := r.tasks[id]
-	if byEnv == nil {
-		// Deduplication may let one task ID run twice (a redelivery
-		// while an expired lease still runs here); both stop.
-		byEnv = make(map[*jobq.Envelope]context.CancelCauseFunc, 1)
-		r.tasks[id] = byEnv
-	}
-	byEnv[env] = cancel
+	r.tasks[env] = cancel
 	r.mu.Unlock()
-	return ctx, func() {
-		r.mu.Lock()
-		delete(byEnv, env)
-		if len(byEnv) == 0 {
-			delete(r.tasks, id) // still byEnv: a map is replaced only once deleted
-		}
-		r.mu.Unlock()
+	return ctx
+}
+
+// untrack unregisters env and releases its context.
+func (r *running) untrack(env *jobq.Envelope) {
+	r.mu.Lock()
+	cancel := r.tasks[env]
+	delete(r.tasks, env)
+	r.mu.Unlock()
+	if cancel != nil {
 		cancel(context.Canceled)
 	}
 }
 
-// ids returns the IDs of the running tasks.
+// ids returns the IDs of the running tasks, each once.
 func (r *running) ids() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ids := make([]string, 0, len(r.tasks))
-	for id := range r.tasks {
-		ids = append(ids, id)
+	seen := make(map[string]bool, len(r.tasks))
+	for env := range r.tasks {
+		if id := env.Task.ID; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }
 
-// stop cancels the running tasks with id, with cause ErrCancelled, and
-// reports how many it reached.
-func (r *running) stop(id string) int {
+// stop cancels the running tasks whose ID is in ids, with cause
+// ErrCancelled, and returns the IDs it reached.
+func (r *running) stop(ids []string) []string {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var reached []string
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, cancel := range r.tasks[id] {
-		cancel(ErrCancelled)
+	for env, cancel := range r.tasks {
+		if want[env.Task.ID] {
+			cancel(ErrCancelled)
+			reached = append(reached, env.Task.ID)
+		}
 	}
-	return len(r.tasks[id])
+	return reached
 }
 
 // cancelsRunning reports whether the worker asks about cancel requests for
@@ -106,7 +119,7 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-		requested, err := cancelRequested(ctx, w.q, ids)
+		requested, err := w.q.CancelRequested(ctx, ids)
 		cancel()
 		switch {
 		case jobq.ErrorCode(err) == jobq.Unimplemented:
@@ -123,10 +136,8 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 			w.log.Info("cancel requests can be looked up again")
 			failing = false
 		}
-		for _, id := range requested {
-			if w.inflight.stop(id) > 0 {
-				taskLogger(w.log, id).Info("cancel requested: stopping the task")
-			}
+		for _, id := range w.inflight.stop(requested) {
+			taskLogger(w.log, id).Info("cancel requested: stopping the task")
 		}
 	}
 }
@@ -144,7 +155,7 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 		ids[i] = env.Task.ID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-	requested, err := cancelRequested(ctx, w.q, ids)
+	requested, err := w.q.CancelRequested(ctx, ids)
 	cancel()
 	if err != nil {
 		w.log.Warn("could not look up cancel requests for the received tasks; running them", "error", err)
@@ -168,7 +179,7 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 
 // cancel settles a cancelled task: its record says Cancelled, and it is
 // neither retried nor counted as a failure. ran says whether its handler
-// ran (for elapsed).
+// ran (from start, for elapsed): only then is the attempt recorded.
 func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, ran bool, elapsed time.Duration) {
 	if ran {
 		w.record(env, start, outcomeCancelled, ErrCancelled)
@@ -176,7 +187,7 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 	err := w.settle(env, log, func(context.Context) error {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		defer cancel()
-		return settleCancelled(ctx, env, cancelReason(ran))
+		return env.Cancel(ctx, cancelReason(ran))
 	})
 	if err != nil {
 		log.Error("task cancelled but could not be settled; it will be delivered again when its lease expires", "error", err, "elapsed", elapsed)
@@ -192,6 +203,7 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 	w.emit(Event{Task: env.Task, Outcome: Cancelled, Durable: true, Err: ErrCancelled, Elapsed: elapsed})
 }
 
+// cancelReason is the error a cancelled task's record shows.
 func cancelReason(ran bool) string {
 	if ran {
 		return "cancelled while running: stopped by the worker"

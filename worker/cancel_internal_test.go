@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/mem"
 )
 
 func TestRunningRegistry(t *testing.T) {
@@ -17,16 +19,16 @@ func TestRunningRegistry(t *testing.T) {
 	a := &jobq.Envelope{Task: &jobq.Task{ID: "a"}}
 	a2 := &jobq.Envelope{Task: &jobq.Task{ID: "a"}} // the same task delivered twice
 	b := &jobq.Envelope{Task: &jobq.Task{ID: "b"}}
-	ctxA, untrackA := r.track(context.Background(), a)
-	ctxA2, untrackA2 := r.track(context.Background(), a2)
-	ctxB, untrackB := r.track(context.Background(), b)
+	ctxA := r.track(context.Background(), a)
+	ctxA2 := r.track(context.Background(), a2)
+	ctxB := r.track(context.Background(), b)
 	ids := r.ids()
 	slices.Sort(ids)
 	if !slices.Equal(ids, []string{"a", "b"}) {
 		t.Fatalf("ids %v; want a, b", ids)
 	}
-	if n := r.stop("a"); n != 2 {
-		t.Fatalf("stop reached %d tasks; want both deliveries of a", n)
+	if reached := r.stop([]string{"a", "unknown"}); !slices.Equal(reached, []string{"a", "a"}) {
+		t.Fatalf("stop reached %v; want both deliveries of a", reached)
 	}
 	for _, ctx := range []context.Context{ctxA, ctxA2} {
 		if !errors.Is(context.Cause(ctx), ErrCancelled) {
@@ -36,13 +38,13 @@ func TestRunningRegistry(t *testing.T) {
 	if ctxB.Err() != nil {
 		t.Fatal("stopping a stopped b too")
 	}
-	untrackA()
-	untrackA2()
-	untrackB()
+	for _, env := range []*jobq.Envelope{a, a2, b} {
+		r.untrack(env)
+	}
 	if !errors.Is(context.Cause(ctxB), context.Canceled) {
 		t.Fatalf("untracked b's cause %v; want context.Canceled", context.Cause(ctxB))
 	}
-	if ids := r.ids(); len(ids) != 0 || r.stop("a") != 0 {
+	if ids := r.ids(); len(ids) != 0 || len(r.stop([]string{"a"})) != 0 {
 		t.Fatalf("ids %v after untracking all; want none", ids)
 	}
 }
@@ -79,8 +81,39 @@ func TestStoppedBy(t *testing.T) {
 func TestPurgeWaitJitter(t *testing.T) {
 	t.Parallel()
 	for range 1000 {
-		if d := purgeWait(); d < purgeEvery/2 || d >= purgeEvery*3/2 {
+		if d := purgeWait(purgeEvery); d < purgeEvery/2 || d >= purgeEvery*3/2 {
 			t.Fatalf("purge wait %v outside [%v, %v)", d, purgeEvery/2, purgeEvery*3/2)
 		}
+	}
+}
+
+// TestWatchCancels: the worker tracks its running tasks for cancel
+// requests only where the backend keeps them and CancelPoll allows.
+func TestWatchCancels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		url    string
+		poll   time.Duration
+		watch  bool
+		purges bool
+	}{
+		{"results kept, default poll", "mem://watch-default", 0, true, true},
+		{"poll disabled", "mem://watch-disabled", -1, false, true},
+		{"cancel emulated", "mem://watch-emulated?emulated=cancel", 0, true, true},
+		{"no results", "mem://watch-none?unsupported=results,cancel", 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, err := jobq.OpenWithOptions(context.Background(), tc.url, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			w := New(q, HandlerFunc(func(context.Context, *Job) error { return nil }), Options{CancelPoll: tc.poll})
+			if w.watchCancels != tc.watch || w.purgesResults() != tc.purges {
+				t.Fatalf("watches cancels %t, purges %t; want %t, %t", w.watchCancels, w.purgesResults(), tc.watch, tc.purges)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,38 +94,46 @@ func TestCancelRunningTask(t *testing.T) {
 
 // TestCancelDropsQueuedTaskUnrun: where the backend cannot remove a queued
 // task (Cancel emulated), the worker that receives a cancelled task settles
-// it as cancelled without running it.
+// it as cancelled without running it; it does not count as a task taken
+// (MaxTasks, as `jobq pull` uses).
 func TestCancelDropsQueuedTaskUnrun(t *testing.T) {
 	t.Parallel()
-	q := openMem(t, "emulated=cancel")
-	cancelled := pushOne(t, q, &jobq.Task{Command: "echo cancelled"})
-	kept := pushOne(t, q, &jobq.Task{Command: "echo kept"})
-	res, err := q.Cancel(context.Background(), cancelled)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res) != 1 || res[0].Outcome != jobq.CancelPending {
-		t.Fatalf("cancel where the backend cannot remove: %+v; want it pending", res)
-	}
-	var ran []string
-	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
-		ran = append(ran, job.Task.Command)
-		return nil
-	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Concurrency: 1, Poll: 100 * time.Millisecond})
-	if err := w.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if len(ran) != 1 || ran[0] != "echo kept" {
-		t.Fatalf("ran %q; want only the task not cancelled", ran)
-	}
-	if c := w.Counts(); c.Cancelled != 1 || c.Done != 1 || c.Failed != 0 {
-		t.Fatalf("counts %+v; want one cancelled, one done", c)
-	}
-	if r := result(t, q, cancelled); r.State != jobq.Cancelled || len(r.Attempts) != 0 {
-		t.Fatalf("record of the cancelled task %+v; want cancelled, never attempted", r)
-	}
-	if r := result(t, q, kept); r.State != jobq.Succeeded {
-		t.Fatalf("record of the other task %+v; want succeeded", r)
+	for _, maxTasks := range []int{0, 1} {
+		t.Run(fmt.Sprintf("MaxTasks=%d", maxTasks), func(t *testing.T) {
+			t.Parallel()
+			q := openMem(t, "emulated=cancel")
+			cancelled := pushOne(t, q, &jobq.Task{Command: "echo cancelled"})
+			kept := pushOne(t, q, &jobq.Task{Command: "echo kept"})
+			res, err := q.Cancel(context.Background(), cancelled)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 1 || res[0].Outcome != jobq.CancelPending {
+				t.Fatalf("cancel where the backend cannot remove: %+v; want it pending", res)
+			}
+			var ran []string
+			h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+				ran = append(ran, job.Task.Command)
+				return nil
+			})
+			// One slot and no prefetch: the first receive gets only the
+			// cancelled task.
+			w := worker.New(q, h, worker.Options{Logger: quietLog(), Concurrency: 1, Prefetch: -1, MaxTasks: maxTasks, Poll: 100 * time.Millisecond})
+			if err := w.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if len(ran) != 1 || ran[0] != "echo kept" {
+				t.Fatalf("ran %q; want only the task not cancelled", ran)
+			}
+			if c := w.Counts(); c.Cancelled != 1 || c.Done != 1 || c.Failed != 0 {
+				t.Fatalf("counts %+v; want one cancelled, one done", c)
+			}
+			if r := result(t, q, cancelled); r.State != jobq.Cancelled || len(r.Attempts) != 0 {
+				t.Fatalf("record of the cancelled task %+v; want cancelled, never attempted", r)
+			}
+			if r := result(t, q, kept); r.State != jobq.Succeeded {
+				t.Fatalf("record of the other task %+v; want succeeded", r)
+			}
+		})
 	}
 }

@@ -340,7 +340,7 @@ func (d *dispatcher) begin(t claimTokens) (batch, step) {
 }
 
 // claim receives up to c.n tasks and gives back the tokens of those it
-// did not get.
+// did not get, or dropped because they were cancelled (dropCancelled).
 func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 	w := d.w
 	wait := w.o.Poll
@@ -356,6 +356,7 @@ func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 	if err != nil {
 		envs = nil
 	}
+	envs = d.dropCancelled(envs)
 	c.t = d.giveBack(c.t, c.n-len(envs))
 	return envs, err
 }
@@ -438,24 +439,36 @@ func (d *dispatcher) backOff(err error) bool {
 	}
 }
 
+// dropCancelled settles as cancelled, without running them, the received
+// tasks whose cancel was requested where the backend cannot remove a queued
+// task (cancelRequestedOf), and returns the others. The dropped ones take
+// no slot and do not count towards MaxTasks; Run waits for their
+// settlements as for any task.
+func (d *dispatcher) dropCancelled(envs []*jobq.Envelope) []*jobq.Envelope {
+	drop := d.w.cancelRequestedOf(envs)
+	if len(drop) == 0 {
+		return envs
+	}
+	kept := make([]*jobq.Envelope, 0, len(envs)-len(drop))
+	for _, env := range envs {
+		if !drop[env] {
+			kept = append(kept, env)
+			continue
+		}
+		d.tasks.Go(func() {
+			d.w.cancel(env, taskLogger(d.w.log, env.Task.ID), time.Now(), false, 0)
+		})
+	}
+	return kept
+}
+
 // start runs the received tasks, each on its own goroutine; the first
 // t.main hold handler tokens, the rest prefetch tokens.
-// A task whose cancel was requested where the backend cannot remove it
-// (cancelRequestedOf) is settled as cancelled without running.
 func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
-	drop := d.w.cancelRequestedOf(envs)
 	for i, env := range envs {
 		pool := d.slots
 		if i >= t.main {
 			pool = d.ahead
-		}
-		if drop[env] {
-			d.tasks.Go(func() {
-				d.w.cancel(env, taskLogger(d.w.log, env.Task.ID), time.Now(), false, 0)
-				pool <- struct{}{}
-				d.taskEnded()
-			})
-			continue
 		}
 		ticket := d.handlers.take() // here, so tasks start in claim order
 		d.tasks.Go(func() { d.run(env, ticket, pool) })

@@ -108,12 +108,17 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	}
 	// The handler's context also ends at the task's time limit (cause
 	// ErrTimeLimit) and on a cancel request (cause ErrCancelled).
-	runCtx, untrack := w.inflight.track(ctx, env)
+	runCtx := ctx
+	if w.watchCancels {
+		runCtx = w.inflight.track(ctx, env)
+	}
 	runCtx, unlimit := w.withTimeLimit(runCtx, env.Task)
 	err := w.h.Handle(runCtx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
 	cause := context.Cause(runCtx)
 	unlimit()
-	untrack()
+	if w.watchCancels {
+		w.inflight.untrack(env)
+	}
 	letGo()
 	elapsed := time.Since(start).Round(time.Millisecond)
 	err = stoppedBy(err, cause)

@@ -20,10 +20,10 @@ func (w *Worker) purgesResults() bool {
 	return w.keepsResults
 }
 
-// purgeLoop purges the expired result records about every purgeEvery until
+// purgeLoop purges the expired result records about every w.purgeEvery until
 // stop is closed: quietly when it works, with a warning when it fails.
 func (w *Worker) purgeLoop(stop <-chan struct{}) {
-	t := time.NewTimer(purgeWait())
+	t := time.NewTimer(purgeWait(w.purgeEvery))
 	defer t.Stop()
 	for {
 		select {
@@ -32,18 +32,18 @@ func (w *Worker) purgeLoop(stop <-chan struct{}) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), purgeTimeout)
-		n, err := purgeResults(ctx, w.q)
+		n, err := w.q.PurgeResults(ctx)
 		cancel()
 		if err != nil {
-			w.log.Warn("could not purge the expired result records; trying again later", "error", err, "next_in", purgeEvery)
+			w.log.Warn("could not purge the expired result records; trying again later", "error", err, "next_in", w.purgeEvery)
 		} else {
 			w.log.Debug("expired result records purged", "purged", n)
 		}
-		t.Reset(purgeWait())
+		t.Reset(purgeWait(w.purgeEvery))
 	}
 }
 
-// purgeWait is a wait between purges: purgeEvery with ±50% jitter.
-func purgeWait() time.Duration {
-	return purgeEvery/2 + rand.N(purgeEvery)
+// purgeWait is a wait between purges: every with ±50% jitter.
+func purgeWait(every time.Duration) time.Duration {
+	return every/2 + rand.N(every)
 }

@@ -29,11 +29,10 @@ import (
 // is a failure.
 //
 // When the task's context ends (lost lease, worker stopping, the task's
-// time limit, a cancel) the process
-// group gets SIGTERM, then SIGKILL after KillTimeout or as soon as the
-// worker escalates (Job.Kill). Background processes that still hold the
-// output pipes OrphanGrace after the main process exited are killed with a
-// warning.
+// time limit, a cancel) the process group gets SIGTERM, then SIGKILL after
+// KillTimeout or as soon as the worker escalates (Job.Kill). Background
+// processes that still hold the output pipes OrphanGrace after the main
+// process exited are killed with a warning.
 type Shell struct {
 	// Env is the base environment of every task. Defaults to os.Environ()
 	// as it was when NewShell was called. The variables Withheld names are

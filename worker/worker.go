@@ -85,6 +85,10 @@ type Worker struct {
 	// keepsResults: the backend keeps result records, which name the
 	// worker and times of a task's last attempt even when it succeeded.
 	keepsResults bool
+	// watchCancels: the worker asks for cancel requests for its running
+	// tasks (cancel.go), so it tracks them.
+	watchCancels bool
+	purgeEvery   time.Duration // about how often expired result records are purged (purge.go)
 	// receiveGiveUp is how long receives may fail before the worker ends
 	// (not counting those refused for want of resources).
 	receiveGiveUp time.Duration
@@ -108,7 +112,7 @@ type Worker struct {
 	notice      *preempt.Notice // the preemption notice that stopped the worker
 
 	done, failed, dead, requeued, lost, cancelled atomic.Int64
-	inflight                                      running // running tasks by ID, for cancel requests (cancel.go)
+	inflight                                      running // the running tasks, for cancel requests (cancel.go)
 	started                                       time.Time
 
 	events        events // subscriptions to settlement events (events.go)
@@ -131,10 +135,12 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		host:          hostname(),
 		keepsResults:  q != nil && q.Capabilities().Level(driver.Results) != driver.Unsupported,
 		receiveGiveUp: receiveGiveUp,
+		purgeEvery:    purgeEvery,
 		drainCh:       make(chan struct{}),
 		killCh:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
+	w.watchCancels = q != nil && w.cancelsRunning()
 	return w
 }
 
@@ -227,7 +233,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.statusLoop(stopWatch)
 	}
 	go w.leases.run(stopWatch)
-	if w.cancelsRunning() {
+	if w.watchCancels {
 		go w.cancelLoop(stopWatch)
 	}
 	if w.purgesResults() {
