@@ -233,3 +233,40 @@ func TestResumeHintWritesFile(t *testing.T) {
 		t.Fatalf("the file holds %q, %v; want %q", got, err, ids)
 	}
 }
+
+// result prints a record for a person: the fields it has, the output tail,
+// then the attempts.
+func TestPrintResult(t *testing.T) {
+	t.Parallel()
+	one := 1
+	start := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	r := &jobq.Result{ID: "abc", State: jobq.DeadLettered, ExitCode: &one, Error: "command exited\nwith status 1",
+		Output: "line one\nline two", Started: start, Finished: start.Add(1500 * time.Millisecond), Worker: "vm-1", Host: "vm",
+		DeliveryCount: 2, ExpiresAt: start.Add(7 * 24 * time.Hour),
+		Attempts: []jobq.Attempt{{Delivery: 1, Outcome: jobq.OutcomeFailure, ExitCode: &one, RetryDelay: 10 * time.Second, Detail: "command exited with status 1"}}}
+	var b strings.Builder
+	if err := printResult(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{"task        abc\n", "state       dead-lettered\n", "exit code   1\n", "error       command exited with status 1\n",
+		"ran for     1.5s\n", "worker      vm-1\n", "deliveries  2\n", "kept until  ", "\noutput (tail):\nline one\nline two\n\n",
+		"retried after 10s; command exited with status 1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("printResult lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "value") {
+		t.Errorf("printResult shows a value the record does not have:\n%s", got)
+	}
+	j := toResultJSON(&jobq.Result{ID: "v", State: jobq.Succeeded, Value: json.RawMessage(`{"n":1}`)})
+	out, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"value":{"n":1}`, `"exit_code":null`, `"started":null`, `"attempts":[]`, `"error":""`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("result JSON lacks %s: %s", want, out)
+		}
+	}
+}
