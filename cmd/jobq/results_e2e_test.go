@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -48,6 +49,30 @@ func requireResults(b *bench) {
 	}
 }
 
+// pipeline runs a shell pipeline in the bench directory, with $JOBQ the
+// binary and $Q the queue, and returns what the last command printed and
+// its exit code.
+func (b *bench) pipeline(script string) result {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -o pipefail; "+script)
+	cmd.Dir = b.dir
+	cmd.Env = append(append([]string{}, b.env...), "JOBQ="+jobqBin, "Q="+b.queue)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			b.t.Fatalf("running %s: %v", script, err)
+		}
+		r.code = ee.ExitCode()
+	}
+	return r
+}
+
 // outcome is one line that push --wait or wait prints.
 var outcomeRE = regexp.MustCompile(`^([0-9a-f]{32}) (succeeded|dead-lettered|cancelled)( exit=(\d+))?( error=".*")?$`)
 
@@ -87,11 +112,7 @@ func TestPushWaitReportsEachOutcome(t *testing.T) {
 			requireResults(b)
 			worker := b.start(nil, "worker", "--wait", "-n", "4", "--max-consecutive-failures", "-1")
 
-			var in strings.Builder
-			for i := 1; i <= 50; i++ {
-				fmt.Fprintf(&in, "i=%d; test $((i %% 7)) -ne 0\n", i)
-			}
-			r := b.runWith(in.String(), nil, "push", "--wait")
+			r := b.pipeline(`seq 1 50 | awk '{print "i=" $1 "; test $((i % 7)) -ne 0"}' | "$JOBQ" "$Q" push --wait`)
 			if r.code != 1 {
 				t.Fatalf("push --wait exited %d; want 1 (7 tasks fail)\nstdout:\n%s\nstderr:\n%s\nworker:\n%s", r.code, r.stdout, r.stderr, worker.output())
 			}
@@ -164,11 +185,7 @@ func TestPushWaitReportsEachOutcome(t *testing.T) {
 			}
 
 			// All succeeding: exit 0.
-			in.Reset()
-			for i := 1; i <= 50; i++ {
-				fmt.Fprintf(&in, "echo all-ok %d\n", i)
-			}
-			r = b.runWith(in.String(), nil, "push", "--wait")
+			r = b.pipeline(`seq 1 50 | sed 's/^/echo all-ok /' | "$JOBQ" "$Q" push --wait`)
 			if r.code != 0 {
 				t.Fatalf("push --wait of 50 succeeding tasks exited %d; want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
