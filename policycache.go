@@ -29,6 +29,7 @@ type policyCache struct {
 
 	mu         sync.Mutex
 	loaded     time.Time // zero: never loaded, or invalidated
+	gen        uint64    // bumped by invalidate: a load begun before it is stale
 	refreshing bool
 	keep       time.Duration
 	backoff    Backoff // zero when the queue has no retry-backoff policy
@@ -76,12 +77,16 @@ func (c *policyCache) get() (time.Duration, Backoff) {
 func (c *policyCache) invalidate() {
 	c.mu.Lock()
 	c.loaded = time.Time{}
+	c.gen++
 	c.mu.Unlock()
 }
 
 // load reads the policies; callers hold loadMu. A failed read keeps the
 // values it had (the defaults at first) until the next refresh.
 func (c *policyCache) load() {
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
 	keep, backoff, ok := DefaultRetention, Backoff{}, true
 	if ps, isStore := c.q.drv.(driver.PolicyStore); isStore && !c.q.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), policyLoadTimeout)
@@ -105,5 +110,8 @@ func (c *policyCache) load() {
 	if ok || c.keep == 0 {
 		c.keep, c.backoff = keep, backoff
 	}
-	c.loaded, c.refreshing = time.Now(), false
+	c.refreshing = false
+	if c.gen == gen {
+		c.loaded = time.Now()
+	}
 }

@@ -104,7 +104,7 @@ func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
 	if fb := q.caps.Features[f].Fallback; fb != "" {
 		msg += ": " + fb
 	}
-	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends keep them)"}
+	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends support " + string(f) + ")"}
 }
 
 // maxResultBatch bounds the records or IDs of one PutResults or GetResults
