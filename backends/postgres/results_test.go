@@ -569,3 +569,24 @@ func TestSettlementsPastTheNotifyBurst(t *testing.T) {
 		t.Fatal("the last settlement's record never woke the waiter")
 	}
 }
+
+// TestPurgePlanUsesTheExpiryIndex: under the pool's planner settings
+// (plans.go) the purge finds expired records through the expiry index,
+// not by reading every record of the queue.
+func TestPurgePlanUsesTheExpiryIndex(t *testing.T) {
+	t.Parallel()
+	d := openResults(t)
+	ctx := ctxT(t)
+	rows, err := d.pool.Query(ctx, `EXPLAIN `+d.rsql.purge, d.cfg.queue, time.Now(), purgeBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "results_expiry") {
+		t.Fatalf("the purge does not use the expiry index:\n%s", plan)
+	}
+}
