@@ -174,20 +174,30 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 	if rs.n == 0 {
 		return nil
 	}
-	head, _ := rs.args(0, len(recs))
-	args := append([]any{len(recs)}, head[:3]...)
-	for i, r := range recs {
-		if rs.ids[i] == "" {
-			continue
+	// One script call per chunkSize records, pipelined, so that no call
+	// holds Redis for long (or unpacks more than Lua's stack takes).
+	var chunks [][]any
+	for _, b := range chunkBounds(len(recs)) {
+		head, _ := rs.args(b[0], b[1])
+		args := append([]any{b[1] - b[0]}, head[:3]...)
+		for i := b[0]; i < b[1]; i++ {
+			if rs.ids[i] == "" {
+				continue
+			}
+			nx := "0"
+			if recs[i].State == driver.ResultCancelRequested {
+				nx = "1"
+			}
+			args = append(args, nx, rs.ids[i], rs.vals[i])
 		}
-		nx := "0"
-		if r.State == driver.ResultCancelRequested {
-			nx = "1"
+		if len(args) > 4 {
+			chunks = append(chunks, args)
 		}
-		args = append(args, nx, rs.ids[i], rs.vals[i])
 	}
-	if err := d.run(ctx, putResultsScript, args...).Err(); err != nil {
-		return d.fail(op, err)
+	for _, cmd := range d.runChunks(ctx, putResultsScript, chunks) {
+		if err := cmd.Err(); err != nil {
+			return d.fail(op, err)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -316,6 +317,28 @@ func TestSettleScriptReadsTheRecordsID(t *testing.T) {
 	for i, g := range getResults(t, d, ids...) {
 		if g == nil || g.ID != ids[i] || g.State != driver.ResultSucceeded {
 			t.Fatalf("record of %q: %+v", ids[i], g)
+		}
+	}
+}
+
+// TestPutManyResults: a batch larger than one script call takes (Cancel of
+// many tasks) is stored in chunks.
+func TestPutManyResults(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	const n = 3*chunkSize + 7
+	recs := make([]*driver.ResultRecord, n)
+	ids := make([]string, n)
+	for i := range recs {
+		ids[i] = fmt.Sprintf("many-%d", i)
+		recs[i] = record(ids[i], driver.ResultCancelRequested, time.Hour)
+	}
+	if err := d.PutResults(testCtx(t), recs); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range getResults(t, d, ids...) {
+		if g == nil || g.State != driver.ResultCancelRequested {
+			t.Fatalf("record %d: %+v", i, g)
 		}
 	}
 }

@@ -37,17 +37,6 @@ func (r *Records) SetRecords(name string, s *Store, why string) {
 	r.name, r.store, r.why = name, s, why
 }
 
-// RecordStore returns the store, nil when there is none.
-func (r *Records) RecordStore() *Store { return r.store }
-
-// NoRecords says why there is no store ("" when there is one).
-func (r *Records) NoRecords() string {
-	if r.store != nil {
-		return ""
-	}
-	return r.why
-}
-
 func (r *Records) get(op string) (*Store, error) {
 	if r.store == nil {
 		return nil, driver.Errorf(driver.Unimplemented, "%s on %s: result records are not available: %s", op, r.name, r.why)
