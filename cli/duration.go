@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/bound"
 )
 
@@ -113,4 +114,28 @@ var (
 		Hint: "use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit"}
 	// visibilityRange: --visibility-timeout.
 	visibilityRange = bound.Durations{Min: time.Second}
+	// taskTimeLimitRange: push --time-limit, worker --task-time-limit.
+	taskTimeLimitRange = bound.Durations{Max: driver.MaxPolicyDuration}
 )
+
+// backoffValue is a pflag.Value for a retry backoff written BASE,CAP (for
+// example 10s,1h) or BASE alone, as jobq.ParseBackoff reads it.
+type backoffValue struct{ b *jobq.Backoff }
+
+func (v backoffValue) String() string {
+	if v.b == nil || v.b.IsZero() {
+		return ""
+	}
+	return v.b.String()
+}
+
+func (v backoffValue) Set(s string) error {
+	b, err := jobq.ParseBackoff(s)
+	if err != nil {
+		return err
+	}
+	*v.b = b
+	return nil
+}
+
+func (v backoffValue) Type() string { return "base,cap" }

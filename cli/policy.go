@@ -18,7 +18,7 @@ import (
 func (a *app) policyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Set, list and unset the queue's policies: concurrency caps, rate limits, max depth",
+		Short: "Set, list and unset the queue's policies: caps, rates, max depth, retention, retry backoff",
 		Long: `Queue policies are kept in the backend, so every worker on every machine
 sees the same ones (see docs/policies.md).
 
@@ -27,6 +27,11 @@ sees the same ones (see docs/policies.md).
                             rolling window of PERIOD (30s, 1m, 1h, or a bare s/m/h)
   max-depth N               a push that would make the queue hold more than N tasks
                             fails (or waits, with push --wait-for-room)
+  retention D               keep each task's result record for D after it ends
+                            (default 7d), e.g. 2d; see docs/results.md
+  retry-backoff BASE,CAP    retry a failed task after about BASE, doubling per
+                            failure up to CAP, with jitter (default 10s,10m);
+                            push --retry-backoff overrides it per task
 
 Backends that cannot enforce a kind refuse it; on Azure Storage Queue and
 Service Bus each worker enforces caps and rates for its own process only
@@ -42,7 +47,9 @@ func (a *app) policySetCommand() *cobra.Command {
 		Short: "Set a policy, replacing one of the same kind and key",
 		Example: `  jobq sqlite://./work.db policy set concurrency gpu=2
   jobq sqlite://./work.db policy set rate licence-server=10/1m
-  jobq sqlite://./work.db policy set max-depth 10000`,
+  jobq sqlite://./work.db policy set max-depth 10000
+  jobq sqlite://./work.db policy set retention 2d
+  jobq sqlite://./work.db policy set retry-backoff 10s,1h`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := jobq.ParsePolicy(args[0], args[1])
@@ -63,9 +70,10 @@ func (a *app) policySetCommand() *cobra.Command {
 func (a *app) policyUnsetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "unset KIND [KEY]",
-		Short: "Remove a policy (concurrency KEY, rate KEY, or max-depth)",
+		Short: "Remove a policy (concurrency KEY, rate KEY, max-depth, retention or retry-backoff)",
 		Example: `  jobq sqlite://./work.db policy unset concurrency gpu
-  jobq sqlite://./work.db policy unset max-depth`,
+  jobq sqlite://./work.db policy unset max-depth
+  jobq sqlite://./work.db policy unset retention`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, key := jobq.PolicyKind(args[0]), ""
@@ -128,19 +136,35 @@ func (a *app) policyListCommand() *cobra.Command {
 	return cmd
 }
 
-// policyJSON is a policy as `policy list --json` prints it.
+// policyJSON is a policy as `policy list --json` prints it: kind, key
+// and limit, period_s for rate and retention, base_s and cap_s (no limit)
+// for retry-backoff.
 type policyJSON struct {
 	Kind    string   `json:"kind"`
 	Key     string   `json:"key,omitempty"`
-	Limit   int64    `json:"limit"`
+	Limit   *int64   `json:"limit,omitempty"`
 	PeriodS *float64 `json:"period_s,omitempty"`
+	BaseS   *float64 `json:"base_s,omitempty"`
+	CapS    *float64 `json:"cap_s,omitempty"`
 }
 
 func toPolicyJSON(p jobq.Policy) policyJSON {
-	out := policyJSON{Kind: string(p.Kind), Key: p.Key, Limit: p.Limit}
-	if p.Period > 0 {
-		s := p.Period.Seconds()
-		out.PeriodS = &s
+	out := policyJSON{Kind: string(p.Kind), Key: p.Key}
+	seconds := func(d time.Duration) *float64 {
+		s := d.Seconds()
+		return &s
+	}
+	switch p.Kind {
+	case jobq.RetryBackoffPolicy:
+		base, limit := p.Backoff()
+		out.BaseS, out.CapS = seconds(base), seconds(limit)
+	case jobq.RetentionPolicy:
+		out.PeriodS = seconds(p.Period)
+	default:
+		out.Limit = &p.Limit
+		if p.Period > 0 {
+			out.PeriodS = seconds(p.Period)
+		}
 	}
 	return out
 }

@@ -50,6 +50,19 @@ func TestPolicyCommands(t *testing.T) {
 		{[]string{"policy", "unset", "max-depth"}, 0, "unset max-depth"},
 		{[]string{"policy", "unset", "max-depth"}, 0, "no max-depth policy was set"},
 		{[]string{"push", "-c", "echo 3"}, 0, ""},
+		{[]string{"policy", "set", "retention", "2d"}, 0, "set retention "},
+		{[]string{"policy", "set", "retry-backoff", "10s,1h"}, 0, "set retry-backoff 10s,1h"},
+		{[]string{"policy", "set", "retention", "0"}, cli.ExitUsage, "retention"},
+		{[]string{"policy", "set", "retention", "forever"}, cli.ExitUsage, "retention"},
+		{[]string{"policy", "set", "retry-backoff", "1h,10s"}, cli.ExitUsage, "longer than its cap"},
+		{[]string{"policy", "list"}, 0, "\nretry-backoff 10s,1h\n"},
+		{[]string{"policy", "list", "--json"}, 0, `"kind": "retention",
+    "period_s": 172800`},
+		{[]string{"policy", "list", "--json"}, 0, `"kind": "retry-backoff",
+    "base_s": 10,
+    "cap_s": 3600`},
+		{[]string{"policy", "unset", "retention"}, 0, "unset retention"},
+		{[]string{"policy", "unset", "retry-backoff"}, 0, "unset retry-backoff"},
 	}
 	for _, s := range steps {
 		code, out, errOut := run(t, append([]string{q}, s.args...)...)
@@ -115,7 +128,7 @@ func TestPushWaitForRoom(t *testing.T) {
 func TestShowAttemptHistory(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
-	code, out, errOut := run(t, q, "push", "--print-ids", "--num-retries", "1", "-c", "exit 3")
+	code, out, errOut := run(t, q, "push", "--print-ids", "--num-retries", "1", "--retry-backoff", "1ms", "-c", "exit 3")
 	if code != 0 {
 		t.Fatalf("push: exit %d: %s", code, errOut)
 	}

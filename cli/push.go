@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,10 @@ type pushFlags struct {
 	dedupWindow time.Duration
 	numWorkers  int
 	wait        bool
+	waitTimeout time.Duration
+	asJSON      bool
+	backoff     jobq.Backoff
+	timeLimit   time.Duration
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -72,12 +77,29 @@ stored, and the error names the line and how to resume.
 Tasks are pushed in batches. When standard error is a terminal, a progress
 line shows the count and rate. Ctrl-C stops reading, lets the batches in
 flight finish, and says which lines were stored and how to resume; a second
-Ctrl-C abandons the batches in flight.`,
+Ctrl-C abandons the batches in flight.
+
+--wait then waits for every pushed task to end and prints one line per task
+as it ends — ID STATE [exit=N] [value=JSON] [error="..."], value being a Go
+handler's return value — or, with --json, one JSON object per line (the
+schema of 'result --json'). It exits 0 when every task succeeded, else 1
+with a summary of the failures and the input lines that pushed them.
+Ctrl-C while waiting stops the waiting, not the tasks, and says how to
+resume with 'jobq QUEUE wait'. A task ID is the hash of its content, so a
+task pushed again while the record of an earlier identical task is kept
+(the queue's retention) is reported from that record at once.
+
+Retries: a failed task is retried after a delay that doubles with every
+failure, with jitter (--retry-backoff, else the queue's retry-backoff
+policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
+(SIGTERM, then SIGKILL) and counts it as a failure.`,
 		Example: `  jobq sqlite://./work.db push -c "echo hello" -c "echo world"
   jobq sqlite://./work.db push -c 'python train.py' -e SEED=1 -e LR=0.1 --num-retries 2
   seq 1000 | sed 's/^/echo /' | jobq sqlite://./work.db push
   echo '{"cmd": "echo $NAME", "env": {"NAME": "x"}}' | jobq sqlite://./work.db push
-  jobq sqlite://./work.db push -c 'nvidia-smi && ./gpu-job' --gate-cmd 'nvidia-smi' --delay 10m`,
+  jobq sqlite://./work.db push -c 'nvidia-smi && ./gpu-job' --gate-cmd 'nvidia-smi' --delay 10m
+  seq 1 50 | sed 's/^/.\/simulate /' | jobq sqlite://./work.db push --wait --num-retries 2 --retry-backoff 30s,10m
+  jobq sqlite://./work.db push --print-ids --json -c 'make report' --time-limit 2h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.push(cmd.Context(), f) },
 	}
@@ -101,7 +123,11 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.StringVar(&f.dirsync, "bg-dirsync-to", "", "a directory the worker copies each task's $AMLT_DIRSYNC_DIR into, in the background and when the task ends (as ai4s-jobq)")
 	fl.Var(durationFlag(&f.dedupWindow), "dedup-window", "Service Bus only: the duplicate-detection window of the queue when push creates it (as ai4s-jobq; same as ?dedup_window= in the URL)")
 	countFlag(fl, &f.numWorkers, "num-workers", "", pushInFlight, bound.Ints{Min: 1, Max: 64}, "how many batches are pushed at once (ai4s-jobq's enqueue workers)")
-	fl.BoolVar(&f.wait, "wait", false, "wait for the tasks' results (not available yet: jobq does not return task results)")
+	fl.BoolVar(&f.wait, "wait", false, "wait for every pushed task to end, printing each outcome as it arrives; exit 0 only when all succeeded, else 1 with a summary (Ctrl-C stops the waiting, not the tasks)")
+	fl.Var(durationFlag(&f.waitTimeout), "wait-timeout", "with --wait: stop waiting after this long (exit 1; the tasks keep running); 0: no limit")
+	fl.BoolVar(&f.asJSON, "json", false, `with --print-ids: print {"id", "line", "duplicate", "position"} per task; with --wait: print each outcome as a JSON object (one per line)`)
+	fl.Var(backoffValue{&f.backoff}, "retry-backoff", "retry a failed task after about BASE, doubling per failure up to CAP, with jitter, e.g. 10s,1h (BASE alone keeps the cap 10m; default: the queue's retry-backoff policy, else 10s,10m)")
+	durationRangeFlag(fl, &f.timeLimit, "time-limit", 0, taskTimeLimitRange, "stop an attempt that runs longer than this (SIGTERM, then SIGKILL) and count it as a failure; overrides the worker's --task-time-limit (0: the worker's)")
 }
 
 // pusher accumulates tasks and pushes them in batches, several at a time,
@@ -127,6 +153,10 @@ type pusher struct {
 	// mu guards lastFull, when --wait-for-room last reported waiting.
 	mu       sync.Mutex
 	lastFull time.Time
+	// ids are the distinct IDs pushed, in input order, and idLines the
+	// input lines of each (kept for --wait).
+	ids     []string
+	idLines map[string][]int
 }
 
 // lineSpan is lines from..to of the input, both included.
@@ -150,15 +180,63 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return err
 	}
 	defer q.Close()
-	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: f.numWorkers}
+	if f.wait {
+		// Refused before anything is pushed.
+		if err := checkResults(q, "push --wait"); err != nil {
+			return err
+		}
+	}
+	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: f.numWorkers, idLines: map[string][]int{}}
+	if p.positions() {
+		// Each batch counts the tasks ahead of it before it is stored:
+		// batches in flight together would count the same ones.
+		p.inFlight = 1
+	}
 	defer p.printer.Flush()
 
 	pushCtx, interrupted, stop := a.watchInterrupts(ctx)
-	defer stop()
 	if len(f.commands) > 0 {
-		return p.pushCommands(pushCtx, opts)
+		err = p.pushCommands(pushCtx, opts)
+	} else {
+		err = p.pushStdin(pushCtx, opts, interrupted)
 	}
-	return p.pushStdin(pushCtx, opts, interrupted)
+	stop()
+	if err != nil || !f.wait {
+		return err
+	}
+	if err := p.printer.Flush(); err != nil {
+		return failure(err)
+	}
+	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0}
+	return w.run(ctx, p.ids)
+}
+
+// positions reports whether push asks for each task's position: only for
+// --print-ids --json, which prints it, as it costs a count per batch.
+func (p *pusher) positions() bool { return p.f.printIDs && p.f.asJSON }
+
+// pushedJSON is one pushed task as push --print-ids --json prints it.
+type pushedJSON struct {
+	ID        string `json:"id"`
+	Line      int    `json:"line"`
+	Duplicate bool   `json:"duplicate"`
+	Position  *int64 `json:"position"`
+}
+
+// printID prints a pushed task's ID (--print-ids), as a JSON object with
+// --json.
+func (p *pusher) printID(r jobq.PushResult, line int) {
+	if !p.f.asJSON {
+		fmt.Fprintln(p.printer, r.ID)
+		return
+	}
+	out := pushedJSON{ID: r.ID, Line: line, Duplicate: r.Duplicate}
+	if r.Position >= 0 {
+		pos := r.Position
+		out.Position = &pos
+	}
+	b, _ := json.Marshal(out) // strings, ints and a bool always encode
+	p.printer.Write(append(b, '\n'))
 }
 
 // checkPushFlags rejects push flags that cannot be used, applies
@@ -171,8 +249,11 @@ func (a *app) checkPushFlags(f pushFlags) (lineOpts, error) {
 	if f.priority < jobq.MinPriority || f.priority > jobq.MaxPriority {
 		return lineOpts{}, usageError("--priority %d is out of range; use %d..%d", f.priority, jobq.MinPriority, jobq.MaxPriority)
 	}
-	if f.wait {
-		return lineOpts{}, usageError("--wait is not available: jobq does not return task results yet, so there is nothing to wait for; push without --wait and watch the queue with 'jobq QUEUE stats'")
+	if f.asJSON && !f.printIDs && !f.wait {
+		return lineOpts{}, usageError("--json changes what --print-ids and --wait print; give one of them with it")
+	}
+	if f.waitTimeout > 0 && !f.wait {
+		return lineOpts{}, usageError("--wait-timeout limits --wait; give --wait with it")
 	}
 	if f.dedupWindow != 0 {
 		if err := a.setDedupWindow(f.dedupWindow); err != nil {
@@ -360,6 +441,10 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task, line int) error {
 	t.GateCmd = p.f.gateCmd
 	t.ConcurrencyKey = p.f.concKey
 	t.RateLimitKey = p.f.rateKey
+	// As ai4s-jobq's push --wait: the producer wants the task's result.
+	t.ReplyRequested = p.f.wait
+	t.RetryBackoff = p.f.backoff
+	t.TimeLimit = p.f.timeLimit
 	if p.f.delay > 0 {
 		t.NotBefore = time.Now().Add(p.f.delay)
 	}
@@ -393,7 +478,7 @@ func (p *pusher) send(ctx context.Context) error {
 	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
-		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting})
+		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions()})
 	}()
 	p.pending = append(p.pending, job)
 	return nil
@@ -401,12 +486,18 @@ func (p *pusher) send(ctx context.Context) error {
 
 // record notes the results of a finished batch.
 func (p *pusher) record(job *pushJob) {
-	for _, r := range job.res {
+	for i, r := range job.res {
 		if r.Duplicate {
 			p.dups++
 		}
 		if p.f.printIDs {
-			fmt.Fprintln(p.printer, r.ID)
+			p.printID(r, job.lines[i])
+		}
+		if p.f.wait {
+			if _, seen := p.idLines[r.ID]; !seen {
+				p.ids = append(p.ids, r.ID)
+			}
+			p.idLines[r.ID] = append(p.idLines[r.ID], job.lines[i])
 		}
 	}
 	p.pushed += len(job.res)
@@ -480,7 +571,7 @@ func (p *pusher) stopped(ctx context.Context, next int, cause error) error {
 		return p.failed(next, err)
 	}
 	// Nothing at or after next was sent.
-	return &exitError{code: exitCode(cause), err: fmt.Errorf("%w; %s", cause, p.summary(next))}
+	return &exitError{code: exitCode(cause), err: fmt.Errorf("%w; %s%s", cause, p.summary(next), p.notWaited())}
 }
 
 // failed reports a push error with what was stored and where to resume;
@@ -496,7 +587,16 @@ func (p *pusher) failed(next int, err error) error {
 	if c := jobq.ErrorCode(err); c == jobq.InvalidArgument || c == jobq.TooLarge {
 		code = ExitUsage
 	}
-	return &exitError{code: code, err: fmt.Errorf("%w; %s", err, p.summary(next))}
+	return &exitError{code: code, err: fmt.Errorf("%w; %s%s", err, p.summary(next), p.notWaited())}
+}
+
+// notWaited tells a push --wait that stopped early how to wait for the
+// tasks it stored; empty otherwise.
+func (p *pusher) notWaited() string {
+	if !p.f.wait || len(p.ids) == 0 {
+		return ""
+	}
+	return "\nthe stored tasks were not waited for; " + resumeHint(p.a, p.ids)
 }
 
 // summary says how many tasks were stored, which input lines (or -c

@@ -137,11 +137,22 @@ func TestPushRejectsOutOfRangeRetries(t *testing.T) {
 	}
 }
 
-func TestPushWaitFailsClearly(t *testing.T) {
+// On a backend that keeps no result records, push --wait, wait, result
+// and cancel are usage errors that say so, and push stores nothing.
+func TestResultCommandsRefusedWithoutResults(t *testing.T) {
 	t.Parallel()
-	code, _, stderr, _ := pushRun(t, "", "-c", "echo", "--wait")
-	if code != ExitUsage || !strings.Contains(stderr, "--wait is not available") {
-		t.Errorf("exit %d, stderr %s; want a usage error about --wait", code, stderr)
+	queue := "mem://no-results-" + strings.ReplaceAll(t.Name(), "/", "-") + "?unsupported=results"
+	id := strings.Repeat("a", 32)
+	for _, args := range [][]string{{"push", "--wait", "-c", "echo"}, {"wait", id}, {"result", id}, {"cancel", id}} {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), append([]string{queue}, args...), strings.NewReader(""), &out, &errb)
+		if code != ExitUsage || !strings.Contains(errb.String(), "needs result records, which this backend does not keep") {
+			t.Errorf("%s: exit %d, stderr %s; want a usage error saying the backend keeps no results", args[0], code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), []string{queue, "size"}, strings.NewReader(""), &out, &errb); code != 0 || strings.TrimSpace(out.String()) != "0" {
+		t.Errorf("size after a refused push --wait: %q (exit %d, %s); want 0", out.String(), code, errb.String())
 	}
 }
 

@@ -134,6 +134,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		Example: `  jobq sqlite://./work.db push -c "echo hello"
   seq 100 | sed 's/^/echo task /' | jobq sqlite://./work.db push
   jobq sqlite://./work.db worker -n 4
+  seq 10 | sed 's/^/.\/job /' | jobq sqlite://./work.db push --wait
   JOBQ_QUEUE=sqlite://./work.db jobq stats`,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if q := *positional; q != "" {
@@ -160,7 +161,8 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return asUsage(err) })
 	root.AddCommand(a.pushCommand(), a.workerCommand(), a.pullCommand(), a.peekCommand(), a.sizeCommand(),
-		a.statsCommand(), a.workersCommand(), a.dashboardCommand(), a.clearCommand(), a.dlqCommand(), a.policyCommand(), a.showCommand(), a.backendsCommand(), a.conformanceCommand(),
+		a.statsCommand(), a.workersCommand(), a.dashboardCommand(), a.clearCommand(), a.dlqCommand(), a.policyCommand(), a.showCommand(),
+		a.resultCommand(), a.waitCommand(), a.cancelCommand(), a.backendsCommand(), a.conformanceCommand(),
 		a.versionCommand())
 	return root
 }

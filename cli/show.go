@@ -69,7 +69,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				}
 			}
 			if found == nil {
-				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters (completed tasks leave no trace)", id, showScan))
+				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters ; a task that ended leaves a result record instead: jobq QUEUE result %s", id, showScan, id))
 			}
 			found.fill()
 			if asJSON {
@@ -158,6 +158,9 @@ type attemptJSON struct {
 	End      *time.Time `json:"end,omitempty"`
 	ExitCode *int       `json:"exit_code,omitempty"`
 	Detail   string     `json:"detail,omitempty"`
+	// RetryDelayS is how long the retry that followed waited (the retry
+	// backoff), in seconds.
+	RetryDelayS *float64 `json:"retry_delay_s,omitempty"`
 }
 
 func attemptsJSON(as []jobq.Attempt) []attemptJSON {
@@ -165,6 +168,10 @@ func attemptsJSON(as []jobq.Attempt) []attemptJSON {
 	for i, a := range as {
 		out[i] = attemptJSON{Delivery: a.Delivery, Outcome: string(a.Outcome), Worker: a.Worker, Host: a.Host,
 			Start: timePtr(a.Start), End: timePtr(a.End), ExitCode: a.ExitCode, Detail: a.Detail}
+		if a.RetryDelay > 0 {
+			s := a.RetryDelay.Seconds()
+			out[i].RetryDelayS = &s
+		}
 	}
 	return out
 }
@@ -186,8 +193,12 @@ func printAttempts(w io.Writer, as []jobq.Attempt) error {
 		if a.Outcome == jobq.OutcomeLeaseExpired && worker == "" {
 			worker, host = "(lost mid-task)", "?"
 		}
+		detail := strings.ReplaceAll(a.Detail, "\n", " ")
+		if a.RetryDelay > 0 {
+			detail = "retried after " + formatDuration(a.RetryDelay.Round(time.Second)) + "; " + detail
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Delivery, outcome, orDash(worker), orDash(host),
-			timeOrDash(a.Start), timeOrDash(a.End), truncate(strings.ReplaceAll(a.Detail, "\n", " "), 60))
+			timeOrDash(a.Start), timeOrDash(a.End), truncate(detail, 80))
 	}
 	return tw.Flush()
 }

@@ -28,6 +28,7 @@ type workerFlags struct {
 	noHeartbeat    bool
 	maxConsecutive int
 	timeLimit      time.Duration
+	taskTimeLimit  time.Duration
 	wait           bool
 	killTimeout    time.Duration
 	emulateTTY     bool
@@ -83,6 +84,21 @@ exits; SIGUSR1 lets running tasks finish and
 takes no new ones; a second signal sends SIGKILL to the running tasks.
 --time-limit acts as SIGTERM when reached.
 
+Task time limit: --task-time-limit (or a task's own push --time-limit,
+which wins) stops an attempt that runs longer — SIGTERM, then SIGKILL
+after --kill-timeout — and counts it as a failure, retried while the
+task's retries last.
+
+Results: where the backend keeps result records (jobq backends, results),
+the worker records each task's end — exit code, output tail, attempts —
+for 'jobq QUEUE result' and 'wait'; it stops a running task whose cancel was
+requested ('jobq QUEUE cancel', checked every 5s) without retrying it; and
+it purges expired records about every 10 minutes.
+
+Retries: a failed task comes back after a delay that doubles per failure,
+with jitter (push --retry-backoff, else the queue's retry-backoff policy,
+else 10s up to 10m); meanwhile it counts as delayed.
+
 Gates (push --gate-cmd): the gate command runs before the task, once per
 worker (results cached by the command's SHA-256); a failed gate puts the
 task back with a delay, without using a retry. Environment:
@@ -124,6 +140,7 @@ func (a *app) workerCommand() *cobra.Command {
 		Long:  workerLong,
 		Example: `  jobq sqlite://./work.db worker
   jobq sqlite://./work.db worker -n 8 --visibility-timeout 30m --time-limit 12h
+  jobq sqlite://./work.db worker --task-time-limit 2h
   jobq sqlite://./work.db worker --wait --max-consecutive-failures 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -182,6 +199,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
 	f.killTimeout = 600 * time.Second
 	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
+	durationRangeFlag(fl, &f.taskTimeLimit, "task-time-limit", 0, taskTimeLimitRange, "stop a task attempt that runs longer than this (SIGTERM, then SIGKILL after --kill-timeout) and count it as a failure; a task's push --time-limit wins; $JOBQ_TASK_TIME_LIMIT (0: no limit)")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
 	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
@@ -198,6 +216,7 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 	}{
 		{"time-limit", "JOBQ_TIME_LIMIT", &f.timeLimit},
 		{"kill-timeout", "JOBQ_KILL_TIMEOUT", &f.killTimeout},
+		{"task-time-limit", "JOBQ_TASK_TIME_LIMIT", &f.taskTimeLimit},
 	} {
 		fl := cmd.Flags().Lookup(e.flag)
 		if fl == nil || fl.Changed {
@@ -258,7 +277,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	defer a.forwardSignals(w)()
 
 	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
-		"time_limit", formatDuration(f.timeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
+		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
 	if err := workerExit(w.Run(ctx)); err != nil {
 		return err
 	}
@@ -295,6 +314,7 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 		MaxConsecutiveFailures: f.maxConsecutive,
 		FailureBackoff:         worker.FailureBackoff{Base: f.failBase, Max: f.failMax},
 		TimeLimit:              f.timeLimit,
+		TaskTimeLimit:          f.taskTimeLimit,
 		Wait:                   f.wait,
 		MaxTasks:               maxTasks,
 		StatusInterval:         f.statusInterval,

@@ -340,7 +340,7 @@ func (d *dispatcher) begin(t claimTokens) (batch, step) {
 }
 
 // claim receives up to c.n tasks and gives back the tokens of those it
-// did not get.
+// did not get, or dropped because they were cancelled (dropCancelled).
 func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 	w := d.w
 	wait := w.o.Poll
@@ -356,6 +356,7 @@ func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 	if err != nil {
 		envs = nil
 	}
+	envs = d.dropCancelled(envs)
 	c.t = d.giveBack(c.t, c.n-len(envs))
 	return envs, err
 }
@@ -436,6 +437,29 @@ func (d *dispatcher) backOff(err error) bool {
 	case <-d.quit:
 		return false
 	}
+}
+
+// dropCancelled settles as cancelled, without running them, the received
+// tasks whose cancel was requested where the backend cannot remove a queued
+// task (cancelRequestedOf), and returns the others. The dropped ones take
+// no slot and do not count towards MaxTasks; Run waits for their
+// settlements as for any task.
+func (d *dispatcher) dropCancelled(envs []*jobq.Envelope) []*jobq.Envelope {
+	drop := d.w.cancelRequestedOf(envs)
+	if len(drop) == 0 {
+		return envs
+	}
+	kept := make([]*jobq.Envelope, 0, len(envs)-len(drop))
+	for _, env := range envs {
+		if !drop[env] {
+			kept = append(kept, env)
+			continue
+		}
+		d.tasks.Go(func() {
+			d.w.cancel(env, taskLogger(d.w.log, env.Task.ID), time.Now(), false, 0)
+		})
+	}
+	return kept
 }
 
 // start runs the received tasks, each on its own goroutine; the first

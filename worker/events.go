@@ -26,6 +26,10 @@ const (
 	// worker was stopping, its gate failed, or a concurrency or rate limit
 	// was reached on this worker.
 	Requeued Outcome = "requeued"
+	// Cancelled: a cancel was requested for the task (Queue.Cancel); it
+	// was stopped if it ran, or dropped unrun, and settled as cancelled:
+	// not retried, not counted as a failure.
+	Cancelled Outcome = "cancelled"
 	// LockLost: the task's lease was lost, so the worker settled nothing;
 	// another worker may run it. Never durable.
 	LockLost Outcome = "lock-lost"
@@ -45,8 +49,9 @@ type Event struct {
 	// stored (SettleErr says why): the task is then delivered again once
 	// its lease expires, so it may run twice but is never lost.
 	Durable bool
-	// Err is the handler's error for Retried and DeadLettered, and why the
-	// task was requeued for Requeued; nil for Completed.
+	// Err is the handler's error for Retried and DeadLettered, why the
+	// task was requeued for Requeued, and ErrCancelled for Cancelled; nil
+	// for Completed.
 	Err error
 	// SettleErr is why the settlement was not stored, when Durable is false
 	// for an outcome other than LockLost.

@@ -165,3 +165,38 @@ func ExampleWorker_Subscribe() {
 	// ok 1: completed, durable true
 	// ok 2: completed, durable true
 }
+
+// A Go handler's return value is kept in the task's result record, where
+// the producer reads it with Queue.Result or Queue.Wait.
+func ExampleHandleJSONResult() {
+	ctx := context.Background()
+	q, err := jobq.Open(ctx, "mem://example-handlejsonresult")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	pushed, err := q.Push(ctx, &jobq.Task{Kind: "resize", Payload: json.RawMessage(`{"image": "cat.png", "width": 640}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	type Resized struct {
+		URL   string `json:"url"`
+		Bytes int    `json:"bytes"`
+	}
+	mux := worker.NewMux()
+	worker.HandleJSONResult(mux, "resize", func(ctx context.Context, task *jobq.Task, r Resize) (Resized, error) {
+		return Resized{URL: fmt.Sprintf("https://images.example.com/%d/%s", r.Width, r.Image), Bytes: 48213}, nil
+	})
+	if err := worker.Run(ctx, q, mux.Handler(), worker.Options{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		log.Fatal(err)
+	}
+
+	res, err := q.Wait(ctx, pushed.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res[0].State, string(res[0].Value))
+	// Output:
+	// succeeded {"url":"https://images.example.com/640/cat.png","bytes":48213}
+}

@@ -19,3 +19,7 @@ func SetReceiveGiveUp(w *Worker, d time.Duration) { w.receiveGiveUp = d }
 func RunGate(ctx context.Context, cmd string, passEnv []string) error {
 	return runGate(ctx, cmd, 10*time.Second, passEnv, slog.New(slog.DiscardHandler))
 }
+
+// SetPurgeEvery sets about how often w purges expired result records, so
+// that a test need not wait ten minutes.
+func SetPurgeEvery(w *Worker, d time.Duration) { w.purgeEvery = d }

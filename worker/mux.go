@@ -16,8 +16,8 @@ import (
 
 // Mux routes each task to the handler registered for its Task.Kind, so one
 // worker can run several kinds of job. Register handlers with Handle,
-// HandleJSON and HandleShell before the worker runs, then give the worker
-// Mux.Handler():
+// HandleJSON, HandleResult, HandleJSONResult and HandleShell before the
+// worker runs, then give the worker Mux.Handler():
 //
 //	mux := worker.NewMux()
 //	worker.HandleJSON(mux, "resize", func(ctx context.Context, task *jobq.Task, p ResizeArgs) error { ... })
@@ -147,10 +147,16 @@ func HandleJSON[T any](m *Mux, kind string, fn func(ctx context.Context, task *j
 	m.Handle(kind, HandlerFunc(func(ctx context.Context, job *Job) error {
 		var v T
 		if err := decodePayload(job.Task.Payload, &v); err != nil {
-			return Permanent(fmt.Errorf("task of kind %q: payload does not decode into %T: %w", kind, v, err))
+			return payloadError(kind, v, err)
 		}
 		return fn(context.WithValue(ctx, jobKey{}, job), job.Task, v)
 	}))
+}
+
+// payloadError is the permanent failure of a task of kind whose payload
+// does not decode into v's type.
+func payloadError(kind string, v any, err error) error {
+	return Permanent(fmt.Errorf("task of kind %q: payload does not decode into %T: %w", kind, v, err))
 }
 
 // jobKey is the context key of the Job that HandleJSON passes on.

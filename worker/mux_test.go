@@ -245,7 +245,7 @@ func TestEventsSlowSubscriber(t *testing.T) {
 func TestEventsRetriedAndUnsubscribe(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
-	push(t, q, &jobq.Task{Command: "fails", NumRetries: 1})
+	push(t, q, &jobq.Task{Command: "fails", NumRetries: 1, RetryBackoff: fastRetry})
 	boom := errors.New("boom")
 	w := worker.New(q, worker.HandlerFunc(func(context.Context, *worker.Job) error { return boom }),
 		worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})

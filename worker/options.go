@@ -60,6 +60,20 @@ type Options struct {
 	// TimeLimit stops the worker as Stop does once it has run this long.
 	// Zero means no limit.
 	TimeLimit time.Duration
+	// TaskTimeLimit bounds each attempt at a task: once its handler has run
+	// this long its context is canceled with a cause matching ErrTimeLimit
+	// (a shell task's process group gets SIGTERM, then SIGKILL after
+	// Shell.KillTimeout), and the attempt counts as a failure, retried
+	// while the task's budget lasts. A task's own Task.TimeLimit overrides
+	// it. Zero (the default) means no limit.
+	TaskTimeLimit time.Duration
+	// CancelPoll is how often the worker asks the queue, in one lookup for
+	// all its running tasks, whether a cancel was requested for any of
+	// them (Queue.Cancel); a cancelled task is stopped as at its time limit
+	// and settled as cancelled: not retried, not counted as a failure.
+	// Defaults to 5 seconds; negative disables it. Backends that keep no
+	// results (the Cancel feature Unsupported) are never asked.
+	CancelPoll time.Duration
 	// Wait keeps polling an empty queue instead of returning.
 	Wait bool
 	// MaxTasks stops taking tasks after this many (the CLI's pull uses 1).
@@ -163,6 +177,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StatusInterval == 0 {
 		o.StatusInterval = 5 * time.Minute
+	}
+	if o.CancelPoll == 0 {
+		o.CancelPoll = defaultCancelPoll
 	}
 	o.Gate = o.Gate.withDefaults()
 	if o.Logger == nil {

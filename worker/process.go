@@ -106,11 +106,23 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	if log.Enabled(ctx, w.taskLevel()) {
 		log.Log(ctx, w.taskLevel(), "task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
 	}
-	err := w.h.Handle(ctx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
-	cause := context.Cause(ctx)
+	// The handler's context also ends at the task's time limit (cause
+	// ErrTimeLimit) and on a cancel request (cause ErrCancelled).
+	runCtx := ctx
+	if w.watchCancels {
+		runCtx = w.inflight.track(ctx, env)
+	}
+	runCtx, unlimit := w.withTimeLimit(runCtx, env.Task)
+	err := w.h.Handle(runCtx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
+	cause := context.Cause(runCtx)
+	unlimit()
+	if w.watchCancels {
+		w.inflight.untrack(env)
+	}
 	letGo()
 	elapsed := time.Since(start).Round(time.Millisecond)
-	failed := err != nil && !errors.Is(cause, jobq.ErrLockLost) && !errors.Is(cause, errStopping)
+	err = stoppedBy(err, cause)
+	failed := err != nil && !errors.Is(cause, jobq.ErrLockLost) && !errors.Is(cause, errStopping) && !errors.Is(cause, ErrCancelled)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.countOutcome(err == nil, failed, log)
@@ -139,10 +151,16 @@ func (w *Worker) countOutcome(success, failed bool, log *slog.Logger) {
 }
 
 // settleOutcome settles a task whose handler returned err, its context
-// having ended with cause (nil while it had not).
+// having ended with cause (nil while it had not). A task stopped at its time
+// limit fails as any other (err says so); a cancelled one whose handler did
+// not succeed is settled as cancelled.
 func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration) {
 	switch {
 	case err == nil:
+		if w.keepsResults {
+			// For the result record: who ran the task, and when.
+			w.record(env, start, jobq.OutcomeSuccess, nil)
+		}
 		w.complete(env, log, elapsed)
 	case errors.Is(cause, jobq.ErrLockLost):
 		w.lost.Add(1)
@@ -152,6 +170,8 @@ func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause 
 	case errors.Is(cause, errStopping):
 		w.record(env, start, jobq.OutcomeRequeued, errStopping)
 		w.requeue(env, log, 0, "worker stopping")
+	case errors.Is(cause, ErrCancelled):
+		w.cancel(env, log, start, true, elapsed)
 	case errors.Is(err, ErrPermanent):
 		w.record(env, start, jobq.OutcomeFailure, err)
 		w.deadLetter(env, log, err, elapsed)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jobq/jobq"
 )
 
 // Shell is the Handler for command tasks. Each task runs as `bash -c CMD` in
@@ -21,14 +23,16 @@ import (
 // worker's own settings and credentials (see Withheld and PassEnv), plus
 // the task's variables, JOBQ_TASK_ID and JOBQ_QUEUE_NAME — built afresh for
 // each task, so nothing leaks from one task into the next — in the task's
-// cwd when it has one. Its stdout and stderr are logged line by line; the last lines are
-// kept for the dead-letter detail. A non-zero exit is a failure.
+// cwd when it has one. Its stdout and stderr are logged line by line; the
+// last lines are kept for the dead-letter detail and, with the exit status,
+// for the task's result record (jobq.Envelope.SetResult). A non-zero exit
+// is a failure.
 //
-// When the task's context ends (lost lease, worker stopping) the process
-// group gets SIGTERM, then SIGKILL after KillTimeout or as soon as the
-// worker escalates (Job.Kill). Background processes that still hold the
-// output pipes OrphanGrace after the main process exited are killed with a
-// warning.
+// When the task's context ends (lost lease, worker stopping, the task's
+// time limit, a cancel) the process group gets SIGTERM, then SIGKILL after
+// KillTimeout or as soon as the worker escalates (Job.Kill). Background
+// processes that still hold the output pipes OrphanGrace after the main
+// process exited are killed with a warning.
 type Shell struct {
 	// Env is the base environment of every task. Defaults to os.Environ()
 	// as it was when NewShell was called. The variables Withheld names are
@@ -48,7 +52,7 @@ type Shell struct {
 	// by line. Stdout and stderr are then one stream.
 	EmulateTTY bool
 	// TailLines and TailBytes bound the output kept for the dead-letter
-	// detail. Default 100 lines and 16 KiB.
+	// detail and the result record. Default 100 lines and 16 KiB.
 	TailLines int
 	TailBytes int
 }
@@ -149,6 +153,10 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		}
 	}
 
+	if job.Envelope != nil {
+		code, _ := exitStatus(werr)
+		job.Envelope.SetResult(jobq.ResultDetails{ExitCode: code, Output: tail.String()})
+	}
 	return outcome(ctx, werr, &tail)
 }
 
@@ -200,24 +208,42 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 }
 
 // outcome is the handler's result for a command that exited with werr:
-// nil for status 0, a TaskError with the output's tail otherwise, and the
-// stop's cause when ctx ended.
+// nil for status 0, a TaskError with the output's tail otherwise, whose
+// reason is the stop's cause when ctx ended (a lost lease, the worker
+// stopping, the time limit, a cancel).
 func outcome(ctx context.Context, werr error, tail *tailBuffer) error {
+	code, signal := exitStatus(werr)
 	if ctx.Err() != nil {
-		return fmt.Errorf("task stopped: %w", context.Cause(ctx))
+		return &TaskError{Err: fmt.Errorf("task stopped: %w", context.Cause(ctx)), Detail: tail.String(), ExitCode: code}
 	}
-	if werr == nil {
+	switch {
+	case werr == nil:
 		return nil
-	}
-	var ee *exec.ExitError
-	if errors.As(werr, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return &TaskError{Err: fmt.Errorf("command killed by signal %v", ws.Signal()), Detail: tail.String()}
-		}
-		code := ee.ExitCode()
-		return &TaskError{Err: fmt.Errorf("command exited with status %d", code), Detail: tail.String(), ExitCode: &code}
+	case signal != nil:
+		return &TaskError{Err: fmt.Errorf("command killed by signal %v", signal), Detail: tail.String()}
+	case code != nil:
+		return &TaskError{Err: fmt.Errorf("command exited with status %d", *code), Detail: tail.String(), ExitCode: code}
 	}
 	return &TaskError{Err: fmt.Errorf("running the command: %w", werr), Detail: tail.String()}
+}
+
+// exitStatus is how the command's main process ended, from its wait's
+// error: its exit status when it exited (0 for nil), or the signal that
+// killed it; neither when it could not be waited for.
+func exitStatus(werr error) (code *int, signal os.Signal) {
+	if werr == nil {
+		zero := 0
+		return &zero, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) {
+		return nil, nil
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return nil, ws.Signal()
+	}
+	c := ee.ExitCode()
+	return &c, nil
 }
 
 // maxInlineCommand is the longest command passed to bash -c as an argument.

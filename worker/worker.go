@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/worker/preempt"
 )
 
@@ -59,6 +60,9 @@ type Counts struct {
 	// Requeued tasks were put back because the worker stopped or their gate
 	// failed.
 	Requeued int64
+	// Cancelled tasks were stopped or dropped because a cancel was
+	// requested for them (Queue.Cancel); not counted in Failed.
+	Cancelled int64
 	// LeaseLost tasks were stopped because their lease was lost.
 	LeaseLost int64
 	// EventsDropped counts the events (Subscribe) not delivered because a
@@ -78,6 +82,13 @@ type Worker struct {
 	pauser *failurePauser
 	limits *localLimits
 	host   string // for attempt histories
+	// keepsResults: the backend keeps result records, which name the
+	// worker and times of a task's last attempt even when it succeeded.
+	keepsResults bool
+	// watchCancels: the worker asks for cancel requests for its running
+	// tasks (cancel.go), so it tracks them.
+	watchCancels bool
+	purgeEvery   time.Duration // about how often expired result records are purged (purge.go)
 	// receiveGiveUp is how long receives may fail before the worker ends
 	// (not counting those refused for want of resources).
 	receiveGiveUp time.Duration
@@ -100,8 +111,9 @@ type Worker struct {
 	endReason   string
 	notice      *preempt.Notice // the preemption notice that stopped the worker
 
-	done, failed, dead, requeued, lost atomic.Int64
-	started                            time.Time
+	done, failed, dead, requeued, lost, cancelled atomic.Int64
+	inflight                                      running // the running tasks, for cancel requests (cancel.go)
+	started                                       time.Time
 
 	events        events // subscriptions to settlement events (events.go)
 	eventsDropped atomic.Int64
@@ -123,13 +135,16 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		stall:         newWriteStall(log),
 		limits:        newLocalLimits(q, log),
 		host:          hostname(),
+		keepsResults:  q != nil && q.Capabilities().Level(driver.Results) != driver.Unsupported,
 		receiveGiveUp: receiveGiveUp,
+		purgeEvery:    purgeEvery,
 		drainCh:       make(chan struct{}),
 		killCh:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
 	w.reg = newRegistry(w)
 	w.h = w.reg.track(h)
+	w.watchCancels = q != nil && w.cancelsRunning()
 	return w
 }
 
@@ -166,7 +181,7 @@ func (w *Worker) Kill() {
 // Counts returns the running totals.
 func (w *Worker) Counts() Counts {
 	return Counts{Done: w.done.Load(), Failed: w.failed.Load(), DeadLettered: w.dead.Load(),
-		Requeued: w.requeued.Load(), LeaseLost: w.lost.Load(), EventsDropped: w.eventsDropped.Load()}
+		Requeued: w.requeued.Load(), Cancelled: w.cancelled.Load(), LeaseLost: w.lost.Load(), EventsDropped: w.eventsDropped.Load()}
 }
 
 // EndReason says why Run returned, for a final log line: "queue empty",
@@ -223,6 +238,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.statusLoop(stopWatch)
 	}
 	go w.leases.run(stopWatch)
+	if w.watchCancels {
+		go w.cancelLoop(stopWatch)
+	}
+	if w.purgesResults() {
+		go w.purgeLoop(stopWatch)
+	}
 	if w.o.Preemption != nil {
 		watchCtx, cancelWatch := context.WithCancel(context.Background())
 		defer cancelWatch()
@@ -240,7 +261,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	c := w.Counts()
 	w.log.Info("worker finished", "reason", w.EndReason(), "done", c.Done, "failed", c.Failed,
-		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "lease_lost", c.LeaseLost,
+		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "cancelled", c.Cancelled, "lease_lost", c.LeaseLost,
 		"elapsed", time.Since(w.started).Round(time.Millisecond))
 	return err
 }

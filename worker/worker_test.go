@@ -31,6 +31,10 @@ func openQueue(t testing.TB) *jobq.Queue {
 	return q
 }
 
+// fastRetry retries a failed task at once, so that tests of retries do not
+// wait out the default retry backoff.
+var fastRetry = jobq.Backoff{Base: time.Millisecond, Cap: time.Millisecond}
+
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func push(t *testing.T, q *jobq.Queue, tasks ...*jobq.Task) {
@@ -69,7 +73,7 @@ func TestRunDrainsAndExits(t *testing.T) {
 func TestFailureRetriesThenDeadLetters(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
-	push(t, q, &jobq.Task{Command: "false", NumRetries: 2})
+	push(t, q, &jobq.Task{Command: "false", NumRetries: 2, RetryBackoff: fastRetry})
 	var ran atomic.Int64
 	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
 		ran.Add(1)
@@ -146,7 +150,9 @@ func TestDrainFinishesRunningTask(t *testing.T) {
 		<-release
 		return nil
 	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	// One task at a time and none claimed ahead: the other task stays
+	// queued (with more slots both could start, and close started twice).
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, Concurrency: 1, Prefetch: -1})
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(context.Background()) }()
 	<-started

@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+)
+
+func (a *app) resultCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "result ID [--json]",
+		Short: "Print the result record of a task that ended",
+		Long: `Print what the queue kept about a task that ended: its final state
+(succeeded, dead-lettered, cancelled; or cancel-requested while a cancel is
+pending), the exit code or the error, the tail of its output, a Go
+handler's return value, when and where its last attempt ran, how often it
+was delivered, and its attempt history.
+
+Records are kept for the queue's retention (7 days unless 'jobq QUEUE
+policy set retention D' says otherwise). A task that has not ended, or
+whose record expired, has none: exit 1. On a backend that keeps no
+records (see 'jobq backends', results) result is a usage error (exit 2)
+that says so.
+
+--json prints one object; its members are listed in docs/results.md.`,
+		Example: `  jobq sqlite://./work.db result 5d41402abc4b2a76b9719d911017c592
+  jobq sqlite://./work.db result 5d41402abc4b2a76b9719d911017c592 --json | jq .value`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			id := args[0]
+			if err := checkTaskID(id); err != nil {
+				return asUsage(err)
+			}
+			return a.withQueue(ctx, func(q *jobq.Queue) error {
+				if err := checkResults(q, "result"); err != nil {
+					return err
+				}
+				r, err := q.Result(ctx, id)
+				if err != nil {
+					if jobq.ErrorCode(err) == jobq.NotFound {
+						return failure(fmt.Errorf("task %s has no result record: it has not ended yet, its ID is unknown, or its record expired (records are kept for the queue's retention; 'jobq QUEUE policy list' shows it); 'jobq QUEUE show %s' finds a queued or dead-lettered task", id, id))
+					}
+					return resultFailure(err)
+				}
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(toResultJSON(r))
+				}
+				return printResult(a.stdout, r)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record as one JSON object (schema in docs/results.md)")
+	return cmd
+}
+
+// resultFailure maps an error of Result, Wait or Cancel to an exit code:
+// invalid input is a usage error, the rest a failure, with a pointer to
+// the capability table when the backend keeps no results.
+func resultFailure(err error) error {
+	switch jobq.ErrorCode(err) {
+	case jobq.InvalidArgument:
+		return asUsage(err)
+	case jobq.Unimplemented:
+		return failure(fmt.Errorf("%w; see docs/results.md and 'jobq backends' (results, cancel) for what each backend keeps", err))
+	}
+	return failure(err)
+}
+
+// resultJSON is a result record as `result --json`, `wait --json` and
+// `push --wait --json` print it. Every member is always present; the
+// schema is documented in docs/results.md.
+type resultJSON struct {
+	ID            string          `json:"id"`
+	State         string          `json:"state"`
+	ExitCode      *int            `json:"exit_code"`
+	Error         string          `json:"error"`
+	Output        string          `json:"output"`
+	Value         json.RawMessage `json:"value"`
+	Started       *time.Time      `json:"started"`
+	Finished      *time.Time      `json:"finished"`
+	Worker        string          `json:"worker"`
+	Host          string          `json:"host"`
+	DeliveryCount int             `json:"delivery_count"`
+	Attempts      []attemptJSON   `json:"attempts"`
+	ExpiresAt     *time.Time      `json:"expires_at"`
+}
+
+func toResultJSON(r *jobq.Result) resultJSON {
+	out := resultJSON{ID: r.ID, State: string(r.State), ExitCode: r.ExitCode, Error: r.Error, Output: r.Output,
+		Started: timePtr(r.Started), Finished: timePtr(r.Finished), Worker: r.Worker, Host: r.Host,
+		DeliveryCount: r.DeliveryCount, Attempts: attemptsJSON(r.Attempts), ExpiresAt: timePtr(r.ExpiresAt)}
+	if len(r.Value) > 0 && json.Valid(r.Value) {
+		out.Value = r.Value
+	}
+	return out
+}
+
+// printResult writes a record for a person: the fields, the output tail,
+// then the attempt history.
+func printResult(w io.Writer, r *jobq.Result) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	row("task", r.ID)
+	row("state", string(r.State))
+	if r.ExitCode != nil {
+		row("exit code", strconv.Itoa(*r.ExitCode))
+	}
+	row("error", oneLine(r.Error))
+	if len(r.Value) > 0 {
+		row("value", string(r.Value))
+	}
+	if !r.Started.IsZero() {
+		row("started", timeOrDash(r.Started))
+	}
+	if !r.Finished.IsZero() {
+		row("finished", timeOrDash(r.Finished))
+		if !r.Started.IsZero() && !r.Finished.Before(r.Started) {
+			row("ran for", r.Finished.Sub(r.Started).Round(time.Millisecond).String())
+		}
+	}
+	row("worker", r.Worker)
+	row("host", r.Host)
+	row("deliveries", strconv.Itoa(r.DeliveryCount))
+	if !r.ExpiresAt.IsZero() {
+		row("kept until", timeOrDash(r.ExpiresAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Output != "" {
+		fmt.Fprintln(w, "\noutput (tail):")
+		out := r.Output
+		if !strings.HasSuffix(out, "\n") {
+			out += "\n"
+		}
+		fmt.Fprint(w, out)
+	}
+	fmt.Fprintln(w)
+	return printAttempts(w, r.Attempts)
+}
+
+// oneLine joins the lines of s with spaces, for a table cell or an
+// outcome line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

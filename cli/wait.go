@@ -1,0 +1,323 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// maxListed is how many failed or pending tasks a summary names one by
+// one; pending IDs beyond it go to a file for `jobq QUEUE wait -`.
+const maxListed = 20
+
+// The causes that end a wait early.
+var (
+	errWaitInterrupted = errors.New("interrupted")
+	errWaitTimedOut    = errors.New("timed out")
+)
+
+func (a *app) waitCommand() *cobra.Command {
+	var f waitFlags
+	cmd := &cobra.Command{
+		Use:   "wait ID... [flags]",
+		Short: "Wait for tasks to end and print each outcome as it arrives",
+		Long: `Wait until every given task has ended — succeeded, dead-lettered or
+cancelled — printing one line per task as it ends:
+
+  ID STATE [exit=N] [value=JSON] [error="..."]
+
+value is a Go handler's return value. A task that ended before the wait
+started (within the queue's retention) is printed at once. An ID that no
+task has (a typo, or a record that expired) is waited for like a task that
+has not ended: give --timeout when that may happen. '-' reads more
+IDs from standard input, one per line (what push --print-ids prints, plain
+or --json).
+
+Exit 0 when every task succeeded; otherwise 1, with a summary of the tasks
+that did not succeed on standard error. Ctrl-C or --timeout stops the
+waiting, not the tasks: the summary says which are still running and how
+to resume.
+
+Backends that keep result records can be waited on (see 'jobq backends',
+results); the wait is woken by the engine where it can be (Postgres
+LISTEN/NOTIFY, Redis), and polls otherwise.`,
+		Example: `  jobq sqlite://./work.db wait 5d41402abc4b2a76b9719d911017c592
+  jobq sqlite://./work.db push --print-ids -c 'make a' -c 'make b' > ids.txt
+  jobq sqlite://./work.db wait - < ids.txt
+  jobq sqlite://./work.db wait - --json --timeout 1h < ids.txt | jq -r .state`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			ids, err := taskIDs(args, a.stdin)
+			if err != nil {
+				return err
+			}
+			return a.withQueue(ctx, func(q *jobq.Queue) error {
+				if err := checkResults(q, "wait"); err != nil {
+					return err
+				}
+				w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.timeout}
+				return w.run(ctx, ids)
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, "print each outcome as one JSON object per line (the schema of 'result --json', in docs/results.md)")
+	fl.Var(durationFlag(&f.timeout), "timeout", "stop waiting after this long (exit 1, the tasks keep running); 0: wait as long as it takes")
+	return cmd
+}
+
+type waitFlags struct {
+	asJSON  bool
+	timeout time.Duration
+}
+
+// checkResults fails with a usage error, before anything is pushed or
+// waited for, when the queue's backend keeps no result records.
+func checkResults(q *jobq.Queue, what string) error {
+	if q.Capabilities().Level(driver.Results) == driver.Unsupported {
+		msg := fmt.Sprintf("%s needs result records, which this backend does not keep", what)
+		if fb := q.Capabilities().Features[driver.Results].Fallback; fb != "" {
+			msg += " (" + fb + ")"
+		}
+		return usageError("%s; see docs/results.md and 'jobq backends' (results) for the backends that do", msg)
+	}
+	return nil
+}
+
+// waiter waits for tasks to end and prints each outcome as it arrives.
+type waiter struct {
+	a       *app
+	q       *jobq.Queue
+	asJSON  bool
+	timeout time.Duration
+	// lines maps each ID to the input lines (or -c positions) that pushed
+	// it, for push --wait's summary; nil for wait. fromCommands says they
+	// are -c positions.
+	lines        map[string][]int
+	fromCommands bool
+
+	mu    sync.Mutex
+	ended map[string]*jobq.Result
+}
+
+// run waits for ids and returns nil when every one succeeded, else an
+// exitError with the summary.
+func (w *waiter) run(ctx context.Context, ids []string) error {
+	w.ended = make(map[string]*jobq.Result, len(ids))
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if w.timeout > 0 {
+		var stop context.CancelFunc
+		waitCtx, stop = context.WithTimeoutCause(waitCtx, w.timeout, errWaitTimedOut)
+		defer stop()
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel(errWaitInterrupted)
+		case <-waitCtx.Done():
+		}
+	}()
+
+	err := w.q.WaitFunc(waitCtx, ids, w.print)
+	if err != nil {
+		cause := context.Cause(waitCtx)
+		switch {
+		case errors.Is(cause, errWaitInterrupted):
+			return w.stopped(ids, "interrupted: stopped waiting")
+		case errors.Is(cause, errWaitTimedOut):
+			return w.stopped(ids, fmt.Sprintf("timed out after %s: stopped waiting", formatDuration(w.timeout)))
+		case ctx.Err() != nil:
+			return failure(err)
+		}
+		e := resultFailure(err)
+		if p := w.pending(ids); len(p) > 0 && len(p) < len(ids) {
+			e = &exitError{code: exitCode(e), err: fmt.Errorf("%w; %s", e, resumeHint(w.a, p))}
+		}
+		return e
+	}
+	failed := w.failed(ids)
+	if len(failed) > 0 {
+		return failure(errors.New(w.failureSummary(len(ids), failed)))
+	}
+	w.a.log.Info("all tasks succeeded", "tasks", len(ids))
+	return nil
+}
+
+// print writes one outcome line (WaitFunc's callback).
+func (w *waiter) print(r *jobq.Result) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended[r.ID] = r
+	if w.asJSON {
+		b, err := json.Marshal(toResultJSON(r))
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w.a.stdout, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintln(w.a.stdout, outcomeLine(r))
+	return err
+}
+
+// outcomeLine is a record on one line: ID STATE [exit=N] [value=JSON]
+// [error="..."].
+func outcomeLine(r *jobq.Result) string {
+	var b strings.Builder
+	b.WriteString(r.ID)
+	b.WriteByte(' ')
+	b.WriteString(string(r.State))
+	if r.ExitCode != nil {
+		b.WriteString(" exit=")
+		b.WriteString(strconv.Itoa(*r.ExitCode))
+	}
+	if len(r.Value) > 0 {
+		b.WriteString(" value=")
+		b.WriteString(compactJSON(r.Value))
+	}
+	if r.State != jobq.Succeeded && r.Error != "" {
+		b.WriteString(" error=")
+		b.WriteString(strconv.Quote(truncate(oneLine(r.Error), 200)))
+	}
+	return b.String()
+}
+
+// compactJSON is v without insignificant white space, or v as it is when
+// it is not valid JSON.
+func compactJSON(v json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return string(v)
+	}
+	return b.String()
+}
+
+// failed returns the records of ids that ended without succeeding, in the
+// order of ids.
+func (w *waiter) failed(ids []string) []*jobq.Result {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*jobq.Result
+	for _, id := range ids {
+		if r := w.ended[id]; r != nil && r.State != jobq.Succeeded {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// pending returns the ids that have not ended, in order.
+func (w *waiter) pending(ids []string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if w.ended[id] == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// failureSummary says how many of n tasks did not succeed, by state, and
+// lists them (the first maxListed).
+func (w *waiter) failureSummary(n int, failed []*jobq.Result) string {
+	byState := map[string]int{}
+	for _, r := range failed {
+		byState[string(r.State)]++
+	}
+	states := make([]string, 0, len(byState))
+	for s := range byState {
+		states = append(states, s)
+	}
+	sort.Strings(states)
+	for i, s := range states {
+		states[i] = fmt.Sprintf("%d %s", byState[s], s)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d tasks did not succeed (%s):", len(failed), n, strings.Join(states, ", "))
+	for i, r := range failed {
+		if i == maxListed {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(failed)-maxListed)
+			break
+		}
+		b.WriteString("\n  ")
+		b.WriteString(outcomeLine(r))
+		if lines := w.lines[r.ID]; len(lines) > 0 {
+			b.WriteString(" (" + lineList(lines, w.fromCommands) + ")")
+		}
+	}
+	b.WriteString("\n'jobq QUEUE result ID' shows a task's output tail and attempts")
+	return b.String()
+}
+
+// lineList names input lines, "line 7" or "lines 7, 21", or -c
+// positions, "-c 2" or "-c 2, 5".
+func lineList(lines []int, commands bool) string {
+	parts := make([]string, len(lines))
+	for i, l := range lines {
+		parts[i] = strconv.Itoa(l)
+	}
+	switch {
+	case commands:
+		return "-c " + strings.Join(parts, ", ")
+	case len(lines) == 1:
+		return "line " + parts[0]
+	}
+	return "lines " + strings.Join(parts, ", ")
+}
+
+// stopped reports a wait ended early (Ctrl-C, --timeout): what ended, what
+// did not succeed, and how to resume waiting for the rest.
+func (w *waiter) stopped(ids []string, why string) error {
+	pending := w.pending(ids)
+	failed := w.failed(ids)
+	msg := fmt.Sprintf("%s; %d of %d tasks ended, %d did not succeed; the other %d keep running",
+		why, len(ids)-len(pending), len(ids), len(failed), len(pending))
+	if len(failed) > 0 {
+		msg += "\n" + w.failureSummary(len(ids)-len(pending), failed)
+	}
+	msg += "\n" + resumeHint(w.a, pending)
+	return failure(errors.New(msg))
+}
+
+// resumeHint is the `jobq QUEUE wait` command that waits for ids: with the
+// IDs on the command line when they are few, else reading them from a file
+// it writes in the temporary directory.
+func resumeHint(a *app, ids []string) string {
+	if len(ids) <= maxListed {
+		return "resume with: jobq QUEUE wait " + strings.Join(ids, " ")
+	}
+	f, err := os.CreateTemp("", "jobq-wait-*.ids")
+	if err == nil {
+		_, err = f.WriteString(strings.Join(ids, "\n") + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		a.log.Warn("could not write the IDs still to wait for to a file", "error", err)
+		return fmt.Sprintf("resume with: jobq QUEUE wait ID... (%d IDs; push --print-ids prints them)", len(ids))
+	}
+	return fmt.Sprintf("resume with: jobq QUEUE wait - < %s (the %d IDs)", f.Name(), len(ids))
+}

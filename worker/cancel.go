@@ -1,0 +1,212 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// ErrCancelled matches (with errors.Is) the cause of a task's context when
+// the task was cancelled (Queue.Cancel) while it ran. The worker then
+// settles it as cancelled, whatever its handler returns: not retried, not
+// counted as a failure.
+var ErrCancelled = errors.New("task cancelled")
+
+// outcomeCancelled is the attempt outcome of a task stopped by a cancel.
+// (Package jobq names no such outcome yet; the attempt history stores any.)
+const outcomeCancelled = jobq.AttemptOutcome("cancelled")
+
+// defaultCancelPoll is the default Options.CancelPoll.
+const defaultCancelPoll = 5 * time.Second
+
+// cancelLookupTimeout bounds one lookup of the cancel requests.
+const cancelLookupTimeout = 30 * time.Second
+
+// running holds the tasks whose handlers run, with the function that stops
+// each, so that a cancel request can reach them. It is keyed by envelope:
+// one task ID may run twice here (a redelivery while an expired lease still
+// runs), and a cancel stops both.
+type running struct {
+	mu    sync.Mutex
+	tasks map[*jobq.Envelope]context.CancelCauseFunc
+}
+
+// track registers env as running under ctx and returns the context its
+// handler runs with, canceled with ErrCancelled when a cancel is requested.
+// Call untrack when the handler returns.
+func (r *running) track(ctx context.Context, env *jobq.Envelope) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	r.mu.Lock()
+	if r.tasks == nil {
+		r.tasks = make(map[*jobq.Envelope]context.CancelCauseFunc)
+	}
+	r.tasks[env] = cancel
+	r.mu.Unlock()
+	return ctx
+}
+
+// untrack unregisters env and releases its context.
+func (r *running) untrack(env *jobq.Envelope) {
+	r.mu.Lock()
+	cancel := r.tasks[env]
+	delete(r.tasks, env)
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel(context.Canceled)
+	}
+}
+
+// ids returns the IDs of the running tasks, each once.
+func (r *running) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.tasks))
+	seen := make(map[string]bool, len(r.tasks))
+	for env := range r.tasks {
+		if id := env.Task.ID; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// stop cancels the running tasks whose ID is in ids, with cause
+// ErrCancelled, and returns the IDs it reached.
+func (r *running) stop(ids []string) []string {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var reached []string
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for env, cancel := range r.tasks {
+		if want[env.Task.ID] {
+			cancel(ErrCancelled)
+			reached = append(reached, env.Task.ID)
+		}
+	}
+	return reached
+}
+
+// cancelsRunning reports whether the worker asks about cancel requests for
+// its running tasks: CancelPoll is not negative and the backend keeps
+// cancel requests.
+func (w *Worker) cancelsRunning() bool {
+	return w.o.CancelPoll > 0 && w.q.Capabilities().Level(driver.Cancel) != driver.Unsupported
+}
+
+// cancelLoop asks, every CancelPoll, whether a cancel was requested for any
+// running task, and stops those, until stop is closed.
+func (w *Worker) cancelLoop(stop <-chan struct{}) {
+	t := time.NewTicker(w.o.CancelPoll)
+	defer t.Stop()
+	failing := false // log a run of failed lookups once
+	for {
+		select {
+		case <-t.C:
+		case <-stop:
+			return
+		}
+		ids := w.inflight.ids()
+		if len(ids) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
+		requested, err := w.q.CancelRequested(ctx, ids)
+		cancel()
+		switch {
+		case jobq.ErrorCode(err) == jobq.Unimplemented:
+			w.log.Warn("this backend cannot tell which tasks are cancelled; running tasks will not be stopped by a cancel", "error", err)
+			return
+		case err != nil:
+			if !failing {
+				w.log.Warn("could not look up cancel requests for the running tasks; trying again", "error", err, "every", w.o.CancelPoll)
+			}
+			failing = true
+			continue
+		}
+		if failing {
+			w.log.Info("cancel requests can be looked up again")
+			failing = false
+		}
+		for _, id := range w.inflight.stop(requested) {
+			taskLogger(w.log, id).Info("cancel requested: stopping the task")
+		}
+	}
+}
+
+// cancelRequestedOf returns the received tasks whose cancel was requested,
+// where the backend cannot remove a queued task by ID (Cancel Emulated):
+// the worker drops them unrun. One lookup covers the whole batch; when it
+// fails the tasks run (and cancelLoop may still stop them).
+func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]bool {
+	if len(envs) == 0 || w.q.Capabilities().Level(driver.Cancel) != driver.Emulated {
+		return nil
+	}
+	ids := make([]string, len(envs))
+	for i, env := range envs {
+		ids[i] = env.Task.ID
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
+	requested, err := w.q.CancelRequested(ctx, ids)
+	cancel()
+	if err != nil {
+		w.log.Warn("could not look up cancel requests for the received tasks; running them", "error", err)
+		return nil
+	}
+	if len(requested) == 0 {
+		return nil
+	}
+	want := make(map[string]bool, len(requested))
+	for _, id := range requested {
+		want[id] = true
+	}
+	drop := make(map[*jobq.Envelope]bool, len(requested))
+	for _, env := range envs {
+		if want[env.Task.ID] {
+			drop[env] = true
+		}
+	}
+	return drop
+}
+
+// cancel settles a cancelled task: its record says Cancelled, and it is
+// neither retried nor counted as a failure. ran says whether its handler
+// ran (from start, for elapsed): only then is the attempt recorded.
+func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, ran bool, elapsed time.Duration) {
+	if ran {
+		w.record(env, start, outcomeCancelled, ErrCancelled)
+	}
+	err := w.settle(env, log, func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		return env.Cancel(ctx, cancelReason(ran))
+	})
+	if err != nil {
+		log.Error("task cancelled but could not be settled; it will be delivered again when its lease expires", "error", err, "elapsed", elapsed)
+		w.emit(Event{Task: env.Task, Outcome: Cancelled, Err: ErrCancelled, SettleErr: err, Elapsed: elapsed})
+		return
+	}
+	w.cancelled.Add(1)
+	if ran {
+		log.Info("task cancelled while running: stopped, not retried", "elapsed", elapsed)
+	} else {
+		log.Info("task cancelled before it ran: dropped")
+	}
+	w.emit(Event{Task: env.Task, Outcome: Cancelled, Durable: true, Err: ErrCancelled, Elapsed: elapsed})
+}
+
+// cancelReason is the error a cancelled task's record shows.
+func cancelReason(ran bool) string {
+	if ran {
+		return "cancelled while running: stopped by the worker"
+	}
+	return "cancelled before it ran: dropped by the worker"
+}

@@ -1,0 +1,139 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/worker"
+)
+
+// startSignal wraps h so that started is closed when the first task starts.
+func startSignal(h worker.Handler, started chan struct{}) worker.Handler {
+	var once atomic.Bool
+	return worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		if once.CompareAndSwap(false, true) {
+			close(started)
+		}
+		return h.Handle(ctx, job)
+	})
+}
+
+// TestCancelRunningTask cancels a running task: the worker stops it within
+// a few polls and settles it as cancelled, not retried and not a failure.
+func TestCancelRunningTask(t *testing.T) {
+	t.Parallel()
+	var cause atomic.Value
+	goHandler := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return ctx.Err()
+	})
+	for _, tc := range []struct {
+		name    string
+		handler worker.Handler
+		goCause bool // check the cause the Go handler saw
+	}{
+		{"shell sleep 60", &worker.Shell{KillTimeout: 10 * time.Second}, false},
+		{"go handler", goHandler, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := openMem(t, "")
+			id := pushOne(t, q, &jobq.Task{Command: "sleep 60", NumRetries: 3})
+			started := make(chan struct{})
+			w := worker.New(q, startSignal(tc.handler, started), worker.Options{Logger: quietLog(), CancelPoll: 50 * time.Millisecond})
+			events, _ := w.Subscribe(0)
+			// The guard ends the run (requeuing the task, which fails the
+			// test) should the cancel not stop the task.
+			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- w.Run(ctx) }()
+			<-started
+			res, err := q.Cancel(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 1 || res[0].Outcome != jobq.CancelPending {
+				t.Fatalf("cancel of a running task: %+v; want it pending", res)
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if c := w.Counts(); c.Cancelled != 1 || c.Failed != 0 || c.Requeued != 0 || c.Done != 0 {
+				t.Fatalf("counts %+v; want one cancelled, nothing else", c)
+			}
+			var outcomes []worker.Outcome
+			for ev := range events {
+				outcomes = append(outcomes, ev.Outcome)
+				if !ev.Durable || !errors.Is(ev.Err, worker.ErrCancelled) {
+					t.Errorf("event %+v; want durable, with ErrCancelled", ev)
+				}
+			}
+			if len(outcomes) != 1 || outcomes[0] != worker.Cancelled {
+				t.Fatalf("events %v; want one cancelled", outcomes)
+			}
+			r := result(t, q, id)
+			if r.State != jobq.Cancelled || len(r.Attempts) != 1 {
+				t.Fatalf("record %+v; want cancelled after one attempt", r)
+			}
+			if st, err := q.Stats(context.Background()); err != nil || st.Ready+st.Delayed+st.InFlight+st.Dead != 0 {
+				t.Fatalf("stats %+v (%v); want an empty queue: the task is not retried", st, err)
+			}
+			if tc.goCause && !errors.Is(cause.Load().(error), worker.ErrCancelled) {
+				t.Fatalf("the handler's context ended with cause %v; want ErrCancelled", cause.Load())
+			}
+		})
+	}
+}
+
+// TestCancelDropsQueuedTaskUnrun: where the backend cannot remove a queued
+// task (Cancel emulated), the worker that receives a cancelled task settles
+// it as cancelled without running it; it does not count as a task taken
+// (MaxTasks, as `jobq pull` uses).
+func TestCancelDropsQueuedTaskUnrun(t *testing.T) {
+	t.Parallel()
+	for _, maxTasks := range []int{0, 1} {
+		t.Run(fmt.Sprintf("MaxTasks=%d", maxTasks), func(t *testing.T) {
+			t.Parallel()
+			q := openMem(t, "emulated=cancel")
+			cancelled := pushOne(t, q, &jobq.Task{Command: "echo cancelled"})
+			kept := pushOne(t, q, &jobq.Task{Command: "echo kept"})
+			res, err := q.Cancel(context.Background(), cancelled)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 1 || res[0].Outcome != jobq.CancelPending {
+				t.Fatalf("cancel where the backend cannot remove: %+v; want it pending", res)
+			}
+			var ran []string
+			h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+				ran = append(ran, job.Task.Command)
+				return nil
+			})
+			// One slot and no prefetch: the first receive gets only the
+			// cancelled task.
+			w := worker.New(q, h, worker.Options{Logger: quietLog(), Concurrency: 1, Prefetch: -1, MaxTasks: maxTasks, Poll: 100 * time.Millisecond})
+			if err := w.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if len(ran) != 1 || ran[0] != "echo kept" {
+				t.Fatalf("ran %q; want only the task not cancelled", ran)
+			}
+			if c := w.Counts(); c.Cancelled != 1 || c.Done != 1 || c.Failed != 0 {
+				t.Fatalf("counts %+v; want one cancelled, one done", c)
+			}
+			if r := result(t, q, cancelled); r.State != jobq.Cancelled || len(r.Attempts) != 0 {
+				t.Fatalf("record of the cancelled task %+v; want cancelled, never attempted", r)
+			}
+			if r := result(t, q, kept); r.State != jobq.Succeeded {
+				t.Fatalf("record of the other task %+v; want succeeded", r)
+			}
+		})
+	}
+}
