@@ -117,7 +117,9 @@ func startupRefused(err error) error {
 // capabilities is what every Postgres queue declares.
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
-		Features:        driver.NativeExcept(nil),
+		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
+			driver.WorkerRegistry: {Level: driver.Native}, // the workers table (workers.go)
+		}),
 		MaxMessageBytes: maxMessageBytes,
 		MaxReceiveBatch: 1000,
 		MaxPushBatch:    5000,
