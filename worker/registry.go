@@ -72,10 +72,10 @@ func (r *registry) start() (withdraw func()) {
 	if err := r.put(false); err != nil && errors.Is(err, jobq.ErrUnimplemented) {
 		return func() {}
 	}
-	r.purge()
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		r.purge() // off the start path: tasks need not wait for it
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		lastPurge := time.Now()
