@@ -54,6 +54,9 @@ type Attempt struct {
 	ExitCode *int
 	// Detail is a short note: the error, the gate, the signal.
 	Detail string
+	// RetryDelay is how long the retry that followed this failure waited
+	// (the retry backoff); zero when there was none.
+	RetryDelay time.Duration
 }
 
 // appendAttempts writes the "attempts" v2 member.
@@ -85,6 +88,10 @@ func appendAttempts(b []byte, as []Attempt) []byte {
 		if a.ExitCode != nil {
 			b = append(b, `, "exit_code": `...)
 			b = strconv.AppendInt(b, int64(*a.ExitCode), 10)
+		}
+		if a.RetryDelay > 0 {
+			b = append(b, `, "retry_delay": `...)
+			b = appendSeconds(b, a.RetryDelay)
 		}
 		b = append(b, '}')
 	}
@@ -134,6 +141,12 @@ func decodeAttempts(v pyjson.Value) ([]Attempt, error) {
 				default:
 					a.Detail = val.Str
 				}
+			case "retry_delay":
+				d, err := wireSeconds("attempts "+name, val)
+				if err != nil {
+					return nil, err
+				}
+				a.RetryDelay = d
 			case "start", "end":
 				if val.Kind != pyjson.String {
 					return nil, decodeError(`task attempt %q is a JSON %s; it must be an RFC 3339 time`, name, kindName(val.Kind))

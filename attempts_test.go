@@ -63,7 +63,7 @@ func TestAttemptHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Push(ctx, &jobq.Task{Command: "flaky", NumRetries: 5}); err != nil {
+	if _, err := q.Push(ctx, &jobq.Task{Command: "flaky", NumRetries: 5, RetryBackoff: jobq.Backoff{Base: time.Millisecond, Cap: time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
 	recv := func(vis time.Duration) *jobq.Envelope {

@@ -39,13 +39,19 @@ func (q *Queue) degrade(op string, f driver.Feature) error {
 			instead = s.Fallback
 		}
 	}
+	q.warnOnce(f, instead)
+	return nil
+}
+
+// warnOnce logs, once per queue and feature, that f is degraded and what
+// happens instead.
+func (q *Queue) warnOnce(f driver.Feature, instead string) {
 	q.warned.mu.Lock()
 	first := !q.warned.seen[f]
 	q.warned.seen[f] = true
 	q.warned.mu.Unlock()
 	if first {
 		q.log.Warn("jobq: feature degraded on this backend",
-			"feature", string(f), "level", s.Level.String(), "backend", q.scheme, "instead", instead)
+			"feature", string(f), "level", q.caps.Features[f].Level.String(), "backend", q.scheme, "instead", instead)
 	}
-	return nil
 }

@@ -36,7 +36,8 @@ type Envelope struct {
 	lostOnce sync.Once
 	onLost   []func() // Context's cancellations, run when the lease is lost
 	timer    *time.Timer
-	attempt  *Attempt // set by RecordAttempt, stored by the settlement (attempts.go)
+	attempt  *Attempt       // set by RecordAttempt, stored by the settlement (attempts.go)
+	result   *ResultDetails // set by SetResult, stored in the result record (results.go)
 }
 
 func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Duration) *Envelope {
@@ -156,12 +157,16 @@ func (e *Envelope) finish(op string, err error) error {
 // Complete deletes the message: the task is done. It fails with LockLost when
 // the lease was lost (the message then stays for whoever holds it now).
 func (e *Envelope) Complete(ctx context.Context) error {
-	const op = "complete"
+	return e.complete(ctx, "complete", e.recordOf(ctx, Succeeded, "", ""))
+}
+
+// complete deletes the message, storing rec (when not nil) with it.
+func (e *Envelope) complete(ctx context.Context, op string, rec *driver.ResultRecord) error {
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
 	}
-	if err := e.finish(op, e.q.settle.complete(ctx, lease)); err != nil {
+	if err := e.finish(op, e.q.settle.complete(ctx, lease, rec)); err != nil {
 		return err
 	}
 	e.q.dropStashed(ctx, e.wire.Stash)
@@ -247,14 +252,16 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error 
 	if err := e.q.degrade(op, driver.DeadLetter); err != nil {
 		return err
 	}
+	rec := e.recordOf(ctx, DeadLettered, reason, detail)
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
 	}
 	// Whatever bytes the reason and detail hold, the dead letter must be
 	// stored: a refused one would bring the message back forever.
-	errs := e.q.drv.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
-		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire)}})
+	errs := e.q.deadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
+		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire)}},
+		[]*driver.ResultRecord{rec})
 	return e.finish(op, first(errs))
 }
 
@@ -265,6 +272,27 @@ type FailResult struct {
 	Retried bool
 	// RetriesLeft is the retry budget after this failure.
 	RetriesLeft int
+	// Delay is how long the retry waits before it is visible again.
+	Delay time.Duration
+}
+
+// retryDelay is the delay before this failed task's retry, noted in the
+// pending attempt. Where the backend cannot delay a requeue it is zero,
+// with a one-time warning.
+func (e *Envelope) retryDelay() time.Duration {
+	delay := e.retryBackoff().Delay(e.failures())
+	if e.q.caps.Level(driver.DelayedRequeue) == driver.Unsupported {
+		e.q.warnOnce(driver.DelayedRequeue, "a failed task is retried at once: the backend cannot delay a requeue, so the retry backoff is not applied")
+		delay = 0
+	}
+	e.mu.Lock()
+	if e.attempt != nil {
+		a := *e.attempt
+		a.RetryDelay = delay
+		e.attempt = &a
+	}
+	e.mu.Unlock()
+	return delay
 }
 
 // RetriesLeft returns the task's remaining retry budget: num_retries as
@@ -280,12 +308,16 @@ func (e *Envelope) RetriesLeft() int {
 }
 
 // Fail records a failed attempt. While the retry budget lasts the message is
-// requeued at once with one retry fewer; when it is spent the message is
-// dead-lettered with cause as the reason and detail (such as the output's
-// tail) kept beside it.
+// requeued with one retry fewer, visible again after the task's retry
+// backoff (Task.RetryBackoff, else the queue's retry-backoff policy, else
+// DefaultRetryBackoff), which the attempt history records; when it is spent
+// the message is dead-lettered with cause as the reason and detail (such as
+// the output's tail) kept beside it. Where the backend cannot delay a
+// requeue at all, the retry comes at once (with a one-time warning).
 func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailResult, error) {
 	left := e.RetriesLeft()
 	if left > 0 {
+		delay := e.retryDelay()
 		var body []byte
 		if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
 			next := *e.wire
@@ -309,7 +341,7 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailRe
 		} else if err := e.q.degrade("fail", driver.InPlaceUpdate); err != nil {
 			return FailResult{}, err
 		}
-		return FailResult{Retried: true, RetriesLeft: left - 1}, e.requeue(ctx, "fail", 0, body, true)
+		return FailResult{Retried: true, RetriesLeft: left - 1, Delay: delay}, e.requeue(ctx, "fail", delay, body, true)
 	}
 	// The reason is the cause alone, so listings can show it in a column;
 	// the dead letter records the delivery count beside it.

@@ -99,6 +99,10 @@ type Queue struct {
 	closing   chan struct{}
 	settle    *settler
 	stash     *stashes
+	// results is the driver's result store; nil when the backend keeps no
+	// results (or declares Results unsupported).
+	results  driver.ResultStore
+	policies policyCache
 }
 
 // Open opens the queue named by rawURL with default options, on the default
@@ -157,6 +161,10 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 		q.pushRetry = DefaultPushRetry
 	}
 	q.warned.seen = map[driver.Feature]bool{}
+	if rs, ok := drv.(driver.ResultStore); ok && q.caps.Level(driver.Results) != driver.Unsupported {
+		q.results = rs
+	}
+	q.policies.q = q
 	q.settle = newSettler(q)
 	return q
 }
@@ -211,7 +219,10 @@ type PushResult struct {
 	// queued and stored nothing new.
 	Duplicate bool
 	// Position is how many ready tasks were ahead of this one when it was
-	// pushed, where the backend can tell cheaply; -1 when unknown.
+	// pushed, counted in push order (tasks of a lower priority among them
+	// do not delay it where priority is native): only with
+	// PushOptions.Position, on backends whose counts are exact, for a task
+	// that is neither delayed nor a duplicate; -1 otherwise.
 	Position int64
 }
 
@@ -219,7 +230,7 @@ type PushResult struct {
 // deterministic ID. It is PushBatch of one task with default options, with
 // the task's error unwrapped from the *BatchError.
 func (q *Queue) Push(ctx context.Context, t *Task) (PushResult, error) {
-	res, err := q.pushBatch(ctx, []*Task{t})
+	res, err := q.pushBatch(ctx, []*Task{t}, PushOptions{})
 	if err != nil {
 		var be *BatchError
 		if errors.As(err, &be) && len(be.Errs) == 1 {
@@ -260,7 +271,7 @@ func (e *BatchError) Unwrap() []error { return e.Errs }
 // With opts.WaitForRoom, a refusal by a max-depth policy is retried until
 // the batch fits (see PushOptions).
 func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
-	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) { return q.pushBatch(ctx, tasks) })
+	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) { return q.pushBatch(ctx, tasks, opts) })
 }
 
 // PushTx queues tasks inside the application's own transaction tx, so that
@@ -299,6 +310,7 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 		for i, r := range rs {
 			out[i] = PushResult{ID: msgs[i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
 		}
+		positions(out, msgs, q.readyAhead(ctx, PushOptions{}))
 		return out, nil
 	})
 }
@@ -333,7 +345,7 @@ func (q *Queue) prepareAll(ctx context.Context, tasks []*Task) ([]*driver.Messag
 	return msgs, nil
 }
 
-func (q *Queue) pushBatch(ctx context.Context, tasks []*Task) ([]PushResult, error) {
+func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
 	const op = "push"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
@@ -342,7 +354,9 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task) ([]PushResult, err
 	if err != nil {
 		return nil, err
 	}
+	ahead := q.readyAhead(ctx, opts)
 	results := make([]PushResult, len(tasks))
+	defer func() { positions(results, msgs, ahead) }()
 	chunk := len(msgs)
 	if q.caps.MaxPushBatch > 0 && chunk > q.caps.MaxPushBatch {
 		chunk = q.caps.MaxPushBatch
@@ -548,7 +562,10 @@ func (q *Queue) checkVisibility(op string, vis time.Duration) error {
 // envelopes decodes received messages; poison ones are dead-lettered.
 func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time.Duration) []*Envelope {
 	envs := make([]*Envelope, 0, len(recs))
-	var poison []driver.DeadLetterParams
+	var (
+		poison     []driver.DeadLetterParams
+		poisonRecs []*driver.ResultRecord
+	)
 	for _, r := range recs {
 		wire, err := UnmarshalTask(r.Body)
 		var task *Task
@@ -561,8 +578,9 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		}
 		if err != nil {
 			q.log.Warn("jobq: poison message dead-lettered", "message_id", r.Lease.MessageID, "error", err)
-			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease,
-				Reason: settleText("poison message: "+err.Error(), maxReasonBytes, false), Detail: settleText(string(r.Body), 4096, false)})
+			reason := settleText("poison message: "+err.Error(), maxReasonBytes, false)
+			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: reason, Detail: settleText(string(r.Body), 4096, false)})
+			poisonRecs = append(poisonRecs, q.poisonRecord(r, wire, reason))
 			continue
 		}
 		if task.ID == "" {
@@ -571,7 +589,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		envs = append(envs, newEnvelope(q, r, wire, task, vis))
 	}
 	if len(poison) > 0 {
-		for i, err := range q.drv.DeadLetter(ctx, poison) {
+		for i, err := range q.deadLetter(ctx, poison, poisonRecs) {
 			if err != nil {
 				q.log.Error("jobq: could not dead-letter a poison message; it will be redelivered when its lease expires",
 					"message_id", poison[i].Lease.MessageID, "error", err)

@@ -31,16 +31,19 @@ type QueueFullError = driver.QueueFullError
 
 // The policy kinds.
 const (
-	ConcurrencyPolicy = driver.ConcurrencyPolicy
-	RatePolicy        = driver.RatePolicy
-	MaxDepthPolicy    = driver.MaxDepthPolicy
+	ConcurrencyPolicy  = driver.ConcurrencyPolicy
+	RatePolicy         = driver.RatePolicy
+	MaxDepthPolicy     = driver.MaxDepthPolicy
+	RetentionPolicy    = driver.RetentionPolicy
+	RetryBackoffPolicy = driver.RetryBackoffPolicy
 )
 
 // ParsePolicy parses a policy as the CLI writes it: kind "concurrency" with
 // spec "KEY=LIMIT", kind "rate" with spec "KEY=COUNT/PERIOD" (PERIOD a Go
 // duration such as 30s or 1m, or a bare unit: s, m, h), kind "max-depth"
-// with spec "N". Invalid values are InvalidArgument errors naming the
-// problem.
+// with spec "N", kind "retention" with a duration such as "2d" (days and
+// weeks allowed), kind "retry-backoff" with "BASE,CAP" such as "10s,1h".
+// Invalid values are InvalidArgument errors naming the problem.
 func ParsePolicy(kind, spec string) (Policy, error) {
 	const op = "policy"
 	p := Policy{Kind: PolicyKind(strings.TrimSpace(kind))}
@@ -80,8 +83,20 @@ func ParsePolicy(kind, spec string) (Policy, error) {
 			return Policy{}, err
 		}
 		p.Limit = n
+	case RetentionPolicy:
+		d, err := parsePolicyDuration("retention", spec)
+		if err != nil {
+			return Policy{}, err
+		}
+		p = driver.Retention(d)
+	case RetryBackoffPolicy:
+		b, err := ParseBackoff(spec)
+		if err != nil {
+			return Policy{}, err
+		}
+		p = driver.RetryBackoff(b.Base, b.Cap)
 	default:
-		return Policy{}, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate or max-depth", kind)
+		return Policy{}, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
 	}
 	if err := validatePolicy(p); err != nil {
 		return Policy{}, policyErr(op, err)
@@ -197,7 +212,9 @@ func (p *Policies) Set(ctx context.Context, pol Policy) error {
 			return err
 		}
 	}
-	return p.q.wrap(op, ps.SetPolicy(ctx, pol))
+	err = ps.SetPolicy(ctx, pol)
+	p.q.policies.invalidate()
+	return p.q.wrap(op, err)
 }
 
 // Unset removes the policy of that kind and key and reports whether there
@@ -205,12 +222,12 @@ func (p *Policies) Set(ctx context.Context, pol Policy) error {
 func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool, error) {
 	const op = "policy unset"
 	if !isPolicyKind(kind) {
-		return false, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate or max-depth", kind)
+		return false, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
 	}
-	if kind == MaxDepthPolicy && key != "" {
-		return false, errorf(InvalidArgument, op, "max-depth takes no key (got %q)", key)
+	if !kind.Keyed() && key != "" {
+		return false, errorf(InvalidArgument, op, "%s takes no key (got %q)", kind, key)
 	}
-	if kind != MaxDepthPolicy && key == "" {
+	if kind.Keyed() && key == "" {
 		return false, errorf(InvalidArgument, op, "unsetting a %s policy needs its key", kind)
 	}
 	ps, err := p.store(op)
@@ -218,6 +235,7 @@ func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool
 		return false, err
 	}
 	ok, err := ps.UnsetPolicy(ctx, kind, key)
+	p.q.policies.invalidate()
 	return ok, p.q.wrap(op, err)
 }
 
@@ -289,6 +307,11 @@ type PushOptions struct {
 	// refusal, so that callers can report that they are waiting. Defaults to
 	// nil.
 	OnFull func(*QueueFullError, time.Duration)
+	// Position asks for PushResult.Position, which costs a count of the
+	// queue's ready tasks before the push (one more round trip), on
+	// backends whose counts are exact. PushTx ignores it. Defaults to false:
+	// Position is -1.
+	Position bool
 }
 
 // waitForRoom runs push once, or, with opts.WaitForRoom, until max-depth

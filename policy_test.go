@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -36,6 +37,14 @@ func TestParsePolicy(t *testing.T) {
 		{"rate", "api=10/1d", jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: 24 * time.Hour}, ""},
 		{"rate", "api=10/15251w", jobq.Policy{}, "too long"},
 		{"concurrency", "gpu=99999999999999999999", jobq.Policy{}, "out of range"},
+		{"retention", "2d", driver.Retention(48 * time.Hour), ""},
+		{"retention", "90s", driver.Retention(90 * time.Second), ""},
+		{"retention", "500ms", jobq.Policy{}, "out of range"},
+		{"retention", "forever", jobq.Policy{}, "not a duration"},
+		{"retry-backoff", "10s,1h", driver.RetryBackoff(10*time.Second, time.Hour), ""},
+		{"retry-backoff", "30s", driver.RetryBackoff(30*time.Second, 10*time.Minute), ""},
+		{"retry-backoff", "1h,1m", jobq.Policy{}, "longer than its cap"},
+		{"retry-backoff", "0s,1m", jobq.Policy{}, "zero"},
 		// Azure handed such a key back as U+FFFD, so the policy never
 		// matched its tasks.
 		{"concurrency", "g\xffpu=2", jobq.Policy{}, "not valid UTF-8"},

@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -54,6 +55,8 @@ type Result struct {
 	Attempts []Attempt
 	// ExpiresAt is when the record will be purged.
 	ExpiresAt time.Time
+	// Recorded is when the record was written.
+	Recorded time.Time
 }
 
 // CancelOutcome says what Cancel did to one task.
@@ -80,52 +83,371 @@ type CancelResult struct {
 	State ResultState
 }
 
-// Backoff is a retry delay that doubles with every failed attempt, from
-// Base up to Cap, with jitter.
-type Backoff struct {
-	Base time.Duration
-	Cap  time.Duration
+// resultStore returns the driver's result store, or an Unimplemented error
+// naming op.
+func (q *Queue) resultStore(op string) (driver.ResultStore, error) {
+	if err := q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if q.results == nil {
+		return nil, q.unsupported(op, driver.Results, "keeps no task results")
+	}
+	if err := q.degrade(op, driver.Results); err != nil {
+		return nil, err
+	}
+	return q.results, nil
+}
+
+// unsupported is the Unimplemented error of a call that needs f.
+func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
+	msg := "backend " + q.backend() + " " + what
+	if fb := q.caps.Features[f].Fallback; fb != "" {
+		msg += ": " + fb
+	}
+	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends support " + string(f) + ")"}
+}
+
+// maxResultBatch bounds the records or IDs of one PutResults or GetResults
+// call.
+const maxResultBatch = 500
+
+// getResults reads the records of ids in chunks of maxResultBatch.
+func (q *Queue) getResults(ctx context.Context, op string, store driver.ResultStore, ids []string) ([]*driver.ResultRecord, error) {
+	out := make([]*driver.ResultRecord, 0, len(ids))
+	for start := 0; start < len(ids); start += maxResultBatch {
+		chunk := ids[start:min(start+maxResultBatch, len(ids))]
+		recs, err := store.GetResults(ctx, chunk)
+		if err != nil {
+			return nil, q.wrap(op, err)
+		}
+		if len(recs) != len(chunk) {
+			return nil, &Error{Code: Internal, Op: op, Queue: q.url,
+				Msg: fmt.Sprintf("the backend returned %d result records for %d task IDs", len(recs), len(chunk))}
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+// putResults stores recs in chunks of maxResultBatch.
+func putResults(ctx context.Context, store driver.ResultStore, recs []*driver.ResultRecord) error {
+	for start := 0; start < len(recs); start += maxResultBatch {
+		if err := store.PutResults(ctx, recs[start:min(start+maxResultBatch, len(recs))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkIDs rejects an empty task ID.
+func checkIDs(op string, ids []string) error {
+	for i, id := range ids {
+		if id == "" {
+			return errorf(InvalidArgument, op, "task ID %d of %d is empty", i+1, len(ids))
+		}
+	}
+	return nil
 }
 
 // Result returns the result record of task id. It fails with NotFound when
 // the task has no record (it has not ended, or its record expired), and
-// with Unimplemented when the backend keeps no results.
+// with Unimplemented when the backend keeps no results. A task that was
+// asked to cancel but has not stopped yet has a record in state
+// CancelRequested.
 func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
-	return nil, errorf(Unimplemented, "result", "not built yet")
+	const op = "result"
+	store, err := q.resultStore(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIDs(op, []string{id}); err != nil {
+		return nil, err
+	}
+	recs, err := q.getResults(ctx, op, store, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	if recs[0] == nil {
+		return nil, &Error{Code: NotFound, Op: op, Queue: q.url,
+			Msg: fmt.Sprintf("task %s has no result: it has not ended, its ID is unknown, or its record expired (results are kept for the queue's retention)", id)}
+	}
+	return q.result(ctx, op, recs[0])
 }
 
 // Wait waits until every task in ids has ended and returns their results
 // in the order of ids. It is WaitFunc collecting the results.
 func (q *Queue) Wait(ctx context.Context, ids ...string) ([]*Result, error) {
-	return nil, errorf(Unimplemented, "wait", "not built yet")
+	byID := make(map[string]*Result, len(ids))
+	if err := q.WaitFunc(ctx, ids, func(r *Result) error {
+		byID[r.ID] = r
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]*Result, len(ids))
+	for i, id := range ids {
+		out[i] = byID[id]
+	}
+	return out, nil
 }
+
+// Waiting paces WaitFunc where the backend cannot wake waiters: it polls,
+// first after waitPollMin, doubling up to waitPollMax while nothing ends.
+// Where it can, each wait on the engine lasts at most waitNotified (a wake
+// that was missed costs no more).
+const (
+	waitPollMin  = 50 * time.Millisecond
+	waitPollMax  = 2 * time.Second
+	waitNotified = 5 * time.Second
+)
 
 // WaitFunc waits until every task in ids has ended, calling each with its
 // result as soon as it is known (in the order they end). A task already
 // ended when WaitFunc starts is reported at once. It returns each's first
-// error, or ctx's when ctx ends first; tasks keep running either way.
+// error, or ctx's when ctx ends first; tasks keep running either way. A
+// repeated ID is reported once.
+//
+// Task IDs are deterministic: a task pushed again after an identical one
+// ended has the same ID, and WaitFunc reports the earlier one's record.
+// WaitFuncAfter waits for the new one.
 func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) error) error {
-	return errorf(Unimplemented, "wait", "not built yet")
+	return q.WaitFuncAfter(ctx, time.Time{}, ids, each)
+}
+
+// WaitFuncAfter is WaitFunc for tasks pushed at or after after (take
+// time.Now() before the push): a record written before it belongs to an
+// earlier task with the same ID and is not reported; WaitFuncAfter waits
+// for the new one's instead. Records are timed by the clock of the worker
+// that wrote them, so keep the machines' clocks in step.
+func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string, each func(*Result) error) error {
+	const op = "wait"
+	store, err := q.resultStore(op)
+	if err != nil {
+		return err
+	}
+	if err := checkIDs(op, ids); err != nil {
+		return err
+	}
+	pending := make([]string, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			pending = append(pending, id)
+		}
+	}
+	waiter, _ := q.drv.(driver.ResultWaiter)
+	pause := waitPollMin
+	for len(pending) > 0 {
+		recs, err := q.getResults(ctx, op, store, pending)
+		if err != nil {
+			return err
+		}
+		left := pending[:0]
+		stale := false // an earlier task's record: the engine's wake would not wait
+		for i, rec := range recs {
+			if rec == nil || !rec.State.Final() || rec.UpdatedAt.Before(after) {
+				stale = stale || (rec != nil && rec.State.Final())
+				left = append(left, pending[i])
+				continue
+			}
+			res, err := q.result(ctx, op, rec)
+			if err != nil {
+				return err
+			}
+			if err := each(res); err != nil {
+				return err
+			}
+			pause = waitPollMin
+		}
+		pending = left
+		if len(pending) == 0 {
+			return nil
+		}
+		if waiter != nil && !stale {
+			if err := waiter.WaitResults(ctx, pending, waitNotified); err != nil {
+				return q.wrap(op, err)
+			}
+			continue
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return q.wrap(op, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, waitPollMax)
+	}
+	return nil
 }
 
 // Cancel cancels the tasks ids: a queued or delayed task is removed (where
 // the backend can remove by ID) and recorded as Cancelled; a running one is
 // stopped by its worker, terminated then killed as at a time limit, and not
-// retried.
+// retried. A task that already ended keeps its record (CancelTooLate). It
+// fails with Unimplemented where the backend keeps no results or cannot
+// cancel.
 func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
-	return nil, errorf(Unimplemented, "cancel", "not built yet")
+	const op = "cancel"
+	store, err := q.resultStore(op)
+	if err != nil {
+		return nil, err
+	}
+	if q.caps.Level(driver.Cancel) == driver.Unsupported {
+		return nil, q.unsupported(op, driver.Cancel, "cannot cancel tasks")
+	}
+	if err := q.degrade(op, driver.Cancel); err != nil {
+		return nil, err
+	}
+	if err := checkIDs(op, ids); err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	now := time.Now()
+	asked := make([]*driver.ResultRecord, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	var unique []string
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			unique = append(unique, id)
+			asked = append(asked, q.newRecord(id, CancelRequested, now, &recordDetails{errText: "cancel requested"}))
+		}
+	}
+	// A cancel-requested record is stored only where there is none, so it
+	// never hides an end; reading back tells which tasks had ended.
+	if err := putResults(ctx, store, asked); err != nil {
+		return nil, q.wrap(op, err)
+	}
+	recs, err := q.getResults(ctx, op, store, unique)
+	if err != nil {
+		return nil, err
+	}
+	state := make(map[string]ResultState, len(unique))
+	var open []string
+	for i, rec := range recs {
+		switch {
+		case rec != nil && rec.State.Final():
+			state[unique[i]] = rec.State
+		default:
+			state[unique[i]] = CancelRequested
+			open = append(open, unique[i])
+		}
+	}
+	removed := map[string]bool{}
+	if remover, ok := q.drv.(driver.TaskRemover); ok && len(open) > 0 && q.caps.Level(driver.Cancel) == driver.Native {
+		gone, err := remover.RemoveTasks(ctx, open)
+		if err != nil {
+			return nil, q.wrap(op, err)
+		}
+		if len(gone) > 0 {
+			at := time.Now()
+			done := make([]*driver.ResultRecord, len(gone))
+			for i, id := range gone {
+				removed[id] = true
+				done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
+			}
+			if err := putResults(ctx, store, done); err != nil {
+				return nil, q.wrap(op, fmt.Errorf("the tasks %v were removed but their cancelled records could not be stored: %w", gone, err))
+			}
+		}
+	}
+	out := make([]CancelResult, len(ids))
+	for i, id := range ids {
+		switch st := state[id]; {
+		case removed[id]:
+			out[i] = CancelResult{ID: id, Outcome: CancelRemoved, State: Cancelled}
+		case st.Final():
+			out[i] = CancelResult{ID: id, Outcome: CancelTooLate, State: st}
+		default:
+			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: CancelRequested}
+		}
+	}
+	return out, nil
+}
+
+// CancelRequested returns those of ids whose cancel was asked for and that
+// have not ended: what a worker polls for the tasks it runs, in one call.
+// It is always empty where the backend keeps no results (nothing can ask
+// for a cancel there).
+func (q *Queue) CancelRequested(ctx context.Context, ids []string) ([]string, error) {
+	const op = "cancel-requested"
+	if err := q.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if q.results == nil || len(ids) == 0 || q.caps.Level(driver.Cancel) == driver.Unsupported {
+		return nil, nil
+	}
+	recs, err := q.getResults(ctx, op, q.results, ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, rec := range recs {
+		if rec != nil && rec.State == CancelRequested {
+			out = append(out, ids[i])
+		}
+	}
+	return out, nil
+}
+
+// PurgeResults deletes the result records whose retention has passed and
+// returns how many it deleted. Workers call it now and then; where the
+// engine expires records itself, or the backend keeps none, it returns 0.
+func (q *Queue) PurgeResults(ctx context.Context) (int64, error) {
+	const op = "purge-results"
+	if err := q.checkOpen(op); err != nil {
+		return 0, err
+	}
+	if q.results == nil {
+		return 0, nil
+	}
+	n, err := q.results.PurgeResults(ctx, time.Now())
+	return n, q.wrap(op, err)
 }
 
 // ResultDetails are what a worker tells the result record about a task's
 // last attempt, beyond its attempt history: the shell command's output
 // tail and exit code, or a Go handler's return value.
 type ResultDetails struct {
+	// ExitCode is the shell command's exit status; nil when none.
 	ExitCode *int
-	Output   string
-	Value    json.RawMessage
+	// Output is the tail of the command's output; the record keeps its
+	// last 64 KiB.
+	Output string
+	// Value is a Go handler's return value as JSON. Bytes that are not
+	// valid JSON are kept as a JSON string.
+	Value json.RawMessage
 }
 
 // SetResult attaches d to the result record this envelope's settlement
-// writes (Complete, DeadLetter, or Fail when it dead-letters). Call it
-// before settling; the last call wins.
-func (e *Envelope) SetResult(d ResultDetails) {}
+// writes (Complete, DeadLetter, Fail when it dead-letters, or Cancel).
+// Call it before settling; the last call wins. Where the backend keeps no
+// results it has no effect.
+func (e *Envelope) SetResult(d ResultDetails) {
+	if len(d.Value) > 0 && !json.Valid(d.Value) {
+		s, _ := json.Marshal(string(d.Value))
+		d.Value = s
+	}
+	e.mu.Lock()
+	e.result = &d
+	e.mu.Unlock()
+}
+
+// CancelRequested reports whether a cancel was asked for this task (see
+// Queue.Cancel): the worker should stop it and settle it with Cancel.
+func (e *Envelope) CancelRequested(ctx context.Context) (bool, error) {
+	ids, err := e.q.CancelRequested(ctx, []string{e.Task.ID})
+	return len(ids) > 0, err
+}
+
+// Cancel settles a task that was stopped because a cancel was asked for
+// it: the message is deleted, not retried, and the result record says
+// Cancelled with reason as its error. It is Complete in every other
+// respect (LockLost when the lease was lost).
+func (e *Envelope) Cancel(ctx context.Context, reason string) error {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	return e.complete(ctx, "cancel", e.recordOf(ctx, Cancelled, reason, ""))
+}

@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -34,12 +35,14 @@ type settler struct {
 	// leases and live are flush's buffers, reused from batch to batch
 	// (only the loop goroutine flushes).
 	leases []driver.Lease
+	recs   []*driver.ResultRecord
 	live   []completeReq
 }
 
 type completeReq struct {
 	ctx   context.Context
 	lease driver.Lease
+	rec   *driver.ResultRecord // stored with the completion; nil for none
 	done  chan error
 }
 
@@ -66,12 +69,13 @@ func newSettler(q *Queue) *settler {
 	return s
 }
 
-// complete queues one lease and waits for its result.
-func (s *settler) complete(ctx context.Context, lease driver.Lease) error {
+// complete queues one lease, with the result record to store with it (nil
+// for none), and waits for its result.
+func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *driver.ResultRecord) error {
 	if s.max == 1 {
-		return s.completeOne(ctx, lease)
+		return s.completeOne(ctx, lease, rec)
 	}
-	req := completeReq{ctx: ctx, lease: lease, done: make(chan error, 1)}
+	req := completeReq{ctx: ctx, lease: lease, rec: rec, done: make(chan error, 1)}
 	select {
 	case s.ch <- req:
 	case <-s.q.closing:
@@ -91,7 +95,7 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease) error {
 // completeOne settles one lease with a driver call of its own. As in a
 // batch, the call runs without the caller's cancellation (bounded by
 // settleTimeout): a caller that gives up only stops waiting.
-func (s *settler) completeOne(ctx context.Context, lease driver.Lease) error {
+func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *driver.ResultRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err // as a batch skips it: nothing is sent
 	}
@@ -114,7 +118,7 @@ func (s *settler) completeOne(ctx context.Context, lease driver.Lease) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 		var err error
-		if errs := s.q.drv.Complete(cctx, []driver.Lease{lease}); errs != nil {
+		if errs := s.q.completeWith(cctx, []driver.Lease{lease}, []*driver.ResultRecord{rec}); errs != nil {
 			err = errs[0]
 		}
 		done <- err
@@ -159,11 +163,13 @@ func (s *settler) loop() {
 }
 
 func (s *settler) flush(batch []completeReq) {
-	leases, live := s.leases[:0], s.live[:0]
+	leases, recs, live := s.leases[:0], s.recs[:0], s.live[:0]
 	defer func() {
-		// Keep the buffers, but not the requests' contexts and channels.
+		// Keep the buffers, but not the requests' contexts, channels and
+		// records.
 		clear(live)
-		s.leases, s.live = leases[:0], live[:0]
+		clear(recs)
+		s.leases, s.recs, s.live = leases[:0], recs[:0], live[:0]
 	}()
 	for _, r := range batch {
 		if r.ctx.Err() != nil {
@@ -171,6 +177,7 @@ func (s *settler) flush(batch []completeReq) {
 			continue
 		}
 		leases = append(leases, r.lease)
+		recs = append(recs, r.rec)
 		live = append(live, r)
 	}
 	if len(live) == 0 {
@@ -181,7 +188,7 @@ func (s *settler) flush(batch []completeReq) {
 	// the others' completions.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), settleTimeout)
 	defer cancel()
-	errs := s.q.drv.Complete(ctx, leases)
+	errs := s.q.completeWith(ctx, leases, recs)
 	for i, r := range live {
 		var err error
 		if errs != nil {
@@ -198,4 +205,71 @@ func (s *settler) wait() {
 	s.one.Lock()
 	defer s.one.Unlock()
 	s.shut = true
+}
+
+// completeWith completes leases, storing recs[i] (when not nil) with
+// leases[i]: in the same transaction where the driver is a ResultSettler,
+// otherwise all of the batch's records first, in one call, so that a crash
+// between the two duplicates a record rather than losing it. When the
+// records cannot be stored nothing is completed.
+func (q *Queue) completeWith(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
+	some := someRecords(recs)
+	if some == nil {
+		return q.drv.Complete(ctx, leases)
+	}
+	if rs, ok := q.drv.(driver.ResultSettler); ok {
+		return rs.CompleteWithResults(ctx, leases, recs)
+	}
+	if err := q.results.PutResults(ctx, some); err != nil {
+		return repeatErr(fmt.Errorf("the result records could not be stored, so the tasks were not completed: %w", err), len(leases))
+	}
+	return q.drv.Complete(ctx, leases)
+}
+
+// deadLetter dead-letters reqs, storing recs[i] (when not nil) with
+// reqs[i], as completeWith does.
+func (q *Queue) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
+	some := someRecords(recs)
+	if some == nil {
+		return q.drv.DeadLetter(ctx, reqs)
+	}
+	if rs, ok := q.drv.(driver.ResultSettler); ok {
+		return rs.DeadLetterWithResults(ctx, reqs, recs)
+	}
+	if err := q.results.PutResults(ctx, some); err != nil {
+		return repeatErr(fmt.Errorf("the result records could not be stored, so the tasks were not dead-lettered: %w", err), len(reqs))
+	}
+	return q.drv.DeadLetter(ctx, reqs)
+}
+
+// someRecords returns the records that are not nil; nil when there are
+// none.
+func someRecords(recs []*driver.ResultRecord) []*driver.ResultRecord {
+	n := 0
+	for _, r := range recs {
+		if r != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if n == len(recs) {
+		return recs
+	}
+	out := make([]*driver.ResultRecord, 0, n)
+	for _, r := range recs {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func repeatErr(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }

@@ -120,7 +120,8 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // bigTask is a shell task of about n bytes.
 func bigTask(n int) *jobq.Task {
-	return &jobq.Task{Command: "echo é" + strings.Repeat("0123456789abcdef", n/16), Env: []jobq.EnvVar{{Name: "K", Value: "v"}}, NumRetries: 2}
+	return &jobq.Task{Command: "echo é" + strings.Repeat("0123456789abcdef", n/16), Env: []jobq.EnvVar{{Name: "K", Value: "v"}}, NumRetries: 2,
+		RetryBackoff: jobq.Backoff{Base: time.Millisecond, Cap: time.Millisecond}} // retried almost at once
 }
 
 // objects lists the stash's objects.

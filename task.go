@@ -174,6 +174,11 @@ func (t *Task) Validate() error {
 		return errorf(InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
 	case t.Priority < MinPriority || t.Priority > MaxPriority:
 		return errorf(InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
+	case t.TimeLimit < 0 || t.TimeLimit > maxBackoff:
+		return errorf(InvalidArgument, "validate", "time limit %v is out of range; use 0 (the worker's) up to %v", t.TimeLimit, maxBackoff)
+	}
+	if err := t.RetryBackoff.validate("validate"); err != nil {
+		return err
 	}
 	if len(t.Payload) > 0 && !isJSONObject(t.Payload) {
 		return errorf(InvalidArgument, "validate", "task payload must be a JSON object: %s", notAnObject(t.Payload))

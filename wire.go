@@ -15,6 +15,8 @@ package jobq
 //	"gate_cmd": string                     Task.GateCmd
 //	"concurrency_key": string              Task.ConcurrencyKey
 //	"rate_limit_key": string               Task.RateLimitKey
+//	"retry_backoff": {"base": secs, "cap": secs}  Task.RetryBackoff (seconds, to the millisecond)
+//	"time_limit": secs                     Task.TimeLimit (seconds, to the millisecond)
 //	"metadata": {string: string}           Task.Metadata, keys sorted
 //	"stash": {"url": s, "sha256": s, "size": n}   Task.Stash
 //	"attempts": [{"delivery": n, "outcome": s, "worker": s, "host": s,
@@ -30,6 +32,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,7 +123,8 @@ func md5Hex(b []byte) string {
 // needsV2 reports whether t uses anything schema v1 cannot express.
 func needsV2(t *Task) bool {
 	return t.Kind != "" || t.Priority != 0 || !t.NotBefore.IsZero() || t.GateCmd != "" ||
-		t.ConcurrencyKey != "" || t.RateLimitKey != "" || len(t.Metadata) > 0 || t.Stash != nil || len(t.Attempts) > 0
+		t.ConcurrencyKey != "" || t.RateLimitKey != "" || len(t.Metadata) > 0 || t.Stash != nil || len(t.Attempts) > 0 ||
+		!t.RetryBackoff.IsZero() || t.TimeLimit != 0
 }
 
 // wirePrefix validates t and returns its encoding without the "id" member
@@ -180,6 +184,18 @@ func appendV2(b []byte, t *Task) []byte {
 			b = append(b, `, "`+f.name+`": `...)
 			b = pyjson.AppendString(b, f.value)
 		}
+	}
+	if !t.RetryBackoff.IsZero() {
+		rb := t.RetryBackoff.filled()
+		b = append(b, `, "retry_backoff": {"base": `...)
+		b = appendSeconds(b, rb.Base)
+		b = append(b, `, "cap": `...)
+		b = appendSeconds(b, rb.Cap)
+		b = append(b, '}')
+	}
+	if t.TimeLimit != 0 {
+		b = append(b, `, "time_limit": `...)
+		b = appendSeconds(b, t.TimeLimit)
 	}
 	if len(t.Metadata) > 0 {
 		keys := make([]string, 0, len(t.Metadata))
@@ -611,8 +627,69 @@ func decodeV2(t *Task, k string, v pyjson.Value) (bool, error) {
 		as, err := decodeAttempts(v)
 		t.Attempts = as
 		return true, err
+	case "retry_backoff":
+		if v.Kind == pyjson.Null {
+			return true, nil
+		}
+		b, err := decodeBackoff(v)
+		t.RetryBackoff = b
+		return true, err
+	case "time_limit":
+		if v.Kind == pyjson.Null {
+			return true, nil
+		}
+		d, err := wireSeconds(k, v)
+		t.TimeLimit = d
+		return true, err
 	}
 	return false, nil
+}
+
+// decodeBackoff reads the "retry_backoff" member.
+func decodeBackoff(v pyjson.Value) (Backoff, error) {
+	if v.Kind != pyjson.Object {
+		return Backoff{}, decodeError(`task "retry_backoff" is a JSON %s; it must be an object {"base": seconds, "cap": seconds}`, kindName(v.Kind))
+	}
+	base, okB := v.Get("base")
+	cp, okC := v.Get("cap")
+	if !okB || !okC {
+		return Backoff{}, decodeError(`task "retry_backoff" must have both "base" and "cap" (seconds)`)
+	}
+	var b Backoff
+	var err error
+	if b.Base, err = wireSeconds("retry_backoff base", base); err != nil {
+		return Backoff{}, err
+	}
+	if b.Cap, err = wireSeconds("retry_backoff cap", cp); err != nil {
+		return Backoff{}, err
+	}
+	if b.Base == 0 || b.Base > b.Cap {
+		return Backoff{}, decodeError(`task "retry_backoff" base %v and cap %v must be positive, with the base at most the cap`, b.Base, b.Cap)
+	}
+	return b, nil
+}
+
+// appendSeconds writes d as a JSON number of seconds, to the millisecond
+// (a positive d shorter than a millisecond is written as one).
+func appendSeconds(b []byte, d time.Duration) []byte {
+	ms := d.Round(time.Millisecond).Milliseconds()
+	if d > 0 && ms == 0 {
+		ms = 1
+	}
+	return pyjson.AppendFloat(b, float64(ms)/1000)
+}
+
+// wireSeconds reads a duration written by appendSeconds (any JSON number
+// of seconds from 0 to ten years, rounded to the millisecond).
+func wireSeconds(name string, v pyjson.Value) (time.Duration, error) {
+	if v.Kind != pyjson.Number {
+		return 0, decodeError("task %q is a JSON %s; it must be a number of seconds", name, kindName(v.Kind))
+	}
+	f, err := strconv.ParseFloat(v.Str, 64)
+	if err != nil || f != f || f < 0 || f > maxBackoff.Seconds() {
+		return 0, decodeError("task %q is %s; it must be a number of seconds from 0 to %v", name, v.Str, maxBackoff)
+	}
+	return time.Duration(math.Round(f*1000)) * time.Millisecond, nil
 }
 
 func decodeStashRef(v pyjson.Value) (*StashRef, error) {
@@ -712,6 +789,7 @@ func v2Fields(t *Task) []string {
 		{"kind", t.Kind != ""}, {"priority", t.Priority != 0}, {"not_before", !t.NotBefore.IsZero()}, {"gate_cmd", t.GateCmd != ""},
 		{"concurrency_key", t.ConcurrencyKey != ""}, {"rate_limit_key", t.RateLimitKey != ""},
 		{"metadata", len(t.Metadata) > 0}, {"stash", t.Stash != nil}, {"attempts", len(t.Attempts) > 0},
+		{"retry_backoff", !t.RetryBackoff.IsZero()}, {"time_limit", t.TimeLimit != 0},
 	} {
 		if m.set {
 			f = append(f, m.name)

@@ -34,6 +34,8 @@ func sameTask(a, b *Task) string {
 		return "stash"
 	case len(a.Attempts)+len(b.Attempts) > 0 && !reflect.DeepEqual(a.Attempts, b.Attempts):
 		return "attempts"
+	case a.RetryBackoff != b.RetryBackoff || a.TimeLimit != b.TimeLimit:
+		return "retry_backoff or time_limit"
 	}
 	return ""
 }
@@ -52,6 +54,9 @@ func FuzzUnmarshalTask(f *testing.F) {
 	}
 	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 1, "attempts": [{"delivery": 1, "outcome": "failed"}], "id": "a"}`))
 	f.Add([]byte(`{"kwargs": "{\"cmd\": \"\"}"}`))
+	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 1, "retry_backoff": {"base": 10.0, "cap": 3600.0}, "time_limit": 7200.5, "id": "a"}`))
+	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 1, "retry_backoff": {"base": 1e-4, "cap": 1e300}, "time_limit": -1, "id": "a"}`))
+	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 1, "attempts": [{"delivery": 1, "outcome": "failure", "retry_delay": 0.25}], "id": "a"}`))
 	f.Add([]byte(`{"kwargs": "{\"cmd\": \"\\ud800\"}"}`))
 	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"a\": [1e5, -0, NaN]}", "num_retries": 1, "stash": {"url": "u", "sha256": "h", "size": 1}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -103,6 +108,11 @@ func FuzzMarshalTask(f *testing.F) {
 		if key != "" {
 			task.Metadata = map[string]string{key: envValue}
 			task.NotBefore = time.Unix(int64(retries), int64(priority)).UTC()
+			base := time.Duration(max(priority, -priority)+1) * time.Millisecond
+			task.RetryBackoff = Backoff{Base: base, Cap: 3 * base}
+		}
+		if gate != "" {
+			task.TimeLimit = time.Duration(retries) * time.Millisecond
 		}
 		want := *task
 		b, err := MarshalTask(task)

@@ -27,10 +27,39 @@ const (
 	// MaxDepthPolicy caps how many live messages (ready, delayed and in
 	// flight; not dead) the queue holds (Limit). It has no key.
 	MaxDepthPolicy PolicyKind = "max-depth"
+	// RetentionPolicy is how long result records are kept after a task
+	// ends (Period; Limit is always 1). It has no key; the portable layer
+	// reads it and drivers only store it.
+	RetentionPolicy PolicyKind = "retention"
+	// RetryBackoffPolicy is the queue's default delay before retrying a
+	// failed task: Period is the first delay (the base), Limit the longest
+	// (the cap) in milliseconds. It has no key; the portable layer reads it
+	// and drivers only store it.
+	RetryBackoffPolicy PolicyKind = "retry-backoff"
 )
 
 // PolicyKinds lists the kinds in the order listings show them.
-var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy}
+var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy}
+
+// Keyed reports whether policies of kind k apply per key (concurrency and
+// rate) rather than to the whole queue.
+func (k PolicyKind) Keyed() bool { return k == ConcurrencyPolicy || k == RatePolicy }
+
+// Retention returns the retention policy for d (at least a second).
+func Retention(d time.Duration) Policy {
+	return Policy{Kind: RetentionPolicy, Limit: 1, Period: d}
+}
+
+// RetryBackoff returns the retry-backoff policy for base and cap (whole
+// milliseconds; cap at least base).
+func RetryBackoff(base, cap time.Duration) Policy {
+	return Policy{Kind: RetryBackoffPolicy, Limit: cap.Milliseconds(), Period: base}
+}
+
+// Backoff returns a retry-backoff policy's base and cap.
+func (p Policy) Backoff() (base, cap time.Duration) {
+	return p.Period, time.Duration(p.Limit) * time.Millisecond
+}
 
 // MaxPolicyKeyLen bounds a policy or task key, so that keys fit every
 // engine's index and metadata limits.
@@ -50,7 +79,8 @@ type Policy struct {
 }
 
 // String formats the policy as the CLI takes it: "concurrency KEY=LIMIT",
-// "rate KEY=COUNT/PERIOD" or "max-depth N".
+// "rate KEY=COUNT/PERIOD", "max-depth N", "retention DURATION" or
+// "retry-backoff BASE,CAP".
 func (p Policy) String() string {
 	switch p.Kind {
 	case ConcurrencyPolicy:
@@ -59,6 +89,11 @@ func (p Policy) String() string {
 		return fmt.Sprintf("rate %s=%d/%s", p.Key, p.Limit, shortDuration(p.Period))
 	case MaxDepthPolicy:
 		return fmt.Sprintf("max-depth %d", p.Limit)
+	case RetentionPolicy:
+		return "retention " + shortDuration(p.Period)
+	case RetryBackoffPolicy:
+		base, cap := p.Backoff()
+		return fmt.Sprintf("retry-backoff %s,%s", shortDuration(base), shortDuration(cap))
 	}
 	return fmt.Sprintf("%s %s=%d", p.Kind, p.Key, p.Limit)
 }
@@ -78,8 +113,10 @@ func (p Policy) Validate() error {
 		if p.Key != "" {
 			return Errorf(InvalidArgument, "max-depth applies to the whole queue and takes no key (got %q): write max-depth N", p.Key)
 		}
+	case RetentionPolicy, RetryBackoffPolicy:
+		return p.validateDurations()
 	default:
-		return Errorf(InvalidArgument, "unknown policy kind %q: use concurrency, rate or max-depth", p.Kind)
+		return Errorf(InvalidArgument, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", p.Kind)
 	}
 	if p.Limit <= 0 {
 		return Errorf(InvalidArgument, "%s limit is %d; it must be a positive whole number (unset the policy to remove the limit)", p.Kind, p.Limit)
@@ -92,7 +129,37 @@ func (p Policy) Validate() error {
 			return Errorf(InvalidArgument, "rate period %v is shorter than the 1ms resolution claims are timed with", p.Period)
 		}
 	} else if p.Period != 0 {
-		return Errorf(InvalidArgument, "only rate policies have a period; %s got %v", p.Kind, p.Period)
+		return Errorf(InvalidArgument, "only rate, retention and retry-backoff policies have a period; %s got %v", p.Kind, p.Period)
+	}
+	return nil
+}
+
+// MaxPolicyDuration bounds the durations of the retention and retry-backoff
+// policies: ten years.
+const MaxPolicyDuration = 10 * 365 * 24 * time.Hour
+
+// validateDurations checks a retention or retry-backoff policy.
+func (p Policy) validateDurations() error {
+	if p.Key != "" {
+		return Errorf(InvalidArgument, "%s applies to the whole queue and takes no key (got %q)", p.Kind, p.Key)
+	}
+	if p.Kind == RetentionPolicy {
+		switch {
+		case p.Limit != 1:
+			return Errorf(InvalidArgument, "a retention policy has Limit 1 (got %d): build it with Retention(d)", p.Limit)
+		case p.Period < time.Second || p.Period > MaxPolicyDuration:
+			return Errorf(InvalidArgument, "retention %v is out of range: keep results for 1s to %v, for example 2d", p.Period, MaxPolicyDuration)
+		}
+		return nil
+	}
+	base, cap := p.Backoff()
+	switch {
+	case base < time.Millisecond || base > MaxPolicyDuration:
+		return Errorf(InvalidArgument, "retry-backoff base %v is out of range: use 1ms to %v, for example 10s", base, MaxPolicyDuration)
+	case p.Limit <= 0 || cap > MaxPolicyDuration || p.Limit > MaxPolicyDuration.Milliseconds():
+		return Errorf(InvalidArgument, "retry-backoff cap %v is out of range: use 1ms to %v, for example 1h", cap, MaxPolicyDuration)
+	case cap < base:
+		return Errorf(InvalidArgument, "retry-backoff cap %v is shorter than its base %v: write BASE,CAP with CAP at least BASE, for example 10s,1h", cap, base)
 	}
 	return nil
 }
@@ -257,7 +324,7 @@ func SortPolicies(ps []Policy) {
 func UncountedKeyStats(ps []Policy) []KeyStat {
 	var out []KeyStat
 	for _, p := range ps {
-		if p.Kind != MaxDepthPolicy {
+		if p.Kind.Keyed() {
 			out = append(out, KeyStat{Kind: p.Kind, Key: p.Key, Waiting: -1})
 		}
 	}
@@ -294,7 +361,7 @@ type KeyStatSet struct {
 func NewKeyStatSet(pols []Policy) *KeyStatSet {
 	s := &KeyStatSet{m: map[[2]string]*KeyStat{}}
 	for _, p := range pols {
-		if p.Kind != MaxDepthPolicy {
+		if p.Kind.Keyed() {
 			s.Get(p.Kind, p.Key)
 		}
 	}

@@ -28,6 +28,14 @@ func TestPolicyValidate(t *testing.T) {
 		{Policy{Kind: RatePolicy, Key: "api", Limit: 1, Period: time.Microsecond}, InvalidArgument},
 		{Policy{Kind: MaxDepthPolicy, Key: "x", Limit: 1}, InvalidArgument},
 		{Policy{Kind: "fairness", Key: "x", Limit: 1}, InvalidArgument},
+		{Retention(time.Hour), Unknown},
+		{Retention(time.Millisecond), InvalidArgument},
+		{Policy{Kind: RetentionPolicy, Limit: 2, Period: time.Hour}, InvalidArgument},
+		{Policy{Kind: RetentionPolicy, Key: "k", Limit: 1, Period: time.Hour}, InvalidArgument},
+		{RetryBackoff(time.Second, time.Hour), Unknown},
+		{RetryBackoff(time.Hour, time.Second), InvalidArgument},
+		{RetryBackoff(0, time.Second), InvalidArgument},
+		{RetryBackoff(time.Second, 20*365*24*time.Hour), InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%+v", tt.p), func(t *testing.T) {
@@ -43,6 +51,8 @@ func TestPolicyValidate(t *testing.T) {
 func TestPolicyCodecRoundTrip(t *testing.T) {
 	t.Parallel()
 	in := []Policy{
+		RetryBackoff(10*time.Second, time.Hour),
+		Retention(48 * time.Hour),
 		{Kind: MaxDepthPolicy, Limit: 100},
 		{Kind: RatePolicy, Key: "api", Limit: 10, Period: 90 * time.Second},
 		{Kind: ConcurrencyPolicy, Key: "gpü", Limit: 2},
@@ -51,7 +61,7 @@ func TestPolicyCodecRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Policy{in[2], in[1], in[0]} // sorted by kind
+	want := []Policy{in[4], in[3], in[2], in[1], in[0]} // sorted by kind
 	if fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Fatalf("round trip = %v; want %v", out, want)
 	}
@@ -59,11 +69,11 @@ func TestPolicyCodecRoundTrip(t *testing.T) {
 		t.Errorf("decoding garbage: %v; want Internal", err)
 	}
 	replaced, had := ReplacePolicy(out, Policy{Kind: ConcurrencyPolicy, Key: "gpü", Limit: 5}, false)
-	if !had || len(replaced) != 3 || replaced[0].Limit != 5 {
+	if !had || len(replaced) != len(in) || replaced[0].Limit != 5 {
 		t.Errorf("ReplacePolicy = %v, %v; want the gpü cap replaced", replaced, had)
 	}
 	removed, had := ReplacePolicy(replaced, Policy{Kind: MaxDepthPolicy}, true)
-	if !had || len(removed) != 2 {
+	if !had || len(removed) != len(in)-1 {
 		t.Errorf("ReplacePolicy(remove) = %v, %v; want max-depth gone", removed, had)
 	}
 }

@@ -145,6 +145,8 @@ func capabilities() driver.Capabilities {
 			driver.ConcurrencyLimit:  {Level: driver.Emulated, Fallback: "each worker enforces concurrency caps for its own process only (policies are kept in the queue's metadata): N workers may run up to N times the cap at once"},
 			driver.RateLimit:         {Level: driver.Emulated, Fallback: "each worker enforces rate limits for its own process only (policies are kept in the queue's metadata): N workers may start up to N times the rate"},
 			driver.TransactionalPush: {Level: driver.Unsupported, Fallback: "Storage Queue cannot join an application's transaction; push after your own transaction commits"},
+			driver.Results:           {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
+			driver.Cancel:            {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
 			driver.WorkerRegistry:    {Level: driver.Unsupported, Fallback: workerRegistryFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,

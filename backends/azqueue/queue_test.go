@@ -211,6 +211,10 @@ func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 func TestFailDecrementsRetriesInPlace(t *testing.T) {
 	t.Parallel()
 	q, _ := openQueue(t)
+	// Retried at once: the queue's backoff, since a task of its own would be v2.
+	if err := q.Policies().Set(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
 	task := &jobq.Task{Command: "false", NumRetries: 2}
 	if _, err := q.Push(t.Context(), task); err != nil {
 		t.Fatal(err)

@@ -40,10 +40,23 @@ func BenchmarkPushReceiveComplete(b *testing.B) {
 }
 
 // BenchmarkBatch measures batches of 100: PushBatch, ReceiveBatch, and
-// concurrent Completes (which the portable layer batches).
+// concurrent Completes (which the portable layer batches), with result
+// records (the default) and without (unsupported=results), so that the
+// records' cost shows.
 func BenchmarkBatch(b *testing.B) {
+	b.Run("records", func(b *testing.B) { benchBatch(b, openBench(b)) })
+	b.Run("no-records", func(b *testing.B) {
+		q, err := jobq.Open(context.Background(), "mem://bench-"+rand.Text()+"?unsupported=results,cancel")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = q.Close() })
+		benchBatch(b, q)
+	})
+}
+
+func benchBatch(b *testing.B, q *jobq.Queue) {
 	ctx := context.Background()
-	q := openBench(b)
 	const n = 100
 	for b.Loop() {
 		ts := make([]*jobq.Task, n)

@@ -14,7 +14,10 @@
 // task ID, in-place update, peek and exact counts. Queue policies
 // (docs/policies.md) are kept with the queue and enforced natively under the
 // queue's lock: per-key concurrency caps and rolling-window rate limits on
-// every claim, max-depth on every push.
+// every claim, max-depth on every push. Result records are kept natively
+// (stored under the same lock as the settlement, waiters woken at once,
+// expired ones never returned), and Queue.Cancel removes a queued or
+// delayed task by its ID. There is no worker registry.
 //
 // # URL parameters
 //

@@ -249,13 +249,19 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 	}
 	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int, m *message, now time.Time) error {
-			d.s.remove(m)
-			if b := reqs[i].Body; b != nil && d.level(driver.InPlaceUpdate) == driver.Native {
-				m.body = slices.Clone(b)
-			}
-			d.s.dead = append(d.s.dead, &deadMessage{m: m, reason: reqs[i].Reason, detail: reqs[i].Detail, deadAt: now})
+			d.s.deadLetter(m, reqs[i], now, d.level(driver.InPlaceUpdate) == driver.Native)
 			return nil
 		})
+}
+
+// deadLetter moves the held message m to the dead letters; inPlace says
+// whether the request's body replaces m's. Callers hold mu.
+func (s *store) deadLetter(m *message, req driver.DeadLetterParams, now time.Time, inPlace bool) {
+	s.remove(m)
+	if req.Body != nil && inPlace {
+		m.body = slices.Clone(req.Body)
+	}
+	s.dead = append(s.dead, &deadMessage{m: m, reason: req.Reason, detail: req.Detail, deadAt: now})
 }
 
 // Peek implements driver.Driver. Messages come in the order they would be

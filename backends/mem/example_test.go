@@ -46,7 +46,9 @@ func Example() {
 	// queue empty: true
 }
 
-// Fail spends the task's retry budget, then dead-letters it with the cause.
+// Fail spends the task's retry budget, each retry after the task's retry
+// backoff (here 10ms doubling up to 100ms, with jitter; the default is 10s
+// up to 10m), then dead-letters it with the cause.
 func Example_retries() {
 	ctx := context.Background()
 	q, err := jobq.Open(ctx, "mem://example-retries")
@@ -56,12 +58,13 @@ func Example_retries() {
 	}
 	defer q.Close()
 
-	if _, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 1}); err != nil {
+	t := &jobq.Task{Command: "false", NumRetries: 1, RetryBackoff: jobq.Backoff{Base: 10 * time.Millisecond, Cap: 100 * time.Millisecond}}
+	if _, err := q.Push(ctx, t); err != nil {
 		fmt.Println(err)
 		return
 	}
 	for {
-		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})
+		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute, Wait: time.Second})
 		if err != nil {
 			break // empty: the task was dead-lettered
 		}

@@ -22,8 +22,8 @@ func TestConformance(t *testing.T) {
 	}{
 		{"native", "", 0},
 		{"limited", "?max_message_bytes=4096&max_visibility=30s&max_push_batch=7&max_receive_batch=3&max_peek=2", 4096},
-		{"unsupported", "?unsupported=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,in-place-update,concurrency-limit,rate-limit,worker-registry", 0},
-		{"emulated", "?emulated=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,concurrency-limit,rate-limit,worker-registry&unsupported=in-place-update", 0},
+		{"unsupported", "?unsupported=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,in-place-update,concurrency-limit,rate-limit,results,cancel,worker-registry", 0},
+		{"emulated", "?emulated=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,concurrency-limit,rate-limit,results,cancel,worker-registry&unsupported=in-place-update", 0},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {

@@ -171,7 +171,7 @@ func featureList(p *driver.Params, param string, allowed []driver.Feature) []dri
 var allDegradable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.WorkerRegistry,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -179,7 +179,7 @@ var allDegradable = []driver.Feature{
 var emulatable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.WorkerRegistry,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry,
 }
 
 var emulatedFallback = map[driver.Feature]string{
@@ -193,6 +193,8 @@ var emulatedFallback = map[driver.Feature]string{
 	driver.Dedup:            "a duplicate task ID is dropped silently; PushResult.Duplicate stays false (as Service Bus duplicate detection)",
 	driver.ConcurrencyLimit: "policies are stored but claims ignore them; each worker enforces concurrency caps for its own process only, not across workers (mem test emulation of the Azure backends)",
 	driver.RateLimit:        "policies are stored but claims ignore them; each worker enforces rate limits for its own process only, not across workers (mem test emulation of the Azure backends)",
+	driver.Results:          "results behave as native (mem declares them emulated for tests only)",
+	driver.Cancel:           "a queued task cannot be removed by ID: the worker that receives it drops it as cancelled (mem test emulation of the Azure backends)",
 	driver.WorkerRegistry:   "worker records behave as native (mem declares them emulated for tests only)",
 }
 
@@ -209,6 +211,8 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.ConcurrencyLimit:  "mem was opened with concurrency-limit unsupported",
 	driver.RateLimit:         "mem was opened with rate-limit unsupported",
 	driver.TransactionalPush: "the mem backend has no transactions to join",
+	driver.Results:           "mem was opened with results unsupported: no result records are kept",
+	driver.Cancel:            "mem was opened with cancel unsupported",
 	driver.WorkerRegistry:    "mem was opened with worker-registry unsupported",
 }
 

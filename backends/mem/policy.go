@@ -17,11 +17,12 @@ const gone state = -1
 // policies are a store's queue policies and the counts that enforce them.
 // Guarded by store.mu.
 type policies struct {
-	conc     map[string]int64         // concurrency key -> cap
-	rate     map[string]driver.Policy // rate key -> policy
-	maxDepth int64                    // 0: unbounded
-	inFlight map[string]int64         // concurrency key -> leased messages
-	admitted map[string][]time.Time   // rate key -> claim times in the window, oldest first
+	conc     map[string]int64                    // concurrency key -> cap
+	rate     map[string]driver.Policy            // rate key -> policy
+	maxDepth int64                               // 0: unbounded
+	queue    map[driver.PolicyKind]driver.Policy // retention, retry-backoff: stored only
+	inFlight map[string]int64                    // concurrency key -> leased messages
+	admitted map[string][]time.Time              // rate key -> claim times in the window, oldest first
 }
 
 func newPolicies() policies {
@@ -30,6 +31,7 @@ func newPolicies() policies {
 		rate:     map[string]driver.Policy{},
 		inFlight: map[string]int64{},
 		admitted: map[string][]time.Time{},
+		queue:    map[driver.PolicyKind]driver.Policy{},
 	}
 }
 
@@ -182,6 +184,8 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 		s.pol.rate[p.Key] = p
 	case driver.MaxDepthPolicy:
 		s.pol.maxDepth = p.Limit
+	default:
+		s.pol.queue[p.Kind] = p
 	}
 	s.wake() // a raised limit may unblock messages
 	return nil
@@ -207,6 +211,9 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 	case driver.MaxDepthPolicy:
 		had = s.pol.maxDepth > 0
 		s.pol.maxDepth = 0
+	default:
+		_, had = s.pol.queue[kind]
+		delete(s.pol.queue, kind)
 	}
 	s.wake()
 	return had, nil
@@ -229,6 +236,9 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	}
 	if s.pol.maxDepth > 0 {
 		out = append(out, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: s.pol.maxDepth})
+	}
+	for _, p := range s.pol.queue {
+		out = append(out, p)
 	}
 	sortPolicies(out)
 	return out, nil

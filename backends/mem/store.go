@@ -54,6 +54,7 @@ type store struct {
 	nextSeq uint64
 	nextTok uint64
 	pol     policies
+	res     results
 	// changed is closed (and replaced) whenever a message may have become
 	// claimable, to wake waiting receivers.
 	changed chan struct{}
@@ -65,6 +66,7 @@ func newStore() *store {
 		byTask:  map[string]*message{},
 		changed: make(chan struct{}),
 		pol:     newPolicies(),
+		res:     newResults(),
 	}
 }
 

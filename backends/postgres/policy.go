@@ -341,7 +341,7 @@ func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int6
 	for _, p := range pols {
 		if p.Kind == driver.MaxDepthPolicy {
 			c.maxDepth = p.Limit
-		} else {
+		} else if p.Kind.Keyed() {
 			c.keyed = true
 		}
 	}

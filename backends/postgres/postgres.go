@@ -118,6 +118,8 @@ func startupRefused(err error) error {
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
+			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
+			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
 			driver.WorkerRegistry: {Level: driver.Native}, // the workers table (workers.go)
 		}),
 		MaxMessageBytes: maxMessageBytes,

@@ -18,6 +18,7 @@ import (
 //
 //	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS"
 //	prefix.."pold"        string: max-depth
+//	prefix.."polq"        hash "retention" and "retry-backoff" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
 //	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
 //	prefix.."radm:"..KEY  sorted set of claims of KEY in its window (score: ms)
 //
@@ -210,6 +211,8 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	switch p.Kind {
 	case driver.MaxDepthPolicy:
 		err = d.client.Set(ctx, d.prefix+"pold", p.Limit, 0).Err()
+	case driver.RetentionPolicy, driver.RetryBackoffPolicy:
+		err = d.client.HSet(ctx, d.prefix+"polq", string(p.Kind), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
 	case driver.RatePolicy:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
 	default:
@@ -225,9 +228,12 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 	}
 	var n int64
 	var err error
-	if kind == driver.MaxDepthPolicy {
+	switch {
+	case kind == driver.MaxDepthPolicy:
 		n, err = d.client.Del(ctx, d.prefix+"pold").Result()
-	} else {
+	case !kind.Keyed():
+		n, err = d.client.HDel(ctx, d.prefix+"polq", string(kind)).Result()
+	default:
 		n, err = d.client.HDel(ctx, d.prefix+"polk", policyField(kind, key)).Result()
 	}
 	if err != nil {
@@ -246,6 +252,13 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	all, err := d.client.HGetAll(ctx, d.prefix+"polk").Result()
 	if err != nil {
 		return nil, d.fail("policy list", err)
+	}
+	queue, err := d.client.HGetAll(ctx, d.prefix+"polq").Result()
+	if err != nil {
+		return nil, d.fail("policy list", err)
+	}
+	for kind, v := range queue {
+		all[kind+"|"] = v
 	}
 	var out []driver.Policy
 	for field, v := range all {

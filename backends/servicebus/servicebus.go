@@ -205,6 +205,8 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 				Fallback: "each worker enforces rate limits for its own process only (policies are kept in the queue's user metadata): N workers may start up to N times the rate; " + strings.Replace(putBack, "its key is busy", "its key is over its rate", 1)},
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
+			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
+			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
 			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: workerRegistryFallback},
 		},
 		MaxMessageBytes:    MaxMessageBytes,

@@ -241,6 +241,7 @@ func TestPushThenWorkerDrains(t *testing.T) {
 func TestFailingTaskRetriesThenDeadLetters(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
+	b.must("policy", "set", "retry-backoff", "1ms,1ms") // retried almost at once
 	b.must("push", "-c", "echo attempt >> attempts; echo failing-output; exit 1", "--num-retries", "2")
 	r := b.run("worker", "--max-consecutive-failures", "5")
 	if r.code != 0 {

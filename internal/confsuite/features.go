@@ -207,6 +207,7 @@ func checkFailRetryBudget(c *C) {
 	q := c.open()
 	t := task("fail")
 	t.NumRetries = 2
+	t.RetryBackoff = quickRetry // the retries' timing is checkRetryBackoff's
 	id := c.push(q, t)[0]
 	inPlace := level(q, driver.InPlaceUpdate) == driver.Native
 	for attempt := 1; attempt <= 3; attempt++ {

@@ -165,6 +165,21 @@ func checkCanceledContext(c *C) {
 			do   func() error
 		}{"DeadLetters.List", func() error { _, err := q.DeadLetters().List(ctx, 1); return err }})
 	}
+	if level(q, driver.Results) != driver.Unsupported {
+		ops = append(ops, []struct {
+			name string
+			do   func() error
+		}{
+			{"Result", func() error { _, err := q.Result(ctx, ready); return err }},
+			{"Wait", func() error { _, err := q.Wait(ctx, ready); return err }},
+		}...)
+		if level(q, driver.Cancel) != driver.Unsupported {
+			ops = append(ops, struct {
+				name string
+				do   func() error
+			}{"Cancel", func() error { _, err := q.Cancel(ctx, ready); return err }})
+		}
+	}
 	for _, op := range ops {
 		c.expectCode(op.do(), jobq.Canceled, op.name+" with a canceled context")
 	}

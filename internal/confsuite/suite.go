@@ -111,7 +111,7 @@ func checks() []check {
 		{"UnimplementedUnsafe", checkUnimplementedUnsafe},
 		{"ClosedQueue", checkClosedQueue},
 		{"CanceledContext", checkCanceledContext},
-	}, append(policyChecks(), workerChecks()...)...)
+	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
 }
 
 // handle is one open queue and the log records of its logger.
@@ -275,3 +275,7 @@ func (c *C) poll(f func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// quickRetry is the retry backoff of the suite's tasks that fail for other
+// reasons than the backoff's timing: retried almost at once.
+var quickRetry = jobq.Backoff{Base: time.Millisecond, Cap: time.Millisecond}

@@ -1,0 +1,235 @@
+package mem
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+var (
+	_ driver.ResultStore   = (*Driver)(nil)
+	_ driver.ResultWaiter  = (*Driver)(nil)
+	_ driver.ResultSettler = (*Driver)(nil)
+	_ driver.TaskRemover   = (*Driver)(nil)
+)
+
+// results are a store's result records by task ID, and the channel that
+// wakes waiters when one is stored. Guarded by store.mu.
+type results struct {
+	recs map[string]*driver.ResultRecord
+	wake chan struct{}
+}
+
+func newResults() results {
+	return results{recs: map[string]*driver.ResultRecord{}, wake: make(chan struct{})}
+}
+
+// checkResults fails when the queue was opened with results unsupported.
+func (d *Driver) checkResults(ctx context.Context) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	if d.level(driver.Results) == driver.Unsupported {
+		return unimplemented(driver.Results)
+	}
+	return nil
+}
+
+// live returns the unexpired record of id. Callers hold mu.
+func (s *store) liveResult(id string, now time.Time) *driver.ResultRecord {
+	r := s.res.recs[id]
+	if r == nil || !now.Before(r.ExpiresAt) {
+		return nil
+	}
+	return r
+}
+
+// putResult stores r under the rule of driver.ResultStore.PutResults.
+// Callers hold mu and call wakeResults after.
+func (s *store) putResult(r *driver.ResultRecord, now time.Time) {
+	if r.State == driver.ResultCancelRequested && s.liveResult(r.ID, now) != nil {
+		return
+	}
+	c := *r
+	c.Data = append([]byte(nil), r.Data...)
+	s.res.recs[r.ID] = &c
+}
+
+// wakeResults tells waiters to look again. Callers hold mu.
+func (s *store) wakeResults() {
+	close(s.res.wake)
+	s.res.wake = make(chan struct{})
+}
+
+// PutResults implements driver.ResultStore.
+func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
+	if err := d.checkResults(ctx); err != nil {
+		return err
+	}
+	now := time.Now()
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		s.putResult(r, now)
+	}
+	s.wakeResults()
+	return nil
+}
+
+// GetResults implements driver.ResultStore.
+func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
+	if err := d.checkResults(ctx); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*driver.ResultRecord, len(ids))
+	for i, id := range ids {
+		if r := s.liveResult(id, now); r != nil {
+			c := *r
+			c.Data = append([]byte(nil), r.Data...)
+			out[i] = &c
+		}
+	}
+	return out, nil
+}
+
+// PurgeResults implements driver.ResultStore.
+func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
+	if err := d.checkResults(ctx); err != nil {
+		return 0, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for id, r := range s.res.recs {
+		if !now.Before(r.ExpiresAt) {
+			delete(s.res.recs, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// WaitResults implements driver.ResultWaiter: it returns as soon as one of
+// ids has a final record, or a record is stored, or wait passes.
+func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Duration) error {
+	if err := d.checkResults(ctx); err != nil {
+		return err
+	}
+	now := time.Now()
+	s := d.s
+	s.mu.Lock()
+	for _, id := range ids {
+		if r := s.liveResult(id, now); r != nil && r.State.Final() {
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	wake := s.res.wake
+	s.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closed:
+		return driver.Errorf(driver.FailedPrecondition, "mem: queue handle closed during a wait for results")
+	}
+	return nil
+}
+
+// CompleteWithResults implements driver.ResultSettler: the record is stored
+// under the same lock as the deletion.
+func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
+	if err := d.checkResults(ctx); err != nil {
+		return repeat(err, len(leases))
+	}
+	defer d.wakeResults()
+	return d.settle(ctx, len(leases), func(i int) driver.Lease { return leases[i] },
+		func(i int, m *message, now time.Time) error {
+			d.s.remove(m)
+			if recs[i] != nil {
+				d.s.putResult(recs[i], now)
+			}
+			return nil
+		})
+}
+
+// DeadLetterWithResults implements driver.ResultSettler.
+func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
+	if err := d.checkResults(ctx); err != nil {
+		return repeat(err, len(reqs))
+	}
+	if d.level(driver.DeadLetter) == driver.Unsupported {
+		return repeat(unimplemented(driver.DeadLetter), len(reqs))
+	}
+	defer d.wakeResults()
+	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int, m *message, now time.Time) error {
+			d.s.deadLetter(m, reqs[i], now, d.level(driver.InPlaceUpdate) == driver.Native)
+			if recs[i] != nil {
+				d.s.putResult(recs[i], now)
+			}
+			return nil
+		})
+}
+
+func (d *Driver) wakeResults() {
+	d.s.mu.Lock()
+	d.s.wakeResults()
+	d.s.mu.Unlock()
+}
+
+// RemoveTasks implements driver.TaskRemover: ready and delayed messages
+// with those task IDs are deleted; leased ones stay.
+func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	if d.level(driver.Cancel) != driver.Native {
+		return nil, driver.Errorf(driver.Unimplemented, "mem: this queue was opened with cancel %s: it cannot remove tasks by ID", d.level(driver.Cancel))
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.promote(time.Now())
+	var removed []string
+	done := map[string]bool{}
+	readyGone := false
+	for _, m := range s.msgs {
+		if !want[m.taskID] || m.state == leased {
+			continue
+		}
+		readyGone = readyGone || m.state == ready
+		s.remove(m)
+		if !done[m.taskID] {
+			done[m.taskID] = true
+			removed = append(removed, m.taskID)
+		}
+	}
+	if readyGone {
+		kept := s.readyQ[:0]
+		for _, m := range s.readyQ {
+			if m.state == ready {
+				kept = append(kept, m)
+			}
+		}
+		clear(s.readyQ[len(kept):])
+		s.readyQ = kept
+		heap.Init(&s.readyQ)
+	}
+	return removed, nil
+}

@@ -1,0 +1,486 @@
+package confsuite
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// resultChecks are the checks of task results, cancel and retry backoff
+// (docs/results.md).
+func resultChecks() []check {
+	return []check{
+		{"ResultRecords", checkResultRecords},
+		{"ResultRetention", checkResultRetention},
+		{"WaitResults", checkWaitResults},
+		{"CancelQueued", checkCancelQueued},
+		{"CancelDelayed", checkCancelDelayed},
+		{"CancelRunning", checkCancelRunning},
+		{"RetryBackoff", checkRetryBackoff},
+		{"TaskSettingsRoundTrip", checkTaskSettingsRoundTrip},
+		{"QueueWidePolicies", checkQueueWidePolicies},
+	}
+}
+
+// checkQueueWidePolicies: the retention and retry-backoff policies, which
+// the portable layer applies itself, are stored and listed like the others
+// (on every backend that keeps policies), replaced when set again, and
+// unset; the queue's retries then follow the policy.
+func checkQueueWidePolicies(c *C) {
+	q := c.open()
+	if !c.hasPolicyStore(q) {
+		c.Skipf("the backend keeps no queue policies")
+	}
+	want := []jobq.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
+	for _, p := range append([]jobq.Policy{driver.Retention(time.Hour)}, want...) {
+		if err := q.Policies().Set(c.ctx(), p); err != nil {
+			c.Fatalf("set %v: %v", p, err)
+		}
+	}
+	got, err := q.Policies().List(c.ctx())
+	if err != nil {
+		c.Fatalf("policy list: %v", err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		c.Errorf("policy list = %v, want %v", got, want)
+	}
+	if ks, err := q.Policies().KeyStats(c.ctx()); err != nil || len(ks) != 0 {
+		c.Errorf("key stats with only queue-wide policies = %v, %v; want none", ks, err)
+	}
+	// A task without a backoff of its own takes the queue's.
+	t := task("policy backoff")
+	t.NumRetries = 1
+	c.push(q, t)
+	res, err := c.receive(q, c.longVis(q)).Fail(c.ctx(), errors.New("conformance failure"), "")
+	if err != nil || !res.Retried {
+		c.Fatalf("Fail = %+v, %v; want a retry", res, err)
+	}
+	if level(q, driver.DelayedRequeue) != driver.Unsupported && (res.Delay < 750*time.Millisecond || res.Delay > 1500*time.Millisecond) {
+		c.Errorf("the first retry waits %v; want 0.75s..1.5s from the queue's retry-backoff %v", res.Delay, want[1])
+	}
+	c.complete(c.receive(q, c.longVis(q)))
+	for _, p := range want {
+		if ok, err := q.Policies().Unset(c.ctx(), p.Kind, ""); err != nil || !ok {
+			c.Errorf("unset %s: %v, %v; want true, nil", p.Kind, ok, err)
+		}
+	}
+	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
+		c.Errorf("policy list after unsetting = %v, %v; want none", got, err)
+	}
+}
+
+// keepsResults reports whether the backend keeps result records; where it
+// does not, it checks that asking for one is Unimplemented and settling
+// still works, and the caller stops.
+func (c *C) keepsResults(q *handle) bool {
+	c.Helper()
+	if level(q, driver.Results) != driver.Unsupported {
+		return true
+	}
+	_, err := q.Result(c.ctx(), "no-such-task")
+	c.expectCode(err, jobq.Unimplemented, "Result on a backend that keeps no results")
+	_, err = q.Wait(c.ctx(), "no-such-task")
+	c.expectCode(err, jobq.Unimplemented, "Wait on a backend that keeps no results")
+	c.push(q, task("no results kept"))
+	c.complete(c.receive(q, c.longVis(q)))
+	return false
+}
+
+// result reads the record of task id, failing the check when there is none.
+func (c *C) result(q *handle, id string) *jobq.Result {
+	c.Helper()
+	var r *jobq.Result
+	var err error
+	// Where records live in another store than the queue, they may show a
+	// moment after the settlement.
+	if !c.poll(func() bool {
+		r, err = q.Result(c.ctx(), id)
+		return err == nil
+	}) {
+		c.Fatalf("the result of task %s: %v", id, err)
+	}
+	return r
+}
+
+// checkResultRecords: every end leaves a record with what the worker told
+// it: a success with its value and output, a dead letter with its reason,
+// a failure past its retries, a cancelled task.
+func checkResultRecords(c *C) {
+	q := c.open()
+	if !c.keepsResults(q) {
+		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
+	}
+	dead := level(q, driver.DeadLetter) != driver.Unsupported
+	type end struct {
+		name   string
+		settle func(e *jobq.Envelope) error
+		state  jobq.ResultState
+		errSub string
+		output string
+		value  string
+	}
+	code := 3
+	ends := []end{
+		{"succeeded", func(e *jobq.Envelope) error {
+			e.SetResult(jobq.ResultDetails{Output: "all done ✓\n", Value: json.RawMessage(`{"answer": 42}`)})
+			return e.Complete(c.ctx())
+		}, jobq.Succeeded, "", "all done ✓\n", `{"answer": 42}`},
+		{"cancelled", func(e *jobq.Envelope) error { return e.Cancel(c.ctx(), "conformance cancel") },
+			jobq.Cancelled, "conformance cancel", "", ""},
+	}
+	if dead {
+		ends = append(ends,
+			end{"dead-lettered", func(e *jobq.Envelope) error {
+				e.SetResult(jobq.ResultDetails{ExitCode: &code, Output: "tail of the output"})
+				return e.DeadLetter(c.ctx(), "conformance reason", "detail")
+			}, jobq.DeadLettered, "conformance reason", "tail of the output", ""},
+			end{"failed past its retries", func(e *jobq.Envelope) error {
+				_, err := e.Fail(c.ctx(), errors.New("boom"), "the detail is the output")
+				return err
+			}, jobq.DeadLettered, "boom", "the detail is the output", ""})
+	}
+	ids := map[string]end{}
+	for _, en := range ends {
+		ids[c.push(q, task("result "+en.name))[0]] = en
+	}
+	for id, e := range c.receiveAll(q, len(ends), c.longVis(q)) {
+		e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Host: "conformance-host", Start: time.Now(), Outcome: jobq.OutcomeSuccess})
+		if err := ids[id].settle(e); err != nil {
+			c.Fatalf("settle the %s task: %v", ids[id].name, err)
+		}
+	}
+	for id, en := range ids {
+		r := c.result(q, id)
+		switch {
+		case r.ID != id || r.State != en.state:
+			c.Errorf("%s task: record %s in state %s; want %s in state %s", en.name, r.ID, r.State, id, en.state)
+		case !strings.Contains(r.Error, en.errSub) || (en.errSub == "" && r.Error != ""):
+			c.Errorf("%s task: record error %q; want %q", en.name, r.Error, en.errSub)
+		case r.Output != en.output || string(r.Value) != en.value:
+			c.Errorf("%s task: record output %q value %s; want %q and %s", en.name, r.Output, r.Value, en.output, en.value)
+		case r.Worker != "conformance-worker" || r.Host != "conformance-host" || r.Started.IsZero() || r.Finished.IsZero():
+			c.Errorf("%s task: record worker %q host %q started %v finished %v; want the recorded attempt's", en.name, r.Worker, r.Host, r.Started, r.Finished)
+		case r.DeliveryCount != 1:
+			c.Errorf("%s task: record delivery count %d; want 1", en.name, r.DeliveryCount)
+		case time.Until(r.ExpiresAt) < jobq.DefaultRetention-time.Hour:
+			c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, jobq.DefaultRetention)
+		}
+		if en.state == jobq.DeadLettered && en.value == "" && en.name == "dead-lettered" && (r.ExitCode == nil || *r.ExitCode != code) {
+			c.Errorf("dead-lettered task: record exit code %v; want %d", r.ExitCode, code)
+		}
+	}
+	c.receiveNone(q, time.Time{}, "every task ended")
+	_, err := q.Result(c.ctx(), "conformance-never-pushed")
+	c.expectCode(err, jobq.NotFound, "Result of a task that was never pushed")
+}
+
+// checkResultRetention: a record lives for the queue's retention policy
+// and is gone after it, whether the engine purged it or not; PurgeResults
+// deletes what expired.
+func checkResultRetention(c *C) {
+	q := c.open()
+	if !c.keepsResults(q) {
+		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
+	}
+	if !c.hasPolicyStore(q) {
+		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", jobq.DefaultRetention)
+	}
+	const keep = 2 * time.Second
+	if err := q.Policies().Set(c.ctx(), driver.Retention(keep)); err != nil {
+		c.Fatalf("set retention %v: %v", keep, err)
+	}
+	id := c.push(q, task("short-lived result"))[0]
+	c.complete(c.receive(q, c.longVis(q)))
+	r := c.result(q, id)
+	if left := time.Until(r.ExpiresAt); left > keep || left < -c.tolerance() {
+		c.Errorf("record expires in %v; want within the %v retention", left, keep)
+	}
+	time.Sleep(time.Until(r.ExpiresAt) + c.tolerance())
+	_, err := q.Result(c.ctx(), id)
+	c.expectCode(err, jobq.NotFound, "Result after the retention passed")
+	if _, err := q.PurgeResults(c.ctx()); err != nil {
+		c.Errorf("PurgeResults: %v", err)
+	}
+	if _, err := q.Result(c.ctx(), id); jobq.ErrorCode(err) != jobq.NotFound {
+		c.Errorf("Result after PurgeResults: %v; want NotFound", err)
+	}
+}
+
+// checkWaitResults: Wait reports a task that ended before it started at
+// once, and the others as they end, including one that failed.
+func checkWaitResults(c *C) {
+	q := c.open()
+	if !c.keepsResults(q) {
+		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
+	}
+	ids := c.push(q, task("wait early"))
+	early := c.receive(q, c.longVis(q))
+	c.complete(early)
+	ids = append(ids, c.push(q, task("wait succeeds"), task("wait fails"))...)
+	type report struct {
+		r   *jobq.Result
+		err error
+	}
+	got := make(chan report, len(ids)+1)
+	go func() {
+		err := q.WaitFunc(c.ctx(), ids, func(r *jobq.Result) error {
+			got <- report{r: r}
+			return nil
+		})
+		got <- report{err: err}
+	}()
+	seen := map[string]jobq.ResultState{}
+	next := func(why string) report {
+		select {
+		case rep := <-got:
+			if rep.err != nil {
+				c.Fatalf("WaitFunc: %v", rep.err)
+			}
+			if rep.r == nil {
+				c.Fatalf("WaitFunc returned while %s", why)
+			}
+			seen[rep.r.ID] = rep.r.State
+			return rep
+		case <-time.After(c.patience()):
+			c.Fatalf("WaitFunc reported nothing within %v while %s", c.patience(), why)
+		}
+		return report{}
+	}
+	first := next("a task had ended before the wait began")
+	if first.r.ID != early.Task.ID || first.r.State != jobq.Succeeded {
+		c.Errorf("the first report is %s in state %s; want %s, which had succeeded before the wait", first.r.ID, first.r.State, early.Task.ID)
+	}
+	for i := range 2 {
+		e := c.receive(q, c.longVis(q))
+		if len(seen) > 1+i {
+			c.Errorf("WaitFunc reported %v before the other tasks ended", seen)
+		}
+		if e.Task.ID == ids[2] && level(q, driver.DeadLetter) != driver.Unsupported {
+			if _, err := e.Fail(c.ctx(), errors.New("conformance failure"), ""); err != nil {
+				c.Fatalf("fail: %v", err)
+			}
+		} else {
+			c.complete(e)
+		}
+		next("a task ended")
+	}
+	if rep := <-got; rep.err != nil || rep.r != nil {
+		c.Errorf("WaitFunc after every task ended: %+v; want it to return nil", rep)
+	}
+	want := map[string]jobq.ResultState{ids[0]: jobq.Succeeded, ids[1]: jobq.Succeeded, ids[2]: jobq.DeadLettered}
+	if level(q, driver.DeadLetter) == driver.Unsupported {
+		want[ids[2]] = jobq.Succeeded
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		c.Errorf("WaitFunc reported %v; want %v", seen, want)
+	}
+	rs, err := q.Wait(c.ctx(), ids[2], ids[0])
+	if err != nil || len(rs) != 2 || rs[0].ID != ids[2] || rs[1].ID != ids[0] {
+		c.Errorf("Wait for ended tasks: %v, %v; want their results in the order asked", rs, err)
+	}
+}
+
+// cancelLevel checks Cancel where it is unsupported (Unimplemented) and
+// reports whether the caller should go on.
+func (c *C) cancels(q *handle) bool {
+	c.Helper()
+	if level(q, driver.Results) != driver.Unsupported && level(q, driver.Cancel) != driver.Unsupported {
+		return true
+	}
+	_, err := q.Cancel(c.ctx(), "no-such-task")
+	c.expectCode(err, jobq.Unimplemented, "Cancel on a backend that cannot cancel")
+	return false
+}
+
+// expectCancel checks one CancelResult.
+func (c *C) expectCancel(got []jobq.CancelResult, err error, id string, want jobq.CancelOutcome) {
+	c.Helper()
+	if err != nil {
+		c.Fatalf("cancel %s: %v", id, err)
+	}
+	if len(got) != 1 || got[0].ID != id || got[0].Outcome != want {
+		c.Fatalf("cancel %s = %+v; want outcome %s", id, got, want)
+	}
+}
+
+// checkCancelQueued: a queued task is removed and recorded as cancelled
+// where the backend can remove by ID; elsewhere the receiver sees the
+// cancel and settles it as cancelled. A task that ended is not changed.
+func checkCancelQueued(c *C) {
+	q := c.open()
+	if !c.cancels(q) {
+		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
+	}
+	done := c.push(q, task("cancel too late"))[0]
+	c.complete(c.receive(q, c.longVis(q)))
+	c.result(q, done)
+	rs, err := q.Cancel(c.ctx(), done)
+	c.expectCancel(rs, err, done, jobq.CancelTooLate)
+	if r := c.result(q, done); r.State != jobq.Succeeded {
+		c.Errorf("a cancel after the end changed the record to %s", r.State)
+	}
+
+	id := c.push(q, task("cancel queued"))[0]
+	rs, err = q.Cancel(c.ctx(), id)
+	if level(q, driver.Cancel) == driver.Native {
+		c.expectCancel(rs, err, id, jobq.CancelRemoved)
+		if r := c.result(q, id); r.State != jobq.Cancelled {
+			c.Errorf("a removed task's record is in state %s; want cancelled", r.State)
+		}
+		c.receiveNone(q, time.Time{}, "the only queued task was cancelled")
+		c.expectStats(q, want{})
+		return
+	}
+	c.expectCancel(rs, err, id, jobq.CancelPending)
+	c.settleCancelled(q, c.receive(q, c.longVis(q)), id)
+}
+
+// settleCancelled does what a worker does with a task whose cancel was
+// asked for: it sees the request and settles the task as cancelled.
+func (c *C) settleCancelled(q *handle, e *jobq.Envelope, id string) {
+	c.Helper()
+	if e.Task.ID != id {
+		c.Fatalf("received %s; want the cancelled task %s", e.Task.ID, id)
+	}
+	asked, err := q.CancelRequested(c.ctx(), []string{"conformance-other", id})
+	if err != nil || len(asked) != 1 || asked[0] != id {
+		c.Errorf("CancelRequested = %v, %v; want [%s]", asked, err, id)
+	}
+	if ok, err := e.CancelRequested(c.ctx()); err != nil || !ok {
+		c.Errorf("Envelope.CancelRequested = %v, %v; want true", ok, err)
+	}
+	if r := c.result(q, id); r.State != jobq.CancelRequested {
+		c.Errorf("the record of a task asked to cancel is in state %s; want %s", r.State, jobq.CancelRequested)
+	}
+	if err := e.Cancel(c.ctx(), "cancel requested"); err != nil {
+		c.Fatalf("settle the cancelled task: %v", err)
+	}
+	if r := c.result(q, id); r.State != jobq.Cancelled {
+		c.Errorf("after the worker stopped it, the record is in state %s; want cancelled", r.State)
+	}
+	if asked, err := q.CancelRequested(c.ctx(), []string{id}); err != nil || len(asked) != 0 {
+		c.Errorf("CancelRequested after the cancel was settled = %v, %v; want none", asked, err)
+	}
+	c.receiveNone(q, time.Time{}, "a cancelled task is not retried")
+}
+
+// checkCancelDelayed: a task waiting for its NotBefore is removed as a
+// queued one is.
+func checkCancelDelayed(c *C) {
+	q := c.open()
+	if !c.cancels(q) {
+		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
+	}
+	if level(q, driver.DelayedPush) != driver.Native {
+		c.Skipf("delayed push is %s, so no task can wait delayed", level(q, driver.DelayedPush))
+	}
+	t := task("cancel delayed")
+	t.NotBefore = time.Now().Add(time.Hour)
+	id := c.push(q, t)[0]
+	rs, err := q.Cancel(c.ctx(), id)
+	if level(q, driver.Cancel) == driver.Native {
+		c.expectCancel(rs, err, id, jobq.CancelRemoved)
+		if r := c.result(q, id); r.State != jobq.Cancelled {
+			c.Errorf("a removed delayed task's record is in state %s; want cancelled", r.State)
+		}
+		c.expectStats(q, want{})
+		return
+	}
+	c.expectCancel(rs, err, id, jobq.CancelPending)
+	if r := c.result(q, id); r.State != jobq.CancelRequested {
+		c.Errorf("the record of a delayed task asked to cancel is in state %s; want %s", r.State, jobq.CancelRequested)
+	}
+}
+
+// checkCancelRunning: a running task cannot be removed; its holder sees
+// the request (as the worker polls for it) and settles it as cancelled,
+// and it is not retried. Package worker's tests check that a worker stops
+// the process.
+func checkCancelRunning(c *C) {
+	q := c.open()
+	if !c.cancels(q) {
+		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
+	}
+	t := task("cancel running")
+	t.NumRetries = 3
+	id := c.push(q, t)[0]
+	e := c.receive(q, c.longVis(q))
+	rs, err := q.Cancel(c.ctx(), id)
+	c.expectCancel(rs, err, id, jobq.CancelPending)
+	// Asking again changes nothing.
+	rs, err = q.Cancel(c.ctx(), id, id)
+	if err != nil || len(rs) != 2 || rs[0].Outcome != jobq.CancelPending || rs[1].Outcome != jobq.CancelPending {
+		c.Errorf("a second cancel of the running task = %+v, %v; want pending twice", rs, err)
+	}
+	c.settleCancelled(q, e, id)
+}
+
+// checkRetryBackoff: a failed task's retry waits for its backoff, counted
+// as delayed meanwhile, then comes back; where the backend cannot delay a
+// requeue it comes back at once.
+func checkRetryBackoff(c *C) {
+	q := c.open()
+	t := task("retry backoff")
+	t.NumRetries = 1
+	t.RetryBackoff = jobq.Backoff{Base: 3 * c.vis(), Cap: 3 * c.vis()}
+	id := c.push(q, t)[0]
+	e := c.receive(q, c.longVis(q))
+	e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure})
+	res, err := e.Fail(c.ctx(), errors.New("conformance failure"), "")
+	failed := time.Now()
+	if err != nil || !res.Retried {
+		c.Fatalf("Fail = %+v, %v; want a retry", res, err)
+	}
+	switch level(q, driver.DelayedRequeue) {
+	case driver.Unsupported:
+		if res.Delay != 0 {
+			c.Errorf("delayed requeue is unsupported, yet Fail reports a delay of %v", res.Delay)
+		}
+		if n := len(q.logs.warnings(string(driver.DelayedRequeue))); n != 1 {
+			c.Errorf("retrying without a delayed requeue logged %d warnings, want 1", n)
+		}
+	case driver.Emulated:
+		c.Logf("delayed requeue is emulated (%s): the retry came after %v", q.Capabilities().Features[driver.DelayedRequeue].Fallback, res.Delay)
+	default:
+		if res.Delay < t.RetryBackoff.Base/2 || res.Delay > t.RetryBackoff.Cap {
+			c.Errorf("Fail reports a delay of %v; want %v..%v (the task's backoff with jitter)", res.Delay, t.RetryBackoff.Base/2, t.RetryBackoff.Cap)
+		}
+		due := failed.Add(res.Delay)
+		c.receiveNone(q, due, fmt.Sprintf("the retry waits for its backoff of %v", res.Delay))
+		if st, err := q.Stats(c.ctx()); err != nil {
+			c.Errorf("stats: %v", err)
+		} else if level(q, driver.ExactCount) == driver.Native && st.Known.Delayed && time.Now().Before(due) && st.Delayed != 1 {
+			c.Errorf("stats while the retry waits: %+v; want Delayed 1", st)
+		}
+	}
+	e = c.receive(q, c.longVis(q))
+	if early := time.Until(failed.Add(res.Delay)); level(q, driver.DelayedRequeue) == driver.Native && early > c.tolerance() {
+		c.Errorf("the retry came %v before its backoff ended", early)
+	}
+	c.expectDelivery(e, id, 2, "after the retry backoff")
+	if as := e.Attempts(); level(q, driver.InPlaceUpdate) == driver.Native && res.Delay > 0 && (len(as) == 0 || as[0].RetryDelay == 0) {
+		c.Errorf("the attempt history %+v does not record the retry delay %v", as, res.Delay)
+	}
+	c.complete(e)
+}
+
+// checkTaskSettingsRoundTrip: a task's retry backoff and time limit reach
+// the receiver unchanged (the worker applies the time limit; package
+// worker's tests check that).
+func checkTaskSettingsRoundTrip(c *C) {
+	q := c.open()
+	t := task("settings")
+	t.RetryBackoff = jobq.Backoff{Base: 1500 * time.Millisecond, Cap: 2 * time.Hour}
+	t.TimeLimit = 90 * time.Minute
+	c.push(q, t)
+	e := c.receive(q, c.longVis(q))
+	if e.Task.RetryBackoff != t.RetryBackoff || e.Task.TimeLimit != t.TimeLimit {
+		c.Errorf("received retry backoff %v and time limit %v; want %v and %v", e.Task.RetryBackoff, e.Task.TimeLimit, t.RetryBackoff, t.TimeLimit)
+	}
+	c.complete(e)
+}

@@ -1,0 +1,117 @@
+package jobq
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// DefaultRetention is how long result records are kept when the queue has
+// no retention policy.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// policyRefresh is how often a queue reloads the policies the portable
+// layer applies itself (retention, retry-backoff), so that a change made
+// elsewhere takes effect within it.
+const policyRefresh = time.Minute
+
+// policyLoadTimeout bounds one reload.
+const policyLoadTimeout = 5 * time.Second
+
+// policyCache holds the queue policies the portable layer applies itself.
+// The first use loads them; later uses get the cached values while a stale
+// cache reloads in the background, so settlements never wait for it.
+type policyCache struct {
+	q      *Queue
+	loadMu sync.Mutex // serializes loads
+
+	mu         sync.Mutex
+	loaded     time.Time // zero: never loaded, or invalidated
+	gen        uint64    // bumped by invalidate: a load begun before it is stale
+	refreshing bool
+	keep       time.Duration
+	backoff    Backoff // zero when the queue has no retry-backoff policy
+}
+
+// retention returns the queue's retention.
+func (c *policyCache) retention() time.Duration {
+	keep, _ := c.get()
+	return keep
+}
+
+// retryBackoff returns the queue's retry-backoff policy; zero when none.
+func (c *policyCache) retryBackoff() Backoff {
+	_, b := c.get()
+	return b
+}
+
+func (c *policyCache) get() (time.Duration, Backoff) {
+	c.mu.Lock()
+	if c.loaded.IsZero() {
+		c.mu.Unlock()
+		c.loadMu.Lock()
+		c.mu.Lock()
+		fresh := !c.loaded.IsZero()
+		c.mu.Unlock()
+		if !fresh {
+			c.load()
+		}
+		c.loadMu.Unlock()
+		c.mu.Lock()
+	} else if time.Since(c.loaded) > policyRefresh && !c.refreshing {
+		c.refreshing = true
+		go func() {
+			c.loadMu.Lock()
+			defer c.loadMu.Unlock()
+			c.load()
+		}()
+	}
+	defer c.mu.Unlock()
+	return c.keep, c.backoff
+}
+
+// invalidate makes the next use reload the policies (after Policies.Set
+// and Unset on this queue).
+func (c *policyCache) invalidate() {
+	c.mu.Lock()
+	c.loaded = time.Time{}
+	c.gen++
+	c.mu.Unlock()
+}
+
+// load reads the policies; callers hold loadMu. A failed read keeps the
+// values it had (the defaults at first) until the next refresh.
+func (c *policyCache) load() {
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
+	keep, backoff, ok := DefaultRetention, Backoff{}, true
+	if ps, isStore := c.q.drv.(driver.PolicyStore); isStore && !c.q.closed.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), policyLoadTimeout)
+		pols, err := ps.ListPolicies(ctx)
+		cancel()
+		if err != nil {
+			ok = false
+			c.q.log.Debug("jobq: could not read the queue's retention and retry-backoff policies; keeping the last known ones", "error", err)
+		}
+		for _, p := range pols {
+			switch p.Kind {
+			case driver.RetentionPolicy:
+				keep = p.Period
+			case driver.RetryBackoffPolicy:
+				backoff.Base, backoff.Cap = p.Backoff()
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok || c.keep == 0 {
+		c.keep, c.backoff = keep, backoff
+	}
+	c.refreshing = false
+	if c.gen == gen {
+		c.loaded = time.Now()
+	}
+}

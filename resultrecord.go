@@ -1,0 +1,273 @@
+package jobq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/pyjson"
+	"github.com/jobq/jobq/stash"
+)
+
+// A result record's details travel in driver.ResultRecord.Data as one JSON
+// object, written with the wire format's encoder:
+//
+//	{"v": 1, "delivery_count": n, "exit_code": n, "error": s, "output": s,
+//	 "value": s, "value_stash": {"url": s, "sha256": s, "size": n},
+//	 "started": t, "finished": t, "worker": s, "host": s, "attempts": [...]}
+//
+// Only "v" is always present. "value" is a Go handler's JSON return value
+// as a string, so that its bytes come back unchanged; a value larger than
+// maxInlineValue is kept in the queue's stash instead, where one is
+// configured, and "value_stash" points at it. "attempts" is the wire
+// format's attempt history (attempts.go).
+
+// recordVersion is the version of the record encoding this jobq writes
+// and the newest it reads.
+const recordVersion = 1
+
+// maxRecordOutput bounds the output tail a record keeps.
+const maxRecordOutput = maxDetailBytes
+
+// maxInlineValue is the largest handler value a record holds itself where
+// the queue has a stash; larger ones go to the stash.
+const maxInlineValue = 64 << 10
+
+// recordDetails are the decoded contents of a record's Data.
+type recordDetails struct {
+	deliveries      int
+	exitCode        *int
+	errText, output string
+	value           json.RawMessage
+	valueRef        *StashRef // where a stashed value is; value is then nil
+	started, ended  time.Time
+	worker, host    string
+	attempts        []Attempt
+}
+
+// encode writes d as a record's Data.
+func (d *recordDetails) encode() []byte {
+	b := make([]byte, 0, 64+len(d.errText)+len(d.output)+len(d.value)+len(d.attempts)*96)
+	b = append(b, `{"v": `...)
+	b = strconv.AppendInt(b, recordVersion, 10)
+	if d.deliveries > 0 {
+		b = append(b, `, "delivery_count": `...)
+		b = strconv.AppendInt(b, int64(d.deliveries), 10)
+	}
+	if d.exitCode != nil {
+		b = append(b, `, "exit_code": `...)
+		b = strconv.AppendInt(b, int64(*d.exitCode), 10)
+	}
+	for _, f := range []struct{ name, value string }{
+		{"error", d.errText}, {"output", d.output}, {"value", string(d.value)}, {"worker", d.worker}, {"host", d.host},
+	} {
+		if f.value != "" {
+			b = append(b, `, "`+f.name+`": `...)
+			b = pyjson.AppendString(b, f.value)
+		}
+	}
+	if ref := d.valueRef; ref != nil {
+		b = append(b, `, "value_stash": {"url": `...)
+		b = pyjson.AppendString(b, ref.URL)
+		b = append(b, `, "sha256": `...)
+		b = pyjson.AppendString(b, ref.SHA256)
+		b = append(b, `, "size": `...)
+		b = strconv.AppendInt(b, ref.Size, 10)
+		b = append(b, '}')
+	}
+	for _, f := range []struct {
+		name string
+		t    time.Time
+	}{{"started", d.started}, {"finished", d.ended}} {
+		if !f.t.IsZero() {
+			b = append(b, `, "`+f.name+`": `...)
+			b = pyjson.AppendString(b, f.t.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if len(d.attempts) > 0 {
+		b = appendAttempts(b, d.attempts)
+	}
+	return append(b, '}')
+}
+
+// result turns a stored record into a Result, fetching a stashed value.
+func (q *Queue) result(ctx context.Context, op string, rec *driver.ResultRecord) (*Result, error) {
+	r, ref, err := decodeRecord(rec)
+	if err != nil || ref == nil {
+		return r, err
+	}
+	st, err := q.stash.store(ctx, ref.URL)
+	if err == nil {
+		r.Value, err = stash.Load(ctx, st, ref.URL, ref.SHA256, ref.Size)
+	}
+	if err != nil {
+		return nil, &Error{Code: ErrorCode(err), Op: op, Queue: q.url, Err: err,
+			Msg: fmt.Sprintf("task %s ended (%s), but its value, kept in stash object %s, could not be read: %v", rec.ID, rec.State, RedactURL(ref.URL), err)}
+	}
+	return r, nil
+}
+
+// decodeRecord turns a stored record into a Result, and the reference of
+// its value when that is in a stash.
+func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
+	r := &Result{ID: rec.ID, State: rec.State, ExpiresAt: rec.ExpiresAt, Recorded: rec.UpdatedAt}
+	if len(rec.Data) == 0 {
+		return r, nil, nil
+	}
+	doc, err := pyjson.Parse(rec.Data)
+	if err != nil || doc.Kind != pyjson.Object {
+		return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
+	}
+	bad := func(name, want string) error {
+		return errorf(Internal, "result", "the result record of task %s is damaged: %q must be %s", rec.ID, name, want)
+	}
+	var ref *StashRef
+	names, vals := doc.Members()
+	for i, name := range names {
+		v := vals[i]
+		switch name {
+		case "v":
+			n, err := wireInt(name, v)
+			if err != nil {
+				return nil, nil, bad(name, "an integer")
+			}
+			if n > recordVersion {
+				return nil, nil, errorf(Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
+			}
+		case "delivery_count", "exit_code":
+			n, err := wireInt(name, v)
+			if err != nil {
+				return nil, nil, bad(name, "an integer")
+			}
+			if name == "exit_code" {
+				code := int(n)
+				r.ExitCode = &code
+			} else {
+				r.DeliveryCount = int(n)
+			}
+		case "error", "output", "value", "worker", "host":
+			if v.Kind != pyjson.String {
+				return nil, nil, bad(name, "a string")
+			}
+			switch name {
+			case "error":
+				r.Error = v.Str
+			case "output":
+				r.Output = v.Str
+			case "value":
+				r.Value = json.RawMessage(v.Str)
+			case "worker":
+				r.Worker = v.Str
+			default:
+				r.Host = v.Str
+			}
+		case "started", "finished":
+			if v.Kind != pyjson.String {
+				return nil, nil, bad(name, "an RFC 3339 time")
+			}
+			t, err := time.Parse(time.RFC3339Nano, v.Str)
+			if err != nil {
+				return nil, nil, bad(name, "an RFC 3339 time")
+			}
+			if name == "started" {
+				r.Started = t
+			} else {
+				r.Finished = t
+			}
+		case "value_stash":
+			var err error
+			if ref, err = decodeStashRef(v); err != nil {
+				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+			}
+		case "attempts":
+			as, err := decodeAttempts(v)
+			if err != nil {
+				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+			}
+			r.Attempts = as
+		}
+	}
+	return r, ref, nil
+}
+
+// recordOf builds the result record this envelope's settlement writes, or
+// nil when the queue keeps no results. errText is the failure (or the
+// cancel's reason); detail is a dead letter's detail, used as the output
+// when SetResult gave none.
+func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, detail string) *driver.ResultRecord {
+	if e.q.results == nil {
+		return nil
+	}
+	e.mu.Lock()
+	pending, set := e.attempt, e.result
+	e.mu.Unlock()
+	d := recordDetails{deliveries: e.DeliveryCount, errText: settleText(errText, maxReasonBytes, false)}
+	if e.recordsAttempts() {
+		d.attempts = withExpired(e.wire.Attempts, e.DeliveryCount)
+	}
+	now := time.Now()
+	d.ended = now
+	if pending != nil {
+		d.attempts = append(d.attempts, *pending)
+		d.started, d.worker, d.host, d.exitCode = pending.Start, pending.Worker, pending.Host, pending.ExitCode
+		if !pending.End.IsZero() {
+			d.ended = pending.End
+		}
+	}
+	if len(d.attempts) > MaxAttempts {
+		d.attempts = d.attempts[len(d.attempts)-MaxAttempts:]
+	}
+	d.output = detail
+	if set != nil {
+		if set.ExitCode != nil {
+			d.exitCode = set.ExitCode
+		}
+		if set.Output != "" {
+			d.output = set.Output
+		}
+		d.value = set.Value
+		if len(d.value) > maxInlineValue {
+			d.value, d.valueRef = e.q.stashValue(ctx, e.Task.ID, d.value)
+		}
+	}
+	d.output = settleText(d.output, maxRecordOutput, true)
+	return e.q.newRecord(e.Task.ID, state, now, &d)
+}
+
+// newRecord builds a record of task id, expiring after the queue's
+// retention.
+func (q *Queue) newRecord(id string, state ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
+	return &driver.ResultRecord{ID: id, State: state, UpdatedAt: now, ExpiresAt: now.Add(q.policies.retention()), Data: d.encode()}
+}
+
+// poisonRecord is the record of a message dead-lettered as poison, when its
+// task ID is known (the driver keeps it beside the body, or the body was a
+// task whose stashed payload is gone); nil otherwise.
+func (q *Queue) poisonRecord(r *driver.Received, wire *Task, reason string) *driver.ResultRecord {
+	id := r.ID
+	if wire != nil && wire.ID != "" {
+		id = wire.ID
+	}
+	if q.results == nil || id == "" {
+		return nil
+	}
+	return q.newRecord(id, DeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
+}
+
+// stashValue moves a large handler value to the queue's stash, returning
+// the reference; without a stash, or when storing fails (logged), the
+// value stays in the record.
+func (q *Queue) stashValue(ctx context.Context, id string, v json.RawMessage) (json.RawMessage, *StashRef) {
+	if q.stash.primary == nil {
+		return v, nil
+	}
+	obj, err := q.stash.primary.Put(ctx, v)
+	if err != nil {
+		q.log.Warn("jobq: could not stash a large result value; the record keeps it", "task", id, "bytes", len(v), "error", err)
+		return v, nil
+	}
+	return nil, &StashRef{URL: obj.URL, SHA256: obj.SHA256, Size: obj.Size}
+}
