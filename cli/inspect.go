@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/statsreport"
 )
 
 func (a *app) peekCommand() *cobra.Command {
@@ -163,18 +164,18 @@ them waits for the rate alone.`,
 			if err != nil {
 				return failure(err)
 			}
-			est := drainEstimate{}
+			var est *statsreport.Drain
 			if sample > 0 {
 				est, st, err = measureDrain(ctx, q, st, sample)
 				if err != nil {
 					return failure(err)
 				}
 			}
-			keys, err := loadKeyReport(ctx, q)
+			keys, err := statsreport.LoadKeys(ctx, q)
 			if err != nil {
 				return failure(err)
 			}
-			return a.printStats(st, sample, est, keys, asJSON)
+			return a.printStats(statsreport.Report{Stats: st, Drain: est, Keys: keys}, sample, asJSON)
 		},
 	}
 	sample = 3 * time.Second
@@ -183,75 +184,29 @@ them waits for the rate alone.`,
 	return cmd
 }
 
-// drainEstimate is the result of measureDrain.
-type drainEstimate struct {
-	measured bool
-	rate     float64 // tasks per second, net
-	eta      time.Duration
-	known    bool
-}
-
 // measureDrain reads the counts again after sample and estimates the drain
 // time from the net decrease.
-func measureDrain(ctx context.Context, q *jobq.Queue, first jobq.Stats, sample time.Duration) (drainEstimate, jobq.Stats, error) {
+func measureDrain(ctx context.Context, q *jobq.Queue, first jobq.Stats, sample time.Duration) (*statsreport.Drain, jobq.Stats, error) {
 	start := time.Now()
 	select {
 	case <-time.After(sample):
 	case <-ctx.Done():
-		return drainEstimate{}, first, ctx.Err()
+		return nil, first, ctx.Err()
 	}
 	second, err := q.Stats(ctx)
 	if err != nil {
-		return drainEstimate{}, first, err
+		return nil, first, err
 	}
-	elapsed := time.Since(start).Seconds()
-	size := func(s jobq.Stats) int64 { return s.Ready + s.InFlight + s.Delayed }
-	est := drainEstimate{measured: true, rate: float64(size(first)-size(second)) / elapsed}
-	switch {
-	case size(second) == 0:
-		est.known, est.eta = true, 0
-	case est.rate > 0:
-		est.known = true
-		est.eta = time.Duration(float64(size(second)) / est.rate * float64(time.Second))
-	}
-	return est, second, nil
+	return statsreport.Estimate(first, second, time.Since(start)), second, nil
 }
 
-func (a *app) printStats(st jobq.Stats, sample time.Duration, est drainEstimate, keys *keyReport, asJSON bool) error {
-	count := func(n int64, known bool) any {
-		if !known {
-			return nil
-		}
-		return n
-	}
+func (a *app) printStats(r statsreport.Report, sample time.Duration, asJSON bool) error {
 	if asJSON {
-		m := map[string]any{
-			"ready": count(st.Ready, st.Known.Ready), "in_flight": count(st.InFlight, st.Known.InFlight),
-			"delayed": count(st.Delayed, st.Known.Delayed), "dead_lettered": count(st.Dead, st.Known.Dead),
-		}
-		if est.measured {
-			m["drain_rate_per_s"] = est.rate
-			if est.known {
-				m["drain_eta_s"] = est.eta.Seconds()
-			} else {
-				m["drain_eta_s"] = nil
-			}
-			if est.rate > 0 && st.Known.Ready {
-				m["new_task_wait_s"] = float64(st.Ready) / est.rate
-			} else {
-				m["new_task_wait_s"] = nil
-			}
-		}
-		if keys != nil {
-			m["keys"] = keys.json()
-			if p, ok := keys.policy(jobq.MaxDepthPolicy, ""); ok {
-				m["max_depth"] = p.Limit
-			}
-		}
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(m)
+		return enc.Encode(r.Map())
 	}
+	st, est := r.Stats, r.Drain
 	show := func(n int64, known bool) string {
 		if !known {
 			return "n/a"
@@ -263,24 +218,24 @@ func (a *app) printStats(st jobq.Stats, sample time.Duration, est drainEstimate,
 	fmt.Fprintf(tw, "in flight\t%s\n", show(st.InFlight, st.Known.InFlight))
 	fmt.Fprintf(tw, "delayed\t%s\n", show(st.Delayed, st.Known.Delayed))
 	fmt.Fprintf(tw, "dead-lettered\t%s\n", show(st.Dead, st.Known.Dead))
-	if est.measured {
-		fmt.Fprintf(tw, "throughput\t%.2f tasks/s (net, over %s)\n", est.rate, formatDuration(sample))
+	if est != nil {
+		fmt.Fprintf(tw, "throughput\t%.2f tasks/s (net, over %s)\n", est.Rate, formatDuration(sample))
 		switch {
-		case est.known && est.eta == 0:
+		case est.Known && est.ETA == 0:
 			fmt.Fprintf(tw, "drain time\tqueue is empty\n")
-		case est.known:
-			fmt.Fprintf(tw, "drain time\t~%s\n", roundETA(est.eta))
+		case est.Known:
+			fmt.Fprintf(tw, "drain time\t~%s\n", roundETA(est.ETA))
 		default:
 			fmt.Fprintf(tw, "drain time\tunknown (the queue did not shrink during the sample; try a longer --sample)\n")
 		}
-		if est.rate > 0 && st.Known.Ready {
-			fmt.Fprintf(tw, "new task waits\t~%s\n", roundETA(time.Duration(float64(st.Ready)/est.rate*float64(time.Second))))
+		if est.Rate > 0 && st.Known.Ready {
+			fmt.Fprintf(tw, "new task waits\t~%s\n", roundETA(time.Duration(float64(st.Ready)/est.Rate*float64(time.Second))))
 		}
 	}
-	if err := tw.Flush(); err != nil || keys == nil {
+	if err := tw.Flush(); err != nil || r.Keys == nil {
 		return err
 	}
-	return keys.print(a.stdout)
+	return printKeys(a.stdout, r.Keys)
 }
 
 func roundETA(d time.Duration) string {

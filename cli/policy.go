@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/statsreport"
 )
 
 func (a *app) policyCommand() *cobra.Command {
@@ -163,94 +164,25 @@ func policyFailure(err error) error {
 	return failure(err)
 }
 
-// keyReport is the per-key part of `stats`: what each policy key is doing.
-type keyReport struct {
-	policies []jobq.Policy
-	keys     []jobq.KeyStat
-}
-
-// loadKeyReport reads policies and key counts; nil when the backend keeps
-// no policies.
-func loadKeyReport(ctx context.Context, q *jobq.Queue) (*keyReport, error) {
-	pols, err := q.Policies().List(ctx)
-	if jobq.ErrorCode(err) == jobq.Unimplemented {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	ks, err := q.Policies().KeyStats(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &keyReport{policies: pols, keys: ks}, nil
-}
-
-func (r *keyReport) policy(kind jobq.PolicyKind, key string) (jobq.Policy, bool) {
-	for _, p := range r.policies {
-		if p.Kind == kind && p.Key == key {
-			return p, true
-		}
-	}
-	return jobq.Policy{}, false
-}
-
-// rateWait estimates how long the last waiting task of a rate key waits for
-// the rate alone: the waiting tasks fill windows of COUNT.
-func rateWait(p jobq.Policy, ks jobq.KeyStat) time.Duration {
-	if ks.Waiting <= 0 {
-		return 0
-	}
-	windows := (ks.Admitted + ks.Waiting) / p.Limit
-	return time.Duration(windows) * p.Period
-}
-
-// keyJSON is one key as `stats --json` prints it.
-type keyJSON struct {
-	Kind     string   `json:"kind"`
-	Key      string   `json:"key"`
-	Limit    *int64   `json:"limit,omitempty"`
-	PeriodS  *float64 `json:"period_s,omitempty"`
-	InFlight int64    `json:"in_flight"`
-	Admitted int64    `json:"admitted_in_window"`
-	Waiting  int64    `json:"waiting"`
-	RateWait *float64 `json:"rate_wait_s,omitempty"`
-}
-
-func (r *keyReport) json() []keyJSON {
-	out := make([]keyJSON, 0, len(r.keys))
-	for _, ks := range r.keys {
-		k := keyJSON{Kind: string(ks.Kind), Key: ks.Key, InFlight: ks.InFlight, Admitted: ks.Admitted, Waiting: ks.Waiting}
-		if p, ok := r.policy(ks.Kind, ks.Key); ok {
-			k.Limit = &p.Limit
-			if p.Kind == jobq.RatePolicy {
-				ps, w := p.Period.Seconds(), rateWait(p, ks).Seconds()
-				k.PeriodS, k.RateWait = &ps, &w
-			}
-		}
-		out = append(out, k)
-	}
-	return out
-}
-
-// print writes the per-key table.
-func (r *keyReport) print(w io.Writer) error {
-	if p, ok := r.policy(jobq.MaxDepthPolicy, ""); ok {
+// printKeys writes the per-key part of `stats`: what each policy key is
+// doing.
+func printKeys(w io.Writer, r *statsreport.Keys) error {
+	if p, ok := r.Policy(jobq.MaxDepthPolicy, ""); ok {
 		fmt.Fprintf(w, "max-depth: %d\n", p.Limit)
 	}
-	if len(r.keys) == 0 {
+	if len(r.Stats) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tKEY\tIN FLIGHT\tLIMIT\tWAITING\tRATE WAIT")
-	for _, ks := range r.keys {
+	for _, ks := range r.Stats {
 		limit, wait, inFlight := "-", "-", strconv.FormatInt(ks.InFlight, 10)
-		if p, ok := r.policy(ks.Kind, ks.Key); ok {
+		if p, ok := r.Policy(ks.Kind, ks.Key); ok {
 			limit = strconv.FormatInt(p.Limit, 10)
 			if p.Kind == jobq.RatePolicy {
 				limit = fmt.Sprintf("%d/%s", p.Limit, formatDuration(p.Period))
 				inFlight = fmt.Sprintf("%d started in window", ks.Admitted)
-				wait = "~" + roundETA(rateWait(p, ks))
+				wait = "~" + roundETA(statsreport.RateWait(p, ks))
 			}
 		}
 		waiting := strconv.FormatInt(ks.Waiting, 10)

@@ -1,0 +1,171 @@
+package dashboard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// The bounds of the result tracker.
+const (
+	// peekPerSample is how many queued tasks each sample looks at for IDs.
+	peekPerSample = 100
+	// resultsPerSample is how many tracked tasks each sample asks the
+	// result records about.
+	resultsPerSample = 50
+	// maxTracked bounds the task IDs waiting for their result.
+	maxTracked = 2000
+	// maxEnded bounds the ended tasks kept for the runtime distribution.
+	maxEnded = 5000
+)
+
+// endedTask is what a result record told about one task.
+type endedTask struct {
+	state   jobq.ResultState
+	runtime time.Duration // zero when the record does not bound the attempt
+}
+
+// resultTracker follows tasks the dashboard saw queued until their result
+// records say how they ended, for runtimes and outcomes that include the
+// tasks that succeeded. The queue's result records cannot be listed, so
+// the tracker learns task IDs by peeking at the queue each sample: it sees
+// a sample of the tasks (those near the head of the queue when it looks),
+// not all of them.
+type resultTracker struct {
+	mu       sync.Mutex
+	pending  []string // oldest first
+	known    map[string]bool
+	ended    []endedTask // oldest first, at most maxEnded
+	disabled string      // why results are not followed; "" while they are
+	probed   bool        // whether the backend was asked if it keeps results (sampler only)
+}
+
+func newResultTracker() *resultTracker {
+	return &resultTracker{known: map[string]bool{}}
+}
+
+// off stops the tracker for good, saying why.
+func (r *resultTracker) off(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.disabled = why
+	r.pending, r.known = nil, map[string]bool{}
+}
+
+// track adds task IDs not seen before, dropping the oldest when full.
+func (r *resultTracker) track(ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if id == "" || r.known[id] {
+			continue
+		}
+		if len(r.pending) >= maxTracked {
+			delete(r.known, r.pending[0])
+			r.pending = r.pending[1:]
+		}
+		r.pending = append(r.pending, id)
+		r.known[id] = true
+	}
+}
+
+// next returns up to n of the oldest tracked IDs, moving them to the back.
+func (r *resultTracker) next(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n = min(n, len(r.pending))
+	out := append([]string(nil), r.pending[:n]...)
+	r.pending = append(r.pending[n:], out...)
+	return out
+}
+
+// end records a task's outcome and stops tracking it. The ID stays known,
+// so that a task seen again (requeued from the dead letters) is not
+// counted twice while the dashboard runs.
+func (r *resultTracker) end(id string, e endedTask) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, p := range r.pending {
+		if p == id {
+			r.pending = append(r.pending[:i], r.pending[i+1:]...)
+			break
+		}
+	}
+	if len(r.ended) >= maxEnded {
+		r.ended = r.ended[1:]
+	}
+	r.ended = append(r.ended, e)
+}
+
+// snapshot returns the ended tasks, how many are still followed, and why
+// results are not followed ("" when they are).
+func (r *resultTracker) snapshot() ([]endedTask, int, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]endedTask(nil), r.ended...), len(r.pending), r.disabled
+}
+
+// followResults peeks at the queue for task IDs and reads the result
+// records of the oldest tracked ones. A backend that keeps no result
+// records (or cannot peek) turns the tracker off, with the reason.
+func (s *Server) followResults(ctx context.Context) {
+	t := s.results
+	if _, _, off := t.snapshot(); off != "" {
+		return
+	}
+	if !t.probed {
+		// An ID no task has: NotFound where results are kept. Asking first
+		// spares a backend without them the peeks.
+		_, err := s.q.Result(ctx, "jobq-dashboard-probe")
+		switch code := jobq.ErrorCode(err); {
+		case code == jobq.Unimplemented:
+			t.off("this backend keeps no result records")
+			return
+		case err != nil && code != jobq.NotFound:
+			return // asked again at the next sample
+		}
+		t.probed = true
+	}
+	peeked, err := s.q.Peek(ctx, peekPerSample)
+	if err != nil {
+		if jobq.ErrorCode(err) == jobq.Unimplemented {
+			t.off("this backend cannot peek at queued tasks")
+		} else if ctx.Err() == nil {
+			s.log.Warn("dashboard: could not peek at the queue", "error", jobq.Redact(err.Error()))
+		}
+		return
+	}
+	ids := make([]string, 0, len(peeked))
+	for _, p := range peeked {
+		if p.Task != nil {
+			ids = append(ids, p.Task.ID)
+		}
+	}
+	t.track(ids)
+	for _, id := range t.next(resultsPerSample) {
+		res, err := s.q.Result(ctx, id)
+		switch code := jobq.ErrorCode(err); {
+		case err == nil:
+		case code == jobq.NotFound:
+			continue // not ended yet
+		case code == jobq.Unimplemented:
+			t.off("this backend keeps no result records")
+			return
+		default:
+			if ctx.Err() == nil {
+				s.log.Warn("dashboard: could not read a result record", "task", id, "error", jobq.Redact(err.Error()))
+			}
+			return
+		}
+		if !res.State.Final() {
+			continue
+		}
+		e := endedTask{state: res.State}
+		if !res.Started.IsZero() && res.Finished.After(res.Started) {
+			e.runtime = res.Finished.Sub(res.Started)
+		}
+		t.end(id, e)
+	}
+}
