@@ -52,7 +52,36 @@ func benchURL(b *testing.B, extra ...string) string {
 	})
 	// The schema is the benchmark's own, so the queue can have a short
 	// name, as users' queues do: the name is part of every index entry.
-	return newQueueURL(b, append([]string{"schema=" + schema, "queue=bench"}, extra...)...)
+	app := "jobq-" + schema
+	trackOwnServer(b, app)
+	return newQueueURL(b, append([]string{"schema=" + schema, "queue=bench", "application_name=" + app}, extra...)...)
+}
+
+// trackOwnServer makes the benchmark report the CPU time of the server
+// processes serving connections named app ("own-server-µs/task"), apart
+// from whatever else the server does meanwhile.
+func trackOwnServer(b *testing.B, app string) {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testConnString())
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchkit.OwnServerCPU = func() (time.Duration, bool) {
+		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
+		if err != nil {
+			return 0, false
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return 0, false
+		}
+		return benchkit.ProcessCPU(pids)
+	}
+	b.Cleanup(func() {
+		benchkit.OwnServerCPU = nil
+		conn.Close(ctx)
+	})
 }
 
 // openBenchQueue opens a queue in a schema of its own (see benchURL),
@@ -104,6 +133,25 @@ func modeURL(mode string) []string {
 func BenchmarkEndToEnd(b *testing.B) {
 	q, _ := openBenchQueue(b)
 	benchkit.EndToEnd(b, q)
+}
+
+// BenchmarkEndToEndRecords is BenchmarkEndToEnd on a queue that keeps no
+// result records ("off") and on one that does ("on", as every Postgres
+// queue does), to measure what records cost. Run it several times
+// (-count) to alternate the two.
+func BenchmarkEndToEndRecords(b *testing.B) {
+	b.Run("off", func(b *testing.B) {
+		d, err := openRaw(benchURL(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		warmPool(b, d)
+		benchkit.EndToEnd(b, benchkit.OpenWithoutRecords(b, d))
+	})
+	b.Run("on", func(b *testing.B) {
+		q, _ := openBenchQueue(b)
+		benchkit.EndToEnd(b, q)
+	})
 }
 
 // BenchmarkDrain: a worker with 16 handlers drains b.N pre-pushed tasks and
@@ -311,6 +359,15 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 // and complete them in one call.
 func BenchmarkDriverClaimComplete(b *testing.B) {
 	benchkit.DriverClaimComplete(b, openURL(b, benchURL(b)), 5000)
+}
+
+// BenchmarkDriverClaimCompleteRecords is BenchmarkDriverClaimComplete
+// with a result record stored by each completion's statement
+// (CompleteWithResults): records on ("on") against off ("off"), run
+// alternately by -count.
+func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
+	b.Run("off", func(b *testing.B) { benchkit.DriverClaimComplete(b, openURL(b, benchURL(b)), 5000) })
+	b.Run("on", func(b *testing.B) { benchkit.DriverClaimCompleteRecords(b, openURL(b, benchURL(b)), 5000) })
 }
 
 // BenchmarkQueueClaimComplete is BenchmarkDriverClaimComplete through the

@@ -104,14 +104,21 @@ func (d *Driver) listenSession(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
 		return err
 	}
+	d.listening.Store(true)
+	defer d.listening.Store(false)
 	d.wake.fire()
+	d.resultWake.fire()
+	results := d.resultsPayload()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		if n.Payload == d.cfg.queue {
+		switch n.Payload {
+		case d.cfg.queue:
 			d.wake.fire()
+		case results:
+			d.resultWake.fire()
 		}
 	}
 }

@@ -118,8 +118,6 @@ func startupRefused(err error) error {
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
-			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
 			driver.WorkerRegistry: {Level: driver.Native}, // the workers table (workers.go)
 		}),
 		MaxMessageBytes: maxMessageBytes,
@@ -141,6 +139,12 @@ type Driver struct {
 	caps     driver.Capabilities
 	wake     broadcaster // fired when work may have arrived
 	notif    *notifier
+	// Result records (results.go).
+	rsql       resultQueries
+	resultWake broadcaster  // fired when a record may have been stored
+	resNotif   *notifier    // rate-limits the records notifications
+	listening  atomic.Bool  // the LISTEN connection is up
+	recordAt   atomic.Int64 // when (Unix ns) a settlement last met an existing record
 
 	idle atomic.Int32 // receivers sleeping for want of work
 
@@ -168,9 +172,13 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		psql: buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		caps: capabilities(cfg.maxMessageBytes),
 		wake: newBroadcaster(),
-		done: make(chan struct{}),
+		rsql: buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+
+		resultWake: newBroadcaster(),
+		done:       make(chan struct{}),
 	}
 	d.notif = newNotifier(cfg.notifyInterval, d.sendNotify)
+	d.resNotif = newNotifier(max(cfg.notifyInterval, resultsNotifyInterval), d.sendResultsNotify)
 	d.tableRows.Store(-1)
 	return d
 }
@@ -210,6 +218,7 @@ func (d *Driver) Close() error {
 		return errClosed
 	}
 	d.notif.flush()
+	d.resNotif.flush()
 	close(d.done)
 	d.wg.Wait()
 	if d.ownsPool {

@@ -75,6 +75,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration},
 	{6, "room on every page for its messages' claims", fillfactorMigration},
 	{7, "claims under policies never fail on a delivery count out of range", claimFunctionKeyLocks},
+	{8, "result records", resultsMigration},
 	{9, "worker registry", workerMigration},
 }
 
@@ -99,6 +100,12 @@ var SchemaVersion = migrations[len(migrations)-1].version
 // code knows is left alone (an older worker may run beside a newer one as
 // long as the newer steps are additive).
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	return migrateSteps(ctx, pool, schema, migrations)
+}
+
+// migrateSteps is migrate with the history steps (tests migrate part of it
+// to make an older database).
+func migrateSteps(ctx context.Context, pool *pgxpool.Pool, schema string, steps []migration) error {
 	s := pgx.Identifier{schema}.Sanitize()
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('jobq.migrate.' || $1, 0))`, schema); err != nil {
@@ -117,7 +124,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s+`.schema_migrations`).Scan(&current); err != nil {
 			return err
 		}
-		for _, m := range migrations {
+		for _, m := range steps {
 			if m.version <= current {
 				continue
 			}

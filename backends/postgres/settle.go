@@ -56,7 +56,8 @@ type settleBatch struct {
 }
 
 func newSettleBatch(op string, n int) *settleBatch {
-	return &settleBatch{op: op, errs: make([]error, n)}
+	return &settleBatch{op: op, errs: make([]error, n), leases: make([]driver.Lease, 0, n),
+		ids: make([]int64, 0, n), tokens: make([]pgtype.UUID, 0, n), prios: make([]int32, 0, n)}
 }
 
 // add records lease i; it returns false when the lease is malformed.
@@ -76,22 +77,33 @@ func (b *settleBatch) add(i int, l driver.Lease) bool {
 // run executes sql with the batch's arrays (plus extra arguments after them)
 // and fills the per-lease errors.
 func (b *settleBatch) run(ctx context.Context, d *Driver, sql string, args ...any) []error {
-	rows, err := d.pool.Query(ctx, sql, args...)
+	done, err := b.query(ctx, d, sql, args...)
 	if err != nil {
 		return b.failAll(wrap(ctx, b.op, err))
 	}
+	return b.finish(d, done)
+}
+
+// query executes sql and returns the ids it returned.
+func (b *settleBatch) query(ctx context.Context, d *Driver, sql string, args ...any) (map[int64]bool, error) {
+	rows, err := d.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	done := make(map[int64]bool, len(b.ids))
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return b.failAll(wrap(ctx, b.op, err))
+			return nil, err
 		}
 		done[id] = true
 	}
-	if err := rows.Err(); err != nil {
-		return b.failAll(wrap(ctx, b.op, err))
-	}
+	return done, rows.Err()
+}
+
+// finish fills the per-lease errors from the ids a settlement returned.
+func (b *settleBatch) finish(d *Driver, done map[int64]bool) []error {
 	if b.deletes {
 		d.deletedRows(int64(len(done)))
 	}

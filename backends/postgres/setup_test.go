@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -65,7 +67,7 @@ func newQueueURL(t testing.TB, extra ...string) string {
 }
 
 // openDriver opens a fresh queue with the driver directly and closes it
-// after the test, deleting its messages and dead letters.
+// after the test, deleting its messages, dead letters and result records.
 func openDriver(t testing.TB, extra ...string) *Driver {
 	t.Helper()
 	return openURL(t, newQueueURL(t, extra...))
@@ -98,6 +100,7 @@ func openURL(t testing.TB, raw string) *Driver {
 		if !d.closed.Load() {
 			d.Clear(ctx)
 			d.PurgeDead(ctx, nil)
+			d.pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.results WHERE queue = $1`, d.cfg.queue)
 			d.Close()
 		}
 	})

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/internal/benchkit"
 )
 
 // The benchmarks go through *jobq.Queue, the path users take. Each reports
@@ -110,57 +111,75 @@ func BenchmarkReceiveComplete(b *testing.B) {
 func BenchmarkEndToEnd(b *testing.B) {
 	for _, bc := range []struct{ consumers, receive int }{{1, 1}, {4, 1}, {4, 10}} {
 		b.Run(fmt.Sprintf("consumers=%d/receive=%d", bc.consumers, bc.receive), func(b *testing.B) {
-			q := openBenchQueue(b)
-			ctx, cancel := context.WithCancel(b.Context())
-			defer cancel()
-			total := int64(b.N)
-			var done atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			cpu := cpuTime()
-			wg.Go(func() {
-				for i := 0; i < int(total); i += benchBatch {
-					tasks := make([]*jobq.Task, 0, benchBatch)
-					for j := i; j < min(i+benchBatch, int(total)); j++ {
-						tasks = append(tasks, benchTask(j))
-					}
-					if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			for range bc.consumers {
-				wg.Go(func() {
-					for done.Load() < total {
-						envs, err := q.ReceiveBatch(ctx, bc.receive, jobq.ReceiveOptions{Visibility: time.Minute, Wait: 100 * time.Millisecond})
-						if err != nil {
-							if ctx.Err() == nil {
-								b.Error(err)
-							}
-							return
-						}
-						var slots sync.WaitGroup
-						for _, env := range envs {
-							slots.Go(func() {
-								if err := env.Complete(ctx); err != nil {
-									b.Error(err)
-									return
-								}
-								if done.Add(1) == total {
-									cancel() // wake the other consumers
-								}
-							})
-						}
-						slots.Wait()
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			reportRate(b, int(done.Load()), cpu)
+			endToEnd(b, openBenchQueue(b), bc.consumers, bc.receive)
 		})
 	}
+}
+
+// BenchmarkEndToEndRecords is BenchmarkEndToEnd with 4 consumers and
+// ReceiveBatch(10) on a queue that keeps no result records ("off") and on
+// one that does ("on", as every SQLite queue does), to measure what
+// records cost. Run it several times to alternate the two.
+func BenchmarkEndToEndRecords(b *testing.B) {
+	b.Run("off", func(b *testing.B) {
+		d, err := sqlite.New(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{Queue: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		endToEnd(b, benchkit.OpenWithoutRecords(b, d), 4, 10)
+	})
+	b.Run("on", func(b *testing.B) { endToEnd(b, openBenchQueue(b), 4, 10) })
+}
+
+func endToEnd(b *testing.B, q *jobq.Queue, consumers, receive int) {
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	total := int64(b.N)
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	cpu := cpuTime()
+	wg.Go(func() {
+		for i := 0; i < int(total); i += benchBatch {
+			tasks := make([]*jobq.Task, 0, benchBatch)
+			for j := i; j < min(i+benchBatch, int(total)); j++ {
+				tasks = append(tasks, benchTask(j))
+			}
+			if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	for range consumers {
+		wg.Go(func() {
+			for done.Load() < total {
+				envs, err := q.ReceiveBatch(ctx, receive, jobq.ReceiveOptions{Visibility: time.Minute, Wait: 100 * time.Millisecond})
+				if err != nil {
+					if ctx.Err() == nil {
+						b.Error(err)
+					}
+					return
+				}
+				var slots sync.WaitGroup
+				for _, env := range envs {
+					slots.Go(func() {
+						if err := env.Complete(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+						if done.Add(1) == total {
+							cancel() // wake the other consumers
+						}
+					})
+				}
+				slots.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportRate(b, int(done.Load()), cpu)
 }
 
 func fill(b *testing.B, q *jobq.Queue, n int) {
@@ -174,4 +193,21 @@ func fill(b *testing.B, q *jobq.Queue, n int) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDriverClaimCompleteRecords measures the driver alone: 16
+// claimers receive up to 16 messages and complete them in one call,
+// without ("off") and with ("on") a result record stored by each
+// completion (CompleteWithResults).
+func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
+	open := func(b *testing.B) *sqlite.Driver {
+		d, err := sqlite.New(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{Queue: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = d.Close() })
+		return d
+	}
+	b.Run("off", func(b *testing.B) { benchkit.DriverClaimComplete(b, open(b), 1000) })
+	b.Run("on", func(b *testing.B) { benchkit.DriverClaimCompleteRecords(b, open(b), 1000) })
 }

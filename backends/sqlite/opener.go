@@ -315,8 +315,6 @@ func migrateWhenFree(ctx context.Context, db *sql.DB, busyTimeout time.Duration)
 func capabilities(maxBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
-			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
 			driver.WorkerRegistry: {Level: driver.Native}, // the jobq_workers table (workers.go)
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "the sqlite backend cannot push inside an application transaction yet"},

@@ -69,6 +69,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migratePolicies(ctx, tx); err != nil {
 		return err
 	}
+	if _, err := tx.ExecContext(ctx, resultSchema); err != nil {
+		return err
+	}
 	if err := migrateWorkers(ctx, tx); err != nil {
 		return err
 	}

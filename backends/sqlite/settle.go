@@ -55,10 +55,22 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 
 // Complete implements driver.Driver: all deletions in one transaction.
 func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	return d.settle(ctx, "complete", len(leases), func(tx wtx, now int64) ([]error, error) {
+	return d.complete(ctx, leases, nil)
+}
+
+// complete deletes the leased messages and stores recs[i] (when recs is
+// not nil and recs[i] is set) with each deletion that happened.
+func (d *Driver) complete(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
+	stored := false
+	errs, committed := d.settleCommitted(ctx, "complete", len(leases), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(leases))
 		for i, l := range leases {
 			id, err := leaseID(l)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			rec, err := recordAt(recs, i)
 			if err != nil {
 				errs[i] = err
 				continue
@@ -67,10 +79,20 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 			if err != nil {
 				return nil, err
 			}
-			errs[i] = lostIfNone(res, l)
+			if errs[i] = lostIfNone(res, l); errs[i] != nil || rec == nil {
+				continue
+			}
+			if err := d.putResult(tx, rec, now); err != nil {
+				return nil, err
+			}
+			stored = true
 		}
 		return errs, nil
 	})
+	if stored && committed {
+		d.note.results.broadcast()
+	}
+	return errs
 }
 
 // Requeue implements driver.Driver: all releases in one transaction. The
@@ -105,10 +127,22 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 // DeadLetter implements driver.Driver: each message is copied to jobq_dead
 // and deleted in the same transaction.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	return d.settle(ctx, "dead-letter", len(reqs), func(tx wtx, now int64) ([]error, error) {
+	return d.deadLetter(ctx, reqs, nil)
+}
+
+// deadLetter moves the leased messages to jobq_dead and stores recs[i]
+// (when recs is not nil and recs[i] is set) with each move that happened.
+func (d *Driver) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
+	stored := false
+	errs, committed := d.settleCommitted(ctx, "dead-letter", len(reqs), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(reqs))
 		for i, r := range reqs {
 			id, err := leaseID(r.Lease)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			rec, err := recordAt(recs, i)
 			if err != nil {
 				errs[i] = err
 				continue
@@ -127,17 +161,35 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 			if _, err := tx.Exec(deleteLeased, id, r.Lease.Token, now); err != nil {
 				return nil, err
 			}
+			if rec == nil {
+				continue
+			}
+			if err := d.putResult(tx, rec, now); err != nil {
+				return nil, err
+			}
+			stored = true
 		}
 		return errs, nil
 	})
+	if stored && committed {
+		d.note.results.broadcast()
+	}
+	return errs
 }
 
 // settle runs a batch settlement in one transaction and applies the batch
 // error convention: nil when every message succeeded, otherwise one error per
 // message. An engine error fails (and rolls back) the whole batch.
 func (d *Driver) settle(ctx context.Context, op string, n int, fn func(tx wtx, now int64) ([]error, error)) []error {
+	errs, _ := d.settleCommitted(ctx, op, n, fn)
+	return errs
+}
+
+// settleCommitted is settle that also reports whether the transaction
+// committed.
+func (d *Driver) settleCommitted(ctx context.Context, op string, n int, fn func(tx wtx, now int64) ([]error, error)) ([]error, bool) {
 	if n == 0 {
-		return nil
+		return nil, false
 	}
 	var errs []error
 	err := d.writeTx(ctx, op, func(tx wtx) error {
@@ -146,18 +198,14 @@ func (d *Driver) settle(ctx context.Context, op string, n int, fn func(tx wtx, n
 		return err
 	})
 	if err != nil {
-		all := make([]error, n)
-		for i := range all {
-			all[i] = err
-		}
-		return all
+		return sameErr(n, err), false
 	}
 	for _, e := range errs {
 		if e != nil {
-			return errs
+			return errs, true
 		}
 	}
-	return nil
+	return nil, true
 }
 
 // leaseID parses the message ID of a lease this driver issued.

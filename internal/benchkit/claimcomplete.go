@@ -16,6 +16,46 @@ import (
 // messages, then Handlers goroutines each receive up to Handlers messages
 // and complete them in one call, and it reports tasks/s.
 func DriverClaimComplete(b *testing.B, d driver.Driver, chunk int) {
+	driverClaimComplete(b, d, chunk, func(ctx context.Context, got []*driver.Received) []error {
+		return d.Complete(ctx, leasesOf(got))
+	})
+}
+
+// DriverClaimCompleteRecords is DriverClaimComplete with a result record
+// of recordBytes stored with each completion (driver.ResultSettler), as the
+// portable layer stores them when the queue keeps records.
+func DriverClaimCompleteRecords(b *testing.B, d driver.Driver, chunk int) {
+	rs, ok := d.(driver.ResultSettler)
+	if !ok {
+		b.Skip("the driver stores no result records with settlements")
+	}
+	data := make([]byte, recordBytes)
+	for i := range data {
+		data[i] = 'x'
+	}
+	driverClaimComplete(b, d, chunk, func(ctx context.Context, got []*driver.Received) []error {
+		now := time.Now()
+		recs := make([]*driver.ResultRecord, len(got))
+		for i, r := range got {
+			recs[i] = &driver.ResultRecord{ID: r.ID, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(7 * 24 * time.Hour), Data: data}
+		}
+		return rs.CompleteWithResults(ctx, leasesOf(got), recs)
+	})
+}
+
+// recordBytes is about the size of a no-op task's encoded record (state,
+// times, worker, host, one attempt).
+const recordBytes = 300
+
+func leasesOf(got []*driver.Received) []driver.Lease {
+	leases := make([]driver.Lease, len(got))
+	for i, r := range got {
+		leases[i] = r.Lease
+	}
+	return leases
+}
+
+func driverClaimComplete(b *testing.B, d driver.Driver, chunk int, complete func(context.Context, []*driver.Received) []error) {
 	ctx := context.Background()
 	msgs := make([]*driver.Message, b.N)
 	for i := range msgs {
@@ -31,11 +71,7 @@ func DriverClaimComplete(b *testing.B, d driver.Driver, chunk int) {
 		if err != nil || len(got) == 0 {
 			return 0, err
 		}
-		leases := make([]driver.Lease, len(got))
-		for i, r := range got {
-			leases[i] = r.Lease
-		}
-		if errs := d.Complete(ctx, leases); errs != nil {
+		if errs := complete(ctx, got); errs != nil {
 			return 0, fmt.Errorf("complete: %v", errs)
 		}
 		return int64(len(got)), nil

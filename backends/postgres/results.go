@@ -1,0 +1,598 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Result records (driver.ResultStore) live in the results table, one row
+// per queue and task ID, shared by the schema's queues like messages. The
+// primary key serves reads and the insert-if-absent rule of cancel
+// requests; the expiry index serves the purge. (A BRIN index on expiry
+// costs an insert less, but serves only once VACUUM has summarised the
+// table's pages, and the purge then read the whole table per batch.)
+// Schema step 8 adds the table to existing databases.
+//
+// A settlement stores its records in the same statement as the delete
+// (CompleteWithResults, DeadLetterWithResults): a record exists if and only
+// if its message was settled, at no extra round trip. Stored records wake
+// waiters in other processes with a notification on the schema's channel
+// whose payload is resultsPayload, rate-limited like the push wake-ups
+// (notify.go): most settlements carry it inline, the rest are covered by a
+// trailing one.
+const resultsMigration = `
+CREATE TABLE {{s}}.results (
+	queue      text COLLATE "C" NOT NULL,
+	task_id    text COLLATE "C" NOT NULL,
+	state      text NOT NULL,
+	updated_at timestamptz NOT NULL,
+	expires_at timestamptz NOT NULL,
+	data       bytea NOT NULL,
+	PRIMARY KEY (queue, task_id)
+);
+CREATE INDEX results_expiry ON {{s}}.results (queue, expires_at);
+`
+
+// resultsNotifyInterval is the least interval between records
+// notifications from one queue in one process (notify.go): a settlement
+// batch ends about every millisecond under load, and a notification on
+// each made every commit queue for the server's notification lock. A
+// waiter is told within one and a half intervals.
+const resultsNotifyInterval = 10 * time.Millisecond
+
+// purgeBatch is how many records one purge statement deletes at most, so
+// that a large purge holds its row locks and writes its WAL in short
+// transactions.
+const purgeBatch = 1000
+
+// resultQueries are the result statements of one schema.
+type resultQueries struct {
+	put, get, anyEnded, purge, remove string
+	// complete and deadLetter by how they store records (insertPlain...).
+	// The second index is 1 for the statement that also sends the records
+	// notification.
+	complete, deadLetter [insertVariants][2]string
+}
+
+// insertResults ends a statement that stores records from a relation
+// named {{src}} with columns (rid, state, updated, expires, data, ord).
+// With {{conflict}} set to upsertConflict, a record replaces the one with
+// the same ID, except that a cancel request replaces only an expired
+// record (it must never hide an end); and with {{pick}} and {{order}} set
+// as in insertVariant, the last record for an ID in the batch wins (an
+// upsert cannot touch a row twice). Without them it is a plain insert,
+// which fails on an ID that has a record.
+const insertResults = `
+	INSERT INTO {{s}}.results AS r (queue, task_id, state, updated_at, expires_at, data)
+	SELECT {{pick}} {{q}}::text, rid, state, updated, expires, data FROM {{src}} WHERE rid <> '' {{order}}{{conflict}}
+	RETURNING 1`
+
+const upsertConflict = `
+	ON CONFLICT (queue, task_id) DO UPDATE SET
+		state = excluded.state, updated_at = excluded.updated_at, expires_at = excluded.expires_at, data = excluded.data
+	WHERE excluded.state <> 'cancel-requested' OR r.expires_at <= now()`
+
+// How a settlement statement stores its records (the index of
+// resultQueries.complete and deadLetter). A plain insert costs the server
+// about a third less than an upsert (which inserts speculatively and
+// confirms), so a settlement tries it first; it fails, and changes
+// nothing, when a task has a record already (a cancel request, or an
+// earlier run of a task pushed again with the same ID), and is then run
+// again as an upsert (see recordsVariant).
+const (
+	insertPlain    = iota // no task has a record yet
+	insertUpsert          // replace records
+	insertDistinct        // replace records; a task ID is twice in the batch
+	insertVariants
+)
+
+func buildResultQueries(schema string) resultQueries {
+	r := strings.NewReplacer("{{s}}", schema)
+	upsert := func(src, queueParam string, variant int) string {
+		pick, order, conflict := "", "", upsertConflict
+		switch variant {
+		case insertPlain:
+			conflict = ""
+		case insertDistinct:
+			pick, order = "DISTINCT ON (rid)", "ORDER BY rid, ord DESC"
+		}
+		return strings.NewReplacer("{{src}}", src, "{{q}}", queueParam, "{{pick}}", pick, "{{order}}", order,
+			"{{conflict}}", conflict).Replace(insertResults)
+	}
+	q := resultQueries{
+		put: r.Replace(`
+WITH x AS (
+	SELECT rid, state, ` + usTime("updated_us") + ` AS updated, ` + usTime("expires_us") + ` AS expires, ` + dataOf("span", "$9") + ` AS data, ord
+	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY
+		AS x(rid, state, updated_us, expires_us, span, ord)
+), ins AS (` + upsert("x", "$1", insertDistinct) + `
+), n AS (
+	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
+)
+SELECT count(*) FROM n`),
+
+		get: r.Replace(`
+SELECT task_id, state, updated_at, expires_at, data FROM {{s}}.results
+WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now()`),
+
+		anyEnded: r.Replace(`
+SELECT EXISTS (SELECT FROM {{s}}.results
+	WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now() AND state <> 'cancel-requested')`),
+
+		purge: r.Replace(`
+DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM {{s}}.results WHERE queue = $1 AND expires_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED))`),
+
+		// Ready and delayed messages, and those whose lease has expired
+		// (claimable again; the old holder's settlement finds them gone).
+		// A concurrent claim holds the row: the delete waits for it, then
+		// sees the lease and leaves the message.
+		remove: r.Replace(`
+DELETE FROM {{s}}.messages
+WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at <= now())
+RETURNING task_id`),
+	}
+	for v := range insertVariants {
+		for notify := range 2 {
+			q.complete[v][notify], q.deadLetter[v][notify] = settleWithResultsSQL(r, upsert, v, notify == 1)
+		}
+	}
+	return q
+}
+
+// dataOf is the SQL for a record's data: the records of a batch travel as
+// one bytea parameter (param) and a span per record (start << 32 | length,
+// start 1-based), which costs the client one copy of the bytes; a bytea[]
+// parameter cost four, and made the garbage collector a fifth of a
+// worker's CPU.
+func dataOf(span, param string) string {
+	return `substring(` + param + `::bytea from (` + span + ` >> 32)::int for (` + span + ` & 4294967295)::int)`
+}
+
+// usTime is the SQL for a time sent as Unix microseconds: bigint arrays
+// encode without reflection, timestamptz arrays do not.
+func usTime(us string) string {
+	return `(timestamptz 'epoch' + ` + us + ` * interval '1 microsecond')`
+}
+
+// settleWithResultsSQL builds the settlement statements that store records.
+// With notify, the statement also sends the records notification (channel
+// and payload are the two parameters after the others), when it stored a
+// record.
+func settleWithResultsSQL(r *strings.Replacer, upsert func(src, queueParam string, variant int) string, variant int, notify bool) (complete, deadLetter string) {
+	notifying := func(from string, channel int) string {
+		if !notify {
+			return `
+)
+SELECT id FROM ` + from
+		}
+		return fmt.Sprintf(`
+), n AS (
+	SELECT pg_notify($%d, $%d) WHERE EXISTS (SELECT FROM ins)
+)
+SELECT id FROM %s WHERE (SELECT count(*) FROM n) >= 0`, channel, channel+1, from)
+	}
+	// complete with records: the delete of the statement in queries.go,
+	// and the records of the messages it deleted.
+	complete = r.Replace(asyncCTE + `,
+x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
+		WITH ORDINALITY AS x(id, lease, priority, rid, state, updated_us, expires_us, span, ord)
+), d AS (
+	DELETE FROM {{s}}.messages m USING x, async
+	WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
+	RETURNING m.id, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` + dataOf("x.span", "$10") + ` AS data, x.ord
+), ins AS (` + upsert("d", "$4", variant) + notifying("d", 11))
+
+	// deadLetter with records: the move of the statement in queries.go,
+	// and the records of the messages it moved.
+	deadLetter = r.Replace(asyncCTE + `,
+x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[],
+		$8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[])
+		WITH ORDINALITY AS x(id, lease, priority, reason, detail, body, rid, state, updated_us, expires_us, span, ord)
+), d AS (
+	DELETE FROM {{s}}.messages m USING x, async
+	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
+	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
+		m.concurrency_key, m.rate_key, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` + dataOf("x.span", "$13") + ` AS data, x.ord
+), dl AS (
+	INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
+	SELECT id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
+	RETURNING id
+), ins AS (` + upsert("d", "$6", variant) + notifying("dl", 14))
+	return complete, deadLetter
+}
+
+var (
+	_ driver.ResultStore   = (*Driver)(nil)
+	_ driver.ResultWaiter  = (*Driver)(nil)
+	_ driver.ResultSettler = (*Driver)(nil)
+	_ driver.TaskRemover   = (*Driver)(nil)
+)
+
+// resultsPayload is the notification payload that announces stored
+// records of the queue. (A queue whose own name is this string would be
+// woken needlessly now and then, which is harmless.)
+func (d *Driver) resultsPayload() string { return "results/" + d.cfg.queue }
+
+// recordColumns are records as the statements' parameter arrays; an
+// empty rid stands for no record.
+type recordColumns struct {
+	rids, states     []string
+	updated, expires []int64 // Unix microseconds
+	spans            []int64 // of each record's data in blob: see dataOf
+	blob             []byte
+	any              bool // at least one record
+	twice            bool // a task ID has two records
+}
+
+// recordArrays turns recs into parameter arrays. A record that is not valid
+// gets its error in errs (which must have len(recs)).
+func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
+	c := recordColumns{
+		rids: make([]string, len(recs)), states: make([]string, len(recs)),
+		updated: make([]int64, len(recs)), expires: make([]int64, len(recs)),
+		spans: make([]int64, len(recs)),
+	}
+	size := 0
+	for _, r := range recs {
+		if r != nil {
+			size += len(r.Data)
+		}
+	}
+	c.blob = make([]byte, 0, size)
+	var seen map[string]bool
+	for i, r := range recs {
+		if r == nil {
+			continue
+		}
+		if err := driver.CheckResultRecord(r); err != nil {
+			errs[i] = err
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]bool, len(recs))
+		}
+		c.any, c.twice = true, c.twice || seen[r.ID]
+		seen[r.ID] = true
+		c.rids[i], c.states[i] = r.ID, string(r.State)
+		c.updated[i], c.expires[i] = r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro()
+		c.spans[i] = int64(len(c.blob)+1)<<32 | int64(len(r.Data))
+		c.blob = append(c.blob, r.Data...)
+	}
+	return c
+}
+
+// PutResults implements driver.ResultStore: one statement for the batch,
+// which also wakes waiters in other processes.
+func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
+	if err := d.begin(); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := driver.CheckResultRecord(r); err != nil {
+			return err
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	c := recordArrays(recs, make([]error, len(recs)))
+	var n int64
+	err := d.pool.QueryRow(ctx, d.rsql.put, d.cfg.queue, c.rids, c.states, c.updated, c.expires, c.spans,
+		d.channel(), d.resultsPayload(), c.blob).Scan(&n)
+	if err != nil {
+		return wrap(ctx, "put results", err)
+	}
+	d.resultWake.fire()
+	return nil
+}
+
+// GetResults implements driver.ResultStore. Expired records are not
+// returned, purged or not.
+func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	out := make([]*driver.ResultRecord, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := d.pool.Query(ctx, d.rsql.get, d.cfg.queue, ids)
+	if err != nil {
+		return nil, wrap(ctx, "get results", err)
+	}
+	defer rows.Close()
+	found := make(map[string]*driver.ResultRecord, len(ids))
+	for rows.Next() {
+		var r driver.ResultRecord
+		var state string
+		var updated, expires pgtype.Timestamptz
+		if err := rows.Scan(&r.ID, &state, &updated, &expires, &r.Data); err != nil {
+			return nil, wrap(ctx, "get results", err)
+		}
+		r.State = driver.ResultState(state)
+		r.UpdatedAt, r.ExpiresAt = updated.Time, expires.Time
+		found[r.ID] = &r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "get results", err)
+	}
+	for i, id := range ids {
+		out[i] = found[id]
+	}
+	return out, nil
+}
+
+// PurgeResults implements driver.ResultStore. It deletes in statements of
+// at most purgeBatch records, each its own transaction, and stops early
+// (with what it deleted so far) when ctx ends.
+func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
+	if err := d.begin(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		tag, err := d.pool.Exec(ctx, d.rsql.purge, d.cfg.queue, now, purgeBatch)
+		if err != nil {
+			return total, wrap(ctx, "purge results", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < purgeBatch {
+			return total, nil
+		}
+		if err := d.begin(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// WaitResults implements driver.ResultWaiter. While the driver's LISTEN
+// connection is up, it sleeps until a record notification (or a record
+// stored through this driver); without one (listen=false, pgbouncer=true,
+// or while it reconnects) it returns after the poll interval at most, and
+// the caller reads the records again. It returns at once when one of ids
+// has ended already.
+func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Duration) error {
+	if err := d.begin(); err != nil {
+		return err
+	}
+	if wait <= 0 || len(ids) == 0 {
+		return nil
+	}
+	d.startListener()
+	// Take the wake-up before looking, so that a record stored after the
+	// look is not missed.
+	woken := d.resultWake.wait()
+	var ended bool
+	if err := d.pool.QueryRow(ctx, d.rsql.anyEnded, d.cfg.queue, ids).Scan(&ended); err != nil {
+		return wrap(ctx, "wait for results", err)
+	}
+	if ended {
+		return nil
+	}
+	if !d.listening.Load() {
+		wait = min(wait, d.cfg.poll)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-woken:
+	case <-timer.C:
+	case <-d.done:
+		return errClosed
+	case <-ctx.Done():
+		return wrap(ctx, "wait for results", ctx.Err())
+	}
+	return nil
+}
+
+// CompleteWithResults implements driver.ResultSettler: one statement
+// deletes the messages whose leases are held and stores their records.
+func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
+	if err := d.begin(); err != nil {
+		return closedErrs(len(leases))
+	}
+	if len(recs) != len(leases) {
+		return sameErr(len(leases), driver.Errorf(driver.InvalidArgument,
+			"postgres complete: %d result records for %d leases", len(recs), len(leases)))
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	b := newSettleBatch("complete", len(leases))
+	b.deletes = true
+	c := recordArrays(recs, b.errs)
+	for i, l := range leases {
+		b.addWithRecord(i, l)
+	}
+	if !c.any {
+		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
+	}
+	inline := d.resNotif.inline()
+	errs := d.runWithRecords(ctx, b, &d.rsql.complete, c.twice, inline, b.ids, b.tokens, b.prios, d.cfg.queue,
+		c.rids, c.states, c.updated, c.expires, c.spans, c.blob)
+	d.settledWithResults(inline, errs)
+	return errs
+}
+
+// DeadLetterWithResults implements driver.ResultSettler: one statement
+// moves the messages whose leases are held to dead_letters and stores
+// their records.
+func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
+	if err := d.begin(); err != nil {
+		return closedErrs(len(reqs))
+	}
+	if len(recs) != len(reqs) {
+		return sameErr(len(reqs), driver.Errorf(driver.InvalidArgument,
+			"postgres dead-letter: %d result records for %d messages", len(recs), len(reqs)))
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	b := newSettleBatch("dead-letter", len(reqs))
+	b.deletes = true
+	c := recordArrays(recs, b.errs)
+	reasons := make([]string, len(reqs))
+	details := make([]string, len(reqs))
+	bodies := make([][]byte, len(reqs))
+	for i, r := range reqs {
+		if !b.addWithRecord(i, r.Lease) {
+			continue
+		}
+		reasons[i] = textColumn(r.Reason)
+		details[i] = textColumn(r.Detail)
+		bodies[i] = r.Body
+	}
+	if !c.any {
+		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
+	}
+	inline := d.resNotif.inline()
+	errs := d.runWithRecords(ctx, b, &d.rsql.deadLetter, c.twice, inline, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
+		c.rids, c.states, c.updated, c.expires, c.spans, c.blob)
+	d.settledWithResults(inline, errs)
+	return errs
+}
+
+// runWithRecords runs a settlement that stores records, trying the plain
+// insert first unless a task ID is twice in the batch or a settlement met
+// a record lately (recordsWindow); when the plain insert meets a record,
+// the statement changed nothing and runs again as an upsert.
+//
+// With notify the statement also sends the records notification.
+func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[insertVariants][2]string, twice, notify bool, args ...any) []error {
+	n := 0
+	if notify {
+		n = 1
+		args = append(args, d.channel(), d.resultsPayload())
+	}
+	variant := insertPlain
+	switch {
+	case twice:
+		variant = insertDistinct
+	case d.recordsMet():
+		variant = insertUpsert
+	}
+	done, err := b.query(ctx, d, stmts[variant][n], args...)
+	if variant == insertPlain && isRecordConflict(err) {
+		d.recordAt.Store(time.Now().UnixNano())
+		done, err = b.query(ctx, d, stmts[insertUpsert][n], args...)
+	}
+	if err != nil {
+		return b.failAll(wrap(ctx, b.op, err))
+	}
+	return b.finish(d, done)
+}
+
+// recordsWindow is how long after a settlement met an existing record the
+// settlements store records with an upsert at once.
+const recordsWindow = time.Minute
+
+// recordsMet reports whether a settlement met an existing record within
+// recordsWindow.
+func (d *Driver) recordsMet() bool {
+	at := d.recordAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < recordsWindow
+}
+
+// isRecordConflict reports whether err is the plain insert of a record
+// meeting one with the same task ID.
+func isRecordConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "results_pkey"
+}
+
+// addWithRecord records lease i, whose record recordArrays checked: a
+// lease with an invalid record keeps that error and is made to match no
+// message, so it is left alone. It returns false for such a lease or a
+// malformed one.
+func (b *settleBatch) addWithRecord(i int, l driver.Lease) bool {
+	recErr := b.errs[i]
+	if !b.add(i, l) {
+		return false
+	}
+	if recErr != nil {
+		b.errs[i], b.failed = recErr, true
+		b.tokens[len(b.tokens)-1] = pgtype.UUID{Valid: true} // the nil UUID matches nothing
+		return false
+	}
+	return true
+}
+
+// settledWithResults accounts for the records notification after a
+// settlement statement that may have stored records, and wakes this
+// process's waiters.
+func (d *Driver) settledWithResults(inline bool, errs []error) {
+	stored := errs == nil
+	for _, e := range errs {
+		if e == nil {
+			stored = true
+			break
+		}
+	}
+	switch {
+	case inline && !stored:
+		d.resNotif.missed()
+	case !inline && stored:
+		d.resNotif.committed()
+	}
+	if stored {
+		d.resultWake.fire()
+	}
+}
+
+// sendResultsNotify sends a trailing records notification on a pooled
+// connection.
+func (d *Driver) sendResultsNotify() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.resultsPayload()); err != nil && !d.closed.Load() {
+		d.log.Debug("jobq postgres: records notification failed; waiters will find the records by polling", "err", err)
+	}
+}
+
+// RemoveTasks implements driver.TaskRemover: one statement.
+func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error) {
+	if err := d.begin(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := d.pool.Query(ctx, d.rsql.remove, d.cfg.queue, ids)
+	if err != nil {
+		return nil, wrap(ctx, "remove tasks", err)
+	}
+	defer rows.Close()
+	var removed []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, wrap(ctx, "remove tasks", err)
+		}
+		removed = append(removed, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "remove tasks", err)
+	}
+	d.deletedRows(int64(len(removed)))
+	return removed, nil
+}
+
+// sameErr returns err for each of n items.
+func sameErr(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}

@@ -1,0 +1,388 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// rec makes a record of task id in state st, expiring after ttl.
+func rec(id string, st driver.ResultState, ttl time.Duration) *driver.ResultRecord {
+	now := time.Now().Truncate(time.Microsecond)
+	return &driver.ResultRecord{ID: id, State: st, UpdatedAt: now, ExpiresAt: now.Add(ttl), Data: []byte("data-" + id + "-" + string(st))}
+}
+
+// states returns the state of each record ("-" for none).
+func states(recs []*driver.ResultRecord) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = "-"
+		if r != nil {
+			out[i] = string(r.State)
+		}
+	}
+	return out
+}
+
+func (b *testBundle) results(t *testing.T, ids ...string) []*driver.ResultRecord {
+	t.Helper()
+	got, err := b.drv.GetResults(b.ctx, ids)
+	if err != nil {
+		t.Fatalf("get results: %v", err)
+	}
+	return got
+}
+
+func TestResultsPutGet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	want := rec("a", driver.ResultSucceeded, time.Hour)
+	if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{want, rec("old", driver.ResultDeadLettered, -time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.results(t, "missing", "a", "old", "a")
+	if fmt.Sprint(states(got)) != "[- succeeded - succeeded]" {
+		t.Fatalf("states = %v; want the expired record hidden", states(got))
+	}
+	g := got[1]
+	if g.ID != "a" || string(g.Data) != string(want.Data) || !g.UpdatedAt.Equal(want.UpdatedAt) || !g.ExpiresAt.Equal(want.ExpiresAt) {
+		t.Fatalf("record = %+v; want %+v", g, want)
+	}
+	// A later end replaces the record.
+	if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec("a", driver.ResultCancelled, time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if s := states(b.results(t, "a")); s[0] != "cancelled" {
+		t.Fatalf("after replace: %v", s)
+	}
+}
+
+func TestResultsCancelRequestedInsertIfAbsent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		existing *driver.ResultRecord
+		want     driver.ResultState
+	}{
+		{"none", nil, driver.ResultCancelRequested},
+		{"ended", rec("t", driver.ResultSucceeded, time.Hour), driver.ResultSucceeded},
+		{"expired end", rec("t", driver.ResultSucceeded, -time.Second), driver.ResultCancelRequested},
+		{"cancel requested", rec("t", driver.ResultCancelRequested, time.Hour), driver.ResultCancelRequested},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, "")
+			if tt.existing != nil {
+				if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{tt.existing}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			req := rec("t", driver.ResultCancelRequested, time.Hour)
+			req.Data = []byte("request")
+			if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{req}); err != nil {
+				t.Fatal(err)
+			}
+			got := b.results(t, "t")[0]
+			if got == nil || got.State != tt.want {
+				t.Fatalf("record after cancel request = %v; want state %s", got, tt.want)
+			}
+			if tt.existing != nil && tt.existing.State == driver.ResultCancelRequested && string(got.Data) != string(tt.existing.Data) {
+				t.Fatalf("a second cancel request replaced the first: data %q", got.Data)
+			}
+			// An end always replaces a cancel request.
+			if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec("t", driver.ResultCancelled, time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			if s := states(b.results(t, "t")); s[0] != "cancelled" {
+				t.Fatalf("end after cancel request: %v", s)
+			}
+		})
+	}
+}
+
+func TestResultsBadRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	tests := []struct {
+		name string
+		rec  *driver.ResultRecord
+	}{
+		{"nil", nil},
+		{"no id", rec("", driver.ResultSucceeded, time.Hour)},
+		{"bad state", rec("x", "finished", time.Hour)},
+		{"no expiry", &driver.ResultRecord{ID: "x", State: driver.ResultSucceeded}},
+	}
+	for _, tt := range tests {
+		err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec("ok", driver.ResultSucceeded, time.Hour), tt.rec})
+		wantCode(t, err, driver.InvalidArgument)
+	}
+	if s := states(b.results(t, "ok")); s[0] != "-" {
+		t.Fatalf("a batch with a bad record stored %v", s)
+	}
+}
+
+func TestCompleteWithResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.push(t, msg("a"), msg("b"), msg("c"))
+	got := b.receive(t, 3, time.Minute)
+	if len(got) != 3 {
+		t.Fatalf("received %d", len(got))
+	}
+	// b's lease is not held (a wrong token); c has no record to store.
+	lost := got[1].Lease
+	lost.Token = "not-the-token"
+	leases := []driver.Lease{got[0].Lease, lost, got[2].Lease}
+	recs := []*driver.ResultRecord{rec("a", driver.ResultSucceeded, time.Hour), rec("b", driver.ResultSucceeded, time.Hour), nil}
+	errs := b.drv.CompleteWithResults(b.ctx, leases, recs)
+	if errs == nil || errs[0] != nil || driver.CodeOf(errs[1]) != driver.LockLost || errs[2] != nil {
+		t.Fatalf("errs = %v; want only b LockLost", errs)
+	}
+	if s := states(b.results(t, "a", "b", "c")); fmt.Sprint(s) != "[succeeded - -]" {
+		t.Fatalf("records = %v; want a record for a only (b lost its lease, c had none)", s)
+	}
+	if s := b.stats(t); s.InFlight != 1 {
+		t.Fatalf("stats = %+v; want b still in flight", s)
+	}
+	// A bad record fails its own item and leaves its message alone.
+	errs = b.drv.CompleteWithResults(b.ctx, []driver.Lease{got[1].Lease}, []*driver.ResultRecord{{ID: "b"}})
+	wantCode(t, errs[0], driver.InvalidArgument)
+	if s := b.stats(t); s.InFlight != 1 {
+		t.Fatalf("a bad record settled its message: %+v", s)
+	}
+	wantCode(t, b.drv.CompleteWithResults(b.ctx, []driver.Lease{got[1].Lease}, nil)[0], driver.InvalidArgument)
+}
+
+func TestDeadLetterWithResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.push(t, msg("a"), msg("b"))
+	got := b.receive(t, 2, time.Minute)
+	lost := got[1].Lease
+	lost.Token = "not-the-token"
+	reqs := []driver.DeadLetterParams{{Lease: got[0].Lease, Reason: "failed"}, {Lease: lost, Reason: "failed"}}
+	recs := []*driver.ResultRecord{rec("a", driver.ResultDeadLettered, time.Hour), rec("b", driver.ResultDeadLettered, time.Hour)}
+	errs := b.drv.DeadLetterWithResults(b.ctx, reqs, recs)
+	if errs == nil || errs[0] != nil || driver.CodeOf(errs[1]) != driver.LockLost {
+		t.Fatalf("errs = %v; want b LockLost", errs)
+	}
+	if s := states(b.results(t, "a", "b")); fmt.Sprint(s) != "[dead-lettered -]" {
+		t.Fatalf("records = %v", s)
+	}
+	if s := b.stats(t); s.Dead != 1 || s.InFlight != 1 {
+		t.Fatalf("stats = %+v; want a dead, b in flight", s)
+	}
+}
+
+func TestPurgeResultsInBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	const expired = 2*purgeBatch + 7
+	var recs []*driver.ResultRecord
+	for i := range expired {
+		recs = append(recs, rec(fmt.Sprint("old", i), driver.ResultSucceeded, -time.Minute))
+	}
+	recs = append(recs, rec("live", driver.ResultSucceeded, time.Hour))
+	if err := b.drv.PutResults(b.ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	// Another queue's expired record in the same file is not this queue's
+	// to purge.
+	other := openAt(t, b.path, "queue=other")
+	if err := other.PutResults(b.ctx, []*driver.ResultRecord{rec("old0", driver.ResultSucceeded, -time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.drv.PurgeResults(b.ctx, time.Now())
+	if err != nil || n != expired {
+		t.Fatalf("purge = %d, %v; want %d", n, err, expired)
+	}
+	if n, err := b.drv.PurgeResults(b.ctx, time.Now()); err != nil || n != 0 {
+		t.Fatalf("second purge = %d, %v; want 0", n, err)
+	}
+	count := func(q string) (n int) {
+		t.Helper()
+		if err := b.drv.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM jobq_results WHERE queue = ?`, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if c := count("default"); c != 1 {
+		t.Fatalf("%d records left; want the live one", c)
+	}
+	if c := count("other"); c != 1 {
+		t.Fatalf("the other queue's record was purged")
+	}
+}
+
+func TestPurgeResultsBatchBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	var recs []*driver.ResultRecord
+	for i := range purgeBatch + 3 {
+		recs = append(recs, rec(fmt.Sprint("old", i), driver.ResultSucceeded, -time.Minute))
+	}
+	if err := b.drv.PutResults(b.ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	// One purge transaction runs the batch statement once: it deletes at
+	// most purgeBatch records, whatever has expired.
+	var deleted int64
+	err := b.drv.writeTx(b.ctx, "test", func(tx wtx) error {
+		res, err := tx.Exec(purgeResultsBatch, b.drv.cfg.queue, micros(time.Now()), purgeBatch)
+		if err != nil {
+			return err
+		}
+		deleted, err = res.RowsAffected()
+		return err
+	})
+	if err != nil || deleted != purgeBatch {
+		t.Fatalf("one purge batch deleted %d (%v); want %d", deleted, err, purgeBatch)
+	}
+}
+
+func TestRemoveTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	b.push(t, msg("ready"), msg("flight"), msg("dead"), msg("expired"))
+	b.push(t, &driver.Message{ID: "delayed", Body: []byte("x"), NotBefore: time.Now().Add(time.Hour)})
+	got := b.receive(t, 3, time.Minute) // ready, flight, dead in push order
+	if fmt.Sprint(ids(got)) != "[ready flight dead]" {
+		t.Fatalf("received %v", ids(got))
+	}
+	// Put ready back; dead-letter dead; leave flight in flight.
+	if errs := b.drv.Requeue(b.ctx, []driver.RequeueParams{{Lease: got[0].Lease}}); errs != nil {
+		t.Fatal(errs)
+	}
+	if errs := b.drv.DeadLetter(b.ctx, []driver.DeadLetterParams{{Lease: got[2].Lease, Reason: "x"}}); errs != nil {
+		t.Fatal(errs)
+	}
+	b.receive(t, 2, time.Millisecond) // ready and expired, on a lease that runs out at once
+	time.Sleep(5 * time.Millisecond)
+	removed, err := b.drv.RemoveTasks(b.ctx, []string{"ready", "flight", "dead", "expired", "delayed", "unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if fmt.Sprint(removed) != "[delayed expired ready]" {
+		t.Fatalf("removed %v; want ready, delayed and the expired lease's message", removed)
+	}
+	if s := b.stats(t); s != (driver.Stats{InFlight: 1, Dead: 1}) {
+		t.Fatalf("stats after remove = %+v; want flight in flight, dead dead", s)
+	}
+	if removed, err := b.drv.RemoveTasks(b.ctx, nil); err != nil || len(removed) != 0 {
+		t.Fatalf("remove nothing = %v, %v", removed, err)
+	}
+}
+
+func TestWaitResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "poll=5ms")
+	// Another process's write: straight into the file, without this
+	// process's wake-up.
+	raw, err := sql.Open("sqlite", "file:"+b.path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	tests := []struct {
+		name  string
+		store func(r *driver.ResultRecord) error
+	}{
+		{"this process", func(r *driver.ResultRecord) error { return b.drv.PutResults(b.ctx, []*driver.ResultRecord{r}) }},
+		{"other process", func(r *driver.ResultRecord) error {
+			_, err := raw.ExecContext(b.ctx, `INSERT INTO jobq_results (queue, task_id, state, updated_at, expires_at, data) VALUES (?, ?, ?, ?, ?, ?)`,
+				"default", r.ID, string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), r.Data)
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "w-" + tt.name
+			done := make(chan error, 1)
+			go func() {
+				// Wake-ups may come early: wait again until the record is
+				// there, as the portable layer does.
+				for {
+					if err := b.drv.WaitResults(b.ctx, []string{id}, time.Hour); err != nil {
+						done <- err
+						return
+					}
+					got, err := b.drv.GetResults(b.ctx, []string{id})
+					if err != nil || got[0] != nil {
+						done <- err
+						return
+					}
+				}
+			}()
+			if err := tt.store(rec(id, driver.ResultSucceeded, time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("WaitResults did not return after the record was stored")
+			}
+			// A wait for a task that has ended returns at once.
+			if err := b.drv.WaitResults(b.ctx, []string{"none", id}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestWaitResultsTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "poll=5ms")
+	if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec("c", driver.ResultCancelRequested, time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// A cancel request is no end: the wait runs out.
+	if err := b.drv.WaitResults(b.ctx, []string{"c"}, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	cancel()
+	wantCode(t, b.drv.WaitResults(ctx, []string{"c"}, time.Hour), driver.Canceled)
+}
+
+func TestResultsTableAddedToExistingFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "old.db")
+	d := openAt(t, path, "")
+	if _, err := d.Push(t.Context(), []*driver.Message{msg("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	// Make the file what a build before result records left.
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE jobq_results`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	d.Close()
+
+	d = openAt(t, path, "")
+	if err := d.PutResults(t.Context(), []*driver.ResultRecord{rec("kept", driver.ResultSucceeded, time.Hour)}); err != nil {
+		t.Fatalf("records on a migrated file: %v", err)
+	}
+	got, err := d.GetResults(t.Context(), []string{"kept"})
+	if err != nil || got[0] == nil {
+		t.Fatalf("get = %v, %v", got, err)
+	}
+	r, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute})
+	if err != nil || len(r) != 1 || r[0].ID != "kept" {
+		t.Fatalf("the queued message did not survive the migration: %v, %v", r, err)
+	}
+}
