@@ -57,18 +57,19 @@ func clientOptions(c config) *azqueue.ClientOptions {
 // client builds the SDK client for the queue service. where names the
 // account for messages (never a secret). given is the connection string
 // the program passed in driver.OpenOptions.
-func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azqueue.ServiceClient, where string, err error) {
+// src builds the result container's client with the same credentials.
+func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azqueue.ServiceClient, where string, src resultsSource, err error) {
 	opts := clientOptions(c)
 	if cs, from := o.connectionString(given); cs != "" {
 		if strings.EqualFold(strings.TrimRight(strings.TrimSpace(cs), ";"), "UseDevelopmentStorage=true") {
 			cs = DevelopmentConnectionString
 		}
 		if err := checkAccountKey(cs, from); err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
 		if err != nil {
-			return nil, "", driver.Errorf(driver.InvalidArgument,
+			return nil, "", nil, driver.Errorf(driver.InvalidArgument,
 				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.Redact(cs))
 		}
 		where = serviceAccount(svc.URL())
@@ -76,14 +77,14 @@ func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azque
 			log.Info("azqueue: using the connection string's account; the account in the URL is ignored",
 				"connection_string_from", from, "account", where, "url_account", c.account)
 		}
-		return svc, where, nil
+		return svc, where, fromConnectionString(cs), nil
 	}
 	if c.account == "" && c.endpoint == "" {
-		return nil, "", driver.Errorf(driver.InvalidArgument,
+		return nil, "", nil, driver.Errorf(driver.InvalidArgument,
 			"no storage account: use azqueue://ACCOUNT/QUEUE, or give a connection string with --conn-str, $%s or $%s", EnvConnectionString, EnvAzureConnectionString)
 	}
 	if c.account != "" && !accountName.MatchString(c.account) {
-		return nil, "", driver.Errorf(driver.InvalidArgument,
+		return nil, "", nil, driver.Errorf(driver.InvalidArgument,
 			"invalid storage account name %q: it is 3 to 24 lowercase letters and digits", c.account)
 	}
 	serviceURL := c.endpoint
@@ -94,20 +95,20 @@ func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azque
 	if cred == nil {
 		cred, err = defaultCredential(log, azidentity.DefaultAzureCredentialOptions{})
 		if err != nil {
-			return nil, "", driver.Errorf(driver.PermissionDenied,
+			return nil, "", nil, driver.Errorf(driver.PermissionDenied,
 				"no Azure credential available for account %s: %w (give a connection string with --conn-str or $%s, or sign in with `az login`, or run with a managed identity)",
 				c.account, err, EnvConnectionString)
 		}
 	}
 	svc, err = azqueue.NewServiceClient(serviceURL, cred, opts)
 	if err != nil {
-		return nil, "", driver.Errorf(driver.InvalidArgument, "cannot use queue service %s: %w", serviceURL, err)
+		return nil, "", nil, driver.Errorf(driver.InvalidArgument, "cannot use queue service %s: %w", serviceURL, err)
 	}
 	where = c.account
 	if where == "" {
 		where = serviceAccount(serviceURL)
 	}
-	return svc, where, nil
+	return svc, where, fromCredential(serviceURL, cred), nil
 }
 
 // EnvIdentityClientID names a managed identity to try after the

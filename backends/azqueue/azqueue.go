@@ -42,6 +42,15 @@
 //	retry_delay=200ms first retry backoff, doubling up to 30s
 //	create=true       create QUEUE and QUEUE-failed on open when they are missing
 //	endpoint=URL      queue service URL when not https://ACCOUNT.queue.core.windows.net
+//	results=NAME      blob container of the result records, in the same account (default QUEUE-results)
+//
+// # Result records
+//
+// Result records (Queue.Result, Queue.Wait, Queue.Cancel) are blobs in a
+// container of the queue's storage account, QUEUE-results unless results=
+// names another, created on first use; the credentials must allow Blob
+// Storage too. Storage Queue cannot delete a message by task ID, so a
+// cancelled queued task is dropped by the worker that next receives it.
 //
 // # Escape hatch
 //
@@ -60,10 +69,12 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/blobresults"
 )
 
 // Scheme is the URL scheme this backend registers.
@@ -145,8 +156,8 @@ func capabilities() driver.Capabilities {
 			driver.ConcurrencyLimit:  {Level: driver.Emulated, Fallback: "each worker enforces concurrency caps for its own process only (policies are kept in the queue's metadata): N workers may run up to N times the cap at once"},
 			driver.RateLimit:         {Level: driver.Emulated, Fallback: "each worker enforces rate limits for its own process only (policies are kept in the queue's metadata): N workers may start up to N times the rate"},
 			driver.TransactionalPush: {Level: driver.Unsupported, Fallback: "Storage Queue cannot join an application's transaction; push after your own transaction commits"},
-			driver.Results:           {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
-			driver.Cancel:            {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
+			driver.Results:           {Level: driver.Emulated, Fallback: resultsFallback},
+			driver.Cancel:            {Level: driver.Emulated, Fallback: cancelFallback},
 			driver.WorkerRegistry:    {Level: driver.Unsupported, Fallback: workerRegistryFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
@@ -185,6 +196,15 @@ type Options struct {
 	// RetryDelay is NewFromCredential's first retry backoff, doubling up
 	// to 30s. Default DefaultRetryDelay (200ms).
 	RetryDelay time.Duration
+	// ResultsContainer names the blob container of the result records in
+	// the queue's storage account (NewFromCredential). Default
+	// DefaultResultsContainer(Queue), QUEUE-results.
+	ResultsContainer string
+	// Results is the client of the result records' container, which the
+	// program built with its own credentials. New needs it for results
+	// (without it, Queue.Result and Queue.Cancel fail with Unimplemented);
+	// for NewFromCredential it replaces ResultsContainer.
+	Results *container.Client
 	// Logger receives the driver's warnings and debug logs. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -200,11 +220,12 @@ type config struct {
 	retryDelay time.Duration
 	create     bool
 	endpoint   string
+	results    string // result container, "" for the default
 }
 
 // config validates o and applies its defaults.
 func (o Options) config() (config, error) {
-	c := config{queue: o.Queue, pollMin: o.PollMin, pollMax: o.PollMax, retries: o.Retries, retryDelay: o.RetryDelay, create: !o.NoCreate}
+	c := config{queue: o.Queue, pollMin: o.PollMin, pollMax: o.PollMax, retries: o.Retries, retryDelay: o.RetryDelay, create: !o.NoCreate, results: o.ResultsContainer}
 	if c.pollMin == 0 {
 		c.pollMin = DefaultPollMin
 	}
@@ -227,6 +248,11 @@ func (o Options) config() (config, error) {
 		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.PollMax=%v is shorter than PollMin=%v", c.pollMax, c.pollMin)
 	case c.retryDelay < 0:
 		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.RetryDelay=%v must be positive", c.retryDelay)
+	}
+	if c.results != "" {
+		if err := blobresults.CheckContainerName(c.results); err != nil {
+			return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.ResultsContainer: %w", err)
+		}
 	}
 	return c, checkQueueName(c.queue)
 }
@@ -269,6 +295,7 @@ func parseURL(u *url.URL) (config, error) {
 		retryDelay: p.Duration("retry_delay", DefaultRetryDelay),
 		create:     p.Bool("create", true),
 		endpoint:   p.String("endpoint", ""),
+		results:    p.String("results", ""),
 	}
 	if c.pollMin <= 0 {
 		p.Fail("query parameter poll_min must be positive")
@@ -281,6 +308,9 @@ func parseURL(u *url.URL) (config, error) {
 	}
 	if c.endpoint != "" && checkServiceURL(c.endpoint) != nil {
 		p.Fail("query parameter endpoint must be the queue service URL, like https://ACCOUNT.queue.core.windows.net (without credentials)")
+	}
+	if c.results != "" && blobresults.CheckContainerName(c.results) != nil {
+		p.Fail("query parameter results=%q must be a blob container name: 3 to 63 lowercase letters, digits and single hyphens", c.results)
 	}
 	if err := p.Done(); err != nil {
 		return c, err
@@ -316,7 +346,7 @@ func New(ctx context.Context, svc *azqueue.ServiceClient, opts Options) (*Driver
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, c, svc, serviceAccount(svc.URL()), opts.logger())
+	return open(ctx, c, svc, serviceAccount(svc.URL()), opts.logger(), opts.Results, nil)
 }
 
 // NewFromCredential is New with a client it builds for the queue service
@@ -338,12 +368,15 @@ func NewFromCredential(ctx context.Context, serviceURL string, cred azcore.Token
 	if err != nil {
 		return nil, driver.Errorf(driver.InvalidArgument, "azqueue: cannot use queue service %s: %w", serviceURL, err)
 	}
-	return open(ctx, c, svc, serviceAccount(serviceURL), opts.logger())
+	return open(ctx, c, svc, serviceAccount(serviceURL), opts.logger(), opts.Results, fromCredential(serviceURL, cred))
 }
 
-// open builds the driver on svc, creating the queues when c.create.
-func open(ctx context.Context, c config, svc *azqueue.ServiceClient, where string, log *slog.Logger) (*Driver, error) {
+// open builds the driver on svc, creating the queues when c.create. The
+// result records go to the container results, else to the one src
+// builds (see setResults).
+func open(ctx context.Context, c config, svc *azqueue.ServiceClient, where string, log *slog.Logger, results *container.Client, src resultsSource) (*Driver, error) {
 	d := newDriver(c, svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue+FailedSuffix), where, log)
+	d.setResults(results, src)
 	if c.create {
 		if err := d.createQueues(ctx); err != nil {
 			return nil, err
@@ -364,11 +397,11 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 	if log == nil {
 		log = slog.Default()
 	}
-	svc, where, err := o.client(c, opts.ConnectionString, log)
+	svc, where, src, err := o.client(c, opts.ConnectionString, log)
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, c, svc, where, log)
+	return open(ctx, c, svc, where, log, nil, src)
 }
 
 // String describes the opener for debugging without credentials.

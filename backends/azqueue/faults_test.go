@@ -42,8 +42,10 @@ func (viaProxy) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (
 	q.Del("via")
 	v := *u
 	v.RawQuery = q.Encode()
+	// The result records go to Azurite's blob service directly: the
+	// faults are the queue's.
 	o := &azq.URLOpener{ConnectionString: strings.Replace(azq.DevelopmentConnectionString,
-		"http://127.0.0.1:10001", "http://127.0.0.1:"+port, 1)}
+		"http://127.0.0.1:10001", "http://127.0.0.1:"+port, 1) + "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"}
 	return o.Open(ctx, &v, opts)
 }
 

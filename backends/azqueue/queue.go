@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/blobresults"
 )
 
 // parallelism bounds the requests one batch call has in flight: Storage
@@ -46,6 +47,8 @@ type Driver struct {
 	// gate spaces the idle dequeues.
 	empties atomic.Int64
 	gate    pollGate
+	// rec keeps the result records (driver.ResultStore).
+	rec blobresults.Records
 }
 
 func newDriver(c config, main, failed *azqueue.QueueClient, where string, log *slog.Logger) *Driver {

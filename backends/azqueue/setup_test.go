@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/jobq/jobq"
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/stash/azblob"
 )
 
 // The tests run against Azurite on 127.0.0.1:10001 (started by
@@ -47,8 +49,18 @@ func TestMain(m *testing.M) {
 }
 
 func ensureAzurite() error {
-	if c, err := net.DialTimeout("tcp", "127.0.0.1:10001", time.Second); err == nil {
-		return c.Close()
+	// The queue service, and the blob service of the result records.
+	up := true
+	for _, addr := range []string{"127.0.0.1:10001", "127.0.0.1:10000"} {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			up = false
+			break
+		}
+		c.Close()
+	}
+	if up {
+		return nil
 	}
 	script, err := filepath.Abs("../../.ci/start-azurite.sh")
 	if err != nil {
@@ -77,6 +89,9 @@ func newQueueURL(t testing.TB) string {
 		defer cancel()
 		_, _ = svc.DeleteQueue(ctx, name, nil)
 		_, _ = svc.DeleteQueue(ctx, name+azq.FailedSuffix, nil)
+		if c, err := resultsContainer(name + azq.ResultsSuffix); err == nil {
+			_, _ = c.Delete(ctx, nil)
+		}
 	})
 	return "azqueue://devstoreaccount1/" + name
 }
@@ -150,4 +165,14 @@ func deadClient(t *testing.T, q *jobq.Queue) *azqueue.QueueClient {
 		t.Fatal("As(*azqueue.DeadLetterQueue) = false")
 	}
 	return d.QueueClient
+}
+
+// resultsContainer is the client of a result container of the test
+// account.
+func resultsContainer(name string) (*container.Client, error) {
+	cs := connStr
+	if cs == azq.DevelopmentConnectionString {
+		cs = azblob.DevelopmentConnectionString
+	}
+	return container.NewClientFromConnectionString(cs, name, nil)
 }

@@ -3,14 +3,17 @@ package redis
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/benchkit"
 )
 
@@ -46,6 +49,51 @@ var reportRate = benchkit.ReportRate
 // (PushBatch, pipelined) while a worker with 16 handlers consumes them.
 func BenchmarkEndToEnd(b *testing.B) {
 	benchkit.EndToEnd(b, openBenchQueue(b))
+}
+
+// BenchmarkEndToEndRecords is BenchmarkEndToEnd with result records off
+// (the driver declares Results unsupported, so the portable layer writes
+// none) and on (the default: every task leaves a record, stored by the
+// complete script). Compare them in alternated runs:
+//
+//	for i in 1 2 3 4 5; do for r in false true; do
+//	  go test -count=1 -run '^$' -bench "EndToEndRecords/records=$r" -benchtime 20000x ./backends/redis/
+//	done; done
+func BenchmarkEndToEndRecords(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("records=%t", on), func(b *testing.B) {
+			var d driver.Driver = openURL(b, benchURL(b))
+			if !on {
+				d = withoutRecords{d.(*Driver)}
+			}
+			q, err := jobq.New(d, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = q.Close() })
+			benchkit.EndToEnd(b, q)
+			if on {
+				rd := d.(*Driver)
+				n, err := rd.client.Eval(context.Background(),
+					`local t = 0 for _, b in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do t = t + redis.call('HLEN', ARGV[1] .. b) end return t`,
+					[]string{rd.prefix + "rbs"}, rd.prefix+"rb:").Int()
+				if err != nil || n < b.N {
+					b.Fatalf("%d result records for %d tasks (%v)", n, b.N, err)
+				}
+			}
+		})
+	}
+}
+
+// withoutRecords is a Redis driver that declares Results unsupported, so
+// that the portable layer keeps no result records.
+type withoutRecords struct{ *Driver }
+
+func (w withoutRecords) Capabilities() driver.Capabilities {
+	c := w.Driver.Capabilities()
+	c.Features[driver.Results] = driver.Support{Level: driver.Unsupported, Fallback: "records off for the benchmark"}
+	c.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "records off for the benchmark"}
+	return c
 }
 
 // BenchmarkDrain: a worker with 16 handlers drains b.N pre-pushed tasks and
@@ -206,4 +254,48 @@ func BenchmarkRawRedisLimit(b *testing.B) {
 func BenchmarkDriverClaimComplete(b *testing.B) {
 	// One Push call: the driver pipelines it.
 	benchkit.DriverClaimComplete(b, openURL(b, newQueueURL(b, "")), max(b.N, 1))
+}
+
+// BenchmarkDriverClaimCompleteRecords is BenchmarkDriverClaimComplete with
+// result records off (Complete) and on (CompleteWithResults, a record of
+// about 300 bytes per task, stored by the complete script): what records
+// cost the driver alone.
+func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
+	data := []byte(`{"v":1,"exit_code":0,"output":"` + strings.Repeat("x", 200) + `","worker":"w1","host":"h","deliveries":1}`)
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("records=%t", on), func(b *testing.B) {
+			d := openURL(b, newQueueURL(b, ""))
+			ctx := context.Background()
+			msgs := make([]*driver.Message, b.N)
+			for i := range msgs {
+				msgs[i] = &driver.Message{ID: fmt.Sprint(i), Body: []byte(`{"version": 1, "kwargs": "{}"}`)}
+			}
+			if _, err := d.Push(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+			benchkit.Claimers(b, "completed", func() (int64, error) {
+				got, err := d.Receive(ctx, driver.ReceiveParams{Max: handlers, Visibility: time.Minute})
+				if err != nil || len(got) == 0 {
+					return 0, err
+				}
+				leases := make([]driver.Lease, len(got))
+				recs := make([]*driver.ResultRecord, len(got))
+				now := time.Now()
+				for i, r := range got {
+					leases[i] = r.Lease
+					recs[i] = &driver.ResultRecord{ID: r.ID, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Data: data}
+				}
+				var errs []error
+				if on {
+					errs = d.CompleteWithResults(ctx, leases, recs)
+				} else {
+					errs = d.Complete(ctx, leases)
+				}
+				if errs != nil {
+					return 0, fmt.Errorf("complete: %v", errs)
+				}
+				return int64(len(got)), nil
+			})
+		})
+	}
 }

@@ -12,8 +12,6 @@ const maxReceiveBatch = 1000
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
-			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
 			driver.WorkerRegistry: {Level: driver.Native}, // a hash and a sorted set (workers.go)
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},

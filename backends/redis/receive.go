@@ -30,7 +30,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	vis := ms(p.Visibility)
 	deadline := time.Now().Add(p.Wait)
 	if p.Wait > 0 {
-		if err := d.listen(ctx); err != nil {
+		if err := d.listen(ctx, d.channel); err != nil {
 			return nil, err
 		}
 	}
@@ -112,36 +112,69 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64) (recs []*driver.Re
 	return recs, 0, nil
 }
 
-// listen subscribes to the queue's announcement channel once per driver
-// and starts the goroutine that relays announcements to waiting receivers.
-func (d *Driver) listen(ctx context.Context) error {
+// listen subscribes the driver's pub/sub connection to channel (the
+// queue's announcements, or its result records'), once per driver and
+// channel, and starts the goroutine that relays what arrives. It returns
+// once Redis has confirmed the subscription: only then are messages
+// delivered.
+func (d *Driver) listen(ctx context.Context, channel string) error {
 	d.listenMu.Lock()
 	defer d.listenMu.Unlock()
-	if d.listening {
+	if d.subscribed[channel] {
 		return nil
 	}
-	if err := d.begin(ctx, "receive"); err != nil {
+	if err := d.begin(ctx, "subscribe"); err != nil {
 		return err
 	}
-	ps := d.client.Subscribe(ctx, d.channel)
-	// Wait for the confirmation: only then are announcements delivered.
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return d.fail("subscribe", err)
+	if d.pubsub == nil {
+		ps := d.client.Subscribe(ctx, channel)
+		if _, err := ps.Receive(ctx); err != nil {
+			_ = ps.Close()
+			return d.fail("subscribe", err)
+		}
+		d.pubsub = ps
+		d.listenWG.Add(1)
+		go d.relay(ps)
+	} else {
+		// The relay reads the confirmation and closes confirmed; a second
+		// caller waits for the same one.
+		confirmed, pending := d.confirming[channel]
+		if !pending {
+			confirmed = make(chan struct{})
+			if err := d.pubsub.Subscribe(ctx, channel); err != nil {
+				return d.fail("subscribe", err)
+			}
+			d.confirming[channel] = confirmed
+		}
+		d.listenMu.Unlock()
+		select {
+		case <-confirmed:
+		case <-ctx.Done():
+		case <-d.done:
+		}
+		d.listenMu.Lock()
+		select {
+		case <-confirmed:
+		default:
+			if err := ctx.Err(); err != nil {
+				return d.fail("subscribe", err)
+			}
+			return driver.Errorf(driver.FailedPrecondition, "redis subscribe on queue %s: the queue is closed", d.queue)
+		}
 	}
-	d.pubsub, d.listening = ps, true
-	d.listenWG.Add(1)
-	go d.relay(ps)
+	d.subscribed[channel] = true
 	return nil
 }
 
-// relay passes announcements to waiting receivers until Close. go-redis
-// reconnects and resubscribes on its own; a resubscription wakes every
-// waiter, because announcements made while disconnected are lost.
+// relay passes announcements to waiting receivers and result waiters until
+// Close. go-redis reconnects and resubscribes on its own; a
+// resubscription wakes every waiter, because announcements made while
+// disconnected are lost.
 func (d *Driver) relay(ps *goredis.PubSub) {
 	defer d.listenWG.Done()
 	const minBackoff, maxBackoff = 50 * time.Millisecond, 2 * time.Second
 	backoff := minBackoff
+	results := d.resultsChannel()
 	for {
 		msg, err := ps.Receive(context.Background())
 		if err != nil {
@@ -159,9 +192,23 @@ func (d *Driver) relay(ps *goredis.PubSub) {
 		backoff = minBackoff
 		switch m := msg.(type) {
 		case *goredis.Message:
-			d.announced(m.Payload)
+			if m.Channel == results {
+				d.resultWake.announce(m.Payload)
+			} else {
+				d.announced(m.Payload)
+			}
 		case *goredis.Subscription:
-			d.wake.notify(-1)
+			d.listenMu.Lock()
+			if c, ok := d.confirming[m.Channel]; ok && m.Kind == "subscribe" {
+				close(c)
+				delete(d.confirming, m.Channel)
+			}
+			d.listenMu.Unlock()
+			if m.Channel == results {
+				d.resultWake.wakeAll()
+			} else {
+				d.wake.notify(-1)
+			}
 		}
 	}
 }

@@ -157,10 +157,12 @@ type Driver struct {
 
 	ownsClient bool // the URL opener built the client: Close closes it
 
-	listenMu  sync.Mutex
-	listening bool
-	pubsub    *goredis.PubSub
-	listenWG  sync.WaitGroup
+	listenMu   sync.Mutex
+	pubsub     *goredis.PubSub          // nil until the first subscription
+	subscribed map[string]bool          // channels whose subscription Redis confirmed
+	confirming map[string]chan struct{} // closed by the relay on confirmation
+	listenWG   sync.WaitGroup
+	resultWake *resultWaiters // WaitResults callers
 }
 
 func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.Logger) *Driver {
@@ -177,6 +179,10 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		log:     log,
 		done:    make(chan struct{}),
 		wake:    newNotifier(),
+
+		subscribed: map[string]bool{},
+		confirming: map[string]chan struct{}{},
+		resultWake: newResultWaiters(),
 	}
 }
 
@@ -235,6 +241,7 @@ func (d *Driver) Close() error {
 	}
 	d.listenWG.Wait()
 	d.wake.notify(-1)
+	d.resultWake.wakeAll()
 	if !d.ownsClient {
 		return nil
 	}

@@ -19,6 +19,9 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
 //	P..'dead'      sorted set of dead letters, score = dead-at (ms)
 //	P..'notify'    the pub/sub channel announcing newly visible messages
+//	P..'rb:'..b    a bucket of result records: hash task id -> record, with a TTL (see recordLua)
+//	P..'rbs'       sorted set of the record buckets, score = when the bucket expires (ms)
+//	P..'results'   the pub/sub channel announcing stored result records
 //
 // Redis charges a script about a thousand instructions for each key and
 // argument it is given, more than building a name in Lua costs, so the
@@ -32,6 +35,7 @@ import goredis "github.com/redis/go-redis/v9"
 //	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
 //	c  concurrency key    k  rate-limit key
 //	n  "1" when the message does not own its task id in the ids hash
+//	q  arrival number of its ready member, when it is not the message id
 //	t  lease token        l  lease expiry (ms)      (only while leased)
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
 //
@@ -117,9 +121,13 @@ const readyLua = setsLua + `
 -- p is the message's priority field as stored (or what pcall returned for
 -- it); one that is not a plain integer (written by another tool) orders
 -- as 0, and the claim quarantines its message.
+-- The message's field q keeps its arrival number, so that a cancel can
+-- find its ready member (a pushed message's is its id: it has no q).
 local function make_ready(mid, p)
   local pri = type(p) == 'string' and string.find(p, '^%-?%d%d?%d?%d?$') and tonumber(p) or 0
-  redis.call('ZADD', READY, str(-pri), ready_member(str(redis.call('INCR', KEYS[1])), mid))
+  local seq = str(redis.call('INCR', KEYS[1]))
+  redis.pcall('HSET', mkey(mid), 'q', seq)
+  redis.call('ZADD', READY, str(-pri), ready_member(seq, mid))
 end
 -- promote makes due delayed messages and expired leases ready, so that no
 -- sweeper process is needed. It moves at most limit of each per call.
@@ -419,9 +427,26 @@ return 1
 
 // completeScript deletes messages whose leases are held. ARGV: prefix, n,
 // then n times (message id, token). Returns n results, 1 done or 0 lost.
-var completeScript = goredis.NewScript(common + leaseLua + `
+var completeScript = goredis.NewScript(completeLua(false))
+
+// completeResultsScript is completeScript that also stores a result
+// record with each settlement it makes (see recordLua). ARGV: prefix, n,
+// then recordLua's four, then n times (message id, token), then n times
+// (task id, record); an empty task id stores no record.
+var completeResultsScript = goredis.NewScript(completeLua(true))
+
+// completeLua is the source of the complete scripts, with result records
+// or without: one source, so that the two cannot drift apart.
+func completeLua(records bool) string {
+	w, first, rec, publish := "2", "3", "", ""
+	if records {
+		first, rec = "7", recordLua
+		publish = `
+store_records(nd == n, n, ` + first + ` + n * W, out)`
+	}
+	return common + leaseLua + rec + `
 local INFLIGHT = P .. 'inflight'
-local n = tonumber(ARGV[2])
+local n, W = tonumber(ARGV[2]), ` + w + `
 local now = now_ms()
 -- The deletions are gathered into one variadic call each (DEL, HDEL, ZREM):
 -- a command issued from Lua costs far more than its own work. The loop
@@ -431,7 +456,8 @@ local PM = P .. 'm:'
 local out, done, keys, ids, seen, held = {}, {}, {}, {}, {}, {}
 local nd, ni = 0, 0
 for i = 1, n do
-  local mid, tok = ARGV[1 + i * 2], ARGV[2 + i * 2]
+  local base = ` + first + ` + (i - 1) * W - 1
+  local mid, tok = ARGV[base + 1], ARGV[base + 2]
   local ok = 0
   -- The deletions come after the loop, so a lease listed twice must not
   -- succeed twice.
@@ -454,8 +480,100 @@ if nd > 0 then
   redis.call('ZREM', INFLIGHT, unpack(done))
 end
 if ni > 0 then redis.call('HDEL', P .. 'ids', unpack(ids)) end
-drop_held(held)
+drop_held(held)` + publish + `
 return out
+`
+}
+
+// recordLua stores the result records of settlements. Records live in
+// buckets, hashes P..'rb:'..b of task id -> record (encodeRecord), which
+// expire as a whole: Redis deletes them, so nothing purges records.
+// ARGV[3] names the bucket of the call's records, ARGV[4] is when it
+// expires (ms), no earlier than any of its records (bucketOf), ARGV[5] is
+// the announcement of their task ids for waiters (WaitResults), one per
+// line, published on P..'results', and ARGV[6] is "1" when every
+// settlement has a record. The sorted set P..'rbs' lists the buckets by
+// expiry, for the readers.
+//
+// The (task id, record) pairs come last, in settlement order. When every
+// settlement took effect and has a record, the common case, the pairs go
+// to HSET as they are: a record then costs the script its two arguments
+// and no work in Lua, and the bucket one HSET per call.
+const recordLua = `
+local function store_records(all, n, R, out)
+  local bucket = P .. 'rb:' .. ARGV[3]
+  if all and ARGV[6] == '1' then
+    redis.call('HSET', bucket, unpack(ARGV, R, R + 2 * n - 1))
+  else
+    local f, nf = {}, 0
+    for i = 1, n do
+      local id = ARGV[R + 2 * i - 2]
+      if out[i] == 1 and id ~= '' then
+        f[nf + 1], f[nf + 2] = id, ARGV[R + 2 * i - 1]
+        nf = nf + 2
+      end
+    end
+    if nf == 0 then return end
+    redis.call('HSET', bucket, unpack(f, 1, nf))
+  end
+  redis.call('PEXPIREAT', bucket, ARGV[4])
+  redis.call('ZADD', P .. 'rbs', ARGV[4], ARGV[3])
+  redis.call('PUBLISH', P .. 'results', ARGV[5])
+end
+`
+
+// putResultsScript stores result records (PutResults). ARGV: prefix, n,
+// then recordLua's bucket, expiry and announcement, then n times ("1" to
+// store the record only where no unexpired record of its task id exists,
+// or "0"; task id; record). Returns how many it stored.
+var putResultsScript = goredis.NewScript(common + `
+local now = now_ms()
+local buckets
+-- live reports whether task id has an unexpired record in any bucket.
+local function live(id)
+  buckets = buckets or redis.call('ZRANGEBYSCORE', P .. 'rbs', now, '+inf')
+  for _, b in ipairs(buckets) do
+    local v = redis.call('HGET', P .. 'rb:' .. b, id)
+    if v then
+      local exp = string.match(v, '^[^\n]*\n[^\n]*\n(%d+)\n')
+      if exp and tonumber(exp) > now then return true end
+    end
+  end
+  return false
+end
+local f, nf = {}, 0
+for i = 6, #ARGV, 3 do
+  local id = ARGV[i + 1]
+  if ARGV[i] ~= '1' or not live(id) then
+    f[nf + 1], f[nf + 2] = id, ARGV[i + 2]
+    nf = nf + 2
+  end
+end
+if nf == 0 then return 0 end
+local bucket = P .. 'rb:' .. ARGV[3]
+redis.call('HSET', bucket, unpack(f, 1, nf))
+redis.call('PEXPIREAT', bucket, ARGV[4])
+redis.call('ZADD', P .. 'rbs', ARGV[4], ARGV[3])
+redis.call('PUBLISH', P .. 'results', ARGV[5])
+return nf / 2
+`)
+
+// getResultsScript reads result records. ARGV: prefix, then task ids.
+// Returns, per live bucket (one that has not expired), the bucket's
+// records of the ids (HMGET); the caller picks each id's record.
+var getResultsScript = goredis.NewScript(common + `
+local buckets = redis.call('ZRANGEBYSCORE', P .. 'rbs', now_ms(), '+inf')
+local out = {}
+for j, b in ipairs(buckets) do
+  out[j] = redis.call('HMGET', P .. 'rb:' .. b, unpack(ARGV, 2))
+end
+return out
+`)
+
+// forgetBucketsScript drops the expired buckets from the list of buckets
+// (their hashes are gone already). ARGV: prefix.
+var forgetBucketsScript = goredis.NewScript(common + `
+return redis.call('ZREMRANGEBYSCORE', P .. 'rbs', '-inf', '(' .. now_ms())
 `)
 
 // requeueScript releases held messages. ARGV: prefix, n, then n
@@ -502,13 +620,31 @@ return out
 // n, then n times (message id, token, reason, detail, body: a new body, such
 // as one carrying the attempt history, or the empty string to keep it). Returns n
 // results, 1 done or 0 lost.
-var deadLetterScript = goredis.NewScript(common + leaseLua + `
+var deadLetterScript = goredis.NewScript(deadLetterLua(false))
+
+// deadLetterResultsScript is deadLetterScript that also stores a result
+// record with each settlement it makes (see recordLua). ARGV: prefix, n,
+// then recordLua's four, then n times (message id, token, reason, detail,
+// body), then n times (task id, record); an empty task id stores no
+// record.
+var deadLetterResultsScript = goredis.NewScript(deadLetterLua(true))
+
+// deadLetterLua is the source of the dead-letter scripts, with result
+// records or without.
+func deadLetterLua(records bool) string {
+	w, first, rec, publish := "5", "3", "", ""
+	if records {
+		first, rec = "7", recordLua
+		publish = `
+store_records(#moved == n, n, ` + first + ` + n * W, out)`
+	}
+	return common + leaseLua + rec + `
 local INFLIGHT, DEAD = P .. 'inflight', P .. 'dead'
-local n = tonumber(ARGV[2])
+local n, W = tonumber(ARGV[2]), ` + w + `
 local now = now_ms()
 local out, moved, held = {}, {}, {}
 for i = 0, n - 1 do
-  local b = 3 + i * 5
+  local b = ` + first + ` + i * W
   local mid = ARGV[b]
   local f = lease(mid, ARGV[b + 1], now, 'i', 'n', 'c')
   if f then
@@ -526,9 +662,10 @@ for i = 0, n - 1 do
   end
 end
 if #moved > 0 then redis.call('ZREM', INFLIGHT, unpack(moved)) end
-drop_held(held)
+drop_held(held)` + publish + `
 return out
-`)
+`
+}
 
 // peekScript returns up to max messages in claim order: ready ones, then
 // delayed ones by due time, then leased ones by expiry. It first promotes
@@ -683,4 +820,31 @@ for _, mid in ipairs(mids) do
   end
 end
 return n
+`)
+
+// removeScript deletes the ready and delayed messages that own the given
+// task ids (Queue.Cancel); leased and dead ones stay. ARGV: prefix, then
+// the task ids. Returns the task ids it removed.
+var removeScript = goredis.NewScript(common + setsLua + `
+local IDS = P .. 'ids'
+local out = {}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local mid = redis.call('HGET', IDS, id)
+  if mid then
+    local k = mkey(mid)
+    local gone = redis.call('ZREM', DELAYED, mid) == 1
+    if not gone then
+      local q = redis.pcall('HGET', k, 'q')
+      if type(q) ~= 'string' then q = mid end
+      gone = redis.call('ZREM', READY, ready_member(q, mid)) == 1
+    end
+    if gone then
+      redis.call('HDEL', IDS, id)
+      redis.call('DEL', k)
+      out[#out + 1] = id
+    end
+  end
+end
+return out
 `)

@@ -31,7 +31,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 
 // Complete implements driver.Driver.
 func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	return d.settle(ctx, "complete", completeScript, len(leases),
+	return d.settle(ctx, "complete", completeScript, len(leases), nil,
 		func(i int) driver.Lease { return leases[i] },
 		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} })
 }
@@ -40,7 +40,7 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 // once (behind others of its priority); a positive one moves it to the
 // delayed set. A non-nil Body replaces the stored body in the same script.
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
-	return d.settle(ctx, "requeue", requeueScript, len(reqs),
+	return d.settle(ctx, "requeue", requeueScript, len(reqs), nil,
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) []any {
 			r := reqs[i]
@@ -60,18 +60,22 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 // gains the reason, detail and time; it moves from the in-flight set to the
 // dead set in one script, so it is never in neither.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	return d.settle(ctx, "dead-letter", deadLetterScript, len(reqs),
+	return d.settle(ctx, "dead-letter", deadLetterScript, len(reqs), nil,
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any {
-			r := reqs[i]
-			return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, r.Body}
-		})
+		func(i int) []any { return deadLetterArgs(reqs[i]) })
 }
 
-// settle runs a batch settlement script over n items in chunks and turns its
+// deadLetterArgs are a dead-letter settlement's arguments for the scripts.
+func deadLetterArgs(r driver.DeadLetterParams) []any {
+	return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, r.Body}
+}
+
+// settle runs a batch settlement script over n items in chunks, each call
+// with extra's head arguments after the count and its tail ones after the
+// items (for the items lo to hi of the chunk), and turns its
 // 1/0 results into the driver's error convention: nil when every item
 // succeeded, else one error per item.
-func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int,
+func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int, extra func(lo, hi int) (head, tail []any),
 	lease func(int) driver.Lease, item func(int) []any) []error {
 	if n == 0 {
 		return nil
@@ -86,11 +90,15 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	bounds := chunkBounds(n)
 	chunks := make([][]any, len(bounds))
 	for c, b := range bounds {
-		args := []any{b[1] - b[0]}
+		var head, tail []any
+		if extra != nil {
+			head, tail = extra(b[0], b[1])
+		}
+		args := append([]any{b[1] - b[0]}, head...)
 		for i := b[0]; i < b[1]; i++ {
 			args = append(args, item(i)...)
 		}
-		chunks[c] = args
+		chunks[c] = append(args, tail...)
 	}
 	failed := false
 	for c, cmd := range d.runChunks(ctx, s, chunks) {

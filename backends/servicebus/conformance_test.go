@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	}
 	conformance.Run(t, conformance.Harness{
 		Name:        "servicebus",
-		NewQueueURL: func(t testing.TB) string { return newQueueURL(t) },
+		NewQueueURL: func(t testing.TB) string { return newQueueURL(t, resultsParam(t)) },
 		Visibility:  lockDuration,
 		PushRaw:     conformance.RawPusher(servicebus.DefaultOpener),
 	})

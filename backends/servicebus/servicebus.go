@@ -59,6 +59,19 @@
 //	dedup_window=10m   its duplicate-detection history (0 turns detection off)
 //	retries=3          SDK retries of transient errors and lost connections
 //	retry_delay=500ms  first retry backoff, growing exponentially up to 30s
+//	results=CONTAINER  the Azure blob container of the result records:
+//	                   azblob://ACCOUNT/CONTAINER (a storage connection string
+//	                   for ACCOUNT in $JOBQ_CONNECTION_STRING or
+//	                   $AZURE_STORAGE_CONNECTION_STRING, else Entra ID) or
+//	                   https://ACCOUNT.blob.core.windows.net/CONTAINER?SAS (URL-encoded)
+//
+// # Result records
+//
+// Service Bus has no place for result records (Queue.Result, Queue.Wait,
+// Queue.Cancel): they are blobs in the container results= names (or
+// Options.Results), created on first use. Without one, those calls fail
+// with Unimplemented. A cancelled queued or scheduled task is dropped by
+// the worker that next receives it.
 //
 // # Escape hatch
 //
@@ -81,9 +94,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/blobresults"
 )
 
 // The URL schemes this backend registers.
@@ -205,8 +220,8 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 				Fallback: "each worker enforces rate limits for its own process only (policies are kept in the queue's user metadata): N workers may start up to N times the rate; " + strings.Replace(putBack, "its key is busy", "its key is over its rate", 1)},
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
-			driver.Results:        {Level: driver.Unsupported, Fallback: "result records are not kept on this backend yet"},
-			driver.Cancel:         {Level: driver.Unsupported, Fallback: "tasks cannot be cancelled on this backend yet"},
+			driver.Results:        {Level: driver.Unsupported, Fallback: noResults},
+			driver.Cancel:         {Level: driver.Unsupported, Fallback: "cancel needs result records, so a results= container (see results)"},
 			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: workerRegistryFallback},
 		},
 		MaxMessageBytes:    MaxMessageBytes,
@@ -243,6 +258,9 @@ type Driver struct {
 	// it. A driver from New closes only the links it opened.
 	ownsClient bool
 
+	// rec keeps the result records (driver.ResultStore).
+	rec blobresults.Records
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -275,6 +293,11 @@ type Options struct {
 	// Namespace names the namespace in messages and logs only (the client
 	// already knows where it connects). Default "servicebus".
 	Namespace string
+	// Results is the client of the blob container that keeps the queue's
+	// result records (Queue.Result, Queue.Wait, Queue.Cancel), built with
+	// the program's own credentials. Default nil: the queue keeps no
+	// results, and those calls fail with Unimplemented.
+	Results *container.Client
 	// Logger receives the driver's warnings and debug logs. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -347,7 +370,11 @@ func New(ctx context.Context, client *azservicebus.Client, adminClient *admin.Cl
 	if log == nil {
 		log = slog.Default()
 	}
-	return open(ctx, cfg, client, adminClient, where, log, false)
+	var store *blobresults.Store
+	if opts.Results != nil {
+		store = blobresults.FromClient(opts.Results)
+	}
+	return open(ctx, cfg, client, adminClient, where, log, false, store)
 }
 
 // Open opens the queue named by u: a thin adapter that builds the clients
@@ -363,16 +390,22 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 	if log == nil {
 		log = slog.Default()
 	}
+	var store *blobresults.Store
+	if cfg.results != "" {
+		if store, err = blobresults.Open(cfg.results, o.Credential, nil); err != nil {
+			return nil, err
+		}
+	}
 	conn, err := o.connect(cfg, opts.ConnectionString, log)
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, cfg, conn.client, conn.admin, conn.where, log, true)
+	return open(ctx, cfg, conn.client, conn.admin, conn.where, log, true, store)
 }
 
 // open builds the driver on client and adm; with owns it closes the client
-// on failure and on Close.
-func open(ctx context.Context, cfg config, client *azservicebus.Client, adm *admin.Client, where string, log *slog.Logger, owns bool) (*Driver, error) {
+// on failure and on Close. store keeps the result records (nil: none).
+func open(ctx context.Context, cfg config, client *azservicebus.Client, adm *admin.Client, where string, log *slog.Logger, owns bool, store *blobresults.Store) (*Driver, error) {
 	d := &Driver{
 		queue: cfg.queue, where: where, cfg: cfg, log: log,
 		client: client, admin: adm, ownsClient: owns,
@@ -386,6 +419,7 @@ func open(ctx context.Context, cfg config, client *azservicebus.Client, adm *adm
 		return nil, err
 	}
 	d.caps = capabilities(cfg.requeue, dedup)
+	d.setResults(store)
 	if adm == nil {
 		d.caps.Features[driver.ExactCount] = driver.Support{Level: driver.Unsupported,
 			Fallback: "no admin client was given: counts (Stats) are not available"}

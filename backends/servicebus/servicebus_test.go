@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,10 +17,12 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/servicebus"
 	emu "github.com/jobq/jobq/emulators/servicebus"
+	"github.com/jobq/jobq/stash/azblob"
 )
 
 // lockDuration is the test queues' lock duration: short, so that lock
@@ -73,6 +76,14 @@ func run(m *testing.M) int {
 		env.query = fmt.Sprintf("admin=127.0.0.1:%d&create=true&lock_duration=%v&max_delivery_count=%d", e.AdminPort, lockDuration, maxDeliveryCount)
 	}
 	os.Setenv("JOBQ_SERVICEBUS_CONNECTION_STRING", env.connStr)
+	// Result records go to Azurite's blob service, as azblob://devstoreaccount1/...
+	if os.Getenv("AZURE_STORAGE_CONNECTION_STRING") == "" {
+		os.Setenv("AZURE_STORAGE_CONNECTION_STRING", "UseDevelopmentStorage=true")
+	}
+	if err := ensureAzuriteBlob(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	code := m.Run()
 	if binary.path != "" {
 		_ = os.RemoveAll(filepath.Dir(binary.path))
@@ -95,6 +106,38 @@ func newQueueURL(t testing.TB, extra ...string) string {
 		t.Cleanup(func() { deleteQueue(url, name) })
 	}
 	return url
+}
+
+// ensureAzuriteBlob starts Azurite (.ci/start-azurite.sh) when nothing
+// listens on its blob port.
+func ensureAzuriteBlob() error {
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:10000", time.Second); err == nil {
+		return c.Close()
+	}
+	script, err := filepath.Abs("../../.ci/start-azurite.sh")
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command(script).CombinedOutput(); err != nil {
+		return fmt.Errorf("the result-record tests need Azurite's blob service: %s: %w\n%s", script, err, out)
+	}
+	return nil
+}
+
+// resultsParam is a results= parameter naming a fresh container in
+// Azurite, deleted when the test ends.
+func resultsParam(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "sbr-" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		c, err := container.NewClientFromConnectionString(azblob.DevelopmentConnectionString, name, nil)
+		if err == nil {
+			_, _ = c.Delete(context.Background(), nil)
+		}
+	})
+	return "results=azblob://devstoreaccount1/" + name
 }
 
 // deleteQueue removes a queue the tests created on a live namespace.

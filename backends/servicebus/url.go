@@ -36,6 +36,7 @@ type config struct {
 	dedupWindow  time.Duration
 	retries      int
 	retryDelay   time.Duration
+	results      string // the result container (results=), or ""
 }
 
 // Service Bus entity names: letters, digits, '.', '-', '_', and '/'
@@ -86,6 +87,7 @@ func parseURL(u *url.URL) (config, error) {
 	// The SDK keeps retries in an int32.
 	c.retries = p.IntIn("retries", DefaultRetries, 0, math.MaxInt32)
 	c.retryDelay = p.Duration("retry_delay", DefaultRetryDelay)
+	c.results = p.String("results", "")
 	if err := p.Done(); err != nil {
 		return c, err
 	}

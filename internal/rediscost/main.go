@@ -1,10 +1,12 @@
 // Command rediscost measures what the Redis backend's scripts cost the
-// server, per message, in four workloads run one after another on one
+// server, per message, in five workloads run one after another on one
 // queue:
 //
 //   - batch push: PushBatch calls of 100 into an empty queue;
 //   - claim and complete: claims of 32 completed two claims later, so that
 //     about 80 leases are held at once, as a worker with prefetch holds;
+//   - the same with records: each completion also stores a result record
+//     of about 250 bytes (CompleteWithResults), after a batch push;
 //   - one push: Push calls of one task;
 //   - steady: a PushBatch of 100 then up to three claims of 32, repeated,
 //     as when a consumer keeps up with its producer (the queue stays short).
@@ -117,6 +119,13 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 	}{
 		{"batch push", n, func() error { return pushBatches(ctx, q, tasks, 0) }},
 		{"claim and complete", n, func() error { return c.drain(ctx) }},
+		{"... with records", n, func() error {
+			if err := pushBatches(ctx, q, tasks, 0); err != nil {
+				return err
+			}
+			rc := &consumer{d: d, records: true}
+			return rc.drain(ctx)
+		}},
 		{"one push", n / 4, func() error {
 			for _, t := range tasks[:n/4] {
 				if _, err := q.Push(ctx, t); err != nil {
@@ -143,9 +152,19 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 		}
 		fmt.Printf("%-20s %7.2f µs of EVALSHA per message\n", w.name, usec/float64(w.msgs))
 	}
-	// Clear leaves the queue's markers and counter (backends/redis.md);
-	// this queue was the tool's own, so it leaves nothing.
-	return client.Del(ctx, d.Keys()...).Err()
+	// Clear leaves the queue's markers and counter (backends/redis.md), and
+	// the records live on; this queue was the tool's own, so it leaves
+	// nothing.
+	keys := d.Keys()
+	records := strings.TrimSuffix(keys[len(keys)-2], "m:") + "rb*"
+	iter := client.Scan(ctx, 0, records, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	return client.Del(ctx, keys...).Err()
 }
 
 // pushBatches pushes tasks 100 at a time; after each batch the consumers
@@ -166,11 +185,18 @@ func pushBatches(ctx context.Context, q *jobq.Queue, tasks []*jobq.Task, claims 
 	return nil
 }
 
-// consumer claims 32 at a time and completes each claim two claims later.
+// consumer claims 32 at a time and completes each claim two claims later,
+// with a result record per task when records is set.
 type consumer struct {
-	d      *redis.Driver
-	window [][]driver.Lease
+	d       *redis.Driver
+	records bool
+	window  [][]driver.Lease
+	ids     [][]string
 }
+
+// recordData is a result record's details of a typical size.
+var recordData = []byte(`{"v": 1, "delivery_count": 1, "output": "` + strings.Repeat("x", 120) +
+	`", "started": "2026-01-01T00:00:00.000000001Z", "finished": "2026-01-01T00:00:00.000000002Z", "worker": "w-1", "host": "h"}`)
 
 // claim claims once and reports how many messages it got.
 func (c *consumer) claim(ctx context.Context) (int, error) {
@@ -179,10 +205,12 @@ func (c *consumer) claim(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	leases := make([]driver.Lease, len(recs))
+	ids := make([]string, len(recs))
 	for i, r := range recs {
-		leases[i] = r.Lease
+		leases[i], ids[i] = r.Lease, r.ID
 	}
 	c.window = append(c.window, leases)
+	c.ids = append(c.ids, ids)
 	if len(c.window) > 2 {
 		return len(recs), c.completeOldest(ctx)
 	}
@@ -190,9 +218,17 @@ func (c *consumer) claim(ctx context.Context) (int, error) {
 }
 
 func (c *consumer) completeOldest(ctx context.Context) error {
-	oldest := c.window[0]
-	c.window = c.window[1:]
-	return errors.Join(c.d.Complete(ctx, oldest)...)
+	oldest, ids := c.window[0], c.ids[0]
+	c.window, c.ids = c.window[1:], c.ids[1:]
+	if !c.records {
+		return errors.Join(c.d.Complete(ctx, oldest)...)
+	}
+	now := time.Now()
+	recs := make([]*driver.ResultRecord, len(ids))
+	for i, id := range ids {
+		recs[i] = &driver.ResultRecord{ID: id, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Data: recordData}
+	}
+	return errors.Join(c.d.CompleteWithResults(ctx, oldest, recs)...)
 }
 
 // drain claims until the queue is empty and completes everything held.

@@ -109,6 +109,13 @@ func (o *URLOpener) OpenStoreURL(_ context.Context, u *url.URL) (stash.Store, er
 	return newStore(client, account, cont, prefix), nil
 }
 
+// ContainerClient returns the SDK client for container cont of account,
+// authenticated as the store URLs are (see the package documentation). The
+// Azure backends use it for their result-record containers.
+func (o *URLOpener) ContainerClient(account, cont string) (*container.Client, error) {
+	return o.containerClient(account, cont)
+}
+
 // containerClient builds the SDK client for the container, with a
 // connection string for the account if one is given, else with Entra ID.
 func (o *URLOpener) containerClient(account, cont string) (*container.Client, error) {

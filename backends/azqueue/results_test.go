@@ -1,0 +1,121 @@
+package azqueue_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	azq "github.com/jobq/jobq/backends/azqueue"
+	"github.com/jobq/jobq/driver"
+)
+
+func resultRecord(id string, state driver.ResultState) *driver.ResultRecord {
+	now := time.Now()
+	return &driver.ResultRecord{ID: id, State: state, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Data: []byte(`{"id":"` + id + `"}`)}
+}
+
+// TestResultsInTheDefaultContainer: the records of a queue opened from a
+// URL go to QUEUE-results in the same account, created on first use.
+func TestResultsInTheDefaultContainer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newQueueURL(t)
+	d, err := openDriver(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	caps := d.Capabilities()
+	if caps.Level(driver.Results) != driver.Emulated || caps.Level(driver.Cancel) != driver.Emulated {
+		t.Fatalf("Results %v, Cancel %v; want emulated", caps.Level(driver.Results), caps.Level(driver.Cancel))
+	}
+	rs := d.(driver.ResultStore)
+	if err := rs.PutResults(ctx, []*driver.ResultRecord{resultRecord("t1", driver.ResultSucceeded)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rs.GetResults(ctx, []string{"t1", "t2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] == nil || got[0].State != driver.ResultSucceeded || got[1] != nil {
+		t.Fatalf("records %+v, %+v", got[0], got[1])
+	}
+	name := u[strings.LastIndex(u, "/")+1:]
+	c, err := resultsContainer(name + azq.ResultsSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewBlobClient("t1").GetProperties(ctx, nil); err != nil {
+		t.Fatalf("the record is not the blob t1 in %s%s: %v", name, azq.ResultsSuffix, err)
+	}
+}
+
+// TestResultsParameterNamesTheContainer: results= puts the records in
+// another container.
+func TestResultsParameterNamesTheContainer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newQueueURL(t)
+	other := "jq-other-" + u[len(u)-12:]
+	c, err := resultsContainer(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.Delete(context.Background(), nil) })
+	d, err := openDriver(ctx, u+"?results="+other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.(driver.ResultStore).PutResults(ctx, []*driver.ResultRecord{resultRecord("t1", driver.ResultCancelled)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewBlobClient("t1").GetProperties(ctx, nil); err != nil {
+		t.Fatalf("the record is not in %s: %v", other, err)
+	}
+	if _, err := openDriver(ctx, u+"?results=Not_A_Container"); driver.CodeOf(err) != driver.InvalidArgument {
+		t.Fatalf("bad results=: %v, want InvalidArgument", err)
+	}
+}
+
+// TestNewWithoutResultsContainer: New has no credentials to build a blob
+// client with, so without Options.Results the queue keeps no results, and
+// says how to get them.
+func TestNewWithoutResultsContainer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newQueueURL(t)
+	svc, err := azqueue.NewServiceClientFromConnectionString(connStr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := u[strings.LastIndex(u, "/")+1:]
+	d, err := azq.New(ctx, svc, azq.Options{Queue: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := d.Capabilities().Level(driver.Results); l != driver.Unsupported {
+		t.Fatalf("Results %v, want unsupported", l)
+	}
+	_, err = d.GetResults(ctx, []string{"x"})
+	if driver.CodeOf(err) != driver.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
+		t.Fatalf("GetResults: %v, want Unimplemented naming Options.Results", err)
+	}
+	c, err := resultsContainer(name + azq.ResultsSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := azq.New(ctx, svc, azq.Options{Queue: name, Results: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.PutResults(ctx, []*driver.ResultRecord{resultRecord("y", driver.ResultSucceeded)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d2.GetResults(ctx, []string{"y"}); err != nil || got[0] == nil {
+		t.Fatalf("GetResults with Options.Results: %v, %v", got, err)
+	}
+}

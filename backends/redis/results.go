@@ -1,0 +1,344 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// Result records live in buckets, hashes of task id -> record that
+// Redis expires as a whole, so nothing purges them; a bucket holds the
+// records that expire within one span of time (bucketOf). See recordLua in
+// scripts.go. A record is encodeRecord's: the task ID, the state, the
+// times and the portable layer's data.
+
+// The driver keeps result records, stores them with its settlements,
+// wakes waiters through pub/sub, and removes queued tasks by ID.
+var (
+	_ driver.ResultStore   = (*Driver)(nil)
+	_ driver.ResultSettler = (*Driver)(nil)
+	_ driver.ResultWaiter  = (*Driver)(nil)
+	_ driver.TaskRemover   = (*Driver)(nil)
+)
+
+// resultsChannel is where stored records are announced.
+func (d *Driver) resultsChannel() string { return d.prefix + "results" }
+
+// expiryOf is r's expiry, or jobq's default retention after it was
+// written when it has none, so that no record lives forever.
+func expiryOf(r *driver.ResultRecord) time.Time {
+	if r.ExpiresAt.IsZero() {
+		at := r.UpdatedAt
+		if at.IsZero() {
+			at = time.Now()
+		}
+		return at.Add(jobq.DefaultRetention)
+	}
+	return r.ExpiresAt
+}
+
+// encodeRecord packs r as "state\nupdated ms\nexpiry ms\n" then its
+// data; the task ID is the record's field in its bucket.
+func encodeRecord(r *driver.ResultRecord) []byte {
+	b := make([]byte, 0, len(r.State)+32+len(r.Data))
+	b = append(b, r.State...)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, r.UpdatedAt.UnixMilli(), 10)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, expiryOf(r).UnixMilli(), 10)
+	b = append(b, '\n')
+	return append(b, r.Data...)
+}
+
+// decodeRecord reverses encodeRecord; ok is false for a value it did not
+// write.
+func decodeRecord(id string, v []byte) (r *driver.ResultRecord, ok bool) {
+	var f [3][]byte
+	for i := range f {
+		j := bytes.IndexByte(v, '\n')
+		if j < 0 {
+			return nil, false
+		}
+		f[i], v = v[:j], v[j+1:]
+	}
+	upd, err1 := strconv.ParseInt(string(f[1]), 10, 64)
+	exp, err2 := strconv.ParseInt(string(f[2]), 10, 64)
+	if err1 != nil || err2 != nil || len(f[0]) == 0 {
+		return nil, false
+	}
+	return &driver.ResultRecord{
+		ID: id, State: driver.ResultState(f[0]),
+		UpdatedAt: time.UnixMilli(upd), ExpiresAt: time.UnixMilli(exp),
+		Data: append([]byte(nil), v...),
+	}, true
+}
+
+// bucketSpans is how many buckets a queue's retention spans: a record
+// outlives its expiry by at most the retention divided by this (a
+// GetResults hides it meanwhile), and a read looks into about this many
+// buckets.
+const bucketSpans = 16
+
+// minBucketSpan is the shortest span of a bucket.
+const minBucketSpan = time.Minute
+
+// bucketOf names the bucket for records that expire by at most exp and
+// were kept for at most keep: buckets span keep/bucketSpans (at least
+// minBucketSpan, in whole seconds), and the bucket is the span that ends
+// at or after exp. It returns the bucket's name (span ms:index) and when
+// it expires (ms), a second after its span ends.
+func bucketOf(exp time.Time, keep time.Duration) (name string, expireAt int64) {
+	span := max(keep/bucketSpans, minBucketSpan).Truncate(time.Second).Milliseconds()
+	idx := (exp.UnixMilli() + span - 1) / span
+	return strconv.FormatInt(span, 10) + ":" + strconv.FormatInt(idx, 10), idx*span + 1000
+}
+
+// recordSet is a batch of records prepared for a script (recordLua): each
+// one's task id and encoding (empty for none, or one already expired),
+// and the bucket that takes them.
+type recordSet struct {
+	ids    []string
+	vals   [][]byte
+	bucket string
+	expire int64 // when the bucket expires, ms
+	n      int   // how many records there are
+}
+
+// prepare makes the recordSet of recs: the bucket is bucketOf the latest
+// expiry and the longest retention among them.
+func prepare(recs []*driver.ResultRecord) recordSet {
+	rs := recordSet{ids: make([]string, len(recs)), vals: make([][]byte, len(recs))}
+	now := time.Now()
+	var last time.Time
+	var keep time.Duration
+	for i, r := range recs {
+		if r == nil || r.ID == "" {
+			continue
+		}
+		exp := expiryOf(r)
+		if !exp.After(now) {
+			continue
+		}
+		from := r.UpdatedAt
+		if from.IsZero() || from.After(now) {
+			from = now
+		}
+		keep = max(keep, exp.Sub(from))
+		if exp.After(last) {
+			last = exp
+		}
+		rs.ids[i], rs.vals[i] = r.ID, encodeRecord(r)
+		rs.n++
+	}
+	if rs.n > 0 {
+		rs.bucket, rs.expire = bucketOf(last, keep)
+	}
+	return rs
+}
+
+// args returns recordLua's arguments for the settlements lo to hi: the
+// bucket, its expiry, the announcement and the all-have-records flag
+// (head), and the (task id, record) pairs (tail).
+func (rs recordSet) args(lo, hi int) (head, tail []any) {
+	all := "1"
+	ann := make([]byte, 0, 16*(hi-lo))
+	tail = make([]any, 0, 2*(hi-lo))
+	for i := lo; i < hi; i++ {
+		if rs.ids[i] == "" {
+			all = "0"
+		} else {
+			if len(ann) > 0 {
+				ann = append(ann, '\n')
+			}
+			ann = append(ann, rs.ids[i]...)
+		}
+		tail = append(tail, rs.ids[i], rs.vals[i])
+	}
+	return []any{rs.bucket, rs.expire, ann, all}, tail
+}
+
+// PutResults implements driver.ResultStore: one script stores the
+// records in their bucket (a cancel request only where no unexpired record
+// of its task exists, so it never hides an end) and announces them for
+// waiters.
+func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
+	const op = "store results"
+	if err := d.begin(ctx, op); err != nil {
+		return err
+	}
+	rs := prepare(recs)
+	if rs.n == 0 {
+		return nil
+	}
+	// One script call per chunkSize records, pipelined, so that no call
+	// holds Redis for long (or unpacks more than Lua's stack takes).
+	var chunks [][]any
+	for _, b := range chunkBounds(len(recs)) {
+		head, _ := rs.args(b[0], b[1])
+		args := append([]any{b[1] - b[0]}, head[:3]...)
+		for i := b[0]; i < b[1]; i++ {
+			if rs.ids[i] == "" {
+				continue
+			}
+			nx := "0"
+			if recs[i].State == driver.ResultCancelRequested {
+				nx = "1"
+			}
+			args = append(args, nx, rs.ids[i], rs.vals[i])
+		}
+		if len(args) > 4 {
+			chunks = append(chunks, args)
+		}
+	}
+	for _, cmd := range d.runChunks(ctx, putResultsScript, chunks) {
+		if err := cmd.Err(); err != nil {
+			return d.fail(op, err)
+		}
+	}
+	return nil
+}
+
+// GetResults implements driver.ResultStore with one script that reads the
+// ids from every live bucket. Where a task has records in more than one
+// (a cancel request and the end, written with different retentions), an
+// end wins over a cancel request, then the newest.
+func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
+	const op = "read results"
+	if err := d.begin(ctx, op); err != nil {
+		return nil, err
+	}
+	out := make([]*driver.ResultRecord, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	now := time.Now()
+	for _, b := range chunkBounds(len(ids)) {
+		chunk := ids[b[0]:b[1]]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		buckets, err := d.run(ctx, getResultsScript, args...).Slice()
+		if err != nil {
+			return nil, d.fail(op, err)
+		}
+		for _, bucket := range buckets {
+			vals, _ := bucket.([]any)
+			for i, v := range vals {
+				s, ok := v.(string)
+				if !ok || i >= len(chunk) {
+					continue
+				}
+				r, ok := decodeRecord(chunk[i], []byte(s))
+				if !ok {
+					d.log.Warn("redis: ignoring a result record jobq did not write", "queue", d.queue, "task", chunk[i])
+					continue
+				}
+				if r.ExpiresAt.After(now) && newer(r, out[b[0]+i]) {
+					out[b[0]+i] = r
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// newer reports whether record r should be returned rather than old: an
+// end wins over a cancel request, then the newer wins.
+func newer(r, old *driver.ResultRecord) bool {
+	switch {
+	case old == nil:
+		return true
+	case r.State.Final() != old.State.Final():
+		return r.State.Final()
+	default:
+		return r.UpdatedAt.After(old.UpdatedAt)
+	}
+}
+
+// PurgeResults implements driver.ResultStore: Redis expires the record
+// buckets, so there is nothing to purge; it only drops expired buckets
+// from the list of buckets, and returns 0.
+func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
+	const op = "purge results"
+	if err := d.begin(ctx, op); err != nil {
+		return 0, err
+	}
+	if err := d.run(ctx, forgetBucketsScript).Err(); err != nil {
+		return 0, d.fail(op, err)
+	}
+	return 0, nil
+}
+
+// CompleteWithResults implements driver.ResultSettler: the complete script
+// stores each record in the same script call as its settlement.
+func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
+	if err := checkRecs(len(leases), recs); err != nil {
+		return repeatErr(err, len(leases))
+	}
+	rs := prepare(recs)
+	if rs.n == 0 {
+		return d.Complete(ctx, leases)
+	}
+	return d.settle(ctx, "complete", completeResultsScript, len(leases), rs.args,
+		func(i int) driver.Lease { return leases[i] },
+		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} })
+}
+
+// DeadLetterWithResults implements driver.ResultSettler like
+// CompleteWithResults.
+func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
+	if err := checkRecs(len(reqs), recs); err != nil {
+		return repeatErr(err, len(reqs))
+	}
+	rs := prepare(recs)
+	if rs.n == 0 {
+		return d.DeadLetter(ctx, reqs)
+	}
+	return d.settle(ctx, "dead-letter", deadLetterResultsScript, len(reqs), rs.args,
+		func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int) []any { return deadLetterArgs(reqs[i]) })
+}
+
+// checkRecs reports a records slice that does not match its settlements.
+func checkRecs(n int, recs []*driver.ResultRecord) error {
+	if len(recs) != n {
+		return driver.Errorf(driver.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
+	}
+	return nil
+}
+
+// repeatErr is err for each of n items.
+func repeatErr(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// RemoveTasks implements driver.TaskRemover: one script removes the ready
+// and delayed messages that own the task ids.
+func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error) {
+	const op = "remove tasks"
+	if err := d.begin(ctx, op); err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, b := range chunkBounds(len(ids)) {
+		args := make([]any, 0, b[1]-b[0])
+		for _, id := range ids[b[0]:b[1]] {
+			args = append(args, id)
+		}
+		got, err := d.run(ctx, removeScript, args...).StringSlice()
+		if err != nil {
+			return removed, d.fail(op, err)
+		}
+		removed = append(removed, got...)
+	}
+	return removed, nil
+}
