@@ -165,16 +165,17 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 	return q.wrap(op, r.PutWorker(ctx, rec))
 }
 
-// PurgeWorkers deletes the worker records whose last heartbeat is older than
-// WorkerRetention and returns how many it deleted (0 where the engine
-// expires them by itself). Workers call it when they announce themselves.
-func (q *Queue) PurgeWorkers(ctx context.Context) (int64, error) {
+// PurgeWorkers deletes the worker records whose last heartbeat is before
+// before and returns how many it deleted (0 where the engine expires them
+// by itself). Workers call it now and then with WorkerRetention ago, so
+// that records never pile up; a time in the future empties the registry.
+func (q *Queue) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
 	const op = "purge workers"
 	r, err := q.registry(op)
 	if err != nil {
 		return 0, err
 	}
-	n, err := r.PurgeWorkers(ctx, time.Now().Add(-WorkerRetention))
+	n, err := r.PurgeWorkers(ctx, before)
 	return n, q.wrap(op, err)
 }
 

@@ -72,10 +72,10 @@ func (r *registry) start() (withdraw func()) {
 	if err := r.put(false); err != nil && errors.Is(err, jobq.ErrUnimplemented) {
 		return func() {}
 	}
-	r.purge()
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		r.purge() // off the start path: tasks need not wait for it
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		lastPurge := time.Now()
@@ -159,7 +159,7 @@ func (r *registry) put(withdraw bool) error {
 func (r *registry) purge() {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
-	if n, err := r.w.q.PurgeWorkers(ctx); err != nil {
+	if n, err := r.w.q.PurgeWorkers(ctx, time.Now().Add(-jobq.WorkerRetention)); err != nil {
 		r.log.Debug("purging old worker records failed", "error", err)
 	} else if n > 0 {
 		r.log.Debug("purged old worker records", "count", n)

@@ -158,7 +158,7 @@ func capabilities() driver.Capabilities {
 			driver.TransactionalPush: {Level: driver.Unsupported, Fallback: "Storage Queue cannot join an application's transaction; push after your own transaction commits"},
 			driver.Results:           {Level: driver.Emulated, Fallback: resultsFallback},
 			driver.Cancel:            {Level: driver.Emulated, Fallback: cancelFallback},
-			driver.WorkerRegistry:    {Level: driver.Unsupported, Fallback: workerRegistryFallback},
+			driver.WorkerRegistry:    {Level: driver.Emulated, Fallback: workerRegistryFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,
@@ -377,6 +377,7 @@ func NewFromCredential(ctx context.Context, serviceURL string, cred azcore.Token
 func open(ctx context.Context, c config, svc *azqueue.ServiceClient, where string, log *slog.Logger, results *container.Client, src resultsSource) (*Driver, error) {
 	d := newDriver(c, svc.NewQueueClient(c.queue), svc.NewQueueClient(c.queue+FailedSuffix), where, log)
 	d.setResults(results, src)
+	d.setWorkers()
 	if c.create {
 		if err := d.createQueues(ctx); err != nil {
 			return nil, err

@@ -1,9 +1,44 @@
 package azqueue
 
-// workerRegistryFallback says why a Storage Queue keeps no worker
-// registry here: a queue can hold no per-worker records that can be listed
-// and replaced (its messages can be updated only by whoever dequeued them,
-// and its metadata is 8 KiB shared with the policies). The registry needs
-// a blob container of the same account, as the result records use; until
-// that is wired, workers on Storage Queue are not registered.
-const workerRegistryFallback = "Storage Queue has no store for per-worker records: workers are not registered, and `jobq QUEUE workers` (Queue.Workers) fails with Unimplemented; watch the workers' own logs instead"
+import (
+	"context"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// The worker registry (driver.WorkerStore) lives in the container of the
+// result records, beside them under workers/ (internal/blobresults): a
+// Storage Queue can hold no per-worker records that can be listed and
+// replaced.
+var _ driver.WorkerStore = (*Driver)(nil)
+
+// workerRegistryFallback is the worker-registry declaration's Fallback
+// text when the result container is available.
+const workerRegistryFallback = "worker records are blobs under workers/ in the result container <queue>" + ResultsSuffix +
+	" of the queue's storage account (results= names another): a separate store, with one blob write per worker heartbeat and a listing plus a read per worker for `jobq QUEUE workers`"
+
+// setWorkers declares the worker registry: emulated with the result
+// container, unsupported (saying why) without it.
+func (d *Driver) setWorkers() {
+	if why := d.rec.NoStore(); why != "" {
+		d.caps.Features[driver.WorkerRegistry] = driver.Support{Level: driver.Unsupported, Fallback: "the worker registry needs the result container: " + why}
+		return
+	}
+	d.caps.Features[driver.WorkerRegistry] = driver.Support{Level: driver.Emulated, Fallback: workerRegistryFallback}
+}
+
+// PutWorker implements driver.WorkerStore.
+func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error {
+	return d.rec.PutWorker(ctx, rec)
+}
+
+// ListWorkers implements driver.WorkerStore.
+func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.WorkerRecord, error) {
+	return d.rec.ListWorkers(ctx, since)
+}
+
+// PurgeWorkers implements driver.WorkerStore.
+func (d *Driver) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
+	return d.rec.PurgeWorkers(ctx, before)
+}

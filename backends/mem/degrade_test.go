@@ -91,6 +91,9 @@ func use(t *testing.T, q *jobq.Queue, f driver.Feature) error {
 	case driver.InPlaceUpdate:
 		_, err := receive().Fail(ctx, errors.New("boom"), "")
 		return err
+	case driver.WorkerRegistry:
+		_, err := q.Workers(ctx, jobq.WorkersOptions{})
+		return err
 	}
 	t.Fatalf("no way to use %s", f)
 	return nil
@@ -98,7 +101,7 @@ func use(t *testing.T, q *jobq.Queue, f driver.Feature) error {
 
 var usable = []driver.Feature{
 	driver.Priority, driver.DelayedPush, driver.DelayedRequeue, driver.LeaseRenewal,
-	driver.DeadLetter, driver.Peek, driver.InPlaceUpdate,
+	driver.DeadLetter, driver.Peek, driver.InPlaceUpdate, driver.WorkerRegistry,
 }
 
 func TestUnsupportedFeature(t *testing.T) {

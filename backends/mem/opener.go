@@ -223,7 +223,7 @@ func capabilities(unsupported, emulated []driver.Feature, maxBytes int) driver.C
 	for _, f := range driver.AllFeatures {
 		fs[f] = driver.Support{Level: driver.Native}
 	}
-	for _, f := range []driver.Feature{driver.TransactionalPush, driver.WorkerRegistry} {
+	for _, f := range []driver.Feature{driver.TransactionalPush} {
 		fs[f] = driver.Support{Level: driver.Unsupported, Fallback: unsupportedFallback[f]}
 	}
 	for _, f := range unsupported {

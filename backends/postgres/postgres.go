@@ -118,7 +118,7 @@ func startupRefused(err error) error {
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
+			driver.WorkerRegistry: {Level: driver.Native}, // the workers table (workers.go)
 		}),
 		MaxMessageBytes: maxMessageBytes,
 		MaxReceiveBatch: 1000,

@@ -12,9 +12,9 @@ const maxReceiveBatch = 1000
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
+			driver.WorkerRegistry: {Level: driver.Native}, // a hash and a sorted set (workers.go)
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
-			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
 		}),
 		MaxReceiveBatch: maxReceiveBatch,
 		MaxMessageBytes: maxMessageBytes,

@@ -222,7 +222,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 				Fallback: "Service Bus cannot join an application's database transaction; push after the commit"},
 			driver.Results:        {Level: driver.Unsupported, Fallback: noResults},
 			driver.Cancel:         {Level: driver.Unsupported, Fallback: "cancel needs result records, so a results= container (see results)"},
-			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: workerRegistryFallback},
+			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "the worker registry needs the result container: " + noResults},
 		},
 		MaxMessageBytes:    MaxMessageBytes,
 		MaxReceiveBatch:    MaxReceiveBatch,
@@ -420,6 +420,7 @@ func open(ctx context.Context, cfg config, client *azservicebus.Client, adm *adm
 	}
 	d.caps = capabilities(cfg.requeue, dedup)
 	d.setResults(store)
+	d.setWorkers()
 	if adm == nil {
 		d.caps.Features[driver.ExactCount] = driver.Support{Level: driver.Unsupported,
 			Fallback: "no admin client was given: counts (Stats) are not available"}

@@ -315,7 +315,7 @@ func migrateWhenFree(ctx context.Context, db *sql.DB, busyTimeout time.Duration)
 func capabilities(maxBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "workers are not registered on this backend yet"},
+			driver.WorkerRegistry: {Level: driver.Native}, // the jobq_workers table (workers.go)
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "the sqlite backend cannot push inside an application transaction yet"},
 		}),

@@ -167,7 +167,7 @@ func TestCapabilities(t *testing.T) {
 	for _, f := range driver.AllFeatures {
 		want := driver.Native
 		switch f {
-		case driver.TransactionalPush, driver.WorkerRegistry:
+		case driver.TransactionalPush:
 			want = driver.Unsupported
 			if caps.Features[f].Fallback == "" {
 				t.Errorf("%s: unsupported without a Fallback text", f)

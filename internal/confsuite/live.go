@@ -129,6 +129,7 @@ func scrub(parent context.Context, u string) {
 	defer q.Close()
 	_, _ = q.Clear(ctx)
 	_, _ = q.DeadLetters().Purge(ctx)
+	_, _ = q.PurgeWorkers(ctx, time.Now().Add(time.Hour)) // the worker checks' records, where there is a registry
 }
 
 // liveT implements T for RunLive.

@@ -225,7 +225,7 @@ func checkWorkerVanished(c *C) {
 	if g := c.listWorkers(q, time.Hour)[gone.ID]; g == nil || g.State != jobq.WorkerLive {
 		c.Errorf("with a TTL of an hour, a worker silent for 10s is %v, want live", g)
 	}
-	if _, err := q.PurgeWorkers(c.ctx()); err != nil {
+	if _, err := q.PurgeWorkers(c.ctx(), time.Now().Add(-jobq.WorkerRetention)); err != nil {
 		c.Fatalf("PurgeWorkers: %v", err)
 	}
 	got = c.listWorkers(q, 0)
@@ -234,4 +234,11 @@ func checkWorkerVanished(c *C) {
 	}
 	_, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: -time.Second})
 	c.expectCode(err, jobq.InvalidArgument, "Workers with a negative TTL")
+	// A time in the future empties the registry.
+	if _, err := q.PurgeWorkers(c.ctx(), time.Now().Add(time.Hour)); err != nil {
+		c.Fatalf("PurgeWorkers of every record: %v", err)
+	}
+	if got := c.listWorkers(q, 0); len(got) != 0 {
+		c.Errorf("PurgeWorkers with a time in the future left %d records", len(got))
+	}
 }

@@ -1,0 +1,27 @@
+package servicebus_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// TestWorkersNeedAContainer: without results= the queue keeps no worker
+// registry, declares so, and Queue.Workers says how to configure one.
+func TestWorkersNeedAContainer(t *testing.T) {
+	t.Parallel()
+	d, err := openSBDriver(t, newQueueURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := d.Capabilities().Level(driver.WorkerRegistry); l != driver.Unsupported {
+		t.Fatalf("worker-registry %v without results=; want unsupported", l)
+	}
+	q, _ := open(t, newQueueURL(t))
+	_, err = q.Workers(ctxT(t), jobq.WorkersOptions{})
+	if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
+		t.Fatalf("Queue.Workers: %v, want Unimplemented saying how to set results=", err)
+	}
+}
