@@ -29,6 +29,8 @@ const (
 	// OutcomeSuccess: the task ran and succeeded. A completed task leaves
 	// the queue, so this only appears where a success was requeued.
 	OutcomeSuccess AttemptOutcome = "success"
+	// OutcomeCancelled: the task was stopped by Queue.Cancel while it ran.
+	OutcomeCancelled AttemptOutcome = "cancelled"
 )
 
 // MaxAttempts bounds the attempt history a message carries: the oldest

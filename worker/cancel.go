@@ -17,10 +17,6 @@ import (
 // counted as a failure.
 var ErrCancelled = errors.New("task cancelled")
 
-// outcomeCancelled is the attempt outcome of a task stopped by a cancel.
-// (Package jobq names no such outcome yet; the attempt history stores any.)
-const outcomeCancelled = jobq.AttemptOutcome("cancelled")
-
 // defaultCancelPoll is the default Options.CancelPoll.
 const defaultCancelPoll = 5 * time.Second
 
@@ -182,7 +178,7 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 // ran (from start, for elapsed): only then is the attempt recorded.
 func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, ran bool, elapsed time.Duration) {
 	if ran {
-		w.record(env, start, outcomeCancelled, ErrCancelled)
+		w.record(env, start, jobq.OutcomeCancelled, ErrCancelled)
 	}
 	err := w.settle(env, log, func(context.Context) error {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)

@@ -18,7 +18,7 @@ func checkAttemptHistory(c *C) {
 	t := task("attempt history")
 	t.NumRetries = 3
 	t.Metadata = map[string]string{"check": "attempts"} // schema v2 on every backend
-	t.RetryBackoff = quickRetry // the retries' timing is checkRetryBackoff's
+	t.RetryBackoff = quickRetry                         // the retries' timing is checkRetryBackoff's
 	c.push(q, t)
 	e := c.receive(q, c.longVis(q))
 	code := 7
