@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -37,6 +39,10 @@ type Envelope struct {
 	onLost   []func() // Context's cancellations, run when the lease is lost
 	timer    *time.Timer
 	attempt  *Attempt // set by RecordAttempt, stored by the settlement (attempts.go)
+	// traceParent is the producer's W3C trace context (driver.Received);
+	// span is the process span StartSpan started (telemetry.go).
+	traceParent string
+	span        trace.Span
 }
 
 func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Duration) *Envelope {
@@ -51,6 +57,7 @@ func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Durati
 		visibility:    vis,
 		lease:         r.Lease,
 		lost:          make(chan struct{}),
+		traceParent:   r.TraceParent,
 	}
 }
 
@@ -82,6 +89,7 @@ func (e *Envelope) LockLost() <-chan struct{} {
 
 func (e *Envelope) markLost() {
 	e.lostOnce.Do(func() {
+		e.q.tel.lost.Add(context.Background(), 1, e.q.tel.add...)
 		close(e.lost)
 		e.mu.Lock()
 		fns := e.onLost
@@ -155,8 +163,10 @@ func (e *Envelope) finish(op string, err error) error {
 
 // Complete deletes the message: the task is done. It fails with LockLost when
 // the lease was lost (the message then stays for whoever holds it now).
-func (e *Envelope) Complete(ctx context.Context) error {
+func (e *Envelope) Complete(ctx context.Context) (err error) {
 	const op = "complete"
+	ctx, span := e.startSettle(ctx, op)
+	defer e.endSettle(ctx, span, op, &err)
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
@@ -171,7 +181,9 @@ func (e *Envelope) Complete(ctx context.Context) error {
 // Requeue puts the message back, visible again after delay (0: at once).
 // Its retry budget is not touched. On backends without a native delayed
 // requeue the declared fallback applies, with a one-time warning.
-func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) error {
+func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) (err error) {
+	ctx, span := e.startSettle(ctx, "requeue")
+	defer e.endSettle(ctx, span, "requeue", &err)
 	return e.requeue(ctx, "requeue", delay, nil, false)
 }
 
@@ -230,6 +242,7 @@ func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 		}
 		return err
 	}
+	e.q.tel.renewed.Add(ctx, 1, e.q.tel.add...)
 	e.mu.Lock()
 	// Keep the newest token (Azure pop receipts change on every update).
 	e.lease = nl
@@ -242,8 +255,10 @@ func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 
 // DeadLetter moves the message to the dead-letter store with a short reason
 // and an optional longer detail (such as the tail of the task's output).
-func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error {
+func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err error) {
 	const op = "dead-letter"
+	ctx, span := e.startSettle(ctx, "dead_letter")
+	defer e.endSettle(ctx, span, "dead_letter", &err)
 	if err := e.q.degrade(op, driver.DeadLetter); err != nil {
 		return err
 	}
@@ -283,7 +298,10 @@ func (e *Envelope) RetriesLeft() int {
 // requeued at once with one retry fewer; when it is spent the message is
 // dead-lettered with cause as the reason and detail (such as the output's
 // tail) kept beside it.
-func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailResult, error) {
+func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (res FailResult, err error) {
+	ctx, span := e.startSettle(ctx, "fail")
+	defer e.endSettle(ctx, span, "fail", &err)
+	defer func() { e.countFail(ctx, res, err) }()
 	left := e.RetriesLeft()
 	if left > 0 {
 		var body []byte

@@ -103,7 +103,8 @@ type Worker struct {
 	done, failed, dead, requeued, lost atomic.Int64
 	started                            time.Time
 
-	events        events // subscriptions to settlement events (events.go)
+	tel           *telemetry // metrics (telemetry.go)
+	events        events     // subscriptions to settlement events (events.go)
 	eventsDropped atomic.Int64
 }
 
@@ -126,6 +127,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		killCh:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
+	w.tel = newTelemetry(q, w)
 	return w
 }
 

@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jobq/jobq"
+)
+
+// telemetry is the worker's own instruments, made by the queue's
+// MeterProvider (jobq.Options.MeterProvider, or the global one): the
+// handlers' run time and the tasks the worker holds. The queue counts the
+// settlements, renewals and lost leases itself, and makes the spans.
+type telemetry struct {
+	duration metric.Float64Histogram
+	inFlight metric.Int64UpDownCounter
+	add      []metric.AddOption
+	outcomes map[string][]metric.RecordOption
+}
+
+// The outcomes of a handler's run, as the jobq.outcome attribute of
+// jobq.task.duration.
+const (
+	runCompleted = "completed"
+	runFailed    = "failed"
+	runLockLost  = "lock_lost"
+	runStopped   = "stopped"
+)
+
+func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
+	m := q.MeterProvider().Meter(jobq.InstrumentationName)
+	t := &telemetry{outcomes: map[string][]metric.RecordOption{}}
+	var err error
+	if t.duration, err = m.Float64Histogram("jobq.task.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long handlers ran, by outcome (jobq.outcome: completed, failed, lock_lost, stopped)."),
+		metric.WithExplicitBucketBoundaries(jobq.DurationBuckets...)); err != nil {
+		w.log.Warn("could not create a metric", "metric", "jobq.task.duration", "error", err)
+	}
+	if t.inFlight, err = m.Int64UpDownCounter("jobq.tasks.in_flight", metric.WithUnit("{task}"),
+		metric.WithDescription("Tasks this worker holds: running, or claimed and waiting for a handler.")); err != nil {
+		w.log.Warn("could not create a metric", "metric", "jobq.tasks.in_flight", "error", err)
+	}
+	base := q.BaseAttributes()
+	t.add = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(base...))}
+	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped} {
+		attrs := append(base[:len(base):len(base)], jobq.AttrOutcome.String(o))
+		t.outcomes[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
+	}
+	return t
+}
+
+// held counts a task the worker holds from now until the returned function
+// is called.
+func (t *telemetry) held() func() {
+	t.inFlight.Add(context.Background(), 1, t.add...)
+	return func() { t.inFlight.Add(context.Background(), -1, t.add...) }
+}
+
+// ran records a handler's run: its duration by outcome, and on the process
+// span the error of a failed one.
+func (t *telemetry) ran(span trace.Span, err, cause error, elapsed time.Duration) {
+	outcome := runCompleted
+	switch {
+	case err == nil:
+	case errors.Is(cause, jobq.ErrLockLost):
+		outcome = runLockLost
+	case errors.Is(cause, errStopping):
+		outcome = runStopped
+	default:
+		outcome = runFailed
+	}
+	t.duration.Record(context.Background(), elapsed.Seconds(), t.outcomes[outcome]...)
+	if err != nil && span.IsRecording() {
+		span.SetAttributes(jobq.AttrOutcome.String(outcome))
+		span.RecordError(err)
+		if outcome == runFailed {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+}
