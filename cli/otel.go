@@ -153,7 +153,11 @@ func (a *app) setupTelemetry(ctx context.Context) error {
 	if a.tel != nil {
 		return nil
 	}
-	t, err := startTelemetry(ctx, os.Getenv, a.metricsReader)
+	var extra sdkmetric.Reader // nil, not a nil *ManualReader
+	if a.metricsReader != nil {
+		extra = a.metricsReader
+	}
+	t, err := startTelemetry(ctx, os.Getenv, extra)
 	if err != nil {
 		return err
 	}

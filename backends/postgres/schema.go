@@ -75,13 +75,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration},
 	{6, "room on every page for its messages' claims", fillfactorMigration},
 	{7, "claims under policies never fail on a delivery count out of range", claimFunctionKeyLocks},
-	{8, "the producer's trace context beside the body", traceMigration},
 }
-
-// traceMigration is schema step 8: the producer's W3C trace context
-// (driver.Message.TraceParent), NULL when the push was not traced. Adding
-// a nullable column rewrites nothing.
-const traceMigration = `ALTER TABLE {{s}}.messages ADD COLUMN IF NOT EXISTS trace_parent text;`
 
 // fillfactorMigration is schema step 6. A claim takes the oldest messages,
 // which sit together on a page, and updates them all in one statement:
@@ -133,6 +127,6 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 				return err
 			}
 		}
-		return nil
+		return ensureTraceColumn(ctx, tx, schema, s)
 	})
 }
