@@ -9,7 +9,6 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/jobq/jobq/internal/promtext"
 )
@@ -47,18 +46,9 @@ func serveMetrics(addr string, reader *sdkmetric.ManualReader, log *slog.Logger)
 		return nil, usageError("--metrics-addr %s: %v", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+metricsPath, func(w http.ResponseWriter, r *http.Request) {
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(r.Context(), &rm); err != nil {
-			// A failed callback (the queue depth) still leaves the other
-			// metrics collected.
-			log.Debug("metrics collection", "error", err)
-		}
-		w.Header().Set("Content-Type", promtext.ContentType)
-		if err := promtext.Write(w, &rm); err != nil {
-			log.Debug("metrics endpoint: write", "error", err)
-		}
-	})
+	mux.Handle("GET "+metricsPath, promtext.Handler(reader, func(err error) {
+		log.Debug("metrics endpoint", "error", err)
+	}))
 	s := &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

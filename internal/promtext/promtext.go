@@ -12,9 +12,11 @@ package promtext
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -251,4 +253,26 @@ func formatFloat(v float64) string {
 		return "NaN"
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// Collector is what Handler reads metrics from: a ManualReader.
+type Collector interface {
+	Collect(ctx context.Context, rm *metricdata.ResourceMetrics) error
+}
+
+// Handler serves the collector's metrics in the text format. A collection
+// that fails in part (a callback such as the queue depth's could not reach
+// the backend) still serves what was collected; onError, when not nil,
+// hears of the failure.
+func Handler(c Collector, onError func(error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rm metricdata.ResourceMetrics
+		if err := c.Collect(r.Context(), &rm); err != nil && onError != nil {
+			onError(err)
+		}
+		w.Header().Set("Content-Type", ContentType)
+		if err := Write(w, &rm); err != nil && onError != nil {
+			onError(err)
+		}
+	})
 }
