@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -51,6 +52,9 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 // installed they are OpenTelemetry's no-ops (through the global
 // delegates, which pick up a provider installed later).
 type telemetry struct {
+	// global is true when the spans go to the global tracer provider
+	// (Options.TracerProvider nil); tracing says whether one is installed.
+	global bool
 	tp     trace.TracerProvider
 	mp     metric.MeterProvider
 	tracer trace.Tracer
@@ -84,7 +88,7 @@ func (q *Queue) BaseAttributes() []attribute.KeyValue {
 }
 
 func newTelemetry(q *Queue, opts Options) *telemetry {
-	t := &telemetry{tp: opts.TracerProvider, mp: opts.MeterProvider}
+	t := &telemetry{tp: opts.TracerProvider, mp: opts.MeterProvider, global: opts.TracerProvider == nil}
 	if t.tp == nil {
 		t.tp = otel.GetTracerProvider()
 	}
@@ -178,9 +182,28 @@ func (t *telemetry) close() {
 	}
 }
 
+// unsetGlobal reports whether tp is OpenTelemetry's own global tracer
+// provider, the one in place until a program installs one (after
+// otel.SetTracerProvider, otel.GetTracerProvider returns the installed
+// one). Its spans record nothing, so jobq skips them: starting one costs
+// allocations on every task.
+func unsetGlobal(tp trace.TracerProvider) bool {
+	return reflect.TypeOf(tp).String() == "*global.tracerProvider"
+}
+
+// tracing reports whether spans may record: a tracer provider was passed
+// in Options, or one is installed globally.
+func (t *telemetry) tracing() bool {
+	return !t.global || !unsetGlobal(otel.GetTracerProvider())
+}
+
 // start starts a span named for op on the queue, with the base attributes
-// and opType, unless the tracer does not record.
+// and opType; without a tracer provider it returns ctx and its span as
+// they are.
 func (t *telemetry) start(ctx context.Context, op string, kind trace.SpanKind, opType attribute.KeyValue, extra ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !t.tracing() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	opts := append([]trace.SpanStartOption{trace.WithSpanKind(kind)}, extra...)
 	ctx, span := t.tracer.Start(ctx, t.names[op], opts...)
 	if span.IsRecording() {
@@ -260,7 +283,7 @@ func (q *Queue) endPush(ctx context.Context, span trace.Span, res []PushResult, 
 // the driver call that claimed them began, linked to each message's
 // producer.
 func (q *Queue) receiveSpan(ctx context.Context, began time.Time, envs []*Envelope) {
-	if len(envs) == 0 {
+	if len(envs) == 0 || !q.tel.tracing() {
 		return
 	}
 	links := make([]trace.Link, 0, len(envs))
@@ -303,6 +326,9 @@ func (e *Envelope) ProducerSpanContext() trace.SpanContext { return traceContext
 // that holds no span become its children. The caller ends the span after
 // settling. The worker calls it for every task it runs.
 func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) {
+	if !e.q.tel.tracing() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	var extra []trace.SpanStartOption
 	if sc := e.ProducerSpanContext(); sc.IsValid() {
 		extra = append(extra, trace.WithLinks(trace.Link{SpanContext: sc}))

@@ -22,7 +22,8 @@ const settleTimeout = 30 * time.Second
 // the next task starts while this one settles; ran is called then.
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := taskLogger(w.log, env.Task.ID)
-	defer w.tel.held()()
+	w.tel.hold()
+	defer w.tel.release()
 	// The process span (telemetry.go) covers the run and the settlement.
 	spanCtx, span := env.StartSpan(w.stopCtx)
 	defer span.End()

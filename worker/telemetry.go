@@ -55,12 +55,9 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 	return t
 }
 
-// held counts a task the worker holds from now until the returned function
-// is called.
-func (t *telemetry) held() func() {
-	t.inFlight.Add(context.Background(), 1, t.add...)
-	return func() { t.inFlight.Add(context.Background(), -1, t.add...) }
-}
+// hold counts a task the worker holds, until release.
+func (t *telemetry) hold()    { t.inFlight.Add(context.Background(), 1, t.add...) }
+func (t *telemetry) release() { t.inFlight.Add(context.Background(), -1, t.add...) }
 
 // ran records a handler's run: its duration by outcome, and on the process
 // span the error of a failed one.
