@@ -264,7 +264,7 @@ func checkAttr(t *testing.T, s sdktrace.ReadOnlySpan, key, want string) {
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -183,7 +183,7 @@ func labels(set attribute.Set, extraKey, extraValue string) string {
 		n++
 		b.WriteString(k)
 		b.WriteString(`="`)
-		b.WriteString(escapeValue(kv.Value.Emit()))
+		b.WriteString(escapeValue(kv.Value.String()))
 		b.WriteByte('"')
 	}
 	if extraKey != "" {
