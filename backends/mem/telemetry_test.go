@@ -10,5 +10,5 @@ import (
 // TestTelemetry checks the spans and metric values of a small run.
 func TestTelemetry(t *testing.T) {
 	t.Parallel()
-	otelcheck.Run(t, "mem://"+rand.Text())
+	otelcheck.Run(t, "mem://"+rand.Text(), 0)
 }

@@ -10,5 +10,5 @@ import (
 // the metric values of a small run, through the trace_parent column.
 func TestTelemetry(t *testing.T) {
 	t.Parallel()
-	otelcheck.Run(t, newQueueURL(t))
+	otelcheck.Run(t, newQueueURL(t), 0)
 }

@@ -11,5 +11,5 @@ import (
 // the metric values of a small run, through the trace_parent column.
 func TestTelemetry(t *testing.T) {
 	t.Parallel()
-	otelcheck.Run(t, "sqlite://"+filepath.Join(t.TempDir(), "otel.db")+"?queue=otel")
+	otelcheck.Run(t, "sqlite://"+filepath.Join(t.TempDir(), "otel.db")+"?queue=otel", 0)
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -112,8 +113,9 @@ func has(set attribute.Set, match []attribute.KeyValue) bool {
 
 // Run pushes four tasks to the queue at rawURL, one at a time (one of them
 // failing with no retries), runs a worker until the queue is empty, and
-// checks the spans and the metrics.
-func Run(t *testing.T, rawURL string) {
+// checks the spans and the metrics. visibility is the worker's lease (0:
+// its default), for backends with shorter ones.
+func Run(t *testing.T, rawURL string, visibility time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	p := NewProviders(t)
@@ -145,7 +147,7 @@ func Run(t *testing.T, rawURL string) {
 		}
 		return nil
 	})
-	if err := worker.Run(ctx, q, h, worker.Options{Concurrency: 2}); err != nil {
+	if err := worker.Run(ctx, q, h, worker.Options{Concurrency: 2, Visibility: visibility}); err != nil {
 		t.Fatalf("worker: %v", err)
 	}
 
