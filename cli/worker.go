@@ -116,7 +116,13 @@ settlement with backoff, logging once when it pauses and once when it
 resumes.
 
 A status line (queue size, tasks done, failures, rate) is logged every
---status-interval.`
+--status-interval.
+
+Metrics and traces: --metrics-addr 127.0.0.1:9464 serves Prometheus metrics
+(tasks done, failed, dead-lettered and requeued, run times, queue wait,
+leases, queue depth) at /metrics, on loopback unless --metrics-public.
+OTEL_EXPORTER_OTLP_ENDPOINT (and the other standard OTEL_* variables) sends
+OpenTelemetry traces and metrics over OTLP/HTTP; see docs/observability.md.`
 
 func (a *app) workerCommand() *cobra.Command {
 	var f workerFlags
