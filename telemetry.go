@@ -347,6 +347,9 @@ func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) 
 // startSettle starts a settlement's span: a child of the span in ctx, or
 // else of the envelope's process span (StartSpan).
 func (e *Envelope) startSettle(ctx context.Context, op string) (context.Context, trace.Span) {
+	if !e.q.tel.tracing() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		e.mu.Lock()
 		span := e.span
