@@ -40,8 +40,11 @@ type Envelope struct {
 	timer    *time.Timer
 	attempt  *Attempt // set by RecordAttempt, stored by the settlement (attempts.go)
 	// traceParent is the producer's W3C trace context (driver.Received);
-	// span is the process span StartSpan started (telemetry.go).
+	// traced says whether a tracer provider was installed when the message
+	// was received, and span is the process span StartSpan started
+	// (telemetry.go).
 	traceParent string
+	traced      bool
 	span        trace.Span
 }
 
@@ -58,6 +61,7 @@ func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Durati
 		lease:         r.Lease,
 		lost:          make(chan struct{}),
 		traceParent:   r.TraceParent,
+		traced:        q.tel.tracing(),
 	}
 }
 
@@ -163,10 +167,11 @@ func (e *Envelope) finish(op string, err error) error {
 
 // Complete deletes the message: the task is done. It fails with LockLost when
 // the lease was lost (the message then stays for whoever holds it now).
-func (e *Envelope) Complete(ctx context.Context) (err error) {
+func (e *Envelope) Complete(ctx context.Context) error {
 	const op = "complete"
-	ctx, span := e.startSettle(ctx, op)
-	defer e.endSettle(ctx, span, op, &err)
+	if e.traced && !inSettleSpan(ctx, e) {
+		return e.completeTraced(ctx) // which calls Complete in its span
+	}
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
@@ -175,6 +180,7 @@ func (e *Envelope) Complete(ctx context.Context) (err error) {
 		return err
 	}
 	e.q.dropStashed(ctx, e.wire.Stash)
+	e.q.tel.completed.Add(ctx, 1, e.q.tel.add...)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -191,10 +193,36 @@ func unsetGlobal(tp trace.TracerProvider) bool {
 	return reflect.TypeOf(tp).String() == "*global.tracerProvider"
 }
 
+// globalState is the last global tracer provider seen, and whether it was
+// the unset one.
+type globalState struct {
+	tp    trace.TracerProvider
+	unset bool
+}
+
+// lastGlobal caches unsetGlobal for the current global provider: reflect's
+// type name is too deep a call for every task (it grows small goroutine
+// stacks). Only providers of comparable types are cached, so comparing
+// with it never panics.
+var lastGlobal atomic.Pointer[globalState]
+
+// globalUnset reports whether no global tracer provider is installed.
+func globalUnset() bool {
+	tp := otel.GetTracerProvider()
+	if s := lastGlobal.Load(); s != nil && s.tp == tp {
+		return s.unset
+	}
+	s := &globalState{tp: tp, unset: unsetGlobal(tp)}
+	if reflect.TypeOf(tp).Comparable() {
+		lastGlobal.Store(s)
+	}
+	return s.unset
+}
+
 // tracing reports whether spans may record: a tracer provider was passed
 // in Options, or one is installed globally.
 func (t *telemetry) tracing() bool {
-	return !t.global || !unsetGlobal(otel.GetTracerProvider())
+	return !t.global || !globalUnset()
 }
 
 // start starts a span named for op on the queue, with the base attributes
@@ -242,6 +270,9 @@ func traceContext(tp string) trace.SpanContext {
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
 	return trace.SpanContextFromContext(ctx)
 }
+
+// noSpan is the span of what is not traced.
+var noSpan trace.Span = noop.Span{}
 
 // startPush starts a push's producer span and stamps every message with its
 // trace context, so that the consumer's span links to it.
@@ -324,10 +355,12 @@ func (e *Envelope) ProducerSpanContext() trace.SpanContext { return traceContext
 // in ctx, linked to the producer's span when its trace context travelled
 // with the message. The settlements of the envelope made with a context
 // that holds no span become its children. The caller ends the span after
-// settling. The worker calls it for every task it runs.
+// settling. The worker calls it for every task it runs. When no tracer
+// provider was installed as the message was received, it returns ctx and a
+// no-op span.
 func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) {
-	if !e.q.tel.tracing() {
-		return ctx, trace.SpanFromContext(ctx)
+	if !e.traced {
+		return ctx, noSpan
 	}
 	var extra []trace.SpanStartOption
 	if sc := e.ProducerSpanContext(); sc.IsValid() {
@@ -344,11 +377,24 @@ func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) 
 	return ctx, span
 }
 
+// EndSpan ends the process span StartSpan started, if it started one that
+// records; it does nothing otherwise.
+func (e *Envelope) EndSpan() {
+	e.mu.Lock()
+	span := e.span
+	e.mu.Unlock()
+	if span != nil {
+		span.End()
+	}
+}
+
 // startSettle starts a settlement's span: a child of the span in ctx, or
 // else of the envelope's process span (StartSpan).
 func (e *Envelope) startSettle(ctx context.Context, op string) (context.Context, trace.Span) {
-	if !e.q.tel.tracing() {
-		return ctx, trace.SpanFromContext(ctx)
+	// The check is a field: the settlement runs on the task's goroutine,
+	// whose stack a deeper call here would make grow on every task.
+	if !e.traced {
+		return ctx, noSpan
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		e.mu.Lock()
@@ -365,6 +411,26 @@ func (e *Envelope) startSettle(ctx context.Context, op string) (context.Context,
 	return ctx, span
 }
 
+// settleSpanKey marks a context that is inside an envelope's settlement
+// span (completeTraced).
+type settleSpanKey struct{}
+
+// inSettleSpan reports whether ctx is inside e's settlement span.
+func inSettleSpan(ctx context.Context, e *Envelope) bool {
+	return ctx.Value(settleSpanKey{}) == e
+}
+
+// completeTraced runs Complete in its settlement span. Complete calls it
+// only when tracing, so that its untraced path, on the task's goroutine,
+// keeps a small stack frame (a goroutine whose stack must grow pays for a
+// copy of it). Complete counts the completion itself.
+func (e *Envelope) completeTraced(ctx context.Context) error {
+	ctx, span := e.startSettle(ctx, "complete")
+	err := e.Complete(context.WithValue(ctx, settleSpanKey{}, e))
+	end(span, err)
+	return err
+}
+
 // endSettle ends a settlement's span and counts it when it succeeded.
 func (e *Envelope) endSettle(ctx context.Context, span trace.Span, op string, err *error) {
 	end(span, *err)
@@ -373,8 +439,6 @@ func (e *Envelope) endSettle(ctx context.Context, span trace.Span, op string, er
 	}
 	t := e.q.tel
 	switch op {
-	case "complete":
-		t.completed.Add(ctx, 1, t.add...)
 	case "requeue":
 		t.requeued.Add(ctx, 1, t.add...)
 	case "dead_letter":

@@ -22,14 +22,13 @@ const settleTimeout = 30 * time.Second
 // the next task starts while this one settles; ran is called then.
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := taskLogger(w.log, env.Task.ID)
+	// The task is counted, and runs in its process span, until it is
+	// settled (telemetry.go).
 	w.tel.hold()
-	defer w.tel.release()
-	// The process span (telemetry.go) covers the run and the settlement.
-	spanCtx, span := env.StartSpan(w.stopCtx)
-	defer span.End()
+	defer w.tel.release(env)
 	// The task's context ends when the worker stops (cause errStopping) or
 	// the lease is lost (cause jobq.ErrLockLost).
-	ctx, cancel := env.Context(spanCtx)
+	ctx, cancel := env.Context(w.spanContext(env))
 	w.leases.hold(ctx, env, log)
 	// let go ends the task's context and its renewals; every settlement
 	// comes after it, so none races a renewal.
@@ -119,7 +118,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.countOutcome(err == nil, failed, log)
-	w.tel.ran(span, err, cause, time.Since(start))
+	w.tel.ran(ctx, err, cause, time.Since(start))
 	w.pace.observe(time.Since(start))
 	free()
 	w.settleOutcome(env, log, err, cause, start, elapsed)

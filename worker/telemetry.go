@@ -55,13 +55,26 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 	return t
 }
 
-// hold counts a task the worker holds, until release.
-func (t *telemetry) hold()    { t.inFlight.Add(context.Background(), 1, t.add...) }
-func (t *telemetry) release() { t.inFlight.Add(context.Background(), -1, t.add...) }
+// hold counts a task the worker holds, until release, which also ends
+// its process span. (The span lives in the envelope, and one deferred call
+// ends both, to keep process's stack frame small: the task's goroutine
+// starts with a small stack, and growing it costs a copy.)
+func (t *telemetry) hold() { t.inFlight.Add(context.Background(), 1, t.add...) }
+func (t *telemetry) release(env *jobq.Envelope) {
+	env.EndSpan()
+	t.inFlight.Add(context.Background(), -1, t.add...)
+}
+
+// spanContext starts the task's process span and returns the context the
+// task runs under.
+func (w *Worker) spanContext(env *jobq.Envelope) context.Context {
+	ctx, _ := env.StartSpan(w.stopCtx)
+	return ctx
+}
 
 // ran records a handler's run: its duration by outcome, and on the process
-// span the error of a failed one.
-func (t *telemetry) ran(span trace.Span, err, cause error, elapsed time.Duration) {
+// span (in ctx, the task's context) the error of a failed one.
+func (t *telemetry) ran(ctx context.Context, err, cause error, elapsed time.Duration) {
 	outcome := runCompleted
 	switch {
 	case err == nil:
@@ -73,7 +86,10 @@ func (t *telemetry) ran(span trace.Span, err, cause error, elapsed time.Duration
 		outcome = runFailed
 	}
 	t.duration.Record(context.Background(), elapsed.Seconds(), t.outcomes[outcome]...)
-	if err != nil && span.IsRecording() {
+	if err == nil {
+		return
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(jobq.AttrOutcome.String(outcome))
 		span.RecordError(err)
 		if outcome == runFailed {
