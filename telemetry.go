@@ -63,10 +63,19 @@ type telemetry struct {
 	base   []attribute.KeyValue // system, destination, backend
 	names  map[string]string    // span name per operation name: "push queue"
 
-	pushed, completed, failed, dead, requeued, renewed, lost metric.Int64Counter
-	queueWait                                                metric.Float64Histogram
-	depth                                                    metric.Int64ObservableGauge
-	depthReg                                                 metric.Registration
+	// The counters are kept here and reported at each collection
+	// (observeCounts), so that a task costs atomic adds rather than calls
+	// into the SDK on its goroutine.
+	pushed, completed, dead, requeued, renewed, lost tally
+	failedRetried, failedExhausted                   tally
+	counters                                         map[*tally]metric.Int64ObservableCounter
+	failed                                           metric.Int64ObservableCounter
+	countsReg                                        metric.Registration
+	queueWait                                        metric.Float64Histogram
+	depth                                            metric.Int64ObservableGauge
+	depthReg                                         metric.Registration
+	observe                                          []metric.ObserveOption // base attributes
+	observeRetried, observeExhausted                 []metric.ObserveOption
 
 	add                              []metric.AddOption // base attributes
 	addRetried, addExhausted         []metric.AddOption
@@ -108,20 +117,22 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 		t.names[op] = op + " " + q.name
 	}
 	m := t.mp.Meter(InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
-	counter := func(name, desc, unit string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	counter := func(name, desc, unit string) metric.Int64ObservableCounter {
+		c, err := m.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
 		if err != nil {
 			q.log.Warn("jobq: could not create a metric", "metric", name, "error", err)
 		}
 		return c
 	}
-	t.pushed = counter("jobq.tasks.pushed", "Tasks stored by a push (duplicates not counted).", "{task}")
-	t.completed = counter("jobq.tasks.completed", "Tasks completed (deleted after success).", "{task}")
+	t.counters = map[*tally]metric.Int64ObservableCounter{
+		&t.pushed:    counter("jobq.tasks.pushed", "Tasks stored by a push (duplicates not counted).", "{task}"),
+		&t.completed: counter("jobq.tasks.completed", "Tasks completed (deleted after success).", "{task}"),
+		&t.dead:      counter("jobq.tasks.dead_lettered", "Tasks moved to the dead letters (failures, permanent failures, poison messages).", "{task}"),
+		&t.requeued:  counter("jobq.tasks.requeued", "Tasks put back without using a retry (worker stopping, gate miss, policy limit).", "{task}"),
+		&t.renewed:   counter("jobq.leases.renewed", "Lease renewals that succeeded.", "{lease}"),
+		&t.lost:      counter("jobq.leases.lost", "Leases lost before the task was settled.", "{lease}"),
+	}
 	t.failed = counter("jobq.tasks.failed", "Failed attempts settled with Fail: retried (jobq.retried=true) or dead-lettered.", "{task}")
-	t.dead = counter("jobq.tasks.dead_lettered", "Tasks moved to the dead letters (failures, permanent failures, poison messages).", "{task}")
-	t.requeued = counter("jobq.tasks.requeued", "Tasks put back without using a retry (worker stopping, gate miss, policy limit).", "{task}")
-	t.renewed = counter("jobq.leases.renewed", "Lease renewals that succeeded.", "{lease}")
-	t.lost = counter("jobq.leases.lost", "Leases lost before the task was settled.", "{lease}")
 	var err error
 	if t.queueWait, err = m.Float64Histogram("jobq.task.queue_wait", metric.WithUnit("s"),
 		metric.WithDescription("Time from a task's push to its first delivery (a delayed task's delay included)."),
@@ -135,12 +146,20 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 	set := attribute.NewSet(t.base...)
 	t.add = []metric.AddOption{metric.WithAttributeSet(set)}
 	t.record = []metric.RecordOption{metric.WithAttributeSet(set)}
-	t.addRetried = []metric.AddOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(true))...)}
-	t.addExhausted = []metric.AddOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(false))...)}
+	t.observe = []metric.ObserveOption{metric.WithAttributeSet(set)}
+	t.observeRetried = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(true))...)}
+	t.observeExhausted = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(false))...)}
 	state := func(s string) []metric.ObserveOption {
 		return []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrState.String(s))...)}
 	}
 	t.ready, t.inFlight, t.delayed, t.deadSt = state("ready"), state("in_flight"), state("delayed"), state("dead")
+	observed := []metric.Observable{t.failed}
+	for _, c := range t.counters {
+		observed = append(observed, c)
+	}
+	if t.countsReg, err = m.RegisterCallback(t.observeCounts, observed...); err != nil {
+		q.log.Warn("jobq: could not register the task counters", "error", err)
+	}
 	if t.depth != nil {
 		if t.depthReg, err = m.RegisterCallback(q.observeDepth, t.depth); err != nil {
 			q.log.Warn("jobq: could not register the queue depth gauge", "error", err)
@@ -177,10 +196,34 @@ func (q *Queue) observeDepth(ctx context.Context, o metric.Observer) error {
 	return nil
 }
 
-// close unregisters the depth gauge.
+// tally is a counter kept in the process and reported to OpenTelemetry as
+// an observable counter at each collection: adding to it costs an atomic
+// add. Its Add has the signature of metric.Int64Counter's.
+type tally struct{ n atomic.Int64 }
+
+// Add adds n; the context and options are not used (the attributes are
+// the instrument's).
+func (c *tally) Add(_ context.Context, n int64, _ ...metric.AddOption) { c.n.Add(n) }
+
+// Load returns the count.
+func (c *tally) Load() int64 { return c.n.Load() }
+
+// observeCounts reports the counters.
+func (t *telemetry) observeCounts(_ context.Context, o metric.Observer) error {
+	for c, inst := range t.counters {
+		o.ObserveInt64(inst, c.Load(), t.observe...)
+	}
+	o.ObserveInt64(t.failed, t.failedRetried.Load(), t.observeRetried...)
+	o.ObserveInt64(t.failed, t.failedExhausted.Load(), t.observeExhausted...)
+	return nil
+}
+
+// close unregisters the callbacks.
 func (t *telemetry) close() {
-	if t.depthReg != nil {
-		_ = t.depthReg.Unregister()
+	for _, r := range []metric.Registration{t.countsReg, t.depthReg} {
+		if r != nil {
+			_ = r.Unregister()
+		}
 	}
 }
 
@@ -453,8 +496,8 @@ func (e *Envelope) countFail(ctx context.Context, res FailResult, err error) {
 	}
 	t := e.q.tel
 	if res.Retried {
-		t.failed.Add(ctx, 1, t.addRetried...)
+		t.failedRetried.Add(ctx, 1)
 	} else {
-		t.failed.Add(ctx, 1, t.addExhausted...)
+		t.failedExhausted.Add(ctx, 1)
 	}
 }

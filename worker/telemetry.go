@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -19,8 +20,11 @@ import (
 // settlements, renewals and lost leases itself, and makes the spans.
 type telemetry struct {
 	duration metric.Float64Histogram
-	inFlight metric.Int64UpDownCounter
-	add      []metric.AddOption
+	// held is the count of tasks held, which jobq.tasks.in_flight reports
+	// at each collection (an atomic add per task, no SDK call).
+	held     atomic.Int64
+	inFlight metric.Int64ObservableUpDownCounter
+	observe  []metric.ObserveOption
 	outcomes map[string][]metric.RecordOption
 }
 
@@ -42,12 +46,18 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 		metric.WithExplicitBucketBoundaries(jobq.DurationBuckets...)); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.task.duration", "error", err)
 	}
-	if t.inFlight, err = m.Int64UpDownCounter("jobq.tasks.in_flight", metric.WithUnit("{task}"),
-		metric.WithDescription("Tasks this worker holds: running, or claimed and waiting for a handler.")); err != nil {
+	base := q.BaseAttributes()
+	t.observe = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(base...))}
+	// The callback stays registered for the meter provider's life: it
+	// only reads a number.
+	if t.inFlight, err = m.Int64ObservableUpDownCounter("jobq.tasks.in_flight", metric.WithUnit("{task}"),
+		metric.WithDescription("Tasks this worker holds: running, or claimed and waiting for a handler."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(t.held.Load(), t.observe...)
+			return nil
+		})); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.tasks.in_flight", "error", err)
 	}
-	base := q.BaseAttributes()
-	t.add = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(base...))}
 	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped} {
 		attrs := append(base[:len(base):len(base)], jobq.AttrOutcome.String(o))
 		t.outcomes[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
@@ -59,10 +69,10 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 // its process span. (The span lives in the envelope, and one deferred call
 // ends both, to keep process's stack frame small: the task's goroutine
 // starts with a small stack, and growing it costs a copy.)
-func (t *telemetry) hold() { t.inFlight.Add(context.Background(), 1, t.add...) }
+func (t *telemetry) hold() { t.held.Add(1) }
 func (t *telemetry) release(env *jobq.Envelope) {
 	env.EndSpan()
-	t.inFlight.Add(context.Background(), -1, t.add...)
+	t.held.Add(-1)
 }
 
 // spanContext starts the task's process span and returns the context the
