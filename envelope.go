@@ -112,6 +112,9 @@ func (e *Envelope) markLost() {
 // message may be with another receiver. Unlike a goroutine waiting on
 // LockLost, it costs no goroutine.
 func (e *Envelope) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if e.traced {
+		parent = e.withSpan(parent) // the process span, if StartSpan started one
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	lost := e.LockLost()
 	onLost := func() {

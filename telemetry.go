@@ -398,9 +398,10 @@ func (e *Envelope) ProducerSpanContext() trace.SpanContext { return traceContext
 // in ctx, linked to the producer's span when its trace context travelled
 // with the message. The settlements of the envelope made with a context
 // that holds no span become its children. The caller ends the span after
-// settling. The worker calls it for every task it runs. When no tracer
-// provider was installed as the message was received, it returns ctx and a
-// no-op span.
+// settling (span.End, or EndSpan). The envelope keeps the span: Context
+// returns contexts that hold it (unless their parent holds a span). The
+// worker calls it for every task it runs. When no tracer provider was
+// installed as the message was received, it returns ctx and a no-op span.
 func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) {
 	if !e.traced {
 		return ctx, noSpan
@@ -418,6 +419,18 @@ func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) 
 		e.mu.Unlock()
 	}
 	return ctx, span
+}
+
+// withSpan returns parent holding the process span StartSpan started,
+// when it started one that records and parent holds no span.
+func (e *Envelope) withSpan(parent context.Context) context.Context {
+	e.mu.Lock()
+	span := e.span
+	e.mu.Unlock()
+	if span == nil || trace.SpanContextFromContext(parent).IsValid() {
+		return parent
+	}
+	return trace.ContextWithSpan(parent, span)
 }
 
 // EndSpan ends the process span StartSpan started, if it started one that

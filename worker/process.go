@@ -22,13 +22,10 @@ const settleTimeout = 30 * time.Second
 // the next task starts while this one settles; ran is called then.
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := taskLogger(w.log, env.Task.ID)
-	// The task is counted, and runs in its process span, until it is
-	// settled (telemetry.go).
-	w.tel.hold()
-	defer w.tel.release(env)
 	// The task's context ends when the worker stops (cause errStopping) or
-	// the lease is lost (cause jobq.ErrLockLost).
-	ctx, cancel := env.Context(w.spanContext(env))
+	// the lease is lost (cause jobq.ErrLockLost). It holds the task's
+	// process span (dispatcher.run starts it).
+	ctx, cancel := env.Context(w.stopCtx)
 	w.leases.hold(ctx, env, log)
 	// let go ends the task's context and its renewals; every settlement
 	// comes after it, so none races a renewal.

@@ -65,21 +65,19 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 	return t
 }
 
-// hold counts a task the worker holds, until release, which also ends
-// its process span. (The span lives in the envelope, and one deferred call
-// ends both, to keep process's stack frame small: the task's goroutine
-// starts with a small stack, and growing it costs a copy.)
-func (t *telemetry) hold() { t.held.Add(1) }
+// hold counts a task the worker holds and starts its process span, which
+// the envelope keeps (its Context holds it), until release. (The task's
+// goroutine starts with a small stack, and growing it costs a copy: what
+// is added to process's frame sits under every call of the task.)
+func (t *telemetry) hold(env *jobq.Envelope) {
+	t.held.Add(1)
+	env.StartSpan(context.Background())
+}
+
+// release ends the process span and the count of a task.
 func (t *telemetry) release(env *jobq.Envelope) {
 	env.EndSpan()
 	t.held.Add(-1)
-}
-
-// spanContext starts the task's process span and returns the context the
-// task runs under.
-func (w *Worker) spanContext(env *jobq.Envelope) context.Context {
-	ctx, _ := env.StartSpan(w.stopCtx)
-	return ctx
 }
 
 // ran records a handler's run: its duration by outcome, and on the process
