@@ -78,7 +78,6 @@ type telemetry struct {
 	observeRetried, observeExhausted                 []metric.ObserveOption
 
 	add                              []metric.AddOption // base attributes
-	addRetried, addExhausted         []metric.AddOption
 	record                           []metric.RecordOption
 	ready, inFlight, delayed, deadSt []metric.ObserveOption
 }
