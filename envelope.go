@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -38,6 +40,13 @@ type Envelope struct {
 	timer    *time.Timer
 	attempt  *Attempt       // set by RecordAttempt, stored by the settlement (attempts.go)
 	result   *ResultDetails // set by SetResult, stored in the result record (results.go)
+	// traceParent is the producer's W3C trace context (driver.Received);
+	// traced says whether a tracer provider was installed when the message
+	// was received, and span is the process span StartSpan started
+	// (telemetry.go).
+	traceParent string
+	traced      bool
+	span        trace.Span
 }
 
 func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Duration) *Envelope {
@@ -52,6 +61,8 @@ func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Durati
 		visibility:    vis,
 		lease:         r.Lease,
 		lost:          make(chan struct{}),
+		traceParent:   r.TraceParent,
+		traced:        q.tel.tracing(),
 	}
 }
 
@@ -83,6 +94,7 @@ func (e *Envelope) LockLost() <-chan struct{} {
 
 func (e *Envelope) markLost() {
 	e.lostOnce.Do(func() {
+		e.q.tel.lost.Add(context.Background(), 1, e.q.tel.add...)
 		close(e.lost)
 		e.mu.Lock()
 		fns := e.onLost
@@ -101,6 +113,9 @@ func (e *Envelope) markLost() {
 // message may be with another receiver. Unlike a goroutine waiting on
 // LockLost, it costs no goroutine.
 func (e *Envelope) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if e.traced {
+		parent = e.withSpan(parent) // the process span, if StartSpan started one
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	lost := e.LockLost()
 	onLost := func() {
@@ -157,6 +172,9 @@ func (e *Envelope) finish(op string, err error) error {
 // Complete deletes the message: the task is done. It fails with LockLost when
 // the lease was lost (the message then stays for whoever holds it now).
 func (e *Envelope) Complete(ctx context.Context) error {
+	if e.traced && !inSettleSpan(ctx, e) {
+		return e.completeTraced(ctx) // which calls Complete in its span
+	}
 	return e.complete(ctx, "complete", e.recordOf(ctx, Succeeded, "", ""))
 }
 
@@ -170,13 +188,16 @@ func (e *Envelope) complete(ctx context.Context, op string, rec *driver.ResultRe
 		return err
 	}
 	e.q.dropStashed(ctx, e.wire.Stash)
+	e.q.tel.completed.Add(ctx, 1, e.q.tel.add...)
 	return nil
 }
 
 // Requeue puts the message back, visible again after delay (0: at once).
 // Its retry budget is not touched. On backends without a native delayed
 // requeue the declared fallback applies, with a one-time warning.
-func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) error {
+func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) (err error) {
+	ctx, span := e.startSettle(ctx, "requeue")
+	defer e.endSettle(ctx, span, "requeue", &err)
 	return e.requeue(ctx, "requeue", delay, nil, false)
 }
 
@@ -235,6 +256,7 @@ func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 		}
 		return err
 	}
+	e.q.tel.renewed.Add(ctx, 1, e.q.tel.add...)
 	e.mu.Lock()
 	// Keep the newest token (Azure pop receipts change on every update).
 	e.lease = nl
@@ -247,8 +269,10 @@ func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 
 // DeadLetter moves the message to the dead-letter store with a short reason
 // and an optional longer detail (such as the tail of the task's output).
-func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) error {
+func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err error) {
 	const op = "dead-letter"
+	ctx, span := e.startSettle(ctx, "dead_letter")
+	defer e.endSettle(ctx, span, "dead_letter", &err)
 	if err := e.q.degrade(op, driver.DeadLetter); err != nil {
 		return err
 	}
@@ -314,7 +338,10 @@ func (e *Envelope) RetriesLeft() int {
 // the message is dead-lettered with cause as the reason and detail (such as
 // the output's tail) kept beside it. Where the backend cannot delay a
 // requeue at all, the retry comes at once (with a one-time warning).
-func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (FailResult, error) {
+func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (res FailResult, err error) {
+	ctx, span := e.startSettle(ctx, "fail")
+	defer e.endSettle(ctx, span, "fail", &err)
+	defer func() { e.countFail(ctx, res, err) }()
 	left := e.RetriesLeft()
 	if left > 0 {
 		delay := e.retryDelay()

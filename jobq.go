@@ -32,6 +32,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/stash"
 )
@@ -73,6 +76,13 @@ type Options struct {
 	// tasks point at). Default stash.DefaultURLMux(); a program with its
 	// own credentials registers configured openers on its own mux.
 	StashMux *stash.URLMux
+	// TracerProvider makes the queue's spans (push, receive, process,
+	// settle; docs/observability.md). Defaults to otel.GetTracerProvider():
+	// a no-op until the program installs one.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the queue's metrics, and the worker's. Defaults
+	// to otel.GetMeterProvider(): a no-op until the program installs one.
+	MeterProvider metric.MeterProvider
 }
 
 func (o Options) logger() *slog.Logger {
@@ -103,6 +113,7 @@ type Queue struct {
 	// results (or declares Results unsupported).
 	results  driver.ResultStore
 	policies policyCache
+	tel      *telemetry
 }
 
 // Open opens the queue named by rawURL with default options, on the default
@@ -166,6 +177,7 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 	}
 	q.policies.q = q
 	q.settle = newSettler(q)
+	q.tel = newTelemetry(q, opts)
 	return q
 }
 
@@ -297,16 +309,19 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	if tx == nil {
 		return nil, errorf(InvalidArgument, op, "the transaction is nil: pass the one your writes use")
 	}
-	return q.waitForRoom(ctx, opts, func() ([]PushResult, error) {
+	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
+		ctx, span := q.startPush(ctx, len(tasks))
+		defer func() { q.endPush(ctx, span, out, err) }()
 		msgs, err := q.prepareAll(ctx, tasks)
 		if err != nil || len(msgs) == 0 {
 			return nil, err
 		}
+		stampTrace(ctx, msgs)
 		rs, err := txp.PushTx(ctx, tx, msgs)
 		if err != nil {
 			return nil, q.wrap(op, err)
 		}
-		out := make([]PushResult, len(rs))
+		out = make([]PushResult, len(rs))
 		for i, r := range rs {
 			out[i] = PushResult{ID: msgs[i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
 		}
@@ -345,17 +360,20 @@ func (q *Queue) prepareAll(ctx context.Context, tasks []*Task) ([]*driver.Messag
 	return msgs, nil
 }
 
-func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
+func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) (results []PushResult, err error) {
 	const op = "push"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
 	}
+	ctx, span := q.startPush(ctx, len(tasks))
+	defer func() { q.endPush(ctx, span, results, err) }()
 	msgs, err := q.prepareAll(ctx, tasks)
 	if err != nil {
 		return nil, err
 	}
+	stampTrace(ctx, msgs)
 	ahead := q.readyAhead(ctx, opts)
-	results := make([]PushResult, len(tasks))
+	results = make([]PushResult, len(tasks))
 	defer func() { positions(results, msgs, ahead) }()
 	chunk := len(msgs)
 	if q.caps.MaxPushBatch > 0 && chunk > q.caps.MaxPushBatch {
@@ -459,11 +477,14 @@ func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions
 	}
 	w := newReceiveWait(opts.Wait)
 	for {
+		began := time.Now()
 		recs, err := q.drv.Receive(ctx, driver.ReceiveParams{Max: limit, Visibility: vis, Wait: w.driverWait()})
 		if err != nil {
 			return nil, q.wrap(op, err)
 		}
 		if envs := q.envelopes(ctx, recs, vis); len(envs) > 0 {
+			q.receiveSpan(ctx, began, envs)
+			q.observeWait(ctx, envs)
 			return envs, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -593,7 +614,9 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 			if err != nil {
 				q.log.Error("jobq: could not dead-letter a poison message; it will be redelivered when its lease expires",
 					"message_id", poison[i].Lease.MessageID, "error", err)
+				continue
 			}
+			q.tel.dead.Add(ctx, 1, q.tel.add...)
 		}
 	}
 	return envs
@@ -696,6 +719,7 @@ func (q *Queue) Close() error {
 		q.closed.Store(true)
 		close(q.closing)
 		q.settle.wait()
+		q.tel.close()
 		err = q.wrap("close", q.drv.Close())
 		q.stash.close()
 	})

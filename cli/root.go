@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/queueurl"
@@ -38,6 +39,10 @@ type app struct {
 	// one, less what worker.Withheld names (unless --pass-env gives it
 	// back).
 	baseEnv []string
+	// tel is the OpenTelemetry SDK the OTEL_* variables ask for (otel.go),
+	// started by open; metricsReader is the worker's --metrics-addr reader.
+	tel           *telemetry
+	metricsReader *sdkmetric.ManualReader
 }
 
 // Main runs the jobq command with args (without the program name) on the
@@ -62,6 +67,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(redactWriter{stdout})
 	root.SetErr(redactWriter{stderr})
 	err := root.ExecuteContext(ctx)
+	if terr := a.tel.shutdown(); terr != nil && a.log != nil {
+		a.log.Warn("could not export the last telemetry", "error", terr)
+	}
 	if err != nil {
 		code := exitCode(err)
 		var ee *exitError
@@ -230,6 +238,10 @@ func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
 		connStr = os.Getenv("JOBQ_CONNECTION_STRING")
 	}
 	opts := jobq.Options{Logger: a.log, ConnectionString: connStr}
+	if err := a.setupTelemetry(ctx); err != nil {
+		return nil, err
+	}
+	a.tel.options(&opts)
 	if err := a.applyStash(&opts); err != nil {
 		return nil, err
 	}

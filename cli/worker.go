@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/bound"
@@ -40,6 +41,8 @@ type workerFlags struct {
 	metadata       string // the metadata service's base URL
 	passEnv        []string
 	registryEvery  time.Duration // the worker registry's heartbeat (workers.go); 0: off
+	metricsAddr    string        // --metrics-addr: serve Prometheus metrics there
+	metricsPublic  bool          // --metrics-public: allow a non-loopback --metrics-addr
 }
 
 // ExitPreempted is the worker's exit status when a preemption notice
@@ -130,7 +133,13 @@ settlement with backoff, logging once when it pauses and once when it
 resumes.
 
 A status line (queue size, tasks done, failures, rate) is logged every
---status-interval.`
+--status-interval.
+
+Metrics and traces: --metrics-addr 127.0.0.1:9464 serves Prometheus metrics
+(tasks done, failed, dead-lettered and requeued, run times, queue wait,
+leases, queue depth) at /metrics, on loopback unless --metrics-public.
+OTEL_EXPORTER_OTLP_ENDPOINT (and the other standard OTEL_* variables) sends
+OpenTelemetry traces and metrics over OTLP/HTTP; see docs/observability.md.`
 
 func (a *app) workerCommand() *cobra.Command {
 	var f workerFlags
@@ -163,6 +172,8 @@ func (a *app) workerCommand() *cobra.Command {
 	f.statusInterval = 5 * time.Minute
 	fl.Var(durationFlag(&f.statusInterval), "status-interval", "how often to log a status line (0: never)")
 	countFlag(fl, &f.prefetch, "prefetch", "", 0, prefetchRange, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics, such as 127.0.0.1:9464 (loopback only unless --metrics-public)")
+	fl.BoolVar(&f.metricsPublic, "metrics-public", false, "allow --metrics-addr on a non-loopback address (the endpoint has no authentication)")
 	return cmd
 }
 
@@ -233,6 +244,11 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 	if f.noHeartbeat {
 		f.heartbeat = false
 	}
+	if f.metricsAddr != "" {
+		if err := checkMetricsAddr(f.metricsAddr, f.metricsPublic); err != nil {
+			return err
+		}
+	}
 	if err := f.checkPreemption(cmd); err != nil {
 		return err
 	}
@@ -262,11 +278,21 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	if err != nil {
 		return err
 	}
+	if f.metricsAddr != "" {
+		a.metricsReader = sdkmetric.NewManualReader()
+	}
 	q, err := a.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer q.Close()
+	if f.metricsAddr != "" {
+		ms, err := serveMetrics(f.metricsAddr, a.metricsReader, a.log)
+		if err != nil {
+			return err
+		}
+		defer ms.stop()
+	}
 
 	opts, mode, err := a.workerOptions(f, maxTasks, gate)
 	if err != nil {

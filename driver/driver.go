@@ -56,6 +56,12 @@ type Message struct {
 	// this message, for drivers that declare ConcurrencyLimit or RateLimit.
 	ConcurrencyKey string
 	RateLimitKey   string
+	// TraceParent is the producer's W3C trace context (a traceparent
+	// header value), empty when the push was not traced. Drivers keep it
+	// in the engine's own metadata beside the body (a column, a hash
+	// field, an application property), never in the body, and return it
+	// as Received.TraceParent; one with nowhere to keep it drops it.
+	TraceParent string
 }
 
 // PushResult reports what happened to one pushed message.
@@ -102,6 +108,9 @@ type Received struct {
 	UncountedDeliveries int
 	// EnqueuedAt is when the message was first pushed, if known.
 	EnqueuedAt time.Time
+	// TraceParent is Message.TraceParent as pushed, where the driver keeps
+	// it; empty otherwise.
+	TraceParent string
 	// Lease is this claim.
 	Lease Lease
 }

@@ -487,11 +487,16 @@ func (d *dispatcher) run(env *jobq.Envelope, ticket *handlerTicket, pool chan st
 		early bool
 		entry *list.Element
 	)
+	// The task is counted, and runs in its process span, until it is
+	// settled (telemetry.go): here rather than in process, whose stack
+	// frame the settlement's deepest calls sit on.
+	d.w.tel.hold(env)
 	d.w.process(env, ticket, func() {
 		if entry, early = d.unsettled.admit(time.Now()); early {
 			pool <- struct{}{}
 		}
 	})
+	d.w.tel.release(env)
 	if early {
 		d.unsettled.done(entry)
 	} else {

@@ -23,7 +23,8 @@ const settleTimeout = 30 * time.Second
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := taskLogger(w.log, env.Task.ID)
 	// The task's context ends when the worker stops (cause errStopping) or
-	// the lease is lost (cause jobq.ErrLockLost).
+	// the lease is lost (cause jobq.ErrLockLost). It holds the task's
+	// process span (dispatcher.run starts it).
 	ctx, cancel := env.Context(w.stopCtx)
 	w.leases.hold(ctx, env, log)
 	// let go ends the task's context and its renewals; every settlement
@@ -126,6 +127,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.countOutcome(err == nil, failed, log)
+	w.tel.ran(ctx, err, cause, time.Since(start))
 	w.pace.observe(time.Since(start))
 	free()
 	w.settleOutcome(env, log, err, cause, start, elapsed)

@@ -115,7 +115,8 @@ type Worker struct {
 	inflight                                      running // the running tasks, for cancel requests (cancel.go)
 	started                                       time.Time
 
-	events        events // subscriptions to settlement events (events.go)
+	tel           *telemetry // metrics (telemetry.go)
+	events        events     // subscriptions to settlement events (events.go)
 	eventsDropped atomic.Int64
 
 	reg *registry // this worker's record in the worker registry (registry.go)
@@ -145,6 +146,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	w.reg = newRegistry(w)
 	w.h = w.reg.track(h)
 	w.watchCancels = q != nil && w.cancelsRunning()
+	w.tel = newTelemetry(q, w)
 	return w
 }
 

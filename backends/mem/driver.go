@@ -80,6 +80,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			enqueuedAt: now,
 			concKey:    in.ConcurrencyKey,
 			rateKey:    in.RateLimitKey,
+			trace:      in.TraceParent,
 		}
 		if d.level(driver.Priority) != driver.Unsupported {
 			m.priority = in.Priority
@@ -125,6 +126,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 				Body:          slices.Clone(m.body),
 				DeliveryCount: m.deliveries,
 				EnqueuedAt:    m.enqueuedAt,
+				TraceParent:   m.trace,
 				Lease:         driver.Lease{MessageID: m.id, Token: m.token, Expiry: m.due},
 			})
 		}

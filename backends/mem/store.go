@@ -27,6 +27,7 @@ type message struct {
 	deliveries int
 	concKey    string // concurrency and rate-limit keys (policy.go)
 	rateKey    string
+	trace      string // the producer's traceparent (driver.Message.TraceParent)
 
 	state state
 	due   time.Time // visible since (ready), visible at (waiting) or lease expiry (leased)

@@ -300,7 +300,10 @@ SELECT`),
 		// A key's held leases are forgotten with its cap.
 		remove: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1 AND key = $3 AND $2 = 'concurrency')
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
-		claim: r.Replace(asyncCTE + ` SELECT c.* FROM async, {{s}}.claim_with_policies($1, $2, $3) AS c`),
+		// The trace context (schema step 8) is read beside the function's
+		// rows: the row as it was before the claim, which has the same.
+		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, '') FROM async, {{s}}.claim_with_policies($1, $2, $3) AS c
+	LEFT JOIN {{s}}.messages m ON m.queue = $1 AND m.priority = c.r_priority AND m.id = c.r_id`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),
 		lockDepth: r.Replace(`SELECT pg_advisory_xact_lock(hashtextextended('jobq.depth.{{s}}.' || $1, 0))`),

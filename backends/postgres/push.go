@@ -72,8 +72,15 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 	notBefore := make([]pgtype.Timestamptz, len(msgs))
 	ckeys := make([]string, len(msgs))
 	rkeys := make([]string, len(msgs))
+	var traces []string // NULL unless a message is traced: unnest pads it
 	for i, m := range msgs {
 		ckeys[i], rkeys[i] = m.ConcurrencyKey, m.RateLimitKey
+		if m.TraceParent != "" {
+			if traces == nil {
+				traces = make([]string, len(msgs))
+			}
+			traces[i] = m.TraceParent
+		}
 		if len(m.Body) > d.cfg.maxMessageBytes {
 			return nil, driver.Errorf(driver.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
 				m.ID, len(m.Body), d.cfg.maxMessageBytes)
@@ -94,9 +101,9 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 		// error) for each: insert with ON CONFLICT at once.
 		sql = stmt.dedup
 	}
-	args := []any{d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys}
+	args := []any{d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys, traces}
 	if len(msgs) == 1 {
-		args = []any{d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0]}
+		args = []any{d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0], msgs[0].TraceParent}
 	}
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {

@@ -98,7 +98,7 @@ SET visible_at = now() + $3::bigint * interval '1 microsecond',
     deliveries = ` + nextDelivery + `
 FROM c, async
 WHERE m.ctid = c.ctid
-RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority`),
+RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, '')`),
 
 		// nextVisible: microseconds until the earliest message of the queue
 		// becomes visible (a lease or delay ending; negative when one is
@@ -216,7 +216,7 @@ func pushVariants(r *strings.Replacer) (v [2][2]pushStatements) {
 }
 
 // insertMessages begins both push statements: the columns a push sets.
-const insertMessages = `INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key)`
+const insertMessages = `INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key, trace_parent)`
 
 // pushSQL is the push statement: one multi-row insert from arrays, or with
 // one, a single row from plain parameters (pushOneSQL). ON CONFLICT skips
@@ -244,8 +244,8 @@ func pushSQL(async, one, dedup bool) string {
 	}
 	return with + `ins AS (
 	` + insertMessages + `
-	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, '')
-	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[]) AS m(task_id, body, priority, not_before, ckey, rkey)` + from + conflict + `
+	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, ''), NULLIF(m.trace, '')
+	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[], $10::text[]) AS m(task_id, body, priority, not_before, ckey, rkey, trace)` + from + conflict + `
 	RETURNING id, task_id
 ), n AS (
 	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
@@ -258,7 +258,7 @@ SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 // column, void, that readInserted skips). Without the batch statement's
 // CTEs it ran 5-10 % faster.
 func pushOneSQL(async bool, conflict string) string {
-	row := `$1, NULLIF($2::text, ''), $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, '')`
+	row := `$1, NULLIF($2::text, ''), $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
 	with, source := "", `
 	VALUES (`+row+`)`
 	if async {

@@ -100,7 +100,7 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		var deliveries int32
 		var enqueued pgtype.Timestamptz
 		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &enqueued, &r.Lease.Token, &c.priority); err != nil {
+		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent); err != nil {
 			return nil, err
 		}
 		r.Lease.Token = leaseToken(r.Lease.Token, c.priority)

@@ -135,6 +135,6 @@ func migrateSteps(ctx context.Context, pool *pgxpool.Pool, schema string, steps 
 				return err
 			}
 		}
-		return nil
+		return ensureTraceColumn(ctx, tx, schema, s)
 	})
 }

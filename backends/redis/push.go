@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -22,10 +23,15 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	chunks := make([][]any, len(bounds))
 	now := time.Now().UnixMilli()
 	for c, b := range bounds {
-		args := make([]any, 0, 1+6*(b[1]-b[0]))
-		args = append(args, now)
+		traced := anyTraced(msgs[b[0]:b[1]])
+		args := make([]any, 0, 1+7*(b[1]-b[0]))
+		if traced {
+			args = append(args, "t"+strconv.FormatInt(now, 10))
+		} else {
+			args = append(args, now)
+		}
 		for i := b[0]; i < b[1]; i++ {
-			args = appendPushFields(args, msgs[i], i == b[1]-1)
+			args = appendPushFields(args, msgs[i], i == b[1]-1, traced)
 		}
 		chunks[c] = args
 	}
@@ -50,21 +56,37 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	return out, nil
 }
 
+// anyTraced reports whether a message of msgs carries a trace context: the
+// push script's call then takes a seventh field per message.
+func anyTraced(msgs []*driver.Message) bool {
+	for _, m := range msgs {
+		if m.TraceParent != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // appendPushFields appends a message's fields for the push script. The last
 // message of a call leaves out its trailing fields that hold their defaults
 // (priority 0, no not-before, no concurrency or rate-limit key), which the
 // script fills in: Redis charges a script for every argument, and most
 // pushes set none of these.
-func appendPushFields(args []any, m *driver.Message, last bool) []any {
+func appendPushFields(args []any, m *driver.Message, last, traced bool) []any {
 	var nb int64
 	if !m.NotBefore.IsZero() {
 		nb = m.NotBefore.UnixMilli()
 	}
-	f := [...]any{m.ID, m.Body, m.Priority, nb, m.ConcurrencyKey, m.RateLimitKey}
-	n := len(f)
+	f := [...]any{m.ID, m.Body, m.Priority, nb, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent}
+	n := len(f) - 1
+	if traced {
+		n = len(f)
+	}
 	if last {
 		switch {
+		case traced && m.TraceParent != "":
 		case m.RateLimitKey != "":
+			n = 6
 		case m.ConcurrencyKey != "":
 			n = 5
 		case nb != 0:

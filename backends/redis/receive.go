@@ -95,13 +95,14 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64) (recs []*driver.Re
 	// The lease's expiry is measured on this machine's clock from before the
 	// call, so it is never later than the server's.
 	expiry := start.Add(time.Duration(vis) * time.Millisecond)
-	recs = make([]*driver.Received, 0, (len(res)-2)/6)
-	for i := 2; i+5 < len(res); i += 6 {
+	recs = make([]*driver.Received, 0, (len(res)-2)/7)
+	for i := 2; i+6 < len(res); i += 7 {
 		recs = append(recs, &driver.Received{
 			ID:            asStr(res[i+3]),
 			Body:          []byte(asStr(res[i+4])),
 			DeliveryCount: int(asInt(res[i+2])),
 			EnqueuedAt:    fromMs(asInt(res[i+5])),
+			TraceParent:   asStr(res[i+6]),
 			Lease: driver.Lease{
 				MessageID: asStr(res[i]),
 				Token:     asStr(res[i+1]),

@@ -37,6 +37,7 @@ import goredis "github.com/redis/go-redis/v9"
 //	n  "1" when the message does not own its task id in the ids hash
 //	q  arrival number of its ready member, when it is not the message id
 //	t  lease token        l  lease expiry (ms)      (only while leased)
+//	h  the producer's W3C trace context (driver.Message.TraceParent), only when traced
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
 //
 // A push writes b, e and i (empty when the task has none), and p, c and k
@@ -184,7 +185,8 @@ end
 
 // pushScript stores messages. ARGV: prefix, the producer's time (ms), then
 // per message (task id, body, priority, not-before ms or 0, concurrency key,
-// rate-limit key). The last message's fields may stop after its body, or
+// rate-limit key), and a seventh field, the trace context, when the time
+// starts with "t" (a traced push: untraced ones pay no argument for it). The last message's fields may stop after its body, or
 // after any later field: those left out take their defaults (priority 0,
 // not-before 0, no keys), so that a plain one-message push passes four
 // arguments rather than eight. A max-depth policy (policy.go) makes it
@@ -197,11 +199,12 @@ var pushScript = goredis.NewScript(pushPrelude + `
 -- is str(x), P .. 'm:' .. mid is mkey(mid), and ZCOUNT from '-inf' to
 -- '(inf' is counted.
 local READY, IDS = P .. 'ready', P .. 'ids'
-local W = 6
+local W, nowStr = 6, ARGV[2]
+if string.byte(nowStr) == 116 then W, nowStr = 7, string.sub(nowStr, 2) end
 local n = math.floor((#ARGV - 2 + W - 1) / W)
 -- The producer's clock, on which NotBefore is too, saves a TIME command;
 -- it is parsed only for a message that has a NotBefore.
-local nowStr, now = ARGV[2], nil
+local now = nil
 local maxDepth = redis.call('GET', P .. 'pold')
 if maxDepth then
   maxDepth = tonumber(maxDepth)
@@ -234,6 +237,7 @@ for i = 0, n - 1 do
   local id, body = ARGV[3 + i * W], ARGV[4 + i * W]
   local pri, nb = ARGV[5 + i * W] or '0', ARGV[6 + i * W] or '0'
   local ckey, rkey = ARGV[7 + i * W] or '', ARGV[8 + i * W] or ''
+  local trace = W == 7 and ARGV[9 + i * W] or ''
   local mid = string.format('%d', first + i + 1)
   local existing = false
   if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
@@ -245,13 +249,14 @@ for i = 0, n - 1 do
     -- Only what is not a default: priority 0, no keys, delivery count 0
     -- and visible-at = enqueued are left out. A message without them, the
     -- common one, is stored without building a table.
-    if pri == '0' and ckey == '' and rkey == '' then
+    if pri == '0' and ckey == '' and rkey == '' and trace == '' then
       redis.call('HSET', P .. 'm:' .. mid, 'b', body, 'e', nowStr, 'i', id)
     else
       local f = {'b', body, 'e', nowStr, 'i', id}
       if pri ~= '0' then f[#f + 1] = 'p'; f[#f + 1] = pri end
       if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
       if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
+      if trace ~= '' then f[#f + 1] = 'h'; f[#f + 1] = trace end
       redis.call('HSET', P .. 'm:' .. mid, unpack(f))
     end
     local later = false
@@ -287,9 +292,9 @@ return out
 
 // claimScript leases up to max ready messages. ARGV: prefix, max,
 // visibility ms. Returns {now, next} where next is the earliest time (ms) a
-// delayed message or lease comes due (-1 when none), followed by six fields
-// per claimed message: message id, token, delivery count, task id, body,
-// enqueued ms.
+// delayed message or lease comes due (-1 when none), followed by seven
+// fields per claimed message: message id, token, delivery count, task id,
+// body, enqueued ms, trace context.
 var claimScript = goredis.NewScript(common + readyLua + policyLua + damageLua + `
 local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
@@ -336,7 +341,7 @@ for j = 1, cnt do
   -- that is not a hash, a field that is not a number) must not abort the
   -- script, which would lose every message popped above; it is
   -- quarantined instead, and the others are claimed.
-  local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p')
+  local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h')
   if f.err or not f[2] or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
       or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
     damaged = damaged or damage_lua()
@@ -353,8 +358,8 @@ for j = 1, cnt do
     leased[nl + 1], leased[nl + 2] = exp, mid
     nl = nl + 2
     out[no + 1], out[no + 2], out[no + 3] = mid, tok, dc
-    out[no + 4], out[no + 5], out[no + 6] = f[1] or '', f[2], f[3] or ''
-    no = no + 6
+    out[no + 4], out[no + 5], out[no + 6], out[no + 7] = f[1] or '', f[2], f[3] or '', f[6] or ''
+    no = no + 7
   end
 end
 if nl > 0 then redis.call('ZADD', INFLIGHT, unpack(leased)) end

@@ -33,7 +33,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	now := time.Now()
 	for i := 0; i < len(msgs); {
 		if m := msgs[i]; m.NotBefore.After(now) {
-			if _, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{newMessage(m.ID, m.ID, m.Body, 0)}, d.clock.broker(m.NotBefore), nil); err != nil {
+			if _, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{withTrace(newMessage(m.ID, m.ID, m.Body, 0), m.TraceParent)}, d.clock.broker(m.NotBefore), nil); err != nil {
 				return results, d.fail(op, err)
 			}
 			results = append(results, driver.PushResult{MessageID: m.ID})
@@ -46,7 +46,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		}
 		j := i
 		for ; j < len(msgs) && !msgs[j].NotBefore.After(now); j++ {
-			err := batch.AddMessage(newMessage(msgs[j].ID, msgs[j].ID, msgs[j].Body, 0), nil)
+			err := batch.AddMessage(withTrace(newMessage(msgs[j].ID, msgs[j].ID, msgs[j].Body, 0), msgs[j].TraceParent), nil)
 			if errors.Is(err, azservicebus.ErrMessageTooLarge) && batch.NumMessages() > 0 {
 				break // the batch is full: send it and start another
 			}

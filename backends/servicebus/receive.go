@@ -55,6 +55,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			Body:                m.Body,
 			DeliveryCount:       h.deliveries(),
 			UncountedDeliveries: h.uncounted,
+			TraceParent:         traceParent(m),
 			Lease:               d.lease(h),
 		}
 		if m.EnqueuedTime != nil {

@@ -13,8 +13,8 @@ import (
 // insertMessage stores one message unless a message with the same task ID is
 // still in the queue (dedup); RETURNING then yields no row.
 const insertMessage = `
-INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING
 RETURNING id`
 
@@ -37,7 +37,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				visible = micros(m.NotBefore)
 			}
 			var id int64
-			err := tx.QueryRow(insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey).Scan(&id)
+			err := tx.QueryRow(insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				// A message with this task ID is queued already.
 				if err := tx.QueryRow(selectByTask, d.cfg.queue, m.ID).Scan(&id); err != nil {

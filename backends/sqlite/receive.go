@@ -40,7 +40,7 @@ RETURNING ` + claimedColumns
 const nextDelivery = `CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483646 THEN deliveries + 1 ELSE deliveries END`
 
 // claimedColumns are what a claim returns, for scanClaimed.
-const claimedColumns = `id, task_id, body, deliveries, enqueued_at, priority`
+const claimedColumns = `id, task_id, body, deliveries, enqueued_at, priority, trace_parent`
 
 // quarantineClaimed moves a claimed row whose fields are damaged to the
 // dead letters, with the reason, keeping only values ListDead and
@@ -168,10 +168,10 @@ func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query stri
 	var bad []damaged
 	for rows.Next() {
 		var (
-			id                            int64
-			taskID, body, dc, enq, rowPri any
+			id                                   int64
+			taskID, body, dc, enq, rowPri, trace any
 		)
-		if err := rows.Scan(&id, &taskID, &body, &dc, &enq, &rowPri); err != nil {
+		if err := rows.Scan(&id, &taskID, &body, &dc, &enq, &rowPri, &trace); err != nil {
 			return nil, nil, err
 		}
 		r, priority, why := claimedMessage(taskID, body, dc, enq, rowPri)
@@ -180,6 +180,7 @@ func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query stri
 			continue
 		}
 		r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
+		r.TraceParent = traceText(trace)
 		out = append(out, r)
 		prio = append(prio, priority)
 	}

@@ -75,6 +75,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migrateWorkers(ctx, tx); err != nil {
 		return err
 	}
+	if err := migrateTrace(ctx, tx); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 

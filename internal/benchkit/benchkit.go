@@ -45,11 +45,14 @@ func envInt(name string, def int) int {
 }
 
 // Open opens the queue at url through the portable API with a discarding
-// logger, failing the benchmark on error, and closes it when the benchmark
-// ends.
+// logger (and, with $JOBQ_BENCH_METRICS=prometheus, a served and scraped
+// metrics SDK), failing the benchmark on error, and closes it when the
+// benchmark ends.
 func Open(b *testing.B, url string) *jobq.Queue {
 	b.Helper()
-	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+	opts := jobq.Options{Logger: slog.New(slog.DiscardHandler)}
+	withMetrics(b, &opts) // $JOBQ_BENCH_METRICS (metrics.go)
+	q, err := jobq.OpenWithOptions(context.Background(), url, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,14 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/jobq/jobq/internal/otelcheck"
+)
+
+// TestTelemetry checks the spans (the process span linked to the push) and
+// the metric values of a small run, through the trace_parent column.
+func TestTelemetry(t *testing.T) {
+	t.Parallel()
+	otelcheck.Run(t, newQueueURL(t), 0)
+}

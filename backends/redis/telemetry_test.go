@@ -1,0 +1,14 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/jobq/jobq/internal/otelcheck"
+)
+
+// TestTelemetry checks the spans (the process span linked to the push) and
+// the metric values of a small run, through the message hash's h field.
+func TestTelemetry(t *testing.T) {
+	t.Parallel()
+	otelcheck.Run(t, newQueueURL(t, ""), 0)
+}
