@@ -84,7 +84,7 @@ func (d *recordDetails) encode() []byte {
 	}{{"started", d.started}, {"finished", d.ended}} {
 		if !f.t.IsZero() {
 			b = append(b, `, "`+f.name+`": `...)
-			b = pyjson.AppendString(b, f.t.UTC().Format(time.RFC3339Nano))
+			b = appendTime(b, f.t)
 		}
 	}
 	if len(d.attempts) > 0 {
