@@ -84,7 +84,7 @@ func appendAttempts(b []byte, as []Attempt) []byte {
 		}{{"start", a.Start}, {"end", a.End}} {
 			if !f.t.IsZero() {
 				b = append(b, `, "`+f.name+`": `...)
-				b = pyjson.AppendString(b, f.t.UTC().Format(time.RFC3339Nano))
+				b = appendTime(b, f.t)
 			}
 		}
 		if a.ExitCode != nil {

@@ -179,7 +179,7 @@ func (e *Envelope) Complete(ctx context.Context) error {
 }
 
 // complete deletes the message, storing rec (when not nil) with it.
-func (e *Envelope) complete(ctx context.Context, op string, rec *driver.ResultRecord) error {
+func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord) error {
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
@@ -285,7 +285,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err e
 	// stored: a refused one would bring the message back forever.
 	errs := e.q.deadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
 		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire)}},
-		[]*driver.ResultRecord{rec})
+		[]*driver.ResultRecord{rec.record()})
 	return e.finish(op, first(errs))
 }
 

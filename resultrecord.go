@@ -84,7 +84,7 @@ func (d *recordDetails) encode() []byte {
 	}{{"started", d.started}, {"finished", d.ended}} {
 		if !f.t.IsZero() {
 			b = append(b, `, "`+f.name+`": `...)
-			b = pyjson.AppendString(b, f.t.UTC().Format(time.RFC3339Nano))
+			b = appendTime(b, f.t)
 		}
 	}
 	if len(d.attempts) > 0 {
@@ -193,18 +193,39 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 	return r, ref, nil
 }
 
+// pendingRecord is a result record whose details are not encoded yet. A
+// completion's record is encoded by the settler's flusher (settle.go), not
+// on the task's own goroutine: that goroutine starts with a small stack,
+// and the encoder's frames made the runtime grow (copy) it for every task,
+// which cost more than the encoding itself.
+type pendingRecord struct {
+	id          string
+	state       ResultState
+	at, expires time.Time
+	details     recordDetails
+}
+
+// record encodes p; nil for a nil p.
+func (p *pendingRecord) record() *driver.ResultRecord {
+	if p == nil {
+		return nil
+	}
+	return &driver.ResultRecord{ID: p.id, State: p.state, UpdatedAt: p.at, ExpiresAt: p.expires, Data: p.details.encode()}
+}
+
 // recordOf builds the result record this envelope's settlement writes, or
 // nil when the queue keeps no results. errText is the failure (or the
 // cancel's reason); detail is a dead letter's detail, used as the output
 // when SetResult gave none.
-func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, detail string) *driver.ResultRecord {
+func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, detail string) *pendingRecord {
 	if e.q.results == nil {
 		return nil
 	}
 	e.mu.Lock()
 	pending, set := e.attempt, e.result
 	e.mu.Unlock()
-	d := recordDetails{deliveries: e.DeliveryCount, errText: settleText(errText, maxReasonBytes, false)}
+	p := &pendingRecord{id: e.Task.ID, state: state, details: recordDetails{deliveries: e.DeliveryCount, errText: settleText(errText, maxReasonBytes, false)}}
+	d := &p.details
 	if e.recordsAttempts() {
 		d.attempts = withExpired(e.wire.Attempts, e.DeliveryCount)
 	}
@@ -234,13 +255,15 @@ func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, det
 		}
 	}
 	d.output = settleText(d.output, maxRecordOutput, true)
-	return e.q.newRecord(e.Task.ID, state, now, &d)
+	p.at, p.expires = now, now.Add(e.q.policies.retention())
+	return p
 }
 
 // newRecord builds a record of task id, expiring after the queue's
 // retention.
 func (q *Queue) newRecord(id string, state ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
-	return &driver.ResultRecord{ID: id, State: state, UpdatedAt: now, ExpiresAt: now.Add(q.policies.retention()), Data: d.encode()}
+	p := pendingRecord{id: id, state: state, at: now, expires: now.Add(q.policies.retention()), details: *d}
+	return p.record()
 }
 
 // poisonRecord is the record of a message dead-lettered as poison, when its

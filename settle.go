@@ -42,7 +42,7 @@ type settler struct {
 type completeReq struct {
 	ctx   context.Context
 	lease driver.Lease
-	rec   *driver.ResultRecord // stored with the completion; nil for none
+	rec   *pendingRecord // stored with the completion; nil for none
 	done  chan error
 }
 
@@ -71,7 +71,7 @@ func newSettler(q *Queue) *settler {
 
 // complete queues one lease, with the result record to store with it (nil
 // for none), and waits for its result.
-func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *driver.ResultRecord) error {
+func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pendingRecord) error {
 	if s.max == 1 {
 		return s.completeOne(ctx, lease, rec)
 	}
@@ -95,7 +95,7 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *driver.
 // completeOne settles one lease with a driver call of its own. As in a
 // batch, the call runs without the caller's cancellation (bounded by
 // settleTimeout): a caller that gives up only stops waiting.
-func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *driver.ResultRecord) error {
+func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pendingRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err // as a batch skips it: nothing is sent
 	}
@@ -118,7 +118,7 @@ func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *driv
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 		var err error
-		if errs := s.q.completeWith(cctx, []driver.Lease{lease}, []*driver.ResultRecord{rec}); errs != nil {
+		if errs := s.q.completeWith(cctx, []driver.Lease{lease}, []*driver.ResultRecord{rec.record()}); errs != nil {
 			err = errs[0]
 		}
 		done <- err
@@ -177,7 +177,7 @@ func (s *settler) flush(batch []completeReq) {
 			continue
 		}
 		leases = append(leases, r.lease)
-		recs = append(recs, r.rec)
+		recs = append(recs, r.rec.record()) // here, on the flusher's stack: see pendingRecord
 		live = append(live, r)
 	}
 	if len(live) == 0 {

@@ -173,7 +173,7 @@ func appendV2(b []byte, t *Task) []byte {
 	}
 	if !t.NotBefore.IsZero() {
 		b = append(b, `, "not_before": `...)
-		b = pyjson.AppendString(b, t.NotBefore.UTC().Format(time.RFC3339Nano))
+		b = appendTime(b, t.NotBefore)
 	}
 	for _, f := range []struct{ name, value string }{
 		{"gate_cmd", t.GateCmd},
@@ -667,6 +667,15 @@ func decodeBackoff(v pyjson.Value) (Backoff, error) {
 		return Backoff{}, decodeError(`task "retry_backoff" base %v and cap %v must be positive, with the base at most the cap`, b.Base, b.Cap)
 	}
 	return b, nil
+}
+
+// appendTime writes t as a JSON string in RFC 3339 with nanoseconds, in
+// UTC. The format's characters need no escaping, so it is appended as is,
+// without the copy a formatted string costs.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
 }
 
 // appendSeconds writes d as a JSON number of seconds, to the millisecond
