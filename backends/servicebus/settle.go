@@ -113,7 +113,9 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 //
 // A requeue that counts — a retry after a failure (Failed), or any requeue
 // with requeue=redeliver — is AbandonMessage: visible at once, and Service
-// Bus counts the delivery. When that abandon would reach the queue's max
+// Bus counts the delivery. Under requeue=schedule (the default) a retry
+// with a delay (its backoff) is a scheduled copy instead, which carries
+// the delivery counted. When that abandon would reach the queue's max
 // delivery count, and so make Service Bus dead-letter the message before
 // jobq's retry budget is spent, the message is carried over to a copy
 // instead (see requeueCopy), which restarts the broker's count.
@@ -129,23 +131,32 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 	return d.settle(ctx, "requeue", leases, func(h *held, i int) error {
 		r := reqs[i]
 		counts := r.Failed || d.cfg.requeue == RequeueRedeliver
-		if counts && int(h.msg.DeliveryCount) < d.maxDelivery {
+		redeliver := r.Delay < abandonBelow || d.cfg.requeue == RequeueRedeliver
+		if counts && redeliver && int(h.msg.DeliveryCount) < d.maxDelivery {
 			return settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 				return h.recv.AbandonMessage(ctx, m, nil)
 			})
 		}
+		// Here the requeue is a copy: one that does not count, one whose
+		// abandon would reach the max delivery count, or a retry after
+		// its backoff (an abandon cannot wait), which counts this delivery.
 		uncounted := h.uncounted
-		if counts {
+		switch {
+		case !counts:
+			uncounted++
+		case int(h.msg.DeliveryCount) >= d.maxDelivery:
 			d.warnCarriedOver.Do(func() {
 				d.log.Warn("servicebus: a requeue would have reached the queue's max delivery count, and Service Bus would dead-letter the task before its retries are spent; jobq requeues it as a copy instead (raise the max delivery count above the tasks' num_retries)",
 					"queue", d.queue, "max_delivery_count", d.maxDelivery, "delivery", h.deliveries())
 			})
-		} else {
-			uncounted++
 		}
 		return d.requeueCopy(ctx, h, r.Delay, uncounted)
 	})
 }
+
+// abandonBelow is the shortest retry delay worth a scheduled copy: a
+// shorter one is an abandon, which the broker redelivers about as soon.
+const abandonBelow = time.Second
 
 // requeueCopy schedules a copy of h's message at delay from now (on the
 // broker's clock) and then completes the original. The copy has a fresh

@@ -90,6 +90,12 @@ func (c *C) corruptCase(k corruptCase) {
 	if level(q, driver.DeadLetter) == driver.Unsupported {
 		c.Skipf("the backend has no dead-letter store to quarantine damaged messages in")
 	}
+	// A deliverable damaged message is failed through its budget; its
+	// retries come at once (their timing is checkRetryBackoff's), through
+	// the queue's policy since the message cannot carry a backoff.
+	if err := q.Policies().Set(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+		c.Fatalf("set a quick retry-backoff policy: %v", err)
+	}
 	want := c.pushAroundDamaged(q, k)
 	bad := c.receiveBesideDamaged(q, k, want)
 	c.failDamagedToTheEnd(q, k, bad)
