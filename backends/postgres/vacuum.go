@@ -46,7 +46,7 @@ func (d *Driver) deletedRows(n int64) {
 		defer d.vacuuming.Store(false)
 		ctx, cancel := d.backgroundCtx(10 * time.Minute)
 		defer cancel()
-		d.vacuum(ctx)
+		d.vacuum(ctx, "SKIP_LOCKED")
 	})
 }
 
@@ -64,11 +64,11 @@ func (d *Driver) backgroundCtx(timeout time.Duration) (context.Context, context.
 	return ctx, cancel
 }
 
-// vacuum vacuums the messages table and analyzes it when due. The caller
-// holds d.vacuuming.
-func (d *Driver) vacuum(ctx context.Context) {
+// vacuum vacuums the messages table with options and analyzes it when
+// due. The caller holds d.vacuuming.
+func (d *Driver) vacuum(ctx context.Context, options string) {
 	d.deleted.Store(0)
-	if _, err := d.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) `+d.sql.messagesTable); err != nil && ctx.Err() == nil {
+	if _, err := d.pool.Exec(ctx, `VACUUM (`+options+`) `+d.sql.messagesTable); err != nil && ctx.Err() == nil {
 		d.log.Warn("jobq postgres: VACUUM of the queue table failed; claims will slow down as dead rows pile up. "+
 			"Vacuum the table regularly (autovacuum alone visits it too rarely for a busy queue)", "table", d.sql.messagesTable, "err", err)
 		return
