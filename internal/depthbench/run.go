@@ -19,17 +19,17 @@ import (
 
 // result is what one run measured, for the report and the test.
 type result struct {
-	yardstick   float64   // tasks/s draining a -window backlog
-	pushRates   []float64 // tasks/s per tenth of the backlog
-	idle, peak  int64     // sizes before the backlog and with it all queued
-	perTask     float64   // (peak-idle)/n
-	first, mid  float64   // drain tasks/s of the windows
-	last        float64   //
-	drained     int64     // tasks the worker completed in the big drain
-	afterDrain  int64     // size right after the drain
-	final       int64     // size when the watch ended
-	reclaimedIn time.Duration
-	reclaimed   bool // final <= peak/4
+	yardstick   float64       // tasks/s draining a -window backlog
+	pushRates   []float64     // tasks/s per tenth of the backlog
+	idle, peak  int64         // sizes of the new, empty queue and with the backlog queued
+	perTask     float64       // (peak-idle)/n
+	first, mid  float64       // drain tasks/s of the windows
+	last        float64       //
+	drained     int64         // tasks the worker completed in the big drain
+	afterDrain  int64         // size right after the drain
+	final       int64         // size when the watch ended
+	reclaimedIn time.Duration // when the size was first back to peak/4
+	reclaimed   bool          // it was, within -reclaim
 }
 
 // poll is how often the drain's progress and the size after it are read.
@@ -61,6 +61,10 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	printf(w, "depthbench %s: n=%d window=%d batch=%d handlers=%d; load average %s\n",
 		cfg.backend, cfg.n, cfg.window, cfg.batch, cfg.handlers, loadAverage())
 
+	if res.idle, err = eng.size(ctx); err != nil {
+		return res, fmt.Errorf("size: %w", err)
+	}
+
 	// The yardstick: a small backlog pushed, then drained.
 	if _, err := pushAll(ctx, q, 0, cfg.window, cfg.batch, cfg.window); err != nil {
 		return res, err
@@ -76,10 +80,6 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	res.yardstick = float64(cfg.window) / marks[0].Seconds()
 	printf(w, "drain of a %d backlog: %.0f tasks/s\n", cfg.window, res.yardstick)
 
-	if res.idle, err = eng.size(ctx); err != nil {
-		return res, fmt.Errorf("size: %w", err)
-	}
-
 	// The backlog.
 	tenth := max(cfg.n/10, cfg.batch)
 	res.pushRates, err = pushAll(ctx, q, cfg.window, cfg.window+cfg.n, cfg.batch, tenth)
@@ -93,7 +93,7 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 		return res, fmt.Errorf("size: %w", err)
 	}
 	res.perTask = float64(res.peak-res.idle) / float64(cfg.n)
-	printf(w, "size (%s): %s idle, %s with %d queued: %.0f bytes per queued task\n", eng.what, mb(res.idle), mb(res.peak), cfg.n, res.perTask)
+	printf(w, "size (%s): %s empty, %s with %d queued: %.0f bytes per queued task\n", eng.what, mb(res.idle), mb(res.peak), cfg.n, res.perTask)
 	if eng.detail != nil {
 		printf(w, "  %s\n", eng.detail(ctx))
 	}
@@ -123,27 +123,33 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	if eng.detail != nil {
 		printf(w, "  %s\n", eng.detail(ctx))
 	}
+	// Watch until the size is back to a quarter of the peak and has not
+	// moved for two polls, or -reclaim has passed.
 	res.final = res.afterDrain
-	res.reclaimed = res.final <= res.peak/4
-	start := time.Now()
-	for !res.reclaimed && time.Since(start) < cfg.reclaim {
+	start, stable := time.Now(), 0
+	for time.Since(start) < cfg.reclaim && (!res.reclaimed || stable < 2) {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case <-time.After(min(sizePoll, cfg.reclaim)):
 		}
-		if res.final, err = eng.size(ctx); err != nil {
+		size, err := eng.size(ctx)
+		if err != nil {
 			return res, fmt.Errorf("size: %w", err)
 		}
-		res.reclaimed = res.final <= res.peak/4
-	}
-	res.reclaimedIn = time.Since(start)
-	if cfg.reclaim > 0 {
-		verdict := "not back to a quarter of the peak"
-		if res.reclaimed {
-			verdict = "back to at most a quarter of the peak"
+		if size == res.final {
+			stable++
+		} else {
+			stable = 0
 		}
-		printf(w, "size %s after the drain: %s (%.0f%% of the peak), %s\n", res.reclaimedIn.Round(time.Second), mb(res.final), pct(res.final, res.peak), verdict)
+		res.final = size
+		if !res.reclaimed && size <= res.peak/4 {
+			res.reclaimed, res.reclaimedIn = true, time.Since(start)
+			printf(w, "size %s after the drain: %s, back to at most a quarter of the peak\n", res.reclaimedIn.Round(time.Second), mb(size))
+		}
+	}
+	if cfg.reclaim > 0 {
+		printf(w, "size %s after the drain: %s (%.0f%% of the peak)\n", time.Since(start).Round(time.Second), mb(res.final), pct(res.final, res.peak))
 		if eng.detail != nil {
 			printf(w, "  %s\n", eng.detail(ctx))
 		}
