@@ -173,7 +173,8 @@ func pushAll(ctx context.Context, q *jobq.Queue, from, to, batch, every int) ([]
 	for i := from; i < to; {
 		tasks = tasks[:0]
 		for ; i < to && len(tasks) < batch; i++ {
-			tasks = append(tasks, &jobq.Task{ID: "t" + strconv.Itoa(i), Payload: json.RawMessage(`{"n": ` + strconv.Itoa(i) + `}`)})
+			// No ID: jobq's default, the MD5 of the content (32 hex digits).
+			tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(`{"n": ` + strconv.Itoa(i) + `}`)})
 		}
 		if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
 			return nil, fmt.Errorf("push: %w", err)
