@@ -88,9 +88,10 @@ func (d *Driver) reclaimLoop() {
 		}
 	}()
 	started := time.Now()
+	quiet := false
 	for {
 		since := time.Since(time.Unix(0, d.reclaim.lastDelete.Load()))
-		if since >= reclaimQuiet || time.Since(started) >= reclaimEvery {
+		if quiet = since >= reclaimQuiet; quiet || time.Since(started) >= reclaimEvery {
 			break
 		}
 		if !d.sleep(reclaimQuiet - since) {
@@ -100,7 +101,7 @@ func (d *Driver) reclaimLoop() {
 	wait := reclaimQuiet
 	for try := 0; ; try++ {
 		ctx, cancel := d.backgroundCtx(10 * time.Minute)
-		done, err := d.reclaimPass(ctx)
+		done, err := d.reclaimPass(ctx, quiet || try > 0)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn("jobq postgres: giving space back after a drain failed; the queue works the same, its table stays large",
@@ -175,18 +176,12 @@ ORDER BY c.relkind DESC, c.relname`, d.sql.messagesTable)
 	})
 }
 
-// reclaimPass vacuums the table and rebuilds its bloated indexes, one at a
-// time. It reports whether the table and its indexes are back in shape.
-func (d *Driver) reclaimPass(ctx context.Context) (bool, error) {
-	if !d.vacuuming.CompareAndSwap(false, true) {
-		return false, nil // a vacuum is running: try again later
-	}
-	d.reclaim.passes.Add(1)
-	d.vacuum(ctx, "SKIP_LOCKED, INDEX_CLEANUP ON")
-	d.vacuuming.Store(false)
+// bloatedRelations returns the table and indexes much larger than the
+// table's rows need.
+func (d *Driver) bloatedRelations(ctx context.Context) ([]relation, error) {
 	rels, err := d.relations(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	minBytes := int64(reclaimMinBytes)
 	if d.reclaim.minBytes > 0 {
@@ -200,14 +195,42 @@ func (d *Driver) reclaimPass(ctx context.Context) (bool, error) {
 	}
 	rows, err := d.liveRows(ctx, limit+1)
 	if err != nil {
+		return nil, err
+	}
+	var out []relation
+	for _, r := range rels {
+		r.rows = rows
+		if r.bloated(minBytes) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// reclaimPass vacuums the table and rebuilds its bloated indexes, one at a
+// time. It reports whether the table and its indexes are back in shape.
+// While deletions go on (quiet false) it vacuums only when something is
+// bloated; once they have paused, it always does, for the rows deleted
+// since the last vacuum.
+func (d *Driver) reclaimPass(ctx context.Context, quiet bool) (bool, error) {
+	if !quiet {
+		bloated, err := d.bloatedRelations(ctx)
+		if err != nil || len(bloated) == 0 {
+			return err == nil, err
+		}
+	}
+	if !d.vacuuming.CompareAndSwap(false, true) {
+		return false, nil // a vacuum is running: try again later
+	}
+	d.reclaim.passes.Add(1)
+	d.vacuum(ctx, "SKIP_LOCKED, INDEX_CLEANUP ON")
+	d.vacuuming.Store(false)
+	bloated, err := d.bloatedRelations(ctx)
+	if err != nil {
 		return false, err
 	}
 	done := true
-	for _, r := range rels {
-		r.rows = rows
-		if !r.bloated(minBytes) {
-			continue
-		}
+	for _, r := range bloated {
 		if !r.index {
 			done = false // the table's tail could not be truncated yet
 			continue
