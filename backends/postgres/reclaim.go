@@ -134,14 +134,18 @@ type relation struct {
 	rows  int64 // the table's rows (at least; see liveRows)
 }
 
+// rowBytes is the estimate of what one row needs in r.
+func (r relation) rowBytes() int64 {
+	if r.index {
+		return indexRowBytes
+	}
+	return heapRowBytes
+}
+
 // bloated says whether r is larger than minBytes and much larger than its
 // rows need.
 func (r relation) bloated(minBytes int64) bool {
-	per := int64(heapRowBytes)
-	if r.index {
-		per = indexRowBytes
-	}
-	return r.bytes > minBytes && r.bytes > bloatFactor*per*(max(r.rows, 0)+vacuumEvery)
+	return r.bytes > minBytes && r.bytes > bloatFactor*r.rowBytes()*(max(r.rows, 0)+vacuumEvery)
 }
 
 // liveRows counts the table's rows, up to limit: enough to tell whether a
@@ -191,7 +195,7 @@ func (d *Driver) bloatedRelations(ctx context.Context) ([]relation, error) {
 	// bloated.
 	var limit int64
 	for _, r := range rels {
-		limit = max(limit, r.bytes/(bloatFactor*indexRowBytes))
+		limit = max(limit, r.bytes/(bloatFactor*r.rowBytes()))
 	}
 	rows, err := d.liveRows(ctx, limit+1)
 	if err != nil {
