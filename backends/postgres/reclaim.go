@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Space given back after a drain. A drained table keeps its size, for
@@ -62,6 +64,9 @@ type reclaimState struct {
 	// passes counts the reclaim passes this driver ran, and reindexes the
 	// indexes it rebuilt (for tests and logs).
 	passes, reindexes atomic.Int64
+	// noRebuild is set once a rebuild was refused for want of the
+	// index's ownership: the passes then only vacuum.
+	noRebuild atomic.Bool
 	// minBytes, when set, replaces reclaimMinBytes (tests set it before
 	// the driver deletes anything).
 	minBytes int64
@@ -239,6 +244,9 @@ func (d *Driver) reclaimPass(ctx context.Context, quiet bool) (bool, error) {
 			done = false // the table's tail could not be truncated yet
 			continue
 		}
+		if d.reclaim.noRebuild.Load() {
+			continue
+		}
 		// Another process of the fleet may be rebuilding it already.
 		var busy bool
 		if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_progress_create_index WHERE relid = $1::regclass)`,
@@ -250,6 +258,13 @@ func (d *Driver) reclaimPass(ctx context.Context, quiet bool) (bool, error) {
 			continue
 		}
 		if _, err := d.pool.Exec(ctx, `REINDEX INDEX CONCURRENTLY `+r.name); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
+				d.reclaim.noRebuild.Store(true)
+				d.log.Warn("jobq postgres: this role does not own the queue table, so its indexes stay at their peak size after a drain; "+
+					"run REINDEX INDEX CONCURRENTLY as the owner, or open the queue as the owner", "index", r.name)
+				continue
+			}
 			// A failed concurrent rebuild leaves an invalid copy behind,
 			// which every write would still maintain.
 			d.dropInvalidIndexes(context.WithoutCancel(ctx))

@@ -184,3 +184,80 @@ func TestReclaimAfterDrain(t *testing.T) {
 		t.Errorf("after the rebuild: %d replica identity indexes (want 1), %d invalid indexes (want 0)", replident, invalid)
 	}
 }
+
+// TestReclaimNotOwner: a role that may use the queue but does not own its
+// table cannot rebuild the indexes; the pass says so once, stops trying
+// and leaves the queue working.
+func TestReclaimNotOwner(t *testing.T) {
+	t.Parallel()
+	schema, pool := freshSchema(t)
+	openDriver(t, "schema="+schema) // the owner creates the schema
+	ctx := ctxT(t)
+	role := fmt.Sprintf("jobq_not_owner_%d", time.Now().UnixNano())
+	s := `"` + schema + `"`
+	for _, stmt := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		// Open runs CREATE SCHEMA and CREATE TABLE IF NOT EXISTS, which
+		// ask for these even when there is nothing to create.
+		`GRANT CREATE ON DATABASE ` + `"` + pool.Config().ConnConfig.Database + `"` + ` TO ` + role,
+		`GRANT USAGE, CREATE ON SCHEMA ` + s + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + s + ` TO ` + role,
+		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ` + s + ` TO ` + role,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, stmt := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
+			if _, err := pool.Exec(ctx, stmt); err != nil {
+				t.Logf("%s: %v", stmt, err)
+			}
+		}
+	})
+	d := openDriver(t, "schema="+schema, "user="+role)
+	d.reclaim.minBytes = 64 << 10
+	// Enough for indexes past the bloat estimate's 1,000-row margin.
+	for b := range 30 {
+		msgs := make([]*driver.Message, 1000)
+		for i := range msgs {
+			msgs[i] = &driver.Message{ID: fmt.Sprintf("t-%d-%d", b, i), Body: []byte(`{"n": 1}`)}
+		}
+		if _, err := d.Push(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		got := receive(t, d, 500, time.Minute)
+		if len(got) == 0 {
+			break
+		}
+		leases := make([]driver.Lease, len(got))
+		for i, r := range got {
+			leases[i] = r.Lease
+		}
+		for _, err := range d.Complete(ctx, leases) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The drain's own vacuum may be running: the pass then waits its turn.
+	for d.reclaim.passes.Load() == 0 {
+		if _, err := d.reclaimPass(ctx, true); err != nil {
+			t.Fatalf("reclaim pass by a role that does not own the table: %v; want the rebuild skipped", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !d.reclaim.noRebuild.Load() || d.reclaim.reindexes.Load() != 0 {
+		t.Errorf("after a refused rebuild: noRebuild %v, %d rebuilds; want true, 0", d.reclaim.noRebuild.Load(), d.reclaim.reindexes.Load())
+	}
+	if _, err := d.Push(ctx, []*driver.Message{{ID: "after", Body: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, d, 1, time.Minute); len(got) != 1 || got[0].ID != "after" {
+		t.Fatalf("after the pass: received %v; want the task pushed", ids(got))
+	}
+}
