@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -32,8 +33,8 @@ import (
 //   - VACUUM never shrinks an index: emptied B-tree pages are kept for
 //     reuse. A drained 300,000-row table's indexes kept their 31 MB.
 //
-// So once a queue has deleted rows and then gone quiet (reclaimQuiet
-// without a deletion, or reclaimEvery while deletions go on), the driver
+// So once a queue has deleted rows and then gone quiet (reclaimQuiet to
+// twice that without a deletion, or reclaimEvery while deletions go on), the driver
 // runs a reclaim pass in the background: a VACUUM (INDEX_CLEANUP ON),
 // which truncates the empty tail of the table (Postgres takes the
 // exclusive lock for that only if it is free at once, and gives it up as
@@ -92,14 +93,18 @@ func (d *Driver) reclaimLoop() {
 			d.spawn(d.reclaimLoop)
 		}
 	}()
+	// The pause waited for is reclaimQuiet and a random part of it more,
+	// so that the processes of a fleet, which all see the drain end at
+	// once, take turns: the later ones find the indexes rebuilt.
+	pause := reclaimQuiet + rand.N(reclaimQuiet)
 	started := time.Now()
 	quiet := false
 	for {
 		since := time.Since(time.Unix(0, d.reclaim.lastDelete.Load()))
-		if quiet = since >= reclaimQuiet; quiet || time.Since(started) >= reclaimEvery {
+		if quiet = since >= pause; quiet || time.Since(started) >= reclaimEvery {
 			break
 		}
-		if !d.sleep(reclaimQuiet - since) {
+		if !d.sleep(pause - since) {
 			return
 		}
 	}
@@ -185,6 +190,14 @@ ORDER BY c.relkind DESC, c.relname`, d.sql.messagesTable)
 	})
 }
 
+// reclaimMinBytes is reclaimMinBytes, or the test's replacement.
+func (d *Driver) reclaimMinBytes() int64 {
+	if d.reclaim.minBytes > 0 {
+		return d.reclaim.minBytes
+	}
+	return reclaimMinBytes
+}
+
 // bloatedRelations returns the table and indexes much larger than the
 // table's rows need.
 func (d *Driver) bloatedRelations(ctx context.Context) ([]relation, error) {
@@ -192,10 +205,7 @@ func (d *Driver) bloatedRelations(ctx context.Context) ([]relation, error) {
 	if err != nil {
 		return nil, err
 	}
-	minBytes := int64(reclaimMinBytes)
-	if d.reclaim.minBytes > 0 {
-		minBytes = d.reclaim.minBytes
-	}
+	minBytes := d.reclaimMinBytes()
 	// Count the rows up to the most that would still leave a relation
 	// bloated.
 	var limit int64
@@ -238,6 +248,7 @@ func (d *Driver) reclaimPass(ctx context.Context, quiet bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	minBytes := d.reclaimMinBytes()
 	done := true
 	for _, r := range bloated {
 		if !r.index {
@@ -247,14 +258,18 @@ func (d *Driver) reclaimPass(ctx context.Context, quiet bool) (bool, error) {
 		if d.reclaim.noRebuild.Load() {
 			continue
 		}
-		// Another process of the fleet may be rebuilding it already.
+		// Another process of the fleet may be rebuilding it, or have
+		// rebuilt it since the sizes were read.
 		var busy bool
-		if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_progress_create_index WHERE relid = $1::regclass)`,
-			d.sql.messagesTable).Scan(&busy); err != nil {
+		if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_progress_create_index WHERE relid = $1::regclass), pg_relation_size($2::regclass)`,
+			d.sql.messagesTable, r.name).Scan(&busy, &r.bytes); err != nil {
 			return false, err
 		}
 		if busy {
 			done = false
+			continue
+		}
+		if !r.bloated(minBytes) {
 			continue
 		}
 		if _, err := d.pool.Exec(ctx, `REINDEX INDEX CONCURRENTLY `+r.name); err != nil {
