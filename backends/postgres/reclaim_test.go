@@ -261,3 +261,56 @@ func TestReclaimNotOwner(t *testing.T) {
 		t.Fatalf("after the pass: received %v; want the task pushed", ids(got))
 	}
 }
+
+// TestReclaimByItself: after a drain, with nothing called by hand, the
+// queue gives the space back once its deletions pause.
+func TestReclaimByItself(t *testing.T) {
+	t.Parallel()
+	schema, _ := freshSchema(t)
+	d := openDriver(t, "schema="+schema)
+	d.reclaim.minBytes = 256 << 10
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for b := range 30 {
+		msgs := make([]*driver.Message, 1000)
+		for i := range msgs {
+			msgs[i] = &driver.Message{ID: fmt.Sprintf("t-%d-%d", b, i), Body: []byte(`{"n": 1}`)}
+		}
+		if _, err := d.Push(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := func() int64 {
+		var n int64
+		if err := d.pool.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass)`, d.sql.messagesTable).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	peak := total()
+	for {
+		got := receive(t, d, 500, time.Minute)
+		if len(got) == 0 {
+			break
+		}
+		leases := make([]driver.Lease, len(got))
+		for i, r := range got {
+			leases[i] = r.Lease
+		}
+		for _, err := range d.Complete(ctx, leases) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The pause is 10 to 20 s; other tests' transactions may cost a retry.
+	deadline := time.Now().Add(90 * time.Second)
+	for total() > peak/4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the table and its indexes take %d bytes, %d at the peak, after %d reclaim passes; want at most a quarter",
+				total(), peak, d.reclaim.passes.Load())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%d bytes at the peak, %d after %d passes", peak, total(), d.reclaim.passes.Load())
+}
