@@ -98,10 +98,9 @@ func (d *Driver) reclaimLoop() {
 	// once, take turns: the later ones find the indexes rebuilt.
 	pause := reclaimQuiet + rand.N(reclaimQuiet)
 	started := time.Now()
-	quiet := false
 	for {
 		since := time.Since(time.Unix(0, d.reclaim.lastDelete.Load()))
-		if quiet = since >= pause; quiet || time.Since(started) >= reclaimEvery {
+		if since >= pause || time.Since(started) >= reclaimEvery {
 			break
 		}
 		if !d.sleep(pause - since) {
@@ -111,7 +110,7 @@ func (d *Driver) reclaimLoop() {
 	wait := reclaimQuiet
 	for try := 0; ; try++ {
 		ctx, cancel := d.backgroundCtx(10 * time.Minute)
-		done, err := d.reclaimPass(ctx, quiet || try > 0)
+		done, err := d.reclaimPass(ctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn("jobq postgres: giving space back after a drain failed; the queue works the same, its table stays large",
@@ -227,16 +226,12 @@ func (d *Driver) bloatedRelations(ctx context.Context) ([]relation, error) {
 }
 
 // reclaimPass vacuums the table and rebuilds its bloated indexes, one at a
-// time. It reports whether the table and its indexes are back in shape.
-// While deletions go on (quiet false) it vacuums only when something is
-// bloated; once they have paused, it always does, for the rows deleted
-// since the last vacuum.
-func (d *Driver) reclaimPass(ctx context.Context, quiet bool) (bool, error) {
-	if !quiet {
-		bloated, err := d.bloatedRelations(ctx)
-		if err != nil || len(bloated) == 0 {
-			return err == nil, err
-		}
+// time, if the table or an index is bloated. It reports whether the table
+// and its indexes are back in shape. (A table full of queued tasks is not
+// bloated, and a vacuum could not shorten it: the self-vacuum is enough.)
+func (d *Driver) reclaimPass(ctx context.Context) (bool, error) {
+	if bloated, err := d.bloatedRelations(ctx); err != nil || len(bloated) == 0 {
+		return err == nil, err
 	}
 	if !d.vacuuming.CompareAndSwap(false, true) {
 		return false, nil // a vacuum is running: try again later

@@ -71,9 +71,9 @@ func TestReclaimAfterDrain(t *testing.T) {
 		return m
 	}
 	peak := size()
-	// While the table is full, a pass during deletions finds nothing
-	// bloated and does not vacuum.
-	if ok, err := d.reclaimPass(ctx, false); err != nil || !ok || d.reclaim.passes.Load() != 0 {
+	// While the table is full, a pass finds nothing bloated and does not
+	// vacuum.
+	if ok, err := d.reclaimPass(ctx); err != nil || !ok || d.reclaim.passes.Load() != 0 {
 		t.Fatalf("pass on a full table: in shape %v, err %v, %d vacuums; want in shape, no vacuum", ok, err, d.reclaim.passes.Load())
 	}
 
@@ -136,7 +136,7 @@ func TestReclaimAfterDrain(t *testing.T) {
 	var ok bool
 	for try := 0; try < 10 && !ok; try++ {
 		var err error
-		if ok, err = d.reclaimPass(ctx, true); err != nil {
+		if ok, err = d.reclaimPass(ctx); err != nil {
 			t.Fatalf("reclaim pass: %v", err)
 		}
 		if !ok {
@@ -246,7 +246,7 @@ func TestReclaimNotOwner(t *testing.T) {
 	}
 	// The drain's own vacuum may be running: the pass then waits its turn.
 	for d.reclaim.passes.Load() == 0 {
-		if _, err := d.reclaimPass(ctx, true); err != nil {
+		if _, err := d.reclaimPass(ctx); err != nil {
 			t.Fatalf("reclaim pass by a role that does not own the table: %v; want the rebuild skipped", err)
 		}
 		time.Sleep(10 * time.Millisecond)
