@@ -2,7 +2,7 @@
 // tasks in batches, then drains it with one worker, and reports
 //
 //   - the drain rate at a small backlog (-window tasks pushed, then
-//     drained), the yardstick;
+//     drained, after a warm-up of a tenth of that), the yardstick;
 //   - the push rate per tenth of the backlog;
 //   - the bytes each queued task costs the engine: Postgres, the total size
 //     of the jobq tables (pg_total_relation_size, a schema of its own);

@@ -65,6 +65,21 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 		return res, fmt.Errorf("size: %w", err)
 	}
 
+	// A warm-up, so that the yardstick does not pay for the first
+	// connections and script loads: a tenth of a window, drained.
+	warm := max(cfg.window/10, 1)
+	if _, err := pushAll(ctx, q, -warm, 0, cfg.batch, warm); err != nil {
+		return res, err
+	}
+	warmup := startWorker(ctx, q, cfg.handlers)
+	_, err = warmup.waitDone(ctx, []int64{int64(warm)})
+	if stopErr := warmup.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return res, err
+	}
+
 	// The yardstick: a small backlog pushed, then drained.
 	if _, err := pushAll(ctx, q, 0, cfg.window, cfg.batch, cfg.window); err != nil {
 		return res, err
