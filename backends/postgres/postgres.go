@@ -155,6 +155,7 @@ type Driver struct {
 	deleted    atomic.Int64 // rows deleted since the last vacuum
 	tableRows  atomic.Int64 // the table's rows at the last vacuum; -1 before the first
 	vacuuming  atomic.Bool
+	reclaim    reclaimState // reclaim.go
 	listenOnce sync.Once
 	done       chan struct{} // closed by Close
 	mu         sync.Mutex    // orders spawn and Close

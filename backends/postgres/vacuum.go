@@ -29,48 +29,66 @@ const (
 	vacuumShare = 10 // vacuum after 1/vacuumShare of the table's rows
 )
 
-// deletedRows counts rows this queue deleted and starts a vacuum when due.
+// deletedRows counts rows this queue deleted and starts a vacuum when due;
+// it also arms the space reclaim that follows a drain (reclaim.go).
 func (d *Driver) deletedRows(n int64) {
-	if n <= 0 || d.deleted.Add(n) < max(vacuumEvery, d.tableRows.Load()/vacuumShare) {
+	if n <= 0 {
+		return
+	}
+	d.armReclaim()
+	if d.deleted.Add(n) < max(vacuumEvery, d.tableRows.Load()/vacuumShare) {
 		return
 	}
 	if !d.vacuuming.CompareAndSwap(false, true) {
 		return
 	}
-	d.deleted.Store(0)
 	d.spawn(func() {
 		defer d.vacuuming.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := d.backgroundCtx(10 * time.Minute)
 		defer cancel()
-		go func() {
-			select {
-			case <-d.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		if _, err := d.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) `+d.sql.messagesTable); err != nil && ctx.Err() == nil {
-			d.log.Warn("jobq postgres: VACUUM of the queue table failed; claims will slow down as dead rows pile up. "+
-				"Vacuum the table regularly (autovacuum alone visits it too rarely for a busy queue)", "table", d.sql.messagesTable, "err", err)
-			return
-		}
-		// VACUUM has just counted the table's rows.
-		var rows float64
-		if err := d.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, d.sql.messagesTable).Scan(&rows); err != nil {
-			return
-		}
-		n := int64(max(rows, 0))
-		if !analyzeDue(d.tableRows.Swap(n), n) {
-			return
-		}
-		// One column is enough: what matters is the row count and that
-		// Postgres plans again; the other columns' statistics would cost
-		// more (the bodies) and change no plan.
-		if _, err := d.pool.Exec(ctx, `ANALYZE `+d.sql.messagesTable+` (queue)`); err != nil && ctx.Err() == nil {
-			d.log.Warn("jobq postgres: ANALYZE of the queue table failed; plans made while the queue was empty may read the whole queue",
-				"table", d.sql.messagesTable, "err", err)
-		}
+		d.vacuum(ctx, "SKIP_LOCKED")
 	})
+}
+
+// backgroundCtx is the context of a background statement: it ends after
+// timeout or when the driver closes.
+func (d *Driver) backgroundCtx(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	go func() {
+		select {
+		case <-d.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// vacuum vacuums the messages table with options and analyzes it when
+// due. The caller holds d.vacuuming.
+func (d *Driver) vacuum(ctx context.Context, options string) {
+	d.deleted.Store(0)
+	if _, err := d.pool.Exec(ctx, `VACUUM (`+options+`) `+d.sql.messagesTable); err != nil && ctx.Err() == nil {
+		d.log.Warn("jobq postgres: VACUUM of the queue table failed; claims will slow down as dead rows pile up. "+
+			"Vacuum the table regularly (autovacuum alone visits it too rarely for a busy queue)", "table", d.sql.messagesTable, "err", err)
+		return
+	}
+	// VACUUM has just counted the table's rows.
+	var rows float64
+	if err := d.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, d.sql.messagesTable).Scan(&rows); err != nil {
+		return
+	}
+	n := int64(max(rows, 0))
+	if !analyzeDue(d.tableRows.Swap(n), n) {
+		return
+	}
+	// One column is enough: what matters is the row count and that
+	// Postgres plans again; the other columns' statistics would cost
+	// more (the bodies) and change no plan.
+	if _, err := d.pool.Exec(ctx, `ANALYZE `+d.sql.messagesTable+` (queue)`); err != nil && ctx.Err() == nil {
+		d.log.Warn("jobq postgres: ANALYZE of the queue table failed; plans made while the queue was empty may read the whole queue",
+			"table", d.sql.messagesTable, "err", err)
+	}
 }
 
 // analyzeDue says whether the queue should ANALYZE its table after a

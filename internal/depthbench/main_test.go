@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDepthBench runs the benchmark at a small depth on each backend (the
+// local Postgres and Redis, a temporary SQLite file): it pushes the whole
+// backlog, drains every task and weighs the queue. It asserts no speed.
+func TestDepthBench(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"sqlite", "postgres", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cfg := config{backend: backend, n: 20_000, window: 2_000, batch: 1_000, handlers: 16}
+			var out bytes.Buffer
+			res, err := measure(ctx, cfg, &out)
+			t.Log("\n" + out.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.drained != int64(cfg.n) {
+				t.Errorf("drained %d tasks; want the %d pushed", res.drained, cfg.n)
+			}
+			if len(res.pushRates) != 10 {
+				t.Errorf("%d push rates; want one per tenth of the backlog", len(res.pushRates))
+			}
+			if res.peak <= res.idle {
+				t.Errorf("size %d with the backlog queued, %d without: the backlog weighs nothing", res.peak, res.idle)
+			}
+			for _, want := range []string{"bytes per queued task", "drain at depth", "size right after the drain"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the report lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	t.Parallel()
+	ok := config{backend: "sqlite", n: 60, window: 20, batch: 10, handlers: 1}
+	tests := []struct {
+		name   string
+		change func(*config)
+		want   string // in the error; "" for none
+	}{
+		{"valid", func(*config) {}, ""},
+		{"unknown backend", func(c *config) { c.backend = "mysql" }, `-backend "mysql"`},
+		{"backlog under three windows", func(c *config) { c.n = 59 }, "three windows"},
+		{"zero batch", func(c *config) { c.batch = 0 }, "-batch"},
+		{"negative reclaim", func(c *config) { c.reclaim = -time.Second }, "-reclaim"},
+	}
+	for _, tt := range tests {
+		c := ok
+		tt.change(&c)
+		err := c.check()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: error %v; want one naming %s", tt.name, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/postgres" // the backends measured
+	_ "github.com/jobq/jobq/backends/redis"
+	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/worker"
+)
+
+// result is what one run measured, for the report and the test.
+type result struct {
+	yardstick   float64       // tasks/s draining a -window backlog
+	pushRates   []float64     // tasks/s per tenth of the backlog
+	idle, peak  int64         // sizes of the new, empty queue and with the backlog queued
+	perTask     float64       // (peak-idle)/n
+	first, mid  float64       // drain tasks/s of the windows
+	last        float64       //
+	drained     int64         // tasks the worker completed in the big drain
+	afterDrain  int64         // size right after the drain
+	final       int64         // size when the watch ended
+	reclaimedIn time.Duration // when the size was first back to peak/4
+	reclaimed   bool          // it was, within -reclaim
+}
+
+// poll is how often the drain's progress and the size after it are read.
+const (
+	progressPoll = time.Millisecond
+	sizePoll     = 5 * time.Second
+)
+
+// run measures one backend and writes the report to w.
+func run(ctx context.Context, cfg config, w io.Writer) error {
+	_, err := measure(ctx, cfg, w)
+	return err
+}
+
+func measure(ctx context.Context, cfg config, w io.Writer) (res result, err error) {
+	if err := cfg.check(); err != nil {
+		return res, err
+	}
+	eng, err := newEngine(ctx, cfg)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, eng.close(context.WithoutCancel(ctx))) }()
+	q, err := jobq.OpenWithOptions(ctx, eng.url, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, q.Close()) }()
+	printf(w, "depthbench %s: n=%d window=%d batch=%d handlers=%d; load average %s\n",
+		cfg.backend, cfg.n, cfg.window, cfg.batch, cfg.handlers, loadAverage())
+
+	if res.idle, err = eng.size(ctx); err != nil {
+		return res, fmt.Errorf("size: %w", err)
+	}
+
+	// A warm-up, so that the yardstick does not pay for the first
+	// connections and script loads: a tenth of a window, drained.
+	warm := max(cfg.window/10, 1)
+	if _, err := pushAll(ctx, q, -warm, 0, cfg.batch, warm); err != nil {
+		return res, err
+	}
+	warmup := startWorker(ctx, q, cfg.handlers)
+	_, err = warmup.waitDone(ctx, []int64{int64(warm)})
+	if stopErr := warmup.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return res, err
+	}
+
+	// The yardstick: a small backlog pushed, then drained.
+	if _, err := pushAll(ctx, q, 0, cfg.window, cfg.batch, cfg.window); err != nil {
+		return res, err
+	}
+	small := startWorker(ctx, q, cfg.handlers)
+	marks, err := small.waitDone(ctx, []int64{int64(cfg.window)})
+	if stopErr := small.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return res, err
+	}
+	res.yardstick = float64(cfg.window) / marks[0].Seconds()
+	printf(w, "drain of a %d backlog: %.0f tasks/s\n", cfg.window, res.yardstick)
+
+	// The backlog.
+	tenth := max(cfg.n/10, cfg.batch)
+	res.pushRates, err = pushAll(ctx, q, cfg.window, cfg.window+cfg.n, cfg.batch, tenth)
+	if err != nil {
+		return res, err
+	}
+	for i, r := range res.pushRates {
+		printf(w, "push %d-%d: %.0f tasks/s\n", i*tenth, min((i+1)*tenth, cfg.n), r)
+	}
+	if res.peak, err = eng.size(ctx); err != nil {
+		return res, fmt.Errorf("size: %w", err)
+	}
+	res.perTask = float64(res.peak-res.idle) / float64(cfg.n)
+	printf(w, "size (%s): %s empty, %s with %d queued: %.0f bytes per queued task\n", eng.what, mb(res.idle), mb(res.peak), cfg.n, res.perTask)
+	if eng.detail != nil {
+		printf(w, "  %s\n", eng.detail(ctx))
+	}
+
+	// The drain, timed at three windows; the worker then waits on the
+	// empty queue while the size is watched.
+	n, win := int64(cfg.n), int64(cfg.window)
+	midStart := n/2 - win/2
+	big := startWorker(ctx, q, cfg.handlers)
+	defer func() { err = errors.Join(err, big.stop()) }()
+	marks, err = big.waitDone(ctx, []int64{win, midStart, midStart + win, n - win, n})
+	if err != nil {
+		return res, err
+	}
+	res.first = float64(win) / marks[0].Seconds()
+	res.mid = float64(win) / (marks[2] - marks[1]).Seconds()
+	res.last = float64(win) / (marks[4] - marks[3]).Seconds()
+	res.drained = big.wk.Counts().Done
+	printf(w, "drain at depth: first %d %.0f tasks/s (%.2fx the small backlog), middle %.0f (%.2fx), last %.0f (%.2fx); all %d in %s\n",
+		win, res.first, res.first/res.yardstick, res.mid, res.mid/res.yardstick, res.last, res.last/res.yardstick,
+		n, marks[4].Round(time.Millisecond))
+
+	if res.afterDrain, err = eng.size(ctx); err != nil {
+		return res, fmt.Errorf("size: %w", err)
+	}
+	printf(w, "size right after the drain: %s (%.0f%% of the peak)\n", mb(res.afterDrain), pct(res.afterDrain, res.peak))
+	if eng.detail != nil {
+		printf(w, "  %s\n", eng.detail(ctx))
+	}
+	// Watch until the size is back to a quarter of the peak and has not
+	// moved for two polls, or -reclaim has passed.
+	res.final = res.afterDrain
+	start, stable := time.Now(), 0
+	for time.Since(start) < cfg.reclaim && (!res.reclaimed || stable < 2) {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(min(sizePoll, cfg.reclaim)):
+		}
+		size, err := eng.size(ctx)
+		if err != nil {
+			return res, fmt.Errorf("size: %w", err)
+		}
+		if size == res.final {
+			stable++
+		} else {
+			stable = 0
+		}
+		res.final = size
+		if !res.reclaimed && size <= res.peak/4 {
+			res.reclaimed, res.reclaimedIn = true, time.Since(start)
+			printf(w, "size %s after the drain: %s, back to at most a quarter of the peak\n", res.reclaimedIn.Round(time.Second), mb(size))
+		}
+	}
+	if cfg.reclaim > 0 {
+		printf(w, "size %s after the drain: %s (%.0f%% of the peak)\n", time.Since(start).Round(time.Second), mb(res.final), pct(res.final, res.peak))
+		if eng.detail != nil {
+			printf(w, "  %s\n", eng.detail(ctx))
+		}
+	}
+	return res, nil
+}
+
+func pct(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
+}
+
+// pushAll pushes tasks numbered from..to in PushBatch calls of batch and
+// returns the push rate of each run of every tasks.
+func pushAll(ctx context.Context, q *jobq.Queue, from, to, batch, every int) ([]float64, error) {
+	var rates []float64
+	start, since := time.Now(), from
+	tasks := make([]*jobq.Task, 0, batch)
+	for i := from; i < to; {
+		tasks = tasks[:0]
+		for ; i < to && len(tasks) < batch; i++ {
+			// No ID: jobq's default, the MD5 of the content (32 hex digits).
+			tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(`{"n": ` + strconv.Itoa(i) + `}`)})
+		}
+		if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
+			return nil, fmt.Errorf("push: %w", err)
+		}
+		if i-since >= every || i == to {
+			rates = append(rates, float64(i-since)/time.Since(start).Seconds())
+			start, since = time.Now(), i
+		}
+	}
+	return rates, nil
+}
+
+// noop is the worker's handler: the benchmark measures the queue.
+var noop = worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
+
+// running is a worker started by startWorker.
+type running struct {
+	wk     *worker.Worker
+	exited chan struct{} // closed when Run returns
+	err    error         // Run's error, once exited is closed
+}
+
+// startWorker runs a worker that waits on an empty queue.
+func startWorker(ctx context.Context, q *jobq.Queue, handlers int) *running {
+	r := &running{
+		wk:     worker.New(q, noop, worker.Options{Concurrency: handlers, Wait: true, StatusInterval: -1, Logger: slog.New(slog.DiscardHandler)}),
+		exited: make(chan struct{}),
+	}
+	go func() {
+		defer close(r.exited)
+		r.err = r.wk.Run(ctx)
+	}()
+	return r
+}
+
+// stop ends the worker and returns its error.
+func (r *running) stop() error {
+	r.wk.Stop()
+	<-r.exited
+	return r.err
+}
+
+// waitDone waits until the worker has completed each count in marks (in
+// increasing order) and returns when each was reached, from the call.
+func (r *running) waitDone(ctx context.Context, marks []int64) ([]time.Duration, error) {
+	start := time.Now()
+	at := make([]time.Duration, 0, len(marks))
+	for len(at) < len(marks) {
+		c := r.wk.Counts()
+		if c.Failed > 0 {
+			return nil, fmt.Errorf("the worker failed %d tasks", c.Failed)
+		}
+		for len(at) < len(marks) && c.Done >= marks[len(at)] {
+			at = append(at, time.Since(start))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.exited:
+			return nil, fmt.Errorf("the worker stopped after %d of %d tasks: %w", c.Done, marks[len(marks)-1], r.err)
+		case <-time.After(progressPoll):
+		}
+	}
+	return at, nil
+}
