@@ -53,8 +53,9 @@ type Report struct {
 	// idle and at the end of the drain.
 	IdleConns, BusyConns int
 	// IdleEngineCPU is the engine's CPU use (cores) with the fleet idle,
-	// IdleWorkerCPU the workers' own.
-	IdleEngineCPU, IdleWorkerCPU float64
+	// BaseEngineCPU over as long before the fleet started (what other
+	// clients cost it), IdleWorkerCPU the workers' own.
+	IdleEngineCPU, BaseEngineCPU, IdleWorkerCPU float64
 	// WorkerRSS is the workers' summed resident memory, idle.
 	WorkerRSS int64
 	// Drain is from the start of the push to the last task run.
@@ -73,14 +74,14 @@ func (r Report) Rate() float64 { return float64(r.Distinct) / r.Drain.Seconds() 
 
 // String is the report as the command prints it.
 func (r Report) String() string {
-	return fmt.Sprintf("workers=%d handlers=%d tasks=%d\n"+
-		"idle: engine connections %d, engine CPU %.3f cores, workers' CPU %.3f cores, workers' RSS %d MiB\n"+
-		"drain: %.1fs, %.0f tasks/s, engine connections at the end %d\n"+
+	s := fmt.Sprintf("workers=%d handlers=%d tasks=%d\n", r.Workers, r.Handlers, r.Tasks)
+	if r.WorkerRSS > 0 {
+		s += fmt.Sprintf("idle: engine connections %d, engine CPU %.3f cores (%.3f before the fleet started), workers' CPU %.3f cores, workers' RSS %d MiB\n",
+			r.IdleConns, r.IdleEngineCPU, r.BaseEngineCPU, r.IdleWorkerCPU, r.WorkerRSS>>20)
+	}
+	return s + fmt.Sprintf("drain: %.1fs, %.0f tasks/s, engine connections at the end %d\n"+
 		"runs %d, distinct %d, duplicates %d, lost %d, left in queue %d",
-		r.Workers, r.Handlers, r.Tasks,
-		r.IdleConns, r.IdleEngineCPU, r.IdleWorkerCPU, r.WorkerRSS>>20,
-		r.Drain.Seconds(), r.Rate(), r.BusyConns,
-		r.Ran, r.Distinct, r.Duplicates, r.Lost, r.Left)
+		r.Drain.Seconds(), r.Rate(), r.BusyConns, r.Ran, r.Distinct, r.Duplicates, r.Lost, r.Left)
 }
 
 // Run starts the fleet, watches it idle, pushes the tasks, waits for every
@@ -96,6 +97,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return rep, fmt.Errorf("fleet: %w", err)
 	}
 
+	if cfg.Idle > 0 && cfg.Engine != nil {
+		_, cpu0, err := cfg.Engine.Usage(ctx)
+		if err != nil {
+			return rep, err
+		}
+		if err := sleep(ctx, cfg.Idle); err != nil {
+			return rep, err
+		}
+		_, cpu1, err := cfg.Engine.Usage(ctx)
+		if err != nil {
+			return rep, err
+		}
+		rep.BaseEngineCPU = (cpu1 - cpu0).Seconds() / cfg.Idle.Seconds()
+	}
 	workers, err := startWorkers(cfg)
 	defer stopWorkers(workers)
 	if err != nil {
