@@ -76,8 +76,9 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 	}
 	switch o.Engine {
 	case "postgres":
-		// Each worker holds one or two client connections idle, more busy.
-		b, err := pgbouncer.Start(o.Server, o.ServerConns, o.Workers*4+50)
+		// Each worker holds one or two client connections idle and up to
+		// its pool_max_conns (10) busy.
+		b, err := pgbouncer.Start(o.Server, o.ServerConns, o.Workers*10+50)
 		if err != nil {
 			return fail(err)
 		}
