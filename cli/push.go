@@ -35,8 +35,23 @@ import (
 const pushBatchSize = 1000
 
 // pushInFlight is how many batches are pushed at once, so that reading and
-// encoding overlap the backend's round trips.
+// encoding overlap the backend's round trips, unless the backend declares
+// its own number (driver.Capabilities.PushConcurrency: 1 for SQLite, whose
+// single writer makes batches in flight queue for its lock).
 const pushInFlight = 4
+
+// batchesInFlight is how many batches push keeps in flight on q: the
+// --num-workers value when given (non-zero), else the backend's hint, else
+// pushInFlight.
+func batchesInFlight(q *jobq.Queue, flag int) int {
+	if flag > 0 {
+		return flag
+	}
+	if n := q.Capabilities().PushConcurrency; n > 0 {
+		return n
+	}
+	return pushInFlight
+}
 
 type pushFlags struct {
 	commands    []string
@@ -122,7 +137,7 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.BoolVar(&f.waitRoom, "wait-for-room", false, "when the queue is at its max-depth, wait (with backoff) for room instead of failing")
 	fl.StringVar(&f.dirsync, "bg-dirsync-to", "", "a directory the worker copies each task's $AMLT_DIRSYNC_DIR into, in the background and when the task ends (as ai4s-jobq)")
 	fl.Var(durationFlag(&f.dedupWindow), "dedup-window", "Service Bus only: the duplicate-detection window of the queue when push creates it (as ai4s-jobq; same as ?dedup_window= in the URL)")
-	countFlag(fl, &f.numWorkers, "num-workers", "", pushInFlight, bound.Ints{Min: 1, Max: 64}, "how many batches are pushed at once (ai4s-jobq's enqueue workers)")
+	countFlag(fl, &f.numWorkers, "num-workers", "", 0, bound.Ints{Min: 1, Max: 64}, fmt.Sprintf("how many batches are pushed at once (ai4s-jobq's enqueue workers; default: 1 on sqlite, %d elsewhere)", pushInFlight))
 	fl.BoolVar(&f.wait, "wait", false, "wait for every pushed task to end, printing each outcome as it arrives; exit 0 only when all succeeded, else 1 with a summary (Ctrl-C stops the waiting, not the tasks)")
 	fl.Var(durationFlag(&f.waitTimeout), "wait-timeout", "with --wait: stop waiting after this long (exit 1; the tasks keep running); 0: no limit")
 	fl.BoolVar(&f.asJSON, "json", false, `with --print-ids: print {"id", "line", "duplicate", "position"} per task; with --wait: print each outcome as a JSON object (one per line)`)
@@ -186,7 +201,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 			return err
 		}
 	}
-	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: f.numWorkers, idLines: map[string][]int{}}
+	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
 	if p.positions() {
 		// Each batch counts the tasks ahead of it before it is stored:
 		// batches in flight together would count the same ones.

@@ -128,6 +128,10 @@ type Capabilities struct {
 	// into v2 (for example to add an attempt history), because ai4s-jobq
 	// reads only v1.
 	SharedWithAI4SJobq bool
+	// PushConcurrency is how many push batches are worth sending at once.
+	// 1 declares a single writer (batches in flight only queue for its
+	// lock); zero means no hint, and callers choose.
+	PushConcurrency int
 }
 
 // Level returns the declared level of f.

@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,91 +13,28 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/pgbouncer"
 )
 
-// startPgBouncer runs Debian's pgbouncer (.ci/install-pgbouncer.sh installs it) in
-// transaction pooling mode on a free loopback port, in front of the test
-// server, with serverConns server connections for all its clients, and
-// returns the test URL pointed at it. The test is skipped when pgbouncer is
-// not installed.
+// startPgBouncer runs pgbouncer (internal/pgbouncer) in transaction pooling
+// mode in front of the test server, with serverConns server connections for
+// all its clients, and returns the test URL pointed at it. The test is
+// skipped when pgbouncer is not installed.
 func startPgBouncer(t *testing.T, serverConns int) string {
 	t.Helper()
-	bin, err := exec.LookPath("pgbouncer")
-	if err != nil {
-		if _, err = os.Stat("/usr/sbin/pgbouncer"); err != nil {
-			t.Skip("pgbouncer is not installed (run .ci/install-pgbouncer.sh)")
-		}
-		bin = "/usr/sbin/pgbouncer"
+	b, err := pgbouncer.Start(testBaseURL(), serverConns, 500)
+	if errors.Is(err, pgbouncer.ErrNotInstalled) {
+		t.Skip(err)
 	}
-	server, err := url.Parse(testBaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Cleanup(b.Stop)
+	u, err := b.URL(testBaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-
-	// Under root pgbouncer must switch to another user, who must be able
-	// to read its files.
-	dir, err := os.MkdirTemp("", "jobq-pgbouncer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	user := server.User.Username()
-	db := strings.TrimPrefix(server.Path, "/")
-	ini := fmt.Sprintf(`[databases]
-%s = host=%s port=%s dbname=%s user=%s
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-default_pool_size = %d
-max_client_conn = 500
-`, db, server.Hostname(), server.Port(), db, user, port, filepath.Join(dir, "users.txt"), serverConns)
-	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": fmt.Sprintf("%q \"\"\n", user)} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "nobody"}, args...)
-	}
-	cmd := exec.Command(bin, args...)
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer did not listen on %s: %v\n%s", addr, err, log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	u := *server
-	u.Host = addr
-	return u.String()
+	return u
 }
 
 // bouncerQueueURL is a fresh queue's URL through the bouncer at base.

@@ -322,6 +322,8 @@ func capabilities(maxBytes int) driver.Capabilities {
 		MaxMessageBytes: maxBytes,
 		MaxReceiveBatch: maxReceiveBatch,
 		MaxPushBatch:    maxPushBatch,
+		// One writer: batches in flight queue for the file's write lock.
+		PushConcurrency: 1,
 	}
 }
 
