@@ -77,12 +77,18 @@ type WorkerInfo struct {
 	State WorkerState `json:"state"`
 }
 
-// Uptime is how long the worker ran: from Started to its last heartbeat.
+// Uptime is how long the worker has run: until now for a live worker,
+// until its last heartbeat for one that withdrew or vanished (its
+// lifetime, as far as the registry knows).
 func (w *WorkerInfo) Uptime() time.Duration {
-	if w.Started.IsZero() || w.Heartbeat.Before(w.Started) {
+	end := w.Heartbeat
+	if w.State == WorkerLive {
+		end = time.Now()
+	}
+	if w.Started.IsZero() || end.Before(w.Started) {
 		return 0
 	}
-	return w.Heartbeat.Sub(w.Started)
+	return end.Sub(w.Started)
 }
 
 // workerData is what a WorkerRecord's Data holds: WorkerInfo without the
