@@ -102,7 +102,9 @@ func TestMaxConsecutiveFailuresStops(t *testing.T) {
 		push(t, q, &jobq.Task{Command: fmt.Sprintf("exit %d", i+1)})
 	}
 	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error { return errors.New("fails") })
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, MaxConsecutiveFailures: 2})
+	// One task at a time: with several running, more may fail before the
+	// third failure stops the worker.
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, MaxConsecutiveFailures: 2, Concurrency: 1, Prefetch: -1})
 	err := w.Run(context.Background())
 	if !errors.Is(err, worker.ErrTooManyFailures) {
 		t.Fatalf("Run returned %v; want ErrTooManyFailures", err)
