@@ -32,7 +32,8 @@ func TestFailureBackoffPauses(t *testing.T) {
 	})
 	base := 100 * time.Millisecond
 	err := worker.Run(context.Background(), q, h, worker.Options{Logger: quietLog(), Poll: 50 * time.Millisecond,
-		MaxConsecutiveFailures: -1, FailureBackoff: worker.FailureBackoff{Base: base, Max: 2 * base}})
+		MaxConsecutiveFailures: -1, FailureBackoff: worker.FailureBackoff{Base: base, Max: 2 * base},
+		Concurrency: 1, Prefetch: -1}) // one at a time: the pause is between tasks
 	if err != nil {
 		t.Fatal(err)
 	}
