@@ -75,6 +75,11 @@ const (
 	maxMmapSize  = 0x7fff0000
 )
 
+// walSizeLimit is the journal_size_limit pragma (bytes): the WAL file is
+// cut back to this once checkpointed, about one automatic checkpoint's
+// worth (1000 pages).
+const walSizeLimit = 4 << 20
+
 // parseURL reads u into a config, rejecting unknown parameters.
 func parseURL(u *url.URL) (config, error) {
 	path := u.Opaque // sqlite:work.db
@@ -126,6 +131,10 @@ func (c config) dsn() string {
 	q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", c.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
+	// The WAL file keeps its largest size unless capped: a push burst or a
+	// drain would leave tens of MiB of it on disk. Each time a checkpoint
+	// has copied it all back, SQLite truncates it to this size.
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	q.Add("_pragma", "synchronous("+strings.ToUpper(c.synchronous)+")")
 	// Savepoint and statement journals (group commit, multi-row claims)
 	// are temporary files by default: a pwrite per page changed.

@@ -574,6 +574,24 @@ func TestAsSQLDB(t *testing.T) {
 	}
 }
 
+// TestWALSizeLimit checks that every connection caps the WAL file it
+// leaves on disk after a checkpoint.
+func TestWALSizeLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "queue=wal")
+	var db *sql.DB
+	if !b.drv.As(&db) {
+		t.Fatal("As(**sql.DB) failed")
+	}
+	var limit int64
+	if err := db.QueryRowContext(b.ctx, `PRAGMA journal_size_limit`).Scan(&limit); err != nil {
+		t.Fatal(err)
+	}
+	if limit != walSizeLimit {
+		t.Fatalf("journal_size_limit = %d, want %d", limit, walSizeLimit)
+	}
+}
+
 func TestConcurrentReceiversInProcess(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "")
