@@ -32,9 +32,10 @@ ORDER BY visible_at, id`
 
 // peekColumns are what Peek reads, cast to the types it scans into: a
 // row another tool wrote with text in a number column shows with 0 there
-// rather than failing the peek. (The claim quarantines such rows.)
+// rather than failing the peek. (The claim quarantines such rows.) A
+// visible_at of 0 (visibleAtPush) shows as the push time.
 const peekColumns = `id, CAST(task_id AS TEXT), CAST(body AS BLOB), CAST(deliveries AS INTEGER), CAST(enqueued_at AS INTEGER),
-	CAST(visible_at AS INTEGER), lease IS NOT NULL, CAST(priority AS INTEGER)`
+	CAST(CASE WHEN visible_at = 0 THEN enqueued_at ELSE visible_at END AS INTEGER), lease IS NOT NULL, CAST(priority AS INTEGER)`
 
 // countMessages counts in one snapshot and one pass over the order index,
 // which carries every column the counts need.
