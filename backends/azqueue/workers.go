@@ -21,11 +21,7 @@ const workerRegistryFallback = "worker records are blobs under workers/ in the r
 // setWorkers declares the worker registry: emulated with the result
 // container, unsupported (saying why) without it.
 func (d *Driver) setWorkers() {
-	if why := d.rec.NoStore(); why != "" {
-		d.caps.Features[driver.WorkerRegistry] = driver.Support{Level: driver.Unsupported, Fallback: "the worker registry needs the result container: " + why}
-		return
-	}
-	d.caps.Features[driver.WorkerRegistry] = driver.Support{Level: driver.Emulated, Fallback: workerRegistryFallback}
+	d.caps.Features[driver.WorkerRegistry] = d.rec.WorkerSupport(workerRegistryFallback)
 }
 
 // PutWorker implements driver.WorkerStore.

@@ -220,12 +220,14 @@ func (r *Records) PurgeWorkers(ctx context.Context, before time.Time) (int64, er
 	return s.PurgeWorkers(ctx, before)
 }
 
-// NoStore says why r has no store, "" when it has one.
-func (r *Records) NoStore() string {
-	if r.store != nil {
-		return ""
+// WorkerSupport is the worker-registry declaration of a driver whose
+// registry lives in r's container: Emulated with fallback when r has a
+// store, Unsupported saying why when it has none.
+func (r *Records) WorkerSupport(fallback string) driver.Support {
+	if r.store == nil {
+		return driver.Support{Level: driver.Unsupported, Fallback: "the worker registry needs the result container: " + r.why}
 	}
-	return r.why
+	return driver.Support{Level: driver.Emulated, Fallback: fallback}
 }
 
 // workers returns the store, or an Unimplemented error saying that the
