@@ -283,11 +283,12 @@ func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string
 }
 
 // Cancel cancels the tasks ids: a queued or delayed task is removed (where
-// the backend can remove by ID) and recorded as Cancelled; a running one is
-// stopped by its worker, terminated then killed as at a time limit, and not
-// retried. A task that already ended keeps its record (CancelTooLate). It
-// fails with Unimplemented where the backend keeps no results or cannot
-// cancel.
+// the backend can remove by ID) and recorded as Cancelled in the same
+// step, so a Cancel cut short leaves no removed task unrecorded (call it
+// again to learn each task's outcome); a running one is stopped by its
+// worker, terminated then killed as at a time limit, and not retried. A
+// task that already ended keeps its record (CancelTooLate). It fails with
+// Unimplemented where the backend keeps no results or cannot cancel.
 func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
 	const op = "cancel"
 	store, err := q.resultStore(op)
@@ -334,22 +335,23 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 			open = append(open, unique[i])
 		}
 	}
+	// The driver stores each removed task's cancelled record with its
+	// removal, so a lost answer or a crash here leaves no removed task
+	// with only the cancel request (a Wait would hang on it); a cancel
+	// asked again finds the record and reports the task ended.
 	removed := map[string]bool{}
 	if remover, ok := q.drv.(driver.TaskRemover); ok && len(open) > 0 && q.caps.Level(driver.Cancel) == driver.Native {
-		gone, err := remover.RemoveTasks(ctx, open)
-		if err != nil {
-			return nil, q.wrap(op, err)
+		at := time.Now()
+		done := make([]*driver.ResultRecord, len(open))
+		for i, id := range open {
+			done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
 		}
-		if len(gone) > 0 {
-			at := time.Now()
-			done := make([]*driver.ResultRecord, len(gone))
-			for i, id := range gone {
-				removed[id] = true
-				done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
-			}
-			if err := putResults(ctx, store, done); err != nil {
-				return nil, q.wrap(op, fmt.Errorf("the tasks %v were removed but their cancelled records could not be stored: %w", gone, err))
-			}
+		gone, err := remover.RemoveTasks(ctx, done)
+		if err != nil {
+			return nil, q.wrap(op, fmt.Errorf("remove the queued tasks (their cancel requests are stored; cancel again to see what became of each): %w", err))
+		}
+		for _, id := range gone {
+			removed[id] = true
 		}
 	}
 	out := make([]CancelResult, len(ids))

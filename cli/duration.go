@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -131,6 +132,12 @@ func (v backoffValue) String() string {
 
 func (v backoffValue) Set(s string) error {
 	b, err := jobq.ParseBackoff(s)
+	var je *jobq.Error
+	if errors.As(err, &je) && je.Msg != "" {
+		// pflag names the flag; the library's own prefix ("jobq policy:",
+		// as `policy set retry-backoff` says it) would point elsewhere.
+		return errors.New(je.Msg)
+	}
 	if err != nil {
 		return err
 	}

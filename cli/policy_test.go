@@ -55,6 +55,7 @@ func TestPolicyCommands(t *testing.T) {
 		{[]string{"policy", "set", "retention", "0"}, cli.ExitUsage, "retention"},
 		{[]string{"policy", "set", "retention", "forever"}, cli.ExitUsage, "retention"},
 		{[]string{"policy", "set", "retry-backoff", "1h,10s"}, cli.ExitUsage, "longer than its cap"},
+		{[]string{"policy", "set", "retry-backoff", "abc"}, cli.ExitUsage, `jobq policy: invalid retry-backoff base="abc": not a duration`},
 		{[]string{"policy", "list"}, 0, "\nretry-backoff 10s,1h\n"},
 		{[]string{"policy", "list", "--json"}, 0, `"kind": "retention",
     "period_s": 172800`},

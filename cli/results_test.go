@@ -60,7 +60,10 @@ func TestPushResultFlagsRejected(t *testing.T) {
 		{[]string{"-c", "true", "--json"}, "--json changes what --print-ids and --wait print"},
 		{[]string{"-c", "true", "--wait-timeout", "1m"}, "give --wait with it"},
 		{[]string{"-c", "true", "--retry-backoff", "1h,1s"}, "longer than its cap"},
-		{[]string{"-c", "true", "--retry-backoff", "0,1h"}, "zero"},
+		{[]string{"-c", "true", "--retry-backoff", "0,1h"}, `"--retry-backoff" flag: retry-backoff base "0" is zero`},
+		// The flag's error is the flag's, not the policy command's.
+		{[]string{"-c", "true", "--retry-backoff", "abc"}, `"--retry-backoff" flag: invalid retry-backoff base="abc": not a duration`},
+		{[]string{"-c", "true", "--retry-backoff", "10s,abc"}, `"--retry-backoff" flag: invalid retry-backoff cap="abc": not a duration`},
 		{[]string{"-c", "true", "--retry-backoff", "-1s,1h"}, "negative"},
 		{[]string{"-c", "true", "--time-limit", "11y"}, "not a duration"},
 		{[]string{"-c", "true", "--time-limit", "4000d"}, "out of range"},

@@ -70,8 +70,9 @@ const (
 	// record for the queue's retention (ResultStore), so producers can
 	// read and wait for it.
 	Results Feature = "results"
-	// Cancel: a queued or delayed task can be removed by its ID
-	// (TaskRemover), and a running one is told to stop.
+	// Cancel: a queued or delayed task can be removed by its ID and
+	// recorded as cancelled in one step (TaskRemover), and a running one
+	// is told to stop.
 	Cancel Feature = "cancel"
 	// WorkerRegistry: workers announce themselves, heartbeat and withdraw
 	// in the engine, so live and vanished workers can be listed.

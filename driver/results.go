@@ -101,14 +101,26 @@ type ResultSettler interface {
 	DeadLetterWithResults(ctx context.Context, reqs []DeadLetterParams, recs []*ResultRecord) []error
 }
 
-// TaskRemover is implemented by drivers that can delete a queued message
-// by its task ID without holding a lease, which Queue.Cancel uses to remove
-// a task that is ready or delayed (Cancel Native). Without it a cancelled
-// task is dropped, unrun, by the worker that next receives it (Cancel
-// Emulated).
+// TaskRemover is implemented by ResultStore drivers that can delete a
+// queued message by its task ID without holding a lease, which
+// Queue.Cancel uses to remove a task that is ready or delayed (Cancel
+// Native). The removal stores the task's cancelled record with it, as
+// ResultSettler does with a settlement. Without it a cancelled task is
+// dropped, unrun, by the worker that next receives it (Cancel Emulated).
 type TaskRemover interface {
 	// RemoveTasks deletes the ready and delayed messages (not in flight,
-	// not dead) whose task ID is in ids, and returns the IDs it removed.
-	// Unknown IDs are skipped.
-	RemoveTasks(ctx context.Context, ids []string) ([]string, error)
+	// not dead) whose task ID is the ID of one of recs, and stores the
+	// record of each task it removed atomically with the removal (in the
+	// same transaction, script or lock): a record is stored if and only
+	// if its task's message was deleted. So neither a crash nor a lost
+	// answer can leave a removed task without its end, on which a wait
+	// would hang until the cancel request's record expired. The portable
+	// layer passes one ResultCancelled record per task ID; each replaces
+	// the task's cancel-request record.
+	//
+	// It returns the IDs it removed. An ID with no ready or delayed
+	// message is skipped, and its record is not stored. A record that
+	// CheckResultRecord rejects fails the call (InvalidArgument) before
+	// anything is removed.
+	RemoveTasks(ctx context.Context, recs []*ResultRecord) ([]string, error)
 }

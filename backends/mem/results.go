@@ -190,27 +190,33 @@ func (d *Driver) wakeResults() {
 }
 
 // RemoveTasks implements driver.TaskRemover: ready and delayed messages
-// with those task IDs are deleted; leased ones stay.
-func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error) {
-	if err := d.check(ctx); err != nil {
+// with the records' task IDs are deleted, and the records of the tasks
+// removed stored, under one hold of the lock; leased ones stay.
+func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+	if err := d.checkResults(ctx); err != nil {
 		return nil, err
 	}
 	if d.level(driver.Cancel) != driver.Native {
 		return nil, driver.Errorf(driver.Unimplemented, "mem: this queue was opened with cancel %s: it cannot remove tasks by ID", d.level(driver.Cancel))
 	}
-	want := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
+	want := make(map[string]*driver.ResultRecord, len(recs))
+	for _, r := range recs {
+		if err := driver.CheckResultRecord(r); err != nil {
+			return nil, err
+		}
+		want[r.ID] = r
 	}
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.promote(time.Now())
+	now := time.Now()
+	s.promote(now)
 	var removed []string
 	done := map[string]bool{}
 	readyGone := false
 	for _, m := range s.msgs {
-		if !want[m.taskID] || m.state == leased {
+		rec := want[m.taskID]
+		if rec == nil || m.state == leased {
 			continue
 		}
 		readyGone = readyGone || m.state == ready
@@ -218,7 +224,11 @@ func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error
 		if !done[m.taskID] {
 			done[m.taskID] = true
 			removed = append(removed, m.taskID)
+			s.putResult(rec, now)
 		}
+	}
+	if len(removed) > 0 {
+		s.wakeResults()
 	}
 	if readyGone {
 		kept := s.readyQ[:0]

@@ -132,13 +132,26 @@ DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM {{s}}.results WHERE queue = $1 AND expires_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED))`),
 
 		// Ready and delayed messages, and those whose lease has expired
-		// (claimable again; the old holder's settlement finds them gone).
-		// A concurrent claim holds the row: the delete waits for it, then
+		// (claimable again; the old holder's settlement finds them gone),
+		// and the records of the tasks removed, in one statement. A
+		// concurrent claim holds the row: the delete waits for it, then
 		// sees the lease and leaves the message.
 		remove: r.Replace(`
-DELETE FROM {{s}}.messages
-WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at <= now())
-RETURNING task_id`),
+WITH x AS (
+	SELECT rid, state, ` + usTime("updated_us") + ` AS updated, ` + usTime("expires_us") + ` AS expires, ` + dataOf("span", "$9") + ` AS data, ord
+	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY
+		AS x(rid, state, updated_us, expires_us, span, ord)
+), d AS (
+	DELETE FROM {{s}}.messages
+	WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at <= now())
+	RETURNING task_id
+), k AS (
+	SELECT * FROM x WHERE rid IN (SELECT task_id FROM d)
+), ins AS (` + upsert("k", "$1", insertDistinct) + `
+), n AS (
+	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
+)
+SELECT DISTINCT task_id FROM d WHERE (SELECT count(*) FROM n) >= 0`),
 	}
 	for v := range insertVariants {
 		for notify := range 2 {
@@ -560,15 +573,24 @@ func (d *Driver) sendResultsNotify() {
 	}
 }
 
-// RemoveTasks implements driver.TaskRemover: one statement.
-func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error) {
+// RemoveTasks implements driver.TaskRemover: one statement deletes the
+// messages and stores the records of the tasks it removed (and wakes
+// waiters in other processes).
+func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
 	if err := d.begin(); err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 {
+	if len(recs) == 0 {
 		return nil, nil
 	}
-	rows, err := d.pool.Query(ctx, d.rsql.remove, d.cfg.queue, ids)
+	for _, r := range recs {
+		if err := driver.CheckResultRecord(r); err != nil {
+			return nil, err
+		}
+	}
+	c := recordArrays(recs, make([]error, len(recs)))
+	rows, err := d.pool.Query(ctx, d.rsql.remove, d.cfg.queue, c.rids, c.states, c.updated, c.expires, c.spans,
+		d.channel(), d.resultsPayload(), c.blob)
 	if err != nil {
 		return nil, wrap(ctx, "remove tasks", err)
 	}
@@ -585,6 +607,9 @@ func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error
 		return nil, wrap(ctx, "remove tasks", err)
 	}
 	d.deletedRows(int64(len(removed)))
+	if len(removed) > 0 {
+		d.resultWake.fire()
+	}
 	return removed, nil
 }
 

@@ -253,13 +253,25 @@ func TestRemoveTasks(t *testing.T) {
 	}
 	receive(t, d, 2, time.Millisecond) // ready and expired, on a lease that runs out at once
 	time.Sleep(5 * time.Millisecond)
-	removed, err := d.RemoveTasks(ctx, []string{"ready", "flight", "dead", "expired", "delayed", "unknown"})
+	asked := []string{"ready", "flight", "dead", "expired", "delayed", "unknown"}
+	var requested, cancelled []*driver.ResultRecord
+	for _, id := range asked {
+		requested = append(requested, rec(id, driver.ResultCancelRequested, time.Hour))
+		cancelled = append(cancelled, rec(id, driver.ResultCancelled, time.Hour))
+	}
+	putResults(t, d, requested...)
+	removed, err := d.RemoveTasks(ctx, cancelled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(removed)
 	if fmt.Sprint(removed) != "[delayed expired ready]" {
 		t.Fatalf("removed %v; want ready, delayed and the expired lease's message", removed)
+	}
+	// The removal stored the removed tasks' records, and only theirs.
+	recs := states(getResults(t, d, asked...))
+	if want := "[cancelled cancel-requested cancel-requested cancelled cancelled cancel-requested]"; fmt.Sprint(recs) != want {
+		t.Fatalf("records after remove = %v; want %s", recs, want)
 	}
 	s, err := d.Stats(ctx)
 	if err != nil || s.Ready != 0 || s.Delayed != 0 || s.InFlight != 1 || s.Dead != 1 {

@@ -278,13 +278,31 @@ func TestRemoveTasks(t *testing.T) {
 	if errs := d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: by["dead"], Reason: "x"}}); errs != nil {
 		t.Fatal(errs)
 	}
-	got, err := d.RemoveTasks(ctx, []string{"ready", "delayed", "held", "requeued", "dead", "unknown"})
+	asked := []string{"ready", "delayed", "held", "requeued", "dead", "unknown"}
+	var requested, cancelled []*driver.ResultRecord
+	for _, id := range asked {
+		requested = append(requested, record(id, driver.ResultCancelRequested, time.Hour))
+		// A longer retention puts the end in another bucket than the request.
+		cancelled = append(cancelled, record(id, driver.ResultCancelled, 48*time.Hour))
+	}
+	if err := d.PutResults(ctx, requested); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.RemoveTasks(ctx, cancelled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(got)
 	if want := []string{"delayed", "ready", "requeued"}; !slices.Equal(got, want) {
 		t.Fatalf("removed %v, want %v", got, want)
+	}
+	// The removal stored the removed tasks' records, and only theirs.
+	var states []driver.ResultState
+	for _, r := range getResults(t, d, asked...) {
+		states = append(states, r.State)
+	}
+	if want := "[cancelled cancelled cancel-requested cancelled cancel-requested cancel-requested]"; fmt.Sprint(states) != want {
+		t.Fatalf("records after remove = %v; want %s", states, want)
 	}
 	if s := stats(t, d); s.Ready != 1 || s.Delayed != 0 || s.InFlight != 1 || s.Dead != 1 {
 		t.Fatalf("stats after remove %+v, want kept ready, held in flight, one dead", s)

@@ -828,17 +828,21 @@ return n
 `)
 
 // removeScript deletes the ready and delayed messages that own the given
-// task ids (Queue.Cancel); leased and dead ones stay. ARGV: prefix, then
-// the task ids. Returns the task ids it removed.
-var removeScript = goredis.NewScript(common + setsLua + `
+// task ids (Queue.Cancel), and stores the record of each task it removed
+// (see recordLua); leased and dead ones stay. ARGV: prefix, n, then
+// recordLua's four, then n times (task id, record). Returns the task ids
+// it removed.
+var removeScript = goredis.NewScript(common + setsLua + recordLua + `
 local IDS = P .. 'ids'
-local out = {}
-for i = 2, #ARGV do
-  local id = ARGV[i]
+local n = tonumber(ARGV[2])
+local out, gone_ids, ng = {}, {}, 0
+for i = 1, n do
+  local id = ARGV[5 + 2 * i]
   local mid = redis.call('HGET', IDS, id)
+  local gone = false
   if mid then
     local k = mkey(mid)
-    local gone = redis.call('ZREM', DELAYED, mid) == 1
+    gone = redis.call('ZREM', DELAYED, mid) == 1
     if not gone then
       local q = redis.pcall('HGET', k, 'q')
       if type(q) ~= 'string' then q = mid end
@@ -847,9 +851,12 @@ for i = 2, #ARGV do
     if gone then
       redis.call('HDEL', IDS, id)
       redis.call('DEL', k)
-      out[#out + 1] = id
+      ng = ng + 1
+      gone_ids[ng] = id
     end
   end
+  out[i] = gone and 1 or 0
 end
-return out
+if ng > 0 then store_records(ng == n, n, 7, out) end
+return gone_ids
 `)

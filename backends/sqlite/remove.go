@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"time"
 
@@ -19,8 +20,20 @@ const removeTasks = `DELETE FROM jobq_messages
 
 var _ driver.TaskRemover = (*Driver)(nil)
 
-// RemoveTasks implements driver.TaskRemover, in one transaction.
-func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error) {
+// RemoveTasks implements driver.TaskRemover: the messages are deleted and
+// the records of the tasks removed stored in one transaction.
+func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+	byID := make(map[string]*driver.ResultRecord, len(recs))
+	ids := make([]string, 0, len(recs))
+	for _, r := range recs {
+		if err := driver.CheckResultRecord(r); err != nil {
+			return nil, err
+		}
+		if byID[r.ID] == nil {
+			ids = append(ids, r.ID)
+		}
+		byID[r.ID] = r
+	}
 	if len(ids) == 0 {
 		return nil, d.check(ctx)
 	}
@@ -31,22 +44,44 @@ func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error
 	var removed []string
 	err = d.writeTx(ctx, "remove tasks", func(tx wtx) error {
 		removed = removed[:0]
-		rows, err := tx.Query(removeTasks, d.cfg.queue, string(list), micros(time.Now()))
+		now := micros(time.Now())
+		rows, err := tx.Query(removeTasks, d.cfg.queue, string(list), now)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+		if removed, err = distinctIDs(rows, removed); err != nil {
+			return err
+		}
+		for _, id := range removed {
+			if err := d.putResult(tx, byID[id], now); err != nil {
 				return err
 			}
-			removed = append(removed, id)
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if len(removed) > 0 {
+		d.note.results.broadcast()
+	}
 	return removed, nil
+}
+
+// distinctIDs appends to ids the task IDs rows return, each once, and
+// closes rows.
+func distinctIDs(rows *sql.Rows, ids []string) ([]string, error) {
+	defer rows.Close()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return ids, err
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
 }

@@ -265,13 +265,30 @@ func TestRemoveTasks(t *testing.T) {
 	}
 	b.receive(t, 2, time.Millisecond) // ready and expired, on a lease that runs out at once
 	time.Sleep(5 * time.Millisecond)
-	removed, err := b.drv.RemoveTasks(b.ctx, []string{"ready", "flight", "dead", "expired", "delayed", "unknown"})
+	asked := []string{"ready", "flight", "dead", "expired", "delayed", "unknown"}
+	var requested, cancelled []*driver.ResultRecord
+	for _, id := range asked {
+		requested = append(requested, rec(id, driver.ResultCancelRequested, time.Hour))
+		cancelled = append(cancelled, rec(id, driver.ResultCancelled, time.Hour))
+	}
+	if err := b.drv.PutResults(b.ctx, requested); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := b.drv.RemoveTasks(b.ctx, cancelled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(removed)
 	if fmt.Sprint(removed) != "[delayed expired ready]" {
 		t.Fatalf("removed %v; want ready, delayed and the expired lease's message", removed)
+	}
+	// The removal stored the removed tasks' records, and only theirs.
+	recs := states(b.results(t, asked...))
+	if want := "[cancelled cancel-requested cancel-requested cancelled cancelled cancel-requested]"; fmt.Sprint(recs) != want {
+		t.Fatalf("records after remove = %v; want %s", recs, want)
+	}
+	if _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{{ID: "ready", State: driver.ResultCancelled}}); driver.CodeOf(err) != driver.InvalidArgument {
+		t.Fatalf("remove with a record without expiry: %v; want InvalidArgument", err)
 	}
 	if s := b.stats(t); s != (driver.Stats{InFlight: 1, Dead: 1}) {
 		t.Fatalf("stats after remove = %+v; want flight in flight, dead dead", s)

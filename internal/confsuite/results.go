@@ -21,6 +21,7 @@ func resultChecks() []check {
 		{"CancelQueued", checkCancelQueued},
 		{"CancelDelayed", checkCancelDelayed},
 		{"CancelRunning", checkCancelRunning},
+		{"CancelInterrupted", checkCancelInterrupted},
 		{"RetryBackoff", checkRetryBackoff},
 		{"TaskSettingsRoundTrip", checkTaskSettingsRoundTrip},
 		{"QueueWidePolicies", checkQueueWidePolicies},
