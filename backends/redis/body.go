@@ -10,16 +10,17 @@ import "bytes"
 //     parts of ai4s-jobq's envelope that the header and the message's task
 //     ID (field i) give back. A reader rebuilds the body byte for byte.
 //
-// A message has one of the two. Packing is what keeps a message hash a
-// listpack, Redis's compact encoding for small hashes: a hash whose values
-// are all at most hash-max-listpack-value (64 bytes by default) long costs
-// about a quarter of a hash table holding the same fields, and a typical
-// ai4s-jobq body (130 bytes: the envelope, a short kwargs and the 32-digit
-// task ID) packs to its kwargs, well under 64 bytes.
+// A message has one of the two (should it have both, b is the newer: see
+// scripts.go). Packing is what keeps a message hash a listpack, Redis's
+// compact encoding for small hashes: a hash whose values are all at most
+// hash-max-listpack-value (64 bytes by default) long costs about a quarter
+// of a hash table holding the same fields, and a typical ai4s-jobq body
+// (130 bytes: the envelope, a short kwargs and the 32-digit task ID) packs
+// to its kwargs, well under 64 bytes.
 //
-// A reader that knows only b finds no body in a packed message; its claim
-// dead-letters the message as corrupt ("it has no body (field b)"), which
-// keeps it, whole, for a requeue by a newer reader (docs/backends/redis.md).
+// A release that knows only b would find no body in a packed message and
+// dead-letter it as corrupt; layoutScript makes such releases fail on the
+// queue before they claim anything.
 
 // packedPrefixes are the envelope openings a packed body may leave out:
 // ai4s-jobq's schema v1 and jobq's v2, with and without a reply requested.

@@ -3,8 +3,11 @@ package redis
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
@@ -176,5 +179,50 @@ func TestBodyLayouts(t *testing.T) {
 				t.Fatalf("received %+v; want the body %q", recs, want)
 			}
 		})
+	}
+}
+
+// TestLayoutMark checks what New does to a queue an earlier release laid
+// out (delayed messages in P..'delayed', max-depth in P..'pold'): it moves
+// them to the keys this release reads, and leaves in the old names keys on
+// which the earlier release's scripts fail before changing anything.
+func TestLayoutMark(t *testing.T) {
+	t.Parallel()
+	raw := newQueueURL(t, "")
+	d := openURL(t, raw)
+	ctx := testCtx(t)
+	push(t, d, &driver.Message{ID: "later", Body: []byte("x"), NotBefore: time.Now().Add(time.Hour)})
+	// Lay the keys out as an earlier release did.
+	c, P := d.client, d.prefix
+	for _, cmd := range [][]any{
+		{"del", P + "delayed", P + "pold"},
+		{"rename", P + "due", P + "delayed"},
+		{"set", P + "pold", "7"},
+	} {
+		if err := c.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+
+	d2 := openURL(t, raw)
+	if s := stats(t, d2); s.Delayed != 1 {
+		t.Errorf("after the layout mark, stats %+v; want the delayed message counted", s)
+	}
+	pols, err := d2.ListPolicies(ctx)
+	if err != nil || len(pols) != 1 || pols[0].Kind != driver.MaxDepthPolicy || pols[0].Limit != 7 {
+		t.Errorf("after the layout mark, policies %+v, %v; want max-depth 7", pols, err)
+	}
+	// The first commands of an earlier release's claim (promoting due
+	// delayed messages) and push (reading max-depth) now fail.
+	if err := c.ZRangeByScore(ctx, P+"delayed", &goredis.ZRangeBy{Min: "-inf", Max: "+inf"}).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("an earlier release's claim reads the delayed set: %v; want WRONGTYPE", err)
+	}
+	if err := c.Get(ctx, P+"pold").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("an earlier release's push reads max-depth: %v; want WRONGTYPE", err)
+	}
+	// Opening again changes nothing.
+	d3 := openURL(t, raw)
+	if s := stats(t, d3); s.Delayed != 1 {
+		t.Errorf("after a second open, stats %+v; want the delayed message counted once", s)
 	}
 }

@@ -13,7 +13,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'seq'       counter for message ids and ready order (which lease tokens reuse)
 //	P..'ready'     sorted set of visible messages, in claim order (see ready_member),
 //	               and the member mark at +inf
-//	P..'delayed'   sorted set of waiting messages, score = visible-at (ms)
+//	P..'due'       sorted set of waiting messages, score = visible-at (ms)
+//	P..'delayed'   the layout mark (see layoutScript)
 //	P..'inflight'  sorted set of leased messages, score = lease expiry (ms),
 //	               and the member mark at +inf
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
@@ -43,8 +44,9 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // A push writes b or z, e and i (empty when the task has none), and p, c
 // and k only when they are set: a missing field reads as its default (p 0,
-// d 0, v = e). A message has b or z, never both: replacing the body
-// (requeue, dead-letter) writes b and deletes z.
+// d 0, v = e). A message has b or z: replacing the body (requeue,
+// dead-letter) writes b and deletes z. Should it have both (a release
+// before packing replaced a packed body), b is the newer and is read.
 //
 // The lease fields live in the message hash as well as in the inflight set,
 // so that checking a lease is one HMGET. The scripts gather the sorted-set
@@ -115,7 +117,7 @@ end
 // setsLua names the ready, delayed and in-flight sets, for the scripts
 // that work on all three; readyLua begins with it.
 const setsLua = `
-local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
+local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'due', P .. 'inflight'
 `
 
 // readyLua makes messages ready again; the scripts that do so prepend it
@@ -210,7 +212,7 @@ local n = math.floor((#ARGV - 2 + W - 1) / W)
 -- The producer's clock, on which NotBefore is too, saves a TIME command;
 -- it is parsed only for a message that has a NotBefore.
 local now = nil
-local maxDepth = redis.call('GET', P .. 'pold')
+local maxDepth = redis.call('GET', P .. 'polm')
 if maxDepth then
   maxDepth = tonumber(maxDepth)
   local adding, seen = 0, {}
@@ -219,7 +221,7 @@ if maxDepth then
     if id == '' or (not seen[id] and redis.call('HEXISTS', IDS, id) == 0) then adding = adding + 1 end
     if id ~= '' then seen[id] = true end
   end
-  local depth = redis.call('ZCOUNT', READY, '-inf', '(inf') + redis.call('ZCARD', P .. 'delayed') +
+  local depth = redis.call('ZCOUNT', READY, '-inf', '(inf') + redis.call('ZCARD', P .. 'due') +
     redis.call('ZCOUNT', P .. 'inflight', '-inf', '(inf')
   if adding > 0 and depth + adding > maxDepth then
     return redis.error_reply('QUEUEFULL ' .. depth .. ' ' .. maxDepth .. ' ' .. adding)
@@ -286,7 +288,7 @@ if nr > 0 then
   redis.call('PUBLISH', P .. 'notify', string.format('%d', nr / 2))
 end
 if nd > 0 then
-  redis.call('ZADD', P .. 'delayed', unpack(delayed, 1, nd))
+  redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd))
   -- Waiting receivers hear when the first of them comes due.
   local due = tonumber(delayed[1])
   for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
@@ -299,7 +301,8 @@ return out
 // visibility ms. Returns {now, next} where next is the earliest time (ms) a
 // delayed message or lease comes due (-1 when none), followed by eight
 // fields per claimed message: message id, token, delivery count, task id,
-// body (field b), enqueued ms, trace context, packed body (field z).
+// body (field b), enqueued ms, trace context, packed body (field z, only
+// when there is no b).
 var claimScript = goredis.NewScript(common + readyLua + policyLua + damageLua + `
 local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
@@ -347,7 +350,7 @@ for j = 1, cnt do
   -- script, which would lose every message popped above; it is
   -- quarantined instead, and the others are claimed.
   local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h', 'z')
-  if f.err or not (f[7] and string.find(f[7], '^[b-o]') or not f[7] and f[2]) or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
+  if f.err or not (f[2] or f[7] and string.find(f[7], '^[b-o]')) or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
       or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
     damaged = damaged or damage_lua()
     local bad = damaged.why(k, f)
@@ -364,7 +367,7 @@ for j = 1, cnt do
     nl = nl + 2
     out[no + 1], out[no + 2], out[no + 3] = mid, tok, dc
     out[no + 4], out[no + 5], out[no + 6], out[no + 7] = f[1] or '', f[2] or '', f[3] or '', f[6] or ''
-    out[no + 8] = f[7] or ''
+    out[no + 8] = not f[2] and f[7] or ''
     no = no + 8
   end
 end
@@ -386,13 +389,15 @@ local function why(k, f)
   if f.err then
     return 'its key ' .. k .. ' is a ' .. redis.call('TYPE', k).ok .. ', not a hash'
   end
-  if f[7] then
-    if not string.find(f[7], '^[b-o]') then
-      return 'its packed body (field z) starts with ' .. shown(string.sub(f[7], 1, 1)) .. ', not a header jobq writes'
+  if not f[2] then
+    if f[7] then
+      if not string.find(f[7], '^[b-o]') then
+        return 'its packed body (field z) starts with ' .. shown(string.sub(f[7], 1, 1)) .. ', not a header jobq writes'
+      end
+    else
+      if redis.call('EXISTS', k) == 0 then return nil end
+      return 'it has no body (field b or z)'
     end
-  elseif not f[2] then
-    if redis.call('EXISTS', k) == 0 then return nil end
-    return 'it has no body (field b or z)'
   end
   if f[3] and not string.find(f[3], '^%d+$') then
     return 'its enqueue time (field e) is ' .. shown(f[3]) .. ', not a number of milliseconds'
@@ -694,7 +699,8 @@ return out
 // what is due, so the order is the one a claim would see. ARGV: prefix,
 // max. Returns nine fields per message: message id, task id, body (field
 // b), delivery count, enqueued ms, visible-at ms (lease expiry when
-// leased), priority, 1 if leased, packed body (field z).
+// leased), priority, 1 if leased, packed body (field z, only when there is
+// no b).
 var peekScript = goredis.NewScript(common + readyLua + `
 local max = tonumber(ARGV[2])
 local now = now_ms()
@@ -710,7 +716,7 @@ local function add(mid, visible, leased)
     out[#out + 1] = mid
     for j = 1, 6 do out[#out + 1] = f[j] or '' end
     out[#out + 1] = leased
-    out[#out + 1] = f[7] or ''
+    out[#out + 1] = not f[2] and f[7] or ''
   end
 end
 local left = max
@@ -771,13 +777,14 @@ return n
 // listDeadScript returns up to max dead letters, oldest first. ARGV:
 // prefix, max. Returns eight fields per letter: message id, task id, body
 // (field b), reason, detail, delivery count, dead-at ms, packed body (field
-// z).
+// z, only when there is no b).
 var listDeadScript = goredis.NewScript(common + `
 local mids = redis.call('ZRANGE', P .. 'dead', 0, tonumber(ARGV[2]) - 1)
 local out = {}
 for _, mid in ipairs(mids) do
   local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a', 'z')
   if f.err then f = {'', '', 'its key is not a hash: ' .. f.err} end
+  if f[2] then f[7] = nil end
   out[#out + 1] = mid
   for j = 1, 7 do out[#out + 1] = f[j] or '' end
 end
@@ -871,4 +878,37 @@ for i = 2, #ARGV do
   end
 end
 return out
+`)
+
+// layoutNote is the layout mark's text, for whoever looks at the marked
+// keys.
+const layoutNote = "jobq: this queue's keys are laid out for a jobq release that packs bodies (field z) and keeps delayed messages in the due set; releases before it cannot use the queue"
+
+// layoutScript marks the queue as laid out for this release; New runs it.
+// Releases before packed bodies (body.go) cannot read them, so they must
+// not claim: the mark makes them fail before they change anything. Their
+// claim, peek, stats and cancel scripts start with the sorted set of
+// delayed messages, P..'delayed', and their push with the max-depth
+// policy, a string at P..'pold': this release keeps those in P..'due' and
+// P..'polm', and puts in the old names keys of other types, on which the
+// old scripts' first command fails (WRONGTYPE). The script moves what the
+// old keys hold (delayed messages, the max-depth policy) to the new ones.
+// ARGV: prefix, the note the marks hold.
+var layoutScript = goredis.NewScript(common + `
+local OLD, DUE, OLDMD, MD = P .. 'delayed', P .. 'due', P .. 'pold', P .. 'polm'
+local t = redis.call('TYPE', OLD).ok
+if t == 'zset' then
+  redis.call('ZUNIONSTORE', DUE, 2, DUE, OLD, 'AGGREGATE', 'MIN')
+  redis.call('DEL', OLD)
+  t = 'none'
+end
+if t == 'none' then redis.call('SET', OLD, ARGV[2]) end
+t = redis.call('TYPE', OLDMD).ok
+if t == 'string' then
+  redis.call('SET', MD, redis.call('GET', OLDMD))
+  redis.call('DEL', OLDMD)
+  t = 'none'
+end
+if t == 'none' then redis.call('HSET', OLDMD, 'jobq', ARGV[2]) end
+return 0
 `)
