@@ -109,18 +109,23 @@ func BenchmarkAsynqDrain(b *testing.B) {
 	reportRate(b, b.N, time.Since(start))
 }
 
-// BenchmarkAsynqPushOne: one producer enqueues tasks one at a time.
+// BenchmarkAsynqPushOne: producers (1 or 8) enqueue tasks one at a time.
 func BenchmarkAsynqPushOne(b *testing.B) {
-	e := newAsynqEnv(b)
-	b.ResetTimer()
-	cm := benchkit.MarkCPU()
-	start := time.Now()
-	for i := range b.N {
-		e.enqueue(b, i)
+	for _, p := range pushProducers {
+		b.Run(fmt.Sprintf("producers=%d", p), func(b *testing.B) {
+			e := newAsynqEnv(b)
+			b.ResetTimer()
+			cm := benchkit.MarkCPU()
+			start := time.Now()
+			benchkit.EachFrom(b, b.N, p, func(i int) error {
+				e.enqueue(b, i) // safe from several goroutines, as b.Error is
+				return nil
+			})
+			elapsed := time.Since(start)
+			cm.Report(b, b.N)
+			reportRate(b, b.N, elapsed)
+		})
 	}
-	elapsed := time.Since(start)
-	cm.Report(b, b.N)
-	reportRate(b, b.N, elapsed)
 }
 
 // BenchmarkAsynqPickupLatency: the time from the start of an Enqueue to the

@@ -102,10 +102,18 @@ func BenchmarkDrain(b *testing.B) {
 	benchkit.Drain(b, openBenchQueue(b))
 }
 
-// BenchmarkPushOne: one producer pushes tasks one Push call at a time.
+// BenchmarkPushOne: producers (1 or 8, as BenchmarkAsynqPushOne) push
+// tasks one Push call at a time.
 func BenchmarkPushOne(b *testing.B) {
-	benchkit.PushOne(b, openBenchQueue(b))
+	for _, p := range pushProducers {
+		b.Run(fmt.Sprintf("producers=%d", p), func(b *testing.B) {
+			benchkit.PushOneFrom(b, openBenchQueue(b), p)
+		})
+	}
 }
+
+// pushProducers are the producer counts of the one-task push benchmarks.
+var pushProducers = []int{1, 8}
 
 // BenchmarkRoundTrip measures one client's PING round trip, the floor under
 // any one-at-a-time call: "go-redis" with go-redis's own dialer, "jobq"

@@ -37,7 +37,10 @@ var corruptions = []conformance.Corruption{
 	damaged("priority is not a number", func(ctx context.Context, c goredis.Cmdable, k string) error {
 		return c.HSet(ctx, k, "p", "high\xff").Err()
 	}),
-	damaged("no body", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HDel(ctx, k, "b").Err() }),
+	damaged("no body", func(ctx context.Context, c goredis.Cmdable, k string) error { return c.HDel(ctx, k, "b", "z").Err() }),
+	damaged("packed body with an unknown header", func(ctx context.Context, c goredis.Cmdable, k string) error {
+		return c.HSet(ctx, k, "z", `Z"{}"`).Err()
+	}),
 	damaged("message key is a list", func(ctx context.Context, c goredis.Cmdable, k string) error {
 		if err := c.Del(ctx, k).Err(); err != nil {
 			return err

@@ -19,12 +19,13 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 	if err != nil {
 		return nil, d.fail("peek", err)
 	}
-	out := make([]*driver.PeekedMessage, 0, len(res)/8)
-	for i := 0; i+7 < len(res); i += 8 {
+	out := make([]*driver.PeekedMessage, 0, len(res)/9)
+	for i := 0; i+8 < len(res); i += 9 {
+		id := asStr(res[i+1])
 		out = append(out, &driver.PeekedMessage{
 			MessageID:     asStr(res[i]),
-			ID:            asStr(res[i+1]),
-			Body:          []byte(asStr(res[i+2])),
+			ID:            id,
+			Body:          storedBody(res[i+2], res[i+8], id),
 			DeliveryCount: int(asInt(res[i+3])),
 			EnqueuedAt:    fromMs(asInt(res[i+4])),
 			VisibleAt:     fromMs(asInt(res[i+5])),
@@ -78,12 +79,13 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	if err != nil {
 		return nil, d.fail("list dead letters", err)
 	}
-	out := make([]*driver.DeadMessage, 0, len(res)/7)
-	for i := 0; i+6 < len(res); i += 7 {
+	out := make([]*driver.DeadMessage, 0, len(res)/8)
+	for i := 0; i+7 < len(res); i += 8 {
+		id := asStr(res[i+1])
 		out = append(out, &driver.DeadMessage{
 			MessageID:     asStr(res[i]),
-			ID:            asStr(res[i+1]),
-			Body:          []byte(asStr(res[i+2])),
+			ID:            id,
+			Body:          storedBody(res[i+2], res[i+7], id),
 			Reason:        asStr(res[i+3]),
 			Detail:        asStr(res[i+4]),
 			DeliveryCount: int(asInt(res[i+5])),

@@ -17,7 +17,7 @@ import (
 // its hash slot:
 //
 //	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS"
-//	prefix.."pold"        string: max-depth
+//	prefix.."polm"        string: max-depth (before packed bodies "pold", now the layout mark: see layoutScript)
 //	prefix.."polq"        hash "retention" and "retry-backoff" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
 //	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
 //	prefix.."radm:"..KEY  sorted set of claims of KEY in its window (score: ms)
@@ -210,7 +210,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	var err error
 	switch p.Kind {
 	case driver.MaxDepthPolicy:
-		err = d.client.Set(ctx, d.prefix+"pold", p.Limit, 0).Err()
+		err = d.client.Set(ctx, d.prefix+"polm", p.Limit, 0).Err()
 	case driver.RetentionPolicy, driver.RetryBackoffPolicy:
 		err = d.client.HSet(ctx, d.prefix+"polq", string(p.Kind), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
 	case driver.RatePolicy:
@@ -230,7 +230,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 	var err error
 	switch {
 	case kind == driver.MaxDepthPolicy:
-		n, err = d.client.Del(ctx, d.prefix+"pold").Result()
+		n, err = d.client.Del(ctx, d.prefix+"polm").Result()
 	case !kind.Keyed():
 		n, err = d.client.HDel(ctx, d.prefix+"polq", string(kind)).Result()
 	default:
@@ -272,7 +272,7 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 		}
 		out = append(out, p)
 	}
-	md, err := d.client.Get(ctx, d.prefix+"pold").Int64()
+	md, err := d.client.Get(ctx, d.prefix+"polm").Int64()
 	switch {
 	case err == nil:
 		out = append(out, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: md})

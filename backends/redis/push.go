@@ -23,15 +23,26 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	chunks := make([][]any, len(bounds))
 	now := time.Now().UnixMilli()
 	for c, b := range bounds {
-		traced := anyTraced(msgs[b[0]:b[1]])
-		args := make([]any, 0, 1+7*(b[1]-b[0]))
-		if traced {
-			args = append(args, "t"+strconv.FormatInt(now, 10))
-		} else {
+		part := msgs[b[0]:b[1]]
+		traced := anyTraced(part)
+		packed := packAll(part)
+		args := make([]any, 0, 1+7*len(part))
+		switch {
+		case packed == nil && !traced:
 			args = append(args, now)
+		case packed == nil:
+			args = append(args, "t"+strconv.FormatInt(now, 10))
+		case !traced:
+			args = append(args, "z"+strconv.FormatInt(now, 10))
+		default:
+			args = append(args, "zt"+strconv.FormatInt(now, 10))
 		}
-		for i := b[0]; i < b[1]; i++ {
-			args = appendPushFields(args, msgs[i], i == b[1]-1, traced)
+		for i, m := range part {
+			body := m.Body
+			if packed != nil {
+				body = packed[i]
+			}
+			args = appendPushFields(args, m, body, i == len(part)-1, traced)
 		}
 		chunks[c] = args
 	}
@@ -67,17 +78,32 @@ func anyTraced(msgs []*driver.Message) bool {
 	return false
 }
 
-// appendPushFields appends a message's fields for the push script. The last
+// packAll returns the packed bodies of msgs (body.go), or nil when one of
+// them does not pack: a push script call stores all its bodies one way.
+func packAll(msgs []*driver.Message) [][]byte {
+	out := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		p, ok := packBody(m.Body, m.ID)
+		if !ok {
+			return nil
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// appendPushFields appends a message's fields, with body as its body, for
+// the push script. The last
 // message of a call leaves out its trailing fields that hold their defaults
 // (priority 0, no not-before, no concurrency or rate-limit key), which the
 // script fills in: Redis charges a script for every argument, and most
 // pushes set none of these.
-func appendPushFields(args []any, m *driver.Message, last, traced bool) []any {
+func appendPushFields(args []any, m *driver.Message, body []byte, last, traced bool) []any {
 	var nb int64
 	if !m.NotBefore.IsZero() {
 		nb = m.NotBefore.UnixMilli()
 	}
-	f := [...]any{m.ID, m.Body, m.Priority, nb, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent}
+	f := [...]any{m.ID, body, m.Priority, nb, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent}
 	n := len(f) - 1
 	if traced {
 		n = len(f)

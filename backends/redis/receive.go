@@ -95,11 +95,12 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64) (recs []*driver.Re
 	// The lease's expiry is measured on this machine's clock from before the
 	// call, so it is never later than the server's.
 	expiry := start.Add(time.Duration(vis) * time.Millisecond)
-	recs = make([]*driver.Received, 0, (len(res)-2)/7)
-	for i := 2; i+6 < len(res); i += 7 {
+	recs = make([]*driver.Received, 0, (len(res)-2)/8)
+	for i := 2; i+7 < len(res); i += 8 {
+		id := asStr(res[i+3])
 		recs = append(recs, &driver.Received{
-			ID:            asStr(res[i+3]),
-			Body:          []byte(asStr(res[i+4])),
+			ID:            id,
+			Body:          storedBody(res[i+4], res[i+7], id),
 			DeliveryCount: int(asInt(res[i+2])),
 			EnqueuedAt:    fromMs(asInt(res[i+5])),
 			TraceParent:   asStr(res[i+6]),

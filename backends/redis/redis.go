@@ -138,6 +138,9 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?): %w", err))
 	}
+	if err := d.run(ctx, layoutScript, layoutNote).Err(); err != nil {
+		return nil, d.fail("open", fmt.Errorf("marking the queue's key layout: %w", err))
+	}
 	return d, nil
 }
 
@@ -174,7 +177,7 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		client:  client,
 		queue:   queue,
 		prefix:  kp,
-		keys:    []string{kp + "seq", kp + "ready", kp + "delayed", kp + "inflight", kp + "ids", kp + "dead"},
+		keys:    []string{kp + "seq", kp + "ready", kp + "due", kp + "inflight", kp + "ids", kp + "dead"},
 		channel: kp + "notify",
 		log:     log,
 		done:    make(chan struct{}),

@@ -13,7 +13,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'seq'       counter for message ids and ready order (which lease tokens reuse)
 //	P..'ready'     sorted set of visible messages, in claim order (see ready_member),
 //	               and the member mark at +inf
-//	P..'delayed'   sorted set of waiting messages, score = visible-at (ms)
+//	P..'due'       sorted set of waiting messages, score = visible-at (ms)
+//	P..'delayed'   the layout mark (see layoutScript)
 //	P..'inflight'  sorted set of leased messages, score = lease expiry (ms),
 //	               and the member mark at +inf
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
@@ -32,6 +33,7 @@ import goredis "github.com/redis/go-redis/v9"
 // Each message is the hash P.."m:"..id with fields
 //
 //	i  task id            b  body              p  priority
+//	z  packed body, in place of b (body.go)
 //	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
 //	c  concurrency key    k  rate-limit key
 //	n  "1" when the message does not own its task id in the ids hash
@@ -40,9 +42,11 @@ import goredis "github.com/redis/go-redis/v9"
 //	h  the producer's W3C trace context (driver.Message.TraceParent), only when traced
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
 //
-// A push writes b, e and i (empty when the task has none), and p, c and k
-// only when they are set: a missing field reads as its default (p 0, d 0,
-// v = e).
+// A push writes b or z, e and i (empty when the task has none), and p, c
+// and k only when they are set: a missing field reads as its default (p 0,
+// d 0, v = e). A message has b or z: replacing the body (requeue,
+// dead-letter) writes b and deletes z. Should it have both (a release
+// before packing replaced a packed body), b is the newer and is read.
 //
 // The lease fields live in the message hash as well as in the inflight set,
 // so that checking a lease is one HMGET. The scripts gather the sorted-set
@@ -113,7 +117,7 @@ end
 // setsLua names the ready, delayed and in-flight sets, for the scripts
 // that work on all three; readyLua begins with it.
 const setsLua = `
-local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'delayed', P .. 'inflight'
+local READY, DELAYED, INFLIGHT = P .. 'ready', P .. 'due', P .. 'inflight'
 `
 
 // readyLua makes messages ready again; the scripts that do so prepend it
@@ -186,7 +190,9 @@ end
 // pushScript stores messages. ARGV: prefix, the producer's time (ms), then
 // per message (task id, body, priority, not-before ms or 0, concurrency key,
 // rate-limit key), and a seventh field, the trace context, when the time
-// starts with "t" (a traced push: untraced ones pay no argument for it). The last message's fields may stop after its body, or
+// starts with "t" (a traced push: untraced ones pay no argument for it).
+// When the time starts with "z" (before any "t"), every body of the call is
+// packed (body.go) and goes to field z rather than b. The last message's fields may stop after its body, or
 // after any later field: those left out take their defaults (priority 0,
 // not-before 0, no keys), so that a plain one-message push passes four
 // arguments rather than eight. A max-depth policy (policy.go) makes it
@@ -199,13 +205,14 @@ var pushScript = goredis.NewScript(pushPrelude + `
 -- is str(x), P .. 'm:' .. mid is mkey(mid), and ZCOUNT from '-inf' to
 -- '(inf' is counted.
 local READY, IDS = P .. 'ready', P .. 'ids'
-local W, nowStr = 6, ARGV[2]
+local W, nowStr, B = 6, ARGV[2], 'b'
+if string.byte(nowStr) == 122 then B, nowStr = 'z', string.sub(nowStr, 2) end
 if string.byte(nowStr) == 116 then W, nowStr = 7, string.sub(nowStr, 2) end
 local n = math.floor((#ARGV - 2 + W - 1) / W)
 -- The producer's clock, on which NotBefore is too, saves a TIME command;
 -- it is parsed only for a message that has a NotBefore.
 local now = nil
-local maxDepth = redis.call('GET', P .. 'pold')
+local maxDepth = redis.call('GET', P .. 'polm')
 if maxDepth then
   maxDepth = tonumber(maxDepth)
   local adding, seen = 0, {}
@@ -214,7 +221,7 @@ if maxDepth then
     if id == '' or (not seen[id] and redis.call('HEXISTS', IDS, id) == 0) then adding = adding + 1 end
     if id ~= '' then seen[id] = true end
   end
-  local depth = redis.call('ZCOUNT', READY, '-inf', '(inf') + redis.call('ZCARD', P .. 'delayed') +
+  local depth = redis.call('ZCOUNT', READY, '-inf', '(inf') + redis.call('ZCARD', P .. 'due') +
     redis.call('ZCOUNT', P .. 'inflight', '-inf', '(inf')
   if adding > 0 and depth + adding > maxDepth then
     return redis.error_reply('QUEUEFULL ' .. depth .. ' ' .. maxDepth .. ' ' .. adding)
@@ -250,9 +257,9 @@ for i = 0, n - 1 do
     -- and visible-at = enqueued are left out. A message without them, the
     -- common one, is stored without building a table.
     if pri == '0' and ckey == '' and rkey == '' and trace == '' then
-      redis.call('HSET', P .. 'm:' .. mid, 'b', body, 'e', nowStr, 'i', id)
+      redis.call('HSET', P .. 'm:' .. mid, B, body, 'e', nowStr, 'i', id)
     else
-      local f = {'b', body, 'e', nowStr, 'i', id}
+      local f = {B, body, 'e', nowStr, 'i', id}
       if pri ~= '0' then f[#f + 1] = 'p'; f[#f + 1] = pri end
       if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
       if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
@@ -281,7 +288,7 @@ if nr > 0 then
   redis.call('PUBLISH', P .. 'notify', string.format('%d', nr / 2))
 end
 if nd > 0 then
-  redis.call('ZADD', P .. 'delayed', unpack(delayed, 1, nd))
+  redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd))
   -- Waiting receivers hear when the first of them comes due.
   local due = tonumber(delayed[1])
   for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
@@ -292,9 +299,10 @@ return out
 
 // claimScript leases up to max ready messages. ARGV: prefix, max,
 // visibility ms. Returns {now, next} where next is the earliest time (ms) a
-// delayed message or lease comes due (-1 when none), followed by seven
+// delayed message or lease comes due (-1 when none), followed by eight
 // fields per claimed message: message id, token, delivery count, task id,
-// body, enqueued ms, trace context.
+// body (field b), enqueued ms, trace context, packed body (field z, only
+// when there is no b).
 var claimScript = goredis.NewScript(common + readyLua + policyLua + damageLua + `
 local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
@@ -341,8 +349,8 @@ for j = 1, cnt do
   -- that is not a hash, a field that is not a number) must not abort the
   -- script, which would lose every message popped above; it is
   -- quarantined instead, and the others are claimed.
-  local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h')
-  if f.err or not f[2] or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
+  local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h', 'z')
+  if f.err or not (f[2] or f[7] and string.find(f[7], '^[b-o]')) or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
       or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
     damaged = damaged or damage_lua()
     local bad = damaged.why(k, f)
@@ -358,8 +366,9 @@ for j = 1, cnt do
     leased[nl + 1], leased[nl + 2] = exp, mid
     nl = nl + 2
     out[no + 1], out[no + 2], out[no + 3] = mid, tok, dc
-    out[no + 4], out[no + 5], out[no + 6], out[no + 7] = f[1] or '', f[2], f[3] or '', f[6] or ''
-    no = no + 7
+    out[no + 4], out[no + 5], out[no + 6], out[no + 7] = f[1] or '', f[2] or '', f[3] or '', f[6] or ''
+    out[no + 8] = not f[2] and f[7] or ''
+    no = no + 8
   end
 end
 if nl > 0 then redis.call('ZADD', INFLIGHT, unpack(leased)) end
@@ -373,7 +382,7 @@ const damageLua = `
 local damaged
 local function damage_lua()
 -- why says what is wrong with message hash k, whose HMGET of i, b, e,
--- d, p (through pcall) gave f, or nil when nothing is. A ready entry whose
+-- d, p, h, z (through pcall) gave f, or nil when nothing is. A ready entry whose
 -- hash is gone entirely is not a message, and not damage.
 local function shown(v) return '"' .. string.gsub(string.sub(v, 1, 40), '[^%w%p ]', '?') .. '"' end
 local function why(k, f)
@@ -381,8 +390,14 @@ local function why(k, f)
     return 'its key ' .. k .. ' is a ' .. redis.call('TYPE', k).ok .. ', not a hash'
   end
   if not f[2] then
-    if redis.call('EXISTS', k) == 0 then return nil end
-    return 'it has no body (field b)'
+    if f[7] then
+      if not string.find(f[7], '^[b-o]') then
+        return 'its packed body (field z) starts with ' .. shown(string.sub(f[7], 1, 1)) .. ', not a header jobq writes'
+      end
+    else
+      if redis.call('EXISTS', k) == 0 then return nil end
+      return 'it has no body (field b or z)'
+    end
   end
   if f[3] and not string.find(f[3], '^%d+$') then
     return 'its enqueue time (field e) is ' .. shown(f[3]) .. ', not a number of milliseconds'
@@ -598,7 +613,11 @@ for i = 0, n - 1 do
     released[#released + 1] = mid
     unhold(held, f[4], mid, ARGV[b + 1])
     redis.call('HDEL', k, 't', 'l')
-    if ARGV[b + 3] == '1' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
+    -- A new body is stored as it is (see pushScript on z).
+    if ARGV[b + 3] == '1' then
+      redis.call('HSET', k, 'b', ARGV[b + 4])
+      redis.call('HDEL', k, 'z')
+    end
     if delay > 0 then
       local at = str(now + delay)
       redis.call('HSET', k, 'v', at)
@@ -658,7 +677,10 @@ for i = 0, n - 1 do
     unhold(held, f[5], mid, ARGV[b + 1])
     redis.call('HDEL', k, 't', 'l', 'v')
     redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
-    if ARGV[b + 4] ~= '' then redis.call('HSET', k, 'b', ARGV[b + 4]) end
+    if ARGV[b + 4] ~= '' then
+      redis.call('HSET', k, 'b', ARGV[b + 4])
+      redis.call('HDEL', k, 'z')
+    end
     redis.call('ZADD', DEAD, now, mid)
     moved[#moved + 1] = mid
     out[#out + 1] = 1
@@ -675,9 +697,10 @@ return out
 // peekScript returns up to max messages in claim order: ready ones, then
 // delayed ones by due time, then leased ones by expiry. It first promotes
 // what is due, so the order is the one a claim would see. ARGV: prefix,
-// max. Returns eight fields per message: message id, task id, body,
-// delivery count, enqueued ms, visible-at ms (lease expiry when leased),
-// priority, 1 if leased.
+// max. Returns nine fields per message: message id, task id, body (field
+// b), delivery count, enqueued ms, visible-at ms (lease expiry when
+// leased), priority, 1 if leased, packed body (field z, only when there is
+// no b).
 var peekScript = goredis.NewScript(common + readyLua + `
 local max = tonumber(ARGV[2])
 local now = now_ms()
@@ -687,12 +710,13 @@ local out = {}
 -- lease expiry); for ready ones the hash's v, or the enqueued time.
 local function add(mid, visible, leased)
   -- pcall: a key another tool replaced is left out, not a failed peek.
-  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p')
-  if f[2] then
+  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'd', 'e', 'v', 'p', 'z')
+  if f[2] or f[7] then
     f[5] = visible or f[5] or f[4]
     out[#out + 1] = mid
     for j = 1, 6 do out[#out + 1] = f[j] or '' end
     out[#out + 1] = leased
+    out[#out + 1] = not f[2] and f[7] or ''
   end
 end
 local left = max
@@ -751,16 +775,18 @@ return n
 `)
 
 // listDeadScript returns up to max dead letters, oldest first. ARGV:
-// prefix, max. Returns seven fields per letter: message id, task id, body,
-// reason, detail, delivery count, dead-at ms.
+// prefix, max. Returns eight fields per letter: message id, task id, body
+// (field b), reason, detail, delivery count, dead-at ms, packed body (field
+// z, only when there is no b).
 var listDeadScript = goredis.NewScript(common + `
 local mids = redis.call('ZRANGE', P .. 'dead', 0, tonumber(ARGV[2]) - 1)
 local out = {}
 for _, mid in ipairs(mids) do
-  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a')
+  local f = redis.pcall('HMGET', mkey(mid), 'i', 'b', 'r', 'x', 'd', 'a', 'z')
   if f.err then f = {'', '', 'its key is not a hash: ' .. f.err} end
+  if f[2] then f[7] = nil end
   out[#out + 1] = mid
-  for j = 1, 6 do out[#out + 1] = f[j] or '' end
+  for j = 1, 7 do out[#out + 1] = f[j] or '' end
 end
 return out
 `)
@@ -859,4 +885,37 @@ for i = 1, n do
 end
 if ng > 0 then store_records(ng == n, n, 7, out) end
 return gone_ids
+`)
+
+// layoutNote is the layout mark's text, for whoever looks at the marked
+// keys.
+const layoutNote = "jobq: this queue's keys are laid out for a jobq release that packs bodies (field z) and keeps delayed messages in the due set; releases before it cannot use the queue"
+
+// layoutScript marks the queue as laid out for this release; New runs it.
+// Releases before packed bodies (body.go) cannot read them, so they must
+// not claim: the mark makes them fail before they change anything. Their
+// claim, peek, stats and cancel scripts start with the sorted set of
+// delayed messages, P..'delayed', and their push with the max-depth
+// policy, a string at P..'pold': this release keeps those in P..'due' and
+// P..'polm', and puts in the old names keys of other types, on which the
+// old scripts' first command fails (WRONGTYPE). The script moves what the
+// old keys hold (delayed messages, the max-depth policy) to the new ones.
+// ARGV: prefix, the note the marks hold.
+var layoutScript = goredis.NewScript(common + `
+local OLD, DUE, OLDMD, MD = P .. 'delayed', P .. 'due', P .. 'pold', P .. 'polm'
+local t = redis.call('TYPE', OLD).ok
+if t == 'zset' then
+  redis.call('ZUNIONSTORE', DUE, 2, DUE, OLD, 'AGGREGATE', 'MIN')
+  redis.call('DEL', OLD)
+  t = 'none'
+end
+if t == 'none' then redis.call('SET', OLD, ARGV[2]) end
+t = redis.call('TYPE', OLDMD).ok
+if t == 'string' then
+  redis.call('SET', MD, redis.call('GET', OLDMD))
+  redis.call('DEL', OLDMD)
+  t = 'none'
+end
+if t == 'none' then redis.call('HSET', OLDMD, 'jobq', ARGV[2]) end
+return 0
 `)
