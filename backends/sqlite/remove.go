@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -12,10 +11,9 @@ import (
 // are ready or delayed: not leased, or leased with the lease expired
 // (claimable again; its old holder's settlement then finds it gone and
 // gets LockLost). In-flight messages and dead letters stay.
-const removeTasks = `DELETE FROM jobq_messages
-	WHERE queue = ?1 AND task_id IN (SELECT value FROM json_each(?2)) AND task_id <> ''
-		AND (lease IS NULL OR visible_at <= ?3)
-	RETURNING CAST(task_id AS TEXT)`
+const removeTask = `DELETE FROM jobq_messages
+	WHERE queue = ?1 AND task_id = ?2 AND task_id <> ''
+		AND (lease IS NULL OR visible_at <= ?3)`
 
 var _ driver.TaskRemover = (*Driver)(nil)
 
@@ -24,26 +22,24 @@ func (d *Driver) RemoveTasks(ctx context.Context, ids []string) ([]string, error
 	if len(ids) == 0 {
 		return nil, d.check(ctx)
 	}
-	list, err := json.Marshal(ids)
-	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "sqlite remove tasks: task IDs: %w", err)
-	}
 	var removed []string
-	err = d.writeTx(ctx, "remove tasks", func(tx wtx) error {
+	err := d.writeTx(ctx, "remove tasks", func(tx wtx) error {
 		removed = removed[:0]
-		rows, err := tx.Query(removeTasks, d.cfg.queue, string(list), micros(time.Now()))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+		now := micros(time.Now())
+		for _, id := range ids {
+			res, err := tx.Exec(removeTask, d.cfg.queue, taskKey(id), now)
+			if err != nil {
 				return err
 			}
-			removed = append(removed, id)
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				removed = append(removed, id)
+			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, err
