@@ -243,6 +243,9 @@ func TestNewFileLayout(t *testing.T) {
 	if got := pragmaInt(t, b.drv, "auto_vacuum"); got != 2 {
 		t.Errorf("auto_vacuum %d, want 2 (incremental)", got)
 	}
+	if got := pragmaInt(t, b.drv, "wal_autocheckpoint"); got != walCheckpointPages {
+		t.Errorf("wal_autocheckpoint %d, want %d", got, walCheckpointPages)
+	}
 	var mode string
 	if err := b.drv.db.QueryRowContext(b.ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode %q (%v), want wal", mode, err)
