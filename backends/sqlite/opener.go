@@ -88,10 +88,11 @@ const (
 // random place; once the queue is deeper than a transaction's worth of
 // tasks, each such page is written whole to the WAL and again to the file
 // at the checkpoint. Half of SQLite's 4096 cuts those bytes: with 300,000
-// queued tasks, 15 KB were written per completed task at 4096 and 10 KB
-// at 2048, and the first 20,000 drained at about 0.67x and 0.94x the rate
-// of a 20,000-task queue (single runs); 1024 wrote less again but took
-// 7 % more space per task and drained a small queue slower.
+// queued tasks, 15.5 KB were written per completed task at 4096 and
+// 10 KB at 2048 (at a 20,000-task queue 12 and 9 KB), for 3 % more space
+// per task; 1024 wrote less again but took 7 % more space. Drain rates
+// varied more between runs on the shared test machine than between the
+// sizes.
 const newPageSize = 2048
 
 // walCheckpointPages is the wal_autocheckpoint pragma: the WAL pages after

@@ -70,7 +70,7 @@ func (d *Driver) reclaim(ctx context.Context) {
 		return
 	}
 	// The file shrinks only when a checkpoint copies the step into it, and
-	// SQLite's automatic one waits for 1000 pages of WAL, which the last
+	// the automatic one waits for walCheckpointPages of WAL, which the last
 	// steps of a drain may never reach on an idle queue: the file kept its
 	// peak size until the next burst of work. A passive checkpoint never
 	// waits for readers or writers.
