@@ -153,12 +153,34 @@ func loadTask(key, body, idAt any) (id string, b []byte, why string) {
 	return id, full, ""
 }
 
+// convertStep is how many rowids one statement of convertKeys covers. A
+// statement that changes rows of a table with a unique index keeps a
+// journal of every page it changes, in memory (temp_store): one UPDATE of
+// a million rows took 700 MB.
+const convertStep = 10000
+
+// convertKeys stores the canonical task IDs of table's rows as keys, in
+// statements of convertStep rowids.
+func convertKeys(ctx context.Context, tx *sql.Tx, table string) error {
+	var lo, hi sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT min(rowid), max(rowid) FROM `+table).Scan(&lo, &hi); err != nil {
+		return err
+	}
+	for at := lo.Int64; lo.Valid && at <= hi.Int64; at += convertStep {
+		if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET task_id = unhex(task_id)
+			WHERE rowid >= ? AND rowid < ? AND `+canonicalSQL("task_id"), at, at+convertStep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // migrateTaskKeys brings a file to schemaVersion: it adds the id_at
 // columns, stores the canonical task IDs of older rows as keys (their
 // bodies stay whole), and installs the fence against older versions. It
 // refuses a file of a newer schema. It runs inside migrate's transaction;
-// converting a file's rows holds the write lock for about as long as
-// rewriting the task-ID index takes (seconds for a million messages).
+// converting a file's rows holds the write lock for about 25 seconds per
+// million queued messages (measured: 26.6 s, 296 MB of memory).
 func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 	var v int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
@@ -181,7 +203,7 @@ func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET task_id = unhex(task_id) WHERE `+canonicalSQL("task_id")); err != nil {
+		if err := convertKeys(ctx, tx, table); err != nil {
 			return err
 		}
 	}

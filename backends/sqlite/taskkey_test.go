@@ -133,8 +133,21 @@ func TestMigrateFromSchema0(t *testing.T) {
 	t.Parallel()
 	path := loadSchema0(t)
 	const inFlightLease = "c286ddbfdbb738c8012e17efaa9d991c" // in the dump
-	d := openAt(t, path, "queue=q")
 	ctx := t.Context()
+	// A message far enough on that the conversion reaches it in a later
+	// statement than the others (convertStep), delayed like ...05.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(ctx, `INSERT INTO jobq_messages (id, queue, task_id, body, visible_at, enqueued_at)
+		VALUES (?, 'q', ?, x'00', 4102444800000000, 1795691194745596)`, 3*convertStep, canon(6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := openAt(t, path, "queue=q")
 
 	var version int
 	if err := d.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
@@ -154,6 +167,7 @@ func TestMigrateFromSchema0(t *testing.T) {
 		"0123456789ABCDEF0123456789ABCDEF": `upper`,
 		canon(4):                           `not json, no id`,
 		canon(5):                           `{"id": "` + canon(5) + `"}`,
+		canon(6):                           "\x00",
 	}
 	got := map[string]string{}
 	for _, p := range peeked {
@@ -220,8 +234,8 @@ func TestMigrateFromSchema0(t *testing.T) {
 
 	// Opening the upgraded file again changes nothing.
 	d2 := openAt(t, path, "queue=q")
-	if s, err := d2.Stats(ctx); err != nil || s.Delayed != 1 || s.Ready != 0 {
-		t.Errorf("stats on reopening: %+v, %v; want the delayed message alone", s, err)
+	if s, err := d2.Stats(ctx); err != nil || s.Delayed != 2 || s.Ready != 0 {
+		t.Errorf("stats on reopening: %+v, %v; want the two delayed messages alone", s, err)
 	}
 }
 
