@@ -67,7 +67,7 @@ func damaged(name, set string) conformance.Corruption {
 			return err
 		}
 		defer db.Close()
-		res, err := db.ExecContext(ctx, `INSERT INTO jobq_messages (queue, task_id, body, visible_at, enqueued_at) VALUES (?, '', ?, 0, 0)`,
+		res, err := db.ExecContext(ctx, `INSERT INTO jobq_messages (queue, task_id, body, id_at, visible_at, enqueued_at) VALUES (?, '', ?, 0, 0, 0)`,
 			u.Query().Get("queue"), body)
 		if err != nil {
 			return err

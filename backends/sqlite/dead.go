@@ -10,25 +10,29 @@ import (
 
 const (
 	// listDead casts each column to the type it is scanned into, so that
-	// a row another tool wrote cannot fail the listing.
-	listDead = `SELECT id, CAST(task_id AS TEXT), CAST(body AS BLOB), CAST(reason AS TEXT), CAST(detail AS TEXT),
+	// a row another tool wrote cannot fail the listing; the task ID and
+	// body are read by loadTask.
+	listDead = `SELECT id, task_id, body, id_at, CAST(reason AS TEXT), CAST(detail AS TEXT),
 		CAST(deliveries AS INTEGER), CAST(dead_at AS INTEGER)
 		FROM jobq_dead WHERE queue = ? ORDER BY id LIMIT ?`
-	deadIDs = `SELECT id FROM jobq_dead WHERE queue = ? ORDER BY id`
+	deadIDs       = `SELECT id FROM jobq_dead WHERE queue = ? ORDER BY id`
+	deleteDead    = `DELETE FROM jobq_dead WHERE id = ? AND queue = ?`
+	deleteAllDead = `DELETE FROM jobq_dead WHERE queue = ?`
+)
+
+var (
 	// reviveDead puts a dead letter back, visible at once, with a fresh
 	// delivery count; it is skipped (no row) when a message with the same
 	// task ID is queued again meanwhile, and then stays dead.
 	// A priority or enqueue time that is not one (another tool wrote it)
 	// is repaired on the way, so that the claim does not quarantine the
 	// message again: priorities are clamped, a bad time becomes now.
-	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key)
-		SELECT queue, CAST(task_id AS TEXT), CAST(body AS BLOB),
+	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key)
+		SELECT queue, ` + keyColumnSQL + `, CAST(body AS BLOB), CASE WHEN typeof(id_at) = 'integer' THEN id_at ELSE 0 END,
 			CASE WHEN typeof(priority) = 'integer' THEN max(-1000, min(1000, priority)) ELSE 0 END, ?1,
 			CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ?1 END, concurrency_key, rate_key
 		FROM jobq_dead WHERE id = ?2 AND queue = ?3
 		ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING`
-	deleteDead    = `DELETE FROM jobq_dead WHERE id = ? AND queue = ?`
-	deleteAllDead = `DELETE FROM jobq_dead WHERE queue = ?`
 )
 
 // ListDead implements driver.Driver. max <= 0 lists every dead letter.
@@ -47,12 +51,15 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	var out []*driver.DeadMessage
 	for rows.Next() {
 		var (
-			m      driver.DeadMessage
-			id, at int64
+			m                  driver.DeadMessage
+			id, at             int64
+			taskID, body, idAt any
 		)
-		if err := rows.Scan(&id, &m.ID, &m.Body, &m.Reason, &m.Detail, &m.DeliveryCount, &at); err != nil {
+		if err := rows.Scan(&id, &taskID, &body, &idAt, &m.Reason, &m.Detail, &m.DeliveryCount, &at); err != nil {
 			return nil, d.wrap(ctx, "list dead letters", err)
 		}
+		// A damaged row shows as well as it can be read.
+		m.ID, m.Body, _ = loadTask(taskID, body, idAt)
 		m.MessageID = strconv.FormatInt(id, 10)
 		m.DeadAt = fromMicros(at)
 		out = append(out, &m)

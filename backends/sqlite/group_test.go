@@ -44,7 +44,7 @@ func TestGroupCommit(t *testing.T) {
 	abandoned.state.Store(reqAbandoned)
 	push := newReq(func(tx wtx) error {
 		now := micros(time.Now())
-		return tx.QueryRow(insertMessage, b.drv.cfg.queue, "pushed", []byte("p"), 0, now, now, "", "", "").Scan(new(int64))
+		return tx.QueryRow(insertMessage, b.drv.cfg.queue, "pushed", []byte("p"), 0, 0, now, now, "", "", "").Scan(new(int64))
 	})
 
 	b.drv.writeSem <- struct{}{}

@@ -33,8 +33,9 @@ ORDER BY visible_at, id`
 // peekColumns are what Peek reads, cast to the types it scans into: a
 // row another tool wrote with text in a number column shows with 0 there
 // rather than failing the peek. (The claim quarantines such rows.) A
-// visible_at of 0 (visibleAtPush) shows as the push time.
-const peekColumns = `id, CAST(task_id AS TEXT), CAST(body AS BLOB), CAST(deliveries AS INTEGER), CAST(enqueued_at AS INTEGER),
+// visible_at of 0 (visibleAtPush) shows as the push time. The task ID and
+// body are read by loadTask.
+const peekColumns = `id, task_id, body, id_at, CAST(deliveries AS INTEGER), CAST(enqueued_at AS INTEGER),
 	CAST(CASE WHEN visible_at = 0 THEN enqueued_at ELSE visible_at END AS INTEGER), lease IS NOT NULL, CAST(priority AS INTEGER)`
 
 // countMessages counts in one snapshot and one pass over the order index,
@@ -84,13 +85,16 @@ func peekRows(ctx context.Context, tx *sql.Tx, query, queue string, now int64, m
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			m            driver.PeekedMessage
-			id, enq, vis int64
-			leased       bool
+			m                  driver.PeekedMessage
+			id, enq, vis       int64
+			leased             bool
+			taskID, body, idAt any
 		)
-		if err := rows.Scan(&id, &m.ID, &m.Body, &m.DeliveryCount, &enq, &vis, &leased, &m.Priority); err != nil {
+		if err := rows.Scan(&id, &taskID, &body, &idAt, &m.DeliveryCount, &enq, &vis, &leased, &m.Priority); err != nil {
 			return nil, err
 		}
+		// A damaged row shows as well as it can be read.
+		m.ID, m.Body, _ = loadTask(taskID, body, idAt)
 		m.MessageID = strconv.FormatInt(id, 10)
 		m.EnqueuedAt = fromMicros(enq)
 		m.VisibleAt = fromMicros(vis)

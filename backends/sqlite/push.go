@@ -13,8 +13,8 @@ import (
 // insertMessage stores one message unless a message with the same task ID is
 // still in the queue (dedup); RETURNING then yields no row.
 const insertMessage = `
-INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING
 RETURNING id`
 
@@ -37,10 +37,11 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				visible = micros(m.NotBefore)
 			}
 			var id int64
-			err := tx.QueryRow(insertMessage, d.cfg.queue, m.ID, nonNil(m.Body), m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent).Scan(&id)
+			st := storeTask(m.ID, m.Body)
+			err := tx.QueryRow(insertMessage, d.cfg.queue, st.key, st.body, st.idAt, m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				// A message with this task ID is queued already.
-				if err := tx.QueryRow(selectByTask, d.cfg.queue, m.ID).Scan(&id); err != nil {
+				if err := tx.QueryRow(selectByTask, d.cfg.queue, st.key).Scan(&id); err != nil {
 					return err
 				}
 				out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10), Duplicate: true}

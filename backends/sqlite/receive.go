@@ -40,14 +40,15 @@ RETURNING ` + claimedColumns
 const nextDelivery = `CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483646 THEN deliveries + 1 ELSE deliveries END`
 
 // claimedColumns are what a claim returns, for scanClaimed.
-const claimedColumns = `id, task_id, body, deliveries, enqueued_at, priority, trace_parent`
+const claimedColumns = `id, task_id, body, id_at, deliveries, enqueued_at, priority, trace_parent`
 
 // quarantineClaimed moves a claimed row whose fields are damaged to the
 // dead letters, with the reason, keeping only values ListDead and
 // RequeueDead can read.
-const quarantineClaimed = `INSERT INTO jobq_dead
-	(queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
-	SELECT queue, CAST(task_id AS TEXT), CAST(body AS BLOB),
+var quarantineClaimed = `INSERT INTO jobq_dead
+	(queue, task_id, body, id_at, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
+	SELECT queue, ` + keyColumnSQL + `, CAST(body AS BLOB),
+		CASE WHEN typeof(id_at) = 'integer' THEN id_at ELSE 0 END,
 		CASE WHEN typeof(priority) = 'integer' THEN max(-1000, min(1000, priority)) ELSE 0 END,
 		CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ? END,
 		CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483647 THEN deliveries ELSE 0 END,
@@ -168,13 +169,13 @@ func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query stri
 	var bad []damaged
 	for rows.Next() {
 		var (
-			id                                   int64
-			taskID, body, dc, enq, rowPri, trace any
+			id                                         int64
+			taskID, body, idAt, dc, enq, rowPri, trace any
 		)
-		if err := rows.Scan(&id, &taskID, &body, &dc, &enq, &rowPri, &trace); err != nil {
+		if err := rows.Scan(&id, &taskID, &body, &idAt, &dc, &enq, &rowPri, &trace); err != nil {
 			return nil, nil, err
 		}
-		r, priority, why := claimedMessage(taskID, body, dc, enq, rowPri)
+		r, priority, why := claimedMessage(taskID, body, idAt, dc, enq, rowPri)
 		if why != "" {
 			bad = append(bad, damaged{id, why})
 			continue
@@ -203,24 +204,10 @@ func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query stri
 
 // claimedMessage reads a claimed row's values, which SQLite may hold as any
 // type, and says what is damaged ("" when nothing is).
-func claimedMessage(taskID, body, dc, enq, rowPri any) (r *driver.Received, priority int, why string) {
+func claimedMessage(taskID, body, idAt, dc, enq, rowPri any) (r *driver.Received, priority int, why string) {
 	r = &driver.Received{}
-	switch v := taskID.(type) {
-	case string:
-		r.ID = v
-	case []byte:
-		r.ID = string(v)
-	case nil:
-	default:
-		r.ID = fmt.Sprint(v)
-	}
-	switch v := body.(type) {
-	case []byte:
-		r.Body = v
-	case string:
-		r.Body = []byte(v)
-	default:
-		return nil, 0, fmt.Sprintf("its body is %s, not bytes", sqlValue(body))
+	if r.ID, r.Body, why = loadTask(taskID, body, idAt); why != "" {
+		return nil, 0, why
 	}
 	n, ok := dc.(int64)
 	if !ok || n < 1 || n > math.MaxInt32 {
@@ -279,9 +266,13 @@ func (s byClaimOrder) Less(i, j int) bool {
 	return a < b
 }
 
+// tokenBytes is the random bytes in a lease token, written as hex digits.
+// Not 16: older versions' 32-digit tokens are what fenceSchema refuses.
+const tokenBytes = 12
+
 // newToken returns a fresh random lease token.
 func newToken() (string, error) {
-	var b [16]byte
+	var b [tokenBytes]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}

@@ -78,6 +78,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migrateTrace(ctx, tx); err != nil {
 		return err
 	}
+	if err := migrateTaskKeys(ctx, tx); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 

@@ -19,12 +19,12 @@ const (
 		WHERE id = ? AND lease = ? AND visible_at > ?`
 	requeueLeased = `UPDATE jobq_messages SET lease = NULL, visible_at = ?
 		WHERE id = ? AND lease = ? AND visible_at > ?`
-	requeueLeasedBody = `UPDATE jobq_messages SET lease = NULL, visible_at = ?, body = ?
+	requeueLeasedBody = `UPDATE jobq_messages SET lease = NULL, visible_at = ?, body = ?, id_at = 0
 		WHERE id = ? AND lease = ? AND visible_at > ?`
 	copyToDead = `INSERT INTO jobq_dead
-		(queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
-		SELECT queue, task_id, COALESCE(?, body), priority, enqueued_at, deliveries, ?, ?, ?, concurrency_key, rate_key
-		FROM jobq_messages WHERE id = ? AND lease = ? AND visible_at > ?`
+		(queue, task_id, body, id_at, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
+		SELECT queue, task_id, COALESCE(?1, body), CASE WHEN ?1 IS NULL THEN id_at ELSE 0 END, priority, enqueued_at, deliveries, ?2, ?3, ?4, concurrency_key, rate_key
+		FROM jobq_messages WHERE id = ?5 AND lease = ?6 AND visible_at > ?7`
 )
 
 // Renew implements driver.Driver. The token stays the same.

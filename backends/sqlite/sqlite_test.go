@@ -463,8 +463,8 @@ func TestReceiveWait(t *testing.T) {
 		var db *sql.DB
 		b.drv.As(&db)
 		now := micros(time.Now())
-		_, err := db.ExecContext(b.ctx, `INSERT INTO jobq_messages (queue, task_id, body, visible_at, enqueued_at)
-			VALUES (?, 'w', x'', ?, ?)`, b.drv.cfg.queue, now, now)
+		_, err := db.ExecContext(b.ctx, `INSERT INTO jobq_messages (queue, task_id, body, id_at, visible_at, enqueued_at)
+			VALUES (?, 'w', x'', 0, ?, ?)`, b.drv.cfg.queue, now, now)
 		if err != nil {
 			t.Fatal(err)
 		}

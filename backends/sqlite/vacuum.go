@@ -20,11 +20,10 @@ import (
 // repeats this on every poll, so an idle queue shrinks within seconds of a
 // drain, while a busy one is never held up: the step is skipped whenever
 // this driver's writer or another process holds the write lock. The file
-// itself shrinks when the WAL is checkpointed, which SQLite does on its
-// own after commits.
+// itself shrinks when the WAL is checkpointed, which each step does.
 const (
-	reclaimMinPages  = 256  // 1 MiB at the default page size
-	reclaimStepPages = 1024 // 4 MiB: a few milliseconds of page moves
+	reclaimMinPages  = 256  // 512 KiB at newPageSize
+	reclaimStepPages = 1024 // 2 MiB: a few milliseconds of page moves
 )
 
 // incrementalVacuum reports whether the file is in auto_vacuum=INCREMENTAL
@@ -68,6 +67,15 @@ func (d *Driver) reclaim(ctx context.Context) {
 	if err != nil {
 		_, _ = d.w.exec(bg, "ROLLBACK")
 		d.log.DebugContext(ctx, "sqlite: incremental vacuum step failed", "err", err)
+		return
+	}
+	// The file shrinks only when a checkpoint copies the step into it, and
+	// the automatic one waits for walCheckpointPages of WAL, which the last
+	// steps of a drain may never reach on an idle queue: the file kept its
+	// peak size until the next burst of work. A passive checkpoint never
+	// waits for readers or writers.
+	if _, err := d.w.exec(bg, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		d.log.DebugContext(ctx, "sqlite: checkpoint after a vacuum step failed", "err", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +39,8 @@ func TestTunedPragmasReachConnections(t *testing.T) {
 	}{
 		{name: "url", query: "cache_size=-65536&mmap_size=1048576", cacheSize: -65536, mmapSize: 1 << 20},
 		{name: "url pages", query: "cache_size=5000", cacheSize: 5000, mmapSize: 0},
-		{name: "url defaults", query: "", cacheSize: -2000, mmapSize: 0},
+		{name: "url defaults", query: "", cacheSize: DefaultCacheSize, mmapSize: 0},
+		{name: "options defaults", cacheSize: DefaultCacheSize, mmapSize: 0},
 		{name: "options", opts: Options{CacheSize: -32768, MmapSize: 2 << 20}, cacheSize: -32768, mmapSize: 2 << 20},
 	}
 	for _, tt := range tests {
@@ -46,7 +48,7 @@ func TestTunedPragmasReachConnections(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "q.db")
 			var d *Driver
-			if tt.name == "options" {
+			if strings.HasPrefix(tt.name, "options") {
 				var err error
 				if d, err = New(t.Context(), path, tt.opts); err != nil {
 					t.Fatal(err)
@@ -227,5 +229,30 @@ func TestExistingFileWithoutAutoVacuum(t *testing.T) {
 	}
 	if s := b.stats(t); s.InFlight != 1 {
 		t.Fatalf("stats %+v after the conversion, want the one message in flight", s)
+	}
+}
+
+// TestNewFileLayout: a new file gets newPageSize pages, incremental
+// auto-vacuum and WAL; an existing file keeps its page size.
+func TestNewFileLayout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	if got := pragmaInt(t, b.drv, "page_size"); got != newPageSize {
+		t.Errorf("page_size %d, want %d", got, newPageSize)
+	}
+	if got := pragmaInt(t, b.drv, "auto_vacuum"); got != 2 {
+		t.Errorf("auto_vacuum %d, want 2 (incremental)", got)
+	}
+	if got := pragmaInt(t, b.drv, "wal_autocheckpoint"); got != walCheckpointPages {
+		t.Errorf("wal_autocheckpoint %d, want %d", got, walCheckpointPages)
+	}
+	var mode string
+	if err := b.drv.db.QueryRowContext(b.ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode %q (%v), want wal", mode, err)
+	}
+
+	old := loadSchema0(t) // made with 4096-byte pages
+	if got := pragmaInt(t, openAt(t, old, "queue=q"), "page_size"); got != 4096 {
+		t.Errorf("existing file: page_size %d, want its own 4096", got)
 	}
 }
