@@ -1,0 +1,147 @@
+package redis
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// bodyShapes are task IDs and bodies whose packing (body.go) has an edge:
+// every envelope opening and ending packBody knows, bodies that look like
+// an envelope but are not one it can cut, and bodies it must leave alone.
+func bodyShapes(t *testing.T) []*driver.Message {
+	t.Helper()
+	const v1 = `{"version": 1, "reply_requested": false, "kwargs": `
+	wire := func(task *jobq.Task) *driver.Message { return wireMessage(t, task) }
+	huge := json.RawMessage(`{"blob": "` + strings.Repeat("é\\\"x", 300_000) + `"}`)
+	return []*driver.Message{
+		wire(&jobq.Task{Payload: json.RawMessage(`{"n": 1}`)}),
+		wire(&jobq.Task{Payload: json.RawMessage(`{"n": 2}`), ReplyRequested: true}),
+		wire(&jobq.Task{Payload: json.RawMessage(`{"n": 3}`), NumRetries: 2}),
+		wire(&jobq.Task{Payload: json.RawMessage(`{"n": 4}`), Kind: "render", Metadata: map[string]string{"k": "ü"}}),
+		wire(&jobq.Task{Payload: json.RawMessage(`{"n": 5}`), Kind: "render", ReplyRequested: true}),
+		wire(&jobq.Task{Payload: json.RawMessage(`{"text": "日本語 ✓ \"quoted\" \\ back"}`)}),
+		wire(&jobq.Task{Payload: json.RawMessage(`{"n": 6}`), ID: `own "quoted" \ id`}),
+		wire(&jobq.Task{Payload: json.RawMessage(`{"n": 7}`), ID: "FRAME-0123456789ABCDEF0123456789"}),
+		wire(&jobq.Task{Payload: huge}),
+		{ID: "v0-" + canonID(1), Body: []byte(`{"kwargs": "{}", "id": "v0-` + canonID(1) + `"}`)},
+		// The ending names another ID than the task's: only the opening is cut.
+		{ID: canonID(2), Body: []byte(v1 + `"{}", "num_retries": 0, "id": "` + canonID(3) + `"}`)},
+		// The ID's digits appear in the kwargs too.
+		{ID: canonID(4), Body: []byte(v1 + `"` + canonID(4) + `", "num_retries": 0, "id": "` + canonID(4) + `"}`)},
+		{ID: "opening-only", Body: []byte(v1)},
+		{ID: "ending-only", Body: []byte(`, "id": "ending-only"}`)},
+		{ID: "ending-twice", Body: []byte(`, "num_retries": 0, "id": "ending-twice"}, "num_retries": 0, "id": "ending-twice"}`)},
+		{ID: "opening-twice", Body: []byte(v1 + v1)},
+		{ID: "version 3", Body: []byte(`{"version": 3, "reply_requested": false, "kwargs": "{}", "num_retries": 0, "id": "version 3"}`)},
+		{ID: "spacing", Body: []byte(`{"version":1,"reply_requested":false,"kwargs":"{}","num_retries":0,"id":"spacing"}`)},
+		{ID: "invalid utf-8", Body: []byte(v1 + "\"\xff\xfe\x00\", \"id\": \"invalid utf-8\"}")},
+		{ID: "", Body: []byte(v1 + `"{}", "num_retries": 0, "id": ""}`)},
+		{ID: "", Body: []byte(`, "id": ""}`)},
+		{ID: "plain", Body: []byte("plain text")},
+		{ID: "empty", Body: []byte{}},
+		{ID: "header letters", Body: []byte("b")},
+	}
+}
+
+// canonID is a jobq-style task ID: 32 lowercase hex digits.
+func canonID(n int) string { return strings.Repeat("0", 31) + string(rune('0'+n)) }
+
+// TestBodiesRoundTrip pushes every body shape, alone (so that each one
+// that packs is packed) and in one batch (where one that does not pack
+// stores them all as they are), and checks that each comes back byte for
+// byte from every path that reads a body: peek, claim, a requeue without
+// a new body, the dead letters and their requeue, and that a replaced
+// body that looks packable comes back as given.
+func TestBodiesRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []bool{false, true} {
+		name := "alone"
+		if batch {
+			name = "batch"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := openDriver(t)
+			ctx := testCtx(t)
+			msgs := bodyShapes(t)
+			want := map[string][]byte{} // message ID -> body
+			var res []driver.PushResult
+			if batch {
+				res = push(t, d, msgs...)
+			} else {
+				for _, m := range msgs {
+					res = append(res, push(t, d, m)...)
+				}
+			}
+			for i, r := range res {
+				if r.Duplicate {
+					t.Fatalf("push of %q reported a duplicate", msgs[i].ID)
+				}
+				want[r.MessageID] = msgs[i].Body
+			}
+			check := func(what, mid string, got []byte) {
+				t.Helper()
+				if w, ok := want[mid]; !ok || !bytes.Equal(got, w) {
+					t.Errorf("%s of message %s: body %.80q (%d bytes); want %.80q (%d bytes)", what, mid, got, len(got), w, len(w))
+				}
+			}
+			peeked, err := d.Peek(ctx, 100)
+			if err != nil || len(peeked) != len(msgs) {
+				t.Fatalf("peek: %d messages, %v; want %d", len(peeked), err, len(msgs))
+			}
+			for _, p := range peeked {
+				check("peek", p.MessageID, p.Body)
+			}
+			// Half requeued as they are, half dead-lettered as they are;
+			// the first is requeued with a new body that would pack.
+			recs := receive(t, d, 100, time.Minute)
+			if len(recs) != len(msgs) {
+				t.Fatalf("received %d; want %d", len(recs), len(msgs))
+			}
+			var requeue []driver.RequeueParams
+			var dead []driver.DeadLetterParams
+			for i, r := range recs {
+				check("claim", r.Lease.MessageID, r.Body)
+				switch {
+				case i == 0:
+					nb := []byte(`{"version": 1, "reply_requested": false, "kwargs": "{}", "num_retries": 0, "id": "` + r.ID + `"}`)
+					requeue = append(requeue, driver.RequeueParams{Lease: r.Lease, Body: nb})
+					want[r.Lease.MessageID] = nb
+				case i%2 == 0:
+					requeue = append(requeue, driver.RequeueParams{Lease: r.Lease})
+				default:
+					dead = append(dead, driver.DeadLetterParams{Lease: r.Lease, Reason: "r"})
+				}
+			}
+			if errs := d.Requeue(ctx, requeue); errs != nil {
+				t.Fatalf("requeue: %v", errs)
+			}
+			if errs := d.DeadLetter(ctx, dead); errs != nil {
+				t.Fatalf("dead letter: %v", errs)
+			}
+			letters, err := d.ListDead(ctx, 100)
+			if err != nil || len(letters) != len(dead) {
+				t.Fatalf("dead letters: %d, %v; want %d", len(letters), err, len(dead))
+			}
+			for _, l := range letters {
+				check("dead letter", l.MessageID, l.Body)
+			}
+			if n, err := d.RequeueDead(ctx, nil); err != nil || int(n) != len(dead) {
+				t.Fatalf("requeue dead: %d, %v; want %d", n, err, len(dead))
+			}
+			recs = receive(t, d, 100, time.Minute)
+			if len(recs) != len(msgs) {
+				t.Fatalf("received %d after requeues; want %d", len(recs), len(msgs))
+			}
+			for _, r := range recs {
+				check("claim after requeue", r.Lease.MessageID, r.Body)
+			}
+		})
+	}
+}
