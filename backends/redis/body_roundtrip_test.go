@@ -3,7 +3,10 @@ package redis
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,5 +146,123 @@ func TestBodiesRoundTrip(t *testing.T) {
 				check("claim after requeue", r.Lease.MessageID, r.Body)
 			}
 		})
+	}
+}
+
+// TestLayoutMarkUnderLoad lays a queue out as a release before packed
+// bodies did (delayed messages, here all due, in P..'delayed'; max-depth
+// in P..'pold'), then has several newer clients open it at once, each
+// marking it, pushing and claiming while the others open. Every message,
+// the old delayed ones and every push accepted, is claimed exactly once,
+// with its body, and nothing is left behind in the old keys.
+func TestLayoutMarkUnderLoad(t *testing.T) {
+	t.Parallel()
+	const old, clients, each, depth = 60, 4, 10, 62
+	raw := newQueueURL(t, "")
+	d := openURL(t, raw)
+	ctx := testCtx(t)
+	bodies := map[string][]byte{} // task ID -> body
+	var msgs []*driver.Message
+	for i := 0; i < old; i++ {
+		m := wireMessage(t, &jobq.Task{Payload: json.RawMessage(`{"old": ` + strconv.Itoa(i) + `}`)})
+		m.NotBefore = time.Now().Add(time.Hour)
+		msgs = append(msgs, m)
+		bodies[m.ID] = m.Body
+	}
+	push(t, d, msgs...)
+	c, P := d.client, d.prefix
+	for _, cmd := range [][]any{
+		{"del", P + "delayed", P + "pold"},
+		{"rename", P + "due", P + "delayed"},
+		{"zunionstore", P + "delayed", 1, P + "delayed", "weights", 0}, // all due now
+		{"set", P + "pold", depth},
+	} {
+		if err := c.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	accepted := map[string][]byte{}
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			dw := openURL(t, raw)
+			for i := 0; i < each; i++ {
+				m := wireMessage(t, &jobq.Task{Payload: json.RawMessage(`{"w": ` + strconv.Itoa(w) + `, "i": ` + strconv.Itoa(i) + `}`)})
+				if _, err := dw.Push(ctx, []*driver.Message{m}); err == nil {
+					mu.Lock()
+					accepted[m.ID] = m.Body
+					mu.Unlock()
+				} else if driver.CodeOf(err) != driver.ResourceExhausted {
+					errs <- err
+					return
+				}
+				recs, err := dw.Receive(ctx, driver.ReceiveParams{Max: 3, Visibility: time.Minute})
+				if err != nil {
+					errs <- err
+					return
+				}
+				var leases []driver.Lease
+				mu.Lock()
+				for _, r := range recs {
+					claimed[r.ID]++
+					if want, ok := bodies[r.ID]; ok && !bytes.Equal(r.Body, want) {
+						errs <- fmt.Errorf("old delayed task %s: body %q; want %q", r.ID, r.Body, want)
+					}
+					leases = append(leases, r.Lease)
+				}
+				mu.Unlock()
+				if e := dw.Complete(ctx, leases); e != nil {
+					errs <- fmt.Errorf("complete: %v", e)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Drain what is left.
+	for {
+		recs := receive(t, d, 100, time.Minute)
+		if len(recs) == 0 {
+			break
+		}
+		var leases []driver.Lease
+		for _, r := range recs {
+			claimed[r.ID]++
+			leases = append(leases, r.Lease)
+		}
+		if e := d.Complete(ctx, leases); e != nil {
+			t.Fatal(e)
+		}
+	}
+	for id, b := range accepted {
+		bodies[id] = b
+	}
+	for id := range bodies {
+		if claimed[id] != 1 {
+			t.Errorf("task %s claimed %d times; want once", id, claimed[id])
+		}
+	}
+	t.Logf("old %d, pushes accepted %d, claimed %d", old, len(accepted), len(claimed))
+	if len(claimed) != len(bodies) {
+		t.Errorf("claimed %d tasks; want %d", len(claimed), len(bodies))
+	}
+	if typ := c.Type(ctx, P+"delayed").Val(); typ != "string" {
+		t.Errorf("the old delayed key is a %s; want the mark (string)", typ)
+	}
+	if n := c.ZCard(ctx, P+"due").Val(); n != 0 {
+		t.Errorf("%d messages left in the due set", n)
+	}
+	if md, err := c.Get(ctx, P+"polm").Int(); err != nil || md != depth {
+		t.Errorf("max-depth after the mark: %d, %v; want %d", md, err, depth)
 	}
 }
