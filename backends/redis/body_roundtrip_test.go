@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 )
@@ -266,3 +268,53 @@ func TestLayoutMarkUnderLoad(t *testing.T) {
 		t.Errorf("max-depth after the mark: %d, %v; want %d", md, err, depth)
 	}
 }
+
+// TestLayoutMarkRestoredHealsOrphans: an older client's "policy unset
+// max-depth" deletes the mark in P..'pold', and its delayed push then
+// fails part way (at the mark in P..'delayed'), leaving a message that
+// owns its task ID but is in no set. A newer client that opens the queue
+// and finds the mark gone puts it back and makes such messages ready.
+func TestLayoutMarkRestoredHealsOrphans(t *testing.T) {
+	t.Parallel()
+	raw := newQueueURL(t, "")
+	d := openURL(t, raw)
+	ctx := testCtx(t)
+	live := &driver.Message{ID: "live", Body: []byte("live"), NotBefore: time.Now().Add(time.Hour)}
+	orphan := wireMessage(t, &jobq.Task{Payload: json.RawMessage(`{"orphan": 1}`)})
+	res := push(t, d, live, orphan)
+	c, P := d.client, d.prefix
+	if err := c.ZRem(ctx, P+"ready", readyMemberOf(res[1].MessageID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A dead letter that still owns its ID (as a quarantined key that was
+	// not a hash does) stays dead.
+	dead := push(t, d, &driver.Message{ID: "dead", Body: []byte("dead")})
+	if err := c.ZRem(ctx, P+"ready", readyMemberOf(dead[0].MessageID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ZAdd(ctx, P+"dead", goredis.Z{Score: 1, Member: dead[0].MessageID}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, P+"pold").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := push(t, d, orphan); !r[0].Duplicate {
+		t.Fatal("the orphan's ID does not deduplicate; the test does not set up what it means to")
+	}
+
+	d2 := openURL(t, raw)
+	if typ := c.Type(ctx, P+"pold").Val(); typ != "hash" {
+		t.Errorf("after reopening, pold is a %s; want the mark (hash)", typ)
+	}
+	recs := receive(t, d2, 10, time.Minute)
+	if len(recs) != 1 || recs[0].ID != orphan.ID || !bytes.Equal(recs[0].Body, orphan.Body) {
+		t.Fatalf("after reopening, received %+v; want the orphaned task with its body", recs)
+	}
+	if s := stats(t, d2); s.Delayed != 1 || s.InFlight != 1 || s.Dead != 1 || s.Ready != 0 {
+		t.Errorf("after reopening, stats %+v; want the delayed message and the dead letter left as they were", s)
+	}
+}
+
+// readyMemberOf is the ready-set member of a pushed message (scripts.go,
+// ready_member).
+func readyMemberOf(mid string) string { return strings.Repeat("0", 16-len(mid)) + mid + mid }

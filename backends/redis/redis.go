@@ -138,11 +138,51 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?): %w", err))
 	}
-	if err := d.run(ctx, layoutScript, layoutNote).Err(); err != nil {
+	restored, err := d.run(ctx, layoutScript, layoutNote).Int()
+	if err != nil {
 		return nil, d.fail("open", fmt.Errorf("marking the queue's key layout: %w", err))
+	}
+	if restored == 1 {
+		if err := d.rescue(ctx); err != nil {
+			return nil, d.fail("open", fmt.Errorf("restoring messages an older client left in no set: %w", err))
+		}
 	}
 	return d, nil
 }
+
+// rescue runs rescueScript over the whole ids hash, rescueBatch entries
+// per call, so that a large queue does not block Redis for long.
+func (d *Driver) rescue(ctx context.Context) error {
+	var cursor uint64
+	total := 0
+	for {
+		kv, next, err := d.client.HScan(ctx, d.prefix+"ids", cursor, "", rescueBatch).Result()
+		if err != nil {
+			return err
+		}
+		if len(kv) > 0 {
+			args := make([]any, len(kv))
+			for i, v := range kv {
+				args[i] = v
+			}
+			n, err := d.run(ctx, rescueScript, args...).Int()
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if total > 0 {
+		d.log.Warn("jobq: the queue's layout mark had been deleted (by an older jobq's policy unset max-depth); messages its delayed pushes left in no set were made ready", "messages", total)
+	}
+	return nil
+}
+
+// rescueBatch is how many ids entries one rescueScript call checks.
+const rescueBatch = 1000
 
 // Driver is one Redis queue. It implements driver.Driver.
 type Driver struct {

@@ -900,7 +900,9 @@ const layoutNote = "jobq: this queue's keys are laid out for a jobq release that
 // P..'polm', and puts in the old names keys of other types, on which the
 // old scripts' first command fails (WRONGTYPE). The script moves what the
 // old keys hold (delayed messages, the max-depth policy) to the new ones.
-// ARGV: prefix, the note the marks hold.
+// ARGV: prefix, the note the marks hold. Returns 1 when it put the mark in
+// P..'pold' back on a queue in use (an older client deleted it: see
+// rescueScript), else 0.
 var layoutScript = goredis.NewScript(common + `
 local OLD, DUE, OLDMD, MD = P .. 'delayed', P .. 'due', P .. 'pold', P .. 'polm'
 local t = redis.call('TYPE', OLD).ok
@@ -916,6 +918,39 @@ if t == 'string' then
   redis.call('DEL', OLDMD)
   t = 'none'
 end
-if t == 'none' then redis.call('HSET', OLDMD, 'jobq', ARGV[2]) end
-return 0
+local restored = 0
+if t == 'none' then
+  redis.call('HSET', OLDMD, 'jobq', ARGV[2])
+  if redis.call('EXISTS', KEYS[1]) == 1 then restored = 1 end
+end
+return restored
+`)
+
+// rescueScript makes ready the messages that own their task ID but are in
+// no set: an older release's delayed push leaves them when an older
+// client has deleted the mark in P..'pold' (see layoutScript), as it
+// fails at the mark in P..'delayed' after storing the message. ARGV:
+// prefix, then pairs (task id, message id) from the ids hash. Returns how
+// many it made ready.
+var rescueScript = goredis.NewScript(common + readyLua + `
+local IDS = P .. 'ids'
+local now = now_ms()
+local n = 0
+for i = 2, #ARGV - 1, 2 do
+  local id, mid = ARGV[i], ARGV[i + 1]
+  local k = mkey(mid)
+  if mid ~= '' and redis.call('HGET', IDS, id) == mid and redis.call('TYPE', k).ok == 'hash'
+      and not redis.call('ZSCORE', DELAYED, mid) and not redis.call('ZSCORE', INFLIGHT, mid)
+      and not redis.call('ZSCORE', P .. 'dead', mid) then
+    local f = redis.call('HMGET', k, 'q', 'p')
+    if not redis.call('ZSCORE', READY, ready_member(f[1] or mid, mid)) then
+      redis.call('HDEL', k, 't', 'l')
+      redis.call('HSET', k, 'v', str(now))
+      make_ready(mid, f[2])
+      n = n + 1
+    end
+  end
+end
+if n > 0 then redis.call('PUBLISH', P .. 'notify', n) end
+return n
 `)
