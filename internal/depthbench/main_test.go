@@ -31,10 +31,25 @@ func TestDepthBench(t *testing.T) {
 			if len(res.pushRates) != 10 {
 				t.Errorf("%d push rates; want one per tenth of the backlog", len(res.pushRates))
 			}
-			if res.peak <= res.idle {
-				t.Errorf("size %d with the backlog queued, %d without: the backlog weighs nothing", res.peak, res.idle)
+			if res.peak.queue() <= res.idle.queue() {
+				t.Errorf("queue's storage %d with the backlog queued, %d without: the backlog weighs nothing", res.peak.queue(), res.idle.queue())
 			}
-			for _, want := range []string{"bytes per queued task", "drain at depth", "size right after the drain"} {
+			// Every task drained leaves a record, and the records are
+			// weighed apart from the queue's storage.
+			if res.afterDrain.count < int64(cfg.n) {
+				t.Errorf("%d result records after draining %d tasks; want one per task", res.afterDrain.count, cfg.n)
+			}
+			if res.afterDrain.records <= res.peak.records || res.perRecord <= 0 {
+				t.Errorf("result records weigh %d bytes after the drain, %d before (%.0f per record): the drain's records weigh nothing",
+					res.afterDrain.records, res.peak.records, res.perRecord)
+			}
+			if res.afterDrain.records > res.afterDrain.total {
+				t.Errorf("result records weigh %d bytes, more than the %d of everything", res.afterDrain.records, res.afterDrain.total)
+			}
+			if res.afterDrain.queue() > res.peak.queue() {
+				t.Errorf("queue's storage %d after the drain, more than the %d with the backlog queued", res.afterDrain.queue(), res.peak.queue())
+			}
+			for _, want := range []string{"bytes per queued task", "drain at depth", "size right after the drain", "bytes per result record"} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("the report lacks %q", want)
 				}
