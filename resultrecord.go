@@ -19,7 +19,10 @@ import (
 //	 "value": s, "value_stash": {"url": s, "sha256": s, "size": n},
 //	 "started": t, "finished": t, "worker": s, "host": s, "attempts": [...]}
 //
-// Only "v" is always present. "value" is a Go handler's JSON return value
+// Only "v" is always present. A succeeded record leaves out of "attempts"
+// the success that its other members describe (impliedAttempt): for a task
+// that succeeded at once that was half the record. decodeRecord puts it
+// back. "value" is a Go handler's JSON return value
 // as a string, so that its bytes come back unchanged; a value larger than
 // maxInlineValue is kept in the queue's stash instead, where one is
 // configured, and "value_stash" points at it. "attempts" is the wire
@@ -48,8 +51,27 @@ type recordDetails struct {
 	attempts        []Attempt
 }
 
-// encode writes d as a record's Data.
-func (d *recordDetails) encode() []byte {
+// impliedAttempt is the attempt a record of state describes without
+// listing it: for a success, the last delivery, run by the record's worker
+// from its start to its finish; ok is false for another state, or when the
+// record has no delivery count or start to describe it by.
+func (d *recordDetails) impliedAttempt(state ResultState) (a Attempt, ok bool) {
+	if state != Succeeded || d.deliveries < 1 || d.started.IsZero() || d.ended.IsZero() {
+		return a, false
+	}
+	return Attempt{Delivery: d.deliveries, Worker: d.worker, Host: d.host, Start: d.started, End: d.ended, Outcome: OutcomeSuccess}, true
+}
+
+// implies reports whether a is the attempt d describes in a record of
+// state (impliedAttempt).
+func (d *recordDetails) implies(state ResultState, a Attempt) bool {
+	want, ok := d.impliedAttempt(state)
+	return ok && a.Delivery == want.Delivery && a.Outcome == want.Outcome && a.Worker == want.Worker && a.Host == want.Host &&
+		a.Start.Equal(want.Start) && a.End.Equal(want.End) && a.ExitCode == nil && a.Detail == "" && a.RetryDelay == 0
+}
+
+// encode writes d as the Data of a record of state.
+func (d *recordDetails) encode(state ResultState) []byte {
 	b := make([]byte, 0, 64+len(d.errText)+len(d.output)+len(d.value)+len(d.attempts)*96)
 	b = append(b, `{"v": `...)
 	b = strconv.AppendInt(b, recordVersion, 10)
@@ -87,8 +109,12 @@ func (d *recordDetails) encode() []byte {
 			b = appendTime(b, f.t)
 		}
 	}
-	if len(d.attempts) > 0 {
-		b = appendAttempts(b, d.attempts)
+	as := d.attempts
+	if n := len(as); n > 0 && d.implies(state, as[n-1]) {
+		as = as[:n-1]
+	}
+	if len(as) > 0 {
+		b = appendAttempts(b, as)
 	}
 	return append(b, '}')
 }
@@ -190,6 +216,12 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 			r.Attempts = as
 		}
 	}
+	// The success the record leaves out (encode); records written before
+	// it did list it, and then their last attempt is of the last delivery.
+	d := recordDetails{deliveries: r.DeliveryCount, started: r.Started, ended: r.Finished, worker: r.Worker, host: r.Host}
+	if a, ok := d.impliedAttempt(r.State); ok && (len(r.Attempts) == 0 || r.Attempts[len(r.Attempts)-1].Delivery < a.Delivery) {
+		r.Attempts = append(r.Attempts, a)
+	}
 	return r, ref, nil
 }
 
@@ -210,7 +242,7 @@ func (p *pendingRecord) record() *driver.ResultRecord {
 	if p == nil {
 		return nil
 	}
-	return &driver.ResultRecord{ID: p.id, State: p.state, UpdatedAt: p.at, ExpiresAt: p.expires, Data: p.details.encode()}
+	return &driver.ResultRecord{ID: p.id, State: p.state, UpdatedAt: p.at, ExpiresAt: p.expires, Data: p.details.encode(p.state)}
 }
 
 // recordOf builds the result record this envelope's settlement writes, or

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,13 +19,27 @@ import (
 
 // engine is one backend's scratch queue and the way to weigh it.
 type engine struct {
-	url  string                                   // the queue's URL
-	size func(ctx context.Context) (int64, error) // bytes the engine holds for the queue (Redis: the whole server)
-	what string                                   // what size measures
+	url   string                                    // the queue's URL
+	weigh func(ctx context.Context) (weight, error) // what the engine holds for the queue
+	what  string                                    // what weigh measures
 	// detail, when set, breaks the size down (Postgres: heap and indexes).
 	detail func(ctx context.Context) string
 	close  func(ctx context.Context) error // removes the queue's data
 }
+
+// weight is what the engine holds for the queue, split into the queue's
+// own storage and the result records of the tasks that ended, which the
+// queue keeps for its retention (docs/results.md) because the user asked
+// for them.
+type weight struct {
+	total   int64 // bytes in all (Redis: the whole server's used_memory)
+	records int64 // bytes of total that hold result records
+	count   int64 // result records stored
+}
+
+// queue is the bytes of the queue's own storage: messages, dead letters
+// and the rest, without the records (SQLite: with the free pages).
+func (w weight) queue() int64 { return w.total - w.records }
 
 // newEngine sets up a scratch queue on cfg's backend.
 func newEngine(ctx context.Context, cfg config) (*engine, error) {
@@ -74,15 +89,18 @@ func postgresEngine(ctx context.Context, base, schema string) (*engine, error) {
 	tables := `FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'`
 	return &engine{
 		url:  queueURL,
-		what: "pg_total_relation_size of the schema's tables",
-		size: func(ctx context.Context) (int64, error) {
-			var n int64
-			err := conn.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint `+tables, schema).Scan(&n)
-			return n, err
+		what: "pg_total_relation_size of the schema's tables; records: the results table",
+		weigh: func(ctx context.Context) (w weight, err error) {
+			err = conn.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint,
+				coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relname = 'results'), 0)::bigint `+tables, schema).Scan(&w.total, &w.records)
+			if err == nil {
+				err = conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "results"}.Sanitize()).Scan(&w.count)
+			}
+			return w, err
 		},
 		detail: func(ctx context.Context) string {
 			rows, err := conn.Query(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-				WHERE n.nspname = $1 AND c.relname LIKE 'messages%' ORDER BY 1`, schema)
+				WHERE n.nspname = $1 AND (c.relname LIKE 'messages%' OR c.relname LIKE 'results%') ORDER BY 1`, schema)
 			if err != nil {
 				return err.Error()
 			}
@@ -125,13 +143,43 @@ func redisEngine(base, queue string) (*engine, error) {
 	client := goredis.NewClient(opts)
 	return &engine{
 		url:  queueURL,
-		what: "the server's used_memory (INFO memory)",
-		size: func(ctx context.Context) (int64, error) {
+		what: "the server's used_memory (INFO memory); records: MEMORY USAGE of the record buckets",
+		weigh: func(ctx context.Context) (w weight, err error) {
 			info, err := client.InfoMap(ctx, "memory").Result()
 			if err != nil {
-				return 0, err
+				return w, err
 			}
-			return strconv.ParseInt(info["Memory"]["used_memory"], 10, 64)
+			if w.total, err = strconv.ParseInt(info["Memory"]["used_memory"], 10, 64); err != nil {
+				return w, err
+			}
+			// The buckets are few (a retention spans about 16) and large;
+			// MEMORY USAGE estimates each from a sample of its fields.
+			keys := []string{prefix + ":{" + queue + "}:rbs"}
+			iter := client.Scan(ctx, 0, prefix+":{"+queue+"}:rb:*", 1000).Iterator()
+			for iter.Next(ctx) {
+				keys = append(keys, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				return w, err
+			}
+			for _, k := range keys {
+				used, err := client.MemoryUsage(ctx, k, 1000).Result()
+				if errors.Is(err, goredis.Nil) {
+					continue // expired or not made yet
+				}
+				if err != nil {
+					return w, err
+				}
+				w.records += used
+				if k != keys[0] {
+					n, err := client.HLen(ctx, k).Result()
+					if err != nil {
+						return w, err
+					}
+					w.count += n
+				}
+			}
+			return w, nil
 		},
 		close: func(ctx context.Context) error {
 			var errs []error
@@ -168,28 +216,40 @@ func sqliteEngine(base string) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The records' pages are counted with the dbstat table, on a
+	// connection of the benchmark's own.
+	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, fmt.Errorf("opening the SQLite file for the size queries: %w", err)
+	}
+	db.SetMaxOpenConns(1)
 	return &engine{
 		url:  queueURL,
-		what: "the database file and its WAL",
-		size: func(context.Context) (int64, error) {
-			var total int64
+		what: "the database file and its WAL; records: the pages of jobq_results and its indexes (dbstat)",
+		weigh: func(ctx context.Context) (w weight, err error) {
 			for _, f := range []string{file, file + "-wal"} {
 				st, err := os.Stat(f)
 				if errors.Is(err, fs.ErrNotExist) {
 					continue
 				}
 				if err != nil {
-					return 0, err
+					return w, err
 				}
-				total += st.Size()
+				w.total += st.Size()
 			}
-			return total, nil
+			err = db.QueryRowContext(ctx, `SELECT coalesce(sum(pgsize), 0) FROM dbstat
+				WHERE name = 'jobq_results' OR name LIKE 'jobq_results_%' OR name LIKE 'sqlite_autoindex_jobq_results_%'`).Scan(&w.records)
+			if err == nil {
+				err = db.QueryRowContext(ctx, `SELECT count(*) FROM jobq_results`).Scan(&w.count)
+			}
+			return w, err
 		},
 		close: func(context.Context) error {
+			err := db.Close()
 			if dir == "" {
-				return nil // the user's file: left as it is
+				return err // the user's file: left as it is
 			}
-			return os.RemoveAll(dir)
+			return errors.Join(err, os.RemoveAll(dir))
 		},
 	}, nil
 }

@@ -8,9 +8,18 @@
 //     of the jobq tables (pg_total_relation_size, a schema of its own);
 //     Redis, used_memory; SQLite, the database file and its WAL;
 //   - the drain rate of the first, middle and last -window tasks;
-//   - the size right after the drain, and then every few seconds until it
-//     is back to a quarter of its peak or -reclaim has passed (the worker
-//     stays up, waiting on the empty queue, as a fleet would).
+//   - the size right after the drain, and then every few seconds until the
+//     queue's storage is back to a quarter of its peak or -reclaim has
+//     passed (the worker stays up, waiting on the empty queue, as a fleet
+//     would).
+//
+// Every size is split into the queue's own storage and the result records
+// of the tasks that ended (docs/results.md), which the queue keeps for its
+// retention: Postgres, the results table with its indexes; SQLite, the
+// pages of jobq_results and its indexes (the dbstat table; the free pages
+// count as the queue's); Redis, MEMORY USAGE of the record buckets. The
+// bytes per queued task and the reclaim watch are the queue's storage;
+// the records are reported beside it, with their bytes per record.
 //
 // Run it on one backend at a time, on a scratch server:
 //

@@ -31,10 +31,30 @@ func TestDepthBench(t *testing.T) {
 			if len(res.pushRates) != 10 {
 				t.Errorf("%d push rates; want one per tenth of the backlog", len(res.pushRates))
 			}
-			if res.peak <= res.idle {
-				t.Errorf("size %d with the backlog queued, %d without: the backlog weighs nothing", res.peak, res.idle)
+			if res.peak.queue() <= res.idle.queue() {
+				t.Errorf("queue's storage %d with the backlog queued, %d without: the backlog weighs nothing", res.peak.queue(), res.idle.queue())
 			}
-			for _, want := range []string{"bytes per queued task", "drain at depth", "size right after the drain"} {
+			// Every task drained leaves a record, and the records are
+			// weighed apart from the queue's storage.
+			if res.afterDrain.count < int64(cfg.n) {
+				t.Errorf("%d result records after draining %d tasks; want one per task", res.afterDrain.count, cfg.n)
+			}
+			// A no-op task's record holds its 32-digit ID, state, times and
+			// worker: tens of bytes at least, and well under a page.
+			if res.perRecord < 50 || res.perRecord > 4096 {
+				t.Errorf("result records weigh %d bytes after the drain, %d before: %.0f bytes per record; want 50 to 4096",
+					res.afterDrain.records, res.peak.records, res.perRecord)
+			}
+			if res.afterDrain.records > res.afterDrain.total {
+				t.Errorf("result records weigh %d bytes, more than the %d of everything", res.afterDrain.records, res.afterDrain.total)
+			}
+			// The records are not counted as the queue's: its storage does
+			// not grow over the drain (a tenth of the backlog's weight
+			// allowed for maps and pages the engine adds meanwhile).
+			if slack := (res.peak.queue() - res.idle.queue()) / 10; res.afterDrain.queue() > res.peak.queue()+slack {
+				t.Errorf("queue's storage %d after the drain, more than the %d with the backlog queued", res.afterDrain.queue(), res.peak.queue())
+			}
+			for _, want := range []string{"bytes per queued task", "drain at depth", "size right after the drain", "bytes per result record"} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("the report lacks %q", want)
 				}

@@ -21,14 +21,15 @@ import (
 type result struct {
 	yardstick   float64       // tasks/s draining a -window backlog
 	pushRates   []float64     // tasks/s per tenth of the backlog
-	idle, peak  int64         // sizes of the new, empty queue and with the backlog queued
-	perTask     float64       // (peak-idle)/n
+	idle, peak  weight        // the new, empty queue and with the backlog queued
+	perTask     float64       // the queue's storage per queued task: (peak-idle)/n
+	perRecord   float64       // bytes per result record, from the records added by the drain
 	first, mid  float64       // drain tasks/s of the windows
 	last        float64       //
 	drained     int64         // tasks the worker completed in the big drain
-	afterDrain  int64         // size right after the drain
-	final       int64         // size when the watch ended
-	reclaimedIn time.Duration // when the size was first back to peak/4
+	afterDrain  weight        // right after the drain
+	final       weight        // when the watch ended
+	reclaimedIn time.Duration // when the queue's storage was first back to peak/4
 	reclaimed   bool          // it was, within -reclaim
 }
 
@@ -61,7 +62,7 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	printf(w, "depthbench %s: n=%d window=%d batch=%d handlers=%d; load average %s\n",
 		cfg.backend, cfg.n, cfg.window, cfg.batch, cfg.handlers, loadAverage())
 
-	if res.idle, err = eng.size(ctx); err != nil {
+	if res.idle, err = eng.weigh(ctx); err != nil {
 		return res, fmt.Errorf("size: %w", err)
 	}
 
@@ -104,11 +105,13 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	for i, r := range res.pushRates {
 		printf(w, "push %d-%d: %.0f tasks/s\n", i*tenth, min((i+1)*tenth, cfg.n), r)
 	}
-	if res.peak, err = eng.size(ctx); err != nil {
+	if res.peak, err = eng.weigh(ctx); err != nil {
 		return res, fmt.Errorf("size: %w", err)
 	}
-	res.perTask = float64(res.peak-res.idle) / float64(cfg.n)
-	printf(w, "size (%s): %s empty, %s with %d queued: %.0f bytes per queued task\n", eng.what, mb(res.idle), mb(res.peak), cfg.n, res.perTask)
+	res.perTask = float64(res.peak.queue()-res.idle.queue()) / float64(cfg.n)
+	printf(w, "size (%s)\n", eng.what)
+	printf(w, "queue's storage: %s empty, %s with %d queued: %.0f bytes per queued task (result records beside it: %s)\n",
+		mb(res.idle.queue()), mb(res.peak.queue()), cfg.n, res.perTask, mb(res.peak.records))
 	if eng.detail != nil {
 		printf(w, "  %s\n", eng.detail(ctx))
 	}
@@ -131,15 +134,20 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 		win, res.first, res.first/res.yardstick, res.mid, res.mid/res.yardstick, res.last, res.last/res.yardstick,
 		n, marks[4].Round(time.Millisecond))
 
-	if res.afterDrain, err = eng.size(ctx); err != nil {
+	if res.afterDrain, err = eng.weigh(ctx); err != nil {
 		return res, fmt.Errorf("size: %w", err)
 	}
-	printf(w, "size right after the drain: %s (%.0f%% of the peak)\n", mb(res.afterDrain), pct(res.afterDrain, res.peak))
+	if added := res.afterDrain.count - res.peak.count; added > 0 {
+		res.perRecord = float64(res.afterDrain.records-res.peak.records) / float64(added)
+	}
+	printf(w, "size right after the drain: %s\n", res.afterDrain.report(res.peak))
+	printf(w, "result records: %d kept, %.0f bytes per result record\n", res.afterDrain.count, res.perRecord)
 	if eng.detail != nil {
 		printf(w, "  %s\n", eng.detail(ctx))
 	}
-	// Watch until the size is back to a quarter of the peak and has not
-	// moved for two polls, or -reclaim has passed.
+	// Watch until the queue's storage is back to a quarter of its peak and
+	// has not moved for two polls, or -reclaim has passed. The records are
+	// not the queue's: they stay for the retention.
 	res.final = res.afterDrain
 	start, stable := time.Now(), 0
 	for time.Since(start) < cfg.reclaim && (!res.reclaimed || stable < 2) {
@@ -148,28 +156,35 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 			return res, ctx.Err()
 		case <-time.After(min(sizePoll, cfg.reclaim)):
 		}
-		size, err := eng.size(ctx)
+		now, err := eng.weigh(ctx)
 		if err != nil {
 			return res, fmt.Errorf("size: %w", err)
 		}
-		if size == res.final {
+		if now.queue() == res.final.queue() {
 			stable++
 		} else {
 			stable = 0
 		}
-		res.final = size
-		if !res.reclaimed && size <= res.peak/4 {
+		res.final = now
+		if !res.reclaimed && now.queue() <= res.peak.queue()/4 {
 			res.reclaimed, res.reclaimedIn = true, time.Since(start)
-			printf(w, "size %s after the drain: %s, back to at most a quarter of the peak\n", res.reclaimedIn.Round(time.Second), mb(size))
+			printf(w, "size %s after the drain: queue's storage %s, back to at most a quarter of its peak\n", res.reclaimedIn.Round(time.Second), mb(now.queue()))
 		}
 	}
 	if cfg.reclaim > 0 {
-		printf(w, "size %s after the drain: %s (%.0f%% of the peak)\n", time.Since(start).Round(time.Second), mb(res.final), pct(res.final, res.peak))
+		printf(w, "size %s after the drain: %s\n", time.Since(start).Round(time.Second), res.final.report(res.peak))
 		if eng.detail != nil {
 			printf(w, "  %s\n", eng.detail(ctx))
 		}
 	}
 	return res, nil
+}
+
+// report gives w's parts, the queue's storage also as a share of its size
+// at peak.
+func (w weight) report(peak weight) string {
+	return fmt.Sprintf("queue's storage %s (%.0f%% of its peak), result records %s; %s in all",
+		mb(w.queue()), pct(w.queue(), peak.queue()), mb(w.records), mb(w.total))
 }
 
 func pct(n, of int64) float64 {
