@@ -133,6 +133,39 @@ func TestPackedBodyLayout(t *testing.T) {
 	}
 }
 
+// TestDeadLetterReplacesBody checks the driver contract on a dead letter's
+// Body: nil keeps the stored body, any other value, even an empty one,
+// replaces it.
+func TestDeadLetterReplacesBody(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"nil keeps", nil, "original"},
+		{"empty replaces", []byte{}, ""},
+		{"new replaces", []byte("with history"), "with history"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := openDriver(t)
+			ctx := t.Context()
+			if _, err := d.Push(ctx, []*driver.Message{{ID: "t", Body: []byte("original")}}); err != nil {
+				t.Fatal(err)
+			}
+			recs := receive(t, d, 1, time.Minute)
+			if errs := d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: recs[0].Lease, Reason: "r", Body: tt.body}}); errs != nil {
+				t.Fatal(errs)
+			}
+			dead, err := d.ListDead(ctx, 1)
+			if err != nil || len(dead) != 1 || string(dead[0].Body) != tt.want {
+				t.Fatalf("dead letters: %+v, %v; want the body %q", dead, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestBodyLayouts checks that a message whose body is in field b, as every
 // release before packing wrote it, is read after an upgrade, and that a
 // new body (Requeue) replaces a packed one.

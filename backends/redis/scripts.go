@@ -641,9 +641,9 @@ return out
 `)
 
 // deadLetterScript moves held messages to the dead letters. ARGV: prefix,
-// n, then n times (message id, token, reason, detail, body: a new body, such
-// as one carrying the attempt history, or the empty string to keep it). Returns n
-// results, 1 done or 0 lost.
+// n, then n times (message id, token, reason, detail, body: "=" and a new
+// body, such as one carrying the attempt history, or the empty string to
+// keep it; see deadLetterArgs). Returns n results, 1 done or 0 lost.
 var deadLetterScript = goredis.NewScript(deadLetterLua(false))
 
 // deadLetterResultsScript is deadLetterScript that also stores a result
@@ -678,7 +678,7 @@ for i = 0, n - 1 do
     redis.call('HDEL', k, 't', 'l', 'v')
     redis.call('HSET', k, 'r', ARGV[b + 2], 'x', ARGV[b + 3], 'a', now)
     if ARGV[b + 4] ~= '' then
-      redis.call('HSET', k, 'b', ARGV[b + 4])
+      redis.call('HSET', k, 'b', string.sub(ARGV[b + 4], 2))
       redis.call('HDEL', k, 'z')
     end
     redis.call('ZADD', DEAD, now, mid)

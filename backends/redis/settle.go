@@ -66,8 +66,14 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 }
 
 // deadLetterArgs are a dead-letter settlement's arguments for the scripts.
+// A new body goes behind a "=", so that an empty one still replaces the
+// stored body (the empty string keeps it).
 func deadLetterArgs(r driver.DeadLetterParams) []any {
-	return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, r.Body}
+	var body []byte
+	if r.Body != nil {
+		body = append(append(make([]byte, 0, 1+len(r.Body)), '='), r.Body...)
+	}
+	return []any{r.Lease.MessageID, r.Lease.Token, r.Reason, r.Detail, body}
 }
 
 // settle runs a batch settlement script over n items in chunks, each call
