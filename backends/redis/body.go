@@ -43,6 +43,12 @@ const packedEnd = `"}`
 // a letter, so that a packed body reads well in redis-cli.
 func packedHeader(p, s int) byte { return byte('a' + 3*p + s) }
 
+// packedHeaderPattern is a Lua pattern matching the start of a packed
+// body: one of the header bytes packedHeader writes (the claim script
+// quarantines a field z that does not match).
+var packedHeaderPattern = "^[" + string(packedHeader(0, 1)) + "-" +
+	string(packedHeader(len(packedPrefixes)-1, len(packedSuffixes)-1)) + "]"
+
 // packBody returns body packed for a message with task ID id, and whether
 // packing leaves anything out (when it does not, the body is stored as it
 // is, in field b).

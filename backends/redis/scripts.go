@@ -350,7 +350,7 @@ for j = 1, cnt do
   -- script, which would lose every message popped above; it is
   -- quarantined instead, and the others are claimed.
   local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h', 'z')
-  if f.err or not (f[2] or f[7] and string.find(f[7], '^[b-o]')) or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
+  if f.err or not (f[2] or f[7] and string.find(f[7], '` + packedHeaderPattern + `')) or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
       or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
     damaged = damaged or damage_lua()
     local bad = damaged.why(k, f)
@@ -378,7 +378,7 @@ return out
 // damageLua says what is wrong with damaged messages and quarantines them,
 // for the claim script. It builds its functions only when a claim meets
 // such a message (see pushPrelude on what defining them costs).
-const damageLua = `
+var damageLua = `
 local damaged
 local function damage_lua()
 -- why says what is wrong with message hash k, whose HMGET of i, b, e,
@@ -391,7 +391,7 @@ local function why(k, f)
   end
   if not f[2] then
     if f[7] then
-      if not string.find(f[7], '^[b-o]') then
+      if not string.find(f[7], '` + packedHeaderPattern + `') then
         return 'its packed body (field z) starts with ' .. shown(string.sub(f[7], 1, 1)) .. ', not a header jobq writes'
       end
     else
