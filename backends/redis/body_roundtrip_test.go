@@ -273,9 +273,20 @@ func TestLayoutMarkUnderLoad(t *testing.T) {
 // max-depth" deletes the mark in P..'pold', and its delayed push then
 // fails part way (at the mark in P..'delayed'), leaving a message that
 // owns its task ID but is in no set. A newer client that opens the queue
-// and finds the mark gone puts it back and makes such messages ready.
+// and finds the mark gone puts it back and makes such messages ready; if
+// that open stops after putting the mark back, before its rescue has run
+// (cutShort), the next open rescues them.
 func TestLayoutMarkRestoredHealsOrphans(t *testing.T) {
 	t.Parallel()
+	for _, cutShort := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cut short %v", cutShort), func(t *testing.T) {
+			t.Parallel()
+			testHealsOrphans(t, cutShort)
+		})
+	}
+}
+
+func testHealsOrphans(t *testing.T, cutShort bool) {
 	raw := newQueueURL(t, "")
 	d := openURL(t, raw)
 	ctx := testCtx(t)
@@ -301,6 +312,12 @@ func TestLayoutMarkRestoredHealsOrphans(t *testing.T) {
 	if r := push(t, d, orphan); !r[0].Duplicate {
 		t.Fatal("the orphan's ID does not deduplicate; the test does not set up what it means to")
 	}
+	if cutShort {
+		// An open that put the mark back and stopped there.
+		if err := d.run(ctx, layoutScript, layoutNote).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	d2 := openURL(t, raw)
 	if typ := c.Type(ctx, P+"pold").Val(); typ != "hash" {
@@ -312,6 +329,9 @@ func TestLayoutMarkRestoredHealsOrphans(t *testing.T) {
 	}
 	if s := stats(t, d2); s.Delayed != 1 || s.InFlight != 1 || s.Dead != 1 || s.Ready != 0 {
 		t.Errorf("after reopening, stats %+v; want the delayed message and the dead letter left as they were", s)
+	}
+	if n := c.Exists(ctx, P+"rescue").Val(); n != 0 {
+		t.Error("the rescue flag is still set after a rescue that ran to the end")
 	}
 }
 

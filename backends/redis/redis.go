@@ -138,11 +138,11 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?): %w", err))
 	}
-	restored, err := d.run(ctx, layoutScript, layoutNote).Int()
+	owed, err := d.run(ctx, layoutScript, layoutNote).Int()
 	if err != nil {
 		return nil, d.fail("open", fmt.Errorf("marking the queue's key layout: %w", err))
 	}
-	if restored == 1 {
+	if owed == 1 {
 		if err := d.rescue(ctx); err != nil {
 			return nil, d.fail("open", fmt.Errorf("restoring messages an older client left in no set: %w", err))
 		}
@@ -174,6 +174,11 @@ func (d *Driver) rescue(ctx context.Context) error {
 		if cursor = next; cursor == 0 {
 			break
 		}
+	}
+	// Only now is the rescue done: until the flag goes, every open runs it
+	// again (it changes nothing for a message already in a set).
+	if err := d.client.Del(ctx, d.prefix+"rescue").Err(); err != nil {
+		return err
 	}
 	if total > 0 {
 		d.log.Warn("jobq: the queue's layout mark had been deleted (by an older jobq's policy unset max-depth); messages its delayed pushes left in no set were made ready", "messages", total)

@@ -15,6 +15,7 @@ import goredis "github.com/redis/go-redis/v9"
 //	               and the member mark at +inf
 //	P..'due'       sorted set of waiting messages, score = visible-at (ms)
 //	P..'delayed'   the layout mark (see layoutScript)
+//	P..'rescue'    set while messages an older client stranded may be left to rescue (see layoutScript)
 //	P..'inflight'  sorted set of leased messages, score = lease expiry (ms),
 //	               and the member mark at +inf
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
@@ -900,9 +901,11 @@ const layoutNote = "jobq: this queue's keys are laid out for a jobq release that
 // P..'polm', and puts in the old names keys of other types, on which the
 // old scripts' first command fails (WRONGTYPE). The script moves what the
 // old keys hold (delayed messages, the max-depth policy) to the new ones.
-// ARGV: prefix, the note the marks hold. Returns 1 when it put the mark in
+// ARGV: prefix, the note the marks hold. When it puts the mark in
 // P..'pold' back on a queue in use (an older client deleted it: see
-// rescueScript), else 0.
+// rescueScript) it sets P..'rescue', which New deletes once its rescue has
+// run to the end, so that a rescue cut short (a crash, a lost answer) is
+// run again by the next open. Returns 1 while P..'rescue' is set, else 0.
 var layoutScript = goredis.NewScript(common + `
 local OLD, DUE, OLDMD, MD = P .. 'delayed', P .. 'due', P .. 'pold', P .. 'polm'
 local t = redis.call('TYPE', OLD).ok
@@ -918,12 +921,11 @@ if t == 'string' then
   redis.call('DEL', OLDMD)
   t = 'none'
 end
-local restored = 0
 if t == 'none' then
   redis.call('HSET', OLDMD, 'jobq', ARGV[2])
-  if redis.call('EXISTS', KEYS[1]) == 1 then restored = 1 end
+  if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', P .. 'rescue', '1') end
 end
-return restored
+return redis.call('EXISTS', P .. 'rescue')
 `)
 
 // rescueScript makes ready the messages that own their task ID but are in
