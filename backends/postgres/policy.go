@@ -302,7 +302,7 @@ SELECT`),
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
 		// The trace context (schema step 8) is read beside the function's
 		// rows: the row as it was before the claim, which has the same.
-		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, '') FROM async, {{s}}.claim_with_policies($1, $2, $3) AS c
+		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, '') FROM async, {{s}}.claim_packed($1, $2, $3) AS c
 	LEFT JOIN {{s}}.messages m ON m.queue = $1 AND m.priority = c.r_priority AND m.id = c.r_id`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),

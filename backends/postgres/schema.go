@@ -80,6 +80,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	// The producer's W3C trace context (driver.Message.TraceParent), NULL
 	// when the push was not traced, so the body keeps ai4s-jobq's bytes.
 	{10, "trace context of pushes", `ALTER TABLE {{s}}.messages ADD COLUMN IF NOT EXISTS trace_parent text`},
+	{11, "compact task keys and packed bodies", packedMigration},
 }
 
 // fillfactorMigration is schema step 6. A claim takes the oldest messages,

@@ -179,7 +179,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 			b.ids[i] = 0
 		}
 	}
-	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, b.prios, delays, bodies, d.cfg.queue)
+	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, b.prios, delays, storedBodies(bodies), d.cfg.queue)
 	if immediate {
 		// Idle receivers elsewhere should pick the message up now.
 		if d.notif.inline() {
@@ -212,7 +212,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		details[i] = textColumn(r.Detail)
 		bodies[i] = r.Body
 	}
-	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
+	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, storedBodies(bodies))
 }
 
 // textColumn makes s storable in a text column, which refuses NUL and
