@@ -15,7 +15,8 @@ import (
 //
 // Policies live in the policies table, so every process sees them. A queue
 // without concurrency or rate policies claims with the ordinary statement;
-// one with them claims through claim_with_policies, a PL/pgSQL function that
+// one with them claims through claim_packed (claim_with_policies before
+// schema step 11: layout.go), a PL/pgSQL function that
 // does everything in one round trip: it locks a window of visible messages
 // in claim order, takes a transaction-scoped advisory lock on each capped
 // key among them (so that two claimers never both see a key one below its
@@ -92,7 +93,7 @@ WHERE m.lease IS NOT NULL AND m.visible_at > now();
 ` + claimFunctionKeyLocks
 
 // claimFunctionKeyLocks creates claim_with_policies, as schema steps 3, 4
-// and 5. Step 3's first version serialised every claim of a queue with policies
+// and 5 (step 11 makes claim_packed from it). Step 3's first version serialised every claim of a queue with policies
 // under one advisory lock, which cost a third of a worker's throughput, and
 // probed each key with two queries the first time a batch met it; step 4
 // replaced it with this one, and step 3 now creates this one too (a
