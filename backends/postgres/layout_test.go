@@ -340,3 +340,26 @@ func olderReleaseFails(t *testing.T, pool *pgxpool.Pool, s, queue string) {
 		t.Errorf("the statements of the release before changed the rows:\n%s\nwant\n%s", after, before)
 	}
 }
+
+// TestTasksWithoutIDNeverDedup: tasks without an ID are stored with a NULL
+// key, which the dedup index never matches, in a batch and one at a time.
+func TestTasksWithoutIDNeverDedup(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	for _, batch := range [][]*driver.Message{{{Body: []byte("a")}, {Body: []byte("b")}}, {{Body: []byte("c")}}, {{Body: []byte("d")}}} {
+		res, err := d.Push(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Duplicate || r.MessageID == "" {
+				t.Fatalf("a task without an ID: %+v; want it stored", r)
+			}
+		}
+	}
+	var n int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM `+d.sql.messagesTable+` WHERE queue = $1 AND task_key IS NULL`, d.cfg.queue).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("%d messages with a NULL key, %v; want 4", n, err)
+	}
+}
