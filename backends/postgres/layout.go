@@ -198,15 +198,20 @@ func loadBody(stored []byte, id string) (body []byte, ok bool) {
 	return stored, false
 }
 
-// storedBodies is the packed_body column value of each replacement body
-// of a requeue or dead-lettering: nil (keep the stored one) stays nil. The
-// lease does not name the task ID, which bodypack.Encode needs to leave the
-// envelope's ending out, so the body is stored whole.
-func storedBodies(bodies [][]byte) [][]byte {
-	for i, b := range bodies {
-		if b != nil {
-			bodies[i] = bodypack.EncodePlain(b)
-		}
+// leasedTask is a claim's Lease.Private: the task ID of the message, which
+// bodypack.Encode needs to pack a replacement body.
+type leasedTask string
+
+// replacementBody is the packed_body column value of a requeue's or a
+// dead-lettering's new body under lease l: nil (keep the stored one) stays
+// nil. Packed when the lease carries the task ID; a lease made elsewhere
+// does not, and the body is then stored whole.
+func replacementBody(body []byte, l driver.Lease) []byte {
+	if body == nil {
+		return nil
 	}
-	return bodies
+	if id, ok := l.Private.(leasedTask); ok {
+		return bodypack.Encode(body, string(id))
+	}
+	return bodypack.EncodePlain(body)
 }

@@ -363,3 +363,55 @@ func TestTasksWithoutIDNeverDedup(t *testing.T) {
 		t.Fatalf("%d messages with a NULL key, %v; want 4", n, err)
 	}
 }
+
+// TestReplacementBodies: a requeue's or a dead-lettering's new body is
+// stored packed when the lease is the claim's own (it carries the task
+// ID), whole when the lease was made elsewhere, and read back as it was
+// either way.
+func TestReplacementBodies(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := ctxT(t)
+	id := "2adbe2df93a2d35c95189a587675abde"
+	retried := bytes.Replace(envelope(1, id), []byte(`"num_retries": 0`), []byte(`"num_retries": 1`), 1)
+	if _, err := d.Push(ctx, []*driver.Message{{ID: id, Body: envelope(1, id)}}); err != nil {
+		t.Fatal(err)
+	}
+	storedLen := func() int {
+		var n int
+		if err := d.pool.QueryRow(ctx, `SELECT coalesce((SELECT octet_length(packed_body) FROM `+d.sql.messagesTable+` WHERE queue = $1),
+			(SELECT octet_length(packed_body) FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.dead_letters WHERE queue = $1))`, d.cfg.queue).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name   string
+		lease  func(driver.Lease) driver.Lease
+		packed bool
+	}{
+		{"the claim's lease", func(l driver.Lease) driver.Lease { return l }, true},
+		{"a lease made elsewhere", func(l driver.Lease) driver.Lease { return driver.Lease{MessageID: l.MessageID, Token: l.Token} }, false},
+	} {
+		got := receive(t, d, 1, time.Minute)
+		if errs := d.Requeue(ctx, []driver.RequeueParams{{Lease: tc.lease(got[0].Lease), Body: retried}}); errs != nil {
+			t.Fatal(errs)
+		}
+		if n := storedLen(); (n < len(retried)) != tc.packed {
+			t.Errorf("%s: a %d-byte requeued body is stored in %d bytes; want packed %v", tc.name, len(retried), n, tc.packed)
+		}
+		if got := receive(t, d, 1, time.Minute); len(got) != 1 || !bytes.Equal(got[0].Body, retried) {
+			t.Fatalf("%s: requeued body read back as %+v; want %q", tc.name, got, retried)
+		} else if errs := d.Requeue(ctx, []driver.RequeueParams{{Lease: got[0].Lease}}); errs != nil {
+			t.Fatal(errs)
+		}
+	}
+	got := receive(t, d, 1, time.Minute)
+	final := append(bytes.Clone(retried[:len(retried)-2]), `", "attempts": []}`...)
+	if errs := d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: got[0].Lease, Reason: "r", Body: final}}); errs != nil {
+		t.Fatal(errs)
+	}
+	if dead, err := d.ListDead(ctx, 1); err != nil || len(dead) != 1 || !bytes.Equal(dead[0].Body, final) {
+		t.Fatalf("dead letter with a new body: %+v, %v; want %q", dead, err, final)
+	}
+}

@@ -111,6 +111,7 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		r.DeliveryCount = int(deliveries)
 		r.EnqueuedAt = enqueued.Time
 		r.Lease.MessageID = strconv.FormatInt(c.id, 10)
+		r.Lease.Private = leasedTask(r.ID)
 		if why := claimCorruption(deliveries, enqueued, bodyOK); why != "" {
 			corrupt = append(corrupt, driver.DeadLetterParams{Lease: r.Lease, Reason: "corrupt record: " + why})
 			continue

@@ -465,9 +465,8 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 		}
 		reasons[i] = textColumn(r.Reason)
 		details[i] = textColumn(r.Detail)
-		bodies[i] = r.Body
+		bodies[i] = replacementBody(r.Body, r.Lease)
 	}
-	bodies = storedBodies(bodies)
 	if !c.any {
 		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 	}

@@ -172,14 +172,14 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 	for i, r := range reqs {
 		b.add(i, r.Lease)
 		delays[i] = micros(max(r.Delay, 0))
-		bodies[i] = r.Body
+		bodies[i] = replacementBody(r.Body, r.Lease)
 		immediate = immediate || r.Delay <= 0
 		if len(r.Body) > d.cfg.maxMessageBytes {
 			b.errs[i], b.failed = driver.Errorf(driver.TooLarge, "postgres requeue: new body is %d bytes; this queue's limit is %d", len(r.Body), d.cfg.maxMessageBytes), true
 			b.ids[i] = 0
 		}
 	}
-	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, b.prios, delays, storedBodies(bodies), d.cfg.queue)
+	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, b.prios, delays, bodies, d.cfg.queue)
 	if immediate {
 		// Idle receivers elsewhere should pick the message up now.
 		if d.notif.inline() {
@@ -210,9 +210,9 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		b.add(i, r.Lease)
 		reasons[i] = textColumn(r.Reason)
 		details[i] = textColumn(r.Detail)
-		bodies[i] = r.Body
+		bodies[i] = replacementBody(r.Body, r.Lease)
 	}
-	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, storedBodies(bodies))
+	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 }
 
 // textColumn makes s storable in a text column, which refuses NUL and
