@@ -304,12 +304,13 @@ func BenchmarkRawSQLLimit(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		insert := `INSERT INTO ` + table + ` (queue, task_id, body) SELECT 'bench', t, x FROM unnest($1::text[], $2::bytea[]) AS u(t, x)`
+		insert := `INSERT INTO ` + table + ` (queue, task_key, packed_body) SELECT 'bench', t, x FROM unnest($1::bytea[], $2::bytea[]) AS u(t, x)`
 		const size, inFlight = 1000, 4
-		ids, bodies := make([]string, b.N), make([][]byte, b.N)
+		ids, bodies := make([][]byte, b.N), make([][]byte, b.N)
 		for i := range ids {
-			ids[i] = fmt.Sprintf("%032x", i)
-			bodies[i] = fmt.Appendf(nil, `{"version": "1.0", "kwargs": {"n": %d}, "id": %q}`, i, ids[i])
+			id := fmt.Sprintf("%032x", i)
+			ids[i] = taskKey(id)
+			bodies[i] = fmt.Appendf(nil, `{"version": "1.0", "kwargs": {"n": %d}, "id": %q}`, i, id)
 		}
 		sem := make(chan struct{}, inFlight)
 		errs := make(chan error, b.N/size+1)

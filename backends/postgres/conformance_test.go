@@ -62,6 +62,7 @@ var corruptions = []conformance.Corruption{
 	damaged("negative delivery count", "deliveries = -5"),
 	damaged("enqueue time is infinity", "enqueued_at = 'infinity'"),
 	damaged("enqueue time is -infinity, visible since -infinity", "enqueued_at = '-infinity', visible_at = '-infinity'"),
+	damaged("stored body without a header jobq writes", "packed_body = decode('00', 'hex') || packed_body"),
 }
 
 func damaged(name, set string) conformance.Corruption {

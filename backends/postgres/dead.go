@@ -24,10 +24,13 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 		var id int64
 		var deliveries int32
 		var deadAt pgtype.Timestamptz
+		var key, stored []byte
 		m := &driver.DeadMessage{}
-		if err := rows.Scan(&id, &m.ID, &m.Body, &m.Reason, &m.Detail, &deliveries, &deadAt); err != nil {
+		if err := rows.Scan(&id, &key, &stored, &m.Reason, &m.Detail, &deliveries, &deadAt); err != nil {
 			return nil, wrap(ctx, "list dead letters", err)
 		}
+		m.ID = taskIDOf(key)
+		m.Body, _ = loadBody(stored, m.ID)
 		m.DeadAt = deadAt.Time // zero for ±infinity
 		m.MessageID = strconv.FormatInt(id, 10)
 		m.DeliveryCount = int(deliveries)

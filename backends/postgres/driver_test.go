@@ -524,7 +524,7 @@ func TestWaitBesideInfiniteVisibility(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := ctxT(t)
-	if _, err := d.pool.Exec(ctx, `INSERT INTO `+d.sql.messagesTable+` (queue, body, visible_at) VALUES ($1, '{}', 'infinity')`, d.cfg.queue); err != nil {
+	if _, err := d.pool.Exec(ctx, `INSERT INTO `+d.sql.messagesTable+` (queue, packed_body, visible_at) VALUES ($1, 'a{}', 'infinity')`, d.cfg.queue); err != nil {
 		t.Fatal(err)
 	}
 	got, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 50 * time.Millisecond})

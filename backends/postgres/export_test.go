@@ -5,6 +5,8 @@ import (
 	"net/url"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/internal/bodypack"
 )
 
 // StartPgBouncer runs a PgBouncer in transaction pooling mode in front of
@@ -31,7 +33,7 @@ func WriteDamaged(ctx context.Context, rawURL string, body []byte, set string) e
 	defer conn.Close(ctx)
 	t := pgx.Identifier{cfg.schema, "messages"}.Sanitize()
 	var id int64
-	if err := conn.QueryRow(ctx, `INSERT INTO `+t+` (queue, body) VALUES ($1, $2) RETURNING id`, cfg.queue, body).Scan(&id); err != nil {
+	if err := conn.QueryRow(ctx, `INSERT INTO `+t+` (queue, packed_body) VALUES ($1, $2) RETURNING id`, cfg.queue, bodypack.Encode(body, "")).Scan(&id); err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, `UPDATE `+t+` SET `+set+` WHERE queue = $1 AND id = $2`, cfg.queue, id)

@@ -24,10 +24,13 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 		var id int64
 		var deliveries, priority int32
 		var enqueued, visible pgtype.Timestamptz
+		var key, stored []byte
 		m := &driver.PeekedMessage{}
-		if err := rows.Scan(&id, &m.ID, &m.Body, &deliveries, &enqueued, &visible, &m.InFlight, &priority); err != nil {
+		if err := rows.Scan(&id, &key, &stored, &deliveries, &enqueued, &visible, &m.InFlight, &priority); err != nil {
 			return nil, wrap(ctx, "peek", err)
 		}
+		m.ID = taskIDOf(key)
+		m.Body, _ = loadBody(stored, m.ID)
 		m.EnqueuedAt, m.VisibleAt = enqueued.Time, visible.Time // zero for ±infinity
 		m.MessageID = strconv.FormatInt(id, 10)
 		m.DeliveryCount = int(deliveries)

@@ -15,7 +15,8 @@ import (
 //
 // Policies live in the policies table, so every process sees them. A queue
 // without concurrency or rate policies claims with the ordinary statement;
-// one with them claims through claim_with_policies, a PL/pgSQL function that
+// one with them claims through claim_packed (claim_with_policies before
+// schema step 11: layout.go), a PL/pgSQL function that
 // does everything in one round trip: it locks a window of visible messages
 // in claim order, takes a transaction-scoped advisory lock on each capped
 // key among them (so that two claimers never both see a key one below its
@@ -92,7 +93,7 @@ WHERE m.lease IS NOT NULL AND m.visible_at > now();
 ` + claimFunctionKeyLocks
 
 // claimFunctionKeyLocks creates claim_with_policies, as schema steps 3, 4
-// and 5. Step 3's first version serialised every claim of a queue with policies
+// and 5 (step 11 makes claim_packed from it). Step 3's first version serialised every claim of a queue with policies
 // under one advisory lock, which cost a third of a worker's throughput, and
 // probed each key with two queries the first time a batch met it; step 4
 // replaced it with this one, and step 3 now creates this one too (a
@@ -302,7 +303,7 @@ SELECT`),
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
 		// The trace context (schema step 8) is read beside the function's
 		// rows: the row as it was before the claim, which has the same.
-		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, '') FROM async, {{s}}.claim_with_policies($1, $2, $3) AS c
+		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, '') FROM async, {{s}}.claim_packed($1, $2, $3) AS c
 	LEFT JOIN {{s}}.messages m ON m.queue = $1 AND m.priority = c.r_priority AND m.id = c.r_id`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),

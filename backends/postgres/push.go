@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/bodypack"
 )
 
 // querier is what push needs from a pool or a transaction.
@@ -66,7 +67,7 @@ func stored(res []driver.PushResult) int {
 // push inserts msgs through q and reports, per message, its id or that it
 // was a duplicate. notify adds the wake-up notification to the statement.
 func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
-	ids := make([]string, len(msgs))
+	keys := make([][]byte, len(msgs))
 	bodies := make([][]byte, len(msgs))
 	prios := make([]int32, len(msgs))
 	notBefore := make([]pgtype.Timestamptz, len(msgs))
@@ -85,8 +86,11 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 			return nil, driver.Errorf(driver.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
 				m.ID, len(m.Body), d.cfg.maxMessageBytes)
 		}
-		ids[i] = m.ID
-		bodies[i] = m.Body
+		if err := checkTaskID(m.ID); err != nil {
+			return nil, err
+		}
+		keys[i] = taskKey(m.ID)
+		bodies[i] = bodypack.Encode(m.Body, m.ID)
 		prios[i] = int32(m.Priority)
 		if !m.NotBefore.IsZero() {
 			notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
@@ -101,9 +105,9 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 		// error) for each: insert with ON CONFLICT at once.
 		sql = stmt.dedup
 	}
-	args := []any{d.cfg.queue, ids, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys, traces}
+	args := []any{d.cfg.queue, keys, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys, traces}
 	if len(msgs) == 1 {
-		args = []any{d.cfg.queue, ids[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0], msgs[0].TraceParent}
+		args = []any{d.cfg.queue, keys[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0], msgs[0].TraceParent}
 	}
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {
@@ -171,12 +175,13 @@ func readInserted(rows pgx.Rows, err error) (map[string]int64, []int64, error) {
 	var inserted map[string]int64
 	var anonymous []int64
 	var id int64
-	var taskID string
-	dest := []any{&id, &taskID, nil}
+	var key []byte
+	dest := []any{&id, &key, nil}
 	for rows.Next() {
 		if err := rows.Scan(dest[:len(rows.FieldDescriptions())]...); err != nil {
 			return nil, nil, err
 		}
+		taskID := taskIDOf(key)
 		if taskID == "" {
 			anonymous = append(anonymous, id)
 			continue
@@ -193,25 +198,25 @@ func readInserted(rows pgx.Rows, err error) (map[string]int64, []int64, error) {
 // 23505) of a task id that is already queued.
 func isTaskIDConflict(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "messages_task_id"
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "messages_task_key"
 }
 
 // fillDuplicates looks up the message ids of tasks that were already queued.
 // A message settled in the meantime keeps an empty MessageID.
 func (d *Driver) fillDuplicates(ctx context.Context, q querier, msgs []*driver.Message, res []driver.PushResult, dups []string) error {
-	rows, err := q.Query(ctx, d.sql.existing, d.cfg.queue, dups)
+	rows, err := q.Query(ctx, d.sql.existing, d.cfg.queue, taskKeys(dups))
 	if err != nil {
 		return err
 	}
 	existing := map[string]int64{}
 	for rows.Next() {
 		var id int64
-		var taskID string
-		if err := rows.Scan(&id, &taskID); err != nil {
+		var key []byte
+		if err := rows.Scan(&id, &key); err != nil {
 			rows.Close()
 			return err
 		}
-		existing[taskID] = id
+		existing[taskIDOf(key)] = id
 	}
 	if err := rows.Err(); err != nil {
 		return err

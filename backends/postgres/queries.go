@@ -73,7 +73,7 @@ func buildQueries(schema string) queries {
 SELECT pg_notify($1, $2) FROM async`,
 
 		existing: r.Replace(`
-SELECT id, task_id FROM {{s}}.messages WHERE queue = $1 AND task_id = ANY($2::text[])`),
+SELECT id, task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::bytea[])`),
 
 		// Claim: lock up to $2 visible candidates in claim order, skipping rows
 		// other claimers hold, then update exactly those rows by join. Limiting
@@ -98,7 +98,7 @@ SET visible_at = now() + $3::bigint * interval '1 microsecond',
     deliveries = ` + nextDelivery + `
 FROM c, async
 WHERE m.ctid = c.ctid
-RETURNING m.id, coalesce(m.task_id, ''), m.body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, '')`),
+RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, '')`),
 
 		// nextVisible: microseconds until the earliest message of the queue
 		// becomes visible (a lease or delay ending; negative when one is
@@ -132,7 +132,7 @@ RETURNING m.id`),
 UPDATE {{s}}.messages m
 SET visible_at = now() + x.delay * interval '1 microsecond',
     lease = NULL,
-    body = coalesce(x.body, m.body)
+    packed_body = coalesce(x.body, m.packed_body)
 FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::bigint[], $5::bytea[]) AS x(id, lease, priority, delay, body), async
 WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 RETURNING m.id`),
@@ -145,17 +145,17 @@ x AS (
 ), d AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
+	RETURNING m.id, m.queue, m.task_key, coalesce(x.body, m.packed_body) AS packed_body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
 		m.concurrency_key, m.rate_key
 )
-INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
+INSERT INTO {{s}}.dead_letters (id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
 SELECT * FROM d
 RETURNING id`),
 
 		// Peek: visible messages in claim order first, then the rest by when
 		// they become visible.
 		peek: r.Replace(`
-SELECT id, coalesce(task_id, ''), body, deliveries, enqueued_at, visible_at,
+SELECT id, task_key, packed_body, deliveries, enqueued_at, visible_at,
        lease IS NOT NULL AND visible_at > now(), priority
 FROM {{s}}.messages
 WHERE queue = $1
@@ -172,7 +172,7 @@ FROM {{s}}.messages WHERE queue = $1`),
 		clear: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1) DELETE FROM {{s}}.messages WHERE queue = $1`),
 
 		listDead: r.Replace(`
-SELECT id, coalesce(task_id, ''), body, reason, detail, deliveries, dead_at
+SELECT id, task_key, packed_body, reason, detail, deliveries, dead_at
 FROM {{s}}.dead_letters
 WHERE queue = $1
 ORDER BY dead_at, id
@@ -185,11 +185,11 @@ LIMIT $2`),
 WITH d AS (
 	DELETE FROM {{s}}.dead_letters
 	WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
-	RETURNING id, queue, task_id, body, priority, enqueued_at, dead_at, concurrency_key, rate_key
+	RETURNING id, queue, task_key, packed_body, priority, enqueued_at, dead_at, concurrency_key, rate_key
 ), ins AS (
-	INSERT INTO {{s}}.messages (queue, task_id, body, priority, enqueued_at, concurrency_key, rate_key)
-	SELECT queue, task_id, body, ` + clampedPriority + `, CASE WHEN isfinite(enqueued_at) THEN enqueued_at ELSE now() END, concurrency_key, rate_key FROM d ORDER BY dead_at, id
-	ON CONFLICT (queue, task_id) DO NOTHING
+	INSERT INTO {{s}}.messages (queue, task_key, packed_body, priority, enqueued_at, concurrency_key, rate_key)
+	SELECT queue, task_key, packed_body, ` + clampedPriority + `, CASE WHEN isfinite(enqueued_at) THEN enqueued_at ELSE now() END, concurrency_key, rate_key FROM d ORDER BY dead_at, id
+	ON CONFLICT (queue, task_key) DO NOTHING
 	RETURNING id
 ), n AS (
 	SELECT pg_notify($3, $1) WHERE EXISTS (SELECT FROM ins)
@@ -216,7 +216,7 @@ func pushVariants(r *strings.Replacer) (v [2][2]pushStatements) {
 }
 
 // insertMessages begins both push statements: the columns a push sets.
-const insertMessages = `INSERT INTO {{s}}.messages (queue, task_id, body, priority, visible_at, concurrency_key, rate_key, trace_parent)`
+const insertMessages = `INSERT INTO {{s}}.messages (queue, task_key, packed_body, priority, visible_at, concurrency_key, rate_key, trace_parent)`
 
 // pushSQL is the push statement: one multi-row insert from arrays, or with
 // one, a single row from plain parameters (pushOneSQL). ON CONFLICT skips
@@ -233,7 +233,7 @@ func pushSQL(async, one, dedup bool) string {
 	conflict := ""
 	if dedup {
 		conflict = `
-	ON CONFLICT (queue, task_id) DO NOTHING`
+	ON CONFLICT (queue, task_key) DO NOTHING`
 	}
 	if one {
 		return pushOneSQL(async, conflict)
@@ -244,13 +244,13 @@ func pushSQL(async, one, dedup bool) string {
 	}
 	return with + `ins AS (
 	` + insertMessages + `
-	SELECT $1, NULLIF(m.task_id, ''), m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, ''), NULLIF(m.trace, '')
-	FROM unnest($2::text[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[], $10::text[]) AS m(task_id, body, priority, not_before, ckey, rkey, trace)` + from + conflict + `
-	RETURNING id, task_id
+	SELECT $1, m.task_key, m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, ''), NULLIF(m.trace, '')
+	FROM unnest($2::bytea[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[], $10::text[]) AS m(task_key, body, priority, not_before, ckey, rkey, trace)` + from + conflict + `
+	RETURNING id, task_key
 ), n AS (
 	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
 )
-SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`
+SELECT id, task_key FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 }
 
 // pushOneSQL is the push statement for one task: a plain INSERT, whose
@@ -258,7 +258,7 @@ SELECT id, coalesce(task_id, '') FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 // column, void, that readInserted skips). Without the batch statement's
 // CTEs it ran 5-10 % faster.
 func pushOneSQL(async bool, conflict string) string {
-	row := `$1, NULLIF($2::text, ''), $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
+	row := `$1, $2::bytea, $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
 	with, source := "", `
 	VALUES (`+row+`)`
 	if async {
@@ -266,5 +266,5 @@ func pushOneSQL(async bool, conflict string) string {
 	SELECT `+row+` FROM async`
 	}
 	return with + insertMessages + source + conflict + `
-RETURNING id, coalesce(task_id, ''), CASE WHEN $6::bool THEN pg_notify($7, $1) END`
+RETURNING id, task_key, CASE WHEN $6::bool THEN pg_notify($7, $1) END`
 }

@@ -99,15 +99,20 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		var c claimed
 		var deliveries int32
 		var enqueued pgtype.Timestamptz
+		var key, stored []byte
 		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		if err := rows.Scan(&c.id, &r.ID, &r.Body, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent); err != nil {
+		if err := rows.Scan(&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent); err != nil {
 			return nil, err
 		}
+		r.ID = taskIDOf(key)
+		var bodyOK bool
+		r.Body, bodyOK = loadBody(stored, r.ID)
 		r.Lease.Token = leaseToken(r.Lease.Token, c.priority)
 		r.DeliveryCount = int(deliveries)
 		r.EnqueuedAt = enqueued.Time
 		r.Lease.MessageID = strconv.FormatInt(c.id, 10)
-		if why := claimCorruption(deliveries, enqueued); why != "" {
+		r.Lease.Private = leasedTask(r.ID)
+		if why := claimCorruption(deliveries, enqueued, bodyOK); why != "" {
 			corrupt = append(corrupt, driver.DeadLetterParams{Lease: r.Lease, Reason: "corrupt record: " + why})
 			continue
 		}
@@ -136,9 +141,11 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 // claimCorruption says what is wrong with a claimed row whose fields no
 // jobq wrote (another tool, a hand edit), or "" when nothing is: a delivery
 // count the claim could not raise (see nextDelivery), an enqueue time that
-// is not a time.
-func claimCorruption(deliveries int32, enqueued pgtype.Timestamptz) string {
+// is not a time, a stored body without a header jobq writes.
+func claimCorruption(deliveries int32, enqueued pgtype.Timestamptz, bodyOK bool) string {
 	switch {
+	case !bodyOK:
+		return "its stored body (packed_body column) does not begin with a header jobq writes"
 	case deliveries < 1 || deliveries == math.MaxInt32:
 		return fmt.Sprintf("its delivery count (deliveries column) is %d, outside 0..%d", deliveries-1, math.MaxInt32-1)
 	case enqueued.InfinityModifier != pgtype.Finite:

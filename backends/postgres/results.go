@@ -135,23 +135,24 @@ DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
 		// (claimable again; the old holder's settlement finds them gone),
 		// and the records of the tasks removed, in one statement. A
 		// concurrent claim holds the row: the delete waits for it, then
-		// sees the lease and leaves the message.
+		// sees the lease and leaves the message. $10 holds the task keys
+		// of the IDs in $2.
 		remove: r.Replace(`
 WITH x AS (
-	SELECT rid, state, ` + usTime("updated_us") + ` AS updated, ` + usTime("expires_us") + ` AS expires, ` + dataOf("span", "$9") + ` AS data, ord
-	FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY
-		AS x(rid, state, updated_us, expires_us, span, ord)
+	SELECT rid, key, state, ` + usTime("updated_us") + ` AS updated, ` + usTime("expires_us") + ` AS expires, ` + dataOf("span", "$9") + ` AS data, ord
+	FROM unnest($2::text[], $10::bytea[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY
+		AS x(rid, key, state, updated_us, expires_us, span, ord)
 ), d AS (
 	DELETE FROM {{s}}.messages
-	WHERE queue = $1 AND task_id = ANY($2::text[]) AND (lease IS NULL OR visible_at <= now())
-	RETURNING task_id
+	WHERE queue = $1 AND task_key = ANY($10::bytea[]) AND (lease IS NULL OR visible_at <= now())
+	RETURNING task_key
 ), k AS (
-	SELECT * FROM x WHERE rid IN (SELECT task_id FROM d)
+	SELECT * FROM x WHERE key IN (SELECT task_key FROM d)
 ), ins AS (` + upsert("k", "$1", insertDistinct) + `
 ), n AS (
 	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
 )
-SELECT DISTINCT task_id FROM d WHERE (SELECT count(*) FROM n) >= 0`),
+SELECT DISTINCT rid FROM k WHERE (SELECT count(*) FROM n) >= 0`),
 	}
 	for v := range insertVariants {
 		for notify := range 2 {
@@ -215,11 +216,11 @@ x AS (
 ), d AS (
 	DELETE FROM {{s}}.messages m USING x, async
 	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, m.queue, m.task_id, coalesce(x.body, m.body) AS body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
+	RETURNING m.id, m.queue, m.task_key, coalesce(x.body, m.packed_body) AS packed_body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
 		m.concurrency_key, m.rate_key, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` + dataOf("x.span", "$13") + ` AS data, x.ord
 ), dl AS (
-	INSERT INTO {{s}}.dead_letters (id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
-	SELECT id, queue, task_id, body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
+	INSERT INTO {{s}}.dead_letters (id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
+	SELECT id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
 	RETURNING id
 ), ins AS (` + upsert("d", "$6", variant) + notifying("dl", 14))
 	return complete, deadLetter
@@ -464,7 +465,7 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 		}
 		reasons[i] = textColumn(r.Reason)
 		details[i] = textColumn(r.Detail)
-		bodies[i] = r.Body
+		bodies[i] = replacementBody(r.Body, r.Lease)
 	}
 	if !c.any {
 		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
@@ -590,7 +591,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 	}
 	c := recordArrays(recs, make([]error, len(recs)))
 	rows, err := d.pool.Query(ctx, d.rsql.remove, d.cfg.queue, c.rids, c.states, c.updated, c.expires, c.spans,
-		d.channel(), d.resultsPayload(), c.blob)
+		d.channel(), d.resultsPayload(), c.blob, taskKeys(c.rids))
 	if err != nil {
 		return nil, wrap(ctx, "remove tasks", err)
 	}

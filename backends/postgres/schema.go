@@ -30,7 +30,8 @@ type migration struct {
 // (queue, priority DESC, id) orders claims and is also the key by which
 // settlements find a message (the lease carries the priority), standing in
 // for a primary key on id (it is the replica identity too); (queue, task_id)
-// enforces dedup. A claim, a renewal and a requeue change no indexed column,
+// enforces dedup ((queue, task_key) since step 11, which rebuilt the table
+// with compact task IDs and bodies: layout.go). A claim, a renewal and a requeue change no indexed column,
 // so they can be HOT updates; fillfactor (70 here, 50 since step 6) leaves
 // room on each page for them.
 // Names compare bytewise (COLLATE "C"): cheaper than a linguistic collation
@@ -80,6 +81,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	// The producer's W3C trace context (driver.Message.TraceParent), NULL
 	// when the push was not traced, so the body keeps ai4s-jobq's bytes.
 	{10, "trace context of pushes", `ALTER TABLE {{s}}.messages ADD COLUMN IF NOT EXISTS trace_parent text`},
+	{11, "compact task keys and packed bodies", packedMigration},
 }
 
 // fillfactorMigration is schema step 6. A claim takes the oldest messages,

@@ -172,7 +172,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 	for i, r := range reqs {
 		b.add(i, r.Lease)
 		delays[i] = micros(max(r.Delay, 0))
-		bodies[i] = r.Body
+		bodies[i] = replacementBody(r.Body, r.Lease)
 		immediate = immediate || r.Delay <= 0
 		if len(r.Body) > d.cfg.maxMessageBytes {
 			b.errs[i], b.failed = driver.Errorf(driver.TooLarge, "postgres requeue: new body is %d bytes; this queue's limit is %d", len(r.Body), d.cfg.maxMessageBytes), true
@@ -210,7 +210,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		b.add(i, r.Lease)
 		reasons[i] = textColumn(r.Reason)
 		details[i] = textColumn(r.Detail)
-		bodies[i] = r.Body
+		bodies[i] = replacementBody(r.Body, r.Lease)
 	}
 	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 }

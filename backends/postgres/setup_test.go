@@ -39,8 +39,14 @@ func testConnString() string {
 	return cfg.connString
 }
 
-// testSchema holds the tests' queues, apart from a user's own "jobq" schema.
-const testSchema = "jobq_test"
+// testSchema holds the tests' queues, apart from a user's own "jobq"
+// schema: JOBQ_TEST_POSTGRES_URL's schema= when it has one.
+var testSchema = func() string {
+	if u, err := url.Parse(testBaseURL()); err == nil && u.Query().Has("schema") {
+		return u.Query().Get("schema")
+	}
+	return "jobq_test"
+}()
 
 var queueSeq atomic.Int64
 

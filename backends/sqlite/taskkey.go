@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/taskkey"
 )
 
 // How a message's task ID and body are stored. jobq's default task ID (and
@@ -52,18 +53,7 @@ BEGIN SELECT RAISE(ABORT, '` + fenceMessage + `'); END;
 `
 
 // canonicalID reports whether id is 32 lowercase hex digits.
-func canonicalID(id string) bool {
-	if len(id) != 32 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+func canonicalID(id string) bool { return taskkey.Canonical(id) }
 
 // canonicalSQL is canonicalID in SQL: whether the SQL expression x is a
 // TEXT of 32 lowercase hex digits.
