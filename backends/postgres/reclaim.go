@@ -50,8 +50,10 @@ const (
 	reclaimTries = 5
 	// A relation is bloated when it is larger than reclaimMinBytes and
 	// more than bloatFactor times what its rows need, estimated at
-	// heapRowBytes per row in the table (a small task takes about 400 at
-	// fillfactor 50) and indexRowBytes per index entry.
+	// heapRowBytes per row in the table (a small task takes about 240 at
+	// fillfactor 50; the estimate leaves room for larger bodies, so that a
+	// queue of them is not reclaimed in vain) and indexRowBytes per index
+	// entry.
 	reclaimMinBytes = 8 << 20
 	bloatFactor     = 4
 	heapRowBytes    = 512
