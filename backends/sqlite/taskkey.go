@@ -169,7 +169,9 @@ func loadTask(key, body, idAt any) (id string, b []byte, why string) {
 // convertStep is how many rowids one statement of convertKeys covers. A
 // statement that changes rows of a table with a unique index keeps a
 // journal of every page it changes, in memory (temp_store): one UPDATE of
-// a million rows took 700 MB.
+// a million rows took 700 MB (schema 2 drops the index first, but
+// jobq_dead's rows are still converted, and another tool's index may
+// remain).
 const convertStep = 10000
 
 // convertKeys stores the canonical task IDs of table's rows as keys, in
@@ -205,8 +207,8 @@ INSERT OR REPLACE INTO jobq_key_sweeps (queue, seq, keys)
 // and records the keys in jobq_task_keys instead; both install the fence
 // against older versions. It refuses a file of a newer schema. It runs
 // inside migrate's transaction, so an upgrade cut short leaves the file as
-// it was; it holds the write lock for about TODO seconds per million
-// queued messages from schema 1, and TODO from schema 0.
+// it was; it holds the write lock for about 2.3 seconds per million queued
+// messages from schema 1 (270 MB of memory), and 5.2 from schema 0 (350 MB).
 func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 	var v int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {

@@ -109,7 +109,14 @@ func TestKeySQLAgreesWithGo(t *testing.T) {
 // into a new file and returns its path.
 func loadSchema0(t *testing.T) string {
 	t.Helper()
-	dump, err := os.ReadFile(filepath.Join("testdata", "schema0.sql"))
+	return loadDump(t, "schema0.sql")
+}
+
+// loadDump writes the SQL dump testdata/name into a new file and returns
+// its path.
+func loadDump(t *testing.T, name string) string {
+	t.Helper()
+	dump, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
