@@ -20,10 +20,13 @@ import (
 // messages table, and stale keys are deleted in bulk by sweeps, where each
 // page changed holds many of them.
 //
-// Every insert into jobq_messages records its key through the trigger
-// jobq_messages_key, so no path that adds a message can miss it; a push
-// tests for a live key inside its write transaction (SQLite has one
-// writer), so the test and the insert cannot race.
+// Two triggers keep the keys for every insert into jobq_messages, so that
+// no path that adds a message (a push, a dead-letter requeue, another
+// tool) can miss them: jobq_messages_dedup skips the insert (RAISE(IGNORE):
+// no row, no error) while the task ID's key names a message that exists,
+// and jobq_messages_key records the new message's key. The test and the
+// insert run in one write transaction (SQLite has one writer), so they
+// cannot race.
 const keySchema = `
 CREATE TABLE IF NOT EXISTS jobq_task_keys (
 	queue      TEXT    NOT NULL,
@@ -31,6 +34,10 @@ CREATE TABLE IF NOT EXISTS jobq_task_keys (
 	message_id INTEGER NOT NULL,
 	PRIMARY KEY (queue, task_id)
 ) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS jobq_messages_dedup BEFORE INSERT ON jobq_messages
+WHEN NEW.task_id <> '' AND EXISTS (SELECT 1 FROM jobq_task_keys k JOIN jobq_messages m ON m.id = k.message_id
+	WHERE k.queue = NEW.queue AND k.task_id = NEW.task_id)
+BEGIN SELECT RAISE(IGNORE); END;
 CREATE TRIGGER IF NOT EXISTS jobq_messages_key AFTER INSERT ON jobq_messages
 WHEN NEW.task_id <> ''
 BEGIN
@@ -48,11 +55,8 @@ CREATE TABLE IF NOT EXISTS jobq_key_sweeps (
 ) WITHOUT ROWID;
 `
 
-// liveKey is true when the queue's key ?2 names a message that exists.
-const liveKey = `EXISTS (SELECT 1 FROM jobq_task_keys k JOIN jobq_messages m ON m.id = k.message_id
-	WHERE k.queue = ?1 AND k.task_id = ?2)`
-
-// keyMessage is the message a key names (a live one, after liveKey).
+// keyMessage is the message a key names (a live one, when
+// jobq_messages_dedup skipped an insert).
 const keyMessage = `SELECT message_id FROM jobq_task_keys WHERE queue = ? AND task_id = ?`
 
 // Sweeps. jobq_key_sweeps holds per queue the message sequence
@@ -80,8 +84,11 @@ const keyMessage = `SELECT message_id FROM jobq_task_keys WHERE queue = ? AND ta
 //     more than keys/8 messages were pushed (exact), so that a drained
 //     queue gives its keys back.
 //
-// So the key table stays within a few times the queue's live keys plus
-// sweepFloor, and a sweep costs a few key reads per task pushed.
+// An exact sweep whose first chunk (keys in random order, task IDs being
+// random) finds less than a quarter of its keys stale stops there, as if
+// it had run to the end: a queue that only grew is not looked up key by
+// key. So the key table stays within a few times the queue's live keys
+// plus sweepFloor, and a sweep costs a few key reads per task pushed.
 const (
 	sweepFloor = 100_000
 	// sweepCheckEvery is how many pushed messages a driver lets pass
@@ -191,6 +198,12 @@ func (d *Driver) sweepKeys(tx wtx, chunk int, idle bool) (bool, error) {
 		}
 		deleted, err := res.RowsAffected()
 		if err != nil {
+			return false, err
+		}
+		if s.runExact > 0 && s.at == sweepStart && 4*deleted < n {
+			// Few stale keys: stop; the keys left are at most those
+			// before plus those pushed since.
+			_, err := tx.Exec(saveSweep, d.cfg.queue, s.runSeq, s.keys+s.runSeq-s.lastSeq, nil, 0, 0, 0)
 			return false, err
 		}
 		s.runKept += n - deleted

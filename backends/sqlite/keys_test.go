@@ -226,6 +226,46 @@ func TestSweepKeys(t *testing.T) {
 	}
 }
 
+// TestExactSweepStopsEarly: an exact sweep whose first chunk finds few
+// stale keys stops there and records an upper bound of the keys.
+func TestExactSweepStopsEarly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "queue=q")
+	for i := 1; i <= 30; i++ {
+		b.pushOne(t, canon(i))
+	}
+	// Message 30 (key 30, the last in key order) is completed.
+	for _, r := range b.receive(t, 30, time.Minute) {
+		if r.ID == canon(30) {
+			if errs := b.drv.Complete(b.ctx, []driver.Lease{r.Lease}); errs != nil {
+				t.Fatal(errs[0])
+			}
+		}
+	}
+	if _, err := b.drv.db.ExecContext(b.ctx, saveSweep, "q", 0, 0, sweepStart, 30, 30, 0); err != nil {
+		t.Fatal(err)
+	}
+	var running bool
+	err := b.drv.writeTx(b.ctx, "sweep", func(tx wtx) (err error) {
+		running, err = b.drv.sweepKeys(tx, 7, true)
+		return err
+	})
+	if err != nil || running {
+		t.Fatalf("sweep step: running %v, %v; want it stopped", running, err)
+	}
+	var seq, keys int64
+	var at any
+	if err := b.drv.db.QueryRowContext(b.ctx, `SELECT seq, keys, at FROM jobq_key_sweeps WHERE queue = 'q'`).Scan(&seq, &keys, &at); err != nil {
+		t.Fatal(err)
+	}
+	if seq != 30 || keys != 30 || at != nil {
+		t.Errorf("sweep state: seq %d, %d keys, cursor %v; want 30, 30, none", seq, keys, at)
+	}
+	if got := len(keyRows(t, b.drv)); got != 30 {
+		t.Errorf("%d keys after the stopped sweep, want all 30", got)
+	}
+}
+
 // TestSweepWhenIdle: once a queue is drained, an idle receiver sweeps its
 // keys away, and the queue works on.
 func TestSweepWhenIdle(t *testing.T) {

@@ -11,12 +11,11 @@ import (
 )
 
 // insertMessage stores one message unless a message with the same task ID is
-// still in the queue (dedup, keys.go); RETURNING then yields no row. The
-// trigger jobq_messages_key records the new message's key.
+// still in the queue (the trigger jobq_messages_dedup, keys.go); RETURNING
+// then yields no row.
 const insertMessage = `
 INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
-SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
-WHERE ?2 = '' OR NOT ` + liveKey + `
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id`
 
 // Push implements driver.Driver. The whole batch is stored in one

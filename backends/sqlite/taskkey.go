@@ -79,16 +79,11 @@ func canonicalSQL(x string) string {
 	return fmt.Sprintf(`(typeof(%[1]s) = 'text' AND length(%[1]s) = 32 AND %[1]s NOT GLOB '*[^0-9a-f]*')`, x)
 }
 
-// keyColumnOf is the SQL column col, a task ID another tool may have
-// written, as a valid key, for statements that copy rows: a key stays, a
-// canonical ID stored as text becomes its key, anything else becomes text.
-func keyColumnOf(col string) string {
-	return fmt.Sprintf(`CASE WHEN typeof(%[1]s) = 'blob' AND length(%[1]s) = 16 THEN %[1]s
-	WHEN `+canonicalSQL(col)+` THEN unhex(%[1]s) ELSE CAST(%[1]s AS TEXT) END`, col)
-}
-
-// keyColumnSQL is keyColumnOf a row's task_id.
-var keyColumnSQL = keyColumnOf("task_id")
+// keyColumnSQL is a row's task_id as a valid key, for statements that copy
+// rows another tool may have written: a key stays, a canonical ID stored
+// as text becomes its key, anything else becomes text.
+var keyColumnSQL = `CASE WHEN typeof(task_id) = 'blob' AND length(task_id) = 16 THEN task_id
+	WHEN ` + canonicalSQL("task_id") + ` THEN unhex(task_id) ELSE CAST(task_id AS TEXT) END`
 
 // taskKey is the task_id column value for id.
 func taskKey(id string) any {
