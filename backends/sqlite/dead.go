@@ -23,7 +23,8 @@ const (
 var (
 	// reviveDead puts a dead letter back, visible at once, with a fresh
 	// delivery count; it is skipped (no row) when a message with the same
-	// task ID is queued again meanwhile, and then stays dead.
+	// task ID is queued again meanwhile (the trigger jobq_messages_dedup,
+	// keys.go), and then stays dead.
 	// A priority or enqueue time that is not one (another tool wrote it)
 	// is repaired on the way, so that the claim does not quarantine the
 	// message again: priorities are clamped, a bad time becomes now.
@@ -31,8 +32,7 @@ var (
 		SELECT queue, ` + keyColumnSQL + `, CAST(body AS BLOB), CASE WHEN typeof(id_at) = 'integer' THEN id_at ELSE 0 END,
 			CASE WHEN typeof(priority) = 'integer' THEN max(-1000, min(1000, priority)) ELSE 0 END, ?1,
 			CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ?1 END, concurrency_key, rate_key
-		FROM jobq_dead WHERE id = ?2 AND queue = ?3
-		ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING`
+		FROM jobq_dead WHERE id = ?2 AND queue = ?3`
 )
 
 // ListDead implements driver.Driver. max <= 0 lists every dead letter.

@@ -25,6 +25,8 @@ type Driver struct {
 	idle *idleWatch
 	// autoVacuum is whether the file gives free pages back (vacuum.go).
 	autoVacuum bool
+	// keys is the sweep bookkeeping of the dedup keys (keys.go).
+	keys keySweeps
 
 	// writeSem serialises this driver's write transactions so that they
 	// queue in Go instead of spinning in SQLite's busy handler (the busy

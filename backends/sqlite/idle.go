@@ -32,6 +32,11 @@ type idleWatch struct {
 	// data_version fewFreeVersion (vacuum.go).
 	fewFree        bool
 	fewFreeVersion int64
+
+	// noSweep is set when no key sweep was running or due at data_version
+	// noSweepVersion (keys.go).
+	noSweep        bool
+	noSweepVersion int64
 }
 
 const (

@@ -11,14 +11,12 @@ import (
 )
 
 // insertMessage stores one message unless a message with the same task ID is
-// still in the queue (dedup); RETURNING then yields no row.
+// still in the queue (the trigger jobq_messages_dedup, keys.go); RETURNING
+// then yields no row.
 const insertMessage = `
 INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING
 RETURNING id`
-
-const selectByTask = `SELECT id FROM jobq_messages WHERE queue = ? AND task_id = ? AND task_id <> ''`
 
 // Push implements driver.Driver. The whole batch is stored in one
 // transaction: on error nothing was stored. A batch that would take the
@@ -41,7 +39,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			err := tx.QueryRow(insertMessage, d.cfg.queue, st.key, st.body, st.idAt, m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				// A message with this task ID is queued already.
-				if err := tx.QueryRow(selectByTask, d.cfg.queue, st.key).Scan(&id); err != nil {
+				if err := tx.QueryRow(keyMessage, d.cfg.queue, st.key).Scan(&id); err != nil {
 					return err
 				}
 				out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10), Duplicate: true}
@@ -53,7 +51,10 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10)}
 			added++
 		}
-		return d.checkDepth(tx, added)
+		if err := d.checkDepth(tx, added); err != nil {
+			return err
+		}
+		return d.sweepOnPush(tx, added)
 	})
 	if err != nil {
 		return nil, err

@@ -267,8 +267,9 @@ func (s byClaimOrder) Less(i, j int) bool {
 }
 
 // tokenBytes is the random bytes in a lease token, written as hex digits.
-// Not 16: older versions' 32-digit tokens are what fenceSchema refuses.
-const tokenBytes = 12
+// Neither 16 nor 12: older versions' 32- and 24-digit tokens are what
+// fenceSchema refuses.
+const tokenBytes = 13
 
 // newToken returns a fresh random lease token.
 func newToken() (string, error) {

@@ -12,7 +12,8 @@ import (
 // (claimable again; its old holder's settlement then finds it gone and
 // gets LockLost). In-flight messages and dead letters stay.
 const removeTask = `DELETE FROM jobq_messages
-	WHERE queue = ?1 AND task_id = ?2 AND task_id <> ''
+	WHERE id = (SELECT message_id FROM jobq_task_keys WHERE queue = ?1 AND task_id = ?2)
+		AND queue = ?1 AND task_id = ?2 AND task_id <> ''
 		AND (lease IS NULL OR visible_at <= ?3)`
 
 var _ driver.TaskRemover = (*Driver)(nil)

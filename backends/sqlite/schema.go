@@ -19,8 +19,8 @@ import (
 // visible_at and lease in the index so that filters and counts need no table
 // lookups; a claim changes both columns in the same entry, so carrying them
 // costs no extra page writes);
-// jobq_messages_task enforces dedup by task ID among messages not yet
-// completed. There is deliberately no index on visible_at alone: every claim
+// dedup by task ID is jobq_task_keys' (keys.go), not an index of this
+// table's. There is deliberately no index on visible_at alone: every claim
 // changes visible_at, and each extra index it lives in costs a page write
 // per claim (about a third of the receive cost when measured). Idle polls
 // use PRAGMA data_version instead (see idle.go).
@@ -39,7 +39,6 @@ CREATE TABLE IF NOT EXISTS jobq_messages (
 CREATE INDEX IF NOT EXISTS jobq_messages_order ON jobq_messages (queue, priority DESC, id, visible_at, lease);
 DROP INDEX IF EXISTS jobq_messages_visible; -- made by early development builds
 DROP INDEX IF EXISTS jobq_messages_claim;   -- made by early development builds
-CREATE UNIQUE INDEX IF NOT EXISTS jobq_messages_task ON jobq_messages (queue, task_id) WHERE task_id <> '';
 CREATE TABLE IF NOT EXISTS jobq_dead (
 	id          INTEGER PRIMARY KEY AUTOINCREMENT,
 	queue       TEXT    NOT NULL,

@@ -109,7 +109,14 @@ func TestKeySQLAgreesWithGo(t *testing.T) {
 // into a new file and returns its path.
 func loadSchema0(t *testing.T) string {
 	t.Helper()
-	dump, err := os.ReadFile(filepath.Join("testdata", "schema0.sql"))
+	return loadDump(t, "schema0.sql")
+}
+
+// loadDump writes the SQL dump testdata/name into a new file and returns
+// its path.
+func loadDump(t *testing.T, name string) string {
+	t.Helper()
+	dump, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,23 +247,34 @@ func TestMigrateFromSchema0(t *testing.T) {
 }
 
 // TestOlderVersionFenced: the writes an older jobq makes fail on an
-// upgraded file with fenceMessage, changing nothing.
+// upgraded file, with fenceMessage where a trigger can stop them, changing
+// nothing.
 func TestOlderVersionFenced(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "queue=q")
 	id := canon(9)
 	b.push(t, &driver.Message{ID: id, Body: []byte(`{"id": "` + id + `"}`)})
+	const noIndex = "ON CONFLICT clause does not match any PRIMARY KEY or UNIQUE constraint"
+	claim := `UPDATE jobq_messages SET lease = ?, visible_at = ?, deliveries = deliveries + 1
+		WHERE id IN (SELECT id FROM jobq_messages WHERE queue = 'q' AND visible_at <= ? LIMIT 1) RETURNING id, task_id, body`
 	tests := []struct {
 		name, query string
 		args        []any
+		want        string
 	}{
 		// As a push before schema 1 wrote it: no id_at.
-		{"push", `INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
-			VALUES ('q', ?, x'00', 0, 0, 0, '', '', '') ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING RETURNING id`, []any{canon(10)}},
+		{"push before schema 1", `INSERT INTO jobq_messages (queue, task_id, body, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
+			VALUES ('q', ?, x'00', 0, 0, 0, '', '', '') ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING RETURNING id`, []any{canon(10)}, noIndex},
+		// As schema 1 wrote it (push.go of commit 9e0d933).
+		{"push of schema 1", `INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent)
+			VALUES ('q', ?, x'00', 0, 0, 0, 0, '', '', '') ON CONFLICT (queue, task_id) WHERE task_id <> '' DO NOTHING RETURNING id`, []any{taskKey(canon(10))}, noIndex},
+		// As an insert of another tool that leaves id_at out.
+		{"insert without id_at", `INSERT INTO jobq_messages (queue, task_id, body, visible_at, enqueued_at) VALUES ('q', ?, x'00', 0, 0)`,
+			[]any{canon(10)}, fenceMessage},
 		// As a claim before schema 1 wrote it: a 32-digit token.
-		{"claim", `UPDATE jobq_messages SET lease = ?, visible_at = ?, deliveries = deliveries + 1
-			WHERE id IN (SELECT id FROM jobq_messages WHERE queue = 'q' AND visible_at <= ? LIMIT 1) RETURNING id, task_id, body`,
-			[]any{canon(11), micros(time.Now().Add(time.Minute)), micros(time.Now())}},
+		{"claim before schema 1", claim, []any{canon(11), micros(time.Now().Add(time.Minute)), micros(time.Now())}, fenceMessage},
+		// As a claim of schema 1: a 24-digit token.
+		{"claim of schema 1", claim, []any{canon(11)[:24], micros(time.Now().Add(time.Minute)), micros(time.Now())}, fenceMessage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -267,8 +285,8 @@ func TestOlderVersionFenced(t *testing.T) {
 				err = rows.Err()
 				rows.Close()
 			}
-			if err == nil || !strings.Contains(err.Error(), fenceMessage) {
-				t.Fatalf("error %v, want the fence's", err)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -38,11 +38,14 @@ func (d *Driver) incrementalVacuum(ctx context.Context) (bool, error) {
 // enough free pages and the write lock is free at once. It is best effort:
 // errors are logged at debug level and otherwise ignored, since the queue
 // works the same with the pages kept.
+//
+// Before that, it runs a step of a due or running sweep of stale dedup
+// keys (keys.go), in the same transaction, so that a drained queue gives
+// back its keys' pages too.
 func (d *Driver) reclaim(ctx context.Context) {
-	if !d.autoVacuum {
-		return
-	}
-	if !d.idle.needsReclaim(ctx) {
+	sweep := d.idle.needsSweep(ctx, d.cfg.queue)
+	vacuum := d.autoVacuum && d.idle.needsReclaim(ctx)
+	if !sweep && !vacuum {
 		return
 	}
 	select {
@@ -60,13 +63,19 @@ func (d *Driver) reclaim(ctx context.Context) {
 	if _, err := d.w.exec(bg, "BEGIN IMMEDIATE"); err != nil {
 		return // busy: another process writes
 	}
-	_, err := d.w.exec(bg, "PRAGMA incremental_vacuum("+strconv.Itoa(reclaimStepPages)+")")
+	var err error
+	if sweep {
+		_, err = d.sweepKeys(wtx{d.w, bg}, sweepChunkIdle, true)
+	}
+	if err == nil && vacuum {
+		_, err = d.w.exec(bg, "PRAGMA incremental_vacuum("+strconv.Itoa(reclaimStepPages)+")")
+	}
 	if err == nil {
 		_, err = d.w.exec(bg, "COMMIT")
 	}
 	if err != nil {
 		_, _ = d.w.exec(bg, "ROLLBACK")
-		d.log.DebugContext(ctx, "sqlite: incremental vacuum step failed", "err", err)
+		d.log.DebugContext(ctx, "sqlite: key sweep or incremental vacuum step failed", "err", err)
 		return
 	}
 	// The file shrinks only when a checkpoint copies the step into it, and
