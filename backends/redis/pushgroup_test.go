@@ -329,3 +329,59 @@ func TestPushesSharingACallWakeReceivers(t *testing.T) {
 		t.Fatalf("receivers got %v (calls of %v)", seen, sizes)
 	}
 }
+
+// TestPushesSharingACallKeepTheirFields: each push of a shared call keeps
+// its own priority, delay and trace context, whatever the others carry.
+func TestPushesSharingACallKeepTheirFields(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	gate := gatePushes(d, 4)
+	var held []*driver.Message
+	for i := range 4 {
+		held = append(held, msg(fmt.Sprint("held", i), 0))
+	}
+	out := pushAll(ctx, d, held)
+	for gate.calls() < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	shared := []*driver.Message{
+		msg("plain", 0),
+		{ID: "traced", Body: []byte("body-traced"), TraceParent: trace},
+		msg("urgent", 9),
+		{ID: "later", Body: []byte("body-later"), NotBefore: time.Now().Add(time.Hour)},
+	}
+	sharedOut := pushAll(ctx, d, shared)
+	untilWaiting(t, d, len(shared))
+	close(gate.gate)
+	for range len(held) + len(shared) {
+		var o pushOutcome
+		select {
+		case o = <-out:
+		case o = <-sharedOut:
+		}
+		if o.err != nil {
+			t.Fatalf("push %s: %v", o.id, o.err)
+		}
+	}
+	if most, sizes := gate.largest(); most != len(shared) {
+		t.Fatalf("calls of %v, want the %d waiting pushes in one", sizes, len(shared))
+	}
+	recs := receive(t, d, 100, time.Minute)
+	if len(recs) != 7 || recs[0].ID != "urgent" {
+		t.Fatalf("received %d messages, first %v; want 7 ready, urgent first", len(recs), recs)
+	}
+	for _, r := range recs {
+		want := ""
+		if r.ID == "traced" {
+			want = trace
+		}
+		if r.TraceParent != want || string(r.Body) != "body-"+r.ID {
+			t.Errorf("%s: trace context %q, body %q", r.ID, r.TraceParent, r.Body)
+		}
+	}
+	if s := stats(t, d); s.Delayed != 1 {
+		t.Fatalf("delayed %d, want 1", s.Delayed)
+	}
+}
