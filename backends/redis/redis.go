@@ -40,6 +40,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/pushgroup"
 )
 
 // The URL schemes this package registers.
@@ -211,6 +212,8 @@ type Driver struct {
 	confirming map[string]chan struct{} // closed by the relay on confirmation
 	listenWG   sync.WaitGroup
 	resultWake *resultWaiters // WaitResults callers
+
+	pushes *pushgroup.Group // one-message pushes, sent together when concurrent
 }
 
 func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.Logger) *Driver {
@@ -218,7 +221,7 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		log = slog.Default()
 	}
 	kp := prefix + ":{" + queue + "}:"
-	return &Driver{
+	d := &Driver{
 		client:  client,
 		queue:   queue,
 		prefix:  kp,
@@ -232,6 +235,8 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		confirming: map[string]chan struct{}{},
 		resultWake: newResultWaiters(),
 	}
+	d.pushes = newPushGroup(d.pushNow)
+	return d
 }
 
 // Keys returns the names of the queue's Redis keys, in this order: the
