@@ -4,6 +4,7 @@ package worker_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/worker"
+	_ "modernc.org/sqlite" // the reader that pins the WAL (pinWAL)
 )
 
 // smallDisk mounts a tmpfs of size bytes in a temporary directory, for a
@@ -54,6 +56,31 @@ func fill(t *testing.T, dir string) string {
 			}
 			return path
 		}
+	}
+}
+
+// pinWAL holds a read transaction on the SQLite file at path until the
+// returned function is called. While it is open no checkpoint can let the
+// WAL start over from its beginning, so every write needs new space in the
+// file: without it, a write after the idle receivers' checkpoint reuses
+// frames the WAL already holds and succeeds on a full disk.
+func pinWAL(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow("SELECT count(*) FROM jobq_messages").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		_ = tx.Rollback()
+		_ = db.Close()
 	}
 }
 
@@ -226,9 +253,11 @@ func TestDiskFullPastTheLeaseRunsAgain(t *testing.T) {
 	go func() { errc <- w.Run(context.Background()) }()
 
 	<-started
+	unpin := pinWAL(t, filepath.Join(dir, "q.db"))
 	filler := fill(t, dir)
 	close(release)
 	awaitLog(t, logs, "could not be completed")
+	unpin()
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
