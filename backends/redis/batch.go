@@ -11,24 +11,25 @@ import (
 // a call never holds Redis for long, large enough to amortise the call.
 const chunkSize = 256
 
-// runChunks runs s once per argument list, all in one pipelined round trip,
-// and returns one command per list. Lists the server rejected with NOSCRIPT
-// (its script cache was emptied, for example by a restart) did not run, so
-// they are run again through Script.Run, which loads the script.
+// runChunks runs s once per argument list (each made by scriptArgs), all in
+// one pipelined round trip, and returns one command per list. Lists the
+// server rejected with NOSCRIPT (its script cache was emptied, for example
+// by a restart) did not run, so they are run again through Script.Run,
+// which loads the script.
 func (d *Driver) runChunks(ctx context.Context, s *goredis.Script, chunks [][]any) []*goredis.Cmd {
 	if len(chunks) == 1 {
-		return []*goredis.Cmd{d.run(ctx, s, chunks[0]...)}
+		return []*goredis.Cmd{d.runArgs(ctx, s, chunks[0])}
 	}
 	cmds := make([]*goredis.Cmd, len(chunks))
 	_, _ = d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, args := range chunks {
-			cmds[i] = s.EvalSha(ctx, p, d.keys[:1], append([]any{d.prefix}, args...)...)
+			cmds[i] = s.EvalSha(ctx, p, d.keys[:1], args...)
 		}
 		return nil
 	})
 	for i, c := range cmds {
 		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			cmds[i] = d.run(ctx, s, chunks[i]...)
+			cmds[i] = d.runArgs(ctx, s, chunks[i])
 		}
 	}
 	return cmds

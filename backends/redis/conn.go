@@ -37,14 +37,22 @@ func probeOnlyQuietConns(dial func(context.Context, string, string) (net.Conn, e
 		if !ok {
 			return c, nil
 		}
-		return &recentConn{Conn: c, sys: sc}, nil
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return c, nil
+		}
+		rc := &recentConn{Conn: c}
+		rc.probe = quietProbe{raw, rc}
+		return rc, nil
 	}
 }
 
 // recentConn is a connection that remembers when it last read.
 type recentConn struct {
 	net.Conn
-	sys      syscall.Conn
+	// probe is what SyscallConn returns, made once: the pool asks for it
+	// before every command.
+	probe    syscall.RawConn
 	lastRead atomic.Int64 // unix nanoseconds
 }
 
@@ -59,11 +67,7 @@ func (c *recentConn) Read(b []byte) (int, error) {
 // SyscallConn is what the pool's probe looks for; its Read runs the probe
 // only when the connection has been quiet for probeAfter.
 func (c *recentConn) SyscallConn() (syscall.RawConn, error) {
-	raw, err := c.sys.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	return quietProbe{raw, c}, nil
+	return c.probe, nil
 }
 
 type quietProbe struct {

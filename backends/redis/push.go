@@ -54,16 +54,16 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 		part := msgs[b[0]:b[1]]
 		traced := anyTraced(part)
 		packed := packAll(part)
-		args := make([]any, 0, 1+7*len(part))
+		args := d.scriptArgs(1 + 7*len(part))
 		switch {
 		case packed == nil && !traced:
 			args = append(args, now)
 		case packed == nil:
-			args = append(args, "t"+strconv.FormatInt(now, 10))
+			args = append(args, flagged("t", now))
 		case !traced:
-			args = append(args, "z"+strconv.FormatInt(now, 10))
+			args = append(args, flagged("z", now))
 		default:
-			args = append(args, "zt"+strconv.FormatInt(now, 10))
+			args = append(args, flagged("zt", now))
 		}
 		for i, m := range part {
 			body := m.Body
@@ -93,6 +93,13 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 		}
 	}
 	return out, nil
+}
+
+// flagged returns the push script's first argument: flags, then now in
+// decimal.
+func flagged(flags string, now int64) string {
+	var b [24]byte
+	return string(strconv.AppendInt(append(b[:0], flags...), now, 10))
 }
 
 // anyTraced reports whether a message of msgs carries a trace context: the

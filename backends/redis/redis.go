@@ -196,6 +196,7 @@ type Driver struct {
 	queue           string
 	maxMessageBytes int
 	prefix          string   // "jobq:{name}:", the start of every key of the queue
+	prefixArg       any      // prefix as a script argument, boxed once (see scriptArgs)
 	keys            []string // the queue's keys; scripts are given the first, see scripts.go
 	channel         string   // pub/sub channel announcing newly visible messages
 	log             *slog.Logger
@@ -222,14 +223,15 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 	}
 	kp := prefix + ":{" + queue + "}:"
 	d := &Driver{
-		client:  client,
-		queue:   queue,
-		prefix:  kp,
-		keys:    []string{kp + "seq", kp + "ready", kp + "due", kp + "inflight", kp + "ids", kp + "dead"},
-		channel: kp + "notify",
-		log:     log,
-		done:    make(chan struct{}),
-		wake:    newNotifier(),
+		client:    client,
+		queue:     queue,
+		prefix:    kp,
+		prefixArg: kp,
+		keys:      []string{kp + "seq", kp + "ready", kp + "due", kp + "inflight", kp + "ids", kp + "dead"},
+		channel:   kp + "notify",
+		log:       log,
+		done:      make(chan struct{}),
+		wake:      newNotifier(),
 
 		subscribed: map[string]bool{},
 		confirming: map[string]chan struct{}{},
@@ -319,7 +321,18 @@ func (d *Driver) begin(ctx context.Context, op string) error {
 // run runs a script with the queue's keys; go-redis loads it when the
 // server does not have it cached (after a restart, for example).
 func (d *Driver) run(ctx context.Context, s *goredis.Script, args ...any) *goredis.Cmd {
-	return s.Run(ctx, d.client, d.keys[:1], append([]any{d.prefix}, args...)...)
+	return d.runArgs(ctx, s, append(d.scriptArgs(len(args)), args...))
+}
+
+// runArgs is run with an argument list from scriptArgs.
+func (d *Driver) runArgs(ctx context.Context, s *goredis.Script, args []any) *goredis.Cmd {
+	return s.Run(ctx, d.client, d.keys[:1], args...)
+}
+
+// scriptArgs returns a script's argument list: the queue's prefix, which
+// every script takes first, with room for n more.
+func (d *Driver) scriptArgs(n int) []any {
+	return append(make([]any, 0, 1+n), d.prefixArg)
 }
 
 // ms converts a duration to whole milliseconds, rounding up so that a

@@ -179,7 +179,7 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 	var chunks [][]any
 	for _, b := range chunkBounds(len(recs)) {
 		head, _ := rs.args(b[0], b[1])
-		args := append([]any{b[1] - b[0]}, head[:3]...)
+		args := append(append(d.scriptArgs(4+3*(b[1]-b[0])), b[1]-b[0]), head[:3]...)
 		for i := b[0]; i < b[1]; i++ {
 			if rs.ids[i] == "" {
 				continue
@@ -190,7 +190,7 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 			}
 			args = append(args, nx, rs.ids[i], rs.vals[i])
 		}
-		if len(args) > 4 {
+		if len(args) > 5 {
 			chunks = append(chunks, args)
 		}
 	}

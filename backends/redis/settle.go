@@ -100,7 +100,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 		if extra != nil {
 			head, tail = extra(b[0], b[1])
 		}
-		args := append([]any{b[1] - b[0]}, head...)
+		args := append(append(d.scriptArgs(1+len(head)), b[1]-b[0]), head...)
 		for i := b[0]; i < b[1]; i++ {
 			args = append(args, item(i)...)
 		}
