@@ -117,7 +117,9 @@ func TaskID(t *Task) (string, error) {
 
 func md5Hex(b []byte) string {
 	sum := md5.Sum(b)
-	return hex.EncodeToString(sum[:])
+	var h [2 * md5.Size]byte
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
 
 // needsV2 reports whether t uses anything schema v1 cannot express.
