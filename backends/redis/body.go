@@ -28,24 +28,13 @@ import "github.com/jobq/jobq/internal/bodypack"
 // quarantines a field z that does not match).
 var packedHeaderPattern = "^[" + string(bodypack.FirstPacked) + "-" + string(bodypack.LastPacked) + "]"
 
-// packBody returns body packed for a message with task ID id, and whether
-// packing leaves anything out (when it does not, the body is stored as it
-// is, in field b).
-func packBody(body []byte, id string) ([]byte, bool) { return bodypack.Pack(body, id) }
-
-// unpackBody rebuilds the body that packBody packed as packed, for the
-// message with task ID id. ok is false when packed is not a packed body
-// (its header is not one packBody writes: the claim script quarantines
-// such a message, so only another tool can cause it).
-func unpackBody(packed, id string) (body []byte, ok bool) { return bodypack.Unpack(packed, id) }
-
 // storedBody is the body of a message whose fields b and z a script
 // returned, for the message with task ID id. A z that does not unpack
 // (written by another tool; the claim quarantines such a message) is
 // returned as it is, for peek and the dead letters to show.
 func storedBody(b, z any, id string) []byte {
 	if packed := asStr(z); packed != "" {
-		if body, ok := unpackBody(packed, id); ok {
+		if body, ok := bodypack.Unpack(packed, id); ok {
 			return body
 		}
 		return []byte(packed)

@@ -17,7 +17,7 @@ import (
 )
 
 // bodyShapes are task IDs and bodies whose packing (body.go) has an edge:
-// every envelope opening and ending packBody knows, bodies that look like
+// every envelope opening and ending bodypack.Pack knows, bodies that look like
 // an envelope but are not one it can cut, and bodies it must leave alone.
 func bodyShapes(t *testing.T) []*driver.Message {
 	t.Helper()

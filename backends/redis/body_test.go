@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/bodypack"
 )
 
 // wireMessage is t as the portable layer pushes it: its ai4s-jobq body and
@@ -50,9 +51,9 @@ func TestPackBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			packed, ok := packBody(tt.msg.Body, tt.msg.ID)
+			packed, ok := bodypack.Pack(tt.msg.Body, tt.msg.ID)
 			if ok != tt.packs {
-				t.Fatalf("packBody(%q) packs: %v; want %v", tt.msg.Body, ok, tt.packs)
+				t.Fatalf("bodypack.Pack(%q) packs: %v; want %v", tt.msg.Body, ok, tt.packs)
 			}
 			if !ok {
 				return
@@ -60,9 +61,9 @@ func TestPackBody(t *testing.T) {
 			if tt.within > 0 && len(packed) > tt.within {
 				t.Errorf("packed %q to %d bytes (%q); want at most %d", tt.msg.Body, len(packed), packed, tt.within)
 			}
-			got, ok := unpackBody(string(packed), tt.msg.ID)
+			got, ok := bodypack.Unpack(string(packed), tt.msg.ID)
 			if !ok || !bytes.Equal(got, tt.msg.Body) {
-				t.Errorf("unpackBody(%q) = %q, %v; want %q", packed, got, ok, tt.msg.Body)
+				t.Errorf("bodypack.Unpack(%q) = %q, %v; want %q", packed, got, ok, tt.msg.Body)
 			}
 		})
 	}
@@ -71,8 +72,8 @@ func TestPackBody(t *testing.T) {
 func TestUnpackBodyRejectsUnknownHeaders(t *testing.T) {
 	t.Parallel()
 	for _, packed := range []string{"", "a", "a{}", "p{}", "Z", "\x00"} {
-		if body, ok := unpackBody(packed, "x"); ok {
-			t.Errorf("unpackBody(%q) = %q; want it refused", packed, body)
+		if body, ok := bodypack.Unpack(packed, "x"); ok {
+			t.Errorf("bodypack.Unpack(%q) = %q; want it refused", packed, body)
 		}
 	}
 }
@@ -82,13 +83,13 @@ func FuzzPackBody(f *testing.F) {
 	f.Add([]byte(`{"version": 2, "reply_requested": true, "kwargs": "{}", "num_retries": 1, "id": "x"}`), "x")
 	f.Add([]byte("body"), "")
 	f.Fuzz(func(t *testing.T, body []byte, id string) {
-		packed, ok := packBody(body, id)
+		packed, ok := bodypack.Pack(body, id)
 		if !ok {
 			return
 		}
-		got, ok := unpackBody(string(packed), id)
+		got, ok := bodypack.Unpack(string(packed), id)
 		if !ok || !bytes.Equal(got, body) {
-			t.Fatalf("packBody(%q, %q) = %q, which unpacks to %q, %v", body, id, packed, got, ok)
+			t.Fatalf("bodypack.Pack(%q, %q) = %q, which unpacks to %q, %v", body, id, packed, got, ok)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/bodypack"
 	"github.com/jobq/jobq/internal/pushgroup"
 )
 
@@ -118,7 +119,7 @@ func anyTraced(msgs []*driver.Message) bool {
 func packAll(msgs []*driver.Message) [][]byte {
 	out := make([][]byte, len(msgs))
 	for i, m := range msgs {
-		p, ok := packBody(m.Body, m.ID)
+		p, ok := bodypack.Pack(m.Body, m.ID)
 		if !ok {
 			return nil
 		}

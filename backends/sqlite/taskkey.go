@@ -60,10 +60,7 @@ WHEN length(NEW.lease) IN (24, 32)
 BEGIN SELECT RAISE(ABORT, '` + fenceMessage + `'); END;
 `
 
-// canonicalID reports whether id is 32 lowercase hex digits.
-func canonicalID(id string) bool { return taskkey.Canonical(id) }
-
-// canonicalSQL is canonicalID in SQL: whether the SQL expression x is a
+// canonicalSQL is taskkey.Canonical in SQL: whether the SQL expression x is a
 // TEXT of 32 lowercase hex digits.
 func canonicalSQL(x string) string {
 	return fmt.Sprintf(`(typeof(%[1]s) = 'text' AND length(%[1]s) = 32 AND %[1]s NOT GLOB '*[^0-9a-f]*')`, x)
@@ -77,7 +74,7 @@ var keyColumnSQL = `CASE WHEN typeof(task_id) = 'blob' AND length(task_id) = 16 
 
 // taskKey is the task_id column value for id.
 func taskKey(id string) any {
-	if !canonicalID(id) {
+	if !taskkey.Canonical(id) {
 		return id
 	}
 	b, _ := hex.DecodeString(id) // canonical: cannot fail
@@ -143,7 +140,7 @@ func loadTask(key, body, idAt any) (id string, b []byte, why string) {
 	if at == 0 {
 		return id, b, ""
 	}
-	if at < 0 || at-1 > int64(len(b)) || !canonicalID(id) {
+	if at < 0 || at-1 > int64(len(b)) || !taskkey.Canonical(id) {
 		return id, b, fmt.Sprintf("its ID position (id_at column) %d does not fit its %d-byte body and task ID %q", at, len(b), id)
 	}
 	full := make([]byte, 0, len(b)+len(id))
