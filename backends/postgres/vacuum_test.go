@@ -1,8 +1,12 @@
 package postgres
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/driver"
 )
 
 // TestSelfVacuum: a queue vacuums its table itself once it has deleted
@@ -78,5 +82,86 @@ func TestSelfVacuumScalesWithTable(t *testing.T) {
 	d.deletedRows(1)
 	if !d.vacuuming.Load() {
 		t.Fatalf("no vacuum after %d deletions in a table of %d rows", 5*vacuumEvery, 50*vacuumEvery)
+	}
+}
+
+// TestSelfVacuumCountsAGrownTable: a queue whose table has grown since its
+// last vacuum counted the rows (a backlog pushed meanwhile) counts them
+// again when a vacuum looks due, analyzes the grown table instead of
+// vacuuming it, and vacuums once a tenth of the new count is deleted.
+func TestSelfVacuumCountsAGrownTable(t *testing.T) {
+	t.Parallel()
+	// A schema of its own: no other test's rows or vacuums in its table.
+	schema, _ := freshSchema(t)
+	d := openDriver(t, "schema="+schema)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const queued = 30 * vacuumEvery
+	msgs := make([]*driver.Message, queued)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("t%d", i))
+	}
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// The server counts the pushed rows once the pushing connection
+	// reports its statistics, within seconds.
+	waitUntil(t, "the server's statistics to count the pushed rows", func() bool {
+		var live int64
+		if err := d.pool.QueryRow(ctx, `SELECT pg_stat_get_live_tuples($1::regclass)`, d.sql.messagesTable).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		return live >= queued
+	})
+	counts := func() (vacuums, analyzes int64) {
+		err := d.pool.QueryRow(ctx, `SELECT vacuum_count, analyze_count FROM pg_stat_user_tables WHERE relid = $1::regclass`, d.sql.messagesTable).Scan(&vacuums, &analyzes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vacuums, analyzes
+	}
+	vacuumsBefore, analyzesBefore := counts()
+
+	d.tableRows.Store(0) // the last vacuum found the table empty
+	d.deletedRows(vacuumEvery)
+	if !d.vacuuming.Load() {
+		t.Fatal("nothing started after vacuumEvery deletions in a table last counted empty")
+	}
+	waitUntil(t, "the background vacuum to end", func() bool { return !d.vacuuming.Load() })
+	if got := d.tableRows.Load(); got < queued {
+		t.Errorf("after vacuumEvery deletions the queue counts %d rows in its table; want at least the %d pushed", got, queued)
+	}
+	waitUntil(t, "an ANALYZE of the grown table", func() bool {
+		_, analyzes := counts()
+		return analyzes > analyzesBefore
+	})
+	if vacuums, _ := counts(); vacuums != vacuumsBefore {
+		t.Errorf("the queue vacuumed a table of %d rows after %d deletions; want a vacuum after a tenth of them", queued, vacuumEvery)
+	}
+
+	// The next vacuum is due once a tenth of the rows counted are deleted.
+	d.deletedRows(queued/vacuumShare - vacuumEvery - 1)
+	if d.vacuuming.Load() {
+		t.Fatalf("vacuum started after %d deletions in a table of %d rows", queued/vacuumShare-1, queued)
+	}
+	d.deletedRows(1)
+	if !d.vacuuming.Load() {
+		t.Fatalf("no vacuum started after %d deletions in a table of %d rows", queued/vacuumShare, queued)
+	}
+	waitUntil(t, "a VACUUM of the table", func() bool {
+		vacuums, _ := counts()
+		return vacuums > vacuumsBefore
+	})
+}
+
+// waitUntil polls cond until it holds, failing the test after 20 seconds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
