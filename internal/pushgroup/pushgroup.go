@@ -6,9 +6,13 @@
 // flight goes out at once, alone, with its caller's context: no timer, no
 // added latency. One that arrives while they are all in flight waits; when
 // one of them returns, the waiting pushes go out together as one batch call
-// (at most Options.MaxBatch of them, in arrival order), made from the
-// goroutine of the first of them, and each caller gets its own message's
-// outcome. The driver's batch push must treat its messages as if pushed one
+// (at most Options.MaxBatch of them, in arrival order), and each caller
+// gets its own message's outcome. The goroutine whose call returned makes
+// that call when its own push went alone (so the waiting callers are woken
+// once, with their outcomes, and it returns one call later); after a batch
+// call, the first of the waiting pushes is woken to make it. Either way the
+// next call goes out before the callers of the one that returned are
+// woken. The driver's batch push must treat its messages as if pushed one
 // after the other (a second message with the first's task ID is a
 // duplicate of it), so a caller sees what a lone push would have shown.
 //
@@ -16,9 +20,10 @@
 // returns the context's error: its message was not sent. Once its message
 // is sent, a caller returns its outcome, or, if its context ends first, the
 // context's error at once, as a lone push would: its message may then have
-// been stored. (The first caller of a batch makes the call, so it returns
-// when the call does.) The batch call runs until every one of its callers'
-// contexts has ended.
+// been stored. (The caller that makes a call returns when the call does;
+// one whose push went alone returns after the call it makes for the
+// pushes that waited, if any, whatever its context.) The batch call runs
+// until every one of its callers' contexts has ended.
 package pushgroup
 
 import (
@@ -99,7 +104,9 @@ func (g *Group) Push(ctx context.Context, m *driver.Message) (driver.PushResult,
 		g.flight++
 		g.mu.Unlock()
 		res, err := one(g.push(ctx, []*driver.Message{m}))
-		g.next()
+		if batch := g.take(false); batch != nil {
+			g.send(batch, true)
+		}
 		return res, err
 	}
 	w := &wait{ctx: ctx, msg: m, done: make(chan struct{})}
@@ -130,8 +137,7 @@ func (g *Group) Push(ctx context.Context, m *driver.Message) (driver.PushResult,
 		}
 	}
 	if w.batch != nil {
-		g.send(w.batch)
-		g.next()
+		g.send(w.batch, false)
 	}
 	return w.res, w.err
 }
@@ -154,32 +160,49 @@ func one(res []driver.PushResult, err error) (driver.PushResult, error) {
 	return res[0], nil
 }
 
-// next ends a call: the pushes waiting, if any, become the next call, whose
-// leader is woken to make it.
-func (g *Group) next() {
+// take ends a call: the pushes waiting, if any, are returned as the next
+// call, which takes over its place in flight; with lead, its first push is
+// made its leader (to be woken to make it). With none waiting, take returns
+// nil and the call's place is free.
+func (g *Group) take(lead bool) []*wait {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	n := min(len(g.waiting), g.maxBatch)
 	if n == 0 {
 		g.flight--
-		g.mu.Unlock()
-		return
+		return nil
 	}
 	batch := slices.Clone(g.waiting[:n])
 	g.waiting = slices.Delete(g.waiting, 0, n)
 	for _, w := range batch {
 		w.taken = true
 	}
-	batch[0].batch = batch
-	g.mu.Unlock()
-	close(batch[0].done)
+	if lead {
+		batch[0].batch = batch
+	}
+	return batch
 }
 
-// send makes one call for batch, from its leader's goroutine, and hands
-// each caller its outcome.
-func (g *Group) send(batch []*wait) {
+// next ends a call: the pushes waiting, if any, become the next call, whose
+// leader is woken to make it.
+func (g *Group) next() {
+	if batch := g.take(true); batch != nil {
+		close(batch[0].done)
+	}
+}
+
+// send makes one call for batch and hands each caller its outcome. When
+// the call returns, the next one is started (next) before any caller is
+// woken. With all, every caller of batch waits to be woken; otherwise the
+// first is its leader, the goroutine making the call.
+func (g *Group) send(batch []*wait, all bool) {
 	if len(batch) == 1 {
 		w := batch[0]
 		w.res, w.err = one(g.push(w.ctx, []*driver.Message{w.msg}))
+		g.next()
+		if all {
+			close(w.done)
+		}
 		return
 	}
 	ctx, stop := batchContext(batch)
@@ -189,6 +212,7 @@ func (g *Group) send(batch []*wait) {
 	}
 	res, err := g.push(ctx, msgs)
 	stop()
+	g.next()
 	for i, w := range batch {
 		switch {
 		case i < len(res):
@@ -203,8 +227,8 @@ func (g *Group) send(batch []*wait) {
 		default:
 			w.err = err
 		}
-		if i > 0 {
-			close(w.done) // the leader's was closed to wake it
+		if i > 0 || all {
+			close(w.done) // a leader's was closed to wake it
 		}
 	}
 }

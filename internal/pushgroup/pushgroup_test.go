@@ -230,6 +230,49 @@ func TestWaitingPushesShareTheNextCall(t *testing.T) {
 	}
 }
 
+// TestLonePushCarriesThoseThatWaited: when a push that went alone returns
+// while others wait, its goroutine sends them in one call, with their own
+// contexts' values, and returns after that call, with its own outcome.
+func TestLonePushCarriesThoseThatWaited(t *testing.T) {
+	s := newStore(2)
+	g := New(s.push, Options{MaxInFlight: 1})
+	type key struct{}
+	ctxs := []context.Context{
+		context.WithValue(context.Background(), key{}, "a"),
+		context.WithValue(context.Background(), key{}, "b"),
+		context.WithValue(context.Background(), key{}, "c"),
+	}
+	waits := queue(t, g, s, ctxs, []string{"a", "b", "c"}, 1)
+	s.release()
+	waitFor(t, "the waiting pushes' call", func() bool { return len(s.callSizes()) == 2 })
+	if sizes := s.callSizes(); fmt.Sprint(sizes) != "[1 2]" {
+		t.Fatalf("calls of %v messages, want [1 2]", sizes)
+	}
+	for i, w := range waits {
+		select {
+		case o := <-w:
+			t.Fatalf("push %d returned (%+v) while the call that carries b and c is held", i, o)
+		default:
+		}
+	}
+	if v := s.ctxs[1].Value(key{}); v != "b" {
+		t.Errorf("the shared call carried the values of %v's context, want b's", v)
+	}
+	s.release()
+	for i, w := range waits {
+		o := <-w
+		if want := fmt.Sprint(i + 1); o.err != nil || o.res.MessageID != want {
+			t.Errorf("push %d: got %+v, %v; want message %s", i, o.res, o.err, want)
+		}
+	}
+	g.mu.Lock()
+	flight := g.flight
+	g.mu.Unlock()
+	if flight != 0 {
+		t.Errorf("%d calls in flight after the pushes", flight)
+	}
+}
+
 func TestCanceledWaiterIsNotSent(t *testing.T) {
 	s := newStore(1)
 	g := New(s.push, Options{})
@@ -263,34 +306,34 @@ func TestCanceledWhileInFlight(t *testing.T) {
 	ctxB, cancelB := context.WithCancel(context.Background())
 	ctxs := []context.Context{context.Background(), ctxA, ctxB}
 	waits := queue(t, g, s, ctxs, []string{"lone", "a", "b"}, 1)
-	// Let the lone call return: the batch (a leads, b) is then made and
-	// held.
+	// Let the lone call return: its goroutine then makes the batch call
+	// (a, b), which is held.
 	s.release()
-	if o := <-waits[0]; o.err != nil {
-		t.Fatal(o.err)
-	}
 	waitFor(t, "the batch call", func() bool { return len(s.callSizes()) == 2 })
 	batchCtx := s.ctxs[1]
-	// b, a member, returns at once, told that its task may be stored.
-	cancelB()
-	got := <-waits[2]
-	if driver.CodeOf(got.err) != driver.Canceled || !strings.Contains(got.err.Error(), "may have been stored") {
-		t.Fatalf("member canceled in flight: got %+v, %v", got.res, got.err)
+	// Each member returns at once, told that its task may be stored; the
+	// call is canceled only when no one is left waiting for it.
+	for i, cancel := range []func(){cancelA, cancelB} {
+		cancel()
+		got := <-waits[1+i]
+		if driver.CodeOf(got.err) != driver.Canceled || !strings.Contains(got.err.Error(), "may have been stored") {
+			t.Fatalf("member %d canceled in flight: got %+v, %v", i, got.res, got.err)
+		}
+		if i == 0 && batchCtx.Err() != nil {
+			t.Fatal("the batch call was canceled while a caller still waited for it")
+		}
 	}
-	if batchCtx.Err() != nil {
-		t.Fatal("the batch call was canceled while a caller still waited for it")
-	}
-	// a leads: it makes the call, so it returns when the call does.
-	cancelA()
 	waitFor(t, "the batch context to end", func() bool { return batchCtx.Err() != nil })
+	// The lone push's goroutine makes the call, so it returns when the
+	// call does, with its own outcome.
 	select {
-	case o := <-waits[1]:
-		t.Fatalf("the leader returned before its call: %+v, %v", o.res, o.err)
+	case o := <-waits[0]:
+		t.Fatalf("the lone push returned before the call it makes: %+v, %v", o.res, o.err)
 	default:
 	}
 	s.open()
-	if o := <-waits[1]; o.err != nil || o.res.MessageID != "2" {
-		t.Errorf("leader: got %+v, %v; want its outcome", o.res, o.err)
+	if o := <-waits[0]; o.err != nil || o.res.MessageID != "1" {
+		t.Errorf("lone push: got %+v, %v; want its outcome", o.res, o.err)
 	}
 }
 
