@@ -33,10 +33,11 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 // newPushGroup returns the group that one-message pushes go through:
 // up to four go out at once, each alone; more wait, and go together in the
 // next script call, up to 64 in one, made by the goroutine whose lone push
-// returned (it wakes the waiting callers once, with their outcomes). Four calls in flight kept both the
-// client's and Redis's cores busy with 8 producers on a 2-core machine (with
-// 1 or 2, the cores idled between calls; docs/performance.md). When Redis is
-// the bottleneck, calls take longer and more pushes share each.
+// returned (it wakes the waiting callers once, with their outcomes). Four
+// calls in flight kept both the client's and Redis's cores busy with 8
+// producers on a 2-core machine (with 1 or 2, the cores idled between
+// calls; docs/performance.md). When Redis is the bottleneck, calls take
+// longer and more pushes share each.
 func newPushGroup(push pushgroup.PushFunc) *pushgroup.Group {
 	return pushgroup.New(push, pushgroup.Options{MaxBatch: 64, MaxInFlight: 4})
 }
