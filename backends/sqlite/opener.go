@@ -231,7 +231,7 @@ type Options struct {
 	// CacheSize is SQLite's cache_size pragma for every connection the
 	// driver opens: pages when positive, KiB when negative (-65536 is
 	// 64 MiB per connection). 0 means DefaultCacheSize (2 MiB, SQLite's
-	// own default), which measured fastest at every queue depth.
+	// own default), with which a deep queue drained fastest.
 	// Range -67108864..16777216.
 	CacheSize int
 	// MmapSize is SQLite's mmap_size pragma for every connection, in
