@@ -948,7 +948,8 @@ func TestSetsStayHashTablesAndSkiplists(t *testing.T) {
 // TestPushFieldsLeftOutTakeDefaults pushes messages whose trailing fields
 // hold their defaults, which the push call leaves out for its last
 // message, alone and after a message with every field set, and reads back
-// what the script stored.
+// what the script stored. The one alone with every default takes the push
+// script's lone path, the others its loop.
 func TestPushFieldsLeftOutTakeDefaults(t *testing.T) {
 	t.Parallel()
 	later := time.Now().Add(time.Hour).Truncate(time.Millisecond)

@@ -31,16 +31,22 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 }
 
 // newPushGroup returns the group that one-message pushes go through:
-// up to four go out at once, each alone; more wait, and go together in the
+// up to eight go out at once, each alone; more wait, and go together in the
 // next script call, up to 64 in one, made by the goroutine whose lone push
-// returned (it wakes the waiting callers once, with their outcomes). Four
-// calls in flight kept both the client's and Redis's cores busy with 8
-// producers on a 2-core machine (with 1 or 2, the cores idled between
-// calls; docs/performance.md). When Redis is the bottleneck, calls take
-// longer and more pushes share each.
+// returned (it wakes the waiting callers once, with their outcomes). With 8
+// producers on a 2-core machine, eight lone calls in flight pushed 11-47 %
+// more tasks per second than four calls sharing the work: a call that
+// carries several pushes leaves the client and Redis waiting on each other
+// more often, and on a virtual machine each wake-up costs more than the
+// call it saves (docs/performance.md). Past eight concurrent pushes, Redis
+// is the bottleneck, calls take longer and more pushes share each.
 func newPushGroup(push pushgroup.PushFunc) *pushgroup.Group {
-	return pushgroup.New(push, pushgroup.Options{MaxBatch: 64, MaxInFlight: 4})
+	return pushgroup.New(push, pushgroup.Options{MaxBatch: 64, MaxInFlight: pushFlight})
 }
+
+// pushFlight is how many one-message push calls go out at once, each alone
+// (newPushGroup).
+const pushFlight = 8
 
 // pushNow sends msgs at once: the batch push behind Push and the push group.
 func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
@@ -79,6 +85,11 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 	}
 	out := make([]driver.PushResult, len(msgs))
 	for c, cmd := range d.runChunks(ctx, pushScript, chunks) {
+		if mid, ok := cmd.Val().(int64); ok {
+			// A lone new message's id (pushScript).
+			out[bounds[c][0]] = driver.PushResult{MessageID: strconv.FormatInt(mid, 10)}
+			continue
+		}
 		res, err := cmd.Slice()
 		if err == nil && len(res) != 2*(bounds[c][1]-bounds[c][0]) {
 			err = driver.Errorf(driver.Internal, "push script returned %d values for %d messages", len(res), bounds[c][1]-bounds[c][0])

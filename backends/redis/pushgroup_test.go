@@ -85,6 +85,25 @@ func untilWaiting(t *testing.T, d *Driver, n int) {
 	}
 }
 
+// holdFlight fills d's push group with held calls, one per place in
+// flight (tasks held0, held1, ...), and returns once they are all held at
+// the gate, so that the pushes after them wait in the group. The held
+// pushes' outcomes arrive on out once the gate opens.
+func holdFlight(t *testing.T, ctx context.Context, d *Driver) (gate *pushGate, held []*driver.Message, out chan pushOutcome) {
+	t.Helper()
+	gate = gatePushes(d, pushFlight)
+	for i := range pushFlight {
+		held = append(held, msg(fmt.Sprint("held", i), 0))
+	}
+	out = pushAll(ctx, d, held)
+	for deadline := time.Now().Add(10 * time.Second); gate.calls() < pushFlight; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls held, want %d", gate.calls(), pushFlight)
+		}
+	}
+	return gate, held, out
+}
+
 // TestConcurrentPushesStoredOnce: many goroutines push one task each; the
 // pushes that wait share script calls, and every task is stored exactly
 // once, each caller getting its own message id.
@@ -93,13 +112,13 @@ func TestConcurrentPushesStoredOnce(t *testing.T) {
 	d := openDriver(t)
 	ctx := testCtx(t)
 	const n = 300
-	gate := gatePushes(d, 4)
+	gate := gatePushes(d, pushFlight)
 	msgs := make([]*driver.Message, n)
 	for i := range msgs {
 		msgs[i] = msg(fmt.Sprintf("t%03d", i), 0)
 	}
 	out := pushAll(ctx, d, msgs)
-	untilWaiting(t, d, n-4)
+	untilWaiting(t, d, n-pushFlight)
 	close(gate.gate)
 	mids := map[string]string{}
 	for range n {
@@ -139,17 +158,9 @@ func TestSameIDPushedConcurrently(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := testCtx(t)
-	// One call in flight holds an unrelated task; the ten pushes of "same"
+	// The calls in flight hold unrelated tasks; the ten pushes of "same"
 	// wait and go together.
-	gate := gatePushes(d, 4)
-	var msgs []*driver.Message
-	for i := range 4 {
-		msgs = append(msgs, msg(fmt.Sprint("other", i), 0))
-	}
-	out := pushAll(ctx, d, msgs)
-	for gate.calls() < 4 {
-		time.Sleep(time.Millisecond)
-	}
+	gate, msgs, out := holdFlight(t, ctx, d)
 	same := make([]*driver.Message, 10)
 	for i := range same {
 		same[i] = msg("same", 0)
@@ -179,8 +190,8 @@ func TestSameIDPushedConcurrently(t *testing.T) {
 	if most, sizes := gate.largest(); stored != 1 || most != len(same) {
 		t.Fatalf("%d of %d pushes stored the task (calls of %v); want 1, in one call", stored, len(same), sizes)
 	}
-	if s := stats(t, d); s.Ready != 5 {
-		t.Fatalf("ready %d, want 5", s.Ready)
+	if s := stats(t, d); s.Ready != pushFlight+1 {
+		t.Fatalf("ready %d, want %d", s.Ready, pushFlight+1)
 	}
 }
 
@@ -191,15 +202,7 @@ func TestCanceledWaitingPushNotStored(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := testCtx(t)
-	gate := gatePushes(d, 4)
-	var msgs []*driver.Message
-	for i := range 4 {
-		msgs = append(msgs, msg(fmt.Sprint("held", i), 0))
-	}
-	out := pushAll(ctx, d, msgs)
-	for gate.calls() < 4 {
-		time.Sleep(time.Millisecond)
-	}
+	gate, msgs, out := holdFlight(t, ctx, d)
 	// The canceled push waits between two others, which go on together.
 	first := pushAll(ctx, d, []*driver.Message{msg("first", 0)})
 	untilWaiting(t, d, 1)
@@ -228,8 +231,8 @@ func TestCanceledWaitingPushNotStored(t *testing.T) {
 	if most, sizes := gate.largest(); most != 2 {
 		t.Fatalf("calls of %v, want the two waiting pushes in one", sizes)
 	}
-	if s := stats(t, d); s.Ready != 6 {
-		t.Fatalf("ready %d, want 6: the 4 held pushes and the two waiting with the canceled one", s.Ready)
+	if s := stats(t, d); s.Ready != pushFlight+2 {
+		t.Fatalf("ready %d, want %d: the held pushes and the two waiting with the canceled one", s.Ready, pushFlight+2)
 	}
 	if res := push(t, d, msg("canceled", 0)); res[0].Duplicate {
 		t.Fatal("the canceled push's task was stored")
@@ -247,7 +250,7 @@ func TestMaxDepthRefusalPerCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	push(t, d, msg("before", 0))
-	gate := gatePushes(d, 4)
+	gate := gatePushes(d, pushFlight)
 	var msgs []*driver.Message
 	for i := range 14 {
 		msgs = append(msgs, msg(fmt.Sprint("t", i), 0))
@@ -255,7 +258,7 @@ func TestMaxDepthRefusalPerCaller(t *testing.T) {
 	// A push of "before", already queued, is a duplicate, not refused.
 	msgs = append(msgs, msg("before", 0))
 	out := pushAll(ctx, d, msgs)
-	untilWaiting(t, d, len(msgs)-4)
+	untilWaiting(t, d, len(msgs)-pushFlight)
 	close(gate.gate)
 	var stored, dups, refused int
 	for range msgs {
@@ -290,7 +293,7 @@ func TestPushesSharingACallWakeReceivers(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := testCtx(t)
-	const receivers = 8
+	const receivers = pushFlight + 4
 	got := make(chan []*driver.Received, receivers)
 	for range receivers {
 		go func() {
@@ -304,13 +307,13 @@ func TestPushesSharingACallWakeReceivers(t *testing.T) {
 	for d.wake.waiters() < receivers {
 		time.Sleep(5 * time.Millisecond)
 	}
-	gate := gatePushes(d, 4)
+	gate := gatePushes(d, pushFlight)
 	var msgs []*driver.Message
 	for i := range receivers {
 		msgs = append(msgs, msg(fmt.Sprint(i), 0))
 	}
 	out := pushAll(ctx, d, msgs)
-	untilWaiting(t, d, receivers-4)
+	untilWaiting(t, d, receivers-pushFlight)
 	close(gate.gate)
 	for range msgs {
 		if o := <-out; o.err != nil {
@@ -325,7 +328,7 @@ func TestPushesSharingACallWakeReceivers(t *testing.T) {
 		}
 		seen[recs[0].ID] = true
 	}
-	if most, sizes := gate.largest(); len(seen) != receivers || most != receivers-4 {
+	if most, sizes := gate.largest(); len(seen) != receivers || most != receivers-pushFlight {
 		t.Fatalf("receivers got %v (calls of %v)", seen, sizes)
 	}
 }
@@ -336,15 +339,7 @@ func TestPushesSharingACallKeepTheirFields(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := testCtx(t)
-	gate := gatePushes(d, 4)
-	var held []*driver.Message
-	for i := range 4 {
-		held = append(held, msg(fmt.Sprint("held", i), 0))
-	}
-	out := pushAll(ctx, d, held)
-	for gate.calls() < 4 {
-		time.Sleep(time.Millisecond)
-	}
+	gate, held, out := holdFlight(t, ctx, d)
 	const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	shared := []*driver.Message{
 		msg("plain", 0),
@@ -369,8 +364,8 @@ func TestPushesSharingACallKeepTheirFields(t *testing.T) {
 		t.Fatalf("calls of %v, want the %d waiting pushes in one", sizes, len(shared))
 	}
 	recs := receive(t, d, 100, time.Minute)
-	if len(recs) != 7 || recs[0].ID != "urgent" {
-		t.Fatalf("received %d messages, first %v; want 7 ready, urgent first", len(recs), recs)
+	if len(recs) != pushFlight+3 || recs[0].ID != "urgent" {
+		t.Fatalf("received %d messages, first %v; want %d ready, urgent first", len(recs), recs, pushFlight+3)
 	}
 	for _, r := range recs {
 		want := ""

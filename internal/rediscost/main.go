@@ -1,5 +1,5 @@
 // Command rediscost measures what the Redis backend's scripts cost the
-// server, per message, in five workloads run one after another on one
+// server, per message, in six workloads run one after another on one
 // queue:
 //
 //   - batch push: PushBatch calls of 100 into an empty queue;
@@ -9,14 +9,17 @@
 //     of about 250 bytes (CompleteWithResults), after a batch push;
 //   - one push: Push calls of one task;
 //   - steady: a PushBatch of 100 then up to three claims of 32, repeated,
-//     as when a consumer keeps up with its producer (the queue stays short).
+//     as when a consumer keeps up with its producer (the queue stays short);
+//   - asynq one push: asynq's Enqueue of one task, as many as one push
+//     made, on a queue of asynq's: the same work in the job queue jobq's
+//     benchmarks compare against (backends/redis/asynq_bench_test.go).
 //
 // It prints the EVALSHA time per message from INFO commandstats, which on a
 // shared machine moves with everything else running. For figures that do
 // not, run the server under valgrind's callgrind and give -hook a command
 // that dumps its counters: the hook runs before and after each workload, so
 // the dumps from the second on are the workloads' instruction counts, in
-// order (docs/performance.md, "Counting Redis's instructions"):
+// order (docs/performance.md, "What bounds each figure"):
 //
 //	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p redis-server --port 6391 --save '' &
 //	go run ./internal/rediscost -addr 127.0.0.1:6391 -hook 'callgrind_control -d redis-server'
@@ -37,6 +40,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq"
@@ -116,22 +120,26 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 		name string
 		msgs int
 		run  func() error
+		// after, when set, runs once the workload is measured.
+		after func() error
 	}{
-		{"batch push", n, func() error { return pushBatches(ctx, q, tasks, 0) }},
-		{"claim and complete", n, func() error { return c.drain(ctx) }},
+		{"batch push", n, func() error { return pushBatches(ctx, q, tasks, 0) }, nil},
+		{"claim and complete", n, func() error { return c.drain(ctx) }, nil},
 		{"... with records", n, func() error {
 			if err := pushBatches(ctx, q, tasks, 0); err != nil {
 				return err
 			}
 			rc := &consumer{d: d, records: true}
 			return rc.drain(ctx)
-		}},
+		}, nil},
 		{"one push", n / 4, func() error {
 			for _, t := range tasks[:n/4] {
 				if _, err := q.Push(ctx, t); err != nil {
 					return err
 				}
 			}
+			return nil
+		}, func() error {
 			_, err := q.Clear(ctx)
 			return err
 		}},
@@ -140,7 +148,9 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 				return err
 			}
 			return c.drain(ctx)
-		}},
+		}, nil},
+		{"asynq one push", n / 4, func() error { return enqueueAsynq(ctx, client, queue+"-asynq", tasks[:n/4]) },
+			func() error { return deleteAsynqQueue(ctx, client, queue+"-asynq") }},
 	}
 	for _, w := range workloads {
 		if err := w.run(); err != nil {
@@ -151,6 +161,11 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 			return err
 		}
 		fmt.Printf("%-20s %7.2f µs of EVALSHA per message\n", w.name, usec/float64(w.msgs))
+		if w.after != nil {
+			if err := w.after(); err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
+		}
 	}
 	// Clear leaves the queue's markers and counter (backends/redis.md), and
 	// the records live on; this queue was the tool's own, so it leaves
@@ -162,6 +177,35 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 		keys = append(keys, iter.Val())
 	}
 	if err := iter.Err(); err != nil {
+		return err
+	}
+	return client.Del(ctx, keys...).Err()
+}
+
+// enqueueAsynq enqueues one asynq task per task, one at a time, with the
+// task's payload, on asynq's queue named queue.
+func enqueueAsynq(ctx context.Context, client *goredis.Client, queue string, tasks []*jobq.Task) error {
+	ac := asynq.NewClientFromRedisClient(client)
+	for _, t := range tasks {
+		if _, err := ac.EnqueueContext(ctx, asynq.NewTask("noop", t.Payload), asynq.Queue(queue)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteAsynqQueue deletes asynq's queue with its tasks, and the counters
+// that asynq's DeleteQueue leaves behind.
+func deleteAsynqQueue(ctx context.Context, client *goredis.Client, queue string) error {
+	if err := asynq.NewInspectorFromRedisClient(client).DeleteQueue(queue, true); err != nil {
+		return err
+	}
+	var keys []string
+	iter := client.Scan(ctx, 0, "asynq:{"+queue+"}:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) == 0 {
 		return err
 	}
 	return client.Del(ctx, keys...).Err()
