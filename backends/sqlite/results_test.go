@@ -473,7 +473,8 @@ func TestResultGenerations(t *testing.T) {
 // TestMigrateFromSchema2 upgrades a file jobq schema 2 made (its CLI),
 // whose records are keyed by text, and uses it: every record reads as
 // before, in its own queue, the expired one stays hidden and is purged,
-// a cancel request does not hide an end, and new records are stored.
+// a cancel request does not hide an end, and the lease a process of
+// schema 2 held settles with its record.
 func TestMigrateFromSchema2(t *testing.T) {
 	t.Parallel()
 	path := loadDump(t, "schema2.sql")
@@ -484,6 +485,19 @@ func TestMigrateFromSchema2(t *testing.T) {
 		expired   = "a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0"
 	)
 	ctx := t.Context()
+	// The ready task, claimed by a process of schema 2 before the upgrade.
+	const oldLease = "0123456789abcdef0123456789" // 26 digits, as schema 2 writes
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(ctx, `UPDATE jobq_messages SET lease = ?, visible_at = ?, deliveries = 1 WHERE id = 4`,
+		oldLease, micros(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	d := openAt(t, path, "queue=q")
 	var version, blobs int
 	if err := d.db.QueryRowContext(ctx, `SELECT (SELECT user_version FROM pragma_user_version),
@@ -514,17 +528,15 @@ func TestMigrateFromSchema2(t *testing.T) {
 	if err := d.PutResults(ctx, []*driver.ResultRecord{rec(done, driver.ResultCancelRequested, time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := d.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Minute})
-	if err != nil || len(r) != 1 {
-		t.Fatalf("receive after the upgrade: %v, %v; want the ready task", r, err)
+	const ready = "50d14325d7174aae5848c1529c6fdc2c"
+	if errs := d.CompleteWithResults(ctx, []driver.Lease{{MessageID: "4", Token: oldLease}},
+		[]*driver.ResultRecord{rec(ready, driver.ResultSucceeded, time.Hour)}); errs != nil {
+		t.Fatalf("complete with the lease taken before the upgrade: %v", errs[0])
 	}
-	if errs := d.CompleteWithResults(ctx, []driver.Lease{r[0].Lease}, []*driver.ResultRecord{rec(r[0].ID, driver.ResultSucceeded, time.Hour)}); errs != nil {
-		t.Fatal(errs[0])
-	}
-	if err := d.WaitResults(ctx, []string{r[0].ID}, time.Hour); err != nil {
+	if err := d.WaitResults(ctx, []string{ready}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	got, err = d.GetResults(ctx, []string{done, r[0].ID, expired})
+	got, err = d.GetResults(ctx, []string{done, ready, expired})
 	if err != nil {
 		t.Fatal(err)
 	}

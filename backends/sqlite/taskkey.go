@@ -26,7 +26,7 @@ import (
 // alone). Together that is about 60 bytes less per queued task.
 //
 // id_at is never NULL in a row jobq writes, and every lease token is
-// 2*tokenBytes (26) hex digits. Schema 2 moved dedup from a unique index
+// 2*tokenBytes (28) hex digits. Schema 2 moved dedup from a unique index
 // to jobq_task_keys (keys.go). Older versions know neither: the triggers
 // of fenceSchema make their claims, and their pushes and dead-letter
 // requeues before schema 1, fail with fenceMessage instead of writing rows
@@ -37,8 +37,11 @@ import (
 // constraint"); nothing is written either way. Schema 3 keeps result
 // records in generations (results.go); the record writes of older versions
 // name the old key (queue, task_id) in their ON CONFLICT clause and are
-// refused the same way, and the versions that know user_version refuse the
-// file whole.
+// refused the same way, with the settlement they belong to, so the claims
+// of schema 2 (26-digit tokens) are fenced too: a process of schema 2 still
+// running on an upgraded file would otherwise run tasks it cannot settle.
+// The versions that know user_version refuse an upgraded file whole when
+// they open it.
 
 // schemaVersion is the layout this code writes, recorded in the file's
 // user_version. A file with a higher one was written by a newer jobq and
@@ -52,7 +55,7 @@ const fenceMessage = `jobq: this SQLite file has been upgraded to jobq schema 3 
 // fenceSchema holds the triggers that stop older versions (see above).
 // Pushes and dead-letter requeues before schema 1 insert rows without
 // id_at; claims before schema 1 write 32-digit lease tokens, those of
-// schema 1 24-digit ones.
+// schema 1 24-digit ones, those of schema 2 26-digit ones.
 const fenceSchema = `
 DROP TRIGGER IF EXISTS jobq_messages_fence_insert;
 CREATE TRIGGER jobq_messages_fence_insert BEFORE INSERT ON jobq_messages
@@ -60,7 +63,7 @@ WHEN NEW.id_at IS NULL
 BEGIN SELECT RAISE(ABORT, '` + fenceMessage + `'); END;
 DROP TRIGGER IF EXISTS jobq_messages_fence_claim;
 CREATE TRIGGER jobq_messages_fence_claim BEFORE UPDATE OF lease ON jobq_messages
-WHEN length(NEW.lease) IN (24, 32)
+WHEN length(NEW.lease) IN (24, 26, 32)
 BEGIN SELECT RAISE(ABORT, '` + fenceMessage + `'); END;
 `
 
