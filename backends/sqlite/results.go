@@ -16,9 +16,9 @@ import (
 // 16 bytes).
 //
 // Records are grouped in generations: gen is the table's highest rowid,
-// shifted right by genShift, when the record was written, so a new record
-// always has the highest generation there is, and the records written
-// together share one. The key (queue, gen, task_id) therefore receives
+// shifted right by genShift, when the record was written. No row's gen
+// is above its own rowid >> genShift, so a new record always has the
+// highest generation there is, and the records written together share one. The key (queue, gen, task_id) therefore receives
 // its inserts in a small region (the current generation's, at most
 // 1<<genShift records) instead of at random places among every record
 // kept: with a million records, a completion no longer dirties a random
