@@ -85,9 +85,9 @@ const (
 )
 
 // newPageSize is the page size of a file jobq creates (an existing file
-// keeps its own). Task IDs are random, so every push and every completion
-// changes one page of the task-ID index (and of jobq_results' key) at a
-// random place; once the queue is deeper than a transaction's worth of
+// keeps its own). Task IDs are random, so every push (and, before schema
+// 3, every completion: jobq_results' key) changes one page of the task-ID
+// index at a random place; once the queue is deeper than a transaction's worth of
 // tasks, each such page is written whole to the WAL and again to the file
 // at the checkpoint. Half of SQLite's 4096 cuts those bytes: with 300,000
 // queued tasks, 15.5 KB were written per completed task at 4096 and

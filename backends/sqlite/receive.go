@@ -267,9 +267,9 @@ func (s byClaimOrder) Less(i, j int) bool {
 }
 
 // tokenBytes is the random bytes in a lease token, written as hex digits.
-// Neither 16 nor 12: older versions' 32- and 24-digit tokens are what
-// fenceSchema refuses.
-const tokenBytes = 13
+// Neither 16, 12 nor 13: older versions' 32-, 24- and 26-digit tokens are
+// what fenceSchema refuses.
+const tokenBytes = 14
 
 // newToken returns a fresh random lease token.
 func newToken() (string, error) {

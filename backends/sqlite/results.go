@@ -2,54 +2,130 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/jobq/jobq/driver"
 )
 
-// Result records (driver.ResultStore) live in jobq_results, one row per
-// queue and task ID, shared by the queues of a file like the message
-// tables. Times are Unix microseconds. The expiry index serves the purge;
-// the primary key serves reads and the insert-if-absent rule of
-// cancel-requested records. (WITHOUT ROWID, clustered on the key, was
-// slower: records land at random places in it, and its pages hold few.) Files made before records existed gain the
-// table when they are opened (migrate).
-const resultSchema = `
+// Result records (driver.ResultStore) live in jobq_results, shared by the
+// queues of a file like the message tables. Times are Unix microseconds;
+// task_id is stored as the messages' is (taskKey: a canonical ID as its
+// 16 bytes).
+//
+// Records are grouped in generations: gen is the table's highest rowid,
+// shifted right by genShift, when the record was written. No row's gen
+// is above its own rowid >> genShift, so a new record always has the
+// highest generation there is, and the records written together share one. The key (queue, gen, task_id) therefore receives
+// its inserts in a small region (the current generation's, at most
+// 1<<genShift records) instead of at random places among every record
+// kept: with a million records, a completion no longer dirties a random
+// page of a large index (a drain ran at 0.6-0.7 times its speed with few
+// records; it runs at the same speed now).
+//
+// A record replaces the one with the same task ID in its generation; one
+// in an older generation is left in place and hidden: a task's record is
+// the one of its highest generation, and only while it has not expired.
+// Reads look a task ID up in each generation of the queue (about 16 per
+// million records; gensOf walks them through the key). The purge deletes
+// the hidden records of a task with its record, so that none comes back.
+// The expiry index serves the purge.
+const resultTable = `
 CREATE TABLE IF NOT EXISTS jobq_results (
 	queue      TEXT    NOT NULL,
+	gen        INTEGER NOT NULL,
 	task_id    TEXT    NOT NULL,
 	state      TEXT    NOT NULL,
 	updated_at INTEGER NOT NULL,
 	expires_at INTEGER NOT NULL,
-	data       BLOB    NOT NULL,
-	PRIMARY KEY (queue, task_id)
+	data       BLOB    NOT NULL
 );
+`
+
+// resultIndex is jobq_results' key and expiry index, made after the table
+// (and after migrateResults has filled it, which is faster than filling
+// them as it goes).
+const resultIndex = `
+CREATE UNIQUE INDEX IF NOT EXISTS jobq_results_key ON jobq_results (queue, gen, task_id);
 CREATE INDEX IF NOT EXISTS jobq_results_expiry ON jobq_results (queue, expires_at);
 `
 
-const (
-	// upsertResult stores a record, replacing the one with the same task
-	// ID, except that a cancel-requested record replaces only an expired
-	// one (?7 is now): it must never hide an end.
-	upsertResult = `INSERT INTO jobq_results (queue, task_id, state, updated_at, expires_at, data)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-		ON CONFLICT (queue, task_id) DO UPDATE SET
+// genShift sets how many records a generation holds at most: 1<<genShift.
+const genShift = 16
+
+// gensOf is a recursive common table expression, gens(g): the
+// generations of queue ?1 that hold records, highest first, each found by
+// one seek in the key (the last row's g is NULL).
+const gensOf = `gens(g) AS (
+	SELECT max(gen) FROM jobq_results WHERE queue = ?1
+	UNION ALL
+	SELECT (SELECT max(gen) FROM jobq_results WHERE queue = ?1 AND gen < gens.g) FROM gens WHERE gens.g IS NOT NULL)`
+
+var (
+	// upsertResult stores a record in the current generation, replacing
+	// the one with the same task ID there.
+	upsertResult = `INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data)
+		VALUES (?1, (SELECT coalesce(max(rowid), 0) >> ` + strconv.Itoa(genShift) + ` FROM jobq_results), ?2, ?3, ?4, ?5, ?6)
+		ON CONFLICT (queue, gen, task_id) DO UPDATE SET
 			state = excluded.state, updated_at = excluded.updated_at,
-			expires_at = excluded.expires_at, data = excluded.data
-		WHERE excluded.state <> 'cancel-requested' OR jobq_results.expires_at <= ?7`
-	selectResults = `SELECT CAST(task_id AS TEXT), CAST(state AS TEXT), CAST(updated_at AS INTEGER), CAST(expires_at AS INTEGER), CAST(data AS BLOB)
-		FROM jobq_results
-		WHERE queue = ?1 AND task_id IN (SELECT value FROM json_each(?2)) AND expires_at > ?3`
-	// anyFinalResult tells a result waiter whether one of the tasks it
-	// waits for has ended already.
-	anyFinalResult = `SELECT EXISTS (SELECT 1 FROM jobq_results
-		WHERE queue = ?1 AND task_id IN (SELECT value FROM json_each(?2)) AND expires_at > ?3 AND state <> 'cancel-requested')`
-	// purgeResultsBatch deletes up to ?3 expired records of the queue.
-	purgeResultsBatch = `DELETE FROM jobq_results WHERE rowid IN (
-		SELECT rowid FROM jobq_results INDEXED BY jobq_results_expiry
-		WHERE queue = ?1 AND expires_at <= ?2 LIMIT ?3)`
+			expires_at = excluded.expires_at, data = excluded.data`
+	// selectResults returns every record of the task IDs in the JSON list
+	// ?2, hidden ones too, with the ID as asked and the generation.
+	selectResults = `WITH RECURSIVE ` + gensOf + `,
+		ids(id, k) AS (SELECT value, CASE WHEN ` + canonicalSQL("value") + ` THEN unhex(value) ELSE value END FROM json_each(?2))
+		SELECT ids.id, r.gen, CAST(r.state AS TEXT), CAST(r.updated_at AS INTEGER), CAST(r.expires_at AS INTEGER), CAST(r.data AS BLOB)
+		FROM ids CROSS JOIN gens CROSS JOIN jobq_results r
+		WHERE r.queue = ?1 AND r.gen = gens.g AND r.task_id = ids.k`
 )
+
+const (
+	// purgeResultsBatch deletes up to ?3 expired records of the queue, and
+	// the records of the same tasks in older generations, which they hid.
+	purgeResultsBatch = `DELETE FROM jobq_results WHERE rowid IN (
+		WITH RECURSIVE ` + gensOf + `,
+		expired(rid, gen, k) AS (SELECT rowid, gen, task_id FROM jobq_results INDEXED BY jobq_results_expiry
+			WHERE queue = ?1 AND expires_at <= ?2 LIMIT ?3)
+		SELECT rid FROM expired
+		UNION ALL
+		SELECT r.rowid FROM expired CROSS JOIN gens CROSS JOIN jobq_results r
+		WHERE gens.g < expired.gen AND r.queue = ?1 AND r.gen = gens.g AND r.task_id = expired.k)`
+)
+
+// copyResults is schema 3's step: the records of an older file moved into
+// the layout of resultTable (the old table renamed out of the way first),
+// all in generation 0. The old key made the text task IDs unique, and
+// converting them keeps them so; a row of another type (another tool's)
+// is copied only where its key is free.
+var copyResults = `
+DROP INDEX IF EXISTS jobq_results_expiry;
+ALTER TABLE jobq_results RENAME TO jobq_results_v2;
+` + resultTable + `
+INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data)
+	SELECT queue, 0, ` + keyColumnSQL + `, state, updated_at, expires_at, data
+	FROM jobq_results_v2 WHERE typeof(task_id) = 'text';
+` + resultIndex + `
+INSERT OR IGNORE INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data)
+	SELECT queue, 0, ` + keyColumnSQL + `, state, updated_at, expires_at, data
+	FROM jobq_results_v2 WHERE typeof(task_id) <> 'text';
+DROP TABLE jobq_results_v2;
+`
+
+// migrateResults moves the records of a file made before schema 3 into
+// generations (copyResults); a file that has them already is left alone.
+// It runs inside migrate's transaction.
+func migrateResults(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('jobq_results') WHERE name = 'gen'`).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, copyResults)
+	return err
+}
 
 // purgeBatch is how many records one purge transaction deletes at most,
 // so that a large purge holds the file's write lock only briefly at a time
@@ -88,9 +164,20 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 	return err
 }
 
-// putResult stores one checked record in tx.
+// putResult stores one checked record in tx. A cancel request is stored
+// only where the task has no record, or an expired one: it must never hide
+// an end.
 func (d *Driver) putResult(tx wtx, r *driver.ResultRecord, now int64) error {
-	_, err := tx.Exec(upsertResult, d.cfg.queue, r.ID, string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), nonNil(r.Data), now)
+	if r.State == driver.ResultCancelRequested {
+		found, err := d.newestResults(func(q string, args ...any) (*sql.Rows, error) { return tx.Query(q, args...) }, []string{r.ID}, now)
+		if err != nil {
+			return err
+		}
+		if found[r.ID] != nil {
+			return nil
+		}
+	}
+	_, err := tx.Exec(upsertResult, d.cfg.queue, taskKey(r.ID), string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), nonNil(r.Data))
 	return err
 }
 
@@ -104,34 +191,60 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 	if len(ids) == 0 {
 		return out, nil
 	}
-	list, err := json.Marshal(ids)
+	found, err := d.newestResults(func(q string, args ...any) (*sql.Rows, error) { return d.db.QueryContext(ctx, q, args...) }, ids, micros(time.Now()))
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "sqlite get results: task IDs: %w", err)
-	}
-	rows, err := d.db.QueryContext(ctx, selectResults, d.cfg.queue, string(list), micros(time.Now()))
-	if err != nil {
-		return nil, d.wrap(ctx, "get results", err)
-	}
-	defer rows.Close()
-	found := make(map[string]*driver.ResultRecord, len(ids))
-	for rows.Next() {
-		var (
-			r              driver.ResultRecord
-			state          string
-			updated, expir int64
-		)
-		if err := rows.Scan(&r.ID, &state, &updated, &expir, &r.Data); err != nil {
-			return nil, d.wrap(ctx, "get results", err)
-		}
-		r.State = driver.ResultState(state)
-		r.UpdatedAt, r.ExpiresAt = fromMicros(updated), fromMicros(expir)
-		found[r.ID] = &r
-	}
-	if err := rows.Err(); err != nil {
 		return nil, d.wrap(ctx, "get results", err)
 	}
 	for i, id := range ids {
 		out[i] = found[id]
+	}
+	return out, nil
+}
+
+// newestResults returns the record of each of ids that has one that has
+// not expired at now (Unix microseconds): the one of its highest
+// generation. query runs a query.
+func (d *Driver) newestResults(query func(string, ...any) (*sql.Rows, error), ids []string, now int64) (map[string]*driver.ResultRecord, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, driver.Errorf(driver.InvalidArgument, "sqlite: task IDs: %w", err)
+	}
+	rows, err := query(selectResults, d.cfg.queue, string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	type found struct {
+		gen     int64
+		expires int64
+		rec     *driver.ResultRecord
+	}
+	newest := make(map[string]found, len(ids))
+	for rows.Next() {
+		var (
+			r              driver.ResultRecord
+			state          string
+			gen            int64
+			updated, expir int64
+		)
+		if err := rows.Scan(&r.ID, &gen, &state, &updated, &expir, &r.Data); err != nil {
+			return nil, err
+		}
+		if f, ok := newest[r.ID]; ok && f.gen >= gen {
+			continue
+		}
+		r.State = driver.ResultState(state)
+		r.UpdatedAt, r.ExpiresAt = fromMicros(updated), fromMicros(expir)
+		newest[r.ID] = found{gen: gen, expires: expir, rec: &r}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*driver.ResultRecord, len(newest))
+	for id, f := range newest {
+		if f.expires > now {
+			out[id] = f.rec
+		}
 	}
 	return out, nil
 }
@@ -178,13 +291,13 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	if err != nil {
 		return d.wrap(ctx, "wait for results", err)
 	}
-	list, err := json.Marshal(ids)
+	found, err := d.newestResults(func(q string, args ...any) (*sql.Rows, error) { return d.db.QueryContext(ctx, q, args...) }, ids, micros(time.Now()))
 	if err != nil {
-		return driver.Errorf(driver.InvalidArgument, "sqlite wait for results: task IDs: %w", err)
-	}
-	var ended bool
-	if err := d.db.QueryRowContext(ctx, anyFinalResult, d.cfg.queue, string(list), micros(time.Now())).Scan(&ended); err != nil {
 		return d.wrap(ctx, "wait for results", err)
+	}
+	ended := false
+	for _, r := range found {
+		ended = ended || r.State != driver.ResultCancelRequested
 	}
 	if ended {
 		return nil

@@ -314,8 +314,8 @@ func TestWaitResults(t *testing.T) {
 	}{
 		{"this process", func(r *driver.ResultRecord) error { return b.drv.PutResults(b.ctx, []*driver.ResultRecord{r}) }},
 		{"other process", func(r *driver.ResultRecord) error {
-			_, err := raw.ExecContext(b.ctx, `INSERT INTO jobq_results (queue, task_id, state, updated_at, expires_at, data) VALUES (?, ?, ?, ?, ?, ?)`,
-				"default", r.ID, string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), r.Data)
+			_, err := raw.ExecContext(b.ctx, `INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data) VALUES (?, 0, ?, ?, ?, ?, ?)`,
+				"default", taskKey(r.ID), string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), r.Data)
 			return err
 		}},
 	}
@@ -401,5 +401,146 @@ func TestResultsTableAddedToExistingFile(t *testing.T) {
 	r, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute})
 	if err != nil || len(r) != 1 || r[0].ID != "kept" {
 		t.Fatalf("the queued message did not survive the migration: %v, %v", r, err)
+	}
+}
+
+// nextGeneration makes the records b's driver stores next go to a new
+// generation, with a record of another queue at the next generation's
+// first rowid.
+func (b *testBundle) nextGeneration(t *testing.T) {
+	t.Helper()
+	if _, err := b.drv.db.ExecContext(b.ctx, `INSERT INTO jobq_results (rowid, queue, gen, task_id, state, updated_at, expires_at, data)
+		VALUES (((SELECT coalesce(max(rowid), 0) >> ?1 FROM jobq_results) + 1) << ?1, 'filler', 0, 'filler', 'succeeded', 0, 0, x'')`, genShift); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResultGenerations: a task whose records lie in two generations reads
+// as its newer one, a cancel request never hides an older generation's
+// end, and the purge never brings a hidden record back.
+func TestResultGenerations(t *testing.T) {
+	t.Parallel()
+	id := canon(40)
+	tests := []struct {
+		name     string
+		old, new *driver.ResultRecord
+		want     string // the state read before and after the purge, "-" for none
+		left     int    // the task's records after the purge
+	}{
+		{"end replaces an older end", rec(id, driver.ResultSucceeded, time.Hour), rec(id, driver.ResultDeadLettered, time.Hour), "dead-lettered", 2},
+		{"cancel request keeps an older end", rec(id, driver.ResultSucceeded, time.Hour), rec(id, driver.ResultCancelRequested, time.Hour), "succeeded", 1},
+		{"cancel request replaces an older expired end", rec(id, driver.ResultSucceeded, -time.Second), rec(id, driver.ResultCancelRequested, time.Hour), "cancel-requested", 1},
+		{"expired end hides an older live one", rec(id, driver.ResultSucceeded, time.Hour), rec(id, driver.ResultDeadLettered, -time.Second), "-", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, "")
+			if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{tt.old}); err != nil {
+				t.Fatal(err)
+			}
+			b.nextGeneration(t)
+			if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{tt.new}); err != nil {
+				t.Fatal(err)
+			}
+			var gens int
+			if err := b.drv.db.QueryRowContext(b.ctx, `SELECT COUNT(DISTINCT gen) FROM jobq_results WHERE queue = 'default'`).Scan(&gens); err != nil {
+				t.Fatal(err)
+			}
+			if gens != 2 && tt.left == 2 {
+				t.Fatalf("records in %d generations, want 2", gens)
+			}
+			if s := states(b.results(t, id))[0]; s != tt.want {
+				t.Fatalf("state %s, want %s", s, tt.want)
+			}
+			if _, err := b.drv.PurgeResults(b.ctx, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if s := states(b.results(t, id))[0]; s != tt.want {
+				t.Fatalf("state after the purge %s, want %s", s, tt.want)
+			}
+			var left int
+			if err := b.drv.db.QueryRowContext(b.ctx, `SELECT COUNT(*) FROM jobq_results WHERE queue = 'default' AND task_id = ?`, taskKey(id)).Scan(&left); err != nil {
+				t.Fatal(err)
+			}
+			if left != tt.left {
+				t.Fatalf("%d records of the task left after the purge, want %d", left, tt.left)
+			}
+		})
+	}
+}
+
+// TestMigrateFromSchema2 upgrades a file jobq schema 2 made (its CLI),
+// whose records are keyed by text, and uses it: every record reads as
+// before, in its own queue, the expired one stays hidden and is purged,
+// a cancel request does not hide an end, and the lease a process of
+// schema 2 held settles with its record.
+func TestMigrateFromSchema2(t *testing.T) {
+	t.Parallel()
+	path := loadDump(t, "schema2.sql")
+	const (
+		done      = "237ed259586f82ede7fc9d0f4b7f49a3"
+		dead      = "97eb786d7f07e17be1af7389fd6c7af3"
+		cancelled = "eec92c23255bbc0b002029a1e3d98ff0"
+		expired   = "a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0"
+	)
+	ctx := t.Context()
+	// The ready task, claimed by a process of schema 2 before the upgrade.
+	const oldLease = "0123456789abcdef0123456789" // 26 digits, as schema 2 writes
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(ctx, `UPDATE jobq_messages SET lease = ?, visible_at = ?, deliveries = 1 WHERE id = 4`,
+		oldLease, micros(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := openAt(t, path, "queue=q")
+	var version, blobs int
+	if err := d.db.QueryRowContext(ctx, `SELECT (SELECT user_version FROM pragma_user_version),
+		(SELECT COUNT(*) FROM jobq_results WHERE typeof(task_id) = 'blob')`).Scan(&version, &blobs); err != nil {
+		t.Fatal(err)
+	}
+	if version != schemaVersion || blobs != 5 {
+		t.Errorf("user_version %d, %d records keyed by 16 bytes; want %d, 5", version, blobs, schemaVersion)
+	}
+	ids := []string{done, dead, cancelled, "custom-id", expired}
+	got, err := d.GetResults(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprint(states(got)); s != "[succeeded dead-lettered cancelled succeeded -]" {
+		t.Fatalf("records after the upgrade: %s", s)
+	}
+	if got[0].ID != done || !slices.Contains(got[0].Data, '{') {
+		t.Errorf("record of %s: %+v", done, got[0])
+	}
+	other := openAt(t, path, "queue=other")
+	if got, err := other.GetResults(ctx, []string{done}); err != nil || states(got)[0] != "dead-lettered" {
+		t.Errorf("the other queue's record: %v, %v", got, err)
+	}
+	if n, err := d.PurgeResults(ctx, time.Now()); err != nil || n != 1 {
+		t.Errorf("purge = %d, %v; want the expired record", n, err)
+	}
+	if err := d.PutResults(ctx, []*driver.ResultRecord{rec(done, driver.ResultCancelRequested, time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	const ready = "50d14325d7174aae5848c1529c6fdc2c"
+	if errs := d.CompleteWithResults(ctx, []driver.Lease{{MessageID: "4", Token: oldLease}},
+		[]*driver.ResultRecord{rec(ready, driver.ResultSucceeded, time.Hour)}); errs != nil {
+		t.Fatalf("complete with the lease taken before the upgrade: %v", errs[0])
+	}
+	if err := d.WaitResults(ctx, []string{ready}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	got, err = d.GetResults(ctx, []string{done, ready, expired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprint(states(got)); s != "[succeeded succeeded -]" {
+		t.Fatalf("records after use: %s", s)
 	}
 }

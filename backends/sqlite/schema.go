@@ -68,7 +68,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migratePolicies(ctx, tx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, resultSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, resultTable); err != nil {
 		return err
 	}
 	if err := migrateWorkers(ctx, tx); err != nil {
@@ -78,6 +78,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	if err := migrateTaskKeys(ctx, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, resultIndex); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -26,7 +26,7 @@ import (
 // alone). Together that is about 60 bytes less per queued task.
 //
 // id_at is never NULL in a row jobq writes, and every lease token is
-// 2*tokenBytes (26) hex digits. Schema 2 moved dedup from a unique index
+// 2*tokenBytes (28) hex digits. Schema 2 moved dedup from a unique index
 // to jobq_task_keys (keys.go). Older versions know neither: the triggers
 // of fenceSchema make their claims, and their pushes and dead-letter
 // requeues before schema 1, fail with fenceMessage instead of writing rows
@@ -34,21 +34,28 @@ import (
 // dead-letter requeues of schema 1 name the dropped unique index in their
 // ON CONFLICT clause, so SQLite refuses them before any trigger runs
 // ("ON CONFLICT clause does not match any PRIMARY KEY or UNIQUE
-// constraint"); nothing is written either way.
+// constraint"); nothing is written either way. Schema 3 keeps result
+// records in generations (results.go); the record writes of older versions
+// name the old key (queue, task_id) in their ON CONFLICT clause and are
+// refused the same way, with the settlement they belong to, so the claims
+// of schema 2 (26-digit tokens) are fenced too: a process of schema 2 still
+// running on an upgraded file would otherwise run tasks it cannot settle.
+// The versions that know user_version refuse an upgraded file whole when
+// they open it.
 
 // schemaVersion is the layout this code writes, recorded in the file's
 // user_version. A file with a higher one was written by a newer jobq and
 // is refused.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // fenceMessage is the error an older jobq gets when it writes to an
 // upgraded file.
-const fenceMessage = `jobq: this SQLite file has been upgraded to jobq schema 2 (compact task IDs, lazy dedup keys) by a newer jobq; upgrade this program (every process using the file must run a version that knows schema 2)`
+const fenceMessage = `jobq: this SQLite file has been upgraded to jobq schema 3 (compact task IDs, lazy dedup keys, result generations) by a newer jobq; upgrade this program (every process using the file must run a version that knows schema 3)`
 
 // fenceSchema holds the triggers that stop older versions (see above).
 // Pushes and dead-letter requeues before schema 1 insert rows without
 // id_at; claims before schema 1 write 32-digit lease tokens, those of
-// schema 1 24-digit ones.
+// schema 1 24-digit ones, those of schema 2 26-digit ones.
 const fenceSchema = `
 DROP TRIGGER IF EXISTS jobq_messages_fence_insert;
 CREATE TRIGGER jobq_messages_fence_insert BEFORE INSERT ON jobq_messages
@@ -56,7 +63,7 @@ WHEN NEW.id_at IS NULL
 BEGIN SELECT RAISE(ABORT, '` + fenceMessage + `'); END;
 DROP TRIGGER IF EXISTS jobq_messages_fence_claim;
 CREATE TRIGGER jobq_messages_fence_claim BEFORE UPDATE OF lease ON jobq_messages
-WHEN length(NEW.lease) IN (24, 32)
+WHEN length(NEW.lease) IN (24, 26, 32)
 BEGIN SELECT RAISE(ABORT, '` + fenceMessage + `'); END;
 `
 
@@ -186,11 +193,14 @@ INSERT OR REPLACE INTO jobq_key_sweeps (queue, seq, keys)
 // migrateTaskKeys brings a file to schemaVersion: schema 1 adds the id_at
 // columns and stores the canonical task IDs of older rows as keys (their
 // bodies stay whole); schema 2 drops the unique index jobq_messages_task
-// and records the keys in jobq_task_keys instead; both install the fence
-// against older versions. It refuses a file of a newer schema. It runs
-// inside migrate's transaction, so an upgrade cut short leaves the file as
-// it was; it holds the write lock for about 2.3 seconds per million queued
-// messages from schema 1 (270 MB of memory), and 5.2 from schema 0 (350 MB).
+// and records the keys in jobq_task_keys instead; schema 3 copies the
+// result records into generations (migrateResults); each installs the
+// fence against older versions. It refuses a file of a newer schema. It
+// runs inside migrate's transaction, so an upgrade cut short leaves the
+// file as it was; it holds the write lock for about 2.3 seconds per
+// million queued messages from schema 1 (270 MB of memory), and 5.2 from
+// schema 0 (350 MB), plus about 10 seconds (85 MB) per million result
+// records from any schema before 3.
 func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 	var v int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
@@ -203,16 +213,24 @@ func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 	if v == schemaVersion {
 		return nil
 	}
-	// Dropped first, so that converting the keys does not rewrite it.
-	if _, err := tx.ExecContext(ctx, `DROP INDEX IF EXISTS jobq_messages_task`); err != nil {
-		return err
-	}
-	if v < 1 {
-		if err := migrateIDAt(ctx, tx); err != nil {
+	if v < 2 {
+		// Dropped first, so that converting the keys does not rewrite it.
+		if _, err := tx.ExecContext(ctx, `DROP INDEX IF EXISTS jobq_messages_task`); err != nil {
+			return err
+		}
+		if v < 1 {
+			if err := migrateIDAt(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, keySchema+fillKeys); err != nil {
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, keySchema+fillKeys+fenceSchema); err != nil {
+	if err := migrateResults(ctx, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fenceSchema); err != nil {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion))

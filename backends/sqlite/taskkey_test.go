@@ -275,6 +275,11 @@ func TestOlderVersionFenced(t *testing.T) {
 		{"claim before schema 1", claim, []any{canon(11), micros(time.Now().Add(time.Minute)), micros(time.Now())}, fenceMessage},
 		// As a claim of schema 1: a 24-digit token.
 		{"claim of schema 1", claim, []any{canon(11)[:24], micros(time.Now().Add(time.Minute)), micros(time.Now())}, fenceMessage},
+		// As a claim of schema 2: a 26-digit token.
+		{"claim of schema 2", claim, []any{canon(11)[:26], micros(time.Now().Add(time.Minute)), micros(time.Now())}, fenceMessage},
+		// As a record of schema 2 (results.go of commit 2a738eb).
+		{"record of schema 2", `INSERT INTO jobq_results (queue, task_id, state, updated_at, expires_at, data) VALUES ('q', ?, 'succeeded', 0, 0, x'')
+			ON CONFLICT (queue, task_id) DO UPDATE SET state = excluded.state`, []any{canon(12)}, noIndex},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
