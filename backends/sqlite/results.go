@@ -65,9 +65,12 @@ const gensOf = `gens(g) AS (
 
 var (
 	// upsertResult stores a record in the current generation, replacing
-	// the one with the same task ID there.
+	// the one with the same task ID there. The current generation is never
+	// below the queue's highest: a VACUUM may renumber the rowids, and a
+	// record written below its task's newest would stay hidden.
 	upsertResult = `INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data)
-		VALUES (?1, (SELECT coalesce(max(rowid), 0) >> ` + strconv.Itoa(genShift) + ` FROM jobq_results), ?2, ?3, ?4, ?5, ?6)
+		VALUES (?1, max((SELECT coalesce(max(rowid), 0) FROM jobq_results) >> ` + strconv.Itoa(genShift) + `,
+			(SELECT coalesce(max(gen), 0) FROM jobq_results WHERE queue = ?1)), ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (queue, gen, task_id) DO UPDATE SET
 			state = excluded.state, updated_at = excluded.updated_at,
 			expires_at = excluded.expires_at, data = excluded.data`

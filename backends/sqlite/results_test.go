@@ -470,6 +470,33 @@ func TestResultGenerations(t *testing.T) {
 	}
 }
 
+// TestResultGenerationNeverGoesBack: when the rowids fall below the
+// queue's highest generation (a VACUUM may renumber them), a new record
+// still replaces its task's newest rather than landing, hidden, in a lower
+// generation.
+func TestResultGenerationNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	id := canon(41)
+	b.nextGeneration(t)
+	if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec(id, driver.ResultSucceeded, time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// Renumber every row down to small rowids, as a VACUUM may.
+	if _, err := b.drv.db.ExecContext(b.ctx, `DELETE FROM jobq_results WHERE queue = 'filler'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.drv.db.ExecContext(b.ctx, `UPDATE jobq_results SET rowid = 7 WHERE queue = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec(id, driver.ResultDeadLettered, time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if s := states(b.results(t, id))[0]; s != string(driver.ResultDeadLettered) {
+		t.Fatalf("state %s after a new record, want dead-lettered", s)
+	}
+}
+
 // TestMigrateFromSchema2 upgrades a file jobq schema 2 made (its CLI),
 // whose records are keyed by text, and uses it: every record reads as
 // before, in its own queue, the expired one stays hidden and is purged,
