@@ -43,12 +43,14 @@ const (
 	DefaultPoll = 20 * time.Millisecond
 	// DefaultCacheSize is the cache_size pragma of each connection:
 	// -2000 (2 MiB, KiB when negative), SQLite's own default. A larger
-	// cache made a deep queue slower, not faster: at the end of every
-	// write transaction SQLite drops the cached pages past the file's
-	// end, and with 64 MiB that walk over the cache took 37-45 % of the
-	// CPU of draining a 1,000,000-task backlog (pprof: pcache1Truncate at
-	// commit), and the drain took 1.5 times as long. Pages the cache misses
-	// are read from the operating system's file cache.
+	// cache made a deep queue slower, not faster: when a B-tree page
+	// splits and the new pages come from the free list out of order,
+	// SQLite swaps them through a spare page number (the lock page's,
+	// 1 GiB / page size + 1); at the commit, finding a cached page past the
+	// file's end, it walks the whole cache to drop it (pcache1Truncate).
+	// With 64 MiB that walk took 37-45 % of the CPU of draining a
+	// 1,000,000-task backlog, and the drain took 1.5 times as long. Pages
+	// the cache misses are read from the operating system's file cache.
 	DefaultCacheSize = -2000
 
 	// maxMessageBytesCeiling bounds max_message_bytes well below SQLite's
