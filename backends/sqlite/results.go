@@ -15,15 +15,16 @@ import (
 // task_id is stored as the messages' is (taskKey: a canonical ID as its
 // 16 bytes).
 //
-// Records are grouped in generations: gen is the table's highest rowid,
-// shifted right by genShift, when the record was written. No row's gen
-// is above its own rowid >> genShift, so a new record always has the
-// highest generation there is, and the records written together share one. The key (queue, gen, task_id) therefore receives
-// its inserts in a small region (the current generation's, at most
-// 1<<genShift records) instead of at random places among every record
-// kept: with a million records, a completion no longer dirties a random
-// page of a large index (a drain ran at 0.6-0.7 times its speed with few
-// records; it runs at the same speed now).
+// Records are grouped in generations: a record written gets the table's
+// highest rowid shifted right by genShift, or its queue's highest gen if
+// that is more (upsertResult), so a new record always has the highest
+// generation of its queue, and the records written together share one.
+// The key (queue, gen, task_id) therefore receives its inserts in a small
+// region (the current generation's, about 1<<genShift records) instead of
+// at random places among every record kept: with a million records, a
+// completion no longer dirties a random page of a large index (a drain ran
+// at 0.6-0.7 times its speed with few records; it runs at the same speed
+// now).
 //
 // A record replaces the one with the same task ID in its generation; one
 // in an older generation is left in place and hidden: a task's record is
@@ -52,7 +53,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobq_results_key ON jobq_results (queue, gen, 
 CREATE INDEX IF NOT EXISTS jobq_results_expiry ON jobq_results (queue, expires_at);
 `
 
-// genShift sets how many records a generation holds at most: 1<<genShift.
+// genShift sets how many records a generation holds: about 1<<genShift.
 const genShift = 16
 
 // gensOf is a recursive common table expression, gens(g): the

@@ -171,12 +171,16 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 	// the records live on; this queue was the tool's own, so it leaves
 	// nothing.
 	keys := d.Keys()
-	records := strings.TrimSuffix(keys[len(keys)-2], "m:") + "rb*"
-	iter := client.Scan(ctx, 0, records, 1000).Iterator()
+	return deleteKeys(ctx, client, strings.TrimSuffix(keys[len(keys)-2], "m:")+"rb*", keys...)
+}
+
+// deleteKeys deletes the keys matching pattern, and keys.
+func deleteKeys(ctx context.Context, client *goredis.Client, pattern string, keys ...string) error {
+	iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())
 	}
-	if err := iter.Err(); err != nil {
+	if err := iter.Err(); err != nil || len(keys) == 0 {
 		return err
 	}
 	return client.Del(ctx, keys...).Err()
@@ -200,15 +204,7 @@ func deleteAsynqQueue(ctx context.Context, client *goredis.Client, queue string)
 	if err := asynq.NewInspectorFromRedisClient(client).DeleteQueue(queue, true); err != nil {
 		return err
 	}
-	var keys []string
-	iter := client.Scan(ctx, 0, "asynq:{"+queue+"}:*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil || len(keys) == 0 {
-		return err
-	}
-	return client.Del(ctx, keys...).Err()
+	return deleteKeys(ctx, client, "asynq:{"+queue+"}:*")
 }
 
 // pushBatches pushes tasks 100 at a time; after each batch the consumers
