@@ -70,6 +70,19 @@ func (c *recentConn) SyscallConn() (syscall.RawConn, error) {
 	return c.probe, nil
 }
 
+// SetDeadline is called by go-redis only in its probe, to clear both
+// deadlines before peeking. When the probe will be skipped, so is the
+// clearing: it would make the command's own read and write deadlines,
+// set just after, reach the runtime every time (spinconn keeps them when
+// they barely move). The margin of half of probeAfter makes sure the
+// probe, which follows at once, is skipped too.
+func (c *recentConn) SetDeadline(t time.Time) error {
+	if t.IsZero() && time.Now().UnixNano()-c.lastRead.Load() < int64(probeAfter/2) {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
 type quietProbe struct {
 	syscall.RawConn
 	c *recentConn

@@ -1164,3 +1164,76 @@ func TestDatabaseTheServerLacksIsInvalidArgument(t *testing.T) {
 		t.Fatalf("error %v does not say which database is missing", err)
 	}
 }
+
+// TestPushAnnouncesOnlyWhileAReceiverWaits: a push publishes on the
+// queue's channel only while the waiting mark of a waiting receiver's
+// empty claim lasts, so a busy queue pays no announcement per push.
+func TestPushAnnouncesOnlyWhileAReceiverWaits(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	sub := d.client.Subscribe(ctx, d.channel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	// next returns the first announcement on the channel after the push,
+	// closing with a sentinel of our own so that no wait is timed.
+	next := func() string {
+		t.Helper()
+		if err := d.client.Publish(ctx, d.channel, "sentinel").Err(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Payload != "sentinel" {
+			if s, err := sub.ReceiveMessage(ctx); err != nil || s.Payload != "sentinel" {
+				t.Fatalf("after %q: %v, %v", m.Payload, s, err)
+			}
+		}
+		return m.Payload
+	}
+
+	push(t, d, msg("a", 0))
+	if got := next(); got != "sentinel" {
+		t.Fatalf("a push with no receiver waiting announced %q", got)
+	}
+	// A receiver that does not wait leaves no mark.
+	if recs := receive(t, d, 1, time.Minute); len(recs) != 1 {
+		t.Fatalf("receive: %v", recs)
+	}
+	if n := receive(t, d, 1, time.Minute); len(n) != 0 {
+		t.Fatalf("receive on an empty queue: %v", n)
+	}
+	push(t, d, msg("b", 0))
+	if got := next(); got != "sentinel" {
+		t.Fatalf("a push after a receiver that does not wait announced %q", got)
+	}
+	receive(t, d, 1, time.Minute)
+
+	// A waiting receiver's empty claim sets the mark; then pushes announce.
+	if recs, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Millisecond}); err != nil || len(recs) != 0 {
+		t.Fatalf("waiting receive on an empty queue: %v, %v", recs, err)
+	}
+	ttl, err := d.client.PTTL(ctx, d.prefix+"waiting").Result()
+	if err != nil || ttl <= 0 || ttl > waitMarkTTL {
+		t.Fatalf("waiting mark's TTL: %v, %v; want up to %v", ttl, err, waitMarkTTL)
+	}
+	push(t, d, msg("c", 0))
+	if got := next(); got != "1" {
+		t.Fatalf("a push while a receiver waits announced %q, want 1", got)
+	}
+	// A batch, and a delayed message (its due time).
+	push(t, d, msg("d", 0), msg("e", 0))
+	if got := next(); got != "2" {
+		t.Fatalf("a batch push announced %q, want 2", got)
+	}
+	late := msg("f", 0)
+	late.NotBefore = time.Now().Add(time.Hour)
+	push(t, d, late)
+	if got := next(); !strings.HasPrefix(got, "@") {
+		t.Fatalf("a delayed push announced %q, want @<ms>", got)
+	}
+}

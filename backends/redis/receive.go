@@ -16,6 +16,13 @@ import (
 // often.
 const maxIdleWait = 30 * time.Second
 
+// waitMarkTTL is how long the waiting mark a waiting receiver's empty
+// claim sets lasts (P..'waiting', scripts.go): longer than any one wait,
+// which ends in another claim that sets it again. Pushes announce only
+// while the mark exists, so that a queue whose receivers are all busy
+// pays no announcement per push, and its subscribers get none.
+const waitMarkTTL = maxIdleWait + 5*time.Second
+
 // Receive implements driver.Driver. When nothing is ready and p.Wait is
 // positive, it waits for a pub/sub announcement from a push, or for the
 // earliest delayed message or lease to come due, whichever is first.
@@ -39,7 +46,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if p.Wait > 0 {
 			w = d.wake.add() // before the claim, so no announcement slips by
 		}
-		recs, nextDue, err := d.claim(ctx, n, vis)
+		recs, nextDue, err := d.claim(ctx, n, vis, p.Wait > 0)
 		if err != nil || len(recs) > 0 || p.Wait <= 0 {
 			if w != nil {
 				d.wake.leave(w)
@@ -74,10 +81,17 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 
 // claim runs the claim script once. nextDue is how long until a delayed
 // message or an expired lease becomes claimable (0 when nothing is
-// waiting or something was claimed).
-func (d *Driver) claim(ctx context.Context, n int, vis int64) (recs []*driver.Received, nextDue time.Duration, err error) {
+// waiting or something was claimed). wait says the receiver waits for an
+// announcement if it finds nothing: the claim then sets the waiting mark.
+func (d *Driver) claim(ctx context.Context, n int, vis int64, wait bool) (recs []*driver.Received, nextDue time.Duration, err error) {
 	start := time.Now()
-	res, err := d.run(ctx, claimScript, n, vis).Slice()
+	var cmd *goredis.Cmd
+	if wait {
+		cmd = d.run(ctx, claimScript, n, vis, ms(waitMarkTTL))
+	} else {
+		cmd = d.run(ctx, claimScript, n, vis)
+	}
+	res, err := cmd.Slice()
 	if err != nil {
 		return nil, 0, d.fail("receive", err)
 	}

@@ -21,6 +21,10 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
 //	P..'dead'      sorted set of dead letters, score = dead-at (ms)
 //	P..'notify'    the pub/sub channel announcing newly visible messages
+//	P..'waiting'   present while a receiver may be waiting for an announcement:
+//	               set by a claim that found nothing (claimScript), it expires
+//	               waitMarkTTL after the last; a push announces only while it
+//	               exists
 //	P..'rb:'..b    a bucket of result records: hash task id -> record, with a TTL (see recordLua)
 //	P..'rbs'       sorted set of the record buckets, score = when the bucket expires (ms)
 //	P..'results'   the pub/sub channel announcing stored result records
@@ -214,7 +218,9 @@ local n = math.floor((#ARGV - 2 + W - 1) / W)
 -- The producer's clock, on which NotBefore is too, saves a TIME command;
 -- it is parsed only for a message that has a NotBefore.
 local now = nil
-local maxDepth = redis.call('GET', P .. 'polm')
+-- The max-depth policy and whether any receiver waits, in one command.
+local got = redis.call('MGET', P .. 'polm', P .. 'waiting')
+local maxDepth, heard = got[1], got[2]
 if maxDepth then
   maxDepth = tonumber(maxDepth)
   local adding, seen = 0, {}
@@ -252,7 +258,7 @@ if lone then
   end
   redis.call('HSET', P .. 'm:' .. mid, B, ARGV[4], 'e', nowStr, 'i', id)
   redis.call('ZADD', READY, '0', string.rep('0', 16 - #mid) .. mid .. mid)
-  redis.call('PUBLISH', P .. 'notify', '1')
+  if heard then redis.call('PUBLISH', P .. 'notify', '1') end
   return first + 1
 end
 -- The tables start with two slots, which a one-message push fills without
@@ -304,20 +310,24 @@ for i = 0, n - 1 do
 end
 if nr > 0 then
   redis.call('ZADD', READY, unpack(ready, 1, nr))
-  redis.call('PUBLISH', P .. 'notify', string.format('%d', nr / 2))
+  if heard then redis.call('PUBLISH', P .. 'notify', string.format('%d', nr / 2)) end
 end
 if nd > 0 then
   redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd))
   -- Waiting receivers hear when the first of them comes due.
   local due = tonumber(delayed[1])
   for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
-  redis.call('PUBLISH', P .. 'notify', '@' .. string.format('%d', due - now))
+  if heard then redis.call('PUBLISH', P .. 'notify', '@' .. string.format('%d', due - now)) end
 end
 return out
 `)
 
 // claimScript leases up to max ready messages. ARGV: prefix, max,
-// visibility ms. Returns {now, next} where next is the earliest time (ms) a
+// visibility ms, and, from a receiver that waits when it finds nothing,
+// how long (ms) the waiting mark it then sets lasts (see P..'waiting'):
+// set in the same script as the empty claim, so that a push either came
+// before the claim, which finds its message, or sees the mark and
+// announces it. Returns {now, next} where next is the earliest time (ms) a
 // delayed message or lease comes due (-1 when none), followed by eight
 // fields per claimed message: message id, token, delivery count, task id,
 // body (field b), enqueued ms, trace context, packed body (field z, only
@@ -341,6 +351,7 @@ else
 end
 local out = {now, -1}
 if #popped == 0 then
+  if ARGV[4] then redis.call('SET', P .. 'waiting', '1', 'PX', ARGV[4]) end
   if blocked then
     -- Ready messages wait for a key to free up: look again soon.
     out[2] = now + 100
