@@ -218,9 +218,14 @@ local n = math.floor((#ARGV - 2 + W - 1) / W)
 -- The producer's clock, on which NotBefore is too, saves a TIME command;
 -- it is parsed only for a message that has a NotBefore.
 local now = nil
--- The max-depth policy and whether any receiver waits, in one command.
-local got = redis.call('MGET', P .. 'polm', P .. 'waiting')
-local maxDepth, heard = got[1], got[2]
+-- The max-depth policy, and whether any receiver waits. Usually neither
+-- is there: an EXISTS of both says so for less than reading them (an
+-- integer reply rather than a table).
+local maxDepth, heard = false, false
+if redis.call('EXISTS', P .. 'polm', P .. 'waiting') > 0 then
+  local got = redis.call('MGET', P .. 'polm', P .. 'waiting')
+  maxDepth, heard = got[1], got[2]
+end
 if maxDepth then
   maxDepth = tonumber(maxDepth)
   local adding, seen = 0, {}
