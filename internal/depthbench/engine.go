@@ -35,6 +35,10 @@ type weight struct {
 	total   int64 // bytes in all (Redis: the whole server's used_memory)
 	records int64 // bytes of total that hold result records
 	count   int64 // result records stored
+	// wal is the bytes of total in SQLite's WAL file, which swings between
+	// its size limit and one automatic checkpoint's worth (megabytes)
+	// whatever the queue holds.
+	wal int64
 }
 
 // queue is the bytes of the queue's own storage: messages, dead letters
@@ -236,6 +240,9 @@ func sqliteEngine(base string) (*engine, error) {
 					return w, err
 				}
 				w.total += st.Size()
+				if f != file {
+					w.wal = st.Size()
+				}
 			}
 			err = db.QueryRowContext(ctx, `SELECT coalesce(sum(pgsize), 0) FROM dbstat
 				WHERE name = 'jobq_results' OR name LIKE 'jobq_results_%' OR name LIKE 'sqlite_autoindex_jobq_results_%'`).Scan(&w.records)

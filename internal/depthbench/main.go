@@ -8,6 +8,11 @@
 //     of the jobq tables (pg_total_relation_size, a schema of its own);
 //     Redis, used_memory; SQLite, the database file and its WAL;
 //   - the drain rate of the first, middle and last -window tasks;
+//   - for the yardstick and each window, the process's CPU time and the
+//     bytes it wrote and read through system calls, per task (for SQLite,
+//     which runs in the process, the engine's cost: WAL frames, checkpoint
+//     copies and pages read past its cache); with -cpuprofile-prefix, a
+//     CPU profile of each (compare them with go tool pprof -diff_base);
 //   - the size right after the drain, and then every few seconds until the
 //     queue's storage is back to a quarter of its peak or -reclaim has
 //     passed (the worker stays up, waiting on the empty queue, as a fleet
@@ -51,6 +56,7 @@ func main() {
 	flag.IntVar(&cfg.window, "window", 20_000, "tasks timed at the start, middle and end of the drain, and in the small-backlog yardstick")
 	flag.IntVar(&cfg.batch, "batch", 1000, "tasks per PushBatch call")
 	flag.IntVar(&cfg.handlers, "handlers", 16, "the draining worker's concurrency")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile-prefix", "", "write a CPU profile of the small-backlog drain and of each window to PREFIX-{yardstick,first,middle,last}.pprof")
 	flag.DurationVar(&cfg.reclaim, "reclaim", 5*time.Minute, "how long to watch the size after the drain (0: not at all)")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
@@ -68,6 +74,8 @@ type config struct {
 	batch    int
 	handlers int
 	reclaim  time.Duration
+	// cpuProfile, when set, is the path prefix of the drains' CPU profiles.
+	cpuProfile string
 }
 
 // check reports the first setting a run cannot work with.

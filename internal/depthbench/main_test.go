@@ -50,9 +50,13 @@ func TestDepthBench(t *testing.T) {
 			}
 			// The records are not counted as the queue's: its storage does
 			// not grow over the drain (a tenth of the backlog's weight
-			// allowed for maps and pages the engine adds meanwhile).
-			if slack := (res.peak.queue() - res.idle.queue()) / 10; res.afterDrain.queue() > res.peak.queue()+slack {
-				t.Errorf("queue's storage %d after the drain, more than the %d with the backlog queued", res.afterDrain.queue(), res.peak.queue())
+			// allowed for maps and pages the engine adds meanwhile). SQLite's
+			// WAL after the drain is left out: at this small depth its swing
+			// of megabytes (how far it is from its next checkpoint) is about
+			// the backlog's weight.
+			if slack := (res.peak.queue() - res.idle.queue()) / 10; res.afterDrain.queue()-res.afterDrain.wal > res.peak.queue()+slack {
+				t.Errorf("queue's storage %d after the drain (WAL %d of it), more than the %d with the backlog queued",
+					res.afterDrain.queue(), res.afterDrain.wal, res.peak.queue())
 			}
 			for _, want := range []string{"bytes per queued task", "drain at depth", "size right after the drain", "bytes per result record"} {
 				if !strings.Contains(out.String(), want) {

@@ -73,7 +73,7 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 		return res, err
 	}
 	warmup := startWorker(ctx, q, cfg.handlers)
-	_, err = warmup.waitDone(ctx, []int64{int64(warm)})
+	_, err = warmup.waitDone(ctx, []int64{int64(warm)}, nil)
 	if stopErr := warmup.stop(); err == nil {
 		err = stopErr
 	}
@@ -85,8 +85,10 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	if _, err := pushAll(ctx, q, 0, cfg.window, cfg.batch, cfg.window); err != nil {
 		return res, err
 	}
+	ph := phaseStart(cfg.cpuProfile, "yardstick")
 	small := startWorker(ctx, q, cfg.handlers)
-	marks, err := small.waitDone(ctx, []int64{int64(cfg.window)})
+	marks, err := small.waitDone(ctx, []int64{int64(cfg.window)}, nil)
+	yardCost := ph.end(int64(cfg.window))
 	if stopErr := small.stop(); err == nil {
 		err = stopErr
 	}
@@ -94,7 +96,7 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 		return res, err
 	}
 	res.yardstick = float64(cfg.window) / marks[0].Seconds()
-	printf(w, "drain of a %d backlog: %.0f tasks/s\n", cfg.window, res.yardstick)
+	printf(w, "drain of a %d backlog: %.0f tasks/s; %s\n", cfg.window, res.yardstick, yardCost)
 
 	// The backlog.
 	tenth := max(cfg.n/10, cfg.batch)
@@ -120,9 +122,21 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	// empty queue while the size is watched.
 	n, win := int64(cfg.n), int64(cfg.window)
 	midStart := n/2 - win/2
+	// Each window's cost per task, and its CPU profile with -cpuprofile-prefix.
+	costs := make([]string, 3)
+	ph = phaseStart(cfg.cpuProfile, "first")
 	big := startWorker(ctx, q, cfg.handlers)
 	defer func() { err = errors.Join(err, big.stop()) }()
-	marks, err = big.waitDone(ctx, []int64{win, midStart, midStart + win, n - win, n})
+	marks, err = big.waitDone(ctx, []int64{win, midStart, midStart + win, n - win, n}, func(i int) {
+		switch i {
+		case 0, 2, 4:
+			costs[i/2] = ph.end(win)
+		case 1:
+			ph = phaseStart(cfg.cpuProfile, "middle")
+		case 3:
+			ph = phaseStart(cfg.cpuProfile, "last")
+		}
+	})
 	if err != nil {
 		return res, err
 	}
@@ -133,6 +147,7 @@ func measure(ctx context.Context, cfg config, w io.Writer) (res result, err erro
 	printf(w, "drain at depth: first %d %.0f tasks/s (%.2fx the small backlog), middle %.0f (%.2fx), last %.0f (%.2fx); all %d in %s\n",
 		win, res.first, res.first/res.yardstick, res.mid, res.mid/res.yardstick, res.last, res.last/res.yardstick,
 		n, marks[4].Round(time.Millisecond))
+	printf(w, "  first: %s\n  middle: %s\n  last: %s\n", costs[0], costs[1], costs[2])
 
 	if res.afterDrain, err = eng.weigh(ctx); err != nil {
 		return res, fmt.Errorf("size: %w", err)
@@ -249,7 +264,8 @@ func (r *running) stop() error {
 
 // waitDone waits until the worker has completed each count in marks (in
 // increasing order) and returns when each was reached, from the call.
-func (r *running) waitDone(ctx context.Context, marks []int64) ([]time.Duration, error) {
+// reached, when set, is called with each mark's index as it is reached.
+func (r *running) waitDone(ctx context.Context, marks []int64, reached func(int)) ([]time.Duration, error) {
 	start := time.Now()
 	at := make([]time.Duration, 0, len(marks))
 	for len(at) < len(marks) {
@@ -259,6 +275,9 @@ func (r *running) waitDone(ctx context.Context, marks []int64) ([]time.Duration,
 		}
 		for len(at) < len(marks) && c.Done >= marks[len(at)] {
 			at = append(at, time.Since(start))
+			if reached != nil {
+				reached(len(at) - 1)
+			}
 		}
 		select {
 		case <-ctx.Done():
