@@ -172,6 +172,48 @@ func (b *bench) start(extraEnv []string, args ...string) *proc {
 	return p
 }
 
+// interruptedPush runs jobq QUEUE push args, writes lines "echo 1" to
+// "echo N" to its input and keeps it open, waits until the queue holds
+// stored tasks, interrupts it (Ctrl-C), and returns its standard error once
+// it has exited 1.
+func (b *bench) interruptedPush(n int, stored string, args ...string) string {
+	b.t.Helper()
+	cmd := exec.Command(jobqBin, append([]string{b.queue, "push"}, args...)...)
+	cmd.Env = b.env
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	var lines strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&lines, "echo %d\n", i)
+	}
+	if _, err := in.Write([]byte(lines.String())); err != nil {
+		b.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for b.size() != stored {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s tasks were not stored; size %s; stderr:\n%s", stored, b.size(), stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		b.t.Fatal(err)
+	}
+	err = cmd.Wait()
+	in.Close()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		b.t.Fatalf("push %v ended with %v; want exit 1; stderr:\n%s", args, err, stderr.String())
+	}
+	return stderr.String()
+}
+
 func (p *proc) output() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -278,43 +278,11 @@ func TestPushWaitInterruptedWhilePushing(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
 	requireResults(b)
-	cmd := exec.Command(jobqBin, b.queue, "push", "--wait")
-	cmd.Env = b.env
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// A full batch and half of another; the input stays open.
-	var lines strings.Builder
-	for i := 1; i <= 1500; i++ {
-		fmt.Fprintf(&lines, "echo %d\n", i)
-	}
-	if _, err := in.Write([]byte(lines.String())); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for b.size() != "1000" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first batch was not stored; size %s; stderr:\n%s", b.size(), stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	in.Close()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("push --wait ended with %v; want exit 1; stderr:\n%s", err, stderr.String())
-	}
-	m := regexp.MustCompile(`the stored tasks were not waited for; resume with: jobq QUEUE wait - < (\S+) \(the 1500 IDs\)`).FindStringSubmatch(stderr.String())
-	if !strings.Contains(stderr.String(), "stored 1500 tasks: lines 1–1500") || m == nil {
-		t.Fatalf("push --wait interrupted while pushing does not say what it stored and how to wait for it:\n%s", stderr.String())
+	stderr := b.interruptedPush(1500, "1000", "--wait")
+	m := regexp.MustCompile(`the stored tasks were not waited for; resume with: jobq QUEUE wait - < (\S+) \(the 1500 IDs\)`).FindStringSubmatch(stderr)
+	if !strings.Contains(stderr, "stored 1500 tasks: lines 1–1500") || m == nil {
+		t.Fatalf("push --wait interrupted while pushing does not say what it stored and how to wait for it:\n%s", stderr)
 	}
 	t.Cleanup(func() { os.Remove(m[1]) })
 	ids, err := os.ReadFile(m[1])
