@@ -53,8 +53,17 @@ func parseTaskLine(line string, o lineOpts) (*jobq.Task, error) {
 	}
 	keys, vals := v.Members()
 	keys, vals = append([]string(nil), keys...), append([]pyjson.Value(nil), vals...)
-	if cmd, ok := v.Get("cmd"); ok && cmd.Kind != pyjson.String {
-		return nil, fmt.Errorf(`"cmd" must be a string, got a JSON %s`, kindWord(cmd.Kind))
+	if cmd, ok := v.Get("cmd"); ok {
+		if cmd.Kind != pyjson.String {
+			return nil, fmt.Errorf(`"cmd" must be a string, got a JSON %s`, kindWord(cmd.Kind))
+		}
+		// A shell task's other fields, as a worker reads them: refused here
+		// rather than stored for every worker to refuse.
+		for _, name := range []string{"bg_dirsync_to", "cwd"} {
+			if f, ok := v.Get(name); ok && f.Kind != pyjson.String && f.Kind != pyjson.Null {
+				return nil, fmt.Errorf(`%q must be a string or null, got a JSON %s`, name, kindWord(f.Kind))
+			}
+		}
 	}
 	if i := indexOf(keys, "env"); i < 0 {
 		keys, vals = append(keys, "env"), append(vals, envValue(o.env))
