@@ -65,7 +65,10 @@ type Task struct {
 	// the wire). Shell tasks only.
 	DirSyncTo string
 	// Payload is the kwargs JSON object for a non-shell task. Must be empty
-	// when Command is set.
+	// when Command is set. An object with a "cmd" member is a shell task's
+	// kwargs, which workers read as such (how an empty command is pushed):
+	// encoding refuses one they could not read, such as a "cwd" that is
+	// not a string.
 	Payload json.RawMessage
 	// NumRetries is how many times the task may be retried after a failure
 	// before it is dead-lettered. ai4s-jobq's default is 0.

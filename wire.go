@@ -31,6 +31,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -291,7 +292,16 @@ func kwargsText(t *Task) (string, error) {
 		if v.Kind != pyjson.Object {
 			return "", errorf(InvalidArgument, "encode", "task payload must be a JSON object")
 		}
-		return string(pyjson.AppendValue(nil, v)), nil
+		text := string(pyjson.AppendValue(nil, v))
+		// Workers read a payload with a "cmd" member as a shell task: one
+		// they could not read is refused here rather than stored.
+		if _, shell := v.Get("cmd"); shell {
+			var e *Error
+			if err := decodeKwargsValue(&Task{}, &rawKwargs{text: text}, v); errors.As(err, &e) {
+				return "", errorf(InvalidArgument, "encode", "task payload has a \"cmd\" member, so workers read it as a shell task, but %s", strings.TrimPrefix(e.Msg, "task "))
+			}
+		}
+		return text, nil
 	}
 	// ai4s-jobq's push -c CMD [-e K=V] [--bg-dirsync-to DIR]:
 	// {"cmd": CMD, "bg_dirsync_to": DIR or null, "env": {...}}.
@@ -506,6 +516,12 @@ func decodeKwargs(t *Task, raw *rawKwargs) error {
 	if kw.Kind != pyjson.Object {
 		return decodeError("task kwargs are a JSON %s; they must be an object", kindName(kw.Kind))
 	}
+	return decodeKwargsValue(t, raw, kw)
+}
+
+// decodeKwargsValue is decodeKwargs of the kwargs object kw, parsed from
+// raw.text.
+func decodeKwargsValue(t *Task, raw *rawKwargs, kw pyjson.Value) error {
 	cmd, shell := kw.Get("cmd")
 	if !shell {
 		t.Payload = json.RawMessage(raw.text)

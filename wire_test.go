@@ -381,6 +381,12 @@ func TestMarshalTaskRejectsInvalid(t *testing.T) {
 		{"payload with Env", &Task{Payload: json.RawMessage(`{}`), Env: []EnvVar{{"A", "1"}}}, "Cwd or Env"},
 		{"id not utf-8", &Task{Command: "x", ID: "\xff"}, "task ID"},
 		{"payload list", &Task{Payload: json.RawMessage(`[1]`)}, "JSON object"},
+		// Found by FuzzTaskLine: workers read a payload with "cmd" as a
+		// shell task, and could not read these.
+		{"payload cmd with numeric dirsync", &Task{Payload: json.RawMessage(`{"cmd": "", "bg_dirsync_to": 0}`)},
+			`workers read it as a shell task, but kwargs "bg_dirsync_to" is a JSON number`},
+		{"payload cmd not a string", &Task{Payload: json.RawMessage(`{"cmd": 3}`)}, `kwargs "cmd" must be a string`},
+		{"payload cmd with env list", &Task{Payload: json.RawMessage(`{"cmd": "x", "env": [1]}`)}, `"env" is a JSON array`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
