@@ -90,12 +90,12 @@ const (
 // keeps its own). Task IDs are random, so every push changes one page of
 // the task-ID index at a random place; once the queue is deeper than a
 // transaction's worth of tasks, each such page is written whole to the
-// WAL and again to the file at the checkpoint. Half of SQLite's 4096 cuts those bytes: with 300,000
-// queued tasks, 15.5 KB were written per completed task at 4096 and
-// 10 KB at 2048 (at a 20,000-task queue 12 and 9 KB), for 3 % more space
-// per task; 1024 wrote less again but took 7 % more space. Drain rates
-// varied more between runs on the shared test machine than between the
-// sizes.
+// WAL and again to the file at the checkpoint. Half of SQLite's 4096 cuts
+// those bytes: with 300,000 queued tasks, 15.5 KB were written per
+// completed task at 4096 and 10 KB at 2048 (at a 20,000-task queue 12 and
+// 9 KB), for 3 % more space per task; 1024 wrote less again but took 7 %
+// more space. Drain rates varied more between runs on the shared test
+// machine than between the sizes.
 const newPageSize = 2048
 
 // walCheckpointPages is the wal_autocheckpoint pragma: the WAL pages after

@@ -204,7 +204,7 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 	if len(ids) == 0 {
 		return out, nil
 	}
-	found, err := d.newestResults(func(q string, args ...any) (*sql.Rows, error) { return d.db.QueryContext(ctx, q, args...) }, ids, micros(time.Now()))
+	found, err := d.currentResults(ctx, ids)
 	if err != nil {
 		return nil, d.wrap(ctx, "get results", err)
 	}
@@ -212,6 +212,11 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 		out[i] = found[id]
 	}
 	return out, nil
+}
+
+// currentResults is newestResults read from the file now.
+func (d *Driver) currentResults(ctx context.Context, ids []string) (map[string]*driver.ResultRecord, error) {
+	return d.newestResults(func(q string, args ...any) (*sql.Rows, error) { return d.db.QueryContext(ctx, q, args...) }, ids, micros(time.Now()))
 }
 
 // newestResults returns the record of each of ids that has one that has
@@ -304,7 +309,7 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	if err != nil {
 		return d.wrap(ctx, "wait for results", err)
 	}
-	found, err := d.newestResults(func(q string, args ...any) (*sql.Rows, error) { return d.db.QueryContext(ctx, q, args...) }, ids, micros(time.Now()))
+	found, err := d.currentResults(ctx, ids)
 	if err != nil {
 		return d.wrap(ctx, "wait for results", err)
 	}

@@ -25,20 +25,23 @@ type usage struct {
 func phaseStart(prefix, name string) usage {
 	var u usage
 	if prefix != "" {
-		f, err := os.Create(prefix + "-" + name + ".pprof")
-		if err == nil {
-
-			err = pprof.StartCPUProfile(f)
-			if err != nil {
-				_ = f.Close()
-			} else {
-				u.profile = f
-			}
-		}
-		u.profileFailed = err
+		u.profile, u.profileFailed = startProfile(prefix + "-" + name + ".pprof")
 	}
 	u.cpu, u.rchar, u.wchar = readUsage()
 	return u
+}
+
+// startProfile starts a CPU profile written to path.
+func startProfile(path string) (*os.File, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // end stops the phase's profile and reports its cost per task over n tasks.
