@@ -1165,10 +1165,10 @@ func TestDatabaseTheServerLacksIsInvalidArgument(t *testing.T) {
 	}
 }
 
-// TestPushAnnouncesOnlyWhileAReceiverWaits: a push publishes on the
+// TestAnnouncesOnlyWhileAReceiverWaits: a push or requeue publishes on the
 // queue's channel only while the waiting mark of a waiting receiver's
 // empty claim lasts, so a busy queue pays no announcement per push.
-func TestPushAnnouncesOnlyWhileAReceiverWaits(t *testing.T) {
+func TestAnnouncesOnlyWhileAReceiverWaits(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := testCtx(t)
@@ -1200,9 +1200,20 @@ func TestPushAnnouncesOnlyWhileAReceiverWaits(t *testing.T) {
 	if got := next(); got != "sentinel" {
 		t.Fatalf("a push with no receiver waiting announced %q", got)
 	}
-	// A receiver that does not wait leaves no mark.
-	if recs := receive(t, d, 1, time.Minute); len(recs) != 1 {
+	// A receiver that does not wait leaves no mark; nor does a requeue
+	// announce without one.
+	recs := receive(t, d, 1, time.Minute)
+	if len(recs) != 1 {
 		t.Fatalf("receive: %v", recs)
+	}
+	if errs := d.Requeue(ctx, []driver.RequeueParams{{Lease: recs[0].Lease}}); errs != nil {
+		t.Fatal(errs)
+	}
+	if got := next(); got != "sentinel" {
+		t.Fatalf("a requeue with no receiver waiting announced %q", got)
+	}
+	if recs := receive(t, d, 1, time.Minute); len(recs) != 1 {
+		t.Fatalf("receive after the requeue: %v", recs)
 	}
 	if n := receive(t, d, 1, time.Minute); len(n) != 0 {
 		t.Fatalf("receive on an empty queue: %v", n)
@@ -1235,5 +1246,23 @@ func TestPushAnnouncesOnlyWhileAReceiverWaits(t *testing.T) {
 	push(t, d, late)
 	if got := next(); !strings.HasPrefix(got, "@") {
 		t.Fatalf("a delayed push announced %q, want @<ms>", got)
+	}
+	// Requeues announce as pushes do: what they make ready, or when it
+	// comes due.
+	held := receive(t, d, 2, time.Minute)
+	if len(held) != 2 {
+		t.Fatalf("receive: %v", held)
+	}
+	if errs := d.Requeue(ctx, []driver.RequeueParams{{Lease: held[0].Lease}}); errs != nil {
+		t.Fatal(errs)
+	}
+	if got := next(); got != "1" {
+		t.Fatalf("a requeue while a receiver waits announced %q, want 1", got)
+	}
+	if errs := d.Requeue(ctx, []driver.RequeueParams{{Lease: held[1].Lease, Delay: time.Hour}}); errs != nil {
+		t.Fatal(errs)
+	}
+	if got := next(); !strings.HasPrefix(got, "@") {
+		t.Fatalf("a delayed requeue announced %q, want @<ms>", got)
 	}
 }

@@ -23,8 +23,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'notify'    the pub/sub channel announcing newly visible messages
 //	P..'waiting'   present while a receiver may be waiting for an announcement:
 //	               set by a claim that found nothing (claimScript), it expires
-//	               waitMarkTTL after the last; a push announces only while it
-//	               exists
+//	               waitMarkTTL after the last; pushes and requeues announce
+//	               only while it exists
 //	P..'rb:'..b    a bucket of result records: hash task id -> record, with a TTL (see recordLua)
 //	P..'rbs'       sorted set of the record buckets, score = when the bucket expires (ms)
 //	P..'results'   the pub/sub channel announcing stored result records
@@ -189,6 +189,20 @@ local function unhold(acc, ckey, mid, tok)
 end
 local function drop_held(acc)
   for ckey, members in pairs(acc) do redis.call('SREM', P .. 'cin:' .. ckey, unpack(members)) end
+end
+`
+
+// announceLua defines announce, which publishes a and then b (either may
+// be nil) on the queue's notify channel, only while a receiver may be
+// waiting (P..'waiting'), as the push does: with every receiver busy, the
+// subscribed processes of a fleet cost a requeue nothing. The scripts that
+// make messages ready, other than the push, prepend it.
+const announceLua = `
+local function announce(a, b)
+  if (a or b) and redis.call('EXISTS', P .. 'waiting') == 1 then
+    if a then redis.call('PUBLISH', P .. 'notify', a) end
+    if b then redis.call('PUBLISH', P .. 'notify', b) end
+  end
 end
 `
 
@@ -640,7 +654,7 @@ return redis.call('ZREMRANGEBYSCORE', P .. 'rbs', '-inf', '(' .. now_ms())
 // requeueScript releases held messages. ARGV: prefix, n, then n
 // times (message id, token, delay ms, "1" to replace the body or "0",
 // body). Returns n results, 1 done or 0 lost. Announcements as for push.
-var requeueScript = goredis.NewScript(common + readyLua + leaseLua + `
+var requeueScript = goredis.NewScript(common + readyLua + leaseLua + announceLua + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out, released, held = {}, {}, {}
@@ -676,8 +690,7 @@ for i = 0, n - 1 do
 end
 if #released > 0 then redis.call('ZREM', INFLIGHT, unpack(released)) end
 drop_held(held)
-if visible > 0 then redis.call('PUBLISH', P .. 'notify', visible) end
-if firstDelay > 0 then redis.call('PUBLISH', P .. 'notify', '@' .. firstDelay) end
+announce(visible > 0 and visible or nil, firstDelay > 0 and '@' .. firstDelay or nil)
 return out
 `)
 
@@ -837,7 +850,7 @@ return out
 // takes up to limit of all dead letters. A requeued letter takes its task
 // id back unless another queued message holds it. Returns how many it
 // moved.
-var requeueDeadScript = goredis.NewScript(common + readyLua + `
+var requeueDeadScript = goredis.NewScript(common + readyLua + announceLua + `
 local DEAD, IDS = P .. 'dead', P .. 'ids'
 local mids = {}
 if #ARGV > 2 then
@@ -869,7 +882,7 @@ for _, mid in ipairs(mids) do
     n = n + 1
   end
 end
-if n > 0 then redis.call('PUBLISH', P .. 'notify', n) end
+if n > 0 then announce(n) end
 return n
 `)
 
@@ -974,7 +987,7 @@ return redis.call('EXISTS', P .. 'rescue')
 // fails at the mark in P..'delayed' after storing the message. ARGV:
 // prefix, then pairs (task id, message id) from the ids hash. Returns how
 // many it made ready.
-var rescueScript = goredis.NewScript(common + readyLua + `
+var rescueScript = goredis.NewScript(common + readyLua + announceLua + `
 local IDS = P .. 'ids'
 local now = now_ms()
 local n = 0
@@ -993,6 +1006,6 @@ for i = 2, #ARGV - 1, 2 do
     end
   end
 end
-if n > 0 then redis.call('PUBLISH', P .. 'notify', n) end
+if n > 0 then announce(n) end
 return n
 `)
