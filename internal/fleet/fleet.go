@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +33,10 @@ type Config struct {
 	// Idle is how long the idle fleet is watched before the push; zero
 	// skips the idle measurement.
 	Idle time.Duration
+	// Rate, when positive, pushes the tasks one at a time at this many
+	// per second, as a trickle that an idle fleet keeps up with, rather
+	// than all at once.
+	Rate float64
 	// Engine measures the engine's connections and CPU; nil measures
 	// nothing on the engine side.
 	Engine Engine
@@ -60,6 +65,10 @@ type Report struct {
 	WorkerRSS int64
 	// Drain is from the start of the push to the last task run.
 	Drain time.Duration
+	// Rate is Config.Rate; EngineCPUPerTask the engine's CPU from the
+	// start of the push to the last task run, per task.
+	Rate             float64
+	EngineCPUPerTask time.Duration
 	// Ran is how many task runs the log holds; Distinct how many tasks
 	// ran at least once; Duplicates how many runs repeated one; Lost how
 	// many pushed tasks never ran.
@@ -70,7 +79,7 @@ type Report struct {
 }
 
 // Rate is the drain rate in tasks per second.
-func (r Report) Rate() float64 { return float64(r.Distinct) / r.Drain.Seconds() }
+func (r Report) DrainRate() float64 { return float64(r.Distinct) / r.Drain.Seconds() }
 
 // String is the report as the command prints it.
 func (r Report) String() string {
@@ -79,16 +88,22 @@ func (r Report) String() string {
 		s += fmt.Sprintf("idle: engine connections %d, engine CPU %.3f cores (%.3f before the fleet started), workers' CPU %.3f cores, workers' RSS %d MiB\n",
 			r.IdleConns, r.IdleEngineCPU, r.BaseEngineCPU, r.IdleWorkerCPU, r.WorkerRSS>>20)
 	}
+	if r.Rate > 0 {
+		s += fmt.Sprintf("pushed one at a time at %.0f tasks/s\n", r.Rate)
+	}
+	if r.EngineCPUPerTask > 0 {
+		s += fmt.Sprintf("engine CPU per task from the push to the last run: %.0f µs\n", float64(r.EngineCPUPerTask.Nanoseconds())/1e3)
+	}
 	return s + fmt.Sprintf("drain: %.1fs, %.0f tasks/s, engine connections at the end %d\n"+
 		"runs %d, distinct %d, duplicates %d, lost %d, left in queue %d",
-		r.Drain.Seconds(), r.Rate(), r.BusyConns, r.Ran, r.Distinct, r.Duplicates, r.Lost, r.Left)
+		r.Drain.Seconds(), r.DrainRate(), r.BusyConns, r.Ran, r.Distinct, r.Duplicates, r.Lost, r.Left)
 }
 
 // Run starts the fleet, watches it idle, pushes the tasks, waits for every
 // one to run (or ctx to end), stops the fleet and counts what ran. Each task
 // appends its number to a log file, so lost and repeated runs are counted.
 func Run(ctx context.Context, cfg Config) (Report, error) {
-	rep := Report{Workers: cfg.Workers, Handlers: cfg.Handlers, Tasks: cfg.Tasks}
+	rep := Report{Workers: cfg.Workers, Handlers: cfg.Handlers, Tasks: cfg.Tasks, Rate: cfg.Rate}
 	if cfg.Workers < 1 || cfg.Handlers < 1 || cfg.Tasks < 1 {
 		return rep, errors.New("fleet: workers, handlers and tasks must be at least 1")
 	}
@@ -126,8 +141,19 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 
+	var cpu0 time.Duration
+	if cfg.Engine != nil {
+		if _, cpu0, err = cfg.Engine.Usage(ctx); err != nil {
+			return rep, err
+		}
+	}
 	start := time.Now()
-	if err := push(ctx, cfg, logPath); err != nil {
+	if cfg.Rate > 0 {
+		err = trickle(ctx, cfg, logPath)
+	} else {
+		err = push(ctx, cfg, logPath)
+	}
+	if err != nil {
 		return rep, err
 	}
 	for {
@@ -144,9 +170,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rep.Drain = time.Since(start)
 	if cfg.Engine != nil {
-		if rep.BusyConns, _, err = cfg.Engine.Usage(ctx); err != nil {
+		var cpu1 time.Duration
+		if rep.BusyConns, cpu1, err = cfg.Engine.Usage(ctx); err != nil {
 			return rep, err
 		}
+		rep.EngineCPUPerTask = (cpu1 - cpu0) / time.Duration(cfg.Tasks)
 	}
 	// A run repeated late (a lease expiring) would land after the count.
 	if err := sleep(ctx, time.Second); err != nil {
@@ -242,6 +270,32 @@ func push(ctx context.Context, cfg Config, logPath string) error {
 	c.Stdin = strings.NewReader(in.String())
 	if out, err := c.CombinedOutput(); err != nil {
 		return fmt.Errorf("fleet: push: %w: %s", err, out)
+	}
+	return nil
+}
+
+// trickle pushes the same tasks as push, one per call, cfg.Rate a second.
+func trickle(ctx context.Context, cfg Config, logPath string) error {
+	q, err := jobq.Open(ctx, cfg.Queue)
+	if err != nil {
+		return fmt.Errorf("fleet: open for the push: %w", err)
+	}
+	defer q.Close()
+	tick := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+	defer tick.Stop()
+	for i := range cfg.Tasks {
+		kwargs, err := json.Marshal(map[string]string{"cmd": fmt.Sprintf("echo %d >> %s", i, logPath)})
+		if err != nil {
+			return fmt.Errorf("fleet: %w", err)
+		}
+		if _, err := q.Push(ctx, &jobq.Task{Payload: kwargs}); err != nil {
+			return fmt.Errorf("fleet: push task %d: %w", i, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ func main() {
 	flag.IntVar(&o.Handlers, "n", 1, "tasks each worker runs at once")
 	flag.IntVar(&o.Tasks, "tasks", 20000, "tasks to push and drain")
 	flag.DurationVar(&o.Idle, "idle", 10*time.Second, "how long the idle fleet is measured before the push (0: skip)")
+	flag.Float64Var(&o.Rate, "rate", 0, "push the tasks one at a time at this many per second (0: all at once, with jobq push)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "give up after this long")
 	flag.Parse()
 	if o.Server == "" {

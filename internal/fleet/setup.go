@@ -26,9 +26,10 @@ type Options struct {
 	ServerConns int
 	// Jobq is the jobq binary; empty builds one.
 	Jobq string
-	// Workers, Handlers, Tasks and Idle are as in Config.
+	// Workers, Handlers, Tasks, Idle and Rate are as in Config.
 	Workers, Handlers, Tasks int
 	Idle                     time.Duration
+	Rate                     float64
 }
 
 // setup prepares a run: a temporary directory, the jobq binary, a fresh
@@ -50,7 +51,7 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 		cleanup()
 		return Config{}, nil, err
 	}
-	cfg := Config{Jobq: o.Jobq, Workers: o.Workers, Handlers: o.Handlers, Tasks: o.Tasks, Idle: o.Idle, Dir: dir}
+	cfg := Config{Jobq: o.Jobq, Workers: o.Workers, Handlers: o.Handlers, Tasks: o.Tasks, Idle: o.Idle, Rate: o.Rate, Dir: dir}
 	if cfg.Jobq == "" {
 		cfg.Jobq = filepath.Join(dir, "jobq")
 		if out, err := exec.CommandContext(ctx, "go", "build", "-o", cfg.Jobq, "github.com/jobq/jobq/cmd/jobq").CombinedOutput(); err != nil {
