@@ -35,14 +35,15 @@ func (n *notifier) add() *waiter {
 	return w
 }
 
-// notify wakes up to k waiters, or all of them when k < 0.
-func (n *notifier) notify(k int) {
+// notify wakes up to k waiters, or all of them when k < 0, and returns how
+// many it woke.
+func (n *notifier) notify(k int) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.wakeLocked(k)
+	return n.wakeLocked(k)
 }
 
-func (n *notifier) wakeLocked(k int) {
+func (n *notifier) wakeLocked(k int) int {
 	if k < 0 || k > len(n.waiting) {
 		k = len(n.waiting)
 	}
@@ -53,23 +54,25 @@ func (n *notifier) wakeLocked(k int) {
 	rest := copy(n.waiting, n.waiting[k:])
 	clear(n.waiting[rest:])
 	n.waiting = n.waiting[:rest]
+	return k
 }
 
 // leave unregisters w when its receiver stops without acting on a wake-up
-// it may have received; such a wake-up goes to the next waiter.
-func (n *notifier) leave(w *waiter) {
+// it may have received; such a wake-up goes to the next waiter. It reports
+// whether w had one and no other waiter was left to take it.
+func (n *notifier) leave(w *waiter) (dropped bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if w.woken {
-		n.wakeLocked(1)
-		return
+		return n.wakeLocked(1) == 0
 	}
 	for i, x := range n.waiting {
 		if x == w {
 			n.waiting = slices.Delete(n.waiting, i, i+1)
-			return
+			return false
 		}
 	}
+	return false
 }
 
 // waiters returns how many receivers are waiting.

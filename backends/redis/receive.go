@@ -16,16 +16,24 @@ import (
 // often.
 const maxIdleWait = 30 * time.Second
 
-// waitMarkTTL is how long the waiting mark a waiting receiver's empty
-// claim sets lasts (P..'waiting', scripts.go): longer than any one wait,
-// which ends in another claim that sets it again. Pushes announce only
-// while the mark exists, so that a queue whose receivers are all busy
-// pays no announcement per push, and its subscribers get none.
+// waitMarkTTL is how long the entry a waiting receiver's empty claim puts
+// in P..'waiters' (scripts.go) lasts: longer than any one wait, which ends
+// in another claim that puts it back. Pushes wake only the handles in that
+// set, each on its own channel, so a queue whose receivers are all busy
+// pays no announcement per push, and a push of one task wakes one process
+// of an idle fleet rather than all of them.
 const waitMarkTTL = maxIdleWait + 5*time.Second
 
 // Receive implements driver.Driver. When nothing is ready and p.Wait is
-// positive, it waits for a pub/sub announcement from a push, or for the
-// earliest delayed message or lease to come due, whichever is first.
+// positive, it waits to be woken by a push (on the handle's own pub/sub
+// channel), or for the earliest delayed message or lease to come due,
+// whichever is first.
+//
+// A push takes the handle out of the waiting set as it wakes it, while
+// other receivers of the handle may still wait. So a woken receiver whose
+// claim finds messages wakes another waiting receiver of the handle: that
+// one's claim finds messages pushed since, or finds nothing and puts the
+// handle back, in the same script, so no later push passes it by.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := d.begin(ctx, "receive"); err != nil {
 		return nil, err
@@ -37,10 +45,15 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	vis := ms(p.Visibility)
 	deadline := time.Now().Add(p.Wait)
 	if p.Wait > 0 {
+		if err := d.listen(ctx, d.ownChannel); err != nil {
+			return nil, err
+		}
+		// Pushes of earlier releases announce here, to every handle.
 		if err := d.listen(ctx, d.channel); err != nil {
 			return nil, err
 		}
 	}
+	woken := false // this claim follows a wake-up
 	for {
 		var w *waiter
 		if p.Wait > 0 {
@@ -49,13 +62,16 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		recs, nextDue, err := d.claim(ctx, n, vis, p.Wait > 0)
 		if err != nil || len(recs) > 0 || p.Wait <= 0 {
 			if w != nil {
-				d.wake.leave(w)
+				d.leave(w)
+			}
+			if woken && len(recs) > 0 {
+				d.wake.notify(1)
 			}
 			return recs, err
 		}
 		pause := time.Until(deadline)
 		if pause <= 0 {
-			d.wake.leave(w)
+			d.leave(w)
 			return nil, nil
 		}
 		if nextDue > 0 && nextDue < pause {
@@ -63,20 +79,54 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		}
 		pause = min(pause, maxIdleWait)
 		t := time.NewTimer(pause)
+		woken = false
 		select {
 		case <-w.ch:
 			t.Stop() // woken: claim again, which uses the wake-up
+			woken = true
 		case <-t.C:
-			d.wake.leave(w)
+			d.leave(w)
 			if !time.Now().Before(deadline) {
 				return nil, nil
 			}
 		case <-ctx.Done():
 			t.Stop()
-			d.wake.leave(w)
+			d.leave(w)
 			return nil, d.fail("receive", ctx.Err())
 		}
 	}
+}
+
+// leave unregisters a waiter; a wake-up it had and no other receiver of
+// this handle could take is passed on to another handle.
+func (d *Driver) leave(w *waiter) {
+	if d.wake.leave(w) {
+		d.passOn(1)
+	}
+}
+
+// passOn wakes up to n other waiting handles, for wake-ups this one had no
+// waiting receiver for (wakeScript), in the background: a push took this
+// handle out of the waiting set to wake it, and the messages it was woken
+// for must not wait for another handle's next idle claim.
+func (d *Driver) passOn(n int) {
+	if n <= 0 {
+		return
+	}
+	d.passMu.Lock()
+	defer d.passMu.Unlock()
+	if d.closed.Load() {
+		return
+	}
+	d.passing.Add(1)
+	go func() {
+		defer d.passing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := d.run(ctx, wakeScript, n, d.id).Err(); err != nil && !d.closed.Load() {
+			d.log.Warn("jobq: could not pass on a wake-up; another receiver picks the task up at its next claim", "queue", d.queue, "err", err)
+		}
+	}()
 }
 
 // claim runs the claim script once. nextDue is how long until a delayed
@@ -87,7 +137,7 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64, wait bool) (recs [
 	start := time.Now()
 	var cmd *goredis.Cmd
 	if wait {
-		cmd = d.run(ctx, claimScript, n, vis, ms(waitMarkTTL))
+		cmd = d.run(ctx, claimScript, n, vis, ms(waitMarkTTL), d.id)
 	} else {
 		cmd = d.run(ctx, claimScript, n, vis)
 	}
@@ -208,10 +258,13 @@ func (d *Driver) relay(ps *goredis.PubSub) {
 		backoff = minBackoff
 		switch m := msg.(type) {
 		case *goredis.Message:
-			if m.Channel == results {
+			switch m.Channel {
+			case results:
 				d.resultWake.announce(m.Payload)
-			} else {
-				d.announced(m.Payload)
+			case d.ownChannel:
+				d.announced(m.Payload, true)
+			default:
+				d.announced(m.Payload, false)
 			}
 		case *goredis.Subscription:
 			d.listenMu.Lock()
@@ -232,21 +285,30 @@ func (d *Driver) relay(ps *goredis.PubSub) {
 // announced acts on one announcement: "n" means n messages became visible
 // and wakes up to n waiters; "@ms" means a delayed message comes due in ms
 // milliseconds, and wakes one waiter then, since receivers that went idle
-// before it was pushed do not know about it.
-func (d *Driver) announced(payload string) {
+// before it was pushed do not know about it. A wake-up on the handle's own
+// channel (own) that finds no waiter is passed on: the push that sent it
+// woke no other handle for it. One on the channel of earlier releases went
+// to every handle.
+func (d *Driver) announced(payload string, own bool) {
 	if after, ok := strings.CutPrefix(payload, "@"); ok {
 		ms, err := strconv.ParseInt(after, 10, 64)
 		if err != nil || ms < 0 {
 			ms = 0
 		}
-		time.AfterFunc(time.Duration(ms+1)*time.Millisecond, func() { d.wake.notify(1) })
+		time.AfterFunc(time.Duration(ms+1)*time.Millisecond, func() {
+			if d.wake.notify(1) == 0 && own {
+				d.passOn(1)
+			}
+		})
 		return
 	}
 	k, err := strconv.Atoi(payload)
 	if err != nil || k < 1 {
 		k = 1
 	}
-	d.wake.notify(k)
+	if woke := d.wake.notify(k); own && woke < k {
+		d.passOn(k - woke)
+	}
 }
 
 // asInt reads an integer reply element.

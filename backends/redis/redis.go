@@ -28,6 +28,7 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -198,7 +199,9 @@ type Driver struct {
 	prefix          string   // "jobq:{name}:", the start of every key of the queue
 	prefixArg       any      // prefix as a script argument, boxed once (see scriptArgs)
 	keys            []string // the queue's keys; scripts are given the first, see scripts.go
-	channel         string   // pub/sub channel announcing newly visible messages
+	channel         string   // the channel earlier releases announce on (scripts.go, P..'notify')
+	id              string   // this handle's entry in P..'waiters' while a receiver waits
+	ownChannel      string   // the channel pushes wake this handle on (P..'w:'..id)
 	log             *slog.Logger
 
 	closed atomic.Bool
@@ -212,6 +215,8 @@ type Driver struct {
 	subscribed map[string]bool          // channels whose subscription Redis confirmed
 	confirming map[string]chan struct{} // closed by the relay on confirmation
 	listenWG   sync.WaitGroup
+	passMu     sync.Mutex     // held by passOn to start one, and by Close while it waits for them
+	passing    sync.WaitGroup // passOn calls in flight
 	resultWake *resultWaiters // WaitResults callers
 
 	pushes *pushgroup.Group // one-message pushes, sent together when concurrent
@@ -222,16 +227,19 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		log = slog.Default()
 	}
 	kp := prefix + ":{" + queue + "}:"
+	id := rand.Text()[:16]
 	d := &Driver{
-		client:    client,
-		queue:     queue,
-		prefix:    kp,
-		prefixArg: kp,
-		keys:      []string{kp + "seq", kp + "ready", kp + "due", kp + "inflight", kp + "ids", kp + "dead"},
-		channel:   kp + "notify",
-		log:       log,
-		done:      make(chan struct{}),
-		wake:      newNotifier(),
+		client:     client,
+		queue:      queue,
+		prefix:     kp,
+		prefixArg:  kp,
+		keys:       []string{kp + "seq", kp + "ready", kp + "due", kp + "inflight", kp + "ids", kp + "dead"},
+		channel:    kp + "notify",
+		id:         id,
+		ownChannel: kp + "w:" + id,
+		log:        log,
+		done:       make(chan struct{}),
+		wake:       newNotifier(),
 
 		subscribed: map[string]bool{},
 		confirming: map[string]chan struct{}{},
@@ -295,6 +303,17 @@ func (d *Driver) Close() error {
 		_ = ps.Close()
 	}
 	d.listenWG.Wait()
+	d.passMu.Lock() // no passOn starts from here on: it sees closed
+	d.passing.Wait()
+	d.passMu.Unlock()
+	if ps != nil {
+		// Out of the waiting set, so that no push wakes this handle; an
+		// entry left behind lapses (waitMarkTTL) or is dropped by the
+		// first push that finds no one listening on its channel.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = d.client.ZRem(ctx, d.prefix+"waiters", d.id).Err()
+		cancel()
+	}
 	d.wake.notify(-1)
 	d.resultWake.wakeAll()
 	if !d.ownsClient {

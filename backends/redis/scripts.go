@@ -20,11 +20,17 @@ import goredis "github.com/redis/go-redis/v9"
 //	               and the member mark at +inf
 //	P..'ids'       hash task id -> message id, for dedup of queued tasks
 //	P..'dead'      sorted set of dead letters, score = dead-at (ms)
-//	P..'notify'    the pub/sub channel announcing newly visible messages
-//	P..'waiting'   present while a receiver may be waiting for an announcement:
-//	               set by a claim that found nothing (claimScript), it expires
-//	               waitMarkTTL after the last; pushes and requeues announce
-//	               only while it exists
+//	P..'waiters'   sorted set of the queue handles (Driver.id) whose receivers
+//	               wait, score = when the entry lapses (ms): added by a claim
+//	               that found nothing for a receiver about to wait
+//	               (claimScript); a push or requeue takes out as many as it
+//	               has messages for and tells each on its own channel (wakeLua)
+//	P..'w:'..id    the pub/sub channel of queue handle id: "n" (n messages are
+//	               ready) or "@ms" (a delayed one comes due in ms)
+//	P..'notify'    the channel on which earlier releases' pushes announce to
+//	               every handle; receivers still listen to it
+//	P..'waiting'   set with a TTL by the same claims, for earlier releases'
+//	               pushes, which announce on P..'notify' only while it exists
 //	P..'rb:'..b    a bucket of result records: hash task id -> record, with a TTL (see recordLua)
 //	P..'rbs'       sorted set of the record buckets, score = when the bucket expires (ms)
 //	P..'results'   the pub/sub channel announcing stored result records
@@ -192,19 +198,62 @@ local function drop_held(acc)
 end
 `
 
-// announceLua defines announce, which publishes a and then b (either may
-// be nil) on the queue's notify channel, only while a receiver may be
-// waiting (P..'waiting'), as the push does: with every receiver busy, the
-// subscribed processes of a fleet cost a requeue nothing. The scripts that
-// make messages ready, other than the push, prepend it.
-const announceLua = `
-local function announce(a, b)
-  if (a or b) and redis.call('EXISTS', P .. 'waiting') == 1 then
-    if a then redis.call('PUBLISH', P .. 'notify', a) end
-    if b then redis.call('PUBLISH', P .. 'notify', b) end
+// wakeLua defines wake, which tells waiting queue handles (P..'waiters')
+// what became claimable, each on its own channel P..'w:'..id: n messages
+// now, split among up to n handles, each taken out of the set (a receiver
+// of it that then finds nothing puts it back); or, with at, that a
+// delayed message comes due in at ms, told to one handle, which stays in.
+// A handle whose channel has no subscriber (its process is gone) is
+// dropped and the next one told. skip, with n, is a handle not to tell and
+// to leave in the set (one passing on a wake-up it had no receiver for),
+// or nil. The push defines it only when a handle waits: defining a
+// function costs every call.
+const wakeLua = `
+local function wake(n, at, skip)
+  local W = P .. 'waiters'
+  local left, kept = at and 1 or n, nil
+  while left > 0 do
+    local p
+    if at then
+      p = redis.call('ZRANGE', W, -1, -1, 'WITHSCORES')
+    else
+      p = redis.call('ZPOPMAX', W, left)
+    end
+    if #p == 0 then break end
+    local each = at and '@' .. at or math.ceil(left / (#p / 2))
+    for i = 1, #p, 2 do
+      if p[i] == skip then
+        kept = p[i + 1]
+      elseif redis.call('PUBLISH', P .. 'w:' .. p[i], each) > 0 then
+        left = left - (at and 1 or each)
+      elseif at then
+        redis.call('ZREM', W, p[i])
+      end
+    end
   end
+  -- skip is in the set again only if a receiver of it has waited since.
+  if kept then redis.call('ZADD', W, kept, skip) end
 end
 `
+
+// announceLua defines announce, which wakes waiting queue handles for a
+// messages made ready now and for a delayed one due in b ms (either may be
+// nil), as a push does. The scripts that make messages ready, other than
+// the push, prepend it.
+const announceLua = wakeLua + `
+local function announce(a, b)
+  if redis.call('EXISTS', P .. 'waiters') == 0 then return end
+  if a then wake(a) end
+  if b then wake(nil, b) end
+end
+`
+
+// wakeScript passes on wake-ups a queue handle had no receiver for.
+// ARGV: prefix, n, the handle's id (not told).
+var wakeScript = goredis.NewScript(pushPrelude + wakeLua + `
+wake(tonumber(ARGV[2]), nil, ARGV[3])
+return 0
+`)
 
 // pushScript stores messages. ARGV: prefix, the producer's time (ms), then
 // per message (task id, body, priority, not-before ms or 0, concurrency key,
@@ -218,8 +267,9 @@ end
 // refuse the whole call with a QUEUEFULL error when the new messages would
 // not fit. Returns per message (message id, 1 if duplicate else 0), except
 // that a call of one new message with every field after its body left out
-// returns its message id as an integer. It announces the number of messages
-// made visible, and "@<ms>" when the first delayed one comes due.
+// returns its message id as an integer. It wakes waiting queue handles for
+// the messages made visible, and one for when the first delayed one comes
+// due (wakeLua).
 var pushScript = goredis.NewScript(pushPrelude + `
 -- common's helpers, spelled out (see pushPrelude): string.format('%d', x)
 -- is str(x), P .. 'm:' .. mid is mkey(mid), and ZCOUNT from '-inf' to
@@ -242,12 +292,14 @@ end
 -- it is parsed only for a message that has a NotBefore.
 local now = nil
 -- The max-depth policy, and whether any receiver waits. Usually neither
--- is there: an EXISTS of both says so for less than reading them (an
--- integer reply rather than a table).
+-- is there: an EXISTS of both says so for less than reading them. (MGET
+-- reads a policy key that another tool made something other than a string
+-- as no policy, where GET would fail the push.)
 local maxDepth, heard = false, false
-if redis.call('EXISTS', P .. 'polm', P .. 'waiting') > 0 then
-  local got = redis.call('MGET', P .. 'polm', P .. 'waiting')
-  maxDepth, heard = got[1], got[2]
+local there = redis.call('EXISTS', P .. 'polm', P .. 'waiters')
+if there > 0 then
+  maxDepth = redis.call('MGET', P .. 'polm')[1]
+  heard = there > (maxDepth and 1 or 0)
 end
 if maxDepth then
   maxDepth = tonumber(maxDepth)
@@ -283,7 +335,10 @@ if lone then
   end
   redis.call('HSET', P .. 'm:' .. mid, B, ARGV[4], 'e', nowStr, 'i', id)
   redis.call('ZADD', READY, '0', string.rep('0', 16 - #mid) .. mid .. mid)
-  if heard then redis.call('PUBLISH', P .. 'notify', '1') end
+  if heard then
+    ` + wakeLua + `
+    wake(1)
+  end
   return first + 1
 end
 -- The tables start with two slots, which a one-message push fills without
@@ -333,30 +388,31 @@ for i = 0, n - 1 do
     out[2 * i + 1], out[2 * i + 2] = mid, 0
   end
 end
-if nr > 0 then
-  redis.call('ZADD', READY, unpack(ready, 1, nr))
-  if heard then redis.call('PUBLISH', P .. 'notify', string.format('%d', nr / 2)) end
-end
-if nd > 0 then
-  redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd))
-  -- Waiting receivers hear when the first of them comes due.
-  local due = tonumber(delayed[1])
-  for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
-  if heard then redis.call('PUBLISH', P .. 'notify', '@' .. string.format('%d', due - now)) end
+if nr > 0 then redis.call('ZADD', READY, unpack(ready, 1, nr)) end
+if nd > 0 then redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd)) end
+if heard and nr + nd > 0 then
+  ` + wakeLua + `
+  if nr > 0 then wake(nr / 2) end
+  if nd > 0 then
+    -- A waiting receiver hears when the first of them comes due.
+    local due = tonumber(delayed[1])
+    for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
+    wake(nil, due - now)
+  end
 end
 return out
 `)
 
 // claimScript leases up to max ready messages. ARGV: prefix, max,
 // visibility ms, and, from a receiver that waits when it finds nothing,
-// how long (ms) the waiting mark it then sets lasts (see P..'waiting'):
-// set in the same script as the empty claim, so that a push either came
-// before the claim, which finds its message, or sees the mark and
-// announces it. Returns {now, next} where next is the earliest time (ms) a
-// delayed message or lease comes due (-1 when none), followed by eight
-// fields per claimed message: message id, token, delivery count, task id,
-// body (field b), enqueued ms, trace context, packed body (field z, only
-// when there is no b).
+// how long (ms) its handle's entry in P..'waiters' lasts, and the handle's
+// id: the entry is added in the same script as the empty claim, so that a
+// push either came before the claim, which finds its message, or finds
+// the entry and wakes the handle. Returns {now, next} where next is the
+// earliest time (ms) a delayed message or lease comes due (-1 when none),
+// followed by eight fields per claimed message: message id, token,
+// delivery count, task id, body (field b), enqueued ms, trace context,
+// packed body (field z, only when there is no b).
 var claimScript = goredis.NewScript(common + readyLua + policyLua + damageLua + `
 local max, vis = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
@@ -376,7 +432,15 @@ else
 end
 local out = {now, -1}
 if #popped == 0 then
-  if ARGV[4] then redis.call('SET', P .. 'waiting', '1', 'PX', ARGV[4]) end
+  if ARGV[4] then
+    if ARGV[5] then
+      local W = P .. 'waiters'
+      redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
+      redis.call('ZADD', W, now + tonumber(ARGV[4]), ARGV[5])
+    end
+    -- For pushes of earlier releases.
+    redis.call('SET', P .. 'waiting', '1', 'PX', ARGV[4])
+  end
   if blocked then
     -- Ready messages wait for a key to free up: look again soon.
     out[2] = now + 100
@@ -690,7 +754,7 @@ for i = 0, n - 1 do
 end
 if #released > 0 then redis.call('ZREM', INFLIGHT, unpack(released)) end
 drop_held(held)
-announce(visible > 0 and visible or nil, firstDelay > 0 and '@' .. firstDelay or nil)
+announce(visible > 0 and visible or nil, firstDelay > 0 and firstDelay or nil)
 return out
 `)
 
