@@ -8,8 +8,13 @@
 //
 // On Postgres the workers go through a pgbouncer (Debian's; see
 // .ci/install-pgbouncer.sh) in transaction pooling mode with -server-conns
-// server connections. Each task is a shell command appending its number to a
-// log file.
+// server connections, or, with -direct, to the server itself. Each task is
+// a shell command appending its number to a log file. With -rate the tasks
+// are pushed one at a time at that rate, and the engine's CPU per task is
+// reported:
+//
+//	go run ./internal/fleet -engine redis -workers 200 -tasks 2000 -rate 100
+//	go run ./internal/fleet -engine postgres -direct -workers 20 -tasks 500 -rate 50
 package main
 
 import (
@@ -27,6 +32,7 @@ func main() {
 	flag.StringVar(&o.Server, "server", "", "the engine's URL (default postgres://postgres@127.0.0.1:5432/test?sslmode=disable or redis://127.0.0.1:6379/0)")
 	flag.StringVar(&o.Params, "params", "", "extra queue URL parameters, such as poll=200ms")
 	flag.IntVar(&o.ServerConns, "server-conns", 20, "pgbouncer's default_pool_size: server connections for the whole fleet")
+	flag.BoolVar(&o.Direct, "direct", false, "postgres: the workers connect to the server directly, without pgbouncer, and LISTEN (about 50 fit Postgres's default max_connections)")
 	flag.StringVar(&o.Jobq, "jobq", "", "the jobq binary (default: go build one)")
 	flag.IntVar(&o.Workers, "workers", 200, "worker processes")
 	flag.IntVar(&o.Handlers, "n", 1, "tasks each worker runs at once")

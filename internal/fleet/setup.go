@@ -30,11 +30,13 @@ type Options struct {
 	Workers, Handlers, Tasks int
 	Idle                     time.Duration
 	Rate                     float64
+	// Direct has Postgres workers connect to the server without pgbouncer.
+	Direct bool
 }
 
 // setup prepares a run: a temporary directory, the jobq binary, a fresh
-// queue, and for Postgres a pgbouncer in transaction mode with
-// o.ServerConns server connections. The returned function undoes it.
+// queue, and for Postgres, unless o.Direct, a pgbouncer in transaction mode
+// with o.ServerConns server connections. The returned function undoes it.
 func setup(ctx context.Context, o Options) (Config, func(), error) {
 	dir, err := os.MkdirTemp("", "jobq-fleet")
 	if err != nil {
@@ -75,8 +77,13 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 	for k, vs := range extra {
 		q[k] = vs
 	}
-	switch o.Engine {
-	case "postgres":
+	switch {
+	case o.Engine == "postgres" && o.Direct:
+		qu := *u
+		qu.RawQuery = q.Encode()
+		cfg.Queue = qu.String()
+		cfg.Engine = directPostgres{server: o.Server}
+	case o.Engine == "postgres":
 		// Each worker holds one or two client connections idle and up to
 		// its pool_max_conns (10) busy.
 		b, err := pgbouncer.Start(o.Server, o.ServerConns, o.Workers*10+50)
@@ -92,7 +99,7 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 		admin := *u
 		admin.Host, admin.Path, admin.RawQuery = b.Addr, "/pgbouncer", ""
 		cfg.Engine = bouncedPostgres{admin: admin.String(), server: o.Server, bouncerPid: b.Pid()}
-	case "redis":
+	case o.Engine == "redis":
 		qu := *u
 		qu.RawQuery = q.Encode()
 		cfg.Queue = qu.String()

@@ -107,6 +107,33 @@ func (e bouncedPostgres) Usage(ctx context.Context) (int, time.Duration, error) 
 	return len(pids), cpu, nil
 }
 
+// directPostgres reads a Postgres server that the workers reach directly:
+// the client backends of the database, besides the one asking, and their
+// CPU.
+type directPostgres struct {
+	server string // a postgres:// URL
+}
+
+// Usage implements Engine.
+func (e directPostgres) Usage(ctx context.Context) (int, time.Duration, error) {
+	sc, err := pgx.Connect(ctx, e.server)
+	if err != nil {
+		return 0, 0, fmt.Errorf("fleet: server: %w", err)
+	}
+	defer sc.Close(ctx)
+	var pids []int32
+	if err := sc.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND datname = current_database() AND pid <> pg_backend_pid()`).Scan(&pids); err != nil {
+		return 0, 0, fmt.Errorf("fleet: pg_stat_activity: %w", err)
+	}
+	var cpu time.Duration
+	for _, pid := range pids {
+		t, _ := procCPU(int(pid))
+		cpu += t
+	}
+	return len(pids), cpu, nil
+}
+
 // redisEngine reads a Redis server's client connections (less those open
 // before the fleet started) and its CPU time, from INFO.
 type redisEngine struct {
