@@ -271,3 +271,30 @@ func wakePassedOn(t *testing.T, u string) {
 		t.Fatalf("wake-ups %v, want %v", got, want)
 	}
 }
+
+// TestOlderPushWakesReceiver: a push of an earlier release announces on
+// the queue's notify channel while the waiting key exists; receivers set
+// the key and still listen there, so such a push wakes them.
+func TestOlderPushWakesReceiver(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	// Shorter than maxIdleWait: a receiver not woken returns empty.
+	out := receiveInBackground(ctx, d, 20*time.Second)
+	untilWaitingHandles(t, d, 1)
+	if n, err := d.client.Exists(ctx, d.prefix+"waiting").Result(); err != nil || n != 1 {
+		t.Fatalf("the waiting key for older pushes: %d, %v", n, err)
+	}
+	// The task goes in unannounced to the handle, as an older push does,
+	// which then announces it on the shared channel.
+	if err := d.client.Del(ctx, d.prefix+"waiters").Err(); err != nil {
+		t.Fatal(err)
+	}
+	push(t, d, msg("a", 0))
+	if err := d.client.Publish(ctx, d.channel, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-out; r.err != nil || len(r.recs) != 1 || r.recs[0].ID != "a" {
+		t.Fatalf("the waiting receiver after an older push: %v, %v", r.recs, r.err)
+	}
+}
