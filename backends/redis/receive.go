@@ -131,8 +131,9 @@ func (d *Driver) passOn(n int) {
 
 // claim runs the claim script once. nextDue is how long until a delayed
 // message or an expired lease becomes claimable (0 when nothing is
-// waiting or something was claimed). wait says the receiver waits for an
-// announcement if it finds nothing: the claim then sets the waiting mark.
+// waiting or something was claimed). wait says the receiver waits to be
+// woken if it finds nothing: the claim then puts the handle in
+// P..'waiters' (claimScript).
 func (d *Driver) claim(ctx context.Context, n int, vis int64, wait bool) (recs []*driver.Received, nextDue time.Duration, err error) {
 	start := time.Now()
 	var cmd *goredis.Cmd

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -296,5 +297,28 @@ func TestOlderPushWakesReceiver(t *testing.T) {
 	}
 	if r := <-out; r.err != nil || len(r.recs) != 1 || r.recs[0].ID != "a" {
 		t.Fatalf("the waiting receiver after an older push: %v, %v", r.recs, r.err)
+	}
+}
+
+// TestWakeSkipsGoneHandle: an entry left in the waiting set by a process
+// that is gone (no one listens on its channel) is dropped, and the push
+// wakes the next waiting handle instead.
+func TestWakeSkipsGoneHandle(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	out := receiveInBackground(ctx, d, 20*time.Second)
+	untilWaitingHandles(t, d, 1)
+	// Newer than d's entry, so the push tries it first (ZPOPMAX).
+	gone := "GONEHANDLE000000"
+	if err := d.client.ZAdd(ctx, d.prefix+"waiters", goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: gone}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	push(t, d, msg("a", 0))
+	if r := <-out; r.err != nil || len(r.recs) != 1 || r.recs[0].ID != "a" {
+		t.Fatalf("the waiting handle's receive: %v, %v", r.recs, r.err)
+	}
+	if _, err := d.client.ZScore(ctx, d.prefix+"waiters", gone).Result(); !errors.Is(err, goredis.Nil) {
+		t.Fatalf("the gone handle's entry is still there (%v)", err)
 	}
 }

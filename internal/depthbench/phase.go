@@ -61,6 +61,8 @@ func (u usage) end(n int64) string {
 	return s
 }
 
+// readUsage is the process's CPU time so far and its read and written
+// bytes from /proc/self/io (0 where that file is missing).
 func readUsage() (cpu time.Duration, rchar, wchar int64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {

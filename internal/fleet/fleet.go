@@ -78,7 +78,7 @@ type Report struct {
 	Left int64
 }
 
-// Rate is the drain rate in tasks per second.
+// DrainRate is the drain rate in tasks per second.
 func (r Report) DrainRate() float64 { return float64(r.Distinct) / r.Drain.Seconds() }
 
 // String is the report as the command prints it.
@@ -260,11 +260,15 @@ func measureIdle(ctx context.Context, cfg Config, workers []*exec.Cmd, rep *Repo
 	return nil
 }
 
+// taskCommand is task i's shell command: it appends "i" to logPath, which
+// count reads.
+func taskCommand(i int, logPath string) string { return fmt.Sprintf("echo %d >> %s", i, logPath) }
+
 // push pushes cfg.Tasks tasks, task i appending "i" to logPath.
 func push(ctx context.Context, cfg Config, logPath string) error {
 	var in strings.Builder
 	for i := range cfg.Tasks {
-		fmt.Fprintf(&in, "echo %d >> %s\n", i, logPath)
+		in.WriteString(taskCommand(i, logPath) + "\n")
 	}
 	c := exec.CommandContext(ctx, cfg.Jobq, cfg.Queue, "push")
 	c.Stdin = strings.NewReader(in.String())
@@ -284,7 +288,7 @@ func trickle(ctx context.Context, cfg Config, logPath string) error {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
 	defer tick.Stop()
 	for i := range cfg.Tasks {
-		kwargs, err := json.Marshal(map[string]string{"cmd": fmt.Sprintf("echo %d >> %s", i, logPath)})
+		kwargs, err := json.Marshal(map[string]string{"cmd": taskCommand(i, logPath)})
 		if err != nil {
 			return fmt.Errorf("fleet: %w", err)
 		}

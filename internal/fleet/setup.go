@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -38,6 +39,9 @@ type Options struct {
 // queue, and for Postgres, unless o.Direct, a pgbouncer in transaction mode
 // with o.ServerConns server connections. The returned function undoes it.
 func setup(ctx context.Context, o Options) (Config, func(), error) {
+	if o.Direct && o.Engine != "postgres" {
+		return Config{}, nil, errors.New("fleet: -direct is for -engine postgres (the other engines have no bouncer to leave out)")
+	}
 	dir, err := os.MkdirTemp("", "jobq-fleet")
 	if err != nil {
 		return Config{}, nil, fmt.Errorf("fleet: %w", err)
@@ -77,11 +81,11 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 	for k, vs := range extra {
 		q[k] = vs
 	}
+	qu := *u
+	qu.RawQuery = q.Encode()
+	cfg.Queue = qu.String()
 	switch {
 	case o.Engine == "postgres" && o.Direct:
-		qu := *u
-		qu.RawQuery = q.Encode()
-		cfg.Queue = qu.String()
 		cfg.Engine = directPostgres{server: o.Server}
 	case o.Engine == "postgres":
 		// Each worker holds one or two client connections idle and up to
@@ -92,7 +96,6 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 		}
 		undo = append(undo, b.Stop)
 		q.Set("pgbouncer", "true")
-		qu := *u
 		qu.Host = b.Addr
 		qu.RawQuery = q.Encode()
 		cfg.Queue = qu.String()
@@ -100,9 +103,6 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 		admin.Host, admin.Path, admin.RawQuery = b.Addr, "/pgbouncer", ""
 		cfg.Engine = bouncedPostgres{admin: admin.String(), server: o.Server, bouncerPid: b.Pid()}
 	case o.Engine == "redis":
-		qu := *u
-		qu.RawQuery = q.Encode()
-		cfg.Queue = qu.String()
 		eu := *u
 		eu.RawQuery = ""
 		e, err := newRedisEngine(ctx, eu.String())

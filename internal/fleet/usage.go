@@ -89,17 +89,27 @@ func (e bouncedPostgres) Usage(ctx context.Context) (int, time.Duration, error) 
 	if err := rows.Err(); err != nil {
 		return 0, 0, fmt.Errorf("fleet: SHOW SERVERS: %w", err)
 	}
-	sc, err := pgx.Connect(ctx, e.server)
+	n, cpu, err := backends(ctx, e.server, `client_addr = '127.0.0.1' AND client_port = ANY($1)`, ports)
+	if err != nil {
+		return 0, 0, err
+	}
+	bouncer, _ := procCPU(e.bouncerPid)
+	return n, cpu + bouncer, nil
+}
+
+// backends counts the server's backends that match where (a condition on
+// pg_stat_activity, with args), and sums their CPU time.
+func backends(ctx context.Context, server, where string, args ...any) (int, time.Duration, error) {
+	sc, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return 0, 0, fmt.Errorf("fleet: server: %w", err)
 	}
 	defer sc.Close(ctx)
 	var pids []int32
-	if err := sc.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
-		WHERE client_addr = '127.0.0.1' AND client_port = ANY($1)`, ports).Scan(&pids); err != nil {
+	if err := sc.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity WHERE `+where, args...).Scan(&pids); err != nil {
 		return 0, 0, fmt.Errorf("fleet: pg_stat_activity: %w", err)
 	}
-	cpu, _ := procCPU(e.bouncerPid)
+	var cpu time.Duration
 	for _, pid := range pids {
 		t, _ := procCPU(int(pid))
 		cpu += t
@@ -116,22 +126,7 @@ type directPostgres struct {
 
 // Usage implements Engine.
 func (e directPostgres) Usage(ctx context.Context) (int, time.Duration, error) {
-	sc, err := pgx.Connect(ctx, e.server)
-	if err != nil {
-		return 0, 0, fmt.Errorf("fleet: server: %w", err)
-	}
-	defer sc.Close(ctx)
-	var pids []int32
-	if err := sc.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
-		WHERE backend_type = 'client backend' AND datname = current_database() AND pid <> pg_backend_pid()`).Scan(&pids); err != nil {
-		return 0, 0, fmt.Errorf("fleet: pg_stat_activity: %w", err)
-	}
-	var cpu time.Duration
-	for _, pid := range pids {
-		t, _ := procCPU(int(pid))
-		cpu += t
-	}
-	return len(pids), cpu, nil
+	return backends(ctx, e.server, `backend_type = 'client backend' AND datname = current_database() AND pid <> pg_backend_pid()`)
 }
 
 // redisEngine reads a Redis server's client connections (less those open
