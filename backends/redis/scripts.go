@@ -88,7 +88,7 @@ local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a li
 // pushPrelude is prepended to the push script, and common to every other
 // script. Lua builds each helper function a script defines anew on every
 // call of the script, at a cost of hundreds of instructions each
-// (callgrind, internal/rediscost), so common holds
+// (callgrind, tools/rediscost), so common holds
 // only what most scripts use; readyLua and leaseLua are prepended by the
 // scripts that need them, and policyLua builds its functions only for a
 // queue that has policies. The push, the script most often called for one

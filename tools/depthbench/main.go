@@ -28,9 +28,9 @@
 //
 // Run it on one backend at a time, on a scratch server:
 //
-//	go run ./internal/depthbench -backend postgres -n 1000000
-//	go run ./internal/depthbench -backend redis -n 1000000
-//	go run ./internal/depthbench -backend sqlite -n 1000000
+//	go run ./tools/depthbench -backend postgres -n 1000000
+//	go run ./tools/depthbench -backend redis -n 1000000
+//	go run ./tools/depthbench -backend sqlite -n 1000000
 //
 // Postgres runs in a new schema, dropped at the end; Redis in a new queue
 // whose keys are deleted at the end; SQLite in a new file in a temporary

@@ -3,8 +3,8 @@
 // every task must have run at least once (nothing lost), and a kill may
 // re-run only the few tasks that were running or had just finished.
 //
-//	go run ./internal/chaos -queue 'postgres://postgres@127.0.0.1/test?queue=chaos1'
-//	go run ./internal/chaos -queue 'redis://127.0.0.1:6390/0?queue=chaos1' \
+//	go run ./tools/chaos -queue 'postgres://postgres@127.0.0.1/test?queue=chaos1'
+//	go run ./tools/chaos -queue 'redis://127.0.0.1:6390/0?queue=chaos1' \
 //	    -restart 'redis-cli -p 6390 shutdown; redis-server --port 6390 --daemonize yes --appendonly yes'
 //
 // Each task is a short shell command that appends a start line and, when

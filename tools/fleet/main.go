@@ -2,9 +2,9 @@
 // reports the engine connections, the engine's CPU with the fleet idle, the
 // drain rate, and whether any task was lost or ran twice.
 //
-//	go run ./internal/fleet -engine postgres -workers 200 -tasks 20000
-//	go run ./internal/fleet -engine postgres -workers 4 -n 50 -tasks 20000
-//	go run ./internal/fleet -engine redis -workers 200 -tasks 20000
+//	go run ./tools/fleet -engine postgres -workers 200 -tasks 20000
+//	go run ./tools/fleet -engine postgres -workers 4 -n 50 -tasks 20000
+//	go run ./tools/fleet -engine redis -workers 200 -tasks 20000
 //
 // On Postgres the workers go through a pgbouncer (Debian's; see
 // .ci/install-pgbouncer.sh) in transaction pooling mode with -server-conns
@@ -13,8 +13,8 @@
 // are pushed one at a time at that rate, and the engine's CPU per task is
 // reported:
 //
-//	go run ./internal/fleet -engine redis -workers 200 -tasks 2000 -rate 100
-//	go run ./internal/fleet -engine postgres -direct -workers 20 -tasks 500 -rate 50
+//	go run ./tools/fleet -engine redis -workers 200 -tasks 2000 -rate 100
+//	go run ./tools/fleet -engine postgres -direct -workers 20 -tasks 500 -rate 50
 package main
 
 import (

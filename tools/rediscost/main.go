@@ -22,7 +22,7 @@
 // order (docs/performance.md, "What bounds each figure"):
 //
 //	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p redis-server --port 6391 --save '' &
-//	go run ./internal/rediscost -addr 127.0.0.1:6391 -hook 'callgrind_control -d redis-server'
+//	go run ./tools/rediscost -addr 127.0.0.1:6391 -hook 'callgrind_control -d redis-server'
 //
 // The queue is cleared first and its keys deleted at the end; the tool is
 // for a scratch server.
