@@ -26,7 +26,7 @@ listed as vanished. Records are kept for 24 hours after their last heartbeat;
 --all also lists the workers that withdrew in that time.
 
 CPU is the share of one core the worker and the tasks it started used over
-its last interval (100% is one core busy), with their total CPU time; MEM is
+its last interval (100% is one core busy; 0 under a second), with their total CPU time; MEM is
 their resident memory. Both are measured on Linux only. Times come from each
 worker's own clock: a worker whose clock runs behind may show as vanished.
 

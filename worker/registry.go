@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -99,6 +100,22 @@ func (r *registry) start() (withdraw func()) {
 	}
 }
 
+// minCPUWindow is the shortest interval a CPU percentage is computed over:
+// CPU times come in 10 ms ticks, so over a few milliseconds one tick reads
+// as more than a core.
+const minCPUWindow = time.Second
+
+// cpuPercent is the share of one core used between two readings, at most
+// ncpu cores; 0 when the readings are less than minCPUWindow apart (the
+// first heartbeat, or a worker that ran for milliseconds).
+func cpuPercent(prev, cur usage, ncpu int) float64 {
+	if prev.at.IsZero() || cur.at.Sub(prev.at) < minCPUWindow || cur.cpu < prev.cpu {
+		return 0
+	}
+	pct := 100 * (cur.cpu - prev.cpu).Seconds() / cur.at.Sub(prev.at).Seconds()
+	return min(pct, float64(100*ncpu))
+}
+
 // info is the worker's record now.
 func (r *registry) info() *jobq.WorkerInfo {
 	w := r.w
@@ -113,10 +130,7 @@ func (r *registry) info() *jobq.WorkerInfo {
 	r.usage = u
 	r.mu.Unlock()
 	slices.Sort(tasks)
-	var pct float64
-	if !prev.at.IsZero() && u.at.After(prev.at) && u.cpu >= prev.cpu {
-		pct = 100 * (u.cpu - prev.cpu).Seconds() / u.at.Sub(prev.at).Seconds()
-	}
+	pct := cpuPercent(prev, u, runtime.NumCPU())
 	c := w.Counts()
 	return &jobq.WorkerInfo{
 		ID: w.o.WorkerID, Host: w.host, PID: os.Getpid(), Started: w.started, Version: w.o.Version,
