@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +153,20 @@ func TestParseTaskLine(t *testing.T) {
 				t.Fatalf("task cmd=%q env=%v cwd=%q dirsync=%q payload=%s", task.Command, env, task.Cwd, task.DirSyncTo, task.Payload)
 			}
 		})
+	}
+}
+
+// TestRootHelpListsEveryExitCode: the root --help names each exit code the
+// command can return.
+func TestRootHelpListsEveryExitCode(t *testing.T) {
+	t.Parallel()
+	_, after, ok := strings.Cut(rootLong, "Exit codes:")
+	if !ok {
+		t.Fatal("the root help has no 'Exit codes:' paragraph")
+	}
+	for _, code := range []int{ExitOK, ExitFailure, ExitUsage, ExitPreempted} {
+		if !regexp.MustCompile(fmt.Sprintf(`(^|\s)%d\s`, code)).MatchString(after) {
+			t.Errorf("the root help's exit codes %q do not mention %d", after, code)
+		}
 	}
 }

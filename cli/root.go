@@ -130,7 +130,7 @@ Run 'jobq backends' for the schemes this build supports and what each can do.
 Durations take Go syntax plus days and weeks: 90s, 10m, 1h30m, 2d, 1w.
 
 Exit codes: 0 success; 1 a task, the worker or the backend failed;
-2 usage or configuration error.`
+2 usage or configuration error; 3 a preemption notice stopped the worker.`
 
 func (a *app) rootCommand(positional *string) *cobra.Command {
 	root := &cobra.Command{
