@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/spf13/cobra"
 	"regexp"
 	"strings"
 	"testing"
@@ -169,4 +170,24 @@ func TestRootHelpListsEveryExitCode(t *testing.T) {
 			t.Errorf("the root help's exit codes %q do not mention %d", after, code)
 		}
 	}
+}
+
+// TestHelpQuotesQueueURLs: every example command in --help quotes a queue
+// URL that holds ? or &, which zsh globs and every shell splits at.
+func TestHelpQuotesQueueURLs(t *testing.T) {
+	t.Parallel()
+	var q string
+	unquoted := regexp.MustCompile("jobq [a-z]+://[^ '\"`]*[?&]")
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, text := range []string{c.Long, c.Example} {
+			if m := unquoted.FindString(text); m != "" {
+				t.Errorf("jobq %s --help shows %q: quote the queue URL", c.CommandPath(), m)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&app{}).rootCommand(&q))
 }

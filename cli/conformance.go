@@ -25,7 +25,7 @@ touched. The poison-message check needs raw access to the backend and is
 skipped here; the backend's own tests run it.
 
 Exit status 1 when a check failed.`,
-		Example: `  jobq postgres://localhost/test?queue=scratch conformance
+		Example: `  jobq 'postgres://localhost/test?queue=scratch' conformance
   jobq sb://mynamespace/scratch conformance --visibility 30s --serial`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -40,7 +40,7 @@ $JOBQ_DASHBOARD_TOKEN), which every request must carry: open
 http://HOST:PORT/?token=TOKEN once (the page keeps it in a cookie), or
 send "Authorization: Bearer TOKEN".`,
 		Example: `  jobq sqlite://./work.db dashboard
-  jobq postgres://app@db/jobs?queue=render dashboard --addr 127.0.0.1:9000
+  jobq 'postgres://app@db/jobs?queue=render' dashboard --addr 127.0.0.1:9000
   jobq redis://cache:6379 dashboard --addr 0.0.0.0:8080   # with $JOBQ_DASHBOARD_TOKEN set`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

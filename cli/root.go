@@ -115,8 +115,8 @@ SQLite file, Postgres, Redis, Azure Storage Queue or Azure Service Bus.
 
 The queue comes first, as in ai4s-jobq, then the command:
 
-  jobq sqlite://./work.db?queue=default push -c "echo hi"
-  jobq sqlite://./work.db?queue=default worker -n 4
+  jobq 'sqlite://./work.db?queue=default' push -c "echo hi"
+  jobq 'sqlite://./work.db?queue=default' worker -n 4
 
 The queue may also be given with --queue, $JOBQ_QUEUE or, as in ai4s-jobq,
 $JOBQ_STORAGE_QUEUE. Queue forms:
@@ -212,7 +212,7 @@ func (a *app) queueURL() (string, error) {
 		}
 	}
 	if q == "" {
-		return "", usageError("no queue given: put it first (jobq QUEUE COMMAND), or use --queue, $JOBQ_QUEUE or $JOBQ_STORAGE_QUEUE; for example jobq sqlite://./work.db?queue=default push -c \"echo hi\"")
+		return "", usageError("no queue given: put it first (jobq QUEUE COMMAND), or use --queue, $JOBQ_QUEUE or $JOBQ_STORAGE_QUEUE; for example jobq 'sqlite://./work.db?queue=default' push -c \"echo hi\"")
 	}
 	return q, nil
 }

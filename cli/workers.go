@@ -48,7 +48,7 @@ func (a *app) workersCommand() *cobra.Command {
 		Short: "List live workers and those that vanished without withdrawing",
 		Long:  workersLong,
 		Example: `  jobq sqlite://./work.db workers
-  jobq redis://localhost:6379/0?queue=work workers --all --json
+  jobq 'redis://localhost:6379/0?queue=work' workers --all --json
   jobq sqlite://./work.db workers --ttl 2m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
