@@ -63,7 +63,8 @@ func openStashes(ctx context.Context, mux *stash.URLMux, location, queue string)
 	}
 	st, err := mux.Open(ctx, location)
 	if err != nil {
-		return nil, &Error{Code: ErrorCode(err), Op: "open", Queue: queue, Msg: fmt.Sprintf("stash %s: %v", RedactURL(location), err), Err: err}
+		// The mux's and the stores' errors name the stash already.
+		return nil, &Error{Code: ErrorCode(err), Op: "open", Queue: queue, Err: err}
 	}
 	s.primary = st
 	return s, nil

@@ -465,6 +465,22 @@ func TestStashOpenErrors(t *testing.T) {
 	if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), "unknown scheme") {
 		t.Errorf("open with an s3 stash = %v, want InvalidArgument naming the scheme", err)
 	}
+	// The error names the stash once: the store's own message names it.
+	for _, loc := range []string{"s3://bucket/x", "file:///proc/no/such/dir"} {
+		_, err := jobq.Open(t.Context(), sqliteURL(t)+"&stash="+loc)
+		if err == nil {
+			t.Errorf("open with stash %s succeeded, want an error", loc)
+			continue
+		}
+		var jerr *jobq.Error
+		if !errors.As(err, &jerr) {
+			t.Fatalf("open with stash %s = %v, want a *jobq.Error", loc, err)
+		}
+		msg := strings.Replace(err.Error(), jerr.Queue, "QUEUE", 1)
+		if n := strings.Count(msg, strings.TrimPrefix(loc, "file://")); n != 1 {
+			t.Errorf("open with stash %s = %q: names the stash %d times, want once", loc, err, n)
+		}
+	}
 	// The explicit option wins over the URL parameter.
 	dir := t.TempDir()
 	q, err := jobq.OpenWithOptions(t.Context(), sqliteURL(t)+"&stash=s3://ignored", jobq.Options{StashURL: "file://" + dir})
