@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -205,4 +206,75 @@ func TestQueueSecretOffTheCommandLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTaskEnvMasked: peek, show and dlq list print the values of task
+// environment variables named like credentials as ****, in text and JSON,
+// and in full with --show-secrets; other variables print as they are, and
+// the worker runs the task with the real value.
+func TestTaskEnvMasked(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-S3CRET"
+	dir := t.TempDir()
+	q := "sqlite://" + filepath.Join(dir, "q.db") + "?queue=masked"
+	ran := filepath.Join(dir, "ran")
+	cmd := "printf %s \"$API_TOKEN\" > '" + ran + "'; exit 3"
+	if code, _, stderr := run(t, q, "-q", "push", "-e", "API_TOKEN="+secret, "-e", "PLAIN=visible", "-c", cmd); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := run(t, q, "peek", "--json")
+	if code != 0 {
+		t.Fatalf("peek: exit %d: %s", code, stderr)
+	}
+	var peeked []struct {
+		Body struct {
+			ID string `json:"id"`
+		} `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &peeked); err != nil || len(peeked) != 1 {
+		t.Fatalf("peek --json: %v, %q", err, stdout)
+	}
+	id := peeked[0].Body.ID
+	check := func(args []string, wantEnv bool) {
+		t.Helper()
+		for _, show := range []bool{false, true} {
+			a := append([]string{q}, args...)
+			if show {
+				a = append(a, "--show-secrets")
+			}
+			code, stdout, stderr := run(t, a...)
+			if code != 0 {
+				t.Errorf("%v: exit %d: %s", a[1:], code, stderr)
+				continue
+			}
+			// Tables show no environment: never the secret.
+			if got, want := strings.Contains(stdout, secret), show && wantEnv; got != want {
+				t.Errorf("%v: the secret printed: %v; want %v:\n%s", a[1:], got, want, stdout)
+			}
+			if !wantEnv {
+				continue
+			}
+			for _, want := range []string{"API_TOKEN", "PLAIN", "visible"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("%v: %q missing:\n%s", a[1:], want, stdout)
+				}
+			}
+			if got := strings.Contains(stdout, "****"); got == show {
+				t.Errorf("%v: **** printed: %v; want %v:\n%s", a[1:], got, !show, stdout)
+			}
+		}
+	}
+	check([]string{"peek"}, false)
+	check([]string{"peek", "--json"}, true)
+	check([]string{"show", id}, true)
+	check([]string{"show", id, "--json"}, true)
+	if code, _, stderr := run(t, q, "-q", "worker"); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, stderr)
+	}
+	if b, err := os.ReadFile(ran); err != nil || string(b) != secret {
+		t.Fatalf("the task saw API_TOKEN=%q (%v); want the real value", b, err)
+	}
+	check([]string{"dlq", "list"}, false)
+	check([]string{"dlq", "list", "--json"}, true)
+	check([]string{"show", id}, true)
 }
