@@ -27,10 +27,14 @@ tail of the task's output.`,
 
 func (a *app) dlqListCommand() *cobra.Command {
 	var n int
-	var asJSON, detail bool
+	var asJSON, detail, showSecrets bool
 	cmd := &cobra.Command{
 		Use:   "list [-n N] [--json] [--detail]",
 		Short: "List dead letters, oldest first",
+		Long: `List dead letters, oldest first: message ID, deliveries, attempt history,
+when and why each was dead-lettered, and its command. The values of task
+environment variables whose names look secret (API_TOKEN, DB_PASSWORD, ...)
+print as **** unless --show-secrets, in --json's body too.`,
 		Example: `  jobq sqlite://./work.db dlq list
   jobq sqlite://./work.db dlq list --detail
   jobq sqlite://./work.db dlq list --json -n 1000`,
@@ -61,11 +65,8 @@ func (a *app) dlqListCommand() *cobra.Command {
 				}
 				list := make([]out, 0, len(dead))
 				for _, d := range dead {
-					o := out{MessageID: d.MessageID, Reason: d.Reason, Detail: d.Detail, DeliveryCount: d.DeliveryCount, DeadAt: timePtr(d.DeadAt), Body: d.Body,
-						Attempts: attemptsJSON(d.Attempts(q))}
-					if !json.Valid(o.Body) {
-						o.Body, _ = json.Marshal(string(d.Body))
-					}
+					o := out{MessageID: d.MessageID, Reason: d.Reason, Detail: d.Detail, DeliveryCount: d.DeliveryCount, DeadAt: timePtr(d.DeadAt),
+						Body: displayBody(d.Body, showSecrets), Attempts: attemptsJSON(d.Attempts(q))}
 					if d.Task != nil {
 						o.TaskID = d.Task.ID
 					}
@@ -84,10 +85,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 			for _, d := range dead {
 				what := "undecodable"
 				if d.Task != nil {
-					what = d.Task.Command
-					if what == "" {
-						what = string(d.Task.Payload)
-					}
+					what = taskText(d.Task, showSecrets)
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", d.MessageID, d.DeliveryCount, attemptSummary(d.Attempts(q)), timeOrDash(d.DeadAt), truncate(d.Reason, 60), truncate(what, 60))
 			}
@@ -111,6 +109,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 	countFlag(cmd.Flags(), &n, "num", "n", 100, countRange, "how many dead letters to list")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON, with the reason, the detail and the raw message")
 	cmd.Flags().BoolVar(&detail, "detail", false, "also print each dead letter's detail (the tail of the task's output)")
+	showSecretsFlag(cmd.Flags(), &showSecrets)
 	return cmd
 }
 

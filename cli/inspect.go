@@ -16,7 +16,7 @@ import (
 
 func (a *app) peekCommand() *cobra.Command {
 	var n int
-	var asJSON bool
+	var asJSON, showSecrets bool
 	cmd := &cobra.Command{
 		Use:   "peek [-n N] [--json]",
 		Short: "Show the next tasks without taking them",
@@ -24,7 +24,9 @@ func (a *app) peekCommand() *cobra.Command {
 backend can tell), without taking them. --json prints the raw messages as a
 JSON array: message_id, body (the message as stored), delivery_count,
 enqueued_at, visible_at, in_flight, priority, and attempts (the attempt
-history, as 'jobq QUEUE show ID' prints it).`,
+history, as 'jobq QUEUE show ID' prints it). The values of task environment
+variables whose names look secret (API_TOKEN, DB_PASSWORD, ...) print as
+**** unless --show-secrets.`,
 		Example: `  jobq sqlite://./work.db peek
   jobq sqlite://./work.db peek -n 10 --json | jq '.[].body.id'`,
 		Args: cobra.NoArgs,
@@ -42,7 +44,7 @@ history, as 'jobq QUEUE show ID' prints it).`,
 				return failure(err)
 			}
 			if asJSON {
-				return a.printPeekJSON(q, msgs)
+				return a.printPeekJSON(q, msgs, showSecrets)
 			}
 			if len(msgs) == 0 {
 				fmt.Fprintln(a.stdout, "(queue is empty)")
@@ -54,11 +56,7 @@ history, as 'jobq QUEUE show ID' prints it).`,
 				id, retries, what := "?", "?", "undecodable: "+fmt.Sprint(m.DecodeErr)
 				if m.Task != nil {
 					id, retries = m.Task.ID, strconv.Itoa(m.Task.NumRetries)
-					what = m.Task.Command
-					if what == "" {
-						what = string(m.Task.Payload)
-					}
-					what = truncate(what, 80)
+					what = truncate(taskText(m.Task, showSecrets), 80)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", id, retries, m.DeliveryCount, peekState(m), timeOrDash(m.EnqueuedAt), what)
 			}
@@ -67,6 +65,7 @@ history, as 'jobq QUEUE show ID' prints it).`,
 	}
 	countFlag(cmd.Flags(), &n, "num", "n", 1, countRange, "how many tasks to show")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw messages as JSON")
+	showSecretsFlag(cmd.Flags(), &showSecrets)
 	return cmd
 }
 
@@ -80,7 +79,7 @@ func peekState(m *jobq.PeekedTask) string {
 	return "ready"
 }
 
-func (a *app) printPeekJSON(q *jobq.Queue, msgs []*jobq.PeekedTask) error {
+func (a *app) printPeekJSON(q *jobq.Queue, msgs []*jobq.PeekedTask, showSecrets bool) error {
 	type out struct {
 		MessageID     string          `json:"message_id"`
 		Body          json.RawMessage `json:"body"`
@@ -93,11 +92,7 @@ func (a *app) printPeekJSON(q *jobq.Queue, msgs []*jobq.PeekedTask) error {
 	}
 	list := make([]out, 0, len(msgs))
 	for _, m := range msgs {
-		body := json.RawMessage(m.Body)
-		if !json.Valid(body) {
-			body, _ = json.Marshal(string(m.Body))
-		}
-		list = append(list, out{MessageID: m.MessageID, Body: body, DeliveryCount: m.DeliveryCount,
+		list = append(list, out{MessageID: m.MessageID, Body: displayBody(m.Body, showSecrets), DeliveryCount: m.DeliveryCount,
 			EnqueuedAt: timePtr(m.EnqueuedAt), VisibleAt: timePtr(m.VisibleAt), InFlight: m.InFlight, Priority: m.Priority,
 			Attempts: attemptsJSON(m.Attempts(q))})
 	}

@@ -671,7 +671,7 @@ func (a *app) setDedupWindow(d time.Duration) error {
 	}
 	qs.Set("dedup_window", d.String())
 	u.RawQuery = qs.Encode()
-	a.queue = u.String()
+	a.resolved = u.String()
 	return nil
 }
 

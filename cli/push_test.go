@@ -187,8 +187,8 @@ func TestPushDedupWindowSetsServiceBusURL(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%s: %v", tt.queue, err)
-		case !strings.HasSuffix(a.queue, "?"+tt.want):
-			t.Errorf("%s became %s; want query %s", tt.queue, a.queue, tt.want)
+		case !strings.HasSuffix(a.resolved, "?"+tt.want):
+			t.Errorf("%s became %s; want query %s", tt.queue, a.resolved, tt.want)
 		}
 	}
 }

@@ -25,7 +25,10 @@ import (
 // app holds what every command shares: the global flags, the streams, the
 // logger.
 type app struct {
-	queue     string
+	queue     string // from the command line: the first argument or --queue
+	queueFile string // --queue-file
+	// resolved is the queue URL once queueURL has found it.
+	resolved  string
 	connStr   string
 	stash     string
 	verbose   int
@@ -118,8 +121,11 @@ The queue comes first, as in ai4s-jobq, then the command:
   jobq 'sqlite://./work.db?queue=default' push -c "echo hi"
   jobq 'sqlite://./work.db?queue=default' worker -n 4
 
-The queue may also be given with --queue, $JOBQ_QUEUE or, as in ai4s-jobq,
-$JOBQ_STORAGE_QUEUE. Queue forms:
+The queue may also be given with --queue, --queue-file PATH (a file holding
+the URL), $JOBQ_QUEUE, $JOBQ_QUEUE_FILE or, as in ai4s-jobq,
+$JOBQ_STORAGE_QUEUE. A password on the command line is visible to every
+local user in ps: put a URL that holds one in $JOBQ_QUEUE or in a file of
+mode 0600. Queue forms:
   sqlite://PATH?queue=NAME           embedded SQLite file (no server)
   postgres://USER@HOST/DB?queue=NAME Postgres
   redis://HOST:PORT/DB?queue=NAME    Redis
@@ -151,7 +157,14 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 				}
 				a.queue = q
 			}
-			return a.setup()
+			if a.queue != "" && a.queueFile != "" {
+				return usageError("two queues given: %s on the command line and --queue-file %s; give one", jobq.RedactURL(a.queue), a.queueFile)
+			}
+			if err := a.setup(); err != nil {
+				return err
+			}
+			a.warnSecretsInArgs()
+			return nil
 		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
@@ -161,8 +174,9 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		"{{.CommandPath}} [command]", "{{queueCommandLine .}}",
 	).Replace(root.UsageTemplate()))
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.queue, "queue", "", "the queue URL (default: the first argument, else $JOBQ_QUEUE, else $JOBQ_STORAGE_QUEUE)")
-	pf.StringVar(&a.connStr, "conn-str", "", "Azure connection string for azqueue:// and sb:// queues (default $JOBQ_CONNECTION_STRING)")
+	pf.StringVar(&a.queue, "queue", "", "the queue URL (default: the first argument, else --queue-file, $JOBQ_QUEUE, $JOBQ_QUEUE_FILE, $JOBQ_STORAGE_QUEUE); a password in it is visible to every local user in ps: prefer $JOBQ_QUEUE or --queue-file")
+	pf.StringVar(&a.queueFile, "queue-file", "", "read the queue URL from the file at `PATH` (default $JOBQ_QUEUE_FILE), which keeps a password in it out of ps; make it mode 0600")
+	pf.StringVar(&a.connStr, "conn-str", "", "Azure connection string for azqueue:// and sb:// queues (default $JOBQ_CONNECTION_STRING, which keeps its key out of ps)")
 	pf.StringVar(&a.stash, "stash", "", "where large task payloads go: azblob://account/container/prefix, gs://bucket/prefix or file:///dir (default $JOBQ_STASH)")
 	pf.CountVarP(&a.verbose, "verbose", "v", "more logging (debug)")
 	pf.CountVarP(&a.quiet, "quiet", "q", "less logging: -q warnings and errors, -qq errors only")
@@ -201,20 +215,75 @@ func (a *app) setup() error {
 	return nil
 }
 
-// queueURL resolves the queue: argument or --queue, then $JOBQ_QUEUE, then
-// ai4s-jobq's $JOBQ_STORAGE_QUEUE (its SERVICE/QUEUE or sb://NAMESPACE/QUEUE
-// spec, though any queue URL works).
+// queueURL resolves the queue, once: the first argument or --queue, then
+// --queue-file, $JOBQ_QUEUE, $JOBQ_QUEUE_FILE, then ai4s-jobq's
+// $JOBQ_STORAGE_QUEUE (its SERVICE/QUEUE or sb://NAMESPACE/QUEUE spec,
+// though any queue URL works).
 func (a *app) queueURL() (string, error) {
+	if a.resolved != "" {
+		return a.resolved, nil
+	}
 	q := a.queue
-	for _, env := range []string{"JOBQ_QUEUE", "JOBQ_STORAGE_QUEUE"} {
-		if q == "" {
-			q = strings.TrimSpace(os.Getenv(env))
+	var err error
+	for _, src := range []struct {
+		name, value string
+		file        bool
+	}{
+		{"--queue-file", a.queueFile, true},
+		{"$JOBQ_QUEUE", os.Getenv("JOBQ_QUEUE"), false},
+		{"$JOBQ_QUEUE_FILE", os.Getenv("JOBQ_QUEUE_FILE"), true},
+		{"$JOBQ_STORAGE_QUEUE", os.Getenv("JOBQ_STORAGE_QUEUE"), false},
+	} {
+		v := strings.TrimSpace(src.value)
+		if q != "" || v == "" {
+			continue
+		}
+		if q = v; src.file {
+			if q, err = a.readQueueFile(src.name, v); err != nil {
+				return "", err
+			}
 		}
 	}
 	if q == "" {
-		return "", usageError("no queue given: put it first (jobq QUEUE COMMAND), or use --queue, $JOBQ_QUEUE or $JOBQ_STORAGE_QUEUE; for example jobq 'sqlite://./work.db?queue=default' push -c \"echo hi\"")
+		return "", usageError("no queue given: put it first (jobq QUEUE COMMAND), or use --queue, --queue-file, $JOBQ_QUEUE, $JOBQ_QUEUE_FILE or $JOBQ_STORAGE_QUEUE; for example jobq 'sqlite://./work.db?queue=default' push -c \"echo hi\"")
+	}
+	a.resolved = q
+	return q, nil
+}
+
+// readQueueFile reads the queue URL from the file at path, named by flag
+// (--queue-file or $JOBQ_QUEUE_FILE), and warns when other users can read
+// it. Its errors never quote the file's content.
+func (a *app) readQueueFile(flag, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageError("cannot read the queue URL from %s %s: %v; give a file holding the URL on one line", flag, path, err)
+	}
+	q := strings.TrimSpace(string(b))
+	switch {
+	case q == "":
+		return "", usageError("%s %s is empty; write the queue URL in it, on one line", flag, path)
+	case strings.ContainsAny(q, "\r\n"):
+		return "", usageError("%s %s holds more than one line; write only the queue URL in it", flag, path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o044 != 0 {
+		a.log.Warn("the queue file can be read by other users; restrict it with chmod 600", "file", path, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
 	}
 	return q, nil
+}
+
+// warnSecretsInArgs warns, once, when the command line holds a credential
+// (a password in the queue URL, a secret query parameter, a key in
+// --conn-str): every local user can read a process's arguments with ps. The
+// warning names the safer ways and never the secret; what counts as a
+// credential is what jobq.Redact would hide.
+func (a *app) warnSecretsInArgs() {
+	if a.queue != "" && jobq.Redact(a.queue) != a.queue {
+		a.log.Warn("the queue URL on the command line holds a password or key, which every local user can read with ps; give it with $JOBQ_QUEUE, or --queue-file PATH (a file of mode 0600) or $JOBQ_QUEUE_FILE, instead")
+	}
+	if a.connStr != "" && jobq.Redact(a.connStr) != a.connStr {
+		a.log.Warn("the --conn-str on the command line holds a key, which every local user can read with ps; give it with $JOBQ_CONNECTION_STRING instead")
+	}
 }
 
 // open opens the queue, turning an unknown scheme into a clear "backend not

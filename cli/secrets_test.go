@@ -1,10 +1,15 @@
 package cli_test
 
 import (
+	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/jobq/jobq/backends/all"
 	"github.com/jobq/jobq/cli"
@@ -91,4 +96,185 @@ func TestWorkerWithholdsSecretsFromTasks(t *testing.T) {
 	if code, _, stderr := run(t, "worker", "--pass-env", "A=B"); code != cli.ExitUsage || !strings.Contains(stderr, "--pass-env") {
 		t.Errorf("--pass-env A=B: exit %d, %s", code, stderr)
 	}
+}
+
+// passwordQueue is a Postgres queue URL whose user-info holds a password,
+// and the password. Postgres on the test machine trusts local connections,
+// so any password opens it; $JOBQ_TEST_POSTGRES_URL may name another
+// server (with its own password, if it has one).
+func passwordQueue(t *testing.T, name string) (string, string) {
+	t.Helper()
+	base := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	if s := os.Getenv("JOBQ_TEST_POSTGRES_URL"); s != "" {
+		base = s
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, ok := u.User.Password()
+	if !ok {
+		pw = "S3CRETpw"
+		u.User = url.UserPassword(u.User.Username(), pw)
+	}
+	qs := u.Query()
+	qs.Set("queue", name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	u.RawQuery = qs.Encode()
+	return u.String(), pw
+}
+
+// TestQueueSecretOffTheCommandLine: a queue URL with a password given on
+// the command line works and warns (without the password) that ps shows
+// it; given with $JOBQ_QUEUE, --queue-file or $JOBQ_QUEUE_FILE it works
+// without that warning, for size and for worker, against Postgres. A queue
+// file other users can read gets its own warning. (Not parallel: it sets
+// the environment.)
+func TestQueueSecretOffTheCommandLine(t *testing.T) {
+	q, secret := passwordQueue(t, "secret-argv")
+	t.Cleanup(func() { run(t, "-q", "--queue", q, "clear", "--yes") })
+	dir := t.TempDir()
+	private, shared := filepath.Join(dir, "private.url"), filepath.Join(dir, "shared.url")
+	for _, f := range []struct {
+		path string
+		mode os.FileMode
+	}{{private, 0o600}, {shared, 0o644}} {
+		if err := os.WriteFile(f.path, []byte(q+"\n"), f.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(f.path, f.mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+	}
+	const (
+		psWarning   = "the queue URL on the command line holds a password or key, which every local user can read with ps"
+		connWarning = "the --conn-str on the command line holds a key"
+		fileWarning = "the queue file can be read by other users"
+	)
+	tests := []struct {
+		name      string
+		args      []string // before the command
+		env       map[string]string
+		wantWarns []string
+	}{
+		{"first argument", []string{q}, nil, []string{psWarning}},
+		{"--queue", []string{"--queue", q}, nil, []string{psWarning}},
+		{"--conn-str with a key", []string{q, "--conn-str", "AccountName=a;AccountKey=" + secret}, nil, []string{psWarning, connWarning}},
+		{"$JOBQ_QUEUE", nil, map[string]string{"JOBQ_QUEUE": q}, nil},
+		{"--queue-file", []string{"--queue-file", private}, nil, nil},
+		{"$JOBQ_QUEUE_FILE", nil, map[string]string{"JOBQ_QUEUE_FILE": private}, nil},
+		{"--queue-file readable by others", []string{"--queue-file", shared}, nil, []string{fileWarning}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"JOBQ_QUEUE", "JOBQ_QUEUE_FILE", "JOBQ_STORAGE_QUEUE"} {
+				t.Setenv(k, tt.env[k])
+			}
+			marker := filepath.Join(t.TempDir(), "ran")
+			if code, _, stderr := run(t, "-q", "--queue", q, "push", "-c", "touch '"+marker+"'"); code != 0 {
+				t.Fatalf("push: exit %d: %s", code, stderr)
+			}
+			for _, step := range []struct {
+				cmd     []string
+				wantOut string
+			}{
+				{[]string{"size"}, "1"},
+				{[]string{"worker"}, ""},
+				{[]string{"size"}, "0"},
+			} {
+				code, stdout, stderr := run(t, append(append([]string{}, tt.args...), step.cmd...)...)
+				if code != 0 {
+					t.Fatalf("%v: exit %d: %s", step.cmd, code, stderr)
+				}
+				if step.wantOut != "" && strings.TrimSpace(stdout) != step.wantOut {
+					t.Errorf("%v printed %q; want %s", step.cmd, stdout, step.wantOut)
+				}
+				if strings.Contains(stdout+stderr, secret) {
+					t.Fatalf("%v printed the password:\n%s%s", step.cmd, stdout, stderr)
+				}
+				for _, w := range []string{psWarning, connWarning, fileWarning} {
+					want := 0
+					if slices.Contains(tt.wantWarns, w) {
+						want = 1
+					}
+					if got := strings.Count(stderr, w); got != want {
+						t.Errorf("%v: %q appears %d times; want %d:\n%s", step.cmd, w, got, want, stderr)
+					}
+				}
+			}
+			if _, err := os.Stat(marker); err != nil {
+				t.Errorf("the worker did not run the task: %v", err)
+			}
+		})
+	}
+}
+
+// TestTaskEnvMasked: peek, show and dlq list print the values of task
+// environment variables named like credentials as ****, in text and JSON,
+// and in full with --show-secrets; other variables print as they are, and
+// the worker runs the task with the real value.
+func TestTaskEnvMasked(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-S3CRET"
+	dir := t.TempDir()
+	q := "sqlite://" + filepath.Join(dir, "q.db") + "?queue=masked"
+	ran := filepath.Join(dir, "ran")
+	cmd := "printf %s \"$API_TOKEN\" > '" + ran + "'; exit 3"
+	if code, _, stderr := run(t, q, "-q", "push", "-e", "API_TOKEN="+secret, "-e", "PLAIN=visible", "-c", cmd); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := run(t, q, "peek", "--json")
+	if code != 0 {
+		t.Fatalf("peek: exit %d: %s", code, stderr)
+	}
+	var peeked []struct {
+		Body struct {
+			ID string `json:"id"`
+		} `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &peeked); err != nil || len(peeked) != 1 {
+		t.Fatalf("peek --json: %v, %q", err, stdout)
+	}
+	id := peeked[0].Body.ID
+	check := func(args []string, wantEnv bool) {
+		t.Helper()
+		for _, show := range []bool{false, true} {
+			a := append([]string{q}, args...)
+			if show {
+				a = append(a, "--show-secrets")
+			}
+			code, stdout, stderr := run(t, a...)
+			if code != 0 {
+				t.Errorf("%v: exit %d: %s", a[1:], code, stderr)
+				continue
+			}
+			// Tables show no environment: never the secret.
+			if got, want := strings.Contains(stdout, secret), show && wantEnv; got != want {
+				t.Errorf("%v: the secret printed: %v; want %v:\n%s", a[1:], got, want, stdout)
+			}
+			if !wantEnv {
+				continue
+			}
+			for _, want := range []string{"API_TOKEN", "PLAIN", "visible"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("%v: %q missing:\n%s", a[1:], want, stdout)
+				}
+			}
+			if got := strings.Contains(stdout, "****"); got == show {
+				t.Errorf("%v: **** printed: %v; want %v:\n%s", a[1:], got, !show, stdout)
+			}
+		}
+	}
+	check([]string{"peek"}, false)
+	check([]string{"peek", "--json"}, true)
+	check([]string{"show", id}, true)
+	check([]string{"show", id, "--json"}, true)
+	if code, _, stderr := run(t, q, "-q", "worker"); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, stderr)
+	}
+	if b, err := os.ReadFile(ran); err != nil || string(b) != secret {
+		t.Fatalf("the task saw API_TOKEN=%q (%v); want the real value", b, err)
+	}
+	check([]string{"dlq", "list"}, false)
+	check([]string{"dlq", "list", "--json"}, true)
+	check([]string{"show", id}, true)
 }

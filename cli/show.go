@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/envmask"
 )
 
 // showScan is how many queued messages and dead letters `show` looks
@@ -19,7 +20,7 @@ import (
 const showScan = 10000
 
 func (a *app) showCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, showSecrets bool
 	cmd := &cobra.Command{
 		Use:   "show ID [--json]",
 		Short: "Show one task, queued or dead-lettered, with its attempt history",
@@ -30,6 +31,9 @@ the exit code), gate miss, requeued (the worker was stopped), or lease
 expired (the worker died or hung mid-task; inferred, so who ran it is
 unknown). Histories are kept on backends that update messages in place
 (see 'jobq backends', in-place-update), for the last 10 attempts.
+
+The values of the task's environment variables whose names look secret
+(API_TOKEN, DB_PASSWORD, ...) print as **** unless --show-secrets.
 
 show looks through the first 10000 queued tasks and dead letters.`,
 		Example: `  jobq sqlite://./work.db show 5d41402abc4b2a76b9719d911017c592
@@ -71,7 +75,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 			if found == nil {
 				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters ; a task that ended leaves a result record instead: jobq QUEUE result %s", id, showScan, id))
 			}
-			found.fill()
+			found.fill(showSecrets)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
@@ -81,6 +85,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	showSecretsFlag(cmd.Flags(), &showSecrets)
 	return cmd
 }
 
@@ -94,6 +99,8 @@ type shownTask struct {
 	DeadAt         *time.Time    `json:"dead_at,omitempty"`
 	Reason         string        `json:"reason,omitempty"`
 	Command        string        `json:"command,omitempty"`
+	Env            envObject     `json:"env,omitempty"`
+	Cwd            string        `json:"cwd,omitempty"`
 	Payload        any           `json:"payload,omitempty"`
 	NumRetries     int           `json:"num_retries"`
 	Priority       int           `json:"priority,omitempty"`
@@ -105,12 +112,18 @@ type shownTask struct {
 	attempts []jobq.Attempt
 }
 
-func (s *shownTask) fill() {
+// fill sets the printed fields from the task, with secret environment
+// values masked unless showSecrets.
+func (s *shownTask) fill(showSecrets bool) {
 	if t := s.task; t != nil {
-		s.TaskID, s.Command, s.NumRetries, s.Priority = t.ID, t.Command, t.NumRetries, t.Priority
+		s.TaskID, s.Command, s.Cwd, s.NumRetries, s.Priority = t.ID, t.Command, t.Cwd, t.NumRetries, t.Priority
 		s.ConcurrencyKey, s.RateLimitKey = t.ConcurrencyKey, t.RateLimitKey
+		s.Env = t.Env
+		if !showSecrets {
+			s.Env = envmask.Env(t.Env)
+		}
 		if len(t.Payload) > 0 {
-			s.Payload = json.RawMessage(t.Payload)
+			s.Payload = displayPayload(t.Payload, showSecrets)
 		}
 	}
 	s.Attempts = attemptsJSON(s.attempts)
@@ -135,6 +148,14 @@ func (s *shownTask) print(w io.Writer) error {
 	}
 	row("reason", s.Reason)
 	row("command", s.Command)
+	for i, e := range s.Env {
+		k := ""
+		if i == 0 {
+			k = "env"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", k, envText(e))
+	}
+	row("cwd", s.Cwd)
 	if s.Payload != nil {
 		row("payload", string(s.Payload.(json.RawMessage)))
 	}
@@ -224,4 +245,14 @@ func attemptSummary(as []jobq.Attempt) string {
 		}
 	}
 	return truncate(strings.Join(parts, ","), 60)
+}
+
+// envText is NAME=VALUE, the value quoted when it holds white space,
+// quotes or other characters a reader could not see.
+func envText(e jobq.EnvVar) string {
+	v := e.Value
+	if v == "" || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || r == '\'' || r == '\\' || r == 0x7f }) {
+		v = strconv.Quote(v)
+	}
+	return e.Name + "=" + v
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/envmask"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -227,7 +228,8 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			j.TaskID = d.Task.ID
 			j.Command = d.Task.Command
 			if j.Command == "" {
-				j.Command = string(d.Task.Payload)
+				// A payload's env shows with secret values masked.
+				j.Command = string(envmask.Kwargs(d.Task.Payload))
 			}
 			j.Command = jobq.Redact(clip(j.Command, maxCommandShown))
 		}

@@ -178,7 +178,10 @@ func (s *Server) Run(ctx context.Context) {
 // Serve samples the queue and serves the dashboard on ln until ctx ends,
 // then shuts the server down.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// net/http's own complaints (a bad TLS handshake, a handler's error)
+	// go to the dashboard's logger, not to the standard log package.
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.Run(ctx)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -483,5 +486,67 @@ func TestClip(t *testing.T) {
 		if got := clip(tt.in, tt.n); got != tt.want {
 			t.Errorf("clip(%q, %d) = %q; want %q", tt.in, tt.n, got, tt.want)
 		}
+	}
+}
+
+// syncBuffer collects what a server's error log writes, from its
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestQueryTokenRedirectsOnce: a correct ?token= on a page gets one 303
+// with the cookie and nothing after it: no 401 written over the redirect
+// (which net/http logs as a superfluous WriteHeader) and no 401 text in
+// the body. Through a real server, whose error log is captured.
+func TestQueryTokenRedirectsOnce(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{Queue: openQueue(t, 0), Addr: "0.0.0.0:0", Token: "s3cret"})
+	var errLog syncBuffer
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ErrorLog = log.New(&errLog, "", 0)
+	ts.Start()
+	defer ts.Close()
+	client := ts.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, path := range []string{"/?token=s3cret", "/?x=1&token=s3cret"} {
+		resp, err := client.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("GET %s: status %d; want 303", path, resp.StatusCode)
+		}
+		if c := resp.Cookies(); len(c) != 1 || c[0].Name != tokenCookie || c[0].Value != "s3cret" {
+			t.Errorf("GET %s: cookies %v; want the token cookie", path, c)
+		}
+		if loc := resp.Header.Get("Location"); strings.Contains(loc, "token") {
+			t.Errorf("GET %s: Location %q keeps the token", path, loc)
+		}
+		if strings.Contains(string(body), "token is required") {
+			t.Errorf("GET %s: the 303's body carries the 401 text: %q", path, body)
+		}
+	}
+	ts.Close() // flushes the connections, so that every log line is in
+	if strings.Contains(errLog.String(), "superfluous") {
+		t.Errorf("the server wrote a second status:\n%s", errLog.String())
 	}
 }

@@ -30,23 +30,42 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			http.Error(w, "jobq dashboard: this server answers to 127.0.0.1, [::1] and localhost only", http.StatusMisdirectedRequest)
 			return
 		}
-		if s.cfg.Token != "" && !s.authorized(w, r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="jobq dashboard"`)
-			http.Error(w, "jobq dashboard: a token is required: open the page once as /?token=TOKEN, or send Authorization: Bearer TOKEN", http.StatusUnauthorized)
-			return
+		if s.cfg.Token != "" {
+			switch s.authorize(w, r) {
+			case redirected:
+				return // the 303 is the whole answer
+			case denied:
+				w.Header().Set("WWW-Authenticate", `Bearer realm="jobq dashboard"`)
+				http.Error(w, "jobq dashboard: a token is required: open the page once as /?token=TOKEN, or send Authorization: Bearer TOKEN", http.StatusUnauthorized)
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// authorized checks the token: the Authorization header, the cookie, or a
+// verdict is what authorize decided.
+type verdict int
+
+const (
+	// denied: no valid token; the caller answers 401.
+	denied verdict = iota
+	// allowed: serve the request.
+	allowed
+	// redirected: a page asked with a valid ?token=; authorize has
+	// answered with the cookie and a 303 to the address without it, and
+	// nothing more may be written.
+	redirected
+)
+
+// authorize checks the token: the Authorization header, the cookie, or a
 // ?token= parameter, which is moved into the cookie.
-func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) verdict {
 	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && s.tokenOK(auth) {
-		return true
+		return allowed
 	}
 	if c, err := r.Cookie(tokenCookie); err == nil && s.tokenOK(c.Value) {
-		return true
+		return allowed
 	}
 	if t := r.URL.Query().Get("token"); t != "" && s.tokenOK(t) {
 		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
@@ -58,11 +77,11 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 			q.Del("token")
 			u.RawQuery = q.Encode()
 			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-			return false
+			return redirected
 		}
-		return true
+		return allowed
 	}
-	return false
+	return denied
 }
 
 func (s *Server) tokenOK(t string) bool {
