@@ -322,13 +322,39 @@ func (e *Envelope) retryDelay() time.Duration {
 // RetriesLeft returns the task's remaining retry budget: num_retries as
 // stored where the backend decrements it in place, or num_retries less the
 // earlier deliveries where it cannot (not counting those that ended in a
-// Requeue, where the backend can tell them apart).
+// Requeue, where the backend can tell them apart). A task that cannot be
+// written back with a smaller budget (another tool wrote a field out of
+// jobq's range, such as a priority of 5000) is counted by deliveries too.
 func (e *Envelope) RetriesLeft() int {
-	if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
+	return e.retriesLeft(e.budgetInPlace())
+}
+
+// retriesLeft is RetriesLeft, told whether the budget is kept in place.
+func (e *Envelope) retriesLeft(inPlace bool) int {
+	if inPlace {
 		return e.wire.NumRetries
 	}
 	counted := max(0, e.DeliveryCount-1-e.uncounted) // earlier deliveries that used up a retry
 	return max(0, e.wire.NumRetries-counted)
+}
+
+// budgetInPlace reports whether a retry writes the task back with one
+// retry fewer, so that the stored num_retries is the budget left. That
+// needs an in-place update and a task that encodes: one written by another
+// tool may hold a field jobq refuses to write (a priority out of range).
+// Such a task is never rewritten, so it is the same at every delivery and
+// each delivery decides alike; its budget is counted by deliveries.
+func (e *Envelope) budgetInPlace() bool {
+	if e.q.caps.Level(driver.InPlaceUpdate) != driver.Native {
+		return false
+	}
+	if e.wire.NumRetries == 0 {
+		return true // no retry to write back
+	}
+	next := *e.wire
+	next.NumRetries--
+	_, err := MarshalTask(&next)
+	return err == nil
 }
 
 // Fail records a failed attempt. While the retry budget lasts the message is
@@ -342,31 +368,30 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (res Fa
 	ctx, span := e.startSettle(ctx, "fail")
 	defer e.endSettle(ctx, span, "fail", &err)
 	defer func() { e.countFail(ctx, res, err) }()
-	left := e.RetriesLeft()
+	inPlace := e.budgetInPlace()
+	left := e.retriesLeft(inPlace)
 	if left > 0 {
 		delay := e.retryDelay()
 		var body []byte
-		if e.q.caps.Level(driver.InPlaceUpdate) == driver.Native {
+		switch {
+		case inPlace:
 			next := *e.wire
 			next.NumRetries = left - 1
 			body = e.historyBody(&next)
 			if body == nil {
-				b, err := MarshalTask(&next)
+				b, err := MarshalTask(&next) // budgetInPlace encoded it
 				if err != nil {
-					// The task as received cannot be written back (a field
-					// out of range, written by another tool): its budget
-					// cannot shrink, so retrying could go on forever.
-					// Dead-letter it now, saying why.
-					reason := "failed, and the retry could not be recorded because " + err.Error()
-					if cause != nil {
-						reason = cause.Error() + "; " + reason
-					}
-					return FailResult{}, e.DeadLetter(ctx, reason, detail)
+					return FailResult{}, err
 				}
 				body = b
 			}
-		} else if err := e.q.degrade("fail", driver.InPlaceUpdate); err != nil {
-			return FailResult{}, err
+		case e.q.caps.Level(driver.InPlaceUpdate) == driver.Native:
+			// The task cannot be written back (budgetInPlace): the body
+			// stays as it is and the deliveries count its budget.
+		default:
+			if err := e.q.degrade("fail", driver.InPlaceUpdate); err != nil {
+				return FailResult{}, err
+			}
 		}
 		return FailResult{Retried: true, RetriesLeft: left - 1, Delay: delay}, e.requeue(ctx, "fail", delay, body, true)
 	}

@@ -598,7 +598,6 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 			}
 		}
 		if err != nil {
-			q.log.Warn("jobq: poison message dead-lettered", "message_id", r.Lease.MessageID, "error", err)
 			reason := settleText("poison message: "+err.Error(), maxReasonBytes, false)
 			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: reason, Detail: settleText(string(r.Body), 4096, false)})
 			poisonRecs = append(poisonRecs, q.poisonRecord(r, wire, reason))
@@ -610,12 +609,14 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		envs = append(envs, newEnvelope(q, r, wire, task, vis))
 	}
 	if len(poison) > 0 {
-		for i, err := range q.deadLetter(ctx, poison, poisonRecs) {
-			if err != nil {
+		errs := q.deadLetter(ctx, poison, poisonRecs)
+		for i, p := range poison {
+			if errs != nil && errs[i] != nil {
 				q.log.Error("jobq: could not dead-letter a poison message; it will be redelivered when its lease expires",
-					"message_id", poison[i].Lease.MessageID, "error", err)
+					"message_id", p.Lease.MessageID, "reason", p.Reason, "error", errs[i])
 				continue
 			}
+			q.log.Warn("jobq: poison message dead-lettered", "message_id", p.Lease.MessageID, "reason", p.Reason)
 			q.tel.dead.Add(ctx, 1, q.tel.add...)
 		}
 	}

@@ -300,9 +300,10 @@ func (q *Queue) newRecord(id string, state ResultState, now time.Time, d *record
 
 // poisonRecord is the record of a message dead-lettered as poison, when its
 // task ID is known (the driver keeps it beside the body, or the body was a
-// task whose stashed payload is gone); nil otherwise.
+// task whose stashed payload is gone); nil otherwise. An ID that is not
+// valid UTF-8 (a damaged key) is recorded as storableID writes it.
 func (q *Queue) poisonRecord(r *driver.Received, wire *Task, reason string) *driver.ResultRecord {
-	id := r.ID
+	id := storableID(r.ID)
 	if wire != nil && wire.ID != "" {
 		id = wire.ID
 	}

@@ -66,6 +66,34 @@ func settleText(s string, limit int, keepEnd bool) string {
 	return b.String()
 }
 
+// storableID returns a task ID read from a damaged message as text any
+// engine stores: unchanged when it is valid UTF-8 without NUL, otherwise
+// with each NUL and each byte of an invalid sequence written as \xNN (so
+// "key\xbe" keeps its 0xbe visible, where U+FFFD would hide it). A result
+// record is keyed by it: under the raw bytes a text column (Postgres's)
+// would refuse the record, and with it the dead letter it goes with.
+func storableID(id string) string {
+	if utf8.ValidString(id) && strings.IndexByte(id, 0) < 0 {
+		return id
+	}
+	const hexDigits = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(id) + 16)
+	for i := 0; i < len(id); {
+		r, size := utf8.DecodeRuneInString(id[i:])
+		if (r == utf8.RuneError && size <= 1) || r == 0 {
+			b.WriteString(`\x`)
+			b.WriteByte(hexDigits[id[i]>>4])
+			b.WriteByte(hexDigits[id[i]&0xf])
+			i++
+			continue
+		}
+		b.WriteString(id[i : i+size])
+		i += size
+	}
+	return b.String()
+}
+
 // cutUTF8 returns the longest prefix of s of at most n bytes that does not
 // end inside a multi-byte character.
 func cutUTF8(s string, n int) string {

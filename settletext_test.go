@@ -53,3 +53,23 @@ func TestTruncateCutsOnCharacterBoundary(t *testing.T) {
 		}
 	}
 }
+
+func TestStorableID(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in, want string }{
+		{"canonical", "0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"},
+		{"valid multibyte", "任务-1", "任务-1"},
+		{"invalid byte", "key\xbe-key", `key\xbe-key`},
+		{"NUL", "a\x00b", `a\x00b`},
+		{"truncated character", "ab\xe6\x97", `ab\xe6\x97`},
+		{"invalid beside valid", "日\xff本", `日\xff本`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := storableID(tt.in); got != tt.want {
+				t.Errorf("storableID(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}

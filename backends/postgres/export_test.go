@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/bodypack"
 )
 
@@ -33,7 +34,14 @@ func WriteDamaged(ctx context.Context, rawURL string, body []byte, set string) e
 	defer conn.Close(ctx)
 	t := pgx.Identifier{cfg.schema, "messages"}.Sanitize()
 	var id int64
-	if err := conn.QueryRow(ctx, `INSERT INTO `+t+` (queue, packed_body) VALUES ($1, $2) RETURNING id`, cfg.queue, bodypack.Encode(body, "")).Scan(&id); err != nil {
+	task, err := jobq.UnmarshalTask(body)
+	if err != nil {
+		return err
+	}
+	// As a push stores it: the task ID in task_key, and left out of the
+	// packed body, which a reader rebuilds from the key.
+	if err := conn.QueryRow(ctx, `INSERT INTO `+t+` (queue, task_key, packed_body) VALUES ($1, $2, $3) RETURNING id`,
+		cfg.queue, taskKey(task.ID), bodypack.Encode(body, task.ID)).Scan(&id); err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, `UPDATE `+t+` SET `+set+` WHERE queue = $1 AND id = $2`, cfg.queue, id)

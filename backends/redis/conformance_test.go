@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 
 	"github.com/jobq/jobq/conformance"
@@ -41,6 +42,11 @@ var corruptions = []conformance.Corruption{
 	damaged("packed body with an unknown header", func(ctx context.Context, c goredis.Cmdable, k string) error {
 		return c.HSet(ctx, k, "z", `Z"{}"`).Err()
 	}),
+	// The body leaves the task ID out (bodypack), so the rebuilt body holds
+	// 0xbe too.
+	damaged("task ID is not valid UTF-8", func(ctx context.Context, c goredis.Cmdable, k string) error {
+		return c.HSet(ctx, k, "i", "key\xbe-key").Err()
+	}),
 	damaged("message key is a list", func(ctx context.Context, c goredis.Cmdable, k string) error {
 		if err := c.Del(ctx, k).Err(); err != nil {
 			return err
@@ -49,7 +55,8 @@ var corruptions = []conformance.Corruption{
 	}),
 }
 
-// damaged pushes body through the driver, then damages its hash with f.
+// damaged pushes body through the driver, under its task ID as jobq
+// pushes it, then damages its hash with f.
 func damaged(name string, f func(ctx context.Context, c goredis.Cmdable, key string) error) conformance.Corruption {
 	return conformance.Corruption{Name: name, Write: func(ctx context.Context, rawURL string, body []byte) error {
 		u, err := url.Parse(rawURL)
@@ -62,7 +69,11 @@ func damaged(name string, f func(ctx context.Context, c goredis.Cmdable, key str
 		}
 		defer drv.Close()
 		d := drv.(*Driver)
-		res, err := d.Push(ctx, []*driver.Message{{ID: "damaged", Body: body}})
+		t, err := jobq.UnmarshalTask(body)
+		if err != nil {
+			return err
+		}
+		res, err := d.Push(ctx, []*driver.Message{{ID: t.ID, Body: body}})
 		if err != nil {
 			return err
 		}

@@ -1,13 +1,16 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"testing"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/conformance"
 )
@@ -52,31 +55,56 @@ var corruptions = []conformance.Corruption{
 	damaged("priority out of range", "priority = 5000"),
 	damaged("priority is real", "priority = 1.5"),
 	damaged("body is an integer", "body = 42"),
+	damagedID("task ID is not valid UTF-8", "key\xbe-key"),
 }
 
 // damaged stores body as a message straight into the file, then damages
 // its row with the SET clause set.
 func damaged(name, set string) conformance.Corruption {
 	return conformance.Corruption{Name: name, Write: func(ctx context.Context, rawURL string, body []byte) error {
-		u, err := url.Parse(rawURL)
-		if err != nil {
-			return err
-		}
-		db, err := sql.Open("sqlite", u.Host+u.Path+"?_pragma=busy_timeout(5000)")
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		res, err := db.ExecContext(ctx, `INSERT INTO jobq_messages (queue, task_id, body, id_at, visible_at, enqueued_at) VALUES (?, '', ?, 0, 0, 0)`,
-			u.Query().Get("queue"), body)
-		if err != nil {
-			return err
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		_, err = db.ExecContext(ctx, `UPDATE jobq_messages SET `+set+` WHERE id = ?`, id)
-		return err
+		return writeDamaged(ctx, rawURL, []byte{}, body, 0, set)
 	}}
+}
+
+// damagedID stores body as a push stores a task whose ID it spells out:
+// the ID cut out of the body (id_at says where), to be rebuilt from
+// task_id, which holds id instead, as text (SQLite checks no encoding).
+func damagedID(name, id string) conformance.Corruption {
+	return conformance.Corruption{Name: name, Write: func(ctx context.Context, rawURL string, body []byte) error {
+		t, err := jobq.UnmarshalTask(body)
+		if err != nil {
+			return err
+		}
+		at := bytes.Index(body, []byte(t.ID))
+		if at < 0 {
+			return fmt.Errorf("task ID %s is not in the body %s", t.ID, body)
+		}
+		cut := append(append([]byte{}, body[:at]...), body[at+len(t.ID):]...)
+		return writeDamaged(ctx, rawURL, []byte(id), cut, at+1, "")
+	}}
+}
+
+// writeDamaged inserts a message row into the file of rawURL, its task_id
+// the text key, then damages it with the SET clause set (none when empty).
+func writeDamaged(ctx context.Context, rawURL string, key, body []byte, idAt int, set string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", u.Host+u.Path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := db.ExecContext(ctx, `INSERT INTO jobq_messages (queue, task_id, body, id_at, visible_at, enqueued_at) VALUES (?, CAST(? AS TEXT), ?, ?, 0, 0)`,
+		u.Query().Get("queue"), key, body, idAt)
+	if err != nil || set == "" {
+		return err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `UPDATE jobq_messages SET `+set+` WHERE id = ?`, id)
+	return err
 }

@@ -3,6 +3,7 @@ package confsuite
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,11 +19,11 @@ type corruptCase struct {
 	// write stores the damaged message (the task t, or raw bytes).
 	write func(q *handle, t *jobq.Task) error
 	// delivered: the message is decodable and reaches the receiver, which
-	// fails it with binary output; it must end dead-lettered after at most
-	// maxDeliveries deliveries. Otherwise it must be quarantined at once
-	// and never returned.
-	delivered     bool
-	maxDeliveries int
+	// fails it with binary output; it must end dead-lettered after exactly
+	// deliveries deliveries (its num_retries plus one: no run more, none
+	// fewer). Otherwise it must be quarantined at once and never returned.
+	delivered  bool
+	deliveries int
 }
 
 // binaryOutput is what a failing task might print: NUL, invalid UTF-8 and
@@ -41,7 +42,7 @@ func (c *C) corruptCases() []corruptCase {
 			_, err := q.Push(c.ctx(), t)
 			return err
 		},
-		delivered: true, maxDeliveries: 1,
+		delivered: true, deliveries: 1,
 	})
 	if c.h.PushRaw != nil {
 		raw := func(body []byte) func(q *handle, t *jobq.Task) error {
@@ -49,8 +50,16 @@ func (c *C) corruptCases() []corruptCase {
 		}
 		cases = append(cases,
 			corruptCase{name: "body is binary garbage", write: raw([]byte("\x00\xff\xfe not a task { \xe6\x97"))},
-			corruptCase{name: "body is a task with a priority out of range, with retries", delivered: true, maxDeliveries: 3,
+			// Another tool wrote a priority jobq would refuse at push: the
+			// task still runs, and its whole budget with it.
+			corruptCase{name: "body is a task with a priority out of range, with retries", delivered: true, deliveries: 3,
 				write: raw([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"echo priority out of range\"}", "num_retries": 2, "priority": 5000, "id": "conformance-priority-out-of-range"}`))},
+			corruptCase{name: "body is a task with a priority out of range, with one retry", delivered: true, deliveries: 2,
+				write: raw([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"echo priority out of range, one retry\"}", "num_retries": 1, "priority": 5000, "id": "conformance-priority-out-of-range-1"}`))},
+			// Its dead letter must be storable whatever the engine makes of
+			// the bytes (a text column refuses 0xbe).
+			corruptCase{name: "body is a task whose ID is not valid UTF-8",
+				write: raw([]byte("{\"version\": 1, \"reply_requested\": false, \"kwargs\": \"{\\\"cmd\\\": \\\"echo bad id\\\"}\", \"num_retries\": 0, \"id\": \"key\xbe-key\"}"))},
 		)
 	}
 	for _, k := range c.h.Corruptions {
@@ -168,20 +177,30 @@ func (c *C) settleDamaged(k corruptCase, e *jobq.Envelope) {
 }
 
 // failDamagedToTheEnd fails a deliverable damaged message each time it
-// comes back, until it stops coming: within its retry budget.
+// comes back, until it stops coming: it must come exactly as often as its
+// retry budget allows, neither dead-lettered early nor run once more.
 func (c *C) failDamagedToTheEnd(q *handle, k corruptCase, badDeliveries int) {
 	for k.delivered {
-		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: c.vis()})
+		// A retry still owed may wait out a backoff the queue could not
+		// shorten; once none is owed, one lease's wait shows there is none.
+		wait := c.vis()
+		if badDeliveries < k.deliveries {
+			wait = c.patience()
+		}
+		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: wait})
 		if errors.Is(err, jobq.ErrEmpty) {
+			if badDeliveries < k.deliveries {
+				c.Errorf("%s: the failed message was delivered %d times, then no more; its retry budget allows %d runs", k.name, badDeliveries, k.deliveries)
+			}
 			return
 		}
 		if err != nil {
 			c.Fatalf("%s: receive: %v", k.name, err)
 		}
 		badDeliveries++
-		if badDeliveries > k.maxDeliveries {
+		if badDeliveries > k.deliveries {
 			_ = e.Complete(c.ctx())
-			c.Fatalf("%s: the failed message was delivered %d times; its retry budget allows %d", k.name, badDeliveries, k.maxDeliveries)
+			c.Fatalf("%s: the failed message was delivered %d times; its retry budget allows %d", k.name, badDeliveries, k.deliveries)
 		}
 		if _, err := e.Fail(c.ctx(), errBinary, binaryOutput); err != nil {
 			c.Fatalf("%s: Fail: %v", k.name, err)
@@ -213,5 +232,8 @@ func (c *C) expectQuarantined(q *handle, k corruptCase) {
 	}
 	if n := len(c.listDead(q, 1)); n != 1 {
 		c.Errorf("%s: %d dead letters, want the damaged message once", k.name, n)
+	}
+	if rs := q.logs.find(slog.LevelWarn, "could not dead-letter"); len(rs) > 0 {
+		c.Errorf("%s: %d dead-letterings failed (first: %s); whatever bytes the message holds, its dead letter must be storable", k.name, len(rs), rs[0])
 	}
 }
