@@ -42,6 +42,13 @@ type Error struct {
 	Msg string
 	// Err is the underlying error.
 	Err error
+	// MaybeApplied is true when the operation may have taken effect
+	// although it failed: its request reached the engine and the answer
+	// was lost (a connection reset after the request was sent, a timeout
+	// while waiting for the reply). A push error with MaybeApplied leaves
+	// the task's outcome unknown: it may be queued, perhaps more than
+	// once; one without it stored nothing. See docs/reliability.md.
+	MaybeApplied bool
 }
 
 // Error implements error.
@@ -60,8 +67,19 @@ func (e *Error) Error() string {
 	if msg == "" {
 		msg = e.Code.String()
 	}
+	if e.MaybeApplied {
+		msg += " (outcome unknown: the answer was lost, and the " + e.op() + " may have taken effect)"
+	}
 	// Drivers and SDKs may quote a URL or a connection string.
 	return Redact(s + ": " + msg)
+}
+
+// op names the operation in messages.
+func (e *Error) op() string {
+	if e.Op == "" {
+		return "operation"
+	}
+	return e.Op
 }
 
 // Unwrap returns the underlying error.

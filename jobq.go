@@ -230,6 +230,12 @@ type PushResult struct {
 	// Duplicate is true when the backend found the same task ID already
 	// queued and stored nothing new.
 	Duplicate bool
+	// Resent is true when an attempt to store the task went unanswered (a
+	// reset connection, a lost reply) and the task was sent again: it is
+	// stored, but on a backend that does not dedup task IDs (the Dedup
+	// feature) the queue may hold it twice, and on one that does,
+	// Duplicate may stand for the copy the unanswered attempt stored.
+	Resent bool
 	// Position is how many ready tasks were ahead of this one when it was
 	// pushed, counted in push order (tasks of a lower priority among them
 	// do not delay it where priority is native): only with
@@ -240,7 +246,8 @@ type PushResult struct {
 
 // Push queues one task. When t.ID is empty, Push sets it to the task's
 // deterministic ID. It is PushBatch of one task with default options, with
-// the task's error unwrapped from the *BatchError.
+// the task's error unwrapped from the *BatchError: an *Error whose
+// MaybeApplied says whether the task may have been stored all the same.
 func (q *Queue) Push(ctx context.Context, t *Task) (PushResult, error) {
 	res, err := q.pushBatch(ctx, []*Task{t}, PushOptions{})
 	if err != nil {
@@ -253,24 +260,54 @@ func (q *Queue) Push(ctx context.Context, t *Task) (PushResult, error) {
 	return res[0], nil
 }
 
-// BatchError is returned by PushBatch when some tasks were stored and others
-// were not. Errs has one entry per task; nil where that task was stored.
+// BatchError is returned by PushBatch when not every task is known to be
+// stored. Errs has one entry per task: nil where that task was stored;
+// otherwise an error which, as an *Error, has MaybeApplied set when the
+// task's outcome is unknown (an attempt to store it went unanswered, so it
+// may be queued, perhaps twice) and clear when the task was not stored.
 type BatchError struct {
 	Errs []error
 }
 
 // Error implements error.
 func (e *BatchError) Error() string {
-	n, first := 0, error(nil)
+	failed, unknown, first := 0, 0, error(nil)
 	for _, err := range e.Errs {
-		if err != nil {
-			if first == nil {
-				first = err
-			}
-			n++
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+		if maybeApplied(err) {
+			unknown++
+		} else {
+			failed++
 		}
 	}
-	return fmt.Sprintf("jobq: %d of %d tasks not pushed; first error: %v", n, len(e.Errs), first)
+	if unknown == 0 {
+		return fmt.Sprintf("jobq: %d of %d tasks not stored; first error: %v", failed, len(e.Errs), first)
+	}
+	return fmt.Sprintf("jobq: %d of %d tasks may have been stored (outcome unknown) and %d were not stored; first error: %v",
+		unknown, len(e.Errs), failed, first)
+}
+
+// markMaybeApplied returns a copy of err, an error of Queue.wrap, that
+// says the operation may have taken effect.
+func markMaybeApplied(err error) error {
+	var je *Error
+	if !errors.As(err, &je) {
+		return &Error{Code: ErrorCode(err), Err: err, MaybeApplied: true}
+	}
+	c := *je
+	c.MaybeApplied = true
+	return &c
+}
+
+// maybeApplied reports whether err is an *Error with MaybeApplied set.
+func maybeApplied(err error) bool {
+	var je *Error
+	return errors.As(err, &je) && je.MaybeApplied
 }
 
 // Unwrap returns the per-task errors, so errors.Is and errors.As see them.
@@ -279,7 +316,11 @@ func (e *BatchError) Unwrap() []error { return e.Errs }
 // PushBatch queues tasks, splitting them into as many backend calls as the
 // backend's batch limit needs. Every task is validated and encoded before
 // anything is sent, so an invalid task stores nothing. If the backend fails
-// part-way, the results of the stored tasks are returned with a *BatchError.
+// part-way, the results of the stored tasks (a prefix of tasks) are
+// returned with a *BatchError, which tells the tasks that were not stored
+// from those whose outcome is unknown. Delivery is at least once: a task
+// sent again after an unanswered attempt is stored but may be stored
+// twice (PushResult.Resent).
 // With opts.WaitForRoom, a refusal by a max-depth policy is retried until
 // the batch fits (see PushOptions).
 func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
@@ -381,14 +422,22 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 	}
 	for start := 0; start < len(msgs); start += chunk {
 		end := min(start+chunk, len(msgs))
-		rs, err := q.pushChunk(ctx, msgs[start:end])
+		rs, unsure, err := q.pushChunk(ctx, msgs[start:end])
 		for i, r := range rs {
-			results[start+i] = PushResult{ID: msgs[start+i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate}
+			results[start+i] = PushResult{ID: msgs[start+i].ID, MessageID: r.MessageID, Duplicate: r.Duplicate, Resent: r.Resent}
 		}
 		if err != nil {
 			errs := make([]error, len(msgs))
 			werr := q.wrap(op, err)
-			for i := start + len(rs); i < len(msgs); i++ {
+			sent := werr
+			if unsure {
+				sent = markMaybeApplied(werr)
+			}
+			for i := start + len(rs); i < end; i++ {
+				errs[i] = sent
+			}
+			// The chunks after this one were never sent.
+			for i := end; i < len(msgs); i++ {
 				errs[i] = werr
 			}
 			return results[:start+len(rs)], &BatchError{Errs: errs}

@@ -22,20 +22,42 @@ const (
 // (the engine could not be reached: a reset connection, a server that is
 // restarting) for up to q.pushRetry. A failed attempt may have stored a
 // prefix of msgs, which the driver reports; the next attempt resumes after
-// it. An attempt that stored messages without saying so (its reply was
-// lost) is answered on the next one with duplicates, where the backend
-// dedups task IDs. It returns the results of the stored prefix and the
-// last error.
-func (q *Queue) pushChunk(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
+// it. An attempt that may have stored messages without saying so (its
+// reply was lost: driver.AppliedOf says MaybeApplied) makes the messages
+// after its prefix uncertain: those a later attempt stores are reported
+// Resent (the backend answers them as duplicates where it dedups task
+// IDs, and may hold them twice where it does not), and if the push fails
+// in the end, it says so: the messages after the stored prefix may have
+// been stored. It returns the results of the stored prefix, whether the
+// rest may have been stored, and the last error.
+func (q *Queue) pushChunk(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, bool, error) {
 	var (
 		out []driver.PushResult
 		bo  *backoff.ExponentialBackOff
 	)
+	unsureFrom := -1 // the first message an unanswered attempt may have stored
 	for {
-		rs, err := q.drv.Push(ctx, msgs[len(out):])
+		if err := ctx.Err(); err != nil {
+			// Not sent: the context ended before this attempt.
+			return out, unsureFrom >= 0, err
+		}
+		from := len(out)
+		rs, err := q.drv.Push(ctx, msgs[from:])
+		for i := range rs {
+			if unsureFrom >= 0 && from+i >= unsureFrom {
+				rs[i].Resent = true
+			}
+		}
 		out = append(out, rs...)
-		if err == nil || q.pushRetry <= 0 || ErrorCode(q.wrap("push", err)) != Unavailable || ctx.Err() != nil {
-			return out, err
+		if err == nil {
+			return out, false, nil
+		}
+		code := ErrorCode(q.wrap("push", err))
+		if unsureFrom < 0 && driver.AppliedOf(err, code) == driver.MaybeApplied {
+			unsureFrom = len(out)
+		}
+		if q.pushRetry <= 0 || code != Unavailable || ctx.Err() != nil {
+			return out, unsureFrom >= 0, err
 		}
 		if bo == nil {
 			bo = backoff.NewExponentialBackOff()
@@ -46,14 +68,14 @@ func (q *Queue) pushChunk(ctx context.Context, msgs []*driver.Message) ([]driver
 		}
 		pause := bo.NextBackOff()
 		if pause == backoff.Stop {
-			return out, err
+			return out, unsureFrom >= 0, err
 		}
 		q.log.Warn("push: the queue is unavailable; retrying", "pending", len(msgs)-len(out), "in", pause, "err", err)
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return out, err
+			return out, unsureFrom >= 0, err
 		case <-t.C:
 		}
 	}

@@ -3,10 +3,13 @@ package jobq_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +34,9 @@ type fault struct {
 	fails int         // calls left to fail
 	store int         // how many of a failing call's messages are stored first (-1: all, the reply was lost)
 	code  driver.Code // the failure's code
+	// refused makes the failure a refused connection (nothing sent)
+	// rather than a reset one.
+	refused bool
 }
 
 func (f *flakyPush) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
@@ -45,6 +51,9 @@ func (f *flakyPush) Push(ctx context.Context, msgs []*driver.Message) ([]driver.
 		return f.Driver.Push(ctx, msgs)
 	}
 	failure := driver.Errorf(f.code, "write tcp 127.0.0.1:1234: connection reset by peer")
+	if f.refused {
+		failure = driver.Errorf(f.code, "push: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	}
 	switch {
 	case f.store < 0:
 		if _, err := f.Driver.Push(ctx, msgs); err != nil {
@@ -101,13 +110,19 @@ func TestPushRetriesUnavailable(t *testing.T) {
 		wantCode  jobq.Code // when the push fails; ignored when it succeeds
 		fails     bool
 		wantDups  int
+		// A reset after the request was sent leaves the outcome unknown:
+		// the tasks sent again are Resent, the failed ones MaybeApplied.
+		wantResent int
+		wantMaybe  bool
 	}{
-		{name: "two failures", f: fault{fails: 2, code: driver.Unavailable}, wantCalls: 3},
-		{name: "stored prefix resumes after it", f: fault{fails: 1, store: 2, code: driver.Unavailable}, wantCalls: 2},
-		{name: "lost reply reports duplicates", f: fault{fails: 1, store: -1, code: driver.Unavailable}, wantCalls: 2, wantDups: 5},
-		{name: "retries off", f: fault{fails: 1, code: driver.Unavailable}, retry: -1, wantCalls: 1, fails: true, wantCode: jobq.Unavailable},
-		{name: "gives up after PushRetry", f: fault{fails: 1000, code: driver.Unavailable}, retry: 300 * time.Millisecond, wantCalls: -1, fails: true, wantCode: jobq.Unavailable},
+		{name: "two failures", f: fault{fails: 2, code: driver.Unavailable}, wantCalls: 3, wantResent: 5},
+		{name: "stored prefix resumes after it", f: fault{fails: 1, store: 2, code: driver.Unavailable}, wantCalls: 2, wantResent: 3},
+		{name: "lost reply reports duplicates", f: fault{fails: 1, store: -1, code: driver.Unavailable}, wantCalls: 2, wantDups: 5, wantResent: 5},
+		{name: "retries off", f: fault{fails: 1, code: driver.Unavailable}, retry: -1, wantCalls: 1, fails: true, wantCode: jobq.Unavailable, wantMaybe: true},
+		{name: "gives up after PushRetry", f: fault{fails: 1000, code: driver.Unavailable}, retry: 300 * time.Millisecond, wantCalls: -1, fails: true, wantCode: jobq.Unavailable, wantMaybe: true},
 		{name: "other errors are not retried", f: fault{fails: 1, code: driver.PermissionDenied}, wantCalls: 1, fails: true, wantCode: jobq.PermissionDenied},
+		{name: "refused connection stored nothing", f: fault{fails: 1, code: driver.Unavailable, refused: true}, retry: -1, wantCalls: 1, fails: true, wantCode: jobq.Unavailable},
+		{name: "retry after a refused connection", f: fault{fails: 2, code: driver.Unavailable, refused: true}, wantCalls: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -126,9 +141,9 @@ func TestPushRetriesUnavailable(t *testing.T) {
 			for i := range 5 {
 				tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 			}
-			res, err := q.PushBatch(ctx, tasks, jobq.PushOptions{})
-			if (err != nil) != tc.fails || (tc.fails && jobq.ErrorCode(err) != tc.wantCode) {
-				t.Fatalf("PushBatch error %v, want failure %v with code %v", err, tc.fails, tc.wantCode)
+			res, pushErr := q.PushBatch(ctx, tasks, jobq.PushOptions{})
+			if (pushErr != nil) != tc.fails || (tc.fails && jobq.ErrorCode(pushErr) != tc.wantCode) {
+				t.Fatalf("PushBatch error %v, want failure %v with code %v", pushErr, tc.fails, tc.wantCode)
 			}
 			f.mu.Lock()
 			calls := f.calls
@@ -147,12 +162,22 @@ func TestPushRetriesUnavailable(t *testing.T) {
 				if st.Ready != int64(tc.f.store) && tc.f.store >= 0 {
 					t.Errorf("%d tasks stored after a failed push, want %d", st.Ready, tc.f.store)
 				}
+				var be *jobq.BatchError
+				if !errors.As(pushErr, &be) || len(be.Errs) != len(tasks) {
+					t.Fatalf("PushBatch error %v, want a *BatchError with one error per task", pushErr)
+				}
+				for i, e := range be.Errs[len(res):] {
+					var je *jobq.Error
+					if !errors.As(e, &je) || je.MaybeApplied != tc.wantMaybe {
+						t.Errorf("task %d: error %v, want MaybeApplied %v", len(res)+i, e, tc.wantMaybe)
+					}
+				}
 				return
 			}
 			if st.Ready != 5 {
 				t.Errorf("%d tasks stored, want 5, each once", st.Ready)
 			}
-			dups := 0
+			dups, resent := 0, 0
 			for i, r := range res {
 				if r.MessageID == "" || r.ID != tasks[i].ID {
 					t.Errorf("result %d = %+v, want the task's ID and a message ID", i, r)
@@ -160,9 +185,12 @@ func TestPushRetriesUnavailable(t *testing.T) {
 				if r.Duplicate {
 					dups++
 				}
+				if r.Resent {
+					resent++
+				}
 			}
-			if len(res) != 5 || dups != tc.wantDups {
-				t.Errorf("%d results with %d duplicates, want 5 with %d", len(res), dups, tc.wantDups)
+			if len(res) != 5 || dups != tc.wantDups || resent != tc.wantResent {
+				t.Errorf("%d results with %d duplicates and %d resent, want 5 with %d and %d", len(res), dups, resent, tc.wantDups, tc.wantResent)
 			}
 		})
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/queueurl"
 )
@@ -158,13 +159,19 @@ type pusher struct {
 	inFlight int
 	pushed   int
 	dups     int
+	// resent counts the stored tasks that were sent again after an
+	// attempt whose answer was lost: each may be queued twice.
+	resent int
 	// stored is the input lines known to be stored, as sorted closed
-	// ranges; firstLost is the first line sent but not known to be stored
-	// (0 when none).
-	stored    []lineSpan
-	firstLost int
-	bar       *progressbar.ProgressBar
-	printer   *bufio.Writer
+	// ranges; unknown the lines whose push went unanswered, which may be
+	// stored, and unknownIDs their task IDs; firstLost is the first line
+	// known not to be stored (0 when none).
+	stored     []lineSpan
+	unknown    []lineSpan
+	unknownIDs []string
+	firstLost  int
+	bar        *progressbar.ProgressBar
+	printer    *bufio.Writer
 	// mu guards lastFull, when --wait-for-room last reported waiting.
 	mu       sync.Mutex
 	lastFull time.Time
@@ -180,6 +187,7 @@ type lineSpan struct{ from, to int }
 // pushJob is one batch being pushed.
 type pushJob struct {
 	lines []int
+	tasks []*jobq.Task
 	res   []jobq.PushResult
 	err   error
 	done  chan struct{}
@@ -223,7 +231,20 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return failure(err)
 	}
 	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0}
-	return w.run(ctx, p.ids)
+	if len(p.unknownIDs) == 0 {
+		return w.run(ctx, p.ids)
+	}
+	if len(p.ids) > 0 {
+		err = w.run(ctx, p.ids)
+	}
+	// Not known to be queued, they cannot be waited for; nor can the push
+	// say that they succeeded.
+	note := fmt.Sprintf("%s of unknown outcome not waited for (they may not be queued; a wait for a task that is not queued ends only with --timeout); %s",
+		nTasks(len(p.unknownIDs)), resumeHint(a, p.unknownIDs))
+	if err != nil {
+		return &exitError{code: exitCode(err), err: fmt.Errorf("%w\n%s", err, note)}
+	}
+	return failure(errors.New(note))
 }
 
 // positions reports whether push asks for each task's position: only for
@@ -328,10 +349,10 @@ func (p *pusher) pushCommands(ctx context.Context, opts lineOpts) error {
 			return p.stopped(ctx, i+1, fmt.Errorf("-c %s (command %d): %w", truncateFlag(c), i+1, err))
 		}
 	}
-	if err := p.flush(ctx); err != nil {
+	if err := p.flush(ctx); err != nil && !p.onlyUnknown() {
 		return p.failed(len(p.f.commands)+1, err)
 	}
-	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", p.q.URL())
+	p.report()
 	return nil
 }
 
@@ -361,14 +382,90 @@ func (p *pusher) pushStdin(ctx context.Context, opts lineOpts, interrupted <-cha
 			return err
 		}
 	}
-	if err := p.flush(ctx); err != nil {
+	if err := p.flush(ctx); err != nil && !p.onlyUnknown() {
 		return p.failed(lineNo, err)
 	}
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
-	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", p.q.URL())
+	p.report()
 	return nil
+}
+
+// onlyUnknown reports, after every batch has ended, whether each task the
+// push did not store has an unknown outcome: its push went unanswered, so
+// it may be queued, and none was refused or left unsent.
+func (p *pusher) onlyUnknown() bool {
+	return len(p.pending) == 0 && len(p.batch) == 0 && p.firstLost == 0 && len(p.unknownIDs) > 0
+}
+
+// report logs the push's summary line and, when some outcomes are
+// unknown or some tasks were sent twice, what that means and what to
+// check. The duplicate count is "unknown" then: the backend's answer
+// cannot tell a task's earlier copy from one its unanswered push stored.
+func (p *pusher) report() {
+	var dups any = p.dups
+	if p.resent > 0 || len(p.unknownIDs) > 0 {
+		dups = "unknown"
+	}
+	attrs := []any{"tasks", p.pushed, "duplicates", dups}
+	if n := len(p.unknownIDs); n > 0 {
+		attrs = append(attrs, "unknown", n)
+	}
+	if p.resent > 0 {
+		attrs = append(attrs, "resent", p.resent)
+	}
+	p.a.log.Info("pushed", append(attrs, "queue", p.q.URL())...)
+	if n := len(p.unknownIDs); n > 0 {
+		fmt.Fprintf(p.a.stderr, "jobq: %s; %s\n", p.unknownSummary(), p.unknownAdvice())
+	}
+	if p.resent > 0 {
+		twice := "is queued once (this backend drops a task ID it holds already), but the duplicate count cannot tell that attempt's copy from one pushed earlier"
+		if !p.dedups() {
+			twice = "may be queued twice (this backend does not drop a task ID it holds already), so it may run twice"
+		}
+		fmt.Fprintf(p.a.stderr, "jobq: %s of those stored were sent again after an attempt whose answer was lost: each %s; check with: jobq QUEUE size\n", nTasks(p.resent), twice)
+	}
+}
+
+// nTasks says "1 task" or "N tasks".
+func nTasks(n int) string {
+	if n == 1 {
+		return "1 task"
+	}
+	return fmt.Sprintf("%d tasks", n)
+}
+
+// dedups reports whether the queue drops a pushed task whose ID it holds
+// already, so that pushing a task again stores no second copy.
+func (p *pusher) dedups() bool {
+	return p.q.Capabilities().Level(driver.Dedup) != driver.Unsupported
+}
+
+// unknownSummary says how many tasks may have been stored, and which
+// input lines (or -c commands) they were.
+func (p *pusher) unknownSummary() string {
+	return fmt.Sprintf("%s may have been stored (outcome unknown: the queue's answer was lost after the request was sent): %s %s",
+		nTasks(len(p.unknownIDs)), p.what(), spanList(p.unknown))
+}
+
+// unknownAdvice says how to find out what became of the tasks of unknown
+// outcome, and what pushing them again does on this backend.
+func (p *pusher) unknownAdvice() string {
+	ids := p.unknownIDs
+	more := ""
+	if len(ids) > maxListed {
+		ids, more = ids[:maxListed], fmt.Sprintf(" and %d more", len(p.unknownIDs)-maxListed)
+	}
+	check := "check with: jobq QUEUE size, jobq QUEUE peek"
+	if p.q.Capabilities().Level(driver.Results) != driver.Unsupported {
+		check += ", or jobq QUEUE result ID once a worker has run them"
+	}
+	again := "pushing them again is safe: this backend drops a task ID it holds already"
+	if !p.dedups() {
+		again = "pushing them again may queue them twice, as this backend does not drop a task ID it holds already (tasks run at least once; see docs/reliability.md)"
+	}
+	return fmt.Sprintf("%s (IDs %s%s); %s", check, strings.Join(ids, ", "), more, again)
 }
 
 // startProgress tells a person at a terminal where tasks are read from,
@@ -487,8 +584,8 @@ func (p *pusher) send(ctx context.Context) error {
 			return err
 		}
 	}
-	job := &pushJob{done: make(chan struct{}), lines: p.lines}
 	tasks := p.batch
+	job := &pushJob{done: make(chan struct{}), lines: p.lines, tasks: tasks}
 	p.batch = make([]*jobq.Task, 0, pushBatchSize)
 	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
@@ -505,6 +602,9 @@ func (p *pusher) record(job *pushJob) {
 		if r.Duplicate {
 			p.dups++
 		}
+		if r.Resent {
+			p.resent++
+		}
 		if p.f.printIDs {
 			p.printID(r, job.lines[i])
 		}
@@ -520,26 +620,57 @@ func (p *pusher) record(job *pushJob) {
 		_ = p.bar.Add(len(job.res))
 	}
 	if n := len(job.res); n > 0 {
-		p.markStored(job.lines[0], job.lines[n-1])
+		p.stored = addSpan(p.stored, job.lines[0], job.lines[n-1])
 	}
-	if n := len(job.res); n < len(job.lines) && (p.firstLost == 0 || job.lines[n] < p.firstLost) {
-		p.firstLost = job.lines[n]
+	// The tasks after the stored prefix: unknown where their push went
+	// unanswered, else not stored.
+	var be *jobq.BatchError
+	errors.As(job.err, &be)
+	for i := len(job.res); i < len(job.lines); i++ {
+		if be != nil && i < len(be.Errs) && maybeStored(be.Errs[i]) {
+			p.unknown = addSpan(p.unknown, job.lines[i], job.lines[i])
+			p.unknownIDs = append(p.unknownIDs, job.tasks[i].ID)
+			continue
+		}
+		if p.firstLost == 0 || job.lines[i] < p.firstLost {
+			p.firstLost = job.lines[i]
+		}
 	}
 }
 
-// markStored adds lines from..to (consecutive in the input) to p.stored.
-func (p *pusher) markStored(from, to int) {
-	i := sort.Search(len(p.stored), func(i int) bool { return p.stored[i].from > from })
-	p.stored = slices.Insert(p.stored, i, lineSpan{from, to})
-	merged := p.stored[:1]
-	for _, s := range p.stored[1:] {
+// maybeStored reports whether err, a task's error in a *jobq.BatchError,
+// says the task may have been stored all the same.
+func maybeStored(err error) bool {
+	var je *jobq.Error
+	return errors.As(err, &je) && je.MaybeApplied
+}
+
+// addSpan adds lines from..to (consecutive in the input) to spans, sorted
+// closed ranges, merging neighbours.
+func addSpan(spans []lineSpan, from, to int) []lineSpan {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].from > from })
+	spans = slices.Insert(spans, i, lineSpan{from, to})
+	merged := spans[:1]
+	for _, s := range spans[1:] {
 		if last := &merged[len(merged)-1]; s.from <= last.to+1 {
 			last.to = max(last.to, s.to)
 		} else {
 			merged = append(merged, s)
 		}
 	}
-	p.stored = merged
+	return merged
+}
+
+// spanList formats spans as "1–3, 7".
+func spanList(spans []lineSpan) string {
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		out[i] = fmt.Sprintf("%d–%d", s.from, s.to)
+		if s.from == s.to {
+			out[i] = fmt.Sprint(s.from)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // collect waits for the oldest batch in flight and records its results.
@@ -615,38 +746,58 @@ func (p *pusher) notWaited() string {
 }
 
 // summary says how many tasks were stored, which input lines (or -c
-// commands) they were, and where to resume. next is the first line that
-// was not read into a batch.
+// commands) they were, which may have been stored (outcome unknown), and
+// where to resume: at the first line not known to be stored, so that a
+// task of unknown outcome is pushed again rather than perhaps lost. next
+// is the first line that was not read into a batch.
 func (p *pusher) summary(next int) string {
-	what, resume := "lines", ""
+	resume := ""
 	from := next
 	if p.firstLost != 0 && p.firstLost < from {
 		from = p.firstLost
 	}
-	if len(p.f.commands) > 0 {
-		what = "commands (-c, in order)"
-	} else {
+	if len(p.unknown) > 0 && p.unknown[0].from < from {
+		from = p.unknown[0].from
+	}
+	if len(p.f.commands) == 0 {
 		resume = fmt.Sprintf("; resume with: tail -n +%d INPUT | jobq QUEUE push ...", from)
 	}
-	if p.pushed == 0 {
-		return fmt.Sprintf("no task was stored%s", resume)
+	var parts []string
+	switch {
+	case p.pushed > 0:
+		parts = append(parts, fmt.Sprintf("stored %d tasks: %s %s", p.pushed, p.what(), spanList(p.stored)))
+	case len(p.unknownIDs) == 0:
+		parts = append(parts, "no task was stored")
 	}
-	spans := make([]string, len(p.stored))
-	after := 0
-	for i, s := range p.stored {
-		spans[i] = fmt.Sprintf("%d–%d", s.from, s.to)
-		if s.from == s.to {
-			spans[i] = fmt.Sprint(s.from)
+	if len(p.unknownIDs) > 0 {
+		parts = append(parts, p.unknownSummary(), p.unknownAdvice())
+	}
+	if resume != "" {
+		after := linesFrom(p.stored, from)
+		if after > 0 {
+			resume += fmt.Sprintf(" (%d of those lines are stored already and would be pushed again, with the same IDs)", after)
 		}
+	}
+	return strings.Join(parts, "; ") + resume
+}
+
+// what names the units of the input: lines, or -c commands.
+func (p *pusher) what() string {
+	if len(p.f.commands) > 0 {
+		return "commands (-c, in order)"
+	}
+	return "lines"
+}
+
+// linesFrom counts the lines of spans at or after line from.
+func linesFrom(spans []lineSpan, from int) int {
+	n := 0
+	for _, s := range spans {
 		if s.to >= from {
-			after += s.to - max(s.from, from) + 1
+			n += s.to - max(s.from, from) + 1
 		}
 	}
-	msg := fmt.Sprintf("stored %d tasks: %s %s", p.pushed, what, strings.Join(spans, ", "))
-	if after > 0 && resume != "" {
-		resume += fmt.Sprintf(" (%d of those lines are stored already and would be pushed again, with the same IDs)", after)
-	}
-	return msg + resume
+	return n
 }
 
 // setDedupWindow applies --dedup-window: on Service Bus it is the queue

@@ -73,6 +73,12 @@ type PushResult struct {
 	// Duplicate is true when Dedup is native and a message with the same ID
 	// was already queued, so nothing new was stored.
 	Duplicate bool
+	// Resent is true when the engine's client sent the message again after
+	// an attempt whose answer was lost (an SDK retry after a reset
+	// connection): it is stored, and unless Dedup is native it may be
+	// stored twice. A driver that cannot see its client's retries leaves
+	// it false.
+	Resent bool
 }
 
 // Lease identifies one claim of one message. The portable layer passes it
@@ -218,10 +224,18 @@ type Driver interface {
 	Capabilities() Capabilities
 
 	// Push stores messages. It returns one result per message, in order.
-	// A batch may be stored partly: on error, the results of the messages
-	// that were stored are returned with the error, and the portable layer
-	// reports which ones failed. Messages larger than MaxMessageBytes never
-	// reach Push (the portable layer rejects them).
+	// A batch may be stored partly: on error, the results of the stored
+	// prefix of msgs are returned with the error, and the portable layer
+	// reports which ones failed. Whether the messages after that prefix
+	// may have been stored is read from the error by AppliedOf: its code
+	// decides (an engine's refusal stored nothing; a lost answer, a
+	// timeout or an unclassified error may have stored them) unless an
+	// *Error in its chain sets Applied. A driver must set MaybeApplied
+	// when it knows that a message after the prefix may be stored (one
+	// sent in parallel that succeeded, or whose client retried a request
+	// after a lost answer), and may set NotApplied when it knows none was.
+	// Messages larger than MaxMessageBytes never reach Push (the portable
+	// layer rejects them).
 	Push(ctx context.Context, msgs []*Message) ([]PushResult, error)
 
 	// Receive claims up to p.Max visible messages, highest priority first

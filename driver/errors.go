@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 )
 
@@ -82,6 +83,9 @@ type Error struct {
 	Code Code
 	Msg  string
 	Err  error // the engine's error, if any
+	// Applied says whether the failed call may still have changed the
+	// engine; the zero value leaves it to the code (see AppliedOf).
+	Applied Applied
 }
 
 // Errorf returns an *Error with the given code and a formatted message. If the
@@ -150,4 +154,107 @@ func CodeOfHTTPStatus(status int) Code {
 		return Unavailable
 	}
 	return Unknown
+}
+
+// Applied says whether a call that failed may still have changed the
+// engine. A write whose request reached the engine but whose answer was
+// lost (a connection reset after the request was sent, a timeout while
+// waiting for the reply, a server error after the request was read) may
+// have been applied; the caller cannot tell, and at-least-once delivery
+// resolves the doubt towards a duplicate, never a loss.
+type Applied int
+
+// The answers of Applied.
+const (
+	// AppliedUnsaid: the error does not say; AppliedOf decides from its
+	// code.
+	AppliedUnsaid Applied = iota
+	// NotApplied: the engine refused the call, or never received it.
+	NotApplied
+	// MaybeApplied: the call may have been applied; its answer was lost.
+	MaybeApplied
+)
+
+// String returns the answer's name, for example "MaybeApplied".
+func (a Applied) String() string {
+	switch a {
+	case AppliedUnsaid:
+		return "AppliedUnsaid"
+	case NotApplied:
+		return "NotApplied"
+	case MaybeApplied:
+		return "MaybeApplied"
+	}
+	return fmt.Sprintf("Applied(%d)", int(a))
+}
+
+// AppliedOf says whether the call that failed with err, classified as code
+// (by Driver.ErrorCode), may have been applied. In this order:
+//
+//   - an *Error in err's chain whose Applied is set decides (a driver
+//     marks an error it knows more about, such as one whose SDK retried a
+//     request after a lost answer);
+//   - a connection that could not be made (Unsent) is NotApplied;
+//   - an answer refusing the call is NotApplied: the codes
+//     InvalidArgument, TooLarge, PermissionDenied, NotFound,
+//     AlreadyExists, FailedPrecondition, ResourceExhausted,
+//     Unimplemented and LockLost;
+//   - anything else may have been applied: Unavailable, DeadlineExceeded,
+//     Canceled (the request may have been sent before the context ended),
+//     Internal and Unknown.
+//
+// A nil err is NotApplied.
+func AppliedOf(err error, code Code) Applied {
+	if err == nil {
+		return NotApplied
+	}
+	if a := markedApplied(err); a != AppliedUnsaid {
+		return a
+	}
+	if Unsent(err) {
+		return NotApplied
+	}
+	switch code {
+	case InvalidArgument, TooLarge, PermissionDenied, NotFound, AlreadyExists,
+		FailedPrecondition, ResourceExhausted, Unimplemented, LockLost:
+		return NotApplied
+	}
+	return MaybeApplied
+}
+
+// markedApplied returns the first Applied set by an *Error in err's
+// chain, following every branch of a joined error.
+func markedApplied(err error) Applied {
+	for err != nil {
+		if de, ok := err.(*Error); ok && de.Applied != AppliedUnsaid {
+			return de.Applied
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if a := markedApplied(e); a != AppliedUnsaid {
+					return a
+				}
+			}
+			return AppliedUnsaid
+		default:
+			return AppliedUnsaid
+		}
+	}
+	return AppliedUnsaid
+}
+
+// Unsent reports whether err shows that a request never left: the
+// connection to the engine could not be made (a refused connection, a
+// failed name lookup, a dial timeout). Such a request cannot have been
+// applied.
+func Unsent(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	var de *net.DNSError
+	return errors.As(err, &de)
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/jobq/jobq/driver"
 )
 
 // A request whose response is lost may still have been applied by the
@@ -48,10 +50,11 @@ func (ambiguityPolicy) Do(req *policy.Request) (*http.Response, error) {
 }
 
 // unanswered reports whether an attempt's result leaves open whether the
-// service applied the request.
+// service applied the request. A request that never left (no connection)
+// was not applied.
 func unanswered(resp *http.Response, err error) bool {
 	if err != nil {
-		return true
+		return !driver.Unsent(err)
 	}
 	return resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout
 }

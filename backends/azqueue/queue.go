@@ -163,51 +163,83 @@ func (q *Driver) createQueue(ctx context.Context, c *azqueue.QueueClient) error 
 // time-to-live of -1 (never expire, as ai4s-jobq) and the NotBefore delay as
 // the initial visibility timeout. Messages go out in parallel; after a
 // failure no new ones are started, and the results of the prefix before the
-// failed message are returned. Messages after it that were already in
-// flight may have been stored too, so pushing the rest again can duplicate
-// a few (at-least-once).
+// failed message are returned. The error says MaybeApplied when a message
+// after that prefix may be stored: one already in flight that succeeded,
+// or one whose Put Message went unanswered. A message the SDK sent again
+// after an unanswered attempt is reported Resent: the queue may hold it
+// twice (at-least-once).
 func (q *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
 	results := make([]driver.PushResult, len(msgs))
 	errs := parallel(ctx, len(msgs), true, func(ctx context.Context, i int) error {
-		id, err := q.push(ctx, msgs[i])
-		results[i].MessageID = id
+		var err error
+		results[i].MessageID, results[i].Resent, err = q.push(ctx, msgs[i])
 		return err
 	})
 	for i, err := range errs {
 		if err != nil {
-			return results[:i], err
+			return results[:i], pushFailed(err, errs[i+1:])
 		}
 	}
 	return results, nil
 }
 
-func (q *Driver) push(ctx context.Context, m *driver.Message) (string, error) {
+// pushFailed returns err, the first failure of a parallel push, marked
+// MaybeApplied when one of the messages after it may have been stored:
+// later holds their outcomes, nil where one was stored.
+func pushFailed(err error, later []error) error {
+	de, ok := err.(*driver.Error)
+	if !ok || de.Applied == driver.MaybeApplied {
+		return err
+	}
+	for _, e := range later {
+		if e == nil || driver.AppliedOf(e, errorCode(e)) == driver.MaybeApplied {
+			c := *de
+			c.Applied = driver.MaybeApplied
+			c.Msg += " (messages after it in the batch may have been stored)"
+			return &c
+		}
+	}
+	return err
+}
+
+// push stores one message and returns its message ID, and whether an
+// unanswered attempt preceded the one that stored it (the SDK retried). A
+// failed push's error says whether any attempt may have stored it.
+func (q *Driver) push(ctx context.Context, m *driver.Message) (id string, resent bool, err error) {
 	text := encodeText(m.Body)
 	if len(text) > MaxMessageBytes {
-		return "", tooLarge(m.ID, len(text))
+		return "", false, tooLarge(m.ID, len(text))
 	}
 	var delay time.Duration
 	if !m.NotBefore.IsZero() {
 		delay = time.Until(m.NotBefore)
 	}
 	if delay > MaxVisibility {
-		return "", driver.Errorf(driver.InvalidArgument,
+		return "", false, driver.Errorf(driver.InvalidArgument,
 			"task %s is scheduled %v ahead; Azure Storage Queue can delay a message by at most 7 days", m.ID, delay.Round(time.Second))
 	}
+	ctx, out := track(ctx)
 	resp, err := q.main.EnqueueMessage(ctx, text, &azqueue.EnqueueMessageOptions{
 		TimeToLive:        to.Ptr(int32(-1)),
 		VisibilityTimeout: to.Ptr(seconds(delay)),
 	})
+	ambiguous := out.ambiguous.Load()
 	if err != nil {
-		return "", wrap(err, "push task %s to %s", m.ID, q.name)
+		werr := wrap(err, "push task %s to %s", m.ID, q.name).(*driver.Error)
+		werr.Applied = driver.NotApplied
+		if ambiguous {
+			werr.Applied = driver.MaybeApplied
+		}
+		return "", false, werr
 	}
 	if len(resp.Messages) == 0 || resp.Messages[0].MessageID == nil {
-		return "", driver.Errorf(driver.Internal, "push task %s to %s: the service returned no message ID", m.ID, q.name)
+		return "", false, &driver.Error{Code: driver.Internal, Applied: driver.MaybeApplied,
+			Msg: fmt.Sprintf("push task %s to %s: the service returned no message ID", m.ID, q.name)}
 	}
-	return *resp.Messages[0].MessageID, nil
+	return *resp.Messages[0].MessageID, ambiguous, nil
 }
 
 func tooLarge(id string, n int) error {
@@ -633,7 +665,7 @@ func parallel(ctx context.Context, n int, stopOnError bool, fn func(context.Cont
 		sem <- struct{}{}
 		if stopOnError && failed.Load() {
 			<-sem
-			errs[i] = driver.Errorf(driver.Canceled, "not attempted after an earlier message in the batch failed")
+			errs[i] = &driver.Error{Code: driver.Canceled, Applied: driver.NotApplied, Msg: "not attempted after an earlier message in the batch failed"}
 			continue
 		}
 		wg.Add(1)
