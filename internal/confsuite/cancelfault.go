@@ -45,13 +45,13 @@ type faultyRemover struct {
 
 // RemoveTasks fails as f.fault says, after the real removal when its answer
 // is to be lost.
-func (f faultyRemover) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+func (f faultyRemover) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, []string, error) {
 	if f.fault == removalAnswerLost {
-		if _, err := f.remover.RemoveTasks(ctx, recs); err != nil {
-			return nil, err
+		if _, _, err := f.remover.RemoveTasks(ctx, recs); err != nil {
+			return nil, nil, err
 		}
 	}
-	return nil, driver.Errorf(driver.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
+	return nil, nil, driver.Errorf(driver.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
 }
 
 // faultyOpener opens a queue through the backend's registered opener and
