@@ -68,9 +68,17 @@ const (
 	// recorded as Cancelled.
 	CancelRemoved CancelOutcome = "removed"
 	// CancelPending: the task is running, or the backend cannot remove a
-	// queued task by ID, or the ID is unknown: a CancelRequested record
-	// tells the worker that holds or next receives it to stop it.
+	// queued task by ID: a CancelRequested record tells the worker that
+	// holds or next receives it to stop it.
 	CancelPending CancelOutcome = "requested"
+	// CancelNotFound: no task with this ID is queued or running, and none
+	// has a record (the ID is mistyped, or the task is not pushed yet, or
+	// its record expired). The CancelRequested record is kept for the
+	// queue's retention: a task with this ID pushed meanwhile is dropped,
+	// unrun, by the worker that receives it. Only where the backend
+	// removes queued tasks by ID (Cancel native); elsewhere such an ID is
+	// CancelPending.
+	CancelNotFound CancelOutcome = "not-found"
 	// CancelTooLate: the task had already ended; its record is unchanged.
 	CancelTooLate CancelOutcome = "already-ended"
 )
@@ -312,7 +320,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		if !seen[id] {
 			seen[id] = true
 			unique = append(unique, id)
-			asked = append(asked, q.newRecord(id, CancelRequested, now, &recordDetails{errText: "cancel requested"}))
+			asked = append(asked, q.newRecord(id, CancelRequested, now, &recordDetails{errText: cancelRequestedText}))
 		}
 	}
 	// A cancel-requested record is stored only where there is none, so it
@@ -339,19 +347,26 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	// removal, so a lost answer or a crash here leaves no removed task
 	// with only the cancel request (a Wait would hang on it); a cancel
 	// asked again finds the record and reports the task ended.
-	removed := map[string]bool{}
+	removed, missing := map[string]bool{}, map[string]bool{}
 	if remover, ok := q.drv.(driver.TaskRemover); ok && len(open) > 0 && q.caps.Level(driver.Cancel) == driver.Native {
 		at := time.Now()
 		done := make([]*driver.ResultRecord, len(open))
 		for i, id := range open {
 			done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
 		}
-		gone, err := remover.RemoveTasks(ctx, done)
+		gone, held, err := remover.RemoveTasks(ctx, done)
 		if err != nil {
-			return nil, q.wrap(op, fmt.Errorf("remove the queued tasks (their cancel requests are stored; cancel again to see what became of each): %w", err))
+			return nil, q.wrap(op, fmt.Errorf("remove the queued tasks (their cancel requests are stored, so a worker that receives one of them drops it; cancel again to see what became of each): %w", err))
+		}
+		running := make(map[string]bool, len(held))
+		for _, id := range held {
+			running[id] = true
 		}
 		for _, id := range gone {
 			removed[id] = true
+		}
+		if err := q.notFound(ctx, op, store, open, removed, running, state, missing); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]CancelResult, len(ids))
@@ -361,11 +376,44 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 			out[i] = CancelResult{ID: id, Outcome: CancelRemoved, State: Cancelled}
 		case st.Final():
 			out[i] = CancelResult{ID: id, Outcome: CancelTooLate, State: st}
+		case missing[id]:
+			out[i] = CancelResult{ID: id, Outcome: CancelNotFound, State: CancelRequested}
 		default:
 			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: CancelRequested}
 		}
 	}
 	return out, nil
+}
+
+// cancelRequestedText is the error of a CancelRequested record.
+const cancelRequestedText = "cancel requested: the worker that holds this task, or next receives a task with this ID, stops it"
+
+// notFound marks in missing the open IDs that RemoveTasks neither removed
+// nor found running: no message has them. One of those may have ended
+// between Cancel's read of the records and the removal; its records are
+// read again, and an end found is put in state (the cancel came too late).
+func (q *Queue) notFound(ctx context.Context, op string, store driver.ResultStore, open []string, removed, running map[string]bool, state map[string]ResultState, missing map[string]bool) error {
+	var absent []string
+	for _, id := range open {
+		if !removed[id] && !running[id] {
+			absent = append(absent, id)
+		}
+	}
+	if len(absent) == 0 {
+		return nil
+	}
+	recs, err := q.getResults(ctx, op, store, absent)
+	if err != nil {
+		return err
+	}
+	for i, rec := range recs {
+		if rec != nil && rec.State.Final() {
+			state[absent[i]] = rec.State
+			continue
+		}
+		missing[absent[i]] = true
+	}
+	return nil
 }
 
 // CancelRequested returns those of ids whose cancel was asked for and that

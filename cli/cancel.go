@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,16 +20,21 @@ func (a *app) cancelCommand() *cobra.Command {
   removed         it was queued or delayed: it is removed and recorded as
                   cancelled; it will not run
   requested       it is running (or the backend cannot remove a queued task
-                  by ID, or the ID is unknown): the worker that holds it, or
+                  by ID, so cannot tell an unknown ID either): the worker that holds it, or
                   next receives it, stops it — SIGTERM, then SIGKILL after
                   its --kill-timeout, as at a time limit — and records it as
                   cancelled; it is not retried
   already-ended   it had ended (succeeded, dead-lettered, cancelled); its
                   record is unchanged
+  not-found       no such task is queued or running, and none has a
+                  record (a mistyped ID, or a task not pushed yet): the
+                  cancel stays pending for the queue's retention, and a
+                  task pushed with this ID meanwhile is dropped unrun by
+                  the worker that receives it
 
 '-' reads more IDs from standard input, one per line. 'jobq QUEUE wait ID'
 waits until a requested cancel has taken effect. Exit 0 when every ID was
-handled, 1 when the backend failed, 2 when it keeps no result records (see
+handled, 1 when an ID was not found (after every line) or the backend failed, 2 when it keeps no result records (see
 'jobq backends', results and cancel).`,
 		Example: `  jobq sqlite://./work.db cancel 5d41402abc4b2a76b9719d911017c592
   jobq sqlite://./work.db cancel - < ids.txt
@@ -48,6 +54,12 @@ handled, 1 when the backend failed, 2 when it keeps no result records (see
 				if err != nil {
 					return resultFailure(err)
 				}
+				var missing []string
+				for _, r := range res {
+					if r.Outcome == jobq.CancelNotFound {
+						missing = append(missing, r.ID)
+					}
+				}
 				if asJSON {
 					out := make([]cancelJSON, len(res))
 					for i, r := range res {
@@ -55,10 +67,22 @@ handled, 1 when the backend failed, 2 when it keeps no result records (see
 					}
 					enc := json.NewEncoder(a.stdout)
 					enc.SetIndent("", "  ")
-					return enc.Encode(out)
+					if err := enc.Encode(out); err != nil {
+						return err
+					}
+				} else {
+					for _, r := range res {
+						var until time.Time
+						if r.Outcome == jobq.CancelNotFound {
+							if rec, err := q.Result(ctx, r.ID); err == nil {
+								until = rec.ExpiresAt
+							}
+						}
+						fmt.Fprintln(a.stdout, cancelLine(r, until))
+					}
 				}
-				for _, r := range res {
-					fmt.Fprintln(a.stdout, cancelLine(r))
+				if len(missing) > 0 {
+					return failure(fmt.Errorf("%d of %d task IDs were not found (no such task is queued or running): check them; their cancels stay pending, so a task pushed with one of them is dropped unrun", len(missing), len(res)))
 				}
 				return nil
 			})
@@ -75,9 +99,16 @@ type cancelJSON struct {
 	State   string `json:"state"`
 }
 
-// cancelLine says what Cancel did to one task.
-func cancelLine(r jobq.CancelResult) string {
+// cancelLine says what Cancel did to one task; until is when a pending
+// cancel's record expires (zero when unknown).
+func cancelLine(r jobq.CancelResult, until time.Time) string {
 	switch r.Outcome {
+	case jobq.CancelNotFound:
+		within := "within the queue's retention"
+		if !until.IsZero() {
+			within = "before " + until.Local().Format(time.DateTime)
+		}
+		return fmt.Sprintf("%s not-found: no such task is queued or running; a task with this ID pushed %s will be cancelled when a worker receives it", r.ID, within)
 	case jobq.CancelRemoved:
 		return fmt.Sprintf("%s removed: it was queued; recorded as %s", r.ID, r.State)
 	case jobq.CancelPending:

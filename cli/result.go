@@ -21,7 +21,7 @@ func (a *app) resultCommand() *cobra.Command {
 		Short: "Print the result record of a task that ended",
 		Long: `Print what the queue kept about a task that ended: its final state
 (succeeded, dead-lettered, cancelled; or cancel-requested while a cancel is
-pending), the exit code or the error, the tail of its output, a Go
+pending, printed with exit 1: the task has not ended), the exit code or the error, the tail of its output, a Go
 handler's return value, when and where its last attempt ran, how often it
 was delivered, and its attempt history.
 
@@ -55,9 +55,14 @@ that says so.
 				if asJSON {
 					enc := json.NewEncoder(a.stdout)
 					enc.SetIndent("", "  ")
-					return enc.Encode(toResultJSON(r))
+					err = enc.Encode(toResultJSON(r))
+				} else {
+					err = printResult(a.stdout, r)
 				}
-				return printResult(a.stdout, r)
+				if err == nil && !r.State.Final() {
+					err = failure(fmt.Errorf("task %s has not ended: a cancel is pending (%s); it ends when the worker that holds it, or next receives a task with this ID, stops it; 'jobq QUEUE wait --timeout D %s' waits for that", id, r.State, id))
+				}
+				return err
 			})
 		},
 	}

@@ -285,7 +285,12 @@ type Driver interface {
 
 	// RequeueDead moves the named dead letters (all when ids is nil) back to
 	// the queue, visible at once, and returns how many it moved. Unknown ids
-	// are skipped.
+	// are skipped. A driver that keeps result records (ResultStore) deletes
+	// the record of each task it requeues in the same step, so that waiting
+	// for the task waits for its new run; and where InPlaceUpdate is native
+	// it keeps the message's delivery count, so that the next delivery
+	// counts on from the dead letter's (the attempt history and the record
+	// then count deliveries across runs).
 	RequeueDead(ctx context.Context, ids []string) (int64, error)
 
 	// PurgeDead deletes the named dead letters (all when ids is nil) and

@@ -118,9 +118,12 @@ type TaskRemover interface {
 	// layer passes one ResultCancelled record per task ID; each replaces
 	// the task's cancel-request record.
 	//
-	// It returns the IDs it removed. An ID with no ready or delayed
-	// message is skipped, and its record is not stored. A record that
-	// CheckResultRecord rejects fails the call (InvalidArgument) before
-	// anything is removed.
-	RemoveTasks(ctx context.Context, recs []*ResultRecord) ([]string, error)
+	// It returns the IDs it removed, and held: the IDs it did not remove
+	// because their message is in flight (claimed under a lease that has
+	// not expired). An ID in neither has no message in the queue (never
+	// pushed, ended, or dead): Queue.Cancel reports it as not found. An
+	// ID with no ready or delayed message is skipped, and its record is
+	// not stored. A record that CheckResultRecord rejects fails the call
+	// (InvalidArgument) before anything is removed.
+	RemoveTasks(ctx context.Context, recs []*ResultRecord) (removed, held []string, err error)
 }

@@ -138,12 +138,15 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 	}
 }
 
-// cancelRequestedOf returns the received tasks whose cancel was requested,
-// where the backend cannot remove a queued task by ID (Cancel Emulated):
-// the worker drops them unrun. One lookup covers the whole batch; when it
-// fails the tasks run (and cancelLoop may still stop them).
+// cancelRequestedOf returns the received tasks whose cancel was requested:
+// the worker drops them unrun. That is every cancelled queued task where
+// the backend cannot remove one by ID (Cancel Emulated); where it can, a
+// task pushed after its cancel was asked (Queue.Cancel said not-found), or
+// one whose removal was cut short. One lookup of the records covers the
+// whole received batch; when it fails the tasks run (and cancelLoop may
+// still stop them).
 func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]bool {
-	if len(envs) == 0 || w.q.Capabilities().Level(driver.Cancel) != driver.Emulated {
+	if len(envs) == 0 || w.q.Capabilities().Level(driver.Cancel) == driver.Unsupported {
 		return nil
 	}
 	ids := make([]string, len(envs))

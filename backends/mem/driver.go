@@ -429,8 +429,18 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	taken := s.takeDead(ids)
 	for _, dm := range taken {
 		old := dm.m
-		s.add(&message{taskID: old.taskID, body: old.body, priority: old.priority, enqueuedAt: old.enqueuedAt,
-			concKey: old.concKey, rateKey: old.rateKey}, time.Time{}, now)
+		m := &message{taskID: old.taskID, body: old.body, priority: old.priority, enqueuedAt: old.enqueuedAt,
+			concKey: old.concKey, rateKey: old.rateKey}
+		if d.level(driver.InPlaceUpdate) == driver.Native {
+			m.deliveries = old.deliveries // the next delivery counts on
+		}
+		s.add(m, time.Time{}, now)
+		// The dead letter's record ends the old run; the task waits for
+		// its new one.
+		delete(s.res.recs, old.taskID)
+	}
+	if len(taken) > 0 {
+		s.wakeResults()
 	}
 	return int64(len(taken)), nil
 }

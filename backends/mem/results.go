@@ -191,18 +191,19 @@ func (d *Driver) wakeResults() {
 
 // RemoveTasks implements driver.TaskRemover: ready and delayed messages
 // with the records' task IDs are deleted, and the records of the tasks
-// removed stored, under one hold of the lock; leased ones stay.
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+// removed stored, under one hold of the lock; leased ones stay, and are
+// reported held.
+func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
 	if err := d.checkResults(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.level(driver.Cancel) != driver.Native {
-		return nil, driver.Errorf(driver.Unimplemented, "mem: this queue was opened with cancel %s: it cannot remove tasks by ID", d.level(driver.Cancel))
+		return nil, nil, driver.Errorf(driver.Unimplemented, "mem: this queue was opened with cancel %s: it cannot remove tasks by ID", d.level(driver.Cancel))
 	}
 	want := make(map[string]*driver.ResultRecord, len(recs))
 	for _, r := range recs {
 		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		want[r.ID] = r
 	}
@@ -211,12 +212,18 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.promote(now)
-	var removed []string
 	done := map[string]bool{}
 	readyGone := false
 	for _, m := range s.msgs {
 		rec := want[m.taskID]
-		if rec == nil || m.state == leased {
+		if rec == nil {
+			continue
+		}
+		if m.state == leased {
+			if !done[m.taskID] {
+				done[m.taskID] = true
+				held = append(held, m.taskID)
+			}
 			continue
 		}
 		readyGone = readyGone || m.state == ready
@@ -241,5 +248,5 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 		s.readyQ = kept
 		heap.Init(&s.readyQ)
 	}
-	return removed, nil
+	return removed, held, nil
 }

@@ -122,6 +122,14 @@ func keyOfSQL(x string) string {
 		ELSE convert_to(%[1]s, 'UTF8') END`, x)
 }
 
+// idOfKeySQL is taskIDOf in SQL: the task ID (text) of the key in the
+// bytea expression x; NULL for NULL.
+func idOfKeySQL(x string) string {
+	return fmt.Sprintf(`CASE WHEN octet_length(%[1]s) = 16 THEN encode(%[1]s, 'hex')
+		WHEN octet_length(%[1]s) = 17 AND get_byte(%[1]s, 16) = 0 THEN convert_from(substring(%[1]s from 1 for 16), 'UTF8')
+		ELSE convert_from(%[1]s, 'UTF8') END`, x)
+}
+
 // claimPackedFunction is claim_with_policies (claimFunctionKeyLocks) under
 // the name claim_packed, returning the task key and the stored body. It
 // is derived from that text so that the two cannot drift apart.

@@ -178,19 +178,25 @@ WHERE queue = $1
 ORDER BY dead_at, id
 LIMIT $2`),
 
-		// RequeueDead: delete the dead letters and queue them again as fresh
-		// messages (delivery count 0), in one statement. A dead letter whose
-		// task id is queued again already merges into that message (dedup).
+		// RequeueDead: delete the dead letters and queue them again, in one
+		// statement. A requeued message keeps its delivery count (one out
+		// of range restarts at 0), so that the next delivery counts on, and
+		// the result records of the tasks requeued are deleted: they have
+		// not ended. A dead letter whose task id is queued again already
+		// merges into that message (dedup).
 		requeueDead: r.Replace(`
 WITH d AS (
 	DELETE FROM {{s}}.dead_letters
 	WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
-	RETURNING id, queue, task_key, packed_body, priority, enqueued_at, dead_at, concurrency_key, rate_key
+	RETURNING id, queue, task_key, packed_body, priority, enqueued_at, dead_at, concurrency_key, rate_key, deliveries
 ), ins AS (
-	INSERT INTO {{s}}.messages (queue, task_key, packed_body, priority, enqueued_at, concurrency_key, rate_key)
-	SELECT queue, task_key, packed_body, ` + clampedPriority + `, CASE WHEN isfinite(enqueued_at) THEN enqueued_at ELSE now() END, concurrency_key, rate_key FROM d ORDER BY dead_at, id
+	INSERT INTO {{s}}.messages (queue, task_key, packed_body, priority, enqueued_at, concurrency_key, rate_key, deliveries)
+	SELECT queue, task_key, packed_body, ` + clampedPriority + `, CASE WHEN isfinite(enqueued_at) THEN enqueued_at ELSE now() END, concurrency_key, rate_key,
+		CASE WHEN deliveries BETWEEN 0 AND 2147483646 THEN deliveries ELSE 0 END FROM d ORDER BY dead_at, id
 	ON CONFLICT (queue, task_key) DO NOTHING
-	RETURNING id
+	RETURNING id, task_key
+), res AS (
+	DELETE FROM {{s}}.results WHERE queue = $1 AND task_id IN (SELECT ` + idOfKeySQL("task_key") + ` FROM ins WHERE task_key IS NOT NULL)
 ), n AS (
 	SELECT pg_notify($3, $1) WHERE EXISTS (SELECT FROM ins)
 )

@@ -136,7 +136,10 @@ DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
 		// and the records of the tasks removed, in one statement. A
 		// concurrent claim holds the row: the delete waits for it, then
 		// sees the lease and leaves the message. $10 holds the task keys
-		// of the IDs in $2.
+		// of the IDs in $2. The rows say which IDs were removed (true) and
+		// which have a message that stays (false): in flight. h reads the
+		// messages as the statement began, so a message that a concurrent
+		// claim took meanwhile counts as in flight, not as absent.
 		remove: r.Replace(`
 WITH x AS (
 	SELECT rid, key, state, ` + usTime("updated_us") + ` AS updated, ` + usTime("expires_us") + ` AS expires, ` + dataOf("span", "$9") + ` AS data, ord
@@ -148,11 +151,15 @@ WITH x AS (
 	RETURNING task_key
 ), k AS (
 	SELECT * FROM x WHERE key IN (SELECT task_key FROM d)
+), h AS (
+	SELECT task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($10::bytea[])
 ), ins AS (` + upsert("k", "$1", insertDistinct) + `
 ), n AS (
 	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
 )
-SELECT DISTINCT rid FROM k WHERE (SELECT count(*) FROM n) >= 0`),
+SELECT DISTINCT rid, true FROM k WHERE (SELECT count(*) FROM n) >= 0
+UNION
+SELECT rid, false FROM x WHERE key IN (SELECT task_key FROM h) AND key NOT IN (SELECT task_key FROM d)`),
 	}
 	for v := range insertVariants {
 		for notify := range 2 {
@@ -576,42 +583,46 @@ func (d *Driver) sendResultsNotify() {
 
 // RemoveTasks implements driver.TaskRemover: one statement deletes the
 // messages and stores the records of the tasks it removed (and wakes
-// waiters in other processes).
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+// waiters in other processes), and reports the tasks it left in flight.
+func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
 	if err := d.begin(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(recs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for _, r := range recs {
 		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	c := recordArrays(recs, make([]error, len(recs)))
 	rows, err := d.pool.Query(ctx, d.rsql.remove, d.cfg.queue, c.rids, c.states, c.updated, c.expires, c.spans,
 		d.channel(), d.resultsPayload(), c.blob, taskKeys(c.rids))
 	if err != nil {
-		return nil, wrap(ctx, "remove tasks", err)
+		return nil, nil, wrap(ctx, "remove tasks", err)
 	}
 	defer rows.Close()
-	var removed []string
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, wrap(ctx, "remove tasks", err)
+		var gone bool
+		if err := rows.Scan(&id, &gone); err != nil {
+			return nil, nil, wrap(ctx, "remove tasks", err)
 		}
-		removed = append(removed, id)
+		if gone {
+			removed = append(removed, id)
+		} else {
+			held = append(held, id)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "remove tasks", err)
+		return nil, nil, wrap(ctx, "remove tasks", err)
 	}
 	d.deletedRows(int64(len(removed)))
 	if len(removed) > 0 {
 		d.resultWake.fire()
 	}
-	return removed, nil
+	return removed, held, nil
 }
 
 // sameErr returns err for each of n items.

@@ -260,7 +260,7 @@ func TestRemoveTasks(t *testing.T) {
 		cancelled = append(cancelled, rec(id, driver.ResultCancelled, time.Hour))
 	}
 	putResults(t, d, requested...)
-	removed, err := d.RemoveTasks(ctx, cancelled)
+	removed, _, err := d.RemoveTasks(ctx, cancelled)
 	if err != nil {
 		t.Fatal(err)
 	}

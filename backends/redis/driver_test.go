@@ -493,7 +493,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 	got := receive(t, d, 10, time.Minute)
-	if len(got) != 2 || got[0].ID != "d1" || got[1].ID != dead[1].ID || got[1].DeliveryCount != 1 {
+	if len(got) != 2 || got[0].ID != "d1" || got[1].ID != dead[1].ID || got[1].DeliveryCount != dead[1].DeliveryCount+1 {
 		t.Fatalf("after requeue dead: %+v %+v", got[0], got[1])
 	}
 	if n, err := d.PurgeDead(ctx, nil); err != nil || n != 1 {

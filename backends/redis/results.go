@@ -324,31 +324,36 @@ func repeatErr(err error, n int) []error {
 // RemoveTasks implements driver.TaskRemover: one script removes the ready
 // and delayed messages that own the records' task ids and stores the
 // records of the tasks it removed (per chunk of chunkSize tasks, each its
-// own script call).
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+// own script call), and reports the tasks it left in flight.
+func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
 	const op = "remove tasks"
 	if err := d.begin(ctx, op); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := time.Now()
 	for _, r := range recs {
 		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !expiryOf(r).After(now) {
-			return nil, driver.Errorf(driver.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
+			return nil, nil, driver.Errorf(driver.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
 		}
 	}
 	rs := prepare(recs)
-	var removed []string
 	for _, b := range chunkBounds(len(recs)) {
 		head, tail := rs.args(b[0], b[1])
 		args := append(append([]any{b[1] - b[0]}, head...), tail...)
 		got, err := d.run(ctx, removeScript, args...).StringSlice()
 		if err != nil {
-			return removed, d.fail(op, err)
+			return removed, held, d.fail(op, err)
 		}
-		removed = append(removed, got...)
+		for i, id := range got {
+			if id == "" { // removed, then held
+				held = append(held, got[i+1:]...)
+				break
+			}
+			removed = append(removed, id)
+		}
 	}
-	return removed, nil
+	return removed, held, nil
 }

@@ -909,13 +909,20 @@ end
 return out
 `)
 
-// requeueDeadScript moves dead letters back to ready with a fresh delivery
-// count. ARGV: prefix, limit, then the message ids; with no ids it
+// requeueDeadScript moves dead letters back to ready. A requeued message
+// keeps its delivery count, so that the next delivery counts on, and the
+// result records of its task are deleted from every bucket: it has not
+// ended. ARGV: prefix, limit, then the message ids; with no ids it
 // takes up to limit of all dead letters. A requeued letter takes its task
 // id back unless another queued message holds it. Returns how many it
 // moved.
 var requeueDeadScript = goredis.NewScript(common + readyLua + announceLua + `
 local DEAD, IDS = P .. 'dead', P .. 'ids'
+local buckets
+local function forget_records(id)
+  buckets = buckets or redis.call('ZRANGE', P .. 'rbs', 0, -1)
+  for _, b in ipairs(buckets) do redis.call('HDEL', P .. 'rb:' .. b, id) end
+end
 local mids = {}
 if #ARGV > 2 then
   for i = 3, #ARGV do mids[#mids + 1] = ARGV[i] end
@@ -938,10 +945,16 @@ for _, mid in ipairs(mids) do
       f[2] = nil
     end
     if f[3] and not string.find(f[3], '^%d+$') then redis.call('HSET', k, 'e', str(now)) end
-    if f[1] and f[1] ~= '' and redis.call('HSETNX', IDS, f[1], mid) == 0 then
-      redis.call('HSET', k, 'n', '1') -- another queued message holds the id
+    if f[1] and f[1] ~= '' then
+      if redis.call('HSETNX', IDS, f[1], mid) == 0 then
+        redis.call('HSET', k, 'n', '1') -- another queued message holds the id
+      else
+        forget_records(f[1])
+      end
     end
-    redis.call('HSET', k, 'd', 0, 'v', now)
+    local d = redis.call('HGET', k, 'd')
+    if not (d and string.find(d, '^%d+$') and tonumber(d) < 2147483647) then d = 0 end
+    redis.call('HSET', k, 'd', d, 'v', now)
     make_ready(mid, f[2])
     n = n + 1
   end
@@ -975,11 +988,12 @@ return n
 // task ids (Queue.Cancel), and stores the record of each task it removed
 // (see recordLua); leased and dead ones stay. ARGV: prefix, n, then
 // recordLua's four, then n times (task id, record). Returns the task ids
-// it removed.
+// it removed, then "", then the task ids whose message it left (in
+// flight).
 var removeScript = goredis.NewScript(common + setsLua + recordLua + `
 local IDS = P .. 'ids'
 local n = tonumber(ARGV[2])
-local out, gone_ids, ng = {}, {}, 0
+local out, gone_ids, ng, kept = {}, {}, 0, {}
 for i = 1, n do
   local id = ARGV[5 + 2 * i]
   local mid = redis.call('HGET', IDS, id)
@@ -997,11 +1011,15 @@ for i = 1, n do
       redis.call('DEL', k)
       ng = ng + 1
       gone_ids[ng] = id
+    else
+      kept[#kept + 1] = id
     end
   end
   out[i] = gone and 1 or 0
 end
 if ng > 0 then store_records(ng == n, n, 7, out) end
+gone_ids[ng + 1] = ''
+for _, id in ipairs(kept) do gone_ids[#gone_ids + 1] = id end
 return gone_ids
 `)
 

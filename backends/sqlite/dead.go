@@ -28,11 +28,21 @@ var (
 	// A priority or enqueue time that is not one (another tool wrote it)
 	// is repaired on the way, so that the claim does not quarantine the
 	// message again: priorities are clamped, a bad time becomes now.
-	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key)
+	// reviveDead keeps the dead letter's delivery count (one out of
+	// range restarts at 0), so that the next delivery counts on.
+	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, deliveries)
 		SELECT queue, ` + keyColumnSQL + `, CAST(body AS BLOB), CASE WHEN typeof(id_at) = 'integer' THEN id_at ELSE 0 END,
 			CASE WHEN typeof(priority) = 'integer' THEN max(-1000, min(1000, priority)) ELSE 0 END, ?1,
-			CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ?1 END, concurrency_key, rate_key
+			CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ?1 END, concurrency_key, rate_key,
+			CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483646 THEN deliveries ELSE 0 END
 		FROM jobq_dead WHERE id = ?2 AND queue = ?3`
+	// forgetDeadResults deletes, in every generation, the result records
+	// of the task of dead letter ?2 of queue ?1: requeued, it has not
+	// ended.
+	forgetDeadResults = `DELETE FROM jobq_results WHERE rowid IN (
+		WITH RECURSIVE ` + gensOf + `
+		SELECT r.rowid FROM gens CROSS JOIN jobq_results r
+		WHERE r.queue = ?1 AND r.gen = gens.g AND r.task_id = (SELECT ` + keyColumnSQL + ` FROM jobq_dead WHERE id = ?2 AND queue = ?1))`
 )
 
 // ListDead implements driver.Driver. max <= 0 lists every dead letter.
@@ -92,6 +102,9 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 				}
 				continue
 			}
+			if _, err := tx.Exec(forgetDeadResults, d.cfg.queue, id); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(deleteDead, id, d.cfg.queue); err != nil {
 				return err
 			}
@@ -104,6 +117,7 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	}
 	if moved > 0 {
 		d.note.broadcast()
+		d.note.results.broadcast()
 	}
 	return moved, nil
 }

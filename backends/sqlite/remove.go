@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -16,16 +18,23 @@ const removeTask = `DELETE FROM jobq_messages
 		AND queue = ?1 AND task_id = ?2 AND task_id <> ''
 		AND (lease IS NULL OR visible_at <= ?3)`
 
+// heldTask finds the queue's message with the given task ID that
+// removeTask left: one in flight.
+const heldTask = `SELECT 1 FROM jobq_messages
+	WHERE id = (SELECT message_id FROM jobq_task_keys WHERE queue = ?1 AND task_id = ?2)
+		AND queue = ?1 AND task_id = ?2 AND task_id <> ''`
+
 var _ driver.TaskRemover = (*Driver)(nil)
 
 // RemoveTasks implements driver.TaskRemover: the messages are deleted and
-// the records of the tasks removed stored in one transaction.
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+// the records of the tasks removed stored in one transaction; the tasks
+// in flight are reported held.
+func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
 	byID := make(map[string]*driver.ResultRecord, len(recs))
 	ids := make([]string, 0, len(recs))
 	for _, r := range recs {
 		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if byID[r.ID] == nil {
 			ids = append(ids, r.ID)
@@ -33,14 +42,14 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 		byID[r.ID] = r
 	}
 	if len(ids) == 0 {
-		return nil, d.check(ctx)
+		return nil, nil, d.check(ctx)
 	}
-	var removed []string
-	err := d.writeTx(ctx, "remove tasks", func(tx wtx) error {
-		removed = removed[:0]
+	err = d.writeTx(ctx, "remove tasks", func(tx wtx) error {
+		removed, held = removed[:0], held[:0]
 		now := micros(time.Now())
 		for _, id := range ids {
-			res, err := tx.Exec(removeTask, d.cfg.queue, taskKey(id), now)
+			key := taskKey(id)
+			res, err := tx.Exec(removeTask, d.cfg.queue, key, now)
 			if err != nil {
 				return err
 			}
@@ -49,6 +58,13 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 				return err
 			}
 			if n == 0 {
+				var one int
+				switch err := tx.QueryRow(heldTask, d.cfg.queue, key).Scan(&one); {
+				case err == nil:
+					held = append(held, id)
+				case !errors.Is(err, sql.ErrNoRows):
+					return err
+				}
 				continue
 			}
 			removed = append(removed, id)
@@ -59,10 +75,10 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(removed) > 0 {
 		d.note.results.broadcast()
 	}
-	return removed, nil
+	return removed, held, nil
 }

@@ -2,9 +2,11 @@ package confsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -45,13 +47,13 @@ type faultyRemover struct {
 
 // RemoveTasks fails as f.fault says, after the real removal when its answer
 // is to be lost.
-func (f faultyRemover) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, error) {
+func (f faultyRemover) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, []string, error) {
 	if f.fault == removalAnswerLost {
-		if _, err := f.remover.RemoveTasks(ctx, recs); err != nil {
-			return nil, err
+		if _, _, err := f.remover.RemoveTasks(ctx, recs); err != nil {
+			return nil, nil, err
 		}
 	}
-	return nil, driver.Errorf(driver.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
+	return nil, nil, driver.Errorf(driver.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
 }
 
 // faultyOpener opens a queue through the backend's registered opener and
@@ -143,4 +145,101 @@ func checkCancelInterrupted(c *C) {
 	}
 	c.receiveNone(q, time.Time{}, "both cancelled tasks were removed")
 	c.expectStats(q, want{})
+}
+
+// checkCancelBeforePush: a cancel of an ID that no message has is reported
+// as not found where the backend removes queued tasks by ID (elsewhere it
+// cannot tell, and says requested); its request is kept, so that a task
+// pushed with that ID later is seen as cancelled by its receiver; and
+// until then the ID has no end: Result says cancel-requested and Wait
+// does not return.
+func checkCancelBeforePush(c *C) {
+	q := c.open()
+	if !c.cancels(q) {
+		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
+	}
+	t := task("cancel before push")
+	id, err := jobq.TaskID(t)
+	if err != nil {
+		c.Fatalf("task ID: %v", err)
+	}
+	rs, err := q.Cancel(c.ctx(), id)
+	want := jobq.CancelNotFound
+	if level(q, driver.Cancel) != driver.Native {
+		want = jobq.CancelPending
+	}
+	c.expectCancel(rs, err, id, want)
+	if rs[0].State != jobq.CancelRequested {
+		c.Errorf("the cancel of an unknown ID reports state %s; want %s", rs[0].State, jobq.CancelRequested)
+	}
+	if r := c.result(q, id); r.State != jobq.CancelRequested || r.State.Final() {
+		c.Errorf("the record of an unknown ID asked to cancel is in state %s; want %s, not an end", r.State, jobq.CancelRequested)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
+	res, err := q.Wait(ctx, id)
+	cancel()
+	c.expectCode(err, jobq.DeadlineExceeded, fmt.Sprintf("Wait on a cancel not yet taken effect (returned %v)", res))
+	if got := c.push(q, t)[0]; got != id {
+		c.Fatalf("pushed task %s; want %s", got, id)
+	}
+	c.settleCancelled(q, c.receive(q, c.longVis(q)), id)
+}
+
+// checkDeadLetterRequeueRecord: a dead letter requeued has not ended: its
+// record is gone until the new run ends, so Result is NotFound and Wait
+// waits; where messages are updated in place its delivery count and
+// attempt history go on from the dead letter's, and the new record counts
+// every delivery and lists the old failure and the new attempt.
+func checkDeadLetterRequeueRecord(c *C) {
+	q := c.open()
+	if !c.keepsResults(q) {
+		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
+	}
+	if level(q, driver.DeadLetter) == driver.Unsupported {
+		c.Skipf("dead-letter is unsupported")
+	}
+	if level(q, driver.Results) != driver.Native {
+		c.Skipf("results are %s: kept apart from the dead letters", level(q, driver.Results))
+	}
+	id := c.push(q, task("dead-letter requeue record"))[0]
+	e := c.receive(q, c.longVis(q))
+	e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure, Detail: "first run"})
+	if res, err := e.Fail(c.ctx(), errors.New("conformance failure"), "first run's output"); err != nil || res.Retried {
+		c.Fatalf("Fail = %+v, %v; want dead-lettered", res, err)
+	}
+	if r := c.result(q, id); r.State != jobq.DeadLettered {
+		c.Fatalf("the record after the failure is in state %s; want dead-lettered", r.State)
+	}
+	dead := c.listDead(q, 1)
+	if n, err := q.DeadLetters().Requeue(c.ctx(), dead[0].MessageID); err != nil || n != 1 {
+		c.Fatalf("requeue the dead letter = %d, %v; want 1", n, err)
+	}
+	_, err := q.Result(c.ctx(), id)
+	c.expectCode(err, jobq.NotFound, "Result of a requeued dead letter (it has not ended)")
+	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
+	res, err := q.Wait(ctx, id)
+	cancel()
+	c.expectCode(err, jobq.DeadlineExceeded, fmt.Sprintf("Wait on a requeued dead letter (returned %v)", res))
+
+	e = c.receive(q, c.longVis(q))
+	inPlace := level(q, driver.InPlaceUpdate) == driver.Native
+	if inPlace {
+		c.expectDelivery(e, id, 2, "after the dead letter was requeued")
+	}
+	e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeSuccess})
+	c.complete(e)
+	r := c.result(q, id)
+	if r.State != jobq.Succeeded {
+		c.Fatalf("the record of the new run is in state %s; want succeeded", r.State)
+	}
+	if !inPlace {
+		return
+	}
+	var outcomes []string
+	for _, a := range r.Attempts {
+		outcomes = append(outcomes, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
+	}
+	if r.DeliveryCount != 2 || strings.Join(outcomes, " ") != "1:failure 2:success" {
+		c.Errorf("the new run's record counts %d deliveries, attempts %v; want 2, [1:failure 2:success]", r.DeliveryCount, outcomes)
+	}
 }

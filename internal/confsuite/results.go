@@ -22,6 +22,8 @@ func resultChecks() []check {
 		{"CancelDelayed", checkCancelDelayed},
 		{"CancelRunning", checkCancelRunning},
 		{"CancelInterrupted", checkCancelInterrupted},
+		{"CancelBeforePush", checkCancelBeforePush},
+		{"DeadLetterRequeueRecord", checkDeadLetterRequeueRecord},
 		{"RetryBackoff", checkRetryBackoff},
 		{"TaskSettingsRoundTrip", checkTaskSettingsRoundTrip},
 		{"QueueWidePolicies", checkQueueWidePolicies},

@@ -1,0 +1,111 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq/cli"
+)
+
+// printedID pushes cmd to a scratch queue of the same file and returns the
+// task ID it prints: the ID the same push gets on any queue.
+func printedID(t *testing.T, db, cmd string) string {
+	t.Helper()
+	code, out, errOut := run(t, "sqlite://"+db+"?queue=scratch", "push", "--print-ids", "-c", cmd)
+	if code != 0 {
+		t.Fatalf("push to the scratch queue: exit %d: %s", code, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+// expect runs the jobq command and checks its exit code and that its
+// output (stdout then stderr) holds each of want.
+func expect(t *testing.T, wantCode int, want []string, args ...string) {
+	t.Helper()
+	code, out, errOut := run(t, args...)
+	if code != wantCode {
+		t.Fatalf("jobq %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, wantCode, out, errOut)
+	}
+	for _, w := range want {
+		if !strings.Contains(out+errOut, w) {
+			t.Errorf("jobq %s: output lacks %q\nstdout: %s\nstderr: %s", strings.Join(args, " "), w, out, errOut)
+		}
+	}
+}
+
+// TestCancelBeforePush: a cancel of an ID that no task has yet says
+// not-found (exit 1), result and wait report the pending cancel without
+// claiming an end, and the task pushed later is dropped by the worker
+// unrun and recorded as cancelled.
+func TestCancelBeforePush(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "q.db")
+	q := "sqlite://" + db + "?queue=main"
+	marker := filepath.Join(dir, "ran")
+	cmd := "touch " + marker
+	id := printedID(t, db, cmd)
+
+	expect(t, cli.ExitFailure, []string{id + " not-found: no such task is queued or running; a task with this ID pushed before ", "1 of 1 task IDs were not found"}, q, "cancel", id)
+	expect(t, cli.ExitFailure, []string{"cancel-requested", "has not ended: a cancel is pending"}, q, "result", id)
+	expect(t, cli.ExitFailure, []string{"have a cancel pending and have not ended", "timed out after"}, q, "wait", "--timeout", "300ms", id)
+
+	expect(t, 0, nil, q, "push", "-c", cmd)
+	expect(t, 0, nil, q, "worker")
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the task cancelled before its push ran (it created %s)", marker)
+	}
+	expect(t, 0, []string{"cancelled", "cancelled before it ran"}, q, "result", id)
+	expect(t, cli.ExitFailure, []string{id + " cancelled"}, q, "wait", "--timeout", "5s", id)
+}
+
+// TestDLQRequeueWait: after dlq requeue, wait waits for the new run (not
+// the dead letter's record) and result has no record until it ends; the
+// new run's record counts both deliveries and lists both attempts.
+func TestDLQRequeueWait(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "q.db")
+	q := "sqlite://" + db + "?queue=main"
+	flag := filepath.Join(dir, "fixed")
+	cmd := "test -f " + flag
+	id := printedID(t, db, cmd)
+
+	expect(t, 0, nil, q, "push", "-c", cmd)
+	expect(t, 0, nil, q, "worker")
+	expect(t, cli.ExitFailure, []string{id + " dead-lettered exit=1"}, q, "wait", "--timeout", "5s", id)
+	expect(t, 0, []string{"requeued 1 dead letters"}, q, "dlq", "requeue", "--all")
+	expect(t, cli.ExitFailure, []string{"timed out after", "the other 1 keep running"}, q, "wait", "--timeout", "300ms", id)
+	expect(t, cli.ExitFailure, []string{"has no result record"}, q, "result", id)
+
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, 0, nil, q, "worker")
+	expect(t, 0, []string{id + " succeeded exit=0"}, q, "wait", "--timeout", "5s", id)
+	code, out, errOut := run(t, q, "result", "--json", id)
+	if code != 0 {
+		t.Fatalf("result --json: exit %d: %s", code, errOut)
+	}
+	var rec struct {
+		DeliveryCount int `json:"delivery_count"`
+		Attempts      []struct {
+			Delivery int    `json:"delivery"`
+			Outcome  string `json:"outcome"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		t.Fatalf("result --json: %v\n%s", err, out)
+	}
+	var got []string
+	for _, a := range rec.Attempts {
+		got = append(got, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
+	}
+	if rec.DeliveryCount != 2 || strings.Join(got, " ") != "1:failure 2:success" {
+		t.Errorf("the rerun's record: deliveries %d, attempts %v; want 2, [1:failure 2:success]\n%s", rec.DeliveryCount, got, out)
+	}
+}
