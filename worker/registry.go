@@ -99,20 +99,28 @@ func (r *registry) start() (withdraw func()) {
 	}
 }
 
-// info is the worker's record now.
-func (r *registry) info() *jobq.WorkerInfo {
-	w := r.w
-	now := time.Now()
-	u := readUsage()
+// tasks returns the IDs of the tasks whose handlers run, sorted.
+func (r *registry) tasks() []string {
 	r.mu.Lock()
 	tasks := make([]string, 0, len(r.running))
 	for id := range r.running {
 		tasks = append(tasks, id)
 	}
+	r.mu.Unlock()
+	slices.Sort(tasks)
+	return tasks
+}
+
+// info is the worker's record now.
+func (r *registry) info() *jobq.WorkerInfo {
+	w := r.w
+	now := time.Now()
+	u := readUsage()
+	tasks := r.tasks()
+	r.mu.Lock()
 	prev := r.usage
 	r.usage = u
 	r.mu.Unlock()
-	slices.Sort(tasks)
 	var pct float64
 	if !prev.at.IsZero() && u.at.After(prev.at) && u.cpu >= prev.cpu {
 		pct = 100 * (u.cpu - prev.cpu).Seconds() / u.at.Sub(prev.at).Seconds()
@@ -129,7 +137,7 @@ func (r *registry) info() *jobq.WorkerInfo {
 // put writes the record: an announcement or heartbeat, or the withdrawal.
 // A failure is logged at WARN once, then at DEBUG until a write succeeds.
 func (r *registry) put(withdraw bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	ctx, cancel := context.WithTimeout(r.w.writeCtx, registryTimeout)
 	defer cancel()
 	info := r.info()
 	var err error
