@@ -39,7 +39,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 			if n < 1 {
 				return usageError("-n is %d; ask for at least 1", n)
 			}
-			q, err := a.open(cmd.Context())
+			q, err := a.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}

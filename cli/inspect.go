@@ -32,7 +32,7 @@ history, as 'jobq QUEUE show ID' prints it).`,
 			if n < 1 {
 				return usageError("-n is %d; ask for at least 1", n)
 			}
-			q, err := a.open(cmd.Context())
+			q, err := a.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -115,7 +115,7 @@ in flight and delayed. Approximate on backends without exact counts.`,
 		Example: `  jobq sqlite://./work.db size`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q, err := a.open(cmd.Context())
+			q, err := a.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -155,7 +155,7 @@ them waits for the rate alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			q, err := a.open(ctx)
+			q, err := a.openReadOnly(ctx)
 			if err != nil {
 				return err
 			}

@@ -213,7 +213,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.BoolVar(&f.heartbeat, "heartbeat", true, "renew the lease every half --visibility-timeout while a task runs")
 	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
 	f.killTimeout = 600 * time.Second
-	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
+	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL, and the most a stop takes; $JOBQ_KILL_TIMEOUT")
 	durationRangeFlag(fl, &f.taskTimeLimit, "task-time-limit", 0, taskTimeLimitRange, "stop a task attempt that runs longer than this (SIGTERM, then SIGKILL after --kill-timeout) and count it as a failure; a task's push --time-limit wins; $JOBQ_TASK_TIME_LIMIT (0: no limit)")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
