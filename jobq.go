@@ -83,6 +83,13 @@ type Options struct {
 	// MeterProvider makes the queue's metrics, and the worker's. Defaults
 	// to otel.GetMeterProvider(): a no-op until the program installs one.
 	MeterProvider metric.MeterProvider
+	// ReadOnly opens the queue for reading only (Size, Stats, Peek, dead
+	// letters, results): the backend creates and changes nothing to open
+	// it, so that it opens where writes are impossible (a read-only file or
+	// database role, a full disk), and a queue that does not exist is a
+	// NotFound error. Writes through the queue may fail. Passed to the
+	// backend as driver.OpenOptions.ReadOnly; Open only.
+	ReadOnly bool
 }
 
 func (o Options) logger() *slog.Logger {

@@ -92,7 +92,7 @@ func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue,
 	if err != nil {
 		return nil, err
 	}
-	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log, ConnectionString: opts.ConnectionString})
+	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log, ConnectionString: opts.ConnectionString, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		var je *Error
 		stashes.close()

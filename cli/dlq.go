@@ -43,7 +43,7 @@ print as **** unless --show-secrets, in --json's body too.`,
 			if n < 1 {
 				return usageError("-n is %d; ask for at least 1", n)
 			}
-			q, err := a.open(cmd.Context())
+			q, err := a.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -34,7 +34,7 @@ variables whose names look secret (API_TOKEN, DB_PASSWORD, ...) print as
 			if n < 1 {
 				return usageError("-n is %d; ask for at least 1", n)
 			}
-			q, err := a.open(cmd.Context())
+			q, err := a.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -110,7 +110,7 @@ in flight and delayed. Approximate on backends without exact counts.`,
 		Example: `  jobq sqlite://./work.db size`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q, err := a.open(cmd.Context())
+			q, err := a.openReadOnly(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ them waits for the rate alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			q, err := a.open(ctx)
+			q, err := a.openReadOnly(ctx)
 			if err != nil {
 				return err
 			}

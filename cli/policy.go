@@ -107,7 +107,7 @@ func (a *app) policyListCommand() *cobra.Command {
 		Short: "List the queue's policies",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
+			return a.readQueue(cmd.Context(), func(q *jobq.Queue) error {
 				pols, err := q.Policies().List(cmd.Context())
 				if err != nil {
 					return policyFailure(err)
@@ -171,7 +171,17 @@ func toPolicyJSON(p jobq.Policy) policyJSON {
 
 // withQueue opens the queue, runs fn and closes it.
 func (a *app) withQueue(ctx context.Context, fn func(q *jobq.Queue) error) error {
-	q, err := a.open(ctx)
+	return a.withOpen(ctx, a.open, fn)
+}
+
+// readQueue is withQueue for a command that only reads the queue
+// (openReadOnly).
+func (a *app) readQueue(ctx context.Context, fn func(q *jobq.Queue) error) error {
+	return a.withOpen(ctx, a.openReadOnly, fn)
+}
+
+func (a *app) withOpen(ctx context.Context, open func(context.Context) (*jobq.Queue, error), fn func(q *jobq.Queue) error) error {
+	q, err := open(ctx)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ that says so.
 			if err := checkTaskID(id); err != nil {
 				return asUsage(err)
 			}
-			return a.withQueue(ctx, func(q *jobq.Queue) error {
+			return a.readQueue(ctx, func(q *jobq.Queue) error {
 				if err := checkResults(q, "result"); err != nil {
 					return err
 				}

@@ -289,6 +289,17 @@ func (a *app) warnSecretsInArgs() {
 // open opens the queue, turning an unknown scheme into a clear "backend not
 // available" usage error.
 func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
+	return a.openQueue(ctx, false)
+}
+
+// openReadOnly opens the queue as open does, for a command that only reads
+// it (jobq.Options.ReadOnly): it works where writes cannot (a read-only
+// file or role, a full disk) and creates nothing.
+func (a *app) openReadOnly(ctx context.Context) (*jobq.Queue, error) {
+	return a.openQueue(ctx, true)
+}
+
+func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error) {
 	raw, err := a.queueURL()
 	if err != nil {
 		return nil, err
@@ -306,7 +317,7 @@ func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
 	if connStr == "" {
 		connStr = os.Getenv("JOBQ_CONNECTION_STRING")
 	}
-	opts := jobq.Options{Logger: a.log, ConnectionString: connStr}
+	opts := jobq.Options{Logger: a.log, ConnectionString: connStr, ReadOnly: readOnly}
 	if err := a.setupTelemetry(ctx); err != nil {
 		return nil, err
 	}

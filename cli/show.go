@@ -42,7 +42,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			id := args[0]
-			q, err := a.open(ctx)
+			q, err := a.openReadOnly(ctx)
 			if err != nil {
 				return err
 			}

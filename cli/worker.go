@@ -85,7 +85,11 @@ Signals: SIGTERM or SIGINT stops taking tasks, sends SIGTERM to the running
 tasks, requeues each (visible again at once) as soon as it has exited, and
 exits; SIGUSR1 lets running tasks finish and
 takes no new ones; a second signal sends SIGKILL to the running tasks.
---time-limit acts as SIGTERM when reached.
+--time-limit acts as SIGTERM when reached. The worker exits within
+--kill-timeout of a SIGTERM even when the engine refuses writes (a full
+disk): tasks still running shortly before it get SIGKILL, and requeues
+not written by then are given up, their tasks named in the log; those
+tasks are delivered again when their leases expire.
 
 Task time limit: --task-time-limit (or a task's own push --time-limit,
 which wins) stops an attempt that runs longer — SIGTERM, then SIGKILL
@@ -209,7 +213,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.BoolVar(&f.heartbeat, "heartbeat", true, "renew the lease every half --visibility-timeout while a task runs")
 	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
 	f.killTimeout = 600 * time.Second
-	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL; $JOBQ_KILL_TIMEOUT")
+	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL, and the most a stop takes; $JOBQ_KILL_TIMEOUT")
 	durationRangeFlag(fl, &f.taskTimeLimit, "task-time-limit", 0, taskTimeLimitRange, "stop a task attempt that runs longer than this (SIGTERM, then SIGKILL after --kill-timeout) and count it as a failure; a task's push --time-limit wins; $JOBQ_TASK_TIME_LIMIT (0: no limit)")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
@@ -300,7 +304,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	}
 	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
 	w := worker.New(q, shell, opts)
-	defer a.forwardSignals(w)()
+	defer a.forwardSignals(w, f.killTimeout)()
 
 	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
 		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
@@ -340,6 +344,7 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 		MaxConsecutiveFailures: f.maxConsecutive,
 		FailureBackoff:         worker.FailureBackoff{Base: f.failBase, Max: f.failMax},
 		TimeLimit:              f.timeLimit,
+		StopTimeout:            f.killTimeout,
 		TaskTimeLimit:          f.taskTimeLimit,
 		Wait:                   f.wait,
 		MaxTasks:               maxTasks,
@@ -368,10 +373,10 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 	return opts, mode, nil
 }
 
-// forwardSignals turns SIGTERM and SIGINT into w.Stop, SIGUSR1 into
-// w.Drain, and any second signal into w.Kill, until the returned function
-// is called.
-func (a *app) forwardSignals(w *worker.Worker) (stop func()) {
+// forwardSignals turns SIGTERM and SIGINT into w.Stop (which ends within
+// killTimeout), SIGUSR1 into w.Drain, and any second signal into w.Kill,
+// until the returned function is called.
+func (a *app) forwardSignals(w *worker.Worker, killTimeout time.Duration) (stop func()) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	done := make(chan struct{})
@@ -389,7 +394,8 @@ func (a *app) forwardSignals(w *worker.Worker) (stop func()) {
 					a.log.Info("SIGUSR1: finishing running tasks, taking no new ones")
 					w.Drain()
 				default:
-					a.log.Info("stopping: running tasks get SIGTERM and are requeued; send the signal again to kill them", "signal", s.String())
+					a.log.Info("stopping: running tasks get SIGTERM and are requeued; send the signal again to kill them", "signal", s.String(),
+						"exit_within", formatDuration(killTimeout))
 					w.Stop()
 				}
 			case <-done:

@@ -53,7 +53,7 @@ func (a *app) workersCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			q, err := a.open(ctx)
+			q, err := a.openReadOnly(ctx)
 			if err != nil {
 				return err
 			}

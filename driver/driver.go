@@ -337,6 +337,12 @@ type OpenOptions struct {
 	// connection strings (azqueue, servicebus) use it before any
 	// environment variable; the others ignore it. Never logged.
 	ConnectionString string
+	// ReadOnly says the caller only reads the queue (sizes, stats, peeks,
+	// dead-letter and result listings): Open must then create, migrate or
+	// change nothing, and should succeed where writing is impossible (a
+	// read-only file or role, a full disk). A queue that does not exist is
+	// a NotFound error, not created. Writes through such a driver may fail.
+	ReadOnly bool
 }
 
 // TxPusher is implemented by drivers that can push messages inside the

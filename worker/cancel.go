@@ -183,8 +183,8 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 	if ran {
 		w.record(env, start, jobq.OutcomeCancelled, ErrCancelled)
 	}
-	err := w.settle(env, log, func(context.Context) error {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	err := w.settle(env, log, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		defer cancel()
 		return env.Cancel(ctx, cancelReason(ran))
 	})

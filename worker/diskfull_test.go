@@ -4,85 +4,17 @@ package worker_test
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/diskfull"
 	"github.com/jobq/jobq/worker"
-	_ "modernc.org/sqlite" // the reader that pins the WAL (pinWAL)
 )
-
-// smallDisk mounts a tmpfs of size bytes in a temporary directory, for a
-// filesystem that really fills up; it skips the test where mounting is not
-// allowed (not root).
-func smallDisk(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmounting the test's tmpfs %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fill writes a file in dir until the filesystem is full.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return path
-		}
-	}
-}
-
-// pinWAL holds a read transaction on the SQLite file at path until the
-// returned function is called. While it is open no checkpoint can let the
-// WAL start over from its beginning, so every write needs new space in the
-// file: without it, a write after the idle receivers' checkpoint reuses
-// frames the WAL already holds and succeeds on a full disk.
-func pinWAL(t *testing.T, path string) (release func()) {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	if err := tx.QueryRow("SELECT count(*) FROM jobq_messages").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		_ = tx.Rollback()
-		_ = db.Close()
-	}
-}
 
 // awaitLog waits for a message containing one of ss; the deadline only
 // keeps a broken worker from hanging the test.
@@ -106,7 +38,7 @@ func awaitLog(t *testing.T, logs *logRecorder, ss ...string) {
 // again after its lease expires.
 func TestDiskFullPausesAndResumes(t *testing.T) {
 	t.Parallel()
-	dir := smallDisk(t, 4<<20)
+	dir := diskfull.SmallDisk(t, 4<<20)
 	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +68,7 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 
 	<-started
 	<-started
-	filler := fill(t, dir)
+	filler := diskfull.Fill(t, dir)
 	close(release) // the two running tasks end; their completions hit the full disk
 	// (A worker that does not pause gives up the completion instead.)
 	awaitLog(t, logs, "the engine refuses writes", "could not be completed")
@@ -172,7 +104,7 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 // once; once space is freed it runs the queue.
 func TestDiskFullBeforeStartWaits(t *testing.T) {
 	t.Parallel()
-	dir := smallDisk(t, 4<<20)
+	dir := diskfull.SmallDisk(t, 4<<20)
 	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +114,7 @@ func TestDiskFullBeforeStartWaits(t *testing.T) {
 	for i := range n {
 		push(t, q, &jobq.Task{Command: fmt.Sprintf("task %d", i)})
 	}
-	filler := fill(t, dir)
+	filler := diskfull.Fill(t, dir)
 
 	logs := newLogRecorder()
 	var mu sync.Mutex
@@ -227,7 +159,7 @@ func TestDiskFullBeforeStartWaits(t *testing.T) {
 // duplicate, never a loss.
 func TestDiskFullPastTheLeaseRunsAgain(t *testing.T) {
 	t.Parallel()
-	dir := smallDisk(t, 4<<20)
+	dir := diskfull.SmallDisk(t, 4<<20)
 	q, err := jobq.OpenWithOptions(context.Background(), "sqlite://"+filepath.Join(dir, "q.db")+"?queue=full", jobq.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -253,8 +185,8 @@ func TestDiskFullPastTheLeaseRunsAgain(t *testing.T) {
 	go func() { errc <- w.Run(context.Background()) }()
 
 	<-started
-	unpin := pinWAL(t, filepath.Join(dir, "q.db"))
-	filler := fill(t, dir)
+	unpin := diskfull.PinWAL(t, filepath.Join(dir, "q.db"))
+	filler := diskfull.Fill(t, dir)
 	close(release)
 	awaitLog(t, logs, "could not be completed")
 	unpin()

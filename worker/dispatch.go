@@ -116,7 +116,7 @@ func (w *Worker) dispatch() error {
 		receivers.Go(d.receive)
 	}
 	receivers.Wait()
-	d.tasks.Wait()
+	w.awaitTasks(&d.tasks)
 	return d.err
 }
 

@@ -60,6 +60,17 @@ type Options struct {
 	// TimeLimit stops the worker as Stop does once it has run this long.
 	// Zero means no limit.
 	TimeLimit time.Duration
+	// StopTimeout bounds a stop (Stop, and what calls it: the time limit,
+	// ctx ending, a preemption notice), whether or not the engine accepts
+	// writes. Tasks still running shortly before it passes are killed (as
+	// Kill does; a fifth of it before, at most 5 seconds), so that they can
+	// be requeued; when it passes, the worker gives up the settlements the
+	// engine has not accepted (a full disk, say), logs which tasks they
+	// were, and Run returns: those tasks are delivered again once their
+	// leases expire. Zero (the default) means no bound: a refused
+	// settlement is retried until its lease expires. (The CLI sets it to
+	// --kill-timeout.)
+	StopTimeout time.Duration
 	// TaskTimeLimit bounds each attempt at a task: once its handler has run
 	// this long its context is canceled with a cause matching ErrTimeLimit
 	// (a shell task's process group gets SIGTERM, then SIGKILL after

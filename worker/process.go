@@ -201,8 +201,8 @@ func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Dur
 // whatever the retry budget.
 func (w *Worker) deadLetter(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
 	w.failed.Add(1)
-	derr := w.settle(env, log, func(context.Context) error {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	derr := w.settle(env, log, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		defer cancel()
 		return env.DeadLetter(ctx, err.Error(), detailOf(err))
 	})
@@ -221,8 +221,8 @@ func (w *Worker) deadLetter(env *jobq.Envelope, log *slog.Logger, err error, ela
 func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
 	w.failed.Add(1)
 	var res jobq.FailResult
-	ferr := w.settle(env, log, func(context.Context) error {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	ferr := w.settle(env, log, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		defer cancel()
 		var err2 error
 		res, err2 = env.Fail(ctx, err, detailOf(err))
@@ -248,13 +248,14 @@ func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed t
 
 // requeue puts a task back without touching its retry budget.
 func (w *Worker) requeue(env *jobq.Envelope, log *slog.Logger, delay time.Duration, why string) {
-	err := w.settle(env, log, func(context.Context) error {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	err := w.settle(env, log, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		defer cancel()
 		return env.Requeue(ctx, delay)
 	})
 	if err != nil {
-		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err)
+		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err,
+			"lease_expires", env.Expiry())
 		w.emit(Event{Task: env.Task, Outcome: Requeued, Err: errors.New(why), SettleErr: err})
 		return
 	}

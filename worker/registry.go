@@ -116,20 +116,28 @@ func cpuPercent(prev, cur usage, ncpu int) float64 {
 	return min(pct, float64(100*ncpu))
 }
 
-// info is the worker's record now.
-func (r *registry) info() *jobq.WorkerInfo {
-	w := r.w
-	now := time.Now()
-	u := readUsage()
+// tasks returns the IDs of the tasks whose handlers run, sorted.
+func (r *registry) tasks() []string {
 	r.mu.Lock()
 	tasks := make([]string, 0, len(r.running))
 	for id := range r.running {
 		tasks = append(tasks, id)
 	}
+	r.mu.Unlock()
+	slices.Sort(tasks)
+	return tasks
+}
+
+// info is the worker's record now.
+func (r *registry) info() *jobq.WorkerInfo {
+	w := r.w
+	now := time.Now()
+	u := readUsage()
+	tasks := r.tasks()
+	r.mu.Lock()
 	prev := r.usage
 	r.usage = u
 	r.mu.Unlock()
-	slices.Sort(tasks)
 	pct := cpuPercent(prev, u, runtime.NumCPU())
 	c := w.Counts()
 	return &jobq.WorkerInfo{
@@ -143,7 +151,7 @@ func (r *registry) info() *jobq.WorkerInfo {
 // put writes the record: an announcement or heartbeat, or the withdrawal.
 // A failure is logged at WARN once, then at DEBUG until a write succeeds.
 func (r *registry) put(withdraw bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	ctx, cancel := context.WithTimeout(r.w.writeCtx, registryTimeout)
 	defer cancel()
 	info := r.info()
 	var err error

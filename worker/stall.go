@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,9 @@ type writeStall struct {
 
 	mu    sync.Mutex
 	since time.Time
+	// tasks are those whose settlement is being retried, to name them
+	// when a stop gives them up (Worker.abandon).
+	tasks map[*jobq.Envelope]struct{}
 	clear chan struct{} // closed when the last retried settlement ends
 	// wrote is closed, and replaced, when a settlement succeeds: the
 	// retried ones try again at once rather than at the end of their
@@ -38,7 +42,7 @@ type writeStall struct {
 }
 
 func newWriteStall(log *slog.Logger) *writeStall {
-	return &writeStall{log: log, wrote: make(chan struct{})}
+	return &writeStall{log: log, wrote: make(chan struct{}), tasks: map[*jobq.Envelope]struct{}{}}
 }
 
 // refused reports whether a settlement failed because the engine cannot
@@ -77,15 +81,16 @@ func (s *writeStall) resume(ok bool) {
 	if ok {
 		s.log.Info("the engine accepts writes again: taking tasks again", "paused_for", paused)
 	} else {
-		s.log.Warn("gave up the refused settlements (their tasks will be delivered again): taking tasks again", "paused_for", paused)
+		s.log.Warn("gave up the refused settlements (their tasks will be delivered again when their leases expire)", "paused_for", paused)
 	}
 }
 
-// enter counts one more settlement being retried; the first pauses the
-// worker.
-func (s *writeStall) enter(err error) {
+// enter counts one more settlement, env's, being retried; the first
+// pauses the worker.
+func (s *writeStall) enter(env *jobq.Envelope, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tasks[env] = struct{}{}
 	was := s.active()
 	if s.retrying.Add(1) == 1 {
 		s.clear = make(chan struct{})
@@ -95,11 +100,12 @@ func (s *writeStall) enter(err error) {
 	}
 }
 
-// leave counts a retried settlement out; ok says whether it went through.
-// The last one lets the worker take tasks again.
-func (s *writeStall) leave(ok bool) {
+// leave counts env's retried settlement out; ok says whether it went
+// through. The last one lets the worker take tasks again.
+func (s *writeStall) leave(env *jobq.Envelope, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.tasks, env)
 	if s.retrying.Add(-1) > 0 {
 		return
 	}
@@ -107,6 +113,19 @@ func (s *writeStall) leave(ok bool) {
 	if !s.active() {
 		s.resume(ok)
 	}
+}
+
+// pending returns the IDs of the tasks whose settlement is being retried,
+// sorted.
+func (s *writeStall) pending() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.tasks))
+	for env := range s.tasks {
+		ids = append(ids, env.Task.ID)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // receiveRefused notes a receive refused for want of resources.
@@ -179,13 +198,15 @@ func (s *writeStall) wait(stop, quit <-chan struct{}) bool {
 	}
 }
 
-// settle runs one settlement of env (op, with its own timeout), and while
-// the engine refuses it, pauses the worker and retries it with backoff. It
-// gives up, returning the last error, when the error is of another kind
-// (LockLost, say), when the lease has expired (another delivery will run
-// the task: a duplicate, never a loss), or when the worker is killed.
+// settle runs one settlement of env (op, with its own timeout under the
+// ctx it is given), and while the engine refuses it, pauses the worker and
+// retries it with backoff. It gives up, returning the last error, when the
+// error is of another kind (LockLost, say), when the lease has expired
+// (another delivery will run the task: a duplicate, never a loss), when
+// the worker is killed, or when its stop timeout passes (which also
+// cancels the ctx of an attempt in flight).
 func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx context.Context) error) error {
-	err := op(context.Background())
+	err := op(w.writeCtx)
 	if err == nil {
 		w.stall.succeeded()
 		return nil
@@ -194,8 +215,8 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 		return err
 	}
 	ok := false
-	w.stall.enter(err)
-	defer func() { w.stall.leave(ok) }()
+	w.stall.enter(env, err)
+	defer func() { w.stall.leave(env, ok) }()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = settleRetryMin
 	bo.MaxInterval = settleRetryMax
@@ -213,12 +234,18 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 		case <-t.C:
 		case <-w.stall.next():
 			t.Stop()
-		case <-w.killCh:
+		case <-w.killed:
 			t.Stop()
-			log.Warn("worker killed: giving up a refused settlement; the task will be delivered again when its lease expires", "error", err)
+			log.Warn("worker killed: giving up a refused settlement; the task will be delivered again when its lease expires",
+				"error", err, "lease_expires", env.Expiry())
+			return err
+		case <-w.giveUp:
+			t.Stop()
+			log.Warn("stop timeout passed: giving up a refused settlement; the task will be delivered again when its lease expires",
+				"error", err, "lease_expires", env.Expiry())
 			return err
 		}
-		if err = op(context.Background()); err == nil {
+		if err = op(w.writeCtx); err == nil {
 			ok = true
 			w.stall.succeeded()
 			return nil
@@ -239,7 +266,7 @@ func (w *Worker) keepLease(env *jobq.Envelope, log *slog.Logger, wait time.Durat
 		return true
 	}
 	if !w.o.DisableHeartbeat {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		ctx, cancel := context.WithTimeout(w.writeCtx, settleTimeout)
 		err := env.Renew(ctx, 0)
 		cancel()
 		if err == nil {

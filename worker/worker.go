@@ -95,14 +95,24 @@ type Worker struct {
 	pace          *handlerPace
 	stall         *writeStall // pauses the worker while the engine refuses settlements (stall.go)
 
-	drainOnce, killOnce sync.Once
-	drainCh             chan struct{} // closed: take no new tasks
-	killCh              chan struct{} // closed: kill running tasks now
+	drainOnce, killOnce, killedOnce sync.Once
+	drainCh                         chan struct{} // closed: take no new tasks
+	killCh                          chan struct{} // closed: kill running tasks now
+	killed                          chan struct{} // closed by Kill: refused settlements are given up
 	// stopCtx is canceled, with cause errStopping, when running tasks must
 	// stop and be requeued; the tasks' contexts derive from it.
 	stopCtx    context.Context
 	stopCancel context.CancelCauseFunc
 	leases     *leaseKeeper
+	// writeCtx is the parent of every settlement's context; it is
+	// cancelled, and giveUp closed, when the stop timeout passes
+	// (Options.StopTimeout, stoptimeout.go): writes the engine has not
+	// accepted by then are given up.
+	writeCtx    context.Context
+	writeCancel context.CancelFunc
+	giveUp      chan struct{}
+	boundOnce   sync.Once
+	finished    chan struct{} // closed when Run returns
 
 	mu          sync.Mutex
 	running     int
@@ -127,9 +137,13 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	o := opts.withDefaults()
 	log := o.Logger
 	stopCtx, stopCancel := context.WithCancelCause(context.Background())
+	writeCtx, writeCancel := context.WithCancel(context.Background())
 	w := &Worker{
 		q: q, h: h, o: o, log: log,
 		stopCtx: stopCtx, stopCancel: stopCancel,
+		writeCtx: writeCtx, writeCancel: writeCancel,
+		giveUp:        make(chan struct{}),
+		finished:      make(chan struct{}),
 		gate:          newGatekeeper(o.Gate, o.GateRunner, log),
 		pauser:        newFailurePauser(o.FailureBackoff),
 		pace:          newHandlerPace(),
@@ -141,6 +155,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		purgeEvery:    purgeEvery,
 		drainCh:       make(chan struct{}),
 		killCh:        make(chan struct{}),
+		killed:        make(chan struct{}),
 	}
 	w.leases = newLeaseKeeper(w)
 	w.reg = newRegistry(w)
@@ -165,18 +180,29 @@ func (w *Worker) Drain() {
 }
 
 // Stop makes the worker take no new tasks and cancels running ones; each is
-// requeued at once, for another worker, when its handler returns.
-// (SIGTERM and SIGINT in the CLI; also what the time limit does.)
+// requeued at once, for another worker, when its handler returns. With
+// Options.StopTimeout, Run returns within it even if the engine refuses
+// those writes. (SIGTERM and SIGINT in the CLI; also what the time limit
+// does.)
 func (w *Worker) Stop() {
 	w.end("stopped: running tasks requeued")
 	w.Drain()
 	w.stopCancel(errStopping) // only the first cause counts
+	if d := w.o.StopTimeout; d > 0 {
+		w.boundOnce.Do(func() { go w.stopWithin(d) })
+	}
 }
 
 // Kill is Stop, and tells handlers to stop at once (the shell processor
 // sends SIGKILL to the process groups). (A second signal in the CLI.)
 func (w *Worker) Kill() {
 	w.Stop()
+	w.killTasks()
+	w.killedOnce.Do(func() { close(w.killed) })
+}
+
+// killTasks tells handlers to stop at once (Job.Kill).
+func (w *Worker) killTasks() {
 	w.killOnce.Do(func() { close(w.killCh) })
 }
 
@@ -214,6 +240,7 @@ func (w *Worker) end(reason string) {
 // settled, and the channels of Subscribe are closed.
 func (w *Worker) Run(ctx context.Context) error {
 	w.started = time.Now()
+	defer close(w.finished)
 	defer w.closeEvents()
 	defer w.reg.start()() // announce now, heartbeat, withdraw on return
 	stopWatch := make(chan struct{})

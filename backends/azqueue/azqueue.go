@@ -394,6 +394,7 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 	if err != nil {
 		return nil, err
 	}
+	c.create = c.create && !opts.ReadOnly // a read creates nothing
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()

@@ -54,6 +54,11 @@ type Options struct {
 	// Logger receives the driver's warnings (a lost LISTEN connection, for
 	// example). Defaults to slog.Default().
 	Logger *slog.Logger
+	// ReadOnly opens the queue for reading only (driver.OpenOptions.ReadOnly):
+	// New creates and migrates nothing, so a role with SELECT rights alone
+	// can read the queue; a schema that does not exist is a NotFound
+	// error.
+	ReadOnly bool
 }
 
 // config resolves o's defaults and checks it.
@@ -136,7 +141,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, pool, cfg.schema); err != nil {
+	if opts.ReadOnly {
+		if err := checkReadable(ctx, pool, cfg.schema); err != nil {
+			return nil, err
+		}
+	} else if err := migrate(ctx, pool, cfg.schema); err != nil {
 		return nil, wrap(ctx, "open: creating or migrating schema "+cfg.schema, err)
 	}
 	log := opts.Logger

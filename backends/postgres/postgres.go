@@ -95,7 +95,9 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	if err != nil {
 		return nil, startupRefused(wrap(ctx, "connect", err))
 	}
-	d, err := New(ctx, pool, cfg.options(opts.Logger))
+	o := cfg.options(opts.Logger)
+	o.ReadOnly = opts.ReadOnly
+	d, err := New(ctx, pool, o)
 	if err != nil {
 		pool.Close()
 		return nil, startupRefused(err)

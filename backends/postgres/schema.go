@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // migration is one step of the schema's history. Steps are applied in order,
@@ -146,6 +147,21 @@ func migrateSteps(ctx context.Context, pool *pgxpool.Pool, schema string, steps 
 		}
 		return nil
 	})
+}
+
+// checkReadable checks, for a read-only open, that the schema exists; it
+// creates and migrates nothing. A schema older than this code is read as
+// it is (a query of a newer column fails; a writing open migrates it).
+func checkReadable(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	v, err := appliedVersion(ctx, pool, pgx.Identifier{schema}.Sanitize())
+	if err != nil {
+		return wrap(ctx, "open: reading the version of schema "+schema, err)
+	}
+	if v == 0 {
+		return driver.Errorf(driver.NotFound,
+			"postgres: schema %q holds no jobq tables, so there is no queue to read (a push or a worker creates them)", schema)
+	}
+	return nil
 }
 
 // appliedVersion returns the newest step applied to the schema s (quoted),

@@ -386,6 +386,7 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 	if err != nil {
 		return nil, err
 	}
+	cfg.create = cfg.create && !opts.ReadOnly // a read creates nothing
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()

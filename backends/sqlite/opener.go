@@ -205,7 +205,8 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) 
 		return nil, err
 	}
 	return New(ctx, c.path, Options{Queue: c.queue, MaxMessageBytes: c.maxMessageBytes, BusyTimeout: c.busyTimeout,
-		Poll: c.poll, Synchronous: c.synchronous, CacheSize: c.cacheSize, MmapSize: c.mmapSize, Logger: opts.Logger})
+		Poll: c.poll, Synchronous: c.synchronous, CacheSize: c.cacheSize, MmapSize: c.mmapSize, Logger: opts.Logger,
+		ReadOnly: opts.ReadOnly})
 }
 
 // Options configure a queue built by New. The zero value is the queue
@@ -241,6 +242,11 @@ type Options struct {
 	MmapSize int
 	// Logger receives the driver's warnings. Defaults to slog.Default().
 	Logger *slog.Logger
+	// ReadOnly opens the file for reading only (driver.OpenOptions.ReadOnly):
+	// nothing is created or written, so reads work on a read-only file,
+	// directory or filesystem and on a full disk (see openReadOnly). A
+	// missing file, or one without jobq's tables, is a NotFound error.
+	ReadOnly bool
 }
 
 // New opens the queue opts names in the SQLite file at path (a plain file
@@ -294,6 +300,9 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if dir := filepath.Dir(c.path); !dirExists(dir) {
 		return nil, driver.Errorf(driver.NotFound,
 			"sqlite: directory %q of %s does not exist: create it first", dir, c.path)
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, c, opts.Logger)
 	}
 	created, err := createPrivate(c.path)
 	if err != nil {
