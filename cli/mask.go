@@ -3,6 +3,10 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -18,11 +22,36 @@ func showSecretsFlag(fs *pflag.FlagSet, p *bool) {
 
 // taskText is what a table shows of a task: its command, or its payload
 // (see displayPayload).
+// A stashed task's message holds only the reference: peek does not fetch
+// the stash, so the table names where the task is.
 func taskText(t *jobq.Task, show bool) string {
-	if t.Command != "" {
-		return t.Command
+	switch {
+	case t.Command != "":
+		return oneRow(t.Command)
+	case t.Stash != nil:
+		return fmt.Sprintf("(stashed, %s: %s)", humanBytes(t.Stash.Size), t.Stash.URL)
 	}
-	return string(displayPayload(t.Payload, show))
+	return oneRow(string(displayPayload(t.Payload, show)))
+}
+
+// oneRow is s as one table cell: without the newline a line read from
+// standard input keeps, and with other line breaks, tabs and control
+// characters escaped, so that columns stay aligned.
+func oneRow(s string) string {
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "\n"), "\r")
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // displayPayload is a task's payload (its kwargs object) with secret

@@ -147,7 +147,7 @@ func (s *shownTask) print(w io.Writer) error {
 		row("dead-lettered", timeOrDash(*s.DeadAt))
 	}
 	row("reason", s.Reason)
-	row("command", s.Command)
+	row("command", multiline(s.Command))
 	for i, e := range s.Env {
 		k := ""
 		if i == 0 {
@@ -255,4 +255,12 @@ func envText(e jobq.EnvVar) string {
 		v = strconv.Quote(v)
 	}
 	return e.Name + "=" + v
+}
+
+// multiline is a value that may span lines (a command read from standard
+// input keeps its newline) as one row: without the trailing newline, and
+// each further line indented under the first.
+func multiline(s string) string {
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "\n"), "\r")
+	return strings.ReplaceAll(s, "\n", "\n\t")
 }
