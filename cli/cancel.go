@@ -78,7 +78,7 @@ handled, 1 when an ID was not found (after every line) or the backend failed, 2 
 								until = rec.ExpiresAt
 							}
 						}
-						fmt.Fprintln(a.stdout, cancelLine(r, until))
+						fmt.Fprintln(a.stdout, a.cancelLine(r, until))
 					}
 				}
 				if len(missing) > 0 {
@@ -101,7 +101,7 @@ type cancelJSON struct {
 
 // cancelLine says what Cancel did to one task; until is when a pending
 // cancel's record expires (zero when unknown).
-func cancelLine(r jobq.CancelResult, until time.Time) string {
+func (a *app) cancelLine(r jobq.CancelResult, until time.Time) string {
 	switch r.Outcome {
 	case jobq.CancelNotFound:
 		within := "within the queue's retention"
@@ -112,7 +112,7 @@ func cancelLine(r jobq.CancelResult, until time.Time) string {
 	case jobq.CancelRemoved:
 		return fmt.Sprintf("%s removed: it was queued; recorded as %s", r.ID, r.State)
 	case jobq.CancelPending:
-		return fmt.Sprintf("%s requested: the worker that runs it, or next receives it, stops it (jobq QUEUE wait %s waits for that)", r.ID, r.ID)
+		return fmt.Sprintf("%s requested: the worker that runs it, or next receives it, stops it (%s waits for that)", r.ID, a.commandHint("wait "+r.ID))
 	case jobq.CancelTooLate:
 		return fmt.Sprintf("%s already-ended: it %s; nothing to cancel", r.ID, endedAs(r.State))
 	}

@@ -3,9 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -86,5 +89,59 @@ func TestPeekOfStashedTask(t *testing.T) {
 	peek := inspect(t, q, "peek")
 	if !strings.Contains(peek, "(stashed, 68.5 KiB: file://") || strings.Contains(peek, "{}") {
 		t.Errorf("peek of a stashed task:\n%s\nwant its stash object named, not {}", peek)
+	}
+}
+
+func TestProgressText(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		n       int
+		elapsed time.Duration
+		want    string
+	}{
+		{0, 0, "pushed 0 tasks"},
+		{1000, 4 * time.Microsecond, "pushed 1000 tasks"},
+		{1, 999 * time.Millisecond, "pushed 1 task"},
+		{5000, 2 * time.Second, "pushed 5000 tasks, 2500 tasks/s"},
+	}
+	for _, tt := range tests {
+		if got := progressText(tt.n, tt.elapsed); got != tt.want {
+			t.Errorf("progressText(%d, %v) = %q, want %q", tt.n, tt.elapsed, got, tt.want)
+		}
+	}
+}
+
+// TestPushResumeHint: a push stopped at a bad line says how to resume it
+// with the real queue, input file and flags, not placeholders.
+func TestPushResumeHint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	q := "sqlite://" + filepath.Join(dir, "q.db") + "?queue=resume"
+	input := filepath.Join(dir, "tasks.txt")
+	if err := os.WriteFile(input, []byte("echo 1\necho 2\necho \xff\necho 4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	args := []string{q, "push", "--num-retries", "2", "-e", "API_TOKEN=hunter2", "-e", "MODE=fast"}
+	for _, tt := range []struct {
+		name  string
+		stdin io.Reader
+		want  string
+	}{
+		{"from a file", f, "resume with: tail -n +3 " + input + " | jobq '" + q + "' push --env=API_TOKEN=xxxxx --env=MODE=fast --num-retries=2"},
+		{"from a pipe", strings.NewReader("echo 1\necho 2\necho \xff\n"), "resume with: (the same input) | tail -n +3 | jobq '" + q + "' push --env="},
+	} {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), args, tt.stdin, &out, &errb)
+		if code != ExitUsage || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("%s: exit %d, stderr:\n%s\nwant exit %d and %q", tt.name, code, errb.String(), ExitUsage, tt.want)
+		}
+		if strings.Contains(errb.String(), "hunter2") || strings.Contains(errb.String(), "QUEUE") || strings.Contains(errb.String(), "INPUT") {
+			t.Errorf("%s: stderr shows a secret or a placeholder:\n%s", tt.name, errb.String())
+		}
 	}
 }

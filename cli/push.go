@@ -55,6 +55,8 @@ func batchesInFlight(q *jobq.Queue, flag int) int {
 }
 
 type pushFlags struct {
+	// flagsHint is the flags as typed, for the hint that resumes a push.
+	flagsHint   string
 	commands    []string
 	env         []string
 	numRetries  int
@@ -117,7 +119,10 @@ policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
   seq 1 50 | sed 's/^/.\/simulate /' | jobq sqlite://./work.db push --wait --num-retries 2 --retry-backoff 30s,10m
   jobq sqlite://./work.db push --print-ids --json -c 'make report' --time-limit 2h`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.push(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.flagsHint = flagsHint(cmd.Flags())
+			return a.push(cmd.Context(), f)
+		},
 	}
 	addPushFlags(cmd.Flags(), &f)
 	return cmd
@@ -171,6 +176,7 @@ type pusher struct {
 	unknownIDs []string
 	firstLost  int
 	bar        *progressbar.ProgressBar
+	barStart   time.Time
 	printer    *bufio.Writer
 	// mu guards lastFull, when --wait-for-room last reported waiting.
 	mu       sync.Mutex
@@ -424,7 +430,7 @@ func (p *pusher) report() {
 		if !p.dedups() {
 			twice = "may be queued twice (this backend does not drop a task ID it holds already), so it may run twice"
 		}
-		fmt.Fprintf(p.a.stderr, "jobq: %s of those stored were sent again after an attempt whose answer was lost: each %s; check with: jobq QUEUE size\n", nTasks(p.resent), twice)
+		fmt.Fprintf(p.a.stderr, "jobq: %s of those stored were sent again after an attempt whose answer was lost: each %s; check with: %s\n", nTasks(p.resent), twice, p.a.commandHint("size"))
 	}
 }
 
@@ -457,9 +463,9 @@ func (p *pusher) unknownAdvice() string {
 	if len(ids) > maxListed {
 		ids, more = ids[:maxListed], fmt.Sprintf(" and %d more", len(p.unknownIDs)-maxListed)
 	}
-	check := "check with: jobq QUEUE size, jobq QUEUE peek"
+	check := "check with: " + p.a.commandHint("size") + ", " + p.a.commandHint("peek")
 	if p.q.Capabilities().Level(driver.Results) != driver.Unsupported {
-		check += ", or jobq QUEUE result ID once a worker has run them"
+		check += ", or " + p.a.commandHint("result ID") + " once a worker has run them"
 	}
 	again := "pushing them again is safe: this backend drops a task ID it holds already"
 	if !p.dedups() {
@@ -476,16 +482,29 @@ func (p *pusher) startProgress() {
 		fmt.Fprintln(a.stderr, "jobq: reading tasks from standard input, one per line; end with Ctrl-D (use -c to push a single command)")
 	}
 	if file, ok := a.stderr.(*os.File); ok && isatty.IsTerminal(file.Fd()) {
+		// The count and rate are in the description (progressText): the
+		// bar's own rate divides the first batch by microseconds.
+		p.barStart = time.Now()
 		p.bar = progressbar.NewOptions64(-1,
 			progressbar.OptionSetWriter(a.stderr),
-			progressbar.OptionSetDescription("pushing"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("tasks"),
+			progressbar.OptionSetDescription(progressText(0, 0)),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish(),
 		)
 	}
+}
+
+// minRateWindow is how long a push runs before its progress shows a rate.
+const minRateWindow = time.Second
+
+// progressText is the progress line of a push that stored n tasks in
+// elapsed: the count, and the rate once there is enough time to measure.
+func progressText(n int, elapsed time.Duration) string {
+	text := "pushed " + nTasks(n)
+	if elapsed >= minRateWindow {
+		text += fmt.Sprintf(", %.0f tasks/s", float64(n)/elapsed.Seconds())
+	}
+	return text
 }
 
 // addLines parses and queues the lines of c, the first being input line
@@ -617,6 +636,7 @@ func (p *pusher) record(job *pushJob) {
 	}
 	p.pushed += len(job.res)
 	if p.bar != nil {
+		p.bar.Describe(progressText(p.pushed, time.Since(p.barStart)))
 		_ = p.bar.Add(len(job.res))
 	}
 	if n := len(job.res); n > 0 {
@@ -760,7 +780,7 @@ func (p *pusher) summary(next int) string {
 		from = p.unknown[0].from
 	}
 	if len(p.f.commands) == 0 {
-		resume = fmt.Sprintf("; resume with: tail -n +%d INPUT | jobq QUEUE push ...", from)
+		resume = "; resume with: " + p.a.resumePushHint(from, p.f.flagsHint)
 	}
 	var parts []string
 	switch {

@@ -76,12 +76,12 @@ func TestPushReportsUnknownOutcomes(t *testing.T) {
 			name: "every POST reset", rate: 1, params: "retries=2&retry_delay=10ms",
 			args: []string{"push", "-c", "echo a", "-c", "echo b", "-c", "echo c"}, tasks: 3, limit: 3 * time.Second,
 			want: []string{"tasks=0", "duplicates=unknown", "unknown=3", "3 tasks may have been stored",
-				"commands (-c, in order) 1–3", "jobq QUEUE size", "may queue them twice"},
+				"commands (-c, in order) 1–3", "retry_delay=10ms' size", "may queue them twice"},
 		},
 		{
 			name: "every POST reset, --wait", rate: 1, params: "retries=2&retry_delay=10ms",
 			args: []string{"push", "--wait", "-c", "echo a"}, tasks: 1, limit: 3 * time.Second, wantCode: cli.ExitFailure,
-			want: []string{"unknown=1", "1 task may have been stored", "1 task of unknown outcome not waited for", "jobq QUEUE wait "},
+			want: []string{"unknown=1", "1 task may have been stored", "1 task of unknown outcome not waited for", "retry_delay=10ms' wait "},
 		},
 		{
 			name: "a fifth of POSTs reset", rate: 0.2, params: "retry_delay=10ms",

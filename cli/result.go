@@ -48,7 +48,7 @@ that says so.
 				r, err := q.Result(ctx, id)
 				if err != nil {
 					if jobq.ErrorCode(err) == jobq.NotFound {
-						return failure(fmt.Errorf("task %s has no result record: it has not ended yet, its ID is unknown, or its record expired (records are kept for the queue's retention; 'jobq QUEUE policy list' shows it); 'jobq QUEUE show %s' finds a queued or dead-lettered task", id, id))
+						return failure(fmt.Errorf("task %s has no result record: it has not ended yet, its ID is unknown, or its record expired (records are kept for the queue's retention; '%s' shows it); '%s' finds a queued or dead-lettered task", id, a.commandHint("policy list"), a.commandHint("show "+id)))
 					}
 					return resultFailure(err)
 				}
@@ -60,7 +60,7 @@ that says so.
 					err = printResult(a.stdout, r)
 				}
 				if err == nil && !r.State.Final() {
-					err = failure(fmt.Errorf("task %s has not ended: a cancel is pending (%s); it ends when the worker that holds it, or next receives a task with this ID, stops it; 'jobq QUEUE wait --timeout D %s' waits for that", id, r.State, id))
+					err = failure(fmt.Errorf("task %s has not ended: a cancel is pending (%s); it ends when the worker that holds it, or next receives a task with this ID, stops it; '%s' waits for that", id, r.State, a.commandHint("wait --timeout 10m "+id)))
 				}
 				return err
 			})

@@ -177,7 +177,7 @@ func TestOutcomeLine(t *testing.T) {
 func TestFailureSummary(t *testing.T) {
 	t.Parallel()
 	one := 1
-	w := &waiter{lines: map[string][]int{"a": {7}, "b": {14, 21}}}
+	w := &waiter{a: &app{}, lines: map[string][]int{"a": {7}, "b": {14, 21}}}
 	failed := []*jobq.Result{
 		{ID: "a", State: jobq.DeadLettered, ExitCode: &one, Error: "command exited with status 1"},
 		{ID: "b", State: jobq.DeadLettered, ExitCode: &one},
@@ -189,7 +189,7 @@ func TestFailureSummary(t *testing.T) {
 		`  a dead-lettered exit=1 error="command exited with status 1" (line 7)`,
 		"  b dead-lettered exit=1 (lines 14, 21)",
 		"  c cancelled\n",
-		"jobq QUEUE result ID",
+		"'jobq result ID' shows",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
@@ -213,7 +213,11 @@ func TestResumeHintWritesFile(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	a := &app{}
 	few := resumeHint(a, []string{"a", "b"})
-	if few != "resume with: jobq QUEUE wait a b" {
+	if few != "resume with: jobq wait a b" {
+		t.Errorf("resumeHint for two IDs, the queue from the environment = %q", few)
+	}
+	a.queue = "sqlite://./w.db?queue=q"
+	if few := resumeHint(a, []string{"a", "b"}); few != "resume with: jobq 'sqlite://./w.db?queue=q' wait a b" {
 		t.Errorf("resumeHint for two IDs = %q", few)
 	}
 	ids := make([]string, maxListed+1)

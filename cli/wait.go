@@ -285,7 +285,7 @@ func (w *waiter) failureSummary(n int, failed []*jobq.Result) string {
 			b.WriteString(" (" + lineList(lines, w.fromCommands) + ")")
 		}
 	}
-	b.WriteString("\n'jobq QUEUE result ID' shows a task's output tail and attempts")
+	b.WriteString("\n'" + w.a.commandHint("result ID") + "' shows a task's output tail and attempts")
 	return b.String()
 }
 
@@ -310,7 +310,7 @@ func lineList(lines []int, commands bool) string {
 func (w *waiter) stopped(ids []string, why string) error {
 	pending := w.pending(ids)
 	failed := w.failed(ids)
-	msg := fmt.Sprintf("%s; %d of %d tasks ended, %d did not succeed; the other %d keep running",
+	msg := fmt.Sprintf("%s; %d of %d tasks ended, %d did not succeed; the other %d have not ended (they stay queued or running)",
 		why, len(ids)-len(pending), len(ids), len(failed), len(pending))
 	if len(failed) > 0 {
 		msg += "\n" + w.failureSummary(len(ids)-len(pending), failed)
@@ -324,7 +324,7 @@ func (w *waiter) stopped(ids []string, why string) error {
 // it writes in the temporary directory.
 func resumeHint(a *app, ids []string) string {
 	if len(ids) <= maxListed {
-		return "resume with: jobq QUEUE wait " + strings.Join(ids, " ")
+		return "resume with: " + a.commandHint("wait "+strings.Join(ids, " "))
 	}
 	f, err := os.CreateTemp("", "jobq-wait-*.ids")
 	if err == nil {
@@ -335,7 +335,7 @@ func resumeHint(a *app, ids []string) string {
 	}
 	if err != nil {
 		a.log.Warn("could not write the IDs still to wait for to a file", "error", err)
-		return fmt.Sprintf("resume with: jobq QUEUE wait ID... (%d IDs; push --print-ids prints them)", len(ids))
+		return fmt.Sprintf("resume with: %s (%d IDs; push --print-ids prints them)", a.commandHint("wait ID..."), len(ids))
 	}
-	return fmt.Sprintf("resume with: jobq QUEUE wait - < %s (the %d IDs)", f.Name(), len(ids))
+	return fmt.Sprintf("resume with: %s < %s (the %d IDs)", a.commandHint("wait -"), f.Name(), len(ids))
 }

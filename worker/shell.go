@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/shellword"
 )
 
 // Shell is the Handler for command tasks. Each task runs as `bash -c CMD` in
@@ -272,7 +273,7 @@ func (s *Shell) command(command string) (cmd *exec.Cmd, cleanup func(), err erro
 			cleanup()
 			return nil, func() {}, fmt.Errorf("writing the long command to a script file: %w", werr)
 		}
-		script = "exec bash " + shellQuote(f.Name())
+		script = "exec bash " + shellword.Quote(f.Name())
 	}
 	if s.EmulateTTY {
 		// script runs its -c argument with $SHELL -c; -e returns the
@@ -291,11 +292,6 @@ func (s *Shell) command(command string) (cmd *exec.Cmd, cleanup func(), err erro
 // (the lookup stats every PATH entry; it was a tenth of a worker's CPU on
 // short tasks).
 var bashPath = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
-
-// shellQuote quotes s for bash as one word.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
 
 // environ builds a fresh environment for one task: the base environment
 // without the withheld variables (TaskEnv), then the task's variables in
