@@ -280,6 +280,9 @@ func (e *BatchError) Unwrap() []error { return e.Errs }
 // backend's batch limit needs. Every task is validated and encoded before
 // anything is sent, so an invalid task stores nothing. If the backend fails
 // part-way, the results of the stored tasks are returned with a *BatchError.
+// Stash objects the push wrote for tasks that were certainly not stored
+// (refused by validation or by the backend) are deleted; after a failure
+// whose outcome is unknown they are kept.
 // With opts.WaitForRoom, a refusal by a max-depth policy is retried until
 // the batch fits (see PushOptions).
 func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
