@@ -327,7 +327,9 @@ func (e *BatchError) Unwrap() []error { return e.Errs }
 // returned with a *BatchError, which tells the tasks that were not stored
 // from those whose outcome is unknown. Delivery is at least once: a task
 // sent again after an unanswered attempt is stored but may be stored
-// twice (PushResult.Resent).
+// twice (PushResult.Resent). Stash objects the push wrote for tasks that
+// were certainly not stored are deleted; after an unknown outcome they are
+// kept.
 // With opts.WaitForRoom, a refusal by a max-depth policy is retried until
 // the batch fits (see PushOptions).
 func (q *Queue) PushBatch(ctx context.Context, tasks []*Task, opts PushOptions) ([]PushResult, error) {
@@ -360,14 +362,18 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
 		ctx, span := q.startPush(ctx, len(tasks))
 		defer func() { q.endPush(ctx, span, out, err) }()
-		msgs, err := q.prepareAll(ctx, tasks)
+		msgs, created, err := q.prepareAll(ctx, tasks)
 		if err != nil || len(msgs) == 0 {
 			return nil, err
 		}
 		stampTrace(ctx, msgs)
 		rs, err := txp.PushTx(ctx, tx, msgs)
 		if err != nil {
-			return nil, q.wrap(op, err)
+			werr := q.wrap(op, err)
+			if pushRefused(werr) {
+				q.dropRefused(ctx, created...)
+			}
+			return nil, werr
 		}
 		out = make([]PushResult, len(rs))
 		for i, r := range rs {
@@ -387,25 +393,40 @@ func (q *Queue) backend() string {
 }
 
 // prepareAll validates and encodes tasks for a push; an invalid task fails
-// the whole push before anything is sent.
-func (q *Queue) prepareAll(ctx context.Context, tasks []*Task) ([]*driver.Message, error) {
-	msgs := make([]*driver.Message, len(tasks))
+// the whole push before anything is sent, and deletes the stash objects
+// written for the tasks before it. created has, by index, the stash
+// objects this push wrote (nil when it wrote none), for the caller to
+// delete should the backend refuse their messages.
+func (q *Queue) prepareAll(ctx context.Context, tasks []*Task) (msgs []*driver.Message, created []*StashRef, err error) {
+	msgs = make([]*driver.Message, len(tasks))
+	defer func() {
+		if err != nil {
+			q.dropRefused(ctx, created...)
+			msgs, created = nil, nil
+		}
+	}()
 	for i, t := range tasks {
-		m, err := q.prepare(ctx, t)
+		m, obj, err := q.prepare(ctx, t)
 		if err != nil {
 			if len(tasks) > 1 {
 				err = fmt.Errorf("task %d of %d: %w", i+1, len(tasks), err)
 			}
-			return nil, err
+			return msgs, created, err
 		}
 		msgs[i] = m
+		if obj != nil {
+			if created == nil {
+				created = make([]*StashRef, len(tasks))
+			}
+			created[i] = obj
+		}
 	}
 	// Deterministic IDs make duplicate detection useful; say once where the
 	// backend cannot provide it.
 	if err := q.degrade("push", driver.Dedup); err != nil {
-		return nil, err
+		return msgs, created, err
 	}
-	return msgs, nil
+	return msgs, created, nil
 }
 
 func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) (results []PushResult, err error) {
@@ -415,7 +436,7 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 	}
 	ctx, span := q.startPush(ctx, len(tasks))
 	defer func() { q.endPush(ctx, span, results, err) }()
-	msgs, err := q.prepareAll(ctx, tasks)
+	msgs, created, err := q.prepareAll(ctx, tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -447,6 +468,12 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 			for i := end; i < len(msgs); i++ {
 				errs[i] = werr
 			}
+			if created != nil {
+				if !unsure && pushRefused(werr) {
+					q.dropRefused(ctx, created[start+len(rs):end]...)
+				}
+				q.dropRefused(ctx, created[end:]...)
+			}
 			return results[:start+len(rs)], &BatchError{Errs: errs}
 		}
 	}
@@ -454,32 +481,34 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 }
 
 // prepare validates and encodes one task, applying capability fallbacks.
-func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
+// stashed is the stash object it wrote for a task too large for a
+// message, nil when it wrote none.
+func (q *Queue) prepare(ctx context.Context, t *Task) (m *driver.Message, stashed *StashRef, err error) {
 	const op = "push"
 	if t == nil {
-		return nil, errorf(InvalidArgument, op, "task is nil")
+		return nil, nil, errorf(InvalidArgument, op, "task is nil")
 	}
 	if t.Priority != 0 {
 		if err := q.degrade(op, driver.Priority); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !t.NotBefore.IsZero() && time.Until(t.NotBefore) > 0 {
 		if err := q.degrade(op, driver.DelayedPush); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := q.checkKeys(op, t); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	body, err := q.marshal(t)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if q.caps.MaxMessageBytes > 0 && len(body) > q.caps.MaxMessageBytes {
-		body, err = q.oversized(ctx, t, body)
+		body, stashed, err = q.oversized(ctx, t, body)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		q.warnV2([]string{"stash"})
 	}
@@ -490,7 +519,7 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 		NotBefore:      t.NotBefore,
 		ConcurrencyKey: t.ConcurrencyKey,
 		RateLimitKey:   t.RateLimitKey,
-	}, nil
+	}, stashed, nil
 }
 
 // ReceiveOptions are the settings of Receive and ReceiveBatch. The zero value

@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -114,19 +116,30 @@ func (s *stashes) close() {
 
 // oversized handles a task whose encoding exceeds the backend's limit: it
 // moves the body to the stash and returns the reference message, or fails
-// with TooLarge when no stash is configured.
-func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) ([]byte, error) {
+// with TooLarge when no stash is configured. created is the reference when
+// this call wrote the object (see stash.Object.Created), for the caller to
+// remove should the push be refused; an object it wrote for a reference
+// it then refuses, it removes itself.
+func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) (small []byte, created *StashRef, err error) {
 	limit := q.caps.MaxMessageBytes
 	if q.stash.primary == nil {
-		return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+		return nil, nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
 			"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix, azblob://account/container/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
 			t.ID, len(body), limit)}
 	}
 	obj, err := q.stash.primary.Put(ctx, body)
 	if err != nil {
-		return nil, &Error{Code: ErrorCode(err), Op: "push", Queue: q.url, Err: err, Msg: fmt.Sprintf(
+		return nil, nil, &Error{Code: ErrorCode(err), Op: "push", Queue: q.url, Err: err, Msg: fmt.Sprintf(
 			"task %s is %d bytes, over this backend's limit of %d, and storing it in stash %s failed: %v",
 			t.ID, len(body), limit, q.stash.primary.Location(), err)}
+	}
+	stashed := &StashRef{URL: obj.URL, SHA256: obj.SHA256, Size: obj.Size}
+	if obj.Created {
+		defer func() {
+			if err != nil {
+				q.dropRefused(ctx, stashed)
+			}
+		}()
 	}
 	// The reference keeps what the backend schedules by; the rest of the
 	// task is in the object.
@@ -139,18 +152,49 @@ func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) ([]byte, er
 		NotBefore:      t.NotBefore,
 		ConcurrencyKey: t.ConcurrencyKey,
 		RateLimitKey:   t.RateLimitKey,
-		Stash:          &StashRef{URL: obj.URL, SHA256: obj.SHA256, Size: obj.Size},
+		Stash:          stashed,
 	}
-	small, err := MarshalTask(ref)
+	small, err = MarshalTask(ref)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(small) > limit {
-		return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+		return nil, nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
 			"task %s was stashed, but even its reference message is %d bytes, over this backend's limit of %d bytes (shorten the task ID or keys)",
 			t.ID, len(small), limit)}
 	}
-	return small, nil
+	if obj.Created {
+		created = stashed
+	}
+	return small, created, nil
+}
+
+// stashCleanupTimeout bounds the deletion of a refused push's stash
+// objects, which runs even when the push's context has ended.
+const stashCleanupTimeout = 10 * time.Second
+
+// dropRefused deletes the stash objects that a push wrote for messages
+// that were certainly not stored (see pushRefused), logging failures. No
+// stored message refers to them: the objects were written by this push
+// (stash.Object.Created), and a message of the same task pushed since
+// would have found the object there and left it to this one. (A
+// concurrent push of the same task, finding the object in the moment
+// before it is deleted, loses it: its message becomes poison.)
+func (q *Queue) dropRefused(ctx context.Context, refs ...*StashRef) {
+	if len(refs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stashCleanupTimeout)
+	defer cancel()
+	q.dropStashed(ctx, refs...)
+}
+
+// pushRefused reports whether err, a push's error, means that the
+// messages the driver did not report stored were certainly not stored
+// (driver.AppliedOf): after an unknown outcome a stored message may refer
+// to its stash object, which is then kept.
+func pushRefused(err error) bool {
+	return !maybeApplied(err) && driver.AppliedOf(err, ErrorCode(err)) == driver.NotApplied
 }
 
 // resolve turns a task as it was on the wire into the task users see. It is

@@ -390,6 +390,79 @@ func TestStashTooLargeWithoutStash(t *testing.T) {
 	}
 }
 
+// TestStashRefusedPushLeavesNoObject: a push that is refused after its
+// large task was written to the stash (a later task of the batch is
+// invalid, the reference itself is over the limit, the queue is full)
+// deletes the object it wrote; an object that a queued message already
+// refers to is kept, whatever becomes of the push.
+func TestStashRefusedPushLeavesNoObject(t *testing.T) {
+	t.Parallel()
+	// maxDepth1 bounds the queue at one message and fills it with task.
+	maxDepth1 := func(t *testing.T, b *stashBundle, task *jobq.Task) {
+		t.Helper()
+		if err := b.q.Policies().Set(t.Context(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.q.Push(t.Context(), task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name     string
+		query    string // added to the queue URL
+		setup    func(t *testing.T, b *stashBundle)
+		push     []*jobq.Task
+		code     jobq.Code
+		want     string // in the error
+		objects  int    // left in the stash
+		messages int    // left in the queue
+	}{
+		{name: "a later task is invalid", push: []*jobq.Task{bigTask(100_000), {Command: "echo \x00"}},
+			code: jobq.InvalidArgument, want: "task 2 of 2"},
+		{name: "the reference is over the limit", query: "&max_message_bytes=200", push: []*jobq.Task{bigTask(100_000)},
+			code: jobq.TooLarge, want: "even its reference message"},
+		{name: "the queue is full", setup: func(t *testing.T, b *stashBundle) { maxDepth1(t, b, &jobq.Task{Command: "true"}) },
+			push: []*jobq.Task{bigTask(100_000)}, code: jobq.ResourceExhausted, want: "queue is full", messages: 1},
+		{name: "the queue is full of the same task", setup: func(t *testing.T, b *stashBundle) { maxDepth1(t, b, bigTask(100_000)) },
+			push: []*jobq.Task{bigTask(100_000), {Command: "true"}}, code: jobq.ResourceExhausted, want: "queue is full", objects: 1, messages: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "stash")
+			u := sqliteURL(t) + tt.query
+			q, err := jobq.Open(t.Context(), u+"&stash=file://"+filepath.ToSlash(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = q.Close() })
+			b := &stashBundle{q: q, url: u, stashLoc: "file://" + filepath.ToSlash(dir), files: dir}
+			if tt.setup != nil {
+				tt.setup(t, b)
+			}
+			_, err = q.PushBatch(t.Context(), tt.push, jobq.PushOptions{})
+			if jobq.ErrorCode(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("push = %v, want %v saying %q", err, tt.code, tt.want)
+			}
+			if objs := b.objects(t); len(objs) != tt.objects {
+				t.Errorf("stash objects after the refused push: %v, want %d", objs, tt.objects)
+			}
+			for range tt.messages {
+				e, err := receive(t, q)
+				if err != nil {
+					t.Fatalf("receiving what was queued before the refused push: %v", err)
+				}
+				if err := e.Complete(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st, err := q.Stats(t.Context()); err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
+				t.Errorf("stats after the queued messages were received: %+v, %v; want an empty queue", st, err)
+			}
+		})
+	}
+}
+
 // Small tasks never touch the stash.
 func TestStashSmallTaskInline(t *testing.T) {
 	t.Parallel()

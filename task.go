@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobq/jobq/internal/pyjson"
 )
 
 // Priority bounds. Higher priorities are received first on backends whose
@@ -159,37 +162,163 @@ func (t *Task) EnvMap() map[string]string {
 	return m
 }
 
-// Validate checks the task for values no backend can store and returns an
-// InvalidArgument error that names the field.
+// Validate checks the task for values no backend can store or no worker
+// can run, and returns an InvalidArgument error that names the field and
+// says how to fix it. Every push runs it (MarshalTask does), so the CLI and
+// every backend refuse the same tasks.
 func (t *Task) Validate() error {
-	switch {
-	case t == nil:
+	if t == nil {
 		return errorf(InvalidArgument, "validate", "task is nil")
+	}
+	for _, check := range taskChecks {
+		if err := check(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// taskChecks are Validate's checks, in the order their errors are
+// reported.
+var taskChecks = [...]func(*Task) error{
+	(*Task).checkShape,
+	(*Task).checkRanges,
+	(*Task).checkPayload,
+	(*Task).checkEnvNames,
+	(*Task).checkText,
+}
+
+// checkShape refuses a task that is neither a shell task nor a payload
+// task, or mixes the two.
+func (t *Task) checkShape() error {
+	switch {
 	case t.Command == "" && len(t.Payload) == 0 && !t.emptyCommand():
 		return errorf(InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
 	case t.Command != "" && len(t.Payload) > 0:
 		return errorf(InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
-	case t.NumRetries < 0 || t.NumRetries > MaxNumRetries:
-		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
 	case len(t.Payload) > 0 && (t.Cwd != "" || len(t.Env) > 0):
 		return errorf(InvalidArgument, "validate", "task has a payload and Cwd or Env, which are for shell tasks; a payload task keeps its settings in its payload")
 	case t.DirSyncTo != "" && len(t.Payload) > 0:
 		return errorf(InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
+	}
+	return nil
+}
+
+// checkRanges refuses numbers and durations out of range.
+func (t *Task) checkRanges() error {
+	switch {
+	case t.NumRetries < 0 || t.NumRetries > MaxNumRetries:
+		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
 	case t.Priority < MinPriority || t.Priority > MaxPriority:
 		return errorf(InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
 	case t.TimeLimit < 0 || t.TimeLimit > maxBackoff:
 		return errorf(InvalidArgument, "validate", "time limit %v is out of range; use 0 (the worker's) up to %v", t.TimeLimit, maxBackoff)
 	}
-	if err := t.RetryBackoff.validate("validate"); err != nil {
-		return err
+	return t.RetryBackoff.validate("validate")
+}
+
+// checkPayload refuses a payload that is not a JSON object, and a shell
+// task's kwargs (a payload with "cmd") whose text a worker cannot run.
+func (t *Task) checkPayload() error {
+	if len(t.Payload) == 0 {
+		return nil
 	}
-	if len(t.Payload) > 0 && !isJSONObject(t.Payload) {
+	if !isJSONObject(t.Payload) {
 		return errorf(InvalidArgument, "validate", "task payload must be a JSON object: %s", notAnObject(t.Payload))
 	}
+	// JSON carries a NUL only as the escape \u0000, so a payload without
+	// one needs no parsing (a false hit, an escaped backslash before
+	// "u0000", only costs the parse).
+	if !bytes.Contains(t.Payload, []byte(`\u0000`)) {
+		return nil
+	}
+	v, err := pyjson.Parse(t.Payload)
+	if err != nil {
+		return nil // not JSON that pyjson reads: encoding reports it
+	}
+	if _, shell := v.Get("cmd"); !shell {
+		return nil // a Go handler's payload may hold any JSON string
+	}
+	var kw Task
+	if decodeKwargsValue(&kw, &rawKwargs{}, v) != nil {
+		return nil // encoding reports what a worker could not read
+	}
+	return kw.checkShellText(`payload's "cmd"`, `payload's "cwd"`, `payload's "bg_dirsync_to"`, `payload's "env"`)
+}
+
+// checkEnvNames refuses environment variable names a process cannot have.
+func (t *Task) checkEnvNames() error {
 	for _, e := range t.Env {
 		if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") {
 			return errorf(InvalidArgument, "validate", "environment variable name %q is invalid: it must be non-empty without '=' or NUL", e.Name)
 		}
+	}
+	return nil
+}
+
+// checkText refuses text fields that are not UTF-8 (Python strings cannot
+// hold them, so no ai4s-jobq reader could decode the message) or that hold
+// a NUL byte (no command line, environment or path can, and Postgres text
+// cannot store one). Each string is checked on its own: two halves of a
+// character split between a name and its value are two invalid strings,
+// not one valid one.
+func (t *Task) checkText() error {
+	if err := t.checkShellText("command", "cwd", "bg_dirsync_to", "environment"); err != nil {
+		return err
+	}
+	for _, f := range [...]struct{ name, value string }{
+		{"ID", t.ID}, {"kind", t.Kind}, {"gate command", t.GateCmd},
+		{"concurrency key", t.ConcurrencyKey}, {"rate-limit key", t.RateLimitKey},
+	} {
+		if err := checkTextField(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	for k, v := range t.Metadata {
+		if err := checkTextField("metadata name "+strconv.Quote(k), k); err != nil {
+			return err
+		}
+		if err := checkTextField("metadata "+strconv.Quote(k)+"'s value", v); err != nil {
+			return err
+		}
+	}
+	if t.Stash != nil {
+		if err := checkTextField("stash URL", t.Stash.URL); err != nil {
+			return err
+		}
+		return checkTextField("stash checksum", t.Stash.SHA256)
+	}
+	return nil
+}
+
+// checkShellText is checkText of what a worker hands to the shell: the
+// command, its directories and its environment, under the given names.
+func (t *Task) checkShellText(command, cwd, dirsync, env string) error {
+	for _, f := range [...]struct{ name, value string }{{command, t.Command}, {cwd, t.Cwd}, {dirsync, t.DirSyncTo}} {
+		if err := checkTextField(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	for _, e := range t.Env {
+		if err := checkTextField(env+" variable name "+strconv.Quote(e.Name), e.Name); err != nil {
+			return err
+		}
+		if err := checkTextField(env+" variable "+strconv.Quote(e.Name)+"'s value", e.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTextField refuses s, the task's field, unless it is UTF-8 text
+// without NUL.
+func checkTextField(field, s string) error {
+	if !pyjson.ValidText(s) {
+		return errorf(InvalidArgument, "validate", "task %s is not valid UTF-8; JSON messages can only carry UTF-8 text", field)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return errorf(InvalidArgument, "validate",
+			"task %s contains a NUL character (\\u0000), which task text cannot carry (no command, environment variable or path can hold one): remove it (pass binary data base64-encoded, or in a file)", field)
 	}
 	return nil
 }

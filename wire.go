@@ -136,9 +136,6 @@ func wirePrefix(t *Task) ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkText(t); err != nil {
-		return nil, err
-	}
 	kwargs, err := kwargsText(t)
 	if err != nil {
 		return nil, err
@@ -230,50 +227,6 @@ func appendV2(b []byte, t *Task) []byte {
 		b = appendAttempts(b, t.Attempts)
 	}
 	return b
-}
-
-// checkText rejects strings that are not UTF-8: Python strings cannot hold
-// them, so no ai4s-jobq reader could decode the message. Each string is
-// checked on its own: two halves of a character split between a name and
-// its value are two invalid strings, not one valid one.
-func checkText(t *Task) error {
-	check := func(field, s string) error {
-		if !pyjson.ValidText(s) {
-			return errorf(InvalidArgument, "encode", "task %s is not valid UTF-8; JSON messages can only carry UTF-8 text", field)
-		}
-		return nil
-	}
-	for _, f := range []struct{ name, value string }{
-		{"command", t.Command}, {"kind", t.Kind}, {"cwd", t.Cwd}, {"bg_dirsync_to", t.DirSyncTo}, {"gate command", t.GateCmd},
-		{"concurrency key", t.ConcurrencyKey}, {"rate-limit key", t.RateLimitKey},
-	} {
-		if err := check(f.name, f.value); err != nil {
-			return err
-		}
-	}
-	for _, e := range t.Env {
-		if err := check("environment variable name "+strconv.Quote(e.Name), e.Name); err != nil {
-			return err
-		}
-		if err := check("environment variable "+strconv.Quote(e.Name)+"'s value", e.Value); err != nil {
-			return err
-		}
-	}
-	for k, v := range t.Metadata {
-		if err := check("metadata name "+strconv.Quote(k), k); err != nil {
-			return err
-		}
-		if err := check("metadata "+strconv.Quote(k)+"'s value", v); err != nil {
-			return err
-		}
-	}
-	if t.Stash != nil {
-		if err := check("stash URL", t.Stash.URL); err != nil {
-			return err
-		}
-		return check("stash checksum", t.Stash.SHA256)
-	}
-	return nil
 }
 
 // kwargsText returns the kwargs JSON string of t: the received one when t

@@ -90,3 +90,47 @@ func TestBadQueueURLsAreUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBadQueueNamesAreRefused: every backend refuses a queue name with a
+// NUL, a control character or bytes that are not UTF-8, as a usage error
+// naming the queue and what a name may hold; Azure's backends, which take
+// the queue from the path, apply their engines' stricter rules and say
+// where the name goes.
+func TestBadQueueNamesAreRefused(t *testing.T) {
+	t.Parallel()
+	const portable = "without NUL or other control characters"
+	tests := []struct {
+		url  string
+		want []string
+	}{
+		{"redis://127.0.0.1:6379/0?queue=%00nul", []string{`queue="\x00nul"`, "control character U+0000", portable}},
+		{"redis://127.0.0.1:6379/0?queue=%ff", []string{`queue="\xff"`, "not valid UTF-8", portable}},
+		{"redis://127.0.0.1:6379/0?queue=a%1bb", []string{`queue="a\x1bb"`, "U+001B", portable}},
+		{"redis://127.0.0.1:6379/0?queue=", []string{"query parameter queue is empty", "queue=default"}},
+		{"sqlite:///tmp/jobq-badname.db?queue=%00nul", []string{`queue="\x00nul"`, portable}},
+		{"sqlite:///tmp/jobq-badname.db?queue=%ff", []string{`queue="\xff"`, "not valid UTF-8", portable}},
+		{"sqlite:///tmp/jobq-badname.db?queue=%c2%85", []string{"U+0085", portable}},
+		{"postgres://127.0.0.1/test?queue=%00nul", []string{`queue="\x00nul"`, portable}},
+		{"postgres://127.0.0.1/test?queue=%ff", []string{`queue="\xff"`, "not valid UTF-8", portable}},
+		{"azqueue://devstoreaccount1/%00nul", []string{`queue name "\x00nul"`, "lowercase letters, digits and single hyphens"}},
+		{"azqueue://devstoreaccount1/%ff", []string{`queue name "\xff"`, "lowercase letters, digits and single hyphens"}},
+		{"azqueue://devstoreaccount1/q?queue=%00nul", []string{"query parameter queue", "azqueue://ACCOUNT/QUEUE"}},
+		{"sb://ns/%00nul", []string{`queue name "\x00nul"`, "use letters, digits"}},
+		{"sb://ns/%ff", []string{`queue name "\xff"`, "use letters, digits"}},
+		{"sb://ns/q?queue=%ff", []string{"query parameter queue", "sb://NAMESPACE/QUEUE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := run(t, tt.url, "size")
+			if code != cli.ExitUsage {
+				t.Errorf("exit %d, want 2; stderr:\n%s", code, stderr)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+}

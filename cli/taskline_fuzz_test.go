@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -11,12 +12,14 @@ import (
 
 // FuzzTaskLine: any line of push's input either is refused with an error
 // or makes a task that encodes, decodes as a shell task with the line
-// as its command (a line that is not JSON), keeps the -e variable, and
-// re-encodes to the same bytes.
+// as its command (a line that is not JSON) and without a NUL anywhere a
+// worker passes to the shell, keeps the -e variable, and re-encodes to the
+// same bytes.
 func FuzzTaskLine(f *testing.F) {
 	for _, s := range []string{"echo hi\n", "\n", "  \t\n", "echo a\r\n", "", " {\"cmd\": 1}\n",
 		`{"cmd": "echo $X", "env": {"X": "1"}}` + "\n", `{"env": {"A": 1}, "cmd": "x", "bg_dirsync_to": "/d"}`,
-		`{"fn": "train", "lr": 1e16, "b": 1, "b": 2}`, `{"cmd": "x", "env": null}`, "echo \xff\n", `{"cmd": "\ud800"}`} {
+		`{"fn": "train", "lr": 1e16, "b": 1, "b": 2}`, `{"cmd": "x", "env": null}`, "echo \xff\n", `{"cmd": "\ud800"}`,
+		`{"cmd": "echo a\u0000b"}`, `{"cmd": "x", "env": {"A": "\u0000"}}`, `{"cmd": "x", "cwd": "\u0000"}`, "echo \x00\n"} {
 		f.Add(s, "K", "v", "")
 		f.Add(s, "", "", "/out")
 	}
@@ -58,6 +61,9 @@ func FuzzTaskLine(f *testing.F) {
 			if cmd, ok := v.Get("cmd"); ok && (!got.IsShell() || got.Command != cmd.Str) {
 				t.Fatalf("JSON line %q came back as command %q (shell %v)", line, got.Command, got.IsShell())
 			}
+		}
+		if got.IsShell() && strings.ContainsRune(got.Command+got.Cwd+got.DirSyncTo+fmt.Sprint(got.Env), 0) {
+			t.Fatalf("line %q passed validation with a NUL a worker cannot run: %s", line, body)
 		}
 		if envName != "" && got.IsShell() {
 			if m := got.EnvMap(); m[envName] != envValue {

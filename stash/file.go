@@ -89,9 +89,15 @@ func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
 	}
 	// Link is create-only: it fails when the name exists (another writer of
 	// the same bytes won), which is success here.
-	if err := os.Link(tmp.Name(), final); err != nil && !errors.Is(err, fs.ErrExist) {
+	err = os.Link(tmp.Name(), final)
+	switch {
+	case err == nil:
+		obj.Created = true
+	case errors.Is(err, fs.ErrExist):
+	default:
 		// Some shared file systems have no hard links; a rename is atomic
 		// too, and replacing an object with identical bytes is harmless.
+		// Whether another writer made it first is unknown: not Created.
 		if rerr := os.Rename(tmp.Name(), final); rerr != nil {
 			return Object{}, WrapError(driver.Unavailable, rerr, "file stash %s: store object", s.dir)
 		}

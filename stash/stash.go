@@ -43,7 +43,8 @@ type Store interface {
 	// Put stores data under its SHA-256 name unless an object of that name
 	// already exists (which then holds the same bytes, and is left as it
 	// is), and returns where it is. It may be retried after an ambiguous
-	// failure: the second attempt finds the object and succeeds.
+	// failure: the second attempt finds the object and succeeds. It sets
+	// Object.Created only when this call wrote the object.
 	Put(ctx context.Context, data []byte) (Object, error)
 	// Get returns the object with the given name (a SHA-256 hex digest),
 	// reading at most limit bytes (limit < 0: all of it); a missing object
@@ -68,6 +69,11 @@ type Object struct {
 	SHA256 string
 	// Size is the stored size in bytes.
 	Size int64
+	// Created is true when the Put that returned the Object wrote it, and
+	// false when the object was there already (another message may refer
+	// to it) or the store cannot tell. The portable layer deletes the
+	// object of a refused push only when it is true.
+	Created bool
 }
 
 // Env is the environment variable the CLI reads the stash location from

@@ -297,6 +297,9 @@ func parseURL(u *url.URL) (config, error) {
 		endpoint:   p.String("endpoint", ""),
 		results:    p.String("results", ""),
 	}
+	if p.Has("queue") {
+		p.Fail("query parameter queue is not read by this backend: the queue is the URL's path, as in azqueue://ACCOUNT/QUEUE")
+	}
 	if c.pollMin <= 0 {
 		p.Fail("query parameter poll_min must be positive")
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -256,4 +257,46 @@ func pushAndReceive(t *testing.T, d driver.Driver, vis time.Duration) *driver.Re
 		t.Fatalf("receive: %v, %d messages", err, len(recs))
 	}
 	return recs[0]
+}
+
+// TestStashKeptWhenPushUnanswered: a stashed task's push is applied but
+// its answer lost, with retries off. The push fails with an unknown
+// outcome, so its stash object is kept: the queued message refers to it,
+// and the task is received whole.
+func TestStashKeptWhenPushUnanswered(t *testing.T) {
+	t.Parallel()
+	for _, fault := range afterApplied {
+		t.Run(fault.String(), func(t *testing.T) {
+			t.Parallel()
+			p := startProxy(t, 1)
+			raw := newQueueURL(t)
+			name := queueName(raw)
+			dir := t.TempDir()
+			q, err := jobq.OpenWithOptions(t.Context(), viaURL(t, p, raw, "retries=0"), jobq.Options{
+				StashURL: "file://" + dir, PushRetry: -1, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = q.Close() })
+			big := &jobq.Task{Command: "echo " + strings.Repeat("x", 100<<10)}
+			p.Add(faultproxy.Rule{Match: onMessages(http.MethodPost, name), Fault: fault, Times: 1})
+			_, err = q.Push(t.Context(), big)
+			if p.Injected(fault) != 1 {
+				t.Fatalf("the fault was not injected")
+			}
+			if err == nil || jobq.ErrorCode(err) == jobq.InvalidArgument || jobq.ErrorCode(err) == jobq.ResourceExhausted {
+				t.Fatalf("push whose answer was lost, without retries: %v, want an error of unknown outcome", err)
+			}
+			if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {
+				t.Fatalf("stash after the unanswered push: %d objects, %v; want the one the queued message refers to", len(ents), err)
+			}
+			e, err := q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute, Wait: 15 * time.Second})
+			if err != nil {
+				t.Fatalf("receive: %v, want the pushed task (its message was stored)", err)
+			}
+			if e.Task.Command != big.Command {
+				t.Fatalf("received %.40q, want the stashed task", e.Task.Command)
+			}
+		})
+	}
 }

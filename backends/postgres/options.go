@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -95,11 +94,12 @@ func (o Options) config() (*config, error) {
 		c.spin = 0
 	}
 	var bad []string
-	switch {
-	case len(c.queue) > 200:
+	if len(c.queue) > 200 {
 		bad = append(bad, fmt.Sprintf("Queue %q is longer than 200 characters", c.queue))
-	case strings.ContainsRune(c.queue, 0) || !utf8.ValidString(c.queue):
-		bad = append(bad, fmt.Sprintf("Queue %q must be UTF-8 text without NUL characters", c.queue))
+	} else if err := driver.CheckQueueName("Queue", c.queue); err != nil {
+		// Postgres text holds no NUL and no invalid UTF-8: the server
+		// would refuse every statement instead.
+		bad = append(bad, err.Error())
 	}
 	if !schemaName.MatchString(c.schema) {
 		bad = append(bad, fmt.Sprintf("Schema %q must be a lower-case identifier of at most 48 characters (letters, digits, _)", c.schema))

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/bound"
@@ -147,7 +146,7 @@ func parseURL(u *url.URL) (*config, error) {
 	ownURL := &url.URL{RawQuery: own.Encode()}
 	p := driver.NewParams(ownURL)
 	c := &config{
-		queue:           p.String("queue", DefaultQueue),
+		queue:           p.Queue(DefaultQueue),
 		schema:          p.String("schema", DefaultSchema),
 		poll:            p.Duration("poll", DefaultPoll),
 		notifyInterval:  p.Duration("notify_interval", DefaultNotifyInterval),
@@ -157,13 +156,8 @@ func parseURL(u *url.URL) (*config, error) {
 		pgbouncer:       p.Bool("pgbouncer", false),
 	}
 	c.noListen = !p.Bool("listen", !c.pgbouncer)
-	switch {
-	case c.queue == "" || len(c.queue) > 200:
+	if len(c.queue) > 200 {
 		p.Fail("query parameter queue=%q must be 1 to 200 characters", c.queue)
-	case strings.ContainsRune(c.queue, 0) || !utf8.ValidString(c.queue):
-		// Postgres text holds neither; the server would refuse every
-		// statement instead.
-		p.Fail("query parameter queue=%q must be UTF-8 text without NUL characters", c.queue)
 	}
 	if !schemaName.MatchString(c.schema) {
 		p.Fail("query parameter schema=%q must be a lower-case identifier of at most 48 characters (letters, digits, _)", c.schema)

@@ -124,6 +124,9 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 		opts.Prefix = "jobq"
 	}
 	var bad []string
+	if err := driver.CheckQueueName("Queue", opts.Queue); err != nil {
+		bad = append(bad, err.Error())
+	}
 	for _, s := range []struct{ name, v string }{{"Queue", opts.Queue}, {"Prefix", opts.Prefix}} {
 		if strings.ContainsAny(s.v, "{}") {
 			bad = append(bad, fmt.Sprintf("%s %q must not contain { or } (they delimit the Redis Cluster hash tag)", s.name, s.v))

@@ -39,7 +39,7 @@ var jobqParams = []string{"queue", "prefix", "max_message_bytes", "cluster", "sp
 func parseURL(u *url.URL) (*config, error) {
 	p := driver.NewParams(u)
 	cfg := &config{
-		queue:  p.String("queue", "default"),
+		queue:  p.Queue("default"),
 		prefix: p.String("prefix", "jobq"),
 		// A lower limit sends larger tasks to the stash, keeping Redis's
 		// memory for the queue itself.
@@ -54,7 +54,7 @@ func parseURL(u *url.URL) (*config, error) {
 		p.Fail("query parameter max_message_bytes=%d must be 0 (no limit) or more", cfg.maxMessageBytes)
 	}
 	for _, s := range []struct{ name, v string }{{"queue", cfg.queue}, {"prefix", cfg.prefix}} {
-		if s.v == "" || strings.ContainsAny(s.v, "{}") {
+		if (s.v == "" && s.name != "queue") || strings.ContainsAny(s.v, "{}") { // p.Queue checked an empty queue
 			p.Fail("query parameter %s=%q is invalid: it must be non-empty and must not contain { or } (they delimit the Redis Cluster hash tag)", s.name, s.v)
 		}
 	}

@@ -66,6 +66,9 @@ func parseURL(u *url.URL) (config, error) {
 		return c, err
 	}
 	p := driver.NewParams(u)
+	if p.Has("queue") {
+		p.Fail("query parameter queue is not read by this backend: the queue is the URL's path, as in sb://NAMESPACE/QUEUE")
+	}
 	c.requeue = p.String("requeue", RequeueSchedule)
 	if c.requeue != RequeueRedeliver && c.requeue != RequeueSchedule {
 		p.Fail("query parameter requeue=%q must be %s or %s", c.requeue, RequeueRedeliver, RequeueSchedule)

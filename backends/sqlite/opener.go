@@ -125,16 +125,13 @@ func parseURL(u *url.URL) (config, error) {
 	p := driver.NewParams(u)
 	c := config{
 		path:            path,
-		queue:           p.String("queue", DefaultQueue),
+		queue:           p.Queue(DefaultQueue),
 		maxMessageBytes: p.Int("max_message_bytes", DefaultMaxMessageBytes),
 		busyTimeout:     p.Duration("busy_timeout", DefaultBusyTimeout),
 		poll:            p.Duration("poll", DefaultPoll),
 		synchronous:     strings.ToLower(p.String("synchronous", "normal")),
 		cacheSize:       p.IntIn("cache_size", DefaultCacheSize, minCacheSize, maxCacheSize),
 		mmapSize:        p.IntIn("mmap_size", 0, 0, maxMmapSize),
-	}
-	if c.queue == "" {
-		p.Fail("query parameter queue is empty: name the queue, for example queue=default")
 	}
 	if c.maxMessageBytes < 1 || c.maxMessageBytes > maxMessageBytesCeiling {
 		p.Fail("query parameter max_message_bytes=%d is out of range: use 1..%d", c.maxMessageBytes, maxMessageBytesCeiling)
@@ -276,6 +273,9 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 		c.synchronous = "normal"
 	}
 	var bad []string
+	if err := driver.CheckQueueName("Queue", c.queue); err != nil {
+		bad = append(bad, err.Error())
+	}
 	if path == "" {
 		bad = append(bad, "the path is empty: name the database file, for example ./work.db")
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // Seeds are starting parts (user, password, host, path, query) for
@@ -20,10 +21,15 @@ var Seeds = [][5]string{
 	{"user", "p@ss/wo:rd", "[::1]:5432", "/x", "poll=NaN&spin=-1s"},
 	{"a", "xyzzy", "", "./work.db", "queue=%00&busy_timeout=15251w"},
 	{"root", "K3y==", "ns", "/q", "retries=4294967296&lock_duration=1d"},
+	// Queue names no backend may accept (see driver.CheckQueueName).
+	{"u", "PW0rd", "h", "/0", "queue=%00nul"},
+	{"u", "PW0rd", "h", "/0", "queue=%ff"},
+	{"u", "PW0rd", "h", "/%00nul", "queue=a%1bb"},
 }
 
 // Check builds SCHEME://USER:PASSWORD@HOST/PATH?QUERY, parses it with
-// parse, and fails t on a panic (by letting it through) or when the
+// parse, and fails t on a panic (by letting it through), when a URL whose
+// queue= parameter driver.CheckQueueName refuses parses, or when the
 // password shows in RedactURL's output or in the redacted error.
 func Check(t *testing.T, scheme, user, password, host, path, query string, parse func(*url.URL) error) {
 	t.Helper()
@@ -34,6 +40,11 @@ func Check(t *testing.T, scheme, user, password, host, path, query string, parse
 		return // not a URL a user could give
 	}
 	perr := parse(parsed)
+	if q, qerr := url.ParseQuery(parsed.RawQuery); perr == nil && qerr == nil && q.Has("queue") {
+		if err := driver.CheckQueueName("queue", q.Get("queue")); err != nil {
+			t.Fatalf("%q parsed, but its queue name is refused: %v", s, err)
+		}
+	}
 	// What the password looks like in the URL; when it shows elsewhere in
 	// the URL as well (or is too short to tell apart), its presence in
 	// the output proves nothing.

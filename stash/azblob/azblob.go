@@ -248,9 +248,10 @@ func (s *store) Put(ctx context.Context, data []byte) (stash.Object, error) {
 	})
 	switch {
 	case err == nil:
+		obj.Created = true
 		return obj, nil
 	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet):
-		return obj, nil // already there
+		return obj, nil // already there (perhaps from the SDK's earlier attempt)
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):
 		return stash.Object{}, s.errorf(err, "the container does not exist (create it, or fix the stash URL)")
 	default:

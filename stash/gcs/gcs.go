@@ -167,9 +167,10 @@ func (s *store) Put(ctx context.Context, data []byte) (stash.Object, error) {
 		var ge *googleapi.Error
 		switch {
 		case err == nil:
+			obj.Created = true
 			return obj, nil
 		case errors.As(err, &ge) && ge.Code == http.StatusPreconditionFailed:
-			return obj, nil // already there
+			return obj, nil // already there (perhaps from an earlier attempt)
 		case errors.Is(err, storage.ErrBucketNotExist) || (errors.As(err, &ge) && ge.Code == http.StatusNotFound):
 			return stash.Object{}, s.errorf(err, "bucket %s does not exist (create it, or fix the stash URL)", s.bucket)
 		case attempt == attempts || ctx.Err() != nil || !storage.ShouldRetry(err):

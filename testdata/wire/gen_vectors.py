@@ -63,7 +63,7 @@ add_shell("retries and reply", "make", num_retries=3, reply_requested=True)
 add_shell("non-ascii", "echo café naïve 日本語")
 add_shell("emoji (astral, surrogate pair)", "echo 🎉 𝄞")
 add_shell("quotes and backslashes", 'printf "%s\\n" \'a"b\' C:\\path\\to')
-add_shell("newlines tabs control chars DEL", "a\nb\tc\rd\x00e\x01f\x1fg\x7fh\bi\fj")
+add_shell("newlines tabs control chars DEL", "a\nb\tc\rd\x01f\x1fg\x7fh\bi\fj")  # not NUL: push refuses it
 add_shell("line and paragraph separators", "x\u2028y\u2029z\ufeff")
 add_shell("unicode in env and cwd", "run", env=[("NAME", "Zoë"), ("EMOJI", "🚀")], cwd="/data/ünï")
 add_shell("nested-looking env value", "run", env=[("JSON", '{"a": [1, 2], "b": "c\\"d"}')])
