@@ -68,16 +68,16 @@ const (
 	// recorded as Cancelled.
 	CancelRemoved CancelOutcome = "removed"
 	// CancelPending: the task is running, or the backend cannot remove a
-	// queued task by ID: a CancelRequested record tells the worker that
-	// holds or next receives it to stop it.
+	// queued task by ID (nor tell an unknown ID): a CancelRequested record
+	// tells the worker that holds or next receives it to stop it.
 	CancelPending CancelOutcome = "requested"
 	// CancelNotFound: no task with this ID is queued or running, and none
-	// has a record (the ID is mistyped, or the task is not pushed yet, or
-	// its record expired). The CancelRequested record is kept for the
-	// queue's retention: a task with this ID pushed meanwhile is dropped,
-	// unrun, by the worker that receives it. Only where the backend
-	// removes queued tasks by ID (Cancel native); elsewhere such an ID is
-	// CancelPending.
+	// has a final record (the ID is mistyped, or the task is not pushed
+	// yet, or its record expired). Nothing is recorded: a task pushed
+	// with this ID later runs. Only where the backend removes queued
+	// tasks by ID (Cancel native), so can look IDs up; elsewhere such an
+	// ID is CancelPending, its request recorded in case a task with it
+	// arrives.
 	CancelNotFound CancelOutcome = "not-found"
 	// CancelTooLate: the task had already ended; its record is unchanged.
 	CancelTooLate CancelOutcome = "already-ended"
@@ -87,7 +87,8 @@ const (
 type CancelResult struct {
 	ID      string
 	Outcome CancelOutcome
-	// State is the task's recorded state after the cancel.
+	// State is the task's recorded state after the cancel; empty when it
+	// has no record (CancelNotFound).
 	State ResultState
 }
 
@@ -295,8 +296,11 @@ func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string
 // step, so a Cancel cut short leaves no removed task unrecorded (call it
 // again to learn each task's outcome); a running one is stopped by its
 // worker, terminated then killed as at a time limit, and not retried. A
-// task that already ended keeps its record (CancelTooLate). It fails with
-// Unimplemented where the backend keeps no results or cannot cancel.
+// task that already ended keeps its record (CancelTooLate). An ID that no
+// task has is CancelNotFound, with nothing recorded, where the backend
+// removes by ID; elsewhere its request is recorded in case a task with it
+// arrives (CancelPending). It fails with Unimplemented where the backend
+// keeps no results or cannot cancel.
 func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
 	const op = "cancel"
 	store, err := q.resultStore(op)
@@ -312,21 +316,30 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	if err := checkIDs(op, ids); err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	now := time.Now()
-	asked := make([]*driver.ResultRecord, 0, len(ids))
 	seen := make(map[string]bool, len(ids))
 	var unique []string
 	for _, id := range ids {
 		if !seen[id] {
 			seen[id] = true
 			unique = append(unique, id)
-			asked = append(asked, q.newRecord(id, CancelRequested, now, &recordDetails{errText: cancelRequestedText}))
 		}
 	}
-	// A cancel-requested record is stored only where there is none, so it
-	// never hides an end; reading back tells which tasks had ended.
-	if err := putResults(ctx, store, asked); err != nil {
-		return nil, q.wrap(op, err)
+	remover, native := q.drv.(driver.TaskRemover)
+	native = native && q.caps.Level(driver.Cancel) == driver.Native
+	if !native {
+		// The backend cannot remove a queued task, nor tell an unknown ID:
+		// the cancel request of every ID is stored for the worker that
+		// holds or next receives the task. It is stored only where there
+		// is no record, so it never hides an end; reading back tells
+		// which tasks had ended.
+		now := time.Now()
+		asked := make([]*driver.ResultRecord, len(unique))
+		for i, id := range unique {
+			asked[i] = q.newRecord(id, CancelRequested, now, &recordDetails{errText: cancelRequestedText})
+		}
+		if err := putResults(ctx, store, asked); err != nil {
+			return nil, q.wrap(op, err)
+		}
 	}
 	recs, err := q.getResults(ctx, op, store, unique)
 	if err != nil {
@@ -343,29 +356,9 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 			open = append(open, unique[i])
 		}
 	}
-	// The driver stores each removed task's cancelled record with its
-	// removal, so a lost answer or a crash here leaves no removed task
-	// with only the cancel request (a Wait would hang on it); a cancel
-	// asked again finds the record and reports the task ended.
 	removed, missing := map[string]bool{}, map[string]bool{}
-	if remover, ok := q.drv.(driver.TaskRemover); ok && len(open) > 0 && q.caps.Level(driver.Cancel) == driver.Native {
-		at := time.Now()
-		done := make([]*driver.ResultRecord, len(open))
-		for i, id := range open {
-			done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
-		}
-		gone, held, err := remover.RemoveTasks(ctx, done)
-		if err != nil {
-			return nil, q.wrap(op, fmt.Errorf("remove the queued tasks (their cancel requests are stored, so a worker that receives one of them drops it; cancel again to see what became of each): %w", err))
-		}
-		running := make(map[string]bool, len(held))
-		for _, id := range held {
-			running[id] = true
-		}
-		for _, id := range gone {
-			removed[id] = true
-		}
-		if err := q.notFound(ctx, op, store, open, removed, running, state, missing); err != nil {
+	if native && len(open) > 0 {
+		if err := q.removeTasks(ctx, op, store, remover, open, state, removed, missing); err != nil {
 			return nil, err
 		}
 	}
@@ -377,7 +370,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		case st.Final():
 			out[i] = CancelResult{ID: id, Outcome: CancelTooLate, State: st}
 		case missing[id]:
-			out[i] = CancelResult{ID: id, Outcome: CancelNotFound, State: CancelRequested}
+			out[i] = CancelResult{ID: id, Outcome: CancelNotFound}
 		default:
 			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: CancelRequested}
 		}
@@ -388,30 +381,56 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 // cancelRequestedText is the error of a CancelRequested record.
 const cancelRequestedText = "cancel requested: the worker that holds this task, or next receives a task with this ID, stops it"
 
-// notFound marks in missing the open IDs that RemoveTasks neither removed
-// nor found running: no message has them. One of those may have ended
-// between Cancel's read of the records and the removal; its records are
-// read again, and an end found is put in state (the cancel came too late).
-func (q *Queue) notFound(ctx context.Context, op string, store driver.ResultStore, open []string, removed, running map[string]bool, state map[string]ResultState, missing map[string]bool) error {
-	var absent []string
+// removeTasks is Cancel where the backend removes queued tasks by ID: the
+// driver removes the open tasks that are queued or delayed and stores
+// their Cancelled records, and stores the CancelRequested records of
+// those running, in one step (driver.TaskRemover), so a lost answer or a
+// crash leaves no removed task without its end (a Wait would hang on it)
+// and no record for an ID that no task has; a cancel asked again answers
+// for the state that step left. It marks the tasks removed, and in
+// missing those that are neither queued nor running. A task that ended
+// between Cancel's read of the records and the removal is neither: the
+// records of those not removed are read again, and an end found is put
+// in state (the cancel came too late).
+func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultStore, remover driver.TaskRemover, open []string, state map[string]ResultState, removed, missing map[string]bool) error {
+	at := time.Now()
+	done := make([]*driver.ResultRecord, len(open))
+	asked := make([]*driver.ResultRecord, len(open))
+	for i, id := range open {
+		done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
+		asked[i] = q.newRecord(id, CancelRequested, at, &recordDetails{errText: cancelRequestedText})
+	}
+	gone, held, err := remover.RemoveTasks(ctx, done, asked)
+	if err != nil {
+		return q.wrap(op, fmt.Errorf("remove the queued tasks (the removal and its records are one step, made or not: cancel again to see what became of each): %w", err))
+	}
+	running := make(map[string]bool, len(held))
+	for _, id := range held {
+		running[id] = true
+	}
+	for _, id := range gone {
+		removed[id] = true
+	}
+	var left []string
 	for _, id := range open {
-		if !removed[id] && !running[id] {
-			absent = append(absent, id)
+		if !removed[id] {
+			left = append(left, id)
 		}
 	}
-	if len(absent) == 0 {
+	if len(left) == 0 {
 		return nil
 	}
-	recs, err := q.getResults(ctx, op, store, absent)
+	recs, err := q.getResults(ctx, op, store, left)
 	if err != nil {
 		return err
 	}
-	for i, rec := range recs {
-		if rec != nil && rec.State.Final() {
-			state[absent[i]] = rec.State
-			continue
+	for i, id := range left {
+		switch rec := recs[i]; {
+		case rec != nil && rec.State.Final():
+			state[id] = rec.State
+		case !running[id]:
+			missing[id] = true
 		}
-		missing[absent[i]] = true
 	}
 	return nil
 }

@@ -3,7 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"time"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,22 +19,26 @@ func (a *app) cancelCommand() *cobra.Command {
 
   removed         it was queued or delayed: it is removed and recorded as
                   cancelled; it will not run
-  requested       it is running (or the backend cannot remove a queued task
-                  by ID, so cannot tell an unknown ID either): the worker that holds it, or
-                  next receives it, stops it — SIGTERM, then SIGKILL after
-                  its --kill-timeout, as at a time limit — and records it as
-                  cancelled; it is not retried
+  requested       it is running: the worker that holds it stops it —
+                  SIGTERM, then SIGKILL after its --kill-timeout, as at a
+                  time limit — and records it as cancelled; it is not
+                  retried. Where the backend cannot remove a queued task
+                  by ID (azqueue, servicebus), every task not ended is
+                  requested, an unknown ID too: the cancel is recorded in
+                  case a task with that ID arrives, and the worker that
+                  next receives it drops it unrun
   already-ended   it had ended (succeeded, dead-lettered, cancelled); its
                   record is unchanged
-  not-found       no such task is queued or running, and none has a
-                  record (a mistyped ID, or a task not pushed yet): the
-                  cancel stays pending for the queue's retention, and a
-                  task pushed with this ID meanwhile is dropped unrun by
-                  the worker that receives it
+  not-found       an error, where the backend can look IDs up (postgres,
+                  sqlite, redis, mem): no task with this ID is queued or
+                  running here, nor ended within the retention (a mistyped
+                  ID, another queue, a task not pushed yet); nothing was
+                  recorded, so a task pushed with this ID later runs
 
 '-' reads more IDs from standard input, one per line. 'jobq QUEUE wait ID'
 waits until a requested cancel has taken effect. Exit 0 when every ID was
-handled, 1 when an ID was not found (after every line) or the backend failed, 2 when it keeps no result records (see
+handled, 1 when an ID was not found (after every line) or the backend
+failed, 2 when it keeps no result records (see
 'jobq backends', results and cancel).`,
 		Example: `  jobq sqlite://./work.db cancel 5d41402abc4b2a76b9719d911017c592
   jobq sqlite://./work.db cancel - < ids.txt
@@ -72,23 +76,17 @@ handled, 1 when an ID was not found (after every line) or the backend failed, 2 
 					}
 				} else {
 					for _, r := range res {
-						var until time.Time
-						if r.Outcome == jobq.CancelNotFound {
-							if rec, err := q.Result(ctx, r.ID); err == nil {
-								until = rec.ExpiresAt
-							}
-						}
-						fmt.Fprintln(a.stdout, a.cancelLine(r, until))
+						fmt.Fprintln(a.stdout, a.cancelLine(r))
 					}
 				}
 				if len(missing) > 0 {
-					return failure(fmt.Errorf("%d of %d task IDs were not found (no such task is queued or running): check them; their cancels stay pending, so a task pushed with one of them is dropped unrun", len(missing), len(res)))
+					return failure(fmt.Errorf("%d of %d task IDs were not found: no task with such an ID is queued or running here; nothing was recorded for them: check the IDs and the queue URL (%s)", len(missing), len(res), strings.Join(missing[:min(len(missing), maxListed)], " ")))
 				}
 				return nil
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print a JSON array of {"id", "outcome", "state"}`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print a JSON array of {"id", "outcome", "state"} (no state for not-found)`)
 	return cmd
 }
 
@@ -96,19 +94,14 @@ handled, 1 when an ID was not found (after every line) or the backend failed, 2 
 type cancelJSON struct {
 	ID      string `json:"id"`
 	Outcome string `json:"outcome"`
-	State   string `json:"state"`
+	State   string `json:"state,omitempty"`
 }
 
-// cancelLine says what Cancel did to one task; until is when a pending
-// cancel's record expires (zero when unknown).
-func (a *app) cancelLine(r jobq.CancelResult, until time.Time) string {
+// cancelLine says what Cancel did to one task.
+func (a *app) cancelLine(r jobq.CancelResult) string {
 	switch r.Outcome {
 	case jobq.CancelNotFound:
-		within := "within the queue's retention"
-		if !until.IsZero() {
-			within = "before " + until.Local().Format(time.DateTime)
-		}
-		return fmt.Sprintf("%s not-found: no such task is queued or running; a task with this ID pushed %s will be cancelled when a worker receives it", r.ID, within)
+		return fmt.Sprintf("%s not-found: no task with this ID is queued or running here; nothing was recorded", r.ID)
 	case jobq.CancelRemoved:
 		return fmt.Sprintf("%s removed: it was queued; recorded as %s", r.ID, r.State)
 	case jobq.CancelPending:

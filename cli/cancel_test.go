@@ -37,10 +37,10 @@ func expect(t *testing.T, wantCode int, want []string, args ...string) {
 	}
 }
 
-// TestCancelBeforePush: a cancel of an ID that no task has yet says
-// not-found (exit 1), result and wait report the pending cancel without
-// claiming an end, and the task pushed later is dropped by the worker
-// unrun and recorded as cancelled.
+// TestCancelBeforePush: on SQLite, which looks task IDs up, a cancel of an
+// ID that no task has yet is an error: not-found, exit 1, and nothing
+// recorded, so result has no record, wait names no pending cancel, and
+// the task pushed later runs and succeeds.
 func TestCancelBeforePush(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -50,17 +50,21 @@ func TestCancelBeforePush(t *testing.T) {
 	cmd := "touch " + marker
 	id := printedID(t, db, cmd)
 
-	expect(t, cli.ExitFailure, []string{id + " not-found: no such task is queued or running; a task with this ID pushed before ", "1 of 1 task IDs were not found"}, q, "cancel", id)
-	expect(t, cli.ExitFailure, []string{"cancel-requested", "has not ended: a cancel is pending"}, q, "result", id)
-	expect(t, cli.ExitFailure, []string{"have a cancel pending and have not ended", "timed out after"}, q, "wait", "--timeout", "300ms", id)
+	expect(t, cli.ExitFailure, []string{id + " not-found: no task with this ID is queued or running here; nothing was recorded",
+		"1 of 1 task IDs were not found", "check the IDs"}, q, "cancel", id)
+	expect(t, cli.ExitFailure, []string{`"outcome": "not-found"`}, q, "cancel", "--json", id)
+	expect(t, cli.ExitFailure, []string{"has no result record"}, q, "result", id)
+	code, out, errOut := run(t, q, "wait", "--timeout", "300ms", id)
+	if code != cli.ExitFailure || !strings.Contains(errOut, "timed out after") || strings.Contains(out+errOut, "cancel pending") {
+		t.Errorf("wait on an ID whose cancel was not found: exit %d, want %d, a time-out and no pending cancel\nstdout: %s\nstderr: %s", code, cli.ExitFailure, out, errOut)
+	}
 
 	expect(t, 0, nil, q, "push", "-c", cmd)
 	expect(t, 0, nil, q, "worker")
-	if _, err := os.Stat(marker); err == nil {
-		t.Errorf("the task cancelled before its push ran (it created %s)", marker)
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the task pushed after its cancel was not found did not run: %v", err)
 	}
-	expect(t, 0, []string{"cancelled", "cancelled before it ran"}, q, "result", id)
-	expect(t, cli.ExitFailure, []string{id + " cancelled"}, q, "wait", "--timeout", "5s", id)
+	expect(t, 0, []string{id + " succeeded"}, q, "wait", "--timeout", "5s", id)
 }
 
 // TestDLQRequeueWait: after dlq requeue, wait waits for the new run (not

@@ -46,8 +46,8 @@ started (within the queue's retention) is printed at once. An ID that no
 task has (a typo, or a record that expired) is waited for like a task that
 has not ended: give --timeout when that may happen. A task with a
 cancel pending is named on standard error when the wait starts: it ends
-when a worker stops it, or, if cancel said not-found, only once a task
-with its ID is pushed. '-' reads more
+when a worker stops it, or, where the backend cannot remove tasks by ID
+(azqueue, servicebus), only once a task with its ID is pushed. '-' reads more
 IDs from standard input, one per line (what push --print-ids prints, plain
 or --json).
 
@@ -168,16 +168,17 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 }
 
 // noteCancels says, on standard error, which of ids have a cancel pending
-// (one lookup): such a task ends when a worker stops it, and one that no
-// message has (cancel said not-found) only once it is pushed, so the wait
-// could otherwise look hung. A failed lookup only skips the note.
+// (one lookup): such a task ends when a worker stops it, and, where the
+// backend cannot remove tasks by ID, one that no message has only once it
+// is pushed, so the wait could otherwise look hung. A failed lookup only
+// skips the note.
 func (w *waiter) noteCancels(ctx context.Context, ids []string) {
 	asked, err := w.q.CancelRequested(ctx, ids)
 	if err != nil || len(asked) == 0 {
 		return
 	}
 	shown := asked[:min(len(asked), maxListed)]
-	w.a.log.Warn(fmt.Sprintf("%d of the tasks have a cancel pending and have not ended: each ends when the worker that holds it, or next receives it, stops it; one that is not queued or running (cancel said not-found) ends only if it is pushed, so give --timeout", len(asked)),
+	w.a.log.Warn(fmt.Sprintf("%d of the tasks have a cancel pending and have not ended: each ends when the worker that holds it, or next receives it, stops it; where the backend cannot remove tasks by ID, one not pushed yet ends only once it is pushed, so give --timeout", len(asked)),
 		"ids", strings.Join(shown, " "))
 }
 

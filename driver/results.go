@@ -105,25 +105,62 @@ type ResultSettler interface {
 // queued message by its task ID without holding a lease, which
 // Queue.Cancel uses to remove a task that is ready or delayed (Cancel
 // Native). The removal stores the task's cancelled record with it, as
-// ResultSettler does with a settlement. Without it a cancelled task is
-// dropped, unrun, by the worker that next receives it (Cancel Emulated).
+// ResultSettler does with a settlement, and the cancel request of a task
+// in flight likewise. Without it a cancelled task is dropped, unrun, by
+// the worker that next receives it (Cancel Emulated).
 type TaskRemover interface {
 	// RemoveTasks deletes the ready and delayed messages (not in flight,
-	// not dead) whose task ID is the ID of one of recs, and stores the
-	// record of each task it removed atomically with the removal (in the
-	// same transaction, script or lock): a record is stored if and only
-	// if its task's message was deleted. So neither a crash nor a lost
-	// answer can leave a removed task without its end, on which a wait
-	// would hang until the cancel request's record expired. The portable
-	// layer passes one ResultCancelled record per task ID; each replaces
-	// the task's cancel-request record.
+	// not dead) whose task ID is the ID of one of cancelled, and looks up
+	// the others' messages. In the same transaction, script or lock as
+	// the removal it stores, per task ID:
 	//
-	// It returns the IDs it removed, and held: the IDs it did not remove
-	// because their message is in flight (claimed under a lease that has
-	// not expired). An ID in neither has no message in the queue (never
-	// pushed, ended, or dead): Queue.Cancel reports it as not found. An
-	// ID with no ready or delayed message is skipped, and its record is
-	// not stored. A record that CheckResultRecord rejects fails the call
-	// (InvalidArgument) before anything is removed.
-	RemoveTasks(ctx context.Context, recs []*ResultRecord) (removed, held []string, err error)
+	//   - removed (its message deleted): its record in cancelled, a
+	//     ResultCancelled one, which replaces any record the task has;
+	//   - held (its message in flight: claimed under a lease that has
+	//     not expired): its record in requested, a ResultCancelRequested
+	//     one, under PutResults' rule (only where the task has no
+	//     unexpired record, so it never hides an end);
+	//   - neither (no message: never pushed, ended, or dead): nothing.
+	//
+	// So neither a crash nor a lost answer leaves a removed task without
+	// its end (a wait would hang on it), a running task without the
+	// request its worker polls for, or an unknown ID with a record; a
+	// RemoveTasks asked again answers for the state it left. requested
+	// is nil (store nothing for held tasks) or has the length of
+	// cancelled, requested[i] for the task of cancelled[i].
+	//
+	// It returns the IDs it removed and the IDs held. A record that
+	// CheckResultRecord rejects, or a requested record for another task
+	// or state, fails the call (InvalidArgument) before anything is
+	// removed.
+	RemoveTasks(ctx context.Context, cancelled, requested []*ResultRecord) (removed, held []string, err error)
+}
+
+// CheckRemoveRecords checks RemoveTasks' arguments: every record passes
+// CheckResultRecord, cancelled ones are ResultCancelled, and requested is
+// nil or pairs each of cancelled with a ResultCancelRequested record of
+// the same task.
+func CheckRemoveRecords(cancelled, requested []*ResultRecord) error {
+	if requested != nil && len(requested) != len(cancelled) {
+		return Errorf(InvalidArgument, "remove tasks: %d cancel requests for %d tasks", len(requested), len(cancelled))
+	}
+	for i, r := range cancelled {
+		if err := CheckResultRecord(r); err != nil {
+			return err
+		}
+		if r.State != ResultCancelled {
+			return Errorf(InvalidArgument, "remove tasks: the record of removed task %q is %s; want %s", r.ID, r.State, ResultCancelled)
+		}
+		if requested == nil {
+			continue
+		}
+		q := requested[i]
+		if err := CheckResultRecord(q); err != nil {
+			return err
+		}
+		if q.ID != r.ID || q.State != ResultCancelRequested {
+			return Errorf(InvalidArgument, "remove tasks: cancel request %d is a %s record of task %q; want a %s record of task %q", i, q.State, q.ID, ResultCancelRequested, r.ID)
+		}
+	}
+	return nil
 }

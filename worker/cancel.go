@@ -138,15 +138,17 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 	}
 }
 
-// cancelRequestedOf returns the received tasks whose cancel was requested:
-// the worker drops them unrun. That is every cancelled queued task where
-// the backend cannot remove one by ID (Cancel Emulated); where it can, a
-// task pushed after its cancel was asked (Queue.Cancel said not-found), or
-// one whose removal was cut short. One lookup of the records covers the
-// whole received batch; when it fails the tasks run (and cancelLoop may
-// still stop them).
+// cancelRequestedOf returns the received tasks whose cancel was requested,
+// where the backend cannot remove a queued task by ID (Cancel Emulated):
+// the worker drops them unrun. One lookup of the records covers the whole
+// received batch; when it fails the tasks run (and cancelLoop may still
+// stop them). Where Cancel is Native the lookup is skipped, so receiving
+// costs no records round trip: Queue.Cancel removes a queued task and
+// records its end in one step, records a running task's request in that
+// step too (cancelLoop stops it), and records nothing for an ID that no
+// task has, so a received task has no request to find.
 func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]bool {
-	if len(envs) == 0 || w.q.Capabilities().Level(driver.Cancel) == driver.Unsupported {
+	if len(envs) == 0 || w.q.Capabilities().Level(driver.Cancel) != driver.Emulated {
 		return nil
 	}
 	ids := make([]string, len(envs))

@@ -189,49 +189,55 @@ func (d *Driver) wakeResults() {
 	d.s.mu.Unlock()
 }
 
-// RemoveTasks implements driver.TaskRemover: ready and delayed messages
-// with the records' task IDs are deleted, and the records of the tasks
-// removed stored, under one hold of the lock; leased ones stay, and are
-// reported held.
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
+// RemoveTasks implements driver.TaskRemover: under one hold of the lock,
+// ready and delayed messages with the records' task IDs are deleted and
+// the records of the tasks removed stored, and the cancel requests of the
+// leased ones (held), which stay, stored under putResult's rule.
+func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver.ResultRecord) (removed, held []string, err error) {
 	if err := d.checkResults(ctx); err != nil {
 		return nil, nil, err
 	}
 	if d.level(driver.Cancel) != driver.Native {
 		return nil, nil, driver.Errorf(driver.Unimplemented, "mem: this queue was opened with cancel %s: it cannot remove tasks by ID", d.level(driver.Cancel))
 	}
-	want := make(map[string]*driver.ResultRecord, len(recs))
-	for _, r := range recs {
-		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, nil, err
-		}
-		want[r.ID] = r
+	if err := driver.CheckRemoveRecords(cancelled, requested); err != nil {
+		return nil, nil, err
+	}
+	want := make(map[string]int, len(cancelled))
+	for i, r := range cancelled {
+		want[r.ID] = i
 	}
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.promote(now)
-	done := map[string]bool{}
+	gone, leasedIDs := map[string]bool{}, map[string]bool{}
 	readyGone := false
 	for _, m := range s.msgs {
-		rec := want[m.taskID]
-		if rec == nil {
+		i, ok := want[m.taskID]
+		if !ok {
 			continue
 		}
 		if m.state == leased {
-			if !done[m.taskID] {
-				done[m.taskID] = true
-				held = append(held, m.taskID)
-			}
+			leasedIDs[m.taskID] = true
 			continue
 		}
 		readyGone = readyGone || m.state == ready
 		s.remove(m)
-		if !done[m.taskID] {
-			done[m.taskID] = true
+		if !gone[m.taskID] {
+			gone[m.taskID] = true
 			removed = append(removed, m.taskID)
-			s.putResult(rec, now)
+			s.putResult(cancelled[i], now)
+		}
+	}
+	for id := range leasedIDs {
+		if gone[id] {
+			continue
+		}
+		held = append(held, id)
+		if requested != nil {
+			s.putResult(requested[want[id]], now)
 		}
 	}
 	if len(removed) > 0 {

@@ -133,13 +133,17 @@ DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
 
 		// Ready and delayed messages, and those whose lease has expired
 		// (claimable again; the old holder's settlement finds them gone),
-		// and the records of the tasks removed, in one statement. A
+		// are deleted, and the records of the tasks removed and the cancel
+		// requests of the tasks in flight stored, in one statement. x holds
+		// the cancelled records, then the cancel requests (state
+		// cancel-requested); $10 holds the task keys of the IDs in $2. A
 		// concurrent claim holds the row: the delete waits for it, then
-		// sees the lease and leaves the message. $10 holds the task keys
-		// of the IDs in $2. The rows say which IDs were removed (true) and
-		// which have a message that stays (false): in flight. h reads the
-		// messages as the statement began, so a message that a concurrent
-		// claim took meanwhile counts as in flight, not as absent.
+		// sees the lease and leaves the message. The rows say which IDs
+		// were removed (true) and which have a message that stays (false):
+		// in flight. h reads the messages as the statement began, so a
+		// message that a concurrent claim took meanwhile counts as in
+		// flight, not as absent; the upsert's rule (upsertConflict) keeps a
+		// cancel request from hiding an end stored meanwhile.
 		remove: r.Replace(`
 WITH x AS (
 	SELECT rid, key, state, ` + usTime("updated_us") + ` AS updated, ` + usTime("expires_us") + ` AS expires, ` + dataOf("span", "$9") + ` AS data, ord
@@ -149,17 +153,20 @@ WITH x AS (
 	DELETE FROM {{s}}.messages
 	WHERE queue = $1 AND task_key = ANY($10::bytea[]) AND (lease IS NULL OR visible_at <= now())
 	RETURNING task_key
-), k AS (
-	SELECT * FROM x WHERE key IN (SELECT task_key FROM d)
 ), h AS (
 	SELECT task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($10::bytea[])
+		AND task_key NOT IN (SELECT task_key FROM d)
+), k AS (
+	SELECT * FROM x WHERE state <> 'cancel-requested' AND key IN (SELECT task_key FROM d)
+	UNION ALL
+	SELECT * FROM x WHERE state = 'cancel-requested' AND key IN (SELECT task_key FROM h)
 ), ins AS (` + upsert("k", "$1", insertDistinct) + `
 ), n AS (
 	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
 )
-SELECT DISTINCT rid, true FROM k WHERE (SELECT count(*) FROM n) >= 0
+SELECT DISTINCT rid, true FROM x WHERE state <> 'cancel-requested' AND key IN (SELECT task_key FROM d) AND (SELECT count(*) FROM n) >= 0
 UNION
-SELECT rid, false FROM x WHERE key IN (SELECT task_key FROM h) AND key NOT IN (SELECT task_key FROM d)`),
+SELECT rid, false FROM x WHERE key IN (SELECT task_key FROM h)`),
 	}
 	for v := range insertVariants {
 		for notify := range 2 {
@@ -582,20 +589,20 @@ func (d *Driver) sendResultsNotify() {
 }
 
 // RemoveTasks implements driver.TaskRemover: one statement deletes the
-// messages and stores the records of the tasks it removed (and wakes
-// waiters in other processes), and reports the tasks it left in flight.
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
+// messages and stores the records of the tasks it removed and the cancel
+// requests of the tasks in flight (and wakes waiters in other processes),
+// and reports the tasks in flight.
+func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver.ResultRecord) (removed, held []string, err error) {
 	if err := d.begin(); err != nil {
 		return nil, nil, err
 	}
-	if len(recs) == 0 {
+	if err := driver.CheckRemoveRecords(cancelled, requested); err != nil {
+		return nil, nil, err
+	}
+	if len(cancelled) == 0 {
 		return nil, nil, nil
 	}
-	for _, r := range recs {
-		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, nil, err
-		}
-	}
+	recs := append(append(make([]*driver.ResultRecord, 0, len(cancelled)+len(requested)), cancelled...), requested...)
 	c := recordArrays(recs, make([]error, len(recs)))
 	rows, err := d.pool.Query(ctx, d.rsql.remove, d.cfg.queue, c.rids, c.states, c.updated, c.expires, c.spans,
 		d.channel(), d.resultsPayload(), c.blob, taskKeys(c.rids))

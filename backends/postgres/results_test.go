@@ -260,7 +260,7 @@ func TestRemoveTasks(t *testing.T) {
 		cancelled = append(cancelled, rec(id, driver.ResultCancelled, time.Hour))
 	}
 	putResults(t, d, requested...)
-	removed, _, err := d.RemoveTasks(ctx, cancelled)
+	removed, _, err := d.RemoveTasks(ctx, cancelled, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

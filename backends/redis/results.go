@@ -322,27 +322,38 @@ func repeatErr(err error, n int) []error {
 }
 
 // RemoveTasks implements driver.TaskRemover: one script removes the ready
-// and delayed messages that own the records' task ids and stores the
-// records of the tasks it removed (per chunk of chunkSize tasks, each its
-// own script call), and reports the tasks it left in flight.
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
+// and delayed messages that own the records' task ids, stores the records
+// of the tasks it removed and the cancel requests of the tasks it left in
+// flight, and reports those (per chunk of chunkSize tasks, each its own
+// script call).
+func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver.ResultRecord) (removed, held []string, err error) {
 	const op = "remove tasks"
 	if err := d.begin(ctx, op); err != nil {
 		return nil, nil, err
 	}
+	if err := driver.CheckRemoveRecords(cancelled, requested); err != nil {
+		return nil, nil, err
+	}
 	now := time.Now()
-	for _, r := range recs {
-		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, nil, err
-		}
-		if !expiryOf(r).After(now) {
-			return nil, nil, driver.Errorf(driver.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
+	for _, recs := range [][]*driver.ResultRecord{cancelled, requested} {
+		for _, r := range recs {
+			if !expiryOf(r).After(now) {
+				return nil, nil, driver.Errorf(driver.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
+			}
 		}
 	}
-	rs := prepare(recs)
-	for _, b := range chunkBounds(len(recs)) {
+	rs, asked := prepare(cancelled), prepare(requested)
+	for _, b := range chunkBounds(len(cancelled)) {
 		head, tail := rs.args(b[0], b[1])
 		args := append(append([]any{b[1] - b[0]}, head...), tail...)
+		args = append(args, asked.bucket, asked.expire)
+		for i := b[0]; i < b[1]; i++ {
+			if requested == nil {
+				args = append(args, "")
+			} else {
+				args = append(args, asked.vals[i])
+			}
+		}
 		got, err := d.run(ctx, removeScript, args...).StringSlice()
 		if err != nil {
 			return removed, held, d.fail(op, err)

@@ -288,7 +288,7 @@ func TestRemoveTasks(t *testing.T) {
 	if err := d.PutResults(ctx, requested); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := d.RemoveTasks(ctx, cancelled)
+	got, _, err := d.RemoveTasks(ctx, cancelled, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -661,14 +661,12 @@ local function store_records(all, n, R, out)
 end
 `
 
-// putResultsScript stores result records (PutResults). ARGV: prefix, n,
-// then recordLua's bucket, expiry and announcement, then n times ("1" to
-// store the record only where no unexpired record of its task id exists,
-// or "0"; task id; record). Returns how many it stored.
-var putResultsScript = goredis.NewScript(common + `
+// liveLua defines live(id), which reports whether task id has an
+// unexpired record in any bucket: a cancel request is stored only where
+// it has none, so that it never hides an end.
+const liveLua = `
 local now = now_ms()
 local buckets
--- live reports whether task id has an unexpired record in any bucket.
 local function live(id)
   buckets = buckets or redis.call('ZRANGEBYSCORE', P .. 'rbs', now, '+inf')
   for _, b in ipairs(buckets) do
@@ -680,6 +678,13 @@ local function live(id)
   end
   return false
 end
+`
+
+// putResultsScript stores result records (PutResults). ARGV: prefix, n,
+// then recordLua's bucket, expiry and announcement, then n times ("1" to
+// store the record only where no unexpired record of its task id exists,
+// or "0"; task id; record). Returns how many it stored.
+var putResultsScript = goredis.NewScript(common + liveLua + `
 local f, nf = {}, 0
 for i = 6, #ARGV, 3 do
   local id = ARGV[i + 1]
@@ -986,14 +991,18 @@ return n
 
 // removeScript deletes the ready and delayed messages that own the given
 // task ids (Queue.Cancel), and stores the record of each task it removed
-// (see recordLua); leased and dead ones stay. ARGV: prefix, n, then
-// recordLua's four, then n times (task id, record). Returns the task ids
-// it removed, then "", then the task ids whose message it left (in
-// flight).
-var removeScript = goredis.NewScript(common + setsLua + recordLua + `
+// (see recordLua) and the cancel request of each task whose message it
+// left (leased: in flight), only where that task has no unexpired record
+// (liveLua); an id with no message gets nothing. ARGV: prefix, n, then
+// recordLua's four, then n times (task id, record), then the cancel
+// requests' bucket ("" for none) and its expiry, then n cancel requests.
+// Returns the task ids it removed, then "", then the task ids whose
+// message it left.
+var removeScript = goredis.NewScript(common + setsLua + recordLua + liveLua + `
 local IDS = P .. 'ids'
 local n = tonumber(ARGV[2])
-local out, gone_ids, ng, kept = {}, {}, 0, {}
+local RB, RBX = ARGV[7 + 2 * n], ARGV[8 + 2 * n]
+local out, gone_ids, ng, kept, asked, na = {}, {}, 0, {}, {}, 0
 for i = 1, n do
   local id = ARGV[5 + 2 * i]
   local mid = redis.call('HGET', IDS, id)
@@ -1013,11 +1022,20 @@ for i = 1, n do
       gone_ids[ng] = id
     else
       kept[#kept + 1] = id
+      if RB ~= '' and not live(id) then
+        asked[na + 1], asked[na + 2] = id, ARGV[8 + 2 * n + i]
+        na = na + 2
+      end
     end
   end
   out[i] = gone and 1 or 0
 end
 if ng > 0 then store_records(ng == n, n, 7, out) end
+if na > 0 then
+  redis.call('HSET', P .. 'rb:' .. RB, unpack(asked, 1, na))
+  redis.call('PEXPIREAT', P .. 'rb:' .. RB, RBX)
+  redis.call('ZADD', P .. 'rbs', RBX, RB)
+end
 gone_ids[ng + 1] = ''
 for _, id in ipairs(kept) do gone_ids[#gone_ids + 1] = id end
 return gone_ids

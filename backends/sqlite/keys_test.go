@@ -66,7 +66,7 @@ func TestDedupAfterLazyRemoval(t *testing.T) {
 			}
 		}},
 		{"remove", func(t *testing.T, b *testBundle, id string) {
-			if removed, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{rec(id, driver.ResultCancelled, time.Hour)}); err != nil || len(removed) != 1 {
+			if removed, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{rec(id, driver.ResultCancelled, time.Hour)}, nil); err != nil || len(removed) != 1 {
 				t.Fatalf("remove: %v, %v", removed, err)
 			}
 		}},

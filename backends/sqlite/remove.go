@@ -26,20 +26,21 @@ const heldTask = `SELECT 1 FROM jobq_messages
 
 var _ driver.TaskRemover = (*Driver)(nil)
 
-// RemoveTasks implements driver.TaskRemover: the messages are deleted and
-// the records of the tasks removed stored in one transaction; the tasks
-// in flight are reported held.
-func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (removed, held []string, err error) {
-	byID := make(map[string]*driver.ResultRecord, len(recs))
-	ids := make([]string, 0, len(recs))
-	for _, r := range recs {
-		if err := driver.CheckResultRecord(r); err != nil {
-			return nil, nil, err
-		}
-		if byID[r.ID] == nil {
+// RemoveTasks implements driver.TaskRemover: in one transaction the
+// messages are deleted and the records of the tasks removed stored, and
+// the cancel requests of the tasks in flight (held) stored under
+// putResult's rule.
+func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver.ResultRecord) (removed, held []string, err error) {
+	if err := driver.CheckRemoveRecords(cancelled, requested); err != nil {
+		return nil, nil, err
+	}
+	byID := make(map[string]int, len(cancelled))
+	ids := make([]string, 0, len(cancelled))
+	for i, r := range cancelled {
+		if _, ok := byID[r.ID]; !ok {
 			ids = append(ids, r.ID)
 		}
-		byID[r.ID] = r
+		byID[r.ID] = i
 	}
 	if len(ids) == 0 {
 		return nil, nil, d.check(ctx)
@@ -57,19 +58,25 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 			if err != nil {
 				return err
 			}
-			if n == 0 {
-				var one int
-				switch err := tx.QueryRow(heldTask, d.cfg.queue, key).Scan(&one); {
-				case err == nil:
-					held = append(held, id)
-				case !errors.Is(err, sql.ErrNoRows):
+			if n > 0 {
+				removed = append(removed, id)
+				if err := d.putResult(tx, cancelled[byID[id]], now); err != nil {
 					return err
 				}
 				continue
 			}
-			removed = append(removed, id)
-			if err := d.putResult(tx, byID[id], now); err != nil {
+			var one int
+			switch err := tx.QueryRow(heldTask, d.cfg.queue, key).Scan(&one); {
+			case errors.Is(err, sql.ErrNoRows):
+				continue
+			case err != nil:
 				return err
+			}
+			held = append(held, id)
+			if requested != nil {
+				if err := d.putResult(tx, requested[byID[id]], now); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -274,7 +274,7 @@ func TestRemoveTasks(t *testing.T) {
 	if err := b.drv.PutResults(b.ctx, requested); err != nil {
 		t.Fatal(err)
 	}
-	removed, _, err := b.drv.RemoveTasks(b.ctx, cancelled)
+	removed, _, err := b.drv.RemoveTasks(b.ctx, cancelled, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,13 +287,13 @@ func TestRemoveTasks(t *testing.T) {
 	if want := "[cancelled cancel-requested cancel-requested cancelled cancelled cancel-requested]"; fmt.Sprint(recs) != want {
 		t.Fatalf("records after remove = %v; want %s", recs, want)
 	}
-	if _, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{{ID: "ready", State: driver.ResultCancelled}}); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{{ID: "ready", State: driver.ResultCancelled}}, nil); driver.CodeOf(err) != driver.InvalidArgument {
 		t.Fatalf("remove with a record without expiry: %v; want InvalidArgument", err)
 	}
 	if s := b.stats(t); s != (driver.Stats{InFlight: 1, Dead: 1}) {
 		t.Fatalf("stats after remove = %+v; want flight in flight, dead dead", s)
 	}
-	if removed, _, err := b.drv.RemoveTasks(b.ctx, nil); err != nil || len(removed) != 0 {
+	if removed, _, err := b.drv.RemoveTasks(b.ctx, nil, nil); err != nil || len(removed) != 0 {
 		t.Fatalf("remove nothing = %v, %v", removed, err)
 	}
 }

@@ -137,7 +137,7 @@ func TestTaskKeyRoundTripAllPaths(t *testing.T) {
 			cancel = append(cancel, rec(p.ID, driver.ResultCancelled, time.Hour))
 		}
 	}
-	removed, _, err := d.RemoveTasks(ctx, cancel)
+	removed, _, err := d.RemoveTasks(ctx, cancel, nil)
 	if err != nil || len(removed) != len(cancel) {
 		t.Fatalf("cancel: removed %q, %v; want all %d", removed, err, len(cancel))
 	}
@@ -199,7 +199,7 @@ func TestInterruptedUpgrade(t *testing.T) {
 	if err != nil || !res[0].Duplicate {
 		t.Errorf("push of the late row's ID after the upgrade: %+v, %v; want a duplicate", res, err)
 	}
-	removed, _, err := d.RemoveTasks(ctx, []*driver.ResultRecord{rec(canon(6), driver.ResultCancelled, time.Hour)})
+	removed, _, err := d.RemoveTasks(ctx, []*driver.ResultRecord{rec(canon(6), driver.ResultCancelled, time.Hour)}, nil)
 	if err != nil || len(removed) != 1 {
 		t.Errorf("cancel of the late row's ID after the upgrade: %q, %v; want it removed", removed, err)
 	}

@@ -210,7 +210,7 @@ func TestMigrateFromSchema0(t *testing.T) {
 	if res, err := d.Push(ctx, []*driver.Message{{ID: canon(1), Body: []byte("x")}}); err != nil || !res[0].Duplicate {
 		t.Errorf("push of the revived dead letter's ID: %+v, %v; want a duplicate", res, err)
 	}
-	if removed, _, err := d.RemoveTasks(ctx, []*driver.ResultRecord{rec("custom-id", driver.ResultCancelled, time.Hour)}); err != nil || len(removed) != 1 {
+	if removed, _, err := d.RemoveTasks(ctx, []*driver.ResultRecord{rec("custom-id", driver.ResultCancelled, time.Hour)}, nil); err != nil || len(removed) != 1 {
 		t.Errorf("remove custom-id: %v, %v", removed, err)
 	}
 	got = map[string]string{}
@@ -348,7 +348,7 @@ func TestCompactStorage(t *testing.T) {
 	if err != nil || len(peeked) != 1 || peeked[0].ID != id || !bytes.Equal(peeked[0].Body, body) {
 		t.Fatalf("peek %+v, %v", peeked, err)
 	}
-	if removed, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{rec(id, driver.ResultCancelled, time.Hour)}); err != nil || len(removed) != 1 || removed[0] != id {
+	if removed, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{rec(id, driver.ResultCancelled, time.Hour)}, nil); err != nil || len(removed) != 1 || removed[0] != id {
 		t.Fatalf("remove: %v, %v", removed, err)
 	}
 }

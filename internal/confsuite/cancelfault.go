@@ -18,8 +18,8 @@ import (
 type removalFault int
 
 const (
-	// removalNotMade: the cancel request is stored, then the process dies
-	// (or the engine is unreachable) before the removal.
+	// removalNotMade: the process dies (or the engine is unreachable)
+	// before the removal, which would have stored the records.
 	removalNotMade removalFault = iota
 	// removalAnswerLost: the removal is applied, then its answer is lost
 	// (a dropped connection, a process that dies on receipt).
@@ -47,9 +47,9 @@ type faultyRemover struct {
 
 // RemoveTasks fails as f.fault says, after the real removal when its answer
 // is to be lost.
-func (f faultyRemover) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) ([]string, []string, error) {
+func (f faultyRemover) RemoveTasks(ctx context.Context, cancelled, requested []*driver.ResultRecord) ([]string, []string, error) {
 	if f.fault == removalAnswerLost {
-		if _, _, err := f.remover.RemoveTasks(ctx, recs); err != nil {
+		if _, _, err := f.remover.RemoveTasks(ctx, cancelled, requested); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -101,13 +101,15 @@ func (c *C) openFaulty(rawURL string, fault removalFault) *jobq.Queue {
 	return q
 }
 
-// checkCancelInterrupted: a cancel cut short at the removal of a queued
-// task leaves nothing to hang on. When the removal was not made, the task
-// is still queued with its cancel request, and cancelling again removes
-// it. When the removal was made but its answer was lost, the task's
-// cancelled record was stored with the removal (driver.TaskRemover), so
-// the task has ended, without the rest of Cancel. Either way Wait returns
-// the cancelled record.
+// checkCancelInterrupted: a cancel cut short at the removal leaves a
+// definite state, nothing to hang on, and a second cancel says what it
+// is. The removal stores its records with it (driver.TaskRemover), so:
+// when it was not made, a queued task is still queued with no record, and
+// cancelling again removes it; when it was made but its answer was lost,
+// a queued task has ended (cancelled: a second cancel is too late), a
+// running one has its cancel request (a second cancel says requested, and
+// its worker stops it), and an ID that no task has has no record (a
+// second cancel says not found).
 func checkCancelInterrupted(c *C) {
 	rawURL := c.newURL()
 	q := c.openURL(rawURL)
@@ -124,12 +126,14 @@ func checkCancelInterrupted(c *C) {
 		c.expectCode(err, jobq.Unavailable, fault.String()+": Cancel")
 		// The record as the interrupted cancel left it, and what
 		// cancelling again does.
-		left, again := jobq.CancelRequested, jobq.CancelRemoved
+		again := jobq.CancelRemoved
 		if fault == removalAnswerLost {
-			left, again = jobq.Cancelled, jobq.CancelTooLate
-		}
-		if r := c.result(q, id); r.State != left {
-			c.Errorf("%s: the task's record is in state %s; want %s", fault, r.State, left)
+			again = jobq.CancelTooLate
+			if r := c.result(q, id); r.State != jobq.Cancelled {
+				c.Errorf("%s: the task's record is in state %s; want %s", fault, r.State, jobq.Cancelled)
+			}
+		} else if r, err := q.Result(c.ctx(), id); err == nil {
+			c.Errorf("%s: the queued task has a record in state %s; want none", fault, r.State)
 		}
 		rs, err := q.Cancel(c.ctx(), id)
 		c.expectCancel(rs, err, id, again)
@@ -145,14 +149,36 @@ func checkCancelInterrupted(c *C) {
 	}
 	c.receiveNone(q, time.Time{}, "both cancelled tasks were removed")
 	c.expectStats(q, want{})
+
+	lost := c.openFaulty(rawURL, removalAnswerLost)
+	absent, err := jobq.TaskID(task("cancel interrupted: never pushed"))
+	if err != nil {
+		c.Fatalf("task ID: %v", err)
+	}
+	_, err = lost.Cancel(c.ctx(), absent)
+	c.expectCode(err, jobq.Unavailable, "an unknown ID, answer lost: Cancel")
+	_, err = q.Result(c.ctx(), absent)
+	c.expectCode(err, jobq.NotFound, "an unknown ID, answer lost: Result (nothing is recorded)")
+	rs, err := q.Cancel(c.ctx(), absent)
+	c.expectCancel(rs, err, absent, jobq.CancelNotFound)
+
+	id := c.push(q, task("cancel interrupted: running"))[0]
+	e := c.receive(q, c.longVis(q))
+	_, err = lost.Cancel(c.ctx(), id)
+	c.expectCode(err, jobq.Unavailable, "a running task, answer lost: Cancel")
+	rs, err = q.Cancel(c.ctx(), id)
+	c.expectCancel(rs, err, id, jobq.CancelPending)
+	c.settleCancelled(q, e, id)
 }
 
-// checkCancelBeforePush: a cancel of an ID that no message has is reported
-// as not found where the backend removes queued tasks by ID (elsewhere it
-// cannot tell, and says requested); its request is kept, so that a task
-// pushed with that ID later is seen as cancelled by its receiver; and
-// until then the ID has no end: Result says cancel-requested and Wait
-// does not return.
+// checkCancelBeforePush: a cancel of an ID that no message has. Where the
+// backend removes queued tasks by ID it can look the ID up: the cancel is
+// not found and records nothing, so Result stays NotFound and a task
+// pushed with that ID later runs normally. Elsewhere it cannot tell: the
+// cancel says requested and records the request in case the task
+// arrives, so Result says cancel-requested (not an end) and the receiver
+// of a task pushed with that ID later sees it as cancelled. Either way
+// Wait does not return before the task is pushed.
 func checkCancelBeforePush(c *C) {
 	q := c.open()
 	if !c.cancels(q) {
@@ -163,26 +189,46 @@ func checkCancelBeforePush(c *C) {
 	if err != nil {
 		c.Fatalf("task ID: %v", err)
 	}
+	native := level(q, driver.Cancel) == driver.Native
 	rs, err := q.Cancel(c.ctx(), id)
-	want := jobq.CancelNotFound
-	if level(q, driver.Cancel) != driver.Native {
-		want = jobq.CancelPending
-	}
-	c.expectCancel(rs, err, id, want)
-	if rs[0].State != jobq.CancelRequested {
-		c.Errorf("the cancel of an unknown ID reports state %s; want %s", rs[0].State, jobq.CancelRequested)
-	}
-	if r := c.result(q, id); r.State != jobq.CancelRequested || r.State.Final() {
-		c.Errorf("the record of an unknown ID asked to cancel is in state %s; want %s, not an end", r.State, jobq.CancelRequested)
+	if native {
+		c.expectCancel(rs, err, id, jobq.CancelNotFound)
+		if rs[0].State != "" {
+			c.Errorf("the cancel of an unknown ID reports state %s; want none (nothing recorded)", rs[0].State)
+		}
+		_, err := q.Result(c.ctx(), id)
+		c.expectCode(err, jobq.NotFound, "Result of an unknown ID after its cancel was not found (nothing is recorded)")
+	} else {
+		c.expectCancel(rs, err, id, jobq.CancelPending)
+		if rs[0].State != jobq.CancelRequested {
+			c.Errorf("the cancel of an unknown ID reports state %s; want %s", rs[0].State, jobq.CancelRequested)
+		}
+		if r := c.result(q, id); r.State != jobq.CancelRequested || r.State.Final() {
+			c.Errorf("the record of an unknown ID asked to cancel is in state %s; want %s, not an end", r.State, jobq.CancelRequested)
+		}
 	}
 	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
 	res, err := q.Wait(ctx, id)
 	cancel()
-	c.expectCode(err, jobq.DeadlineExceeded, fmt.Sprintf("Wait on a cancel not yet taken effect (returned %v)", res))
+	c.expectCode(err, jobq.DeadlineExceeded, fmt.Sprintf("Wait on an ID that no task has yet (returned %v)", res))
 	if got := c.push(q, t)[0]; got != id {
 		c.Fatalf("pushed task %s; want %s", got, id)
 	}
-	c.settleCancelled(q, c.receive(q, c.longVis(q)), id)
+	e := c.receive(q, c.longVis(q))
+	if !native {
+		c.settleCancelled(q, e, id)
+		return
+	}
+	if e.Task.ID != id {
+		c.Fatalf("received %s; want %s", e.Task.ID, id)
+	}
+	if ok, err := e.CancelRequested(c.ctx()); err != nil || ok {
+		c.Errorf("Envelope.CancelRequested of a task pushed after its cancel was not found = %v, %v; want false", ok, err)
+	}
+	c.complete(e)
+	if r := c.result(q, id); r.State != jobq.Succeeded {
+		c.Errorf("the task pushed after its cancel was not found ended %s; want succeeded", r.State)
+	}
 }
 
 // checkDeadLetterRequeueRecord: a dead letter requeued has not ended: its
