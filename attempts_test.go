@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestAttemptsWireRoundTrip(t *testing.T) {
@@ -47,7 +48,7 @@ func TestAttemptsWireErrors(t *testing.T) {
 	t.Parallel()
 	base := `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "attempts": %s, "id": "i"}`
 	for _, bad := range []string{`5`, `[1]`, `[{"delivery": "one"}]`, `[{"start": "yesterday"}]`, `[{"outcome": 2}]`} {
-		if _, err := jobq.UnmarshalTask([]byte(fmt.Sprintf(base, bad))); jobq.ErrorCode(err) != jobq.InvalidArgument {
+		if _, err := jobq.UnmarshalTask([]byte(fmt.Sprintf(base, bad))); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("attempts %s: error %v; want InvalidArgument", bad, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 )
 
@@ -49,11 +50,11 @@ func (b Backoff) filled() Backoff {
 func (b Backoff) validate(op string) error {
 	switch {
 	case b.Base < 0 || b.Cap < 0:
-		return errorf(InvalidArgument, op, "retry backoff %v,%v is negative; use durations such as 10s,1h", b.Base, b.Cap)
+		return errorf(errcode.InvalidArgument, op, "retry backoff %v,%v is negative; use durations such as 10s,1h", b.Base, b.Cap)
 	case b.Base > maxBackoff || b.Cap > maxBackoff:
-		return errorf(InvalidArgument, op, "retry backoff %v,%v is too long; keep each part within %v", b.Base, b.Cap, maxBackoff)
+		return errorf(errcode.InvalidArgument, op, "retry backoff %v,%v is too long; keep each part within %v", b.Base, b.Cap, maxBackoff)
 	case b.Cap != 0 && b.Base > b.Cap:
-		return errorf(InvalidArgument, op, "retry backoff base %v is longer than its cap %v; write BASE,CAP with BASE first, for example 10s,1h", b.Base, b.Cap)
+		return errorf(errcode.InvalidArgument, op, "retry backoff base %v is longer than its cap %v; write BASE,CAP with BASE first, for example 10s,1h", b.Base, b.Cap)
 	}
 	return nil
 }
@@ -95,7 +96,7 @@ func ParseBackoff(s string) (Backoff, error) {
 		}
 	}
 	if b.Base == 0 {
-		return Backoff{}, errorf(InvalidArgument, op, "retry-backoff base %q is zero; use a delay such as 10s (a tiny one, 1ms, retries almost at once)", base)
+		return Backoff{}, errorf(errcode.InvalidArgument, op, "retry-backoff base %q is zero; use a delay such as 10s (a tiny one, 1ms, retries almost at once)", base)
 	}
 	if err := b.validate(op); err != nil {
 		return Backoff{}, err
@@ -108,7 +109,7 @@ func ParseBackoff(s string) (Backoff, error) {
 func parsePolicyDuration(what, s string) (time.Duration, error) {
 	d, err := bound.Durations{Max: maxBackoff, BareSeconds: true}.Parse(what, s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "%v", err)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
 	}
 	return d, nil
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestBackoffDelay(t *testing.T) {
@@ -59,7 +61,7 @@ func TestParseBackoff(t *testing.T) {
 		switch {
 		case tt.err == "" && (err != nil || got != tt.want):
 			t.Errorf("ParseBackoff(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		case tt.err != "" && (err == nil || ErrorCode(err) != InvalidArgument || !strings.Contains(err.Error(), tt.err)):
+		case tt.err != "" && (err == nil || errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tt.err)):
 			t.Errorf("ParseBackoff(%q) = %v, %v; want an InvalidArgument error containing %q", tt.in, got, err, tt.err)
 		}
 	}
@@ -126,7 +128,7 @@ func TestWireRejectsBadDurations(t *testing.T) {
 		`"time_limit": 1e300`,
 	} {
 		full := `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, ` + body + `}`
-		if _, err := UnmarshalTask([]byte(full)); ErrorCode(err) != InvalidArgument {
+		if _, err := UnmarshalTask([]byte(full)); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("decoding %s: %v; want InvalidArgument", body, err)
 		}
 	}
@@ -135,7 +137,7 @@ func TestWireRejectsBadDurations(t *testing.T) {
 		{Command: "x", RetryBackoff: Backoff{Base: time.Hour, Cap: time.Second}},
 		{Command: "x", RetryBackoff: Backoff{Base: -time.Second}},
 	} {
-		if _, err := MarshalTask(&task); ErrorCode(err) != InvalidArgument {
+		if _, err := MarshalTask(&task); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("MarshalTask(%+v): %v; want InvalidArgument", task, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // DeadLetters is a queue's dead-letter store: tasks that failed past their
@@ -38,7 +39,7 @@ func (d *DeadLetters) List(ctx context.Context, max int) ([]*DeadLetter, error) 
 		return nil, err
 	}
 	if max < 1 {
-		return nil, errorf(InvalidArgument, op, "count is %d; ask for at least 1", max)
+		return nil, errorf(errcode.InvalidArgument, op, "count is %d; ask for at least 1", max)
 	}
 	ms, err := d.q.drv.ListDead(ctx, max)
 	if err != nil {

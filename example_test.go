@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq/backends/mem"
 	_ "github.com/jobq/jobq/backends/postgres"
 	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Open a queue by URL, push a task, then receive, run and complete it as a
@@ -80,7 +81,7 @@ func ExampleQueue_PushBatch() {
 	}
 
 	_, err = q.PushBatch(ctx, []*jobq.Task{{Command: "echo c"}, {}}, jobq.PushOptions{})
-	fmt.Println(jobq.ErrorCode(err))
+	fmt.Println(errcode.Of(err))
 	n, _ := q.Size(ctx)
 	fmt.Println("queued:", n)
 	// Output:
@@ -179,7 +180,7 @@ func ExampleURLMux() {
 	fmt.Println(q.Scheme(), q.Name())
 
 	_, err = mux.Open(context.Background(), "sqlite://./work.db", jobq.Options{})
-	fmt.Println(jobq.ErrorCode(err))
+	fmt.Println(errcode.Of(err))
 	// Output:
 	// [scratch]
 	// scratch example-mux

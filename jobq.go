@@ -36,6 +36,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -135,7 +136,7 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts Options) (*Queue, 
 // error.
 func New(d driver.Driver, opts Options) (*Queue, error) {
 	if d == nil {
-		return nil, errorf(InvalidArgument, "new", "the driver is nil: pass one a backend's New function returned")
+		return nil, errorf(errcode.InvalidArgument, "new", "the driver is nil: pass one a backend's New function returned")
 	}
 	stashes, err := openStashes(context.Background(), opts.StashMux, opts.StashURL, "")
 	if err != nil {
@@ -208,15 +209,15 @@ func (q *Queue) wrap(op string, err error) error {
 		return err
 	}
 	code := q.drv.ErrorCode(err)
-	if code == Unknown {
-		code = driver.CodeOf(err)
+	if code == errcode.Unknown {
+		code = errcode.Of(err)
 	}
 	return &Error{Code: code, Op: op, Queue: q.url, Err: err}
 }
 
 func (q *Queue) checkOpen(op string) error {
 	if q.closed.Load() {
-		return &Error{Code: FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: ErrClosed}
+		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: ErrClosed}
 	}
 	return nil
 }
@@ -303,11 +304,11 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	}
 	txp, ok := q.drv.(driver.TxPusher)
 	if !ok {
-		return nil, &Error{Code: Unimplemented, Op: op, Queue: q.url,
+		return nil, &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url,
 			Msg: "backend " + q.backend() + " cannot push inside an application's transaction: push after the commit (run `jobq backends` to see which backends can)"}
 	}
 	if tx == nil {
-		return nil, errorf(InvalidArgument, op, "the transaction is nil: pass the one your writes use")
+		return nil, errorf(errcode.InvalidArgument, op, "the transaction is nil: pass the one your writes use")
 	}
 	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
 		ctx, span := q.startPush(ctx, len(tasks))
@@ -401,7 +402,7 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 	const op = "push"
 	if t == nil {
-		return nil, errorf(InvalidArgument, op, "task is nil")
+		return nil, errorf(errcode.InvalidArgument, op, "task is nil")
 	}
 	if t.Priority != 0 {
 		if err := q.degrade(op, driver.Priority); err != nil {
@@ -451,7 +452,7 @@ type ReceiveOptions struct {
 
 // ErrEmpty is returned by Receive when no message arrived within
 // ReceiveOptions.Wait. It has code NotFound.
-var ErrEmpty = &Error{Code: NotFound, Op: "receive", Msg: "no message available"}
+var ErrEmpty = &Error{Code: errcode.NotFound, Op: "receive", Msg: "no message available"}
 
 // Receive claims one message. See ReceiveBatch.
 func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) (*Envelope, error) {
@@ -506,7 +507,7 @@ func (q *Queue) receiveSettings(op string, limit int, vis time.Duration) (int, t
 		return 0, 0, err
 	}
 	if limit < 1 {
-		return 0, 0, errorf(InvalidArgument, op, "limit is %d; receive at least 1 message", limit)
+		return 0, 0, errorf(errcode.InvalidArgument, op, "limit is %d; receive at least 1 message", limit)
 	}
 	if q.caps.MaxReceiveBatch > 0 && limit > q.caps.MaxReceiveBatch {
 		limit = q.caps.MaxReceiveBatch
@@ -572,10 +573,10 @@ func (w *receiveWait) backOff(ctx context.Context) error {
 
 func (q *Queue) checkVisibility(op string, vis time.Duration) error {
 	if vis < 0 {
-		return errorf(InvalidArgument, op, "visibility timeout %v is negative", vis)
+		return errorf(errcode.InvalidArgument, op, "visibility timeout %v is negative", vis)
 	}
 	if q.caps.MaxVisibility > 0 && vis > q.caps.MaxVisibility {
-		return errorf(InvalidArgument, op, "visibility timeout %v exceeds this backend's maximum of %v; use a shorter timeout (the worker's heartbeat renews it)", vis, q.caps.MaxVisibility)
+		return errorf(errcode.InvalidArgument, op, "visibility timeout %v exceeds this backend's maximum of %v; use a shorter timeout (the worker's heartbeat renews it)", vis, q.caps.MaxVisibility)
 	}
 	return nil
 }
@@ -646,7 +647,7 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
 		return nil, err
 	}
 	if n < 1 {
-		return nil, errorf(InvalidArgument, op, "peek count is %d; ask for at least 1", n)
+		return nil, errorf(errcode.InvalidArgument, op, "peek count is %d; ask for at least 1", n)
 	}
 	if err := q.degrade(op, driver.Peek); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 )
 
@@ -56,7 +57,7 @@ func ParsePolicy(kind, spec string) (Policy, error) {
 			if p.Kind == RatePolicy {
 				form = "KEY=COUNT/PERIOD"
 			}
-			return Policy{}, errorf(InvalidArgument, op, "%s policy %q: write %s", p.Kind, spec, form)
+			return Policy{}, errorf(errcode.InvalidArgument, op, "%s policy %q: write %s", p.Kind, spec, form)
 		}
 		p.Key = key
 		count := val
@@ -64,7 +65,7 @@ func ParsePolicy(kind, spec string) (Policy, error) {
 			var period string
 			count, period, ok = strings.Cut(val, "/")
 			if !ok {
-				return Policy{}, errorf(InvalidArgument, op, "rate policy %q has no period: write KEY=COUNT/PERIOD, for example %s=10/1m", spec, key)
+				return Policy{}, errorf(errcode.InvalidArgument, op, "rate policy %q has no period: write KEY=COUNT/PERIOD, for example %s=10/1m", spec, key)
 			}
 			d, err := parsePeriod(period)
 			if err != nil {
@@ -96,7 +97,7 @@ func ParsePolicy(kind, spec string) (Policy, error) {
 		}
 		p = driver.RetryBackoff(b.Base, b.Cap)
 	default:
-		return Policy{}, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
+		return Policy{}, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
 	}
 	if err := validatePolicy(p); err != nil {
 		return Policy{}, policyErr(op, err)
@@ -119,7 +120,7 @@ func validatePolicy(p Policy) error {
 // it would never match its tasks.
 func validateKey(what, key string) error {
 	if !utf8.ValidString(key) {
-		return driver.Errorf(driver.InvalidArgument, "%s %q is not valid UTF-8 text; use UTF-8 (for example plain ASCII letters, digits, - and _)", what, key)
+		return driver.Errorf(errcode.InvalidArgument, "%s %q is not valid UTF-8 text; use UTF-8 (for example plain ASCII letters, digits, - and _)", what, key)
 	}
 	return driver.ValidateKey(what, key)
 }
@@ -127,10 +128,10 @@ func validateKey(what, key string) error {
 func parseLimit(kind PolicyKind, s string) (int64, error) {
 	n, err := bound.Ints{Min: math.MinInt64, Max: math.MaxInt64}.Parse(string(kind)+" limit", s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "%v", err)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
 	}
 	if n <= 0 {
-		return 0, errorf(InvalidArgument, "policy", "%s limit is %d; it must be positive (use `policy unset` to remove a limit)", kind, n)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%s limit is %d; it must be positive (use `policy unset` to remove a limit)", kind, n)
 	}
 	return n, nil
 }
@@ -144,22 +145,22 @@ func parsePeriod(s string) (time.Duration, error) {
 	}
 	lower := strings.ToLower(s)
 	if strings.Contains(lower, "inf") || strings.Contains(lower, "nan") {
-		return 0, errorf(InvalidArgument, "policy", "rate period %q is not finite; use a duration such as 1s, 1m or 1h", s)
+		return 0, errorf(errcode.InvalidArgument, "policy", "rate period %q is not finite; use a duration such as 1s, 1m or 1h", s)
 	}
 	// Negative and zero periods get the message below.
 	d, err := bound.Durations{Min: -bound.MaxDuration}.Parse("rate period", s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "%v", err)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
 	}
 	if d <= 0 || d == math.MaxInt64 {
-		return 0, errorf(InvalidArgument, "policy", "rate period %v must be positive and finite", d)
+		return 0, errorf(errcode.InvalidArgument, "policy", "rate period %v must be positive and finite", d)
 	}
 	return d, nil
 }
 
 // policyErr turns a driver validation error into an *Error.
 func policyErr(op string, err error) error {
-	return &Error{Code: driver.CodeOf(err), Op: op, Msg: err.Error()}
+	return &Error{Code: errcode.Of(err), Op: op, Msg: err.Error()}
 }
 
 // Policies sets, removes and lists a queue's policies. Get one with
@@ -176,7 +177,7 @@ func (p *Policies) store(op string) (driver.PolicyStore, error) {
 	}
 	ps, ok := p.q.drv.(driver.PolicyStore)
 	if !ok {
-		return nil, &Error{Code: Unimplemented, Op: op, Queue: p.q.url,
+		return nil, &Error{Code: errcode.Unimplemented, Op: op, Queue: p.q.url,
 			Msg: "backend " + p.q.backend() + " keeps no queue policies (concurrency, rate, max-depth); run `jobq backends` to see which backends do"}
 	}
 	return ps, nil
@@ -222,13 +223,13 @@ func (p *Policies) Set(ctx context.Context, pol Policy) error {
 func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool, error) {
 	const op = "policy unset"
 	if !isPolicyKind(kind) {
-		return false, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
+		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
 	}
 	if !kind.Keyed() && key != "" {
-		return false, errorf(InvalidArgument, op, "%s takes no key (got %q)", kind, key)
+		return false, errorf(errcode.InvalidArgument, op, "%s takes no key (got %q)", kind, key)
 	}
 	if kind.Keyed() && key == "" {
-		return false, errorf(InvalidArgument, op, "unsetting a %s policy needs its key", kind)
+		return false, errorf(errcode.InvalidArgument, op, "unsetting a %s policy needs its key", kind)
 	}
 	ps, err := p.store(op)
 	if err != nil {
@@ -335,7 +336,7 @@ func (q *Queue) waitForRoom(ctx context.Context, opts PushOptions, push func() (
 			return res, err
 		}
 		if int64(qf.Adding) > qf.MaxDepth {
-			return nil, &Error{Code: ResourceExhausted, Op: "push", Queue: q.url, Err: err,
+			return nil, &Error{Code: errcode.ResourceExhausted, Op: "push", Queue: q.url, Err: err,
 				Msg: fmt.Sprintf("a batch of %d tasks can never fit under max-depth %d: push fewer at a time", qf.Adding, qf.MaxDepth)}
 		}
 		pause := b.NextBackOff()
@@ -346,7 +347,7 @@ func (q *Queue) waitForRoom(ctx context.Context, opts PushOptions, push func() (
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, &Error{Code: driver.CodeOf(ctx.Err()), Op: "push", Queue: q.url, Err: errors.Join(ctx.Err(), err),
+			return nil, &Error{Code: errcode.Of(ctx.Err()), Op: "push", Queue: q.url, Err: errors.Join(ctx.Err(), err),
 				Msg: "gave up waiting for room in the queue: " + qf.Error()}
 		case <-t.C:
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -63,7 +64,7 @@ func TestParsePolicy(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tt.wantErr) {
+			if err == nil || errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("ParsePolicy(%q, %q) error = %v; want InvalidArgument containing %q", tt.kind, tt.spec, err, tt.wantErr)
 			}
 		})
@@ -78,7 +79,7 @@ func specOf(p jobq.Policy) string {
 
 func TestQueueFullErrorIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	var err error = &jobq.Error{Code: jobq.ResourceExhausted, Err: &jobq.QueueFullError{Depth: 5, MaxDepth: 5, Adding: 1}}
+	var err error = &jobq.Error{Code: errcode.ResourceExhausted, Err: &jobq.QueueFullError{Depth: 5, MaxDepth: 5, Adding: 1}}
 	var qf *jobq.QueueFullError
 	if !errors.As(err, &qf) || qf.Depth != 5 {
 		t.Fatalf("errors.As did not find the depth in %v", err)
@@ -96,7 +97,7 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind, spec string) {
 		p, err := jobq.ParsePolicy(kind, spec)
 		if err != nil {
-			if jobq.ErrorCode(err) != jobq.InvalidArgument {
+			if errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("ParsePolicy(%q, %q): %v is not InvalidArgument", kind, spec, err)
 			}
 			return

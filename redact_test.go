@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestRedact(t *testing.T) {
@@ -135,8 +136,8 @@ func FuzzRedact(f *testing.F) {
 func TestErrorIsRedacted(t *testing.T) {
 	t.Parallel()
 	for _, err := range []error{
-		&jobq.Error{Code: jobq.Unavailable, Op: "open", Msg: "cannot reach postgres://u:S3CRETpw@h/db"},
-		&jobq.Error{Code: jobq.InvalidArgument, Err: errors.New("bad connection string AccountName=a;AccountKey=S3CRETpw")},
+		&jobq.Error{Code: errcode.Unavailable, Op: "open", Msg: "cannot reach postgres://u:S3CRETpw@h/db"},
+		&jobq.Error{Code: errcode.InvalidArgument, Err: errors.New("bad connection string AccountName=a;AccountKey=S3CRETpw")},
 	} {
 		if strings.Contains(err.Error(), "S3CRETpw") {
 			t.Errorf("error shows the secret: %v", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
 	"github.com/jobq/jobq/stash"
 )
@@ -130,7 +131,7 @@ func (q *Queue) result(ctx context.Context, op string, rec *driver.ResultRecord)
 		r.Value, err = stash.Load(ctx, st, ref.URL, ref.SHA256, ref.Size)
 	}
 	if err != nil {
-		return nil, &Error{Code: ErrorCode(err), Op: op, Queue: q.url, Err: err,
+		return nil, &Error{Code: errcode.Of(err), Op: op, Queue: q.url, Err: err,
 			Msg: fmt.Sprintf("task %s ended (%s), but its value, kept in stash object %s, could not be read: %v", rec.ID, rec.State, RedactURL(ref.URL), err)}
 	}
 	return r, nil
@@ -145,10 +146,10 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 	}
 	doc, err := pyjson.Parse(rec.Data)
 	if err != nil || doc.Kind != pyjson.Object {
-		return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
+		return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
 	}
 	bad := func(name, want string) error {
-		return errorf(Internal, "result", "the result record of task %s is damaged: %q must be %s", rec.ID, name, want)
+		return errorf(errcode.Internal, "result", "the result record of task %s is damaged: %q must be %s", rec.ID, name, want)
 	}
 	var ref *StashRef
 	names, vals := doc.Members()
@@ -161,7 +162,7 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 				return nil, nil, bad(name, "an integer")
 			}
 			if n > recordVersion {
-				return nil, nil, errorf(Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
+				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
 			}
 		case "delivery_count", "exit_code":
 			n, err := wireInt(name, v)
@@ -206,12 +207,12 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 		case "value_stash":
 			var err error
 			if ref, err = decodeStashRef(v); err != nil {
-				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
 			}
 		case "attempts":
 			as, err := decodeAttempts(v)
 			if err != nil {
-				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
 			}
 			r.Attempts = as
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // ResultState is where a task's result record says it is.
@@ -104,7 +105,7 @@ func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
 	if fb := q.caps.Features[f].Fallback; fb != "" {
 		msg += ": " + fb
 	}
-	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends support " + string(f) + ")"}
+	return &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends support " + string(f) + ")"}
 }
 
 // maxResultBatch bounds the records or IDs of one PutResults or GetResults
@@ -121,7 +122,7 @@ func (q *Queue) getResults(ctx context.Context, op string, store driver.ResultSt
 			return nil, q.wrap(op, err)
 		}
 		if len(recs) != len(chunk) {
-			return nil, &Error{Code: Internal, Op: op, Queue: q.url,
+			return nil, &Error{Code: errcode.Internal, Op: op, Queue: q.url,
 				Msg: fmt.Sprintf("the backend returned %d result records for %d task IDs", len(recs), len(chunk))}
 		}
 		out = append(out, recs...)
@@ -143,7 +144,7 @@ func putResults(ctx context.Context, store driver.ResultStore, recs []*driver.Re
 func checkIDs(op string, ids []string) error {
 	for i, id := range ids {
 		if id == "" {
-			return errorf(InvalidArgument, op, "task ID %d of %d is empty", i+1, len(ids))
+			return errorf(errcode.InvalidArgument, op, "task ID %d of %d is empty", i+1, len(ids))
 		}
 	}
 	return nil
@@ -168,7 +169,7 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 		return nil, err
 	}
 	if recs[0] == nil {
-		return nil, &Error{Code: NotFound, Op: op, Queue: q.url,
+		return nil, &Error{Code: errcode.NotFound, Op: op, Queue: q.url,
 			Msg: fmt.Sprintf("task %s has no result: it has not ended, its ID is unknown, or its record expired (results are kept for the queue's retention)", id)}
 	}
 	return q.result(ctx, op, recs[0])

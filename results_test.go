@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // openMem opens a fresh mem queue with the URL parameters params.
@@ -80,7 +81,7 @@ func TestResultRecordsAtSettlement(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.Result(t.Context(), r.ID); jobq.ErrorCode(err) != jobq.NotFound {
+			if _, err := q.Result(t.Context(), r.ID); errcode.Of(err) != errcode.NotFound {
 				t.Fatalf("Result before the task ended: %v; want NotFound", err)
 			}
 			if err := tt.settle(receiveOne(t, q)); err != nil {
@@ -166,13 +167,13 @@ func TestResultsUnsupported(t *testing.T) {
 	t.Parallel()
 	q := openMem(t, "unsupported=results,cancel")
 	ctx := t.Context()
-	if _, err := q.Result(ctx, "x"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Result(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Result: %v; want Unimplemented", err)
 	}
-	if _, err := q.Wait(ctx, "x"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Wait(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Wait: %v; want Unimplemented", err)
 	}
-	if _, err := q.Cancel(ctx, "x"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Cancel(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Cancel: %v; want Unimplemented", err)
 	}
 	if ids, err := q.CancelRequested(ctx, []string{"x"}); err != nil || len(ids) != 0 {
@@ -213,7 +214,7 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 		t.Fatalf("record expires in %v; want within the 1s retention", left)
 	}
 	time.Sleep(time.Until(res.ExpiresAt) + 10*time.Millisecond)
-	if _, err := q.Result(ctx, r.ID); jobq.ErrorCode(err) != jobq.NotFound {
+	if _, err := q.Result(ctx, r.ID); errcode.Of(err) != errcode.NotFound {
 		t.Errorf("Result after the retention: %v; want NotFound", err)
 	}
 	if n, err := q.PurgeResults(ctx); err != nil || n != 1 {

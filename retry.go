@@ -7,6 +7,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // DefaultPushRetry is the default Options.PushRetry.
@@ -34,7 +35,7 @@ func (q *Queue) pushChunk(ctx context.Context, msgs []*driver.Message) ([]driver
 	for {
 		rs, err := q.drv.Push(ctx, msgs[len(out):])
 		out = append(out, rs...)
-		if err == nil || q.pushRetry <= 0 || ErrorCode(q.wrap("push", err)) != Unavailable || ctx.Err() != nil {
+		if err == nil || q.pushRetry <= 0 || errcode.Of(q.wrap("push", err)) != errcode.Unavailable || ctx.Err() != nil {
 			return out, err
 		}
 		if bo == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // flakyPush wraps a mem queue and makes its first Push calls fail the way
@@ -28,9 +29,9 @@ type flakyPush struct {
 
 // fault says how the first Push calls fail.
 type fault struct {
-	fails int         // calls left to fail
-	store int         // how many of a failing call's messages are stored first (-1: all, the reply was lost)
-	code  driver.Code // the failure's code
+	fails int          // calls left to fail
+	store int          // how many of a failing call's messages are stored first (-1: all, the reply was lost)
+	code  errcode.Code // the failure's code
 }
 
 func (f *flakyPush) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
@@ -98,16 +99,16 @@ func TestPushRetriesUnavailable(t *testing.T) {
 		f         fault
 		retry     time.Duration
 		wantCalls int
-		wantCode  jobq.Code // when the push fails; ignored when it succeeds
+		wantCode  errcode.Code // when the push fails; ignored when it succeeds
 		fails     bool
 		wantDups  int
 	}{
-		{name: "two failures", f: fault{fails: 2, code: driver.Unavailable}, wantCalls: 3},
-		{name: "stored prefix resumes after it", f: fault{fails: 1, store: 2, code: driver.Unavailable}, wantCalls: 2},
-		{name: "lost reply reports duplicates", f: fault{fails: 1, store: -1, code: driver.Unavailable}, wantCalls: 2, wantDups: 5},
-		{name: "retries off", f: fault{fails: 1, code: driver.Unavailable}, retry: -1, wantCalls: 1, fails: true, wantCode: jobq.Unavailable},
-		{name: "gives up after PushRetry", f: fault{fails: 1000, code: driver.Unavailable}, retry: 300 * time.Millisecond, wantCalls: -1, fails: true, wantCode: jobq.Unavailable},
-		{name: "other errors are not retried", f: fault{fails: 1, code: driver.PermissionDenied}, wantCalls: 1, fails: true, wantCode: jobq.PermissionDenied},
+		{name: "two failures", f: fault{fails: 2, code: errcode.Unavailable}, wantCalls: 3},
+		{name: "stored prefix resumes after it", f: fault{fails: 1, store: 2, code: errcode.Unavailable}, wantCalls: 2},
+		{name: "lost reply reports duplicates", f: fault{fails: 1, store: -1, code: errcode.Unavailable}, wantCalls: 2, wantDups: 5},
+		{name: "retries off", f: fault{fails: 1, code: errcode.Unavailable}, retry: -1, wantCalls: 1, fails: true, wantCode: errcode.Unavailable},
+		{name: "gives up after PushRetry", f: fault{fails: 1000, code: errcode.Unavailable}, retry: 300 * time.Millisecond, wantCalls: -1, fails: true, wantCode: errcode.Unavailable},
+		{name: "other errors are not retried", f: fault{fails: 1, code: errcode.PermissionDenied}, wantCalls: 1, fails: true, wantCode: errcode.PermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -127,7 +128,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 				tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 			}
 			res, err := q.PushBatch(ctx, tasks, jobq.PushOptions{})
-			if (err != nil) != tc.fails || (tc.fails && jobq.ErrorCode(err) != tc.wantCode) {
+			if (err != nil) != tc.fails || (tc.fails && errcode.Of(err) != tc.wantCode) {
 				t.Fatalf("PushBatch error %v, want failure %v with code %v", err, tc.fails, tc.wantCode)
 			}
 			f.mu.Lock()
@@ -171,7 +172,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 func TestPushRetryEndsWithContext(t *testing.T) {
 	t.Parallel()
 	flaky.Lock()
-	flaky.m["ctx"] = &flakyPush{fault: fault{fails: 1000, code: driver.Unavailable}}
+	flaky.m["ctx"] = &flakyPush{fault: fault{fails: 1000, code: errcode.Unavailable}}
 	flaky.Unlock()
 	q, err := flakyMux.Open(context.Background(), "flaky://ctx", jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -182,7 +183,7 @@ func TestPushRetryEndsWithContext(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = q.Push(ctx, &jobq.Task{Payload: json.RawMessage(`{}`)})
-	if jobq.ErrorCode(err) != jobq.Unavailable {
+	if errcode.Of(err) != errcode.Unavailable {
 		t.Fatalf("Push error %v, want Unavailable once the context ends", err)
 	}
 	// Without the context the default PushRetry would keep it going for

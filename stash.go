@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -64,7 +65,7 @@ func openStashes(ctx context.Context, mux *stash.URLMux, location, queue string)
 	st, err := mux.Open(ctx, location)
 	if err != nil {
 		// The mux's and the stores' errors name the stash already.
-		return nil, &Error{Code: ErrorCode(err), Op: "open", Queue: queue, Err: err}
+		return nil, &Error{Code: errcode.Of(err), Op: "open", Queue: queue, Err: err}
 	}
 	s.primary = st
 	return s, nil
@@ -88,7 +89,7 @@ func (s *stashes) store(ctx context.Context, objectURL string) (stash.Store, err
 	// problem, not the message's: Unimplemented leaves the message for a
 	// receiver that has the store instead of dead-lettering it.
 	if u, err := url.Parse(loc); err == nil && u.Scheme != "" && !s.mux.ValidScheme(u.Scheme) {
-		return nil, &Error{Code: Unimplemented, Op: "receive", Msg: fmt.Sprintf(
+		return nil, &Error{Code: errcode.Unimplemented, Op: "receive", Msg: fmt.Sprintf(
 			"the task is in a %s:// stash, but this program registers no store for that scheme (registered: %s); import github.com/jobq/jobq/stash/all, or the store's package (the jobq CLI has every store)",
 			u.Scheme, strings.Join(s.mux.Schemes(), ", "))}
 	}
@@ -118,13 +119,13 @@ func (s *stashes) close() {
 func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) ([]byte, error) {
 	limit := q.caps.MaxMessageBytes
 	if q.stash.primary == nil {
-		return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+		return nil, &Error{Code: errcode.TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
 			"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix, azblob://account/container/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
 			t.ID, len(body), limit)}
 	}
 	obj, err := q.stash.primary.Put(ctx, body)
 	if err != nil {
-		return nil, &Error{Code: ErrorCode(err), Op: "push", Queue: q.url, Err: err, Msg: fmt.Sprintf(
+		return nil, &Error{Code: errcode.Of(err), Op: "push", Queue: q.url, Err: err, Msg: fmt.Sprintf(
 			"task %s is %d bytes, over this backend's limit of %d, and storing it in stash %s failed: %v",
 			t.ID, len(body), limit, q.stash.primary.Location(), err)}
 	}
@@ -146,7 +147,7 @@ func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) ([]byte, er
 		return nil, err
 	}
 	if len(small) > limit {
-		return nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+		return nil, &Error{Code: errcode.TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
 			"task %s was stashed, but even its reference message is %d bytes, over this backend's limit of %d bytes (shorten the task ID or keys)",
 			t.ID, len(small), limit)}
 	}
@@ -164,7 +165,7 @@ func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
 		return wire, nil
 	}
 	fail := func(err error, format string, args ...any) error {
-		return &Error{Code: ErrorCode(err), Op: "receive", Queue: q.url, Err: err,
+		return &Error{Code: errcode.Of(err), Op: "receive", Queue: q.url, Err: err,
 			Msg: fmt.Sprintf("task %s: ", wire.ID) + fmt.Sprintf(format, args...)}
 	}
 	st, err := q.stash.store(ctx, ref.URL)
@@ -180,7 +181,7 @@ func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
 		return nil, fail(err, "stashed object %s does not decode: %v", ref.URL, err)
 	}
 	if task.Stash != nil || task.ID != wire.ID {
-		return nil, errorf(InvalidArgument, "receive", "task %s: stashed object %s holds task %s, not the task itself", wire.ID, ref.URL, task.ID)
+		return nil, errorf(errcode.InvalidArgument, "receive", "task %s: stashed object %s holds task %s, not the task itself", wire.ID, ref.URL, task.ID)
 	}
 	// The message's retry budget is the live one: Fail decrements it there.
 	task.NumRetries = wire.NumRetries
@@ -190,8 +191,8 @@ func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
 // stashPoison reports whether a resolve error makes the message poison
 // (the object is missing or altered) rather than worth another try later.
 func stashPoison(err error) bool {
-	switch ErrorCode(err) {
-	case NotFound, InvalidArgument, FailedPrecondition:
+	switch errcode.Of(err) {
+	case errcode.NotFound, errcode.InvalidArgument, errcode.FailedPrecondition:
 		return true
 	}
 	return false

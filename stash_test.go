@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 	azb "github.com/jobq/jobq/stash/azblob"
 	_ "github.com/jobq/jobq/stash/gcs"
@@ -380,7 +381,7 @@ func TestStashTooLargeWithoutStash(t *testing.T) {
 	}
 	defer q.Close()
 	_, err = q.Push(t.Context(), bigTask(100_000))
-	if jobq.ErrorCode(err) != jobq.TooLarge || !errors.Is(err, jobq.ErrTooLarge) {
+	if errcode.Of(err) != errcode.TooLarge || !errors.Is(err, errcode.TooLarge) {
 		t.Fatalf("push = %v, want TooLarge", err)
 	}
 	for _, s := range []string{"bytes encoded", "limit of 65536 bytes", "--stash", "$JOBQ_STASH", "stash="} {
@@ -462,7 +463,7 @@ func TestStashReceiverWithoutConfig(t *testing.T) {
 func TestStashOpenErrors(t *testing.T) {
 	t.Parallel()
 	_, err := jobq.Open(t.Context(), sqliteURL(t)+"&stash=s3://bucket/x")
-	if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), "unknown scheme") {
+	if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "unknown scheme") {
 		t.Errorf("open with an s3 stash = %v, want InvalidArgument naming the scheme", err)
 	}
 	// The error names the stash once: the store's own message names it.

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // Priority bounds. Higher priorities are received first on backends whose
@@ -164,31 +166,31 @@ func (t *Task) EnvMap() map[string]string {
 func (t *Task) Validate() error {
 	switch {
 	case t == nil:
-		return errorf(InvalidArgument, "validate", "task is nil")
+		return errorf(errcode.InvalidArgument, "validate", "task is nil")
 	case t.Command == "" && len(t.Payload) == 0 && !t.emptyCommand():
-		return errorf(InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
+		return errorf(errcode.InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
 	case t.Command != "" && len(t.Payload) > 0:
-		return errorf(InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
+		return errorf(errcode.InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
 	case t.NumRetries < 0 || t.NumRetries > MaxNumRetries:
-		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
+		return errorf(errcode.InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
 	case len(t.Payload) > 0 && (t.Cwd != "" || len(t.Env) > 0):
-		return errorf(InvalidArgument, "validate", "task has a payload and Cwd or Env, which are for shell tasks; a payload task keeps its settings in its payload")
+		return errorf(errcode.InvalidArgument, "validate", "task has a payload and Cwd or Env, which are for shell tasks; a payload task keeps its settings in its payload")
 	case t.DirSyncTo != "" && len(t.Payload) > 0:
-		return errorf(InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
+		return errorf(errcode.InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
 	case t.Priority < MinPriority || t.Priority > MaxPriority:
-		return errorf(InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
+		return errorf(errcode.InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
 	case t.TimeLimit < 0 || t.TimeLimit > maxBackoff:
-		return errorf(InvalidArgument, "validate", "time limit %v is out of range; use 0 (the worker's) up to %v", t.TimeLimit, maxBackoff)
+		return errorf(errcode.InvalidArgument, "validate", "time limit %v is out of range; use 0 (the worker's) up to %v", t.TimeLimit, maxBackoff)
 	}
 	if err := t.RetryBackoff.validate("validate"); err != nil {
 		return err
 	}
 	if len(t.Payload) > 0 && !isJSONObject(t.Payload) {
-		return errorf(InvalidArgument, "validate", "task payload must be a JSON object: %s", notAnObject(t.Payload))
+		return errorf(errcode.InvalidArgument, "validate", "task payload must be a JSON object: %s", notAnObject(t.Payload))
 	}
 	for _, e := range t.Env {
 		if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") {
-			return errorf(InvalidArgument, "validate", "environment variable name %q is invalid: it must be non-empty without '=' or NUL", e.Name)
+			return errorf(errcode.InvalidArgument, "validate", "environment variable name %q is invalid: it must be non-empty without '=' or NUL", e.Name)
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // InstrumentationName is the OpenTelemetry instrumentation scope of jobq's
@@ -288,7 +289,7 @@ func end(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(semconv.ErrorTypeKey.String(ErrorCode(err).String()))
+		span.SetAttributes(semconv.ErrorTypeKey.String(errcode.Of(err).String()))
 	}
 	span.End()
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // URLMux maps URL schemes to the backends that open them. Its zero value is
@@ -74,16 +75,16 @@ func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue,
 	rawURL = strings.TrimSpace(rawURL)
 	redacted := RedactURL(rawURL)
 	if rawURL == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
+		return nil, &Error{Code: errcode.InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+		return nil, &Error{Code: errcode.InvalidArgument, Op: "open", Queue: redacted,
 			Msg: fmt.Sprintf("%q is not a queue URL: use SCHEME://...; registered schemes: %s", redacted, orNone(m.Schemes()))}
 	}
 	opener, ok := m.Opener(u.Scheme)
 	if !ok {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+		return nil, &Error{Code: errcode.InvalidArgument, Op: "open", Queue: redacted,
 			Msg: fmt.Sprintf("unknown queue scheme %q: registered schemes are %s (import github.com/jobq/jobq/backends/all to register every backend)",
 				u.Scheme, orNone(m.Schemes()))}
 	}
@@ -99,7 +100,7 @@ func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue,
 		if errors.As(err, &je) {
 			return nil, err
 		}
-		return nil, &Error{Code: driver.CodeOf(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
+		return nil, &Error{Code: errcode.Of(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
 	}
 	return newQueue(drv, opts, queueInfo{scheme: strings.ToLower(u.Scheme), url: redacted, name: queueName(u, drv), log: log, stash: stashes}), nil
 }

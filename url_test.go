@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // countingOpener opens mem queues and counts its calls.
@@ -62,7 +63,7 @@ func TestURLMuxOwnSchemes(t *testing.T) {
 		{"", "no queue given"},
 	} {
 		_, err := m.Open(ctx, tc.url, jobq.Options{})
-		if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+		if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%q) = %v; want InvalidArgument containing %q", tc.url, err, tc.want)
 		}
 	}
@@ -86,7 +87,7 @@ func TestURLMuxRegisterTwicePanics(t *testing.T) {
 func TestNew(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	if _, err := jobq.New(nil, jobq.Options{}); jobq.ErrorCode(err) != jobq.InvalidArgument {
+	if _, err := jobq.New(nil, jobq.Options{}); errcode.Of(err) != errcode.InvalidArgument {
 		t.Errorf("New(nil) = %v, want InvalidArgument", err)
 	}
 	u, _ := url.Parse("mem://new-from-driver")
@@ -114,7 +115,7 @@ func TestNew(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Stats(ctx); driver.CodeOf(err) != driver.FailedPrecondition {
+	if _, err := d.Stats(ctx); errcode.Of(err) != errcode.FailedPrecondition {
 		t.Errorf("the driver after Queue.Close: %v; want FailedPrecondition (Close closes the driver)", err)
 	}
 }
@@ -129,7 +130,7 @@ func TestPushTxUnimplemented(t *testing.T) {
 	}
 	defer q.Close()
 	_, err = q.PushTx(t.Context(), struct{}{}, []*jobq.Task{{Command: "echo"}}, jobq.PushOptions{})
-	if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "mem cannot push inside") {
+	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "mem cannot push inside") {
 		t.Errorf("PushTx on mem: %v; want Unimplemented naming the backend", err)
 	}
 }

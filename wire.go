@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -97,7 +98,7 @@ func marshalTask(t *Task, omit wireOmit) ([]byte, error) {
 	if t.ID == "" {
 		t.ID = md5Hex(append(prefix, '}'))
 	} else if !pyjson.ValidText(t.ID) {
-		return nil, errorf(InvalidArgument, "encode", "task ID %q is not valid UTF-8", t.ID)
+		return nil, errorf(errcode.InvalidArgument, "encode", "task ID %q is not valid UTF-8", t.ID)
 	}
 	out := append(prefix, `, "id": `...)
 	out = pyjson.AppendString(out, t.ID)
@@ -239,7 +240,7 @@ func appendV2(b []byte, t *Task) []byte {
 func checkText(t *Task) error {
 	check := func(field, s string) error {
 		if !pyjson.ValidText(s) {
-			return errorf(InvalidArgument, "encode", "task %s is not valid UTF-8; JSON messages can only carry UTF-8 text", field)
+			return errorf(errcode.InvalidArgument, "encode", "task %s is not valid UTF-8; JSON messages can only carry UTF-8 text", field)
 		}
 		return nil
 	}
@@ -287,10 +288,10 @@ func kwargsText(t *Task) (string, error) {
 	if t.Command == "" {
 		v, err := pyjson.Parse(t.Payload)
 		if err != nil {
-			return "", errorf(InvalidArgument, "encode", "task payload is not valid JSON: %v", err)
+			return "", errorf(errcode.InvalidArgument, "encode", "task payload is not valid JSON: %v", err)
 		}
 		if v.Kind != pyjson.Object {
-			return "", errorf(InvalidArgument, "encode", "task payload must be a JSON object")
+			return "", errorf(errcode.InvalidArgument, "encode", "task payload must be a JSON object")
 		}
 		text := string(pyjson.AppendValue(nil, v))
 		// Workers read a payload with a "cmd" member as a shell task: one
@@ -298,7 +299,7 @@ func kwargsText(t *Task) (string, error) {
 		if _, shell := v.Get("cmd"); shell {
 			var e *Error
 			if err := decodeKwargsValue(&Task{}, &rawKwargs{text: text}, v); errors.As(err, &e) {
-				return "", errorf(InvalidArgument, "encode", "task payload has a \"cmd\" member, so workers read it as a shell task, but %s", strings.TrimPrefix(e.Msg, "task "))
+				return "", errorf(errcode.InvalidArgument, "encode", "task payload has a \"cmd\" member, so workers read it as a shell task, but %s", strings.TrimPrefix(e.Msg, "task "))
 			}
 		}
 		return text, nil
@@ -770,7 +771,7 @@ func kindName(k pyjson.Kind) string {
 }
 
 func decodeError(format string, args ...any) *Error {
-	return &Error{Code: InvalidArgument, Op: "decode", Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: errcode.InvalidArgument, Op: "decode", Msg: fmt.Sprintf(format, args...)}
 }
 
 // featureV2 is the key of the once-per-queue warning about v2 bodies on a

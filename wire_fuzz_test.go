@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // sameTask reports how a and b differ in what the wire carries, or "".
@@ -62,15 +64,15 @@ func FuzzUnmarshalTask(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		t1, err := UnmarshalTask(body)
 		if err != nil {
-			if ErrorCode(err) != InvalidArgument {
-				t.Fatalf("decode error %v has code %v; want InvalidArgument", err, ErrorCode(err))
+			if errcode.Of(err) != errcode.InvalidArgument {
+				t.Fatalf("decode error %v has code %v; want InvalidArgument", err, errcode.Of(err))
 			}
 			return
 		}
 		b1, err := MarshalTask(t1)
 		if err != nil {
 			var e *Error
-			if !errors.As(err, &e) || e.Code != InvalidArgument {
+			if !errors.As(err, &e) || e.Code != errcode.InvalidArgument {
 				t.Fatalf("re-encoding a decoded task: %v; want nil or InvalidArgument", err)
 			}
 			return
@@ -117,7 +119,7 @@ func FuzzMarshalTask(f *testing.F) {
 		want := *task
 		b, err := MarshalTask(task)
 		if err != nil {
-			if ErrorCode(err) != InvalidArgument {
+			if errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("MarshalTask: %v; want nil or InvalidArgument", err)
 			}
 			return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -307,7 +308,7 @@ func TestUnmarshalTaskRejectsGarbage(t *testing.T) {
 				t.Fatalf("UnmarshalTask(%q) = %+v, want an error", tc.body, task)
 			}
 			var e *Error
-			if !errors.As(err, &e) || e.Code != InvalidArgument || !errors.Is(err, ErrInvalidArgument) {
+			if !errors.As(err, &e) || e.Code != errcode.InvalidArgument || !errors.Is(err, errcode.InvalidArgument) {
 				t.Fatalf("error %v (%T) is not an InvalidArgument *Error", err, err)
 			}
 			if !strings.Contains(err.Error(), tc.msg) {
@@ -392,7 +393,7 @@ func TestMarshalTaskRejectsInvalid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := MarshalTask(tc.task)
-			if ErrorCode(err) != InvalidArgument || !strings.Contains(err.Error(), tc.msg) {
+			if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("MarshalTask error = %v, want InvalidArgument saying %q", err, tc.msg)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // WorkerState says whether a registered worker is still there.
@@ -129,7 +130,7 @@ func (q *Queue) registry(op string) (driver.WorkerStore, error) {
 	}
 	r, ok := q.drv.(driver.WorkerStore)
 	if !ok {
-		return nil, &Error{Code: Unimplemented, Op: op, Queue: q.url,
+		return nil, &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url,
 			Msg: "backend " + q.backend() + " declares worker-registry but its driver keeps no worker records"}
 	}
 	return r, nil
@@ -155,7 +156,7 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 		return err
 	}
 	if w == nil || w.ID == "" {
-		return errorf(InvalidArgument, op, "the worker has no ID; set WorkerInfo.ID")
+		return errorf(errcode.InvalidArgument, op, "the worker has no ID; set WorkerInfo.ID")
 	}
 	hb := w.Heartbeat
 	if hb.IsZero() {
@@ -165,7 +166,7 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 		Tasks: w.Tasks, Done: w.Done, Failed: w.Failed, CPUSeconds: w.CPUSeconds, CPUPercent: w.CPUPercent,
 		RSSBytes: w.RSSBytes, IntervalMS: w.Interval.Milliseconds()})
 	if err != nil {
-		return &Error{Code: Internal, Op: op, Queue: q.url, Err: err}
+		return &Error{Code: errcode.Internal, Op: op, Queue: q.url, Err: err}
 	}
 	rec := &driver.WorkerRecord{ID: w.ID, Heartbeat: hb.UTC().Truncate(time.Millisecond), Withdrawn: withdrawn, Data: data}
 	return q.wrap(op, r.PutWorker(ctx, rec))
@@ -197,7 +198,7 @@ func (q *Queue) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo
 		return nil, err
 	}
 	if opts.TTL < 0 {
-		return nil, errorf(InvalidArgument, op, "TTL is %v; use 0 (three heartbeat intervals) or a positive duration", opts.TTL)
+		return nil, errorf(errcode.InvalidArgument, op, "TTL is %v; use 0 (three heartbeat intervals) or a positive duration", opts.TTL)
 	}
 	now := time.Now()
 	since := now.Add(-WorkerRetention)

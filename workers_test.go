@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // noRegistry is a driver that declares the worker registry but does not
@@ -29,10 +30,10 @@ func TestWorkersDeclaredButNotImplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Workers(t.Context(), jobq.WorkersOptions{}); !errors.Is(err, jobq.ErrUnimplemented) {
+	if _, err := q.Workers(t.Context(), jobq.WorkersOptions{}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("Workers: %v, want Unimplemented", err)
 	}
-	if err := q.AnnounceWorker(t.Context(), &jobq.WorkerInfo{ID: "w"}); !errors.Is(err, jobq.ErrUnimplemented) {
+	if err := q.AnnounceWorker(t.Context(), &jobq.WorkerInfo{ID: "w"}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("AnnounceWorker: %v, want Unimplemented", err)
 	}
 }

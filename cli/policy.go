@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -182,7 +183,7 @@ func (a *app) withQueue(ctx context.Context, fn func(q *jobq.Queue) error) error
 // policyFailure maps an error to an exit code: invalid input is a usage
 // error, the rest (Unimplemented included) a failure.
 func policyFailure(err error) error {
-	if jobq.ErrorCode(err) == jobq.InvalidArgument {
+	if errcode.Of(err) == errcode.InvalidArgument {
 		return asUsage(err)
 	}
 	return failure(err)

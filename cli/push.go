@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/queueurl"
 )
@@ -599,7 +600,7 @@ func (p *pusher) failed(next int, err error) error {
 		}
 	}
 	code := ExitFailure
-	if c := jobq.ErrorCode(err); c == jobq.InvalidArgument || c == jobq.TooLarge {
+	if c := errcode.Of(err); c == errcode.InvalidArgument || c == errcode.TooLarge {
 		code = ExitUsage
 	}
 	return &exitError{code: code, err: fmt.Errorf("%w; %s%s", err, p.summary(next), p.notWaited())}

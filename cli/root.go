@@ -19,6 +19,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/queueurl"
 )
 
@@ -247,7 +248,7 @@ func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
 	}
 	q, err := jobq.OpenWithOptions(ctx, norm, opts)
 	if err != nil {
-		if jobq.ErrorCode(err) == jobq.InvalidArgument {
+		if errcode.Of(err) == errcode.InvalidArgument {
 			return nil, asUsage(err)
 		}
 		return nil, failure(err)

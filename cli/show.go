@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // showScan is how many queued messages and dead letters `show` looks
@@ -45,7 +46,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 			defer q.Close()
 			var found *shownTask
 			msgs, err := q.Peek(ctx, showScan)
-			if err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+			if err != nil && errcode.Of(err) != errcode.Unimplemented {
 				return failure(err)
 			}
 			for _, m := range msgs {
@@ -57,7 +58,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 			}
 			if found == nil {
 				dead, err := q.DeadLetters().List(ctx, showScan)
-				if err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+				if err != nil && errcode.Of(err) != errcode.Unimplemented {
 					return failure(err)
 				}
 				for _, d := range dead {

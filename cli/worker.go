@@ -17,6 +17,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/worker"
 	"github.com/jobq/jobq/worker/preempt"
@@ -410,7 +411,7 @@ func workerExit(err error) error {
 		return &exitError{code: ExitPreempted, err: err}
 	case errors.Is(err, worker.ErrTooManyFailures):
 		return failure(err)
-	case jobq.ErrorCode(err) == jobq.InvalidArgument:
+	case errcode.Of(err) == errcode.InvalidArgument:
 		// A setting the backend refuses, such as a visibility timeout
 		// above its maximum.
 		return asUsage(err)

@@ -5,23 +5,24 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestCodeOfHTTPStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		status int
-		want   driver.Code
+		want   errcode.Code
 	}{
-		{http.StatusUnauthorized, driver.PermissionDenied},
-		{http.StatusForbidden, driver.PermissionDenied},
-		{http.StatusNotFound, driver.NotFound},
-		{http.StatusTooManyRequests, driver.ResourceExhausted},
-		{http.StatusInternalServerError, driver.Unavailable},
-		{http.StatusServiceUnavailable, driver.Unavailable},
-		{http.StatusConflict, driver.Unknown},
-		{http.StatusBadRequest, driver.Unknown},
-		{http.StatusOK, driver.Unknown},
+		{http.StatusUnauthorized, errcode.PermissionDenied},
+		{http.StatusForbidden, errcode.PermissionDenied},
+		{http.StatusNotFound, errcode.NotFound},
+		{http.StatusTooManyRequests, errcode.ResourceExhausted},
+		{http.StatusInternalServerError, errcode.Unavailable},
+		{http.StatusServiceUnavailable, errcode.Unavailable},
+		{http.StatusConflict, errcode.Unknown},
+		{http.StatusBadRequest, errcode.Unknown},
+		{http.StatusOK, errcode.Unknown},
 	}
 	for _, tt := range tests {
 		if got := driver.CodeOfHTTPStatus(tt.status); got != tt.want {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // ErrCancelled matches (with errors.Is) the cause of a task's context when
@@ -118,7 +119,7 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 		requested, err := w.q.CancelRequested(ctx, ids)
 		cancel()
 		switch {
-		case jobq.ErrorCode(err) == jobq.Unimplemented:
+		case errcode.Of(err) == errcode.Unimplemented:
 			w.log.Warn("this backend cannot tell which tasks are cancelled; running tasks will not be stopped by a cancel", "error", err)
 			return
 		case err != nil:

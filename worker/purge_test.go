@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -55,7 +56,7 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Result(ctx, id); jobq.ErrorCode(err) != jobq.NotFound {
+	if _, err := q.Result(ctx, id); errcode.Of(err) != errcode.NotFound {
 		t.Fatalf("Result after the purge: %v; want NotFound", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // registryTimeout bounds one write of the worker's record.
@@ -70,7 +71,7 @@ func (r *registry) start() (withdraw func()) {
 		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`")
 		return func() {}
 	}
-	if err := r.put(false); err != nil && errors.Is(err, jobq.ErrUnimplemented) {
+	if err := r.put(false); err != nil && errors.Is(err, errcode.Unimplemented) {
 		return func() {}
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -157,7 +158,7 @@ func (r *registry) put(withdraw bool) error {
 	r.failing = err != nil
 	r.mu.Unlock()
 	switch {
-	case err != nil && errors.Is(err, jobq.ErrUnimplemented):
+	case err != nil && errors.Is(err, errcode.Unimplemented):
 		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`", "error", err)
 	case err != nil && !was:
 		r.log.Warn("could not write this worker's record to the worker registry; tasks are not affected", "error", err)

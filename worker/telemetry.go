@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // telemetry is the worker's own instruments, made by the queue's
@@ -86,7 +87,7 @@ func (t *telemetry) ran(ctx context.Context, err, cause error, elapsed time.Dura
 	outcome := runCompleted
 	switch {
 	case err == nil:
-	case errors.Is(cause, jobq.ErrLockLost):
+	case errors.Is(cause, errcode.LockLost):
 		outcome = runLockLost
 	case errors.Is(cause, errStopping):
 		outcome = runStopped

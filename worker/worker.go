@@ -15,7 +15,7 @@ import (
 
 // Handler runs one task. It returns nil when the task succeeded. Its context
 // is cancelled when the task must stop: the lease was lost
-// (errors.Is(context.Cause(ctx), jobq.ErrLockLost)), or the worker is
+// (errors.Is(context.Cause(ctx), errcode.LockLost)), or the worker is
 // stopping; the worker then settles the task itself, whatever the handler
 // returns. A Handler that returns an error wrapping ErrPermanent (see
 // Permanent) has its task dead-lettered at once; any other error is retried

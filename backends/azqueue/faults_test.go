@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/faultproxy"
 )
 
@@ -159,7 +160,7 @@ func TestRenewUnanswered(t *testing.T) {
 			}
 			// Its pop receipt is unknown now: completing cannot work, and
 			// says so; the message is delivered again.
-			if errs := d.Complete(t.Context(), []driver.Lease{lease}); errs == nil || driver.CodeOf(errs[0]) != driver.LockLost {
+			if errs := d.Complete(t.Context(), []driver.Lease{lease}); errs == nil || errcode.Of(errs[0]) != errcode.LockLost {
 				t.Errorf("complete after the unanswered renewal: %v, want LockLost", errs)
 			}
 			recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 15 * time.Second})
@@ -181,7 +182,7 @@ func TestRenewFailedUnanswered(t *testing.T) {
 	d := openFaulty(t, viaURL(t, p, raw, "retries=0"))
 	rec := pushAndReceive(t, d, 2*time.Second)
 	p.Add(faultproxy.Rule{Match: onMessages(http.MethodPut, name), Fault: faultproxy.TimeoutAfter, Times: 1})
-	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); driver.CodeOf(err) != driver.Unavailable {
+	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); errcode.Of(err) != errcode.Unavailable {
 		t.Fatalf("renew answered 500 OperationTimedOut without retries: %v, want Unavailable", err)
 	}
 	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/queueurl"
 )
 
@@ -169,7 +170,7 @@ func TestExpiredLeaseIsLockLost(t *testing.T) {
 	e := receive(t, q, time.Second)
 	time.Sleep(1200 * time.Millisecond)
 	// Nobody re-claimed it: Azure would accept the receipt, the fence does not.
-	if err := e.Complete(t.Context()); !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Complete(t.Context()); !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("complete after expiry: %v, want LockLost", err)
 	}
 	e2 := receive(t, q, time.Minute)
@@ -196,11 +197,11 @@ func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 	// PopReceiptMismatch must map to LockLost.
 	stale := driver.Lease{MessageID: first.Lease.MessageID, Token: first.Lease.Token, Expiry: time.Now().Add(time.Hour)}
 	errs := d.Complete(t.Context(), []driver.Lease{stale})
-	if len(errs) != 1 || driver.CodeOf(errs[0]) != driver.LockLost {
+	if len(errs) != 1 || errcode.Of(errs[0]) != errcode.LockLost {
 		t.Fatalf("complete with a re-claimed receipt: %v, want LockLost", errs)
 	}
 	// Renew rewrites the text, which a hand-made lease does not carry.
-	if _, err := d.Renew(t.Context(), stale, time.Minute); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, err := d.Renew(t.Context(), stale, time.Minute); errcode.Of(err) != errcode.InvalidArgument {
 		t.Errorf("renew with a hand-made lease: %v, want InvalidArgument", err)
 	}
 	if errs := d.Complete(t.Context(), []driver.Lease{again[0].Lease}); errs != nil {
@@ -386,7 +387,7 @@ func TestTooLarge(t *testing.T) {
 	q, u := openQueue(t)
 	big := &jobq.Task{Command: "echo " + strings.Repeat("x", 70*1024)}
 	_, err := q.Push(t.Context(), big)
-	if !errors.Is(err, jobq.ErrTooLarge) {
+	if !errors.Is(err, errcode.TooLarge) {
 		t.Fatalf("push 70 KiB: %v, want TooLarge", err)
 	}
 	// The driver enforces the limit on the encoded text too (base64 grows
@@ -397,7 +398,7 @@ func TestTooLarge(t *testing.T) {
 	}
 	defer d.Close()
 	_, err = d.Push(t.Context(), []*driver.Message{{ID: "bin", Body: bytes.Repeat([]byte{0}, 50*1024)}})
-	if driver.CodeOf(err) != driver.TooLarge || !strings.Contains(err.Error(), "65536") {
+	if errcode.Of(err) != errcode.TooLarge || !strings.Contains(err.Error(), "65536") {
 		t.Fatalf("push 50 KiB binary: %v, want TooLarge naming the limit", err)
 	}
 }
@@ -416,7 +417,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := jobq.Open(t.Context(), c.url)
-		if !errors.Is(err, jobq.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, errcode.InvalidArgument) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("open %s: %v, want InvalidArgument mentioning %q", c.url, err, c.want)
 		}
 	}
@@ -438,7 +439,7 @@ func TestBareFormAndClosed(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Push(t.Context(), shell("y")); !errors.Is(err, jobq.ErrFailedPrecondition) {
+	if _, err := q.Push(t.Context(), shell("y")); !errors.Is(err, errcode.FailedPrecondition) {
 		t.Fatalf("push after close: %v, want FailedPrecondition", err)
 	}
 }

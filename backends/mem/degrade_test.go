@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // These tests exercise the portable layer's capability logic one feature at
@@ -118,7 +119,7 @@ func TestUnsupportedFeature(t *testing.T) {
 				switch {
 				case safe[f] && err != nil:
 					t.Fatalf("unsupported %s has a safe fallback, but using it failed: %v", f, err)
-				case !safe[f] && !errors.Is(err, jobq.ErrUnimplemented):
+				case !safe[f] && !errors.Is(err, errcode.Unimplemented):
 					t.Fatalf("using unsupported %s: got %v, want an Unimplemented error", f, err)
 				case !safe[f] && !strings.Contains(err.Error(), string(f)):
 					t.Errorf("the Unimplemented error does not name %s: %v", f, err)

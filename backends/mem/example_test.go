@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // A producer pushes a task; a worker receives it, runs it and completes it.
@@ -141,7 +142,7 @@ func Example_leaseContext() {
 	defer stop()
 	select {
 	case <-work.Done():
-		fmt.Println("work stopped; lease lost:", errors.Is(context.Cause(work), jobq.ErrLockLost))
+		fmt.Println("work stopped; lease lost:", errors.Is(context.Cause(work), errcode.LockLost))
 	case <-time.After(time.Minute):
 		fmt.Println("work finished")
 	}

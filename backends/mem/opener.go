@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -56,7 +57,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 		name = u.Opaque // mem:work
 	}
 	if name == "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem URL names no queue: write mem://NAME")
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem URL names no queue: write mem://NAME")
 	}
 	p := driver.NewParams(u)
 	o := Options{
@@ -126,7 +127,7 @@ func New(opts Options) (*Driver, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem: %s", strings.Join(bad, "; "))
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem: %s", strings.Join(bad, "; "))
 	}
 	name := opts.Queue
 	if name == "" {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // throwaway is a private PostgreSQL cluster for tests that must disturb the
@@ -218,8 +219,8 @@ func TestSurvivesServerRestart(t *testing.T) {
 	}
 	t.Logf("%d transient errors during the restart", len(transient))
 	for _, err := range transient {
-		if !errors.Is(err, jobq.ErrUnavailable) {
-			t.Errorf("error during the restart not classified Unavailable (%v): %v", jobq.ErrorCode(err), err)
+		if !errors.Is(err, errcode.Unavailable) {
+			t.Errorf("error during the restart not classified Unavailable (%v): %v", errcode.Of(err), err)
 		}
 	}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func openQueue(t *testing.T) *jobq.Queue {
@@ -107,7 +108,7 @@ func TestPushTxWrongTx(t *testing.T) {
 	ctx := t.Context()
 	for _, tx := range []any{nil, poolOf(t, q), "tx"} {
 		_, err := q.PushTx(ctx, tx, []*jobq.Task{{Command: "echo x"}}, jobq.PushOptions{})
-		if jobq.ErrorCode(err) != jobq.InvalidArgument {
+		if errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("PushTx with a %T: %v; want InvalidArgument", tx, err)
 		}
 	}
@@ -160,9 +161,9 @@ func TestPushAndPushTxRejectTheSame(t *testing.T) {
 			if pushErr == nil || txErr == nil {
 				t.Fatalf("Push: %v; PushTx: %v; want both to refuse the task", pushErr, txErr)
 			}
-			if jobq.ErrorCode(pushErr) != jobq.InvalidArgument || pushErr.Error() != txErr.Error() {
+			if errcode.Of(pushErr) != errcode.InvalidArgument || pushErr.Error() != txErr.Error() {
 				t.Errorf("Push and PushTx disagree:\n Push:   %v (%s)\n PushTx: %v (%s)",
-					pushErr, jobq.ErrorCode(pushErr), txErr, jobq.ErrorCode(txErr))
+					pushErr, errcode.Of(pushErr), txErr, errcode.Of(txErr))
 			}
 		})
 	}
@@ -188,7 +189,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		two := []*jobq.Task{{Command: "echo a"}, {Command: "echo b"}}
-		if _, err := q.PushTx(ctx, tx, two, jobq.PushOptions{}); !errors.Is(err, jobq.ErrResourceExhausted) {
+		if _, err := q.PushTx(ctx, tx, two, jobq.PushOptions{}); !errors.Is(err, errcode.ResourceExhausted) {
 			t.Errorf("PushTx of 2 onto 1 of max-depth 2: %v; want ResourceExhausted", err)
 		}
 		// The transaction is still usable, and one more task fits.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Result records live in buckets, hashes of task id -> record that
@@ -307,7 +308,7 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 // checkRecs reports a records slice that does not match its settlements.
 func checkRecs(n int, recs []*driver.ResultRecord) error {
 	if len(recs) != n {
-		return driver.Errorf(driver.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
+		return driver.Errorf(errcode.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
 	}
 	return nil
 }
@@ -336,7 +337,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, recs []*driver.ResultRecord) (
 			return nil, err
 		}
 		if !expiryOf(r).After(now) {
-			return nil, driver.Errorf(driver.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
+			return nil, driver.Errorf(errcode.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
 		}
 	}
 	rs := prepare(recs)

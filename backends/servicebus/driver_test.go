@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestPushReceiveComplete(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRenewFollowsLockAndExpiryLosesLock(t *testing.T) {
 	if again.DeliveryCount != 2 {
 		t.Fatalf("redelivery count %d, want 2", again.DeliveryCount)
 	}
-	if err := e.Complete(ctx); !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Complete(ctx); !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("complete with an expired lock = %v, want LockLost", err)
 	}
 	if err := again.Complete(ctx); err != nil {
@@ -244,7 +245,7 @@ func TestPoliciesInUserMetadata(t *testing.T) {
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("policy list = %v, %v; want %v", got, err, want)
 	}
-	if err := q.Policies().Set(ctxT(t), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 5}); !errors.Is(err, jobq.ErrUnimplemented) {
+	if err := q.Policies().Set(ctxT(t), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("set max-depth = %v, want Unimplemented", err)
 	}
 	if n, err := q.Size(ctxT(t)); err != nil || n != 2 {
@@ -256,7 +257,7 @@ func TestURLErrorsAndEscapeHatch(t *testing.T) {
 	t.Parallel()
 	url := newQueueURL(t)
 	for _, bad := range []string{url + "&bogus=1", url + "&requeue=later", "sb://ns/?" + strings.SplitN(url, "?", 2)[1]} {
-		if _, err := jobq.Open(ctxT(t), bad); !errors.Is(err, jobq.ErrInvalidArgument) {
+		if _, err := jobq.Open(ctxT(t), bad); !errors.Is(err, errcode.InvalidArgument) {
 			t.Errorf("open %s = %v, want InvalidArgument", bad, err)
 		}
 	}

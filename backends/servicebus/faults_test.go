@@ -13,6 +13,7 @@ import (
 	"github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/driver"
 	emu "github.com/jobq/jobq/emulators/servicebus"
+	"github.com/jobq/jobq/errcode"
 )
 
 // faultyQueue opens a fresh queue on this package's emulator and returns it
@@ -102,7 +103,7 @@ func TestRequeueAfterLockExpiredCancelsCopy(t *testing.T) {
 	}
 	e := receive(t, q)
 	time.Sleep(time.Until(e.Expiry()) + 100*time.Millisecond)
-	if err := e.Requeue(ctx, 0); !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Requeue(ctx, 0); !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("requeue after the lock expired = %v, want LockLost", err)
 	}
 	if got := drain(t, q, 3*time.Second); got["once"] != 1 {
@@ -247,7 +248,7 @@ func TestLinkDetachedMidReceive(t *testing.T) {
 	}
 	faults(emu.Faults{DetachAfter: 1})
 	e = receive(t, q)
-	if err := e.Complete(ctx); err != nil && !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Complete(ctx); err != nil && !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("complete a message whose link was detached: %v", err)
 	}
 	completed := e.Task.Command

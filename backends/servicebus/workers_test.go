@@ -6,6 +6,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestWorkersNeedAContainer: without results= the queue keeps no worker
@@ -21,7 +22,7 @@ func TestWorkersNeedAContainer(t *testing.T) {
 	}
 	q, _ := open(t, newQueueURL(t))
 	_, err = q.Workers(ctxT(t), jobq.WorkersOptions{})
-	if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
+	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
 		t.Fatalf("Queue.Workers: %v, want Unimplemented saying how to set results=", err)
 	}
 }

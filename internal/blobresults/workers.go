@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // The worker registry (driver.WorkerStore) shares the container of the
@@ -234,7 +235,7 @@ func (r *Records) WorkerSupport(fallback string) driver.Support {
 // worker registry needs the result container.
 func (r *Records) workers(op string) (*Store, error) {
 	if r.store == nil {
-		return nil, driver.Errorf(driver.Unimplemented, "%s on %s: the worker registry lives in the result container, which is not available: %s", op, r.name, r.why)
+		return nil, driver.Errorf(errcode.Unimplemented, "%s on %s: the worker registry lives in the result container, which is not available: %s", op, r.name, r.why)
 	}
 	return r.store, nil
 }

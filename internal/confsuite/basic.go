@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // checkCapabilities: the declaration is complete, stable and explains every
@@ -41,7 +42,7 @@ func checkCapabilities(c *C) {
 	}
 	if mv := caps.MaxVisibility; mv > 0 {
 		_, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: mv + time.Second})
-		c.expectCode(err, jobq.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
+		c.expectCode(err, errcode.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
 	}
 	if _, ok := jobq.DefaultURLMux().Opener(q.Scheme()); !ok {
 		c.Errorf("scheme %q opened a queue but the default URLMux has no opener for it", q.Scheme())
@@ -51,9 +52,9 @@ func checkCapabilities(c *C) {
 	// PushTx is Unimplemented.
 	_, err := q.PushTx(c.ctx(), struct{}{}, []*jobq.Task{task("push-tx probe")}, jobq.PushOptions{})
 	if caps.Level(driver.TransactionalPush) == driver.Native {
-		c.expectCode(err, jobq.InvalidArgument, "PushTx with a transaction of the wrong type on a backend declaring transactional-push native")
+		c.expectCode(err, errcode.InvalidArgument, "PushTx with a transaction of the wrong type on a backend declaring transactional-push native")
 	} else {
-		c.expectCode(err, jobq.Unimplemented, "PushTx on a backend not declaring transactional-push native")
+		c.expectCode(err, errcode.Unimplemented, "PushTx on a backend not declaring transactional-push native")
 	}
 	// Capabilities must not change while the queue is open.
 	if again := q.Capabilities(); !reflect.DeepEqual(caps, again) {
@@ -78,7 +79,7 @@ func checkUnknownParameter(c *C) {
 		_ = q.Close()
 		c.Fatalf("Open accepted the unknown query parameter %s; drivers must reject unknown parameters (driver.Params.Done)", bogus)
 	}
-	c.expectCode(err, jobq.InvalidArgument, "open with an unknown parameter")
+	c.expectCode(err, errcode.InvalidArgument, "open with an unknown parameter")
 	if !strings.Contains(err.Error(), bogus) {
 		c.Errorf("the error does not name the unknown parameter %s: %v", bogus, err)
 	}
@@ -108,7 +109,7 @@ func checkPushReceiveComplete(c *C) {
 		c.Errorf("lease expiry %v is not about %v after the receive at %v", exp, c.vis(), before)
 	}
 	c.complete(e)
-	c.expectCode(e.Complete(c.ctx()), jobq.FailedPrecondition, "second Complete of one envelope")
+	c.expectCode(e.Complete(c.ctx()), errcode.FailedPrecondition, "second Complete of one envelope")
 	c.receiveNone(q, time.Time{}, "the message was completed")
 	// Past the old lease's expiry the message must still be gone.
 	time.Sleep(time.Until(e.Expiry()) + 100*time.Millisecond)
@@ -289,9 +290,9 @@ func checkSizeLimit(c *C) {
 	}
 	big := sizedTask(c, limit+1)
 	_, err := q.Push(c.ctx(), big)
-	c.expectCode(err, jobq.TooLarge, fmt.Sprintf("push of a task one byte over the %d-byte limit", limit))
-	if err != nil && !errors.Is(err, jobq.ErrTooLarge) {
-		c.Errorf("errors.Is(err, jobq.ErrTooLarge) is false for %v", err)
+	c.expectCode(err, errcode.TooLarge, fmt.Sprintf("push of a task one byte over the %d-byte limit", limit))
+	if err != nil && !errors.Is(err, errcode.TooLarge) {
+		c.Errorf("errors.Is(err, errcode.TooLarge) is false for %v", err)
 	}
 	if err != nil && !strings.Contains(err.Error(), strconv.Itoa(limit)) {
 		c.Errorf("the TooLarge error does not name the limit %d: %v", limit, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // removalFault is how the CancelInterrupted check cuts a cancel short at
@@ -51,7 +52,7 @@ func (f faultyRemover) RemoveTasks(ctx context.Context, recs []*driver.ResultRec
 			return nil, err
 		}
 	}
-	return nil, driver.Errorf(driver.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
+	return nil, driver.Errorf(errcode.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
 }
 
 // faultyOpener opens a queue through the backend's registered opener and
@@ -119,7 +120,7 @@ func checkCancelInterrupted(c *C) {
 		faulty := c.openFaulty(rawURL, fault)
 		id := c.push(q, task("cancel interrupted: "+fault.String()))[0]
 		_, err := faulty.Cancel(c.ctx(), id)
-		c.expectCode(err, jobq.Unavailable, fault.String()+": Cancel")
+		c.expectCode(err, errcode.Unavailable, fault.String()+": Cancel")
 		// The record as the interrupted cancel left it, and what
 		// cancelling again does.
 		left, again := jobq.CancelRequested, jobq.CancelRemoved

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // corruptCase is one damaged message the CorruptRecord check stores among
@@ -93,7 +94,7 @@ func (c *C) corruptCase(k corruptCase) {
 	// A deliverable damaged message is failed through its budget; its
 	// retries come at once (their timing is checkRetryBackoff's), through
 	// the queue's policy since the message cannot carry a backoff.
-	if err := q.Policies().Set(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+	if err := q.Policies().Set(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && errcode.Of(err) != errcode.Unimplemented {
 		c.Fatalf("set a quick retry-backoff policy: %v", err)
 	}
 	want := c.pushAroundDamaged(q, k)

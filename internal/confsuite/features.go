@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // checkDelayedPush: a task with a future NotBefore stays hidden until then
@@ -28,7 +29,7 @@ func checkDelayedPush(c *C) {
 	switch level(q, driver.DelayedPush) {
 	case driver.Unsupported:
 		_, err := q.Push(c.ctx(), t)
-		c.expectCode(err, jobq.Unimplemented, "push with a future NotBefore on a backend without delayed push")
+		c.expectCode(err, errcode.Unimplemented, "push with a future NotBefore on a backend without delayed push")
 		c.receiveNone(q, time.Time{}, "the delayed push failed")
 		return
 	case driver.Emulated:
@@ -103,9 +104,9 @@ func checkDeadLetter(c *C) {
 	e := c.receive(q, c.longVis(q))
 	const reason, detail = "conformance reason ✗", "detail line 1\nline 2 ünïcode"
 	if level(q, driver.DeadLetter) == driver.Unsupported {
-		c.expectCode(e.DeadLetter(c.ctx(), reason, detail), jobq.Unimplemented, "DeadLetter on a backend without dead letters")
+		c.expectCode(e.DeadLetter(c.ctx(), reason, detail), errcode.Unimplemented, "DeadLetter on a backend without dead letters")
 		_, err := q.DeadLetters().List(c.ctx(), 10)
-		c.expectCode(err, jobq.Unimplemented, "listing dead letters on a backend without dead letters")
+		c.expectCode(err, errcode.Unimplemented, "listing dead letters on a backend without dead letters")
 		c.complete(e)
 		return
 	}
@@ -157,9 +158,9 @@ func checkDeadLetterRequeuePurge(c *C) {
 	q := c.open()
 	if level(q, driver.DeadLetter) == driver.Unsupported {
 		_, err := q.DeadLetters().Requeue(c.ctx())
-		c.expectCode(err, jobq.Unimplemented, "requeuing dead letters on a backend without dead letters")
+		c.expectCode(err, errcode.Unimplemented, "requeuing dead letters on a backend without dead letters")
 		_, err = q.DeadLetters().Purge(c.ctx())
-		c.expectCode(err, jobq.Unimplemented, "purging dead letters on a backend without dead letters")
+		c.expectCode(err, errcode.Unimplemented, "purging dead letters on a backend without dead letters")
 		return
 	}
 	ids := c.push(q, task("dlq a"), task("dlq b"), task("dlq c"))
@@ -223,7 +224,7 @@ func checkFailRetryBudget(c *C) {
 		cause := fmt.Errorf("boom %d", attempt)
 		res, err := e.Fail(c.ctx(), cause, "tail of output")
 		if attempt == 3 && level(q, driver.DeadLetter) == driver.Unsupported {
-			c.expectCode(err, jobq.Unimplemented, "Fail past the budget on a backend without dead letters")
+			c.expectCode(err, errcode.Unimplemented, "Fail past the budget on a backend without dead letters")
 			c.complete(e)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // want are expected Stats counts.
@@ -65,7 +66,7 @@ func checkPeek(c *C) {
 	q := c.open()
 	if level(q, driver.Peek) == driver.Unsupported {
 		_, err := q.Peek(c.ctx(), 10)
-		c.expectCode(err, jobq.Unimplemented, "Peek on a backend without peek")
+		c.expectCode(err, errcode.Unimplemented, "Peek on a backend without peek")
 		return
 	}
 	ids := c.push(q, task("peek 1"), task("peek 2"), task("peek 3"))
@@ -185,7 +186,7 @@ func checkClear(c *C) {
 		c.Errorf("Clear reported %d deleted, want %d (or %d counting the in-flight one, or -1)", got, n, n+1)
 	}
 	c.receiveNone(q, time.Time{}, "the queue was cleared")
-	if err := held.Complete(c.ctx()); err != nil && jobq.ErrorCode(err) != jobq.LockLost {
+	if err := held.Complete(c.ctx()); err != nil && errcode.Of(err) != errcode.LockLost {
 		c.Errorf("completing a message held across Clear: %v; want success or LockLost", err)
 	}
 	w := want{}

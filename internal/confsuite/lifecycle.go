@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // checkConcurrentReceivers: many receivers on several handles claim each
@@ -112,7 +113,7 @@ func checkClosedQueue(c *C) {
 		"DeadLetters.Requeue": func() error { _, err := q.DeadLetters().Requeue(ctx); return err },
 	}
 	for name, op := range ops {
-		c.expectCode(op(), jobq.FailedPrecondition, name+" after Close")
+		c.expectCode(op(), errcode.FailedPrecondition, name+" after Close")
 	}
 	_ = q.Close() // a second Close must not panic
 	// The message held by the closed handle comes back to another.
@@ -181,7 +182,7 @@ func checkCanceledContext(c *C) {
 		}
 	}
 	for _, op := range ops {
-		c.expectCode(op.do(), jobq.Canceled, op.name+" with a canceled context")
+		c.expectCode(op.do(), errcode.Canceled, op.name+" with a canceled context")
 	}
 	// Nothing changed: the held message is still held, the ready one and
 	// only it is still there.
@@ -202,7 +203,7 @@ func checkCanceledContext(c *C) {
 	}()
 	select {
 	case err := <-done:
-		c.expectCode(err, jobq.DeadlineExceeded, "Receive(WaitForever) on an empty queue past its context deadline")
+		c.expectCode(err, errcode.DeadlineExceeded, "Receive(WaitForever) on an empty queue past its context deadline")
 	case <-time.After(c.patience()):
 		c.Errorf("Receive(WaitForever) did not return within %v of its context deadline", c.patience())
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // policyChecks are the checks of queue policies (docs/policies.md) and of
@@ -31,7 +32,7 @@ func (c *C) hasPolicyStore(q *handle) bool {
 	switch {
 	case err == nil:
 		return true
-	case jobq.ErrorCode(err) == jobq.Unimplemented:
+	case errcode.Of(err) == errcode.Unimplemented:
 		return false
 	}
 	c.Fatalf("policy list: %v", err)
@@ -54,15 +55,15 @@ func checkPolicyValidation(c *C) {
 		{Kind: "priority", Key: "k", Limit: 1},
 	}
 	for _, p := range bad {
-		c.expectCode(q.Policies().Set(c.ctx(), p), jobq.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
+		c.expectCode(q.Policies().Set(c.ctx(), p), errcode.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
 	}
 	if !c.hasPolicyStore(q) {
 		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 10})
-		c.expectCode(err, jobq.Unimplemented, "set a policy on a backend that keeps none")
+		c.expectCode(err, errcode.Unimplemented, "set a policy on a backend that keeps none")
 		return
 	}
 	want := []jobq.Policy{{Kind: jobq.MaxDepthPolicy, Limit: 10}}
-	if err := q.Policies().Set(c.ctx(), want[0]); jobq.ErrorCode(err) == jobq.Unimplemented {
+	if err := q.Policies().Set(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
 		c.Logf("the backend keeps policies but refuses max-depth: %v", err)
 		want = nil
 	}
@@ -70,7 +71,7 @@ func checkPolicyValidation(c *C) {
 		want = append([]jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
 	} else {
 		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2})
-		c.expectCode(err, jobq.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
+		c.expectCode(err, errcode.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
 	}
 	if level(q, driver.RateLimit) != driver.Unsupported {
 		rate := jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
@@ -119,7 +120,7 @@ func (c *C) checkKeyLevel(q *handle, f driver.Feature, t *jobq.Task) bool {
 	switch level(q, f) {
 	case driver.Unsupported:
 		_, err := q.Push(c.ctx(), t)
-		c.expectCode(err, jobq.Unimplemented, "push a task with a key where "+string(f)+" is unsupported")
+		c.expectCode(err, errcode.Unimplemented, "push a task with a key where "+string(f)+" is unsupported")
 		c.receiveNone(q, time.Time{}, "the keyed push failed")
 		return true
 	case driver.Emulated:
@@ -358,7 +359,7 @@ func checkMaxDepth(c *C) {
 		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
 	}
 	const depth = 3
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: depth}); jobq.ErrorCode(err) == jobq.Unimplemented {
+	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
 		c.Skipf("backend %s keeps policies but refuses max-depth: %v", c.h.Name, err)
 	} else if err != nil {
 		c.Fatalf("set max-depth: %v", err)
@@ -367,14 +368,14 @@ func checkMaxDepth(c *C) {
 	if _, err := q.PushBatch(c.ctx(), []*jobq.Task{task("depth 2"), task("depth 3"), task("depth 4")}, jobq.PushOptions{}); err == nil {
 		c.Errorf("a batch of 3 onto a queue of 1 with max-depth %d was accepted", depth)
 	} else {
-		c.expectCode(err, jobq.ResourceExhausted, "batch push beyond max-depth")
+		c.expectCode(err, errcode.ResourceExhausted, "batch push beyond max-depth")
 	}
 	if size, err := q.Size(c.ctx()); err != nil || (level(q, driver.ExactCount) == driver.Native && size != 1) {
 		c.Errorf("after a refused batch the queue holds %d (%v); want 1: a batch is all-or-nothing against max-depth", size, err)
 	}
 	c.push(q, task("depth 2"), task("depth 3"))
 	_, err := q.Push(c.ctx(), task("depth 4"))
-	c.expectCode(err, jobq.ResourceExhausted, "push onto a full queue")
+	c.expectCode(err, errcode.ResourceExhausted, "push onto a full queue")
 	var qf *jobq.QueueFullError
 	if !errors.As(err, &qf) {
 		c.Errorf("a push onto a full queue returned %v; want an error wrapping *jobq.QueueFullError with the depth", err)
@@ -384,7 +385,7 @@ func checkMaxDepth(c *C) {
 	// In flight still counts; a completion makes room.
 	e := c.receive(q, c.longVis(q))
 	_, err = q.Push(c.ctx(), task("depth 4"))
-	c.expectCode(err, jobq.ResourceExhausted, "push while the queue is full with one task in flight")
+	c.expectCode(err, errcode.ResourceExhausted, "push while the queue is full with one task in flight")
 	c.complete(e)
 	c.push(q, task("depth 4"))
 	if _, err := q.Policies().Unset(c.ctx(), jobq.MaxDepthPolicy, ""); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // resultChecks are the checks of task results, cancel and retry backoff
@@ -84,9 +85,9 @@ func (c *C) keepsResults(q *handle) bool {
 		return true
 	}
 	_, err := q.Result(c.ctx(), "no-such-task")
-	c.expectCode(err, jobq.Unimplemented, "Result on a backend that keeps no results")
+	c.expectCode(err, errcode.Unimplemented, "Result on a backend that keeps no results")
 	_, err = q.Wait(c.ctx(), "no-such-task")
-	c.expectCode(err, jobq.Unimplemented, "Wait on a backend that keeps no results")
+	c.expectCode(err, errcode.Unimplemented, "Wait on a backend that keeps no results")
 	c.push(q, task("no results kept"))
 	c.complete(c.receive(q, c.longVis(q)))
 	return false
@@ -177,7 +178,7 @@ func checkResultRecords(c *C) {
 	}
 	c.receiveNone(q, time.Time{}, "every task ended")
 	_, err := q.Result(c.ctx(), "conformance-never-pushed")
-	c.expectCode(err, jobq.NotFound, "Result of a task that was never pushed")
+	c.expectCode(err, errcode.NotFound, "Result of a task that was never pushed")
 }
 
 // checkResultRetention: a record lives for the queue's retention policy
@@ -203,11 +204,11 @@ func checkResultRetention(c *C) {
 	}
 	time.Sleep(time.Until(r.ExpiresAt) + c.tolerance())
 	_, err := q.Result(c.ctx(), id)
-	c.expectCode(err, jobq.NotFound, "Result after the retention passed")
+	c.expectCode(err, errcode.NotFound, "Result after the retention passed")
 	if _, err := q.PurgeResults(c.ctx()); err != nil {
 		c.Errorf("PurgeResults: %v", err)
 	}
-	if _, err := q.Result(c.ctx(), id); jobq.ErrorCode(err) != jobq.NotFound {
+	if _, err := q.Result(c.ctx(), id); errcode.Of(err) != errcode.NotFound {
 		c.Errorf("Result after PurgeResults: %v; want NotFound", err)
 	}
 }
@@ -294,7 +295,7 @@ func (c *C) cancels(q *handle) bool {
 		return true
 	}
 	_, err := q.Cancel(c.ctx(), "no-such-task")
-	c.expectCode(err, jobq.Unimplemented, "Cancel on a backend that cannot cancel")
+	c.expectCode(err, errcode.Unimplemented, "Cancel on a backend that cannot cancel")
 	return false
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -49,7 +49,7 @@ func checkStashAt(c *C, stashURL string) {
 	stashed := limit > 0 && len(body) > limit
 	if stashed {
 		_, err := plain.Push(c.ctx(), &jobq.Task{Command: big.Command})
-		c.expectCode(err, jobq.TooLarge, fmt.Sprintf("push of a %d-byte task without a stash (limit %d)", len(body), limit))
+		c.expectCode(err, errcode.TooLarge, fmt.Sprintf("push of a %d-byte task without a stash (limit %d)", len(body), limit))
 		if err != nil && !strings.Contains(err.Error(), "stash") {
 			c.Errorf("the TooLarge error does not say how to configure a stash: %v", err)
 		}
@@ -76,7 +76,7 @@ func checkStashAt(c *C, stashURL string) {
 	name := stash.Sum(pushed)
 	exists := func() bool {
 		_, err := store.Get(c.ctx(), name, 1)
-		if err != nil && driver.CodeOf(err) != driver.NotFound {
+		if err != nil && errcode.Of(err) != errcode.NotFound {
 			c.Fatalf("look for the stash object %s: %v", name, err)
 		}
 		return err == nil

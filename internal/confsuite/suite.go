@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // T is the part of *testing.T the checks use. *testing.T implements it; so
@@ -250,13 +251,13 @@ func (c *C) complete(e *jobq.Envelope) {
 }
 
 // expectCode checks err's code.
-func (c *C) expectCode(err error, want jobq.Code, what string) {
+func (c *C) expectCode(err error, want errcode.Code, what string) {
 	c.Helper()
 	if err == nil {
 		c.Errorf("%s: got no error, want code %v", what, want)
 		return
 	}
-	if got := jobq.ErrorCode(err); got != want {
+	if got := errcode.Of(err); got != want {
 		c.Errorf("%s: got code %v (%v), want %v", what, got, err, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // workerChecks are the checks of the worker registry (the worker-registry
@@ -30,12 +31,12 @@ func (c *C) registryOr(q *handle) bool {
 		return true
 	}
 	err := q.AnnounceWorker(c.ctx(), &jobq.WorkerInfo{ID: "conformance-unsupported"})
-	c.expectCode(err, jobq.Unimplemented, "AnnounceWorker on a backend without worker-registry")
-	if err != nil && !errors.Is(err, jobq.ErrUnimplemented) {
-		c.Errorf("errors.Is(err, jobq.ErrUnimplemented) is false for %v", err)
+	c.expectCode(err, errcode.Unimplemented, "AnnounceWorker on a backend without worker-registry")
+	if err != nil && !errors.Is(err, errcode.Unimplemented) {
+		c.Errorf("errors.Is(err, errcode.Unimplemented) is false for %v", err)
 	}
 	_, err = q.Workers(c.ctx(), jobq.WorkersOptions{})
-	c.expectCode(err, jobq.Unimplemented, "Workers on a backend without worker-registry")
+	c.expectCode(err, errcode.Unimplemented, "Workers on a backend without worker-registry")
 	return false
 }
 
@@ -123,7 +124,7 @@ func checkWorkerAnnounce(c *C) {
 		c.Errorf("another queue of the same backend lists %d workers; registries must be per queue", n)
 	}
 	err := q.AnnounceWorker(c.ctx(), &jobq.WorkerInfo{})
-	c.expectCode(err, jobq.InvalidArgument, "AnnounceWorker without an ID")
+	c.expectCode(err, errcode.InvalidArgument, "AnnounceWorker without an ID")
 }
 
 // checkWorkerHeartbeat: announcing again replaces the record: the worker is
@@ -233,7 +234,7 @@ func checkWorkerVanished(c *C) {
 		c.Errorf("PurgeWorkers must delete only records older than the retention: left %d records", len(got))
 	}
 	_, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: -time.Second})
-	c.expectCode(err, jobq.InvalidArgument, "Workers with a negative TTL")
+	c.expectCode(err, errcode.InvalidArgument, "Workers with a negative TTL")
 	// A time in the future empties the registry.
 	if _, err := q.PurgeWorkers(c.ctx(), time.Now().Add(time.Hour)); err != nil {
 		c.Fatalf("PurgeWorkers of every record: %v", err)

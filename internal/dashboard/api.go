@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -62,14 +63,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // the status.
 func apiError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
-	switch jobq.ErrorCode(err) {
-	case jobq.InvalidArgument:
+	switch errcode.Of(err) {
+	case errcode.InvalidArgument:
 		status = http.StatusBadRequest
-	case jobq.NotFound:
+	case errcode.NotFound:
 		status = http.StatusNotFound
-	case jobq.Unimplemented:
+	case errcode.Unimplemented:
 		status = http.StatusNotImplemented
-	case jobq.Unavailable:
+	case errcode.Unavailable:
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, map[string]string{"error": jobq.Redact(err.Error())})
@@ -334,7 +335,7 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws, err := s.cfg.Workers(r.Context())
-	if jobq.ErrorCode(err) == jobq.Unimplemented {
+	if errcode.Of(err) == errcode.Unimplemented {
 		unavailable(w, "the worker registry is", err)
 		return
 	}
@@ -363,7 +364,7 @@ type runtimeReport struct {
 // attempts in the dead letters' histories.
 func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
 	dead, err := s.q.DeadLetters().List(r.Context(), maxDeadList)
-	if err != nil && !errors.Is(err, jobq.ErrClosed) && jobq.ErrorCode(err) != jobq.Unimplemented {
+	if err != nil && !errors.Is(err, jobq.ErrClosed) && errcode.Of(err) != errcode.Unimplemented {
 		apiError(w, err)
 		return
 	}

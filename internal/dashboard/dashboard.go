@@ -51,7 +51,7 @@ type Worker struct {
 }
 
 // WorkerSource lists a queue's registered workers (live, vanished and
-// recently withdrawn). An error with code jobq.Unimplemented means the
+// recently withdrawn). An error with code errcode.Unimplemented means the
 // backend keeps no worker registry.
 type WorkerSource func(ctx context.Context) ([]Worker, error)
 

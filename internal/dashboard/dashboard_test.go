@@ -16,6 +16,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // openQueue opens a fresh SQLite queue with dead dead letters, whose
@@ -309,7 +310,7 @@ func TestWorkers(t *testing.T) {
 	}{
 		{"no registry", nil, `"available":false`, false},
 		{"unimplemented", func(context.Context) ([]Worker, error) {
-			return nil, &jobq.Error{Code: jobq.Unimplemented, Msg: "no registry"}
+			return nil, &jobq.Error{Code: errcode.Unimplemented, Msg: "no registry"}
 		}, `"available":false`, false},
 		{"failing", func(context.Context) ([]Worker, error) { return nil, errors.New("boom") }, `"error"`, true},
 		{"listed", func(context.Context) ([]Worker, error) { return list, nil },
@@ -388,7 +389,7 @@ func TestRing(t *testing.T) {
 func TestRuntimesWithoutResultRecords(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t, 1)
-	if _, err := q.Result(t.Context(), "any"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Result(t.Context(), "any"); errcode.Of(err) != errcode.Unimplemented {
 		t.Skip("this build's SQLite backend keeps result records; TestRuntimesFromResultRecords covers it")
 	}
 	s := newServer(t, Config{Queue: q})
@@ -422,7 +423,7 @@ func TestRuntimesFromResultRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dq.Close()
-	if _, err := dq.Result(ctx, "any"); jobq.ErrorCode(err) == jobq.Unimplemented {
+	if _, err := dq.Result(ctx, "any"); errcode.Of(err) == errcode.Unimplemented {
 		t.Skip("this build's SQLite backend keeps no result records yet (issue 27); TestRuntimesWithoutResultRecords covers it")
 	}
 	wq, err := jobq.Open(ctx, url)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // The bounds of the result tracker.
@@ -119,18 +120,18 @@ func (s *Server) followResults(ctx context.Context) {
 		// An ID no task has: NotFound where results are kept. Asking first
 		// spares a backend without them the peeks.
 		_, err := s.q.Result(ctx, "jobq-dashboard-probe")
-		switch code := jobq.ErrorCode(err); {
-		case code == jobq.Unimplemented:
+		switch code := errcode.Of(err); {
+		case code == errcode.Unimplemented:
 			t.off("this backend keeps no result records")
 			return
-		case err != nil && code != jobq.NotFound:
+		case err != nil && code != errcode.NotFound:
 			return // asked again at the next sample
 		}
 		t.probed = true
 	}
 	peeked, err := s.q.Peek(ctx, peekPerSample)
 	if err != nil {
-		if jobq.ErrorCode(err) == jobq.Unimplemented {
+		if errcode.Of(err) == errcode.Unimplemented {
 			t.off("this backend cannot peek at queued tasks")
 		} else if ctx.Err() == nil {
 			s.log.Warn("dashboard: could not peek at the queue", "error", jobq.Redact(err.Error()))
@@ -146,11 +147,11 @@ func (s *Server) followResults(ctx context.Context) {
 	t.track(ids)
 	for _, id := range t.next(resultsPerSample) {
 		res, err := s.q.Result(ctx, id)
-		switch code := jobq.ErrorCode(err); {
+		switch code := errcode.Of(err); {
 		case err == nil:
-		case code == jobq.NotFound:
+		case code == errcode.NotFound:
 			continue // not ended yet
-		case code == jobq.Unimplemented:
+		case code == errcode.Unimplemented:
 			t.off("this backend keeps no result records")
 			return
 		default:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Report is one stats document.
@@ -59,7 +60,7 @@ const (
 // when the backend keeps no policies.
 func LoadKeys(ctx context.Context, q *jobq.Queue) (*Keys, error) {
 	pols, err := q.Policies().List(ctx)
-	if jobq.ErrorCode(err) == jobq.Unimplemented {
+	if errcode.Of(err) == errcode.Unimplemented {
 		return nil, nil
 	}
 	if err != nil {
