@@ -176,7 +176,7 @@ func (e *Envelope) Complete(ctx context.Context) error {
 	if e.traced && !inSettleSpan(ctx, e) {
 		return e.completeTraced(ctx) // which calls Complete in its span
 	}
-	return e.complete(ctx, "complete", e.recordOf(ctx, Succeeded, "", ""))
+	return e.complete(ctx, "complete", e.recordOf(ctx, driver.ResultSucceeded, "", ""))
 }
 
 // complete deletes the message, storing rec (when not nil) with it.
@@ -277,7 +277,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err e
 	if err := e.q.degrade(op, driver.DeadLetter); err != nil {
 		return err
 	}
-	rec := e.recordOf(ctx, DeadLettered, reason, detail)
+	rec := e.recordOf(ctx, driver.ResultDeadLettered, reason, detail)
 	lease, err := e.begin(op)
 	if err != nil {
 		return err

@@ -669,18 +669,15 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
 	return out, nil
 }
 
-// Stats are a queue's counts; see driver.Stats.
-type Stats = driver.Stats
-
 // Stats counts the queue's messages. Counts are approximate on backends
 // whose ExactCount feature is not native.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+func (q *Queue) Stats(ctx context.Context) (driver.Stats, error) {
 	const op = "stats"
 	if err := q.checkOpen(op); err != nil {
-		return Stats{}, err
+		return driver.Stats{}, err
 	}
 	if err := q.degrade(op, driver.ExactCount); err != nil {
-		return Stats{}, err
+		return driver.Stats{}, err
 	}
 	st, err := q.drv.Stats(ctx)
 	return st, q.wrap(op, err)

@@ -15,99 +15,75 @@ import (
 	"github.com/jobq/jobq/internal/bound"
 )
 
-// Policy is one queue policy: a per-key concurrency cap, a per-key rate
-// limit, or the queue's maximum depth. See docs/policies.md.
-type Policy = driver.Policy
-
-// PolicyKind names a kind of policy.
-type PolicyKind = driver.PolicyKind
-
-// KeyStat is the current state of one policy key; see Policies.KeyStats.
-type KeyStat = driver.KeyStat
-
-// QueueFullError is the cause of a push refused because the queue reached
-// its max-depth policy. Reach it with errors.As; the error's code is
-// ResourceExhausted.
-type QueueFullError = driver.QueueFullError
-
-// The policy kinds.
-const (
-	ConcurrencyPolicy  = driver.ConcurrencyPolicy
-	RatePolicy         = driver.RatePolicy
-	MaxDepthPolicy     = driver.MaxDepthPolicy
-	RetentionPolicy    = driver.RetentionPolicy
-	RetryBackoffPolicy = driver.RetryBackoffPolicy
-)
-
 // ParsePolicy parses a policy as the CLI writes it: kind "concurrency" with
 // spec "KEY=LIMIT", kind "rate" with spec "KEY=COUNT/PERIOD" (PERIOD a Go
 // duration such as 30s or 1m, or a bare unit: s, m, h), kind "max-depth"
 // with spec "N", kind "retention" with a duration such as "2d" (days and
 // weeks allowed), kind "retry-backoff" with "BASE,CAP" such as "10s,1h".
 // Invalid values are InvalidArgument errors naming the problem.
-func ParsePolicy(kind, spec string) (Policy, error) {
+func ParsePolicy(kind, spec string) (driver.Policy, error) {
 	const op = "policy"
-	p := Policy{Kind: PolicyKind(strings.TrimSpace(kind))}
+	p := driver.Policy{Kind: driver.PolicyKind(strings.TrimSpace(kind))}
 	spec = strings.TrimSpace(spec)
 	switch p.Kind {
-	case ConcurrencyPolicy, RatePolicy:
+	case driver.ConcurrencyPolicy, driver.RatePolicy:
 		key, val, ok := strings.Cut(spec, "=")
 		if !ok || key == "" {
 			form := "KEY=LIMIT"
-			if p.Kind == RatePolicy {
+			if p.Kind == driver.RatePolicy {
 				form = "KEY=COUNT/PERIOD"
 			}
-			return Policy{}, errorf(errcode.InvalidArgument, op, "%s policy %q: write %s", p.Kind, spec, form)
+			return driver.Policy{}, errorf(errcode.InvalidArgument, op, "%s policy %q: write %s", p.Kind, spec, form)
 		}
 		p.Key = key
 		count := val
-		if p.Kind == RatePolicy {
+		if p.Kind == driver.RatePolicy {
 			var period string
 			count, period, ok = strings.Cut(val, "/")
 			if !ok {
-				return Policy{}, errorf(errcode.InvalidArgument, op, "rate policy %q has no period: write KEY=COUNT/PERIOD, for example %s=10/1m", spec, key)
+				return driver.Policy{}, errorf(errcode.InvalidArgument, op, "rate policy %q has no period: write KEY=COUNT/PERIOD, for example %s=10/1m", spec, key)
 			}
 			d, err := parsePeriod(period)
 			if err != nil {
-				return Policy{}, err
+				return driver.Policy{}, err
 			}
 			p.Period = d
 		}
 		n, err := parseLimit(p.Kind, count)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p.Limit = n
-	case MaxDepthPolicy:
+	case driver.MaxDepthPolicy:
 		n, err := parseLimit(p.Kind, spec)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p.Limit = n
-	case RetentionPolicy:
+	case driver.RetentionPolicy:
 		d, err := parsePolicyDuration("retention", spec)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p = driver.Retention(d)
-	case RetryBackoffPolicy:
+	case driver.RetryBackoffPolicy:
 		b, err := ParseBackoff(spec)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p = driver.RetryBackoff(b.Base, b.Cap)
 	default:
-		return Policy{}, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
+		return driver.Policy{}, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
 	}
 	if err := validatePolicy(p); err != nil {
-		return Policy{}, policyErr(op, err)
+		return driver.Policy{}, policyErr(op, err)
 	}
 	return p, nil
 }
 
 // validatePolicy is Policy.Validate plus the portable layer's rule on keys
 // (validateKey).
-func validatePolicy(p Policy) error {
+func validatePolicy(p driver.Policy) error {
 	if err := validateKey(string(p.Kind)+" key", p.Key); err != nil {
 		return err
 	}
@@ -125,7 +101,7 @@ func validateKey(what, key string) error {
 	return driver.ValidateKey(what, key)
 }
 
-func parseLimit(kind PolicyKind, s string) (int64, error) {
+func parseLimit(kind driver.PolicyKind, s string) (int64, error) {
 	n, err := bound.Ints{Min: math.MinInt64, Max: math.MaxInt64}.Parse(string(kind)+" limit", s)
 	if err != nil {
 		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
@@ -185,11 +161,11 @@ func (p *Policies) store(op string) (driver.PolicyStore, error) {
 
 // feature is the capability a policy kind needs; "" for max-depth, which
 // every policy store enforces.
-func policyFeature(k PolicyKind) driver.Feature {
+func policyFeature(k driver.PolicyKind) driver.Feature {
 	switch k {
-	case ConcurrencyPolicy:
+	case driver.ConcurrencyPolicy:
 		return driver.ConcurrencyLimit
-	case RatePolicy:
+	case driver.RatePolicy:
 		return driver.RateLimit
 	}
 	return ""
@@ -199,7 +175,7 @@ func policyFeature(k PolicyKind) driver.Feature {
 // key. A concurrency or rate policy on a backend that declares the feature
 // Unsupported fails with Unimplemented; one that declares it Emulated logs
 // the fallback once (the worker enforces it per process).
-func (p *Policies) Set(ctx context.Context, pol Policy) error {
+func (p *Policies) Set(ctx context.Context, pol driver.Policy) error {
 	const op = "policy set"
 	if err := validatePolicy(pol); err != nil {
 		return policyErr(op, err)
@@ -220,7 +196,7 @@ func (p *Policies) Set(ctx context.Context, pol Policy) error {
 
 // Unset removes the policy of that kind and key and reports whether there
 // was one.
-func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool, error) {
+func (p *Policies) Unset(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	const op = "policy unset"
 	if !isPolicyKind(kind) {
 		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
@@ -241,7 +217,7 @@ func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool
 }
 
 // List returns every policy, sorted by kind then key.
-func (p *Policies) List(ctx context.Context) ([]Policy, error) {
+func (p *Policies) List(ctx context.Context) ([]driver.Policy, error) {
 	const op = "policy list"
 	ps, err := p.store(op)
 	if err != nil {
@@ -253,7 +229,7 @@ func (p *Policies) List(ctx context.Context) ([]Policy, error) {
 
 // KeyStats reports per-key in-flight and admission counts for every key
 // with a policy or a leased message.
-func (p *Policies) KeyStats(ctx context.Context) ([]KeyStat, error) {
+func (p *Policies) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	const op = "stats"
 	ps, err := p.store(op)
 	if err != nil {
@@ -263,7 +239,7 @@ func (p *Policies) KeyStats(ctx context.Context) ([]KeyStat, error) {
 	return ks, p.q.wrap(op, err)
 }
 
-func isPolicyKind(k PolicyKind) bool {
+func isPolicyKind(k driver.PolicyKind) bool {
 	for _, x := range driver.PolicyKinds {
 		if x == k {
 			return true
@@ -307,7 +283,7 @@ type PushOptions struct {
 	// OnFull, when set, is called before each pause of WaitForRoom with the
 	// refusal, so that callers can report that they are waiting. Defaults to
 	// nil.
-	OnFull func(*QueueFullError, time.Duration)
+	OnFull func(*driver.QueueFullError, time.Duration)
 	// Position asks for PushResult.Position, which costs a count of the
 	// queue's ready tasks before the push (one more round trip), on
 	// backends whose counts are exact. PushTx ignores it. Defaults to false:
@@ -331,7 +307,7 @@ func (q *Queue) waitForRoom(ctx context.Context, opts PushOptions, push func() (
 	b.Reset()
 	for {
 		res, err := push()
-		var qf *QueueFullError
+		var qf *driver.QueueFullError
 		if err == nil || !errors.As(err, &qf) || len(res) > 0 {
 			return res, err
 		}

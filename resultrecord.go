@@ -56,8 +56,8 @@ type recordDetails struct {
 // listing it: for a success, the last delivery, run by the record's worker
 // from its start to its finish; ok is false for another state, or when the
 // record has no delivery count or start to describe it by.
-func (d *recordDetails) impliedAttempt(state ResultState) (a Attempt, ok bool) {
-	if state != Succeeded || d.deliveries < 1 || d.started.IsZero() || d.ended.IsZero() {
+func (d *recordDetails) impliedAttempt(state driver.ResultState) (a Attempt, ok bool) {
+	if state != driver.ResultSucceeded || d.deliveries < 1 || d.started.IsZero() || d.ended.IsZero() {
 		return a, false
 	}
 	return Attempt{Delivery: d.deliveries, Worker: d.worker, Host: d.host, Start: d.started, End: d.ended, Outcome: OutcomeSuccess}, true
@@ -65,14 +65,14 @@ func (d *recordDetails) impliedAttempt(state ResultState) (a Attempt, ok bool) {
 
 // implies reports whether a is the attempt d describes in a record of
 // state (impliedAttempt).
-func (d *recordDetails) implies(state ResultState, a Attempt) bool {
+func (d *recordDetails) implies(state driver.ResultState, a Attempt) bool {
 	want, ok := d.impliedAttempt(state)
 	return ok && a.Delivery == want.Delivery && a.Outcome == want.Outcome && a.Worker == want.Worker && a.Host == want.Host &&
 		a.Start.Equal(want.Start) && a.End.Equal(want.End) && a.ExitCode == nil && a.Detail == "" && a.RetryDelay == 0
 }
 
 // encode writes d as the Data of a record of state.
-func (d *recordDetails) encode(state ResultState) []byte {
+func (d *recordDetails) encode(state driver.ResultState) []byte {
 	b := make([]byte, 0, 64+len(d.errText)+len(d.output)+len(d.value)+len(d.attempts)*96)
 	b = append(b, `{"v": `...)
 	b = strconv.AppendInt(b, recordVersion, 10)
@@ -233,7 +233,7 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 // which cost more than the encoding itself.
 type pendingRecord struct {
 	id          string
-	state       ResultState
+	state       driver.ResultState
 	at, expires time.Time
 	details     recordDetails
 }
@@ -250,7 +250,7 @@ func (p *pendingRecord) record() *driver.ResultRecord {
 // nil when the queue keeps no results. errText is the failure (or the
 // cancel's reason); detail is a dead letter's detail, used as the output
 // when SetResult gave none.
-func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, detail string) *pendingRecord {
+func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errText, detail string) *pendingRecord {
 	if e.q.results == nil {
 		return nil
 	}
@@ -294,7 +294,7 @@ func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, det
 
 // newRecord builds a record of task id, expiring after the queue's
 // retention.
-func (q *Queue) newRecord(id string, state ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
+func (q *Queue) newRecord(id string, state driver.ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
 	p := pendingRecord{id: id, state: state, at: now, expires: now.Add(q.policies.retention()), details: *d}
 	return p.record()
 }
@@ -310,7 +310,7 @@ func (q *Queue) poisonRecord(r *driver.Received, wire *Task, reason string) *dri
 	if q.results == nil || id == "" {
 		return nil
 	}
-	return q.newRecord(id, DeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
+	return q.newRecord(id, driver.ResultDeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
 }
 
 // stashValue moves a large handler value to the queue's stash, returning

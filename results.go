@@ -10,23 +10,6 @@ import (
 	"github.com/jobq/jobq/errcode"
 )
 
-// ResultState is where a task's result record says it is.
-type ResultState = driver.ResultState
-
-// The states of a Result.
-const (
-	// Succeeded: the task ran and succeeded.
-	Succeeded = driver.ResultSucceeded
-	// DeadLettered: the task failed for the last time and was moved to the
-	// dead-letter store.
-	DeadLettered = driver.ResultDeadLettered
-	// Cancelled: the task was cancelled and will not run (again).
-	Cancelled = driver.ResultCancelled
-	// CancelRequested: a cancel was asked for a task that had not ended yet;
-	// the worker that holds or next receives it stops it.
-	CancelRequested = driver.ResultCancelRequested
-)
-
 // Result is the kept outcome of one task: what Queue.Result returns and
 // Queue.Wait waits for. Records are kept for the queue's retention (a
 // queue policy; 7 days by default).
@@ -34,7 +17,7 @@ type Result struct {
 	// ID is the task's ID.
 	ID string
 	// State is how the task ended (or CancelRequested).
-	State ResultState
+	State driver.ResultState
 	// ExitCode is a shell task's exit status on its last attempt; nil for a
 	// Go handler or when the process did not exit by itself.
 	ExitCode *int
@@ -81,7 +64,7 @@ type CancelResult struct {
 	ID      string
 	Outcome CancelOutcome
 	// State is the task's recorded state after the cancel.
-	State ResultState
+	State driver.ResultState
 }
 
 // resultStore returns the driver's result store, or an Unimplemented error
@@ -313,7 +296,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		if !seen[id] {
 			seen[id] = true
 			unique = append(unique, id)
-			asked = append(asked, q.newRecord(id, CancelRequested, now, &recordDetails{errText: "cancel requested"}))
+			asked = append(asked, q.newRecord(id, driver.ResultCancelRequested, now, &recordDetails{errText: "cancel requested"}))
 		}
 	}
 	// A cancel-requested record is stored only where there is none, so it
@@ -325,14 +308,14 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	if err != nil {
 		return nil, err
 	}
-	state := make(map[string]ResultState, len(unique))
+	state := make(map[string]driver.ResultState, len(unique))
 	var open []string
 	for i, rec := range recs {
 		switch {
 		case rec != nil && rec.State.Final():
 			state[unique[i]] = rec.State
 		default:
-			state[unique[i]] = CancelRequested
+			state[unique[i]] = driver.ResultCancelRequested
 			open = append(open, unique[i])
 		}
 	}
@@ -345,7 +328,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		at := time.Now()
 		done := make([]*driver.ResultRecord, len(open))
 		for i, id := range open {
-			done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
+			done[i] = q.newRecord(id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled before it ran"})
 		}
 		gone, err := remover.RemoveTasks(ctx, done)
 		if err != nil {
@@ -359,11 +342,11 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	for i, id := range ids {
 		switch st := state[id]; {
 		case removed[id]:
-			out[i] = CancelResult{ID: id, Outcome: CancelRemoved, State: Cancelled}
+			out[i] = CancelResult{ID: id, Outcome: CancelRemoved, State: driver.ResultCancelled}
 		case st.Final():
 			out[i] = CancelResult{ID: id, Outcome: CancelTooLate, State: st}
 		default:
-			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: CancelRequested}
+			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: driver.ResultCancelRequested}
 		}
 	}
 	return out, nil
@@ -387,7 +370,7 @@ func (q *Queue) CancelRequested(ctx context.Context, ids []string) ([]string, er
 	}
 	var out []string
 	for i, rec := range recs {
-		if rec != nil && rec.State == CancelRequested {
+		if rec != nil && rec.State == driver.ResultCancelRequested {
 			out = append(out, ids[i])
 		}
 	}
@@ -452,5 +435,5 @@ func (e *Envelope) Cancel(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return e.complete(ctx, "cancel", e.recordOf(ctx, Cancelled, reason, ""))
+	return e.complete(ctx, "cancel", e.recordOf(ctx, driver.ResultCancelled, reason, ""))
 }

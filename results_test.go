@@ -55,23 +55,23 @@ func TestResultRecordsAtSettlement(t *testing.T) {
 			e.RecordAttempt(jobq.Attempt{Worker: "w1", Host: "h1", Start: start, Outcome: jobq.OutcomeSuccess})
 			e.SetResult(jobq.ResultDetails{Value: json.RawMessage(`{"answer":42}`), Output: "done\n"})
 			return e.Complete(context.Background())
-		}, jobq.Result{State: jobq.Succeeded, Value: json.RawMessage(`{"answer":42}`), Output: "done\n", Worker: "w1", Host: "h1", Started: start, DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultSucceeded, Value: json.RawMessage(`{"answer":42}`), Output: "done\n", Worker: "w1", Host: "h1", Started: start, DeliveryCount: 1}},
 		{"dead letter with the detail as output", func(e *jobq.Envelope) error {
 			e.RecordAttempt(jobq.Attempt{Worker: "w2", Outcome: jobq.OutcomeFailure, ExitCode: &code, Start: start})
 			return e.DeadLetter(context.Background(), "exit 3", "the tail")
-		}, jobq.Result{State: jobq.DeadLettered, Error: "exit 3", Output: "the tail", ExitCode: &code, Worker: "w2", Started: start, DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultDeadLettered, Error: "exit 3", Output: "the tail", ExitCode: &code, Worker: "w2", Started: start, DeliveryCount: 1}},
 		{"fail without retries", func(e *jobq.Envelope) error {
 			e.SetResult(jobq.ResultDetails{ExitCode: &code, Output: "out"})
 			_, err := e.Fail(context.Background(), errors.New("boom"), "detail")
 			return err
-		}, jobq.Result{State: jobq.DeadLettered, Error: "boom", Output: "out", ExitCode: &code, DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultDeadLettered, Error: "boom", Output: "out", ExitCode: &code, DeliveryCount: 1}},
 		{"cancel", func(e *jobq.Envelope) error {
 			return e.Cancel(context.Background(), "stopped by request")
-		}, jobq.Result{State: jobq.Cancelled, Error: "stopped by request", DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultCancelled, Error: "stopped by request", DeliveryCount: 1}},
 		{"invalid JSON value kept as a string", func(e *jobq.Envelope) error {
 			e.SetResult(jobq.ResultDetails{Value: json.RawMessage(`not json`)})
 			return e.Complete(context.Background())
-		}, jobq.Result{State: jobq.Succeeded, Value: json.RawMessage(`"not json"`), DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultSucceeded, Value: json.RawMessage(`"not json"`), DeliveryCount: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestWaitAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := <-got
-	states := []jobq.ResultState{jobq.Succeeded, jobq.Cancelled, jobq.Cancelled}
+	states := []driver.ResultState{driver.ResultSucceeded, driver.ResultCancelled, driver.ResultCancelled}
 	for i, r := range rs {
 		if r == nil || r.State != states[i] {
 			t.Errorf("Wait result %d = %+v; want state %s", i, r, states[i])
@@ -395,10 +395,10 @@ func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	if err := receiveOne(t, q).Complete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if res := <-got; res.State != jobq.Succeeded || res.Recorded.Before(pushed) {
+	if res := <-got; res.State != driver.ResultSucceeded || res.Recorded.Before(pushed) {
 		t.Errorf("WaitFuncAfter reported %+v; want the second run's success", res)
 	}
-	if rs, err := q.Wait(ctx, r.ID); err != nil || rs[0].State != jobq.Succeeded {
+	if rs, err := q.Wait(ctx, r.ID); err != nil || rs[0].State != driver.ResultSucceeded {
 		t.Errorf("Wait = %v, %v", rs, err)
 	}
 }
@@ -425,7 +425,7 @@ func TestPoisonRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != jobq.DeadLettered || !strings.Contains(r.Error, "poison") {
+	if r.State != driver.ResultDeadLettered || !strings.Contains(r.Error, "poison") {
 		t.Errorf("poison record %+v; want dead-lettered, saying poison", r)
 	}
 }

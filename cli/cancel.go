@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 func (a *app) cancelCommand() *cobra.Command {
@@ -89,13 +90,13 @@ func cancelLine(r jobq.CancelResult) string {
 }
 
 // endedAs words a final state for a sentence.
-func endedAs(s jobq.ResultState) string {
+func endedAs(s driver.ResultState) string {
 	switch s {
-	case jobq.Succeeded:
+	case driver.ResultSucceeded:
 		return "succeeded"
-	case jobq.DeadLettered:
+	case driver.ResultDeadLettered:
 		return "was dead-lettered"
-	case jobq.Cancelled:
+	case driver.ResultCancelled:
 		return "was cancelled"
 	}
 	return "ended as " + string(s)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -186,7 +187,7 @@ them waits for the rate alone.`,
 
 // measureDrain reads the counts again after sample and estimates the drain
 // time from the net decrease.
-func measureDrain(ctx context.Context, q *jobq.Queue, first jobq.Stats, sample time.Duration) (*statsreport.Drain, jobq.Stats, error) {
+func measureDrain(ctx context.Context, q *jobq.Queue, first driver.Stats, sample time.Duration) (*statsreport.Drain, driver.Stats, error) {
 	start := time.Now()
 	select {
 	case <-time.After(sample):

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/statsreport"
 )
@@ -77,7 +78,7 @@ func (a *app) policyUnsetCommand() *cobra.Command {
   jobq sqlite://./work.db policy unset retention`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, key := jobq.PolicyKind(args[0]), ""
+			kind, key := driver.PolicyKind(args[0]), ""
 			if len(args) == 2 {
 				key = args[1]
 			}
@@ -149,17 +150,17 @@ type policyJSON struct {
 	CapS    *float64 `json:"cap_s,omitempty"`
 }
 
-func toPolicyJSON(p jobq.Policy) policyJSON {
+func toPolicyJSON(p driver.Policy) policyJSON {
 	out := policyJSON{Kind: string(p.Kind), Key: p.Key}
 	seconds := func(d time.Duration) *float64 {
 		s := d.Seconds()
 		return &s
 	}
 	switch p.Kind {
-	case jobq.RetryBackoffPolicy:
+	case driver.RetryBackoffPolicy:
 		base, limit := p.Backoff()
 		out.BaseS, out.CapS = seconds(base), seconds(limit)
-	case jobq.RetentionPolicy:
+	case driver.RetentionPolicy:
 		out.PeriodS = seconds(p.Period)
 	default:
 		out.Limit = &p.Limit
@@ -192,7 +193,7 @@ func policyFailure(err error) error {
 // printKeys writes the per-key part of `stats`: what each policy key is
 // doing.
 func printKeys(w io.Writer, r *statsreport.Keys) error {
-	if p, ok := r.Policy(jobq.MaxDepthPolicy, ""); ok {
+	if p, ok := r.Policy(driver.MaxDepthPolicy, ""); ok {
 		fmt.Fprintf(w, "max-depth: %d\n", p.Limit)
 	}
 	if len(r.Stats) == 0 {
@@ -204,7 +205,7 @@ func printKeys(w io.Writer, r *statsreport.Keys) error {
 		limit, wait, inFlight := "-", "-", strconv.FormatInt(ks.InFlight, 10)
 		if p, ok := r.Policy(ks.Kind, ks.Key); ok {
 			limit = strconv.FormatInt(p.Limit, 10)
-			if p.Kind == jobq.RatePolicy {
+			if p.Kind == driver.RatePolicy {
 				limit = fmt.Sprintf("%d/%s", p.Limit, formatDuration(p.Period))
 				inFlight = fmt.Sprintf("%d started in window", ks.Admitted)
 				wait = "~" + roundETA(statsreport.RateWait(p, ks))
@@ -222,7 +223,7 @@ func printKeys(w io.Writer, r *statsreport.Keys) error {
 
 // waiting reports, at most every few seconds, that push --wait-for-room is
 // waiting for the queue to drain.
-func (p *pusher) waiting(qf *jobq.QueueFullError, pause time.Duration) {
+func (p *pusher) waiting(qf *driver.QueueFullError, pause time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if time.Since(p.lastFull) < 5*time.Second {

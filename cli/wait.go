@@ -195,7 +195,7 @@ func outcomeLine(r *jobq.Result) string {
 		b.WriteString(" value=")
 		b.WriteString(compactJSON(r.Value))
 	}
-	if r.State != jobq.Succeeded && r.Error != "" {
+	if r.State != driver.ResultSucceeded && r.Error != "" {
 		b.WriteString(" error=")
 		b.WriteString(strconv.Quote(truncate(oneLine(r.Error), 200)))
 	}
@@ -219,7 +219,7 @@ func (w *waiter) failed(ids []string) []*jobq.Result {
 	defer w.mu.Unlock()
 	var out []*jobq.Result
 	for _, id := range ids {
-		if r := w.ended[id]; r != nil && r.State != jobq.Succeeded {
+		if r := w.ended[id]; r != nil && r.State != driver.ResultSucceeded {
 			out = append(out, r)
 		}
 	}

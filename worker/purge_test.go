@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/worker"
 )
@@ -37,7 +38,7 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 	if ev := <-events; ev.Outcome != worker.Completed || !ev.Durable {
 		t.Fatalf("event %+v; want the task completed", ev)
 	}
-	if r := result(t, q, id); r.State != jobq.Succeeded {
+	if r := result(t, q, id); r.State != driver.ResultSucceeded {
 		t.Fatalf("record %+v; want succeeded", r)
 	}
 	// The record expires a second after it was written; a purge follows.

@@ -235,7 +235,7 @@ func TestPoliciesInUserMetadata(t *testing.T) {
 			t.Errorf("push with a concurrency or rate-limit key: %v", err)
 		}
 	}
-	want := []jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}, {Kind: jobq.RatePolicy, Key: "api", Limit: 5, Period: time.Minute}}
+	want := []driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}, {Kind: driver.RatePolicy, Key: "api", Limit: 5, Period: time.Minute}}
 	for _, p := range want {
 		if err := q.Policies().Set(ctxT(t), p); err != nil {
 			t.Fatalf("set %v: %v", p, err)
@@ -245,7 +245,7 @@ func TestPoliciesInUserMetadata(t *testing.T) {
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("policy list = %v, %v; want %v", got, err, want)
 	}
-	if err := q.Policies().Set(ctxT(t), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
+	if err := q.Policies().Set(ctxT(t), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("set max-depth = %v, want Unimplemented", err)
 	}
 	if n, err := q.Size(ctxT(t)); err != nil || n != 2 {

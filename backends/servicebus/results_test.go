@@ -127,7 +127,7 @@ func TestNewWithResultsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := q.Result(ctx, pushed.ID)
-	if err != nil || r.State != jobq.Succeeded {
+	if err != nil || r.State != driver.ResultSucceeded {
 		t.Fatalf("Result: %+v, %v; want succeeded", r, err)
 	}
 	if _, err := c.NewBlobClient(pushed.ID).GetProperties(ctx, nil); err != nil {

@@ -123,22 +123,22 @@ func checkCancelInterrupted(c *C) {
 		c.expectCode(err, errcode.Unavailable, fault.String()+": Cancel")
 		// The record as the interrupted cancel left it, and what
 		// cancelling again does.
-		left, again := jobq.CancelRequested, jobq.CancelRemoved
+		left, again := driver.ResultCancelRequested, jobq.CancelRemoved
 		if fault == removalAnswerLost {
-			left, again = jobq.Cancelled, jobq.CancelTooLate
+			left, again = driver.ResultCancelled, jobq.CancelTooLate
 		}
 		if r := c.result(q, id); r.State != left {
 			c.Errorf("%s: the task's record is in state %s; want %s", fault, r.State, left)
 		}
 		rs, err := q.Cancel(c.ctx(), id)
 		c.expectCancel(rs, err, id, again)
-		if rs[0].State != jobq.Cancelled {
+		if rs[0].State != driver.ResultCancelled {
 			c.Errorf("%s: cancelling again reports state %s; want cancelled", fault, rs[0].State)
 		}
 		ctx, cancel := context.WithTimeout(c.ctx(), c.patience())
 		res, err := q.Wait(ctx, id)
 		cancel()
-		if err != nil || len(res) != 1 || res[0].State != jobq.Cancelled {
+		if err != nil || len(res) != 1 || res[0].State != driver.ResultCancelled {
 			c.Errorf("%s: Wait = %v, %v; want the cancelled record", fault, res, err)
 		}
 	}

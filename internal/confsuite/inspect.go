@@ -16,7 +16,7 @@ type want struct{ ready, inFlight, delayed, dead int64 }
 // only for sanity otherwise. A count the backend does not know must be zero.
 func (c *C) expectStats(q *handle, w want) {
 	c.Helper()
-	var st jobq.Stats
+	var st driver.Stats
 	match := func() bool {
 		var err error
 		st, err = q.Stats(c.ctx())

@@ -43,38 +43,38 @@ func (c *C) hasPolicyStore(q *handle) bool {
 // backend; where policies are kept, set, list and unset round-trip.
 func checkPolicyValidation(c *C) {
 	q := c.open()
-	bad := []jobq.Policy{
-		{Kind: jobq.ConcurrencyPolicy, Key: "k", Limit: 0},
-		{Kind: jobq.ConcurrencyPolicy, Key: "k", Limit: -1},
-		{Kind: jobq.ConcurrencyPolicy, Limit: 1},
-		{Kind: jobq.RatePolicy, Key: "k", Limit: 1},
-		{Kind: jobq.RatePolicy, Key: "k", Limit: 1, Period: -time.Second},
-		{Kind: jobq.RatePolicy, Key: "k", Limit: 1, Period: time.Duration(1<<63 - 1)},
-		{Kind: jobq.MaxDepthPolicy, Limit: 0},
-		{Kind: jobq.MaxDepthPolicy, Key: "k", Limit: 3},
+	bad := []driver.Policy{
+		{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 0},
+		{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: -1},
+		{Kind: driver.ConcurrencyPolicy, Limit: 1},
+		{Kind: driver.RatePolicy, Key: "k", Limit: 1},
+		{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: -time.Second},
+		{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: time.Duration(1<<63 - 1)},
+		{Kind: driver.MaxDepthPolicy, Limit: 0},
+		{Kind: driver.MaxDepthPolicy, Key: "k", Limit: 3},
 		{Kind: "priority", Key: "k", Limit: 1},
 	}
 	for _, p := range bad {
 		c.expectCode(q.Policies().Set(c.ctx(), p), errcode.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
 	}
 	if !c.hasPolicyStore(q) {
-		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 10})
+		err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
 		c.expectCode(err, errcode.Unimplemented, "set a policy on a backend that keeps none")
 		return
 	}
-	want := []jobq.Policy{{Kind: jobq.MaxDepthPolicy, Limit: 10}}
+	want := []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 10}}
 	if err := q.Policies().Set(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
 		c.Logf("the backend keeps policies but refuses max-depth: %v", err)
 		want = nil
 	}
 	if level(q, driver.ConcurrencyLimit) != driver.Unsupported {
-		want = append([]jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
+		want = append([]driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
 	} else {
-		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2})
+		err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2})
 		c.expectCode(err, errcode.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
 	}
 	if level(q, driver.RateLimit) != driver.Unsupported {
-		rate := jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
+		rate := driver.Policy{Kind: driver.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
 		want = append(want, rate)
 		driver.SortPolicies(want)
 	}
@@ -103,7 +103,7 @@ func checkPolicyValidation(c *C) {
 			c.Errorf("unset %v: %v, %v; want true, nil", p, ok, err)
 		}
 	}
-	if ok, err := q.Policies().Unset(c.ctx(), jobq.RatePolicy, "never-set"); err != nil || ok {
+	if ok, err := q.Policies().Unset(c.ctx(), driver.RatePolicy, "never-set"); err != nil || ok {
 		c.Errorf("unset a missing policy: %v, %v; want false, nil", ok, err)
 	}
 	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
@@ -154,7 +154,7 @@ func checkConcurrencyCap(c *C) {
 	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyedTask("unsupported key", "k")) {
 		return
 	}
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
+	if err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
 		c.Fatalf("set concurrency policy: %v", err)
 	}
 	// Capped tasks first: a claim must skip them, not stop at them.
@@ -205,7 +205,7 @@ func (c *C) capKeyStats(q *handle) {
 		c.Fatalf("key stats: %v", err)
 	}
 	for _, k := range ks {
-		if k.Kind == jobq.ConcurrencyPolicy && k.Key == "capped" {
+		if k.Kind == driver.ConcurrencyPolicy && k.Key == "capped" {
 			if k.InFlight != capK {
 				c.Errorf("key stats report %d in flight for key \"capped\"; %d are held", k.InFlight, capK)
 			}
@@ -301,7 +301,7 @@ func checkRateLimit(c *C) {
 	}
 	const count, total = 3, 7
 	period := 2 * time.Second
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
+	if err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
 		c.Fatalf("set rate policy: %v", err)
 	}
 	for i := range total {
@@ -359,7 +359,7 @@ func checkMaxDepth(c *C) {
 		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
 	}
 	const depth = 3
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
+	if err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
 		c.Skipf("backend %s keeps policies but refuses max-depth: %v", c.h.Name, err)
 	} else if err != nil {
 		c.Fatalf("set max-depth: %v", err)
@@ -376,9 +376,9 @@ func checkMaxDepth(c *C) {
 	c.push(q, task("depth 2"), task("depth 3"))
 	_, err := q.Push(c.ctx(), task("depth 4"))
 	c.expectCode(err, errcode.ResourceExhausted, "push onto a full queue")
-	var qf *jobq.QueueFullError
+	var qf *driver.QueueFullError
 	if !errors.As(err, &qf) {
-		c.Errorf("a push onto a full queue returned %v; want an error wrapping *jobq.QueueFullError with the depth", err)
+		c.Errorf("a push onto a full queue returned %v; want an error wrapping *driver.QueueFullError with the depth", err)
 	} else if qf.Depth != depth || qf.MaxDepth != depth {
 		c.Errorf("QueueFullError = %+v; want Depth %d, MaxDepth %d", qf, depth, depth)
 	}
@@ -388,7 +388,7 @@ func checkMaxDepth(c *C) {
 	c.expectCode(err, errcode.ResourceExhausted, "push while the queue is full with one task in flight")
 	c.complete(e)
 	c.push(q, task("depth 4"))
-	if _, err := q.Policies().Unset(c.ctx(), jobq.MaxDepthPolicy, ""); err != nil {
+	if _, err := q.Policies().Unset(c.ctx(), driver.MaxDepthPolicy, ""); err != nil {
 		c.Fatalf("unset max-depth: %v", err)
 	}
 	c.push(q, task("depth 5"))

@@ -38,8 +38,8 @@ func checkQueueWidePolicies(c *C) {
 	if !c.hasPolicyStore(q) {
 		c.Skipf("the backend keeps no queue policies")
 	}
-	want := []jobq.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
-	for _, p := range append([]jobq.Policy{driver.Retention(time.Hour)}, want...) {
+	want := []driver.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
+	for _, p := range append([]driver.Policy{driver.Retention(time.Hour)}, want...) {
 		if err := q.Policies().Set(c.ctx(), p); err != nil {
 			c.Fatalf("set %v: %v", p, err)
 		}
@@ -121,7 +121,7 @@ func checkResultRecords(c *C) {
 	type end struct {
 		name   string
 		settle func(e *jobq.Envelope) error
-		state  jobq.ResultState
+		state  driver.ResultState
 		errSub string
 		output string
 		value  string
@@ -131,20 +131,20 @@ func checkResultRecords(c *C) {
 		{"succeeded", func(e *jobq.Envelope) error {
 			e.SetResult(jobq.ResultDetails{Output: "all done ✓\n", Value: json.RawMessage(`{"answer": 42}`)})
 			return e.Complete(c.ctx())
-		}, jobq.Succeeded, "", "all done ✓\n", `{"answer": 42}`},
+		}, driver.ResultSucceeded, "", "all done ✓\n", `{"answer": 42}`},
 		{"cancelled", func(e *jobq.Envelope) error { return e.Cancel(c.ctx(), "conformance cancel") },
-			jobq.Cancelled, "conformance cancel", "", ""},
+			driver.ResultCancelled, "conformance cancel", "", ""},
 	}
 	if dead {
 		ends = append(ends,
 			end{"dead-lettered", func(e *jobq.Envelope) error {
 				e.SetResult(jobq.ResultDetails{ExitCode: &code, Output: "tail of the output"})
 				return e.DeadLetter(c.ctx(), "conformance reason", "detail")
-			}, jobq.DeadLettered, "conformance reason", "tail of the output", ""},
+			}, driver.ResultDeadLettered, "conformance reason", "tail of the output", ""},
 			end{"failed past its retries", func(e *jobq.Envelope) error {
 				_, err := e.Fail(c.ctx(), errors.New("boom"), "the detail is the output")
 				return err
-			}, jobq.DeadLettered, "boom", "the detail is the output", ""})
+			}, driver.ResultDeadLettered, "boom", "the detail is the output", ""})
 	}
 	ids := map[string]end{}
 	for _, en := range ends {
@@ -172,7 +172,7 @@ func checkResultRecords(c *C) {
 		case time.Until(r.ExpiresAt) < jobq.DefaultRetention-time.Hour:
 			c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, jobq.DefaultRetention)
 		}
-		if en.state == jobq.DeadLettered && en.value == "" && en.name == "dead-lettered" && (r.ExitCode == nil || *r.ExitCode != code) {
+		if en.state == driver.ResultDeadLettered && en.value == "" && en.name == "dead-lettered" && (r.ExitCode == nil || *r.ExitCode != code) {
 			c.Errorf("dead-lettered task: record exit code %v; want %d", r.ExitCode, code)
 		}
 	}
@@ -236,7 +236,7 @@ func checkWaitResults(c *C) {
 		})
 		got <- report{err: err}
 	}()
-	seen := map[string]jobq.ResultState{}
+	seen := map[string]driver.ResultState{}
 	next := func(why string) report {
 		select {
 		case rep := <-got:
@@ -254,7 +254,7 @@ func checkWaitResults(c *C) {
 		return report{}
 	}
 	first := next("a task had ended before the wait began")
-	if first.r.ID != early.Task.ID || first.r.State != jobq.Succeeded {
+	if first.r.ID != early.Task.ID || first.r.State != driver.ResultSucceeded {
 		c.Errorf("the first report is %s in state %s; want %s, which had succeeded before the wait", first.r.ID, first.r.State, early.Task.ID)
 	}
 	for i := range 2 {
@@ -274,9 +274,9 @@ func checkWaitResults(c *C) {
 	if rep := <-got; rep.err != nil || rep.r != nil {
 		c.Errorf("WaitFunc after every task ended: %+v; want it to return nil", rep)
 	}
-	want := map[string]jobq.ResultState{ids[0]: jobq.Succeeded, ids[1]: jobq.Succeeded, ids[2]: jobq.DeadLettered}
+	want := map[string]driver.ResultState{ids[0]: driver.ResultSucceeded, ids[1]: driver.ResultSucceeded, ids[2]: driver.ResultDeadLettered}
 	if level(q, driver.DeadLetter) == driver.Unsupported {
-		want[ids[2]] = jobq.Succeeded
+		want[ids[2]] = driver.ResultSucceeded
 	}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		c.Errorf("WaitFunc reported %v; want %v", seen, want)
@@ -323,7 +323,7 @@ func checkCancelQueued(c *C) {
 	c.result(q, done)
 	rs, err := q.Cancel(c.ctx(), done)
 	c.expectCancel(rs, err, done, jobq.CancelTooLate)
-	if r := c.result(q, done); r.State != jobq.Succeeded {
+	if r := c.result(q, done); r.State != driver.ResultSucceeded {
 		c.Errorf("a cancel after the end changed the record to %s", r.State)
 	}
 
@@ -331,7 +331,7 @@ func checkCancelQueued(c *C) {
 	rs, err = q.Cancel(c.ctx(), id)
 	if level(q, driver.Cancel) == driver.Native {
 		c.expectCancel(rs, err, id, jobq.CancelRemoved)
-		if r := c.result(q, id); r.State != jobq.Cancelled {
+		if r := c.result(q, id); r.State != driver.ResultCancelled {
 			c.Errorf("a removed task's record is in state %s; want cancelled", r.State)
 		}
 		c.receiveNone(q, time.Time{}, "the only queued task was cancelled")
@@ -356,13 +356,13 @@ func (c *C) settleCancelled(q *handle, e *jobq.Envelope, id string) {
 	if ok, err := e.CancelRequested(c.ctx()); err != nil || !ok {
 		c.Errorf("Envelope.CancelRequested = %v, %v; want true", ok, err)
 	}
-	if r := c.result(q, id); r.State != jobq.CancelRequested {
-		c.Errorf("the record of a task asked to cancel is in state %s; want %s", r.State, jobq.CancelRequested)
+	if r := c.result(q, id); r.State != driver.ResultCancelRequested {
+		c.Errorf("the record of a task asked to cancel is in state %s; want %s", r.State, driver.ResultCancelRequested)
 	}
 	if err := e.Cancel(c.ctx(), "cancel requested"); err != nil {
 		c.Fatalf("settle the cancelled task: %v", err)
 	}
-	if r := c.result(q, id); r.State != jobq.Cancelled {
+	if r := c.result(q, id); r.State != driver.ResultCancelled {
 		c.Errorf("after the worker stopped it, the record is in state %s; want cancelled", r.State)
 	}
 	if asked, err := q.CancelRequested(c.ctx(), []string{id}); err != nil || len(asked) != 0 {
@@ -387,15 +387,15 @@ func checkCancelDelayed(c *C) {
 	rs, err := q.Cancel(c.ctx(), id)
 	if level(q, driver.Cancel) == driver.Native {
 		c.expectCancel(rs, err, id, jobq.CancelRemoved)
-		if r := c.result(q, id); r.State != jobq.Cancelled {
+		if r := c.result(q, id); r.State != driver.ResultCancelled {
 			c.Errorf("a removed delayed task's record is in state %s; want cancelled", r.State)
 		}
 		c.expectStats(q, want{})
 		return
 	}
 	c.expectCancel(rs, err, id, jobq.CancelPending)
-	if r := c.result(q, id); r.State != jobq.CancelRequested {
-		c.Errorf("the record of a delayed task asked to cancel is in state %s; want %s", r.State, jobq.CancelRequested)
+	if r := c.result(q, id); r.State != driver.ResultCancelRequested {
+		c.Errorf("the record of a delayed task asked to cancel is in state %s; want %s", r.State, driver.ResultCancelRequested)
 	}
 }
 

@@ -263,7 +263,7 @@ func TestSeriesRates(t *testing.T) {
 	s := newServer(t, Config{Queue: openQueue(t, 0), History: 3})
 	all := driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}
 	t0 := time.Unix(1000, 0)
-	for i, st := range []jobq.Stats{
+	for i, st := range []driver.Stats{
 		{Ready: 100, Known: all},                       // dropped: the history keeps 3
 		{Ready: 50, InFlight: 10, Known: all},          // t0+1s
 		{Ready: 30, InFlight: 10, Dead: 4, Known: all}, // t0+3s: 20 drained, 4 dead in 2s
@@ -375,7 +375,7 @@ func TestRing(t *testing.T) {
 		t.Fatal("an empty ring has samples")
 	}
 	for i := range 5 {
-		r.add(Sample{Stats: jobq.Stats{Ready: int64(i)}})
+		r.add(Sample{Stats: driver.Stats{Ready: int64(i)}})
 	}
 	got := r.all()
 	if len(got) != 3 || got[0].Stats.Ready != 2 || got[2].Stats.Ready != 4 {
@@ -459,11 +459,11 @@ func TestRuntimesFromResultRecords(t *testing.T) {
 	if off != "" || following != 0 || len(ended) != 2 {
 		t.Fatalf("followed: %d ended, %d still followed, off %q; want both ended", len(ended), following, off)
 	}
-	states := map[jobq.ResultState]int{}
+	states := map[driver.ResultState]int{}
 	for _, e := range ended {
 		states[e.state]++
 	}
-	if states[jobq.Succeeded] != 1 || states[jobq.DeadLettered] != 1 {
+	if states[driver.ResultSucceeded] != 1 || states[driver.ResultDeadLettered] != 1 {
 		t.Errorf("outcomes %v; want one succeeded and one dead-lettered", states)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
 
@@ -24,7 +25,7 @@ const (
 
 // endedTask is what a result record told about one task.
 type endedTask struct {
-	state   jobq.ResultState
+	state   driver.ResultState
 	runtime time.Duration // zero when the record does not bound the attempt
 }
 
