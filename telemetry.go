@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobq/jobq/internal/otelkeys"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -18,38 +20,6 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
-
-// InstrumentationName is the OpenTelemetry instrumentation scope of jobq's
-// spans and metrics (docs/observability.md lists them).
-const InstrumentationName = "github.com/jobq/jobq"
-
-// MessagingSystem is the messaging.system attribute of jobq's spans and
-// metrics; jobq.backend names the engine (the URL scheme).
-const MessagingSystem = "jobq"
-
-// Attribute keys jobq adds to the messaging conventions' own.
-const (
-	// AttrBackend is the URL scheme of the queue's backend ("postgres",
-	// "redis", ...); empty for a queue made by New.
-	AttrBackend = attribute.Key("jobq.backend")
-	// AttrTaskID is the task's ID.
-	AttrTaskID = attribute.Key("jobq.task.id")
-	// AttrDeliveryCount is how many times the message has been received.
-	AttrDeliveryCount = attribute.Key("jobq.delivery_count")
-	// AttrRetried says whether a failed attempt was requeued for a retry
-	// (true) or dead-lettered (false).
-	AttrRetried = attribute.Key("jobq.retried")
-	// AttrState is the state a queue depth counts: ready, in_flight,
-	// delayed or dead.
-	AttrState = attribute.Key("jobq.state")
-	// AttrOutcome is how a handler's run ended: completed, failed,
-	// lock_lost or stopped.
-	AttrOutcome = attribute.Key("jobq.outcome")
-)
-
-// DurationBuckets are the bucket bounds, in seconds, of jobq's duration
-// histograms: from 5 ms to a day.
-var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}
 
 // telemetry is a queue's tracer and instruments. With no provider
 // installed they are OpenTelemetry's no-ops (through the global
@@ -106,17 +76,17 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 	if t.mp == nil {
 		t.mp = otel.GetMeterProvider()
 	}
-	t.tracer = t.tp.Tracer(InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
+	t.tracer = t.tp.Tracer(otelkeys.InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
 	t.base = []attribute.KeyValue{
-		semconv.MessagingSystemKey.String(MessagingSystem),
+		semconv.MessagingSystemKey.String(otelkeys.MessagingSystem),
 		semconv.MessagingDestinationName(q.name),
-		AttrBackend.String(q.scheme),
+		otelkeys.AttrBackend.String(q.scheme),
 	}
 	t.names = map[string]string{}
 	for _, op := range []string{"push", "receive", "process", "complete", "requeue", "dead_letter", "fail"} {
 		t.names[op] = op + " " + q.name
 	}
-	m := t.mp.Meter(InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
+	m := t.mp.Meter(otelkeys.InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
 	counter := func(name, desc, unit string) metric.Int64ObservableCounter {
 		c, err := m.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
 		if err != nil {
@@ -136,7 +106,7 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 	var err error
 	if t.queueWait, err = m.Float64Histogram("jobq.task.queue_wait", metric.WithUnit("s"),
 		metric.WithDescription("Time from a task's push to its first delivery (a delayed task's delay included)."),
-		metric.WithExplicitBucketBoundaries(DurationBuckets...)); err != nil {
+		metric.WithExplicitBucketBoundaries(otelkeys.DurationBuckets...)); err != nil {
 		q.log.Warn("jobq: could not create a metric", "metric", "jobq.task.queue_wait", "error", err)
 	}
 	if t.depth, err = m.Int64ObservableGauge("jobq.queue.depth", metric.WithUnit("{task}"),
@@ -147,10 +117,10 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 	t.add = []metric.AddOption{metric.WithAttributeSet(set)}
 	t.record = []metric.RecordOption{metric.WithAttributeSet(set)}
 	t.observe = []metric.ObserveOption{metric.WithAttributeSet(set)}
-	t.observeRetried = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(true))...)}
-	t.observeExhausted = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(false))...)}
+	t.observeRetried = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], otelkeys.AttrRetried.Bool(true))...)}
+	t.observeExhausted = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], otelkeys.AttrRetried.Bool(false))...)}
 	state := func(s string) []metric.ObserveOption {
-		return []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrState.String(s))...)}
+		return []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], otelkeys.AttrState.String(s))...)}
 	}
 	t.ready, t.inFlight, t.delayed, t.deadSt = state("ready"), state("in_flight"), state("delayed"), state("dead")
 	observed := []metric.Observable{t.failed}
@@ -348,7 +318,7 @@ func (q *Queue) endPush(ctx context.Context, span trace.Span, res []PushResult, 
 		q.tel.pushed.Add(ctx, int64(stored), q.tel.add...)
 	}
 	if len(res) == 1 && span.IsRecording() {
-		span.SetAttributes(semconv.MessagingMessageID(res[0].MessageID), AttrTaskID.String(res[0].ID))
+		span.SetAttributes(semconv.MessagingMessageID(res[0].MessageID), otelkeys.AttrTaskID.String(res[0].ID))
 	}
 	end(span, err)
 }
@@ -372,7 +342,7 @@ func (q *Queue) receiveSpan(ctx context.Context, began time.Time, envs []*Envelo
 		if len(envs) > 1 {
 			span.SetAttributes(semconv.MessagingBatchMessageCount(len(envs)))
 		} else {
-			span.SetAttributes(semconv.MessagingMessageID(envs[0].MessageID), AttrTaskID.String(envs[0].Task.ID))
+			span.SetAttributes(semconv.MessagingMessageID(envs[0].MessageID), otelkeys.AttrTaskID.String(envs[0].Task.ID))
 		}
 	}
 	span.End()
@@ -412,8 +382,8 @@ func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) 
 	}
 	ctx, span := e.q.tel.start(ctx, "process", trace.SpanKindConsumer, semconv.MessagingOperationTypeProcess, extra...)
 	if span.IsRecording() {
-		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), AttrTaskID.String(e.Task.ID),
-			AttrDeliveryCount.Int(e.DeliveryCount))
+		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), otelkeys.AttrTaskID.String(e.Task.ID),
+			otelkeys.AttrDeliveryCount.Int(e.DeliveryCount))
 		e.mu.Lock()
 		e.span = span
 		e.mu.Unlock()
@@ -462,7 +432,7 @@ func (e *Envelope) startSettle(ctx context.Context, op string) (context.Context,
 	}
 	ctx, span := e.q.tel.start(ctx, op, trace.SpanKindClient, semconv.MessagingOperationTypeSettle)
 	if span.IsRecording() {
-		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), AttrTaskID.String(e.Task.ID))
+		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), otelkeys.AttrTaskID.String(e.Task.ID))
 	}
 	return ctx, span
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/otelkeys"
 )
 
 // telemetry is the worker's own instruments, made by the queue's
@@ -39,12 +40,12 @@ const (
 )
 
 func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
-	m := q.MeterProvider().Meter(jobq.InstrumentationName)
+	m := q.MeterProvider().Meter(otelkeys.InstrumentationName)
 	t := &telemetry{outcomes: map[string][]metric.RecordOption{}}
 	var err error
 	if t.duration, err = m.Float64Histogram("jobq.task.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long handlers ran, by outcome (jobq.outcome: completed, failed, lock_lost, stopped)."),
-		metric.WithExplicitBucketBoundaries(jobq.DurationBuckets...)); err != nil {
+		metric.WithExplicitBucketBoundaries(otelkeys.DurationBuckets...)); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.task.duration", "error", err)
 	}
 	base := q.BaseAttributes()
@@ -60,7 +61,7 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 		w.log.Warn("could not create a metric", "metric", "jobq.tasks.in_flight", "error", err)
 	}
 	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped} {
-		attrs := append(base[:len(base):len(base)], jobq.AttrOutcome.String(o))
+		attrs := append(base[:len(base):len(base)], otelkeys.AttrOutcome.String(o))
 		t.outcomes[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	}
 	return t
@@ -99,7 +100,7 @@ func (t *telemetry) ran(ctx context.Context, err, cause error, elapsed time.Dura
 		return
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(jobq.AttrOutcome.String(outcome))
+		span.SetAttributes(otelkeys.AttrOutcome.String(outcome))
 		span.RecordError(err)
 		if outcome == runFailed {
 			span.SetStatus(codes.Error, err.Error())
