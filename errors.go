@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Error is the error type every jobq operation returns. Test its code with
@@ -39,7 +40,7 @@ func (e *Error) Error() string {
 		msg = e.Code.String()
 	}
 	// Drivers and SDKs may quote a URL or a connection string.
-	return Redact(s + ": " + msg)
+	return redact.String(s + ": " + msg)
 }
 
 // Unwrap returns the underlying error.

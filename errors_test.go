@@ -3,8 +3,10 @@ package jobq_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
@@ -26,6 +28,20 @@ func TestCodesMatchDriverErrors(t *testing.T) {
 	for _, tt := range tests {
 		if got := errors.Is(err, tt.sentinel); got != tt.want {
 			t.Errorf("errors.Is(%v, %v) = %v; want %v", err, tt.sentinel, got, tt.want)
+		}
+	}
+}
+
+// TestErrorIsRedacted: a library error never shows a credential, whatever
+// the driver or SDK put in its message.
+func TestErrorIsRedacted(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		&jobq.Error{Code: errcode.Unavailable, Op: "open", Msg: "cannot reach postgres://u:S3CRETpw@h/db"},
+		&jobq.Error{Code: errcode.InvalidArgument, Err: errors.New("bad connection string AccountName=a;AccountKey=S3CRETpw")},
+	} {
+		if strings.Contains(err.Error(), "S3CRETpw") {
+			t.Errorf("error shows the secret: %v", err)
 		}
 	}
 }

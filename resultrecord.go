@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -132,7 +133,7 @@ func (q *Queue) result(ctx context.Context, op string, rec *driver.ResultRecord)
 	}
 	if err != nil {
 		return nil, &Error{Code: errcode.Of(err), Op: op, Queue: q.url, Err: err,
-			Msg: fmt.Sprintf("task %s ended (%s), but its value, kept in stash object %s, could not be read: %v", rec.ID, rec.State, RedactURL(ref.URL), err)}
+			Msg: fmt.Sprintf("task %s ended (%s), but its value, kept in stash object %s, could not be read: %v", rec.ID, rec.State, redact.URL(ref.URL), err)}
 	}
 	return r, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -211,7 +212,7 @@ func (q *Queue) dropStashed(ctx context.Context, refs ...*StashRef) {
 			err = st.Delete(ctx, name)
 		}
 		if err != nil {
-			q.log.Warn("jobq: could not delete a stash object; a bucket lifecycle rule will have to remove it", "object", RedactURL(ref.URL), "error", err)
+			q.log.Warn("jobq: could not delete a stash object; a bucket lifecycle rule will have to remove it", "object", redact.URL(ref.URL), "error", err)
 		}
 	}
 }

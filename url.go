@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // URLMux maps URL schemes to the backends that open them. Its zero value is
@@ -73,7 +74,7 @@ func (m *URLMux) Opener(scheme string) (driver.Opener, bool) {
 // it.
 func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	rawURL = strings.TrimSpace(rawURL)
-	redacted := RedactURL(rawURL)
+	redacted := redact.URL(rawURL)
 	if rawURL == "" {
 		return nil, &Error{Code: errcode.InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
 	}

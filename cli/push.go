@@ -28,6 +28,7 @@ import (
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // pushBatchSize is how many tasks one PushBatch carries (the portable layer
@@ -660,7 +661,7 @@ func (a *app) setDedupWindow(d time.Duration) error {
 	}
 	u, perr := url.Parse(queueurl.Normalize(raw))
 	if perr != nil || (u.Scheme != "sb" && u.Scheme != "servicebus") {
-		a.log.Warn("--dedup-window applies to Service Bus queues only; ignored", "queue", jobq.RedactURL(raw))
+		a.log.Warn("--dedup-window applies to Service Bus queues only; ignored", "queue", redact.URL(raw))
 		return nil
 	}
 	qs := u.Query()

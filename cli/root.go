@@ -21,6 +21,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // app holds what every command shares: the global flags, the streams, the
@@ -86,7 +87,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// redacted: cobra's quote the command line ("unknown command
 		// postgres://u:PW@..."), and backends' may quote a URL or a
 		// connection string.
-		msg := jobq.Redact(err.Error())
+		msg := redact.String(err.Error())
 		if !strings.HasPrefix(msg, "jobq") {
 			msg = "jobq: " + msg
 		}
@@ -148,7 +149,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if q := *positional; q != "" {
 				if a.queue != "" && a.queue != q {
-					return usageError("two queues given: %s as the first argument and %s with --queue; give one", jobq.RedactURL(q), jobq.RedactURL(a.queue))
+					return usageError("two queues given: %s as the first argument and %s with --queue; give one", redact.URL(q), redact.URL(a.queue))
 				}
 				a.queue = q
 			}
@@ -227,7 +228,7 @@ func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
 	}
 	norm := queueurl.Normalize(raw)
 	if u, perr := url.Parse(norm); perr != nil || u.Scheme == "" {
-		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", jobq.RedactURL(raw))
+		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", redact.URL(raw))
 	} else if _, ok := jobq.DefaultURLMux().Opener(u.Scheme); !ok {
 		return nil, usageError("backend not available: no backend for scheme %q is built into this jobq (available: %s); run 'jobq backends'",
 			u.Scheme, strings.Join(jobq.DefaultURLMux().Schemes(), ", "))
@@ -327,7 +328,7 @@ func queueCommandLine(c *cobra.Command) string {
 	return strings.Replace(c.CommandPath(), "jobq ", "jobq QUEUE ", 1) + " [command]"
 }
 
-// redactWriter passes every write through jobq.Redact, so that no
+// redactWriter passes every write through redact.String, so that no
 // credential reaches the terminal or a log file: slog and cobra write a
 // whole record or message per call.
 type redactWriter struct{ w io.Writer }
@@ -336,7 +337,7 @@ func (r redactWriter) Write(p []byte) (int, error) {
 	if !bytes.ContainsAny(p, "@=%") {
 		return r.w.Write(p)
 	}
-	if _, err := io.WriteString(r.w, jobq.Redact(string(p))); err != nil {
+	if _, err := io.WriteString(r.w, redact.String(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

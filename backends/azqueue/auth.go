@@ -13,9 +13,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // connectionString returns the connection string to use and where it came
@@ -71,7 +71,7 @@ func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azque
 		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
 		if err != nil {
 			return nil, "", nil, driver.Errorf(errcode.InvalidArgument,
-				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.Redact(cs))
+				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, redact.String(cs))
 		}
 		where = serviceAccount(svc.URL())
 		if c.account != "" && where != "" && c.account != where {

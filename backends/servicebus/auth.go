@@ -17,9 +17,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // connection is what connect builds.
@@ -90,7 +90,7 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		eu, err := url.Parse(endpoint)
 		if err != nil || eu.Host == "" {
 			return connection{}, driver.Errorf(errcode.InvalidArgument,
-				"the connection string from %s has no valid Endpoint=sb://NAMESPACE.servicebus.windows.net/ (%s)", from, jobq.Redact(cs))
+				"the connection string from %s has no valid Endpoint=sb://NAMESPACE.servicebus.windows.net/ (%s)", from, redact.String(cs))
 		}
 		emulator, _ := connField(cs, "UseDevelopmentEmulator")
 		if isEmu, _ := strconv.ParseBool(emulator); isEmu && adminHost == "" {
@@ -103,7 +103,7 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		client, err := azservicebus.NewClientFromConnectionString(cs, opts)
 		if err != nil {
 			return connection{}, driver.Errorf(errcode.InvalidArgument,
-				"the connection string from %s is malformed (%s): %v", from, jobq.Redact(cs), err)
+				"the connection string from %s is malformed (%s): %v", from, redact.String(cs), err)
 		}
 		if adminHost != "" {
 			adminOpts.Transport = &http.Client{Transport: plainHTTP(adminHost)}
@@ -111,7 +111,7 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		adm, err := admin.NewClientFromConnectionString(cs, adminOpts)
 		if err != nil {
 			return connection{}, driver.Errorf(errcode.InvalidArgument,
-				"the connection string from %s is malformed (%s): %v", from, jobq.Redact(cs), err)
+				"the connection string from %s is malformed (%s): %v", from, redact.String(cs), err)
 		}
 		return connection{client: client, admin: adm, where: eu.Host}, nil
 	}

@@ -84,7 +84,7 @@ func checkUnknownParameter(c *C) {
 		c.Errorf("the error does not name the unknown parameter %s: %v", bogus, err)
 	}
 	if pw, ok := u.User.Password(); ok && len(pw) >= 3 && strings.Contains(err.Error(), pw) {
-		c.Errorf("the error shows the URL's password; redact it with jobq.RedactURL")
+		c.Errorf("the error shows the URL's password; redact it with redact.URL")
 	}
 }
 

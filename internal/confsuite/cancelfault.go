@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // removalFault is how the CancelInterrupted check cuts a cancel short at
@@ -84,7 +85,7 @@ func (c *C) openFaulty(rawURL string, fault removalFault) *jobq.Queue {
 	c.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		c.Fatalf("parse %s: %v", jobq.RedactURL(rawURL), err)
+		c.Fatalf("parse %s: %v", redact.URL(rawURL), err)
 	}
 	inner, ok := jobq.DefaultURLMux().Opener(u.Scheme)
 	if !ok {
@@ -94,7 +95,7 @@ func (c *C) openFaulty(rawURL string, fault removalFault) *jobq.Queue {
 	mux.Register(u.Scheme, faultyOpener{inner: inner, fault: fault})
 	q, err := mux.Open(c.ctx(), rawURL, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		c.Fatalf("open %s with a faulty RemoveTasks: %v", jobq.RedactURL(rawURL), err)
+		c.Fatalf("open %s with a faulty RemoveTasks: %v", redact.URL(rawURL), err)
 	}
 	c.Cleanup(func() { _ = q.Close() })
 	return q

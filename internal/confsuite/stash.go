@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -62,7 +63,7 @@ func checkStashAt(c *C, stashURL string) {
 	c.Cleanup(func() { _ = store.Close() })
 	sq, err := jobq.OpenWithOptions(c.ctx(), url, jobq.Options{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		c.Fatalf("open %s with stash %s: %v", jobq.RedactURL(url), stashURL, err)
+		c.Fatalf("open %s with stash %s: %v", redact.URL(url), stashURL, err)
 	}
 	c.Cleanup(func() { _ = sq.Close() })
 	q := &handle{Queue: sq, url: url, logs: &logStore{}}

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // T is the part of *testing.T the checks use. *testing.T implements it; so
@@ -136,7 +137,7 @@ func (c *C) openURL(url string) *handle {
 	logs := &logStore{}
 	q, err := jobq.OpenWithOptions(c.Context(), url, jobq.Options{Logger: slog.New(&captureHandler{store: logs})})
 	if err != nil {
-		c.Fatalf("open %s: %v", jobq.RedactURL(url), err)
+		c.Fatalf("open %s: %v", redact.URL(url), err)
 	}
 	h := &handle{Queue: q, url: url, logs: logs}
 	c.Cleanup(func() {

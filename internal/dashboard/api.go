@@ -13,6 +13,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -73,7 +74,7 @@ func apiError(w http.ResponseWriter, err error) {
 	case errcode.Unavailable:
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]string{"error": jobq.Redact(err.Error())})
+	writeJSON(w, status, map[string]string{"error": redact.String(err.Error())})
 }
 
 // info describes the queue and hands the page its CSRF token.
@@ -222,7 +223,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]deadJSON, 0, len(dead))
 	for _, d := range dead {
-		j := deadJSON{MessageID: d.MessageID, Reason: jobq.Redact(d.Reason), Detail: jobq.Redact(d.Detail),
+		j := deadJSON{MessageID: d.MessageID, Reason: redact.String(d.Reason), Detail: redact.String(d.Detail),
 			DeliveryCount: d.DeliveryCount, DeadAt: timePtr(d.DeadAt)}
 		if d.Task != nil {
 			j.TaskID = d.Task.ID
@@ -230,11 +231,11 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			if j.Command == "" {
 				j.Command = string(d.Task.Payload)
 			}
-			j.Command = jobq.Redact(clip(j.Command, maxCommandShown))
+			j.Command = redact.String(clip(j.Command, maxCommandShown))
 		}
 		for _, a := range d.Attempts(s.q) {
 			aj := attemptJSON{Delivery: a.Delivery, Outcome: string(a.Outcome), Worker: a.Worker, Host: a.Host,
-				Start: timePtr(a.Start), End: timePtr(a.End), ExitCode: a.ExitCode, Detail: jobq.Redact(a.Detail)}
+				Start: timePtr(a.Start), End: timePtr(a.End), ExitCode: a.ExitCode, Detail: redact.String(a.Detail)}
 			if !a.Start.IsZero() && !a.End.IsZero() {
 				d := a.End.Sub(a.Start).Seconds()
 				aj.DurationS = &d
@@ -285,7 +286,7 @@ func (s *Server) moveDead(w http.ResponseWriter, r *http.Request) {
 	}
 	// A sample now shows the move on the plots without waiting.
 	if err := s.Sample(r.Context()); err != nil {
-		s.log.Warn("dashboard: could not read the queue's counts", "error", jobq.Redact(err.Error()))
+		s.log.Warn("dashboard: could not read the queue's counts", "error", redact.String(err.Error()))
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{verb: n})
 }
@@ -294,7 +295,7 @@ func (s *Server) moveDead(w http.ResponseWriter, r *http.Request) {
 func unavailable(w http.ResponseWriter, what string, err error) {
 	msg := what + " not available on this backend"
 	if err != nil {
-		msg += ": " + jobq.Redact(err.Error())
+		msg += ": " + redact.String(err.Error())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"available": false, "message": msg})
 }

@@ -5,9 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // The bounds of the result tracker.
@@ -135,7 +135,7 @@ func (s *Server) followResults(ctx context.Context) {
 		if errcode.Of(err) == errcode.Unimplemented {
 			t.off("this backend cannot peek at queued tasks")
 		} else if ctx.Err() == nil {
-			s.log.Warn("dashboard: could not peek at the queue", "error", jobq.Redact(err.Error()))
+			s.log.Warn("dashboard: could not peek at the queue", "error", redact.String(err.Error()))
 		}
 		return
 	}
@@ -157,7 +157,7 @@ func (s *Server) followResults(ctx context.Context) {
 			return
 		default:
 			if ctx.Err() == nil {
-				s.log.Warn("dashboard: could not read a result record", "task", id, "error", jobq.Redact(err.Error()))
+				s.log.Warn("dashboard: could not read a result record", "task", id, "error", redact.String(err.Error()))
 			}
 			return
 		}
