@@ -270,7 +270,7 @@ func (e *Envelope) historyBody(base *Task) []byte {
 	if next == nil {
 		return nil
 	}
-	b, err := MarshalTask(next)
+	b, err := encodeTask(next)
 	if err != nil || (e.q.caps.MaxMessageBytes > 0 && len(b) > e.q.caps.MaxMessageBytes) {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/wire"
 )
 
 func TestAttemptsWireRoundTrip(t *testing.T) {
@@ -29,11 +30,11 @@ func TestAttemptsWireRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			in := &jobq.Task{Command: "echo hi", Attempts: tt.attempts}
-			b, err := jobq.MarshalTask(in)
+			b, err := wire.Marshal(in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := jobq.UnmarshalTask(b)
+			out, err := wire.Unmarshal(b)
 			if err != nil {
 				t.Fatalf("decode %s: %v", b, err)
 			}
@@ -48,7 +49,7 @@ func TestAttemptsWireErrors(t *testing.T) {
 	t.Parallel()
 	base := `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "attempts": %s, "id": "i"}`
 	for _, bad := range []string{`5`, `[1]`, `[{"delivery": "one"}]`, `[{"start": "yesterday"}]`, `[{"outcome": 2}]`} {
-		if _, err := jobq.UnmarshalTask([]byte(fmt.Sprintf(base, bad))); errcode.Of(err) != errcode.InvalidArgument {
+		if _, err := wire.Unmarshal([]byte(fmt.Sprintf(base, bad))); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("attempts %s: error %v; want InvalidArgument", bad, err)
 		}
 	}

@@ -49,7 +49,7 @@ func (d *DeadLetters) List(ctx context.Context, max int) ([]*DeadLetter, error) 
 	for i, m := range ms {
 		dl := &DeadLetter{MessageID: m.MessageID, Body: m.Body, Reason: m.Reason, Detail: m.Detail,
 			DeliveryCount: m.DeliveryCount, DeadAt: m.DeadAt}
-		dl.Task, dl.DecodeErr = UnmarshalTask(m.Body)
+		dl.Task, dl.DecodeErr = unmarshalTask(m.Body)
 		out[i] = dl
 	}
 	return out, nil

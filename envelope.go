@@ -352,7 +352,7 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (res Fa
 			next.NumRetries = left - 1
 			body = e.historyBody(&next)
 			if body == nil {
-				b, err := MarshalTask(&next)
+				b, err := encodeTask(&next)
 				if err != nil {
 					// The task as received cannot be written back (a field
 					// out of range, written by another tool): its budget

@@ -589,7 +589,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		poisonRecs []*driver.ResultRecord
 	)
 	for _, r := range recs {
-		wire, err := UnmarshalTask(r.Body)
+		wire, err := unmarshalTask(r.Body)
 		var task *Task
 		if err == nil {
 			task, err = q.resolve(ctx, wire)
@@ -663,7 +663,7 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
 	for i, m := range ms {
 		p := &PeekedTask{MessageID: m.MessageID, Body: m.Body, DeliveryCount: m.DeliveryCount,
 			EnqueuedAt: m.EnqueuedAt, VisibleAt: m.VisibleAt, InFlight: m.InFlight, Priority: m.Priority}
-		p.Task, p.DecodeErr = UnmarshalTask(m.Body)
+		p.Task, p.DecodeErr = unmarshalTask(m.Body)
 		out[i] = p
 	}
 	return out, nil

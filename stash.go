@@ -143,7 +143,7 @@ func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) ([]byte, er
 		RateLimitKey:   t.RateLimitKey,
 		Stash:          &StashRef{URL: obj.URL, SHA256: obj.SHA256, Size: obj.Size},
 	}
-	small, err := MarshalTask(ref)
+	small, err := encodeTask(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
 	if err != nil {
 		return nil, fail(err, "%v", err)
 	}
-	task, err := UnmarshalTask(data)
+	task, err := unmarshalTask(data)
 	if err != nil {
 		return nil, fail(err, "stashed object %s does not decode: %v", ref.URL, err)
 	}
@@ -238,7 +238,7 @@ func (q *Queue) stashedDeadLetters(ctx context.Context, ids []string) []*StashRe
 		if len(want) > 0 && !want[m.MessageID] {
 			continue
 		}
-		if t, err := UnmarshalTask(m.Body); err == nil && t.Stash != nil {
+		if t, err := unmarshalTask(m.Body); err == nil && t.Stash != nil {
 			refs = append(refs, t.Stash)
 		}
 	}

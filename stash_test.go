@@ -25,6 +25,7 @@ import (
 	"github.com/jobq/jobq/stash"
 	azb "github.com/jobq/jobq/stash/azblob"
 	_ "github.com/jobq/jobq/stash/gcs"
+	"github.com/jobq/jobq/wire"
 )
 
 // stashBundle is an SQLite queue limited to 64 KiB messages with a stash.
@@ -333,7 +334,7 @@ func TestStashPoison(t *testing.T) {
 func TestStashObjectForAnotherTask(t *testing.T) {
 	t.Parallel()
 	b := setupFileStash(t)
-	body, err := jobq.MarshalTask(bigTask(100_000))
+	body, err := wire.Marshal(bigTask(100_000))
 	if err != nil {
 		t.Fatal(err)
 	}

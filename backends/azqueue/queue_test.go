@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/wire"
 )
 
 // These tests check the driver's mapping onto Storage Queue directly, with
@@ -37,7 +38,7 @@ func TestPushStoresPlainTextNeverExpiring(t *testing.T) {
 	if _, err := q.Push(t.Context(), task); err != nil {
 		t.Fatal(err)
 	}
-	want, err := jobq.MarshalTask(task)
+	want, err := wire.Marshal(task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 	if _, err := q.Push(t.Context(), task); err != nil {
 		t.Fatal(err)
 	}
-	orig, _ := jobq.MarshalTask(task)
+	orig, _ := wire.Marshal(task)
 	e := receive(t, q, time.Minute)
 	detail := strings.Repeat("output line\n", 10)
 	if err := e.DeadLetter(t.Context(), "exit status 3", detail); err != nil {
@@ -327,7 +328,7 @@ func TestDeadLettersBeyondPeekLimit(t *testing.T) {
 	var ids []string
 	for i := range 40 {
 		task := shell("echo " + strings.Repeat("x", i))
-		body, _ := jobq.MarshalTask(task)
+		body, _ := wire.Marshal(task)
 		ids = append(ids, task.ID)
 		if _, err := dlq.EnqueueMessage(t.Context(), string(body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/wire"
 )
 
 // A priority (which Storage Queue ignores) and a delay (which it applies
@@ -25,7 +26,7 @@ func TestV2OnlyWhenItChangesHowTheTaskRuns(t *testing.T) {
 	defer q.Close()
 
 	plain := &jobq.Task{Command: "echo v1"}
-	wantID, err := jobq.TaskID(plain)
+	wantID, err := wire.TaskID(plain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/wire"
 )
 
 // checkCapabilities: the declaration is complete, stable and explains every
@@ -247,7 +248,7 @@ func sizedTask(c *C, size int) *jobq.Task {
 	c.Helper()
 	const prefix = "echo ünïcödé 🚀 "
 	enc := func(n int) int {
-		b, err := jobq.MarshalTask(&jobq.Task{Command: prefix + strings.Repeat("x", n)})
+		b, err := wire.Marshal(&jobq.Task{Command: prefix + strings.Repeat("x", n)})
 		if err != nil {
 			c.Fatalf("encode a %d-byte task: %v", size, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/wire"
 )
 
 // corruptCase is one damaged message the CorruptRecord check stores among
@@ -56,7 +57,7 @@ func (c *C) corruptCases() []corruptCase {
 	}
 	for _, k := range c.h.Corruptions {
 		cases = append(cases, corruptCase{name: k.Name, write: func(q *handle, t *jobq.Task) error {
-			body, err := jobq.MarshalTask(t)
+			body, err := wire.Marshal(t)
 			if err != nil {
 				return err
 			}

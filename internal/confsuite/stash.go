@@ -12,6 +12,7 @@ import (
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash"
+	"github.com/jobq/jobq/wire"
 )
 
 // stashTaskBytes is the size of the large task checkStash pushes: several
@@ -43,7 +44,7 @@ func checkStashAt(c *C, stashURL string) {
 	plain := c.openURL(url)
 	limit := plain.Capabilities().MaxMessageBytes
 	big := &jobq.Task{Command: "echo stash " + rand.Text() + " " + strings.Repeat("0123456789abcdef", stashTaskBytes/16)}
-	body, err := jobq.MarshalTask(&jobq.Task{Command: big.Command})
+	body, err := wire.Marshal(&jobq.Task{Command: big.Command})
 	if err != nil {
 		c.Fatalf("encode the large task: %v", err)
 	}
@@ -70,7 +71,7 @@ func checkStashAt(c *C, stashURL string) {
 
 	c.push(q, big)
 	// The object is the task as pushed (its ID set), named by its SHA-256.
-	pushed, err := jobq.MarshalTask(big)
+	pushed, err := wire.Marshal(big)
 	if err != nil {
 		c.Fatalf("encode the pushed task: %v", err)
 	}
