@@ -180,11 +180,11 @@ func (e *Envelope) recordsAttempts() bool {
 	return !e.q.caps.SharedWithAI4SJobq || e.wire.Version >= schemaV2
 }
 
-// RecordAttempt notes how this delivery went; the next Requeue, Fail or
+// recordAttempt notes how this delivery went; the next Requeue, Fail or
 // DeadLetter stores it in the message's attempt history, where the backend
 // can update messages in place (elsewhere it is dropped). Detail is cut to
 // 200 bytes.
-func (e *Envelope) RecordAttempt(a Attempt) {
+func (e *Envelope) recordAttempt(a Attempt) {
 	if a.Delivery == 0 {
 		a.Delivery = e.DeliveryCount
 	}
@@ -207,10 +207,10 @@ func (e *Envelope) Attempts() []Attempt {
 	return withExpired(e.wire.Attempts, e.DeliveryCount)
 }
 
-// LostDeliveries returns the earlier deliveries that ended without a
+// lostDeliveries returns the earlier deliveries that ended without a
 // settlement (lease expired) since the last recorded attempt, inferred
 // from the delivery count; empty where histories are not kept.
-func (e *Envelope) LostDeliveries() []int {
+func (e *Envelope) lostDeliveries() []int {
 	if !e.recordsAttempts() {
 		return nil
 	}

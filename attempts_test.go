@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/wire"
 )
 
@@ -78,7 +79,7 @@ func TestAttemptHistory(t *testing.T) {
 	}
 	code := 2
 	e := recv(time.Minute)
-	e.RecordAttempt(jobq.Attempt{Worker: "w1", Outcome: jobq.OutcomeFailure, ExitCode: &code})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "w1", Outcome: jobq.OutcomeFailure, ExitCode: &code})
 	if _, err := e.Fail(ctx, errors.New("exit 2"), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -94,15 +95,15 @@ func TestAttemptHistory(t *testing.T) {
 	if got, want := outcomes(e.Attempts()), []string{"1:failure", "2:lease-expired"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("delivery 3 sees attempts %v; want %v", got, want)
 	}
-	if got := e.LostDeliveries(); !reflect.DeepEqual(got, []int{2}) {
+	if got := hooks.LostDeliveries(e); !reflect.DeepEqual(got, []int{2}) {
 		t.Errorf("LostDeliveries = %v; want [2]", got)
 	}
-	e.RecordAttempt(jobq.Attempt{Worker: "w3", Outcome: jobq.OutcomeGateMiss})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "w3", Outcome: jobq.OutcomeGateMiss})
 	if err := e.Requeue(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	e = recv(time.Minute)
-	e.RecordAttempt(jobq.Attempt{Worker: "w4", Outcome: jobq.OutcomeFailure})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "w4", Outcome: jobq.OutcomeFailure})
 	if err := e.DeadLetter(ctx, "given up", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestAttemptHistoryBounded(t *testing.T) {
 		if n := len(e.Attempts()); n != min(i, jobq.MaxAttempts) {
 			t.Fatalf("delivery %d sees %d attempts; want %d", i+1, n, min(i, jobq.MaxAttempts))
 		}
-		e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeGateMiss})
+		hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeGateMiss})
 		if err := e.Requeue(ctx, 0); err != nil {
 			t.Fatal(err)
 		}

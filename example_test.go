@@ -177,12 +177,12 @@ func ExampleURLMux() {
 		return
 	}
 	defer q.Close()
-	fmt.Println(q.Scheme(), q.Name())
+	fmt.Println(q.Name())
 
 	_, err = mux.Open(context.Background(), "sqlite://./work.db", jobq.Options{})
 	fmt.Println(errcode.Of(err))
 	// Output:
 	// [scratch]
-	// scratch example-mux
+	// example-mux
 	// InvalidArgument
 }

@@ -1,6 +1,13 @@
 package jobq
 
-import "github.com/jobq/jobq/internal/hooks"
+import (
+	"context"
+
+	"github.com/jobq/jobq/internal/hooks"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
 
 // init lends the entry points that are not public API to the packages of
 // this module that need them; see package internal/hooks.
@@ -14,4 +21,30 @@ func init() {
 		return t, nil
 	}
 	hooks.TaskID = func(t any) (string, error) { return taskID(t.(*Task)) }
+
+	hooks.AnnounceWorker = func(ctx context.Context, q, w any) error {
+		return q.(*Queue).announceWorker(ctx, w.(*WorkerInfo))
+	}
+	hooks.WithdrawWorker = func(ctx context.Context, q, w any) error {
+		return q.(*Queue).withdrawWorker(ctx, w.(*WorkerInfo))
+	}
+	hooks.CancelRequested = func(ctx context.Context, q any, ids []string) ([]string, error) {
+		return q.(*Queue).cancelRequested(ctx, ids)
+	}
+	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return q.(*Queue).baseAttributes() }
+	hooks.MeterProvider = func(q any) metric.MeterProvider { return q.(*Queue).tel.mp }
+	hooks.TracerProvider = func(q any) trace.TracerProvider { return q.(*Queue).tel.tp }
+	hooks.URL = func(q any) string { return q.(*Queue).url }
+	hooks.Scheme = func(q any) string { return q.(*Queue).scheme }
+
+	hooks.RecordAttempt = func(e, a any) { e.(*Envelope).recordAttempt(a.(Attempt)) }
+	hooks.LostDeliveries = func(e any) []int { return e.(*Envelope).lostDeliveries() }
+	hooks.StartSpan = func(ctx context.Context, e any) (context.Context, trace.Span) {
+		return e.(*Envelope).startSpan(ctx)
+	}
+	hooks.EndSpan = func(e any) { e.(*Envelope).endSpan() }
+	hooks.ProducerSpanContext = func(e any) trace.SpanContext { return e.(*Envelope).producerSpanContext() }
+	hooks.EnvelopeCancelRequested = func(ctx context.Context, e any) (bool, error) {
+		return e.(*Envelope).cancelRequested(ctx)
+	}
 }

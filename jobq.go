@@ -186,14 +186,6 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 // parameter or last path element.
 func (q *Queue) Name() string { return q.name }
 
-// URL returns the queue's URL with credentials redacted; empty for a queue
-// made by New.
-func (q *Queue) URL() string { return q.url }
-
-// Scheme returns the URL scheme that chose the backend; empty for a queue
-// made by New.
-func (q *Queue) Scheme() string { return q.scheme }
-
 // Capabilities returns what the backend declares: a level per feature
 // (driver.Priority, driver.Dedup, ...) and its limits. Most programs never
 // need it: the queue applies the declared fallbacks itself.

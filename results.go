@@ -352,11 +352,11 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	return out, nil
 }
 
-// CancelRequested returns those of ids whose cancel was asked for and that
+// cancelRequested returns those of ids whose cancel was asked for and that
 // have not ended: what a worker polls for the tasks it runs, in one call.
 // It is always empty where the backend keeps no results (nothing can ask
 // for a cancel there).
-func (q *Queue) CancelRequested(ctx context.Context, ids []string) ([]string, error) {
+func (q *Queue) cancelRequested(ctx context.Context, ids []string) ([]string, error) {
 	const op = "cancel-requested"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
@@ -420,10 +420,10 @@ func (e *Envelope) SetResult(d ResultDetails) {
 	e.mu.Unlock()
 }
 
-// CancelRequested reports whether a cancel was asked for this task (see
+// cancelRequested reports whether a cancel was asked for this task (see
 // Queue.Cancel): the worker should stop it and settle it with Cancel.
-func (e *Envelope) CancelRequested(ctx context.Context) (bool, error) {
-	ids, err := e.q.CancelRequested(ctx, []string{e.Task.ID})
+func (e *Envelope) cancelRequested(ctx context.Context) (bool, error) {
+	ids, err := e.q.cancelRequested(ctx, []string{e.Task.ID})
 	return len(ids) > 0, err
 }
 

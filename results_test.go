@@ -16,6 +16,7 @@ import (
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // openMem opens a fresh mem queue with the URL parameters params.
@@ -52,12 +53,12 @@ func TestResultRecordsAtSettlement(t *testing.T) {
 		want   jobq.Result
 	}{
 		{"complete with a value", func(e *jobq.Envelope) error {
-			e.RecordAttempt(jobq.Attempt{Worker: "w1", Host: "h1", Start: start, Outcome: jobq.OutcomeSuccess})
+			hooks.RecordAttempt(e, jobq.Attempt{Worker: "w1", Host: "h1", Start: start, Outcome: jobq.OutcomeSuccess})
 			e.SetResult(jobq.ResultDetails{Value: json.RawMessage(`{"answer":42}`), Output: "done\n"})
 			return e.Complete(context.Background())
 		}, jobq.Result{State: driver.ResultSucceeded, Value: json.RawMessage(`{"answer":42}`), Output: "done\n", Worker: "w1", Host: "h1", Started: start, DeliveryCount: 1}},
 		{"dead letter with the detail as output", func(e *jobq.Envelope) error {
-			e.RecordAttempt(jobq.Attempt{Worker: "w2", Outcome: jobq.OutcomeFailure, ExitCode: &code, Start: start})
+			hooks.RecordAttempt(e, jobq.Attempt{Worker: "w2", Outcome: jobq.OutcomeFailure, ExitCode: &code, Start: start})
 			return e.DeadLetter(context.Background(), "exit 3", "the tail")
 		}, jobq.Result{State: driver.ResultDeadLettered, Error: "exit 3", Output: "the tail", ExitCode: &code, Worker: "w2", Started: start, DeliveryCount: 1}},
 		{"fail without retries", func(e *jobq.Envelope) error {
@@ -142,10 +143,10 @@ func TestWaitAndCancel(t *testing.T) {
 			t.Errorf("cancel %d = %+v; want outcome %s", i, c, want[i])
 		}
 	}
-	if asked, err := q.CancelRequested(ctx, ids); err != nil || len(asked) != 1 || asked[0] != ids[1] {
+	if asked, err := hooks.CancelRequested(ctx, q, ids); err != nil || len(asked) != 1 || asked[0] != ids[1] {
 		t.Errorf("CancelRequested = %v, %v; want [%s]", asked, err, ids[1])
 	}
-	if ok, err := e.CancelRequested(ctx); err != nil || !ok {
+	if ok, err := hooks.EnvelopeCancelRequested(ctx, e); err != nil || !ok {
 		t.Errorf("Envelope.CancelRequested = %v, %v; want true", ok, err)
 	}
 	if err := e.Cancel(ctx, "cancelled by request"); err != nil {
@@ -176,7 +177,7 @@ func TestResultsUnsupported(t *testing.T) {
 	if _, err := q.Cancel(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Cancel: %v; want Unimplemented", err)
 	}
-	if ids, err := q.CancelRequested(ctx, []string{"x"}); err != nil || len(ids) != 0 {
+	if ids, err := hooks.CancelRequested(ctx, q, []string{"x"}); err != nil || len(ids) != 0 {
 		t.Errorf("CancelRequested: %v, %v; want none", ids, err)
 	}
 	// Settlements still work, without records.
@@ -252,7 +253,7 @@ func TestFailRetryBackoff(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := receiveOne(t, q)
-			e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeFailure, Worker: "w"})
+			hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeFailure, Worker: "w"})
 			res, err := e.Fail(ctx, errors.New("exit 1"), "")
 			if err != nil {
 				t.Fatal(err)

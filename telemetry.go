@@ -53,18 +53,9 @@ type telemetry struct {
 	ready, inFlight, delayed, deadSt []metric.ObserveOption
 }
 
-// TracerProvider returns the provider of the queue's spans: Options'
-// TracerProvider, or the global one.
-func (q *Queue) TracerProvider() trace.TracerProvider { return q.tel.tp }
-
-// MeterProvider returns the provider of the queue's metrics: Options'
-// MeterProvider, or the global one. Package worker records its metrics
-// through it too.
-func (q *Queue) MeterProvider() metric.MeterProvider { return q.tel.mp }
-
-// BaseAttributes returns the attributes every span and metric of the queue
+// baseAttributes returns the attributes every span and metric of the queue
 // carries: messaging.system, messaging.destination.name and jobq.backend.
-func (q *Queue) BaseAttributes() []attribute.KeyValue {
+func (q *Queue) baseAttributes() []attribute.KeyValue {
 	return append([]attribute.KeyValue(nil), q.tel.base...)
 }
 
@@ -358,12 +349,12 @@ func (q *Queue) observeWait(ctx context.Context, envs []*Envelope) {
 	}
 }
 
-// ProducerSpanContext returns the span context of the push that queued the
+// producerSpanContext returns the span context of the push that queued the
 // message, when its trace context travelled with it (docs/observability.md
 // says on which backends it does); invalid otherwise.
-func (e *Envelope) ProducerSpanContext() trace.SpanContext { return traceContext(e.traceParent) }
+func (e *Envelope) producerSpanContext() trace.SpanContext { return traceContext(e.traceParent) }
 
-// StartSpan starts the consumer's "process" span of this message, following
+// startSpan starts the consumer's "process" span of this message, following
 // OpenTelemetry's messaging conventions: kind Consumer, a child of the span
 // in ctx, linked to the producer's span when its trace context travelled
 // with the message. The settlements of the envelope made with a context
@@ -372,12 +363,12 @@ func (e *Envelope) ProducerSpanContext() trace.SpanContext { return traceContext
 // returns contexts that hold it (unless their parent holds a span). The
 // worker calls it for every task it runs. When no tracer provider was
 // installed as the message was received, it returns ctx and a no-op span.
-func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) {
+func (e *Envelope) startSpan(ctx context.Context) (context.Context, trace.Span) {
 	if !e.traced {
 		return ctx, noSpan
 	}
 	var extra []trace.SpanStartOption
-	if sc := e.ProducerSpanContext(); sc.IsValid() {
+	if sc := e.producerSpanContext(); sc.IsValid() {
 		extra = append(extra, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	ctx, span := e.q.tel.start(ctx, "process", trace.SpanKindConsumer, semconv.MessagingOperationTypeProcess, extra...)
@@ -403,9 +394,9 @@ func (e *Envelope) withSpan(parent context.Context) context.Context {
 	return trace.ContextWithSpan(parent, span)
 }
 
-// EndSpan ends the process span StartSpan started, if it started one that
+// endSpan ends the process span StartSpan started, if it started one that
 // records; it does nothing otherwise.
-func (e *Envelope) EndSpan() {
+func (e *Envelope) endSpan() {
 	e.mu.Lock()
 	span := e.span
 	e.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // countingOpener opens mem queues and counts its calls.
@@ -50,8 +51,8 @@ func TestURLMuxOwnSchemes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if opens != 1 || q.Scheme() != "mine" || q.Name() != "urlmux-own" {
-		t.Errorf("opens=%d scheme=%q name=%q; want 1, mine, urlmux-own", opens, q.Scheme(), q.Name())
+	if opens != 1 || hooks.Scheme(q) != "mine" || q.Name() != "urlmux-own" {
+		t.Errorf("opens=%d scheme=%q name=%q; want 1, mine, urlmux-own", opens, hooks.Scheme(q), q.Name())
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "echo hi"}); err != nil {
 		t.Fatal(err)

@@ -136,17 +136,17 @@ func (q *Queue) registry(op string) (driver.WorkerStore, error) {
 	return r, nil
 }
 
-// AnnounceWorker writes w's record to the queue's worker registry: a worker
+// announceWorker writes w's record to the queue's worker registry: a worker
 // calls it when it starts and again at every heartbeat (package worker
 // does). It fails with Unimplemented when the backend keeps no worker
 // registry (see the worker-registry feature).
-func (q *Queue) AnnounceWorker(ctx context.Context, w *WorkerInfo) error {
+func (q *Queue) announceWorker(ctx context.Context, w *WorkerInfo) error {
 	return q.putWorker(ctx, "announce worker", w, false)
 }
 
-// WithdrawWorker writes w's last record, marked as withdrawn: a worker calls
+// withdrawWorker writes w's last record, marked as withdrawn: a worker calls
 // it when it exits, so that it is not taken for one that vanished.
-func (q *Queue) WithdrawWorker(ctx context.Context, w *WorkerInfo) error {
+func (q *Queue) withdrawWorker(ctx context.Context, w *WorkerInfo) error {
 	return q.putWorker(ctx, "withdraw worker", w, true)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // noRegistry is a driver that declares the worker registry but does not
@@ -33,7 +34,7 @@ func TestWorkersDeclaredButNotImplemented(t *testing.T) {
 	if _, err := q.Workers(t.Context(), jobq.WorkersOptions{}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("Workers: %v, want Unimplemented", err)
 	}
-	if err := q.AnnounceWorker(t.Context(), &jobq.WorkerInfo{ID: "w"}); !errors.Is(err, errcode.Unimplemented) {
+	if err := hooks.AnnounceWorker(t.Context(), q, &jobq.WorkerInfo{ID: "w"}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("AnnounceWorker: %v, want Unimplemented", err)
 	}
 }
@@ -59,7 +60,7 @@ func TestWorkersOrderAndDamagedRecords(t *testing.T) {
 		{ID: "live-late", Started: now.Add(-time.Minute)},
 		{ID: "live-early", Started: now.Add(-2 * time.Hour)},
 	} {
-		if err := q.AnnounceWorker(ctx, w); err != nil {
+		if err := hooks.AnnounceWorker(ctx, q, w); err != nil {
 			t.Fatal(err)
 		}
 	}

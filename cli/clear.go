@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/spf13/cobra"
 )
 
@@ -33,7 +34,7 @@ unless --yes.`,
 				if n, err := q.Size(ctx); err == nil {
 					what = fmt.Sprintf("%d tasks", n)
 				}
-				if err := a.confirm(fmt.Sprintf("Delete %s from %s (dead letters are kept)?", what, q.URL())); err != nil {
+				if err := a.confirm(fmt.Sprintf("Delete %s from %s (dead letters are kept)?", what, hooks.URL(q))); err != nil {
 					return err
 				}
 			}

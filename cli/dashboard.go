@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/dashboard"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 func (a *app) dashboardCommand() *cobra.Command {
@@ -79,7 +80,7 @@ send "Authorization: Bearer TOKEN".`,
 
 // queueLabel names the queue for messages: its redacted URL, or its name.
 func queueLabel(q *jobq.Queue) string {
-	if u := q.URL(); u != "" {
+	if u := hooks.URL(q); u != "" {
 		return u
 	}
 	return q.Name()

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/spf13/cobra"
 )
 
@@ -145,7 +146,7 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				n, err = dl.Requeue(ctx, ids...)
 			} else {
 				if all && !yes {
-					if err := a.confirm(fmt.Sprintf("Delete every dead letter of %s?", q.URL())); err != nil {
+					if err := a.confirm(fmt.Sprintf("Delete every dead letter of %s?", hooks.URL(q))); err != nil {
 						return err
 					}
 				}

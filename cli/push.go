@@ -27,6 +27,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/queueurl"
 	"github.com/jobq/jobq/internal/redact"
 )
@@ -333,7 +334,7 @@ func (p *pusher) pushCommands(ctx context.Context, opts lineOpts) error {
 	if err := p.flush(ctx); err != nil {
 		return p.failed(len(p.f.commands)+1, err)
 	}
-	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", p.q.URL())
+	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", hooks.URL(p.q))
 	return nil
 }
 
@@ -369,7 +370,7 @@ func (p *pusher) pushStdin(ctx context.Context, opts lineOpts, interrupted <-cha
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
-	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", p.q.URL())
+	p.a.log.Info("pushed", "tasks", p.pushed, "duplicates", p.dups, "queue", hooks.URL(p.q))
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/worker"
 	"github.com/jobq/jobq/worker/preempt"
 )
@@ -303,7 +304,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	w := worker.New(q, shell, opts)
 	defer a.forwardSignals(w)()
 
-	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
+	a.log.Info("worker starting", "queue", hooks.URL(q), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
 		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
 	if err := workerExit(w.Run(ctx)); err != nil {
 		return err

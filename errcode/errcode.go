@@ -85,7 +85,9 @@ func (c Code) String() string {
 }
 
 // Error makes a Code an error, so that it can be the target of errors.Is.
-func (c Code) Error() string { return "jobq: " + c.String() }
+// It returns the same text as String, so that a Code prints the same
+// whether fmt takes it for an error or a Stringer.
+func (c Code) Error() string { return c.String() }
 
 // Coder is implemented by errors that carry a Code: jobq's *Error and the
 // driver package's *Error.

@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // ErrCancelled matches (with errors.Is) the cause of a task's context when
@@ -116,7 +117,7 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-		requested, err := w.q.CancelRequested(ctx, ids)
+		requested, err := hooks.CancelRequested(ctx, w.q, ids)
 		cancel()
 		switch {
 		case errcode.Of(err) == errcode.Unimplemented:
@@ -152,7 +153,7 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 		ids[i] = env.Task.ID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-	requested, err := w.q.CancelRequested(ctx, ids)
+	requested, err := hooks.CancelRequested(ctx, w.q, ids)
 	cancel()
 	if err != nil {
 		w.log.Warn("could not look up cancel requests for the received tasks; running them", "error", err)

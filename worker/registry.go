@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // registryTimeout bounds one write of the worker's record.
@@ -149,9 +150,9 @@ func (r *registry) put(withdraw bool) error {
 	info := r.info()
 	var err error
 	if withdraw {
-		err = r.w.q.WithdrawWorker(ctx, info)
+		err = hooks.WithdrawWorker(ctx, r.w.q, info)
 	} else {
-		err = r.w.q.AnnounceWorker(ctx, info)
+		err = hooks.AnnounceWorker(ctx, r.w.q, info)
 	}
 	r.mu.Lock()
 	was := r.failing

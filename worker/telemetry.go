@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/otelkeys"
 )
 
@@ -40,7 +41,7 @@ const (
 )
 
 func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
-	m := q.MeterProvider().Meter(otelkeys.InstrumentationName)
+	m := hooks.MeterProvider(q).Meter(otelkeys.InstrumentationName)
 	t := &telemetry{outcomes: map[string][]metric.RecordOption{}}
 	var err error
 	if t.duration, err = m.Float64Histogram("jobq.task.duration", metric.WithUnit("s"),
@@ -48,7 +49,7 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 		metric.WithExplicitBucketBoundaries(otelkeys.DurationBuckets...)); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.task.duration", "error", err)
 	}
-	base := q.BaseAttributes()
+	base := hooks.BaseAttributes(q)
 	t.observe = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(base...))}
 	// The callback stays registered for the meter provider's life: it
 	// only reads a number.
@@ -73,12 +74,12 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 // is added to process's frame sits under every call of the task.)
 func (t *telemetry) hold(env *jobq.Envelope) {
 	t.held.Add(1)
-	env.StartSpan(context.Background())
+	hooks.StartSpan(context.Background(), env)
 }
 
 // release ends the process span and the count of a task.
 func (t *telemetry) release(env *jobq.Envelope) {
-	env.EndSpan()
+	hooks.EndSpan(env)
 	t.held.Add(-1)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/queueurl"
 	"github.com/jobq/jobq/wire"
 )
@@ -224,7 +225,7 @@ func TestFailDecrementsRetriesInPlace(t *testing.T) {
 	e := receive(t, q, time.Minute)
 	// The worker records each attempt; on a queue ai4s-jobq may share, a v1
 	// task must stay v1 all the same (ai4s-jobq reads only v1).
-	e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeFailure, Detail: "exit 1"})
+	hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeFailure, Detail: "exit 1"})
 	res, err := e.Fail(t.Context(), errors.New("exit 1"), "")
 	if err != nil || !res.Retried || res.RetriesLeft != 1 {
 		t.Fatalf("fail: %+v, %v", res, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/wire"
 )
 
@@ -45,8 +46,8 @@ func checkCapabilities(c *C) {
 		_, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: mv + time.Second})
 		c.expectCode(err, errcode.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
 	}
-	if _, ok := jobq.DefaultURLMux().Opener(q.Scheme()); !ok {
-		c.Errorf("scheme %q opened a queue but the default URLMux has no opener for it", q.Scheme())
+	if _, ok := jobq.DefaultURLMux().Opener(hooks.Scheme(q)); !ok {
+		c.Errorf("scheme %q opened a queue but the default URLMux has no opener for it", hooks.Scheme(q))
 	}
 	// A native transactional push means a driver.TxPusher: PushTx reaches
 	// the driver, which refuses a transaction of the wrong type; otherwise

@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // resultChecks are the checks of task results, cancel and retry backoff
@@ -151,7 +152,7 @@ func checkResultRecords(c *C) {
 		ids[c.push(q, task("result "+en.name))[0]] = en
 	}
 	for id, e := range c.receiveAll(q, len(ends), c.longVis(q)) {
-		e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Host: "conformance-host", Start: time.Now(), Outcome: jobq.OutcomeSuccess})
+		hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-worker", Host: "conformance-host", Start: time.Now(), Outcome: jobq.OutcomeSuccess})
 		if err := ids[id].settle(e); err != nil {
 			c.Fatalf("settle the %s task: %v", ids[id].name, err)
 		}
@@ -349,11 +350,11 @@ func (c *C) settleCancelled(q *handle, e *jobq.Envelope, id string) {
 	if e.Task.ID != id {
 		c.Fatalf("received %s; want the cancelled task %s", e.Task.ID, id)
 	}
-	asked, err := q.CancelRequested(c.ctx(), []string{"conformance-other", id})
+	asked, err := hooks.CancelRequested(c.ctx(), q, []string{"conformance-other", id})
 	if err != nil || len(asked) != 1 || asked[0] != id {
 		c.Errorf("CancelRequested = %v, %v; want [%s]", asked, err, id)
 	}
-	if ok, err := e.CancelRequested(c.ctx()); err != nil || !ok {
+	if ok, err := hooks.EnvelopeCancelRequested(c.ctx(), e); err != nil || !ok {
 		c.Errorf("Envelope.CancelRequested = %v, %v; want true", ok, err)
 	}
 	if r := c.result(q, id); r.State != driver.ResultCancelRequested {
@@ -365,7 +366,7 @@ func (c *C) settleCancelled(q *handle, e *jobq.Envelope, id string) {
 	if r := c.result(q, id); r.State != driver.ResultCancelled {
 		c.Errorf("after the worker stopped it, the record is in state %s; want cancelled", r.State)
 	}
-	if asked, err := q.CancelRequested(c.ctx(), []string{id}); err != nil || len(asked) != 0 {
+	if asked, err := hooks.CancelRequested(c.ctx(), q, []string{id}); err != nil || len(asked) != 0 {
 		c.Errorf("CancelRequested after the cancel was settled = %v, %v; want none", asked, err)
 	}
 	c.receiveNone(q, time.Time{}, "a cancelled task is not retried")
@@ -432,7 +433,7 @@ func checkRetryBackoff(c *C) {
 	t.RetryBackoff = jobq.Backoff{Base: 3 * c.vis(), Cap: 3 * c.vis()}
 	id := c.push(q, t)[0]
 	e := c.receive(q, c.longVis(q))
-	e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure})
 	res, err := e.Fail(c.ctx(), errors.New("conformance failure"), "")
 	failed := time.Now()
 	if err != nil || !res.Retried {

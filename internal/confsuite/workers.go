@@ -9,6 +9,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // workerChecks are the checks of the worker registry (the worker-registry
@@ -30,7 +31,7 @@ func (c *C) registryOr(q *handle) bool {
 	if level(q, driver.WorkerRegistry) != driver.Unsupported {
 		return true
 	}
-	err := q.AnnounceWorker(c.ctx(), &jobq.WorkerInfo{ID: "conformance-unsupported"})
+	err := hooks.AnnounceWorker(c.ctx(), q, &jobq.WorkerInfo{ID: "conformance-unsupported"})
 	c.expectCode(err, errcode.Unimplemented, "AnnounceWorker on a backend without worker-registry")
 	if err != nil && !errors.Is(err, errcode.Unimplemented) {
 		c.Errorf("errors.Is(err, errcode.Unimplemented) is false for %v", err)
@@ -105,7 +106,7 @@ func checkWorkerAnnounce(c *C) {
 	a, b := sampleWorker(1), sampleWorker(2)
 	b.Tasks = nil
 	for _, w := range []*jobq.WorkerInfo{a, b} {
-		if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 			c.Fatalf("AnnounceWorker: %v", err)
 		}
 	}
@@ -123,7 +124,7 @@ func checkWorkerAnnounce(c *C) {
 	if n := len(c.listWorkers(other, time.Hour)); n != 0 {
 		c.Errorf("another queue of the same backend lists %d workers; registries must be per queue", n)
 	}
-	err := q.AnnounceWorker(c.ctx(), &jobq.WorkerInfo{})
+	err := hooks.AnnounceWorker(c.ctx(), q, &jobq.WorkerInfo{})
 	c.expectCode(err, errcode.InvalidArgument, "AnnounceWorker without an ID")
 }
 
@@ -135,14 +136,14 @@ func checkWorkerHeartbeat(c *C) {
 		return
 	}
 	w := sampleWorker(1)
-	if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+	if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 		c.Fatalf("AnnounceWorker: %v", err)
 	}
 	beat := *w
 	beat.Heartbeat = w.Heartbeat.Add(1500 * time.Millisecond)
 	beat.Tasks = []string{"task-c"}
 	beat.Done, beat.CPUSeconds, beat.RSSBytes = 20, 2.25, 80<<20
-	if err := q.AnnounceWorker(c.ctx(), &beat); err != nil {
+	if err := hooks.AnnounceWorker(c.ctx(), q, &beat); err != nil {
 		c.Fatalf("heartbeat (AnnounceWorker again): %v", err)
 	}
 	got := c.listWorkers(q, time.Hour)
@@ -165,12 +166,12 @@ func checkWorkerWithdraw(c *C) {
 	}
 	stay, leave := sampleWorker(1), sampleWorker(2)
 	for _, w := range []*jobq.WorkerInfo{stay, leave} {
-		if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 			c.Fatalf("AnnounceWorker: %v", err)
 		}
 	}
 	leave.Tasks = nil
-	if err := q.WithdrawWorker(c.ctx(), leave); err != nil {
+	if err := hooks.WithdrawWorker(c.ctx(), q, leave); err != nil {
 		c.Fatalf("WithdrawWorker: %v", err)
 	}
 	ws, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: time.Hour})
@@ -207,7 +208,7 @@ func checkWorkerVanished(c *C) {
 	old.Heartbeat = old.Heartbeat.Add(-jobq.WorkerRetention - time.Hour)
 	old.Started = old.Heartbeat.Add(-time.Hour)
 	for _, w := range []*jobq.WorkerInfo{live, gone, old} {
-		if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 			c.Fatalf("AnnounceWorker: %v", err)
 		}
 	}

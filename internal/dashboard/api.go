@@ -13,6 +13,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/statsreport"
 )
@@ -85,9 +86,9 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		features[string(f)] = caps.Level(f).String()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"queue":      s.q.URL(),
+		"queue":      hooks.URL(s.q),
 		"name":       s.q.Name(),
-		"backend":    s.q.Scheme(),
+		"backend":    hooks.Scheme(s.q),
 		"interval_s": s.cfg.Interval.Seconds(),
 		"history":    s.cfg.History,
 		"features":   features,
