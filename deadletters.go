@@ -30,7 +30,7 @@ type DeadLetter struct {
 }
 
 // DeadLetters returns the queue's dead-letter store.
-func (q *Queue) DeadLetters() *DeadLetters { return &DeadLetters{q: q} }
+func (a *Admin) DeadLetters() *DeadLetters { return &DeadLetters{q: a.q} }
 
 // List returns up to max dead letters, oldest first.
 func (d *DeadLetters) List(ctx context.Context, max int) ([]*DeadLetter, error) {

@@ -82,7 +82,7 @@ func ExampleQueue_PushBatch() {
 
 	_, err = q.PushBatch(ctx, []*jobq.Task{{Command: "echo c"}, {}}, jobq.PushOptions{})
 	fmt.Println(errcode.Of(err))
-	n, _ := q.Size(ctx)
+	n, _ := q.Admin().Size(ctx)
 	fmt.Println("queued:", n)
 	// Output:
 	// echo a duplicate=false
@@ -103,7 +103,7 @@ func ExampleQueue_PushTx() {
 		return
 	}
 	defer q.Close()
-	if _, err := q.Clear(ctx); err != nil { // start from an empty queue
+	if _, err := q.Admin().Clear(ctx); err != nil { // start from an empty queue
 		fmt.Println(err)
 		return
 	}

@@ -633,7 +633,8 @@ type PeekedTask struct {
 
 // Peek returns up to n messages without claiming them, in the order they
 // would be received where the backend can tell. Nothing changes.
-func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
+func (a *Admin) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
+	q := a.q
 	const op = "peek"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
@@ -663,7 +664,8 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
 
 // Stats counts the queue's messages. Counts are approximate on backends
 // whose ExactCount feature is not native.
-func (q *Queue) Stats(ctx context.Context) (driver.Stats, error) {
+func (a *Admin) Stats(ctx context.Context) (driver.Stats, error) {
+	q := a.q
 	const op = "stats"
 	if err := q.checkOpen(op); err != nil {
 		return driver.Stats{}, err
@@ -677,8 +679,8 @@ func (q *Queue) Stats(ctx context.Context) (driver.Stats, error) {
 
 // Size returns the number of messages in the queue that are not dead: ready,
 // in flight and delayed.
-func (q *Queue) Size(ctx context.Context) (int64, error) {
-	st, err := q.Stats(ctx)
+func (a *Admin) Size(ctx context.Context) (int64, error) {
+	st, err := a.Stats(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -688,7 +690,8 @@ func (q *Queue) Size(ctx context.Context) (int64, error) {
 // Clear deletes every ready and delayed message (in-flight ones may go too;
 // their holders then get LockLost) and returns how many it deleted, or -1
 // when the backend cannot say. Dead letters are kept.
-func (q *Queue) Clear(ctx context.Context) (int64, error) {
+func (a *Admin) Clear(ctx context.Context) (int64, error) {
+	q := a.q
 	const op = "clear"
 	if err := q.checkOpen(op); err != nil {
 		return 0, err

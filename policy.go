@@ -144,7 +144,7 @@ func policyErr(op string, err error) error {
 type Policies struct{ q *Queue }
 
 // Policies returns the queue's policy store.
-func (q *Queue) Policies() *Policies { return &Policies{q: q} }
+func (a *Admin) Policies() *Policies { return &Policies{q: a.q} }
 
 // store returns the driver's policy store or an Unimplemented error.
 func (p *Policies) store(op string) (driver.PolicyStore, error) {

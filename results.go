@@ -162,7 +162,7 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 // in the order of ids. It is WaitFunc collecting the results.
 func (q *Queue) Wait(ctx context.Context, ids ...string) ([]*Result, error) {
 	byID := make(map[string]*Result, len(ids))
-	if err := q.WaitFunc(ctx, ids, func(r *Result) error {
+	if err := q.WaitFunc(ctx, ids, WaitOptions{}, func(r *Result) error {
 		byID[r.ID] = r
 		return nil
 	}); err != nil {
@@ -185,25 +185,25 @@ const (
 	waitNotified = 5 * time.Second
 )
 
+// WaitOptions tune WaitFunc.
+type WaitOptions struct {
+	// After, when set, limits the wait to tasks pushed at or after it (take
+	// time.Now() before the push). Task IDs are deterministic: a task pushed
+	// again after an identical one ended has the same ID, and without After
+	// WaitFunc reports the earlier one's record; with it, a record written
+	// before After is not reported and WaitFunc waits for the new one's.
+	// Records are timed by the clock of the worker that wrote them, so keep
+	// the machines' clocks in step.
+	After time.Time
+}
+
 // WaitFunc waits until every task in ids has ended, calling each with its
 // result as soon as it is known (in the order they end). A task already
 // ended when WaitFunc starts is reported at once. It returns each's first
 // error, or ctx's when ctx ends first; tasks keep running either way. A
 // repeated ID is reported once.
-//
-// Task IDs are deterministic: a task pushed again after an identical one
-// ended has the same ID, and WaitFunc reports the earlier one's record.
-// WaitFuncAfter waits for the new one.
-func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) error) error {
-	return q.WaitFuncAfter(ctx, time.Time{}, ids, each)
-}
-
-// WaitFuncAfter is WaitFunc for tasks pushed at or after after (take
-// time.Now() before the push): a record written before it belongs to an
-// earlier task with the same ID and is not reported; WaitFuncAfter waits
-// for the new one's instead. Records are timed by the clock of the worker
-// that wrote them, so keep the machines' clocks in step.
-func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string, each func(*Result) error) error {
+func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, each func(*Result) error) error {
+	after := opts.After
 	const op = "wait"
 	store, err := q.resultStore(op)
 	if err != nil {
@@ -273,7 +273,8 @@ func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string
 // worker, terminated then killed as at a time limit, and not retried. A
 // task that already ended keeps its record (CancelTooLate). It fails with
 // Unimplemented where the backend keeps no results or cannot cancel.
-func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
+func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
+	q := a.q
 	const op = "cancel"
 	store, err := q.resultStore(op)
 	if err != nil {
@@ -380,7 +381,8 @@ func (q *Queue) cancelRequested(ctx context.Context, ids []string) ([]string, er
 // PurgeResults deletes the result records whose retention has passed and
 // returns how many it deleted. Workers call it now and then; where the
 // engine expires records itself, or the backend keeps none, it returns 0.
-func (q *Queue) PurgeResults(ctx context.Context) (int64, error) {
+func (a *Admin) PurgeResults(ctx context.Context) (int64, error) {
+	q := a.q
 	const op = "purge-results"
 	if err := q.checkOpen(op); err != nil {
 		return 0, err

@@ -133,7 +133,7 @@ func TestWaitAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := receiveOne(t, q) // b, running
-	cs, err := q.Cancel(ctx, ids[0], ids[1], ids[2])
+	cs, err := q.Admin().Cancel(ctx, ids[0], ids[1], ids[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestResultsUnsupported(t *testing.T) {
 	if _, err := q.Wait(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Wait: %v; want Unimplemented", err)
 	}
-	if _, err := q.Cancel(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
+	if _, err := q.Admin().Cancel(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Cancel: %v; want Unimplemented", err)
 	}
 	if ids, err := hooks.CancelRequested(ctx, q, []string{"x"}); err != nil || len(ids) != 0 {
@@ -197,7 +197,7 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Policies().Set(ctx, p); err != nil {
+	if err := q.Admin().Policies().Set(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	r, err := q.Push(ctx, &jobq.Task{Command: "echo short-lived"})
@@ -218,7 +218,7 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 	if _, err := q.Result(ctx, r.ID); errcode.Of(err) != errcode.NotFound {
 		t.Errorf("Result after the retention: %v; want NotFound", err)
 	}
-	if n, err := q.PurgeResults(ctx); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeResults(ctx); err != nil || n != 1 {
 		t.Errorf("PurgeResults = %d, %v; want 1", n, err)
 	}
 }
@@ -245,7 +245,7 @@ func TestFailRetryBackoff(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := q.Policies().Set(ctx, p); err != nil {
+				if err := q.Admin().Policies().Set(ctx, p); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -261,11 +261,11 @@ func TestFailRetryBackoff(t *testing.T) {
 			if !res.Retried || res.Delay < tt.lo || res.Delay > tt.hi {
 				t.Fatalf("Fail = %+v; want a retry after %v..%v", res, tt.lo, tt.hi)
 			}
-			st, err := q.Stats(ctx)
+			st, err := q.Admin().Stats(ctx)
 			if err != nil || st.Delayed != 1 || st.Ready != 0 {
 				t.Fatalf("stats after the failure: %+v, %v; want the retry delayed", st, err)
 			}
-			peeked, err := q.Peek(ctx, 1)
+			peeked, err := q.Admin().Peek(ctx, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -361,7 +361,7 @@ func TestLargeValueGoesToTheStash(t *testing.T) {
 	}
 }
 
-func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
+func TestWaitAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	t.Parallel()
 	q := openMem(t, "")
 	ctx := t.Context()
@@ -380,7 +380,7 @@ func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	}
 	got := make(chan *jobq.Result, 1)
 	go func() {
-		err := q.WaitFuncAfter(ctx, pushed, []string{r.ID}, func(res *jobq.Result) error {
+		err := q.WaitFunc(ctx, []string{r.ID}, jobq.WaitOptions{After: pushed}, func(res *jobq.Result) error {
 			got <- res
 			return nil
 		})
@@ -390,14 +390,14 @@ func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	}()
 	select {
 	case res := <-got:
-		t.Fatalf("WaitFuncAfter reported the earlier run's record %+v", res)
+		t.Fatalf("WaitFunc with After reported the earlier run's record %+v", res)
 	case <-time.After(100 * time.Millisecond):
 	}
 	if err := receiveOne(t, q).Complete(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if res := <-got; res.State != driver.ResultSucceeded || res.Recorded.Before(pushed) {
-		t.Errorf("WaitFuncAfter reported %+v; want the second run's success", res)
+		t.Errorf("WaitFunc with After reported %+v; want the second run's success", res)
 	}
 	if rs, err := q.Wait(ctx, r.ID); err != nil || rs[0].State != driver.ResultSucceeded {
 		t.Errorf("Wait = %v, %v", rs, err)

@@ -140,7 +140,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 			if tc.wantCalls < 0 && calls < 2 {
 				t.Errorf("%d Push calls in %v, want a retry before it gave up", calls, tc.retry)
 			}
-			st, err := q.Stats(ctx)
+			st, err := q.Admin().Stats(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

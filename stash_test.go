@@ -215,7 +215,7 @@ func (b *stashBundle) remove(t *testing.T, ref *jobq.StashRef) {
 // peekRef returns the stash reference of the only queued message.
 func (b *stashBundle) peekRef(t *testing.T) *jobq.StashRef {
 	t.Helper()
-	ps, err := b.q.Peek(t.Context(), 10)
+	ps, err := b.q.Admin().Peek(t.Context(), 10)
 	if err != nil || len(ps) != 1 || ps[0].Task == nil || ps[0].Task.Stash == nil {
 		t.Fatalf("peek: %v, %d messages, want one stash reference", err, len(ps))
 	}
@@ -309,7 +309,7 @@ func TestStashPoison(t *testing.T) {
 				if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute}); !errors.Is(err, jobq.ErrEmpty) {
 					t.Fatalf("Receive = %v, %v; want nothing (the message is poison)", e, err)
 				}
-				dls, err := b.q.DeadLetters().List(t.Context(), 10)
+				dls, err := b.q.Admin().DeadLetters().List(t.Context(), 10)
 				if err != nil || len(dls) != 1 {
 					t.Fatalf("dead letters: %d, %v; want the poison message", len(dls), err)
 				}
@@ -317,7 +317,7 @@ func TestStashPoison(t *testing.T) {
 					t.Errorf("dead-letter reason %q, want poison saying %q", dls[0].Reason, tc.reason)
 				}
 				// Purging the dead letter deletes its object.
-				if _, err := b.q.DeadLetters().Purge(t.Context()); err != nil {
+				if _, err := b.q.Admin().DeadLetters().Purge(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 				for _, o := range b.objects(t) {
@@ -347,7 +347,7 @@ func TestStashObjectForAnotherTask(t *testing.T) {
 	if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute}); !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("Receive = %v, %v; want nothing (the message is poison)", e, err)
 	}
-	dls, err := b.q.DeadLetters().List(t.Context(), 10)
+	dls, err := b.q.Admin().DeadLetters().List(t.Context(), 10)
 	if err != nil || len(dls) != 1 || !strings.Contains(dls[0].Reason, "not the task itself") {
 		t.Fatalf("dead letters %v, %v; want one saying the object holds another task", dls, err)
 	}
@@ -366,10 +366,10 @@ func TestStashUnregisteredScheme(t *testing.T) {
 	if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Second}); !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("Receive = %v, %v; want nothing (the store is not registered here)", e, err)
 	}
-	if dls, err := b.q.DeadLetters().List(t.Context(), 10); err != nil || len(dls) != 0 {
+	if dls, err := b.q.Admin().DeadLetters().List(t.Context(), 10); err != nil || len(dls) != 0 {
 		t.Fatalf("dead letters %v, %v; want none: the message is not poison", dls, err)
 	}
-	if n, err := b.q.Size(t.Context()); err != nil || n != 1 {
+	if n, err := b.q.Admin().Size(t.Context()); err != nil || n != 1 {
 		t.Errorf("queue size %d, %v; want the message still queued", n, err)
 	}
 }
@@ -436,7 +436,7 @@ func TestStashReceiverWithoutConfig(t *testing.T) {
 	if !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("receive with the stash unreachable = %v, %v; want nothing", e, err)
 	}
-	if dls, _ := plain.DeadLetters().List(t.Context(), 10); len(dls) != 0 {
+	if dls, _ := plain.Admin().DeadLetters().List(t.Context(), 10); len(dls) != 0 {
 		t.Fatalf("message dead-lettered although the stash was only unreachable: %s", dls[0].Reason)
 	}
 	if err := os.Remove(b.files); err != nil {

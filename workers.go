@@ -176,7 +176,8 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 // before and returns how many it deleted (0 where the engine expires them
 // by itself). Workers call it now and then with WorkerRetention ago, so
 // that records never pile up; a time in the future empties the registry.
-func (q *Queue) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
+func (a *Admin) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
+	q := a.q
 	const op = "purge workers"
 	r, err := q.registry(op)
 	if err != nil {
@@ -191,7 +192,8 @@ func (q *Queue) PurgeWorkers(ctx context.Context, before time.Time) (int64, erro
 // withdrawing (plus the withdrawn ones with opts.Withdrawn), live ones
 // first, each group by start time. It fails with Unimplemented when the
 // backend keeps no worker registry.
-func (q *Queue) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo, error) {
+func (a *Admin) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo, error) {
+	q := a.q
 	const op = "workers"
 	r, err := q.registry(op)
 	if err != nil {

@@ -31,7 +31,7 @@ func TestWorkersDeclaredButNotImplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Workers(t.Context(), jobq.WorkersOptions{}); !errors.Is(err, errcode.Unimplemented) {
+	if _, err := q.Admin().Workers(t.Context(), jobq.WorkersOptions{}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("Workers: %v, want Unimplemented", err)
 	}
 	if err := hooks.AnnounceWorker(t.Context(), q, &jobq.WorkerInfo{ID: "w"}); !errors.Is(err, errcode.Unimplemented) {
@@ -67,7 +67,7 @@ func TestWorkersOrderAndDamagedRecords(t *testing.T) {
 	if err := d.PutWorker(ctx, &driver.WorkerRecord{ID: "damaged", Heartbeat: now, Data: []byte("not json")}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := q.Workers(ctx, jobq.WorkersOptions{})
+	ws, err := q.Admin().Workers(ctx, jobq.WorkersOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ handled, 1 when the backend failed, 2 when it keeps no result records (see
 				if err := checkResults(q, "cancel"); err != nil {
 					return err
 				}
-				res, err := q.Cancel(ctx, ids...)
+				res, err := q.Admin().Cancel(ctx, ids...)
 				if err != nil {
 					return resultFailure(err)
 				}

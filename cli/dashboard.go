@@ -92,7 +92,7 @@ func queueLabel(q *jobq.Queue) string {
 // "not available on this backend".
 func workerSource(q *jobq.Queue) dashboard.WorkerSource {
 	return func(ctx context.Context) ([]dashboard.Worker, error) {
-		ws, err := q.Workers(ctx, jobq.WorkersOptions{Withdrawn: true})
+		ws, err := q.Admin().Workers(ctx, jobq.WorkersOptions{Withdrawn: true})
 		if err != nil {
 			return nil, err
 		}

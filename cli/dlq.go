@@ -45,7 +45,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 				return err
 			}
 			defer q.Close()
-			dead, err := q.DeadLetters().List(cmd.Context(), n)
+			dead, err := q.Admin().DeadLetters().List(cmd.Context(), n)
 			if err != nil {
 				return failure(err)
 			}
@@ -140,7 +140,7 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				return err
 			}
 			defer q.Close()
-			dl := q.DeadLetters()
+			dl := q.Admin().DeadLetters()
 			var n int64
 			if verb == "requeue" {
 				n, err = dl.Requeue(ctx, ids...)

@@ -38,7 +38,7 @@ history, as 'jobq QUEUE show ID' prints it).`,
 				return err
 			}
 			defer q.Close()
-			msgs, err := q.Peek(cmd.Context(), n)
+			msgs, err := q.Admin().Peek(cmd.Context(), n)
 			if err != nil {
 				return failure(err)
 			}
@@ -121,7 +121,7 @@ in flight and delayed. Approximate on backends without exact counts.`,
 				return err
 			}
 			defer q.Close()
-			n, err := q.Size(cmd.Context())
+			n, err := q.Admin().Size(cmd.Context())
 			if err != nil {
 				return failure(err)
 			}
@@ -161,7 +161,7 @@ them waits for the rate alone.`,
 				return err
 			}
 			defer q.Close()
-			st, err := q.Stats(ctx)
+			st, err := q.Admin().Stats(ctx)
 			if err != nil {
 				return failure(err)
 			}
@@ -194,7 +194,7 @@ func measureDrain(ctx context.Context, q *jobq.Queue, first driver.Stats, sample
 	case <-ctx.Done():
 		return nil, first, ctx.Err()
 	}
-	second, err := q.Stats(ctx)
+	second, err := q.Admin().Stats(ctx)
 	if err != nil {
 		return nil, first, err
 	}

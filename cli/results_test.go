@@ -98,7 +98,7 @@ func TestPushCarriesResultFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ps, err := q.Peek(context.Background(), 10)
+	ps, err := q.Admin().Peek(context.Background(), 10)
 	if err != nil || len(ps) != 1 {
 		t.Fatalf("peek: %d messages, %v; want 1", len(ps), err)
 	}
@@ -121,7 +121,7 @@ func TestPushWaitSetsReplyRequested(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ps, err := q.Peek(context.Background(), 10)
+	ps, err := q.Admin().Peek(context.Background(), 10)
 	if err != nil || len(ps) != 1 || !ps[0].Task.ReplyRequested || !strings.Contains(string(ps[0].Body), `"reply_requested": true`) {
 		t.Fatalf("stored %d tasks (%v); want one with reply_requested true", len(ps), err)
 	}

@@ -45,7 +45,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 			}
 			defer q.Close()
 			var found *shownTask
-			msgs, err := q.Peek(ctx, showScan)
+			msgs, err := q.Admin().Peek(ctx, showScan)
 			if err != nil && errcode.Of(err) != errcode.Unimplemented {
 				return failure(err)
 			}
@@ -57,7 +57,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				}
 			}
 			if found == nil {
-				dead, err := q.DeadLetters().List(ctx, showScan)
+				dead, err := q.Admin().DeadLetters().List(ctx, showScan)
 				if err != nil && errcode.Of(err) != errcode.Unimplemented {
 					return failure(err)
 				}

@@ -138,7 +138,7 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 		}
 	}()
 
-	err := w.q.WaitFunc(waitCtx, ids, w.print)
+	err := w.q.WaitFunc(waitCtx, ids, jobq.WaitOptions{}, w.print)
 	if err != nil {
 		cause := context.Cause(waitCtx)
 		switch {

@@ -56,7 +56,7 @@ func TestCancelRunningTask(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() { errc <- w.Run(ctx) }()
 			<-started
-			res, err := q.Cancel(context.Background(), id)
+			res, err := q.Admin().Cancel(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestCancelRunningTask(t *testing.T) {
 			if r.State != driver.ResultCancelled || len(r.Attempts) != 1 {
 				t.Fatalf("record %+v; want cancelled after one attempt", r)
 			}
-			if st, err := q.Stats(context.Background()); err != nil || st.Ready+st.Delayed+st.InFlight+st.Dead != 0 {
+			if st, err := q.Admin().Stats(context.Background()); err != nil || st.Ready+st.Delayed+st.InFlight+st.Dead != 0 {
 				t.Fatalf("stats %+v (%v); want an empty queue: the task is not retried", st, err)
 			}
 			if tc.goCause && !errors.Is(cause.Load().(error), worker.ErrCancelled) {
@@ -105,7 +105,7 @@ func TestCancelDropsQueuedTaskUnrun(t *testing.T) {
 			q := openMem(t, "emulated=cancel")
 			cancelled := pushOne(t, q, &jobq.Task{Command: "echo cancelled"})
 			kept := pushOne(t, q, &jobq.Task{Command: "echo kept"})
-			res, err := q.Cancel(context.Background(), cancelled)
+			res, err := q.Admin().Cancel(context.Background(), cancelled)
 			if err != nil {
 				t.Fatal(err)
 			}

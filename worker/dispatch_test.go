@@ -104,7 +104,7 @@ func TestReceiversRespectMaxTasks(t *testing.T) {
 			if got := ran.Load(); got != int64(limit) {
 				t.Fatalf("ran %d tasks; MaxTasks is %d", got, limit)
 			}
-			if n, _ := q.Size(context.Background()); n != int64(40-limit) {
+			if n, _ := q.Admin().Size(context.Background()); n != int64(40-limit) {
 				t.Fatalf("queue size %d after the run; want %d (none taken beyond the limit)", n, 40-limit)
 			}
 			if w.EndReason() != "task limit reached" {

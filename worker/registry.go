@@ -175,7 +175,7 @@ func (r *registry) put(withdraw bool) error {
 func (r *registry) purge() {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
-	if n, err := r.w.q.PurgeWorkers(ctx, time.Now().Add(-jobq.WorkerRetention)); err != nil {
+	if n, err := r.w.q.Admin().PurgeWorkers(ctx, time.Now().Add(-jobq.WorkerRetention)); err != nil {
 		r.log.Debug("purging old worker records failed", "error", err)
 	} else if n > 0 {
 		r.log.Debug("purged old worker records", "count", n)

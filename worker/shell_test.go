@@ -176,7 +176,7 @@ func TestGateFailureDefersWithoutFailing(t *testing.T) {
 	if c.Requeued != 1 || c.Failed != 0 || gateRuns != 1 {
 		t.Fatalf("counts %+v, gate runs %d; want one requeue, no failure", c, gateRuns)
 	}
-	st, err := q.Stats(context.Background())
+	st, err := q.Admin().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

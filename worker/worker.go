@@ -274,7 +274,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // Tasks leased by other workers do not keep it: if one of them fails, its
 // retry is for whichever worker is still running.
 func (w *Worker) drained() bool {
-	st, err := w.q.Stats(context.Background())
+	st, err := w.q.Admin().Stats(context.Background())
 	if err != nil {
 		w.log.Debug("stats unavailable; treating the empty receive as an empty queue", "error", err)
 		return true
@@ -304,7 +304,7 @@ func (w *Worker) statusLoop(stop <-chan struct{}) {
 			c := w.Counts()
 			attrs := []any{"done", c.Done, "failed", c.Failed, "dead_lettered", c.DeadLettered,
 				"rate_per_min", fmt.Sprintf("%.1f", float64(c.Done+c.Failed)/time.Since(w.started).Minutes())}
-			if n, err := w.q.Size(context.Background()); err == nil {
+			if n, err := w.q.Admin().Size(context.Background()); err == nil {
 				attrs = append([]any{"queue_size", n}, attrs...)
 			}
 			w.log.Info("status", attrs...)

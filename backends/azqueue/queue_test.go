@@ -215,7 +215,7 @@ func TestFailDecrementsRetriesInPlace(t *testing.T) {
 	t.Parallel()
 	q, _ := openQueue(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Policies().Set(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().Policies().Set(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	task := &jobq.Task{Command: "false", NumRetries: 2}
@@ -293,7 +293,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 	if !strings.HasPrefix(text, string(orig[:len(orig)-1])) || !strings.Contains(text, `"error": "exit status 3"`) {
 		t.Errorf("dead letter text = %s, want the task JSON with an error key", text)
 	}
-	dead, err := q.DeadLetters().List(t.Context(), 10)
+	dead, err := q.Admin().DeadLetters().List(t.Context(), 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("list: %v, %d", err, len(dead))
 	}
@@ -305,7 +305,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 		t.Errorf("dead task = %+v, want ID %s", dl.Task, task.ID)
 	}
 	// Requeue by task ID: the original bytes go back.
-	n, err := q.DeadLetters().Requeue(t.Context(), task.ID)
+	n, err := q.Admin().DeadLetters().Requeue(t.Context(), task.ID)
 	if err != nil || n != 1 {
 		t.Fatalf("requeue dead: %d, %v", n, err)
 	}
@@ -316,7 +316,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 	if got := *resp2.Messages[0].MessageText; got != string(orig) {
 		t.Errorf("requeued text = %s, want the original %s", got, orig)
 	}
-	if st, _ := q.Stats(t.Context()); st.Dead != 0 {
+	if st, _ := q.Admin().Stats(t.Context()); st.Dead != 0 {
 		t.Errorf("dead count after requeue = %d, want 0", st.Dead)
 	}
 }
@@ -335,7 +335,7 @@ func TestDeadLettersBeyondPeekLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all, err := q.DeadLetters().List(t.Context(), 100)
+	all, err := q.Admin().DeadLetters().List(t.Context(), 100)
 	if err != nil || len(all) != 40 {
 		t.Fatalf("list 100: %v, %d letters, want 40", err, len(all))
 	}
@@ -343,14 +343,14 @@ func TestDeadLettersBeyondPeekLimit(t *testing.T) {
 		t.Error("a letter without a recorded reason should say so")
 	}
 	// The scan made them visible again: a peek still sees them.
-	if again, err := q.DeadLetters().List(t.Context(), 5); err != nil || len(again) != 5 {
+	if again, err := q.Admin().DeadLetters().List(t.Context(), 5); err != nil || len(again) != 5 {
 		t.Fatalf("list 5 after the scan: %v, %d", err, len(again))
 	}
-	n, err := q.DeadLetters().Purge(t.Context(), ids[35], all[0].MessageID, "no-such-id")
+	n, err := q.Admin().DeadLetters().Purge(t.Context(), ids[35], all[0].MessageID, "no-such-id")
 	if err != nil || n != 2 {
 		t.Fatalf("purge two: %d, %v", n, err)
 	}
-	n, err = q.DeadLetters().Purge(t.Context())
+	n, err = q.Admin().DeadLetters().Purge(t.Context())
 	if err != nil || n != 38 {
 		t.Fatalf("purge all: %d, %v, want 38", n, err)
 	}
@@ -363,11 +363,11 @@ func TestStatsPeekClear(t *testing.T) {
 	if _, err := q.PushBatch(t.Context(), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := q.Stats(t.Context())
+	st, err := q.Admin().Stats(t.Context())
 	if err != nil || st.Ready != 3 || !st.Known.Ready || st.Known.InFlight {
 		t.Fatalf("stats = %+v, %v", st, err)
 	}
-	ps, err := q.Peek(t.Context(), 50)
+	ps, err := q.Admin().Peek(t.Context(), 50)
 	if err != nil || len(ps) != 3 {
 		t.Fatalf("peek: %v, %d", err, len(ps))
 	}
@@ -376,10 +376,10 @@ func TestStatsPeekClear(t *testing.T) {
 			t.Errorf("peeked %+v", p)
 		}
 	}
-	if n, err := q.Clear(t.Context()); err != nil || n != -1 {
+	if n, err := q.Admin().Clear(t.Context()); err != nil || n != -1 {
 		t.Fatalf("clear = %d, %v; want -1 (Azure does not count)", n, err)
 	}
-	if n, err := q.Size(t.Context()); err != nil || n != 0 {
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 0 {
 		t.Fatalf("size after clear = %d, %v", n, err)
 	}
 }

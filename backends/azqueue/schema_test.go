@@ -49,7 +49,7 @@ func TestV2OnlyWhenItChangesHowTheTaskRuns(t *testing.T) {
 		t.Errorf("%d warnings about v2 bodies; want 1 per queue:\n%s", n, logs.String())
 	}
 	time.Sleep(1100 * time.Millisecond) // the delayed task becomes visible
-	ps, err := q.Peek(t.Context(), 32)
+	ps, err := q.Admin().Peek(t.Context(), 32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,13 +87,13 @@ func use(t *testing.T, q *jobq.Queue, f driver.Feature) error {
 	case driver.DeadLetter:
 		return receive().DeadLetter(ctx, "reason", "")
 	case driver.Peek:
-		_, err := q.Peek(ctx, 1)
+		_, err := q.Admin().Peek(ctx, 1)
 		return err
 	case driver.InPlaceUpdate:
 		_, err := receive().Fail(ctx, errors.New("boom"), "")
 		return err
 	case driver.WorkerRegistry:
-		_, err := q.Workers(ctx, jobq.WorkersOptions{})
+		_, err := q.Admin().Workers(ctx, jobq.WorkersOptions{})
 		return err
 	}
 	t.Fatalf("no way to use %s", f)
@@ -200,7 +200,7 @@ func TestUnsupportedEmulatedDedup(t *testing.T) {
 			if last.Duplicate != tt.wantFlag {
 				t.Errorf("second push Duplicate = %v, want %v", last.Duplicate, tt.wantFlag)
 			}
-			if n, err := q.Size(t.Context()); err != nil || n != tt.wantSize {
+			if n, err := q.Admin().Size(t.Context()); err != nil || n != tt.wantSize {
 				t.Errorf("size %d (error %v), want %d", n, err, tt.wantSize)
 			}
 		})

@@ -76,7 +76,7 @@ func Example_retries() {
 		}
 		fmt.Printf("attempt %d failed: retried=%v, retries left %d\n", e.DeliveryCount, res.Retried, res.RetriesLeft)
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters().List(ctx, 10)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -112,7 +112,7 @@ func Example_degraded() {
 			return
 		}
 	}
-	n, _ := q.Size(ctx)
+	n, _ := q.Admin().Size(ctx)
 	fmt.Println("queued:", n)
 	// Output:
 	// level=WARN msg="jobq: feature degraded on this backend" queue="mem://example-degraded?unsupported=priority" feature=priority level=unsupported backend=mem instead="priority is ignored; tasks are received in push order"

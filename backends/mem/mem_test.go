@@ -94,7 +94,7 @@ func TestSharedByName(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := other.Size(ctx); n != 0 {
+	if n, _ := other.Admin().Size(ctx); n != 0 {
 		t.Errorf("a queue of another name has %d messages", n)
 	}
 	e, err := b.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})

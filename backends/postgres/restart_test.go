@@ -213,7 +213,7 @@ func TestSurvivesServerRestart(t *testing.T) {
 			t.Errorf("task %s was pushed but never processed", id)
 		}
 	}
-	st, err := consumer.Stats(ctx)
+	st, err := consumer.Admin().Stats(ctx)
 	if err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
 		t.Errorf("after the run: stats %+v, %v; want an empty queue", st, err)
 	}

@@ -25,7 +25,7 @@ func openQueue(t *testing.T) *jobq.Queue {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		q.Clear(context.Background())
+		q.Admin().Clear(context.Background())
 		q.Close()
 	})
 	return q
@@ -76,7 +76,7 @@ func TestPushTx(t *testing.T) {
 				t.Errorf("%s: PushTx result %+v", tt.name, res)
 			}
 			// Not visible to others before the commit.
-			if n, err := q.Size(ctx); err != nil || n != 0 {
+			if n, err := q.Admin().Size(ctx); err != nil || n != 0 {
 				t.Errorf("%s: queue size inside the transaction = %d, %v; want 0", tt.name, n, err)
 			}
 			return tt.fail
@@ -167,7 +167,7 @@ func TestPushAndPushTxRejectTheSame(t *testing.T) {
 			}
 		})
 	}
-	if n, err := q.Size(ctx); err != nil || n != 0 {
+	if n, err := q.Admin().Size(ctx); err != nil || n != 0 {
 		t.Errorf("queue size %d, %v after only invalid pushes; want 0", n, err)
 	}
 }
@@ -181,7 +181,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := poolOf(t, q)
-	if err := q.Policies().Set(ctx, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 2}); err != nil {
+	if err := q.Admin().Policies().Set(ctx, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "echo first"}); err != nil {
@@ -199,7 +199,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("transaction: %v", err)
 	}
-	if n, err := q.Size(ctx); err != nil || n != 2 {
+	if n, err := q.Admin().Size(ctx); err != nil || n != 2 {
 		t.Fatalf("queue size %d, %v; want 2 (the first push and the one that fit)", n, err)
 	}
 }

@@ -80,7 +80,7 @@ func TestMisconfIsResourceExhausted(t *testing.T) {
 	if err := env.Complete(ctx); err != nil {
 		t.Fatalf("complete once writes are accepted again: %v", err)
 	}
-	if n, err := q.Size(ctx); err != nil || n != 0 {
+	if n, err := q.Admin().Size(ctx); err != nil || n != 0 {
 		t.Fatalf("queue size %d (%v); want 0", n, err)
 	}
 }

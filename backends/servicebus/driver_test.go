@@ -79,7 +79,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	q, logs := open(t, newQueueURL(t))
 	ctx := ctxT(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	res, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 2})
@@ -102,18 +102,18 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if n := strings.Count(logs.String(), "feature=in-place-update"); n != 1 {
 		t.Fatalf("in-place-update warning logged %d times, want once:\n%s", n, logs)
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters().List(ctx, 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("dead letters: %v, %v", dead, err)
 	}
 	if dead[0].Task == nil || dead[0].Task.ID != res.ID || !strings.Contains(dead[0].Reason, "exit status 1") || dead[0].Detail != "some output" || dead[0].DeliveryCount != 3 {
 		t.Fatalf("dead letter %+v", dead[0])
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil || st.Dead != 1 || st.Ready != 0 {
 		t.Fatalf("stats %+v, %v; want 1 dead, 0 ready", st, err)
 	}
-	n, err := q.DeadLetters().Requeue(ctx, dead[0].MessageID)
+	n, err := q.Admin().DeadLetters().Requeue(ctx, dead[0].MessageID)
 	if err != nil || n != 1 {
 		t.Fatalf("requeue dead letter: %d, %v", n, err)
 	}
@@ -124,7 +124,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if err := e.DeadLetter(ctx, "again", ""); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := q.DeadLetters().Purge(ctx); err != nil || n != 1 {
+	if n, err := q.Admin().DeadLetters().Purge(ctx); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v", n, err)
 	}
 }
@@ -177,7 +177,7 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "a"}, {Command: "b"}, {Command: "c", NotBefore: time.Now().Add(time.Hour)}}, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	peeked, err := q.Peek(ctx, 10)
+	peeked, err := q.Admin().Peek(ctx, 10)
 	if err != nil || len(peeked) != 3 {
 		t.Fatalf("peek: %d, %v", len(peeked), err)
 	}
@@ -186,7 +186,7 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 			t.Fatalf("peeked a fresh message with %d deliveries (in flight: %v)", p.DeliveryCount, p.InFlight)
 		}
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil || st.Ready != 2 || st.Delayed != 1 {
 		t.Fatalf("stats %+v, %v; want 2 ready, 1 delayed", st, err)
 	}
@@ -194,17 +194,17 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 	if e.Task.Command != "a" {
 		t.Fatalf("first received %q, want a", e.Task.Command)
 	}
-	if peeked, err = q.Peek(ctx, 1); err != nil || len(peeked) != 1 || !peeked[0].InFlight || peeked[0].DeliveryCount != 1 {
+	if peeked, err = q.Admin().Peek(ctx, 1); err != nil || len(peeked) != 1 || !peeked[0].InFlight || peeked[0].DeliveryCount != 1 {
 		t.Fatalf("peek of the received message: %+v, %v; want in flight with 1 delivery", peeked, err)
 	}
-	n, err := q.Clear(ctx)
+	n, err := q.Admin().Clear(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("clear: %d, %v; want 2 (the ready b and the scheduled c)", n, err)
 	}
 	if err := e.Complete(ctx); err != nil {
 		t.Fatalf("complete after clear: %v", err)
 	}
-	if st, err := q.Stats(ctx); err != nil || st.Ready+st.Delayed != 0 {
+	if st, err := q.Admin().Stats(ctx); err != nil || st.Ready+st.Delayed != 0 {
 		t.Fatalf("stats after clear %+v, %v", st, err)
 	}
 }
@@ -218,7 +218,7 @@ func TestDuplicateDetection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	peeked, err := q.Peek(ctx, 10)
+	peeked, err := q.Admin().Peek(ctx, 10)
 	if err != nil || len(peeked) != 1 {
 		t.Fatalf("peek after pushing one task twice: %d messages, %v; want 1", len(peeked), err)
 	}
@@ -237,18 +237,18 @@ func TestPoliciesInUserMetadata(t *testing.T) {
 	}
 	want := []driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}, {Kind: driver.RatePolicy, Key: "api", Limit: 5, Period: time.Minute}}
 	for _, p := range want {
-		if err := q.Policies().Set(ctxT(t), p); err != nil {
+		if err := q.Admin().Policies().Set(ctxT(t), p); err != nil {
 			t.Fatalf("set %v: %v", p, err)
 		}
 	}
-	got, err := q.Policies().List(ctxT(t))
+	got, err := q.Admin().Policies().List(ctxT(t))
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("policy list = %v, %v; want %v", got, err, want)
 	}
-	if err := q.Policies().Set(ctxT(t), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
+	if err := q.Admin().Policies().Set(ctxT(t), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("set max-depth = %v, want Unimplemented", err)
 	}
-	if n, err := q.Size(ctxT(t)); err != nil || n != 2 {
+	if n, err := q.Admin().Size(ctxT(t)); err != nil || n != 2 {
 		t.Errorf("queue size after storing policies = %d, %v; want the 2 pushed tasks", n, err)
 	}
 }

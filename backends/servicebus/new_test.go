@@ -74,7 +74,7 @@ func TestNewFromClient(t *testing.T) {
 			if err := e.Complete(ctx); err != nil {
 				t.Fatalf("complete: %v", err)
 			}
-			_, statsErr := q.Stats(ctx)
+			_, statsErr := q.Admin().Stats(ctx)
 			if tc.admin == nil && errcode.Of(statsErr) != errcode.Unimplemented {
 				t.Errorf("stats without an admin client: %v, want Unimplemented", statsErr)
 			}

@@ -51,7 +51,7 @@ func TestResultsNeedAContainer(t *testing.T) {
 	q, _ := open(t, newQueueURL(t))
 	for what, err := range map[string]error{
 		"Result": func() error { _, err := q.Result(ctxT(t), "x"); return err }(),
-		"Cancel": func() error { _, err := q.Cancel(ctxT(t), "x"); return err }(),
+		"Cancel": func() error { _, err := q.Admin().Cancel(ctxT(t), "x"); return err }(),
 	} {
 		if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
 			t.Errorf("Queue.%s: %v, want Unimplemented saying how to set results=", what, err)

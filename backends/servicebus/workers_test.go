@@ -21,7 +21,7 @@ func TestWorkersNeedAContainer(t *testing.T) {
 		t.Fatalf("worker-registry %v without results=; want unsupported", l)
 	}
 	q, _ := open(t, newQueueURL(t))
-	_, err = q.Workers(ctxT(t), jobq.WorkersOptions{})
+	_, err = q.Admin().Workers(ctxT(t), jobq.WorkersOptions{})
 	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
 		t.Fatalf("Queue.Workers: %v, want Unimplemented saying how to set results=", err)
 	}

@@ -116,7 +116,7 @@ func checkPushReceiveComplete(c *C) {
 	// Past the old lease's expiry the message must still be gone.
 	time.Sleep(time.Until(e.Expiry()) + 100*time.Millisecond)
 	c.receiveNone(q, time.Time{}, "the message was completed and its old lease has expired")
-	if st, err := q.Stats(c.ctx()); err != nil {
+	if st, err := q.Admin().Stats(c.ctx()); err != nil {
 		c.Errorf("stats: %v", err)
 	} else if level(q, driver.ExactCount) == driver.Native && st.Ready+st.InFlight+st.Delayed != 0 {
 		c.Errorf("stats after completing the only message: %+v, want all zero", st)
@@ -333,7 +333,7 @@ func checkBatchLimits(c *C) {
 		c.expectStats(q, want{ready: int64(n)})
 	}
 	if mp := caps.MaxPeek; mp > 0 && level(q, driver.Peek) != driver.Unsupported {
-		ps, err := q.Peek(c.ctx(), mp+1)
+		ps, err := q.Admin().Peek(c.ctx(), mp+1)
 		if err != nil || len(ps) > mp {
 			c.Errorf("Peek(%d) with MaxPeek %d returned %d messages, error %v", mp+1, mp, len(ps), err)
 		}
@@ -347,7 +347,7 @@ func checkBatchLimits(c *C) {
 			c.complete(e)
 		}
 	}
-	if _, err := q.Clear(c.ctx()); err != nil {
+	if _, err := q.Admin().Clear(c.ctx()); err != nil {
 		c.Errorf("clear: %v", err)
 	}
 }

@@ -120,7 +120,7 @@ func checkCancelInterrupted(c *C) {
 	for _, fault := range []removalFault{removalNotMade, removalAnswerLost} {
 		faulty := c.openFaulty(rawURL, fault)
 		id := c.push(q, task("cancel interrupted: "+fault.String()))[0]
-		_, err := faulty.Cancel(c.ctx(), id)
+		_, err := faulty.Admin().Cancel(c.ctx(), id)
 		c.expectCode(err, errcode.Unavailable, fault.String()+": Cancel")
 		// The record as the interrupted cancel left it, and what
 		// cancelling again does.
@@ -131,7 +131,7 @@ func checkCancelInterrupted(c *C) {
 		if r := c.result(q, id); r.State != left {
 			c.Errorf("%s: the task's record is in state %s; want %s", fault, r.State, left)
 		}
-		rs, err := q.Cancel(c.ctx(), id)
+		rs, err := q.Admin().Cancel(c.ctx(), id)
 		c.expectCancel(rs, err, id, again)
 		if rs[0].State != driver.ResultCancelled {
 			c.Errorf("%s: cancelling again reports state %s; want cancelled", fault, rs[0].State)

@@ -51,7 +51,7 @@ func (c *C) trigger(q *handle, f driver.Feature) error {
 				_ = e.Complete(ctx)
 			}
 		case driver.Peek:
-			_, err = q.Peek(ctx, 1)
+			_, err = q.Admin().Peek(ctx, 1)
 		case driver.InPlaceUpdate:
 			e := c.receiveFresh(q, "trigger in-place update")
 			_, err = e.Fail(ctx, errors.New("trigger"), "")

@@ -19,7 +19,7 @@ func (c *C) expectStats(q *handle, w want) {
 	var st driver.Stats
 	match := func() bool {
 		var err error
-		st, err = q.Stats(c.ctx())
+		st, err = q.Admin().Stats(c.ctx())
 		if err != nil {
 			c.Fatalf("stats: %v", err)
 		}
@@ -51,7 +51,7 @@ func (c *C) expectStats(q *handle, w want) {
 		}
 	}
 	if exact {
-		size, err := q.Size(c.ctx())
+		size, err := q.Admin().Size(c.ctx())
 		if err != nil {
 			c.Errorf("size: %v", err)
 		} else if size != st.Ready+st.InFlight+st.Delayed {
@@ -65,7 +65,7 @@ func (c *C) expectStats(q *handle, w want) {
 func checkPeek(c *C) {
 	q := c.open()
 	if level(q, driver.Peek) == driver.Unsupported {
-		_, err := q.Peek(c.ctx(), 10)
+		_, err := q.Admin().Peek(c.ctx(), 10)
 		c.expectCode(err, errcode.Unimplemented, "Peek on a backend without peek")
 		return
 	}
@@ -74,7 +74,7 @@ func checkPeek(c *C) {
 	var ps []*jobq.PeekedTask
 	c.poll(func() bool {
 		var err error
-		if ps, err = q.Peek(c.ctx(), 10); err != nil {
+		if ps, err = q.Admin().Peek(c.ctx(), 10); err != nil {
 			c.Fatalf("peek: %v", err)
 		}
 		return len(ps) >= 3
@@ -102,7 +102,7 @@ func checkPeek(c *C) {
 			c.Errorf("peeked message %s before any receive shows InFlight %v, DeliveryCount %d", p.MessageID, p.InFlight, p.DeliveryCount)
 		}
 	}
-	if one, err := q.Peek(c.ctx(), 1); err != nil || len(one) != 1 {
+	if one, err := q.Admin().Peek(c.ctx(), 1); err != nil || len(one) != 1 {
 		c.Errorf("Peek(1) returned %d messages, error %v; want 1", len(one), err)
 	}
 	c.expectStats(q, want{ready: 3})
@@ -113,7 +113,7 @@ func checkPeek(c *C) {
 		}
 	}
 	// A leased message is either hidden from Peek or shown in flight.
-	ps, err := q.Peek(c.ctx(), 10)
+	ps, err := q.Admin().Peek(c.ctx(), 10)
 	if err != nil {
 		c.Fatalf("peek: %v", err)
 	}
@@ -178,7 +178,7 @@ func checkClear(c *C) {
 		c.push(q, t)
 		n++
 	}
-	got, err := q.Clear(c.ctx())
+	got, err := q.Admin().Clear(c.ctx())
 	if err != nil {
 		c.Fatalf("clear: %v", err)
 	}

@@ -101,16 +101,16 @@ func checkClosedQueue(c *C) {
 			_, err := q.ReceiveBatch(ctx, 2, jobq.ReceiveOptions{})
 			return err
 		},
-		"Peek":                func() error { _, err := q.Peek(ctx, 1); return err },
-		"Stats":               func() error { _, err := q.Stats(ctx); return err },
-		"Size":                func() error { _, err := q.Size(ctx); return err },
-		"Clear":               func() error { _, err := q.Clear(ctx); return err },
-		"DeadLetters.List":    func() error { _, err := q.DeadLetters().List(ctx, 1); return err },
-		"DeadLetters.Purge":   func() error { _, err := q.DeadLetters().Purge(ctx); return err },
+		"Peek":                func() error { _, err := q.Admin().Peek(ctx, 1); return err },
+		"Stats":               func() error { _, err := q.Admin().Stats(ctx); return err },
+		"Size":                func() error { _, err := q.Admin().Size(ctx); return err },
+		"Clear":               func() error { _, err := q.Admin().Clear(ctx); return err },
+		"DeadLetters.List":    func() error { _, err := q.Admin().DeadLetters().List(ctx, 1); return err },
+		"DeadLetters.Purge":   func() error { _, err := q.Admin().DeadLetters().Purge(ctx); return err },
 		"Envelope.Complete":   func() error { return e.Complete(ctx) },
 		"Envelope.Renew":      func() error { return e.Renew(ctx, 0) },
 		"Envelope.Requeue":    func() error { return e.Requeue(ctx, 0) },
-		"DeadLetters.Requeue": func() error { _, err := q.DeadLetters().Requeue(ctx); return err },
+		"DeadLetters.Requeue": func() error { _, err := q.Admin().DeadLetters().Requeue(ctx); return err },
 	}
 	for name, op := range ops {
 		c.expectCode(op(), errcode.FailedPrecondition, name+" after Close")
@@ -143,8 +143,8 @@ func checkCanceledContext(c *C) {
 		}},
 		{"Receive", func() error { _, err := q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second}); return err }},
 		{"ReceiveBatch", func() error { _, err := q.ReceiveBatch(ctx, 3, jobq.ReceiveOptions{}); return err }},
-		{"Stats", func() error { _, err := q.Stats(ctx); return err }},
-		{"Clear", func() error { _, err := q.Clear(ctx); return err }},
+		{"Stats", func() error { _, err := q.Admin().Stats(ctx); return err }},
+		{"Clear", func() error { _, err := q.Admin().Clear(ctx); return err }},
 		{"Envelope.Complete", func() error { return held.Complete(ctx) }},
 		{"Envelope.Requeue", func() error { return held.Requeue(ctx, 0) }},
 	}
@@ -152,7 +152,7 @@ func checkCanceledContext(c *C) {
 		ops = append(ops, struct {
 			name string
 			do   func() error
-		}{"Peek", func() error { _, err := q.Peek(ctx, 1); return err }})
+		}{"Peek", func() error { _, err := q.Admin().Peek(ctx, 1); return err }})
 	}
 	if level(q, driver.LeaseRenewal) != driver.Unsupported {
 		ops = append(ops, struct {
@@ -164,7 +164,7 @@ func checkCanceledContext(c *C) {
 		ops = append(ops, struct {
 			name string
 			do   func() error
-		}{"DeadLetters.List", func() error { _, err := q.DeadLetters().List(ctx, 1); return err }})
+		}{"DeadLetters.List", func() error { _, err := q.Admin().DeadLetters().List(ctx, 1); return err }})
 	}
 	if level(q, driver.Results) != driver.Unsupported {
 		ops = append(ops, []struct {
@@ -178,7 +178,7 @@ func checkCanceledContext(c *C) {
 			ops = append(ops, struct {
 				name string
 				do   func() error
-			}{"Cancel", func() error { _, err := q.Cancel(ctx, ready); return err }})
+			}{"Cancel", func() error { _, err := q.Admin().Cancel(ctx, ready); return err }})
 		}
 	}
 	for _, op := range ops {

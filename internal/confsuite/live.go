@@ -128,9 +128,9 @@ func scrub(parent context.Context, u string) {
 		return
 	}
 	defer q.Close()
-	_, _ = q.Clear(ctx)
-	_, _ = q.DeadLetters().Purge(ctx)
-	_, _ = q.PurgeWorkers(ctx, time.Now().Add(time.Hour)) // the worker checks' records, where there is a registry
+	_, _ = q.Admin().Clear(ctx)
+	_, _ = q.Admin().DeadLetters().Purge(ctx)
+	_, _ = q.Admin().PurgeWorkers(ctx, time.Now().Add(time.Hour)) // the worker checks' records, where there is a registry
 }
 
 // liveT implements T for RunLive.

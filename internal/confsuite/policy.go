@@ -28,7 +28,7 @@ func policyChecks() []check {
 // to list them: Unimplemented means it keeps none.
 func (c *C) hasPolicyStore(q *handle) bool {
 	c.Helper()
-	_, err := q.Policies().List(c.ctx())
+	_, err := q.Admin().Policies().List(c.ctx())
 	switch {
 	case err == nil:
 		return true
@@ -55,22 +55,22 @@ func checkPolicyValidation(c *C) {
 		{Kind: "priority", Key: "k", Limit: 1},
 	}
 	for _, p := range bad {
-		c.expectCode(q.Policies().Set(c.ctx(), p), errcode.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
+		c.expectCode(q.Admin().Policies().Set(c.ctx(), p), errcode.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
 	}
 	if !c.hasPolicyStore(q) {
-		err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
+		err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
 		c.expectCode(err, errcode.Unimplemented, "set a policy on a backend that keeps none")
 		return
 	}
 	want := []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 10}}
-	if err := q.Policies().Set(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
+	if err := q.Admin().Policies().Set(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
 		c.Logf("the backend keeps policies but refuses max-depth: %v", err)
 		want = nil
 	}
 	if level(q, driver.ConcurrencyLimit) != driver.Unsupported {
 		want = append([]driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
 	} else {
-		err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2})
+		err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2})
 		c.expectCode(err, errcode.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
 	}
 	if level(q, driver.RateLimit) != driver.Unsupported {
@@ -82,16 +82,16 @@ func checkPolicyValidation(c *C) {
 		c.Skipf("the backend keeps policies but supports no kind of them")
 	}
 	for _, p := range want {
-		if err := q.Policies().Set(c.ctx(), p); err != nil {
+		if err := q.Admin().Policies().Set(c.ctx(), p); err != nil {
 			c.Fatalf("set %v: %v", p, err)
 		}
 	}
 	// Setting again replaces.
 	want[0].Limit++
-	if err := q.Policies().Set(c.ctx(), want[0]); err != nil {
+	if err := q.Admin().Policies().Set(c.ctx(), want[0]); err != nil {
 		c.Fatalf("set %v again: %v", want[0], err)
 	}
-	got, err := q.Policies().List(c.ctx())
+	got, err := q.Admin().Policies().List(c.ctx())
 	if err != nil {
 		c.Fatalf("policy list: %v", err)
 	}
@@ -99,14 +99,14 @@ func checkPolicyValidation(c *C) {
 		c.Errorf("policy list = %v, want %v (sorted by kind, then key)", got, want)
 	}
 	for _, p := range want {
-		if ok, err := q.Policies().Unset(c.ctx(), p.Kind, p.Key); err != nil || !ok {
+		if ok, err := q.Admin().Policies().Unset(c.ctx(), p.Kind, p.Key); err != nil || !ok {
 			c.Errorf("unset %v: %v, %v; want true, nil", p, ok, err)
 		}
 	}
-	if ok, err := q.Policies().Unset(c.ctx(), driver.RatePolicy, "never-set"); err != nil || ok {
+	if ok, err := q.Admin().Policies().Unset(c.ctx(), driver.RatePolicy, "never-set"); err != nil || ok {
 		c.Errorf("unset a missing policy: %v, %v; want false, nil", ok, err)
 	}
-	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
+	if got, err := q.Admin().Policies().List(c.ctx()); err != nil || len(got) != 0 {
 		c.Errorf("policy list after unsetting all = %v, %v; want none", got, err)
 	}
 }
@@ -154,7 +154,7 @@ func checkConcurrencyCap(c *C) {
 	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyedTask("unsupported key", "k")) {
 		return
 	}
-	if err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
+	if err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
 		c.Fatalf("set concurrency policy: %v", err)
 	}
 	// Capped tasks first: a claim must skip them, not stop at them.
@@ -200,7 +200,7 @@ func (c *C) capKeyStats(q *handle) {
 	if q.Capabilities().Level(driver.ConcurrencyLimit) != driver.Native {
 		return
 	}
-	ks, err := q.Policies().KeyStats(c.ctx())
+	ks, err := q.Admin().Policies().KeyStats(c.ctx())
 	if err != nil {
 		c.Fatalf("key stats: %v", err)
 	}
@@ -250,7 +250,7 @@ func (c *C) capConcurrent(q *handle) {
 	if p := peak.Load(); p > capK {
 		c.Errorf("%d receivers held %d messages with key \"capped\" at once; the cap is %d", capReceivers, p, capK)
 	}
-	if size, err := q.Size(c.ctx()); err != nil || size != 0 {
+	if size, err := q.Admin().Size(c.ctx()); err != nil || size != 0 {
 		c.Errorf("after the receivers finished, %d messages are left (%v); every task must be delivered", size, err)
 	}
 }
@@ -262,7 +262,7 @@ func (c *C) capReceiver(q *handle, deadline time.Time, inFlight, peak *atomic.In
 	for time.Now().Before(deadline) && c.ctx().Err() == nil {
 		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: 200 * time.Millisecond})
 		if errors.Is(err, jobq.ErrEmpty) {
-			if st, err := q.Stats(c.ctx()); err == nil && st.Ready+st.InFlight+st.Delayed == 0 {
+			if st, err := q.Admin().Stats(c.ctx()); err == nil && st.Ready+st.InFlight+st.Delayed == 0 {
 				return
 			}
 			continue
@@ -301,7 +301,7 @@ func checkRateLimit(c *C) {
 	}
 	const count, total = 3, 7
 	period := 2 * time.Second
-	if err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
+	if err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
 		c.Fatalf("set rate policy: %v", err)
 	}
 	for i := range total {
@@ -359,7 +359,7 @@ func checkMaxDepth(c *C) {
 		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
 	}
 	const depth = 3
-	if err := q.Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
+	if err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
 		c.Skipf("backend %s keeps policies but refuses max-depth: %v", c.h.Name, err)
 	} else if err != nil {
 		c.Fatalf("set max-depth: %v", err)
@@ -370,7 +370,7 @@ func checkMaxDepth(c *C) {
 	} else {
 		c.expectCode(err, errcode.ResourceExhausted, "batch push beyond max-depth")
 	}
-	if size, err := q.Size(c.ctx()); err != nil || (level(q, driver.ExactCount) == driver.Native && size != 1) {
+	if size, err := q.Admin().Size(c.ctx()); err != nil || (level(q, driver.ExactCount) == driver.Native && size != 1) {
 		c.Errorf("after a refused batch the queue holds %d (%v); want 1: a batch is all-or-nothing against max-depth", size, err)
 	}
 	c.push(q, task("depth 2"), task("depth 3"))
@@ -388,7 +388,7 @@ func checkMaxDepth(c *C) {
 	c.expectCode(err, errcode.ResourceExhausted, "push while the queue is full with one task in flight")
 	c.complete(e)
 	c.push(q, task("depth 4"))
-	if _, err := q.Policies().Unset(c.ctx(), driver.MaxDepthPolicy, ""); err != nil {
+	if _, err := q.Admin().Policies().Unset(c.ctx(), driver.MaxDepthPolicy, ""); err != nil {
 		c.Fatalf("unset max-depth: %v", err)
 	}
 	c.push(q, task("depth 5"))

@@ -41,18 +41,18 @@ func checkQueueWidePolicies(c *C) {
 	}
 	want := []driver.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
 	for _, p := range append([]driver.Policy{driver.Retention(time.Hour)}, want...) {
-		if err := q.Policies().Set(c.ctx(), p); err != nil {
+		if err := q.Admin().Policies().Set(c.ctx(), p); err != nil {
 			c.Fatalf("set %v: %v", p, err)
 		}
 	}
-	got, err := q.Policies().List(c.ctx())
+	got, err := q.Admin().Policies().List(c.ctx())
 	if err != nil {
 		c.Fatalf("policy list: %v", err)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		c.Errorf("policy list = %v, want %v", got, want)
 	}
-	if ks, err := q.Policies().KeyStats(c.ctx()); err != nil || len(ks) != 0 {
+	if ks, err := q.Admin().Policies().KeyStats(c.ctx()); err != nil || len(ks) != 0 {
 		c.Errorf("key stats with only queue-wide policies = %v, %v; want none", ks, err)
 	}
 	// A task without a backoff of its own takes the queue's.
@@ -68,11 +68,11 @@ func checkQueueWidePolicies(c *C) {
 	}
 	c.complete(c.receive(q, c.longVis(q)))
 	for _, p := range want {
-		if ok, err := q.Policies().Unset(c.ctx(), p.Kind, ""); err != nil || !ok {
+		if ok, err := q.Admin().Policies().Unset(c.ctx(), p.Kind, ""); err != nil || !ok {
 			c.Errorf("unset %s: %v, %v; want true, nil", p.Kind, ok, err)
 		}
 	}
-	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
+	if got, err := q.Admin().Policies().List(c.ctx()); err != nil || len(got) != 0 {
 		c.Errorf("policy list after unsetting = %v, %v; want none", got, err)
 	}
 }
@@ -194,7 +194,7 @@ func checkResultRetention(c *C) {
 		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", jobq.DefaultRetention)
 	}
 	const keep = 2 * time.Second
-	if err := q.Policies().Set(c.ctx(), driver.Retention(keep)); err != nil {
+	if err := q.Admin().Policies().Set(c.ctx(), driver.Retention(keep)); err != nil {
 		c.Fatalf("set retention %v: %v", keep, err)
 	}
 	id := c.push(q, task("short-lived result"))[0]
@@ -206,7 +206,7 @@ func checkResultRetention(c *C) {
 	time.Sleep(time.Until(r.ExpiresAt) + c.tolerance())
 	_, err := q.Result(c.ctx(), id)
 	c.expectCode(err, errcode.NotFound, "Result after the retention passed")
-	if _, err := q.PurgeResults(c.ctx()); err != nil {
+	if _, err := q.Admin().PurgeResults(c.ctx()); err != nil {
 		c.Errorf("PurgeResults: %v", err)
 	}
 	if _, err := q.Result(c.ctx(), id); errcode.Of(err) != errcode.NotFound {
@@ -231,7 +231,7 @@ func checkWaitResults(c *C) {
 	}
 	got := make(chan report, len(ids)+1)
 	go func() {
-		err := q.WaitFunc(c.ctx(), ids, func(r *jobq.Result) error {
+		err := q.WaitFunc(c.ctx(), ids, jobq.WaitOptions{}, func(r *jobq.Result) error {
 			got <- report{r: r}
 			return nil
 		})
@@ -295,7 +295,7 @@ func (c *C) cancels(q *handle) bool {
 	if level(q, driver.Results) != driver.Unsupported && level(q, driver.Cancel) != driver.Unsupported {
 		return true
 	}
-	_, err := q.Cancel(c.ctx(), "no-such-task")
+	_, err := q.Admin().Cancel(c.ctx(), "no-such-task")
 	c.expectCode(err, errcode.Unimplemented, "Cancel on a backend that cannot cancel")
 	return false
 }
@@ -322,14 +322,14 @@ func checkCancelQueued(c *C) {
 	done := c.push(q, task("cancel too late"))[0]
 	c.complete(c.receive(q, c.longVis(q)))
 	c.result(q, done)
-	rs, err := q.Cancel(c.ctx(), done)
+	rs, err := q.Admin().Cancel(c.ctx(), done)
 	c.expectCancel(rs, err, done, jobq.CancelTooLate)
 	if r := c.result(q, done); r.State != driver.ResultSucceeded {
 		c.Errorf("a cancel after the end changed the record to %s", r.State)
 	}
 
 	id := c.push(q, task("cancel queued"))[0]
-	rs, err = q.Cancel(c.ctx(), id)
+	rs, err = q.Admin().Cancel(c.ctx(), id)
 	if level(q, driver.Cancel) == driver.Native {
 		c.expectCancel(rs, err, id, jobq.CancelRemoved)
 		if r := c.result(q, id); r.State != driver.ResultCancelled {
@@ -385,7 +385,7 @@ func checkCancelDelayed(c *C) {
 	t := task("cancel delayed")
 	t.NotBefore = time.Now().Add(time.Hour)
 	id := c.push(q, t)[0]
-	rs, err := q.Cancel(c.ctx(), id)
+	rs, err := q.Admin().Cancel(c.ctx(), id)
 	if level(q, driver.Cancel) == driver.Native {
 		c.expectCancel(rs, err, id, jobq.CancelRemoved)
 		if r := c.result(q, id); r.State != driver.ResultCancelled {
@@ -413,10 +413,10 @@ func checkCancelRunning(c *C) {
 	t.NumRetries = 3
 	id := c.push(q, t)[0]
 	e := c.receive(q, c.longVis(q))
-	rs, err := q.Cancel(c.ctx(), id)
+	rs, err := q.Admin().Cancel(c.ctx(), id)
 	c.expectCancel(rs, err, id, jobq.CancelPending)
 	// Asking again changes nothing.
-	rs, err = q.Cancel(c.ctx(), id, id)
+	rs, err = q.Admin().Cancel(c.ctx(), id, id)
 	if err != nil || len(rs) != 2 || rs[0].Outcome != jobq.CancelPending || rs[1].Outcome != jobq.CancelPending {
 		c.Errorf("a second cancel of the running task = %+v, %v; want pending twice", rs, err)
 	}
@@ -455,7 +455,7 @@ func checkRetryBackoff(c *C) {
 		}
 		due := failed.Add(res.Delay)
 		c.receiveNone(q, due, fmt.Sprintf("the retry waits for its backoff of %v", res.Delay))
-		if st, err := q.Stats(c.ctx()); err != nil {
+		if st, err := q.Admin().Stats(c.ctx()); err != nil {
 			c.Errorf("stats: %v", err)
 		} else if level(q, driver.ExactCount) == driver.Native && st.Known.Delayed && time.Now().Before(due) && st.Delayed != 1 {
 			c.Errorf("stats while the retry waits: %+v; want Delayed 1", st)

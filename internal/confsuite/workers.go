@@ -36,7 +36,7 @@ func (c *C) registryOr(q *handle) bool {
 	if err != nil && !errors.Is(err, errcode.Unimplemented) {
 		c.Errorf("errors.Is(err, errcode.Unimplemented) is false for %v", err)
 	}
-	_, err = q.Workers(c.ctx(), jobq.WorkersOptions{})
+	_, err = q.Admin().Workers(c.ctx(), jobq.WorkersOptions{})
 	c.expectCode(err, errcode.Unimplemented, "Workers on a backend without worker-registry")
 	return false
 }
@@ -65,7 +65,7 @@ func sampleWorker(n int) *jobq.WorkerInfo {
 // listWorkers lists q's workers, withdrawn ones included, by ID.
 func (c *C) listWorkers(q *handle, ttl time.Duration) map[string]*jobq.WorkerInfo {
 	c.Helper()
-	ws, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: ttl, Withdrawn: true})
+	ws, err := q.Admin().Workers(c.ctx(), jobq.WorkersOptions{TTL: ttl, Withdrawn: true})
 	if err != nil {
 		c.Fatalf("Workers: %v", err)
 	}
@@ -174,7 +174,7 @@ func checkWorkerWithdraw(c *C) {
 	if err := hooks.WithdrawWorker(c.ctx(), q, leave); err != nil {
 		c.Fatalf("WithdrawWorker: %v", err)
 	}
-	ws, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: time.Hour})
+	ws, err := q.Admin().Workers(c.ctx(), jobq.WorkersOptions{TTL: time.Hour})
 	if err != nil {
 		c.Fatalf("Workers: %v", err)
 	}
@@ -227,17 +227,17 @@ func checkWorkerVanished(c *C) {
 	if g := c.listWorkers(q, time.Hour)[gone.ID]; g == nil || g.State != jobq.WorkerLive {
 		c.Errorf("with a TTL of an hour, a worker silent for 10s is %v, want live", g)
 	}
-	if _, err := q.PurgeWorkers(c.ctx(), time.Now().Add(-jobq.WorkerRetention)); err != nil {
+	if _, err := q.Admin().PurgeWorkers(c.ctx(), time.Now().Add(-jobq.WorkerRetention)); err != nil {
 		c.Fatalf("PurgeWorkers: %v", err)
 	}
 	got = c.listWorkers(q, 0)
 	if got[old.ID] != nil || got[live.ID] == nil || got[gone.ID] == nil {
 		c.Errorf("PurgeWorkers must delete only records older than the retention: left %d records", len(got))
 	}
-	_, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: -time.Second})
+	_, err := q.Admin().Workers(c.ctx(), jobq.WorkersOptions{TTL: -time.Second})
 	c.expectCode(err, errcode.InvalidArgument, "Workers with a negative TTL")
 	// A time in the future empties the registry.
-	if _, err := q.PurgeWorkers(c.ctx(), time.Now().Add(time.Hour)); err != nil {
+	if _, err := q.Admin().PurgeWorkers(c.ctx(), time.Now().Add(time.Hour)); err != nil {
 		c.Fatalf("PurgeWorkers of every record: %v", err)
 	}
 	if got := c.listWorkers(q, 0); len(got) != 0 {

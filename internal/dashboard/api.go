@@ -101,7 +101,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 // metrics-api scaler reads it.
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	st, err := s.q.Stats(ctx)
+	st, err := s.q.Admin().Stats(ctx)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -217,7 +217,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	dead, err := s.q.DeadLetters().List(r.Context(), n)
+	dead, err := s.q.Admin().DeadLetters().List(r.Context(), n)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -272,7 +272,7 @@ func (s *Server) moveDead(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "give ids or all, not both and not neither"})
 		return
 	}
-	dl := s.q.DeadLetters()
+	dl := s.q.Admin().DeadLetters()
 	var n int64
 	verb := "requeued"
 	if r.URL.Path == "/api/deadletters/purge" {
@@ -365,7 +365,7 @@ type runtimeReport struct {
 // the tasks the dashboard followed to their result records, and the
 // attempts in the dead letters' histories.
 func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
-	dead, err := s.q.DeadLetters().List(r.Context(), maxDeadList)
+	dead, err := s.q.Admin().DeadLetters().List(r.Context(), maxDeadList)
 	if err != nil && !errors.Is(err, jobq.ErrClosed) && errcode.Of(err) != errcode.Unimplemented {
 		apiError(w, err)
 		return

@@ -149,7 +149,7 @@ func (s *Server) Handler() http.Handler { return s.guard(s.mux) }
 
 // Sample reads the counts once and adds them to the history.
 func (s *Server) Sample(ctx context.Context) error {
-	st, err := s.q.Stats(ctx)
+	st, err := s.q.Admin().Stats(ctx)
 	if err != nil {
 		return err
 	}

@@ -184,7 +184,7 @@ func TestMutationsAreSameOrigin(t *testing.T) {
 			t.Errorf("%s: status %d; want %d (%s)", tt.name, w.Code, tt.wantStatus, w.Body)
 		}
 	}
-	st, err := q.Stats(t.Context())
+	st, err := q.Admin().Stats(t.Context())
 	if err != nil || st.Dead != 1 {
 		t.Fatalf("after the refused requests: %+v, %v; want the dead letter still there", st, err)
 	}
@@ -196,7 +196,7 @@ func TestMutationsAreSameOrigin(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"requeued":1`) {
 		t.Fatalf("same-origin requeue: %d %s", w.Code, w.Body)
 	}
-	if st, err := q.Stats(t.Context()); err != nil || st.Dead != 0 || st.Ready != 1 {
+	if st, err := q.Admin().Stats(t.Context()); err != nil || st.Dead != 0 || st.Ready != 1 {
 		t.Fatalf("after the requeue: %+v, %v; want 1 ready, 0 dead", st, err)
 	}
 }

@@ -130,7 +130,7 @@ func (s *Server) followResults(ctx context.Context) {
 		}
 		t.probed = true
 	}
-	peeked, err := s.q.Peek(ctx, peekPerSample)
+	peeked, err := s.q.Admin().Peek(ctx, peekPerSample)
 	if err != nil {
 		if errcode.Of(err) == errcode.Unimplemented {
 			t.off("this backend cannot peek at queued tasks")
