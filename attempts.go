@@ -33,9 +33,10 @@ const (
 	OutcomeCancelled AttemptOutcome = "cancelled"
 )
 
-// MaxAttempts bounds the attempt history a message carries: the oldest
+// maxAttemptHistory bounds the attempt history a message carries (not the
+// number of attempts a task gets; that is Task.NumRetries): the oldest
 // attempts are dropped first.
-const MaxAttempts = 10
+const maxAttemptHistory = 10
 
 // maxAttemptDetail bounds one attempt's detail, so that the history cannot
 // push a message over its backend's size limit.
@@ -245,7 +246,7 @@ func withExpired(as []Attempt, delivery int) []Attempt {
 }
 
 // withAttempt returns base with the history and the pending attempt
-// appended, bounded to MaxAttempts; nil when nothing is to be recorded.
+// appended, bounded to maxAttemptHistory; nil when nothing is to be recorded.
 func (e *Envelope) withAttempt(base *Task) *Task {
 	e.mu.Lock()
 	a := e.attempt
@@ -255,8 +256,8 @@ func (e *Envelope) withAttempt(base *Task) *Task {
 	}
 	next := *base
 	hist := append(withExpired(base.Attempts, e.DeliveryCount), *a)
-	if len(hist) > MaxAttempts {
-		hist = hist[len(hist)-MaxAttempts:]
+	if len(hist) > maxAttemptHistory {
+		hist = hist[len(hist)-maxAttemptHistory:]
 	}
 	next.Attempts = hist
 	return &next

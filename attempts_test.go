@@ -120,7 +120,9 @@ func TestAttemptHistory(t *testing.T) {
 	}
 }
 
-// TestAttemptHistoryBounded: the history keeps the last MaxAttempts.
+// TestAttemptHistoryBounded: the history keeps the last 10 attempts.
+const maxAttemptHistory = 10
+
 func TestAttemptHistoryBounded(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -133,12 +135,12 @@ func TestAttemptHistoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var e *jobq.Envelope
-	for i := range jobq.MaxAttempts + 5 {
+	for i := range maxAttemptHistory + 5 {
 		if e, err = q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(e.Attempts()); n != min(i, jobq.MaxAttempts) {
-			t.Fatalf("delivery %d sees %d attempts; want %d", i+1, n, min(i, jobq.MaxAttempts))
+		if n := len(e.Attempts()); n != min(i, maxAttemptHistory) {
+			t.Fatalf("delivery %d sees %d attempts; want %d", i+1, n, min(i, maxAttemptHistory))
 		}
 		hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeGateMiss})
 		if err := e.Requeue(ctx, 0); err != nil {

@@ -57,12 +57,12 @@ func TestParseBackoff(t *testing.T) {
 		{"1s,20000d", Backoff{}, "out of range"},
 	}
 	for _, tt := range tests {
-		got, err := ParseBackoff(tt.in)
+		got, err := parseBackoff(tt.in)
 		switch {
 		case tt.err == "" && (err != nil || got != tt.want):
-			t.Errorf("ParseBackoff(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			t.Errorf("parseBackoff(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		case tt.err != "" && (err == nil || errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tt.err)):
-			t.Errorf("ParseBackoff(%q) = %v, %v; want an InvalidArgument error containing %q", tt.in, got, err, tt.err)
+			t.Errorf("parseBackoff(%q) = %v, %v; want an InvalidArgument error containing %q", tt.in, got, err, tt.err)
 		}
 	}
 }

@@ -335,7 +335,7 @@ func (e *Envelope) RetriesLeft() int {
 // Fail records a failed attempt. While the retry budget lasts the message is
 // requeued with one retry fewer, visible again after the task's retry
 // backoff (Task.RetryBackoff, else the queue's retry-backoff policy, else
-// DefaultRetryBackoff), which the attempt history records; when it is spent
+// the default: 10s doubling up to 10m), which the attempt history records; when it is spent
 // the message is dead-lettered with cause as the reason and detail (such as
 // the output's tail) kept beside it. Where the backend cannot delay a
 // requeue at all, the retry comes at once (with a one-time warning).

@@ -47,4 +47,7 @@ func init() {
 	hooks.EnvelopeCancelRequested = func(ctx context.Context, e any) (bool, error) {
 		return e.(*Envelope).cancelRequested(ctx)
 	}
+
+	hooks.ParsePolicy = parsePolicy
+	hooks.ParseBackoff = func(s string) (any, error) { return parseBackoff(s) }
 }

@@ -40,9 +40,9 @@ import (
 	"github.com/jobq/jobq/stash"
 )
 
-// DefaultVisibility is the lease a Receive takes when ReceiveOptions does not
+// defaultVisibility is the lease a Receive takes when ReceiveOptions does not
 // say: ten minutes, as ai4s-jobq's worker.
-const DefaultVisibility = 10 * time.Minute
+const defaultVisibility = 10 * time.Minute
 
 // WaitForever, as ReceiveOptions.Wait, makes Receive block until a message
 // arrives or the context ends.
@@ -63,7 +63,7 @@ type Options struct {
 	// not reach (an Unavailable error: a refused or reset connection, a
 	// server restarting or failing over), pausing 100 ms at first and up to
 	// 5 s between attempts; the push's context bounds it too. Defaults to
-	// DefaultPushRetry (1 minute); negative turns retries off, so that the
+	// 1 minute; negative turns retries off, so that the
 	// first Unavailable error is returned. An attempt whose reply was lost
 	// may have stored its tasks: on backends that dedup task IDs the retry
 	// reports them as duplicates, on the others it may store them twice,
@@ -170,7 +170,7 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 		pushRetry: opts.PushRetry,
 	}
 	if q.pushRetry == 0 {
-		q.pushRetry = DefaultPushRetry
+		q.pushRetry = defaultPushRetry
 	}
 	q.warned.seen = map[driver.Feature]bool{}
 	if rs, ok := drv.(driver.ResultStore); ok && q.caps.Level(driver.Results) != driver.Unsupported {
@@ -434,7 +434,7 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (*driver.Message, error) {
 // takes a ten-minute lease and does not wait.
 type ReceiveOptions struct {
 	// Visibility is the lease: how long the message stays hidden from other
-	// receivers unless renewed. Defaults to DefaultVisibility (10 minutes),
+	// receivers unless renewed. Defaults to 10 minutes,
 	// or the backend's MaxVisibility when that is shorter.
 	Visibility time.Duration
 	// Wait is how long to wait for a message when none is visible. Zero
@@ -505,7 +505,7 @@ func (q *Queue) receiveSettings(op string, limit int, vis time.Duration) (int, t
 		limit = q.caps.MaxReceiveBatch
 	}
 	if vis == 0 {
-		vis = DefaultVisibility
+		vis = defaultVisibility
 		if mv := q.caps.MaxVisibility; mv > 0 && vis > mv {
 			vis = mv // the default must not fail on a backend with shorter leases
 		}

@@ -15,13 +15,13 @@ import (
 	"github.com/jobq/jobq/internal/bound"
 )
 
-// ParsePolicy parses a policy as the CLI writes it: kind "concurrency" with
+// parsePolicy parses a policy as the CLI writes it: kind "concurrency" with
 // spec "KEY=LIMIT", kind "rate" with spec "KEY=COUNT/PERIOD" (PERIOD a Go
 // duration such as 30s or 1m, or a bare unit: s, m, h), kind "max-depth"
 // with spec "N", kind "retention" with a duration such as "2d" (days and
 // weeks allowed), kind "retry-backoff" with "BASE,CAP" such as "10s,1h".
 // Invalid values are InvalidArgument errors naming the problem.
-func ParsePolicy(kind, spec string) (driver.Policy, error) {
+func parsePolicy(kind, spec string) (driver.Policy, error) {
 	const op = "policy"
 	p := driver.Policy{Kind: driver.PolicyKind(strings.TrimSpace(kind))}
 	spec = strings.TrimSpace(spec)
@@ -67,7 +67,7 @@ func ParsePolicy(kind, spec string) (driver.Policy, error) {
 		}
 		p = driver.Retention(d)
 	case driver.RetryBackoffPolicy:
-		b, err := ParseBackoff(spec)
+		b, err := parseBackoff(spec)
 		if err != nil {
 			return driver.Policy{}, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -54,12 +55,12 @@ func TestParsePolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.kind+" "+tt.spec, func(t *testing.T) {
 			t.Parallel()
-			got, err := jobq.ParsePolicy(tt.kind, tt.spec)
+			got, err := hooks.ParsePolicy(tt.kind, tt.spec)
 			if tt.wantErr == "" {
 				if err != nil || got != tt.want {
 					t.Fatalf("ParsePolicy(%q, %q) = %+v, %v; want %+v", tt.kind, tt.spec, got, err, tt.want)
 				}
-				if again, err := jobq.ParsePolicy(tt.kind, specOf(got)); err != nil || again != got {
+				if again, err := hooks.ParsePolicy(tt.kind, specOf(got)); err != nil || again != got {
 					t.Errorf("round trip of %v: %+v, %v", got, again, err)
 				}
 				return
@@ -95,7 +96,7 @@ func FuzzParsePolicy(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, kind, spec string) {
-		p, err := jobq.ParsePolicy(kind, spec)
+		p, err := hooks.ParsePolicy(kind, spec)
 		if err != nil {
 			if errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("ParsePolicy(%q, %q): %v is not InvalidArgument", kind, spec, err)
@@ -105,7 +106,7 @@ func FuzzParsePolicy(f *testing.F) {
 		if err := p.Validate(); err != nil || !utf8.ValidString(p.Key) {
 			t.Fatalf("ParsePolicy(%q, %q) = %+v, which is invalid: %v", kind, spec, p, err)
 		}
-		if again, err := jobq.ParsePolicy(string(p.Kind), specOf(p)); err != nil || again != p {
+		if again, err := hooks.ParsePolicy(string(p.Kind), specOf(p)); err != nil || again != p {
 			t.Fatalf("ParsePolicy(%q, %q) = %+v; its String %q reads back as %+v, %v", kind, spec, p, p.String(), again, err)
 		}
 	})

@@ -272,8 +272,8 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 			d.ended = pending.End
 		}
 	}
-	if len(d.attempts) > MaxAttempts {
-		d.attempts = d.attempts[len(d.attempts)-MaxAttempts:]
+	if len(d.attempts) > maxAttemptHistory {
+		d.attempts = d.attempts[len(d.attempts)-maxAttemptHistory:]
 	}
 	d.output = detail
 	if set != nil {

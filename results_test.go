@@ -102,8 +102,8 @@ func TestResultRecordsAtSettlement(t *testing.T) {
 			if got.Finished.IsZero() {
 				t.Errorf("result has no finish time")
 			}
-			if left := time.Until(got.ExpiresAt); left < jobq.DefaultRetention-time.Minute || left > jobq.DefaultRetention {
-				t.Errorf("record expires in %v; want the default retention %v", left, jobq.DefaultRetention)
+			if left := time.Until(got.ExpiresAt); left < driver.DefaultRetention-time.Minute || left > driver.DefaultRetention {
+				t.Errorf("record expires in %v; want the default retention %v", left, driver.DefaultRetention)
 			}
 		})
 	}
@@ -193,7 +193,7 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 	t.Parallel()
 	q := openMem(t, "")
 	ctx := t.Context()
-	p, err := jobq.ParsePolicy("retention", "1s")
+	p, err := hooks.ParsePolicy("retention", "1s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestFailRetryBackoff(t *testing.T) {
 			q := openMem(t, "")
 			ctx := t.Context()
 			if tt.policy != "" {
-				p, err := jobq.ParsePolicy("retry-backoff", tt.policy)
+				p, err := hooks.ParsePolicy("retry-backoff", tt.policy)
 				if err != nil {
 					t.Fatal(err)
 				}

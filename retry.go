@@ -10,8 +10,8 @@ import (
 	"github.com/jobq/jobq/errcode"
 )
 
-// DefaultPushRetry is the default Options.PushRetry.
-const DefaultPushRetry = time.Minute
+// defaultPushRetry is the default Options.PushRetry.
+const defaultPushRetry = time.Minute
 
 // Pauses between attempts of a push the backend could not reach.
 const (

@@ -18,10 +18,10 @@ const (
 	MaxPriority = 1000
 )
 
-// MaxNumRetries is the largest Task.NumRetries: the wire format carries it
+// maxNumRetries is the largest Task.NumRetries: the wire format carries it
 // as a 32-bit integer, which is what every reader (jobq's and ai4s-jobq's
 // backends) can count down.
-const MaxNumRetries = math.MaxInt32
+const maxNumRetries = math.MaxInt32
 
 // EnvVar is one environment variable of a shell task. Task.Env is a slice,
 // not a map, because the order is part of the wire format (ai4s-jobq keeps
@@ -73,7 +73,8 @@ type Task struct {
 	// not a string.
 	Payload json.RawMessage
 	// NumRetries is how many times the task may be retried after a failure
-	// before it is dead-lettered. ai4s-jobq's default is 0.
+	// before it is dead-lettered: 0 to 2147483647 (the wire format carries it
+	// as a 32-bit integer). ai4s-jobq's default is 0.
 	NumRetries int
 	// ReplyRequested is carried for compatibility with ai4s-jobq.
 	ReplyRequested bool
@@ -104,7 +105,7 @@ type Task struct {
 
 	// Metadata is free-form labels, kept with the task. Schema v2.
 	Metadata map[string]string
-	// Attempts is the task's attempt history (the last MaxAttempts), kept
+	// Attempts is the task's attempt history (the last 10 attempts), kept
 	// in the message where the backend updates messages in place; read it
 	// with Envelope.Attempts, which adds the deliveries whose lease expired.
 	// Schema v2.
@@ -171,8 +172,8 @@ func (t *Task) Validate() error {
 		return errorf(errcode.InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
 	case t.Command != "" && len(t.Payload) > 0:
 		return errorf(errcode.InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
-	case t.NumRetries < 0 || t.NumRetries > MaxNumRetries:
-		return errorf(errcode.InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
+	case t.NumRetries < 0 || t.NumRetries > maxNumRetries:
+		return errorf(errcode.InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, maxNumRetries)
 	case len(t.Payload) > 0 && (t.Cwd != "" || len(t.Env) > 0):
 		return errorf(errcode.InvalidArgument, "validate", "task has a payload and Cwd or Env, which are for shell tasks; a payload task keeps its settings in its payload")
 	case t.DirSyncTo != "" && len(t.Payload) > 0:

@@ -27,15 +27,6 @@ const (
 	WorkerWithdrawn WorkerState = "withdrawn"
 )
 
-// WorkerRetention is how long a worker's record is kept after its last
-// heartbeat, so that churn and lifetimes can be shown; older records are
-// purged.
-const WorkerRetention = 24 * time.Hour
-
-// DefaultWorkerHeartbeat is how often a worker writes its record unless
-// it says otherwise (worker.Options.HeartbeatInterval).
-const DefaultWorkerHeartbeat = 10 * time.Second
-
 // workerTTLBeats is how many heartbeat intervals may pass without a
 // heartbeat before a worker counts as vanished (unless the lister sets a
 // TTL).
@@ -115,7 +106,7 @@ type WorkersOptions struct {
 	// intervals (30s with the default interval).
 	TTL time.Duration
 	// Withdrawn includes the workers that withdrew (within
-	// WorkerRetention); by default only live and vanished ones are listed.
+	// driver.WorkerRetention); by default only live and vanished ones are listed.
 	Withdrawn bool
 }
 
@@ -174,7 +165,7 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 
 // PurgeWorkers deletes the worker records whose last heartbeat is before
 // before and returns how many it deleted (0 where the engine expires them
-// by itself). Workers call it now and then with WorkerRetention ago, so
+// by itself). Workers call it now and then with driver.WorkerRetention ago, so
 // that records never pile up; a time in the future empties the registry.
 func (a *Admin) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
 	q := a.q
@@ -188,7 +179,7 @@ func (a *Admin) PurgeWorkers(ctx context.Context, before time.Time) (int64, erro
 }
 
 // Workers lists the queue's workers that heartbeated within
-// WorkerRetention: the live ones and the ones that vanished without
+// driver.WorkerRetention: the live ones and the ones that vanished without
 // withdrawing (plus the withdrawn ones with opts.Withdrawn), live ones
 // first, each group by start time. It fails with Unimplemented when the
 // backend keeps no worker registry.
@@ -203,7 +194,7 @@ func (a *Admin) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo
 		return nil, errorf(errcode.InvalidArgument, op, "TTL is %v; use 0 (three heartbeat intervals) or a positive duration", opts.TTL)
 	}
 	now := time.Now()
-	since := now.Add(-WorkerRetention)
+	since := now.Add(-driver.WorkerRetention)
 	recs, err := r.ListWorkers(ctx, since)
 	if err != nil {
 		return nil, q.wrap(op, err)
@@ -220,7 +211,7 @@ func (a *Admin) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo
 		}
 		ttl := opts.TTL
 		if ttl == 0 {
-			ttl = workerTTLBeats * cmp.Or(w.Interval, DefaultWorkerHeartbeat)
+			ttl = workerTTLBeats * cmp.Or(w.Interval, driver.DefaultWorkerHeartbeat)
 		}
 		switch {
 		case rec.Withdrawn:

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -54,7 +55,7 @@ func (a *app) policySetCommand() *cobra.Command {
   jobq sqlite://./work.db policy set retry-backoff 10s,1h`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := jobq.ParsePolicy(args[0], args[1])
+			p, err := hooks.ParsePolicy(args[0], args[1])
 			if err != nil {
 				return asUsage(err)
 			}

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/hooks"
@@ -216,7 +216,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
 	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
-	f.registryEvery = jobq.DefaultWorkerHeartbeat
+	f.registryEvery = driver.DefaultWorkerHeartbeat
 	fl.Var(durationFlag(&f.registryEvery), "registry-interval", "how often the worker writes its record (tasks, CPU, memory) for the workers command (0: never)")
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates the worker's `NAME` although it is withheld (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...); a name or PREFIX* (repeatable; see docs/security.md)")
 }

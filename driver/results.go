@@ -124,3 +124,7 @@ type TaskRemover interface {
 	// anything is removed.
 	RemoveTasks(ctx context.Context, recs []*ResultRecord) ([]string, error)
 }
+
+// DefaultRetention is how long result records are kept when the queue has
+// no retention policy.
+const DefaultRetention = 7 * 24 * time.Hour

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/worker/preempt"
 )
 
@@ -192,7 +192,7 @@ func (o Options) withDefaults() Options {
 		o.WorkerID = defaultWorkerID()
 	}
 	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = jobq.DefaultWorkerHeartbeat
+		o.HeartbeatInterval = driver.DefaultWorkerHeartbeat
 	}
 	if o.Version == "" {
 		o.Version = defaultVersion()

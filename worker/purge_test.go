@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -19,7 +20,7 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openMem(t, "")
-	pol, err := jobq.ParsePolicy("retention", "1s")
+	pol, err := hooks.ParsePolicy("retention", "1s")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 const registryTimeout = 10 * time.Second
 
 // registryPurgeEvery is how often a worker purges the records of workers
-// gone for longer than jobq.WorkerRetention (besides once at start).
+// gone for longer than driver.WorkerRetention (besides once at start).
 const registryPurgeEvery = time.Hour
 
 // registry keeps this worker's record in the queue's worker registry: it
@@ -175,7 +175,7 @@ func (r *registry) put(withdraw bool) error {
 func (r *registry) purge() {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
-	if n, err := r.w.q.Admin().PurgeWorkers(ctx, time.Now().Add(-jobq.WorkerRetention)); err != nil {
+	if n, err := r.w.q.Admin().PurgeWorkers(ctx, time.Now().Add(-driver.WorkerRetention)); err != nil {
 		r.log.Debug("purging old worker records failed", "error", err)
 	} else if n > 0 {
 		r.log.Debug("purged old worker records", "count", n)

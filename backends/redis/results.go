@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
@@ -37,7 +36,7 @@ func expiryOf(r *driver.ResultRecord) time.Time {
 		if at.IsZero() {
 			at = time.Now()
 		}
-		return at.Add(jobq.DefaultRetention)
+		return at.Add(driver.DefaultRetention)
 	}
 	return r.ExpiresAt
 }

@@ -34,7 +34,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
@@ -114,7 +113,7 @@ func expiryOf(r *driver.ResultRecord) time.Time {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	return at.Add(jobq.DefaultRetention)
+	return at.Add(driver.DefaultRetention)
 }
 
 func encode(r *driver.ResultRecord) ([]byte, map[string]*string, error) {

@@ -170,8 +170,8 @@ func checkResultRecords(c *C) {
 			c.Errorf("%s task: record worker %q host %q started %v finished %v; want the recorded attempt's", en.name, r.Worker, r.Host, r.Started, r.Finished)
 		case r.DeliveryCount != 1:
 			c.Errorf("%s task: record delivery count %d; want 1", en.name, r.DeliveryCount)
-		case time.Until(r.ExpiresAt) < jobq.DefaultRetention-time.Hour:
-			c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, jobq.DefaultRetention)
+		case time.Until(r.ExpiresAt) < driver.DefaultRetention-time.Hour:
+			c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, driver.DefaultRetention)
 		}
 		if en.state == driver.ResultDeadLettered && en.value == "" && en.name == "dead-lettered" && (r.ExitCode == nil || *r.ExitCode != code) {
 			c.Errorf("dead-lettered task: record exit code %v; want %d", r.ExitCode, code)
@@ -191,7 +191,7 @@ func checkResultRetention(c *C) {
 		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
 	}
 	if !c.hasPolicyStore(q) {
-		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", jobq.DefaultRetention)
+		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", driver.DefaultRetention)
 	}
 	const keep = 2 * time.Second
 	if err := q.Admin().Policies().Set(c.ctx(), driver.Retention(keep)); err != nil {

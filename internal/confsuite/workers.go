@@ -205,7 +205,7 @@ func checkWorkerVanished(c *C) {
 	}
 	live, gone, old := sampleWorker(1), sampleWorker(2), sampleWorker(3)
 	gone.Heartbeat = gone.Heartbeat.Add(-10 * time.Second) // ten 1s intervals
-	old.Heartbeat = old.Heartbeat.Add(-jobq.WorkerRetention - time.Hour)
+	old.Heartbeat = old.Heartbeat.Add(-driver.WorkerRetention - time.Hour)
 	old.Started = old.Heartbeat.Add(-time.Hour)
 	for _, w := range []*jobq.WorkerInfo{live, gone, old} {
 		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
@@ -221,13 +221,13 @@ func checkWorkerVanished(c *C) {
 		c.Errorf("a worker silent for ten heartbeat intervals is %s, want vanished", g.State)
 	}
 	if got[old.ID] != nil {
-		c.Errorf("a worker whose last heartbeat is older than the retention (%v) is still listed", jobq.WorkerRetention)
+		c.Errorf("a worker whose last heartbeat is older than the retention (%v) is still listed", driver.WorkerRetention)
 	}
 	// A longer TTL makes the same worker live.
 	if g := c.listWorkers(q, time.Hour)[gone.ID]; g == nil || g.State != jobq.WorkerLive {
 		c.Errorf("with a TTL of an hour, a worker silent for 10s is %v, want live", g)
 	}
-	if _, err := q.Admin().PurgeWorkers(c.ctx(), time.Now().Add(-jobq.WorkerRetention)); err != nil {
+	if _, err := q.Admin().PurgeWorkers(c.ctx(), time.Now().Add(-driver.WorkerRetention)); err != nil {
 		c.Fatalf("PurgeWorkers: %v", err)
 	}
 	got = c.listWorkers(q, 0)

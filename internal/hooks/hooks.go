@@ -11,6 +11,7 @@ package hooks
 import (
 	"context"
 
+	"github.com/jobq/jobq/driver"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -67,4 +68,13 @@ var (
 	// EnvelopeCancelRequested reports whether a cancel was requested for
 	// e's task.
 	EnvelopeCancelRequested func(ctx context.Context, e any) (bool, error)
+)
+
+// The parsers of the CLI's policy and backoff syntax.
+var (
+	// ParsePolicy parses a policy as the CLI writes it (see docs/policies.md).
+	ParsePolicy func(kind, spec string) (driver.Policy, error)
+	// ParseBackoff reads a retry backoff written "BASE,CAP" or "BASE"; the
+	// result is a jobq.Backoff.
+	ParseBackoff func(s string) (any, error)
 )
