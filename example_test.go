@@ -168,7 +168,10 @@ func ExampleNew() {
 // for instance to register an opener configured with values.
 func ExampleURLMux() {
 	var mux jobq.URLMux
-	mux.Register("scratch", mem.URLOpener{})
+	if err := mux.Register("scratch", mem.URLOpener{}); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(mux.Schemes())
 
 	q, err := mux.Open(context.Background(), "scratch://example-mux", jobq.Options{})

@@ -88,7 +88,9 @@ func (flakyOpener) Open(ctx context.Context, u *url.URL, o driver.OpenOptions) (
 // flakyMux opens flaky:// URLs; the tests need no scheme on the default mux.
 var flakyMux = func() *jobq.URLMux {
 	m := new(jobq.URLMux)
-	m.Register("flaky", flakyOpener{})
+	if err := m.Register("flaky", flakyOpener{}); err != nil {
+		panic(err)
+	}
 	return m
 }()
 

@@ -32,22 +32,29 @@ var defaultMux = new(URLMux)
 func DefaultURLMux() *URLMux { return defaultMux }
 
 // Register makes a backend available on the default mux under a URL scheme;
-// it is DefaultURLMux().Register.
-func Register(scheme string, o driver.Opener) { defaultMux.Register(scheme, o) }
+// it is DefaultURLMux().Register. A backend's init panics on its error,
+// which only a programming error causes.
+func Register(scheme string, o driver.Opener) error { return defaultMux.Register(scheme, o) }
 
-// Register makes o open URLs of scheme (case-insensitive). Registering a
-// scheme twice panics, because it is a programming error found at start-up.
-func (m *URLMux) Register(scheme string, o driver.Opener) {
+// Register makes o open URLs of scheme (case-insensitive). A scheme that is
+// registered already, an empty scheme or a nil opener is an error (code
+// AlreadyExists or InvalidArgument) and changes nothing.
+func (m *URLMux) Register(scheme string, o driver.Opener) error {
+	const op = "register"
+	scheme = strings.ToLower(scheme)
+	if scheme == "" || o == nil {
+		return errorf(errcode.InvalidArgument, op, "register needs a scheme and an opener; got scheme %q, opener %v", scheme, o)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	scheme = strings.ToLower(scheme)
 	if _, dup := m.openers[scheme]; dup {
-		panic("jobq: scheme " + scheme + " registered twice")
+		return errorf(errcode.AlreadyExists, op, "scheme %q is registered already; register each scheme once, or use a URLMux of your own", scheme)
 	}
 	if m.openers == nil {
 		m.openers = map[string]driver.Opener{}
 	}
 	m.openers[scheme] = o
+	return nil
 }
 
 // Schemes returns the registered URL schemes, sorted.

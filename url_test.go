@@ -33,7 +33,9 @@ func TestURLMuxOwnSchemes(t *testing.T) {
 	t.Parallel()
 	var opens int
 	var m jobq.URLMux // the zero value is ready to use
-	m.Register("Mine", countingOpener{opens: &opens})
+	if err := m.Register("Mine", countingOpener{opens: &opens}); err != nil {
+		t.Fatal(err)
+	}
 
 	if got := m.Schemes(); !slices.Equal(got, []string{"mine"}) {
 		t.Errorf("Schemes() = %v, want [mine]", got)
@@ -70,18 +72,33 @@ func TestURLMuxOwnSchemes(t *testing.T) {
 	}
 }
 
-// TestURLMuxRegisterTwicePanics: a scheme registered twice is a programming
-// error found at start-up.
-func TestURLMuxRegisterTwicePanics(t *testing.T) {
+// TestURLMuxRegisterRefuses: a scheme registered twice (in any case), an
+// empty scheme and a nil opener are errors, not panics, and leave the mux
+// as it was.
+func TestURLMuxRegisterRefuses(t *testing.T) {
 	t.Parallel()
 	var m jobq.URLMux
-	m.Register("dup", mem.URLOpener{})
-	defer func() {
-		if recover() == nil {
-			t.Error("registering a scheme twice did not panic")
+	if err := m.Register("dup", mem.URLOpener{}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		scheme string
+		opener driver.Opener
+		want   errcode.Code
+	}{
+		{"twice", "DUP", mem.URLOpener{}, errcode.AlreadyExists},
+		{"empty scheme", "", mem.URLOpener{}, errcode.InvalidArgument},
+		{"nil opener", "other", nil, errcode.InvalidArgument},
+	}
+	for _, tt := range tests {
+		if err := m.Register(tt.scheme, tt.opener); errcode.Of(err) != tt.want {
+			t.Errorf("%s: Register(%q) = %v; want code %v", tt.name, tt.scheme, err, tt.want)
 		}
-	}()
-	m.Register("DUP", mem.URLOpener{})
+	}
+	if got := m.Schemes(); len(got) != 1 || got[0] != "dup" {
+		t.Errorf("Schemes() = %v after the refused registrations; want [dup]", got)
+	}
 }
 
 // TestNew builds a queue from a driver value, with no URL and no mux.

@@ -198,8 +198,12 @@ const (
 )
 
 func init() {
-	jobq.Register(slowClaimScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, 150 * time.Millisecond, false} }))
-	jobq.Register(rttScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, time.Millisecond, true} }))
+	if err := jobq.Register(slowClaimScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, 150 * time.Millisecond, false} })); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(rttScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, time.Millisecond, true} })); err != nil {
+		panic(err)
+	}
 }
 
 // wrappedSQLite opens SQLite queues whose driver wrap wraps, for the test
@@ -291,7 +295,9 @@ const slowCompleteScheme = "sqlite-slowcomplete"
 var slowCompleted atomic.Int64
 
 func init() {
-	jobq.Register(slowCompleteScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowCompletes{d} }))
+	if err := jobq.Register(slowCompleteScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowCompletes{d} })); err != nil {
+		panic(err)
+	}
 }
 
 type slowCompletes struct{ driver.Driver }
@@ -349,7 +355,9 @@ var (
 )
 
 func init() {
-	jobq.Register(waitLogScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return waitLog{d} }))
+	if err := jobq.Register(waitLogScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return waitLog{d} })); err != nil {
+		panic(err)
+	}
 }
 
 type waitLog struct{ driver.Driver }

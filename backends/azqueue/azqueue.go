@@ -126,7 +126,11 @@ const DevelopmentConnectionString = "DefaultEndpointsProtocol=http;AccountName=d
 // the open options (the CLI's --conn-str) takes precedence.
 var DefaultOpener = &URLOpener{}
 
-func init() { jobq.Register(Scheme, DefaultOpener) }
+func init() {
+	if err := jobq.Register(Scheme, DefaultOpener); err != nil {
+		panic(err)
+	}
+}
 
 // URLOpener opens azqueue:// URLs. The zero value reads credentials from the
 // environment (see the package documentation).

@@ -29,7 +29,11 @@ import (
 // fault proxy: faultScheme://devstoreaccount1/QUEUE?via=PORT[&...].
 const faultScheme = "azqfault"
 
-func init() { jobq.Register(faultScheme, viaProxy{}) }
+func init() {
+	if err := jobq.Register(faultScheme, viaProxy{}); err != nil {
+		panic(err)
+	}
+}
 
 // viaProxy opens azqueue URLs with a connection string that points at the
 // proxy named by the URL's via parameter.

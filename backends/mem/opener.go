@@ -18,7 +18,9 @@ import (
 const Scheme = "mem"
 
 func init() {
-	jobq.Register(Scheme, URLOpener{})
+	if err := jobq.Register(Scheme, URLOpener{}); err != nil {
+		panic(err)
+	}
 }
 
 // URLOpener opens mem:// URLs. The zero value is ready to use.

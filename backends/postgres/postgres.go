@@ -62,7 +62,9 @@ var Schemes = []string{"postgres", "postgresql"}
 
 func init() {
 	for _, s := range Schemes {
-		jobq.Register(s, Opener{})
+		if err := jobq.Register(s, Opener{}); err != nil {
+			panic(err)
+		}
 	}
 }
 

@@ -54,9 +54,15 @@ const (
 
 func init() {
 	o := &Opener{}
-	jobq.Register(Scheme, o)
-	jobq.Register(SchemeTLS, o)
-	jobq.Register(SchemeUnix, o)
+	if err := jobq.Register(Scheme, o); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(SchemeTLS, o); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(SchemeUnix, o); err != nil {
+		panic(err)
+	}
 }
 
 // Opener opens Redis queues from URLs. The zero value is ready to use.

@@ -278,7 +278,9 @@ func TestClockOffset(t *testing.T) {
 			t.Parallel()
 			e := emu.Start(t, emu.Options{LockDuration: lockDuration, ClockOffset: offset})
 			scheme := fmt.Sprintf("sbskew%d", skewSchemes.Add(1))
-			jobq.Register(scheme, &servicebus.URLOpener{ConnectionString: e.ConnectionString()})
+			if err := jobq.Register(scheme, &servicebus.URLOpener{ConnectionString: e.ConnectionString()}); err != nil {
+				t.Fatal(err)
+			}
 			q, _ := open(t, fmt.Sprintf("%s://emulator/skew?admin=127.0.0.1:%d&create=true&lock_duration=%v", scheme, e.AdminPort, lockDuration))
 			ctx := ctxT(t)
 			if _, err := q.Push(ctx, &jobq.Task{Command: "skewed"}); err != nil {

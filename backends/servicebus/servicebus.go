@@ -167,8 +167,12 @@ const (
 var DefaultOpener = &URLOpener{}
 
 func init() {
-	jobq.Register(Scheme, DefaultOpener)
-	jobq.Register(LongScheme, DefaultOpener)
+	if err := jobq.Register(Scheme, DefaultOpener); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(LongScheme, DefaultOpener); err != nil {
+		panic(err)
+	}
 }
 
 // URLOpener opens sb:// and servicebus:// URLs. The zero value reads

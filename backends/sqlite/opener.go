@@ -60,7 +60,9 @@ const (
 )
 
 func init() {
-	jobq.Register(Scheme, URLOpener{})
+	if err := jobq.Register(Scheme, URLOpener{}); err != nil {
+		panic(err)
+	}
 }
 
 // URLOpener opens sqlite:// URLs. The zero value is ready to use.

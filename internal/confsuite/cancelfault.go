@@ -92,7 +92,9 @@ func (c *C) openFaulty(rawURL string, fault removalFault) *jobq.Queue {
 		c.Fatalf("no backend is registered for scheme %q", u.Scheme)
 	}
 	mux := new(jobq.URLMux)
-	mux.Register(u.Scheme, faultyOpener{inner: inner, fault: fault})
+	if err := mux.Register(u.Scheme, faultyOpener{inner: inner, fault: fault}); err != nil {
+		c.Fatalf("registering the faulty opener: %v", err)
+	}
 	q, err := mux.Open(c.ctx(), rawURL, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		c.Fatalf("open %s with a faulty RemoveTasks: %v", redact.URL(rawURL), err)
