@@ -29,7 +29,7 @@ const (
 	// OutcomeSuccess: the task ran and succeeded. A completed task leaves
 	// the queue, so this only appears where a success was requeued.
 	OutcomeSuccess AttemptOutcome = "success"
-	// OutcomeCancelled: the task was stopped by Queue.Cancel while it ran.
+	// OutcomeCancelled: the task was stopped by Admin.Cancel while it ran.
 	OutcomeCancelled AttemptOutcome = "cancelled"
 )
 

@@ -107,7 +107,7 @@ func TestAttemptHistory(t *testing.T) {
 	if err := e.DeadLetter(ctx, "given up", ""); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := q.Admin().DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil || len(dead) != 1 || dead[0].Task == nil {
 		t.Fatalf("dead letters %v, %v; want the task", dead, err)
 	}

@@ -139,15 +139,8 @@ func policyErr(op string, err error) error {
 	return &Error{Code: errcode.Of(err), Op: op, Msg: err.Error()}
 }
 
-// Policies sets, removes and lists a queue's policies. Get one with
-// Queue.Policies.
-type Policies struct{ q *Queue }
-
-// Policies returns the queue's policy store.
-func (a *Admin) Policies() *Policies { return &Policies{q: a.q} }
-
-// store returns the driver's policy store or an Unimplemented error.
-func (p *Policies) store(op string) (driver.PolicyStore, error) {
+// policyStore returns the driver's policy store or an Unimplemented error.
+func (p *Admin) policyStore(op string) (driver.PolicyStore, error) {
 	if err := p.q.checkOpen(op); err != nil {
 		return nil, err
 	}
@@ -171,16 +164,16 @@ func policyFeature(k driver.PolicyKind) driver.Feature {
 	return ""
 }
 
-// Set validates and stores a policy, replacing the one of the same kind and
+// SetPolicy validates and stores a policy, replacing the one of the same kind and
 // key. A concurrency or rate policy on a backend that declares the feature
 // Unsupported fails with Unimplemented; one that declares it Emulated logs
 // the fallback once (the worker enforces it per process).
-func (p *Policies) Set(ctx context.Context, pol driver.Policy) error {
+func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 	const op = "policy set"
 	if err := validatePolicy(pol); err != nil {
 		return policyErr(op, err)
 	}
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return err
 	}
@@ -194,9 +187,9 @@ func (p *Policies) Set(ctx context.Context, pol driver.Policy) error {
 	return p.q.wrap(op, err)
 }
 
-// Unset removes the policy of that kind and key and reports whether there
+// UnsetPolicy removes the policy of that kind and key and reports whether there
 // was one.
-func (p *Policies) Unset(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
+func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	const op = "policy unset"
 	if !isPolicyKind(kind) {
 		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
@@ -207,7 +200,7 @@ func (p *Policies) Unset(ctx context.Context, kind driver.PolicyKind, key string
 	if kind.Keyed() && key == "" {
 		return false, errorf(errcode.InvalidArgument, op, "unsetting a %s policy needs its key", kind)
 	}
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return false, err
 	}
@@ -216,10 +209,10 @@ func (p *Policies) Unset(ctx context.Context, kind driver.PolicyKind, key string
 	return ok, p.q.wrap(op, err)
 }
 
-// List returns every policy, sorted by kind then key.
-func (p *Policies) List(ctx context.Context) ([]driver.Policy, error) {
+// Policies returns every policy of the queue, sorted by kind then key.
+func (p *Admin) Policies(ctx context.Context) ([]driver.Policy, error) {
 	const op = "policy list"
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return nil, err
 	}
@@ -227,11 +220,11 @@ func (p *Policies) List(ctx context.Context) ([]driver.Policy, error) {
 	return pols, p.q.wrap(op, err)
 }
 
-// KeyStats reports per-key in-flight and admission counts for every key
+// PolicyKeyStats reports per-key in-flight and admission counts for every key
 // with a policy or a leased message.
-func (p *Policies) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
+func (p *Admin) PolicyKeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	const op = "stats"
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return nil, err
 	}

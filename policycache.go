@@ -68,7 +68,7 @@ func (c *policyCache) get() (time.Duration, Backoff) {
 	return c.keep, c.backoff
 }
 
-// invalidate makes the next use reload the policies (after Policies.Set
+// invalidate makes the next use reload the policies (after Admin.SetPolicy
 // and Unset on this queue).
 func (c *policyCache) invalidate() {
 	c.mu.Lock()

@@ -423,7 +423,7 @@ func (e *Envelope) SetResult(d ResultDetails) {
 }
 
 // cancelRequested reports whether a cancel was asked for this task (see
-// Queue.Cancel): the worker should stop it and settle it with Cancel.
+// Admin.Cancel): the worker should stop it and settle it with Cancel.
 func (e *Envelope) cancelRequested(ctx context.Context) (bool, error) {
 	ids, err := e.q.cancelRequested(ctx, []string{e.Task.ID})
 	return len(ids) > 0, err

@@ -197,7 +197,7 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Admin().Policies().Set(ctx, p); err != nil {
+	if err := q.Admin().SetPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	r, err := q.Push(ctx, &jobq.Task{Command: "echo short-lived"})
@@ -245,7 +245,7 @@ func TestFailRetryBackoff(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := q.Admin().Policies().Set(ctx, p); err != nil {
+				if err := q.Admin().SetPolicy(ctx, p); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -309,7 +309,7 @@ func TestStashPoison(t *testing.T) {
 				if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute}); !errors.Is(err, jobq.ErrEmpty) {
 					t.Fatalf("Receive = %v, %v; want nothing (the message is poison)", e, err)
 				}
-				dls, err := b.q.Admin().DeadLetters().List(t.Context(), 10)
+				dls, err := b.q.Admin().DeadLetters(t.Context(), 10)
 				if err != nil || len(dls) != 1 {
 					t.Fatalf("dead letters: %d, %v; want the poison message", len(dls), err)
 				}
@@ -317,7 +317,7 @@ func TestStashPoison(t *testing.T) {
 					t.Errorf("dead-letter reason %q, want poison saying %q", dls[0].Reason, tc.reason)
 				}
 				// Purging the dead letter deletes its object.
-				if _, err := b.q.Admin().DeadLetters().Purge(t.Context()); err != nil {
+				if _, err := b.q.Admin().PurgeDeadLetters(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 				for _, o := range b.objects(t) {
@@ -347,7 +347,7 @@ func TestStashObjectForAnotherTask(t *testing.T) {
 	if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute}); !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("Receive = %v, %v; want nothing (the message is poison)", e, err)
 	}
-	dls, err := b.q.Admin().DeadLetters().List(t.Context(), 10)
+	dls, err := b.q.Admin().DeadLetters(t.Context(), 10)
 	if err != nil || len(dls) != 1 || !strings.Contains(dls[0].Reason, "not the task itself") {
 		t.Fatalf("dead letters %v, %v; want one saying the object holds another task", dls, err)
 	}
@@ -366,7 +366,7 @@ func TestStashUnregisteredScheme(t *testing.T) {
 	if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Second}); !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("Receive = %v, %v; want nothing (the store is not registered here)", e, err)
 	}
-	if dls, err := b.q.Admin().DeadLetters().List(t.Context(), 10); err != nil || len(dls) != 0 {
+	if dls, err := b.q.Admin().DeadLetters(t.Context(), 10); err != nil || len(dls) != 0 {
 		t.Fatalf("dead letters %v, %v; want none: the message is not poison", dls, err)
 	}
 	if n, err := b.q.Admin().Size(t.Context()); err != nil || n != 1 {
@@ -436,7 +436,7 @@ func TestStashReceiverWithoutConfig(t *testing.T) {
 	if !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("receive with the stash unreachable = %v, %v; want nothing", e, err)
 	}
-	if dls, _ := plain.Admin().DeadLetters().List(t.Context(), 10); len(dls) != 0 {
+	if dls, _ := plain.Admin().DeadLetters(t.Context(), 10); len(dls) != 0 {
 		t.Fatalf("message dead-lettered although the stash was only unreachable: %s", dls[0].Reason)
 	}
 	if err := os.Remove(b.files); err != nil {

@@ -65,7 +65,7 @@ type WorkerInfo struct {
 	// Heartbeat is when the worker last wrote its record, by its own clock.
 	// AnnounceWorker sets it to now when it is zero.
 	Heartbeat time.Time `json:"heartbeat"`
-	// State is set by Queue.Workers: live, vanished or withdrawn.
+	// State is set by Admin.Workers: live, vanished or withdrawn.
 	State WorkerState `json:"state"`
 }
 
@@ -99,7 +99,7 @@ type workerData struct {
 	IntervalMS int64     `json:"interval_ms,omitempty"`
 }
 
-// WorkersOptions tune Queue.Workers.
+// WorkersOptions tune Admin.Workers.
 type WorkersOptions struct {
 	// TTL is how long a worker may go without a heartbeat before it counts
 	// as vanished. Zero means three of the worker's own heartbeat

@@ -88,7 +88,7 @@ func queueLabel(q *jobq.Queue) string {
 
 // workerSource is the dashboard's view of the queue's worker registry:
 // live, vanished and recently withdrawn workers. On a backend without a
-// registry Queue.Workers fails with Unimplemented, which the page shows as
+// registry Admin.Workers fails with Unimplemented, which the page shows as
 // "not available on this backend".
 func workerSource(q *jobq.Queue) dashboard.WorkerSource {
 	return func(ctx context.Context) ([]dashboard.Worker, error) {

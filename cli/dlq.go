@@ -45,7 +45,7 @@ func (a *app) dlqListCommand() *cobra.Command {
 				return err
 			}
 			defer q.Close()
-			dead, err := q.Admin().DeadLetters().List(cmd.Context(), n)
+			dead, err := q.Admin().DeadLetters(cmd.Context(), n)
 			if err != nil {
 				return failure(err)
 			}
@@ -140,17 +140,17 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				return err
 			}
 			defer q.Close()
-			dl := q.Admin().DeadLetters()
+			dl := q.Admin()
 			var n int64
 			if verb == "requeue" {
-				n, err = dl.Requeue(ctx, ids...)
+				n, err = dl.RequeueDeadLetters(ctx, ids...)
 			} else {
 				if all && !yes {
 					if err := a.confirm(fmt.Sprintf("Delete every dead letter of %s?", hooks.URL(q))); err != nil {
 						return err
 					}
 				}
-				n, err = dl.Purge(ctx, ids...)
+				n, err = dl.PurgeDeadLetters(ctx, ids...)
 			}
 			if err != nil {
 				return failure(err)

@@ -60,7 +60,7 @@ func (a *app) policySetCommand() *cobra.Command {
 				return asUsage(err)
 			}
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
-				if err := q.Admin().Policies().Set(cmd.Context(), p); err != nil {
+				if err := q.Admin().SetPolicy(cmd.Context(), p); err != nil {
 					return policyFailure(err)
 				}
 				fmt.Fprintf(a.stdout, "set %s\n", p)
@@ -84,7 +84,7 @@ func (a *app) policyUnsetCommand() *cobra.Command {
 				key = args[1]
 			}
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
-				had, err := q.Admin().Policies().Unset(cmd.Context(), kind, key)
+				had, err := q.Admin().UnsetPolicy(cmd.Context(), kind, key)
 				if err != nil {
 					return policyFailure(err)
 				}
@@ -111,7 +111,7 @@ func (a *app) policyListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
-				pols, err := q.Admin().Policies().List(cmd.Context())
+				pols, err := q.Admin().Policies(cmd.Context())
 				if err != nil {
 					return policyFailure(err)
 				}

@@ -57,7 +57,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				}
 			}
 			if found == nil {
-				dead, err := q.Admin().DeadLetters().List(ctx, showScan)
+				dead, err := q.Admin().DeadLetters(ctx, showScan)
 				if err != nil && errcode.Of(err) != errcode.Unimplemented {
 					return failure(err)
 				}

@@ -15,7 +15,7 @@ const (
 	// ResultDeadLettered: the task failed for the last time (or could not
 	// be decoded) and was moved to the dead-letter store.
 	ResultDeadLettered ResultState = "dead-lettered"
-	// ResultCancelled: the task was cancelled (Queue.Cancel) and will not
+	// ResultCancelled: the task was cancelled (Admin.Cancel) and will not
 	// run (again).
 	ResultCancelled ResultState = "cancelled"
 	// ResultCancelRequested: a cancel was asked for a task that had not
@@ -54,7 +54,7 @@ type ResultRecord struct {
 // the queue's own engine, Emulated when they live in another store the
 // user already has, such as a blob container beside an Azure queue).
 //
-// Records are written by workers when a task ends and by Queue.Cancel; they
+// Records are written by workers when a task ends and by Admin.Cancel; they
 // are read by Queue.Result and Queue.Wait. A record lives until ExpiresAt;
 // expired records are purged by the engine (a TTL) or by PurgeResults,
 // which workers call now and then, so the store never grows without bound.
@@ -103,7 +103,7 @@ type ResultSettler interface {
 
 // TaskRemover is implemented by ResultStore drivers that can delete a
 // queued message by its task ID without holding a lease, which
-// Queue.Cancel uses to remove a task that is ready or delayed (Cancel
+// Admin.Cancel uses to remove a task that is ready or delayed (Cancel
 // Native). The removal stores the task's cancelled record with it, as
 // ResultSettler does with a settlement. Without it a cancelled task is
 // dropped, unrun, by the worker that next receives it (Cancel Emulated).

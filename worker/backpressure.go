@@ -147,7 +147,7 @@ func (l *localLimits) refresh(ctx context.Context) {
 		return
 	}
 	l.loaded = time.Now()
-	pols, err := l.q.Admin().Policies().List(ctx)
+	pols, err := l.q.Admin().Policies(ctx)
 	if err != nil {
 		if l.policies == nil {
 			l.log.Warn("cannot read the queue's policies; concurrency and rate keys are not enforced by this worker", "error", err)

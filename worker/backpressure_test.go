@@ -60,7 +60,7 @@ func TestEmulatedConcurrencyPerWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if err := q.Admin().Policies().Set(t.Context(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "licence", Limit: 1}); err != nil {
+	if err := q.Admin().SetPolicy(t.Context(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "licence", Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 4

@@ -14,7 +14,7 @@ import (
 )
 
 // ErrCancelled matches (with errors.Is) the cause of a task's context when
-// the task was cancelled (Queue.Cancel) while it ran. The worker then
+// the task was cancelled (Admin.Cancel) while it ran. The worker then
 // settles it as cancelled, whatever its handler returns: not retried, not
 // counted as a failure.
 var ErrCancelled = errors.New("task cancelled")

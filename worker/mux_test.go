@@ -50,7 +50,7 @@ func openPostgres(t testing.TB) *jobq.Queue {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_, _ = q.Admin().Clear(ctx)
-		_, _ = q.Admin().DeadLetters().Purge(ctx)
+		_, _ = q.Admin().PurgeDeadLetters(ctx)
 		q.Close()
 	})
 	return q
@@ -145,7 +145,7 @@ func TestMuxRoutesKinds(t *testing.T) {
 					t.Errorf("%s: event %+v; want a durable completion", name, ev)
 				}
 			}
-			dead, err := q.Admin().DeadLetters().List(t.Context(), 10)
+			dead, err := q.Admin().DeadLetters(t.Context(), 10)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Admin().Policies().Set(ctx, pol); err != nil {
+	if err := q.Admin().SetPolicy(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
 	id := pushOne(t, q, &jobq.Task{Command: "true"})

@@ -61,7 +61,7 @@ type Counts struct {
 	// failed.
 	Requeued int64
 	// Cancelled tasks were stopped or dropped because a cancel was
-	// requested for them (Queue.Cancel); not counted in Failed.
+	// requested for them (Admin.Cancel); not counted in Failed.
 	Cancelled int64
 	// LeaseLost tasks were stopped because their lease was lost.
 	LeaseLost int64

@@ -86,7 +86,7 @@ func TestFailureRetriesThenDeadLetters(t *testing.T) {
 	if ran.Load() != 3 {
 		t.Fatalf("ran %d times; want 3 (1 + 2 retries)", ran.Load())
 	}
-	dead, err := q.Admin().DeadLetters().List(context.Background(), 10)
+	dead, err := q.Admin().DeadLetters(context.Background(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}

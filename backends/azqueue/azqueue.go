@@ -46,7 +46,7 @@
 //
 // # Result records
 //
-// Result records (Queue.Result, Queue.Wait, Queue.Cancel) are blobs in a
+// Result records (Queue.Result, Queue.Wait, Admin.Cancel) are blobs in a
 // container of the queue's storage account, QUEUE-results unless results=
 // names another, created on first use; the credentials must allow Blob
 // Storage too. Storage Queue cannot delete a message by task ID, so a
@@ -207,7 +207,7 @@ type Options struct {
 	ResultsContainer string
 	// Results is the client of the result records' container, which the
 	// program built with its own credentials. New needs it for results
-	// (without it, Queue.Result and Queue.Cancel fail with Unimplemented);
+	// (without it, Queue.Result and Admin.Cancel fail with Unimplemented);
 	// for NewFromCredential it replaces ResultsContainer.
 	Results *container.Client
 	// Logger receives the driver's warnings and debug logs. Default

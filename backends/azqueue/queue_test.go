@@ -215,7 +215,7 @@ func TestFailDecrementsRetriesInPlace(t *testing.T) {
 	t.Parallel()
 	q, _ := openQueue(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Admin().Policies().Set(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	task := &jobq.Task{Command: "false", NumRetries: 2}
@@ -293,7 +293,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 	if !strings.HasPrefix(text, string(orig[:len(orig)-1])) || !strings.Contains(text, `"error": "exit status 3"`) {
 		t.Errorf("dead letter text = %s, want the task JSON with an error key", text)
 	}
-	dead, err := q.Admin().DeadLetters().List(t.Context(), 10)
+	dead, err := q.Admin().DeadLetters(t.Context(), 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("list: %v, %d", err, len(dead))
 	}
@@ -305,7 +305,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 		t.Errorf("dead task = %+v, want ID %s", dl.Task, task.ID)
 	}
 	// Requeue by task ID: the original bytes go back.
-	n, err := q.Admin().DeadLetters().Requeue(t.Context(), task.ID)
+	n, err := q.Admin().RequeueDeadLetters(t.Context(), task.ID)
 	if err != nil || n != 1 {
 		t.Fatalf("requeue dead: %d, %v", n, err)
 	}
@@ -335,7 +335,7 @@ func TestDeadLettersBeyondPeekLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all, err := q.Admin().DeadLetters().List(t.Context(), 100)
+	all, err := q.Admin().DeadLetters(t.Context(), 100)
 	if err != nil || len(all) != 40 {
 		t.Fatalf("list 100: %v, %d letters, want 40", err, len(all))
 	}
@@ -343,14 +343,14 @@ func TestDeadLettersBeyondPeekLimit(t *testing.T) {
 		t.Error("a letter without a recorded reason should say so")
 	}
 	// The scan made them visible again: a peek still sees them.
-	if again, err := q.Admin().DeadLetters().List(t.Context(), 5); err != nil || len(again) != 5 {
+	if again, err := q.Admin().DeadLetters(t.Context(), 5); err != nil || len(again) != 5 {
 		t.Fatalf("list 5 after the scan: %v, %d", err, len(again))
 	}
-	n, err := q.Admin().DeadLetters().Purge(t.Context(), ids[35], all[0].MessageID, "no-such-id")
+	n, err := q.Admin().PurgeDeadLetters(t.Context(), ids[35], all[0].MessageID, "no-such-id")
 	if err != nil || n != 2 {
 		t.Fatalf("purge two: %d, %v", n, err)
 	}
-	n, err = q.Admin().DeadLetters().Purge(t.Context())
+	n, err = q.Admin().PurgeDeadLetters(t.Context())
 	if err != nil || n != 38 {
 		t.Fatalf("purge all: %d, %v, want 38", n, err)
 	}

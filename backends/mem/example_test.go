@@ -76,7 +76,7 @@ func Example_retries() {
 		}
 		fmt.Printf("attempt %d failed: retried=%v, retries left %d\n", e.DeliveryCount, res.Retried, res.RetriesLeft)
 	}
-	dead, err := q.Admin().DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -25,7 +25,7 @@ func TestClaimSkipsCrowdedHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if err := q.Admin().Policies().Set(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "busy", Limit: 1}); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "busy", Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var tasks []*jobq.Task

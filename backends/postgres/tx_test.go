@@ -181,7 +181,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := poolOf(t, q)
-	if err := q.Admin().Policies().Set(ctx, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 2}); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "echo first"}); err != nil {

@@ -972,7 +972,7 @@ return n
 `)
 
 // removeScript deletes the ready and delayed messages that own the given
-// task ids (Queue.Cancel), and stores the record of each task it removed
+// task ids (Admin.Cancel), and stores the record of each task it removed
 // (see recordLua); leased and dead ones stay. ARGV: prefix, n, then
 // recordLua's four, then n times (task id, record). Returns the task ids
 // it removed.

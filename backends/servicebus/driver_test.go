@@ -79,7 +79,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	q, logs := open(t, newQueueURL(t))
 	ctx := ctxT(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Admin().Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	res, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 2})
@@ -102,7 +102,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if n := strings.Count(logs.String(), "feature=in-place-update"); n != 1 {
 		t.Fatalf("in-place-update warning logged %d times, want once:\n%s", n, logs)
 	}
-	dead, err := q.Admin().DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("dead letters: %v, %v", dead, err)
 	}
@@ -113,7 +113,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if err != nil || st.Dead != 1 || st.Ready != 0 {
 		t.Fatalf("stats %+v, %v; want 1 dead, 0 ready", st, err)
 	}
-	n, err := q.Admin().DeadLetters().Requeue(ctx, dead[0].MessageID)
+	n, err := q.Admin().RequeueDeadLetters(ctx, dead[0].MessageID)
 	if err != nil || n != 1 {
 		t.Fatalf("requeue dead letter: %d, %v", n, err)
 	}
@@ -124,7 +124,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if err := e.DeadLetter(ctx, "again", ""); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := q.Admin().DeadLetters().Purge(ctx); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeDeadLetters(ctx); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v", n, err)
 	}
 }
@@ -237,15 +237,15 @@ func TestPoliciesInUserMetadata(t *testing.T) {
 	}
 	want := []driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}, {Kind: driver.RatePolicy, Key: "api", Limit: 5, Period: time.Minute}}
 	for _, p := range want {
-		if err := q.Admin().Policies().Set(ctxT(t), p); err != nil {
+		if err := q.Admin().SetPolicy(ctxT(t), p); err != nil {
 			t.Fatalf("set %v: %v", p, err)
 		}
 	}
-	got, err := q.Admin().Policies().List(ctxT(t))
+	got, err := q.Admin().Policies(ctxT(t))
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("policy list = %v, %v; want %v", got, err, want)
 	}
-	if err := q.Admin().Policies().Set(ctxT(t), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
+	if err := q.Admin().SetPolicy(ctxT(t), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("set max-depth = %v, want Unimplemented", err)
 	}
 	if n, err := q.Admin().Size(ctxT(t)); err != nil || n != 2 {

@@ -121,7 +121,7 @@ func TestRequeueCostsNothing(t *testing.T) {
 	q, _ := open(t, newQueueURL(t, "max_delivery_count=2"))
 	ctx := ctxT(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Admin().Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "gated", NumRetries: 1}); err != nil {
@@ -155,7 +155,7 @@ func TestRequeueCostsNothing(t *testing.T) {
 // by jobq with reason (not by Service Bus at its max delivery count).
 func expectDeadLetter(t *testing.T, q *jobq.Queue, reason string, deliveries int) {
 	t.Helper()
-	dead, err := q.Admin().DeadLetters().List(ctxT(t), 10)
+	dead, err := q.Admin().DeadLetters(ctxT(t), 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("dead letters: %d, %v; want 1", len(dead), err)
 	}
@@ -172,7 +172,7 @@ func TestRetriesBeyondMaxDeliveryCount(t *testing.T) {
 	q, logs := open(t, newQueueURL(t, "max_delivery_count=2"))
 	ctx := ctxT(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Admin().Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "flaky", NumRetries: 3}); err != nil {
@@ -217,7 +217,7 @@ func TestDeadLetterWithinAzureLimits(t *testing.T) {
 			t.Fatalf("dead-letter a %d-byte task with long texts: %v", len(cmd), err)
 		}
 	}
-	dead, err := q.Admin().DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil || len(dead) != 2 {
 		t.Fatalf("dead letters: %d, %v", len(dead), err)
 	}

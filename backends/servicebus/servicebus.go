@@ -68,7 +68,7 @@
 // # Result records
 //
 // Service Bus has no place for result records (Queue.Result, Queue.Wait,
-// Queue.Cancel): they are blobs in the container results= names (or
+// Admin.Cancel): they are blobs in the container results= names (or
 // Options.Results), created on first use. Without one, those calls fail
 // with Unimplemented. A cancelled queued or scheduled task is dropped by
 // the worker that next receives it.
@@ -299,7 +299,7 @@ type Options struct {
 	// already knows where it connects). Default "servicebus".
 	Namespace string
 	// Results is the client of the blob container that keeps the queue's
-	// result records (Queue.Result, Queue.Wait, Queue.Cancel), built with
+	// result records (Queue.Result, Queue.Wait, Admin.Cancel), built with
 	// the program's own credentials. Default nil: the queue keeps no
 	// results, and those calls fail with Unimplemented.
 	Results *container.Client

@@ -10,7 +10,7 @@ import (
 )
 
 // TestWorkersNeedAContainer: without results= the queue keeps no worker
-// registry, declares so, and Queue.Workers says how to configure one.
+// registry, declares so, and Admin.Workers says how to configure one.
 func TestWorkersNeedAContainer(t *testing.T) {
 	t.Parallel()
 	d, err := openSBDriver(t, newQueueURL(t))

@@ -95,7 +95,7 @@ func DrainPolicies(b *testing.B, open func(b *testing.B) *jobq.Queue) {
 					break
 				}
 				p := driver.Policy{Kind: driver.ConcurrencyPolicy, Key: fmt.Sprintf("k%d", k), Limit: mode.cap}
-				if err := q.Admin().Policies().Set(ctx, p); err != nil {
+				if err := q.Admin().SetPolicy(ctx, p); err != nil {
 					b.Fatal(err)
 				}
 			}

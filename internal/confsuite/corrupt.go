@@ -95,7 +95,7 @@ func (c *C) corruptCase(k corruptCase) {
 	// A deliverable damaged message is failed through its budget; its
 	// retries come at once (their timing is checkRetryBackoff's), through
 	// the queue's policy since the message cannot carry a backoff.
-	if err := q.Admin().Policies().Set(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && errcode.Of(err) != errcode.Unimplemented {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && errcode.Of(err) != errcode.Unimplemented {
 		c.Fatalf("set a quick retry-backoff policy: %v", err)
 	}
 	want := c.pushAroundDamaged(q, k)

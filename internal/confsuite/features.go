@@ -105,7 +105,7 @@ func checkDeadLetter(c *C) {
 	const reason, detail = "conformance reason ✗", "detail line 1\nline 2 ünïcode"
 	if level(q, driver.DeadLetter) == driver.Unsupported {
 		c.expectCode(e.DeadLetter(c.ctx(), reason, detail), errcode.Unimplemented, "DeadLetter on a backend without dead letters")
-		_, err := q.Admin().DeadLetters().List(c.ctx(), 10)
+		_, err := q.Admin().DeadLetters(c.ctx(), 10)
 		c.expectCode(err, errcode.Unimplemented, "listing dead letters on a backend without dead letters")
 		c.complete(e)
 		return
@@ -140,7 +140,7 @@ func (c *C) listDead(q *handle, n int) []*jobq.DeadLetter {
 	var dead []*jobq.DeadLetter
 	var err error
 	ok := c.poll(func() bool {
-		dead, err = q.Admin().DeadLetters().List(c.ctx(), 100)
+		dead, err = q.Admin().DeadLetters(c.ctx(), 100)
 		if err != nil {
 			c.Fatalf("list dead letters: %v", err)
 		}
@@ -157,9 +157,9 @@ func (c *C) listDead(q *handle, n int) []*jobq.DeadLetter {
 func checkDeadLetterRequeuePurge(c *C) {
 	q := c.open()
 	if level(q, driver.DeadLetter) == driver.Unsupported {
-		_, err := q.Admin().DeadLetters().Requeue(c.ctx())
+		_, err := q.Admin().RequeueDeadLetters(c.ctx())
 		c.expectCode(err, errcode.Unimplemented, "requeuing dead letters on a backend without dead letters")
-		_, err = q.Admin().DeadLetters().Purge(c.ctx())
+		_, err = q.Admin().PurgeDeadLetters(c.ctx())
 		c.expectCode(err, errcode.Unimplemented, "purging dead letters on a backend without dead letters")
 		return
 	}
@@ -176,7 +176,7 @@ func checkDeadLetterRequeuePurge(c *C) {
 			mid[d.Task.ID] = d.MessageID
 		}
 	}
-	n, err := q.Admin().DeadLetters().Requeue(c.ctx(), mid[ids[0]], "no-such-dead-letter")
+	n, err := q.Admin().RequeueDeadLetters(c.ctx(), mid[ids[0]], "no-such-dead-letter")
 	if err != nil || n != 1 {
 		c.Fatalf("requeue one dead letter (and an unknown ID): moved %d, error %v; want 1 and no error", n, err)
 	}
@@ -186,17 +186,17 @@ func checkDeadLetterRequeuePurge(c *C) {
 	}
 	c.complete(e)
 	c.listDead(q, 2)
-	if n, err := q.Admin().DeadLetters().Purge(c.ctx(), mid[ids[1]]); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeDeadLetters(c.ctx(), mid[ids[1]]); err != nil || n != 1 {
 		c.Fatalf("purge one dead letter: deleted %d, error %v; want 1", n, err)
 	}
 	left := c.listDead(q, 1)
 	if left[0].Task == nil || left[0].Task.ID != ids[2] {
 		c.Errorf("after requeuing %s and purging %s the dead letter left is %v, want %s", ids[0], ids[1], left[0].Task, ids[2])
 	}
-	if n, err := q.Admin().DeadLetters().Purge(c.ctx()); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeDeadLetters(c.ctx()); err != nil || n != 1 {
 		c.Errorf("purge all dead letters: deleted %d, error %v; want 1", n, err)
 	}
-	if dead, err := q.Admin().DeadLetters().List(c.ctx(), 10); err != nil || len(dead) != 0 {
+	if dead, err := q.Admin().DeadLetters(c.ctx(), 10); err != nil || len(dead) != 0 {
 		c.Errorf("after purging all, listed %d dead letters (error %v)", len(dead), err)
 	}
 	c.receiveNone(q, time.Time{}, "the purged dead letters must not come back")

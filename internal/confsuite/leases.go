@@ -183,7 +183,7 @@ func checkSettleAfterLockLost(c *C) {
 		}
 	}
 	if level(q1, driver.DeadLetter) != driver.Unsupported {
-		dead, err := q1.Admin().DeadLetters().List(c.ctx(), 100)
+		dead, err := q1.Admin().DeadLetters(c.ctx(), 100)
 		if err != nil {
 			c.Fatalf("list dead letters: %v", err)
 		}

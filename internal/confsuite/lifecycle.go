@@ -105,12 +105,12 @@ func checkClosedQueue(c *C) {
 		"Stats":               func() error { _, err := q.Admin().Stats(ctx); return err },
 		"Size":                func() error { _, err := q.Admin().Size(ctx); return err },
 		"Clear":               func() error { _, err := q.Admin().Clear(ctx); return err },
-		"DeadLetters.List":    func() error { _, err := q.Admin().DeadLetters().List(ctx, 1); return err },
-		"DeadLetters.Purge":   func() error { _, err := q.Admin().DeadLetters().Purge(ctx); return err },
+		"DeadLetters.List":    func() error { _, err := q.Admin().DeadLetters(ctx, 1); return err },
+		"DeadLetters.Purge":   func() error { _, err := q.Admin().PurgeDeadLetters(ctx); return err },
 		"Envelope.Complete":   func() error { return e.Complete(ctx) },
 		"Envelope.Renew":      func() error { return e.Renew(ctx, 0) },
 		"Envelope.Requeue":    func() error { return e.Requeue(ctx, 0) },
-		"DeadLetters.Requeue": func() error { _, err := q.Admin().DeadLetters().Requeue(ctx); return err },
+		"DeadLetters.Requeue": func() error { _, err := q.Admin().RequeueDeadLetters(ctx); return err },
 	}
 	for name, op := range ops {
 		c.expectCode(op(), errcode.FailedPrecondition, name+" after Close")
@@ -164,7 +164,7 @@ func checkCanceledContext(c *C) {
 		ops = append(ops, struct {
 			name string
 			do   func() error
-		}{"DeadLetters.List", func() error { _, err := q.Admin().DeadLetters().List(ctx, 1); return err }})
+		}{"DeadLetters.List", func() error { _, err := q.Admin().DeadLetters(ctx, 1); return err }})
 	}
 	if level(q, driver.Results) != driver.Unsupported {
 		ops = append(ops, []struct {

@@ -129,7 +129,7 @@ func scrub(parent context.Context, u string) {
 	}
 	defer q.Close()
 	_, _ = q.Admin().Clear(ctx)
-	_, _ = q.Admin().DeadLetters().Purge(ctx)
+	_, _ = q.Admin().PurgeDeadLetters(ctx)
 	_, _ = q.Admin().PurgeWorkers(ctx, time.Now().Add(time.Hour)) // the worker checks' records, where there is a registry
 }
 

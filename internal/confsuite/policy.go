@@ -28,7 +28,7 @@ func policyChecks() []check {
 // to list them: Unimplemented means it keeps none.
 func (c *C) hasPolicyStore(q *handle) bool {
 	c.Helper()
-	_, err := q.Admin().Policies().List(c.ctx())
+	_, err := q.Admin().Policies(c.ctx())
 	switch {
 	case err == nil:
 		return true
@@ -55,22 +55,22 @@ func checkPolicyValidation(c *C) {
 		{Kind: "priority", Key: "k", Limit: 1},
 	}
 	for _, p := range bad {
-		c.expectCode(q.Admin().Policies().Set(c.ctx(), p), errcode.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
+		c.expectCode(q.Admin().SetPolicy(c.ctx(), p), errcode.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
 	}
 	if !c.hasPolicyStore(q) {
-		err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
+		err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
 		c.expectCode(err, errcode.Unimplemented, "set a policy on a backend that keeps none")
 		return
 	}
 	want := []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 10}}
-	if err := q.Admin().Policies().Set(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
+	if err := q.Admin().SetPolicy(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
 		c.Logf("the backend keeps policies but refuses max-depth: %v", err)
 		want = nil
 	}
 	if level(q, driver.ConcurrencyLimit) != driver.Unsupported {
 		want = append([]driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
 	} else {
-		err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2})
+		err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2})
 		c.expectCode(err, errcode.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
 	}
 	if level(q, driver.RateLimit) != driver.Unsupported {
@@ -82,16 +82,16 @@ func checkPolicyValidation(c *C) {
 		c.Skipf("the backend keeps policies but supports no kind of them")
 	}
 	for _, p := range want {
-		if err := q.Admin().Policies().Set(c.ctx(), p); err != nil {
+		if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
 			c.Fatalf("set %v: %v", p, err)
 		}
 	}
 	// Setting again replaces.
 	want[0].Limit++
-	if err := q.Admin().Policies().Set(c.ctx(), want[0]); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), want[0]); err != nil {
 		c.Fatalf("set %v again: %v", want[0], err)
 	}
-	got, err := q.Admin().Policies().List(c.ctx())
+	got, err := q.Admin().Policies(c.ctx())
 	if err != nil {
 		c.Fatalf("policy list: %v", err)
 	}
@@ -99,14 +99,14 @@ func checkPolicyValidation(c *C) {
 		c.Errorf("policy list = %v, want %v (sorted by kind, then key)", got, want)
 	}
 	for _, p := range want {
-		if ok, err := q.Admin().Policies().Unset(c.ctx(), p.Kind, p.Key); err != nil || !ok {
+		if ok, err := q.Admin().UnsetPolicy(c.ctx(), p.Kind, p.Key); err != nil || !ok {
 			c.Errorf("unset %v: %v, %v; want true, nil", p, ok, err)
 		}
 	}
-	if ok, err := q.Admin().Policies().Unset(c.ctx(), driver.RatePolicy, "never-set"); err != nil || ok {
+	if ok, err := q.Admin().UnsetPolicy(c.ctx(), driver.RatePolicy, "never-set"); err != nil || ok {
 		c.Errorf("unset a missing policy: %v, %v; want false, nil", ok, err)
 	}
-	if got, err := q.Admin().Policies().List(c.ctx()); err != nil || len(got) != 0 {
+	if got, err := q.Admin().Policies(c.ctx()); err != nil || len(got) != 0 {
 		c.Errorf("policy list after unsetting all = %v, %v; want none", got, err)
 	}
 }
@@ -154,7 +154,7 @@ func checkConcurrencyCap(c *C) {
 	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyedTask("unsupported key", "k")) {
 		return
 	}
-	if err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
 		c.Fatalf("set concurrency policy: %v", err)
 	}
 	// Capped tasks first: a claim must skip them, not stop at them.
@@ -200,7 +200,7 @@ func (c *C) capKeyStats(q *handle) {
 	if q.Capabilities().Level(driver.ConcurrencyLimit) != driver.Native {
 		return
 	}
-	ks, err := q.Admin().Policies().KeyStats(c.ctx())
+	ks, err := q.Admin().PolicyKeyStats(c.ctx())
 	if err != nil {
 		c.Fatalf("key stats: %v", err)
 	}
@@ -301,7 +301,7 @@ func checkRateLimit(c *C) {
 	}
 	const count, total = 3, 7
 	period := 2 * time.Second
-	if err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
 		c.Fatalf("set rate policy: %v", err)
 	}
 	for i := range total {
@@ -359,7 +359,7 @@ func checkMaxDepth(c *C) {
 		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
 	}
 	const depth = 3
-	if err := q.Admin().Policies().Set(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
 		c.Skipf("backend %s keeps policies but refuses max-depth: %v", c.h.Name, err)
 	} else if err != nil {
 		c.Fatalf("set max-depth: %v", err)
@@ -388,7 +388,7 @@ func checkMaxDepth(c *C) {
 	c.expectCode(err, errcode.ResourceExhausted, "push while the queue is full with one task in flight")
 	c.complete(e)
 	c.push(q, task("depth 4"))
-	if _, err := q.Admin().Policies().Unset(c.ctx(), driver.MaxDepthPolicy, ""); err != nil {
+	if _, err := q.Admin().UnsetPolicy(c.ctx(), driver.MaxDepthPolicy, ""); err != nil {
 		c.Fatalf("unset max-depth: %v", err)
 	}
 	c.push(q, task("depth 5"))

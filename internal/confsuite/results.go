@@ -41,18 +41,18 @@ func checkQueueWidePolicies(c *C) {
 	}
 	want := []driver.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
 	for _, p := range append([]driver.Policy{driver.Retention(time.Hour)}, want...) {
-		if err := q.Admin().Policies().Set(c.ctx(), p); err != nil {
+		if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
 			c.Fatalf("set %v: %v", p, err)
 		}
 	}
-	got, err := q.Admin().Policies().List(c.ctx())
+	got, err := q.Admin().Policies(c.ctx())
 	if err != nil {
 		c.Fatalf("policy list: %v", err)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		c.Errorf("policy list = %v, want %v", got, want)
 	}
-	if ks, err := q.Admin().Policies().KeyStats(c.ctx()); err != nil || len(ks) != 0 {
+	if ks, err := q.Admin().PolicyKeyStats(c.ctx()); err != nil || len(ks) != 0 {
 		c.Errorf("key stats with only queue-wide policies = %v, %v; want none", ks, err)
 	}
 	// A task without a backoff of its own takes the queue's.
@@ -68,11 +68,11 @@ func checkQueueWidePolicies(c *C) {
 	}
 	c.complete(c.receive(q, c.longVis(q)))
 	for _, p := range want {
-		if ok, err := q.Admin().Policies().Unset(c.ctx(), p.Kind, ""); err != nil || !ok {
+		if ok, err := q.Admin().UnsetPolicy(c.ctx(), p.Kind, ""); err != nil || !ok {
 			c.Errorf("unset %s: %v, %v; want true, nil", p.Kind, ok, err)
 		}
 	}
-	if got, err := q.Admin().Policies().List(c.ctx()); err != nil || len(got) != 0 {
+	if got, err := q.Admin().Policies(c.ctx()); err != nil || len(got) != 0 {
 		c.Errorf("policy list after unsetting = %v, %v; want none", got, err)
 	}
 }
@@ -194,7 +194,7 @@ func checkResultRetention(c *C) {
 		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", driver.DefaultRetention)
 	}
 	const keep = 2 * time.Second
-	if err := q.Admin().Policies().Set(c.ctx(), driver.Retention(keep)); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Retention(keep)); err != nil {
 		c.Fatalf("set retention %v: %v", keep, err)
 	}
 	id := c.push(q, task("short-lived result"))[0]

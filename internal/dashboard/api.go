@@ -217,7 +217,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	dead, err := s.q.Admin().DeadLetters().List(r.Context(), n)
+	dead, err := s.q.Admin().DeadLetters(r.Context(), n)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -272,14 +272,14 @@ func (s *Server) moveDead(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "give ids or all, not both and not neither"})
 		return
 	}
-	dl := s.q.Admin().DeadLetters()
+	dl := s.q.Admin()
 	var n int64
 	verb := "requeued"
 	if r.URL.Path == "/api/deadletters/purge" {
 		verb = "purged"
-		n, err = dl.Purge(r.Context(), req.IDs...)
+		n, err = dl.PurgeDeadLetters(r.Context(), req.IDs...)
 	} else {
-		n, err = dl.Requeue(r.Context(), req.IDs...)
+		n, err = dl.RequeueDeadLetters(r.Context(), req.IDs...)
 	}
 	if err != nil {
 		apiError(w, err)
@@ -365,7 +365,7 @@ type runtimeReport struct {
 // the tasks the dashboard followed to their result records, and the
 // attempts in the dead letters' histories.
 func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
-	dead, err := s.q.Admin().DeadLetters().List(r.Context(), maxDeadList)
+	dead, err := s.q.Admin().DeadLetters(r.Context(), maxDeadList)
 	if err != nil && !errors.Is(err, jobq.ErrClosed) && errcode.Of(err) != errcode.Unimplemented {
 		apiError(w, err)
 		return

@@ -63,7 +63,7 @@ func fill(ctx context.Context, t *testing.T, q *jobq.Queue) {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_, _ = q.Admin().Clear(ctx)
-		_, _ = q.Admin().DeadLetters().Purge(ctx)
+		_, _ = q.Admin().PurgeDeadLetters(ctx)
 		_ = q.Close()
 	})
 }

@@ -60,14 +60,14 @@ const (
 // LoadKeys reads the queue's policies and key counts; nil (and no error)
 // when the backend keeps no policies.
 func LoadKeys(ctx context.Context, q *jobq.Queue) (*Keys, error) {
-	pols, err := q.Admin().Policies().List(ctx)
+	pols, err := q.Admin().Policies(ctx)
 	if errcode.Of(err) == errcode.Unimplemented {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	ks, err := q.Admin().Policies().KeyStats(ctx)
+	ks, err := q.Admin().PolicyKeyStats(ctx)
 	if err != nil {
 		return nil, err
 	}
