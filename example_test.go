@@ -189,3 +189,48 @@ func ExampleURLMux() {
 	// example-mux
 	// InvalidArgument
 }
+
+// A Queue produces and consumes; its Admin handle inspects and administers:
+// counts, peeking, dead letters, policies, cancelling.
+func ExampleAdmin() {
+	ctx := context.Background()
+	q, err := jobq.Open(ctx, "mem://example-admin")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo a"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	e, err := q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := e.DeadLetter(ctx, "broken", "exit status 2"); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	adm := q.Admin()
+	st, err := adm.Stats(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("ready", st.Ready, "dead", st.Dead)
+	dead, err := adm.DeadLetters(ctx, 10)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(dead[0].Task.Command, dead[0].Reason)
+	n, err := adm.RequeueDeadLetters(ctx)
+	fmt.Println("requeued", n, err)
+	// Output:
+	// ready 0 dead 1
+	// echo a broken
+	// requeued 1 <nil>
+}
