@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jobq/jobq/internal/hooks"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,19 +24,19 @@ func init() {
 	hooks.TaskID = func(t any) (string, error) { return taskID(t.(*Task)) }
 
 	hooks.AnnounceWorker = func(ctx context.Context, q, w any) error {
-		return q.(*Queue).announceWorker(ctx, w.(*WorkerInfo))
+		return asQueue(q).announceWorker(ctx, w.(*WorkerInfo))
 	}
 	hooks.WithdrawWorker = func(ctx context.Context, q, w any) error {
-		return q.(*Queue).withdrawWorker(ctx, w.(*WorkerInfo))
+		return asQueue(q).withdrawWorker(ctx, w.(*WorkerInfo))
 	}
 	hooks.CancelRequested = func(ctx context.Context, q any, ids []string) ([]string, error) {
-		return q.(*Queue).cancelRequested(ctx, ids)
+		return asQueue(q).cancelRequested(ctx, ids)
 	}
-	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return q.(*Queue).baseAttributes() }
-	hooks.MeterProvider = func(q any) metric.MeterProvider { return q.(*Queue).tel.mp }
-	hooks.TracerProvider = func(q any) trace.TracerProvider { return q.(*Queue).tel.tp }
-	hooks.URL = func(q any) string { return q.(*Queue).url }
-	hooks.Scheme = func(q any) string { return q.(*Queue).scheme }
+	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return asQueue(q).baseAttributes() }
+	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }
+	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }
+	hooks.URL = func(q any) string { return asQueue(q).url }
+	hooks.Scheme = func(q any) string { return asQueue(q).scheme }
 
 	hooks.RecordAttempt = func(e, a any) { e.(*Envelope).recordAttempt(a.(Attempt)) }
 	hooks.LostDeliveries = func(e any) []int { return e.(*Envelope).lostDeliveries() }
@@ -50,4 +51,16 @@ func init() {
 
 	hooks.ParsePolicy = parsePolicy
 	hooks.ParseBackoff = func(s string) (any, error) { return parseBackoff(s) }
+}
+
+// asQueue is the *Queue a hook was given: the queue itself or a value that
+// embeds one (its promoted Admin method leads back to it).
+func asQueue(v any) *Queue {
+	switch q := v.(type) {
+	case *Queue:
+		return q
+	case interface{ Admin() *Admin }:
+		return q.Admin().q
+	}
+	panic(fmt.Sprintf("jobq: internal hook given a %T, not a *jobq.Queue", v))
 }
