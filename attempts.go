@@ -29,13 +29,14 @@ const (
 	// OutcomeSuccess: the task ran and succeeded. A completed task leaves
 	// the queue, so this only appears where a success was requeued.
 	OutcomeSuccess AttemptOutcome = "success"
-	// OutcomeCancelled: the task was stopped by Queue.Cancel while it ran.
+	// OutcomeCancelled: the task was stopped by Admin.Cancel while it ran.
 	OutcomeCancelled AttemptOutcome = "cancelled"
 )
 
-// MaxAttempts bounds the attempt history a message carries: the oldest
+// maxAttemptHistory bounds the attempt history a message carries (not the
+// number of attempts a task gets; that is Task.NumRetries): the oldest
 // attempts are dropped first.
-const MaxAttempts = 10
+const maxAttemptHistory = 10
 
 // maxAttemptDetail bounds one attempt's detail, so that the history cannot
 // push a message over its backend's size limit.
@@ -180,11 +181,11 @@ func (e *Envelope) recordsAttempts() bool {
 	return !e.q.caps.SharedWithAI4SJobq || e.wire.Version >= schemaV2
 }
 
-// RecordAttempt notes how this delivery went; the next Requeue, Fail or
+// recordAttempt notes how this delivery went; the next Requeue, Fail or
 // DeadLetter stores it in the message's attempt history, where the backend
 // can update messages in place (elsewhere it is dropped). Detail is cut to
 // 200 bytes.
-func (e *Envelope) RecordAttempt(a Attempt) {
+func (e *Envelope) recordAttempt(a Attempt) {
 	if a.Delivery == 0 {
 		a.Delivery = e.DeliveryCount
 	}
@@ -207,10 +208,10 @@ func (e *Envelope) Attempts() []Attempt {
 	return withExpired(e.wire.Attempts, e.DeliveryCount)
 }
 
-// LostDeliveries returns the earlier deliveries that ended without a
+// lostDeliveries returns the earlier deliveries that ended without a
 // settlement (lease expired) since the last recorded attempt, inferred
 // from the delivery count; empty where histories are not kept.
-func (e *Envelope) LostDeliveries() []int {
+func (e *Envelope) lostDeliveries() []int {
 	if !e.recordsAttempts() {
 		return nil
 	}
@@ -245,7 +246,7 @@ func withExpired(as []Attempt, delivery int) []Attempt {
 }
 
 // withAttempt returns base with the history and the pending attempt
-// appended, bounded to MaxAttempts; nil when nothing is to be recorded.
+// appended, bounded to maxAttemptHistory; nil when nothing is to be recorded.
 func (e *Envelope) withAttempt(base *Task) *Task {
 	e.mu.Lock()
 	a := e.attempt
@@ -255,8 +256,8 @@ func (e *Envelope) withAttempt(base *Task) *Task {
 	}
 	next := *base
 	hist := append(withExpired(base.Attempts, e.DeliveryCount), *a)
-	if len(hist) > MaxAttempts {
-		hist = hist[len(hist)-MaxAttempts:]
+	if len(hist) > maxAttemptHistory {
+		hist = hist[len(hist)-maxAttemptHistory:]
 	}
 	next.Attempts = hist
 	return &next
@@ -270,7 +271,7 @@ func (e *Envelope) historyBody(base *Task) []byte {
 	if next == nil {
 		return nil
 	}
-	b, err := MarshalTask(next)
+	b, err := encodeTask(next)
 	if err != nil || (e.q.caps.MaxMessageBytes > 0 && len(b) > e.q.caps.MaxMessageBytes) {
 		return nil
 	}

@@ -10,6 +10,9 @@ import (
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/wire"
 )
 
 func TestAttemptsWireRoundTrip(t *testing.T) {
@@ -28,11 +31,11 @@ func TestAttemptsWireRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			in := &jobq.Task{Command: "echo hi", Attempts: tt.attempts}
-			b, err := jobq.MarshalTask(in)
+			b, err := wire.Marshal(in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := jobq.UnmarshalTask(b)
+			out, err := wire.Unmarshal(b)
 			if err != nil {
 				t.Fatalf("decode %s: %v", b, err)
 			}
@@ -47,7 +50,7 @@ func TestAttemptsWireErrors(t *testing.T) {
 	t.Parallel()
 	base := `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "attempts": %s, "id": "i"}`
 	for _, bad := range []string{`5`, `[1]`, `[{"delivery": "one"}]`, `[{"start": "yesterday"}]`, `[{"outcome": 2}]`} {
-		if _, err := jobq.UnmarshalTask([]byte(fmt.Sprintf(base, bad))); jobq.ErrorCode(err) != jobq.InvalidArgument {
+		if _, err := wire.Unmarshal([]byte(fmt.Sprintf(base, bad))); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("attempts %s: error %v; want InvalidArgument", bad, err)
 		}
 	}
@@ -76,7 +79,7 @@ func TestAttemptHistory(t *testing.T) {
 	}
 	code := 2
 	e := recv(time.Minute)
-	e.RecordAttempt(jobq.Attempt{Worker: "w1", Outcome: jobq.OutcomeFailure, ExitCode: &code})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "w1", Outcome: jobq.OutcomeFailure, ExitCode: &code})
 	if _, err := e.Fail(ctx, errors.New("exit 2"), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -92,19 +95,19 @@ func TestAttemptHistory(t *testing.T) {
 	if got, want := outcomes(e.Attempts()), []string{"1:failure", "2:lease-expired"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("delivery 3 sees attempts %v; want %v", got, want)
 	}
-	if got := e.LostDeliveries(); !reflect.DeepEqual(got, []int{2}) {
+	if got := hooks.LostDeliveries(e); !reflect.DeepEqual(got, []int{2}) {
 		t.Errorf("LostDeliveries = %v; want [2]", got)
 	}
-	e.RecordAttempt(jobq.Attempt{Worker: "w3", Outcome: jobq.OutcomeGateMiss})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "w3", Outcome: jobq.OutcomeGateMiss})
 	if err := e.Requeue(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	e = recv(time.Minute)
-	e.RecordAttempt(jobq.Attempt{Worker: "w4", Outcome: jobq.OutcomeFailure})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "w4", Outcome: jobq.OutcomeFailure})
 	if err := e.DeadLetter(ctx, "given up", ""); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil || len(dead) != 1 || dead[0].Task == nil {
 		t.Fatalf("dead letters %v, %v; want the task", dead, err)
 	}
@@ -117,7 +120,9 @@ func TestAttemptHistory(t *testing.T) {
 	}
 }
 
-// TestAttemptHistoryBounded: the history keeps the last MaxAttempts.
+// TestAttemptHistoryBounded: the history keeps the last 10 attempts.
+const maxAttemptHistory = 10
+
 func TestAttemptHistoryBounded(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -130,14 +135,14 @@ func TestAttemptHistoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var e *jobq.Envelope
-	for i := range jobq.MaxAttempts + 5 {
+	for i := range maxAttemptHistory + 5 {
 		if e, err = q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(e.Attempts()); n != min(i, jobq.MaxAttempts) {
-			t.Fatalf("delivery %d sees %d attempts; want %d", i+1, n, min(i, jobq.MaxAttempts))
+		if n := len(e.Attempts()); n != min(i, maxAttemptHistory) {
+			t.Fatalf("delivery %d sees %d attempts; want %d", i+1, n, min(i, maxAttemptHistory))
 		}
-		e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeGateMiss})
+		hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeGateMiss})
 		if err := e.Requeue(ctx, 0); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 )
 
@@ -13,19 +14,19 @@ import (
 // Base up to Cap, with jitter: the n-th retry waits between half and all of
 // min(Cap, Base·2^(n-1)). The zero Backoff means "not set": a task takes
 // its queue's retry-backoff policy, and a queue without one takes
-// DefaultRetryBackoff.
+// the default: 10 seconds, doubling up to 10 minutes.
 type Backoff struct {
 	// Base is the first retry's delay. Zero with a Cap set means
-	// DefaultRetryBackoff's base, or Cap when that is shorter.
+	// the default base (10s), or Cap when that is shorter.
 	Base time.Duration
 	// Cap bounds every delay. Zero with a Base set means
-	// DefaultRetryBackoff's cap, or Base when that is longer.
+	// the default cap (10m), or Base when that is longer.
 	Cap time.Duration
 }
 
-// DefaultRetryBackoff is the retry delay of a task whose queue has no
+// defaultRetryBackoff is the retry delay of a task whose queue has no
 // retry-backoff policy: 10 seconds, doubling up to 10 minutes.
-var DefaultRetryBackoff = Backoff{Base: 10 * time.Second, Cap: 10 * time.Minute}
+var defaultRetryBackoff = Backoff{Base: 10 * time.Second, Cap: 10 * time.Minute}
 
 // maxBackoff bounds Backoff's durations and Task.TimeLimit: ten years,
 // which the wire format's seconds carry exactly to the millisecond.
@@ -34,13 +35,13 @@ const maxBackoff = driver.MaxPolicyDuration
 // IsZero reports whether b is not set.
 func (b Backoff) IsZero() bool { return b.Base == 0 && b.Cap == 0 }
 
-// filled returns b with a missing half taken from DefaultRetryBackoff.
+// filled returns b with a missing half taken from defaultRetryBackoff.
 func (b Backoff) filled() Backoff {
 	switch {
 	case b.Base == 0:
-		b.Base = min(DefaultRetryBackoff.Base, b.Cap)
+		b.Base = min(defaultRetryBackoff.Base, b.Cap)
 	case b.Cap == 0:
-		b.Cap = max(DefaultRetryBackoff.Cap, b.Base)
+		b.Cap = max(defaultRetryBackoff.Cap, b.Base)
 	}
 	return b
 }
@@ -49,11 +50,11 @@ func (b Backoff) filled() Backoff {
 func (b Backoff) validate(op string) error {
 	switch {
 	case b.Base < 0 || b.Cap < 0:
-		return errorf(InvalidArgument, op, "retry backoff %v,%v is negative; use durations such as 10s,1h", b.Base, b.Cap)
+		return errorf(errcode.InvalidArgument, op, "retry backoff %v,%v is negative; use durations such as 10s,1h", b.Base, b.Cap)
 	case b.Base > maxBackoff || b.Cap > maxBackoff:
-		return errorf(InvalidArgument, op, "retry backoff %v,%v is too long; keep each part within %v", b.Base, b.Cap, maxBackoff)
+		return errorf(errcode.InvalidArgument, op, "retry backoff %v,%v is too long; keep each part within %v", b.Base, b.Cap, maxBackoff)
 	case b.Cap != 0 && b.Base > b.Cap:
-		return errorf(InvalidArgument, op, "retry backoff base %v is longer than its cap %v; write BASE,CAP with BASE first, for example 10s,1h", b.Base, b.Cap)
+		return errorf(errcode.InvalidArgument, op, "retry backoff base %v is longer than its cap %v; write BASE,CAP with BASE first, for example 10s,1h", b.Base, b.Cap)
 	}
 	return nil
 }
@@ -61,7 +62,7 @@ func (b Backoff) validate(op string) error {
 // Delay returns the delay before the retry that follows the failures-th
 // failed attempt (1 for the first): min(Cap, Base·2^(failures-1)), less a
 // random part of up to half of it, so that tasks that failed together do
-// not all come back together. b's missing halves are DefaultRetryBackoff's.
+// not all come back together. b's missing halves are the default's (10s, 10m).
 func (b Backoff) Delay(failures int) time.Duration {
 	b = b.filled()
 	d := b.Base
@@ -75,13 +76,13 @@ func (b Backoff) Delay(failures int) time.Duration {
 	return d
 }
 
-// String formats b as ParseBackoff reads it.
+// String formats b as the CLI reads it ("BASE,CAP").
 func (b Backoff) String() string { return bound.Format(b.Base) + "," + bound.Format(b.Cap) }
 
-// ParseBackoff reads a retry backoff written "BASE,CAP" (for example
+// parseBackoff reads a retry backoff written "BASE,CAP" (for example
 // "10s,1h"; days and weeks allowed) or "BASE" alone, which keeps the
 // default cap (or BASE when that is longer).
-func ParseBackoff(s string) (Backoff, error) {
+func parseBackoff(s string) (Backoff, error) {
 	const op = "retry-backoff"
 	base, capText, hasCap := strings.Cut(s, ",")
 	var b Backoff
@@ -95,7 +96,7 @@ func ParseBackoff(s string) (Backoff, error) {
 		}
 	}
 	if b.Base == 0 {
-		return Backoff{}, errorf(InvalidArgument, op, "retry-backoff base %q is zero; use a delay such as 10s (a tiny one, 1ms, retries almost at once)", base)
+		return Backoff{}, errorf(errcode.InvalidArgument, op, "retry-backoff base %q is zero; use a delay such as 10s (a tiny one, 1ms, retries almost at once)", base)
 	}
 	if err := b.validate(op); err != nil {
 		return Backoff{}, err
@@ -108,7 +109,7 @@ func ParseBackoff(s string) (Backoff, error) {
 func parsePolicyDuration(what, s string) (time.Duration, error) {
 	d, err := bound.Durations{Max: maxBackoff, BareSeconds: true}.Parse(what, s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "%v", err)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
 	}
 	return d, nil
 }
@@ -122,7 +123,7 @@ func (e *Envelope) retryBackoff() Backoff {
 	if b := e.q.policies.retryBackoff(); !b.IsZero() {
 		return b
 	}
-	return DefaultRetryBackoff
+	return defaultRetryBackoff
 }
 
 // failures counts this task's failed deliveries, this one included: from

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestBackoffDelay(t *testing.T) {
@@ -55,12 +57,12 @@ func TestParseBackoff(t *testing.T) {
 		{"1s,20000d", Backoff{}, "out of range"},
 	}
 	for _, tt := range tests {
-		got, err := ParseBackoff(tt.in)
+		got, err := parseBackoff(tt.in)
 		switch {
 		case tt.err == "" && (err != nil || got != tt.want):
-			t.Errorf("ParseBackoff(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		case tt.err != "" && (err == nil || ErrorCode(err) != InvalidArgument || !strings.Contains(err.Error(), tt.err)):
-			t.Errorf("ParseBackoff(%q) = %v, %v; want an InvalidArgument error containing %q", tt.in, got, err, tt.err)
+			t.Errorf("parseBackoff(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		case tt.err != "" && (err == nil || errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("parseBackoff(%q) = %v, %v; want an InvalidArgument error containing %q", tt.in, got, err, tt.err)
 		}
 	}
 }
@@ -87,28 +89,28 @@ func TestWireRetryBackoffAndTimeLimit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			task := tt.task
-			b, err := MarshalTask(&task)
+			b, err := encodeTask(&task)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.HasPrefix(string(b), `{"version": 2`) || !strings.Contains(string(b), tt.member) {
 				t.Fatalf("body %s; want schema v2 with %s", b, tt.member)
 			}
-			got, err := UnmarshalTask(b)
+			got, err := unmarshalTask(b)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got.RetryBackoff != tt.want.RetryBackoff || got.TimeLimit != tt.want.TimeLimit {
 				t.Errorf("decoded backoff %v and time limit %v; want %v and %v", got.RetryBackoff, got.TimeLimit, tt.want.RetryBackoff, tt.want.TimeLimit)
 			}
-			if b2, err := MarshalTask(got); err != nil || string(b2) != string(b) {
+			if b2, err := encodeTask(got); err != nil || string(b2) != string(b) {
 				t.Errorf("re-encoding is not stable: %v\n%s\n%s", err, b, b2)
 			}
 		})
 	}
 	// Without the new fields a task stays v1, byte for byte.
 	plain := &Task{Command: "x"}
-	b, err := MarshalTask(plain)
+	b, err := encodeTask(plain)
 	if err != nil || !strings.HasPrefix(string(b), `{"version": 1`) {
 		t.Errorf("a task without retry backoff or time limit encodes as %s, %v; want schema v1", b, err)
 	}
@@ -126,7 +128,7 @@ func TestWireRejectsBadDurations(t *testing.T) {
 		`"time_limit": 1e300`,
 	} {
 		full := `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, ` + body + `}`
-		if _, err := UnmarshalTask([]byte(full)); ErrorCode(err) != InvalidArgument {
+		if _, err := unmarshalTask([]byte(full)); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("decoding %s: %v; want InvalidArgument", body, err)
 		}
 	}
@@ -135,8 +137,8 @@ func TestWireRejectsBadDurations(t *testing.T) {
 		{Command: "x", RetryBackoff: Backoff{Base: time.Hour, Cap: time.Second}},
 		{Command: "x", RetryBackoff: Backoff{Base: -time.Second}},
 	} {
-		if _, err := MarshalTask(&task); ErrorCode(err) != InvalidArgument {
-			t.Errorf("MarshalTask(%+v): %v; want InvalidArgument", task, err)
+		if _, err := encodeTask(&task); errcode.Of(err) != errcode.InvalidArgument {
+			t.Errorf("encodeTask(%+v): %v; want InvalidArgument", task, err)
 		}
 	}
 }

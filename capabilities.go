@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // warnOnce records which degraded features a queue has warned about.
@@ -32,7 +33,7 @@ func (q *Queue) degrade(op string, f driver.Feature) error {
 			if s.Fallback != "" {
 				msg += ": " + s.Fallback
 			}
-			return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends do)"}
+			return &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends do)"}
 		}
 		instead = fb
 		if s.Fallback != "" {

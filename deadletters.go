@@ -5,11 +5,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
-
-// DeadLetters is a queue's dead-letter store: tasks that failed past their
-// retry budget, were dead-lettered explicitly, or could not be decoded.
-type DeadLetters struct{ q *Queue }
 
 // DeadLetter is one message in the dead-letter store.
 type DeadLetter struct {
@@ -28,17 +25,16 @@ type DeadLetter struct {
 	DeadAt        time.Time
 }
 
-// DeadLetters returns the queue's dead-letter store.
-func (q *Queue) DeadLetters() *DeadLetters { return &DeadLetters{q: q} }
-
-// List returns up to max dead letters, oldest first.
-func (d *DeadLetters) List(ctx context.Context, max int) ([]*DeadLetter, error) {
+// DeadLetters returns up to max of the queue's dead letters, oldest first:
+// tasks that failed past their retry budget, were dead-lettered explicitly,
+// or could not be decoded.
+func (d *Admin) DeadLetters(ctx context.Context, max int) ([]*DeadLetter, error) {
 	const op = "dlq list"
-	if err := d.check(op); err != nil {
+	if err := d.checkDeadLetters(op); err != nil {
 		return nil, err
 	}
 	if max < 1 {
-		return nil, errorf(InvalidArgument, op, "count is %d; ask for at least 1", max)
+		return nil, errorf(errcode.InvalidArgument, op, "count is %d; ask for at least 1", max)
 	}
 	ms, err := d.q.drv.ListDead(ctx, max)
 	if err != nil {
@@ -48,28 +44,28 @@ func (d *DeadLetters) List(ctx context.Context, max int) ([]*DeadLetter, error) 
 	for i, m := range ms {
 		dl := &DeadLetter{MessageID: m.MessageID, Body: m.Body, Reason: m.Reason, Detail: m.Detail,
 			DeliveryCount: m.DeliveryCount, DeadAt: m.DeadAt}
-		dl.Task, dl.DecodeErr = UnmarshalTask(m.Body)
+		dl.Task, dl.DecodeErr = unmarshalTask(m.Body)
 		out[i] = dl
 	}
 	return out, nil
 }
 
-// Requeue moves the named dead letters (every one when no IDs are given)
+// RequeueDeadLetters moves the named dead letters (every one when no IDs are given)
 // back to the queue and returns how many it moved.
-func (d *DeadLetters) Requeue(ctx context.Context, messageIDs ...string) (int64, error) {
+func (d *Admin) RequeueDeadLetters(ctx context.Context, messageIDs ...string) (int64, error) {
 	const op = "dlq requeue"
-	if err := d.check(op); err != nil {
+	if err := d.checkDeadLetters(op); err != nil {
 		return 0, err
 	}
 	n, err := d.q.drv.RequeueDead(ctx, idsOrAll(messageIDs))
 	return n, d.q.wrap(op, err)
 }
 
-// Purge deletes the named dead letters (every one when no IDs are given) and
+// PurgeDeadLetters deletes the named dead letters (every one when no IDs are given) and
 // returns how many it deleted.
-func (d *DeadLetters) Purge(ctx context.Context, messageIDs ...string) (int64, error) {
+func (d *Admin) PurgeDeadLetters(ctx context.Context, messageIDs ...string) (int64, error) {
 	const op = "dlq purge"
-	if err := d.check(op); err != nil {
+	if err := d.checkDeadLetters(op); err != nil {
 		return 0, err
 	}
 	refs := d.q.stashedDeadLetters(ctx, messageIDs)
@@ -81,7 +77,7 @@ func (d *DeadLetters) Purge(ctx context.Context, messageIDs ...string) (int64, e
 	return n, nil
 }
 
-func (d *DeadLetters) check(op string) error {
+func (d *Admin) checkDeadLetters(op string) error {
 	if err := d.q.checkOpen(op); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Envelope is one received message: the task and the lease on it. Settle it
@@ -108,7 +109,7 @@ func (e *Envelope) markLost() {
 
 // Context returns a copy of parent that is canceled when this receiver no
 // longer holds the lease (as LockLost tells), with a LockLost *Error as its
-// cause (errors.Is(context.Cause(ctx), ErrLockLost)), and the function that
+// cause (errors.Is(context.Cause(ctx), errcode.LockLost)), and the function that
 // releases it. Work on the task can run under it, so that it stops when the
 // message may be with another receiver. Unlike a goroutine waiting on
 // LockLost, it costs no goroutine.
@@ -119,7 +120,7 @@ func (e *Envelope) Context(parent context.Context) (context.Context, context.Can
 	ctx, cancel := context.WithCancelCause(parent)
 	lost := e.LockLost()
 	onLost := func() {
-		cancel(&Error{Code: LockLost, Op: "lease", Queue: e.q.url,
+		cancel(&Error{Code: errcode.LockLost, Op: "lease", Queue: e.q.url,
 			Msg: fmt.Sprintf("the lease on message %s was lost: another receiver may hold it now", e.MessageID)})
 	}
 	e.mu.Lock()
@@ -142,7 +143,7 @@ func (e *Envelope) begin(op string) (driver.Lease, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.settled {
-		return driver.Lease{}, &Error{Code: FailedPrecondition, Op: op, Queue: e.q.url,
+		return driver.Lease{}, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: e.q.url,
 			Msg: fmt.Sprintf("message %s was already settled (complete, requeue, dead-letter and fail settle a message once)", e.MessageID)}
 	}
 	e.settled = true
@@ -158,7 +159,7 @@ func (e *Envelope) finish(op string, err error) error {
 		return nil
 	}
 	err = e.q.wrap(op, err)
-	if ErrorCode(err) == LockLost {
+	if errcode.Of(err) == errcode.LockLost {
 		e.markLost()
 	} else {
 		// The message was not settled; let the caller try again.
@@ -175,7 +176,7 @@ func (e *Envelope) Complete(ctx context.Context) error {
 	if e.traced && !inSettleSpan(ctx, e) {
 		return e.completeTraced(ctx) // which calls Complete in its span
 	}
-	return e.complete(ctx, "complete", e.recordOf(ctx, Succeeded, "", ""))
+	return e.complete(ctx, "complete", e.recordOf(ctx, driver.ResultSucceeded, "", ""))
 }
 
 // complete deletes the message, storing rec (when not nil) with it.
@@ -206,7 +207,7 @@ func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) (err error)
 // deliveries.
 func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, body []byte, failed bool) error {
 	if delay < 0 {
-		return errorf(InvalidArgument, op, "requeue delay %v is negative", delay)
+		return errorf(errcode.InvalidArgument, op, "requeue delay %v is negative", delay)
 	}
 	if delay > 0 {
 		if err := e.q.degrade(op, driver.DelayedRequeue); err != nil {
@@ -244,14 +245,14 @@ func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 	e.mu.Lock()
 	if e.settled {
 		e.mu.Unlock()
-		return &Error{Code: FailedPrecondition, Op: op, Queue: e.q.url, Msg: fmt.Sprintf("message %s is settled; there is no lease to renew", e.MessageID)}
+		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: e.q.url, Msg: fmt.Sprintf("message %s is settled; there is no lease to renew", e.MessageID)}
 	}
 	lease := e.lease
 	e.mu.Unlock()
 	nl, err := e.q.drv.Renew(ctx, lease, d)
 	if err != nil {
 		err = e.q.wrap(op, err)
-		if ErrorCode(err) == LockLost {
+		if errcode.Of(err) == errcode.LockLost {
 			e.markLost()
 		}
 		return err
@@ -276,7 +277,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err e
 	if err := e.q.degrade(op, driver.DeadLetter); err != nil {
 		return err
 	}
-	rec := e.recordOf(ctx, DeadLettered, reason, detail)
+	rec := e.recordOf(ctx, driver.ResultDeadLettered, reason, detail)
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
@@ -353,14 +354,14 @@ func (e *Envelope) budgetInPlace() bool {
 	}
 	next := *e.wire
 	next.NumRetries--
-	_, err := MarshalTask(&next)
+	_, err := encodeTask(&next)
 	return err == nil
 }
 
 // Fail records a failed attempt. While the retry budget lasts the message is
 // requeued with one retry fewer, visible again after the task's retry
 // backoff (Task.RetryBackoff, else the queue's retry-backoff policy, else
-// DefaultRetryBackoff), which the attempt history records; when it is spent
+// the default: 10s doubling up to 10m), which the attempt history records; when it is spent
 // the message is dead-lettered with cause as the reason and detail (such as
 // the output's tail) kept beside it. Where the backend cannot delay a
 // requeue at all, the retry comes at once (with a one-time warning).
@@ -379,7 +380,7 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (res Fa
 			next.NumRetries = left - 1
 			body = e.historyBody(&next)
 			if body == nil {
-				b, err := MarshalTask(&next) // budgetInPlace encoded it
+				b, err := encodeTask(&next) // budgetInPlace encoded it
 				if err != nil {
 					return FailResult{}, err
 				}

@@ -1,39 +1,18 @@
 package jobq
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/jobq/jobq/driver"
-)
-
-// Code classifies an error; see the constants. Get one with ErrorCode.
-type Code = driver.Code
-
-// Error codes, re-exported from the driver package.
-const (
-	Unknown            = driver.Unknown
-	NotFound           = driver.NotFound
-	AlreadyExists      = driver.AlreadyExists
-	InvalidArgument    = driver.InvalidArgument
-	LockLost           = driver.LockLost
-	TooLarge           = driver.TooLarge
-	Unimplemented      = driver.Unimplemented
-	FailedPrecondition = driver.FailedPrecondition
-	ResourceExhausted  = driver.ResourceExhausted
-	Canceled           = driver.Canceled
-	DeadlineExceeded   = driver.DeadlineExceeded
-	Unavailable        = driver.Unavailable
-	Internal           = driver.Internal
-	PermissionDenied   = driver.PermissionDenied
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Error is the error type every jobq operation returns. Test its code with
-// errors.Is against the sentinels below (errors.Is(err, jobq.ErrLockLost)) or
-// with ErrorCode; reach the backend's own error with errors.As or Unwrap.
+// errcode.Of(err) or errors.Is(err, errcode.LockLost); reach the backend's
+// own error with errors.As or Unwrap.
 type Error struct {
 	// Code classifies the error.
-	Code Code
+	Code errcode.Code
 	// Op is the operation, for example "push" or "complete".
 	Op string
 	// Queue is the queue's redacted URL, when known.
@@ -71,7 +50,7 @@ func (e *Error) Error() string {
 		msg += " (outcome unknown: the answer was lost, and the " + e.op() + " may have taken effect)"
 	}
 	// Drivers and SDKs may quote a URL or a connection string.
-	return Redact(s + ": " + msg)
+	return redact.String(s + ": " + msg)
 }
 
 // op names the operation in messages.
@@ -85,52 +64,18 @@ func (e *Error) op() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is reports whether target is a sentinel with the same code, so that
-// errors.Is(err, ErrLockLost) works for every LockLost error.
-func (e *Error) Is(target error) bool {
-	var s *sentinel
-	if errors.As(target, &s) {
-		return s.code == e.Code
-	}
-	return false
-}
+// ErrorCode returns e.Code, so that errcode.Of finds it.
+func (e *Error) ErrorCode() errcode.Code { return e.Code }
 
-type sentinel struct{ code Code }
-
-func (s *sentinel) Error() string { return "jobq: " + s.code.String() }
-
-// ErrorCode returns the code the sentinel stands for; driver.Error matches
-// sentinels through it.
-func (s *sentinel) ErrorCode() Code { return s.code }
-
-// Sentinels for errors.Is. Each matches every *Error with its code.
-var (
-	ErrNotFound           error = &sentinel{NotFound}
-	ErrAlreadyExists      error = &sentinel{AlreadyExists}
-	ErrInvalidArgument    error = &sentinel{InvalidArgument}
-	ErrLockLost           error = &sentinel{LockLost}
-	ErrTooLarge           error = &sentinel{TooLarge}
-	ErrUnimplemented      error = &sentinel{Unimplemented}
-	ErrFailedPrecondition error = &sentinel{FailedPrecondition}
-	ErrResourceExhausted  error = &sentinel{ResourceExhausted}
-	ErrUnavailable        error = &sentinel{Unavailable}
-)
+// Is reports whether target is e's code, so that errors.Is(err,
+// errcode.LockLost) works for every LockLost error.
+func (e *Error) Is(target error) bool { return errcode.Matches(e.Code, target) }
 
 // ErrClosed is returned by operations on a closed Queue. It has code
 // FailedPrecondition.
-var ErrClosed = &Error{Code: FailedPrecondition, Msg: "queue is closed"}
-
-// ErrorCode returns err's code: the code of the first *Error in its chain,
-// Canceled or DeadlineExceeded for context errors, Unknown otherwise.
-func ErrorCode(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return driver.CodeOf(err)
-}
+var ErrClosed = &Error{Code: errcode.FailedPrecondition, Msg: "queue is closed"}
 
 // errorf makes an *Error without an underlying error.
-func errorf(code Code, op, format string, args ...any) *Error {
+func errorf(code errcode.Code, op, format string, args ...any) *Error {
 	return &Error{Code: code, Op: op, Msg: fmt.Sprintf(format, args...)}
 }

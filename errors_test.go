@@ -3,29 +3,45 @@ package jobq_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
-// TestSentinelsMatchDriverErrors: errors.Is with a jobq sentinel works on a
+// TestCodesMatchDriverErrors: errors.Is with an errcode.Code works on a
 // driver error that reached the caller directly (an escape hatch), even
 // wrapped, and only for its own code.
-func TestSentinelsMatchDriverErrors(t *testing.T) {
+func TestCodesMatchDriverErrors(t *testing.T) {
 	t.Parallel()
-	err := fmt.Errorf("pushing: %w", driver.Errorf(driver.ResourceExhausted, "queue is full"))
+	err := fmt.Errorf("pushing: %w", driver.Errorf(errcode.ResourceExhausted, "queue is full"))
 	tests := []struct {
 		sentinel error
 		want     bool
 	}{
-		{jobq.ErrResourceExhausted, true},
-		{jobq.ErrLockLost, false},
-		{jobq.ErrNotFound, false},
+		{errcode.ResourceExhausted, true},
+		{errcode.LockLost, false},
+		{errcode.NotFound, false},
 	}
 	for _, tt := range tests {
 		if got := errors.Is(err, tt.sentinel); got != tt.want {
 			t.Errorf("errors.Is(%v, %v) = %v; want %v", err, tt.sentinel, got, tt.want)
+		}
+	}
+}
+
+// TestErrorIsRedacted: a library error never shows a credential, whatever
+// the driver or SDK put in its message.
+func TestErrorIsRedacted(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		&jobq.Error{Code: errcode.Unavailable, Op: "open", Msg: "cannot reach postgres://u:S3CRETpw@h/db"},
+		&jobq.Error{Code: errcode.InvalidArgument, Err: errors.New("bad connection string AccountName=a;AccountKey=S3CRETpw")},
+	} {
+		if strings.Contains(err.Error(), "S3CRETpw") {
+			t.Errorf("error shows the secret: %v", err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq/backends/mem"
 	_ "github.com/jobq/jobq/backends/postgres"
 	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Open a queue by URL, push a task, then receive, run and complete it as a
@@ -80,8 +81,8 @@ func ExampleQueue_PushBatch() {
 	}
 
 	_, err = q.PushBatch(ctx, []*jobq.Task{{Command: "echo c"}, {}}, jobq.PushOptions{})
-	fmt.Println(jobq.ErrorCode(err))
-	n, _ := q.Size(ctx)
+	fmt.Println(errcode.Of(err))
+	n, _ := q.Admin().Size(ctx)
 	fmt.Println("queued:", n)
 	// Output:
 	// echo a duplicate=false
@@ -102,7 +103,7 @@ func ExampleQueue_PushTx() {
 		return
 	}
 	defer q.Close()
-	if _, err := q.Clear(ctx); err != nil { // start from an empty queue
+	if _, err := q.Admin().Clear(ctx); err != nil { // start from an empty queue
 		fmt.Println(err)
 		return
 	}
@@ -167,7 +168,10 @@ func ExampleNew() {
 // for instance to register an opener configured with values.
 func ExampleURLMux() {
 	var mux jobq.URLMux
-	mux.Register("scratch", mem.URLOpener{})
+	if err := mux.Register("scratch", mem.URLOpener{}); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(mux.Schemes())
 
 	q, err := mux.Open(context.Background(), "scratch://example-mux", jobq.Options{})
@@ -176,12 +180,57 @@ func ExampleURLMux() {
 		return
 	}
 	defer q.Close()
-	fmt.Println(q.Scheme(), q.Name())
+	fmt.Println(q.Name())
 
 	_, err = mux.Open(context.Background(), "sqlite://./work.db", jobq.Options{})
-	fmt.Println(jobq.ErrorCode(err))
+	fmt.Println(errcode.Of(err))
 	// Output:
 	// [scratch]
-	// scratch example-mux
+	// example-mux
 	// InvalidArgument
+}
+
+// A Queue produces and consumes; its Admin handle inspects and administers:
+// counts, peeking, dead letters, policies, cancelling.
+func ExampleAdmin() {
+	ctx := context.Background()
+	q, err := jobq.Open(ctx, "mem://example-admin")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo a"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	e, err := q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := e.DeadLetter(ctx, "broken", "exit status 2"); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	adm := q.Admin()
+	st, err := adm.Stats(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("ready", st.Ready, "dead", st.Dead)
+	dead, err := adm.DeadLetters(ctx, 10)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(dead[0].Task.Command, dead[0].Reason)
+	n, err := adm.RequeueDeadLetters(ctx)
+	fmt.Println("requeued", n, err)
+	// Output:
+	// ready 0 dead 1
+	// echo a broken
+	// requeued 1 <nil>
 }

@@ -36,12 +36,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 )
 
-// DefaultVisibility is the lease a Receive takes when ReceiveOptions does not
+// defaultVisibility is the lease a Receive takes when ReceiveOptions does not
 // say: ten minutes, as ai4s-jobq's worker.
-const DefaultVisibility = 10 * time.Minute
+const defaultVisibility = 10 * time.Minute
 
 // WaitForever, as ReceiveOptions.Wait, makes Receive block until a message
 // arrives or the context ends.
@@ -62,7 +63,7 @@ type Options struct {
 	// not reach (an Unavailable error: a refused or reset connection, a
 	// server restarting or failing over), pausing 100 ms at first and up to
 	// 5 s between attempts; the push's context bounds it too. Defaults to
-	// DefaultPushRetry (1 minute); negative turns retries off, so that the
+	// 1 minute; negative turns retries off, so that the
 	// first Unavailable error is returned. An attempt whose reply was lost
 	// may have stored its tasks: on backends that dedup task IDs the retry
 	// reports them as duplicates, on the others it may store them twice,
@@ -142,7 +143,7 @@ func OpenWithOptions(ctx context.Context, rawURL string, opts Options) (*Queue, 
 // error.
 func New(d driver.Driver, opts Options) (*Queue, error) {
 	if d == nil {
-		return nil, errorf(InvalidArgument, "new", "the driver is nil: pass one a backend's New function returned")
+		return nil, errorf(errcode.InvalidArgument, "new", "the driver is nil: pass one a backend's New function returned")
 	}
 	stashes, err := openStashes(context.Background(), opts.StashMux, opts.StashURL, "")
 	if err != nil {
@@ -176,7 +177,7 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 		pushRetry: opts.PushRetry,
 	}
 	if q.pushRetry == 0 {
-		q.pushRetry = DefaultPushRetry
+		q.pushRetry = defaultPushRetry
 	}
 	q.warned.seen = map[driver.Feature]bool{}
 	if rs, ok := drv.(driver.ResultStore); ok && q.caps.Level(driver.Results) != driver.Unsupported {
@@ -191,14 +192,6 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 // Name returns the queue's name: the driver's, or else the URL's queue=
 // parameter or last path element.
 func (q *Queue) Name() string { return q.name }
-
-// URL returns the queue's URL with credentials redacted; empty for a queue
-// made by New.
-func (q *Queue) URL() string { return q.url }
-
-// Scheme returns the URL scheme that chose the backend; empty for a queue
-// made by New.
-func (q *Queue) Scheme() string { return q.scheme }
 
 // Capabilities returns what the backend declares: a level per feature
 // (driver.Priority, driver.Dedup, ...) and its limits. Most programs never
@@ -215,15 +208,15 @@ func (q *Queue) wrap(op string, err error) error {
 		return err
 	}
 	code := q.drv.ErrorCode(err)
-	if code == Unknown {
-		code = driver.CodeOf(err)
+	if code == errcode.Unknown {
+		code = errcode.Of(err)
 	}
 	return &Error{Code: code, Op: op, Queue: q.url, Err: err}
 }
 
 func (q *Queue) checkOpen(op string) error {
 	if q.closed.Load() {
-		return &Error{Code: FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: ErrClosed}
+		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: ErrClosed}
 	}
 	return nil
 }
@@ -304,7 +297,7 @@ func (e *BatchError) Error() string {
 func markMaybeApplied(err error) error {
 	var je *Error
 	if !errors.As(err, &je) {
-		return &Error{Code: ErrorCode(err), Err: err, MaybeApplied: true}
+		return &Error{Code: errcode.Of(err), Err: err, MaybeApplied: true}
 	}
 	c := *je
 	c.MaybeApplied = true
@@ -353,11 +346,11 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	}
 	txp, ok := q.drv.(driver.TxPusher)
 	if !ok {
-		return nil, &Error{Code: Unimplemented, Op: op, Queue: q.url,
+		return nil, &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url,
 			Msg: "backend " + q.backend() + " cannot push inside an application's transaction: push after the commit (run `jobq backends` to see which backends can)"}
 	}
 	if tx == nil {
-		return nil, errorf(InvalidArgument, op, "the transaction is nil: pass the one your writes use")
+		return nil, errorf(errcode.InvalidArgument, op, "the transaction is nil: pass the one your writes use")
 	}
 	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
 		ctx, span := q.startPush(ctx, len(tasks))
@@ -486,7 +479,7 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 func (q *Queue) prepare(ctx context.Context, t *Task) (m *driver.Message, stashed *StashRef, err error) {
 	const op = "push"
 	if t == nil {
-		return nil, nil, errorf(InvalidArgument, op, "task is nil")
+		return nil, nil, errorf(errcode.InvalidArgument, op, "task is nil")
 	}
 	if t.Priority != 0 {
 		if err := q.degrade(op, driver.Priority); err != nil {
@@ -526,7 +519,7 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (m *driver.Message, stashe
 // takes a ten-minute lease and does not wait.
 type ReceiveOptions struct {
 	// Visibility is the lease: how long the message stays hidden from other
-	// receivers unless renewed. Defaults to DefaultVisibility (10 minutes),
+	// receivers unless renewed. Defaults to 10 minutes,
 	// or the backend's MaxVisibility when that is shorter.
 	Visibility time.Duration
 	// Wait is how long to wait for a message when none is visible. Zero
@@ -536,7 +529,7 @@ type ReceiveOptions struct {
 
 // ErrEmpty is returned by Receive when no message arrived within
 // ReceiveOptions.Wait. It has code NotFound.
-var ErrEmpty = &Error{Code: NotFound, Op: "receive", Msg: "no message available"}
+var ErrEmpty = &Error{Code: errcode.NotFound, Op: "receive", Msg: "no message available"}
 
 // Receive claims one message. See ReceiveBatch.
 func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) (*Envelope, error) {
@@ -591,13 +584,13 @@ func (q *Queue) receiveSettings(op string, limit int, vis time.Duration) (int, t
 		return 0, 0, err
 	}
 	if limit < 1 {
-		return 0, 0, errorf(InvalidArgument, op, "limit is %d; receive at least 1 message", limit)
+		return 0, 0, errorf(errcode.InvalidArgument, op, "limit is %d; receive at least 1 message", limit)
 	}
 	if q.caps.MaxReceiveBatch > 0 && limit > q.caps.MaxReceiveBatch {
 		limit = q.caps.MaxReceiveBatch
 	}
 	if vis == 0 {
-		vis = DefaultVisibility
+		vis = defaultVisibility
 		if mv := q.caps.MaxVisibility; mv > 0 && vis > mv {
 			vis = mv // the default must not fail on a backend with shorter leases
 		}
@@ -657,10 +650,10 @@ func (w *receiveWait) backOff(ctx context.Context) error {
 
 func (q *Queue) checkVisibility(op string, vis time.Duration) error {
 	if vis < 0 {
-		return errorf(InvalidArgument, op, "visibility timeout %v is negative", vis)
+		return errorf(errcode.InvalidArgument, op, "visibility timeout %v is negative", vis)
 	}
 	if q.caps.MaxVisibility > 0 && vis > q.caps.MaxVisibility {
-		return errorf(InvalidArgument, op, "visibility timeout %v exceeds this backend's maximum of %v; use a shorter timeout (the worker's heartbeat renews it)", vis, q.caps.MaxVisibility)
+		return errorf(errcode.InvalidArgument, op, "visibility timeout %v exceeds this backend's maximum of %v; use a shorter timeout (the worker's heartbeat renews it)", vis, q.caps.MaxVisibility)
 	}
 	return nil
 }
@@ -673,7 +666,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		poisonRecs []*driver.ResultRecord
 	)
 	for _, r := range recs {
-		wire, err := UnmarshalTask(r.Body)
+		wire, err := unmarshalTask(r.Body)
 		var task *Task
 		if err == nil {
 			task, err = q.resolve(ctx, wire)
@@ -726,13 +719,14 @@ type PeekedTask struct {
 
 // Peek returns up to n messages without claiming them, in the order they
 // would be received where the backend can tell. Nothing changes.
-func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
+func (a *Admin) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
+	q := a.q
 	const op = "peek"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
 	}
 	if n < 1 {
-		return nil, errorf(InvalidArgument, op, "peek count is %d; ask for at least 1", n)
+		return nil, errorf(errcode.InvalidArgument, op, "peek count is %d; ask for at least 1", n)
 	}
 	if err := q.degrade(op, driver.Peek); err != nil {
 		return nil, err
@@ -748,24 +742,22 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]*PeekedTask, error) {
 	for i, m := range ms {
 		p := &PeekedTask{MessageID: m.MessageID, Body: m.Body, DeliveryCount: m.DeliveryCount,
 			EnqueuedAt: m.EnqueuedAt, VisibleAt: m.VisibleAt, InFlight: m.InFlight, Priority: m.Priority}
-		p.Task, p.DecodeErr = UnmarshalTask(m.Body)
+		p.Task, p.DecodeErr = unmarshalTask(m.Body)
 		out[i] = p
 	}
 	return out, nil
 }
 
-// Stats are a queue's counts; see driver.Stats.
-type Stats = driver.Stats
-
 // Stats counts the queue's messages. Counts are approximate on backends
 // whose ExactCount feature is not native.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+func (a *Admin) Stats(ctx context.Context) (driver.Stats, error) {
+	q := a.q
 	const op = "stats"
 	if err := q.checkOpen(op); err != nil {
-		return Stats{}, err
+		return driver.Stats{}, err
 	}
 	if err := q.degrade(op, driver.ExactCount); err != nil {
-		return Stats{}, err
+		return driver.Stats{}, err
 	}
 	st, err := q.drv.Stats(ctx)
 	return st, q.wrap(op, err)
@@ -773,8 +765,8 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 
 // Size returns the number of messages in the queue that are not dead: ready,
 // in flight and delayed.
-func (q *Queue) Size(ctx context.Context) (int64, error) {
-	st, err := q.Stats(ctx)
+func (a *Admin) Size(ctx context.Context) (int64, error) {
+	st, err := a.Stats(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -784,7 +776,8 @@ func (q *Queue) Size(ctx context.Context) (int64, error) {
 // Clear deletes every ready and delayed message (in-flight ones may go too;
 // their holders then get LockLost) and returns how many it deleted, or -1
 // when the backend cannot say. Dead letters are kept.
-func (q *Queue) Clear(ctx context.Context) (int64, error) {
+func (a *Admin) Clear(ctx context.Context) (int64, error) {
+	q := a.q
 	const op = "clear"
 	if err := q.checkOpen(op); err != nil {
 		return 0, err

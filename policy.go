@@ -11,102 +11,79 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 )
 
-// Policy is one queue policy: a per-key concurrency cap, a per-key rate
-// limit, or the queue's maximum depth. See docs/policies.md.
-type Policy = driver.Policy
-
-// PolicyKind names a kind of policy.
-type PolicyKind = driver.PolicyKind
-
-// KeyStat is the current state of one policy key; see Policies.KeyStats.
-type KeyStat = driver.KeyStat
-
-// QueueFullError is the cause of a push refused because the queue reached
-// its max-depth policy. Reach it with errors.As; the error's code is
-// ResourceExhausted.
-type QueueFullError = driver.QueueFullError
-
-// The policy kinds.
-const (
-	ConcurrencyPolicy  = driver.ConcurrencyPolicy
-	RatePolicy         = driver.RatePolicy
-	MaxDepthPolicy     = driver.MaxDepthPolicy
-	RetentionPolicy    = driver.RetentionPolicy
-	RetryBackoffPolicy = driver.RetryBackoffPolicy
-)
-
-// ParsePolicy parses a policy as the CLI writes it: kind "concurrency" with
+// parsePolicy parses a policy as the CLI writes it: kind "concurrency" with
 // spec "KEY=LIMIT", kind "rate" with spec "KEY=COUNT/PERIOD" (PERIOD a Go
 // duration such as 30s or 1m, or a bare unit: s, m, h), kind "max-depth"
 // with spec "N", kind "retention" with a duration such as "2d" (days and
 // weeks allowed), kind "retry-backoff" with "BASE,CAP" such as "10s,1h".
 // Invalid values are InvalidArgument errors naming the problem.
-func ParsePolicy(kind, spec string) (Policy, error) {
+func parsePolicy(kind, spec string) (driver.Policy, error) {
 	const op = "policy"
-	p := Policy{Kind: PolicyKind(strings.TrimSpace(kind))}
+	p := driver.Policy{Kind: driver.PolicyKind(strings.TrimSpace(kind))}
 	spec = strings.TrimSpace(spec)
 	switch p.Kind {
-	case ConcurrencyPolicy, RatePolicy:
+	case driver.ConcurrencyPolicy, driver.RatePolicy:
 		key, val, ok := strings.Cut(spec, "=")
 		if !ok || key == "" {
 			form := "KEY=LIMIT"
-			if p.Kind == RatePolicy {
+			if p.Kind == driver.RatePolicy {
 				form = "KEY=COUNT/PERIOD"
 			}
-			return Policy{}, errorf(InvalidArgument, op, "%s policy %q: write %s", p.Kind, spec, form)
+			return driver.Policy{}, errorf(errcode.InvalidArgument, op, "%s policy %q: write %s", p.Kind, spec, form)
 		}
 		p.Key = key
 		count := val
-		if p.Kind == RatePolicy {
+		if p.Kind == driver.RatePolicy {
 			var period string
 			count, period, ok = strings.Cut(val, "/")
 			if !ok {
-				return Policy{}, errorf(InvalidArgument, op, "rate policy %q has no period: write KEY=COUNT/PERIOD, for example %s=10/1m", spec, key)
+				return driver.Policy{}, errorf(errcode.InvalidArgument, op, "rate policy %q has no period: write KEY=COUNT/PERIOD, for example %s=10/1m", spec, key)
 			}
 			d, err := parsePeriod(period)
 			if err != nil {
-				return Policy{}, err
+				return driver.Policy{}, err
 			}
 			p.Period = d
 		}
 		n, err := parseLimit(p.Kind, count)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p.Limit = n
-	case MaxDepthPolicy:
+	case driver.MaxDepthPolicy:
 		n, err := parseLimit(p.Kind, spec)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p.Limit = n
-	case RetentionPolicy:
+	case driver.RetentionPolicy:
 		d, err := parsePolicyDuration("retention", spec)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p = driver.Retention(d)
-	case RetryBackoffPolicy:
-		b, err := ParseBackoff(spec)
+	case driver.RetryBackoffPolicy:
+		b, err := parseBackoff(spec)
 		if err != nil {
-			return Policy{}, err
+			return driver.Policy{}, err
 		}
 		p = driver.RetryBackoff(b.Base, b.Cap)
 	default:
-		return Policy{}, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
+		return driver.Policy{}, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
 	}
 	if err := validatePolicy(p); err != nil {
-		return Policy{}, policyErr(op, err)
+		return driver.Policy{}, policyErr(op, err)
 	}
 	return p, nil
 }
 
 // validatePolicy is Policy.Validate plus the portable layer's rule on keys
 // (validateKey).
-func validatePolicy(p Policy) error {
+func validatePolicy(p driver.Policy) error {
 	if err := validateKey(string(p.Kind)+" key", p.Key); err != nil {
 		return err
 	}
@@ -119,18 +96,18 @@ func validatePolicy(p Policy) error {
 // it would never match its tasks.
 func validateKey(what, key string) error {
 	if !utf8.ValidString(key) {
-		return driver.Errorf(driver.InvalidArgument, "%s %q is not valid UTF-8 text; use UTF-8 (for example plain ASCII letters, digits, - and _)", what, key)
+		return driver.Errorf(errcode.InvalidArgument, "%s %q is not valid UTF-8 text; use UTF-8 (for example plain ASCII letters, digits, - and _)", what, key)
 	}
 	return driver.ValidateKey(what, key)
 }
 
-func parseLimit(kind PolicyKind, s string) (int64, error) {
+func parseLimit(kind driver.PolicyKind, s string) (int64, error) {
 	n, err := bound.Ints{Min: math.MinInt64, Max: math.MaxInt64}.Parse(string(kind)+" limit", s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "%v", err)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
 	}
 	if n <= 0 {
-		return 0, errorf(InvalidArgument, "policy", "%s limit is %d; it must be positive (use `policy unset` to remove a limit)", kind, n)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%s limit is %d; it must be positive (use `policy unset` to remove a limit)", kind, n)
 	}
 	return n, nil
 }
@@ -144,39 +121,32 @@ func parsePeriod(s string) (time.Duration, error) {
 	}
 	lower := strings.ToLower(s)
 	if strings.Contains(lower, "inf") || strings.Contains(lower, "nan") {
-		return 0, errorf(InvalidArgument, "policy", "rate period %q is not finite; use a duration such as 1s, 1m or 1h", s)
+		return 0, errorf(errcode.InvalidArgument, "policy", "rate period %q is not finite; use a duration such as 1s, 1m or 1h", s)
 	}
 	// Negative and zero periods get the message below.
 	d, err := bound.Durations{Min: -bound.MaxDuration}.Parse("rate period", s)
 	if err != nil {
-		return 0, errorf(InvalidArgument, "policy", "%v", err)
+		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
 	}
 	if d <= 0 || d == math.MaxInt64 {
-		return 0, errorf(InvalidArgument, "policy", "rate period %v must be positive and finite", d)
+		return 0, errorf(errcode.InvalidArgument, "policy", "rate period %v must be positive and finite", d)
 	}
 	return d, nil
 }
 
 // policyErr turns a driver validation error into an *Error.
 func policyErr(op string, err error) error {
-	return &Error{Code: driver.CodeOf(err), Op: op, Msg: err.Error()}
+	return &Error{Code: errcode.Of(err), Op: op, Msg: err.Error()}
 }
 
-// Policies sets, removes and lists a queue's policies. Get one with
-// Queue.Policies.
-type Policies struct{ q *Queue }
-
-// Policies returns the queue's policy store.
-func (q *Queue) Policies() *Policies { return &Policies{q: q} }
-
-// store returns the driver's policy store or an Unimplemented error.
-func (p *Policies) store(op string) (driver.PolicyStore, error) {
+// policyStore returns the driver's policy store or an Unimplemented error.
+func (p *Admin) policyStore(op string) (driver.PolicyStore, error) {
 	if err := p.q.checkOpen(op); err != nil {
 		return nil, err
 	}
 	ps, ok := p.q.drv.(driver.PolicyStore)
 	if !ok {
-		return nil, &Error{Code: Unimplemented, Op: op, Queue: p.q.url,
+		return nil, &Error{Code: errcode.Unimplemented, Op: op, Queue: p.q.url,
 			Msg: "backend " + p.q.backend() + " keeps no queue policies (concurrency, rate, max-depth); run `jobq backends` to see which backends do"}
 	}
 	return ps, nil
@@ -184,26 +154,26 @@ func (p *Policies) store(op string) (driver.PolicyStore, error) {
 
 // feature is the capability a policy kind needs; "" for max-depth, which
 // every policy store enforces.
-func policyFeature(k PolicyKind) driver.Feature {
+func policyFeature(k driver.PolicyKind) driver.Feature {
 	switch k {
-	case ConcurrencyPolicy:
+	case driver.ConcurrencyPolicy:
 		return driver.ConcurrencyLimit
-	case RatePolicy:
+	case driver.RatePolicy:
 		return driver.RateLimit
 	}
 	return ""
 }
 
-// Set validates and stores a policy, replacing the one of the same kind and
+// SetPolicy validates and stores a policy, replacing the one of the same kind and
 // key. A concurrency or rate policy on a backend that declares the feature
 // Unsupported fails with Unimplemented; one that declares it Emulated logs
 // the fallback once (the worker enforces it per process).
-func (p *Policies) Set(ctx context.Context, pol Policy) error {
+func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 	const op = "policy set"
 	if err := validatePolicy(pol); err != nil {
 		return policyErr(op, err)
 	}
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return err
 	}
@@ -217,20 +187,20 @@ func (p *Policies) Set(ctx context.Context, pol Policy) error {
 	return p.q.wrap(op, err)
 }
 
-// Unset removes the policy of that kind and key and reports whether there
+// UnsetPolicy removes the policy of that kind and key and reports whether there
 // was one.
-func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool, error) {
+func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	const op = "policy unset"
 	if !isPolicyKind(kind) {
-		return false, errorf(InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
+		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
 	}
 	if !kind.Keyed() && key != "" {
-		return false, errorf(InvalidArgument, op, "%s takes no key (got %q)", kind, key)
+		return false, errorf(errcode.InvalidArgument, op, "%s takes no key (got %q)", kind, key)
 	}
 	if kind.Keyed() && key == "" {
-		return false, errorf(InvalidArgument, op, "unsetting a %s policy needs its key", kind)
+		return false, errorf(errcode.InvalidArgument, op, "unsetting a %s policy needs its key", kind)
 	}
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return false, err
 	}
@@ -239,10 +209,10 @@ func (p *Policies) Unset(ctx context.Context, kind PolicyKind, key string) (bool
 	return ok, p.q.wrap(op, err)
 }
 
-// List returns every policy, sorted by kind then key.
-func (p *Policies) List(ctx context.Context) ([]Policy, error) {
+// Policies returns every policy of the queue, sorted by kind then key.
+func (p *Admin) Policies(ctx context.Context) ([]driver.Policy, error) {
 	const op = "policy list"
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return nil, err
 	}
@@ -250,11 +220,11 @@ func (p *Policies) List(ctx context.Context) ([]Policy, error) {
 	return pols, p.q.wrap(op, err)
 }
 
-// KeyStats reports per-key in-flight and admission counts for every key
+// PolicyKeyStats reports per-key in-flight and admission counts for every key
 // with a policy or a leased message.
-func (p *Policies) KeyStats(ctx context.Context) ([]KeyStat, error) {
+func (p *Admin) PolicyKeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	const op = "stats"
-	ps, err := p.store(op)
+	ps, err := p.policyStore(op)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +232,7 @@ func (p *Policies) KeyStats(ctx context.Context) ([]KeyStat, error) {
 	return ks, p.q.wrap(op, err)
 }
 
-func isPolicyKind(k PolicyKind) bool {
+func isPolicyKind(k driver.PolicyKind) bool {
 	for _, x := range driver.PolicyKinds {
 		if x == k {
 			return true
@@ -306,7 +276,7 @@ type PushOptions struct {
 	// OnFull, when set, is called before each pause of WaitForRoom with the
 	// refusal, so that callers can report that they are waiting. Defaults to
 	// nil.
-	OnFull func(*QueueFullError, time.Duration)
+	OnFull func(*driver.QueueFullError, time.Duration)
 	// Position asks for PushResult.Position, which costs a count of the
 	// queue's ready tasks before the push (one more round trip), on
 	// backends whose counts are exact. PushTx ignores it. Defaults to false:
@@ -330,12 +300,12 @@ func (q *Queue) waitForRoom(ctx context.Context, opts PushOptions, push func() (
 	b.Reset()
 	for {
 		res, err := push()
-		var qf *QueueFullError
+		var qf *driver.QueueFullError
 		if err == nil || !errors.As(err, &qf) || len(res) > 0 {
 			return res, err
 		}
 		if int64(qf.Adding) > qf.MaxDepth {
-			return nil, &Error{Code: ResourceExhausted, Op: "push", Queue: q.url, Err: err,
+			return nil, &Error{Code: errcode.ResourceExhausted, Op: "push", Queue: q.url, Err: err,
 				Msg: fmt.Sprintf("a batch of %d tasks can never fit under max-depth %d: push fewer at a time", qf.Adding, qf.MaxDepth)}
 		}
 		pause := b.NextBackOff()
@@ -346,7 +316,7 @@ func (q *Queue) waitForRoom(ctx context.Context, opts PushOptions, push func() (
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, &Error{Code: driver.CodeOf(ctx.Err()), Op: "push", Queue: q.url, Err: errors.Join(ctx.Err(), err),
+			return nil, &Error{Code: errcode.Of(ctx.Err()), Op: "push", Queue: q.url, Err: errors.Join(ctx.Err(), err),
 				Msg: "gave up waiting for room in the queue: " + qf.Error()}
 		case <-t.C:
 		}

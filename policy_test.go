@@ -9,61 +9,63 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 func TestParsePolicy(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		kind, spec string
-		want       jobq.Policy
+		want       driver.Policy
 		wantErr    string // substring of the error; "" means success
 	}{
-		{"concurrency", "gpu=2", jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}, ""},
-		{"rate", "api=10/1m", jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}, ""},
-		{"rate", "api=5/s", jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 5, Period: time.Second}, ""},
-		{"max-depth", "1000", jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 1000}, ""},
-		{"concurrency", "gpu=0", jobq.Policy{}, "must be positive"},
-		{"concurrency", "gpu=-3", jobq.Policy{}, "must be positive"},
-		{"concurrency", "=3", jobq.Policy{}, "KEY=LIMIT"},
-		{"concurrency", "gpu=two", jobq.Policy{}, "not a whole number"},
-		{"rate", "api=10", jobq.Policy{}, "no period"},
-		{"rate", "api=10/0s", jobq.Policy{}, "positive"},
-		{"rate", "api=10/-1m", jobq.Policy{}, "positive"},
-		{"rate", "api=10/inf", jobq.Policy{}, "not finite"},
-		{"rate", "api=10/NaN", jobq.Policy{}, "not finite"},
-		{"rate", "api=10/soon", jobq.Policy{}, "not a duration"},
-		{"max-depth", "0", jobq.Policy{}, "must be positive"},
-		{"priority", "x=1", jobq.Policy{}, "unknown policy kind"},
-		{"rate", "api=10/1d", jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: 24 * time.Hour}, ""},
-		{"rate", "api=10/15251w", jobq.Policy{}, "too long"},
-		{"concurrency", "gpu=99999999999999999999", jobq.Policy{}, "out of range"},
+		{"concurrency", "gpu=2", driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}, ""},
+		{"rate", "api=10/1m", driver.Policy{Kind: driver.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}, ""},
+		{"rate", "api=5/s", driver.Policy{Kind: driver.RatePolicy, Key: "api", Limit: 5, Period: time.Second}, ""},
+		{"max-depth", "1000", driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 1000}, ""},
+		{"concurrency", "gpu=0", driver.Policy{}, "must be positive"},
+		{"concurrency", "gpu=-3", driver.Policy{}, "must be positive"},
+		{"concurrency", "=3", driver.Policy{}, "KEY=LIMIT"},
+		{"concurrency", "gpu=two", driver.Policy{}, "not a whole number"},
+		{"rate", "api=10", driver.Policy{}, "no period"},
+		{"rate", "api=10/0s", driver.Policy{}, "positive"},
+		{"rate", "api=10/-1m", driver.Policy{}, "positive"},
+		{"rate", "api=10/inf", driver.Policy{}, "not finite"},
+		{"rate", "api=10/NaN", driver.Policy{}, "not finite"},
+		{"rate", "api=10/soon", driver.Policy{}, "not a duration"},
+		{"max-depth", "0", driver.Policy{}, "must be positive"},
+		{"priority", "x=1", driver.Policy{}, "unknown policy kind"},
+		{"rate", "api=10/1d", driver.Policy{Kind: driver.RatePolicy, Key: "api", Limit: 10, Period: 24 * time.Hour}, ""},
+		{"rate", "api=10/15251w", driver.Policy{}, "too long"},
+		{"concurrency", "gpu=99999999999999999999", driver.Policy{}, "out of range"},
 		{"retention", "2d", driver.Retention(48 * time.Hour), ""},
 		{"retention", "90s", driver.Retention(90 * time.Second), ""},
-		{"retention", "500ms", jobq.Policy{}, "out of range"},
-		{"retention", "forever", jobq.Policy{}, "not a duration"},
+		{"retention", "500ms", driver.Policy{}, "out of range"},
+		{"retention", "forever", driver.Policy{}, "not a duration"},
 		{"retry-backoff", "10s,1h", driver.RetryBackoff(10*time.Second, time.Hour), ""},
 		{"retry-backoff", "30s", driver.RetryBackoff(30*time.Second, 10*time.Minute), ""},
-		{"retry-backoff", "1h,1m", jobq.Policy{}, "longer than its cap"},
-		{"retry-backoff", "0s,1m", jobq.Policy{}, "zero"},
+		{"retry-backoff", "1h,1m", driver.Policy{}, "longer than its cap"},
+		{"retry-backoff", "0s,1m", driver.Policy{}, "zero"},
 		// Azure handed such a key back as U+FFFD, so the policy never
 		// matched its tasks.
-		{"concurrency", "g\xffpu=2", jobq.Policy{}, "not valid UTF-8"},
-		{"rate", "\xc3=1/1s", jobq.Policy{}, "not valid UTF-8"},
+		{"concurrency", "g\xffpu=2", driver.Policy{}, "not valid UTF-8"},
+		{"rate", "\xc3=1/1s", driver.Policy{}, "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+" "+tt.spec, func(t *testing.T) {
 			t.Parallel()
-			got, err := jobq.ParsePolicy(tt.kind, tt.spec)
+			got, err := hooks.ParsePolicy(tt.kind, tt.spec)
 			if tt.wantErr == "" {
 				if err != nil || got != tt.want {
 					t.Fatalf("ParsePolicy(%q, %q) = %+v, %v; want %+v", tt.kind, tt.spec, got, err, tt.want)
 				}
-				if again, err := jobq.ParsePolicy(tt.kind, specOf(got)); err != nil || again != got {
+				if again, err := hooks.ParsePolicy(tt.kind, specOf(got)); err != nil || again != got {
 					t.Errorf("round trip of %v: %+v, %v", got, again, err)
 				}
 				return
 			}
-			if err == nil || jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tt.wantErr) {
+			if err == nil || errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("ParsePolicy(%q, %q) error = %v; want InvalidArgument containing %q", tt.kind, tt.spec, err, tt.wantErr)
 			}
 		})
@@ -71,15 +73,15 @@ func TestParsePolicy(t *testing.T) {
 }
 
 // specOf is the spec part of Policy.String.
-func specOf(p jobq.Policy) string {
+func specOf(p driver.Policy) string {
 	s := p.String()
 	return s[len(p.Kind)+1:]
 }
 
 func TestQueueFullErrorIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	var err error = &jobq.Error{Code: jobq.ResourceExhausted, Err: &jobq.QueueFullError{Depth: 5, MaxDepth: 5, Adding: 1}}
-	var qf *jobq.QueueFullError
+	var err error = &jobq.Error{Code: errcode.ResourceExhausted, Err: &driver.QueueFullError{Depth: 5, MaxDepth: 5, Adding: 1}}
+	var qf *driver.QueueFullError
 	if !errors.As(err, &qf) || qf.Depth != 5 {
 		t.Fatalf("errors.As did not find the depth in %v", err)
 	}
@@ -94,9 +96,9 @@ func FuzzParsePolicy(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, kind, spec string) {
-		p, err := jobq.ParsePolicy(kind, spec)
+		p, err := hooks.ParsePolicy(kind, spec)
 		if err != nil {
-			if jobq.ErrorCode(err) != jobq.InvalidArgument {
+			if errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("ParsePolicy(%q, %q): %v is not InvalidArgument", kind, spec, err)
 			}
 			return
@@ -104,7 +106,7 @@ func FuzzParsePolicy(f *testing.F) {
 		if err := p.Validate(); err != nil || !utf8.ValidString(p.Key) {
 			t.Fatalf("ParsePolicy(%q, %q) = %+v, which is invalid: %v", kind, spec, p, err)
 		}
-		if again, err := jobq.ParsePolicy(string(p.Kind), specOf(p)); err != nil || again != p {
+		if again, err := hooks.ParsePolicy(string(p.Kind), specOf(p)); err != nil || again != p {
 			t.Fatalf("ParsePolicy(%q, %q) = %+v; its String %q reads back as %+v, %v", kind, spec, p, p.String(), again, err)
 		}
 	})

@@ -8,10 +8,6 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-// DefaultRetention is how long result records are kept when the queue has
-// no retention policy.
-const DefaultRetention = 7 * 24 * time.Hour
-
 // policyRefresh is how often a queue reloads the policies the portable
 // layer applies itself (retention, retry-backoff), so that a change made
 // elsewhere takes effect within it.
@@ -72,7 +68,7 @@ func (c *policyCache) get() (time.Duration, Backoff) {
 	return c.keep, c.backoff
 }
 
-// invalidate makes the next use reload the policies (after Policies.Set
+// invalidate makes the next use reload the policies (after Admin.SetPolicy
 // and Unset on this queue).
 func (c *policyCache) invalidate() {
 	c.mu.Lock()
@@ -87,7 +83,7 @@ func (c *policyCache) load() {
 	c.mu.Lock()
 	gen := c.gen
 	c.mu.Unlock()
-	keep, backoff, ok := DefaultRetention, Backoff{}, true
+	keep, backoff, ok := driver.DefaultRetention, Backoff{}, true
 	if ps, isStore := c.q.drv.(driver.PolicyStore); isStore && !c.q.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), policyLoadTimeout)
 		pols, err := ps.ListPolicies(ctx)

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -55,8 +57,8 @@ type recordDetails struct {
 // listing it: for a success, the last delivery, run by the record's worker
 // from its start to its finish; ok is false for another state, or when the
 // record has no delivery count or start to describe it by.
-func (d *recordDetails) impliedAttempt(state ResultState) (a Attempt, ok bool) {
-	if state != Succeeded || d.deliveries < 1 || d.started.IsZero() || d.ended.IsZero() {
+func (d *recordDetails) impliedAttempt(state driver.ResultState) (a Attempt, ok bool) {
+	if state != driver.ResultSucceeded || d.deliveries < 1 || d.started.IsZero() || d.ended.IsZero() {
 		return a, false
 	}
 	return Attempt{Delivery: d.deliveries, Worker: d.worker, Host: d.host, Start: d.started, End: d.ended, Outcome: OutcomeSuccess}, true
@@ -64,14 +66,14 @@ func (d *recordDetails) impliedAttempt(state ResultState) (a Attempt, ok bool) {
 
 // implies reports whether a is the attempt d describes in a record of
 // state (impliedAttempt).
-func (d *recordDetails) implies(state ResultState, a Attempt) bool {
+func (d *recordDetails) implies(state driver.ResultState, a Attempt) bool {
 	want, ok := d.impliedAttempt(state)
 	return ok && a.Delivery == want.Delivery && a.Outcome == want.Outcome && a.Worker == want.Worker && a.Host == want.Host &&
 		a.Start.Equal(want.Start) && a.End.Equal(want.End) && a.ExitCode == nil && a.Detail == "" && a.RetryDelay == 0
 }
 
 // encode writes d as the Data of a record of state.
-func (d *recordDetails) encode(state ResultState) []byte {
+func (d *recordDetails) encode(state driver.ResultState) []byte {
 	b := make([]byte, 0, 64+len(d.errText)+len(d.output)+len(d.value)+len(d.attempts)*96)
 	b = append(b, `{"v": `...)
 	b = strconv.AppendInt(b, recordVersion, 10)
@@ -130,8 +132,8 @@ func (q *Queue) result(ctx context.Context, op string, rec *driver.ResultRecord)
 		r.Value, err = stash.Load(ctx, st, ref.URL, ref.SHA256, ref.Size)
 	}
 	if err != nil {
-		return nil, &Error{Code: ErrorCode(err), Op: op, Queue: q.url, Err: err,
-			Msg: fmt.Sprintf("task %s ended (%s), but its value, kept in stash object %s, could not be read: %v", rec.ID, rec.State, RedactURL(ref.URL), err)}
+		return nil, &Error{Code: errcode.Of(err), Op: op, Queue: q.url, Err: err,
+			Msg: fmt.Sprintf("task %s ended (%s), but its value, kept in stash object %s, could not be read: %v", rec.ID, rec.State, redact.URL(ref.URL), err)}
 	}
 	return r, nil
 }
@@ -145,10 +147,10 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 	}
 	doc, err := pyjson.Parse(rec.Data)
 	if err != nil || doc.Kind != pyjson.Object {
-		return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
+		return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
 	}
 	bad := func(name, want string) error {
-		return errorf(Internal, "result", "the result record of task %s is damaged: %q must be %s", rec.ID, name, want)
+		return errorf(errcode.Internal, "result", "the result record of task %s is damaged: %q must be %s", rec.ID, name, want)
 	}
 	var ref *StashRef
 	names, vals := doc.Members()
@@ -161,7 +163,7 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 				return nil, nil, bad(name, "an integer")
 			}
 			if n > recordVersion {
-				return nil, nil, errorf(Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
+				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
 			}
 		case "delivery_count", "exit_code":
 			n, err := wireInt(name, v)
@@ -206,12 +208,12 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 		case "value_stash":
 			var err error
 			if ref, err = decodeStashRef(v); err != nil {
-				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
 			}
 		case "attempts":
 			as, err := decodeAttempts(v)
 			if err != nil {
-				return nil, nil, errorf(Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
+				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
 			}
 			r.Attempts = as
 		}
@@ -232,7 +234,7 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 // which cost more than the encoding itself.
 type pendingRecord struct {
 	id          string
-	state       ResultState
+	state       driver.ResultState
 	at, expires time.Time
 	details     recordDetails
 }
@@ -249,7 +251,7 @@ func (p *pendingRecord) record() *driver.ResultRecord {
 // nil when the queue keeps no results. errText is the failure (or the
 // cancel's reason); detail is a dead letter's detail, used as the output
 // when SetResult gave none.
-func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, detail string) *pendingRecord {
+func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errText, detail string) *pendingRecord {
 	if e.q.results == nil {
 		return nil
 	}
@@ -270,8 +272,8 @@ func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, det
 			d.ended = pending.End
 		}
 	}
-	if len(d.attempts) > MaxAttempts {
-		d.attempts = d.attempts[len(d.attempts)-MaxAttempts:]
+	if len(d.attempts) > maxAttemptHistory {
+		d.attempts = d.attempts[len(d.attempts)-maxAttemptHistory:]
 	}
 	d.output = detail
 	if set != nil {
@@ -293,7 +295,7 @@ func (e *Envelope) recordOf(ctx context.Context, state ResultState, errText, det
 
 // newRecord builds a record of task id, expiring after the queue's
 // retention.
-func (q *Queue) newRecord(id string, state ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
+func (q *Queue) newRecord(id string, state driver.ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
 	p := pendingRecord{id: id, state: state, at: now, expires: now.Add(q.policies.retention()), details: *d}
 	return p.record()
 }
@@ -310,7 +312,7 @@ func (q *Queue) poisonRecord(r *driver.Received, wire *Task, reason string) *dri
 	if q.results == nil || id == "" {
 		return nil
 	}
-	return q.newRecord(id, DeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
+	return q.newRecord(id, driver.ResultDeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
 }
 
 // stashValue moves a large handler value to the queue's stash, returning

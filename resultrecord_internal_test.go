@@ -27,16 +27,16 @@ func TestRecordImpliedSuccess(t *testing.T) {
 	withDetail.Detail = "a note"
 	tests := []struct {
 		name     string
-		state    ResultState
+		state    driver.ResultState
 		d        recordDetails
 		listed   int // attempts written in the record
 		attempts []Attempt
 	}{
-		{"success at once", Succeeded, details(success), 0, []Attempt{success}},
-		{"success after a failure", Succeeded, details(failure, success), 1, []Attempt{failure, success}},
-		{"success with a detail", Succeeded, details(withDetail), 1, []Attempt{withDetail}},
-		{"dead-lettered", DeadLettered, details(failure, success), 2, []Attempt{failure, success}},
-		{"success without attempts or start", Succeeded, recordDetails{deliveries: 1}, 0, nil},
+		{"success at once", driver.ResultSucceeded, details(success), 0, []Attempt{success}},
+		{"success after a failure", driver.ResultSucceeded, details(failure, success), 1, []Attempt{failure, success}},
+		{"success with a detail", driver.ResultSucceeded, details(withDetail), 1, []Attempt{withDetail}},
+		{"dead-lettered", driver.ResultDeadLettered, details(failure, success), 2, []Attempt{failure, success}},
+		{"success without attempts or start", driver.ResultSucceeded, recordDetails{deliveries: 1}, 0, nil},
 	}
 	for _, tt := range tests {
 		data := tt.d.encode(tt.state)
@@ -55,7 +55,7 @@ func TestRecordImpliedSuccess(t *testing.T) {
 	// As earlier jobq wrote a first-time success: the success listed.
 	old := `{"v": 1, "delivery_count": 1, "worker": "n1-7", "host": "n1", "started": "2026-11-26T09:41:02.118Z", "finished": "2026-11-26T09:41:03.118Z", ` +
 		`"attempts": [{"delivery": 1, "outcome": "success", "worker": "n1-7", "host": "n1", "start": "2026-11-26T09:41:02.118Z", "end": "2026-11-26T09:41:03.118Z"}]}`
-	r, _, err := decodeRecord(&driver.ResultRecord{ID: "t", State: Succeeded, Data: []byte(old)})
+	r, _, err := decodeRecord(&driver.ResultRecord{ID: "t", State: driver.ResultSucceeded, Data: []byte(old)})
 	if err != nil {
 		t.Fatal(err)
 	}

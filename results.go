@@ -7,23 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
-)
-
-// ResultState is where a task's result record says it is.
-type ResultState = driver.ResultState
-
-// The states of a Result.
-const (
-	// Succeeded: the task ran and succeeded.
-	Succeeded = driver.ResultSucceeded
-	// DeadLettered: the task failed for the last time and was moved to the
-	// dead-letter store.
-	DeadLettered = driver.ResultDeadLettered
-	// Cancelled: the task was cancelled and will not run (again).
-	Cancelled = driver.ResultCancelled
-	// CancelRequested: a cancel was asked for a task that had not ended yet;
-	// the worker that holds or next receives it stops it.
-	CancelRequested = driver.ResultCancelRequested
+	"github.com/jobq/jobq/errcode"
 )
 
 // Result is the kept outcome of one task: what Queue.Result returns and
@@ -33,7 +17,7 @@ type Result struct {
 	// ID is the task's ID.
 	ID string
 	// State is how the task ended (or CancelRequested).
-	State ResultState
+	State driver.ResultState
 	// ExitCode is a shell task's exit status on its last attempt; nil for a
 	// Go handler or when the process did not exit by itself.
 	ExitCode *int
@@ -89,7 +73,7 @@ type CancelResult struct {
 	Outcome CancelOutcome
 	// State is the task's recorded state after the cancel; empty when it
 	// has no record (CancelNotFound).
-	State ResultState
+	State driver.ResultState
 }
 
 // resultStore returns the driver's result store, or an Unimplemented error
@@ -113,7 +97,7 @@ func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
 	if fb := q.caps.Features[f].Fallback; fb != "" {
 		msg += ": " + fb
 	}
-	return &Error{Code: Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends support " + string(f) + ")"}
+	return &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url, Msg: msg + " (run `jobq backends` to see which backends support " + string(f) + ")"}
 }
 
 // maxResultBatch bounds the records or IDs of one PutResults or GetResults
@@ -130,7 +114,7 @@ func (q *Queue) getResults(ctx context.Context, op string, store driver.ResultSt
 			return nil, q.wrap(op, err)
 		}
 		if len(recs) != len(chunk) {
-			return nil, &Error{Code: Internal, Op: op, Queue: q.url,
+			return nil, &Error{Code: errcode.Internal, Op: op, Queue: q.url,
 				Msg: fmt.Sprintf("the backend returned %d result records for %d task IDs", len(recs), len(chunk))}
 		}
 		out = append(out, recs...)
@@ -152,7 +136,7 @@ func putResults(ctx context.Context, store driver.ResultStore, recs []*driver.Re
 func checkIDs(op string, ids []string) error {
 	for i, id := range ids {
 		if id == "" {
-			return errorf(InvalidArgument, op, "task ID %d of %d is empty", i+1, len(ids))
+			return errorf(errcode.InvalidArgument, op, "task ID %d of %d is empty", i+1, len(ids))
 		}
 	}
 	return nil
@@ -177,7 +161,7 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 		return nil, err
 	}
 	if recs[0] == nil {
-		return nil, &Error{Code: NotFound, Op: op, Queue: q.url,
+		return nil, &Error{Code: errcode.NotFound, Op: op, Queue: q.url,
 			Msg: fmt.Sprintf("task %s has no result: it has not ended, its ID is unknown, or its record expired (results are kept for the queue's retention)", id)}
 	}
 	return q.result(ctx, op, recs[0])
@@ -187,7 +171,7 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 // in the order of ids. It is WaitFunc collecting the results.
 func (q *Queue) Wait(ctx context.Context, ids ...string) ([]*Result, error) {
 	byID := make(map[string]*Result, len(ids))
-	if err := q.WaitFunc(ctx, ids, func(r *Result) error {
+	if err := q.WaitFunc(ctx, ids, WaitOptions{}, func(r *Result) error {
 		byID[r.ID] = r
 		return nil
 	}); err != nil {
@@ -210,25 +194,25 @@ const (
 	waitNotified = 5 * time.Second
 )
 
+// WaitOptions tune WaitFunc.
+type WaitOptions struct {
+	// After, when set, limits the wait to tasks pushed at or after it (take
+	// time.Now() before the push). Task IDs are deterministic: a task pushed
+	// again after an identical one ended has the same ID, and without After
+	// WaitFunc reports the earlier one's record; with it, a record written
+	// before After is not reported and WaitFunc waits for the new one's.
+	// Records are timed by the clock of the worker that wrote them, so keep
+	// the machines' clocks in step.
+	After time.Time
+}
+
 // WaitFunc waits until every task in ids has ended, calling each with its
 // result as soon as it is known (in the order they end). A task already
 // ended when WaitFunc starts is reported at once. It returns each's first
 // error, or ctx's when ctx ends first; tasks keep running either way. A
 // repeated ID is reported once.
-//
-// Task IDs are deterministic: a task pushed again after an identical one
-// ended has the same ID, and WaitFunc reports the earlier one's record.
-// WaitFuncAfter waits for the new one.
-func (q *Queue) WaitFunc(ctx context.Context, ids []string, each func(*Result) error) error {
-	return q.WaitFuncAfter(ctx, time.Time{}, ids, each)
-}
-
-// WaitFuncAfter is WaitFunc for tasks pushed at or after after (take
-// time.Now() before the push): a record written before it belongs to an
-// earlier task with the same ID and is not reported; WaitFuncAfter waits
-// for the new one's instead. Records are timed by the clock of the worker
-// that wrote them, so keep the machines' clocks in step.
-func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string, each func(*Result) error) error {
+func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, each func(*Result) error) error {
+	after := opts.After
 	const op = "wait"
 	store, err := q.resultStore(op)
 	if err != nil {
@@ -301,7 +285,8 @@ func (q *Queue) WaitFuncAfter(ctx context.Context, after time.Time, ids []string
 // removes by ID; elsewhere its request is recorded in case a task with it
 // arrives (CancelPending). It fails with Unimplemented where the backend
 // keeps no results or cannot cancel.
-func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
+func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, error) {
+	q := a.q
 	const op = "cancel"
 	store, err := q.resultStore(op)
 	if err != nil {
@@ -335,7 +320,7 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		now := time.Now()
 		asked := make([]*driver.ResultRecord, len(unique))
 		for i, id := range unique {
-			asked[i] = q.newRecord(id, CancelRequested, now, &recordDetails{errText: cancelRequestedText})
+			asked[i] = q.newRecord(id, driver.ResultCancelRequested, now, &recordDetails{errText: cancelRequestedText})
 		}
 		if err := putResults(ctx, store, asked); err != nil {
 			return nil, q.wrap(op, err)
@@ -345,14 +330,14 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	if err != nil {
 		return nil, err
 	}
-	state := make(map[string]ResultState, len(unique))
+	state := make(map[string]driver.ResultState, len(unique))
 	var open []string
 	for i, rec := range recs {
 		switch {
 		case rec != nil && rec.State.Final():
 			state[unique[i]] = rec.State
 		default:
-			state[unique[i]] = CancelRequested
+			state[unique[i]] = driver.ResultCancelRequested
 			open = append(open, unique[i])
 		}
 	}
@@ -366,13 +351,13 @@ func (q *Queue) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	for i, id := range ids {
 		switch st := state[id]; {
 		case removed[id]:
-			out[i] = CancelResult{ID: id, Outcome: CancelRemoved, State: Cancelled}
+			out[i] = CancelResult{ID: id, Outcome: CancelRemoved, State: driver.ResultCancelled}
 		case st.Final():
 			out[i] = CancelResult{ID: id, Outcome: CancelTooLate, State: st}
 		case missing[id]:
 			out[i] = CancelResult{ID: id, Outcome: CancelNotFound}
 		default:
-			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: CancelRequested}
+			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: driver.ResultCancelRequested}
 		}
 	}
 	return out, nil
@@ -392,13 +377,13 @@ const cancelRequestedText = "cancel requested: the worker that holds this task, 
 // between Cancel's read of the records and the removal is neither: the
 // records of those not removed are read again, and an end found is put
 // in state (the cancel came too late).
-func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultStore, remover driver.TaskRemover, open []string, state map[string]ResultState, removed, missing map[string]bool) error {
+func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultStore, remover driver.TaskRemover, open []string, state map[string]driver.ResultState, removed, missing map[string]bool) error {
 	at := time.Now()
 	done := make([]*driver.ResultRecord, len(open))
 	asked := make([]*driver.ResultRecord, len(open))
 	for i, id := range open {
-		done[i] = q.newRecord(id, Cancelled, at, &recordDetails{errText: "cancelled before it ran"})
-		asked[i] = q.newRecord(id, CancelRequested, at, &recordDetails{errText: cancelRequestedText})
+		done[i] = q.newRecord(id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled before it ran"})
+		asked[i] = q.newRecord(id, driver.ResultCancelRequested, at, &recordDetails{errText: cancelRequestedText})
 	}
 	gone, held, err := remover.RemoveTasks(ctx, done, asked)
 	if err != nil {
@@ -435,11 +420,11 @@ func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultS
 	return nil
 }
 
-// CancelRequested returns those of ids whose cancel was asked for and that
+// cancelRequested returns those of ids whose cancel was asked for and that
 // have not ended: what a worker polls for the tasks it runs, in one call.
 // It is always empty where the backend keeps no results (nothing can ask
 // for a cancel there).
-func (q *Queue) CancelRequested(ctx context.Context, ids []string) ([]string, error) {
+func (q *Queue) cancelRequested(ctx context.Context, ids []string) ([]string, error) {
 	const op = "cancel-requested"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
@@ -453,7 +438,7 @@ func (q *Queue) CancelRequested(ctx context.Context, ids []string) ([]string, er
 	}
 	var out []string
 	for i, rec := range recs {
-		if rec != nil && rec.State == CancelRequested {
+		if rec != nil && rec.State == driver.ResultCancelRequested {
 			out = append(out, ids[i])
 		}
 	}
@@ -463,7 +448,8 @@ func (q *Queue) CancelRequested(ctx context.Context, ids []string) ([]string, er
 // PurgeResults deletes the result records whose retention has passed and
 // returns how many it deleted. Workers call it now and then; where the
 // engine expires records itself, or the backend keeps none, it returns 0.
-func (q *Queue) PurgeResults(ctx context.Context) (int64, error) {
+func (a *Admin) PurgeResults(ctx context.Context) (int64, error) {
+	q := a.q
 	const op = "purge-results"
 	if err := q.checkOpen(op); err != nil {
 		return 0, err
@@ -503,10 +489,10 @@ func (e *Envelope) SetResult(d ResultDetails) {
 	e.mu.Unlock()
 }
 
-// CancelRequested reports whether a cancel was asked for this task (see
-// Queue.Cancel): the worker should stop it and settle it with Cancel.
-func (e *Envelope) CancelRequested(ctx context.Context) (bool, error) {
-	ids, err := e.q.CancelRequested(ctx, []string{e.Task.ID})
+// cancelRequested reports whether a cancel was asked for this task (see
+// Admin.Cancel): the worker should stop it and settle it with Cancel.
+func (e *Envelope) cancelRequested(ctx context.Context) (bool, error) {
+	ids, err := e.q.cancelRequested(ctx, []string{e.Task.ID})
 	return len(ids) > 0, err
 }
 
@@ -518,5 +504,5 @@ func (e *Envelope) Cancel(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return e.complete(ctx, "cancel", e.recordOf(ctx, Cancelled, reason, ""))
+	return e.complete(ctx, "cancel", e.recordOf(ctx, driver.ResultCancelled, reason, ""))
 }

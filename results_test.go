@@ -15,6 +15,8 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // openMem opens a fresh mem queue with the URL parameters params.
@@ -51,26 +53,26 @@ func TestResultRecordsAtSettlement(t *testing.T) {
 		want   jobq.Result
 	}{
 		{"complete with a value", func(e *jobq.Envelope) error {
-			e.RecordAttempt(jobq.Attempt{Worker: "w1", Host: "h1", Start: start, Outcome: jobq.OutcomeSuccess})
+			hooks.RecordAttempt(e, jobq.Attempt{Worker: "w1", Host: "h1", Start: start, Outcome: jobq.OutcomeSuccess})
 			e.SetResult(jobq.ResultDetails{Value: json.RawMessage(`{"answer":42}`), Output: "done\n"})
 			return e.Complete(context.Background())
-		}, jobq.Result{State: jobq.Succeeded, Value: json.RawMessage(`{"answer":42}`), Output: "done\n", Worker: "w1", Host: "h1", Started: start, DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultSucceeded, Value: json.RawMessage(`{"answer":42}`), Output: "done\n", Worker: "w1", Host: "h1", Started: start, DeliveryCount: 1}},
 		{"dead letter with the detail as output", func(e *jobq.Envelope) error {
-			e.RecordAttempt(jobq.Attempt{Worker: "w2", Outcome: jobq.OutcomeFailure, ExitCode: &code, Start: start})
+			hooks.RecordAttempt(e, jobq.Attempt{Worker: "w2", Outcome: jobq.OutcomeFailure, ExitCode: &code, Start: start})
 			return e.DeadLetter(context.Background(), "exit 3", "the tail")
-		}, jobq.Result{State: jobq.DeadLettered, Error: "exit 3", Output: "the tail", ExitCode: &code, Worker: "w2", Started: start, DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultDeadLettered, Error: "exit 3", Output: "the tail", ExitCode: &code, Worker: "w2", Started: start, DeliveryCount: 1}},
 		{"fail without retries", func(e *jobq.Envelope) error {
 			e.SetResult(jobq.ResultDetails{ExitCode: &code, Output: "out"})
 			_, err := e.Fail(context.Background(), errors.New("boom"), "detail")
 			return err
-		}, jobq.Result{State: jobq.DeadLettered, Error: "boom", Output: "out", ExitCode: &code, DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultDeadLettered, Error: "boom", Output: "out", ExitCode: &code, DeliveryCount: 1}},
 		{"cancel", func(e *jobq.Envelope) error {
 			return e.Cancel(context.Background(), "stopped by request")
-		}, jobq.Result{State: jobq.Cancelled, Error: "stopped by request", DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultCancelled, Error: "stopped by request", DeliveryCount: 1}},
 		{"invalid JSON value kept as a string", func(e *jobq.Envelope) error {
 			e.SetResult(jobq.ResultDetails{Value: json.RawMessage(`not json`)})
 			return e.Complete(context.Background())
-		}, jobq.Result{State: jobq.Succeeded, Value: json.RawMessage(`"not json"`), DeliveryCount: 1}},
+		}, jobq.Result{State: driver.ResultSucceeded, Value: json.RawMessage(`"not json"`), DeliveryCount: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +82,7 @@ func TestResultRecordsAtSettlement(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.Result(t.Context(), r.ID); jobq.ErrorCode(err) != jobq.NotFound {
+			if _, err := q.Result(t.Context(), r.ID); errcode.Of(err) != errcode.NotFound {
 				t.Fatalf("Result before the task ended: %v; want NotFound", err)
 			}
 			if err := tt.settle(receiveOne(t, q)); err != nil {
@@ -100,8 +102,8 @@ func TestResultRecordsAtSettlement(t *testing.T) {
 			if got.Finished.IsZero() {
 				t.Errorf("result has no finish time")
 			}
-			if left := time.Until(got.ExpiresAt); left < jobq.DefaultRetention-time.Minute || left > jobq.DefaultRetention {
-				t.Errorf("record expires in %v; want the default retention %v", left, jobq.DefaultRetention)
+			if left := time.Until(got.ExpiresAt); left < driver.DefaultRetention-time.Minute || left > driver.DefaultRetention {
+				t.Errorf("record expires in %v; want the default retention %v", left, driver.DefaultRetention)
 			}
 		})
 	}
@@ -131,7 +133,7 @@ func TestWaitAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := receiveOne(t, q) // b, running
-	cs, err := q.Cancel(ctx, ids[0], ids[1], ids[2])
+	cs, err := q.Admin().Cancel(ctx, ids[0], ids[1], ids[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,17 +143,17 @@ func TestWaitAndCancel(t *testing.T) {
 			t.Errorf("cancel %d = %+v; want outcome %s", i, c, want[i])
 		}
 	}
-	if asked, err := q.CancelRequested(ctx, ids); err != nil || len(asked) != 1 || asked[0] != ids[1] {
+	if asked, err := hooks.CancelRequested(ctx, q, ids); err != nil || len(asked) != 1 || asked[0] != ids[1] {
 		t.Errorf("CancelRequested = %v, %v; want [%s]", asked, err, ids[1])
 	}
-	if ok, err := e.CancelRequested(ctx); err != nil || !ok {
+	if ok, err := hooks.EnvelopeCancelRequested(ctx, e); err != nil || !ok {
 		t.Errorf("Envelope.CancelRequested = %v, %v; want true", ok, err)
 	}
 	if err := e.Cancel(ctx, "cancelled by request"); err != nil {
 		t.Fatal(err)
 	}
 	rs := <-got
-	states := []jobq.ResultState{jobq.Succeeded, jobq.Cancelled, jobq.Cancelled}
+	states := []driver.ResultState{driver.ResultSucceeded, driver.ResultCancelled, driver.ResultCancelled}
 	for i, r := range rs {
 		if r == nil || r.State != states[i] {
 			t.Errorf("Wait result %d = %+v; want state %s", i, r, states[i])
@@ -166,16 +168,16 @@ func TestResultsUnsupported(t *testing.T) {
 	t.Parallel()
 	q := openMem(t, "unsupported=results,cancel")
 	ctx := t.Context()
-	if _, err := q.Result(ctx, "x"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Result(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Result: %v; want Unimplemented", err)
 	}
-	if _, err := q.Wait(ctx, "x"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Wait(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Wait: %v; want Unimplemented", err)
 	}
-	if _, err := q.Cancel(ctx, "x"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Admin().Cancel(ctx, "x"); errcode.Of(err) != errcode.Unimplemented {
 		t.Errorf("Cancel: %v; want Unimplemented", err)
 	}
-	if ids, err := q.CancelRequested(ctx, []string{"x"}); err != nil || len(ids) != 0 {
+	if ids, err := hooks.CancelRequested(ctx, q, []string{"x"}); err != nil || len(ids) != 0 {
 		t.Errorf("CancelRequested: %v, %v; want none", ids, err)
 	}
 	// Settlements still work, without records.
@@ -191,11 +193,11 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 	t.Parallel()
 	q := openMem(t, "")
 	ctx := t.Context()
-	p, err := jobq.ParsePolicy("retention", "1s")
+	p, err := hooks.ParsePolicy("retention", "1s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Policies().Set(ctx, p); err != nil {
+	if err := q.Admin().SetPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	r, err := q.Push(ctx, &jobq.Task{Command: "echo short-lived"})
@@ -213,10 +215,10 @@ func TestRetentionPolicyAndPurge(t *testing.T) {
 		t.Fatalf("record expires in %v; want within the 1s retention", left)
 	}
 	time.Sleep(time.Until(res.ExpiresAt) + 10*time.Millisecond)
-	if _, err := q.Result(ctx, r.ID); jobq.ErrorCode(err) != jobq.NotFound {
+	if _, err := q.Result(ctx, r.ID); errcode.Of(err) != errcode.NotFound {
 		t.Errorf("Result after the retention: %v; want NotFound", err)
 	}
-	if n, err := q.PurgeResults(ctx); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeResults(ctx); err != nil || n != 1 {
 		t.Errorf("PurgeResults = %d, %v; want 1", n, err)
 	}
 }
@@ -239,11 +241,11 @@ func TestFailRetryBackoff(t *testing.T) {
 			q := openMem(t, "")
 			ctx := t.Context()
 			if tt.policy != "" {
-				p, err := jobq.ParsePolicy("retry-backoff", tt.policy)
+				p, err := hooks.ParsePolicy("retry-backoff", tt.policy)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := q.Policies().Set(ctx, p); err != nil {
+				if err := q.Admin().SetPolicy(ctx, p); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -251,7 +253,7 @@ func TestFailRetryBackoff(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := receiveOne(t, q)
-			e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeFailure, Worker: "w"})
+			hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeFailure, Worker: "w"})
 			res, err := e.Fail(ctx, errors.New("exit 1"), "")
 			if err != nil {
 				t.Fatal(err)
@@ -259,11 +261,11 @@ func TestFailRetryBackoff(t *testing.T) {
 			if !res.Retried || res.Delay < tt.lo || res.Delay > tt.hi {
 				t.Fatalf("Fail = %+v; want a retry after %v..%v", res, tt.lo, tt.hi)
 			}
-			st, err := q.Stats(ctx)
+			st, err := q.Admin().Stats(ctx)
 			if err != nil || st.Delayed != 1 || st.Ready != 0 {
 				t.Fatalf("stats after the failure: %+v, %v; want the retry delayed", st, err)
 			}
-			peeked, err := q.Peek(ctx, 1)
+			peeked, err := q.Admin().Peek(ctx, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -359,7 +361,7 @@ func TestLargeValueGoesToTheStash(t *testing.T) {
 	}
 }
 
-func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
+func TestWaitAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	t.Parallel()
 	q := openMem(t, "")
 	ctx := t.Context()
@@ -378,7 +380,7 @@ func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	}
 	got := make(chan *jobq.Result, 1)
 	go func() {
-		err := q.WaitFuncAfter(ctx, pushed, []string{r.ID}, func(res *jobq.Result) error {
+		err := q.WaitFunc(ctx, []string{r.ID}, jobq.WaitOptions{After: pushed}, func(res *jobq.Result) error {
 			got <- res
 			return nil
 		})
@@ -388,16 +390,16 @@ func TestWaitFuncAfterSkipsAnEarlierTasksRecord(t *testing.T) {
 	}()
 	select {
 	case res := <-got:
-		t.Fatalf("WaitFuncAfter reported the earlier run's record %+v", res)
+		t.Fatalf("WaitFunc with After reported the earlier run's record %+v", res)
 	case <-time.After(100 * time.Millisecond):
 	}
 	if err := receiveOne(t, q).Complete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if res := <-got; res.State != jobq.Succeeded || res.Recorded.Before(pushed) {
-		t.Errorf("WaitFuncAfter reported %+v; want the second run's success", res)
+	if res := <-got; res.State != driver.ResultSucceeded || res.Recorded.Before(pushed) {
+		t.Errorf("WaitFunc with After reported %+v; want the second run's success", res)
 	}
-	if rs, err := q.Wait(ctx, r.ID); err != nil || rs[0].State != jobq.Succeeded {
+	if rs, err := q.Wait(ctx, r.ID); err != nil || rs[0].State != driver.ResultSucceeded {
 		t.Errorf("Wait = %v, %v", rs, err)
 	}
 }
@@ -424,7 +426,7 @@ func TestPoisonRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != jobq.DeadLettered || !strings.Contains(r.Error, "poison") {
+	if r.State != driver.ResultDeadLettered || !strings.Contains(r.Error, "poison") {
 		t.Errorf("poison record %+v; want dead-lettered, saying poison", r)
 	}
 }

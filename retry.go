@@ -7,10 +7,11 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
-// DefaultPushRetry is the default Options.PushRetry.
-const DefaultPushRetry = time.Minute
+// defaultPushRetry is the default Options.PushRetry.
+const defaultPushRetry = time.Minute
 
 // Pauses between attempts of a push the backend could not reach.
 const (
@@ -52,11 +53,11 @@ func (q *Queue) pushChunk(ctx context.Context, msgs []*driver.Message) ([]driver
 		if err == nil {
 			return out, false, nil
 		}
-		code := ErrorCode(q.wrap("push", err))
+		code := errcode.Of(q.wrap("push", err))
 		if unsureFrom < 0 && driver.AppliedOf(err, code) == driver.MaybeApplied {
 			unsureFrom = len(out)
 		}
-		if q.pushRetry <= 0 || code != Unavailable || ctx.Err() != nil {
+		if q.pushRetry <= 0 || code != errcode.Unavailable || ctx.Err() != nil {
 			return out, unsureFrom >= 0, err
 		}
 		if bo == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // flakyPush wraps a mem queue and makes its first Push calls fail the way
@@ -31,9 +32,9 @@ type flakyPush struct {
 
 // fault says how the first Push calls fail.
 type fault struct {
-	fails int         // calls left to fail
-	store int         // how many of a failing call's messages are stored first (-1: all, the reply was lost)
-	code  driver.Code // the failure's code
+	fails int          // calls left to fail
+	store int          // how many of a failing call's messages are stored first (-1: all, the reply was lost)
+	code  errcode.Code // the failure's code
 	// refused makes the failure a refused connection (nothing sent)
 	// rather than a reset one.
 	refused bool
@@ -96,7 +97,9 @@ func (flakyOpener) Open(ctx context.Context, u *url.URL, o driver.OpenOptions) (
 // flakyMux opens flaky:// URLs; the tests need no scheme on the default mux.
 var flakyMux = func() *jobq.URLMux {
 	m := new(jobq.URLMux)
-	m.Register("flaky", flakyOpener{})
+	if err := m.Register("flaky", flakyOpener{}); err != nil {
+		panic(err)
+	}
 	return m
 }()
 
@@ -107,7 +110,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 		f         fault
 		retry     time.Duration
 		wantCalls int
-		wantCode  jobq.Code // when the push fails; ignored when it succeeds
+		wantCode  errcode.Code // when the push fails; ignored when it succeeds
 		fails     bool
 		wantDups  int
 		// A reset after the request was sent leaves the outcome unknown:
@@ -115,14 +118,14 @@ func TestPushRetriesUnavailable(t *testing.T) {
 		wantResent int
 		wantMaybe  bool
 	}{
-		{name: "two failures", f: fault{fails: 2, code: driver.Unavailable}, wantCalls: 3, wantResent: 5},
-		{name: "stored prefix resumes after it", f: fault{fails: 1, store: 2, code: driver.Unavailable}, wantCalls: 2, wantResent: 3},
-		{name: "lost reply reports duplicates", f: fault{fails: 1, store: -1, code: driver.Unavailable}, wantCalls: 2, wantDups: 5, wantResent: 5},
-		{name: "retries off", f: fault{fails: 1, code: driver.Unavailable}, retry: -1, wantCalls: 1, fails: true, wantCode: jobq.Unavailable, wantMaybe: true},
-		{name: "gives up after PushRetry", f: fault{fails: 1000, code: driver.Unavailable}, retry: 300 * time.Millisecond, wantCalls: -1, fails: true, wantCode: jobq.Unavailable, wantMaybe: true},
-		{name: "other errors are not retried", f: fault{fails: 1, code: driver.PermissionDenied}, wantCalls: 1, fails: true, wantCode: jobq.PermissionDenied},
-		{name: "refused connection stored nothing", f: fault{fails: 1, code: driver.Unavailable, refused: true}, retry: -1, wantCalls: 1, fails: true, wantCode: jobq.Unavailable},
-		{name: "retry after a refused connection", f: fault{fails: 2, code: driver.Unavailable, refused: true}, wantCalls: 3},
+		{name: "two failures", f: fault{fails: 2, code: errcode.Unavailable}, wantCalls: 3, wantResent: 5},
+		{name: "stored prefix resumes after it", f: fault{fails: 1, store: 2, code: errcode.Unavailable}, wantCalls: 2, wantResent: 3},
+		{name: "lost reply reports duplicates", f: fault{fails: 1, store: -1, code: errcode.Unavailable}, wantCalls: 2, wantDups: 5, wantResent: 5},
+		{name: "retries off", f: fault{fails: 1, code: errcode.Unavailable}, retry: -1, wantCalls: 1, fails: true, wantCode: errcode.Unavailable, wantMaybe: true},
+		{name: "gives up after PushRetry", f: fault{fails: 1000, code: errcode.Unavailable}, retry: 300 * time.Millisecond, wantCalls: -1, fails: true, wantCode: errcode.Unavailable, wantMaybe: true},
+		{name: "other errors are not retried", f: fault{fails: 1, code: errcode.PermissionDenied}, wantCalls: 1, fails: true, wantCode: errcode.PermissionDenied},
+		{name: "refused connection stored nothing", f: fault{fails: 1, code: errcode.Unavailable, refused: true}, retry: -1, wantCalls: 1, fails: true, wantCode: errcode.Unavailable},
+		{name: "retry after a refused connection", f: fault{fails: 2, code: errcode.Unavailable, refused: true}, wantCalls: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -142,7 +145,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 				tasks = append(tasks, &jobq.Task{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
 			}
 			res, pushErr := q.PushBatch(ctx, tasks, jobq.PushOptions{})
-			if (pushErr != nil) != tc.fails || (tc.fails && jobq.ErrorCode(pushErr) != tc.wantCode) {
+			if (pushErr != nil) != tc.fails || (tc.fails && errcode.Of(pushErr) != tc.wantCode) {
 				t.Fatalf("PushBatch error %v, want failure %v with code %v", pushErr, tc.fails, tc.wantCode)
 			}
 			f.mu.Lock()
@@ -154,7 +157,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 			if tc.wantCalls < 0 && calls < 2 {
 				t.Errorf("%d Push calls in %v, want a retry before it gave up", calls, tc.retry)
 			}
-			st, err := q.Stats(ctx)
+			st, err := q.Admin().Stats(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +202,7 @@ func TestPushRetriesUnavailable(t *testing.T) {
 func TestPushRetryEndsWithContext(t *testing.T) {
 	t.Parallel()
 	flaky.Lock()
-	flaky.m["ctx"] = &flakyPush{fault: fault{fails: 1000, code: driver.Unavailable}}
+	flaky.m["ctx"] = &flakyPush{fault: fault{fails: 1000, code: errcode.Unavailable}}
 	flaky.Unlock()
 	q, err := flakyMux.Open(context.Background(), "flaky://ctx", jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -210,7 +213,7 @@ func TestPushRetryEndsWithContext(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = q.Push(ctx, &jobq.Task{Payload: json.RawMessage(`{}`)})
-	if jobq.ErrorCode(err) != jobq.Unavailable {
+	if errcode.Of(err) != errcode.Unavailable {
 		t.Fatalf("Push error %v, want Unavailable once the context ends", err)
 	}
 	// Without the context the default PushRetry would keep it going for

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -66,7 +68,7 @@ func openStashes(ctx context.Context, mux *stash.URLMux, location, queue string)
 	st, err := mux.Open(ctx, location)
 	if err != nil {
 		// The mux's and the stores' errors name the stash already.
-		return nil, &Error{Code: ErrorCode(err), Op: "open", Queue: queue, Err: err}
+		return nil, &Error{Code: errcode.Of(err), Op: "open", Queue: queue, Err: err}
 	}
 	s.primary = st
 	return s, nil
@@ -90,7 +92,7 @@ func (s *stashes) store(ctx context.Context, objectURL string) (stash.Store, err
 	// problem, not the message's: Unimplemented leaves the message for a
 	// receiver that has the store instead of dead-lettering it.
 	if u, err := url.Parse(loc); err == nil && u.Scheme != "" && !s.mux.ValidScheme(u.Scheme) {
-		return nil, &Error{Code: Unimplemented, Op: "receive", Msg: fmt.Sprintf(
+		return nil, &Error{Code: errcode.Unimplemented, Op: "receive", Msg: fmt.Sprintf(
 			"the task is in a %s:// stash, but this program registers no store for that scheme (registered: %s); import github.com/jobq/jobq/stash/all, or the store's package (the jobq CLI has every store)",
 			u.Scheme, strings.Join(s.mux.Schemes(), ", "))}
 	}
@@ -123,13 +125,13 @@ func (s *stashes) close() {
 func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) (small []byte, created *StashRef, err error) {
 	limit := q.caps.MaxMessageBytes
 	if q.stash.primary == nil {
-		return nil, nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+		return nil, nil, &Error{Code: errcode.TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
 			"task %s is %d bytes encoded, over this backend's limit of %d bytes; configure a stash for large payloads (--stash gs://bucket/prefix, azblob://account/container/prefix or file:///dir, $JOBQ_STASH, or stash= in the queue URL)",
 			t.ID, len(body), limit)}
 	}
 	obj, err := q.stash.primary.Put(ctx, body)
 	if err != nil {
-		return nil, nil, &Error{Code: ErrorCode(err), Op: "push", Queue: q.url, Err: err, Msg: fmt.Sprintf(
+		return nil, nil, &Error{Code: errcode.Of(err), Op: "push", Queue: q.url, Err: err, Msg: fmt.Sprintf(
 			"task %s is %d bytes, over this backend's limit of %d, and storing it in stash %s failed: %v",
 			t.ID, len(body), limit, q.stash.primary.Location(), err)}
 	}
@@ -154,12 +156,12 @@ func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) (small []by
 		RateLimitKey:   t.RateLimitKey,
 		Stash:          stashed,
 	}
-	small, err = MarshalTask(ref)
+	small, err = encodeTask(ref)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(small) > limit {
-		return nil, nil, &Error{Code: TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
+		return nil, nil, &Error{Code: errcode.TooLarge, Op: "push", Queue: q.url, Msg: fmt.Sprintf(
 			"task %s was stashed, but even its reference message is %d bytes, over this backend's limit of %d bytes (shorten the task ID or keys)",
 			t.ID, len(small), limit)}
 	}
@@ -194,7 +196,7 @@ func (q *Queue) dropRefused(ctx context.Context, refs ...*StashRef) {
 // (driver.AppliedOf): after an unknown outcome a stored message may refer
 // to its stash object, which is then kept.
 func pushRefused(err error) bool {
-	return !maybeApplied(err) && driver.AppliedOf(err, ErrorCode(err)) == driver.NotApplied
+	return !maybeApplied(err) && driver.AppliedOf(err, errcode.Of(err)) == driver.NotApplied
 }
 
 // resolve turns a task as it was on the wire into the task users see. It is
@@ -208,7 +210,7 @@ func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
 		return wire, nil
 	}
 	fail := func(err error, format string, args ...any) error {
-		return &Error{Code: ErrorCode(err), Op: "receive", Queue: q.url, Err: err,
+		return &Error{Code: errcode.Of(err), Op: "receive", Queue: q.url, Err: err,
 			Msg: fmt.Sprintf("task %s: ", wire.ID) + fmt.Sprintf(format, args...)}
 	}
 	st, err := q.stash.store(ctx, ref.URL)
@@ -219,12 +221,12 @@ func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
 	if err != nil {
 		return nil, fail(err, "%v", err)
 	}
-	task, err := UnmarshalTask(data)
+	task, err := unmarshalTask(data)
 	if err != nil {
 		return nil, fail(err, "stashed object %s does not decode: %v", ref.URL, err)
 	}
 	if task.Stash != nil || task.ID != wire.ID {
-		return nil, errorf(InvalidArgument, "receive", "task %s: stashed object %s holds task %s, not the task itself", wire.ID, ref.URL, task.ID)
+		return nil, errorf(errcode.InvalidArgument, "receive", "task %s: stashed object %s holds task %s, not the task itself", wire.ID, ref.URL, task.ID)
 	}
 	// The message's retry budget is the live one: Fail decrements it there.
 	task.NumRetries = wire.NumRetries
@@ -234,8 +236,8 @@ func (q *Queue) resolve(ctx context.Context, wire *Task) (*Task, error) {
 // stashPoison reports whether a resolve error makes the message poison
 // (the object is missing or altered) rather than worth another try later.
 func stashPoison(err error) bool {
-	switch ErrorCode(err) {
-	case NotFound, InvalidArgument, FailedPrecondition:
+	switch errcode.Of(err) {
+	case errcode.NotFound, errcode.InvalidArgument, errcode.FailedPrecondition:
 		return true
 	}
 	return false
@@ -254,7 +256,7 @@ func (q *Queue) dropStashed(ctx context.Context, refs ...*StashRef) {
 			err = st.Delete(ctx, name)
 		}
 		if err != nil {
-			q.log.Warn("jobq: could not delete a stash object; a bucket lifecycle rule will have to remove it", "object", RedactURL(ref.URL), "error", err)
+			q.log.Warn("jobq: could not delete a stash object; a bucket lifecycle rule will have to remove it", "object", redact.URL(ref.URL), "error", err)
 		}
 	}
 }
@@ -280,7 +282,7 @@ func (q *Queue) stashedDeadLetters(ctx context.Context, ids []string) []*StashRe
 		if len(want) > 0 && !want[m.MessageID] {
 			continue
 		}
-		if t, err := UnmarshalTask(m.Body); err == nil && t.Stash != nil {
+		if t, err := unmarshalTask(m.Body); err == nil && t.Stash != nil {
 			refs = append(refs, t.Stash)
 		}
 	}

@@ -21,9 +21,12 @@ import (
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 	azb "github.com/jobq/jobq/stash/azblob"
 	_ "github.com/jobq/jobq/stash/gcs"
+	"github.com/jobq/jobq/wire"
 )
 
 // stashBundle is an SQLite queue limited to 64 KiB messages with a stash.
@@ -213,7 +216,7 @@ func (b *stashBundle) remove(t *testing.T, ref *jobq.StashRef) {
 // peekRef returns the stash reference of the only queued message.
 func (b *stashBundle) peekRef(t *testing.T) *jobq.StashRef {
 	t.Helper()
-	ps, err := b.q.Peek(t.Context(), 10)
+	ps, err := b.q.Admin().Peek(t.Context(), 10)
 	if err != nil || len(ps) != 1 || ps[0].Task == nil || ps[0].Task.Stash == nil {
 		t.Fatalf("peek: %v, %d messages, want one stash reference", err, len(ps))
 	}
@@ -307,7 +310,7 @@ func TestStashPoison(t *testing.T) {
 				if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute}); !errors.Is(err, jobq.ErrEmpty) {
 					t.Fatalf("Receive = %v, %v; want nothing (the message is poison)", e, err)
 				}
-				dls, err := b.q.DeadLetters().List(t.Context(), 10)
+				dls, err := b.q.Admin().DeadLetters(t.Context(), 10)
 				if err != nil || len(dls) != 1 {
 					t.Fatalf("dead letters: %d, %v; want the poison message", len(dls), err)
 				}
@@ -315,7 +318,7 @@ func TestStashPoison(t *testing.T) {
 					t.Errorf("dead-letter reason %q, want poison saying %q", dls[0].Reason, tc.reason)
 				}
 				// Purging the dead letter deletes its object.
-				if _, err := b.q.DeadLetters().Purge(t.Context()); err != nil {
+				if _, err := b.q.Admin().PurgeDeadLetters(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 				for _, o := range b.objects(t) {
@@ -332,7 +335,7 @@ func TestStashPoison(t *testing.T) {
 func TestStashObjectForAnotherTask(t *testing.T) {
 	t.Parallel()
 	b := setupFileStash(t)
-	body, err := jobq.MarshalTask(bigTask(100_000))
+	body, err := wire.Marshal(bigTask(100_000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +348,7 @@ func TestStashObjectForAnotherTask(t *testing.T) {
 	if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute}); !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("Receive = %v, %v; want nothing (the message is poison)", e, err)
 	}
-	dls, err := b.q.DeadLetters().List(t.Context(), 10)
+	dls, err := b.q.Admin().DeadLetters(t.Context(), 10)
 	if err != nil || len(dls) != 1 || !strings.Contains(dls[0].Reason, "not the task itself") {
 		t.Fatalf("dead letters %v, %v; want one saying the object holds another task", dls, err)
 	}
@@ -364,10 +367,10 @@ func TestStashUnregisteredScheme(t *testing.T) {
 	if e, err := b.q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Second}); !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("Receive = %v, %v; want nothing (the store is not registered here)", e, err)
 	}
-	if dls, err := b.q.DeadLetters().List(t.Context(), 10); err != nil || len(dls) != 0 {
+	if dls, err := b.q.Admin().DeadLetters(t.Context(), 10); err != nil || len(dls) != 0 {
 		t.Fatalf("dead letters %v, %v; want none: the message is not poison", dls, err)
 	}
-	if n, err := b.q.Size(t.Context()); err != nil || n != 1 {
+	if n, err := b.q.Admin().Size(t.Context()); err != nil || n != 1 {
 		t.Errorf("queue size %d, %v; want the message still queued", n, err)
 	}
 }
@@ -380,7 +383,7 @@ func TestStashTooLargeWithoutStash(t *testing.T) {
 	}
 	defer q.Close()
 	_, err = q.Push(t.Context(), bigTask(100_000))
-	if jobq.ErrorCode(err) != jobq.TooLarge || !errors.Is(err, jobq.ErrTooLarge) {
+	if errcode.Of(err) != errcode.TooLarge || !errors.Is(err, errcode.TooLarge) {
 		t.Fatalf("push = %v, want TooLarge", err)
 	}
 	for _, s := range []string{"bytes encoded", "limit of 65536 bytes", "--stash", "$JOBQ_STASH", "stash="} {
@@ -400,7 +403,7 @@ func TestStashRefusedPushLeavesNoObject(t *testing.T) {
 	// maxDepth1 bounds the queue at one message and fills it with task.
 	maxDepth1 := func(t *testing.T, b *stashBundle, task *jobq.Task) {
 		t.Helper()
-		if err := b.q.Policies().Set(t.Context(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 1}); err != nil {
+		if err := b.q.Admin().SetPolicy(t.Context(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.q.Push(t.Context(), task); err != nil {
@@ -412,19 +415,19 @@ func TestStashRefusedPushLeavesNoObject(t *testing.T) {
 		query    string // added to the queue URL
 		setup    func(t *testing.T, b *stashBundle)
 		push     []*jobq.Task
-		code     jobq.Code
+		code     errcode.Code
 		want     string // in the error
 		objects  int    // left in the stash
 		messages int    // left in the queue
 	}{
 		{name: "a later task is invalid", push: []*jobq.Task{bigTask(100_000), {Command: "echo \x00"}},
-			code: jobq.InvalidArgument, want: "task 2 of 2"},
+			code: errcode.InvalidArgument, want: "task 2 of 2"},
 		{name: "the reference is over the limit", query: "&max_message_bytes=200", push: []*jobq.Task{bigTask(100_000)},
-			code: jobq.TooLarge, want: "even its reference message"},
+			code: errcode.TooLarge, want: "even its reference message"},
 		{name: "the queue is full", setup: func(t *testing.T, b *stashBundle) { maxDepth1(t, b, &jobq.Task{Command: "true"}) },
-			push: []*jobq.Task{bigTask(100_000)}, code: jobq.ResourceExhausted, want: "queue is full", messages: 1},
+			push: []*jobq.Task{bigTask(100_000)}, code: errcode.ResourceExhausted, want: "queue is full", messages: 1},
 		{name: "the queue is full of the same task", setup: func(t *testing.T, b *stashBundle) { maxDepth1(t, b, bigTask(100_000)) },
-			push: []*jobq.Task{bigTask(100_000), {Command: "true"}}, code: jobq.ResourceExhausted, want: "queue is full", objects: 1, messages: 1},
+			push: []*jobq.Task{bigTask(100_000), {Command: "true"}}, code: errcode.ResourceExhausted, want: "queue is full", objects: 1, messages: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -441,7 +444,7 @@ func TestStashRefusedPushLeavesNoObject(t *testing.T) {
 				tt.setup(t, b)
 			}
 			_, err = q.PushBatch(t.Context(), tt.push, jobq.PushOptions{})
-			if jobq.ErrorCode(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
+			if errcode.Of(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("push = %v, want %v saying %q", err, tt.code, tt.want)
 			}
 			if objs := b.objects(t); len(objs) != tt.objects {
@@ -456,7 +459,7 @@ func TestStashRefusedPushLeavesNoObject(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if st, err := q.Stats(t.Context()); err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
+			if st, err := q.Admin().Stats(t.Context()); err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
 				t.Errorf("stats after the queued messages were received: %+v, %v; want an empty queue", st, err)
 			}
 		})
@@ -507,7 +510,7 @@ func TestStashReceiverWithoutConfig(t *testing.T) {
 	if !errors.Is(err, jobq.ErrEmpty) {
 		t.Fatalf("receive with the stash unreachable = %v, %v; want nothing", e, err)
 	}
-	if dls, _ := plain.DeadLetters().List(t.Context(), 10); len(dls) != 0 {
+	if dls, _ := plain.Admin().DeadLetters(t.Context(), 10); len(dls) != 0 {
 		t.Fatalf("message dead-lettered although the stash was only unreachable: %s", dls[0].Reason)
 	}
 	if err := os.Remove(b.files); err != nil {
@@ -535,7 +538,7 @@ func TestStashReceiverWithoutConfig(t *testing.T) {
 func TestStashOpenErrors(t *testing.T) {
 	t.Parallel()
 	_, err := jobq.Open(t.Context(), sqliteURL(t)+"&stash=s3://bucket/x")
-	if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), "unknown scheme") {
+	if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "unknown scheme") {
 		t.Errorf("open with an s3 stash = %v, want InvalidArgument naming the scheme", err)
 	}
 	// The error names the stash once: the store's own message names it.

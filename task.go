@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -19,10 +20,10 @@ const (
 	MaxPriority = 1000
 )
 
-// MaxNumRetries is the largest Task.NumRetries: the wire format carries it
+// maxNumRetries is the largest Task.NumRetries: the wire format carries it
 // as a 32-bit integer, which is what every reader (jobq's and ai4s-jobq's
 // backends) can count down.
-const MaxNumRetries = math.MaxInt32
+const maxNumRetries = math.MaxInt32
 
 // EnvVar is one environment variable of a shell task. Task.Env is a slice,
 // not a map, because the order is part of the wire format (ai4s-jobq keeps
@@ -74,7 +75,8 @@ type Task struct {
 	// not a string.
 	Payload json.RawMessage
 	// NumRetries is how many times the task may be retried after a failure
-	// before it is dead-lettered. ai4s-jobq's default is 0.
+	// before it is dead-lettered: 0 to 2147483647 (the wire format carries it
+	// as a 32-bit integer). ai4s-jobq's default is 0.
 	NumRetries int
 	// ReplyRequested is carried for compatibility with ai4s-jobq.
 	ReplyRequested bool
@@ -105,7 +107,7 @@ type Task struct {
 
 	// Metadata is free-form labels, kept with the task. Schema v2.
 	Metadata map[string]string
-	// Attempts is the task's attempt history (the last MaxAttempts), kept
+	// Attempts is the task's attempt history (the last 10 attempts), kept
 	// in the message where the backend updates messages in place; read it
 	// with Envelope.Attempts, which adds the deliveries whose lease expired.
 	// Schema v2.
@@ -168,7 +170,7 @@ func (t *Task) EnvMap() map[string]string {
 // every backend refuse the same tasks.
 func (t *Task) Validate() error {
 	if t == nil {
-		return errorf(InvalidArgument, "validate", "task is nil")
+		return errorf(errcode.InvalidArgument, "validate", "task is nil")
 	}
 	for _, check := range taskChecks {
 		if err := check(t); err != nil {
@@ -193,13 +195,13 @@ var taskChecks = [...]func(*Task) error{
 func (t *Task) checkShape() error {
 	switch {
 	case t.Command == "" && len(t.Payload) == 0 && !t.emptyCommand():
-		return errorf(InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
+		return errorf(errcode.InvalidArgument, "validate", "task has neither a command nor a payload: set Task.Command (push -c CMD) or Task.Payload")
 	case t.Command != "" && len(t.Payload) > 0:
-		return errorf(InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
+		return errorf(errcode.InvalidArgument, "validate", "task has both a command and a payload; a shell task keeps its settings in Command, Env and Cwd")
 	case len(t.Payload) > 0 && (t.Cwd != "" || len(t.Env) > 0):
-		return errorf(InvalidArgument, "validate", "task has a payload and Cwd or Env, which are for shell tasks; a payload task keeps its settings in its payload")
+		return errorf(errcode.InvalidArgument, "validate", "task has a payload and Cwd or Env, which are for shell tasks; a payload task keeps its settings in its payload")
 	case t.DirSyncTo != "" && len(t.Payload) > 0:
-		return errorf(InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
+		return errorf(errcode.InvalidArgument, "validate", "task has a payload and DirSyncTo; a payload task keeps bg_dirsync_to in its payload")
 	}
 	return nil
 }
@@ -207,12 +209,12 @@ func (t *Task) checkShape() error {
 // checkRanges refuses numbers and durations out of range.
 func (t *Task) checkRanges() error {
 	switch {
-	case t.NumRetries < 0 || t.NumRetries > MaxNumRetries:
-		return errorf(InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, MaxNumRetries)
+	case t.NumRetries < 0 || t.NumRetries > maxNumRetries:
+		return errorf(errcode.InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, maxNumRetries)
 	case t.Priority < MinPriority || t.Priority > MaxPriority:
-		return errorf(InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
+		return errorf(errcode.InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
 	case t.TimeLimit < 0 || t.TimeLimit > maxBackoff:
-		return errorf(InvalidArgument, "validate", "time limit %v is out of range; use 0 (the worker's) up to %v", t.TimeLimit, maxBackoff)
+		return errorf(errcode.InvalidArgument, "validate", "time limit %v is out of range; use 0 (the worker's) up to %v", t.TimeLimit, maxBackoff)
 	}
 	return t.RetryBackoff.validate("validate")
 }
@@ -224,7 +226,7 @@ func (t *Task) checkPayload() error {
 		return nil
 	}
 	if !isJSONObject(t.Payload) {
-		return errorf(InvalidArgument, "validate", "task payload must be a JSON object: %s", notAnObject(t.Payload))
+		return errorf(errcode.InvalidArgument, "validate", "task payload must be a JSON object: %s", notAnObject(t.Payload))
 	}
 	// JSON carries a NUL only as the escape \u0000, so a payload without
 	// one needs no parsing (a false hit, an escaped backslash before
@@ -250,7 +252,7 @@ func (t *Task) checkPayload() error {
 func (t *Task) checkEnvNames() error {
 	for _, e := range t.Env {
 		if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") {
-			return errorf(InvalidArgument, "validate", "environment variable name %q is invalid: it must be non-empty without '=' or NUL", e.Name)
+			return errorf(errcode.InvalidArgument, "validate", "environment variable name %q is invalid: it must be non-empty without '=' or NUL", e.Name)
 		}
 	}
 	return nil
@@ -314,10 +316,10 @@ func (t *Task) checkShellText(command, cwd, dirsync, env string) error {
 // without NUL.
 func checkTextField(field, s string) error {
 	if !pyjson.ValidText(s) {
-		return errorf(InvalidArgument, "validate", "task %s is not valid UTF-8; JSON messages can only carry UTF-8 text", field)
+		return errorf(errcode.InvalidArgument, "validate", "task %s is not valid UTF-8; JSON messages can only carry UTF-8 text", field)
 	}
 	if strings.IndexByte(s, 0) >= 0 {
-		return errorf(InvalidArgument, "validate",
+		return errorf(errcode.InvalidArgument, "validate",
 			"task %s contains a NUL character (\\u0000), which task text cannot carry (no command, environment variable or path can hold one): remove it (pass binary data base64-encoded, or in a file)", field)
 	}
 	return nil

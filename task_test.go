@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestValidatePayload: a payload must be one JSON object; anything else is
@@ -36,7 +38,7 @@ func TestValidatePayload(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, errcode.InvalidArgument) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Validate() = %v; want InvalidArgument naming %q", err, tt.want)
 			}
 		})
@@ -84,10 +86,10 @@ func TestValidateRefusesNUL(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, errcode.InvalidArgument) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Validate() = %v; want InvalidArgument saying %q", err, tt.want)
 			}
-			if _, err := MarshalTask(tt.task); ErrorCode(err) != InvalidArgument {
+			if _, err := encodeTask(tt.task); errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("MarshalTask accepted what Validate refuses: %v", err)
 			}
 		})

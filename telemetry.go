@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobq/jobq/internal/otelkeys"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -16,39 +18,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
-
-// InstrumentationName is the OpenTelemetry instrumentation scope of jobq's
-// spans and metrics (docs/observability.md lists them).
-const InstrumentationName = "github.com/jobq/jobq"
-
-// MessagingSystem is the messaging.system attribute of jobq's spans and
-// metrics; jobq.backend names the engine (the URL scheme).
-const MessagingSystem = "jobq"
-
-// Attribute keys jobq adds to the messaging conventions' own.
-const (
-	// AttrBackend is the URL scheme of the queue's backend ("postgres",
-	// "redis", ...); empty for a queue made by New.
-	AttrBackend = attribute.Key("jobq.backend")
-	// AttrTaskID is the task's ID.
-	AttrTaskID = attribute.Key("jobq.task.id")
-	// AttrDeliveryCount is how many times the message has been received.
-	AttrDeliveryCount = attribute.Key("jobq.delivery_count")
-	// AttrRetried says whether a failed attempt was requeued for a retry
-	// (true) or dead-lettered (false).
-	AttrRetried = attribute.Key("jobq.retried")
-	// AttrState is the state a queue depth counts: ready, in_flight,
-	// delayed or dead.
-	AttrState = attribute.Key("jobq.state")
-	// AttrOutcome is how a handler's run ended: completed, failed,
-	// lock_lost or stopped.
-	AttrOutcome = attribute.Key("jobq.outcome")
-)
-
-// DurationBuckets are the bucket bounds, in seconds, of jobq's duration
-// histograms: from 5 ms to a day.
-var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}
 
 // telemetry is a queue's tracer and instruments. With no provider
 // installed they are OpenTelemetry's no-ops (through the global
@@ -82,18 +53,9 @@ type telemetry struct {
 	ready, inFlight, delayed, deadSt []metric.ObserveOption
 }
 
-// TracerProvider returns the provider of the queue's spans: Options'
-// TracerProvider, or the global one.
-func (q *Queue) TracerProvider() trace.TracerProvider { return q.tel.tp }
-
-// MeterProvider returns the provider of the queue's metrics: Options'
-// MeterProvider, or the global one. Package worker records its metrics
-// through it too.
-func (q *Queue) MeterProvider() metric.MeterProvider { return q.tel.mp }
-
-// BaseAttributes returns the attributes every span and metric of the queue
+// baseAttributes returns the attributes every span and metric of the queue
 // carries: messaging.system, messaging.destination.name and jobq.backend.
-func (q *Queue) BaseAttributes() []attribute.KeyValue {
+func (q *Queue) baseAttributes() []attribute.KeyValue {
 	return append([]attribute.KeyValue(nil), q.tel.base...)
 }
 
@@ -105,17 +67,17 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 	if t.mp == nil {
 		t.mp = otel.GetMeterProvider()
 	}
-	t.tracer = t.tp.Tracer(InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
+	t.tracer = t.tp.Tracer(otelkeys.InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
 	t.base = []attribute.KeyValue{
-		semconv.MessagingSystemKey.String(MessagingSystem),
+		semconv.MessagingSystemKey.String(otelkeys.MessagingSystem),
 		semconv.MessagingDestinationName(q.name),
-		AttrBackend.String(q.scheme),
+		otelkeys.AttrBackend.String(q.scheme),
 	}
 	t.names = map[string]string{}
 	for _, op := range []string{"push", "receive", "process", "complete", "requeue", "dead_letter", "fail"} {
 		t.names[op] = op + " " + q.name
 	}
-	m := t.mp.Meter(InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
+	m := t.mp.Meter(otelkeys.InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
 	counter := func(name, desc, unit string) metric.Int64ObservableCounter {
 		c, err := m.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
 		if err != nil {
@@ -135,7 +97,7 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 	var err error
 	if t.queueWait, err = m.Float64Histogram("jobq.task.queue_wait", metric.WithUnit("s"),
 		metric.WithDescription("Time from a task's push to its first delivery (a delayed task's delay included)."),
-		metric.WithExplicitBucketBoundaries(DurationBuckets...)); err != nil {
+		metric.WithExplicitBucketBoundaries(otelkeys.DurationBuckets...)); err != nil {
 		q.log.Warn("jobq: could not create a metric", "metric", "jobq.task.queue_wait", "error", err)
 	}
 	if t.depth, err = m.Int64ObservableGauge("jobq.queue.depth", metric.WithUnit("{task}"),
@@ -146,10 +108,10 @@ func newTelemetry(q *Queue, opts Options) *telemetry {
 	t.add = []metric.AddOption{metric.WithAttributeSet(set)}
 	t.record = []metric.RecordOption{metric.WithAttributeSet(set)}
 	t.observe = []metric.ObserveOption{metric.WithAttributeSet(set)}
-	t.observeRetried = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(true))...)}
-	t.observeExhausted = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrRetried.Bool(false))...)}
+	t.observeRetried = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], otelkeys.AttrRetried.Bool(true))...)}
+	t.observeExhausted = []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], otelkeys.AttrRetried.Bool(false))...)}
 	state := func(s string) []metric.ObserveOption {
-		return []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], AttrState.String(s))...)}
+		return []metric.ObserveOption{metric.WithAttributes(append(t.base[:len(t.base):len(t.base)], otelkeys.AttrState.String(s))...)}
 	}
 	t.ready, t.inFlight, t.delayed, t.deadSt = state("ready"), state("in_flight"), state("delayed"), state("dead")
 	observed := []metric.Observable{t.failed}
@@ -288,7 +250,7 @@ func end(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(semconv.ErrorTypeKey.String(ErrorCode(err).String()))
+		span.SetAttributes(semconv.ErrorTypeKey.String(errcode.Of(err).String()))
 	}
 	span.End()
 }
@@ -347,7 +309,7 @@ func (q *Queue) endPush(ctx context.Context, span trace.Span, res []PushResult, 
 		q.tel.pushed.Add(ctx, int64(stored), q.tel.add...)
 	}
 	if len(res) == 1 && span.IsRecording() {
-		span.SetAttributes(semconv.MessagingMessageID(res[0].MessageID), AttrTaskID.String(res[0].ID))
+		span.SetAttributes(semconv.MessagingMessageID(res[0].MessageID), otelkeys.AttrTaskID.String(res[0].ID))
 	}
 	end(span, err)
 }
@@ -371,7 +333,7 @@ func (q *Queue) receiveSpan(ctx context.Context, began time.Time, envs []*Envelo
 		if len(envs) > 1 {
 			span.SetAttributes(semconv.MessagingBatchMessageCount(len(envs)))
 		} else {
-			span.SetAttributes(semconv.MessagingMessageID(envs[0].MessageID), AttrTaskID.String(envs[0].Task.ID))
+			span.SetAttributes(semconv.MessagingMessageID(envs[0].MessageID), otelkeys.AttrTaskID.String(envs[0].Task.ID))
 		}
 	}
 	span.End()
@@ -387,12 +349,12 @@ func (q *Queue) observeWait(ctx context.Context, envs []*Envelope) {
 	}
 }
 
-// ProducerSpanContext returns the span context of the push that queued the
+// producerSpanContext returns the span context of the push that queued the
 // message, when its trace context travelled with it (docs/observability.md
 // says on which backends it does); invalid otherwise.
-func (e *Envelope) ProducerSpanContext() trace.SpanContext { return traceContext(e.traceParent) }
+func (e *Envelope) producerSpanContext() trace.SpanContext { return traceContext(e.traceParent) }
 
-// StartSpan starts the consumer's "process" span of this message, following
+// startSpan starts the consumer's "process" span of this message, following
 // OpenTelemetry's messaging conventions: kind Consumer, a child of the span
 // in ctx, linked to the producer's span when its trace context travelled
 // with the message. The settlements of the envelope made with a context
@@ -401,18 +363,18 @@ func (e *Envelope) ProducerSpanContext() trace.SpanContext { return traceContext
 // returns contexts that hold it (unless their parent holds a span). The
 // worker calls it for every task it runs. When no tracer provider was
 // installed as the message was received, it returns ctx and a no-op span.
-func (e *Envelope) StartSpan(ctx context.Context) (context.Context, trace.Span) {
+func (e *Envelope) startSpan(ctx context.Context) (context.Context, trace.Span) {
 	if !e.traced {
 		return ctx, noSpan
 	}
 	var extra []trace.SpanStartOption
-	if sc := e.ProducerSpanContext(); sc.IsValid() {
+	if sc := e.producerSpanContext(); sc.IsValid() {
 		extra = append(extra, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	ctx, span := e.q.tel.start(ctx, "process", trace.SpanKindConsumer, semconv.MessagingOperationTypeProcess, extra...)
 	if span.IsRecording() {
-		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), AttrTaskID.String(e.Task.ID),
-			AttrDeliveryCount.Int(e.DeliveryCount))
+		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), otelkeys.AttrTaskID.String(e.Task.ID),
+			otelkeys.AttrDeliveryCount.Int(e.DeliveryCount))
 		e.mu.Lock()
 		e.span = span
 		e.mu.Unlock()
@@ -432,9 +394,9 @@ func (e *Envelope) withSpan(parent context.Context) context.Context {
 	return trace.ContextWithSpan(parent, span)
 }
 
-// EndSpan ends the process span StartSpan started, if it started one that
+// endSpan ends the process span StartSpan started, if it started one that
 // records; it does nothing otherwise.
-func (e *Envelope) EndSpan() {
+func (e *Envelope) endSpan() {
 	e.mu.Lock()
 	span := e.span
 	e.mu.Unlock()
@@ -461,7 +423,7 @@ func (e *Envelope) startSettle(ctx context.Context, op string) (context.Context,
 	}
 	ctx, span := e.q.tel.start(ctx, op, trace.SpanKindClient, semconv.MessagingOperationTypeSettle)
 	if span.IsRecording() {
-		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), AttrTaskID.String(e.Task.ID))
+		span.SetAttributes(semconv.MessagingMessageID(e.MessageID), otelkeys.AttrTaskID.String(e.Task.ID))
 	}
 	return ctx, span
 }

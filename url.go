@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // URLMux maps URL schemes to the backends that open them. Its zero value is
@@ -30,22 +32,29 @@ var defaultMux = new(URLMux)
 func DefaultURLMux() *URLMux { return defaultMux }
 
 // Register makes a backend available on the default mux under a URL scheme;
-// it is DefaultURLMux().Register.
-func Register(scheme string, o driver.Opener) { defaultMux.Register(scheme, o) }
+// it is DefaultURLMux().Register. A backend's init panics on its error,
+// which only a programming error causes.
+func Register(scheme string, o driver.Opener) error { return defaultMux.Register(scheme, o) }
 
-// Register makes o open URLs of scheme (case-insensitive). Registering a
-// scheme twice panics, because it is a programming error found at start-up.
-func (m *URLMux) Register(scheme string, o driver.Opener) {
+// Register makes o open URLs of scheme (case-insensitive). A scheme that is
+// registered already, an empty scheme or a nil opener is an error (code
+// AlreadyExists or InvalidArgument) and changes nothing.
+func (m *URLMux) Register(scheme string, o driver.Opener) error {
+	const op = "register"
+	scheme = strings.ToLower(scheme)
+	if scheme == "" || o == nil {
+		return errorf(errcode.InvalidArgument, op, "register needs a scheme and an opener; got scheme %q, opener %v", scheme, o)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	scheme = strings.ToLower(scheme)
 	if _, dup := m.openers[scheme]; dup {
-		panic("jobq: scheme " + scheme + " registered twice")
+		return errorf(errcode.AlreadyExists, op, "scheme %q is registered already; register each scheme once, or use a URLMux of your own", scheme)
 	}
 	if m.openers == nil {
 		m.openers = map[string]driver.Opener{}
 	}
 	m.openers[scheme] = o
+	return nil
 }
 
 // Schemes returns the registered URL schemes, sorted.
@@ -72,18 +81,18 @@ func (m *URLMux) Opener(scheme string) (driver.Opener, bool) {
 // it.
 func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	rawURL = strings.TrimSpace(rawURL)
-	redacted := RedactURL(rawURL)
+	redacted := redact.URL(rawURL)
 	if rawURL == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
+		return nil, &Error{Code: errcode.InvalidArgument, Op: "open", Msg: "no queue given: pass a queue URL such as sqlite://./work.db?queue=default"}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+		return nil, &Error{Code: errcode.InvalidArgument, Op: "open", Queue: redacted,
 			Msg: fmt.Sprintf("%q is not a queue URL: use SCHEME://...; registered schemes: %s", redacted, orNone(m.Schemes()))}
 	}
 	opener, ok := m.Opener(u.Scheme)
 	if !ok {
-		return nil, &Error{Code: InvalidArgument, Op: "open", Queue: redacted,
+		return nil, &Error{Code: errcode.InvalidArgument, Op: "open", Queue: redacted,
 			Msg: fmt.Sprintf("unknown queue scheme %q: registered schemes are %s (import github.com/jobq/jobq/backends/all to register every backend)",
 				u.Scheme, orNone(m.Schemes()))}
 	}
@@ -99,7 +108,7 @@ func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue,
 		if errors.As(err, &je) {
 			return nil, err
 		}
-		return nil, &Error{Code: driver.CodeOf(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
+		return nil, &Error{Code: errcode.Of(err), Op: "open", Queue: redacted, Msg: err.Error(), Err: err}
 	}
 	return newQueue(drv, opts, queueInfo{scheme: strings.ToLower(u.Scheme), url: redacted, name: queueName(u, drv), log: log, stash: stashes}), nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // countingOpener opens mem queues and counts its calls.
@@ -31,7 +33,9 @@ func TestURLMuxOwnSchemes(t *testing.T) {
 	t.Parallel()
 	var opens int
 	var m jobq.URLMux // the zero value is ready to use
-	m.Register("Mine", countingOpener{opens: &opens})
+	if err := m.Register("Mine", countingOpener{opens: &opens}); err != nil {
+		t.Fatal(err)
+	}
 
 	if got := m.Schemes(); !slices.Equal(got, []string{"mine"}) {
 		t.Errorf("Schemes() = %v, want [mine]", got)
@@ -49,8 +53,8 @@ func TestURLMuxOwnSchemes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if opens != 1 || q.Scheme() != "mine" || q.Name() != "urlmux-own" {
-		t.Errorf("opens=%d scheme=%q name=%q; want 1, mine, urlmux-own", opens, q.Scheme(), q.Name())
+	if opens != 1 || hooks.Scheme(q) != "mine" || q.Name() != "urlmux-own" {
+		t.Errorf("opens=%d scheme=%q name=%q; want 1, mine, urlmux-own", opens, hooks.Scheme(q), q.Name())
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "echo hi"}); err != nil {
 		t.Fatal(err)
@@ -62,31 +66,46 @@ func TestURLMuxOwnSchemes(t *testing.T) {
 		{"", "no queue given"},
 	} {
 		_, err := m.Open(ctx, tc.url, jobq.Options{})
-		if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+		if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%q) = %v; want InvalidArgument containing %q", tc.url, err, tc.want)
 		}
 	}
 }
 
-// TestURLMuxRegisterTwicePanics: a scheme registered twice is a programming
-// error found at start-up.
-func TestURLMuxRegisterTwicePanics(t *testing.T) {
+// TestURLMuxRegisterRefuses: a scheme registered twice (in any case), an
+// empty scheme and a nil opener are errors, not panics, and leave the mux
+// as it was.
+func TestURLMuxRegisterRefuses(t *testing.T) {
 	t.Parallel()
 	var m jobq.URLMux
-	m.Register("dup", mem.URLOpener{})
-	defer func() {
-		if recover() == nil {
-			t.Error("registering a scheme twice did not panic")
+	if err := m.Register("dup", mem.URLOpener{}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		scheme string
+		opener driver.Opener
+		want   errcode.Code
+	}{
+		{"twice", "DUP", mem.URLOpener{}, errcode.AlreadyExists},
+		{"empty scheme", "", mem.URLOpener{}, errcode.InvalidArgument},
+		{"nil opener", "other", nil, errcode.InvalidArgument},
+	}
+	for _, tt := range tests {
+		if err := m.Register(tt.scheme, tt.opener); errcode.Of(err) != tt.want {
+			t.Errorf("%s: Register(%q) = %v; want code %v", tt.name, tt.scheme, err, tt.want)
 		}
-	}()
-	m.Register("DUP", mem.URLOpener{})
+	}
+	if got := m.Schemes(); len(got) != 1 || got[0] != "dup" {
+		t.Errorf("Schemes() = %v after the refused registrations; want [dup]", got)
+	}
 }
 
 // TestNew builds a queue from a driver value, with no URL and no mux.
 func TestNew(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	if _, err := jobq.New(nil, jobq.Options{}); jobq.ErrorCode(err) != jobq.InvalidArgument {
+	if _, err := jobq.New(nil, jobq.Options{}); errcode.Of(err) != errcode.InvalidArgument {
 		t.Errorf("New(nil) = %v, want InvalidArgument", err)
 	}
 	u, _ := url.Parse("mem://new-from-driver")
@@ -114,7 +133,7 @@ func TestNew(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Stats(ctx); driver.CodeOf(err) != driver.FailedPrecondition {
+	if _, err := d.Stats(ctx); errcode.Of(err) != errcode.FailedPrecondition {
 		t.Errorf("the driver after Queue.Close: %v; want FailedPrecondition (Close closes the driver)", err)
 	}
 }
@@ -129,7 +148,7 @@ func TestPushTxUnimplemented(t *testing.T) {
 	}
 	defer q.Close()
 	_, err = q.PushTx(t.Context(), struct{}{}, []*jobq.Task{{Command: "echo"}}, jobq.PushOptions{})
-	if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "mem cannot push inside") {
+	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "mem cannot push inside") {
 		t.Errorf("PushTx on mem: %v; want Unimplemented naming the backend", err)
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -49,13 +50,13 @@ const (
 	schemaV2 = 2
 )
 
-// MarshalTask validates t and returns its message body: schema v1, exactly
+// encodeTask validates t and returns its message body: schema v1, exactly
 // as ai4s-jobq writes it, when t uses only what v1 can express, schema v2
 // otherwise. When t.ID is empty it is set to the deterministic ID (see
 // TaskID). A task decoded by UnmarshalTask and left unchanged (apart from
 // NumRetries, ReplyRequested and the v2 fields) keeps its kwargs and unknown
 // members byte for byte.
-func MarshalTask(t *Task) ([]byte, error) { return marshalTask(t, wireOmit{}) }
+func encodeTask(t *Task) ([]byte, error) { return marshalTask(t, wireOmit{}) }
 
 // wireOmit lists the v2 members a backend makes redundant, because writing
 // them would not change how the task runs there: a priority the backend
@@ -97,18 +98,18 @@ func marshalTask(t *Task, omit wireOmit) ([]byte, error) {
 	if t.ID == "" {
 		t.ID = md5Hex(append(prefix, '}'))
 	} else if !pyjson.ValidText(t.ID) {
-		return nil, errorf(InvalidArgument, "encode", "task ID %q is not valid UTF-8", t.ID)
+		return nil, errorf(errcode.InvalidArgument, "encode", "task ID %q is not valid UTF-8", t.ID)
 	}
 	out := append(prefix, `, "id": `...)
 	out = pyjson.AppendString(out, t.ID)
 	return append(out, '}'), nil
 }
 
-// TaskID returns the deterministic ID of t without changing t: the MD5 hex
+// taskID returns the deterministic ID of t without changing t: the MD5 hex
 // of its encoding without the "id" member, which is how ai4s-jobq computes
 // it. Two tasks with the same content have the same ID, which backends with
 // duplicate detection use to drop repeated pushes.
-func TaskID(t *Task) (string, error) {
+func taskID(t *Task) (string, error) {
 	prefix, err := wirePrefix(t)
 	if err != nil {
 		return "", err
@@ -240,10 +241,10 @@ func kwargsText(t *Task) (string, error) {
 	if t.Command == "" {
 		v, err := pyjson.Parse(t.Payload)
 		if err != nil {
-			return "", errorf(InvalidArgument, "encode", "task payload is not valid JSON: %v", err)
+			return "", errorf(errcode.InvalidArgument, "encode", "task payload is not valid JSON: %v", err)
 		}
 		if v.Kind != pyjson.Object {
-			return "", errorf(InvalidArgument, "encode", "task payload must be a JSON object")
+			return "", errorf(errcode.InvalidArgument, "encode", "task payload must be a JSON object")
 		}
 		text := string(pyjson.AppendValue(nil, v))
 		// Workers read a payload with a "cmd" member as a shell task: one
@@ -251,7 +252,7 @@ func kwargsText(t *Task) (string, error) {
 		if _, shell := v.Get("cmd"); shell {
 			var e *Error
 			if err := decodeKwargsValue(&Task{}, &rawKwargs{text: text}, v); errors.As(err, &e) {
-				return "", errorf(InvalidArgument, "encode", "task payload has a \"cmd\" member, so workers read it as a shell task, but %s", strings.TrimPrefix(e.Msg, "task "))
+				return "", errorf(errcode.InvalidArgument, "encode", "task payload has a \"cmd\" member, so workers read it as a shell task, but %s", strings.TrimPrefix(e.Msg, "task "))
 			}
 		}
 		return text, nil
@@ -309,7 +310,7 @@ func pyEnv(env []EnvVar) []EnvVar {
 	return out
 }
 
-// UnmarshalTask decodes a message body written by jobq or ai4s-jobq: schema
+// unmarshalTask decodes a message body written by jobq or ai4s-jobq: schema
 // v0 (no reply_requested), v1, v2, and ai4s-jobq's legacy objects without a
 // version. Kwargs with a "cmd" member make a shell task (Command, Env in
 // order, Cwd); any other kwargs object becomes Payload. The task remembers
@@ -317,7 +318,7 @@ func pyEnv(env []EnvVar) []EnvVar {
 // unchanged task to the same bytes. Input that is not a task is an *Error
 // with code InvalidArgument saying what is wrong; receivers dead-letter such
 // messages as poison.
-func UnmarshalTask(body []byte) (*Task, error) {
+func unmarshalTask(body []byte) (*Task, error) {
 	doc, err := pyjson.Parse(body)
 	if err != nil {
 		return nil, decodeError("message body is not JSON: %v", err)
@@ -452,7 +453,7 @@ func fillTaskID(t *Task) error {
 	if t.ID != "" {
 		return nil
 	}
-	id, err := TaskID(t)
+	id, err := taskID(t)
 	if err != nil {
 		return decodeError("task cannot be re-encoded to compute its ID: %v", err)
 	}
@@ -723,7 +724,7 @@ func kindName(k pyjson.Kind) string {
 }
 
 func decodeError(format string, args ...any) *Error {
-	return &Error{Code: InvalidArgument, Op: "decode", Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: errcode.InvalidArgument, Op: "decode", Msg: fmt.Sprintf(format, args...)}
 }
 
 // featureV2 is the key of the once-per-queue warning about v2 bodies on a

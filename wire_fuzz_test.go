@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // sameTask reports how a and b differ in what the wire carries, or "".
@@ -60,29 +62,29 @@ func FuzzUnmarshalTask(f *testing.F) {
 	f.Add([]byte(`{"kwargs": "{\"cmd\": \"\\ud800\"}"}`))
 	f.Add([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"a\": [1e5, -0, NaN]}", "num_retries": 1, "stash": {"url": "u", "sha256": "h", "size": 1}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		t1, err := UnmarshalTask(body)
+		t1, err := unmarshalTask(body)
 		if err != nil {
-			if ErrorCode(err) != InvalidArgument {
-				t.Fatalf("decode error %v has code %v; want InvalidArgument", err, ErrorCode(err))
+			if errcode.Of(err) != errcode.InvalidArgument {
+				t.Fatalf("decode error %v has code %v; want InvalidArgument", err, errcode.Of(err))
 			}
 			return
 		}
-		b1, err := MarshalTask(t1)
+		b1, err := encodeTask(t1)
 		if err != nil {
 			var e *Error
-			if !errors.As(err, &e) || e.Code != InvalidArgument {
+			if !errors.As(err, &e) || e.Code != errcode.InvalidArgument {
 				t.Fatalf("re-encoding a decoded task: %v; want nil or InvalidArgument", err)
 			}
 			return
 		}
-		t2, err := UnmarshalTask(b1)
+		t2, err := unmarshalTask(b1)
 		if err != nil {
 			t.Fatalf("jobq cannot decode its own encoding %s: %v", b1, err)
 		}
 		if d := sameTask(t1, t2); d != "" {
 			t.Fatalf("decode(encode(t)) differs in %s\nbody %s\nre-encoded %s", d, body, b1)
 		}
-		b2, err := MarshalTask(t2)
+		b2, err := encodeTask(t2)
 		if err != nil || string(b2) != string(b1) {
 			t.Fatalf("encode(decode(b)) is not stable: %v\n%s\n%s", err, b1, b2)
 		}
@@ -115,14 +117,14 @@ func FuzzMarshalTask(f *testing.F) {
 			task.TimeLimit = time.Duration(retries) * time.Millisecond
 		}
 		want := *task
-		b, err := MarshalTask(task)
+		b, err := encodeTask(task)
 		if err != nil {
-			if ErrorCode(err) != InvalidArgument {
+			if errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("MarshalTask: %v; want nil or InvalidArgument", err)
 			}
 			return
 		}
-		got, err := UnmarshalTask(b)
+		got, err := unmarshalTask(b)
 		if err != nil {
 			t.Fatalf("decoding %s: %v", b, err)
 		}
@@ -138,7 +140,7 @@ func FuzzMarshalTask(f *testing.F) {
 		if d := sameTask(&want, got); d != "" {
 			t.Fatalf("decode(encode(t)) differs in %s: %s", d, b)
 		}
-		if b2, err := MarshalTask(got); err != nil || string(b2) != string(b) {
+		if b2, err := encodeTask(got); err != nil || string(b2) != string(b) {
 			t.Fatalf("re-encoding is not stable: %v\n%s\n%s", err, b, b2)
 		}
 	})

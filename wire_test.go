@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
 )
 
@@ -103,14 +104,14 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 				}
 				task.NotBefore = nb.In(time.FixedZone("X", 3600)) // written in UTC whatever the zone
 			}
-			id, err := TaskID(task)
+			id, err := taskID(task)
 			if err != nil {
 				t.Fatalf("TaskID: %v", err)
 			}
 			if id != tc.ID || task.ID != "" {
 				t.Errorf("TaskID = %s (task.ID now %q), want %s and task unchanged", id, task.ID, tc.ID)
 			}
-			body, err := MarshalTask(task)
+			body, err := encodeTask(task)
 			if err != nil {
 				t.Fatalf("MarshalTask: %v", err)
 			}
@@ -123,7 +124,7 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 
 			// Decoding Python's bytes gives the task back, and re-encoding it
 			// gives the same bytes.
-			got, err := UnmarshalTask([]byte(tc.Body))
+			got, err := unmarshalTask([]byte(tc.Body))
 			if err != nil {
 				t.Fatalf("UnmarshalTask: %v", err)
 			}
@@ -146,7 +147,7 @@ func TestMarshalTaskMatchesPython(t *testing.T) {
 					t.Errorf("Payload = %s, want %s", got.Payload, want)
 				}
 			}
-			again, err := MarshalTask(got)
+			again, err := encodeTask(got)
 			if err != nil {
 				t.Fatalf("re-MarshalTask: %v", err)
 			}
@@ -162,7 +163,7 @@ func TestUnmarshalTaskForeignBodies(t *testing.T) {
 	for _, tc := range loadWireVectors(t).Decode {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			got, err := UnmarshalTask([]byte(tc.Body))
+			got, err := unmarshalTask([]byte(tc.Body))
 			if err != nil {
 				t.Fatalf("UnmarshalTask: %v", err)
 			}
@@ -180,7 +181,7 @@ func TestUnmarshalTaskForeignBodies(t *testing.T) {
 				t.Errorf("got retries=%d id=%s reply=%v version=%d, want %d %s %v %d",
 					got.NumRetries, got.ID, got.ReplyRequested, got.Version, w.NumRetries, w.ID, w.ReplyRequested, w.Version)
 			}
-			again, err := MarshalTask(got)
+			again, err := encodeTask(got)
 			if err != nil {
 				t.Fatalf("MarshalTask: %v", err)
 			}
@@ -198,13 +199,13 @@ func TestRetryDecrementKeepsBytes(t *testing.T) {
 	for _, tc := range loadWireVectors(t).Decode {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			task, err := UnmarshalTask([]byte(tc.Body))
+			task, err := unmarshalTask([]byte(tc.Body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			next := *task
 			next.NumRetries++
-			body, err := MarshalTask(&next)
+			body, err := encodeTask(&next)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +227,7 @@ func TestRetryDecrementKeepsBytes(t *testing.T) {
 func TestMarshalChangedDecodedTask(t *testing.T) {
 	t.Parallel()
 	orig := &Task{Command: "echo a", Env: []EnvVar{{"A", "1"}}}
-	body, err := MarshalTask(orig)
+	body, err := encodeTask(orig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,19 +245,19 @@ func TestMarshalChangedDecodedTask(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			task, err := UnmarshalTask(body)
+			task, err := unmarshalTask(body)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tc.change(task)
-			got, err := MarshalTask(task)
+			got, err := encodeTask(task)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(string(got), tc.want) || !strings.HasSuffix(string(got), `"id": "`+orig.ID+`"}`) {
 				t.Errorf("got %s, want kwargs with %s and id %s", got, tc.want, orig.ID)
 			}
-			if id, _ := TaskID(task); id == orig.ID {
+			if id, _ := taskID(task); id == orig.ID {
 				t.Errorf("TaskID of changed task = original ID %s", id)
 			}
 		})
@@ -302,12 +303,12 @@ func TestUnmarshalTaskRejectsGarbage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			task, err := UnmarshalTask([]byte(tc.body))
+			task, err := unmarshalTask([]byte(tc.body))
 			if err == nil {
-				t.Fatalf("UnmarshalTask(%q) = %+v, want an error", tc.body, task)
+				t.Fatalf("unmarshalTask(%q) = %+v, want an error", tc.body, task)
 			}
 			var e *Error
-			if !errors.As(err, &e) || e.Code != InvalidArgument || !errors.Is(err, ErrInvalidArgument) {
+			if !errors.As(err, &e) || e.Code != errcode.InvalidArgument || !errors.Is(err, errcode.InvalidArgument) {
 				t.Fatalf("error %v (%T) is not an InvalidArgument *Error", err, err)
 			}
 			if !strings.Contains(err.Error(), tc.msg) {
@@ -332,7 +333,7 @@ func TestUnmarshalTaskLenient(t *testing.T) {
 		{"null env and cwd", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": null, \"cwd\": null}", "num_retries": 0, "id": "a"}`,
 			func(t *Task) bool { return t.Env == nil && t.Cwd == "" }},
 		{"null id computed", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "id": null}`,
-			func(t *Task) bool { id, _ := TaskID(t); return t.ID == id && len(id) == 32 }},
+			func(t *Task) bool { id, _ := taskID(t); return t.ID == id && len(id) == 32 }},
 		{"v0 reply_requested ignored", `{"version": 0, "reply_requested": true, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "id": "a"}`,
 			func(t *Task) bool { return !t.ReplyRequested && t.Version == 0 }},
 		{"v1 member names are not v2 fields", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "priority": 9, "id": "a"}`,
@@ -345,7 +346,7 @@ func TestUnmarshalTaskLenient(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			task, err := UnmarshalTask([]byte(tc.body))
+			task, err := unmarshalTask([]byte(tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -391,8 +392,8 @@ func TestMarshalTaskRejectsInvalid(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := MarshalTask(tc.task)
-			if ErrorCode(err) != InvalidArgument || !strings.Contains(err.Error(), tc.msg) {
+			_, err := encodeTask(tc.task)
+			if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("MarshalTask error = %v, want InvalidArgument saying %q", err, tc.msg)
 			}
 		})
@@ -402,7 +403,7 @@ func TestMarshalTaskRejectsInvalid(t *testing.T) {
 func TestMarshalTaskKeepsGivenID(t *testing.T) {
 	t.Parallel()
 	task := &Task{ID: "my-id \"é\"", Command: "x"}
-	body, err := MarshalTask(task)
+	body, err := encodeTask(task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,31 +427,31 @@ func TestPythonNumbers(t *testing.T) {
 func BenchmarkMarshalTask(b *testing.B) {
 	for b.Loop() {
 		task := &Task{Command: "python train.py --epochs 10", Env: []EnvVar{{"CUDA_VISIBLE_DEVICES", "0"}, {"SEED", "1"}}}
-		if _, err := MarshalTask(task); err != nil {
+		if _, err := encodeTask(task); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkUnmarshalTask(b *testing.B) {
-	body, err := MarshalTask(&Task{Command: "python train.py --epochs 10", Env: []EnvVar{{"CUDA_VISIBLE_DEVICES", "0"}, {"SEED", "1"}}})
+	body, err := encodeTask(&Task{Command: "python train.py --epochs 10", Env: []EnvVar{{"CUDA_VISIBLE_DEVICES", "0"}, {"SEED", "1"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := UnmarshalTask(body); err != nil {
+		if _, err := unmarshalTask(body); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkUnmarshalPayloadTask(b *testing.B) {
-	body, err := MarshalTask(&Task{Payload: json.RawMessage(`{"n": 1}`)})
+	body, err := encodeTask(&Task{Payload: json.RawMessage(`{"n": 1}`)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := UnmarshalTask(body); err != nil {
+		if _, err := unmarshalTask(body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -464,7 +465,7 @@ func TestMarshalOmitsWhatTheBackendMakesRedundant(t *testing.T) {
 	}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	v1 := &Task{Command: "x"}
-	v1ID, _ := TaskID(v1)
+	v1ID, _ := taskID(v1)
 	tests := []struct {
 		name     string
 		caps     driver.Capabilities
@@ -502,7 +503,7 @@ func TestEmptyCommandRoundTrips(t *testing.T) {
 	t.Parallel()
 	// ai4s-jobq push -c '' (json.dumps of {"cmd": "", "bg_dirsync_to": None, "env": {}}).
 	body := `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"\", \"bg_dirsync_to\": null, \"env\": {}}", "num_retries": 2, "id": "e"}`
-	task, err := UnmarshalTask([]byte(body))
+	task, err := unmarshalTask([]byte(body))
 	if err != nil {
 		t.Fatalf("an ai4s-jobq task with an empty command is not poison: %v", err)
 	}
@@ -510,7 +511,7 @@ func TestEmptyCommandRoundTrips(t *testing.T) {
 		t.Fatalf("IsShell %v, Command %q; want a shell task with an empty command", task.IsShell(), task.Command)
 	}
 	task.NumRetries--
-	out, err := MarshalTask(task)
+	out, err := encodeTask(task)
 	if err != nil {
 		t.Fatal(err)
 	}

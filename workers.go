@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // WorkerState says whether a registered worker is still there.
@@ -25,15 +26,6 @@ const (
 	// WorkerWithdrawn: the worker said it was leaving when it exited.
 	WorkerWithdrawn WorkerState = "withdrawn"
 )
-
-// WorkerRetention is how long a worker's record is kept after its last
-// heartbeat, so that churn and lifetimes can be shown; older records are
-// purged.
-const WorkerRetention = 24 * time.Hour
-
-// DefaultWorkerHeartbeat is how often a worker writes its record unless
-// it says otherwise (worker.Options.HeartbeatInterval).
-const DefaultWorkerHeartbeat = 10 * time.Second
 
 // workerTTLBeats is how many heartbeat intervals may pass without a
 // heartbeat before a worker counts as vanished (unless the lister sets a
@@ -73,7 +65,7 @@ type WorkerInfo struct {
 	// Heartbeat is when the worker last wrote its record, by its own clock.
 	// AnnounceWorker sets it to now when it is zero.
 	Heartbeat time.Time `json:"heartbeat"`
-	// State is set by Queue.Workers: live, vanished or withdrawn.
+	// State is set by Admin.Workers: live, vanished or withdrawn.
 	State WorkerState `json:"state"`
 }
 
@@ -107,14 +99,14 @@ type workerData struct {
 	IntervalMS int64     `json:"interval_ms,omitempty"`
 }
 
-// WorkersOptions tune Queue.Workers.
+// WorkersOptions tune Admin.Workers.
 type WorkersOptions struct {
 	// TTL is how long a worker may go without a heartbeat before it counts
 	// as vanished. Zero means three of the worker's own heartbeat
 	// intervals (30s with the default interval).
 	TTL time.Duration
 	// Withdrawn includes the workers that withdrew (within
-	// WorkerRetention); by default only live and vanished ones are listed.
+	// driver.WorkerRetention); by default only live and vanished ones are listed.
 	Withdrawn bool
 }
 
@@ -129,23 +121,23 @@ func (q *Queue) registry(op string) (driver.WorkerStore, error) {
 	}
 	r, ok := q.drv.(driver.WorkerStore)
 	if !ok {
-		return nil, &Error{Code: Unimplemented, Op: op, Queue: q.url,
+		return nil, &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url,
 			Msg: "backend " + q.backend() + " declares worker-registry but its driver keeps no worker records"}
 	}
 	return r, nil
 }
 
-// AnnounceWorker writes w's record to the queue's worker registry: a worker
+// announceWorker writes w's record to the queue's worker registry: a worker
 // calls it when it starts and again at every heartbeat (package worker
 // does). It fails with Unimplemented when the backend keeps no worker
 // registry (see the worker-registry feature).
-func (q *Queue) AnnounceWorker(ctx context.Context, w *WorkerInfo) error {
+func (q *Queue) announceWorker(ctx context.Context, w *WorkerInfo) error {
 	return q.putWorker(ctx, "announce worker", w, false)
 }
 
-// WithdrawWorker writes w's last record, marked as withdrawn: a worker calls
+// withdrawWorker writes w's last record, marked as withdrawn: a worker calls
 // it when it exits, so that it is not taken for one that vanished.
-func (q *Queue) WithdrawWorker(ctx context.Context, w *WorkerInfo) error {
+func (q *Queue) withdrawWorker(ctx context.Context, w *WorkerInfo) error {
 	return q.putWorker(ctx, "withdraw worker", w, true)
 }
 
@@ -155,7 +147,7 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 		return err
 	}
 	if w == nil || w.ID == "" {
-		return errorf(InvalidArgument, op, "the worker has no ID; set WorkerInfo.ID")
+		return errorf(errcode.InvalidArgument, op, "the worker has no ID; set WorkerInfo.ID")
 	}
 	hb := w.Heartbeat
 	if hb.IsZero() {
@@ -165,7 +157,7 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 		Tasks: w.Tasks, Done: w.Done, Failed: w.Failed, CPUSeconds: w.CPUSeconds, CPUPercent: w.CPUPercent,
 		RSSBytes: w.RSSBytes, IntervalMS: w.Interval.Milliseconds()})
 	if err != nil {
-		return &Error{Code: Internal, Op: op, Queue: q.url, Err: err}
+		return &Error{Code: errcode.Internal, Op: op, Queue: q.url, Err: err}
 	}
 	rec := &driver.WorkerRecord{ID: w.ID, Heartbeat: hb.UTC().Truncate(time.Millisecond), Withdrawn: withdrawn, Data: data}
 	return q.wrap(op, r.PutWorker(ctx, rec))
@@ -173,9 +165,10 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 
 // PurgeWorkers deletes the worker records whose last heartbeat is before
 // before and returns how many it deleted (0 where the engine expires them
-// by itself). Workers call it now and then with WorkerRetention ago, so
+// by itself). Workers call it now and then with driver.WorkerRetention ago, so
 // that records never pile up; a time in the future empties the registry.
-func (q *Queue) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
+func (a *Admin) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
+	q := a.q
 	const op = "purge workers"
 	r, err := q.registry(op)
 	if err != nil {
@@ -186,21 +179,22 @@ func (q *Queue) PurgeWorkers(ctx context.Context, before time.Time) (int64, erro
 }
 
 // Workers lists the queue's workers that heartbeated within
-// WorkerRetention: the live ones and the ones that vanished without
+// driver.WorkerRetention: the live ones and the ones that vanished without
 // withdrawing (plus the withdrawn ones with opts.Withdrawn), live ones
 // first, each group by start time. It fails with Unimplemented when the
 // backend keeps no worker registry.
-func (q *Queue) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo, error) {
+func (a *Admin) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo, error) {
+	q := a.q
 	const op = "workers"
 	r, err := q.registry(op)
 	if err != nil {
 		return nil, err
 	}
 	if opts.TTL < 0 {
-		return nil, errorf(InvalidArgument, op, "TTL is %v; use 0 (three heartbeat intervals) or a positive duration", opts.TTL)
+		return nil, errorf(errcode.InvalidArgument, op, "TTL is %v; use 0 (three heartbeat intervals) or a positive duration", opts.TTL)
 	}
 	now := time.Now()
-	since := now.Add(-WorkerRetention)
+	since := now.Add(-driver.WorkerRetention)
 	recs, err := r.ListWorkers(ctx, since)
 	if err != nil {
 		return nil, q.wrap(op, err)
@@ -217,7 +211,7 @@ func (q *Queue) Workers(ctx context.Context, opts WorkersOptions) ([]*WorkerInfo
 		}
 		ttl := opts.TTL
 		if ttl == 0 {
-			ttl = workerTTLBeats * cmp.Or(w.Interval, DefaultWorkerHeartbeat)
+			ttl = workerTTLBeats * cmp.Or(w.Interval, driver.DefaultWorkerHeartbeat)
 		}
 		switch {
 		case rec.Withdrawn:

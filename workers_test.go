@@ -10,6 +10,8 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // noRegistry is a driver that declares the worker registry but does not
@@ -29,10 +31,10 @@ func TestWorkersDeclaredButNotImplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Workers(t.Context(), jobq.WorkersOptions{}); !errors.Is(err, jobq.ErrUnimplemented) {
+	if _, err := q.Admin().Workers(t.Context(), jobq.WorkersOptions{}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("Workers: %v, want Unimplemented", err)
 	}
-	if err := q.AnnounceWorker(t.Context(), &jobq.WorkerInfo{ID: "w"}); !errors.Is(err, jobq.ErrUnimplemented) {
+	if err := hooks.AnnounceWorker(t.Context(), q, &jobq.WorkerInfo{ID: "w"}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("AnnounceWorker: %v, want Unimplemented", err)
 	}
 }
@@ -58,14 +60,14 @@ func TestWorkersOrderAndDamagedRecords(t *testing.T) {
 		{ID: "live-late", Started: now.Add(-time.Minute)},
 		{ID: "live-early", Started: now.Add(-2 * time.Hour)},
 	} {
-		if err := q.AnnounceWorker(ctx, w); err != nil {
+		if err := hooks.AnnounceWorker(ctx, q, w); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := d.PutWorker(ctx, &driver.WorkerRecord{ID: "damaged", Heartbeat: now, Data: []byte("not json")}); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := q.Workers(ctx, jobq.WorkersOptions{})
+	ws, err := q.Admin().Workers(ctx, jobq.WorkersOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 func (a *app) cancelCommand() *cobra.Command {
@@ -54,7 +55,7 @@ failed, 2 when it keeps no result records (see
 				if err := checkResults(q, "cancel"); err != nil {
 					return err
 				}
-				res, err := q.Cancel(ctx, ids...)
+				res, err := q.Admin().Cancel(ctx, ids...)
 				if err != nil {
 					return resultFailure(err)
 				}
@@ -113,13 +114,13 @@ func (a *app) cancelLine(r jobq.CancelResult) string {
 }
 
 // endedAs words a final state for a sentence.
-func endedAs(s jobq.ResultState) string {
+func endedAs(s driver.ResultState) string {
 	switch s {
-	case jobq.Succeeded:
+	case driver.ResultSucceeded:
 		return "succeeded"
-	case jobq.DeadLettered:
+	case driver.ResultDeadLettered:
 		return "was dead-lettered"
-	case jobq.Cancelled:
+	case driver.ResultCancelled:
 		return "was cancelled"
 	}
 	return "ended as " + string(s)

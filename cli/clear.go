@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/spf13/cobra"
 )
 
@@ -30,14 +31,14 @@ unless --yes.`,
 			defer q.Close()
 			if !yes {
 				what := "every task"
-				if n, err := q.Size(ctx); err == nil {
+				if n, err := q.Admin().Size(ctx); err == nil {
 					what = fmt.Sprintf("%d tasks", n)
 				}
-				if err := a.confirm(fmt.Sprintf("Delete %s from %s (dead letters are kept)?", what, q.URL())); err != nil {
+				if err := a.confirm(fmt.Sprintf("Delete %s from %s (dead letters are kept)?", what, hooks.URL(q))); err != nil {
 					return err
 				}
 			}
-			n, err := q.Clear(ctx)
+			n, err := q.Admin().Clear(ctx)
 			if err != nil {
 				return failure(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq/internal/confsuite"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 func (a *app) conformanceCommand() *cobra.Command {
@@ -44,9 +45,9 @@ Exit status 1 when a check failed.`,
 			if err != nil {
 				return asUsage(err)
 			}
-			fmt.Fprintf(a.stderr, "jobq: running the conformance suite on scratch queues next to %s; this can take a few minutes\n", q.URL())
+			fmt.Fprintf(a.stderr, "jobq: running the conformance suite on scratch queues next to %s; this can take a few minutes\n", hooks.URL(q))
 			rs := confsuite.RunLive(cmd.Context(), confsuite.Harness{
-				Name:            q.Scheme(),
+				Name:            hooks.Scheme(q),
 				Visibility:      visibility,
 				Serial:          serial,
 				NewLiveQueueURL: newURL,

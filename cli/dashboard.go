@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/dashboard"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 func (a *app) dashboardCommand() *cobra.Command {
@@ -79,7 +80,7 @@ send "Authorization: Bearer TOKEN".`,
 
 // queueLabel names the queue for messages: its redacted URL, or its name.
 func queueLabel(q *jobq.Queue) string {
-	if u := q.URL(); u != "" {
+	if u := hooks.URL(q); u != "" {
 		return u
 	}
 	return q.Name()
@@ -87,11 +88,11 @@ func queueLabel(q *jobq.Queue) string {
 
 // workerSource is the dashboard's view of the queue's worker registry:
 // live, vanished and recently withdrawn workers. On a backend without a
-// registry Queue.Workers fails with Unimplemented, which the page shows as
+// registry Admin.Workers fails with Unimplemented, which the page shows as
 // "not available on this backend".
 func workerSource(q *jobq.Queue) dashboard.WorkerSource {
 	return func(ctx context.Context) ([]dashboard.Worker, error) {
-		ws, err := q.Workers(ctx, jobq.WorkersOptions{Withdrawn: true})
+		ws, err := q.Admin().Workers(ctx, jobq.WorkersOptions{Withdrawn: true})
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/cli"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // chromiumPath finds a Chromium to drive: $JOBQ_CHROMIUM, then Debian's
@@ -94,7 +95,7 @@ func announce(t *testing.T, queue string, w *jobq.WorkerInfo) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if err := q.AnnounceWorker(t.Context(), w); err != nil {
+	if err := hooks.AnnounceWorker(t.Context(), q, w); err != nil {
 		t.Fatalf("announcing worker %s: %v", w.ID, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/spf13/cobra"
 )
 
@@ -48,7 +49,7 @@ print as **** unless --show-secrets, in --json's body too.`,
 				return err
 			}
 			defer q.Close()
-			dead, err := q.DeadLetters().List(cmd.Context(), n)
+			dead, err := q.Admin().DeadLetters(cmd.Context(), n)
 			if err != nil {
 				return failure(err)
 			}
@@ -138,17 +139,17 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				return err
 			}
 			defer q.Close()
-			dl := q.DeadLetters()
+			dl := q.Admin()
 			var n int64
 			if verb == "requeue" {
-				n, err = dl.Requeue(ctx, ids...)
+				n, err = dl.RequeueDeadLetters(ctx, ids...)
 			} else {
 				if all && !yes {
-					if err := a.confirm(fmt.Sprintf("Delete every dead letter of %s?", q.URL())); err != nil {
+					if err := a.confirm(fmt.Sprintf("Delete every dead letter of %s?", hooks.URL(q))); err != nil {
 						return err
 					}
 				}
-				n, err = dl.Purge(ctx, ids...)
+				n, err = dl.PurgeDeadLetters(ctx, ids...)
 			}
 			if err != nil {
 				return failure(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/bound"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // ParseDuration parses a duration in Go syntax extended with days and weeks
@@ -120,7 +121,7 @@ var (
 )
 
 // backoffValue is a pflag.Value for a retry backoff written BASE,CAP (for
-// example 10s,1h) or BASE alone, as jobq.ParseBackoff reads it.
+// example 10s,1h) or BASE alone, as the library reads it.
 type backoffValue struct{ b *jobq.Backoff }
 
 func (v backoffValue) String() string {
@@ -131,7 +132,7 @@ func (v backoffValue) String() string {
 }
 
 func (v backoffValue) Set(s string) error {
-	b, err := jobq.ParseBackoff(s)
+	b, err := hooks.ParseBackoff(s)
 	var je *jobq.Error
 	if errors.As(err, &je) && je.Msg != "" {
 		// pflag names the flag; the library's own prefix ("jobq policy:",
@@ -141,7 +142,7 @@ func (v backoffValue) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	*v.b = b
+	*v.b = b.(jobq.Backoff)
 	return nil
 }
 

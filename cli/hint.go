@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/shellword"
 )
 
@@ -21,7 +21,7 @@ func (a *app) commandHint(args string) string {
 	if a.queue == "" {
 		return "jobq " + args
 	}
-	return "jobq " + shellword.Quote(jobq.RedactURL(a.queue)) + " " + args
+	return "jobq " + shellword.Quote(redact.URL(a.queue)) + " " + args
 }
 
 // resumePushHint is the command that pushes the input again from line
@@ -73,7 +73,7 @@ func flagsHint(fs *pflag.FlagSet) string {
 				b.WriteString(" --" + f.Name)
 				continue
 			}
-			b.WriteString(" --" + f.Name + "=" + shellword.Quote(jobq.Redact(v)))
+			b.WriteString(" --" + f.Name + "=" + shellword.Quote(redact.String(v)))
 		}
 	})
 	return b.String()

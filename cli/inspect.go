@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -40,7 +41,7 @@ variables whose names look secret (API_TOKEN, DB_PASSWORD, ...) print as
 				return err
 			}
 			defer q.Close()
-			msgs, err := q.Peek(cmd.Context(), n)
+			msgs, err := q.Admin().Peek(cmd.Context(), n)
 			if err != nil {
 				return failure(err)
 			}
@@ -116,7 +117,7 @@ in flight and delayed. Approximate on backends without exact counts.`,
 				return err
 			}
 			defer q.Close()
-			n, err := q.Size(cmd.Context())
+			n, err := q.Admin().Size(cmd.Context())
 			if err != nil {
 				return failure(err)
 			}
@@ -156,7 +157,7 @@ them waits for the rate alone.`,
 				return err
 			}
 			defer q.Close()
-			st, err := q.Stats(ctx)
+			st, err := q.Admin().Stats(ctx)
 			if err != nil {
 				return failure(err)
 			}
@@ -182,14 +183,14 @@ them waits for the rate alone.`,
 
 // measureDrain reads the counts again after sample and estimates the drain
 // time from the net decrease.
-func measureDrain(ctx context.Context, q *jobq.Queue, first jobq.Stats, sample time.Duration) (*statsreport.Drain, jobq.Stats, error) {
+func measureDrain(ctx context.Context, q *jobq.Queue, first driver.Stats, sample time.Duration) (*statsreport.Drain, driver.Stats, error) {
 	start := time.Now()
 	select {
 	case <-time.After(sample):
 	case <-ctx.Done():
 		return nil, first, ctx.Err()
 	}
-	second, err := q.Stats(ctx)
+	second, err := q.Admin().Stats(ctx)
 	if err != nil {
 		return nil, first, err
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -52,12 +55,12 @@ func (a *app) policySetCommand() *cobra.Command {
   jobq sqlite://./work.db policy set retry-backoff 10s,1h`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := jobq.ParsePolicy(args[0], args[1])
+			p, err := hooks.ParsePolicy(args[0], args[1])
 			if err != nil {
 				return asUsage(err)
 			}
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
-				if err := q.Policies().Set(cmd.Context(), p); err != nil {
+				if err := q.Admin().SetPolicy(cmd.Context(), p); err != nil {
 					return policyFailure(err)
 				}
 				fmt.Fprintf(a.stdout, "set %s\n", p)
@@ -76,12 +79,12 @@ func (a *app) policyUnsetCommand() *cobra.Command {
   jobq sqlite://./work.db policy unset retention`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, key := jobq.PolicyKind(args[0]), ""
+			kind, key := driver.PolicyKind(args[0]), ""
 			if len(args) == 2 {
 				key = args[1]
 			}
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
-				had, err := q.Policies().Unset(cmd.Context(), kind, key)
+				had, err := q.Admin().UnsetPolicy(cmd.Context(), kind, key)
 				if err != nil {
 					return policyFailure(err)
 				}
@@ -108,7 +111,7 @@ func (a *app) policyListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.readQueue(cmd.Context(), func(q *jobq.Queue) error {
-				pols, err := q.Policies().List(cmd.Context())
+				pols, err := q.Admin().Policies(cmd.Context())
 				if err != nil {
 					return policyFailure(err)
 				}
@@ -148,17 +151,17 @@ type policyJSON struct {
 	CapS    *float64 `json:"cap_s,omitempty"`
 }
 
-func toPolicyJSON(p jobq.Policy) policyJSON {
+func toPolicyJSON(p driver.Policy) policyJSON {
 	out := policyJSON{Kind: string(p.Kind), Key: p.Key}
 	seconds := func(d time.Duration) *float64 {
 		s := d.Seconds()
 		return &s
 	}
 	switch p.Kind {
-	case jobq.RetryBackoffPolicy:
+	case driver.RetryBackoffPolicy:
 		base, limit := p.Backoff()
 		out.BaseS, out.CapS = seconds(base), seconds(limit)
-	case jobq.RetentionPolicy:
+	case driver.RetentionPolicy:
 		out.PeriodS = seconds(p.Period)
 	default:
 		out.Limit = &p.Limit
@@ -192,7 +195,7 @@ func (a *app) withOpen(ctx context.Context, open func(context.Context) (*jobq.Qu
 // policyFailure maps an error to an exit code: invalid input is a usage
 // error, the rest (Unimplemented included) a failure.
 func policyFailure(err error) error {
-	if jobq.ErrorCode(err) == jobq.InvalidArgument {
+	if errcode.Of(err) == errcode.InvalidArgument {
 		return asUsage(err)
 	}
 	return failure(err)
@@ -201,7 +204,7 @@ func policyFailure(err error) error {
 // printKeys writes the per-key part of `stats`: what each policy key is
 // doing.
 func printKeys(w io.Writer, r *statsreport.Keys) error {
-	if p, ok := r.Policy(jobq.MaxDepthPolicy, ""); ok {
+	if p, ok := r.Policy(driver.MaxDepthPolicy, ""); ok {
 		fmt.Fprintf(w, "max-depth: %d\n", p.Limit)
 	}
 	if len(r.Stats) == 0 {
@@ -213,7 +216,7 @@ func printKeys(w io.Writer, r *statsreport.Keys) error {
 		limit, wait, inFlight := "-", "-", strconv.FormatInt(ks.InFlight, 10)
 		if p, ok := r.Policy(ks.Kind, ks.Key); ok {
 			limit = strconv.FormatInt(p.Limit, 10)
-			if p.Kind == jobq.RatePolicy {
+			if p.Kind == driver.RatePolicy {
 				limit = fmt.Sprintf("%d/%s", p.Limit, formatDuration(p.Period))
 				inFlight = fmt.Sprintf("%d started in window", ks.Admitted)
 				wait = "~" + roundETA(statsreport.RateWait(p, ks))
@@ -231,7 +234,7 @@ func printKeys(w io.Writer, r *statsreport.Keys) error {
 
 // waiting reports, at most every few seconds, that push --wait-for-room is
 // waiting for the queue to drain.
-func (p *pusher) waiting(qf *jobq.QueueFullError, pause time.Duration) {
+func (p *pusher) waiting(qf *driver.QueueFullError, pause time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if time.Since(p.lastFull) < 5*time.Second {

@@ -119,7 +119,7 @@ func TestPushWaitForRoom(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("push --wait-for-room did not finish after room was made")
 	}
-	if n, err := q.Size(t.Context()); err != nil || n != 1 {
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 1 {
 		t.Errorf("queue size after the waiting push: %d, %v; want 1", n, err)
 	}
 }

@@ -45,7 +45,7 @@ func TestWorkerPreempted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer qq.Close()
-	st, err := qq.Stats(context.Background())
+	st, err := qq.Admin().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

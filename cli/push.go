@@ -26,8 +26,11 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // pushBatchSize is how many tasks one PushBatch carries (the portable layer
@@ -421,7 +424,7 @@ func (p *pusher) report() {
 	if p.resent > 0 {
 		attrs = append(attrs, "resent", p.resent)
 	}
-	p.a.log.Info("pushed", append(attrs, "queue", p.q.URL())...)
+	p.a.log.Info("pushed", append(attrs, "queue", hooks.URL(p.q))...)
 	if n := len(p.unknownIDs); n > 0 {
 		fmt.Fprintf(p.a.stderr, "jobq: %s; %s\n", p.unknownSummary(), p.unknownAdvice())
 	}
@@ -750,7 +753,7 @@ func (p *pusher) failed(next int, err error) error {
 		}
 	}
 	code := ExitFailure
-	if c := jobq.ErrorCode(err); c == jobq.InvalidArgument || c == jobq.TooLarge {
+	if c := errcode.Of(err); c == errcode.InvalidArgument || c == errcode.TooLarge {
 		code = ExitUsage
 	}
 	return &exitError{code: code, err: fmt.Errorf("%w; %s%s", err, p.summary(next), p.notWaited())}
@@ -830,7 +833,7 @@ func (a *app) setDedupWindow(d time.Duration) error {
 	}
 	u, perr := url.Parse(queueurl.Normalize(raw))
 	if perr != nil || (u.Scheme != "sb" && u.Scheme != "servicebus") {
-		a.log.Warn("--dedup-window applies to Service Bus queues only; ignored", "queue", jobq.RedactURL(raw))
+		a.log.Warn("--dedup-window applies to Service Bus queues only; ignored", "queue", redact.URL(raw))
 		return nil
 	}
 	qs := u.Query()

@@ -60,7 +60,7 @@ func storedBodies(t *testing.T, queue string) []string {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ps, err := q.Peek(context.Background(), 10000)
+	ps, err := q.Admin().Peek(context.Background(), 10000)
 	if err != nil {
 		t.Fatal(err)
 	}

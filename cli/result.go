@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 func (a *app) resultCommand() *cobra.Command {
@@ -47,7 +48,7 @@ that says so.
 				}
 				r, err := q.Result(ctx, id)
 				if err != nil {
-					if jobq.ErrorCode(err) == jobq.NotFound {
+					if errcode.Of(err) == errcode.NotFound {
 						return failure(fmt.Errorf("task %s has no result record: it has not ended yet, its ID is unknown, or its record expired (records are kept for the queue's retention; '%s' shows it); '%s' finds a queued or dead-lettered task", id, a.commandHint("policy list"), a.commandHint("show "+id)))
 					}
 					return resultFailure(err)
@@ -74,10 +75,10 @@ that says so.
 // invalid input is a usage error, the rest a failure, with a pointer to
 // the capability table when the backend keeps no results.
 func resultFailure(err error) error {
-	switch jobq.ErrorCode(err) {
-	case jobq.InvalidArgument:
+	switch errcode.Of(err) {
+	case errcode.InvalidArgument:
 		return asUsage(err)
-	case jobq.Unimplemented:
+	case errcode.Unimplemented:
 		return failure(fmt.Errorf("%w; see docs/results.md and 'jobq backends' (results, cancel) for what each backend keeps", err))
 	}
 	return failure(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 func TestTaskIDs(t *testing.T) {
@@ -97,7 +98,7 @@ func TestPushCarriesResultFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ps, err := q.Peek(context.Background(), 10)
+	ps, err := q.Admin().Peek(context.Background(), 10)
 	if err != nil || len(ps) != 1 {
 		t.Fatalf("peek: %d messages, %v; want 1", len(ps), err)
 	}
@@ -120,7 +121,7 @@ func TestPushWaitSetsReplyRequested(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ps, err := q.Peek(context.Background(), 10)
+	ps, err := q.Admin().Peek(context.Background(), 10)
 	if err != nil || len(ps) != 1 || !ps[0].Task.ReplyRequested || !strings.Contains(string(ps[0].Body), `"reply_requested": true`) {
 		t.Fatalf("stored %d tasks (%v); want one with reply_requested true", len(ps), err)
 	}
@@ -160,10 +161,10 @@ func TestOutcomeLine(t *testing.T) {
 		r    jobq.Result
 		want string
 	}{
-		{jobq.Result{ID: "a", State: jobq.Succeeded, ExitCode: &zero, Error: "ignored on success"}, "a succeeded exit=0"},
-		{jobq.Result{ID: "b", State: jobq.DeadLettered, ExitCode: &one, Error: "command exited\nwith status 1"}, `b dead-lettered exit=1 error="command exited with status 1"`},
-		{jobq.Result{ID: "c", State: jobq.Succeeded, Value: json.RawMessage("{ \"n\": 3,\n \"s\": \"x y\" }")}, `c succeeded value={"n":3,"s":"x y"}`},
-		{jobq.Result{ID: "d", State: jobq.Cancelled, Error: "cancelled"}, `d cancelled error="cancelled"`},
+		{jobq.Result{ID: "a", State: driver.ResultSucceeded, ExitCode: &zero, Error: "ignored on success"}, "a succeeded exit=0"},
+		{jobq.Result{ID: "b", State: driver.ResultDeadLettered, ExitCode: &one, Error: "command exited\nwith status 1"}, `b dead-lettered exit=1 error="command exited with status 1"`},
+		{jobq.Result{ID: "c", State: driver.ResultSucceeded, Value: json.RawMessage("{ \"n\": 3,\n \"s\": \"x y\" }")}, `c succeeded value={"n":3,"s":"x y"}`},
+		{jobq.Result{ID: "d", State: driver.ResultCancelled, Error: "cancelled"}, `d cancelled error="cancelled"`},
 	}
 	for _, tt := range tests {
 		if got := outcomeLine(&tt.r); got != tt.want {
@@ -179,9 +180,9 @@ func TestFailureSummary(t *testing.T) {
 	one := 1
 	w := &waiter{a: &app{}, lines: map[string][]int{"a": {7}, "b": {14, 21}}}
 	failed := []*jobq.Result{
-		{ID: "a", State: jobq.DeadLettered, ExitCode: &one, Error: "command exited with status 1"},
-		{ID: "b", State: jobq.DeadLettered, ExitCode: &one},
-		{ID: "c", State: jobq.Cancelled},
+		{ID: "a", State: driver.ResultDeadLettered, ExitCode: &one, Error: "command exited with status 1"},
+		{ID: "b", State: driver.ResultDeadLettered, ExitCode: &one},
+		{ID: "c", State: driver.ResultCancelled},
 	}
 	got := w.failureSummary(50, failed)
 	for _, want := range []string{
@@ -201,7 +202,7 @@ func TestFailureSummary(t *testing.T) {
 	}
 	many := make([]*jobq.Result, maxListed+5)
 	for i := range many {
-		many[i] = &jobq.Result{ID: "x", State: jobq.DeadLettered}
+		many[i] = &jobq.Result{ID: "x", State: driver.ResultDeadLettered}
 	}
 	if got := w.failureSummary(100, many); !strings.Contains(got, "... and 5 more") || strings.Count(got, "\n  x ") != maxListed {
 		t.Errorf("a long summary is not cut at %d:\n%s", maxListed, got)
@@ -247,7 +248,7 @@ func TestPrintResult(t *testing.T) {
 	t.Parallel()
 	one := 1
 	start := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
-	r := &jobq.Result{ID: "abc", State: jobq.DeadLettered, ExitCode: &one, Error: "command exited\nwith status 1",
+	r := &jobq.Result{ID: "abc", State: driver.ResultDeadLettered, ExitCode: &one, Error: "command exited\nwith status 1",
 		Output: "line one\nline two", Started: start, Finished: start.Add(1500 * time.Millisecond), Worker: "vm-1", Host: "vm",
 		DeliveryCount: 2, ExpiresAt: start.Add(7 * 24 * time.Hour),
 		Attempts: []jobq.Attempt{{Delivery: 1, Outcome: jobq.OutcomeFailure, ExitCode: &one, RetryDelay: 10 * time.Second, Detail: "command exited with status 1"}}}
@@ -266,7 +267,7 @@ func TestPrintResult(t *testing.T) {
 	if strings.Contains(got, "value") {
 		t.Errorf("printResult shows a value the record does not have:\n%s", got)
 	}
-	j := toResultJSON(&jobq.Result{ID: "v", State: jobq.Succeeded, Value: json.RawMessage(`{"n":1}`)})
+	j := toResultJSON(&jobq.Result{ID: "v", State: driver.ResultSucceeded, Value: json.RawMessage(`{"n":1}`)})
 	out, err := json.Marshal(j)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // app holds what every command shares: the global flags, the streams, the
@@ -88,7 +90,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// redacted: cobra's quote the command line ("unknown command
 		// postgres://u:PW@..."), and backends' may quote a URL or a
 		// connection string.
-		msg := jobq.Redact(err.Error())
+		msg := redact.String(err.Error())
 		if !strings.HasPrefix(msg, "jobq") {
 			msg = "jobq: " + msg
 		}
@@ -153,12 +155,12 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if q := *positional; q != "" {
 				if a.queue != "" && a.queue != q {
-					return usageError("two queues given: %s as the first argument and %s with --queue; give one", jobq.RedactURL(q), jobq.RedactURL(a.queue))
+					return usageError("two queues given: %s as the first argument and %s with --queue; give one", redact.URL(q), redact.URL(a.queue))
 				}
 				a.queue = q
 			}
 			if a.queue != "" && a.queueFile != "" {
-				return usageError("two queues given: %s on the command line and --queue-file %s; give one", jobq.RedactURL(a.queue), a.queueFile)
+				return usageError("two queues given: %s on the command line and --queue-file %s; give one", redact.URL(a.queue), a.queueFile)
 			}
 			if err := a.setup(); err != nil {
 				return err
@@ -278,10 +280,10 @@ func (a *app) readQueueFile(flag, path string) (string, error) {
 // warning names the safer ways and never the secret; what counts as a
 // credential is what jobq.Redact would hide.
 func (a *app) warnSecretsInArgs() {
-	if a.queue != "" && jobq.Redact(a.queue) != a.queue {
+	if a.queue != "" && redact.String(a.queue) != a.queue {
 		a.log.Warn("the queue URL on the command line holds a password or key, which every local user can read with ps; give it with $JOBQ_QUEUE, or --queue-file PATH (a file of mode 0600) or $JOBQ_QUEUE_FILE, instead")
 	}
-	if a.connStr != "" && jobq.Redact(a.connStr) != a.connStr {
+	if a.connStr != "" && redact.String(a.connStr) != a.connStr {
 		a.log.Warn("the --conn-str on the command line holds a key, which every local user can read with ps; give it with $JOBQ_CONNECTION_STRING instead")
 	}
 }
@@ -306,7 +308,7 @@ func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error)
 	}
 	norm := queueurl.Normalize(raw)
 	if u, perr := url.Parse(norm); perr != nil || u.Scheme == "" {
-		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", jobq.RedactURL(raw))
+		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", redact.URL(raw))
 	} else if _, ok := jobq.DefaultURLMux().Opener(u.Scheme); !ok {
 		return nil, usageError("backend not available: no backend for scheme %q is built into this jobq (available: %s); run 'jobq backends'",
 			u.Scheme, strings.Join(jobq.DefaultURLMux().Schemes(), ", "))
@@ -327,7 +329,7 @@ func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error)
 	}
 	q, err := jobq.OpenWithOptions(ctx, norm, opts)
 	if err != nil {
-		if jobq.ErrorCode(err) == jobq.InvalidArgument {
+		if errcode.Of(err) == errcode.InvalidArgument {
 			return nil, asUsage(err)
 		}
 		return nil, failure(err)
@@ -406,7 +408,7 @@ func queueCommandLine(c *cobra.Command) string {
 	return strings.Replace(c.CommandPath(), "jobq ", "jobq QUEUE ", 1) + " [command]"
 }
 
-// redactWriter passes every write through jobq.Redact, so that no
+// redactWriter passes every write through redact.String, so that no
 // credential reaches the terminal or a log file: slog and cobra write a
 // whole record or message per call.
 type redactWriter struct{ w io.Writer }
@@ -415,7 +417,7 @@ func (r redactWriter) Write(p []byte) (int, error) {
 	if !bytes.ContainsAny(p, "@=%") {
 		return r.w.Write(p)
 	}
-	if _, err := io.WriteString(r.w, jobq.Redact(string(p))); err != nil {
+	if _, err := io.WriteString(r.w, redact.String(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -17,7 +17,7 @@ import (
 
 // TestSecretsNeverPrinted: whatever the command line, no password, key or
 // signature from it reaches the output. Each of these printed the secret
-// before every message went through jobq.Redact.
+// before every message went through redact.String.
 func TestSecretsNeverPrinted(t *testing.T) {
 	t.Parallel()
 	const secret = "S3CRETpw"

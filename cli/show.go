@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/envmask"
 )
 
@@ -48,8 +49,8 @@ show looks through the first 10000 queued tasks and dead letters.`,
 			}
 			defer q.Close()
 			var found *shownTask
-			msgs, err := q.Peek(ctx, showScan)
-			if err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+			msgs, err := q.Admin().Peek(ctx, showScan)
+			if err != nil && errcode.Of(err) != errcode.Unimplemented {
 				return failure(err)
 			}
 			for _, m := range msgs {
@@ -60,8 +61,8 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				}
 			}
 			if found == nil {
-				dead, err := q.DeadLetters().List(ctx, showScan)
-				if err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+				dead, err := q.Admin().DeadLetters(ctx, showScan)
+				if err != nil && errcode.Of(err) != errcode.Unimplemented {
 					return failure(err)
 				}
 				for _, d := range dead {

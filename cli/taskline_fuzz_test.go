@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/pyjson"
+	"github.com/jobq/jobq/wire"
 )
 
 // FuzzTaskLine: any line of push's input either is refused with an error
@@ -45,11 +46,11 @@ func FuzzTaskLine(f *testing.F) {
 		if task.Validate() != nil {
 			return // push reports it by its line before sending anything
 		}
-		body, err := jobq.MarshalTask(task)
+		body, err := wire.Marshal(task)
 		if err != nil {
 			t.Fatalf("a valid task from %q does not encode: %v", line, err)
 		}
-		got, err := jobq.UnmarshalTask(body)
+		got, err := wire.Unmarshal(body)
 		if err != nil {
 			t.Fatalf("decoding %s: %v", body, err)
 		}
@@ -70,7 +71,7 @@ func FuzzTaskLine(f *testing.F) {
 				t.Fatalf("-e %s=%s came back as %q in %s", envName, envValue, m[envName], body)
 			}
 		}
-		if again, err := jobq.MarshalTask(got); err != nil || string(again) != string(body) {
+		if again, err := wire.Marshal(got); err != nil || string(again) != string(body) {
 			t.Fatalf("re-encoding is not stable: %v\n%s\n%s", err, body, again)
 		}
 	})

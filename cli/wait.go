@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // maxListed is how many failed or pending tasks a summary names one by
@@ -142,7 +143,7 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 	}()
 
 	w.noteCancels(waitCtx, ids)
-	err := w.q.WaitFunc(waitCtx, ids, w.print)
+	err := w.q.WaitFunc(waitCtx, ids, jobq.WaitOptions{}, w.print)
 	if err != nil {
 		cause := context.Cause(waitCtx)
 		switch {
@@ -173,7 +174,7 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 // is pushed, so the wait could otherwise look hung. A failed lookup only
 // skips the note.
 func (w *waiter) noteCancels(ctx context.Context, ids []string) {
-	asked, err := w.q.CancelRequested(ctx, ids)
+	asked, err := hooks.CancelRequested(ctx, w.q, ids)
 	if err != nil || len(asked) == 0 {
 		return
 	}
@@ -214,7 +215,7 @@ func outcomeLine(r *jobq.Result) string {
 		b.WriteString(" value=")
 		b.WriteString(compactJSON(r.Value))
 	}
-	if r.State != jobq.Succeeded && r.Error != "" {
+	if r.State != driver.ResultSucceeded && r.Error != "" {
 		b.WriteString(" error=")
 		b.WriteString(strconv.Quote(truncate(oneLine(r.Error), 200)))
 	}
@@ -238,7 +239,7 @@ func (w *waiter) failed(ids []string) []*jobq.Result {
 	defer w.mu.Unlock()
 	var out []*jobq.Result
 	for _, id := range ids {
-		if r := w.ended[id]; r != nil && r.State != jobq.Succeeded {
+		if r := w.ended[id]; r != nil && r.State != driver.ResultSucceeded {
 			out = append(out, r)
 		}
 	}

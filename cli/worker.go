@@ -16,8 +16,10 @@ import (
 	"github.com/spf13/cobra"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/worker"
 	"github.com/jobq/jobq/worker/preempt"
 )
@@ -218,7 +220,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
 	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
-	f.registryEvery = jobq.DefaultWorkerHeartbeat
+	f.registryEvery = driver.DefaultWorkerHeartbeat
 	fl.Var(durationFlag(&f.registryEvery), "registry-interval", "how often the worker writes its record (tasks, CPU, memory) for the workers command (0: never)")
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates the worker's `NAME` although it is withheld (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...); a name or PREFIX* (repeatable; see docs/security.md)")
 }
@@ -306,7 +308,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	w := worker.New(q, shell, opts)
 	defer a.forwardSignals(w, f.killTimeout)()
 
-	a.log.Info("worker starting", "queue", q.URL(), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
+	a.log.Info("worker starting", "queue", hooks.URL(q), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
 		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
 	if err := workerExit(w.Run(ctx)); err != nil {
 		return err
@@ -416,7 +418,7 @@ func workerExit(err error) error {
 		return &exitError{code: ExitPreempted, err: err}
 	case errors.Is(err, worker.ErrTooManyFailures):
 		return failure(err)
-	case jobq.ErrorCode(err) == jobq.InvalidArgument:
+	case errcode.Of(err) == errcode.InvalidArgument:
 		// A setting the backend refuses, such as a visibility timeout
 		// above its maximum.
 		return asUsage(err)

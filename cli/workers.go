@@ -58,7 +58,7 @@ func (a *app) workersCommand() *cobra.Command {
 				return err
 			}
 			defer q.Close()
-			ws, err := q.Workers(ctx, jobq.WorkersOptions{TTL: ttl, Withdrawn: all})
+			ws, err := q.Admin().Workers(ctx, jobq.WorkersOptions{TTL: ttl, Withdrawn: all})
 			if err != nil {
 				return failure(err)
 			}

@@ -37,6 +37,8 @@ import (
 	"log/slog"
 	"net/url"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // Message is one message to push.
@@ -298,8 +300,8 @@ type Driver interface {
 	PurgeDead(ctx context.Context, ids []string) (int64, error)
 
 	// ErrorCode classifies an error returned by this driver. Start with
-	// CodeOf(err) and map engine errors where it returns Unknown.
-	ErrorCode(err error) Code
+	// errcode.Of(err) and map engine errors where it returns Unknown.
+	ErrorCode(err error) errcode.Code
 
 	// As lets users reach the engine's client or backend-only features (the
 	// escape hatch). It sets *target and returns true if target is a pointer

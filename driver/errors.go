@@ -1,86 +1,19 @@
 package driver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+
+	"github.com/jobq/jobq/errcode"
 )
-
-// Code classifies an error so that callers can react to it without knowing
-// which backend produced it. The portable package jobq re-exports these
-// constants; drivers use them to report what went wrong.
-type Code int
-
-// The error codes. Drivers must map their engine's errors onto these through
-// Driver.ErrorCode; anything they cannot classify is Unknown.
-const (
-	// Unknown is an error the driver could not classify.
-	Unknown Code = iota
-	// NotFound: the queue, message or dead letter does not exist.
-	NotFound
-	// AlreadyExists: the thing being created exists already.
-	AlreadyExists
-	// InvalidArgument: the caller passed a value the operation cannot accept.
-	InvalidArgument
-	// LockLost: the lease (lock, pop receipt, lease token) on a received
-	// message is no longer held by this receiver: it expired, another receiver
-	// claimed the message, or it was settled already. The message was not
-	// changed by the failed call.
-	LockLost
-	// TooLarge: the message exceeds the backend's size limit.
-	TooLarge
-	// Unimplemented: the backend cannot perform the operation, and no safe
-	// fallback exists.
-	Unimplemented
-	// FailedPrecondition: the system is not in a state where the operation
-	// can run (for example the queue is closed).
-	FailedPrecondition
-	// ResourceExhausted: a quota or bound was reached (throttling, max depth).
-	ResourceExhausted
-	// Canceled: the context was canceled.
-	Canceled
-	// DeadlineExceeded: the context deadline passed.
-	DeadlineExceeded
-	// Unavailable: the engine could not be reached; the call may be retried.
-	Unavailable
-	// Internal: an invariant was broken inside the engine or driver.
-	Internal
-	// PermissionDenied: the credentials do not allow the operation.
-	PermissionDenied
-)
-
-var codeNames = map[Code]string{
-	Unknown:            "Unknown",
-	NotFound:           "NotFound",
-	AlreadyExists:      "AlreadyExists",
-	InvalidArgument:    "InvalidArgument",
-	LockLost:           "LockLost",
-	TooLarge:           "TooLarge",
-	Unimplemented:      "Unimplemented",
-	FailedPrecondition: "FailedPrecondition",
-	ResourceExhausted:  "ResourceExhausted",
-	Canceled:           "Canceled",
-	DeadlineExceeded:   "DeadlineExceeded",
-	Unavailable:        "Unavailable",
-	Internal:           "Internal",
-	PermissionDenied:   "PermissionDenied",
-}
-
-// String returns the code's name, for example "LockLost".
-func (c Code) String() string {
-	if s, ok := codeNames[c]; ok {
-		return s
-	}
-	return fmt.Sprintf("Code(%d)", int(c))
-}
 
 // Error is an error with a code, for drivers that want to classify an error
 // at the point where it is made rather than in ErrorCode. Driver.ErrorCode
 // implementations should start with CodeOf, which understands this type.
 type Error struct {
-	Code Code
+	Code errcode.Code
 	Msg  string
 	Err  error // the engine's error, if any
 	// Applied says whether the failed call may still have changed the
@@ -90,7 +23,7 @@ type Error struct {
 
 // Errorf returns an *Error with the given code and a formatted message. If the
 // arguments include an error wrapped with %w, it becomes Err.
-func Errorf(code Code, format string, args ...any) *Error {
+func Errorf(code errcode.Code, format string, args ...any) *Error {
 	wrapped := fmt.Errorf(format, args...)
 	return &Error{Code: code, Msg: wrapped.Error(), Err: errors.Unwrap(wrapped)}
 }
@@ -109,51 +42,31 @@ func (e *Error) Error() string {
 // Unwrap returns the engine's error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is reports whether target is a code sentinel (one with an ErrorCode
-// method, as jobq's ErrLockLost, ErrResourceExhausted and the rest are) of
-// e's code, so that errors.Is works on driver errors that reach users
-// without passing through the portable layer (escape hatches such as the
-// Postgres backend's PushTx).
-func (e *Error) Is(target error) bool {
-	if s, ok := target.(interface{ ErrorCode() Code }); ok {
-		return s.ErrorCode() == e.Code
-	}
-	return false
-}
+// ErrorCode returns e.Code, so that errcode.Of finds it.
+func (e *Error) ErrorCode() errcode.Code { return e.Code }
 
-// CodeOf returns the code of the first *Error in err's chain, mapping context
-// cancellation and deadline errors too. It returns Unknown otherwise.
-func CodeOf(err error) Code {
-	var de *Error
-	switch {
-	case err == nil:
-		return Unknown
-	case errors.As(err, &de):
-		return de.Code
-	case errors.Is(err, context.Canceled):
-		return Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return DeadlineExceeded
-	}
-	return Unknown
-}
+// Is reports whether target is e's code, so that errors.Is(err,
+// errcode.LockLost) works on driver errors that reach users without passing
+// through the portable layer (escape hatches such as the Postgres backend's
+// PushTx).
+func (e *Error) Is(target error) bool { return errcode.Matches(e.Code, target) }
 
 // CodeOfHTTPStatus is the code an HTTP status means to every backend that
 // speaks HTTP: 401 and 403 PermissionDenied, 404 NotFound, 429
 // ResourceExhausted, 5xx Unavailable; Unknown for the rest, which a backend
 // maps itself (409 means different things to different services).
-func CodeOfHTTPStatus(status int) Code {
+func CodeOfHTTPStatus(status int) errcode.Code {
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return PermissionDenied
+		return errcode.PermissionDenied
 	case status == http.StatusNotFound:
-		return NotFound
+		return errcode.NotFound
 	case status == http.StatusTooManyRequests:
-		return ResourceExhausted
+		return errcode.ResourceExhausted
 	case status >= 500:
-		return Unavailable
+		return errcode.Unavailable
 	}
-	return Unknown
+	return errcode.Unknown
 }
 
 // Applied says whether a call that failed may still have changed the
@@ -204,7 +117,7 @@ func (a Applied) String() string {
 //     Internal and Unknown.
 //
 // A nil err is NotApplied.
-func AppliedOf(err error, code Code) Applied {
+func AppliedOf(err error, code errcode.Code) Applied {
 	if err == nil {
 		return NotApplied
 	}
@@ -215,8 +128,8 @@ func AppliedOf(err error, code Code) Applied {
 		return NotApplied
 	}
 	switch code {
-	case InvalidArgument, TooLarge, PermissionDenied, NotFound, AlreadyExists,
-		FailedPrecondition, ResourceExhausted, Unimplemented, LockLost:
+	case errcode.InvalidArgument, errcode.TooLarge, errcode.PermissionDenied, errcode.NotFound, errcode.AlreadyExists,
+		errcode.FailedPrecondition, errcode.ResourceExhausted, errcode.Unimplemented, errcode.LockLost:
 		return NotApplied
 	}
 	return MaybeApplied

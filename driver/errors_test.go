@@ -10,23 +10,24 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestCodeOfHTTPStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		status int
-		want   driver.Code
+		want   errcode.Code
 	}{
-		{http.StatusUnauthorized, driver.PermissionDenied},
-		{http.StatusForbidden, driver.PermissionDenied},
-		{http.StatusNotFound, driver.NotFound},
-		{http.StatusTooManyRequests, driver.ResourceExhausted},
-		{http.StatusInternalServerError, driver.Unavailable},
-		{http.StatusServiceUnavailable, driver.Unavailable},
-		{http.StatusConflict, driver.Unknown},
-		{http.StatusBadRequest, driver.Unknown},
-		{http.StatusOK, driver.Unknown},
+		{http.StatusUnauthorized, errcode.PermissionDenied},
+		{http.StatusForbidden, errcode.PermissionDenied},
+		{http.StatusNotFound, errcode.NotFound},
+		{http.StatusTooManyRequests, errcode.ResourceExhausted},
+		{http.StatusInternalServerError, errcode.Unavailable},
+		{http.StatusServiceUnavailable, errcode.Unavailable},
+		{http.StatusConflict, errcode.Unknown},
+		{http.StatusBadRequest, errcode.Unknown},
+		{http.StatusOK, errcode.Unknown},
 	}
 	for _, tt := range tests {
 		if got := driver.CodeOfHTTPStatus(tt.status); got != tt.want {
@@ -42,41 +43,41 @@ func TestAppliedOf(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		code driver.Code
+		code errcode.Code
 		want driver.Applied
 	}{
-		{"nil", nil, driver.Unknown, driver.NotApplied},
+		{"nil", nil, errcode.Unknown, driver.NotApplied},
 		// Refusals by the engine stored nothing.
-		{"invalid argument", errors.New("bad"), driver.InvalidArgument, driver.NotApplied},
-		{"too large", errors.New("big"), driver.TooLarge, driver.NotApplied},
-		{"permission denied", errors.New("403"), driver.PermissionDenied, driver.NotApplied},
-		{"queue not found", errors.New("404"), driver.NotFound, driver.NotApplied},
-		{"already exists", errors.New("409"), driver.AlreadyExists, driver.NotApplied},
-		{"failed precondition", errors.New("closed"), driver.FailedPrecondition, driver.NotApplied},
-		{"throttled or full", errors.New("503 ServerBusy"), driver.ResourceExhausted, driver.NotApplied},
-		{"unimplemented", errors.New("no"), driver.Unimplemented, driver.NotApplied},
-		{"lock lost", errors.New("receipt"), driver.LockLost, driver.NotApplied},
+		{"invalid argument", errors.New("bad"), errcode.InvalidArgument, driver.NotApplied},
+		{"too large", errors.New("big"), errcode.TooLarge, driver.NotApplied},
+		{"permission denied", errors.New("403"), errcode.PermissionDenied, driver.NotApplied},
+		{"queue not found", errors.New("404"), errcode.NotFound, driver.NotApplied},
+		{"already exists", errors.New("409"), errcode.AlreadyExists, driver.NotApplied},
+		{"failed precondition", errors.New("closed"), errcode.FailedPrecondition, driver.NotApplied},
+		{"throttled or full", errors.New("503 ServerBusy"), errcode.ResourceExhausted, driver.NotApplied},
+		{"unimplemented", errors.New("no"), errcode.Unimplemented, driver.NotApplied},
+		{"lock lost", errors.New("receipt"), errcode.LockLost, driver.NotApplied},
 		// A request that never left.
-		{"connection refused", refused, driver.Unavailable, driver.NotApplied},
-		{"name lookup failed", &net.DNSError{Err: "no such host", Name: "x"}, driver.Unavailable, driver.NotApplied},
-		{"wrapped dial error", fmt.Errorf("push: %w", refused), driver.Unknown, driver.NotApplied},
+		{"connection refused", refused, errcode.Unavailable, driver.NotApplied},
+		{"name lookup failed", &net.DNSError{Err: "no such host", Name: "x"}, errcode.Unavailable, driver.NotApplied},
+		{"wrapped dial error", fmt.Errorf("push: %w", refused), errcode.Unknown, driver.NotApplied},
 		// A lost answer, or one the driver could not classify.
-		{"connection reset", reset, driver.Unavailable, driver.MaybeApplied},
-		{"deadline mid-request", context.DeadlineExceeded, driver.DeadlineExceeded, driver.MaybeApplied},
-		{"canceled mid-request", context.Canceled, driver.Canceled, driver.MaybeApplied},
-		{"internal", errors.New("oops"), driver.Internal, driver.MaybeApplied},
-		{"unclassified", errors.New("?"), driver.Unknown, driver.MaybeApplied},
+		{"connection reset", reset, errcode.Unavailable, driver.MaybeApplied},
+		{"deadline mid-request", context.DeadlineExceeded, errcode.DeadlineExceeded, driver.MaybeApplied},
+		{"canceled mid-request", context.Canceled, errcode.Canceled, driver.MaybeApplied},
+		{"internal", errors.New("oops"), errcode.Internal, driver.MaybeApplied},
+		{"unclassified", errors.New("?"), errcode.Unknown, driver.MaybeApplied},
 		// The driver's mark decides over the code.
-		{"marked maybe over a refusal code", &driver.Error{Code: driver.ResourceExhausted, Applied: driver.MaybeApplied},
-			driver.ResourceExhausted, driver.MaybeApplied},
-		{"marked not applied over a lost answer", &driver.Error{Code: driver.Unavailable, Applied: driver.NotApplied, Err: reset},
-			driver.Unavailable, driver.NotApplied},
-		{"mark under a wrapper", fmt.Errorf("push: %w", &driver.Error{Code: driver.Unavailable, Applied: driver.MaybeApplied, Err: refused}),
-			driver.Unavailable, driver.MaybeApplied},
-		{"mark in a joined error", errors.Join(errors.New("a"), &driver.Error{Code: driver.NotFound, Applied: driver.MaybeApplied}),
-			driver.NotFound, driver.MaybeApplied},
-		{"unmarked driver error falls to its code", &driver.Error{Code: driver.Unavailable, Err: reset},
-			driver.Unavailable, driver.MaybeApplied},
+		{"marked maybe over a refusal code", &driver.Error{Code: errcode.ResourceExhausted, Applied: driver.MaybeApplied},
+			errcode.ResourceExhausted, driver.MaybeApplied},
+		{"marked not applied over a lost answer", &driver.Error{Code: errcode.Unavailable, Applied: driver.NotApplied, Err: reset},
+			errcode.Unavailable, driver.NotApplied},
+		{"mark under a wrapper", fmt.Errorf("push: %w", &driver.Error{Code: errcode.Unavailable, Applied: driver.MaybeApplied, Err: refused}),
+			errcode.Unavailable, driver.MaybeApplied},
+		{"mark in a joined error", errors.Join(errors.New("a"), &driver.Error{Code: errcode.NotFound, Applied: driver.MaybeApplied}),
+			errcode.NotFound, driver.MaybeApplied},
+		{"unmarked driver error falls to its code", &driver.Error{Code: errcode.Unavailable, Err: reset},
+			errcode.Unavailable, driver.MaybeApplied},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

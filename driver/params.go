@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 )
 
@@ -134,5 +135,5 @@ func (p *Params) Done() error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	return &Error{Code: InvalidArgument, Msg: strings.Join(msgs, "; ")}
+	return &Error{Code: errcode.InvalidArgument, Msg: strings.Join(msgs, "; ")}
 }

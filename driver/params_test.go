@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestParams(t *testing.T) {
@@ -58,7 +59,7 @@ func TestParams(t *testing.T) {
 				t.Fatalf("Done = %v, want an error containing %q", err, c.wantErr)
 			}
 			var de *driver.Error
-			if !errors.As(err, &de) || de.Code != driver.InvalidArgument {
+			if !errors.As(err, &de) || de.Code != errcode.InvalidArgument {
 				t.Fatalf("Done = %#v, want a *driver.Error with code InvalidArgument", err)
 			}
 		})

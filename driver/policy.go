@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // PolicyKind names one kind of queue policy.
@@ -107,29 +109,29 @@ func (p Policy) Validate() error {
 			return err
 		}
 		if p.Key == "" {
-			return Errorf(InvalidArgument, "a %s policy needs a key: write %s KEY=...", p.Kind, p.Kind)
+			return Errorf(errcode.InvalidArgument, "a %s policy needs a key: write %s KEY=...", p.Kind, p.Kind)
 		}
 	case MaxDepthPolicy:
 		if p.Key != "" {
-			return Errorf(InvalidArgument, "max-depth applies to the whole queue and takes no key (got %q): write max-depth N", p.Key)
+			return Errorf(errcode.InvalidArgument, "max-depth applies to the whole queue and takes no key (got %q): write max-depth N", p.Key)
 		}
 	case RetentionPolicy, RetryBackoffPolicy:
 		return p.validateDurations()
 	default:
-		return Errorf(InvalidArgument, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", p.Kind)
+		return Errorf(errcode.InvalidArgument, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", p.Kind)
 	}
 	if p.Limit <= 0 {
-		return Errorf(InvalidArgument, "%s limit is %d; it must be a positive whole number (unset the policy to remove the limit)", p.Kind, p.Limit)
+		return Errorf(errcode.InvalidArgument, "%s limit is %d; it must be a positive whole number (unset the policy to remove the limit)", p.Kind, p.Limit)
 	}
 	if p.Kind == RatePolicy {
 		if p.Period <= 0 || p.Period == math.MaxInt64 {
-			return Errorf(InvalidArgument, "rate period %v must be a positive, finite duration such as 1s, 1m or 1h", p.Period)
+			return Errorf(errcode.InvalidArgument, "rate period %v must be a positive, finite duration such as 1s, 1m or 1h", p.Period)
 		}
 		if p.Period < time.Millisecond {
-			return Errorf(InvalidArgument, "rate period %v is shorter than the 1ms resolution claims are timed with", p.Period)
+			return Errorf(errcode.InvalidArgument, "rate period %v is shorter than the 1ms resolution claims are timed with", p.Period)
 		}
 	} else if p.Period != 0 {
-		return Errorf(InvalidArgument, "only rate, retention and retry-backoff policies have a period; %s got %v", p.Kind, p.Period)
+		return Errorf(errcode.InvalidArgument, "only rate, retention and retry-backoff policies have a period; %s got %v", p.Kind, p.Period)
 	}
 	return nil
 }
@@ -141,25 +143,25 @@ const MaxPolicyDuration = 10 * 365 * 24 * time.Hour
 // validateDurations checks a retention or retry-backoff policy.
 func (p Policy) validateDurations() error {
 	if p.Key != "" {
-		return Errorf(InvalidArgument, "%s applies to the whole queue and takes no key (got %q)", p.Kind, p.Key)
+		return Errorf(errcode.InvalidArgument, "%s applies to the whole queue and takes no key (got %q)", p.Kind, p.Key)
 	}
 	if p.Kind == RetentionPolicy {
 		switch {
 		case p.Limit != 1:
-			return Errorf(InvalidArgument, "a retention policy has Limit 1 (got %d): build it with Retention(d)", p.Limit)
+			return Errorf(errcode.InvalidArgument, "a retention policy has Limit 1 (got %d): build it with Retention(d)", p.Limit)
 		case p.Period < time.Second || p.Period > MaxPolicyDuration:
-			return Errorf(InvalidArgument, "retention %v is out of range: keep results for 1s to %v, for example 2d", p.Period, MaxPolicyDuration)
+			return Errorf(errcode.InvalidArgument, "retention %v is out of range: keep results for 1s to %v, for example 2d", p.Period, MaxPolicyDuration)
 		}
 		return nil
 	}
 	base, cap := p.Backoff()
 	switch {
 	case base < time.Millisecond || base > MaxPolicyDuration:
-		return Errorf(InvalidArgument, "retry-backoff base %v is out of range: use 1ms to %v, for example 10s", base, MaxPolicyDuration)
+		return Errorf(errcode.InvalidArgument, "retry-backoff base %v is out of range: use 1ms to %v, for example 10s", base, MaxPolicyDuration)
 	case p.Limit <= 0 || cap > MaxPolicyDuration || p.Limit > MaxPolicyDuration.Milliseconds():
-		return Errorf(InvalidArgument, "retry-backoff cap %v is out of range: use 1ms to %v, for example 1h", cap, MaxPolicyDuration)
+		return Errorf(errcode.InvalidArgument, "retry-backoff cap %v is out of range: use 1ms to %v, for example 1h", cap, MaxPolicyDuration)
 	case cap < base:
-		return Errorf(InvalidArgument, "retry-backoff cap %v is shorter than its base %v: write BASE,CAP with CAP at least BASE, for example 10s,1h", cap, base)
+		return Errorf(errcode.InvalidArgument, "retry-backoff cap %v is shorter than its base %v: write BASE,CAP with CAP at least BASE, for example 10s,1h", cap, base)
 	}
 	return nil
 }
@@ -169,14 +171,14 @@ func (p Policy) validateDurations() error {
 // KEY=COUNT/PERIOD syntax uses). The empty key means "no key".
 func ValidateKey(what, key string) error {
 	if len(key) > MaxPolicyKeyLen {
-		return Errorf(InvalidArgument, "%s is %d bytes long; keep it to %d", what, len(key), MaxPolicyKeyLen)
+		return Errorf(errcode.InvalidArgument, "%s is %d bytes long; keep it to %d", what, len(key), MaxPolicyKeyLen)
 	}
 	if strings.ContainsAny(key, "=/") {
-		return Errorf(InvalidArgument, "%s %q contains '=' or '/', which policy syntax reserves", what, key)
+		return Errorf(errcode.InvalidArgument, "%s %q contains '=' or '/', which policy syntax reserves", what, key)
 	}
 	for _, r := range key {
 		if r < 0x20 || r == 0x7f {
-			return Errorf(InvalidArgument, "%s %q contains a control character", what, key)
+			return Errorf(errcode.InvalidArgument, "%s %q contains a control character", what, key)
 		}
 	}
 	return nil
@@ -253,7 +255,7 @@ func (e *QueueFullError) Error() string {
 // max-depth: code ResourceExhausted, wrapping a *QueueFullError.
 func QueueFull(depth, maxDepth int64, adding int) error {
 	qf := &QueueFullError{Depth: depth, MaxDepth: maxDepth, Adding: adding}
-	return &Error{Code: ResourceExhausted, Msg: qf.Error(), Err: qf}
+	return &Error{Code: errcode.ResourceExhausted, Msg: qf.Error(), Err: qf}
 }
 
 // shortDuration drops zero trailing units: 1m rather than 1m0s.
@@ -292,7 +294,7 @@ func DecodePolicies(s string) ([]Policy, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, Errorf(Internal, "stored policies are not base64url: %w", err)
+		return nil, Errorf(errcode.Internal, "stored policies are not base64url: %w", err)
 	}
 	var ws []struct {
 		Kind   PolicyKind `json:"k"`
@@ -301,7 +303,7 @@ func DecodePolicies(s string) ([]Policy, error) {
 		Period int64      `json:"p_ms"`
 	}
 	if err := json.Unmarshal(b, &ws); err != nil {
-		return nil, Errorf(Internal, "stored policies are not valid JSON: %w", err)
+		return nil, Errorf(errcode.Internal, "stored policies are not valid JSON: %w", err)
 	}
 	out := make([]Policy, len(ws))
 	for i, w := range ws {

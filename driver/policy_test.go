@@ -7,41 +7,43 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestPolicyValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		p    Policy
-		want Code // Unknown: valid
+		want errcode.Code // Unknown: valid
 	}{
-		{Policy{Kind: ConcurrencyPolicy, Key: "gpu", Limit: 2}, Unknown},
-		{Policy{Kind: RatePolicy, Key: "api", Limit: 10, Period: time.Minute}, Unknown},
-		{Policy{Kind: MaxDepthPolicy, Limit: 1}, Unknown},
-		{Policy{Kind: ConcurrencyPolicy, Key: "gpu"}, InvalidArgument},
-		{Policy{Kind: ConcurrencyPolicy, Key: "gpu", Limit: -1}, InvalidArgument},
-		{Policy{Kind: ConcurrencyPolicy, Limit: 1}, InvalidArgument},
-		{Policy{Kind: ConcurrencyPolicy, Key: "a=b", Limit: 1}, InvalidArgument},
-		{Policy{Kind: ConcurrencyPolicy, Key: "gpu", Limit: 1, Period: time.Second}, InvalidArgument},
-		{Policy{Kind: RatePolicy, Key: "api", Limit: 1}, InvalidArgument},
-		{Policy{Kind: RatePolicy, Key: "api", Limit: 1, Period: math.MaxInt64}, InvalidArgument},
-		{Policy{Kind: RatePolicy, Key: "api", Limit: 1, Period: time.Microsecond}, InvalidArgument},
-		{Policy{Kind: MaxDepthPolicy, Key: "x", Limit: 1}, InvalidArgument},
-		{Policy{Kind: "fairness", Key: "x", Limit: 1}, InvalidArgument},
-		{Retention(time.Hour), Unknown},
-		{Retention(time.Millisecond), InvalidArgument},
-		{Policy{Kind: RetentionPolicy, Limit: 2, Period: time.Hour}, InvalidArgument},
-		{Policy{Kind: RetentionPolicy, Key: "k", Limit: 1, Period: time.Hour}, InvalidArgument},
-		{RetryBackoff(time.Second, time.Hour), Unknown},
-		{RetryBackoff(time.Hour, time.Second), InvalidArgument},
-		{RetryBackoff(0, time.Second), InvalidArgument},
-		{RetryBackoff(time.Second, 20*365*24*time.Hour), InvalidArgument},
+		{Policy{Kind: ConcurrencyPolicy, Key: "gpu", Limit: 2}, errcode.Unknown},
+		{Policy{Kind: RatePolicy, Key: "api", Limit: 10, Period: time.Minute}, errcode.Unknown},
+		{Policy{Kind: MaxDepthPolicy, Limit: 1}, errcode.Unknown},
+		{Policy{Kind: ConcurrencyPolicy, Key: "gpu"}, errcode.InvalidArgument},
+		{Policy{Kind: ConcurrencyPolicy, Key: "gpu", Limit: -1}, errcode.InvalidArgument},
+		{Policy{Kind: ConcurrencyPolicy, Limit: 1}, errcode.InvalidArgument},
+		{Policy{Kind: ConcurrencyPolicy, Key: "a=b", Limit: 1}, errcode.InvalidArgument},
+		{Policy{Kind: ConcurrencyPolicy, Key: "gpu", Limit: 1, Period: time.Second}, errcode.InvalidArgument},
+		{Policy{Kind: RatePolicy, Key: "api", Limit: 1}, errcode.InvalidArgument},
+		{Policy{Kind: RatePolicy, Key: "api", Limit: 1, Period: math.MaxInt64}, errcode.InvalidArgument},
+		{Policy{Kind: RatePolicy, Key: "api", Limit: 1, Period: time.Microsecond}, errcode.InvalidArgument},
+		{Policy{Kind: MaxDepthPolicy, Key: "x", Limit: 1}, errcode.InvalidArgument},
+		{Policy{Kind: "fairness", Key: "x", Limit: 1}, errcode.InvalidArgument},
+		{Retention(time.Hour), errcode.Unknown},
+		{Retention(time.Millisecond), errcode.InvalidArgument},
+		{Policy{Kind: RetentionPolicy, Limit: 2, Period: time.Hour}, errcode.InvalidArgument},
+		{Policy{Kind: RetentionPolicy, Key: "k", Limit: 1, Period: time.Hour}, errcode.InvalidArgument},
+		{RetryBackoff(time.Second, time.Hour), errcode.Unknown},
+		{RetryBackoff(time.Hour, time.Second), errcode.InvalidArgument},
+		{RetryBackoff(0, time.Second), errcode.InvalidArgument},
+		{RetryBackoff(time.Second, 20*365*24*time.Hour), errcode.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%+v", tt.p), func(t *testing.T) {
 			t.Parallel()
 			err := tt.p.Validate()
-			if got := CodeOf(err); got != tt.want || (tt.want == Unknown) != (err == nil) {
+			if got := errcode.Of(err); got != tt.want || (tt.want == errcode.Unknown) != (err == nil) {
 				t.Fatalf("Validate() = %v (code %v); want code %v", err, got, tt.want)
 			}
 		})
@@ -65,7 +67,7 @@ func TestPolicyCodecRoundTrip(t *testing.T) {
 	if fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Fatalf("round trip = %v; want %v", out, want)
 	}
-	if _, err := DecodePolicies("not base64!"); CodeOf(err) != Internal {
+	if _, err := DecodePolicies("not base64!"); errcode.Of(err) != errcode.Internal {
 		t.Errorf("decoding garbage: %v; want Internal", err)
 	}
 	replaced, had := ReplacePolicy(out, Policy{Kind: ConcurrencyPolicy, Key: "gpü", Limit: 5}, false)
@@ -81,8 +83,8 @@ func TestPolicyCodecRoundTrip(t *testing.T) {
 func TestQueueFull(t *testing.T) {
 	t.Parallel()
 	err := QueueFull(7, 7, 2)
-	if CodeOf(err) != ResourceExhausted {
-		t.Fatalf("code %v; want ResourceExhausted", CodeOf(err))
+	if errcode.Of(err) != errcode.ResourceExhausted {
+		t.Fatalf("code %v; want ResourceExhausted", errcode.Of(err))
 	}
 	if got := err.Error(); got == "" || !strings.Contains(got, "7 of max-depth 7") {
 		t.Errorf("message %q does not give the depth", got)

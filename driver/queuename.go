@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // queueNameRule is what every backend accepts in a queue name; engines
@@ -33,10 +35,10 @@ func queueNameProblem(name string) string {
 // stricter rules apply them as well.
 func CheckQueueName(field, name string) error {
 	if name == "" {
-		return Errorf(InvalidArgument, "%s is empty: name the queue", field)
+		return Errorf(errcode.InvalidArgument, "%s is empty: name the queue", field)
 	}
 	if p := queueNameProblem(name); p != "" {
-		return Errorf(InvalidArgument, "%s %q %s: %s", field, name, p, queueNameRule)
+		return Errorf(errcode.InvalidArgument, "%s %q %s: %s", field, name, p, queueNameRule)
 	}
 	return nil
 }

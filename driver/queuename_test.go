@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestQueueName: the queue names every backend refuses, from a URL and
@@ -41,10 +42,10 @@ func TestQueueName(t *testing.T) {
 				}
 				return
 			}
-			if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "Options.Queue") || !strings.Contains(err.Error(), tt.want) {
+			if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "Options.Queue") || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("CheckQueueName: %v, want InvalidArgument naming Options.Queue and saying %q", err, tt.want)
 			}
-			if driver.CodeOf(perr) != driver.InvalidArgument || !strings.Contains(perr.Error(), "query parameter queue") || !strings.Contains(perr.Error(), tt.want) {
+			if errcode.Of(perr) != errcode.InvalidArgument || !strings.Contains(perr.Error(), "query parameter queue") || !strings.Contains(perr.Error(), tt.want) {
 				t.Errorf("Params.Queue: %v, want InvalidArgument naming the queue parameter and saying %q", perr, tt.want)
 			}
 		})

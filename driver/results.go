@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"time"
+
+	"github.com/jobq/jobq/errcode"
 )
 
 // ResultState is where a task's result record says it is.
@@ -15,7 +17,7 @@ const (
 	// ResultDeadLettered: the task failed for the last time (or could not
 	// be decoded) and was moved to the dead-letter store.
 	ResultDeadLettered ResultState = "dead-lettered"
-	// ResultCancelled: the task was cancelled (Queue.Cancel) and will not
+	// ResultCancelled: the task was cancelled (Admin.Cancel) and will not
 	// run (again).
 	ResultCancelled ResultState = "cancelled"
 	// ResultCancelRequested: a cancel was asked for a task that had not
@@ -54,7 +56,7 @@ type ResultRecord struct {
 // the queue's own engine, Emulated when they live in another store the
 // user already has, such as a blob container beside an Azure queue).
 //
-// Records are written by workers when a task ends and by Queue.Cancel; they
+// Records are written by workers when a task ends and by Admin.Cancel; they
 // are read by Queue.Result and Queue.Wait. A record lives until ExpiresAt;
 // expired records are purged by the engine (a TTL) or by PurgeResults,
 // which workers call now and then, so the store never grows without bound.
@@ -103,7 +105,7 @@ type ResultSettler interface {
 
 // TaskRemover is implemented by ResultStore drivers that can delete a
 // queued message by its task ID without holding a lease, which
-// Queue.Cancel uses to remove a task that is ready or delayed (Cancel
+// Admin.Cancel uses to remove a task that is ready or delayed (Cancel
 // Native). The removal stores the task's cancelled record with it, as
 // ResultSettler does with a settlement, and the cancel request of a task
 // in flight likewise. Without it a cancelled task is dropped, unrun, by
@@ -142,14 +144,14 @@ type TaskRemover interface {
 // the same task.
 func CheckRemoveRecords(cancelled, requested []*ResultRecord) error {
 	if requested != nil && len(requested) != len(cancelled) {
-		return Errorf(InvalidArgument, "remove tasks: %d cancel requests for %d tasks", len(requested), len(cancelled))
+		return Errorf(errcode.InvalidArgument, "remove tasks: %d cancel requests for %d tasks", len(requested), len(cancelled))
 	}
 	for i, r := range cancelled {
 		if err := CheckResultRecord(r); err != nil {
 			return err
 		}
 		if r.State != ResultCancelled {
-			return Errorf(InvalidArgument, "remove tasks: the record of removed task %q is %s; want %s", r.ID, r.State, ResultCancelled)
+			return Errorf(errcode.InvalidArgument, "remove tasks: the record of removed task %q is %s; want %s", r.ID, r.State, ResultCancelled)
 		}
 		if requested == nil {
 			continue
@@ -159,8 +161,12 @@ func CheckRemoveRecords(cancelled, requested []*ResultRecord) error {
 			return err
 		}
 		if q.ID != r.ID || q.State != ResultCancelRequested {
-			return Errorf(InvalidArgument, "remove tasks: cancel request %d is a %s record of task %q; want a %s record of task %q", i, q.State, q.ID, ResultCancelRequested, r.ID)
+			return Errorf(errcode.InvalidArgument, "remove tasks: cancel request %d is a %s record of task %q; want a %s record of task %q", i, q.State, q.ID, ResultCancelRequested, r.ID)
 		}
 	}
 	return nil
 }
+
+// DefaultRetention is how long result records are kept when the queue has
+// no retention policy.
+const DefaultRetention = 7 * 24 * time.Hour

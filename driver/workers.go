@@ -46,3 +46,12 @@ type WorkerStore interface {
 	// itself returns 0 and nil.
 	PurgeWorkers(ctx context.Context, before time.Time) (int64, error)
 }
+
+// WorkerRetention is how long a worker's record is kept after its last
+// heartbeat, so that churn and lifetimes can be shown; older records are
+// purged.
+const WorkerRetention = 24 * time.Hour
+
+// DefaultWorkerHeartbeat is how often a worker writes its record unless
+// it says otherwise (worker.Options.HeartbeatInterval).
+const DefaultWorkerHeartbeat = 10 * time.Second

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // FileScheme is the URL scheme of the directory store, built into this
@@ -21,7 +22,7 @@ type FileOpener struct{}
 // OpenStoreURL opens the directory u names; see OpenDir.
 func (FileOpener) OpenStoreURL(_ context.Context, u *url.URL) (Store, error) {
 	if u.Host != "" && u.Host != "localhost" {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q names host %q; a file stash is a local path: file:///dir (three slashes)", u.Redacted(), u.Host)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q names host %q; a file stash is a local path: file:///dir (three slashes)", u.Redacted(), u.Host)
 	}
 	dir := u.Path
 	if dir == "" {
@@ -44,14 +45,14 @@ type dirStore struct {
 // workers must run as the same user.
 func OpenDir(dir string) (Store, error) {
 	if dir == "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "file stash has no directory; use file:///absolute/dir")
+		return nil, driver.Errorf(errcode.InvalidArgument, "file stash has no directory; use file:///absolute/dir")
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, WrapError(driver.InvalidArgument, err, "file stash directory %q", dir)
+		return nil, WrapError(errcode.InvalidArgument, err, "file stash directory %q", dir)
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, WrapError(driver.PermissionDenied, err, "cannot create file stash directory %s", abs)
+		return nil, WrapError(errcode.PermissionDenied, err, "cannot create file stash directory %s", abs)
 	}
 	return &dirStore{dir: abs, loc: (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()}, nil
 }
@@ -74,7 +75,7 @@ func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
 	}
 	tmp, err := os.CreateTemp(s.dir, ".tmp-"+name[:16]+"-*")
 	if err != nil {
-		return Object{}, WrapError(driver.Unavailable, err, "file stash %s: create object", s.dir)
+		return Object{}, WrapError(errcode.Unavailable, err, "file stash %s: create object", s.dir)
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.Write(data)
@@ -85,7 +86,7 @@ func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
 		err = cerr
 	}
 	if err != nil {
-		return Object{}, WrapError(driver.Unavailable, err, "file stash %s: write object", s.dir)
+		return Object{}, WrapError(errcode.Unavailable, err, "file stash %s: write object", s.dir)
 	}
 	// Link is create-only: it fails when the name exists (another writer of
 	// the same bytes won), which is success here.
@@ -99,7 +100,7 @@ func (s *dirStore) Put(ctx context.Context, data []byte) (Object, error) {
 		// too, and replacing an object with identical bytes is harmless.
 		// Whether another writer made it first is unknown: not Created.
 		if rerr := os.Rename(tmp.Name(), final); rerr != nil {
-			return Object{}, WrapError(driver.Unavailable, rerr, "file stash %s: store object", s.dir)
+			return Object{}, WrapError(errcode.Unavailable, rerr, "file stash %s: store object", s.dir)
 		}
 	}
 	return obj, nil
@@ -117,12 +118,12 @@ func (s *dirStore) Get(ctx context.Context, name string, limit int64) ([]byte, e
 		return nil, NotFoundError(s.loc, name, err)
 	}
 	if err != nil {
-		return nil, WrapError(driver.Unavailable, err, "file stash %s: open object", s.dir)
+		return nil, WrapError(errcode.Unavailable, err, "file stash %s: open object", s.dir)
 	}
 	defer f.Close()
 	data, err := ReadLimited(f, limit)
 	if err != nil {
-		return nil, WrapError(driver.Unavailable, err, "file stash %s: read object", s.dir)
+		return nil, WrapError(errcode.Unavailable, err, "file stash %s: read object", s.dir)
 	}
 	return data, nil
 }
@@ -135,7 +136,7 @@ func (s *dirStore) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return WrapError(driver.Unavailable, err, "file stash %s: delete object", s.dir)
+		return WrapError(errcode.Unavailable, err, "file stash %s: delete object", s.dir)
 	}
 	return nil
 }

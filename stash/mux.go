@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // URLOpener opens the stores of one URL scheme. Store packages provide one
@@ -75,16 +76,16 @@ func (m *URLMux) ValidScheme(scheme string) bool {
 func (m *URLMux) Open(ctx context.Context, rawURL string) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL does not parse: %v; use %s", err, m.examples())
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL does not parse: %v; use %s", err, m.examples())
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q has a query or fragment; stores take no parameters: use %s", u.Redacted(), m.examples())
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q has a query or fragment; stores take no parameters: use %s", u.Redacted(), m.examples())
 	}
 	m.mu.RLock()
 	o, ok := m.openers[strings.ToLower(u.Scheme)]
 	m.mu.RUnlock()
 	if !ok {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q has unknown scheme %q; registered: %s (a program registers a store by importing its package, such as github.com/jobq/jobq/stash/gcs; stash/all registers every one)",
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q has unknown scheme %q; registered: %s (a program registers a store by importing its package, such as github.com/jobq/jobq/stash/gcs; stash/all registers every one)",
 			u.Redacted(), u.Scheme, strings.Join(m.Schemes(), ", "))
 	}
 	return o.OpenStoreURL(ctx, u)

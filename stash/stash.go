@@ -35,6 +35,7 @@ import (
 	"strings"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Store is a place for large task bodies. Implementations must be safe for
@@ -93,7 +94,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 func Split(objectURL string) (location, name string, err error) {
 	i := strings.LastIndex(objectURL, "/")
 	if i < 0 || !IsName(objectURL[i+1:]) {
-		return "", "", driver.Errorf(driver.InvalidArgument, "stash reference %q does not end in a SHA-256 object name", objectURL)
+		return "", "", driver.Errorf(errcode.InvalidArgument, "stash reference %q does not end in a SHA-256 object name", objectURL)
 	}
 	return objectURL[:i], objectURL[i+1:], nil
 }
@@ -115,7 +116,7 @@ func IsName(name string) bool {
 // (a lower-case SHA-256 hex digest). Stores call it before Get and Delete.
 func CheckName(name string) error {
 	if !IsName(name) {
-		return driver.Errorf(driver.InvalidArgument, "stash object name %q is not a SHA-256 digest", name)
+		return driver.Errorf(errcode.InvalidArgument, "stash object name %q is not a SHA-256 digest", name)
 	}
 	return nil
 }
@@ -136,20 +137,20 @@ func Load(ctx context.Context, s Store, objectURL, sha string, size int64) ([]by
 		return nil, err
 	}
 	if name != sha {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash reference %s names object %s but carries checksum %s", objectURL, name, sha)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash reference %s names object %s but carries checksum %s", objectURL, name, sha)
 	}
 	if size < 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash reference %s has negative size %d", objectURL, size)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash reference %s has negative size %d", objectURL, size)
 	}
 	data, err := s.Get(ctx, name, size+1)
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(data)) != size {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash object %s is %d bytes, but the message says %d (the object was replaced or truncated)", objectURL, len(data), size)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash object %s is %d bytes, but the message says %d (the object was replaced or truncated)", objectURL, len(data), size)
 	}
 	if got := Sum(data); got != sha {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash object %s has SHA-256 %s, but the message says %s (the object was modified)", objectURL, got, sha)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash object %s has SHA-256 %s, but the message says %s (the object was modified)", objectURL, got, sha)
 	}
 	return data, nil
 }
@@ -166,13 +167,13 @@ func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
 // NotFoundError is the NotFound error a store returns for a missing object
 // at location (its Location()) named name; cause is kept for errors.As.
 func NotFoundError(location, name string, cause error) error {
-	return &driver.Error{Code: driver.NotFound, Msg: fmt.Sprintf("stash object %s/%s does not exist (deleted after the task completed, or removed by a lifecycle rule)", location, name), Err: cause}
+	return &driver.Error{Code: errcode.NotFound, Msg: fmt.Sprintf("stash object %s/%s does not exist (deleted after the task completed, or removed by a lifecycle rule)", location, name), Err: cause}
 }
 
 // WrapError gives err the code, with a message made from format and args
 // followed by err's own, keeping err for errors.As. An err that already
 // carries a code (a *driver.Error) is returned unchanged.
-func WrapError(code driver.Code, err error, format string, args ...any) error {
+func WrapError(code errcode.Code, err error, format string, args ...any) error {
 	var de *driver.Error
 	if errors.As(err, &de) {
 		return err

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 	"github.com/jobq/jobq/stash/stashtest"
 )
@@ -44,13 +44,13 @@ func TestFileStore(t *testing.T) {
 	})
 }
 
-func expect(t *testing.T, err error, code driver.Code, msg string) {
+func expect(t *testing.T, err error, code errcode.Code, msg string) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("got no error, want %v saying %q", code, msg)
 		return
 	}
-	if got := driver.CodeOf(err); got != code || !strings.Contains(err.Error(), msg) {
+	if got := errcode.Of(err); got != code || !strings.Contains(err.Error(), msg) {
 		t.Errorf("error %v (code %v), want code %v saying %q", err, got, code, msg)
 	}
 }
@@ -67,7 +67,7 @@ func TestOpenRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		_, err := stash.Open(context.Background(), tc.url)
-		expect(t, err, driver.InvalidArgument, tc.msg)
+		expect(t, err, errcode.InvalidArgument, tc.msg)
 	}
 }
 
@@ -91,7 +91,7 @@ func TestFileStoreAcrossProcesses(t *testing.T) {
 	if out != "ok "+strconv.Itoa(len(data)) {
 		t.Fatalf("child said %q", out)
 	}
-	if _, err := s.Get(t.Context(), obj.SHA256, -1); driver.CodeOf(err) != driver.NotFound {
+	if _, err := s.Get(t.Context(), obj.SHA256, -1); errcode.Of(err) != errcode.NotFound {
 		t.Errorf("object still there after the child deleted it: %v", err)
 	}
 
@@ -172,7 +172,7 @@ func fail(err error) {
 func TestURLMux(t *testing.T) {
 	t.Parallel()
 	var mux stash.URLMux
-	if _, err := mux.Open(t.Context(), "file:///tmp/x"); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "unknown scheme") {
+	if _, err := mux.Open(t.Context(), "file:///tmp/x"); errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "unknown scheme") {
 		t.Errorf("an empty mux opened file:// = %v", err)
 	}
 	var got *url.URL
@@ -186,7 +186,7 @@ func TestURLMux(t *testing.T) {
 	if _, err := mux.Open(t.Context(), "mem://box/prefix"); err != nil || got == nil || got.Host != "box" || got.Path != "/prefix" {
 		t.Errorf("Open = %v, opener got %v", err, got)
 	}
-	if _, err := mux.Open(t.Context(), "mem://box/p?key=secret"); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "no parameters") {
+	if _, err := mux.Open(t.Context(), "mem://box/p?key=secret"); errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "no parameters") {
 		t.Errorf("Open with a query = %v, want InvalidArgument", err)
 	}
 	defer func() {

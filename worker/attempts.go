@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // defaultWorkerID names this process in attempt histories: host and PID.
@@ -32,13 +33,13 @@ func (w *Worker) record(env *jobq.Envelope, start time.Time, outcome jobq.Attemp
 			a.ExitCode = te.ExitCode
 		}
 	}
-	env.RecordAttempt(a)
+	hooks.RecordAttempt(env, a)
 }
 
 // reportLost logs the earlier deliveries of env that ended without a
 // settlement: the worker running them died or hung past its lease.
 func (w *Worker) reportLost(env *jobq.Envelope, log *slog.Logger) {
-	lost := env.LostDeliveries()
+	lost := hooks.LostDeliveries(env)
 	if len(lost) == 0 {
 		return
 	}

@@ -118,7 +118,7 @@ type localLimits struct {
 
 	mu       sync.Mutex
 	loaded   time.Time
-	policies map[[2]string]jobq.Policy
+	policies map[[2]string]driver.Policy
 	inFlight map[string]int64
 	admitted map[string][]time.Time
 }
@@ -147,15 +147,15 @@ func (l *localLimits) refresh(ctx context.Context) {
 		return
 	}
 	l.loaded = time.Now()
-	pols, err := l.q.Policies().List(ctx)
+	pols, err := l.q.Admin().Policies(ctx)
 	if err != nil {
 		if l.policies == nil {
 			l.log.Warn("cannot read the queue's policies; concurrency and rate keys are not enforced by this worker", "error", err)
 		}
-		l.policies = map[[2]string]jobq.Policy{}
+		l.policies = map[[2]string]driver.Policy{}
 		return
 	}
-	l.policies = make(map[[2]string]jobq.Policy, len(pols))
+	l.policies = make(map[[2]string]driver.Policy, len(pols))
 	for _, p := range pols {
 		l.policies[[2]string{string(p.Kind), p.Key}] = p
 	}
@@ -171,16 +171,16 @@ func (l *localLimits) acquire(ctx context.Context, t *jobq.Task) (release func()
 	defer l.mu.Unlock()
 	l.refresh(ctx)
 	now := time.Now()
-	var cp, rp jobq.Policy
+	var cp, rp driver.Policy
 	var capped, limited bool
 	if l.conc && t.ConcurrencyKey != "" {
-		cp, capped = l.policies[[2]string{string(jobq.ConcurrencyPolicy), t.ConcurrencyKey}]
+		cp, capped = l.policies[[2]string{string(driver.ConcurrencyPolicy), t.ConcurrencyKey}]
 		if capped && l.inFlight[t.ConcurrencyKey] >= cp.Limit {
 			return nil, blockedDelay
 		}
 	}
 	if l.rate && t.RateLimitKey != "" {
-		rp, limited = l.policies[[2]string{string(jobq.RatePolicy), t.RateLimitKey}]
+		rp, limited = l.policies[[2]string{string(driver.RatePolicy), t.RateLimitKey}]
 		if limited {
 			ts := l.admitted[t.RateLimitKey]
 			for len(ts) > 0 && !ts[0].After(now.Add(-rp.Period)) {

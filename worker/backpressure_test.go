@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -59,7 +60,7 @@ func TestEmulatedConcurrencyPerWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if err := q.Policies().Set(t.Context(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "licence", Limit: 1}); err != nil {
+	if err := q.Admin().SetPolicy(t.Context(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "licence", Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 4

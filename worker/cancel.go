@@ -9,10 +9,12 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // ErrCancelled matches (with errors.Is) the cause of a task's context when
-// the task was cancelled (Queue.Cancel) while it ran. The worker then
+// the task was cancelled (Admin.Cancel) while it ran. The worker then
 // settles it as cancelled, whatever its handler returns: not retried, not
 // counted as a failure.
 var ErrCancelled = errors.New("task cancelled")
@@ -115,10 +117,10 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-		requested, err := w.q.CancelRequested(ctx, ids)
+		requested, err := hooks.CancelRequested(ctx, w.q, ids)
 		cancel()
 		switch {
-		case jobq.ErrorCode(err) == jobq.Unimplemented:
+		case errcode.Of(err) == errcode.Unimplemented:
 			w.log.Warn("this backend cannot tell which tasks are cancelled; running tasks will not be stopped by a cancel", "error", err)
 			return
 		case err != nil:
@@ -156,7 +158,7 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 		ids[i] = env.Task.ID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-	requested, err := w.q.CancelRequested(ctx, ids)
+	requested, err := hooks.CancelRequested(ctx, w.q, ids)
 	cancel()
 	if err != nil {
 		w.log.Warn("could not look up cancel requests for the received tasks; running them", "error", err)

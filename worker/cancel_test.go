@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -55,7 +56,7 @@ func TestCancelRunningTask(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() { errc <- w.Run(ctx) }()
 			<-started
-			res, err := q.Cancel(context.Background(), id)
+			res, err := q.Admin().Cancel(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,10 +80,10 @@ func TestCancelRunningTask(t *testing.T) {
 				t.Fatalf("events %v; want one cancelled", outcomes)
 			}
 			r := result(t, q, id)
-			if r.State != jobq.Cancelled || len(r.Attempts) != 1 {
+			if r.State != driver.ResultCancelled || len(r.Attempts) != 1 {
 				t.Fatalf("record %+v; want cancelled after one attempt", r)
 			}
-			if st, err := q.Stats(context.Background()); err != nil || st.Ready+st.Delayed+st.InFlight+st.Dead != 0 {
+			if st, err := q.Admin().Stats(context.Background()); err != nil || st.Ready+st.Delayed+st.InFlight+st.Dead != 0 {
 				t.Fatalf("stats %+v (%v); want an empty queue: the task is not retried", st, err)
 			}
 			if tc.goCause && !errors.Is(cause.Load().(error), worker.ErrCancelled) {
@@ -104,7 +105,7 @@ func TestCancelDropsQueuedTaskUnrun(t *testing.T) {
 			q := openMem(t, "emulated=cancel")
 			cancelled := pushOne(t, q, &jobq.Task{Command: "echo cancelled"})
 			kept := pushOne(t, q, &jobq.Task{Command: "echo kept"})
-			res, err := q.Cancel(context.Background(), cancelled)
+			res, err := q.Admin().Cancel(context.Background(), cancelled)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,10 +129,10 @@ func TestCancelDropsQueuedTaskUnrun(t *testing.T) {
 			if c := w.Counts(); c.Cancelled != 1 || c.Done != 1 || c.Failed != 0 {
 				t.Fatalf("counts %+v; want one cancelled, one done", c)
 			}
-			if r := result(t, q, cancelled); r.State != jobq.Cancelled || len(r.Attempts) != 0 {
+			if r := result(t, q, cancelled); r.State != driver.ResultCancelled || len(r.Attempts) != 0 {
 				t.Fatalf("record of the cancelled task %+v; want cancelled, never attempted", r)
 			}
-			if r := result(t, q, kept); r.State != jobq.Succeeded {
+			if r := result(t, q, kept); r.State != driver.ResultSucceeded {
 				t.Fatalf("record of the other task %+v; want succeeded", r)
 			}
 		})

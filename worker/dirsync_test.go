@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/wire"
 	"github.com/jobq/jobq/worker"
 )
 
 // ai4sTask decodes a message as ai4s-jobq pushes it, with kwargs kw.
 func ai4sTask(t *testing.T, kw string) *jobq.Task {
 	t.Helper()
-	task, err := jobq.UnmarshalTask([]byte(`{"version": 1, "reply_requested": false, "kwargs": ` + strconv.Quote(kw) + `, "num_retries": 0, "id": "tid"}`))
+	task, err := wire.Unmarshal([]byte(`{"version": 1, "reply_requested": false, "kwargs": ` + strconv.Quote(kw) + `, "num_retries": 0, "id": "tid"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 	if len(runs) != n || w.Counts().Done != n {
 		t.Errorf("%d tasks ran, %d done; want %d", len(runs), w.Counts().Done, n)
 	}
-	if size, err := q.Size(context.Background()); err != nil || size != 0 {
+	if size, err := q.Admin().Size(context.Background()); err != nil || size != 0 {
 		t.Errorf("queue size %d (%v) after the run; want 0", size, err)
 	}
 }
@@ -199,7 +199,7 @@ func TestDiskFullPastTheLeaseRunsAgain(t *testing.T) {
 	if runs != 2 || w.Counts().Done != 1 {
 		t.Errorf("the task ran %d times, %d done; want it run again after the lease expired, and done once", runs, w.Counts().Done)
 	}
-	if size, err := q.Size(context.Background()); err != nil || size != 0 {
+	if size, err := q.Admin().Size(context.Background()); err != nil || size != 0 {
 		t.Errorf("queue size %d (%v) after the run; want 0", size, err)
 	}
 }

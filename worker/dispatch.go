@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // dispatcher runs a worker's receivers: Options.Receivers loops that each
@@ -414,7 +415,7 @@ func (d *dispatcher) backOff(err error) bool {
 	// for as long as that lasts, logged once by the write stall; any other
 	// failure ends the worker after receiveGiveUp.
 	var retry time.Duration
-	if jobq.ErrorCode(err) == jobq.ResourceExhausted {
+	if errcode.Of(err) == errcode.ResourceExhausted {
 		w.mu.Lock()
 		retry = d.refusedBo.NextBackOff()
 		w.mu.Unlock()
@@ -600,8 +601,8 @@ const busyPoll = 200 * time.Millisecond
 
 // permanent reports whether a receive error will not go away by retrying.
 func permanent(err error) bool {
-	switch jobq.ErrorCode(err) {
-	case jobq.InvalidArgument, jobq.PermissionDenied, jobq.Unimplemented, jobq.FailedPrecondition, jobq.NotFound:
+	switch errcode.Of(err) {
+	case errcode.InvalidArgument, errcode.PermissionDenied, errcode.Unimplemented, errcode.FailedPrecondition, errcode.NotFound:
 		return true
 	}
 	return false

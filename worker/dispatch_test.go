@@ -104,7 +104,7 @@ func TestReceiversRespectMaxTasks(t *testing.T) {
 			if got := ran.Load(); got != int64(limit) {
 				t.Fatalf("ran %d tasks; MaxTasks is %d", got, limit)
 			}
-			if n, _ := q.Size(context.Background()); n != int64(40-limit) {
+			if n, _ := q.Admin().Size(context.Background()); n != int64(40-limit) {
 				t.Fatalf("queue size %d after the run; want %d (none taken beyond the limit)", n, 40-limit)
 			}
 			if w.EndReason() != "task limit reached" {
@@ -198,8 +198,12 @@ const (
 )
 
 func init() {
-	jobq.Register(slowClaimScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, 150 * time.Millisecond, false} }))
-	jobq.Register(rttScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, time.Millisecond, true} }))
+	if err := jobq.Register(slowClaimScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, 150 * time.Millisecond, false} })); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(rttScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowReceives{d, time.Millisecond, true} })); err != nil {
+		panic(err)
+	}
 }
 
 // wrappedSQLite opens SQLite queues whose driver wrap wraps, for the test
@@ -291,7 +295,9 @@ const slowCompleteScheme = "sqlite-slowcomplete"
 var slowCompleted atomic.Int64
 
 func init() {
-	jobq.Register(slowCompleteScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowCompletes{d} }))
+	if err := jobq.Register(slowCompleteScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return slowCompletes{d} })); err != nil {
+		panic(err)
+	}
 }
 
 type slowCompletes struct{ driver.Driver }
@@ -349,7 +355,9 @@ var (
 )
 
 func init() {
-	jobq.Register(waitLogScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return waitLog{d} }))
+	if err := jobq.Register(waitLogScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return waitLog{d} })); err != nil {
+		panic(err)
+	}
 }
 
 type waitLog struct{ driver.Driver }

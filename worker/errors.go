@@ -35,7 +35,7 @@ func (e *TaskError) Error() string { return e.Err.Error() }
 func (e *TaskError) Unwrap() error { return e.Err }
 
 // errStopping is the cause with which a task's context is cancelled when the
-// worker stops (jobq.ErrLockLost when its lease is lost); the worker settles
+// worker stops (errcode.LockLost when its lease is lost); the worker settles
 // differently for each. errLeaseLost and errDraining end a task that waited
 // for a handler.
 var (

@@ -26,7 +26,7 @@ const (
 	// worker was stopping, its gate failed, or a concurrency or rate limit
 	// was reached on this worker.
 	Requeued Outcome = "requeued"
-	// Cancelled: a cancel was requested for the task (Queue.Cancel); it
+	// Cancelled: a cancel was requested for the task (Admin.Cancel); it
 	// was stopped if it ran, or dropped unrun, and settled as cancelled:
 	// not retried, not counted as a failure.
 	Cancelled Outcome = "cancelled"

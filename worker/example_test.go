@@ -80,7 +80,7 @@ func ExampleHandleJSON() {
 	if err := worker.Run(ctx, q, mux.Handler(), worker.Options{Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		log.Fatal(err)
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func ExampleMux_unknownKind() {
 	if err := worker.Run(ctx, q, mux.Handler(), worker.Options{Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		log.Fatal(err)
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil {
 		log.Fatal(err)
 	}

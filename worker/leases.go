@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // leaseKeeper renews the leases of the tasks a worker holds, every half
@@ -128,9 +129,9 @@ func (k *leaseKeeper) renew(env *jobq.Envelope, h *heldLease) {
 	case err == nil:
 		h.log.Debug("lease renewed", "expiry", env.Expiry())
 		due = time.Now().Add(k.w.renewal(env))
-	case h.ctx.Err() != nil, errors.Is(err, jobq.ErrLockLost):
+	case h.ctx.Err() != nil, errors.Is(err, errcode.LockLost):
 		off = true
-	case errors.Is(err, jobq.ErrUnimplemented):
+	case errors.Is(err, errcode.Unimplemented):
 		h.log.Warn("this backend cannot renew leases; the task must finish within the visibility timeout", "error", err)
 		off = true
 	default:

@@ -49,8 +49,8 @@ func openPostgres(t testing.TB) *jobq.Queue {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_, _ = q.Clear(ctx)
-		_, _ = q.DeadLetters().Purge(ctx)
+		_, _ = q.Admin().Clear(ctx)
+		_, _ = q.Admin().PurgeDeadLetters(ctx)
 		q.Close()
 	})
 	return q
@@ -145,7 +145,7 @@ func TestMuxRoutesKinds(t *testing.T) {
 					t.Errorf("%s: event %+v; want a durable completion", name, ev)
 				}
 			}
-			dead, err := q.DeadLetters().List(t.Context(), 10)
+			dead, err := q.Admin().DeadLetters(t.Context(), 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -352,7 +352,7 @@ func TestEventDurableMeansStored(t *testing.T) {
 			checked <- fmt.Errorf("first event %+v; want a durable completion", ev)
 			return
 		}
-		st, err := q.Stats(context.Background())
+		st, err := q.Admin().Stats(context.Background())
 		if err != nil {
 			checked <- err
 			return

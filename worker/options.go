@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/worker/preempt"
 )
 
@@ -80,7 +80,7 @@ type Options struct {
 	TaskTimeLimit time.Duration
 	// CancelPoll is how often the worker asks the queue, in one lookup for
 	// all its running tasks, whether a cancel was requested for any of
-	// them (Queue.Cancel); a cancelled task is stopped as at its time limit
+	// them (Admin.Cancel); a cancelled task is stopped as at its time limit
 	// and settled as cancelled: not retried, not counted as a failure.
 	// Defaults to 5 seconds; negative disables it. Backends that keep no
 	// results (the Cancel feature Unsupported) are never asked.
@@ -118,7 +118,7 @@ type Options struct {
 	WorkerID string
 	// HeartbeatInterval is how often the worker writes its record (current
 	// tasks, CPU and memory use) to the queue's worker registry, which
-	// `jobq QUEUE workers` and Queue.Workers list; it announces itself when
+	// `jobq QUEUE workers` and Admin.Workers list; it announces itself when
 	// Run starts and withdraws when Run returns. A worker silent for three
 	// intervals is listed as vanished. Defaults to 10 seconds; negative
 	// keeps the worker out of the registry. Backends without the
@@ -203,7 +203,7 @@ func (o Options) withDefaults() Options {
 		o.WorkerID = defaultWorkerID()
 	}
 	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = jobq.DefaultWorkerHeartbeat
+		o.HeartbeatInterval = driver.DefaultWorkerHeartbeat
 	}
 	if o.Version == "" {
 		o.Version = defaultVersion()

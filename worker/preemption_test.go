@@ -130,14 +130,14 @@ func TestPreemptionRequeuesRunningTasks(t *testing.T) {
 	if started != 2 {
 		t.Errorf("%d tasks started; want 2 (no work taken after the notice)", started)
 	}
-	st, err := q.Stats(context.Background())
+	st, err := q.Admin().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Ready != 3 || st.InFlight != 0 {
 		t.Fatalf("after the eviction the queue has %d ready, %d in flight; want all 3 ready", st.Ready, st.InFlight)
 	}
-	peeked, err := q.Peek(context.Background(), 10)
+	peeked, err := q.Admin().Peek(context.Background(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}

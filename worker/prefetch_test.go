@@ -57,7 +57,7 @@ func fewestInFlight(ctx context.Context, q *jobq.Queue, d time.Duration) (int64,
 	time.Sleep(100 * time.Millisecond)
 	fewest := int64(-1)
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		st, err := q.Stats(ctx)
+		st, err := q.Admin().Stats(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -159,7 +159,7 @@ func TestDrainRequeuesPrefetchedTasks(t *testing.T) {
 	if c.Requeued == 0 {
 		t.Error("no prefetched task was requeued when the worker drained")
 	}
-	st, err := q.Stats(context.Background())
+	st, err := q.Admin().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

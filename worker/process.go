@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // settleTimeout bounds one attempt of a requeue or a failure's settlement;
@@ -23,7 +24,7 @@ const settleTimeout = 30 * time.Second
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
 	log := taskLogger(w.log, env.Task.ID)
 	// The task's context ends when the worker stops (cause errStopping) or
-	// the lease is lost (cause jobq.ErrLockLost). It holds the task's
+	// the lease is lost (cause errcode.LockLost). It holds the task's
 	// process span (dispatcher.run starts it).
 	ctx, cancel := env.Context(w.stopCtx)
 	w.leases.hold(ctx, env, log)
@@ -123,7 +124,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	letGo()
 	elapsed := time.Since(start).Round(time.Millisecond)
 	err = stoppedBy(err, cause)
-	failed := err != nil && !errors.Is(cause, jobq.ErrLockLost) && !errors.Is(cause, errStopping) && !errors.Is(cause, ErrCancelled)
+	failed := err != nil && !errors.Is(cause, errcode.LockLost) && !errors.Is(cause, errStopping) && !errors.Is(cause, ErrCancelled)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.countOutcome(err == nil, failed, log)
@@ -164,7 +165,7 @@ func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause 
 			w.record(env, start, jobq.OutcomeSuccess, nil)
 		}
 		w.complete(env, log, elapsed)
-	case errors.Is(cause, jobq.ErrLockLost):
+	case errors.Is(cause, errcode.LockLost):
 		w.lost.Add(1)
 		log.Warn("task stopped: its lease was lost (another worker may run it); not counted as a failure",
 			"elapsed", elapsed, "visibility", w.o.Visibility, "heartbeat", !w.o.DisableHeartbeat)

@@ -32,7 +32,7 @@ func (w *Worker) purgeLoop(stop <-chan struct{}) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), purgeTimeout)
-		n, err := w.q.PurgeResults(ctx)
+		n, err := w.q.Admin().PurgeResults(ctx)
 		cancel()
 		if err != nil {
 			w.log.Warn("could not purge the expired result records; trying again later", "error", err, "next_in", w.purgeEvery)

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -17,11 +20,11 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := openMem(t, "")
-	pol, err := jobq.ParsePolicy("retention", "1s")
+	pol, err := hooks.ParsePolicy("retention", "1s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Policies().Set(ctx, pol); err != nil {
+	if err := q.Admin().SetPolicy(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
 	id := pushOne(t, q, &jobq.Task{Command: "true"})
@@ -36,7 +39,7 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 	if ev := <-events; ev.Outcome != worker.Completed || !ev.Durable {
 		t.Fatalf("event %+v; want the task completed", ev)
 	}
-	if r := result(t, q, id); r.State != jobq.Succeeded {
+	if r := result(t, q, id); r.State != driver.ResultSucceeded {
 		t.Fatalf("record %+v; want succeeded", r)
 	}
 	// The record expires a second after it was written; a purge follows.
@@ -55,7 +58,7 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Result(ctx, id); jobq.ErrorCode(err) != jobq.NotFound {
+	if _, err := q.Result(ctx, id); errcode.Of(err) != errcode.NotFound {
 		t.Fatalf("Result after the purge: %v; want NotFound", err)
 	}
 }

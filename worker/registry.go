@@ -13,13 +13,15 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // registryTimeout bounds one write of the worker's record.
 const registryTimeout = 10 * time.Second
 
 // registryPurgeEvery is how often a worker purges the records of workers
-// gone for longer than jobq.WorkerRetention (besides once at start).
+// gone for longer than driver.WorkerRetention (besides once at start).
 const registryPurgeEvery = time.Hour
 
 // registry keeps this worker's record in the queue's worker registry: it
@@ -70,7 +72,7 @@ func (r *registry) start() (withdraw func()) {
 		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`")
 		return func() {}
 	}
-	if err := r.put(false); err != nil && errors.Is(err, jobq.ErrUnimplemented) {
+	if err := r.put(false); err != nil && errors.Is(err, errcode.Unimplemented) {
 		return func() {}
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -156,16 +158,16 @@ func (r *registry) put(withdraw bool) error {
 	info := r.info()
 	var err error
 	if withdraw {
-		err = r.w.q.WithdrawWorker(ctx, info)
+		err = hooks.WithdrawWorker(ctx, r.w.q, info)
 	} else {
-		err = r.w.q.AnnounceWorker(ctx, info)
+		err = hooks.AnnounceWorker(ctx, r.w.q, info)
 	}
 	r.mu.Lock()
 	was := r.failing
 	r.failing = err != nil
 	r.mu.Unlock()
 	switch {
-	case err != nil && errors.Is(err, jobq.ErrUnimplemented):
+	case err != nil && errors.Is(err, errcode.Unimplemented):
 		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`", "error", err)
 	case err != nil && !was:
 		r.log.Warn("could not write this worker's record to the worker registry; tasks are not affected", "error", err)
@@ -181,7 +183,7 @@ func (r *registry) put(withdraw bool) error {
 func (r *registry) purge() {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
-	if n, err := r.w.q.PurgeWorkers(ctx, time.Now().Add(-jobq.WorkerRetention)); err != nil {
+	if n, err := r.w.q.Admin().PurgeWorkers(ctx, time.Now().Add(-driver.WorkerRetention)); err != nil {
 		r.log.Debug("purging old worker records failed", "error", err)
 	} else if n > 0 {
 		r.log.Debug("purged old worker records", "count", n)

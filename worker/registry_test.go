@@ -44,7 +44,7 @@ func TestRegistryLifecycle(t *testing.T) {
 
 	var seen *jobq.WorkerInfo
 	waitFor(t, "the worker is listed running task held", func() bool {
-		ws, err := q.Workers(t.Context(), jobq.WorkersOptions{TTL: time.Hour})
+		ws, err := q.Admin().Workers(t.Context(), jobq.WorkersOptions{TTL: time.Hour})
 		if err != nil {
 			t.Fatalf("Workers: %v", err)
 		}
@@ -61,18 +61,18 @@ func TestRegistryLifecycle(t *testing.T) {
 	}
 	close(release)
 	waitFor(t, "the finished task is counted and no task is listed", func() bool {
-		ws, _ := q.Workers(t.Context(), jobq.WorkersOptions{TTL: time.Hour})
+		ws, _ := q.Admin().Workers(t.Context(), jobq.WorkersOptions{TTL: time.Hour})
 		return len(ws) == 1 && ws[0].Done == 1 && len(ws[0].Tasks) == 0
 	})
 	stop()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}
-	ws, err := q.Workers(t.Context(), jobq.WorkersOptions{})
+	ws, err := q.Admin().Workers(t.Context(), jobq.WorkersOptions{})
 	if err != nil || len(ws) != 0 {
 		t.Fatalf("after Run returned, the default listing holds %v (%v); want nothing", ws, err)
 	}
-	ws, err = q.Workers(t.Context(), jobq.WorkersOptions{Withdrawn: true})
+	ws, err = q.Admin().Workers(t.Context(), jobq.WorkersOptions{Withdrawn: true})
 	if err != nil || len(ws) != 1 || ws[0].State != jobq.WorkerWithdrawn {
 		t.Fatalf("after Run returned, the listing with withdrawn workers holds %v (%v); want w-lifecycle withdrawn", ws, err)
 	}
@@ -105,7 +105,7 @@ func TestRegistryOffOrUnsupported(t *testing.T) {
 			if w.Counts().Done != 1 {
 				t.Fatalf("done %d, want 1", w.Counts().Done)
 			}
-			ws, err := q.Workers(t.Context(), jobq.WorkersOptions{Withdrawn: true})
+			ws, err := q.Admin().Workers(t.Context(), jobq.WorkersOptions{Withdrawn: true})
 			switch {
 			case tc.name == "unsupported" && err == nil:
 				t.Errorf("Workers on a backend without the registry: no error")

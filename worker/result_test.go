@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -65,13 +66,13 @@ func TestShellResultRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		command   string
-		state     jobq.ResultState
+		state     driver.ResultState
 		exit      int
 		output    []string
 		errorText string
 	}{
-		{"success", "echo hello; echo to stderr >&2", jobq.Succeeded, 0, []string{"hello", "to stderr"}, ""},
-		{"failure", "echo before failing; exit 3", jobq.DeadLettered, 3, []string{"before failing"}, "command exited with status 3"},
+		{"success", "echo hello; echo to stderr >&2", driver.ResultSucceeded, 0, []string{"hello", "to stderr"}, ""},
+		{"failure", "echo before failing; exit 3", driver.ResultDeadLettered, 3, []string{"before failing"}, "command exited with status 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -128,15 +129,15 @@ func TestHandlerResultValue(t *testing.T) {
 	for _, tc := range []struct {
 		kind    string
 		payload string
-		state   jobq.ResultState
+		state   driver.ResultState
 		value   string // JSON; empty for none
 		errText string
 	}{
-		{"add", `{"A": 2, "B": 3}`, jobq.Succeeded, `{"sum":5}`, ""},
-		{"greet", `{"Name": "ada"}`, jobq.Succeeded, `"hello ada"`, ""},
-		{"add", `{"A": "two"}`, jobq.DeadLettered, "", "payload does not decode"},
-		{"unencodable", `{}`, jobq.DeadLettered, "", "does not encode as JSON"},
-		{"fails", `{}`, jobq.DeadLettered, "", "no sum today"},
+		{"add", `{"A": 2, "B": 3}`, driver.ResultSucceeded, `{"sum":5}`, ""},
+		{"greet", `{"Name": "ada"}`, driver.ResultSucceeded, `"hello ada"`, ""},
+		{"add", `{"A": "two"}`, driver.ResultDeadLettered, "", "payload does not decode"},
+		{"unencodable", `{}`, driver.ResultDeadLettered, "", "does not encode as JSON"},
+		{"fails", `{}`, driver.ResultDeadLettered, "", "no sum today"},
 	} {
 		t.Run(tc.kind+" "+tc.payload, func(t *testing.T) {
 			t.Parallel()
@@ -173,7 +174,7 @@ func TestTimeLimitResultRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := result(t, q, id)
-	if r.State != jobq.DeadLettered || !strings.Contains(r.Error, "time limit 300ms exceeded") || !strings.Contains(r.Output, "started") {
+	if r.State != driver.ResultDeadLettered || !strings.Contains(r.Error, "time limit 300ms exceeded") || !strings.Contains(r.Output, "started") {
 		t.Fatalf("record %+v; want dead-lettered at the time limit, with the output", r)
 	}
 	if len(r.Attempts) != 1 || r.Attempts[0].Outcome != jobq.OutcomeFailure {

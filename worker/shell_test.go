@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -112,8 +113,8 @@ func TestLeaseLostIsNotAFailure(t *testing.T) {
 	if c.LeaseLost != 1 || c.Failed != 0 || c.Done != 1 {
 		t.Fatalf("counts %+v; want the lost lease not counted as a failure and the redelivery done", c)
 	}
-	if len(causes) != 1 || !errors.Is(causes[0], jobq.ErrLockLost) {
-		t.Fatalf("causes %v; want jobq.ErrLockLost", causes)
+	if len(causes) != 1 || !errors.Is(causes[0], errcode.LockLost) {
+		t.Fatalf("causes %v; want errcode.LockLost", causes)
 	}
 }
 
@@ -175,7 +176,7 @@ func TestGateFailureDefersWithoutFailing(t *testing.T) {
 	if c.Requeued != 1 || c.Failed != 0 || gateRuns != 1 {
 		t.Fatalf("counts %+v, gate runs %d; want one requeue, no failure", c, gateRuns)
 	}
-	st, err := q.Stats(context.Background())
+	st, err := q.Admin().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // writeStall is the worker's state while the engine refuses writes (a
@@ -50,8 +51,8 @@ func newWriteStall(log *slog.Logger) *writeStall {
 // (SQLite's SQLITE_FULL, Postgres's 53100, Redis's OOM and MISCONF) to
 // ResourceExhausted, and an unreachable engine to Unavailable.
 func refused(err error) bool {
-	switch jobq.ErrorCode(err) {
-	case jobq.ResourceExhausted, jobq.Unavailable, jobq.DeadlineExceeded:
+	switch errcode.Of(err) {
+	case errcode.ResourceExhausted, errcode.Unavailable, errcode.DeadlineExceeded:
 		return true
 	}
 	return false

@@ -12,6 +12,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/internal/otelkeys"
 )
 
 // telemetry is the worker's own instruments, made by the queue's
@@ -38,15 +41,15 @@ const (
 )
 
 func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
-	m := q.MeterProvider().Meter(jobq.InstrumentationName)
+	m := hooks.MeterProvider(q).Meter(otelkeys.InstrumentationName)
 	t := &telemetry{outcomes: map[string][]metric.RecordOption{}}
 	var err error
 	if t.duration, err = m.Float64Histogram("jobq.task.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long handlers ran, by outcome (jobq.outcome: completed, failed, lock_lost, stopped)."),
-		metric.WithExplicitBucketBoundaries(jobq.DurationBuckets...)); err != nil {
+		metric.WithExplicitBucketBoundaries(otelkeys.DurationBuckets...)); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.task.duration", "error", err)
 	}
-	base := q.BaseAttributes()
+	base := hooks.BaseAttributes(q)
 	t.observe = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(base...))}
 	// The callback stays registered for the meter provider's life: it
 	// only reads a number.
@@ -59,7 +62,7 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 		w.log.Warn("could not create a metric", "metric", "jobq.tasks.in_flight", "error", err)
 	}
 	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped} {
-		attrs := append(base[:len(base):len(base)], jobq.AttrOutcome.String(o))
+		attrs := append(base[:len(base):len(base)], otelkeys.AttrOutcome.String(o))
 		t.outcomes[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	}
 	return t
@@ -71,12 +74,12 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 // is added to process's frame sits under every call of the task.)
 func (t *telemetry) hold(env *jobq.Envelope) {
 	t.held.Add(1)
-	env.StartSpan(context.Background())
+	hooks.StartSpan(context.Background(), env)
 }
 
 // release ends the process span and the count of a task.
 func (t *telemetry) release(env *jobq.Envelope) {
-	env.EndSpan()
+	hooks.EndSpan(env)
 	t.held.Add(-1)
 }
 
@@ -86,7 +89,7 @@ func (t *telemetry) ran(ctx context.Context, err, cause error, elapsed time.Dura
 	outcome := runCompleted
 	switch {
 	case err == nil:
-	case errors.Is(cause, jobq.ErrLockLost):
+	case errors.Is(cause, errcode.LockLost):
 		outcome = runLockLost
 	case errors.Is(cause, errStopping):
 		outcome = runStopped
@@ -98,7 +101,7 @@ func (t *telemetry) ran(ctx context.Context, err, cause error, elapsed time.Dura
 		return
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(jobq.AttrOutcome.String(outcome))
+		span.SetAttributes(otelkeys.AttrOutcome.String(outcome))
 		span.RecordError(err)
 		if outcome == runFailed {
 			span.SetStatus(codes.Error, err.Error())

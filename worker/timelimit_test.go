@@ -48,7 +48,7 @@ func TestTaskTimeLimit(t *testing.T) {
 			if c := w.Counts(); c.Failed != 1 || c.DeadLettered != 1 || c.Requeued != 0 {
 				t.Fatalf("counts %+v; want one failure, dead-lettered", c)
 			}
-			dead, err := q.DeadLetters().List(context.Background(), 10)
+			dead, err := q.Admin().DeadLetters(context.Background(), 10)
 			if err != nil {
 				t.Fatal(err)
 			}

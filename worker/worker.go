@@ -15,7 +15,7 @@ import (
 
 // Handler runs one task. It returns nil when the task succeeded. Its context
 // is cancelled when the task must stop: the lease was lost
-// (errors.Is(context.Cause(ctx), jobq.ErrLockLost)), or the worker is
+// (errors.Is(context.Cause(ctx), errcode.LockLost)), or the worker is
 // stopping; the worker then settles the task itself, whatever the handler
 // returns. A Handler that returns an error wrapping ErrPermanent (see
 // Permanent) has its task dead-lettered at once; any other error is retried
@@ -61,7 +61,7 @@ type Counts struct {
 	// failed.
 	Requeued int64
 	// Cancelled tasks were stopped or dropped because a cancel was
-	// requested for them (Queue.Cancel); not counted in Failed.
+	// requested for them (Admin.Cancel); not counted in Failed.
 	Cancelled int64
 	// LeaseLost tasks were stopped because their lease was lost.
 	LeaseLost int64
@@ -301,7 +301,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // Tasks leased by other workers do not keep it: if one of them fails, its
 // retry is for whichever worker is still running.
 func (w *Worker) drained() bool {
-	st, err := w.q.Stats(context.Background())
+	st, err := w.q.Admin().Stats(context.Background())
 	if err != nil {
 		w.log.Debug("stats unavailable; treating the empty receive as an empty queue", "error", err)
 		return true
@@ -331,7 +331,7 @@ func (w *Worker) statusLoop(stop <-chan struct{}) {
 			c := w.Counts()
 			attrs := []any{"done", c.Done, "failed", c.Failed, "dead_lettered", c.DeadLettered,
 				"rate_per_min", fmt.Sprintf("%.1f", float64(c.Done+c.Failed)/time.Since(w.started).Minutes())}
-			if n, err := w.q.Size(context.Background()); err == nil {
+			if n, err := w.q.Admin().Size(context.Background()); err == nil {
 				attrs = append([]any{"queue_size", n}, attrs...)
 			}
 			w.log.Info("status", attrs...)

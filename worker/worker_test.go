@@ -62,7 +62,7 @@ func TestRunDrainsAndExits(t *testing.T) {
 	if ran.Load() != 5 || w.Counts().Done != 5 {
 		t.Fatalf("ran %d, done %d; want 5", ran.Load(), w.Counts().Done)
 	}
-	if n, _ := q.Size(context.Background()); n != 0 {
+	if n, _ := q.Admin().Size(context.Background()); n != 0 {
 		t.Fatalf("queue size %d after the run; want 0", n)
 	}
 	if w.EndReason() != "queue empty" {
@@ -86,7 +86,7 @@ func TestFailureRetriesThenDeadLetters(t *testing.T) {
 	if ran.Load() != 3 {
 		t.Fatalf("ran %d times; want 3 (1 + 2 retries)", ran.Load())
 	}
-	dead, err := q.DeadLetters().List(context.Background(), 10)
+	dead, err := q.Admin().DeadLetters(context.Background(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestStopRequeuesRunningTask(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	st, err := q.Stats(context.Background())
+	st, err := q.Admin().Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestDrainFinishesRunningTask(t *testing.T) {
 	if c := w.Counts(); c.Done != 1 {
 		t.Fatalf("done %d; want 1 (the running task, and no other)", c.Done)
 	}
-	if n, _ := q.Size(context.Background()); n != 1 {
+	if n, _ := q.Admin().Size(context.Background()); n != 1 {
 		t.Fatalf("queue size %d; want 1 left", n)
 	}
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // connectionString returns the connection string to use and where it came
@@ -69,8 +70,8 @@ func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azque
 		}
 		svc, err := azqueue.NewServiceClientFromConnectionString(cs, opts)
 		if err != nil {
-			return nil, "", nil, driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, jobq.Redact(cs))
+			return nil, "", nil, driver.Errorf(errcode.InvalidArgument,
+				"the connection string from %s is malformed (%s): expected AccountName=...;AccountKey=... or a QueueEndpoint with a SharedAccessSignature", from, redact.String(cs))
 		}
 		where = serviceAccount(svc.URL())
 		if c.account != "" && where != "" && c.account != where {
@@ -80,11 +81,11 @@ func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azque
 		return svc, where, fromConnectionString(cs), nil
 	}
 	if c.account == "" && c.endpoint == "" {
-		return nil, "", nil, driver.Errorf(driver.InvalidArgument,
+		return nil, "", nil, driver.Errorf(errcode.InvalidArgument,
 			"no storage account: use azqueue://ACCOUNT/QUEUE, or give a connection string with --conn-str, $%s or $%s", EnvConnectionString, EnvAzureConnectionString)
 	}
 	if c.account != "" && !accountName.MatchString(c.account) {
-		return nil, "", nil, driver.Errorf(driver.InvalidArgument,
+		return nil, "", nil, driver.Errorf(errcode.InvalidArgument,
 			"invalid storage account name %q: it is 3 to 24 lowercase letters and digits", c.account)
 	}
 	serviceURL := c.endpoint
@@ -95,14 +96,14 @@ func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azque
 	if cred == nil {
 		cred, err = defaultCredential(log, azidentity.DefaultAzureCredentialOptions{})
 		if err != nil {
-			return nil, "", nil, driver.Errorf(driver.PermissionDenied,
+			return nil, "", nil, driver.Errorf(errcode.PermissionDenied,
 				"no Azure credential available for account %s: %w (give a connection string with --conn-str or $%s, or sign in with `az login`, or run with a managed identity)",
 				c.account, err, EnvConnectionString)
 		}
 	}
 	svc, err = azqueue.NewServiceClient(serviceURL, cred, opts)
 	if err != nil {
-		return nil, "", nil, driver.Errorf(driver.InvalidArgument, "cannot use queue service %s: %w", serviceURL, err)
+		return nil, "", nil, driver.Errorf(errcode.InvalidArgument, "cannot use queue service %s: %w", serviceURL, err)
 	}
 	where = c.account
 	if where == "" {
@@ -154,10 +155,10 @@ func checkAccountKey(cs, from string) error {
 		v = strings.TrimSpace(v)
 		switch _, err := base64.StdEncoding.DecodeString(v); {
 		case v == "":
-			return driver.Errorf(driver.InvalidArgument,
+			return driver.Errorf(errcode.InvalidArgument,
 				"the AccountKey in the connection string from %s is empty: copy the account's key again (Azure portal, storage account, Access keys; or `az storage account keys list`)", from)
 		case err != nil:
-			return driver.Errorf(driver.InvalidArgument,
+			return driver.Errorf(errcode.InvalidArgument,
 				"the AccountKey in the connection string from %s is not valid base64 (%d characters): it was probably cut or altered when copied; copy the account's key again (Azure portal, storage account, Access keys; or `az storage account keys list`)",
 				from, len(v))
 		}

@@ -12,6 +12,7 @@ import (
 
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestSASConnectionString: a connection string with a SAS token works, and
@@ -64,7 +65,7 @@ func TestSASConnectionString(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = d.Push(t.Context(), []*driver.Message{{ID: "t", Body: []byte(`{"x": 1}`)}})
-	if driver.CodeOf(err) != driver.NotFound {
+	if errcode.Of(err) != errcode.NotFound {
 		t.Fatalf("push to a deleted queue: %v, want NotFound", err)
 	}
 	if sig := qp.Signature(); strings.Contains(err.Error(), sig) || strings.Contains(err.Error(), url.QueryEscape(sig)) || strings.Contains(err.Error(), "sig=") {
@@ -86,7 +87,7 @@ func TestConnectionStringErrors(t *testing.T) {
 		opener := &azq.URLOpener{ConnectionString: c.conn}
 		u, _ := url.Parse("azqueue://acct/queue1")
 		_, err := opener.Open(t.Context(), u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
-		if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), c.want) {
+		if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("open with %q: %v, want InvalidArgument mentioning %q", c.conn, err, c.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "secretsecret") {

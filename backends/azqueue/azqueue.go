@@ -46,7 +46,7 @@
 //
 // # Result records
 //
-// Result records (Queue.Result, Queue.Wait, Queue.Cancel) are blobs in a
+// Result records (Queue.Result, Queue.Wait, Admin.Cancel) are blobs in a
 // container of the queue's storage account, QUEUE-results unless results=
 // names another, created on first use; the credentials must allow Blob
 // Storage too. Storage Queue cannot delete a message by task ID, so a
@@ -74,6 +74,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/blobresults"
 )
 
@@ -125,7 +126,11 @@ const DevelopmentConnectionString = "DefaultEndpointsProtocol=http;AccountName=d
 // the open options (the CLI's --conn-str) takes precedence.
 var DefaultOpener = &URLOpener{}
 
-func init() { jobq.Register(Scheme, DefaultOpener) }
+func init() {
+	if err := jobq.Register(Scheme, DefaultOpener); err != nil {
+		panic(err)
+	}
+}
 
 // URLOpener opens azqueue:// URLs. The zero value reads credentials from the
 // environment (see the package documentation).
@@ -202,7 +207,7 @@ type Options struct {
 	ResultsContainer string
 	// Results is the client of the result records' container, which the
 	// program built with its own credentials. New needs it for results
-	// (without it, Queue.Result and Queue.Cancel fail with Unimplemented);
+	// (without it, Queue.Result and Admin.Cancel fail with Unimplemented);
 	// for NewFromCredential it replaces ResultsContainer.
 	Results *container.Client
 	// Logger receives the driver's warnings and debug logs. Default
@@ -243,15 +248,15 @@ func (o Options) config() (config, error) {
 	}
 	switch {
 	case c.pollMin < 0:
-		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.PollMin=%v must be positive", c.pollMin)
+		return c, driver.Errorf(errcode.InvalidArgument, "azqueue: Options.PollMin=%v must be positive", c.pollMin)
 	case c.pollMax < c.pollMin:
-		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.PollMax=%v is shorter than PollMin=%v", c.pollMax, c.pollMin)
+		return c, driver.Errorf(errcode.InvalidArgument, "azqueue: Options.PollMax=%v is shorter than PollMin=%v", c.pollMax, c.pollMin)
 	case c.retryDelay < 0:
-		return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.RetryDelay=%v must be positive", c.retryDelay)
+		return c, driver.Errorf(errcode.InvalidArgument, "azqueue: Options.RetryDelay=%v must be positive", c.retryDelay)
 	}
 	if c.results != "" {
 		if err := blobresults.CheckContainerName(c.results); err != nil {
-			return c, driver.Errorf(driver.InvalidArgument, "azqueue: Options.ResultsContainer: %w", err)
+			return c, driver.Errorf(errcode.InvalidArgument, "azqueue: Options.ResultsContainer: %w", err)
 		}
 	}
 	return c, checkQueueName(c.queue)
@@ -273,11 +278,11 @@ func checkQueueName(q string) error {
 	maxName := 63 - len(FailedSuffix)
 	switch {
 	case q == "":
-		return driver.Errorf(driver.InvalidArgument, "no queue name: use azqueue://ACCOUNT/QUEUE, or set Options.Queue")
+		return driver.Errorf(errcode.InvalidArgument, "no queue name: use azqueue://ACCOUNT/QUEUE, or set Options.Queue")
 	case strings.Contains(q, "/"):
-		return driver.Errorf(driver.InvalidArgument, "queue name %q contains '/': use azqueue://ACCOUNT/QUEUE", q)
+		return driver.Errorf(errcode.InvalidArgument, "queue name %q contains '/': use azqueue://ACCOUNT/QUEUE", q)
 	case len(q) < 3 || len(q) > maxName || !queueName.MatchString(q):
-		return driver.Errorf(driver.InvalidArgument,
+		return driver.Errorf(errcode.InvalidArgument,
 			"invalid queue name %q: Azure queue names are 3 to 63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit, and jobq needs room for the %q suffix of the dead-letter queue (at most %d characters)",
 			q, FailedSuffix, maxName)
 	}
@@ -325,7 +330,7 @@ func parseURL(u *url.URL) (config, error) {
 func checkServiceURL(s string) error {
 	e, err := url.Parse(s)
 	if err != nil || (e.Scheme != "https" && e.Scheme != "http") || e.Host == "" || e.RawQuery != "" || e.User != nil {
-		return driver.Errorf(driver.InvalidArgument,
+		return driver.Errorf(errcode.InvalidArgument,
 			"azqueue: the service URL must be the queue service's, like https://ACCOUNT.queue.core.windows.net/, without credentials or query")
 	}
 	return nil
@@ -343,7 +348,7 @@ func checkServiceURL(s string) error {
 // gone is reported as a lost lease, so the task may run again (never lost).
 func New(ctx context.Context, svc *azqueue.ServiceClient, opts Options) (*Driver, error) {
 	if svc == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "azqueue.New: the ServiceClient is nil: build one with azqueue.NewServiceClient or azqueue.NewServiceClientFromConnectionString")
+		return nil, driver.Errorf(errcode.InvalidArgument, "azqueue.New: the ServiceClient is nil: build one with azqueue.NewServiceClient or azqueue.NewServiceClientFromConnectionString")
 	}
 	c, err := opts.config()
 	if err != nil {
@@ -358,7 +363,7 @@ func New(ctx context.Context, svc *azqueue.ServiceClient, opts Options) (*Driver
 // opts.RetryDelay set the client's retry policy.
 func NewFromCredential(ctx context.Context, serviceURL string, cred azcore.TokenCredential, opts Options) (*Driver, error) {
 	if cred == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "azqueue.NewFromCredential: the credential is nil: pass one such as azidentity.NewDefaultAzureCredential's")
+		return nil, driver.Errorf(errcode.InvalidArgument, "azqueue.NewFromCredential: the credential is nil: pass one such as azidentity.NewDefaultAzureCredential's")
 	}
 	if err := checkServiceURL(serviceURL); err != nil {
 		return nil, err
@@ -369,7 +374,7 @@ func NewFromCredential(ctx context.Context, serviceURL string, cred azcore.Token
 	}
 	svc, err := azqueue.NewServiceClient(serviceURL, cred, clientOptions(c))
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "azqueue: cannot use queue service %s: %w", serviceURL, err)
+		return nil, driver.Errorf(errcode.InvalidArgument, "azqueue: cannot use queue service %s: %w", serviceURL, err)
 	}
 	return open(ctx, c, svc, serviceAccount(serviceURL), opts.logger(), opts.Results, fromCredential(serviceURL, cred))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // deadScanLease is how long a dead letter stays hidden while a scan looks at
@@ -35,7 +36,7 @@ func (q *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		}
 		defer c.mu.Unlock()
 		if r.Lease.Private == nil {
-			return driver.Errorf(driver.InvalidArgument, "dead-letter message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
+			return driver.Errorf(errcode.InvalidArgument, "dead-letter message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
 		}
 		body, kept := deadBody(decodeText(c.text), deadInfo{
 			Reason:        r.Reason,
@@ -58,7 +59,7 @@ func (q *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 			return nil
 		}
 		if ambiguous || queueerror.HasCode(err, queueerror.MessageNotFound) {
-			if ambiguous && errorCode(err) == driver.LockLost {
+			if ambiguous && errorCode(err) == errcode.LockLost {
 				// The unanswered attempt most likely deleted the original.
 				c.settled = true
 				return nil
@@ -84,9 +85,9 @@ func (q *Driver) sendDead(ctx context.Context, text string) (id, receipt string,
 			return deref(m.MessageID), deref(m.PopReceipt), nil
 		}
 		if err == nil {
-			return "", "", driver.Errorf(driver.Internal, "dead-letter to %s%s: the service returned no message", q.name, FailedSuffix)
+			return "", "", driver.Errorf(errcode.Internal, "dead-letter to %s%s: the service returned no message", q.name, FailedSuffix)
 		}
-		if attempt == 0 && errorCode(err) == driver.NotFound {
+		if attempt == 0 && errorCode(err) == errcode.NotFound {
 			if cerr := q.createQueue(ctx, q.failed); cerr != nil {
 				return "", "", cerr
 			}
@@ -127,7 +128,7 @@ func (q *Driver) ListDead(ctx context.Context, n int) ([]*driver.DeadMessage, er
 	}
 	if n <= MaxBatch {
 		ms, err := peek(ctx, q.failed, n)
-		if errorCode(err) == driver.NotFound {
+		if errorCode(err) == errcode.NotFound {
 			return nil, nil
 		}
 		if err != nil {
@@ -214,7 +215,7 @@ func (q *Driver) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessa
 			NumberOfMessages:  to.Ptr(int32(MaxBatch)),
 			VisibilityTimeout: to.Ptr(seconds(deadScanLease)),
 		})
-		if errorCode(err) == driver.NotFound {
+		if errorCode(err) == errcode.NotFound {
 			return nil
 		}
 		if err != nil {
@@ -280,7 +281,7 @@ func (q *Driver) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d 
 func (q *Driver) deleteDead(ctx context.Context, m *azqueue.DequeuedMessage) error {
 	ctx, out := track(ctx)
 	_, err := q.failed.DeleteMessage(ctx, deref(m.MessageID), deref(m.PopReceipt), nil)
-	if err != nil && out.ambiguous.Load() && errorCode(err) == driver.LockLost {
+	if err != nil && out.ambiguous.Load() && errorCode(err) == errcode.LockLost {
 		return nil
 	}
 	return err

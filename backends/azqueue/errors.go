@@ -11,57 +11,58 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // errorCode classifies an error from the SDK or from this driver.
-func errorCode(err error) driver.Code {
-	if c := driver.CodeOf(err); c != driver.Unknown {
+func errorCode(err error) errcode.Code {
+	if c := errcode.Of(err); c != errcode.Unknown {
 		return c
 	}
 	switch {
 	case queueerror.HasCode(err, queueerror.PopReceiptMismatch, queueerror.MessageNotFound):
-		return driver.LockLost
+		return errcode.LockLost
 	case queueerror.HasCode(err, queueerror.QueueNotFound, queueerror.ResourceNotFound):
-		return driver.NotFound
+		return errcode.NotFound
 	case queueerror.HasCode(err, queueerror.MessageTooLarge, queueerror.RequestBodyTooLarge):
-		return driver.TooLarge
+		return errcode.TooLarge
 	case queueerror.HasCode(err, queueerror.QueueAlreadyExists):
-		return driver.AlreadyExists
+		return errcode.AlreadyExists
 	case queueerror.HasCode(err, queueerror.ServerBusy):
-		return driver.ResourceExhausted
+		return errcode.ResourceExhausted
 	case queueerror.HasCode(err, queueerror.OperationTimedOut, queueerror.InternalError, queueerror.QueueBeingDeleted):
-		return driver.Unavailable
+		return errcode.Unavailable
 	case queueerror.HasCode(err, queueerror.AuthenticationFailed, queueerror.AuthorizationFailure,
 		queueerror.AuthorizationPermissionMismatch, queueerror.InsufficientAccountPermissions,
 		queueerror.AccountIsDisabled, queueerror.AuthorizationSourceIPMismatch):
-		return driver.PermissionDenied
+		return errcode.PermissionDenied
 	case queueerror.HasCode(err, queueerror.InvalidQueryParameterValue, queueerror.InvalidXMLDocument,
 		queueerror.InvalidResourceName, queueerror.OutOfRangeInput, queueerror.OutOfRangeQueryParameterValue):
-		return driver.InvalidArgument
+		return errcode.InvalidArgument
 	}
 	var authErr *azidentity.AuthenticationFailedError
 	if errors.As(err, &authErr) {
-		return driver.PermissionDenied
+		return errcode.PermissionDenied
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		switch re.StatusCode {
 		case http.StatusConflict:
-			return driver.FailedPrecondition
+			return errcode.FailedPrecondition
 		case http.StatusRequestEntityTooLarge:
-			return driver.TooLarge
+			return errcode.TooLarge
 		case http.StatusBadRequest:
-			return driver.InvalidArgument
+			return errcode.InvalidArgument
 		}
-		if c := driver.CodeOfHTTPStatus(re.StatusCode); c != driver.Unknown {
+		if c := driver.CodeOfHTTPStatus(re.StatusCode); c != errcode.Unknown {
 			return c
 		}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return driver.Unavailable
+		return errcode.Unavailable
 	}
-	return driver.Unknown
+	return errcode.Unknown
 }
 
 // wrap turns an SDK error into a *driver.Error whose message says what was
@@ -75,9 +76,9 @@ func wrap(err error, format string, args ...any) error {
 	code := errorCode(err)
 	msg := fmt.Sprintf(format, args...)
 	switch code {
-	case driver.PermissionDenied:
+	case errcode.PermissionDenied:
 		msg += " (permission denied: check the connection string, or give the identity the \"Storage Queue Data Contributor\" role on the account)"
-	case driver.ResourceExhausted:
+	case errcode.ResourceExhausted:
 		msg += " (the storage account is throttling requests; retries were exhausted)"
 	}
 	detail := err.Error()
@@ -91,5 +92,5 @@ func wrap(err error, format string, args ...any) error {
 
 // lockLost is the error for a lease that is no longer held.
 func lockLost(messageID, why string) error {
-	return &driver.Error{Code: driver.LockLost, Msg: fmt.Sprintf("lease on message %s lost: %s", messageID, why)}
+	return &driver.Error{Code: errcode.LockLost, Msg: fmt.Sprintf("lease on message %s lost: %s", messageID, why)}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jobq/jobq"
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/faultproxy"
 )
 
@@ -29,7 +30,11 @@ import (
 // fault proxy: faultScheme://devstoreaccount1/QUEUE?via=PORT[&...].
 const faultScheme = "azqfault"
 
-func init() { jobq.Register(faultScheme, viaProxy{}) }
+func init() {
+	if err := jobq.Register(faultScheme, viaProxy{}); err != nil {
+		panic(err)
+	}
+}
 
 // viaProxy opens azqueue URLs with a connection string that points at the
 // proxy named by the URL's via parameter.
@@ -160,7 +165,7 @@ func TestRenewUnanswered(t *testing.T) {
 			}
 			// Its pop receipt is unknown now: completing cannot work, and
 			// says so; the message is delivered again.
-			if errs := d.Complete(t.Context(), []driver.Lease{lease}); errs == nil || driver.CodeOf(errs[0]) != driver.LockLost {
+			if errs := d.Complete(t.Context(), []driver.Lease{lease}); errs == nil || errcode.Of(errs[0]) != errcode.LockLost {
 				t.Errorf("complete after the unanswered renewal: %v, want LockLost", errs)
 			}
 			recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 15 * time.Second})
@@ -182,7 +187,7 @@ func TestRenewFailedUnanswered(t *testing.T) {
 	d := openFaulty(t, viaURL(t, p, raw, "retries=0"))
 	rec := pushAndReceive(t, d, 2*time.Second)
 	p.Add(faultproxy.Rule{Match: onMessages(http.MethodPut, name), Fault: faultproxy.TimeoutAfter, Times: 1})
-	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); driver.CodeOf(err) != driver.Unavailable {
+	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); errcode.Of(err) != errcode.Unavailable {
 		t.Fatalf("renew answered 500 OperationTimedOut without retries: %v, want Unavailable", err)
 	}
 	if _, err := d.Renew(t.Context(), rec.Lease, 2*time.Second); err != nil {
@@ -284,7 +289,7 @@ func TestStashKeptWhenPushUnanswered(t *testing.T) {
 			if p.Injected(fault) != 1 {
 				t.Fatalf("the fault was not injected")
 			}
-			if err == nil || jobq.ErrorCode(err) == jobq.InvalidArgument || jobq.ErrorCode(err) == jobq.ResourceExhausted {
+			if err == nil || errcode.Of(err) == errcode.InvalidArgument || errcode.Of(err) == errcode.ResourceExhausted {
 				t.Fatalf("push whose answer was lost, without retries: %v, want an error of unknown outcome", err)
 			}
 			if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {

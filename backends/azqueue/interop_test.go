@@ -81,10 +81,10 @@ func TestInteropWorkerRunsAi4sJobqMessages(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q (the task did not run)", filepath.Base(file), got, err, want)
 		}
 	}
-	if n, err := q.Size(t.Context()); err != nil || n != 0 {
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 0 {
 		t.Errorf("queue size after the worker = %d, %v; want 0", n, err)
 	}
-	dead, err := q.DeadLetters().List(t.Context(), 10)
+	dead, err := q.Admin().DeadLetters(t.Context(), 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("dead letters = %d, %v; want the failing task", len(dead), err)
 	}

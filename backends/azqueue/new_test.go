@@ -14,9 +14,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/jobq/jobq"
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // freshName returns a queue name for this test and deletes the queue and
@@ -99,7 +99,7 @@ func TestNewNoCreate(t *testing.T) {
 	}
 	defer d.Close()
 	_, err = d.Push(ctx, []*driver.Message{{ID: "a", Body: []byte("{}")}})
-	if driver.CodeOf(err) != driver.NotFound {
+	if errcode.Of(err) != errcode.NotFound {
 		t.Errorf("push to a queue NoCreate did not create: %v, want NotFound", err)
 	}
 }
@@ -149,8 +149,8 @@ func TestNewRejectsBadArguments(t *testing.T) {
 				d.Close()
 				t.Fatal("no error")
 			}
-			if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v (code %v), want InvalidArgument mentioning %q", err, jobq.ErrorCode(err), tc.want)
+			if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v (code %v), want InvalidArgument mentioning %q", err, errcode.Of(err), tc.want)
 			}
 		})
 	}

@@ -68,7 +68,7 @@ func TestNoLossUnderFaults(t *testing.T) {
 	}
 	defer q.Close()
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Policies().Set(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -148,7 +148,7 @@ func TestNoLossUnderFaults(t *testing.T) {
 	// its lease), or completed.
 	p.Clear()
 	dead := map[string]int{}
-	letters, err := q.DeadLetters().List(t.Context(), 10*n)
+	letters, err := q.Admin().DeadLetters(t.Context(), 10*n)
 	if err != nil {
 		t.Fatal(err)
 	}

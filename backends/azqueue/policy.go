@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Queue policies (docs/policies.md) live in the main queue's metadata, under
@@ -73,11 +74,11 @@ func (q *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	if !utf8.ValidString(p.Key) {
 		// The stored form is JSON text, which would turn the invalid bytes
 		// into U+FFFD: the policy would then govern another key.
-		return driver.Errorf(driver.InvalidArgument,
+		return driver.Errorf(errcode.InvalidArgument,
 			"policy key %q is not valid UTF-8: Azure Storage Queue keeps policies as text in the queue's metadata, which cannot hold it unchanged; use a UTF-8 key (the same one the tasks carry)", p.Key)
 	}
 	if p.Kind == driver.MaxDepthPolicy {
-		return driver.Errorf(driver.Unimplemented, "azqueue: Storage Queue cannot bound its depth: its message count is approximate and a push cannot be made conditional on it; use a backend with max-depth (sqlite, postgres, redis), or limit producers yourself")
+		return driver.Errorf(errcode.Unimplemented, "azqueue: Storage Queue cannot bound its depth: its message count is approximate and a push cannot be made conditional on it; use a backend with max-depth (sqlite, postgres, redis), or limit producers yourself")
 	}
 	meta, pols, err := q.readPolicies(ctx)
 	if err != nil {

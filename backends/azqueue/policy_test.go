@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestPolicyKeyInvalidUTF8: a key that is not valid UTF-8 would come back
@@ -22,7 +23,7 @@ func TestPolicyKeyInvalidUTF8(t *testing.T) {
 		t.Fatal("the azqueue driver is not a PolicyStore")
 	}
 	err = ps.SetPolicy(t.Context(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu\xff", Limit: 2})
-	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "not valid UTF-8") {
+	if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "not valid UTF-8") {
 		t.Errorf("set a policy with key \"gpu\\xff\": %v, want InvalidArgument saying the key is not valid UTF-8", err)
 	}
 	pols, err := ps.ListPolicies(t.Context())

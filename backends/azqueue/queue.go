@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/blobresults"
 )
 
@@ -127,7 +128,7 @@ func seconds(d time.Duration) int32 {
 
 func (q *Driver) check() error {
 	if q.closed.Load() {
-		return driver.Errorf(driver.FailedPrecondition, "queue %s is closed", q.name)
+		return driver.Errorf(errcode.FailedPrecondition, "queue %s is closed", q.name)
 	}
 	return nil
 }
@@ -150,7 +151,7 @@ func (q *Driver) createQueue(ctx context.Context, c *azqueue.QueueClient) error 
 	switch {
 	case err == nil, queueerror.HasCode(err, queueerror.QueueAlreadyExists):
 		return nil
-	case errorCode(err) == driver.PermissionDenied:
+	case errorCode(err) == errcode.PermissionDenied:
 		// An identity may be allowed to use queues but not create them;
 		// the queue may exist, and a later call says clearly if not.
 		q.log.Debug("azqueue: not allowed to create the queue; assuming it exists", "queue", queueNameOf(c), "error", err)
@@ -218,7 +219,7 @@ func (q *Driver) push(ctx context.Context, m *driver.Message) (id string, resent
 		delay = time.Until(m.NotBefore)
 	}
 	if delay > MaxVisibility {
-		return "", false, driver.Errorf(driver.InvalidArgument,
+		return "", false, driver.Errorf(errcode.InvalidArgument,
 			"task %s is scheduled %v ahead; Azure Storage Queue can delay a message by at most 7 days", m.ID, delay.Round(time.Second))
 	}
 	ctx, out := track(ctx)
@@ -236,14 +237,14 @@ func (q *Driver) push(ctx context.Context, m *driver.Message) (id string, resent
 		return "", false, werr
 	}
 	if len(resp.Messages) == 0 || resp.Messages[0].MessageID == nil {
-		return "", false, &driver.Error{Code: driver.Internal, Applied: driver.MaybeApplied,
+		return "", false, &driver.Error{Code: errcode.Internal, Applied: driver.MaybeApplied,
 			Msg: fmt.Sprintf("push task %s to %s: the service returned no message ID", m.ID, q.name)}
 	}
 	return *resp.Messages[0].MessageID, ambiguous, nil
 }
 
 func tooLarge(id string, n int) error {
-	return driver.Errorf(driver.TooLarge,
+	return driver.Errorf(errcode.TooLarge,
 		"task %s is %d bytes as Azure Storage Queue message text, over the limit of %d bytes (64 KiB); configure a stash for large payloads (--stash, $JOBQ_STASH or stash= in the queue URL)",
 		id, n, MaxMessageBytes)
 }
@@ -261,7 +262,7 @@ func (q *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		return nil, err
 	}
 	if p.Visibility > MaxVisibility {
-		return nil, driver.Errorf(driver.InvalidArgument, "visibility timeout %v exceeds Azure Storage Queue's maximum of 7 days", p.Visibility)
+		return nil, driver.Errorf(errcode.InvalidArgument, "visibility timeout %v exceeds Azure Storage Queue's maximum of 7 days", p.Visibility)
 	}
 	deadline := time.Now().Add(p.Wait)
 	for {
@@ -397,11 +398,11 @@ func (q *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duratio
 		return driver.Lease{}, err
 	}
 	if vis > MaxVisibility {
-		return driver.Lease{}, driver.Errorf(driver.InvalidArgument, "visibility timeout %v exceeds Azure Storage Queue's maximum of 7 days", vis)
+		return driver.Lease{}, driver.Errorf(errcode.InvalidArgument, "visibility timeout %v exceeds Azure Storage Queue's maximum of 7 days", vis)
 	}
 	if lease.Private == nil {
 		// Update Message rewrites the text, which only a real claim knows.
-		return driver.Lease{}, driver.Errorf(driver.InvalidArgument, "renew message %s: the lease did not come from this driver's Receive, so its text is unknown", lease.MessageID)
+		return driver.Lease{}, driver.Errorf(errcode.InvalidArgument, "renew message %s: the lease did not come from this driver's Receive, so its text is unknown", lease.MessageID)
 	}
 	c := claimOf(lease)
 	c.mu.Lock()
@@ -410,7 +411,7 @@ func (q *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duratio
 	if stale {
 		// Not LockLost: the service still holds the message for this
 		// receiver until the lease ends, and the task may go on until then.
-		return driver.Lease{}, driver.Errorf(driver.FailedPrecondition,
+		return driver.Lease{}, driver.Errorf(errcode.FailedPrecondition,
 			"renew message %s: an earlier renewal's response was lost, so its new pop receipt is unknown and the lease cannot be extended; it ends at %s",
 			c.messageID, c.expiry.Format(time.RFC3339Nano))
 	}
@@ -424,7 +425,7 @@ func (q *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duratio
 	d := time.Duration(secs) * time.Second
 	switch {
 	case err == nil:
-	case (ambiguous || c.doubt) && errorCode(err) == driver.LockLost:
+	case (ambiguous || c.doubt) && errorCode(err) == errcode.LockLost:
 		// An attempt (of this renewal, or of one that failed before it)
 		// went unanswered, and now the receipt has changed: most likely
 		// that attempt was applied, and the message is hidden for us with
@@ -478,7 +479,7 @@ func (q *Driver) deleteClaim(ctx context.Context, c *claim, what string) error {
 	ambiguous, err := q.deleteMessage(ctx, c)
 	switch {
 	case err == nil:
-	case ambiguous && errorCode(err) == driver.LockLost:
+	case ambiguous && errorCode(err) == errcode.LockLost:
 		// An unanswered attempt most likely deleted the message, and the
 		// retry found it gone. (Were it another receiver's now, it would
 		// run there: nothing is lost either way.)
@@ -504,9 +505,9 @@ func (q *Driver) deleteMessage(ctx context.Context, c *claim) (ambiguous bool, e
 // err: LockLost (c then counts as settled) when the service no longer knows
 // the receipt or the message, else err wrapped with what was being done.
 func (q *Driver) claimFailed(c *claim, err error, what string) error {
-	if code := errorCode(err); code == driver.LockLost || code == driver.NotFound {
+	if code := errorCode(err); code == errcode.LockLost || code == errcode.NotFound {
 		c.settled = true
-		return &driver.Error{Code: driver.LockLost, Err: err,
+		return &driver.Error{Code: errcode.LockLost, Err: err,
 			Msg: fmt.Sprintf("lease on message %s lost: another receiver holds it or it was deleted (HTTP %s)", c.messageID, statusOf(err))}
 	}
 	return wrap(err, "%s message %s in %s", what, c.messageID, q.name)
@@ -521,7 +522,7 @@ func (q *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 	return collapse(parallel(ctx, len(reqs), false, func(ctx context.Context, i int) error {
 		r := reqs[i]
 		if r.Delay > MaxVisibility {
-			return driver.Errorf(driver.InvalidArgument, "requeue delay %v exceeds Azure Storage Queue's maximum of 7 days", r.Delay)
+			return driver.Errorf(errcode.InvalidArgument, "requeue delay %v exceeds Azure Storage Queue's maximum of 7 days", r.Delay)
 		}
 		c := claimOf(r.Lease)
 		if err := c.use(); err != nil {
@@ -535,10 +536,10 @@ func (q *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 				return tooLarge(c.messageID, len(text))
 			}
 		} else if r.Lease.Private == nil {
-			return driver.Errorf(driver.InvalidArgument, "requeue message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
+			return driver.Errorf(errcode.InvalidArgument, "requeue message %s: the lease did not come from this driver's Receive, so its text is unknown", c.messageID)
 		}
 		ambiguous, err := q.update(ctx, c, text, seconds(r.Delay))
-		if err != nil && !(ambiguous && errorCode(err) == driver.LockLost) {
+		if err != nil && !(ambiguous && errorCode(err) == errcode.LockLost) {
 			return q.claimFailed(c, err, "requeue")
 		}
 		// After an unanswered attempt, a lost lease most likely means that
@@ -594,7 +595,7 @@ func (q *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 		return driver.Stats{}, wrap(err, "count messages in %s", q.name)
 	}
 	dead, err := approximateCount(ctx, q.failed)
-	if err != nil && errorCode(err) != driver.NotFound {
+	if err != nil && errorCode(err) != errcode.NotFound {
 		return driver.Stats{}, wrap(err, "count dead letters in %s%s", q.name, FailedSuffix)
 	}
 	return driver.Stats{Ready: ready, Dead: dead, Known: driver.KnownCounts{Ready: true, Dead: true}}, nil
@@ -622,7 +623,7 @@ func (q *Driver) Clear(ctx context.Context) (int64, error) {
 }
 
 // ErrorCode implements driver.Driver.
-func (q *Driver) ErrorCode(err error) driver.Code { return errorCode(err) }
+func (q *Driver) ErrorCode(err error) errcode.Code { return errorCode(err) }
 
 // As implements driver.Driver: **azqueue.QueueClient is the main queue's
 // client, *DeadLetterQueue the dead-letter queue's.
@@ -642,7 +643,7 @@ func (q *Driver) As(target any) bool {
 // pooled HTTP connections.
 func (q *Driver) Close() error {
 	if q.closed.Swap(true) {
-		return driver.Errorf(driver.FailedPrecondition, "queue %s is already closed", q.name)
+		return driver.Errorf(errcode.FailedPrecondition, "queue %s is already closed", q.name)
 	}
 	return nil
 }
@@ -665,7 +666,7 @@ func parallel(ctx context.Context, n int, stopOnError bool, fn func(context.Cont
 		sem <- struct{}{}
 		if stopOnError && failed.Load() {
 			<-sem
-			errs[i] = &driver.Error{Code: driver.Canceled, Applied: driver.NotApplied, Msg: "not attempted after an earlier message in the batch failed"}
+			errs[i] = &driver.Error{Code: errcode.Canceled, Applied: driver.NotApplied, Msg: "not attempted after an earlier message in the batch failed"}
 			continue
 		}
 		wg.Add(1)

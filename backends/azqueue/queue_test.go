@@ -12,7 +12,10 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/wire"
 )
 
 // These tests check the driver's mapping onto Storage Queue directly, with
@@ -36,7 +39,7 @@ func TestPushStoresPlainTextNeverExpiring(t *testing.T) {
 	if _, err := q.Push(t.Context(), task); err != nil {
 		t.Fatal(err)
 	}
-	want, err := jobq.MarshalTask(task)
+	want, err := wire.Marshal(task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func TestExpiredLeaseIsLockLost(t *testing.T) {
 	e := receive(t, q, time.Second)
 	time.Sleep(1200 * time.Millisecond)
 	// Nobody re-claimed it: Azure would accept the receipt, the fence does not.
-	if err := e.Complete(t.Context()); !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Complete(t.Context()); !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("complete after expiry: %v, want LockLost", err)
 	}
 	e2 := receive(t, q, time.Minute)
@@ -196,11 +199,11 @@ func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 	// PopReceiptMismatch must map to LockLost.
 	stale := driver.Lease{MessageID: first.Lease.MessageID, Token: first.Lease.Token, Expiry: time.Now().Add(time.Hour)}
 	errs := d.Complete(t.Context(), []driver.Lease{stale})
-	if len(errs) != 1 || driver.CodeOf(errs[0]) != driver.LockLost {
+	if len(errs) != 1 || errcode.Of(errs[0]) != errcode.LockLost {
 		t.Fatalf("complete with a re-claimed receipt: %v, want LockLost", errs)
 	}
 	// Renew rewrites the text, which a hand-made lease does not carry.
-	if _, err := d.Renew(t.Context(), stale, time.Minute); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, err := d.Renew(t.Context(), stale, time.Minute); errcode.Of(err) != errcode.InvalidArgument {
 		t.Errorf("renew with a hand-made lease: %v, want InvalidArgument", err)
 	}
 	if errs := d.Complete(t.Context(), []driver.Lease{again[0].Lease}); errs != nil {
@@ -212,7 +215,7 @@ func TestFailDecrementsRetriesInPlace(t *testing.T) {
 	t.Parallel()
 	q, _ := openQueue(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Policies().Set(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	task := &jobq.Task{Command: "false", NumRetries: 2}
@@ -222,7 +225,7 @@ func TestFailDecrementsRetriesInPlace(t *testing.T) {
 	e := receive(t, q, time.Minute)
 	// The worker records each attempt; on a queue ai4s-jobq may share, a v1
 	// task must stay v1 all the same (ai4s-jobq reads only v1).
-	e.RecordAttempt(jobq.Attempt{Outcome: jobq.OutcomeFailure, Detail: "exit 1"})
+	hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeFailure, Detail: "exit 1"})
 	res, err := e.Fail(t.Context(), errors.New("exit 1"), "")
 	if err != nil || !res.Retried || res.RetriesLeft != 1 {
 		t.Fatalf("fail: %+v, %v", res, err)
@@ -274,7 +277,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 	if _, err := q.Push(t.Context(), task); err != nil {
 		t.Fatal(err)
 	}
-	orig, _ := jobq.MarshalTask(task)
+	orig, _ := wire.Marshal(task)
 	e := receive(t, q, time.Minute)
 	detail := strings.Repeat("output line\n", 10)
 	if err := e.DeadLetter(t.Context(), "exit status 3", detail); err != nil {
@@ -290,7 +293,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 	if !strings.HasPrefix(text, string(orig[:len(orig)-1])) || !strings.Contains(text, `"error": "exit status 3"`) {
 		t.Errorf("dead letter text = %s, want the task JSON with an error key", text)
 	}
-	dead, err := q.DeadLetters().List(t.Context(), 10)
+	dead, err := q.Admin().DeadLetters(t.Context(), 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("list: %v, %d", err, len(dead))
 	}
@@ -302,7 +305,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 		t.Errorf("dead task = %+v, want ID %s", dl.Task, task.ID)
 	}
 	// Requeue by task ID: the original bytes go back.
-	n, err := q.DeadLetters().Requeue(t.Context(), task.ID)
+	n, err := q.Admin().RequeueDeadLetters(t.Context(), task.ID)
 	if err != nil || n != 1 {
 		t.Fatalf("requeue dead: %d, %v", n, err)
 	}
@@ -313,7 +316,7 @@ func TestDeadLetterKeepsTaskAndReason(t *testing.T) {
 	if got := *resp2.Messages[0].MessageText; got != string(orig) {
 		t.Errorf("requeued text = %s, want the original %s", got, orig)
 	}
-	if st, _ := q.Stats(t.Context()); st.Dead != 0 {
+	if st, _ := q.Admin().Stats(t.Context()); st.Dead != 0 {
 		t.Errorf("dead count after requeue = %d, want 0", st.Dead)
 	}
 }
@@ -326,13 +329,13 @@ func TestDeadLettersBeyondPeekLimit(t *testing.T) {
 	var ids []string
 	for i := range 40 {
 		task := shell("echo " + strings.Repeat("x", i))
-		body, _ := jobq.MarshalTask(task)
+		body, _ := wire.Marshal(task)
 		ids = append(ids, task.ID)
 		if _, err := dlq.EnqueueMessage(t.Context(), string(body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	all, err := q.DeadLetters().List(t.Context(), 100)
+	all, err := q.Admin().DeadLetters(t.Context(), 100)
 	if err != nil || len(all) != 40 {
 		t.Fatalf("list 100: %v, %d letters, want 40", err, len(all))
 	}
@@ -340,14 +343,14 @@ func TestDeadLettersBeyondPeekLimit(t *testing.T) {
 		t.Error("a letter without a recorded reason should say so")
 	}
 	// The scan made them visible again: a peek still sees them.
-	if again, err := q.DeadLetters().List(t.Context(), 5); err != nil || len(again) != 5 {
+	if again, err := q.Admin().DeadLetters(t.Context(), 5); err != nil || len(again) != 5 {
 		t.Fatalf("list 5 after the scan: %v, %d", err, len(again))
 	}
-	n, err := q.DeadLetters().Purge(t.Context(), ids[35], all[0].MessageID, "no-such-id")
+	n, err := q.Admin().PurgeDeadLetters(t.Context(), ids[35], all[0].MessageID, "no-such-id")
 	if err != nil || n != 2 {
 		t.Fatalf("purge two: %d, %v", n, err)
 	}
-	n, err = q.DeadLetters().Purge(t.Context())
+	n, err = q.Admin().PurgeDeadLetters(t.Context())
 	if err != nil || n != 38 {
 		t.Fatalf("purge all: %d, %v, want 38", n, err)
 	}
@@ -360,11 +363,11 @@ func TestStatsPeekClear(t *testing.T) {
 	if _, err := q.PushBatch(t.Context(), tasks, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := q.Stats(t.Context())
+	st, err := q.Admin().Stats(t.Context())
 	if err != nil || st.Ready != 3 || !st.Known.Ready || st.Known.InFlight {
 		t.Fatalf("stats = %+v, %v", st, err)
 	}
-	ps, err := q.Peek(t.Context(), 50)
+	ps, err := q.Admin().Peek(t.Context(), 50)
 	if err != nil || len(ps) != 3 {
 		t.Fatalf("peek: %v, %d", err, len(ps))
 	}
@@ -373,10 +376,10 @@ func TestStatsPeekClear(t *testing.T) {
 			t.Errorf("peeked %+v", p)
 		}
 	}
-	if n, err := q.Clear(t.Context()); err != nil || n != -1 {
+	if n, err := q.Admin().Clear(t.Context()); err != nil || n != -1 {
 		t.Fatalf("clear = %d, %v; want -1 (Azure does not count)", n, err)
 	}
-	if n, err := q.Size(t.Context()); err != nil || n != 0 {
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 0 {
 		t.Fatalf("size after clear = %d, %v", n, err)
 	}
 }
@@ -386,7 +389,7 @@ func TestTooLarge(t *testing.T) {
 	q, u := openQueue(t)
 	big := &jobq.Task{Command: "echo " + strings.Repeat("x", 70*1024)}
 	_, err := q.Push(t.Context(), big)
-	if !errors.Is(err, jobq.ErrTooLarge) {
+	if !errors.Is(err, errcode.TooLarge) {
 		t.Fatalf("push 70 KiB: %v, want TooLarge", err)
 	}
 	// The driver enforces the limit on the encoded text too (base64 grows
@@ -397,7 +400,7 @@ func TestTooLarge(t *testing.T) {
 	}
 	defer d.Close()
 	_, err = d.Push(t.Context(), []*driver.Message{{ID: "bin", Body: bytes.Repeat([]byte{0}, 50*1024)}})
-	if driver.CodeOf(err) != driver.TooLarge || !strings.Contains(err.Error(), "65536") {
+	if errcode.Of(err) != errcode.TooLarge || !strings.Contains(err.Error(), "65536") {
 		t.Fatalf("push 50 KiB binary: %v, want TooLarge naming the limit", err)
 	}
 }
@@ -416,7 +419,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := jobq.Open(t.Context(), c.url)
-		if !errors.Is(err, jobq.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, errcode.InvalidArgument) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("open %s: %v, want InvalidArgument mentioning %q", c.url, err, c.want)
 		}
 	}
@@ -438,7 +441,7 @@ func TestBareFormAndClosed(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Push(t.Context(), shell("y")); !errors.Is(err, jobq.ErrFailedPrecondition) {
+	if _, err := q.Push(t.Context(), shell("y")); !errors.Is(err, errcode.FailedPrecondition) {
 		t.Fatalf("push after close: %v, want FailedPrecondition", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/blobresults"
 )
 
@@ -59,7 +60,7 @@ func (c config) resultsName() string {
 func blobServiceURL(queueURL string) (string, error) {
 	u, err := url.Parse(queueURL)
 	if err != nil || u.Host == "" {
-		return "", driver.Errorf(driver.InvalidArgument, "queue service URL %q does not parse", queueURL)
+		return "", driver.Errorf(errcode.InvalidArgument, "queue service URL %q does not parse", queueURL)
 	}
 	u.RawQuery = ""
 	host, port, _ := net.SplitHostPort(u.Host)
@@ -69,7 +70,7 @@ func blobServiceURL(queueURL string) (string, error) {
 	case port == "10001":
 		u.Host = net.JoinHostPort(host, "10000")
 	default:
-		return "", driver.Errorf(driver.FailedPrecondition,
+		return "", driver.Errorf(errcode.FailedPrecondition,
 			"cannot tell the blob service of queue service %s (neither ACCOUNT.queue.HOST nor Azurite's port 10001)", u.Redacted())
 	}
 	return u.String(), nil
@@ -100,13 +101,13 @@ func fromConnectionString(cs string) resultsSource {
 		if !hasBlob && queueEP != "" {
 			blobEP, err := blobServiceURL(queueEP)
 			if err != nil {
-				return nil, driver.Errorf(driver.FailedPrecondition, "%v: add BlobEndpoint=... to the connection string", err)
+				return nil, driver.Errorf(errcode.FailedPrecondition, "%v: add BlobEndpoint=... to the connection string", err)
 			}
 			full = strings.TrimRight(cs, ";") + ";BlobEndpoint=" + blobEP
 		}
 		c, err := container.NewClientFromConnectionString(full, name, nil)
 		if err != nil {
-			return nil, driver.Errorf(driver.InvalidArgument, "the connection string does not serve Blob Storage for the result container %s", name)
+			return nil, driver.Errorf(errcode.InvalidArgument, "the connection string does not serve Blob Storage for the result container %s", name)
 		}
 		return c, nil
 	}
@@ -122,7 +123,7 @@ func fromCredential(queueURL string, cred azcore.TokenCredential) resultsSource 
 		}
 		c, err := container.NewClient(strings.TrimRight(blobURL, "/")+"/"+name, cred, nil)
 		if err != nil {
-			return nil, driver.Errorf(driver.InvalidArgument, "result container %s: %w", name, err)
+			return nil, driver.Errorf(errcode.InvalidArgument, "result container %s: %w", name, err)
 		}
 		return c, nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func resultRecord(id string, state driver.ResultState) *driver.ResultRecord {
@@ -76,7 +77,7 @@ func TestResultsParameterNamesTheContainer(t *testing.T) {
 	if _, err := c.NewBlobClient("t1").GetProperties(ctx, nil); err != nil {
 		t.Fatalf("the record is not in %s: %v", other, err)
 	}
-	if _, err := openDriver(ctx, u+"?results=Not_A_Container"); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, err := openDriver(ctx, u+"?results=Not_A_Container"); errcode.Of(err) != errcode.InvalidArgument {
 		t.Fatalf("bad results=: %v, want InvalidArgument", err)
 	}
 }
@@ -101,7 +102,7 @@ func TestNewWithoutResultsContainer(t *testing.T) {
 		t.Fatalf("Results %v, want unsupported", l)
 	}
 	_, err = d.GetResults(ctx, []string{"x"})
-	if driver.CodeOf(err) != driver.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
+	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
 		t.Fatalf("GetResults: %v, want Unimplemented naming Options.Results", err)
 	}
 	c, err := resultsContainer(name + azq.ResultsSuffix)

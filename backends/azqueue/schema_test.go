@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/wire"
 )
 
 // A priority (which Storage Queue ignores) and a delay (which it applies
@@ -25,7 +26,7 @@ func TestV2OnlyWhenItChangesHowTheTaskRuns(t *testing.T) {
 	defer q.Close()
 
 	plain := &jobq.Task{Command: "echo v1"}
-	wantID, err := jobq.TaskID(plain)
+	wantID, err := wire.TaskID(plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestV2OnlyWhenItChangesHowTheTaskRuns(t *testing.T) {
 		t.Errorf("%d warnings about v2 bodies; want 1 per queue:\n%s", n, logs.String())
 	}
 	time.Sleep(1100 * time.Millisecond) // the delayed task becomes visible
-	ps, err := q.Peek(t.Context(), 32)
+	ps, err := q.Admin().Peek(t.Context(), 32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // throttlingProxy forwards to the queue service but answers the first
@@ -66,10 +67,10 @@ func TestThrottlingIsRetried(t *testing.T) {
 		name     string
 		params   string
 		throttle int64
-		wantCode driver.Code // Unknown: the push succeeds
+		wantCode errcode.Code // Unknown: the push succeeds
 	}{
-		{"retried with backoff", "?retry_delay=10ms", 3, driver.Unknown},
-		{"retries exhausted", "?retries=1&retry_delay=10ms", 5, driver.ResourceExhausted},
+		{"retried with backoff", "?retry_delay=10ms", 3, errcode.Unknown},
+		{"retries exhausted", "?retries=1&retry_delay=10ms", 5, errcode.ResourceExhausted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -79,13 +80,13 @@ func TestThrottlingIsRetried(t *testing.T) {
 			start := time.Now()
 			_, err := d.Push(t.Context(), []*driver.Message{{ID: "t", Body: []byte(`{"x": 1}`)}})
 			switch {
-			case c.wantCode == driver.Unknown && err != nil:
+			case c.wantCode == errcode.Unknown && err != nil:
 				t.Fatalf("push through %d throttled responses: %v", c.throttle, err)
-			case c.wantCode != driver.Unknown && driver.CodeOf(err) != c.wantCode:
-				t.Fatalf("push: %v (code %v), want %v", err, driver.CodeOf(err), c.wantCode)
+			case c.wantCode != errcode.Unknown && errcode.Of(err) != c.wantCode:
+				t.Fatalf("push: %v (code %v), want %v", err, errcode.Of(err), c.wantCode)
 			}
 			t.Logf("%d throttled responses, %v", throttled.Load(), time.Since(start))
-			if c.wantCode == driver.Unknown && throttled.Load() != c.throttle {
+			if c.wantCode == errcode.Unknown && throttled.Load() != c.throttle {
 				t.Errorf("%d requests throttled, want %d", throttled.Load(), c.throttle)
 			}
 		})

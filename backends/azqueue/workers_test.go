@@ -10,6 +10,7 @@ import (
 
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestWorkersNeedTheResultContainer: a queue built by New without a result
@@ -31,7 +32,7 @@ func TestWorkersNeedTheResultContainer(t *testing.T) {
 		t.Fatalf("worker-registry declared %+v; want unsupported, naming Options.Results", s)
 	}
 	_, err = d.ListWorkers(ctx, time.Time{})
-	if driver.CodeOf(err) != driver.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
+	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
 		t.Fatalf("ListWorkers: %v, want Unimplemented naming Options.Results", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // These tests exercise the portable layer's capability logic one feature at
@@ -86,13 +87,13 @@ func use(t *testing.T, q *jobq.Queue, f driver.Feature) error {
 	case driver.DeadLetter:
 		return receive().DeadLetter(ctx, "reason", "")
 	case driver.Peek:
-		_, err := q.Peek(ctx, 1)
+		_, err := q.Admin().Peek(ctx, 1)
 		return err
 	case driver.InPlaceUpdate:
 		_, err := receive().Fail(ctx, errors.New("boom"), "")
 		return err
 	case driver.WorkerRegistry:
-		_, err := q.Workers(ctx, jobq.WorkersOptions{})
+		_, err := q.Admin().Workers(ctx, jobq.WorkersOptions{})
 		return err
 	}
 	t.Fatalf("no way to use %s", f)
@@ -118,7 +119,7 @@ func TestUnsupportedFeature(t *testing.T) {
 				switch {
 				case safe[f] && err != nil:
 					t.Fatalf("unsupported %s has a safe fallback, but using it failed: %v", f, err)
-				case !safe[f] && !errors.Is(err, jobq.ErrUnimplemented):
+				case !safe[f] && !errors.Is(err, errcode.Unimplemented):
 					t.Fatalf("using unsupported %s: got %v, want an Unimplemented error", f, err)
 				case !safe[f] && !strings.Contains(err.Error(), string(f)):
 					t.Errorf("the Unimplemented error does not name %s: %v", f, err)
@@ -199,7 +200,7 @@ func TestUnsupportedEmulatedDedup(t *testing.T) {
 			if last.Duplicate != tt.wantFlag {
 				t.Errorf("second push Duplicate = %v, want %v", last.Duplicate, tt.wantFlag)
 			}
-			if n, err := q.Size(t.Context()); err != nil || n != tt.wantSize {
+			if n, err := q.Admin().Size(t.Context()); err != nil || n != tt.wantSize {
 				t.Errorf("size %d (error %v), want %d", n, err, tt.wantSize)
 			}
 		})

@@ -16,7 +16,7 @@
 // queue's lock: per-key concurrency caps and rolling-window rate limits on
 // every claim, max-depth on every push. Result records are kept natively
 // (stored under the same lock as the settlement, waiters woken at once,
-// expired ones never returned), and Queue.Cancel removes a queued or
+// expired ones never returned), and Admin.Cancel removes a queued or
 // delayed task by its ID. There is no worker registry.
 //
 // # URL parameters

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Driver is one open handle on a queue of the process. It implements
@@ -31,14 +32,14 @@ func (d *Driver) check(ctx context.Context) error {
 	}
 	select {
 	case <-d.closed:
-		return driver.Errorf(driver.FailedPrecondition, "mem: queue handle is closed")
+		return driver.Errorf(errcode.FailedPrecondition, "mem: queue handle is closed")
 	default:
 		return nil
 	}
 }
 
 func unimplemented(f driver.Feature) error {
-	return driver.Errorf(driver.Unimplemented, "mem: this queue was opened with %s unsupported", f)
+	return driver.Errorf(errcode.Unimplemented, "mem: this queue was opened with %s unsupported", f)
 }
 
 // Capabilities implements driver.Driver.
@@ -50,11 +51,11 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		return nil, err
 	}
 	if mp := d.caps.MaxPushBatch; mp > 0 && len(msgs) > mp {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem: push of %d messages exceeds the batch limit of %d", len(msgs), mp)
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem: push of %d messages exceeds the batch limit of %d", len(msgs), mp)
 	}
 	for _, m := range msgs {
 		if d.caps.MaxMessageBytes > 0 && len(m.Body) > d.caps.MaxMessageBytes {
-			return nil, driver.Errorf(driver.TooLarge, "mem: message of %d bytes exceeds the limit of %d bytes", len(m.Body), d.caps.MaxMessageBytes)
+			return nil, driver.Errorf(errcode.TooLarge, "mem: message of %d bytes exceeds the limit of %d bytes", len(m.Body), d.caps.MaxMessageBytes)
 		}
 	}
 	dedup := d.level(driver.Dedup)
@@ -101,13 +102,13 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		return nil, err
 	}
 	if mr := d.caps.MaxReceiveBatch; mr > 0 && p.Max > mr {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem: receive of %d messages exceeds the batch limit of %d", p.Max, mr)
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem: receive of %d messages exceeds the batch limit of %d", p.Max, mr)
 	}
 	if mv := d.caps.MaxVisibility; mv > 0 && p.Visibility > mv {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem: visibility %v exceeds the maximum of %v", p.Visibility, mv)
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem: visibility %v exceeds the maximum of %v", p.Visibility, mv)
 	}
 	if p.Max < 1 || p.Visibility <= 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem: receive needs Max >= 1 and a positive visibility (got %d, %v)", p.Max, p.Visibility)
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem: receive needs Max >= 1 and a positive visibility (got %d, %v)", p.Max, p.Visibility)
 	}
 	deadline := time.Now().Add(p.Wait)
 	s := d.s
@@ -148,7 +149,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			return nil, ctx.Err()
 		case <-d.closed:
 			t.Stop()
-			return nil, driver.Errorf(driver.FailedPrecondition, "mem: queue handle closed during receive")
+			return nil, driver.Errorf(errcode.FailedPrecondition, "mem: queue handle closed during receive")
 		}
 		t.Stop()
 	}
@@ -176,7 +177,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duratio
 }
 
 func lockLost(l driver.Lease) error {
-	return driver.Errorf(driver.LockLost, "mem: lease on message %s is no longer held (expired, settled, or claimed again)", l.MessageID)
+	return driver.Errorf(errcode.LockLost, "mem: lease on message %s is no longer held (expired, settled, or claimed again)", l.MessageID)
 }
 
 // settle runs fn for each held lease under the store's lock, following the
@@ -277,7 +278,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 		return nil, unimplemented(driver.Peek)
 	}
 	if mp := d.caps.MaxPeek; mp > 0 && max > mp {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem: peek of %d messages exceeds the limit of %d", max, mp)
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem: peek of %d messages exceeds the limit of %d", max, mp)
 	}
 	s := d.s
 	s.mu.Lock()
@@ -457,7 +458,7 @@ func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 }
 
 // ErrorCode implements driver.Driver.
-func (d *Driver) ErrorCode(err error) driver.Code { return driver.CodeOf(err) }
+func (d *Driver) ErrorCode(err error) errcode.Code { return errcode.Of(err) }
 
 // As implements driver.Driver; mem supports no targets.
 func (d *Driver) As(any) bool { return false }

@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // A producer pushes a task; a worker receives it, runs it and completes it.
@@ -75,7 +76,7 @@ func Example_retries() {
 		}
 		fmt.Printf("attempt %d failed: retried=%v, retries left %d\n", e.DeliveryCount, res.Retried, res.RetriesLeft)
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -111,7 +112,7 @@ func Example_degraded() {
 			return
 		}
 	}
-	n, _ := q.Size(ctx)
+	n, _ := q.Admin().Size(ctx)
 	fmt.Println("queued:", n)
 	// Output:
 	// level=WARN msg="jobq: feature degraded on this backend" queue="mem://example-degraded?unsupported=priority" feature=priority level=unsupported backend=mem instead="priority is ignored; tasks are received in push order"
@@ -141,7 +142,7 @@ func Example_leaseContext() {
 	defer stop()
 	select {
 	case <-work.Done():
-		fmt.Println("work stopped; lease lost:", errors.Is(context.Cause(work), jobq.ErrLockLost))
+		fmt.Println("work stopped; lease lost:", errors.Is(context.Cause(work), errcode.LockLost))
 	case <-time.After(time.Minute):
 		fmt.Println("work finished")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/conformance"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestConformance runs the shared suite on mem as declared by default and
@@ -60,7 +61,7 @@ func TestOpenErrors(t *testing.T) {
 				_ = q.Close()
 				t.Fatalf("Open(%s) succeeded, want an InvalidArgument error", tt.url)
 			}
-			if !errors.Is(err, jobq.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.wantIn) {
+			if !errors.Is(err, errcode.InvalidArgument) || !strings.Contains(err.Error(), tt.wantIn) {
 				t.Errorf("Open(%s) = %v, want InvalidArgument mentioning %q", tt.url, err, tt.wantIn)
 			}
 		})
@@ -93,7 +94,7 @@ func TestSharedByName(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := other.Size(ctx); n != 0 {
+	if n, _ := other.Admin().Size(ctx); n != 0 {
 		t.Errorf("a queue of another name has %d messages", n)
 	}
 	e, err := b.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})

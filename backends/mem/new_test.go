@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestNewSharesByName: drivers built by New with one Name share the queue,
@@ -55,7 +56,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{Options{Unsupported: []driver.Feature{driver.Peek}, Emulated: []driver.Feature{driver.Peek}}, "both"},
 	}
 	for _, tt := range tests {
-		if _, err := New(tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) || driver.CodeOf(err) != driver.InvalidArgument {
+		if _, err := New(tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) || errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("New(%+v) = %v; want an InvalidArgument error containing %q", tt.opts, err, tt.want)
 		}
 	}

@@ -11,13 +11,16 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Scheme is the URL scheme this package registers.
 const Scheme = "mem"
 
 func init() {
-	jobq.Register(Scheme, URLOpener{})
+	if err := jobq.Register(Scheme, URLOpener{}); err != nil {
+		panic(err)
+	}
 }
 
 // URLOpener opens mem:// URLs. The zero value is ready to use.
@@ -56,7 +59,7 @@ func (URLOpener) Open(ctx context.Context, u *url.URL, _ driver.OpenOptions) (dr
 		name = u.Opaque // mem:work
 	}
 	if name == "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem URL names no queue: write mem://NAME")
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem URL names no queue: write mem://NAME")
 	}
 	p := driver.NewParams(u)
 	o := Options{
@@ -126,7 +129,7 @@ func New(opts Options) (*Driver, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "mem: %s", strings.Join(bad, "; "))
+		return nil, driver.Errorf(errcode.InvalidArgument, "mem: %s", strings.Join(bad, "; "))
 	}
 	name := opts.Queue
 	if name == "" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 var (
@@ -142,7 +143,7 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-d.closed:
-		return driver.Errorf(driver.FailedPrecondition, "mem: queue handle closed during a wait for results")
+		return driver.Errorf(errcode.FailedPrecondition, "mem: queue handle closed during a wait for results")
 	}
 	return nil
 }
@@ -198,7 +199,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 		return nil, nil, err
 	}
 	if d.level(driver.Cancel) != driver.Native {
-		return nil, nil, driver.Errorf(driver.Unimplemented, "mem: this queue was opened with cancel %s: it cannot remove tasks by ID", d.level(driver.Cancel))
+		return nil, nil, driver.Errorf(errcode.Unimplemented, "mem: this queue was opened with cancel %s: it cannot remove tasks by ID", d.level(driver.Cancel))
 	}
 	if err := driver.CheckRemoveRecords(cancelled, requested); err != nil {
 		return nil, nil, err

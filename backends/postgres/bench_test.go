@@ -89,7 +89,7 @@ func trackOwnServer(b *testing.B, app string) {
 func openBenchQueue(b *testing.B, extra ...string) (*jobq.Queue, *Driver) {
 	b.Helper()
 	q := benchkit.Open(b, benchURL(b, extra...))
-	b.Cleanup(func() { q.Clear(context.Background()) })
+	b.Cleanup(func() { q.Admin().Clear(context.Background()) })
 	var d *Driver
 	if !q.As(&d) {
 		b.Fatal("As(**Driver) failed")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // receive claims up to max messages without waiting.
@@ -131,7 +132,7 @@ func TestFencedLeases(t *testing.T) {
 		},
 	}
 	for name, op := range ops {
-		if err := op(); driver.CodeOf(err) != driver.LockLost {
+		if err := op(); errcode.Of(err) != errcode.LockLost {
 			t.Errorf("%s with the stale lease: %v, want LockLost", name, err)
 		}
 	}
@@ -142,7 +143,7 @@ func TestFencedLeases(t *testing.T) {
 	if errs := d.Complete(ctx, []driver.Lease{cur.Lease}); errs != nil {
 		t.Fatalf("complete by the holder: %v", errs)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{cur.Lease}); driver.CodeOf(first(errs)) != driver.LockLost {
+	if errs := d.Complete(ctx, []driver.Lease{cur.Lease}); errcode.Of(first(errs)) != errcode.LockLost {
 		t.Fatalf("second complete: %v, want LockLost", errs)
 	}
 }
@@ -169,12 +170,12 @@ func TestCompleteBatchReportsEachLease(t *testing.T) {
 	malformed := got[2].Lease
 	malformed.MessageID = "not-a-number"
 	errs := d.Complete(ctx, []driver.Lease{got[0].Lease, stale, malformed, got[0].Lease})
-	want := []driver.Code{driver.Unknown, driver.LockLost, driver.InvalidArgument, driver.LockLost}
+	want := []errcode.Code{errcode.Unknown, errcode.LockLost, errcode.InvalidArgument, errcode.LockLost}
 	if len(errs) != len(want) {
 		t.Fatalf("complete returned %d errors, want %d: %v", len(errs), len(want), errs)
 	}
 	for i, err := range errs {
-		if (err == nil) != (want[i] == driver.Unknown) || (err != nil && driver.CodeOf(err) != want[i]) {
+		if (err == nil) != (want[i] == errcode.Unknown) || (err != nil && errcode.Of(err) != want[i]) {
 			t.Errorf("lease %d: %v, want code %v", i, err, want[i])
 		}
 	}
@@ -290,7 +291,7 @@ func TestPriorityRangeIsChecked(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	_, err := d.Push(ctxT(t), []*driver.Message{{ID: "x", Body: []byte("x"), Priority: 5000}})
-	if driver.CodeOf(err) != driver.InvalidArgument {
+	if errcode.Of(err) != errcode.InvalidArgument {
 		t.Fatalf("push with priority 5000: %v, want InvalidArgument from the CHECK constraint", err)
 	}
 }
@@ -299,7 +300,7 @@ func TestTooLarge(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t, "max_message_bytes=10")
 	_, err := d.Push(ctxT(t), []*driver.Message{{ID: "x", Body: make([]byte, 11)}})
-	if driver.CodeOf(err) != driver.TooLarge {
+	if errcode.Of(err) != errcode.TooLarge {
 		t.Fatalf("push of 11 bytes with a 10-byte limit: %v, want TooLarge", err)
 	}
 }
@@ -402,7 +403,7 @@ func TestReceiveHonoursWaitAndCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
 	_, err = d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Hour})
-	if driver.CodeOf(err) != driver.Canceled {
+	if errcode.Of(err) != errcode.Canceled {
 		t.Fatalf("receive with a canceled context: %v, want Canceled", err)
 	}
 }
@@ -422,16 +423,16 @@ func TestClosed(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-waiting; driver.CodeOf(err) != driver.FailedPrecondition {
+	if err := <-waiting; errcode.Of(err) != errcode.FailedPrecondition {
 		t.Errorf("waiting receive after close: %v, want FailedPrecondition", err)
 	}
-	if err := d.Close(); driver.CodeOf(err) != driver.FailedPrecondition {
+	if err := d.Close(); errcode.Of(err) != errcode.FailedPrecondition {
 		t.Errorf("second close: %v, want FailedPrecondition", err)
 	}
-	if _, err := d.Push(ctxT(t), []*driver.Message{msg("a")}); driver.CodeOf(err) != driver.FailedPrecondition {
+	if _, err := d.Push(ctxT(t), []*driver.Message{msg("a")}); errcode.Of(err) != errcode.FailedPrecondition {
 		t.Errorf("push after close: %v, want FailedPrecondition", err)
 	}
-	if errs := d.Complete(ctxT(t), []driver.Lease{{}}); driver.CodeOf(first(errs)) != driver.FailedPrecondition {
+	if errs := d.Complete(ctxT(t), []driver.Lease{{}}); errcode.Of(first(errs)) != errcode.FailedPrecondition {
 		t.Errorf("complete after close: %v, want FailedPrecondition", errs)
 	}
 }

@@ -10,14 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // errClosed is returned by every method called after Close.
-var errClosed = driver.Errorf(driver.FailedPrecondition, "postgres queue is closed")
+var errClosed = driver.Errorf(errcode.FailedPrecondition, "postgres queue is closed")
 
 // codeOf classifies an error from pgx or the server.
-func codeOf(err error) driver.Code {
-	if c := driver.CodeOf(err); c != driver.Unknown {
+func codeOf(err error) errcode.Code {
+	if c := errcode.Of(err); c != errcode.Unknown {
 		return c
 	}
 	var pgErr *pgconn.PgError
@@ -25,45 +26,45 @@ func codeOf(err error) driver.Code {
 		return sqlStateCode(pgErr.Code)
 	}
 	if strings.Contains(err.Error(), "closed pool") {
-		return driver.FailedPrecondition // a call racing with Close
+		return errcode.FailedPrecondition // a call racing with Close
 	}
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	switch {
 	case pgconn.Timeout(err):
-		return driver.DeadlineExceeded
+		return errcode.DeadlineExceeded
 	case errors.As(err, &connectErr), errors.As(err, &netErr),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		pgconn.SafeToRetry(err), strings.Contains(err.Error(), "conn closed"):
-		return driver.Unavailable
+		return errcode.Unavailable
 	}
-	return driver.Unknown
+	return errcode.Unknown
 }
 
 // sqlStateCode maps a Postgres SQLSTATE onto a driver code.
-func sqlStateCode(state string) driver.Code {
+func sqlStateCode(state string) errcode.Code {
 	switch {
 	case state == "23514", state == "22P02", state == "22023", state == "22001":
 		// check violation, bad text representation, invalid parameter, too long
-		return driver.InvalidArgument
+		return errcode.InvalidArgument
 	case state == "42501", strings.HasPrefix(state, "28"):
-		return driver.PermissionDenied
+		return errcode.PermissionDenied
 	case state == "3D000", state == "42P01", state == "3F000":
 		// no such database, table or schema
-		return driver.NotFound
+		return errcode.NotFound
 	case state == "57014":
-		return driver.Canceled
+		return errcode.Canceled
 	case strings.HasPrefix(state, "08"), strings.HasPrefix(state, "57P"),
 		state == "40001", state == "40P01", state == "55P03":
 		// connection failures, server shutdown, serialization failure,
 		// deadlock, lock not available: all worth retrying.
-		return driver.Unavailable
+		return errcode.Unavailable
 	case strings.HasPrefix(state, "53"):
-		return driver.ResourceExhausted
+		return errcode.ResourceExhausted
 	case strings.HasPrefix(state, "XX"):
-		return driver.Internal
+		return errcode.Internal
 	}
-	return driver.Unknown
+	return errcode.Unknown
 }
 
 // wrap returns err as a *driver.Error with its code and a message that says
@@ -80,7 +81,7 @@ func wrap(ctx context.Context, op string, err error) error {
 		return err
 	}
 	code := codeOf(err)
-	if code == driver.Unavailable {
+	if code == errcode.Unavailable {
 		return driver.Errorf(code, "postgres %s: server unavailable (the call may be retried): %w", op, err)
 	}
 	return driver.Errorf(code, "postgres %s: %w", op, err)

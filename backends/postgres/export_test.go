@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/bodypack"
+	"github.com/jobq/jobq/wire"
 )
 
 // StartPgBouncer runs a PgBouncer in transaction pooling mode in front of
@@ -34,7 +34,7 @@ func WriteDamaged(ctx context.Context, rawURL string, body []byte, set string) e
 	defer conn.Close(ctx)
 	t := pgx.Identifier{cfg.schema, "messages"}.Sanitize()
 	var id int64
-	task, err := jobq.UnmarshalTask(body)
+	task, err := wire.Unmarshal(body)
 	if err != nil {
 		return err
 	}

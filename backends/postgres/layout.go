@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bodypack"
 	"github.com/jobq/jobq/internal/taskkey"
 )
@@ -158,7 +159,7 @@ func checkTaskID(id string) error {
 	if utf8.ValidString(id) && strings.IndexByte(id, 0) < 0 {
 		return nil
 	}
-	return driver.Errorf(driver.InvalidArgument, "postgres push: task ID %q holds a NUL byte or is not valid UTF-8", id)
+	return driver.Errorf(errcode.InvalidArgument, "postgres push: task ID %q holds a NUL byte or is not valid UTF-8", id)
 }
 
 // taskKey is the task_key column value of id: nil (NULL) for no ID.

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestTaskKey(t *testing.T) {
@@ -50,7 +51,7 @@ func TestTaskKey(t *testing.T) {
 		seen[string(key)] = tt.id
 	}
 	for _, id := range []string{"a\x00b", "\xff"} {
-		if err := checkTaskID(id); driver.CodeOf(err) != driver.InvalidArgument {
+		if err := checkTaskID(id); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("checkTaskID(%q) = %v; want InvalidArgument", id, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // leaseKey is what a settlement needs to find and fence a message: its key in
@@ -35,7 +36,7 @@ func parseLease(op string, l driver.Lease) (leaseKey, error) {
 	p, err2 := strconv.ParseInt(prio, 10, 32)
 	token, isUUID := parseUUID(uuid)
 	if err1 != nil || err2 != nil || !ok || !isUUID {
-		return leaseKey{}, driver.Errorf(driver.InvalidArgument,
+		return leaseKey{}, driver.Errorf(errcode.InvalidArgument,
 			"postgres %s: lease %q/%q was not issued by a postgres queue", op, l.MessageID, l.Token)
 	}
 	return leaseKey{id: id, priority: int32(p), token: token}, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/spinconn"
 )
 
@@ -195,12 +196,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := New(ctxT(t), pool, tt.opts)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || driver.CodeOf(err) != driver.InvalidArgument {
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("New(%+v) = %v; want an InvalidArgument error naming %s", tt.opts, err, tt.want)
 			}
 		})
 	}
-	if _, err := New(ctxT(t), nil, Options{}); err == nil || driver.CodeOf(err) != driver.InvalidArgument {
+	if _, err := New(ctxT(t), nil, Options{}); err == nil || errcode.Of(err) != errcode.InvalidArgument {
 		t.Fatalf("New with a nil pool = %v; want InvalidArgument", err)
 	}
 }
@@ -211,8 +212,8 @@ func TestStartupRefusedNamesTheFix(t *testing.T) {
 	t.Parallel()
 	refused := &pgconn.PgError{Severity: "FATAL", Code: "08P01", Message: "unsupported startup parameter: jit"}
 	err := startupRefused(fmt.Errorf("connect: %w", refused))
-	if !strings.Contains(err.Error(), "pgbouncer=true") || driver.CodeOf(err) != driver.InvalidArgument {
-		t.Fatalf("startupRefused = %v (code %v); want an InvalidArgument error naming pgbouncer=true", err, driver.CodeOf(err))
+	if !strings.Contains(err.Error(), "pgbouncer=true") || errcode.Of(err) != errcode.InvalidArgument {
+		t.Fatalf("startupRefused = %v (code %v); want an InvalidArgument error naming pgbouncer=true", err, errcode.Of(err))
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Options configure a queue built by New. The zero value is the queue
@@ -114,7 +115,7 @@ func (o Options) config() (*config, error) {
 		bad = append(bad, fmt.Sprintf("MaxMessageBytes %d must be positive", c.maxMessageBytes))
 	}
 	if len(bad) > 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "postgres.Options: %s", strings.Join(bad, "; "))
+		return nil, driver.Errorf(errcode.InvalidArgument, "postgres.Options: %s", strings.Join(bad, "; "))
 	}
 	return c, nil
 }
@@ -135,7 +136,7 @@ func (o Options) config() (*config, error) {
 // PgBouncer.
 func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error) {
 	if pool == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "postgres.New: the pool is nil; build one with pgxpool.New")
+		return nil, driver.Errorf(errcode.InvalidArgument, "postgres.New: the pool is nil; build one with pgxpool.New")
 	}
 	cfg, err := opts.config()
 	if err != nil {

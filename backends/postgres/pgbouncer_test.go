@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pgbouncer"
 )
 
@@ -63,7 +64,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 
 	t.Run("refused without pgbouncer=true", func(t *testing.T) {
 		_, err := openRaw(bouncerQueueURL(t, base))
-		if err == nil || !strings.Contains(err.Error(), "pgbouncer=true") || driver.CodeOf(err) != driver.InvalidArgument {
+		if err == nil || !strings.Contains(err.Error(), "pgbouncer=true") || errcode.Of(err) != errcode.InvalidArgument {
 			t.Fatalf("open through PgBouncer without pgbouncer=true = %v; want an InvalidArgument error naming pgbouncer=true", err)
 		}
 	})

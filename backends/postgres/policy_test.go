@@ -25,7 +25,7 @@ func TestClaimSkipsCrowdedHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if err := q.Policies().Set(ctx, jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "busy", Limit: 1}); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "busy", Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var tasks []*jobq.Task

@@ -54,6 +54,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Schemes are the URL schemes this backend registers.
@@ -61,7 +62,9 @@ var Schemes = []string{"postgres", "postgresql"}
 
 func init() {
 	for _, s := range Schemes {
-		jobq.Register(s, Opener{})
+		if err := jobq.Register(s, Opener{}); err != nil {
+			panic(err)
+		}
 	}
 }
 
@@ -80,7 +83,7 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	}
 	poolCfg, err := pgxpool.ParseConfig(cfg.connString)
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "postgres URL: %w", err)
+		return nil, driver.Errorf(errcode.InvalidArgument, "postgres URL: %w", err)
 	}
 	if !cfg.poolMaxSet {
 		poolCfg.MaxConns = DefaultPoolMaxConns
@@ -112,7 +115,7 @@ func startupRefused(err error) error {
 	if err == nil || !strings.Contains(err.Error(), "unsupported startup parameter") {
 		return err
 	}
-	return driver.Errorf(driver.InvalidArgument,
+	return driver.Errorf(errcode.InvalidArgument,
 		"%w (the server is a connection pooler such as PgBouncer, which refuses the planner settings jobq sends at connection start: add pgbouncer=true to the queue URL)", err)
 }
 
@@ -194,7 +197,7 @@ func (d *Driver) channel() string { return "jobq." + d.cfg.schema }
 func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
 
 // ErrorCode implements driver.Driver.
-func (d *Driver) ErrorCode(err error) driver.Code { return codeOf(err) }
+func (d *Driver) ErrorCode(err error) errcode.Code { return codeOf(err) }
 
 // As implements driver.Driver; see the package documentation for the types.
 func (d *Driver) As(target any) bool {

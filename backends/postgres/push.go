@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bodypack"
 )
 
@@ -83,7 +84,7 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 			traces[i] = m.TraceParent
 		}
 		if len(m.Body) > d.cfg.maxMessageBytes {
-			return nil, driver.Errorf(driver.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
+			return nil, driver.Errorf(errcode.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
 				m.ID, len(m.Body), d.cfg.maxMessageBytes)
 		}
 		if err := checkTaskID(m.ID); err != nil {

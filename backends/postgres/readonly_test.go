@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestReadOnlyOpen: a read-only open creates nothing (a missing schema is
@@ -21,7 +22,7 @@ func TestReadOnlyOpen(t *testing.T) {
 	s := pgx.Identifier{schema}.Sanitize()
 
 	_, err := New(ctx, pool, Options{Schema: schema, ReadOnly: true})
-	if driver.CodeOf(err) != driver.NotFound {
+	if errcode.Of(err) != errcode.NotFound {
 		t.Fatalf("read-only open of a missing schema: %v; want NotFound", err)
 	}
 	var exists bool

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // minSleep keeps a receiver from spinning when a message is visible but
@@ -30,7 +31,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		p.Max = 1
 	}
 	if p.Visibility <= 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "postgres receive: visibility %s must be positive", p.Visibility)
+		return nil, driver.Errorf(errcode.InvalidArgument, "postgres receive: visibility %s must be positive", p.Visibility)
 	}
 	deadline := time.Now().Add(p.Wait)
 	if p.Wait > 0 {

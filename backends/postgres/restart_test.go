@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // throwaway is a private PostgreSQL cluster for tests that must disturb the
@@ -212,14 +213,14 @@ func TestSurvivesServerRestart(t *testing.T) {
 			t.Errorf("task %s was pushed but never processed", id)
 		}
 	}
-	st, err := consumer.Stats(ctx)
+	st, err := consumer.Admin().Stats(ctx)
 	if err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
 		t.Errorf("after the run: stats %+v, %v; want an empty queue", st, err)
 	}
 	t.Logf("%d transient errors during the restart", len(transient))
 	for _, err := range transient {
-		if !errors.Is(err, jobq.ErrUnavailable) {
-			t.Errorf("error during the restart not classified Unavailable (%v): %v", jobq.ErrorCode(err), err)
+		if !errors.Is(err, errcode.Unavailable) {
+			t.Errorf("error during the restart not classified Unavailable (%v): %v", errcode.Of(err), err)
 		}
 	}
 

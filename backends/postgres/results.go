@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Result records (driver.ResultStore) live in the results table, one row
@@ -431,7 +432,7 @@ func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease,
 		return closedErrs(len(leases))
 	}
 	if len(recs) != len(leases) {
-		return sameErr(len(leases), driver.Errorf(driver.InvalidArgument,
+		return sameErr(len(leases), driver.Errorf(errcode.InvalidArgument,
 			"postgres complete: %d result records for %d leases", len(recs), len(leases)))
 	}
 	if len(leases) == 0 {
@@ -461,7 +462,7 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 		return closedErrs(len(reqs))
 	}
 	if len(recs) != len(reqs) {
-		return sameErr(len(reqs), driver.Errorf(driver.InvalidArgument,
+		return sameErr(len(reqs), driver.Errorf(errcode.InvalidArgument,
 			"postgres dead-letter: %d result records for %d messages", len(recs), len(reqs)))
 	}
 	if len(reqs) == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // rec makes a record of task id in state st, expiring after ttl.
@@ -49,10 +50,10 @@ func putResults(t *testing.T, d *Driver, recs ...*driver.ResultRecord) {
 	}
 }
 
-func wantCode(t *testing.T, err error, code driver.Code) {
+func wantCode(t *testing.T, err error, code errcode.Code) {
 	t.Helper()
-	if driver.CodeOf(err) != code {
-		t.Fatalf("error %v has code %v; want %v", err, driver.CodeOf(err), code)
+	if errcode.Of(err) != code {
+		t.Fatalf("error %v has code %v; want %v", err, errcode.Of(err), code)
 	}
 }
 
@@ -125,7 +126,7 @@ func TestResultsBadRecords(t *testing.T) {
 	d := openResults(t)
 	for _, r := range []*driver.ResultRecord{nil, rec("", driver.ResultSucceeded, time.Hour), rec("x", "finished", time.Hour),
 		{ID: "x", State: driver.ResultSucceeded}} {
-		wantCode(t, d.PutResults(ctxT(t), []*driver.ResultRecord{rec("ok", driver.ResultSucceeded, time.Hour), r}), driver.InvalidArgument)
+		wantCode(t, d.PutResults(ctxT(t), []*driver.ResultRecord{rec("ok", driver.ResultSucceeded, time.Hour), r}), errcode.InvalidArgument)
 	}
 	if s := states(getResults(t, d, "ok")); s[0] != "-" {
 		t.Fatalf("a batch with a bad record stored %v", s)
@@ -150,7 +151,7 @@ func TestCompleteWithResults(t *testing.T) {
 	leases := []driver.Lease{got[0].Lease, lost, got[2].Lease, got[3].Lease}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultSucceeded, time.Hour), rec("b", driver.ResultSucceeded, time.Hour), nil, {ID: "d"}}
 	errs := d.CompleteWithResults(ctx, leases, recs)
-	if errs == nil || errs[0] != nil || driver.CodeOf(errs[1]) != driver.LockLost || errs[2] != nil || driver.CodeOf(errs[3]) != driver.InvalidArgument {
+	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost || errs[2] != nil || errcode.Of(errs[3]) != errcode.InvalidArgument {
 		t.Fatalf("errs = %v; want b LockLost, d InvalidArgument", errs)
 	}
 	if s := states(getResults(t, d, "a", "b", "c", "d")); fmt.Sprint(s) != "[succeeded - - -]" {
@@ -159,7 +160,7 @@ func TestCompleteWithResults(t *testing.T) {
 	if s, err := d.Stats(ctx); err != nil || s.InFlight != 2 {
 		t.Fatalf("stats = %+v, %v; want b and d still in flight", s, err)
 	}
-	wantCode(t, d.CompleteWithResults(ctx, []driver.Lease{got[1].Lease}, nil)[0], driver.InvalidArgument)
+	wantCode(t, d.CompleteWithResults(ctx, []driver.Lease{got[1].Lease}, nil)[0], errcode.InvalidArgument)
 	// Without records it is Complete.
 	if errs := d.CompleteWithResults(ctx, []driver.Lease{got[1].Lease}, []*driver.ResultRecord{nil}); errs != nil {
 		t.Fatal(errs)
@@ -179,7 +180,7 @@ func TestDeadLetterWithResults(t *testing.T) {
 	reqs := []driver.DeadLetterParams{{Lease: got[0].Lease, Reason: "failed", Body: []byte("new")}, {Lease: lost, Reason: "failed"}}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultDeadLettered, time.Hour), rec("b", driver.ResultDeadLettered, time.Hour)}
 	errs := d.DeadLetterWithResults(ctx, reqs, recs)
-	if errs == nil || errs[0] != nil || driver.CodeOf(errs[1]) != driver.LockLost {
+	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost {
 		t.Fatalf("errs = %v; want b LockLost", errs)
 	}
 	if s := states(getResults(t, d, "a", "b")); fmt.Sprint(s) != "[dead-lettered -]" {
@@ -368,7 +369,7 @@ func TestWaitResultsTimeoutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(ctxT(t))
 	cancel()
-	if err := d.WaitResults(ctx, []string{"c"}, time.Hour); driver.CodeOf(err) != driver.Canceled {
+	if err := d.WaitResults(ctx, []string{"c"}, time.Hour); errcode.Of(err) != errcode.Canceled {
 		t.Fatalf("canceled wait: %v", err)
 	}
 }

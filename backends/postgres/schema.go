@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // migration is one step of the schema's history. Steps are applied in order,
@@ -158,7 +159,7 @@ func checkReadable(ctx context.Context, pool *pgxpool.Pool, schema string) error
 		return wrap(ctx, "open: reading the version of schema "+schema, err)
 	}
 	if v == 0 {
-		return driver.Errorf(driver.NotFound,
+		return driver.Errorf(errcode.NotFound,
 			"postgres: schema %q holds no jobq tables, so there is no queue to read (a push or a worker creates them)", schema)
 	}
 	return nil

@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // lockLost is the error for a lease that is no longer held.
 func lockLost(op string, l driver.Lease) error {
-	return driver.Errorf(driver.LockLost,
+	return driver.Errorf(errcode.LockLost,
 		"postgres %s: lease on message %s is no longer held (it expired, was settled, or the message was claimed again)", op, l.MessageID)
 }
 
@@ -175,7 +176,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 		bodies[i] = replacementBody(r.Body, r.Lease)
 		immediate = immediate || r.Delay <= 0
 		if len(r.Body) > d.cfg.maxMessageBytes {
-			b.errs[i], b.failed = driver.Errorf(driver.TooLarge, "postgres requeue: new body is %d bytes; this queue's limit is %d", len(r.Body), d.cfg.maxMessageBytes), true
+			b.errs[i], b.failed = driver.Errorf(errcode.TooLarge, "postgres requeue: new body is %d bytes; this queue's limit is %d", len(r.Body), d.cfg.maxMessageBytes), true
 			b.ids[i] = 0
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // PushTx implements driver.TxPusher: jobq.Queue.PushTx validates and encodes
@@ -23,7 +24,7 @@ func (d *Driver) PushTx(ctx context.Context, tx any, msgs []*driver.Message) ([]
 	}
 	ptx, ok := tx.(pgx.Tx)
 	if !ok || ptx == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "postgres push-tx: the transaction is a %T; pass the pgx.Tx of a transaction on the queue's database", tx)
+		return nil, driver.Errorf(errcode.InvalidArgument, "postgres push-tx: the transaction is a %T; pass the pgx.Tx of a transaction on the queue's database", tx)
 	}
 	if len(msgs) == 0 {
 		return nil, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func openQueue(t *testing.T) *jobq.Queue {
@@ -24,7 +25,7 @@ func openQueue(t *testing.T) *jobq.Queue {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		q.Clear(context.Background())
+		q.Admin().Clear(context.Background())
 		q.Close()
 	})
 	return q
@@ -75,7 +76,7 @@ func TestPushTx(t *testing.T) {
 				t.Errorf("%s: PushTx result %+v", tt.name, res)
 			}
 			// Not visible to others before the commit.
-			if n, err := q.Size(ctx); err != nil || n != 0 {
+			if n, err := q.Admin().Size(ctx); err != nil || n != 0 {
 				t.Errorf("%s: queue size inside the transaction = %d, %v; want 0", tt.name, n, err)
 			}
 			return tt.fail
@@ -107,7 +108,7 @@ func TestPushTxWrongTx(t *testing.T) {
 	ctx := t.Context()
 	for _, tx := range []any{nil, poolOf(t, q), "tx"} {
 		_, err := q.PushTx(ctx, tx, []*jobq.Task{{Command: "echo x"}}, jobq.PushOptions{})
-		if jobq.ErrorCode(err) != jobq.InvalidArgument {
+		if errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("PushTx with a %T: %v; want InvalidArgument", tx, err)
 		}
 	}
@@ -160,13 +161,13 @@ func TestPushAndPushTxRejectTheSame(t *testing.T) {
 			if pushErr == nil || txErr == nil {
 				t.Fatalf("Push: %v; PushTx: %v; want both to refuse the task", pushErr, txErr)
 			}
-			if jobq.ErrorCode(pushErr) != jobq.InvalidArgument || pushErr.Error() != txErr.Error() {
+			if errcode.Of(pushErr) != errcode.InvalidArgument || pushErr.Error() != txErr.Error() {
 				t.Errorf("Push and PushTx disagree:\n Push:   %v (%s)\n PushTx: %v (%s)",
-					pushErr, jobq.ErrorCode(pushErr), txErr, jobq.ErrorCode(txErr))
+					pushErr, errcode.Of(pushErr), txErr, errcode.Of(txErr))
 			}
 		})
 	}
-	if n, err := q.Size(ctx); err != nil || n != 0 {
+	if n, err := q.Admin().Size(ctx); err != nil || n != 0 {
 		t.Errorf("queue size %d, %v after only invalid pushes; want 0", n, err)
 	}
 }
@@ -180,7 +181,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := poolOf(t, q)
-	if err := q.Policies().Set(ctx, jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 2}); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "echo first"}); err != nil {
@@ -188,7 +189,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		two := []*jobq.Task{{Command: "echo a"}, {Command: "echo b"}}
-		if _, err := q.PushTx(ctx, tx, two, jobq.PushOptions{}); !errors.Is(err, jobq.ErrResourceExhausted) {
+		if _, err := q.PushTx(ctx, tx, two, jobq.PushOptions{}); !errors.Is(err, errcode.ResourceExhausted) {
 			t.Errorf("PushTx of 2 onto 1 of max-depth 2: %v; want ResourceExhausted", err)
 		}
 		// The transaction is still usable, and one more task fits.
@@ -198,7 +199,7 @@ func TestPushTxMaxDepth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("transaction: %v", err)
 	}
-	if n, err := q.Size(ctx); err != nil || n != 2 {
+	if n, err := q.Admin().Size(ctx); err != nil || n != 2 {
 		t.Fatalf("queue size %d, %v; want 2 (the first push and the one that fit)", n, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 )
 
@@ -119,7 +120,7 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 func parseURL(u *url.URL) (*config, error) {
 	query, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "postgres URL: malformed query (%v); separate parameters with & and percent-encode ; and &", err)
+		return nil, driver.Errorf(errcode.InvalidArgument, "postgres URL: malformed query (%v); separate parameters with & and percent-encode ; and &", err)
 	}
 	var unknown []string
 	own := url.Values{}
@@ -136,7 +137,7 @@ func parseURL(u *url.URL) (*config, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, driver.Errorf(driver.InvalidArgument,
+		return nil, driver.Errorf(errcode.InvalidArgument,
 			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes, sync_push, spin, listen and pgbouncer, "+
 				"and passes libpq/pgx/pgxpool connection parameters (sslmode, application_name, pool_max_conns, ...) to pgx; "+
 				"put server settings in options=-c%%20name%%3Dvalue",

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestParseURL(t *testing.T) {
@@ -96,7 +97,7 @@ func TestParseURL(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parseURL(%s) error = %v, want one containing %q", tt.url, err, tt.wantErr)
 				}
-				if c := driver.CodeOf(err); c != driver.InvalidArgument {
+				if c := errcode.Of(err); c != errcode.InvalidArgument {
 					t.Errorf("error code = %v, want InvalidArgument", c)
 				}
 				return
@@ -136,8 +137,8 @@ func TestParseLease(t *testing.T) {
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseLease(%q, %q) = %+v, %v; want %+v, ok=%v", tt.id, tt.token, got, err, tt.want, tt.ok)
 		}
-		if err != nil && driver.CodeOf(err) != driver.InvalidArgument {
-			t.Errorf("parseLease(%q, %q) error code %v, want InvalidArgument", tt.id, tt.token, driver.CodeOf(err))
+		if err != nil && errcode.Of(err) != errcode.InvalidArgument {
+			t.Errorf("parseLease(%q, %q) error code %v, want InvalidArgument", tt.id, tt.token, errcode.Of(err))
 		}
 	}
 }

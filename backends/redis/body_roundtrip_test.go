@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // bodyShapes are task IDs and bodies whose packing (body.go) has an edge:
@@ -200,7 +201,7 @@ func TestLayoutMarkUnderLoad(t *testing.T) {
 					mu.Lock()
 					accepted[m.ID] = m.Body
 					mu.Unlock()
-				} else if driver.CodeOf(err) != driver.ResourceExhausted {
+				} else if errcode.Of(err) != errcode.ResourceExhausted {
 					errs <- err
 					return
 				}

@@ -12,13 +12,14 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/bodypack"
+	"github.com/jobq/jobq/wire"
 )
 
 // wireMessage is t as the portable layer pushes it: its ai4s-jobq body and
 // task ID.
 func wireMessage(t testing.TB, task *jobq.Task) *driver.Message {
 	t.Helper()
-	body, err := jobq.MarshalTask(task)
+	body, err := wire.Marshal(task)
 	if err != nil {
 		t.Fatal(err)
 	}

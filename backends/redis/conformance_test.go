@@ -9,8 +9,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/wire"
 
 	"github.com/jobq/jobq/conformance"
 )
@@ -69,7 +69,7 @@ func damaged(name string, f func(ctx context.Context, c goredis.Cmdable, key str
 		}
 		defer drv.Close()
 		d := drv.(*Driver)
-		t, err := jobq.UnmarshalTask(body)
+		t, err := wire.Unmarshal(body)
 		if err != nil {
 			return err
 		}

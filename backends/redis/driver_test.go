@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/spinconn"
 )
 
@@ -55,9 +56,9 @@ func stats(t testing.TB, d *Driver) driver.Stats {
 	return s
 }
 
-func wantCode(t testing.TB, what string, err error, code driver.Code) {
+func wantCode(t testing.TB, what string, err error, code errcode.Code) {
 	t.Helper()
-	if got := driver.CodeOf(err); got != code {
+	if got := errcode.Of(err); got != code {
 		t.Fatalf("%s: got error %v (code %v), want code %v", what, err, got, code)
 	}
 }
@@ -111,7 +112,7 @@ func TestParseURL(t *testing.T) {
 			}
 			cfg, err := parseURL(u)
 			if tt.wantError {
-				wantCode(t, "parse "+tt.url, err, driver.InvalidArgument)
+				wantCode(t, "parse "+tt.url, err, errcode.InvalidArgument)
 				return
 			}
 			if err != nil {
@@ -142,7 +143,7 @@ func TestPasswordNotInErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("open on a closed port succeeded")
 	}
-	wantCode(t, "open on a closed port", err, driver.Unavailable)
+	wantCode(t, "open on a closed port", err, errcode.Unavailable)
 	if bytes.Contains([]byte(err.Error()), []byte("s3cret")) {
 		t.Fatalf("error prints the password: %v", err)
 	}
@@ -175,7 +176,7 @@ func TestPushReceiveComplete(t *testing.T) {
 	if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs == nil {
 		t.Fatal("second complete succeeded")
 	} else {
-		wantCode(t, "second complete", errs[0], driver.LockLost)
+		wantCode(t, "second complete", errs[0], errcode.LockLost)
 	}
 	if s := stats(t, d); s != (driver.Stats{Known: s.Known}) {
 		t.Fatalf("stats after complete: %+v", s)
@@ -248,7 +249,7 @@ func TestFencedLeases(t *testing.T) {
 
 	// Expired but not yet claimed again: no longer held.
 	_, err := d.Renew(ctx, old.Lease, time.Minute)
-	wantCode(t, "renew of an expired lease", err, driver.LockLost)
+	wantCode(t, "renew of an expired lease", err, errcode.LockLost)
 
 	again := receive(t, d, 1, time.Minute)
 	if len(again) != 1 || again[0].DeliveryCount != 2 || again[0].Lease.Token == old.Lease.Token {
@@ -264,9 +265,9 @@ func TestFencedLeases(t *testing.T) {
 		{"dead-letter", d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: old.Lease, Reason: "x"}})[0]},
 	}
 	for _, s := range stale {
-		wantCode(t, s.name+" with a stale token", s.err, driver.LockLost)
+		wantCode(t, s.name+" with a stale token", s.err, errcode.LockLost)
 	}
-	if _, err := d.Renew(ctx, old.Lease, time.Minute); driver.CodeOf(err) != driver.LockLost {
+	if _, err := d.Renew(ctx, old.Lease, time.Minute); errcode.Of(err) != errcode.LockLost {
 		t.Fatalf("renew with a stale token: %v", err)
 	}
 	// The stale calls changed nothing: the current holder still holds it.
@@ -331,7 +332,7 @@ func TestBatchSettlementReportsPerItem(t *testing.T) {
 			t.Fatalf("lease %d: error %v", i, err)
 		}
 	}
-	wantCode(t, "stale lease in a batch", errs[300], driver.LockLost)
+	wantCode(t, "stale lease in a batch", errs[300], errcode.LockLost)
 	if s := stats(t, d); s.InFlight != 1 || s.Ready != 0 {
 		t.Fatalf("stats after batch complete: %+v", s)
 	}
@@ -448,7 +449,7 @@ func TestReceiveCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
 	_, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Minute})
-	wantCode(t, "canceled receive", err, driver.Canceled)
+	wantCode(t, "canceled receive", err, errcode.Canceled)
 }
 
 func TestDeadLetters(t *testing.T) {
@@ -562,7 +563,7 @@ func TestClearAndPeek(t *testing.T) {
 	if s := stats(t, d); s.Ready+s.Delayed+s.InFlight != 0 {
 		t.Fatalf("stats after clear %+v", s)
 	}
-	wantCode(t, "complete after clear", d.Complete(ctx, []driver.Lease{leased.Lease})[0], driver.LockLost)
+	wantCode(t, "complete after clear", d.Complete(ctx, []driver.Lease{leased.Lease})[0], errcode.LockLost)
 	if res := push(t, d, msg("a", 0)); res[0].Duplicate {
 		t.Fatal("ID still taken after clear")
 	}
@@ -587,11 +588,11 @@ func TestClosedDriver(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	_, err := d.Push(ctx, []*driver.Message{msg("x", 0)})
-	wantCode(t, "push after close", err, driver.FailedPrecondition)
+	wantCode(t, "push after close", err, errcode.FailedPrecondition)
 	_, err = d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Second})
-	wantCode(t, "receive after close", err, driver.FailedPrecondition)
-	wantCode(t, "complete after close", d.Complete(ctx, []driver.Lease{{MessageID: "1"}})[0], driver.FailedPrecondition)
-	wantCode(t, "second close", d.Close(), driver.FailedPrecondition)
+	wantCode(t, "receive after close", err, errcode.FailedPrecondition)
+	wantCode(t, "complete after close", d.Complete(ctx, []driver.Lease{{MessageID: "1"}})[0], errcode.FailedPrecondition)
+	wantCode(t, "second close", d.Close(), errcode.FailedPrecondition)
 }
 
 func TestAsGivesClient(t *testing.T) {
@@ -631,15 +632,15 @@ func TestErrorCodes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		err  error
-		want driver.Code
+		want errcode.Code
 	}{
-		{context.Canceled, driver.Canceled},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), driver.DeadlineExceeded},
-		{goredis.Nil, driver.NotFound},
-		{goredis.ErrClosed, driver.FailedPrecondition},
-		{goredis.ErrPoolTimeout, driver.Unavailable},
-		{driver.Errorf(driver.LockLost, "lost"), driver.LockLost},
-		{errors.New("plain"), driver.Unknown},
+		{context.Canceled, errcode.Canceled},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), errcode.DeadlineExceeded},
+		{goredis.Nil, errcode.NotFound},
+		{goredis.ErrClosed, errcode.FailedPrecondition},
+		{goredis.ErrPoolTimeout, errcode.Unavailable},
+		{driver.Errorf(errcode.LockLost, "lost"), errcode.LockLost},
+		{errors.New("plain"), errcode.Unknown},
 	}
 	d := &Driver{}
 	for _, tt := range tests {
@@ -653,15 +654,15 @@ func TestServerErrorCodes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		msg  string
-		want driver.Code
+		want errcode.Code
 	}{
-		{"LOADING Redis is loading the dataset in memory", driver.Unavailable},
-		{"READONLY You can't write against a read only replica.", driver.Unavailable},
-		{"OOM command not allowed when used memory > 'maxmemory'.", driver.ResourceExhausted},
-		{"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", driver.ResourceExhausted},
-		{"NOAUTH Authentication required.", driver.PermissionDenied},
-		{"WRONGPASS invalid username-password pair", driver.PermissionDenied},
-		{"ERR something odd", driver.Internal},
+		{"LOADING Redis is loading the dataset in memory", errcode.Unavailable},
+		{"READONLY You can't write against a read only replica.", errcode.Unavailable},
+		{"OOM command not allowed when used memory > 'maxmemory'.", errcode.ResourceExhausted},
+		{"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", errcode.ResourceExhausted},
+		{"NOAUTH Authentication required.", errcode.PermissionDenied},
+		{"WRONGPASS invalid username-password pair", errcode.PermissionDenied},
+		{"ERR something odd", errcode.Internal},
 	}
 	for _, tt := range tests {
 		if got := serverCode(tt.msg); got != tt.want {
@@ -671,7 +672,7 @@ func TestServerErrorCodes(t *testing.T) {
 	// A real error reply goes through classify.
 	d := openDriver(t)
 	err := d.client.Do(testCtx(t), "NO-SUCH-COMMAND").Err()
-	if got := d.ErrorCode(err); got != driver.Internal {
+	if got := d.ErrorCode(err); got != errcode.Internal {
 		t.Fatalf("ErrorCode(%v) = %v, want Internal", err, got)
 	}
 }
@@ -719,7 +720,7 @@ func TestParseClusterURL(t *testing.T) {
 		u, _ := url.Parse(tt.url)
 		cfg, err := parseURL(u)
 		if tt.wantError {
-			wantCode(t, "parse "+tt.url, err, driver.InvalidArgument)
+			wantCode(t, "parse "+tt.url, err, errcode.InvalidArgument)
 			continue
 		}
 		if err != nil {
@@ -842,7 +843,7 @@ func TestRacingLeasesCompleteEachMessageOnce(t *testing.T) {
 				for j, r := range recs {
 					if errs == nil || errs[j] == nil {
 						done[r.ID]++
-					} else if driver.CodeOf(errs[j]) == driver.LockLost {
+					} else if errcode.Of(errs[j]) == errcode.LockLost {
 						lost++
 					} else {
 						t.Errorf("complete: %v", errs[j])
@@ -1159,7 +1160,7 @@ func TestDatabaseTheServerLacksIsInvalidArgument(t *testing.T) {
 	t.Parallel()
 	u, _ := url.Parse("redis://127.0.0.1:6379/99999?queue=q")
 	_, err := (&Opener{}).Open(testCtx(t), u, driver.OpenOptions{})
-	wantCode(t, "open database 99999", err, driver.InvalidArgument)
+	wantCode(t, "open database 99999", err, errcode.InvalidArgument)
 	if !strings.Contains(err.Error(), "database 99999 does not exist") {
 		t.Fatalf("error %v does not say which database is missing", err)
 	}

@@ -11,53 +11,54 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // ErrorCode implements driver.Driver.
-func (d *Driver) ErrorCode(err error) driver.Code { return classify(err) }
+func (d *Driver) ErrorCode(err error) errcode.Code { return classify(err) }
 
 // classify maps go-redis and server errors onto driver codes.
-func classify(err error) driver.Code {
-	if c := driver.CodeOf(err); c != driver.Unknown {
+func classify(err error) errcode.Code {
+	if c := errcode.Of(err); c != errcode.Unknown {
 		return c
 	}
 	var rerr goredis.Error
 	switch {
 	case err == nil:
-		return driver.Unknown
+		return errcode.Unknown
 	case errors.Is(err, goredis.ErrClosed):
-		return driver.FailedPrecondition
+		return errcode.FailedPrecondition
 	case errors.Is(err, goredis.Nil):
-		return driver.NotFound
+		return errcode.NotFound
 	case errors.Is(err, goredis.ErrPoolTimeout),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE):
-		return driver.Unavailable
+		return errcode.Unavailable
 	case errors.As(err, &rerr):
 		return serverCode(rerr.Error())
 	}
 	var nerr net.Error
 	if errors.As(err, &nerr) {
-		return driver.Unavailable
+		return errcode.Unavailable
 	}
-	return driver.Unknown
+	return errcode.Unknown
 }
 
 // serverCode classifies an error reply by its prefix.
-func serverCode(msg string) driver.Code {
+func serverCode(msg string) errcode.Code {
 	prefix, _, _ := strings.Cut(msg, " ")
 	switch prefix {
 	case "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MOVED", "ASK":
-		return driver.Unavailable
+		return errcode.Unavailable
 	case "OOM", "MISCONF":
 		// Out of memory, or a failed snapshot (a full disk, say) with
 		// stop-writes-on-bgsave-error: writes are refused until it clears.
-		return driver.ResourceExhausted
+		return errcode.ResourceExhausted
 	case "NOAUTH", "WRONGPASS", "NOPERM":
-		return driver.PermissionDenied
+		return errcode.PermissionDenied
 	}
-	return driver.Internal
+	return errcode.Internal
 }
 
 // fail wraps an error from Redis with the operation and the queue, keeping

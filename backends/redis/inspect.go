@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Peek implements driver.Driver: ready messages in claim order, then
@@ -47,7 +48,7 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 		return driver.Stats{}, d.fail("stats", err)
 	}
 	if len(res) != 4 {
-		return driver.Stats{}, driver.Errorf(driver.Internal, "redis stats on queue %s: script returned %d counts", d.queue, len(res))
+		return driver.Stats{}, driver.Errorf(errcode.Internal, "redis stats on queue %s: script returned %d counts", d.queue, len(res))
 	}
 	return driver.Stats{
 		Ready: res[0], InFlight: res[1], Delayed: res[2], Dead: res[3],

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestMisconfIsResourceExhausted: a redis-server whose snapshot failed
@@ -68,7 +69,7 @@ func TestMisconfIsResourceExhausted(t *testing.T) {
 	}
 
 	err = env.Complete(ctx)
-	if !errors.Is(err, jobq.ErrResourceExhausted) || !strings.Contains(err.Error(), "MISCONF") {
+	if !errors.Is(err, errcode.ResourceExhausted) || !strings.Contains(err.Error(), "MISCONF") {
 		t.Fatalf("complete after a failed snapshot: %v; want ResourceExhausted from MISCONF", err)
 	}
 
@@ -79,7 +80,7 @@ func TestMisconfIsResourceExhausted(t *testing.T) {
 	if err := env.Complete(ctx); err != nil {
 		t.Fatalf("complete once writes are accepted again: %v", err)
 	}
-	if n, err := q.Size(ctx); err != nil || n != 0 {
+	if n, err := q.Admin().Size(ctx); err != nil || n != 0 {
 		t.Fatalf("queue size %d (%v); want 0", n, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // userClient is a client the test builds itself, as an application would.
@@ -99,12 +100,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Run(fmt.Sprint(tt.opts), func(t *testing.T) {
 			t.Parallel()
 			_, err := New(testCtx(t), c, tt.opts)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || driver.CodeOf(err) != driver.InvalidArgument {
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errcode.Of(err) != errcode.InvalidArgument {
 				t.Fatalf("New(%+v) = %v; want an InvalidArgument error naming %s", tt.opts, err, tt.want)
 			}
 		})
 	}
-	if _, err := New(testCtx(t), nil, Options{}); err == nil || driver.CodeOf(err) != driver.InvalidArgument {
+	if _, err := New(testCtx(t), nil, Options{}); err == nil || errcode.Of(err) != errcode.InvalidArgument {
 		t.Fatalf("New with a nil client = %v; want InvalidArgument", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bodypack"
 	"github.com/jobq/jobq/internal/pushgroup"
 )
@@ -92,7 +93,7 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 		}
 		res, err := cmd.Slice()
 		if err == nil && len(res) != 2*(bounds[c][1]-bounds[c][0]) {
-			err = driver.Errorf(driver.Internal, "push script returned %d values for %d messages", len(res), bounds[c][1]-bounds[c][0])
+			err = driver.Errorf(errcode.Internal, "push script returned %d values for %d messages", len(res), bounds[c][1]-bounds[c][0])
 		}
 		if err != nil {
 			// Report the stored prefix. Later chunks may have been stored

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // pushGate holds the driver's first one-message push calls (the group's
@@ -213,7 +214,7 @@ func TestCanceledWaitingPushNotStored(t *testing.T) {
 	untilWaiting(t, d, 3)
 	cancel()
 	o := <-canceled
-	wantCode(t, "push canceled while waiting", o.err, driver.Canceled)
+	wantCode(t, "push canceled while waiting", o.err, errcode.Canceled)
 	if !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("push canceled while waiting: %v does not wrap context.Canceled", o.err)
 	}
@@ -273,7 +274,7 @@ func TestMaxDepthRefusalPerCaller(t *testing.T) {
 		case o.err == nil:
 			stored++
 		case errors.As(o.err, &qf):
-			wantCode(t, "refused push", o.err, driver.ResourceExhausted)
+			wantCode(t, "refused push", o.err, errcode.ResourceExhausted)
 			refused++
 		default:
 			t.Fatalf("push %s: %v", o.id, o.err)

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // maxIdleWait bounds one silent wait, in case an announcement was lost in a
@@ -40,7 +41,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	}
 	n := min(max(p.Max, 1), maxReceiveBatch)
 	if p.Visibility <= 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "redis receive on queue %s: visibility %v must be positive", d.queue, p.Visibility)
+		return nil, driver.Errorf(errcode.InvalidArgument, "redis receive on queue %s: visibility %v must be positive", d.queue, p.Visibility)
 	}
 	vis := ms(p.Visibility)
 	deadline := time.Now().Add(p.Wait)
@@ -147,7 +148,7 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64, wait bool) (recs [
 		return nil, 0, d.fail("receive", err)
 	}
 	if len(res) < 2 {
-		return nil, 0, driver.Errorf(driver.Internal, "redis receive on queue %s: claim script returned %d values", d.queue, len(res))
+		return nil, 0, driver.Errorf(errcode.Internal, "redis receive on queue %s: claim script returned %d values", d.queue, len(res))
 	}
 	now, next := asInt(res[0]), asInt(res[1])
 	if len(res) == 2 {
@@ -226,7 +227,7 @@ func (d *Driver) listen(ctx context.Context, channel string) error {
 			if err := ctx.Err(); err != nil {
 				return d.fail("subscribe", err)
 			}
-			return driver.Errorf(driver.FailedPrecondition, "redis subscribe on queue %s: the queue is closed", d.queue)
+			return driver.Errorf(errcode.FailedPrecondition, "redis subscribe on queue %s: the queue is closed", d.queue)
 		}
 	}
 	d.subscribed[channel] = true

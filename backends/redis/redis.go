@@ -41,6 +41,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pushgroup"
 )
 
@@ -53,9 +54,15 @@ const (
 
 func init() {
 	o := &Opener{}
-	jobq.Register(Scheme, o)
-	jobq.Register(SchemeTLS, o)
-	jobq.Register(SchemeUnix, o)
+	if err := jobq.Register(Scheme, o); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(SchemeTLS, o); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(SchemeUnix, o); err != nil {
+		panic(err)
+	}
 }
 
 // Opener opens Redis queues from URLs. The zero value is ready to use.
@@ -115,7 +122,7 @@ type Options struct {
 // takes one more connection per driver while they wait.
 func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Driver, error) {
 	if client == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "redis.New: the client is nil; build one with goredis.NewClient or goredis.NewClusterClient")
+		return nil, driver.Errorf(errcode.InvalidArgument, "redis.New: the client is nil; build one with goredis.NewClient or goredis.NewClusterClient")
 	}
 	if opts.Queue == "" {
 		opts.Queue = "default"
@@ -136,7 +143,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 		bad = append(bad, fmt.Sprintf("MaxMessageBytes %d must be 0 (no limit) or more", opts.MaxMessageBytes))
 	}
 	if len(bad) > 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "redis.Options: %s", strings.Join(bad, "; "))
+		return nil, driver.Errorf(errcode.InvalidArgument, "redis.Options: %s", strings.Join(bad, "; "))
 	}
 	d := newDriver(client, opts.Prefix, opts.Queue, opts.Logger)
 	d.maxMessageBytes = opts.MaxMessageBytes
@@ -296,7 +303,7 @@ func (d *Driver) As(target any) bool {
 // from a URL, closes its client; a client given to New stays open.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
-		return driver.Errorf(driver.FailedPrecondition, "redis queue %s is already closed", d.queue)
+		return driver.Errorf(errcode.FailedPrecondition, "redis queue %s is already closed", d.queue)
 	}
 	close(d.done)
 	d.listenMu.Lock()
@@ -332,7 +339,7 @@ func (d *Driver) Close() error {
 // go-redis would still send a command for a canceled context.
 func (d *Driver) begin(ctx context.Context, op string) error {
 	if d.closed.Load() {
-		return driver.Errorf(driver.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
+		return driver.Errorf(errcode.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
 	}
 	if err := ctx.Err(); err != nil {
 		return d.fail(op, err)

@@ -108,7 +108,7 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 	// Run until every task was handled and the queue is empty: a task whose
 	// Complete was lost in the crash is handled again after its lease.
 	empty := func() bool {
-		st, err := q.Stats(ctx)
+		st, err := q.Admin().Stats(ctx)
 		return err == nil && st.Ready+st.InFlight+st.Delayed == 0
 	}
 	deadline := time.Now().Add(90 * time.Second)
@@ -123,7 +123,7 @@ func TestWorkerSurvivesRestart(t *testing.T) {
 	if got := count(); got != before+after {
 		t.Fatalf("completed %d distinct tasks, want %d", got, before+after)
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestPushRetriesAcrossRestart(t *testing.T) {
 	if took < down {
 		t.Fatalf("the push took %v, less than the %v the server was down: it did not wait", took, down)
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Result records live in buckets, hashes of task id -> record that
@@ -36,7 +36,7 @@ func expiryOf(r *driver.ResultRecord) time.Time {
 		if at.IsZero() {
 			at = time.Now()
 		}
-		return at.Add(jobq.DefaultRetention)
+		return at.Add(driver.DefaultRetention)
 	}
 	return r.ExpiresAt
 }
@@ -307,7 +307,7 @@ func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLe
 // checkRecs reports a records slice that does not match its settlements.
 func checkRecs(n int, recs []*driver.ResultRecord) error {
 	if len(recs) != n {
-		return driver.Errorf(driver.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
+		return driver.Errorf(errcode.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
 	}
 	return nil
 }
@@ -338,7 +338,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 	for _, recs := range [][]*driver.ResultRecord{cancelled, requested} {
 		for _, r := range recs {
 			if !expiryOf(r).After(now) {
-				return nil, nil, driver.Errorf(driver.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
+				return nil, nil, driver.Errorf(errcode.InvalidArgument, "redis remove tasks: the record of task %q expired at %v, before it was stored", r.ID, r.ExpiresAt)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func record(id string, state driver.ResultState, keep time.Duration) *driver.ResultRecord {
@@ -201,7 +202,7 @@ func TestSettleWithResultsIsAtomic(t *testing.T) {
 	errs := d.CompleteWithResults(ctx, []driver.Lease{by["ok"], lost, by["none"]}, []*driver.ResultRecord{
 		record("ok", driver.ResultSucceeded, time.Hour), record("lost", driver.ResultSucceeded, time.Hour), nil,
 	})
-	if errs == nil || errs[0] != nil || driver.CodeOf(errs[1]) != driver.LockLost || errs[2] != nil {
+	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost || errs[2] != nil {
 		t.Fatalf("complete errors %v, want nil, LockLost, nil", errs)
 	}
 	if errs := d.DeadLetterWithResults(ctx, []driver.DeadLetterParams{{Lease: by["dead"], Reason: "boom"}},
@@ -218,7 +219,7 @@ func TestSettleWithResultsIsAtomic(t *testing.T) {
 	if s := stats(t, d); s.InFlight != 1 || s.Dead != 1 {
 		t.Fatalf("stats %+v, want the lost lease in flight and one dead letter", s)
 	}
-	if errs := d.CompleteWithResults(ctx, []driver.Lease{by["lost"]}, nil); driver.CodeOf(errs[0]) != driver.InvalidArgument {
+	if errs := d.CompleteWithResults(ctx, []driver.Lease{by["lost"]}, nil); errcode.Of(errs[0]) != errcode.InvalidArgument {
 		t.Fatalf("records of the wrong length: %v, want InvalidArgument", errs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // recentWindow is how long an announced record that no waiter took is
@@ -163,7 +164,7 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 		return d.fail(op, ctx.Err())
 	case <-d.done:
 		d.resultWake.remove(w)
-		return driver.Errorf(driver.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
+		return driver.Errorf(errcode.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
 	}
 }
 

@@ -990,7 +990,7 @@ return n
 `)
 
 // removeScript deletes the ready and delayed messages that own the given
-// task ids (Queue.Cancel), and stores the record of each task it removed
+// task ids (Admin.Cancel), and stores the record of each task it removed
 // (see recordLua) and the cancel request of each task whose message it
 // left (leased: in flight), only where that task has no unexpired record
 // (liveLua); an id with no message gets nothing. ARGV: prefix, n, then

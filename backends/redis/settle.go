@@ -7,6 +7,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Renew implements driver.Driver. The lease keeps its token.
@@ -15,7 +16,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 		return lease, err
 	}
 	if visibility <= 0 {
-		return lease, driver.Errorf(driver.InvalidArgument, "redis renew on queue %s: visibility %v must be positive", d.queue, visibility)
+		return lease, driver.Errorf(errcode.InvalidArgument, "redis renew on queue %s: visibility %v must be positive", d.queue, visibility)
 	}
 	start := time.Now()
 	ok, err := d.run(ctx, renewScript, lease.MessageID, lease.Token, ms(visibility)).Int()
@@ -111,7 +112,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 		b := bounds[c]
 		res, err := cmd.Int64Slice()
 		if err == nil && len(res) != b[1]-b[0] {
-			err = driver.Errorf(driver.Internal, "%s script returned %d results for %d messages", op, len(res), b[1]-b[0])
+			err = driver.Errorf(errcode.Internal, "%s script returned %d results for %d messages", op, len(res), b[1]-b[0])
 		}
 		for i := b[0]; i < b[1]; i++ {
 			switch {
@@ -133,7 +134,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 
 // lockLost is the error for a lease that is no longer held.
 func (d *Driver) lockLost(op string, l driver.Lease) error {
-	return driver.Errorf(driver.LockLost,
+	return driver.Errorf(errcode.LockLost,
 		"redis %s on queue %s: the lease on message %s is no longer held (it expired, the message was settled, or another receiver claimed it)",
 		op, d.queue, l.MessageID)
 }

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/spinconn"
 )
@@ -68,22 +69,22 @@ func parseURL(u *url.URL) (*config, error) {
 	}
 	normalizeOptions(p, q)
 	if err := p.Done(); err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "redis URL: %w", err)
+		return nil, driver.Errorf(errcode.InvalidArgument, "redis URL: %w", err)
 	}
 	rest := *u
 	rest.RawQuery = q.Encode()
 	switch strings.ToLower(u.Scheme) {
 	case SchemeUnix:
 		if cluster {
-			return nil, driver.Errorf(driver.InvalidArgument, "redis URL: cluster=true needs redis:// or rediss:// seed addresses, not a unix socket")
+			return nil, driver.Errorf(errcode.InvalidArgument, "redis URL: cluster=true needs redis:// or rediss:// seed addresses, not a unix socket")
 		}
 		rest.Scheme = "unix"
 	case Scheme, SchemeTLS:
 	default:
-		return nil, driver.Errorf(driver.InvalidArgument, "redis backend: unknown URL scheme %q; use redis://, rediss:// or redis+unix://", u.Scheme)
+		return nil, driver.Errorf(errcode.InvalidArgument, "redis backend: unknown URL scheme %q; use redis://, rediss:// or redis+unix://", u.Scheme)
 	}
 	badOption := func(err error) error {
-		return driver.Errorf(driver.InvalidArgument,
+		return driver.Errorf(errcode.InvalidArgument,
 			"redis URL: %v (jobq takes queue=, prefix=, max_message_bytes=, cluster= and spin=; other parameters must be go-redis options such as dial_timeout, pool_size, client_name)",
 			err)
 	}
@@ -151,7 +152,7 @@ func dbRefused(err error, u *url.URL) error {
 	if v := u.Query().Get("db"); v != "" {
 		db = v
 	}
-	return driver.Errorf(driver.InvalidArgument,
+	return driver.Errorf(errcode.InvalidArgument,
 		"redis URL: database %s does not exist on this server; use 0 to the server's databases setting minus 1 (CONFIG GET databases; 16 by default: 0 to 15)", db)
 }
 

@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // The worker registry (driver.WorkerStore) is two keys beside the queue's,
@@ -93,7 +94,7 @@ func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.Wo
 	for i := 0; i+2 < len(res); i += 3 {
 		hb, err := strconv.ParseFloat(asStr(res[i+1]), 64)
 		if err != nil {
-			return nil, driver.Errorf(driver.Internal, "redis list workers: heartbeat %q of worker %q is not a number", asStr(res[i+1]), asStr(res[i]))
+			return nil, driver.Errorf(errcode.Internal, "redis list workers: heartbeat %q of worker %q is not a number", asStr(res[i+1]), asStr(res[i]))
 		}
 		val := asStr(res[i+2])
 		if val == "" {

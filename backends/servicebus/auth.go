@@ -17,8 +17,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // connection is what connect builds.
@@ -88,8 +89,8 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		endpoint, _ := connField(cs, "Endpoint")
 		eu, err := url.Parse(endpoint)
 		if err != nil || eu.Host == "" {
-			return connection{}, driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s has no valid Endpoint=sb://NAMESPACE.servicebus.windows.net/ (%s)", from, jobq.Redact(cs))
+			return connection{}, driver.Errorf(errcode.InvalidArgument,
+				"the connection string from %s has no valid Endpoint=sb://NAMESPACE.servicebus.windows.net/ (%s)", from, redact.String(cs))
 		}
 		emulator, _ := connField(cs, "UseDevelopmentEmulator")
 		if isEmu, _ := strconv.ParseBool(emulator); isEmu && adminHost == "" {
@@ -101,28 +102,28 @@ func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connectio
 		}
 		client, err := azservicebus.NewClientFromConnectionString(cs, opts)
 		if err != nil {
-			return connection{}, driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s is malformed (%s): %v", from, jobq.Redact(cs), err)
+			return connection{}, driver.Errorf(errcode.InvalidArgument,
+				"the connection string from %s is malformed (%s): %v", from, redact.String(cs), err)
 		}
 		if adminHost != "" {
 			adminOpts.Transport = &http.Client{Transport: plainHTTP(adminHost)}
 		}
 		adm, err := admin.NewClientFromConnectionString(cs, adminOpts)
 		if err != nil {
-			return connection{}, driver.Errorf(driver.InvalidArgument,
-				"the connection string from %s is malformed (%s): %v", from, jobq.Redact(cs), err)
+			return connection{}, driver.Errorf(errcode.InvalidArgument,
+				"the connection string from %s is malformed (%s): %v", from, redact.String(cs), err)
 		}
 		return connection{client: client, admin: adm, where: eu.Host}, nil
 	}
 	if c.namespace == "" {
-		return connection{}, driver.Errorf(driver.InvalidArgument,
+		return connection{}, driver.Errorf(errcode.InvalidArgument,
 			"no Service Bus namespace: use sb://NAMESPACE/QUEUE, or set $%s to a connection string", EnvConnectionString)
 	}
 	cred := o.Credential
 	if cred == nil {
 		dc, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {
-			return connection{}, driver.Errorf(driver.PermissionDenied,
+			return connection{}, driver.Errorf(errcode.PermissionDenied,
 				"no Azure credential for Service Bus namespace %s: %v (sign in with `az login`, use a managed identity, or set $%s)", c.namespace, err, EnvConnectionString)
 		}
 		cred = dc

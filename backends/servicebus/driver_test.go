@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 func TestPushReceiveComplete(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRenewFollowsLockAndExpiryLosesLock(t *testing.T) {
 	if again.DeliveryCount != 2 {
 		t.Fatalf("redelivery count %d, want 2", again.DeliveryCount)
 	}
-	if err := e.Complete(ctx); !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Complete(ctx); !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("complete with an expired lock = %v, want LockLost", err)
 	}
 	if err := again.Complete(ctx); err != nil {
@@ -78,7 +79,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	q, logs := open(t, newQueueURL(t))
 	ctx := ctxT(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	res, err := q.Push(ctx, &jobq.Task{Command: "false", NumRetries: 2})
@@ -101,18 +102,18 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if n := strings.Count(logs.String(), "feature=in-place-update"); n != 1 {
 		t.Fatalf("in-place-update warning logged %d times, want once:\n%s", n, logs)
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("dead letters: %v, %v", dead, err)
 	}
 	if dead[0].Task == nil || dead[0].Task.ID != res.ID || !strings.Contains(dead[0].Reason, "exit status 1") || dead[0].Detail != "some output" || dead[0].DeliveryCount != 3 {
 		t.Fatalf("dead letter %+v", dead[0])
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil || st.Dead != 1 || st.Ready != 0 {
 		t.Fatalf("stats %+v, %v; want 1 dead, 0 ready", st, err)
 	}
-	n, err := q.DeadLetters().Requeue(ctx, dead[0].MessageID)
+	n, err := q.Admin().RequeueDeadLetters(ctx, dead[0].MessageID)
 	if err != nil || n != 1 {
 		t.Fatalf("requeue dead letter: %d, %v", n, err)
 	}
@@ -123,7 +124,7 @@ func TestFailExhaustsRetriesIntoDeadLetters(t *testing.T) {
 	if err := e.DeadLetter(ctx, "again", ""); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := q.DeadLetters().Purge(ctx); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeDeadLetters(ctx); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v", n, err)
 	}
 }
@@ -176,7 +177,7 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 	if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "a"}, {Command: "b"}, {Command: "c", NotBefore: time.Now().Add(time.Hour)}}, jobq.PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	peeked, err := q.Peek(ctx, 10)
+	peeked, err := q.Admin().Peek(ctx, 10)
 	if err != nil || len(peeked) != 3 {
 		t.Fatalf("peek: %d, %v", len(peeked), err)
 	}
@@ -185,7 +186,7 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 			t.Fatalf("peeked a fresh message with %d deliveries (in flight: %v)", p.DeliveryCount, p.InFlight)
 		}
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil || st.Ready != 2 || st.Delayed != 1 {
 		t.Fatalf("stats %+v, %v; want 2 ready, 1 delayed", st, err)
 	}
@@ -193,17 +194,17 @@ func TestDelayedPushPeekStatsClear(t *testing.T) {
 	if e.Task.Command != "a" {
 		t.Fatalf("first received %q, want a", e.Task.Command)
 	}
-	if peeked, err = q.Peek(ctx, 1); err != nil || len(peeked) != 1 || !peeked[0].InFlight || peeked[0].DeliveryCount != 1 {
+	if peeked, err = q.Admin().Peek(ctx, 1); err != nil || len(peeked) != 1 || !peeked[0].InFlight || peeked[0].DeliveryCount != 1 {
 		t.Fatalf("peek of the received message: %+v, %v; want in flight with 1 delivery", peeked, err)
 	}
-	n, err := q.Clear(ctx)
+	n, err := q.Admin().Clear(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("clear: %d, %v; want 2 (the ready b and the scheduled c)", n, err)
 	}
 	if err := e.Complete(ctx); err != nil {
 		t.Fatalf("complete after clear: %v", err)
 	}
-	if st, err := q.Stats(ctx); err != nil || st.Ready+st.Delayed != 0 {
+	if st, err := q.Admin().Stats(ctx); err != nil || st.Ready+st.Delayed != 0 {
 		t.Fatalf("stats after clear %+v, %v", st, err)
 	}
 }
@@ -217,7 +218,7 @@ func TestDuplicateDetection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	peeked, err := q.Peek(ctx, 10)
+	peeked, err := q.Admin().Peek(ctx, 10)
 	if err != nil || len(peeked) != 1 {
 		t.Fatalf("peek after pushing one task twice: %d messages, %v; want 1", len(peeked), err)
 	}
@@ -234,20 +235,20 @@ func TestPoliciesInUserMetadata(t *testing.T) {
 			t.Errorf("push with a concurrency or rate-limit key: %v", err)
 		}
 	}
-	want := []jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}, {Kind: jobq.RatePolicy, Key: "api", Limit: 5, Period: time.Minute}}
+	want := []driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}, {Kind: driver.RatePolicy, Key: "api", Limit: 5, Period: time.Minute}}
 	for _, p := range want {
-		if err := q.Policies().Set(ctxT(t), p); err != nil {
+		if err := q.Admin().SetPolicy(ctxT(t), p); err != nil {
 			t.Fatalf("set %v: %v", p, err)
 		}
 	}
-	got, err := q.Policies().List(ctxT(t))
+	got, err := q.Admin().Policies(ctxT(t))
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("policy list = %v, %v; want %v", got, err, want)
 	}
-	if err := q.Policies().Set(ctxT(t), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 5}); !errors.Is(err, jobq.ErrUnimplemented) {
+	if err := q.Admin().SetPolicy(ctxT(t), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 5}); !errors.Is(err, errcode.Unimplemented) {
 		t.Errorf("set max-depth = %v, want Unimplemented", err)
 	}
-	if n, err := q.Size(ctxT(t)); err != nil || n != 2 {
+	if n, err := q.Admin().Size(ctxT(t)); err != nil || n != 2 {
 		t.Errorf("queue size after storing policies = %d, %v; want the 2 pushed tasks", n, err)
 	}
 }
@@ -256,7 +257,7 @@ func TestURLErrorsAndEscapeHatch(t *testing.T) {
 	t.Parallel()
 	url := newQueueURL(t)
 	for _, bad := range []string{url + "&bogus=1", url + "&requeue=later", "sb://ns/?" + strings.SplitN(url, "?", 2)[1]} {
-		if _, err := jobq.Open(ctxT(t), bad); !errors.Is(err, jobq.ErrInvalidArgument) {
+		if _, err := jobq.Open(ctxT(t), bad); !errors.Is(err, errcode.InvalidArgument) {
 			t.Errorf("open %s = %v, want InvalidArgument", bad, err)
 		}
 	}

@@ -9,34 +9,35 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // ErrorCode implements driver.Driver.
-func (d *Driver) ErrorCode(err error) driver.Code { return errorCode(err) }
+func (d *Driver) ErrorCode(err error) errcode.Code { return errorCode(err) }
 
 // sdkCodes and amqpConditions classify the SDK's error codes and the
 // broker's AMQP error conditions.
 var (
-	sdkCodes = map[azservicebus.Code]driver.Code{
-		azservicebus.CodeLockLost:           driver.LockLost,
-		azservicebus.CodeNotFound:           driver.NotFound,
-		azservicebus.CodeUnauthorizedAccess: driver.PermissionDenied,
-		azservicebus.CodeConnectionLost:     driver.Unavailable,
-		azservicebus.CodeTimeout:            driver.Unavailable,
-		azservicebus.CodeClosed:             driver.FailedPrecondition,
+	sdkCodes = map[azservicebus.Code]errcode.Code{
+		azservicebus.CodeLockLost:           errcode.LockLost,
+		azservicebus.CodeNotFound:           errcode.NotFound,
+		azservicebus.CodeUnauthorizedAccess: errcode.PermissionDenied,
+		azservicebus.CodeConnectionLost:     errcode.Unavailable,
+		azservicebus.CodeTimeout:            errcode.Unavailable,
+		azservicebus.CodeClosed:             errcode.FailedPrecondition,
 	}
-	amqpConditions = map[amqp.ErrCond]driver.Code{
-		amqp.ErrCondMessageSizeExceeded:   driver.TooLarge,
-		amqp.ErrCondNotFound:              driver.NotFound,
-		amqp.ErrCondUnauthorizedAccess:    driver.PermissionDenied,
-		amqp.ErrCondResourceLimitExceeded: driver.ResourceExhausted,
-		"com.microsoft:server-busy":       driver.ResourceExhausted,
-		"com.microsoft:message-lock-lost": driver.LockLost,
+	amqpConditions = map[amqp.ErrCond]errcode.Code{
+		amqp.ErrCondMessageSizeExceeded:   errcode.TooLarge,
+		amqp.ErrCondNotFound:              errcode.NotFound,
+		amqp.ErrCondUnauthorizedAccess:    errcode.PermissionDenied,
+		amqp.ErrCondResourceLimitExceeded: errcode.ResourceExhausted,
+		"com.microsoft:server-busy":       errcode.ResourceExhausted,
+		"com.microsoft:message-lock-lost": errcode.LockLost,
 	}
 )
 
-func errorCode(err error) driver.Code {
-	if c := driver.CodeOf(err); c != driver.Unknown {
+func errorCode(err error) errcode.Code {
+	if c := errcode.Of(err); c != errcode.Unknown {
 		return c
 	}
 	var sbErr *azservicebus.Error
@@ -46,7 +47,7 @@ func errorCode(err error) driver.Code {
 		}
 	}
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
-		return driver.TooLarge
+		return errcode.TooLarge
 	}
 	var amqpErr *amqp.Error
 	if errors.As(err, &amqpErr) {
@@ -59,21 +60,21 @@ func errorCode(err error) driver.Code {
 
 // transportCode classifies connection, link and session failures and the
 // admin API's HTTP errors.
-func transportCode(err error) driver.Code {
+func transportCode(err error) errcode.Code {
 	var connErr *amqp.ConnError
 	var linkErr *amqp.LinkError
 	var sessErr *amqp.SessionError
 	if errors.As(err, &connErr) || errors.As(err, &linkErr) || errors.As(err, &sessErr) {
-		return driver.Unavailable
+		return errcode.Unavailable
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		if re.StatusCode == http.StatusConflict {
-			return driver.AlreadyExists
+			return errcode.AlreadyExists
 		}
 		return driver.CodeOfHTTPStatus(re.StatusCode)
 	}
-	return driver.Unknown
+	return errcode.Unknown
 }
 
 // fail wraps an SDK error with its code and the operation.
@@ -86,5 +87,5 @@ func (d *Driver) fail(op string, err error) error {
 
 // lockLost is the error for a lease that is no longer held.
 func (d *Driver) lockLost(op string) error {
-	return driver.Errorf(driver.LockLost, "servicebus %s %s: the message's lock is no longer held (it expired, or the message was settled already)", op, d.queueURL())
+	return driver.Errorf(errcode.LockLost, "servicebus %s %s: the message's lock is no longer held (it expired, or the message was settled already)", op, d.queueURL())
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/driver"
 	emu "github.com/jobq/jobq/emulators/servicebus"
+	"github.com/jobq/jobq/errcode"
 )
 
 // faultyQueue opens a fresh queue on this package's emulator and returns it
@@ -102,7 +103,7 @@ func TestRequeueAfterLockExpiredCancelsCopy(t *testing.T) {
 	}
 	e := receive(t, q)
 	time.Sleep(time.Until(e.Expiry()) + 100*time.Millisecond)
-	if err := e.Requeue(ctx, 0); !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Requeue(ctx, 0); !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("requeue after the lock expired = %v, want LockLost", err)
 	}
 	if got := drain(t, q, 3*time.Second); got["once"] != 1 {
@@ -120,7 +121,7 @@ func TestRequeueCostsNothing(t *testing.T) {
 	q, _ := open(t, newQueueURL(t, "max_delivery_count=2"))
 	ctx := ctxT(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "gated", NumRetries: 1}); err != nil {
@@ -154,7 +155,7 @@ func TestRequeueCostsNothing(t *testing.T) {
 // by jobq with reason (not by Service Bus at its max delivery count).
 func expectDeadLetter(t *testing.T, q *jobq.Queue, reason string, deliveries int) {
 	t.Helper()
-	dead, err := q.DeadLetters().List(ctxT(t), 10)
+	dead, err := q.Admin().DeadLetters(ctxT(t), 10)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("dead letters: %d, %v; want 1", len(dead), err)
 	}
@@ -171,7 +172,7 @@ func TestRetriesBeyondMaxDeliveryCount(t *testing.T) {
 	q, logs := open(t, newQueueURL(t, "max_delivery_count=2"))
 	ctx := ctxT(t)
 	// Retried at once: the queue's backoff, since a task of its own would be v2.
-	if err := q.Policies().Set(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+	if err := q.Admin().SetPolicy(ctx, driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Push(ctx, &jobq.Task{Command: "flaky", NumRetries: 3}); err != nil {
@@ -216,7 +217,7 @@ func TestDeadLetterWithinAzureLimits(t *testing.T) {
 			t.Fatalf("dead-letter a %d-byte task with long texts: %v", len(cmd), err)
 		}
 	}
-	dead, err := q.DeadLetters().List(ctx, 10)
+	dead, err := q.Admin().DeadLetters(ctx, 10)
 	if err != nil || len(dead) != 2 {
 		t.Fatalf("dead letters: %d, %v", len(dead), err)
 	}
@@ -247,7 +248,7 @@ func TestLinkDetachedMidReceive(t *testing.T) {
 	}
 	faults(emu.Faults{DetachAfter: 1})
 	e = receive(t, q)
-	if err := e.Complete(ctx); err != nil && !errors.Is(err, jobq.ErrLockLost) {
+	if err := e.Complete(ctx); err != nil && !errors.Is(err, errcode.LockLost) {
 		t.Fatalf("complete a message whose link was detached: %v", err)
 	}
 	completed := e.Task.Command
@@ -277,7 +278,9 @@ func TestClockOffset(t *testing.T) {
 			t.Parallel()
 			e := emu.Start(t, emu.Options{LockDuration: lockDuration, ClockOffset: offset})
 			scheme := fmt.Sprintf("sbskew%d", skewSchemes.Add(1))
-			jobq.Register(scheme, &servicebus.URLOpener{ConnectionString: e.ConnectionString()})
+			if err := jobq.Register(scheme, &servicebus.URLOpener{ConnectionString: e.ConnectionString()}); err != nil {
+				t.Fatal(err)
+			}
 			q, _ := open(t, fmt.Sprintf("%s://emulator/skew?admin=127.0.0.1:%d&create=true&lock_duration=%v", scheme, e.AdminPort, lockDuration))
 			ctx := ctxT(t)
 			if _, err := q.Push(ctx, &jobq.Task{Command: "skewed"}); err != nil {

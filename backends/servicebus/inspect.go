@@ -7,6 +7,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // peekPage is how many messages one PeekMessages call asks for when paging.
@@ -66,20 +67,20 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 		return driver.Stats{}, err
 	}
 	if d.admin == nil {
-		return driver.Stats{}, driver.Errorf(driver.Unimplemented,
+		return driver.Stats{}, driver.Errorf(errcode.Unimplemented,
 			"servicebus stats: counts come from the admin API, and this queue was opened without an admin client (pass one to servicebus.New)")
 	}
 	p, err := d.admin.GetQueueRuntimeProperties(ctx, d.queue, nil)
 	if err != nil {
 		err = d.fail(op, err)
-		if driver.CodeOf(err) == driver.PermissionDenied {
-			return driver.Stats{}, driver.Errorf(driver.PermissionDenied,
+		if errcode.Of(err) == errcode.PermissionDenied {
+			return driver.Stats{}, driver.Errorf(errcode.PermissionDenied,
 				"%w (counts come from the admin API, which needs Manage rights: a connection string with Manage, or the Azure Service Bus Data Owner role)", err)
 		}
 		return driver.Stats{}, err
 	}
 	if p == nil {
-		return driver.Stats{}, driver.Errorf(driver.NotFound, "servicebus stats: queue %s does not exist", d.queueURL())
+		return driver.Stats{}, driver.Errorf(errcode.NotFound, "servicebus stats: queue %s does not exist", d.queueURL())
 	}
 	return driver.Stats{
 		Ready:   int64(p.ActiveMessageCount),

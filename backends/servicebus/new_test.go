@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	sb "github.com/jobq/jobq/backends/servicebus"
+	"github.com/jobq/jobq/errcode"
 )
 
 // emulatorClients returns clients the test builds itself on the emulator
@@ -73,8 +74,8 @@ func TestNewFromClient(t *testing.T) {
 			if err := e.Complete(ctx); err != nil {
 				t.Fatalf("complete: %v", err)
 			}
-			_, statsErr := q.Stats(ctx)
-			if tc.admin == nil && jobq.ErrorCode(statsErr) != jobq.Unimplemented {
+			_, statsErr := q.Admin().Stats(ctx)
+			if tc.admin == nil && errcode.Of(statsErr) != errcode.Unimplemented {
 				t.Errorf("stats without an admin client: %v, want Unimplemented", statsErr)
 			}
 			if tc.admin != nil && statsErr != nil {
@@ -135,7 +136,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 				d.Close()
 				t.Fatal("no error")
 			}
-			if jobq.ErrorCode(err) != jobq.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error = %v, want InvalidArgument mentioning %q", err, tc.want)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Queue policies (docs/policies.md) live in the queue's user metadata
@@ -26,7 +27,7 @@ func (d *Driver) adminOrFail(op string) error {
 		return err
 	}
 	if d.admin == nil {
-		return driver.Errorf(driver.Unimplemented, "servicebus %s: queue policies are kept in the queue's user metadata, which needs the admin endpoint; this connection has none", op)
+		return driver.Errorf(errcode.Unimplemented, "servicebus %s: queue policies are kept in the queue's user metadata, which needs the admin endpoint; this connection has none", op)
 	}
 	return nil
 }
@@ -41,7 +42,7 @@ func (d *Driver) readPolicies(ctx context.Context, op string) ([]driver.Policy, 
 		return nil, d.fail(op, err)
 	}
 	if got == nil {
-		return nil, driver.Errorf(driver.NotFound, "servicebus %s: queue %q does not exist", op, d.queue)
+		return nil, driver.Errorf(errcode.NotFound, "servicebus %s: queue %q does not exist", op, d.queue)
 	}
 	meta := ""
 	if got.UserMetadata != nil {
@@ -52,7 +53,7 @@ func (d *Driver) readPolicies(ctx context.Context, op string) ([]driver.Policy, 
 	}
 	enc, ok := strings.CutPrefix(meta, policyPrefix)
 	if !ok {
-		return nil, driver.Errorf(driver.FailedPrecondition, "servicebus %s: the queue's user metadata holds something else (%q), so jobq cannot keep its policies there; clear it to use policies", op, truncate(meta, 40))
+		return nil, driver.Errorf(errcode.FailedPrecondition, "servicebus %s: the queue's user metadata holds something else (%q), so jobq cannot keep its policies there; clear it to use policies", op, truncate(meta, 40))
 	}
 	return driver.DecodePolicies(enc)
 }
@@ -65,7 +66,7 @@ func (d *Driver) writePolicies(ctx context.Context, op string, pols []driver.Pol
 		return d.fail(op, err)
 	}
 	if got == nil {
-		return driver.Errorf(driver.NotFound, "servicebus %s: queue %q does not exist", op, d.queue)
+		return driver.Errorf(errcode.NotFound, "servicebus %s: queue %q does not exist", op, d.queue)
 	}
 	props := got.QueueProperties
 	meta := ""
@@ -73,7 +74,7 @@ func (d *Driver) writePolicies(ctx context.Context, op string, pols []driver.Pol
 		meta = policyPrefix + driver.EncodePolicies(pols)
 	}
 	if len(meta) > 1024 {
-		return driver.Errorf(driver.ResourceExhausted, "servicebus %s: the policies need %d bytes of user metadata, more than Service Bus's 1024; remove some", op, len(meta))
+		return driver.Errorf(errcode.ResourceExhausted, "servicebus %s: the policies need %d bytes of user metadata, more than Service Bus's 1024; remove some", op, len(meta))
 	}
 	props.UserMetadata = &meta
 	if _, err := d.admin.UpdateQueue(ctx, d.queue, props, nil); err != nil {
@@ -91,11 +92,11 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	if !utf8.ValidString(p.Key) {
 		// The stored form is JSON text, which would turn the invalid bytes
 		// into U+FFFD: the policy would then govern another key.
-		return driver.Errorf(driver.InvalidArgument,
+		return driver.Errorf(errcode.InvalidArgument,
 			"policy key %q is not valid UTF-8: Service Bus keeps policies as text in the queue's user metadata, which cannot hold it unchanged; use a UTF-8 key (the same one the tasks carry)", p.Key)
 	}
 	if p.Kind == driver.MaxDepthPolicy {
-		return driver.Errorf(driver.Unimplemented, "servicebus: Service Bus cannot bound a queue's depth in messages (only its size in megabytes, set on the queue); use a backend with max-depth (sqlite, postgres, redis)")
+		return driver.Errorf(errcode.Unimplemented, "servicebus: Service Bus cannot bound a queue's depth in messages (only its size in megabytes, set on the queue); use a backend with max-depth (sqlite, postgres, redis)")
 	}
 	pols, err := d.readPolicies(ctx, op)
 	if err != nil {

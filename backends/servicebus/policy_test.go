@@ -6,6 +6,7 @@ import (
 
 	sb "github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestPolicyKeyInvalidUTF8: a key that is not valid UTF-8 would come back
@@ -20,7 +21,7 @@ func TestPolicyKeyInvalidUTF8(t *testing.T) {
 	}
 	defer d.Close()
 	err = d.SetPolicy(ctxT(t), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu\xff", Limit: 2})
-	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "not valid UTF-8") {
+	if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "not valid UTF-8") {
 		t.Errorf("set a policy with key \"gpu\\xff\": %v, want InvalidArgument saying the key is not valid UTF-8", err)
 	}
 	if pols, err := d.ListPolicies(ctxT(t)); err != nil || len(pols) != 0 {

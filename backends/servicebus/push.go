@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // maxMessageIDLen is Service Bus's limit on MessageId.
@@ -25,7 +26,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	}
 	for _, m := range msgs {
 		if len(m.ID) > maxMessageIDLen {
-			return nil, driver.Errorf(driver.InvalidArgument,
+			return nil, driver.Errorf(errcode.InvalidArgument,
 				"servicebus push: task ID %q is longer than Service Bus's %d-character MessageId limit; use a shorter ID", m.ID, maxMessageIDLen)
 		}
 	}

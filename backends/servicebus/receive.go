@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // MinReceiveWait is the shortest time Receive waits for a message: a
@@ -159,7 +160,7 @@ func deliveryProps(m *azservicebus.ReceivedMessage) (prior, uncounted int) {
 func (d *Driver) heldOf(op string, l driver.Lease) (*held, error) {
 	h, ok := l.Private.(*held)
 	if !ok || h == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "servicebus %s: the lease was not issued by this driver", op)
+		return nil, driver.Errorf(errcode.InvalidArgument, "servicebus %s: the lease was not issued by this driver", op)
 	}
 	if h.settled.Load() {
 		return nil, d.lockLost(op)

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash/azblob"
 )
 
@@ -44,15 +45,15 @@ func TestResultsNeedAContainer(t *testing.T) {
 		t.Fatalf("Results %v, Cancel %v without results=; want unsupported", caps.Level(driver.Results), caps.Level(driver.Cancel))
 	}
 	_, err = d.(driver.ResultStore).GetResults(ctxT(t), []string{"x"})
-	if driver.CodeOf(err) != driver.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
+	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
 		t.Fatalf("GetResults: %v, want Unimplemented saying how to set results=", err)
 	}
 	q, _ := open(t, newQueueURL(t))
 	for what, err := range map[string]error{
 		"Result": func() error { _, err := q.Result(ctxT(t), "x"); return err }(),
-		"Cancel": func() error { _, err := q.Cancel(ctxT(t), "x"); return err }(),
+		"Cancel": func() error { _, err := q.Admin().Cancel(ctxT(t), "x"); return err }(),
 	} {
-		if jobq.ErrorCode(err) != jobq.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
+		if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
 			t.Errorf("Queue.%s: %v, want Unimplemented saying how to set results=", what, err)
 		}
 	}
@@ -88,7 +89,7 @@ func TestBadResultsParameter(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"mycontainer", "azblob://devstoreaccount1/Bad_Name", "https://a.blob.core.windows.net/c?x=1"} {
 		_, err := openSBDriver(t, newQueueURL(t, "results="+url.QueryEscape(v)))
-		if driver.CodeOf(err) != driver.InvalidArgument {
+		if errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("results=%s: %v, want InvalidArgument", v, err)
 		}
 	}
@@ -126,7 +127,7 @@ func TestNewWithResultsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := q.Result(ctx, pushed.ID)
-	if err != nil || r.State != jobq.Succeeded {
+	if err != nil || r.State != driver.ResultSucceeded {
 		t.Fatalf("Result: %+v, %v; want succeeded", r, err)
 	}
 	if _, err := c.NewBlobClient(pushed.ID).GetProperties(ctx, nil); err != nil {

@@ -68,7 +68,7 @@
 // # Result records
 //
 // Service Bus has no place for result records (Queue.Result, Queue.Wait,
-// Queue.Cancel): they are blobs in the container results= names (or
+// Admin.Cancel): they are blobs in the container results= names (or
 // Options.Results), created on first use. Without one, those calls fail
 // with Unimplemented. A cancelled queued or scheduled task is dropped by
 // the worker that next receives it.
@@ -98,6 +98,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/blobresults"
 )
 
@@ -166,8 +167,12 @@ const (
 var DefaultOpener = &URLOpener{}
 
 func init() {
-	jobq.Register(Scheme, DefaultOpener)
-	jobq.Register(LongScheme, DefaultOpener)
+	if err := jobq.Register(Scheme, DefaultOpener); err != nil {
+		panic(err)
+	}
+	if err := jobq.Register(LongScheme, DefaultOpener); err != nil {
+		panic(err)
+	}
 }
 
 // URLOpener opens sb:// and servicebus:// URLs. The zero value reads
@@ -294,7 +299,7 @@ type Options struct {
 	// already knows where it connects). Default "servicebus".
 	Namespace string
 	// Results is the client of the blob container that keeps the queue's
-	// result records (Queue.Result, Queue.Wait, Queue.Cancel), built with
+	// result records (Queue.Result, Queue.Wait, Admin.Cancel), built with
 	// the program's own credentials. Default nil: the queue keeps no
 	// results, and those calls fail with Unimplemented.
 	Results *container.Client
@@ -329,13 +334,13 @@ func (o Options) config() (config, error) {
 	}
 	switch {
 	case c.requeue != RequeueRedeliver && c.requeue != RequeueSchedule:
-		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.Requeue=%q must be %q or %q", c.requeue, RequeueSchedule, RequeueRedeliver)
+		return c, driver.Errorf(errcode.InvalidArgument, "servicebus: Options.Requeue=%q must be %q or %q", c.requeue, RequeueSchedule, RequeueRedeliver)
 	case c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration:
-		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.LockDuration=%v must be between %v and %v, as Azure allows", c.lockDuration, MinLockDuration, MaxLockDuration)
+		return c, driver.Errorf(errcode.InvalidArgument, "servicebus: Options.LockDuration=%v must be between %v and %v, as Azure allows", c.lockDuration, MinLockDuration, MaxLockDuration)
 	case c.maxDelivery < 1 || c.maxDelivery > math.MaxInt32:
-		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.MaxDeliveryCount=%d must be at least 1", c.maxDelivery)
+		return c, driver.Errorf(errcode.InvalidArgument, "servicebus: Options.MaxDeliveryCount=%d must be at least 1", c.maxDelivery)
 	case c.dedupWindow != 0 && (c.dedupWindow < 20*time.Second || c.dedupWindow > 7*24*time.Hour):
-		return c, driver.Errorf(driver.InvalidArgument, "servicebus: Options.DedupWindow=%v must be negative (off) or between 20s and 7 days", c.dedupWindow)
+		return c, driver.Errorf(errcode.InvalidArgument, "servicebus: Options.DedupWindow=%v must be negative (off) or between 20s and 7 days", c.dedupWindow)
 	}
 	return c, nil
 }
@@ -353,14 +358,14 @@ func (o Options) config() (config, error) {
 // Unimplemented, and opts.Create is refused.
 func New(ctx context.Context, client *azservicebus.Client, adminClient *admin.Client, opts Options) (*Driver, error) {
 	if client == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "servicebus.New: the azservicebus.Client is nil: build one with azservicebus.NewClient or NewClientFromConnectionString")
+		return nil, driver.Errorf(errcode.InvalidArgument, "servicebus.New: the azservicebus.Client is nil: build one with azservicebus.NewClient or NewClientFromConnectionString")
 	}
 	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
 	if cfg.create && adminClient == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "servicebus.New: Options.Create needs the admin client: pass an *admin.Client, or create the queue beforehand")
+		return nil, driver.Errorf(errcode.InvalidArgument, "servicebus.New: Options.Create needs the admin client: pass an *admin.Client, or create the queue beforehand")
 	}
 	where := opts.Namespace
 	if where == "" {
@@ -448,7 +453,7 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 	}
 	got, err := d.admin.GetQueue(ctx, d.queue, nil)
 	if err != nil {
-		if driver.CodeOf(d.fail("open", err)) == driver.PermissionDenied {
+		if errcode.Of(d.fail("open", err)) == errcode.PermissionDenied {
 			d.log.Warn("servicebus: cannot read the queue's settings (the credentials lack Manage rights); Stats will fail",
 				"queue", d.queue, "namespace", d.where)
 			return true, nil
@@ -457,7 +462,7 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 	}
 	if got == nil {
 		if !d.cfg.create {
-			return false, driver.Errorf(driver.NotFound,
+			return false, driver.Errorf(errcode.NotFound,
 				"Service Bus queue %q does not exist in %s: create it (see docs/backends/servicebus.md) or add create=true to the URL", d.queue, d.where)
 		}
 		if err := d.createQueue(ctx); err != nil {
@@ -469,7 +474,7 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 	}
 	p := got.QueueProperties
 	if p.RequiresSession != nil && *p.RequiresSession {
-		return false, driver.Errorf(driver.FailedPrecondition,
+		return false, driver.Errorf(errcode.FailedPrecondition,
 			"Service Bus queue %q requires sessions, which jobq does not use: create the queue without sessions", d.queue)
 	}
 	if p.DefaultMessageTimeToLive != nil {
@@ -596,7 +601,7 @@ func (d *Driver) release(ctx context.Context) error {
 func (d *Driver) isClosed(op string) error {
 	select {
 	case <-d.closed:
-		return driver.Errorf(driver.FailedPrecondition, "servicebus %s: queue %q is closed", op, d.queue)
+		return driver.Errorf(errcode.FailedPrecondition, "servicebus %s: queue %q is closed", op, d.queue)
 	default:
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/servicebus"
 	emu "github.com/jobq/jobq/emulators/servicebus"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash/azblob"
 )
 
@@ -180,7 +181,7 @@ func open(t testing.TB, url string) (*jobq.Queue, *logBuffer) {
 	defer cancel()
 	q, err := jobq.OpenWithOptions(ctx, url, jobq.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
-		t.Fatalf("open %s: %v", jobq.RedactURL(url), err)
+		t.Fatalf("open %s: %v", redact.URL(url), err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
 	return q, logs

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // deadLetterOverhead is what a dead-lettered message needs beyond its
@@ -36,7 +37,7 @@ func (d *Driver) settle(ctx context.Context, op string, leases []driver.Lease, f
 		if err == nil {
 			if err = fn(h, i); err != nil {
 				err = d.fail(op, err)
-				if driver.CodeOf(err) != driver.LockLost {
+				if errcode.Of(err) != errcode.LockLost {
 					h.settled.Store(false)
 				}
 			}
@@ -94,7 +95,7 @@ func settleOnce(ctx context.Context, h *held, fn func(context.Context, *azservic
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
-	if errorCode(err) != driver.Unavailable && !errors.Is(err, context.DeadlineExceeded) {
+	if errorCode(err) != errcode.Unavailable && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return fn(ctx, &azservicebus.ReceivedMessage{LockToken: h.msg.LockToken})
@@ -189,7 +190,7 @@ func (d *Driver) requeueCopy(ctx context.Context, h *held, delay time.Duration, 
 	}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if errorCode(err) == driver.LockLost && m.SequenceNumber != nil {
+	if errorCode(err) == errcode.LockLost && m.SequenceNumber != nil {
 		there, perr := d.stillQueued(bg, *m.SequenceNumber)
 		if perr == nil && there {
 			if cerr := d.sender.CancelScheduledMessages(bg, seqs, nil); cerr != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Defaults of the URL parameters.
@@ -45,10 +46,10 @@ var queueName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,258}[A-Za-z0-
 
 func checkQueueName(q string) error {
 	if q == "" {
-		return driver.Errorf(driver.InvalidArgument, "servicebus: no queue name: set Options.Queue")
+		return driver.Errorf(errcode.InvalidArgument, "servicebus: no queue name: set Options.Queue")
 	}
 	if !queueName.MatchString(q) || strings.Contains(q, "$") {
-		return driver.Errorf(driver.InvalidArgument,
+		return driver.Errorf(errcode.InvalidArgument,
 			"invalid Service Bus queue name %q: use letters, digits, '.', '-', '_' and '/', starting with a letter or digit", q)
 	}
 	return nil
@@ -60,7 +61,7 @@ func parseURL(u *url.URL) (config, error) {
 		c.namespace += ".servicebus.windows.net"
 	}
 	if c.queue == "" {
-		return c, driver.Errorf(driver.InvalidArgument, "no queue name in the URL: use sb://NAMESPACE/QUEUE")
+		return c, driver.Errorf(errcode.InvalidArgument, "no queue name in the URL: use sb://NAMESPACE/QUEUE")
 	}
 	if err := checkQueueName(c.queue); err != nil {
 		return c, err

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestParseURLBounds: numbers that the SDK keeps in an int32 are refused
@@ -33,7 +33,7 @@ func TestParseURLBounds(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || driver.CodeOf(err) != driver.InvalidArgument {
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("%s: error %v; want InvalidArgument with %q", tt.query, err, tt.wantErr)
 		}
 	}

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/conformance"
+	"github.com/jobq/jobq/wire"
 )
 
 // TestConformance runs the shared suite on sqlite: with the default limits,
@@ -71,7 +71,7 @@ func damaged(name, set string) conformance.Corruption {
 // task_id, which holds id instead, as text (SQLite checks no encoding).
 func damagedID(name, id string) conformance.Corruption {
 	return conformance.Corruption{Name: name, Write: func(ctx context.Context, rawURL string, body []byte) error {
-		t, err := jobq.UnmarshalTask(body)
+		t, err := wire.Unmarshal(body)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -109,10 +110,10 @@ func (d *Driver) Close() error {
 }
 
 // ErrorCode implements driver.Driver.
-func (d *Driver) ErrorCode(err error) driver.Code { return codeOf(err) }
+func (d *Driver) ErrorCode(err error) errcode.Code { return codeOf(err) }
 
 // errClosed is returned by calls on a closed driver.
-var errClosed = driver.Errorf(driver.FailedPrecondition, "sqlite: queue is closed")
+var errClosed = driver.Errorf(errcode.FailedPrecondition, "sqlite: queue is closed")
 
 // check fails fast on a closed driver or a done context.
 func (d *Driver) check(ctx context.Context) error {
@@ -157,7 +158,7 @@ func wrapErr(ctx context.Context, op string, err error) error {
 }
 
 func ctxErr(err error) error {
-	return driver.Errorf(driver.CodeOf(err), "sqlite: %w", err)
+	return driver.Errorf(errcode.Of(err), "sqlite: %w", err)
 }
 
 func isClosedDB(err error) bool {
@@ -171,36 +172,36 @@ func isBusy(err error) bool {
 }
 
 // codeOf classifies an error, mapping SQLite's result codes.
-func codeOf(err error) driver.Code {
-	if c := driver.CodeOf(err); c != driver.Unknown {
+func codeOf(err error) errcode.Code {
+	if c := errcode.Of(err); c != errcode.Unknown {
 		return c
 	}
 	if isClosedDB(err) || errors.Is(err, sql.ErrConnDone) {
-		return driver.FailedPrecondition
+		return errcode.FailedPrecondition
 	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
-		return driver.Unknown
+		return errcode.Unknown
 	}
 	switch se.Code() & 0xff { // the primary result code
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL:
-		return driver.Unavailable
+		return errcode.Unavailable
 	case sqlite3.SQLITE_INTERRUPT:
-		return driver.Canceled
+		return errcode.Canceled
 	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOMEM:
-		return driver.ResourceExhausted
+		return errcode.ResourceExhausted
 	case sqlite3.SQLITE_TOOBIG:
-		return driver.TooLarge
+		return errcode.TooLarge
 	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
-		return driver.PermissionDenied
+		return errcode.PermissionDenied
 	case sqlite3.SQLITE_CANTOPEN:
-		return driver.Unavailable
+		return errcode.Unavailable
 	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_INTERNAL:
-		return driver.Internal
+		return errcode.Internal
 	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE:
-		return driver.InvalidArgument
+		return errcode.InvalidArgument
 	}
-	return driver.Unknown
+	return errcode.Unknown
 }
 
 // Times are stored as Unix microseconds.

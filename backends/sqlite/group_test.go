@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestGroupCommit runs several queued operations as one group, the way a
@@ -38,7 +39,7 @@ func TestGroupCommit(t *testing.T) {
 		if _, err := tx.Exec(`UPDATE jobq_messages SET body = x'00' WHERE task_id = 'renewed'`); err != nil {
 			return err
 		}
-		return driver.Errorf(driver.LockLost, "lost on purpose")
+		return driver.Errorf(errcode.LockLost, "lost on purpose")
 	})
 	abandoned := newReq(func(wtx) error { ran = true; return nil })
 	abandoned.state.Store(reqAbandoned)
@@ -54,7 +55,7 @@ func TestGroupCommit(t *testing.T) {
 	if err := <-complete.done; err != nil {
 		t.Errorf("complete in the group: %v", err)
 	}
-	wantCode(t, <-lost.done, driver.LockLost)
+	wantCode(t, <-lost.done, errcode.LockLost)
 	if err := <-push.done; err != nil {
 		t.Errorf("push in the group: %v", err)
 	}
@@ -87,7 +88,7 @@ func TestWriteCanceledWhileQueued(t *testing.T) {
 	ctx, cancel := context.WithTimeout(b.ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err := b.drv.Push(ctx, []*driver.Message{msg("never")})
-	wantCode(t, err, driver.DeadlineExceeded)
+	wantCode(t, err, errcode.DeadlineExceeded)
 	<-b.drv.writeSem
 	b.push(t, msg("after"))
 	if s := b.stats(t); s != (driver.Stats{Ready: 1}) {

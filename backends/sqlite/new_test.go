@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestNewFromPath builds a queue from a path and Options, runs a task
@@ -52,15 +53,15 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		path string
 		opts Options
 		want string
-		code driver.Code
+		code errcode.Code
 	}{
-		{"empty path", "", Options{}, "path is empty", driver.InvalidArgument},
-		{"huge messages", "a.db", Options{MaxMessageBytes: 1 << 30}, "MaxMessageBytes", driver.InvalidArgument},
-		{"negative poll", "a.db", Options{Poll: -time.Second}, "Poll", driver.InvalidArgument},
-		{"bad synchronous", "a.db", Options{Synchronous: "off"}, "Synchronous", driver.InvalidArgument},
-		{"cache too large", "a.db", Options{CacheSize: 1 << 30}, "CacheSize", driver.InvalidArgument},
-		{"negative mmap", "a.db", Options{MmapSize: -1}, "MmapSize", driver.InvalidArgument},
-		{"missing directory", "nodir/a.db", Options{}, "does not exist", driver.NotFound},
+		{"empty path", "", Options{}, "path is empty", errcode.InvalidArgument},
+		{"huge messages", "a.db", Options{MaxMessageBytes: 1 << 30}, "MaxMessageBytes", errcode.InvalidArgument},
+		{"negative poll", "a.db", Options{Poll: -time.Second}, "Poll", errcode.InvalidArgument},
+		{"bad synchronous", "a.db", Options{Synchronous: "off"}, "Synchronous", errcode.InvalidArgument},
+		{"cache too large", "a.db", Options{CacheSize: 1 << 30}, "CacheSize", errcode.InvalidArgument},
+		{"negative mmap", "a.db", Options{MmapSize: -1}, "MmapSize", errcode.InvalidArgument},
+		{"missing directory", "nodir/a.db", Options{}, "does not exist", errcode.NotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +74,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			if err == nil {
 				d.Close()
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) || driver.CodeOf(err) != tt.code {
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errcode.Of(err) != tt.code {
 				t.Fatalf("New(%q, %+v) = %v; want a %v error containing %q", path, tt.opts, err, tt.code, tt.want)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 
 	// The pure-Go SQLite engine, registered with database/sql as "sqlite".
 	_ "modernc.org/sqlite"
@@ -59,7 +60,9 @@ const (
 )
 
 func init() {
-	jobq.Register(Scheme, URLOpener{})
+	if err := jobq.Register(Scheme, URLOpener{}); err != nil {
+		panic(err)
+	}
 }
 
 // URLOpener opens sqlite:// URLs. The zero value is ready to use.
@@ -119,7 +122,7 @@ func parseURL(u *url.URL) (config, error) {
 		path = u.Host + u.Path
 	}
 	if path == "" {
-		return config{}, driver.Errorf(driver.InvalidArgument,
+		return config{}, driver.Errorf(errcode.InvalidArgument,
 			"sqlite URL names no file: write sqlite://./work.db (relative) or sqlite:///abs/path.db")
 	}
 	p := driver.NewParams(u)
@@ -295,10 +298,10 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 		bad = append(bad, fmt.Sprintf("MmapSize %d is out of range: use 0..%d", c.mmapSize, maxMmapSize))
 	}
 	if len(bad) > 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "sqlite.New: %s", strings.Join(bad, "; "))
+		return nil, driver.Errorf(errcode.InvalidArgument, "sqlite.New: %s", strings.Join(bad, "; "))
 	}
 	if dir := filepath.Dir(c.path); !dirExists(dir) {
-		return nil, driver.Errorf(driver.NotFound,
+		return nil, driver.Errorf(errcode.NotFound,
 			"sqlite: directory %q of %s does not exist: create it first", dir, c.path)
 	}
 	if opts.ReadOnly {

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // openReadOnly opens the queue c names for reading only (Options.ReadOnly):
@@ -29,7 +30,7 @@ func openReadOnly(ctx context.Context, c config, log *slog.Logger) (*Driver, err
 		log = slog.Default()
 	}
 	if _, err := os.Stat(c.path); errors.Is(err, fs.ErrNotExist) {
-		return nil, driver.Errorf(driver.NotFound,
+		return nil, driver.Errorf(errcode.NotFound,
 			"sqlite: %s does not exist, so it holds no queue to read (a push or a worker creates it)", c.path)
 	}
 	db, err := openRO(ctx, c, false)
@@ -50,7 +51,7 @@ func openReadOnly(ctx context.Context, c config, log *slog.Logger) (*Driver, err
 	}
 	if tables == 0 {
 		_ = db.Close()
-		return nil, driver.Errorf(driver.NotFound,
+		return nil, driver.Errorf(errcode.NotFound,
 			"sqlite: %s holds no jobq queue (it has no jobq tables), so there is nothing to read", c.path)
 	}
 	d, err := newDriver(ctx, c, db, log)

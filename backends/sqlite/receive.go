@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // claimMessages leases up to N visible messages, highest priority first, then
@@ -66,7 +67,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		p.Max = maxReceiveBatch
 	}
 	if p.Visibility <= 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "sqlite receive: visibility %v must be positive", p.Visibility)
+		return nil, driver.Errorf(errcode.InvalidArgument, "sqlite receive: visibility %v must be positive", p.Visibility)
 	}
 	deadline := time.Now().Add(p.Wait)
 	var timer *time.Timer
@@ -125,7 +126,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driver.Received, error) {
 	token, err := newToken()
 	if err != nil {
-		return nil, driver.Errorf(driver.Internal, "sqlite receive: lease token: %w", err)
+		return nil, driver.Errorf(errcode.Internal, "sqlite receive: lease token: %w", err)
 	}
 	var out []*driver.Received
 	var prio []int

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Result records (driver.ResultStore) live in jobq_results, shared by the
@@ -225,7 +226,7 @@ func (d *Driver) currentResults(ctx context.Context, ids []string) (map[string]*
 func (d *Driver) newestResults(query func(string, ...any) (*sql.Rows, error), ids []string, now int64) (map[string]*driver.ResultRecord, error) {
 	list, err := json.Marshal(ids)
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "sqlite: task IDs: %w", err)
+		return nil, driver.Errorf(errcode.InvalidArgument, "sqlite: task IDs: %w", err)
 	}
 	rows, err := query(selectResults, d.cfg.queue, string(list))
 	if err != nil {
@@ -362,7 +363,7 @@ func (w *idleWatch) dataVersion(ctx context.Context) (int64, error) {
 // when the lease was held.
 func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
 	if len(recs) != len(leases) {
-		return sameErr(len(leases), driver.Errorf(driver.InvalidArgument,
+		return sameErr(len(leases), driver.Errorf(errcode.InvalidArgument,
 			"sqlite complete: %d result records for %d leases", len(recs), len(leases)))
 	}
 	return d.complete(ctx, leases, recs)
@@ -373,7 +374,7 @@ func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease,
 // the record only when the lease was held.
 func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
 	if len(recs) != len(reqs) {
-		return sameErr(len(reqs), driver.Errorf(driver.InvalidArgument,
+		return sameErr(len(reqs), driver.Errorf(errcode.InvalidArgument,
 			"sqlite dead-letter: %d result records for %d messages", len(recs), len(reqs)))
 	}
 	return d.deadLetter(ctx, reqs, recs)

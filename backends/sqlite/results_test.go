@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // rec makes a record of task id in state st, expiring after ttl.
@@ -121,7 +122,7 @@ func TestResultsBadRecords(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec("ok", driver.ResultSucceeded, time.Hour), tt.rec})
-		wantCode(t, err, driver.InvalidArgument)
+		wantCode(t, err, errcode.InvalidArgument)
 	}
 	if s := states(b.results(t, "ok")); s[0] != "-" {
 		t.Fatalf("a batch with a bad record stored %v", s)
@@ -142,7 +143,7 @@ func TestCompleteWithResults(t *testing.T) {
 	leases := []driver.Lease{got[0].Lease, lost, got[2].Lease}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultSucceeded, time.Hour), rec("b", driver.ResultSucceeded, time.Hour), nil}
 	errs := b.drv.CompleteWithResults(b.ctx, leases, recs)
-	if errs == nil || errs[0] != nil || driver.CodeOf(errs[1]) != driver.LockLost || errs[2] != nil {
+	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost || errs[2] != nil {
 		t.Fatalf("errs = %v; want only b LockLost", errs)
 	}
 	if s := states(b.results(t, "a", "b", "c")); fmt.Sprint(s) != "[succeeded - -]" {
@@ -153,11 +154,11 @@ func TestCompleteWithResults(t *testing.T) {
 	}
 	// A bad record fails its own item and leaves its message alone.
 	errs = b.drv.CompleteWithResults(b.ctx, []driver.Lease{got[1].Lease}, []*driver.ResultRecord{{ID: "b"}})
-	wantCode(t, errs[0], driver.InvalidArgument)
+	wantCode(t, errs[0], errcode.InvalidArgument)
 	if s := b.stats(t); s.InFlight != 1 {
 		t.Fatalf("a bad record settled its message: %+v", s)
 	}
-	wantCode(t, b.drv.CompleteWithResults(b.ctx, []driver.Lease{got[1].Lease}, nil)[0], driver.InvalidArgument)
+	wantCode(t, b.drv.CompleteWithResults(b.ctx, []driver.Lease{got[1].Lease}, nil)[0], errcode.InvalidArgument)
 }
 
 func TestDeadLetterWithResults(t *testing.T) {
@@ -170,7 +171,7 @@ func TestDeadLetterWithResults(t *testing.T) {
 	reqs := []driver.DeadLetterParams{{Lease: got[0].Lease, Reason: "failed"}, {Lease: lost, Reason: "failed"}}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultDeadLettered, time.Hour), rec("b", driver.ResultDeadLettered, time.Hour)}
 	errs := b.drv.DeadLetterWithResults(b.ctx, reqs, recs)
-	if errs == nil || errs[0] != nil || driver.CodeOf(errs[1]) != driver.LockLost {
+	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost {
 		t.Fatalf("errs = %v; want b LockLost", errs)
 	}
 	if s := states(b.results(t, "a", "b")); fmt.Sprint(s) != "[dead-lettered -]" {
@@ -287,7 +288,7 @@ func TestRemoveTasks(t *testing.T) {
 	if want := "[cancelled cancel-requested cancel-requested cancelled cancelled cancel-requested]"; fmt.Sprint(recs) != want {
 		t.Fatalf("records after remove = %v; want %s", recs, want)
 	}
-	if _, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{{ID: "ready", State: driver.ResultCancelled}}, nil); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, _, err := b.drv.RemoveTasks(b.ctx, []*driver.ResultRecord{{ID: "ready", State: driver.ResultCancelled}}, nil); errcode.Of(err) != errcode.InvalidArgument {
 		t.Fatalf("remove with a record without expiry: %v; want InvalidArgument", err)
 	}
 	if s := b.stats(t); s != (driver.Stats{InFlight: 1, Dead: 1}) {
@@ -369,7 +370,7 @@ func TestWaitResultsTimeoutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	cancel()
-	wantCode(t, b.drv.WaitResults(ctx, []string{"c"}, time.Hour), driver.Canceled)
+	wantCode(t, b.drv.WaitResults(ctx, []string{"c"}, time.Hour), errcode.Canceled)
 }
 
 func TestResultsTableAddedToExistingFile(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Every settlement is fenced by the lease: it matches the row only while
@@ -30,7 +31,7 @@ const (
 // Renew implements driver.Driver. The token stays the same.
 func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
 	if visibility <= 0 {
-		return lease, driver.Errorf(driver.InvalidArgument, "sqlite renew: visibility %v must be positive", visibility)
+		return lease, driver.Errorf(errcode.InvalidArgument, "sqlite renew: visibility %v must be positive", visibility)
 	}
 	id, err := leaseID(lease)
 	if err != nil {
@@ -212,7 +213,7 @@ func (d *Driver) settleCommitted(ctx context.Context, op string, n int, fn func(
 func leaseID(l driver.Lease) (int64, error) {
 	id, err := strconv.ParseInt(l.MessageID, 10, 64)
 	if err != nil {
-		return 0, driver.Errorf(driver.InvalidArgument, "sqlite: lease message ID %q was not issued by the sqlite backend", l.MessageID)
+		return 0, driver.Errorf(errcode.InvalidArgument, "sqlite: lease message ID %q was not issued by the sqlite backend", l.MessageID)
 	}
 	return id, nil
 }
@@ -224,7 +225,7 @@ func lostIfNone(res sql.Result, l driver.Lease) error {
 		return err
 	}
 	if n == 0 {
-		return driver.Errorf(driver.LockLost,
+		return driver.Errorf(errcode.LockLost,
 			"sqlite: lease on message %s is no longer held (it expired, was settled, or another receiver claimed the message)", l.MessageID)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // testBundle is one freshly opened driver on its own file.
@@ -85,7 +86,7 @@ func ids(rs []*driver.Received) []string {
 	return out
 }
 
-func wantCode(t *testing.T, err error, code driver.Code) {
+func wantCode(t *testing.T, err error, code errcode.Code) {
 	t.Helper()
 	if got := codeOf(err); got != code {
 		t.Fatalf("error %v: code %v, want %v", err, got, code)
@@ -134,7 +135,7 @@ func TestParseURL(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
 				}
-				wantCode(t, err, driver.InvalidArgument)
+				wantCode(t, err, errcode.InvalidArgument)
 				return
 			}
 			if err != nil {
@@ -154,7 +155,7 @@ func TestOpenMissingDirectory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("got %v, want a missing-directory error", err)
 	}
-	wantCode(t, err, driver.NotFound)
+	wantCode(t, err, errcode.NotFound)
 }
 
 func TestCapabilities(t *testing.T) {
@@ -206,7 +207,7 @@ func TestPushReceiveComplete(t *testing.T) {
 	if len(errs) != 1 {
 		t.Fatalf("second complete: %v, want one LockLost", errs)
 	}
-	wantCode(t, errs[0], driver.LockLost)
+	wantCode(t, errs[0], errcode.LockLost)
 	if s := b.stats(t); s != (driver.Stats{}) {
 		t.Fatalf("stats %+v after complete, want empty", s)
 	}
@@ -245,10 +246,10 @@ func TestLeaseExpiryAndFencing(t *testing.T) {
 	// The first holder's lease is lost for every settlement, and none of
 	// them touches the message.
 	_, err := b.drv.Renew(b.ctx, first[0].Lease, time.Minute)
-	wantCode(t, err, driver.LockLost)
-	wantCode(t, b.drv.Complete(b.ctx, []driver.Lease{first[0].Lease})[0], driver.LockLost)
-	wantCode(t, b.drv.Requeue(b.ctx, []driver.RequeueParams{{Lease: first[0].Lease}})[0], driver.LockLost)
-	wantCode(t, b.drv.DeadLetter(b.ctx, []driver.DeadLetterParams{{Lease: first[0].Lease, Reason: "x"}})[0], driver.LockLost)
+	wantCode(t, err, errcode.LockLost)
+	wantCode(t, b.drv.Complete(b.ctx, []driver.Lease{first[0].Lease})[0], errcode.LockLost)
+	wantCode(t, b.drv.Requeue(b.ctx, []driver.RequeueParams{{Lease: first[0].Lease}})[0], errcode.LockLost)
+	wantCode(t, b.drv.DeadLetter(b.ctx, []driver.DeadLetterParams{{Lease: first[0].Lease, Reason: "x"}})[0], errcode.LockLost)
 	if s := b.stats(t); s != (driver.Stats{InFlight: 1}) {
 		t.Fatalf("stats %+v, want the message still in flight for the second holder", s)
 	}
@@ -435,7 +436,7 @@ func TestPeekStatsClear(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("clear: %d, %v; want 3", n, err)
 	}
-	wantCode(t, b.drv.Complete(b.ctx, []driver.Lease{got[0].Lease})[0], driver.LockLost)
+	wantCode(t, b.drv.Complete(b.ctx, []driver.Lease{got[0].Lease})[0], errcode.LockLost)
 }
 
 func TestQueuesShareAFile(t *testing.T) {
@@ -531,14 +532,14 @@ func TestCanceledAndClosed(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	cancel()
 	_, err := b.drv.Push(ctx, []*driver.Message{msg("a")})
-	wantCode(t, err, driver.Canceled)
+	wantCode(t, err, errcode.Canceled)
 
 	// A waiting receiver returns when its context ends, and when the driver
 	// closes.
 	ctx, cancel = context.WithTimeout(b.ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err = b.drv.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: time.Hour})
-	wantCode(t, err, driver.DeadlineExceeded)
+	wantCode(t, err, errcode.DeadlineExceeded)
 
 	errc := make(chan error, 1)
 	go func() {
@@ -549,11 +550,11 @@ func TestCanceledAndClosed(t *testing.T) {
 	if err := b.drv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, <-errc, driver.FailedPrecondition)
+	wantCode(t, <-errc, errcode.FailedPrecondition)
 	_, err = b.drv.Stats(b.ctx)
-	wantCode(t, err, driver.FailedPrecondition)
+	wantCode(t, err, errcode.FailedPrecondition)
 	_, err = b.drv.Push(b.ctx, []*driver.Message{msg("a")})
-	wantCode(t, err, driver.FailedPrecondition)
+	wantCode(t, err, errcode.FailedPrecondition)
 }
 
 func TestAsSQLDB(t *testing.T) {
@@ -647,13 +648,13 @@ func TestErrorCodes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		err  error
-		want driver.Code
+		want errcode.Code
 	}{
-		{driver.Errorf(driver.LockLost, "x"), driver.LockLost},
-		{fmt.Errorf("wrapped: %w", context.Canceled), driver.Canceled},
-		{errors.New("sql: database is closed"), driver.FailedPrecondition},
-		{sql.ErrConnDone, driver.FailedPrecondition},
-		{errors.New("something else"), driver.Unknown},
+		{driver.Errorf(errcode.LockLost, "x"), errcode.LockLost},
+		{fmt.Errorf("wrapped: %w", context.Canceled), errcode.Canceled},
+		{errors.New("sql: database is closed"), errcode.FailedPrecondition},
+		{sql.ErrConnDone, errcode.FailedPrecondition},
+		{errors.New("something else"), errcode.Unknown},
 	}
 	for _, tt := range tests {
 		if got := codeOf(tt.err); got != tt.want {
@@ -717,14 +718,14 @@ func TestBusyTimeout(t *testing.T) {
 	}
 
 	_, err = b.drv.Push(b.ctx, []*driver.Message{msg("blocked")})
-	wantCode(t, err, driver.Unavailable)
+	wantCode(t, err, errcode.Unavailable)
 	if !strings.Contains(err.Error(), "busy_timeout=100ms") {
 		t.Errorf("error %q does not name busy_timeout", err)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Millisecond)
 	defer cancel()
 	_, err = b.drv.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute})
-	wantCode(t, err, driver.DeadlineExceeded)
+	wantCode(t, err, errcode.DeadlineExceeded)
 
 	if _, err := other.ExecContext(b.ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)

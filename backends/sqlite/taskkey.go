@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/taskkey"
 )
 
@@ -207,7 +208,7 @@ func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	if v > schemaVersion {
-		return driver.Errorf(driver.FailedPrecondition,
+		return driver.Errorf(errcode.FailedPrecondition,
 			"sqlite: the file has jobq schema %d (user_version), written by a newer jobq; this program knows schema %d: upgrade it", v, schemaVersion)
 	}
 	if v == schemaVersion {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // canon is a canonical task ID (32 lowercase hex digits) for n.
@@ -309,7 +310,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := New(b.ctx, b.path, Options{})
-	wantCode(t, err, driver.FailedPrecondition)
+	wantCode(t, err, errcode.FailedPrecondition)
 	if !strings.Contains(err.Error(), "newer jobq") {
 		t.Errorf("error %q does not say why", err)
 	}

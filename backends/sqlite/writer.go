@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // writer is the driver's one write connection. All write transactions of a
@@ -106,7 +107,7 @@ func (w *writer) begin(ctx context.Context, stop <-chan struct{}) error {
 		if start.IsZero() {
 			start = time.Now()
 		} else if time.Since(start) >= w.busyTimeout {
-			return driver.Errorf(driver.Unavailable,
+			return driver.Errorf(errcode.Unavailable,
 				"sqlite: the file stayed locked by another connection for longer than busy_timeout=%v (a long transaction in another process?): %w",
 				w.busyTimeout, err)
 		}

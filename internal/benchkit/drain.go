@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // EndToEnd times one producer pushing b.N tasks to q in PushBatch calls of
@@ -93,8 +94,8 @@ func DrainPolicies(b *testing.B, open func(b *testing.B) *jobq.Queue) {
 				if mode.cap == 0 {
 					break
 				}
-				p := jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: fmt.Sprintf("k%d", k), Limit: mode.cap}
-				if err := q.Policies().Set(ctx, p); err != nil {
+				p := driver.Policy{Kind: driver.ConcurrencyPolicy, Key: fmt.Sprintf("k%d", k), Limit: mode.cap}
+				if err := q.Admin().SetPolicy(ctx, p); err != nil {
 					b.Fatal(err)
 				}
 			}

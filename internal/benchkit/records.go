@@ -47,7 +47,7 @@ func OpenWithoutRecords(b *testing.B, d driver.Driver) *jobq.Queue {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		_, _ = q.Clear(context.Background())
+		_, _ = q.Admin().Clear(context.Background())
 		_ = q.Close()
 	})
 	return q

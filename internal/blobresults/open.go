@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash/azblob"
 )
 
@@ -19,7 +20,7 @@ var containerName = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
 // CheckContainerName reports a container name Azure would refuse.
 func CheckContainerName(name string) error {
 	if !containerName.MatchString(name) {
-		return driver.Errorf(driver.InvalidArgument,
+		return driver.Errorf(errcode.InvalidArgument,
 			"result container %q is not a valid container name: 3 to 63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit", name)
 	}
 	return nil
@@ -53,7 +54,7 @@ func Open(spec string, cred azcore.TokenCredential, opts *container.ClientOption
 		o := &azblob.URLOpener{Credential: cred, ClientOptions: opts}
 		c, err := o.ContainerClient(u.Host, cont)
 		if err != nil {
-			return nil, driver.Errorf(driver.CodeOf(err), "result container azblob://%s/%s: %w", u.Host, cont, err)
+			return nil, driver.Errorf(errcode.Of(err), "result container azblob://%s/%s: %w", u.Host, cont, err)
 		}
 		return New(c, "azblob://"+u.Host+"/"+cont), nil
 	case "https", "http":
@@ -65,22 +66,22 @@ func Open(spec string, cred azcore.TokenCredential, opts *container.ClientOption
 		if u.Query().Get("sig") != "" {
 			c, err := container.NewClientWithNoCredential(u.String(), opts)
 			if err != nil {
-				return nil, driver.Errorf(driver.InvalidArgument, "result container %s: %v", where, redactedErr(err))
+				return nil, driver.Errorf(errcode.InvalidArgument, "result container %s: %v", where, redactedErr(err))
 			}
 			return New(c, where), nil
 		}
 		if u.RawQuery != "" {
-			return nil, driver.Errorf(driver.InvalidArgument, "result container %s: its query is not a SAS token (no sig=); give the container's URL with a SAS, or without a query to sign in with Entra ID", where)
+			return nil, driver.Errorf(errcode.InvalidArgument, "result container %s: its query is not a SAS token (no sig=); give the container's URL with a SAS, or without a query to sign in with Entra ID", where)
 		}
 		if cred == nil {
 			cred, err = azidentity.NewDefaultAzureCredential(nil)
 			if err != nil {
-				return nil, driver.Errorf(driver.PermissionDenied, "result container %s: no Azure credential available: %w (sign in with `az login`, run with a managed identity, or add a SAS token to the container URL)", where, err)
+				return nil, driver.Errorf(errcode.PermissionDenied, "result container %s: no Azure credential available: %w (sign in with `az login`, run with a managed identity, or add a SAS token to the container URL)", where, err)
 			}
 		}
 		c, err := container.NewClient(u.String(), cred, opts)
 		if err != nil {
-			return nil, driver.Errorf(driver.InvalidArgument, "result container %s: %w", where, err)
+			return nil, driver.Errorf(errcode.InvalidArgument, "result container %s: %w", where, err)
 		}
 		return New(c, where), nil
 	}
@@ -88,7 +89,7 @@ func Open(spec string, cred azcore.TokenCredential, opts *container.ClientOption
 }
 
 func badSpec() error {
-	return driver.Errorf(driver.InvalidArgument,
+	return driver.Errorf(errcode.InvalidArgument,
 		"the result container must be azblob://ACCOUNT/CONTAINER or https://ACCOUNT.blob.core.windows.net/CONTAINER[?SAS] (URL-encoded when it is a query parameter)")
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // FromClient returns the store in the container client serves, named by
@@ -39,7 +40,7 @@ func (r *Records) SetRecords(name string, s *Store, why string) {
 
 func (r *Records) get(op string) (*Store, error) {
 	if r.store == nil {
-		return nil, driver.Errorf(driver.Unimplemented, "%s on %s: result records are not available: %s", op, r.name, r.why)
+		return nil, driver.Errorf(errcode.Unimplemented, "%s on %s: result records are not available: %s", op, r.name, r.why)
 	}
 	return r.store, nil
 }

@@ -34,8 +34,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Metadata keys of a record blob.
@@ -113,7 +113,7 @@ func expiryOf(r *driver.ResultRecord) time.Time {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	return at.Add(jobq.DefaultRetention)
+	return at.Add(driver.DefaultRetention)
 }
 
 func encode(r *driver.ResultRecord) ([]byte, map[string]*string, error) {
@@ -372,7 +372,7 @@ func (s *Store) PurgeResults(ctx context.Context, now time.Time) (int64, error) 
 // errorf classifies a Blob Storage error for the portable layer; the SDK
 // has retried what it could by then.
 func (s *Store) errorf(err error, format string, args ...any) error {
-	code := driver.Unavailable
+	code := errcode.Unavailable
 	var re *azcore.ResponseError
 	var af *azidentity.AuthenticationFailedError
 	hint := ""
@@ -380,18 +380,18 @@ func (s *Store) errorf(err error, format string, args ...any) error {
 	case errors.As(err, &re):
 		switch re.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
-			code = driver.PermissionDenied
+			code = errcode.PermissionDenied
 			hint = " (the identity needs the \"Storage Blob Data Contributor\" role on the container, or the key or SAS must allow read, write, create, delete and list)"
 		case http.StatusBadRequest:
-			code = driver.InvalidArgument
+			code = errcode.InvalidArgument
 		case http.StatusNotFound:
-			code = driver.NotFound
+			code = errcode.NotFound
 		}
 	case errors.As(err, &af):
-		code = driver.PermissionDenied
+		code = errcode.PermissionDenied
 		hint = " (Entra ID refused the credentials: sign in again with `az login`, or check the managed identity)"
 	}
-	if c := driver.CodeOf(err); c == driver.Canceled || c == driver.DeadlineExceeded {
+	if c := errcode.Of(err); c == errcode.Canceled || c == errcode.DeadlineExceeded {
 		code = c
 	}
 	return driver.Errorf(code, "result records in %s: %s%s: %w", s.where, fmt.Sprintf(format, args...), hint, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash/azblob"
 )
 
@@ -222,19 +223,19 @@ func TestOpenSpecs(t *testing.T) {
 	tests := []struct {
 		spec  string
 		where string
-		code  driver.Code // Unknown: no error
+		code  errcode.Code // Unknown: no error
 	}{
-		{"https://acct.blob.core.windows.net/results?sv=2024&sig=SECRET", "https://acct.blob.core.windows.net/results", driver.Unknown},
-		{"http://127.0.0.1:10000/devstoreaccount1/results?sig=SECRET", "http://127.0.0.1:10000/devstoreaccount1/results", driver.Unknown},
-		{"https://acct.blob.core.windows.net/results?foo=bar", "", driver.InvalidArgument},
-		{"https://acct.blob.core.windows.net/Bad_Name?sig=x", "", driver.InvalidArgument},
-		{"azblob://acct/x", "", driver.InvalidArgument},
-		{"ftp://acct/results", "", driver.InvalidArgument},
-		{"results", "", driver.InvalidArgument},
+		{"https://acct.blob.core.windows.net/results?sv=2024&sig=SECRET", "https://acct.blob.core.windows.net/results", errcode.Unknown},
+		{"http://127.0.0.1:10000/devstoreaccount1/results?sig=SECRET", "http://127.0.0.1:10000/devstoreaccount1/results", errcode.Unknown},
+		{"https://acct.blob.core.windows.net/results?foo=bar", "", errcode.InvalidArgument},
+		{"https://acct.blob.core.windows.net/Bad_Name?sig=x", "", errcode.InvalidArgument},
+		{"azblob://acct/x", "", errcode.InvalidArgument},
+		{"ftp://acct/results", "", errcode.InvalidArgument},
+		{"results", "", errcode.InvalidArgument},
 	}
 	for _, tt := range tests {
 		s, err := Open(tt.spec, nil, nil)
-		if driver.CodeOf(err) != tt.code || (tt.code == driver.Unknown) != (err == nil) {
+		if errcode.Of(err) != tt.code || (tt.code == errcode.Unknown) != (err == nil) {
 			t.Errorf("Open(%q): %v, want code %v", tt.spec, err, tt.code)
 			continue
 		}

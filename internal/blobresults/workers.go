@@ -16,8 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // The worker registry (driver.WorkerStore) shares the container of the
@@ -26,7 +26,7 @@ import (
 // ID, the heartbeat and whether the worker withdrew, so that listings and
 // purges read no bodies they do not need. The names cannot clash with
 // result records, whose names hold no "/". The blob's expiry entry is the
-// heartbeat plus jobq.WorkerRetention, so PurgeResults deletes forgotten worker
+// heartbeat plus driver.WorkerRetention, so PurgeResults deletes forgotten worker
 // records too.
 const workerPrefix = "workers/"
 
@@ -47,7 +47,7 @@ func (s *Store) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error {
 		metaWorker:    to.Ptr(url.QueryEscape(rec.ID)),
 		metaHeartbeat: to.Ptr(strconv.FormatInt(rec.Heartbeat.UnixMilli(), 10)),
 		metaWithdrawn: to.Ptr(withdrawn),
-		metaExpires:   to.Ptr(strconv.FormatInt(rec.Heartbeat.Add(jobq.WorkerRetention).UnixMilli(), 10)),
+		metaExpires:   to.Ptr(strconv.FormatInt(rec.Heartbeat.Add(driver.WorkerRetention).UnixMilli(), 10)),
 	}
 	name := workerPrefix + blobName(rec.ID)
 	for attempt := 0; ; attempt++ {
@@ -234,7 +234,7 @@ func (r *Records) WorkerSupport(fallback string) driver.Support {
 // worker registry needs the result container.
 func (r *Records) workers(op string) (*Store, error) {
 	if r.store == nil {
-		return nil, driver.Errorf(driver.Unimplemented, "%s on %s: the worker registry lives in the result container, which is not available: %s", op, r.name, r.why)
+		return nil, driver.Errorf(errcode.Unimplemented, "%s on %s: the worker registry lives in the result container, which is not available: %s", op, r.name, r.why)
 	}
 	return r.store, nil
 }

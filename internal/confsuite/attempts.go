@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // checkAttemptHistory: where messages are updated in place, a recorded
@@ -22,7 +23,7 @@ func checkAttemptHistory(c *C) {
 	c.push(q, t)
 	e := c.receive(q, c.longVis(q))
 	code := 7
-	e.RecordAttempt(jobq.Attempt{Worker: "conformance-1", Host: "here", Start: time.Now(), End: time.Now(), Outcome: jobq.OutcomeFailure, ExitCode: &code})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-1", Host: "here", Start: time.Now(), End: time.Now(), Outcome: jobq.OutcomeFailure, ExitCode: &code})
 	if _, err := e.Fail(c.ctx(), errors.New("exit 7"), ""); err != nil {
 		c.Fatalf("fail: %v", err)
 	}
@@ -59,7 +60,7 @@ func checkAttemptHistory(c *C) {
 	if a := e3.Attempts()[0]; a.Worker != "conformance-1" || a.ExitCode == nil || *a.ExitCode != code {
 		c.Errorf("the recorded attempt came back as %+v; want worker conformance-1 with exit code %d", a, code)
 	}
-	if l := e3.LostDeliveries(); !slices.Contains(l, lost.DeliveryCount) {
+	if l := hooks.LostDeliveries(e3); !slices.Contains(l, lost.DeliveryCount) {
 		c.Errorf("LostDeliveries = %v; want it to name delivery %d, whose lease expired", l, lost.DeliveryCount)
 	}
 }

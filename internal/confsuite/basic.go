@@ -14,6 +14,9 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/wire"
 )
 
 // checkCapabilities: the declaration is complete, stable and explains every
@@ -41,19 +44,19 @@ func checkCapabilities(c *C) {
 	}
 	if mv := caps.MaxVisibility; mv > 0 {
 		_, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: mv + time.Second})
-		c.expectCode(err, jobq.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
+		c.expectCode(err, errcode.InvalidArgument, fmt.Sprintf("Receive with a visibility over the declared maximum %v", mv))
 	}
-	if _, ok := jobq.DefaultURLMux().Opener(q.Scheme()); !ok {
-		c.Errorf("scheme %q opened a queue but the default URLMux has no opener for it", q.Scheme())
+	if _, ok := jobq.DefaultURLMux().Opener(hooks.Scheme(q)); !ok {
+		c.Errorf("scheme %q opened a queue but the default URLMux has no opener for it", hooks.Scheme(q))
 	}
 	// A native transactional push means a driver.TxPusher: PushTx reaches
 	// the driver, which refuses a transaction of the wrong type; otherwise
 	// PushTx is Unimplemented.
 	_, err := q.PushTx(c.ctx(), struct{}{}, []*jobq.Task{task("push-tx probe")}, jobq.PushOptions{})
 	if caps.Level(driver.TransactionalPush) == driver.Native {
-		c.expectCode(err, jobq.InvalidArgument, "PushTx with a transaction of the wrong type on a backend declaring transactional-push native")
+		c.expectCode(err, errcode.InvalidArgument, "PushTx with a transaction of the wrong type on a backend declaring transactional-push native")
 	} else {
-		c.expectCode(err, jobq.Unimplemented, "PushTx on a backend not declaring transactional-push native")
+		c.expectCode(err, errcode.Unimplemented, "PushTx on a backend not declaring transactional-push native")
 	}
 	// Capabilities must not change while the queue is open.
 	if again := q.Capabilities(); !reflect.DeepEqual(caps, again) {
@@ -78,12 +81,12 @@ func checkUnknownParameter(c *C) {
 		_ = q.Close()
 		c.Fatalf("Open accepted the unknown query parameter %s; drivers must reject unknown parameters (driver.Params.Done)", bogus)
 	}
-	c.expectCode(err, jobq.InvalidArgument, "open with an unknown parameter")
+	c.expectCode(err, errcode.InvalidArgument, "open with an unknown parameter")
 	if !strings.Contains(err.Error(), bogus) {
 		c.Errorf("the error does not name the unknown parameter %s: %v", bogus, err)
 	}
 	if pw, ok := u.User.Password(); ok && len(pw) >= 3 && strings.Contains(err.Error(), pw) {
-		c.Errorf("the error shows the URL's password; redact it with jobq.RedactURL")
+		c.Errorf("the error shows the URL's password; redact it with redact.URL")
 	}
 }
 
@@ -108,12 +111,12 @@ func checkPushReceiveComplete(c *C) {
 		c.Errorf("lease expiry %v is not about %v after the receive at %v", exp, c.vis(), before)
 	}
 	c.complete(e)
-	c.expectCode(e.Complete(c.ctx()), jobq.FailedPrecondition, "second Complete of one envelope")
+	c.expectCode(e.Complete(c.ctx()), errcode.FailedPrecondition, "second Complete of one envelope")
 	c.receiveNone(q, time.Time{}, "the message was completed")
 	// Past the old lease's expiry the message must still be gone.
 	time.Sleep(time.Until(e.Expiry()) + 100*time.Millisecond)
 	c.receiveNone(q, time.Time{}, "the message was completed and its old lease has expired")
-	if st, err := q.Stats(c.ctx()); err != nil {
+	if st, err := q.Admin().Stats(c.ctx()); err != nil {
 		c.Errorf("stats: %v", err)
 	} else if level(q, driver.ExactCount) == driver.Native && st.Ready+st.InFlight+st.Delayed != 0 {
 		c.Errorf("stats after completing the only message: %+v, want all zero", st)
@@ -246,7 +249,7 @@ func sizedTask(c *C, size int) *jobq.Task {
 	c.Helper()
 	const prefix = "echo ünïcödé 🚀 "
 	enc := func(n int) int {
-		b, err := jobq.MarshalTask(&jobq.Task{Command: prefix + strings.Repeat("x", n)})
+		b, err := wire.Marshal(&jobq.Task{Command: prefix + strings.Repeat("x", n)})
 		if err != nil {
 			c.Fatalf("encode a %d-byte task: %v", size, err)
 		}
@@ -289,9 +292,9 @@ func checkSizeLimit(c *C) {
 	}
 	big := sizedTask(c, limit+1)
 	_, err := q.Push(c.ctx(), big)
-	c.expectCode(err, jobq.TooLarge, fmt.Sprintf("push of a task one byte over the %d-byte limit", limit))
-	if err != nil && !errors.Is(err, jobq.ErrTooLarge) {
-		c.Errorf("errors.Is(err, jobq.ErrTooLarge) is false for %v", err)
+	c.expectCode(err, errcode.TooLarge, fmt.Sprintf("push of a task one byte over the %d-byte limit", limit))
+	if err != nil && !errors.Is(err, errcode.TooLarge) {
+		c.Errorf("errors.Is(err, errcode.TooLarge) is false for %v", err)
 	}
 	if err != nil && !strings.Contains(err.Error(), strconv.Itoa(limit)) {
 		c.Errorf("the TooLarge error does not name the limit %d: %v", limit, err)
@@ -330,7 +333,7 @@ func checkBatchLimits(c *C) {
 		c.expectStats(q, want{ready: int64(n)})
 	}
 	if mp := caps.MaxPeek; mp > 0 && level(q, driver.Peek) != driver.Unsupported {
-		ps, err := q.Peek(c.ctx(), mp+1)
+		ps, err := q.Admin().Peek(c.ctx(), mp+1)
 		if err != nil || len(ps) > mp {
 			c.Errorf("Peek(%d) with MaxPeek %d returned %d messages, error %v", mp+1, mp, len(ps), err)
 		}
@@ -344,7 +347,7 @@ func checkBatchLimits(c *C) {
 			c.complete(e)
 		}
 	}
-	if _, err := q.Clear(c.ctx()); err != nil {
+	if _, err := q.Admin().Clear(c.ctx()); err != nil {
 		c.Errorf("clear: %v", err)
 	}
 }

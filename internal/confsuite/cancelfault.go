@@ -11,6 +11,10 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/internal/redact"
+	"github.com/jobq/jobq/wire"
 )
 
 // removalFault is how the CancelInterrupted check cuts a cancel short at
@@ -53,7 +57,7 @@ func (f faultyRemover) RemoveTasks(ctx context.Context, cancelled, requested []*
 			return nil, nil, err
 		}
 	}
-	return nil, nil, driver.Errorf(driver.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
+	return nil, nil, driver.Errorf(errcode.Unavailable, "conformance: RemoveTasks cut short (%s)", f.fault)
 }
 
 // faultyOpener opens a queue through the backend's registered opener and
@@ -85,17 +89,19 @@ func (c *C) openFaulty(rawURL string, fault removalFault) *jobq.Queue {
 	c.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		c.Fatalf("parse %s: %v", jobq.RedactURL(rawURL), err)
+		c.Fatalf("parse %s: %v", redact.URL(rawURL), err)
 	}
 	inner, ok := jobq.DefaultURLMux().Opener(u.Scheme)
 	if !ok {
 		c.Fatalf("no backend is registered for scheme %q", u.Scheme)
 	}
 	mux := new(jobq.URLMux)
-	mux.Register(u.Scheme, faultyOpener{inner: inner, fault: fault})
+	if err := mux.Register(u.Scheme, faultyOpener{inner: inner, fault: fault}); err != nil {
+		c.Fatalf("registering the faulty opener: %v", err)
+	}
 	q, err := mux.Open(c.ctx(), rawURL, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		c.Fatalf("open %s with a faulty RemoveTasks: %v", jobq.RedactURL(rawURL), err)
+		c.Fatalf("open %s with a faulty RemoveTasks: %v", redact.URL(rawURL), err)
 	}
 	c.Cleanup(func() { _ = q.Close() })
 	return q
@@ -122,28 +128,28 @@ func checkCancelInterrupted(c *C) {
 	for _, fault := range []removalFault{removalNotMade, removalAnswerLost} {
 		faulty := c.openFaulty(rawURL, fault)
 		id := c.push(q, task("cancel interrupted: "+fault.String()))[0]
-		_, err := faulty.Cancel(c.ctx(), id)
-		c.expectCode(err, jobq.Unavailable, fault.String()+": Cancel")
+		_, err := faulty.Admin().Cancel(c.ctx(), id)
+		c.expectCode(err, errcode.Unavailable, fault.String()+": Cancel")
 		// The record as the interrupted cancel left it, and what
 		// cancelling again does.
 		again := jobq.CancelRemoved
 		if fault == removalAnswerLost {
 			again = jobq.CancelTooLate
-			if r := c.result(q, id); r.State != jobq.Cancelled {
-				c.Errorf("%s: the task's record is in state %s; want %s", fault, r.State, jobq.Cancelled)
+			if r := c.result(q, id); r.State != driver.ResultCancelled {
+				c.Errorf("%s: the task's record is in state %s; want %s", fault, r.State, driver.ResultCancelled)
 			}
 		} else if r, err := q.Result(c.ctx(), id); err == nil {
 			c.Errorf("%s: the queued task has a record in state %s; want none", fault, r.State)
 		}
-		rs, err := q.Cancel(c.ctx(), id)
+		rs, err := q.Admin().Cancel(c.ctx(), id)
 		c.expectCancel(rs, err, id, again)
-		if rs[0].State != jobq.Cancelled {
+		if rs[0].State != driver.ResultCancelled {
 			c.Errorf("%s: cancelling again reports state %s; want cancelled", fault, rs[0].State)
 		}
 		ctx, cancel := context.WithTimeout(c.ctx(), c.patience())
 		res, err := q.Wait(ctx, id)
 		cancel()
-		if err != nil || len(res) != 1 || res[0].State != jobq.Cancelled {
+		if err != nil || len(res) != 1 || res[0].State != driver.ResultCancelled {
 			c.Errorf("%s: Wait = %v, %v; want the cancelled record", fault, res, err)
 		}
 	}
@@ -151,22 +157,22 @@ func checkCancelInterrupted(c *C) {
 	c.expectStats(q, want{})
 
 	lost := c.openFaulty(rawURL, removalAnswerLost)
-	absent, err := jobq.TaskID(task("cancel interrupted: never pushed"))
+	absent, err := wire.TaskID(task("cancel interrupted: never pushed"))
 	if err != nil {
 		c.Fatalf("task ID: %v", err)
 	}
-	_, err = lost.Cancel(c.ctx(), absent)
-	c.expectCode(err, jobq.Unavailable, "an unknown ID, answer lost: Cancel")
+	_, err = lost.Admin().Cancel(c.ctx(), absent)
+	c.expectCode(err, errcode.Unavailable, "an unknown ID, answer lost: Cancel")
 	_, err = q.Result(c.ctx(), absent)
-	c.expectCode(err, jobq.NotFound, "an unknown ID, answer lost: Result (nothing is recorded)")
-	rs, err := q.Cancel(c.ctx(), absent)
+	c.expectCode(err, errcode.NotFound, "an unknown ID, answer lost: Result (nothing is recorded)")
+	rs, err := q.Admin().Cancel(c.ctx(), absent)
 	c.expectCancel(rs, err, absent, jobq.CancelNotFound)
 
 	id := c.push(q, task("cancel interrupted: running"))[0]
 	e := c.receive(q, c.longVis(q))
-	_, err = lost.Cancel(c.ctx(), id)
-	c.expectCode(err, jobq.Unavailable, "a running task, answer lost: Cancel")
-	rs, err = q.Cancel(c.ctx(), id)
+	_, err = lost.Admin().Cancel(c.ctx(), id)
+	c.expectCode(err, errcode.Unavailable, "a running task, answer lost: Cancel")
+	rs, err = q.Admin().Cancel(c.ctx(), id)
 	c.expectCancel(rs, err, id, jobq.CancelPending)
 	c.settleCancelled(q, e, id)
 }
@@ -185,32 +191,32 @@ func checkCancelBeforePush(c *C) {
 		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
 	}
 	t := task("cancel before push")
-	id, err := jobq.TaskID(t)
+	id, err := wire.TaskID(t)
 	if err != nil {
 		c.Fatalf("task ID: %v", err)
 	}
 	native := level(q, driver.Cancel) == driver.Native
-	rs, err := q.Cancel(c.ctx(), id)
+	rs, err := q.Admin().Cancel(c.ctx(), id)
 	if native {
 		c.expectCancel(rs, err, id, jobq.CancelNotFound)
 		if rs[0].State != "" {
 			c.Errorf("the cancel of an unknown ID reports state %s; want none (nothing recorded)", rs[0].State)
 		}
 		_, err := q.Result(c.ctx(), id)
-		c.expectCode(err, jobq.NotFound, "Result of an unknown ID after its cancel was not found (nothing is recorded)")
+		c.expectCode(err, errcode.NotFound, "Result of an unknown ID after its cancel was not found (nothing is recorded)")
 	} else {
 		c.expectCancel(rs, err, id, jobq.CancelPending)
-		if rs[0].State != jobq.CancelRequested {
-			c.Errorf("the cancel of an unknown ID reports state %s; want %s", rs[0].State, jobq.CancelRequested)
+		if rs[0].State != driver.ResultCancelRequested {
+			c.Errorf("the cancel of an unknown ID reports state %s; want %s", rs[0].State, driver.ResultCancelRequested)
 		}
-		if r := c.result(q, id); r.State != jobq.CancelRequested || r.State.Final() {
-			c.Errorf("the record of an unknown ID asked to cancel is in state %s; want %s, not an end", r.State, jobq.CancelRequested)
+		if r := c.result(q, id); r.State != driver.ResultCancelRequested || r.State.Final() {
+			c.Errorf("the record of an unknown ID asked to cancel is in state %s; want %s, not an end", r.State, driver.ResultCancelRequested)
 		}
 	}
 	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
 	res, err := q.Wait(ctx, id)
 	cancel()
-	c.expectCode(err, jobq.DeadlineExceeded, fmt.Sprintf("Wait on an ID that no task has yet (returned %v)", res))
+	c.expectCode(err, errcode.DeadlineExceeded, fmt.Sprintf("Wait on an ID that no task has yet (returned %v)", res))
 	if got := c.push(q, t)[0]; got != id {
 		c.Fatalf("pushed task %s; want %s", got, id)
 	}
@@ -222,11 +228,11 @@ func checkCancelBeforePush(c *C) {
 	if e.Task.ID != id {
 		c.Fatalf("received %s; want %s", e.Task.ID, id)
 	}
-	if ok, err := e.CancelRequested(c.ctx()); err != nil || ok {
+	if ok, err := hooks.EnvelopeCancelRequested(c.ctx(), e); err != nil || ok {
 		c.Errorf("Envelope.CancelRequested of a task pushed after its cancel was not found = %v, %v; want false", ok, err)
 	}
 	c.complete(e)
-	if r := c.result(q, id); r.State != jobq.Succeeded {
+	if r := c.result(q, id); r.State != driver.ResultSucceeded {
 		c.Errorf("the task pushed after its cancel was not found ended %s; want succeeded", r.State)
 	}
 }
@@ -249,33 +255,33 @@ func checkDeadLetterRequeueRecord(c *C) {
 	}
 	id := c.push(q, task("dead-letter requeue record"))[0]
 	e := c.receive(q, c.longVis(q))
-	e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure, Detail: "first run"})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure, Detail: "first run"})
 	if res, err := e.Fail(c.ctx(), errors.New("conformance failure"), "first run's output"); err != nil || res.Retried {
 		c.Fatalf("Fail = %+v, %v; want dead-lettered", res, err)
 	}
-	if r := c.result(q, id); r.State != jobq.DeadLettered {
+	if r := c.result(q, id); r.State != driver.ResultDeadLettered {
 		c.Fatalf("the record after the failure is in state %s; want dead-lettered", r.State)
 	}
 	dead := c.listDead(q, 1)
-	if n, err := q.DeadLetters().Requeue(c.ctx(), dead[0].MessageID); err != nil || n != 1 {
+	if n, err := q.Admin().RequeueDeadLetters(c.ctx(), dead[0].MessageID); err != nil || n != 1 {
 		c.Fatalf("requeue the dead letter = %d, %v; want 1", n, err)
 	}
 	_, err := q.Result(c.ctx(), id)
-	c.expectCode(err, jobq.NotFound, "Result of a requeued dead letter (it has not ended)")
+	c.expectCode(err, errcode.NotFound, "Result of a requeued dead letter (it has not ended)")
 	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
 	res, err := q.Wait(ctx, id)
 	cancel()
-	c.expectCode(err, jobq.DeadlineExceeded, fmt.Sprintf("Wait on a requeued dead letter (returned %v)", res))
+	c.expectCode(err, errcode.DeadlineExceeded, fmt.Sprintf("Wait on a requeued dead letter (returned %v)", res))
 
 	e = c.receive(q, c.longVis(q))
 	inPlace := level(q, driver.InPlaceUpdate) == driver.Native
 	if inPlace {
 		c.expectDelivery(e, id, 2, "after the dead letter was requeued")
 	}
-	e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeSuccess})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeSuccess})
 	c.complete(e)
 	r := c.result(q, id)
-	if r.State != jobq.Succeeded {
+	if r.State != driver.ResultSucceeded {
 		c.Fatalf("the record of the new run is in state %s; want succeeded", r.State)
 	}
 	if !inPlace {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/wire"
 )
 
 // corruptCase is one damaged message the CorruptRecord check stores among
@@ -64,7 +66,7 @@ func (c *C) corruptCases() []corruptCase {
 	}
 	for _, k := range c.h.Corruptions {
 		cases = append(cases, corruptCase{name: k.Name, write: func(q *handle, t *jobq.Task) error {
-			body, err := jobq.MarshalTask(t)
+			body, err := wire.Marshal(t)
 			if err != nil {
 				return err
 			}
@@ -102,7 +104,7 @@ func (c *C) corruptCase(k corruptCase) {
 	// A deliverable damaged message is failed through its budget; its
 	// retries come at once (their timing is checkRetryBackoff's), through
 	// the queue's policy since the message cannot carry a backoff.
-	if err := q.Policies().Set(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && jobq.ErrorCode(err) != jobq.Unimplemented {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && errcode.Of(err) != errcode.Unimplemented {
 		c.Fatalf("set a quick retry-backoff policy: %v", err)
 	}
 	want := c.pushAroundDamaged(q, k)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // checkDelayedPush: a task with a future NotBefore stays hidden until then
@@ -28,7 +29,7 @@ func checkDelayedPush(c *C) {
 	switch level(q, driver.DelayedPush) {
 	case driver.Unsupported:
 		_, err := q.Push(c.ctx(), t)
-		c.expectCode(err, jobq.Unimplemented, "push with a future NotBefore on a backend without delayed push")
+		c.expectCode(err, errcode.Unimplemented, "push with a future NotBefore on a backend without delayed push")
 		c.receiveNone(q, time.Time{}, "the delayed push failed")
 		return
 	case driver.Emulated:
@@ -42,7 +43,7 @@ func checkDelayedPush(c *C) {
 	}
 	id := c.push(q, t)[0]
 	c.receiveNone(q, t.NotBefore, fmt.Sprintf("the task was pushed with NotBefore %v in the future", delay))
-	if st, err := q.Stats(c.ctx()); err != nil {
+	if st, err := q.Admin().Stats(c.ctx()); err != nil {
 		c.Errorf("stats: %v", err)
 	} else if level(q, driver.ExactCount) == driver.Native && st.Known.Delayed && time.Now().Before(t.NotBefore) && st.Delayed != 1 {
 		c.Errorf("stats while the task waits for NotBefore: %+v, want Delayed 1", st)
@@ -103,9 +104,9 @@ func checkDeadLetter(c *C) {
 	e := c.receive(q, c.longVis(q))
 	const reason, detail = "conformance reason ✗", "detail line 1\nline 2 ünïcode"
 	if level(q, driver.DeadLetter) == driver.Unsupported {
-		c.expectCode(e.DeadLetter(c.ctx(), reason, detail), jobq.Unimplemented, "DeadLetter on a backend without dead letters")
-		_, err := q.DeadLetters().List(c.ctx(), 10)
-		c.expectCode(err, jobq.Unimplemented, "listing dead letters on a backend without dead letters")
+		c.expectCode(e.DeadLetter(c.ctx(), reason, detail), errcode.Unimplemented, "DeadLetter on a backend without dead letters")
+		_, err := q.Admin().DeadLetters(c.ctx(), 10)
+		c.expectCode(err, errcode.Unimplemented, "listing dead letters on a backend without dead letters")
 		c.complete(e)
 		return
 	}
@@ -139,7 +140,7 @@ func (c *C) listDead(q *handle, n int) []*jobq.DeadLetter {
 	var dead []*jobq.DeadLetter
 	var err error
 	ok := c.poll(func() bool {
-		dead, err = q.DeadLetters().List(c.ctx(), 100)
+		dead, err = q.Admin().DeadLetters(c.ctx(), 100)
 		if err != nil {
 			c.Fatalf("list dead letters: %v", err)
 		}
@@ -156,10 +157,10 @@ func (c *C) listDead(q *handle, n int) []*jobq.DeadLetter {
 func checkDeadLetterRequeuePurge(c *C) {
 	q := c.open()
 	if level(q, driver.DeadLetter) == driver.Unsupported {
-		_, err := q.DeadLetters().Requeue(c.ctx())
-		c.expectCode(err, jobq.Unimplemented, "requeuing dead letters on a backend without dead letters")
-		_, err = q.DeadLetters().Purge(c.ctx())
-		c.expectCode(err, jobq.Unimplemented, "purging dead letters on a backend without dead letters")
+		_, err := q.Admin().RequeueDeadLetters(c.ctx())
+		c.expectCode(err, errcode.Unimplemented, "requeuing dead letters on a backend without dead letters")
+		_, err = q.Admin().PurgeDeadLetters(c.ctx())
+		c.expectCode(err, errcode.Unimplemented, "purging dead letters on a backend without dead letters")
 		return
 	}
 	ids := c.push(q, task("dlq a"), task("dlq b"), task("dlq c"))
@@ -175,7 +176,7 @@ func checkDeadLetterRequeuePurge(c *C) {
 			mid[d.Task.ID] = d.MessageID
 		}
 	}
-	n, err := q.DeadLetters().Requeue(c.ctx(), mid[ids[0]], "no-such-dead-letter")
+	n, err := q.Admin().RequeueDeadLetters(c.ctx(), mid[ids[0]], "no-such-dead-letter")
 	if err != nil || n != 1 {
 		c.Fatalf("requeue one dead letter (and an unknown ID): moved %d, error %v; want 1 and no error", n, err)
 	}
@@ -185,17 +186,17 @@ func checkDeadLetterRequeuePurge(c *C) {
 	}
 	c.complete(e)
 	c.listDead(q, 2)
-	if n, err := q.DeadLetters().Purge(c.ctx(), mid[ids[1]]); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeDeadLetters(c.ctx(), mid[ids[1]]); err != nil || n != 1 {
 		c.Fatalf("purge one dead letter: deleted %d, error %v; want 1", n, err)
 	}
 	left := c.listDead(q, 1)
 	if left[0].Task == nil || left[0].Task.ID != ids[2] {
 		c.Errorf("after requeuing %s and purging %s the dead letter left is %v, want %s", ids[0], ids[1], left[0].Task, ids[2])
 	}
-	if n, err := q.DeadLetters().Purge(c.ctx()); err != nil || n != 1 {
+	if n, err := q.Admin().PurgeDeadLetters(c.ctx()); err != nil || n != 1 {
 		c.Errorf("purge all dead letters: deleted %d, error %v; want 1", n, err)
 	}
-	if dead, err := q.DeadLetters().List(c.ctx(), 10); err != nil || len(dead) != 0 {
+	if dead, err := q.Admin().DeadLetters(c.ctx(), 10); err != nil || len(dead) != 0 {
 		c.Errorf("after purging all, listed %d dead letters (error %v)", len(dead), err)
 	}
 	c.receiveNone(q, time.Time{}, "the purged dead letters must not come back")
@@ -223,7 +224,7 @@ func checkFailRetryBudget(c *C) {
 		cause := fmt.Errorf("boom %d", attempt)
 		res, err := e.Fail(c.ctx(), cause, "tail of output")
 		if attempt == 3 && level(q, driver.DeadLetter) == driver.Unsupported {
-			c.expectCode(err, jobq.Unimplemented, "Fail past the budget on a backend without dead letters")
+			c.expectCode(err, errcode.Unimplemented, "Fail past the budget on a backend without dead letters")
 			c.complete(e)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // want are expected Stats counts.
@@ -15,10 +16,10 @@ type want struct{ ready, inFlight, delayed, dead int64 }
 // only for sanity otherwise. A count the backend does not know must be zero.
 func (c *C) expectStats(q *handle, w want) {
 	c.Helper()
-	var st jobq.Stats
+	var st driver.Stats
 	match := func() bool {
 		var err error
-		st, err = q.Stats(c.ctx())
+		st, err = q.Admin().Stats(c.ctx())
 		if err != nil {
 			c.Fatalf("stats: %v", err)
 		}
@@ -50,7 +51,7 @@ func (c *C) expectStats(q *handle, w want) {
 		}
 	}
 	if exact {
-		size, err := q.Size(c.ctx())
+		size, err := q.Admin().Size(c.ctx())
 		if err != nil {
 			c.Errorf("size: %v", err)
 		} else if size != st.Ready+st.InFlight+st.Delayed {
@@ -64,8 +65,8 @@ func (c *C) expectStats(q *handle, w want) {
 func checkPeek(c *C) {
 	q := c.open()
 	if level(q, driver.Peek) == driver.Unsupported {
-		_, err := q.Peek(c.ctx(), 10)
-		c.expectCode(err, jobq.Unimplemented, "Peek on a backend without peek")
+		_, err := q.Admin().Peek(c.ctx(), 10)
+		c.expectCode(err, errcode.Unimplemented, "Peek on a backend without peek")
 		return
 	}
 	ids := c.push(q, task("peek 1"), task("peek 2"), task("peek 3"))
@@ -73,7 +74,7 @@ func checkPeek(c *C) {
 	var ps []*jobq.PeekedTask
 	c.poll(func() bool {
 		var err error
-		if ps, err = q.Peek(c.ctx(), 10); err != nil {
+		if ps, err = q.Admin().Peek(c.ctx(), 10); err != nil {
 			c.Fatalf("peek: %v", err)
 		}
 		return len(ps) >= 3
@@ -101,7 +102,7 @@ func checkPeek(c *C) {
 			c.Errorf("peeked message %s before any receive shows InFlight %v, DeliveryCount %d", p.MessageID, p.InFlight, p.DeliveryCount)
 		}
 	}
-	if one, err := q.Peek(c.ctx(), 1); err != nil || len(one) != 1 {
+	if one, err := q.Admin().Peek(c.ctx(), 1); err != nil || len(one) != 1 {
 		c.Errorf("Peek(1) returned %d messages, error %v; want 1", len(one), err)
 	}
 	c.expectStats(q, want{ready: 3})
@@ -112,7 +113,7 @@ func checkPeek(c *C) {
 		}
 	}
 	// A leased message is either hidden from Peek or shown in flight.
-	ps, err := q.Peek(c.ctx(), 10)
+	ps, err := q.Admin().Peek(c.ctx(), 10)
 	if err != nil {
 		c.Fatalf("peek: %v", err)
 	}
@@ -177,7 +178,7 @@ func checkClear(c *C) {
 		c.push(q, t)
 		n++
 	}
-	got, err := q.Clear(c.ctx())
+	got, err := q.Admin().Clear(c.ctx())
 	if err != nil {
 		c.Fatalf("clear: %v", err)
 	}
@@ -185,7 +186,7 @@ func checkClear(c *C) {
 		c.Errorf("Clear reported %d deleted, want %d (or %d counting the in-flight one, or -1)", got, n, n+1)
 	}
 	c.receiveNone(q, time.Time{}, "the queue was cleared")
-	if err := held.Complete(c.ctx()); err != nil && jobq.ErrorCode(err) != jobq.LockLost {
+	if err := held.Complete(c.ctx()); err != nil && errcode.Of(err) != errcode.LockLost {
 		c.Errorf("completing a message held across Clear: %v; want success or LockLost", err)
 	}
 	w := want{}

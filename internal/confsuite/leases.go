@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // tolerance is how early a message may reappear relative to the suite's
@@ -40,7 +41,7 @@ func checkRenew(c *C) {
 	c.push(q, task("renew"))
 	e := c.receive(q, c.vis())
 	if level(q, driver.LeaseRenewal) == driver.Unsupported {
-		c.expectCode(e.Renew(c.ctx(), 0), jobq.Unimplemented, "Renew on a backend without lease renewal")
+		c.expectCode(e.Renew(c.ctx(), 0), errcode.Unimplemented, "Renew on a backend without lease renewal")
 		c.complete(e)
 		return
 	}
@@ -62,7 +63,7 @@ func checkRenew(c *C) {
 		c.Logf("the machine was too slow to check hiding after the original deadline")
 	}
 	c.complete(e)
-	c.expectCode(e.Renew(c.ctx(), 0), jobq.FailedPrecondition, "Renew after Complete")
+	c.expectCode(e.Renew(c.ctx(), 0), errcode.FailedPrecondition, "Renew after Complete")
 }
 
 // checkLockLostChannel: LockLost closes, and Context's context ends with a
@@ -93,23 +94,23 @@ func checkLockLostChannel(c *C) {
 		c.Errorf("LockLost closed for a message completed while its lease was held")
 	default:
 	}
-	if cause := context.Cause(ctx1); !errors.Is(cause, jobq.ErrLockLost) {
-		c.Errorf("the envelope's Context after its lease ran out: cause %v, want one matching jobq.ErrLockLost", cause)
+	if cause := context.Cause(ctx1); !errors.Is(cause, errcode.LockLost) {
+		c.Errorf("the envelope's Context after its lease ran out: cause %v, want one matching errcode.LockLost", cause)
 	}
 	if ctx2.Err() != nil {
 		c.Errorf("the envelope's Context ended (%v) for a message completed while its lease was held", context.Cause(ctx2))
 	}
 	late, cancelLate := e1.Context(context.Background())
 	defer cancelLate()
-	if cause := context.Cause(late); !errors.Is(cause, jobq.ErrLockLost) {
-		c.Errorf("Context taken after the lease was lost: cause %v, want one matching jobq.ErrLockLost at once", cause)
+	if cause := context.Cause(late); !errors.Is(cause, errcode.LockLost) {
+		c.Errorf("Context taken after the lease was lost: cause %v, want one matching errcode.LockLost at once", cause)
 	}
 	// A receiver that takes the message makes the first holder's Renew
 	// fail with LockLost.
 	e3 := c.receive(q, c.longVis(q))
 	if level(q, driver.LeaseRenewal) != driver.Unsupported {
 		err := e1.Renew(c.ctx(), 0)
-		c.expectCode(err, jobq.LockLost, "Renew after another receiver took the message")
+		c.expectCode(err, errcode.LockLost, "Renew after another receiver took the message")
 	}
 	c.complete(e3)
 }
@@ -163,9 +164,9 @@ func checkSettleAfterLockLost(c *C) {
 	for id, e := range old {
 		o := byID[id]
 		err := o.do(e)
-		c.expectCode(err, jobq.LockLost, o.name+" through a lease another receiver took over")
-		if err != nil && !errors.Is(err, jobq.ErrLockLost) {
-			c.Errorf("%s: errors.Is(err, jobq.ErrLockLost) is false for %v", o.name, err)
+		c.expectCode(err, errcode.LockLost, o.name+" through a lease another receiver took over")
+		if err != nil && !errors.Is(err, errcode.LockLost) {
+			c.Errorf("%s: errors.Is(err, errcode.LockLost) is false for %v", o.name, err)
 		}
 		select {
 		case <-e.LockLost():
@@ -182,7 +183,7 @@ func checkSettleAfterLockLost(c *C) {
 		}
 	}
 	if level(q1, driver.DeadLetter) != driver.Unsupported {
-		dead, err := q1.DeadLetters().List(c.ctx(), 100)
+		dead, err := q1.Admin().DeadLetters(c.ctx(), 100)
 		if err != nil {
 			c.Fatalf("list dead letters: %v", err)
 		}
@@ -236,7 +237,7 @@ func checkRequeueImmediate(c *C) {
 	if err := e.Requeue(c.ctx(), 0); err != nil {
 		c.Fatalf("requeue: %v", err)
 	}
-	c.expectCode(e.Complete(c.ctx()), jobq.FailedPrecondition, "Complete after Requeue of the same envelope")
+	c.expectCode(e.Complete(c.ctx()), errcode.FailedPrecondition, "Complete after Requeue of the same envelope")
 	e2 := c.receive(q, c.longVis(q))
 	c.expectDelivery(e2, id, 2, "after Requeue(0)")
 	c.complete(e2)
@@ -251,7 +252,7 @@ func checkRequeueDelayed(c *C) {
 	delay := c.vis()
 	switch level(q, driver.DelayedRequeue) {
 	case driver.Unsupported:
-		c.expectCode(e.Requeue(c.ctx(), delay), jobq.Unimplemented, "Requeue(delay) on a backend without delayed requeue")
+		c.expectCode(e.Requeue(c.ctx(), delay), errcode.Unimplemented, "Requeue(delay) on a backend without delayed requeue")
 		c.complete(e) // the failed call must have left the lease alone
 		return
 	case driver.Emulated:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // checkConcurrentReceivers: many receivers on several handles claim each
@@ -100,19 +101,19 @@ func checkClosedQueue(c *C) {
 			_, err := q.ReceiveBatch(ctx, 2, jobq.ReceiveOptions{})
 			return err
 		},
-		"Peek":                func() error { _, err := q.Peek(ctx, 1); return err },
-		"Stats":               func() error { _, err := q.Stats(ctx); return err },
-		"Size":                func() error { _, err := q.Size(ctx); return err },
-		"Clear":               func() error { _, err := q.Clear(ctx); return err },
-		"DeadLetters.List":    func() error { _, err := q.DeadLetters().List(ctx, 1); return err },
-		"DeadLetters.Purge":   func() error { _, err := q.DeadLetters().Purge(ctx); return err },
+		"Peek":                func() error { _, err := q.Admin().Peek(ctx, 1); return err },
+		"Stats":               func() error { _, err := q.Admin().Stats(ctx); return err },
+		"Size":                func() error { _, err := q.Admin().Size(ctx); return err },
+		"Clear":               func() error { _, err := q.Admin().Clear(ctx); return err },
+		"DeadLetters.List":    func() error { _, err := q.Admin().DeadLetters(ctx, 1); return err },
+		"DeadLetters.Purge":   func() error { _, err := q.Admin().PurgeDeadLetters(ctx); return err },
 		"Envelope.Complete":   func() error { return e.Complete(ctx) },
 		"Envelope.Renew":      func() error { return e.Renew(ctx, 0) },
 		"Envelope.Requeue":    func() error { return e.Requeue(ctx, 0) },
-		"DeadLetters.Requeue": func() error { _, err := q.DeadLetters().Requeue(ctx); return err },
+		"DeadLetters.Requeue": func() error { _, err := q.Admin().RequeueDeadLetters(ctx); return err },
 	}
 	for name, op := range ops {
-		c.expectCode(op(), jobq.FailedPrecondition, name+" after Close")
+		c.expectCode(op(), errcode.FailedPrecondition, name+" after Close")
 	}
 	_ = q.Close() // a second Close must not panic
 	// The message held by the closed handle comes back to another.
@@ -142,8 +143,8 @@ func checkCanceledContext(c *C) {
 		}},
 		{"Receive", func() error { _, err := q.Receive(ctx, jobq.ReceiveOptions{Wait: time.Second}); return err }},
 		{"ReceiveBatch", func() error { _, err := q.ReceiveBatch(ctx, 3, jobq.ReceiveOptions{}); return err }},
-		{"Stats", func() error { _, err := q.Stats(ctx); return err }},
-		{"Clear", func() error { _, err := q.Clear(ctx); return err }},
+		{"Stats", func() error { _, err := q.Admin().Stats(ctx); return err }},
+		{"Clear", func() error { _, err := q.Admin().Clear(ctx); return err }},
 		{"Envelope.Complete", func() error { return held.Complete(ctx) }},
 		{"Envelope.Requeue", func() error { return held.Requeue(ctx, 0) }},
 	}
@@ -151,7 +152,7 @@ func checkCanceledContext(c *C) {
 		ops = append(ops, struct {
 			name string
 			do   func() error
-		}{"Peek", func() error { _, err := q.Peek(ctx, 1); return err }})
+		}{"Peek", func() error { _, err := q.Admin().Peek(ctx, 1); return err }})
 	}
 	if level(q, driver.LeaseRenewal) != driver.Unsupported {
 		ops = append(ops, struct {
@@ -163,7 +164,7 @@ func checkCanceledContext(c *C) {
 		ops = append(ops, struct {
 			name string
 			do   func() error
-		}{"DeadLetters.List", func() error { _, err := q.DeadLetters().List(ctx, 1); return err }})
+		}{"DeadLetters.List", func() error { _, err := q.Admin().DeadLetters(ctx, 1); return err }})
 	}
 	if level(q, driver.Results) != driver.Unsupported {
 		ops = append(ops, []struct {
@@ -177,11 +178,11 @@ func checkCanceledContext(c *C) {
 			ops = append(ops, struct {
 				name string
 				do   func() error
-			}{"Cancel", func() error { _, err := q.Cancel(ctx, ready); return err }})
+			}{"Cancel", func() error { _, err := q.Admin().Cancel(ctx, ready); return err }})
 		}
 	}
 	for _, op := range ops {
-		c.expectCode(op.do(), jobq.Canceled, op.name+" with a canceled context")
+		c.expectCode(op.do(), errcode.Canceled, op.name+" with a canceled context")
 	}
 	// Nothing changed: the held message is still held, the ready one and
 	// only it is still there.
@@ -202,7 +203,7 @@ func checkCanceledContext(c *C) {
 	}()
 	select {
 	case err := <-done:
-		c.expectCode(err, jobq.DeadlineExceeded, "Receive(WaitForever) on an empty queue past its context deadline")
+		c.expectCode(err, errcode.DeadlineExceeded, "Receive(WaitForever) on an empty queue past its context deadline")
 	case <-time.After(c.patience()):
 		c.Errorf("Receive(WaitForever) did not return within %v of its context deadline", c.patience())
 	}

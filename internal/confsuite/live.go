@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Status is the outcome of one check run by RunLive.
@@ -127,9 +128,9 @@ func scrub(parent context.Context, u string) {
 		return
 	}
 	defer q.Close()
-	_, _ = q.Clear(ctx)
-	_, _ = q.DeadLetters().Purge(ctx)
-	_, _ = q.PurgeWorkers(ctx, time.Now().Add(time.Hour)) // the worker checks' records, where there is a registry
+	_, _ = q.Admin().Clear(ctx)
+	_, _ = q.Admin().PurgeDeadLetters(ctx)
+	_, _ = q.Admin().PurgeWorkers(ctx, time.Now().Add(time.Hour)) // the worker checks' records, where there is a registry
 }
 
 // liveT implements T for RunLive.
@@ -295,7 +296,7 @@ var queueParamSchemes = map[string]bool{
 func ScratchQueues(queueURL string) (func(ctx context.Context) (string, error), error) {
 	u, err := url.Parse(queueurl.Normalize(queueURL))
 	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("conformance: %q is not a queue URL", jobq.RedactURL(queueURL))
+		return nil, fmt.Errorf("conformance: %q is not a queue URL", redact.URL(queueURL))
 	}
 	run := strings.ToLower(rand.Text()[:6])
 	var n atomic.Int64

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // policyChecks are the checks of queue policies (docs/policies.md) and of
@@ -27,11 +28,11 @@ func policyChecks() []check {
 // to list them: Unimplemented means it keeps none.
 func (c *C) hasPolicyStore(q *handle) bool {
 	c.Helper()
-	_, err := q.Policies().List(c.ctx())
+	_, err := q.Admin().Policies(c.ctx())
 	switch {
 	case err == nil:
 		return true
-	case jobq.ErrorCode(err) == jobq.Unimplemented:
+	case errcode.Of(err) == errcode.Unimplemented:
 		return false
 	}
 	c.Fatalf("policy list: %v", err)
@@ -42,38 +43,38 @@ func (c *C) hasPolicyStore(q *handle) bool {
 // backend; where policies are kept, set, list and unset round-trip.
 func checkPolicyValidation(c *C) {
 	q := c.open()
-	bad := []jobq.Policy{
-		{Kind: jobq.ConcurrencyPolicy, Key: "k", Limit: 0},
-		{Kind: jobq.ConcurrencyPolicy, Key: "k", Limit: -1},
-		{Kind: jobq.ConcurrencyPolicy, Limit: 1},
-		{Kind: jobq.RatePolicy, Key: "k", Limit: 1},
-		{Kind: jobq.RatePolicy, Key: "k", Limit: 1, Period: -time.Second},
-		{Kind: jobq.RatePolicy, Key: "k", Limit: 1, Period: time.Duration(1<<63 - 1)},
-		{Kind: jobq.MaxDepthPolicy, Limit: 0},
-		{Kind: jobq.MaxDepthPolicy, Key: "k", Limit: 3},
+	bad := []driver.Policy{
+		{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 0},
+		{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: -1},
+		{Kind: driver.ConcurrencyPolicy, Limit: 1},
+		{Kind: driver.RatePolicy, Key: "k", Limit: 1},
+		{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: -time.Second},
+		{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: time.Duration(1<<63 - 1)},
+		{Kind: driver.MaxDepthPolicy, Limit: 0},
+		{Kind: driver.MaxDepthPolicy, Key: "k", Limit: 3},
 		{Kind: "priority", Key: "k", Limit: 1},
 	}
 	for _, p := range bad {
-		c.expectCode(q.Policies().Set(c.ctx(), p), jobq.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
+		c.expectCode(q.Admin().SetPolicy(c.ctx(), p), errcode.InvalidArgument, fmt.Sprintf("set invalid policy %+v", p))
 	}
 	if !c.hasPolicyStore(q) {
-		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: 10})
-		c.expectCode(err, jobq.Unimplemented, "set a policy on a backend that keeps none")
+		err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
+		c.expectCode(err, errcode.Unimplemented, "set a policy on a backend that keeps none")
 		return
 	}
-	want := []jobq.Policy{{Kind: jobq.MaxDepthPolicy, Limit: 10}}
-	if err := q.Policies().Set(c.ctx(), want[0]); jobq.ErrorCode(err) == jobq.Unimplemented {
+	want := []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 10}}
+	if err := q.Admin().SetPolicy(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
 		c.Logf("the backend keeps policies but refuses max-depth: %v", err)
 		want = nil
 	}
 	if level(q, driver.ConcurrencyLimit) != driver.Unsupported {
-		want = append([]jobq.Policy{{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
+		want = append([]driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2}}, want...)
 	} else {
-		err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "gpu", Limit: 2})
-		c.expectCode(err, jobq.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
+		err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 2})
+		c.expectCode(err, errcode.Unimplemented, "set a concurrency policy where concurrency-limit is unsupported")
 	}
 	if level(q, driver.RateLimit) != driver.Unsupported {
-		rate := jobq.Policy{Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
+		rate := driver.Policy{Kind: driver.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}
 		want = append(want, rate)
 		driver.SortPolicies(want)
 	}
@@ -81,16 +82,16 @@ func checkPolicyValidation(c *C) {
 		c.Skipf("the backend keeps policies but supports no kind of them")
 	}
 	for _, p := range want {
-		if err := q.Policies().Set(c.ctx(), p); err != nil {
+		if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
 			c.Fatalf("set %v: %v", p, err)
 		}
 	}
 	// Setting again replaces.
 	want[0].Limit++
-	if err := q.Policies().Set(c.ctx(), want[0]); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), want[0]); err != nil {
 		c.Fatalf("set %v again: %v", want[0], err)
 	}
-	got, err := q.Policies().List(c.ctx())
+	got, err := q.Admin().Policies(c.ctx())
 	if err != nil {
 		c.Fatalf("policy list: %v", err)
 	}
@@ -98,14 +99,14 @@ func checkPolicyValidation(c *C) {
 		c.Errorf("policy list = %v, want %v (sorted by kind, then key)", got, want)
 	}
 	for _, p := range want {
-		if ok, err := q.Policies().Unset(c.ctx(), p.Kind, p.Key); err != nil || !ok {
+		if ok, err := q.Admin().UnsetPolicy(c.ctx(), p.Kind, p.Key); err != nil || !ok {
 			c.Errorf("unset %v: %v, %v; want true, nil", p, ok, err)
 		}
 	}
-	if ok, err := q.Policies().Unset(c.ctx(), jobq.RatePolicy, "never-set"); err != nil || ok {
+	if ok, err := q.Admin().UnsetPolicy(c.ctx(), driver.RatePolicy, "never-set"); err != nil || ok {
 		c.Errorf("unset a missing policy: %v, %v; want false, nil", ok, err)
 	}
-	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
+	if got, err := q.Admin().Policies(c.ctx()); err != nil || len(got) != 0 {
 		c.Errorf("policy list after unsetting all = %v, %v; want none", got, err)
 	}
 }
@@ -119,7 +120,7 @@ func (c *C) checkKeyLevel(q *handle, f driver.Feature, t *jobq.Task) bool {
 	switch level(q, f) {
 	case driver.Unsupported:
 		_, err := q.Push(c.ctx(), t)
-		c.expectCode(err, jobq.Unimplemented, "push a task with a key where "+string(f)+" is unsupported")
+		c.expectCode(err, errcode.Unimplemented, "push a task with a key where "+string(f)+" is unsupported")
 		c.receiveNone(q, time.Time{}, "the keyed push failed")
 		return true
 	case driver.Emulated:
@@ -153,7 +154,7 @@ func checkConcurrencyCap(c *C) {
 	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyedTask("unsupported key", "k")) {
 		return
 	}
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
 		c.Fatalf("set concurrency policy: %v", err)
 	}
 	// Capped tasks first: a claim must skip them, not stop at them.
@@ -199,12 +200,12 @@ func (c *C) capKeyStats(q *handle) {
 	if q.Capabilities().Level(driver.ConcurrencyLimit) != driver.Native {
 		return
 	}
-	ks, err := q.Policies().KeyStats(c.ctx())
+	ks, err := q.Admin().PolicyKeyStats(c.ctx())
 	if err != nil {
 		c.Fatalf("key stats: %v", err)
 	}
 	for _, k := range ks {
-		if k.Kind == jobq.ConcurrencyPolicy && k.Key == "capped" {
+		if k.Kind == driver.ConcurrencyPolicy && k.Key == "capped" {
 			if k.InFlight != capK {
 				c.Errorf("key stats report %d in flight for key \"capped\"; %d are held", k.InFlight, capK)
 			}
@@ -249,7 +250,7 @@ func (c *C) capConcurrent(q *handle) {
 	if p := peak.Load(); p > capK {
 		c.Errorf("%d receivers held %d messages with key \"capped\" at once; the cap is %d", capReceivers, p, capK)
 	}
-	if size, err := q.Size(c.ctx()); err != nil || size != 0 {
+	if size, err := q.Admin().Size(c.ctx()); err != nil || size != 0 {
 		c.Errorf("after the receivers finished, %d messages are left (%v); every task must be delivered", size, err)
 	}
 }
@@ -261,7 +262,7 @@ func (c *C) capReceiver(q *handle, deadline time.Time, inFlight, peak *atomic.In
 	for time.Now().Before(deadline) && c.ctx().Err() == nil {
 		e, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: 200 * time.Millisecond})
 		if errors.Is(err, jobq.ErrEmpty) {
-			if st, err := q.Stats(c.ctx()); err == nil && st.Ready+st.InFlight+st.Delayed == 0 {
+			if st, err := q.Admin().Stats(c.ctx()); err == nil && st.Ready+st.InFlight+st.Delayed == 0 {
 				return
 			}
 			continue
@@ -300,7 +301,7 @@ func checkRateLimit(c *C) {
 	}
 	const count, total = 3, 7
 	period := 2 * time.Second
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
 		c.Fatalf("set rate policy: %v", err)
 	}
 	for i := range total {
@@ -358,7 +359,7 @@ func checkMaxDepth(c *C) {
 		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
 	}
 	const depth = 3
-	if err := q.Policies().Set(c.ctx(), jobq.Policy{Kind: jobq.MaxDepthPolicy, Limit: depth}); jobq.ErrorCode(err) == jobq.Unimplemented {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
 		c.Skipf("backend %s keeps policies but refuses max-depth: %v", c.h.Name, err)
 	} else if err != nil {
 		c.Fatalf("set max-depth: %v", err)
@@ -367,27 +368,27 @@ func checkMaxDepth(c *C) {
 	if _, err := q.PushBatch(c.ctx(), []*jobq.Task{task("depth 2"), task("depth 3"), task("depth 4")}, jobq.PushOptions{}); err == nil {
 		c.Errorf("a batch of 3 onto a queue of 1 with max-depth %d was accepted", depth)
 	} else {
-		c.expectCode(err, jobq.ResourceExhausted, "batch push beyond max-depth")
+		c.expectCode(err, errcode.ResourceExhausted, "batch push beyond max-depth")
 	}
-	if size, err := q.Size(c.ctx()); err != nil || (level(q, driver.ExactCount) == driver.Native && size != 1) {
+	if size, err := q.Admin().Size(c.ctx()); err != nil || (level(q, driver.ExactCount) == driver.Native && size != 1) {
 		c.Errorf("after a refused batch the queue holds %d (%v); want 1: a batch is all-or-nothing against max-depth", size, err)
 	}
 	c.push(q, task("depth 2"), task("depth 3"))
 	_, err := q.Push(c.ctx(), task("depth 4"))
-	c.expectCode(err, jobq.ResourceExhausted, "push onto a full queue")
-	var qf *jobq.QueueFullError
+	c.expectCode(err, errcode.ResourceExhausted, "push onto a full queue")
+	var qf *driver.QueueFullError
 	if !errors.As(err, &qf) {
-		c.Errorf("a push onto a full queue returned %v; want an error wrapping *jobq.QueueFullError with the depth", err)
+		c.Errorf("a push onto a full queue returned %v; want an error wrapping *driver.QueueFullError with the depth", err)
 	} else if qf.Depth != depth || qf.MaxDepth != depth {
 		c.Errorf("QueueFullError = %+v; want Depth %d, MaxDepth %d", qf, depth, depth)
 	}
 	// In flight still counts; a completion makes room.
 	e := c.receive(q, c.longVis(q))
 	_, err = q.Push(c.ctx(), task("depth 4"))
-	c.expectCode(err, jobq.ResourceExhausted, "push while the queue is full with one task in flight")
+	c.expectCode(err, errcode.ResourceExhausted, "push while the queue is full with one task in flight")
 	c.complete(e)
 	c.push(q, task("depth 4"))
-	if _, err := q.Policies().Unset(c.ctx(), jobq.MaxDepthPolicy, ""); err != nil {
+	if _, err := q.Admin().UnsetPolicy(c.ctx(), driver.MaxDepthPolicy, ""); err != nil {
 		c.Fatalf("unset max-depth: %v", err)
 	}
 	c.push(q, task("depth 5"))

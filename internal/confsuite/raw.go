@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // RawPusher returns a Harness.PushRaw that opens the queue through the
@@ -19,7 +20,7 @@ func RawPusher(o driver.Opener) func(ctx context.Context, rawURL string, body []
 	return func(ctx context.Context, rawURL string, body []byte) error {
 		u, err := url.Parse(queueurl.Normalize(rawURL))
 		if err != nil {
-			return fmt.Errorf("parse %s: %w", jobq.RedactURL(rawURL), err)
+			return fmt.Errorf("parse %s: %w", redact.URL(rawURL), err)
 		}
 		// The portable layer's own parameter never reaches a driver.
 		if v := u.Query(); v.Has("stash") {
@@ -28,7 +29,7 @@ func RawPusher(o driver.Opener) func(ctx context.Context, rawURL string, body []
 		}
 		d, err := o.Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
-			return fmt.Errorf("open %s: %w", jobq.RedactURL(rawURL), err)
+			return fmt.Errorf("open %s: %w", redact.URL(rawURL), err)
 		}
 		defer d.Close()
 		_, err = d.Push(ctx, []*driver.Message{{ID: "raw-" + rand.Text(), Body: body}})
@@ -48,7 +49,7 @@ func LiveHarness(queueURL string) (Harness, error) {
 	}
 	u, err := url.Parse(queueurl.Normalize(queueURL))
 	if err != nil {
-		return Harness{}, fmt.Errorf("conformance: %q is not a queue URL", jobq.RedactURL(queueURL))
+		return Harness{}, fmt.Errorf("conformance: %q is not a queue URL", redact.URL(queueURL))
 	}
 	o, ok := jobq.DefaultURLMux().Opener(u.Scheme)
 	if !ok {

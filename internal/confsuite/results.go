@@ -9,6 +9,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // resultChecks are the checks of task results, cancel and retry backoff
@@ -39,20 +41,20 @@ func checkQueueWidePolicies(c *C) {
 	if !c.hasPolicyStore(q) {
 		c.Skipf("the backend keeps no queue policies")
 	}
-	want := []jobq.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
-	for _, p := range append([]jobq.Policy{driver.Retention(time.Hour)}, want...) {
-		if err := q.Policies().Set(c.ctx(), p); err != nil {
+	want := []driver.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
+	for _, p := range append([]driver.Policy{driver.Retention(time.Hour)}, want...) {
+		if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
 			c.Fatalf("set %v: %v", p, err)
 		}
 	}
-	got, err := q.Policies().List(c.ctx())
+	got, err := q.Admin().Policies(c.ctx())
 	if err != nil {
 		c.Fatalf("policy list: %v", err)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		c.Errorf("policy list = %v, want %v", got, want)
 	}
-	if ks, err := q.Policies().KeyStats(c.ctx()); err != nil || len(ks) != 0 {
+	if ks, err := q.Admin().PolicyKeyStats(c.ctx()); err != nil || len(ks) != 0 {
 		c.Errorf("key stats with only queue-wide policies = %v, %v; want none", ks, err)
 	}
 	// A task without a backoff of its own takes the queue's.
@@ -68,11 +70,11 @@ func checkQueueWidePolicies(c *C) {
 	}
 	c.complete(c.receive(q, c.longVis(q)))
 	for _, p := range want {
-		if ok, err := q.Policies().Unset(c.ctx(), p.Kind, ""); err != nil || !ok {
+		if ok, err := q.Admin().UnsetPolicy(c.ctx(), p.Kind, ""); err != nil || !ok {
 			c.Errorf("unset %s: %v, %v; want true, nil", p.Kind, ok, err)
 		}
 	}
-	if got, err := q.Policies().List(c.ctx()); err != nil || len(got) != 0 {
+	if got, err := q.Admin().Policies(c.ctx()); err != nil || len(got) != 0 {
 		c.Errorf("policy list after unsetting = %v, %v; want none", got, err)
 	}
 }
@@ -86,9 +88,9 @@ func (c *C) keepsResults(q *handle) bool {
 		return true
 	}
 	_, err := q.Result(c.ctx(), "no-such-task")
-	c.expectCode(err, jobq.Unimplemented, "Result on a backend that keeps no results")
+	c.expectCode(err, errcode.Unimplemented, "Result on a backend that keeps no results")
 	_, err = q.Wait(c.ctx(), "no-such-task")
-	c.expectCode(err, jobq.Unimplemented, "Wait on a backend that keeps no results")
+	c.expectCode(err, errcode.Unimplemented, "Wait on a backend that keeps no results")
 	c.push(q, task("no results kept"))
 	c.complete(c.receive(q, c.longVis(q)))
 	return false
@@ -122,7 +124,7 @@ func checkResultRecords(c *C) {
 	type end struct {
 		name   string
 		settle func(e *jobq.Envelope) error
-		state  jobq.ResultState
+		state  driver.ResultState
 		errSub string
 		output string
 		value  string
@@ -132,27 +134,27 @@ func checkResultRecords(c *C) {
 		{"succeeded", func(e *jobq.Envelope) error {
 			e.SetResult(jobq.ResultDetails{Output: "all done ✓\n", Value: json.RawMessage(`{"answer": 42}`)})
 			return e.Complete(c.ctx())
-		}, jobq.Succeeded, "", "all done ✓\n", `{"answer": 42}`},
+		}, driver.ResultSucceeded, "", "all done ✓\n", `{"answer": 42}`},
 		{"cancelled", func(e *jobq.Envelope) error { return e.Cancel(c.ctx(), "conformance cancel") },
-			jobq.Cancelled, "conformance cancel", "", ""},
+			driver.ResultCancelled, "conformance cancel", "", ""},
 	}
 	if dead {
 		ends = append(ends,
 			end{"dead-lettered", func(e *jobq.Envelope) error {
 				e.SetResult(jobq.ResultDetails{ExitCode: &code, Output: "tail of the output"})
 				return e.DeadLetter(c.ctx(), "conformance reason", "detail")
-			}, jobq.DeadLettered, "conformance reason", "tail of the output", ""},
+			}, driver.ResultDeadLettered, "conformance reason", "tail of the output", ""},
 			end{"failed past its retries", func(e *jobq.Envelope) error {
 				_, err := e.Fail(c.ctx(), errors.New("boom"), "the detail is the output")
 				return err
-			}, jobq.DeadLettered, "boom", "the detail is the output", ""})
+			}, driver.ResultDeadLettered, "boom", "the detail is the output", ""})
 	}
 	ids := map[string]end{}
 	for _, en := range ends {
 		ids[c.push(q, task("result "+en.name))[0]] = en
 	}
 	for id, e := range c.receiveAll(q, len(ends), c.longVis(q)) {
-		e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Host: "conformance-host", Start: time.Now(), Outcome: jobq.OutcomeSuccess})
+		hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-worker", Host: "conformance-host", Start: time.Now(), Outcome: jobq.OutcomeSuccess})
 		if err := ids[id].settle(e); err != nil {
 			c.Fatalf("settle the %s task: %v", ids[id].name, err)
 		}
@@ -170,16 +172,16 @@ func checkResultRecords(c *C) {
 			c.Errorf("%s task: record worker %q host %q started %v finished %v; want the recorded attempt's", en.name, r.Worker, r.Host, r.Started, r.Finished)
 		case r.DeliveryCount != 1:
 			c.Errorf("%s task: record delivery count %d; want 1", en.name, r.DeliveryCount)
-		case time.Until(r.ExpiresAt) < jobq.DefaultRetention-time.Hour:
-			c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, jobq.DefaultRetention)
+		case time.Until(r.ExpiresAt) < driver.DefaultRetention-time.Hour:
+			c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, driver.DefaultRetention)
 		}
-		if en.state == jobq.DeadLettered && en.value == "" && en.name == "dead-lettered" && (r.ExitCode == nil || *r.ExitCode != code) {
+		if en.state == driver.ResultDeadLettered && en.value == "" && en.name == "dead-lettered" && (r.ExitCode == nil || *r.ExitCode != code) {
 			c.Errorf("dead-lettered task: record exit code %v; want %d", r.ExitCode, code)
 		}
 	}
 	c.receiveNone(q, time.Time{}, "every task ended")
 	_, err := q.Result(c.ctx(), "conformance-never-pushed")
-	c.expectCode(err, jobq.NotFound, "Result of a task that was never pushed")
+	c.expectCode(err, errcode.NotFound, "Result of a task that was never pushed")
 }
 
 // checkResultRetention: a record lives for the queue's retention policy
@@ -191,10 +193,10 @@ func checkResultRetention(c *C) {
 		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
 	}
 	if !c.hasPolicyStore(q) {
-		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", jobq.DefaultRetention)
+		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", driver.DefaultRetention)
 	}
 	const keep = 2 * time.Second
-	if err := q.Policies().Set(c.ctx(), driver.Retention(keep)); err != nil {
+	if err := q.Admin().SetPolicy(c.ctx(), driver.Retention(keep)); err != nil {
 		c.Fatalf("set retention %v: %v", keep, err)
 	}
 	id := c.push(q, task("short-lived result"))[0]
@@ -205,11 +207,11 @@ func checkResultRetention(c *C) {
 	}
 	time.Sleep(time.Until(r.ExpiresAt) + c.tolerance())
 	_, err := q.Result(c.ctx(), id)
-	c.expectCode(err, jobq.NotFound, "Result after the retention passed")
-	if _, err := q.PurgeResults(c.ctx()); err != nil {
+	c.expectCode(err, errcode.NotFound, "Result after the retention passed")
+	if _, err := q.Admin().PurgeResults(c.ctx()); err != nil {
 		c.Errorf("PurgeResults: %v", err)
 	}
-	if _, err := q.Result(c.ctx(), id); jobq.ErrorCode(err) != jobq.NotFound {
+	if _, err := q.Result(c.ctx(), id); errcode.Of(err) != errcode.NotFound {
 		c.Errorf("Result after PurgeResults: %v; want NotFound", err)
 	}
 }
@@ -231,13 +233,13 @@ func checkWaitResults(c *C) {
 	}
 	got := make(chan report, len(ids)+1)
 	go func() {
-		err := q.WaitFunc(c.ctx(), ids, func(r *jobq.Result) error {
+		err := q.WaitFunc(c.ctx(), ids, jobq.WaitOptions{}, func(r *jobq.Result) error {
 			got <- report{r: r}
 			return nil
 		})
 		got <- report{err: err}
 	}()
-	seen := map[string]jobq.ResultState{}
+	seen := map[string]driver.ResultState{}
 	next := func(why string) report {
 		select {
 		case rep := <-got:
@@ -255,7 +257,7 @@ func checkWaitResults(c *C) {
 		return report{}
 	}
 	first := next("a task had ended before the wait began")
-	if first.r.ID != early.Task.ID || first.r.State != jobq.Succeeded {
+	if first.r.ID != early.Task.ID || first.r.State != driver.ResultSucceeded {
 		c.Errorf("the first report is %s in state %s; want %s, which had succeeded before the wait", first.r.ID, first.r.State, early.Task.ID)
 	}
 	for i := range 2 {
@@ -275,9 +277,9 @@ func checkWaitResults(c *C) {
 	if rep := <-got; rep.err != nil || rep.r != nil {
 		c.Errorf("WaitFunc after every task ended: %+v; want it to return nil", rep)
 	}
-	want := map[string]jobq.ResultState{ids[0]: jobq.Succeeded, ids[1]: jobq.Succeeded, ids[2]: jobq.DeadLettered}
+	want := map[string]driver.ResultState{ids[0]: driver.ResultSucceeded, ids[1]: driver.ResultSucceeded, ids[2]: driver.ResultDeadLettered}
 	if level(q, driver.DeadLetter) == driver.Unsupported {
-		want[ids[2]] = jobq.Succeeded
+		want[ids[2]] = driver.ResultSucceeded
 	}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		c.Errorf("WaitFunc reported %v; want %v", seen, want)
@@ -295,8 +297,8 @@ func (c *C) cancels(q *handle) bool {
 	if level(q, driver.Results) != driver.Unsupported && level(q, driver.Cancel) != driver.Unsupported {
 		return true
 	}
-	_, err := q.Cancel(c.ctx(), "no-such-task")
-	c.expectCode(err, jobq.Unimplemented, "Cancel on a backend that cannot cancel")
+	_, err := q.Admin().Cancel(c.ctx(), "no-such-task")
+	c.expectCode(err, errcode.Unimplemented, "Cancel on a backend that cannot cancel")
 	return false
 }
 
@@ -322,17 +324,17 @@ func checkCancelQueued(c *C) {
 	done := c.push(q, task("cancel too late"))[0]
 	c.complete(c.receive(q, c.longVis(q)))
 	c.result(q, done)
-	rs, err := q.Cancel(c.ctx(), done)
+	rs, err := q.Admin().Cancel(c.ctx(), done)
 	c.expectCancel(rs, err, done, jobq.CancelTooLate)
-	if r := c.result(q, done); r.State != jobq.Succeeded {
+	if r := c.result(q, done); r.State != driver.ResultSucceeded {
 		c.Errorf("a cancel after the end changed the record to %s", r.State)
 	}
 
 	id := c.push(q, task("cancel queued"))[0]
-	rs, err = q.Cancel(c.ctx(), id)
+	rs, err = q.Admin().Cancel(c.ctx(), id)
 	if level(q, driver.Cancel) == driver.Native {
 		c.expectCancel(rs, err, id, jobq.CancelRemoved)
-		if r := c.result(q, id); r.State != jobq.Cancelled {
+		if r := c.result(q, id); r.State != driver.ResultCancelled {
 			c.Errorf("a removed task's record is in state %s; want cancelled", r.State)
 		}
 		c.receiveNone(q, time.Time{}, "the only queued task was cancelled")
@@ -350,23 +352,23 @@ func (c *C) settleCancelled(q *handle, e *jobq.Envelope, id string) {
 	if e.Task.ID != id {
 		c.Fatalf("received %s; want the cancelled task %s", e.Task.ID, id)
 	}
-	asked, err := q.CancelRequested(c.ctx(), []string{"conformance-other", id})
+	asked, err := hooks.CancelRequested(c.ctx(), q, []string{"conformance-other", id})
 	if err != nil || len(asked) != 1 || asked[0] != id {
 		c.Errorf("CancelRequested = %v, %v; want [%s]", asked, err, id)
 	}
-	if ok, err := e.CancelRequested(c.ctx()); err != nil || !ok {
+	if ok, err := hooks.EnvelopeCancelRequested(c.ctx(), e); err != nil || !ok {
 		c.Errorf("Envelope.CancelRequested = %v, %v; want true", ok, err)
 	}
-	if r := c.result(q, id); r.State != jobq.CancelRequested {
-		c.Errorf("the record of a task asked to cancel is in state %s; want %s", r.State, jobq.CancelRequested)
+	if r := c.result(q, id); r.State != driver.ResultCancelRequested {
+		c.Errorf("the record of a task asked to cancel is in state %s; want %s", r.State, driver.ResultCancelRequested)
 	}
 	if err := e.Cancel(c.ctx(), "cancel requested"); err != nil {
 		c.Fatalf("settle the cancelled task: %v", err)
 	}
-	if r := c.result(q, id); r.State != jobq.Cancelled {
+	if r := c.result(q, id); r.State != driver.ResultCancelled {
 		c.Errorf("after the worker stopped it, the record is in state %s; want cancelled", r.State)
 	}
-	if asked, err := q.CancelRequested(c.ctx(), []string{id}); err != nil || len(asked) != 0 {
+	if asked, err := hooks.CancelRequested(c.ctx(), q, []string{id}); err != nil || len(asked) != 0 {
 		c.Errorf("CancelRequested after the cancel was settled = %v, %v; want none", asked, err)
 	}
 	c.receiveNone(q, time.Time{}, "a cancelled task is not retried")
@@ -385,18 +387,18 @@ func checkCancelDelayed(c *C) {
 	t := task("cancel delayed")
 	t.NotBefore = time.Now().Add(time.Hour)
 	id := c.push(q, t)[0]
-	rs, err := q.Cancel(c.ctx(), id)
+	rs, err := q.Admin().Cancel(c.ctx(), id)
 	if level(q, driver.Cancel) == driver.Native {
 		c.expectCancel(rs, err, id, jobq.CancelRemoved)
-		if r := c.result(q, id); r.State != jobq.Cancelled {
+		if r := c.result(q, id); r.State != driver.ResultCancelled {
 			c.Errorf("a removed delayed task's record is in state %s; want cancelled", r.State)
 		}
 		c.expectStats(q, want{})
 		return
 	}
 	c.expectCancel(rs, err, id, jobq.CancelPending)
-	if r := c.result(q, id); r.State != jobq.CancelRequested {
-		c.Errorf("the record of a delayed task asked to cancel is in state %s; want %s", r.State, jobq.CancelRequested)
+	if r := c.result(q, id); r.State != driver.ResultCancelRequested {
+		c.Errorf("the record of a delayed task asked to cancel is in state %s; want %s", r.State, driver.ResultCancelRequested)
 	}
 }
 
@@ -413,10 +415,10 @@ func checkCancelRunning(c *C) {
 	t.NumRetries = 3
 	id := c.push(q, t)[0]
 	e := c.receive(q, c.longVis(q))
-	rs, err := q.Cancel(c.ctx(), id)
+	rs, err := q.Admin().Cancel(c.ctx(), id)
 	c.expectCancel(rs, err, id, jobq.CancelPending)
 	// Asking again changes nothing.
-	rs, err = q.Cancel(c.ctx(), id, id)
+	rs, err = q.Admin().Cancel(c.ctx(), id, id)
 	if err != nil || len(rs) != 2 || rs[0].Outcome != jobq.CancelPending || rs[1].Outcome != jobq.CancelPending {
 		c.Errorf("a second cancel of the running task = %+v, %v; want pending twice", rs, err)
 	}
@@ -433,7 +435,7 @@ func checkRetryBackoff(c *C) {
 	t.RetryBackoff = jobq.Backoff{Base: 3 * c.vis(), Cap: 3 * c.vis()}
 	id := c.push(q, t)[0]
 	e := c.receive(q, c.longVis(q))
-	e.RecordAttempt(jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure})
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-worker", Outcome: jobq.OutcomeFailure})
 	res, err := e.Fail(c.ctx(), errors.New("conformance failure"), "")
 	failed := time.Now()
 	if err != nil || !res.Retried {
@@ -455,7 +457,7 @@ func checkRetryBackoff(c *C) {
 		}
 		due := failed.Add(res.Delay)
 		c.receiveNone(q, due, fmt.Sprintf("the retry waits for its backoff of %v", res.Delay))
-		if st, err := q.Stats(c.ctx()); err != nil {
+		if st, err := q.Admin().Stats(c.ctx()); err != nil {
 			c.Errorf("stats: %v", err)
 		} else if level(q, driver.ExactCount) == driver.Native && st.Known.Delayed && time.Now().Before(due) && st.Delayed != 1 {
 			c.Errorf("stats while the retry waits: %+v; want Delayed 1", st)

@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/stash"
+	"github.com/jobq/jobq/wire"
 )
 
 // stashTaskBytes is the size of the large task checkStash pushes: several
@@ -42,14 +44,14 @@ func checkStashAt(c *C, stashURL string) {
 	plain := c.openURL(url)
 	limit := plain.Capabilities().MaxMessageBytes
 	big := &jobq.Task{Command: "echo stash " + rand.Text() + " " + strings.Repeat("0123456789abcdef", stashTaskBytes/16)}
-	body, err := jobq.MarshalTask(&jobq.Task{Command: big.Command})
+	body, err := wire.Marshal(&jobq.Task{Command: big.Command})
 	if err != nil {
 		c.Fatalf("encode the large task: %v", err)
 	}
 	stashed := limit > 0 && len(body) > limit
 	if stashed {
 		_, err := plain.Push(c.ctx(), &jobq.Task{Command: big.Command})
-		c.expectCode(err, jobq.TooLarge, fmt.Sprintf("push of a %d-byte task without a stash (limit %d)", len(body), limit))
+		c.expectCode(err, errcode.TooLarge, fmt.Sprintf("push of a %d-byte task without a stash (limit %d)", len(body), limit))
 		if err != nil && !strings.Contains(err.Error(), "stash") {
 			c.Errorf("the TooLarge error does not say how to configure a stash: %v", err)
 		}
@@ -62,21 +64,21 @@ func checkStashAt(c *C, stashURL string) {
 	c.Cleanup(func() { _ = store.Close() })
 	sq, err := jobq.OpenWithOptions(c.ctx(), url, jobq.Options{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		c.Fatalf("open %s with stash %s: %v", jobq.RedactURL(url), stashURL, err)
+		c.Fatalf("open %s with stash %s: %v", redact.URL(url), stashURL, err)
 	}
 	c.Cleanup(func() { _ = sq.Close() })
 	q := &handle{Queue: sq, url: url, logs: &logStore{}}
 
 	c.push(q, big)
 	// The object is the task as pushed (its ID set), named by its SHA-256.
-	pushed, err := jobq.MarshalTask(big)
+	pushed, err := wire.Marshal(big)
 	if err != nil {
 		c.Fatalf("encode the pushed task: %v", err)
 	}
 	name := stash.Sum(pushed)
 	exists := func() bool {
 		_, err := store.Get(c.ctx(), name, 1)
-		if err != nil && driver.CodeOf(err) != driver.NotFound {
+		if err != nil && errcode.Of(err) != errcode.NotFound {
 			c.Fatalf("look for the stash object %s: %v", name, err)
 		}
 		return err == nil

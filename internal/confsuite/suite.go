@@ -13,6 +13,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // T is the part of *testing.T the checks use. *testing.T implements it; so
@@ -135,7 +137,7 @@ func (c *C) openURL(url string) *handle {
 	logs := &logStore{}
 	q, err := jobq.OpenWithOptions(c.Context(), url, jobq.Options{Logger: slog.New(&captureHandler{store: logs})})
 	if err != nil {
-		c.Fatalf("open %s: %v", jobq.RedactURL(url), err)
+		c.Fatalf("open %s: %v", redact.URL(url), err)
 	}
 	h := &handle{Queue: q, url: url, logs: logs}
 	c.Cleanup(func() {
@@ -250,13 +252,13 @@ func (c *C) complete(e *jobq.Envelope) {
 }
 
 // expectCode checks err's code.
-func (c *C) expectCode(err error, want jobq.Code, what string) {
+func (c *C) expectCode(err error, want errcode.Code, what string) {
 	c.Helper()
 	if err == nil {
 		c.Errorf("%s: got no error, want code %v", what, want)
 		return
 	}
-	if got := jobq.ErrorCode(err); got != want {
+	if got := errcode.Of(err); got != want {
 		c.Errorf("%s: got code %v (%v), want %v", what, got, err, want)
 	}
 }

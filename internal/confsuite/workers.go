@@ -8,6 +8,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // workerChecks are the checks of the worker registry (the worker-registry
@@ -29,13 +31,13 @@ func (c *C) registryOr(q *handle) bool {
 	if level(q, driver.WorkerRegistry) != driver.Unsupported {
 		return true
 	}
-	err := q.AnnounceWorker(c.ctx(), &jobq.WorkerInfo{ID: "conformance-unsupported"})
-	c.expectCode(err, jobq.Unimplemented, "AnnounceWorker on a backend without worker-registry")
-	if err != nil && !errors.Is(err, jobq.ErrUnimplemented) {
-		c.Errorf("errors.Is(err, jobq.ErrUnimplemented) is false for %v", err)
+	err := hooks.AnnounceWorker(c.ctx(), q, &jobq.WorkerInfo{ID: "conformance-unsupported"})
+	c.expectCode(err, errcode.Unimplemented, "AnnounceWorker on a backend without worker-registry")
+	if err != nil && !errors.Is(err, errcode.Unimplemented) {
+		c.Errorf("errors.Is(err, errcode.Unimplemented) is false for %v", err)
 	}
-	_, err = q.Workers(c.ctx(), jobq.WorkersOptions{})
-	c.expectCode(err, jobq.Unimplemented, "Workers on a backend without worker-registry")
+	_, err = q.Admin().Workers(c.ctx(), jobq.WorkersOptions{})
+	c.expectCode(err, errcode.Unimplemented, "Workers on a backend without worker-registry")
 	return false
 }
 
@@ -63,7 +65,7 @@ func sampleWorker(n int) *jobq.WorkerInfo {
 // listWorkers lists q's workers, withdrawn ones included, by ID.
 func (c *C) listWorkers(q *handle, ttl time.Duration) map[string]*jobq.WorkerInfo {
 	c.Helper()
-	ws, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: ttl, Withdrawn: true})
+	ws, err := q.Admin().Workers(c.ctx(), jobq.WorkersOptions{TTL: ttl, Withdrawn: true})
 	if err != nil {
 		c.Fatalf("Workers: %v", err)
 	}
@@ -104,7 +106,7 @@ func checkWorkerAnnounce(c *C) {
 	a, b := sampleWorker(1), sampleWorker(2)
 	b.Tasks = nil
 	for _, w := range []*jobq.WorkerInfo{a, b} {
-		if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 			c.Fatalf("AnnounceWorker: %v", err)
 		}
 	}
@@ -122,8 +124,8 @@ func checkWorkerAnnounce(c *C) {
 	if n := len(c.listWorkers(other, time.Hour)); n != 0 {
 		c.Errorf("another queue of the same backend lists %d workers; registries must be per queue", n)
 	}
-	err := q.AnnounceWorker(c.ctx(), &jobq.WorkerInfo{})
-	c.expectCode(err, jobq.InvalidArgument, "AnnounceWorker without an ID")
+	err := hooks.AnnounceWorker(c.ctx(), q, &jobq.WorkerInfo{})
+	c.expectCode(err, errcode.InvalidArgument, "AnnounceWorker without an ID")
 }
 
 // checkWorkerHeartbeat: announcing again replaces the record: the worker is
@@ -134,14 +136,14 @@ func checkWorkerHeartbeat(c *C) {
 		return
 	}
 	w := sampleWorker(1)
-	if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+	if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 		c.Fatalf("AnnounceWorker: %v", err)
 	}
 	beat := *w
 	beat.Heartbeat = w.Heartbeat.Add(1500 * time.Millisecond)
 	beat.Tasks = []string{"task-c"}
 	beat.Done, beat.CPUSeconds, beat.RSSBytes = 20, 2.25, 80<<20
-	if err := q.AnnounceWorker(c.ctx(), &beat); err != nil {
+	if err := hooks.AnnounceWorker(c.ctx(), q, &beat); err != nil {
 		c.Fatalf("heartbeat (AnnounceWorker again): %v", err)
 	}
 	got := c.listWorkers(q, time.Hour)
@@ -164,15 +166,15 @@ func checkWorkerWithdraw(c *C) {
 	}
 	stay, leave := sampleWorker(1), sampleWorker(2)
 	for _, w := range []*jobq.WorkerInfo{stay, leave} {
-		if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 			c.Fatalf("AnnounceWorker: %v", err)
 		}
 	}
 	leave.Tasks = nil
-	if err := q.WithdrawWorker(c.ctx(), leave); err != nil {
+	if err := hooks.WithdrawWorker(c.ctx(), q, leave); err != nil {
 		c.Fatalf("WithdrawWorker: %v", err)
 	}
-	ws, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: time.Hour})
+	ws, err := q.Admin().Workers(c.ctx(), jobq.WorkersOptions{TTL: time.Hour})
 	if err != nil {
 		c.Fatalf("Workers: %v", err)
 	}
@@ -203,10 +205,10 @@ func checkWorkerVanished(c *C) {
 	}
 	live, gone, old := sampleWorker(1), sampleWorker(2), sampleWorker(3)
 	gone.Heartbeat = gone.Heartbeat.Add(-10 * time.Second) // ten 1s intervals
-	old.Heartbeat = old.Heartbeat.Add(-jobq.WorkerRetention - time.Hour)
+	old.Heartbeat = old.Heartbeat.Add(-driver.WorkerRetention - time.Hour)
 	old.Started = old.Heartbeat.Add(-time.Hour)
 	for _, w := range []*jobq.WorkerInfo{live, gone, old} {
-		if err := q.AnnounceWorker(c.ctx(), w); err != nil {
+		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 			c.Fatalf("AnnounceWorker: %v", err)
 		}
 	}
@@ -219,23 +221,23 @@ func checkWorkerVanished(c *C) {
 		c.Errorf("a worker silent for ten heartbeat intervals is %s, want vanished", g.State)
 	}
 	if got[old.ID] != nil {
-		c.Errorf("a worker whose last heartbeat is older than the retention (%v) is still listed", jobq.WorkerRetention)
+		c.Errorf("a worker whose last heartbeat is older than the retention (%v) is still listed", driver.WorkerRetention)
 	}
 	// A longer TTL makes the same worker live.
 	if g := c.listWorkers(q, time.Hour)[gone.ID]; g == nil || g.State != jobq.WorkerLive {
 		c.Errorf("with a TTL of an hour, a worker silent for 10s is %v, want live", g)
 	}
-	if _, err := q.PurgeWorkers(c.ctx(), time.Now().Add(-jobq.WorkerRetention)); err != nil {
+	if _, err := q.Admin().PurgeWorkers(c.ctx(), time.Now().Add(-driver.WorkerRetention)); err != nil {
 		c.Fatalf("PurgeWorkers: %v", err)
 	}
 	got = c.listWorkers(q, 0)
 	if got[old.ID] != nil || got[live.ID] == nil || got[gone.ID] == nil {
 		c.Errorf("PurgeWorkers must delete only records older than the retention: left %d records", len(got))
 	}
-	_, err := q.Workers(c.ctx(), jobq.WorkersOptions{TTL: -time.Second})
-	c.expectCode(err, jobq.InvalidArgument, "Workers with a negative TTL")
+	_, err := q.Admin().Workers(c.ctx(), jobq.WorkersOptions{TTL: -time.Second})
+	c.expectCode(err, errcode.InvalidArgument, "Workers with a negative TTL")
 	// A time in the future empties the registry.
-	if _, err := q.PurgeWorkers(c.ctx(), time.Now().Add(time.Hour)); err != nil {
+	if _, err := q.Admin().PurgeWorkers(c.ctx(), time.Now().Add(time.Hour)); err != nil {
 		c.Fatalf("PurgeWorkers of every record: %v", err)
 	}
 	if got := c.listWorkers(q, 0); len(got) != 0 {

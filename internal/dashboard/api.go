@@ -12,7 +12,10 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/envmask"
+	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -63,17 +66,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // the status.
 func apiError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
-	switch jobq.ErrorCode(err) {
-	case jobq.InvalidArgument:
+	switch errcode.Of(err) {
+	case errcode.InvalidArgument:
 		status = http.StatusBadRequest
-	case jobq.NotFound:
+	case errcode.NotFound:
 		status = http.StatusNotFound
-	case jobq.Unimplemented:
+	case errcode.Unimplemented:
 		status = http.StatusNotImplemented
-	case jobq.Unavailable:
+	case errcode.Unavailable:
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]string{"error": jobq.Redact(err.Error())})
+	writeJSON(w, status, map[string]string{"error": redact.String(err.Error())})
 }
 
 // info describes the queue and hands the page its CSRF token.
@@ -84,9 +87,9 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		features[string(f)] = caps.Level(f).String()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"queue":      s.q.URL(),
+		"queue":      hooks.URL(s.q),
 		"name":       s.q.Name(),
-		"backend":    s.q.Scheme(),
+		"backend":    hooks.Scheme(s.q),
 		"interval_s": s.cfg.Interval.Seconds(),
 		"history":    s.cfg.History,
 		"features":   features,
@@ -99,7 +102,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 // metrics-api scaler reads it.
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	st, err := s.q.Stats(ctx)
+	st, err := s.q.Admin().Stats(ctx)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -215,14 +218,14 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	dead, err := s.q.DeadLetters().List(r.Context(), n)
+	dead, err := s.q.Admin().DeadLetters(r.Context(), n)
 	if err != nil {
 		apiError(w, err)
 		return
 	}
 	out := make([]deadJSON, 0, len(dead))
 	for _, d := range dead {
-		j := deadJSON{MessageID: d.MessageID, Reason: jobq.Redact(d.Reason), Detail: jobq.Redact(d.Detail),
+		j := deadJSON{MessageID: d.MessageID, Reason: redact.String(d.Reason), Detail: redact.String(d.Detail),
 			DeliveryCount: d.DeliveryCount, DeadAt: timePtr(d.DeadAt)}
 		if d.Task != nil {
 			j.TaskID = d.Task.ID
@@ -231,11 +234,11 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 				// A payload's env shows with secret values masked.
 				j.Command = string(envmask.Kwargs(d.Task.Payload))
 			}
-			j.Command = jobq.Redact(clip(j.Command, maxCommandShown))
+			j.Command = redact.String(clip(j.Command, maxCommandShown))
 		}
 		for _, a := range d.Attempts(s.q) {
 			aj := attemptJSON{Delivery: a.Delivery, Outcome: string(a.Outcome), Worker: a.Worker, Host: a.Host,
-				Start: timePtr(a.Start), End: timePtr(a.End), ExitCode: a.ExitCode, Detail: jobq.Redact(a.Detail)}
+				Start: timePtr(a.Start), End: timePtr(a.End), ExitCode: a.ExitCode, Detail: redact.String(a.Detail)}
 			if !a.Start.IsZero() && !a.End.IsZero() {
 				d := a.End.Sub(a.Start).Seconds()
 				aj.DurationS = &d
@@ -271,14 +274,14 @@ func (s *Server) moveDead(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "give ids or all, not both and not neither"})
 		return
 	}
-	dl := s.q.DeadLetters()
+	dl := s.q.Admin()
 	var n int64
 	verb := "requeued"
 	if r.URL.Path == "/api/deadletters/purge" {
 		verb = "purged"
-		n, err = dl.Purge(r.Context(), req.IDs...)
+		n, err = dl.PurgeDeadLetters(r.Context(), req.IDs...)
 	} else {
-		n, err = dl.Requeue(r.Context(), req.IDs...)
+		n, err = dl.RequeueDeadLetters(r.Context(), req.IDs...)
 	}
 	if err != nil {
 		apiError(w, err)
@@ -286,7 +289,7 @@ func (s *Server) moveDead(w http.ResponseWriter, r *http.Request) {
 	}
 	// A sample now shows the move on the plots without waiting.
 	if err := s.Sample(r.Context()); err != nil {
-		s.log.Warn("dashboard: could not read the queue's counts", "error", jobq.Redact(err.Error()))
+		s.log.Warn("dashboard: could not read the queue's counts", "error", redact.String(err.Error()))
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{verb: n})
 }
@@ -295,7 +298,7 @@ func (s *Server) moveDead(w http.ResponseWriter, r *http.Request) {
 func unavailable(w http.ResponseWriter, what string, err error) {
 	msg := what + " not available on this backend"
 	if err != nil {
-		msg += ": " + jobq.Redact(err.Error())
+		msg += ": " + redact.String(err.Error())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"available": false, "message": msg})
 }
@@ -336,7 +339,7 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws, err := s.cfg.Workers(r.Context())
-	if jobq.ErrorCode(err) == jobq.Unimplemented {
+	if errcode.Of(err) == errcode.Unimplemented {
 		unavailable(w, "the worker registry is", err)
 		return
 	}
@@ -364,8 +367,8 @@ type runtimeReport struct {
 // the tasks the dashboard followed to their result records, and the
 // attempts in the dead letters' histories.
 func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
-	dead, err := s.q.DeadLetters().List(r.Context(), maxDeadList)
-	if err != nil && !errors.Is(err, jobq.ErrClosed) && jobq.ErrorCode(err) != jobq.Unimplemented {
+	dead, err := s.q.Admin().DeadLetters(r.Context(), maxDeadList)
+	if err != nil && !errors.Is(err, jobq.ErrClosed) && errcode.Of(err) != errcode.Unimplemented {
 		apiError(w, err)
 		return
 	}

@@ -8,7 +8,7 @@
 // token; every request is checked for the token (when one is set) and for
 // a Host the server answers to; mutating requests must be POSTs from the
 // page itself (a CSRF token and a same-origin check); the queue's URL is
-// shown redacted and dead-letter text passes through jobq.Redact.
+// shown redacted and dead-letter text passes through redact.String.
 package dashboard
 
 import (
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Defaults of Config.
@@ -51,7 +52,7 @@ type Worker struct {
 }
 
 // WorkerSource lists a queue's registered workers (live, vanished and
-// recently withdrawn). An error with code jobq.Unimplemented means the
+// recently withdrawn). An error with code errcode.Unimplemented means the
 // backend keeps no worker registry.
 type WorkerSource func(ctx context.Context) ([]Worker, error)
 
@@ -148,7 +149,7 @@ func (s *Server) Handler() http.Handler { return s.guard(s.mux) }
 
 // Sample reads the counts once and adds them to the history.
 func (s *Server) Sample(ctx context.Context) error {
-	st, err := s.q.Stats(ctx)
+	st, err := s.q.Admin().Stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func (s *Server) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if err := s.Sample(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("dashboard: could not read the queue's counts", "error", jobq.Redact(err.Error()))
+			s.log.Warn("dashboard: could not read the queue's counts", "error", redact.String(err.Error()))
 		}
 		s.followResults(ctx)
 		select {

@@ -19,6 +19,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // openQueue opens a fresh SQLite queue with dead dead letters, whose
@@ -186,7 +187,7 @@ func TestMutationsAreSameOrigin(t *testing.T) {
 			t.Errorf("%s: status %d; want %d (%s)", tt.name, w.Code, tt.wantStatus, w.Body)
 		}
 	}
-	st, err := q.Stats(t.Context())
+	st, err := q.Admin().Stats(t.Context())
 	if err != nil || st.Dead != 1 {
 		t.Fatalf("after the refused requests: %+v, %v; want the dead letter still there", st, err)
 	}
@@ -198,7 +199,7 @@ func TestMutationsAreSameOrigin(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"requeued":1`) {
 		t.Fatalf("same-origin requeue: %d %s", w.Code, w.Body)
 	}
-	if st, err := q.Stats(t.Context()); err != nil || st.Dead != 0 || st.Ready != 1 {
+	if st, err := q.Admin().Stats(t.Context()); err != nil || st.Dead != 0 || st.Ready != 1 {
 		t.Fatalf("after the requeue: %+v, %v; want 1 ready, 0 dead", st, err)
 	}
 }
@@ -265,7 +266,7 @@ func TestSeriesRates(t *testing.T) {
 	s := newServer(t, Config{Queue: openQueue(t, 0), History: 3})
 	all := driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}
 	t0 := time.Unix(1000, 0)
-	for i, st := range []jobq.Stats{
+	for i, st := range []driver.Stats{
 		{Ready: 100, Known: all},                       // dropped: the history keeps 3
 		{Ready: 50, InFlight: 10, Known: all},          // t0+1s
 		{Ready: 30, InFlight: 10, Dead: 4, Known: all}, // t0+3s: 20 drained, 4 dead in 2s
@@ -312,7 +313,7 @@ func TestWorkers(t *testing.T) {
 	}{
 		{"no registry", nil, `"available":false`, false},
 		{"unimplemented", func(context.Context) ([]Worker, error) {
-			return nil, &jobq.Error{Code: jobq.Unimplemented, Msg: "no registry"}
+			return nil, &jobq.Error{Code: errcode.Unimplemented, Msg: "no registry"}
 		}, `"available":false`, false},
 		{"failing", func(context.Context) ([]Worker, error) { return nil, errors.New("boom") }, `"error"`, true},
 		{"listed", func(context.Context) ([]Worker, error) { return list, nil },
@@ -377,7 +378,7 @@ func TestRing(t *testing.T) {
 		t.Fatal("an empty ring has samples")
 	}
 	for i := range 5 {
-		r.add(Sample{Stats: jobq.Stats{Ready: int64(i)}})
+		r.add(Sample{Stats: driver.Stats{Ready: int64(i)}})
 	}
 	got := r.all()
 	if len(got) != 3 || got[0].Stats.Ready != 2 || got[2].Stats.Ready != 4 {
@@ -391,7 +392,7 @@ func TestRing(t *testing.T) {
 func TestRuntimesWithoutResultRecords(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t, 1)
-	if _, err := q.Result(t.Context(), "any"); jobq.ErrorCode(err) != jobq.Unimplemented {
+	if _, err := q.Result(t.Context(), "any"); errcode.Of(err) != errcode.Unimplemented {
 		t.Skip("this build's SQLite backend keeps result records; TestRuntimesFromResultRecords covers it")
 	}
 	s := newServer(t, Config{Queue: q})
@@ -425,7 +426,7 @@ func TestRuntimesFromResultRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dq.Close()
-	if _, err := dq.Result(ctx, "any"); jobq.ErrorCode(err) == jobq.Unimplemented {
+	if _, err := dq.Result(ctx, "any"); errcode.Of(err) == errcode.Unimplemented {
 		t.Skip("this build's SQLite backend keeps no result records yet (issue 27); TestRuntimesWithoutResultRecords covers it")
 	}
 	wq, err := jobq.Open(ctx, url)
@@ -461,11 +462,11 @@ func TestRuntimesFromResultRecords(t *testing.T) {
 	if off != "" || following != 0 || len(ended) != 2 {
 		t.Fatalf("followed: %d ended, %d still followed, off %q; want both ended", len(ended), following, off)
 	}
-	states := map[jobq.ResultState]int{}
+	states := map[driver.ResultState]int{}
 	for _, e := range ended {
 		states[e.state]++
 	}
-	if states[jobq.Succeeded] != 1 || states[jobq.DeadLettered] != 1 {
+	if states[driver.ResultSucceeded] != 1 || states[driver.ResultDeadLettered] != 1 {
 		t.Errorf("outcomes %v; want one succeeded and one dead-lettered", states)
 	}
 }

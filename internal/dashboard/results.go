@@ -5,7 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // The bounds of the result tracker.
@@ -23,7 +25,7 @@ const (
 
 // endedTask is what a result record told about one task.
 type endedTask struct {
-	state   jobq.ResultState
+	state   driver.ResultState
 	runtime time.Duration // zero when the record does not bound the attempt
 }
 
@@ -119,21 +121,21 @@ func (s *Server) followResults(ctx context.Context) {
 		// An ID no task has: NotFound where results are kept. Asking first
 		// spares a backend without them the peeks.
 		_, err := s.q.Result(ctx, "jobq-dashboard-probe")
-		switch code := jobq.ErrorCode(err); {
-		case code == jobq.Unimplemented:
+		switch code := errcode.Of(err); {
+		case code == errcode.Unimplemented:
 			t.off("this backend keeps no result records")
 			return
-		case err != nil && code != jobq.NotFound:
+		case err != nil && code != errcode.NotFound:
 			return // asked again at the next sample
 		}
 		t.probed = true
 	}
-	peeked, err := s.q.Peek(ctx, peekPerSample)
+	peeked, err := s.q.Admin().Peek(ctx, peekPerSample)
 	if err != nil {
-		if jobq.ErrorCode(err) == jobq.Unimplemented {
+		if errcode.Of(err) == errcode.Unimplemented {
 			t.off("this backend cannot peek at queued tasks")
 		} else if ctx.Err() == nil {
-			s.log.Warn("dashboard: could not peek at the queue", "error", jobq.Redact(err.Error()))
+			s.log.Warn("dashboard: could not peek at the queue", "error", redact.String(err.Error()))
 		}
 		return
 	}
@@ -146,16 +148,16 @@ func (s *Server) followResults(ctx context.Context) {
 	t.track(ids)
 	for _, id := range t.next(resultsPerSample) {
 		res, err := s.q.Result(ctx, id)
-		switch code := jobq.ErrorCode(err); {
+		switch code := errcode.Of(err); {
 		case err == nil:
-		case code == jobq.NotFound:
+		case code == errcode.NotFound:
 			continue // not ended yet
-		case code == jobq.Unimplemented:
+		case code == errcode.Unimplemented:
 			t.off("this backend keeps no result records")
 			return
 		default:
 			if ctx.Err() == nil {
-				s.log.Warn("dashboard: could not read a result record", "task", id, "error", jobq.Redact(err.Error()))
+				s.log.Warn("dashboard: could not read a result record", "task", id, "error", redact.String(err.Error()))
 			}
 			return
 		}

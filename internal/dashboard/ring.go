@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // Sample is one reading of the queue's counts.
@@ -12,7 +12,7 @@ type Sample struct {
 	// At is when the counts were read.
 	At time.Time
 	// Stats are the counts.
-	Stats jobq.Stats
+	Stats driver.Stats
 }
 
 // ring keeps the last samples, oldest first, up to its capacity; the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // TestGlobalProviderInstalledLater: a queue opened before the program
@@ -40,8 +41,8 @@ func TestGlobalProviderInstalledLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env.ProducerSpanContext().IsValid() {
-		t.Errorf("the task pushed before any provider was installed carries a trace context %v", env.ProducerSpanContext())
+	if hooks.ProducerSpanContext(env).IsValid() {
+		t.Errorf("the task pushed before any provider was installed carries a trace context %v", hooks.ProducerSpanContext(env))
 	}
 	var names []string
 	for _, s := range rec.Ended() {

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // PushFunc is a driver's batch push (driver.Driver.Push).
@@ -123,7 +124,7 @@ func (g *Group) Push(ctx context.Context, m *driver.Message) (driver.PushResult,
 		g.mu.Unlock()
 		switch {
 		case !taken:
-			return driver.PushResult{}, &driver.Error{Code: driver.CodeOf(ctx.Err()),
+			return driver.PushResult{}, &driver.Error{Code: errcode.Of(ctx.Err()),
 				Msg: "push: the context ended while the task waited to be sent with other pushes; it was not sent: " + ctx.Err().Error(), Err: ctx.Err()}
 		case lead:
 			<-w.done // closed as the batch was taken: make the call
@@ -131,7 +132,7 @@ func (g *Group) Push(ctx context.Context, m *driver.Message) (driver.PushResult,
 			select {
 			case <-w.done:
 			default:
-				return driver.PushResult{}, &driver.Error{Code: driver.CodeOf(ctx.Err()),
+				return driver.PushResult{}, &driver.Error{Code: errcode.Of(ctx.Err()),
 					Msg: "push: the context ended while the task's push was in flight; it may have been stored: " + ctx.Err().Error(), Err: ctx.Err()}
 			}
 		}
@@ -155,7 +156,7 @@ func one(res []driver.PushResult, err error) (driver.PushResult, error) {
 		return driver.PushResult{}, err
 	}
 	if len(res) != 1 {
-		return driver.PushResult{}, driver.Errorf(driver.Internal, "push returned %d results for 1 message", len(res))
+		return driver.PushResult{}, driver.Errorf(errcode.Internal, "push returned %d results for 1 message", len(res))
 	}
 	return res[0], nil
 }
@@ -218,7 +219,7 @@ func (g *Group) send(batch []*wait, all bool) {
 		case i < len(res):
 			w.res = res[i]
 		case err == nil:
-			w.err = driver.Errorf(driver.Internal, "push returned %d results for %d messages", len(res), len(batch))
+			w.err = driver.Errorf(errcode.Internal, "push returned %d results for %d messages", len(res), len(batch))
 		case refused(err) && len(batch)-len(res) > 1:
 			// A max-depth refusal stored none of the rest, and whether
 			// each fits depends on the ones before it: push them one at a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // store is a push that keeps messages in memory, deduplicating task IDs as
@@ -281,7 +282,7 @@ func TestCanceledWaiterIsNotSent(t *testing.T) {
 	waits := queue(t, g, s, ctxs, []string{"a", "b", "c", "d"}, 1)
 	cancel()
 	got := <-waits[2]
-	if driver.CodeOf(got.err) != driver.Canceled || !errors.Is(got.err, context.Canceled) || !strings.Contains(got.err.Error(), "it was not sent") {
+	if errcode.Of(got.err) != errcode.Canceled || !errors.Is(got.err, context.Canceled) || !strings.Contains(got.err.Error(), "it was not sent") {
 		t.Fatalf("canceled waiter: got %+v, %v; want Canceled, not sent", got.res, got.err)
 	}
 	s.open()
@@ -316,7 +317,7 @@ func TestCanceledWhileInFlight(t *testing.T) {
 	for i, cancel := range []func(){cancelA, cancelB} {
 		cancel()
 		got := <-waits[1+i]
-		if driver.CodeOf(got.err) != driver.Canceled || !strings.Contains(got.err.Error(), "may have been stored") {
+		if errcode.Of(got.err) != errcode.Canceled || !strings.Contains(got.err.Error(), "may have been stored") {
 			t.Fatalf("member %d canceled in flight: got %+v, %v", i, got.res, got.err)
 		}
 		if i == 0 && batchCtx.Err() != nil {
@@ -353,7 +354,7 @@ func TestMaxDepthRefusalIsMappedToEachCaller(t *testing.T) {
 			dup++
 		case o.err == nil:
 			stored++
-		case errors.As(o.err, &qf) && driver.CodeOf(o.err) == driver.ResourceExhausted:
+		case errors.As(o.err, &qf) && errcode.Of(o.err) == errcode.ResourceExhausted:
 			full++
 		default:
 			t.Errorf("push %d: %v", i, o.err)
@@ -368,7 +369,7 @@ func TestMaxDepthRefusalIsMappedToEachCaller(t *testing.T) {
 func TestBatchErrorReachesEveryCaller(t *testing.T) {
 	s := newStore(1)
 	g := New(s.push, Options{})
-	boom := driver.Errorf(driver.Unavailable, "connection reset")
+	boom := driver.Errorf(errcode.Unavailable, "connection reset")
 	waits := queue(t, g, s, background(4), []string{"a", "b", "c", "d"}, 1)
 	s.mu.Lock()
 	s.fail = boom

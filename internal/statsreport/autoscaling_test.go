@@ -62,8 +62,8 @@ func fill(ctx context.Context, t *testing.T, q *jobq.Queue) {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_, _ = q.Clear(ctx)
-		_, _ = q.DeadLetters().Purge(ctx)
+		_, _ = q.Admin().Clear(ctx)
+		_, _ = q.Admin().PurgeDeadLetters(ctx)
 		_ = q.Close()
 	})
 }
@@ -105,7 +105,7 @@ func TestKEDAPostgresQuery(t *testing.T) {
 	if err := conn.QueryRow(ctx, strings.Replace(query, docQueue, "'"+name+"'", 1)).Scan(&got); err != nil {
 		t.Fatalf("running the documented query: %v", err)
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ return redis.call(lengths[kind], KEYS[1])`)
 	if err != nil {
 		t.Fatalf("reading %s as KEDA does: %v", key, err)
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestKEDAAzureQueueName(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the storage queue %s, which KEDA would read: %v", name, err)
 	}
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

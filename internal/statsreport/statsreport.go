@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // Report is one stats document.
 type Report struct {
 	// Stats are the queue's counts.
-	Stats jobq.Stats
+	Stats driver.Stats
 	// Drain is the measured drain estimate; nil when none was measured
 	// (its fields are then left out).
 	Drain *Drain
@@ -36,8 +38,8 @@ type Drain struct {
 
 // Keys are a queue's policies and the current state of their keys.
 type Keys struct {
-	Policies []jobq.Policy
-	Stats    []jobq.KeyStat
+	Policies []driver.Policy
+	Stats    []driver.KeyStat
 }
 
 // The schema's top-level field names. Tests pin them: renaming one breaks
@@ -58,14 +60,14 @@ const (
 // LoadKeys reads the queue's policies and key counts; nil (and no error)
 // when the backend keeps no policies.
 func LoadKeys(ctx context.Context, q *jobq.Queue) (*Keys, error) {
-	pols, err := q.Policies().List(ctx)
-	if jobq.ErrorCode(err) == jobq.Unimplemented {
+	pols, err := q.Admin().Policies(ctx)
+	if errcode.Of(err) == errcode.Unimplemented {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	ks, err := q.Policies().KeyStats(ctx)
+	ks, err := q.Admin().PolicyKeyStats(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -73,18 +75,18 @@ func LoadKeys(ctx context.Context, q *jobq.Queue) (*Keys, error) {
 }
 
 // Policy returns the policy of kind and key, if set.
-func (k *Keys) Policy(kind jobq.PolicyKind, key string) (jobq.Policy, bool) {
+func (k *Keys) Policy(kind driver.PolicyKind, key string) (driver.Policy, bool) {
 	for _, p := range k.Policies {
 		if p.Kind == kind && p.Key == key {
 			return p, true
 		}
 	}
-	return jobq.Policy{}, false
+	return driver.Policy{}, false
 }
 
 // RateWait estimates how long the last waiting task of a rate key waits
 // for the rate alone: the waiting tasks fill windows of the policy's count.
-func RateWait(p jobq.Policy, ks jobq.KeyStat) time.Duration {
+func RateWait(p driver.Policy, ks driver.KeyStat) time.Duration {
 	if ks.Waiting <= 0 {
 		return 0
 	}
@@ -113,7 +115,7 @@ func (k *Keys) JSON() []Key {
 		j := Key{Kind: string(ks.Kind), Key: ks.Key, InFlight: ks.InFlight, Admitted: ks.Admitted, Waiting: ks.Waiting}
 		if p, ok := k.Policy(ks.Kind, ks.Key); ok {
 			j.Limit = &p.Limit
-			if p.Kind == jobq.RatePolicy {
+			if p.Kind == driver.RatePolicy {
 				ps, w := p.Period.Seconds(), RateWait(p, ks).Seconds()
 				j.PeriodS, j.RateWait = &ps, &w
 			}
@@ -155,7 +157,7 @@ func (r Report) Map() map[string]any {
 	}
 	if r.Keys != nil {
 		m[FieldKeys] = r.Keys.JSON()
-		if p, ok := r.Keys.Policy(jobq.MaxDepthPolicy, ""); ok {
+		if p, ok := r.Keys.Policy(driver.MaxDepthPolicy, ""); ok {
 			m[FieldMaxDepth] = p.Limit
 		}
 	}
@@ -167,11 +169,11 @@ func (r Report) MarshalJSON() ([]byte, error) { return json.Marshal(r.Map()) }
 
 // Size is the number of tasks not dead-lettered (ready, in flight,
 // delayed), as the drain estimate counts them.
-func Size(st jobq.Stats) int64 { return st.Ready + st.InFlight + st.Delayed }
+func Size(st driver.Stats) int64 { return st.Ready + st.InFlight + st.Delayed }
 
 // Estimate is the drain estimate from two samples of the counts taken
 // elapsed apart.
-func Estimate(first, second jobq.Stats, elapsed time.Duration) *Drain {
+func Estimate(first, second driver.Stats, elapsed time.Duration) *Drain {
 	if elapsed <= 0 {
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/statsreport"
 )
@@ -16,12 +15,12 @@ import (
 // autoscalers are configured with them.
 func TestReportFields(t *testing.T) {
 	t.Parallel()
-	known := jobq.Stats{Ready: 3, InFlight: 2, Delayed: 1, Dead: 4, Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}}
+	known := driver.Stats{Ready: 3, InFlight: 2, Delayed: 1, Dead: 4, Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}}
 	noInFlight := known
 	noInFlight.Known.InFlight = false
 	keys := &statsreport.Keys{
-		Policies: []jobq.Policy{{Kind: jobq.MaxDepthPolicy, Limit: 100}, {Kind: jobq.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}},
-		Stats:    []jobq.KeyStat{{Kind: jobq.RatePolicy, Key: "api", Admitted: 10, Waiting: 15}},
+		Policies: []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 100}, {Kind: driver.RatePolicy, Key: "api", Limit: 10, Period: time.Minute}},
+		Stats:    []driver.KeyStat{{Kind: driver.RatePolicy, Key: "api", Admitted: 10, Waiting: 15}},
 	}
 	tests := []struct {
 		name   string
@@ -58,9 +57,9 @@ func TestReportFields(t *testing.T) {
 func TestFieldConstants(t *testing.T) {
 	t.Parallel()
 	full := statsreport.Report{
-		Stats: jobq.Stats{Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}},
+		Stats: driver.Stats{Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}},
 		Drain: &statsreport.Drain{Rate: 1},
-		Keys:  &statsreport.Keys{Policies: []jobq.Policy{{Kind: jobq.MaxDepthPolicy, Limit: 5}}},
+		Keys:  &statsreport.Keys{Policies: []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 5}}},
 	}
 	var got []string
 	for k := range full.Map() {
@@ -78,12 +77,12 @@ func TestFieldConstants(t *testing.T) {
 
 func TestEstimate(t *testing.T) {
 	t.Parallel()
-	st := func(ready, inFlight, delayed int64) jobq.Stats {
-		return jobq.Stats{Ready: ready, InFlight: inFlight, Delayed: delayed}
+	st := func(ready, inFlight, delayed int64) driver.Stats {
+		return driver.Stats{Ready: ready, InFlight: inFlight, Delayed: delayed}
 	}
 	tests := []struct {
 		name          string
-		first, second jobq.Stats
+		first, second driver.Stats
 		elapsed       time.Duration
 		want          *statsreport.Drain
 	}{

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Seeds are starting parts (user, password, host, path, query) for
@@ -61,17 +61,17 @@ func Check(t *testing.T, scheme, user, password, host, path, query string, parse
 	// URL with another password redacts to is the baseline.
 	other := *u
 	other.User = url.UserPassword(user, "zqzqzqzq")
-	if strings.Contains(jobq.RedactURL(other.String()), enc) {
+	if strings.Contains(redact.URL(other.String()), enc) {
 		return
 	}
-	if got := jobq.RedactURL(s); strings.Contains(got, enc) {
+	if got := redact.URL(s); strings.Contains(got, enc) {
 		t.Fatalf("RedactURL(%q) = %q shows the password", s, got)
 	}
 	if perr != nil {
-		if operr := parse(mustParse(other.String())); operr != nil && strings.Contains(jobq.Redact(operr.Error()), enc) {
+		if operr := parse(mustParse(other.String())); operr != nil && strings.Contains(redact.String(operr.Error()), enc) {
 			return
 		}
-		if got := jobq.Redact(perr.Error()); strings.Contains(got, enc) {
+		if got := redact.String(perr.Error()); strings.Contains(got, enc) {
 			t.Fatalf("parsing %q: the redacted error %q shows the password", s, got)
 		}
 	}

@@ -47,6 +47,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -97,10 +98,10 @@ func (o *URLOpener) OpenStoreURL(_ context.Context, u *url.URL) (stash.Store, er
 	account := u.Host
 	cont, prefix, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
 	if !accountName.MatchString(account) {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q: storage account %q is not 3 to 24 lowercase letters and digits; use azblob://ACCOUNT/CONTAINER/prefix", u.Redacted(), account)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q: storage account %q is not 3 to 24 lowercase letters and digits; use azblob://ACCOUNT/CONTAINER/prefix", u.Redacted(), account)
 	}
 	if !containerName.MatchString(cont) {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q: container %q is not 3 to 63 lowercase letters, digits and single hyphens; use azblob://ACCOUNT/CONTAINER/prefix", u.Redacted(), cont)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q: container %q is not 3 to 63 lowercase letters, digits and single hyphens; use azblob://ACCOUNT/CONTAINER/prefix", u.Redacted(), cont)
 	}
 	client, err := o.containerClient(account, cont)
 	if err != nil {
@@ -122,7 +123,7 @@ func (o *URLOpener) containerClient(account, cont string) (*container.Client, er
 	if cs, from := o.connectionString(account); cs != "" {
 		c, err := container.NewClientFromConnectionString(cs, cont, o.ClientOptions)
 		if err != nil {
-			return nil, driver.Errorf(driver.InvalidArgument, "stash azblob://%s/%s: the connection string from %s is malformed: expected AccountName=...;AccountKey=...[;BlobEndpoint=...] or a BlobEndpoint with a SharedAccessSignature", account, cont, from)
+			return nil, driver.Errorf(errcode.InvalidArgument, "stash azblob://%s/%s: the connection string from %s is malformed: expected AccountName=...;AccountKey=...[;BlobEndpoint=...] or a BlobEndpoint with a SharedAccessSignature", account, cont, from)
 		}
 		return c, nil
 	}
@@ -131,12 +132,12 @@ func (o *URLOpener) containerClient(account, cont string) (*container.Client, er
 		var err error
 		cred, err = azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {
-			return nil, driver.Errorf(driver.PermissionDenied, "stash azblob://%s/%s: no Azure credential available: %w (sign in with `az login`, run with a managed identity, or give a connection string for account %s in $%s)", account, cont, err, account, EnvAzureConnectionString)
+			return nil, driver.Errorf(errcode.PermissionDenied, "stash azblob://%s/%s: no Azure credential available: %w (sign in with `az login`, run with a managed identity, or give a connection string for account %s in $%s)", account, cont, err, account, EnvAzureConnectionString)
 		}
 	}
 	c, err := container.NewClient("https://"+account+".blob.core.windows.net/"+cont, cred, o.ClientOptions)
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash azblob://%s/%s: %w", account, cont, err)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash azblob://%s/%s: %w", account, cont, err)
 	}
 	return c, nil
 }
@@ -193,16 +194,16 @@ func connectionAccount(cs string) string {
 // keeps the client.
 func New(client *container.Client, account, prefix string) (stash.Store, error) {
 	if client == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash azblob: New needs a container client; use stash.Open with an azblob:// URL for the default credentials")
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash azblob: New needs a container client; use stash.Open with an azblob:// URL for the default credentials")
 	}
 	u, err := url.Parse(client.URL())
 	if err != nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash azblob: container URL does not parse: %v", err)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash azblob: container URL does not parse: %v", err)
 	}
 	cont := u.Path[strings.LastIndex(strings.TrimRight(u.Path, "/"), "/")+1:]
 	cont = strings.TrimRight(cont, "/")
 	if !accountName.MatchString(account) {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash azblob: storage account %q is not 3 to 24 lowercase letters and digits", account)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash azblob: storage account %q is not 3 to 24 lowercase letters and digits", account)
 	}
 	return newStore(client, account, cont, prefix), nil
 }
@@ -299,25 +300,25 @@ func (s *store) Delete(ctx context.Context, name string) error {
 // receiver dead-letters a message (NotFound, InvalidArgument) or leaves it
 // for later (the others). The SDK has retried what it could by then.
 func (s *store) errorf(err error, format string, args ...any) error {
-	code := driver.Unavailable // network, throttling, 5xx
+	code := errcode.Unavailable // network, throttling, 5xx
 	var re *azcore.ResponseError
 	var af *azidentity.AuthenticationFailedError
 	switch {
 	case errors.As(err, &re):
 		switch {
 		case re.StatusCode == http.StatusNotFound:
-			code = driver.NotFound // the container
+			code = errcode.NotFound // the container
 		case re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden:
-			code = driver.PermissionDenied
+			code = errcode.PermissionDenied
 			format += " (check the credentials: the identity needs the \"Storage Blob Data Contributor\" role on the container, or the connection string's key or SAS must allow read, create and delete)"
 		case re.StatusCode == http.StatusBadRequest:
-			code = driver.InvalidArgument
+			code = errcode.InvalidArgument
 		}
 	case errors.As(err, &af):
-		code = driver.PermissionDenied
+		code = errcode.PermissionDenied
 		format += " (Entra ID refused the credentials: sign in again with `az login`, or check the managed identity)"
 	}
-	if c := driver.CodeOf(err); c == driver.Canceled || c == driver.DeadlineExceeded {
+	if c := errcode.Of(err); c == errcode.Canceled || c == errcode.DeadlineExceeded {
 		code = c
 	}
 	return stash.WrapError(code, err, "stash "+s.loc+": "+format, args...)

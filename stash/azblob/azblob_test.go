@@ -27,7 +27,7 @@ import (
 
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/conformance"
-	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 	azb "github.com/jobq/jobq/stash/azblob"
 	"github.com/jobq/jobq/stash/stashtest"
@@ -154,7 +154,7 @@ func TestNew(t *testing.T) {
 		t.Errorf("blob properties: content type %v, metadata %v; want application/json and sha256", props.ContentType, props.Metadata)
 	}
 	_, err = azb.New(nil, account, "")
-	expect(t, err, driver.InvalidArgument, "needs a container client")
+	expect(t, err, errcode.InvalidArgument, "needs a container client")
 }
 
 // TestOpenRejects: URLs the store cannot use.
@@ -167,7 +167,7 @@ func TestOpenRejects(t *testing.T) {
 		{"azblob://" + account + "/a--b/p", "container \"a--b\""},
 	} {
 		_, err := stash.Open(t.Context(), tc.url)
-		expect(t, err, driver.InvalidArgument, tc.msg)
+		expect(t, err, errcode.InvalidArgument, tc.msg)
 	}
 }
 
@@ -253,13 +253,13 @@ func TestErrors(t *testing.T) {
 		name   string
 		status int
 		op     string
-		code   driver.Code
+		code   errcode.Code
 		tries  int64
 	}{
-		{"503 get is retried", http.StatusServiceUnavailable, "get", driver.Unavailable, 3},
-		{"500 put is retried", http.StatusInternalServerError, "put", driver.Unavailable, 3},
-		{"403 delete", http.StatusForbidden, "delete", driver.PermissionDenied, 1},
-		{"400 put", http.StatusBadRequest, "put", driver.InvalidArgument, 1},
+		{"503 get is retried", http.StatusServiceUnavailable, "get", errcode.Unavailable, 3},
+		{"500 put is retried", http.StatusInternalServerError, "put", errcode.Unavailable, 3},
+		{"403 delete", http.StatusForbidden, "delete", errcode.PermissionDenied, 1},
+		{"400 put", http.StatusBadRequest, "put", errcode.InvalidArgument, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -274,8 +274,8 @@ func TestErrors(t *testing.T) {
 			case "delete":
 				err = s.Delete(t.Context(), name)
 			}
-			if driver.CodeOf(err) != tc.code {
-				t.Errorf("error %v (code %v), want %v", err, driver.CodeOf(err), tc.code)
+			if errcode.Of(err) != tc.code {
+				t.Errorf("error %v (code %v), want %v", err, errcode.Of(err), tc.code)
 			}
 			if n := requests.Load(); n != tc.tries {
 				t.Errorf("%d requests, want %d", n, tc.tries)
@@ -299,7 +299,7 @@ func TestErrors(t *testing.T) {
 		wrong := strings.Repeat("A", 86) + "=="
 		s := open(t, "http://127.0.0.1:10000", wrong, cont)
 		_, err := s.Put(t.Context(), []byte("x"))
-		expect(t, err, driver.PermissionDenied, "Storage Blob Data Contributor")
+		expect(t, err, errcode.PermissionDenied, "Storage Blob Data Contributor")
 		if err != nil && (strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), key)) {
 			t.Errorf("error shows the key: %v", err)
 		}
@@ -308,17 +308,17 @@ func TestErrors(t *testing.T) {
 		t.Parallel()
 		s := open(t, "http://127.0.0.1:10000", key, "no-such-container")
 		_, err := s.Put(t.Context(), []byte("x"))
-		expect(t, err, driver.NotFound, "container does not exist")
+		expect(t, err, errcode.NotFound, "container does not exist")
 	})
 }
 
-func expect(t *testing.T, err error, code driver.Code, msg string) {
+func expect(t *testing.T, err error, code errcode.Code, msg string) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("got no error, want %v saying %q", code, msg)
 		return
 	}
-	if got := driver.CodeOf(err); got != code || !strings.Contains(err.Error(), msg) {
+	if got := errcode.Of(err); got != code || !strings.Contains(err.Error(), msg) {
 		t.Errorf("error %v (code %v), want code %v saying %q", err, got, code, msg)
 	}
 }

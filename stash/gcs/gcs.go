@@ -37,6 +37,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -74,7 +75,7 @@ type URLOpener struct {
 // OpenStoreURL opens the store u names.
 func (o *URLOpener) OpenStoreURL(ctx context.Context, u *url.URL) (stash.Store, error) {
 	if u.Host == "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash URL %q names no bucket; use gs://bucket/prefix", u.Redacted())
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q names no bucket; use gs://bucket/prefix", u.Redacted())
 	}
 	if o.Client != nil {
 		return New(o.Client, u.Host, u.Path)
@@ -89,7 +90,7 @@ func (o *URLOpener) OpenStoreURL(ctx context.Context, u *url.URL) (stash.Store, 
 // client.
 func Open(ctx context.Context, bucket, prefix string, opts ...option.ClientOption) (stash.Store, error) {
 	if bucket == "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash gs://: no bucket named; use gs://bucket/prefix")
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash gs://: no bucket named; use gs://bucket/prefix")
 	}
 	if os.Getenv("STORAGE_EMULATOR_HOST") != "" {
 		// The emulators speak only the JSON API; the client reads with
@@ -100,7 +101,7 @@ func Open(ctx context.Context, bucket, prefix string, opts ...option.ClientOptio
 	client, err := storage.NewClient(context.WithoutCancel(ctx), opts...)
 	if err != nil {
 		s := newStore(nil, bucket, prefix)
-		return nil, stash.WrapError(driver.Unavailable, err, "stash %s: no Google credentials (set up application default credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS naming a service account key)", s.loc)
+		return nil, stash.WrapError(errcode.Unavailable, err, "stash %s: no Google credentials (set up application default credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS naming a service account key)", s.loc)
 	}
 	client.SetRetry(storage.WithBackoff(gax.Backoff{Initial: backoff, Max: 2 * time.Second, Multiplier: 2}), storage.WithMaxAttempts(attempts))
 	s := newStore(client, bucket, prefix)
@@ -113,10 +114,10 @@ func Open(ctx context.Context, bucket, prefix string, opts ...option.ClientOptio
 // settings apply; the store marks its requests as safe to retry.
 func New(client *storage.Client, bucket, prefix string) (stash.Store, error) {
 	if client == nil {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash gs://%s: New needs a client; use Open for application default credentials", bucket)
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash gs://%s: New needs a client; use Open for application default credentials", bucket)
 	}
 	if bucket == "" {
-		return nil, driver.Errorf(driver.InvalidArgument, "stash gs://: no bucket named; use gs://bucket/prefix")
+		return nil, driver.Errorf(errcode.InvalidArgument, "stash gs://: no bucket named; use gs://bucket/prefix")
 	}
 	return newStore(client, bucket, prefix), nil
 }
@@ -245,24 +246,24 @@ func (s *store) Delete(ctx context.Context, name string) error {
 // receiver dead-letters a message (NotFound, InvalidArgument) or leaves it
 // for later (the others).
 func (s *store) errorf(err error, format string, args ...any) error {
-	code := driver.Unavailable // network, 429, 5xx
+	code := errcode.Unavailable // network, 429, 5xx
 	var ge *googleapi.Error
 	switch {
 	case errors.As(err, &ge):
 		switch ge.Code {
 		case http.StatusNotFound:
-			code = driver.NotFound // the bucket
+			code = errcode.NotFound // the bucket
 		case http.StatusUnauthorized, http.StatusForbidden:
-			code = driver.PermissionDenied
+			code = errcode.PermissionDenied
 			format += " (check that the credentials may use the bucket: producers need storage.objects.create and .get, workers .get and .delete)"
 		case http.StatusBadRequest:
-			code = driver.InvalidArgument
+			code = errcode.InvalidArgument
 		}
 	case refused(err):
-		code = driver.PermissionDenied
+		code = errcode.PermissionDenied
 		format += " (the token endpoint refused the credentials: renew them with gcloud auth application-default login, or check GOOGLE_APPLICATION_CREDENTIALS)"
 	}
-	if c := driver.CodeOf(err); c == driver.Canceled || c == driver.DeadlineExceeded {
+	if c := errcode.Of(err); c == errcode.Canceled || c == errcode.DeadlineExceeded {
 		code = c
 	}
 	return stash.WrapError(code, err, "stash "+s.loc+": "+format, args...)

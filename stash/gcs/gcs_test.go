@@ -27,7 +27,7 @@ import (
 
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/conformance"
-	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 	"github.com/jobq/jobq/stash/gcs"
 	"github.com/jobq/jobq/stash/stashtest"
@@ -97,9 +97,9 @@ func TestStore(t *testing.T) {
 func TestOpenRejects(t *testing.T) {
 	t.Parallel()
 	_, err := stash.Open(t.Context(), "gs:///prefix")
-	expect(t, err, driver.InvalidArgument, "names no bucket")
+	expect(t, err, errcode.InvalidArgument, "names no bucket")
 	_, err = gcs.New(nil, "bkt", "")
-	expect(t, err, driver.InvalidArgument, "needs a client")
+	expect(t, err, errcode.InvalidArgument, "needs a client")
 }
 
 // TestOldObjects: objects the earlier JSON API store wrote (a multipart
@@ -144,13 +144,13 @@ func TestOldObjects(t *testing.T) {
 	}
 }
 
-func expect(t *testing.T, err error, code driver.Code, msg string) {
+func expect(t *testing.T, err error, code errcode.Code, msg string) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("got no error, want %v saying %q", code, msg)
 		return
 	}
-	if got := driver.CodeOf(err); got != code || !strings.Contains(err.Error(), msg) {
+	if got := errcode.Of(err); got != code || !strings.Contains(err.Error(), msg) {
 		t.Errorf("error %v (code %v), want code %v saying %q", err, got, code, msg)
 	}
 }
@@ -238,18 +238,18 @@ func TestGCSErrors(t *testing.T) {
 		name   string
 		status int // injected on every request; 0: none
 		op     string
-		code   driver.Code
+		code   errcode.Code
 		msg    string
 		tries  int64 // requests expected; 0: not checked
 	}{
-		{"401 put", http.StatusUnauthorized, "put", driver.PermissionDenied, "injected Unauthorized", 1},
-		{"403 get", http.StatusForbidden, "get", driver.PermissionDenied, "storage.objects", 1},
-		{"403 delete", http.StatusForbidden, "delete", driver.PermissionDenied, "injected Forbidden", 1},
-		{"400 put", http.StatusBadRequest, "put", driver.InvalidArgument, "injected Bad Request", 1},
-		{"503 get is retried", http.StatusServiceUnavailable, "get", driver.Unavailable, "injected Service Unavailable", 3},
-		{"500 put is retried", http.StatusInternalServerError, "put", driver.Unavailable, "injected Internal Server Error", 3},
-		{"429 delete is retried", http.StatusTooManyRequests, "delete", driver.Unavailable, "injected Too Many Requests", 3},
-		{"404 object on get", http.StatusNotFound, "get", driver.NotFound, "does not exist", 1},
+		{"401 put", http.StatusUnauthorized, "put", errcode.PermissionDenied, "injected Unauthorized", 1},
+		{"403 get", http.StatusForbidden, "get", errcode.PermissionDenied, "storage.objects", 1},
+		{"403 delete", http.StatusForbidden, "delete", errcode.PermissionDenied, "injected Forbidden", 1},
+		{"400 put", http.StatusBadRequest, "put", errcode.InvalidArgument, "injected Bad Request", 1},
+		{"503 get is retried", http.StatusServiceUnavailable, "get", errcode.Unavailable, "injected Service Unavailable", 3},
+		{"500 put is retried", http.StatusInternalServerError, "put", errcode.Unavailable, "injected Internal Server Error", 3},
+		{"429 delete is retried", http.StatusTooManyRequests, "delete", errcode.Unavailable, "injected Too Many Requests", 3},
+		{"404 object on get", http.StatusNotFound, "get", errcode.NotFound, "does not exist", 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -303,7 +303,7 @@ func TestGCSErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = s.Put(t.Context(), []byte("x"))
-		expect(t, err, driver.NotFound, "bucket no-such-bucket does not exist")
+		expect(t, err, errcode.NotFound, "bucket no-such-bucket does not exist")
 	})
 	t.Run("unreachable", func(t *testing.T) {
 		t.Parallel()
@@ -314,7 +314,7 @@ func TestGCSErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = s.Get(t.Context(), name, -1)
-		expect(t, err, driver.Unavailable, "connect")
+		expect(t, err, errcode.Unavailable, "connect")
 	})
 	t.Run("context ends", func(t *testing.T) {
 		t.Parallel()
@@ -325,11 +325,11 @@ func TestGCSErrors(t *testing.T) {
 		canceled, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err = s.Put(canceled, []byte("x"))
-		expect(t, err, driver.Canceled, "write object")
+		expect(t, err, errcode.Canceled, "write object")
 		expired, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 		defer cancel()
 		_, err = s.Get(expired, name, -1)
-		expect(t, err, driver.DeadlineExceeded, "read object")
+		expect(t, err, errcode.DeadlineExceeded, "read object")
 	})
 }
 
@@ -340,7 +340,7 @@ func TestGCSApplicationDefaultCredentials(t *testing.T) {
 	t.Setenv("STORAGE_EMULATOR_HOST", "")
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
 	_, err := stash.Open(t.Context(), "gs://bkt/p")
-	expect(t, err, driver.Unavailable, "no Google credentials")
+	expect(t, err, errcode.Unavailable, "no Google credentials")
 
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -376,7 +376,7 @@ func TestGCSApplicationDefaultCredentials(t *testing.T) {
 	}
 	defer s.Close()
 	_, err = s.Put(t.Context(), []byte("x"))
-	expect(t, err, driver.PermissionDenied, "application-default login")
+	expect(t, err, errcode.PermissionDenied, "application-default login")
 	if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
 		t.Errorf("error shows the key: %v", err)
 	}

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/stash"
 )
 
@@ -117,15 +117,15 @@ var checks = []struct {
 		}
 		h.Overwrite(t, s, obj.SHA256, []byte("tampered"))
 		_, err = stash.Load(t.Context(), s, obj.URL, obj.SHA256, obj.Size)
-		expect(t, err, driver.InvalidArgument, "SHA-256")
+		expect(t, err, errcode.InvalidArgument, "SHA-256")
 		h.Overwrite(t, s, obj.SHA256, []byte("short"))
 		_, err = stash.Load(t.Context(), s, obj.URL, obj.SHA256, obj.Size)
-		expect(t, err, driver.InvalidArgument, "is 5 bytes")
+		expect(t, err, errcode.InvalidArgument, "is 5 bytes")
 	}},
 	{"MissingObject", func(t *testing.T, h Harness, s stash.Store) {
 		name := stash.Sum([]byte("never stored"))
 		_, err := stash.Load(t.Context(), s, s.Location()+"/"+name, name, 12)
-		expect(t, err, driver.NotFound, "does not exist")
+		expect(t, err, errcode.NotFound, "does not exist")
 	}},
 	{"RangedAndEmptyReads", func(t *testing.T, h Harness, s stash.Store) {
 		obj, err := s.Put(t.Context(), []byte("0123456789"))
@@ -158,20 +158,20 @@ var checks = []struct {
 			t.Fatal(err)
 		}
 		_, err = s.Get(t.Context(), obj.SHA256, -1)
-		expect(t, err, driver.NotFound, "does not exist")
+		expect(t, err, errcode.NotFound, "does not exist")
 		if err := s.Delete(t.Context(), obj.SHA256); err != nil {
 			t.Errorf("deleting a missing object: %v, want no error", err)
 		}
 	}},
 	{"NamesMustBeDigests", func(t *testing.T, h Harness, s stash.Store) {
 		_, err := s.Get(t.Context(), "../../etc/passwd", -1)
-		expect(t, err, driver.InvalidArgument, "not a SHA-256")
-		expect(t, s.Delete(t.Context(), "x"), driver.InvalidArgument, "not a SHA-256")
+		expect(t, err, errcode.InvalidArgument, "not a SHA-256")
+		expect(t, s.Delete(t.Context(), "x"), errcode.InvalidArgument, "not a SHA-256")
 		_, err = stash.Load(t.Context(), s, s.Location()+"/passwd", stash.Sum(nil), 0)
-		expect(t, err, driver.InvalidArgument, "does not end in a SHA-256")
+		expect(t, err, errcode.InvalidArgument, "does not end in a SHA-256")
 		other := stash.Sum([]byte("a"))
 		_, err = stash.Load(t.Context(), s, s.Location()+"/"+other, stash.Sum(nil), 0)
-		expect(t, err, driver.InvalidArgument, "carries checksum")
+		expect(t, err, errcode.InvalidArgument, "carries checksum")
 	}},
 	{"ReopenByLocation", func(t *testing.T, h Harness, s stash.Store) {
 		// A receiver opens the store from a reference's URL alone.
@@ -204,24 +204,24 @@ var checks = []struct {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := s.Put(ctx, []byte("never"))
-		if c := driver.CodeOf(err); c != driver.Canceled {
+		if c := errcode.Of(err); c != errcode.Canceled {
 			t.Errorf("Put with a canceled context = %v (code %v), want Canceled", err, c)
 		}
 		_, err = s.Get(ctx, stash.Sum(nil), -1)
-		if c := driver.CodeOf(err); c != driver.Canceled {
+		if c := errcode.Of(err); c != errcode.Canceled {
 			t.Errorf("Get with a canceled context = %v (code %v), want Canceled", err, c)
 		}
 	}},
 }
 
 // expect checks that err has code and mentions msg.
-func expect(t *testing.T, err error, code driver.Code, msg string) {
+func expect(t *testing.T, err error, code errcode.Code, msg string) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("got no error, want %v saying %q", code, msg)
 		return
 	}
-	if got := driver.CodeOf(err); got != code || !strings.Contains(err.Error(), msg) {
+	if got := errcode.Of(err); got != code || !strings.Contains(err.Error(), msg) {
 		t.Errorf("error %v (code %v), want code %v saying %q", err, got, code, msg)
 	}
 }

@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 type config struct {
@@ -312,7 +312,7 @@ func pickVictim(workers []*proc, force bool) int {
 // has run and the queue is empty — or once the queue has stayed empty long
 // after the last run with tasks missing, which is a loss.
 func (h *harness) drain(ctx context.Context) (result, error) {
-	d := &drainer{h: h, res: result{Queue: jobq.RedactURL(h.c.queue), Tasks: h.c.tasks}}
+	d := &drainer{h: h, res: result{Queue: redact.URL(h.c.queue), Tasks: h.c.tasks}}
 	if err := d.startWorkers(ctx); err != nil {
 		return d.res, err
 	}

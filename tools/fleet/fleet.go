@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return rep, fmt.Errorf("fleet: open for stats: %w", err)
 	}
 	defer q.Close()
-	st, err := q.Stats(ctx)
+	st, err := q.Admin().Stats(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("fleet: stats: %w", err)
 	}

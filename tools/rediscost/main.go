@@ -104,7 +104,7 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 	if !q.As(&d) || !q.As(&client) {
 		return errors.New("not a single-server Redis queue")
 	}
-	if _, err := q.Clear(ctx); err != nil {
+	if _, err := q.Admin().Clear(ctx); err != nil {
 		return err
 	}
 	tasks := make([]*jobq.Task, n)
@@ -140,7 +140,7 @@ func run(ctx context.Context, addr, queue string, n int, hook string) error {
 			}
 			return nil
 		}, func() error {
-			_, err := q.Clear(ctx)
+			_, err := q.Admin().Clear(ctx)
 			return err
 		}},
 		{"steady", n, func() error {

@@ -1,4 +1,6 @@
-package jobq
+// Package redact removes credentials from URLs, connection strings and
+// messages before they reach logs, errors or output.
+package redact
 
 import (
 	"net/url"
@@ -36,7 +38,7 @@ func isSecretName(name string) bool {
 	return false
 }
 
-// Redact returns s with every credential it recognises replaced by
+// String returns s with every credential it recognises replaced by
 // "xxxxx":
 //
 //   - the password of anything shaped like a URL's user-info: in a run of
@@ -52,7 +54,7 @@ func isSecretName(name string) bool {
 //
 // It works on any text, so it applies to whole error messages; jobq's CLI
 // passes every error, usage message and log line it prints through it.
-func Redact(s string) string {
+func String(s string) string {
 	if !strings.ContainsAny(s, "@=%") {
 		return s
 	}
@@ -185,15 +187,15 @@ func redactValues(s string) string {
 	return b.String()
 }
 
-// RedactURL returns s with credentials replaced by "xxxxx": the password of
+// URL returns s with credentials replaced by "xxxxx": the password of
 // the user-info part and the values of query parameters that carry secrets
 // (password, key, sig, SharedAccessKey, ...). Use it for every URL that
 // reaches a log or an error. Strings that do not parse as URLs are
 // redacted as text (see Redact).
-func RedactURL(s string) string {
+func URL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
-		return Redact(s)
+		return String(s)
 	}
 	if u.User != nil {
 		if _, has := u.User.Password(); has {
@@ -203,5 +205,5 @@ func RedactURL(s string) string {
 	// The query is left as it was typed (re-encoding it would reorder it)
 	// and redacted as text below; so are typos that do not parse as a
 	// user-info part.
-	return Redact(u.String())
+	return String(u.String())
 }

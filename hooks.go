@@ -1,0 +1,66 @@
+package jobq
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobq/jobq/internal/hooks"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// init lends the entry points that are not public API to the packages of
+// this module that need them; see package internal/hooks.
+func init() {
+	hooks.MarshalTask = func(t any) ([]byte, error) { return encodeTask(t.(*Task)) }
+	hooks.UnmarshalTask = func(body []byte) (any, error) {
+		t, err := unmarshalTask(body)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	hooks.TaskID = func(t any) (string, error) { return taskID(t.(*Task)) }
+
+	hooks.AnnounceWorker = func(ctx context.Context, q, w any) error {
+		return asQueue(q).announceWorker(ctx, w.(*WorkerInfo))
+	}
+	hooks.WithdrawWorker = func(ctx context.Context, q, w any) error {
+		return asQueue(q).withdrawWorker(ctx, w.(*WorkerInfo))
+	}
+	hooks.CancelRequested = func(ctx context.Context, q any, ids []string) ([]string, error) {
+		return asQueue(q).cancelRequested(ctx, ids)
+	}
+	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return asQueue(q).baseAttributes() }
+	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }
+	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }
+	hooks.URL = func(q any) string { return asQueue(q).url }
+	hooks.Scheme = func(q any) string { return asQueue(q).scheme }
+
+	hooks.RecordAttempt = func(e, a any) { e.(*Envelope).recordAttempt(a.(Attempt)) }
+	hooks.LostDeliveries = func(e any) []int { return e.(*Envelope).lostDeliveries() }
+	hooks.StartSpan = func(ctx context.Context, e any) (context.Context, trace.Span) {
+		return e.(*Envelope).startSpan(ctx)
+	}
+	hooks.EndSpan = func(e any) { e.(*Envelope).endSpan() }
+	hooks.ProducerSpanContext = func(e any) trace.SpanContext { return e.(*Envelope).producerSpanContext() }
+	hooks.EnvelopeCancelRequested = func(ctx context.Context, e any) (bool, error) {
+		return e.(*Envelope).cancelRequested(ctx)
+	}
+
+	hooks.ParsePolicy = parsePolicy
+	hooks.ParseBackoff = func(s string) (any, error) { return parseBackoff(s) }
+}
+
+// asQueue is the *Queue a hook was given: the queue itself or a value that
+// embeds one (its promoted Admin method leads back to it).
+func asQueue(v any) *Queue {
+	switch q := v.(type) {
+	case *Queue:
+		return q
+	case interface{ Admin() *Admin }:
+		return q.Admin().q
+	}
+	panic(fmt.Sprintf("jobq: internal hook given a %T, not a *jobq.Queue", v))
+}

@@ -1,0 +1,80 @@
+// Package hooks is how the root package jobq lends its worker-side and
+// codec entry points to the packages of this module that need them (worker,
+// cli, wire and the conformance suite) without making them public API.
+//
+// Package jobq sets every variable in its init; this package cannot import
+// jobq, so values of jobq's types travel as any: q is a *jobq.Queue, e a
+// *jobq.Envelope, w a *jobq.WorkerInfo, a a jobq.Attempt and t a
+// *jobq.Task. Passing anything else panics.
+package hooks
+
+import (
+	"context"
+
+	"github.com/jobq/jobq/driver"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The task codec (package wire is its public face).
+var (
+	// MarshalTask validates t and returns its message body.
+	MarshalTask func(t any) ([]byte, error)
+	// UnmarshalTask decodes a message body into a *jobq.Task.
+	UnmarshalTask func(body []byte) (any, error)
+	// TaskID returns the deterministic ID of t.
+	TaskID func(t any) (string, error)
+)
+
+// The worker's side of a queue: what package worker and the CLI need that
+// a producer or an inspector does not.
+var (
+	// AnnounceWorker records (or refreshes) a worker in the queue's
+	// registry.
+	AnnounceWorker func(ctx context.Context, q, w any) error
+	// WithdrawWorker marks a worker stopped in the queue's registry.
+	WithdrawWorker func(ctx context.Context, q, w any) error
+	// CancelRequested returns which of ids have a cancel requested.
+	CancelRequested func(ctx context.Context, q any, ids []string) ([]string, error)
+	// BaseAttributes are the attributes every metric point of q carries.
+	BaseAttributes func(q any) []attribute.KeyValue
+	// MeterProvider is the provider of q's metrics.
+	MeterProvider func(q any) metric.MeterProvider
+	// TracerProvider is the provider of q's spans.
+	TracerProvider func(q any) trace.TracerProvider
+	// URL is q's URL with credentials redacted; empty for a queue made by
+	// New.
+	URL func(q any) string
+	// Scheme is the URL scheme that chose q's backend; empty for a queue
+	// made by New.
+	Scheme func(q any) string
+)
+
+// The worker's side of a received message.
+var (
+	// RecordAttempt adds a to the attempt history e's next settlement
+	// writes.
+	RecordAttempt func(e, a any)
+	// LostDeliveries are the deliveries of e whose worker vanished without
+	// settling.
+	LostDeliveries func(e any) []int
+	// StartSpan starts the span of processing e.
+	StartSpan func(ctx context.Context, e any) (context.Context, trace.Span)
+	// EndSpan ends the span StartSpan started, if any.
+	EndSpan func(e any)
+	// ProducerSpanContext is the span context of the push that queued e.
+	ProducerSpanContext func(e any) trace.SpanContext
+	// EnvelopeCancelRequested reports whether a cancel was requested for
+	// e's task.
+	EnvelopeCancelRequested func(ctx context.Context, e any) (bool, error)
+)
+
+// The parsers of the CLI's policy and backoff syntax.
+var (
+	// ParsePolicy parses a policy as the CLI writes it (see docs/policies.md).
+	ParsePolicy func(kind, spec string) (driver.Policy, error)
+	// ParseBackoff reads a retry backoff written "BASE,CAP" or "BASE"; the
+	// result is a jobq.Backoff.
+	ParseBackoff func(s string) (any, error)
+)
