@@ -150,14 +150,14 @@ const defaultConcurrency = 10
 // Concurrency+Prefetch). Two already keep every free slot in a receive (one
 // gathers slots while the other's claim is in flight); more only split
 // the slots into smaller claims, and a claim costs about the same for one
-// task as for several (docs/worker.md, "Throughput").
+// task as for several (docs/running-workers.md, "Throughput").
 const defaultReceivers = 2
 
 // prefetchPerHandler sets the default Options.Prefetch: with two receives
 // in flight, a worker needs at least two claims' worth of tasks beyond its
 // handlers to keep them busy through both round trips, and larger claims
 // cost the engine less per task. Measured with 16 no-op handlers
-// (docs/worker.md, "Throughput"): Prefetch 16, 32 and 48 drained Postgres
+// (docs/running-workers.md, "Throughput"): Prefetch 16, 32 and 48 drained Postgres
 // at 19.6k, 22.3k and 24.3k tasks/s and Redis at 43.7k, 47.1k and 43.0k;
 // once the worker's own cost per task fell, Prefetch 64 beat 32 on both in
 // alternated runs (docs/performance.md).

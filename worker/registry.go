@@ -27,7 +27,7 @@ const registryPurgeEvery = time.Hour
 // registry keeps this worker's record in the queue's worker registry: it
 // announces the worker when Run starts, heartbeats with the tasks it runs
 // and its CPU and memory use, and withdraws the worker when Run returns
-// (docs/workers.md).
+// (docs/worker-registry.md).
 type registry struct {
 	w   *Worker
 	log *slog.Logger

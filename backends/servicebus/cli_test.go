@@ -127,7 +127,7 @@ func TestCLILongTask(t *testing.T) {
 
 // TestCLIGateMissCostsNothing: a worker whose gate fails puts the task back
 // without using up its retries or the queue's max delivery count, as
-// docs/worker.md promises. Before the fix each gate miss was an abandon,
+// docs/running-workers.md promises. Before the fix each gate miss was an abandon,
 // and on a queue with a max delivery count of 2 Service Bus dead-lettered
 // the task before any worker could run it.
 func TestCLIGateMissCostsNothing(t *testing.T) {
