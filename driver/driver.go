@@ -8,8 +8,9 @@
 //
 // # Contract for implementers
 //
-//   - Every method takes a context and must return promptly when it is
-//     canceled, with an error whose code is Canceled or DeadlineExceeded.
+//   - Every method that reaches the engine takes a context and must return
+//     promptly when it is canceled, with an error whose code is Canceled or
+//     DeadlineExceeded.
 //   - A Driver is used by many goroutines at once: every method may be called
 //     concurrently with every other, including Close.
 //   - Methods should not retry; the portable layer decides about retries of

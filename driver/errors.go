@@ -11,7 +11,7 @@ import (
 
 // Error is an error with a code, for drivers that want to classify an error
 // at the point where it is made rather than in ErrorCode. Driver.ErrorCode
-// implementations should start with CodeOf, which understands this type.
+// implementations should start with errcode.Of, which understands this type.
 type Error struct {
 	Code errcode.Code
 	Msg  string
