@@ -14,9 +14,8 @@ import (
 // batch but takes whatever queued up while its previous call was in flight.
 // An idle queue completes with one round trip of latency; a busy one sends
 // batches as large as the load makes them, so the engine's work per message
-// falls as the rate rises. (Several flushers split the same load into more,
-// smaller calls: measured on Postgres, four flushers drained 15k tasks/s
-// with three times the transactions one flusher needed for 18k/s.) Drivers
+// falls as the rate rises. (Several flushers would split the same load
+// into more, smaller calls: more transactions for a slower drain.) Drivers
 // whose settlements are one request per message run a batch's requests in
 // parallel themselves; those that declare CompleteBatch 1 skip the batching
 // altogether: each completion is its own concurrent call, so none waits for

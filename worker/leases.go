@@ -14,9 +14,8 @@ import (
 // leaseKeeper renews the leases of the tasks a worker holds, every half
 // lease, from one goroutine for the whole worker: a task is held from its
 // receipt until just before it is settled. Goroutines and timers of its
-// own for each task cost about a fifth of the worker's time on short tasks
-// (the mem backend's BenchmarkDrain, docs/performance.md), and almost
-// every task ends long before its first renewal. The renewals themselves
+// own for each task would be a large share of the worker's time on short
+// tasks, and almost every task ends long before its first renewal. The renewals themselves
 // run one goroutine each, so that a slow one delays no other.
 type leaseKeeper struct {
 	w    *Worker

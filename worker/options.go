@@ -156,11 +156,7 @@ const defaultReceivers = 2
 // prefetchPerHandler sets the default Options.Prefetch: with two receives
 // in flight, a worker needs at least two claims' worth of tasks beyond its
 // handlers to keep them busy through both round trips, and larger claims
-// cost the engine less per task. Measured with 16 no-op handlers
-// (docs/running-workers.md, "Throughput"): Prefetch 16, 32 and 48 drained Postgres
-// at 19.6k, 22.3k and 24.3k tasks/s and Redis at 43.7k, 47.1k and 43.0k;
-// once the worker's own cost per task fell, Prefetch 64 beat 32 on both in
-// alternated runs (docs/performance.md).
+// cost the engine less per task (docs/performance.md, "Worker settings").
 const prefetchPerHandler = 4
 
 func (o Options) withDefaults() Options {

@@ -289,8 +289,7 @@ func (s *Shell) command(command string) (cmd *exec.Cmd, cleanup func(), err erro
 }
 
 // bashPath looks bash up in PATH once per process rather than once per task
-// (the lookup stats every PATH entry; it was a tenth of a worker's CPU on
-// short tasks).
+// (the lookup stats every PATH entry, which is costly on short tasks).
 var bashPath = sync.OnceValues(func() (string, error) { return exec.LookPath("bash") })
 
 // environ builds a fresh environment for one task: the base environment

@@ -22,10 +22,9 @@ const notifyBurst = 4
 // token comes. When pushes come faster than one per half interval, the
 // trailing notification waits half an interval more for a push to carry it:
 // a steady stream of one-at-a-time pushes then costs one inline
-// notification per interval and no extra statement (at the default 1 ms, a
-// notification of its own every interval had cost one statement per four
-// pushes), and the last push of a burst is still announced within one and a
-// half intervals.
+// notification per interval and no extra statement (rather than a
+// statement of its own every interval), and the last push of a burst is
+// still announced within one and a half intervals.
 //
 // The trailing notification waits for a covered push to commit (committed),
 // never less: sent earlier, it could reach an idle receiver before the push's

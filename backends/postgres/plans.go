@@ -11,9 +11,8 @@ package postgres
 // whole queue and sorting it, or joining by scanning every message of the
 // queue, costs no more than an index lookup; the generic plan then does
 // that for every claim and completion of the millions of messages pushed
-// next, until new statistics invalidate it. An end-to-end benchmark of
-// 20,000 messages that met such plans ran at 3,600 tasks/s instead of
-// 25,000, with 10 times the server CPU.
+// next, until new statistics invalidate it, and a queue that meets such
+// plans runs several times slower.
 //
 // Turning these plan types off (the planner then uses them only when there
 // is no other way) leaves index scans, which is what the driver's statements
@@ -22,12 +21,11 @@ package postgres
 // claims (TestGenericClaimPlanReadsOnlyWhatItClaims). Settlements planned
 // that way still read the queue's rows once per call until the queue's own
 // ANALYZE (vacuum.go) makes Postgres plan them again. (Rewriting the
-// settlements' joins was tried and measured slower; see the git history of
-// this file.)
+// settlements' joins was slower; see the git history of this file.)
 //
 // jit is off too: a statement that has to sort anyway (peek) carries the
 // planner's penalty for a disabled plan type in its cost, which is far above
-// jit_above_cost, and compiling it took 40-90 ms. The driver's statements
+// jit_above_cost, so every peek would pay for compiling it. The driver's statements
 // are short, and none gains from JIT.
 var planSettings = map[string]string{
 	"enable_seqscan":    "off",

@@ -232,9 +232,9 @@ const insertMessages = `INSERT INTO {{s}}.messages (queue, task_key, packed_body
 // Postgres evaluate the otherwise unused CTE n.) async commits without
 // waiting for the disk (sync_push=false). Without dedup the statement has
 // no ON CONFLICT and fails on a task id that is already queued: an ON
-// CONFLICT insert checks the index before each row, which cost a quarter of
-// a batch push's server time and a tenth of a durable one-row push's, so a push through the pool tries that first
-// and falls back (push.go).
+// CONFLICT insert checks the index before each row, a sizeable share of a
+// push's server time, so a push through the pool tries that first and
+// falls back (push.go).
 func pushSQL(async, one, dedup bool) string {
 	conflict := ""
 	if dedup {
@@ -261,8 +261,8 @@ SELECT id, task_key FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 
 // pushOneSQL is the push statement for one task: a plain INSERT, whose
 // RETURNING sends the notification, once, when it stores the row (a third
-// column, void, that readInserted skips). Without the batch statement's
-// CTEs it ran 5-10 % faster.
+// column, void, that readInserted skips): without the batch statement's
+// CTEs it runs faster.
 func pushOneSQL(async bool, conflict string) string {
 	row := `$1, $2::bytea, $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
 	with, source := "", `

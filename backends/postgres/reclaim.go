@@ -12,7 +12,7 @@ import (
 )
 
 // Space given back after a drain. A drained table keeps its size, for
-// four reasons, measured on tables of 200,000 and 300,000 rows:
+// four reasons:
 //
 //   - The self-vacuum (vacuum.go) runs after every tenth of the table's
 //     rows is deleted, so the last deletions of a drain are never vacuumed
@@ -22,16 +22,15 @@ import (
 //   - A VACUUM that finds dead rows on fewer than 2 % of the table's pages
 //     (as after the self-vacuums of a drain) skips the indexes, and so
 //     leaves the dead rows' line pointers in their pages, which are then
-//     not empty and are not truncated: a drained 200,000-row table kept
-//     all its 9,844 pages for 951 such pointers on 55 of them. With
-//     INDEX_CLEANUP ON the same VACUUM truncated it to 0 pages.
+//     not empty and are not truncated, however few such pointers there
+//     are. With INDEX_CLEANUP ON the same VACUUM truncates the table.
 //   - A VACUUM run while any transaction in the database holds an older
 //     snapshot finds the rows "dead but not yet removable" and keeps them
 //     all: a manual VACUUM right after a drain, beside other work, can
-//     give back nothing. The same VACUUM a few seconds later truncated all
-//     9,375 pages.
+//     give back nothing, where the same VACUUM a few seconds later gives
+//     back every page.
 //   - VACUUM never shrinks an index: emptied B-tree pages are kept for
-//     reuse. A drained 300,000-row table's indexes kept their 31 MB.
+//     reuse, so a drained table's indexes keep their size.
 //
 // So once a queue has deleted rows and then gone quiet (reclaimQuiet to
 // twice that without a deletion, or reclaimEvery while deletions go on), the driver

@@ -91,9 +91,8 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 // their old versions cannot be pruned before it commits, so the page needs
 // room for a second, slightly larger (leased) version of each. At
 // fillfactor 70 about half the claims of a drain found none and went to
-// another page, indexed anew; at 50 all of them stay. 40 was tried and
-// left out: in some runs an 80,000-task end-to-end benchmark collapsed to
-// 2,000 tasks/s. Pages written before the step
+// another page, indexed anew; at 50 all of them stay. 40 was left out: it
+// made some end-to-end runs collapse. Pages written before the step
 // keep their packing until they are emptied.
 const fillfactorMigration = `ALTER TABLE {{s}}.messages SET (fillfactor = 50);`
 

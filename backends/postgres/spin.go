@@ -14,8 +14,8 @@ import (
 //
 // A producer that pushes one task at a time waits for each commit. When the
 // reply comes, the Go runtime has parked the goroutine and must wake a
-// thread to run it again, which on the small virtual machines jobq was
-// measured on cost about a tenth of a durable push (docs/performance.md).
+// thread to run it again, which on a small virtual machine is a sizeable
+// share of a durable push (docs/performance.md).
 // So the pool's connections are wrapped by internal/spinconn with polling
 // off, and a one-task push turns it on for its own connection: its reads
 // poll the socket for up to spin before parking, under spinconn's rules (a

@@ -15,23 +15,20 @@ import (
 //
 // A queue table deletes every row it ever holds. Without vacuum the dead
 // rows stay, at the head of the claim index, and every claim steps over
-// them: claims get slower with every task run since the last vacuum. At
-// 20,000 deletions between vacuums, the median pickup of a push into an
-// idle queue went from 1.0 ms to 2.2 ms over 3,000 tasks (8.5 ms over
-// 20,000); at 1,000 it stayed at 1.3 ms. A vacuum reads the whole table
-// and its indexes, hence the tenth: a queue with a large backlog vacuums
-// less often. Autovacuum is no substitute: it visits a database at most
-// once a minute (autovacuum_naptime), and a queue running 10,000 tasks/s
-// leaves 600,000 dead rows in a minute; with autovacuum on and the driver
-// leaving vacuum to it, an 80,000-task end-to-end benchmark ran at 4,400
-// tasks/s, against 9,800-10,500 with the driver vacuuming too. Vacuums run
+// them: claims get slower with every task run since the last vacuum, so
+// vacuums come often (vacuumEvery keeps pickup latency flat, where a
+// larger interval let it grow with the tasks run). A vacuum reads the
+// whole table and its indexes, hence the tenth: a queue with a large
+// backlog vacuums less often. Autovacuum is no substitute: it visits a
+// database at most once a minute (autovacuum_naptime), and a busy queue
+// leaves hundreds of thousands of dead rows in a minute, which more than
+// halves its drain rate. Vacuums run
 // in the background, one at a time, skipped when another session (or
 // autovacuum) is vacuuming the table already, and without parallel
 // workers (PARALLEL 0): with two indexes Postgres otherwise starts one for
 // every vacuum, with shared memory sized for the table's dead rows (up to
-// maintenance_work_mem, zeroed), which cost 43 ms per vacuum of a
-// 20,000-row table and 220 ms of a 1,000,000-row one, against 0.5-4 ms
-// without.
+// maintenance_work_mem, zeroed), which costs far more than the vacuum
+// itself.
 const (
 	vacuumEvery = 1000
 	vacuumShare = 10 // vacuum after 1/vacuumShare of the table's rows
@@ -131,10 +128,9 @@ func (d *Driver) vacuum(ctx context.Context, options string) {
 // analyzeTarget is the statistics target of the queue's own ANALYZE:
 // ANALYZE reads 300 times as many rows, one page each for a table of
 // queued tasks. What matters is the row count and that Postgres plans
-// again; a sample of 3,000 rows gives the count within a few per cent,
-// and it read a tenth of the pages of a table of 1,000,000 queued tasks
-// (90 ms against 520 ms at the default of 100), pages whose hint bits it
-// also sets.
+// again; a sample of 3,000 rows gives the count closely enough, and reads
+// far fewer pages than the default target of 100 (pages whose hint bits
+// it also sets).
 const analyzeTarget = 10
 
 // analyze analyzes the messages table's queue column (one column is

@@ -17,9 +17,8 @@ const probeAfter = time.Second
 // probeOnlyQuietConns wraps go-redis's dialer so that its connection pool
 // skips its health probe on a connection that read a reply within the last
 // probeAfter. The pool probes every connection it hands out with a
-// non-blocking recvfrom(MSG_PEEK), one system call per command, which cost
-// about a tenth of a one-at-a-time push on the development machine
-// (docs/performance.md). A connection that has just read a reply was alive
+// non-blocking recvfrom(MSG_PEEK), one system call per command, a
+// noticeable share of a one-at-a-time push. A connection that has just read a reply was alive
 // then; one idle for longer (say, across a server restart) is probed as
 // before and dropped if dead. TLS connections are left alone: the pool
 // never probes them.

@@ -34,13 +34,12 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 // newPushGroup returns the group that one-message pushes go through:
 // up to eight go out at once, each alone; more wait, and go together in the
 // next script call, up to 64 in one, made by the goroutine whose lone push
-// returned (it wakes the waiting callers once, with their outcomes). With 8
-// producers on a 2-core machine, eight lone calls in flight pushed 11-47 %
-// more tasks per second than four calls sharing the work: a call that
-// carries several pushes leaves the client and Redis waiting on each other
-// more often, and on a virtual machine each wake-up costs more than the
-// call it saves (docs/performance.md). Past eight concurrent pushes, Redis
-// is the bottleneck, calls take longer and more pushes share each.
+// returned (it wakes the waiting callers once, with their outcomes). Lone
+// calls beat fewer calls sharing the work: a call that carries several
+// pushes leaves the client and Redis waiting on each other more often, and
+// on a virtual machine each wake-up costs more than the call it saves
+// (docs/performance.md). Past eight concurrent pushes, Redis is the
+// bottleneck, calls take longer and more pushes share each.
 func newPushGroup(push pushgroup.PushFunc) *pushgroup.Group {
 	return pushgroup.New(push, pushgroup.Options{MaxBatch: 64, MaxInFlight: pushFlight})
 }

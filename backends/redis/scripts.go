@@ -35,9 +35,9 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'rbs'       sorted set of the record buckets, score = when the bucket expires (ms)
 //	P..'results'   the pub/sub channel announcing stored result records
 //
-// Redis charges a script about a thousand instructions for each key and
-// argument it is given, more than building a name in Lua costs, so the
-// scripts declare only the key that routes the call: on Redis Cluster every
+// Redis charges a script for each key and argument it is given more than
+// building a name in Lua costs, so the scripts declare only the key that
+// routes the call: on Redis Cluster every
 // key of the queue shares its hash tag, so they all live in the slot of the
 // declared one, which is all Redis asks of the keys a script touches.
 //
@@ -87,9 +87,8 @@ local mark = '\0jobq keeps this sorted set a skiplist, which is faster than a li
 
 // pushPrelude is prepended to the push script, and common to every other
 // script. Lua builds each helper function a script defines anew on every
-// call of the script, at a cost of hundreds of instructions each
-// (callgrind, tools/rediscost), so common holds
-// only what most scripts use; readyLua and leaseLua are prepended by the
+// call of the script, at a cost each (tools/rediscost shows it), so common
+// holds only what most scripts use; readyLua and leaseLua are prepended by the
 // scripts that need them, and policyLua builds its functions only for a
 // queue that has policies. The push, the script most often called for one
 // message, defines no function at all: it spells out what str, mkey,
@@ -327,8 +326,7 @@ if first == 0 then
 end
 if lone then
   -- The loop below, for this one message, without its tables and with
-  -- an integer reply: about 15 % of the call's cost to Redis
-  -- (docs/performance.md).
+  -- an integer reply, which costs Redis less.
   local id, mid = ARGV[3], string.format('%d', first + 1)
   if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
     return {redis.call('HGET', IDS, id), 1}

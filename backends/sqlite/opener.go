@@ -38,8 +38,8 @@ const (
 	// write transaction.
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultPoll is the idle polling interval of a waiting Receive. While
-	// the file is unchanged an idle check is one PRAGMA data_version (a few
-	// microseconds, no lock), so a short interval costs almost no CPU and
+	// the file is unchanged an idle check is one PRAGMA data_version (cheap,
+	// no lock), so a short interval costs almost no CPU and
 	// keeps cross-process pickup latency low.
 	DefaultPoll = 20 * time.Millisecond
 	// DefaultCacheSize is the cache_size pragma of each connection:
@@ -48,10 +48,10 @@ const (
 	// splits and the new pages come from the free list out of order,
 	// SQLite swaps them through a spare page number (the lock page's,
 	// 1 GiB / page size + 1); at the commit, finding a cached page past the
-	// file's end, it walks the whole cache to drop it (pcache1Truncate).
-	// With 64 MiB that walk took 37-45 % of the CPU of draining a
-	// 1,000,000-task backlog, and the drain took 1.5 times as long. Pages
-	// the cache misses are read from the operating system's file cache.
+	// file's end, it walks the whole cache to drop it (pcache1Truncate),
+	// which with a large cache dominates draining a deep backlog
+	// (docs/performance.md). Pages the cache misses are read from the
+	// operating system's file cache.
 	DefaultCacheSize = -2000
 
 	// maxMessageBytesCeiling bounds max_message_bytes well below SQLite's
@@ -94,20 +94,16 @@ const (
 // the task-ID index at a random place; once the queue is deeper than a
 // transaction's worth of tasks, each such page is written whole to the
 // WAL and again to the file at the checkpoint. Half of SQLite's 4096 cuts
-// those bytes: with 300,000 queued tasks, 15.5 KB were written per
-// completed task at 4096 and 10 KB at 2048 (at a 20,000-task queue 12 and
-// 9 KB), for 3 % more space per task; 1024 wrote less again but took 7 %
-// more space. Drain rates varied more between runs on the shared test
-// machine than between the sizes.
+// those bytes by a quarter to a third for little more space per task; 1024 writes
+// less again but costs noticeably more space.
 const newPageSize = 2048
 
 // walCheckpointPages is the wal_autocheckpoint pragma: the WAL pages after
 // which a commit copies the WAL into the file (SQLite's default is 1000).
 // A push of 1,000 tasks into a deep queue changes about 1,000 random pages
 // of the task-ID index, so at 1000 every batch paid a checkpoint and its
-// two fsyncs; at 4000 (8 MiB of WAL at newPageSize) the third 100,000 of
-// a 300,000-task push ran at 18,800-19,500 tasks/s instead of
-// 14,300-16,200, and draining was not slower (two pairs of unlocked runs).
+// two fsyncs; at 4000 (8 MiB of WAL at newPageSize) a long push into a
+// deep queue is faster, and draining is not slower.
 const walCheckpointPages = 4000
 
 // walSizeLimit is the journal_size_limit pragma (bytes): the WAL file is

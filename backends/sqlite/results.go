@@ -58,12 +58,10 @@ CREATE INDEX IF NOT EXISTS jobq_results_expiry ON jobq_results (queue, expires_a
 // Each completion dirties a random page of the current generation's part
 // of the key, so that part must stay in the page cache (DefaultCacheSize:
 // about 1,000 pages of newPageSize). 16,384 records take about 300 pages;
-// at 65,536 (1,200 pages) a drain missed the cache once its generation
-// was half full, and wrote 5.0-5.5 KB and read 1.0-1.4 KB per task where
-// it now writes 4.0-4.4 and reads 0.6-0.9 (1,000,000 tasks drained in
-// 41-43 s, now 38-41). Reading a task's record costs a lookup per
-// generation: with a million records, 0.5 ms for one ID (0.17 ms in
-// generations of 65,536).
+// 65,536 (1,200 pages) no longer fit, and a drain missed the cache once its
+// generation was half full, writing and reading more per task. Reading a
+// task's record costs a lookup per generation, so smaller generations make
+// it somewhat slower.
 const genShift = 14
 
 // gensOf is a recursive common table expression, gens(g): the

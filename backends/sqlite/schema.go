@@ -22,7 +22,7 @@ import (
 // dedup by task ID is jobq_task_keys' (keys.go), not an index of this
 // table's. There is deliberately no index on visible_at alone: every claim
 // changes visible_at, and each extra index it lives in costs a page write
-// per claim (about a third of the receive cost when measured). Idle polls
+// per claim, a large share of the receive cost. Idle polls
 // use PRAGMA data_version instead (see idle.go).
 const schema = `
 CREATE TABLE IF NOT EXISTS jobq_messages (

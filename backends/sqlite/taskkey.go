@@ -198,10 +198,9 @@ INSERT OR REPLACE INTO jobq_key_sweeps (queue, seq, keys)
 // result records into generations (migrateResults); each installs the
 // fence against older versions. It refuses a file of a newer schema. It
 // runs inside migrate's transaction, so an upgrade cut short leaves the
-// file as it was; it holds the write lock for about 2.3 seconds per
-// million queued messages from schema 1 (270 MB of memory), and 5.2 from
-// schema 0 (350 MB), plus about 10 seconds (85 MB) per million result
-// records from any schema before 3.
+// file as it was; it holds the write lock meanwhile, for seconds per
+// million queued messages or result records (docs/backends/sqlite.md,
+// "Upgrading").
 func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 	var v int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {

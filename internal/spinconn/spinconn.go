@@ -6,10 +6,9 @@
 // Why: when a goroutine waits for a reply, the Go runtime parks it and
 // hands the wait to its network poller; the reply then wakes one thread,
 // which may wake another to run the goroutine, and every deadline a client
-// library sets moves a runtime timer. On the virtual machines jobq was
-// measured on, this cost more than the server's work: a go-redis PING took
-// 70–86 µs against 12–14 µs for redis-benchmark's C client, and 27–33 µs
-// through this package (docs/performance.md).
+// library sets moves a runtime timer. On a small virtual machine this
+// costs more than the server's work, several times what a C client pays
+// for the same request, and polling recovers most of the difference.
 //
 // The cost is CPU while polling, and on a small machine the server may need
 // that CPU, so a read polls only when that is likely to pay:
