@@ -21,6 +21,7 @@ import (
 	"github.com/jobq/jobq/cli"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 )
 
 // chromiumPath finds a Chromium to drive: $JOBQ_CHROMIUM, then Debian's
@@ -37,31 +38,12 @@ func chromiumPath() string {
 	return ""
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startDashboard runs `jobq Q dashboard` in-process on a free loopback
 // port and returns its URL; the dashboard stops when the test ends.
 func startDashboard(t *testing.T, q string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	args := append([]string{q, "dashboard", "--addr", "127.0.0.1:0", "--interval", "200ms"}, extra...)
 	go func() { done <- cli.Run(ctx, args, strings.NewReader(""), &out, &errOut) }()

@@ -18,7 +18,7 @@ import (
 
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/cli"
-	"github.com/jobq/jobq/internal/faultproxy"
+	"github.com/jobq/jobq/tools/testkit/faultproxy"
 )
 
 // azuriteQueue returns a fresh Storage Queue on Azurite, deleted when the

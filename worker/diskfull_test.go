@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/diskfull"
+	"github.com/jobq/jobq/tools/testkit/diskfull"
 	"github.com/jobq/jobq/worker"
 )
 

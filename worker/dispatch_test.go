@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -51,7 +52,7 @@ func TestReceiversShareSlots(t *testing.T) {
 				mu.Unlock()
 				return nil
 			})
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			w := worker.New(q, h, worker.Options{Concurrency: tt.concurrency, Receivers: tt.receivers,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil)), Poll: 50 * time.Millisecond})
 			if err := w.Run(context.Background()); err != nil {

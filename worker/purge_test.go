@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -28,7 +29,7 @@ func TestWorkerPurgesExpiredResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := pushOne(t, q, &jobq.Task{Command: "true"})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w := worker.New(q, worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil }),
 		worker.Options{Logger: log, Wait: true, Poll: 100 * time.Millisecond})

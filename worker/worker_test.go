@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,13 +8,13 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -218,7 +217,7 @@ func TestStatusLine(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
 	push(t, q, &jobq.Task{Command: "slow"})
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
 		time.Sleep(400 * time.Millisecond)
@@ -231,22 +230,4 @@ func TestStatusLine(t *testing.T) {
 	if !strings.Contains(out, "msg=status") || !strings.Contains(out, "queue_size=") || !strings.Contains(out, "rate_per_min=") {
 		t.Fatalf("no status line in the log:\n%s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -17,10 +17,10 @@ import (
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
-	"github.com/jobq/jobq/internal/faultproxy"
+	"github.com/jobq/jobq/tools/testkit/faultproxy"
 )
 
-// The tests in this file put internal/faultproxy between the driver and
+// The tests in this file put tools/testkit/faultproxy between the driver and
 // Azurite, to produce the outcomes Azure shows under load: requests that
 // were applied but whose answer was lost (500 OperationTimedOut, a reset
 // connection), throttling and slow answers. A task may then run or exist

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobq/jobq/internal/killtest"
+	"github.com/jobq/jobq/tools/testkit/killtest"
 )
 
 // TestKilledWorkerReruns measures what a SIGKILL costs on Storage Queue
-// (internal/killtest): nothing may be lost. Finished tasks wait for their
+// (tools/testkit/killtest): nothing may be lost. Finished tasks wait for their
 // deletes only briefly (the worker bounds that backlog by count and time),
 // so a kill re-runs few: by construction at most the tasks running (the
 // slots) and the finished ones whose deletes were pending (maxUnsettled

@@ -17,7 +17,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/conformance"
 	"github.com/jobq/jobq/driver"
-	"github.com/jobq/jobq/internal/faultproxy"
+	"github.com/jobq/jobq/tools/testkit/faultproxy"
 	"github.com/jobq/jobq/worker"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/faultproxy"
+	"github.com/jobq/jobq/tools/testkit/faultproxy"
 )
 
 // copiesByID drains the queue at rawURL directly (no proxy) and returns

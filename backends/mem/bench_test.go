@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/benchkit"
+	"github.com/jobq/jobq/tools/testkit/benchkit"
 )
 
 func openBench(b *testing.B) *jobq.Queue {

@@ -4,7 +4,7 @@ import (
 	"crypto/rand"
 	"testing"
 
-	"github.com/jobq/jobq/internal/otelcheck"
+	"github.com/jobq/jobq/tools/testkit/otelcheck"
 )
 
 // TestTelemetry checks the spans and metric values of a small run.

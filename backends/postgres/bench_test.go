@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/benchkit"
 	"github.com/jobq/jobq/internal/spinconn"
+	"github.com/jobq/jobq/tools/testkit/benchkit"
 )
 
 // The benchmarks run against JOBQ_TEST_POSTGRES_URL (default the local

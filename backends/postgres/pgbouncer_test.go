@@ -14,10 +14,10 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
-	"github.com/jobq/jobq/internal/pgbouncer"
+	"github.com/jobq/jobq/tools/testkit/pgbouncer"
 )
 
-// startPgBouncer runs pgbouncer (internal/pgbouncer) in transaction pooling
+// startPgBouncer runs pgbouncer (tools/testkit/pgbouncer) in transaction pooling
 // mode in front of the test server, with serverConns server connections for
 // all its clients, and returns the test URL pointed at it. The test is
 // skipped when pgbouncer is not installed.

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/benchkit"
+	"github.com/jobq/jobq/tools/testkit/benchkit"
 )
 
 // BenchmarkDrainPolicies: a worker with 16 handlers drains b.N tasks spread

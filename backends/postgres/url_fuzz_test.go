@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/jobq/jobq/internal/urlfuzz"
+	"github.com/jobq/jobq/tools/testkit/urlfuzz"
 )
 
 // FuzzParseURL: any postgres:// URL parses or fails without a panic, and

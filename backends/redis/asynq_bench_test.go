@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/jobq/jobq/internal/benchkit"
+	"github.com/jobq/jobq/tools/testkit/benchkit"
 )
 
 // The asynq benchmarks run the same workloads on asynq (the Redis queue Go

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/benchkit"
+	"github.com/jobq/jobq/tools/testkit/benchkit"
 )
 
 // The benchmarks run against the emulator (or the namespace in

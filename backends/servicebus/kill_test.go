@@ -3,11 +3,11 @@ package servicebus_test
 import (
 	"testing"
 
-	"github.com/jobq/jobq/internal/killtest"
+	"github.com/jobq/jobq/tools/testkit/killtest"
 )
 
 // TestKilledWorkerReruns measures what a SIGKILL costs on Service Bus
-// (internal/killtest): nothing may be lost. Each completion is its own
+// (tools/testkit/killtest): nothing may be lost. Each completion is its own
 // disposition (CompleteBatch 1), so finished tasks wait for their
 // acknowledgement only briefly. The workers use the parent's emulator.
 func TestKilledWorkerReruns(t *testing.T) {

@@ -3,7 +3,7 @@ package servicebus_test
 import (
 	"testing"
 
-	"github.com/jobq/jobq/internal/otelcheck"
+	"github.com/jobq/jobq/tools/testkit/otelcheck"
 )
 
 // TestTelemetry checks the spans (the process span linked to the push

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/sqlite"
-	"github.com/jobq/jobq/internal/benchkit"
+	"github.com/jobq/jobq/tools/testkit/benchkit"
 )
 
 // The benchmarks go through *jobq.Queue, the path users take. Each reports

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jobq/jobq/internal/otelcheck"
+	"github.com/jobq/jobq/tools/testkit/otelcheck"
 )
 
 // TestTelemetry checks the spans (the process span linked to the push) and

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobq/jobq/internal/diskfull"
+	"github.com/jobq/jobq/tools/testkit/diskfull"
 )
 
 // onSmallDisk points b's queue at a file on a small tmpfs (skipping the

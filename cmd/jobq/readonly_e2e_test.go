@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobq/jobq/internal/diskfull"
+	"github.com/jobq/jobq/tools/testkit/diskfull"
 )
 
 // TestReadCommandsWhereWritesFail: size, stats, peek and dlq list read a

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 )
 
 // openQueue opens a fresh SQLite queue with dead dead letters, whose
@@ -490,25 +490,6 @@ func TestClip(t *testing.T) {
 	}
 }
 
-// syncBuffer collects what a server's error log writes, from its
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestQueryTokenRedirectsOnce: a correct ?token= on a page gets one 303
 // with the cookie and nothing after it: no 401 written over the redirect
 // (which net/http logs as a superfluous WriteHeader) and no 401 text in
@@ -516,7 +497,7 @@ func (s *syncBuffer) String() string {
 func TestQueryTokenRedirectsOnce(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, Config{Queue: openQueue(t, 0), Addr: "0.0.0.0:0", Token: "s3cret"})
-	var errLog syncBuffer
+	var errLog syncbuf.Buffer
 	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.Config.ErrorLog = log.New(&errLog, "", 0)
 	ts.Start()

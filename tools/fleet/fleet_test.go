@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/jobq/jobq/internal/pgbouncer"
+	"github.com/jobq/jobq/tools/testkit/pgbouncer"
 )
 
 // TestFleetThroughPgBouncer runs a small fleet — 20 worker processes on

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/jobq/jobq/internal/pgbouncer"
+	"github.com/jobq/jobq/tools/testkit/pgbouncer"
 )
 
 // Options is a fleet run as the command's flags give it.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobq/jobq/internal/faultproxy"
+	"github.com/jobq/jobq/tools/testkit/faultproxy"
 )
 
 // backend counts the requests that reach it and answers "ok".
