@@ -69,7 +69,7 @@ func checkPolicyValidation(c *C) {
 	if !c.hasPolicyStore(q) {
 		err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
 		c.expectCode(err, errcode.Unimplemented, "set a policy on a backend that keeps none")
-		c.needPolicyStore(q, "no policy")
+		c.needPolicyStore(q, "policies")
 	}
 	want := []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 10}}
 	if err := q.Admin().SetPolicy(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
