@@ -206,8 +206,11 @@ type KeyStat struct {
 // RateLimit, MaxDepth, QueueWidePolicies and ResultRetention, which skip
 // without it.
 //
-// A driver that implements PolicyStore stores every kind of policy, and
-// enforces, atomically with the state change that could break them:
+// A driver that implements PolicyStore stores the retention and
+// retry-backoff policies (which the portable layer applies), the
+// concurrency and rate policies its ConcurrencyLimit and RateLimit
+// declarations allow, and max-depth as below; it enforces, atomically with
+// the state change that could break them:
 //
 //   - max-depth, where its engine can count and refuse in one step:
 //     Push fails with ResourceExhausted (use QueueFull) when storing the
