@@ -3,6 +3,11 @@ package confsuite_test
 import (
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -161,5 +166,59 @@ func TestAsCheck(t *testing.T) {
 				t.Errorf("As: failed %v, messages %q; want a failure saying %q", r.failed, r.messages(), tt.want)
 			}
 		})
+	}
+}
+
+// TestDriversDocGatesEveryCheck: the table of docs/drivers.md that maps
+// capabilities to interfaces and checks names every check and every
+// optional interface of package driver.
+func TestDriversDocGatesEveryCheck(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/drivers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "| Capability | Interface it needs | Conformance checks it gates |")
+	if start < 0 {
+		t.Fatal("docs/drivers.md has no capability table")
+	}
+	end := strings.Index(doc[start:], "\n\n")
+	table := doc[start : start+end]
+	cells := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		for _, w := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || r == '|' || r == '(' || r == ')' || r == ' ' || r == '`' }) {
+			cells[w] = true
+		}
+	}
+	for _, name := range conformance.Names() {
+		if !cells[name] {
+			t.Errorf("the capability table of docs/drivers.md does not name the check %s", name)
+		}
+	}
+	// Every interface package driver declares.
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, "../../driver", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range pkgs["driver"].Files {
+		ast.Inspect(f, func(x ast.Node) bool {
+			ts, ok := x.(*ast.TypeSpec)
+			if !ok || !ts.Name.IsExported() {
+				return true
+			}
+			if _, isIface := ts.Type.(*ast.InterfaceType); isIface {
+				n++
+				if !cells["driver."+ts.Name.Name] {
+					t.Errorf("the capability table of docs/drivers.md does not name driver.%s", ts.Name.Name)
+				}
+			}
+			return true
+		})
+	}
+	if n < 10 {
+		t.Errorf("found %d interfaces in package driver; want at least 10", n)
 	}
 }
