@@ -6,8 +6,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -197,13 +197,19 @@ func TestDriversDocGatesEveryCheck(t *testing.T) {
 		}
 	}
 	// Every interface package driver declares.
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, "../../driver", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	files, err := filepath.Glob("../../driver/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, f := range pkgs["driver"].Files {
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ast.Inspect(f, func(x ast.Node) bool {
 			ts, ok := x.(*ast.TypeSpec)
 			if !ok || !ts.Name.IsExported() {
