@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/hooks"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -37,6 +38,7 @@ func init() {
 	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }
 	hooks.URL = func(q any) string { return asQueue(q).url }
 	hooks.Scheme = func(q any) string { return asQueue(q).scheme }
+	hooks.Driver = func(q any) driver.Driver { return asQueue(q).drv }
 
 	hooks.RecordAttempt = func(e, a any) { e.(*Envelope).recordAttempt(a.(Attempt)) }
 	hooks.LostDeliveries = func(e any) []int { return e.(*Envelope).lostDeliveries() }

@@ -1,22 +1,36 @@
 // Package conformance is jobq's shared backend test suite. Every backend's
-// TestConformance runs it, and third-party drivers can too:
+// TestConformance runs it, and third-party drivers can too. A harness
+// hands the suite driver values, as a program that builds its driver and
+// calls jobq.New does:
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
-//			Name:        "mybackend",
-//			NewQueueURL: func(t testing.TB) string { return "my://host/" + uniqueName(t) },
-//			PushRaw:     conformance.RawPusher(myopener.URLOpener{}),
+//			Name: "mybackend",
+//			NewDriver: func(ctx context.Context, t testing.TB, queue string) (driver.Driver, error) {
+//				return mybackend.New(ctx, client, mybackend.Options{Queue: queue})
+//			},
+//			As: []any{new(*mybackend.Client)},
 //		})
 //	}
 //
-// The suite works through the portable API only (jobq.Open and the Queue
-// and Envelope methods), so it tests the driver and the portable layer
-// together, as users meet them. It checks that every capability the backend
-// declares is true, that the degraded ones degrade as declared and warn once,
-// and the semantics every backend keeps: at-least-once delivery, fenced
-// leases, visibility, poison messages, limits. A check is skipped only when
-// the declared capabilities say the feature is unsupported, and then the
-// declared fallback is checked instead.
+// or queue URLs, for a backend registered with jobq.Register:
+//
+//	conformance.Run(t, conformance.Harness{
+//		Name:        "mybackend",
+//		NewQueueURL: func(t testing.TB) string { return "my://host/" + uniqueName(t) },
+//		PushRaw:     conformance.RawPusher(myopener.URLOpener{}),
+//	})
+//
+// The suite works through the portable API only (jobq.New or jobq.Open,
+// and the Queue and Envelope methods), so it tests the driver and the
+// portable layer together, as users meet them. It checks that every
+// capability the backend declares is true (and backed by the optional
+// interface of package driver it needs), that the degraded ones degrade as
+// declared and warn once, and the semantics every backend keeps:
+// at-least-once delivery, fenced leases, visibility, poison messages,
+// limits. A check that needs a feature the backend declares unsupported
+// checks the declared fallback instead, and one that needs an optional
+// interface the driver lacks is skipped with a message naming it.
 //
 // RunLive runs the same checks against a live queue outside `go test`.
 // This package imports testing; the checks themselves do not, so the jobq
@@ -33,15 +47,32 @@ import (
 	"github.com/jobq/jobq/internal/confsuite"
 )
 
-// Harness is what a backend supplies to run the shared suite against it.
+// Harness is what a backend supplies to run the shared suite against it:
+// NewDriver, NewQueueURL or both.
 type Harness struct {
 	// Name labels the backend in failure messages, for example "postgres".
 	Name string
+	// NewDriver returns a new driver for the queue named queue. The suite
+	// makes a fresh name for each check ("conf-" and 16 lowercase letters
+	// and digits; map it as the engine needs) and may call NewDriver again
+	// with the same name for a second handle, which must reach the same
+	// queue. The suite wraps each driver with jobq.New and closes it; t is
+	// the check's, for any other clean-up (t.Cleanup). With NewDriver,
+	// PushRaw is optional (raw bodies are pushed through a driver of
+	// NewDriver) and PushRaw and Corruptions get the queue name where
+	// they would get a URL.
+	NewDriver func(ctx context.Context, t testing.TB, queue string) (driver.Driver, error)
 	// NewQueueURL returns the URL of a fresh, empty queue that no other test
 	// uses (a unique queue name, key prefix or schema). The suite opens it
 	// with jobq.Open, so the backend must be registered (blank-import it).
-	// Register any clean-up with t.Cleanup. Required.
+	// Register any clean-up with t.Cleanup. Required without NewDriver;
+	// with it, only the UnknownParameter check (of the URL opener) uses
+	// it, and skips without it.
 	NewQueueURL func(t testing.TB) string
+	// As lists pointers to the types the driver's As method documents,
+	// such as new(*sql.DB): the As check expects each filled. Without
+	// them As is only checked to refuse types it does not know.
+	As []any
 	// Visibility is the short lease the suite uses for expiry tests. Zero
 	// means one second. Backends whose lease is a property of the queue
 	// (Service Bus lock duration) set it to that duration.
@@ -50,10 +81,12 @@ type Harness struct {
 	// the opened queue to enforce (for backends whose URL can lower it).
 	MaxMessageBytes int
 	// PushRaw, when set, stores body unchanged as one message on the queue
-	// at url, bypassing the portable layer's encoding, so that the suite can
-	// check that an undecodable (poison) message is dead-lettered rather
-	// than returned or left to wedge the queue. Without it the poison check
-	// is skipped. RawPusher builds one from the backend's driver.Opener.
+	// at url (the queue's name, with NewDriver), bypassing the portable
+	// layer's encoding, so that the suite can check that an undecodable
+	// (poison) message is dead-lettered rather than returned or left to
+	// wedge the queue. Without it the poison check is skipped, unless
+	// NewDriver is set. RawPusher builds one from the backend's
+	// driver.Opener.
 	PushRaw func(ctx context.Context, url string, body []byte) error
 	// Corruptions are damaged records the backend can write straight into
 	// its engine, for the CorruptRecord check: fields it stores beside the
@@ -74,30 +107,43 @@ type Harness struct {
 
 // Corruption is one way a stored message can be damaged: Name says what
 // is damaged, Write stores one message with a valid body on the queue at a
-// URL, damaged so, straight into the engine.
+// URL (the queue's name, for a Harness with NewDriver), damaged so,
+// straight into the engine.
 type Corruption = confsuite.Corruption
 
 // T is the part of *testing.T the checks use.
 type T = confsuite.T
 
-func (h Harness) suite() confsuite.Harness {
-	return confsuite.Harness{Name: h.Name, Visibility: h.Visibility, MaxMessageBytes: h.MaxMessageBytes,
-		PushRaw: h.PushRaw, Corruptions: h.Corruptions, Serial: h.Serial, NewLiveQueueURL: h.NewLiveQueueURL}
+// suite is h for the checks run on t.
+func (h Harness) suite(t testing.TB) confsuite.Harness {
+	sh := confsuite.Harness{Name: h.Name, Visibility: h.Visibility, MaxMessageBytes: h.MaxMessageBytes,
+		PushRaw: h.PushRaw, Corruptions: h.Corruptions, Serial: h.Serial, NewLiveQueueURL: h.NewLiveQueueURL, As: h.As}
+	if h.NewDriver != nil {
+		sh.NewDriver = func(ctx context.Context, queue string) (driver.Driver, error) { return h.NewDriver(ctx, t, queue) }
+	}
+	return sh
+}
+
+// newURL is h.NewQueueURL for t, or nil.
+func (h Harness) newURL(t testing.TB) func() string {
+	if h.NewQueueURL == nil {
+		return nil
+	}
+	return func() string { return h.NewQueueURL(t) }
 }
 
 // Run runs every check as a subtest of t, in parallel unless h.Serial.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if h.NewQueueURL == nil {
-		t.Fatal("conformance: Harness.NewQueueURL is nil; it must return a fresh queue URL per call")
+	if h.NewQueueURL == nil && h.NewDriver == nil {
+		t.Fatal("conformance: set Harness.NewDriver (a new driver for a queue name) or Harness.NewQueueURL (a fresh queue URL per call)")
 	}
-	sh := h.suite()
 	for _, ck := range confsuite.Checks() {
 		t.Run(ck.Name, func(t *testing.T) {
 			if !h.Serial {
 				t.Parallel()
 			}
-			ck.Run(confsuite.NewC(t, sh, func() string { return h.NewQueueURL(t) }))
+			ck.Run(confsuite.NewC(t, h.suite(t), h.newURL(t)))
 		})
 	}
 }
@@ -122,11 +168,11 @@ type StashHarness struct {
 // verifies that the store is left alone.
 func RunStash(t *testing.T, h Harness, s StashHarness) {
 	t.Helper()
-	if h.NewQueueURL == nil || s.NewStashURL == nil {
-		t.Fatal("conformance: RunStash needs Harness.NewQueueURL and StashHarness.NewStashURL")
+	if (h.NewQueueURL == nil && h.NewDriver == nil) || s.NewStashURL == nil {
+		t.Fatal("conformance: RunStash needs Harness.NewDriver or Harness.NewQueueURL, and StashHarness.NewStashURL")
 	}
 	t.Run("Stash/"+s.Name, func(t *testing.T) {
-		confsuite.CheckStashAt(confsuite.NewC(t, h.suite(), func() string { return h.NewQueueURL(t) }), s.NewStashURL(t))
+		confsuite.CheckStashAt(confsuite.NewC(t, h.suite(t), h.newURL(t)), s.NewStashURL(t))
 	})
 }
 
@@ -160,9 +206,9 @@ type Result = confsuite.Result
 // the order of Names. Each check gets its own scratch queue from
 // h.NewLiveQueueURL (build one with ScratchQueues); after the check the
 // runner clears it and purges its dead letters, but does not delete it.
-// Checks run four at a time unless h.Serial. h.NewQueueURL is not used;
-// without h.PushRaw the Poison check is skipped.
-func RunLive(ctx context.Context, h Harness) []Result { return confsuite.RunLive(ctx, h.suite()) }
+// Checks run four at a time unless h.Serial. h.NewQueueURL and
+// h.NewDriver are not used; without h.PushRaw the Poison check is skipped.
+func RunLive(ctx context.Context, h Harness) []Result { return confsuite.RunLive(ctx, h.suite(nil)) }
 
 // LiveHarness returns the Harness for RunLive on the queue named by
 // queueURL: scratch queues derived from it (ScratchQueues) and raw pushes

@@ -200,17 +200,27 @@ type KeyStat struct {
 // PolicyStore is implemented by drivers that keep queue policies in their
 // engine, so that every handle on every machine sees the same ones. The
 // portable layer detects it with a type assertion; a driver without it
-// supports no policies at all.
+// supports no policies at all (Admin.Policies and SetPolicy are then
+// Unimplemented), and declares ConcurrencyLimit and RateLimit unsupported.
+// It is needed by the conformance checks PolicyValidation, ConcurrencyCap,
+// RateLimit, MaxDepth, QueueWidePolicies and ResultRetention, which skip
+// without it.
 //
-// A driver that implements PolicyStore enforces, atomically with the state
-// change that could break them:
+// A driver that implements PolicyStore stores the retention and
+// retry-backoff policies (which the portable layer applies), the
+// concurrency and rate policies its ConcurrencyLimit and RateLimit
+// declarations allow, and max-depth as below; it enforces, atomically with
+// the state change that could break them:
 //
-//   - max-depth, always: Push fails with ResourceExhausted (use QueueFull)
-//     when storing the batch's new, non-duplicate messages would make the
-//     live messages (ready, delayed, in flight) exceed the limit. A Push
-//     call is then all-or-nothing: nothing of the batch is stored.
-//     RequeueDead and Requeue are not bounded (they return work that was
-//     already admitted).
+//   - max-depth, where its engine can count and refuse in one step:
+//     Push fails with ResourceExhausted (use QueueFull) when storing the
+//     batch's new, non-duplicate messages would make the live messages
+//     (ready, delayed, in flight) exceed the limit. A Push call is then
+//     all-or-nothing: nothing of the batch is stored. RequeueDead and
+//     Requeue are not bounded (they return work that was already
+//     admitted). A driver that cannot enforce it refuses to store a
+//     max-depth policy: SetPolicy returns Unimplemented (the MaxDepth
+//     check then skips), rather than storing a bound nobody keeps.
 //   - concurrency, when ConcurrencyLimit is Native: a claim never leases a
 //     message whose key already has Limit held leases; it skips to the next
 //     eligible message in claim order, so a blocked key never blocks the

@@ -1,6 +1,7 @@
 package mem_test
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"strings"
@@ -10,30 +11,41 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
 	"github.com/jobq/jobq/conformance"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
 
-// TestConformance runs the shared suite on mem as declared by default and
-// in degraded modes, which also tests the portable layer's fallbacks.
+// TestConformance runs the shared suite on mem drivers built with New (the
+// driver-value form), as declared by default and in degraded modes, which
+// also tests the portable layer's fallbacks. Each mode's URL serves the
+// UnknownParameter check of the URL opener.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	all := []driver.Feature{driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
+		driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.ConcurrencyLimit, driver.RateLimit,
+		driver.Results, driver.Cancel, driver.WorkerRegistry}
 	modes := []struct {
 		name, params string
-		maxBytes     int
+		opts         mem.Options
 	}{
-		{"native", "", 0},
-		{"limited", "?max_message_bytes=4096&max_visibility=30s&max_push_batch=7&max_receive_batch=3&max_peek=2", 4096},
-		{"unsupported", "?unsupported=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,in-place-update,concurrency-limit,rate-limit,results,cancel,worker-registry", 0},
-		{"emulated", "?emulated=delayed-requeue,delayed-push,lease-renewal,dead-letter,priority,peek,exact-count,dedup,concurrency-limit,rate-limit,results,cancel,worker-registry&unsupported=in-place-update", 0},
+		{"native", "", mem.Options{}},
+		{"limited", "?max_message_bytes=4096&max_visibility=30s&max_push_batch=7&max_receive_batch=3&max_peek=2",
+			mem.Options{MaxMessageBytes: 4096, MaxVisibility: 30 * time.Second, MaxPushBatch: 7, MaxReceiveBatch: 3, MaxPeek: 2}},
+		{"unsupported", "", mem.Options{Unsupported: append([]driver.Feature{driver.InPlaceUpdate}, all...)}},
+		{"emulated", "", mem.Options{Emulated: all, Unsupported: []driver.Feature{driver.InPlaceUpdate}}},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			conformance.Run(t, conformance.Harness{
-				Name:            "mem " + m.name,
+				Name: "mem " + m.name,
+				NewDriver: func(_ context.Context, _ testing.TB, queue string) (driver.Driver, error) {
+					opts := m.opts
+					opts.Queue = queue
+					return mem.New(opts)
+				},
 				NewQueueURL:     func(testing.TB) string { return "mem://conformance-" + rand.Text() + m.params },
-				MaxMessageBytes: m.maxBytes,
-				PushRaw:         conformance.RawPusher(mem.URLOpener{}),
+				MaxMessageBytes: m.opts.MaxMessageBytes,
 			})
 		})
 	}

@@ -74,19 +74,40 @@ func (o faultyOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOpti
 	if err != nil {
 		return nil, err
 	}
+	return cutRemoval(d, o.fault)
+}
+
+// cutRemoval wraps d in a faultyRemover.
+func cutRemoval(d driver.Driver, fault removalFault) (driver.Driver, error) {
 	rs, isStore := d.(driver.ResultStore)
 	tr, isRemover := d.(driver.TaskRemover)
 	if !isStore || !isRemover {
 		_ = d.Close()
 		return nil, fmt.Errorf("the driver declares cancel native, so it must implement driver.ResultStore (%v) and driver.TaskRemover (%v)", isStore, isRemover)
 	}
-	return faultyRemover{Driver: d, ResultStore: rs, remover: tr, fault: o.fault}, nil
+	return faultyRemover{Driver: d, ResultStore: rs, remover: tr, fault: fault}, nil
 }
 
 // openFaulty opens rawURL, a queue of the backend under test, with its
 // RemoveTasks cut short by fault, and closes it when the check ends.
 func (c *C) openFaulty(rawURL string, fault removalFault) *jobq.Queue {
 	c.Helper()
+	if c.h.byDriver() {
+		d, err := c.h.NewDriver(c.ctx(), rawURL)
+		if err != nil {
+			c.Fatalf("Harness.NewDriver(%q): %v", rawURL, err)
+		}
+		fd, err := cutRemoval(d, fault)
+		if err != nil {
+			c.Fatalf("%v", err)
+		}
+		q, err := jobq.New(fd, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			c.Fatalf("a queue with a faulty RemoveTasks: %v", err)
+		}
+		c.Cleanup(func() { _ = q.Close() })
+		return q
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		c.Fatalf("parse %s: %v", redact.URL(rawURL), err)
@@ -117,11 +138,9 @@ func (c *C) openFaulty(rawURL string, fault removalFault) *jobq.Queue {
 // its worker stops it), and an ID that no task has has no record (a
 // second cancel says not found).
 func checkCancelInterrupted(c *C) {
-	rawURL := c.newURL()
-	q := c.openURL(rawURL)
-	if !c.cancels(q) {
-		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
-	}
+	rawURL := c.newQueue()
+	q := c.openQueue(rawURL)
+	c.needCancel(q)
 	if level(q, driver.Cancel) != driver.Native {
 		c.Skipf("cancel is %s: no task is removed by ID", level(q, driver.Cancel))
 	}
@@ -187,9 +206,7 @@ func checkCancelInterrupted(c *C) {
 // Wait does not return before the task is pushed.
 func checkCancelBeforePush(c *C) {
 	q := c.open()
-	if !c.cancels(q) {
-		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
-	}
+	c.needCancel(q)
 	t := task("cancel before push")
 	id, err := wire.TaskID(t)
 	if err != nil {
@@ -244,9 +261,7 @@ func checkCancelBeforePush(c *C) {
 // every delivery and lists the old failure and the new attempt.
 func checkDeadLetterRequeueRecord(c *C) {
 	q := c.open()
-	if !c.keepsResults(q) {
-		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
-	}
+	c.needResults(q)
 	if level(q, driver.DeadLetter) == driver.Unsupported {
 		c.Skipf("dead-letter is unsupported")
 	}

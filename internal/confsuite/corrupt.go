@@ -10,7 +10,6 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
-	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/wire"
 )
 
@@ -46,18 +45,21 @@ func (c *C) corruptCases() []corruptCase {
 		},
 		delivered: true, deliveries: 1,
 	})
-	if c.h.PushRaw != nil {
+	if c.canPushRaw() {
 		raw := func(body []byte) func(q *handle, t *jobq.Task) error {
-			return func(q *handle, _ *jobq.Task) error { return c.h.PushRaw(c.ctx(), q.url, body) }
+			return func(q *handle, _ *jobq.Task) error {
+				_, err := c.pushRaw(q, body)
+				return err
+			}
 		}
 		cases = append(cases,
 			corruptCase{name: "body is binary garbage", write: raw([]byte("\x00\xff\xfe not a task { \xe6\x97"))},
 			// Another tool wrote a priority jobq would refuse at push: the
 			// task still runs, and its whole budget with it.
 			corruptCase{name: "body is a task with a priority out of range, with retries", delivered: true, deliveries: 3,
-				write: raw([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"echo priority out of range\"}", "num_retries": 2, "priority": 5000, "id": "conformance-priority-out-of-range"}`))},
+				write: raw([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"echo priority out of range\"}", "num_retries": 2, "retry_backoff": {"base": 0.001, "cap": 0.001}, "priority": 5000, "id": "conformance-priority-out-of-range"}`))},
 			corruptCase{name: "body is a task with a priority out of range, with one retry", delivered: true, deliveries: 2,
-				write: raw([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"echo priority out of range, one retry\"}", "num_retries": 1, "priority": 5000, "id": "conformance-priority-out-of-range-1"}`))},
+				write: raw([]byte(`{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"echo priority out of range, one retry\"}", "num_retries": 1, "retry_backoff": {"base": 0.001, "cap": 0.001}, "priority": 5000, "id": "conformance-priority-out-of-range-1"}`))},
 			// Its dead letter must be storable whatever the engine makes of
 			// the bytes (a text column refuses 0xbe).
 			corruptCase{name: "body is a task whose ID is not valid UTF-8",
@@ -70,7 +72,7 @@ func (c *C) corruptCases() []corruptCase {
 			if err != nil {
 				return err
 			}
-			return k.Write(c.ctx(), q.url, body)
+			return k.Write(c.ctx(), q.ref, body)
 		}})
 	}
 	return cases
@@ -101,12 +103,6 @@ func (c *C) corruptCase(k corruptCase) {
 	if level(q, driver.DeadLetter) == driver.Unsupported {
 		c.Skipf("the backend has no dead-letter store to quarantine damaged messages in")
 	}
-	// A deliverable damaged message is failed through its budget; its
-	// retries come at once (their timing is checkRetryBackoff's), through
-	// the queue's policy since the message cannot carry a backoff.
-	if err := q.Admin().SetPolicy(c.ctx(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil && errcode.Of(err) != errcode.Unimplemented {
-		c.Fatalf("set a quick retry-backoff policy: %v", err)
-	}
 	want := c.pushAroundDamaged(q, k)
 	bad := c.receiveBesideDamaged(q, k, want)
 	c.failDamagedToTheEnd(q, k, bad)
@@ -122,6 +118,11 @@ func (c *C) pushAroundDamaged(q *handle, k corruptCase) map[string]bool {
 	}
 	bad := task("damaged: " + k.name)
 	bad.NumRetries = 0
+	// A deliverable damaged message is failed through its budget; its
+	// retries come at once (their timing is checkRetryBackoff's), by the
+	// backoff its body carries, so that no queue policy (and no
+	// driver.PolicyStore) is needed.
+	bad.RetryBackoff = quickRetry
 	if err := k.write(q, bad); err != nil {
 		c.Fatalf("%s: store the damaged message: %v", k.name, err)
 	}

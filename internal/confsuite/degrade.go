@@ -90,8 +90,8 @@ var triggerable = []driver.Feature{
 // the portable layer can degrade safely, works and logs exactly one WARN
 // per queue saying what happens instead.
 func checkDegradedWarnsOnce(c *C) {
-	url := c.newURL()
-	q := c.openURL(url)
+	url := c.newQueue()
+	q := c.openQueue(url)
 	caps := q.Capabilities()
 	var degraded []driver.Feature
 	for _, f := range triggerable {
@@ -122,7 +122,7 @@ func checkDegradedWarnsOnce(c *C) {
 		}
 	}
 	// Warnings are per queue: another handle warns again, once.
-	q2 := c.openURL(url)
+	q2 := c.openQueue(url)
 	if err := c.trigger(q2, degraded[0]); err != nil {
 		c.Errorf("using degraded feature %s on a second handle: %v", degraded[0], err)
 	} else if n := len(q2.logs.warnings(string(degraded[0]))); n != 1 {

@@ -253,12 +253,12 @@ func checkFailRetryBudget(c *C) {
 // checkPoison: an undecodable message is dead-lettered as poison, never
 // returned, and does not block the messages behind it.
 func checkPoison(c *C) {
-	if c.h.PushRaw == nil {
-		c.Skipf("Harness.PushRaw is not set, so the suite cannot store an undecodable message; set it (conformance.RawPusher) to check poison handling")
+	if !c.canPushRaw() {
+		c.Skipf("Harness.PushRaw is not set, so the suite cannot store an undecodable message; set it (conformance.RawPusher), or give the harness NewDriver, to check poison handling")
 	}
 	q := c.open()
 	raw := []byte("this is not a jobq task {")
-	if err := c.h.PushRaw(c.ctx(), q.url, raw); err != nil {
+	if _, err := c.pushRaw(q, raw); err != nil {
 		c.Fatalf("push a raw poison message: %v", err)
 	}
 	id := c.push(q, task("behind the poison"))[0]

@@ -2,7 +2,11 @@ package confsuite
 
 import (
 	"context"
+	"crypto/rand"
+	"strings"
 	"time"
+
+	"github.com/jobq/jobq/driver"
 )
 
 // Harness is what a backend supplies to run the shared suite against it:
@@ -39,7 +43,28 @@ type Harness struct {
 	// NewLiveQueueURL returns the URL of a fresh scratch queue for RunLive.
 	// ScratchQueues builds one from a user's queue URL.
 	NewLiveQueueURL func(ctx context.Context) (string, error)
+
+	// NewDriver, when set, makes the suite open its queues as driver
+	// values (through jobq.New) rather than URLs: it returns a new driver
+	// for the queue named queue, a fresh name (QueueName) per check; a
+	// second call with the same name returns another handle on the same
+	// queue. The suite closes every driver it gets. PushRaw and
+	// Corruptions are then given the queue name instead of a URL, and
+	// without PushRaw the suite pushes raw bodies through NewDriver.
+	NewDriver func(ctx context.Context, queue string) (driver.Driver, error)
+	// As lists pointers to the types the driver's As method documents
+	// (for example new(*sql.DB)): the As check asks for each and expects
+	// it filled.
+	As []any
 }
+
+// QueueName returns a fresh queue name for a check run through
+// Harness.NewDriver: "conf-" and 16 lowercase letters and digits, which
+// every engine's naming rules accept.
+func QueueName() string { return "conf-" + strings.ToLower(rand.Text()[:16]) }
+
+// byDriver reports whether the suite opens queues as driver values.
+func (h Harness) byDriver() bool { return h.NewDriver != nil }
 
 // Corruption is one way a stored message can be damaged.
 type Corruption struct {

@@ -123,8 +123,8 @@ func checkLockLostChannel(c *C) {
 // checkSettleAfterLockLost: once another receiver holds the message, every
 // settlement through the old lease fails with LockLost and changes nothing.
 func checkSettleAfterLockLost(c *C) {
-	url := c.newURL()
-	q1, q2 := c.openURL(url), c.openURL(url)
+	url := c.newQueue()
+	q1, q2 := c.openQueue(url), c.openQueue(url)
 	type op struct {
 		name    string
 		retries int

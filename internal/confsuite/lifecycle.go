@@ -15,10 +15,10 @@ import (
 // of many messages exactly once.
 func checkConcurrentReceivers(c *C) {
 	const handles, perHandle, m = 2, 4, 60
-	url := c.newURL()
+	url := c.newQueue()
 	qs := make([]*handle, handles)
 	for i := range qs {
-		qs[i] = c.openURL(url)
+		qs[i] = c.openQueue(url)
 	}
 	ts := make([]*jobq.Task, m)
 	for i := range ts {
@@ -82,8 +82,8 @@ func checkConcurrentReceivers(c *C) {
 // checkClosedQueue: every operation on a closed queue fails with
 // FailedPrecondition, and closing loses nothing.
 func checkClosedQueue(c *C) {
-	url := c.newURL()
-	q := c.openURL(url)
+	url := c.newQueue()
+	q := c.openQueue(url)
 	id := c.push(q, task("closed"))[0]
 	e := c.receive(q, c.vis())
 	if err := q.Close(); err != nil {
@@ -117,7 +117,7 @@ func checkClosedQueue(c *C) {
 	}
 	_ = q.Close() // a second Close must not panic
 	// The message held by the closed handle comes back to another.
-	q2 := c.openURL(url)
+	q2 := c.openQueue(url)
 	e2 := c.receive(q2, c.longVis(q2))
 	c.expectDelivery(e2, id, 2, "after the holder closed")
 	c.complete(e2)

@@ -100,6 +100,7 @@ func runLiveCheck(parent context.Context, h Harness, ck check) Result {
 				lt.fail(fmt.Sprintf("panic: %v", r))
 			}
 		}()
+		h.NewDriver = nil // live checks open the user's queues by URL
 		c := &C{T: lt, h: h}
 		c.newURL = func() string {
 			u, err := h.NewLiveQueueURL(ctx)
@@ -109,6 +110,7 @@ func runLiveCheck(parent context.Context, h Harness, ck check) Result {
 			c.Cleanup(func() { scrub(parent, u) })
 			return u
 		}
+		c.newQueue = c.newURL
 		ck.run(c)
 	}()
 	select {

@@ -39,6 +39,15 @@ func (c *C) hasPolicyStore(q *handle) bool {
 	return false
 }
 
+// needPolicyStore returns when the backend keeps policies, and otherwise
+// skips the check, which needs what.
+func (c *C) needPolicyStore(q *handle, what string) {
+	c.Helper()
+	if !c.hasPolicyStore(q) {
+		c.skipNeeds("driver.PolicyStore", "Admin.Policies is Unimplemented: the backend keeps no queue policies, so "+what+" cannot be set")
+	}
+}
+
 // checkPolicyValidation: invalid policies are InvalidArgument on every
 // backend; where policies are kept, set, list and unset round-trip.
 func checkPolicyValidation(c *C) {
@@ -60,7 +69,7 @@ func checkPolicyValidation(c *C) {
 	if !c.hasPolicyStore(q) {
 		err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 10})
 		c.expectCode(err, errcode.Unimplemented, "set a policy on a backend that keeps none")
-		return
+		c.needPolicyStore(q, "policies")
 	}
 	want := []driver.Policy{{Kind: driver.MaxDepthPolicy, Limit: 10}}
 	if err := q.Admin().SetPolicy(c.ctx(), want[0]); errcode.Of(err) == errcode.Unimplemented {
@@ -122,6 +131,7 @@ func (c *C) checkKeyLevel(q *handle, f driver.Feature, t *jobq.Task) bool {
 		_, err := q.Push(c.ctx(), t)
 		c.expectCode(err, errcode.Unimplemented, "push a task with a key where "+string(f)+" is unsupported")
 		c.receiveNone(q, time.Time{}, "the keyed push failed")
+		c.skipNeeds("driver.PolicyStore with feature "+string(f), string(f)+" is unsupported: "+q.Capabilities().Features[f].Fallback)
 		return true
 	case driver.Emulated:
 		c.push(q, t)
@@ -154,6 +164,7 @@ func checkConcurrencyCap(c *C) {
 	if c.checkKeyLevel(q, driver.ConcurrencyLimit, keyedTask("unsupported key", "k")) {
 		return
 	}
+	c.needPolicyStore(q, "a concurrency cap")
 	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "capped", Limit: capK}); err != nil {
 		c.Fatalf("set concurrency policy: %v", err)
 	}
@@ -299,6 +310,7 @@ func checkRateLimit(c *C) {
 	if c.checkKeyLevel(q, driver.RateLimit, keyed("unsupported key")) {
 		return
 	}
+	c.needPolicyStore(q, "a rate limit")
 	const count, total = 3, 7
 	period := 2 * time.Second
 	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.RatePolicy, Key: "limited", Limit: count, Period: period}); err != nil {
@@ -355,12 +367,10 @@ func checkRateLimit(c *C) {
 // completion makes room.
 func checkMaxDepth(c *C) {
 	q := c.open()
-	if !c.hasPolicyStore(q) {
-		c.Skipf("backend %s keeps no policies (Policies().List is Unimplemented), so max-depth cannot be set", c.h.Name)
-	}
+	c.needPolicyStore(q, "max-depth")
 	const depth = 3
 	if err := q.Admin().SetPolicy(c.ctx(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: depth}); errcode.Of(err) == errcode.Unimplemented {
-		c.Skipf("backend %s keeps policies but refuses max-depth: %v", c.h.Name, err)
+		c.skipNeeds("a driver.PolicyStore that enforces max-depth", "SetPolicy(max-depth) is Unimplemented: "+err.Error())
 	} else if err != nil {
 		c.Fatalf("set max-depth: %v", err)
 	}

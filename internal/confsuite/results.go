@@ -38,9 +38,7 @@ func resultChecks() []check {
 // unset; the queue's retries then follow the policy.
 func checkQueueWidePolicies(c *C) {
 	q := c.open()
-	if !c.hasPolicyStore(q) {
-		c.Skipf("the backend keeps no queue policies")
-	}
+	c.needPolicyStore(q, "the retention and retry-backoff policies")
 	want := []driver.Policy{driver.Retention(36 * time.Hour), driver.RetryBackoff(1500*time.Millisecond, 2*time.Hour)}
 	for _, p := range append([]driver.Policy{driver.Retention(time.Hour)}, want...) {
 		if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
@@ -79,13 +77,13 @@ func checkQueueWidePolicies(c *C) {
 	}
 }
 
-// keepsResults reports whether the backend keeps result records; where it
+// needResults returns when the backend keeps result records; where it
 // does not, it checks that asking for one is Unimplemented and settling
-// still works, and the caller stops.
-func (c *C) keepsResults(q *handle) bool {
+// still works, and skips the check.
+func (c *C) needResults(q *handle) {
 	c.Helper()
 	if level(q, driver.Results) != driver.Unsupported {
-		return true
+		return
 	}
 	_, err := q.Result(c.ctx(), "no-such-task")
 	c.expectCode(err, errcode.Unimplemented, "Result on a backend that keeps no results")
@@ -93,7 +91,7 @@ func (c *C) keepsResults(q *handle) bool {
 	c.expectCode(err, errcode.Unimplemented, "Wait on a backend that keeps no results")
 	c.push(q, task("no results kept"))
 	c.complete(c.receive(q, c.longVis(q)))
-	return false
+	c.skipNeeds("driver.ResultStore (feature results)", "results are unsupported: "+q.Capabilities().Features[driver.Results].Fallback)
 }
 
 // result reads the record of task id, failing the check when there is none.
@@ -117,9 +115,7 @@ func (c *C) result(q *handle, id string) *jobq.Result {
 // a failure past its retries, a cancelled task.
 func checkResultRecords(c *C) {
 	q := c.open()
-	if !c.keepsResults(q) {
-		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
-	}
+	c.needResults(q)
 	dead := level(q, driver.DeadLetter) != driver.Unsupported
 	type end struct {
 		name   string
@@ -189,12 +185,8 @@ func checkResultRecords(c *C) {
 // deletes what expired.
 func checkResultRetention(c *C) {
 	q := c.open()
-	if !c.keepsResults(q) {
-		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
-	}
-	if !c.hasPolicyStore(q) {
-		c.Skipf("the backend keeps no queue policies, so a retention cannot be set (records live for the default %v)", driver.DefaultRetention)
-	}
+	c.needResults(q)
+	c.needPolicyStore(q, fmt.Sprintf("a retention policy (records live for the default %v)", driver.DefaultRetention))
 	const keep = 2 * time.Second
 	if err := q.Admin().SetPolicy(c.ctx(), driver.Retention(keep)); err != nil {
 		c.Fatalf("set retention %v: %v", keep, err)
@@ -220,9 +212,7 @@ func checkResultRetention(c *C) {
 // once, and the others as they end, including one that failed.
 func checkWaitResults(c *C) {
 	q := c.open()
-	if !c.keepsResults(q) {
-		c.Skipf("results are unsupported: %s", q.Capabilities().Features[driver.Results].Fallback)
-	}
+	c.needResults(q)
 	ids := c.push(q, task("wait early"))
 	early := c.receive(q, c.longVis(q))
 	c.complete(early)
@@ -290,16 +280,20 @@ func checkWaitResults(c *C) {
 	}
 }
 
-// cancelLevel checks Cancel where it is unsupported (Unimplemented) and
-// reports whether the caller should go on.
-func (c *C) cancels(q *handle) bool {
+// needCancel returns when the backend can cancel; where it cannot, it
+// checks that Cancel is Unimplemented and skips the check.
+func (c *C) needCancel(q *handle) {
 	c.Helper()
 	if level(q, driver.Results) != driver.Unsupported && level(q, driver.Cancel) != driver.Unsupported {
-		return true
+		return
 	}
 	_, err := q.Admin().Cancel(c.ctx(), "no-such-task")
 	c.expectCode(err, errcode.Unimplemented, "Cancel on a backend that cannot cancel")
-	return false
+	why := "cancel is unsupported: " + q.Capabilities().Features[driver.Cancel].Fallback
+	if level(q, driver.Results) == driver.Unsupported {
+		why = "results are unsupported, and a cancel is recorded in a result record"
+	}
+	c.skipNeeds("driver.ResultStore with feature cancel (driver.TaskRemover where cancel is native)", why)
 }
 
 // expectCancel checks one CancelResult.
@@ -318,9 +312,7 @@ func (c *C) expectCancel(got []jobq.CancelResult, err error, id string, want job
 // cancel and settles it as cancelled. A task that ended is not changed.
 func checkCancelQueued(c *C) {
 	q := c.open()
-	if !c.cancels(q) {
-		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
-	}
+	c.needCancel(q)
 	done := c.push(q, task("cancel too late"))[0]
 	c.complete(c.receive(q, c.longVis(q)))
 	c.result(q, done)
@@ -378,9 +370,7 @@ func (c *C) settleCancelled(q *handle, e *jobq.Envelope, id string) {
 // queued one is.
 func checkCancelDelayed(c *C) {
 	q := c.open()
-	if !c.cancels(q) {
-		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
-	}
+	c.needCancel(q)
 	if level(q, driver.DelayedPush) != driver.Native {
 		c.Skipf("delayed push is %s, so no task can wait delayed", level(q, driver.DelayedPush))
 	}
@@ -408,9 +398,7 @@ func checkCancelDelayed(c *C) {
 // the process.
 func checkCancelRunning(c *C) {
 	q := c.open()
-	if !c.cancels(q) {
-		c.Skipf("cancel is unsupported: %s", q.Capabilities().Features[driver.Cancel].Fallback)
-	}
+	c.needCancel(q)
 	t := task("cancel running")
 	t.NumRetries = 3
 	id := c.push(q, t)[0]

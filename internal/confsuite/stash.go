@@ -40,8 +40,8 @@ func checkStash(c *C) {
 // whose limit is larger (or absent) carry the task inline and must not
 // touch the stash.
 func checkStashAt(c *C, stashURL string) {
-	url := c.newURL()
-	plain := c.openURL(url)
+	url := c.newQueue()
+	plain := c.openQueue(url)
 	limit := plain.Capabilities().MaxMessageBytes
 	big := &jobq.Task{Command: "echo stash " + rand.Text() + " " + strings.Repeat("0123456789abcdef", stashTaskBytes/16)}
 	body, err := wire.Marshal(&jobq.Task{Command: big.Command})
@@ -62,12 +62,12 @@ func checkStashAt(c *C, stashURL string) {
 		c.Fatalf("open stash %s: %v", stashURL, err)
 	}
 	c.Cleanup(func() { _ = store.Close() })
-	sq, err := jobq.OpenWithOptions(c.ctx(), url, jobq.Options{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
+	sq, err := c.openWith(url, jobq.Options{StashURL: stashURL, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		c.Fatalf("open %s with stash %s: %v", redact.URL(url), stashURL, err)
 	}
 	c.Cleanup(func() { _ = sq.Close() })
-	q := &handle{Queue: sq, url: url, logs: &logStore{}}
+	q := &handle{Queue: sq, ref: url, logs: &logStore{}}
 
 	c.push(q, big)
 	// The object is the task as pushed (its ID set), named by its SHA-256.

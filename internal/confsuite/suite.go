@@ -7,7 +7,9 @@ package confsuite
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -41,7 +43,11 @@ type check struct {
 // C is the state of one running check.
 type C struct {
 	T
-	h      Harness
+	h Harness
+	// newQueue returns a fresh queue: its URL, or its name when the
+	// harness opens queues as driver values (Harness.NewDriver).
+	newQueue func() string
+	// newURL returns a fresh queue URL; nil when the harness has none.
 	newURL func() string
 }
 
@@ -65,9 +71,16 @@ func Checks() []Check {
 }
 
 // NewC returns the state of one check run on t against the backend h;
-// newURL returns a fresh, empty queue URL each time it is called.
+// newURL returns a fresh, empty queue URL each time it is called. With
+// h.NewDriver set the checks open queues as driver values under fresh
+// names (QueueName), and newURL, which may then be nil, serves only the
+// UnknownParameter check.
 func NewC(t T, h Harness, newURL func() string) *C {
-	return &C{T: t, h: h, newURL: newURL}
+	c := &C{T: t, h: h, newQueue: newURL, newURL: newURL}
+	if h.byDriver() {
+		c.newQueue = QueueName
+	}
+	return c
 }
 
 // Names returns the names of the checks in the order they run.
@@ -84,6 +97,7 @@ func Names() []string {
 func checks() []check {
 	return append([]check{
 		{"Capabilities", checkCapabilities},
+		{"As", checkAs},
 		{"UnknownParameter", checkUnknownParameter},
 		{"PushReceiveComplete", checkPushReceiveComplete},
 		{"BatchPushReceive", checkBatchPushReceive},
@@ -119,27 +133,44 @@ func checks() []check {
 // handle is one open queue and the log records of its logger.
 type handle struct {
 	*jobq.Queue
-	url  string
+	// ref names the queue: its URL, or its name for Harness.NewDriver.
+	ref  string
 	logs *logStore
 }
 
 // open opens a fresh queue.
 func (c *C) open() *handle {
 	c.Helper()
-	return c.openURL(c.newURL())
+	return c.openQueue(c.newQueue())
 }
 
-// openURL opens url with a capturing logger and closes it when the check
+// openWith opens the queue ref (from newQueue) with opts: by URL, or as a
+// driver value from Harness.NewDriver.
+func (c *C) openWith(ref string, opts jobq.Options) (*jobq.Queue, error) {
+	if !c.h.byDriver() {
+		return jobq.OpenWithOptions(c.Context(), ref, opts)
+	}
+	d, err := c.h.NewDriver(c.Context(), ref)
+	if err != nil {
+		return nil, fmt.Errorf("Harness.NewDriver(%q): %w", ref, err)
+	}
+	if d == nil {
+		return nil, fmt.Errorf("Harness.NewDriver(%q) returned a nil driver and no error", ref)
+	}
+	return jobq.New(d, opts)
+}
+
+// openQueue opens ref with a capturing logger and closes it when the check
 // ends, verifying then that no feature warned more than once and that no
 // native feature warned at all.
-func (c *C) openURL(url string) *handle {
+func (c *C) openQueue(ref string) *handle {
 	c.Helper()
 	logs := &logStore{}
-	q, err := jobq.OpenWithOptions(c.Context(), url, jobq.Options{Logger: slog.New(&captureHandler{store: logs})})
+	q, err := c.openWith(ref, jobq.Options{Logger: slog.New(&captureHandler{store: logs})})
 	if err != nil {
-		c.Fatalf("open %s: %v", redact.URL(url), err)
+		c.Fatalf("open %s: %v", redact.URL(ref), err)
 	}
-	h := &handle{Queue: q, url: url, logs: logs}
+	h := &handle{Queue: q, ref: ref, logs: logs}
 	c.Cleanup(func() {
 		_ = q.Close()
 		caps := q.Capabilities()
@@ -154,6 +185,36 @@ func (c *C) openURL(url string) *handle {
 		}
 	})
 	return h
+}
+
+// pushRaw stores body unchanged as one message on q's queue: through
+// Harness.PushRaw, or else, for a harness of driver values, through a
+// driver of its own. It reports false when the harness offers neither.
+func (c *C) pushRaw(q *handle, body []byte) (bool, error) {
+	if c.h.PushRaw != nil {
+		return true, c.h.PushRaw(c.ctx(), q.ref, body)
+	}
+	if !c.h.byDriver() {
+		return false, nil
+	}
+	d, err := c.h.NewDriver(c.ctx(), q.ref)
+	if err != nil {
+		return true, fmt.Errorf("Harness.NewDriver(%q): %w", q.ref, err)
+	}
+	defer d.Close()
+	_, err = d.Push(c.ctx(), []*driver.Message{{ID: "raw-" + rand.Text(), Body: body}})
+	return true, err
+}
+
+// canPushRaw reports whether pushRaw can store a raw body.
+func (c *C) canPushRaw() bool { return c.h.PushRaw != nil || c.h.byDriver() }
+
+// skipNeeds ends the check as skipped because the backend lacks iface, an
+// optional interface of package driver (or the feature it serves); why
+// says how the suite knows.
+func (c *C) skipNeeds(iface, why string) {
+	c.Helper()
+	c.Skipf("needs %s: %s", iface, why)
 }
 
 // ctx returns a context for one step of a check.

@@ -23,13 +23,13 @@ func workerChecks() []check {
 	}
 }
 
-// registryOr checks, on a backend that declares no worker registry, that
-// announcing and listing fail with Unimplemented naming the feature, and
-// reports whether the registry is there to be checked further.
-func (c *C) registryOr(q *handle) bool {
+// needRegistry returns when the backend keeps a worker registry; on one
+// that declares none, it checks that announcing and listing fail with
+// Unimplemented naming the feature, and skips the check.
+func (c *C) needRegistry(q *handle) {
 	c.Helper()
 	if level(q, driver.WorkerRegistry) != driver.Unsupported {
-		return true
+		return
 	}
 	err := hooks.AnnounceWorker(c.ctx(), q, &jobq.WorkerInfo{ID: "conformance-unsupported"})
 	c.expectCode(err, errcode.Unimplemented, "AnnounceWorker on a backend without worker-registry")
@@ -38,7 +38,7 @@ func (c *C) registryOr(q *handle) bool {
 	}
 	_, err = q.Admin().Workers(c.ctx(), jobq.WorkersOptions{})
 	c.expectCode(err, errcode.Unimplemented, "Workers on a backend without worker-registry")
-	return false
+	c.skipNeeds("driver.WorkerStore (feature worker-registry)", "worker-registry is unsupported: "+q.Capabilities().Features[driver.WorkerRegistry].Fallback)
 }
 
 // sampleWorker is a worker record with every field set; n makes it
@@ -99,9 +99,7 @@ func (c *C) sameWorker(got, want *jobq.WorkerInfo, when string) {
 // it announced, only on its own queue. Unsupported: Unimplemented.
 func checkWorkerAnnounce(c *C) {
 	q := c.open()
-	if !c.registryOr(q) {
-		return
-	}
+	c.needRegistry(q)
 	other := c.open()
 	a, b := sampleWorker(1), sampleWorker(2)
 	b.Tasks = nil
@@ -132,9 +130,7 @@ func checkWorkerAnnounce(c *C) {
 // listed once, with the new heartbeat and tasks.
 func checkWorkerHeartbeat(c *C) {
 	q := c.open()
-	if !c.registryOr(q) {
-		return
-	}
+	c.needRegistry(q)
 	w := sampleWorker(1)
 	if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
 		c.Fatalf("AnnounceWorker: %v", err)
@@ -161,9 +157,7 @@ func checkWorkerHeartbeat(c *C) {
 // heartbeat.
 func checkWorkerWithdraw(c *C) {
 	q := c.open()
-	if !c.registryOr(q) {
-		return
-	}
+	c.needRegistry(q)
 	stay, leave := sampleWorker(1), sampleWorker(2)
 	for _, w := range []*jobq.WorkerInfo{stay, leave} {
 		if err := hooks.AnnounceWorker(c.ctx(), q, w); err != nil {
@@ -200,9 +194,7 @@ func checkWorkerWithdraw(c *C) {
 // PurgeWorkers deletes it where the engine does not expire it by itself.
 func checkWorkerVanished(c *C) {
 	q := c.open()
-	if !c.registryOr(q) {
-		return
-	}
+	c.needRegistry(q)
 	live, gone, old := sampleWorker(1), sampleWorker(2), sampleWorker(3)
 	gone.Heartbeat = gone.Heartbeat.Add(-10 * time.Second) // ten 1s intervals
 	old.Heartbeat = old.Heartbeat.Add(-driver.WorkerRetention - time.Hour)

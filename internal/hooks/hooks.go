@@ -49,6 +49,9 @@ var (
 	// Scheme is the URL scheme that chose q's backend; empty for a queue
 	// made by New.
 	Scheme func(q any) string
+	// Driver is the driver under q, for the conformance suite's checks
+	// that a declared feature's optional interface is implemented.
+	Driver func(q any) driver.Driver
 )
 
 // The worker's side of a received message.
