@@ -104,7 +104,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	dest := map[string]string{"messaging_destination_name": "policies", "messaging_system": "jobq", "jobq_backend": "sqlite"}
 	var fams map[string]*dto.MetricFamily
 	// Wait (bounded, in case the worker never gets there) until the worker
-	// has settled the three tasks.
+	// has settled the three tasks: two completed, one dead-lettered.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		select {
 		case code := <-done:
@@ -112,10 +112,11 @@ func TestMetricsEndpoint(t *testing.T) {
 		default:
 		}
 		fams = scrape(t, url)
-		if f := fams["jobq_tasks_dead_lettered_total"]; f != nil {
-			if n, _ := value(fams["jobq_tasks_completed_total"], dest); n == 2 {
-				break
-			}
+		completed, _ := value(fams["jobq_tasks_completed_total"], dest)
+		dead, _ := value(fams["jobq_tasks_dead_lettered_total"], dest)
+		running, _ := value(fams["jobq_tasks_in_flight"], dest)
+		if completed == 2 && dead == 1 && running == 0 {
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the endpoint never reported the tasks done; last scrape %v\nworker log:\n%s", fams, stderr.String())
