@@ -145,86 +145,130 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 	if len(rec.Data) == 0 {
 		return r, nil, nil
 	}
+	d := recordDecoder{id: rec.ID}
 	doc, err := pyjson.Parse(rec.Data)
 	if err != nil || doc.Kind != pyjson.Object {
-		return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: its details are not a JSON object", rec.ID)
-	}
-	bad := func(name, want string) error {
-		return errorf(errcode.Internal, "result", "the result record of task %s is damaged: %q must be %s", rec.ID, name, want)
+		return nil, nil, d.damaged("its details are not a JSON object")
 	}
 	var ref *StashRef
 	names, vals := doc.Members()
 	for i, name := range names {
-		v := vals[i]
-		switch name {
-		case "v":
-			n, err := wireInt(name, v)
-			if err != nil {
-				return nil, nil, bad(name, "an integer")
-			}
-			if n > recordVersion {
-				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", rec.ID, n, recordVersion)
-			}
-		case "delivery_count", "exit_code":
-			n, err := wireInt(name, v)
-			if err != nil {
-				return nil, nil, bad(name, "an integer")
-			}
-			if name == "exit_code" {
-				code := int(n)
-				r.ExitCode = &code
-			} else {
-				r.DeliveryCount = int(n)
-			}
-		case "error", "output", "value", "worker", "host":
-			if v.Kind != pyjson.String {
-				return nil, nil, bad(name, "a string")
-			}
-			switch name {
-			case "error":
-				r.Error = v.Str
-			case "output":
-				r.Output = v.Str
-			case "value":
-				r.Value = json.RawMessage(v.Str)
-			case "worker":
-				r.Worker = v.Str
-			default:
-				r.Host = v.Str
-			}
-		case "started", "finished":
-			if v.Kind != pyjson.String {
-				return nil, nil, bad(name, "an RFC 3339 time")
-			}
-			t, err := time.Parse(time.RFC3339Nano, v.Str)
-			if err != nil {
-				return nil, nil, bad(name, "an RFC 3339 time")
-			}
-			if name == "started" {
-				r.Started = t
-			} else {
-				r.Finished = t
-			}
-		case "value_stash":
-			var err error
-			if ref, err = decodeStashRef(v); err != nil {
-				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
-			}
-		case "attempts":
-			as, err := decodeAttempts(v)
-			if err != nil {
-				return nil, nil, errorf(errcode.Internal, "result", "the result record of task %s is damaged: %v", rec.ID, err)
-			}
-			r.Attempts = as
+		if err := d.member(r, &ref, name, vals[i]); err != nil {
+			return nil, nil, err
 		}
 	}
 	// The success the record leaves out (encode); records written before
 	// it did list it, and then their last attempt is of the last delivery.
-	d := recordDetails{deliveries: r.DeliveryCount, started: r.Started, ended: r.Finished, worker: r.Worker, host: r.Host}
-	if a, ok := d.impliedAttempt(r.State); ok && (len(r.Attempts) == 0 || r.Attempts[len(r.Attempts)-1].Delivery < a.Delivery) {
+	details := recordDetails{deliveries: r.DeliveryCount, started: r.Started, ended: r.Finished, worker: r.Worker, host: r.Host}
+	if a, ok := details.impliedAttempt(r.State); ok && (len(r.Attempts) == 0 || r.Attempts[len(r.Attempts)-1].Delivery < a.Delivery) {
 		r.Attempts = append(r.Attempts, a)
 	}
 	return r, ref, nil
+}
+
+// recordDecoder decodes the members of the details of task id's result
+// record.
+type recordDecoder struct{ id string }
+
+// member sets the member name of a record's details on r, or on *ref for
+// a stashed value. It ignores a member it does not know.
+func (d recordDecoder) member(r *Result, ref **StashRef, name string, v pyjson.Value) error {
+	switch name {
+	case "v":
+		return d.version(v)
+	case "delivery_count":
+		return d.int(name, v, &r.DeliveryCount)
+	case "exit_code":
+		var code int
+		if err := d.int(name, v, &code); err != nil {
+			return err
+		}
+		r.ExitCode = &code
+	case "error":
+		return d.str(name, v, &r.Error)
+	case "output":
+		return d.str(name, v, &r.Output)
+	case "value":
+		var s string
+		if err := d.str(name, v, &s); err != nil {
+			return err
+		}
+		r.Value = json.RawMessage(s)
+	case "worker":
+		return d.str(name, v, &r.Worker)
+	case "host":
+		return d.str(name, v, &r.Host)
+	case "started":
+		return d.time(name, v, &r.Started)
+	case "finished":
+		return d.time(name, v, &r.Finished)
+	case "value_stash":
+		var err error
+		if *ref, err = decodeStashRef(v); err != nil {
+			return d.damaged("%v", err)
+		}
+	case "attempts":
+		as, err := decodeAttempts(v)
+		if err != nil {
+			return d.damaged("%v", err)
+		}
+		r.Attempts = as
+	}
+	return nil
+}
+
+// version checks that this jobq reads the record's version "v".
+func (d recordDecoder) version(v pyjson.Value) error {
+	n, err := wireInt("v", v)
+	if err != nil {
+		return d.bad("v", "an integer")
+	}
+	if n > recordVersion {
+		return errorf(errcode.Internal, "result", "the result record of task %s has version %d; this jobq reads up to %d (upgrade jobq)", d.id, n, recordVersion)
+	}
+	return nil
+}
+
+// int reads the integer member name into dst.
+func (d recordDecoder) int(name string, v pyjson.Value, dst *int) error {
+	n, err := wireInt(name, v)
+	if err != nil {
+		return d.bad(name, "an integer")
+	}
+	*dst = int(n)
+	return nil
+}
+
+// str reads the string member name into dst.
+func (d recordDecoder) str(name string, v pyjson.Value, dst *string) error {
+	if v.Kind != pyjson.String {
+		return d.bad(name, "a string")
+	}
+	*dst = v.Str
+	return nil
+}
+
+// time reads the RFC 3339 time member name into dst.
+func (d recordDecoder) time(name string, v pyjson.Value, dst *time.Time) error {
+	if v.Kind != pyjson.String {
+		return d.bad(name, "an RFC 3339 time")
+	}
+	t, err := time.Parse(time.RFC3339Nano, v.Str)
+	if err != nil {
+		return d.bad(name, "an RFC 3339 time")
+	}
+	*dst = t
+	return nil
+}
+
+// bad is the error of a member name that is not what it must be (want).
+func (d recordDecoder) bad(name, want string) error {
+	return d.damaged("%q must be %s", name, want)
+}
+
+// damaged is the error of a record whose details do not decode.
+func (d recordDecoder) damaged(format string, args ...any) error {
+	return errorf(errcode.Internal, "result", "the result record of task %s is damaged: "+format, append([]any{d.id}, args...)...)
 }
 
 // pendingRecord is a result record whose details are not encoded yet. A

@@ -212,7 +212,6 @@ type WaitOptions struct {
 // error, or ctx's when ctx ends first; tasks keep running either way. A
 // repeated ID is reported once.
 func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, each func(*Result) error) error {
-	after := opts.After
 	const op = "wait"
 	store, err := q.resultStore(op)
 	if err != nil {
@@ -221,14 +220,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 	if err := checkIDs(op, ids); err != nil {
 		return err
 	}
-	pending := make([]string, 0, len(ids))
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			pending = append(pending, id)
-		}
-	}
+	pending := uniqueIDs(ids)
 	waiter, _ := q.drv.(driver.ResultWaiter)
 	pause := waitPollMin
 	for len(pending) > 0 {
@@ -236,21 +228,11 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 		if err != nil {
 			return err
 		}
-		left := pending[:0]
-		stale := false // an earlier task's record: the engine's wake would not wait
-		for i, rec := range recs {
-			if rec == nil || !rec.State.Final() || rec.UpdatedAt.Before(after) {
-				stale = stale || (rec != nil && rec.State.Final())
-				left = append(left, pending[i])
-				continue
-			}
-			res, err := q.result(ctx, op, rec)
-			if err != nil {
-				return err
-			}
-			if err := each(res); err != nil {
-				return err
-			}
+		left, stale, reported, err := q.reportEnded(ctx, op, pending, recs, opts.After, each)
+		if err != nil {
+			return err
+		}
+		if reported {
 			pause = waitPollMin
 		}
 		pending = left
@@ -273,6 +255,45 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 		pause = min(2*pause, waitPollMax)
 	}
 	return nil
+}
+
+// reportEnded calls each with the result of every task in pending whose
+// record recs holds (in the same order) shows it ended at or after after.
+// It returns, in pending's array, the tasks left to wait for; stale is
+// whether one of them has the record of an earlier task with its ID (the
+// engine's wake would not wait for the new one), and reported whether
+// each was called.
+func (q *Queue) reportEnded(ctx context.Context, op string, pending []string, recs []*driver.ResultRecord, after time.Time, each func(*Result) error) (left []string, stale, reported bool, err error) {
+	left = pending[:0]
+	for i, rec := range recs {
+		if rec == nil || !rec.State.Final() || rec.UpdatedAt.Before(after) {
+			stale = stale || (rec != nil && rec.State.Final())
+			left = append(left, pending[i])
+			continue
+		}
+		res, err := q.result(ctx, op, rec)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if err := each(res); err != nil {
+			return nil, false, false, err
+		}
+		reported = true
+	}
+	return left, stale, reported, nil
+}
+
+// uniqueIDs is ids without repeats, in their order.
+func uniqueIDs(ids []string) []string {
+	unique := make([]string, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			unique = append(unique, id)
+		}
+	}
+	return unique
 }
 
 // Cancel cancels the tasks ids: a queued or delayed task is removed (where
@@ -301,52 +322,64 @@ func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	if err := checkIDs(op, ids); err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	seen := make(map[string]bool, len(ids))
-	var unique []string
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			unique = append(unique, id)
-		}
-	}
+	unique := uniqueIDs(ids)
 	remover, native := q.drv.(driver.TaskRemover)
 	native = native && q.caps.Level(driver.Cancel) == driver.Native
 	if !native {
-		// The backend cannot remove a queued task, nor tell an unknown ID:
-		// the cancel request of every ID is stored for the worker that
-		// holds or next receives the task. It is stored only where there
-		// is no record, so it never hides an end; reading back tells
-		// which tasks had ended.
-		now := time.Now()
-		asked := make([]*driver.ResultRecord, len(unique))
-		for i, id := range unique {
-			asked[i] = q.newRecord(id, driver.ResultCancelRequested, now, &recordDetails{errText: cancelRequestedText})
-		}
-		if err := putResults(ctx, store, asked); err != nil {
-			return nil, q.wrap(op, err)
+		if err := q.requestCancels(ctx, op, store, unique); err != nil {
+			return nil, err
 		}
 	}
 	recs, err := q.getResults(ctx, op, store, unique)
 	if err != nil {
 		return nil, err
 	}
-	state := make(map[string]driver.ResultState, len(unique))
-	var open []string
-	for i, rec := range recs {
-		switch {
-		case rec != nil && rec.State.Final():
-			state[unique[i]] = rec.State
-		default:
-			state[unique[i]] = driver.ResultCancelRequested
-			open = append(open, unique[i])
-		}
-	}
+	state, open := cancelStates(unique, recs)
 	removed, missing := map[string]bool{}, map[string]bool{}
 	if native && len(open) > 0 {
 		if err := q.removeTasks(ctx, op, store, remover, open, state, removed, missing); err != nil {
 			return nil, err
 		}
 	}
+	return cancelOutcomes(ids, state, removed, missing), nil
+}
+
+// requestCancels is Cancel where the backend cannot remove a queued task,
+// nor tell an unknown ID: the cancel request of every ID is stored for the
+// worker that holds or next receives the task. It is stored only where
+// there is no record, so it never hides an end; reading back tells which
+// tasks had ended.
+func (q *Queue) requestCancels(ctx context.Context, op string, store driver.ResultStore, ids []string) error {
+	now := time.Now()
+	asked := make([]*driver.ResultRecord, len(ids))
+	for i, id := range ids {
+		asked[i] = q.newRecord(id, driver.ResultCancelRequested, now, &recordDetails{errText: cancelRequestedText})
+	}
+	if err := putResults(ctx, store, asked); err != nil {
+		return q.wrap(op, err)
+	}
+	return nil
+}
+
+// cancelStates is the state of each of ids after Cancel stored its
+// requests: the end its record recs holds (in the same order) shows, or
+// CancelRequested; open are those that have not ended.
+func cancelStates(ids []string, recs []*driver.ResultRecord) (state map[string]driver.ResultState, open []string) {
+	state = make(map[string]driver.ResultState, len(ids))
+	for i, rec := range recs {
+		if rec != nil && rec.State.Final() {
+			state[ids[i]] = rec.State
+			continue
+		}
+		state[ids[i]] = driver.ResultCancelRequested
+		open = append(open, ids[i])
+	}
+	return state, open
+}
+
+// cancelOutcomes is Cancel's answer for each of ids, from the tasks'
+// states and those it removed or found missing.
+func cancelOutcomes(ids []string, state map[string]driver.ResultState, removed, missing map[string]bool) []CancelResult {
 	out := make([]CancelResult, len(ids))
 	for i, id := range ids {
 		switch st := state[id]; {
@@ -360,7 +393,7 @@ func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 			out[i] = CancelResult{ID: id, Outcome: CancelPending, State: driver.ResultCancelRequested}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // cancelRequestedText is the error of a CancelRequested record.

@@ -397,21 +397,9 @@ func decodeMember(t *Task, raw *rawKwargs, seen *taskMembers, k string, v pyjson
 		seen.reply = true
 		t.ReplyRequested = v.Bool && t.Version != 0 // v0 has no replies
 	case "id":
-		return decodeTaskID(t, v)
+		return decodeOptString(k, v, &t.ID)
 	default:
 		return decodeOther(t, raw, k, v)
-	}
-	return nil
-}
-
-// decodeTaskID sets t.ID from the "id" member; null leaves it empty.
-func decodeTaskID(t *Task, v pyjson.Value) error {
-	switch v.Kind {
-	case pyjson.String:
-		t.ID = v.Str
-	case pyjson.Null:
-	default:
-		return decodeError(`task "id" is a JSON %s; it must be a string`, kindName(v.Kind))
 	}
 	return nil
 }
@@ -538,56 +526,23 @@ func pyStr(v pyjson.Value) (string, bool) {
 
 // decodeV2 reads one schema v2 member into t, reporting whether k is one.
 func decodeV2(t *Task, k string, v pyjson.Value) (bool, error) {
-	str := func(dst *string) error {
-		switch v.Kind {
-		case pyjson.String:
-			*dst = v.Str
-		case pyjson.Null:
-		default:
-			return decodeError("task %q is a JSON %s; it must be a string", k, kindName(v.Kind))
-		}
-		return nil
-	}
 	switch k {
 	case "kind":
-		return true, str(&t.Kind)
+		return true, decodeOptString(k, v, &t.Kind)
 	case "priority":
 		n, err := wireInt(k, v)
 		t.Priority = int(n)
 		return true, err
 	case "not_before":
-		var s string
-		if err := str(&s); err != nil || s == "" {
-			return true, err
-		}
-		at, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return true, decodeError("task \"not_before\" %q is not an RFC 3339 time: %v", s, err)
-		}
-		t.NotBefore = at
-		return true, nil
+		return true, decodeNotBefore(t, v)
 	case "gate_cmd":
-		return true, str(&t.GateCmd)
+		return true, decodeOptString(k, v, &t.GateCmd)
 	case "concurrency_key":
-		return true, str(&t.ConcurrencyKey)
+		return true, decodeOptString(k, v, &t.ConcurrencyKey)
 	case "rate_limit_key":
-		return true, str(&t.RateLimitKey)
+		return true, decodeOptString(k, v, &t.RateLimitKey)
 	case "metadata":
-		if v.Kind == pyjson.Null {
-			return true, nil
-		}
-		if v.Kind != pyjson.Object {
-			return true, decodeError(`task "metadata" is a JSON %s; it must be an object of strings`, kindName(v.Kind))
-		}
-		names, values := v.Members()
-		t.Metadata = make(map[string]string, len(names))
-		for i, name := range names {
-			if values[i].Kind != pyjson.String {
-				return true, decodeError("task metadata %q is a JSON %s; it must be a string", name, kindName(values[i].Kind))
-			}
-			t.Metadata[name] = values[i].Str
-		}
-		return true, nil
+		return true, decodeMetadata(t, v)
 	case "stash":
 		if v.Kind == pyjson.Null {
 			return true, nil
@@ -615,6 +570,58 @@ func decodeV2(t *Task, k string, v pyjson.Value) (bool, error) {
 		return true, err
 	}
 	return false, nil
+}
+
+// decodeOptString reads the string member k into dst; null leaves dst as
+// it is.
+func decodeOptString(k string, v pyjson.Value, dst *string) error {
+	switch v.Kind {
+	case pyjson.String:
+		*dst = v.Str
+	case pyjson.Null:
+	default:
+		return notAString(k, v.Kind) // out of line, so that this inlines
+	}
+	return nil
+}
+
+func notAString(k string, kind pyjson.Kind) error {
+	return decodeError("task %q is a JSON %s; it must be a string", k, kindName(kind))
+}
+
+// decodeNotBefore reads the "not_before" member, an RFC 3339 time; null
+// or "" leaves t.NotBefore zero.
+func decodeNotBefore(t *Task, v pyjson.Value) error {
+	var s string
+	if err := decodeOptString("not_before", v, &s); err != nil || s == "" {
+		return err
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return decodeError("task \"not_before\" %q is not an RFC 3339 time: %v", s, err)
+	}
+	t.NotBefore = at
+	return nil
+}
+
+// decodeMetadata reads the "metadata" member, an object of strings; null
+// leaves t.Metadata nil.
+func decodeMetadata(t *Task, v pyjson.Value) error {
+	if v.Kind == pyjson.Null {
+		return nil
+	}
+	if v.Kind != pyjson.Object {
+		return decodeError(`task "metadata" is a JSON %s; it must be an object of strings`, kindName(v.Kind))
+	}
+	names, values := v.Members()
+	t.Metadata = make(map[string]string, len(names))
+	for i, name := range names {
+		if values[i].Kind != pyjson.String {
+			return decodeError("task metadata %q is a JSON %s; it must be a string", name, kindName(values[i].Kind))
+		}
+		t.Metadata[name] = values[i].Str
+	}
+	return nil
 }
 
 // decodeBackoff reads the "retry_backoff" member.

@@ -457,6 +457,21 @@ func BenchmarkUnmarshalPayloadTask(b *testing.B) {
 	}
 }
 
+// BenchmarkUnmarshalV2Task decodes a task of schema v2, whose members
+// decodeV2 reads.
+func BenchmarkUnmarshalV2Task(b *testing.B) {
+	body, err := encodeTask(&Task{Command: "python train.py", Kind: "train", Priority: 3, NotBefore: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+		ConcurrencyKey: "gpu", Metadata: map[string]string{"owner": "ml", "run": "42"}, TimeLimit: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := unmarshalTask(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestMarshalOmitsWhatTheBackendMakesRedundant(t *testing.T) {
 	t.Parallel()
 	caps := func(prio, delay driver.Level) driver.Capabilities {

@@ -38,63 +38,83 @@ func parseTaskLine(line string, o lineOpts) (*jobq.Task, error) {
 		return nil, errNotUTF8
 	}
 	if !strings.HasPrefix(line, "{") {
-		if line == "" {
-			// Task.Command cannot be empty; the kwargs object carries it.
-			return &jobq.Task{Payload: encodeKwargs(pyjson.Value{Kind: pyjson.Object,
-				Keys: []string{"cmd", "bg_dirsync_to", "env"},
-				Vals: []pyjson.Value{{Kind: pyjson.String}, dirsyncValue(o.dirsync), envValue(o.env)},
-			}, o.cwd)}, nil
-		}
-		return &jobq.Task{Command: line, Env: o.env, DirSyncTo: o.dirsync, Cwd: o.cwd}, nil
+		return commandTask(line, o), nil
 	}
 	v, err := pyjson.ParseString(line)
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSON task: %w (a line starting with '{' must be a JSON object such as {\"cmd\": \"echo hi\"}; to push a shell command that starts with '{', start the line with a space)", err)
 	}
+	if err := checkShellFields(v); err != nil {
+		return nil, err
+	}
 	keys, vals := v.Members()
 	keys, vals = append([]string(nil), keys...), append([]pyjson.Value(nil), vals...)
-	if cmd, ok := v.Get("cmd"); ok {
-		if cmd.Kind != pyjson.String {
-			return nil, fmt.Errorf(`"cmd" must be a string, got a JSON %s`, kindWord(cmd.Kind))
-		}
-		// A shell task's other fields, as a worker reads them: refused here
-		// rather than stored for every worker to refuse.
-		for _, name := range []string{"bg_dirsync_to", "cwd"} {
-			if f, ok := v.Get(name); ok && f.Kind != pyjson.String && f.Kind != pyjson.Null {
-				return nil, fmt.Errorf(`%q must be a string or null, got a JSON %s`, name, kindWord(f.Kind))
-			}
-		}
-	}
 	if i := indexOf(keys, "env"); i < 0 {
 		keys, vals = append(keys, "env"), append(vals, envValue(o.env))
-	} else {
-		env := vals[i]
-		if env.Kind != pyjson.Object {
-			return nil, fmt.Errorf(`"env" must be a JSON object of variables, got a JSON %s`, kindWord(env.Kind))
-		}
-		names, values := env.Members()
-		names, values = append([]string(nil), names...), append([]pyjson.Value(nil), values...)
-		for j, val := range values {
-			if val.Kind == pyjson.Array || val.Kind == pyjson.Object {
-				return nil, fmt.Errorf(`"env" value of %s must be a string, got a JSON %s`, names[j], kindWord(val.Kind))
-			}
-			if names[j] == "" || strings.ContainsAny(names[j], "=\x00") {
-				return nil, fmt.Errorf(`"env" name %q is invalid: it must be non-empty without '=' or NUL`, names[j])
-			}
-		}
-		for _, e := range o.env {
-			if k := indexOf(names, e.Name); k >= 0 {
-				values[k] = pyjson.Value{Kind: pyjson.String, Str: e.Value}
-			} else {
-				names, values = append(names, e.Name), append(values, pyjson.Value{Kind: pyjson.String, Str: e.Value})
-			}
-		}
-		vals[i] = pyjson.Value{Kind: pyjson.Object, Keys: names, Vals: values}
+	} else if vals[i], err = mergeEnv(vals[i], o.env); err != nil {
+		return nil, err
 	}
 	if indexOf(keys, "bg_dirsync_to") < 0 {
 		keys, vals = append(keys, "bg_dirsync_to"), append(vals, dirsyncValue(o.dirsync))
 	}
 	return &jobq.Task{Payload: encodeKwargs(pyjson.Value{Kind: pyjson.Object, Keys: keys, Vals: vals}, o.cwd)}, nil
+}
+
+// commandTask is the task of a line that is a shell command.
+func commandTask(line string, o lineOpts) *jobq.Task {
+	if line == "" {
+		// Task.Command cannot be empty; the kwargs object carries it.
+		return &jobq.Task{Payload: encodeKwargs(pyjson.Value{Kind: pyjson.Object,
+			Keys: []string{"cmd", "bg_dirsync_to", "env"},
+			Vals: []pyjson.Value{{Kind: pyjson.String}, dirsyncValue(o.dirsync), envValue(o.env)},
+		}, o.cwd)}
+	}
+	return &jobq.Task{Command: line, Env: o.env, DirSyncTo: o.dirsync, Cwd: o.cwd}
+}
+
+// checkShellFields checks the kwargs v of a shell task (one with "cmd") as
+// a worker reads them: refused here rather than stored for every worker to
+// refuse.
+func checkShellFields(v pyjson.Value) error {
+	cmd, ok := v.Get("cmd")
+	if !ok {
+		return nil
+	}
+	if cmd.Kind != pyjson.String {
+		return fmt.Errorf(`"cmd" must be a string, got a JSON %s`, kindWord(cmd.Kind))
+	}
+	for _, name := range []string{"bg_dirsync_to", "cwd"} {
+		if f, ok := v.Get(name); ok && f.Kind != pyjson.String && f.Kind != pyjson.Null {
+			return fmt.Errorf(`%q must be a string or null, got a JSON %s`, name, kindWord(f.Kind))
+		}
+	}
+	return nil
+}
+
+// mergeEnv checks a JSON task's "env" object and updates it with the -e
+// variables add, each replacing the value of its name or added at the end.
+func mergeEnv(env pyjson.Value, add []jobq.EnvVar) (pyjson.Value, error) {
+	if env.Kind != pyjson.Object {
+		return env, fmt.Errorf(`"env" must be a JSON object of variables, got a JSON %s`, kindWord(env.Kind))
+	}
+	names, values := env.Members()
+	names, values = append([]string(nil), names...), append([]pyjson.Value(nil), values...)
+	for j, val := range values {
+		if val.Kind == pyjson.Array || val.Kind == pyjson.Object {
+			return env, fmt.Errorf(`"env" value of %s must be a string, got a JSON %s`, names[j], kindWord(val.Kind))
+		}
+		if names[j] == "" || strings.ContainsAny(names[j], "=\x00") {
+			return env, fmt.Errorf(`"env" name %q is invalid: it must be non-empty without '=' or NUL`, names[j])
+		}
+	}
+	for _, e := range add {
+		if k := indexOf(names, e.Name); k >= 0 {
+			values[k] = pyjson.Value{Kind: pyjson.String, Str: e.Value}
+		} else {
+			names, values = append(names, e.Name), append(values, pyjson.Value{Kind: pyjson.String, Str: e.Value})
+		}
+	}
+	return pyjson.Value{Kind: pyjson.Object, Keys: names, Vals: values}, nil
 }
 
 // encodeKwargs writes kwargs as Python does, adding "cwd" when cwd is set

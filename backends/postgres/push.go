@@ -68,34 +68,9 @@ func stored(res []driver.PushResult) int {
 // push inserts msgs through q and reports, per message, its id or that it
 // was a duplicate. notify adds the wake-up notification to the statement.
 func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
-	keys := make([][]byte, len(msgs))
-	bodies := make([][]byte, len(msgs))
-	prios := make([]int32, len(msgs))
-	notBefore := make([]pgtype.Timestamptz, len(msgs))
-	ckeys := make([]string, len(msgs))
-	rkeys := make([]string, len(msgs))
-	var traces []string // NULL unless a message is traced: unnest pads it
-	for i, m := range msgs {
-		ckeys[i], rkeys[i] = m.ConcurrencyKey, m.RateLimitKey
-		if m.TraceParent != "" {
-			if traces == nil {
-				traces = make([]string, len(msgs))
-			}
-			traces[i] = m.TraceParent
-		}
-		if len(m.Body) > d.cfg.maxMessageBytes {
-			return nil, driver.Errorf(errcode.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
-				m.ID, len(m.Body), d.cfg.maxMessageBytes)
-		}
-		if err := checkTaskID(m.ID); err != nil {
-			return nil, err
-		}
-		keys[i] = taskKey(m.ID)
-		bodies[i] = bodypack.Encode(m.Body, m.ID)
-		prios[i] = int32(m.Priority)
-		if !m.NotBefore.IsZero() {
-			notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
-		}
+	cols, err := d.columns(msgs)
+	if err != nil {
+		return nil, err
 	}
 	stmt := d.sql.pushSQLFor(len(msgs) == 1, !d.cfg.syncPush)
 	sql := stmt.plain
@@ -106,10 +81,7 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 		// error) for each: insert with ON CONFLICT at once.
 		sql = stmt.dedup
 	}
-	args := []any{d.cfg.queue, keys, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys, traces}
-	if len(msgs) == 1 {
-		args = []any{d.cfg.queue, keys[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0], msgs[0].TraceParent}
-	}
+	args := cols.args(d, msgs, notify)
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {
 		// A task is already queued (or is in the batch twice): the insert
@@ -120,13 +92,80 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 	if err != nil {
 		return nil, err
 	}
+	res, dups := pushResults(msgs, inserted, anonymous)
+	if len(dups) > 0 {
+		if err := d.fillDuplicates(ctx, q, msgs, res, dups); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
 
-	res := make([]driver.PushResult, len(msgs))
+// pushColumns are a batch's messages as the push statement's arrays take
+// them, a column per field.
+type pushColumns struct {
+	keys, bodies [][]byte
+	prios        []int32
+	notBefore    []pgtype.Timestamptz
+	ckeys, rkeys []string
+	traces       []string // NULL unless a message is traced: unnest pads it
+}
+
+// columns checks each message's size and task id and lays msgs out in
+// columns.
+func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
+	c := pushColumns{
+		keys:      make([][]byte, len(msgs)),
+		bodies:    make([][]byte, len(msgs)),
+		prios:     make([]int32, len(msgs)),
+		notBefore: make([]pgtype.Timestamptz, len(msgs)),
+		ckeys:     make([]string, len(msgs)),
+		rkeys:     make([]string, len(msgs)),
+	}
+	for i, m := range msgs {
+		c.ckeys[i], c.rkeys[i] = m.ConcurrencyKey, m.RateLimitKey
+		if m.TraceParent != "" {
+			if c.traces == nil {
+				c.traces = make([]string, len(msgs))
+			}
+			c.traces[i] = m.TraceParent
+		}
+		if len(m.Body) > d.cfg.maxMessageBytes {
+			return c, driver.Errorf(errcode.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
+				m.ID, len(m.Body), d.cfg.maxMessageBytes)
+		}
+		if err := checkTaskID(m.ID); err != nil {
+			return c, err
+		}
+		c.keys[i] = taskKey(m.ID)
+		c.bodies[i] = bodypack.Encode(m.Body, m.ID)
+		c.prios[i] = int32(m.Priority)
+		if !m.NotBefore.IsZero() {
+			c.notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
+		}
+	}
+	return c, nil
+}
+
+// args are the push statement's arguments for msgs, laid out in c: the
+// columns, or for one message its values.
+func (c *pushColumns) args(d *Driver, msgs []*driver.Message, notify bool) []any {
+	if len(msgs) == 1 {
+		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.notBefore[0], notify, d.channel(), c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
+	}
+	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.notBefore, notify, d.channel(), c.ckeys, c.rkeys, c.traces}
+}
+
+// pushResults are the push's results from the ids of the messages
+// inserted, by task id and in order for those without one (readInserted);
+// dups are the task ids of those not inserted, whose queued tasks'
+// message ids fillDuplicates looks up.
+func pushResults(msgs []*driver.Message, inserted map[string]int64, anonymous []int64) (res []driver.PushResult, dups []string) {
+	res = make([]driver.PushResult, len(msgs))
 	var reported map[string]bool
 	if len(inserted) > 0 {
 		reported = make(map[string]bool, len(inserted))
 	}
-	var dups []string
 	for i, m := range msgs {
 		id, ok := inserted[m.ID]
 		switch {
@@ -144,12 +183,7 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 			dups = append(dups, m.ID)
 		}
 	}
-	if len(dups) > 0 {
-		if err := d.fillDuplicates(ctx, q, msgs, res, dups); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return res, dups
 }
 
 // dedupWindow is how long after a push found a task id taken the pushes

@@ -44,27 +44,30 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		return nil, driver.Errorf(errcode.InvalidArgument, "redis receive on queue %s: visibility %v must be positive", d.queue, p.Visibility)
 	}
 	vis := ms(p.Visibility)
-	deadline := time.Now().Add(p.Wait)
-	if p.Wait > 0 {
-		if err := d.listen(ctx, d.ownChannel); err != nil {
-			return nil, err
-		}
-		// Pushes of earlier releases announce here, to every handle.
-		if err := d.listen(ctx, d.channel); err != nil {
-			return nil, err
-		}
+	if p.Wait <= 0 {
+		recs, _, err := d.claim(ctx, n, vis, false)
+		return recs, err
 	}
+	deadline := time.Now().Add(p.Wait)
+	if err := d.listen(ctx, d.ownChannel); err != nil {
+		return nil, err
+	}
+	// Pushes of earlier releases announce here, to every handle.
+	if err := d.listen(ctx, d.channel); err != nil {
+		return nil, err
+	}
+	return d.receiveWaiting(ctx, n, vis, deadline)
+}
+
+// receiveWaiting is Receive of up to n messages leased for vis
+// milliseconds, waiting until deadline while nothing is ready.
+func (d *Driver) receiveWaiting(ctx context.Context, n int, vis int64, deadline time.Time) ([]*driver.Received, error) {
 	woken := false // this claim follows a wake-up
 	for {
-		var w *waiter
-		if p.Wait > 0 {
-			w = d.wake.add() // before the claim, so no announcement slips by
-		}
-		recs, nextDue, err := d.claim(ctx, n, vis, p.Wait > 0)
-		if err != nil || len(recs) > 0 || p.Wait <= 0 {
-			if w != nil {
-				d.leave(w)
-			}
+		w := d.wake.add() // before the claim, so no announcement slips by
+		recs, nextDue, err := d.claim(ctx, n, vis, true)
+		if err != nil || len(recs) > 0 {
+			d.leave(w)
 			if woken && len(recs) > 0 {
 				d.wake.notify(1)
 			}
@@ -78,23 +81,29 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if nextDue > 0 && nextDue < pause {
 			pause = nextDue
 		}
-		pause = min(pause, maxIdleWait)
-		t := time.NewTimer(pause)
-		woken = false
-		select {
-		case <-w.ch:
-			t.Stop() // woken: claim again, which uses the wake-up
-			woken = true
-		case <-t.C:
-			d.leave(w)
-			if !time.Now().Before(deadline) {
-				return nil, nil
-			}
-		case <-ctx.Done():
-			t.Stop()
-			d.leave(w)
-			return nil, d.fail("receive", ctx.Err())
+		var done bool
+		if woken, done, err = d.await(ctx, w, min(pause, maxIdleWait), deadline); done {
+			return nil, err
 		}
+	}
+}
+
+// await waits up to pause for w to be woken. woken says it was, and the
+// receiver claims again, which uses the wake-up; otherwise w has left, and
+// done says the receive ends: deadline passed, or ctx ended (err).
+func (d *Driver) await(ctx context.Context, w *waiter, pause time.Duration, deadline time.Time) (woken, done bool, err error) {
+	t := time.NewTimer(pause)
+	select {
+	case <-w.ch:
+		t.Stop()
+		return true, false, nil
+	case <-t.C:
+		d.leave(w)
+		return false, !time.Now().Before(deadline), nil
+	case <-ctx.Done():
+		t.Stop()
+		d.leave(w)
+		return false, true, d.fail("receive", ctx.Err())
 	}
 }
 

@@ -250,6 +250,23 @@ type Options struct {
 // missing. Its directory must exist. The driver owns its connections to the
 // file and closes them on Close.
 func New(ctx context.Context, path string, opts Options) (*Driver, error) {
+	c := newConfig(path, opts)
+	if bad := c.problems(opts.Synchronous); len(bad) > 0 {
+		return nil, driver.Errorf(errcode.InvalidArgument, "sqlite.New: %s", strings.Join(bad, "; "))
+	}
+	if dir := filepath.Dir(c.path); !dirExists(dir) {
+		return nil, driver.Errorf(errcode.NotFound,
+			"sqlite: directory %q of %s does not exist: create it first", dir, c.path)
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, c, opts.Logger)
+	}
+	return openWritable(ctx, c, opts.Logger)
+}
+
+// newConfig is the configuration opts give the file at path, with the
+// defaults for what opts leave zero.
+func newConfig(path string, opts Options) config {
 	c := config{path: path, queue: opts.Queue, maxMessageBytes: opts.MaxMessageBytes,
 		busyTimeout: opts.BusyTimeout, poll: opts.Poll, synchronous: strings.ToLower(opts.Synchronous),
 		cacheSize: opts.CacheSize, mmapSize: opts.MmapSize}
@@ -271,11 +288,17 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if c.synchronous == "" {
 		c.synchronous = "normal"
 	}
+	return c
+}
+
+// problems lists what is wrong with c, each with its fix; synchronous is
+// the Synchronous option as the caller spelled it.
+func (c config) problems(synchronous string) []string {
 	var bad []string
 	if err := driver.CheckQueueName("Queue", c.queue); err != nil {
 		bad = append(bad, err.Error())
 	}
-	if path == "" {
+	if c.path == "" {
 		bad = append(bad, "the path is empty: name the database file, for example ./work.db")
 	}
 	if c.maxMessageBytes < 1 || c.maxMessageBytes > maxMessageBytesCeiling {
@@ -285,7 +308,7 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 		bad = append(bad, "BusyTimeout and Poll must be positive")
 	}
 	if c.synchronous != "normal" && c.synchronous != "full" {
-		bad = append(bad, fmt.Sprintf("Synchronous %q is not normal or full", opts.Synchronous))
+		bad = append(bad, fmt.Sprintf("Synchronous %q is not normal or full", synchronous))
 	}
 	if c.cacheSize < minCacheSize || c.cacheSize > maxCacheSize {
 		bad = append(bad, fmt.Sprintf("CacheSize %d is out of range: use %d..%d", c.cacheSize, minCacheSize, maxCacheSize))
@@ -293,16 +316,12 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if c.mmapSize < 0 || c.mmapSize > maxMmapSize {
 		bad = append(bad, fmt.Sprintf("MmapSize %d is out of range: use 0..%d", c.mmapSize, maxMmapSize))
 	}
-	if len(bad) > 0 {
-		return nil, driver.Errorf(errcode.InvalidArgument, "sqlite.New: %s", strings.Join(bad, "; "))
-	}
-	if dir := filepath.Dir(c.path); !dirExists(dir) {
-		return nil, driver.Errorf(errcode.NotFound,
-			"sqlite: directory %q of %s does not exist: create it first", dir, c.path)
-	}
-	if opts.ReadOnly {
-		return openReadOnly(ctx, c, opts.Logger)
-	}
+	return bad
+}
+
+// openWritable opens the file c names for reading and writing, creating it
+// and its tables when missing.
+func openWritable(ctx context.Context, c config, logger *slog.Logger) (*Driver, error) {
 	created, err := createPrivate(c.path)
 	if err != nil {
 		return nil, wrapErr(ctx, "create "+c.path, err)
@@ -320,7 +339,7 @@ func New(ctx context.Context, path string, opts Options) (*Driver, error) {
 		_ = db.Close()
 		return nil, wrapErr(ctx, "create tables in "+c.path, err)
 	}
-	d, err := newDriver(ctx, c, db, opts.Logger)
+	d, err := newDriver(ctx, c, db, logger)
 	if err != nil {
 		_ = db.Close()
 		return nil, wrapErr(ctx, "open "+c.path, err)

@@ -116,36 +116,8 @@ func (c *C) result(q *handle, id string) *jobq.Result {
 func checkResultRecords(c *C) {
 	q := c.open()
 	c.needResults(q)
-	dead := level(q, driver.DeadLetter) != driver.Unsupported
-	type end struct {
-		name   string
-		settle func(e *jobq.Envelope) error
-		state  driver.ResultState
-		errSub string
-		output string
-		value  string
-	}
-	code := 3
-	ends := []end{
-		{"succeeded", func(e *jobq.Envelope) error {
-			e.SetResult(jobq.ResultDetails{Output: "all done ✓\n", Value: json.RawMessage(`{"answer": 42}`)})
-			return e.Complete(c.ctx())
-		}, driver.ResultSucceeded, "", "all done ✓\n", `{"answer": 42}`},
-		{"cancelled", func(e *jobq.Envelope) error { return e.Cancel(c.ctx(), "conformance cancel") },
-			driver.ResultCancelled, "conformance cancel", "", ""},
-	}
-	if dead {
-		ends = append(ends,
-			end{"dead-lettered", func(e *jobq.Envelope) error {
-				e.SetResult(jobq.ResultDetails{ExitCode: &code, Output: "tail of the output"})
-				return e.DeadLetter(c.ctx(), "conformance reason", "detail")
-			}, driver.ResultDeadLettered, "conformance reason", "tail of the output", ""},
-			end{"failed past its retries", func(e *jobq.Envelope) error {
-				_, err := e.Fail(c.ctx(), errors.New("boom"), "the detail is the output")
-				return err
-			}, driver.ResultDeadLettered, "boom", "the detail is the output", ""})
-	}
-	ids := map[string]end{}
+	ends := resultEnds(c, level(q, driver.DeadLetter) != driver.Unsupported)
+	ids := map[string]resultEnd{}
 	for _, en := range ends {
 		ids[c.push(q, task("result "+en.name))[0]] = en
 	}
@@ -156,28 +128,71 @@ func checkResultRecords(c *C) {
 		}
 	}
 	for id, en := range ids {
-		r := c.result(q, id)
-		switch {
-		case r.ID != id || r.State != en.state:
-			c.Errorf("%s task: record %s in state %s; want %s in state %s", en.name, r.ID, r.State, id, en.state)
-		case !strings.Contains(r.Error, en.errSub) || (en.errSub == "" && r.Error != ""):
-			c.Errorf("%s task: record error %q; want %q", en.name, r.Error, en.errSub)
-		case r.Output != en.output || string(r.Value) != en.value:
-			c.Errorf("%s task: record output %q value %s; want %q and %s", en.name, r.Output, r.Value, en.output, en.value)
-		case r.Worker != "conformance-worker" || r.Host != "conformance-host" || r.Started.IsZero() || r.Finished.IsZero():
-			c.Errorf("%s task: record worker %q host %q started %v finished %v; want the recorded attempt's", en.name, r.Worker, r.Host, r.Started, r.Finished)
-		case r.DeliveryCount != 1:
-			c.Errorf("%s task: record delivery count %d; want 1", en.name, r.DeliveryCount)
-		case time.Until(r.ExpiresAt) < driver.DefaultRetention-time.Hour:
-			c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, driver.DefaultRetention)
-		}
-		if en.state == driver.ResultDeadLettered && en.value == "" && en.name == "dead-lettered" && (r.ExitCode == nil || *r.ExitCode != code) {
-			c.Errorf("dead-lettered task: record exit code %v; want %d", r.ExitCode, code)
-		}
+		en.check(c, id, c.result(q, id))
 	}
 	c.receiveNone(q, time.Time{}, "every task ended")
 	_, err := q.Result(c.ctx(), "conformance-never-pushed")
 	c.expectCode(err, errcode.NotFound, "Result of a task that was never pushed")
+}
+
+// A resultEnd is one way a task ends in checkResultRecords, and the record
+// it leaves.
+type resultEnd struct {
+	name     string
+	settle   func(e *jobq.Envelope) error
+	state    driver.ResultState
+	errSub   string
+	output   string
+	value    string
+	exitCode *int // the record's exit code, where the check sets one
+}
+
+// resultEnds are the ends checkResultRecords tries: dead is whether the
+// backend dead-letters.
+func resultEnds(c *C, dead bool) []resultEnd {
+	ends := []resultEnd{
+		{name: "succeeded", settle: func(e *jobq.Envelope) error {
+			e.SetResult(jobq.ResultDetails{Output: "all done ✓\n", Value: json.RawMessage(`{"answer": 42}`)})
+			return e.Complete(c.ctx())
+		}, state: driver.ResultSucceeded, output: "all done ✓\n", value: `{"answer": 42}`},
+		{name: "cancelled", settle: func(e *jobq.Envelope) error { return e.Cancel(c.ctx(), "conformance cancel") },
+			state: driver.ResultCancelled, errSub: "conformance cancel"},
+	}
+	if !dead {
+		return ends
+	}
+	code := 3
+	return append(ends,
+		resultEnd{name: "dead-lettered", settle: func(e *jobq.Envelope) error {
+			e.SetResult(jobq.ResultDetails{ExitCode: &code, Output: "tail of the output"})
+			return e.DeadLetter(c.ctx(), "conformance reason", "detail")
+		}, state: driver.ResultDeadLettered, errSub: "conformance reason", output: "tail of the output", exitCode: &code},
+		resultEnd{name: "failed past its retries", settle: func(e *jobq.Envelope) error {
+			_, err := e.Fail(c.ctx(), errors.New("boom"), "the detail is the output")
+			return err
+		}, state: driver.ResultDeadLettered, errSub: "boom", output: "the detail is the output"})
+}
+
+// check checks r, the record of task id, which ended so.
+func (en resultEnd) check(c *C, id string, r *jobq.Result) {
+	c.Helper()
+	switch {
+	case r.ID != id || r.State != en.state:
+		c.Errorf("%s task: record %s in state %s; want %s in state %s", en.name, r.ID, r.State, id, en.state)
+	case !strings.Contains(r.Error, en.errSub) || (en.errSub == "" && r.Error != ""):
+		c.Errorf("%s task: record error %q; want %q", en.name, r.Error, en.errSub)
+	case r.Output != en.output || string(r.Value) != en.value:
+		c.Errorf("%s task: record output %q value %s; want %q and %s", en.name, r.Output, r.Value, en.output, en.value)
+	case r.Worker != "conformance-worker" || r.Host != "conformance-host" || r.Started.IsZero() || r.Finished.IsZero():
+		c.Errorf("%s task: record worker %q host %q started %v finished %v; want the recorded attempt's", en.name, r.Worker, r.Host, r.Started, r.Finished)
+	case r.DeliveryCount != 1:
+		c.Errorf("%s task: record delivery count %d; want 1", en.name, r.DeliveryCount)
+	case time.Until(r.ExpiresAt) < driver.DefaultRetention-time.Hour:
+		c.Errorf("%s task: record expires at %v; want the default retention (%v) from now", en.name, r.ExpiresAt, driver.DefaultRetention)
+	}
+	if en.exitCode != nil && (r.ExitCode == nil || *r.ExitCode != *en.exitCode) {
+		c.Errorf("%s task: record exit code %v; want %d", en.name, r.ExitCode, *en.exitCode)
+	}
 }
 
 // checkResultRetention: a record lives for the queue's retention policy
@@ -217,67 +232,88 @@ func checkWaitResults(c *C) {
 	early := c.receive(q, c.longVis(q))
 	c.complete(early)
 	ids = append(ids, c.push(q, task("wait succeeds"), task("wait fails"))...)
-	type report struct {
-		r   *jobq.Result
-		err error
-	}
-	got := make(chan report, len(ids)+1)
-	go func() {
-		err := q.WaitFunc(c.ctx(), ids, jobq.WaitOptions{}, func(r *jobq.Result) error {
-			got <- report{r: r}
-			return nil
-		})
-		got <- report{err: err}
-	}()
-	seen := map[string]driver.ResultState{}
-	next := func(why string) report {
-		select {
-		case rep := <-got:
-			if rep.err != nil {
-				c.Fatalf("WaitFunc: %v", rep.err)
-			}
-			if rep.r == nil {
-				c.Fatalf("WaitFunc returned while %s", why)
-			}
-			seen[rep.r.ID] = rep.r.State
-			return rep
-		case <-time.After(c.patience()):
-			c.Fatalf("WaitFunc reported nothing within %v while %s", c.patience(), why)
-		}
-		return report{}
-	}
-	first := next("a task had ended before the wait began")
+	w := c.waitFunc(q, ids)
+	first := w.next("a task had ended before the wait began")
 	if first.r.ID != early.Task.ID || first.r.State != driver.ResultSucceeded {
 		c.Errorf("the first report is %s in state %s; want %s, which had succeeded before the wait", first.r.ID, first.r.State, early.Task.ID)
 	}
+	dead := level(q, driver.DeadLetter) != driver.Unsupported
 	for i := range 2 {
 		e := c.receive(q, c.longVis(q))
-		if len(seen) > 1+i {
-			c.Errorf("WaitFunc reported %v before the other tasks ended", seen)
+		if len(w.seen) > 1+i {
+			c.Errorf("WaitFunc reported %v before the other tasks ended", w.seen)
 		}
-		if e.Task.ID == ids[2] && level(q, driver.DeadLetter) != driver.Unsupported {
+		if e.Task.ID == ids[2] && dead {
 			if _, err := e.Fail(c.ctx(), errors.New("conformance failure"), ""); err != nil {
 				c.Fatalf("fail: %v", err)
 			}
 		} else {
 			c.complete(e)
 		}
-		next("a task ended")
+		w.next("a task ended")
 	}
-	if rep := <-got; rep.err != nil || rep.r != nil {
+	if rep := <-w.got; rep.err != nil || rep.r != nil {
 		c.Errorf("WaitFunc after every task ended: %+v; want it to return nil", rep)
 	}
 	want := map[string]driver.ResultState{ids[0]: driver.ResultSucceeded, ids[1]: driver.ResultSucceeded, ids[2]: driver.ResultDeadLettered}
-	if level(q, driver.DeadLetter) == driver.Unsupported {
+	if !dead {
 		want[ids[2]] = driver.ResultSucceeded
 	}
-	if fmt.Sprint(seen) != fmt.Sprint(want) {
-		c.Errorf("WaitFunc reported %v; want %v", seen, want)
+	if fmt.Sprint(w.seen) != fmt.Sprint(want) {
+		c.Errorf("WaitFunc reported %v; want %v", w.seen, want)
 	}
 	rs, err := q.Wait(c.ctx(), ids[2], ids[0])
 	if err != nil || len(rs) != 2 || rs[0].ID != ids[2] || rs[1].ID != ids[0] {
 		c.Errorf("Wait for ended tasks: %v, %v; want their results in the order asked", rs, err)
 	}
+}
+
+// A waitReport is a result WaitFunc reported, or, once it returned, its
+// error.
+type waitReport struct {
+	r   *jobq.Result
+	err error
+}
+
+// waitReports are the reports of a WaitFunc that runs in the background.
+type waitReports struct {
+	c    *C
+	got  chan waitReport
+	seen map[string]driver.ResultState // the state reported of each task
+}
+
+// waitFunc runs q.WaitFunc for ids in the background.
+func (c *C) waitFunc(q *handle, ids []string) *waitReports {
+	w := &waitReports{c: c, got: make(chan waitReport, len(ids)+1), seen: map[string]driver.ResultState{}}
+	go func() {
+		err := q.WaitFunc(c.ctx(), ids, jobq.WaitOptions{}, func(r *jobq.Result) error {
+			w.got <- waitReport{r: r}
+			return nil
+		})
+		w.got <- waitReport{err: err}
+	}()
+	return w
+}
+
+// next is the next result reported, which must come within the suite's
+// patience; why says what should make it come.
+func (w *waitReports) next(why string) waitReport {
+	c := w.c
+	c.Helper()
+	select {
+	case rep := <-w.got:
+		if rep.err != nil {
+			c.Fatalf("WaitFunc: %v", rep.err)
+		}
+		if rep.r == nil {
+			c.Fatalf("WaitFunc returned while %s", why)
+		}
+		w.seen[rep.r.ID] = rep.r.State
+		return rep
+	case <-time.After(c.patience()):
+		c.Fatalf("WaitFunc reported nothing within %v while %s", c.patience(), why)
+	}
+	return waitReport{}
 }
 
 // needCancel returns when the backend can cancel; where it cannot, it

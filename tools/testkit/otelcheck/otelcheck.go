@@ -124,20 +124,41 @@ func Run(t *testing.T, rawURL string, visibility time.Duration) {
 		t.Fatalf("open: %v", err)
 	}
 	defer q.Close()
-	dest := attribute.String("messaging.destination.name", q.Name())
 
-	// The producer's own span, as an application would have around its push.
-	tracer := p.TP.Tracer("producer")
-	pushCtx, parent := tracer.Start(ctx, "request")
 	want := []string{"ok-1", "ok-2", "ok-3", "bad"}
-	for _, id := range want {
+	parent := pushAll(ctx, t, q, p.TP, want)
+	runWorker(ctx, t, q, visibility)
+
+	sc := spanCheck{t: t, queue: q.Name(), want: want, byName: map[string][]sdktrace.ReadOnlySpan{}}
+	sc.spans = p.Spans.Ended()
+	for _, s := range sc.spans {
+		sc.byName[s.Name()] = append(sc.byName[s.Name()], s)
+	}
+	pushOf := sc.checkPushes(parent)
+	procOf := sc.checkProcesses(pushOf)
+	sc.checkSettlements(procOf)
+	checkMetrics(t, p, attribute.String("messaging.destination.name", q.Name()))
+}
+
+// pushAll pushes a task per id under an application's own span, which it
+// returns ended.
+func pushAll(ctx context.Context, t *testing.T, q *jobq.Queue, tp trace.TracerProvider, ids []string) trace.Span {
+	t.Helper()
+	pushCtx, parent := tp.Tracer("producer").Start(ctx, "request")
+	for _, id := range ids {
 		task := &jobq.Task{ID: id, Command: "echo " + id}
 		if _, err := q.Push(pushCtx, task); err != nil {
 			t.Fatalf("push %s: %v", id, err)
 		}
 	}
 	parent.End()
+	return parent
+}
 
+// runWorker runs a worker until the queue is empty; the task "bad" fails,
+// and a handler's context without a span fails its task for good.
+func runWorker(ctx context.Context, t *testing.T, q *jobq.Queue, visibility time.Duration) {
+	t.Helper()
 	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
 		if !trace.SpanContextFromContext(ctx).IsValid() {
 			return worker.Permanent(errors.New("the handler's context holds no span"))
@@ -150,34 +171,53 @@ func Run(t *testing.T, rawURL string, visibility time.Duration) {
 	if err := worker.Run(ctx, q, h, worker.Options{Concurrency: 2, Visibility: visibility}); err != nil {
 		t.Fatalf("worker: %v", err)
 	}
+}
 
-	spans := p.Spans.Ended()
-	byName := map[string][]sdktrace.ReadOnlySpan{}
-	for _, s := range spans {
-		byName[s.Name()] = append(byName[s.Name()], s)
-	}
-	name := func(op string) string { return op + " " + q.Name() }
-	pushes := byName[name("push")]
-	if len(pushes) != len(want) {
-		t.Fatalf("%d push spans; want %d (spans: %v)", len(pushes), len(want), names(spans))
+// spanCheck holds the ended spans of a Run, by name.
+type spanCheck struct {
+	t      *testing.T
+	queue  string
+	want   []string // the task IDs pushed
+	spans  []sdktrace.ReadOnlySpan
+	byName map[string][]sdktrace.ReadOnlySpan
+}
+
+func (c *spanCheck) named(op string) []sdktrace.ReadOnlySpan { return c.byName[op+" "+c.queue] }
+
+// checkPushes checks a producer span per task under the application's
+// parent span, and returns them by task ID.
+func (c *spanCheck) checkPushes(parent trace.Span) map[string]sdktrace.ReadOnlySpan {
+	t := c.t
+	t.Helper()
+	pushes := c.named("push")
+	if len(pushes) != len(c.want) {
+		t.Fatalf("%d push spans; want %d (spans: %v)", len(pushes), len(c.want), names(c.spans))
 	}
 	pushOf := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range pushes {
 		checkKind(t, s, trace.SpanKindProducer)
 		checkAttr(t, s, "messaging.system", "jobq")
 		checkAttr(t, s, "messaging.operation.type", "send")
-		checkAttr(t, s, "messaging.destination.name", q.Name())
+		checkAttr(t, s, "messaging.destination.name", c.queue)
 		if s.Parent().SpanID() != parent.SpanContext().SpanID() {
 			t.Errorf("push span's parent is %v; want the application's span %v", s.Parent().SpanID(), parent.SpanContext().SpanID())
 		}
 		pushOf[attr(s, "jobq.task.id")] = s
 	}
-	if len(byName[name("receive")]) == 0 {
-		t.Errorf("no receive span (spans: %v)", names(spans))
+	return pushOf
+}
+
+// checkProcesses checks a receive span and a consumer span per task, each
+// linked to its push span, and returns the task ID of each process span.
+func (c *spanCheck) checkProcesses(pushOf map[string]sdktrace.ReadOnlySpan) map[trace.SpanID]string {
+	t := c.t
+	t.Helper()
+	if len(c.named("receive")) == 0 {
+		t.Errorf("no receive span (spans: %v)", names(c.spans))
 	}
-	procs := byName[name("process")]
-	if len(procs) != len(want) {
-		t.Fatalf("%d process spans; want %d (spans: %v)", len(procs), len(want), names(spans))
+	procs := c.named("process")
+	if len(procs) != len(c.want) {
+		t.Fatalf("%d process spans; want %d (spans: %v)", len(procs), len(c.want), names(c.spans))
 	}
 	procOf := map[trace.SpanID]string{}
 	for _, s := range procs {
@@ -190,18 +230,32 @@ func Run(t *testing.T, rawURL string, visibility time.Duration) {
 			t.Errorf("process span of task %q has no push span", id)
 			continue
 		}
-		linked := false
-		for _, l := range s.Links() {
-			// The link's context came over the wire: remote, unlike the push's own.
-			linked = linked || l.SpanContext.TraceID() == push.SpanContext().TraceID() && l.SpanContext.SpanID() == push.SpanContext().SpanID()
-		}
-		if !linked {
+		if !linksTo(s, push) {
 			t.Errorf("process span of task %s does not link to its push span %v (links %v)", id, push.SpanContext().SpanID(), s.Links())
 		}
 	}
+	return procOf
+}
+
+// linksTo reports whether s links to the span to. The link's context came
+// over the wire: remote, unlike to's own, so only the IDs are compared.
+func linksTo(s, to sdktrace.ReadOnlySpan) bool {
+	for _, l := range s.Links() {
+		if l.SpanContext.TraceID() == to.SpanContext().TraceID() && l.SpanContext.SpanID() == to.SpanContext().SpanID() {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSettlements checks that each good task was completed and the bad one
+// failed under its process span (its dead_letter under the fail span).
+func (c *spanCheck) checkSettlements(procOf map[trace.SpanID]string) {
+	t := c.t
+	t.Helper()
 	settled := map[string]string{} // task → settle operations under its process span
 	for _, op := range []string{"complete", "fail", "dead_letter"} {
-		for _, s := range byName[name(op)] {
+		for _, s := range c.named(op) {
 			checkAttr(t, s, "messaging.operation.type", "settle")
 			checkKind(t, s, trace.SpanKindClient)
 			if id, ok := procOf[s.Parent().SpanID()]; ok {
@@ -211,7 +265,7 @@ func Run(t *testing.T, rawURL string, visibility time.Duration) {
 			}
 		}
 	}
-	for _, id := range want[:3] {
+	for _, id := range c.want[:3] {
 		if settled[id] != "complete;" {
 			t.Errorf("task %s: settlements under its process span %q; want complete", id, settled[id])
 		}
@@ -219,7 +273,12 @@ func Run(t *testing.T, rawURL string, visibility time.Duration) {
 	if settled["bad"] != "fail;" {
 		t.Errorf("task bad: settlements under its process span %q; want fail (its dead_letter under the fail span)", settled["bad"])
 	}
+}
 
+// checkMetrics checks the counters, gauges and histograms of a Run on the
+// queue dest names.
+func checkMetrics(t *testing.T, p *Providers, dest attribute.KeyValue) {
+	t.Helper()
 	ms := p.Metrics(t)
 	for _, c := range []struct {
 		name  string
