@@ -31,6 +31,9 @@ const (
 	OutcomeSuccess AttemptOutcome = "success"
 	// OutcomeCancelled: the task was stopped by Admin.Cancel while it ran.
 	OutcomeCancelled AttemptOutcome = "cancelled"
+	// OutcomeSnoozed: the task asked to run later (worker.Snooze, or a shell
+	// task's exit status 75) and was requeued without spending a retry.
+	OutcomeSnoozed AttemptOutcome = "snoozed"
 )
 
 // maxAttemptHistory bounds the attempt history a message carries (not the

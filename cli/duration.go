@@ -118,6 +118,8 @@ var (
 	visibilityRange = bound.Durations{Min: time.Second}
 	// taskTimeLimitRange: push --time-limit, worker --task-time-limit.
 	taskTimeLimitRange = bound.Durations{Max: driver.MaxPolicyDuration}
+	// snoozeDelayRange: worker --snooze-delay (a requeue's delay).
+	snoozeDelayRange = bound.Durations{Max: driver.MaxPolicyDuration}
 )
 
 // backoffValue is a pflag.Value for a retry backoff written BASE,CAP (for

@@ -34,6 +34,7 @@ type workerFlags struct {
 	taskTimeLimit  time.Duration
 	wait           bool
 	killTimeout    time.Duration
+	snoozeDelay    time.Duration
 	emulateTTY     bool
 	statusInterval time.Duration
 	failBase       time.Duration
@@ -92,6 +93,10 @@ takes no new ones; a second signal sends SIGKILL to the running tasks.
 disk): tasks still running shortly before it get SIGKILL, and requeues
 not written by then are given up, their tasks named in the log; those
 tasks are delivered again when their leases expire.
+
+Snooze: a task that exits with status 75 ("not yet", EX_TEMPFAIL) is
+requeued to run again after --snooze-delay, without spending a retry and
+without counting as a failure; its attempt history says snoozed.
 
 Task time limit: --task-time-limit (or a task's own push --time-limit,
 which wins) stops an attempt that runs longer — SIGTERM, then SIGKILL
@@ -216,6 +221,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
 	f.killTimeout = 600 * time.Second
 	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL, and the most a stop takes; $JOBQ_KILL_TIMEOUT")
+	durationRangeFlag(fl, &f.snoozeDelay, "snooze-delay", time.Minute, snoozeDelayRange, "how long a task that exits with status 75 (snoozes: 'not yet') waits before it is delivered again, without spending a retry")
 	durationRangeFlag(fl, &f.taskTimeLimit, "task-time-limit", 0, taskTimeLimitRange, "stop a task attempt that runs longer than this (SIGTERM, then SIGKILL after --kill-timeout) and count it as a failure; a task's push --time-limit wins; $JOBQ_TASK_TIME_LIMIT (0: no limit)")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
 	fl.StringVar(&f.preemption, "preemption", preempt.Auto, "`mode` for spot-VM eviction notices: auto (watch on Azure or Google Cloud VMs), azure, gcp or off")
@@ -304,7 +310,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	if err != nil {
 		return err
 	}
-	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY}
+	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY, SnoozeDelay: f.snoozeDelay}
 	w := worker.New(q, shell, opts)
 	defer a.forwardSignals(w, f.killTimeout)()
 

@@ -32,6 +32,9 @@ func (w *Worker) record(env *jobq.Envelope, start time.Time, outcome jobq.Attemp
 		if errors.As(err, &te) {
 			a.ExitCode = te.ExitCode
 		}
+		if se, ok := snoozeOf(err); ok {
+			a.ExitCode = se.exitCode
+		}
 	}
 	hooks.RecordAttempt(env, a)
 }

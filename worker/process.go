@@ -124,7 +124,8 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	letGo()
 	elapsed := time.Since(start).Round(time.Millisecond)
 	err = stoppedBy(err, cause)
-	failed := err != nil && !errors.Is(cause, errcode.LockLost) && !errors.Is(cause, errStopping) && !errors.Is(cause, ErrCancelled)
+	failed := err != nil && !errors.Is(cause, errcode.LockLost) && !errors.Is(cause, errStopping) && !errors.Is(cause, ErrCancelled) &&
+		!errors.Is(err, ErrSnoozed)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.countOutcome(err == nil, failed, log)
@@ -175,6 +176,10 @@ func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause 
 		w.requeue(env, log, 0, "worker stopping")
 	case errors.Is(cause, ErrCancelled):
 		w.cancel(env, log, start, true, elapsed)
+	case errors.Is(err, ErrSnoozed):
+		se, _ := snoozeOf(err)
+		w.record(env, start, jobq.OutcomeSnoozed, err)
+		w.requeue(env, log, se.delay, "snoozed")
 	case errors.Is(err, ErrPermanent):
 		w.record(env, start, jobq.OutcomeFailure, err)
 		w.deadLetter(env, log, err, elapsed)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,13 @@ type Shell struct {
 	// detail and the result record. Default 100 lines and 16 KiB.
 	TailLines int
 	TailBytes int
+	// SnoozeDelay is how long a task that exits with ExitSnooze waits
+	// before it is delivered again. Defaults to 1 minute.
+	SnoozeDelay time.Duration
 }
+
+// defaultSnoozeDelay is Shell.SnoozeDelay's default.
+const defaultSnoozeDelay = time.Minute
 
 // NewShell returns a Shell with the current environment and the defaults.
 func NewShell() *Shell {
@@ -158,7 +165,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		code, _ := exitStatus(werr)
 		job.Envelope.SetResult(jobq.ResultDetails{ExitCode: code, Output: tail.String()})
 	}
-	return outcome(ctx, werr, &tail)
+	return outcome(ctx, werr, &tail, cmp.Or(s.SnoozeDelay, defaultSnoozeDelay))
 }
 
 // startAndWait starts cmd and waits for it on a goroutine locked to one
@@ -209,10 +216,11 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 }
 
 // outcome is the handler's result for a command that exited with werr:
-// nil for status 0, a TaskError with the output's tail otherwise, whose
+// nil for status 0, a snooze of snoozeDelay for ExitSnooze, a TaskError
+// with the output's tail otherwise, whose
 // reason is the stop's cause when ctx ended (a lost lease, the worker
 // stopping, the time limit, a cancel).
-func outcome(ctx context.Context, werr error, tail *tailBuffer) error {
+func outcome(ctx context.Context, werr error, tail *tailBuffer, snoozeDelay time.Duration) error {
 	code, signal := exitStatus(werr)
 	if ctx.Err() != nil {
 		return &TaskError{Err: fmt.Errorf("task stopped: %w", context.Cause(ctx)), Detail: tail.String(), ExitCode: code}
@@ -222,6 +230,8 @@ func outcome(ctx context.Context, werr error, tail *tailBuffer) error {
 		return nil
 	case signal != nil:
 		return &TaskError{Err: fmt.Errorf("command killed by signal %v", signal), Detail: tail.String()}
+	case code != nil && *code == ExitSnooze:
+		return &snoozeError{delay: snoozeDelay, exitCode: code}
 	case code != nil:
 		return &TaskError{Err: fmt.Errorf("command exited with status %d", *code), Detail: tail.String(), ExitCode: code}
 	}

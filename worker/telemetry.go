@@ -38,6 +38,7 @@ const (
 	runFailed    = "failed"
 	runLockLost  = "lock_lost"
 	runStopped   = "stopped"
+	runSnoozed   = "snoozed"
 )
 
 func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
@@ -61,7 +62,7 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 		})); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.tasks.in_flight", "error", err)
 	}
-	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped} {
+	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped, runSnoozed} {
 		attrs := append(base[:len(base):len(base)], otelkeys.AttrOutcome.String(o))
 		t.outcomes[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	}
@@ -93,6 +94,8 @@ func (t *telemetry) ran(ctx context.Context, err, cause error, elapsed time.Dura
 		outcome = runLockLost
 	case errors.Is(cause, errStopping):
 		outcome = runStopped
+	case errors.Is(err, ErrSnoozed):
+		outcome = runSnoozed
 	default:
 		outcome = runFailed
 	}

@@ -128,7 +128,10 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 				DeliveryCount: m.deliveries,
 				EnqueuedAt:    m.enqueuedAt,
 				TraceParent:   m.trace,
-				Lease:         driver.Lease{MessageID: m.id, Token: m.token, Expiry: m.due},
+				// Reported whatever the in-place level: the portable layer
+				// reads it only where the budget is counted by deliveries.
+				UncountedDeliveries: m.uncounted,
+				Lease:               driver.Lease{MessageID: m.id, Token: m.token, Expiry: m.due},
 			})
 		}
 		changed, next := s.changed, s.nextDue()
@@ -234,6 +237,9 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 			r := reqs[i]
 			if r.Body != nil && d.level(driver.InPlaceUpdate) == driver.Native {
 				m.body = slices.Clone(r.Body)
+			}
+			if !r.Failed {
+				m.uncounted++
 			}
 			if r.Delay > 0 && d.level(driver.DelayedRequeue) == driver.Native {
 				s.makeTimed(m, waiting, now.Add(r.Delay))

@@ -25,6 +25,7 @@ type message struct {
 	seq        uint64 // push order, for FIFO among equal priorities
 	enqueuedAt time.Time
 	deliveries int
+	uncounted  int    // deliveries that ended in a requeue not after a failure
 	concKey    string // concurrency and rate-limit keys (policy.go)
 	rateKey    string
 	trace      string // the producer's traceparent (driver.Message.TraceParent)

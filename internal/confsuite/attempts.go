@@ -64,3 +64,49 @@ func checkAttemptHistory(c *C) {
 		c.Errorf("LostDeliveries = %v; want it to name delivery %d, whose lease expired", l, lost.DeliveryCount)
 	}
 }
+
+// checkSnooze: a snoozed task (worker.Snooze: an attempt recorded as
+// snoozed, then a Requeue with a delay where the backend can delay one)
+// comes back with its retry budget unspent and, where messages are updated
+// in place, with the snooze in its attempt history.
+func checkSnooze(c *C) {
+	q := c.open()
+	t := task("snooze")
+	t.NumRetries = 1
+	t.Metadata = map[string]string{"check": "snooze"} // schema v2 on every backend
+	id := c.push(q, t)[0]
+	e := c.receive(q, c.longVis(q))
+	hooks.RecordAttempt(e, jobq.Attempt{Worker: "conformance-1", Start: time.Now(), End: time.Now(), Outcome: jobq.OutcomeSnoozed})
+	var delay time.Duration
+	if level(q, driver.DelayedRequeue) != driver.Unsupported {
+		delay = c.vis() / 2
+	}
+	if err := e.Requeue(c.ctx(), delay); err != nil {
+		c.Fatalf("requeue a snoozed task: %v", err)
+	}
+	var e2 *jobq.Envelope
+	if !c.poll(func() bool {
+		got, err := q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(q), Wait: c.vis()})
+		e2 = got
+		return err == nil
+	}) {
+		c.Fatalf("the snoozed task did not come back")
+	}
+	defer c.complete(e2)
+	if e2.Task.ID != id {
+		c.Fatalf("received task %s; want the snoozed %s", e2.Task.ID, id)
+	}
+	if n := e2.RetriesLeft(); n != 1 {
+		c.Errorf("the snoozed task has %d retries left; want 1: a snooze spends none", n)
+	}
+	if level(q, driver.InPlaceUpdate) != driver.Native {
+		return
+	}
+	var got []string
+	for _, a := range e2.Attempts() {
+		got = append(got, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
+	}
+	if want := []string{"1:" + string(jobq.OutcomeSnoozed)}; !slices.Equal(got, want) {
+		c.Errorf("the snoozed task's history is %v; want %v", got, want)
+	}
+}

@@ -111,6 +111,7 @@ func checks() []check {
 		{"SettleAfterLockLost", checkSettleAfterLockLost},
 		{"RequeueImmediate", checkRequeueImmediate},
 		{"RequeueDelayed", checkRequeueDelayed},
+		{"Snooze", checkSnooze},
 		{"DelayedPush", checkDelayedPush},
 		{"Priority", checkPriority},
 		{"DeadLetter", checkDeadLetter},
