@@ -143,8 +143,9 @@ out of memory, unreachable), the worker takes no new tasks and retries the
 settlement with backoff, logging once when it pauses and once when it
 resumes.
 
-A status line (queue size, tasks done, failures, rate) is logged every
---status-interval.
+A status line (tasks done, failures, the rate; every minute also the queue's
+size and when it should drain) is logged every --status-interval while
+tasks end, and every 5 minutes while none do.
 
 Metrics and traces: --metrics-addr 127.0.0.1:9464 serves Prometheus metrics
 (tasks done, failed, dead-lettered and requeued, run times, queue wait,
@@ -180,8 +181,8 @@ func (a *app) workerCommand() *cobra.Command {
 	f.timeLimit = 24 * time.Hour
 	fl.Var(durationFlag(&f.timeLimit), "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
-	f.statusInterval = 5 * time.Minute
-	fl.Var(durationFlag(&f.statusInterval), "status-interval", "how often to log a status line (0: never)")
+	f.statusInterval = 10 * time.Second
+	fl.Var(durationFlag(&f.statusInterval), "status-interval", "how often to log a status line while tasks end (every 5m while none do; 0: never)")
 	countFlag(fl, &f.prefetch, "prefetch", "", 0, prefetchRange, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics, such as 127.0.0.1:9464 (loopback only unless --metrics-public)")
 	fl.BoolVar(&f.metricsPublic, "metrics-public", false, "allow --metrics-addr on a non-loopback address (the endpoint has no authentication)")

@@ -93,8 +93,10 @@ type Options struct {
 	// Poll is how long one receive call waits for a message before the
 	// worker checks whether the queue is drained. Defaults to 1 second.
 	Poll time.Duration
-	// StatusInterval is how often a status line (queue size, tasks done,
-	// failures, rate) is logged. Defaults to 5 minutes; negative disables it.
+	// StatusInterval is how often a status line (tasks done, failures, the
+	// rate, and at most every minute the queue's size and an estimate of
+	// when it drains) is logged while tasks end; while none do, a line
+	// comes every 5 minutes. Defaults to 10 seconds; negative disables it.
 	StatusInterval time.Duration
 	// Gate tunes gate commands; see GateConfig. Zero fields take defaults.
 	Gate GateConfig
@@ -183,7 +185,7 @@ func (o Options) withDefaults() Options {
 		o.Poll = time.Second
 	}
 	if o.StatusInterval == 0 {
-		o.StatusInterval = 5 * time.Minute
+		o.StatusInterval = 10 * time.Second
 	}
 	if o.CancelPoll == 0 {
 		o.CancelPoll = defaultCancelPoll

@@ -322,23 +322,68 @@ func (w *Worker) drained() bool {
 	return true
 }
 
+// Status lines: every StatusInterval while tasks end, else every
+// idleStatusEvery; the queue's size (a query to the engine, costly at
+// depth) at most every sizeStatusEvery.
+const (
+	idleStatusEvery = 5 * time.Minute
+	sizeStatusEvery = time.Minute
+)
+
+// statusLoop logs the status lines until stop is closed.
 func (w *Worker) statusLoop(stop <-chan struct{}) {
 	t := time.NewTicker(w.o.StatusInterval)
 	defer t.Stop()
+	s := statusState{line: time.Now()} // the first line has the size
 	for {
 		select {
-		case <-t.C:
-			c := w.Counts()
-			attrs := []any{"done", c.Done, "failed", c.Failed, "dead_lettered", c.DeadLettered,
-				"rate_per_min", fmt.Sprintf("%.1f", float64(c.Done+c.Failed)/time.Since(w.started).Minutes())}
-			if n, err := w.q.Admin().Size(context.Background()); err == nil {
-				attrs = append([]any{"queue_size", n}, attrs...)
+		case now := <-t.C:
+			if attrs, ok := s.next(now, w.Counts(), w.queueSize); ok {
+				w.log.Info("status", attrs...)
 			}
-			w.log.Info("status", attrs...)
 		case <-stop:
 			return
 		}
 	}
+}
+
+// queueSize is the queue's size for the status line; false when unknown.
+func (w *Worker) queueSize() (int64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := w.q.Admin().Size(ctx)
+	return n, err == nil
+}
+
+// statusState is what the status loop remembers between lines.
+type statusState struct {
+	line, size time.Time // when the last line, and the last size, was logged
+	settled    int64     // tasks settled at the last line
+}
+
+// next returns the attributes of the status line due at now, if one is:
+// when tasks ended since the last line, or idleStatusEvery after it. The
+// rate is over the time since the last line; the queue's size, and an
+// estimate of when it is drained at that rate, come at most every
+// sizeStatusEvery.
+func (s *statusState) next(now time.Time, c Counts, size func() (int64, bool)) ([]any, bool) {
+	settled := c.Done + c.Failed + c.Cancelled
+	if settled == s.settled && now.Sub(s.line) < idleStatusEvery {
+		return nil, false
+	}
+	rate := float64(settled-s.settled) / now.Sub(s.line).Seconds()
+	attrs := []any{"done", c.Done, "failed", c.Failed, "dead_lettered", c.DeadLettered, "rate_per_s", fmt.Sprintf("%.1f", rate)}
+	if now.Sub(s.size) >= sizeStatusEvery {
+		if n, ok := size(); ok {
+			s.size = now
+			attrs = append(attrs, "queue_size", n)
+			if rate > 0 && n > 0 {
+				attrs = append(attrs, "eta", time.Duration(float64(n)/rate*float64(time.Second)).Round(time.Second).String())
+			}
+		}
+	}
+	s.line, s.settled = now, settled
+	return attrs, true
 }
 
 // setFatal records an error that ends the worker, and stops taking work.

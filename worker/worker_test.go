@@ -216,18 +216,24 @@ func openQueueB(b *testing.B) *jobq.Queue { return openQueue(b) }
 func TestStatusLine(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
-	push(t, q, &jobq.Task{Command: "slow"})
+	push(t, q, &jobq.Task{Command: "slow 1"}, &jobq.Task{Command: "slow 2"}, &jobq.Task{Command: "slow 3"})
 	var buf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 		return nil
 	})
-	if err := worker.Run(context.Background(), q, h, worker.Options{Logger: log, Poll: 100 * time.Millisecond, StatusInterval: 100 * time.Millisecond}); err != nil {
+	opts := worker.Options{Logger: log, Poll: 100 * time.Millisecond, StatusInterval: 100 * time.Millisecond, Concurrency: 1, Prefetch: -1}
+	if err := worker.Run(context.Background(), q, h, opts); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	if !strings.Contains(out, "msg=status") || !strings.Contains(out, "queue_size=") || !strings.Contains(out, "rate_per_min=") {
-		t.Fatalf("no status line in the log:\n%s", out)
+	// A line after each of the first two tasks (the third ends the run),
+	// none for the ticks in between; the first has the queue's size.
+	if n := strings.Count(out, "msg=status"); n < 1 || n > 3 {
+		t.Errorf("%d status lines for 3 tasks of 250ms at a 100ms interval; want one per task that ended before the run did:\n%s", n, out)
+	}
+	if !strings.Contains(out, "queue_size=") || !strings.Contains(out, "rate_per_s=") {
+		t.Fatalf("no status line with the queue size and rate in the log:\n%s", out)
 	}
 }
