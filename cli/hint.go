@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/pflag"
 
 	"github.com/jobq/jobq/internal/redact"
@@ -77,4 +78,11 @@ func flagsHint(fs *pflag.FlagSet) string {
 		}
 	})
 	return b.String()
+}
+
+// toPerson reports whether standard error is a terminal and -q was not
+// given: where progress and notes for a person waiting belong.
+func (a *app) toPerson() bool {
+	file, ok := a.stderr.(*os.File)
+	return ok && a.quiet == 0 && isatty.IsTerminal(file.Fd())
 }

@@ -163,6 +163,9 @@ them waits for the rate alone.`,
 			}
 			var est *statsreport.Drain
 			if sample > 0 {
+				if a.toPerson() {
+					fmt.Fprintf(a.stderr, "jobq: sampling the queue for %s to estimate when it drains (--sample 0 skips this)...\n", formatDuration(sample))
+				}
 				est, st, err = measureDrain(ctx, q, st, sample)
 				if err != nil {
 					return failure(err)

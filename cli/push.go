@@ -484,7 +484,7 @@ func (p *pusher) startProgress() {
 	if file, ok := a.stdin.(*os.File); ok && isatty.IsTerminal(file.Fd()) {
 		fmt.Fprintln(a.stderr, "jobq: reading tasks from standard input, one per line; end with Ctrl-D (use -c to push a single command)")
 	}
-	if file, ok := a.stderr.(*os.File); ok && isatty.IsTerminal(file.Fd()) {
+	if a.toPerson() {
 		// The count and rate are in the description (progressText): the
 		// bar's own rate divides the first batch by microseconds.
 		p.barStart = time.Now()
