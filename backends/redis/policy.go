@@ -201,7 +201,7 @@ func policyField(kind driver.PolicyKind, key string) string { return string(kind
 
 // SetPolicy implements driver.PolicyStore.
 func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
-	if err := d.begin(ctx, "policy set"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
@@ -223,7 +223,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 
 // UnsetPolicy implements driver.PolicyStore.
 func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
-	if err := d.begin(ctx, "policy unset"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return false, err
 	}
 	var n int64
@@ -246,7 +246,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 
 // ListPolicies implements driver.PolicyStore.
 func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
-	if err := d.begin(ctx, "policy list"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	all, err := d.client.HGetAll(ctx, d.prefix+"polk").Result()
@@ -286,7 +286,7 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 // KeyStats implements driver.PolicyStore. Waiting counts are not kept per
 // key on Redis (they would need a scan of the ready set), so they are -1.
 func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
-	if err := d.begin(ctx, "stats"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	res, err := d.run(ctx, keyStatsScript).Slice()
