@@ -18,7 +18,7 @@ import (
 //
 //	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS"
 //	prefix.."polm"        string: max-depth (before packed bodies "pold", now the layout mark: see layoutScript)
-//	prefix.."polq"        hash "retention" and "retry-backoff" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
+//	prefix.."polq"        hash "retention", "retry-backoff" and "results" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
 //	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
 //	prefix.."radm:"..KEY  sorted set of claims of KEY in its window (score: ms)
 //
@@ -208,12 +208,12 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 		return err
 	}
 	var err error
-	switch p.Kind {
-	case driver.MaxDepthPolicy:
+	switch {
+	case p.Kind == driver.MaxDepthPolicy:
 		err = d.client.Set(ctx, d.prefix+"polm", p.Limit, 0).Err()
-	case driver.RetentionPolicy, driver.RetryBackoffPolicy:
+	case !p.Kind.Keyed(): // retention, retry-backoff, results: read by the portable layer only
 		err = d.client.HSet(ctx, d.prefix+"polq", string(p.Kind), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
-	case driver.RatePolicy:
+	case p.Kind == driver.RatePolicy:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
 	default:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), p.Limit).Err()
