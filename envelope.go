@@ -217,6 +217,9 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 	if body == nil {
 		body = e.historyBody(e.wire)
 	}
+	if m := e.q.caps.MaxMessageBytes; m > 0 && len(body) > m {
+		return errorf(errcode.TooLarge, op, "the task's new body is %d bytes; the backend's limit is %d", len(body), m)
+	}
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
@@ -285,8 +288,8 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err e
 	// Whatever bytes the reason and detail hold, the dead letter must be
 	// stored: a refused one would bring the message back forever.
 	errs := e.q.deadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
-		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire)}},
-		[]*driver.ResultRecord{rec.record()})
+		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire),
+		Result: rec.record()}})
 	return e.finish(op, first(errs))
 }
 

@@ -661,10 +661,7 @@ func (q *Queue) checkVisibility(op string, vis time.Duration) error {
 // envelopes decodes received messages; poison ones are dead-lettered.
 func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time.Duration) []*Envelope {
 	envs := make([]*Envelope, 0, len(recs))
-	var (
-		poison     []driver.DeadLetterParams
-		poisonRecs []*driver.ResultRecord
-	)
+	var poison []driver.DeadLetterParams
 	for _, r := range recs {
 		wire, err := unmarshalTask(r.Body)
 		var task *Task
@@ -677,8 +674,8 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		}
 		if err != nil {
 			reason := settleText("poison message: "+err.Error(), maxReasonBytes, false)
-			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: reason, Detail: settleText(string(r.Body), 4096, false)})
-			poisonRecs = append(poisonRecs, q.poisonRecord(r, wire, reason))
+			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: reason, Detail: settleText(string(r.Body), 4096, false),
+				Result: q.poisonRecord(r, wire, reason)})
 			continue
 		}
 		if task.ID == "" {
@@ -687,7 +684,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		envs = append(envs, newEnvelope(q, r, wire, task, vis))
 	}
 	if len(poison) > 0 {
-		errs := q.deadLetter(ctx, poison, poisonRecs)
+		errs := q.deadLetter(ctx, poison)
 		for i, p := range poison {
 			if errs != nil && errs[i] != nil {
 				q.log.Error("jobq: could not dead-letter a poison message; it will be redelivered when its lease expires",

@@ -19,7 +19,8 @@ import (
 // spec "KEY=LIMIT", kind "rate" with spec "KEY=COUNT/PERIOD" (PERIOD a Go
 // duration such as 30s or 1m, or a bare unit: s, m, h), kind "max-depth"
 // with spec "N", kind "retention" with a duration such as "2d" (days and
-// weeks allowed), kind "retry-backoff" with "BASE,CAP" such as "10s,1h".
+// weeks allowed), kind "retry-backoff" with "BASE,CAP" such as "10s,1h",
+// kind "results" with "all", "failed" or "none".
 // Invalid values are InvalidArgument errors naming the problem.
 func parsePolicy(kind, spec string) (driver.Policy, error) {
 	const op = "policy"
@@ -72,8 +73,14 @@ func parsePolicy(kind, spec string) (driver.Policy, error) {
 			return driver.Policy{}, err
 		}
 		p = driver.RetryBackoff(b.Base, b.Cap)
+	case driver.ResultsPolicy:
+		m, err := driver.ParseResultsMode(spec)
+		if err != nil {
+			return driver.Policy{}, policyErr(op, err)
+		}
+		p = driver.KeepResults(m)
 	default:
-		return driver.Policy{}, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
+		return driver.Policy{}, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention, retry-backoff or results", kind)
 	}
 	if err := validatePolicy(p); err != nil {
 		return driver.Policy{}, policyErr(op, err)
@@ -192,7 +199,7 @@ func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	const op = "policy unset"
 	if !isPolicyKind(kind) {
-		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", kind)
+		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention, retry-backoff or results", kind)
 	}
 	if !kind.Keyed() && key != "" {
 		return false, errorf(errcode.InvalidArgument, op, "%s takes no key (got %q)", kind, key)

@@ -16,7 +16,8 @@ const policyRefresh = time.Minute
 // policyLoadTimeout bounds one reload.
 const policyLoadTimeout = 5 * time.Second
 
-// policyCache holds the queue policies the portable layer applies itself.
+// policyCache holds the queue policies the portable layer applies itself
+// (retention, retry-backoff, results).
 // The first use loads them; later uses get the cached values while a stale
 // cache reloads in the background, so settlements never wait for it.
 type policyCache struct {
@@ -29,21 +30,28 @@ type policyCache struct {
 	refreshing bool
 	keep       time.Duration
 	backoff    Backoff // zero when the queue has no retry-backoff policy
+	mode       driver.ResultsMode
 }
 
 // retention returns the queue's retention.
 func (c *policyCache) retention() time.Duration {
-	keep, _ := c.get()
+	keep, _, _ := c.get()
 	return keep
 }
 
 // retryBackoff returns the queue's retry-backoff policy; zero when none.
 func (c *policyCache) retryBackoff() Backoff {
-	_, b := c.get()
+	_, b, _ := c.get()
 	return b
 }
 
-func (c *policyCache) get() (time.Duration, Backoff) {
+// results returns which tasks keep a record (ResultsAll without a policy).
+func (c *policyCache) results() driver.ResultsMode {
+	_, _, m := c.get()
+	return m
+}
+
+func (c *policyCache) get() (time.Duration, Backoff, driver.ResultsMode) {
 	c.mu.Lock()
 	if c.loaded.IsZero() {
 		c.mu.Unlock()
@@ -65,7 +73,7 @@ func (c *policyCache) get() (time.Duration, Backoff) {
 		}()
 	}
 	defer c.mu.Unlock()
-	return c.keep, c.backoff
+	return c.keep, c.backoff, c.mode
 }
 
 // invalidate makes the next use reload the policies (after Admin.SetPolicy
@@ -83,7 +91,7 @@ func (c *policyCache) load() {
 	c.mu.Lock()
 	gen := c.gen
 	c.mu.Unlock()
-	keep, backoff, ok := driver.DefaultRetention, Backoff{}, true
+	keep, backoff, mode, ok := driver.DefaultRetention, Backoff{}, driver.ResultsAll, true
 	if ps, isStore := c.q.drv.(driver.PolicyStore); isStore && !c.q.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), policyLoadTimeout)
 		pols, err := ps.ListPolicies(ctx)
@@ -98,13 +106,15 @@ func (c *policyCache) load() {
 				keep = p.Period
 			case driver.RetryBackoffPolicy:
 				backoff.Base, backoff.Cap = p.Backoff()
+			case driver.ResultsPolicy:
+				mode = driver.ResultsMode(p.Limit)
 			}
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok || c.keep == 0 {
-		c.keep, c.backoff = keep, backoff
+		c.keep, c.backoff, c.mode = keep, backoff, mode
 	}
 	c.refreshing = false
 	if c.gen == gen {

@@ -34,8 +34,14 @@ import (
 // and the newest it reads.
 const recordVersion = 1
 
-// maxRecordOutput bounds the output tail a record keeps.
+// maxRecordOutput bounds the output tail a record keeps of a task that did
+// not succeed.
 const maxRecordOutput = maxDetailBytes
+
+// maxSuccessOutput bounds the output tail a record keeps of a task that
+// succeeded: its output is rarely read, and a sweep of many tasks would
+// otherwise keep a full tail of each.
+const maxSuccessOutput = 1 << 10
 
 // maxInlineValue is the largest handler value a record holds itself where
 // the queue has a stash; larger ones go to the stash.
@@ -295,9 +301,23 @@ func (p *pendingRecord) record() *driver.ResultRecord {
 // nil when the queue keeps no results. errText is the failure (or the
 // cancel's reason); detail is a dead letter's detail, used as the output
 // when SetResult gave none.
+//
+// The queue's results policy decides what is kept: under none no record
+// of a success or a failure (a cancel is still recorded), under failed a
+// success keeps a bare record (its state and times), and under all (the
+// default) a success keeps the last maxSuccessOutput bytes of its output
+// and a failure the last maxRecordOutput.
 func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errText, detail string) *pendingRecord {
 	if e.q.results == nil {
 		return nil
+	}
+	keep, _, mode := e.q.policies.get()
+	switch {
+	case mode == driver.ResultsNone && state != driver.ResultCancelled:
+		return nil
+	case mode == driver.ResultsFailed && state == driver.ResultSucceeded:
+		now := time.Now()
+		return &pendingRecord{id: e.Task.ID, state: state, at: now, expires: now.Add(keep), details: recordDetails{deliveries: e.DeliveryCount, ended: now}}
 	}
 	e.mu.Lock()
 	pending, set := e.attempt, e.result
@@ -332,8 +352,12 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 			d.value, d.valueRef = e.q.stashValue(ctx, e.Task.ID, d.value)
 		}
 	}
-	d.output = settleText(d.output, maxRecordOutput, true)
-	p.at, p.expires = now, now.Add(e.q.policies.retention())
+	tail := maxRecordOutput
+	if state == driver.ResultSucceeded {
+		tail = maxSuccessOutput
+	}
+	d.output = settleText(d.output, tail, true)
+	p.at, p.expires = now, now.Add(keep)
 	return p
 }
 
@@ -353,7 +377,7 @@ func (q *Queue) poisonRecord(r *driver.Received, wire *Task, reason string) *dri
 	if wire != nil && wire.ID != "" {
 		id = wire.ID
 	}
-	if q.results == nil || id == "" {
+	if q.results == nil || id == "" || q.policies.results() == driver.ResultsNone {
 		return nil
 	}
 	return q.newRecord(id, driver.ResultDeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})

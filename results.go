@@ -91,6 +91,18 @@ func (q *Queue) resultStore(op string) (driver.ResultStore, error) {
 	return q.results, nil
 }
 
+// keepsRecords fails with FailedPrecondition, naming the policy and how to
+// change it, when the queue's results policy keeps no records of tasks
+// that end, so that op (a wait, a result) could never answer.
+func (q *Queue) keepsRecords(op string) error {
+	if q.policies.results() != driver.ResultsNone {
+		return nil
+	}
+	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+		Msg: "the queue's results policy is none: no task keeps a result record, so there is nothing to wait for or read; " +
+			"keep them with `jobq QUEUE policy set results all` (or `results failed`, which keeps full records of failures only)"}
+}
+
 // unsupported is the Unimplemented error of a call that needs f.
 func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
 	msg := "backend " + q.backend() + " " + what
@@ -151,6 +163,9 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 	const op = "result"
 	store, err := q.resultStore(op)
 	if err != nil {
+		return nil, err
+	}
+	if err := q.keepsRecords(op); err != nil {
 		return nil, err
 	}
 	if err := checkIDs(op, []string{id}); err != nil {
@@ -215,6 +230,9 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 	const op = "wait"
 	store, err := q.resultStore(op)
 	if err != nil {
+		return err
+	}
+	if err := q.keepsRecords(op); err != nil {
 		return err
 	}
 	if err := checkIDs(op, ids); err != nil {
@@ -501,7 +519,8 @@ type ResultDetails struct {
 	// ExitCode is the shell command's exit status; nil when none.
 	ExitCode *int
 	// Output is the tail of the command's output; the record keeps its
-	// last 64 KiB.
+	// last 1 KiB when the task succeeds and its last 64 KiB otherwise
+	// (docs/results.md).
 	Output string
 	// Value is a Go handler's return value as JSON. Bytes that are not
 	// valid JSON are kept as a JSON string.

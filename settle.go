@@ -31,11 +31,10 @@ type settler struct {
 	one  sync.RWMutex
 	shut bool
 	wg   sync.WaitGroup
-	// leases and live are flush's buffers, reused from batch to batch
-	// (only the loop goroutine flushes).
-	leases []driver.Lease
-	recs   []*driver.ResultRecord
-	live   []completeReq
+	// reqs and live are flush's buffers, reused from batch to batch (only
+	// the loop goroutine flushes).
+	reqs []driver.CompleteParams
+	live []completeReq
 }
 
 type completeReq struct {
@@ -117,7 +116,7 @@ func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pend
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 		var err error
-		if errs := s.q.completeWith(cctx, []driver.Lease{lease}, []*driver.ResultRecord{rec.record()}); errs != nil {
+		if errs := s.q.completeWith(cctx, []driver.CompleteParams{{Lease: lease, Result: rec.record()}}); errs != nil {
 			err = errs[0]
 		}
 		done <- err
@@ -162,21 +161,22 @@ func (s *settler) loop() {
 }
 
 func (s *settler) flush(batch []completeReq) {
-	leases, recs, live := s.leases[:0], s.recs[:0], s.live[:0]
+	reqs, live := s.reqs[:0], s.live[:0]
 	defer func() {
 		// Keep the buffers, but not the requests' contexts, channels and
 		// records.
 		clear(live)
-		clear(recs)
-		s.leases, s.recs, s.live = leases[:0], recs[:0], live[:0]
+		clear(reqs)
+		s.reqs, s.live = reqs[:0], live[:0]
 	}()
 	for _, r := range batch {
 		if r.ctx.Err() != nil {
 			r.done <- r.ctx.Err()
 			continue
 		}
-		leases = append(leases, r.lease)
-		recs = append(recs, r.rec.record()) // here, on the flusher's stack: see pendingRecord
+		// The record is encoded here, on the flusher's stack: see
+		// pendingRecord.
+		reqs = append(reqs, driver.CompleteParams{Lease: r.lease, Result: r.rec.record()})
 		live = append(live, r)
 	}
 	if len(live) == 0 {
@@ -187,7 +187,7 @@ func (s *settler) flush(batch []completeReq) {
 	// the others' completions.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), settleTimeout)
 	defer cancel()
-	errs := s.q.completeWith(ctx, leases, recs)
+	errs := s.q.completeWith(ctx, reqs)
 	for i, r := range live {
 		var err error
 		if errs != nil {
@@ -206,69 +206,53 @@ func (s *settler) wait() {
 	s.shut = true
 }
 
-// completeWith completes leases, storing recs[i] (when not nil) with
-// leases[i]: in the same transaction where the driver is a ResultSettler,
-// otherwise all of the batch's records first, in one call, so that a crash
-// between the two duplicates a record rather than losing it. When the
-// records cannot be stored nothing is completed.
-func (q *Queue) completeWith(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
-	some := someRecords(recs)
-	if some == nil {
-		return q.drv.Complete(ctx, leases)
+// completeWith completes reqs, each with its Result (see presettle).
+func (q *Queue) completeWith(ctx context.Context, reqs []driver.CompleteParams) []error {
+	if len(reqs) == 0 {
+		return nil
 	}
-	if rs, ok := q.drv.(driver.ResultSettler); ok {
-		return rs.CompleteWithResults(ctx, leases, recs)
+	if errs := q.presettle(ctx, "completed", len(reqs), func(i int) **driver.ResultRecord { return &reqs[i].Result }); errs != nil {
+		return errs
 	}
-	if err := q.results.PutResults(ctx, some); err != nil {
-		return repeatErr(fmt.Errorf("the result records could not be stored, so the tasks were not completed: %w", err), len(leases))
-	}
-	return q.drv.Complete(ctx, leases)
+	return q.drv.Complete(ctx, reqs)
 }
 
-// deadLetter dead-letters reqs, storing recs[i] (when not nil) with
-// reqs[i], as completeWith does.
-func (q *Queue) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
-	some := someRecords(recs)
-	if some == nil {
-		return q.drv.DeadLetter(ctx, reqs)
+// deadLetter dead-letters reqs, each with its Result, as completeWith
+// completes.
+func (q *Queue) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+	if len(reqs) == 0 {
+		return nil
 	}
-	if rs, ok := q.drv.(driver.ResultSettler); ok {
-		return rs.DeadLetterWithResults(ctx, reqs, recs)
-	}
-	if err := q.results.PutResults(ctx, some); err != nil {
-		return repeatErr(fmt.Errorf("the result records could not be stored, so the tasks were not dead-lettered: %w", err), len(reqs))
+	if errs := q.presettle(ctx, "dead-lettered", len(reqs), func(i int) **driver.ResultRecord { return &reqs[i].Result }); errs != nil {
+		return errs
 	}
 	return q.drv.DeadLetter(ctx, reqs)
 }
 
-// someRecords returns the records that are not nil; nil when there are
-// none.
-func someRecords(recs []*driver.ResultRecord) []*driver.ResultRecord {
-	n := 0
-	for _, r := range recs {
-		if r != nil {
-			n++
-		}
-	}
-	if n == 0 {
+// presettle does the portable part of a settlement batch of n messages
+// whose records rec(i) points to. A driver that declares Results Native
+// stores each record with its settlement (the driver contract); for one
+// that keeps records in another store (Emulated), the batch's records are
+// stored here first, in one call, and taken out of the params, so that a
+// crash between the two duplicates a record rather than losing it. When
+// they cannot be stored, nothing is settled: the error, naming done (what
+// the settlement would have done), goes to every message.
+func (q *Queue) presettle(ctx context.Context, done string, n int, rec func(i int) **driver.ResultRecord) []error {
+	if q.results == nil || q.caps.Level(driver.Results) == driver.Native {
 		return nil
 	}
-	if n == len(recs) {
-		return recs
-	}
-	out := make([]*driver.ResultRecord, 0, n)
-	for _, r := range recs {
-		if r != nil {
-			out = append(out, r)
+	var first []*driver.ResultRecord
+	for i := range n {
+		if r := rec(i); *r != nil {
+			first = append(first, *r)
+			*r = nil
 		}
 	}
-	return out
-}
-
-func repeatErr(err error, n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
+	if len(first) == 0 {
+		return nil
 	}
-	return errs
+	if err := q.results.PutResults(ctx, first); err != nil {
+		return driver.FanOut(fmt.Errorf("the result records could not be stored, so the tasks were not %s: %w", done, err), n)
+	}
+	return nil
 }

@@ -21,7 +21,7 @@ import (
 func (a *app) policyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Set, list and unset the queue's policies: caps, rates, max depth, retention, retry backoff",
+		Short: "Set, list and unset the queue's policies: caps, rates, max depth, retention, retry backoff, results",
 		Long: `Queue policies are kept in the backend, so every worker on every machine
 sees the same ones (see docs/policies.md).
 
@@ -35,6 +35,10 @@ sees the same ones (see docs/policies.md).
   retry-backoff BASE,CAP    retry a failed task after about BASE, doubling per
                             failure up to CAP, with jitter (default 10s,10m);
                             push --retry-backoff overrides it per task
+  results all|failed|none   which tasks keep a result record: all (default;
+                            a success keeps the last 1 KiB of its output),
+                            failed (full records of failures, a bare state
+                            for successes) or none (wait and result refuse)
 
 Backends that cannot enforce a kind refuse it; on Azure Storage Queue and
 Service Bus each worker enforces caps and rates for its own process only
@@ -52,7 +56,8 @@ func (a *app) policySetCommand() *cobra.Command {
   jobq sqlite://./work.db policy set rate licence-server=10/1m
   jobq sqlite://./work.db policy set max-depth 10000
   jobq sqlite://./work.db policy set retention 2d
-  jobq sqlite://./work.db policy set retry-backoff 10s,1h`,
+  jobq sqlite://./work.db policy set retry-backoff 10s,1h
+  jobq sqlite://./work.db policy set results failed`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := hooks.ParsePolicy(args[0], args[1])
@@ -73,7 +78,7 @@ func (a *app) policySetCommand() *cobra.Command {
 func (a *app) policyUnsetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "unset KIND [KEY]",
-		Short: "Remove a policy (concurrency KEY, rate KEY, max-depth, retention or retry-backoff)",
+		Short: "Remove a policy (concurrency KEY, rate KEY, max-depth, retention, retry-backoff or results)",
 		Example: `  jobq sqlite://./work.db policy unset concurrency gpu
   jobq sqlite://./work.db policy unset max-depth
   jobq sqlite://./work.db policy unset retention`,
@@ -141,10 +146,11 @@ func (a *app) policyListCommand() *cobra.Command {
 
 // policyJSON is a policy as `policy list --json` prints it: kind, key
 // and limit, period_s for rate and retention, base_s and cap_s (no limit)
-// for retry-backoff.
+// for retry-backoff, value (all, failed or none) for results.
 type policyJSON struct {
 	Kind    string   `json:"kind"`
 	Key     string   `json:"key,omitempty"`
+	Value   string   `json:"value,omitempty"`
 	Limit   *int64   `json:"limit,omitempty"`
 	PeriodS *float64 `json:"period_s,omitempty"`
 	BaseS   *float64 `json:"base_s,omitempty"`
@@ -163,6 +169,8 @@ func toPolicyJSON(p driver.Policy) policyJSON {
 		out.BaseS, out.CapS = seconds(base), seconds(limit)
 	case driver.RetentionPolicy:
 		out.PeriodS = seconds(p.Period)
+	case driver.ResultsPolicy:
+		out.Value = driver.ResultsMode(p.Limit).String()
 	default:
 		out.Limit = &p.Limit
 		if p.Period > 0 {

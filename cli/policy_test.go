@@ -165,3 +165,38 @@ func TestShowAttemptHistory(t *testing.T) {
 		t.Errorf("show of an unknown ID: exit %d, %q; want exit 1 saying no task", code, errOut)
 	}
 }
+
+// TestResultsPolicyCommands: `policy set results` takes all, failed or
+// none; under none, push --wait is refused before anything is pushed, and
+// wait and result refuse, each naming the policy and how to change it.
+func TestResultsPolicyCommands(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	steps := []struct {
+		args     []string
+		wantCode int
+		wantOut  string // substring of stdout (or stderr when the code is not 0)
+	}{
+		{[]string{"policy", "set", "results", "some"}, cli.ExitUsage, "use all, failed or none"},
+		{[]string{"policy", "set", "results", "failed"}, 0, "set results failed"},
+		{[]string{"policy", "list", "--json"}, 0, `"value": "failed"`},
+		{[]string{"policy", "set", "results", "none"}, 0, "set results none"},
+		{[]string{"policy", "list"}, 0, "results none\n"},
+		{[]string{"push", "--wait", "-c", "echo hi"}, cli.ExitUsage, "results policy is none"},
+		{[]string{"size"}, 0, "0"},
+		{[]string{"wait", "0123456789abcdef0123456789abcdef"}, cli.ExitFailure, "policy set results all"},
+		{[]string{"result", "0123456789abcdef0123456789abcdef"}, cli.ExitFailure, "policy set results all"},
+		{[]string{"policy", "unset", "results"}, 0, "unset results"},
+	}
+	for _, s := range steps {
+		code, out, errOut := run(t, append([]string{q}, s.args...)...)
+		got := out
+		if code != 0 {
+			got = errOut
+		}
+		if code != s.wantCode || !strings.Contains(got, s.wantOut) {
+			t.Fatalf("jobq %s: exit %d, output %q, stderr %q; want exit %d and output containing %q",
+				strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.wantOut)
+		}
+	}
+}

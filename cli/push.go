@@ -217,6 +217,9 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		if err := checkResults(q, "push --wait"); err != nil {
 			return err
 		}
+		if err := checkKeepsRecords(ctx, q, "push --wait"); err != nil {
+			return err
+		}
 	}
 	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
 	if p.positions() {

@@ -104,6 +104,22 @@ func checkResults(q *jobq.Queue, what string) error {
 	return nil
 }
 
+// checkKeepsRecords refuses what (push --wait) before anything is pushed
+// when the queue's results policy keeps no records, so the wait could
+// never end. A backend without policies keeps every record.
+func checkKeepsRecords(ctx context.Context, q *jobq.Queue, what string) error {
+	pols, err := q.Admin().Policies(ctx)
+	if err != nil {
+		return nil // no policy store: records are kept; other errors show at the wait
+	}
+	for _, p := range pols {
+		if p.Kind == driver.ResultsPolicy && driver.ResultsMode(p.Limit) == driver.ResultsNone {
+			return usageError("%s needs result records, but the queue's results policy is none (no task keeps one); keep them with `jobq QUEUE policy set results all` (or `results failed`), or push without --wait", what)
+		}
+	}
+	return nil
+}
+
 // waiter waits for tasks to end and prints each outcome as it arrives.
 type waiter struct {
 	a       *app

@@ -27,6 +27,24 @@
 //     caller still holds that lease. Otherwise they change nothing and return
 //     an error with code LockLost. "Held" means: not expired, not settled, and
 //     not re-claimed by anybody else.
+//   - Settlements (Complete, Requeue, DeadLetter) take a batch and answer
+//     per message: nil when every one succeeded, otherwise one error per
+//     message. An error that fails the whole batch (the engine is
+//     unreachable, a transaction rolled back) goes to every message:
+//     FanOut builds that answer. The portable layer never sends an empty
+//     batch, nor a body larger than MaxMessageBytes in a RequeueParams or
+//     DeadLetterParams.
+//   - A settlement carries what the engine must store with it: the task's
+//     result record (CompleteParams.Result, DeadLetterParams.Result), set
+//     only when the driver declares Results Native. The driver stores it
+//     in the same statement, transaction or script as the settlement, so
+//     that a record exists if and only if its message was settled. With
+//     Results Emulated (records kept in another store) the portable layer
+//     stores the records first, through ResultStore.PutResults, and sends
+//     settlements without them.
+//   - Calls after Close fail with FailedPrecondition. Closing is the
+//     closed state drivers keep for that: Close marks it, and each method
+//     starts with its Check.
 //   - Errors are classified by ErrorCode. A message that exceeds the size
 //     limit is TooLarge; a missing queue, message or dead letter is NotFound;
 //     a lost lease is LockLost.
@@ -140,6 +158,15 @@ type ReceiveParams struct {
 	Wait time.Duration
 }
 
+// CompleteParams are the arguments for completing one message.
+type CompleteParams struct {
+	Lease Lease
+	// Result, when not nil, is the task's result record, to be stored if
+	// and only if the message is deleted (see ResultStore). The portable
+	// layer sets it only on drivers that declare Results Native.
+	Result *ResultRecord
+}
+
 // RequeueParams are the arguments for requeuing one message.
 type RequeueParams struct {
 	Lease Lease
@@ -170,6 +197,9 @@ type DeadLetterParams struct {
 	// layer only sets it when InPlaceUpdate is native; drivers that cannot
 	// store it keep the old body.
 	Body []byte
+	// Result, when not nil, is the task's result record, to be stored if
+	// and only if the message is moved, as CompleteParams.Result.
+	Result *ResultRecord
 }
 
 // PeekedMessage is one message read by Peek without being claimed.
@@ -253,11 +283,11 @@ type Driver interface {
 	// the lease is no longer held.
 	Renew(ctx context.Context, lease Lease, visibility time.Duration) (Lease, error)
 
-	// Complete deletes messages whose leases are held. It returns nil or a
-	// slice of len(leases) errors, one per lease (nil where that one
-	// succeeded). A lease no longer held is LockLost and its message is left
-	// alone.
-	Complete(ctx context.Context, leases []Lease) []error
+	// Complete deletes messages whose leases are held, storing each one's
+	// Result with it. It returns nil or a slice of len(reqs) errors, one per
+	// request (nil where that one succeeded). A lease no longer held is
+	// LockLost: its message is left alone and its Result not stored.
+	Complete(ctx context.Context, reqs []CompleteParams) []error
 
 	// Requeue releases held messages back to the queue, visible after each
 	// one's Delay, optionally with a new body. Same error convention as
@@ -265,9 +295,10 @@ type Driver interface {
 	// declared fallback here.
 	Requeue(ctx context.Context, reqs []RequeueParams) []error
 
-	// DeadLetter moves held messages to the dead-letter store with a reason.
-	// Same error convention as Complete. Where this takes two steps, the
-	// copy must be written before the original is deleted.
+	// DeadLetter moves held messages to the dead-letter store with a reason,
+	// storing each one's Result with it. Same error convention as Complete.
+	// Where this takes two steps, the copy must be written before the
+	// original is deleted.
 	DeadLetter(ctx context.Context, reqs []DeadLetterParams) []error
 
 	// Peek returns up to max messages without claiming them, in the order

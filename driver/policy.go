@@ -38,10 +38,60 @@ const (
 	// (the cap) in milliseconds. It has no key; the portable layer reads it
 	// and drivers only store it.
 	RetryBackoffPolicy PolicyKind = "retry-backoff"
+	// ResultsPolicy says which tasks keep a result record (Limit, a
+	// ResultsMode). It has no key; the portable layer reads it and drivers
+	// only store it. A queue without one keeps every task's record
+	// (ResultsAll).
+	ResultsPolicy PolicyKind = "results"
 )
 
 // PolicyKinds lists the kinds in the order listings show them.
-var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy}
+var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy, ResultsPolicy}
+
+// ResultsMode is the value of a results policy: which tasks keep a result
+// record.
+type ResultsMode int64
+
+// The results modes.
+const (
+	// ResultsAll keeps a record of every task that ends (the default).
+	ResultsAll ResultsMode = 1
+	// ResultsFailed keeps full records of the tasks that fail (are
+	// dead-lettered) and a bare one (state and times) of those that
+	// succeed, so waiting still works.
+	ResultsFailed ResultsMode = 2
+	// ResultsNone keeps no record of tasks that end: waiting for a task
+	// and reading its result are refused.
+	ResultsNone ResultsMode = 3
+)
+
+// String returns the mode's name: all, failed or none.
+func (m ResultsMode) String() string {
+	switch m {
+	case ResultsAll:
+		return "all"
+	case ResultsFailed:
+		return "failed"
+	case ResultsNone:
+		return "none"
+	}
+	return fmt.Sprintf("results-mode(%d)", int64(m))
+}
+
+// ParseResultsMode reads all, failed or none.
+func ParseResultsMode(s string) (ResultsMode, error) {
+	for _, m := range []ResultsMode{ResultsAll, ResultsFailed, ResultsNone} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, Errorf(errcode.InvalidArgument, "results policy %q: use all, failed or none", s)
+}
+
+// KeepResults returns the results policy for m.
+func KeepResults(m ResultsMode) Policy {
+	return Policy{Kind: ResultsPolicy, Limit: int64(m)}
+}
 
 // Keyed reports whether policies of kind k apply per key (concurrency and
 // rate) rather than to the whole queue.
@@ -82,7 +132,7 @@ type Policy struct {
 
 // String formats the policy as the CLI takes it: "concurrency KEY=LIMIT",
 // "rate KEY=COUNT/PERIOD", "max-depth N", "retention DURATION" or
-// "retry-backoff BASE,CAP".
+// "retry-backoff BASE,CAP" or "results all|failed|none".
 func (p Policy) String() string {
 	switch p.Kind {
 	case ConcurrencyPolicy:
@@ -96,6 +146,8 @@ func (p Policy) String() string {
 	case RetryBackoffPolicy:
 		base, cap := p.Backoff()
 		return fmt.Sprintf("retry-backoff %s,%s", shortDuration(base), shortDuration(cap))
+	case ResultsPolicy:
+		return "results " + ResultsMode(p.Limit).String()
 	}
 	return fmt.Sprintf("%s %s=%d", p.Kind, p.Key, p.Limit)
 }
@@ -117,8 +169,19 @@ func (p Policy) Validate() error {
 		}
 	case RetentionPolicy, RetryBackoffPolicy:
 		return p.validateDurations()
+	case ResultsPolicy:
+		switch {
+		case p.Key != "":
+			return Errorf(errcode.InvalidArgument, "results applies to the whole queue and takes no key (got %q)", p.Key)
+		case p.Period != 0:
+			return Errorf(errcode.InvalidArgument, "a results policy has no period (got %v)", p.Period)
+		}
+		if _, err := ParseResultsMode(ResultsMode(p.Limit).String()); err != nil {
+			return Errorf(errcode.InvalidArgument, "results policy value %d: build it with KeepResults(ResultsAll, ResultsFailed or ResultsNone)", p.Limit)
+		}
+		return nil
 	default:
-		return Errorf(errcode.InvalidArgument, "unknown policy kind %q: use concurrency, rate, max-depth, retention or retry-backoff", p.Kind)
+		return Errorf(errcode.InvalidArgument, "unknown policy kind %q: use concurrency, rate, max-depth, retention, retry-backoff or results", p.Kind)
 	}
 	if p.Limit <= 0 {
 		return Errorf(errcode.InvalidArgument, "%s limit is %d; it must be a positive whole number (unset the policy to remove the limit)", p.Kind, p.Limit)

@@ -57,7 +57,12 @@ type ResultRecord struct {
 // user already has, such as a blob container beside an Azure queue).
 //
 // Records are written by workers when a task ends and by Admin.Cancel; they
-// are read by Queue.Result and Queue.Wait. A record lives until ExpiresAt;
+// are read by Queue.Result and Queue.Wait. A driver that declares Results
+// Native stores the record of a task that ends with its settlement
+// (CompleteParams.Result, DeadLetterParams.Result), atomically; with
+// Results Emulated the portable layer stores it through PutResults before
+// the settlement, so that a crash between the two duplicates a record
+// rather than losing it. A record lives until ExpiresAt;
 // expired records are purged by the engine (a TTL) or by PurgeResults,
 // which workers call now and then, so the store never grows without bound.
 type ResultStore interface {
@@ -86,28 +91,11 @@ type ResultWaiter interface {
 	WaitResults(ctx context.Context, ids []string, wait time.Duration) error
 }
 
-// ResultSettler is implemented by ResultStore drivers that can store a
-// result record in the same transaction (or script) as a settlement, which
-// saves a round trip per batch and leaves no window in which a settled
-// task has no record. Without it the portable layer calls PutResults
-// before the settlement, so a crash between the two duplicates a record
-// rather than losing it.
-type ResultSettler interface {
-	// CompleteWithResults is Complete that also stores recs[i] (when not
-	// nil) with the settlement of leases[i], atomically: the record is
-	// stored if and only if the message is deleted. Same error convention
-	// as Complete; recs has the length of leases.
-	CompleteWithResults(ctx context.Context, leases []Lease, recs []*ResultRecord) []error
-	// DeadLetterWithResults is DeadLetter that also stores recs[i] with the
-	// settlement of reqs[i], atomically as above.
-	DeadLetterWithResults(ctx context.Context, reqs []DeadLetterParams, recs []*ResultRecord) []error
-}
-
 // TaskRemover is implemented by ResultStore drivers that can delete a
 // queued message by its task ID without holding a lease, which
 // Admin.Cancel uses to remove a task that is ready or delayed (Cancel
-// Native). The removal stores the task's cancelled record with it, as
-// ResultSettler does with a settlement, and the cancel request of a task
+// Native). The removal stores the task's cancelled record with it, as a
+// settlement stores its Result, and the cancel request of a task
 // in flight likewise. Without it a cancelled task is dropped, unrun, by
 // the worker that next receives it (Cancel Emulated).
 type TaskRemover interface {

@@ -303,10 +303,10 @@ func init() {
 
 type slowCompletes struct{ driver.Driver }
 
-func (s slowCompletes) Complete(ctx context.Context, leases []driver.Lease) []error {
+func (s slowCompletes) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
 	time.Sleep(20 * time.Millisecond)
-	errs := s.Driver.Complete(ctx, leases)
-	slowCompleted.Add(int64(len(leases)))
+	errs := s.Driver.Complete(ctx, reqs)
+	slowCompleted.Add(int64(len(reqs)))
 	return errs
 }
 

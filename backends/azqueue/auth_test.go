@@ -52,7 +52,7 @@ func TestSASConnectionString(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("receive: %v, %d", err, len(recs))
 	}
-	if errs := d.Complete(t.Context(), []driver.Lease{recs[0].Lease}); errs != nil {
+	if errs := d.Complete(t.Context(), driver.Completions(recs[0].Lease)); errs != nil {
 		t.Fatalf("complete: %v", errs)
 	}
 

@@ -25,8 +25,8 @@ const deadScanLease = 60 * time.Second
 // went unanswered, or the service says the message no longer exists — the
 // copy stays: the task may then exist twice, never zero times.
 func (q *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	if err := q.check(); err != nil {
-		return fill(len(reqs), err)
+	if err := q.closing.Err(); err != nil {
+		return driver.FanOut(err, len(reqs))
 	}
 	return collapse(parallel(ctx, len(reqs), false, func(ctx context.Context, i int) error {
 		r := reqs[i]
@@ -123,7 +123,7 @@ func deadMessage(id, text string, dequeueCount int64, inserted *time.Time) *driv
 // ListDead implements driver.Driver. Up to 32 dead letters are peeked,
 // changing nothing; more are read by briefly dequeuing them (see scanDead).
 func (q *Driver) ListDead(ctx context.Context, n int) ([]*driver.DeadMessage, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return nil, err
 	}
 	if n <= MaxBatch {
@@ -163,7 +163,7 @@ func (q *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 }
 
 func (q *Driver) settleDead(ctx context.Context, ids []string, action deadAction) (int64, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return 0, err
 	}
 	want := map[string]bool{}

@@ -165,7 +165,7 @@ func TestRenewUnanswered(t *testing.T) {
 			}
 			// Its pop receipt is unknown now: completing cannot work, and
 			// says so; the message is delivered again.
-			if errs := d.Complete(t.Context(), []driver.Lease{lease}); errs == nil || errcode.Of(errs[0]) != errcode.LockLost {
+			if errs := d.Complete(t.Context(), driver.Completions(lease)); errs == nil || errcode.Of(errs[0]) != errcode.LockLost {
 				t.Errorf("complete after the unanswered renewal: %v, want LockLost", errs)
 			}
 			recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 15 * time.Second})
@@ -210,7 +210,7 @@ func TestSettleUnanswered(t *testing.T) {
 		back   bool // the message comes back
 	}{
 		{"complete", http.MethodDelete, func(ctx context.Context, d driver.Driver, l driver.Lease) []error {
-			return d.Complete(ctx, []driver.Lease{l})
+			return d.Complete(ctx, driver.Completions(l))
 		}, false},
 		{"requeue", http.MethodPut, func(ctx context.Context, d driver.Driver, l driver.Lease) []error {
 			return d.Requeue(ctx, []driver.RequeueParams{{Lease: l, Delay: time.Second}})

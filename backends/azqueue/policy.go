@@ -30,7 +30,7 @@ var _ driver.PolicyStore = (*Driver)(nil)
 
 // readPolicies returns the queue's metadata and its decoded policies.
 func (q *Driver) readPolicies(ctx context.Context) (map[string]*string, []driver.Policy, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return nil, nil, err
 	}
 	p, err := q.main.GetProperties(ctx, nil)

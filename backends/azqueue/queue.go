@@ -39,11 +39,11 @@ type Driver struct {
 	main   *azqueue.QueueClient
 	failed *azqueue.QueueClient
 	// where names the account in messages; name is ACCOUNT/QUEUE.
-	where  string
-	name   string
-	log    *slog.Logger
-	caps   driver.Capabilities
-	closed atomic.Bool
+	where   string
+	name    string
+	log     *slog.Logger
+	caps    driver.Capabilities
+	closing *driver.Closing
 	// empties counts consecutive empty dequeues, for the poll backoff;
 	// gate spaces the idle dequeues.
 	empties atomic.Int64
@@ -53,7 +53,8 @@ type Driver struct {
 }
 
 func newDriver(c config, main, failed *azqueue.QueueClient, where string, log *slog.Logger) *Driver {
-	return &Driver{cfg: c, main: main, failed: failed, where: where, name: where + "/" + c.queue, log: log, caps: capabilities()}
+	return &Driver{cfg: c, main: main, failed: failed, where: where, name: where + "/" + c.queue, log: log, caps: capabilities(),
+		closing: driver.NewClosing("queue " + where + "/" + c.queue)}
 }
 
 // claim is one dequeue of one message. Every copy of the lease points at the
@@ -126,13 +127,6 @@ func seconds(d time.Duration) int32 {
 	return int32(math.Ceil(d.Seconds()))
 }
 
-func (q *Driver) check() error {
-	if q.closed.Load() {
-		return driver.Errorf(errcode.FailedPrecondition, "queue %s is closed", q.name)
-	}
-	return nil
-}
-
 // Capabilities implements driver.Driver.
 func (q *Driver) Capabilities() driver.Capabilities { return q.caps }
 
@@ -170,7 +164,7 @@ func (q *Driver) createQueue(ctx context.Context, c *azqueue.QueueClient) error 
 // after an unanswered attempt is reported Resent: the queue may hold it
 // twice (at-least-once).
 func (q *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return nil, err
 	}
 	results := make([]driver.PushResult, len(msgs))
@@ -258,7 +252,7 @@ func tooLarge(id string, n int) error {
 // a dequeue that finds messages ends the idle state and wakes the waiting
 // receivers at once. Receive with Wait 0 always dequeues once.
 func (q *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return nil, err
 	}
 	if p.Visibility > MaxVisibility {
@@ -394,7 +388,7 @@ func (q *Driver) dequeue(ctx context.Context, n int, vis time.Duration) ([]*driv
 // visibility timeout). The pop receipt changes; the returned lease carries
 // the new one.
 func (q *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return driver.Lease{}, err
 	}
 	if vis > MaxVisibility {
@@ -460,13 +454,14 @@ func (q *Driver) update(ctx context.Context, c *claim, text string, secs int32) 
 	return false, nil
 }
 
-// Complete implements driver.Driver with Delete Message.
-func (q *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	if err := q.check(); err != nil {
-		return fill(len(leases), err)
+// Complete implements driver.Driver with Delete Message. Records live in
+// the results container (Results Emulated), so the requests carry none.
+func (q *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
+	if err := q.closing.Err(); err != nil {
+		return driver.FanOut(err, len(reqs))
 	}
-	return collapse(parallel(ctx, len(leases), false, func(ctx context.Context, i int) error {
-		c := claimOf(leases[i])
+	return collapse(parallel(ctx, len(reqs), false, func(ctx context.Context, i int) error {
+		c := claimOf(reqs[i].Lease)
 		if err := c.use(); err != nil {
 			return err
 		}
@@ -516,8 +511,8 @@ func (q *Driver) claimFailed(c *claim, err error, what string) error {
 // Requeue implements driver.Driver with Update Message: the visibility
 // timeout becomes the delay, and a new body replaces the text in place.
 func (q *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
-	if err := q.check(); err != nil {
-		return fill(len(reqs), err)
+	if err := q.closing.Err(); err != nil {
+		return driver.FanOut(err, len(reqs))
 	}
 	return collapse(parallel(ctx, len(reqs), false, func(ctx context.Context, i int) error {
 		r := reqs[i]
@@ -553,7 +548,7 @@ func (q *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 // Peek implements driver.Driver with Peek Messages (visible messages only,
 // at most 32).
 func (q *Driver) Peek(ctx context.Context, n int) ([]*driver.PeekedMessage, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return nil, err
 	}
 	ms, err := peek(ctx, q.main, n)
@@ -587,7 +582,7 @@ func peek(ctx context.Context, c *azqueue.QueueClient, n int) ([]*azqueue.Peeked
 // Azure's approximate count includes in-flight and delayed messages, so it
 // is reported as Ready and those two are unknown.
 func (q *Driver) Stats(ctx context.Context) (driver.Stats, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return driver.Stats{}, err
 	}
 	ready, err := approximateCount(ctx, q.main)
@@ -613,7 +608,7 @@ func approximateCount(ctx context.Context, c *azqueue.QueueClient) (int64, error
 // many it deleted. On large queues the service may answer 500
 // OperationTimedOut part-way; the retry policy repeats the call until done.
 func (q *Driver) Clear(ctx context.Context) (int64, error) {
-	if err := q.check(); err != nil {
+	if err := q.closing.Err(); err != nil {
 		return 0, err
 	}
 	if _, err := q.main.ClearMessages(ctx, nil); err != nil {
@@ -642,8 +637,8 @@ func (q *Driver) As(target any) bool {
 // Close implements driver.Driver. The SDK clients hold no resources beyond
 // pooled HTTP connections.
 func (q *Driver) Close() error {
-	if q.closed.Swap(true) {
-		return driver.Errorf(errcode.FailedPrecondition, "queue %s is already closed", q.name)
+	if !q.closing.Close() {
+		return q.closing.Err()
 	}
 	return nil
 }
@@ -690,14 +685,6 @@ func collapse(errs []error) []error {
 		}
 	}
 	return nil
-}
-
-func fill(n int, err error) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
 }
 
 func statusOf(err error) string {

@@ -158,7 +158,7 @@ func TestStaleLeaseCopySettlesWithNewestReceipt(t *testing.T) {
 		t.Fatal("renew did not change the pop receipt")
 	}
 	// A settlement that raced with the renewal still holds the old copy.
-	if errs := d.Complete(t.Context(), []driver.Lease{old}); errs != nil {
+	if errs := d.Complete(t.Context(), driver.Completions(old)); errs != nil {
 		t.Fatalf("complete with the pre-renewal lease copy: %v", errs)
 	}
 }
@@ -198,7 +198,7 @@ func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 	// A hand-made lease skips the local expiry check: the service's
 	// PopReceiptMismatch must map to LockLost.
 	stale := driver.Lease{MessageID: first.Lease.MessageID, Token: first.Lease.Token, Expiry: time.Now().Add(time.Hour)}
-	errs := d.Complete(t.Context(), []driver.Lease{stale})
+	errs := d.Complete(t.Context(), driver.Completions(stale))
 	if len(errs) != 1 || errcode.Of(errs[0]) != errcode.LockLost {
 		t.Fatalf("complete with a re-claimed receipt: %v, want LockLost", errs)
 	}
@@ -206,7 +206,7 @@ func TestReclaimedLeaseIsLockLostOnService(t *testing.T) {
 	if _, err := d.Renew(t.Context(), stale, time.Minute); errcode.Of(err) != errcode.InvalidArgument {
 		t.Errorf("renew with a hand-made lease: %v, want InvalidArgument", err)
 	}
-	if errs := d.Complete(t.Context(), []driver.Lease{again[0].Lease}); errs != nil {
+	if errs := d.Complete(t.Context(), driver.Completions(again[0].Lease)); errs != nil {
 		t.Fatalf("complete by the new holder: %v", errs)
 	}
 }

@@ -3,7 +3,7 @@ package mem
 import (
 	"context"
 	"slices"
-	"sync"
+
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -17,26 +17,12 @@ type Driver struct {
 	name string
 	caps driver.Capabilities
 
-	closeOnce sync.Once
-	closed    chan struct{}
+	closing *driver.Closing
 }
 
 var _ driver.Driver = (*Driver)(nil)
 
 func (d *Driver) level(f driver.Feature) driver.Level { return d.caps.Level(f) }
-
-// check fails when the context ended or the handle is closed.
-func (d *Driver) check(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	select {
-	case <-d.closed:
-		return driver.Errorf(errcode.FailedPrecondition, "mem: queue handle is closed")
-	default:
-		return nil
-	}
-}
 
 func unimplemented(f driver.Feature) error {
 	return driver.Errorf(errcode.Unimplemented, "mem: this queue was opened with %s unsupported", f)
@@ -47,7 +33,7 @@ func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
 
 // Push implements driver.Driver.
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if mp := d.caps.MaxPushBatch; mp > 0 && len(msgs) > mp {
@@ -98,7 +84,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 
 // Receive implements driver.Driver.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if mr := d.caps.MaxReceiveBatch; mr > 0 && p.Max > mr {
@@ -150,9 +136,9 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-d.closed:
+		case <-d.closing.Done():
 			t.Stop()
-			return nil, driver.Errorf(errcode.FailedPrecondition, "mem: queue handle closed during receive")
+			return nil, d.closing.Err()
 		}
 		t.Stop()
 	}
@@ -160,7 +146,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 
 // Renew implements driver.Driver.
 func (d *Driver) Renew(ctx context.Context, lease driver.Lease, vis time.Duration) (driver.Lease, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return driver.Lease{}, err
 	}
 	if d.level(driver.LeaseRenewal) == driver.Unsupported {
@@ -184,23 +170,36 @@ func lockLost(l driver.Lease) error {
 }
 
 // settle runs fn for each held lease under the store's lock, following the
-// batch error convention.
-func (d *Driver) settle(ctx context.Context, n int, lease func(i int) driver.Lease, fn func(i int, m *message, now time.Time) error) []error {
-	if err := d.check(ctx); err != nil {
-		return repeat(err, n)
+// batch error convention. result(i) is the record to store with the
+// settlement of i (nil for none); one is stored only when fn succeeded,
+// and waiters are woken.
+func (d *Driver) settle(ctx context.Context, n int, lease func(i int) driver.Lease, result func(i int) *driver.ResultRecord,
+	fn func(i int, m *message, now time.Time) error) []error {
+	if err := d.closing.Check(ctx); err != nil {
+		return driver.FanOut(err, n)
 	}
 	now := time.Now()
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
+	stored := false
 	for i := range n {
-		l := lease(i)
+		l, rec := lease(i), result(i)
 		var err error
-		if m := s.held(l.MessageID, l.Token, now); m == nil {
-			err = lockLost(l)
-		} else {
-			err = fn(i, m, now)
+		if rec != nil {
+			err = d.storable(rec)
+		}
+		if err == nil {
+			if m := s.held(l.MessageID, l.Token, now); m == nil {
+				err = lockLost(l)
+			} else {
+				err = fn(i, m, now)
+			}
+		}
+		if err == nil && rec != nil {
+			s.putResult(rec, now)
+			stored = true
 		}
 		if err != nil {
 			if errs == nil {
@@ -209,20 +208,16 @@ func (d *Driver) settle(ctx context.Context, n int, lease func(i int) driver.Lea
 			errs[i] = err
 		}
 	}
-	return errs
-}
-
-func repeat(err error, n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
+	if stored {
+		s.wakeResults()
 	}
 	return errs
 }
 
 // Complete implements driver.Driver.
-func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	return d.settle(ctx, len(leases), func(i int) driver.Lease { return leases[i] },
+func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
+	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int) *driver.ResultRecord { return reqs[i].Result },
 		func(_ int, m *message, _ time.Time) error {
 			d.s.remove(m)
 			return nil
@@ -232,7 +227,7 @@ func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
 // Requeue implements driver.Driver.
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
 	s := d.s
-	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
+	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease }, noResult,
 		func(i int, m *message, now time.Time) error {
 			r := reqs[i]
 			if r.Body != nil && d.level(driver.InPlaceUpdate) == driver.Native {
@@ -251,12 +246,15 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 		})
 }
 
+func noResult(int) *driver.ResultRecord { return nil }
+
 // DeadLetter implements driver.Driver.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	if d.level(driver.DeadLetter) == driver.Unsupported {
-		return repeat(unimplemented(driver.DeadLetter), len(reqs))
+	if d.level(driver.DeadLetter) == driver.Unsupported && !d.closing.Closed() {
+		return driver.FanOut(unimplemented(driver.DeadLetter), len(reqs))
 	}
 	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int) *driver.ResultRecord { return reqs[i].Result },
 		func(i int, m *message, now time.Time) error {
 			d.s.deadLetter(m, reqs[i], now, d.level(driver.InPlaceUpdate) == driver.Native)
 			return nil
@@ -277,7 +275,7 @@ func (s *store) deadLetter(m *message, req driver.DeadLetterParams, now time.Tim
 // received: ready ones by priority and push order, then the others by the
 // time they become visible.
 func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if d.level(driver.Peek) == driver.Unsupported {
@@ -329,7 +327,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 
 // Stats implements driver.Driver. Counts are always exact.
 func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return driver.Stats{}, err
 	}
 	s := d.s
@@ -357,7 +355,7 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 // Clear implements driver.Driver: ready and delayed messages go; leased
 // ones and dead letters stay.
 func (d *Driver) Clear(ctx context.Context) (int64, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return 0, err
 	}
 	s := d.s
@@ -399,7 +397,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 }
 
 func (d *Driver) checkDead(ctx context.Context) error {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if d.level(driver.DeadLetter) == driver.Unsupported {
@@ -471,6 +469,6 @@ func (d *Driver) As(any) bool { return false }
 
 // Close implements driver.Driver. The store lives on for other handles.
 func (d *Driver) Close() error {
-	d.closeOnce.Do(func() { close(d.closed) })
+	d.closing.Close()
 	return nil
 }

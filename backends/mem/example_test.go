@@ -170,7 +170,7 @@ func ExampleNew() {
 		return
 	}
 	fmt.Printf("received %s: %s\n", got[0].ID, got[0].Body)
-	if errs := d.Complete(ctx, []driver.Lease{got[0].Lease}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(got[0].Lease)); errs != nil {
 		fmt.Println(errs)
 		return
 	}

@@ -26,7 +26,7 @@ func TestNewSharesByName(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != "t1" {
 		t.Fatalf("receive = %v, %v; want t1", got, err)
 	}
-	if errs := a.Complete(ctx, []driver.Lease{got[0].Lease}); errs != nil {
+	if errs := a.Complete(ctx, driver.Completions(got[0].Lease)); errs != nil {
 		t.Fatalf("complete: %v", errs)
 	}
 	if err := a.Close(); err != nil {

@@ -139,10 +139,10 @@ func New(opts Options) (*Driver, error) {
 	caps.MaxVisibility = opts.MaxVisibility
 	caps.MaxPushBatch, caps.MaxReceiveBatch, caps.MaxPeek = opts.MaxPushBatch, opts.MaxReceiveBatch, opts.MaxPeek
 	return &Driver{
-		s:      storeFor(name),
-		name:   name,
-		caps:   caps,
-		closed: make(chan struct{}),
+		s:       storeFor(name),
+		name:    name,
+		caps:    caps,
+		closing: driver.NewClosing("mem queue handle " + name),
 	}, nil
 }
 

@@ -168,7 +168,7 @@ var _ driver.PolicyStore = (*Driver)(nil)
 
 // SetPolicy implements driver.PolicyStore.
 func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
@@ -193,7 +193,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 
 // UnsetPolicy implements driver.PolicyStore.
 func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return false, err
 	}
 	s := d.s
@@ -221,7 +221,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 
 // ListPolicies implements driver.PolicyStore.
 func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	s := d.s
@@ -246,7 +246,7 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 
 // KeyStats implements driver.PolicyStore.
 func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	now := time.Now()

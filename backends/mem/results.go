@@ -10,10 +10,9 @@ import (
 )
 
 var (
-	_ driver.ResultStore   = (*Driver)(nil)
-	_ driver.ResultWaiter  = (*Driver)(nil)
-	_ driver.ResultSettler = (*Driver)(nil)
-	_ driver.TaskRemover   = (*Driver)(nil)
+	_ driver.ResultStore  = (*Driver)(nil)
+	_ driver.ResultWaiter = (*Driver)(nil)
+	_ driver.TaskRemover  = (*Driver)(nil)
 )
 
 // results are a store's result records by task ID, and the channel that
@@ -29,7 +28,7 @@ func newResults() results {
 
 // checkResults fails when the queue was opened with results unsupported.
 func (d *Driver) checkResults(ctx context.Context) error {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if d.level(driver.Results) == driver.Unsupported {
@@ -142,52 +141,10 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	case <-t.C:
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-d.closed:
-		return driver.Errorf(errcode.FailedPrecondition, "mem: queue handle closed during a wait for results")
+	case <-d.closing.Done():
+		return d.closing.Err()
 	}
 	return nil
-}
-
-// CompleteWithResults implements driver.ResultSettler: the record is stored
-// under the same lock as the deletion.
-func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
-	if err := d.checkResults(ctx); err != nil {
-		return repeat(err, len(leases))
-	}
-	defer d.wakeResults()
-	return d.settle(ctx, len(leases), func(i int) driver.Lease { return leases[i] },
-		func(i int, m *message, now time.Time) error {
-			d.s.remove(m)
-			if recs[i] != nil {
-				d.s.putResult(recs[i], now)
-			}
-			return nil
-		})
-}
-
-// DeadLetterWithResults implements driver.ResultSettler.
-func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
-	if err := d.checkResults(ctx); err != nil {
-		return repeat(err, len(reqs))
-	}
-	if d.level(driver.DeadLetter) == driver.Unsupported {
-		return repeat(unimplemented(driver.DeadLetter), len(reqs))
-	}
-	defer d.wakeResults()
-	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int, m *message, now time.Time) error {
-			d.s.deadLetter(m, reqs[i], now, d.level(driver.InPlaceUpdate) == driver.Native)
-			if recs[i] != nil {
-				d.s.putResult(recs[i], now)
-			}
-			return nil
-		})
-}
-
-func (d *Driver) wakeResults() {
-	d.s.mu.Lock()
-	d.s.wakeResults()
-	d.s.mu.Unlock()
 }
 
 // RemoveTasks implements driver.TaskRemover: under one hold of the lock,
@@ -256,4 +213,12 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 		heap.Init(&s.readyQ)
 	}
 	return removed, held, nil
+}
+
+// storable reports why a settlement's record cannot be stored, or nil.
+func (d *Driver) storable(r *driver.ResultRecord) error {
+	if d.level(driver.Results) == driver.Unsupported {
+		return unimplemented(driver.Results)
+	}
+	return driver.CheckResultRecord(r)
 }

@@ -19,7 +19,7 @@ var _ driver.WorkerStore = (*Driver)(nil)
 
 // checkWorkers fails when the handle cannot serve the worker registry.
 func (d *Driver) checkWorkers(ctx context.Context) error {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if d.level(driver.WorkerRegistry) == driver.Unsupported {

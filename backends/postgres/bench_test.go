@@ -364,7 +364,7 @@ func BenchmarkDriverClaimComplete(b *testing.B) {
 
 // BenchmarkDriverClaimCompleteRecords is BenchmarkDriverClaimComplete
 // with a result record stored by each completion's statement
-// (CompleteWithResults): records on ("on") against off ("off"), run
+// (CompleteParams.Result): records on ("on") against off ("off"), run
 // alternately by -count.
 func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
 	b.Run("off", func(b *testing.B) { benchkit.DriverClaimComplete(b, openURL(b, benchURL(b)), 5000) })

@@ -11,7 +11,7 @@ import (
 
 // ListDead implements driver.Driver.
 func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	rows, err := d.pool.Query(ctx, d.sql.listDead, d.cfg.queue, max)
@@ -60,7 +60,7 @@ func deadIDs(ids []string) []int64 {
 // RequeueDead implements driver.Driver: one statement deletes the dead
 // letters and queues them again, so none is lost or doubled by a crash.
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
 	var moved, notified int64
@@ -74,7 +74,7 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 
 // PurgeDead implements driver.Driver.
 func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
 	tag, err := d.pool.Exec(ctx, d.sql.purgeDead, d.cfg.queue, deadIDs(ids))

@@ -90,7 +90,7 @@ func testDedup(t *testing.T, d *Driver) {
 	// Once completed, the same task id can be queued again.
 	got := receive(t, d, 10, time.Minute)
 	for _, r := range got {
-		if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+		if errs := d.Complete(ctx, driver.Completions(r.Lease)); errs != nil {
 			t.Fatal(errs)
 		}
 	}
@@ -122,7 +122,7 @@ func TestFencedLeases(t *testing.T) {
 	ops := map[string]func() error{
 		"renew": func() error { _, err := d.Renew(ctx, old.Lease, time.Hour); return err },
 		"complete": func() error {
-			return first(d.Complete(ctx, []driver.Lease{old.Lease}))
+			return first(d.Complete(ctx, driver.Completions(old.Lease)))
 		},
 		"requeue": func() error {
 			return first(d.Requeue(ctx, []driver.RequeueParams{{Lease: old.Lease}}))
@@ -140,10 +140,10 @@ func TestFencedLeases(t *testing.T) {
 	if _, err := d.Renew(ctx, cur.Lease, time.Minute); err != nil {
 		t.Fatalf("renew by the holder: %v", err)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{cur.Lease}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(cur.Lease)); errs != nil {
 		t.Fatalf("complete by the holder: %v", errs)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{cur.Lease}); errcode.Of(first(errs)) != errcode.LockLost {
+	if errs := d.Complete(ctx, driver.Completions(cur.Lease)); errcode.Of(first(errs)) != errcode.LockLost {
 		t.Fatalf("second complete: %v, want LockLost", errs)
 	}
 }
@@ -169,7 +169,7 @@ func TestCompleteBatchReportsEachLease(t *testing.T) {
 	stale.Token = leaseToken("00000000-0000-0000-0000-000000000000", 0)
 	malformed := got[2].Lease
 	malformed.MessageID = "not-a-number"
-	errs := d.Complete(ctx, []driver.Lease{got[0].Lease, stale, malformed, got[0].Lease})
+	errs := d.Complete(ctx, driver.Completions(got[0].Lease, stale, malformed, got[0].Lease))
 	want := []errcode.Code{errcode.Unknown, errcode.LockLost, errcode.InvalidArgument, errcode.LockLost}
 	if len(errs) != len(want) {
 		t.Fatalf("complete returned %d errors, want %d: %v", len(errs), len(want), errs)
@@ -343,7 +343,7 @@ func TestConcurrentClaimsNeverOverlap(t *testing.T) {
 					leases[i] = r.Lease
 				}
 				mu.Unlock()
-				if errs := d.Complete(ctx, leases); errs != nil {
+				if errs := d.Complete(ctx, driver.Completions(leases...)); errs != nil {
 					t.Error(errs)
 				}
 			}
@@ -432,7 +432,7 @@ func TestClosed(t *testing.T) {
 	if _, err := d.Push(ctxT(t), []*driver.Message{msg("a")}); errcode.Of(err) != errcode.FailedPrecondition {
 		t.Errorf("push after close: %v, want FailedPrecondition", err)
 	}
-	if errs := d.Complete(ctxT(t), []driver.Lease{{}}); errcode.Of(first(errs)) != errcode.FailedPrecondition {
+	if errs := d.Complete(ctxT(t), driver.Completions(driver.Lease{})); errcode.Of(first(errs)) != errcode.FailedPrecondition {
 		t.Errorf("complete after close: %v, want FailedPrecondition", errs)
 	}
 }

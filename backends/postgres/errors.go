@@ -13,9 +13,6 @@ import (
 	"github.com/jobq/jobq/errcode"
 )
 
-// errClosed is returned by every method called after Close.
-var errClosed = driver.Errorf(errcode.FailedPrecondition, "postgres queue is closed")
-
 // codeOf classifies an error from pgx or the server.
 func codeOf(err error) errcode.Code {
 	if c := errcode.Of(err); c != errcode.Unknown {

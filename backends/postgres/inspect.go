@@ -11,7 +11,7 @@ import (
 
 // Peek implements driver.Driver.
 func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	rows, err := d.pool.Query(ctx, d.sql.peek, d.cfg.queue, max)
@@ -45,7 +45,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 
 // Stats implements driver.Driver; every count is exact.
 func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return driver.Stats{}, err
 	}
 	var s driver.Stats
@@ -60,7 +60,7 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 // Clear implements driver.Driver. In-flight messages are deleted too; their
 // holders get LockLost when they settle.
 func (d *Driver) Clear(ctx context.Context) (int64, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
 	tag, err := d.pool.Exec(ctx, d.sql.clear, d.cfg.queue)

@@ -269,7 +269,7 @@ func TestPackedLayoutUpgrade(t *testing.T) {
 		t.Errorf("a message pushed after the migration got id %d; want one above the %d taken before", id, lastID+2)
 	}
 	held := driver.Lease{MessageID: strconv.FormatInt(flightID, 10), Token: leaseToken(flightLease, flightPrio)}
-	if errs := d.Complete(ctx, []driver.Lease{held}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(held)); errs != nil {
 		t.Errorf("completing a lease taken before the migration: %v", errs)
 	}
 	if _, err := d.pool.Exec(ctx, `UPDATE `+d.sql.messagesTable+` SET visible_at = now() WHERE queue = $1`, queue); err != nil {

@@ -37,7 +37,7 @@ func (b *broadcaster) fire() {
 func (d *Driver) sendNotify() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.cfg.queue); err != nil && !d.closed.Load() {
+	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.cfg.queue); err != nil && !d.closing.Closed() {
 		// Receivers still find the message by polling.
 		d.log.Debug("jobq postgres: notify failed; idle receivers will find the work by polling", "err", err)
 	}
@@ -62,7 +62,7 @@ func (d *Driver) listen() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-d.done
+		<-d.closing.Done()
 		cancel()
 	}()
 	backoff := 50 * time.Millisecond

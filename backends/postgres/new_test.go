@@ -76,7 +76,7 @@ func pushReceiveComplete(t *testing.T, d *Driver) {
 	if err != nil || len(got) != 1 || got[0].ID != "t1" {
 		t.Fatalf("receive = %v, %v; want the pushed task t1", got, err)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{got[0].Lease}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(got[0].Lease)); errs != nil {
 		t.Fatalf("complete: %v", errs[0])
 	}
 	if st, err := d.Stats(ctx); err != nil || st.Ready+st.InFlight != 0 {

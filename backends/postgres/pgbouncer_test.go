@@ -114,7 +114,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 						leases[i] = r.Lease
 					}
 					mu.Unlock()
-					if e := d.Complete(ctx, leases); e != nil {
+					if e := d.Complete(ctx, driver.Completions(leases...)); e != nil {
 						errs <- fmt.Errorf("complete: %v", e)
 						return
 					}

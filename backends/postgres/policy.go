@@ -438,7 +438,7 @@ var _ driver.PolicyStore = (*Driver)(nil)
 
 // SetPolicy implements driver.PolicyStore.
 func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
@@ -451,7 +451,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 
 // UnsetPolicy implements driver.PolicyStore.
 func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return false, err
 	}
 	tag, err := d.pool.Exec(ctx, d.psql.remove, d.cfg.queue, string(kind), key)
@@ -465,7 +465,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 
 // ListPolicies implements driver.PolicyStore.
 func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	pols, err := d.loadPolicies(ctx)
@@ -474,7 +474,7 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 
 // KeyStats implements driver.PolicyStore.
 func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	pols, err := d.loadPolicies(ctx)

@@ -95,7 +95,7 @@ func TestHeldForgetsEndedLeases(t *testing.T) {
 		if h := held(); len(h) != 1 || !strings.HasPrefix(got[0].Lease.Token, h[0]) {
 			t.Fatalf("round %d: held has %q; want only the lease just taken (%s)", round, h, got[0].Lease.Token)
 		}
-		if errs := d.Complete(ctx, []driver.Lease{got[0].Lease}); errs != nil {
+		if errs := d.Complete(ctx, driver.Completions(got[0].Lease)); errs != nil {
 			t.Fatalf("round %d: complete: %v", round, errs)
 		}
 	}
@@ -121,7 +121,7 @@ func TestCapCountsLeasesTakenBeforeIt(t *testing.T) {
 	if got, err := d.claim(ctx, 5, time.Minute); err != nil || len(got) != 0 {
 		t.Fatalf("claim under a cap of 1 with one lease in flight: %d messages, %v; want none", len(got), err)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{first[0].Lease}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(first[0].Lease)); errs != nil {
 		t.Fatal(errs)
 	}
 	if got, err := d.claim(ctx, 5, time.Minute); err != nil || len(got) != 1 {

@@ -162,9 +162,8 @@ type Driver struct {
 	vacuuming  atomic.Bool
 	reclaim    reclaimState // reclaim.go
 	listenOnce sync.Once
-	done       chan struct{} // closed by Close
-	mu         sync.Mutex    // orders spawn and Close
-	closed     atomic.Bool
+	closing    *driver.Closing
+	mu         sync.Mutex     // orders spawn and Close
 	wg         sync.WaitGroup // background goroutines; Close waits for them
 	ownsPool   bool           // the URL opener built the pool: Close closes it
 }
@@ -181,7 +180,7 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		rsql: buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 
 		resultWake: newBroadcaster(),
-		done:       make(chan struct{}),
+		closing:    driver.NewClosing("postgres queue " + cfg.queue),
 	}
 	d.notif = newNotifier(cfg.notifyInterval, d.sendNotify)
 	d.resNotif = newNotifier(max(cfg.notifyInterval, resultsNotifyInterval), d.sendResultsNotify)
@@ -218,14 +217,13 @@ func (d *Driver) As(target any) bool {
 // pushes.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	first := d.closed.CompareAndSwap(false, true)
+	first := d.closing.Close()
 	d.mu.Unlock()
 	if !first {
-		return errClosed
+		return d.closing.Err()
 	}
 	d.notif.flush()
 	d.resNotif.flush()
-	close(d.done)
 	d.wg.Wait()
 	if d.ownsPool {
 		d.pool.Close()
@@ -238,7 +236,7 @@ func (d *Driver) Close() error {
 func (d *Driver) spawn(f func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed.Load() {
+	if d.closing.Closed() {
 		return
 	}
 	d.wg.Add(1)
@@ -246,14 +244,6 @@ func (d *Driver) spawn(f func()) {
 		defer d.wg.Done()
 		f()
 	}()
-}
-
-// begin checks that the driver is open; every method starts with it.
-func (d *Driver) begin() error {
-	if d.closed.Load() {
-		return errClosed
-	}
-	return nil
 }
 
 // micros converts a duration to the microseconds the SQL multiplies by

@@ -23,7 +23,7 @@ type querier interface {
 // Push implements driver.Driver: one multi-row INSERT for the whole batch.
 // The batch is atomic (all stored or none), which the contract allows.
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	if len(msgs) == 0 {

@@ -118,13 +118,8 @@ SET visible_at = now() + $3::bigint * interval '1 microsecond'
 FROM async
 WHERE queue = $4 AND priority = $5 AND id = $1 AND lease = $2::uuid AND visible_at > now()`),
 
-		// Complete: delete every message whose lease is held, in one
-		// statement. Rows not returned had lost their lease.
-		complete: r.Replace(asyncCTE + `
-DELETE FROM {{s}}.messages m
-USING unnest($1::bigint[], $2::uuid[], $3::int[]) AS x(id, lease, priority), async
-WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-RETURNING m.id`),
+		// Complete and DeadLetter: see completeSQL and deadLetterSQL.
+		complete: r.Replace(completeSQL(nil)),
 
 		// Requeue: release held messages, visible after their delay, with an
 		// optional new body. Clearing the lease fences the old holder.
@@ -137,20 +132,7 @@ FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::bigint[], $5::bytea[]) AS x
 WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
 RETURNING m.id`),
 
-		// DeadLetter: move held messages to dead_letters in one statement, so
-		// each move is atomic (the copy and the delete commit together).
-		deadLetter: r.Replace(asyncCTE + `,
-x AS (
-	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[]) AS x(id, lease, priority, reason, detail, body)
-), d AS (
-	DELETE FROM {{s}}.messages m USING x, async
-	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, m.queue, m.task_key, coalesce(x.body, m.packed_body) AS packed_body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
-		m.concurrency_key, m.rate_key
-)
-INSERT INTO {{s}}.dead_letters (id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
-SELECT * FROM d
-RETURNING id`),
+		deadLetter: r.Replace(deadLetterSQL(nil)),
 
 		// Peek: visible messages in claim order first, then the rest by when
 		// they become visible.
@@ -206,6 +188,69 @@ SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`),
 DELETE FROM {{s}}.dead_letters
 WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))`),
 	}
+}
+
+// settleRecords is what a settlement statement adds to store the records
+// of the messages it settles (results.go): the parameter arrays after the
+// settlement's own, with their names in x, the columns d returns besides
+// the settlement's, and the rest of the statement after d, which reads d
+// (or, for a dead-letter, dl).
+type settleRecords struct {
+	params, names, returning string
+	tail                     func(from string) string
+}
+
+// withOrdinality numbers x's rows (as ord) for the records, where the
+// last record of a task ID in a batch wins.
+const withOrdinality = "\n\t\tWITH ORDINALITY"
+
+// heldRows is the fence of the settlements that delete: the rows of the
+// relation x whose leases are held, in the queue {{q}}.
+const heldRows = `
+	DELETE FROM {{s}}.messages m USING x, async
+	WHERE m.queue = {{q}} AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()`
+
+// completeSQL is the Complete statement: delete every message whose lease
+// is held, in one statement (rows not returned had lost their lease), and
+// with rec store their records in the same statement.
+func completeSQL(rec *settleRecords) string {
+	params, ord, names, returning, tail := "", "", "", "", "\n)\nSELECT id FROM d"
+	if rec != nil {
+		params, ord, names, returning, tail = rec.params, withOrdinality, rec.names, rec.returning, rec.tail("d")
+	}
+	return asyncCTE + `,
+x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[]` + params + `)` + ord + ` AS x(id, lease, priority` + names + `)
+), d AS (` + strings.Replace(heldRows, "{{q}}", "$4", 1) + `
+	RETURNING m.id` + returning + tail
+}
+
+// deadLetterSQL is the DeadLetter statement: move held messages to
+// dead_letters in one statement, so that each move is atomic (the copy and
+// the delete commit together), and with rec store their records in the
+// same statement.
+func deadLetterSQL(rec *settleRecords) string {
+	params, ord, names, returning := "", "", "", ""
+	if rec != nil {
+		params, ord, names, returning = rec.params, withOrdinality, rec.names, rec.returning
+	}
+	stmt := asyncCTE + `,
+x AS (
+	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[]` + params + `)` + ord + `
+		AS x(id, lease, priority, reason, detail, body` + names + `)
+), d AS (` + strings.Replace(heldRows, "{{q}}", "$6", 1) + `
+	RETURNING m.id, m.queue, m.task_key, coalesce(x.body, m.packed_body) AS packed_body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
+		m.concurrency_key, m.rate_key` + returning + `
+)`
+	move := `
+INSERT INTO {{s}}.dead_letters (id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
+SELECT id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
+RETURNING id`
+	if rec == nil {
+		return stmt + move
+	}
+	return stmt + `, dl AS (` + strings.ReplaceAll(move, "\n", "\n\t") + `
+)` + strings.TrimPrefix(rec.tail("dl"), "\n)")
 }
 
 // pushVariants builds every push statement, indexed as queries.push is.

@@ -24,7 +24,7 @@ const minSleep = time.Millisecond
 // message's visibility time or the poll interval, whichever comes first, and
 // claims again.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	if p.Max < 1 {
@@ -60,12 +60,12 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		select {
 		case <-woken:
 		case <-timer.C:
-		case <-d.done:
+		case <-d.closing.Done():
 		case <-ctx.Done():
 		}
 		d.idle.Add(-1)
 		timer.Stop()
-		if err := d.begin(); err != nil {
+		if err := d.closing.Err(); err != nil {
 			return nil, err
 		}
 		if err := ctx.Err(); err != nil {

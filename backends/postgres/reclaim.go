@@ -129,7 +129,7 @@ func (d *Driver) sleep(dur time.Duration) bool {
 	t := time.NewTimer(dur)
 	defer t.Stop()
 	select {
-	case <-d.done:
+	case <-d.closing.Done():
 		return false
 	case <-t.C:
 		return true

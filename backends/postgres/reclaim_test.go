@@ -90,7 +90,7 @@ func TestReclaimAfterDrain(t *testing.T) {
 		for i, r := range got {
 			leases[i] = r.Lease
 		}
-		for i, err := range d.Complete(ctx, leases) {
+		for i, err := range d.Complete(ctx, driver.Completions(leases...)) {
 			if err != nil {
 				t.Fatalf("complete %s: %v", got[i].ID, err)
 			}
@@ -238,7 +238,7 @@ func TestReclaimNotOwner(t *testing.T) {
 		for i, r := range got {
 			leases[i] = r.Lease
 		}
-		for _, err := range d.Complete(ctx, leases) {
+		for _, err := range d.Complete(ctx, driver.Completions(leases...)) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,7 +297,7 @@ func TestReclaimByItself(t *testing.T) {
 		for i, r := range got {
 			leases[i] = r.Lease
 		}
-		for _, err := range d.Complete(ctx, leases) {
+		for _, err := range d.Complete(ctx, driver.Completions(leases...)) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
-	"github.com/jobq/jobq/errcode"
 )
 
 // Result records (driver.ResultStore) live in the results table, one row
@@ -23,7 +22,7 @@ import (
 // Schema step 8 adds the table to existing databases.
 //
 // A settlement stores its records in the same statement as the delete
-// (CompleteWithResults, DeadLetterWithResults): a record exists if and only
+// (completeSQL, deadLetterSQL): a record exists if and only
 // if its message was settled, at no extra round trip. Stored records wake
 // waiters in other processes with a notification on the schema's channel
 // whose payload is resultsPayload, rate-limited like the push wake-ups
@@ -209,43 +208,29 @@ SELECT id FROM ` + from
 )
 SELECT id FROM %s WHERE (SELECT count(*) FROM n) >= 0`, channel, channel+1, from)
 	}
-	// complete with records: the delete of the statement in queries.go,
-	// and the records of the messages it deleted.
-	complete = r.Replace(asyncCTE + `,
-x AS (
-	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
-		WITH ORDINALITY AS x(id, lease, priority, rid, state, updated_us, expires_us, span, ord)
-), d AS (
-	DELETE FROM {{s}}.messages m USING x, async
-	WHERE m.queue = $4 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` + dataOf("x.span", "$10") + ` AS data, x.ord
-), ins AS (` + upsert("d", "$4", variant) + notifying("d", 11))
-
-	// deadLetter with records: the move of the statement in queries.go,
-	// and the records of the messages it moved.
-	deadLetter = r.Replace(asyncCTE + `,
-x AS (
-	SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $7::bytea[],
-		$8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[])
-		WITH ORDINALITY AS x(id, lease, priority, reason, detail, body, rid, state, updated_us, expires_us, span, ord)
-), d AS (
-	DELETE FROM {{s}}.messages m USING x, async
-	WHERE m.queue = $6 AND m.priority = x.priority AND m.id = x.id AND m.lease = x.lease AND m.visible_at > now()
-	RETURNING m.id, m.queue, m.task_key, coalesce(x.body, m.packed_body) AS packed_body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
-		m.concurrency_key, m.rate_key, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` + dataOf("x.span", "$13") + ` AS data, x.ord
-), dl AS (
-	INSERT INTO {{s}}.dead_letters (id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
-	SELECT id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
-	RETURNING id
-), ins AS (` + upsert("d", "$6", variant) + notifying("dl", 14))
+	// The records of the messages settled, from the parameters after the
+	// settlement's own (first), and the record data's parameter.
+	records := func(first int, queueParam string, notifyFirst int) *settleRecords {
+		return &settleRecords{
+			params: fmt.Sprintf(", $%d::text[], $%d::text[], $%d::bigint[], $%d::bigint[], $%d::bigint[]", first, first+1, first+2, first+3, first+4),
+			names:  ", rid, state, updated_us, expires_us, span, ord",
+			returning: `, x.rid, x.state, ` + usTime("x.updated_us") + ` AS updated, ` + usTime("x.expires_us") + ` AS expires, ` +
+				dataOf("x.span", fmt.Sprintf("$%d", first+5)) + ` AS data, x.ord`,
+			tail: func(from string) string {
+				return `
+), ins AS (` + upsert("d", queueParam, variant) + notifying(from, notifyFirst)
+			},
+		}
+	}
+	complete = r.Replace(completeSQL(records(5, "$4", 11)))
+	deadLetter = r.Replace(deadLetterSQL(records(8, "$6", 14)))
 	return complete, deadLetter
 }
 
 var (
-	_ driver.ResultStore   = (*Driver)(nil)
-	_ driver.ResultWaiter  = (*Driver)(nil)
-	_ driver.ResultSettler = (*Driver)(nil)
-	_ driver.TaskRemover   = (*Driver)(nil)
+	_ driver.ResultStore  = (*Driver)(nil)
+	_ driver.ResultWaiter = (*Driver)(nil)
+	_ driver.TaskRemover  = (*Driver)(nil)
 )
 
 // resultsPayload is the notification payload that announces stored
@@ -304,7 +289,7 @@ func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
 // PutResults implements driver.ResultStore: one statement for the batch,
 // which also wakes waiters in other processes.
 func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return err
 	}
 	for _, r := range recs {
@@ -329,7 +314,7 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 // GetResults implements driver.ResultStore. Expired records are not
 // returned, purged or not.
 func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]*driver.ResultRecord, len(ids))
@@ -366,7 +351,7 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 // at most purgeBatch records, each its own transaction, and stops early
 // (with what it deleted so far) when ctx ends.
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
 	var total int64
@@ -379,7 +364,7 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 		if tag.RowsAffected() < purgeBatch {
 			return total, nil
 		}
-		if err := d.begin(); err != nil {
+		if err := d.closing.Err(); err != nil {
 			return total, err
 		}
 	}
@@ -392,7 +377,7 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 // the caller reads the records again. It returns at once when one of ids
 // has ended already.
 func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Duration) error {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return err
 	}
 	if wait <= 0 || len(ids) == 0 {
@@ -417,96 +402,47 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	select {
 	case <-woken:
 	case <-timer.C:
-	case <-d.done:
-		return errClosed
+	case <-d.closing.Done():
+		return d.closing.Err()
 	case <-ctx.Done():
 		return wrap(ctx, "wait for results", ctx.Err())
 	}
 	return nil
 }
 
-// CompleteWithResults implements driver.ResultSettler: one statement
-// deletes the messages whose leases are held and stores their records.
-func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
-	if err := d.begin(); err != nil {
-		return closedErrs(len(leases))
-	}
-	if len(recs) != len(leases) {
-		return sameErr(len(leases), driver.Errorf(errcode.InvalidArgument,
-			"postgres complete: %d result records for %d leases", len(recs), len(leases)))
-	}
-	if len(leases) == 0 {
-		return nil
-	}
-	b := newSettleBatch("complete", len(leases))
-	b.deletes = true
-	c := recordArrays(recs, b.errs)
-	for i, l := range leases {
-		b.addWithRecord(i, l)
-	}
-	if !c.any {
-		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
-	}
-	inline := d.resNotif.inline()
-	errs := d.runWithRecords(ctx, b, &d.rsql.complete, c.twice, inline, b.ids, b.tokens, b.prios, d.cfg.queue,
-		c.rids, c.states, c.updated, c.expires, c.spans, c.blob)
-	d.settledWithResults(inline, errs)
-	return errs
-}
-
-// DeadLetterWithResults implements driver.ResultSettler: one statement
-// moves the messages whose leases are held to dead_letters and stores
-// their records.
-func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
-	if err := d.begin(); err != nil {
-		return closedErrs(len(reqs))
-	}
-	if len(recs) != len(reqs) {
-		return sameErr(len(reqs), driver.Errorf(errcode.InvalidArgument,
-			"postgres dead-letter: %d result records for %d messages", len(recs), len(reqs)))
-	}
-	if len(reqs) == 0 {
-		return nil
-	}
-	b := newSettleBatch("dead-letter", len(reqs))
-	b.deletes = true
-	c := recordArrays(recs, b.errs)
-	reasons := make([]string, len(reqs))
-	details := make([]string, len(reqs))
-	bodies := make([][]byte, len(reqs))
-	for i, r := range reqs {
-		if !b.addWithRecord(i, r.Lease) {
-			continue
+// resultsOf returns the records of a settlement batch of n messages, or
+// nil when none has one (the statement without records then serves).
+func resultsOf(n int, rec func(i int) *driver.ResultRecord) []*driver.ResultRecord {
+	var recs []*driver.ResultRecord
+	for i := range n {
+		if r := rec(i); r != nil {
+			if recs == nil {
+				recs = make([]*driver.ResultRecord, n)
+			}
+			recs[i] = r
 		}
-		reasons[i] = textColumn(r.Reason)
-		details[i] = textColumn(r.Detail)
-		bodies[i] = replacementBody(r.Body, r.Lease)
 	}
-	if !c.any {
-		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
-	}
-	inline := d.resNotif.inline()
-	errs := d.runWithRecords(ctx, b, &d.rsql.deadLetter, c.twice, inline, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies,
-		c.rids, c.states, c.updated, c.expires, c.spans, c.blob)
-	d.settledWithResults(inline, errs)
-	return errs
+	return recs
 }
 
-// runWithRecords runs a settlement that stores records, trying the plain
-// insert first unless a task ID is twice in the batch or a settlement met
-// a record lately (recordsWindow); when the plain insert meets a record,
-// the statement changed nothing and runs again as an upsert.
-//
-// With notify the statement also sends the records notification.
-func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[insertVariants][2]string, twice, notify bool, args ...any) []error {
+// runWithRecords runs a settlement that stores the records c, whose
+// parameters follow args (the settlement's own), trying the plain insert
+// first unless a task ID is twice in the batch or a settlement met a
+// record lately (recordsWindow); when the plain insert meets a record,
+// the statement changed nothing and runs again as an upsert. The
+// statement also sends the records notification when notifications are
+// due inline (notify.go).
+func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[insertVariants][2]string, c recordColumns, args ...any) []error {
+	inline := d.resNotif.inline()
+	args = append(args, c.rids, c.states, c.updated, c.expires, c.spans, c.blob)
 	n := 0
-	if notify {
+	if inline {
 		n = 1
 		args = append(args, d.channel(), d.resultsPayload())
 	}
 	variant := insertPlain
 	switch {
-	case twice:
+	case c.twice:
 		variant = insertDistinct
 	case d.recordsMet():
 		variant = insertUpsert
@@ -516,10 +452,14 @@ func (d *Driver) runWithRecords(ctx context.Context, b *settleBatch, stmts *[ins
 		d.recordAt.Store(time.Now().UnixNano())
 		done, err = b.query(ctx, d, stmts[insertUpsert][n], args...)
 	}
+	var errs []error
 	if err != nil {
-		return b.failAll(wrap(ctx, b.op, err))
+		errs = b.failAll(wrap(ctx, b.op, err))
+	} else {
+		errs = b.finish(d, done)
 	}
-	return b.finish(d, done)
+	d.settledWithResults(inline, errs)
+	return errs
 }
 
 // recordsWindow is how long after a settlement met an existing record the
@@ -584,7 +524,7 @@ func (d *Driver) settledWithResults(inline bool, errs []error) {
 func (d *Driver) sendResultsNotify() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.resultsPayload()); err != nil && !d.closed.Load() {
+	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.resultsPayload()); err != nil && !d.closing.Closed() {
 		d.log.Debug("jobq postgres: records notification failed; waiters will find the records by polling", "err", err)
 	}
 }
@@ -594,7 +534,7 @@ func (d *Driver) sendResultsNotify() {
 // requests of the tasks in flight (and wakes waiters in other processes),
 // and reports the tasks in flight.
 func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver.ResultRecord) (removed, held []string, err error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, nil, err
 	}
 	if err := driver.CheckRemoveRecords(cancelled, requested); err != nil {
@@ -631,13 +571,4 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 		d.resultWake.fire()
 	}
 	return removed, held, nil
-}
-
-// sameErr returns err for each of n items.
-func sameErr(n int, err error) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/tools/testkit/settletest"
 )
 
 // rec makes a record of task id in state st, expiring after ttl.
@@ -133,7 +134,7 @@ func TestResultsBadRecords(t *testing.T) {
 	}
 }
 
-func TestCompleteWithResults(t *testing.T) {
+func TestCompleteStoresRecords(t *testing.T) {
 	t.Parallel()
 	d := openResults(t)
 	ctx := ctxT(t)
@@ -150,7 +151,7 @@ func TestCompleteWithResults(t *testing.T) {
 	lost.Token = leaseToken("00000000-0000-0000-0000-000000000001", 0)
 	leases := []driver.Lease{got[0].Lease, lost, got[2].Lease, got[3].Lease}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultSucceeded, time.Hour), rec("b", driver.ResultSucceeded, time.Hour), nil, {ID: "d"}}
-	errs := d.CompleteWithResults(ctx, leases, recs)
+	errs := d.Complete(ctx, settletest.WithResults(leases, recs))
 	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost || errs[2] != nil || errcode.Of(errs[3]) != errcode.InvalidArgument {
 		t.Fatalf("errs = %v; want b LockLost, d InvalidArgument", errs)
 	}
@@ -160,14 +161,13 @@ func TestCompleteWithResults(t *testing.T) {
 	if s, err := d.Stats(ctx); err != nil || s.InFlight != 2 {
 		t.Fatalf("stats = %+v, %v; want b and d still in flight", s, err)
 	}
-	wantCode(t, d.CompleteWithResults(ctx, []driver.Lease{got[1].Lease}, nil)[0], errcode.InvalidArgument)
 	// Without records it is Complete.
-	if errs := d.CompleteWithResults(ctx, []driver.Lease{got[1].Lease}, []*driver.ResultRecord{nil}); errs != nil {
+	if errs := d.Complete(ctx, settletest.WithResults([]driver.Lease{got[1].Lease}, []*driver.ResultRecord{nil})); errs != nil {
 		t.Fatal(errs)
 	}
 }
 
-func TestDeadLetterWithResults(t *testing.T) {
+func TestDeadLetterStoresRecords(t *testing.T) {
 	t.Parallel()
 	d := openResults(t)
 	ctx := ctxT(t)
@@ -179,7 +179,7 @@ func TestDeadLetterWithResults(t *testing.T) {
 	lost.Token = leaseToken("00000000-0000-0000-0000-000000000001", 0)
 	reqs := []driver.DeadLetterParams{{Lease: got[0].Lease, Reason: "failed", Body: []byte("new")}, {Lease: lost, Reason: "failed"}}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultDeadLettered, time.Hour), rec("b", driver.ResultDeadLettered, time.Hour)}
-	errs := d.DeadLetterWithResults(ctx, reqs, recs)
+	errs := d.DeadLetter(ctx, settletest.DeadWithResults(reqs, recs))
 	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost {
 		t.Fatalf("errs = %v; want b LockLost", errs)
 	}
@@ -347,7 +347,7 @@ func TestWaitResultsWokenBySettlement(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- waiter.WaitResults(ctx, []string{"s"}, time.Hour) }()
-	if errs := worker.CompleteWithResults(ctx, []driver.Lease{got[0].Lease}, []*driver.ResultRecord{rec("s", driver.ResultSucceeded, time.Hour)}); errs != nil {
+	if errs := worker.Complete(ctx, settletest.WithResults([]driver.Lease{got[0].Lease}, []*driver.ResultRecord{rec("s", driver.ResultSucceeded, time.Hour)})); errs != nil {
 		t.Fatal(errs)
 	}
 	select {
@@ -402,9 +402,9 @@ func TestResultsTableAddedToExistingSchema(t *testing.T) {
 	}
 }
 
-// TestCompleteWithResultsSameIDTwice: two settled messages whose records
+// TestCompleteRecordsSameIDTwice: two settled messages whose records
 // name the same task (a batch can hold them) store one record, the last.
-func TestCompleteWithResultsSameIDTwice(t *testing.T) {
+func TestCompleteRecordsSameIDTwice(t *testing.T) {
 	t.Parallel()
 	d := openResults(t)
 	ctx := ctxT(t)
@@ -413,7 +413,7 @@ func TestCompleteWithResultsSameIDTwice(t *testing.T) {
 	}
 	got := receive(t, d, 2, time.Minute)
 	first, last := rec("same", driver.ResultDeadLettered, time.Hour), rec("same", driver.ResultSucceeded, time.Hour)
-	if errs := d.CompleteWithResults(ctx, []driver.Lease{got[0].Lease, got[1].Lease}, []*driver.ResultRecord{first, last}); errs != nil {
+	if errs := d.Complete(ctx, settletest.WithResults([]driver.Lease{got[0].Lease, got[1].Lease}, []*driver.ResultRecord{first, last})); errs != nil {
 		t.Fatal(errs)
 	}
 	if s := states(getResults(t, d, "same")); s[0] != "succeeded" {
@@ -440,9 +440,9 @@ func TestSettleOverExistingRecord(t *testing.T) {
 			settle := func(r *driver.Received, st driver.ResultState) []error {
 				recs := []*driver.ResultRecord{rec(r.ID, st, time.Hour)}
 				if op == "complete" {
-					return d.CompleteWithResults(ctx, []driver.Lease{r.Lease}, recs)
+					return d.Complete(ctx, settletest.WithResults([]driver.Lease{r.Lease}, recs))
 				}
-				return d.DeadLetterWithResults(ctx, []driver.DeadLetterParams{{Lease: r.Lease, Reason: "x"}}, recs)
+				return d.DeadLetter(ctx, settletest.DeadWithResults([]driver.DeadLetterParams{{Lease: r.Lease, Reason: "x"}}, recs))
 			}
 			if d.recordsMet() {
 				t.Fatal("a new driver starts with the upsert")
@@ -510,13 +510,13 @@ func TestResultsDataRoundTrip(t *testing.T) {
 			for _, r := range got {
 				leases = append(leases, r.Lease)
 			}
-			errs = d.CompleteWithResults(ctx, leases, recs(op))
+			errs = d.Complete(ctx, settletest.WithResults(leases, recs(op)))
 		} else {
 			var reqs []driver.DeadLetterParams
 			for _, r := range got {
 				reqs = append(reqs, driver.DeadLetterParams{Lease: r.Lease, Reason: "x"})
 			}
-			errs = d.DeadLetterWithResults(ctx, reqs, recs(op))
+			errs = d.DeadLetter(ctx, settletest.DeadWithResults(reqs, recs(op)))
 		}
 		if errs != nil {
 			t.Fatal(errs)
@@ -560,7 +560,7 @@ func TestSettlementsPastTheNotifyBurst(t *testing.T) {
 		}
 	}()
 	for _, r := range got {
-		if errs := worker.CompleteWithResults(ctx, []driver.Lease{r.Lease}, []*driver.ResultRecord{rec(r.ID, driver.ResultSucceeded, time.Hour)}); errs != nil {
+		if errs := worker.Complete(ctx, settletest.WithResults([]driver.Lease{r.Lease}, []*driver.ResultRecord{rec(r.ID, driver.ResultSucceeded, time.Hour)})); errs != nil {
 			t.Fatal(errs)
 		}
 	}

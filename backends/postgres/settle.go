@@ -20,7 +20,7 @@ func lockLost(op string, l driver.Lease) error {
 
 // Renew implements driver.Driver.
 func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return lease, err
 	}
 	k, err := parseLease("renew", lease)
@@ -133,35 +133,35 @@ func (b *settleBatch) failAll(err error) []error {
 	return b.errs
 }
 
-// closedErrs returns errClosed for every item.
-func closedErrs(n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = errClosed
+// Complete implements driver.Driver: one DELETE for the whole batch, which
+// also stores the records of the messages it deletes (results.go).
+func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
+	if err := d.closing.Err(); err != nil {
+		return driver.FanOut(err, len(reqs))
 	}
-	return errs
-}
-
-// Complete implements driver.Driver: one DELETE for the whole batch.
-func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	if err := d.begin(); err != nil {
-		return closedErrs(len(leases))
-	}
-	if len(leases) == 0 {
+	if len(reqs) == 0 {
 		return nil
 	}
-	b := newSettleBatch("complete", len(leases))
+	b := newSettleBatch("complete", len(reqs))
 	b.deletes = true
-	for i, l := range leases {
-		b.add(i, l)
+	recs := resultsOf(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result })
+	if recs == nil {
+		for i, r := range reqs {
+			b.add(i, r.Lease)
+		}
+		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
 	}
-	return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
+	c := recordArrays(recs, b.errs)
+	for i, r := range reqs {
+		b.addWithRecord(i, r.Lease)
+	}
+	return d.runWithRecords(ctx, b, &d.rsql.complete, c, b.ids, b.tokens, b.prios, d.cfg.queue)
 }
 
 // Requeue implements driver.Driver: one UPDATE for the whole batch.
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
-	if err := d.begin(); err != nil {
-		return closedErrs(len(reqs))
+	if err := d.closing.Err(); err != nil {
+		return driver.FanOut(err, len(reqs))
 	}
 	if len(reqs) == 0 {
 		return nil
@@ -175,10 +175,6 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 		delays[i] = micros(max(r.Delay, 0))
 		bodies[i] = replacementBody(r.Body, r.Lease)
 		immediate = immediate || r.Delay <= 0
-		if len(r.Body) > d.cfg.maxMessageBytes {
-			b.errs[i], b.failed = driver.Errorf(errcode.TooLarge, "postgres requeue: new body is %d bytes; this queue's limit is %d", len(r.Body), d.cfg.maxMessageBytes), true
-			b.ids[i] = 0
-		}
 	}
 	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, b.prios, delays, bodies, d.cfg.queue)
 	if immediate {
@@ -194,26 +190,36 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 }
 
 // DeadLetter implements driver.Driver: one statement that moves the whole
-// batch to dead_letters.
+// batch to dead_letters and stores the records of the messages it moves.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	if err := d.begin(); err != nil {
-		return closedErrs(len(reqs))
+	if err := d.closing.Err(); err != nil {
+		return driver.FanOut(err, len(reqs))
 	}
 	if len(reqs) == 0 {
 		return nil
 	}
 	b := newSettleBatch("dead-letter", len(reqs))
 	b.deletes = true
+	recs := resultsOf(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result })
+	var c recordColumns
+	if recs != nil {
+		c = recordArrays(recs, b.errs)
+	}
 	reasons := make([]string, len(reqs))
 	details := make([]string, len(reqs))
 	bodies := make([][]byte, len(reqs)) // nil keeps the stored body
 	for i, r := range reqs {
-		b.add(i, r.Lease)
+		if recs != nil && !b.addWithRecord(i, r.Lease) || recs == nil && !b.add(i, r.Lease) {
+			continue
+		}
 		reasons[i] = textColumn(r.Reason)
 		details[i] = textColumn(r.Detail)
 		bodies[i] = replacementBody(r.Body, r.Lease)
 	}
-	return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
+	if recs == nil {
+		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
+	}
+	return d.runWithRecords(ctx, b, &d.rsql.deadLetter, c, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 }
 
 // textColumn makes s storable in a text column, which refuses NUL and

@@ -103,7 +103,7 @@ func openURL(t testing.TB, raw string) *Driver {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if !d.closed.Load() {
+		if !d.closing.Closed() {
 			d.Clear(ctx)
 			d.PurgeDead(ctx, nil)
 			d.pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.results WHERE queue = $1`, d.cfg.queue)

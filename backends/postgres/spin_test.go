@@ -110,7 +110,7 @@ func TestOnlyOneTaskPushesPoll(t *testing.T) {
 			for i, m := range got {
 				leases[i] = m.Lease
 			}
-			if errs := d.Complete(ctx, leases); errs != nil {
+			if errs := d.Complete(ctx, driver.Completions(leases...)); errs != nil {
 				t.Fatal(errs)
 			}
 			if afterAll, _ := pollCounts(t, d, true); afterAll != afterOnes {

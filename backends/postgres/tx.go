@@ -19,7 +19,7 @@ import (
 // fails with ResourceExhausted, undone through a savepoint so that the
 // transaction stays usable.
 func (d *Driver) PushTx(ctx context.Context, tx any, msgs []*driver.Message) ([]driver.PushResult, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	ptx, ok := tx.(pgx.Tx)

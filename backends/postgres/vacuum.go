@@ -96,7 +96,7 @@ func (d *Driver) backgroundCtx(timeout time.Duration) (context.Context, context.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	go func() {
 		select {
-		case <-d.done:
+		case <-d.closing.Done():
 			cancel()
 		case <-ctx.Done():
 		}

@@ -41,7 +41,7 @@ func (d *Driver) workerSQL(q string) string {
 
 // PutWorker implements driver.WorkerStore.
 func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return err
 	}
 	_, err := d.pool.Exec(ctx, d.workerSQL(upsertWorkerSQL), d.cfg.queue, rec.ID, rec.Heartbeat, rec.Withdrawn, rec.Data)
@@ -50,7 +50,7 @@ func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error 
 
 // ListWorkers implements driver.WorkerStore.
 func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.WorkerRecord, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	rows, err := d.pool.Query(ctx, d.workerSQL(listWorkersSQL), d.cfg.queue, since)
@@ -72,7 +72,7 @@ func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.Wo
 
 // PurgeWorkers implements driver.WorkerStore.
 func (d *Driver) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
-	if err := d.begin(); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
 	tag, err := d.pool.Exec(ctx, d.workerSQL(purgeWorkersSQL), d.cfg.queue, before)

@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/tools/testkit/benchkit"
+	"github.com/jobq/jobq/tools/testkit/settletest"
 )
 
 // The benchmarks run against JOBQ_TEST_REDIS_URL (default the local server)
@@ -265,7 +266,7 @@ func BenchmarkDriverClaimComplete(b *testing.B) {
 }
 
 // BenchmarkDriverClaimCompleteRecords is BenchmarkDriverClaimComplete with
-// result records off (Complete) and on (CompleteWithResults, a record of
+// result records off (Complete) and on (CompleteParams.Result, a record of
 // about 300 bytes per task, stored by the complete script): what records
 // cost the driver alone.
 func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
@@ -295,9 +296,9 @@ func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
 				}
 				var errs []error
 				if on {
-					errs = d.CompleteWithResults(ctx, leases, recs)
+					errs = d.Complete(ctx, settletest.WithResults(leases, recs))
 				} else {
-					errs = d.Complete(ctx, leases)
+					errs = d.Complete(ctx, driver.Completions(leases...))
 				}
 				if errs != nil {
 					return 0, fmt.Errorf("complete: %v", errs)

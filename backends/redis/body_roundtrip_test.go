@@ -220,7 +220,7 @@ func TestLayoutMarkUnderLoad(t *testing.T) {
 					leases = append(leases, r.Lease)
 				}
 				mu.Unlock()
-				if e := dw.Complete(ctx, leases); e != nil {
+				if e := dw.Complete(ctx, driver.Completions(leases...)); e != nil {
 					errs <- fmt.Errorf("complete: %v", e)
 					return
 				}
@@ -243,7 +243,7 @@ func TestLayoutMarkUnderLoad(t *testing.T) {
 			claimed[r.ID]++
 			leases = append(leases, r.Lease)
 		}
-		if e := d.Complete(ctx, leases); e != nil {
+		if e := d.Complete(ctx, driver.Completions(leases...)); e != nil {
 			t.Fatal(e)
 		}
 	}

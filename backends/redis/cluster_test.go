@@ -99,7 +99,7 @@ func TestClusterQueuesSpreadOverMasters(t *testing.T) {
 		if len(recs) != 600 {
 			t.Fatalf("queue %d: received %d of 600", q, len(recs))
 		}
-		if errs := d.Complete(ctx, leases); errs != nil {
+		if errs := d.Complete(ctx, driver.Completions(leases...)); errs != nil {
 			t.Fatalf("queue %d: complete: %v", q, errs[0])
 		}
 	}

@@ -170,10 +170,10 @@ func TestPushReceiveComplete(t *testing.T) {
 	if s := stats(t, d); s.InFlight != 1 || s.Ready != 0 {
 		t.Fatalf("stats while leased: %+v", s)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(r.Lease)); errs != nil {
 		t.Fatalf("complete: %v", errs)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs == nil {
+	if errs := d.Complete(ctx, driver.Completions(r.Lease)); errs == nil {
 		t.Fatal("second complete succeeded")
 	} else {
 		wantCode(t, "second complete", errs[0], errcode.LockLost)
@@ -226,7 +226,7 @@ func TestDedupOfQueuedID(t *testing.T) {
 		t.Fatal("push of a leased task's ID was not a duplicate")
 	}
 	for _, r := range recs {
-		if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+		if errs := d.Complete(ctx, driver.Completions(r.Lease)); errs != nil {
 			t.Fatal(errs)
 		}
 	}
@@ -260,7 +260,7 @@ func TestFencedLeases(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"complete", d.Complete(ctx, []driver.Lease{old.Lease})[0]},
+		{"complete", d.Complete(ctx, driver.Completions(old.Lease))[0]},
 		{"requeue", d.Requeue(ctx, []driver.RequeueParams{{Lease: old.Lease}})[0]},
 		{"dead-letter", d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: old.Lease, Reason: "x"}})[0]},
 	}
@@ -278,7 +278,7 @@ func TestFencedLeases(t *testing.T) {
 	if s := stats(t, d); s.InFlight != 1 {
 		t.Fatalf("stats %+v", s)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{renewed}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(renewed)); errs != nil {
 		t.Fatal(errs)
 	}
 }
@@ -300,7 +300,7 @@ func TestRenewKeepsLeaseAlive(t *testing.T) {
 	if recs := receive(t, d, 1, time.Minute); len(recs) != 0 {
 		t.Fatalf("renewed message was claimed again: %+v", recs[0])
 	}
-	if errs := d.Complete(ctx, []driver.Lease{lease}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(lease)); errs != nil {
 		t.Fatal(errs)
 	}
 }
@@ -323,7 +323,7 @@ func TestBatchSettlementReportsPerItem(t *testing.T) {
 		leases[i] = r.Lease
 	}
 	leases[300].Token = "stale"
-	errs := d.Complete(ctx, leases)
+	errs := d.Complete(ctx, driver.Completions(leases...))
 	if len(errs) != len(leases) {
 		t.Fatalf("got %d errors for %d leases", len(errs), len(leases))
 	}
@@ -563,7 +563,7 @@ func TestClearAndPeek(t *testing.T) {
 	if s := stats(t, d); s.Ready+s.Delayed+s.InFlight != 0 {
 		t.Fatalf("stats after clear %+v", s)
 	}
-	wantCode(t, "complete after clear", d.Complete(ctx, []driver.Lease{leased.Lease})[0], errcode.LockLost)
+	wantCode(t, "complete after clear", d.Complete(ctx, driver.Completions(leased.Lease))[0], errcode.LockLost)
 	if res := push(t, d, msg("a", 0)); res[0].Duplicate {
 		t.Fatal("ID still taken after clear")
 	}
@@ -591,7 +591,7 @@ func TestClosedDriver(t *testing.T) {
 	wantCode(t, "push after close", err, errcode.FailedPrecondition)
 	_, err = d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Second})
 	wantCode(t, "receive after close", err, errcode.FailedPrecondition)
-	wantCode(t, "complete after close", d.Complete(ctx, []driver.Lease{{MessageID: "1"}})[0], errcode.FailedPrecondition)
+	wantCode(t, "complete after close", d.Complete(ctx, driver.Completions(driver.Lease{MessageID: "1"}))[0], errcode.FailedPrecondition)
 	wantCode(t, "second close", d.Close(), errcode.FailedPrecondition)
 }
 
@@ -696,7 +696,7 @@ func TestRequeuedDeadLetterKeepsOthersID(t *testing.T) {
 	if len(recs) != 2 || recs[0].Lease.MessageID != holder.MessageID {
 		t.Fatalf("received %+v", recs)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{recs[1].Lease}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(recs[1].Lease)); errs != nil {
 		t.Fatal(errs)
 	}
 	if res := push(t, d, msg("x", 0)); !res[0].Duplicate || res[0].MessageID != holder.MessageID {
@@ -838,7 +838,7 @@ func TestRacingLeasesCompleteEachMessageOnce(t *testing.T) {
 				for j, r := range recs {
 					leases[j] = r.Lease
 				}
-				errs := d.Complete(ctx, leases)
+				errs := d.Complete(ctx, driver.Completions(leases...))
 				mu.Lock()
 				for j, r := range recs {
 					if errs == nil || errs[j] == nil {
@@ -924,7 +924,7 @@ func TestSetsStayHashTablesAndSkiplists(t *testing.T) {
 		for i, r := range recs {
 			leases[i] = r.Lease
 		}
-		if errs := d.Complete(ctx, leases); errs != nil {
+		if errs := d.Complete(ctx, driver.Completions(leases...)); errs != nil {
 			t.Fatal(errs)
 		}
 		if got := receive(t, d, 10, time.Minute); len(got) != 0 {

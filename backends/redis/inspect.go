@@ -10,7 +10,7 @@ import (
 // Peek implements driver.Driver: ready messages in claim order, then
 // delayed ones by due time, then leased ones by lease expiry.
 func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
-	if err := d.begin(ctx, "peek"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if max <= 0 {
@@ -40,7 +40,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 // Stats implements driver.Driver. The counts are exact and read in one
 // script; due delayed messages and expired leases count as ready.
 func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
-	if err := d.begin(ctx, "stats"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return driver.Stats{}, err
 	}
 	res, err := d.run(ctx, statsScript).Int64Slice()
@@ -70,7 +70,7 @@ func (d *Driver) Clear(ctx context.Context) (int64, error) {
 
 // ListDead implements driver.Driver.
 func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
-	if err := d.begin(ctx, "list dead letters"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if max <= 0 {
@@ -117,7 +117,7 @@ func (d *Driver) deadOp(ctx context.Context, op string, ids []string, call func(
 	if ids == nil {
 		return d.repeat(ctx, op, func() (int64, error) { return call(nil) })
 	}
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return 0, err
 	}
 	var total int64
@@ -138,7 +138,7 @@ func (d *Driver) deadOp(ctx context.Context, op string, ids []string, call func(
 // repeat calls step until it handles fewer than clearBatch messages, and
 // returns the total.
 func (d *Driver) repeat(ctx context.Context, op string, step func() (int64, error)) (int64, error) {
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return 0, err
 	}
 	var total int64

@@ -18,7 +18,7 @@ import (
 //
 //	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS"
 //	prefix.."polm"        string: max-depth (before packed bodies "pold", now the layout mark: see layoutScript)
-//	prefix.."polq"        hash "retention" and "retry-backoff" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
+//	prefix.."polq"        hash "retention", "retry-backoff" and "results" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
 //	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
 //	prefix.."radm:"..KEY  sorted set of claims of KEY in its window (score: ms)
 //
@@ -201,19 +201,19 @@ func policyField(kind driver.PolicyKind, key string) string { return string(kind
 
 // SetPolicy implements driver.PolicyStore.
 func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
-	if err := d.begin(ctx, "policy set"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	var err error
-	switch p.Kind {
-	case driver.MaxDepthPolicy:
+	switch {
+	case p.Kind == driver.MaxDepthPolicy:
 		err = d.client.Set(ctx, d.prefix+"polm", p.Limit, 0).Err()
-	case driver.RetentionPolicy, driver.RetryBackoffPolicy:
+	case !p.Kind.Keyed(): // retention, retry-backoff, results: read by the portable layer only
 		err = d.client.HSet(ctx, d.prefix+"polq", string(p.Kind), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
-	case driver.RatePolicy:
+	case p.Kind == driver.RatePolicy:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
 	default:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), p.Limit).Err()
@@ -223,7 +223,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 
 // UnsetPolicy implements driver.PolicyStore.
 func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
-	if err := d.begin(ctx, "policy unset"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return false, err
 	}
 	var n int64
@@ -246,7 +246,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 
 // ListPolicies implements driver.PolicyStore.
 func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
-	if err := d.begin(ctx, "policy list"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	all, err := d.client.HGetAll(ctx, d.prefix+"polk").Result()
@@ -286,7 +286,7 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 // KeyStats implements driver.PolicyStore. Waiting counts are not kept per
 // key on Redis (they would need a scan of the ready set), so they are -1.
 func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
-	if err := d.begin(ctx, "stats"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	res, err := d.run(ctx, keyStatsScript).Slice()

@@ -15,7 +15,7 @@ func TestSettlingReleasesHeldKeyEntry(t *testing.T) {
 	t.Parallel()
 	settle := map[string]func(d *Driver, l driver.Lease) []error{
 		"complete": func(d *Driver, l driver.Lease) []error {
-			return d.Complete(testCtx(t), []driver.Lease{l})
+			return d.Complete(testCtx(t), driver.Completions(l))
 		},
 		"requeue": func(d *Driver, l driver.Lease) []error {
 			return d.Requeue(testCtx(t), []driver.RequeueParams{{Lease: l}})

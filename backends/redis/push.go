@@ -18,7 +18,7 @@ import (
 // returns the results of the messages before the first chunk that failed, as
 // the contract asks.
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
-	if err := d.begin(ctx, "push"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if len(msgs) == 1 {
@@ -50,7 +50,7 @@ const pushFlight = 8
 
 // pushNow sends msgs at once: the batch push behind Push and the push group.
 func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
-	if err := d.begin(ctx, "push"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if len(msgs) == 0 {

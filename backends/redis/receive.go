@@ -36,7 +36,7 @@ const waitMarkTTL = maxIdleWait + 5*time.Second
 // one's claim finds messages pushed since, or finds nothing and puts the
 // handle back, in the same script, so no later push passes it by.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
-	if err := d.begin(ctx, "receive"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	n := min(max(p.Max, 1), maxReceiveBatch)
@@ -125,7 +125,7 @@ func (d *Driver) passOn(n int) {
 	}
 	d.passMu.Lock()
 	defer d.passMu.Unlock()
-	if d.closed.Load() {
+	if d.closing.Closed() {
 		return
 	}
 	d.passing.Add(1)
@@ -133,7 +133,7 @@ func (d *Driver) passOn(n int) {
 		defer d.passing.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := d.run(ctx, wakeScript, n, d.id).Err(); err != nil && !d.closed.Load() {
+		if err := d.run(ctx, wakeScript, n, d.id).Err(); err != nil && !d.closing.Closed() {
 			d.log.Warn("jobq: could not pass on a wake-up; another receiver picks the task up at its next claim", "queue", d.queue, "err", err)
 		}
 	}()
@@ -200,7 +200,7 @@ func (d *Driver) listen(ctx context.Context, channel string) error {
 	if d.subscribed[channel] {
 		return nil
 	}
-	if err := d.begin(ctx, "subscribe"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if d.pubsub == nil {
@@ -227,7 +227,7 @@ func (d *Driver) listen(ctx context.Context, channel string) error {
 		select {
 		case <-confirmed:
 		case <-ctx.Done():
-		case <-d.done:
+		case <-d.closing.Done():
 		}
 		d.listenMu.Lock()
 		select {
@@ -236,7 +236,7 @@ func (d *Driver) listen(ctx context.Context, channel string) error {
 			if err := ctx.Err(); err != nil {
 				return d.fail("subscribe", err)
 			}
-			return driver.Errorf(errcode.FailedPrecondition, "redis subscribe on queue %s: the queue is closed", d.queue)
+			return d.closing.Err()
 		}
 	}
 	d.subscribed[channel] = true
@@ -255,12 +255,12 @@ func (d *Driver) relay(ps *goredis.PubSub) {
 	for {
 		msg, err := ps.Receive(context.Background())
 		if err != nil {
-			if d.closed.Load() {
+			if d.closing.Closed() {
 				return
 			}
 			select {
 			case <-time.After(backoff):
-			case <-d.done:
+			case <-d.closing.Done():
 				return
 			}
 			backoff = min(2*backoff, maxBackoff)

@@ -34,7 +34,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -214,9 +213,8 @@ type Driver struct {
 	ownChannel      string   // the channel pushes wake this handle on (P..'w:'..id)
 	log             *slog.Logger
 
-	closed atomic.Bool
-	done   chan struct{} // closed by Close
-	wake   *notifier
+	closing *driver.Closing
+	wake    *notifier
 
 	ownsClient bool // the URL opener built the client: Close closes it
 
@@ -248,7 +246,7 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		id:         id,
 		ownChannel: kp + "w:" + id,
 		log:        log,
-		done:       make(chan struct{}),
+		closing:    driver.NewClosing("redis queue " + queue),
 		wake:       newNotifier(),
 
 		subscribed: map[string]bool{},
@@ -302,10 +300,9 @@ func (d *Driver) As(target any) bool {
 // Close stops the notification listener and, when the driver was opened
 // from a URL, closes its client; a client given to New stays open.
 func (d *Driver) Close() error {
-	if d.closed.Swap(true) {
-		return driver.Errorf(errcode.FailedPrecondition, "redis queue %s is already closed", d.queue)
+	if !d.closing.Close() {
+		return d.closing.Err()
 	}
-	close(d.done)
 	d.listenMu.Lock()
 	ps := d.pubsub
 	d.listenMu.Unlock()
@@ -331,18 +328,6 @@ func (d *Driver) Close() error {
 	}
 	if err := d.client.Close(); err != nil {
 		return d.fail("close", err)
-	}
-	return nil
-}
-
-// begin fails calls made after Close or with a context that has ended:
-// go-redis would still send a command for a canceled context.
-func (d *Driver) begin(ctx context.Context, op string) error {
-	if d.closed.Load() {
-		return driver.Errorf(errcode.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
-	}
-	if err := ctx.Err(); err != nil {
-		return d.fail(op, err)
 	}
 	return nil
 }

@@ -19,10 +19,9 @@ import (
 // The driver keeps result records, stores them with its settlements,
 // wakes waiters through pub/sub, and removes queued tasks by ID.
 var (
-	_ driver.ResultStore   = (*Driver)(nil)
-	_ driver.ResultSettler = (*Driver)(nil)
-	_ driver.ResultWaiter  = (*Driver)(nil)
-	_ driver.TaskRemover   = (*Driver)(nil)
+	_ driver.ResultStore  = (*Driver)(nil)
+	_ driver.ResultWaiter = (*Driver)(nil)
+	_ driver.TaskRemover  = (*Driver)(nil)
 )
 
 // resultsChannel is where stored records are announced.
@@ -108,14 +107,26 @@ type recordSet struct {
 	n      int   // how many records there are
 }
 
-// prepare makes the recordSet of recs: the bucket is bucketOf the latest
-// expiry and the longest retention among them.
-func prepare(recs []*driver.ResultRecord) recordSet {
-	rs := recordSet{ids: make([]string, len(recs)), vals: make([][]byte, len(recs))}
+// prepare makes the recordSet of the records rec(i) of n settlements
+// (nil for none): the bucket is bucketOf the latest expiry and the longest
+// retention among them. With no record at all it allocates nothing.
+func prepare(n int, rec func(i int) *driver.ResultRecord) recordSet {
+	some := false
+	for i := range n {
+		if rec(i) != nil {
+			some = true
+			break
+		}
+	}
+	if !some {
+		return recordSet{}
+	}
+	rs := recordSet{ids: make([]string, n), vals: make([][]byte, n)}
 	now := time.Now()
 	var last time.Time
 	var keep time.Duration
-	for i, r := range recs {
+	for i := range n {
+		r := rec(i)
 		if r == nil || r.ID == "" {
 			continue
 		}
@@ -138,6 +149,11 @@ func prepare(recs []*driver.ResultRecord) recordSet {
 		rs.bucket, rs.expire = bucketOf(last, keep)
 	}
 	return rs
+}
+
+// prepareAll is prepare of a slice of records.
+func prepareAll(recs []*driver.ResultRecord) recordSet {
+	return prepare(len(recs), func(i int) *driver.ResultRecord { return recs[i] })
 }
 
 // args returns recordLua's arguments for the settlements lo to hi: the
@@ -167,10 +183,10 @@ func (rs recordSet) args(lo, hi int) (head, tail []any) {
 // waiters.
 func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {
 	const op = "store results"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
-	rs := prepare(recs)
+	rs := prepareAll(recs)
 	if rs.n == 0 {
 		return nil
 	}
@@ -208,7 +224,7 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 // end wins over a cancel request, then the newest.
 func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
 	const op = "read results"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	out := make([]*driver.ResultRecord, len(ids))
@@ -265,60 +281,13 @@ func newer(r, old *driver.ResultRecord) bool {
 // from the list of buckets, and returns 0.
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
 	const op = "purge results"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return 0, err
 	}
 	if err := d.run(ctx, forgetBucketsScript).Err(); err != nil {
 		return 0, d.fail(op, err)
 	}
 	return 0, nil
-}
-
-// CompleteWithResults implements driver.ResultSettler: the complete script
-// stores each record in the same script call as its settlement.
-func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
-	if err := checkRecs(len(leases), recs); err != nil {
-		return repeatErr(err, len(leases))
-	}
-	rs := prepare(recs)
-	if rs.n == 0 {
-		return d.Complete(ctx, leases)
-	}
-	return d.settle(ctx, "complete", completeResultsScript, len(leases), rs.args,
-		func(i int) driver.Lease { return leases[i] },
-		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} })
-}
-
-// DeadLetterWithResults implements driver.ResultSettler like
-// CompleteWithResults.
-func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
-	if err := checkRecs(len(reqs), recs); err != nil {
-		return repeatErr(err, len(reqs))
-	}
-	rs := prepare(recs)
-	if rs.n == 0 {
-		return d.DeadLetter(ctx, reqs)
-	}
-	return d.settle(ctx, "dead-letter", deadLetterResultsScript, len(reqs), rs.args,
-		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any { return deadLetterArgs(reqs[i]) })
-}
-
-// checkRecs reports a records slice that does not match its settlements.
-func checkRecs(n int, recs []*driver.ResultRecord) error {
-	if len(recs) != n {
-		return driver.Errorf(errcode.InvalidArgument, "redis: %d result records for %d settlements; pass one per settlement (nil for none)", len(recs), n)
-	}
-	return nil
-}
-
-// repeatErr is err for each of n items.
-func repeatErr(err error, n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
 }
 
 // RemoveTasks implements driver.TaskRemover: one script removes the ready
@@ -328,7 +297,7 @@ func repeatErr(err error, n int) []error {
 // script call).
 func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver.ResultRecord) (removed, held []string, err error) {
 	const op = "remove tasks"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, nil, err
 	}
 	if err := driver.CheckRemoveRecords(cancelled, requested); err != nil {
@@ -342,7 +311,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 			}
 		}
 	}
-	rs, asked := prepare(cancelled), prepare(requested)
+	rs, asked := prepareAll(cancelled), prepareAll(requested)
 	for _, b := range chunkBounds(len(cancelled)) {
 		head, tail := rs.args(b[0], b[1])
 		args := append(append([]any{b[1] - b[0]}, head...), tail...)

@@ -5,9 +5,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jobq/jobq/driver"
-	"github.com/jobq/jobq/errcode"
 )
 
 // recentWindow is how long an announced record that no waiter took is
@@ -135,7 +132,7 @@ func (r *resultWaiters) pruneLocked(now time.Time) {
 // a record may have been stored before.
 func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Duration) error {
 	const op = "wait for results"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if len(ids) == 0 || wait <= 0 {
@@ -162,9 +159,9 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	case <-ctx.Done():
 		d.resultWake.remove(w)
 		return d.fail(op, ctx.Err())
-	case <-d.done:
+	case <-d.closing.Done():
 		d.resultWake.remove(w)
-		return driver.Errorf(errcode.FailedPrecondition, "redis %s on queue %s: the queue is closed", op, d.queue)
+		return d.closing.Err()
 	}
 }
 

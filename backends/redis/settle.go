@@ -12,7 +12,7 @@ import (
 
 // Renew implements driver.Driver. The lease keeps its token.
 func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.Duration) (driver.Lease, error) {
-	if err := d.begin(ctx, "renew"); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return lease, err
 	}
 	if visibility <= 0 {
@@ -30,11 +30,16 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 	return lease, nil
 }
 
-// Complete implements driver.Driver.
-func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	return d.settle(ctx, "complete", completeScript, len(leases), nil,
-		func(i int) driver.Lease { return leases[i] },
-		func(i int) []any { return []any{leases[i].MessageID, leases[i].Token} })
+// Complete implements driver.Driver. With records, one script call stores
+// each record with its settlement (completeResultsScript).
+func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
+	script, extra := completeScript, (func(lo, hi int) (head, tail []any))(nil)
+	if rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result }); rs.n > 0 {
+		script, extra = completeResultsScript, rs.args
+	}
+	return d.settle(ctx, "complete", script, len(reqs), extra,
+		func(i int) driver.Lease { return reqs[i].Lease },
+		func(i int) []any { return []any{reqs[i].Lease.MessageID, reqs[i].Lease.Token} })
 }
 
 // Requeue implements driver.Driver. A zero delay makes the message ready at
@@ -61,7 +66,11 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 // gains the reason, detail and time; it moves from the in-flight set to the
 // dead set in one script, so it is never in neither.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	return d.settle(ctx, "dead-letter", deadLetterScript, len(reqs), nil,
+	script, extra := deadLetterScript, (func(lo, hi int) (head, tail []any))(nil)
+	if rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result }); rs.n > 0 {
+		script, extra = deadLetterResultsScript, rs.args
+	}
+	return d.settle(ctx, "dead-letter", script, len(reqs), extra,
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) []any { return deadLetterArgs(reqs[i]) })
 }
@@ -87,13 +96,10 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	if n == 0 {
 		return nil
 	}
-	errs := make([]error, n)
-	if err := d.begin(ctx, op); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+	if err := d.closing.Check(ctx); err != nil {
+		return driver.FanOut(err, n)
 	}
+	errs := make([]error, n)
 	bounds := chunkBounds(n)
 	chunks := make([][]any, len(bounds))
 	for c, b := range bounds {

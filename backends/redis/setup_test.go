@@ -119,7 +119,7 @@ func openURL(t testing.TB, raw string) *Driver {
 	}
 	d := drv.(*Driver)
 	t.Cleanup(func() {
-		if !d.closed.Load() {
+		if !d.closing.Closed() {
 			_ = d.Close()
 		}
 	})

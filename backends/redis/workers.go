@@ -57,7 +57,7 @@ var _ driver.WorkerStore = (*Driver)(nil)
 // PutWorker implements driver.WorkerStore.
 func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error {
 	const op = "put worker"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	records, beats := d.workerKeys()
@@ -82,7 +82,7 @@ func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error 
 // ListWorkers implements driver.WorkerStore.
 func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.WorkerRecord, error) {
 	const op = "list workers"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	records, beats := d.workerKeys()
@@ -109,7 +109,7 @@ func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.Wo
 // PurgeWorkers implements driver.WorkerStore.
 func (d *Driver) PurgeWorkers(ctx context.Context, before time.Time) (int64, error) {
 	const op = "purge workers"
-	if err := d.begin(ctx, op); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return 0, err
 	}
 	records, beats := d.workerKeys()

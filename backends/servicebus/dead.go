@@ -18,7 +18,7 @@ const deadWait = time.Second
 // sub-queue. A dead letter's MessageID is its sequence number there.
 func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
 	const op = "list dead letters"
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	var from int64
@@ -83,7 +83,7 @@ func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 // Messages that are not chosen stay locked until the scan ends, so that no
 // message is seen twice, and are then abandoned.
 func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(*azservicebus.ReceivedMessage) error) (int64, error) {
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
 	want := map[string]bool{}

@@ -17,7 +17,7 @@ const peekPage = 250
 // number: messages in enqueue order, scheduled and locked ones included.
 func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
 	const op = "peek"
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	var from int64
@@ -63,7 +63,7 @@ func endedDeliveries(m *azservicebus.ReceivedMessage) int {
 // Delayed is the scheduled count; Dead is the dead-letter count.
 func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 	const op = "stats"
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return driver.Stats{}, err
 	}
 	if d.admin == nil {
@@ -95,7 +95,7 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 // Peek finds. Locked messages are left to their holders.
 func (d *Driver) Clear(ctx context.Context) (int64, error) {
 	const op = "clear"
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
 	r, err := d.client.NewReceiverForQueue(d.queue, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})

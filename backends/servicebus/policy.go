@@ -23,7 +23,7 @@ const policyPrefix = "jobq-policies:"
 var _ driver.PolicyStore = (*Driver)(nil)
 
 func (d *Driver) adminOrFail(op string) error {
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return err
 	}
 	if d.admin == nil {

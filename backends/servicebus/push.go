@@ -21,7 +21,7 @@ const maxMessageIDLen = 128
 // of stored messages.
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	const op = "push"
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	for _, m := range msgs {

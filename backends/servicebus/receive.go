@@ -36,7 +36,7 @@ func (h *held) deliveries() int { return int(h.msg.DeliveryCount) + h.prior }
 // the queue's lock duration whatever p.Visibility says.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	const op = "receive"
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	msgs, err := d.receive(ctx, d.recv, d.recvSem, p.Max, p.Wait)
@@ -173,7 +173,7 @@ func (d *Driver) heldOf(op string, l driver.Lease) (*held, error) {
 // returned lease's Expiry is the lock's real expiry.
 func (d *Driver) Renew(ctx context.Context, l driver.Lease, visibility time.Duration) (driver.Lease, error) {
 	const op = "renew"
-	if err := d.isClosed(op); err != nil {
+	if err := d.closing.Err(); err != nil {
 		return l, err
 	}
 	h, err := d.heldOf(op, l)

@@ -266,8 +266,7 @@ type Driver struct {
 	// rec keeps the result records (driver.ResultStore).
 	rec blobresults.Records
 
-	closeOnce sync.Once
-	closed    chan struct{}
+	closing *driver.Closing
 }
 
 // Options configure a Driver built by New. Only Queue is required; the
@@ -416,7 +415,7 @@ func open(ctx context.Context, cfg config, client *azservicebus.Client, adm *adm
 		queue: cfg.queue, where: where, cfg: cfg, log: log,
 		client: client, admin: adm, ownsClient: owns,
 		recvSem: make(chan struct{}, 1), deadSem: make(chan struct{}, 1),
-		closed: make(chan struct{}),
+		closing: driver.NewClosing(fmt.Sprintf("servicebus queue %q", cfg.queue)),
 	}
 	d.maxDelivery = AzureMaxDeliveryCount // until the queue's settings say otherwise
 	dedup, err := d.checkQueue(ctx)
@@ -563,14 +562,12 @@ func (d *Driver) As(target any) bool {
 
 // Close implements driver.Driver.
 func (d *Driver) Close() error {
-	var err error
-	d.closeOnce.Do(func() {
-		close(d.closed)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err = d.release(ctx)
-	})
-	return err
+	if !d.closing.Close() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return d.release(ctx)
 }
 
 // release closes what the driver opened: the client when it owns it
@@ -595,16 +592,6 @@ func (d *Driver) release(ctx context.Context) error {
 		return fmt.Errorf("close Service Bus links: %w", err)
 	}
 	return nil
-}
-
-// isClosed returns a FailedPrecondition error after Close.
-func (d *Driver) isClosed(op string) error {
-	select {
-	case <-d.closed:
-		return driver.Errorf(errcode.FailedPrecondition, "servicebus %s: queue %q is closed", op, d.queue)
-	default:
-		return nil
-	}
 }
 
 // queueURL names the queue in messages.

@@ -25,8 +25,8 @@ const deadLetterOverhead = 2 * 1024
 // its own round trip, so up to settleParallelism run at once (the portable
 // layer hands over its completions in batches).
 func (d *Driver) settle(ctx context.Context, op string, leases []driver.Lease, fn func(*held, int) error) []error {
-	if err := d.isClosed(op); err != nil {
-		return repeat(err, len(leases))
+	if err := d.closing.Err(); err != nil {
+		return driver.FanOut(err, len(leases))
 	}
 	errs := make([]error, len(leases))
 	one := func(i int) {
@@ -69,14 +69,6 @@ func (d *Driver) settle(ctx context.Context, op string, leases []driver.Lease, f
 // settleParallelism bounds the settlements of one batch in flight at once.
 const settleParallelism = 16
 
-func repeat(err error, n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
-}
-
 // linkSettleTimeout bounds a settlement on the receiver's link before
 // settleOnce falls back to the management link.
 const linkSettleTimeout = time.Second
@@ -101,8 +93,13 @@ func settleOnce(ctx context.Context, h *held, fn func(context.Context, *azservic
 	return fn(ctx, &azservicebus.ReceivedMessage{LockToken: h.msg.LockToken})
 }
 
-// Complete implements driver.Driver with CompleteMessage.
-func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
+// Complete implements driver.Driver with CompleteMessage. Records live in
+// another store (Results is never Native), so the requests carry none.
+func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
+	leases := make([]driver.Lease, len(reqs))
+	for i, r := range reqs {
+		leases[i] = r.Lease
+	}
 	return d.settle(ctx, "complete", leases, func(h *held, _ int) error {
 		return settleOnce(ctx, h, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 			return h.recv.CompleteMessage(ctx, m, nil)

@@ -198,7 +198,7 @@ func fill(b *testing.B, q *jobq.Queue, n int) {
 // BenchmarkDriverClaimCompleteRecords measures the driver alone: 16
 // claimers receive up to 16 messages and complete them in one call,
 // without ("off") and with ("on") a result record stored by each
-// completion (CompleteWithResults).
+// completion (CompleteParams.Result).
 func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
 	open := func(b *testing.B) *sqlite.Driver {
 		d, err := sqlite.New(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{Queue: "bench"})

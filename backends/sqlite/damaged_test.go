@@ -63,7 +63,7 @@ func TestTextVisibleAtIsClaimable(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != "odd" {
 		t.Fatalf("Receive = %d messages, %v; want the message whose visible_at is text", len(got), err)
 	}
-	if err := first(d.Complete(ctx, []driver.Lease{got[0].Lease})); err != nil {
+	if err := first(d.Complete(ctx, driver.Completions(got[0].Lease))); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 }

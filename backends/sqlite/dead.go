@@ -47,7 +47,7 @@ var (
 
 // ListDead implements driver.Driver. max <= 0 lists every dead letter.
 func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if max <= 0 {

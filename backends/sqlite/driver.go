@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -36,8 +35,7 @@ type Driver struct {
 	writeSem chan struct{}
 	queue    writeQueue
 
-	closeOnce sync.Once
-	closed    chan struct{}
+	closing *driver.Closing
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -70,7 +68,7 @@ func newDriver(ctx context.Context, c config, db *sql.DB, log *slog.Logger) (*Dr
 		caps:     capabilities(c.maxMessageBytes),
 		note:     acquireNotifier(c.path, c.queue),
 		writeSem: make(chan struct{}, 1),
-		closed:   make(chan struct{}),
+		closing:  driver.NewClosing("sqlite queue " + c.queue),
 	}
 	if d.autoVacuum, err = d.incrementalVacuum(ctx); err != nil {
 		_ = conn.Close()
@@ -97,36 +95,18 @@ func (d *Driver) As(target any) bool {
 // Close implements driver.Driver: it wakes waiting receivers and closes the
 // connection pool.
 func (d *Driver) Close() error {
-	var err error
-	d.closeOnce.Do(func() {
-		close(d.closed)
-		releaseNotifier(d.note)
-		// Wait for a write transaction in progress, then release the
-		// write connection before the pool.
-		d.writeSem <- struct{}{}
-		err = errors.Join(d.w.close(), d.idle.conn.Close(), d.db.Close())
-	})
-	return err
+	if !d.closing.Close() {
+		return nil
+	}
+	releaseNotifier(d.note)
+	// Wait for a write transaction in progress, then release the write
+	// connection before the pool.
+	d.writeSem <- struct{}{}
+	return errors.Join(d.w.close(), d.idle.conn.Close(), d.db.Close())
 }
 
 // ErrorCode implements driver.Driver.
 func (d *Driver) ErrorCode(err error) errcode.Code { return codeOf(err) }
-
-// errClosed is returned by calls on a closed driver.
-var errClosed = driver.Errorf(errcode.FailedPrecondition, "sqlite: queue is closed")
-
-// check fails fast on a closed driver or a done context.
-func (d *Driver) check(ctx context.Context) error {
-	select {
-	case <-d.closed:
-		return errClosed
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return ctxErr(err)
-	}
-	return nil
-}
 
 // wrap turns an engine error into a *driver.Error naming the operation.
 func (d *Driver) wrap(ctx context.Context, op string, err error) error {
@@ -134,9 +114,9 @@ func (d *Driver) wrap(ctx context.Context, op string, err error) error {
 		return nil
 	}
 	select {
-	case <-d.closed:
+	case <-d.closing.Done():
 		if errors.Is(err, sql.ErrConnDone) || isClosedDB(err) {
-			return errClosed
+			return d.closing.Err()
 		}
 	default:
 	}

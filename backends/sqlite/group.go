@@ -70,7 +70,7 @@ func (q *writeQueue) take() []*writeReq {
 // operations, see above) and returns its error or the commit's. A fn that
 // fails changes nothing.
 func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx wtx) error) error {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
@@ -90,9 +90,9 @@ func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx wtx) error) 
 			}
 			// A leader is running it: the result follows promptly.
 			return d.wrap(ctx, op, <-r.done)
-		case <-d.closed:
+		case <-d.closing.Done():
 			if r.state.CompareAndSwap(reqPending, reqAbandoned) {
-				return errClosed
+				return d.closing.Err()
 			}
 			return d.wrap(ctx, op, <-r.done)
 		case d.writeSem <- struct{}{}:
@@ -110,11 +110,11 @@ func (d *Driver) writeTx(ctx context.Context, op string, fn func(tx wtx) error) 
 // still give up while the leader waits.
 func (d *Driver) lead(own *writeReq) {
 	select {
-	case <-d.closed:
+	case <-d.closing.Done():
 		return // the waiting callers see closed
 	default:
 	}
-	if err := d.w.begin(own.ctx, d.closed); err != nil {
+	if err := d.w.begin(own.ctx, d.closing); err != nil {
 		if own.state.CompareAndSwap(reqPending, reqTaken) {
 			own.done <- err
 		}

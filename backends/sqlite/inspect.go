@@ -52,7 +52,7 @@ WHERE queue = ?1`
 // Peek implements driver.Driver. In-flight messages are included, marked
 // InFlight; nothing is changed.
 func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	if max <= 0 {
@@ -107,7 +107,7 @@ func peekRows(ctx context.Context, tx *sql.Tx, query, queue string, now int64, m
 // Stats implements driver.Driver. The counts are exact and taken from one
 // snapshot.
 func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return driver.Stats{}, err
 	}
 	s := driver.Stats{Known: driver.KnownCounts{Ready: true, InFlight: true, Delayed: true, Dead: true}}

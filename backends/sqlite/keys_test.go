@@ -55,7 +55,7 @@ func TestDedupAfterLazyRemoval(t *testing.T) {
 	}{
 		{"complete", func(t *testing.T, b *testBundle, _ string) {
 			r := b.receive(t, 1, time.Minute)
-			if errs := b.drv.Complete(b.ctx, []driver.Lease{r[0].Lease}); errs != nil {
+			if errs := b.drv.Complete(b.ctx, driver.Completions(r[0].Lease)); errs != nil {
 				t.Fatal(errs[0])
 			}
 		}},
@@ -148,7 +148,7 @@ func TestSweepKeys(t *testing.T) {
 					leases = append(leases, r.Lease)
 				}
 			}
-			if errs := b.drv.Complete(b.ctx, leases); errs != nil {
+			if errs := b.drv.Complete(b.ctx, driver.Completions(leases...)); errs != nil {
 				t.Fatal(errs)
 			}
 			var seq int64
@@ -237,7 +237,7 @@ func TestExactSweepStopsEarly(t *testing.T) {
 	// Message 30 (key 30, the last in key order) is completed.
 	for _, r := range b.receive(t, 30, time.Minute) {
 		if r.ID == canon(30) {
-			if errs := b.drv.Complete(b.ctx, []driver.Lease{r.Lease}); errs != nil {
+			if errs := b.drv.Complete(b.ctx, driver.Completions(r.Lease)); errs != nil {
 				t.Fatal(errs[0])
 			}
 		}
@@ -275,7 +275,7 @@ func TestSweepWhenIdle(t *testing.T) {
 		b.pushOne(t, canon(i))
 	}
 	for _, r := range b.receive(t, 50, time.Minute) {
-		if errs := b.drv.Complete(b.ctx, []driver.Lease{r.Lease}); errs != nil {
+		if errs := b.drv.Complete(b.ctx, driver.Completions(r.Lease)); errs != nil {
 			t.Fatal(errs[0])
 		}
 	}
@@ -380,7 +380,7 @@ func TestMigrateFromSchema1(t *testing.T) {
 	if r, err := d.Push(ctx, []*driver.Message{{ID: doneID, Body: []byte(`{"id": "` + doneID + `"}`)}}); err != nil || r[0].Duplicate {
 		t.Errorf("push of the completed task's ID: %+v, %v; want it queued", r, err)
 	}
-	if errs := d.Complete(ctx, []driver.Lease{{MessageID: "1", Token: inFlightLease}}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(driver.Lease{MessageID: "1", Token: inFlightLease})); errs != nil {
 		t.Errorf("complete with the lease taken before the upgrade: %v", errs[0])
 	}
 	if n, err := d.RequeueDead(ctx, nil); err != nil || n != 1 {
@@ -400,7 +400,7 @@ func TestMigrateFromSchema1(t *testing.T) {
 				t.Errorf("%s received twice", r.ID)
 			}
 			got[r.ID] = command(t, r.ID, r.Body)
-			if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+			if errs := d.Complete(ctx, driver.Completions(r.Lease)); errs != nil {
 				t.Fatal(errs[0])
 			}
 		}

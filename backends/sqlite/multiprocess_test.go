@@ -156,7 +156,7 @@ func runClaimer() error {
 			out.WriteString(r.ID + "\n")
 			leases = append(leases, r.Lease)
 		}
-		if errs := d.Complete(ctx, leases); errs != nil {
+		if errs := d.Complete(ctx, driver.Completions(leases...)); errs != nil {
 			return errors.Join(errs...)
 		}
 	}

@@ -386,7 +386,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 
 // ListPolicies implements driver.PolicyStore.
 func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	pols, err := loadPolicies(ctx, d.db, d.cfg.queue)
@@ -405,7 +405,7 @@ FROM jobq_messages WHERE queue = ?1 AND rate_key <> '' GROUP BY rate_key`
 
 // KeyStats implements driver.PolicyStore.
 func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	now := micros(time.Now())

@@ -23,7 +23,7 @@ RETURNING id`
 // queue past its max-depth policy is refused whole (policy.go).
 func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.PushResult, error) {
 	if len(msgs) == 0 {
-		return nil, d.check(ctx)
+		return nil, d.closing.Check(ctx)
 	}
 	out := make([]driver.PushResult, len(msgs))
 	err := d.writeTx(ctx, "push", func(tx wtx) error {

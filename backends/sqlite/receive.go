@@ -97,8 +97,8 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			select {
 			case <-ctx.Done():
 				return nil, ctxErr(ctx.Err())
-			case <-d.closed:
-				return nil, errClosed
+			case <-d.closing.Done():
+				return nil, d.closing.Err()
 			case <-wake:
 			case <-timer.C:
 				// Only take the write lock if a message looks claimable.

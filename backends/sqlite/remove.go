@@ -43,7 +43,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 		byID[r.ID] = i
 	}
 	if len(ids) == 0 {
-		return nil, nil, d.check(ctx)
+		return nil, nil, d.closing.Check(ctx)
 	}
 	err = d.writeTx(ctx, "remove tasks", func(tx wtx) error {
 		removed, held = removed[:0], held[:0]

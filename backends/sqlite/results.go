@@ -145,9 +145,8 @@ func migrateResults(ctx context.Context, tx *sql.Tx) error {
 const purgeBatch = 500
 
 var (
-	_ driver.ResultStore   = (*Driver)(nil)
-	_ driver.ResultWaiter  = (*Driver)(nil)
-	_ driver.ResultSettler = (*Driver)(nil)
+	_ driver.ResultStore  = (*Driver)(nil)
+	_ driver.ResultWaiter = (*Driver)(nil)
 )
 
 // PutResults implements driver.ResultStore: every record in one
@@ -159,7 +158,7 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 		}
 	}
 	if len(recs) == 0 {
-		return d.check(ctx)
+		return d.closing.Check(ctx)
 	}
 	err := d.writeTx(ctx, "put results", func(tx wtx) error {
 		now := micros(time.Now())
@@ -196,7 +195,7 @@ func (d *Driver) putResult(tx wtx, r *driver.ResultRecord, now int64) error {
 // GetResults implements driver.ResultStore. Expired records are not
 // returned, purged or not.
 func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.ResultRecord, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	out := make([]*driver.ResultRecord, len(ids))
@@ -294,7 +293,7 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 // polling the file's data_version every poll interval (a pragma, no lock).
 // It returns at once when one of ids has ended already.
 func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Duration) error {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return err
 	}
 	if wait <= 0 || len(ids) == 0 {
@@ -325,8 +324,8 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 		select {
 		case <-ctx.Done():
 			return ctxErr(ctx.Err())
-		case <-d.closed:
-			return errClosed
+		case <-d.closing.Done():
+			return d.closing.Err()
 		case <-wake:
 			return nil
 		case <-timer.C:
@@ -354,44 +353,4 @@ func (w *idleWatch) dataVersion(ctx context.Context) (int64, error) {
 	var v int64
 	err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v)
 	return v, err
-}
-
-// CompleteWithResults implements driver.ResultSettler: each message is
-// deleted and its record stored in the same transaction, the record only
-// when the lease was held.
-func (d *Driver) CompleteWithResults(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
-	if len(recs) != len(leases) {
-		return sameErr(len(leases), driver.Errorf(errcode.InvalidArgument,
-			"sqlite complete: %d result records for %d leases", len(recs), len(leases)))
-	}
-	return d.complete(ctx, leases, recs)
-}
-
-// DeadLetterWithResults implements driver.ResultSettler: each message is
-// moved to the dead letters and its record stored in the same transaction,
-// the record only when the lease was held.
-func (d *Driver) DeadLetterWithResults(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
-	if len(recs) != len(reqs) {
-		return sameErr(len(reqs), driver.Errorf(errcode.InvalidArgument,
-			"sqlite dead-letter: %d result records for %d messages", len(recs), len(reqs)))
-	}
-	return d.deadLetter(ctx, reqs, recs)
-}
-
-// recordAt returns recs[i], or nil when recs is nil, and whether it is
-// valid to store.
-func recordAt(recs []*driver.ResultRecord, i int) (*driver.ResultRecord, error) {
-	if recs == nil || recs[i] == nil {
-		return nil, nil
-	}
-	return recs[i], driver.CheckResultRecord(recs[i])
-}
-
-// sameErr returns err for each of n items.
-func sameErr(n int, err error) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/tools/testkit/settletest"
 )
 
 // rec makes a record of task id in state st, expiring after ttl.
@@ -129,7 +130,7 @@ func TestResultsBadRecords(t *testing.T) {
 	}
 }
 
-func TestCompleteWithResults(t *testing.T) {
+func TestCompleteStoresRecords(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "")
 	b.push(t, msg("a"), msg("b"), msg("c"))
@@ -142,7 +143,7 @@ func TestCompleteWithResults(t *testing.T) {
 	lost.Token = "not-the-token"
 	leases := []driver.Lease{got[0].Lease, lost, got[2].Lease}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultSucceeded, time.Hour), rec("b", driver.ResultSucceeded, time.Hour), nil}
-	errs := b.drv.CompleteWithResults(b.ctx, leases, recs)
+	errs := b.drv.Complete(b.ctx, settletest.WithResults(leases, recs))
 	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost || errs[2] != nil {
 		t.Fatalf("errs = %v; want only b LockLost", errs)
 	}
@@ -153,15 +154,14 @@ func TestCompleteWithResults(t *testing.T) {
 		t.Fatalf("stats = %+v; want b still in flight", s)
 	}
 	// A bad record fails its own item and leaves its message alone.
-	errs = b.drv.CompleteWithResults(b.ctx, []driver.Lease{got[1].Lease}, []*driver.ResultRecord{{ID: "b"}})
+	errs = b.drv.Complete(b.ctx, settletest.WithResults([]driver.Lease{got[1].Lease}, []*driver.ResultRecord{{ID: "b"}}))
 	wantCode(t, errs[0], errcode.InvalidArgument)
 	if s := b.stats(t); s.InFlight != 1 {
 		t.Fatalf("a bad record settled its message: %+v", s)
 	}
-	wantCode(t, b.drv.CompleteWithResults(b.ctx, []driver.Lease{got[1].Lease}, nil)[0], errcode.InvalidArgument)
 }
 
-func TestDeadLetterWithResults(t *testing.T) {
+func TestDeadLetterStoresRecords(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "")
 	b.push(t, msg("a"), msg("b"))
@@ -170,7 +170,7 @@ func TestDeadLetterWithResults(t *testing.T) {
 	lost.Token = "not-the-token"
 	reqs := []driver.DeadLetterParams{{Lease: got[0].Lease, Reason: "failed"}, {Lease: lost, Reason: "failed"}}
 	recs := []*driver.ResultRecord{rec("a", driver.ResultDeadLettered, time.Hour), rec("b", driver.ResultDeadLettered, time.Hour)}
-	errs := b.drv.DeadLetterWithResults(b.ctx, reqs, recs)
+	errs := b.drv.DeadLetter(b.ctx, settletest.DeadWithResults(reqs, recs))
 	if errs == nil || errs[0] != nil || errcode.Of(errs[1]) != errcode.LockLost {
 		t.Fatalf("errs = %v; want b LockLost", errs)
 	}
@@ -557,8 +557,7 @@ func TestMigrateFromSchema2(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ready = "50d14325d7174aae5848c1529c6fdc2c"
-	if errs := d.CompleteWithResults(ctx, []driver.Lease{{MessageID: "4", Token: oldLease}},
-		[]*driver.ResultRecord{rec(ready, driver.ResultSucceeded, time.Hour)}); errs != nil {
+	if errs := d.Complete(ctx, settletest.WithResults([]driver.Lease{{MessageID: "4", Token: oldLease}}, []*driver.ResultRecord{rec(ready, driver.ResultSucceeded, time.Hour)})); errs != nil {
 		t.Fatalf("complete with the lease taken before the upgrade: %v", errs[0])
 	}
 	if err := d.WaitResults(ctx, []string{ready}, time.Hour); err != nil {

@@ -54,36 +54,26 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 	return lease, nil
 }
 
-// Complete implements driver.Driver: all deletions in one transaction.
-func (d *Driver) Complete(ctx context.Context, leases []driver.Lease) []error {
-	return d.complete(ctx, leases, nil)
-}
-
-// complete deletes the leased messages and stores recs[i] (when recs is
-// not nil and recs[i] is set) with each deletion that happened.
-func (d *Driver) complete(ctx context.Context, leases []driver.Lease, recs []*driver.ResultRecord) []error {
+// Complete implements driver.Driver: all deletions in one transaction,
+// each with its record, which is stored only when the lease was held.
+func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
 	stored := false
-	errs, committed := d.settleCommitted(ctx, "complete", len(leases), func(tx wtx, now int64) ([]error, error) {
-		errs := make([]error, len(leases))
-		for i, l := range leases {
-			id, err := leaseID(l)
+	errs, committed := d.settleCommitted(ctx, "complete", len(reqs), func(tx wtx, now int64) ([]error, error) {
+		errs := make([]error, len(reqs))
+		for i, r := range reqs {
+			id, err := settleable(r.Lease, r.Result)
 			if err != nil {
 				errs[i] = err
 				continue
 			}
-			rec, err := recordAt(recs, i)
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			res, err := tx.Exec(deleteLeased, id, l.Token, now)
+			res, err := tx.Exec(deleteLeased, id, r.Lease.Token, now)
 			if err != nil {
 				return nil, err
 			}
-			if errs[i] = lostIfNone(res, l); errs[i] != nil || rec == nil {
+			if errs[i] = lostIfNone(res, r.Lease); errs[i] != nil || r.Result == nil {
 				continue
 			}
-			if err := d.putResult(tx, rec, now); err != nil {
+			if err := d.putResult(tx, r.Result, now); err != nil {
 				return nil, err
 			}
 			stored = true
@@ -126,24 +116,13 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 }
 
 // DeadLetter implements driver.Driver: each message is copied to jobq_dead
-// and deleted in the same transaction.
+// and deleted, and its record stored, in the same transaction.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
-	return d.deadLetter(ctx, reqs, nil)
-}
-
-// deadLetter moves the leased messages to jobq_dead and stores recs[i]
-// (when recs is not nil and recs[i] is set) with each move that happened.
-func (d *Driver) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams, recs []*driver.ResultRecord) []error {
 	stored := false
 	errs, committed := d.settleCommitted(ctx, "dead-letter", len(reqs), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(reqs))
 		for i, r := range reqs {
-			id, err := leaseID(r.Lease)
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			rec, err := recordAt(recs, i)
+			id, err := settleable(r.Lease, r.Result)
 			if err != nil {
 				errs[i] = err
 				continue
@@ -162,10 +141,10 @@ func (d *Driver) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams,
 			if _, err := tx.Exec(deleteLeased, id, r.Lease.Token, now); err != nil {
 				return nil, err
 			}
-			if rec == nil {
+			if r.Result == nil {
 				continue
 			}
-			if err := d.putResult(tx, rec, now); err != nil {
+			if err := d.putResult(tx, r.Result, now); err != nil {
 				return nil, err
 			}
 			stored = true
@@ -176,6 +155,21 @@ func (d *Driver) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams,
 		d.note.results.broadcast()
 	}
 	return errs
+}
+
+// settleable parses a settlement's lease and checks its record (when it
+// has one): the message ID to settle, or why it cannot be.
+func settleable(l driver.Lease, rec *driver.ResultRecord) (int64, error) {
+	id, err := leaseID(l)
+	if err != nil {
+		return 0, err
+	}
+	if rec != nil {
+		if err := driver.CheckResultRecord(rec); err != nil {
+			return 0, err
+		}
+	}
+	return id, nil
 }
 
 // settle runs a batch settlement in one transaction and applies the batch
@@ -199,7 +193,7 @@ func (d *Driver) settleCommitted(ctx context.Context, op string, n int, fn func(
 		return err
 	})
 	if err != nil {
-		return sameErr(n, err), false
+		return driver.FanOut(err, n), false
 	}
 	for _, e := range errs {
 		if e != nil {

@@ -199,11 +199,11 @@ func TestPushReceiveComplete(t *testing.T) {
 		t.Fatalf("stats %+v, want 3 in flight", s)
 	}
 	leases := []driver.Lease{got[0].Lease, got[1].Lease, got[2].Lease}
-	if errs := b.drv.Complete(b.ctx, leases); errs != nil {
+	if errs := b.drv.Complete(b.ctx, driver.Completions(leases...)); errs != nil {
 		t.Fatalf("complete: %v", errs)
 	}
 	// Settling twice: the lease is gone.
-	errs := b.drv.Complete(b.ctx, leases[:1])
+	errs := b.drv.Complete(b.ctx, driver.Completions(leases[:1]...))
 	if len(errs) != 1 {
 		t.Fatalf("second complete: %v, want one LockLost", errs)
 	}
@@ -247,13 +247,13 @@ func TestLeaseExpiryAndFencing(t *testing.T) {
 	// them touches the message.
 	_, err := b.drv.Renew(b.ctx, first[0].Lease, time.Minute)
 	wantCode(t, err, errcode.LockLost)
-	wantCode(t, b.drv.Complete(b.ctx, []driver.Lease{first[0].Lease})[0], errcode.LockLost)
+	wantCode(t, b.drv.Complete(b.ctx, driver.Completions(first[0].Lease))[0], errcode.LockLost)
 	wantCode(t, b.drv.Requeue(b.ctx, []driver.RequeueParams{{Lease: first[0].Lease}})[0], errcode.LockLost)
 	wantCode(t, b.drv.DeadLetter(b.ctx, []driver.DeadLetterParams{{Lease: first[0].Lease, Reason: "x"}})[0], errcode.LockLost)
 	if s := b.stats(t); s != (driver.Stats{InFlight: 1}) {
 		t.Fatalf("stats %+v, want the message still in flight for the second holder", s)
 	}
-	if errs := b.drv.Complete(b.ctx, []driver.Lease{second[0].Lease}); errs != nil {
+	if errs := b.drv.Complete(b.ctx, driver.Completions(second[0].Lease)); errs != nil {
 		t.Fatalf("second holder's complete: %v", errs)
 	}
 }
@@ -274,7 +274,7 @@ func TestRenew(t *testing.T) {
 	if again := b.receive(t, 1, time.Minute); len(again) != 0 {
 		t.Fatal("renewed message was claimed again")
 	}
-	if errs := b.drv.Complete(b.ctx, []driver.Lease{lease}); errs != nil {
+	if errs := b.drv.Complete(b.ctx, driver.Completions(lease)); errs != nil {
 		t.Fatal(errs)
 	}
 }
@@ -399,7 +399,7 @@ func TestDedup(t *testing.T) {
 	if dup := b.push(t, msg("a")); !dup[0].Duplicate {
 		t.Fatal("an in-flight task ID was pushed again")
 	}
-	if errs := b.drv.Complete(b.ctx, []driver.Lease{got[0].Lease}); errs != nil {
+	if errs := b.drv.Complete(b.ctx, driver.Completions(got[0].Lease)); errs != nil {
 		t.Fatal(errs)
 	}
 	if again := b.push(t, msg("a")); again[0].Duplicate {
@@ -436,7 +436,7 @@ func TestPeekStatsClear(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("clear: %d, %v; want 3", n, err)
 	}
-	wantCode(t, b.drv.Complete(b.ctx, []driver.Lease{got[0].Lease})[0], errcode.LockLost)
+	wantCode(t, b.drv.Complete(b.ctx, driver.Completions(got[0].Lease))[0], errcode.LockLost)
 }
 
 func TestQueuesShareAFile(t *testing.T) {
@@ -626,7 +626,7 @@ func TestConcurrentReceiversInProcess(t *testing.T) {
 					leases = append(leases, r.Lease)
 				}
 				mu.Unlock()
-				if errs := d.Complete(b.ctx, leases); errs != nil {
+				if errs := d.Complete(b.ctx, driver.Completions(leases...)); errs != nil {
 					t.Error(errs)
 					return
 				}

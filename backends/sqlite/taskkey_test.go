@@ -201,7 +201,7 @@ func TestMigrateFromSchema0(t *testing.T) {
 	}
 
 	// The older process's lease is still good.
-	if errs := d.Complete(ctx, []driver.Lease{{MessageID: "2", Token: inFlightLease}}); errs != nil {
+	if errs := d.Complete(ctx, driver.Completions(driver.Lease{MessageID: "2", Token: inFlightLease})); errs != nil {
 		t.Errorf("complete with the lease taken before the upgrade: %v", errs[0])
 	}
 	// The dead letter comes back whole, and its ID deduplicates.
@@ -225,7 +225,7 @@ func TestMigrateFromSchema0(t *testing.T) {
 		}
 		for _, r := range recs {
 			got[r.ID] = string(r.Body)
-			if errs := d.Complete(ctx, []driver.Lease{r.Lease}); errs != nil {
+			if errs := d.Complete(ctx, driver.Completions(r.Lease)); errs != nil {
 				t.Fatal(errs[0])
 			}
 		}

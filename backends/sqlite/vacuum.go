@@ -55,7 +55,7 @@ func (d *Driver) reclaim(ctx context.Context) {
 	}
 	defer func() { <-d.writeSem }()
 	select {
-	case <-d.closed:
+	case <-d.closing.Done():
 		return
 	default:
 	}

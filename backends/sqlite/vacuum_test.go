@@ -120,7 +120,7 @@ func TestSpaceGivenBackAfterDrain(t *testing.T) {
 		for i, r := range got {
 			leases[i] = r.Lease
 		}
-		if errs := b.drv.Complete(b.ctx, leases); errs != nil {
+		if errs := b.drv.Complete(b.ctx, driver.Completions(leases...)); errs != nil {
 			t.Fatalf("complete: %v", errs)
 		}
 		done += len(got)
@@ -154,7 +154,7 @@ func TestSpaceGivenBackAfterDrain(t *testing.T) {
 	if len(got) != 1 || got[0].ID != "again" {
 		t.Fatalf("after the drain received %v", ids(got))
 	}
-	if errs := b.drv.Complete(b.ctx, []driver.Lease{got[0].Lease}); errs != nil {
+	if errs := b.drv.Complete(b.ctx, driver.Completions(got[0].Lease)); errs != nil {
 		t.Fatalf("complete: %v", errs)
 	}
 	if s := b.stats(t); s != (driver.Stats{}) {

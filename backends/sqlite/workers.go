@@ -51,7 +51,7 @@ func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error 
 
 // ListWorkers implements driver.WorkerStore.
 func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.WorkerRecord, error) {
-	if err := d.check(ctx); err != nil {
+	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
 	}
 	rows, err := d.db.QueryContext(ctx, selectWorkers, d.cfg.queue, micros(since))

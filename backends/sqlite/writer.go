@@ -73,8 +73,7 @@ func (t wtx) QueryRow(query string, args ...any) *sql.Row {
 }
 
 // begin opens an immediate transaction, waiting up to the busy timeout for
-// another process's write lock, or until ctx ends or stop is closed (the
-// driver is closing).
+// another process's write lock, or until ctx ends or the driver closes.
 //
 // The waiting is done here rather than by SQLite's busy handler, whose
 // back-off grows to 100 ms sleeps: with several processes on one file, a
@@ -82,7 +81,7 @@ func (t wtx) QueryRow(query string, args ...any) *sql.Row {
 // transactions (one of four claimer processes often got no work at all).
 // Retrying every 0.1–2 ms shares the file fairly and keeps pickup latency
 // low, for a negligible cost while waiting.
-func (w *writer) begin(ctx context.Context, stop <-chan struct{}) error {
+func (w *writer) begin(ctx context.Context, closing *driver.Closing) error {
 	var (
 		start time.Time
 		pause = 100 * time.Microsecond
@@ -120,8 +119,8 @@ func (w *writer) begin(ctx context.Context, stop <-chan struct{}) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-stop:
-			return errClosed
+		case <-closing.Done():
+			return closing.Err()
 		case <-timer.C:
 		}
 		pause = min(2*pause, 2*time.Millisecond)

@@ -40,8 +40,7 @@ func (f removalFault) String() string {
 // faultyRemover is the backend's own driver with RemoveTasks cut short by
 // fault. It keeps only the interfaces a cancel needs: Driver, ResultStore
 // and TaskRemover (the portable layer polls for results without a
-// ResultWaiter, and stores records before settlements without a
-// ResultSettler).
+// ResultWaiter).
 type faultyRemover struct {
 	driver.Driver
 	driver.ResultStore

@@ -29,6 +29,7 @@ func resultChecks() []check {
 		{"RetryBackoff", checkRetryBackoff},
 		{"TaskSettingsRoundTrip", checkTaskSettingsRoundTrip},
 		{"QueueWidePolicies", checkQueueWidePolicies},
+		{"ResultsPolicy", checkResultsPolicy},
 	}
 }
 
@@ -512,4 +513,71 @@ func checkTaskSettingsRoundTrip(c *C) {
 		c.Errorf("received retry backoff %v and time limit %v; want %v and %v", e.Task.RetryBackoff, e.Task.TimeLimit, t.RetryBackoff, t.TimeLimit)
 	}
 	c.complete(e)
+}
+
+// checkResultsPolicy: the results policy picks what a task's end keeps,
+// on every backend that keeps records and policies. Under all (and with
+// no policy) a success keeps the last 1 KiB of its output and a failure
+// its full tail; under failed a success keeps a bare record (state, no
+// output) and a failure its full one; under none nothing is kept, and
+// Result and Wait fail with FailedPrecondition naming the policy.
+func checkResultsPolicy(c *C) {
+	probe := c.open()
+	c.needResults(probe)
+	c.needPolicyStore(probe, "the results policy")
+	dead := level(probe, driver.DeadLetter) != driver.Unsupported
+	output := strings.Repeat("0123456789abcdef", 256) // 4 KiB
+	for _, mode := range []string{"", "all", "failed", "none"} {
+		q := c.open()
+		if mode != "" {
+			p, err := hooks.ParsePolicy("results", mode)
+			if err != nil {
+				c.Fatalf("parse results %s: %v", mode, err)
+			}
+			if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
+				c.Fatalf("policy set results %s: %v", mode, err)
+			}
+		}
+		ok := c.push(q, task("results policy: success"))[0]
+		e := c.receive(q, c.longVis(q))
+		e.SetResult(jobq.ResultDetails{Output: output})
+		c.complete(e)
+		failed := ""
+		if dead {
+			failed = c.push(q, task("results policy: failure"))[0]
+			e := c.receive(q, c.longVis(q))
+			e.SetResult(jobq.ResultDetails{Output: output})
+			if err := e.DeadLetter(c.ctx(), "failed on purpose", ""); err != nil {
+				c.Fatalf("dead-letter: %v", err)
+			}
+		}
+		if mode == "none" {
+			_, err := q.Result(c.ctx(), ok)
+			c.expectCode(err, errcode.FailedPrecondition, "Result under results none")
+			_, err = q.Wait(c.ctx(), ok)
+			c.expectCode(err, errcode.FailedPrecondition, "Wait under results none")
+			if err != nil && !strings.Contains(err.Error(), "policy set results all") {
+				c.Errorf("Wait under results none: %v; want the error to say how to keep records", err)
+			}
+			continue
+		}
+		// A cut tail carries a short note saying so.
+		r := c.result(q, ok)
+		switch {
+		case r.State != driver.ResultSucceeded:
+			c.Errorf("results %q: the success's record is %s", mode, r.State)
+		case mode == "failed" && r.Output != "":
+			c.Errorf("results failed: the success's record kept %d bytes of output; want none", len(r.Output))
+		case mode != "failed" && (!strings.Contains(r.Output, output[len(output)-1000:]) || len(r.Output) > 1024+64):
+			c.Errorf("results %q: the success's record kept %d bytes of output; want its last 1 KiB", mode, len(r.Output))
+		}
+		if rs, err := q.Wait(c.ctx(), ok); err != nil || rs[0].State != driver.ResultSucceeded {
+			c.Errorf("results %q: Wait for a success = %v, %v", mode, rs, err)
+		}
+		if failed != "" {
+			if r := c.result(q, failed); r.State != driver.ResultDeadLettered || r.Output != output {
+				c.Errorf("results %q: the failure's record is %s with %d bytes of output; want dead-lettered with all %d", mode, r.State, len(r.Output), len(output))
+			}
+		}
+	}
 }

@@ -127,6 +127,7 @@ func checks() []check {
 		{"DegradedWarnsOnce", checkDegradedWarnsOnce},
 		{"UnimplementedUnsafe", checkUnimplementedUnsafe},
 		{"ClosedQueue", checkClosedQueue},
+		{"SettleWithRecords", checkSettleWithRecords},
 		{"CanceledContext", checkCanceledContext},
 	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
 }

@@ -6,7 +6,7 @@
 //   - claim and complete: claims of 32 completed two claims later, so that
 //     about 80 leases are held at once, as a worker with prefetch holds;
 //   - the same with records: each completion also stores a result record
-//     of about 250 bytes (CompleteWithResults), after a batch push;
+//     of about 250 bytes (CompleteParams.Result), after a batch push;
 //   - one push: Push calls of one task;
 //   - steady: a PushBatch of 100 then up to three claims of 32, repeated,
 //     as when a consumer keeps up with its producer (the queue stays short);
@@ -260,15 +260,14 @@ func (c *consumer) claim(ctx context.Context) (int, error) {
 func (c *consumer) completeOldest(ctx context.Context) error {
 	oldest, ids := c.window[0], c.ids[0]
 	c.window, c.ids = c.window[1:], c.ids[1:]
-	if !c.records {
-		return errors.Join(c.d.Complete(ctx, oldest)...)
+	reqs := driver.Completions(oldest...)
+	if c.records {
+		now := time.Now()
+		for i, id := range ids {
+			reqs[i].Result = &driver.ResultRecord{ID: id, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Data: recordData}
+		}
 	}
-	now := time.Now()
-	recs := make([]*driver.ResultRecord, len(ids))
-	for i, id := range ids {
-		recs[i] = &driver.ResultRecord{ID: id, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(time.Hour), Data: recordData}
-	}
-	return errors.Join(c.d.CompleteWithResults(ctx, oldest, recs)...)
+	return errors.Join(c.d.Complete(ctx, reqs)...)
 }
 
 // drain claims until the queue is empty and completes everything held.

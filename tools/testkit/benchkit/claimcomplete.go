@@ -17,16 +17,15 @@ import (
 // and complete them in one call, and it reports tasks/s.
 func DriverClaimComplete(b *testing.B, d driver.Driver, chunk int) {
 	driverClaimComplete(b, d, chunk, func(ctx context.Context, got []*driver.Received) []error {
-		return d.Complete(ctx, leasesOf(got))
+		return d.Complete(ctx, driver.Completions(leasesOf(got)...))
 	})
 }
 
 // DriverClaimCompleteRecords is DriverClaimComplete with a result record
-// of recordBytes stored with each completion (driver.ResultSettler), as the
-// portable layer stores them when the queue keeps records.
+// of recordBytes stored with each completion (CompleteParams.Result), as
+// the portable layer stores them when the queue keeps records.
 func DriverClaimCompleteRecords(b *testing.B, d driver.Driver, chunk int) {
-	rs, ok := d.(driver.ResultSettler)
-	if !ok {
+	if d.Capabilities().Level(driver.Results) != driver.Native {
 		b.Skip("the driver stores no result records with settlements")
 	}
 	data := make([]byte, recordBytes)
@@ -35,11 +34,11 @@ func DriverClaimCompleteRecords(b *testing.B, d driver.Driver, chunk int) {
 	}
 	driverClaimComplete(b, d, chunk, func(ctx context.Context, got []*driver.Received) []error {
 		now := time.Now()
-		recs := make([]*driver.ResultRecord, len(got))
+		reqs := make([]driver.CompleteParams, len(got))
 		for i, r := range got {
-			recs[i] = &driver.ResultRecord{ID: r.ID, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(7 * 24 * time.Hour), Data: data}
+			reqs[i] = driver.CompleteParams{Lease: r.Lease, Result: &driver.ResultRecord{ID: r.ID, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(7 * 24 * time.Hour), Data: data}}
 		}
-		return rs.CompleteWithResults(ctx, leasesOf(got), recs)
+		return d.Complete(ctx, reqs)
 	})
 }
 

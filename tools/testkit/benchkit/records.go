@@ -10,7 +10,7 @@ import (
 )
 
 // noRecords is a driver with its result records and cancel hidden: the
-// portable layer sees neither ResultStore, ResultSettler, ResultWaiter nor
+// portable layer sees neither ResultStore, ResultWaiter nor
 // TaskRemover, and Results and Cancel declared Unsupported, so the queue
 // keeps no records. Everything else is the driver's own.
 type noRecords struct {
