@@ -14,6 +14,22 @@ import (
 )
 
 // openDriver opens rawURL through the backend's registered opener, without
+// newDriver opens a driver on a new queue: from Harness.NewDriver for a
+// harness of driver values, else through the URL's registered opener.
+func (c *C) newDriver() driver.Driver {
+	c.Helper()
+	if !c.h.byDriver() {
+		return c.openDriver(c.newQueue())
+	}
+	ref := c.newQueue()
+	d, err := c.h.NewDriver(c.ctx(), ref)
+	if err != nil || d == nil {
+		c.Fatalf("Harness.NewDriver(%q) = %v, %v", ref, d, err)
+	}
+	c.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
 // the portable layer, and closes it when the check ends.
 func (c *C) openDriver(rawURL string) driver.Driver {
 	c.Helper()
@@ -85,7 +101,7 @@ func (c *C) staleLease(d driver.Driver, l driver.Lease) driver.Lease {
 // settlement without a record stores none. After Close, every item of a
 // settlement batch fails with FailedPrecondition.
 func checkSettleWithRecords(c *C) {
-	d := c.openDriver(c.newURL())
+	d := c.newDriver()
 	if rs, ok := d.(driver.ResultStore); ok && d.Capabilities().Level(driver.Results) == driver.Native {
 		c.settleRecords(d, rs)
 	} else {
