@@ -30,7 +30,8 @@ type dispatcher struct {
 	unsettled *backlog
 	recvCtx   context.Context
 	cancel    context.CancelFunc
-	tasks     sync.WaitGroup
+	tasks     sync.WaitGroup // the tasks started, running or settling
+	runners   *runners       // the goroutines they run on
 
 	quitOnce sync.Once
 	quit     chan struct{} // closed when the dispatcher ends itself
@@ -82,6 +83,7 @@ func newDispatcher(w *Worker) *dispatcher {
 		bo:        bo,
 		refusedBo: refusedBo,
 	}
+	d.runners = newRunners(&d.tasks)
 	if w.q != nil {
 		d.unsettled.limit = unsettledLimit(w.q.Capabilities())
 	}
@@ -103,6 +105,7 @@ func newDispatcher(w *Worker) *dispatcher {
 func (w *Worker) dispatch() error {
 	d := newDispatcher(w)
 	defer d.cancel()
+	defer d.runners.close()
 	// Receives are cancelled when the worker drains, so a long poll does
 	// not delay shutdown.
 	go func() {
@@ -456,14 +459,14 @@ func (d *dispatcher) dropCancelled(envs []*jobq.Envelope) []*jobq.Envelope {
 			kept = append(kept, env)
 			continue
 		}
-		d.tasks.Go(func() {
+		d.runners.Go(func() {
 			d.w.cancel(env, taskLogger(d.w.log, env.Task.ID), time.Now(), false, 0)
 		})
 	}
 	return kept
 }
 
-// start runs the received tasks, each on its own goroutine; the first
+// start runs the received tasks, each on a runner of its own; the first
 // t.main hold handler tokens, the rest prefetch tokens.
 func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
 	for i, env := range envs {
@@ -472,7 +475,7 @@ func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
 			pool = d.ahead
 		}
 		ticket := d.handlers.take() // here, so tasks start in claim order
-		d.tasks.Go(func() { d.run(env, ticket, pool) })
+		d.runners.Go(func() { d.run(env, ticket, pool) })
 	}
 }
 
