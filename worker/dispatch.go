@@ -53,6 +53,10 @@ type dispatcher struct {
 	// receiver waiting for the worker to fall idle looks again.
 	idle chan struct{}
 	bo   *backoff.ExponentialBackOff // between failed receives, shared
+	// pollWait is how long the next receive of a Wait worker waits on an
+	// empty queue: Options.Poll, doubled by every empty receive up to
+	// Options.MaxPoll, back to Poll when a receive brings tasks.
+	pollWait time.Duration
 	// refusedBo paces receives refused for want of resources (a full
 	// disk), which are retried for as long as that lasts.
 	refusedBo *backoff.ExponentialBackOff
@@ -82,6 +86,7 @@ func newDispatcher(w *Worker) *dispatcher {
 		idle:      make(chan struct{}),
 		bo:        bo,
 		refusedBo: refusedBo,
+		pollWait:  w.o.Poll,
 	}
 	d.runners = newRunners(&d.tasks)
 	if w.q != nil {
@@ -348,6 +353,11 @@ func (d *dispatcher) begin(t claimTokens) (batch, step) {
 func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 	w := d.w
 	wait := w.o.Poll
+	if w.o.Wait {
+		w.mu.Lock()
+		wait = d.pollWait
+		w.mu.Unlock()
+	}
 	if !w.o.Wait && !c.idle {
 		// Tasks run and the worker exits on an empty queue: whether it
 		// is done depends on those tasks (a failure may put its task
@@ -387,6 +397,13 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 	if err == nil {
 		d.bo.Reset()
 		d.refusedBo.Reset()
+		// An idle worker looks less and less often; a task found
+		// brings it back to Poll.
+		if got > 0 {
+			d.pollWait = w.o.Poll
+		} else {
+			d.pollWait = min(2*d.pollWait, w.o.MaxPoll)
+		}
 	}
 	if got > 0 {
 		// An empty receive may have written nothing: only a claim proves

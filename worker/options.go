@@ -93,6 +93,14 @@ type Options struct {
 	// Poll is how long one receive call waits for a message before the
 	// worker checks whether the queue is drained. Defaults to 1 second.
 	Poll time.Duration
+	// MaxPoll caps how long one receive waits while a Wait worker finds
+	// the queue empty: the wait starts at Poll and doubles after every
+	// empty receive, up to MaxPoll, and a receive that brings a task sets
+	// it back to Poll. On a backend that is woken by pushes (Postgres
+	// with LISTEN, Redis, SQLite, Service Bus) a longer wait delays no
+	// pickup and only saves the engine the idle worker's claims. Defaults
+	// to DefaultMaxPoll; at most Poll (or negative) keeps the wait at Poll.
+	MaxPoll time.Duration
 	// StatusInterval is how often a status line (queue size, tasks done,
 	// failures, rate) is logged. Defaults to 5 minutes; negative disables it.
 	StatusInterval time.Duration
@@ -143,6 +151,10 @@ type Options struct {
 // error.
 const receiveGiveUp = 5 * time.Minute
 
+// DefaultMaxPoll is the default Options.MaxPoll: an idle waiting worker
+// looks at an empty queue at least this often.
+const DefaultMaxPoll = 30 * time.Second
+
 // defaultConcurrency is the default Options.Concurrency.
 const defaultConcurrency = 10
 
@@ -186,6 +198,10 @@ func (o Options) withDefaults() Options {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
+	if o.MaxPoll == 0 {
+		o.MaxPoll = DefaultMaxPoll
+	}
+	o.MaxPoll = max(o.MaxPoll, o.Poll)
 	if o.StatusInterval == 0 {
 		o.StatusInterval = 5 * time.Minute
 	}

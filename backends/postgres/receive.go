@@ -19,6 +19,11 @@ import (
 // next visibility time is already past.
 const minSleep = time.Millisecond
 
+// maxListenSleep caps the silent sleep of a receiver while LISTEN is up:
+// the sleep starts at poll and doubles with every round that no
+// notification ended, since a push wakes it anyway.
+const maxListenSleep = 30 * time.Second
+
 // Receive implements driver.Driver. It claims at once; when nothing is
 // visible and p.Wait allows, it sleeps until a push notification, the next
 // message's visibility time or the poll interval, whichever comes first, and
@@ -37,6 +42,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	if p.Wait > 0 {
 		d.startListener()
 	}
+	silent := 0 // sleeps in a row that no notification ended
 	for {
 		woken := d.wake.wait()
 		msgs, err := d.claim(ctx, p.Max, p.Visibility)
@@ -47,7 +53,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if len(msgs) > 0 || remaining <= 0 {
 			return msgs, nil
 		}
-		sleep := min(remaining, d.cfg.poll)
+		sleep := min(remaining, d.idleSleep(silent))
 		next, err := d.nextVisible(ctx)
 		if err != nil {
 			return nil, wrap(ctx, "receive", err)
@@ -59,7 +65,9 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		d.idle.Add(1)
 		select {
 		case <-woken:
+			silent = 0
 		case <-timer.C:
+			silent++
 		case <-d.done:
 		case <-ctx.Done():
 		}
@@ -72,6 +80,24 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			return nil, wrap(ctx, "receive", err)
 		}
 	}
+}
+
+// idleSleep is how long a receiver that found nothing sleeps at most
+// without a notification, after silent such sleeps in a row: poll, or,
+// while LISTEN is up (a push wakes it), poll doubled silent times up to
+// maxListenSleep.
+func (d *Driver) idleSleep(silent int) time.Duration {
+	sleep := d.cfg.poll
+	if !d.listening.Load() {
+		return sleep
+	}
+	for range silent {
+		if sleep >= maxListenSleep/2 {
+			return max(maxListenSleep, d.cfg.poll)
+		}
+		sleep *= 2
+	}
+	return sleep
 }
 
 // claim runs the claim statement once and returns the rows in claim order.
