@@ -106,9 +106,9 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 		// error) for each: insert with ON CONFLICT at once.
 		sql = stmt.dedup
 	}
-	args := []any{d.cfg.queue, keys, bodies, prios, notBefore, notify, d.channel(), ckeys, rkeys, traces}
+	args := []any{d.cfg.queue, keys, bodies, prios, notBefore, notify, wakePrefix, ckeys, rkeys, traces}
 	if len(msgs) == 1 {
-		args = []any{d.cfg.queue, keys[0], bodies[0], prios[0], notBefore[0], notify, d.channel(), ckeys[0], rkeys[0], msgs[0].TraceParent}
+		args = []any{d.cfg.queue, keys[0], bodies[0], prios[0], notBefore[0], notify, wakePrefix, ckeys[0], rkeys[0], msgs[0].TraceParent}
 	}
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {
