@@ -192,6 +192,7 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		done:       make(chan struct{}),
 	}
 	d.notif = newNotifier(cfg.notifyInterval, d.sendNotify)
+	d.notif.sendN = d.sendWake // a trailing wake-up wakes a handle per push it covers
 	d.resNotif = newNotifier(max(cfg.notifyInterval, resultsNotifyInterval), d.sendResultsNotify)
 	d.tableRows.Store(-1)
 	return d
