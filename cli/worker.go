@@ -33,6 +33,7 @@ type workerFlags struct {
 	timeLimit      time.Duration
 	taskTimeLimit  time.Duration
 	wait           bool
+	maxPoll        time.Duration // --max-poll: the longest idle receive wait with --wait
 	killTimeout    time.Duration
 	snoozeDelay    time.Duration
 	emulateTTY     bool
@@ -181,6 +182,8 @@ func (a *app) workerCommand() *cobra.Command {
 	f.timeLimit = 24 * time.Hour
 	fl.Var(durationFlag(&f.timeLimit), "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
+	f.maxPoll = worker.DefaultMaxPoll
+	fl.Var(durationFlag(&f.maxPoll), "max-poll", "with --wait, the longest an idle worker waits between looks at an empty queue: the wait doubles from 1s up to this, and a task resets it (0: no growth)")
 	f.statusInterval = 10 * time.Second
 	fl.Var(durationFlag(&f.statusInterval), "status-interval", "how often to log a status line while tasks end (every 5m while none do; 0: never)")
 	countFlag(fl, &f.prefetch, "prefetch", "", 0, prefetchRange, "tasks claimed ahead of free slots while tasks are fast (default: four times --num-workers; 0: none)")
@@ -356,6 +359,7 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 		StopTimeout:            f.killTimeout,
 		TaskTimeLimit:          f.taskTimeLimit,
 		Wait:                   f.wait,
+		MaxPoll:                f.maxPoll,
 		MaxTasks:               maxTasks,
 		StatusInterval:         f.statusInterval,
 		Gate:                   gate,
@@ -367,6 +371,9 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 	}
 	if f.statusInterval == 0 {
 		opts.StatusInterval = -1
+	}
+	if f.maxPoll == 0 {
+		opts.MaxPoll = -1 // no growth: every receive waits Poll
 	}
 	if f.registryEvery == 0 {
 		opts.HeartbeatInterval = -1

@@ -30,7 +30,8 @@ type dispatcher struct {
 	unsettled *backlog
 	recvCtx   context.Context
 	cancel    context.CancelFunc
-	tasks     sync.WaitGroup
+	tasks     sync.WaitGroup // the tasks started, running or settling
+	runners   *runners       // the goroutines they run on
 
 	quitOnce sync.Once
 	quit     chan struct{} // closed when the dispatcher ends itself
@@ -52,6 +53,10 @@ type dispatcher struct {
 	// receiver waiting for the worker to fall idle looks again.
 	idle chan struct{}
 	bo   *backoff.ExponentialBackOff // between failed receives, shared
+	// pollWait is how long the next receive of a Wait worker waits on an
+	// empty queue: Options.Poll, doubled by every empty receive up to
+	// Options.MaxPoll, back to Poll when a receive brings tasks.
+	pollWait time.Duration
 	// refusedBo paces receives refused for want of resources (a full
 	// disk), which are retried for as long as that lasts.
 	refusedBo *backoff.ExponentialBackOff
@@ -81,7 +86,9 @@ func newDispatcher(w *Worker) *dispatcher {
 		idle:      make(chan struct{}),
 		bo:        bo,
 		refusedBo: refusedBo,
+		pollWait:  w.o.Poll,
 	}
+	d.runners = newRunners(&d.tasks)
 	if w.q != nil {
 		d.unsettled.limit = unsettledLimit(w.q.Capabilities())
 	}
@@ -103,6 +110,7 @@ func newDispatcher(w *Worker) *dispatcher {
 func (w *Worker) dispatch() error {
 	d := newDispatcher(w)
 	defer d.cancel()
+	defer d.runners.close()
 	// Receives are cancelled when the worker drains, so a long poll does
 	// not delay shutdown.
 	go func() {
@@ -345,6 +353,11 @@ func (d *dispatcher) begin(t claimTokens) (batch, step) {
 func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 	w := d.w
 	wait := w.o.Poll
+	if w.o.Wait {
+		w.mu.Lock()
+		wait = d.pollWait
+		w.mu.Unlock()
+	}
 	if !w.o.Wait && !c.idle {
 		// Tasks run and the worker exits on an empty queue: whether it
 		// is done depends on those tasks (a failure may put its task
@@ -384,6 +397,13 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 	if err == nil {
 		d.bo.Reset()
 		d.refusedBo.Reset()
+		// An idle worker looks less and less often; a task found
+		// brings it back to Poll.
+		if got > 0 {
+			d.pollWait = w.o.Poll
+		} else {
+			d.pollWait = min(2*d.pollWait, w.o.MaxPoll)
+		}
 	}
 	if got > 0 {
 		// An empty receive may have written nothing: only a claim proves
@@ -456,14 +476,14 @@ func (d *dispatcher) dropCancelled(envs []*jobq.Envelope) []*jobq.Envelope {
 			kept = append(kept, env)
 			continue
 		}
-		d.tasks.Go(func() {
+		d.runners.Go(func() {
 			d.w.cancel(env, taskLogger(d.w.log, env.Task.ID), time.Now(), false, 0)
 		})
 	}
 	return kept
 }
 
-// start runs the received tasks, each on its own goroutine; the first
+// start runs the received tasks, each on a runner of its own; the first
 // t.main hold handler tokens, the rest prefetch tokens.
 func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
 	for i, env := range envs {
@@ -472,7 +492,7 @@ func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
 			pool = d.ahead
 		}
 		ticket := d.handlers.take() // here, so tasks start in claim order
-		d.tasks.Go(func() { d.run(env, ticket, pool) })
+		d.runners.Go(func() { d.run(env, ticket, pool) })
 	}
 }
 

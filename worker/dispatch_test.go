@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,5 +405,49 @@ func TestBusyReceivesDoNotWait(t *testing.T) {
 		if wait != 0 {
 			t.Errorf("a receive while tasks ran waited up to %v in the engine; want 0", wait)
 		}
+	}
+}
+
+// TestTasksReuseGoroutines: a task runs on a goroutine that an earlier task
+// ended on, rather than on a new one whose stack must grow again to the
+// depth of processing and settling a task (a copy per task).
+func TestTasksReuseGoroutines(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ concurrency, prefetch int }{{1, 0}, {2, 0}, {4, 4}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("concurrency=%d/prefetch=%d", tt.concurrency, tt.prefetch), func(t *testing.T) {
+			t.Parallel()
+			q := openQueue(t)
+			const n = 400
+			tasks := make([]*jobq.Task, n)
+			for i := range tasks {
+				tasks[i] = &jobq.Task{Command: fmt.Sprintf("t %d", i)}
+			}
+			push(t, q, tasks...)
+			var mu sync.Mutex
+			goroutines := map[string]bool{} // goroutine IDs are never reused
+			h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+				buf := make([]byte, 64)
+				buf = buf[:runtime.Stack(buf, false)]
+				id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+				mu.Lock()
+				goroutines[id] = true
+				mu.Unlock()
+				return nil
+			})
+			w := worker.New(q, h, worker.Options{Concurrency: tt.concurrency, Prefetch: tt.prefetch, Logger: quietLog(), Poll: 50 * time.Millisecond})
+			if err := w.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.Counts().Done; got != n {
+				t.Fatalf("completed %d tasks; want %d", got, n)
+			}
+			// Tasks still settling hold their goroutines (backlog.go), so
+			// more than Concurrency+Prefetch may be alive at once; one
+			// goroutine per task is what must not happen.
+			if len(goroutines) > n/2 {
+				t.Errorf("%d tasks ran on %d goroutines; want goroutines reused (at most %d)", n, len(goroutines), n/2)
+			}
+		})
 	}
 }

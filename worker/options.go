@@ -93,6 +93,14 @@ type Options struct {
 	// Poll is how long one receive call waits for a message before the
 	// worker checks whether the queue is drained. Defaults to 1 second.
 	Poll time.Duration
+	// MaxPoll caps how long one receive waits while a Wait worker finds
+	// the queue empty: the wait starts at Poll and doubles after every
+	// empty receive, up to MaxPoll, and a receive that brings a task sets
+	// it back to Poll. On a backend that is woken by pushes (Postgres
+	// with LISTEN, Redis, SQLite, Service Bus) a longer wait delays no
+	// pickup and only saves the engine the idle worker's claims. Defaults
+	// to DefaultMaxPoll; at most Poll (or negative) keeps the wait at Poll.
+	MaxPoll time.Duration
 	// StatusInterval is how often a status line (tasks done, failures, the
 	// rate, and at most every minute the queue's size and an estimate of
 	// when it drains) is logged while tasks end; while none do, a line
@@ -145,6 +153,10 @@ type Options struct {
 // error.
 const receiveGiveUp = 5 * time.Minute
 
+// DefaultMaxPoll is the default Options.MaxPoll: an idle waiting worker
+// looks at an empty queue at least this often.
+const DefaultMaxPoll = 30 * time.Second
+
 // defaultConcurrency is the default Options.Concurrency.
 const defaultConcurrency = 10
 
@@ -184,6 +196,10 @@ func (o Options) withDefaults() Options {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
+	if o.MaxPoll == 0 {
+		o.MaxPoll = DefaultMaxPoll
+	}
+	o.MaxPoll = max(o.MaxPoll, o.Poll)
 	if o.StatusInterval == 0 {
 		o.StatusInterval = 10 * time.Second
 	}

@@ -64,7 +64,7 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 		return 0, err
 	}
 	var moved, notified int64
-	err := d.pool.QueryRow(ctx, d.sql.requeueDead, d.cfg.queue, deadIDs(ids), d.channel()).Scan(&moved, &notified)
+	err := d.pool.QueryRow(ctx, d.sql.requeueDead, d.cfg.queue, deadIDs(ids), wakePrefix).Scan(&moved, &notified)
 	if err != nil {
 		return 0, wrap(ctx, "requeue dead letters", err)
 	}

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"time"
 
@@ -33,15 +35,73 @@ func (b *broadcaster) fire() {
 	b.ch = make(chan struct{})
 }
 
-// sendNotify sends a trailing notification on a pooled connection.
-func (d *Driver) sendNotify() {
+// wakePrefix begins the channel of every waiting handle: the handle's
+// channel is wakePrefix followed by its handle (schema step 12's wake
+// notifies it). 31 characters in all, within the 63 a channel name may
+// have.
+const wakePrefix = "jobq.w."
+
+// newHandle returns a handle: 24 random hex digits, so that no two
+// processes' handles meet, whatever their schemas.
+func newHandle() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails on Linux, macOS or Windows
+	return hex.EncodeToString(b[:])
+}
+
+// sendNotify sends a trailing wake-up on a pooled connection: it wakes one
+// waiting handle (a push's own wake-up wakes one per message it stored).
+func (d *Driver) sendNotify() { d.sendWake(1) }
+
+// sendWake wakes up to n waiting handles, and the receivers of this
+// process.
+func (d *Driver) sendWake(n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.cfg.queue); err != nil && !d.closing.Closed() {
+	if _, err := d.pool.Exec(ctx, d.sql.wake, d.cfg.queue, n, wakePrefix); err != nil && !d.closing.Closed() {
 		// Receivers still find the message by polling.
-		d.log.Debug("jobq postgres: notify failed; idle receivers will find the work by polling", "err", err)
+		d.log.Debug("jobq postgres: wake-up failed; idle receivers will find the work by polling", "err", err)
 	}
 	d.wake.fire()
+}
+
+// passOn wakes another waiting handle, in the background, for a wake-up
+// this handle got with no receiver waiting: the push took this handle out
+// of the waiting ones to wake it, and the message must not wait for
+// another handle's next poll.
+func (d *Driver) passOn() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing.Closed() {
+		return
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := d.pool.Exec(ctx, d.sql.wake, d.cfg.queue, 1, wakePrefix); err != nil && !d.closing.Closed() {
+			d.log.Debug("jobq postgres: could not pass a wake-up on; another receiver finds the work at its next poll", "err", err)
+		}
+	}()
+}
+
+// await registers this handle as waiting, so that the next push wakes it
+// (schema step 12). It returns false, having registered nothing, while a
+// push of the queue is in flight: the caller looks again shortly.
+func (d *Driver) await(ctx context.Context) (bool, error) {
+	var ok bool
+	err := d.pool.QueryRow(ctx, d.sql.await, d.cfg.queue, d.handle).Scan(&ok)
+	return ok, err
+}
+
+// unregister takes this handle out of the waiting ones, so that no push
+// wakes it in vain (best effort: a push that does wakes another in its
+// place only at that one's next poll).
+func (d *Driver) unregister() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = d.pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.waiters WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
 }
 
 // startListener starts, once, the goroutine that LISTENs on the schema's
@@ -104,6 +164,10 @@ func (d *Driver) listenSession(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
 		return err
 	}
+	own := wakePrefix + d.handle
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{own}.Sanitize()); err != nil {
+		return err
+	}
 	d.listening.Store(true)
 	defer d.listening.Store(false)
 	d.wake.fire()
@@ -114,10 +178,19 @@ func (d *Driver) listenSession(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		switch n.Payload {
-		case d.cfg.queue:
+		switch {
+		case n.Channel == own:
+			// A push took this handle out of the waiting ones to wake
+			// it; with no receiver waiting here, another handle must.
+			if d.idle.Load() == 0 {
+				d.passOn()
+			}
 			d.wake.fire()
-		case results:
+		case n.Payload == d.cfg.queue:
+			// The schema's channel: pushes of releases before schema
+			// step 12 announce there to every process.
+			d.wake.fire()
+		case n.Payload == results:
 			d.resultWake.fire()
 		}
 	}

@@ -33,6 +33,9 @@ const notifyBurst = 4
 type notifier struct {
 	interval time.Duration
 	send     func() // sends a trailing notification
+	// sendN, when set, sends it instead of send, told how many pushes it
+	// covers: a wake-up of waiting handles wakes one per push.
+	sendN func(pushes int)
 
 	mu       sync.Mutex
 	tokens   float64     // notifications that may go out now, up to notifyBurst
@@ -158,8 +161,18 @@ func (n *notifier) fire() {
 	}
 	n.armed = false
 	n.tokens--
+	pushes := n.pending
 	n.issued(now)
 	n.mu.Unlock()
+	n.deliver(pushes)
+}
+
+// deliver sends a trailing notification covering pushes pushes.
+func (n *notifier) deliver(pushes int) {
+	if n.sendN != nil {
+		n.sendN(max(pushes, 1))
+		return
+	}
 	n.send()
 }
 
@@ -171,11 +184,12 @@ func (n *notifier) flush() {
 		n.armed = false
 	}
 	due := stopped && n.uncovered()
+	pushes := n.pending
 	if due {
 		n.issued(time.Now())
 	}
 	n.mu.Unlock()
 	if due {
-		n.send()
+		n.deliver(pushes)
 	}
 }

@@ -165,3 +165,27 @@ func spendBurst(t *testing.T, n *notifier) {
 		}
 	}
 }
+
+// TestNotifierTrailingCoversEveryPush: a trailing wake-up is told how many
+// pushes it covers, so that it wakes as many waiting handles as a wake-up
+// per push would have.
+func TestNotifierTrailingCoversEveryPush(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ pushes, want int }{{1, 1}, {3, 3}, {10, 10}}
+	for _, tt := range tests {
+		sent := make(chan int, 10)
+		n := newNotifier(time.Hour, func() { sent <- -1 })
+		n.sendN = func(pushes int) { sent <- pushes }
+		spendBurst(t, n)
+		for range tt.pushes {
+			if n.inline() {
+				t.Fatal("a push within the interval must not notify inline")
+			}
+			n.committed()
+		}
+		n.flush()
+		if got := <-sent; got != tt.want {
+			t.Errorf("%d pushes without a wake-up: the trailing one covers %d; want %d", tt.pushes, got, tt.want)
+		}
+	}
+}

@@ -143,7 +143,14 @@ type Driver struct {
 	policies policyCache
 	caps     driver.Capabilities
 	wake     broadcaster // fired when work may have arrived
-	notif    *notifier
+	// handle names this driver among the queue's waiting receivers:
+	// pushes wake it on its own channel (listen.go).
+	handle string
+	waited atomic.Bool // the handle was registered as waiting once
+	// beforeAwait, when set (by tests), runs between a claim that found
+	// nothing and the registration of the handle.
+	beforeAwait func()
+	notif       *notifier
 	// Result records (results.go).
 	rsql       resultQueries
 	resultWake broadcaster  // fired when a record may have been stored
@@ -170,19 +177,21 @@ type Driver struct {
 
 func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 	d := &Driver{
-		cfg:  cfg,
-		pool: pool,
-		log:  log,
-		sql:  buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		psql: buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		caps: capabilities(cfg.maxMessageBytes),
-		wake: newBroadcaster(),
-		rsql: buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		cfg:    cfg,
+		pool:   pool,
+		log:    log,
+		sql:    buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		psql:   buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		caps:   capabilities(cfg.maxMessageBytes),
+		wake:   newBroadcaster(),
+		handle: newHandle(),
+		rsql:   buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 
 		resultWake: newBroadcaster(),
 		closing:    driver.NewClosing("postgres queue " + cfg.queue),
 	}
 	d.notif = newNotifier(cfg.notifyInterval, d.sendNotify)
+	d.notif.sendN = d.sendWake // a trailing wake-up wakes a handle per push it covers
 	d.resNotif = newNotifier(max(cfg.notifyInterval, resultsNotifyInterval), d.sendResultsNotify)
 	d.tableRows.Store(-1)
 	return d
@@ -224,6 +233,9 @@ func (d *Driver) Close() error {
 	}
 	d.notif.flush()
 	d.resNotif.flush()
+	if d.waited.Load() {
+		d.unregister()
+	}
 	d.wg.Wait()
 	if d.ownsPool {
 		d.pool.Close()

@@ -151,9 +151,9 @@ func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 // columns, or for one message its values.
 func (c *pushColumns) args(d *Driver, msgs []*driver.Message, notify bool) []any {
 	if len(msgs) == 1 {
-		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.notBefore[0], notify, d.channel(), c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
+		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.notBefore[0], notify, wakePrefix, c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
 	}
-	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.notBefore, notify, d.channel(), c.ckeys, c.rkeys, c.traces}
+	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.notBefore, notify, wakePrefix, c.ckeys, c.rkeys, c.traces}
 }
 
 // pushResults are the push's results from the ids of the messages

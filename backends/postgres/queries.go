@@ -12,7 +12,7 @@ import (
 // them per connection), so each operation is one round trip.
 type queries struct {
 	push                                 [2][2]pushStatements // by one row, async: see pushSQL
-	existing, notify                     string
+	existing, notify, wake, await        string
 	claim, nextVisible                   string
 	renew, complete, requeue, deadLetter string
 	peek, stats, clear                   string
@@ -71,6 +71,17 @@ func buildQueries(schema string) queries {
 		// beside the pushes it announces, which have reached it already.
 		notify: asyncCTE + `
 SELECT pg_notify($1, $2) FROM async`,
+
+		// A trailing wake-up of waiting handles (listen.go): as a push's
+		// own, through schema step 12's wake, committed without waiting
+		// for the disk.
+		wake: r.Replace(asyncCTE + `
+SELECT {{s}}.wake($1, $2::int, $3) FROM async`),
+
+		// Registers a waiting handle (receive.go, schema step 12). Its
+		// row is wake-up state only: no need to wait for the disk.
+		await: r.Replace(asyncCTE + `
+SELECT {{s}}.await($1, $2) FROM async`),
 
 		existing: r.Replace(`
 SELECT id, task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::bytea[])`),
@@ -180,7 +191,7 @@ WITH d AS (
 ), res AS (
 	DELETE FROM {{s}}.results WHERE queue = $1 AND task_id IN (SELECT ` + idOfKeySQL("task_key") + ` FROM ins WHERE task_key IS NOT NULL)
 ), n AS (
-	SELECT pg_notify($3, $1) WHERE EXISTS (SELECT FROM ins)
+	SELECT {{s}}.wake($1, (SELECT count(*) FROM ins)::int, $3) WHERE EXISTS (SELECT FROM ins)
 )
 SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`),
 
@@ -272,8 +283,9 @@ const insertMessages = `INSERT INTO {{s}}.messages (queue, task_key, packed_body
 // pushSQL is the push statement: one multi-row insert from arrays, or with
 // one, a single row from plain parameters (pushOneSQL). ON CONFLICT skips
 // tasks whose id is already queued (dedup); they are missing from
-// RETURNING. The notification, when asked for, is sent by the same
-// statement and delivered when it commits. (The WHERE clause is what makes
+// RETURNING. The wake-up, when asked for, is sent by the same statement
+// (schema step 12's wake: one waiting handle per message stored) and
+// delivered when it commits. (The WHERE clause is what makes
 // Postgres evaluate the otherwise unused CTE n.) async commits without
 // waiting for the disk (sync_push=false). Without dedup the statement has
 // no ON CONFLICT and fails on a task id that is already queued: an ON
@@ -299,15 +311,15 @@ func pushSQL(async, one, dedup bool) string {
 	FROM unnest($2::bytea[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[], $10::text[]) AS m(task_key, body, priority, not_before, ckey, rkey, trace)` + from + conflict + `
 	RETURNING id, task_key
 ), n AS (
-	SELECT pg_notify($7, $1) WHERE $6::bool AND EXISTS (SELECT FROM ins)
+	SELECT {{s}}.wake($1, (SELECT count(*) FROM ins)::int, $7) WHERE $6::bool AND EXISTS (SELECT FROM ins)
 )
 SELECT id, task_key FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 }
 
 // pushOneSQL is the push statement for one task: a plain INSERT, whose
-// RETURNING sends the notification, once, when it stores the row (a third
-// column, void, that readInserted skips): without the batch statement's
-// CTEs it runs faster.
+// RETURNING sends the wake-up, once, when it stores the row (a third
+// column, the handles woken, that readInserted skips): without the batch
+// statement's CTEs it runs faster.
 func pushOneSQL(async bool, conflict string) string {
 	row := `$1, $2::bytea, $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
 	with, source := "", `
@@ -317,5 +329,5 @@ func pushOneSQL(async bool, conflict string) string {
 	SELECT `+row+` FROM async`
 	}
 	return with + insertMessages + source + conflict + `
-RETURNING id, task_key, CASE WHEN $6::bool THEN pg_notify($7, $1) END`
+RETURNING id, task_key, CASE WHEN $6::bool THEN {{s}}.wake($1, 1, $7) END`
 }

@@ -19,6 +19,11 @@ import (
 // next visibility time is already past.
 const minSleep = time.Millisecond
 
+// maxListenSleep caps the silent sleep of a receiver on an empty queue
+// while LISTEN is up: the sleep starts at poll and doubles with every
+// round that no notification ended, since a push wakes it anyway.
+const maxListenSleep = 30 * time.Second
+
 // Receive implements driver.Driver. It claims at once; when nothing is
 // visible and p.Wait allows, it sleeps until a push notification, the next
 // message's visibility time or the poll interval, whichever comes first, and
@@ -37,6 +42,9 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	if p.Wait > 0 {
 		d.startListener()
 	}
+	silent := 0                // sleeps in a row that no notification ended
+	registered := false        // this handle is among the waiting ones
+	var inFlight time.Duration // the pause while pushes kept it from registering
 	for {
 		woken := d.wake.wait()
 		msgs, err := d.claim(ctx, p.Max, p.Visibility)
@@ -47,19 +55,53 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if len(msgs) > 0 || remaining <= 0 {
 			return msgs, nil
 		}
-		sleep := min(remaining, d.cfg.poll)
+		var pause time.Duration // while a push kept the handle from registering
+		if !registered && d.listening.Load() {
+			// Register, then claim once more: a push that committed
+			// before the registration is found by that claim, and one
+			// after it wakes this handle (schema step 12).
+			if d.beforeAwait != nil {
+				d.beforeAwait()
+			}
+			ok, err := d.await(ctx)
+			if err != nil {
+				return nil, wrap(ctx, "receive", err)
+			}
+			if ok {
+				registered, inFlight = true, 0
+				d.waited.Store(true)
+				continue
+			}
+			// A push is in flight (perhaps in a long transaction): its
+			// messages are visible once it commits.
+			inFlight = min(max(2*inFlight, minSleep), d.cfg.poll)
+			pause = inFlight
+		}
 		next, err := d.nextVisible(ctx)
 		if err != nil {
 			return nil, wrap(ctx, "receive", err)
 		}
-		if next >= 0 {
+		// Only an empty queue lengthens the sleep: its next message
+		// comes with a wake-up. One whose messages are leased or delayed
+		// is looked at every poll (nextVisible samples it).
+		sleep := min(remaining, d.cfg.poll)
+		if next < 0 {
+			sleep = min(remaining, d.idleSleep(silent))
+		} else {
 			sleep = max(min(sleep, next), minSleep)
+		}
+		if pause > 0 {
+			sleep = min(sleep, pause)
 		}
 		timer := time.NewTimer(sleep)
 		d.idle.Add(1)
 		select {
 		case <-woken:
+			// A push took the handle out of the waiting ones (or one
+			// in this process pushed, or LISTEN reconnected).
+			silent, registered = 0, false
 		case <-timer.C:
+			silent++
 		case <-d.closing.Done():
 		case <-ctx.Done():
 		}
@@ -72,6 +114,24 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			return nil, wrap(ctx, "receive", err)
 		}
 	}
+}
+
+// idleSleep is how long a receiver that found the queue empty sleeps at
+// most without a notification, after silent such sleeps in a row: poll,
+// or, while LISTEN is up (a push wakes it), poll doubled silent times up
+// to maxListenSleep.
+func (d *Driver) idleSleep(silent int) time.Duration {
+	sleep := d.cfg.poll
+	if !d.listening.Load() {
+		return sleep
+	}
+	for range silent {
+		if sleep >= maxListenSleep/2 {
+			return max(maxListenSleep, d.cfg.poll)
+		}
+		sleep *= 2
+	}
+	return sleep
 }
 
 // claim runs the claim statement once and returns the rows in claim order.

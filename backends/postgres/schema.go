@@ -84,7 +84,64 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	// when the push was not traced, so the body keeps ai4s-jobq's bytes.
 	{10, "trace context of pushes", `ALTER TABLE {{s}}.messages ADD COLUMN IF NOT EXISTS trace_parent text`},
 	{11, "compact task keys and packed bodies", packedMigration},
+	{12, "a wake-up per waiting handle", wakeMigration},
 }
+
+// wakeMigration is schema step 12: waiting handles and the functions that
+// register and wake them (listen.go). waiters is UNLOGGED: it is only
+// wake-up state, and after a crash (which empties it) receivers register
+// again at their next empty claim.
+//
+// A push calls wake in its own statement: under a shared lock of the queue,
+// held until the push commits, it takes up to n registered handles, oldest
+// first, and notifies each on its own channel (prefix || handle). A
+// receiver calls await after a claim that found nothing, then claims once
+// more before it sleeps: await registers the handle only under the queue's
+// exclusive lock, so never while a push is in flight. Then either the push
+// committed before the registration, and the claim that follows sees its
+// messages, or it takes its lock after the registration, and wake's reads
+// (each under a snapshot of its own, after the lock) see the handle. When a
+// push is in flight await returns false without waiting, and the receiver
+// looks again shortly.
+const wakeMigration = `
+CREATE UNLOGGED TABLE {{s}}.waiters (
+	queue  text COLLATE "C" NOT NULL,
+	handle text COLLATE "C" NOT NULL,
+	since  timestamptz NOT NULL DEFAULT clock_timestamp(),
+	PRIMARY KEY (queue, handle)
+);
+
+CREATE FUNCTION {{s}}.wake(q text, n integer, prefix text) RETURNS integer
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+	h text;
+	k integer := 0;
+BEGIN
+	PERFORM pg_advisory_xact_lock_shared(hashtextextended('jobq.wait.{{s}}.' || q, 0));
+	FOR h IN
+		DELETE FROM {{s}}.waiters w
+		USING (SELECT handle FROM {{s}}.waiters WHERE queue = q ORDER BY since LIMIT greatest(n, 0) FOR UPDATE SKIP LOCKED) pick
+		WHERE w.queue = q AND w.handle = pick.handle
+		RETURNING w.handle
+	LOOP
+		PERFORM pg_notify(prefix || h, q);
+		k := k + 1;
+	END LOOP;
+	RETURN k;
+END
+$$;
+
+CREATE FUNCTION {{s}}.await(q text, h text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+	IF NOT pg_try_advisory_xact_lock(hashtextextended('jobq.wait.{{s}}.' || q, 0)) THEN
+		RETURN false;
+	END IF;
+	INSERT INTO {{s}}.waiters (queue, handle) VALUES (q, h) ON CONFLICT DO NOTHING;
+	RETURN true;
+END
+$$;
+`
 
 // fillfactorMigration is schema step 6. A claim takes the oldest messages,
 // which sit together on a page, and updates them all in one statement:

@@ -3,6 +3,7 @@ package redis
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/worker"
 )
 
 // commandCounts parses INFO commandstats into calls per command, leaving out
@@ -103,4 +105,70 @@ func driverOf(t testing.TB, q *jobq.Queue) *Driver {
 		t.Fatal("queue.As(**redis.Driver) failed")
 	}
 	return d
+}
+
+// TestIdleWorkerBacksOff: a waiting worker on an empty queue claims less
+// and less often (its receive wait doubles from Poll up to MaxPoll), yet
+// picks up a pushed task at once, woken through pub/sub, and a found task
+// brings its wait back to Poll.
+func TestIdleWorkerBacksOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures for several seconds")
+	}
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q, err := jobq.OpenWithOptions(ctx, newQueueURL(t, srv.url()), jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	c := srv.client()
+	claims := func() int64 {
+		counts := commandCounts(t, c.Info(ctx, "commandstats").Val())
+		return counts["evalsha"] + counts["eval"]
+	}
+	ran := make(chan time.Time, 1)
+	h := worker.HandlerFunc(func(context.Context, *worker.Job) error {
+		ran <- time.Now()
+		return nil
+	})
+	const poll, maxPoll = 50 * time.Millisecond, 800 * time.Millisecond
+	w := worker.New(q, h, worker.Options{Concurrency: 1, Prefetch: -1, Wait: true, Poll: poll, MaxPoll: maxPoll,
+		HeartbeatInterval: -1, CancelPoll: -1, StatusInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		w.Stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// Idle for 3 s: waits of 50, 100, 200, 400, then 800 ms, so about 7
+	// claims; with the wait fixed at Poll there would be about 60.
+	const window = 3 * time.Second
+	time.Sleep(100 * time.Millisecond) // the worker's first claims
+	before := claims()
+	time.Sleep(window)
+	idle := claims() - before
+	t.Logf("an idle worker made %d script calls in %v (Poll %v, MaxPoll %v)", idle, window, poll, maxPoll)
+	if idle > 15 {
+		t.Errorf("an idle worker made %d script calls in %v; want at most 15 (its wait doubling from %v to %v)", idle, window, poll, maxPoll)
+	}
+
+	// The worker waits up to MaxPoll now, but a push wakes it.
+	pushed := time.Now()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-ran:
+		if lat := at.Sub(pushed); lat > maxPoll/2 {
+			t.Errorf("the task ran %v after its push; want it woken at once, not at the next claim", lat)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pushed task did not run")
+	}
 }
