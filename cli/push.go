@@ -104,7 +104,8 @@ Ctrl-C abandons the batches in flight.
 --wait then waits for every pushed task to end and prints one line per task
 as it ends — ID STATE [exit=N] [value=JSON] [error="..."], value being a Go
 handler's return value — or, with --json, one JSON object per line (the
-schema of 'result --json'). It exits 0 when every task succeeded, else 1
+schema of 'result --json'), with a live line of counts, rate and ETA when
+standard error is a terminal. It exits 0 when every task succeeded, else 1
 with a summary of the failures and the input lines that pushed them.
 Ctrl-C while waiting stops the waiting, not the tasks, and says how to
 resume with 'jobq QUEUE wait'. A task ID is the hash of its content, so a
@@ -252,7 +253,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err := p.printer.Flush(); err != nil {
 		return failure(err)
 	}
-	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0}
+	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson()}
 	if len(p.unknownIDs) == 0 {
 		return w.run(ctx, p.ids)
 	}
