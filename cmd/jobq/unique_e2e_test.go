@@ -50,15 +50,28 @@ func TestPushUniqueFor(t *testing.T) {
 	}
 }
 
-// TestPushUniqueForNeedsRecords: where the backend keeps no result
-// records, push --unique-for is refused before anything is pushed,
-// naming why.
-func TestPushUniqueForNeedsRecords(t *testing.T) {
+// TestPushUniqueForLimits: where the backend keeps no result records,
+// push --unique-for is refused before anything is pushed, naming why;
+// where it does not dedup task IDs, the push goes on with a warning that
+// a task still queued is queued again.
+func TestPushUniqueForLimits(t *testing.T) {
 	t.Parallel()
-	b := newBench(t)
-	b.queue = "mem://unique?unsupported=results"
-	r := b.run("push", "-c", "echo x", "--unique-for", "24h")
-	if r.code != 2 || !strings.Contains(r.stderr, "push --unique-for needs result records, which this backend does not keep") {
-		t.Errorf("push --unique-for without records exited %d; want 2 naming the missing records\n%s", r.code, r.stderr)
+	for _, tc := range []struct {
+		name, queue string
+		code        int
+		stderr      string
+	}{
+		{"no records", "mem://unique?unsupported=results", 2, "push --unique-for needs result records, which this backend does not keep"},
+		{"no dedup", "mem://unique?unsupported=dedup", 0, "a task still queued or running is queued again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBench(t)
+			b.queue = tc.queue
+			r := b.run("push", "-c", "echo x", "--unique-for", "24h")
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("push --unique-for exited %d; want %d saying %q\n%s", r.code, tc.code, tc.stderr, r.stderr)
+			}
+		})
 	}
 }
