@@ -352,6 +352,9 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	if tx == nil {
 		return nil, errorf(errcode.InvalidArgument, op, "the transaction is nil: pass the one your writes use")
 	}
+	if opts.UniqueFor != 0 {
+		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor is not available inside a transaction: push with PushBatch after the commit")
+	}
 	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
 		ctx, span := q.startPush(ctx, len(tasks))
 		defer func() { q.endPush(ctx, span, out, err) }()
@@ -429,13 +432,28 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 	}
 	ctx, span := q.startPush(ctx, len(tasks))
 	defer func() { q.endPush(ctx, span, results, err) }()
+	ended, err := q.checkUniqueFor(op, opts)
+	if err != nil {
+		return nil, err
+	}
 	msgs, created, err := q.prepareAll(ctx, tasks)
 	if err != nil {
 		return nil, err
 	}
+	if ended != nil {
+		return q.pushUnique(ctx, ended, msgs, created, opts)
+	}
+	return q.pushMsgs(ctx, msgs, created, opts)
+}
+
+// pushMsgs stores msgs, prepared by prepareAll, in chunks of the backend's
+// batch limit: the results of the stored prefix, with a *BatchError (one
+// entry per message) when not every message is known to be stored.
+func (q *Queue) pushMsgs(ctx context.Context, msgs []*driver.Message, created []*StashRef, opts PushOptions) (results []PushResult, err error) {
+	const op = "push"
 	stampTrace(ctx, msgs)
 	ahead := q.readyAhead(ctx, opts)
-	results = make([]PushResult, len(tasks))
+	results = make([]PushResult, len(msgs))
 	defer func() { positions(results, msgs, ahead) }()
 	chunk := len(msgs)
 	if q.caps.MaxPushBatch > 0 && chunk > q.caps.MaxPushBatch {

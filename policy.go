@@ -289,6 +289,17 @@ type PushOptions struct {
 	// backends whose counts are exact. PushTx ignores it. Defaults to false:
 	// Position is -1.
 	Position bool
+	// UniqueFor, when positive, refuses as a duplicate (PushResult.Duplicate,
+	// nothing stored) a task whose ID has a result record of an end
+	// (succeeded, dead-lettered, cancelled) written within UniqueFor before
+	// the push, besides one queued now, which the backend's dedup catches
+	// where it has one (the Dedup feature; elsewhere a task still queued is
+	// queued again). It costs one read of the result records per batch and
+	// needs a backend that keeps them (the Results feature) and a results
+	// policy other than none; records expire after the queue's retention,
+	// so a window longer than it covers the retention only. PushTx refuses
+	// it. Defaults to 0: only the backend's dedup applies.
+	UniqueFor time.Duration
 }
 
 // waitForRoom runs push once, or, with opts.WaitForRoom, until max-depth

@@ -120,6 +120,8 @@ var (
 	taskTimeLimitRange = bound.Durations{Max: driver.MaxPolicyDuration}
 	// snoozeDelayRange: worker --snooze-delay (a requeue's delay).
 	snoozeDelayRange = bound.Durations{Max: driver.MaxPolicyDuration}
+	// uniqueForRange: push --unique-for (a look-back over result records).
+	uniqueForRange = bound.Durations{Max: driver.MaxPolicyDuration}
 )
 
 // backoffValue is a pflag.Value for a retry backoff written BASE,CAP (for

@@ -79,6 +79,7 @@ type pushFlags struct {
 	asJSON      bool
 	backoff     jobq.Backoff
 	timeLimit   time.Duration
+	uniqueFor   time.Duration
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -103,12 +104,16 @@ Ctrl-C abandons the batches in flight.
 --wait then waits for every pushed task to end and prints one line per task
 as it ends — ID STATE [exit=N] [value=JSON] [error="..."], value being a Go
 handler's return value — or, with --json, one JSON object per line (the
-schema of 'result --json'). It exits 0 when every task succeeded, else 1
+schema of 'result --json'), with a live line of counts, rate and ETA when
+standard error is a terminal. It exits 0 when every task succeeded, else 1
 with a summary of the failures and the input lines that pushed them.
 Ctrl-C while waiting stops the waiting, not the tasks, and says how to
 resume with 'jobq QUEUE wait'. A task ID is the hash of its content, so a
 task pushed again while the record of an earlier identical task is kept
 (the queue's retention) is reported from that record at once.
+
+--unique-for D refuses as a duplicate a task that ended within D (its
+result record says so) or is queued now: a task pushed at most once per D.
 
 Retries: a failed task is retried after a delay that doubles with every
 failure, with jitter (--retry-backoff, else the queue's retry-backoff
@@ -151,6 +156,7 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.Var(durationFlag(&f.waitTimeout), "wait-timeout", "with --wait: stop waiting after this long (exit 1; the tasks keep running); 0: no limit")
 	fl.BoolVar(&f.asJSON, "json", false, `with --print-ids: print {"id", "line", "duplicate", "position"} per task; with --wait: print each outcome as a JSON object (one per line)`)
 	fl.Var(backoffValue{&f.backoff}, "retry-backoff", "retry a failed task after about BASE, doubling per failure up to CAP, with jitter, e.g. 10s,1h (BASE alone keeps the cap 10m; default: the queue's retry-backoff policy, else 10s,10m)")
+	durationRangeFlag(fl, &f.uniqueFor, "unique-for", 0, uniqueForRange, "refuse as a duplicate a task that ended within this long (its result record says so) or is queued now, e.g. 24h (needs result records; 0: only the backend's dedup)")
 	durationRangeFlag(fl, &f.timeLimit, "time-limit", 0, taskTimeLimitRange, "stop an attempt that runs longer than this (SIGTERM, then SIGKILL) and count it as a failure; overrides the worker's --task-time-limit (0: the worker's)")
 }
 
@@ -212,6 +218,11 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return err
 	}
 	defer q.Close()
+	if f.uniqueFor > 0 {
+		if err := a.checkUniqueFor(ctx, q); err != nil {
+			return err
+		}
+	}
 	if f.wait {
 		// Refused before anything is pushed.
 		if err := checkResults(q, "push --wait"); err != nil {
@@ -242,7 +253,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err := p.printer.Flush(); err != nil {
 		return failure(err)
 	}
-	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0}
+	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson()}
 	if len(p.unknownIDs) == 0 {
 		return w.run(ctx, p.ids)
 	}
@@ -257,6 +268,22 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return &exitError{code: exitCode(err), err: fmt.Errorf("%w\n%s", err, note)}
 	}
 	return failure(errors.New(note))
+}
+
+// checkUniqueFor refuses push --unique-for before anything is pushed
+// where the queue keeps no result records, and warns where the backend
+// does not drop a task ID it holds already.
+func (a *app) checkUniqueFor(ctx context.Context, q *jobq.Queue) error {
+	if err := checkResults(q, "push --unique-for"); err != nil {
+		return err
+	}
+	if err := checkKeepsRecords(ctx, q, "push --unique-for"); err != nil {
+		return err
+	}
+	if q.Capabilities().Level(driver.Dedup) == driver.Unsupported {
+		a.log.Warn("--unique-for refuses the tasks that ended within the window; a task still queued or running is queued again, as this backend does not drop a task ID it holds already")
+	}
+	return nil
 }
 
 // positions reports whether push asks for each task's position: only for
@@ -615,7 +642,7 @@ func (p *pusher) send(ctx context.Context) error {
 	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
-		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions()})
+		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions(), UniqueFor: p.f.uniqueFor})
 	}()
 	p.pending = append(p.pending, job)
 	return nil

@@ -52,6 +52,10 @@ when a worker stops it, or, where the backend cannot remove tasks by ID
 IDs from standard input, one per line (what push --print-ids prints, plain
 or --json).
 
+When standard error is a terminal (without -q), one line there counts
+the tasks ended, running and queued, with the rate and an ETA, redrawn in
+place.
+
 Exit 0 when every task succeeded; otherwise 1, with a summary of the tasks
 that did not succeed on standard error. Ctrl-C or --timeout stops the
 waiting, not the tasks: the summary says which are still running and how
@@ -75,7 +79,7 @@ LISTEN/NOTIFY, Redis), and polls otherwise.`,
 				if err := checkResults(q, "wait"); err != nil {
 					return err
 				}
-				w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.timeout}
+				w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.timeout, progress: a.toPerson()}
 				return w.run(ctx, ids)
 			})
 		},
@@ -132,8 +136,17 @@ type waiter struct {
 	lines        map[string][]int
 	fromCommands bool
 
+	// progress keeps a live line of counts on standard error while
+	// waiting (a.toPerson(): a terminal, without -q); live is that line.
+	progress bool
+	live     *liveLine
+
 	mu    sync.Mutex
 	ended map[string]*jobq.Result
+	// started is when the wait began; succeeded, nFailed and recent
+	// (recorded since started) count the ends, for the live line.
+	started                    time.Time
+	succeeded, nFailed, recent int
 }
 
 // run waits for ids and returns nil when every one succeeded, else an
@@ -159,7 +172,14 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 	}()
 
 	w.noteCancels(waitCtx, ids)
+	w.started = time.Now()
+	stopProgress := func() {}
+	if w.progress {
+		stopProgress = w.showProgress(waitCtx, ids)
+		defer stopProgress()
+	}
 	err := w.q.WaitFunc(waitCtx, ids, jobq.WaitOptions{}, w.print)
+	stopProgress()
 	if err != nil {
 		cause := context.Cause(waitCtx)
 		switch {
@@ -204,6 +224,15 @@ func (w *waiter) print(r *jobq.Result) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ended[r.ID] = r
+	w.tally(r)
+	if w.live != nil {
+		return w.live.above(func() error { return w.write(r) })
+	}
+	return w.write(r)
+}
+
+// write prints r's outcome line, or JSON object, on standard output.
+func (w *waiter) write(r *jobq.Result) error {
 	if w.asJSON {
 		b, err := json.Marshal(toResultJSON(r))
 		if err != nil {

@@ -1,0 +1,112 @@
+package jobq
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+)
+
+// checkUniqueFor checks PushOptions.UniqueFor before anything is prepared:
+// the result store to read, nil when the option is not set.
+func (q *Queue) checkUniqueFor(op string, opts PushOptions) (driver.ResultStore, error) {
+	switch {
+	case opts.UniqueFor == 0:
+		return nil, nil
+	case opts.UniqueFor < 0:
+		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor is negative (%s): give a window of at least one second, or 0 for none", opts.UniqueFor)
+	case q.results == nil:
+		return nil, q.unsupported(op, driver.Results, "keeps no task results, which unique-for needs to know which tasks ran")
+	case q.policies.results() == driver.ResultsNone:
+		return nil, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+			Msg: "unique-for needs result records, but the queue's results policy is none (no task keeps one); keep them with `jobq QUEUE policy set results all` (or `results failed`)"}
+	}
+	if err := q.degrade(op, driver.Results); err != nil {
+		return nil, err
+	}
+	return q.results, nil
+}
+
+// pushUnique pushes the msgs whose task did not end within opts.UniqueFor,
+// per their result records (one read per batch), and reports the others
+// as duplicates. A *BatchError from the push is spread over all msgs: a
+// duplicate after the stored prefix is not stored either.
+func (q *Queue) pushUnique(ctx context.Context, store driver.ResultStore, msgs []*driver.Message, created []*StashRef, opts PushOptions) ([]PushResult, error) {
+	const op = "push"
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	recs, err := q.getResults(ctx, op, store, ids)
+	if err != nil {
+		q.dropRefused(ctx, created...)
+		return nil, err
+	}
+	since := time.Now().Add(-opts.UniqueFor)
+	dup := make([]bool, len(msgs))
+	var kept []*driver.Message
+	var keptCreated, dropped []*StashRef
+	for i, r := range recs {
+		var obj *StashRef
+		if created != nil {
+			obj = created[i]
+		}
+		if r != nil && r.State.Final() && !r.UpdatedAt.Before(since) {
+			dup[i] = true
+			if obj != nil {
+				dropped = append(dropped, obj) // written by this push: nothing else refers to it
+			}
+			continue
+		}
+		kept = append(kept, msgs[i])
+		keptCreated = append(keptCreated, obj)
+	}
+	q.dropRefused(ctx, dropped...)
+	if len(kept) == len(msgs) {
+		return q.pushMsgs(ctx, msgs, created, opts)
+	}
+	if keptCreated != nil && !hasRef(keptCreated) {
+		keptCreated = nil
+	}
+	res, err := q.pushMsgs(ctx, kept, keptCreated, opts)
+	out := make([]PushResult, 0, len(msgs))
+	k := 0
+	for i, m := range msgs {
+		if dup[i] {
+			out = append(out, PushResult{ID: m.ID, Duplicate: true, Position: -1})
+			continue
+		}
+		if k == len(res) {
+			break // the first task not known to be stored
+		}
+		out = append(out, res[k])
+		k++
+	}
+	var be *BatchError
+	if err == nil || !errors.As(err, &be) {
+		return out, err
+	}
+	errs := make([]error, len(msgs))
+	notSent := errorf(errcode.FailedPrecondition, op, "not pushed: a task before it in the batch was not stored")
+	for i, j := len(out), k; i < len(msgs); i++ {
+		if dup[i] {
+			errs[i] = notSent
+			continue
+		}
+		errs[i] = be.Errs[j]
+		j++
+	}
+	return out, &BatchError{Errs: errs}
+}
+
+// hasRef reports whether refs holds a stash object.
+func hasRef(refs []*StashRef) bool {
+	for _, r := range refs {
+		if r != nil {
+			return true
+		}
+	}
+	return false
+}
