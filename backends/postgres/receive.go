@@ -57,20 +57,13 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		}
 		var pause time.Duration // while a push kept the handle from registering
 		if !registered && d.listening.Load() {
-			// Register, then claim once more: a push that committed
-			// before the registration is found by that claim, and one
-			// after it wakes this handle (schema step 12).
-			if d.beforeAwait != nil {
-				d.beforeAwait()
-			}
-			ok, err := d.await(ctx)
+			ok, err := d.register(ctx)
 			if err != nil {
 				return nil, wrap(ctx, "receive", err)
 			}
 			if ok {
 				registered, inFlight = true, 0
-				d.waited.Store(true)
-				continue
+				continue // claim once more: see register
 			}
 			// A push is in flight (perhaps in a long transaction): its
 			// messages are visible once it commits.
@@ -81,39 +74,76 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if err != nil {
 			return nil, wrap(ctx, "receive", err)
 		}
-		// Only an empty queue lengthens the sleep: its next message
-		// comes with a wake-up. One whose messages are leased or delayed
-		// is looked at every poll (nextVisible samples it).
-		sleep := min(remaining, d.cfg.poll)
-		if next < 0 {
-			sleep = min(remaining, d.idleSleep(silent))
-		} else {
-			sleep = max(min(sleep, next), minSleep)
-		}
-		if pause > 0 {
-			sleep = min(sleep, pause)
-		}
-		timer := time.NewTimer(sleep)
-		d.idle.Add(1)
-		select {
-		case <-woken:
-			// A push took the handle out of the waiting ones (or one
-			// in this process pushed, or LISTEN reconnected).
-			silent, registered = 0, false
-		case <-timer.C:
-			silent++
-		case <-d.closing.Done():
-		case <-ctx.Done():
-		}
-		d.idle.Add(-1)
-		timer.Stop()
-		if err := d.closing.Err(); err != nil {
+		wokenUp, err := d.sleepUntilWoken(ctx, woken, d.sleepFor(remaining, next, silent, pause))
+		if err != nil {
 			return nil, err
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, wrap(ctx, "receive", err)
+		if wokenUp {
+			// A push took the handle out of the waiting ones (or one in
+			// this process pushed, or LISTEN reconnected).
+			silent, registered = 0, false
+		} else {
+			silent++
 		}
 	}
+}
+
+// register puts this handle among the waiting ones (schema step 12); the
+// caller then claims once more: a push that committed before the
+// registration is found by that claim, and one after it wakes this handle.
+// It reports false when a push in flight kept it from registering.
+func (d *Driver) register(ctx context.Context) (bool, error) {
+	if d.beforeAwait != nil {
+		d.beforeAwait()
+	}
+	ok, err := d.await(ctx)
+	if ok {
+		d.waited.Store(true)
+	}
+	return ok, err
+}
+
+// sleepFor is how long a receiver that found nothing sleeps at most: until
+// its wait ends, the next message's visibility (next, negative for an empty
+// queue) or the poll, whichever comes first. Only an empty queue lengthens
+// the sleep (idleSleep): its next message comes with a wake-up, while one
+// whose messages are leased or delayed is looked at every poll. A pause
+// while pushes kept the handle from registering shortens it.
+func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.Duration) time.Duration {
+	sleep := min(remaining, d.cfg.poll)
+	if next < 0 {
+		sleep = min(remaining, d.idleSleep(silent))
+	} else {
+		sleep = max(min(sleep, next), minSleep)
+	}
+	if pause > 0 {
+		sleep = min(sleep, pause)
+	}
+	return sleep
+}
+
+// sleepUntilWoken waits for woken, for up to dur, or for the driver's close or ctx's
+// end (then an error); it reports whether woken fired.
+func (d *Driver) sleepUntilWoken(ctx context.Context, woken <-chan struct{}, dur time.Duration) (bool, error) {
+	timer := time.NewTimer(dur)
+	defer timer.Stop()
+	d.idle.Add(1)
+	defer d.idle.Add(-1)
+	wokenUp := false
+	select {
+	case <-woken:
+		wokenUp = true
+	case <-timer.C:
+	case <-d.closing.Done():
+	case <-ctx.Done():
+	}
+	if err := d.closing.Err(); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, wrap(ctx, "receive", err)
+	}
+	return wokenUp, nil
 }
 
 // idleSleep is how long a receiver that found the queue empty sleeps at

@@ -529,55 +529,81 @@ func checkResultsPolicy(c *C) {
 	output := strings.Repeat("0123456789abcdef", 256) // 4 KiB
 	for _, mode := range []string{"", "all", "failed", "none"} {
 		q := c.open()
-		if mode != "" {
-			p, err := hooks.ParsePolicy("results", mode)
-			if err != nil {
-				c.Fatalf("parse results %s: %v", mode, err)
-			}
-			if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
-				c.Fatalf("policy set results %s: %v", mode, err)
-			}
-		}
-		ok := c.push(q, task("results policy: success"))[0]
-		e := c.receive(q, c.longVis(q))
-		e.SetResult(jobq.ResultDetails{Output: output})
-		c.complete(e)
-		failed := ""
-		if dead {
-			failed = c.push(q, task("results policy: failure"))[0]
-			e := c.receive(q, c.longVis(q))
-			e.SetResult(jobq.ResultDetails{Output: output})
-			if err := e.DeadLetter(c.ctx(), "failed on purpose", ""); err != nil {
-				c.Fatalf("dead-letter: %v", err)
-			}
-		}
+		c.setResultsPolicy(q, mode)
+		ok, failed := c.endUnderPolicy(q, output, dead)
 		if mode == "none" {
-			_, err := q.Result(c.ctx(), ok)
-			c.expectCode(err, errcode.FailedPrecondition, "Result under results none")
-			_, err = q.Wait(c.ctx(), ok)
-			c.expectCode(err, errcode.FailedPrecondition, "Wait under results none")
-			if err != nil && !strings.Contains(err.Error(), "policy set results all") {
-				c.Errorf("Wait under results none: %v; want the error to say how to keep records", err)
-			}
+			c.expectNoRecords(q, ok)
 			continue
 		}
-		// A cut tail carries a short note saying so.
-		r := c.result(q, ok)
-		switch {
-		case r.State != driver.ResultSucceeded:
-			c.Errorf("results %q: the success's record is %s", mode, r.State)
-		case mode == "failed" && r.Output != "":
-			c.Errorf("results failed: the success's record kept %d bytes of output; want none", len(r.Output))
-		case mode != "failed" && (!strings.Contains(r.Output, output[len(output)-1000:]) || len(r.Output) > 1024+64):
-			c.Errorf("results %q: the success's record kept %d bytes of output; want its last 1 KiB", mode, len(r.Output))
-		}
-		if rs, err := q.Wait(c.ctx(), ok); err != nil || rs[0].State != driver.ResultSucceeded {
-			c.Errorf("results %q: Wait for a success = %v, %v", mode, rs, err)
-		}
-		if failed != "" {
-			if r := c.result(q, failed); r.State != driver.ResultDeadLettered || r.Output != output {
-				c.Errorf("results %q: the failure's record is %s with %d bytes of output; want dead-lettered with all %d", mode, r.State, len(r.Output), len(output))
-			}
+		c.expectKept(q, mode, ok, failed, output)
+	}
+}
+
+// setResultsPolicy sets the results policy mode on q ("" leaves none).
+func (c *C) setResultsPolicy(q *handle, mode string) {
+	if mode == "" {
+		return
+	}
+	p, err := hooks.ParsePolicy("results", mode)
+	if err != nil {
+		c.Fatalf("parse results %s: %v", mode, err)
+	}
+	if err := q.Admin().SetPolicy(c.ctx(), p); err != nil {
+		c.Fatalf("policy set results %s: %v", mode, err)
+	}
+}
+
+// endUnderPolicy runs a task that succeeds and, where there are dead
+// letters, one that is dead-lettered, each with output; it returns their
+// IDs ("" for the failure where there is none).
+func (c *C) endUnderPolicy(q *handle, output string, dead bool) (ok, failed string) {
+	ok = c.push(q, task("results policy: success"))[0]
+	e := c.receive(q, c.longVis(q))
+	e.SetResult(jobq.ResultDetails{Output: output})
+	c.complete(e)
+	if !dead {
+		return ok, ""
+	}
+	failed = c.push(q, task("results policy: failure"))[0]
+	e = c.receive(q, c.longVis(q))
+	e.SetResult(jobq.ResultDetails{Output: output})
+	if err := e.DeadLetter(c.ctx(), "failed on purpose", ""); err != nil {
+		c.Fatalf("dead-letter: %v", err)
+	}
+	return ok, failed
+}
+
+// expectNoRecords: under results none, Result and Wait fail with
+// FailedPrecondition, saying how to keep records.
+func (c *C) expectNoRecords(q *handle, id string) {
+	_, err := q.Result(c.ctx(), id)
+	c.expectCode(err, errcode.FailedPrecondition, "Result under results none")
+	_, err = q.Wait(c.ctx(), id)
+	c.expectCode(err, errcode.FailedPrecondition, "Wait under results none")
+	if err != nil && !strings.Contains(err.Error(), "policy set results all") {
+		c.Errorf("Wait under results none: %v; want the error to say how to keep records", err)
+	}
+}
+
+// expectKept: under mode, the success keeps its last 1 KiB of output (none
+// under failed) and Wait answers for it; the failure keeps its whole tail.
+func (c *C) expectKept(q *handle, mode, ok, failed, output string) {
+	// A cut tail carries a short note saying so.
+	r := c.result(q, ok)
+	switch {
+	case r.State != driver.ResultSucceeded:
+		c.Errorf("results %q: the success's record is %s", mode, r.State)
+	case mode == "failed" && r.Output != "":
+		c.Errorf("results failed: the success's record kept %d bytes of output; want none", len(r.Output))
+	case mode != "failed" && (!strings.Contains(r.Output, output[len(output)-1000:]) || len(r.Output) > 1024+64):
+		c.Errorf("results %q: the success's record kept %d bytes of output; want its last 1 KiB", mode, len(r.Output))
+	}
+	if rs, err := q.Wait(c.ctx(), ok); err != nil || rs[0].State != driver.ResultSucceeded {
+		c.Errorf("results %q: Wait for a success = %v, %v", mode, rs, err)
+	}
+	if failed != "" {
+		if r := c.result(q, failed); r.State != driver.ResultDeadLettered || r.Output != output {
+			c.Errorf("results %q: the failure's record is %s with %d bytes of output; want dead-lettered with all %d", mode, r.State, len(r.Output), len(output))
 		}
 	}
 }
