@@ -71,9 +71,9 @@ func (e *Error) ErrorCode() errcode.Code { return e.Code }
 // errcode.LockLost) works for every LockLost error.
 func (e *Error) Is(target error) bool { return errcode.Matches(e.Code, target) }
 
-// ErrClosed is returned by operations on a closed Queue. It has code
+// errClosed is returned by operations on a closed Queue. It has code
 // FailedPrecondition.
-var ErrClosed = &Error{Code: errcode.FailedPrecondition, Msg: "queue is closed"}
+var errClosed = &Error{Code: errcode.FailedPrecondition, Msg: "queue is closed"}
 
 // errorf makes an *Error without an underlying error.
 func errorf(code errcode.Code, op, format string, args ...any) *Error {

@@ -216,7 +216,7 @@ func (q *Queue) wrap(op string, err error) error {
 
 func (q *Queue) checkOpen(op string) error {
 	if q.closed.Load() {
-		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: ErrClosed}
+		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: errClosed}
 	}
 	return nil
 }
@@ -808,7 +808,7 @@ func (q *Queue) As(target any) bool { return q.drv.As(target) }
 // Close waits for pending settlements, then releases the backend's
 // resources. Operations after Close fail with code FailedPrecondition.
 func (q *Queue) Close() error {
-	err := error(ErrClosed)
+	err := error(errClosed)
 	q.closeOnce.Do(func() {
 		q.closed.Store(true)
 		close(q.closing)

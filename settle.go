@@ -77,7 +77,7 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pending
 	select {
 	case s.ch <- req:
 	case <-s.q.closing:
-		return ErrClosed
+		return errClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -108,7 +108,7 @@ func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pend
 	}
 	if closing {
 		s.one.RUnlock()
-		return ErrClosed
+		return errClosed
 	}
 	done := make(chan error, 1)
 	go func() {

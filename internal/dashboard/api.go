@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/envmask"
@@ -368,7 +366,7 @@ type runtimeReport struct {
 // attempts in the dead letters' histories.
 func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
 	dead, err := s.q.Admin().DeadLetters(r.Context(), maxDeadList)
-	if err != nil && !errors.Is(err, jobq.ErrClosed) && errcode.Of(err) != errcode.Unimplemented {
+	if err != nil && errcode.Of(err) != errcode.FailedPrecondition && errcode.Of(err) != errcode.Unimplemented {
 		apiError(w, err)
 		return
 	}
