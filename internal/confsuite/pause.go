@@ -114,4 +114,41 @@ func checkPause(c *C) {
 	if had, err := admin.Admin().Resume(c.ctx(), jobq.PauseOptions{}); err != nil || had {
 		c.Errorf("a second Resume = %v, %v; want false, nil", had, err)
 	}
+	c.pauseScopes(admin)
+}
+
+// pauseScopes: pauses of a kind, a key and both are stored apart, with
+// keys that policy syntax reserves characters of, and resumed one by one.
+func (c *C) pauseScopes(q *handle) {
+	c.Helper()
+	scopes := []jobq.PauseOptions{{Kind: "render"}, {Key: "gpu=a/b ü"}, {Kind: "render", Key: "gpu=a/b ü"}}
+	for _, o := range scopes {
+		if _, err := q.Admin().Pause(c.ctx(), o); err != nil {
+			c.Fatalf("Pause(%+v): %v", o, err)
+		}
+	}
+	pols, err := q.Admin().Policies(c.ctx())
+	if err != nil {
+		c.Fatalf("Policies: %v", err)
+	}
+	ps := driver.Pauses(pols)
+	for _, o := range scopes {
+		n := 0
+		for _, s := range ps {
+			if s.TaskKind == o.Kind && s.Key == o.Key {
+				n++
+			}
+		}
+		if n != 1 {
+			c.Errorf("pause of kind %q key %q is listed %d times among %+v, want once", o.Kind, o.Key, n, ps)
+		}
+	}
+	for _, o := range scopes {
+		if had, err := q.Admin().Resume(c.ctx(), o); err != nil || !had {
+			c.Errorf("Resume(%+v) = %v, %v; want true, nil", o, had, err)
+		}
+	}
+	if pols, err := q.Admin().Policies(c.ctx()); err != nil || len(driver.Pauses(pols)) != 0 {
+		c.Errorf("after resuming every scope the policies are %v, %v; want no pause", pols, err)
+	}
 }
