@@ -177,6 +177,9 @@ func policyFeature(k driver.PolicyKind) driver.Feature {
 // the fallback once (the worker enforces it per process).
 func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 	const op = "policy set"
+	if pol.Kind == driver.PausePolicy {
+		return errorf(errcode.InvalidArgument, op, "a pause is set with Admin.Pause (`jobq QUEUE pause`), which records who paused and when")
+	}
 	if err := validatePolicy(pol); err != nil {
 		return policyErr(op, err)
 	}
@@ -198,6 +201,9 @@ func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 // was one.
 func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key string) (bool, error) {
 	const op = "policy unset"
+	if kind == driver.PausePolicy {
+		return false, errorf(errcode.InvalidArgument, op, "a pause is lifted with Admin.Resume (`jobq QUEUE resume [--kind K] [--key K]`)")
+	}
 	if !isPolicyKind(kind) {
 		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention, retry-backoff or results", kind)
 	}

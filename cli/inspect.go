@@ -218,6 +218,9 @@ func (a *app) printStats(r statsreport.Report, sample time.Duration, asJSON bool
 	fmt.Fprintf(tw, "in flight\t%s\n", show(st.InFlight, st.Known.InFlight))
 	fmt.Fprintf(tw, "delayed\t%s\n", show(st.Delayed, st.Known.Delayed))
 	fmt.Fprintf(tw, "dead-lettered\t%s\n", show(st.Dead, st.Known.Dead))
+	if r.Keys != nil {
+		printPauses(tw, r.Keys.Policies)
+	}
 	if est != nil {
 		fmt.Fprintf(tw, "throughput\t%.2f tasks/s (net, over %s)\n", est.Rate, formatDuration(sample))
 		switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/internal/shellword"
 	"github.com/jobq/jobq/internal/statsreport"
 )
 
@@ -207,6 +208,26 @@ func policyFailure(err error) error {
 		return asUsage(err)
 	}
 	return failure(err)
+}
+
+// printPauses writes one "paused" line per pause of the queue: what, since
+// when and by whom.
+func printPauses(w io.Writer, pols []driver.Policy) {
+	for _, s := range driver.Pauses(pols) {
+		fmt.Fprintf(w, "paused\t%s since %s (%s ago) by %s; `%s` lifts it\n", s.Scope(), s.Since.Local().Format(time.DateTime), roundETA(time.Since(s.Since)), s.By, resumeCommand(s))
+	}
+}
+
+// resumeCommand is the command that lifts s.
+func resumeCommand(s driver.PauseState) string {
+	cmd := "resume"
+	if s.TaskKind != "" {
+		cmd += " --kind " + shellword.Quote(s.TaskKind)
+	}
+	if s.Key != "" {
+		cmd += " --key " + shellword.Quote(s.Key)
+	}
+	return cmd
 }
 
 // printKeys writes the per-key part of `stats`: what each policy key is

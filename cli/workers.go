@@ -65,6 +65,14 @@ func (a *app) workersCommand() *cobra.Command {
 			if asJSON {
 				return printWorkersJSON(a.stdout, ws, time.Now())
 			}
+			if pols, err := q.Admin().Policies(ctx); err == nil {
+				// A backend without policies has no pauses to show.
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				printPauses(tw, pols)
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
 			return printWorkers(a.stdout, ws, time.Now())
 		},
 	}

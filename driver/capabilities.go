@@ -77,13 +77,24 @@ const (
 	// WorkerRegistry: workers announce themselves, heartbeat and withdraw
 	// in the engine, so live and vanished workers can be listed.
 	WorkerRegistry Feature = "worker-registry"
+	// Pause: a pause (PausePolicy) is kept in the engine with the other
+	// policies, so every worker on every machine stops taking the paused
+	// tasks within PauseRefresh of it being set, and starts again as soon
+	// after a resume. Emulated: the engine keeps it, but workers see it
+	// later (Support.Fallback says how much); Unsupported: the backend
+	// keeps no policies, and Pause is refused.
+	Pause Feature = "pause"
 )
+
+// PauseRefresh is how often a worker rereads the queue's pauses: the
+// longest a Native backend's workers keep taking paused tasks.
+const PauseRefresh = 2 * time.Second
 
 // AllFeatures lists every feature in the order tables show them.
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
-	Results, Cancel, WorkerRegistry,
+	Results, Cancel, WorkerRegistry, Pause,
 }
 
 // Support is a driver's declaration for one feature.

@@ -43,10 +43,16 @@ const (
 	// only store it. A queue without one keeps every task's record
 	// (ResultsAll).
 	ResultsPolicy PolicyKind = "results"
+	// PausePolicy stops workers taking new tasks: from the whole queue, or
+	// only those of one task kind or policy key. Key is the encoded
+	// PauseState (see PauseState.Policy) and Limit the pause's start in
+	// Unix milliseconds. Drivers store it as they store the others (keeping
+	// its key); workers read it, so it needs the Pause feature.
+	PausePolicy PolicyKind = "pause"
 )
 
 // PolicyKinds lists the kinds in the order listings show them.
-var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy, ResultsPolicy}
+var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy, ResultsPolicy, PausePolicy}
 
 // ResultsMode is the value of a results policy: which tasks keep a result
 // record.
@@ -148,6 +154,10 @@ func (p Policy) String() string {
 		return fmt.Sprintf("retry-backoff %s,%s", shortDuration(base), shortDuration(cap))
 	case ResultsPolicy:
 		return "results " + ResultsMode(p.Limit).String()
+	case PausePolicy:
+		if ps, err := ParsePause(p); err == nil {
+			return ps.String()
+		}
 	}
 	return fmt.Sprintf("%s %s=%d", p.Kind, p.Key, p.Limit)
 }
@@ -169,6 +179,9 @@ func (p Policy) Validate() error {
 		}
 	case RetentionPolicy, RetryBackoffPolicy:
 		return p.validateDurations()
+	case PausePolicy:
+		_, err := ParsePause(p)
+		return err
 	case ResultsPolicy:
 		switch {
 		case p.Key != "":

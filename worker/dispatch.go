@@ -305,7 +305,7 @@ func (d *dispatcher) acquire() (claimTokens, bool) {
 		case <-d.quit:
 			return t, false
 		}
-		if d.stopping() || w.pauseAfterFailures(d.quit) || w.stall.wait(w.drainCh, d.quit) {
+		if d.stopping() || w.pauseAfterFailures(d.quit) || w.paused.wait(w.drainCh, d.quit) || w.stall.wait(w.drainCh, d.quit) {
 			return t, false
 		}
 		return d.gather(t)

@@ -73,6 +73,13 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	}
 	defer free()
 
+	if s, paused := w.paused.stops(env.Task); paused {
+		// Claimed by a receive under way as the pause was read, or
+		// stopped by a pause of its kind or key.
+		letGo()
+		w.requeue(env, log, pausedDelay(s), "paused: "+s.Scope())
+		return
+	}
 	releaseLimit, delay := w.limits.acquire(ctx, env.Task)
 	if releaseLimit == nil {
 		letGo()

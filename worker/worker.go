@@ -81,7 +81,8 @@ type Worker struct {
 	// enforcement (backpressure.go).
 	pauser *failurePauser
 	limits *localLimits
-	host   string // for attempt histories
+	paused *pauseWatch // the queue's pauses (pause.go)
+	host   string      // for attempt histories
 	// keepsResults: the backend keeps result records, which name the
 	// worker and times of a task's last attempt even when it succeeded.
 	keepsResults bool
@@ -149,6 +150,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		pace:          newHandlerPace(),
 		stall:         newWriteStall(log),
 		limits:        newLocalLimits(q, log),
+		paused:        newPauseWatch(q, log),
 		host:          hostname(),
 		keepsResults:  q != nil && q.Capabilities().Level(driver.Results) != driver.Unsupported,
 		receiveGiveUp: receiveGiveUp,

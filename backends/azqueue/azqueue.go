@@ -164,6 +164,7 @@ func capabilities() driver.Capabilities {
 			driver.Results:           {Level: driver.Emulated, Fallback: resultsFallback},
 			driver.Cancel:            {Level: driver.Emulated, Fallback: cancelFallback},
 			driver.WorkerRegistry:    {Level: driver.Emulated, Fallback: workerRegistryFallback},
+			driver.Pause:             {Level: driver.Emulated, Fallback: pauseFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

@@ -117,3 +117,6 @@ func (q *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	}
 	return driver.UncountedKeyStats(pols), nil
 }
+
+// pauseFallback says how late Storage Queue workers see a pause.
+const pauseFallback = "pauses are kept in the queue's metadata with the other policies, written by read-modify-write: every worker stops (or starts again) within about 2s, as each rereads the metadata every 2s; a receive already under way may take one more task, which the worker puts back unrun; two admins changing policies at the same moment can lose one change"

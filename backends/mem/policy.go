@@ -17,12 +17,12 @@ const gone state = -1
 // policies are a store's queue policies and the counts that enforce them.
 // Guarded by store.mu.
 type policies struct {
-	conc     map[string]int64                    // concurrency key -> cap
-	rate     map[string]driver.Policy            // rate key -> policy
-	maxDepth int64                               // 0: unbounded
-	queue    map[driver.PolicyKind]driver.Policy // retention, retry-backoff: stored only
-	inFlight map[string]int64                    // concurrency key -> leased messages
-	admitted map[string][]time.Time              // rate key -> claim times in the window, oldest first
+	conc     map[string]int64            // concurrency key -> cap
+	rate     map[string]driver.Policy    // rate key -> policy
+	maxDepth int64                       // 0: unbounded
+	queue    map[[2]string]driver.Policy // retention, retry-backoff, results, pause by kind and key: stored only
+	inFlight map[string]int64            // concurrency key -> leased messages
+	admitted map[string][]time.Time      // rate key -> claim times in the window, oldest first
 }
 
 func newPolicies() policies {
@@ -31,7 +31,7 @@ func newPolicies() policies {
 		rate:     map[string]driver.Policy{},
 		inFlight: map[string]int64{},
 		admitted: map[string][]time.Time{},
-		queue:    map[driver.PolicyKind]driver.Policy{},
+		queue:    map[[2]string]driver.Policy{},
 	}
 }
 
@@ -185,7 +185,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	case driver.MaxDepthPolicy:
 		s.pol.maxDepth = p.Limit
 	default:
-		s.pol.queue[p.Kind] = p
+		s.pol.queue[[2]string{string(p.Kind), p.Key}] = p
 	}
 	s.wake() // a raised limit may unblock messages
 	return nil
@@ -212,8 +212,8 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 		had = s.pol.maxDepth > 0
 		s.pol.maxDepth = 0
 	default:
-		_, had = s.pol.queue[kind]
-		delete(s.pol.queue, kind)
+		_, had = s.pol.queue[[2]string{string(kind), key}]
+		delete(s.pol.queue, [2]string{string(kind), key})
 	}
 	s.wake()
 	return had, nil

@@ -16,7 +16,7 @@ import (
 // Queue policies (docs/policies.md). They live beside the queue's keys, in
 // its hash slot:
 //
-//	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS"
+//	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS", "pause|SCOPE" -> SINCE_MS
 //	prefix.."polm"        string: max-depth (before packed bodies "pold", now the layout mark: see layoutScript)
 //	prefix.."polq"        hash "retention", "retry-backoff" and "results" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
 //	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
@@ -163,8 +163,9 @@ local pol = policies()
 local all = redis.call('HGETALL', P .. 'polk')
 for j = 1, #all, 2 do
   local sep = string.find(all[j], '|', 1, true)
-  if sep then
-    local kind, key = string.sub(all[j], 1, sep - 1), string.sub(all[j], sep + 1)
+  local kind = sep and string.sub(all[j], 1, sep - 1)
+  if kind == 'concurrency' or kind == 'rate' then
+    local key = string.sub(all[j], sep + 1)
     local n = 0
     if kind == 'concurrency' then n = pol.inflight(key, now, 0)
     else
@@ -211,6 +212,8 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	switch {
 	case p.Kind == driver.MaxDepthPolicy:
 		err = d.client.Set(ctx, d.prefix+"polm", p.Limit, 0).Err()
+	case p.Kind == driver.PausePolicy: // per scope; read by workers only
+		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), p.Limit).Err()
 	case !p.Kind.Keyed(): // retention, retry-backoff, results: read by the portable layer only
 		err = d.client.HSet(ctx, d.prefix+"polq", string(p.Kind), fmt.Sprintf("%d|%d", p.Limit, p.Period.Milliseconds())).Err()
 	case p.Kind == driver.RatePolicy:
@@ -231,6 +234,8 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 	switch {
 	case kind == driver.MaxDepthPolicy:
 		n, err = d.client.Del(ctx, d.prefix+"polm").Result()
+	case kind == driver.PausePolicy:
+		n, err = d.client.HDel(ctx, d.prefix+"polk", policyField(kind, key)).Result()
 	case !kind.Keyed():
 		n, err = d.client.HDel(ctx, d.prefix+"polq", string(kind)).Result()
 	default:

@@ -129,6 +129,7 @@ func checks() []check {
 		{"ClosedQueue", checkClosedQueue},
 		{"SettleWithRecords", checkSettleWithRecords},
 		{"CanceledContext", checkCanceledContext},
+		{"Pause", checkPause},
 	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
 }
 

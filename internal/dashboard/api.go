@@ -48,6 +48,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/deadletters/requeue", s.moveDead)
 	m.HandleFunc("POST /api/deadletters/purge", s.moveDead)
 	m.HandleFunc("GET /api/policies", s.policies)
+	m.HandleFunc("POST /api/pause", s.pause)
+	m.HandleFunc("POST /api/resume", s.pause)
 	m.HandleFunc("GET /api/workers", s.workers)
 	m.HandleFunc("GET /api/runtimes", s.runtimes)
 	s.mux = m
@@ -327,7 +329,50 @@ func (s *Server) policies(w http.ResponseWriter, r *http.Request) {
 			pols[i].PeriodS = &ps
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"available": true, "policies": pols, "keys": keys.JSON()})
+	paused := keys.Pauses()
+	if paused == nil {
+		paused = []statsreport.Pause{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"available": true, "policies": pols, "keys": keys.JSON(), "paused": paused})
+}
+
+// pause pauses or resumes the whole queue (Admin.Pause, Admin.Resume).
+// The body is optional: {"kind": K, "key": K} narrows it as the CLI's
+// --kind and --key do.
+func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
+	if !s.sameOrigin(w, r) {
+		return
+	}
+	var o jobq.PauseOptions
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil && len(body) > 0 {
+		var req struct {
+			Kind string `json:"kind"`
+			Key  string `json:"key"`
+		}
+		if err = json.Unmarshal(body, &req); err == nil {
+			o.Kind, o.Key = req.Kind, req.Key
+		}
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the body must be empty or JSON: {\"kind\": KIND, \"key\": KEY}"})
+		return
+	}
+	if r.URL.Path == "/api/resume" {
+		had, err := s.q.Admin().Resume(r.Context(), o)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"resumed": had})
+		return
+	}
+	p, err := s.q.Admin().Pause(r.Context(), o)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"paused": statsreport.Pause{Kind: p.TaskKind, Key: p.Key, Since: p.Since.UTC(), By: p.By}})
 }
 
 // workers lists the registered workers with churn and lifetimes.

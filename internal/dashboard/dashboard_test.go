@@ -532,3 +532,39 @@ func TestQueryTokenRedirectsOnce(t *testing.T) {
 		t.Errorf("the server wrote a second status:\n%s", errLog.String())
 	}
 }
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t, 0)
+	s := newServer(t, Config{Queue: q})
+	post := func(path, body string, csrf bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		if csrf {
+			r.Header.Set(csrfHeader, s.csrf)
+		}
+		return do(s, r)
+	}
+	if w := post("/api/pause", "", false); w.Code != http.StatusForbidden {
+		t.Fatalf("pause without the CSRF token: %d %s", w.Code, w.Body)
+	}
+	if w := post("/api/pause", "kind", true); w.Code != http.StatusBadRequest {
+		t.Fatalf("pause with a bad body: %d %s", w.Code, w.Body)
+	}
+	if pols, err := q.Admin().Policies(t.Context()); err != nil || len(pols) != 0 {
+		t.Fatalf("refused pauses stored %v, %v", pols, err)
+	}
+	if w := post("/api/pause", "", true); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"by":`) {
+		t.Fatalf("pause: %d %s", w.Code, w.Body)
+	}
+	w := do(s, httptest.NewRequest(http.MethodGet, "/api/policies", nil))
+	if !strings.Contains(w.Body.String(), `"paused":[{"since":`) {
+		t.Fatalf("/api/policies does not list the pause: %s", w.Body)
+	}
+	if w := post("/api/resume", "{}", true); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"resumed":true`) {
+		t.Fatalf("resume: %d %s", w.Code, w.Body)
+	}
+	w = do(s, httptest.NewRequest(http.MethodGet, "/api/policies", nil))
+	if !strings.Contains(w.Body.String(), `"paused":[]`) {
+		t.Fatalf("/api/policies lists a pause after resume: %s", w.Body)
+	}
+}

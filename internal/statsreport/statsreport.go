@@ -55,7 +55,26 @@ const (
 	FieldNewTaskWait  = "new_task_wait_s"
 	FieldKeys         = "keys"
 	FieldMaxDepth     = "max_depth"
+	FieldPaused       = "paused"
 )
+
+// Pause is one pause as the document lists it.
+type Pause struct {
+	// Kind and Key are the pause's scope; both empty for the whole queue.
+	Kind  string    `json:"kind,omitempty"`
+	Key   string    `json:"key,omitempty"`
+	Since time.Time `json:"since"`
+	By    string    `json:"by"`
+}
+
+// Pauses returns the queue's pauses as the document lists them.
+func (k *Keys) Pauses() []Pause {
+	var out []Pause
+	for _, s := range driver.Pauses(k.Policies) {
+		out = append(out, Pause{Kind: s.TaskKind, Key: s.Key, Since: s.Since.UTC(), By: s.By})
+	}
+	return out
+}
 
 // LoadKeys reads the queue's policies and key counts; nil (and no error)
 // when the backend keeps no policies.
@@ -157,6 +176,9 @@ func (r Report) Map() map[string]any {
 	}
 	if r.Keys != nil {
 		m[FieldKeys] = r.Keys.JSON()
+		if ps := r.Keys.Pauses(); len(ps) > 0 {
+			m[FieldPaused] = ps
+		}
 		if p, ok := r.Keys.Policy(driver.MaxDepthPolicy, ""); ok {
 			m[FieldMaxDepth] = p.Limit
 		}

@@ -364,7 +364,13 @@ async function refreshPolicies() {
   }
   const tb = table.tBodies[0];
   tb.replaceChildren();
-  $("policies-note").textContent = p.policies.length ? p.policies.map((x) => x.text).join(" · ") : "No policies set.";
+  const paused = p.paused || [];
+  $("paused-note").hidden = paused.length === 0;
+  $("paused-note").textContent = paused.map((x) => "Paused: " + (x.kind || x.key ? [x.kind && "kind " + x.kind, x.key && "key " + x.key].filter(Boolean).join(", ") : "the whole queue") +
+    " since " + new Date(x.since).toLocaleString() + " by " + x.by).join(" · ");
+  $("resume-queue").disabled = !paused.some((x) => !x.kind && !x.key);
+  $("pause-queue").disabled = !$("resume-queue").disabled;
+  $("policies-note").textContent = p.policies.filter((x) => x.kind !== "pause").map((x) => x.text).join(" · ") || "No policies set.";
   for (const k of p.keys) {
     const tr = el("tr");
     let limit = k.limit === undefined ? "–" : String(k.limit);
@@ -382,6 +388,18 @@ async function moveDead(verb, ids, question) {
     const res = await post("/api/deadletters/" + verb, body);
     showError("");
     $("updated").textContent = (res.requeued !== undefined ? "requeued " + res.requeued : "purged " + res.purged) + " dead letters";
+  } catch (e) {
+    showError(verb + " failed: " + e.message);
+  }
+  await refreshAll();
+}
+
+async function pauseQueue(verb, question) {
+  if (!(await confirmAction(question))) return;
+  try {
+    await post("/api/" + verb, {});
+    showError("");
+    $("updated").textContent = verb === "pause" ? "paused; workers stop within about 2s" : "resumed; workers go on within about 2s";
   } catch (e) {
     showError(verb + " failed: " + e.message);
   }
@@ -417,6 +435,8 @@ async function start() {
   $("interval").textContent = fmtDuration(info.interval_s);
   $("requeue-all").onclick = () => moveDead("requeue", null, "Requeue every dead letter of " + info.name + "?");
   $("purge-all").onclick = () => moveDead("purge", null, "Delete every dead letter of " + info.name + " for good?");
+  $("pause-queue").onclick = () => pauseQueue("pause", "Pause " + info.name + "? Workers stop taking new tasks within about 2s and finish what they hold; pushes still go in.");
+  $("resume-queue").onclick = () => pauseQueue("resume", "Resume " + info.name + "? Workers take tasks again within about 2s.");
   await refreshAll();
   setInterval(refreshAll, REFRESH_MS);
 }
