@@ -9,15 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pyjson"
-)
-
-// Priority bounds. Higher priorities are received first on backends whose
-// Priority feature is native.
-const (
-	MinPriority = -1000
-	MaxPriority = 1000
 )
 
 // maxNumRetries is the largest Task.NumRetries: the wire format carries it
@@ -85,7 +79,7 @@ type Task struct {
 	// it); a shell task needs none. Schema v2.
 	Kind string
 
-	// Priority orders claims, MinPriority..MaxPriority, higher first. Schema v2.
+	// Priority orders claims, driver.MinPriority..driver.MaxPriority, higher first. Schema v2.
 	Priority int
 	// NotBefore delays the task's first delivery until then. Schema v2.
 	NotBefore time.Time
@@ -211,8 +205,8 @@ func (t *Task) checkRanges() error {
 	switch {
 	case t.NumRetries < 0 || t.NumRetries > maxNumRetries:
 		return errorf(errcode.InvalidArgument, "validate", "num_retries is %d; it must be 0..%d", t.NumRetries, maxNumRetries)
-	case t.Priority < MinPriority || t.Priority > MaxPriority:
-		return errorf(errcode.InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, MinPriority, MaxPriority)
+	case t.Priority < driver.MinPriority || t.Priority > driver.MaxPriority:
+		return errorf(errcode.InvalidArgument, "validate", "priority %d is out of range; use %d..%d (higher runs first)", t.Priority, driver.MinPriority, driver.MaxPriority)
 	case t.TimeLimit < 0 || t.TimeLimit > maxBackoff:
 		return errorf(errcode.InvalidArgument, "validate", "time limit %v is out of range; use 0 (the worker's) up to %v", t.TimeLimit, maxBackoff)
 	}

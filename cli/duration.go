@@ -107,7 +107,7 @@ var (
 	// retriesRange: --num-retries.
 	retriesRange = bound.Ints{Min: 0, Max: math.MaxInt32}
 	// priorityRange: --priority.
-	priorityRange = bound.Ints{Min: jobq.MinPriority, Max: jobq.MaxPriority}
+	priorityRange = bound.Ints{Min: driver.MinPriority, Max: driver.MaxPriority}
 	// prefetchRange: --prefetch.
 	prefetchRange = bound.Ints{Min: 0, Max: math.MaxInt32}
 	// maxConsecutiveRange: --max-consecutive-failures, where -1 means no

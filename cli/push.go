@@ -141,7 +141,7 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.StringArrayVarP(&f.commands, "command", "c", nil, "a shell command to queue (repeatable; one task each)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "an environment variable for the tasks, K=V (repeatable, order kept)")
 	countFlag(fl, &f.numRetries, "num-retries", "", 0, retriesRange, "how many times a failed task is retried before it is dead-lettered")
-	countFlag(fl, &f.priority, "priority", "", 0, priorityRange, fmt.Sprintf("priority %d..%d, higher runs first (where the backend supports it)", jobq.MinPriority, jobq.MaxPriority))
+	countFlag(fl, &f.priority, "priority", "", 0, priorityRange, fmt.Sprintf("priority %d..%d, higher runs first (where the backend supports it)", driver.MinPriority, driver.MaxPriority))
 	fl.Var(durationFlag(&f.delay), "delay", "make the tasks visible only after this long, e.g. 30s, 2h, 1d")
 	fl.StringVar(&f.gateCmd, "gate-cmd", "", "a command a worker runs first; the tasks run only on workers where it succeeds")
 	fl.StringVar(&f.cwd, "cwd", "", "the working directory of the tasks (default: the worker's)")
@@ -321,8 +321,8 @@ func (a *app) checkPushFlags(f pushFlags) (lineOpts, error) {
 	if err != nil {
 		return lineOpts{}, err
 	}
-	if f.priority < jobq.MinPriority || f.priority > jobq.MaxPriority {
-		return lineOpts{}, usageError("--priority %d is out of range; use %d..%d", f.priority, jobq.MinPriority, jobq.MaxPriority)
+	if f.priority < driver.MinPriority || f.priority > driver.MaxPriority {
+		return lineOpts{}, usageError("--priority %d is out of range; use %d..%d", f.priority, driver.MinPriority, driver.MaxPriority)
 	}
 	if f.asJSON && !f.printIDs && !f.wait {
 		return lineOpts{}, usageError("--json changes what --print-ids and --wait print; give one of them with it")

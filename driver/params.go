@@ -137,3 +137,11 @@ func (p *Params) Done() error {
 	}
 	return &Error{Code: errcode.InvalidArgument, Msg: strings.Join(msgs, "; ")}
 }
+
+// Priority bounds of a task (Task.Priority, Message.Priority). Higher
+// priorities are received first on backends whose Priority feature is
+// native; a backend may clamp a stored value to this range.
+const (
+	MinPriority = -1000
+	MaxPriority = 1000
+)

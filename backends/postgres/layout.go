@@ -6,7 +6,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bodypack"
@@ -113,7 +112,7 @@ UPDATE {{s}}.dead_letters SET task_key = %[3]s, packed_body = %[4]s;
 ALTER TABLE {{s}}.dead_letters ALTER COLUMN packed_body SET NOT NULL, DROP COLUMN task_id, DROP COLUMN body;
 
 DROP FUNCTION IF EXISTS {{s}}.claim_with_policies(text, int, bigint);
-`, jobq.MinPriority, jobq.MaxPriority, keyOfSQL("task_id"), `'a'::bytea || body`) + claimPackedFunction
+`, driver.MinPriority, driver.MaxPriority, keyOfSQL("task_id"), `'a'::bytea || body`) + claimPackedFunction
 
 // keyOfSQL is taskKey in SQL: the key of the task ID in the text
 // expression x.

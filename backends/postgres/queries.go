@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 )
 
 // queries holds the SQL of every operation with the schema name filled in.
@@ -57,7 +57,7 @@ const nextDelivery = `CASE WHEN m.deliveries BETWEEN 0 AND 2147483646 THEN m.del
 // bounds: another tool may have written it) into the messages table's
 // range, so that requeuing dead letters cannot fail on one of them; an
 // enqueue time that is not a time becomes now likewise.
-var clampedPriority = fmt.Sprintf("greatest(%d, least(%d, priority))", jobq.MinPriority, jobq.MaxPriority)
+var clampedPriority = fmt.Sprintf("greatest(%d, least(%d, priority))", driver.MinPriority, driver.MaxPriority)
 
 func buildQueries(schema string) queries {
 	r := strings.NewReplacer("{{s}}", schema)

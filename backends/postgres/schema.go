@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
@@ -71,7 +70,7 @@ CREATE TABLE {{s}}.dead_letters (
 );
 
 CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
-`, jobq.MinPriority, jobq.MaxPriority)},
+`, driver.MinPriority, driver.MaxPriority)},
 	{2, "queue policies", policyMigration},
 	{3, "claims under policies", claimFunctionKeyLocks},
 	{4, "claims under policies: a lock per key", claimFunctionKeyLocks},

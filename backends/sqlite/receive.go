@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
@@ -221,8 +220,8 @@ func claimedMessage(taskID, body, idAt, dc, enq, rowPri any) (r *driver.Received
 	}
 	r.EnqueuedAt = fromMicros(at)
 	p, ok := rowPri.(int64)
-	if !ok || p < jobq.MinPriority || p > jobq.MaxPriority {
-		return nil, 0, fmt.Sprintf("its priority is %s, not an integer in %d..%d", sqlValue(rowPri), jobq.MinPriority, jobq.MaxPriority)
+	if !ok || p < driver.MinPriority || p > driver.MaxPriority {
+		return nil, 0, fmt.Sprintf("its priority is %s, not an integer in %d..%d", sqlValue(rowPri), driver.MinPriority, driver.MaxPriority)
 	}
 	return r, int(p), ""
 }
