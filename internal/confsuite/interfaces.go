@@ -26,6 +26,7 @@ var featureInterfaces = []featureInterface{
 	{driver.WorkerRegistry, driver.Emulated, "driver.WorkerStore", implements[driver.WorkerStore]},
 	{driver.ConcurrencyLimit, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
 	{driver.RateLimit, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
+	{driver.Pause, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
 	{driver.TransactionalPush, driver.Native, "driver.TxPusher", implements[driver.TxPusher]},
 }
 
