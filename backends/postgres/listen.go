@@ -70,20 +70,13 @@ func (d *Driver) sendWake(n int) {
 // of the waiting ones to wake it, and the message must not wait for
 // another handle's next poll.
 func (d *Driver) passOn() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closing.Closed() {
-		return
-	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := d.pool.Exec(ctx, d.sql.wake, d.cfg.queue, 1, wakePrefix); err != nil && !d.closing.Closed() {
 			d.log.Debug("jobq postgres: could not pass a wake-up on; another receiver finds the work at its next poll", "err", err)
 		}
-	}()
+	})
 }
 
 // await registers this handle as waiting, so that the next push wakes it
