@@ -78,27 +78,9 @@ func (p *pauseWatch) whole() (driver.PauseState, bool) {
 	return driver.PauseState{}, false
 }
 
-// fresh returns the pauses no older than driver.PauseRefresh, reading them
-// now when the last read is older: a receive that waited long (an idle
-// worker's wait grows to MaxPoll) may bring tasks pushed after a pause
-// that the background reread has not seen yet. A busy worker reads them
-// at most once per refresh period.
-func (p *pauseWatch) fresh() []driver.PauseState {
-	if p.off {
-		return nil
-	}
-	p.mu.Lock()
-	stale := time.Since(p.loaded) >= driver.PauseRefresh
-	p.mu.Unlock()
-	if stale {
-		p.load()
-	}
-	return p.current()
-}
-
-// stops returns the pause that stops t, if there is one, from a fresh view.
+// stops returns the pause that stops t, if there is one.
 func (p *pauseWatch) stops(t *jobq.Task) (driver.PauseState, bool) {
-	for _, s := range p.fresh() {
+	for _, s := range p.current() {
 		if s.Stops(t.Kind, t.ConcurrencyKey, t.RateLimitKey) {
 			return s, true
 		}

@@ -103,6 +103,8 @@ type runCounter struct {
 // startCountingWorker runs a worker on q until the check ends, counting
 // the runs of each task.
 func (c *C) startCountingWorker(q *handle) *runCounter {
+	// MaxPoll: the worker reads pauses before each receive, and an idle
+	// receive that waits long may bring tasks pushed after a pause.
 	r := &runCounter{ran: map[string]int{}, done: make(chan error, 1)}
 	h := worker.HandlerFunc(func(_ context.Context, j *worker.Job) error {
 		r.mu.Lock()
@@ -110,7 +112,7 @@ func (c *C) startCountingWorker(q *handle) *runCounter {
 		r.mu.Unlock()
 		return nil
 	})
-	w := worker.New(q.Queue, h, worker.Options{Concurrency: 2, Wait: true, Poll: time.Second, Visibility: c.vis(), Logger: slog.New(slog.DiscardHandler)})
+	w := worker.New(q.Queue, h, worker.Options{Concurrency: 2, Wait: true, Poll: time.Second, MaxPoll: time.Second, Visibility: c.vis(), Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(c.ctx())
 	go func() { r.done <- w.Run(ctx) }()
 	c.Cleanup(func() {
