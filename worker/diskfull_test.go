@@ -27,7 +27,10 @@ func awaitLog(t *testing.T, logs *logRecorder, ss ...string) {
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		t.Fatalf("none of the log messages %q within a minute", ss)
+		logs.mu.Lock()
+		seen := append([]string(nil), logs.msgs...)
+		logs.mu.Unlock()
+		t.Fatalf("none of the log messages %q within a minute; logged: %q", ss, seen)
 	}
 }
 
