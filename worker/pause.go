@@ -19,11 +19,11 @@ type pauseWatch struct {
 	log *slog.Logger
 	off bool // the backend keeps no pauses
 
-	mu         sync.Mutex
-	loaded     time.Time
-	refreshing bool
-	pauses     []driver.PauseState
-	told       bool // the whole-queue pause was logged
+	mu      sync.Mutex
+	loaded  time.Time
+	reading chan struct{} // closed when the read under way ends; nil when none is
+	pauses  []driver.PauseState
+	told    bool // the whole-queue pause was logged
 }
 
 func newPauseWatch(q *jobq.Queue, log *slog.Logger) *pauseWatch {
@@ -31,35 +31,70 @@ func newPauseWatch(q *jobq.Queue, log *slog.Logger) *pauseWatch {
 	return &pauseWatch{q: q, log: log, off: off}
 }
 
-// current returns the pauses as last read, starting a reread when they are
-// older than driver.PauseRefresh. The first call reads them before it
-// returns, so that a worker started on a paused queue takes nothing.
+// current returns the pauses as last read, starting a reread in the
+// background once they are half a refresh period old, so that a busy
+// worker keeps them fresh without waiting for a read. The first call reads
+// them before it returns, so that a worker started on a paused queue takes
+// nothing.
 func (p *pauseWatch) current() []driver.PauseState {
 	if p.off {
 		return nil
 	}
 	p.mu.Lock()
-	if p.loaded.IsZero() && !p.refreshing {
-		p.refreshing = true
+	if p.loaded.IsZero() {
 		p.mu.Unlock()
-		p.load()
-		p.mu.Lock()
+		return p.fresh()
 	}
 	defer p.mu.Unlock()
-	if time.Since(p.loaded) >= driver.PauseRefresh && !p.refreshing {
-		p.refreshing = true
-		go p.load()
+	if time.Since(p.loaded) >= driver.PauseRefresh/2 && p.reading == nil {
+		go p.load(p.startRead())
 	}
 	return p.pauses
 }
 
-func (p *pauseWatch) load() {
+// fresh returns pauses no older than driver.PauseRefresh, waiting for a
+// read when the last one is older. A receive that waited long (an idle
+// worker's wait grows to MaxPoll) may bring tasks pushed after a pause the
+// background reread has not seen; a busy worker's view is kept fresh by
+// current, so it seldom waits here. Concurrent callers share one read.
+func (p *pauseWatch) fresh() []driver.PauseState {
+	if p.off {
+		return nil
+	}
+	p.mu.Lock()
+	if !p.loaded.IsZero() && time.Since(p.loaded) < driver.PauseRefresh {
+		defer p.mu.Unlock()
+		return p.pauses
+	}
+	done := p.reading
+	if done == nil {
+		done = p.startRead()
+		p.mu.Unlock()
+		p.load(done)
+	} else {
+		p.mu.Unlock()
+		<-done
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pauses
+}
+
+// startRead marks a read as under way; p.mu is held.
+func (p *pauseWatch) startRead() chan struct{} {
+	p.reading = make(chan struct{})
+	return p.reading
+}
+
+// load reads the pauses, then closes done.
+func (p *pauseWatch) load(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), driver.PauseRefresh)
 	pols, err := p.q.Admin().Policies(ctx)
 	cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.refreshing = false
+	p.reading = nil
+	close(done)
 	p.loaded = time.Now()
 	if err != nil {
 		p.log.Debug("could not read the queue's pauses; keeping the last known ones", "error", err)
@@ -78,9 +113,10 @@ func (p *pauseWatch) whole() (driver.PauseState, bool) {
 	return driver.PauseState{}, false
 }
 
-// stops returns the pause that stops t, if there is one.
+// stops returns the pause that stops t, if there is one, from pauses no
+// older than driver.PauseRefresh.
 func (p *pauseWatch) stops(t *jobq.Task) (driver.PauseState, bool) {
-	for _, s := range p.current() {
+	for _, s := range p.fresh() {
 		if s.Stops(t.Kind, t.ConcurrencyKey, t.RateLimitKey) {
 			return s, true
 		}
