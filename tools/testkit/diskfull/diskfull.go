@@ -76,14 +76,25 @@ func Fill(t testing.TB, dir string) string {
 }
 
 // PinWAL holds a read transaction on the jobq SQLite file at path until
-// the returned function is called. While it is open no checkpoint can let
-// the WAL start over from its beginning, so every write needs new space in
-// the file: without it, a write after a checkpoint reuses frames the WAL
-// already holds and succeeds on a full disk.
+// the returned function is called, so that the next write needs new space
+// in the file and fails on a full disk. A write may otherwise reuse space
+// the WAL file already holds: once the WAL is wholly checkpointed, the next
+// writer starts it over from its beginning, over frames the file keeps.
+// So PinWAL empties the WAL file (a truncating checkpoint), commits a write
+// of its own (a reader that starts on an empty WAL does not stop the WAL
+// starting over), then starts its read.
 func PinWAL(t testing.TB, path string) (release func()) {
 	t.Helper()
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	var busy, logged, copied int
+	if err := db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &copied); err != nil || busy != 0 {
+		t.Fatalf("emptying the WAL of %s: busy %d, %v", path, busy, err)
+	}
+	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS diskfull_pin (n INTEGER); INSERT INTO diskfull_pin VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := db.Begin()
