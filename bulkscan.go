@@ -69,7 +69,7 @@ func (a *Admin) bulkPaged(ctx context.Context, f Filter, act bulkAction, read re
 func (a *Admin) bulkWindow(ctx context.Context, f Filter, act bulkAction) (BulkResult, error) {
 	q := a.q
 	window := driver.BulkWindow
-	if mp := q.caps.MaxPeek; mp > 0 && !act.dead {
+	if mp := q.caps.MaxPeek; mp > 0 {
 		window = min(window, mp)
 	}
 	var res BulkResult

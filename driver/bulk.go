@@ -24,5 +24,6 @@ type Pager interface {
 
 // BulkWindow is the most queued messages or dead letters one pass of a bulk
 // action sees on a driver without a Pager (BulkActions Emulated): Peek and
-// ListDead are asked for this many, or MaxPeek when that is smaller.
+// ListDead are asked for this many, or for MaxPeek when that is smaller
+// (a backend that cannot page usually peeks few messages at once).
 const BulkWindow = 1000

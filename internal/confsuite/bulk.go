@@ -16,14 +16,14 @@ const bulkNative = 10000
 
 // bulkScale is how many tasks a bulk check uses on q: bulkNative where the
 // backend pages, else the window it declares it sees (Emulated: the
-// driver.BulkWindow, or MaxPeek for queued tasks when that is smaller),
+// driver.BulkWindow, or MaxPeek when that is smaller),
 // so that every task is within what the declaration promises.
-func bulkScale(q *handle, dead bool) int {
+func bulkScale(q *handle) int {
 	if level(q, driver.BulkActions) == driver.Native {
 		return bulkNative
 	}
 	n := driver.BulkWindow
-	if mp := q.Capabilities().MaxPeek; mp > 0 && !dead {
+	if mp := q.Capabilities().MaxPeek; mp > 0 {
 		n = min(n, mp)
 	}
 	return n
@@ -49,7 +49,7 @@ func checkBulkCancelByFilter(c *C) {
 	_, err := q.Admin().CancelWhere(c.ctx(), jobq.Filter{})
 	c.expectCode(err, errcode.InvalidArgument, "CancelWhere with no filter and no All")
 
-	n := bulkScale(q, false)
+	n := bulkScale(q)
 	kinds := c.pushKinds(q, n)
 	want := int64(n / 2)
 	dry, err := q.Admin().CancelWhere(c.ctx(), jobq.Filter{Kind: "bulk-a", DryRun: true})
@@ -104,7 +104,7 @@ func checkBulkRequeueByFilter(c *C) {
 		c.expectCode(err, errcode.Unimplemented, "RequeueWhere on a backend without dead letters or bulk actions")
 		c.skipNeeds("feature bulk-actions", "dead letters or bulk actions are unsupported")
 	}
-	n := bulkScale(q, true)
+	n := bulkScale(q)
 	c.pushKinds(q, n)
 	c.settleAll(q, n, func(e *jobq.Envelope) error {
 		reason := "exit code 1"
