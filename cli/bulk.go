@@ -19,8 +19,8 @@ import (
 // filterFlags are the flags that build a jobq.Filter.
 type filterFlags struct {
 	state, kind, key, errText, since, until, exitCode string
-	all, dryRun, yes, asJSON                         bool
-	batch                                            int
+	all, dryRun, yes, asJSON                          bool
+	batch                                             int
 }
 
 // add registers the flags on fs; action says what the command does, for
