@@ -63,9 +63,10 @@ func (a *Admin) bulkPaged(ctx context.Context, f Filter, act bulkAction, read re
 
 // bulkWindow is the bulk action where the backend cannot page: it reads
 // the window that Peek or ListDead return, acts on what it has not seen
-// before, and reads again while a pass acted on something (acted-on dead
-// letters leave the window, letting others in). Partial is set when the
-// last window was full.
+// before, and reads again while a pass finds something new (acted-on dead
+// letters leave the window, letting others in; ones that do not match stay
+// and, once they fill it, end the run). Partial is set when the last
+// window was full.
 func (a *Admin) bulkWindow(ctx context.Context, f Filter, act bulkAction) (BulkResult, error) {
 	q := a.q
 	window := driver.BulkWindow
@@ -86,7 +87,6 @@ func (a *Admin) bulkWindow(ctx context.Context, f Filter, act bulkAction) (BulkR
 				fresh = append(fresh, it)
 			}
 		}
-		before := res.Done
 		if err := a.step(ctx, &f, act, fresh, &res); err != nil {
 			return res, err
 		}
@@ -95,7 +95,7 @@ func (a *Admin) bulkWindow(ctx context.Context, f Filter, act bulkAction) (BulkR
 		} else {
 			res.Partial = ""
 		}
-		if f.DryRun || res.Done == before {
+		if f.DryRun || len(fresh) == 0 {
 			return res, nil
 		}
 	}

@@ -3,6 +3,7 @@ package confsuite
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -50,13 +51,17 @@ func checkBulkCancelByFilter(c *C) {
 	c.expectCode(err, errcode.InvalidArgument, "CancelWhere with no filter and no All")
 
 	n := bulkScale(q)
+	start := time.Now()
 	kinds := c.pushKinds(q, n)
+	c.Logf("pushed %d tasks in %v", n, time.Since(start).Round(time.Millisecond))
 	want := int64(n / 2)
 	dry, err := q.Admin().CancelWhere(c.ctx(), jobq.Filter{Kind: "bulk-a", DryRun: true})
 	if err != nil || dry.Matched != want || dry.Done != 0 || dry.Scanned < int64(n) {
 		c.Fatalf("CancelWhere(kind bulk-a, dry run) over %d tasks = %+v, %v; want %d matched, none done, all scanned", n, dry, err, want)
 	}
+	start = time.Now()
 	got, err := q.Admin().CancelWhere(c.ctx(), jobq.Filter{Kind: "bulk-a", BatchSize: 700})
+	c.Logf("CancelWhere over %d tasks: %+v in %v", n, got, time.Since(start).Round(time.Millisecond))
 	if err != nil || got.Matched != want || got.Done != want {
 		c.Fatalf("CancelWhere(kind bulk-a) over %d tasks = %+v, %v; want %d matched and done", n, got, err, want)
 	}
@@ -120,7 +125,9 @@ func checkBulkRequeueByFilter(c *C) {
 		c.Fatalf("RequeueWhere(error 137, dry run) over %d dead letters = %+v, %v; want %d matched, none done", n, dry, err, want)
 	}
 	f.DryRun = false
+	start := time.Now()
 	got, err := q.Admin().RequeueWhere(c.ctx(), f)
+	c.Logf("RequeueWhere over %d dead letters: %+v in %v", n, got, time.Since(start).Round(time.Millisecond))
 	if err != nil || got.Done != want {
 		c.Fatalf("RequeueWhere(error 137) over %d dead letters = %+v, %v; want %d requeued", n, got, err, want)
 	}
@@ -192,21 +199,26 @@ func (c *C) settleAll(q *handle, n int, settle func(*jobq.Envelope) error) {
 			c.Fatalf("receive: %v", err)
 		}
 		var wg sync.WaitGroup
+		var ok atomic.Int64
 		errs := make([]error, len(envs))
 		for i, e := range envs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = settle(e)
+				if errs[i] = settle(e); errs[i] == nil {
+					ok.Add(1)
+				}
 			}()
 		}
 		wg.Wait()
 		for _, err := range errs {
-			if err != nil {
+			// A lock lost (a settlement slower than a short lease, as on
+			// an emulator) brings the task back: it is settled then.
+			if err != nil && errcode.Of(err) != errcode.LockLost {
 				c.Fatalf("settle: %v", err)
 			}
 		}
-		done += len(envs)
+		done += int(ok.Load())
 	}
 	if done < n {
 		c.Fatalf("received and settled %d of %d tasks in 5 minutes", done, n)
