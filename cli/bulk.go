@@ -106,6 +106,8 @@ func parseWhen(now time.Time, flag, s string) (time.Time, error) {
 // bulkVerb is one bulk command: its verb and how it calls the library.
 type bulkVerb struct {
 	verb, past, noun string
+	// needAll: with no filter, the command needs --all.
+	needAll bool
 	run              func(*jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error)
 }
 
@@ -117,6 +119,13 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 	f, err := ff.filter(time.Now())
 	if err != nil {
 		return err
+	}
+	if v.needAll && !ff.all && f.Kind == "" && f.Key == "" && f.ExitCode == nil && f.ErrorContains == "" && f.Since.IsZero() && f.Until.IsZero() {
+		flags := "--kind, --key, --since or --until"
+		if v.noun == "dead letters" {
+			flags = "--kind, --key, --exit-code, --error, --since or --until"
+		}
+		return usageError("no filter given: %s would touch every one of the %s; narrow it with %s, or say --all", v.verb, v.noun, flags)
 	}
 	q, err := a.open(ctx)
 	if err != nil {
@@ -257,7 +266,7 @@ Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
 			if ff.state == "queued" {
 				noun = "queued tasks"
 			}
-			return a.runBulk(cmd, &ff, bulkVerb{verb: "purge", past: "purged", noun: noun,
+			return a.runBulk(cmd, &ff, bulkVerb{verb: "purge", past: "purged", noun: noun, needAll: true,
 				run: func(ad *jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error) {
 					return func(ctx context.Context, f jobq.Filter) (jobq.BulkResult, error) { return ad.PurgeWhere(ctx, f) }
 				}})

@@ -63,7 +63,7 @@ anything, unless --yes; --dry-run only counts.`,
 			case bulk && len(args) > 0:
 				return usageError("give task IDs or a filter (--kind, --key, --since, --until, --all), not both")
 			case bulk:
-				return a.runBulk(cmd, &ff, bulkVerb{verb: "cancel", past: "cancelled", noun: "queued tasks",
+				return a.runBulk(cmd, &ff, bulkVerb{verb: "cancel", past: "cancelled", noun: "queued tasks", needAll: true,
 					run: func(ad *jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error) {
 						return func(ctx context.Context, f jobq.Filter) (jobq.BulkResult, error) { return ad.CancelWhere(ctx, f) }
 					}})
