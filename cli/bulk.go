@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,7 +109,7 @@ type bulkVerb struct {
 	verb, past, noun string
 	// needAll: with no filter, the command needs --all.
 	needAll bool
-	run              func(*jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error)
+	run     func(*jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error)
 }
 
 // runBulk runs a bulk action: it counts first (a dry run), asks for
@@ -143,7 +144,7 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 		if res.Matched == 0 {
 			return a.printBulk(v, res, true, ff.asJSON)
 		}
-		question := fmt.Sprintf("%s %d %s of %s (%d scanned)?", capitalize(v.verb), res.Matched, v.noun, hooks.URL(q), res.Scanned)
+		question := fmt.Sprintf("%s %d %s of %s (%d scanned)?", capitalize(v.verb), res.Matched, v.nounFor(res.Matched), hooks.URL(q), res.Scanned)
 		if res.Partial != "" {
 			question = fmt.Sprintf("%s More may match beyond what this backend can see: %s.", question, res.Partial)
 		}
@@ -184,9 +185,9 @@ func (a *app) printBulk(v bulkVerb, res jobq.BulkResult, dry, asJSON bool) error
 	}
 	switch {
 	case dry:
-		fmt.Fprintf(a.stdout, "would %s %d %s (%d scanned); dry run, nothing changed\n", v.verb, res.Matched, v.noun, res.Scanned)
+		fmt.Fprintf(a.stdout, "would %s %d %s (%d scanned); dry run, nothing changed\n", v.verb, res.Matched, v.nounFor(res.Matched), res.Scanned)
 	default:
-		fmt.Fprintf(a.stdout, "%s %d of %d matching %s (%d scanned)\n", v.past, res.Done, res.Matched, v.noun, res.Scanned)
+		fmt.Fprintf(a.stdout, "%s %d of %d matching %s (%d scanned)\n", v.past, res.Done, res.Matched, v.nounFor(res.Matched), res.Scanned)
 		if res.Pending > 0 {
 			fmt.Fprintf(a.stdout, "%d of them are recorded as cancel-requested: the worker that receives each drops it unrun\n", res.Pending)
 		}
@@ -198,6 +199,14 @@ func (a *app) printBulk(v bulkVerb, res jobq.BulkResult, dry, asJSON bool) error
 		a.log.Warn("partial: more may match than this backend let the command see; run it again", "why", res.Partial)
 	}
 	return nil
+}
+
+// nounFor is the verb's noun for n things.
+func (v bulkVerb) nounFor(n int64) string {
+	if n == 1 {
+		return strings.TrimSuffix(v.noun, "s")
+	}
+	return v.noun
 }
 
 func capitalize(s string) string {

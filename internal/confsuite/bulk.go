@@ -15,12 +15,17 @@ import (
 // native: enough that a scan must take many pages.
 const bulkNative = 10000
 
-// bulkScale is how many tasks a bulk check uses on q: bulkNative where the
-// backend pages, else the window it declares it sees (Emulated: the
-// driver.BulkWindow, or MaxPeek when that is smaller),
-// so that every task is within what the declaration promises.
-func bulkScale(q *handle) int {
+// bulkScale is how many tasks a bulk check uses on q: bulkNative (or the
+// harness's BulkTasks) where the backend pages, else the window it
+// declares it sees (Emulated: the driver.BulkWindow, or MaxPeek when that
+// is smaller), so that every task is within what the declaration
+// promises.
+func (c *C) bulkScale(q *handle) int {
 	if level(q, driver.BulkActions) == driver.Native {
+		if n := c.h.BulkTasks; n > 0 && n != bulkNative {
+			c.Logf("the harness lowers the bulk checks from %d tasks to %d (BulkTasks)", bulkNative, n)
+			return n
+		}
 		return bulkNative
 	}
 	n := driver.BulkWindow
@@ -50,7 +55,7 @@ func checkBulkCancelByFilter(c *C) {
 	_, err := q.Admin().CancelWhere(c.ctx(), jobq.Filter{})
 	c.expectCode(err, errcode.InvalidArgument, "CancelWhere with no filter and no All")
 
-	n := bulkScale(q)
+	n := c.bulkScale(q)
 	start := time.Now()
 	kinds := c.pushKinds(q, n)
 	c.Logf("pushed %d tasks in %v", n, time.Since(start).Round(time.Millisecond))
@@ -109,7 +114,7 @@ func checkBulkRequeueByFilter(c *C) {
 		c.expectCode(err, errcode.Unimplemented, "RequeueWhere on a backend without dead letters or bulk actions")
 		c.skipNeeds("feature bulk-actions", "dead letters or bulk actions are unsupported")
 	}
-	n := bulkScale(q)
+	n := c.bulkScale(q)
 	c.pushKinds(q, n)
 	c.settleAll(q, n, func(e *jobq.Envelope) error {
 		reason := "exit code 1"

@@ -420,10 +420,13 @@ function bulkFilter() {
   return { action: sel === "purge-queued" ? "purge" : sel, body: body, what: sel === "cancel" || sel === "purge-queued" ? "queued tasks" : "dead letters" };
 }
 
+// nounFor is what for n things ("dead letters", "1 dead letter").
+function nounFor(n, what) { return n === 1 ? what.replace(/s$/, "") : what; }
+
 function bulkText(res, what) {
   let t = res.dry_run
     ? res.matched + " of " + res.scanned + " " + what + " match"
-    : res.action + ": " + res.done + " of " + res.matched + " matching " + what + " done (" + res.scanned + " scanned)";
+    : res.action + ": " + res.done + " of " + res.matched + " matching " + nounFor(res.matched, what) + " done (" + res.scanned + " scanned)";
   if (res.pending) t += "; " + res.pending + " cancel-requested (the worker that receives each drops it)";
   if (res.partial) t += ". Partial: " + res.partial;
   return t;
@@ -440,7 +443,7 @@ async function bulkAction(run) {
     showError("");
     if (!run) return;
     if (count.matched === 0) return;
-    if (!(await confirmAction(f.action.charAt(0).toUpperCase() + f.action.slice(1) + " " + count.matched + " " + f.what + " of " + info.name + "?"))) return;
+    if (!(await confirmAction(f.action.charAt(0).toUpperCase() + f.action.slice(1) + " " + count.matched + " " + nounFor(count.matched, f.what) + " of " + info.name + "?"))) return;
     const res = await post("/api/bulk/" + f.action, Object.assign({}, f.body, { dry_run: false }));
     $("bulk-result").textContent = bulkText(res, f.what);
   } catch (e) {
