@@ -1,6 +1,7 @@
 package servicebus_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/jobq/jobq/backends/servicebus"
@@ -28,7 +29,7 @@ func TestConformance(t *testing.T) {
 // 20 messages a second and keeps each cancel record as a blob in Azurite
 // (600 still takes three peek pages of 250).
 func bulkTasks() int {
-	if env.live {
+	if env.live || os.Getenv("JOBQ_TEST_BULK_FULL") != "" {
 		return 0
 	}
 	return 600
