@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
 
@@ -204,5 +206,25 @@ func TestBulkUnsupportedAndEmulated(t *testing.T) {
 	res, err = q.Admin().RequeueWhere(t.Context(), jobq.Filter{Kind: "render"})
 	if err != nil || res.Done != 2 || res.Scanned != 6 || res.Partial == "" {
 		t.Errorf("emulated RequeueWhere(kind render) = %+v, %v; want 2 requeued of 6 seen over passes, partial", res, err)
+	}
+}
+
+// notPager hides a driver's Pager.
+type notPager struct{ driver.Driver }
+
+func TestBulkNativeNeedsPager(t *testing.T) {
+	t.Parallel()
+	d, err := mem.New(mem.Options{Queue: "no-pager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := jobq.New(notPager{d}, jobq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	_, err = q.Admin().RequeueWhere(t.Context(), jobq.Filter{DryRun: true})
+	if !errors.Is(err, errcode.Internal) || !strings.Contains(err.Error(), "driver.Pager") {
+		t.Errorf("RequeueWhere on a native declaration without a Pager: %v; want Internal naming driver.Pager", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // scanItem is one queued task or dead letter a bulk action read.
@@ -31,10 +32,15 @@ func (a *Admin) bulk(ctx context.Context, f Filter, act bulkAction) (BulkResult,
 	if f.BatchSize == 0 {
 		f.BatchSize = defaultBulkBatch
 	}
-	if pager, ok := q.drv.(driver.Pager); ok && q.caps.Level(driver.BulkActions) == driver.Native {
-		return a.bulkPaged(ctx, f, act, pagedReader(pager, act.dead))
+	if q.caps.Level(driver.BulkActions) != driver.Native {
+		return a.bulkWindow(ctx, f, act)
 	}
-	return a.bulkWindow(ctx, f, act)
+	pager, ok := q.drv.(driver.Pager)
+	if !ok {
+		return BulkResult{}, &Error{Code: errcode.Internal, Op: act.op, Queue: q.url,
+			Msg: "backend " + q.backend() + " declares bulk-actions native but its driver is no driver.Pager: declare it emulated, or implement PageQueued and PageDead"}
+	}
+	return a.bulkPaged(ctx, f, act, pagedReader(pager, act.dead))
 }
 
 // bulkPaged pages through the whole store with the driver's cursor: each
