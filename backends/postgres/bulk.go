@@ -16,7 +16,8 @@ import (
 // pageQueuedSQL reads queued (not leased) messages in claim-index order
 // (priority descending, then id) after the cursor ($2, $3): the rest of
 // the cursor's priority, then the lower priorities, each an index range,
-// so a page costs the same at the end of a large queue as at its start.
+// so a page costs the same at the end of a large queue as at its start
+// (the outer ORDER BY merges at most twice max rows).
 const pageQueuedSQL = `
 (SELECT id, task_key, packed_body, deliveries, enqueued_at, visible_at, priority
  FROM {{s}}.messages
@@ -27,6 +28,7 @@ UNION ALL
  FROM {{s}}.messages
  WHERE queue = $1 AND priority < $2 AND NOT (lease IS NOT NULL AND visible_at > now())
  ORDER BY priority DESC, id LIMIT $4)
+ORDER BY priority DESC, id
 LIMIT $4`
 
 // pageDeadSQL reads dead letters by id after the cursor $2.
