@@ -106,6 +106,9 @@ type bulkMatch struct {
 // it cannot be requeued: push it again).
 func (a *Admin) RequeueWhere(ctx context.Context, f Filter) (BulkResult, error) {
 	const op = "requeue by filter"
+	if err := a.bulkGate(op); err != nil {
+		return BulkResult{}, err
+	}
 	if err := a.checkDeadLetters(op); err != nil {
 		return BulkResult{}, err
 	}
@@ -129,6 +132,9 @@ func (a *Admin) RequeueWhere(ctx context.Context, f Filter) (BulkResult, error) 
 // criterion needs f.All.
 func (a *Admin) CancelWhere(ctx context.Context, f Filter) (BulkResult, error) {
 	const op = "cancel by filter"
+	if err := a.bulkGate(op); err != nil {
+		return BulkResult{}, err
+	}
 	if err := f.check(op, stateQueued, true); err != nil {
 		return BulkResult{}, err
 	}
@@ -148,6 +154,9 @@ func (a *Admin) CancelWhere(ctx context.Context, f Filter) (BulkResult, error) {
 // rather than hangs. A filter with no criterion needs f.All.
 func (a *Admin) PurgeWhere(ctx context.Context, f Filter) (BulkResult, error) {
 	const op = "purge by filter"
+	if err := a.bulkGate(op); err != nil {
+		return BulkResult{}, err
+	}
 	if err := f.check(op, stateDeadLettered, true); err != nil {
 		return BulkResult{}, err
 	}
@@ -175,6 +184,15 @@ func (a *Admin) PurgeWhere(ctx context.Context, f Filter) (BulkResult, error) {
 		q.dropStashed(ctx, refs...)
 		return n, 0, nil
 	}})
+}
+
+// bulkGate fails on a closed queue or where the backend declares no bulk
+// actions, and warns once where they are emulated.
+func (a *Admin) bulkGate(op string) error {
+	if err := a.q.checkOpen(op); err != nil {
+		return err
+	}
+	return a.q.degrade(op, driver.BulkActions)
 }
 
 // checkCancel fails where the backend cannot cancel tasks.

@@ -20,15 +20,10 @@ type scanItem struct {
 // window (after ignored); next is "" after the last page.
 type readFunc func(ctx context.Context, after string, max int) (items []scanItem, next string, err error)
 
-// bulk runs act over the items f matches, a page and a batch at a time.
+// bulk runs act over the items f matches, a page and a batch at a time
+// (its callers have passed bulkGate).
 func (a *Admin) bulk(ctx context.Context, f Filter, act bulkAction) (BulkResult, error) {
 	q := a.q
-	if err := q.checkOpen(act.op); err != nil {
-		return BulkResult{}, err
-	}
-	if err := q.degrade(act.op, driver.BulkActions); err != nil {
-		return BulkResult{}, err
-	}
 	if f.BatchSize == 0 {
 		f.BatchSize = defaultBulkBatch
 	}
