@@ -118,6 +118,9 @@ func (a *Admin) RequeueWhere(ctx context.Context, f Filter) (BulkResult, error) 
 	if f.state(stateDeadLettered) != stateDeadLettered {
 		return BulkResult{}, errorf(errcode.InvalidArgument, op, "requeue takes dead letters (state %s); %s tasks are in the queue already", stateDeadLettered, f.State)
 	}
+	if err := a.checkExitCodes(op, &f); err != nil {
+		return BulkResult{}, err
+	}
 	return a.bulk(ctx, f, bulkAction{op: op, dead: true, act: func(ctx context.Context, batch []bulkMatch) (int64, int64, error) {
 		n, err := a.q.drv.RequeueDead(ctx, messageIDs(batch))
 		return n, 0, a.q.wrap(op, err)
@@ -169,6 +172,9 @@ func (a *Admin) PurgeWhere(ctx context.Context, f Filter) (BulkResult, error) {
 	if err := a.checkDeadLetters(op); err != nil {
 		return BulkResult{}, err
 	}
+	if err := a.checkExitCodes(op, &f); err != nil {
+		return BulkResult{}, err
+	}
 	q := a.q
 	return a.bulk(ctx, f, bulkAction{op: op, dead: true, act: func(ctx context.Context, batch []bulkMatch) (int64, int64, error) {
 		n, err := q.drv.PurgeDead(ctx, messageIDs(batch))
@@ -184,6 +190,18 @@ func (a *Admin) PurgeWhere(ctx context.Context, f Filter) (BulkResult, error) {
 		q.dropStashed(ctx, refs...)
 		return n, 0, nil
 	}})
+}
+
+// checkExitCodes fails a filter on exit codes where the backend keeps
+// neither result records nor attempt histories, so that it could match
+// nothing.
+func (a *Admin) checkExitCodes(op string, f *Filter) error {
+	q := a.q
+	if f.ExitCode == nil || q.results != nil || q.caps.Level(driver.InPlaceUpdate) == driver.Native {
+		return nil
+	}
+	return &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url,
+		Msg: "backend " + q.backend() + " keeps neither result records nor attempt histories, so dead letters' exit codes are unknown: filter on the error text instead (the reason says \"exited with status N\")"}
 }
 
 // bulkGate fails on a closed queue or where the backend declares no bulk

@@ -228,3 +228,26 @@ func TestBulkNativeNeedsPager(t *testing.T) {
 		t.Errorf("RequeueWhere on a native declaration without a Pager: %v; want Internal naming driver.Pager", err)
 	}
 }
+
+func TestBulkExitCodeNeedsRecordsOrHistory(t *testing.T) {
+	t.Parallel()
+	q := openMem(t, "unsupported=results,in-place-update")
+	for name, call := range map[string]func() error{
+		"requeue": func() error {
+			_, err := q.Admin().RequeueWhere(t.Context(), jobq.Filter{ExitCode: intp(137)})
+			return err
+		},
+		"purge": func() error {
+			_, err := q.Admin().PurgeWhere(t.Context(), jobq.Filter{ExitCode: intp(137)})
+			return err
+		},
+	} {
+		if err := call(); !errors.Is(err, errcode.Unimplemented) || !strings.Contains(err.Error(), "filter on the error text instead") {
+			t.Errorf("%s by exit code without records or attempt histories: %v; want Unimplemented pointing at the error text", name, err)
+		}
+	}
+	// The error text still filters there.
+	if _, err := q.Admin().RequeueWhere(t.Context(), jobq.Filter{ErrorContains: "status 137", DryRun: true}); err != nil {
+		t.Errorf("requeue by error text: %v", err)
+	}
+}
