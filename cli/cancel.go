@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,11 +13,13 @@ import (
 )
 
 func (a *app) cancelCommand() *cobra.Command {
-	var asJSON bool
+	var ff filterFlags
+	asJSON := &ff.asJSON
 	cmd := &cobra.Command{
-		Use:   "cancel ID... [flags]",
+		Use:   "cancel (ID... | --kind K | --key K | --since T | --until T | --all) [flags]",
 		Short: "Cancel tasks: remove queued ones, stop running ones",
-		Long: `Cancel tasks by ID. For each, one line says what happened:
+		Long: `Cancel tasks by ID, or every queued task a filter matches. By ID, one line
+per task says what happened:
 
   removed         it was queued or delayed: it is removed and recorded as
                   cancelled; it will not run
@@ -40,13 +43,33 @@ func (a *app) cancelCommand() *cobra.Command {
 waits until a requested cancel has taken effect. Exit 0 when every ID was
 handled, 1 when an ID was not found (after every line) or the backend
 failed, 2 when it keeps no result records (see
-'jobq backends', results and cancel).`,
+'jobq backends', results and cancel).
+
+By filter (no IDs): every queued (ready or delayed, not running) task that
+matches every filter given is cancelled as above, a page (--batch) at a
+time, each page's matches in one batch. Running tasks are not matched:
+cancel them by ID. A cancel with no filter is refused unless --all says so.
+It first counts the matches (a dry run) and asks before it changes
+anything, unless --yes; --dry-run only counts.`,
 		Example: `  jobq sqlite://./work.db cancel 5d41402abc4b2a76b9719d911017c592
   jobq sqlite://./work.db cancel - < ids.txt
-  jobq sqlite://./work.db cancel 5d41402abc4b2a76b9719d911017c592 --json`,
-		Args: cobra.MinimumNArgs(1),
+  jobq sqlite://./work.db cancel 5d41402abc4b2a76b9719d911017c592 --json
+  jobq sqlite://./work.db cancel --kind thumbnail --dry-run
+  jobq sqlite://./work.db cancel --key tenant-42 --since 1h --yes`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			switch bulk := ff.set(cmd.Flags()); {
+			case bulk && len(args) > 0:
+				return usageError("give task IDs or a filter (--kind, --key, --since, --until, --all), not both")
+			case bulk:
+				return a.runBulk(cmd, &ff, bulkVerb{verb: "cancel", past: "cancelled", noun: "queued tasks", needAll: true,
+					run: func(ad *jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error) {
+						return func(ctx context.Context, f jobq.Filter) (jobq.BulkResult, error) { return ad.CancelWhere(ctx, f) }
+					}})
+			case len(args) == 0:
+				return usageError("give task IDs to cancel ('-' reads them from standard input), or a filter (--kind, --key, --since, --until, or --all for every queued task)")
+			}
 			ids, err := taskIDs(args, a.stdin)
 			if err != nil {
 				return err
@@ -65,7 +88,7 @@ failed, 2 when it keeps no result records (see
 						missing = append(missing, r.ID)
 					}
 				}
-				if asJSON {
+				if *asJSON {
 					out := make([]cancelJSON, len(res))
 					for i, r := range res {
 						out[i] = cancelJSON{ID: r.ID, Outcome: string(r.Outcome), State: string(r.State)}
@@ -87,7 +110,12 @@ failed, 2 when it keeps no result records (see
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print a JSON array of {"id", "outcome", "state"} (no state for not-found)`)
+	cmd.Flags().BoolVar(asJSON, "json", false, `by ID: print a JSON array of {"id", "outcome", "state"} (no state for not-found); by filter: {"scanned", "matched", "done", "pending", "dry_run", "partial"}`)
+	ff.add(cmd.Flags(), "queued (the default and only one)")
+	cmd.Flags().BoolVar(&ff.all, "all", false, "cancel every queued task (a filter with no other criterion)")
+	// How a task ended filters dead letters, which cancel does not take.
+	_ = cmd.Flags().MarkHidden("exit-code")
+	_ = cmd.Flags().MarkHidden("error")
 	return cmd
 }
 

@@ -107,8 +107,10 @@ func statsJSON(t *testing.T, q string) map[string]any {
 // TestDashboardInBrowser drives the dashboard in headless Chromium against
 // a live queue, on SQLite and on Postgres: the page loads without console
 // errors, its numbers match `stats --json`, the plots have points, the
-// workers and policies show, and the requeue button, once confirmed,
-// moves a dead letter back to the queue (and Cancel does not). With
+// workers and policies show, a filtered redrive (the bulk form: count,
+// then run, confirmed) requeues only the dead letters it matches, the
+// requeue button, once confirmed, moves a dead letter back to the queue
+// (and Cancel does not), and pause and resume, confirmed, show on the page. With
 // $JOBQ_DASHBOARD_SCREENSHOTS set to a directory, the SQLite run saves the
 // screenshots docs/dashboard.md shows.
 func TestDashboardInBrowser(t *testing.T) {
@@ -339,7 +341,43 @@ func dashboardInBrowser(t *testing.T, chrome, q, shots string) {
 	}
 	screenshot("dashboard-dead-letters.png", false)
 
-	// Requeue, confirmed, moves the dead letter back to the queue.
+	// A filtered redrive: the bulk form counts the dead letters that
+	// exited 137 (one of two), and Run, confirmed with that count,
+	// requeues only that one.
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#bulk-action`), "requeue"),
+		chromedp.SendKeys(chromedp.CSS(`#bulk-exit-code`), "137"),
+		chromedp.Click(chromedp.CSS(`#bulk-count`)),
+	); err != nil {
+		t.Fatalf("bulk count: %v", err)
+	}
+	poll(`document.getElementById("bulk-result").textContent.startsWith("1 of 2 dead letters match")`, "the bulk form's count never said 1 of 2 dead letters match")
+	if got := statsJSON(t, q)["dead_lettered"]; got != float64(2) {
+		t.Fatalf("after the bulk count (a dry run), %v dead letters; want 2", got)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#bulk-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
+	); err != nil {
+		t.Fatalf("bulk run: %v", err)
+	}
+	if q := text("#confirm-text"); !strings.HasPrefix(q, "Requeue 1 dead letter of ") {
+		t.Errorf("the bulk confirmation says %q; want it to ask to requeue the 1 match", q)
+	}
+	screenshot("dashboard-bulk.png", true)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm-ok`))); err != nil {
+		t.Fatal(err)
+	}
+	poll(`document.getElementById("bulk-result").textContent.startsWith("requeue: 1 of 1 matching dead letter done")`, "the bulk form never reported the requeue")
+	poll(`document.getElementById("stat-dead-lettered").textContent === "1"`, "after the filtered redrive the page never showed 1 dead letter")
+	if got := statsJSON(t, q); got["dead_lettered"] != float64(1) || got["ready"] != float64(4) {
+		t.Errorf("after the filtered redrive stats --json says %v; want 1 dead-lettered and 4 ready", got)
+	}
+	if code, out, _ := run(t, q, "requeue", "--exit-code", "137", "--dry-run"); code != 0 || !strings.HasPrefix(out, "would requeue 0 dead letters") {
+		t.Errorf("after the filtered redrive, requeue --exit-code 137 --dry-run: exit %d, %q; want 0 left", code, out)
+	}
+
+	// Requeue, confirmed, moves the last dead letter back to the queue.
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`tr.dead-row button.requeue`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
@@ -353,11 +391,36 @@ func dashboardInBrowser(t *testing.T, chrome, q, shots string) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm-ok`))); err != nil {
 		t.Fatal(err)
 	}
-	poll(`document.getElementById("stat-dead-lettered").textContent === "1"`, "after the confirmed requeue the page never showed 1 dead letter")
-	if got := statsJSON(t, q); got["dead_lettered"] != float64(1) || got["ready"] != float64(4) {
-		t.Errorf("after the requeue stats --json says %v; want 1 dead-lettered and 4 ready", got)
+	poll(`document.getElementById("stat-dead-lettered").textContent === "0"`, "after the confirmed requeue the page never showed 0 dead letters")
+	if got := statsJSON(t, q); got["dead_lettered"] != float64(0) || got["ready"] != float64(5) {
+		t.Errorf("after the requeue stats --json says %v; want 0 dead-lettered and 5 ready", got)
 	}
-	poll(`document.getElementById("stat-ready").textContent === "4"`, "the page never showed the requeued task as ready")
+	poll(`document.getElementById("stat-ready").textContent === "5"`, "the page never showed the requeued task as ready")
+
+	// Pause, confirmed, shows who paused the queue and since when; Resume
+	// lifts it. The queue's policies say the same.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#pause-queue`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	poll(`!document.getElementById("paused-note").hidden && document.getElementById("paused-note").textContent.startsWith("Paused: the whole queue")`, "after the confirmed pause the page never said the queue is paused")
+	if code, out, _ := run(t, q, "policy", "list"); code != 0 || !strings.Contains(out, "pause") {
+		t.Errorf("after the pause, policy list: exit %d, %q; want the pause listed", code, out)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#resume-queue`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm[open]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	poll(`document.getElementById("paused-note").hidden`, "after the confirmed resume the page still says the queue is paused")
+	if code, out, _ := run(t, q, "policy", "list"); code != 0 || strings.Contains(out, "pause") {
+		t.Errorf("after the resume, policy list: exit %d, %q; want no pause", code, out)
+	}
 
 	mu.Lock()
 	defer mu.Unlock()

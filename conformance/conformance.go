@@ -99,6 +99,12 @@ type Harness struct {
 	// Serial runs the checks one after another instead of in parallel, for
 	// engines that cannot take the load or share one queue between checks.
 	Serial bool
+	// BulkTasks is how many tasks the bulk checks (BulkCancelByFilter,
+	// BulkRequeueByFilter) use where bulk-actions is native. Zero means
+	// 10,000. A harness on an emulator that settles messages slowly may
+	// lower it, which the checks log; a real engine should keep the
+	// default.
+	BulkTasks int
 	// NewLiveQueueURL returns the URL of a fresh scratch queue for RunLive,
 	// which has no testing.TB to pass to NewQueueURL. ScratchQueues builds
 	// one from a user's queue URL.
@@ -117,7 +123,7 @@ type T = confsuite.T
 // suite is h for the checks run on t.
 func (h Harness) suite(t testing.TB) confsuite.Harness {
 	sh := confsuite.Harness{Name: h.Name, Visibility: h.Visibility, MaxMessageBytes: h.MaxMessageBytes,
-		PushRaw: h.PushRaw, Corruptions: h.Corruptions, Serial: h.Serial, NewLiveQueueURL: h.NewLiveQueueURL, As: h.As}
+		PushRaw: h.PushRaw, Corruptions: h.Corruptions, Serial: h.Serial, NewLiveQueueURL: h.NewLiveQueueURL, As: h.As, BulkTasks: h.BulkTasks}
 	if h.NewDriver != nil {
 		sh.NewDriver = func(ctx context.Context, queue string) (driver.Driver, error) { return h.NewDriver(ctx, t, queue) }
 	}

@@ -84,6 +84,14 @@ const (
 	// later (Support.Fallback says how much); Unsupported: the backend
 	// keeps no policies, and Pause is refused.
 	Pause Feature = "pause"
+	// BulkActions: the queued messages and the dead letters can be paged
+	// through whole with a cursor (Pager), so that the bulk actions by
+	// filter (requeue, cancel, purge) reach every match, one short page
+	// and one short batch at a time. Emulated: the portable layer sees
+	// only the window that Peek and ListDead return (at most BulkWindow;
+	// Support.Fallback says how much), and a run may leave matches beyond
+	// it.
+	BulkActions Feature = "bulk-actions"
 )
 
 // PauseRefresh is how often a worker rereads the queue's pauses: the
@@ -94,7 +102,7 @@ const PauseRefresh = 2 * time.Second
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
-	Results, Cancel, WorkerRegistry, Pause,
+	Results, Cancel, WorkerRegistry, Pause, BulkActions,
 }
 
 // Support is a driver's declaration for one feature.

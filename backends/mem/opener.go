@@ -175,6 +175,7 @@ var allDegradable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
 	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.BulkActions,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -183,10 +184,12 @@ var emulatable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
 	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.BulkActions,
 }
 
 var emulatedFallback = map[driver.Feature]string{
 	driver.Pause:            "a pause behaves as native (mem declares it emulated for tests only)",
+	driver.BulkActions:      "bulk actions see only the first peek window of queued tasks and dead letters per pass (mem test emulation of the Azure backends)",
 	driver.DelayedRequeue:   "Requeue(delay) makes the message visible at once (mem test emulation)",
 	driver.DelayedPush:      "a task pushed with NotBefore is visible at once (mem test emulation)",
 	driver.LeaseRenewal:     "Renew behaves as native (mem declares it emulated for tests only)",
@@ -219,6 +222,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.Cancel:            "mem was opened with cancel unsupported",
 	driver.WorkerRegistry:    "mem was opened with worker-registry unsupported",
 	driver.Pause:             "mem was opened with pause unsupported: pause and resume are refused",
+	driver.BulkActions:       "mem was opened with bulk-actions unsupported: requeue, cancel and purge by filter are refused",
 }
 
 // capabilities builds the declaration: everything native except what the

@@ -28,26 +28,31 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	}
 	out := make([]*driver.DeadMessage, len(msgs))
 	for i, m := range msgs {
-		dm := &driver.DeadMessage{
-			MessageID:     deadID(m),
-			ID:            taskID(m),
-			Body:          m.Body,
-			DeliveryCount: endedDeliveries(m) + 1, // the delivery that dead-lettered it
-		}
-		if m.DeadLetterReason != nil {
-			dm.Reason = *m.DeadLetterReason
-		}
-		if m.DeadLetterErrorDescription != nil {
-			dm.Detail = *m.DeadLetterErrorDescription
-		}
-		if t, ok := m.ApplicationProperties[PropDeadAt].(time.Time); ok {
-			dm.DeadAt = t
-		} else if m.EnqueuedTime != nil {
-			dm.DeadAt = d.clock.local(*m.EnqueuedTime)
-		}
-		out[i] = dm
+		out[i] = d.deadMessage(m)
 	}
 	return out, nil
+}
+
+// deadMessage turns a peeked dead letter into the driver's form.
+func (d *Driver) deadMessage(m *azservicebus.ReceivedMessage) *driver.DeadMessage {
+	dm := &driver.DeadMessage{
+		MessageID:     deadID(m),
+		ID:            taskID(m),
+		Body:          m.Body,
+		DeliveryCount: endedDeliveries(m) + 1, // the delivery that dead-lettered it
+	}
+	if m.DeadLetterReason != nil {
+		dm.Reason = *m.DeadLetterReason
+	}
+	if m.DeadLetterErrorDescription != nil {
+		dm.Detail = *m.DeadLetterErrorDescription
+	}
+	if t, ok := m.ApplicationProperties[PropDeadAt].(time.Time); ok {
+		dm.DeadAt = t
+	} else if m.EnqueuedTime != nil {
+		dm.DeadAt = d.clock.local(*m.EnqueuedTime)
+	}
+	return dm
 }
 
 func deadID(m *azservicebus.ReceivedMessage) string {

@@ -28,26 +28,31 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 	now := time.Now()
 	out := make([]*driver.PeekedMessage, 0, len(msgs))
 	for _, m := range msgs {
-		p := &driver.PeekedMessage{
-			MessageID: m.MessageID,
-			ID:        taskID(m),
-			Body:      m.Body,
-			InFlight:  m.LockedUntil != nil && d.clock.local(*m.LockedUntil).After(now),
-		}
-		p.DeliveryCount = endedDeliveries(m)
-		if p.InFlight {
-			p.DeliveryCount++
-		}
-		if m.EnqueuedTime != nil {
-			p.EnqueuedAt = d.clock.local(*m.EnqueuedTime)
-			p.VisibleAt = p.EnqueuedAt
-		}
-		if m.State == azservicebus.MessageStateScheduled && m.ScheduledEnqueueTime != nil {
-			p.VisibleAt = d.clock.local(*m.ScheduledEnqueueTime)
-		}
-		out = append(out, p)
+		out = append(out, d.peeked(m, now))
 	}
 	return out, nil
+}
+
+// peeked turns a peeked message into the driver's form.
+func (d *Driver) peeked(m *azservicebus.ReceivedMessage, now time.Time) *driver.PeekedMessage {
+	p := &driver.PeekedMessage{
+		MessageID: m.MessageID,
+		ID:        taskID(m),
+		Body:      m.Body,
+		InFlight:  m.LockedUntil != nil && d.clock.local(*m.LockedUntil).After(now),
+	}
+	p.DeliveryCount = endedDeliveries(m)
+	if p.InFlight {
+		p.DeliveryCount++
+	}
+	if m.EnqueuedTime != nil {
+		p.EnqueuedAt = d.clock.local(*m.EnqueuedTime)
+		p.VisibleAt = p.EnqueuedAt
+	}
+	if m.State == azservicebus.MessageStateScheduled && m.ScheduledEnqueueTime != nil {
+		p.VisibleAt = d.clock.local(*m.ScheduledEnqueueTime)
+	}
+	return p
 }
 
 // endedDeliveries is how many deliveries of a peeked message have ended

@@ -125,6 +125,16 @@ func ensureAzuriteBlob() error {
 	return nil
 }
 
+// blobConnectionString is the Azurite the result records go to:
+// $AZURE_STORAGE_CONNECTION_STRING when it names one, else the default
+// development account on 127.0.0.1:10000.
+func blobConnectionString() string {
+	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); strings.Contains(cs, "BlobEndpoint=") {
+		return cs
+	}
+	return azblob.DevelopmentConnectionString
+}
+
 // resultsParam is a results= parameter naming a fresh container in
 // Azurite, deleted when the test ends.
 func resultsParam(t testing.TB) string {
@@ -133,7 +143,7 @@ func resultsParam(t testing.TB) string {
 	_, _ = rand.Read(b)
 	name := "sbr-" + hex.EncodeToString(b)
 	t.Cleanup(func() {
-		c, err := container.NewClientFromConnectionString(azblob.DevelopmentConnectionString, name, nil)
+		c, err := container.NewClientFromConnectionString(blobConnectionString(), name, nil)
 		if err == nil {
 			_, _ = c.Delete(context.Background(), nil)
 		}

@@ -53,7 +53,12 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	if max <= 0 {
 		max = -1 // SQLite: no limit
 	}
-	rows, err := d.db.QueryContext(ctx, listDead, d.cfg.queue, max)
+	return d.deadRows(ctx, listDead, d.cfg.queue, max)
+}
+
+// deadRows reads the dead letters query returns.
+func (d *Driver) deadRows(ctx context.Context, query string, args ...any) ([]*driver.DeadMessage, error) {
+	rows, err := d.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, d.wrap(ctx, "list dead letters", err)
 	}

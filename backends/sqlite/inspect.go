@@ -77,8 +77,9 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 }
 
 // peekRows appends the messages query returns to out.
-func peekRows(ctx context.Context, tx *sql.Tx, query, queue string, now int64, max int, out []*driver.PeekedMessage) ([]*driver.PeekedMessage, error) {
-	rows, err := tx.QueryContext(ctx, query, queue, now, max)
+// extra are more query arguments, after queue, now and max.
+func peekRows(ctx context.Context, tx *sql.Tx, query, queue string, now int64, max int, out []*driver.PeekedMessage, extra ...any) ([]*driver.PeekedMessage, error) {
+	rows, err := tx.QueryContext(ctx, query, append([]any{queue, now, max}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,8 @@ func (c *C) trigger(q *handle, f driver.Feature) error {
 		case driver.InPlaceUpdate:
 			e := c.receiveFresh(q, "trigger in-place update")
 			_, err = e.Fail(ctx, errors.New("trigger"), "")
+		case driver.BulkActions:
+			_, err = q.Admin().RequeueWhere(ctx, jobq.Filter{Kind: "trigger", DryRun: true})
 		default:
 			c.Fatalf("the suite cannot trigger feature %s", f)
 		}
@@ -83,7 +85,7 @@ func (c *C) receiveFresh(q *handle, name string) *jobq.Envelope {
 // triggerable are the features the suite can make the portable layer use.
 var triggerable = []driver.Feature{
 	driver.Priority, driver.DelayedPush, driver.DelayedRequeue, driver.LeaseRenewal,
-	driver.DeadLetter, driver.Peek, driver.InPlaceUpdate,
+	driver.DeadLetter, driver.Peek, driver.InPlaceUpdate, driver.BulkActions,
 }
 
 // checkDegradedWarnsOnce: using an emulated feature, or an unsupported one

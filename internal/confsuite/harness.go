@@ -40,6 +40,13 @@ type Harness struct {
 	// Serial runs the checks one after another instead of in parallel, for
 	// engines that cannot take the load or share one queue between checks.
 	Serial bool
+	// BulkTasks is how many tasks the bulk checks (BulkCancelByFilter,
+	// BulkRequeueByFilter) use where bulk-actions is native. Zero means
+	// 10,000. A harness on an emulator that settles messages slowly may
+	// lower it, which the checks log; a real engine should keep the
+	// default. (Where bulk-actions is emulated the checks use the window
+	// the backend declares.)
+	BulkTasks int
 	// NewLiveQueueURL returns the URL of a fresh scratch queue for RunLive.
 	// ScratchQueues builds one from a user's queue URL.
 	NewLiveQueueURL func(ctx context.Context) (string, error)

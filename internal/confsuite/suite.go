@@ -130,6 +130,8 @@ func checks() []check {
 		{"SettleWithRecords", checkSettleWithRecords},
 		{"CanceledContext", checkCanceledContext},
 		{"Pause", checkPause},
+		{"BulkCancelByFilter", checkBulkCancelByFilter},
+		{"BulkRequeueByFilter", checkBulkRequeueByFilter},
 	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
 }
 

@@ -48,6 +48,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/deadletters", s.deadLetters)
 	m.HandleFunc("POST /api/deadletters/requeue", s.moveDead)
 	m.HandleFunc("POST /api/deadletters/purge", s.moveDead)
+	m.HandleFunc("POST /api/bulk/{action}", s.bulk)
 	m.HandleFunc("GET /api/policies", s.policies)
 	m.HandleFunc("POST /api/pause", s.pause)
 	m.HandleFunc("POST /api/resume", s.pause)

@@ -568,3 +568,51 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("/api/policies lists a pause after resume: %s", w.Body)
 	}
 }
+
+func TestBulkByFilter(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t, 3)
+	s := newServer(t, Config{Queue: q})
+	post := func(path, body string, csrf bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		if csrf {
+			r.Header.Set(csrfHeader, s.csrf)
+		}
+		return do(s, r)
+	}
+	cases := []struct {
+		name, path, body string
+		csrf             bool
+		code             int
+		want             string
+	}{
+		{"no CSRF token", "/api/bulk/requeue", `{"dry_run":true}`, false, http.StatusForbidden, "CSRF"},
+		{"unknown action", "/api/bulk/explode", `{}`, true, http.StatusNotFound, "use requeue, cancel or purge"},
+		{"bad body", "/api/bulk/requeue", `kind`, true, http.StatusBadRequest, "must be JSON"},
+		{"bad since", "/api/bulk/requeue", `{"since":"yesterday"}`, true, http.StatusBadRequest, "neither a duration"},
+		{"unknown state", "/api/bulk/purge", `{"state":"zombie","all":true}`, true, http.StatusBadRequest, "unknown state"},
+		{"purge without filter", "/api/bulk/purge", `{}`, true, http.StatusBadRequest, "no filter given"},
+		{"dry run", "/api/bulk/requeue", `{"error":"refused","since":"1h","dry_run":true}`, true, http.StatusOK, `"matched":3,"done":0`},
+		{"no match", "/api/bulk/requeue", `{"exit_code":137,"dry_run":true}`, true, http.StatusOK, `"matched":0`},
+	}
+	for _, tc := range cases {
+		w := post(tc.path, tc.body, tc.csrf)
+		if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.want) {
+			t.Errorf("%s: %d %s; want %d with %q", tc.name, w.Code, w.Body, tc.code, tc.want)
+		}
+	}
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 0 {
+		t.Fatalf("refused and dry-run bulk actions changed the queue: size %d, %v", n, err)
+	}
+	w := post("/api/bulk/requeue", `{"error":"refused"}`, true)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"done":3`) {
+		t.Fatalf("requeue by filter: %d %s", w.Code, w.Body)
+	}
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 3 {
+		t.Errorf("after requeuing 3 dead letters the queue holds %d (%v)", n, err)
+	}
+	w = post("/api/bulk/cancel", `{"all":true}`, true)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"done":3`) {
+		t.Errorf("cancel by filter: %d %s", w.Code, w.Body)
+	}
+}

@@ -406,6 +406,54 @@ async function pauseQueue(verb, question) {
   await refreshAll();
 }
 
+// bulkFilter reads the bulk form into the body of /api/bulk/ACTION.
+function bulkFilter() {
+  const sel = $("bulk-action").value;
+  const body = { kind: $("bulk-kind").value.trim(), key: $("bulk-key").value.trim(), error: $("bulk-error").value,
+    since: $("bulk-since").value.trim(), until: $("bulk-until").value.trim(), all: $("bulk-all").checked };
+  const code = $("bulk-exit-code").value.trim();
+  if (code !== "") {
+    if (!/^-?\d+$/.test(code)) throw new Error("exit code " + JSON.stringify(code) + " is not a number");
+    body.exit_code = parseInt(code, 10);
+  }
+  if (sel === "purge-queued") body.state = "queued";
+  return { action: sel === "purge-queued" ? "purge" : sel, body: body, what: sel === "cancel" || sel === "purge-queued" ? "queued tasks" : "dead letters" };
+}
+
+// nounFor is what for n things ("dead letters", "1 dead letter").
+function nounFor(n, what) { return n === 1 ? what.replace(/s$/, "") : what; }
+
+function bulkText(res, what) {
+  let t = res.dry_run
+    ? res.matched + " of " + res.scanned + " " + what + " match"
+    : res.action + ": " + res.done + " of " + res.matched + " matching " + nounFor(res.matched, what) + " done (" + res.scanned + " scanned)";
+  if (res.pending) t += "; " + res.pending + " cancel-requested (the worker that receives each drops it)";
+  if (res.partial) t += ". Partial: " + res.partial;
+  return t;
+}
+
+// bulkAction counts the matches (a dry run); with run, it then asks to
+// confirm with that count and runs the action.
+async function bulkAction(run) {
+  let f;
+  try {
+    f = bulkFilter();
+    const count = await post("/api/bulk/" + f.action, Object.assign({}, f.body, { dry_run: true }));
+    $("bulk-result").textContent = bulkText(count, f.what);
+    showError("");
+    if (!run) return;
+    if (count.matched === 0) return;
+    if (!(await confirmAction(f.action.charAt(0).toUpperCase() + f.action.slice(1) + " " + count.matched + " " + nounFor(count.matched, f.what) + " of " + info.name + "?"))) return;
+    const res = await post("/api/bulk/" + f.action, Object.assign({}, f.body, { dry_run: false }));
+    $("bulk-result").textContent = bulkText(res, f.what);
+  } catch (e) {
+    // Shown beside the form: the next refresh clears the page's error line.
+    $("bulk-result").textContent = "bulk " + (f ? f.action : "action") + " failed: " + e.message;
+    return;
+  }
+  await refreshAll();
+}
+
 let refreshing = false;
 async function refreshAll() {
   if (refreshing) return;
@@ -435,6 +483,8 @@ async function start() {
   $("interval").textContent = fmtDuration(info.interval_s);
   $("requeue-all").onclick = () => moveDead("requeue", null, "Requeue every dead letter of " + info.name + "?");
   $("purge-all").onclick = () => moveDead("purge", null, "Delete every dead letter of " + info.name + " for good?");
+  $("bulk-count").onclick = () => bulkAction(false);
+  $("bulk-run").onclick = () => bulkAction(true);
   $("pause-queue").onclick = () => pauseQueue("pause", "Pause " + info.name + "? Workers stop taking new tasks within about 2s and finish what they hold; pushes still go in.");
   $("resume-queue").onclick = () => pauseQueue("resume", "Resume " + info.name + "? Workers take tasks again within about 2s.");
   await refreshAll();

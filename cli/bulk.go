@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
+)
+
+// filterFlags are the flags that build a jobq.Filter.
+type filterFlags struct {
+	state, kind, key, errText, since, until, exitCode string
+	all, dryRun, yes, asJSON                          bool
+	batch                                             int
+}
+
+// add registers the flags on fs; action says what the command does, for
+// the help.
+func (ff *filterFlags) add(fs *pflag.FlagSet, states string) {
+	fs.StringVar(&ff.state, "state", "", "where the tasks are: "+states)
+	fs.StringVar(&ff.kind, "kind", "", "only tasks of this kind (Task.Kind)")
+	fs.StringVar(&ff.key, "key", "", "only tasks with this concurrency or rate-limit key")
+	fs.StringVar(&ff.exitCode, "exit-code", "", "only dead letters whose last attempt exited with this code (0-255, or a negative code a Go handler set)")
+	fs.StringVar(&ff.errText, "error", "", "only dead letters whose reason, output tail or recorded error contains this text (case-sensitive)")
+	fs.StringVar(&ff.since, "since", "", "only tasks queued (dead letters: dead-lettered) at or after this: a duration ago (12h, 2d) or a time (2026-11-27, 2026-11-27T18:00:00Z)")
+	fs.StringVar(&ff.until, "until", "", "only tasks queued (dead letters: dead-lettered) before this; same forms as --since")
+	fs.BoolVar(&ff.dryRun, "dry-run", false, "count what would be touched; change nothing")
+	fs.BoolVarP(&ff.yes, "yes", "y", false, "do not ask for confirmation (needed when standard input is not a terminal)")
+	fs.IntVar(&ff.batch, "batch", 500, "tasks read per page and changed per batch (1-10000)")
+	if fs.Lookup("json") == nil { // cancel has its own, which the filter shares
+		fs.BoolVar(&ff.asJSON, "json", false, `print {"scanned", "matched", "done", "pending", "dry_run", "partial"}`)
+	}
+}
+
+// set reports whether any filter flag was given.
+func (ff *filterFlags) set(fs *pflag.FlagSet) bool {
+	for _, name := range []string{"state", "kind", "key", "exit-code", "error", "since", "until", "all", "dry-run", "batch"} {
+		if fs.Changed(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// filter parses the flags into a Filter, or returns a usage error that
+// names the flag and the fix.
+func (ff *filterFlags) filter(now time.Time) (jobq.Filter, error) {
+	f := jobq.Filter{State: ff.state, Kind: ff.kind, Key: ff.key, ErrorContains: ff.errText, All: ff.all, DryRun: ff.dryRun, BatchSize: ff.batch}
+	switch ff.state {
+	case "", "queued", "dead-lettered":
+	case "failed", "dead", "dlq":
+		return f, usageError("--state %s: the state is called dead-lettered (--state dead-lettered)", ff.state)
+	default:
+		return f, usageError("--state %q is not a state bulk actions take: use queued or dead-lettered", ff.state)
+	}
+	if ff.exitCode != "" {
+		c, err := strconv.Atoi(ff.exitCode)
+		if err != nil {
+			return f, usageError("--exit-code %q is not a number: give the exit status, such as --exit-code 137", ff.exitCode)
+		}
+		f.ExitCode = &c
+	}
+	var err error
+	if f.Since, err = parseWhen(now, "--since", ff.since); err != nil {
+		return f, err
+	}
+	if f.Until, err = parseWhen(now, "--until", ff.until); err != nil {
+		return f, err
+	}
+	if ff.batch < 1 || ff.batch > 10000 {
+		return f, usageError("--batch is %d; use 1 to 10000", ff.batch)
+	}
+	return f, nil
+}
+
+// whenLayouts are the time forms --since and --until take besides a
+// duration ago.
+var whenLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"}
+
+// parseWhen reads a --since or --until value: a duration before now, or a
+// time (local time where it has no zone). "" is the zero time.
+func parseWhen(now time.Time, flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	for _, layout := range whenLayouts {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usageError("%s %q is neither a duration ago (12h, 2d, 90m) nor a time (2026-11-27, 2026-11-27T18:00:00Z)", flag, s)
+}
+
+// bulkVerb is one bulk command: its verb and how it calls the library.
+type bulkVerb struct {
+	verb, past, noun string
+	// needAll: with no filter, the command needs --all.
+	needAll bool
+	run     func(*jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error)
+}
+
+// runBulk runs a bulk action: it counts first (a dry run), asks for
+// confirmation unless --yes or --dry-run, then runs it and prints what it
+// did.
+func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
+	ctx := cmd.Context()
+	f, err := ff.filter(time.Now())
+	if err != nil {
+		return err
+	}
+	if v.needAll && !ff.all && f.Kind == "" && f.Key == "" && f.ExitCode == nil && f.ErrorContains == "" && f.Since.IsZero() && f.Until.IsZero() {
+		flags := "--kind, --key, --since or --until"
+		if v.noun == "dead letters" {
+			flags = "--kind, --key, --exit-code, --error, --since or --until"
+		}
+		return usageError("no filter given: %s would touch every one of the %s; narrow it with %s, or say --all", v.verb, v.noun, flags)
+	}
+	q, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	act := v.run(q.Admin())
+	if !f.DryRun && !ff.yes {
+		count := f
+		count.DryRun = true
+		res, err := act(ctx, count)
+		if err != nil {
+			return bulkFailure(err)
+		}
+		if res.Matched == 0 {
+			return a.printBulk(v, res, true, ff.asJSON)
+		}
+		question := fmt.Sprintf("%s %d %s of %s (%d scanned)?", capitalize(v.verb), res.Matched, v.nounFor(res.Matched), hooks.URL(q), res.Scanned)
+		if res.Partial != "" {
+			question = fmt.Sprintf("%s More may match beyond what this backend can see: %s.", question, res.Partial)
+		}
+		if err := a.confirm(question); err != nil {
+			return err
+		}
+	}
+	res, err := act(ctx, f)
+	if err != nil {
+		_ = a.printBulk(v, res, f.DryRun, ff.asJSON)
+		return bulkFailure(err)
+	}
+	return a.printBulk(v, res, f.DryRun, ff.asJSON)
+}
+
+// bulkFailure maps a library error: a filter the library refuses is a
+// usage error.
+func bulkFailure(err error) error {
+	if errors.Is(err, errcode.InvalidArgument) {
+		return asUsage(err)
+	}
+	return failure(err)
+}
+
+// printBulk prints what a bulk action did, or would do on a dry run.
+func (a *app) printBulk(v bulkVerb, res jobq.BulkResult, dry, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Scanned int64  `json:"scanned"`
+			Matched int64  `json:"matched"`
+			Done    int64  `json:"done"`
+			Pending int64  `json:"pending,omitempty"`
+			DryRun  bool   `json:"dry_run"`
+			Partial string `json:"partial,omitempty"`
+		}{res.Scanned, res.Matched, res.Done, res.Pending, dry, res.Partial})
+	}
+	switch {
+	case dry:
+		fmt.Fprintf(a.stdout, "would %s %d %s (%d scanned); dry run, nothing changed\n", v.verb, res.Matched, v.nounFor(res.Matched), res.Scanned)
+	default:
+		fmt.Fprintf(a.stdout, "%s %d of %d matching %s (%d scanned)\n", v.past, res.Done, res.Matched, v.nounFor(res.Matched), res.Scanned)
+		if res.Pending > 0 {
+			fmt.Fprintf(a.stdout, "%d of them are recorded as cancel-requested: the worker that receives each drops it unrun\n", res.Pending)
+		}
+		if res.Done < res.Matched {
+			fmt.Fprintf(a.stdout, "%d moved on meanwhile (a worker took them, or another command did)\n", res.Matched-res.Done)
+		}
+	}
+	if res.Partial != "" {
+		a.log.Warn("partial: more may match than this backend let the command see; run it again", "why", res.Partial)
+	}
+	return nil
+}
+
+// nounFor is the verb's noun for n things.
+func (v bulkVerb) nounFor(n int64) string {
+	if n == 1 {
+		return strings.TrimSuffix(v.noun, "s")
+	}
+	return v.noun
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+func (a *app) requeueCommand() *cobra.Command {
+	var ff filterFlags
+	cmd := &cobra.Command{
+		Use:   "requeue [--kind K] [--key K] [--exit-code N] [--error TEXT] [--since T] [--until T] [--dry-run] [--yes]",
+		Short: "Requeue (redrive) the dead letters a filter matches",
+		Long: `Move the dead letters that match every filter given back to the queue, as
+'dlq requeue' does for one: each keeps its attempt history, and its result
+record is reset, so 'wait' waits for the new run. With no filter, every dead
+letter. A cancelled task cannot be requeued (its message is not kept): push
+it again.
+
+The command pages through the dead letters (--batch at a time) and requeues
+each page's matches as one batch: neither memory nor any lock grows with the
+number of dead letters. It first counts the matches (a dry run) and asks
+before it changes anything, unless --yes; --dry-run only counts. Where the
+backend cannot page (azqueue; see 'jobq backends', bulk-actions) it sees a
+window of 32 at a time and says so when matches may be left.
+
+Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
+		Example: `  jobq sqlite://./work.db requeue --exit-code 137 --since 12h --dry-run
+  jobq sqlite://./work.db requeue --error "connection reset" --yes
+  jobq sqlite://./work.db requeue --kind render --since 2026-11-27 --until 2026-11-28 --json --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runBulk(cmd, &ff, bulkVerb{verb: "requeue", past: "requeued", noun: "dead letters",
+				run: func(ad *jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error) {
+					return func(ctx context.Context, f jobq.Filter) (jobq.BulkResult, error) { return ad.RequeueWhere(ctx, f) }
+				}})
+		},
+	}
+	ff.add(cmd.Flags(), "dead-lettered (the default and only one)")
+	return cmd
+}
+
+func (a *app) purgeCommand() *cobra.Command {
+	var ff filterFlags
+	cmd := &cobra.Command{
+		Use:   "purge (--kind K | --key K | --exit-code N | --error TEXT | --since T | --until T | --all) [--state queued] [--dry-run] [--yes]",
+		Short: "Delete the dead letters (or queued tasks) a filter matches",
+		Long: `Delete the dead letters that match every filter given, with their stashed
+payloads; with --state queued, delete matching queued tasks instead (each is
+recorded as cancelled, so a 'wait' on it ends rather than hangs). A purge
+with no filter is refused unless --all says so.
+
+The command pages through the store (--batch at a time) and deletes each
+page's matches as one batch. It first counts the matches (a dry run) and
+asks before it deletes anything, unless --yes; --dry-run only counts.
+
+Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
+		Example: `  jobq sqlite://./work.db purge --error "No such file" --dry-run
+  jobq sqlite://./work.db purge --until 7d --yes
+  jobq sqlite://./work.db purge --state queued --kind thumbnail --yes
+  jobq sqlite://./work.db purge --all --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			noun := "dead letters"
+			if ff.state == "queued" {
+				noun = "queued tasks"
+			}
+			return a.runBulk(cmd, &ff, bulkVerb{verb: "purge", past: "purged", noun: noun, needAll: true,
+				run: func(ad *jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error) {
+					return func(ctx context.Context, f jobq.Filter) (jobq.BulkResult, error) { return ad.PurgeWhere(ctx, f) }
+				}})
+		},
+	}
+	ff.add(cmd.Flags(), "dead-lettered (the default) or queued")
+	cmd.Flags().BoolVar(&ff.all, "all", false, "purge with no other filter: every dead letter (or queued task)")
+	return cmd
+}

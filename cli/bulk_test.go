@@ -1,0 +1,65 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq/cli"
+)
+
+func TestBulkRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown state", []string{"requeue", "--state", "zombie"}, `--state "zombie" is not a state bulk actions take: use queued or dead-lettered`},
+		{"failed is dead-lettered", []string{"requeue", "--state", "failed"}, "--state dead-lettered"},
+		{"exit code not a number", []string{"requeue", "--exit-code", "oom"}, "--exit-code 137"},
+		{"since unparsable", []string{"requeue", "--since", "yesterday"}, `--since "yesterday" is neither a duration ago`},
+		{"until unparsable", []string{"purge", "--until", "soon", "--all"}, `--until "soon"`},
+		{"since after until", []string{"requeue", "--since", "1h", "--until", "2h", "--dry-run"}, "is not before until"},
+		{"batch out of range", []string{"requeue", "--batch", "0"}, "--batch is 0"},
+		{"purge without filter", []string{"purge", "--yes"}, "no filter given: purge would touch every one of the dead letters; narrow it with --kind, --key, --exit-code, --error, --since or --until, or say --all"},
+		{"cancel without filter", []string{"cancel", "--yes"}, "give task IDs to cancel"},
+		{"cancel dry run without filter", []string{"cancel", "--dry-run"}, "or say --all"},
+		{"cancel IDs and a filter", []string{"cancel", "--kind", "k", "0123"}, "not both"},
+		{"cancel by exit code", []string{"cancel", "--exit-code", "1", "--yes"}, "filters dead letters"},
+		{"requeue of queued tasks", []string{"requeue", "--state", "queued"}, "requeue takes dead letters"},
+		{"requeue takes no arguments", []string{"requeue", "0123"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			expect(t, cli.ExitUsage, []string{tc.want}, append([]string{q}, tc.args...)...)
+		})
+	}
+}
+
+// TestBulkByFilter: dead letters of two exit codes and queued tasks of two
+// keys; a dry run counts and changes nothing, a real run without --yes on
+// a non-terminal asks and, unanswered, changes nothing, and with --yes
+// acts on exactly the matches.
+func TestBulkByFilter(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	for _, c := range []string{"exit 137", "echo 1; exit 137", "exit 2"} {
+		expect(t, cli.ExitOK, nil, q, "-q", "push", "-c", c)
+	}
+	expect(t, cli.ExitOK, nil, q, "-q", "worker", "--max-consecutive-failures", "5")
+	expect(t, cli.ExitOK, []string{"would requeue 2 dead letters (3 scanned); dry run, nothing changed"}, q, "requeue", "--exit-code", "137", "--since", "1h", "--dry-run")
+	expect(t, cli.ExitFailure, []string{"Requeue 2 dead letters of", "not confirmed; nothing was changed"}, q, "requeue", "--exit-code", "137")
+	expect(t, cli.ExitOK, []string{"requeued 2 of 2 matching dead letters (3 scanned)"}, q, "requeue", "--exit-code", "137", "--yes")
+	expect(t, cli.ExitOK, []string{"ready          2", "dead-lettered  1"}, q, "stats", "--sample", "0")
+
+	for _, k := range []string{"a", "a", "b"} {
+		expect(t, cli.ExitOK, nil, q, "-q", "push", "--concurrency-key", "tenant-"+k, "-c", "echo "+k+strings.Repeat("x", len(k)))
+	}
+	expect(t, cli.ExitOK, []string{`"matched": 0`, `"dry_run": true`}, q, "cancel", "--key", "tenant-c", "--dry-run", "--json")
+	expect(t, cli.ExitOK, []string{"cancelled 1 of 1 matching queued task (4 scanned)"}, q, "cancel", "--key", "tenant-b", "--yes")
+	expect(t, cli.ExitOK, []string{"purged 1 of 1 matching dead letter (1 scanned)"}, q, "purge", "--error", "status 2", "--yes")
+	expect(t, cli.ExitOK, []string{"purged 3 of 3 matching queued tasks"}, q, "purge", "--state", "queued", "--all", "--yes")
+	expect(t, cli.ExitOK, []string{"ready          0", "dead-lettered  0"}, q, "stats", "--sample", "0")
+}
