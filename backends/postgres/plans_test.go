@@ -107,3 +107,44 @@ func (p planNode) messageRowsRead() int {
 
 // quoteLiteral quotes s as an SQL string literal.
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// TestClaimIsPlannedOnce: the driver's statements run from one generic plan
+// per connection (planSettings' plan_cache_mode). Left to choose, Postgres
+// planned the claim anew at every execution, because the custom plans of a
+// queue that was empty looked cheaper than the generic one.
+func TestClaimIsPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d := openURL(t, newQueueURL(t))
+	msgs := make([]*driver.Message, 40)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("t%d", i))
+	}
+	if _, err := d.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var custom, generic int64
+	for range 10 {
+		rows, err := conn.Query(ctx, d.sql.claim, d.cfg.queue, 2, int64(60_000_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = conn.QueryRow(ctx, `SELECT coalesce(sum(custom_plans), 0), coalesce(sum(generic_plans), 0) FROM pg_prepared_statements WHERE statement = $1`,
+		d.sql.claim).Scan(&custom, &generic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if custom != 0 || generic != 10 {
+		t.Errorf("10 claims on one connection made %d custom and %d generic plans; want 0 and 10", custom, generic)
+	}
+}

@@ -15,8 +15,9 @@ import (
 //
 // Policies live in the policies table, so every process sees them. A queue
 // without concurrency or rate policies claims with the ordinary statement;
-// one with them claims through claim_packed (claim_with_policies before
-// schema step 11: layout.go), a PL/pgSQL function that
+// one with them claims through claim_lookup (claim_packed before schema
+// step 13: claimlookup.go; claim_with_policies before step 11: layout.go),
+// a PL/pgSQL function that
 // does everything in one round trip: it locks a window of visible messages
 // in claim order, takes a transaction-scoped advisory lock on each capped
 // key among them (so that two claimers never both see a key one below its
@@ -301,10 +302,8 @@ SELECT`),
 		// A key's held leases are forgotten with its cap.
 		remove: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1 AND key = $3 AND $2 = 'concurrency')
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
-		// The trace context (schema step 8) is read beside the function's
-		// rows: the row as it was before the claim, which has the same.
-		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, '') FROM async, {{s}}.claim_packed($1, $2, $3) AS c
-	LEFT JOIN {{s}}.messages m ON m.queue = $1 AND m.priority = c.r_priority AND m.id = c.r_id`),
+		// claim_lookup (schema step 13) returns the trace context too.
+		claim: r.Replace(asyncCTE + ` SELECT c.* FROM async, {{s}}.claim_lookup($1, $2, $3) AS c`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),
 		lockDepth: r.Replace(`SELECT pg_advisory_xact_lock(hashtextextended('jobq.depth.{{s}}.' || $1, 0))`),

@@ -159,6 +159,9 @@ type Driver struct {
 	recordAt   atomic.Int64 // when (Unix ns) a settlement last met an existing record
 
 	idle atomic.Int32 // receivers sleeping for want of work
+	// quiet counts the looks in a row, by any receiver without a wake-up
+	// channel, that found the queue empty (idleSleep).
+	quiet atomic.Int32
 
 	// conflictAt is when (Unix ns) a push last found a task id taken
 	// (push.go).

@@ -51,8 +51,12 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if err != nil {
 			return nil, wrap(ctx, "receive", err)
 		}
+		if len(msgs) > 0 {
+			d.quiet.Store(0)
+			return msgs, nil
+		}
 		remaining := time.Until(deadline)
-		if len(msgs) > 0 || remaining <= 0 {
+		if remaining <= 0 {
 			return msgs, nil
 		}
 		var pause time.Duration // while a push kept the handle from registering
@@ -78,11 +82,15 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if err != nil {
 			return nil, err
 		}
-		if wokenUp {
+		switch {
+		case wokenUp:
 			// A push took the handle out of the waiting ones (or one in
 			// this process pushed, or LISTEN reconnected).
 			silent, registered = 0, false
-		} else {
+			d.quiet.Store(0)
+		case next < 0 && !d.listening.Load():
+			d.quiet.Add(1)
+		default:
 			silent++
 		}
 	}
@@ -147,13 +155,20 @@ func (d *Driver) sleepUntilWoken(ctx context.Context, woken <-chan struct{}, dur
 }
 
 // idleSleep is how long a receiver that found the queue empty sleeps at
-// most without a notification, after silent such sleeps in a row: poll,
-// or, while LISTEN is up (a push wakes it), poll doubled silent times up
-// to maxListenSleep.
+// most without a notification: poll doubled, up to maxListenSleep, for
+// each sleep in a row that no notification ended (silent, while LISTEN is
+// up: a push wakes it), or, without LISTEN (listen=false, pgbouncer=true),
+// for each look in a row by any of the driver's receivers that found the
+// queue empty (quiet), so that an idle worker looks less and less often
+// across its receives, as the worker's own back-off means it to (through
+// PgBouncer an idle worker claimed once per poll whatever its --max-poll).
+// There a message pushed into a queue idle for a while waits for the next
+// look, up to maxListenSleep (or the caller's wait); a look that finds
+// one sets the sleeps back to poll.
 func (d *Driver) idleSleep(silent int) time.Duration {
 	sleep := d.cfg.poll
 	if !d.listening.Load() {
-		return sleep
+		silent = int(d.quiet.Load())
 	}
 	for range silent {
 		if sleep >= maxListenSleep/2 {

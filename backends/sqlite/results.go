@@ -18,7 +18,7 @@ import (
 //
 // Records are grouped in generations: a record written gets the table's
 // highest rowid shifted right by genShift, or its queue's highest gen if
-// that is more (upsertResult), so a new record always has the highest
+// that is more (currentGen), so a new record always has the highest
 // generation of its queue, and the records written together share one.
 // The key (queue, gen, task_id) therefore receives its inserts in a small
 // region (the current generation's, about 1<<genShift records) instead of
@@ -73,13 +73,15 @@ const gensOf = `gens(g) AS (
 	SELECT (SELECT max(gen) FROM jobq_results WHERE queue = ?1 AND gen < gens.g) FROM gens WHERE gens.g IS NOT NULL)`
 
 var (
-	// upsertResult stores a record in the current generation, replacing
-	// the one with the same task ID there. The current generation is never
-	// below the queue's highest: a VACUUM may renumber the rowids, and a
-	// record written below its task's newest would stay hidden.
+	// currentGen is the generation a record written now gets: never
+	// below the queue's highest, since a VACUUM may renumber the rowids
+	// and a record written below its task's newest would stay hidden.
+	currentGen = `SELECT max((SELECT coalesce(max(rowid), 0) FROM jobq_results) >> ` + strconv.Itoa(genShift) + `,
+		(SELECT coalesce(max(gen), 0) FROM jobq_results WHERE queue = ?1))`
+	// upsertResult stores a record in generation ?2 (currentGen),
+	// replacing the one with the same task ID there.
 	upsertResult = `INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data)
-		VALUES (?1, max((SELECT coalesce(max(rowid), 0) FROM jobq_results) >> ` + strconv.Itoa(genShift) + `,
-			(SELECT coalesce(max(gen), 0) FROM jobq_results WHERE queue = ?1)), ?2, ?3, ?4, ?5, ?6)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 		ON CONFLICT (queue, gen, task_id) DO UPDATE SET
 			state = excluded.state, updated_at = excluded.updated_at,
 			expires_at = excluded.expires_at, data = excluded.data`
@@ -188,8 +190,33 @@ func (d *Driver) putResult(tx wtx, r *driver.ResultRecord, now int64) error {
 			return nil
 		}
 	}
-	_, err := tx.Exec(upsertResult, d.cfg.queue, taskKey(r.ID), string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), nonNil(r.Data))
+	gen, err := tx.recordGen(d.cfg.queue)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(upsertResult, d.cfg.queue, gen, taskKey(r.ID), string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), nonNil(r.Data))
 	return err
+}
+
+// recordGen is the generation of the records queue writes in this
+// transaction: currentGen, read once per transaction (two lookups less per
+// record). The records of one transaction share it, as they would have
+// anyway but for the rare one that crossed a generation's boundary. It
+// stays right for the whole transaction: nothing else writes meanwhile,
+// and a rolled-back savepoint only lowers the queue's highest generation.
+func (t wtx) recordGen(queue string) (int64, error) {
+	if g, ok := t.w.gens[queue]; ok {
+		return g, nil
+	}
+	var g int64
+	if err := t.QueryRow(currentGen, queue).Scan(&g); err != nil {
+		return 0, err
+	}
+	if t.w.gens == nil {
+		t.w.gens = map[string]int64{}
+	}
+	t.w.gens[queue] = g
+	return g, nil
 }
 
 // GetResults implements driver.ResultStore. Expired records are not

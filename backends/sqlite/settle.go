@@ -60,6 +60,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 	stored := false
 	errs, committed := d.settleCommitted(ctx, "complete", len(reqs), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(reqs))
+		recs := recordBatch{d: d, tx: tx, now: now}
 		for i, r := range reqs {
 			id, err := settleable(r.Lease, r.Result)
 			if err != nil {
@@ -73,12 +74,12 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 			if errs[i] = lostIfNone(res, r.Lease); errs[i] != nil || r.Result == nil {
 				continue
 			}
-			if err := d.putResult(tx, r.Result, now); err != nil {
+			if err := recs.add(r.Result); err != nil {
 				return nil, err
 			}
 			stored = true
 		}
-		return errs, nil
+		return errs, recs.flush()
 	})
 	if stored && committed {
 		d.note.results.broadcast()
@@ -121,6 +122,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 	stored := false
 	errs, committed := d.settleCommitted(ctx, "dead-letter", len(reqs), func(tx wtx, now int64) ([]error, error) {
 		errs := make([]error, len(reqs))
+		recs := recordBatch{d: d, tx: tx, now: now}
 		for i, r := range reqs {
 			id, err := settleable(r.Lease, r.Result)
 			if err != nil {
@@ -144,12 +146,12 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 			if r.Result == nil {
 				continue
 			}
-			if err := d.putResult(tx, r.Result, now); err != nil {
+			if err := recs.add(r.Result); err != nil {
 				return nil, err
 			}
 			stored = true
 		}
-		return errs, nil
+		return errs, recs.flush()
 	})
 	if stored && committed {
 		d.note.results.broadcast()

@@ -18,6 +18,9 @@ type writer struct {
 	conn        *sql.Conn
 	stmts       map[string]*sql.Stmt
 	busyTimeout time.Duration
+	// gens caches, per queue, the record generation of the open write
+	// transaction (recordGen); begin clears it.
+	gens map[string]int64
 }
 
 // wtx is an open write transaction; its methods mirror *sql.Tx's. Its
@@ -94,6 +97,7 @@ func (w *writer) begin(ctx context.Context, closing *driver.Closing) error {
 		// the connection inside a transaction, failing every later write.
 		_, err := w.exec(context.WithoutCancel(ctx), "BEGIN IMMEDIATE")
 		if err == nil {
+			clear(w.gens)
 			if cerr := ctx.Err(); cerr != nil {
 				_, _ = w.exec(context.WithoutCancel(ctx), "ROLLBACK")
 				return cerr
