@@ -180,6 +180,9 @@ func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 	if pol.Kind == driver.PausePolicy {
 		return errorf(errcode.InvalidArgument, op, "a pause is set with Admin.Pause (`jobq QUEUE pause`), which records who paused and when")
 	}
+	if isScheduleKind(pol.Kind) {
+		return errorf(errcode.InvalidArgument, op, "a schedule is added with Admin.AddSchedule (`jobq QUEUE schedule add`)")
+	}
 	if err := validatePolicy(pol); err != nil {
 		return policyErr(op, err)
 	}
@@ -203,6 +206,9 @@ func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key str
 	const op = "policy unset"
 	if kind == driver.PausePolicy {
 		return false, errorf(errcode.InvalidArgument, op, "a pause is lifted with Admin.Resume (`jobq QUEUE resume [--kind K] [--key K]`)")
+	}
+	if isScheduleKind(kind) {
+		return false, errorf(errcode.InvalidArgument, op, "a schedule is removed with Admin.RemoveSchedule (`jobq QUEUE schedule rm NAME`)")
 	}
 	if !isPolicyKind(kind) {
 		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention, retry-backoff or results", kind)

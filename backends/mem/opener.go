@@ -175,6 +175,7 @@ var allDegradable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
 	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.Schedules,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -219,6 +220,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.Cancel:            "mem was opened with cancel unsupported",
 	driver.WorkerRegistry:    "mem was opened with worker-registry unsupported",
 	driver.Pause:             "mem was opened with pause unsupported: pause and resume are refused",
+	driver.Schedules:         "mem was opened with schedules unsupported: schedules are refused",
 }
 
 // capabilities builds the declaration: everything native except what the
