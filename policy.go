@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -228,7 +229,8 @@ func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key str
 	return ok, p.q.wrap(op, err)
 }
 
-// Policies returns every policy of the queue, sorted by kind then key.
+// Policies returns every policy of the queue, sorted by kind then key,
+// except the schedules (which Schedules lists).
 func (p *Admin) Policies(ctx context.Context) ([]driver.Policy, error) {
 	const op = "policy list"
 	ps, err := p.policyStore(op)
@@ -236,6 +238,7 @@ func (p *Admin) Policies(ctx context.Context) ([]driver.Policy, error) {
 		return nil, err
 	}
 	pols, err := ps.ListPolicies(ctx)
+	pols = slices.DeleteFunc(pols, func(pol driver.Policy) bool { return isScheduleKind(pol.Kind) })
 	return pols, p.q.wrap(op, err)
 }
 

@@ -58,7 +58,7 @@ func (p *Admin) AddSchedule(ctx context.Context, name, cron string, t *Task, o S
 		}
 		if len(findSchedule(pols, name)) > 0 {
 			return spec, &Error{Code: errcode.AlreadyExists, Op: op, Queue: p.q.url,
-				Msg: fmt.Sprintf("schedule %q already exists in this queue: remove it first (`jobq QUEUE schedule rm %s`) or pick another name", name, name)}
+				Msg: fmt.Sprintf("schedule %q already exists in this queue: remove it first (`schedule rm %s`) or pick another name", name, name)}
 		}
 		// A firing state without a definition is what an interrupted
 		// remove leaves: start it afresh.
@@ -176,7 +176,7 @@ func (p *Admin) setSchedulePaused(ctx context.Context, op, name string, paused b
 	specs := findSchedule(pols, name)
 	if len(specs) == 0 {
 		return &Error{Code: errcode.NotFound, Op: op, Queue: p.q.url,
-			Msg: fmt.Sprintf("no schedule %q in this queue (`jobq QUEUE schedule list` lists them)", name)}
+			Msg: fmt.Sprintf("no schedule %q in this queue (`schedule list` lists them)", name)}
 	}
 	spec, err := driver.ParseScheduleSpec(specs[0])
 	if err != nil {

@@ -3,8 +3,8 @@ package driver
 import (
 	"context"
 	"crypto/md5"
-	"encoding/hex"
 	"encoding/base64"
+	"encoding/hex"
 	"net/url"
 	"time"
 

@@ -275,6 +275,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.purgesResults() {
 		go w.purgeLoop(stopWatch)
 	}
+	if !w.o.NoSchedules && w.q.Capabilities().Level(driver.Schedules) != driver.Unsupported {
+		go scheduleLoop(w.q, w.log, stopWatch)
+	}
 	if w.o.Preemption != nil {
 		watchCtx, cancelWatch := context.WithCancel(context.Background())
 		defer cancelWatch()
