@@ -28,9 +28,9 @@ func (p *Admin) FireSchedules(ctx context.Context, now time.Time) ([]driver.Sche
 	return p.fireSchedules(ctx, now, nil)
 }
 
-// scheduleFault, when set, is called at each stage of a firing ("claimed":
-// the slot is claimed and its task not pushed; "pushed": pushed and not
-// confirmed); an error stops that schedule's firing there, as a crash
+// scheduleFault, when set, is called at each stage of a firing
+// ("decided": the slot is due and not claimed yet; "claimed": claimed and
+// its task not pushed; "pushed": pushed and not confirmed); an error stops that schedule's firing there, as a crash
 // would. The conformance suite sets it through package hooks.
 type scheduleFault func(stage, name string, slot time.Time) error
 
@@ -94,6 +94,9 @@ func (f *firing) fire(ctx context.Context) ([]driver.ScheduleRun, error) {
 	slot, ok := c.Due(last, f.now, f.s.spec.Missed)
 	if !ok {
 		return runs, nil
+	}
+	if err := f.stage("decided", slot); err != nil {
+		return runs, err
 	}
 	claim := driver.FiredState{Name: st.Name, Slot: slot, ClaimedAt: f.now}
 	won, err := swapFired(ctx, f.ps, claim, st.Policy().Limit)

@@ -184,9 +184,11 @@ var emulatable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
 	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.Schedules,
 }
 
 var emulatedFallback = map[driver.Feature]string{
+	driver.Schedules:        "schedules behave as native (mem declares them emulated for tests only)",
 	driver.Pause:            "a pause behaves as native (mem declares it emulated for tests only)",
 	driver.DelayedRequeue:   "Requeue(delay) makes the message visible at once (mem test emulation)",
 	driver.DelayedPush:      "a task pushed with NotBefore is visible at once (mem test emulation)",

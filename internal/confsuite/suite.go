@@ -130,6 +130,7 @@ func checks() []check {
 		{"SettleWithRecords", checkSettleWithRecords},
 		{"CanceledContext", checkCanceledContext},
 		{"Pause", checkPause},
+		{"Schedules", checkSchedules},
 	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
 }
 
