@@ -3,6 +3,8 @@ package jobq
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -63,6 +65,14 @@ func (p *Admin) AddSchedule(ctx context.Context, name, cron string, t *Task, o S
 		// A firing state without a definition is what an interrupted
 		// remove leaves: start it afresh.
 		if err := ps.SetPolicy(ctx, fresh.Policy()); err != nil {
+			return spec, p.q.wrap(op, err)
+		}
+		if _, err := ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name); err != nil {
+			return spec, p.q.wrap(op, err)
+		}
+	}
+	if spec.Paused {
+		if err := ps.SetPolicy(ctx, driver.SchedulePaused(name, spec.Since)); err != nil {
 			return spec, p.q.wrap(op, err)
 		}
 	}
@@ -147,63 +157,65 @@ func (p *Admin) RemoveSchedule(ctx context.Context, name string) (bool, error) {
 			return false, p.q.wrap(op, err)
 		}
 	}
+	if _, err := ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name); err != nil {
+		return false, p.q.wrap(op, err)
+	}
 	had, err := ps.UnsetPolicy(ctx, driver.ScheduleFiredPolicy, name)
 	return had || len(specs) > 0, p.q.wrap(op, err)
 }
 
 // PauseSchedule stops the schedule named name firing until ResumeSchedule;
-// it fails with NotFound when there is none.
+// it fails with NotFound when there is none. Pausing a paused schedule
+// changes nothing.
 func (p *Admin) PauseSchedule(ctx context.Context, name string) error {
-	return p.setSchedulePaused(ctx, "schedule pause", name, true)
+	const op = "schedule pause"
+	ps, s, err := p.scheduleNamed(ctx, op, name)
+	if err != nil || s.spec.Paused {
+		return err
+	}
+	return p.q.wrap(op, ps.SetPolicy(ctx, driver.SchedulePaused(name, time.Now())))
 }
 
 // ResumeSchedule lets a paused schedule fire again from now: slots that
 // passed while it was paused are not caught up, whatever its missed-run
 // policy. It fails with NotFound when there is no such schedule.
 func (p *Admin) ResumeSchedule(ctx context.Context, name string) error {
-	return p.setSchedulePaused(ctx, "schedule resume", name, false)
-}
-
-func (p *Admin) setSchedulePaused(ctx context.Context, op, name string, paused bool) error {
-	ps, err := p.scheduleStore(op)
-	if err != nil {
+	const op = "schedule resume"
+	ps, s, err := p.scheduleNamed(ctx, op, name)
+	if err != nil || !s.spec.Paused {
 		return err
 	}
-	pols, err := ps.ListPolicies(ctx)
-	if err != nil {
-		return p.q.wrap(op, err)
-	}
-	specs := findSchedule(pols, name)
-	if len(specs) == 0 {
-		return &Error{Code: errcode.NotFound, Op: op, Queue: p.q.url,
-			Msg: fmt.Sprintf("no schedule %q in this queue (`schedule list` lists them)", name)}
-	}
-	spec, err := driver.ParseScheduleSpec(specs[0])
-	if err != nil {
-		return p.q.wrap(op, err)
-	}
-	if spec.Paused == paused && len(specs) == 1 {
-		return nil
-	}
-	spec.Paused = paused
-	if !paused {
-		spec.Since = time.Now().Truncate(time.Millisecond)
-	}
-	// The new definition goes in before the old one goes: a scheduler that
-	// reads both treats the schedule as paused (see schedulesOf).
-	next := spec.Policy()
-	if err := ps.SetPolicy(ctx, next); err != nil {
-		return p.q.wrap(op, err)
-	}
-	for _, pol := range specs {
-		if pol.Key == next.Key {
-			continue
-		}
-		if _, err := ps.UnsetPolicy(ctx, driver.SchedulePolicy, pol.Key); err != nil {
+	// The firing state first: were the pause lifted before, a scheduler
+	// could catch up a slot that passed while paused.
+	if st := s.fired; s.hasFired && st.Pushed {
+		resumed := st
+		resumed.ClaimedAt = time.Now()
+		if _, err := swapFired(ctx, ps, resumed, st.Policy().Limit); err != nil {
 			return p.q.wrap(op, err)
 		}
 	}
-	return nil
+	_, err = ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name)
+	return p.q.wrap(op, err)
+}
+
+// scheduleNamed returns the store and the schedule named name, or a
+// NotFound error.
+func (p *Admin) scheduleNamed(ctx context.Context, op, name string) (driver.PolicyStore, storedSchedule, error) {
+	ps, err := p.scheduleStore(op)
+	if err != nil {
+		return nil, storedSchedule{}, err
+	}
+	pols, err := ps.ListPolicies(ctx)
+	if err != nil {
+		return nil, storedSchedule{}, p.q.wrap(op, err)
+	}
+	for _, s := range schedulesOf(pols) {
+		if s.spec.Name == name {
+			return ps, s, nil
+		}
+	}
+	return nil, storedSchedule{}, &Error{Code: errcode.NotFound, Op: op, Queue: p.q.url,
+		Msg: fmt.Sprintf("no schedule %q in this queue (`schedule list` lists them)", name)}
 }
 
 // scheduleStore is the policy store, once the backend is known to keep
@@ -219,8 +231,8 @@ func (p *Admin) scheduleStore(op string) (driver.PolicyStore, error) {
 	return ps, nil
 }
 
-// findSchedule returns the definitions of the schedule named name (one,
-// or two while a pause or resume is halfway).
+// findSchedule returns the definition of the schedule named name (one,
+// unless something else wrote the store).
 func findSchedule(pols []driver.Policy, name string) []driver.Policy {
 	var out []driver.Policy
 	for _, pol := range pols {
@@ -241,8 +253,8 @@ type storedSchedule struct {
 	hasFired bool
 }
 
-// schedulesOf gathers the schedules among pols, sorted by name. A name
-// with two definitions (a pause or resume halfway) is paused if either is.
+// schedulesOf gathers the schedules among pols, sorted by name, with
+// their firing state and pause.
 func schedulesOf(pols []driver.Policy) []storedSchedule {
 	var out []storedSchedule
 	at := map[string]int{}
@@ -251,26 +263,25 @@ func schedulesOf(pols []driver.Policy) []storedSchedule {
 			continue
 		}
 		s, err := driver.ParseScheduleSpec(pol)
-		if err != nil {
-			continue
-		}
-		if i, ok := at[s.Name]; ok {
-			out[i].spec.Paused = out[i].spec.Paused || s.Paused
+		if _, dup := at[s.Name]; err != nil || dup {
 			continue
 		}
 		at[s.Name] = len(out)
 		out = append(out, storedSchedule{spec: s})
 	}
 	for _, pol := range pols {
-		if pol.Kind != driver.ScheduleFiredPolicy {
-			continue
-		}
-		if f, err := driver.ParseFired(pol); err == nil {
-			if i, ok := at[f.Name]; ok {
+		i, ok := at[pol.Key]
+		switch {
+		case !ok:
+		case pol.Kind == driver.SchedulePausedPolicy:
+			out[i].spec.Paused = true
+		case pol.Kind == driver.ScheduleFiredPolicy:
+			if f, err := driver.ParseFired(pol); err == nil {
 				out[i].fired, out[i].hasFired = f, true
 			}
 		}
 	}
+	slices.SortFunc(out, func(a, b storedSchedule) int { return strings.Compare(a.spec.Name, b.spec.Name) })
 	return out
 }
 
@@ -300,6 +311,4 @@ func swapFired(ctx context.Context, ps driver.PolicyStore, f driver.FiredState, 
 
 // isScheduleKind reports whether k is one of the policy kinds that hold
 // schedules, which only the schedule methods write.
-func isScheduleKind(k driver.PolicyKind) bool {
-	return k == driver.SchedulePolicy || k == driver.ScheduleFiredPolicy
-}
+func isScheduleKind(k driver.PolicyKind) bool { return driver.IsScheduleKind(k) }

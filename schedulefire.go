@@ -87,9 +87,14 @@ func (f *firing) fire(ctx context.Context) ([]driver.ScheduleRun, error) {
 		}
 		runs, st = append(runs, run), next
 	}
+	// No slot at or before the last one claimed, the schedule's creation
+	// or (once pushed) the claim or resume time fires: the claimed slot was
+	// the latest due when it was claimed.
 	last := st.Slot
-	if last.Before(f.s.spec.Since) {
-		last = f.s.spec.Since
+	for _, t := range []time.Time{f.s.spec.Since, st.ClaimedAt} {
+		if t.After(last) && (st.Pushed || t.Equal(f.s.spec.Since)) {
+			last = t
+		}
 	}
 	slot, ok := c.Due(last, f.now, f.s.spec.Missed)
 	if !ok {

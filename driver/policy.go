@@ -52,7 +52,7 @@ const (
 )
 
 // PolicyKinds lists the kinds in the order listings show them.
-var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy, ResultsPolicy, PausePolicy, SchedulePolicy, ScheduleFiredPolicy}
+var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy, ResultsPolicy, PausePolicy, SchedulePolicy, ScheduleFiredPolicy, SchedulePausedPolicy}
 
 // ResultsMode is the value of a results policy: which tasks keep a result
 // record.
@@ -186,7 +186,7 @@ func (p Policy) Validate() error {
 	case PausePolicy:
 		_, err := ParsePause(p)
 		return err
-	case SchedulePolicy, ScheduleFiredPolicy:
+	case SchedulePolicy, ScheduleFiredPolicy, SchedulePausedPolicy:
 		return validateSchedulePolicy(p)
 	case ResultsPolicy:
 		switch {

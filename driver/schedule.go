@@ -15,12 +15,13 @@ import (
 // policies per schedule:
 //
 //   - a SchedulePolicy whose Key is the encoded ScheduleSpec (name, cron
-//     expression, time zone, missed-run policy, the task, paused) and whose
-//     Limit is when it was added or last resumed, in Unix milliseconds;
+//     expression, time zone, missed-run policy, the task) and whose Limit
+//     is when it was added, in Unix milliseconds; it never changes;
 //   - a ScheduleFiredPolicy whose Key is the schedule's name and whose
 //     Limit says the last slot claimed and whether its task was pushed
 //     (see FiredState). Schedulers change it with PolicySwapper.SwapPolicy
-//     where the store has it, which is what makes a slot fire once.
+//     where the store has it, which is what makes a slot fire once;
+//   - while the schedule is paused, a SchedulePausedPolicy.
 const (
 	// SchedulePolicy is a recurring schedule's definition; see
 	// ScheduleSpec.Policy. Drivers store it as any other policy.
@@ -29,6 +30,10 @@ const (
 	// FiredState.Policy. Drivers store it as any other policy, and swap it
 	// atomically when they implement PolicySwapper.
 	ScheduleFiredPolicy PolicyKind = "schedule-fired"
+	// SchedulePausedPolicy marks a schedule paused: Key is its name and
+	// Limit when it was paused, in Unix milliseconds. Drivers store it as
+	// any other policy.
+	SchedulePausedPolicy PolicyKind = "schedule-paused"
 )
 
 // ScheduleRefresh is how often a worker or `jobq QUEUE scheduler` looks
@@ -91,10 +96,10 @@ type ScheduleSpec struct {
 	Missed MissedPolicy
 	// Task is the encoded task (wire body, without an ID) each slot pushes.
 	Task []byte
-	// Paused schedules fire nothing.
+	// Paused schedules fire nothing. It is kept as a SchedulePausedPolicy
+	// of its own, not in the SchedulePolicy.
 	Paused bool
-	// Since is when the schedule was added or last resumed: no slot
-	// before it fires.
+	// Since is when the schedule was added: no slot before it fires.
 	Since time.Time
 }
 
@@ -125,9 +130,6 @@ func (s ScheduleSpec) Policy() Policy {
 		v.Set("missed", string(s.Missed))
 	}
 	v.Set("task", base64.RawURLEncoding.EncodeToString(s.Task))
-	if s.Paused {
-		v.Set("paused", "1")
-	}
 	return Policy{Kind: SchedulePolicy, Key: v.Encode(), Limit: max(s.Since.UnixMilli(), 1)}
 }
 
@@ -138,7 +140,7 @@ func ParseScheduleSpec(p Policy) (ScheduleSpec, error) {
 		return ScheduleSpec{}, Errorf(errcode.InvalidArgument, "policy %s is not a schedule", p.Kind)
 	}
 	if p.Limit <= 0 || p.Period != 0 {
-		return ScheduleSpec{}, Errorf(errcode.InvalidArgument, "a schedule has the time it was added or resumed as Limit (Unix ms, positive) and no period (got %d, %v): build it with ScheduleSpec.Policy", p.Limit, p.Period)
+		return ScheduleSpec{}, Errorf(errcode.InvalidArgument, "a schedule has the time it was added as Limit (Unix ms, positive) and no period (got %d, %v): build it with ScheduleSpec.Policy", p.Limit, p.Period)
 	}
 	if len(p.Key) > MaxScheduleSpecLen {
 		return ScheduleSpec{}, Errorf(errcode.InvalidArgument, "schedule is %d bytes long encoded; keep it to %d (put a long command in a script and schedule the script)", len(p.Key), MaxScheduleSpecLen)
@@ -156,7 +158,7 @@ func ParseScheduleSpec(p Policy) (ScheduleSpec, error) {
 		return ScheduleSpec{}, err
 	}
 	s := ScheduleSpec{Name: v.Get("name"), Cron: v.Get("cron"), TimeZone: v.Get("tz"), Missed: missed,
-		Task: task, Paused: v.Get("paused") == "1", Since: time.UnixMilli(p.Limit)}
+		Task: task, Since: time.UnixMilli(p.Limit)}
 	if err := ValidateScheduleName(s.Name); err != nil {
 		return ScheduleSpec{}, err
 	}
@@ -178,7 +180,9 @@ type FiredState struct {
 	// Pushed is true once the slot's task is known to be pushed; a claim
 	// still false after ScheduleClaimGrace is taken over.
 	Pushed bool
-	// ClaimedAt is when the slot was claimed, by the claimer's clock.
+	// ClaimedAt is when the slot was claimed, by the claimer's clock; once
+	// Pushed, a resume moves it to the time of the resume, so that the
+	// slots passed while paused are not caught up.
 	ClaimedAt time.Time
 }
 
@@ -207,14 +211,31 @@ func ParseFired(p Policy) (FiredState, error) {
 	return FiredState{Name: p.Key, Slot: time.UnixMilli(p.Limit / 2), Pushed: p.Limit%2 == 1, ClaimedAt: time.UnixMilli(p.Period.Milliseconds())}, nil
 }
 
-// validateSchedulePolicy checks a SchedulePolicy or ScheduleFiredPolicy.
+// SchedulePaused returns the SchedulePausedPolicy of the schedule name,
+// paused at since.
+func SchedulePaused(name string, since time.Time) Policy {
+	return Policy{Kind: SchedulePausedPolicy, Key: name, Limit: max(since.UnixMilli(), 1)}
+}
+
+// validateSchedulePolicy checks a policy of the schedule kinds.
 func validateSchedulePolicy(p Policy) error {
-	if p.Kind == SchedulePolicy {
+	switch p.Kind {
+	case SchedulePolicy:
 		_, err := ParseScheduleSpec(p)
 		return err
+	case SchedulePausedPolicy:
+		if p.Limit <= 0 || p.Period != 0 {
+			return Errorf(errcode.InvalidArgument, "a schedule's pause has its start as Limit (Unix ms, positive) and no period (got %d, %v): build it with SchedulePaused", p.Limit, p.Period)
+		}
+		return ValidateScheduleName(p.Key)
 	}
 	_, err := ParseFired(p)
 	return err
+}
+
+// IsScheduleKind reports whether k is one of the kinds that hold schedules.
+func IsScheduleKind(k PolicyKind) bool {
+	return k == SchedulePolicy || k == ScheduleFiredPolicy || k == SchedulePausedPolicy
 }
 
 // PolicySwapper is implemented by PolicyStores that can replace a policy

@@ -48,7 +48,7 @@ func (d *Driver) SwapPolicy(ctx context.Context, p driver.Policy, old int64) (bo
 
 // isScheduleKind reports whether k is kept in the schedules hash.
 func isScheduleKind(k driver.PolicyKind) bool {
-	return k == driver.SchedulePolicy || k == driver.ScheduleFiredPolicy
+	return driver.IsScheduleKind(k)
 }
 
 // scheduleValue is a schedule policy's stored value: "LIMIT|PERIOD_MS".

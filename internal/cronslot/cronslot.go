@@ -6,7 +6,9 @@
 // Cron expressions are parsed by github.com/robfig/cron/v3, the parser most
 // Go schedulers use: standard five fields, ranges, steps, names (MON, JAN)
 // and descriptors (@hourly, @daily, @weekly, @monthly, @yearly, @every D),
-// with daylight-saving gaps and repeats handled in the zone.
+// with daylight-saving gaps and repeats handled in the zone. @every D fires
+// at whole multiples of D (since Go's zero time, so @every 15m fires at
+// :00, :15, :30 and :45 UTC), the same slots for every process.
 package cronslot
 
 import (
@@ -26,6 +28,7 @@ var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cr
 type Cron struct {
 	sched cron.Schedule
 	loc   *time.Location
+	every time.Duration // @every D: slots at whole multiples of D
 }
 
 // Parse reads expr in the IANA zone tz (empty: UTC). Its errors say what
@@ -49,11 +52,20 @@ func Parse(expr, tz string) (Cron, error) {
 	if probe := s.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)); probe.IsZero() {
 		return Cron{}, fmt.Errorf("cron expression %q never matches a date (for example the 30th of February)", expr)
 	}
+	// robfig counts @every from the time it is asked about, so two
+	// schedulers would disagree on the slots: they are whole multiples of
+	// D here instead, the same for every process.
+	if d, ok := s.(cron.ConstantDelaySchedule); ok {
+		return Cron{loc: loc, every: d.Delay}, nil
+	}
 	return Cron{sched: s, loc: loc}, nil
 }
 
 // Next returns the first slot strictly after t.
 func (c Cron) Next(t time.Time) time.Time {
+	if c.every > 0 {
+		return t.Truncate(c.every).Add(c.every).In(c.loc)
+	}
 	return c.sched.Next(t.In(c.loc))
 }
 

@@ -56,6 +56,7 @@ func TestDue(t *testing.T) {
 		{"zone: 03:00 Berlin is 02:00 UTC in winter", "0 3 * * *", "Europe/Berlin", "2026-01-01T12:00:00Z", "2026-01-02T02:00:30Z", driver.MissedSkip, "2026-01-02T02:00:00Z"},
 		{"zone: 03:00 Berlin is 01:00 UTC in summer", "0 3 * * *", "Europe/Berlin", "2026-07-01T12:00:00Z", "2026-07-02T01:00:30Z", driver.MissedSkip, "2026-07-02T01:00:00Z"},
 		{"zone: UTC reading of the same expression", "0 3 * * *", "", "2026-07-01T12:00:00Z", "2026-07-02T01:00:30Z", driver.MissedSkip, ""},
+		{"every: whole multiples", "@every 15m", "", "2026-01-01T10:00:00Z", "2026-01-01T10:31:00Z", driver.MissedSkip, "2026-01-01T10:30:00Z"},
 		{"descriptor", "@daily", "", "2026-01-01T12:00:00Z", "2026-01-02T00:00:10Z", driver.MissedSkip, "2026-01-02T00:00:00Z"},
 	}
 	for _, tt := range tests {
