@@ -17,7 +17,7 @@ func TestScheduleRoundTrip(t *testing.T) {
 		t.Errorf("ParseScheduleSpec(spec.Policy()) = %+v, %v; want %+v", got, err, spec)
 	}
 	for _, f := range []FiredState{
-		{Name: "a", Slot: time.UnixMilli(0), Pushed: true},
+		{Name: "a", Slot: time.UnixMilli(0), Pushed: true, ClaimedAt: time.UnixMilli(0)},
 		{Name: "a", Slot: time.UnixMilli(1767225600000), ClaimedAt: time.UnixMilli(1767225605000)},
 		{Name: "a", Slot: time.UnixMilli(1767225600000), Pushed: true, ClaimedAt: time.UnixMilli(1767225605000)},
 	} {
