@@ -12,6 +12,10 @@ import (
 // scheduleTimeout bounds one pass over the queue's schedules.
 const scheduleTimeout = 30 * time.Second
 
+// stopGrace is how long a pass under way may go on once the worker or
+// scheduler stops.
+const stopGrace = 2 * time.Second
+
 // RunScheduler fires the queue's recurring schedules (Admin.FireSchedules)
 // every driver.ScheduleRefresh until ctx ends, and returns nil then: what
 // `jobq QUEUE scheduler` runs for a queue without long-lived workers.
@@ -42,9 +46,21 @@ func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
 	defer t.Stop()
 	lastErr := ""
 	for {
-		// A pass is not cut short by stop: a slot claimed and not pushed
-		// would wait for another scheduler's take-over.
+		// A pass gets stopGrace after stop to finish: a slot claimed and
+		// not pushed would wait for another scheduler's take-over.
 		ctx, cancel := context.WithTimeout(context.Background(), scheduleTimeout)
+		go func() {
+			select {
+			case <-stop:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case <-time.After(stopGrace):
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		runs, err := q.Admin().FireSchedules(ctx, time.Now())
 		cancel()
 		for _, r := range runs {
