@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/hooks"
@@ -37,6 +38,9 @@ func init() {
 	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }
 	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }
 	hooks.URL = func(q any) string { return asQueue(q).url }
+	hooks.FireSchedules = func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error) {
+		return asQueue(q).Admin().fireSchedules(ctx, now, fault)
+	}
 	hooks.Scheme = func(q any) string { return asQueue(q).scheme }
 	hooks.Driver = func(q any) driver.Driver { return asQueue(q).drv }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -180,6 +181,9 @@ func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 	if pol.Kind == driver.PausePolicy {
 		return errorf(errcode.InvalidArgument, op, "a pause is set with Admin.Pause (`jobq QUEUE pause`), which records who paused and when")
 	}
+	if isScheduleKind(pol.Kind) {
+		return errorf(errcode.InvalidArgument, op, "a schedule is added with Admin.AddSchedule (`jobq QUEUE schedule add`)")
+	}
 	if err := validatePolicy(pol); err != nil {
 		return policyErr(op, err)
 	}
@@ -204,6 +208,9 @@ func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key str
 	if kind == driver.PausePolicy {
 		return false, errorf(errcode.InvalidArgument, op, "a pause is lifted with Admin.Resume (`jobq QUEUE resume [--kind K] [--key K]`)")
 	}
+	if isScheduleKind(kind) {
+		return false, errorf(errcode.InvalidArgument, op, "a schedule is removed with Admin.RemoveSchedule (`jobq QUEUE schedule rm NAME`)")
+	}
 	if !isPolicyKind(kind) {
 		return false, errorf(errcode.InvalidArgument, op, "unknown policy kind %q: use concurrency, rate, max-depth, retention, retry-backoff or results", kind)
 	}
@@ -222,7 +229,8 @@ func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key str
 	return ok, p.q.wrap(op, err)
 }
 
-// Policies returns every policy of the queue, sorted by kind then key.
+// Policies returns every policy of the queue, sorted by kind then key,
+// except the schedules (which Schedules lists).
 func (p *Admin) Policies(ctx context.Context) ([]driver.Policy, error) {
 	const op = "policy list"
 	ps, err := p.policyStore(op)
@@ -230,6 +238,7 @@ func (p *Admin) Policies(ctx context.Context) ([]driver.Policy, error) {
 		return nil, err
 	}
 	pols, err := ps.ListPolicies(ctx)
+	pols = slices.DeleteFunc(pols, func(pol driver.Policy) bool { return isScheduleKind(pol.Kind) })
 	return pols, p.q.wrap(op, err)
 }
 

@@ -185,7 +185,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return asUsage(err) })
 	root.AddCommand(a.pushCommand(), a.workerCommand(), a.pullCommand(), a.peekCommand(), a.sizeCommand(),
-		a.statsCommand(), a.workersCommand(), a.dashboardCommand(), a.clearCommand(), a.dlqCommand(), a.policyCommand(), a.pauseCommand(), a.resumeCommand(), a.showCommand(),
+		a.statsCommand(), a.workersCommand(), a.dashboardCommand(), a.clearCommand(), a.dlqCommand(), a.policyCommand(), a.pauseCommand(), a.resumeCommand(), a.scheduleCommand(), a.schedulerCommand(), a.showCommand(),
 		a.resultCommand(), a.waitCommand(), a.cancelCommand(), a.requeueCommand(), a.purgeCommand(), a.backendsCommand(), a.conformanceCommand(),
 		a.versionCommand())
 	return root

@@ -92,6 +92,14 @@ const (
 	// Support.Fallback says how much), and a run may leave matches beyond
 	// it.
 	BulkActions Feature = "bulk-actions"
+	// Schedules: recurring schedules (SchedulePolicy) are kept in the
+	// engine with the other policies, and schedulers claim each slot with
+	// an atomic swap (PolicySwapper), so a slot's task is pushed once
+	// however many workers and schedulers run. Emulated: the engine keeps
+	// them but has no atomic swap (Support.Fallback says what can then
+	// happen); Unsupported: the backend keeps no policies, and schedules
+	// are refused.
+	Schedules Feature = "schedules"
 )
 
 // PauseRefresh is how often a worker rereads the queue's pauses: the
@@ -102,7 +110,7 @@ const PauseRefresh = 2 * time.Second
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
-	Results, Cancel, WorkerRegistry, Pause, BulkActions,
+	Results, Cancel, WorkerRegistry, Pause, BulkActions, Schedules,
 }
 
 // Support is a driver's declaration for one feature.

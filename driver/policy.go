@@ -52,7 +52,7 @@ const (
 )
 
 // PolicyKinds lists the kinds in the order listings show them.
-var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy, ResultsPolicy, PausePolicy}
+var PolicyKinds = []PolicyKind{ConcurrencyPolicy, RatePolicy, MaxDepthPolicy, RetentionPolicy, RetryBackoffPolicy, ResultsPolicy, PausePolicy, SchedulePolicy, ScheduleFiredPolicy, SchedulePausedPolicy}
 
 // ResultsMode is the value of a results policy: which tasks keep a result
 // record.
@@ -158,6 +158,10 @@ func (p Policy) String() string {
 		if ps, err := ParsePause(p); err == nil {
 			return ps.String()
 		}
+	case SchedulePolicy:
+		if s, err := ParseScheduleSpec(p); err == nil {
+			return "schedule " + s.Name + " " + s.Cron
+		}
 	}
 	return fmt.Sprintf("%s %s=%d", p.Kind, p.Key, p.Limit)
 }
@@ -182,6 +186,8 @@ func (p Policy) Validate() error {
 	case PausePolicy:
 		_, err := ParsePause(p)
 		return err
+	case SchedulePolicy, ScheduleFiredPolicy, SchedulePausedPolicy:
+		return validateSchedulePolicy(p)
 	case ResultsPolicy:
 		switch {
 		case p.Key != "":

@@ -87,6 +87,13 @@ type Options struct {
 	CancelPoll time.Duration
 	// Wait keeps polling an empty queue instead of returning.
 	Wait bool
+	// NoSchedules keeps this worker from firing the queue's recurring
+	// schedules (Admin.AddSchedule). By default every worker fires due
+	// slots from a background loop every driver.ScheduleRefresh (one
+	// policy read each, off the task path), so that no separate process is
+	// needed; each slot is pushed once however many workers do. Defaults
+	// to false.
+	NoSchedules bool
 	// MaxTasks stops taking tasks after this many (the CLI's pull uses 1).
 	// Zero means no limit.
 	MaxTasks int

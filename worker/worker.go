@@ -245,6 +245,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer close(w.finished)
 	defer w.closeEvents()
 	defer w.reg.start()() // announce now, heartbeat, withdraw on return
+	// The schedule loop is waited for after stopWatch closes (defers run
+	// last in, first out), so that no pass outlives Run.
+	var firing sync.WaitGroup
+	defer firing.Wait()
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	go func() {
@@ -274,6 +278,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if w.purgesResults() {
 		go w.purgeLoop(stopWatch)
+	}
+	if !w.o.NoSchedules && w.q.Capabilities().Level(driver.Schedules) != driver.Unsupported {
+		firing.Add(1)
+		go func() {
+			defer firing.Done()
+			scheduleLoop(w.q, w.log, stopWatch)
+		}()
 	}
 	if w.o.Preemption != nil {
 		watchCtx, cancelWatch := context.WithCancel(context.Background())

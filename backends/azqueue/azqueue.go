@@ -166,6 +166,7 @@ func capabilities() driver.Capabilities {
 			driver.WorkerRegistry:    {Level: driver.Emulated, Fallback: workerRegistryFallback},
 			driver.Pause:             {Level: driver.Emulated, Fallback: pauseFallback},
 			driver.BulkActions:       {Level: driver.Emulated, Fallback: bulkFallback},
+			driver.Schedules:         {Level: driver.Emulated, Fallback: schedulesFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

@@ -176,6 +176,7 @@ var allDegradable = []driver.Feature{
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
 	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
 	driver.BulkActions,
+	driver.Schedules,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -185,9 +186,11 @@ var emulatable = []driver.Feature{
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
 	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
 	driver.BulkActions,
+	driver.Schedules,
 }
 
 var emulatedFallback = map[driver.Feature]string{
+	driver.Schedules:        "schedules behave as native (mem declares them emulated for tests only)",
 	driver.Pause:            "a pause behaves as native (mem declares it emulated for tests only)",
 	driver.BulkActions:      "bulk actions see only the first peek window of queued tasks and dead letters per pass (mem test emulation of the Azure backends)",
 	driver.DelayedRequeue:   "Requeue(delay) makes the message visible at once (mem test emulation)",
@@ -223,6 +226,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.WorkerRegistry:    "mem was opened with worker-registry unsupported",
 	driver.Pause:             "mem was opened with pause unsupported: pause and resume are refused",
 	driver.BulkActions:       "mem was opened with bulk-actions unsupported: requeue, cancel and purge by filter are refused",
+	driver.Schedules:         "mem was opened with schedules unsupported: schedules are refused",
 }
 
 // capabilities builds the declaration: everything native except what the

@@ -16,6 +16,7 @@ import (
 // Queue policies (docs/policies.md). They live beside the queue's keys, in
 // its hash slot:
 //
+//	prefix.."pols"        hash "schedule|SPEC" -> SINCE_MS, "schedule-fired|NAME" -> "LIMIT|CLAIMED_MS" (schedule.go)
 //	prefix.."polk"        hash "concurrency|KEY" -> LIMIT, "rate|KEY" -> "COUNT|PERIOD_MS", "pause|SCOPE" -> SINCE_MS
 //	prefix.."polm"        string: max-depth (before packed bodies "pold", now the layout mark: see layoutScript)
 //	prefix.."polq"        hash "retention", "retry-backoff" and "results" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
@@ -210,6 +211,8 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	}
 	var err error
 	switch {
+	case isScheduleKind(p.Kind):
+		err = d.client.HSet(ctx, d.prefix+"pols", policyField(p.Kind, p.Key), scheduleValue(p)).Err()
 	case p.Kind == driver.MaxDepthPolicy:
 		err = d.client.Set(ctx, d.prefix+"polm", p.Limit, 0).Err()
 	case p.Kind == driver.PausePolicy: // per scope; read by workers only
@@ -232,6 +235,8 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 	var n int64
 	var err error
 	switch {
+	case isScheduleKind(kind):
+		n, err = d.client.HDel(ctx, d.prefix+"pols", policyField(kind, key)).Result()
 	case kind == driver.MaxDepthPolicy:
 		n, err = d.client.Del(ctx, d.prefix+"polm").Result()
 	case kind == driver.PausePolicy:
@@ -264,6 +269,13 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	}
 	for kind, v := range queue {
 		all[kind+"|"] = v
+	}
+	scheds, err := d.client.HGetAll(ctx, d.prefix+"pols").Result()
+	if err != nil {
+		return nil, d.fail("policy list", err)
+	}
+	for field, v := range scheds {
+		all[field] = v
 	}
 	var out []driver.Policy
 	for field, v := range all {

@@ -27,6 +27,8 @@ var featureInterfaces = []featureInterface{
 	{driver.ConcurrencyLimit, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
 	{driver.RateLimit, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
 	{driver.Pause, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
+	{driver.Schedules, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
+	{driver.Schedules, driver.Native, "driver.PolicySwapper", implements[driver.PolicySwapper]},
 	{driver.TransactionalPush, driver.Native, "driver.TxPusher", implements[driver.TxPusher]},
 }
 

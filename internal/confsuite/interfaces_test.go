@@ -91,7 +91,7 @@ func (d declared) Capabilities() driver.Capabilities { return d.caps }
 // a message naming the interface; declared unsupported, it passes.
 func TestDeclarationNeedsInterface(t *testing.T) {
 	t.Parallel()
-	needy := []driver.Feature{driver.Results, driver.Cancel, driver.WorkerRegistry, driver.ConcurrencyLimit, driver.RateLimit, driver.Pause, driver.TransactionalPush}
+	needy := []driver.Feature{driver.Results, driver.Cancel, driver.WorkerRegistry, driver.ConcurrencyLimit, driver.RateLimit, driver.Pause, driver.Schedules, driver.TransactionalPush}
 	tests := []struct {
 		feature driver.Feature
 		level   driver.Level
@@ -104,6 +104,7 @@ func TestDeclarationNeedsInterface(t *testing.T) {
 		{driver.ConcurrencyLimit, driver.Native, "driver.PolicyStore"},
 		{driver.RateLimit, driver.Emulated, "driver.PolicyStore"},
 		{driver.Pause, driver.Native, "driver.PolicyStore"},
+		{driver.Schedules, driver.Native, "driver.PolicySwapper"},
 		{driver.TransactionalPush, driver.Native, "driver.TxPusher"},
 		{driver.Results, driver.Unsupported, ""},
 	}
@@ -111,7 +112,7 @@ func TestDeclarationNeedsInterface(t *testing.T) {
 		t.Run(fmt.Sprintf("%s %s", tt.feature, tt.level), func(t *testing.T) {
 			t.Parallel()
 			h := conformance.Harness{Name: "declared", NewDriver: func(_ context.Context, queue string) (driver.Driver, error) {
-				d, err := mem.New(mem.Options{Queue: queue, Unsupported: needy[:6]})
+				d, err := mem.New(mem.Options{Queue: queue, Unsupported: needy[:7]})
 				if err != nil {
 					return nil, err
 				}

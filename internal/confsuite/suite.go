@@ -132,6 +132,7 @@ func checks() []check {
 		{"Pause", checkPause},
 		{"BulkCancelByFilter", checkBulkCancelByFilter},
 		{"BulkRequeueByFilter", checkBulkRequeueByFilter},
+		{"Schedules", checkSchedules},
 	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
 }
 

@@ -10,6 +10,7 @@ package hooks
 
 import (
 	"context"
+	"time"
 
 	"github.com/jobq/jobq/driver"
 	"go.opentelemetry.io/otel/attribute"
@@ -52,6 +53,11 @@ var (
 	// Driver is the driver under q, for the conformance suite's checks
 	// that a declared feature's optional interface is implemented.
 	Driver func(q any) driver.Driver
+	// FireSchedules is Admin.FireSchedules with a fault hook called at
+	// each stage of a firing ("decided", "claimed", "pushed"): an error it
+	// returns stops that schedule's firing there, as a crash would, and
+	// one that blocks holds the scheduler there.
+	FireSchedules func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error)
 )
 
 // The worker's side of a received message.

@@ -1,0 +1,95 @@
+package cronslot
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestParseRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr, tz, want string
+	}{
+		{"* * *", "", "five fields"},
+		{"61 * * * *", "", "five fields"},
+		{"not cron", "", "cron expression"},
+		{"0 3 * * *", "Mars/Olympus", "unknown time zone"},
+		{"0 3 * * *", "Local", "unknown time zone"},
+		{"TZ=UTC 0 3 * * *", "", "--tz"},
+		{"0 0 30 2 *", "", "never matches"},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.expr, tt.tz)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q, %q) = %v; want an error saying %q", tt.expr, tt.tz, err, tt.want)
+		}
+	}
+}
+
+func TestDue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		expr, tz  string
+		last, now string
+		missed    driver.MissedPolicy
+		want      string // "" for none
+	}{
+		{"slot due now", "0 * * * *", "", "2026-01-01T09:30:00Z", "2026-01-01T10:00:05Z", driver.MissedSkip, "2026-01-01T10:00:00Z"},
+		{"slot already fired", "0 * * * *", "", "2026-01-01T10:00:00Z", "2026-01-01T10:00:05Z", driver.MissedSkip, ""},
+		{"before the first slot", "0 * * * *", "", "2026-01-01T09:30:00Z", "2026-01-01T09:59:59Z", driver.MissedSkip, ""},
+		{"skip: slot too late", "0 * * * *", "", "2026-01-01T08:30:00Z", "2026-01-01T10:05:00Z", driver.MissedSkip, ""},
+		{"once: one catch-up for many missed", "0 * * * *", "", "2026-01-01T03:30:00Z", "2026-01-01T10:05:00Z", driver.MissedOnce, "2026-01-01T10:00:00Z"},
+		{"once: nothing missed", "0 * * * *", "", "2026-01-01T10:00:00Z", "2026-01-01T10:59:00Z", driver.MissedOnce, ""},
+		{"once: a yearly slot long ago", "0 0 1 1 *", "", "2024-06-01T00:00:00Z", "2026-03-01T00:00:00Z", driver.MissedOnce, "2026-01-01T00:00:00Z"},
+		{"zone: 03:00 Berlin is 02:00 UTC in winter", "0 3 * * *", "Europe/Berlin", "2026-01-01T12:00:00Z", "2026-01-02T02:00:30Z", driver.MissedSkip, "2026-01-02T02:00:00Z"},
+		{"zone: 03:00 Berlin is 01:00 UTC in summer", "0 3 * * *", "Europe/Berlin", "2026-07-01T12:00:00Z", "2026-07-02T01:00:30Z", driver.MissedSkip, "2026-07-02T01:00:00Z"},
+		{"zone: UTC reading of the same expression", "0 3 * * *", "", "2026-07-01T12:00:00Z", "2026-07-02T01:00:30Z", driver.MissedSkip, ""},
+		{"every: whole multiples", "@every 15m", "", "2026-01-01T10:00:00Z", "2026-01-01T10:31:00Z", driver.MissedSkip, "2026-01-01T10:30:00Z"},
+		{"descriptor", "@daily", "", "2026-01-01T12:00:00Z", "2026-01-02T00:00:10Z", driver.MissedSkip, "2026-01-02T00:00:00Z"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse(tt.expr, tt.tz)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := c.Due(at(tt.last), at(tt.now), tt.missed)
+			if tt.want == "" {
+				if ok {
+					t.Errorf("Due = %v; want no slot", got)
+				}
+				return
+			}
+			if !ok || !got.Equal(at(tt.want)) {
+				t.Errorf("Due = %v, %v; want %s", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+func TestNextInZone(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("30 9 * * MON-FRI", "America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Saturday 2026-01-03: the next weekday slot is Monday 09:30 New York,
+	// 14:30 UTC.
+	got := c.Next(at("2026-01-03T12:00:00Z"))
+	if want := at("2026-01-05T14:30:00Z"); !got.Equal(want) {
+		t.Errorf("Next = %v; want %v", got, want)
+	}
+}
