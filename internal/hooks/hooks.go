@@ -10,8 +10,10 @@ package hooks
 
 import (
 	"context"
+	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/stash"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -52,6 +54,11 @@ var (
 	// Driver is the driver under q, for the conformance suite's checks
 	// that a declared feature's optional interface is implemented.
 	Driver func(q any) driver.Driver
+	// Stash is q's configured stash (where pushes put large payloads and
+	// workers their checkpoints); nil when it has none.
+	Stash func(q any) stash.Store
+	// Retention is how long q keeps result records (its retention policy).
+	Retention func(q any) time.Duration
 )
 
 // The worker's side of a received message.
