@@ -60,6 +60,18 @@ type WorkerInfo struct {
 	// RSSBytes is the worker process's resident memory; zero where the
 	// platform cannot tell.
 	RSSBytes int64 `json:"rss_bytes"`
+	// Env is the worker's environment label (worker.Options.EnvLabel: the
+	// cloud VM size and region, or the host name).
+	Env string `json:"env,omitempty"`
+	// WorkSeconds is the time the worker's handlers ran; LostSeconds the
+	// work of stopped attempts (preempted, signalled) that no checkpoint
+	// kept; SavedSeconds the work of stopped attempts that checkpoints
+	// kept for the next attempt; Preemptions the attempts a preemption
+	// notice stopped (docs/checkpoints.md).
+	WorkSeconds  float64 `json:"work_s,omitempty"`
+	LostSeconds  float64 `json:"lost_s,omitempty"`
+	SavedSeconds float64 `json:"saved_s,omitempty"`
+	Preemptions  int64   `json:"preemptions,omitempty"`
 	// Interval is how often the worker heartbeats.
 	Interval time.Duration `json:"interval_ns"`
 	// Heartbeat is when the worker last wrote its record, by its own clock.
