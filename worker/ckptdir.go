@@ -32,7 +32,7 @@ const (
 )
 
 // checkpointPoll is how often the worker looks for CheckpointMarker.
-const checkpointPoll = 100 * time.Millisecond
+const checkpointPoll = 50 * time.Millisecond
 
 // ckptDir is a running shell task's checkpoint directory.
 type ckptDir struct {
@@ -134,8 +134,8 @@ func fingerprint(dir string) ([sha256.Size]byte, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if skipped(rel) {
-			return nil
+		if rel == "." || skipped(rel) {
+			return nil // the top directory's time changes with the markers
 		}
 		fi, err := e.Info()
 		if err != nil {
