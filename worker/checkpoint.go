@@ -181,8 +181,17 @@ func (tc *taskCheckpoint) save(ctx context.Context, data []byte, why string) err
 	if tc == nil {
 		return ErrNoCheckpoints
 	}
+	h := tc.c.header(tc.id)
+	body := make([]byte, 0, len(h)+len(data))
+	return tc.saveBody(ctx, append(append(body, h...), data...), why)
+}
+
+// saveBody saves body, the checkpoint object: the header, then the
+// checkpoint's bytes.
+func (tc *taskCheckpoint) saveBody(ctx context.Context, body []byte, why string) error {
+	data := body[len(tc.c.header(tc.id)):]
 	if max := tc.c.maxBytes; max > 0 && int64(len(data)) > max {
-		err := fmt.Errorf("checkpoint of %d bytes is over the limit of %d bytes (Options.CheckpointMaxBytes, --checkpoint-max-size): not saved; the previous one is kept", len(data), max)
+		err := fmt.Errorf("checkpoint of %d bytes is over the limit of %d bytes (Options.CheckpointMaxBytes, --checkpoint-max-mb): not saved; the previous one is kept", len(data), max)
 		tc.mu.Lock()
 		warned := tc.tooLarge
 		tc.tooLarge = true
@@ -197,9 +206,6 @@ func (tc *taskCheckpoint) save(ctx context.Context, data []byte, why string) err
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	at := time.Now()
-	h := tc.c.header(tc.id)
-	body := make([]byte, 0, len(h)+len(data))
-	body = append(append(body, h...), data...)
 	// 1. The checkpoint object; until the pointer names it, nothing does.
 	obj, err := tc.c.store.Put(ctx, body)
 	if err != nil {

@@ -78,9 +78,9 @@ func (d *ckptDir) saveIfChanged(ctx context.Context, why string) {
 // saveLocked archives and saves the directory; d.mu is held.
 func (d *ckptDir) saveLocked(ctx context.Context, why string) {
 	fp, _ := fingerprint(d.dir)
-	data, err := tarDir(d.dir, d.tc.c.maxBytes)
+	body, err := tarDir(d.tc.c.header(d.tc.id), d.dir, d.tc.c.maxBytes)
 	if err == nil {
-		err = d.tc.save(ctx, data, why)
+		err = d.tc.saveBody(ctx, body, why)
 	}
 	if err != nil {
 		d.tc.log.Warn("checkpoint not saved; the previous one is kept", "why", why, "error", err)
@@ -153,9 +153,12 @@ func fingerprint(dir string) ([sha256.Size]byte, error) {
 var errTooLarge = errors.New("over the size limit")
 
 // tarDir archives dir (regular files, directories and symbolic links,
-// without the markers), failing when the archive would exceed limit bytes.
-func tarDir(dir string, limit int64) ([]byte, error) {
+// without the markers) after head, failing when the archive would exceed
+// limit bytes.
+func tarDir(head []byte, dir string, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
+	buf.Write(head)
+	limit += int64(len(head))
 	tw := tar.NewWriter(&buf)
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -205,7 +208,7 @@ func tarDir(dir string, limit int64) ([]byte, error) {
 		err = tw.Close()
 	}
 	if errors.Is(err, errTooLarge) || (err == nil && limit > 0 && int64(buf.Len()) > limit) {
-		return nil, fmt.Errorf("the checkpoint directory is over the limit of %d bytes (--checkpoint-max-size)", limit)
+		return nil, fmt.Errorf("the checkpoint directory is over the limit of %d bytes (--checkpoint-max-mb)", limit-int64(len(head)))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("archiving the checkpoint directory: %w", err)
