@@ -68,6 +68,7 @@ type checkpoints struct {
 	maxBytes  int64
 	retention time.Duration
 	log       *slog.Logger
+	dirs      dirPool // shell tasks' directories
 }
 
 // newCheckpoints returns the worker's checkpoint store, nil when

@@ -46,7 +46,7 @@ type ckptDir struct {
 // newCkptDir makes the task's checkpoint directory and unpacks the
 // checkpoint it restored into it.
 func newCkptDir(tc *taskCheckpoint) (*ckptDir, error) {
-	dir, err := os.MkdirTemp("", "jobq-checkpoint-*")
+	dir, err := tc.c.dirs.get()
 	if err != nil {
 		return nil, fmt.Errorf("creating the task's checkpoint directory: %w", err)
 	}
@@ -61,7 +61,57 @@ func newCkptDir(tc *taskCheckpoint) (*ckptDir, error) {
 	return d, nil
 }
 
-func (d *ckptDir) remove() { _ = os.RemoveAll(d.dir) }
+// remove gives the directory back: to the pool when the task left it
+// empty, else it is deleted.
+func (d *ckptDir) remove() { d.tc.c.dirs.put(d.dir) }
+
+// dirPool keeps the empty checkpoint directories of ended tasks for the
+// next ones: creating and removing a directory costs a millisecond or
+// more on some disks, which a task that never writes a checkpoint should
+// not pay each time.
+type dirPool struct {
+	mu   sync.Mutex
+	free []string
+}
+
+// get returns an empty directory.
+func (p *dirPool) get() (string, error) {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		dir := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return dir, nil
+	}
+	p.mu.Unlock()
+	return os.MkdirTemp("", "jobq-checkpoint-*")
+}
+
+// put takes dir back, keeping it when it is empty.
+func (p *dirPool) put(dir string) {
+	f, err := os.Open(dir)
+	if err == nil {
+		_, err = f.Readdirnames(1)
+		f.Close()
+	}
+	if err != io.EOF { // not empty, or unreadable
+		_ = os.RemoveAll(dir)
+		return
+	}
+	p.mu.Lock()
+	p.free = append(p.free, dir)
+	p.mu.Unlock()
+}
+
+// close removes the pooled directories.
+func (p *dirPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, dir := range p.free {
+		_ = os.RemoveAll(dir)
+	}
+	p.free = nil
+}
 
 // saveIfChanged saves the directory when it differs from what was last
 // saved or restored.

@@ -254,6 +254,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.closeEvents()
 		return err
 	}
+	if w.ckpt != nil {
+		defer w.ckpt.dirs.close()
+	}
 	w.started = time.Now()
 	defer close(w.finished)
 	defer w.closeEvents()
