@@ -47,7 +47,9 @@ func (s *countingStore) Replace(ctx context.Context, name string, data []byte) e
 
 type countingOpener struct{ store *countingStore }
 
-func (o countingOpener) OpenStoreURL(context.Context, *url.URL) (stash.Store, error) { return o.store, nil }
+func (o countingOpener) OpenStoreURL(context.Context, *url.URL) (stash.Store, error) {
+	return o.store, nil
+}
 
 // ckptBundle is a queue with a file stash whose calls are counted.
 type ckptBundle struct {
