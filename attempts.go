@@ -141,66 +141,82 @@ func decodeAttempts(v pyjson.Value) ([]Attempt, error) {
 		var a Attempt
 		names, values := item.Members()
 		for i, name := range names {
-			val := values[i]
-			switch name {
-			case "delivery", "exit_code":
-				n, err := wireInt("attempts "+name, val)
-				if err != nil {
-					return nil, err
-				}
-				if name == "delivery" {
-					a.Delivery = int(n)
-				} else {
-					code := int(n)
-					a.ExitCode = &code
-				}
-			case "outcome", "worker", "host", "detail", "env":
-				if val.Kind != pyjson.String {
-					return nil, decodeError(`task attempt %q is a JSON %s; it must be a string`, name, kindName(val.Kind))
-				}
-				switch name {
-				case "outcome":
-					a.Outcome = AttemptOutcome(val.Str)
-				case "worker":
-					a.Worker = val.Str
-				case "host":
-					a.Host = val.Str
-				case "env":
-					a.Env = val.Str
-				default:
-					a.Detail = val.Str
-				}
-			case "retry_delay", "lost", "saved":
-				d, err := wireSeconds("attempts "+name, val)
-				if err != nil {
-					return nil, err
-				}
-				switch name {
-				case "retry_delay":
-					a.RetryDelay = d
-				case "lost":
-					a.Lost = d
-				default:
-					a.Saved = d
-				}
-			case "start", "end":
-				if val.Kind != pyjson.String {
-					return nil, decodeError(`task attempt %q is a JSON %s; it must be an RFC 3339 time`, name, kindName(val.Kind))
-				}
-				t, err := time.Parse(time.RFC3339Nano, val.Str)
-				if err != nil {
-					return nil, decodeError("task attempt %q %q is not an RFC 3339 time: %v", name, val.Str, err)
-				}
-				if name == "start" {
-					a.Start = t
-				} else {
-					a.End = t
-				}
+			if err := a.decodeMember(name, values[i]); err != nil {
+				return nil, err
 			}
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// decodeMember sets the attempt's member name from val; it ignores a
+// member it does not know.
+func (a *Attempt) decodeMember(name string, val pyjson.Value) error {
+	switch name {
+	case "delivery", "exit_code":
+		n, err := wireInt("attempts "+name, val)
+		if err != nil {
+			return err
+		}
+		if name == "delivery" {
+			a.Delivery = int(n)
+		} else {
+			code := int(n)
+			a.ExitCode = &code
+		}
+	case "outcome", "worker", "host", "detail", "env":
+		if val.Kind != pyjson.String {
+			return decodeError(`task attempt %q is a JSON %s; it must be a string`, name, kindName(val.Kind))
+		}
+		*a.stringMember(name) = val.Str
+	case "retry_delay", "lost", "saved":
+		d, err := wireSeconds("attempts "+name, val)
+		if err != nil {
+			return err
+		}
+		*a.durationMember(name) = d
+	case "start", "end":
+		if val.Kind != pyjson.String {
+			return decodeError(`task attempt %q is a JSON %s; it must be an RFC 3339 time`, name, kindName(val.Kind))
+		}
+		t, err := time.Parse(time.RFC3339Nano, val.Str)
+		if err != nil {
+			return decodeError("task attempt %q %q is not an RFC 3339 time: %v", name, val.Str, err)
+		}
+		if name == "start" {
+			a.Start = t
+		} else {
+			a.End = t
+		}
+	}
+	return nil
+}
+
+// stringMember is the field of the string member name.
+func (a *Attempt) stringMember(name string) *string {
+	switch name {
+	case "outcome":
+		return (*string)(&a.Outcome)
+	case "worker":
+		return &a.Worker
+	case "host":
+		return &a.Host
+	case "env":
+		return &a.Env
+	}
+	return &a.Detail
+}
+
+// durationMember is the field of the duration member name.
+func (a *Attempt) durationMember(name string) *time.Duration {
+	switch name {
+	case "retry_delay":
+		return &a.RetryDelay
+	case "lost":
+		return &a.Lost
+	}
+	return &a.Saved
 }
 
 // recordsAttempts reports whether this queue keeps attempt histories in its

@@ -221,38 +221,7 @@ func tarDir(head []byte, dir string, limit int64) ([]byte, error) {
 		if limit > 0 && int64(buf.Len()) > limit {
 			return errTooLarge
 		}
-		fi, err := e.Info()
-		if err != nil {
-			return err
-		}
-		var link string
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		} else if !fi.Mode().IsRegular() && !fi.IsDir() {
-			return nil // sockets, pipes, devices: not state
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		hdr.Uname, hdr.Gname = "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		// A file that grows while it is read is cut at its header's size.
-		_, err = io.CopyN(tw, f, hdr.Size)
-		return err
+		return tarEntry(tw, p, filepath.ToSlash(rel), e)
 	})
 	if err == nil {
 		err = tw.Close()
@@ -264,6 +233,43 @@ func tarDir(head []byte, dir string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("archiving the checkpoint directory: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// tarEntry writes the entry e at path p to tw, named name; it skips what
+// is not a regular file, a directory or a symbolic link.
+func tarEntry(tw *tar.Writer, p, name string, e fs.DirEntry) error {
+	fi, err := e.Info()
+	if err != nil {
+		return err
+	}
+	var link string
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if link, err = os.Readlink(p); err != nil {
+			return err
+		}
+	} else if !fi.Mode().IsRegular() && !fi.IsDir() {
+		return nil // sockets, pipes, devices: not state
+	}
+	hdr, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	hdr.Uname, hdr.Gname = "", ""
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// A file that grows while it is read is cut at its header's size.
+	_, err = io.CopyN(tw, f, hdr.Size)
+	return err
 }
 
 // untarDir unpacks a tarDir archive into dir. It works through an
