@@ -239,6 +239,7 @@ func checkWorkTotals(t *testing.T, b *bench, env []string) {
 		t.Errorf("no worker with the metadata service's environment label in %s", r.stdout)
 	}
 	text := b.runWith("", env, "workers", "--all").stdout
+	t.Logf("workers --all:\n%s", text)
 	if !strings.Contains(text, "SAVED BY CHECKPOINTS") || !strings.Contains(text, "Standard_D2s_v5/westeurope") {
 		t.Errorf("workers lacks the per-environment totals:\n%s", text)
 	}
