@@ -143,6 +143,17 @@ data (no network call) and watches only on an Azure or Google Cloud VM.
 $JOBQ_METADATA_ENDPOINT or --metadata-endpoint replace the metadata
 service's address http://169.254.169.254.
 
+Checkpoints (--checkpoints, --checkpoint-every D; they need --stash): each
+task gets $JOBQ_CHECKPOINT_DIR, saved to the stash before the task is
+stopped (preemption, SIGTERM, time limits), every D when it changed, and
+when the task creates $JOBQ_CHECKPOINT_DIR/.jobq-save (the worker removes it
+once saved). The next attempt, on any worker, finds the directory restored;
+the checkpoint is deleted when the task ends. --env-label names this
+worker's environment (default: the VM size and region on Azure and Google
+Cloud, else the host) in heartbeats and records; 'workers --all' sums work
+done, lost to preemptions and saved by checkpoints per environment. See
+docs/checkpoints.md.
+
 Disk full: when the engine refuses to record a finished task (disk full,
 out of memory, unreachable), the worker takes no new tasks and retries the
 settlement with backoff, logging once when it pauses and once when it
@@ -322,6 +333,9 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	if err != nil {
 		return err
 	}
+	if (opts.Checkpoints || opts.CheckpointEvery > 0) && hooks.Stash(q) == nil {
+		return usageError("--checkpoints and --checkpoint-every need a stash to keep checkpoints in: give --stash file:///shared/dir, gs://bucket/prefix or azblob://account/container/prefix ($JOBQ_STASH, or stash= in the queue URL); see docs/checkpoints.md")
+	}
 	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY, SnoozeDelay: f.snoozeDelay}
 	w := worker.New(q, shell, opts)
 	defer a.forwardSignals(w, f.killTimeout)()
@@ -406,6 +420,9 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 			a.log.Warn("could not read the VM size and region for the environment label; using the host name (set --env-label)", "error", err)
 		}
 		opts.EnvLabel = label
+	}
+	if opts.EnvLabel == "" {
+		opts.EnvLabel, _ = os.Hostname()
 	}
 	return opts, mode, nil
 }
