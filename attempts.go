@@ -31,6 +31,11 @@ const (
 	OutcomeSuccess AttemptOutcome = "success"
 	// OutcomeCancelled: the task was stopped by Admin.Cancel while it ran.
 	OutcomeCancelled AttemptOutcome = "cancelled"
+	// OutcomePreempted: the worker's machine was being preempted (a
+	// preemption notice); the task was put back without spending a retry.
+	// Lost and Saved say what the preemption cost and what checkpoints
+	// kept.
+	OutcomePreempted AttemptOutcome = "preempted"
 	// OutcomeSnoozed: the task asked to run later (worker.Snooze, or a shell
 	// task's exit status 75) and was requeued without spending a retry.
 	OutcomeSnoozed AttemptOutcome = "snoozed"
@@ -63,6 +68,17 @@ type Attempt struct {
 	// RetryDelay is how long the retry that followed this failure waited
 	// (the retry backoff); zero when there was none.
 	RetryDelay time.Duration
+	// Env is the worker's environment label (worker.Options.EnvLabel:
+	// the cloud VM size and region, or the host name); empty when unknown.
+	Env string
+	// Lost is the work an attempt that was stopped before its end (a
+	// preemption, a stop, a time limit) lost: the time since its last
+	// checkpoint, or since its start when it saved none. Zero otherwise.
+	Lost time.Duration
+	// Saved is the work a checkpoint of this attempt kept for the next
+	// one: the time from the attempt's start to its last checkpoint. Zero
+	// when it saved none.
+	Saved time.Duration
 }
 
 // appendAttempts writes the "attempts" v2 member.
@@ -76,7 +92,7 @@ func appendAttempts(b []byte, as []Attempt) []byte {
 		b = strconv.AppendInt(b, int64(a.Delivery), 10)
 		b = append(b, `, "outcome": `...)
 		b = pyjson.AppendString(b, string(a.Outcome))
-		for _, f := range []struct{ name, value string }{{"worker", a.Worker}, {"host", a.Host}, {"detail", a.Detail}} {
+		for _, f := range []struct{ name, value string }{{"worker", a.Worker}, {"host", a.Host}, {"detail", a.Detail}, {"env", a.Env}} {
 			if f.value != "" {
 				b = append(b, `, "`+f.name+`": `...)
 				b = pyjson.AppendString(b, f.value)
@@ -95,9 +111,14 @@ func appendAttempts(b []byte, as []Attempt) []byte {
 			b = append(b, `, "exit_code": `...)
 			b = strconv.AppendInt(b, int64(*a.ExitCode), 10)
 		}
-		if a.RetryDelay > 0 {
-			b = append(b, `, "retry_delay": `...)
-			b = appendSeconds(b, a.RetryDelay)
+		for _, f := range []struct {
+			name string
+			d    time.Duration
+		}{{"retry_delay", a.RetryDelay}, {"lost", a.Lost}, {"saved", a.Saved}} {
+			if f.d > 0 {
+				b = append(b, `, "`+f.name+`": `...)
+				b = appendSeconds(b, f.d)
+			}
 		}
 		b = append(b, '}')
 	}
@@ -120,57 +141,82 @@ func decodeAttempts(v pyjson.Value) ([]Attempt, error) {
 		var a Attempt
 		names, values := item.Members()
 		for i, name := range names {
-			val := values[i]
-			switch name {
-			case "delivery", "exit_code":
-				n, err := wireInt("attempts "+name, val)
-				if err != nil {
-					return nil, err
-				}
-				if name == "delivery" {
-					a.Delivery = int(n)
-				} else {
-					code := int(n)
-					a.ExitCode = &code
-				}
-			case "outcome", "worker", "host", "detail":
-				if val.Kind != pyjson.String {
-					return nil, decodeError(`task attempt %q is a JSON %s; it must be a string`, name, kindName(val.Kind))
-				}
-				switch name {
-				case "outcome":
-					a.Outcome = AttemptOutcome(val.Str)
-				case "worker":
-					a.Worker = val.Str
-				case "host":
-					a.Host = val.Str
-				default:
-					a.Detail = val.Str
-				}
-			case "retry_delay":
-				d, err := wireSeconds("attempts "+name, val)
-				if err != nil {
-					return nil, err
-				}
-				a.RetryDelay = d
-			case "start", "end":
-				if val.Kind != pyjson.String {
-					return nil, decodeError(`task attempt %q is a JSON %s; it must be an RFC 3339 time`, name, kindName(val.Kind))
-				}
-				t, err := time.Parse(time.RFC3339Nano, val.Str)
-				if err != nil {
-					return nil, decodeError("task attempt %q %q is not an RFC 3339 time: %v", name, val.Str, err)
-				}
-				if name == "start" {
-					a.Start = t
-				} else {
-					a.End = t
-				}
+			if err := a.decodeMember(name, values[i]); err != nil {
+				return nil, err
 			}
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// decodeMember sets the attempt's member name from val; it ignores a
+// member it does not know.
+func (a *Attempt) decodeMember(name string, val pyjson.Value) error {
+	switch name {
+	case "delivery", "exit_code":
+		n, err := wireInt("attempts "+name, val)
+		if err != nil {
+			return err
+		}
+		if name == "delivery" {
+			a.Delivery = int(n)
+		} else {
+			code := int(n)
+			a.ExitCode = &code
+		}
+	case "outcome", "worker", "host", "detail", "env":
+		if val.Kind != pyjson.String {
+			return decodeError(`task attempt %q is a JSON %s; it must be a string`, name, kindName(val.Kind))
+		}
+		*a.stringMember(name) = val.Str
+	case "retry_delay", "lost", "saved":
+		d, err := wireSeconds("attempts "+name, val)
+		if err != nil {
+			return err
+		}
+		*a.durationMember(name) = d
+	case "start", "end":
+		if val.Kind != pyjson.String {
+			return decodeError(`task attempt %q is a JSON %s; it must be an RFC 3339 time`, name, kindName(val.Kind))
+		}
+		t, err := time.Parse(time.RFC3339Nano, val.Str)
+		if err != nil {
+			return decodeError("task attempt %q %q is not an RFC 3339 time: %v", name, val.Str, err)
+		}
+		if name == "start" {
+			a.Start = t
+		} else {
+			a.End = t
+		}
+	}
+	return nil
+}
+
+// stringMember is the field of the string member name.
+func (a *Attempt) stringMember(name string) *string {
+	switch name {
+	case "outcome":
+		return (*string)(&a.Outcome)
+	case "worker":
+		return &a.Worker
+	case "host":
+		return &a.Host
+	case "env":
+		return &a.Env
+	}
+	return &a.Detail
+}
+
+// durationMember is the field of the duration member name.
+func (a *Attempt) durationMember(name string) *time.Duration {
+	switch name {
+	case "retry_delay":
+		return &a.RetryDelay
+	case "lost":
+		return &a.Lost
+	}
+	return &a.Saved
 }
 
 // recordsAttempts reports whether this queue keeps attempt histories in its

@@ -25,6 +25,8 @@ func TestAttemptsWireRoundTrip(t *testing.T) {
 	}{
 		{"full", []jobq.Attempt{{Delivery: 1, Worker: "w1", Host: "h", Start: start, End: start.Add(time.Second), Outcome: jobq.OutcomeFailure, ExitCode: &code, Detail: "exit 3"}}},
 		{"inferred", []jobq.Attempt{{Delivery: 2, Outcome: jobq.OutcomeLeaseExpired}}},
+		{"preempted", []jobq.Attempt{{Delivery: 1, Outcome: jobq.OutcomePreempted, Env: "Standard_D2s_v5/westeurope", Start: start, End: start.Add(time.Hour),
+			Lost: 90 * time.Second, Saved: 58*time.Minute + 500*time.Millisecond}}},
 		{"several", []jobq.Attempt{{Delivery: 1, Outcome: jobq.OutcomeGateMiss, Worker: "ü"}, {Delivery: 2, Outcome: jobq.OutcomeRequeued}}},
 	}
 	for _, tt := range tests {
@@ -49,7 +51,7 @@ func TestAttemptsWireRoundTrip(t *testing.T) {
 func TestAttemptsWireErrors(t *testing.T) {
 	t.Parallel()
 	base := `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "attempts": %s, "id": "i"}`
-	for _, bad := range []string{`5`, `[1]`, `[{"delivery": "one"}]`, `[{"start": "yesterday"}]`, `[{"outcome": 2}]`} {
+	for _, bad := range []string{`5`, `[1]`, `[{"delivery": "one"}]`, `[{"start": "yesterday"}]`, `[{"outcome": 2}]`, `[{"env": 1}]`, `[{"lost": "long"}]`} {
 		if _, err := wire.Unmarshal([]byte(fmt.Sprintf(base, bad))); errcode.Of(err) != errcode.InvalidArgument {
 			t.Errorf("attempts %s: error %v; want InvalidArgument", bad, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/stash"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -43,6 +44,8 @@ func init() {
 	}
 	hooks.Scheme = func(q any) string { return asQueue(q).scheme }
 	hooks.Driver = func(q any) driver.Driver { return asQueue(q).drv }
+	hooks.Stash = func(q any) stash.Store { return asQueue(q).stash.primary }
+	hooks.Retention = func(q any) time.Duration { return asQueue(q).policies.retention() }
 
 	hooks.RecordAttempt = func(e, a any) { e.(*Envelope).recordAttempt(a.(Attempt)) }
 	hooks.LostDeliveries = func(e any) []int { return e.(*Envelope).lostDeliveries() }

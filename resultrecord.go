@@ -19,7 +19,8 @@ import (
 //
 //	{"v": 1, "delivery_count": n, "exit_code": n, "error": s, "output": s,
 //	 "value": s, "value_stash": {"url": s, "sha256": s, "size": n},
-//	 "started": t, "finished": t, "worker": s, "host": s, "attempts": [...]}
+//	 "started": t, "finished": t, "worker": s, "host": s, "env": s,
+//	 "attempts": [...]}
 //
 // Only "v" is always present. A succeeded record leaves out of "attempts"
 // the success that its other members describe (impliedAttempt): for a task
@@ -56,6 +57,7 @@ type recordDetails struct {
 	valueRef        *StashRef // where a stashed value is; value is then nil
 	started, ended  time.Time
 	worker, host    string
+	env             string
 	attempts        []Attempt
 }
 
@@ -67,15 +69,16 @@ func (d *recordDetails) impliedAttempt(state driver.ResultState) (a Attempt, ok 
 	if state != driver.ResultSucceeded || d.deliveries < 1 || d.started.IsZero() || d.ended.IsZero() {
 		return a, false
 	}
-	return Attempt{Delivery: d.deliveries, Worker: d.worker, Host: d.host, Start: d.started, End: d.ended, Outcome: OutcomeSuccess}, true
+	return Attempt{Delivery: d.deliveries, Worker: d.worker, Host: d.host, Env: d.env, Start: d.started, End: d.ended, Outcome: OutcomeSuccess}, true
 }
 
 // implies reports whether a is the attempt d describes in a record of
 // state (impliedAttempt).
 func (d *recordDetails) implies(state driver.ResultState, a Attempt) bool {
 	want, ok := d.impliedAttempt(state)
-	return ok && a.Delivery == want.Delivery && a.Outcome == want.Outcome && a.Worker == want.Worker && a.Host == want.Host &&
-		a.Start.Equal(want.Start) && a.End.Equal(want.End) && a.ExitCode == nil && a.Detail == "" && a.RetryDelay == 0
+	return ok && a.Delivery == want.Delivery && a.Outcome == want.Outcome && a.Worker == want.Worker && a.Host == want.Host && a.Env == want.Env &&
+		a.Start.Equal(want.Start) && a.End.Equal(want.End) && a.ExitCode == nil && a.Detail == "" && a.RetryDelay == 0 &&
+		a.Lost == 0 && a.Saved == 0
 }
 
 // encode writes d as the Data of a record of state.
@@ -92,7 +95,7 @@ func (d *recordDetails) encode(state driver.ResultState) []byte {
 		b = strconv.AppendInt(b, int64(*d.exitCode), 10)
 	}
 	for _, f := range []struct{ name, value string }{
-		{"error", d.errText}, {"output", d.output}, {"value", string(d.value)}, {"worker", d.worker}, {"host", d.host},
+		{"error", d.errText}, {"output", d.output}, {"value", string(d.value)}, {"worker", d.worker}, {"host", d.host}, {"env", d.env},
 	} {
 		if f.value != "" {
 			b = append(b, `, "`+f.name+`": `...)
@@ -165,7 +168,7 @@ func decodeRecord(rec *driver.ResultRecord) (*Result, *StashRef, error) {
 	}
 	// The success the record leaves out (encode); records written before
 	// it did list it, and then their last attempt is of the last delivery.
-	details := recordDetails{deliveries: r.DeliveryCount, started: r.Started, ended: r.Finished, worker: r.Worker, host: r.Host}
+	details := recordDetails{deliveries: r.DeliveryCount, started: r.Started, ended: r.Finished, worker: r.Worker, host: r.Host, env: r.Env}
 	if a, ok := details.impliedAttempt(r.State); ok && (len(r.Attempts) == 0 || r.Attempts[len(r.Attempts)-1].Delivery < a.Delivery) {
 		r.Attempts = append(r.Attempts, a)
 	}
@@ -204,6 +207,8 @@ func (d recordDecoder) member(r *Result, ref **StashRef, name string, v pyjson.V
 		return d.str(name, v, &r.Worker)
 	case "host":
 		return d.str(name, v, &r.Host)
+	case "env":
+		return d.str(name, v, &r.Env)
 	case "started":
 		return d.time(name, v, &r.Started)
 	case "finished":
@@ -331,7 +336,7 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 	d.ended = now
 	if pending != nil {
 		d.attempts = append(d.attempts, *pending)
-		d.started, d.worker, d.host, d.exitCode = pending.Start, pending.Worker, pending.Host, pending.ExitCode
+		d.started, d.worker, d.host, d.env, d.exitCode = pending.Start, pending.Worker, pending.Host, pending.Env, pending.ExitCode
 		if !pending.End.IsZero() {
 			d.ended = pending.End
 		}

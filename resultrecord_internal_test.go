@@ -25,6 +25,16 @@ func TestRecordImpliedSuccess(t *testing.T) {
 	}
 	withDetail := success
 	withDetail.Detail = "a note"
+	// An environment label, and a preempted attempt's lost and saved work.
+	onSpot := success
+	onSpot.Env = "Standard_D2s_v5/westeurope"
+	preempted := Attempt{Delivery: 1, Worker: "n2-3", Host: "n2", Env: "spot", Start: at.Add(-time.Hour), End: at.Add(-time.Minute),
+		Outcome: OutcomePreempted, Lost: 30 * time.Second, Saved: 58 * time.Minute}
+	envDetails := func(as ...Attempt) recordDetails {
+		d := details(as...)
+		d.env = onSpot.Env
+		return d
+	}
 	tests := []struct {
 		name     string
 		state    driver.ResultState
@@ -37,6 +47,8 @@ func TestRecordImpliedSuccess(t *testing.T) {
 		{"success with a detail", driver.ResultSucceeded, details(withDetail), 1, []Attempt{withDetail}},
 		{"dead-lettered", driver.ResultDeadLettered, details(failure, success), 2, []Attempt{failure, success}},
 		{"success without attempts or start", driver.ResultSucceeded, recordDetails{deliveries: 1}, 0, nil},
+		{"success with an environment", driver.ResultSucceeded, envDetails(onSpot), 0, []Attempt{onSpot}},
+		{"success after a preemption", driver.ResultSucceeded, envDetails(preempted, onSpot), 1, []Attempt{preempted, onSpot}},
 	}
 	for _, tt := range tests {
 		data := tt.d.encode(tt.state)

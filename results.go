@@ -33,6 +33,9 @@ type Result struct {
 	Started, Finished time.Time
 	// Worker and Host name who ran the last attempt; empty when unknown.
 	Worker, Host string
+	// Env is the environment label of the worker that ran the last
+	// attempt (worker.Options.EnvLabel); empty when unknown.
+	Env string
 	// DeliveryCount is how many times the task was delivered.
 	DeliveryCount int
 	// Attempts is the attempt history, oldest first.

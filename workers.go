@@ -60,6 +60,18 @@ type WorkerInfo struct {
 	// RSSBytes is the worker process's resident memory; zero where the
 	// platform cannot tell.
 	RSSBytes int64 `json:"rss_bytes"`
+	// Env is the worker's environment label (worker.Options.EnvLabel: the
+	// cloud VM size and region, or the host name).
+	Env string `json:"env,omitempty"`
+	// WorkSeconds is the time the worker's handlers ran; LostSeconds the
+	// work of stopped attempts (preempted, signalled) that no checkpoint
+	// kept; SavedSeconds the work of stopped attempts that checkpoints
+	// kept for the next attempt; Preemptions the attempts a preemption
+	// notice stopped (docs/checkpoints.md).
+	WorkSeconds  float64 `json:"work_s,omitempty"`
+	LostSeconds  float64 `json:"lost_s,omitempty"`
+	SavedSeconds float64 `json:"saved_s,omitempty"`
+	Preemptions  int64   `json:"preemptions,omitempty"`
 	// Interval is how often the worker heartbeats.
 	Interval time.Duration `json:"interval_ns"`
 	// Heartbeat is when the worker last wrote its record, by its own clock.
@@ -97,6 +109,11 @@ type workerData struct {
 	CPUPercent float64   `json:"cpu_pct,omitempty"`
 	RSSBytes   int64     `json:"rss,omitempty"`
 	IntervalMS int64     `json:"interval_ms,omitempty"`
+	Env        string    `json:"env,omitempty"`
+	WorkS      float64   `json:"work_s,omitempty"`
+	LostS      float64   `json:"lost_s,omitempty"`
+	SavedS     float64   `json:"saved_s,omitempty"`
+	Preempted  int64     `json:"preemptions,omitempty"`
 }
 
 // WorkersOptions tune Admin.Workers.
@@ -155,7 +172,8 @@ func (q *Queue) putWorker(ctx context.Context, op string, w *WorkerInfo, withdra
 	}
 	data, err := json.Marshal(workerData{Host: w.Host, PID: w.PID, Started: w.Started, Version: w.Version,
 		Tasks: w.Tasks, Done: w.Done, Failed: w.Failed, CPUSeconds: w.CPUSeconds, CPUPercent: w.CPUPercent,
-		RSSBytes: w.RSSBytes, IntervalMS: w.Interval.Milliseconds()})
+		RSSBytes: w.RSSBytes, IntervalMS: w.Interval.Milliseconds(),
+		Env: w.Env, WorkS: w.WorkSeconds, LostS: w.LostSeconds, SavedS: w.SavedSeconds, Preempted: w.Preemptions})
 	if err != nil {
 		return &Error{Code: errcode.Internal, Op: op, Queue: q.url, Err: err}
 	}
@@ -247,5 +265,6 @@ func decodeWorker(rec *driver.WorkerRecord) (*WorkerInfo, error) {
 	}
 	return &WorkerInfo{ID: rec.ID, Host: d.Host, PID: d.PID, Started: d.Started, Version: d.Version,
 		Tasks: d.Tasks, Done: d.Done, Failed: d.Failed, CPUSeconds: d.CPUSeconds, CPUPercent: d.CPUPercent,
-		RSSBytes: d.RSSBytes, Interval: time.Duration(d.IntervalMS) * time.Millisecond, Heartbeat: rec.Heartbeat}, nil
+		RSSBytes: d.RSSBytes, Interval: time.Duration(d.IntervalMS) * time.Millisecond, Heartbeat: rec.Heartbeat,
+		Env: d.Env, WorkSeconds: d.WorkS, LostSeconds: d.LostS, SavedSeconds: d.SavedS, Preemptions: d.Preempted}, nil
 }

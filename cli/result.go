@@ -98,6 +98,7 @@ type resultJSON struct {
 	Finished      *time.Time      `json:"finished"`
 	Worker        string          `json:"worker"`
 	Host          string          `json:"host"`
+	Env           string          `json:"env"`
 	DeliveryCount int             `json:"delivery_count"`
 	Attempts      []attemptJSON   `json:"attempts"`
 	ExpiresAt     *time.Time      `json:"expires_at"`
@@ -105,7 +106,7 @@ type resultJSON struct {
 
 func toResultJSON(r *jobq.Result) resultJSON {
 	out := resultJSON{ID: r.ID, State: string(r.State), ExitCode: r.ExitCode, Error: r.Error, Output: r.Output,
-		Started: timePtr(r.Started), Finished: timePtr(r.Finished), Worker: r.Worker, Host: r.Host,
+		Started: timePtr(r.Started), Finished: timePtr(r.Finished), Worker: r.Worker, Host: r.Host, Env: r.Env,
 		DeliveryCount: r.DeliveryCount, Attempts: attemptsJSON(r.Attempts), ExpiresAt: timePtr(r.ExpiresAt)}
 	if len(r.Value) > 0 && json.Valid(r.Value) {
 		out.Value = r.Value
@@ -142,6 +143,7 @@ func printResult(w io.Writer, r *jobq.Result) error {
 	}
 	row("worker", r.Worker)
 	row("host", r.Host)
+	row("environment", r.Env)
 	row("deliveries", strconv.Itoa(r.DeliveryCount))
 	if !r.ExpiresAt.IsZero() {
 		row("kept until", timeOrDash(r.ExpiresAt))

@@ -183,6 +183,12 @@ type attemptJSON struct {
 	// RetryDelayS is how long the retry that followed waited (the retry
 	// backoff), in seconds.
 	RetryDelayS *float64 `json:"retry_delay_s,omitempty"`
+	// Env is the worker's environment label (worker --env-label).
+	Env string `json:"env,omitempty"`
+	// LostS is the work a stopped attempt lost (since its last
+	// checkpoint), SavedS the work its checkpoints kept, in seconds.
+	LostS  *float64 `json:"lost_s,omitempty"`
+	SavedS *float64 `json:"saved_s,omitempty"`
 }
 
 func attemptsJSON(as []jobq.Attempt) []attemptJSON {
@@ -190,9 +196,15 @@ func attemptsJSON(as []jobq.Attempt) []attemptJSON {
 	for i, a := range as {
 		out[i] = attemptJSON{Delivery: a.Delivery, Outcome: string(a.Outcome), Worker: a.Worker, Host: a.Host,
 			Start: timePtr(a.Start), End: timePtr(a.End), ExitCode: a.ExitCode, Detail: a.Detail}
-		if a.RetryDelay > 0 {
-			s := a.RetryDelay.Seconds()
-			out[i].RetryDelayS = &s
+		out[i].Env = a.Env
+		for _, f := range []struct {
+			d   time.Duration
+			dst **float64
+		}{{a.RetryDelay, &out[i].RetryDelayS}, {a.Lost, &out[i].LostS}, {a.Saved, &out[i].SavedS}} {
+			if f.d > 0 {
+				s := f.d.Seconds()
+				*f.dst = &s
+			}
 		}
 	}
 	return out
@@ -218,6 +230,12 @@ func printAttempts(w io.Writer, as []jobq.Attempt) error {
 		detail := strings.ReplaceAll(a.Detail, "\n", " ")
 		if a.RetryDelay > 0 {
 			detail = "retried after " + formatDuration(a.RetryDelay.Round(time.Second)) + "; " + detail
+		}
+		if a.Lost > 0 || a.Saved > 0 {
+			detail = "lost " + a.Lost.Round(time.Second).String() + ", checkpoint saved " + a.Saved.Round(time.Second).String() + "; " + detail
+		}
+		if a.Env != "" && a.Env != host {
+			host += " (" + a.Env + ")"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Delivery, outcome, orDash(worker), orDash(host),
 			timeOrDash(a.Start), timeOrDash(a.End), truncate(detail, 80))

@@ -48,6 +48,10 @@ type workerFlags struct {
 	registryEvery  time.Duration // the worker registry's heartbeat (workers.go); 0: off
 	metricsAddr    string        // --metrics-addr: serve Prometheus metrics there
 	metricsPublic  bool          // --metrics-public: allow a non-loopback --metrics-addr
+	checkpoints    bool          // --checkpoints
+	ckptEvery      time.Duration // --checkpoint-every
+	ckptMaxMB      int64         // --checkpoint-max-mb
+	envLabel       string        // --env-label
 }
 
 // ExitPreempted is the worker's exit status when a preemption notice
@@ -139,6 +143,17 @@ event (Azure) and exits 3. The default, auto, reads the machine's firmware
 data (no network call) and watches only on an Azure or Google Cloud VM.
 $JOBQ_METADATA_ENDPOINT or --metadata-endpoint replace the metadata
 service's address http://169.254.169.254.
+
+Checkpoints (--checkpoints, --checkpoint-every D; they need --stash): each
+task gets $JOBQ_CHECKPOINT_DIR, saved to the stash before the task is
+stopped (preemption, SIGTERM, time limits), every D when it changed, and
+when the task creates $JOBQ_CHECKPOINT_DIR/.jobq-save (the worker removes it
+once saved). The next attempt, on any worker, finds the directory restored;
+the checkpoint is deleted when the task ends. --env-label names this
+worker's environment (default: the VM size and region on Azure and Google
+Cloud, else the host) in heartbeats and records; 'workers --all' sums work
+done, lost to preemptions and saved by checkpoints per environment. See
+docs/checkpoints.md.
 
 Disk full: when the engine refuses to record a finished task (disk full,
 out of memory, unreachable), the worker takes no new tasks and retries the
@@ -234,6 +249,10 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	fl.StringVar(&f.metadata, "metadata-endpoint", "", "the instance metadata service's base `URL` for --preemption; $JOBQ_METADATA_ENDPOINT (default "+preempt.DefaultEndpoint+")")
 	f.registryEvery = driver.DefaultWorkerHeartbeat
 	fl.Var(durationFlag(&f.registryEvery), "registry-interval", "how often the worker writes its record (tasks, CPU, memory) for the workers command (0: never)")
+	fl.BoolVar(&f.checkpoints, "checkpoints", false, "give each task $JOBQ_CHECKPOINT_DIR, saved to the stash when the task is stopped (preemption, SIGTERM, time limit) or writes $JOBQ_CHECKPOINT_DIR/.jobq-save, and restored for its next attempt on any worker; needs --stash (docs/checkpoints.md)")
+	fl.Var(durationFlag(&f.ckptEvery), "checkpoint-every", "also save a running task's checkpoint directory this often when it changed; implies --checkpoints (0: only at stops and on request)")
+	fl.Int64Var(&f.ckptMaxMB, "checkpoint-max-mb", worker.DefaultCheckpointMaxBytes>>20, "the largest checkpoint in `MiB`; a larger one is not saved (the previous is kept) and a warning is logged")
+	fl.StringVar(&f.envLabel, "env-label", "", "the worker's environment `label` in heartbeats, attempts and result records, for counting preemptions and lost work per environment (default: the cloud VM size and region from the metadata service on Azure and Google Cloud VMs, else the host name)")
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "give tasks and gates the worker's `NAME` although it is withheld (JOBQ_*, AZURE_*, AWS_*, PG*, REDIS*, ...); a name or PREFIX* (repeatable; see docs/security.md)")
 }
 
@@ -316,12 +335,15 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	if err != nil {
 		return err
 	}
+	if (opts.Checkpoints || opts.CheckpointEvery > 0) && hooks.Stash(q) == nil {
+		return usageError("--checkpoints and --checkpoint-every need a stash to keep checkpoints in: give --stash file:///shared/dir, gs://bucket/prefix or azblob://account/container/prefix ($JOBQ_STASH, or stash= in the queue URL); see docs/checkpoints.md")
+	}
 	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY, SnoozeDelay: f.snoozeDelay}
 	w := worker.New(q, shell, opts)
 	defer a.forwardSignals(w, f.killTimeout)()
 
 	a.log.Info("worker starting", "queue", hooks.URL(q), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
-		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "pid", os.Getpid())
+		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "env_label", opts.EnvLabel, "checkpoints", opts.Checkpoints || opts.CheckpointEvery > 0, "pid", os.Getpid())
 	if err := workerExit(w.Run(ctx)); err != nil {
 		return err
 	}
@@ -381,13 +403,29 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 	if f.registryEvery == 0 {
 		opts.HeartbeatInterval = -1
 	}
+	if f.ckptMaxMB < 1 {
+		return opts, "", usageError("--checkpoint-max-mb is %d; use 1 or more", f.ckptMaxMB)
+	}
+	opts.Checkpoints, opts.CheckpointEvery, opts.CheckpointMaxBytes = f.checkpoints, f.ckptEvery, f.ckptMaxMB<<20
 	mode := f.preemption
 	if mode == preempt.Auto {
 		mode = preempt.Detect()
 	}
 	var err error
-	if opts.Preemption, err = preempt.New(mode, preempt.Config{Endpoint: f.metadata, Logger: a.log}); err != nil {
+	cfg := preempt.Config{Endpoint: f.metadata, Logger: a.log}
+	if opts.Preemption, err = preempt.New(mode, cfg); err != nil {
 		return opts, mode, asUsage(err)
+	}
+	opts.EnvLabel = f.envLabel
+	if opts.EnvLabel == "" && mode != preempt.Off {
+		label, err := preempt.EnvLabel(context.Background(), mode, cfg)
+		if err != nil {
+			a.log.Warn("could not read the VM size and region for the environment label; using the host name (set --env-label)", "error", err)
+		}
+		opts.EnvLabel = label
+	}
+	if opts.EnvLabel == "" {
+		opts.EnvLabel, _ = os.Hostname()
 	}
 	return opts, mode, nil
 }

@@ -33,10 +33,18 @@ worker's own clock: a worker whose clock runs behind may show as vanished.
 Backends without the worker-registry feature keep no records (see
 ` + "`jobq backends`" + `); the command then fails and says so.
 
+A second table sums the listed workers per environment label (worker
+--env-label: the cloud VM size and region, or the host), and for the queue
+(all): tasks done and failed, preemptions, work done (the time tasks ran),
+work lost (attempts stopped by a preemption or a signal, since their last
+checkpoint) and work saved by checkpoints (docs/checkpoints.md). Add --all
+to count the workers that exited in the last 24 hours, as preempted ones
+do.
+
 --json prints an array of objects: id, state (live, vanished, withdrawn),
-host, pid, version, started, heartbeat (RFC 3339), uptime_s,
+host, pid, version, env, started, heartbeat (RFC 3339), uptime_s,
 heartbeat_age_s, interval_s, tasks (IDs), done, failed, cpu_percent,
-cpu_seconds, rss_bytes.`
+cpu_seconds, rss_bytes, preemptions, work_s, lost_s, saved_s.`
 
 func (a *app) workersCommand() *cobra.Command {
 	var (
@@ -73,7 +81,10 @@ func (a *app) workersCommand() *cobra.Command {
 					return err
 				}
 			}
-			return printWorkers(a.stdout, ws, time.Now())
+			if err := printWorkers(a.stdout, ws, time.Now()); err != nil {
+				return err
+			}
+			return printWorkTotals(a.stdout, ws)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
@@ -100,6 +111,11 @@ type workerJSON struct {
 	CPUPercent   float64   `json:"cpu_percent"`
 	CPUSeconds   float64   `json:"cpu_seconds"`
 	RSSBytes     int64     `json:"rss_bytes"`
+	Env          string    `json:"env"`
+	Preemptions  int64     `json:"preemptions"`
+	WorkS        float64   `json:"work_s"`
+	LostS        float64   `json:"lost_s"`
+	SavedS       float64   `json:"saved_s"`
 }
 
 func printWorkersJSON(out io.Writer, ws []*jobq.WorkerInfo, now time.Time) error {
@@ -112,7 +128,8 @@ func printWorkersJSON(out io.Writer, ws []*jobq.WorkerInfo, now time.Time) error
 		list[i] = workerJSON{ID: w.ID, State: string(w.State), Host: w.Host, PID: w.PID, Version: w.Version,
 			Started: w.Started, Heartbeat: w.Heartbeat, UptimeS: w.Uptime().Seconds(),
 			HeartbeatAge: now.Sub(w.Heartbeat).Seconds(), IntervalS: w.Interval.Seconds(), Tasks: tasks,
-			Done: w.Done, Failed: w.Failed, CPUPercent: w.CPUPercent, CPUSeconds: w.CPUSeconds, RSSBytes: w.RSSBytes}
+			Done: w.Done, Failed: w.Failed, CPUPercent: w.CPUPercent, CPUSeconds: w.CPUSeconds, RSSBytes: w.RSSBytes,
+			Env: w.Env, Preemptions: w.Preemptions, WorkS: w.WorkSeconds, LostS: w.LostSeconds, SavedS: w.SavedSeconds}
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")

@@ -140,3 +140,33 @@ func (s *dirStore) Delete(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// Replace writes data to a temporary file and renames it over name, which
+// POSIX makes atomic.
+func (s *dirStore) Replace(ctx context.Context, name string, data []byte) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, ".tmp-"+name[:16]+"-*")
+	if err != nil {
+		return WrapError(errcode.Unavailable, err, "file stash %s: create object", s.dir)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path(name))
+	}
+	if err != nil {
+		return WrapError(errcode.Unavailable, err, "file stash %s: replace object", s.dir)
+	}
+	return nil
+}

@@ -25,7 +25,7 @@ func hostname() string {
 // record notes how this delivery of env ended, for the message's attempt
 // history (stored by the settlement that follows).
 func (w *Worker) record(env *jobq.Envelope, start time.Time, outcome jobq.AttemptOutcome, err error) {
-	a := jobq.Attempt{Worker: w.o.WorkerID, Host: w.host, Start: start, End: time.Now(), Outcome: outcome}
+	a := jobq.Attempt{Worker: w.o.WorkerID, Host: w.host, Env: w.o.EnvLabel, Start: start, End: time.Now(), Outcome: outcome}
 	if err != nil {
 		a.Detail = err.Error()
 		var te *TaskError

@@ -77,3 +77,20 @@ func BenchmarkBareBashTrue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkShellTrueCheckpoints is BenchmarkShellTrue with checkpoints on
+// (a file stash) for tasks that never write one: the cost of the empty
+// checkpoint directory, with no stash round trip.
+func BenchmarkShellTrueCheckpoints(b *testing.B) {
+	u := "sqlite://" + filepath.Join(b.TempDir(), "q.db") + "?queue=bench"
+	q, err := jobq.OpenWithOptions(context.Background(), u, jobq.Options{Logger: quietLog(), StashURL: "file://" + filepath.Join(b.TempDir(), "stash")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	pushTrueTasks(b, q)
+	b.ResetTimer()
+	if err := worker.Run(context.Background(), q, worker.NewShell(), worker.Options{Logger: quietLog(), Poll: 10 * time.Millisecond, Checkpoints: true}); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -147,6 +147,31 @@ type Options struct {
 	Version string
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Checkpoints gives every task a checkpoint that survives its attempt
+	// (docs/checkpoints.md): a shell task gets $JOBQ_CHECKPOINT_DIR, saved
+	// to the queue's stash when the task is stopped (preemption, SIGTERM,
+	// its time limit), every CheckpointEvery and when the task writes the
+	// marker file CheckpointMarker; a Go handler uses Job.SaveCheckpoint
+	// and Job.Checkpoint. The next attempt, on any worker, starts from the
+	// last checkpoint. It needs a stash: Run fails at once without one.
+	// Off by default; a worker without it makes no stash round trip.
+	Checkpoints bool
+	// CheckpointEvery is how often a running shell task's checkpoint
+	// directory is saved, when it changed. Zero (the default) saves only
+	// at a stop and on the task's request; setting it turns Checkpoints on.
+	CheckpointEvery time.Duration
+	// CheckpointMaxBytes bounds one checkpoint; a larger one is not saved
+	// (the previous stays) and a warning is logged. Defaults to
+	// DefaultCheckpointMaxBytes (1 GiB); checkpoints are held in memory
+	// while they are saved or restored.
+	CheckpointMaxBytes int64
+	// EnvLabel names the environment the worker runs in (a VM size and
+	// region, a host), carried in its heartbeats and in the attempts and
+	// result records of the tasks it runs, so that preemptions and lost
+	// work can be counted per environment. Defaults to the host name; the
+	// CLI's --env-label defaults to the cloud VM size and region from the
+	// instance metadata service when there is one.
+	EnvLabel string
 	// TaskLogLevel is the level of the lines logged for every task ("task
 	// started", "task done", "task requeued"). Defaults to slog.LevelDebug,
 	// so that a busy worker logs only what needs attention (failures, lost
@@ -219,6 +244,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TaskLogLevel == nil {
 		o.TaskLogLevel = slog.LevelDebug
+	}
+	if o.CheckpointEvery > 0 {
+		o.Checkpoints = true
+	}
+	if o.CheckpointMaxBytes <= 0 {
+		o.CheckpointMaxBytes = DefaultCheckpointMaxBytes
+	}
+	if o.EnvLabel == "" {
+		o.EnvLabel = hostname()
 	}
 	if o.WorkerID == "" {
 		o.WorkerID = defaultWorkerID()

@@ -111,6 +111,10 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	}
 	w.gate.pass()
 
+	tc, ok := w.beginCheckpoint(ctx, env, log, began, letGo)
+	if !ok {
+		return
+	}
 	start := time.Now()
 	if log.Enabled(ctx, w.taskLevel()) {
 		log.Log(ctx, w.taskLevel(), "task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
@@ -122,7 +126,8 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 		runCtx = w.inflight.track(ctx, env)
 	}
 	runCtx, unlimit := w.withTimeLimit(runCtx, env.Task)
-	err := w.h.Handle(runCtx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh})
+	err := w.h.Handle(runCtx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh,
+		ckpt: tc, ckptEvery: w.o.CheckpointEvery})
 	cause := context.Cause(runCtx)
 	unlimit()
 	if w.watchCancels {
@@ -138,8 +143,11 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	w.countOutcome(err == nil, failed, log)
 	w.tel.ran(ctx, err, cause, time.Since(start))
 	w.pace.observe(time.Since(start))
+	w.workDone.Add(int64(time.Since(start)))
 	free()
-	w.settleOutcome(env, log, err, cause, start, elapsed)
+	if w.settleOutcome(env, log, err, cause, start, elapsed, tc) {
+		tc.drop(context.Background())
+	}
 }
 
 // countOutcome feeds a task's outcome to the failure streak and its
@@ -164,55 +172,60 @@ func (w *Worker) countOutcome(success, failed bool, log *slog.Logger) {
 // settleOutcome settles a task whose handler returned err, its context
 // having ended with cause (nil while it had not). A task stopped at its time
 // limit fails as any other (err says so); a cancelled one whose handler did
-// not succeed is settled as cancelled.
-func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration) {
+// not succeed is settled as cancelled. It reports whether the task ended
+// (its checkpoint, tc, is then of no further use).
+func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration, tc *taskCheckpoint) (ended bool) {
 	switch {
 	case err == nil:
 		if w.keepsResults {
 			// For the result record: who ran the task, and when.
 			w.record(env, start, jobq.OutcomeSuccess, nil)
 		}
-		w.complete(env, log, elapsed)
+		return w.complete(env, log, elapsed)
 	case errors.Is(cause, errcode.LockLost):
 		w.lost.Add(1)
 		log.Warn("task stopped: its lease was lost (another worker may run it); not counted as a failure",
 			"elapsed", elapsed, "visibility", w.o.Visibility, "heartbeat", !w.o.DisableHeartbeat)
 		w.emit(Event{Task: env.Task, Outcome: LockLost, Err: cause, Elapsed: elapsed})
 	case errors.Is(cause, errStopping):
-		w.record(env, start, jobq.OutcomeRequeued, errStopping)
+		w.recordStop(env, start, tc)
 		w.requeue(env, log, 0, "worker stopping")
 	case errors.Is(cause, ErrCancelled):
 		w.cancel(env, log, start, true, elapsed)
+		return true
 	case errors.Is(err, ErrSnoozed):
 		se, _ := snoozeOf(err)
 		w.record(env, start, jobq.OutcomeSnoozed, err)
 		w.requeue(env, log, se.delay, "snoozed")
 	case errors.Is(err, ErrPermanent):
 		w.record(env, start, jobq.OutcomeFailure, err)
-		w.deadLetter(env, log, err, elapsed)
+		return w.deadLetter(env, log, err, elapsed)
 	default:
 		w.record(env, start, jobq.OutcomeFailure, err)
-		w.fail(env, log, err, elapsed)
+		return w.fail(env, log, err, elapsed)
 	}
+	return false
 }
 
-// complete settles a task whose handler succeeded. The event follows the
-// settler's flush of the completion, so a durable one is stored.
-func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Duration) {
+// complete settles a task whose handler succeeded, and reports whether it
+// was completed. The event follows the settler's flush of the completion,
+// so a durable one is stored.
+func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Duration) bool {
 	if cerr := w.settle(env, log, env.Complete); cerr != nil {
 		// The work is done but the message stays: it will run again.
 		log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
 		w.emit(Event{Task: env.Task, Outcome: Completed, SettleErr: cerr, Elapsed: elapsed})
-		return
+		return false
 	}
 	w.done.Add(1)
 	log.Log(context.Background(), w.taskLevel(), "task done", "elapsed", elapsed)
 	w.emit(Event{Task: env.Task, Outcome: Completed, Durable: true, Elapsed: elapsed})
+	return true
 }
 
 // deadLetter settles a permanent failure: to the dead letters at once,
-// whatever the retry budget.
-func (w *Worker) deadLetter(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
+// whatever the retry budget. It reports whether the task was dead-lettered.
+func (w *Worker) deadLetter(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) bool {
 	w.failed.Add(1)
 	derr := w.settle(env, log, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, settleTimeout)
@@ -223,15 +236,17 @@ func (w *Worker) deadLetter(env *jobq.Envelope, log *slog.Logger, err error, ela
 		log.Error("task failed permanently and could not be dead-lettered; it will be delivered again when its lease expires",
 			"error", err, "settle_error", derr, "elapsed", elapsed)
 		w.emit(Event{Task: env.Task, Outcome: DeadLettered, Err: err, SettleErr: derr, Elapsed: elapsed})
-		return
+		return false
 	}
 	w.dead.Add(1)
 	log.Error("task failed permanently (no retries): moved to the dead letters", "error", err, "elapsed", elapsed)
 	w.emit(Event{Task: env.Task, Outcome: DeadLettered, Durable: true, Err: err, Elapsed: elapsed})
+	return true
 }
 
-// fail settles a failed attempt through the retry budget.
-func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) {
+// fail settles a failed attempt through the retry budget, and reports
+// whether the task was dead-lettered.
+func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed time.Duration) (ended bool) {
 	w.failed.Add(1)
 	var res jobq.FailResult
 	ferr := w.settle(env, log, func(ctx context.Context) error {
@@ -255,8 +270,10 @@ func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed t
 	default:
 		w.dead.Add(1)
 		log.Error("task failed; no retries left: moved to the dead letters", "error", err, "elapsed", elapsed)
+		ended = true
 	}
 	w.emit(ev)
+	return ended
 }
 
 // requeue puts a task back without touching its retry budget.

@@ -142,8 +142,11 @@ func (r *registry) info() *jobq.WorkerInfo {
 	r.mu.Unlock()
 	pct := cpuPercent(prev, u, runtime.NumCPU())
 	c := w.Counts()
+	wt := w.WorkTotals()
 	return &jobq.WorkerInfo{
-		ID: w.o.WorkerID, Host: w.host, PID: os.Getpid(), Started: w.started, Version: w.o.Version,
+		Env: w.o.EnvLabel, WorkSeconds: wt.Done.Seconds(), LostSeconds: wt.Lost.Seconds(), SavedSeconds: wt.Saved.Seconds(),
+		Preemptions: wt.Preemptions,
+		ID:          w.o.WorkerID, Host: w.host, PID: os.Getpid(), Started: w.started, Version: w.o.Version,
 		Tasks: tasks, Done: c.Done, Failed: c.Failed,
 		CPUSeconds: u.cpu.Seconds(), CPUPercent: pct, RSSBytes: u.rss,
 		Interval: w.o.HeartbeatInterval, Heartbeat: now,

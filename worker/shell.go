@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,7 +95,16 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	}
 	var tail tailBuffer
 	tail.init(orDefault(s.TailLines, 100), orDefault(s.TailBytes, 16<<10))
+	var err error
 
+	var cd *ckptDir
+	if job.ckpt != nil {
+		if cd, err = newCkptDir(job.ckpt); err != nil {
+			return err
+		}
+		defer cd.remove()
+		extraEnv = append(slices.Clip(extraEnv), CheckpointDirEnv+"="+cd.dir)
+	}
 	cmd, cleanup, err := s.command(t.Command)
 	if err != nil {
 		return err
@@ -138,7 +148,20 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	go stream(outR, "stdout")
 	go stream(errR, "stderr")
 
-	werr := awaitExit(ctx, job, pgid, waited, killTimeout)
+	var beforeTerm func()
+	if cd != nil {
+		stopWatch := make(chan struct{})
+		watched := make(chan struct{})
+		go func() { defer close(watched); cd.watch(ctx, job.ckptEvery, stopWatch) }()
+		defer func() { close(stopWatch); <-watched }()
+		beforeTerm = func() { cd.saveIfChanged(ctx, "stopping: "+context.Cause(ctx).Error()) }
+	}
+	werr := awaitExit(ctx, job, pgid, waited, killTimeout, beforeTerm)
+	if cd != nil && (werr != nil || ctx.Err() != nil) {
+		// What the task wrote as it stopped (a SIGTERM trap, say), or
+		// before it failed, is kept for the next attempt.
+		cd.saveIfChanged(ctx, "task ended without success")
+	}
 
 	// The main process is gone; background processes may still hold the
 	// pipes, which would block the readers forever.
@@ -189,9 +212,10 @@ func startAndWait(cmd *exec.Cmd, waited chan<- error) error {
 }
 
 // awaitExit waits for the command's main process to exit (waited), and
-// signals its process group meanwhile: SIGTERM when ctx ends, SIGKILL
-// killTimeout later or when the job is killed. It returns the wait's error.
-func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, killTimeout time.Duration) error {
+// signals its process group meanwhile: SIGTERM when ctx ends (after
+// beforeTerm, when not nil: the checkpoint's save), SIGKILL killTimeout
+// later or when the job is killed. It returns the wait's error.
+func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, killTimeout time.Duration, beforeTerm func()) error {
 	var killTimer <-chan time.Time
 	ctxDone := ctx.Done()
 	kill := job.Kill() // set to nil once used: a closed channel is always ready
@@ -201,6 +225,9 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 			return werr
 		case <-ctxDone:
 			ctxDone = nil
+			if beforeTerm != nil {
+				beforeTerm()
+			}
 			job.Log.Info("stopping the task: SIGTERM to its process group", "why", context.Cause(ctx), "kill_timeout", killTimeout)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			killTimer = time.After(killTimeout)

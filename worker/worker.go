@@ -43,6 +43,9 @@ type Job struct {
 	QueueName string
 
 	kill <-chan struct{}
+	ckpt *taskCheckpoint // nil when the worker keeps no checkpoints
+	// ckptEvery is Options.CheckpointEvery, for the shell handler.
+	ckptEvery time.Duration
 }
 
 // Kill returns a channel closed when the worker escalates a stop to a kill
@@ -131,6 +134,10 @@ type Worker struct {
 	eventsDropped atomic.Int64
 
 	reg *registry // this worker's record in the worker registry (registry.go)
+
+	ckpt *checkpoints // nil when checkpoints are off (checkpoint.go)
+	// work totals, in nanoseconds, for the registry (worktime.go)
+	workDone, workLost, workSaved, preemptions atomic.Int64
 }
 
 // New returns a worker that runs h on tasks from q.
@@ -241,6 +248,15 @@ func (w *Worker) end(reason string) {
 // error that made receiving impossible. Tasks still running when it returns have been
 // settled, and the channels of Subscribe are closed.
 func (w *Worker) Run(ctx context.Context) error {
+	var err error
+	if w.ckpt, err = newCheckpoints(w); err != nil {
+		close(w.finished)
+		w.closeEvents()
+		return err
+	}
+	if w.ckpt != nil {
+		defer w.ckpt.dirs.close()
+	}
 	w.started = time.Now()
 	defer close(w.finished)
 	defer w.closeEvents()
@@ -292,7 +308,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.watchPreemption(watchCtx)
 	}
 
-	err := w.dispatch()
+	err = w.dispatch()
 	w.mu.Lock()
 	if w.fatal != nil {
 		err = w.fatal

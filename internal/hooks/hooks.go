@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/stash"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -58,6 +59,11 @@ var (
 	// returns stops that schedule's firing there, as a crash would, and
 	// one that blocks holds the scheduler there.
 	FireSchedules func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error)
+	// Stash is q's configured stash (where pushes put large payloads and
+	// workers their checkpoints); nil when it has none.
+	Stash func(q any) stash.Store
+	// Retention is how long q keeps result records (its retention policy).
+	Retention func(q any) time.Duration
 )
 
 // The worker's side of a received message.

@@ -323,3 +323,22 @@ func (s *store) errorf(err error, format string, args ...any) error {
 	}
 	return stash.WrapError(code, err, "stash "+s.loc+": "+format, args...)
 }
+
+// Replace uploads data as the blob name in one Put Blob request, which
+// Blob Storage applies whole or not at all.
+func (s *store) Replace(ctx context.Context, name string, data []byte) error {
+	if err := stash.CheckName(name); err != nil {
+		return err
+	}
+	_, err := s.blob(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
+		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
+	})
+	switch {
+	case err == nil:
+		return nil
+	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		return s.errorf(err, "the container does not exist (create it, or fix the stash URL)")
+	default:
+		return s.errorf(err, "replace object %s", name)
+	}
+}

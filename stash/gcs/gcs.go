@@ -275,3 +275,22 @@ func refused(err error) bool {
 	var ae *auth.Error
 	return errors.As(err, &ae) && ae.Response != nil && ae.Response.StatusCode < 500
 }
+
+// Replace writes data as the object name; Cloud Storage makes a new
+// object generation visible only once its upload is complete.
+func (s *store) Replace(ctx context.Context, name string, data []byte) error {
+	if err := stash.CheckName(name); err != nil {
+		return err
+	}
+	w := s.client.Bucket(s.bucket).Object(s.prefix + name).Retryer(storage.WithPolicy(storage.RetryAlways)).NewWriter(ctx)
+	w.ContentType = "application/json"
+	w.ChunkSize = min(len(data)+1, maxChunk)
+	_, err := io.Copy(w, bytes.NewReader(data))
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return s.errorf(err, "replace object %s", name)
+	}
+	return nil
+}

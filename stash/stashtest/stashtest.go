@@ -110,6 +110,31 @@ var checks = []struct {
 			t.Errorf("Put replaced an existing object: now %q", got)
 		}
 	}},
+	{"ReplaceSwitchesWhole", func(t *testing.T, h Harness, s stash.Store) {
+		r, err := stash.ReplacerOf(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := stash.Sum([]byte("a pointer"))
+		for _, data := range []string{"first", "second, longer than the first"} {
+			if err := r.Replace(t.Context(), name, []byte(data)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get(t.Context(), name, -1)
+			if err != nil || string(got) != data {
+				t.Fatalf("Get after Replace(%q) = %q, %v", data, got, err)
+			}
+		}
+		if err := r.Replace(t.Context(), "not-a-digest", []byte("x")); errcode.Of(err) != errcode.InvalidArgument {
+			t.Errorf("Replace with a bad name = %v, want InvalidArgument", err)
+		}
+		if err := s.Delete(t.Context(), name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(t.Context(), name, -1); errcode.Of(err) != errcode.NotFound {
+			t.Errorf("Get after Delete = %v, want NotFound", err)
+		}
+	}},
 	{"ChecksumMismatch", func(t *testing.T, h Harness, s stash.Store) {
 		obj, err := s.Put(t.Context(), []byte("original"))
 		if err != nil {

@@ -259,3 +259,35 @@ func TestNewRejectsUnknownMode(t *testing.T) {
 		t.Fatalf("New(off) = %v, %v; want nil, nil", w, err)
 	}
 }
+
+// TestEnvLabel reads the VM size and region from each cloud's metadata
+// service, and is empty off a cloud.
+func TestEnvLabel(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/metadata/instance/compute" && r.Header.Get("Metadata") == "true":
+			io.WriteString(w, `{"vmSize": "Standard_D4s_v5", "location": "eastus", "name": "vm1"}`)
+		case r.URL.Path == "/computeMetadata/v1/instance/machine-type" && r.Header.Get("Metadata-Flavor") == "Google":
+			io.WriteString(w, "projects/123/machineTypes/n2-standard-4")
+		case r.URL.Path == "/computeMetadata/v1/instance/zone" && r.Header.Get("Metadata-Flavor") == "Google":
+			io.WriteString(w, "projects/123/zones/us-central1-a")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	for _, tt := range []struct{ mode, want string }{
+		{Azure, "Standard_D4s_v5/eastus"}, {GCP, "n2-standard-4/us-central1-a"}, {Off, ""},
+	} {
+		got, err := EnvLabel(context.Background(), tt.mode, Config{Endpoint: srv.URL})
+		if err != nil || got != tt.want {
+			t.Errorf("EnvLabel(%s) = %q, %v; want %q", tt.mode, got, err, tt.want)
+		}
+	}
+	broken := httptest.NewServer(http.NotFoundHandler())
+	defer broken.Close()
+	if _, err := EnvLabel(context.Background(), Azure, Config{Endpoint: broken.URL}); err == nil {
+		t.Errorf("EnvLabel from a service that does not answer: no error")
+	}
+}
