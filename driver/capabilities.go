@@ -84,6 +84,11 @@ const (
 	// later (Support.Fallback says how much); Unsupported: the backend
 	// keeps no policies, and Pause is refused.
 	Pause Feature = "pause"
+	// ResultHistory: a window of result records can be added up (the
+	// dashboard's history panels): Native in the engine
+	// (ResultAggregator), Emulated by a paged scan the portable layer adds
+	// up (ResultScanner; resulthistory.go says what each costs).
+	ResultHistory Feature = "result-history"
 )
 
 // PauseRefresh is how often a worker rereads the queue's pauses: the
@@ -94,7 +99,7 @@ const PauseRefresh = 2 * time.Second
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
-	Results, Cancel, WorkerRegistry, Pause,
+	Results, Cancel, WorkerRegistry, Pause, ResultHistory,
 }
 
 // Support is a driver's declaration for one feature.
