@@ -165,6 +165,7 @@ func capabilities() driver.Capabilities {
 			driver.Cancel:            {Level: driver.Emulated, Fallback: cancelFallback},
 			driver.WorkerRegistry:    {Level: driver.Emulated, Fallback: workerRegistryFallback},
 			driver.Pause:             {Level: driver.Emulated, Fallback: pauseFallback},
+			driver.ResultHistory:     {Level: driver.Unsupported, Fallback: resultHistoryFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

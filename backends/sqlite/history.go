@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -21,17 +22,19 @@ var _ driver.ResultAggregator = (*Driver)(nil)
 // 1<<genShift others, and lasts until the purge.
 
 // historyRecords is the window's final records with their details as
-// text: ?1 queue, ?2 since, ?3 until (Unix µs), ?4 bucket (µs).
+// text: ?1 queue, ?2 since, ?3 until (Unix µs), ?4 bucket (µs); {{where}}
+// narrows them (the attempts and errors queries parse only the records that
+// can count).
 const historyRecords = `r AS (
 	SELECT updated_at, state, task_id, j FROM (
 		SELECT updated_at, state, task_id, CAST(data AS TEXT) AS j FROM jobq_results
 		WHERE queue = ?1 AND updated_at >= ?2 AND updated_at < ?3
-			AND state IN ('succeeded', 'dead-lettered', 'cancelled'))
+			AND state IN ('succeeded', 'dead-lettered', 'cancelled') {{where}})
 	WHERE json_valid(j))`
 
 // historyEnds counts the records by bucket, state and runtime bin
 // (driver.RuntimeBin in SQL; rt is the runtime in milliseconds).
-var historyEnds = `WITH ` + historyRecords + `,
+var historyEnds = `WITH ` + strings.Replace(historyRecords, "{{where}}", "", 1) + `,
 	t AS (SELECT (updated_at - ?2) / ?4 AS b, state,
 		(julianday(j ->> '$.finished') - julianday(j ->> '$.started')) * 86400000.0 AS rt FROM r)
 	SELECT b, state, CASE WHEN rt IS NULL OR rt < 0 THEN -1 WHEN rt < 100 THEN 0
@@ -42,7 +45,7 @@ var historyEnds = `WITH ` + historyRecords + `,
 // historyAttempts counts the attempts of the records' histories by the
 // bucket of their end (of the record's time when it is unknown), outcome
 // and environment (the label, else the host).
-const historyAttempts = `WITH ` + historyRecords + `
+var historyAttempts = `WITH ` + strings.Replace(historyRecords, "{{where}}", `AND instr(data, '"attempts"') > 0`, 1) + `
 	SELECT (coalesce(CAST((julianday(a.value ->> '$.end') - 2440587.5) * 86400000000.0 AS INTEGER), r.updated_at) - ?2) / ?4 AS b,
 		coalesce(a.value ->> '$.outcome', '') AS outcome,
 		coalesce(nullif(a.value ->> '$.env', ''), a.value ->> '$.host', '') AS env,
@@ -54,7 +57,7 @@ const historyAttempts = `WITH ` + historyRecords + `
 // historyErrors groups the dead-lettered records by exit code and first
 // line (driver.FirstLine in SQL), the largest ?5 groups, with up to ?6
 // task IDs each, most recent first.
-var historyErrors = `WITH ` + historyRecords + `,
+var historyErrors = `WITH ` + strings.Replace(historyRecords, "{{where}}", `AND state = 'dead-lettered'`, 1) + `,
 	o AS (SELECT updated_at, task_id, CASE WHEN json_type(j, '$.exit_code') = 'integer' THEN j ->> '$.exit_code' END AS ec,
 		ltrim(coalesce(CASE WHEN json_type(j, '$.output') = 'text' THEN j ->> '$.output' END, ''), ` + blanksSQL + `) AS out,
 		ltrim(coalesce(CASE WHEN json_type(j, '$.error') = 'text' THEN j ->> '$.error' END, ''), ` + blanksSQL + `) AS err
