@@ -35,7 +35,7 @@ const historyRecords = `r AS (
 // historyEnds counts the records by bucket, state and runtime bin
 // (driver.RuntimeBin in SQL; rt is the runtime in milliseconds).
 var historyEnds = `WITH ` + strings.Replace(historyRecords, "{{where}}", "", 1) + `,
-	t AS (SELECT (updated_at - ?2) / ?4 AS b, state,
+	t AS MATERIALIZED (SELECT (updated_at - ?2) / ?4 AS b, state,
 		(julianday(j ->> '$.finished') - julianday(j ->> '$.started')) * 86400000.0 AS rt FROM r)
 	SELECT b, state, CASE WHEN rt IS NULL OR rt < 0 THEN -1 WHEN rt < 100 THEN 0
 		ELSE min(CAST(floor(2 * log2(rt / 100.0)) AS INTEGER) + 1, ` + maxRuntimeBinSQL + `) END AS bin,
