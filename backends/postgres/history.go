@@ -34,13 +34,30 @@ const historyRecords = `SELECT updated_at, state, task_id,
 	OFFSET 0`
 
 // historyEnds counts the records by bucket, state and runtime bin
-// (driver.RuntimeBin in SQL; rt is the runtime in milliseconds).
+// (driver.RuntimeBin in SQL; rt is the runtime in milliseconds). It reads
+// the start and finish without parsing the details: the encoding spells
+// each top-level member once as "name": "value" (a quote inside a string
+// is escaped, so the pattern matches nothing else), and this query reads
+// every record of the window.
 const historyEnds = `SELECT b, state, CASE WHEN rt IS NULL OR rt < 0 THEN -1 WHEN rt < 100 THEN 0
-		ELSE least(floor(2 * log(2, (rt / 100.0)::numeric))::int + 1, {{maxbin}}) END AS bin,
+		ELSE least(floor(2 * ln(rt / 100.0) / ln(2.0))::int + 1, {{maxbin}}) END AS bin,
 	count(*), coalesce(max(rt), 0)::float8
-	FROM (SELECT b, state, extract(epoch FROM (j ->> 'finished')::timestamptz - (j ->> 'started')::timestamptz) * 1000 AS rt
-		FROM (` + historyRecords + `) r OFFSET 0) t
+	FROM (SELECT b, state, extract(epoch FROM f - s)::float8 * 1000 AS rt FROM (
+		SELECT floor(extract(epoch FROM updated_at - $2) / $4)::int AS b, state,
+			{{member finished}}::timestamptz AS f, {{member started}}::timestamptz AS s
+		FROM {{s}}.results
+		WHERE queue = $1 AND updated_at >= $2 AND updated_at < $3
+			AND state IN ('succeeded', 'dead-lettered', 'cancelled')
+		OFFSET 0) r) t
 	GROUP BY b, state, bin`
+
+// memberSQL is the string value of the details' top-level member name,
+// found by its spelling (see historyEnds); NULL where there is none.
+func memberSQL(name string) string {
+	pat := `'"` + name + `": "'::bytea`
+	at := `position(` + pat + ` IN data)`
+	return `CASE WHEN ` + at + ` > 0 THEN split_part(convert_from(substring(data FROM ` + at + ` + ` + strconv.Itoa(len(name)+5) + ` FOR 40), 'UTF8'), '"', 1) END`
+}
 
 // historyAttempts counts the attempts of the records' histories by the
 // bucket of their end (of the record's time when it is unknown), outcome
@@ -82,6 +99,7 @@ type historyQueries struct{ ends, attempts, errors string }
 func buildHistoryQueries(schema string) historyQueries {
 	fill := func(q, where string) string {
 		return strings.NewReplacer("{{where}}", where, "{{s}}", schema,
+			"{{member finished}}", memberSQL("finished"), "{{member started}}", memberSQL("started"),
 			"{{maxbin}}", strconv.Itoa(driver.MaxRuntimeBin), "{{maxline}}", strconv.Itoa(driver.MaxFirstLine)).Replace(q)
 	}
 	return historyQueries{

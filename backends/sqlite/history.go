@@ -33,14 +33,30 @@ const historyRecords = `r AS (
 	WHERE json_valid(j))`
 
 // historyEnds counts the records by bucket, state and runtime bin
-// (driver.RuntimeBin in SQL; rt is the runtime in milliseconds).
-var historyEnds = `WITH ` + strings.Replace(historyRecords, "{{where}}", "", 1) + `,
+// (driver.RuntimeBin in SQL; rt is the runtime in milliseconds). It reads
+// the start and finish without parsing the details: the encoding spells
+// each top-level member once as "name": "value" (a quote inside a string
+// is escaped, so the pattern matches nothing else), and this query reads
+// every record of the window.
+var historyEnds = `WITH r AS (
+		SELECT updated_at, state, CAST(data AS BLOB) AS data FROM jobq_results
+		WHERE queue = ?1 AND updated_at >= ?2 AND updated_at < ?3
+			AND state IN ('succeeded', 'dead-lettered', 'cancelled')),
 	t AS MATERIALIZED (SELECT (updated_at - ?2) / ?4 AS b, state,
-		(julianday(j ->> '$.finished') - julianday(j ->> '$.started')) * 86400000.0 AS rt FROM r)
+		(julianday(` + memberSQL("finished") + `) - julianday(` + memberSQL("started") + `)) * 86400000.0 AS rt FROM r)
 	SELECT b, state, CASE WHEN rt IS NULL OR rt < 0 THEN -1 WHEN rt < 100 THEN 0
 		ELSE min(CAST(floor(2 * log2(rt / 100.0)) AS INTEGER) + 1, ` + maxRuntimeBinSQL + `) END AS bin,
 		count(*), coalesce(max(rt), 0)
 	FROM t GROUP BY b, state, bin`
+
+// memberSQL is the string value of the details' top-level member name,
+// found by its spelling (see historyEnds); NULL where there is none.
+func memberSQL(name string) string {
+	pat := `'"` + name + `": "'`
+	at := `instr(data, ` + pat + `)`
+	v := `CAST(substr(data, ` + at + ` + ` + strconv.Itoa(len(name)+5) + `, 40) AS TEXT)`
+	return `CASE WHEN ` + at + ` > 0 THEN substr(` + v + `, 1, instr(` + v + `, '"') - 1) END`
+}
 
 // historyAttempts counts the attempts of the records' histories by the
 // bucket of their end (of the record's time when it is unknown), outcome
