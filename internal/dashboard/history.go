@@ -18,7 +18,7 @@ import (
 // they show what happened before the dashboard started. An aggregate is
 // kept for historyTTL, so that the page's refreshes and several viewers
 // cost the engine one aggregate per window per historyTTL; the newest
-// bucket grows at each recomputation.
+// bucket grows at each recomputation (historyCache says when).
 
 // historyTTL is how long an aggregate is served before it is recomputed.
 const historyTTL = 15 * time.Second
@@ -44,23 +44,34 @@ const (
 	historyExamples    = 3
 )
 
-// historyCache keeps the last aggregate of each window. Computations of
-// one window are serialised, so that a burst of requests costs one.
+// historyCache keeps the last aggregate of each window. A window's first
+// request computes it; later ones get the kept one, and once it is older
+// than its lifetime the next request starts a recomputation in the
+// background and still gets the kept one (so only the first request of a
+// window waits for the engine). A lifetime is historyTTL, or ten times
+// what the aggregate took when that is longer, so that a slow aggregate
+// (a large window on a large store) does not keep the engine busy.
 type historyCache struct {
 	mu      sync.Mutex
 	windows map[string]*cachedHistory
 }
 
-// cachedHistory is one window's aggregate and the lock of its computation.
+// cachedHistory is one window's aggregate.
 type cachedHistory struct {
-	mu     sync.Mutex
-	report *historyReport
-	at     time.Time
+	compute sync.Mutex // held by the computation under way
+	mu      sync.Mutex // guards the fields below
+	report  *historyReport
+	at      time.Time
+	ttl     time.Duration
+	busy    bool // a background recomputation is under way
 }
 
-// get returns the window's report, computing it with compute when the
-// kept one is older than historyTTL.
-func (c *historyCache) get(name string, now time.Time, compute func() (*historyReport, error)) (*historyReport, error) {
+// historyTimeout bounds a background recomputation.
+const historyTimeout = 10 * time.Minute
+
+// get returns the window's report: the kept one, or one computed now with
+// compute when there is none yet.
+func (c *historyCache) get(ctx context.Context, name string, compute func(ctx context.Context) (*historyReport, error)) (*historyReport, error) {
 	c.mu.Lock()
 	if c.windows == nil {
 		c.windows = map[string]*cachedHistory{}
@@ -72,15 +83,42 @@ func (c *historyCache) get(name string, now time.Time, compute func() (*historyR
 	}
 	c.mu.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.report != nil && now.Sub(e.at) < historyTTL {
-		return e.report, nil
+	if r := e.report; r != nil {
+		if time.Since(e.at) >= e.ttl && !e.busy {
+			e.busy = true
+			go func() {
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
+				defer cancel()
+				_, _ = e.run(bctx, compute)
+			}()
+		}
+		e.mu.Unlock()
+		return r, nil
 	}
-	r, err := compute()
+	e.mu.Unlock()
+	return e.run(ctx, compute)
+}
+
+// run computes the report (once at a time) and keeps it.
+func (e *cachedHistory) run(ctx context.Context, compute func(ctx context.Context) (*historyReport, error)) (*historyReport, error) {
+	e.compute.Lock()
+	defer e.compute.Unlock()
+	e.mu.Lock()
+	if r := e.report; r != nil && !e.busy {
+		// Computed by the request this one waited for.
+		e.mu.Unlock()
+		return r, nil
+	}
+	e.mu.Unlock()
+	began := time.Now()
+	r, err := compute(ctx)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.busy = false
 	if err != nil {
 		return nil, err
 	}
-	e.report, e.at = r, now
+	e.report, e.at, e.ttl = r, time.Now(), max(historyTTL, 10*time.Since(began))
 	return r, nil
 }
 
@@ -185,8 +223,9 @@ func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		win = historyWindows[i]
 	}
-	now := time.Now()
-	rep, err := s.hist.get(win.name, now, func() (*historyReport, error) { return s.computeHistory(r.Context(), win, now) })
+	rep, err := s.hist.get(r.Context(), win.name, func(ctx context.Context) (*historyReport, error) {
+		return s.computeHistory(ctx, win, time.Now())
+	})
 	if err != nil {
 		apiError(w, err)
 		return

@@ -61,6 +61,22 @@ func TestHistoryFromRecords(t *testing.T) {
 	if again := getHistory(t, s, "6h"); again.Totals.DeadLettered != 3 {
 		t.Errorf("within %v the history shows %d dead letters; want the kept 3", historyTTL, again.Totals.DeadLettered)
 	}
+	// Once it is past its lifetime, a request still gets the kept one and
+	// starts a recomputation, which a later request sees.
+	e := s.hist.windows["6h"]
+	e.mu.Lock()
+	e.at = e.at.Add(-e.ttl)
+	e.mu.Unlock()
+	if stale := getHistory(t, s, "6h"); stale.Totals.DeadLettered != 3 {
+		t.Errorf("past its lifetime the history shows %d dead letters; want the kept 3 while it is recomputed", stale.Totals.DeadLettered)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for getHistory(t, s, "6h").Totals.DeadLettered != 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("the recomputed history never showed the fourth dead letter")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if day := getHistory(t, s, "24h"); day.Totals.DeadLettered != 4 || len(day.Buckets) != 24 {
 		t.Errorf("a window not asked before shows %d dead letters in %d buckets; want 4 in 24", day.Totals.DeadLettered, len(day.Buckets))
 	}
