@@ -101,7 +101,7 @@ async function refreshHistory(force) {
   sec.dataset.window = h.window;
   $("history-note").textContent = h.available
     ? "From the result records (" + (h.level === "native" ? "added up by the backend" : "read page by page") + ", in " + h.took_ms + " ms), " +
-      new Date(h.since).toLocaleString() + " to " + new Date(h.until).toLocaleString() + ", in buckets of " + fmtDuration(h.bucket_s) + "; recomputed every 15 s."
+      new Date(h.since).toLocaleString() + " to " + new Date(h.until).toLocaleString() + ", in buckets of " + fmtDuration(h.bucket_s) + "; kept for 15 s or more, then recomputed."
     : h.message;
   drawFleet(h.fleet);
   if (!h.available) { sec.dataset.ready = "1"; return; }
