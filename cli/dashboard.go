@@ -24,7 +24,7 @@ func (a *app) dashboardCommand() *cobra.Command {
 	var history int
 	cmd := &cobra.Command{
 		Use:   "dashboard [--addr HOST:PORT] [--token T]",
-		Short: "Serve a web dashboard of the queue: depth, throughput, runtimes, workers, dead letters, policies",
+		Short: "Serve a web dashboard of the queue: depth, throughput, history, runtimes, workers, dead letters, policies",
 		Long: `Serve a web page that shows the queue: its counts over time, throughput and
 dead-letter rate, task runtimes, workers (where the backend keeps a worker
 registry), dead letters with their attempt history and output tail (with
@@ -32,7 +32,14 @@ requeue and purge buttons that ask first), and per-key policies. The page
 and its scripts are built into jobq; it works offline.
 
 The dashboard reads the counts every --interval and keeps the last
---history samples in memory, so the plots start when it starts.
+--history samples in memory, so the Overview's plots start when it starts.
+The History and Fleet sections come from the queue's result records and
+worker registry, so they show the last 6 hours, 24 hours or 7 days even
+when the dashboard was not running: tasks ended, runtimes, preempted and
+other interrupted attempts (by environment), errors grouped by exit code
+and first output line, worker churn, lifetimes, CPU and memory
+(docs/dashboard.md; where the backend cannot add records up, History says
+so).
 GET /api/stats serves the 'stats --json' document, for autoscalers such as
 KEDA's metrics-api scaler (docs/autoscaling.md).
 

@@ -100,6 +100,11 @@ const (
 	// happen); Unsupported: the backend keeps no policies, and schedules
 	// are refused.
 	Schedules Feature = "schedules"
+	// ResultHistory: a window of result records can be added up (the
+	// dashboard's history panels): Native in the engine
+	// (ResultAggregator), Emulated by a paged scan the portable layer adds
+	// up (ResultScanner; resulthistory.go says what each costs).
+	ResultHistory Feature = "result-history"
 )
 
 // PauseRefresh is how often a worker rereads the queue's pauses: the
@@ -110,7 +115,7 @@ const PauseRefresh = 2 * time.Second
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
-	Results, Cancel, WorkerRegistry, Pause, BulkActions, Schedules,
+	Results, Cancel, WorkerRegistry, Pause, BulkActions, Schedules, ResultHistory,
 }
 
 // Support is a driver's declaration for one feature.

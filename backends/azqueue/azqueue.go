@@ -167,6 +167,7 @@ func capabilities() driver.Capabilities {
 			driver.Pause:             {Level: driver.Emulated, Fallback: pauseFallback},
 			driver.BulkActions:       {Level: driver.Emulated, Fallback: bulkFallback},
 			driver.Schedules:         {Level: driver.Emulated, Fallback: schedulesFallback},
+			driver.ResultHistory:     {Level: driver.Unsupported, Fallback: resultHistoryFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

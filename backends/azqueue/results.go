@@ -169,3 +169,6 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
 	return d.rec.PurgeResults(ctx, now)
 }
+
+// resultHistoryFallback is why records cannot be added up here.
+const resultHistoryFallback = "result records are blobs, one per task, which cannot be added up without reading each: the dashboard's history panels stay empty (its live plots work)"

@@ -245,5 +245,9 @@ func capabilities(unsupported, emulated []driver.Feature, maxBytes int) driver.C
 	for _, f := range emulated {
 		fs[f] = driver.Support{Level: driver.Emulated, Fallback: emulatedFallback[f]}
 	}
+	fs[driver.ResultHistory] = driver.Support{Level: driver.Emulated, Fallback: resultHistoryFallback}
+	if fs[driver.Results].Level == driver.Unsupported {
+		fs[driver.ResultHistory] = driver.Support{Level: driver.Unsupported, Fallback: "no result records are kept (results unsupported)"}
+	}
 	return driver.Capabilities{Features: fs, MaxMessageBytes: maxBytes}
 }

@@ -15,6 +15,8 @@ func capabilities(maxMessageBytes int) driver.Capabilities {
 			driver.WorkerRegistry: {Level: driver.Native}, // a hash and a sorted set (workers.go)
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},
+			driver.ResultHistory: {Level: driver.Unsupported,
+				Fallback: "result records are kept in hashes by expiry, which cannot be listed by end time yet: the dashboard's history panels stay empty (its live plots work)"},
 		}),
 		MaxReceiveBatch: maxReceiveBatch,
 		MaxMessageBytes: maxMessageBytes,

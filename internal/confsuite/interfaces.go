@@ -30,6 +30,14 @@ var featureInterfaces = []featureInterface{
 	{driver.Schedules, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
 	{driver.Schedules, driver.Native, "driver.PolicySwapper", implements[driver.PolicySwapper]},
 	{driver.TransactionalPush, driver.Native, "driver.TxPusher", implements[driver.TxPusher]},
+	{driver.ResultHistory, driver.Emulated, "driver.ResultScanner or driver.ResultAggregator", implementsHistory},
+	{driver.ResultHistory, driver.Native, "driver.ResultAggregator", implements[driver.ResultAggregator]},
+}
+
+// implementsHistory reports whether d can add up a window of records,
+// natively or by a scan.
+func implementsHistory(d driver.Driver) bool {
+	return implements[driver.ResultAggregator](d) || implements[driver.ResultScanner](d)
 }
 
 // implements reports whether d implements I.

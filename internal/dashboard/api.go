@@ -54,6 +54,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/resume", s.pause)
 	m.HandleFunc("GET /api/workers", s.workers)
 	m.HandleFunc("GET /api/runtimes", s.runtimes)
+	m.HandleFunc("GET /api/history", s.serveHistory)
+	m.HandleFunc("GET /api/result", s.result)
 	s.mux = m
 }
 

@@ -87,6 +87,7 @@ type Server struct {
 	csrf    string
 	mux     *http.ServeMux
 	results *resultTracker
+	hist    historyCache
 }
 
 // New checks cfg and builds a Server. It fails with a message naming the fix

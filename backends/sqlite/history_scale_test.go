@@ -1,0 +1,34 @@
+package sqlite
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/historytest"
+)
+
+// TestHistoryScale measures a 7-day result history over
+// $JOBQ_HISTORY_SCALE synthetic records (docs/performance.md), inserted
+// in bulk; it is skipped unless that is set. It checks the sums, and
+// logs how long the aggregate took (no timed assertion).
+//
+//	JOBQ_HISTORY_SCALE=1000000 go test -count=1 -run TestHistoryScale -v ./backends/sqlite/
+func TestHistoryScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("JOBQ_HISTORY_SCALE"))
+	if n <= 0 {
+		t.Skip("set JOBQ_HISTORY_SCALE=N to measure the result history over N records")
+	}
+	b := setup(t, "queue=scale")
+	now := time.Now()
+	began := time.Now()
+	if err := historytest.Records(n, 5000, now, 7*24*time.Hour, func(recs []*driver.ResultRecord) error {
+		return b.drv.PutResults(b.ctx, recs)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("inserted %d records in %v", n, time.Since(began).Round(time.Millisecond))
+	historytest.Measure(t, b.drv, now, n)
+}
