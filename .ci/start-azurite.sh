@@ -15,6 +15,14 @@ listening() {
 	(exec 3<>"/dev/tcp/$host/$1") 2>/dev/null
 }
 
+# answering PORT: an HTTP request to PORT gets a reply within 5 s. An
+# emulator left running by an earlier run can still listen after it stopped
+# answering (it wedged once under a long test run), and the tests would then
+# hang on it.
+answering() {
+	timeout 5 bash -c "exec 3<>/dev/tcp/$host/$1 && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && head -c 5 <&3" 2>/dev/null | grep -q HTTP
+}
+
 # start SERVICE PORT [FLAG...]: starts azurite-SERVICE on PORT unless it is
 # taken.
 start() {
@@ -22,7 +30,12 @@ start() {
 	shift 2
 	local log="${TMPDIR:-/tmp}/jobq-azurite-$service.log"
 	if listening "$port"; then
-		return 0
+		if answering "$port"; then
+			return 0
+		fi
+		echo "start-azurite: azurite-$service on $host:$port does not answer; restarting it" >&2
+		pkill -9 -f "azurite-$service .*--${service}Port $port" || true
+		sleep 1
 	fi
 	if [ ! -x "$dir/node_modules/.bin/azurite-$service" ]; then
 		echo "start-azurite: installing azurite from $dir/package-lock.json" >&2
