@@ -556,5 +556,5 @@ func (e *Envelope) Cancel(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return e.complete(ctx, "cancel", e.recordOf(ctx, driver.ResultCancelled, reason, ""))
+	return e.complete(ctx, "cancel", e.recordOf(ctx, driver.ResultCancelled, reason, ""), driver.GroupCancelled)
 }

@@ -84,6 +84,12 @@ const (
 	// later (Support.Fallback says how much); Unsupported: the backend
 	// keeps no policies, and Pause is refused.
 	Pause Feature = "pause"
+	// Groups: tasks pushed with a group are counted by state (GroupStore)
+	// in the same transaction or script as their pushes and settlements,
+	// so the counts are exact and a group's end is decided by one
+	// settlement. Emulated: counted from the result records' store, with
+	// the delay Support.Fallback names.
+	Groups Feature = "groups"
 )
 
 // PauseRefresh is how often a worker rereads the queue's pauses: the
@@ -94,7 +100,7 @@ const PauseRefresh = 2 * time.Second
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
-	Results, Cancel, WorkerRegistry, Pause,
+	Results, Cancel, WorkerRegistry, Pause, Groups,
 }
 
 // Support is a driver's declaration for one feature.

@@ -174,7 +174,7 @@ func featureList(p *driver.Params, param string, allowed []driver.Feature) []dri
 var allDegradable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause, driver.Groups,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -182,10 +182,11 @@ var allDegradable = []driver.Feature{
 var emulatable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause, driver.Groups,
 }
 
 var emulatedFallback = map[driver.Feature]string{
+	driver.Groups:           "group counts behave as native (mem declares them emulated for tests only)",
 	driver.Pause:            "a pause behaves as native (mem declares it emulated for tests only)",
 	driver.DelayedRequeue:   "Requeue(delay) makes the message visible at once (mem test emulation)",
 	driver.DelayedPush:      "a task pushed with NotBefore is visible at once (mem test emulation)",
@@ -219,6 +220,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.Cancel:            "mem was opened with cancel unsupported",
 	driver.WorkerRegistry:    "mem was opened with worker-registry unsupported",
 	driver.Pause:             "mem was opened with pause unsupported: pause and resume are refused",
+	driver.Groups:            "mem was opened with groups unsupported: a push with a group is refused",
 }
 
 // capabilities builds the declaration: everything native except what the

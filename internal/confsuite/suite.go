@@ -130,7 +130,7 @@ func checks() []check {
 		{"SettleWithRecords", checkSettleWithRecords},
 		{"CanceledContext", checkCanceledContext},
 		{"Pause", checkPause},
-	}, append(append(policyChecks(), resultChecks()...), workerChecks()...)...)
+	}, append(append(append(policyChecks(), resultChecks()...), workerChecks()...), groupChecks()...)...)
 }
 
 // handle is one open queue and the log records of its logger.

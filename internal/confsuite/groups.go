@@ -1,0 +1,176 @@
+package confsuite
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+)
+
+// groupChecks are the checks of task groups.
+func groupChecks() []check {
+	return []check{
+		{"GroupCounts", checkGroupCounts},
+	}
+}
+
+// needGroups skips a check on a backend that counts no groups, after
+// checking that a push with a group and a group's counts are refused
+// there (Unimplemented) rather than ignored.
+func (c *C) needGroups(q *handle) {
+	c.Helper()
+	if level(q, driver.Groups) != driver.Unsupported {
+		return
+	}
+	_, err := q.Push(c.ctx(), &jobq.Task{Command: "echo grouped", Group: "conformance"})
+	c.expectCode(err, errcode.Unimplemented, "a push with a group on a backend without groups")
+	_, err = q.Admin().Group(c.ctx(), "conformance")
+	c.expectCode(err, errcode.Unimplemented, "Admin.Group on a backend without groups")
+	c.Skipf("groups are unsupported: %s", q.Capabilities().Features[driver.Groups].Fallback)
+}
+
+// checkGroupCounts: a group counts its tasks through every end state (a
+// success, a failed attempt that is retried, a dead letter, a task
+// cancelled while queued where cancel is native and one stopped by its
+// worker), its open tasks split by where they are where the backend says
+// so, and a task without a group counts nowhere. The counts are read
+// after each step, so they are checked exact on native backends; an
+// emulated one is polled until it catches up.
+func checkGroupCounts(c *C) {
+	q := c.open()
+	c.needGroups(q)
+	g := fmt.Sprintf("conformance-%d", time.Now().UnixNano())
+	_, err := q.Admin().Group(c.ctx(), g)
+	c.expectCode(err, errcode.NotFound, "Admin.Group of a group never pushed")
+
+	names := []string{"succeeds", "fails then succeeds", "cancelled by its worker", "dead-lettered"}
+	tasks := make([]*jobq.Task, len(names))
+	for i, n := range names {
+		tasks[i] = &jobq.Task{Command: "echo group " + n, Group: g, NumRetries: 1}
+		if n == "fails then succeeds" {
+			tasks[i].RetryBackoff = jobq.Backoff{Base: 200 * time.Millisecond, Cap: 200 * time.Millisecond}
+		}
+	}
+	ids := map[string]string{}
+	for i, id := range c.push(q, tasks...) {
+		ids[id] = names[i]
+	}
+	c.push(q, task("not in the group"))
+	want := driver.GroupCounters{Pushed: 4, Queued: 4}
+	c.expectGroup(q, g, want, "after the push")
+
+	dead := level(q, driver.DeadLetter) != driver.Unsupported
+	vis := c.longVis(q)
+	for id, e := range c.receiveAll(q, 5, vis) {
+		if ids[id] != "" && e.Task.Group != g {
+			c.Errorf("received task %q has group %q; want %q", id, e.Task.Group, g)
+		}
+		switch name := ids[id]; {
+		case name == "":
+			if e.Task.Group != "" {
+				c.Errorf("a task pushed without a group was received with group %q", e.Task.Group)
+			}
+			c.complete(e)
+		case name == "succeeds":
+			c.complete(e)
+			want.Succeeded++
+		case name == "fails then succeeds":
+			if _, err := e.Fail(c.ctx(), errors.New("first attempt fails"), ""); err != nil {
+				c.Fatalf("fail: %v", err)
+			}
+			want.Failed++
+		case name == "cancelled by its worker":
+			if err := e.Cancel(c.ctx(), "stopped"); err != nil {
+				c.Fatalf("cancel: %v", err)
+			}
+			want.Cancelled++
+		case name == "dead-lettered" && dead:
+			if err := e.DeadLetter(c.ctx(), "conformance", ""); err != nil {
+				c.Fatalf("dead-letter: %v", err)
+			}
+			want.DeadLettered++
+		default:
+			c.complete(e)
+			want.Succeeded++
+		}
+	}
+	// The failed task is delayed or queued again (by its retry backoff).
+	want.Queued, want.Delayed = 0, 1
+	c.expectGroup(q, g, want, "after every task was settled once")
+
+	retried := c.receive(q, vis)
+	if ids[retried.Task.ID] != "fails then succeeds" {
+		c.Fatalf("received %s; want the retried task", retried.Task.ID)
+	}
+	want.Delayed, want.Running = 0, 1
+	c.expectGroup(q, g, want, "while the retry runs")
+	c.complete(retried)
+	want.Running, want.Succeeded = 0, want.Succeeded+1
+	got := c.expectGroup(q, g, want, "after the retry succeeded")
+	if !got.Done() {
+		c.Errorf("every task of the group ended but Done() is false: %+v", got)
+	}
+	c.checkGroupCancel(q, g)
+	gs, err := q.Admin().Groups(c.ctx(), 10)
+	if err != nil {
+		c.Fatalf("Admin.Groups: %v", err)
+	}
+	if len(gs) == 0 || gs[0].Name != g+"-cancel" && gs[0].Name != g {
+		c.Errorf("Admin.Groups = %d groups (first %v); want the groups of this check, newest first", len(gs), gs)
+	}
+}
+
+// checkGroupCancel: a queued task that Admin.Cancel removes counts as
+// cancelled in its group (Cancel native), or once its worker drops it.
+func (c *C) checkGroupCancel(q *handle, g string) {
+	c.Helper()
+	if level(q, driver.Results) == driver.Unsupported || level(q, driver.Cancel) == driver.Unsupported {
+		return
+	}
+	g += "-cancel"
+	id := c.push(q, &jobq.Task{Command: "echo group cancel", Group: g})[0]
+	if _, err := q.Admin().Cancel(c.ctx(), id); err != nil {
+		c.Fatalf("cancel: %v", err)
+	}
+	if level(q, driver.Cancel) != driver.Native {
+		c.settleCancelled(q, c.receive(q, c.longVis(q)), id)
+	}
+	c.expectGroup(q, g, driver.GroupCounters{Pushed: 1, Cancelled: 1}, "after its only task was cancelled")
+}
+
+// expectGroup checks the counts of group g against want (Name, times and
+// Split aside; the split only where the backend reports one), polling an
+// emulated backend until they match. It returns the last counts read.
+func (c *C) expectGroup(q *handle, g string, want driver.GroupCounters, when string) *driver.GroupCounters {
+	c.Helper()
+	var got *driver.GroupCounters
+	var err error
+	same := func() bool {
+		got, err = q.Admin().Group(c.ctx(), g)
+		if err != nil || got == nil {
+			return false
+		}
+		w := want
+		w.Name, w.Created, w.Updated, w.Split = got.Name, got.Created, got.Updated, got.Split
+		if !got.Split {
+			w.Queued, w.Delayed, w.Running = 0, 0, 0
+		} else if w.Delayed > 0 && got.Queued > 0 {
+			// A retry backoff that has passed leaves it queued.
+			w.Queued, w.Delayed = w.Queued+w.Delayed, 0
+		}
+		return *got == w
+	}
+	if level(q, driver.Groups) == driver.Native {
+		if !same() {
+			c.Errorf("group %s %s: %+v, %v; want %+v", g, when, got, err, want)
+		}
+		return got
+	}
+	if !c.poll(same) {
+		c.Errorf("group %s %s: %+v, %v; want %+v (polled %v)", g, when, got, err, want, c.patience())
+	}
+	return got
+}
