@@ -303,7 +303,7 @@ SELECT`),
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
 		// The trace context (schema step 8) is read beside the function's
 		// rows: the row as it was before the claim, which has the same.
-		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, '') FROM async, {{s}}.claim_packed($1, $2, $3) AS c
+		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce(m.trace_parent, ''), coalesce(m.grp, '') FROM async, {{s}}.claim_packed($1, $2, $3) AS c
 	LEFT JOIN {{s}}.messages m ON m.queue = $1 AND m.priority = c.r_priority AND m.id = c.r_id`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),
@@ -396,6 +396,14 @@ type pushDB interface {
 // policy in a transaction (a savepoint within the application's one) that
 // enforces it, so that a full queue undoes only the push.
 func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
+	if grouped(msgs) {
+		return d.pushGrouped(ctx, db, msgs, notify)
+	}
+	return d.pushBoundedIn(ctx, db, msgs, notify)
+}
+
+// pushBoundedIn is pushBounded without the groups' counters.
+func (d *Driver) pushBoundedIn(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
 	_, maxDepth, err := d.currentPolicies(ctx)
 	if err != nil {
 		return nil, err

@@ -82,6 +82,15 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 		sql = stmt.dedup
 	}
 	args := cols.args(d, msgs, notify)
+	if cols.groups != nil {
+		// Always in a transaction (pushGrouped), so with ON CONFLICT.
+		sql = stmt.group
+		if len(msgs) == 1 {
+			args = append(args, msgs[0].Group)
+		} else {
+			args = append(args, cols.groups)
+		}
+	}
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {
 		// A task is already queued (or is in the batch twice): the insert
@@ -109,6 +118,7 @@ type pushColumns struct {
 	notBefore    []pgtype.Timestamptz
 	ckeys, rkeys []string
 	traces       []string // NULL unless a message is traced: unnest pads it
+	groups       []string // nil unless a message has a group
 }
 
 // columns checks each message's size and task id and lays msgs out in
@@ -129,6 +139,12 @@ func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 				c.traces = make([]string, len(msgs))
 			}
 			c.traces[i] = m.TraceParent
+		}
+		if m.Group != "" {
+			if c.groups == nil {
+				c.groups = make([]string, len(msgs))
+			}
+			c.groups[i] = m.Group
 		}
 		if len(m.Body) > d.cfg.maxMessageBytes {
 			return c, driver.Errorf(errcode.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",

@@ -152,7 +152,8 @@ WITH x AS (
 ), d AS (
 	DELETE FROM {{s}}.messages
 	WHERE queue = $1 AND task_key = ANY($10::bytea[]) AND (lease IS NULL OR visible_at <= now())
-	RETURNING task_key
+	RETURNING task_key, grp
+), g AS (` + cancelGroupsSQL + `
 ), h AS (
 	SELECT task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($10::bytea[])
 		AND task_key NOT IN (SELECT task_key FROM d)
