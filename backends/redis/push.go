@@ -61,10 +61,15 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 	now := time.Now().UnixMilli()
 	for c, b := range bounds {
 		part := msgs[b[0]:b[1]]
-		traced := anyTraced(part)
+		grouped := anyGrouped(part)
+		traced := grouped || anyTraced(part) // a group's field comes after the trace's
 		packed := packAll(part)
 		args := d.scriptArgs(1 + 7*len(part))
 		switch {
+		case grouped && packed == nil:
+			args = append(args, flagged("tg", now))
+		case grouped:
+			args = append(args, flagged("ztg", now))
 		case packed == nil && !traced:
 			args = append(args, now)
 		case packed == nil:
@@ -79,7 +84,12 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 			if packed != nil {
 				body = packed[i]
 			}
-			args = appendPushFields(args, m, body, i == len(part)-1, traced)
+			// A grouped call's last message keeps every field: its group
+			// comes last.
+			args = appendPushFields(args, m, body, i == len(part)-1 && !grouped, traced)
+			if grouped {
+				args = append(args, m.Group)
+			}
 		}
 		chunks[c] = args
 	}
