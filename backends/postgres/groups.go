@@ -79,9 +79,9 @@ FROM {{s}}.messages WHERE queue = $1 AND grp = $2`),
 // groupDeltas are the counter changes of a batch, by group, in the
 // columns of groupQueries.count.
 type groupDeltas struct {
-	names                   []string
+	names                     []string
 	pushed, succ, fail, dl, c []int64
-	at                      map[string]int
+	at                        map[string]int
 }
 
 func (g *groupDeltas) add(name string, st driver.GroupState, pushed bool) {

@@ -169,7 +169,7 @@ func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query stri
 	var bad []damaged
 	for rows.Next() {
 		var (
-			id                                         int64
+			id                                              int64
 			taskID, body, idAt, dc, enq, rowPri, trace, grp any
 		)
 		if err := rows.Scan(&id, &taskID, &body, &idAt, &dc, &enq, &rowPri, &trace, &grp); err != nil {
