@@ -248,6 +248,9 @@ type PushResult struct {
 	// PushOptions.Position, on backends whose counts are exact, for a task
 	// that is neither delayed nor a duplicate; -1 otherwise.
 	Position int64
+	// Skipped is true when PushOptions.SkipSucceeded left the task out,
+	// as it had succeeded already: nothing was stored.
+	Skipped bool
 }
 
 // Push queues one task. When t.ID is empty, Push sets it to the task's
@@ -358,8 +361,8 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	if tx == nil {
 		return nil, errorf(errcode.InvalidArgument, op, "the transaction is nil: pass the one your writes use")
 	}
-	if opts.UniqueFor != 0 {
-		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor is not available inside a transaction: push with PushBatch after the commit")
+	if opts.UniqueFor != 0 || opts.SkipSucceeded {
+		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor and SkipSucceeded are not available inside a transaction: push with PushBatch after the commit")
 	}
 	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
 		ctx, span := q.startPush(ctx, len(tasks))

@@ -14,6 +14,7 @@ import (
 func groupChecks() []check {
 	return []check{
 		{"GroupCounts", checkGroupCounts},
+		{"SkipSucceeded", checkSkipSucceeded},
 	}
 }
 
@@ -173,4 +174,63 @@ func (c *C) expectGroup(q *handle, g string, want driver.GroupCounters, when str
 		c.Errorf("group %s %s: %+v, %v; want %+v (polled %v)", g, when, got, err, want, c.patience())
 	}
 	return got
+}
+
+// checkSkipSucceeded: PushOptions.SkipSucceeded leaves out the tasks whose
+// ID has a succeeded record and pushes the others (one that was
+// dead-lettered runs again); a task's group is not part of its ID, so a
+// rerun in another group skips the same tasks.
+func checkSkipSucceeded(c *C) {
+	q := c.open()
+	c.needResults(q)
+	groups := level(q, driver.Groups) != driver.Unsupported
+	sweep := func(group string) []*jobq.Task {
+		ts := make([]*jobq.Task, 3)
+		for i := range ts {
+			ts[i] = &jobq.Task{Command: fmt.Sprintf("echo skip-succeeded %d", i)}
+			if groups {
+				ts[i].Group = group
+			}
+		}
+		return ts
+	}
+	first, err := q.PushBatch(c.ctx(), sweep("first run"), jobq.PushOptions{})
+	if err != nil {
+		c.Fatalf("push: %v", err)
+	}
+	dead := level(q, driver.DeadLetter) != driver.Unsupported
+	for id, e := range c.receiveAll(q, 3, c.longVis(q)) {
+		if id == first[1].ID && dead {
+			if err := e.DeadLetter(c.ctx(), "conformance", ""); err != nil {
+				c.Fatalf("dead-letter: %v", err)
+			}
+			continue
+		}
+		c.complete(e)
+	}
+	for _, r := range first {
+		c.result(q, r.ID)
+	}
+	again, err := q.PushBatch(c.ctx(), sweep("rerun"), jobq.PushOptions{SkipSucceeded: true})
+	if err != nil {
+		c.Fatalf("push again with SkipSucceeded: %v", err)
+	}
+	for i, r := range again {
+		wantSkip := i != 1 || !dead
+		if r.ID != first[i].ID {
+			c.Errorf("task %d pushed again has ID %s; want %s (the same task, its group aside)", i, r.ID, first[i].ID)
+		}
+		if r.Skipped != wantSkip || r.Duplicate {
+			c.Errorf("task %d pushed again: Skipped %v Duplicate %v; want Skipped %v (it succeeded: %v)", i, r.Skipped, r.Duplicate, wantSkip, wantSkip)
+		}
+	}
+	if !dead {
+		return
+	}
+	e := c.receive(q, c.longVis(q))
+	if e.Task.ID != first[1].ID {
+		c.Errorf("received %s after the rerun; want the task that was dead-lettered, %s", e.Task.ID, first[1].ID)
+	}
+	c.complete(e)
+	c.receiveNone(q, time.Time{}, "the rerun pushed only the task that had not succeeded")
 }
