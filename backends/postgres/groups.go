@@ -3,6 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -76,82 +79,6 @@ FROM {{s}}.messages WHERE queue = $1 AND grp = $2`),
 	}
 }
 
-// groupDeltas are the counter changes of a batch, by group, in the
-// columns of groupQueries.count.
-type groupDeltas struct {
-	names                     []string
-	pushed, succ, fail, dl, c []int64
-	at                        map[string]int
-}
-
-func (g *groupDeltas) add(name string, st driver.GroupState, pushed bool) {
-	if name == "" {
-		return
-	}
-	if g.at == nil {
-		g.at = map[string]int{}
-	}
-	i, ok := g.at[name]
-	if !ok {
-		i = len(g.names)
-		g.at[name] = i
-		g.names = append(g.names, name)
-		g.pushed, g.succ, g.fail, g.dl, g.c = append(g.pushed, 0), append(g.succ, 0), append(g.fail, 0), append(g.dl, 0), append(g.c, 0)
-	}
-	switch {
-	case pushed:
-		g.pushed[i]++
-	case st == driver.GroupSucceeded:
-		g.succ[i]++
-	case st == driver.GroupFailed:
-		g.fail[i]++
-	case st == driver.GroupDeadLettered:
-		g.dl[i]++
-	case st == driver.GroupCancelled:
-		g.c[i]++
-	}
-}
-
-// store runs the counters' upsert in tx.
-func (g *groupDeltas) store(ctx context.Context, d *Driver, tx pgx.Tx) error {
-	if len(g.names) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, d.gsql.count, d.cfg.queue, g.names, g.pushed, g.succ, g.fail, g.dl, g.c)
-	return err
-}
-
-// grouped reports whether any of msgs has a group.
-func grouped(msgs []*driver.Message) bool {
-	for _, m := range msgs {
-		if m.Group != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// pushGrouped is pushBounded for a batch with a group: the push and its
-// counters in one transaction (a savepoint inside PushTx's).
-func (d *Driver) pushGrouped(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
-	var res []driver.PushResult
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var err error
-		res, err = d.pushBoundedIn(ctx, tx, msgs, notify)
-		if err != nil {
-			return err
-		}
-		var g groupDeltas
-		for i, m := range msgs {
-			if !res[i].Duplicate {
-				g.add(m.Group, "", true)
-			}
-		}
-		return g.store(ctx, d, tx)
-	})
-	return res, err
-}
-
 // tallies are the group tallies of a settlement batch by message id, nil
 // when it has none.
 func tallies(ids []int64, tally func(i int) driver.GroupTally) map[int64]driver.GroupTally {
@@ -171,16 +98,97 @@ func tallies(ids []int64, tally func(i int) driver.GroupTally) map[int64]driver.
 	return m
 }
 
-// countSettled runs the counters' upsert for the tallies of the messages
-// a settlement returned (done), in its transaction.
-func (d *Driver) countSettled(ctx context.Context, tx pgx.Tx, t map[int64]driver.GroupTally, done map[int64]bool) error {
-	var g groupDeltas
-	for id := range done {
-		if tl, ok := t[id]; ok {
-			g.add(tl.Group, tl.State, false)
-		}
+// settlementTallies are the tally arrays of a settlement batch (tallies),
+// the last four parameters of its grouped statement (groupedSettleSQL).
+func settlementTallies(t map[int64]driver.GroupTally, queue string) []any {
+	ids := make([]int64, 0, len(t))
+	groups := make([]string, 0, len(t))
+	states := make([]string, 0, len(t))
+	for id, tl := range t {
+		ids = append(ids, id)
+		groups = append(groups, tl.Group)
+		states = append(states, string(tl.State))
 	}
-	return g.store(ctx, d, tx)
+	return []any{ids, groups, states, queue}
+}
+
+// groupCountSQL is the CTE of a grouped settlement statement: it adds the
+// tallies ($T: message ids, $T+1: groups, $T+2: states) of the messages
+// the settlement changed (CTE from, with their ids) to the groups of
+// queue $T+3.
+const groupCountSQL = `, grp_count AS (
+	INSERT INTO {{s}}.groups AS g (queue, name, succeeded, failed, dead_lettered, cancelled)
+	SELECT $%[4]d, t.grp, count(*) FILTER (WHERE t.st = 'succeeded'), count(*) FILTER (WHERE t.st = 'failed'),
+		count(*) FILTER (WHERE t.st = 'dead-lettered'), count(*) FILTER (WHERE t.st = 'cancelled')
+	FROM unnest($%[1]d::bigint[], $%[2]d::text[], $%[3]d::text[]) AS t(id, grp, st) JOIN %[5]s ON %[5]s.id = t.id
+	GROUP BY t.grp
+	ON CONFLICT (queue, name) DO UPDATE SET
+		succeeded = g.succeeded + excluded.succeeded, failed = g.failed + excluded.failed,
+		dead_lettered = g.dead_lettered + excluded.dead_lettered, cancelled = g.cancelled + excluded.cancelled,
+		updated_at = now()
+)`
+
+// paramRE finds a statement's parameters.
+var paramRE = regexp.MustCompile(`\$(\d+)`)
+
+// groupedSettleSQL returns settlement statement stmt (schema filled in)
+// with groupCountSQL, so that one statement settles and counts. The
+// statements end in one of three ways: a final SELECT from the CTE d of
+// the deleted rows (complete; dead-letter with records), an INSERT of d's
+// rows into dead_letters (dead-letter), or an UPDATE (requeue), which
+// becomes the CTE u.
+func groupedSettleSQL(stmt, schema string) (string, error) {
+	t := 0
+	for _, m := range paramRE.FindAllStringSubmatch(stmt, -1) {
+		n, _ := strconv.Atoi(m[1])
+		t = max(t, n)
+	}
+	t++
+	cte := func(from string) string {
+		return strings.ReplaceAll(fmt.Sprintf(groupCountSQL, t, t+1, t+2, t+3, from), "{{s}}", schema)
+	}
+	if i := strings.LastIndex(stmt, "\nSELECT id FROM "); i >= 0 {
+		return stmt[:i] + cte("d") + stmt[i:], nil
+	}
+	if i := strings.LastIndex(stmt, "\nINSERT INTO "+schema+".dead_letters"); i >= 0 {
+		return stmt[:i] + cte("d") + stmt[i:], nil
+	}
+	if i := strings.Index(stmt, "\nUPDATE "+schema+".messages m"); i >= 0 && strings.HasSuffix(stmt, "RETURNING m.id") {
+		return stmt[:i] + ",\nu AS (" + stmt[i:] + "\n)" + cte("u") + "\nSELECT id FROM u", nil
+	}
+	return "", fmt.Errorf("postgres: no place for the group counters in the statement %q", stmt)
+}
+
+// groupedSQL returns the grouped variant of settlement statement stmt,
+// built once per statement.
+func (d *Driver) groupedSQL(stmt string) (string, error) {
+	if v, ok := d.grouped.Load(stmt); ok {
+		return v.(string), nil
+	}
+	g, err := groupedSettleSQL(stmt, pgx.Identifier{d.cfg.schema}.Sanitize())
+	if err != nil {
+		return "", err
+	}
+	d.grouped.Store(stmt, g)
+	return g, nil
+}
+
+// groupedPushSQL turns the multi-row push statement with ON CONFLICT
+// (pushSQL) into the one that also stores each message's group, from
+// $11, and adds the messages it stored to their groups' pushed counters.
+func groupedPushSQL(stmt string) string {
+	return strings.NewReplacer(
+		"trace_parent)", "trace_parent, grp)",
+		"NULLIF(m.trace, '')", "NULLIF(m.trace, ''), NULLIF(m.grp, '')",
+		"$10::text[])", "$10::text[], $11::text[])",
+		"rkey, trace)", "rkey, trace, grp)",
+		"RETURNING id, task_key\n), n AS (", `RETURNING id, task_key, grp
+), grp_count AS (
+	INSERT INTO {{s}}.groups AS g (queue, name, pushed)
+	SELECT $1, grp, count(*) FROM ins WHERE grp IS NOT NULL GROUP BY grp
+	ON CONFLICT (queue, name) DO UPDATE SET pushed = g.pushed + excluded.pushed, updated_at = now()
+), n AS (`,
+	).Replace(stmt)
 }
 
 var _ driver.GroupStore = (*Driver)(nil)
@@ -243,16 +251,4 @@ func (d *Driver) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCoun
 		return nil, wrap(ctx, "groups", err)
 	}
 	return out, nil
-}
-
-// groupedPushSQL turns a push statement (pushSQL) into the one that also
-// stores each message's group, from $11.
-func groupedPushSQL(stmt string) string {
-	return strings.NewReplacer(
-		"trace_parent)", "trace_parent, grp)",
-		"NULLIF(m.trace, '')", "NULLIF(m.trace, ''), NULLIF(m.grp, '')",
-		"$10::text[])", "$10::text[], $11::text[])",
-		"rkey, trace)", "rkey, trace, grp)",
-		"NULLIF($10::text, '')", "NULLIF($10::text, ''), NULLIF($11::text, '')",
-	).Replace(stmt)
 }

@@ -396,14 +396,6 @@ type pushDB interface {
 // policy in a transaction (a savepoint within the application's one) that
 // enforces it, so that a full queue undoes only the push.
 func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
-	if grouped(msgs) {
-		return d.pushGrouped(ctx, db, msgs, notify)
-	}
-	return d.pushBoundedIn(ctx, db, msgs, notify)
-}
-
-// pushBoundedIn is pushBounded without the groups' counters.
-func (d *Driver) pushBoundedIn(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
 	_, maxDepth, err := d.currentPolicies(ctx)
 	if err != nil {
 		return nil, err

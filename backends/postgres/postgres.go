@@ -140,6 +140,9 @@ type Driver struct {
 	sql  queries
 	psql policyQueries // policy.go
 	gsql groupQueries  // groups.go
+	// grouped caches the grouped variants of settlement statements
+	// (groups.go), by statement.
+	grouped sync.Map
 	// policies caches the queue's policies (policy.go).
 	policies policyCache
 	caps     driver.Capabilities

@@ -83,13 +83,10 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 	}
 	args := cols.args(d, msgs, notify)
 	if cols.groups != nil {
-		// Always in a transaction (pushGrouped), so with ON CONFLICT.
-		sql = stmt.group
-		if len(msgs) == 1 {
-			args = append(args, msgs[0].Group)
-		} else {
-			args = append(args, cols.groups)
-		}
+		// One statement stores the messages with their groups and counts
+		// them (groups.go): the multi-row one, with ON CONFLICT.
+		sql = d.sql.pushSQLFor(false, !d.cfg.syncPush).group
+		args = append(cols.arrayArgs(d, notify), cols.groups)
 	}
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {
@@ -169,6 +166,11 @@ func (c *pushColumns) args(d *Driver, msgs []*driver.Message, notify bool) []any
 	if len(msgs) == 1 {
 		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.notBefore[0], notify, wakePrefix, c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
 	}
+	return c.arrayArgs(d, notify)
+}
+
+// arrayArgs are the multi-row push statement's arguments.
+func (c *pushColumns) arrayArgs(d *Driver, notify bool) []any {
 	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.notBefore, notify, wakePrefix, c.ckeys, c.rkeys, c.traces}
 }
 

@@ -272,7 +272,7 @@ func pushVariants(r *strings.Replacer) (v [2][2]pushStatements) {
 			v[boolIndex(one)][boolIndex(async)] = pushStatements{
 				plain: r.Replace(pushSQL(async, one, false)),
 				dedup: r.Replace(pushSQL(async, one, true)),
-				group: r.Replace(groupedPushSQL(pushSQL(async, one, true))),
+				group: r.Replace(groupedPushSQL(pushSQL(async, false, true))),
 			}
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
@@ -56,8 +55,8 @@ type settleBatch struct {
 	errs    []error
 	failed  bool
 	// tally is the batch's group tallies by message id (groups.go), nil
-	// when it has none: then the statement and the counters run in one
-	// transaction.
+	// when it has none: the grouped variant of the statement then counts
+	// them.
 	tally map[int64]driver.GroupTally
 }
 
@@ -90,21 +89,18 @@ func (b *settleBatch) run(ctx context.Context, d *Driver, sql string, args ...an
 	return b.finish(d, done)
 }
 
-// query executes sql and returns the ids it returned; with tallies, in a
-// transaction that counts them.
+// query executes sql and returns the ids it returned; with tallies, its
+// grouped variant, which counts them.
 func (b *settleBatch) query(ctx context.Context, d *Driver, sql string, args ...any) (map[int64]bool, error) {
-	if b.tally == nil {
-		return b.queryOn(ctx, d.pool, sql, args...)
-	}
-	var done map[int64]bool
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		var err error
-		if done, err = b.queryOn(ctx, tx, sql, args...); err != nil {
-			return err
+	if b.tally != nil {
+		// The statement's grouped variant counts the tallies (groups.go).
+		grouped, err := d.groupedSQL(sql)
+		if err != nil {
+			return nil, err
 		}
-		return d.countSettled(ctx, tx, b.tally, done)
-	})
-	return done, err
+		sql, args = grouped, append(args, settlementTallies(b.tally, d.cfg.queue)...)
+	}
+	return b.queryOn(ctx, d.pool, sql, args...)
 }
 
 // queryOn executes sql through q and returns the ids it returned.
