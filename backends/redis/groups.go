@@ -31,12 +31,29 @@ import (
 // where settlement i took effect.
 const groupTallyLua = `
 local GT = #ARGV - 2 * n
-local gnow = now_ms()
+local gsum, gn, gnames = {}, 0, {}
 for i = 1, n do
   local g = ARGV[GT + 2 * i - 1]
   if out[i] == 1 and g ~= '' then
+    -- Summed per group and counter first: a batch of one group's
+    -- settlements costs one HINCRBY per counter, not one per message.
+    local c = gsum[g]
+    if not c then
+      c = {}
+      gsum[g] = c
+      gn = gn + 1
+      gnames[gn] = g
+    end
+    local f = ARGV[GT + 2 * i]
+    c[f] = (c[f] or 0) + 1
+  end
+end
+if gn > 0 then
+  local gnow = now_ms()
+  for j = 1, gn do
+    local g = gnames[j]
     local gk = P .. 'g:' .. g
-    redis.call('HINCRBY', gk, ARGV[GT + 2 * i], 1)
+    for f, k in pairs(gsum[g]) do redis.call('HINCRBY', gk, f, k) end
     redis.call('HSET', gk, 'u', gnow)
     redis.call('ZADD', P .. 'groups', gnow, g)
   end

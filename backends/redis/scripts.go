@@ -348,6 +348,7 @@ end
 -- Lua growing them; the counters stand in for #, which searches.
 local out, ready, delayed = {0, 0}, {0, 0}, {}
 local nr, nd = 0, 0
+local gpushed, gnames = {}, {}
 for i = 0, n - 1 do
   local id, body = ARGV[3 + i * W], ARGV[4 + i * W]
   local pri, nb = ARGV[5 + i * W] or '0', ARGV[6 + i * W] or '0'
@@ -373,16 +374,13 @@ for i = 0, n - 1 do
       if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
       if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
       if trace ~= '' then f[#f + 1] = 'h'; f[#f + 1] = trace end
-      if grp ~= '' then f[#f + 1] = 'g'; f[#f + 1] = grp end
-      redis.call('HSET', P .. 'm:' .. mid, unpack(f))
       if grp ~= '' then
-        -- The group's counters (groupTallyLua), in the push's script.
-        local gk = P .. 'g:' .. grp
-        redis.call('HINCRBY', gk, 'p', 1)
-        redis.call('HSETNX', gk, 'ca', nowStr)
-        redis.call('HSET', gk, 'u', nowStr)
-        redis.call('ZADD', P .. 'groups', nowStr, grp)
+        f[#f + 1] = 'g'; f[#f + 1] = grp
+        -- Counted per group below (groups.go), once per call.
+        if not gpushed[grp] then gpushed[grp] = 0; gnames[#gnames + 1] = grp end
+        gpushed[grp] = gpushed[grp] + 1
       end
+      redis.call('HSET', P .. 'm:' .. mid, unpack(f))
     end
     local later = false
     if nb ~= '0' then
@@ -403,6 +401,13 @@ for i = 0, n - 1 do
 end
 if nr > 0 then redis.call('ZADD', READY, unpack(ready, 1, nr)) end
 if nd > 0 then redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd)) end
+for _, g in ipairs(gnames) do
+  local gk = P .. 'g:' .. g
+  redis.call('HINCRBY', gk, 'p', gpushed[g])
+  redis.call('HSETNX', gk, 'ca', nowStr)
+  redis.call('HSET', gk, 'u', nowStr)
+  redis.call('ZADD', P .. 'groups', nowStr, g)
+end
 if heard and nr + nd > 0 then
   ` + wakeLua + `
   if nr > 0 then wake(nr / 2) end
