@@ -56,6 +56,7 @@ type recordDetails struct {
 	valueRef        *StashRef // where a stashed value is; value is then nil
 	started, ended  time.Time
 	worker, host    string
+	group           string
 	attempts        []Attempt
 }
 
@@ -92,7 +93,7 @@ func (d *recordDetails) encode(state driver.ResultState) []byte {
 		b = strconv.AppendInt(b, int64(*d.exitCode), 10)
 	}
 	for _, f := range []struct{ name, value string }{
-		{"error", d.errText}, {"output", d.output}, {"value", string(d.value)}, {"worker", d.worker}, {"host", d.host},
+		{"error", d.errText}, {"output", d.output}, {"value", string(d.value)}, {"worker", d.worker}, {"host", d.host}, {"group", d.group},
 	} {
 		if f.value != "" {
 			b = append(b, `, "`+f.name+`": `...)
@@ -204,6 +205,8 @@ func (d recordDecoder) member(r *Result, ref **StashRef, name string, v pyjson.V
 		return d.str(name, v, &r.Worker)
 	case "host":
 		return d.str(name, v, &r.Host)
+	case "group":
+		return d.str(name, v, &r.Group)
 	case "started":
 		return d.time(name, v, &r.Started)
 	case "finished":
@@ -317,12 +320,12 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 		return nil
 	case mode == driver.ResultsFailed && state == driver.ResultSucceeded:
 		now := time.Now()
-		return &pendingRecord{id: e.Task.ID, state: state, at: now, expires: now.Add(keep), details: recordDetails{deliveries: e.DeliveryCount, ended: now}}
+		return &pendingRecord{id: e.Task.ID, state: state, at: now, expires: now.Add(keep), details: recordDetails{deliveries: e.DeliveryCount, ended: now, group: e.group}}
 	}
 	e.mu.Lock()
 	pending, set := e.attempt, e.result
 	e.mu.Unlock()
-	p := &pendingRecord{id: e.Task.ID, state: state, details: recordDetails{deliveries: e.DeliveryCount, errText: settleText(errText, maxReasonBytes, false)}}
+	p := &pendingRecord{id: e.Task.ID, state: state, details: recordDetails{deliveries: e.DeliveryCount, errText: settleText(errText, maxReasonBytes, false), group: e.group}}
 	d := &p.details
 	if e.recordsAttempts() {
 		d.attempts = withExpired(e.wire.Attempts, e.DeliveryCount)

@@ -33,6 +33,8 @@ type Result struct {
 	Started, Finished time.Time
 	// Worker and Host name who ran the last attempt; empty when unknown.
 	Worker, Host string
+	// Group is the task's group (Task.Group); empty for none.
+	Group string
 	// DeliveryCount is how many times the task was delivered.
 	DeliveryCount int
 	// Attempts is the attempt history, oldest first.

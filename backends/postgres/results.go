@@ -55,6 +55,7 @@ const purgeBatch = 1000
 
 // resultQueries are the result statements of one schema.
 type resultQueries struct {
+	list                              string // export.go
 	put, get, anyEnded, purge, remove string
 	// complete and deadLetter by how they store records (insertPlain...).
 	// The second index is 1 for the statement that also sends the records
@@ -119,6 +120,7 @@ WITH x AS (
 )
 SELECT count(*) FROM n`),
 
+		list: r.Replace(listResultsSQL),
 		get: r.Replace(`
 SELECT task_id, state, updated_at, expires_at, data FROM {{s}}.results
 WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now()`),

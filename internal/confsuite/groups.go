@@ -8,6 +8,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // groupChecks are the checks of task groups.
@@ -15,6 +16,7 @@ func groupChecks() []check {
 	return []check{
 		{"GroupCounts", checkGroupCounts},
 		{"SkipSucceeded", checkSkipSucceeded},
+		{"ExportResults", checkExportResults},
 	}
 }
 
@@ -233,4 +235,115 @@ func checkSkipSucceeded(c *C) {
 	}
 	c.complete(e)
 	c.receiveNone(q, time.Time{}, "the rerun pushed only the task that had not succeeded")
+}
+
+// exportRecords is how many records checkExportResults lists, unless the
+// harness says fewer (Harness.ExportRecords).
+const exportRecords = 100_000
+
+// checkExportResults: the records of many tasks (100,000 unless the
+// harness scales it down) come out of ResultLister in pages no larger than
+// asked, each record exactly once, so an export holds one page at a time
+// whatever their number; Admin.ExportResults streams them with the
+// state, time and group filters.
+func checkExportResults(c *C) {
+	q := c.open()
+	c.needResults(q)
+	lister, ok := hooks.Driver(q.Queue).(driver.ResultLister)
+	if !ok {
+		c.skipNeeds("driver.ResultLister", "the backend cannot list its records")
+	}
+	store := hooks.Driver(q.Queue).(driver.ResultStore)
+	n := c.h.ExportRecords
+	if n == 0 {
+		n = exportRecords
+	}
+	now := time.Now()
+	old := now.Add(-time.Hour)
+	batch := make([]*driver.ResultRecord, 0, 500)
+	flush := func() {
+		if err := store.PutResults(c.ctx(), batch); err != nil {
+			c.Fatalf("PutResults: %v", err)
+		}
+		batch = batch[:0]
+	}
+	var dead, odd, recent int
+	for i := range n {
+		r := &driver.ResultRecord{ID: fmt.Sprintf("export-%07d", i), State: driver.ResultSucceeded, UpdatedAt: old,
+			ExpiresAt: now.Add(driver.DefaultRetention), Data: []byte(`{"v": 1}`)}
+		if i%10 == 3 {
+			r.State = driver.ResultDeadLettered
+			dead++
+		}
+		if i%2 == 1 {
+			r.Data = []byte(`{"v": 1, "group": "export-odd"}`)
+			odd++
+		}
+		if i%4 == 0 {
+			r.UpdatedAt = now
+			recent++
+		}
+		batch = append(batch, r)
+		if len(batch) == cap(batch) {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+
+	const limit = 500
+	seen := make(map[string]bool, n)
+	cursor, pages := "", 0
+	for {
+		recs, next, err := lister.ListResults(c.ctx(), driver.ResultFilter{}, cursor, limit)
+		if err != nil {
+			c.Fatalf("ListResults page %d: %v", pages+1, err)
+		}
+		pages++
+		if len(recs) > limit {
+			c.Fatalf("ListResults returned %d records; asked for at most %d", len(recs), limit)
+		}
+		for _, r := range recs {
+			if seen[r.ID] {
+				c.Fatalf("ListResults returned %s twice", r.ID)
+			}
+			seen[r.ID] = true
+		}
+		if next == "" {
+			break
+		}
+		if next == cursor || pages > 4*n/limit+10 {
+			c.Fatalf("ListResults does not advance: cursor %q after %d pages", next, pages)
+		}
+		cursor = next
+	}
+	if len(seen) != n {
+		c.Errorf("ListResults met %d records in %d pages; want %d", len(seen), pages, n)
+	}
+	count := func(f driver.ResultFilter) int {
+		k := 0
+		if err := q.Admin().ExportResults(c.ctx(), f, func(r *jobq.Result) error {
+			if f.Group != "" && r.Group != f.Group {
+				return fmt.Errorf("record %s of group %q in an export of group %q", r.ID, r.Group, f.Group)
+			}
+			k++
+			return nil
+		}); err != nil {
+			c.Fatalf("ExportResults(%+v): %v", f, err)
+		}
+		return k
+	}
+	for _, tt := range []struct {
+		f    driver.ResultFilter
+		want int
+	}{
+		{driver.ResultFilter{State: driver.ResultDeadLettered}, dead},
+		{driver.ResultFilter{Group: "export-odd"}, odd},
+		{driver.ResultFilter{Since: now.Add(-time.Minute)}, recent},
+	} {
+		if got := count(tt.f); got != tt.want {
+			c.Errorf("ExportResults(%+v) streamed %d records; want %d", tt.f, got, tt.want)
+		}
+	}
 }
