@@ -177,7 +177,7 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 	}
 	if c.DeadLettered+c.Cancelled > 0 {
 		return failure(fmt.Errorf("group %s ended: %d of %d tasks did not succeed (%d dead-lettered, %d cancelled); '%s' lists them",
-			g.name, c.DeadLettered+c.Cancelled, c.Pushed, c.DeadLettered, c.Cancelled, g.a.commandHint("dlq list")))
+			g.name, c.DeadLettered+c.Cancelled, c.Pushed, c.DeadLettered, c.Cancelled, g.a.commandHint("results --jsonl --group "+g.name+" --state dead-lettered")))
 	}
 	return nil
 }

@@ -51,6 +51,23 @@ func TestGroupSweepAndRerun(t *testing.T) {
 		t.Errorf("group --wait of a group with failures: exit %d, out %q, err %q; want exit 1 naming %d failures", code, out, errOut, failing)
 	}
 
+	// The export of the failures, as pandas or DuckDB would read it.
+	code, out, errOut = run(t, q, "results", "--jsonl", "--group", "sweep-1", "--state", "dead-lettered")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != failing {
+		t.Fatalf("results --jsonl --group --state: exit %d, %d lines: %s; want %d", code, len(lines), errOut, failing)
+	}
+	for _, l := range lines {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r["group"] != "sweep-1" || r["state"] != "dead-lettered" || r["exit_code"] != 3.0 ||
+			!strings.HasPrefix(r["output"].(string), "sim ") || r["worker"] == "" || r["finished"] == nil {
+			t.Fatalf("results line %s (%v); want a dead-lettered record of sweep-1 with exit code 3, its output, worker and times", l, err)
+		}
+	}
+	if code, out, _ := run(t, q, "results", "--jsonl"); code != 0 || strings.Count(out, "\n") != 2000 {
+		t.Errorf("results --jsonl: exit %d, %d lines; want 2000", code, strings.Count(out, "\n"))
+	}
+
 	// The rerun: same lines, another group; only the failed tasks go in.
 	code, _, errOut = runIn(t, sweep, q, "push", "--group", "sweep-1-rerun", "--skip-succeeded")
 	wantLog := regexp.MustCompile(fmt.Sprintf(`tasks=%d duplicates=0 skipped=%d group=sweep-1-rerun`, failing, 2000-failing))

@@ -12,7 +12,7 @@ import (
 var _ driver.ResultLister = (*Driver)(nil)
 
 // listResultsSQL pages through the records of queue $1 by task ID (the
-// key's order), after $2, with the filters $3 (a state, '' for all) and
+// key's order), after $2, with the filters $3 (a state, ” for all) and
 // $4 (written since, NULL for all).
 const listResultsSQL = `
 SELECT task_id, state, updated_at, expires_at, data FROM {{s}}.results
