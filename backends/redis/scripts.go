@@ -348,7 +348,7 @@ end
 -- Lua growing them; the counters stand in for #, which searches.
 local out, ready, delayed = {0, 0}, {0, 0}, {}
 local nr, nd = 0, 0
-local gpushed, gnames = {}, {}
+local gpushed, gnames -- made by the first message with a group
 for i = 0, n - 1 do
   local id, body = ARGV[3 + i * W], ARGV[4 + i * W]
   local pri, nb = ARGV[5 + i * W] or '0', ARGV[6 + i * W] or '0'
@@ -377,6 +377,7 @@ for i = 0, n - 1 do
       if grp ~= '' then
         f[#f + 1] = 'g'; f[#f + 1] = grp
         -- Counted per group below (groups.go), once per call.
+        if not gpushed then gpushed, gnames = {}, {} end
         if not gpushed[grp] then gpushed[grp] = 0; gnames[#gnames + 1] = grp end
         gpushed[grp] = gpushed[grp] + 1
       end
@@ -401,12 +402,14 @@ for i = 0, n - 1 do
 end
 if nr > 0 then redis.call('ZADD', READY, unpack(ready, 1, nr)) end
 if nd > 0 then redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd)) end
-for _, g in ipairs(gnames) do
-  local gk = P .. 'g:' .. g
-  redis.call('HINCRBY', gk, 'p', gpushed[g])
-  redis.call('HSETNX', gk, 'ca', nowStr)
-  redis.call('HSET', gk, 'u', nowStr)
-  redis.call('ZADD', P .. 'groups', nowStr, g)
+if gnames then
+  for _, g in ipairs(gnames) do
+    local gk = P .. 'g:' .. g
+    redis.call('HINCRBY', gk, 'p', gpushed[g])
+    redis.call('HSETNX', gk, 'ca', nowStr)
+    redis.call('HSET', gk, 'u', nowStr)
+    redis.call('ZADD', P .. 'groups', nowStr, g)
+  end
 end
 if heard and nr + nd > 0 then
   ` + wakeLua + `
