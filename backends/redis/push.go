@@ -65,20 +65,7 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 		traced := grouped || anyTraced(part) // a group's field comes after the trace's
 		packed := packAll(part)
 		args := d.scriptArgs(1 + 7*len(part))
-		switch {
-		case grouped && packed == nil:
-			args = append(args, flagged("tg", now))
-		case grouped:
-			args = append(args, flagged("ztg", now))
-		case packed == nil && !traced:
-			args = append(args, now)
-		case packed == nil:
-			args = append(args, flagged("t", now))
-		case !traced:
-			args = append(args, flagged("z", now))
-		default:
-			args = append(args, flagged("zt", now))
-		}
+		args = append(args, pushTime(now, packed != nil, traced, grouped))
 		for i, m := range part {
 			body := m.Body
 			if packed != nil {
@@ -117,6 +104,26 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 		}
 	}
 	return out, nil
+}
+
+// pushTime is the push script's time argument: now, flagged "z" when the
+// bodies are packed, "t" when the call carries trace contexts and "g"
+// (with "t") when it carries groups.
+func pushTime(now int64, packed, traced, grouped bool) any {
+	flags := ""
+	if packed {
+		flags += "z"
+	}
+	if traced || grouped {
+		flags += "t"
+	}
+	if grouped {
+		flags += "g"
+	}
+	if flags == "" {
+		return now
+	}
+	return flagged(flags, now)
 }
 
 // flagged returns the push script's first argument: flags, then now in

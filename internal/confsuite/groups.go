@@ -68,37 +68,7 @@ func checkGroupCounts(c *C) {
 	dead := level(q, driver.DeadLetter) != driver.Unsupported
 	vis := c.longVis(q)
 	for id, e := range c.receiveAll(q, 5, vis) {
-		if ids[id] != "" && e.Task.Group != g {
-			c.Errorf("received task %q has group %q; want %q", id, e.Task.Group, g)
-		}
-		switch name := ids[id]; {
-		case name == "":
-			if e.Task.Group != "" {
-				c.Errorf("a task pushed without a group was received with group %q", e.Task.Group)
-			}
-			c.complete(e)
-		case name == "succeeds":
-			c.complete(e)
-			want.Succeeded++
-		case name == "fails then succeeds":
-			if _, err := e.Fail(c.ctx(), errors.New("first attempt fails"), ""); err != nil {
-				c.Fatalf("fail: %v", err)
-			}
-			want.Failed++
-		case name == "cancelled by its worker":
-			if err := e.Cancel(c.ctx(), "stopped"); err != nil {
-				c.Fatalf("cancel: %v", err)
-			}
-			want.Cancelled++
-		case name == "dead-lettered" && dead:
-			if err := e.DeadLetter(c.ctx(), "conformance", ""); err != nil {
-				c.Fatalf("dead-letter: %v", err)
-			}
-			want.DeadLettered++
-		default:
-			c.complete(e)
-			want.Succeeded++
-		}
+		c.settleGrouped(e, ids[id], g, dead, &want)
 	}
 	// The failed task is delayed or queued again (by its retry backoff).
 	want.Queued, want.Delayed = 0, 1
@@ -123,6 +93,41 @@ func checkGroupCounts(c *C) {
 	}
 	if len(gs) == 0 || gs[0].Name != g+"-cancel" && gs[0].Name != g {
 		c.Errorf("Admin.Groups = %d groups (first %v); want the groups of this check, newest first", len(gs), gs)
+	}
+}
+
+// settleGrouped settles e, the task of checkGroupCounts called name ("" for
+// the one without a group), as its name says, and adds what that counts
+// in group g to want.
+func (c *C) settleGrouped(e *jobq.Envelope, name, g string, dead bool, want *driver.GroupCounters) {
+	c.Helper()
+	if name != "" && e.Task.Group != g {
+		c.Errorf("received task %q has group %q; want %q", e.Task.ID, e.Task.Group, g)
+	}
+	switch {
+	case name == "":
+		if e.Task.Group != "" {
+			c.Errorf("a task pushed without a group was received with group %q", e.Task.Group)
+		}
+		c.complete(e)
+	case name == "fails then succeeds":
+		if _, err := e.Fail(c.ctx(), errors.New("first attempt fails"), ""); err != nil {
+			c.Fatalf("fail: %v", err)
+		}
+		want.Failed++
+	case name == "cancelled by its worker":
+		if err := e.Cancel(c.ctx(), "stopped"); err != nil {
+			c.Fatalf("cancel: %v", err)
+		}
+		want.Cancelled++
+	case name == "dead-lettered" && dead:
+		if err := e.DeadLetter(c.ctx(), "conformance", ""); err != nil {
+			c.Fatalf("dead-letter: %v", err)
+		}
+		want.DeadLettered++
+	default: // succeeds, or dead-lettered where the backend cannot
+		c.complete(e)
+		want.Succeeded++
 	}
 }
 
@@ -259,6 +264,39 @@ func checkExportResults(c *C) {
 		n = exportRecords
 	}
 	now := time.Now()
+	dead, odd, recent := putExportRecords(c, store, n, now)
+	listAllPages(c, lister, n)
+	count := func(f driver.ResultFilter) int {
+		k := 0
+		if err := q.Admin().ExportResults(c.ctx(), f, func(r *jobq.Result) error {
+			if f.Group != "" && r.Group != f.Group {
+				return fmt.Errorf("record %s of group %q in an export of group %q", r.ID, r.Group, f.Group)
+			}
+			k++
+			return nil
+		}); err != nil {
+			c.Fatalf("ExportResults(%+v): %v", f, err)
+		}
+		return k
+	}
+	for _, tt := range []struct {
+		f    driver.ResultFilter
+		want int
+	}{
+		{driver.ResultFilter{State: driver.ResultDeadLettered}, dead},
+		{driver.ResultFilter{Group: "export-odd"}, odd},
+		{driver.ResultFilter{Since: now.Add(-time.Minute)}, recent},
+	} {
+		if got := count(tt.f); got != tt.want {
+			c.Errorf("ExportResults(%+v) streamed %d records; want %d", tt.f, got, tt.want)
+		}
+	}
+}
+
+// putExportRecords stores n records for checkExportResults: every tenth
+// dead-lettered, the odd ones in group export-odd, every fourth written
+// at now (the others an hour before). It returns how many of each.
+func putExportRecords(c *C, store driver.ResultStore, n int, now time.Time) (dead, odd, recent int) {
 	old := now.Add(-time.Hour)
 	batch := make([]*driver.ResultRecord, 0, 500)
 	flush := func() {
@@ -267,7 +305,6 @@ func checkExportResults(c *C) {
 		}
 		batch = batch[:0]
 	}
-	var dead, odd, recent int
 	for i := range n {
 		r := &driver.ResultRecord{ID: fmt.Sprintf("export-%07d", i), State: driver.ResultSucceeded, UpdatedAt: old,
 			ExpiresAt: now.Add(driver.DefaultRetention), Data: []byte(`{"v": 1}`)}
@@ -291,7 +328,13 @@ func checkExportResults(c *C) {
 	if len(batch) > 0 {
 		flush()
 	}
+	return dead, odd, recent
+}
 
+// listAllPages lists every record through lister in pages of 500 and
+// checks that no page is larger, that the cursor advances, and that each
+// of the n records comes once.
+func listAllPages(c *C, lister driver.ResultLister, n int) {
 	const limit = 500
 	seen := make(map[string]bool, n)
 	cursor, pages := "", 0
@@ -320,30 +363,5 @@ func checkExportResults(c *C) {
 	}
 	if len(seen) != n {
 		c.Errorf("ListResults met %d records in %d pages; want %d", len(seen), pages, n)
-	}
-	count := func(f driver.ResultFilter) int {
-		k := 0
-		if err := q.Admin().ExportResults(c.ctx(), f, func(r *jobq.Result) error {
-			if f.Group != "" && r.Group != f.Group {
-				return fmt.Errorf("record %s of group %q in an export of group %q", r.ID, r.Group, f.Group)
-			}
-			k++
-			return nil
-		}); err != nil {
-			c.Fatalf("ExportResults(%+v): %v", f, err)
-		}
-		return k
-	}
-	for _, tt := range []struct {
-		f    driver.ResultFilter
-		want int
-	}{
-		{driver.ResultFilter{State: driver.ResultDeadLettered}, dead},
-		{driver.ResultFilter{Group: "export-odd"}, odd},
-		{driver.ResultFilter{Since: now.Add(-time.Minute)}, recent},
-	} {
-		if got := count(tt.f); got != tt.want {
-			c.Errorf("ExportResults(%+v) streamed %d records; want %d", tt.f, got, tt.want)
-		}
 	}
 }
