@@ -169,3 +169,9 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
 	return d.rec.PurgeResults(ctx, now)
 }
+
+// ListResults implements driver.ResultLister: pages of the record
+// container's listing.
+func (d *Driver) ListResults(ctx context.Context, f driver.ResultFilter, cursor string, limit int) ([]*driver.ResultRecord, string, error) {
+	return d.rec.ListResults(ctx, f, cursor, limit)
+}
