@@ -27,8 +27,8 @@ a time, so memory stays the same for a million records as for ten.
 --group keeps the tasks of a group, --state one end (succeeded,
 dead-lettered, cancelled, or cancel-requested), --since the records
 written since T (a duration back from now, such as 2h, or an RFC 3339
-time). On Storage Queue and Service Bus, which cannot list their records
-yet, it is a usage error (exit 2).`,
+time). On Storage Queue and Service Bus each record is a blob read with
+a request of its own: hundreds of records per second there.`,
 		Example: `  jobq sqlite://./work.db results --jsonl > results.jsonl
   jobq sqlite://./work.db results --jsonl --group sweep-1 --state dead-lettered | jq -r .id
   duckdb -c "SELECT state, count(*) FROM read_json_auto('results.jsonl') GROUP BY state"`,
