@@ -165,7 +165,7 @@ func capabilities() driver.Capabilities {
 			driver.Cancel:            {Level: driver.Emulated, Fallback: cancelFallback},
 			driver.WorkerRegistry:    {Level: driver.Emulated, Fallback: workerRegistryFallback},
 			driver.Pause:             {Level: driver.Emulated, Fallback: pauseFallback},
-			driver.Groups:            {Level: driver.Unsupported, Fallback: groupsFallback},
+			driver.Groups:            {Level: driver.Emulated, Fallback: blobresults.GroupsFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,
@@ -420,7 +420,3 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 func (o *URLOpener) String() string {
 	return fmt.Sprintf("azqueue.URLOpener{connection string set: %t, credential set: %t}", o.ConnectionString != "", o.Credential != nil)
 }
-
-// groupsFallback says what a Storage queue does with groups: nothing yet
-// (a push with a group is refused, so that no follower waits forever).
-const groupsFallback = "a Storage queue keeps no group counts yet: push without a group"

@@ -175,3 +175,14 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 func (d *Driver) ListResults(ctx context.Context, f driver.ResultFilter, cursor string, limit int) ([]*driver.ResultRecord, string, error) {
 	return d.rec.ListResults(ctx, f, cursor, limit)
 }
+
+// GroupCounts implements driver.GroupStore from the result container
+// (blobresults).
+func (d *Driver) GroupCounts(ctx context.Context, name string) (*driver.GroupCounters, error) {
+	return d.rec.GroupCounts(ctx, name)
+}
+
+// ListGroups implements driver.GroupStore.
+func (d *Driver) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCounters, error) {
+	return d.rec.ListGroups(ctx, limit)
+}

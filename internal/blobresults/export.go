@@ -33,7 +33,7 @@ func (s *Store) ListResults(ctx context.Context, f driver.ResultFilter, cursor s
 	now := time.Now()
 	var names []string
 	for _, b := range resp.Segment.BlobItems {
-		if b.Name == nil || strings.HasPrefix(*b.Name, workerPrefix) || expired(b.Metadata, now) {
+		if b.Name == nil || strings.HasPrefix(*b.Name, workerPrefix) || strings.HasPrefix(*b.Name, groupPrefix) || expired(b.Metadata, now) {
 			continue
 		}
 		if st := b.Metadata[metaState]; f.State != "" && st != nil && *st != string(f.State) {

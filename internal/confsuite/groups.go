@@ -68,7 +68,7 @@ func checkGroupCounts(c *C) {
 	dead := level(q, driver.DeadLetter) != driver.Unsupported
 	vis := c.longVis(q)
 	for id, e := range c.receiveAll(q, 5, vis) {
-		c.settleGrouped(e, ids[id], g, dead, &want)
+		c.settleGrouped(q, e, ids[id], g, dead, &want)
 	}
 	// The failed task is delayed or queued again (by its retry backoff).
 	want.Queued, want.Delayed = 0, 1
@@ -99,9 +99,11 @@ func checkGroupCounts(c *C) {
 // settleGrouped settles e, the task of checkGroupCounts called name ("" for
 // the one without a group), as its name says, and adds what that counts
 // in group g to want.
-func (c *C) settleGrouped(e *jobq.Envelope, name, g string, dead bool, want *driver.GroupCounters) {
+func (c *C) settleGrouped(q *handle, e *jobq.Envelope, name, g string, dead bool, want *driver.GroupCounters) {
 	c.Helper()
-	if name != "" && e.Task.Group != g {
+	// Emulated groups do not come back with the task (the Azure backends
+	// keep them in the record store, not beside the message).
+	if name != "" && e.Task.Group != g && level(q, driver.Groups) == driver.Native {
 		c.Errorf("received task %q has group %q; want %q", e.Task.ID, e.Task.Group, g)
 	}
 	switch {
@@ -165,6 +167,9 @@ func (c *C) expectGroup(q *handle, g string, want driver.GroupCounters, when str
 		w.Name, w.Created, w.Updated, w.Split = got.Name, got.Created, got.Updated, got.Split
 		if !got.Split {
 			w.Queued, w.Delayed, w.Running = 0, 0, 0
+		}
+		if level(q, driver.Groups) != driver.Native {
+			w.Failed = got.Failed // emulated groups may not count failed attempts (declared)
 		} else if w.Delayed > 0 && got.Queued > 0 {
 			// A retry backoff that has passed leaves it queued.
 			w.Queued, w.Delayed = w.Queued+w.Delayed, 0
@@ -232,6 +237,12 @@ func checkSkipSucceeded(c *C) {
 		}
 	}
 	if !dead {
+		return
+	}
+	if level(q, driver.Dedup) == driver.Emulated {
+		// Service Bus's duplicate detection drops a task ID pushed again
+		// within its window, even one that ended (as declared).
+		c.Logf("dedup is emulated (%s): the rerun's message may be dropped by the broker", q.Capabilities().Features[driver.Dedup].Fallback)
 		return
 	}
 	e := c.receive(q, c.longVis(q))
