@@ -44,9 +44,10 @@ does: 0 when all succeeded, 1 when any was dead-lettered or cancelled
 counts.
 
 The counts are exact on Postgres, Redis, SQLite and mem: they change in the
-same transaction or script as each push and settlement. Redis does not
-split the open tasks into queued, delayed and running (shown together as
-open).`,
+same transaction or script as each push and settlement. On Storage Queue
+and Service Bus they are read from the result records (a read per task;
+eventually consistent). Redis and the Azure backends do not split the open
+tasks into queued, delayed and running (shown together as open).`,
 		Example: `  jobq sqlite://./work.db push --group sweep-1 < commands.txt
   jobq sqlite://./work.db group sweep-1
   jobq sqlite://./work.db group sweep-1 --json | jq .succeeded
