@@ -33,13 +33,9 @@ func (s *Store) ListResults(ctx context.Context, f driver.ResultFilter, cursor s
 	now := time.Now()
 	var names []string
 	for _, b := range resp.Segment.BlobItems {
-		if b.Name == nil || strings.HasPrefix(*b.Name, workerPrefix) || strings.HasPrefix(*b.Name, groupPrefix) || expired(b.Metadata, now) {
-			continue
+		if listable(b, f, now) {
+			names = append(names, *b.Name)
 		}
-		if st := b.Metadata[metaState]; f.State != "" && st != nil && *st != string(f.State) {
-			continue
-		}
-		names = append(names, *b.Name)
 	}
 	recs := make([]*driver.ResultRecord, len(names))
 	err = each(ctx, len(names), func(ctx context.Context, i int) error {
@@ -94,4 +90,14 @@ func (r *Records) ListResults(ctx context.Context, f driver.ResultFilter, cursor
 		return nil, "", err
 	}
 	return s.ListResults(ctx, f, cursor, limit)
+}
+
+// listable reports whether listed blob b may be a record that passes f:
+// not a worker or group blob, not expired, in f's state.
+func listable(b *container.BlobItem, f driver.ResultFilter, now time.Time) bool {
+	if b.Name == nil || strings.HasPrefix(*b.Name, workerPrefix) || strings.HasPrefix(*b.Name, groupPrefix) || expired(b.Metadata, now) {
+		return false
+	}
+	st := b.Metadata[metaState]
+	return f.State == "" || st == nil || *st == string(f.State)
 }

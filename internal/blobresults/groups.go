@@ -66,45 +66,9 @@ func (s *Store) AddGroupMembers(ctx context.Context, name string, ids []string, 
 // members' records; nil when the group has no members.
 func (s *Store) GroupCounts(ctx context.Context, name string) (*driver.GroupCounters, error) {
 	c := &driver.GroupCounters{Name: name}
-	seen := map[string]bool{}
-	var ids []string
-	prefix := groupDir(name)
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
-	now := time.Now()
-	for pager.More() {
-		resp, err := pager.NextPage(ctx)
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, s.errorf(err, "list the members of group %q", name)
-		}
-		for _, b := range resp.Segment.BlobItems {
-			if b.Name == nil || b.Properties == nil || expired(b.Metadata, now) {
-				continue
-			}
-			if t := b.Properties.LastModified; t != nil {
-				if c.Created.IsZero() || t.Before(c.Created) {
-					c.Created = *t
-				}
-				if t.After(c.Updated) {
-					c.Updated = *t
-				}
-			}
-			data, err := s.readBlob(ctx, *b.Name)
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				if id != "" && !seen[id] {
-					seen[id] = true
-					ids = append(ids, id)
-				}
-			}
-		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
+	ids, err := s.groupMembers(ctx, name, c)
+	if err != nil || len(ids) == 0 {
+		return nil, err
 	}
 	c.Pushed = int64(len(ids))
 	recs, err := s.GetResults(ctx, ids)
@@ -128,6 +92,55 @@ func (s *Store) GroupCounts(ctx context.Context, name string) (*driver.GroupCoun
 		}
 	}
 	return c, nil
+}
+
+// groupMembers returns the task IDs of group name, each once, and sets
+// c's Created and Updated from its member blobs.
+func (s *Store) groupMembers(ctx context.Context, name string, c *driver.GroupCounters) ([]string, error) {
+	seen := map[string]bool{}
+	var ids []string
+	prefix := groupDir(name)
+	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	now := time.Now()
+	for pager.More() {
+		resp, err := pager.NextPage(ctx)
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, s.errorf(err, "list the members of group %q", name)
+		}
+		for _, b := range resp.Segment.BlobItems {
+			if b.Name == nil || b.Properties == nil || expired(b.Metadata, now) {
+				continue
+			}
+			stretch(c, b.Properties.LastModified)
+			data, err := s.readBlob(ctx, *b.Name)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				if id != "" && !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return ids, nil
+}
+
+// stretch widens c's Created..Updated to include t (nil: unknown).
+func stretch(c *driver.GroupCounters, t *time.Time) {
+	if t == nil {
+		return
+	}
+	if c.Created.IsZero() || t.Before(c.Created) {
+		c.Created = *t
+	}
+	if t.After(c.Updated) {
+		c.Updated = *t
+	}
 }
 
 // ListGroups implements driver.GroupStore: the groups with member blobs,
