@@ -28,6 +28,7 @@ var featureInterfaces = []featureInterface{
 	{driver.RateLimit, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
 	{driver.Pause, driver.Emulated, "driver.PolicyStore", implements[driver.PolicyStore]},
 	{driver.TransactionalPush, driver.Native, "driver.TxPusher", implements[driver.TxPusher]},
+	{driver.Groups, driver.Emulated, "driver.GroupStore", implements[driver.GroupStore]},
 }
 
 // implements reports whether d implements I.
