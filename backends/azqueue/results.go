@@ -152,6 +152,7 @@ func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	d.rec.SetRecords("azqueue "+d.name, nil, why)
 	d.caps.Features[driver.Results] = driver.Support{Level: driver.Unsupported, Fallback: why}
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "cancel needs result records: " + why}
+	d.caps.Features[driver.Groups] = driver.Support{Level: driver.Unsupported, Fallback: "groups are counted from the result records: " + why}
 }
 
 // PutResults implements driver.ResultStore.
