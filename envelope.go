@@ -48,6 +48,8 @@ type Envelope struct {
 	traceParent string
 	traced      bool
 	span        trace.Span
+	// group is the task's group (driver.Received.Group), empty for none.
+	group string
 }
 
 func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Duration) *Envelope {
@@ -64,6 +66,7 @@ func newEnvelope(q *Queue, r *driver.Received, wire, task *Task, vis time.Durati
 		lost:          make(chan struct{}),
 		traceParent:   r.TraceParent,
 		traced:        q.tel.tracing(),
+		group:         r.Group,
 	}
 }
 
@@ -176,16 +179,17 @@ func (e *Envelope) Complete(ctx context.Context) error {
 	if e.traced && !inSettleSpan(ctx, e) {
 		return e.completeTraced(ctx) // which calls Complete in its span
 	}
-	return e.complete(ctx, "complete", e.recordOf(ctx, driver.ResultSucceeded, "", ""))
+	return e.complete(ctx, "complete", e.recordOf(ctx, driver.ResultSucceeded, "", ""), driver.GroupSucceeded)
 }
 
-// complete deletes the message, storing rec (when not nil) with it.
-func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord) error {
+// complete deletes the message, storing rec (when not nil) with it and
+// adding one to the task's group counter st.
+func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord, st driver.GroupState) error {
 	lease, err := e.begin(op)
 	if err != nil {
 		return err
 	}
-	if err := e.finish(op, e.q.settle.complete(ctx, lease, rec)); err != nil {
+	if err := e.finish(op, e.q.settle.complete(ctx, lease, rec, e.tally(st))); err != nil {
 		return err
 	}
 	e.q.dropStashed(ctx, e.wire.Stash)
@@ -224,7 +228,11 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 	if err != nil {
 		return err
 	}
-	errs := e.q.drv.Requeue(ctx, []driver.RequeueParams{{Lease: lease, Delay: delay, Body: body, Failed: failed}})
+	var tally driver.GroupTally
+	if failed {
+		tally = e.tally(driver.GroupFailed)
+	}
+	errs := e.q.drv.Requeue(ctx, []driver.RequeueParams{{Lease: lease, Delay: delay, Body: body, Failed: failed, Tally: tally}})
 	return e.finish(op, first(errs))
 }
 
@@ -289,7 +297,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err e
 	// stored: a refused one would bring the message back forever.
 	errs := e.q.deadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
 		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire),
-		Result: rec.record()}})
+		Result: rec.record(), Tally: e.tally(driver.GroupDeadLettered)}})
 	return e.finish(op, first(errs))
 }
 

@@ -119,7 +119,10 @@ type Queue struct {
 	stash     *stashes
 	// results is the driver's result store; nil when the backend keeps no
 	// results (or declares Results unsupported).
-	results  driver.ResultStore
+	results driver.ResultStore
+	// groups is the driver's group store; nil when the backend counts no
+	// groups (or declares Groups unsupported).
+	groups   driver.GroupStore
 	policies policyCache
 	tel      *telemetry
 }
@@ -183,6 +186,9 @@ func newQueue(drv driver.Driver, opts Options, qi queueInfo) *Queue {
 	if rs, ok := drv.(driver.ResultStore); ok && q.caps.Level(driver.Results) != driver.Unsupported {
 		q.results = rs
 	}
+	if gs, ok := drv.(driver.GroupStore); ok && q.caps.Level(driver.Groups) != driver.Unsupported {
+		q.groups = gs
+	}
 	q.policies.q = q
 	q.settle = newSettler(q)
 	q.tel = newTelemetry(q, opts)
@@ -242,6 +248,9 @@ type PushResult struct {
 	// PushOptions.Position, on backends whose counts are exact, for a task
 	// that is neither delayed nor a duplicate; -1 otherwise.
 	Position int64
+	// Skipped is true when PushOptions.SkipSucceeded left the task out,
+	// as it had succeeded already: nothing was stored.
+	Skipped bool
 }
 
 // Push queues one task. When t.ID is empty, Push sets it to the task's
@@ -352,8 +361,8 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	if tx == nil {
 		return nil, errorf(errcode.InvalidArgument, op, "the transaction is nil: pass the one your writes use")
 	}
-	if opts.UniqueFor != 0 {
-		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor is not available inside a transaction: push with PushBatch after the commit")
+	if opts.UniqueFor != 0 || opts.SkipSucceeded {
+		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor and SkipSucceeded are not available inside a transaction: push with PushBatch after the commit")
 	}
 	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
 		ctx, span := q.startPush(ctx, len(tasks))
@@ -512,6 +521,11 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (m *driver.Message, stashe
 	if err := q.checkKeys(op, t); err != nil {
 		return nil, nil, err
 	}
+	if t.Group != "" {
+		if err := q.checkGroup(op, t.Group); err != nil {
+			return nil, nil, err
+		}
+	}
 	body, err := q.marshal(t)
 	if err != nil {
 		return nil, nil, err
@@ -530,6 +544,7 @@ func (q *Queue) prepare(ctx context.Context, t *Task) (m *driver.Message, stashe
 		NotBefore:      t.NotBefore,
 		ConcurrencyKey: t.ConcurrencyKey,
 		RateLimitKey:   t.RateLimitKey,
+		Group:          t.Group,
 	}, stashed, nil
 }
 
@@ -693,12 +708,13 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		if err != nil {
 			reason := settleText("poison message: "+err.Error(), maxReasonBytes, false)
 			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: reason, Detail: settleText(string(r.Body), 4096, false),
-				Result: q.poisonRecord(r, wire, reason)})
+				Result: q.poisonRecord(r, wire, reason), Tally: tallyOf(r.Group, driver.GroupDeadLettered)})
 			continue
 		}
 		if task.ID == "" {
 			task.ID = r.ID
 		}
+		task.Group = r.Group
 		envs = append(envs, newEnvelope(q, r, wire, task, vis))
 	}
 	if len(poison) > 0 {

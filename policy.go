@@ -315,6 +315,14 @@ type PushOptions struct {
 	// so a window longer than it covers the retention only. PushTx refuses
 	// it. Defaults to 0: only the backend's dedup applies.
 	UniqueFor time.Duration
+	// SkipSucceeded leaves out (PushResult.Skipped, nothing stored) a task
+	// whose ID has a succeeded result record, kept for the queue's
+	// retention: pushing a sweep again after a partial failure pushes only
+	// what did not succeed. Task IDs are deterministic, so the same task
+	// has the same ID (its group aside, which is not part of it). It
+	// costs one read of the result records per batch and needs what
+	// UniqueFor needs. PushTx refuses it. Defaults to false.
+	SkipSucceeded bool
 }
 
 // waitForRoom runs push once, or, with opts.WaitForRoom, until max-depth

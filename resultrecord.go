@@ -58,6 +58,7 @@ type recordDetails struct {
 	started, ended  time.Time
 	worker, host    string
 	env             string
+	group           string
 	attempts        []Attempt
 }
 
@@ -95,7 +96,7 @@ func (d *recordDetails) encode(state driver.ResultState) []byte {
 		b = strconv.AppendInt(b, int64(*d.exitCode), 10)
 	}
 	for _, f := range []struct{ name, value string }{
-		{"error", d.errText}, {"output", d.output}, {"value", string(d.value)}, {"worker", d.worker}, {"host", d.host}, {"env", d.env},
+		{"error", d.errText}, {"output", d.output}, {"value", string(d.value)}, {"worker", d.worker}, {"host", d.host}, {"env", d.env}, {"group", d.group},
 	} {
 		if f.value != "" {
 			b = append(b, `, "`+f.name+`": `...)
@@ -209,6 +210,8 @@ func (d recordDecoder) member(r *Result, ref **StashRef, name string, v pyjson.V
 		return d.str(name, v, &r.Host)
 	case "env":
 		return d.str(name, v, &r.Env)
+	case "group":
+		return d.str(name, v, &r.Group)
 	case "started":
 		return d.time(name, v, &r.Started)
 	case "finished":
@@ -322,12 +325,12 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 		return nil
 	case mode == driver.ResultsFailed && state == driver.ResultSucceeded:
 		now := time.Now()
-		return &pendingRecord{id: e.Task.ID, state: state, at: now, expires: now.Add(keep), details: recordDetails{deliveries: e.DeliveryCount, ended: now}}
+		return &pendingRecord{id: e.Task.ID, state: state, at: now, expires: now.Add(keep), details: recordDetails{deliveries: e.DeliveryCount, ended: now, group: e.group}}
 	}
 	e.mu.Lock()
 	pending, set := e.attempt, e.result
 	e.mu.Unlock()
-	p := &pendingRecord{id: e.Task.ID, state: state, details: recordDetails{deliveries: e.DeliveryCount, errText: settleText(errText, maxReasonBytes, false)}}
+	p := &pendingRecord{id: e.Task.ID, state: state, details: recordDetails{deliveries: e.DeliveryCount, errText: settleText(errText, maxReasonBytes, false), group: e.group}}
 	d := &p.details
 	if e.recordsAttempts() {
 		d.attempts = withExpired(e.wire.Attempts, e.DeliveryCount)

@@ -36,6 +36,8 @@ type Result struct {
 	// Env is the environment label of the worker that ran the last
 	// attempt (worker.Options.EnvLabel); empty when unknown.
 	Env string
+	// Group is the task's group (Task.Group); empty for none.
+	Group string
 	// DeliveryCount is how many times the task was delivered.
 	DeliveryCount int
 	// Attempts is the attempt history, oldest first.
@@ -559,5 +561,5 @@ func (e *Envelope) Cancel(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return e.complete(ctx, "cancel", e.recordOf(ctx, driver.ResultCancelled, reason, ""))
+	return e.complete(ctx, "cancel", e.recordOf(ctx, driver.ResultCancelled, reason, ""), driver.GroupCancelled)
 }

@@ -41,6 +41,7 @@ type completeReq struct {
 	ctx   context.Context
 	lease driver.Lease
 	rec   *pendingRecord // stored with the completion; nil for none
+	tally driver.GroupTally
 	done  chan error
 }
 
@@ -68,12 +69,12 @@ func newSettler(q *Queue) *settler {
 }
 
 // complete queues one lease, with the result record to store with it (nil
-// for none), and waits for its result.
-func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pendingRecord) error {
+// for none) and its group tally, and waits for its result.
+func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pendingRecord, tally driver.GroupTally) error {
 	if s.max == 1 {
-		return s.completeOne(ctx, lease, rec)
+		return s.completeOne(ctx, lease, rec, tally)
 	}
-	req := completeReq{ctx: ctx, lease: lease, rec: rec, done: make(chan error, 1)}
+	req := completeReq{ctx: ctx, lease: lease, rec: rec, tally: tally, done: make(chan error, 1)}
 	select {
 	case s.ch <- req:
 	case <-s.q.closing:
@@ -93,7 +94,7 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pending
 // completeOne settles one lease with a driver call of its own. As in a
 // batch, the call runs without the caller's cancellation (bounded by
 // settleTimeout): a caller that gives up only stops waiting.
-func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pendingRecord) error {
+func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pendingRecord, tally driver.GroupTally) error {
 	if err := ctx.Err(); err != nil {
 		return err // as a batch skips it: nothing is sent
 	}
@@ -116,7 +117,7 @@ func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pend
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 		var err error
-		if errs := s.q.completeWith(cctx, []driver.CompleteParams{{Lease: lease, Result: rec.record()}}); errs != nil {
+		if errs := s.q.completeWith(cctx, []driver.CompleteParams{{Lease: lease, Result: rec.record(), Tally: tally}}); errs != nil {
 			err = errs[0]
 		}
 		done <- err
@@ -176,7 +177,7 @@ func (s *settler) flush(batch []completeReq) {
 		}
 		// The record is encoded here, on the flusher's stack: see
 		// pendingRecord.
-		reqs = append(reqs, driver.CompleteParams{Lease: r.lease, Result: r.rec.record()})
+		reqs = append(reqs, driver.CompleteParams{Lease: r.lease, Result: r.rec.record(), Tally: r.tally})
 		live = append(live, r)
 	}
 	if len(live) == 0 {

@@ -99,6 +99,14 @@ type Task struct {
 	// Options.TaskTimeLimit. Zero means the worker's. Schema v2.
 	TimeLimit time.Duration
 
+	// Group names the campaign (a sweep) the task belongs to, so that it
+	// can be followed as a whole (Admin.Group). It is kept beside the
+	// message, never in it: it changes neither the body nor the ID, and
+	// ai4s-jobq workers never see it. Empty means none; a received task
+	// has the group it was pushed with. Backends without the groups
+	// feature refuse it.
+	Group string
+
 	// Metadata is free-form labels, kept with the task. Schema v2.
 	Metadata map[string]string
 	// Attempts is the task's attempt history (the last 10 attempts), kept

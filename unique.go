@@ -9,19 +9,23 @@ import (
 	"github.com/jobq/jobq/errcode"
 )
 
-// checkUniqueFor checks PushOptions.UniqueFor before anything is prepared:
-// the result store to read, nil when the option is not set.
+// checkUniqueFor checks PushOptions.UniqueFor and SkipSucceeded before
+// anything is prepared: the result store to read, nil when neither is set.
 func (q *Queue) checkUniqueFor(op string, opts PushOptions) (driver.ResultStore, error) {
+	what := "unique-for"
+	if opts.UniqueFor == 0 {
+		what = "skip-succeeded"
+	}
 	switch {
-	case opts.UniqueFor == 0:
+	case opts.UniqueFor == 0 && !opts.SkipSucceeded:
 		return nil, nil
 	case opts.UniqueFor < 0:
 		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor is negative (%s): give a window of at least one second, or 0 for none", opts.UniqueFor)
 	case q.results == nil:
-		return nil, q.unsupported(op, driver.Results, "keeps no task results, which unique-for needs to know which tasks ran")
+		return nil, q.unsupported(op, driver.Results, "keeps no task results, which "+what+" needs to know which tasks ran")
 	case q.policies.results() == driver.ResultsNone:
 		return nil, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
-			Msg: "unique-for needs result records, but the queue's results policy is none (no task keeps one); keep them with `jobq QUEUE policy set results all` (or `results failed`)"}
+			Msg: what + " needs result records, but the queue's results policy is none (no task keeps one); keep them with `jobq QUEUE policy set results all` (or `results failed`)"}
 	}
 	if err := q.degrade(op, driver.Results); err != nil {
 		return nil, err
@@ -29,9 +33,23 @@ func (q *Queue) checkUniqueFor(op string, opts PushOptions) (driver.ResultStore,
 	return q.results, nil
 }
 
-// pushUnique pushes the msgs whose task did not end within opts.UniqueFor,
-// per their result records (one read per batch), and reports the others
-// as duplicates. A *BatchError from the push is spread over all msgs: a
+// skipOf says what the push does with a task whose result record is r:
+// dup when UniqueFor refuses it, skip when SkipSucceeded leaves it out.
+func skipOf(r *driver.ResultRecord, opts PushOptions, since time.Time) (dup, skip bool) {
+	switch {
+	case r == nil:
+		return false, false
+	case opts.SkipSucceeded && r.State == driver.ResultSucceeded:
+		return false, true
+	case opts.UniqueFor > 0 && r.State.Final() && !r.UpdatedAt.Before(since):
+		return true, false
+	}
+	return false, false
+}
+
+// pushUnique pushes the msgs whose task did not end within opts.UniqueFor
+// nor succeeded (with opts.SkipSucceeded), per their result records (one
+// read per batch), and reports the others as duplicates or skipped. A *BatchError from the push is spread over all msgs: a
 // duplicate after the stored prefix is not stored either.
 func (q *Queue) pushUnique(ctx context.Context, store driver.ResultStore, msgs []*driver.Message, created []*StashRef, opts PushOptions) ([]PushResult, error) {
 	const op = "push"
@@ -45,7 +63,7 @@ func (q *Queue) pushUnique(ctx context.Context, store driver.ResultStore, msgs [
 		return nil, err
 	}
 	since := time.Now().Add(-opts.UniqueFor)
-	dup := make([]bool, len(msgs))
+	dup, skip := make([]bool, len(msgs)), make([]bool, len(msgs))
 	var kept []*driver.Message
 	var keptCreated, dropped []*StashRef
 	for i, r := range recs {
@@ -53,7 +71,7 @@ func (q *Queue) pushUnique(ctx context.Context, store driver.ResultStore, msgs [
 		if created != nil {
 			obj = created[i]
 		}
-		if r != nil && r.State.Final() && !r.UpdatedAt.Before(since) {
+		if dup[i], skip[i] = skipOf(r, opts, since); dup[i] || skip[i] {
 			dup[i] = true
 			if obj != nil {
 				dropped = append(dropped, obj) // written by this push: nothing else refers to it
@@ -75,7 +93,7 @@ func (q *Queue) pushUnique(ctx context.Context, store driver.ResultStore, msgs [
 	k := 0
 	for i, m := range msgs {
 		if dup[i] {
-			out = append(out, PushResult{ID: m.ID, Duplicate: true, Position: -1})
+			out = append(out, PushResult{ID: m.ID, Duplicate: !skip[i], Skipped: skip[i], Position: -1})
 			continue
 		}
 		if k == len(res) {

@@ -80,6 +80,8 @@ type pushFlags struct {
 	backoff     jobq.Backoff
 	timeLimit   time.Duration
 	uniqueFor   time.Duration
+	group       string
+	skipSucc    bool
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -157,6 +159,8 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.BoolVar(&f.asJSON, "json", false, `with --print-ids: print {"id", "line", "duplicate", "position"} per task; with --wait: print each outcome as a JSON object (one per line)`)
 	fl.Var(backoffValue{&f.backoff}, "retry-backoff", "retry a failed task after about BASE, doubling per failure up to CAP, with jitter, e.g. 10s,1h (BASE alone keeps the cap 10m; default: the queue's retry-backoff policy, else 10s,10m)")
 	durationRangeFlag(fl, &f.uniqueFor, "unique-for", 0, uniqueForRange, "refuse as a duplicate a task that ended within this long (its result record says so) or is queued now, e.g. 24h (needs result records; 0: only the backend's dedup)")
+	fl.StringVar(&f.group, "group", "", "tag the tasks with this group, to follow them with 'jobq QUEUE group NAME' (default: a new name, printed, where the backend counts groups)")
+	fl.BoolVar(&f.skipSucc, "skip-succeeded", false, "leave out every task whose ID has a succeeded result record (within the queue's retention), and print how many were skipped: a rerun pushes only what did not succeed")
 	durationRangeFlag(fl, &f.timeLimit, "time-limit", 0, taskTimeLimitRange, "stop an attempt that runs longer than this (SIGTERM, then SIGKILL) and count it as a failure; overrides the worker's --task-time-limit (0: the worker's)")
 }
 
@@ -173,6 +177,10 @@ type pusher struct {
 	inFlight int
 	pushed   int
 	dups     int
+	// skipped counts the tasks --skip-succeeded left out; group is the
+	// tasks' group ("" for none).
+	skipped int
+	group   string
 	// resent counts the stored tasks that were sent again after an
 	// attempt whose answer was lost: each may be queued twice.
 	resent int
@@ -223,6 +231,18 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 			return err
 		}
 	}
+	group, err := a.pushGroup(q, f.group)
+	if err != nil {
+		return err
+	}
+	if f.skipSucc {
+		if err := checkResults(q, "push --skip-succeeded"); err != nil {
+			return err
+		}
+		if err := checkKeepsRecords(ctx, q, "push --skip-succeeded"); err != nil {
+			return err
+		}
+	}
 	if f.wait {
 		// Refused before anything is pushed.
 		if err := checkResults(q, "push --wait"); err != nil {
@@ -232,7 +252,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 			return err
 		}
 	}
-	p := &pusher{a: a, q: q, f: f, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
+	p := &pusher{a: a, q: q, f: f, group: group, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
 	if p.positions() {
 		// Each batch counts the tasks ahead of it before it is stored:
 		// batches in flight together would count the same ones.
@@ -447,7 +467,13 @@ func (p *pusher) report() {
 	if p.resent > 0 || len(p.unknownIDs) > 0 {
 		dups = "unknown"
 	}
-	attrs := []any{"tasks", p.pushed, "duplicates", dups}
+	attrs := []any{"tasks", p.pushed - p.skipped, "duplicates", dups}
+	if p.f.skipSucc {
+		attrs = append(attrs, "skipped", p.skipped)
+	}
+	if p.group != "" {
+		attrs = append(attrs, "group", p.group)
+	}
 	if n := len(p.unknownIDs); n > 0 {
 		attrs = append(attrs, "unknown", n)
 	}
@@ -609,6 +635,7 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task, line int) error {
 	t.ReplyRequested = p.f.wait
 	t.RetryBackoff = p.f.backoff
 	t.TimeLimit = p.f.timeLimit
+	t.Group = p.group
 	if p.f.delay > 0 {
 		t.NotBefore = time.Now().Add(p.f.delay)
 	}
@@ -642,7 +669,7 @@ func (p *pusher) send(ctx context.Context) error {
 	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
-		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions(), UniqueFor: p.f.uniqueFor})
+		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions(), UniqueFor: p.f.uniqueFor, SkipSucceeded: p.f.skipSucc})
 	}()
 	p.pending = append(p.pending, job)
 	return nil
@@ -653,6 +680,9 @@ func (p *pusher) record(job *pushJob) {
 	for i, r := range job.res {
 		if r.Duplicate {
 			p.dups++
+		}
+		if r.Skipped {
+			p.skipped++
 		}
 		if r.Resent {
 			p.resent++

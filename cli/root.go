@@ -187,6 +187,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 	root.AddCommand(a.pushCommand(), a.workerCommand(), a.pullCommand(), a.peekCommand(), a.sizeCommand(),
 		a.statsCommand(), a.workersCommand(), a.dashboardCommand(), a.clearCommand(), a.dlqCommand(), a.policyCommand(), a.pauseCommand(), a.resumeCommand(), a.scheduleCommand(), a.schedulerCommand(), a.showCommand(),
 		a.resultCommand(), a.waitCommand(), a.cancelCommand(), a.requeueCommand(), a.purgeCommand(), a.backendsCommand(), a.conformanceCommand(),
+		a.groupCommand(), a.groupsCommand(), a.resultsCommand(),
 		a.versionCommand())
 	return root
 }

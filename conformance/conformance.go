@@ -105,6 +105,10 @@ type Harness struct {
 	// lower it, which the checks log; a real engine should keep the
 	// default.
 	BulkTasks int
+	// ExportRecords scales the ExportResults check down from 100,000
+	// records, for engines (emulators) too slow to store that many; zero
+	// keeps 100,000.
+	ExportRecords int
 	// NewLiveQueueURL returns the URL of a fresh scratch queue for RunLive,
 	// which has no testing.TB to pass to NewQueueURL. ScratchQueues builds
 	// one from a user's queue URL.
@@ -123,7 +127,8 @@ type T = confsuite.T
 // suite is h for the checks run on t.
 func (h Harness) suite(t testing.TB) confsuite.Harness {
 	sh := confsuite.Harness{Name: h.Name, Visibility: h.Visibility, MaxMessageBytes: h.MaxMessageBytes,
-		PushRaw: h.PushRaw, Corruptions: h.Corruptions, Serial: h.Serial, NewLiveQueueURL: h.NewLiveQueueURL, As: h.As, BulkTasks: h.BulkTasks}
+		PushRaw: h.PushRaw, Corruptions: h.Corruptions, Serial: h.Serial, NewLiveQueueURL: h.NewLiveQueueURL, As: h.As, BulkTasks: h.BulkTasks,
+		ExportRecords: h.ExportRecords}
 	if h.NewDriver != nil {
 		sh.NewDriver = func(ctx context.Context, queue string) (driver.Driver, error) { return h.NewDriver(ctx, t, queue) }
 	}

@@ -105,6 +105,12 @@ const (
 	// (ResultAggregator), Emulated by a paged scan the portable layer adds
 	// up (ResultScanner; resulthistory.go says what each costs).
 	ResultHistory Feature = "result-history"
+	// Groups: tasks pushed with a group are counted by state (GroupStore)
+	// in the same transaction or script as their pushes and settlements,
+	// so the counts are exact and a group's end is decided by one
+	// settlement. Emulated: counted from the result records' store, with
+	// the delay Support.Fallback names.
+	Groups Feature = "groups"
 )
 
 // PauseRefresh is how often a worker rereads the queue's pauses: the
@@ -115,7 +121,7 @@ const PauseRefresh = 2 * time.Second
 var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
-	Results, Cancel, WorkerRegistry, Pause, BulkActions, Schedules, ResultHistory,
+	Results, Cancel, WorkerRegistry, Pause, BulkActions, Schedules, ResultHistory, Groups,
 }
 
 // Support is a driver's declaration for one feature.

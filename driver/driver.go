@@ -83,6 +83,10 @@ type Message struct {
 	// field, an application property), never in the body, and return it
 	// as Received.TraceParent; one with nowhere to keep it drops it.
 	TraceParent string
+	// Group is the task's group (groups.go), empty for none. Drivers that
+	// declare Groups keep it beside the body and count it; the others
+	// never see one.
+	Group string
 }
 
 // PushResult reports what happened to one pushed message.
@@ -138,6 +142,8 @@ type Received struct {
 	// TraceParent is Message.TraceParent as pushed, where the driver keeps
 	// it; empty otherwise.
 	TraceParent string
+	// Group is Message.Group as pushed, where the driver keeps it.
+	Group string
 	// Lease is this claim.
 	Lease Lease
 }
@@ -165,6 +171,9 @@ type CompleteParams struct {
 	// and only if the message is deleted (see ResultStore). The portable
 	// layer sets it only on drivers that declare Results Native.
 	Result *ResultRecord
+	// Tally is what the settlement adds to the task's group (groups.go);
+	// zero for a task without one.
+	Tally GroupTally
 }
 
 // RequeueParams are the arguments for requeuing one message.
@@ -183,6 +192,9 @@ type RequeueParams struct {
 	// from deliveries: it must let a failed attempt's delivery count, and
 	// should report the others in Received.UncountedDeliveries.
 	Failed bool
+	// Tally is what the settlement adds to the task's group: a failed
+	// attempt's requeue counts GroupFailed; zero otherwise.
+	Tally GroupTally
 }
 
 // DeadLetterParams are the arguments for dead-lettering one message.
@@ -200,6 +212,9 @@ type DeadLetterParams struct {
 	// Result, when not nil, is the task's result record, to be stored if
 	// and only if the message is moved, as CompleteParams.Result.
 	Result *ResultRecord
+	// Tally is what the settlement adds to the task's group; zero for a
+	// task without one.
+	Tally GroupTally
 }
 
 // PeekedMessage is one message read by Peek without being claimed.

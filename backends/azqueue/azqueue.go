@@ -168,6 +168,7 @@ func capabilities() driver.Capabilities {
 			driver.BulkActions:       {Level: driver.Emulated, Fallback: bulkFallback},
 			driver.Schedules:         {Level: driver.Emulated, Fallback: schedulesFallback},
 			driver.ResultHistory:     {Level: driver.Unsupported, Fallback: resultHistoryFallback},
+			driver.Groups:            {Level: driver.Emulated, Fallback: blobresults.GroupsFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

@@ -167,6 +167,9 @@ func (q *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	if err := q.closing.Err(); err != nil {
 		return nil, err
 	}
+	if err := q.rec.AddPushGroups(ctx, msgs); err != nil {
+		return nil, err
+	}
 	results := make([]driver.PushResult, len(msgs))
 	errs := parallel(ctx, len(msgs), true, func(ctx context.Context, i int) error {
 		var err error

@@ -152,6 +152,7 @@ func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	d.rec.SetRecords("azqueue "+d.name, nil, why)
 	d.caps.Features[driver.Results] = driver.Support{Level: driver.Unsupported, Fallback: why}
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "cancel needs result records: " + why}
+	d.caps.Features[driver.Groups] = driver.Support{Level: driver.Unsupported, Fallback: "groups are counted from the result records: " + why}
 }
 
 // PutResults implements driver.ResultStore.
@@ -172,3 +173,20 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 
 // resultHistoryFallback is why records cannot be added up here.
 const resultHistoryFallback = "result records are blobs, one per task, which cannot be added up without reading each: the dashboard's history panels stay empty (its live plots work)"
+
+// ListResults implements driver.ResultLister: pages of the record
+// container's listing.
+func (d *Driver) ListResults(ctx context.Context, f driver.ResultFilter, cursor string, limit int) ([]*driver.ResultRecord, string, error) {
+	return d.rec.ListResults(ctx, f, cursor, limit)
+}
+
+// GroupCounts implements driver.GroupStore from the result container
+// (blobresults).
+func (d *Driver) GroupCounts(ctx context.Context, name string) (*driver.GroupCounters, error) {
+	return d.rec.GroupCounts(ctx, name)
+}
+
+// ListGroups implements driver.GroupStore.
+func (d *Driver) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCounters, error) {
+	return d.rec.ListGroups(ctx, limit)
+}

@@ -101,6 +101,9 @@ func TestNewWithoutResultsContainer(t *testing.T) {
 	if l := d.Capabilities().Level(driver.Results); l != driver.Unsupported {
 		t.Fatalf("Results %v, want unsupported", l)
 	}
+	if l := d.Capabilities().Level(driver.Groups); l != driver.Unsupported {
+		t.Fatalf("Groups %v without a record container, want unsupported", l)
+	}
 	_, err = d.GetResults(ctx, []string{"x"})
 	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
 		t.Fatalf("GetResults: %v, want Unimplemented naming Options.Results", err)

@@ -68,6 +68,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			concKey:    in.ConcurrencyKey,
 			rateKey:    in.RateLimitKey,
 			trace:      in.TraceParent,
+			group:      in.Group,
 		}
 		if d.level(driver.Priority) != driver.Unsupported {
 			m.priority = in.Priority
@@ -77,6 +78,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			notBefore = time.Time{}
 		}
 		s.add(m, notBefore, now)
+		s.countPush(m.group, now)
 		out[i] = driver.PushResult{MessageID: m.id}
 	}
 	return out, nil
@@ -114,6 +116,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 				DeliveryCount: m.deliveries,
 				EnqueuedAt:    m.enqueuedAt,
 				TraceParent:   m.trace,
+				Group:         m.group,
 				// Reported whatever the in-place level: the portable layer
 				// reads it only where the budget is counted by deliveries.
 				UncountedDeliveries: m.uncounted,
@@ -174,7 +177,7 @@ func lockLost(l driver.Lease) error {
 // settlement of i (nil for none); one is stored only when fn succeeded,
 // and waiters are woken.
 func (d *Driver) settle(ctx context.Context, n int, lease func(i int) driver.Lease, result func(i int) *driver.ResultRecord,
-	fn func(i int, m *message, now time.Time) error) []error {
+	tally func(i int) driver.GroupTally, fn func(i int, m *message, now time.Time) error) []error {
 	if err := d.closing.Check(ctx); err != nil {
 		return driver.FanOut(err, n)
 	}
@@ -201,6 +204,9 @@ func (d *Driver) settle(ctx context.Context, n int, lease func(i int) driver.Lea
 			s.putResult(rec, now)
 			stored = true
 		}
+		if err == nil {
+			s.tally(tally(i), now)
+		}
 		if err != nil {
 			if errs == nil {
 				errs = make([]error, n)
@@ -218,6 +224,7 @@ func (d *Driver) settle(ctx context.Context, n int, lease func(i int) driver.Lea
 func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
 	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) *driver.ResultRecord { return reqs[i].Result },
+		func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(_ int, m *message, _ time.Time) error {
 			d.s.remove(m)
 			return nil
@@ -228,6 +235,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
 	s := d.s
 	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease }, noResult,
+		func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int, m *message, now time.Time) error {
 			r := reqs[i]
 			if r.Body != nil && d.level(driver.InPlaceUpdate) == driver.Native {
@@ -255,6 +263,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 	}
 	return d.settle(ctx, len(reqs), func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) *driver.ResultRecord { return reqs[i].Result },
+		func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int, m *message, now time.Time) error {
 			d.s.deadLetter(m, reqs[i], now, d.level(driver.InPlaceUpdate) == driver.Native)
 			return nil
@@ -435,7 +444,8 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	for _, dm := range taken {
 		old := dm.m
 		m := &message{taskID: old.taskID, body: old.body, priority: old.priority, enqueuedAt: old.enqueuedAt,
-			concKey: old.concKey, rateKey: old.rateKey}
+			concKey: old.concKey, rateKey: old.rateKey, group: old.group}
+		s.reopen(m.group, now)
 		if d.level(driver.InPlaceUpdate) == driver.Native {
 			m.deliveries = old.deliveries // the next delivery counts on
 		}

@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	all := []driver.Feature{driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 		driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.ConcurrencyLimit, driver.RateLimit,
-		driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause, driver.BulkActions, driver.Schedules}
+		driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause, driver.BulkActions, driver.Schedules, driver.Groups}
 	modes := []struct {
 		name, params string
 		opts         mem.Options

@@ -174,7 +174,7 @@ func featureList(p *driver.Params, param string, allowed []driver.Feature) []dri
 var allDegradable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup, driver.InPlaceUpdate,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause, driver.Groups,
 	driver.BulkActions,
 	driver.Schedules,
 }
@@ -184,13 +184,14 @@ var allDegradable = []driver.Feature{
 var emulatable = []driver.Feature{
 	driver.DelayedRequeue, driver.DelayedPush, driver.LeaseRenewal, driver.DeadLetter,
 	driver.Priority, driver.Peek, driver.ExactCount, driver.Dedup,
-	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause,
+	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause, driver.Groups,
 	driver.BulkActions,
 	driver.Schedules,
 }
 
 var emulatedFallback = map[driver.Feature]string{
 	driver.Schedules:        "schedules behave as native (mem declares them emulated for tests only)",
+	driver.Groups:           "group counts behave as native (mem declares them emulated for tests only)",
 	driver.Pause:            "a pause behaves as native (mem declares it emulated for tests only)",
 	driver.BulkActions:      "bulk actions see only the first peek window of queued tasks and dead letters per pass (mem test emulation of the Azure backends)",
 	driver.DelayedRequeue:   "Requeue(delay) makes the message visible at once (mem test emulation)",
@@ -227,6 +228,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.Pause:             "mem was opened with pause unsupported: pause and resume are refused",
 	driver.BulkActions:       "mem was opened with bulk-actions unsupported: requeue, cancel and purge by filter are refused",
 	driver.Schedules:         "mem was opened with schedules unsupported: schedules are refused",
+	driver.Groups:            "mem was opened with groups unsupported: a push with a group is refused",
 }
 
 // capabilities builds the declaration: everything native except what the

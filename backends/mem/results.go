@@ -187,6 +187,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 			gone[m.taskID] = true
 			removed = append(removed, m.taskID)
 			s.putResult(cancelled[i], now)
+			s.tally(driver.GroupTally{Group: m.group, State: driver.GroupCancelled}, now)
 		}
 	}
 	for id := range leasedIDs {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/jobq/jobq/driver"
 )
 
 // state is where a message is in its life.
@@ -29,6 +31,7 @@ type message struct {
 	concKey    string // concurrency and rate-limit keys (policy.go)
 	rateKey    string
 	trace      string // the producer's traceparent (driver.Message.TraceParent)
+	group      string // the task's group (driver.Message.Group)
 
 	state state
 	due   time.Time // visible since (ready), visible at (waiting) or lease expiry (leased)
@@ -57,6 +60,7 @@ type store struct {
 	nextTok uint64
 	pol     policies
 	res     results
+	groups  map[string]*driver.GroupCounters // by name (groups.go)
 	// changed is closed (and replaced) whenever a message may have become
 	// claimable, to wake waiting receivers.
 	changed chan struct{}
@@ -69,6 +73,7 @@ func newStore() *store {
 		changed: make(chan struct{}),
 		pol:     newPolicies(),
 		res:     newResults(),
+		groups:  map[string]*driver.GroupCounters{},
 	}
 }
 

@@ -379,3 +379,12 @@ func BenchmarkQueueClaimComplete(b *testing.B) {
 	q, _ := openBenchQueue(b)
 	benchkit.QueueClaimComplete(b, q)
 }
+
+// BenchmarkEndToEndGroups is BenchmarkEndToEnd without groups ("none") and
+// with every task in one group ("group"): what counting groups costs.
+func BenchmarkEndToEndGroups(b *testing.B) {
+	benchkit.EndToEndGroups(b, func(b *testing.B) *jobq.Queue {
+		q, _ := openBenchQueue(b)
+		return q
+	})
+}

@@ -302,8 +302,11 @@ SELECT`),
 		// A key's held leases are forgotten with its cap.
 		remove: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1 AND key = $3 AND $2 = 'concurrency')
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
-		// claim_lookup (schema step 13) returns the trace context too.
-		claim: r.Replace(asyncCTE + ` SELECT c.* FROM async, {{s}}.claim_lookup($1, $2, $3) AS c`),
+		// claim_lookup (schema step 13) returns the trace context too; the
+		// group (step 14) is looked up per claimed row by its full key (a
+		// join was planned as a scan of the whole queue), as it was before
+		// the claim, which has the same.
+		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce((SELECT m.grp FROM {{s}}.messages m WHERE m.queue = $1 AND m.priority = c.r_priority AND m.id = c.r_id OFFSET 0), '') FROM async, {{s}}.claim_lookup($1, $2, $3) AS c`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),
 		lockDepth: r.Replace(`SELECT pg_advisory_xact_lock(hashtextextended('jobq.depth.{{s}}.' || $1, 0))`),

@@ -139,6 +139,10 @@ type Driver struct {
 	log  *slog.Logger
 	sql  queries
 	psql policyQueries // policy.go
+	gsql groupQueries  // groups.go
+	// grouped caches the grouped variants of settlement statements
+	// (groups.go), by statement.
+	grouped sync.Map
 	// policies caches the queue's policies (policy.go).
 	policies policyCache
 	caps     driver.Capabilities
@@ -185,6 +189,7 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		log:    log,
 		sql:    buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		psql:   buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		gsql:   buildGroupQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		caps:   capabilities(cfg.maxMessageBytes),
 		wake:   newBroadcaster(),
 		handle: newHandle(),

@@ -82,6 +82,12 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 		sql = stmt.dedup
 	}
 	args := cols.args(d, msgs, notify)
+	if cols.groups != nil {
+		// One statement stores the messages with their groups and counts
+		// them (groups.go): the multi-row one, with ON CONFLICT.
+		sql = d.sql.pushSQLFor(false, !d.cfg.syncPush).group
+		args = append(cols.arrayArgs(d, notify), cols.groups)
+	}
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {
 		// A task is already queued (or is in the batch twice): the insert
@@ -109,6 +115,7 @@ type pushColumns struct {
 	notBefore    []pgtype.Timestamptz
 	ckeys, rkeys []string
 	traces       []string // NULL unless a message is traced: unnest pads it
+	groups       []string // nil unless a message has a group
 }
 
 // columns checks each message's size and task id and lays msgs out in
@@ -129,6 +136,12 @@ func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 				c.traces = make([]string, len(msgs))
 			}
 			c.traces[i] = m.TraceParent
+		}
+		if m.Group != "" {
+			if c.groups == nil {
+				c.groups = make([]string, len(msgs))
+			}
+			c.groups[i] = m.Group
 		}
 		if len(m.Body) > d.cfg.maxMessageBytes {
 			return c, driver.Errorf(errcode.TooLarge, "postgres push: message %q is %d bytes; this queue's limit is %d (max_message_bytes=)",
@@ -153,6 +166,11 @@ func (c *pushColumns) args(d *Driver, msgs []*driver.Message, notify bool) []any
 	if len(msgs) == 1 {
 		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.notBefore[0], notify, wakePrefix, c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
 	}
+	return c.arrayArgs(d, notify)
+}
+
+// arrayArgs are the multi-row push statement's arguments.
+func (c *pushColumns) arrayArgs(d *Driver, notify bool) []any {
 	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.notBefore, notify, wakePrefix, c.ckeys, c.rkeys, c.traces}
 }
 

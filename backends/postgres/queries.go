@@ -21,8 +21,9 @@ type queries struct {
 }
 
 // pushStatements are a push statement without and with ON CONFLICT: the
-// first fails on a task id that is already queued, the second skips it.
-type pushStatements struct{ plain, dedup string }
+// first fails on a task id that is already queued, the second skips it;
+// group is the second storing each message's group too (groups.go).
+type pushStatements struct{ plain, dedup, group string }
 
 // pushSQLFor returns the push statements for a batch of one row or more,
 // committed durably or not.
@@ -109,7 +110,7 @@ SET visible_at = now() + $3::bigint * interval '1 microsecond',
     deliveries = ` + nextDelivery + `
 FROM c, async
 WHERE m.ctid = c.ctid
-RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, '')`),
+RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, ''), coalesce(m.grp, '')`),
 
 		// nextVisible: microseconds until the earliest message of the queue
 		// becomes visible (a lease or delay ending; negative when one is
@@ -271,6 +272,7 @@ func pushVariants(r *strings.Replacer) (v [2][2]pushStatements) {
 			v[boolIndex(one)][boolIndex(async)] = pushStatements{
 				plain: r.Replace(pushSQL(async, one, false)),
 				dedup: r.Replace(pushSQL(async, one, true)),
+				group: r.Replace(groupedPushSQL(pushSQL(async, false, true))),
 			}
 		}
 	}

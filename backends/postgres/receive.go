@@ -207,7 +207,7 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		var enqueued pgtype.Timestamptz
 		var key, stored []byte
 		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		if err := rows.Scan(&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent); err != nil {
+		if err := rows.Scan(&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group); err != nil {
 			return nil, err
 		}
 		r.ID = taskIDOf(key)

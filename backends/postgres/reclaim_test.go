@@ -151,7 +151,9 @@ func TestReclaimAfterDrain(t *testing.T) {
 	after := size()
 	for name, before := range peak {
 		t.Logf("%s: %d bytes with %d queued, %d after the reclaim", name, before, backlog, after[name])
-		if after[name] > before/4 {
+		// A relation of one page held nothing (the groups' partial
+		// index, when no task has a group): nothing to reclaim.
+		if before > 8192 && after[name] > before/4 {
 			t.Errorf("%s: %d bytes after the reclaim, more than a quarter of its %d bytes with %d tasks queued", name, after[name], before, backlog)
 		}
 	}

@@ -55,6 +55,7 @@ const purgeBatch = 1000
 
 // resultQueries are the result statements of one schema.
 type resultQueries struct {
+	list                              string // export.go
 	put, get, anyEnded, purge, remove string
 	// complete and deadLetter by how they store records (insertPlain...).
 	// The second index is 1 for the statement that also sends the records
@@ -119,6 +120,7 @@ WITH x AS (
 )
 SELECT count(*) FROM n`),
 
+		list: r.Replace(listResultsSQL),
 		get: r.Replace(`
 SELECT task_id, state, updated_at, expires_at, data FROM {{s}}.results
 WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now()`),
@@ -152,7 +154,8 @@ WITH x AS (
 ), d AS (
 	DELETE FROM {{s}}.messages
 	WHERE queue = $1 AND task_key = ANY($10::bytea[]) AND (lease IS NULL OR visible_at <= now())
-	RETURNING task_key
+	RETURNING task_key, grp
+), g AS (` + cancelGroupsSQL + `
 ), h AS (
 	SELECT task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($10::bytea[])
 		AND task_key NOT IN (SELECT task_key FROM d)

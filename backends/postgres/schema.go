@@ -85,6 +85,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{11, "compact task keys and packed bodies", packedMigration},
 	{12, "a wake-up per waiting handle", wakeMigration},
 	{13, "claims under policies look their rows up; a push wakes as many handles as it pushed tasks whatever the plan", claimLookupFunction + wakeOnceFunction},
+	{14, "task groups", groupsMigration},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that

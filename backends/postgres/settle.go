@@ -54,6 +54,10 @@ type settleBatch struct {
 	deletes bool
 	errs    []error
 	failed  bool
+	// tally is the batch's group tallies by message id (groups.go), nil
+	// when it has none: the grouped variant of the statement then counts
+	// them.
+	tally map[int64]driver.GroupTally
 }
 
 func newSettleBatch(op string, n int) *settleBatch {
@@ -85,9 +89,23 @@ func (b *settleBatch) run(ctx context.Context, d *Driver, sql string, args ...an
 	return b.finish(d, done)
 }
 
-// query executes sql and returns the ids it returned.
+// query executes sql and returns the ids it returned; with tallies, its
+// grouped variant, which counts them.
 func (b *settleBatch) query(ctx context.Context, d *Driver, sql string, args ...any) (map[int64]bool, error) {
-	rows, err := d.pool.Query(ctx, sql, args...)
+	if b.tally != nil {
+		// The statement's grouped variant counts the tallies (groups.go).
+		grouped, err := d.groupedSQL(sql)
+		if err != nil {
+			return nil, err
+		}
+		sql, args = grouped, append(args, settlementTallies(b.tally, d.cfg.queue)...)
+	}
+	return b.queryOn(ctx, d.pool, sql, args...)
+}
+
+// queryOn executes sql through q and returns the ids it returned.
+func (b *settleBatch) queryOn(ctx context.Context, q querier, sql string, args ...any) (map[int64]bool, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -145,16 +163,19 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 	b := newSettleBatch("complete", len(reqs))
 	b.deletes = true
 	recs := resultsOf(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result })
+	tally := func(i int) driver.GroupTally { return reqs[i].Tally }
 	if recs == nil {
 		for i, r := range reqs {
 			b.add(i, r.Lease)
 		}
+		b.tally = tallies(b.ids, tally)
 		return b.run(ctx, d, d.sql.complete, b.ids, b.tokens, b.prios, d.cfg.queue)
 	}
 	c := recordArrays(recs, b.errs)
 	for i, r := range reqs {
 		b.addWithRecord(i, r.Lease)
 	}
+	b.tally = tallies(b.ids, tally)
 	return d.runWithRecords(ctx, b, &d.rsql.complete, c, b.ids, b.tokens, b.prios, d.cfg.queue)
 }
 
@@ -176,6 +197,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 		bodies[i] = replacementBody(r.Body, r.Lease)
 		immediate = immediate || r.Delay <= 0
 	}
+	b.tally = tallies(b.ids, func(i int) driver.GroupTally { return reqs[i].Tally })
 	errs := b.run(ctx, d, d.sql.requeue, b.ids, b.tokens, b.prios, delays, bodies, d.cfg.queue)
 	if immediate {
 		// Idle receivers elsewhere should pick the message up now.
@@ -216,6 +238,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 		details[i] = textColumn(r.Detail)
 		bodies[i] = replacementBody(r.Body, r.Lease)
 	}
+	b.tally = tallies(b.ids, func(i int) driver.GroupTally { return reqs[i].Tally })
 	if recs == nil {
 		return b.run(ctx, d, d.sql.deadLetter, b.ids, b.tokens, b.prios, reasons, details, d.cfg.queue, bodies)
 	}

@@ -308,3 +308,9 @@ func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEndToEndGroups is BenchmarkEndToEnd without groups ("none") and
+// with every task in one group ("group"): what counting groups costs.
+func BenchmarkEndToEndGroups(b *testing.B) {
+	benchkit.EndToEndGroups(b, openBenchQueue)
+}

@@ -61,25 +61,22 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 	now := time.Now().UnixMilli()
 	for c, b := range bounds {
 		part := msgs[b[0]:b[1]]
-		traced := anyTraced(part)
+		grouped := anyGrouped(part)
+		traced := grouped || anyTraced(part) // a group's field comes after the trace's
 		packed := packAll(part)
 		args := d.scriptArgs(1 + 7*len(part))
-		switch {
-		case packed == nil && !traced:
-			args = append(args, now)
-		case packed == nil:
-			args = append(args, flagged("t", now))
-		case !traced:
-			args = append(args, flagged("z", now))
-		default:
-			args = append(args, flagged("zt", now))
-		}
+		args = append(args, pushTime(now, packed != nil, traced, grouped))
 		for i, m := range part {
 			body := m.Body
 			if packed != nil {
 				body = packed[i]
 			}
-			args = appendPushFields(args, m, body, i == len(part)-1, traced)
+			// A grouped call's last message keeps every field: its group
+			// comes last.
+			args = appendPushFields(args, m, body, i == len(part)-1 && !grouped, traced)
+			if grouped {
+				args = append(args, m.Group)
+			}
 		}
 		chunks[c] = args
 	}
@@ -107,6 +104,26 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 		}
 	}
 	return out, nil
+}
+
+// pushTime is the push script's time argument: now, flagged "z" when the
+// bodies are packed, "t" when the call carries trace contexts and "g"
+// (with "t") when it carries groups.
+func pushTime(now int64, packed, traced, grouped bool) any {
+	flags := ""
+	if packed {
+		flags += "z"
+	}
+	if traced || grouped {
+		flags += "t"
+	}
+	if grouped {
+		flags += "g"
+	}
+	if flags == "" {
+		return now
+	}
+	return flagged(flags, now)
 }
 
 // flagged returns the push script's first argument: flags, then now in

@@ -173,12 +173,14 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64, wait bool) (recs [
 	recs = make([]*driver.Received, 0, (len(res)-2)/8)
 	for i := 2; i+7 < len(res); i += 8 {
 		id := asStr(res[i+3])
+		trace, group := splitTrace(asStr(res[i+6]))
 		recs = append(recs, &driver.Received{
 			ID:            id,
 			Body:          storedBody(res[i+4], res[i+7], id),
 			DeliveryCount: int(asInt(res[i+2])),
 			EnqueuedAt:    fromMs(asInt(res[i+5])),
-			TraceParent:   asStr(res[i+6]),
+			TraceParent:   trace,
+			Group:         group,
 			Lease: driver.Lease{
 				MessageID: asStr(res[i]),
 				Token:     asStr(res[i+1]),

@@ -34,6 +34,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	P..'rb:'..b    a bucket of result records: hash task id -> record, with a TTL (see recordLua)
 //	P..'rbs'       sorted set of the record buckets, score = when the bucket expires (ms)
 //	P..'results'   the pub/sub channel announcing stored result records
+//	P..'g:'..name  a group's counters (groups.go)
+//	P..'groups'    sorted set of the groups, score = last change (ms)
 //
 // Redis charges a script for each key and argument it is given more than
 // building a name in Lua costs, so the scripts declare only the key that
@@ -51,6 +53,7 @@ import goredis "github.com/redis/go-redis/v9"
 //	q  arrival number of its ready member, when it is not the message id
 //	t  lease token        l  lease expiry (ms)      (only while leased)
 //	h  the producer's W3C trace context (driver.Message.TraceParent), only when traced
+//	g  the task's group (driver.Message.Group), only when it has one
 //	r  reason             x  detail           a  dead-at (ms) (dead letters)
 //
 // A push writes b or z, e and i (empty when the task has none), and p, c
@@ -285,6 +288,8 @@ local lone = #ARGV == 4
 local n = 1
 if not lone then
   if string.byte(nowStr) == 116 then W, nowStr = 7, string.sub(nowStr, 2) end
+  -- "g" (after "t", which it needs): an eighth field, the task's group.
+  if string.byte(nowStr) == 103 then W, nowStr = 8, string.sub(nowStr, 2) end
   n = math.floor((#ARGV - 2 + W - 1) / W)
 end
 -- The producer's clock, on which NotBefore is too, saves a TIME command;
@@ -343,11 +348,13 @@ end
 -- Lua growing them; the counters stand in for #, which searches.
 local out, ready, delayed = {0, 0}, {0, 0}, {}
 local nr, nd = 0, 0
+local gpushed, gnames -- made by the first message with a group
 for i = 0, n - 1 do
   local id, body = ARGV[3 + i * W], ARGV[4 + i * W]
   local pri, nb = ARGV[5 + i * W] or '0', ARGV[6 + i * W] or '0'
   local ckey, rkey = ARGV[7 + i * W] or '', ARGV[8 + i * W] or ''
-  local trace = W == 7 and ARGV[9 + i * W] or ''
+  local trace = W >= 7 and ARGV[9 + i * W] or ''
+  local grp = W == 8 and ARGV[10 + i * W] or ''
   local mid = string.format('%d', first + i + 1)
   local existing = false
   if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
@@ -359,7 +366,7 @@ for i = 0, n - 1 do
     -- Only what is not a default: priority 0, no keys, delivery count 0
     -- and visible-at = enqueued are left out. A message without them, the
     -- common one, is stored without building a table.
-    if pri == '0' and ckey == '' and rkey == '' and trace == '' then
+    if pri == '0' and ckey == '' and rkey == '' and trace == '' and grp == '' then
       redis.call('HSET', P .. 'm:' .. mid, B, body, 'e', nowStr, 'i', id)
     else
       local f = {B, body, 'e', nowStr, 'i', id}
@@ -367,6 +374,13 @@ for i = 0, n - 1 do
       if ckey ~= '' then f[#f + 1] = 'c'; f[#f + 1] = ckey end
       if rkey ~= '' then f[#f + 1] = 'k'; f[#f + 1] = rkey end
       if trace ~= '' then f[#f + 1] = 'h'; f[#f + 1] = trace end
+      if grp ~= '' then
+        f[#f + 1] = 'g'; f[#f + 1] = grp
+        -- Counted per group below (groups.go), once per call.
+        if not gpushed then gpushed, gnames = {}, {} end
+        if not gpushed[grp] then gpushed[grp] = 0; gnames[#gnames + 1] = grp end
+        gpushed[grp] = gpushed[grp] + 1
+      end
       redis.call('HSET', P .. 'm:' .. mid, unpack(f))
     end
     local later = false
@@ -388,6 +402,15 @@ for i = 0, n - 1 do
 end
 if nr > 0 then redis.call('ZADD', READY, unpack(ready, 1, nr)) end
 if nd > 0 then redis.call('ZADD', P .. 'due', unpack(delayed, 1, nd)) end
+if gnames then
+  for _, g in ipairs(gnames) do
+    local gk = P .. 'g:' .. g
+    redis.call('HINCRBY', gk, 'p', gpushed[g])
+    redis.call('HSETNX', gk, 'ca', nowStr)
+    redis.call('HSET', gk, 'u', nowStr)
+    redis.call('ZADD', P .. 'groups', nowStr, g)
+  end
+end
 if heard and nr + nd > 0 then
   ` + wakeLua + `
   if nr > 0 then wake(nr / 2) end
@@ -466,7 +489,7 @@ for j = 1, cnt do
   -- that is not a hash, a field that is not a number) must not abort the
   -- script, which would lose every message popped above; it is
   -- quarantined instead, and the others are claimed.
-  local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h', 'z')
+  local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h', 'z', 'g')
   if f.err or not (f[2] or f[7] and string.find(f[7], '` + packedHeaderPattern + `')) or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
       or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
     damaged = damaged or damage_lua()
@@ -484,6 +507,9 @@ for j = 1, cnt do
     nl = nl + 2
     out[no + 1], out[no + 2], out[no + 3] = mid, tok, dc
     out[no + 4], out[no + 5], out[no + 6], out[no + 7] = f[1] or '', f[2] or '', f[3] or '', f[6] or ''
+    -- A group rides behind the trace context, after a newline (which no
+    -- traceparent holds), so that a claim's reply keeps its width.
+    if f[8] then out[no + 7] = out[no + 7] .. '\n' .. f[8] end
     out[no + 8] = not f[2] and f[7] or ''
     no = no + 8
   end
@@ -721,7 +747,10 @@ return redis.call('ZREMRANGEBYSCORE', P .. 'rbs', '-inf', '(' .. now_ms())
 // requeueScript releases held messages. ARGV: prefix, n, then n
 // times (message id, token, delay ms, "1" to replace the body or "0",
 // body). Returns n results, 1 done or 0 lost. Announcements as for push.
-var requeueScript = goredis.NewScript(common + readyLua + leaseLua + announceLua + `
+var requeueScript = goredis.NewScript(requeueLua)
+
+// requeueLua is requeueScript's source.
+const requeueLua = common + readyLua + leaseLua + announceLua + `
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out, released, held = {}, {}, {}
@@ -759,7 +788,7 @@ if #released > 0 then redis.call('ZREM', INFLIGHT, unpack(released)) end
 drop_held(held)
 announce(visible > 0 and visible or nil, firstDelay > 0 and firstDelay or nil)
 return out
-`)
+`
 
 // deadLetterScript moves held messages to the dead letters. ARGV: prefix,
 // n, then n times (message id, token, reason, detail, body: "=" and a new
@@ -938,8 +967,14 @@ for _, mid in ipairs(mids) do
   local k = mkey(mid)
   -- A dead letter whose key another tool replaced stays dead.
   if redis.call('TYPE', k).ok == 'hash' and redis.call('ZREM', DEAD, mid) == 1 then
-    local f = redis.call('HMGET', k, 'i', 'p', 'e')
+    local f = redis.call('HMGET', k, 'i', 'p', 'e', 'g')
     redis.call('HDEL', k, 'r', 'x', 'a', 'n')
+    if f[4] and f[4] ~= '' then
+      -- Open again: no longer dead-lettered in its group.
+      redis.call('HINCRBY', P .. 'g:' .. f[4], 'dl', -1)
+      redis.call('HSET', P .. 'g:' .. f[4], 'u', now)
+      redis.call('ZADD', P .. 'groups', now, f[4])
+    end
     -- What made a message corrupt is repaired, so that it can run: a
     -- priority out of range orders as 0, an enqueue time that is not one
     -- becomes now.
@@ -1015,6 +1050,13 @@ for i = 1, n do
     end
     if gone then
       redis.call('HDEL', IDS, id)
+      local grp = redis.pcall('HGET', k, 'g')
+      if type(grp) == 'string' and grp ~= '' then
+        local gk, t = P .. 'g:' .. grp, now_ms()
+        redis.call('HINCRBY', gk, 'c', 1)
+        redis.call('HSET', gk, 'u', t)
+        redis.call('ZADD', P .. 'groups', t, grp)
+      end
       redis.call('DEL', k)
       ng = ng + 1
       gone_ids[ng] = id

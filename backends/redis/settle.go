@@ -37,7 +37,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 	if rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result }); rs.n > 0 {
 		script, extra = completeResultsScript, rs.args
 	}
-	return d.settle(ctx, "complete", script, len(reqs), extra,
+	return d.settle(ctx, "complete", script, len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) []any { return []any{reqs[i].Lease.MessageID, reqs[i].Lease.Token} })
 }
@@ -46,7 +46,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 // once (behind others of its priority); a positive one moves it to the
 // delayed set. A non-nil Body replaces the stored body in the same script.
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
-	return d.settle(ctx, "requeue", requeueScript, len(reqs), nil,
+	return d.settle(ctx, "requeue", requeueScript, len(reqs), nil, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) []any {
 			r := reqs[i]
@@ -70,7 +70,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 	if rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result }); rs.n > 0 {
 		script, extra = deadLetterResultsScript, rs.args
 	}
-	return d.settle(ctx, "dead-letter", script, len(reqs), extra,
+	return d.settle(ctx, "dead-letter", script, len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(i int) []any { return deadLetterArgs(reqs[i]) })
 }
@@ -92,7 +92,7 @@ func deadLetterArgs(r driver.DeadLetterParams) []any {
 // 1/0 results into the driver's error convention: nil when every item
 // succeeded, else one error per item.
 func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int, extra func(lo, hi int) (head, tail []any),
-	lease func(int) driver.Lease, item func(int) []any) []error {
+	tally func(int) driver.GroupTally, lease func(int) driver.Lease, item func(int) []any) []error {
 	if n == 0 {
 		return nil
 	}
@@ -102,6 +102,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	errs := make([]error, n)
 	bounds := chunkBounds(n)
 	chunks := make([][]any, len(bounds))
+	grouped, tallies := false, make([][]any, len(bounds))
 	for c, b := range bounds {
 		var head, tail []any
 		if extra != nil {
@@ -112,6 +113,22 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 			args = append(args, item(i)...)
 		}
 		chunks[c] = append(args, tail...)
+		tallies[c] = tallyArgs(b[0], b[1], tally)
+		grouped = grouped || tallies[c] != nil
+	}
+	if grouped {
+		// The grouped variant counts the tallies (groups.go); a chunk
+		// without any passes empty ones.
+		s = groupedScripts[s]
+		for c, b := range bounds {
+			if tallies[c] == nil {
+				tallies[c] = make([]any, 2*(b[1]-b[0]))
+				for i := range tallies[c] {
+					tallies[c][i] = ""
+				}
+			}
+			chunks[c] = append(chunks[c], tallies[c]...)
+		}
 	}
 	failed := false
 	for c, cmd := range d.runChunks(ctx, s, chunks) {

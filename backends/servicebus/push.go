@@ -30,6 +30,9 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				"servicebus push: task ID %q is longer than Service Bus's %d-character MessageId limit; use a shorter ID", m.ID, maxMessageIDLen)
 		}
 	}
+	if err := d.rec.AddPushGroups(ctx, msgs); err != nil {
+		return nil, err
+	}
 	results := make([]driver.PushResult, 0, len(msgs))
 	now := time.Now()
 	for i := 0; i < len(msgs); {

@@ -34,6 +34,7 @@ func (d *Driver) setResults(store *blobresults.Store) {
 	d.rec.SetRecords(name, store, "")
 	d.caps.Features[driver.Results] = driver.Support{Level: driver.Emulated, Fallback: resultsFallback}
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Emulated, Fallback: cancelFallback}
+	d.caps.Features[driver.Groups] = driver.Support{Level: driver.Emulated, Fallback: blobresults.GroupsFallback}
 }
 
 // PutResults implements driver.ResultStore.
@@ -54,3 +55,20 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 
 // resultHistoryFallback is why records cannot be added up here.
 const resultHistoryFallback = "result records, where a results= container keeps them, are blobs, one per task, which cannot be added up without reading each: the dashboard's history panels stay empty (its live plots work)"
+
+// ListResults implements driver.ResultLister: pages of the record
+// container's listing.
+func (d *Driver) ListResults(ctx context.Context, f driver.ResultFilter, cursor string, limit int) ([]*driver.ResultRecord, string, error) {
+	return d.rec.ListResults(ctx, f, cursor, limit)
+}
+
+// GroupCounts implements driver.GroupStore from the result container
+// (blobresults).
+func (d *Driver) GroupCounts(ctx context.Context, name string) (*driver.GroupCounters, error) {
+	return d.rec.GroupCounts(ctx, name)
+}
+
+// ListGroups implements driver.GroupStore.
+func (d *Driver) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCounters, error) {
+	return d.rec.ListGroups(ctx, limit)
+}

@@ -230,6 +230,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "the worker registry needs the result container: " + noResults},
 			driver.Schedules:      {Level: driver.Emulated, Fallback: schedulesFallback(dedup)},
 			driver.ResultHistory:  {Level: driver.Unsupported, Fallback: resultHistoryFallback},
+			driver.Groups:         {Level: driver.Unsupported, Fallback: "a Service Bus queue keeps no group counts yet: push without a group"},
 			driver.Pause: {Level: driver.Emulated,
 				Fallback: "pauses are kept in the queue's user metadata, which the admin API serves with a lag: every worker stops (or starts again) within about 2s plus that lag (seconds), and a worker may take one more task per receive, which it puts back unrun"},
 			driver.BulkActions: {Level: driver.Native},

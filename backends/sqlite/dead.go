@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strconv"
 	"time"
 
@@ -30,12 +32,13 @@ var (
 	// message again: priorities are clamped, a bad time becomes now.
 	// reviveDead keeps the dead letter's delivery count (one out of
 	// range restarts at 0), so that the next delivery counts on.
-	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, deliveries)
+	reviveDead = `INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, grp, deliveries)
 		SELECT queue, ` + keyColumnSQL + `, CAST(body AS BLOB), CASE WHEN typeof(id_at) = 'integer' THEN id_at ELSE 0 END,
 			CASE WHEN typeof(priority) = 'integer' THEN max(-1000, min(1000, priority)) ELSE 0 END, ?1,
-			CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ?1 END, concurrency_key, rate_key,
+			CASE WHEN typeof(enqueued_at) = 'integer' THEN enqueued_at ELSE ?1 END, concurrency_key, rate_key, grp,
 			CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483646 THEN deliveries ELSE 0 END
-		FROM jobq_dead WHERE id = ?2 AND queue = ?3`
+		FROM jobq_dead WHERE id = ?2 AND queue = ?3
+		RETURNING grp`
 	// forgetDeadResults deletes, in every generation, the result records
 	// of the task of dead letter ?2 of queue ?1: requeued, it has not
 	// ended.
@@ -97,15 +100,15 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 		}
 		now := micros(time.Now())
 		for _, id := range nums {
-			res, err := tx.Exec(reviveDead, now, id, d.cfg.queue)
-			if err != nil {
+			var grp string
+			switch err := tx.QueryRow(reviveDead, now, id, d.cfg.queue).Scan(&grp); {
+			case errors.Is(err, sql.ErrNoRows):
+				continue
+			case err != nil:
 				return err
 			}
-			if n, err := res.RowsAffected(); err != nil || n == 0 {
-				if err != nil {
-					return err
-				}
-				continue
+			if err := d.countGroup(tx, grp, "dead_lettered", -1, now); err != nil {
+				return err
 			}
 			if _, err := tx.Exec(forgetDeadResults, d.cfg.queue, id); err != nil {
 				return err

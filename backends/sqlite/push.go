@@ -18,6 +18,12 @@ INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, en
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id`
 
+// insertGroupMessage is insertMessage of a message with a group.
+const insertGroupMessage = `
+INSERT INTO jobq_messages (queue, task_id, body, id_at, priority, visible_at, enqueued_at, concurrency_key, rate_key, trace_parent, grp)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id`
+
 // Push implements driver.Driver. The whole batch is stored in one
 // transaction: on error nothing was stored. A batch that would take the
 // queue past its max-depth policy is refused whole (policy.go).
@@ -36,7 +42,12 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			}
 			var id int64
 			st := storeTask(m.ID, m.Body)
-			err := tx.QueryRow(insertMessage, d.cfg.queue, st.key, st.body, st.idAt, m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent).Scan(&id)
+			var err error
+			if m.Group == "" {
+				err = tx.QueryRow(insertMessage, d.cfg.queue, st.key, st.body, st.idAt, m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent).Scan(&id)
+			} else {
+				err = tx.QueryRow(insertGroupMessage, d.cfg.queue, st.key, st.body, st.idAt, m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent, m.Group).Scan(&id)
+			}
 			if errors.Is(err, sql.ErrNoRows) {
 				// A message with this task ID is queued already.
 				if err := tx.QueryRow(keyMessage, d.cfg.queue, st.key).Scan(&id); err != nil {
@@ -50,6 +61,9 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			}
 			out[i] = driver.PushResult{MessageID: strconv.FormatInt(id, 10)}
 			added++
+			if err := d.countGroup(tx, m.Group, "pushed", 1, now); err != nil {
+				return err
+			}
 		}
 		if err := d.checkDepth(tx, added); err != nil {
 			return err

@@ -40,7 +40,7 @@ RETURNING ` + claimedColumns
 const nextDelivery = `CASE WHEN typeof(deliveries) = 'integer' AND deliveries BETWEEN 0 AND 2147483646 THEN deliveries + 1 ELSE deliveries END`
 
 // claimedColumns are what a claim returns, for scanClaimed.
-const claimedColumns = `id, task_id, body, id_at, deliveries, enqueued_at, priority, trace_parent`
+const claimedColumns = `id, task_id, body, id_at, deliveries, enqueued_at, priority, trace_parent, grp`
 
 // quarantineClaimed moves a claimed row whose fields are damaged to the
 // dead letters, with the reason, keeping only values ListDead and
@@ -169,10 +169,10 @@ func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query stri
 	var bad []damaged
 	for rows.Next() {
 		var (
-			id                                         int64
-			taskID, body, idAt, dc, enq, rowPri, trace any
+			id                                              int64
+			taskID, body, idAt, dc, enq, rowPri, trace, grp any
 		)
-		if err := rows.Scan(&id, &taskID, &body, &idAt, &dc, &enq, &rowPri, &trace); err != nil {
+		if err := rows.Scan(&id, &taskID, &body, &idAt, &dc, &enq, &rowPri, &trace, &grp); err != nil {
 			return nil, nil, err
 		}
 		r, priority, why := claimedMessage(taskID, body, idAt, dc, enq, rowPri)
@@ -182,6 +182,7 @@ func (d *Driver) scanClaimed(tx wtx, token string, now, expiry int64, query stri
 		}
 		r.Lease = driver.Lease{MessageID: strconv.FormatInt(id, 10), Token: token, Expiry: fromMicros(expiry)}
 		r.TraceParent = traceText(trace)
+		r.Group = traceText(grp)
 		out = append(out, r)
 		prio = append(prio, priority)
 	}

@@ -16,7 +16,8 @@ import (
 const removeTask = `DELETE FROM jobq_messages
 	WHERE id = (SELECT message_id FROM jobq_task_keys WHERE queue = ?1 AND task_id = ?2)
 		AND queue = ?1 AND task_id = ?2 AND task_id <> ''
-		AND (lease IS NULL OR visible_at <= ?3)`
+		AND (lease IS NULL OR visible_at <= ?3)
+	RETURNING grp`
 
 // heldTask finds the queue's message with the given task ID that
 // removeTask left: one in flight.
@@ -50,16 +51,16 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 		now := micros(time.Now())
 		for _, id := range ids {
 			key := taskKey(id)
-			res, err := tx.Exec(removeTask, d.cfg.queue, key, now)
-			if err != nil {
+			var grp string
+			err := tx.QueryRow(removeTask, d.cfg.queue, key, now).Scan(&grp)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			if n > 0 {
+			if err == nil {
 				removed = append(removed, id)
+				if err := d.countGroup(tx, grp, "cancelled", 1, now); err != nil {
+					return err
+				}
 				if err := d.putResult(tx, cancelled[byID[id]], now); err != nil {
 					return err
 				}

@@ -80,6 +80,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migrateTaskKeys(ctx, tx); err != nil {
 		return err
 	}
+	if err := migrateGroups(ctx, tx); err != nil {
+		return err
+	}
 	if _, err := tx.ExecContext(ctx, resultIndex); err != nil {
 		return err
 	}

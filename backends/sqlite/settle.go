@@ -23,8 +23,8 @@ const (
 	requeueLeasedBody = `UPDATE jobq_messages SET lease = NULL, visible_at = ?, body = ?, id_at = 0
 		WHERE id = ? AND lease = ? AND visible_at > ?`
 	copyToDead = `INSERT INTO jobq_dead
-		(queue, task_id, body, id_at, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key)
-		SELECT queue, task_id, COALESCE(?1, body), CASE WHEN ?1 IS NULL THEN id_at ELSE 0 END, priority, enqueued_at, deliveries, ?2, ?3, ?4, concurrency_key, rate_key
+		(queue, task_id, body, id_at, priority, enqueued_at, deliveries, reason, detail, dead_at, concurrency_key, rate_key, grp)
+		SELECT queue, task_id, COALESCE(?1, body), CASE WHEN ?1 IS NULL THEN id_at ELSE 0 END, priority, enqueued_at, deliveries, ?2, ?3, ?4, concurrency_key, rate_key, grp
 		FROM jobq_messages WHERE id = ?5 AND lease = ?6 AND visible_at > ?7`
 )
 
@@ -71,7 +71,13 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 			if err != nil {
 				return nil, err
 			}
-			if errs[i] = lostIfNone(res, r.Lease); errs[i] != nil || r.Result == nil {
+			if errs[i] = lostIfNone(res, r.Lease); errs[i] != nil {
+				continue
+			}
+			if err := d.tally(tx, r.Tally, now); err != nil {
+				return nil, err
+			}
+			if r.Result == nil {
 				continue
 			}
 			if err := recs.add(r.Result); err != nil {
@@ -108,7 +114,11 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 			if err != nil {
 				return nil, err
 			}
-			errs[i] = lostIfNone(res, r.Lease)
+			if errs[i] = lostIfNone(res, r.Lease); errs[i] == nil {
+				if err := d.tally(tx, r.Tally, now); err != nil {
+					return nil, err
+				}
+			}
 		}
 		return errs, nil
 	})
@@ -141,6 +151,9 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 				continue
 			}
 			if _, err := tx.Exec(deleteLeased, id, r.Lease.Token, now); err != nil {
+				return nil, err
+			}
+			if err := d.tally(tx, r.Tally, now); err != nil {
 				return nil, err
 			}
 			if r.Result == nil {

@@ -37,6 +37,10 @@ type Harness struct {
 	// losing the good messages around it. Without them only the body
 	// cases, through PushRaw, are checked.
 	Corruptions []Corruption
+	// ExportRecords scales the ExportResults check down from 100,000
+	// records, for engines (emulators) too slow to store that many; zero
+	// keeps 100,000.
+	ExportRecords int
 	// Serial runs the checks one after another instead of in parallel, for
 	// engines that cannot take the load or share one queue between checks.
 	Serial bool

@@ -91,7 +91,7 @@ func (d declared) Capabilities() driver.Capabilities { return d.caps }
 // a message naming the interface; declared unsupported, it passes.
 func TestDeclarationNeedsInterface(t *testing.T) {
 	t.Parallel()
-	needy := []driver.Feature{driver.Results, driver.Cancel, driver.WorkerRegistry, driver.ConcurrencyLimit, driver.RateLimit, driver.Pause, driver.Schedules, driver.TransactionalPush}
+	needy := []driver.Feature{driver.Results, driver.Cancel, driver.WorkerRegistry, driver.ConcurrencyLimit, driver.RateLimit, driver.Pause, driver.Schedules, driver.Groups, driver.TransactionalPush}
 	tests := []struct {
 		feature driver.Feature
 		level   driver.Level
@@ -106,6 +106,7 @@ func TestDeclarationNeedsInterface(t *testing.T) {
 		{driver.Pause, driver.Native, "driver.PolicyStore"},
 		{driver.Schedules, driver.Native, "driver.PolicySwapper"},
 		{driver.TransactionalPush, driver.Native, "driver.TxPusher"},
+		{driver.Groups, driver.Emulated, "driver.GroupStore"},
 		{driver.Results, driver.Unsupported, ""},
 	}
 	for _, tt := range tests {

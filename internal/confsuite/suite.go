@@ -133,7 +133,7 @@ func checks() []check {
 		{"BulkCancelByFilter", checkBulkCancelByFilter},
 		{"BulkRequeueByFilter", checkBulkRequeueByFilter},
 		{"Schedules", checkSchedules},
-	}, append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...)...)
+	}, append(append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...), groupChecks()...)...)
 }
 
 // handle is one open queue and the log records of its logger.

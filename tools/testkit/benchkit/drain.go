@@ -13,8 +13,14 @@ import (
 // EndToEnd times one producer pushing b.N tasks to q in PushBatch calls of
 // 100 while a worker with WorkerHandlers() handlers consumes them, until the worker
 // has done them all, and reports tasks/s.
-func EndToEnd(b *testing.B, q *jobq.Queue) {
+func EndToEnd(b *testing.B, q *jobq.Queue) { endToEnd(b, q, "") }
+
+// endToEnd is EndToEnd with every task in group (none when empty).
+func endToEnd(b *testing.B, q *jobq.Queue, group string) {
 	tasks := Tasks(b.N)
+	for _, t := range tasks {
+		t.Group = group
+	}
 	w := newWorker(q, true)
 	ctx := context.Background()
 	runErr := make(chan error, 1)
@@ -109,6 +115,22 @@ func DrainPolicies(b *testing.B, open func(b *testing.B) *jobq.Queue) {
 				b.Fatal(err)
 			}
 			drainPushed(b, q)
+		})
+	}
+}
+
+// EndToEndGroups runs EndToEnd as sub-benchmarks on queues from open:
+// "none" with tasks without a group, "group" with every task in one group
+// (Task.Group), to measure what counting groups costs.
+func EndToEndGroups(b *testing.B, open func(b *testing.B) *jobq.Queue) {
+	for _, mode := range []string{"none", "group"} {
+		b.Run(mode, func(b *testing.B) {
+			q := open(b)
+			group := ""
+			if mode == "group" {
+				group = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+			}
+			endToEnd(b, q, group)
 		})
 	}
 }

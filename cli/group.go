@@ -1,0 +1,323 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/bound"
+)
+
+// groupRedraw is how often `group` reads the counts while it follows a
+// group on a terminal or waits for its end.
+const groupRedraw = time.Second
+
+func (a *app) groupCommand() *cobra.Command {
+	var asJSON, wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "group NAME [--json] [--wait]",
+		Short: "Show a group's counts by state, its rate and ETA; --wait for its end",
+		Long: `Show the counts of the tasks pushed with --group NAME (or the group a
+push without --group named and printed): pushed, queued, delayed, running,
+succeeded, failed (attempts that failed and were retried), dead-lettered
+and cancelled, with the rate of ends and the time left at that rate.
+
+On a terminal the line is redrawn every second until the group ends or
+Ctrl-C; elsewhere (or with --json) the counts are printed once. --json
+prints one object (members in docs/campaigns.md).
+
+--wait waits for every task of the group to end and exits as push --wait
+does: 0 when all succeeded, 1 when any was dead-lettered or cancelled
+(with a summary), 1 after --timeout. With --json it prints the final
+counts.
+
+The counts are exact on Postgres, Redis, SQLite and mem: they change in the
+same transaction or script as each push and settlement. On Storage Queue
+and Service Bus they are read from the result records (a read per task;
+eventually consistent). Redis and the Azure backends do not split the open
+tasks into queued, delayed and running (shown together as open).`,
+		Example: `  jobq sqlite://./work.db push --group sweep-1 < commands.txt
+  jobq sqlite://./work.db group sweep-1
+  jobq sqlite://./work.db group sweep-1 --json | jq .succeeded
+  jobq sqlite://./work.db group sweep-1 --wait --timeout 12h`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return a.readQueue(ctx, func(q *jobq.Queue) error {
+				g := &groupView{a: a, q: q, name: args[0], asJSON: asJSON}
+				if wait {
+					return g.wait(ctx, timeout)
+				}
+				return g.show(ctx)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the counts as one JSON object")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every task of the group has ended; exit 0 only when all succeeded")
+	cmd.Flags().Var(durationFlag(&timeout), "timeout", "with --wait: stop waiting after this long (exit 1; the tasks keep running); 0: no limit")
+	return cmd
+}
+
+func (a *app) groupsCommand() *cobra.Command {
+	var asJSON bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "groups [-n N] [--json]",
+		Short: "List the recent groups with their counts",
+		Long: `List the queue's groups, most recently changed first, with their counts:
+pushed, ended (succeeded, dead-lettered, cancelled) and open. --json prints
+one object per line.`,
+		Example: `  jobq sqlite://./work.db groups
+  jobq sqlite://./work.db groups -n 5 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			return a.readQueue(ctx, func(q *jobq.Queue) error {
+				gs, err := q.Admin().Groups(ctx, limit)
+				if err != nil {
+					return groupFailure(err)
+				}
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					for _, g := range gs {
+						if err := enc.Encode(toGroupJSON(g)); err != nil {
+							return failure(err)
+						}
+					}
+					return nil
+				}
+				return printGroups(a.stdout, gs)
+			})
+		},
+	}
+	countFlag(cmd.Flags(), &limit, "limit", "n", 20, groupLimitRange, "how many groups to list")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per group")
+	return cmd
+}
+
+// groupView shows one group.
+type groupView struct {
+	a      *app
+	q      *jobq.Queue
+	name   string
+	asJSON bool
+	// first and firstAt are the first reading and when it was taken, for
+	// the rate.
+	first   *driver.GroupCounters
+	firstAt time.Time
+}
+
+// show prints the counts once, or follows them live on a terminal until
+// the group ends or ctx does.
+func (g *groupView) show(ctx context.Context) error {
+	if g.asJSON || !g.a.toPerson() {
+		c, err := g.q.Admin().Group(ctx, g.name)
+		if err != nil {
+			return groupFailure(err)
+		}
+		return g.print(c, 0)
+	}
+	live := &liveLine{w: g.a.stderr}
+	c, err := g.q.Admin().WaitGroup(ctx, g.name, groupRedraw, func(c *driver.GroupCounters) error {
+		live.set(g.line(c))
+		return nil
+	})
+	live.clear()
+	if err != nil && errcode.Of(err) != errcode.Canceled {
+		return groupFailure(err)
+	}
+	if c == nil {
+		return nil
+	}
+	return g.print(c, 0)
+}
+
+// wait waits for the group's end and exits as push --wait does.
+func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var live *liveLine
+	if g.a.toPerson() {
+		live = &liveLine{w: g.a.stderr}
+	}
+	var last *driver.GroupCounters
+	c, err := g.q.Admin().WaitGroup(ctx, g.name, groupRedraw, func(c *driver.GroupCounters) error {
+		last = c
+		if live != nil {
+			live.set(g.line(c))
+		}
+		return nil
+	})
+	if live != nil {
+		live.clear()
+	}
+	if err != nil {
+		if errcode.Of(err) == errcode.DeadlineExceeded && last != nil {
+			return failure(fmt.Errorf("group %s did not end within %s: %s; the tasks keep running ('%s' waits again)",
+				g.name, formatDuration(timeout), g.line(last), g.a.commandHint("group "+g.name+" --wait")))
+		}
+		return groupFailure(err)
+	}
+	if err := g.print(c, 0); err != nil {
+		return err
+	}
+	if c.DeadLettered+c.Cancelled > 0 {
+		return failure(fmt.Errorf("group %s ended: %d of %d tasks did not succeed (%d dead-lettered, %d cancelled); '%s' lists them",
+			g.name, c.DeadLettered+c.Cancelled, c.Pushed, c.DeadLettered, c.Cancelled, g.a.commandHint("results --jsonl --group "+g.name+" --state dead-lettered")))
+	}
+	return nil
+}
+
+// print prints c, on standard output.
+func (g *groupView) print(c *driver.GroupCounters, _ int) error {
+	if g.asJSON {
+		enc := json.NewEncoder(g.a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(toGroupJSON(c)); err != nil {
+			return failure(err)
+		}
+		return nil
+	}
+	_, err := fmt.Fprintln(g.a.stdout, g.line(c))
+	if err != nil {
+		return failure(err)
+	}
+	return nil
+}
+
+// line is the one-line summary of c, with the rate of ends since the
+// first reading and the time left at that rate.
+func (g *groupView) line(c *driver.GroupCounters) string {
+	if g.first == nil {
+		g.first, g.firstAt = c, time.Now()
+	}
+	text := groupText(c)
+	elapsed := time.Since(g.firstAt)
+	ended := c.Ended() - g.first.Ended()
+	if elapsed < minRateWindow || ended <= 0 {
+		return text
+	}
+	rate := float64(ended) / elapsed.Seconds()
+	text += fmt.Sprintf("; %s tasks/s", formatRate(rate))
+	if left := c.Open(); left > 0 {
+		eta := time.Duration(float64(left) / rate * float64(time.Second))
+		text += ", ETA " + formatDuration(eta.Round(time.Second))
+	}
+	return text
+}
+
+// groupText is c's counts on one line.
+func groupText(c *driver.GroupCounters) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d/%d ended (%d succeeded, %d dead-lettered, %d cancelled); ", c.Name, c.Ended(), c.Pushed, c.Succeeded, c.DeadLettered, c.Cancelled)
+	if c.Split {
+		fmt.Fprintf(&b, "%d queued, %d delayed, %d running", c.Queued, c.Delayed, c.Running)
+	} else {
+		fmt.Fprintf(&b, "%d open", c.Open())
+	}
+	if c.Failed > 0 {
+		fmt.Fprintf(&b, "; %d failed attempts retried", c.Failed)
+	}
+	if c.Done() {
+		b.WriteString("; done")
+	}
+	return b.String()
+}
+
+// groupJSON is the --json form of a group's counts.
+type groupJSON struct {
+	Name         string    `json:"name"`
+	Pushed       int64     `json:"pushed"`
+	Queued       *int64    `json:"queued"`
+	Delayed      *int64    `json:"delayed"`
+	Running      *int64    `json:"running"`
+	Open         int64     `json:"open"`
+	Succeeded    int64     `json:"succeeded"`
+	Failed       int64     `json:"failed"`
+	DeadLettered int64     `json:"dead_lettered"`
+	Cancelled    int64     `json:"cancelled"`
+	Done         bool      `json:"done"`
+	Created      time.Time `json:"created"`
+	Updated      time.Time `json:"updated"`
+}
+
+// toGroupJSON is c as JSON; queued, delayed and running are null where
+// the backend does not split the open tasks.
+func toGroupJSON(c *driver.GroupCounters) groupJSON {
+	j := groupJSON{Name: c.Name, Pushed: c.Pushed, Open: c.Open(), Succeeded: c.Succeeded, Failed: c.Failed,
+		DeadLettered: c.DeadLettered, Cancelled: c.Cancelled, Done: c.Done(), Created: c.Created.UTC(), Updated: c.Updated.UTC()}
+	if c.Split {
+		j.Queued, j.Delayed, j.Running = &c.Queued, &c.Delayed, &c.Running
+	}
+	return j
+}
+
+// printGroups prints gs as a table.
+func printGroups(w io.Writer, gs []*driver.GroupCounters) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tPUSHED\tSUCCEEDED\tDEAD-LETTERED\tCANCELLED\tOPEN\tUPDATED")
+	for _, g := range gs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", g.Name, g.Pushed, g.Succeeded, g.DeadLettered, g.Cancelled, g.Open(), g.Updated.Local().Format(time.DateTime))
+	}
+	if err := tw.Flush(); err != nil {
+		return failure(err)
+	}
+	return nil
+}
+
+// groupFailure maps an error of the group calls to an exit code: a bad
+// name or a backend without groups is a usage error, the rest a failure.
+func groupFailure(err error) error {
+	switch errcode.Of(err) {
+	case errcode.InvalidArgument, errcode.Unimplemented:
+		return asUsage(err)
+	}
+	return failure(err)
+}
+
+// newGroupName is the group of a push without --group: the push's time
+// and a random suffix, e.g. push-20261128-200512-k3x9.
+func newGroupName(now time.Time) string {
+	return "push-" + now.UTC().Format("20060102-150405") + "-" + strings.ToLower(rand.Text()[:4])
+}
+
+// errNoGroups is the refusal of --group on a backend without groups.
+var errNoGroups = errors.New("this backend cannot count tasks by group")
+
+// groupLimitRange bounds groups -n.
+var groupLimitRange = bound.Ints{Min: 1, Max: 100000}
+
+// pushGroup is the group of a push: the --group flag's, or a new name
+// where the backend counts groups (none where it does not). A --group the
+// backend cannot count is a usage error, before anything is pushed.
+func (a *app) pushGroup(q *jobq.Queue, flag string) (string, error) {
+	level := q.Capabilities().Level(driver.Groups)
+	switch {
+	case flag != "" && level == driver.Unsupported:
+		msg := "push --group: " + errNoGroups.Error()
+		if fb := q.Capabilities().Features[driver.Groups].Fallback; fb != "" {
+			msg += " (" + fb + ")"
+		}
+		return "", usageError("%s; see 'jobq backends' (groups) for the backends that do", msg)
+	case flag != "":
+		return flag, nil
+	case level == driver.Unsupported:
+		return "", nil
+	}
+	return newGroupName(time.Now()), nil
+}

@@ -1,0 +1,63 @@
+package jobq
+
+import (
+	"context"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+)
+
+// exportPage is how many records one ListResults call returns at most:
+// what an export holds in memory at once.
+const exportPage = 500
+
+// ExportResults streams the queue's result records that pass f to each,
+// page by page (a page of 500 at most in memory, whatever the number of
+// records), in the backend's order. It stops at the first error each
+// returns. A record's Value is read from the stash when it was kept
+// there. It fails with Unimplemented on a backend that cannot list its
+// records.
+func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each func(*Result) error) error {
+	const op = "export results"
+	q := a.q
+	store, err := q.resultStore(op)
+	if err != nil {
+		return err
+	}
+	lister, ok := store.(driver.ResultLister)
+	if !ok {
+		return &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url,
+			Msg: "backend " + q.backend() + " cannot list its result records: read them one by one with Queue.Result"}
+	}
+	if f.Group != "" {
+		if err := validGroupName(op, f.Group); err != nil {
+			return err
+		}
+	}
+	if f.State != "" && !f.State.Final() && f.State != driver.ResultCancelRequested {
+		return errorf(errcode.InvalidArgument, op, "unknown state %q: use succeeded, dead-lettered, cancelled or cancel-requested", f.State)
+	}
+	cursor := ""
+	for {
+		recs, next, err := lister.ListResults(ctx, f, cursor, exportPage)
+		if err != nil {
+			return q.wrap(op, err)
+		}
+		for _, rec := range recs {
+			r, err := q.result(ctx, op, rec)
+			if err != nil {
+				return err
+			}
+			if f.Group != "" && r.Group != f.Group {
+				continue
+			}
+			if err := each(r); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+}
