@@ -110,26 +110,9 @@ func (d *Driver) PageDead(ctx context.Context, after string, max int) ([]*driver
 	if err != nil {
 		return nil, "", wrap(ctx, "page dead letters", err)
 	}
-	defer rows.Close()
-	var out []*driver.DeadMessage
-	for rows.Next() {
-		var id int64
-		var deliveries int32
-		var deadAt pgtype.Timestamptz
-		var key, stored []byte
-		m := &driver.DeadMessage{}
-		if err := rows.Scan(&id, &key, &stored, &m.Reason, &m.Detail, &deliveries, &deadAt); err != nil {
-			return nil, "", wrap(ctx, "page dead letters", err)
-		}
-		m.ID = taskIDOf(key)
-		m.Body, _ = loadBody(stored, m.ID)
-		m.DeadAt = deadAt.Time
-		m.MessageID = strconv.FormatInt(id, 10)
-		m.DeliveryCount = int(deliveries)
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", wrap(ctx, "page dead letters", err)
+	out, err := scanDead(ctx, "page dead letters", rows)
+	if err != nil {
+		return nil, "", err
 	}
 	next := ""
 	if len(out) == max {

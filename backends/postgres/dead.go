@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/driver"
@@ -18,6 +19,12 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	if err != nil {
 		return nil, wrap(ctx, "list dead letters", err)
 	}
+	return scanDead(ctx, "list dead letters", rows)
+}
+
+// scanDead reads the dead letters that a listing or a page returned, as
+// columns (id, task_key, body, reason, detail, deliveries, dead_at).
+func scanDead(ctx context.Context, op string, rows pgx.Rows) ([]*driver.DeadMessage, error) {
 	defer rows.Close()
 	var out []*driver.DeadMessage
 	for rows.Next() {
@@ -27,7 +34,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 		var key, stored []byte
 		m := &driver.DeadMessage{}
 		if err := rows.Scan(&id, &key, &stored, &m.Reason, &m.Detail, &deliveries, &deadAt); err != nil {
-			return nil, wrap(ctx, "list dead letters", err)
+			return nil, wrap(ctx, op, err)
 		}
 		m.ID = taskIDOf(key)
 		m.Body, _ = loadBody(stored, m.ID)
@@ -37,7 +44,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "list dead letters", err)
+		return nil, wrap(ctx, op, err)
 	}
 	return out, nil
 }
