@@ -208,6 +208,9 @@ func TestConformanceUnderFaults(t *testing.T) {
 		// A 1 s lease left no room for a renewal slowed by a fault on a
 		// loaded machine (Renew found its lease expired in CI); 3 s does.
 		Visibility: 3 * time.Second,
+		// As TestConformance: the records are Azurite blobs, one request
+		// apiece (100,000 of them, slowed by the faults, wedged Azurite).
+		ExportRecords: 2000,
 		PushRaw: func(ctx context.Context, rawURL string, body []byte) error {
 			u, err := url.Parse(rawURL)
 			if err != nil {
