@@ -1,9 +1,9 @@
 package postgres
 
-// claimLookupFunction is schema step 13: claim_lookup, claim_packed
+// claimLookupFunction is schema step 14: claim_lookup, claim_packed
 // (claimPackedFunction) with the rows it reads from messages found by
-// lookups whatever the planner estimates, and the trace context among its
-// columns. claim_packed stays for the releases before the step.
+// lookups whatever the planner estimates, and the trace context and the
+// group (step 13) among its columns. claim_packed stays for the releases before the step.
 //
 // The window of candidates now also collects the rows' ctids, and the
 // update finds the rows it takes by them (ctid = ANY: a TID scan, no join;
@@ -26,7 +26,7 @@ package postgres
 // rows (20 ms per claim in the same case).
 var claimLookupFunction = mustReplace(claimPackedFunction,
 	`CREATE OR REPLACE FUNCTION {{s}}.claim_packed(`, `CREATE OR REPLACE FUNCTION {{s}}.claim_lookup(`,
-	`r_lease text, r_priority int)`, `r_lease text, r_priority int, r_trace_parent text)`,
+	`r_lease text, r_priority int)`, `r_lease text, r_priority int, r_trace_parent text, r_grp text)`,
 	"\tw_ids bigint[];           -- the window of candidates, in claim order\n",
 	"\tw_ids bigint[];           -- the window of candidates, in claim order\n\tw_ctids tid[];            -- and where each is\n\tctids tid[] := '{}';      -- where the taken ones are\n",
 	`SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.id), '{}'),`,
@@ -45,9 +45,9 @@ var claimLookupFunction = mustReplace(claimPackedFunction,
 		WHERE m.queue = p_queue AND m.priority = x.xprio AND m.id = x.xid
 		RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease, m.priority, m.concurrency_key`,
 	`		WHERE m.ctid = ANY (ctids)
-		RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease, m.priority, m.concurrency_key, m.trace_parent`,
+		RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease, m.priority, m.concurrency_key, m.trace_parent, m.grp`,
 	`SELECT u.id, u.task_key, u.packed_body, u.deliveries, u.enqueued_at, u.lease::text, u.priority FROM u;`,
-	`SELECT u.id, u.task_key, u.packed_body, u.deliveries, u.enqueued_at, u.lease::text, u.priority, coalesce(u.trace_parent, '') FROM u;`,
+	`SELECT u.id, u.task_key, u.packed_body, u.deliveries, u.enqueued_at, u.lease::text, u.priority, coalesce(u.trace_parent, ''), coalesce(u.grp, '') FROM u;`,
 	`DELETE FROM {{s}}.held h WHERE h.queue = p_queue AND h.key = ANY (locked) AND NOT EXISTS (
 				SELECT 1 FROM {{s}}.messages m WHERE m.queue = h.queue AND m.priority = h.priority AND m.id = h.id
 				AND m.lease = h.lease AND m.visible_at > now());`,

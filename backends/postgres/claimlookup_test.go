@@ -11,7 +11,7 @@ import (
 // TestPolicyClaimReadsOnlyWhatItClaims: a claim under caps on a queue that
 // the statistics believe to hold about one row (analyzed among a thousand
 // queues of one message each, then filled) reads about the rows it
-// claims. Before schema step 13 the claim function joined its batch to
+// claims. Before schema step 14 the claim function joined its batch to
 // messages by scanning the whole queue, and the claim statement did so
 // once more for the trace context: 5,000 queued messages cost about
 // 20,000 rows read per claim of 16.

@@ -16,7 +16,7 @@ import (
 // Policies live in the policies table, so every process sees them. A queue
 // without concurrency or rate policies claims with the ordinary statement;
 // one with them claims through claim_lookup (claim_packed before schema
-// step 13: claimlookup.go; claim_with_policies before step 11: layout.go),
+// step 14: claimlookup.go; claim_with_policies before step 11: layout.go),
 // a PL/pgSQL function that
 // does everything in one round trip: it locks a window of visible messages
 // in claim order, takes a transaction-scoped advisory lock on each capped
@@ -302,11 +302,9 @@ SELECT`),
 		// A key's held leases are forgotten with its cap.
 		remove: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1 AND key = $3 AND $2 = 'concurrency')
 DELETE FROM {{s}}.policies WHERE queue = $1 AND kind = $2 AND key = $3`),
-		// claim_lookup (schema step 13) returns the trace context too; the
-		// group (step 14) is looked up per claimed row by its full key (a
-		// join was planned as a scan of the whole queue), as it was before
-		// the claim, which has the same.
-		claim: r.Replace(asyncCTE + ` SELECT c.*, coalesce((SELECT m.grp FROM {{s}}.messages m WHERE m.queue = $1 AND m.priority = c.r_priority AND m.id = c.r_id OFFSET 0), '') FROM async, {{s}}.claim_lookup($1, $2, $3) AS c`),
+		// claim_lookup (schema step 14) returns the trace context and the
+		// group too.
+		claim: r.Replace(asyncCTE + ` SELECT c.* FROM async, {{s}}.claim_lookup($1, $2, $3) AS c`),
 		// depth counts live messages off the claim index (index-only).
 		depth:     r.Replace(`SELECT count(*) FROM {{s}}.messages WHERE queue = $1`),
 		lockDepth: r.Replace(`SELECT pg_advisory_xact_lock(hashtextextended('jobq.depth.{{s}}.' || $1, 0))`),

@@ -84,8 +84,8 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{10, "trace context of pushes", `ALTER TABLE {{s}}.messages ADD COLUMN IF NOT EXISTS trace_parent text`},
 	{11, "compact task keys and packed bodies", packedMigration},
 	{12, "a wake-up per waiting handle", wakeMigration},
-	{13, "claims under policies look their rows up; a push wakes as many handles as it pushed tasks whatever the plan", claimLookupFunction + wakeOnceFunction},
-	{14, "task groups", groupsMigration},
+	{13, "task groups", groupsMigration},
+	{14, "claims under policies look their rows up; a push wakes as many handles as it pushed tasks whatever the plan", claimLookupFunction + wakeOnceFunction},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that

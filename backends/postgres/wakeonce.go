@@ -1,6 +1,6 @@
 package postgres
 
-// wakeOnceFunction is the last part of schema step 13: wake (wakeMigration)
+// wakeOnceFunction is the last part of schema step 14: wake (wakeMigration)
 // with the handles it takes picked once. Step 12's wake deleted from
 // waiters USING a subquery that picks the n oldest handles (LIMIT n FOR
 // UPDATE SKIP LOCKED); where the planner put that subquery on the inner
