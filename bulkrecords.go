@@ -39,13 +39,38 @@ func (a *Admin) purgeRecords(ctx context.Context, op string, f Filter) (BulkResu
 	if f.BatchSize == 0 {
 		f.BatchSize = defaultBulkBatch
 	}
+	// A listing need not meet every record when records are deleted
+	// during it (driver.ResultLister: records purged meanwhile may be met
+	// or not; a Redis HSCAN step is read again by position), so a pass
+	// that deleted something is followed by another, until one deletes
+	// nothing.
 	var res BulkResult
+	for pass := 0; pass < maxRecordPasses; pass++ {
+		done := res.Done
+		if err := a.purgeRecordsPass(ctx, op, f, lister, del, &res); err != nil {
+			return res, err
+		}
+		if f.DryRun || res.Done == done {
+			break
+		}
+	}
+	return res, nil
+}
+
+// maxRecordPasses bounds the passes of a record purge, should workers
+// keep writing matching records meanwhile.
+const maxRecordPasses = 10
+
+// purgeRecordsPass lists the records once, deleting each page's matches
+// with one DeleteResults call, and adds what it did to res.
+func (a *Admin) purgeRecordsPass(ctx context.Context, op string, f Filter, lister driver.ResultLister, del driver.ResultDeleter, res *BulkResult) error {
+	q := a.q
 	lf := driver.ResultFilter{State: driver.ResultState(f.State), Since: f.Since}
 	cursor := ""
 	for {
 		recs, next, err := lister.ListResults(ctx, lf, cursor, f.BatchSize)
 		if err != nil {
-			return res, q.wrap(op, err)
+			return q.wrap(op, err)
 		}
 		res.Scanned += int64(len(recs))
 		ids, refs := f.matchRecords(recs)
@@ -54,15 +79,15 @@ func (a *Admin) purgeRecords(ctx context.Context, op string, f Filter) (BulkResu
 			n, err := del.DeleteResults(ctx, ids)
 			res.Done += n
 			if err != nil {
-				return res, q.wrap(op, err)
+				return q.wrap(op, err)
 			}
 			q.dropStashed(ctx, refs...)
 		}
 		if next == "" {
-			return res, nil
+			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return res, q.wrap(op, err)
+			return q.wrap(op, err)
 		}
 		cursor = next
 	}
