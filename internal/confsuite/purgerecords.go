@@ -10,7 +10,7 @@ import (
 )
 
 // purgeRecordsTasks is how many tasks checkPurgeRecordsByFilter runs,
-// unless the harness's ExportRecords is lower (emulators).
+// unless the harness's ExportRecords or BulkTasks is lower (emulators).
 const purgeRecordsTasks = 2000
 
 // checkPurgeRecordsByFilter: PurgeWhere with State succeeded over the
@@ -29,8 +29,11 @@ func checkPurgeRecordsByFilter(c *C) {
 	ad := q.Admin()
 	c.purgeRecordsRefusals(q)
 	n := purgeRecordsTasks
-	if m := c.h.ExportRecords; m > 0 && m < n {
-		n = m
+	for _, m := range []int{c.h.ExportRecords, c.h.BulkTasks} {
+		if m > 0 && m < n {
+			c.Logf("the harness lowers the check from %d tasks to %d (ExportRecords, BulkTasks)", n, m)
+			n = m
+		}
 	}
 	start := time.Now().Add(-time.Second)
 	kinds := c.runHalfSucceeding(q, n)
