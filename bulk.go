@@ -315,9 +315,17 @@ func (f *Filter) check(op, def string, needAll bool) error {
 		return errorf(errcode.InvalidArgument, op, "batch size is %d; use 1 to %d, or 0 for %d", f.BatchSize, maxBulkBatch, defaultBulkBatch)
 	}
 	if needAll && !f.All && !f.narrows() {
-		return errorf(errcode.InvalidArgument, op, "no filter given: that would touch every %s task; narrow it (kind, key, exit code, error, time) or say All", f.state(def))
+		return f.noFilter(op, def)
 	}
 	return nil
+}
+
+// noFilter is the error of a filter with no criterion and no All.
+func (f *Filter) noFilter(op, def string) error {
+	if isRecordState(f.State) {
+		return errorf(errcode.InvalidArgument, op, "no filter given: that would delete every %s result record; narrow it (exit code, error, time) or say All", f.State)
+	}
+	return errorf(errcode.InvalidArgument, op, "no filter given: that would touch every %s task; narrow it (kind, key, exit code, error, time) or say All", f.state(def))
 }
 
 // matchTime reports whether t is within f's time bounds.
