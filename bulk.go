@@ -16,9 +16,10 @@ import (
 // which CancelWhere and PurgeWhere refuse unless All is set.
 type Filter struct {
 	// State is where the tasks are: "queued" (ready or delayed, not
-	// running) or "dead-lettered". Empty means the action's own:
-	// dead-lettered for RequeueWhere and PurgeWhere, queued for
-	// CancelWhere.
+	// running) or "dead-lettered"; or, for PurgeWhere only, "succeeded"
+	// or "cancelled": the result records of tasks that ended so. Empty
+	// means the action's own: dead-lettered for RequeueWhere and
+	// PurgeWhere, queued for CancelWhere.
 	State string
 	// Kind matches a task's Kind exactly.
 	Kind string
@@ -26,14 +27,16 @@ type Filter struct {
 	Key string
 	// ExitCode matches a dead letter whose last attempt exited with it,
 	// from its result record where the queue keeps them, else from its
-	// attempt history. Dead letters only.
+	// attempt history; or a result record (PurgeWhere of succeeded or
+	// cancelled records) whose recorded exit code it is.
 	ExitCode *int
 	// ErrorContains matches a dead letter whose reason, detail (output
-	// tail) or recorded error contains it (case-sensitive). Dead letters
-	// only.
+	// tail) or recorded error contains it (case-sensitive); or a result
+	// record whose recorded error contains it.
 	ErrorContains string
 	// Since and Until bound when the task was queued (queued tasks) or
-	// dead-lettered (dead letters): Since inclusive, Until exclusive; zero
+	// dead-lettered (dead letters) or its record was written (result
+	// records): Since inclusive, Until exclusive; zero
 	// means unbounded. A task whose time the backend cannot tell matches
 	// no time bound.
 	Since, Until time.Time
@@ -150,13 +153,26 @@ func (a *Admin) CancelWhere(ctx context.Context, f Filter) (BulkResult, error) {
 	return a.bulk(ctx, f, a.cancelAction(op))
 }
 
+// opPurgeWhere is PurgeWhere's operation name, the one action that takes
+// result record states.
+const opPurgeWhere = "purge by filter"
+
 // PurgeWhere deletes what f matches, one batch at a time: dead letters
 // (f.State empty or "dead-lettered"), as PurgeDeadLetters does, with their
-// stashed payloads; or queued tasks (f.State "queued"), which are removed
+// stashed payloads; queued tasks (f.State "queued"), which are removed
 // as CancelWhere removes them, so that a Wait on one ends (cancelled)
-// rather than hangs. A filter with no criterion needs f.All.
+// rather than hangs; or result records (f.State "succeeded" or
+// "cancelled"), a page of the records' listing at a time, matched on
+// ExitCode, ErrorContains and the time the record was written (Since,
+// Until), with their stashed values. Records keep no task kind or key,
+// so Kind and Key are refused with a record state, and purging a record
+// never touches a queued or running task. A filter with no criterion
+// needs f.All.
 func (a *Admin) PurgeWhere(ctx context.Context, f Filter) (BulkResult, error) {
-	const op = "purge by filter"
+	const op = opPurgeWhere
+	if isRecordState(f.State) {
+		return a.purgeRecords(ctx, op, f)
+	}
 	if err := a.bulkGate(op); err != nil {
 		return BulkResult{}, err
 	}
@@ -280,9 +296,16 @@ func (f *Filter) check(op, def string, needAll bool) error {
 		if st == stateQueued && (f.ExitCode != nil || f.ErrorContains != "") {
 			return errorf(errcode.InvalidArgument, op, "an exit code or error text says how a task ended: it filters dead letters (state %s), not %s tasks", stateDeadLettered, stateQueued)
 		}
-	case string(driver.ResultSucceeded), string(driver.ResultCancelled), string(driver.ResultCancelRequested):
-		return errorf(errcode.InvalidArgument, op, "state %s names result records, which bulk actions leave alone (they expire after the queue's retention): filter on %s or %s", st, stateQueued, stateDeadLettered)
+	case string(driver.ResultSucceeded), string(driver.ResultCancelled):
+		if op != opPurgeWhere {
+			return errorf(errcode.InvalidArgument, op, "state %s names result records, which only purge deletes: filter on %s or %s", st, stateQueued, stateDeadLettered)
+		}
+	case string(driver.ResultCancelRequested):
+		return errorf(errcode.InvalidArgument, op, "state %s names cancels a worker has still to carry out, which bulk actions leave alone: filter on %s or %s", st, stateQueued, stateDeadLettered)
 	default:
+		if op == opPurgeWhere {
+			return errorf(errcode.InvalidArgument, op, "unknown state %q: use %s, %s, %s or %s", st, stateQueued, stateDeadLettered, driver.ResultSucceeded, driver.ResultCancelled)
+		}
 		return errorf(errcode.InvalidArgument, op, "unknown state %q: use %s or %s", st, stateQueued, stateDeadLettered)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
@@ -292,9 +315,17 @@ func (f *Filter) check(op, def string, needAll bool) error {
 		return errorf(errcode.InvalidArgument, op, "batch size is %d; use 1 to %d, or 0 for %d", f.BatchSize, maxBulkBatch, defaultBulkBatch)
 	}
 	if needAll && !f.All && !f.narrows() {
-		return errorf(errcode.InvalidArgument, op, "no filter given: that would touch every %s task; narrow it (kind, key, exit code, error, time) or say All", f.state(def))
+		return f.noFilter(op, def)
 	}
 	return nil
+}
+
+// noFilter is the error of a filter with no criterion and no All.
+func (f *Filter) noFilter(op, def string) error {
+	if isRecordState(f.State) {
+		return errorf(errcode.InvalidArgument, op, "no filter given: that would delete every %s result record; narrow it (exit code, error, time) or say All", f.State)
+	}
+	return errorf(errcode.InvalidArgument, op, "no filter given: that would touch every %s task; narrow it (kind, key, exit code, error, time) or say All", f.state(def))
 }
 
 // matchTime reports whether t is within f's time bounds.

@@ -26,7 +26,16 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown state", func() error { _, err := ad.RequeueWhere(t.Context(), jobq.Filter{State: "zombie"}); return err }, `unknown state "zombie": use queued or dead-lettered`},
-		{"record state", func() error { _, err := ad.PurgeWhere(t.Context(), jobq.Filter{State: "succeeded"}); return err }, "result records"},
+		{"record state without a filter", func() error { _, err := ad.PurgeWhere(t.Context(), jobq.Filter{State: "succeeded"}); return err }, "every succeeded result record"},
+		{"record state with a kind", func() error {
+			_, err := ad.PurgeWhere(t.Context(), jobq.Filter{State: "cancelled", Kind: "x", All: true})
+			return err
+		}, "do not keep the task's kind or key"},
+		{"record state to requeue", func() error { _, err := ad.RequeueWhere(t.Context(), jobq.Filter{State: "succeeded"}); return err }, "only purge deletes"},
+		{"cancel-requested records", func() error {
+			_, err := ad.PurgeWhere(t.Context(), jobq.Filter{State: "cancel-requested", All: true})
+			return err
+		}, "bulk actions leave alone"},
 		{"requeue queued", func() error { _, err := ad.RequeueWhere(t.Context(), jobq.Filter{State: "queued"}); return err }, "requeue takes dead letters"},
 		{"cancel dead letters", func() error {
 			_, err := ad.CancelWhere(t.Context(), jobq.Filter{State: "dead-lettered", Kind: "k"})

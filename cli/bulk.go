@@ -22,6 +22,9 @@ type filterFlags struct {
 	state, kind, key, errText, since, until, exitCode string
 	all, dryRun, yes, asJSON                          bool
 	batch                                             int
+	// records: --state may name result records (succeeded, cancelled),
+	// which only purge takes.
+	records bool
 }
 
 // add registers the flags on fs; action says what the command does, for
@@ -60,7 +63,19 @@ func (ff *filterFlags) filter(now time.Time) (jobq.Filter, error) {
 	case "", "queued", "dead-lettered":
 	case "failed", "dead", "dlq":
 		return f, usageError("--state %s: the state is called dead-lettered (--state dead-lettered)", ff.state)
+	case "succeeded", "cancelled":
+		if !ff.records {
+			return f, usageError("--state %s names result records, which only purge deletes (jobq QUEUE purge --state %s): use queued or dead-lettered here", ff.state, ff.state)
+		}
+		if ff.kind != "" || ff.key != "" {
+			return f, usageError("--state %s filters result records, which do not keep the task's kind or key: drop --kind/--key, or filter with --exit-code, --error, --since or --until", ff.state)
+		}
+	case "canceled", "success", "done":
+		return f, usageError("--state %s is not a state: use succeeded or cancelled (records), queued or dead-lettered", ff.state)
 	default:
+		if ff.records {
+			return f, usageError("--state %q is not a state purge takes: use dead-lettered, queued, succeeded or cancelled", ff.state)
+		}
 		return f, usageError("--state %q is not a state bulk actions take: use queued or dead-lettered", ff.state)
 	}
 	if ff.exitCode != "" {
@@ -123,8 +138,11 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 	}
 	if v.needAll && !ff.all && f.Kind == "" && f.Key == "" && f.ExitCode == nil && f.ErrorContains == "" && f.Since.IsZero() && f.Until.IsZero() {
 		flags := "--kind, --key, --since or --until"
-		if v.noun == "dead letters" {
+		switch {
+		case v.noun == "dead letters":
 			flags = "--kind, --key, --exit-code, --error, --since or --until"
+		case strings.HasSuffix(v.noun, "records"):
+			flags = "--exit-code, --error, --since or --until"
 		}
 		return usageError("no filter given: %s would touch every one of the %s; narrow it with %s, or say --all", v.verb, v.noun, flags)
 	}
@@ -253,12 +271,20 @@ Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
 func (a *app) purgeCommand() *cobra.Command {
 	var ff filterFlags
 	cmd := &cobra.Command{
-		Use:   "purge (--kind K | --key K | --exit-code N | --error TEXT | --since T | --until T | --all) [--state queued] [--dry-run] [--yes]",
-		Short: "Delete the dead letters (or queued tasks) a filter matches",
+		Use:   "purge (--kind K | --key K | --exit-code N | --error TEXT | --since T | --until T | --all) [--state queued|succeeded|cancelled] [--dry-run] [--yes]",
+		Short: "Delete the dead letters, queued tasks or result records a filter matches",
 		Long: `Delete the dead letters that match every filter given, with their stashed
 payloads; with --state queued, delete matching queued tasks instead (each is
 recorded as cancelled, so a 'wait' on it ends rather than hangs). A purge
 with no filter is refused unless --all says so.
+
+With --state succeeded or --state cancelled, delete the result records of
+tasks that ended so, before the queue's retention would expire them: the
+time filters (--since, --until) are when the record was written, and
+--exit-code and --error match the recorded exit code and error. Records do
+not keep the task's kind or key, so --kind and --key are refused there.
+Afterwards 'result' and 'wait' of a purged ID find no record. A record
+purge never touches a queued or running task.
 
 The command pages through the store (--batch at a time) and deletes each
 page's matches as one batch. It first counts the matches (a dry run) and
@@ -268,12 +294,17 @@ Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
 		Example: `  jobq sqlite://./work.db purge --error "No such file" --dry-run
   jobq sqlite://./work.db purge --until 7d --yes
   jobq sqlite://./work.db purge --state queued --kind thumbnail --yes
+  jobq sqlite://./work.db purge --state succeeded --until 24h --yes
+  jobq sqlite://./work.db purge --state cancelled --all --dry-run
   jobq sqlite://./work.db purge --all --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			noun := "dead letters"
-			if ff.state == "queued" {
+			switch ff.state {
+			case "queued":
 				noun = "queued tasks"
+			case "succeeded", "cancelled":
+				noun = ff.state + " records"
 			}
 			return a.runBulk(cmd, &ff, bulkVerb{verb: "purge", past: "purged", noun: noun, needAll: true,
 				run: func(ad *jobq.Admin) func(context.Context, jobq.Filter) (jobq.BulkResult, error) {
@@ -281,7 +312,8 @@ Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
 				}})
 		},
 	}
-	ff.add(cmd.Flags(), "dead-lettered (the default) or queued")
-	cmd.Flags().BoolVar(&ff.all, "all", false, "purge with no other filter: every dead letter (or queued task)")
+	ff.records = true
+	ff.add(cmd.Flags(), "dead-lettered (the default), queued, or the result records of tasks that succeeded or were cancelled (succeeded, cancelled)")
+	cmd.Flags().BoolVar(&ff.all, "all", false, "purge with no other filter: every dead letter (or queued task, or record of the state)")
 	return cmd
 }

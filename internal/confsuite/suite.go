@@ -132,6 +132,7 @@ func checks() []check {
 		{"Pause", checkPause},
 		{"BulkCancelByFilter", checkBulkCancelByFilter},
 		{"BulkRequeueByFilter", checkBulkRequeueByFilter},
+		{"PurgeRecordsByFilter", checkPurgeRecordsByFilter},
 		{"Schedules", checkSchedules},
 	}, append(append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...), groupChecks()...)...)
 }
