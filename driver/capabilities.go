@@ -111,6 +111,11 @@ const (
 	// settlement. Emulated: counted from the result records' store, with
 	// the delay Support.Fallback names.
 	Groups Feature = "groups"
+	// Dependencies: a task can be held, unclaimable, until the tasks it
+	// names have succeeded or the groups it names have ended (HeldStore,
+	// held.go): dependencies and a group's step at its end. Unsupported:
+	// a push with After, AfterGroups or a group step is refused.
+	Dependencies Feature = "dependencies"
 )
 
 // PauseRefresh is how often a worker rereads the queue's pauses: the
@@ -122,6 +127,7 @@ var AllFeatures = []Feature{
 	DelayedRequeue, DelayedPush, LeaseRenewal, DeadLetter, Priority, Peek,
 	ExactCount, Dedup, InPlaceUpdate, ConcurrencyLimit, RateLimit, TransactionalPush,
 	Results, Cancel, WorkerRegistry, Pause, BulkActions, Schedules, ResultHistory, Groups,
+	Dependencies,
 }
 
 // Support is a driver's declaration for one feature.

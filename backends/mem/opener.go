@@ -229,6 +229,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.BulkActions:       "mem was opened with bulk-actions unsupported: requeue, cancel and purge by filter are refused",
 	driver.Schedules:         "mem was opened with schedules unsupported: schedules are refused",
 	driver.Groups:            "mem was opened with groups unsupported: a push with a group is refused",
+	driver.Dependencies:      "held tasks (dependencies, group steps) are not built for mem yet",
 }
 
 // capabilities builds the declaration: everything native except what the
@@ -238,7 +239,7 @@ func capabilities(unsupported, emulated []driver.Feature, maxBytes int) driver.C
 	for _, f := range driver.AllFeatures {
 		fs[f] = driver.Support{Level: driver.Native}
 	}
-	for _, f := range []driver.Feature{driver.TransactionalPush} {
+	for _, f := range []driver.Feature{driver.TransactionalPush, driver.Dependencies} {
 		fs[f] = driver.Support{Level: driver.Unsupported, Fallback: unsupportedFallback[f]}
 	}
 	for _, f := range unsupported {

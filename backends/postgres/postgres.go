@@ -123,6 +123,8 @@ func startupRefused(err error) error {
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
+			driver.Dependencies: {Level: driver.Unsupported, Fallback: "held tasks (dependencies, group steps) are not built for this backend yet: push without them"},
+
 			driver.WorkerRegistry: {Level: driver.Native}, // the workers table (workers.go)
 		}),
 		MaxMessageBytes: maxMessageBytes,
