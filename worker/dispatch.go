@@ -248,8 +248,7 @@ func (d *dispatcher) receive() {
 			continue
 		}
 		d.start(envs, c.t)
-		if a.limit {
-			d.finish("task limit reached", nil)
+		if a.limit && !d.awaitBudget() {
 			return
 		}
 		if len(envs) == 0 && !d.afterEmpty(a) {
@@ -512,18 +511,68 @@ func (d *dispatcher) run(env *jobq.Envelope, ticket *handlerTicket, pool chan st
 	// settled (telemetry.go): here rather than in process, whose stack
 	// frame the settlement's deepest calls sit on.
 	d.w.tel.hold(env)
-	d.w.process(env, ticket, func() {
+	putBack := d.w.process(env, ticket, func() {
 		if entry, early = d.unsettled.admit(time.Now()); early {
 			pool <- struct{}{}
 		}
 	})
 	d.w.tel.release(env)
+	if putBack {
+		d.unspend()
+	}
 	if early {
 		d.unsettled.done(entry)
 	} else {
 		pool <- struct{}{}
 	}
 	d.taskEnded()
+}
+
+// unspend gives MaxTasks back the share of a task put back without
+// running, so a worker limited to N tasks runs N, not fewer.
+func (d *dispatcher) unspend() {
+	w := d.w
+	if w.o.MaxTasks <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d.taken--
+	close(d.wake)
+	d.wake = make(chan struct{})
+}
+
+// awaitBudget is what a receiver does once MaxTasks tasks were taken: it
+// waits until one of them is put back without running (unspend), then
+// reports true to receive again, or until none runs, then ends the
+// dispatcher and reports false.
+func (d *dispatcher) awaitBudget() bool {
+	w := d.w
+	for {
+		w.mu.Lock()
+		switch {
+		case d.ended:
+			w.mu.Unlock()
+			return false
+		case d.taken+d.reserved < w.o.MaxTasks:
+			w.mu.Unlock()
+			return true
+		case w.running == 0 && d.receiving == 0:
+			w.mu.Unlock()
+			d.finish("task limit reached", nil)
+			return false
+		}
+		wake, idle := d.wake, d.idle
+		w.mu.Unlock()
+		select {
+		case <-wake:
+		case <-idle:
+		case <-w.drainCh:
+			return false
+		case <-d.quit:
+			return false
+		}
+	}
 }
 
 // afterEmpty decides what an empty receive means, and reports whether the

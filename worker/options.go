@@ -94,8 +94,9 @@ type Options struct {
 	// needed; each slot is pushed once however many workers do. Defaults
 	// to false.
 	NoSchedules bool
-	// MaxTasks stops taking tasks after this many (the CLI's pull uses 1).
-	// Zero means no limit.
+	// MaxTasks stops taking tasks after this many have run (the CLI's pull
+	// uses 1); a task put back unrun (a pause, a limit, a gate) does not
+	// count. Zero means no limit.
 	MaxTasks int
 	// Poll is how long one receive call waits for a message before the
 	// worker checks whether the queue is drained. Defaults to 1 second.

@@ -74,3 +74,41 @@ func TestPauseSeenAfterLongIdleReceive(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestMaxTasksSkipsPausedTasks runs a worker limited to one task (as
+// `jobq QUEUE pull`) on a queue whose first task's kind is paused: the
+// paused task is put back without running, so it must not use up the
+// limit, and the worker runs the next task instead of exiting having run
+// nothing.
+func TestMaxTasksSkipsPausedTasks(t *testing.T) {
+	t.Parallel()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=pull"
+	ctx := context.Background()
+	q, err := jobq.OpenWithOptions(ctx, url, jobq.Options{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if _, err := q.Admin().Pause(ctx, jobq.PauseOptions{Kind: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"held", "free"} {
+		if _, err := q.Push(ctx, &jobq.Task{Kind: kind, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ran []string
+	h := worker.HandlerFunc(func(_ context.Context, j *worker.Job) error {
+		ran = append(ran, j.Task.Kind)
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{MaxTasks: 1, Poll: 50 * time.Millisecond, Logger: quietLog()})
+	runCtx, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	if err := w.Run(runCtx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(ran) != 1 || ran[0] != "free" {
+		t.Fatalf("the worker limited to one task ran %v; want the one task of the kind that is not paused", ran)
+	}
+}

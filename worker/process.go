@@ -20,8 +20,10 @@ const settleTimeout = 30 * time.Second
 // process runs one received task and settles it. It runs the task once its
 // ticket holds a handler (waiting, if the task was prefetched) and releases
 // the handler when the task no longer runs, before the task is settled, so
-// the next task starts while this one settles; ran is called then.
-func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) {
+// the next task starts while this one settles; ran is called then. It
+// reports whether the task was put back without running (a pause, a
+// limit or a gate stopped it), which does not count towards MaxTasks.
+func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) (putBack bool) {
 	log := taskLogger(w.log, env.Task.ID)
 	// The task's context ends when the worker stops (cause errStopping) or
 	// the lease is lost (cause errcode.LockLost). It holds the task's
@@ -78,13 +80,13 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 		// stopped by a pause of its kind or key.
 		letGo()
 		w.requeue(env, log, pausedDelay(s), "paused: "+s.Scope())
-		return
+		return true
 	}
 	releaseLimit, delay := w.limits.acquire(ctx, env.Task)
 	if releaseLimit == nil {
 		letGo()
 		w.requeue(env, log, delay, "its concurrency or rate limit is reached on this worker")
-		return
+		return true
 	}
 	defer releaseLimit()
 
@@ -106,7 +108,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 				w.end("gate not qualified")
 				w.Drain()
 			}
-			return
+			return true
 		}
 	}
 	w.gate.pass()
@@ -148,6 +150,7 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 	if w.settleOutcome(env, log, err, cause, start, elapsed, tc) {
 		tc.drop(context.Background())
 	}
+	return false
 }
 
 // countOutcome feeds a task's outcome to the failure streak and its
