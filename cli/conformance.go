@@ -13,8 +13,9 @@ import (
 func (a *app) conformanceCommand() *cobra.Command {
 	var visibility time.Duration
 	var serial, details bool
+	var records, bulkTasks int
 	cmd := &cobra.Command{
-		Use:   "conformance [--visibility D] [--serial] [--details]",
+		Use:   "conformance [--visibility D] [--serial] [--details] [--records N] [--bulk-tasks N]",
 		Short: "Run the shared conformance suite against this live queue's backend",
 		Long: `Run jobq's conformance suite — the checks every backend passes in its own
 tests — against the backend of the given queue, and print a pass/fail table.
@@ -25,6 +26,10 @@ queues are cleared afterwards but not deleted. The given queue itself is not
 touched. The poison-message check needs raw access to the backend and is
 skipped here; the backend's own tests run it.
 
+The export check stores --records result records and the bulk checks push
+--bulk-tasks tasks; on a billed service (Azure) lower them to keep the run
+short and cheap.
+
 Exit status 1 when a check failed.`,
 		Example: `  jobq 'postgres://localhost/test?queue=scratch' conformance
   jobq sb://mynamespace/scratch conformance --visibility 30s --serial`,
@@ -33,6 +38,9 @@ Exit status 1 when a check failed.`,
 			raw, err := a.queueURL()
 			if err != nil {
 				return err
+			}
+			if records < 100 || bulkTasks < 100 {
+				return usageError("--records %d, --bulk-tasks %d: each must be at least 100 for the checks to mean something", records, bulkTasks)
 			}
 			// Opening once checks the scheme and the connection before a
 			// few minutes of checks.
@@ -50,6 +58,8 @@ Exit status 1 when a check failed.`,
 				Name:            hooks.Scheme(q),
 				Visibility:      visibility,
 				Serial:          serial,
+				ExportRecords:   records,
+				BulkTasks:       bulkTasks,
 				NewLiveQueueURL: newURL,
 			})
 			if err := confsuite.WriteTable(a.stdout, rs, details); err != nil {
@@ -67,5 +77,7 @@ Exit status 1 when a check failed.`,
 	cmd.Flags().Var(durationFlag(&visibility), "visibility", "the short lease the expiry checks use; set it to the queue's lock duration on Service Bus")
 	cmd.Flags().BoolVar(&serial, "serial", false, "run the checks one at a time (for engines that cannot take the load)")
 	cmd.Flags().BoolVar(&details, "details", false, "print every check's messages")
+	cmd.Flags().IntVar(&records, "records", 100_000, "result records the export check stores (at least 100)")
+	cmd.Flags().IntVar(&bulkTasks, "bulk-tasks", 10_000, "tasks the bulk-action checks push (at least 100)")
 	return cmd
 }

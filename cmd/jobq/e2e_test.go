@@ -737,9 +737,16 @@ func TestConformanceOnSQLite(t *testing.T) {
 	b := newBench(t)
 	// A longer lease than the default second keeps the lease checks'
 	// timing tolerant of a loaded machine.
-	r := b.must("conformance", "--visibility", "3s")
+	// The export and bulk checks scaled down: the flags must reach them.
+	r := b.must("conformance", "--visibility", "3s", "--records", "2000", "--bulk-tasks", "1000", "--details")
 	if !strings.Contains(r.stdout, "PushReceiveComplete") || !strings.Contains(r.stdout, " 0 failed") {
 		t.Fatalf("conformance table:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "from 10000 tasks to 1000") {
+		t.Fatalf("the bulk checks did not run at --bulk-tasks 1000:\n%s", r.stdout)
+	}
+	if r := b.run("conformance", "--records", "5"); r.code != 2 || !strings.Contains(r.stderr, "--records 5") {
+		t.Fatalf("conformance --records 5 exited %d; want 2 naming the flag:\n%s", r.code, r.stderr)
 	}
 	if got := b.size(); got != "0" {
 		t.Fatalf("the given queue was touched: size %s", got)
