@@ -87,7 +87,7 @@ var releaseScript = goredis.NewScript(common + setsLua + announceLua + `
 local HELD, IDS = P .. 'held', P .. 'ids'
 local now = now_ms()
 local nowStr = str(now)
-local out, ready, nr, due = {}, {}, 0, nil
+local out, ready, nr, woken, due = {}, {}, 0, 0, nil
 for i = 2, #ARGV do
   local id = ARGV[i]
   local hk = P .. 'hm:' .. id
@@ -126,12 +126,18 @@ for i = 2, #ARGV do
         ready[nr + 1] = f[3] and str(-tonumber(f[3])) or '0'
         ready[nr + 2] = ready_member(mid, mid)
         nr = nr + 2
+        if nr == 2000 then
+          -- unpack's limit (Lua's C stack) bounds one ZADD's arguments.
+          redis.call('ZADD', READY, unpack(ready, 1, nr))
+          woken, nr = woken + nr / 2, 0
+        end
       end
     end
   end
 end
 if nr > 0 then redis.call('ZADD', READY, unpack(ready, 1, nr)) end
-if nr > 0 or due then announce(nr > 0 and nr / 2 or nil, due and due - now or nil) end
+woken = woken + nr / 2
+if woken > 0 or due then announce(woken > 0 and woken or nil, due and due - now or nil) end
 return out
 `)
 
