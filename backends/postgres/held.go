@@ -13,8 +13,9 @@ import (
 	"github.com/jobq/jobq/internal/bodypack"
 )
 
-// Held tasks (driver.HeldStore, driver/held.go) are the rows of held_tasks (held, of schema step 5, holds the leases of capped keys): the
-// message as a push stores it (task_key, packed_body, priority, not_before,
+// Held tasks (driver.HeldStore, driver/held.go) are the rows of held_tasks
+// (held, of schema step 5, holds the leases of capped keys): the message as
+// a push stores it (task_key, packed_body, priority, not_before,
 // keys, trace context, group) beside what it waits for (after and
 // after_groups as JSON arrays, require). Its primary key (queue, task_id),
 // task_id in COLLATE "C", orders ListHeld's pages bytewise and makes a
