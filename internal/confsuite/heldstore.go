@@ -102,8 +102,8 @@ func (c *C) receiveNoneDriver(d driver.Driver, why string) {
 
 // holdFirst holds three messages of group g (priorities 5 and 1, one
 // delayed an hour, one traced), checks that none is claimable, that
-// holding one of them again, a queued task's ID or an ID twice in one
-// batch is a duplicate, and HeldOf. It returns the IDs held.
+// holding one of them again, a queued or running task's ID or an ID twice
+// in one batch is a duplicate, and HeldOf. It returns the IDs held.
 func (c *C) holdFirst(d driver.Driver, hs driver.HeldStore, g string) []string {
 	c.Helper()
 	a, b, dl := heldMsg("held-a"), heldMsg("held-b"), heldMsg("held-c")
@@ -135,6 +135,9 @@ func (c *C) holdFirst(d driver.Driver, hs driver.HeldStore, g string) []string {
 	rs, err := d.Receive(c.ctx(), driver.ReceiveParams{Max: 10, Visibility: time.Minute})
 	if err != nil || len(rs) != 1 || rs[0].ID != "held-queued" && rs[0].ID != "" {
 		c.Fatalf("receive after Hold of a queued ID = %d messages, %v; want the queued one alone", len(rs), err)
+	}
+	if r := c.hold(hs, heldMsg("held-queued")); !r[0].Duplicate {
+		c.Errorf("Hold of the ID of a running task: Duplicate false; want true (nothing stored)")
 	}
 	if errs := d.Complete(c.ctx(), driver.Completions(rs[0].Lease)); errs != nil && errs[0] != nil {
 		c.Fatalf("complete: %v", errs[0])
