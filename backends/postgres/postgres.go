@@ -123,8 +123,6 @@ func startupRefused(err error) error {
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.Dependencies: {Level: driver.Unsupported, Fallback: "held tasks (dependencies, group steps) are not built for this backend yet: push without them"},
-
 			driver.WorkerRegistry: {Level: driver.Native}, // the workers table (workers.go)
 		}),
 		MaxMessageBytes: maxMessageBytes,
@@ -142,6 +140,7 @@ type Driver struct {
 	sql  queries
 	psql policyQueries // policy.go
 	gsql groupQueries  // groups.go
+	hsql heldQueries   // held.go
 	// grouped caches the grouped variants of settlement statements
 	// (groups.go), by statement.
 	grouped sync.Map
@@ -192,6 +191,7 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		sql:    buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		psql:   buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		gsql:   buildGroupQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		hsql:   buildHeldQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		caps:   capabilities(cfg.maxMessageBytes),
 		wake:   newBroadcaster(),
 		handle: newHandle(),

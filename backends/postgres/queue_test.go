@@ -74,7 +74,7 @@ func dropQueue(t testing.TB, schema, queue string) {
 	}
 	defer conn.Close(ctx)
 	s := pgx.Identifier{schema}.Sanitize()
-	for _, table := range []string{"messages", "dead_letters"} {
+	for _, table := range []string{"messages", "dead_letters", "held_tasks"} {
 		// The schema may not exist if the test failed before opening.
 		conn.Exec(ctx, `DELETE FROM `+s+`.`+table+` WHERE queue = $1`, queue)
 	}

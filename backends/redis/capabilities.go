@@ -12,8 +12,6 @@ const maxReceiveBatch = 1000
 func capabilities(maxMessageBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.Dependencies: {Level: driver.Unsupported, Fallback: "held tasks (dependencies, group steps) are not built for this backend yet: push without them"},
-
 			driver.WorkerRegistry: {Level: driver.Native}, // a hash and a sorted set (workers.go)
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "Redis has no application transaction to join; push after your own transaction commits"},

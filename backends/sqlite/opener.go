@@ -410,8 +410,6 @@ func migrateWhenFree(ctx context.Context, db *sql.DB, busyTimeout time.Duration)
 func capabilities(maxBytes int) driver.Capabilities {
 	return driver.Capabilities{
 		Features: driver.NativeExcept(map[driver.Feature]driver.Support{
-			driver.Dependencies: {Level: driver.Unsupported, Fallback: "held tasks (dependencies, group steps) are not built for this backend yet: push without them"},
-
 			driver.WorkerRegistry: {Level: driver.Native}, // the jobq_workers table (workers.go)
 			driver.TransactionalPush: {Level: driver.Unsupported,
 				Fallback: "the sqlite backend cannot push inside an application transaction yet"},

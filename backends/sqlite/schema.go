@@ -83,6 +83,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migrateGroups(ctx, tx); err != nil {
 		return err
 	}
+	if err := migrateHeld(ctx, tx); err != nil {
+		return err
+	}
 	if _, err := tx.ExecContext(ctx, resultIndex); err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ var featureInterfaces = []featureInterface{
 	{driver.Schedules, driver.Native, "driver.PolicySwapper", implements[driver.PolicySwapper]},
 	{driver.TransactionalPush, driver.Native, "driver.TxPusher", implements[driver.TxPusher]},
 	{driver.Groups, driver.Emulated, "driver.GroupStore", implements[driver.GroupStore]},
+	{driver.Dependencies, driver.Emulated, "driver.HeldStore", implements[driver.HeldStore]},
 	{driver.BulkActions, driver.Native, "driver.Pager", implements[driver.Pager]},
 	{driver.ResultHistory, driver.Emulated, "driver.ResultScanner or driver.ResultAggregator", implementsHistory},
 	{driver.ResultHistory, driver.Native, "driver.ResultAggregator", implements[driver.ResultAggregator]},

@@ -134,6 +134,7 @@ func checks() []check {
 		{"BulkRequeueByFilter", checkBulkRequeueByFilter},
 		{"PurgeRecordsByFilter", checkPurgeRecordsByFilter},
 		{"Schedules", checkSchedules},
+		{"HeldStore", checkHeldStore},
 	}, append(append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...), groupChecks()...)...)
 }
 
