@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/url"
 	"sort"
 	"strconv"
@@ -100,32 +101,26 @@ func (s *Store) groupMembers(ctx context.Context, name string, c *driver.GroupCo
 	seen := map[string]bool{}
 	var ids []string
 	prefix := groupDir(name)
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
 	now := time.Now()
-	for pager.More() {
-		resp, err := pager.NextPage(ctx)
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
+	found, err := s.eachBlob(ctx, &container.ListBlobsFlatOptions{Prefix: &prefix}, fmt.Sprintf("list the members of group %q", name), func(b *container.BlobItem) error {
+		if b.Properties == nil || expired(b.Metadata, now) {
+			return nil
 		}
+		stretch(c, b.Properties.LastModified)
+		data, err := s.readBlob(ctx, *b.Name)
 		if err != nil {
-			return nil, s.errorf(err, "list the members of group %q", name)
+			return err
 		}
-		for _, b := range resp.Segment.BlobItems {
-			if b.Name == nil || b.Properties == nil || expired(b.Metadata, now) {
-				continue
-			}
-			stretch(c, b.Properties.LastModified)
-			data, err := s.readBlob(ctx, *b.Name)
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				if id != "" && !seen[id] {
-					seen[id] = true
-					ids = append(ids, id)
-				}
+		for _, id := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if id != "" && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
 			}
 		}
+		return nil
+	})
+	if !found {
+		return nil, err
 	}
 	return ids, nil
 }
@@ -148,28 +143,22 @@ func stretch(c *driver.GroupCounters, t *time.Time) {
 func (s *Store) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCounters, error) {
 	last := map[string]time.Time{}
 	prefix := groupPrefix
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
-	for pager.More() {
-		resp, err := pager.NextPage(ctx)
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
+	found, err := s.eachBlob(ctx, &container.ListBlobsFlatOptions{Prefix: &prefix}, "list groups", func(b *container.BlobItem) error {
+		if b.Properties == nil || b.Properties.LastModified == nil {
+			return nil
 		}
-		if err != nil {
-			return nil, s.errorf(err, "list groups")
+		esc, _, ok := strings.Cut(strings.TrimPrefix(*b.Name, groupPrefix), "/")
+		name, err := url.PathUnescape(esc)
+		if !ok || err != nil {
+			return nil
 		}
-		for _, b := range resp.Segment.BlobItems {
-			if b.Name == nil || b.Properties == nil || b.Properties.LastModified == nil {
-				continue
-			}
-			esc, _, ok := strings.Cut(strings.TrimPrefix(*b.Name, groupPrefix), "/")
-			name, err := url.PathUnescape(esc)
-			if !ok || err != nil {
-				continue
-			}
-			if t := *b.Properties.LastModified; t.After(last[name]) {
-				last[name] = t
-			}
+		if t := *b.Properties.LastModified; t.After(last[name]) {
+			last[name] = t
 		}
+		return nil
+	})
+	if !found {
+		return nil, err
 	}
 	names := make([]string, 0, len(last))
 	for n := range last {

@@ -261,6 +261,31 @@ func (s *Store) create(ctx context.Context) error {
 	return nil
 }
 
+// eachBlob calls f with every listed blob that has a name, page by page.
+// It reports false, and calls f no more, when the container does not
+// exist. what names the listing in errors.
+func (s *Store) eachBlob(ctx context.Context, opts *container.ListBlobsFlatOptions, what string, f func(b *container.BlobItem) error) (bool, error) {
+	pager := s.client.NewListBlobsFlatPager(opts)
+	for pager.More() {
+		resp, err := pager.NextPage(ctx)
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, s.errorf(err, "%s", what)
+		}
+		for _, b := range resp.Segment.BlobItems {
+			if b.Name == nil {
+				continue
+			}
+			if err := f(b); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
 // expired reports whether a record blob's metadata says it expired before
 // t (a blob without the entry did not).
 func expired(meta map[string]*string, t time.Time) bool {
