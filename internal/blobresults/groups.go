@@ -11,11 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
@@ -47,20 +43,7 @@ func (s *Store) AddGroupMembers(ctx context.Context, name string, ids []string, 
 	blobName := groupDir(name) + strconv.FormatInt(time.Now().UnixNano(), 10) + "-" + strings.ToLower(rand.Text()[:8])
 	data := []byte(strings.Join(ids, "\n") + "\n")
 	meta := map[string]*string{metaExpires: to.Ptr(strconv.FormatInt(expires.UnixMilli(), 10))}
-	for attempt := 0; ; attempt++ {
-		_, err := s.client.NewBlockBlobClient(blobName).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)),
-			&blockblob.UploadOptions{HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("text/plain")}, Metadata: meta})
-		switch {
-		case err == nil:
-			return nil
-		case attempt == 0 && bloberror.HasCode(err, bloberror.ContainerNotFound):
-			if err := s.create(ctx); err != nil {
-				return err
-			}
-		default:
-			return s.errorf(err, "record the members of group %q", name)
-		}
-	}
+	return s.putBlob(ctx, blobName, "text/plain", data, meta, fmt.Sprintf("record the members of group %q", name))
 }
 
 // GroupCounts implements driver.GroupStore from the member blobs and the

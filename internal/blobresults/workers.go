@@ -3,17 +3,15 @@ package blobresults
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
@@ -50,20 +48,7 @@ func (s *Store) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error {
 		metaExpires:   to.Ptr(strconv.FormatInt(rec.Heartbeat.Add(driver.WorkerRetention).UnixMilli(), 10)),
 	}
 	name := workerPrefix + blobName(rec.ID)
-	for attempt := 0; ; attempt++ {
-		_, err := s.client.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(rec.Data)),
-			&blockblob.UploadOptions{HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")}, Metadata: meta})
-		switch {
-		case err == nil:
-			return nil
-		case attempt == 0 && bloberror.HasCode(err, bloberror.ContainerNotFound):
-			if err := s.create(ctx); err != nil {
-				return err
-			}
-		default:
-			return s.errorf(err, "write the record of worker %q", rec.ID)
-		}
-	}
+	return s.putBlob(ctx, name, "application/json", rec.Data, meta, fmt.Sprintf("write the record of worker %q", rec.ID))
 }
 
 // workerBlob is one listed worker blob.
