@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jobq/jobq/internal/hooks"
@@ -81,16 +80,15 @@ print as **** unless --show-secrets, in --json's body too.`,
 				fmt.Fprintln(a.stdout, "(no dead letters)")
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "MESSAGE ID\tDELIVERIES\tATTEMPTS\tDEAD AT\tREASON\tTASK")
+			t := newTable(a.stdout, "MESSAGE ID", "DELIVERIES", "ATTEMPTS", "DEAD AT", "REASON", "TASK")
 			for _, d := range dead {
 				what := "undecodable"
 				if d.Task != nil {
 					what = taskText(d.Task, showSecrets)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", d.MessageID, d.DeliveryCount, attemptSummary(d.Attempts(q)), timeOrDash(d.DeadAt), truncate(d.Reason, 60), truncate(what, 60))
+				t.row(d.MessageID, d.DeliveryCount, attemptSummary(d.Attempts(q)), timeOrDash(d.DeadAt), truncate(d.Reason, 60), truncate(what, 60))
 			}
-			if err := tw.Flush(); err != nil {
+			if err := t.flush(); err != nil {
 				return err
 			}
 			if detail {

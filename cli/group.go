@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -269,12 +268,11 @@ func toGroupJSON(c *driver.GroupCounters) groupJSON {
 
 // printGroups prints gs as a table.
 func printGroups(w io.Writer, gs []*driver.GroupCounters) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPUSHED\tSUCCEEDED\tDEAD-LETTERED\tCANCELLED\tOPEN\tUPDATED")
+	t := newTable(w, "GROUP", "PUSHED", "SUCCEEDED", "DEAD-LETTERED", "CANCELLED", "OPEN", "UPDATED")
 	for _, g := range gs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", g.Name, g.Pushed, g.Succeeded, g.DeadLettered, g.Cancelled, g.Open(), g.Updated.Local().Format(time.DateTime))
+		t.row(g.Name, g.Pushed, g.Succeeded, g.DeadLettered, g.Cancelled, g.Open(), g.Updated.Local().Format(time.DateTime))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return failure(err)
 	}
 	return nil

@@ -52,17 +52,16 @@ variables whose names look secret (API_TOKEN, DB_PASSWORD, ...) print as
 				fmt.Fprintln(a.stdout, "(queue is empty)")
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRETRIES\tDELIVERIES\tSTATE\tENQUEUED\tTASK")
+			t := newTable(a.stdout, "ID", "RETRIES", "DELIVERIES", "STATE", "ENQUEUED", "TASK")
 			for _, m := range msgs {
 				id, retries, what := "?", "?", "undecodable: "+fmt.Sprint(m.DecodeErr)
 				if m.Task != nil {
 					id, retries = m.Task.ID, strconv.Itoa(m.Task.NumRetries)
 					what = truncate(taskText(m.Task, showSecrets), 80)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", id, retries, m.DeliveryCount, peekState(m), timeOrDash(m.EnqueuedAt), what)
+				t.row(id, retries, m.DeliveryCount, peekState(m), timeOrDash(m.EnqueuedAt), what)
 			}
-			return tw.Flush()
+			return t.flush()
 		},
 	}
 	countFlag(cmd.Flags(), &n, "num", "n", 1, countRange, "how many tasks to show")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -239,8 +238,7 @@ func printKeys(w io.Writer, r *statsreport.Keys) error {
 	if len(r.Stats) == 0 {
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tKEY\tIN FLIGHT\tLIMIT\tWAITING\tRATE WAIT")
+	t := newTable(w, "KIND", "KEY", "IN FLIGHT", "LIMIT", "WAITING", "RATE WAIT")
 	for _, ks := range r.Stats {
 		limit, wait, inFlight := "-", "-", strconv.FormatInt(ks.InFlight, 10)
 		if p, ok := r.Policy(ks.Kind, ks.Key); ok {
@@ -256,9 +254,9 @@ func printKeys(w io.Writer, r *statsreport.Keys) error {
 			waiting, wait = "?", "-"
 			inFlight = "per worker"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ks.Kind, ks.Key, inFlight, limit, waiting, wait)
+		t.row(ks.Kind, ks.Key, inFlight, limit, waiting, wait)
 	}
-	return tw.Flush()
+	return t.flush()
 }
 
 // waiting reports, at most every few seconds, that push --wait-for-room is

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os/signal"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -164,8 +163,7 @@ func (a *app) scheduleListCommand() *cobra.Command {
 					fmt.Fprintln(a.stdout, "no schedules (add one with 'schedule add NAME CRON -c COMMAND')")
 					return nil
 				}
-				printSchedules(a.stdout, list)
-				return nil
+				return printSchedules(a.stdout, list)
 			})
 		},
 	}
@@ -318,9 +316,8 @@ func scheduledTask(s driver.ScheduleSpec) string {
 	return "kind " + t.Kind + " " + string(t.Payload)
 }
 
-func printSchedules(w io.Writer, list []driver.ScheduleStatus) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCRON\tZONE\tMISSED\tSTATE\tNEXT RUN\tLAST FIRED\tTASK")
+func printSchedules(w io.Writer, list []driver.ScheduleStatus) error {
+	t := newTable(w, "NAME", "CRON", "ZONE", "MISSED", "STATE", "NEXT RUN", "LAST FIRED", "TASK")
 	for _, s := range list {
 		state := "active"
 		if s.Paused {
@@ -334,9 +331,9 @@ func printSchedules(w io.Writer, list []driver.ScheduleStatus) {
 		if zone == "" {
 			zone = "UTC"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Cron, zone, s.Missed, state, formatSlot(s.Next, s.TimeZone), last, oneLine(scheduledTask(s.ScheduleSpec)))
+		t.row(s.Name, s.Cron, zone, s.Missed, state, formatSlot(s.Next, s.TimeZone), last, oneLine(scheduledTask(s.ScheduleSpec)))
 	}
-	tw.Flush()
+	return t.flush()
 }
 
 // scheduleJSON is a schedule as `schedule list --json` prints it.

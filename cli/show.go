@@ -216,8 +216,7 @@ func printAttempts(w io.Writer, as []jobq.Attempt) error {
 		fmt.Fprintln(w, "no recorded attempts")
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DELIVERY\tOUTCOME\tWORKER\tHOST\tSTART\tEND\tDETAIL")
+	t := newTable(w, "DELIVERY", "OUTCOME", "WORKER", "HOST", "START", "END", "DETAIL")
 	for _, a := range as {
 		outcome := string(a.Outcome)
 		if a.ExitCode != nil {
@@ -237,10 +236,10 @@ func printAttempts(w io.Writer, as []jobq.Attempt) error {
 		if a.Env != "" && a.Env != host {
 			host += " (" + a.Env + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Delivery, outcome, orDash(worker), orDash(host),
+		t.row(a.Delivery, outcome, orDash(worker), orDash(host),
 			timeOrDash(a.Start), timeOrDash(a.End), truncate(detail, 80))
 	}
-	return tw.Flush()
+	return t.flush()
 }
 
 func orDash(s string) string {

@@ -141,15 +141,14 @@ func printWorkers(out io.Writer, ws []*jobq.WorkerInfo, now time.Time) error {
 		_, err := fmt.Fprintln(out, "(no live or vanished workers)")
 		return err
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tSTATE\tHOST\tPID\tUPTIME\tTASKS\tDONE\tFAILED\tCPU\tMEM\tLAST HEARTBEAT")
+	t := newTable(out, "WORKER", "STATE", "HOST", "PID", "UPTIME", "TASKS", "DONE", "FAILED", "CPU", "MEM", "LAST HEARTBEAT")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s ago\n", w.ID, w.State, w.Host, w.PID,
+		t.row(w.ID, w.State, w.Host, w.PID,
 			roundDuration(w.Uptime()), taskList(w.Tasks), w.Done, w.Failed,
 			fmt.Sprintf("%.0f%% (%s)", w.CPUPercent, roundDuration(time.Duration(w.CPUSeconds*float64(time.Second)))),
-			humanBytes(w.RSSBytes), roundDuration(now.Sub(w.Heartbeat)))
+			humanBytes(w.RSSBytes), roundDuration(now.Sub(w.Heartbeat))+" ago")
 	}
-	return tw.Flush()
+	return t.flush()
 }
 
 // roundDuration shows d to the second (to the tenth under a minute).

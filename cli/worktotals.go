@@ -2,10 +2,8 @@ package cli
 
 import (
 	"cmp"
-	"fmt"
 	"io"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -57,11 +55,10 @@ func printWorkTotals(out io.Writer, ws []*jobq.WorkerInfo) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nENVIRONMENT\tWORKERS\tTASKS DONE\tFAILED\tPREEMPTIONS\tWORK DONE\tWORK LOST\tSAVED BY CHECKPOINTS")
+	tab := newTable(out, "\nENVIRONMENT", "WORKERS", "TASKS DONE", "FAILED", "PREEMPTIONS", "WORK DONE", "WORK LOST", "SAVED BY CHECKPOINTS")
 	for _, t := range workTotals(ws) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", t.env, t.workers, t.tasksDone, t.tasksFailed, t.preemptions,
+		tab.row(t.env, t.workers, t.tasksDone, t.tasksFailed, t.preemptions,
 			roundDuration(t.done), roundDuration(t.lost), roundDuration(t.saved))
 	}
-	return tw.Flush()
+	return tab.flush()
 }

@@ -95,20 +95,7 @@ func (d *Driver) PageQueued(ctx context.Context, after string, max int) ([]*driv
 	if p := asStr(res[0]); p != "" {
 		next = p + ":" + asStr(res[1])
 	}
-	out := make([]*driver.PeekedMessage, 0, (len(res)-2)/8)
-	for i := 2; i+7 < len(res); i += 8 {
-		id := asStr(res[i+1])
-		out = append(out, &driver.PeekedMessage{
-			MessageID:     asStr(res[i]),
-			ID:            id,
-			Body:          storedBody(res[i+2], res[i+7], id),
-			DeliveryCount: int(asInt(res[i+3])),
-			EnqueuedAt:    fromMs(asInt(res[i+4])),
-			VisibleAt:     fromMs(asInt(res[i+5])),
-			Priority:      int(asInt(res[i+6])),
-		})
-	}
-	return out, next, nil
+	return peekedRows(res[2:], false), next, nil
 }
 
 // PageDead implements driver.Pager with ZSCAN over the dead letters.
@@ -130,18 +117,5 @@ func (d *Driver) PageDead(ctx context.Context, after string, max int) ([]*driver
 	if len(res) < 1 {
 		return nil, "", driver.Errorf(errcode.Internal, "redis page of dead letters on queue %s: script returned no cursor", d.queue)
 	}
-	out := make([]*driver.DeadMessage, 0, (len(res)-1)/8)
-	for i := 1; i+7 < len(res); i += 8 {
-		id := asStr(res[i+1])
-		out = append(out, &driver.DeadMessage{
-			MessageID:     asStr(res[i]),
-			ID:            id,
-			Body:          storedBody(res[i+2], res[i+7], id),
-			Reason:        asStr(res[i+3]),
-			Detail:        asStr(res[i+4]),
-			DeliveryCount: int(asInt(res[i+5])),
-			DeadAt:        fromMs(asInt(res[i+6])),
-		})
-	}
-	return out, asStr(res[0]), nil
+	return deadRows(res[1:]), asStr(res[0]), nil
 }

@@ -20,21 +20,53 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 	if err != nil {
 		return nil, d.fail("peek", err)
 	}
-	out := make([]*driver.PeekedMessage, 0, len(res)/9)
-	for i := 0; i+8 < len(res); i += 9 {
+	return peekedRows(res, true), nil
+}
+
+// peekedRows decodes the rows peekScript and pageQueuedScript return:
+// per message its id, task id, body (field b), delivery count, enqueued ms,
+// visible ms and priority; then, when inFlight is set (peekScript), 1 for a
+// leased message; last the packed body (field z, only when there is no b).
+func peekedRows(res []any, inFlight bool) []*driver.PeekedMessage {
+	width := 8
+	if inFlight {
+		width = 9
+	}
+	out := make([]*driver.PeekedMessage, 0, len(res)/width)
+	for i := 0; i+width-1 < len(res); i += width {
 		id := asStr(res[i+1])
 		out = append(out, &driver.PeekedMessage{
 			MessageID:     asStr(res[i]),
 			ID:            id,
-			Body:          storedBody(res[i+2], res[i+8], id),
+			Body:          storedBody(res[i+2], res[i+width-1], id),
 			DeliveryCount: int(asInt(res[i+3])),
 			EnqueuedAt:    fromMs(asInt(res[i+4])),
 			VisibleAt:     fromMs(asInt(res[i+5])),
 			Priority:      int(asInt(res[i+6])),
-			InFlight:      asInt(res[i+7]) == 1,
+			InFlight:      inFlight && asInt(res[i+7]) == 1,
 		})
 	}
-	return out, nil
+	return out
+}
+
+// deadRows decodes the rows listDeadScript and pageDeadScript return, eight
+// fields per letter: id, task id, body (field b), reason, detail, delivery
+// count, dead-at ms, packed body (field z, only when there is no b).
+func deadRows(res []any) []*driver.DeadMessage {
+	out := make([]*driver.DeadMessage, 0, len(res)/8)
+	for i := 0; i+7 < len(res); i += 8 {
+		id := asStr(res[i+1])
+		out = append(out, &driver.DeadMessage{
+			MessageID:     asStr(res[i]),
+			ID:            id,
+			Body:          storedBody(res[i+2], res[i+7], id),
+			Reason:        asStr(res[i+3]),
+			Detail:        asStr(res[i+4]),
+			DeliveryCount: int(asInt(res[i+5])),
+			DeadAt:        fromMs(asInt(res[i+6])),
+		})
+	}
+	return out
 }
 
 // Stats implements driver.Driver. The counts are exact and read in one
@@ -80,20 +112,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	if err != nil {
 		return nil, d.fail("list dead letters", err)
 	}
-	out := make([]*driver.DeadMessage, 0, len(res)/8)
-	for i := 0; i+7 < len(res); i += 8 {
-		id := asStr(res[i+1])
-		out = append(out, &driver.DeadMessage{
-			MessageID:     asStr(res[i]),
-			ID:            id,
-			Body:          storedBody(res[i+2], res[i+7], id),
-			Reason:        asStr(res[i+3]),
-			Detail:        asStr(res[i+4]),
-			DeliveryCount: int(asInt(res[i+5])),
-			DeadAt:        fromMs(asInt(res[i+6])),
-		})
-	}
-	return out, nil
+	return deadRows(res), nil
 }
 
 // RequeueDead implements driver.Driver. Requeued messages start over with

@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
@@ -46,20 +43,7 @@ func (s *Store) AddGroupMembers(ctx context.Context, name string, ids []string, 
 	blobName := groupDir(name) + strconv.FormatInt(time.Now().UnixNano(), 10) + "-" + strings.ToLower(rand.Text()[:8])
 	data := []byte(strings.Join(ids, "\n") + "\n")
 	meta := map[string]*string{metaExpires: to.Ptr(strconv.FormatInt(expires.UnixMilli(), 10))}
-	for attempt := 0; ; attempt++ {
-		_, err := s.client.NewBlockBlobClient(blobName).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)),
-			&blockblob.UploadOptions{HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("text/plain")}, Metadata: meta})
-		switch {
-		case err == nil:
-			return nil
-		case attempt == 0 && bloberror.HasCode(err, bloberror.ContainerNotFound):
-			if err := s.create(ctx); err != nil {
-				return err
-			}
-		default:
-			return s.errorf(err, "record the members of group %q", name)
-		}
-	}
+	return s.putBlob(ctx, blobName, "text/plain", data, meta, fmt.Sprintf("record the members of group %q", name))
 }
 
 // GroupCounts implements driver.GroupStore from the member blobs and the
@@ -100,32 +84,26 @@ func (s *Store) groupMembers(ctx context.Context, name string, c *driver.GroupCo
 	seen := map[string]bool{}
 	var ids []string
 	prefix := groupDir(name)
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
 	now := time.Now()
-	for pager.More() {
-		resp, err := pager.NextPage(ctx)
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
+	found, err := s.eachBlob(ctx, &container.ListBlobsFlatOptions{Prefix: &prefix}, fmt.Sprintf("list the members of group %q", name), func(b *container.BlobItem) error {
+		if b.Properties == nil || expired(b.Metadata, now) {
+			return nil
 		}
+		stretch(c, b.Properties.LastModified)
+		data, err := s.readBlob(ctx, *b.Name)
 		if err != nil {
-			return nil, s.errorf(err, "list the members of group %q", name)
+			return err
 		}
-		for _, b := range resp.Segment.BlobItems {
-			if b.Name == nil || b.Properties == nil || expired(b.Metadata, now) {
-				continue
-			}
-			stretch(c, b.Properties.LastModified)
-			data, err := s.readBlob(ctx, *b.Name)
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				if id != "" && !seen[id] {
-					seen[id] = true
-					ids = append(ids, id)
-				}
+		for _, id := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if id != "" && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
 			}
 		}
+		return nil
+	})
+	if !found {
+		return nil, err
 	}
 	return ids, nil
 }
@@ -148,28 +126,22 @@ func stretch(c *driver.GroupCounters, t *time.Time) {
 func (s *Store) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCounters, error) {
 	last := map[string]time.Time{}
 	prefix := groupPrefix
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
-	for pager.More() {
-		resp, err := pager.NextPage(ctx)
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
+	found, err := s.eachBlob(ctx, &container.ListBlobsFlatOptions{Prefix: &prefix}, "list groups", func(b *container.BlobItem) error {
+		if b.Properties == nil || b.Properties.LastModified == nil {
+			return nil
 		}
-		if err != nil {
-			return nil, s.errorf(err, "list groups")
+		esc, _, ok := strings.Cut(strings.TrimPrefix(*b.Name, groupPrefix), "/")
+		name, err := url.PathUnescape(esc)
+		if !ok || err != nil {
+			return nil
 		}
-		for _, b := range resp.Segment.BlobItems {
-			if b.Name == nil || b.Properties == nil || b.Properties.LastModified == nil {
-				continue
-			}
-			esc, _, ok := strings.Cut(strings.TrimPrefix(*b.Name, groupPrefix), "/")
-			name, err := url.PathUnescape(esc)
-			if !ok || err != nil {
-				continue
-			}
-			if t := *b.Properties.LastModified; t.After(last[name]) {
-				last[name] = t
-			}
+		if t := *b.Properties.LastModified; t.After(last[name]) {
+			last[name] = t
 		}
+		return nil
+	})
+	if !found {
+		return nil, err
 	}
 	names := make([]string, 0, len(last))
 	for n := range last {

@@ -198,7 +198,7 @@ func (s *Store) put(ctx context.Context, r *driver.ResultRecord) error {
 		cond = &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
 	}
 	for attempt := 0; ; attempt++ {
-		err := s.upload(ctx, r.ID, data, meta, cond)
+		err := s.upload(ctx, blobName(r.ID), "application/json", data, meta, cond)
 		switch {
 		case err == nil:
 			return nil
@@ -233,16 +233,36 @@ func (s *Store) put(ctx context.Context, r *driver.ResultRecord) error {
 	}
 }
 
-func (s *Store) upload(ctx context.Context, id string, data []byte, meta map[string]*string, cond *blob.ModifiedAccessConditions) error {
+// upload writes data as block blob name with its content type and
+// metadata, under cond when it is not nil.
+func (s *Store) upload(ctx context.Context, name, contentType string, data []byte, meta map[string]*string, cond *blob.ModifiedAccessConditions) error {
 	opts := &blockblob.UploadOptions{
-		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")},
+		HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr(contentType)},
 		Metadata:    meta,
 	}
 	if cond != nil {
 		opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: cond}
 	}
-	_, err := s.client.NewBlockBlobClient(blobName(id)).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), opts)
+	_, err := s.client.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), opts)
 	return err
+}
+
+// putBlob uploads data as block blob name (unconditionally), creating the
+// container when it is missing. what names the write in errors.
+func (s *Store) putBlob(ctx context.Context, name, contentType string, data []byte, meta map[string]*string, what string) error {
+	for attempt := 0; ; attempt++ {
+		err := s.upload(ctx, name, contentType, data, meta, nil)
+		switch {
+		case err == nil:
+			return nil
+		case attempt == 0 && bloberror.HasCode(err, bloberror.ContainerNotFound):
+			if err := s.create(ctx); err != nil {
+				return err
+			}
+		default:
+			return s.errorf(err, "%s", what)
+		}
+	}
 }
 
 // create creates the container (once per Store; another process may have
@@ -259,6 +279,31 @@ func (s *Store) create(ctx context.Context) error {
 	}
 	s.created = true
 	return nil
+}
+
+// eachBlob calls f with every listed blob that has a name, page by page.
+// It reports false, and calls f no more, when the container does not
+// exist. what names the listing in errors.
+func (s *Store) eachBlob(ctx context.Context, opts *container.ListBlobsFlatOptions, what string, f func(b *container.BlobItem) error) (bool, error) {
+	pager := s.client.NewListBlobsFlatPager(opts)
+	for pager.More() {
+		resp, err := pager.NextPage(ctx)
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, s.errorf(err, "%s", what)
+		}
+		for _, b := range resp.Segment.BlobItems {
+			if b.Name == nil {
+				continue
+			}
+			if err := f(b); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
 }
 
 // expired reports whether a record blob's metadata says it expired before

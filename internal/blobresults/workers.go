@@ -3,17 +3,15 @@ package blobresults
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/jobq/jobq/driver"
@@ -50,20 +48,7 @@ func (s *Store) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error {
 		metaExpires:   to.Ptr(strconv.FormatInt(rec.Heartbeat.Add(driver.WorkerRetention).UnixMilli(), 10)),
 	}
 	name := workerPrefix + blobName(rec.ID)
-	for attempt := 0; ; attempt++ {
-		_, err := s.client.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(rec.Data)),
-			&blockblob.UploadOptions{HTTPHeaders: &blob.HTTPHeaders{BlobContentType: to.Ptr("application/json")}, Metadata: meta})
-		switch {
-		case err == nil:
-			return nil
-		case attempt == 0 && bloberror.HasCode(err, bloberror.ContainerNotFound):
-			if err := s.create(ctx); err != nil {
-				return err
-			}
-		default:
-			return s.errorf(err, "write the record of worker %q", rec.ID)
-		}
-	}
+	return s.putBlob(ctx, name, "application/json", rec.Data, meta, fmt.Sprintf("write the record of worker %q", rec.ID))
 }
 
 // workerBlob is one listed worker blob.
@@ -75,45 +60,42 @@ type workerBlob struct {
 // listWorkers lists the worker blobs and reads their metadata.
 func (s *Store) listWorkers(ctx context.Context) ([]workerBlob, error) {
 	var out []workerBlob
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
-		Prefix: to.Ptr(workerPrefix), Include: container.ListBlobsInclude{Metadata: true}})
-	for pager.More() {
-		resp, err := pager.NextPage(ctx)
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
+	opts := &container.ListBlobsFlatOptions{Prefix: to.Ptr(workerPrefix), Include: container.ListBlobsInclude{Metadata: true}}
+	found, err := s.eachBlob(ctx, opts, "list worker records", func(b *container.BlobItem) error {
+		if wb, ok := parseWorkerBlob(b); ok {
+			out = append(out, wb)
 		}
-		if err != nil {
-			return nil, s.errorf(err, "list worker records")
-		}
-		for _, b := range resp.Segment.BlobItems {
-			if b.Name == nil {
-				continue
-			}
-			wb := workerBlob{name: *b.Name}
-			ok := false
-			for k, v := range b.Metadata {
-				if v == nil {
-					continue
-				}
-				switch strings.ToLower(k) {
-				case metaWorker:
-					if id, err := url.QueryUnescape(*v); err == nil {
-						wb.rec.ID = id
-					}
-				case metaHeartbeat:
-					ms, err := strconv.ParseInt(*v, 10, 64)
-					ok = err == nil
-					wb.rec.Heartbeat = time.UnixMilli(ms).UTC()
-				case metaWithdrawn:
-					wb.rec.Withdrawn = *v == "1"
-				}
-			}
-			if ok && wb.rec.ID != "" {
-				out = append(out, wb)
-			}
-		}
+		return nil
+	})
+	if !found {
+		return nil, err
 	}
 	return out, nil
+}
+
+// parseWorkerBlob reads a listed worker blob's metadata; false when it
+// lacks the worker ID or a heartbeat.
+func parseWorkerBlob(b *container.BlobItem) (workerBlob, bool) {
+	wb := workerBlob{name: *b.Name}
+	ok := false
+	for k, v := range b.Metadata {
+		if v == nil {
+			continue
+		}
+		switch strings.ToLower(k) {
+		case metaWorker:
+			if id, err := url.QueryUnescape(*v); err == nil {
+				wb.rec.ID = id
+			}
+		case metaHeartbeat:
+			ms, err := strconv.ParseInt(*v, 10, 64)
+			ok = err == nil
+			wb.rec.Heartbeat = time.UnixMilli(ms).UTC()
+		case metaWithdrawn:
+			wb.rec.Withdrawn = *v == "1"
+		}
+	}
+	return wb, ok && wb.rec.ID != ""
 }
 
 // ListWorkers implements driver.WorkerStore: one listing, then one
