@@ -97,6 +97,14 @@ func (d *Driver) AggregateResults(ctx context.Context, p driver.HistoryParams) (
 	if err := driver.CheckHistoryParams(p); err != nil {
 		return nil, err
 	}
+	if p.Rollable() {
+		return d.rollupHistory(ctx, p)
+	}
+	return d.scanHistory(ctx, p)
+}
+
+// scanHistory adds up the records of p's window.
+func (d *Driver) scanHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, d.wrap(ctx, "result history", err)

@@ -1,0 +1,36 @@
+package sqlite
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/historytest"
+)
+
+// TestRollupMatchesScan: windows served from jobq_results_rollup add up to
+// what the records add up to, also after a purge, deletes, a late record
+// and a replaced one.
+func TestRollupMatchesScan(t *testing.T) {
+	d := setup(t, "queue=rollup").drv
+	ctx := context.Background()
+	historytest.CheckRollup(t, historytest.Rollups{
+		N: 40000, // three generations of records
+		Put: func(recs []*driver.ResultRecord) error { return d.PutResults(ctx, recs) },
+		Delete: func(ids []string) error {
+			_, err := d.DeleteResults(ctx, ids)
+			return err
+		},
+		Purge: func(now time.Time) error {
+			_, err := d.PurgeResults(ctx, now)
+			return err
+		},
+		Rolled:  func(p driver.HistoryParams) (*driver.History, error) { return d.AggregateResults(ctx, p) },
+		Scanned: func(p driver.HistoryParams) (*driver.History, error) { return d.scanHistory(ctx, p) },
+		Kept: func() (n int, err error) {
+			err = d.db.QueryRowContext(ctx, "SELECT count(*) FROM jobq_results_rollup WHERE queue = ?", d.cfg.queue).Scan(&n)
+			return n, err
+		},
+	})
+}
