@@ -117,6 +117,9 @@ type groupView struct {
 	// the rate.
 	first   *driver.GroupCounters
 	firstAt time.Time
+	// work is the group's work totals (groupwork.go), read before the
+	// final print; nil when unknown.
+	work *jobq.GroupWork
 }
 
 // show prints the counts once, or follows them live on a terminal until
@@ -127,6 +130,7 @@ func (g *groupView) show(ctx context.Context) error {
 		if err != nil {
 			return groupFailure(err)
 		}
+		g.loadWork(ctx)
 		return g.print(c, 0)
 	}
 	live := &liveLine{w: g.a.stderr}
@@ -141,6 +145,7 @@ func (g *groupView) show(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
+	g.loadWork(ctx)
 	return g.print(c, 0)
 }
 
@@ -173,6 +178,7 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 		}
 		return groupFailure(err)
 	}
+	g.loadWork(ctx)
 	if err := g.print(c, 0); err != nil {
 		return err
 	}
@@ -188,12 +194,18 @@ func (g *groupView) print(c *driver.GroupCounters, _ int) error {
 	if g.asJSON {
 		enc := json.NewEncoder(g.a.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(toGroupJSON(c)); err != nil {
+		j := toGroupJSON(c)
+		j.Work = g.workJSON()
+		if err := enc.Encode(j); err != nil {
 			return failure(err)
 		}
 		return nil
 	}
-	_, err := fmt.Fprintln(g.a.stdout, g.line(c))
+	text := g.line(c)
+	if w := workLine(g.work); w != "" {
+		text += "\n" + w
+	}
+	_, err := fmt.Fprintln(g.a.stdout, text)
 	if err != nil {
 		return failure(err)
 	}
@@ -254,6 +266,9 @@ type groupJSON struct {
 	Done         bool      `json:"done"`
 	Created      time.Time `json:"created"`
 	Updated      time.Time `json:"updated"`
+	// Work is what the ended tasks cost in worker time; omitted where
+	// the queue's records cannot be listed.
+	Work *groupWorkJSON `json:"work,omitempty"`
 }
 
 // toGroupJSON is c as JSON; queued, delayed and running are null where

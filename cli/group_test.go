@@ -46,8 +46,12 @@ func TestGroupSweepAndRerun(t *testing.T) {
 			t.Errorf("group after the workers: %s = %v; want %v (all: %v)", k, g[k], v, g)
 		}
 	}
+	if w, _ := g["work"].(map[string]any); w == nil || w["records"] != 2000.0 || !(w["done_s"].(float64) > 0) || w["preemptions"] != 0.0 || w["lost_s"] != 0.0 {
+		t.Errorf("group --json work: %v; want 2000 records, some work done, none lost", g["work"])
+	}
 	code, out, errOut := run(t, q, "group", "sweep-1", "--wait")
-	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("%d of 2000 tasks did not succeed", failing)) || !strings.Contains(out, "done") {
+	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("%d of 2000 tasks did not succeed", failing)) || !strings.Contains(out, "done") ||
+		!strings.Contains(out, "preemptions (from 2000 records)") {
 		t.Errorf("group --wait of a group with failures: exit %d, out %q, err %q; want exit 1 naming %d failures", code, out, errOut, failing)
 	}
 

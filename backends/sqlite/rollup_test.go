@@ -16,7 +16,7 @@ func TestRollupMatchesScan(t *testing.T) {
 	d := setup(t, "queue=rollup").drv
 	ctx := context.Background()
 	historytest.CheckRollup(t, historytest.Rollups{
-		N: 40000, // three generations of records
+		N:   40000, // three generations of records
 		Put: func(recs []*driver.ResultRecord) error { return d.PutResults(ctx, recs) },
 		Delete: func(ids []string) error {
 			_, err := d.DeleteResults(ctx, ids)

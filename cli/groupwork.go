@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobq/jobq"
+)
+
+// groupWorkJSON is the "work" member of a group's --json document: what
+// its ended tasks cost in worker time (jobq.Admin.GroupWork), in seconds.
+type groupWorkJSON struct {
+	Records     int64   `json:"records"`
+	DoneS       float64 `json:"done_s"`
+	LostS       float64 `json:"lost_s"`
+	SavedS      float64 `json:"saved_s"`
+	Preemptions int64   `json:"preemptions"`
+}
+
+// loadWork reads the group's work totals from its result records; it
+// leaves them out (nil) where the queue keeps no records it can list.
+func (g *groupView) loadWork(ctx context.Context) {
+	w, err := g.q.Admin().GroupWork(ctx, g.name)
+	if err != nil {
+		g.work = nil
+		return
+	}
+	g.work = w
+}
+
+// workJSON is g's work totals as JSON; nil when unknown.
+func (g *groupView) workJSON() *groupWorkJSON {
+	w := g.work
+	if w == nil {
+		return nil
+	}
+	return &groupWorkJSON{Records: w.Records, DoneS: w.Done.Seconds(), LostS: w.Lost.Seconds(), SavedS: w.Saved.Seconds(), Preemptions: w.Preemptions}
+}
+
+// workLine is g's work totals on one line; "" when unknown.
+func workLine(w *jobq.GroupWork) string {
+	if w == nil {
+		return ""
+	}
+	return fmt.Sprintf("work: %s done, %s lost to preemptions and stops, %s saved by checkpoints, %d preemptions (from %d records)",
+		roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), w.Preemptions, w.Records)
+}
