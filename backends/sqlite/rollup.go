@@ -67,7 +67,7 @@ var rollupSums = `WITH rd AS MATERIALIZED (
 		SELECT gen, updated_at, state, task_id, updated_at / ` + rollupSlotUS + ` AS s, CAST(data AS BLOB) AS data FROM jobq_results
 		WHERE queue = ?1 AND gen IN (SELECT value FROM json_each(?2))
 			AND state IN ('succeeded', 'dead-lettered', 'cancelled')),
-	r AS (SELECT gen, updated_at, state, task_id, s, j FROM (
+	r AS MATERIALIZED (SELECT gen, updated_at, state, task_id, s, j FROM (
 		SELECT gen, updated_at, state, task_id, s, CAST(data AS TEXT) AS j FROM rd
 		WHERE instr(data, '"attempts"') > 0 OR state = 'dead-lettered')
 		WHERE json_valid(j)),
@@ -113,6 +113,7 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	fresh := map[int64]*driver.Rollup{}
 	var prints map[int64]fingerprint
 	var newest int64
+	var gone bool
 	err := func() error {
 		tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
@@ -122,7 +123,7 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		if prints, newest, err = d.rollupPrints(ctx, tx); err != nil {
 			return err
 		}
-		stale, err := d.readKept(ctx, tx, first, last, prints, newest, sum)
+		stale, err := d.readKept(ctx, tx, first, last, prints, newest, sum, &gone)
 		if err != nil || len(stale) == 0 {
 			return err
 		}
@@ -134,7 +135,9 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	for _, r := range fresh {
 		sum.Add(r)
 	}
-	d.keepRollups(ctx, fresh, prints, newest)
+	if gone || len(fresh) > 1 || (len(fresh) == 1 && fresh[newest] == nil) {
+		d.keepRollups(ctx, fresh, prints, newest)
+	}
 	return driver.FoldRollup(p, sum), nil
 }
 
@@ -158,8 +161,9 @@ func (d *Driver) rollupPrints(ctx context.Context, tx *sql.Tx) (map[int64]finger
 
 // readKept adds the kept rollups that still hold to sum, and returns the
 // generations to add up from their records: the newest, and those whose
-// rollup is missing or stale.
-func (d *Driver) readKept(ctx context.Context, tx *sql.Tx, first, last int64, prints map[int64]fingerprint, newest int64, sum *driver.Rollup) ([]int64, error) {
+// rollup is missing or stale. It sets gone when a kept rollup's
+// generation has no records any more.
+func (d *Driver) readKept(ctx context.Context, tx *sql.Tx, first, last int64, prints map[int64]fingerprint, newest int64, sum *driver.Rollup, gone *bool) ([]int64, error) {
 	kept := map[int64]bool{}
 	err := historyRows(ctx, tx, rollupStored, []any{d.cfg.queue, first, last}, func(rows *sql.Rows) error {
 		var gen int64
@@ -168,7 +172,11 @@ func (d *Driver) readKept(ctx context.Context, tx *sql.Tx, first, last int64, pr
 		if err := rows.Scan(&gen, &fp.records, &fp.rowids, &sums); err != nil {
 			return err
 		}
-		if now, ok := prints[gen]; !ok || now != fp || gen == newest {
+		now, ok := prints[gen]
+		if !ok {
+			*gone = true
+		}
+		if !ok || now != fp || gen == newest {
 			return nil
 		}
 		if sums != nil {
