@@ -43,25 +43,41 @@ func (w *GroupWork) add(r *Result) {
 	}
 }
 
-// GroupWork adds up the work of group name's ended tasks from their result
-// records (ExportResults, from the group's first push on): it reads the
-// queue's records written since then, so it costs what an export of them
-// costs; nothing on the task path. Attempt histories keep the last 10
-// attempts of a task, so older ones of a task retried more often are
-// not counted. It fails as Group and ExportResults do (NotFound for an
-// unknown group, Unimplemented where records cannot be listed).
-func (a *Admin) GroupWork(ctx context.Context, name string) (*GroupWork, error) {
-	c, err := a.Group(ctx, name)
-	if err != nil {
-		return nil, err
+// GroupWork adds up the work of the named groups' ended tasks from their
+// result records, in one pass (ExportResults, from the first push of the
+// oldest of them on), and returns one GroupWork per name, in order. It
+// reads the queue's records written since then, so it costs what an
+// export of them costs; nothing on the task path. Attempt histories keep
+// the last 10 attempts of a task, so older ones of a task retried more
+// often are not counted. It fails as Group and ExportResults do (NotFound
+// for an unknown group, Unimplemented where records cannot be listed).
+func (a *Admin) GroupWork(ctx context.Context, names ...string) ([]*GroupWork, error) {
+	out := make([]*GroupWork, len(names))
+	by := make(map[string]*GroupWork, len(names))
+	var since time.Time
+	for i, name := range names {
+		c, err := a.Group(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if since.IsZero() || c.Created.Before(since) {
+			since = c.Created
+		}
+		out[i] = &GroupWork{Group: name}
+		by[name] = out[i]
 	}
-	w := &GroupWork{Group: name}
-	err = a.ExportResults(ctx, driver.ResultFilter{Group: name, Since: c.Created.Add(-time.Second)}, func(r *Result) error {
-		w.add(r)
+	if len(names) == 0 {
+		return out, nil
+	}
+	// A second's slack for the clocks of the producer and the engine.
+	err := a.ExportResults(ctx, driver.ResultFilter{Since: since.Add(-time.Second)}, func(r *Result) error {
+		if w := by[r.Group]; w != nil && r.Group != "" {
+			w.add(r)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return w, nil
+	return out, nil
 }

@@ -65,14 +65,18 @@ func TestGroupWork(t *testing.T) {
 		}
 		done++
 	}
-	w, err := q.Admin().GroupWork(ctx, "sweep")
+	ws, err := q.Admin().GroupWork(ctx, "sweep", "other")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := jobq.GroupWork{Group: "sweep", Records: 2, Done: 2*100*time.Second + 10*time.Second + 2*30*time.Second,
-		Lost: 80 * time.Second, Saved: 120 * time.Second, Preemptions: 2}
-	if *w != want {
-		t.Errorf("GroupWork = %+v; want %+v", *w, want)
+	want := []jobq.GroupWork{
+		{Group: "sweep", Records: 2, Done: 2*100*time.Second + 10*time.Second + 2*30*time.Second, Lost: 80 * time.Second, Saved: 120 * time.Second, Preemptions: 2},
+		{Group: "other", Records: 1, Done: 130 * time.Second, Lost: 40 * time.Second, Saved: 60 * time.Second, Preemptions: 1},
+	}
+	for i, w := range ws {
+		if *w != want[i] {
+			t.Errorf("GroupWork[%d] = %+v; want %+v", i, *w, want[i])
+		}
 	}
 	if _, err := q.Admin().GroupWork(ctx, "nope"); errcode.Of(err) != errcode.NotFound {
 		t.Errorf("GroupWork of an unknown group: %v; want NotFound", err)

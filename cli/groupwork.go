@@ -20,12 +20,12 @@ type groupWorkJSON struct {
 // loadWork reads the group's work totals from its result records; it
 // leaves them out (nil) where the queue keeps no records it can list.
 func (g *groupView) loadWork(ctx context.Context) {
-	w, err := g.q.Admin().GroupWork(ctx, g.name)
+	ws, err := g.q.Admin().GroupWork(ctx, g.name)
 	if err != nil {
 		g.work = nil
 		return
 	}
-	g.work = w
+	g.work = ws[0]
 }
 
 // workJSON is g's work totals as JSON; nil when unknown.

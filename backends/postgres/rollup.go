@@ -26,9 +26,14 @@ import (
 // row headers, no details parsed), and adds up from the records only the
 // slots whose fingerprint changed (a late record, a purge, a record
 // replaced) or that have no row yet, so what it returns is what adding up
-// every record returns. Schema step 15 adds the table.
-const rollupMigration = `
-CREATE TABLE {{s}}.results_rollup (
+// every record returns.
+//
+// The table is made by the first history that needs it (CREATE TABLE IF
+// NOT EXISTS), not by a schema step, so that a queue whose history is
+// never read has none; where the role cannot create it (a read-only one),
+// histories are added up from the records as before.
+const rollupTable = `
+CREATE TABLE IF NOT EXISTS {{s}}.results_rollup (
 	queue   text COLLATE "C" NOT NULL,
 	slot    bigint NOT NULL,
 	records bigint NOT NULL,
@@ -118,7 +123,7 @@ const rollupPut = `WITH put AS (
 DELETE FROM {{s}}.results_rollup WHERE queue = $1 AND slot = ANY($6::bigint[])`
 
 // rollupQueries are the rollup statements of one schema.
-type rollupQueries struct{ fingerprints, sums, stored, put string }
+type rollupQueries struct{ table, fingerprints, sums, stored, put string }
 
 func buildRollupQueries(schema string) rollupQueries {
 	r := strings.NewReplacer("{{s}}", schema,
@@ -127,7 +132,7 @@ func buildRollupQueries(schema string) rollupQueries {
 		"{{member finished}}", memberSQL("finished"), "{{member started}}", memberSQL("started"),
 		"{{maxbin}}", strconv.Itoa(driver.MaxRuntimeBin), "{{maxline}}", strconv.Itoa(driver.MaxFirstLine),
 		"{{examples}}", strconv.Itoa(driver.RollupExamples))
-	return rollupQueries{fingerprints: r.Replace(rollupFingerprints), sums: r.Replace(rollupSums),
+	return rollupQueries{table: r.Replace(rollupTable), fingerprints: r.Replace(rollupFingerprints), sums: r.Replace(rollupSums),
 		stored: r.Replace(rollupStored), put: r.Replace(rollupPut)}
 }
 
@@ -142,6 +147,9 @@ type fingerprint struct {
 // keeps the rollups of those slots that have ended.
 func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	rq := buildRollupQueries(pgx.Identifier{d.cfg.schema}.Sanitize())
+	if !d.rollupTable(ctx, rq.table) {
+		return d.scanHistory(ctx, p)
+	}
 	first, last := p.Slots()
 	sum := &driver.Rollup{}
 	fresh := map[int64]*driver.Rollup{}
@@ -170,6 +178,19 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	}
 	d.keepRollups(ctx, rq.put, fresh, prints, gone)
 	return driver.FoldRollup(p, sum), nil
+}
+
+// rollupTable makes the rollup table if it is missing, once per driver;
+// it reports whether the table is there.
+func (d *Driver) rollupTable(ctx context.Context, ddl string) bool {
+	if d.rollupReady.Load() {
+		return true
+	}
+	if _, err := d.pool.Exec(ctx, ddl); err != nil {
+		return false
+	}
+	d.rollupReady.Store(true)
+	return true
 }
 
 // rollupPrints reads the fingerprints of the window's slots.

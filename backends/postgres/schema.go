@@ -86,7 +86,6 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{12, "a wake-up per waiting handle", wakeMigration},
 	{13, "task groups", groupsMigration},
 	{14, "claims under policies look their rows up; a push wakes as many handles as it pushed tasks whatever the plan", claimLookupFunction + wakeOnceFunction},
-	{15, "result history rollups", rollupMigration},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that
