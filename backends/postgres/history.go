@@ -109,9 +109,9 @@ func buildHistoryQueries(schema string) historyQueries {
 	}
 }
 
-// AggregateResults implements driver.ResultAggregator.
+// AggregateResults implements driver.ResultAggregator: a Rollable window
+// from the rollups (rollup.go), any other from the records.
 func (d *Driver) AggregateResults(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
-	const op = "result history"
 	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}

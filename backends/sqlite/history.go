@@ -89,7 +89,8 @@ var historyErrors = `WITH ` + strings.Replace(historyRecords, "{{where}}", `AND 
 	FROM g LEFT JOIN x ON x.ec IS g.ec AND x.line IS g.line AND x.rn <= ?6
 	ORDER BY g.n DESC, g.last DESC, x.rn`
 
-// AggregateResults implements driver.ResultAggregator.
+// AggregateResults implements driver.ResultAggregator: a Rollable window
+// from the rollups (rollup.go), any other from the records.
 func (d *Driver) AggregateResults(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
