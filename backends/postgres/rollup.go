@@ -108,6 +108,13 @@ SELECT 'g', s, ec::bigint, line, NULL, count(*), NULL, max(updated_at) FROM l GR
 UNION ALL
 SELECT 'x', s, ec::bigint, line, task_id, NULL, NULL, updated_at FROM x WHERE rn <= {{examples}}`
 
+// rollupTotal is the count and xmin sum of the final records of queue $1
+// in [$2, $3): one number for many slots, which a parallel scan adds up.
+const rollupTotal = `SELECT count(*), coalesce(sum(xmin::text::bigint), 0)::text ` + rollupWindow
+
+// rollupKeptTotal is the same of the kept rollups of slots [$2, $3).
+const rollupKeptTotal = `SELECT coalesce(sum(records), 0)::bigint, coalesce(sum(xmins), 0)::text FROM {{s}}.results_rollup WHERE queue = $1 AND slot >= $2 AND slot < $3`
+
 // rollupStored reads the kept rollups of queue $1's slots [$2, $3).
 const rollupStored = `SELECT slot, records, xmins::text, sums FROM {{s}}.results_rollup WHERE queue = $1 AND slot >= $2 AND slot < $3`
 
@@ -123,7 +130,7 @@ const rollupPut = `WITH put AS (
 DELETE FROM {{s}}.results_rollup WHERE queue = $1 AND slot = ANY($6::bigint[])`
 
 // rollupQueries are the rollup statements of one schema.
-type rollupQueries struct{ table, fingerprints, sums, stored, put string }
+type rollupQueries struct{ table, total, keptTotal, fingerprints, sums, stored, put string }
 
 func buildRollupQueries(schema string) rollupQueries {
 	r := strings.NewReplacer("{{s}}", schema,
@@ -132,7 +139,8 @@ func buildRollupQueries(schema string) rollupQueries {
 		"{{member finished}}", memberSQL("finished"), "{{member started}}", memberSQL("started"),
 		"{{maxbin}}", strconv.Itoa(driver.MaxRuntimeBin), "{{maxline}}", strconv.Itoa(driver.MaxFirstLine),
 		"{{examples}}", strconv.Itoa(driver.RollupExamples))
-	return rollupQueries{table: r.Replace(rollupTable), fingerprints: r.Replace(rollupFingerprints), sums: r.Replace(rollupSums),
+	return rollupQueries{table: r.Replace(rollupTable), total: r.Replace(rollupTotal), keptTotal: r.Replace(rollupKeptTotal),
+		fingerprints: r.Replace(rollupFingerprints), sums: r.Replace(rollupSums),
 		stored: r.Replace(rollupStored), put: r.Replace(rollupPut)}
 }
 
@@ -143,26 +151,44 @@ type fingerprint struct {
 }
 
 // rollupHistory adds up a Rollable window from the kept rollups, and from
-// the records of the slots whose rollup is missing or stale; it then
-// keeps the rollups of those slots that have ended.
+// the records of the slots whose rollup is missing or stale and of the
+// open ones; it then keeps the rollups of those slots that have ended.
+// Most of the time the kept rollups of the closed slots all hold, which
+// one parallel pass over the records' row headers tells (their count and
+// xmin sum against the kept rows'); only when they do not does it read
+// each slot's fingerprint to find the stale ones.
 func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	rq := buildRollupQueries(pgx.Identifier{d.cfg.schema}.Sanitize())
 	if !d.rollupTable(ctx, rq.table) {
 		return d.scanHistory(ctx, p)
 	}
 	first, last := p.Slots()
+	open := max(first, min(driver.SlotOf(time.Now()), last))
 	sum := &driver.Rollup{}
 	fresh := map[int64]*driver.Rollup{}
-	prints := map[int64]fingerprint{}
+	var prints map[int64]fingerprint
 	var gone []int64
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var stale []int64
 		var err error
-		if prints, err = rollupPrints(ctx, tx, rq.fingerprints, d.cfg.queue, p); err != nil {
+		if stale, err = d.keptHold(ctx, tx, rq, first, open, sum); err != nil {
 			return err
 		}
-		var stale []int64
-		if stale, gone, err = d.readKept(ctx, tx, rq.stored, first, last, prints, sum); err != nil {
-			return err
+		if stale == nil {
+			// Some kept rollup is missing or stale: find which by
+			// each slot's fingerprint.
+			sum.Ends, sum.Attempts, sum.Errors = nil, nil, nil
+			if prints, err = rollupPrints(ctx, tx, rq.fingerprints, d.cfg.queue, p); err != nil {
+				return err
+			}
+			if stale, gone, err = d.readKept(ctx, tx, rq.stored, first, last, prints, sum); err != nil {
+				return err
+			}
+		} else {
+			stale = stale[:0]
+			for s := open; s < last; s++ {
+				stale = append(stale, s)
+			}
 		}
 		if len(stale) == 0 {
 			return nil
@@ -176,8 +202,47 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	for _, r := range fresh {
 		sum.Add(r)
 	}
-	d.keepRollups(ctx, rq.put, fresh, prints, gone)
+	if prints != nil {
+		d.keepRollups(ctx, rq.put, fresh, prints, gone)
+	}
 	return driver.FoldRollup(p, sum), nil
+}
+
+// keptHold checks in one pass whether the kept rollups of the closed
+// slots [first, open) all hold: the records of those slots add up to the
+// count and xmin sum of the kept rows. When they do it adds them to sum
+// and returns an empty, non-nil slice; when not, nil.
+func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) ([]int64, error) {
+	var now, kept fingerprint
+	if err := tx.QueryRow(ctx, rq.total, d.cfg.queue, driver.SlotStart(first), driver.SlotStart(open)).Scan(&now.records, &now.xmins); err != nil {
+		return nil, err
+	}
+	if err := tx.QueryRow(ctx, rq.keptTotal, d.cfg.queue, first, open).Scan(&kept.records, &kept.xmins); err != nil {
+		return nil, err
+	}
+	if now != kept {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, rq.stored, d.cfg.queue, first, open)
+	if err != nil {
+		return nil, err
+	}
+	var slot int64
+	var fp fingerprint
+	var sums []byte
+	bad := false
+	_, err = pgx.ForEachRow(rows, []any{&slot, &fp.records, &fp.xmins, &sums}, func() error {
+		var r driver.Rollup
+		if json.Unmarshal(sums, &r) != nil {
+			bad = true
+		}
+		sum.Add(&r)
+		return nil
+	})
+	if err != nil || bad {
+		return nil, err
+	}
+	return []int64{}, nil
 }
 
 // rollupTable makes the rollup table if it is missing, once per driver;

@@ -170,7 +170,7 @@ func CheckRollup(t *testing.T, b Rollups) {
 				t.Fatalf("%s: scanned history: %v", step, err)
 			}
 			if got, want := Canonical(rolled), Canonical(scanned); got != want {
-				t.Errorf("%s, window %v by %v: rollups add up to\n%s\nthe records to\n%s", step, p.Until.Sub(p.Since), p.Bucket, got, want)
+				t.Errorf("%s, window %v by %v: the rollups and the records differ:\n%s", step, p.Until.Sub(p.Since), p.Bucket, diff(got, want))
 			}
 		}
 	}
@@ -197,24 +197,68 @@ func CheckRollup(t *testing.T, b Rollups) {
 	same("after deletes, a late record and a replaced one")
 }
 
-// Canonical prints h with its lists in one order, for comparisons.
+// Canonical prints h with its lists in one order, bins of the same key
+// added together (a history may list a bucket's attempts in two bins), for
+// comparisons.
 func Canonical(h *driver.History) string {
-	var ends, atts []string
+	type endKey struct {
+		bucket, bin int
+		state       driver.ResultState
+	}
+	type attKey struct {
+		bucket       int
+		outcome, env string
+	}
+	ends := map[endKey]driver.EndBin{}
 	for _, e := range h.Ends {
-		ends = append(ends, fmt.Sprintf("end b%d %s bin%d n%d max%v", e.Bucket, e.State, e.RuntimeBin, e.Count, e.MaxRuntime))
+		k := endKey{e.Bucket, e.RuntimeBin, e.State}
+		b := ends[k]
+		b.Count += e.Count
+		b.MaxRuntime = max(b.MaxRuntime, e.MaxRuntime)
+		ends[k] = b
 	}
+	atts := map[attKey]int64{}
 	for _, a := range h.Attempts {
-		atts = append(atts, fmt.Sprintf("attempt b%d %s %q n%d", a.Bucket, a.Outcome, a.Env, a.Count))
+		atts[attKey{a.Bucket, a.Outcome, a.Env}] += a.Count
 	}
-	sort.Strings(ends)
-	sort.Strings(atts)
-	var errs []string
+	var lines []string
+	for k, e := range ends {
+		lines = append(lines, fmt.Sprintf("end b%d %s bin%d n%d max%v", k.bucket, k.state, k.bin, e.Count, e.MaxRuntime))
+	}
+	for k, n := range atts {
+		lines = append(lines, fmt.Sprintf("attempt b%d %s %q n%d", k.bucket, k.outcome, k.env, n))
+	}
+	sort.Strings(lines)
 	for _, g := range h.Errors {
 		code := "none"
 		if g.ExitCode != nil {
 			code = fmt.Sprint(*g.ExitCode)
 		}
-		errs = append(errs, fmt.Sprintf("error %s %q n%d last %s examples %v", code, g.FirstLine, g.Count, g.Last.UTC().Format(time.RFC3339Nano), g.Examples))
+		lines = append(lines, fmt.Sprintf("error %s %q n%d last %s examples %v", code, g.FirstLine, g.Count, g.Last.UTC().Format(time.RFC3339Nano), g.Examples))
 	}
-	return strings.Join(append(append(ends, atts...), errs...), "\n")
+	return strings.Join(lines, "\n")
+}
+
+// diff is the lines of a and b that the other lacks.
+func diff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ina, inb := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !inb[l] {
+			out = append(out, "rollups only: "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ina[l] {
+			out = append(out, "records only: "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
