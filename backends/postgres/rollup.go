@@ -164,40 +164,45 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	}
 	first, last := p.Slots()
 	open := max(first, min(driver.SlotOf(time.Now()), last))
+	// The open slots are added up from their records on a connection of
+	// their own meanwhile (each is a pass over the table); their numbers
+	// are those of another instant than the closed slots', a few
+	// milliseconds apart.
+	tail := make(chan tailSums, 1)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { tail <- d.openSums(tctx, rq, open, last) }()
 	sum := &driver.Rollup{}
 	fresh := map[int64]*driver.Rollup{}
 	var prints map[int64]fingerprint
 	var gone []int64
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var stale []int64
-		var err error
-		if stale, err = d.keptHold(ctx, tx, rq, first, open, sum); err != nil {
+		held, err := d.keptHold(ctx, tx, rq, first, open, sum)
+		if err != nil || held {
 			return err
 		}
-		if stale == nil {
-			// Some kept rollup is missing or stale: find which by
-			// each slot's fingerprint.
-			sum.Ends, sum.Attempts, sum.Errors = nil, nil, nil
-			if prints, err = rollupPrints(ctx, tx, rq.fingerprints, d.cfg.queue, p); err != nil {
-				return err
-			}
-			if stale, gone, err = d.readKept(ctx, tx, rq.stored, first, last, prints, sum); err != nil {
-				return err
-			}
-		} else {
-			stale = stale[:0]
-			for s := open; s < last; s++ {
-				stale = append(stale, s)
-			}
+		// Some kept rollup is missing or stale: find which by each
+		// slot's fingerprint, and add them up with the open ones.
+		cancel()
+		sum.Ends, sum.Attempts, sum.Errors = nil, nil, nil
+		if prints, err = rollupPrints(ctx, tx, rq.fingerprints, d.cfg.queue, p); err != nil {
+			return err
 		}
-		if len(stale) == 0 {
-			return nil
+		var stale []int64
+		if stale, gone, err = d.readKept(ctx, tx, rq.stored, first, last, prints, sum); err != nil {
+			return err
 		}
-		lo, hi := slices.Min(stale), slices.Max(stale)
-		return rollupRows(ctx, tx, rq.sums, []any{d.cfg.queue, driver.SlotStart(lo), driver.SlotStart(hi + 1), stale}, fresh)
+		return addUp(ctx, tx, rq, d.cfg.queue, stale, fresh)
 	})
+	t := <-tail
 	if err != nil {
 		return nil, wrap(ctx, "result history", err)
+	}
+	if prints == nil {
+		if t.err != nil {
+			return nil, wrap(ctx, "result history", t.err)
+		}
+		fresh = t.sums
 	}
 	for _, r := range fresh {
 		sum.Add(r)
@@ -208,24 +213,55 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	return driver.FoldRollup(p, sum), nil
 }
 
+// tailSums are the sums of the open slots, by slot.
+type tailSums struct {
+	sums map[int64]*driver.Rollup
+	err  error
+}
+
+// openSums adds up the records of slots [open, last) in a transaction of
+// its own.
+func (d *Driver) openSums(ctx context.Context, rq rollupQueries, open, last int64) tailSums {
+	t := tailSums{sums: map[int64]*driver.Rollup{}}
+	if open >= last {
+		return t
+	}
+	slots := make([]int64, 0, last-open)
+	for s := open; s < last; s++ {
+		slots = append(slots, s)
+	}
+	t.err = pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return addUp(ctx, tx, rq, d.cfg.queue, slots, t.sums)
+	})
+	return t
+}
+
+// addUp adds up the records of slots into out.
+func addUp(ctx context.Context, tx pgx.Tx, rq rollupQueries, queue string, slots []int64, out map[int64]*driver.Rollup) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	lo, hi := slices.Min(slots), slices.Max(slots)
+	return rollupRows(ctx, tx, rq.sums, []any{queue, driver.SlotStart(lo), driver.SlotStart(hi + 1), slots}, out)
+}
+
 // keptHold checks in one pass whether the kept rollups of the closed
 // slots [first, open) all hold: the records of those slots add up to the
-// count and xmin sum of the kept rows. When they do it adds them to sum
-// and returns an empty, non-nil slice; when not, nil.
-func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) ([]int64, error) {
+// count and xmin sum of the kept rows. When they do it adds them to sum.
+func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) (bool, error) {
 	var now, kept fingerprint
 	if err := tx.QueryRow(ctx, rq.total, d.cfg.queue, driver.SlotStart(first), driver.SlotStart(open)).Scan(&now.records, &now.xmins); err != nil {
-		return nil, err
+		return false, err
 	}
 	if err := tx.QueryRow(ctx, rq.keptTotal, d.cfg.queue, first, open).Scan(&kept.records, &kept.xmins); err != nil {
-		return nil, err
+		return false, err
 	}
 	if now != kept {
-		return nil, nil
+		return false, nil
 	}
 	rows, err := tx.Query(ctx, rq.stored, d.cfg.queue, first, open)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	var slot int64
 	var fp fingerprint
@@ -239,10 +275,7 @@ func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, firs
 		sum.Add(&r)
 		return nil
 	})
-	if err != nil || bad {
-		return nil, err
-	}
-	return []int64{}, nil
+	return err == nil && !bad, err
 }
 
 // rollupTable makes the rollup table if it is missing, once per driver;
