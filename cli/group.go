@@ -71,7 +71,7 @@ tasks into queued, delayed and running (shown together as open).`,
 }
 
 func (a *app) groupsCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, work bool
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "groups [-n N] [--json]",
@@ -89,6 +89,9 @@ one object per line.`,
 				if err != nil {
 					return groupFailure(err)
 				}
+				if work {
+					return a.printGroupsWork(ctx, q, gs, asJSON)
+				}
 				if asJSON {
 					enc := json.NewEncoder(a.stdout)
 					for _, g := range gs {
@@ -104,6 +107,7 @@ one object per line.`,
 	}
 	countFlag(cmd.Flags(), &limit, "limit", "n", 20, groupLimitRange, "how many groups to list")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per group")
+	cmd.Flags().BoolVar(&work, "work", false, "add each group's work done, lost and saved by checkpoints, from its result records")
 	return cmd
 }
 

@@ -54,6 +54,14 @@ func TestGroupSweepAndRerun(t *testing.T) {
 		!strings.Contains(out, "preemptions (from 2000 records)") {
 		t.Errorf("group --wait of a group with failures: exit %d, out %q, err %q; want exit 1 naming %d failures", code, out, errOut, failing)
 	}
+	code, out, errOut = run(t, q, "groups", "--work", "--json")
+	var gw map[string]any
+	if err := json.Unmarshal([]byte(out), &gw); code != 0 || err != nil || gw["name"] != "sweep-1" {
+		t.Fatalf("groups --work --json: exit %d, %v: %s %s", code, err, out, errOut)
+	}
+	if w, _ := gw["work"].(map[string]any); w == nil || w["records"] != 2000.0 {
+		t.Errorf("groups --work --json: work %v; want 2000 records", gw["work"])
+	}
 
 	// The export of the failures, as pandas or DuckDB would read it.
 	code, out, errOut = run(t, q, "results", "--jsonl", "--group", "sweep-1", "--state", "dead-lettered")
