@@ -108,6 +108,9 @@ type fingerprint struct{ records, rowids int64 }
 // whose rollup is missing or stale; it then keeps the rollups of the
 // closed ones among them.
 func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
+	if !d.hasRollups(ctx) {
+		return d.scanHistory(ctx, p)
+	}
 	first, last := p.Slots()
 	sum := &driver.Rollup{}
 	fresh := map[int64]*driver.Rollup{}
@@ -139,6 +142,20 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		d.keepRollups(ctx, fresh, prints, newest)
 	}
 	return driver.FoldRollup(p, sum), nil
+}
+
+// hasRollups reports whether the file has the rollup table: a file made
+// before it, opened read-only, has none (it is made at every other open).
+func (d *Driver) hasRollups(ctx context.Context) bool {
+	if d.rollupReady.Load() {
+		return true
+	}
+	var n int
+	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_results_rollup'`).Scan(&n); err != nil || n == 0 {
+		return false
+	}
+	d.rollupReady.Store(true)
+	return true
 }
 
 // rollupPrints reads the fingerprint of each generation of the queue, and

@@ -34,3 +34,36 @@ func TestRollupMatchesScan(t *testing.T) {
 		},
 	})
 }
+
+// TestRollupReadOnlyOldFile: a file made before the rollup table, opened
+// read-only (which makes no table), adds a history window up from its
+// records.
+func TestRollupReadOnlyOldFile(t *testing.T) {
+	b := setup(t, "queue=old")
+	now := time.Now()
+	if err := historytest.Records(500, 500, now, 24*time.Hour, func(r []*driver.ResultRecord) error { return b.drv.PutResults(b.ctx, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.drv.db.Exec(`DROP TABLE jobq_results_rollup`); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.drv.Close()
+	ro, err := New(b.ctx, b.path, Options{Queue: "old", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	until := now.Truncate(time.Hour).Add(time.Hour)
+	p := driver.HistoryParams{Since: until.Add(-48 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 5}
+	h, err := ro.AggregateResults(b.ctx, p)
+	if err != nil {
+		t.Fatalf("history of a read-only file without rollups: %v", err)
+	}
+	var n int64
+	for _, e := range h.Ends {
+		n += e.Count
+	}
+	if n != 500 {
+		t.Errorf("history counts %d records; want 500", n)
+	}
+}
