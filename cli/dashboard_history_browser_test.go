@@ -80,7 +80,7 @@ func TestDashboardHistoryInBrowser(t *testing.T) {
 	for i := range historyLong {
 		fmt.Fprintf(&long, "sleep 4 # long %d\n", i)
 	}
-	if code, _, errOut := runIn(t, long.String(), q, "-q", "push"); code != 0 {
+	if code, _, errOut := runIn(t, long.String(), q, "-q", "push", "--group", "spot"); code != 0 {
 		t.Fatalf("push: exit %d: %s", code, errOut)
 	}
 	md := preemptingMetadata(t, time.Now().Add(1500*time.Millisecond))
@@ -99,7 +99,7 @@ func TestDashboardHistoryInBrowser(t *testing.T) {
 			fmt.Fprintf(&batch, "true # shard %d\n", i)
 		}
 	}
-	if code, _, errOut := runIn(t, batch.String(), q, "-q", "push", "--num-retries", "0"); code != 0 {
+	if code, _, errOut := runIn(t, batch.String(), q, "-q", "push", "--num-retries", "0", "--group", "sweep-1"); code != 0 {
 		t.Fatalf("push: exit %d: %s", code, errOut)
 	}
 	if code, _, errOut := run(t, q, "-q", "worker", "-n", "8", "--max-consecutive-failures", "-1"); code != 0 {
@@ -195,6 +195,24 @@ func TestDashboardHistoryInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, shots, "dashboard-history.png", "#history")
 	screenshot(t, ctx, shots, "dashboard-fleet.png", "#fleet")
+
+	// The groups: the sweep and the spot worker's long tasks, with their
+	// counts and the work their tasks cost (the long tasks' preemptions).
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#groups[data-ready="1"] #groups-table`))); err != nil {
+		t.Fatalf("the groups section: %v", err)
+	}
+	rows := eval(`[...document.querySelectorAll("#groups-table tbody tr")].map(tr => [tr.dataset.group, ...[...tr.children].slice(2, 9).map(td => td.textContent), tr.children[10].textContent, tr.children[14].textContent].join("|"))`)
+	wantRows := []string{
+		fmt.Sprintf("sweep-1|%d|%d|%d|0|0|–|0|done|0", historyTasks, historyTasks-historyFailA-historyFailB, historyFailA+historyFailB),
+		fmt.Sprintf("spot|%d|%d|0|0|0|–|0|done|%d", historyLong, historyLong, pre),
+	}
+	if strings.Join(rows, "\n") != strings.Join(wantRows, "\n") {
+		t.Errorf("the groups table shows\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))
+	}
+	if done := eval(`[...document.querySelectorAll("#groups-table tbody tr")].map(tr => tr.children[11].textContent)`); len(done) != 2 || done[0] == "–" || done[1] == "–" {
+		t.Errorf("the groups' work done shows %q; want a time for each", done)
+	}
+	screenshot(t, ctx, shots, "dashboard-groups.png", "#groups")
 
 	// An example opens its task's record.
 	if err := chromedp.Do(ctx,

@@ -70,7 +70,7 @@ tasks into queued, delayed and running (shown together as open).`,
 }
 
 func (a *app) groupsCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, work bool
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "groups [-n N] [--json]",
@@ -88,6 +88,9 @@ one object per line.`,
 				if err != nil {
 					return groupFailure(err)
 				}
+				if work {
+					return a.printGroupsWork(ctx, q, gs, asJSON)
+				}
 				if asJSON {
 					enc := json.NewEncoder(a.stdout)
 					for _, g := range gs {
@@ -103,6 +106,7 @@ one object per line.`,
 	}
 	countFlag(cmd.Flags(), &limit, "limit", "n", 20, groupLimitRange, "how many groups to list")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per group")
+	cmd.Flags().BoolVar(&work, "work", false, "add each group's work done, lost and saved by checkpoints, from its result records")
 	return cmd
 }
 
@@ -116,6 +120,9 @@ type groupView struct {
 	// the rate.
 	first   *driver.GroupCounters
 	firstAt time.Time
+	// work is the group's work totals (groupwork.go), read before the
+	// final print; nil when unknown.
+	work *jobq.GroupWork
 }
 
 // show prints the counts once, or follows them live on a terminal until
@@ -126,6 +133,7 @@ func (g *groupView) show(ctx context.Context) error {
 		if err != nil {
 			return groupFailure(err)
 		}
+		g.loadWork(ctx)
 		return g.print(c, 0)
 	}
 	live := &liveLine{w: g.a.stderr}
@@ -140,6 +148,7 @@ func (g *groupView) show(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
+	g.loadWork(ctx)
 	return g.print(c, 0)
 }
 
@@ -172,6 +181,7 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 		}
 		return groupFailure(err)
 	}
+	g.loadWork(ctx)
 	if err := g.print(c, 0); err != nil {
 		return err
 	}
@@ -187,12 +197,18 @@ func (g *groupView) print(c *driver.GroupCounters, _ int) error {
 	if g.asJSON {
 		enc := json.NewEncoder(g.a.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(toGroupJSON(c)); err != nil {
+		j := toGroupJSON(c)
+		j.Work = g.workJSON()
+		if err := enc.Encode(j); err != nil {
 			return failure(err)
 		}
 		return nil
 	}
-	_, err := fmt.Fprintln(g.a.stdout, g.line(c))
+	text := g.line(c)
+	if w := workLine(g.work); w != "" {
+		text += "\n" + w
+	}
+	_, err := fmt.Fprintln(g.a.stdout, text)
 	if err != nil {
 		return failure(err)
 	}
@@ -253,6 +269,9 @@ type groupJSON struct {
 	Done         bool      `json:"done"`
 	Created      time.Time `json:"created"`
 	Updated      time.Time `json:"updated"`
+	// Work is what the ended tasks cost in worker time; omitted where
+	// the queue's records cannot be listed.
+	Work *groupWorkJSON `json:"work,omitempty"`
 }
 
 // toGroupJSON is c as JSON; queued, delayed and running are null where

@@ -46,9 +46,21 @@ func TestGroupSweepAndRerun(t *testing.T) {
 			t.Errorf("group after the workers: %s = %v; want %v (all: %v)", k, g[k], v, g)
 		}
 	}
+	if w, _ := g["work"].(map[string]any); w == nil || w["records"] != 2000.0 || !(w["done_s"].(float64) > 0) || w["preemptions"] != 0.0 || w["lost_s"] != 0.0 {
+		t.Errorf("group --json work: %v; want 2000 records, some work done, none lost", g["work"])
+	}
 	code, out, errOut := run(t, q, "group", "sweep-1", "--wait")
-	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("%d of 2000 tasks did not succeed", failing)) || !strings.Contains(out, "done") {
+	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("%d of 2000 tasks did not succeed", failing)) || !strings.Contains(out, "done") ||
+		!strings.Contains(out, "preemptions (from 2000 records)") {
 		t.Errorf("group --wait of a group with failures: exit %d, out %q, err %q; want exit 1 naming %d failures", code, out, errOut, failing)
+	}
+	code, out, errOut = run(t, q, "groups", "--work", "--json")
+	var gw map[string]any
+	if err := json.Unmarshal([]byte(out), &gw); code != 0 || err != nil || gw["name"] != "sweep-1" {
+		t.Fatalf("groups --work --json: exit %d, %v: %s %s", code, err, out, errOut)
+	}
+	if w, _ := gw["work"].(map[string]any); w == nil || w["records"] != 2000.0 {
+		t.Errorf("groups --work --json: work %v; want 2000 records", gw["work"])
 	}
 
 	// The export of the failures, as pandas or DuckDB would read it.

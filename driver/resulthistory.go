@@ -26,7 +26,10 @@ import (
 //     them).
 //
 // Both read the records whose UpdatedAt (when the task ended, for a
-// record written at its settlement) is in [Since, Until).
+// record written at its settlement) is in [Since, Until). A native
+// aggregator may serve a Rollable window from sums it keeps per slot
+// (rollup.go: Rollup, FoldRollup), as long as it returns what adding up
+// the records returns.
 
 // MaxHistoryBuckets bounds the buckets of one aggregate: (Until-Since) /
 // Bucket.

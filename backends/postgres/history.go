@@ -109,15 +109,24 @@ func buildHistoryQueries(schema string) historyQueries {
 	}
 }
 
-// AggregateResults implements driver.ResultAggregator.
+// AggregateResults implements driver.ResultAggregator: a Rollable window
+// from the rollups (rollup.go), any other from the records.
 func (d *Driver) AggregateResults(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
-	const op = "result history"
 	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
 	if err := driver.CheckHistoryParams(p); err != nil {
 		return nil, err
 	}
+	if p.Rollable() {
+		return d.rollupHistory(ctx, p)
+	}
+	return d.scanHistory(ctx, p)
+}
+
+// scanHistory adds up the records of p's window.
+func (d *Driver) scanHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
+	const op = "result history"
 	hq := buildHistoryQueries(pgx.Identifier{d.cfg.schema}.Sanitize())
 	h := &driver.History{}
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {

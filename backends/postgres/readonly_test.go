@@ -71,4 +71,10 @@ func TestReadOnlyOpen(t *testing.T) {
 	if err != nil || st.Ready != 1 {
 		t.Fatalf("stats as the reading role: %+v, %v; want 1 ready", st, err)
 	}
+	// The dashboard's window, which the role cannot keep rollups of: it
+	// is added up from the records.
+	until := time.Now().Truncate(time.Hour).Add(time.Hour)
+	if _, err := r.AggregateResults(ctx, driver.HistoryParams{Since: until.Add(-24 * time.Hour), Until: until, Bucket: time.Hour, ErrorGroups: 5}); err != nil {
+		t.Errorf("result history as the reading role: %v", err)
+	}
 }

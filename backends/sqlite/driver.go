@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -27,6 +28,9 @@ type Driver struct {
 	autoVacuum bool
 	// keys is the sweep bookkeeping of the dedup keys (keys.go).
 	keys keySweeps
+	// rollupReady is set once the file is known to have the result
+	// history's rollup table (rollup.go).
+	rollupReady atomic.Bool
 
 	// writeSem serialises this driver's write transactions so that they
 	// queue in Go instead of spinning in SQLite's busy handler (the busy

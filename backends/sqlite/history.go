@@ -89,7 +89,8 @@ var historyErrors = `WITH ` + strings.Replace(historyRecords, "{{where}}", `AND 
 	FROM g LEFT JOIN x ON x.ec IS g.ec AND x.line IS g.line AND x.rn <= ?6
 	ORDER BY g.n DESC, g.last DESC, x.rn`
 
-// AggregateResults implements driver.ResultAggregator.
+// AggregateResults implements driver.ResultAggregator: a Rollable window
+// from the rollups (rollup.go), any other from the records.
 func (d *Driver) AggregateResults(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	if err := d.closing.Check(ctx); err != nil {
 		return nil, err
@@ -97,6 +98,14 @@ func (d *Driver) AggregateResults(ctx context.Context, p driver.HistoryParams) (
 	if err := driver.CheckHistoryParams(p); err != nil {
 		return nil, err
 	}
+	if p.Rollable() {
+		return d.rollupHistory(ctx, p)
+	}
+	return d.scanHistory(ctx, p)
+}
+
+// scanHistory adds up the records of p's window.
+func (d *Driver) scanHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, d.wrap(ctx, "result history", err)

@@ -61,6 +61,20 @@ func checkResultHistory(c *C) {
 		}
 		c.Fatalf("ResultHistory: %s", historyMatches(h, want, dead))
 	}
+	// The dashboard's window (whole hours: served from rollups where the
+	// backend keeps them), twice: the first fills them, the second reads
+	// them back.
+	until := time.Now().Truncate(time.Hour).Add(time.Hour)
+	dash := driver.HistoryParams{Since: until.Add(-24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 2, ErrorGroups: 10}
+	for run := range 2 {
+		h, err = q.Admin().ResultHistory(c.ctx(), dash)
+		if err != nil {
+			c.Fatalf("ResultHistory of the last 24 hours (run %d): %v", run+1, err)
+		}
+		if msg := historyMatches(h, want, dead); msg != "" {
+			c.Fatalf("ResultHistory of the last 24 hours (run %d): %s", run+1, msg)
+		}
+	}
 }
 
 // settleForHistory ends tasks in every way the history counts, and

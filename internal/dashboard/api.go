@@ -56,6 +56,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/runtimes", s.runtimes)
 	m.HandleFunc("GET /api/history", s.serveHistory)
 	m.HandleFunc("GET /api/result", s.result)
+	m.HandleFunc("GET /api/groups", s.serveGroups)
 	s.mux = m
 }
 

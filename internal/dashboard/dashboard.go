@@ -87,7 +87,9 @@ type Server struct {
 	csrf    string
 	mux     *http.ServeMux
 	results *resultTracker
-	hist    historyCache
+	hist    reportCache[historyReport]
+	work    reportCache[workReport]
+	rates   groupRates
 }
 
 // New checks cfg and builds a Server. It fails with a message naming the fix

@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -43,84 +42,6 @@ const (
 	historyErrorGroups = 20
 	historyExamples    = 3
 )
-
-// historyCache keeps the last aggregate of each window. A window's first
-// request computes it; later ones get the kept one, and once it is older
-// than its lifetime the next request starts a recomputation in the
-// background and still gets the kept one (so only the first request of a
-// window waits for the engine). A lifetime is historyTTL, or ten times
-// what the aggregate took when that is longer, so that a slow aggregate
-// (a large window on a large store) does not keep the engine busy.
-type historyCache struct {
-	mu      sync.Mutex
-	windows map[string]*cachedHistory
-}
-
-// cachedHistory is one window's aggregate.
-type cachedHistory struct {
-	compute sync.Mutex // held by the computation under way
-	mu      sync.Mutex // guards the fields below
-	report  *historyReport
-	at      time.Time
-	ttl     time.Duration
-	busy    bool // a background recomputation is under way
-}
-
-// historyTimeout bounds a background recomputation.
-const historyTimeout = 10 * time.Minute
-
-// get returns the window's report: the kept one, or one computed now with
-// compute when there is none yet.
-func (c *historyCache) get(ctx context.Context, name string, compute func(ctx context.Context) (*historyReport, error)) (*historyReport, error) {
-	c.mu.Lock()
-	if c.windows == nil {
-		c.windows = map[string]*cachedHistory{}
-	}
-	e := c.windows[name]
-	if e == nil {
-		e = &cachedHistory{}
-		c.windows[name] = e
-	}
-	c.mu.Unlock()
-	e.mu.Lock()
-	if r := e.report; r != nil {
-		if time.Since(e.at) >= e.ttl && !e.busy {
-			e.busy = true
-			go func() {
-				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
-				defer cancel()
-				_, _ = e.run(bctx, compute)
-			}()
-		}
-		e.mu.Unlock()
-		return r, nil
-	}
-	e.mu.Unlock()
-	return e.run(ctx, compute)
-}
-
-// run computes the report (once at a time) and keeps it.
-func (e *cachedHistory) run(ctx context.Context, compute func(ctx context.Context) (*historyReport, error)) (*historyReport, error) {
-	e.compute.Lock()
-	defer e.compute.Unlock()
-	e.mu.Lock()
-	if r := e.report; r != nil && !e.busy {
-		// Computed by the request this one waited for.
-		e.mu.Unlock()
-		return r, nil
-	}
-	e.mu.Unlock()
-	began := time.Now()
-	r, err := compute(ctx)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.busy = false
-	if err != nil {
-		return nil, err
-	}
-	e.report, e.at, e.ttl = r, time.Now(), max(historyTTL, 10*time.Since(began))
-	return r, nil
-}
 
 // historyReport is what /api/history serves.
 type historyReport struct {

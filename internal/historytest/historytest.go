@@ -6,6 +6,8 @@ package historytest
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,12 +54,26 @@ func Records(n, batch int, now time.Time, span time.Duration, each func([]*drive
 	return nil
 }
 
-// Measure runs a 7-day, hourly result history on agg over the n records
-// Records made before now, checks its sums and logs how long it took.
+// Measure runs the dashboard's 7-day, hourly result history (its edges
+// on whole hours, so served from rollups where the backend keeps them) on
+// agg over the n records Records made over the 7 days before now, three
+// times, checks its sums and logs how long each took: the first fills
+// the rollups, the others read them.
 func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
 	t.Helper()
-	p := driver.HistoryParams{Since: now.Add(-7*24*time.Hour - time.Minute), Until: now.Add(time.Minute), Bucket: time.Hour, Examples: 3, ErrorGroups: 20}
-	for run := range 2 {
+	until := now.Truncate(time.Hour).Add(time.Hour)
+	p := driver.HistoryParams{Since: until.Add(-7 * 24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 20}
+	var wantEnds, wantDead int64
+	span := 7 * 24 * time.Hour
+	for i := range n {
+		if end := now.Add(-span + time.Duration(int64(span)/int64(n)*int64(i))); !end.Before(p.Since) {
+			wantEnds++
+			if i%50 == 0 {
+				wantDead++
+			}
+		}
+	}
+	for run := range 3 {
 		began := time.Now()
 		h, err := agg.AggregateResults(context.Background(), p)
 		took := time.Since(began)
@@ -79,11 +95,170 @@ func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
 		for _, g := range h.Errors {
 			errs += g.Count
 		}
-		wantDead := int64((n + 49) / 50)
-		if ends != int64(n) || dead != wantDead || errs != wantDead || len(h.Errors) != 3 {
-			t.Errorf("history of %d records: %d ends, %d dead-lettered, %d in %d error groups; want %d, %d, %d in 3", n, ends, dead, errs, len(h.Errors), n, wantDead, wantDead)
+		if ends != wantEnds || dead != wantDead || errs != wantDead || len(h.Errors) != 3 {
+			t.Errorf("history of %d records: %d ends, %d dead-lettered, %d in %d error groups; want %d, %d, %d in 3", n, ends, dead, errs, len(h.Errors), wantEnds, wantDead, wantDead)
 		}
-		t.Logf("run %d: 7-day hourly history of %d records: %v (%d end bins, %d preempted attempts in %d bins, %d error groups)",
-			run+1, n, took.Round(time.Millisecond), len(h.Ends), preempted, len(h.Attempts), len(h.Errors))
+		t.Logf("run %d: 7-day hourly history of %d records (%d in the window): %v (%d end bins, %d preempted attempts in %d bins, %d error groups)",
+			run+1, n, wantEnds, took.Round(time.Millisecond), len(h.Ends), preempted, len(h.Attempts), len(h.Errors))
 	}
+}
+
+// Rollups is what CheckRollup needs of a backend that serves Rollable
+// windows from rollups.
+type Rollups struct {
+	// Put stores records; Delete deletes the records of task IDs; Purge
+	// deletes the records that expired before now.
+	Put    func([]*driver.ResultRecord) error
+	Delete func(ids []string) error
+	Purge  func(now time.Time) error
+	// Rolled is the backend's AggregateResults (rollups for a Rollable
+	// window); Scanned adds the window up from the records only.
+	Rolled, Scanned func(driver.HistoryParams) (*driver.History, error)
+	// Kept is how many rollups the backend keeps.
+	Kept func() (int, error)
+	// N is how many records to write (3000 when 0): enough for the
+	// backend to keep rollups.
+	N int
+}
+
+// CheckRollup checks that windows served from rollups add up to what the
+// records add up to: when the rollups are first made, when they are read
+// back, and after records of closed slots were purged, deleted, written
+// late and replaced.
+func CheckRollup(t *testing.T, b Rollups) {
+	t.Helper()
+	now := time.Now()
+	n := b.N
+	if n == 0 {
+		n = 3000
+	}
+	var recs []*driver.ResultRecord
+	if err := Records(n, 5000, now, 3*24*time.Hour, func(r []*driver.ResultRecord) error {
+		recs = append(recs, r...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if i%7 == 3 {
+			r.ExpiresAt = now.Add(-time.Second)
+		}
+	}
+	for i := 0; i < n; i += 5000 {
+		if err := b.Put(recs[i:min(i+5000, n)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := now.Truncate(time.Hour).Add(time.Hour)
+	windows := []driver.HistoryParams{
+		{Since: until.Add(-7 * 24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 20},
+		{Since: until.Add(-24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 2},
+		{Since: until.Add(-6 * time.Hour), Until: until, Bucket: 10 * time.Minute, Examples: 5, ErrorGroups: 20},
+	}
+	same := func(step string) {
+		t.Helper()
+		for _, p := range windows {
+			if !p.Rollable() {
+				t.Fatalf("window %v/%v is not Rollable", p.Until.Sub(p.Since), p.Bucket)
+			}
+			rolled, err := b.Rolled(p)
+			if err != nil {
+				t.Fatalf("%s: rollup history: %v", step, err)
+			}
+			scanned, err := b.Scanned(p)
+			if err != nil {
+				t.Fatalf("%s: scanned history: %v", step, err)
+			}
+			if got, want := Canonical(rolled), Canonical(scanned); got != want {
+				t.Errorf("%s, window %v by %v: the rollups and the records differ:\n%s", step, p.Until.Sub(p.Since), p.Bucket, diff(got, want))
+			}
+		}
+	}
+	same("first")
+	if n, err := b.Kept(); err != nil || n == 0 {
+		t.Fatalf("rollups kept after a history: %d, %v; want some", n, err)
+	}
+	same("read back")
+	if err := b.Purge(now); err != nil {
+		t.Fatal(err)
+	}
+	same("after a purge")
+	if err := b.Delete([]string{recs[n/30].ID, recs[n*2/3].ID, recs[n-50].ID}); err != nil {
+		t.Fatal(err)
+	}
+	late := *recs[n/2]
+	late.ID, late.UpdatedAt = "late-record", now.Add(-30*time.Hour)
+	moved := *recs[n/3]
+	moved.State, moved.UpdatedAt = driver.ResultDeadLettered, now.Add(-2*time.Hour)
+	moved.Data = []byte(`{"v": 1, "exit_code": 9, "output": "moved"}`)
+	if err := b.Put([]*driver.ResultRecord{&late, &moved}); err != nil {
+		t.Fatal(err)
+	}
+	same("after deletes, a late record and a replaced one")
+}
+
+// Canonical prints h with its lists in one order, bins of the same key
+// added together (a history may list a bucket's attempts in two bins), for
+// comparisons.
+func Canonical(h *driver.History) string {
+	type endKey struct {
+		bucket, bin int
+		state       driver.ResultState
+	}
+	type attKey struct {
+		bucket       int
+		outcome, env string
+	}
+	ends := map[endKey]driver.EndBin{}
+	for _, e := range h.Ends {
+		k := endKey{e.Bucket, e.RuntimeBin, e.State}
+		b := ends[k]
+		b.Count += e.Count
+		b.MaxRuntime = max(b.MaxRuntime, e.MaxRuntime)
+		ends[k] = b
+	}
+	atts := map[attKey]int64{}
+	for _, a := range h.Attempts {
+		atts[attKey{a.Bucket, a.Outcome, a.Env}] += a.Count
+	}
+	var lines []string
+	for k, e := range ends {
+		lines = append(lines, fmt.Sprintf("end b%d %s bin%d n%d max%v", k.bucket, k.state, k.bin, e.Count, e.MaxRuntime))
+	}
+	for k, n := range atts {
+		lines = append(lines, fmt.Sprintf("attempt b%d %s %q n%d", k.bucket, k.outcome, k.env, n))
+	}
+	sort.Strings(lines)
+	for _, g := range h.Errors {
+		code := "none"
+		if g.ExitCode != nil {
+			code = fmt.Sprint(*g.ExitCode)
+		}
+		lines = append(lines, fmt.Sprintf("error %s %q n%d last %s examples %v", code, g.FirstLine, g.Count, g.Last.UTC().Format(time.RFC3339Nano), g.Examples))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// diff is the lines of a and b that the other lacks.
+func diff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ina, inb := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !inb[l] {
+			out = append(out, "rollups only: "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ina[l] {
+			out = append(out, "records only: "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

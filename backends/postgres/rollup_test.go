@@ -1,0 +1,35 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/historytest"
+)
+
+// TestRollupMatchesScan: windows served from results_rollup add up to
+// what the records add up to, also after a purge, deletes, a late record
+// and a replaced one.
+func TestRollupMatchesScan(t *testing.T) {
+	d := openDriver(t)
+	ctx := context.Background()
+	historytest.CheckRollup(t, historytest.Rollups{
+		Put: func(recs []*driver.ResultRecord) error { return d.PutResults(ctx, recs) },
+		Delete: func(ids []string) error {
+			_, err := d.DeleteResults(ctx, ids)
+			return err
+		},
+		Purge: func(now time.Time) error {
+			_, err := d.PurgeResults(ctx, now)
+			return err
+		},
+		Rolled:  func(p driver.HistoryParams) (*driver.History, error) { return d.AggregateResults(ctx, p) },
+		Scanned: func(p driver.HistoryParams) (*driver.History, error) { return d.scanHistory(ctx, p) },
+		Kept: func() (n int, err error) {
+			err = d.pool.QueryRow(ctx, "SELECT count(*) FROM "+d.cfg.schema+".results_rollup WHERE queue = $1", d.cfg.queue).Scan(&n)
+			return n, err
+		},
+	})
+}
