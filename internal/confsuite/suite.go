@@ -134,7 +134,7 @@ func checks() []check {
 		{"BulkRequeueByFilter", checkBulkRequeueByFilter},
 		{"PurgeRecordsByFilter", checkPurgeRecordsByFilter},
 		{"Schedules", checkSchedules},
-	}, append(append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...), groupChecks()...)...)
+	}, append(append(append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...), groupChecks()...), dependencyChecks()...)...)
 }
 
 // handle is one open queue and the log records of its logger.
