@@ -82,6 +82,10 @@ type pushFlags struct {
 	uniqueFor   time.Duration
 	group       string
 	skipSucc    bool
+	after       []string
+	afterGroups []string
+	then        string
+	thenIf      string
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -160,6 +164,10 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.Var(backoffValue{&f.backoff}, "retry-backoff", "retry a failed task after about BASE, doubling per failure up to CAP, with jitter, e.g. 10s,1h (BASE alone keeps the cap 10m; default: the queue's retry-backoff policy, else 10s,10m)")
 	durationRangeFlag(fl, &f.uniqueFor, "unique-for", 0, uniqueForRange, "refuse as a duplicate a task that ended within this long (its result record says so) or is queued now, e.g. 24h (needs result records; 0: only the backend's dedup)")
 	fl.StringVar(&f.group, "group", "", "tag the tasks with this group, to follow them with 'jobq QUEUE group NAME' (default: a new name, printed, where the backend counts groups)")
+	fl.StringArrayVar(&f.after, "after", nil, "run the tasks only after these tasks (IDs, comma-separated; repeatable) have succeeded; if one is dead-lettered or cancelled, they are cancelled")
+	fl.StringArrayVar(&f.afterGroups, "after-group", nil, "run the tasks only after every task of this group has succeeded (repeatable)")
+	fl.StringVar(&f.then, "then", "", "a command to run once every task of the push's group has ended (the group's step; its environment has the group's counts)")
+	fl.StringVar(&f.thenIf, "then-if", "all-succeeded", "when --then runs: all-succeeded (else it is cancelled) or always")
 	fl.BoolVar(&f.skipSucc, "skip-succeeded", false, "leave out every task whose ID has a succeeded result record (within the queue's retention), and print how many were skipped: a rerun pushes only what did not succeed")
 	durationRangeFlag(fl, &f.timeLimit, "time-limit", 0, taskTimeLimitRange, "stop an attempt that runs longer than this (SIGTERM, then SIGKILL) and count it as a failure; overrides the worker's --task-time-limit (0: the worker's)")
 }
@@ -235,6 +243,10 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err != nil {
 		return err
 	}
+	require, err := checkDepFlags(q, f, group)
+	if err != nil {
+		return err
+	}
 	if f.skipSucc {
 		if err := checkResults(q, "push --skip-succeeded"); err != nil {
 			return err
@@ -267,8 +279,16 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		err = p.pushStdin(pushCtx, opts, interrupted)
 	}
 	stop()
-	if err != nil || !f.wait {
+	if err != nil {
 		return err
+	}
+	if f.then != "" {
+		if err := a.pushThen(ctx, q, group, f.then, require, opts.env, f.cwd); err != nil {
+			return err
+		}
+	}
+	if !f.wait {
+		return nil
 	}
 	if err := p.printer.Flush(); err != nil {
 		return failure(err)
@@ -636,6 +656,7 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task, line int) error {
 	t.RetryBackoff = p.f.backoff
 	t.TimeLimit = p.f.timeLimit
 	t.Group = p.group
+	p.f.applyAfter(t)
 	if p.f.delay > 0 {
 		t.NotBefore = time.Now().Add(p.f.delay)
 	}
@@ -658,7 +679,9 @@ func (p *pusher) send(ctx context.Context) error {
 	if len(p.batch) == 0 {
 		return nil
 	}
-	if len(p.pending) >= p.inFlight {
+	for len(p.pending) >= p.inFlight || (len(p.pending) > 0 && hasAfter(p.batch)) {
+		// A task with dependencies waits for the batches before it: its
+		// parents may be among them.
 		if err := p.collect(); err != nil {
 			return err
 		}
