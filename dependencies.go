@@ -130,9 +130,10 @@ func (q *Queue) pushDeps(ctx context.Context, tasks []*Task, opts PushOptions, r
 // the backend's batch limit, filling out.
 func (q *Queue) hold(ctx context.Context, hs driver.HeldStore, tasks []*Task, msgs []*driver.Message, idx []int, require driver.HeldRequire, out []PushResult) error {
 	const op = "push"
+	now := time.Now()
 	hms := make([]*driver.HeldMessage, len(idx))
 	for k, i := range idx {
-		hms[k] = &driver.HeldMessage{Message: *msgs[i], After: tasks[i].After, AfterGroups: tasks[i].AfterGroups, Require: require}
+		hms[k] = &driver.HeldMessage{Message: *msgs[i], After: tasks[i].After, AfterGroups: tasks[i].AfterGroups, Require: require, Created: now}
 	}
 	stampTrace(ctx, pick(msgs, idx))
 	for k := range hms {

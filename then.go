@@ -39,7 +39,9 @@ func ThenTaskID(group string) string {
 // a shell step gets GroupEnvVar and, when it starts, the group's final
 // counts in its environment. The group must exist (push its tasks
 // first); a second step for it is refused (AlreadyExists) while the
-// first is held, or once it has run. t must not be in group itself.
+// first is held, or once it has run; a step cancelled (Admin.Cancel of
+// its ID, or by its condition) may be replaced. t must not be in group
+// itself.
 func (a *Admin) ThenGroup(ctx context.Context, group string, t *Task, require driver.HeldRequire) (PushResult, error) {
 	const op = "then"
 	q := a.q
@@ -69,7 +71,8 @@ func (a *Admin) ThenGroup(ctx context.Context, group string, t *Task, require dr
 	if err != nil {
 		return PushResult{}, err
 	}
-	if r := recs[0]; r != nil && r.State.Final() {
+	if r := recs[0]; r != nil && (r.State == driver.ResultSucceeded || r.State == driver.ResultDeadLettered) {
+		// A cancelled step may be replaced; one that ran may not.
 		return PushResult{}, &Error{Code: errcode.AlreadyExists, Op: op, Queue: q.url,
 			Msg: fmt.Sprintf("group %q has had its step already (task %s, %s); push the step as an ordinary task, or the sweep again in a new group", group, id, r.State)}
 	}

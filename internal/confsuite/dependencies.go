@@ -408,6 +408,16 @@ func checkGroupStepOnce(c *C) {
 	if r := c.result(q, step2); r.State != driver.ResultCancelled || !strings.Contains(r.Error, g2) {
 		c.Errorf("the cancelled step's record: %s %q; want cancelled, naming group %s", r.State, r.Error, g2)
 	}
+	// A cancelled step may be replaced: one that runs whatever the ends.
+	if _, err := q.Admin().ThenGroup(c.ctx(), g2, task("replacing step"), driver.RequireEnded); err != nil {
+		c.Fatalf("ThenGroup replacing a cancelled step: %v", err)
+	}
+	if res := c.sweep(q); !slices.Equal(res.Released, []string{step2}) {
+		c.Fatalf("a sweep of the replacing step of a group that ended released %v; want %s", res.Released, step2)
+	}
+	replaced := c.receive(q, c.longVis(q))
+	c.expectStepEnv(replaced, g2, map[string]int64{"JOBQ_GROUP_SUCCEEDED": 1, "JOBQ_GROUP_DEAD_LETTERED": 1})
+	c.complete(replaced)
 }
 
 // raceWorker receives and completes the group's tasks on w, sweeping
