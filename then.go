@@ -45,22 +45,10 @@ func ThenTaskID(group string) string {
 func (a *Admin) ThenGroup(ctx context.Context, group string, t *Task, require driver.HeldRequire) (PushResult, error) {
 	const op = "then"
 	q := a.q
-	if err := validGroupName(op, group); err != nil {
+	if err := checkStep(op, group, t, require); err != nil {
 		return PushResult{}, err
 	}
-	if require != driver.RequireSucceeded && require != driver.RequireEnded {
-		return PushResult{}, errorf(errcode.InvalidArgument, op, "step condition %q: use all-succeeded (\"\") or always", require)
-	}
-	if t == nil {
-		return PushResult{}, errorf(errcode.InvalidArgument, op, "the step's task is nil")
-	}
 	id := ThenTaskID(group)
-	switch {
-	case t.ID != "" && t.ID != id:
-		return PushResult{}, errorf(errcode.InvalidArgument, op, "a group's step has the ID ThenTaskID(%q) = %s; leave Task.ID empty", group, id)
-	case len(t.After) > 0 || len(t.AfterGroups) > 0:
-		return PushResult{}, errorf(errcode.InvalidArgument, op, "a group's step waits for its group only: leave After and AfterGroups empty")
-	}
 	if _, _, err := q.heldStore(op); err != nil {
 		return PushResult{}, err
 	}
@@ -95,6 +83,24 @@ func (a *Admin) ThenGroup(ctx context.Context, group string, t *Task, require dr
 			Msg: fmt.Sprintf("group %q has a step already (task %s); cancel it (`jobq QUEUE cancel %s`) to replace it", group, id, id)}
 	}
 	return res[0], nil
+}
+
+// checkStep refuses a step ThenGroup cannot hold.
+func checkStep(op, group string, t *Task, require driver.HeldRequire) error {
+	if err := validGroupName(op, group); err != nil {
+		return err
+	}
+	switch {
+	case require != driver.RequireSucceeded && require != driver.RequireEnded:
+		return errorf(errcode.InvalidArgument, op, "step condition %q: use all-succeeded (\"\") or always", require)
+	case t == nil:
+		return errorf(errcode.InvalidArgument, op, "the step's task is nil")
+	case t.ID != "" && t.ID != ThenTaskID(group):
+		return errorf(errcode.InvalidArgument, op, "a group's step has the ID ThenTaskID(%q) = %s; leave Task.ID empty", group, ThenTaskID(group))
+	case len(t.After) > 0 || len(t.AfterGroups) > 0:
+		return errorf(errcode.InvalidArgument, op, "a group's step waits for its group only: leave After and AfterGroups empty")
+	}
+	return nil
 }
 
 // GroupStep is where a group's step is.

@@ -247,22 +247,9 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.skipSucc {
-		if err := checkResults(q, "push --skip-succeeded"); err != nil {
-			return err
-		}
-		if err := checkKeepsRecords(ctx, q, "push --skip-succeeded"); err != nil {
-			return err
-		}
-	}
-	if f.wait {
-		// Refused before anything is pushed.
-		if err := checkResults(q, "push --wait"); err != nil {
-			return err
-		}
-		if err := checkKeepsRecords(ctx, q, "push --wait"); err != nil {
-			return err
-		}
+	// Refused before anything is pushed.
+	if err := needRecords(ctx, q, f); err != nil {
+		return err
 	}
 	p := &pusher{a: a, q: q, f: f, group: group, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
 	if p.positions() {
@@ -308,6 +295,26 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return &exitError{code: exitCode(err), err: fmt.Errorf("%w\n%s", err, note)}
 	}
 	return failure(errors.New(note))
+}
+
+// needRecords refuses --skip-succeeded and --wait where the queue keeps
+// no result records.
+func needRecords(ctx context.Context, q *jobq.Queue, f pushFlags) error {
+	for _, c := range []struct {
+		on   bool
+		what string
+	}{{f.skipSucc, "push --skip-succeeded"}, {f.wait, "push --wait"}} {
+		if !c.on {
+			continue
+		}
+		if err := checkResults(q, c.what); err != nil {
+			return err
+		}
+		if err := checkKeepsRecords(ctx, q, c.what); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkUniqueFor refuses push --unique-for before anything is pushed
