@@ -377,24 +377,25 @@ func findCycle(op string, tasks []*Task, msgs []*driver.Message, inBatch map[str
 
 // cancelHeld is Admin.Cancel of the held tasks among ids: each gets its
 // cancelled record, then is dropped (a sweep finishes a drop cut short
-// after the record). It returns the IDs it dropped; none where the
-// backend cannot hold tasks.
-func (q *Queue) cancelHeld(ctx context.Context, op string, store driver.ResultStore, ids []string) (map[string]bool, error) {
-	dropped := map[string]bool{}
+// after the record). It returns the IDs it dropped, and those a sweep
+// released between the two (queued now, with the cancelled record); none
+// where the backend cannot hold tasks.
+func (q *Queue) cancelHeld(ctx context.Context, op string, store driver.ResultStore, ids []string) (dropped, released map[string]bool, err error) {
+	dropped, released = map[string]bool{}, map[string]bool{}
 	hs, ok := q.drv.(driver.HeldStore)
 	if !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported {
-		return dropped, nil
+		return dropped, released, nil
 	}
 	var held []*driver.HeldMessage
 	for start := 0; start < len(ids); start += maxResultBatch {
 		got, err := hs.HeldOf(ctx, ids[start:min(start+maxResultBatch, len(ids))])
 		if err != nil {
-			return nil, q.wrap(op, err)
+			return nil, nil, q.wrap(op, err)
 		}
 		held = append(held, got...)
 	}
 	if len(held) == 0 {
-		return dropped, nil
+		return dropped, released, nil
 	}
 	now := time.Now()
 	recs := make([]*driver.ResultRecord, len(held))
@@ -404,14 +405,19 @@ func (q *Queue) cancelHeld(ctx context.Context, op string, store driver.ResultSt
 		recs[i] = q.newRecord(h.Message.ID, driver.ResultCancelled, now, &recordDetails{errText: "cancelled before it ran (it was held, waiting for its parents)", group: h.Message.Group})
 	}
 	if err := putResults(ctx, store, recs); err != nil {
-		return nil, q.wrap(op, err)
+		return nil, nil, q.wrap(op, err)
 	}
 	got, err := hs.Drop(ctx, hids)
 	if err != nil {
-		return nil, q.wrap(op, err)
+		return nil, nil, q.wrap(op, err)
 	}
 	for _, id := range got {
 		dropped[id] = true
 	}
-	return dropped, nil
+	for _, id := range hids {
+		if !dropped[id] {
+			released[id] = true
+		}
+	}
+	return dropped, released, nil
 }

@@ -347,7 +347,7 @@ func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		return nil, err
 	}
 	unique := uniqueIDs(ids)
-	dropped, err := q.cancelHeld(ctx, op, store, unique)
+	dropped, released, err := q.cancelHeld(ctx, op, store, unique)
 	if err != nil {
 		return nil, err
 	}
@@ -366,6 +366,14 @@ func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		return nil, err
 	}
 	state, open := cancelStates(unique, recs)
+	for id := range released {
+		// Released by a sweep as the cancel recorded it: queued now, with
+		// the cancel's record, which the removal below replaces.
+		if state[id].Final() {
+			state[id] = driver.ResultCancelRequested
+			open = append(open, id)
+		}
+	}
 	removed, missing := dropped, map[string]bool{}
 	if native && len(open) > 0 {
 		if err := q.removeTasks(ctx, op, store, remover, open, state, removed, missing); err != nil {
