@@ -120,10 +120,28 @@ func (q *Queue) pushDeps(ctx context.Context, tasks []*Task, opts PushOptions, r
 		}
 		if err != nil {
 			q.dropRefused(ctx, pickRefs(created, held)...)
-			return nil, spreadErr(err, plain, held, len(tasks))
+			return storedPrefix(out, spreadErr(err, plain, held, len(tasks)))
 		}
 	}
-	return out, q.hold(ctx, hs, tasks, msgs, held, require, out)
+	if err := q.hold(ctx, hs, tasks, msgs, held, require, out); err != nil {
+		return storedPrefix(out, err)
+	}
+	return out, nil
+}
+
+// storedPrefix returns, with err, the results of the tasks before the
+// first that err, a *BatchError, says was not stored: PushBatch's
+// convention for a batch stored in part.
+func storedPrefix(out []PushResult, err error) ([]PushResult, error) {
+	var be *BatchError
+	if !errors.As(err, &be) {
+		return nil, err
+	}
+	n := 0
+	for n < len(be.Errs) && be.Errs[n] == nil {
+		n++
+	}
+	return out[:n], err
 }
 
 // hold stores the held tasks tasks[idx] (encoded as msgs) in chunks of

@@ -101,3 +101,40 @@ func TestDependenciesRefused(t *testing.T) {
 		})
 	}
 }
+
+// failingHold is a mem driver whose Hold fails as an unreachable engine.
+type failingHold struct{ *mem.Driver }
+
+func (d failingHold) Hold(context.Context, []*driver.HeldMessage) ([]driver.PushResult, error) {
+	return nil, driver.Errorf(errcode.Unavailable, "the engine is down")
+}
+
+// TestPushBatchHoldFails: a batch whose plain tasks were stored and whose
+// held ones were not returns the stored prefix and a *BatchError that
+// tells each task's fate.
+func TestPushBatchHoldFails(t *testing.T) {
+	t.Parallel()
+	d, err := mem.New(mem.Options{Queue: "hold-fails-" + rand.Text()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := jobq.New(failingHold{d}, jobq.Options{PushRetry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	a := &jobq.Task{ID: "a", Command: "echo a"}
+	b := &jobq.Task{ID: "b", Command: "echo b", After: []string{"a"}}
+	c := &jobq.Task{ID: "c", Command: "echo c"}
+	res, err := q.PushBatch(t.Context(), []*jobq.Task{a, b, c}, jobq.PushOptions{})
+	var be *jobq.BatchError
+	if !errors.As(err, &be) || len(be.Errs) != 3 || be.Errs[0] != nil || be.Errs[1] == nil || be.Errs[2] != nil {
+		t.Fatalf("PushBatch = %v; want a *BatchError: a and c stored, b not", err)
+	}
+	if errcode.Of(be.Errs[1]) != errcode.Unavailable {
+		t.Errorf("b's error: %v; want the engine's Unavailable", be.Errs[1])
+	}
+	if len(res) != 1 || res[0].ID != "a" {
+		t.Errorf("results %+v; want the stored prefix: a", res)
+	}
+}

@@ -269,7 +269,7 @@ job.`,
 // held tasks, where the backend keeps them.
 func (a *app) schedulerOnce(ctx context.Context, q *jobq.Queue) error {
 	caps := q.Capabilities()
-	sweep := caps.Level(driver.Dependencies) != driver.Unsupported
+	sweep := caps.Level(driver.Dependencies) != driver.Unsupported && caps.Level(driver.Results) != driver.Unsupported
 	if caps.Level(driver.Schedules) != driver.Unsupported || !sweep {
 		runs, err := q.Admin().FireSchedules(ctx, time.Now())
 		for _, r := range runs {

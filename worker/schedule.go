@@ -42,13 +42,15 @@ func RunScheduler(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
 }
 
 // firesSchedules and sweepsHeld report whether the queue's backend keeps
-// schedules and held tasks: what the background loop has to do.
+// schedules and held tasks (which need result records): what the
+// background loop has to do.
 func firesSchedules(q *jobq.Queue) bool {
 	return q.Capabilities().Level(driver.Schedules) != driver.Unsupported
 }
 
 func sweepsHeld(q *jobq.Queue) bool {
-	return q.Capabilities().Level(driver.Dependencies) != driver.Unsupported
+	c := q.Capabilities()
+	return c.Level(driver.Dependencies) != driver.Unsupported && c.Level(driver.Results) != driver.Unsupported
 }
 
 // scheduleLoop fires due slots and sweeps the held tasks at once and then
