@@ -121,6 +121,15 @@ task pushed again while the record of an earlier identical task is kept
 --unique-for D refuses as a duplicate a task that ended within D (its
 result record says so) or is queued now: a task pushed at most once per D.
 
+Dependencies: --after ID[,ID...] (or "after" in a JSON line) holds the
+tasks until every task named has succeeded, --after-group G until every
+task of group G has; if one is dead-lettered or cancelled they are
+cancelled, their record naming it. An unknown ID, a parent that failed
+already and a cycle are refused. --then CMD runs CMD once when every task
+of the push's group has ended, with the counts in $JOBQ_GROUP_* (see
+'group --help'); --then-if always runs it even if some failed. Workers
+release held tasks within 2 s of their parents' end.
+
 Retries: a failed task is retried after a delay that doubles with every
 failure, with jitter (--retry-backoff, else the queue's retry-backoff
 policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
@@ -131,7 +140,9 @@ policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
   echo '{"cmd": "echo $NAME", "env": {"NAME": "x"}}' | jobq sqlite://./work.db push
   jobq sqlite://./work.db push -c 'nvidia-smi && ./gpu-job' --gate-cmd 'nvidia-smi' --delay 10m
   seq 1 50 | sed 's/^/.\/simulate /' | jobq sqlite://./work.db push --wait --num-retries 2 --retry-backoff 30s,10m
-  jobq sqlite://./work.db push --print-ids --json -c 'make report' --time-limit 2h`,
+  jobq sqlite://./work.db push --print-ids --json -c 'make report' --time-limit 2h
+  jobq sqlite://./work.db push --group sweep-1 --then 'python aggregate.py' --then-if always < sweep.txt
+  jobq sqlite://./work.db push --after 5d41402abc4b2a76b9719d911017c592 -c './plot.sh'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.flagsHint = flagsHint(cmd.Flags())

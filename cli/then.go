@@ -55,7 +55,7 @@ func (a *app) pushThen(ctx context.Context, q *jobq.Queue, group, cmd string, re
 	return nil
 }
 
-// afterFlags adds --after and --after-group to t.
+// applyAfter adds --after and --after-group to t's own dependencies.
 func (f *pushFlags) applyAfter(t *jobq.Task) {
 	for _, v := range f.after {
 		for id := range strings.SplitSeq(v, ",") {
