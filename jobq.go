@@ -364,6 +364,9 @@ func (q *Queue) PushTx(ctx context.Context, tx any, tasks []*Task, opts PushOpti
 	if opts.UniqueFor != 0 || opts.SkipSucceeded {
 		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor and SkipSucceeded are not available inside a transaction: push with PushBatch after the commit")
 	}
+	if hasDeps(tasks) {
+		return nil, errorf(errcode.InvalidArgument, op, "a task with After or AfterGroups cannot be pushed inside a transaction: push it with PushBatch after the commit")
+	}
 	return q.waitForRoom(ctx, opts, func() (out []PushResult, err error) {
 		ctx, span := q.startPush(ctx, len(tasks))
 		defer func() { q.endPush(ctx, span, out, err) }()
@@ -441,6 +444,9 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 	}
 	ctx, span := q.startPush(ctx, len(tasks))
 	defer func() { q.endPush(ctx, span, results, err) }()
+	if hasDeps(tasks) {
+		return q.pushDeps(ctx, tasks, opts, driver.RequireSucceeded)
+	}
 	ended, err := q.checkUniqueFor(op, opts)
 	if err != nil {
 		return nil, err
@@ -715,6 +721,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 			task.ID = r.ID
 		}
 		task.Group = r.Group
+		task = q.withGroupEnv(ctx, task)
 		envs = append(envs, newEnvelope(q, r, wire, task, vis))
 	}
 	if len(poison) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -346,6 +347,13 @@ func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		return nil, err
 	}
 	unique := uniqueIDs(ids)
+	dropped, released, err := q.cancelHeld(ctx, op, store, unique)
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		unique = slices.DeleteFunc(unique, func(id string) bool { return dropped[id] })
+	}
 	remover, native := q.drv.(driver.TaskRemover)
 	native = native && q.caps.Level(driver.Cancel) == driver.Native
 	if !native {
@@ -358,7 +366,15 @@ func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 		return nil, err
 	}
 	state, open := cancelStates(unique, recs)
-	removed, missing := map[string]bool{}, map[string]bool{}
+	for id := range released {
+		// Released by a sweep as the cancel recorded it: queued now, with
+		// the cancel's record, which the removal below replaces.
+		if state[id].Final() {
+			state[id] = driver.ResultCancelRequested
+			open = append(open, id)
+		}
+	}
+	removed, missing := dropped, map[string]bool{}
 	if native && len(open) > 0 {
 		if err := q.removeTasks(ctx, op, store, remover, open, state, removed, missing); err != nil {
 			return nil, err

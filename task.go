@@ -107,6 +107,18 @@ type Task struct {
 	// feature refuse it.
 	Group string
 
+	// After names tasks (by ID) that must all succeed before this one
+	// runs, and AfterGroups groups that must all end with every task
+	// succeeded. Until then the task is held, unclaimable; if a parent is
+	// dead-lettered or cancelled (or a group ends with such a task), the
+	// task is cancelled with a reason naming it. Like Group they are kept
+	// beside the message, never in it: the body and the ID are the same
+	// with or without them. At most driver.MaxAfter names in all; backends
+	// without the dependencies feature refuse them. A received task has
+	// neither: it was released because they were met.
+	After       []string
+	AfterGroups []string
+
 	// Metadata is free-form labels, kept with the task. Schema v2.
 	Metadata map[string]string
 	// Attempts is the task's attempt history (the last 10 attempts), kept

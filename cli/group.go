@@ -25,8 +25,9 @@ const groupRedraw = time.Second
 func (a *app) groupCommand() *cobra.Command {
 	var asJSON, wait bool
 	var timeout time.Duration
+	var thenIfFlag string
 	cmd := &cobra.Command{
-		Use:   "group NAME [--json] [--wait]",
+		Use:   "group NAME [--json] [--wait] | group NAME then COMMAND [--then-if all-succeeded|always]",
 		Short: "Show a group's counts by state, its rate and ETA; --wait for its end",
 		Long: `Show the counts of the tasks pushed with --group NAME (or the group a
 push without --group named and printed): pushed, queued, delayed, running,
@@ -46,14 +47,38 @@ The counts are exact on Postgres, Redis, SQLite and mem: they change in the
 same transaction or script as each push and settlement. On Storage Queue
 and Service Bus they are read from the result records (a read per task;
 eventually consistent). Redis and the Azure backends do not split the open
-tasks into queued, delayed and running (shown together as open).`,
+tasks into queued, delayed and running (shown together as open).
+
+'group NAME then COMMAND' adds the group's step: one task that runs
+COMMAND when every task of the group has ended (exactly once, whatever the
+number of workers), with the group's final counts in its environment:
+JOBQ_GROUP, JOBQ_GROUP_PUSHED, JOBQ_GROUP_SUCCEEDED, JOBQ_GROUP_FAILED,
+JOBQ_GROUP_DEAD_LETTERED, JOBQ_GROUP_CANCELLED. --then-if all-succeeded
+(the default) runs it only when every task succeeded, else cancels it with
+a reason; --then-if always runs it in any case. 'push --group NAME --then
+COMMAND' does the same as it pushes. A group has one step; the group's
+counts show it. Workers release it within 2 s of the group's end (so does
+'jobq QUEUE scheduler' where no worker runs).`,
 		Example: `  jobq sqlite://./work.db push --group sweep-1 < commands.txt
   jobq sqlite://./work.db group sweep-1
   jobq sqlite://./work.db group sweep-1 --json | jq .succeeded
-  jobq sqlite://./work.db group sweep-1 --wait --timeout 12h`,
-		Args: cobra.ExactArgs(1),
+  jobq sqlite://./work.db group sweep-1 --wait --timeout 12h
+  jobq sqlite://./work.db group sweep-1 then 'python aggregate.py' --then-if always`,
+		Args: groupArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if len(args) == 3 {
+				require, err := thenIf(thenIfFlag)
+				if err != nil {
+					return err
+				}
+				return a.withQueue(ctx, func(q *jobq.Queue) error {
+					return a.pushThen(ctx, q, args[0], args[2], require, nil, "")
+				})
+			}
+			if cmd.Flags().Changed("then-if") {
+				return usageError("--then-if says when the step of 'group NAME then COMMAND' runs; give it with then")
+			}
 			return a.readQueue(ctx, func(q *jobq.Queue) error {
 				g := &groupView{a: a, q: q, name: args[0], asJSON: asJSON}
 				if wait {
@@ -66,7 +91,21 @@ tasks into queued, delayed and running (shown together as open).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the counts as one JSON object")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every task of the group has ended; exit 0 only when all succeeded")
 	cmd.Flags().Var(durationFlag(&timeout), "timeout", "with --wait: stop waiting after this long (exit 1; the tasks keep running); 0: no limit")
+	cmd.Flags().StringVar(&thenIfFlag, "then-if", "all-succeeded", "with then: run the step when all-succeeded (else cancel it) or always")
 	return cmd
+}
+
+// groupArgs accepts NAME, or NAME then COMMAND.
+func groupArgs(_ *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 1:
+		return nil
+	case len(args) == 3 && args[1] == "then":
+		return nil
+	case len(args) >= 2 && args[1] == "then":
+		return usageError("group NAME then COMMAND: give the step's command as one argument (quote it)")
+	}
+	return usageError("group takes a group's NAME, or NAME then COMMAND; got %d arguments", len(args))
 }
 
 func (a *app) groupsCommand() *cobra.Command {
@@ -123,6 +162,8 @@ type groupView struct {
 	// work is the group's work totals (groupwork.go), read before the
 	// final print; nil when unknown.
 	work *jobq.GroupWork
+	// step is the group's step, read before the counts are printed.
+	step *jobq.GroupStep
 }
 
 // show prints the counts once, or follows them live on a terminal until
@@ -192,13 +233,22 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// print prints c, on standard output.
+// print prints c, on standard output, with the group's step.
 func (g *groupView) print(c *driver.GroupCounters, _ int) error {
+	if s, err := g.q.Admin().GroupStep(context.Background(), g.name); err == nil {
+		g.step = s
+	}
 	if g.asJSON {
 		enc := json.NewEncoder(g.a.stdout)
 		enc.SetIndent("", "  ")
 		j := toGroupJSON(c)
 		j.Work = g.workJSON()
+		if s := g.step; s != nil {
+			j.Step = &stepJSON{ID: s.ID, State: s.State}
+			if s.State == "held" {
+				j.Step.ThenIf = thenIfName(s.Require)
+			}
+		}
 		if err := enc.Encode(j); err != nil {
 			return failure(err)
 		}
@@ -209,10 +259,21 @@ func (g *groupView) print(c *driver.GroupCounters, _ int) error {
 		text += "\n" + w
 	}
 	_, err := fmt.Fprintln(g.a.stdout, text)
+	if err == nil && g.step != nil {
+		_, err = fmt.Fprintln(g.a.stdout, stepText(g.step))
+	}
 	if err != nil {
 		return failure(err)
 	}
 	return nil
+}
+
+// stepText says where a group's step is.
+func stepText(s *jobq.GroupStep) string {
+	if s.State == "held" {
+		return fmt.Sprintf("step: task %s held: it runs when the group ends (--then-if %s)", s.ID, thenIfName(s.Require))
+	}
+	return fmt.Sprintf("step: task %s %s", s.ID, s.State)
 }
 
 // line is the one-line summary of c, with the rate of ends since the
@@ -272,6 +333,15 @@ type groupJSON struct {
 	// Work is what the ended tasks cost in worker time; omitted where
 	// the queue's records cannot be listed.
 	Work *groupWorkJSON `json:"work,omitempty"`
+	// Step is the group's step, where it has one (show and --wait only).
+	Step *stepJSON `json:"step,omitempty"`
+}
+
+// stepJSON is a group's step in --json.
+type stepJSON struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	ThenIf string `json:"then_if,omitempty"`
 }
 
 // toGroupJSON is c as JSON; queued, delayed and running are null where

@@ -82,6 +82,10 @@ type pushFlags struct {
 	uniqueFor   time.Duration
 	group       string
 	skipSucc    bool
+	after       []string
+	afterGroups []string
+	then        string
+	thenIf      string
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -117,6 +121,15 @@ task pushed again while the record of an earlier identical task is kept
 --unique-for D refuses as a duplicate a task that ended within D (its
 result record says so) or is queued now: a task pushed at most once per D.
 
+Dependencies: --after ID[,ID...] (or "after" in a JSON line) holds the
+tasks until every task named has succeeded, --after-group G until every
+task of group G has; if one is dead-lettered or cancelled they are
+cancelled, their record naming it. An unknown ID, a parent that failed
+already and a cycle are refused. --then CMD runs CMD once when every task
+of the push's group has ended, with the counts in $JOBQ_GROUP_* (see
+'group --help'); --then-if always runs it even if some failed. Workers
+release held tasks within 2 s of their parents' end.
+
 Retries: a failed task is retried after a delay that doubles with every
 failure, with jitter (--retry-backoff, else the queue's retry-backoff
 policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
@@ -127,7 +140,9 @@ policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
   echo '{"cmd": "echo $NAME", "env": {"NAME": "x"}}' | jobq sqlite://./work.db push
   jobq sqlite://./work.db push -c 'nvidia-smi && ./gpu-job' --gate-cmd 'nvidia-smi' --delay 10m
   seq 1 50 | sed 's/^/.\/simulate /' | jobq sqlite://./work.db push --wait --num-retries 2 --retry-backoff 30s,10m
-  jobq sqlite://./work.db push --print-ids --json -c 'make report' --time-limit 2h`,
+  jobq sqlite://./work.db push --print-ids --json -c 'make report' --time-limit 2h
+  jobq sqlite://./work.db push --group sweep-1 --then 'python aggregate.py' --then-if always < sweep.txt
+  jobq sqlite://./work.db push --after 5d41402abc4b2a76b9719d911017c592 -c './plot.sh'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.flagsHint = flagsHint(cmd.Flags())
@@ -160,6 +175,10 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.Var(backoffValue{&f.backoff}, "retry-backoff", "retry a failed task after about BASE, doubling per failure up to CAP, with jitter, e.g. 10s,1h (BASE alone keeps the cap 10m; default: the queue's retry-backoff policy, else 10s,10m)")
 	durationRangeFlag(fl, &f.uniqueFor, "unique-for", 0, uniqueForRange, "refuse as a duplicate a task that ended within this long (its result record says so) or is queued now, e.g. 24h (needs result records; 0: only the backend's dedup)")
 	fl.StringVar(&f.group, "group", "", "tag the tasks with this group, to follow them with 'jobq QUEUE group NAME' (default: a new name, printed, where the backend counts groups)")
+	fl.StringArrayVar(&f.after, "after", nil, "run the tasks only after these tasks (IDs, comma-separated; repeatable) have succeeded; if one is dead-lettered or cancelled, they are cancelled")
+	fl.StringArrayVar(&f.afterGroups, "after-group", nil, "run the tasks only after every task of this group has succeeded (repeatable)")
+	fl.StringVar(&f.then, "then", "", "a command to run once every task of the push's group has ended (the group's step; its environment has the group's counts)")
+	fl.StringVar(&f.thenIf, "then-if", "all-succeeded", "when --then runs: all-succeeded (else it is cancelled) or always")
 	fl.BoolVar(&f.skipSucc, "skip-succeeded", false, "leave out every task whose ID has a succeeded result record (within the queue's retention), and print how many were skipped: a rerun pushes only what did not succeed")
 	durationRangeFlag(fl, &f.timeLimit, "time-limit", 0, taskTimeLimitRange, "stop an attempt that runs longer than this (SIGTERM, then SIGKILL) and count it as a failure; overrides the worker's --task-time-limit (0: the worker's)")
 }
@@ -235,22 +254,13 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.skipSucc {
-		if err := checkResults(q, "push --skip-succeeded"); err != nil {
-			return err
-		}
-		if err := checkKeepsRecords(ctx, q, "push --skip-succeeded"); err != nil {
-			return err
-		}
+	require, err := checkDepFlags(q, f, group)
+	if err != nil {
+		return err
 	}
-	if f.wait {
-		// Refused before anything is pushed.
-		if err := checkResults(q, "push --wait"); err != nil {
-			return err
-		}
-		if err := checkKeepsRecords(ctx, q, "push --wait"); err != nil {
-			return err
-		}
+	// Refused before anything is pushed.
+	if err := needRecords(ctx, q, f); err != nil {
+		return err
 	}
 	p := &pusher{a: a, q: q, f: f, group: group, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
 	if p.positions() {
@@ -267,8 +277,16 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		err = p.pushStdin(pushCtx, opts, interrupted)
 	}
 	stop()
-	if err != nil || !f.wait {
+	if err != nil {
 		return err
+	}
+	if f.then != "" {
+		if err := a.pushThen(ctx, q, group, f.then, require, opts.env, f.cwd); err != nil {
+			return err
+		}
+	}
+	if !f.wait {
+		return nil
 	}
 	if err := p.printer.Flush(); err != nil {
 		return failure(err)
@@ -288,6 +306,26 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return &exitError{code: exitCode(err), err: fmt.Errorf("%w\n%s", err, note)}
 	}
 	return failure(errors.New(note))
+}
+
+// needRecords refuses --skip-succeeded and --wait where the queue keeps
+// no result records.
+func needRecords(ctx context.Context, q *jobq.Queue, f pushFlags) error {
+	for _, c := range []struct {
+		on   bool
+		what string
+	}{{f.skipSucc, "push --skip-succeeded"}, {f.wait, "push --wait"}} {
+		if !c.on {
+			continue
+		}
+		if err := checkResults(q, c.what); err != nil {
+			return err
+		}
+		if err := checkKeepsRecords(ctx, q, c.what); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkUniqueFor refuses push --unique-for before anything is pushed
@@ -636,6 +674,7 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task, line int) error {
 	t.RetryBackoff = p.f.backoff
 	t.TimeLimit = p.f.timeLimit
 	t.Group = p.group
+	p.f.applyAfter(t)
 	if p.f.delay > 0 {
 		t.NotBefore = time.Now().Add(p.f.delay)
 	}
@@ -658,7 +697,9 @@ func (p *pusher) send(ctx context.Context) error {
 	if len(p.batch) == 0 {
 		return nil
 	}
-	if len(p.pending) >= p.inFlight {
+	for len(p.pending) >= p.inFlight || (len(p.pending) > 0 && hasAfter(p.batch)) {
+		// A task with dependencies waits for the batches before it: its
+		// parents may be among them.
 		if err := p.collect(); err != nil {
 			return err
 		}

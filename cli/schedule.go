@@ -231,13 +231,16 @@ func (a *app) schedulerCommand() *cobra.Command {
 	var once bool
 	cmd := &cobra.Command{
 		Use:   "scheduler [--once]",
-		Short: "Fire the queue's recurring schedules (for queues without long-lived workers)",
+		Short: "Fire the queue's recurring schedules and release its held tasks (for queues without long-lived workers)",
 		Long: `Fire due slots of the queue's schedules every 2 seconds until Ctrl-C or
-SIGTERM, logging each slot it pushes. Workers do this already (unless
---no-schedules), so run it only where no worker runs for long, for example
-a queue whose workers are started on demand. Any number of schedulers and
-workers may run at once: each slot is pushed once. --once fires what is due
-now and exits, for a system cron job.`,
+SIGTERM, logging each slot it pushes, and release the held tasks whose
+parents ended (tasks pushed with --after or --after-group, and groups'
+steps), or cancel those with a parent that failed. Workers do this
+already (unless --no-schedules), so run it only where no worker runs for
+long, for example a queue whose workers are started on demand. Any number
+of schedulers and workers may run at once: each slot is pushed once, each
+held task released once. --once does it once and exits, for a system cron
+job.`,
 		Example: `  jobq sqlite://./work.db scheduler
   jobq sqlite://./work.db scheduler --once`,
 		Args: cobra.NoArgs,
@@ -246,14 +249,7 @@ now and exits, for a system cron job.`,
 			defer stop()
 			return a.withQueue(ctx, func(q *jobq.Queue) error {
 				if once {
-					runs, err := q.Admin().FireSchedules(ctx, time.Now())
-					for _, r := range runs {
-						fmt.Fprintf(a.stdout, "fired %s slot %s: task %s%s\n", r.Name, r.Slot.UTC().Format(time.RFC3339), r.TaskID, dupNote(r))
-					}
-					if err != nil {
-						return policyFailure(err)
-					}
-					return nil
+					return a.schedulerOnce(ctx, q)
 				}
 				a.log.Info("scheduler started: firing the queue's schedules; Ctrl-C stops it", "every", driver.ScheduleRefresh)
 				if err := worker.RunScheduler(ctx, q, a.log); err != nil {
@@ -265,6 +261,36 @@ now and exits, for a system cron job.`,
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "fire what is due now and exit")
 	return cmd
+}
+
+// schedulerOnce is scheduler --once: fire what is due now and sweep the
+// held tasks, where the backend keeps them.
+func (a *app) schedulerOnce(ctx context.Context, q *jobq.Queue) error {
+	caps := q.Capabilities()
+	sweep := caps.Level(driver.Dependencies) != driver.Unsupported && caps.Level(driver.Results) != driver.Unsupported
+	if caps.Level(driver.Schedules) != driver.Unsupported || !sweep {
+		runs, err := q.Admin().FireSchedules(ctx, time.Now())
+		for _, r := range runs {
+			fmt.Fprintf(a.stdout, "fired %s slot %s: task %s%s\n", r.Name, r.Slot.UTC().Format(time.RFC3339), r.TaskID, dupNote(r))
+		}
+		if err != nil {
+			return policyFailure(err)
+		}
+	}
+	if !sweep {
+		return nil
+	}
+	res, err := q.Admin().SweepHeld(ctx)
+	for _, id := range res.Released {
+		fmt.Fprintf(a.stdout, "released held task %s: its parents ended\n", id)
+	}
+	for _, id := range res.Cancelled {
+		fmt.Fprintf(a.stdout, "cancelled held task %s: a parent did not succeed ('%s' says which)\n", id, a.commandHint("result "+id))
+	}
+	if err != nil {
+		return failure(err)
+	}
+	return nil
 }
 
 func dupNote(r driver.ScheduleRun) string {

@@ -49,6 +49,17 @@ func parseTaskLine(line string, o lineOpts) (*jobq.Task, error) {
 	}
 	keys, vals := v.Members()
 	keys, vals = append([]string(nil), keys...), append([]pyjson.Value(nil), vals...)
+	var after, afterGroups []string
+	if _, shell := v.Get("cmd"); shell {
+		// A shell task's dependencies are jobq's, kept beside the message:
+		// never in the kwargs an ai4s-jobq worker reads.
+		if keys, vals, after, err = takeNames(keys, vals, "after"); err != nil {
+			return nil, err
+		}
+		if keys, vals, afterGroups, err = takeNames(keys, vals, "after_group"); err != nil {
+			return nil, err
+		}
+	}
 	if i := indexOf(keys, "env"); i < 0 {
 		keys, vals = append(keys, "env"), append(vals, envValue(o.env))
 	} else if vals[i], err = mergeEnv(vals[i], o.env); err != nil {
@@ -57,7 +68,33 @@ func parseTaskLine(line string, o lineOpts) (*jobq.Task, error) {
 	if indexOf(keys, "bg_dirsync_to") < 0 {
 		keys, vals = append(keys, "bg_dirsync_to"), append(vals, dirsyncValue(o.dirsync))
 	}
-	return &jobq.Task{Payload: encodeKwargs(pyjson.Value{Kind: pyjson.Object, Keys: keys, Vals: vals}, o.cwd)}, nil
+	return &jobq.Task{Payload: encodeKwargs(pyjson.Value{Kind: pyjson.Object, Keys: keys, Vals: vals}, o.cwd), After: after, AfterGroups: afterGroups}, nil
+}
+
+// takeNames removes member key from an object's keys and vals and returns
+// its value: a string or an array of strings (task IDs, or groups).
+func takeNames(keys []string, vals []pyjson.Value, key string) ([]string, []pyjson.Value, []string, error) {
+	i := indexOf(keys, key)
+	if i < 0 {
+		return keys, vals, nil, nil
+	}
+	v := vals[i]
+	keys, vals = append(keys[:i:i], keys[i+1:]...), append(vals[:i:i], vals[i+1:]...)
+	bad := fmt.Errorf("%q must be a string or a list of strings, such as [\"ID1\", \"ID2\"]", key)
+	switch v.Kind {
+	case pyjson.String:
+		return keys, vals, []string{v.Str}, nil
+	case pyjson.Array:
+		names := make([]string, len(v.Vals))
+		for j, e := range v.Vals {
+			if e.Kind != pyjson.String {
+				return nil, nil, nil, bad
+			}
+			names[j] = e.Str
+		}
+		return keys, vals, names, nil
+	}
+	return nil, nil, nil, bad
 }
 
 // commandTask is the task of a line that is a shell command.

@@ -198,7 +198,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.timeLimit = 24 * time.Hour
 	fl.Var(durationFlag(&f.timeLimit), "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
-	fl.BoolVar(&f.noSchedules, "no-schedules", false, "do not fire the queue's recurring schedules (by default every worker fires due slots, each slot once in all; see 'schedule --help')")
+	fl.BoolVar(&f.noSchedules, "no-schedules", false, "do not fire the queue's recurring schedules nor release its held tasks (by default every worker does both, each slot and held task once in all; see 'schedule --help' and 'group --help')")
 	f.maxPoll = worker.DefaultMaxPoll
 	fl.Var(durationFlag(&f.maxPoll), "max-poll", "with --wait, the longest an idle worker waits between looks at an empty queue: the wait doubles from 1s up to this, and a task resets it (0: no growth)")
 	f.statusInterval = 10 * time.Second

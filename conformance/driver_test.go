@@ -25,7 +25,7 @@ func TestRunDriverValue(t *testing.T) {
 		NewDriver: func(_ context.Context, _ testing.TB, queue string) (driver.Driver, error) {
 			d, err := mem.New(mem.Options{Queue: queue, Unsupported: []driver.Feature{
 				driver.ConcurrencyLimit, driver.RateLimit, driver.Pause, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Groups,
-				driver.Schedules, driver.BulkActions,
+				driver.Schedules, driver.BulkActions, driver.Dependencies,
 			}})
 			if err != nil {
 				return nil, err

@@ -88,11 +88,14 @@ type Options struct {
 	// Wait keeps polling an empty queue instead of returning.
 	Wait bool
 	// NoSchedules keeps this worker from firing the queue's recurring
-	// schedules (Admin.AddSchedule). By default every worker fires due
-	// slots from a background loop every driver.ScheduleRefresh (one
-	// policy read each, off the task path), so that no separate process is
-	// needed; each slot is pushed once however many workers do. Defaults
-	// to false.
+	// schedules (Admin.AddSchedule) and from sweeping its held tasks
+	// (dependencies and group steps, Admin.SweepHeld). By default every
+	// worker does both from a background loop every
+	// driver.ScheduleRefresh (one policy read and one read of the held
+	// tasks each, off the task path), and sweeps once more before it exits
+	// on an empty queue, so that no separate process is needed; each slot
+	// is pushed and each held task released once however many workers do.
+	// Defaults to false.
 	NoSchedules bool
 	// MaxTasks stops taking tasks after this many have run (the CLI's pull
 	// uses 1); a task put back unrun (a pause, a limit, a gate) does not

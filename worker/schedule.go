@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -17,15 +18,17 @@ const scheduleTimeout = 30 * time.Second
 const stopGrace = 2 * time.Second
 
 // RunScheduler fires the queue's recurring schedules (Admin.FireSchedules)
-// every driver.ScheduleRefresh until ctx ends, and returns nil then: what
-// `jobq QUEUE scheduler` runs for a queue without long-lived workers.
-// Workers do the same in the background unless Options.NoSchedules is set;
-// any number of them and of schedulers may run at once. log may be nil.
+// and decides its held tasks (Admin.SweepHeld: dependencies and group
+// steps) every driver.ScheduleRefresh until ctx ends, and returns nil
+// then: what `jobq QUEUE scheduler` runs for a queue without long-lived
+// workers. Workers do the same in the background unless
+// Options.NoSchedules is set; any number of them and of schedulers may
+// run at once. log may be nil.
 func RunScheduler(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	if q.Capabilities().Level(driver.Schedules) == driver.Unsupported {
+	if !firesSchedules(q) && !sweepsHeld(q) {
 		_, err := q.Admin().FireSchedules(ctx, time.Now()) // the Unimplemented error, with its explanation
 		return err
 	}
@@ -38,12 +41,25 @@ func RunScheduler(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
 	return nil
 }
 
-// scheduleLoop fires due slots at once and then every
-// driver.ScheduleRefresh until stop is closed. A failure is logged as a
-// warning once, and again only when it changes or after it cleared.
+// firesSchedules and sweepsHeld report whether the queue's backend keeps
+// schedules and held tasks (which need result records): what the
+// background loop has to do.
+func firesSchedules(q *jobq.Queue) bool {
+	return q.Capabilities().Level(driver.Schedules) != driver.Unsupported
+}
+
+func sweepsHeld(q *jobq.Queue) bool {
+	c := q.Capabilities()
+	return c.Level(driver.Dependencies) != driver.Unsupported && c.Level(driver.Results) != driver.Unsupported
+}
+
+// scheduleLoop fires due slots and sweeps the held tasks at once and then
+// every driver.ScheduleRefresh until stop is closed. A failure is logged
+// as a warning once, and again only when it changes or after it cleared.
 func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
 	t := time.NewTicker(driver.ScheduleRefresh)
 	defer t.Stop()
+	fire, sweep := firesSchedules(q), sweepsHeld(q)
 	lastErr := ""
 	for {
 		// A pass gets stopGrace after stop to finish: a slot claimed and
@@ -61,17 +77,20 @@ func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
 			case <-ctx.Done():
 			}
 		}()
-		runs, err := q.Admin().FireSchedules(ctx, time.Now())
-		cancel()
-		for _, r := range runs {
-			log.Info("schedule fired", "schedule", r.Name, "slot", r.Slot.UTC().Format(time.RFC3339), "task_id", r.TaskID, "duplicate", r.Duplicate, "take_over", r.TakeOver)
+		var err error
+		if fire {
+			err = fireOnce(ctx, q, log)
 		}
+		if sweep {
+			err = errors.Join(err, sweepOnce(ctx, q, log))
+		}
+		cancel()
 		switch {
 		case err != nil && err.Error() != lastErr:
-			log.Warn("could not fire the queue's schedules; trying again", "error", err, "next_in", driver.ScheduleRefresh)
+			log.Warn("could not fire the queue's schedules or sweep its held tasks; trying again", "error", err, "next_in", driver.ScheduleRefresh)
 			lastErr = err.Error()
 		case err == nil && lastErr != "":
-			log.Info("schedules fire again")
+			log.Info("schedules and held tasks are handled again")
 			lastErr = ""
 		}
 		select {
@@ -80,4 +99,25 @@ func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// fireOnce fires the due slots of the queue's schedules.
+func fireOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
+	runs, err := q.Admin().FireSchedules(ctx, time.Now())
+	for _, r := range runs {
+		log.Info("schedule fired", "schedule", r.Name, "slot", r.Slot.UTC().Format(time.RFC3339), "task_id", r.TaskID, "duplicate", r.Duplicate, "take_over", r.TakeOver)
+	}
+	return err
+}
+
+// sweepOnce releases or cancels the held tasks whose parents ended.
+func sweepOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
+	res, err := q.Admin().SweepHeld(ctx)
+	for _, id := range res.Released {
+		log.Info("held task released: its parents ended", "task_id", id)
+	}
+	for _, id := range res.Cancelled {
+		log.Info("held task cancelled: a parent did not succeed (its record says which)", "task_id", id)
+	}
+	return err
 }

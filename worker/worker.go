@@ -295,7 +295,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.purgesResults() {
 		go w.purgeLoop(stopWatch)
 	}
-	if !w.o.NoSchedules && w.q.Capabilities().Level(driver.Schedules) != driver.Unsupported {
+	if !w.o.NoSchedules && (firesSchedules(w.q) || sweepsHeld(w.q)) {
 		firing.Add(1)
 		go func() {
 			defer firing.Done()
@@ -348,7 +348,27 @@ func (w *Worker) drained() bool {
 	if st.Known.Delayed && st.Delayed > deferred {
 		return false
 	}
-	return true
+	return !w.releasedHeld()
+}
+
+// releasedHeld sweeps the queue's held tasks once, where this worker
+// sweeps them, and reports whether it queued one: a worker that ran the
+// last task of a group does not exit before the group's step (or a
+// dependant) is released. One short read when nothing is held.
+func (w *Worker) releasedHeld() bool {
+	if w.o.NoSchedules || !sweepsHeld(w.q) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scheduleTimeout)
+	defer cancel()
+	res, err := w.q.Admin().SweepHeld(ctx)
+	if err != nil {
+		w.log.Warn("could not sweep the queue's held tasks", "error", err)
+	}
+	for _, id := range res.Released {
+		w.log.Info("held task released: its parents ended", "task_id", id)
+	}
+	return len(res.Released) > 0
 }
 
 // Status lines: every StatusInterval while tasks end, else every

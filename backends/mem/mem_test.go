@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 		{"native", "", mem.Options{}},
 		{"limited", "?max_message_bytes=4096&max_visibility=30s&max_push_batch=7&max_receive_batch=3&max_peek=2",
 			mem.Options{MaxMessageBytes: 4096, MaxVisibility: 30 * time.Second, MaxPushBatch: 7, MaxReceiveBatch: 3, MaxPeek: 2}},
-		{"unsupported", "", mem.Options{Unsupported: append([]driver.Feature{driver.InPlaceUpdate}, all...)}},
+		{"unsupported", "", mem.Options{Unsupported: append([]driver.Feature{driver.InPlaceUpdate, driver.Dependencies}, all...)}},
 		{"emulated", "", mem.Options{Emulated: all, Unsupported: []driver.Feature{driver.InPlaceUpdate}}},
 	}
 	for _, m := range modes {

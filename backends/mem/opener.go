@@ -177,6 +177,7 @@ var allDegradable = []driver.Feature{
 	driver.ConcurrencyLimit, driver.RateLimit, driver.Results, driver.Cancel, driver.WorkerRegistry, driver.Pause, driver.Groups,
 	driver.BulkActions,
 	driver.Schedules,
+	driver.Dependencies,
 }
 
 // emulatable are the features that emulated= may name, each with what the
@@ -229,7 +230,7 @@ var unsupportedFallback = map[driver.Feature]string{
 	driver.BulkActions:       "mem was opened with bulk-actions unsupported: requeue, cancel and purge by filter are refused",
 	driver.Schedules:         "mem was opened with schedules unsupported: schedules are refused",
 	driver.Groups:            "mem was opened with groups unsupported: a push with a group is refused",
-	driver.Dependencies:      "held tasks (dependencies, group steps) are not built for mem yet",
+	driver.Dependencies:      "mem was opened with dependencies unsupported: a push with After, AfterGroups or a group step is refused",
 }
 
 // capabilities builds the declaration: everything native except what the
@@ -239,7 +240,7 @@ func capabilities(unsupported, emulated []driver.Feature, maxBytes int) driver.C
 	for _, f := range driver.AllFeatures {
 		fs[f] = driver.Support{Level: driver.Native}
 	}
-	for _, f := range []driver.Feature{driver.TransactionalPush, driver.Dependencies} {
+	for _, f := range []driver.Feature{driver.TransactionalPush} {
 		fs[f] = driver.Support{Level: driver.Unsupported, Fallback: unsupportedFallback[f]}
 	}
 	for _, f := range unsupported {

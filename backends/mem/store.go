@@ -61,6 +61,8 @@ type store struct {
 	pol     policies
 	res     results
 	groups  map[string]*driver.GroupCounters // by name (groups.go)
+	// heldMsgs are the held tasks by task ID (held.go).
+	heldMsgs map[string]*driver.HeldMessage
 	// changed is closed (and replaced) whenever a message may have become
 	// claimable, to wake waiting receivers.
 	changed chan struct{}
@@ -74,6 +76,8 @@ func newStore() *store {
 		pol:     newPolicies(),
 		res:     newResults(),
 		groups:  map[string]*driver.GroupCounters{},
+
+		heldMsgs: map[string]*driver.HeldMessage{},
 	}
 }
 

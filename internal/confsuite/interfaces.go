@@ -33,6 +33,8 @@ var featureInterfaces = []featureInterface{
 	{driver.Groups, driver.Emulated, "driver.GroupStore", implements[driver.GroupStore]},
 	{driver.Dependencies, driver.Emulated, "driver.HeldStore", implements[driver.HeldStore]},
 	{driver.BulkActions, driver.Native, "driver.Pager", implements[driver.Pager]},
+	{driver.Dependencies, driver.Emulated, "driver.HeldStore", implements[driver.HeldStore]},
+	{driver.Dependencies, driver.Native, "driver.TaskFinder", implements[driver.TaskFinder]},
 	{driver.ResultHistory, driver.Emulated, "driver.ResultScanner or driver.ResultAggregator", implementsHistory},
 	{driver.ResultHistory, driver.Native, "driver.ResultAggregator", implements[driver.ResultAggregator]},
 }

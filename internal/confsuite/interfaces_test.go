@@ -91,7 +91,7 @@ func (d declared) Capabilities() driver.Capabilities { return d.caps }
 // a message naming the interface; declared unsupported, it passes.
 func TestDeclarationNeedsInterface(t *testing.T) {
 	t.Parallel()
-	needy := []driver.Feature{driver.Results, driver.Cancel, driver.WorkerRegistry, driver.ConcurrencyLimit, driver.RateLimit, driver.Pause, driver.Schedules, driver.Groups, driver.BulkActions, driver.TransactionalPush}
+	needy := []driver.Feature{driver.Results, driver.Cancel, driver.WorkerRegistry, driver.ConcurrencyLimit, driver.RateLimit, driver.Pause, driver.Schedules, driver.Groups, driver.BulkActions, driver.Dependencies, driver.TransactionalPush}
 	tests := []struct {
 		feature driver.Feature
 		level   driver.Level
@@ -108,6 +108,8 @@ func TestDeclarationNeedsInterface(t *testing.T) {
 		{driver.TransactionalPush, driver.Native, "driver.TxPusher"},
 		{driver.Groups, driver.Emulated, "driver.GroupStore"},
 		{driver.BulkActions, driver.Native, "driver.Pager"},
+		{driver.Dependencies, driver.Emulated, "driver.HeldStore"},
+		{driver.Dependencies, driver.Native, "driver.TaskFinder"},
 		{driver.Results, driver.Unsupported, ""},
 	}
 	for _, tt := range tests {

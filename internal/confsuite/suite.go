@@ -135,7 +135,7 @@ func checks() []check {
 		{"PurgeRecordsByFilter", checkPurgeRecordsByFilter},
 		{"Schedules", checkSchedules},
 		{"HeldStore", checkHeldStore},
-	}, append(append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...), groupChecks()...)...)
+	}, append(append(append(append(policyChecks(), resultChecks()...), append(workerChecks(), historyChecks()...)...), groupChecks()...), dependencyChecks()...)...)
 }
 
 // handle is one open queue and the log records of its logger.

@@ -1,0 +1,168 @@
+package cli_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+)
+
+// depsQueues are a fresh queue URL on every backend the CLI tests can
+// reach that holds tasks (the dependencies feature); the others are
+// skipped, saying so.
+func depsQueues(t *testing.T, name string) map[string]string {
+	t.Helper()
+	all := map[string]string{
+		"mem":    "mem://" + name + "-" + strings.ToLower(rand.Text()[:8]),
+		"sqlite": "sqlite://" + filepath.Join(t.TempDir(), name+".db") + "?queue=" + name,
+	}
+	out := map[string]string{}
+	for b, u := range all {
+		q, err := jobq.Open(context.Background(), u)
+		if err != nil {
+			t.Fatalf("open %s: %v", u, err)
+		}
+		if q.Capabilities().Level(driver.Dependencies) == driver.Unsupported {
+			t.Logf("%s: dependencies unsupported, not tested here", b)
+		} else {
+			out[b] = u
+		}
+		_ = q.Close()
+	}
+	if len(out) == 0 {
+		t.Fatalf("no backend of %v holds tasks; mem must", all)
+	}
+	return out
+}
+
+// TestSweepThenStepAndRerun is a campaign as a user runs one: 2,000 tasks
+// pushed in a group, 5 % of them failing, with a --then aggregation step
+// that writes the counts it reads from its environment; workers run the
+// sweep and then, once, the step; the sweep pushed again with
+// --skip-succeeded pushes only the failed ones.
+func TestSweepThenStepAndRerun(t *testing.T) {
+	t.Parallel()
+	for backend, q := range depsQueues(t, "then-sweep") {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var in strings.Builder
+			failing := 0
+			for i := range 2000 {
+				if i%20 == 7 {
+					fmt.Fprintf(&in, "echo sim %d; exit 3\n", i)
+					failing++
+					continue
+				}
+				fmt.Fprintf(&in, "echo sim %d\n", i)
+			}
+			sweep := in.String()
+			agg := filepath.Join(dir, "aggregate.txt")
+			step := `echo "$JOBQ_GROUP pushed=$JOBQ_GROUP_PUSHED succeeded=$JOBQ_GROUP_SUCCEEDED dead=$JOBQ_GROUP_DEAD_LETTERED cancelled=$JOBQ_GROUP_CANCELLED" >> ` + agg
+
+			code, _, errOut := runIn(t, sweep, q, "push", "--group", "sweep-1", "--then", step, "--then-if", "always")
+			if code != 0 || !strings.Contains(errOut, "tasks=2000") || !strings.Contains(errOut, "step of group sweep-1 held as task "+jobq.ThenTaskID("sweep-1")) {
+				t.Fatalf("push --group --then: exit %d: %s", code, errOut)
+			}
+			g := groupJSON(t, q, "sweep-1")
+			if st, _ := g["step"].(map[string]any); st["state"] != "held" || st["then_if"] != "always" {
+				t.Fatalf("group --json after the push: step %v; want held, then_if always", g["step"])
+			}
+			if code, out, _ := run(t, q, "group", "sweep-1"); code != 0 || !strings.Contains(out, "step: task "+jobq.ThenTaskID("sweep-1")+" held") {
+				t.Errorf("group: exit %d:\n%s\nwant the held step", code, out)
+			}
+			code, _, errOut = run(t, q, "group", "sweep-1", "then", "echo second step")
+			if code != 2 || !strings.Contains(errOut, "has a step already") {
+				t.Errorf("a second step: exit %d: %s; want a usage error saying the group has one", code, errOut)
+			}
+
+			if code, _, errOut := run(t, q, "worker", "-n", "8"); code != 0 {
+				t.Fatalf("worker: exit %d: %s", code, errOut)
+			}
+			got, err := os.ReadFile(agg)
+			want := fmt.Sprintf("sweep-1 pushed=2000 succeeded=%d dead=%d cancelled=0\n", 2000-failing, failing)
+			if err != nil || string(got) != want {
+				t.Fatalf("the step wrote %q (%v); want it once: %q", got, err, want)
+			}
+			g = groupJSON(t, q, "sweep-1")
+			if st, _ := g["step"].(map[string]any); st["state"] != "succeeded" || g["done"] != true {
+				t.Errorf("group --json after the workers: done %v, step %v; want done, step succeeded", g["done"], g["step"])
+			}
+
+			// The rerun: same lines, another group; only the failed tasks go
+			// in, with a step that runs only if all of them succeed.
+			code, _, errOut = runIn(t, sweep, q, "push", "--group", "sweep-1-rerun", "--skip-succeeded", "--then", step)
+			wantLog := regexp.MustCompile(fmt.Sprintf(`tasks=%d duplicates=0 skipped=%d group=sweep-1-rerun`, failing, 2000-failing))
+			if code != 0 || !wantLog.MatchString(errOut) {
+				t.Fatalf("push --skip-succeeded: exit %d: %s; want %s", code, errOut, wantLog)
+			}
+			if g := groupJSON(t, q, "sweep-1-rerun"); g["pushed"] != float64(failing) || g["queued"] != float64(failing) {
+				t.Errorf("the rerun's group: %v; want %d pushed and queued", g, failing)
+			}
+			if code, _, errOut := run(t, q, "worker", "-n", "8", "--max-consecutive-failures", "-1"); code != 0 {
+				t.Fatalf("worker of the rerun: exit %d: %s", code, errOut)
+			}
+			// The failures fail again: the all-succeeded step is cancelled,
+			// its record naming the group.
+			g = groupJSON(t, q, "sweep-1-rerun")
+			if st, _ := g["step"].(map[string]any); st["state"] != "cancelled" {
+				t.Errorf("the rerun's step: %v; want cancelled (its tasks failed again)", g["step"])
+			}
+			code, out, errOut := run(t, q, "result", jobq.ThenTaskID("sweep-1-rerun"), "--json")
+			if code != 0 || !strings.Contains(out, `"state": "cancelled"`) || !strings.Contains(out, `group \"sweep-1-rerun\"`) {
+				t.Errorf("result of the cancelled step: exit %d:\n%s%s\nwant it cancelled, its reason naming the group", code, out, errOut)
+			}
+			if got2, _ := os.ReadFile(agg); string(got2) != want {
+				t.Errorf("the step file after the rerun: %q; want the first step's line only", got2)
+			}
+		})
+	}
+}
+
+// TestPushAfter: push --after and a JSON line's "after" hold tasks until
+// their parents succeeded; an unknown parent, a cycle and --after without
+// dependencies are refused before anything is stored.
+func TestPushAfter(t *testing.T) {
+	t.Parallel()
+	for backend, q := range depsQueues(t, "after") {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			log := filepath.Join(dir, "order.txt")
+			code, out, errOut := run(t, q, "push", "--print-ids", "-c", "echo first >> "+log)
+			if code != 0 {
+				t.Fatalf("push: exit %d: %s", code, errOut)
+			}
+			first := strings.TrimSpace(out)
+			lines := fmt.Sprintf(`{"cmd": "echo second >> %s", "after": %q}`+"\n", log, first)
+			code, out, errOut = runIn(t, lines, q, "push", "--print-ids")
+			if code != 0 {
+				t.Fatalf("push a JSON line with after: exit %d: %s", code, errOut)
+			}
+			second := strings.TrimSpace(out)
+			if code, _, errOut := run(t, q, "push", "--after", second, "-c", "echo third >> "+log); code != 0 {
+				t.Fatalf("push --after: exit %d: %s", code, errOut)
+			}
+			if code, _, errOut := run(t, q, "push", "--after", "no-such-id", "-c", "echo orphan"); code == 0 || !strings.Contains(errOut, "no-such-id") {
+				t.Errorf("push --after an unknown ID: exit %d: %s; want a refusal naming it", code, errOut)
+			}
+			cycle := `{"cmd": "echo x", "after": "` + "y-id" + `"}` + "\n"
+			if code, _, errOut := runIn(t, cycle, q, "push"); code == 0 || !strings.Contains(errOut, "y-id") {
+				t.Errorf("push after an unknown ID in a JSON line: exit %d: %s; want a refusal naming it", code, errOut)
+			}
+			if code, _, errOut := run(t, q, "worker", "-n", "4"); code != 0 {
+				t.Fatalf("worker: exit %d: %s", code, errOut)
+			}
+			if got, err := os.ReadFile(log); err != nil || string(got) != "first\nsecond\nthird\n" {
+				t.Errorf("the tasks ran as %q (%v); want first, second, third in order", got, err)
+			}
+		})
+	}
+}

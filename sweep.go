@@ -1,0 +1,179 @@
+package jobq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// sweepPage is how many held tasks one read of a sweep lists.
+const sweepPage = 500
+
+// SweepResult says what one SweepHeld did.
+type SweepResult struct {
+	// Released are the IDs of the held tasks it queued: their parents
+	// ended as they required.
+	Released []string
+	// Cancelled are the IDs of the held tasks it cancelled (a cancelled
+	// record names the parent or group that failed).
+	Cancelled []string
+}
+
+// SweepHeld decides the queue's held tasks (Task.After, Task.AfterGroups,
+// Admin.ThenGroup): it reads their parents' result records and groups'
+// counts, queues those whose parents all ended as required, and cancels
+// those with a parent that was dead-lettered or cancelled (recording why
+// first). Workers call it every driver.ScheduleRefresh, with the queue's
+// schedules (unless worker.Options.NoSchedules), and `jobq QUEUE
+// scheduler` does; call it yourself only from a process of your own. Any
+// number of callers may race: the backend releases or drops each held
+// task once. A queue with no held task costs one short read. It fails
+// with Unimplemented where the backend cannot hold tasks.
+func (a *Admin) SweepHeld(ctx context.Context) (SweepResult, error) {
+	const op = "sweep"
+	q := a.q
+	var res SweepResult
+	if err := q.checkOpen(op); err != nil {
+		return res, err
+	}
+	hs, ok := q.drv.(driver.HeldStore)
+	if !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported || q.results == nil {
+		return res, q.unsupported(op, driver.Dependencies, "cannot hold a task until others end (dependencies and group steps)")
+	}
+	cursor := ""
+	for {
+		page, next, err := hs.ListHeld(ctx, cursor, sweepPage)
+		if err != nil {
+			return res, q.wrap(op, err)
+		}
+		if len(page) > 0 {
+			if err := q.sweepPage(ctx, hs, page, &res); err != nil {
+				return res, err
+			}
+		}
+		if next == "" {
+			return res, nil
+		}
+		cursor = next
+	}
+}
+
+// sweepPage decides one page of held tasks: one batched read of the
+// parents' records (and of the held tasks' own, where an interrupted
+// cancel left one), one read per group named, then one Release and one
+// Drop.
+func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driver.HeldMessage, res *SweepResult) error {
+	const op = "sweep"
+	var ids []string
+	seen := map[string]bool{}
+	for _, h := range page {
+		for _, id := range append([]string{h.Message.ID}, h.After...) {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	recs, err := q.getResults(ctx, op, q.results, ids)
+	if err != nil {
+		return err
+	}
+	rec := make(map[string]*driver.ResultRecord, len(ids))
+	for i, r := range recs {
+		if r != nil {
+			rec[ids[i]] = r
+		}
+	}
+	groups := map[string]*driver.GroupCounters{}
+	var release []string
+	var cancel []*driver.ResultRecord
+	var drop []string
+	now := time.Now()
+	for _, h := range page {
+		if own := rec[h.Message.ID]; own != nil && own.State == driver.ResultCancelled && !own.UpdatedAt.Before(h.Created) {
+			// A cancel recorded it, and was cut short before its drop (a
+			// record older than the hold is an earlier task's with this ID).
+			drop = append(drop, h.Message.ID)
+			continue
+		}
+		v, err := q.verdict(ctx, h, rec, groups)
+		if err != nil {
+			return err
+		}
+		switch {
+		case v.release:
+			release = append(release, h.Message.ID)
+		case v.reason != "":
+			cancel = append(cancel, q.newRecord(h.Message.ID, driver.ResultCancelled, now, &recordDetails{errText: v.reason, group: h.Message.Group}))
+			drop = append(drop, h.Message.ID)
+		}
+	}
+	if len(release) > 0 {
+		got, err := hs.Release(ctx, release)
+		if err != nil {
+			return q.wrap(op, err)
+		}
+		res.Released = append(res.Released, got...)
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	// The record first: a sweep cut short between the two leaves a held
+	// task with its cancelled record, which the next sweep drops.
+	if err := putResults(ctx, q.results, cancel); err != nil {
+		return q.wrap(op, err)
+	}
+	got, err := hs.Drop(ctx, drop)
+	if err != nil {
+		return q.wrap(op, err)
+	}
+	res.Cancelled = append(res.Cancelled, got...)
+	return nil
+}
+
+// verdict is what a sweep does with one held task: release it, cancel it
+// for reason, or neither (wait).
+type verdict struct {
+	release bool
+	reason  string
+}
+
+// verdict decides h from its parents' records rec (by ID) and its
+// groups' counts, read into groups once per sweep page.
+func (q *Queue) verdict(ctx context.Context, h *driver.HeldMessage, rec map[string]*driver.ResultRecord, groups map[string]*driver.GroupCounters) (verdict, error) {
+	strict := h.Require != driver.RequireEnded
+	for _, p := range h.After {
+		r := rec[p]
+		switch {
+		case r == nil || !r.State.Final():
+			return verdict{}, nil
+		case strict && r.State != driver.ResultSucceeded:
+			return verdict{reason: fmt.Sprintf("cancelled before it ran: task %s, which it runs after, was %s", p, r.State)}, nil
+		}
+	}
+	if len(h.AfterGroups) > 0 && q.groups == nil {
+		return verdict{}, nil // groups went unsupported after the push: nothing to read
+	}
+	for _, g := range h.AfterGroups {
+		c, ok := groups[g]
+		if !ok {
+			var err error
+			if c, err = q.groups.GroupCounts(ctx, g); err != nil {
+				return verdict{}, q.wrap("sweep", err)
+			}
+			groups[g] = c
+		}
+		switch {
+		case c == nil:
+			return verdict{reason: fmt.Sprintf("cancelled before it ran: group %q, which it runs after, is no longer in the queue (forgotten after its retention)", g)}, nil
+		case !c.Done():
+			return verdict{}, nil
+		case strict && c.DeadLettered+c.Cancelled > 0:
+			return verdict{reason: fmt.Sprintf("cancelled before it ran: group %q, which it runs after, ended with %d of %d tasks dead-lettered and %d cancelled (it runs only if all succeed; --then-if always runs it anyway)",
+				g, c.DeadLettered, c.Pushed, c.Cancelled)}, nil
+		}
+	}
+	return verdict{release: true}, nil
+}
