@@ -52,7 +52,7 @@ CREATE TABLE {{s}}.held_tasks (
 
 // heldQueries are the statements of held tasks.
 type heldQueries struct {
-	hold, release, drop, list, of string
+	hold, release, drop, list, of, find string
 }
 
 // heldColumns are what ListHeld and HeldOf read (scanHeld).
@@ -128,6 +128,7 @@ SELECT task_id FROM h`),
 		// page to tell whether another follows.
 		list: r.Replace(`SELECT ` + heldColumns + ` FROM {{s}}.held_tasks WHERE queue = $1 AND task_id > $2 ORDER BY task_id LIMIT $3`),
 		of:   r.Replace(`SELECT ` + heldColumns + ` FROM {{s}}.held_tasks WHERE queue = $1 AND task_id = ANY($2::text[])`),
+		find: r.Replace(findTasksSQL),
 	}
 }
 
