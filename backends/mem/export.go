@@ -73,4 +73,4 @@ func (h *idHeap) Pop() any {
 
 // resultHistoryFallback is what mem's result-history declaration says: it
 // has no engine to add records up in.
-const resultHistoryFallback = "mem lists the window's records (ListResults) a page at a time and jobq adds them up, as on backends whose engine cannot aggregate"
+const resultHistoryFallback = "mem lists its records (ListResults) a page at a time and jobq adds up those of the window, as on backends whose engine cannot aggregate"
