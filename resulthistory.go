@@ -29,8 +29,8 @@ const otherErrors = "(other errors)"
 // grouped by exit code and first output line (driver.History). Where the
 // backend declares result-history native the engine adds them up and
 // returns only the sums; where it declares it emulated, the records are
-// read a page at a time (1000) and added up here, so memory stays bounded
-// but every record of the window is read. Unsupported: an error with code
+// listed a page at a time (1000, driver.ResultLister) and added up here,
+// so memory stays bounded but every record listed is read. Unsupported: an error with code
 // Unimplemented.
 func (a *Admin) ResultHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	const op = "result history"

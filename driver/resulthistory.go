@@ -22,7 +22,8 @@ import (
 //     records); the portable layer lists the records updated since the
 //     window's start (ResultFilter.Since) a page at a time, and decodes
 //     and adds up each page, so memory stays bounded by the page size,
-//     but every record of the window crosses the wire;
+//     but every record listed crosses the wire (every record kept, where
+//     the engine cannot apply Since);
 //   - Unsupported: neither (the backend keeps no records, or cannot list
 //     them).
 //
