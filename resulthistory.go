@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // historyPage is how many records one page of an emulated result history
-// (driver.ResultScanner) holds: what it keeps in memory at once.
+// (driver.ResultLister) holds: what it keeps in memory at once.
 const historyPage = 1000
 
 // maxHistoryGroups bounds the error groups an emulated result history
@@ -28,8 +29,8 @@ const otherErrors = "(other errors)"
 // grouped by exit code and first output line (driver.History). Where the
 // backend declares result-history native the engine adds them up and
 // returns only the sums; where it declares it emulated, the records are
-// read a page at a time (1000) and added up here, so memory stays bounded
-// but every record of the window is read. Unsupported: an error with code
+// listed a page at a time (1000, driver.ResultLister) and added up here,
+// so memory stays bounded but every record listed is read. Unsupported: an error with code
 // Unimplemented.
 func (a *Admin) ResultHistory(ctx context.Context, p driver.HistoryParams) (*driver.History, error) {
 	const op = "result history"
@@ -47,11 +48,11 @@ func (a *Admin) ResultHistory(ctx context.Context, p driver.HistoryParams) (*dri
 		}
 		h, err = agg.AggregateResults(ctx, p)
 	case lv == driver.Emulated:
-		sc, ok := q.drv.(driver.ResultScanner)
+		lister, ok := q.drv.(driver.ResultLister)
 		if !ok {
-			return nil, errorf(errcode.Internal, op, "the backend declares %s emulated but cannot list records (driver.ResultScanner)", driver.ResultHistory)
+			return nil, errorf(errcode.Internal, op, "the backend declares %s emulated but cannot list records (driver.ResultLister)", driver.ResultHistory)
 		}
-		h, err = scanHistory(ctx, sc, p)
+		h, err = scanHistory(ctx, lister, p)
 	default:
 		return nil, errorf(errcode.Unimplemented, op, "this backend cannot add up its result records: %s", q.caps.Features[driver.ResultHistory].Fallback)
 	}
@@ -61,12 +62,15 @@ func (a *Admin) ResultHistory(ctx context.Context, p driver.HistoryParams) (*dri
 	return h, nil
 }
 
-// scanHistory adds up the records of p's window a page at a time.
-func scanHistory(ctx context.Context, sc driver.ResultScanner, p driver.HistoryParams) (*driver.History, error) {
+// scanHistory adds up the records of p's window a page at a time: it
+// lists the records updated since the window's start (ResultFilter.Since
+// is on UpdatedAt, as the window is), and the fold drops those updated at
+// or after its end.
+func scanHistory(ctx context.Context, lister driver.ResultLister, p driver.HistoryParams) (*driver.History, error) {
 	f := newHistoryFold(p)
 	cursor := ""
 	for {
-		recs, next, err := sc.ScanResults(ctx, p.Since, p.Until, cursor, historyPage)
+		recs, next, err := lister.ListResults(ctx, driver.ResultFilter{Since: p.Since}, cursor, historyPage)
 		if err != nil {
 			return nil, err
 		}
@@ -188,11 +192,19 @@ func (f *historyFold) addError(rec *driver.ResultRecord, r *Result) {
 	if rec.UpdatedAt.After(g.last) {
 		g.last = rec.UpdatedAt
 	}
-	if f.p.Examples == 0 {
+	if f.p.Examples == 0 || slices.ContainsFunc(g.examples, func(x example) bool { return x.id == rec.ID }) {
 		return
 	}
+	// The most recent first, then by ID: the order does not depend on
+	// the order the backend lists its records in.
 	g.examples = append(g.examples, example{id: rec.ID, at: rec.UpdatedAt})
-	sort.SliceStable(g.examples, func(i, j int) bool { return g.examples[i].at.After(g.examples[j].at) })
+	sort.Slice(g.examples, func(i, j int) bool {
+		a, b := g.examples[i], g.examples[j]
+		if !a.at.Equal(b.at) {
+			return a.at.After(b.at)
+		}
+		return a.id < b.id
+	})
 	if len(g.examples) > f.p.Examples {
 		g.examples = g.examples[:f.p.Examples]
 	}

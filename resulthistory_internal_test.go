@@ -77,3 +77,39 @@ func TestHistoryFoldBoundsGroups(t *testing.T) {
 		t.Errorf("%d groups, the largest %+v; want %d, the largest the other errors' (3)", len(h.Errors), h.Errors[0], maxHistoryGroups+1)
 	}
 }
+
+// TestHistoryFoldExamplesIgnoreListingOrder: an error group's examples
+// are the most recent, then the smallest IDs, whatever order the backend
+// lists its records in, and a record a listing meets twice (Redis's
+// HSCAN may) is one example.
+func TestHistoryFoldExamplesIgnoreListingOrder(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	at := since.Add(time.Minute)
+	dead := func(id string) *driver.ResultRecord {
+		return historyRecord(id, driver.ResultDeadLettered, at, 0, recordDetails{output: "boom"})
+	}
+	for _, tt := range []struct {
+		name  string
+		order []string
+		want  string
+	}{
+		{"by ID", []string{"a", "b", "c"}, "[a b]"},
+		{"reversed", []string{"c", "b", "a"}, "[a b]"},
+		{"met twice", []string{"c", "a", "c"}, "[a c]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newHistoryFold(driver.HistoryParams{Since: since, Until: since.Add(time.Hour), Bucket: time.Hour, Examples: 2, ErrorGroups: 5})
+			for _, id := range tt.order {
+				f.add(dead(id))
+			}
+			h := f.history()
+			if len(h.Errors) != 1 {
+				t.Fatalf("errors %+v; want one group", h.Errors)
+			}
+			if got := fmt.Sprint(h.Errors[0].Examples); got != tt.want {
+				t.Errorf("examples %s; want %s", got, tt.want)
+			}
+		})
+	}
+}

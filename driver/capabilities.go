@@ -103,7 +103,7 @@ const (
 	// ResultHistory: a window of result records can be added up (the
 	// dashboard's history panels): Native in the engine
 	// (ResultAggregator), Emulated by a paged scan the portable layer adds
-	// up (ResultScanner; resulthistory.go says what each costs).
+	// up (ResultLister; resulthistory.go says what each costs).
 	ResultHistory Feature = "result-history"
 	// Groups: tasks pushed with a group are counted by state (GroupStore)
 	// in the same transaction or script as their pushes and settlements,

@@ -9,7 +9,9 @@ import (
 type ResultFilter struct {
 	// State keeps only records in this state; empty keeps all.
 	State ResultState
-	// Since keeps only records written at or after it; zero keeps all.
+	// Since keeps only records whose UpdatedAt (when the record was last
+	// written: for a final record, when the task ended) is at or after
+	// it; zero keeps all.
 	Since time.Time
 	// Group keeps only the records of tasks of this group (Task.Group);
 	// empty keeps all. Drivers ignore it: the group is in the record's

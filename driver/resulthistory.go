@@ -18,10 +18,12 @@ import (
 //
 //   - Native: it implements ResultAggregator, which adds the records up in
 //     the engine (a GROUP BY) and returns only the sums;
-//   - Emulated: it implements ResultScanner, a paged scan of the window's
-//     records; the portable layer decodes and adds up one page at a time,
-//     so memory stays bounded by the page size, but every record of the
-//     window crosses the wire;
+//   - Emulated: it implements ResultLister (the listing that exports
+//     records); the portable layer lists the records updated since the
+//     window's start (ResultFilter.Since) a page at a time, and decodes
+//     and adds up each page, so memory stays bounded by the page size,
+//     but every record listed crosses the wire (every record kept, where
+//     the engine cannot apply Since);
 //   - Unsupported: neither (the backend keeps no records, or cannot list
 //     them).
 //
@@ -118,17 +120,6 @@ type ResultAggregator interface {
 	// AggregateResults adds up the records of p's window. It may be called
 	// concurrently.
 	AggregateResults(ctx context.Context, p HistoryParams) (*History, error)
-}
-
-// ResultScanner is implemented by drivers that list a window of result
-// records a page at a time (ResultHistory Emulated).
-type ResultScanner interface {
-	// ScanResults returns up to limit unexpired records whose UpdatedAt is
-	// in [since, until), after the position cursor ("" for the first
-	// page), and the cursor of the next page ("" after the last). Records
-	// written during a scan may be missed or seen twice; none that stays
-	// is missed.
-	ScanResults(ctx context.Context, since, until time.Time, cursor string, limit int) (recs []*ResultRecord, next string, err error)
 }
 
 // runtimeBinBase is the upper bound of runtime bin 0.

@@ -167,7 +167,7 @@ func capabilities() driver.Capabilities {
 			driver.Pause:             {Level: driver.Emulated, Fallback: pauseFallback},
 			driver.BulkActions:       {Level: driver.Emulated, Fallback: bulkFallback},
 			driver.Schedules:         {Level: driver.Emulated, Fallback: schedulesFallback},
-			driver.ResultHistory:     {Level: driver.Unsupported, Fallback: resultHistoryFallback},
+			driver.ResultHistory:     {Level: driver.Emulated, Fallback: blobresults.HistoryFallback},
 			driver.Groups:            {Level: driver.Emulated, Fallback: blobresults.GroupsFallback},
 			driver.Dependencies:      {Level: driver.Unsupported, Fallback: "an Azure queue cannot hold a task back until others end: push dependants after their parents succeed"},
 		},

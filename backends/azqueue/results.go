@@ -130,7 +130,8 @@ func fromCredential(queueURL string, cred azcore.TokenCredential) resultsSource 
 }
 
 // setResults gives d its result store, from client when the program
-// passed one, else from src, and declares Results and Cancel. Without a
+// passed one, else from src, and declares Results, Cancel, Groups and
+// ResultHistory. Without a
 // store Results and Cancel are Unsupported, with why in the Fallback text
 // and in the errors of the ResultStore methods.
 func (d *Driver) setResults(client *container.Client, src resultsSource) {
@@ -153,6 +154,7 @@ func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	d.caps.Features[driver.Results] = driver.Support{Level: driver.Unsupported, Fallback: why}
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "cancel needs result records: " + why}
 	d.caps.Features[driver.Groups] = driver.Support{Level: driver.Unsupported, Fallback: "groups are counted from the result records: " + why}
+	d.caps.Features[driver.ResultHistory] = driver.Support{Level: driver.Unsupported, Fallback: "the history is added up from the result records: " + why}
 }
 
 // PutResults implements driver.ResultStore.
@@ -170,9 +172,6 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
 	return d.rec.PurgeResults(ctx, now)
 }
-
-// resultHistoryFallback is why records cannot be added up here.
-const resultHistoryFallback = "result records are blobs, one per task, which cannot be added up without reading each: the dashboard's history panels stay empty (its live plots work)"
 
 // ListResults implements driver.ResultLister: pages of the record
 // container's listing.

@@ -104,6 +104,9 @@ func TestNewWithoutResultsContainer(t *testing.T) {
 	if l := d.Capabilities().Level(driver.Groups); l != driver.Unsupported {
 		t.Fatalf("Groups %v without a record container, want unsupported", l)
 	}
+	if l := d.Capabilities().Level(driver.ResultHistory); l != driver.Unsupported {
+		t.Fatalf("ResultHistory %v without a record container, want unsupported", l)
+	}
 	_, err = d.GetResults(ctx, []string{"x"})
 	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
 		t.Fatalf("GetResults: %v, want Unimplemented naming Options.Results", err)
@@ -115,6 +118,9 @@ func TestNewWithoutResultsContainer(t *testing.T) {
 	d2, err := azq.New(ctx, svc, azq.Options{Queue: name, Results: c})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if l := d2.Capabilities().Level(driver.ResultHistory); l != driver.Emulated {
+		t.Fatalf("ResultHistory %v with a record container, want emulated (a listing jobq adds up)", l)
 	}
 	if err := d2.PutResults(ctx, []*driver.ResultRecord{resultRecord("y", driver.ResultSucceeded)}); err != nil {
 		t.Fatal(err)

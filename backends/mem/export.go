@@ -70,3 +70,7 @@ func (h *idHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// resultHistoryFallback is what mem's result-history declaration says: it
+// has no engine to add records up in.
+const resultHistoryFallback = "mem lists its records (ListResults) a page at a time and jobq adds up those of the window, as on backends whose engine cannot aggregate"

@@ -23,8 +23,8 @@ const (
 		"until a worker receives it, which drops it unrun and records it as cancelled"
 )
 
-// setResults gives d its result store (nil: none) and declares Results and
-// Cancel accordingly.
+// setResults gives d its result store (nil: none) and declares Results,
+// Cancel, Groups and ResultHistory accordingly.
 func (d *Driver) setResults(store *blobresults.Store) {
 	name := "servicebus " + d.queueURL()
 	if store == nil {
@@ -35,6 +35,7 @@ func (d *Driver) setResults(store *blobresults.Store) {
 	d.caps.Features[driver.Results] = driver.Support{Level: driver.Emulated, Fallback: resultsFallback}
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Emulated, Fallback: cancelFallback}
 	d.caps.Features[driver.Groups] = driver.Support{Level: driver.Emulated, Fallback: blobresults.GroupsFallback}
+	d.caps.Features[driver.ResultHistory] = driver.Support{Level: driver.Emulated, Fallback: blobresults.HistoryFallback}
 }
 
 // PutResults implements driver.ResultStore.
@@ -52,9 +53,6 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
 	return d.rec.PurgeResults(ctx, now)
 }
-
-// resultHistoryFallback is why records cannot be added up here.
-const resultHistoryFallback = "result records, where a results= container keeps them, are blobs, one per task, which cannot be added up without reading each: the dashboard's history panels stay empty (its live plots work)"
 
 // ListResults implements driver.ResultLister: pages of the record
 // container's listing.

@@ -229,7 +229,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 			driver.Cancel:         {Level: driver.Unsupported, Fallback: "cancel needs result records, so a results= container (see results)"},
 			driver.WorkerRegistry: {Level: driver.Unsupported, Fallback: "the worker registry needs the result container: " + noResults},
 			driver.Schedules:      {Level: driver.Emulated, Fallback: schedulesFallback(dedup)},
-			driver.ResultHistory:  {Level: driver.Unsupported, Fallback: resultHistoryFallback},
+			driver.ResultHistory:  {Level: driver.Unsupported, Fallback: "the history is added up from the result records, so it needs a results= container (with one it is emulated, as on azqueue): " + noResults},
 			driver.Groups:         {Level: driver.Unsupported, Fallback: "a Service Bus queue keeps no group counts yet: push without a group"},
 			driver.Dependencies:   {Level: driver.Unsupported, Fallback: "an Azure queue cannot hold a task back until others end: push dependants after their parents succeed"},
 			driver.Pause: {Level: driver.Emulated,

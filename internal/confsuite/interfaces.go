@@ -33,16 +33,15 @@ var featureInterfaces = []featureInterface{
 	{driver.Groups, driver.Emulated, "driver.GroupStore", implements[driver.GroupStore]},
 	{driver.Dependencies, driver.Emulated, "driver.HeldStore", implements[driver.HeldStore]},
 	{driver.BulkActions, driver.Native, "driver.Pager", implements[driver.Pager]},
-	{driver.Dependencies, driver.Emulated, "driver.HeldStore", implements[driver.HeldStore]},
 	{driver.Dependencies, driver.Native, "driver.TaskFinder", implements[driver.TaskFinder]},
-	{driver.ResultHistory, driver.Emulated, "driver.ResultScanner or driver.ResultAggregator", implementsHistory},
+	{driver.ResultHistory, driver.Emulated, "driver.ResultLister or driver.ResultAggregator", implementsHistory},
 	{driver.ResultHistory, driver.Native, "driver.ResultAggregator", implements[driver.ResultAggregator]},
 }
 
 // implementsHistory reports whether d can add up a window of records,
 // natively or by a scan.
 func implementsHistory(d driver.Driver) bool {
-	return implements[driver.ResultAggregator](d) || implements[driver.ResultScanner](d)
+	return implements[driver.ResultAggregator](d) || implements[driver.ResultLister](d)
 }
 
 // implements reports whether d implements I.
