@@ -217,7 +217,7 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 	}
 	if err != nil {
 		if errcode.Of(err) == errcode.DeadlineExceeded && last != nil {
-			return failure(fmt.Errorf("group %s did not end within %s: %s; the tasks keep running ('%s' waits again)",
+			return failure(fmt.Errorf("group %s did not end within %s: %s; the tasks keep running (to wait again: %s)",
 				g.name, formatDuration(timeout), g.line(last), g.a.commandHint("group "+g.name+" --wait")))
 		}
 		return groupFailure(err)
@@ -227,7 +227,7 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	if c.DeadLettered+c.Cancelled > 0 {
-		return failure(fmt.Errorf("group %s ended: %d of %d tasks did not succeed (%d dead-lettered, %d cancelled); '%s' lists them",
+		return failure(fmt.Errorf("group %s ended: %d of %d tasks did not succeed (%d dead-lettered, %d cancelled); to list them: %s",
 			g.name, c.DeadLettered+c.Cancelled, c.Pushed, c.DeadLettered, c.Cancelled, g.a.commandHint("results --jsonl --group "+g.name+" --state dead-lettered")))
 	}
 	return nil

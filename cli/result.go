@@ -49,7 +49,7 @@ that says so.
 				r, err := q.Result(ctx, id)
 				if err != nil {
 					if errcode.Of(err) == errcode.NotFound {
-						return failure(fmt.Errorf("task %s has no result record: it has not ended yet, its ID is unknown, or its record expired (records are kept for the queue's retention; '%s' shows it); '%s' finds a queued or dead-lettered task", id, a.commandHint("policy list"), a.commandHint("show "+id)))
+						return failure(fmt.Errorf("task %s has no result record: it has not ended yet, its ID is unknown, or its record expired (records are kept for the queue's retention, shown by: %s); to find a queued or dead-lettered task: %s", id, a.commandHint("policy list"), a.commandHint("show "+id)))
 					}
 					return resultFailure(err)
 				}
@@ -61,7 +61,7 @@ that says so.
 					err = printResult(a.stdout, r)
 				}
 				if err == nil && !r.State.Final() {
-					err = failure(fmt.Errorf("task %s has not ended: a cancel is pending (%s); it ends when the worker that holds it, or next receives a task with this ID, stops it; '%s' waits for that", id, r.State, a.commandHint("wait --timeout 10m "+id)))
+					err = failure(fmt.Errorf("task %s has not ended: a cancel is pending (%s); it ends when the worker that holds it, or next receives a task with this ID, stops it; to wait for that: %s", id, r.State, a.commandHint("wait --timeout 10m "+id)))
 				}
 				return err
 			})

@@ -285,7 +285,7 @@ func (a *app) schedulerOnce(ctx context.Context, q *jobq.Queue) error {
 		fmt.Fprintf(a.stdout, "released held task %s: its parents ended\n", id)
 	}
 	for _, id := range res.Cancelled {
-		fmt.Fprintf(a.stdout, "cancelled held task %s: a parent did not succeed ('%s' says which)\n", id, a.commandHint("result "+id))
+		fmt.Fprintf(a.stdout, "cancelled held task %s: a parent did not succeed (to see which: %s)\n", id, a.commandHint("result "+id))
 	}
 	if err != nil {
 		return failure(err)

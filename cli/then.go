@@ -50,7 +50,7 @@ func (a *app) pushThen(ctx context.Context, q *jobq.Queue, group, cmd string, re
 		when = "when every task of the group has ended, whatever their outcome"
 	}
 	a.log.Info("group step held", "group", group, "task_id", res.ID, "then_if", thenIfName(require))
-	fmt.Fprintf(a.stderr, "jobq: step of group %s held as task %s: it runs %s, with the group's counts in $JOBQ_GROUP_*; follow it with '%s'\n",
+	fmt.Fprintf(a.stderr, "jobq: step of group %s held as task %s: it runs %s, with the group's counts in $JOBQ_GROUP_*; follow it with: %s\n",
 		group, res.ID, when, a.commandHint("group "+group))
 	return nil
 }
