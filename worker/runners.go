@@ -11,11 +11,10 @@ import "sync"
 // The idle runners are a stack: a task goes to the one that became idle
 // last. The garbage collector halves the stack of a goroutine that sits
 // idle through its cycle, and a task on such a runner grows it again from
-// its deepest frames; taken last-in first-out, the few runners that the
-// running tasks need are the ones kept busy, and the rest (a task that ends
-// just as the next starts leaves a new runner behind now and then) stay
-// idle at the bottom. There are never more goroutines than tasks running
-// at once.
+// its deepest frames. There are as many runners as tasks were ever in
+// process at once, prefetched ones waiting for a handler included
+// (hundreds in a drain); taken last-in first-out, the ones kept busy are
+// the few the running tasks need, and the rest stay idle at the bottom.
 type runners struct {
 	tasks *sync.WaitGroup // counts tasks, not goroutines
 
