@@ -294,6 +294,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if w.purgesResults() {
 		go w.purgeLoop(stopWatch)
+		if !w.o.NoHistoryRollups {
+			go w.rollupLoop(stopWatch)
+		}
 	}
 	if !w.o.NoSchedules && w.q.Capabilities().Level(driver.Schedules) != driver.Unsupported {
 		firing.Add(1)

@@ -129,8 +129,16 @@ const rollupPut = `WITH put AS (
 )
 DELETE FROM {{s}}.results_rollup WHERE queue = $1 AND slot = ANY($6::bigint[])`
 
+// rollupLatest is the latest kept slot of queue $1 before slot $2 (the
+// table's key).
+const rollupLatest = `SELECT max(slot) FROM {{s}}.results_rollup WHERE queue = $1 AND slot < $2`
+
+// rollupClaim lets one filler of queue $2 of schema $1 at a time work
+// (until its transaction ends); the others skip.
+const rollupClaim = `SELECT pg_try_advisory_xact_lock(hashtextextended('jobq rollup fill ' || $1 || ' ' || $2, 0))`
+
 // rollupQueries are the rollup statements of one schema.
-type rollupQueries struct{ table, total, keptTotal, fingerprints, sums, stored, put string }
+type rollupQueries struct{ table, total, keptTotal, fingerprints, sums, stored, put, latest, claim string }
 
 func buildRollupQueries(schema string) rollupQueries {
 	r := strings.NewReplacer("{{s}}", schema,
@@ -141,7 +149,7 @@ func buildRollupQueries(schema string) rollupQueries {
 		"{{examples}}", strconv.Itoa(driver.RollupExamples))
 	return rollupQueries{table: r.Replace(rollupTable), total: r.Replace(rollupTotal), keptTotal: r.Replace(rollupKeptTotal),
 		fingerprints: r.Replace(rollupFingerprints), sums: r.Replace(rollupSums),
-		stored: r.Replace(rollupStored), put: r.Replace(rollupPut)}
+		stored: r.Replace(rollupStored), put: r.Replace(rollupPut), latest: r.Replace(rollupLatest), claim: rollupClaim}
 }
 
 // fingerprint identifies the records a slot's rollup was added up from.
@@ -176,10 +184,18 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	fresh := map[int64]*driver.Rollup{}
 	var prints map[int64]fingerprint
 	var gone []int64
+	plain := false
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		held, err := d.keptHold(ctx, tx, rq, first, open, sum)
+		held, now, kept, err := d.keptHold(ctx, tx, rq, first, open, sum)
 		if err != nil || held {
 			return err
+		}
+		if kept.records*2 < now.records {
+			// Most of the window is not rolled up yet (no worker
+			// fills them, or not for long): adding its records up at
+			// once is quicker than slot by slot.
+			plain = true
+			return nil
 		}
 		// Some kept rollup is missing or stale: find which by each
 		// slot's fingerprint, and add them up with the open ones.
@@ -192,11 +208,23 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		if stale, gone, err = d.readKept(ctx, tx, rq.stored, first, last, prints, sum); err != nil {
 			return err
 		}
+		for _, s := range stale {
+			if s < open {
+				d.rollupFill.ReadAddedUp.Add(1)
+			}
+		}
 		return addUp(ctx, tx, rq, d.cfg.queue, stale, fresh)
 	})
+	if plain {
+		cancel()
+	}
 	t := <-tail
 	if err != nil {
 		return nil, wrap(ctx, "result history", err)
+	}
+	if plain {
+		d.fillLater()
+		return d.scanHistory(ctx, p)
 	}
 	if prints == nil {
 		if t.err != nil {
@@ -248,20 +276,20 @@ func addUp(ctx context.Context, tx pgx.Tx, rq rollupQueries, queue string, slots
 // keptHold checks in one pass whether the kept rollups of the closed
 // slots [first, open) all hold: the records of those slots add up to the
 // count and xmin sum of the kept rows. When they do it adds them to sum.
-func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) (bool, error) {
-	var now, kept fingerprint
+// It also returns both fingerprints.
+func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) (held bool, now, kept fingerprint, err error) {
 	if err := tx.QueryRow(ctx, rq.total, d.cfg.queue, driver.SlotStart(first), driver.SlotStart(open)).Scan(&now.records, &now.xmins); err != nil {
-		return false, err
+		return false, now, kept, err
 	}
 	if err := tx.QueryRow(ctx, rq.keptTotal, d.cfg.queue, first, open).Scan(&kept.records, &kept.xmins); err != nil {
-		return false, err
+		return false, now, kept, err
 	}
 	if now != kept {
-		return false, nil
+		return false, now, kept, nil
 	}
 	rows, err := tx.Query(ctx, rq.stored, d.cfg.queue, first, open)
 	if err != nil {
-		return false, err
+		return false, now, kept, err
 	}
 	var slot int64
 	var fp fingerprint
@@ -275,7 +303,7 @@ func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, firs
 		sum.Add(&r)
 		return nil
 	})
-	return err == nil && !bad, err
+	return err == nil && !bad, now, kept, err
 }
 
 // rollupTable makes the rollup table if it is missing, once per driver;
@@ -441,7 +469,16 @@ func deref(s *string) string {
 // and forgets the kept rows of gone slots. It is a cache: a failure (a
 // read-only role, say) only means the next history adds them up again.
 func (d *Driver) keepRollups(ctx context.Context, q string, fresh map[int64]*driver.Rollup, prints map[int64]fingerprint, gone []int64) {
-	open := driver.SlotOf(time.Now())
+	args := putArgs(d.cfg.queue, fresh, prints, driver.SlotOf(time.Now()), gone)
+	if args == nil {
+		return
+	}
+	_, _ = d.pool.Exec(ctx, q, args...)
+}
+
+// putArgs are rollupPut's arguments for the slots of fresh before open
+// (with their fingerprints) and the gone ones; nil when there are none.
+func putArgs(queue string, fresh map[int64]*driver.Rollup, prints map[int64]fingerprint, open int64, gone []int64) []any {
 	var slots, records []int64
 	var xmins []string
 	var sums [][]byte
@@ -457,10 +494,10 @@ func (d *Driver) keepRollups(ctx context.Context, q string, fresh map[int64]*dri
 		slots, records, xmins, sums = append(slots, s), append(records, fp.records), append(xmins, fp.xmins), append(sums, b)
 	}
 	if len(slots) == 0 && len(gone) == 0 {
-		return
+		return nil
 	}
 	if gone == nil {
 		gone = []int64{}
 	}
-	_, _ = d.pool.Exec(ctx, q, d.cfg.queue, slots, records, xmins, sums, gone)
+	return []any{queue, slots, records, xmins, sums, gone}
 }

@@ -130,6 +130,11 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		if err != nil || len(stale) == 0 {
 			return err
 		}
+		for _, g := range stale {
+			if g != newest {
+				d.rollupFill.ReadAddedUp.Add(1)
+			}
+		}
 		return d.rollupRows(ctx, tx, stale, fresh)
 	}()
 	if err != nil {
