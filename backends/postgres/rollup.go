@@ -223,6 +223,7 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		return nil, wrap(ctx, "result history", err)
 	}
 	if plain {
+		d.rollupFill.ReadAddedUp.Add(open - first)
 		d.fillLater()
 		return d.scanHistory(ctx, p)
 	}

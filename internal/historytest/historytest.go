@@ -116,6 +116,9 @@ type Rollups struct {
 	Rolled, Scanned func(driver.HistoryParams) (*driver.History, error)
 	// Kept is how many rollups the backend keeps.
 	Kept func() (int, error)
+	// Fill, when set, runs the backend's rollup fill (and waits for one
+	// a history read started), after the first history.
+	Fill func() error
 	// N is how many records to write (3000 when 0): enough for the
 	// backend to keep rollups.
 	N int
@@ -175,6 +178,11 @@ func CheckRollup(t *testing.T, b Rollups) {
 		}
 	}
 	same("first")
+	if b.Fill != nil {
+		if err := b.Fill(); err != nil {
+			t.Fatalf("rollup fill: %v", err)
+		}
+	}
 	if n, err := b.Kept(); err != nil || n == 0 {
 		t.Fatalf("rollups kept after a history: %d, %v; want some", n, err)
 	}
@@ -261,4 +269,64 @@ func diff(a, b string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Fills is what CheckFill needs of a backend that fills its rollups in
+// the background.
+type Fills struct {
+	// Put stores records; Fill is the backend's FillRollups.
+	Put  func([]*driver.ResultRecord) error
+	Fill func() (int, error)
+	// Rolled is the backend's AggregateResults; Scanned adds the window
+	// up from the records only.
+	Rolled, Scanned func(driver.HistoryParams) (*driver.History, error)
+	// ReadAddedUp is how many closed slots (or generations) history reads
+	// added up from their records so far.
+	ReadAddedUp func() int64
+	// N is how many records to write over the 6 hours before now (600
+	// when 0).
+	N int
+}
+
+// CheckFill checks that after the background fill the dashboard's windows
+// are served from rollups alone (no closed slot added up from its records
+// at read time) and add up to what the records add up to, and that a
+// second fill finds nothing to do.
+func CheckFill(t *testing.T, b Fills) {
+	t.Helper()
+	now := time.Now()
+	n := b.N
+	if n == 0 {
+		n = 600
+	}
+	if err := Records(n, 5000, now, 6*time.Hour, b.Put); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := b.Fill(); err != nil || k == 0 {
+		t.Fatalf("first fill: %d rolled up, %v; want some", k, err)
+	}
+	if k, err := b.Fill(); err != nil || k != 0 {
+		t.Fatalf("second fill: %d rolled up, %v; want 0 (all rolled up)", k, err)
+	}
+	until := now.Truncate(time.Hour).Add(time.Hour)
+	for _, p := range []driver.HistoryParams{
+		{Since: until.Add(-6 * time.Hour), Until: until, Bucket: 10 * time.Minute, Examples: 5, ErrorGroups: 20},
+		{Since: until.Add(-24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 20},
+	} {
+		before := b.ReadAddedUp()
+		rolled, err := b.Rolled(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if added := b.ReadAddedUp() - before; added != 0 {
+			t.Errorf("window %v by %v after the fill: %d closed slots added up from their records at read time; want 0 (all from rollups)", p.Until.Sub(p.Since), p.Bucket, added)
+		}
+		scanned, err := b.Scanned(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := Canonical(rolled), Canonical(scanned); got != want {
+			t.Errorf("window %v by %v: the filled rollups and the records differ:\n%s", p.Until.Sub(p.Since), p.Bucket, diff(got, want))
+		}
+	}
 }
