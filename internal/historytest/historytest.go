@@ -54,12 +54,27 @@ func Records(n, batch int, now time.Time, span time.Duration, each func([]*drive
 	return nil
 }
 
+// Scale is what Measure needs of a backend.
+type Scale struct {
+	// Agg is the backend's result history.
+	Agg driver.ResultAggregator
+	// Fill is the backend's FillRollups; Wait waits for a fill that a
+	// history read started in the background; Forget drops every kept
+	// rollup and ForgetLast the latest one.
+	Fill               func() (int, error)
+	Wait               func()
+	Forget, ForgetLast func() error
+}
+
 // Measure runs the dashboard's 7-day, hourly result history (its edges
 // on whole hours, so served from rollups where the backend keeps them) on
-// agg over the n records Records made over the 7 days before now, three
-// times, checks its sums and logs how long each took: the first fills
-// the rollups, the others read them.
-func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
+// the n records Records made over the 7 days before now, checks its sums
+// and logs how long each step took: the first read with nothing rolled
+// up (and the background fill it starts), the workers' fill of the whole
+// window, a fill that finds nothing to do, a fill of the latest slot (or
+// generation) alone, then three reads after the fill (the dashboard
+// opened after a drain, and its refreshes).
+func Measure(t testing.TB, s Scale, now time.Time, n int) {
 	t.Helper()
 	until := now.Truncate(time.Hour).Add(time.Hour)
 	p := driver.HistoryParams{Since: until.Add(-7 * 24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 20}
@@ -73,9 +88,10 @@ func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
 			}
 		}
 	}
-	for run := range 3 {
+	read := func(what string) {
+		t.Helper()
 		began := time.Now()
-		h, err := agg.AggregateResults(context.Background(), p)
+		h, err := s.Agg.AggregateResults(context.Background(), p)
 		took := time.Since(began)
 		if err != nil {
 			t.Fatal(err)
@@ -98,8 +114,33 @@ func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
 		if ends != wantEnds || dead != wantDead || errs != wantDead || len(h.Errors) != 3 {
 			t.Errorf("history of %d records: %d ends, %d dead-lettered, %d in %d error groups; want %d, %d, %d in 3", n, ends, dead, errs, len(h.Errors), wantEnds, wantDead, wantDead)
 		}
-		t.Logf("run %d: 7-day hourly history of %d records (%d in the window): %v (%d end bins, %d preempted attempts in %d bins, %d error groups)",
-			run+1, n, wantEnds, took.Round(time.Millisecond), len(h.Ends), preempted, len(h.Attempts), len(h.Errors))
+		t.Logf("%s: 7-day hourly history of %d records (%d in the window): %v (%d end bins, %d preempted attempts in %d bins, %d error groups)",
+			what, n, wantEnds, took.Round(time.Millisecond), len(h.Ends), preempted, len(h.Attempts), len(h.Errors))
+	}
+	fill := func(what string) {
+		t.Helper()
+		began := time.Now()
+		k, err := s.Fill()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d rolled up in %v", what, k, time.Since(began).Round(time.Millisecond))
+	}
+	read("first read, nothing rolled up")
+	began := time.Now()
+	s.Wait()
+	t.Logf("the background fill that read started ended %v after it", time.Since(began).Round(time.Millisecond))
+	if err := s.Forget(); err != nil {
+		t.Fatal(err)
+	}
+	fill("fill of the whole window (rollups dropped)")
+	fill("fill again (nothing to do)")
+	if err := s.ForgetLast(); err != nil {
+		t.Fatal(err)
+	}
+	fill("fill of the latest slot or generation (its rollup dropped)")
+	for run := range 3 {
+		read(fmt.Sprintf("read %d after the fill", run+1))
 	}
 }
 
