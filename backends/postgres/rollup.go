@@ -70,9 +70,10 @@ var rollupFingerprints = `SELECT ` + rollupSlotSQL("updated_at") + ` AS slot, co
 // longest runtime in ms), 'a' attempts (k the attempt's slot, a the
 // outcome, b the environment), 'g' an error group (k the exit code, a
 // the first line, t the last time) and 'x' one of its examples (b the
-// task ID, t its time).
+// task ID, t its time); 'f' is the slot's fingerprint (n the records,
+// b their xmin sum).
 const rollupSums = `WITH r AS MATERIALIZED (
-	SELECT updated_at, state, task_id, {{slot updated_at}} AS s, data
+	SELECT updated_at, state, task_id, {{slot updated_at}} AS s, data, xmin::text::bigint AS xm
 	` + rollupWindow + ` AND {{slot updated_at}} = ANY($4::bigint[])
 ), j AS (
 	SELECT updated_at, state, task_id, s, replace(convert_from(data, 'UTF8'), '\u0000', '')::jsonb AS j
@@ -106,7 +107,9 @@ GROUP BY s, ab, outcome, env
 UNION ALL
 SELECT 'g', s, ec::bigint, line, NULL, count(*), NULL, max(updated_at) FROM l GROUP BY s, ec, line
 UNION ALL
-SELECT 'x', s, ec::bigint, line, task_id, NULL, NULL, updated_at FROM x WHERE rn <= {{examples}}`
+SELECT 'x', s, ec::bigint, line, task_id, NULL, NULL, updated_at FROM x WHERE rn <= {{examples}}
+UNION ALL
+SELECT 'f', s, NULL, '', sum(xm)::text, count(*), NULL, NULL FROM r GROUP BY s`
 
 // rollupTotal is the count and xmin sum of the final records of queue $1
 // in [$2, $3): one number for many slots, which a parallel scan adds up.
@@ -190,7 +193,7 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		if err != nil || held {
 			return err
 		}
-		if kept.records*2 < now.records {
+		if kept.records == 0 || kept.records*2 < now.records {
 			// Most of the window is not rolled up yet (no worker
 			// fills them, or not for long): adding its records up at
 			// once is quicker than slot by slot.
@@ -213,7 +216,7 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 				d.rollupFill.ReadAddedUp.Add(1)
 			}
 		}
-		return addUp(ctx, tx, rq, d.cfg.queue, stale, fresh)
+		return addUp(ctx, tx, rq, d.cfg.queue, stale, fresh, nil)
 	})
 	if plain {
 		cancel()
@@ -260,29 +263,35 @@ func (d *Driver) openSums(ctx context.Context, rq rollupQueries, open, last int6
 		slots = append(slots, s)
 	}
 	t.err = pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return addUp(ctx, tx, rq, d.cfg.queue, slots, t.sums)
+		return addUp(ctx, tx, rq, d.cfg.queue, slots, t.sums, nil)
 	})
 	return t
 }
 
-// addUp adds up the records of slots into out.
-func addUp(ctx context.Context, tx pgx.Tx, rq rollupQueries, queue string, slots []int64, out map[int64]*driver.Rollup) error {
+// addUp adds up the records of slots into out, and their fingerprints
+// into prints unless it is nil.
+func addUp(ctx context.Context, tx pgx.Tx, rq rollupQueries, queue string, slots []int64, out map[int64]*driver.Rollup, prints map[int64]fingerprint) error {
 	if len(slots) == 0 {
 		return nil
 	}
 	lo, hi := slices.Min(slots), slices.Max(slots)
-	return rollupRows(ctx, tx, rq.sums, []any{queue, driver.SlotStart(lo), driver.SlotStart(hi + 1), slots}, out)
+	return rollupRows(ctx, tx, rq.sums, []any{queue, driver.SlotStart(lo), driver.SlotStart(hi + 1), slots}, out, prints)
 }
 
 // keptHold checks in one pass whether the kept rollups of the closed
 // slots [first, open) all hold: the records of those slots add up to the
 // count and xmin sum of the kept rows. When they do it adds them to sum.
 // It also returns both fingerprints.
+// When no rollup with records is kept (read from the rollup table alone)
+// it returns at once, without the pass.
 func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) (held bool, now, kept fingerprint, err error) {
-	if err := tx.QueryRow(ctx, rq.total, d.cfg.queue, driver.SlotStart(first), driver.SlotStart(open)).Scan(&now.records, &now.xmins); err != nil {
+	if err := tx.QueryRow(ctx, rq.keptTotal, d.cfg.queue, first, open).Scan(&kept.records, &kept.xmins); err != nil {
 		return false, now, kept, err
 	}
-	if err := tx.QueryRow(ctx, rq.keptTotal, d.cfg.queue, first, open).Scan(&kept.records, &kept.xmins); err != nil {
+	if kept.records == 0 && first < open {
+		return false, now, kept, nil
+	}
+	if err := tx.QueryRow(ctx, rq.total, d.cfg.queue, driver.SlotStart(first), driver.SlotStart(open)).Scan(&now.records, &now.xmins); err != nil {
 		return false, now, kept, err
 	}
 	if now != kept {
@@ -376,8 +385,9 @@ func (d *Driver) readKept(ctx context.Context, tx pgx.Tx, q string, first, last 
 	return stale, gone, nil
 }
 
-// rollupRows reads rollupSums into one Rollup per slot.
-func rollupRows(ctx context.Context, tx pgx.Tx, q string, args []any, out map[int64]*driver.Rollup) error {
+// rollupRows reads rollupSums into one Rollup per slot, and the slots'
+// fingerprints into prints unless it is nil.
+func rollupRows(ctx context.Context, tx pgx.Tx, q string, args []any, out map[int64]*driver.Rollup, prints map[int64]fingerprint) error {
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return err
@@ -423,6 +433,10 @@ func rollupRows(ctx context.Context, tx pgx.Tx, q string, args []any, out map[in
 				code = &c
 			}
 			examples = append(examples, ex{slot, code, a, driver.RollupExample{ID: deref(b), At: t.UTC()}})
+		case "f":
+			if prints != nil {
+				prints[slot] = fingerprint{records: *n, xmins: deref(b)}
+			}
 		}
 		return nil
 	})

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,24 +86,19 @@ func (d *Driver) fillSlots(ctx context.Context, rq rollupQueries, from, to int64
 			return err
 		}
 		from = max(from, start)
-		p := driver.HistoryParams{Since: driver.SlotStart(from), Until: driver.SlotStart(to)}
-		prints, err := rollupPrints(ctx, tx, rq.fingerprints, d.cfg.queue, p)
-		if err != nil {
-			return err
-		}
-		slots := make([]int64, 0, len(prints))
-		for s := range prints {
+		slots := make([]int64, 0, to-from)
+		for s := from; s < to; s++ {
 			slots = append(slots, s)
 		}
-		slices.Sort(slots)
-		fresh := map[int64]*driver.Rollup{}
-		if err := addUp(ctx, tx, rq, d.cfg.queue, slots, fresh); err != nil {
+		// One pass: the sums and the fingerprints of the same records.
+		fresh, prints := map[int64]*driver.Rollup{}, map[int64]fingerprint{}
+		if err := addUp(ctx, tx, rq, d.cfg.queue, slots, fresh, prints); err != nil {
 			return err
 		}
 		if _, ok := prints[to-1]; !ok {
 			prints[to-1], fresh[to-1] = fingerprint{xmins: "0"}, &driver.Rollup{}
 		}
-		n = len(slots)
+		n = len(prints)
 		_, err = tx.Exec(ctx, rq.put, putArgs(d.cfg.queue, fresh, prints, to, nil)...)
 		return err
 	})
