@@ -11,8 +11,8 @@ import (
 // rollupJitter spreads the workers' rollup checks after a slot ends.
 const rollupJitter = time.Minute
 
-// rollupLoop rolls up the queue's result records (Admin.FillRollups) when
-// the worker starts and after each rollup slot ends, until stop is
+// rollupLoop rolls up the queue's result records (Admin.FillRollups)
+// within a minute of the worker's start and after each rollup slot ends, until stop is
 // closed: one indexed read per slot when another worker rolled it up,
 // quietly; a warning when it fails.
 func (w *Worker) rollupLoop(stop <-chan struct{}) {
@@ -25,7 +25,7 @@ func (w *Worker) rollupLoop(stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	}()
-	t := time.NewTimer(rand.N(rollupJitter))
+	t := time.NewTimer(w.rollupFirst)
 	defer t.Stop()
 	for {
 		select {
