@@ -18,8 +18,8 @@ import (
 // on rollup slots is added up from results_rollup, a row per queue and
 // slot of ten minutes that holds what the slot's records add up to,
 // instead of from every record. Nothing on the task path writes it: the
-// history itself fills it, for the slots it had to add up from the
-// records. Each row keeps the fingerprint of the records it was added up
+// workers fill it when each slot ends (rollupfill.go), and a history
+// keeps the slots it had to add up from the records. Each row keeps the fingerprint of the records it was added up
 // from (how many, and the sum of their row versions' xmin, which any
 // insert, update or delete of a record changes); a history first reads
 // the fingerprints of its window's records (one pass over the records'
