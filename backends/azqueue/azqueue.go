@@ -169,7 +169,7 @@ func capabilities() driver.Capabilities {
 			driver.Schedules:         {Level: driver.Emulated, Fallback: schedulesFallback},
 			driver.ResultHistory:     {Level: driver.Emulated, Fallback: blobresults.HistoryFallback},
 			driver.Groups:            {Level: driver.Emulated, Fallback: blobresults.GroupsFallback},
-			driver.Dependencies:      {Level: driver.Unsupported, Fallback: noDependencies},
+			driver.Dependencies:      {Level: driver.Emulated, Fallback: blobresults.DependenciesFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

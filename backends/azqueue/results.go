@@ -144,7 +144,6 @@ func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	if client != nil {
 		d.rec.SetRecords("azqueue "+d.name, blobresults.FromClient(client), "")
 		d.caps.Features[driver.Results] = driver.Support{Level: driver.Emulated, Fallback: resultsFallback}
-		d.caps.Features[driver.Dependencies] = driver.Support{Level: driver.Emulated, Fallback: blobresults.DependenciesFallback}
 		return
 	}
 	why := "no result container was given: pass Options.Results (a container client) to azqueue.New"
@@ -158,10 +157,6 @@ func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	d.caps.Features[driver.ResultHistory] = driver.Support{Level: driver.Unsupported, Fallback: "the history is added up from the result records: " + why}
 	d.caps.Features[driver.Dependencies] = driver.Support{Level: driver.Unsupported, Fallback: "held tasks (dependencies and group steps) are kept in the result container: " + why}
 }
-
-// noDependencies is the Dependencies declaration before a result
-// container is known.
-const noDependencies = "held tasks (dependencies and group steps) are kept in the result container (QUEUE-results, or the one results= names): give the driver one"
 
 // PutResults implements driver.ResultStore.
 func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) error {

@@ -52,6 +52,12 @@ const heldClaimGrace = driver.ScheduleClaimGrace
 // hex, and Azure's blob names are at most 1,024 characters.
 const MaxHeldIDLen = 500
 
+// heldIdleRecheck is how long a store that listed no held task answers
+// ListHeld from that (no request) until it holds one itself: a worker's
+// sweep every 2 s would otherwise cost a blob listing each (List Blobs is
+// billed as a write), 1,800 an hour per worker, on queues that hold none.
+const heldIdleRecheck = 30 * time.Second
+
 // heldCacheMax bounds the held messages ListHeld keeps decoded.
 const heldCacheMax = 20000
 
@@ -100,8 +106,25 @@ func decodeHeld(data []byte) (*driver.HeldMessage, error) {
 // heldCache keeps decoded held messages by blob name and creation time,
 // so that a sweep lists the held blobs without reading each again.
 type heldCache struct {
-	mu sync.Mutex
-	m  map[string]heldEntry
+	mu         sync.Mutex
+	m          map[string]heldEntry
+	emptyUntil time.Time // ListHeld found none; list again after this
+}
+
+// idle reports whether a listing from the start may be skipped: the last
+// found no held task, less than heldIdleRecheck ago.
+func (c *heldCache) idle(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return now.Before(c.emptyUntil)
+}
+
+// setIdle records a listing that found no held task (empty), or that
+// this store held some (until is zero).
+func (c *heldCache) setIdle(until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.emptyUntil = until
 }
 
 type heldEntry struct {
@@ -188,6 +211,7 @@ func (s *Store) Hold(ctx context.Context, msgs []*driver.HeldMessage) ([]driver.
 			return nil, err
 		}
 	}
+	s.held.setIdle(time.Time{})
 	err := each(ctx, len(todo), func(ctx context.Context, k int) error {
 		h := msgs[todo[k]]
 		data, err := encodeHeld(h)
@@ -306,8 +330,14 @@ func (s *Store) HeldOf(ctx context.Context, ids []string) ([]*driver.HeldMessage
 
 // ListHeld implements driver.HeldStore: one listing of up to limit held
 // blobs (the cursor is the listing's marker), each read once and then
-// kept decoded while its blob is the same.
+// kept decoded while its blob is the same. After a listing that found
+// none, none for heldIdleRecheck without a request, unless this store
+// holds one: another process's held task is seen up to that much later.
 func (s *Store) ListHeld(ctx context.Context, cursor string, limit int) ([]*driver.HeldMessage, string, error) {
+	now := time.Now()
+	if cursor == "" && s.held.idle(now) {
+		return nil, "", nil
+	}
 	limit = min(max(limit, 1), 5000)
 	opts := &container.ListBlobsFlatOptions{Prefix: to.Ptr(heldPrefix), MaxResults: to.Ptr(int32(limit))}
 	if cursor != "" {
@@ -316,9 +346,13 @@ func (s *Store) ListHeld(ctx context.Context, cursor string, limit int) ([]*driv
 	resp, err := s.client.NewListBlobsFlatPager(opts).NextPage(ctx)
 	switch {
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		s.held.setIdle(now.Add(heldIdleRecheck))
 		return nil, "", nil
 	case err != nil:
 		return nil, "", s.errorf(err, "list held tasks")
+	}
+	if cursor == "" && len(resp.Segment.BlobItems) == 0 && (resp.NextMarker == nil || *resp.NextMarker == "") {
+		s.held.setIdle(now.Add(heldIdleRecheck))
 	}
 	items := resp.Segment.BlobItems
 	got := make([]*driver.HeldMessage, len(items))
