@@ -357,26 +357,9 @@ func (s *Store) ListHeld(ctx context.Context, cursor string, limit int) ([]*driv
 	items := resp.Segment.BlobItems
 	got := make([]*driver.HeldMessage, len(items))
 	err = each(ctx, len(items), func(ctx context.Context, i int) error {
-		b := items[i]
-		if b.Name == nil || b.Properties == nil || b.Properties.CreationTime == nil {
-			return nil
-		}
-		name, created := *b.Name, *b.Properties.CreationTime
-		if h := s.held.get(name, created); h != nil {
-			got[i] = clone(h)
-			return nil
-		}
-		raw, err := hex.DecodeString(strings.TrimPrefix(name, heldPrefix))
-		if err != nil {
-			return nil // not a held task's blob
-		}
-		r, err := s.readHeld(ctx, string(raw))
-		if err != nil || r == nil {
-			return err // gone since the listing: released or dropped
-		}
-		s.held.put(name, created, r.msg)
-		got[i] = clone(r.msg)
-		return nil
+		h, err := s.listed(ctx, items[i])
+		got[i] = h
+		return err
 	})
 	if err != nil {
 		return nil, "", err
@@ -392,6 +375,29 @@ func (s *Store) ListHeld(ctx context.Context, cursor string, limit int) ([]*driv
 		next = *resp.NextMarker
 	}
 	return page, next, nil
+}
+
+// listed is the held message of listed blob b, from the cache when the
+// blob is the one cached, else read (and cached); nil when it is not a
+// held task's blob, or is gone since the listing (released or dropped).
+func (s *Store) listed(ctx context.Context, b *container.BlobItem) (*driver.HeldMessage, error) {
+	if b.Name == nil || b.Properties == nil || b.Properties.CreationTime == nil {
+		return nil, nil
+	}
+	name, created := *b.Name, *b.Properties.CreationTime
+	if h := s.held.get(name, created); h != nil {
+		return clone(h), nil
+	}
+	raw, err := hex.DecodeString(strings.TrimPrefix(name, heldPrefix))
+	if err != nil {
+		return nil, nil
+	}
+	r, err := s.readHeld(ctx, string(raw))
+	if err != nil || r == nil {
+		return nil, err
+	}
+	s.held.put(name, created, r.msg)
+	return clone(r.msg), nil
 }
 
 // Release implements driver.HeldStore: it claims each held blob (one
@@ -554,7 +560,8 @@ const DependenciesFallback = "held tasks (after, after-group, a group's then ste
 	"a task already queued or running with the same ID is not seen (only one already held is a duplicate), and an after ID with no record and no held task is taken as queued, not refused; " +
 	"a release claims the blob, pushes the message, then deletes the blob, so a sweeper that dies between its push and the delete makes the task run twice " +
 	"after 30 s (at least once, never lost: Storage Queue has no dedup; Service Bus drops the second copy when the queue has duplicate detection on); " +
-	"a held task counts in its group from Hold, and a group's end is read from the records (eventually consistent)"
+	"a held task counts in its group from Hold, and a group's end is read from the records (eventually consistent); " +
+	"a worker whose sweep found nothing held lists again after 30 s, so another process's held task may wait that much longer"
 
 // Hold implements driver.HeldStore for the backend's store.
 func (r *Records) Hold(ctx context.Context, msgs []*driver.HeldMessage) ([]driver.PushResult, error) {

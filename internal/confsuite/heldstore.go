@@ -294,6 +294,23 @@ func (c *C) heldRelease(d driver.Driver, hs driver.HeldStore, g string) {
 	} else if d.Capabilities().Level(driver.ExactCount) == driver.Native && st.Known.Delayed && (st.Delayed != 1 || st.Ready != 2) {
 		c.Errorf("stats after Release of two messages and one delayed an hour: %+v; want Ready 2, Delayed 1", st)
 	}
+	got := c.receiveReleased(d, g)
+	if d.Capabilities().Level(driver.Priority) == driver.Unsupported {
+		slices.Sort(got) // received in any order
+	}
+	if !slices.Equal(got, []string{"held-a", "held-b"}) {
+		c.Errorf("received %v after Release; want [held-a held-b] (priority 5 before 1; held-c delayed an hour)", got)
+	}
+	if again, err := hs.Release(c.ctx(), ids); err != nil || len(again) != 0 {
+		c.Errorf("Release of IDs released already = %v, %v; want none and no error", again, err)
+	}
+}
+
+// receiveReleased receives and completes the released messages of group
+// g, checking their group and trace context where the backend keeps
+// them, and returns their IDs in the order received.
+func (c *C) receiveReleased(d driver.Driver, g string) []string {
+	c.Helper()
 	rs, err := d.Receive(c.ctx(), driver.ReceiveParams{Max: 10, Visibility: time.Minute})
 	if err != nil {
 		c.Fatalf("receive: %v", err)
@@ -313,15 +330,7 @@ func (c *C) heldRelease(d driver.Driver, hs driver.HeldStore, g string) {
 			c.Fatalf("complete: %v", errs[0])
 		}
 	}
-	if d.Capabilities().Level(driver.Priority) == driver.Unsupported {
-		slices.Sort(got) // received in any order
-	}
-	if !slices.Equal(got, []string{"held-a", "held-b"}) {
-		c.Errorf("received %v after Release; want [held-a held-b] (priority 5 before 1; held-c delayed an hour)", got)
-	}
-	if again, err := hs.Release(c.ctx(), ids); err != nil || len(again) != 0 {
-		c.Errorf("Release of IDs released already = %v, %v; want none and no error", again, err)
-	}
+	return got
 }
 
 // heldRace holds 20 messages and lets 8 goroutines release them all at
