@@ -153,6 +153,13 @@ func (q *Queue) hold(ctx context.Context, hs driver.HeldStore, tasks []*Task, ms
 	for k, i := range idx {
 		hms[k] = &driver.HeldMessage{Message: *msgs[i], After: tasks[i].After, AfterGroups: tasks[i].AfterGroups, Require: require, Created: now}
 	}
+	if err := q.clearStaleCancels(ctx, hms); err != nil {
+		errs := make([]error, len(out))
+		for _, i := range idx {
+			errs[i] = err
+		}
+		return &BatchError{Errs: errs}
+	}
 	stampTrace(ctx, pick(msgs, idx))
 	for k := range hms {
 		hms[k].Message.TraceParent = msgs[idx[k]].TraceParent
@@ -181,6 +188,40 @@ func (q *Queue) hold(ctx context.Context, hs driver.HeldStore, tasks []*Task, ms
 		for k, r := range rs {
 			out[idx[start+k]] = PushResult{ID: hms[start+k].Message.ID, MessageID: r.MessageID, Duplicate: r.Duplicate, Position: -1}
 		}
+	}
+	return nil
+}
+
+// clearStaleCancels deletes the cancelled result records of the IDs about
+// to be held: they are an earlier task's with the same ID (a step
+// replaced, a sweep pushed again). The sweep reads a held task's own
+// cancelled record as a cancel cut short before its drop, so one left
+// from before would cancel the new task.
+func (q *Queue) clearStaleCancels(ctx context.Context, hms []*driver.HeldMessage) error {
+	const op = "push"
+	del, ok := q.drv.(driver.ResultDeleter)
+	if !ok || q.results == nil {
+		return nil
+	}
+	ids := make([]string, len(hms))
+	for i, h := range hms {
+		ids[i] = h.Message.ID
+	}
+	recs, err := q.getResults(ctx, op, q.results, ids)
+	if err != nil {
+		return err
+	}
+	var stale []string
+	for i, r := range recs {
+		if r != nil && r.State == driver.ResultCancelled {
+			stale = append(stale, ids[i])
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	if _, err := del.DeleteResults(ctx, stale); err != nil {
+		return q.wrap(op, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backends/mem"
@@ -136,5 +137,47 @@ func TestPushBatchHoldFails(t *testing.T) {
 	}
 	if len(res) != 1 || res[0].ID != "a" {
 		t.Errorf("results %+v; want the stored prefix: a", res)
+	}
+}
+
+// TestRepushAfterCancelIsNotCancelled: a task pushed again with
+// dependencies after an earlier task with its ID was cancelled is held,
+// not cancelled by that earlier record, even when the record's time is
+// ahead of the new hold (another machine's clock, or the same
+// millisecond on an engine that keeps milliseconds).
+func TestRepushAfterCancelIsNotCancelled(t *testing.T) {
+	t.Parallel()
+	d, err := mem.New(mem.Options{Queue: "repush-" + rand.Text()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := jobq.New(d, jobq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	ctx := t.Context()
+	parent, err := q.Push(ctx, &jobq.Task{Command: "echo parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := &jobq.Task{ID: "child-again", Command: "echo child", After: []string{parent.ID}}
+	ahead := time.Now().Add(time.Hour)
+	if err := d.PutResults(ctx, []*driver.ResultRecord{{ID: child.ID, State: driver.ResultCancelled,
+		UpdatedAt: ahead, ExpiresAt: ahead.Add(24 * time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Push(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	res, err := q.Admin().SweepHeld(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cancelled)+len(res.Released) != 0 {
+		t.Fatalf("a sweep while the parent is queued cancelled %v and released %v; want the task pushed again held", res.Cancelled, res.Released)
+	}
+	if held, err := d.HeldOf(ctx, []string{child.ID}); err != nil || len(held) != 1 {
+		t.Fatalf("HeldOf(%s) = %v, %v; want it held", child.ID, held, err)
 	}
 }

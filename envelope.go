@@ -117,6 +117,14 @@ func (e *Envelope) markLost() {
 // message may be with another receiver. Unlike a goroutine waiting on
 // LockLost, it costs no goroutine.
 func (e *Envelope) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := e.context(parent)
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// context is Context with the function that ends it with a cause of the
+// caller's (the worker stops a task for a cancel request so, in the same
+// context).
+func (e *Envelope) context(parent context.Context) (context.Context, context.CancelCauseFunc) {
 	if e.traced {
 		parent = e.withSpan(parent) // the process span, if StartSpan started one
 	}
@@ -135,7 +143,7 @@ func (e *Envelope) Context(parent context.Context) (context.Context, context.Can
 		e.onLost = append(e.onLost, onLost)
 		e.mu.Unlock()
 	}
-	return ctx, func() { cancel(context.Canceled) }
+	return ctx, cancel
 }
 
 // settle marks the envelope settled; it fails when it was settled before.

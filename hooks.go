@@ -48,6 +48,9 @@ func init() {
 	hooks.Retention = func(q any) time.Duration { return asQueue(q).policies.retention() }
 
 	hooks.RecordAttempt = func(e, a any) { e.(*Envelope).recordAttempt(a.(Attempt)) }
+	hooks.TaskContext = func(parent context.Context, e any) (context.Context, context.CancelCauseFunc) {
+		return e.(*Envelope).context(parent)
+	}
 	hooks.LostDeliveries = func(e any) []int { return e.(*Envelope).lostDeliveries() }
 	hooks.StartSpan = func(ctx context.Context, e any) (context.Context, trace.Span) {
 		return e.(*Envelope).startSpan(ctx)

@@ -84,7 +84,9 @@ func (d *recordDetails) implies(state driver.ResultState, a Attempt) bool {
 
 // encode writes d as the Data of a record of state.
 func (d *recordDetails) encode(state driver.ResultState) []byte {
-	b := make([]byte, 0, 64+len(d.errText)+len(d.output)+len(d.value)+len(d.attempts)*96)
+	// About the members' names, two times and the numbers, besides the
+	// strings: one allocation for a record.
+	b := make([]byte, 0, 192+len(d.errText)+len(d.output)+len(d.value)+len(d.worker)+len(d.host)+len(d.env)+len(d.group)+len(d.attempts)*96)
 	b = append(b, `{"v": `...)
 	b = strconv.AppendInt(b, recordVersion, 10)
 	if d.deliveries > 0 {

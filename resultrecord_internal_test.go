@@ -76,3 +76,16 @@ func TestRecordImpliedSuccess(t *testing.T) {
 		t.Errorf("a record listing its success: attempts %+v\nwant %+v", r.Attempts, want)
 	}
 }
+
+// TestRecordEncodeAllocatesOnce: the record of a task that succeeded at
+// once (worker, host, start and finish, the implied attempt) is encoded
+// into one allocation, as every completion stores one.
+func TestRecordEncodeAllocatesOnce(t *testing.T) {
+	start := time.Date(2026, 11, 28, 23, 30, 1, 123456789, time.UTC)
+	end := start.Add(1500 * time.Microsecond)
+	d := recordDetails{deliveries: 1, started: start, ended: end, worker: "w-7f3a9c2e1b4d", host: "build-host-01.example.internal",
+		attempts: []Attempt{{Delivery: 1, Worker: "w-7f3a9c2e1b4d", Host: "build-host-01.example.internal", Start: start, End: end, Outcome: OutcomeSuccess}}}
+	if n := testing.AllocsPerRun(100, func() { d.encode(driver.ResultSucceeded) }); n != 1 {
+		t.Errorf("encoding a success record took %v allocations, want 1", n)
+	}
+}

@@ -92,9 +92,10 @@ func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driv
 	var drop []string
 	now := time.Now()
 	for _, h := range page {
-		if own := rec[h.Message.ID]; own != nil && own.State == driver.ResultCancelled && !own.UpdatedAt.Before(h.Created) {
-			// A cancel recorded it, and was cut short before its drop (a
-			// record older than the hold is an earlier task's with this ID).
+		if own := rec[h.Message.ID]; own != nil && own.State == driver.ResultCancelled {
+			// A cancel recorded it, and was cut short before its drop (an
+			// earlier task's cancelled record with this ID was deleted
+			// when this one was held: clearStaleCancels).
 			drop = append(drop, h.Message.ID)
 			continue
 		}

@@ -26,6 +26,7 @@ import (
 
 type workerFlags struct {
 	noSchedules    bool
+	noRollups      bool
 	concurrency    int
 	visibility     time.Duration
 	heartbeat      bool
@@ -199,6 +200,7 @@ func (a *app) workerCommand() *cobra.Command {
 	fl.Var(durationFlag(&f.timeLimit), "time-limit", "stop (as SIGTERM does) after running this long; $JOBQ_TIME_LIMIT (0: no limit)")
 	fl.BoolVar(&f.wait, "wait", false, "keep polling an empty queue instead of exiting")
 	fl.BoolVar(&f.noSchedules, "no-schedules", false, "do not fire the queue's recurring schedules nor release its held tasks (by default every worker does both, each slot and held task once in all; see 'schedule --help' and 'group --help')")
+	fl.BoolVar(&f.noRollups, "no-history-rollups", false, "do not roll up the queue's result records when each 10-minute slot ends (by default one worker of the queue does, so that the dashboard's history opens at once; see docs/dashboard.md)")
 	f.maxPoll = worker.DefaultMaxPoll
 	fl.Var(durationFlag(&f.maxPoll), "max-poll", "with --wait, the longest an idle worker waits between looks at an empty queue: the wait doubles from 1s up to this, and a task resets it (0: no growth)")
 	f.statusInterval = 10 * time.Second
@@ -384,6 +386,7 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 		TaskTimeLimit:          f.taskTimeLimit,
 		Wait:                   f.wait,
 		NoSchedules:            f.noSchedules || maxTasks > 0,
+		NoHistoryRollups:       f.noRollups,
 		MaxPoll:                f.maxPoll,
 		MaxTasks:               maxTasks,
 		StatusInterval:         f.statusInterval,

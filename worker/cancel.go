@@ -34,29 +34,24 @@ type running struct {
 	tasks map[*jobq.Envelope]context.CancelCauseFunc
 }
 
-// track registers env as running under ctx and returns the context its
-// handler runs with, canceled with ErrCancelled when a cancel is requested.
+// track registers env as running: a cancel request for it calls cancel
+// with cause ErrCancelled, which ends the task's own context (one context
+// per task, not a second one for cancels).
 // Call untrack when the handler returns.
-func (r *running) track(ctx context.Context, env *jobq.Envelope) context.Context {
-	ctx, cancel := context.WithCancelCause(ctx)
+func (r *running) track(env *jobq.Envelope, cancel context.CancelCauseFunc) {
 	r.mu.Lock()
 	if r.tasks == nil {
 		r.tasks = make(map[*jobq.Envelope]context.CancelCauseFunc)
 	}
 	r.tasks[env] = cancel
 	r.mu.Unlock()
-	return ctx
 }
 
-// untrack unregisters env and releases its context.
+// untrack unregisters env.
 func (r *running) untrack(env *jobq.Envelope) {
 	r.mu.Lock()
-	cancel := r.tasks[env]
 	delete(r.tasks, env)
 	r.mu.Unlock()
-	if cancel != nil {
-		cancel(context.Canceled)
-	}
 }
 
 // ids returns the IDs of the running tasks, each once.

@@ -138,3 +138,52 @@ func TestCancelDropsQueuedTaskUnrun(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelledTaskKeepsItsLease: a cancel request ends the handler's
+// context, and the worker keeps renewing the lease until the handler has
+// returned, however long it takes to stop; the task is then settled as
+// cancelled, its lease never lost.
+func TestCancelledTaskKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	const visibility = 400 * time.Millisecond
+	q := openMem(t, "")
+	id := pushOne(t, q, &jobq.Task{Command: "true"})
+	started := make(chan struct{})
+	var renewed, lost atomic.Bool
+	slowToStop := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		<-ctx.Done()
+		// Stop only once the lease was renewed after the cancel (or lost,
+		// or a guard passed).
+		expiry := job.Envelope.Expiry()
+		guard := time.After(20 * visibility)
+		for !renewed.Load() && !lost.Load() {
+			select {
+			case <-job.Envelope.LockLost():
+				lost.Store(true)
+			case <-guard:
+				return ctx.Err()
+			case <-time.After(visibility / 20):
+				renewed.Store(job.Envelope.Expiry().After(expiry))
+			}
+		}
+		return ctx.Err()
+	})
+	w := worker.New(q, startSignal(slowToStop, started), worker.Options{Logger: quietLog(), CancelPoll: 50 * time.Millisecond, Visibility: visibility})
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	<-started
+	if _, err := q.Admin().Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !renewed.Load() || lost.Load() {
+		t.Errorf("after the cancel request: lease renewed %t, lost %t; want renewed, not lost", renewed.Load(), lost.Load())
+	}
+	if c := w.Counts(); c.Cancelled != 1 || c.LeaseLost != 0 || c.Requeued != 0 || c.Failed != 0 {
+		t.Fatalf("counts %+v; want one cancelled, nothing else", c)
+	}
+}

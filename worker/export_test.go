@@ -23,3 +23,7 @@ func RunGate(ctx context.Context, cmd string, passEnv []string) error {
 // SetPurgeEvery sets about how often w purges expired result records, so
 // that a test need not wait ten minutes.
 func SetPurgeEvery(w *Worker, d time.Duration) { w.purgeEvery = d }
+
+// SetRollupFirst sets when w first checks the result rollups after it
+// starts, so that a test need not wait up to a minute.
+func SetRollupFirst(w *Worker, d time.Duration) { w.rollupFirst = d }

@@ -28,12 +28,18 @@ type leaseKeeper struct {
 
 // heldLease is one held task's renewal state.
 type heldLease struct {
-	ctx context.Context // the task's: a renewal stops when the task ends
+	// ctx is the task's. Renewals run under it without its cancellation:
+	// a cancel request ends it while the handler may still take a while
+	// to stop, and the lease must last until then. release ends a renewal
+	// in flight instead (stop).
+	ctx context.Context
 	log *slog.Logger
 	due time.Time // when to renew next
 	off bool      // no more renewals: unsupported, or the lease is gone
-	// renewing is set while a renewal runs and closed when it ends.
+	// renewing is set while a renewal runs and closed when it ends; stop
+	// ends that renewal's context.
 	renewing chan struct{}
+	stop     context.CancelFunc
 }
 
 func newLeaseKeeper(w *Worker) *leaseKeeper {
@@ -56,9 +62,9 @@ func (k *leaseKeeper) hold(ctx context.Context, env *jobq.Envelope, log *slog.Lo
 	}
 }
 
-// release stops renewing env's lease and waits for a renewal in flight, so
-// that the settlement that follows uses the newest lease. Cancel the
-// task's context first, which cuts such a renewal short.
+// release stops renewing env's lease and waits for a renewal in flight,
+// cutting it short, so that the settlement that follows uses the newest
+// lease.
 func (k *leaseKeeper) release(env *jobq.Envelope) {
 	if k.w.o.DisableHeartbeat {
 		return
@@ -67,8 +73,9 @@ func (k *leaseKeeper) release(env *jobq.Envelope) {
 	h := k.held[env]
 	delete(k.held, env)
 	var inFlight chan struct{}
-	if h != nil {
+	if h != nil && h.renewing != nil {
 		inFlight = h.renewing
+		h.stop()
 	}
 	k.mu.Unlock()
 	if inFlight != nil {
@@ -97,8 +104,10 @@ func (k *leaseKeeper) run(done <-chan struct{}) {
 			switch {
 			case h.off || h.renewing != nil:
 			case !h.due.After(now):
+				var ctx context.Context
+				ctx, h.stop = context.WithCancel(context.WithoutCancel(h.ctx))
 				h.renewing = make(chan struct{})
-				go k.renew(env, h)
+				go k.renew(ctx, env, h)
 			case next.IsZero() || h.due.Before(next):
 				next = h.due
 			}
@@ -118,17 +127,17 @@ func (k *leaseKeeper) run(done <-chan struct{}) {
 	}
 }
 
-// renew renews one lease and schedules the next renewal. A lost lease
-// cancels the task through its context (jobq.Envelope.Context).
-func (k *leaseKeeper) renew(env *jobq.Envelope, h *heldLease) {
-	err := env.Renew(h.ctx, 0)
+// renew renews one lease under ctx and schedules the next renewal. A lost
+// lease cancels the task through its context (jobq.Envelope.Context).
+func (k *leaseKeeper) renew(ctx context.Context, env *jobq.Envelope, h *heldLease) {
+	err := env.Renew(ctx, 0)
 	var due time.Time
 	off := false
 	switch {
 	case err == nil:
 		h.log.Debug("lease renewed", "expiry", env.Expiry())
 		due = time.Now().Add(k.w.renewal(env))
-	case h.ctx.Err() != nil, errors.Is(err, errcode.LockLost):
+	case ctx.Err() != nil, errors.Is(err, errcode.LockLost):
 		off = true
 	case errors.Is(err, errcode.Unimplemented):
 		h.log.Warn("this backend cannot renew leases; the task must finish within the visibility timeout", "error", err)
@@ -140,7 +149,8 @@ func (k *leaseKeeper) renew(env *jobq.Envelope, h *heldLease) {
 	}
 	k.mu.Lock()
 	ch := h.renewing
-	h.renewing, h.due, h.off = nil, due, off
+	h.stop()
+	h.renewing, h.stop, h.due, h.off = nil, nil, due, off
 	k.mu.Unlock()
 	close(ch)
 	k.poke()

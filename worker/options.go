@@ -97,6 +97,14 @@ type Options struct {
 	// is pushed and each held task released once however many workers do.
 	// Defaults to false.
 	NoSchedules bool
+	// NoHistoryRollups keeps this worker from rolling up the queue's
+	// result records (Admin.FillRollups). By default, where the backend
+	// keeps rollups (SQLite, Postgres), every worker checks when each
+	// ten-minute slot ends whether it is rolled up (one indexed read) and,
+	// when not, rolls it up (one pass over the records per slot, done by
+	// one worker of the queue), so that the dashboard's history reads
+	// rollups even when it opens after a drain. Defaults to false.
+	NoHistoryRollups bool
 	// MaxTasks stops taking tasks after this many have run (the CLI's pull
 	// uses 1); a task put back unrun (a pause, a limit, a gate) does not
 	// count. Zero means no limit.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // settleTimeout bounds one attempt of a requeue or a failure's settlement;
@@ -25,10 +26,12 @@ const settleTimeout = 30 * time.Second
 // limit or a gate stopped it), which does not count towards MaxTasks.
 func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) (putBack bool) {
 	log := taskLogger(w.log, env.Task.ID)
-	// The task's context ends when the worker stops (cause errStopping) or
-	// the lease is lost (cause errcode.LockLost). It holds the task's
+	// The task's context ends when the worker stops (cause errStopping),
+	// the lease is lost (cause errcode.LockLost) or, while the handler
+	// runs, a cancel is requested (cause ErrCancelled). It holds the task's
 	// process span (dispatcher.run starts it).
-	ctx, cancel := env.Context(w.stopCtx)
+	ctx, end := hooks.TaskContext(w.stopCtx, env)
+	cancel := func() { end(context.Canceled) }
 	w.leases.hold(ctx, env, log)
 	// let go ends the task's context and its renewals; every settlement
 	// comes after it, so none races a renewal.
@@ -122,12 +125,11 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 		log.Log(ctx, w.taskLevel(), "task started", "delivery", env.DeliveryCount, "what", describe(env.Task))
 	}
 	// The handler's context also ends at the task's time limit (cause
-	// ErrTimeLimit) and on a cancel request (cause ErrCancelled).
-	runCtx := ctx
+	// ErrTimeLimit).
 	if w.watchCancels {
-		runCtx = w.inflight.track(ctx, env)
+		w.inflight.track(env, end)
 	}
-	runCtx, unlimit := w.withTimeLimit(runCtx, env.Task)
+	runCtx, unlimit := w.withTimeLimit(ctx, env.Task)
 	err := w.h.Handle(runCtx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh,
 		ckpt: tc, ckptEvery: w.o.CheckpointEvery})
 	cause := context.Cause(runCtx)

@@ -6,37 +6,61 @@ import "sync"
 // a task that ends leaves its goroutine waiting for the next one. Processing
 // and settling a task runs deep (the settlement's calls sit under the
 // handler's frames), so a goroutine started per task would grow its stack,
-// copying it, for every task; a reused one has grown it already (the
-// runtime shrinks an idle one's stack at most once per GC cycle). There are
-// never more goroutines than tasks running at once.
+// copying it, for every task; a reused one has grown it already.
+//
+// The idle runners are a stack: a task goes to the one that became idle
+// last. The garbage collector halves the stack of a goroutine that sits
+// idle through its cycle, and a task on such a runner grows it again from
+// its deepest frames. There are as many runners as tasks were ever in
+// process at once, prefetched ones waiting for a handler included
+// (hundreds in a drain); taken last-in first-out, the ones kept busy are
+// the few the running tasks need, and the rest stay idle at the bottom.
 type runners struct {
 	tasks *sync.WaitGroup // counts tasks, not goroutines
-	work  chan func()     // unbuffered: a send succeeds only to an idle runner
-	stop  chan struct{}   // closed: idle runners return
+
+	mu      sync.Mutex
+	idle    []*runner // most recently idle last
+	stopped bool
 }
+
+// runner is one runner goroutine's mailbox: its next task, or closed when
+// the runners stop.
+type runner struct{ work chan func() }
 
 func newRunners(tasks *sync.WaitGroup) *runners {
-	return &runners{tasks: tasks, work: make(chan func()), stop: make(chan struct{})}
+	return &runners{tasks: tasks}
 }
 
-// Go runs f as one task: on an idle runner if there is one, else on a new
-// goroutine.
+// Go runs f as one task: on the runner that became idle last, if any, else
+// on a new goroutine.
 func (r *runners) Go(f func()) {
 	r.tasks.Add(1)
-	select {
-	case r.work <- f:
-	default:
-		go r.loop(f)
+	r.mu.Lock()
+	if n := len(r.idle); n > 0 {
+		next := r.idle[n-1]
+		r.idle[n-1] = nil
+		r.idle = r.idle[:n-1]
+		r.mu.Unlock()
+		next.work <- f // buffered: never blocks
+		return
 	}
+	r.mu.Unlock()
+	go r.loop(&runner{work: make(chan func(), 1)}, f)
 }
 
-func (r *runners) loop(f func()) {
+func (r *runners) loop(me *runner, f func()) {
 	for {
 		f()
 		r.tasks.Done()
-		select {
-		case f = <-r.work:
-		case <-r.stop:
+		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
+			return
+		}
+		r.idle = append(r.idle, me)
+		r.mu.Unlock()
+		var ok bool
+		if f, ok = <-me.work; !ok {
 			return
 		}
 	}
@@ -44,4 +68,12 @@ func (r *runners) loop(f func()) {
 
 // close makes the idle runners return, and those still running a task
 // return after it. Call it once no task will start.
-func (r *runners) close() { close(r.stop) }
+func (r *runners) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	for _, idle := range r.idle {
+		close(idle.work)
+	}
+	r.idle = nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,7 @@ type Worker struct {
 	// tasks (cancel.go), so it tracks them.
 	watchCancels bool
 	purgeEvery   time.Duration // about how often expired result records are purged (purge.go)
+	rollupFirst  time.Duration // when the first rollup check runs after the start (rollups.go)
 	// receiveGiveUp is how long receives may fail before the worker ends
 	// (not counting those refused for want of resources).
 	receiveGiveUp time.Duration
@@ -162,6 +164,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		keepsResults:  q != nil && q.Capabilities().Level(driver.Results) != driver.Unsupported,
 		receiveGiveUp: receiveGiveUp,
 		purgeEvery:    purgeEvery,
+		rollupFirst:   rand.N(rollupJitter),
 		drainCh:       make(chan struct{}),
 		killCh:        make(chan struct{}),
 		killed:        make(chan struct{}),
@@ -294,6 +297,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if w.purgesResults() {
 		go w.purgeLoop(stopWatch)
+		if !w.o.NoHistoryRollups {
+			go w.rollupLoop(stopWatch)
+		}
 	}
 	if !w.o.NoSchedules && (firesSchedules(w.q) || sweepsHeld(w.q)) {
 		firing.Add(1)

@@ -34,5 +34,19 @@ func TestHistoryScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("inserted %d records in %v", n, time.Since(began).Round(time.Millisecond))
-	historytest.Measure(t, d, now, n)
+	ctx := context.Background()
+	rollups := d.cfg.schema + ".results_rollup"
+	historytest.Measure(t, historytest.Scale{
+		Agg:  d,
+		Fill: func() (int, error) { return d.FillRollups(ctx) },
+		Wait: func() { waitFill(d) },
+		Forget: func() error {
+			_, err := d.pool.Exec(ctx, "DELETE FROM "+rollups+" WHERE queue = $1", d.cfg.queue)
+			return err
+		},
+		ForgetLast: func() error {
+			_, err := d.pool.Exec(ctx, "DELETE FROM "+rollups+" WHERE queue = $1 AND slot = (SELECT max(slot) FROM "+rollups+" WHERE queue = $1)", d.cfg.queue)
+			return err
+		},
+	}, now, n)
 }

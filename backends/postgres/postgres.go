@@ -161,10 +161,12 @@ type Driver struct {
 	// rollupReady is set once the result history's rollup table is
 	// known to exist (rollup.go).
 	rollupReady atomic.Bool
-	resultWake  broadcaster  // fired when a record may have been stored
-	resNotif    *notifier    // rate-limits the records notifications
-	listening   atomic.Bool  // the LISTEN connection is up
-	recordAt    atomic.Int64 // when (Unix ns) a settlement last met an existing record
+	// rollupFill runs the background rollup fill (rollupfill.go).
+	rollupFill driver.RollupFill
+	resultWake broadcaster  // fired when a record may have been stored
+	resNotif   *notifier    // rate-limits the records notifications
+	listening  atomic.Bool  // the LISTEN connection is up
+	recordAt   atomic.Int64 // when (Unix ns) a settlement last met an existing record
 
 	idle atomic.Int32 // receivers sleeping for want of work
 	// quiet counts the looks in a row, by any receiver without a wake-up

@@ -18,8 +18,8 @@ import (
 // on rollup slots is added up from results_rollup, a row per queue and
 // slot of ten minutes that holds what the slot's records add up to,
 // instead of from every record. Nothing on the task path writes it: the
-// history itself fills it, for the slots it had to add up from the
-// records. Each row keeps the fingerprint of the records it was added up
+// workers fill it when each slot ends (rollupfill.go), and a history
+// keeps the slots it had to add up from the records. Each row keeps the fingerprint of the records it was added up
 // from (how many, and the sum of their row versions' xmin, which any
 // insert, update or delete of a record changes); a history first reads
 // the fingerprints of its window's records (one pass over the records'
@@ -70,9 +70,10 @@ var rollupFingerprints = `SELECT ` + rollupSlotSQL("updated_at") + ` AS slot, co
 // longest runtime in ms), 'a' attempts (k the attempt's slot, a the
 // outcome, b the environment), 'g' an error group (k the exit code, a
 // the first line, t the last time) and 'x' one of its examples (b the
-// task ID, t its time).
+// task ID, t its time); 'f' is the slot's fingerprint (n the records,
+// b their xmin sum).
 const rollupSums = `WITH r AS MATERIALIZED (
-	SELECT updated_at, state, task_id, {{slot updated_at}} AS s, data
+	SELECT updated_at, state, task_id, {{slot updated_at}} AS s, data, xmin::text::bigint AS xm
 	` + rollupWindow + ` AND {{slot updated_at}} = ANY($4::bigint[])
 ), j AS (
 	SELECT updated_at, state, task_id, s, replace(convert_from(data, 'UTF8'), '\u0000', '')::jsonb AS j
@@ -106,7 +107,9 @@ GROUP BY s, ab, outcome, env
 UNION ALL
 SELECT 'g', s, ec::bigint, line, NULL, count(*), NULL, max(updated_at) FROM l GROUP BY s, ec, line
 UNION ALL
-SELECT 'x', s, ec::bigint, line, task_id, NULL, NULL, updated_at FROM x WHERE rn <= {{examples}}`
+SELECT 'x', s, ec::bigint, line, task_id, NULL, NULL, updated_at FROM x WHERE rn <= {{examples}}
+UNION ALL
+SELECT 'f', s, NULL, '', sum(xm)::text, count(*), NULL, NULL FROM r GROUP BY s`
 
 // rollupTotal is the count and xmin sum of the final records of queue $1
 // in [$2, $3): one number for many slots, which a parallel scan adds up.
@@ -129,8 +132,16 @@ const rollupPut = `WITH put AS (
 )
 DELETE FROM {{s}}.results_rollup WHERE queue = $1 AND slot = ANY($6::bigint[])`
 
+// rollupLatest is the latest kept slot of queue $1 before slot $2 (the
+// table's key).
+const rollupLatest = `SELECT max(slot) FROM {{s}}.results_rollup WHERE queue = $1 AND slot < $2`
+
+// rollupClaim lets one filler of queue $2 of schema $1 at a time work
+// (until its transaction ends); the others skip.
+const rollupClaim = `SELECT pg_try_advisory_xact_lock(hashtextextended('jobq rollup fill ' || $1 || ' ' || $2, 0))`
+
 // rollupQueries are the rollup statements of one schema.
-type rollupQueries struct{ table, total, keptTotal, fingerprints, sums, stored, put string }
+type rollupQueries struct{ table, total, keptTotal, fingerprints, sums, stored, put, latest, claim string }
 
 func buildRollupQueries(schema string) rollupQueries {
 	r := strings.NewReplacer("{{s}}", schema,
@@ -141,7 +152,7 @@ func buildRollupQueries(schema string) rollupQueries {
 		"{{examples}}", strconv.Itoa(driver.RollupExamples))
 	return rollupQueries{table: r.Replace(rollupTable), total: r.Replace(rollupTotal), keptTotal: r.Replace(rollupKeptTotal),
 		fingerprints: r.Replace(rollupFingerprints), sums: r.Replace(rollupSums),
-		stored: r.Replace(rollupStored), put: r.Replace(rollupPut)}
+		stored: r.Replace(rollupStored), put: r.Replace(rollupPut), latest: r.Replace(rollupLatest), claim: rollupClaim}
 }
 
 // fingerprint identifies the records a slot's rollup was added up from.
@@ -176,10 +187,18 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 	fresh := map[int64]*driver.Rollup{}
 	var prints map[int64]fingerprint
 	var gone []int64
+	plain := false
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		held, err := d.keptHold(ctx, tx, rq, first, open, sum)
+		held, now, kept, err := d.keptHold(ctx, tx, rq, first, open, sum)
 		if err != nil || held {
 			return err
+		}
+		if kept.records == 0 || kept.records*2 < now.records {
+			// Most of the window is not rolled up yet (no worker
+			// fills them, or not for long): adding its records up at
+			// once is quicker than slot by slot.
+			plain = true
+			return nil
 		}
 		// Some kept rollup is missing or stale: find which by each
 		// slot's fingerprint, and add them up with the open ones.
@@ -192,11 +211,24 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		if stale, gone, err = d.readKept(ctx, tx, rq.stored, first, last, prints, sum); err != nil {
 			return err
 		}
-		return addUp(ctx, tx, rq, d.cfg.queue, stale, fresh)
+		for _, s := range stale {
+			if s < open {
+				d.rollupFill.ReadAddedUp.Add(1)
+			}
+		}
+		return addUp(ctx, tx, rq, d.cfg.queue, stale, fresh, nil)
 	})
+	if plain {
+		cancel()
+	}
 	t := <-tail
 	if err != nil {
 		return nil, wrap(ctx, "result history", err)
+	}
+	if plain {
+		d.rollupFill.ReadAddedUp.Add(open - first)
+		d.fillLater()
+		return d.scanHistory(ctx, p)
 	}
 	if prints == nil {
 		if t.err != nil {
@@ -231,37 +263,43 @@ func (d *Driver) openSums(ctx context.Context, rq rollupQueries, open, last int6
 		slots = append(slots, s)
 	}
 	t.err = pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return addUp(ctx, tx, rq, d.cfg.queue, slots, t.sums)
+		return addUp(ctx, tx, rq, d.cfg.queue, slots, t.sums, nil)
 	})
 	return t
 }
 
-// addUp adds up the records of slots into out.
-func addUp(ctx context.Context, tx pgx.Tx, rq rollupQueries, queue string, slots []int64, out map[int64]*driver.Rollup) error {
+// addUp adds up the records of slots into out, and their fingerprints
+// into prints unless it is nil.
+func addUp(ctx context.Context, tx pgx.Tx, rq rollupQueries, queue string, slots []int64, out map[int64]*driver.Rollup, prints map[int64]fingerprint) error {
 	if len(slots) == 0 {
 		return nil
 	}
 	lo, hi := slices.Min(slots), slices.Max(slots)
-	return rollupRows(ctx, tx, rq.sums, []any{queue, driver.SlotStart(lo), driver.SlotStart(hi + 1), slots}, out)
+	return rollupRows(ctx, tx, rq.sums, []any{queue, driver.SlotStart(lo), driver.SlotStart(hi + 1), slots}, out, prints)
 }
 
 // keptHold checks in one pass whether the kept rollups of the closed
 // slots [first, open) all hold: the records of those slots add up to the
 // count and xmin sum of the kept rows. When they do it adds them to sum.
-func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) (bool, error) {
-	var now, kept fingerprint
-	if err := tx.QueryRow(ctx, rq.total, d.cfg.queue, driver.SlotStart(first), driver.SlotStart(open)).Scan(&now.records, &now.xmins); err != nil {
-		return false, err
-	}
+// It also returns both fingerprints.
+// When no rollup with records is kept (read from the rollup table alone)
+// it returns at once, without the pass.
+func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, first, open int64, sum *driver.Rollup) (held bool, now, kept fingerprint, err error) {
 	if err := tx.QueryRow(ctx, rq.keptTotal, d.cfg.queue, first, open).Scan(&kept.records, &kept.xmins); err != nil {
-		return false, err
+		return false, now, kept, err
+	}
+	if kept.records == 0 && first < open {
+		return false, now, kept, nil
+	}
+	if err := tx.QueryRow(ctx, rq.total, d.cfg.queue, driver.SlotStart(first), driver.SlotStart(open)).Scan(&now.records, &now.xmins); err != nil {
+		return false, now, kept, err
 	}
 	if now != kept {
-		return false, nil
+		return false, now, kept, nil
 	}
 	rows, err := tx.Query(ctx, rq.stored, d.cfg.queue, first, open)
 	if err != nil {
-		return false, err
+		return false, now, kept, err
 	}
 	var slot int64
 	var fp fingerprint
@@ -275,7 +313,7 @@ func (d *Driver) keptHold(ctx context.Context, tx pgx.Tx, rq rollupQueries, firs
 		sum.Add(&r)
 		return nil
 	})
-	return err == nil && !bad, err
+	return err == nil && !bad, now, kept, err
 }
 
 // rollupTable makes the rollup table if it is missing, once per driver;
@@ -347,8 +385,9 @@ func (d *Driver) readKept(ctx context.Context, tx pgx.Tx, q string, first, last 
 	return stale, gone, nil
 }
 
-// rollupRows reads rollupSums into one Rollup per slot.
-func rollupRows(ctx context.Context, tx pgx.Tx, q string, args []any, out map[int64]*driver.Rollup) error {
+// rollupRows reads rollupSums into one Rollup per slot, and the slots'
+// fingerprints into prints unless it is nil.
+func rollupRows(ctx context.Context, tx pgx.Tx, q string, args []any, out map[int64]*driver.Rollup, prints map[int64]fingerprint) error {
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return err
@@ -394,6 +433,10 @@ func rollupRows(ctx context.Context, tx pgx.Tx, q string, args []any, out map[in
 				code = &c
 			}
 			examples = append(examples, ex{slot, code, a, driver.RollupExample{ID: deref(b), At: t.UTC()}})
+		case "f":
+			if prints != nil {
+				prints[slot] = fingerprint{records: *n, xmins: deref(b)}
+			}
 		}
 		return nil
 	})
@@ -441,7 +484,16 @@ func deref(s *string) string {
 // and forgets the kept rows of gone slots. It is a cache: a failure (a
 // read-only role, say) only means the next history adds them up again.
 func (d *Driver) keepRollups(ctx context.Context, q string, fresh map[int64]*driver.Rollup, prints map[int64]fingerprint, gone []int64) {
-	open := driver.SlotOf(time.Now())
+	args := putArgs(d.cfg.queue, fresh, prints, driver.SlotOf(time.Now()), gone)
+	if args == nil {
+		return
+	}
+	_, _ = d.pool.Exec(ctx, q, args...)
+}
+
+// putArgs are rollupPut's arguments for the slots of fresh before open
+// (with their fingerprints) and the gone ones; nil when there are none.
+func putArgs(queue string, fresh map[int64]*driver.Rollup, prints map[int64]fingerprint, open int64, gone []int64) []any {
 	var slots, records []int64
 	var xmins []string
 	var sums [][]byte
@@ -457,10 +509,10 @@ func (d *Driver) keepRollups(ctx context.Context, q string, fresh map[int64]*dri
 		slots, records, xmins, sums = append(slots, s), append(records, fp.records), append(xmins, fp.xmins), append(sums, b)
 	}
 	if len(slots) == 0 && len(gone) == 0 {
-		return
+		return nil
 	}
 	if gone == nil {
 		gone = []int64{}
 	}
-	_, _ = d.pool.Exec(ctx, q, d.cfg.queue, slots, records, xmins, sums, gone)
+	return []any{queue, slots, records, xmins, sums, gone}
 }

@@ -31,6 +31,8 @@ type Driver struct {
 	// rollupReady is set once the file is known to have the result
 	// history's rollup table (rollup.go).
 	rollupReady atomic.Bool
+	// rollupFill runs the background rollup fill (rollupfill.go).
+	rollupFill driver.RollupFill
 
 	// writeSem serialises this driver's write transactions so that they
 	// queue in Go instead of spinning in SQLite's busy handler (the busy

@@ -30,5 +30,18 @@ func TestHistoryScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("inserted %d records in %v", n, time.Since(began).Round(time.Millisecond))
-	historytest.Measure(t, b.drv, now, n)
+	d := b.drv
+	historytest.Measure(t, historytest.Scale{
+		Agg:  d,
+		Fill: func() (int, error) { return d.FillRollups(b.ctx) },
+		Wait: func() {},
+		Forget: func() error {
+			_, err := d.db.ExecContext(b.ctx, "DELETE FROM jobq_results_rollup WHERE queue = ?", d.cfg.queue)
+			return err
+		},
+		ForgetLast: func() error {
+			_, err := d.db.ExecContext(b.ctx, "DELETE FROM jobq_results_rollup WHERE queue = ?1 AND gen = (SELECT max(gen) FROM jobq_results_rollup WHERE queue = ?1)", d.cfg.queue)
+			return err
+		},
+	}, now, n)
 }

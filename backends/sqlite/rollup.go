@@ -18,7 +18,8 @@ import (
 // every record. A record is only ever written into its queue's newest
 // generation, so an older one changes only when records are deleted
 // (purged, deleted, or forgotten at a redrive). Nothing on the task path
-// writes the rollups: the history itself fills them. Each row keeps the
+// writes the rollups: the workers fill them (rollupfill.go), and a
+// history keeps the generations it had to add up. Each row keeps the
 // fingerprint of the generation it was added up from (how many records,
 // and the sum of their rowids), read from the key alone; a history adds
 // up from the records only the newest generation and those whose
@@ -129,6 +130,11 @@ func (d *Driver) rollupHistory(ctx context.Context, p driver.HistoryParams) (*dr
 		stale, err := d.readKept(ctx, tx, first, last, prints, newest, sum, &gone)
 		if err != nil || len(stale) == 0 {
 			return err
+		}
+		for _, g := range stale {
+			if g != newest {
+				d.rollupFill.ReadAddedUp.Add(1)
+			}
 		}
 		return d.rollupRows(ctx, tx, stale, fresh)
 	}()

@@ -35,6 +35,23 @@ func TestRollupMatchesScan(t *testing.T) {
 	})
 }
 
+// TestRollupFill: after FillRollups (what workers run when a slot ends),
+// the dashboard's windows are read from the rollups of the closed
+// generations (and the newest generation's records) and add up to what
+// the records add up to.
+func TestRollupFill(t *testing.T) {
+	d := setup(t, "queue=rollfill").drv
+	ctx := context.Background()
+	historytest.CheckFill(t, historytest.Fills{
+		N:           40000, // three generations of records
+		Put:         func(recs []*driver.ResultRecord) error { return d.PutResults(ctx, recs) },
+		Fill:        func() (int, error) { return d.FillRollups(ctx) },
+		Rolled:      func(p driver.HistoryParams) (*driver.History, error) { return d.AggregateResults(ctx, p) },
+		Scanned:     func(p driver.HistoryParams) (*driver.History, error) { return d.scanHistory(ctx, p) },
+		ReadAddedUp: d.rollupFill.ReadAddedUp.Load,
+	})
+}
+
 // TestRollupReadOnlyOldFile: a file made before the rollup table, opened
 // read-only (which makes no table), adds a history window up from its
 // records.

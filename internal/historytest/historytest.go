@@ -54,12 +54,28 @@ func Records(n, batch int, now time.Time, span time.Duration, each func([]*drive
 	return nil
 }
 
+// Scale is what Measure needs of a backend.
+type Scale struct {
+	// Agg is the backend's result history.
+	Agg driver.ResultAggregator
+	// Fill is the backend's FillRollups; Wait waits for a fill that a
+	// history read started in the background; Forget drops every kept
+	// rollup and ForgetLast the latest one. All four are nil for a backend
+	// without rollups: Measure then times three reads.
+	Fill               func() (int, error)
+	Wait               func()
+	Forget, ForgetLast func() error
+}
+
 // Measure runs the dashboard's 7-day, hourly result history (its edges
 // on whole hours, so served from rollups where the backend keeps them) on
-// agg over the n records Records made over the 7 days before now, three
-// times, checks its sums and logs how long each took: the first fills
-// the rollups, the others read them.
-func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
+// the n records Records made over the 7 days before now, checks its sums
+// and logs how long each step took: the first read with nothing rolled
+// up (and the background fill it starts), the workers' fill of the whole
+// window, a fill that finds nothing to do, a fill of the latest slot (or
+// generation) alone, then three reads after the fill (the dashboard
+// opened after a drain, and its refreshes).
+func Measure(t testing.TB, s Scale, now time.Time, n int) {
 	t.Helper()
 	until := now.Truncate(time.Hour).Add(time.Hour)
 	p := driver.HistoryParams{Since: until.Add(-7 * 24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 20}
@@ -73,9 +89,10 @@ func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
 			}
 		}
 	}
-	for run := range 3 {
+	read := func(what string) {
+		t.Helper()
 		began := time.Now()
-		h, err := agg.AggregateResults(context.Background(), p)
+		h, err := s.Agg.AggregateResults(context.Background(), p)
 		took := time.Since(began)
 		if err != nil {
 			t.Fatal(err)
@@ -98,8 +115,40 @@ func Measure(t testing.TB, agg driver.ResultAggregator, now time.Time, n int) {
 		if ends != wantEnds || dead != wantDead || errs != wantDead || len(h.Errors) != 3 {
 			t.Errorf("history of %d records: %d ends, %d dead-lettered, %d in %d error groups; want %d, %d, %d in 3", n, ends, dead, errs, len(h.Errors), wantEnds, wantDead, wantDead)
 		}
-		t.Logf("run %d: 7-day hourly history of %d records (%d in the window): %v (%d end bins, %d preempted attempts in %d bins, %d error groups)",
-			run+1, n, wantEnds, took.Round(time.Millisecond), len(h.Ends), preempted, len(h.Attempts), len(h.Errors))
+		t.Logf("%s: 7-day hourly history of %d records (%d in the window): %v (%d end bins, %d preempted attempts in %d bins, %d error groups)",
+			what, n, wantEnds, took.Round(time.Millisecond), len(h.Ends), preempted, len(h.Attempts), len(h.Errors))
+	}
+	fill := func(what string) {
+		t.Helper()
+		began := time.Now()
+		k, err := s.Fill()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d rolled up in %v", what, k, time.Since(began).Round(time.Millisecond))
+	}
+	if s.Fill == nil {
+		// No rollups (an emulated history): every read adds the window up.
+		for run := range 3 {
+			read(fmt.Sprintf("read %d", run+1))
+		}
+		return
+	}
+	read("first read, nothing rolled up")
+	began := time.Now()
+	s.Wait()
+	t.Logf("the background fill that read started ended %v after it", time.Since(began).Round(time.Millisecond))
+	if err := s.Forget(); err != nil {
+		t.Fatal(err)
+	}
+	fill("fill of the whole window (rollups dropped)")
+	fill("fill again (nothing to do)")
+	if err := s.ForgetLast(); err != nil {
+		t.Fatal(err)
+	}
+	fill("fill of the latest slot or generation (its rollup dropped)")
+	for run := range 3 {
+		read(fmt.Sprintf("read %d after the fill", run+1))
 	}
 }
 
@@ -116,6 +165,9 @@ type Rollups struct {
 	Rolled, Scanned func(driver.HistoryParams) (*driver.History, error)
 	// Kept is how many rollups the backend keeps.
 	Kept func() (int, error)
+	// Fill, when set, runs the backend's rollup fill (and waits for one
+	// a history read started), after the first history.
+	Fill func() error
 	// N is how many records to write (3000 when 0): enough for the
 	// backend to keep rollups.
 	N int
@@ -175,6 +227,11 @@ func CheckRollup(t *testing.T, b Rollups) {
 		}
 	}
 	same("first")
+	if b.Fill != nil {
+		if err := b.Fill(); err != nil {
+			t.Fatalf("rollup fill: %v", err)
+		}
+	}
 	if n, err := b.Kept(); err != nil || n == 0 {
 		t.Fatalf("rollups kept after a history: %d, %v; want some", n, err)
 	}
@@ -261,4 +318,64 @@ func diff(a, b string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Fills is what CheckFill needs of a backend that fills its rollups in
+// the background.
+type Fills struct {
+	// Put stores records; Fill is the backend's FillRollups.
+	Put  func([]*driver.ResultRecord) error
+	Fill func() (int, error)
+	// Rolled is the backend's AggregateResults; Scanned adds the window
+	// up from the records only.
+	Rolled, Scanned func(driver.HistoryParams) (*driver.History, error)
+	// ReadAddedUp is how many closed slots (or generations) history reads
+	// added up from their records so far.
+	ReadAddedUp func() int64
+	// N is how many records to write over the 6 hours before now (600
+	// when 0).
+	N int
+}
+
+// CheckFill checks that after the background fill the dashboard's windows
+// are served from rollups alone (no closed slot added up from its records
+// at read time) and add up to what the records add up to, and that a
+// second fill finds nothing to do.
+func CheckFill(t *testing.T, b Fills) {
+	t.Helper()
+	now := time.Now()
+	n := b.N
+	if n == 0 {
+		n = 600
+	}
+	if err := Records(n, 5000, now, 6*time.Hour, b.Put); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := b.Fill(); err != nil || k == 0 {
+		t.Fatalf("first fill: %d rolled up, %v; want some", k, err)
+	}
+	if k, err := b.Fill(); err != nil || k != 0 {
+		t.Fatalf("second fill: %d rolled up, %v; want 0 (all rolled up)", k, err)
+	}
+	until := now.Truncate(time.Hour).Add(time.Hour)
+	for _, p := range []driver.HistoryParams{
+		{Since: until.Add(-6 * time.Hour), Until: until, Bucket: 10 * time.Minute, Examples: 5, ErrorGroups: 20},
+		{Since: until.Add(-24 * time.Hour), Until: until, Bucket: time.Hour, Examples: 3, ErrorGroups: 20},
+	} {
+		before := b.ReadAddedUp()
+		rolled, err := b.Rolled(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if added := b.ReadAddedUp() - before; added != 0 {
+			t.Errorf("window %v by %v after the fill: %d closed slots added up from their records at read time; want 0 (all from rollups)", p.Until.Sub(p.Since), p.Bucket, added)
+		}
+		scanned, err := b.Scanned(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := Canonical(rolled), Canonical(scanned); got != want {
+			t.Errorf("window %v by %v: the filled rollups and the records differ:\n%s", p.Until.Sub(p.Since), p.Bucket, diff(got, want))
+		}
+	}
 }

@@ -40,5 +40,5 @@ func MeasurePortable(t testing.TB, d driver.Driver, n, batch int) {
 		t.Fatal(err)
 	}
 	t.Logf("stored %d records in %v", n, time.Since(began).Round(time.Millisecond))
-	Measure(t, admin{q.Admin()}, now, n)
+	Measure(t, Scale{Agg: admin{q.Admin()}}, now, n)
 }

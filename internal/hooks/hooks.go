@@ -71,6 +71,9 @@ var (
 	// RecordAttempt adds a to the attempt history e's next settlement
 	// writes.
 	RecordAttempt func(e, a any)
+	// TaskContext is e.Context(parent) with a cancel function that takes
+	// the cause.
+	TaskContext func(parent context.Context, e any) (context.Context, context.CancelCauseFunc)
 	// LostDeliveries are the deliveries of e whose worker vanished without
 	// settling.
 	LostDeliveries func(e any) []int
