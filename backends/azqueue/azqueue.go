@@ -169,7 +169,7 @@ func capabilities() driver.Capabilities {
 			driver.Schedules:         {Level: driver.Emulated, Fallback: schedulesFallback},
 			driver.ResultHistory:     {Level: driver.Emulated, Fallback: blobresults.HistoryFallback},
 			driver.Groups:            {Level: driver.Emulated, Fallback: blobresults.GroupsFallback},
-			driver.Dependencies:      {Level: driver.Unsupported, Fallback: "an Azure queue cannot hold a task back until others end: push dependants after their parents succeed"},
+			driver.Dependencies:      {Level: driver.Emulated, Fallback: blobresults.DependenciesFallback},
 		},
 		MaxMessageBytes: MaxMessageBytes,
 		MaxVisibility:   MaxVisibility,

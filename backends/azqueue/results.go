@@ -155,6 +155,7 @@ func (d *Driver) setResults(client *container.Client, src resultsSource) {
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Unsupported, Fallback: "cancel needs result records: " + why}
 	d.caps.Features[driver.Groups] = driver.Support{Level: driver.Unsupported, Fallback: "groups are counted from the result records: " + why}
 	d.caps.Features[driver.ResultHistory] = driver.Support{Level: driver.Unsupported, Fallback: "the history is added up from the result records: " + why}
+	d.caps.Features[driver.Dependencies] = driver.Support{Level: driver.Unsupported, Fallback: "held tasks (dependencies and group steps) are kept in the result container: " + why}
 }
 
 // PutResults implements driver.ResultStore.

@@ -107,6 +107,9 @@ func TestNewWithoutResultsContainer(t *testing.T) {
 	if l := d.Capabilities().Level(driver.ResultHistory); l != driver.Unsupported {
 		t.Fatalf("ResultHistory %v without a record container, want unsupported", l)
 	}
+	if s := d.Capabilities().Features[driver.Dependencies]; s.Level != driver.Unsupported || !strings.Contains(s.Fallback, "Options.Results") {
+		t.Fatalf("Dependencies %v (%q) without a record container, want unsupported naming Options.Results", s.Level, s.Fallback)
+	}
 	_, err = d.GetResults(ctx, []string{"x"})
 	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "Options.Results") {
 		t.Fatalf("GetResults: %v, want Unimplemented naming Options.Results", err)
@@ -121,6 +124,9 @@ func TestNewWithoutResultsContainer(t *testing.T) {
 	}
 	if l := d2.Capabilities().Level(driver.ResultHistory); l != driver.Emulated {
 		t.Fatalf("ResultHistory %v with a record container, want emulated (a listing jobq adds up)", l)
+	}
+	if l := d2.Capabilities().Level(driver.Dependencies); l != driver.Emulated {
+		t.Fatalf("Dependencies %v with a record container, want emulated (held tasks are blobs)", l)
 	}
 	if err := d2.PutResults(ctx, []*driver.ResultRecord{resultRecord("y", driver.ResultSucceeded)}); err != nil {
 		t.Fatal(err)

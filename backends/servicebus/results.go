@@ -36,6 +36,7 @@ func (d *Driver) setResults(store *blobresults.Store) {
 	d.caps.Features[driver.Cancel] = driver.Support{Level: driver.Emulated, Fallback: cancelFallback}
 	d.caps.Features[driver.Groups] = driver.Support{Level: driver.Emulated, Fallback: blobresults.GroupsFallback}
 	d.caps.Features[driver.ResultHistory] = driver.Support{Level: driver.Emulated, Fallback: blobresults.HistoryFallback}
+	d.caps.Features[driver.Dependencies] = driver.Support{Level: driver.Emulated, Fallback: blobresults.DependenciesFallback}
 }
 
 // PutResults implements driver.ResultStore.

@@ -44,6 +44,9 @@ func TestResultsNeedAContainer(t *testing.T) {
 	if caps.Level(driver.Results) != driver.Unsupported || caps.Level(driver.Cancel) != driver.Unsupported {
 		t.Fatalf("Results %v, Cancel %v without results=; want unsupported", caps.Level(driver.Results), caps.Level(driver.Cancel))
 	}
+	if s := caps.Features[driver.Dependencies]; s.Level != driver.Unsupported || !strings.Contains(s.Fallback, "results=azblob://") {
+		t.Fatalf("Dependencies %v (%q) without results=; want unsupported saying how to set results=", s.Level, s.Fallback)
+	}
 	_, err = d.(driver.ResultStore).GetResults(ctxT(t), []string{"x"})
 	if errcode.Of(err) != errcode.Unimplemented || !strings.Contains(err.Error(), "results=azblob://") {
 		t.Fatalf("GetResults: %v, want Unimplemented saying how to set results=", err)

@@ -231,7 +231,7 @@ func capabilities(requeue string, dedup bool) driver.Capabilities {
 			driver.Schedules:      {Level: driver.Emulated, Fallback: schedulesFallback(dedup)},
 			driver.ResultHistory:  {Level: driver.Unsupported, Fallback: "the history is added up from the result records, so it needs a results= container (with one it is emulated, as on azqueue): " + noResults},
 			driver.Groups:         {Level: driver.Unsupported, Fallback: "a Service Bus queue keeps no group counts yet: push without a group"},
-			driver.Dependencies:   {Level: driver.Unsupported, Fallback: "an Azure queue cannot hold a task back until others end: push dependants after their parents succeed"},
+			driver.Dependencies:   {Level: driver.Unsupported, Fallback: "held tasks (dependencies and group steps) are kept in the result container, so they need a results= container (with one they are emulated, as on azqueue): " + noResults},
 			driver.Pause: {Level: driver.Emulated,
 				Fallback: "pauses are kept in the queue's user metadata, which the admin API serves with a lag: every worker stops (or starts again) within about 2s plus that lag (seconds), and a worker may take one more task per receive, which it puts back unrun"},
 			driver.BulkActions: {Level: driver.Native},

@@ -95,7 +95,7 @@ func (r *Records) ListResults(ctx context.Context, f driver.ResultFilter, cursor
 // listable reports whether listed blob b may be a record that passes f:
 // not a worker or group blob, not expired, in f's state.
 func listable(b *container.BlobItem, f driver.ResultFilter, now time.Time) bool {
-	if b.Name == nil || strings.HasPrefix(*b.Name, workerPrefix) || strings.HasPrefix(*b.Name, groupPrefix) || expired(b.Metadata, now) {
+	if b.Name == nil || strings.HasPrefix(*b.Name, workerPrefix) || strings.HasPrefix(*b.Name, groupPrefix) || strings.HasPrefix(*b.Name, heldPrefix) || expired(b.Metadata, now) {
 		return false
 	}
 	st := b.Metadata[metaState]

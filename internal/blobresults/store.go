@@ -66,13 +66,16 @@ type Store struct {
 	mu      sync.Mutex
 	created bool    // the container is known to exist
 	marker  *string // where the next purge goes on listing
+
+	owner string    // names this store in its claims of held tasks
+	held  heldCache // decoded held messages (ListHeld)
 }
 
 // New returns the store in the container client serves. where names it in
 // error messages, for example "azblob://ACCOUNT/CONTAINER"; it must hold
 // no secret.
 func New(client *container.Client, where string) *Store {
-	return &Store{client: client, where: where}
+	return &Store{client: client, where: where, owner: newOwner()}
 }
 
 // Where names the store's container (without credentials).
