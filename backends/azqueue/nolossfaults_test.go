@@ -211,6 +211,10 @@ func TestConformanceUnderFaults(t *testing.T) {
 		// As TestConformance: the records are Azurite blobs, one request
 		// apiece (100,000 of them, slowed by the faults, wedged Azurite).
 		ExportRecords: 2000,
+		// As TestConformance: the record purge and the dependency fan run
+		// at 300 tasks (at 2,000 and 1,000, with the service bus tests on
+		// the same Azurite, it stopped answering in CI).
+		BulkTasks: 300,
 		PushRaw: func(ctx context.Context, rawURL string, body []byte) error {
 			u, err := url.Parse(rawURL)
 			if err != nil {

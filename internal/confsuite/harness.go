@@ -45,8 +45,9 @@ type Harness struct {
 	// engines that cannot take the load or share one queue between checks.
 	Serial bool
 	// BulkTasks is how many tasks the bulk checks (BulkCancelByFilter,
-	// BulkRequeueByFilter) use where bulk-actions is native, and at most
-	// how many PurgeRecordsByFilter runs. Zero means
+	// BulkRequeueByFilter) use where bulk-actions is native, at most
+	// how many PurgeRecordsByFilter runs, and at most how wide
+	// DependencyFanOutFanIn fans out (1,000). Zero means
 	// 10,000. A harness on an emulator that settles messages slowly may
 	// lower it, which the checks log; a real engine should keep the
 	// default. (Where bulk-actions is emulated the checks use the window
