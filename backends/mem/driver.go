@@ -61,27 +61,34 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				continue
 			}
 		}
-		m := &message{
-			taskID:     in.ID,
-			body:       slices.Clone(in.Body),
-			enqueuedAt: now,
-			concKey:    in.ConcurrencyKey,
-			rateKey:    in.RateLimitKey,
-			trace:      in.TraceParent,
-			group:      in.Group,
-		}
-		if d.level(driver.Priority) != driver.Unsupported {
-			m.priority = in.Priority
-		}
-		notBefore := in.NotBefore
-		if d.level(driver.DelayedPush) != driver.Native {
-			notBefore = time.Time{}
-		}
-		s.add(m, notBefore, now)
+		m := d.store(in, now)
 		s.countPush(m.group, now)
 		out[i] = driver.PushResult{MessageID: m.id}
 	}
 	return out, nil
+}
+
+// store queues in as Push stores it (priority and delay as declared) and
+// returns the stored message; the caller holds s.mu and counts its group.
+func (d *Driver) store(in *driver.Message, now time.Time) *message {
+	m := &message{
+		taskID:     in.ID,
+		body:       slices.Clone(in.Body),
+		enqueuedAt: now,
+		concKey:    in.ConcurrencyKey,
+		rateKey:    in.RateLimitKey,
+		trace:      in.TraceParent,
+		group:      in.Group,
+	}
+	if d.level(driver.Priority) != driver.Unsupported {
+		m.priority = in.Priority
+	}
+	notBefore := in.NotBefore
+	if d.level(driver.DelayedPush) != driver.Native {
+		notBefore = time.Time{}
+	}
+	d.s.add(m, notBefore, now)
+	return m
 }
 
 // Receive implements driver.Driver.

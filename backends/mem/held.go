@@ -121,17 +121,7 @@ func (d *Driver) Release(ctx context.Context, ids []string) ([]string, error) {
 			continue
 		}
 		delete(s.heldMsgs, id)
-		in := h.Message
-		m := &message{taskID: in.ID, body: in.Body, enqueuedAt: now, concKey: in.ConcurrencyKey,
-			rateKey: in.RateLimitKey, trace: in.TraceParent, group: in.Group}
-		if d.level(driver.Priority) != driver.Unsupported {
-			m.priority = in.Priority
-		}
-		notBefore := in.NotBefore
-		if d.level(driver.DelayedPush) != driver.Native {
-			notBefore = time.Time{}
-		}
-		s.add(m, notBefore, now)
+		d.store(&h.Message, now) // its group was counted at Hold
 		out = append(out, id)
 	}
 	return out, nil
