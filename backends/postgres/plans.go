@@ -19,8 +19,10 @@ package postgres
 // want, and the claim joins the rows it locked by ctid, which can only be
 // looked up: a claim planned on an empty queue reads only the rows it
 // claims (TestGenericClaimPlanReadsOnlyWhatItClaims). Settlements planned
-// that way still read the queue's rows once per call until the queue's own
-// ANALYZE (vacuum.go) makes Postgres plan them again. (Rewriting the
+// that way still read the queue's in-flight rows once per message they
+// settle until new statistics make Postgres plan them again: a queue
+// analyzes a table without statistics after its first push or claim
+// (checkStats, vacuum.go), and again as it grows. (Rewriting the
 // settlements' joins was slower; see the git history of this file.)
 //
 // plan_cache_mode is force_generic_plan: each statement is planned once per

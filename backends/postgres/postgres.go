@@ -177,15 +177,17 @@ type Driver struct {
 	// (push.go).
 	conflictAt atomic.Int64
 
-	deleted    atomic.Int64 // rows deleted since the last vacuum
-	tableRows  atomic.Int64 // the table's rows at the last vacuum; -1 before the first
-	vacuuming  atomic.Bool
-	reclaim    reclaimState // reclaim.go
-	listenOnce sync.Once
-	closing    *driver.Closing
-	mu         sync.Mutex     // orders spawn and Close
-	wg         sync.WaitGroup // background goroutines; Close waits for them
-	ownsPool   bool           // the URL opener built the pool: Close closes it
+	deleted   atomic.Int64 // rows deleted since the last vacuum
+	tableRows atomic.Int64 // the table's rows at the last vacuum; -1 before the first
+	vacuuming atomic.Bool
+	// statsChecked is set once checkStats has run (vacuum.go).
+	statsChecked atomic.Bool
+	reclaim      reclaimState // reclaim.go
+	listenOnce   sync.Once
+	closing      *driver.Closing
+	mu           sync.Mutex     // orders spawn and Close
+	wg           sync.WaitGroup // background goroutines; Close waits for them
+	ownsPool     bool           // the URL opener built the pool: Close closes it
 }
 
 func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {

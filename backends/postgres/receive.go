@@ -53,6 +53,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		}
 		if len(msgs) > 0 {
 			d.quiet.Store(0)
+			d.checkStats()
 			return msgs, nil
 		}
 		remaining := time.Until(deadline)

@@ -150,6 +150,31 @@ func (d *Driver) analyze(ctx context.Context) {
 	}
 }
 
+// checkStats, once per driver, makes sure the queue table has statistics
+// of its queue column, and analyzes it in the background when it has none
+// (a new table, or one analyzed while empty). Without them Postgres
+// estimates one row for the queue, and the settlements a connection plans
+// then (once, plans.go) join by reading every in-flight message of the
+// queue for each message they settle, until the first vacuum's ANALYZE
+// makes it plan them again: 1,000 settlements in. Called after a push
+// that stored messages and after a claim that took some, off their path.
+func (d *Driver) checkStats() {
+	if d.statsChecked.Load() || !d.statsChecked.CompareAndSwap(false, true) {
+		return
+	}
+	d.spawn(func() {
+		ctx, cancel := d.backgroundCtx(time.Minute)
+		defer cancel()
+		var missing bool
+		err := d.pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM pg_stats WHERE schemaname = $1 AND tablename = 'messages' AND attname = 'queue')`,
+			d.cfg.schema).Scan(&missing)
+		if err != nil || !missing {
+			return
+		}
+		d.analyze(ctx)
+	})
+}
+
 // analyzeDue says whether the queue should ANALYZE its table now that it
 // counts rows messages in it, when it counted prev before (-1: this is the
 // queue's first count). The rows are counted by each vacuum, and by grown

@@ -165,3 +165,33 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestFirstPushAnalyzesNewTable: a queue whose table has no statistics of
+// its queue column analyzes it after its first push, not only at its first
+// vacuum (1,000 settlements later): settlements planned before then read
+// every in-flight message of the queue for each one they settle.
+func TestFirstPushAnalyzesNewTable(t *testing.T) {
+	t.Parallel()
+	schema, _ := freshSchema(t)
+	d := openDriver(t, "schema="+schema)
+	ctx := ctxT(t)
+	hasStats := func() bool {
+		var ok bool
+		err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stats WHERE schemaname = $1 AND tablename = 'messages' AND attname = 'queue')`, d.cfg.schema).Scan(&ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if hasStats() {
+		t.Fatal("a new queue table already has statistics of its queue column")
+	}
+	if _, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b"), msg("c")}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !hasStats(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("20 s after the first push, the queue table has no statistics of its queue column")
+		}
+	}
+}
