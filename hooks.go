@@ -40,7 +40,15 @@ func init() {
 	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }
 	hooks.URL = func(q any) string { return asQueue(q).url }
 	hooks.FireSchedules = func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error) {
-		return asQueue(q).Admin().fireSchedules(ctx, now, fault)
+		runs, _, err := asQueue(q).Admin().fireSchedules(ctx, now, fault)
+		return runs, err
+	}
+	hooks.FireSchedulesNext = func(ctx context.Context, q any, now time.Time) ([]driver.ScheduleRun, time.Time, error) {
+		return asQueue(q).Admin().fireSchedules(ctx, now, nil)
+	}
+	hooks.SweepHeld = func(ctx context.Context, q any) (released, cancelled []string, held int, err error) {
+		res, held, err := asQueue(q).Admin().sweepHeld(ctx)
+		return res.Released, res.Cancelled, held, err
 	}
 	hooks.Scheme = func(q any) string { return asQueue(q).scheme }
 	hooks.Driver = func(q any) driver.Driver { return asQueue(q).drv }

@@ -25,7 +25,8 @@ import (
 // pushed after all. Errors of single schedules are joined; the others
 // still fire.
 func (p *Admin) FireSchedules(ctx context.Context, now time.Time) ([]driver.ScheduleRun, error) {
-	return p.fireSchedules(ctx, now, nil)
+	runs, _, err := p.fireSchedules(ctx, now, nil)
+	return runs, err
 }
 
 // scheduleFault, when set, is called at each stage of a firing
@@ -34,21 +35,30 @@ func (p *Admin) FireSchedules(ctx context.Context, now time.Time) ([]driver.Sche
 // would. The conformance suite sets it through package hooks.
 type scheduleFault func(stage, name string, slot time.Time) error
 
-func (p *Admin) fireSchedules(ctx context.Context, now time.Time, fault scheduleFault) ([]driver.ScheduleRun, error) {
+// fireSchedules is FireSchedules with a fault hook; it also returns the
+// earliest slot after now of the schedules it looked at (zero when there
+// are none), which a worker's background loop waits for.
+func (p *Admin) fireSchedules(ctx context.Context, now time.Time, fault scheduleFault) ([]driver.ScheduleRun, time.Time, error) {
 	const op = "schedule fire"
+	var next time.Time
 	ps, err := p.scheduleStore(op)
 	if err != nil {
-		return nil, err
+		return nil, next, err
 	}
 	pols, err := ps.ListPolicies(ctx)
 	if err != nil {
-		return nil, p.q.wrap(op, err)
+		return nil, next, p.q.wrap(op, err)
 	}
 	var runs []driver.ScheduleRun
 	var errs []error
 	for _, s := range schedulesOf(pols) {
 		if s.spec.Paused || !s.hasFired {
 			continue
+		}
+		if c, err := cronslot.Parse(s.spec.Cron, s.spec.TimeZone); err == nil {
+			if n := c.Next(now); next.IsZero() || n.Before(next) {
+				next = n
+			}
 		}
 		f := firing{a: p, ps: ps, s: s, now: now, fault: fault}
 		got, err := f.fire(ctx)
@@ -57,7 +67,7 @@ func (p *Admin) fireSchedules(ctx context.Context, now time.Time, fault schedule
 			errs = append(errs, fmt.Errorf("schedule %s: %w", s.spec.Name, err))
 		}
 	}
-	return runs, p.q.wrap(op, errors.Join(errs...))
+	return runs, next, p.q.wrap(op, errors.Join(errs...))
 }
 
 // firing is one schedule's turn in FireSchedules.

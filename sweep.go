@@ -32,29 +32,36 @@ type SweepResult struct {
 // task once. A queue with no held task costs one short read. It fails
 // with Unimplemented where the backend cannot hold tasks.
 func (a *Admin) SweepHeld(ctx context.Context) (SweepResult, error) {
+	res, _, err := a.sweepHeld(ctx)
+	return res, err
+}
+
+// sweepHeld is SweepHeld; it also returns how many held tasks it read, so
+// that a worker's background loop can sweep a queue without any less often.
+func (a *Admin) sweepHeld(ctx context.Context) (res SweepResult, held int, err error) {
 	const op = "sweep"
 	q := a.q
-	var res SweepResult
 	if err := q.checkOpen(op); err != nil {
-		return res, err
+		return res, 0, err
 	}
 	hs, ok := q.drv.(driver.HeldStore)
 	if !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported || q.results == nil {
-		return res, q.unsupported(op, driver.Dependencies, "cannot hold a task until others end (dependencies and group steps)")
+		return res, 0, q.unsupported(op, driver.Dependencies, "cannot hold a task until others end (dependencies and group steps)")
 	}
 	cursor := ""
 	for {
 		page, next, err := hs.ListHeld(ctx, cursor, sweepPage)
 		if err != nil {
-			return res, q.wrap(op, err)
+			return res, held, q.wrap(op, err)
 		}
+		held += len(page)
 		if len(page) > 0 {
 			if err := q.sweepPage(ctx, hs, page, &res); err != nil {
-				return res, err
+				return res, held, err
 			}
 		}
 		if next == "" {
-			return res, nil
+			return res, held, nil
 		}
 		cursor = next
 	}

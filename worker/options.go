@@ -92,7 +92,9 @@ type Options struct {
 	// (dependencies and group steps, Admin.SweepHeld). By default every
 	// worker does both from a background loop every
 	// driver.ScheduleRefresh (one policy read and one read of the held
-	// tasks each, off the task path), and sweeps once more before it exits
+	// tasks each, off the task path; while a pass finds nothing held and
+	// fires nothing, the pause doubles up to MaxPoll, never past a
+	// schedule's next slot), and sweeps once more before it exits
 	// on an empty queue, so that no separate process is needed; each slot
 	// is pushed and each held task released once however many workers do.
 	// Defaults to false.

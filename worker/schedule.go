@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // scheduleTimeout bounds one pass over the queue's schedules.
@@ -37,7 +38,7 @@ func RunScheduler(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
 		<-ctx.Done()
 		close(stop)
 	}()
-	scheduleLoop(q, log, stop)
+	scheduleLoop(q, log, stop, driver.ScheduleRefresh) // a scheduler of its own stays prompt
 	return nil
 }
 
@@ -54,13 +55,19 @@ func sweepsHeld(q *jobq.Queue) bool {
 }
 
 // scheduleLoop fires due slots and sweeps the held tasks at once and then
-// every driver.ScheduleRefresh until stop is closed. A failure is logged
-// as a warning once, and again only when it changes or after it cleared.
-func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
-	t := time.NewTicker(driver.ScheduleRefresh)
+// every driver.ScheduleRefresh until stop is closed. While its passes find
+// nothing to watch (no held task, nothing fired or released), the pause
+// between them doubles up to maxWait, and it never outlasts the next slot
+// of a schedule: an idle fleet's loops then cost about one read each per
+// maxWait, where they cost two every 2 s. A failure is logged as a warning
+// once, and again only when it changes or after it cleared.
+func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}, maxWait time.Duration) {
+	t := time.NewTimer(0)
 	defer t.Stop()
+	<-t.C
 	fire, sweep := firesSchedules(q), sweepsHeld(q)
 	lastErr := ""
+	idle := driver.ScheduleRefresh
 	for {
 		// A pass gets stopGrace after stop to finish: a slot claimed and
 		// not pushed would wait for another scheduler's take-over.
@@ -77,15 +84,16 @@ func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
 			case <-ctx.Done():
 			}
 		}()
-		var err error
+		now := time.Now()
+		var p schedulePass
 		if fire {
-			err = fireOnce(ctx, q, log)
+			p.err = fireOnce(ctx, q, log, now, &p)
 		}
 		if sweep {
-			err = errors.Join(err, sweepOnce(ctx, q, log))
+			p.err = errors.Join(p.err, sweepOnce(ctx, q, log, &p))
 		}
 		cancel()
-		switch {
+		switch err := p.err; {
 		case err != nil && err.Error() != lastErr:
 			log.Warn("could not fire the queue's schedules or sweep its held tasks; trying again", "error", err, "next_in", driver.ScheduleRefresh)
 			lastErr = err.Error()
@@ -93,6 +101,9 @@ func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
 			log.Info("schedules and held tasks are handled again")
 			lastErr = ""
 		}
+		var wait time.Duration
+		wait, idle = p.pause(idle, maxWait, now)
+		t.Reset(wait)
 		select {
 		case <-t.C:
 		case <-stop:
@@ -101,23 +112,53 @@ func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}) {
 	}
 }
 
+// schedulePass is what one pass of scheduleLoop found.
+type schedulePass struct {
+	acted bool      // it fired a slot, or released or cancelled a held task
+	held  int       // held tasks it read
+	next  time.Time // the earliest next slot of the schedules; zero: none
+	err   error
+}
+
+// pause returns how long scheduleLoop waits after the pass p, which ran at
+// now, and its idle pause after it (idle before). A pass that acted, read
+// held tasks or failed is followed by the next in driver.ScheduleRefresh;
+// one that found nothing to watch doubles the idle pause, up to maxWait
+// (at least driver.ScheduleRefresh), and a schedule's next slot shortens
+// it to that slot.
+func (p schedulePass) pause(idle, maxWait time.Duration, now time.Time) (wait, nextIdle time.Duration) {
+	if p.acted || p.held > 0 || p.err != nil {
+		return driver.ScheduleRefresh, driver.ScheduleRefresh
+	}
+	nextIdle = min(2*idle, max(maxWait, driver.ScheduleRefresh))
+	wait = nextIdle
+	if !p.next.IsZero() {
+		wait = min(wait, max(p.next.Sub(now), driver.ScheduleRefresh))
+	}
+	return wait, nextIdle
+}
+
 // fireOnce fires the due slots of the queue's schedules.
-func fireOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
-	runs, err := q.Admin().FireSchedules(ctx, time.Now())
+func fireOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger, now time.Time, p *schedulePass) error {
+	runs, next, err := hooks.FireSchedulesNext(ctx, q, now)
 	for _, r := range runs {
 		log.Info("schedule fired", "schedule", r.Name, "slot", r.Slot.UTC().Format(time.RFC3339), "task_id", r.TaskID, "duplicate", r.Duplicate, "take_over", r.TakeOver)
 	}
+	p.acted = p.acted || len(runs) > 0
+	p.next = next
 	return err
 }
 
 // sweepOnce releases or cancels the held tasks whose parents ended.
-func sweepOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
-	res, err := q.Admin().SweepHeld(ctx)
-	for _, id := range res.Released {
+func sweepOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger, p *schedulePass) error {
+	released, cancelled, held, err := hooks.SweepHeld(ctx, q)
+	for _, id := range released {
 		log.Info("held task released: its parents ended", "task_id", id)
 	}
-	for _, id := range res.Cancelled {
+	for _, id := range cancelled {
 		log.Info("held task cancelled: a parent did not succeed (its record says which)", "task_id", id)
 	}
+	p.acted = p.acted || len(released)+len(cancelled) > 0
+	p.held = held
 	return err
 }

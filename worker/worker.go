@@ -305,7 +305,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		firing.Add(1)
 		go func() {
 			defer firing.Done()
-			scheduleLoop(w.q, w.log, stopWatch)
+			scheduleLoop(w.q, w.log, stopWatch, w.o.MaxPoll)
 		}()
 	}
 	if w.o.Preemption != nil {

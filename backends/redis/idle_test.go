@@ -172,3 +172,47 @@ func TestIdleWorkerBacksOff(t *testing.T) {
 		t.Fatal("the pushed task did not run")
 	}
 }
+
+// TestIdleWorkerReadsSchedulesLessOften: an idle worker's background loop
+// (schedules and held tasks) backs off while it finds nothing to watch:
+// its passes 4 then 8 s apart with MaxPoll 8 s, where they were 2 s apart.
+func TestIdleWorkerReadsSchedulesLessOften(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures for several seconds")
+	}
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q, err := jobq.OpenWithOptions(ctx, newQueueURL(t, srv.url()), jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	c := srv.client()
+	reads := func() int64 { return commandCounts(t, c.Info(ctx, "commandstats").Val())["hgetall"] }
+	h := worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
+	// Poll = MaxPoll: the worker's claims, and the pause reads they
+	// bring, stay at one per 8 s, so the count is the loop's.
+	const maxPoll = 8 * time.Second
+	w := worker.New(q, h, worker.Options{Concurrency: 1, Prefetch: -1, Wait: true, Poll: maxPoll, MaxPoll: maxPoll,
+		HeartbeatInterval: -1, CancelPoll: -1, StatusInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	done := make(chan error, 1)
+	before := reads()
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		w.Stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	const window = 11 * time.Second
+	time.Sleep(window)
+	got := reads() - before
+	t.Logf("an idle worker made %d HGETALL in %v (MaxPoll %v)", got, window, maxPoll)
+	// Passes at 0 and 4 s (then 12): 12 reads with the worker's own
+	// start and claims. Every 2 s it was 24.
+	if got > 16 {
+		t.Errorf("an idle worker read the policies with %d HGETALL in %v; want at most 16 (its schedule loop backing off to %v)", got, window, maxPoll)
+	}
+}

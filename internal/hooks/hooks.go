@@ -59,6 +59,14 @@ var (
 	// returns stops that schedule's firing there, as a crash would, and
 	// one that blocks holds the scheduler there.
 	FireSchedules func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error)
+	// FireSchedulesNext is Admin.FireSchedules that also returns the
+	// earliest next slot of the schedules it looked at (zero when none):
+	// a worker's background loop sleeps until then when it has nothing
+	// else to watch.
+	FireSchedulesNext func(ctx context.Context, q any, now time.Time) ([]driver.ScheduleRun, time.Time, error)
+	// SweepHeld is Admin.SweepHeld that also returns how many held tasks
+	// it read.
+	SweepHeld func(ctx context.Context, q any) (released, cancelled []string, held int, err error)
 	// Stash is q's configured stash (where pushes put large payloads and
 	// workers their checkpoints); nil when it has none.
 	Stash func(q any) stash.Store
