@@ -15,8 +15,9 @@ import (
 //
 // Policies live in the policies table, so every process sees them. A queue
 // without concurrency or rate policies claims with the ordinary statement;
-// one with them claims through claim_lookup (claim_packed before schema
-// step 14: claimlookup.go; claim_with_policies before step 11: layout.go),
+// one with them claims through claim_lookup (as step 16 made it:
+// claimcount.go; claim_packed before schema step 14: claimlookup.go;
+// claim_with_policies before step 11: layout.go),
 // a PL/pgSQL function that
 // does everything in one round trip: it locks a window of visible messages
 // in claim order, takes a transaction-scoped advisory lock on each capped
