@@ -69,18 +69,25 @@ var upsertResultsSQL [recordChunk + 1]struct {
 // parameters per record (task ID, state, updated, expires, data). The
 // statement reads the generation (currentGen) itself, once (a statement
 // of its own for it was a third of what a record cost a settlement of one
-// task).
+// task): from a materialized common table expression when it stores
+// several records, and as a scalar subquery when it stores one, where
+// materializing it (an ephemeral table opened, filled and read back) cost
+// a record more than the subquery's two lookups.
 func upsertResults(n int) string {
 	s := &upsertResultsSQL[n]
 	s.once.Do(func() {
 		var b strings.Builder
-		b.WriteString("WITH g(gen) AS MATERIALIZED (" + currentGen + ")\n")
+		gen := "(" + currentGen + ")"
+		if n > 1 {
+			b.WriteString("WITH g(gen) AS MATERIALIZED (" + currentGen + ")\n")
+			gen = "(SELECT gen FROM g)"
+		}
 		b.WriteString("INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data) VALUES ")
 		for i := range n {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?1, (SELECT gen FROM g)")
+			b.WriteString("(?1, " + gen)
 			for j := range 5 {
 				b.WriteString(", ?")
 				b.WriteString(strconv.Itoa(2 + 5*i + j))
