@@ -156,12 +156,14 @@ func (k *keyCounts) blocked(ckey, rkey string) bool {
 	return false
 }
 
-// limitedBy is true while queue ?3 has a concurrency or rate policy: the
-// plain claim (claimMessages) then claims nothing, leaving the queue to
-// claimWithPolicies. It names the kinds that loadLimits enforces, which on
-// this backend are both (capabilities: both natively).
-const limitedBy = `EXISTS (SELECT 1 FROM jobq_policies WHERE queue = ?3 AND kind IN ('` +
-	string(driver.ConcurrencyPolicy) + `', '` + string(driver.RatePolicy) + `'))`
+// limitedBy is true while the queue (its two parameters) has a
+// concurrency or rate policy: the plain claim (claimMessages) then claims
+// nothing, leaving the queue to claimWithPolicies. It names the kinds that
+// loadLimits enforces, which on this backend are both (capabilities: both
+// natively). A seek per kind: kind IN (...) filled an ephemeral table for
+// its list on every claim.
+const limitedBy = `(EXISTS (SELECT 1 FROM jobq_policies WHERE queue = ? AND kind = '` + string(driver.ConcurrencyPolicy) + `')
+		OR EXISTS (SELECT 1 FROM jobq_policies WHERE queue = ? AND kind = '` + string(driver.RatePolicy) + `'))`
 
 // claimWithPolicies is the claim when the queue has concurrency or rate
 // policies. It returns handled=false when it has none: then the plain

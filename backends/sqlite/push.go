@@ -60,8 +60,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 // insertChunk stores msgs with one insertMessages statement, filling out,
 // and returns how many it added (the others were duplicates).
 func (d *Driver) insertChunk(tx wtx, msgs []*driver.Message, out []driver.PushResult, now int64) (int, error) {
-	args := make([]any, 1, 1+insertColumns*len(msgs))
-	args[0] = d.cfg.queue
+	args := make([]any, 0, insertColumns*len(msgs))
 	keys := make([]any, len(msgs))
 	for i, m := range msgs {
 		visible := visibleAtPush
@@ -70,7 +69,7 @@ func (d *Driver) insertChunk(tx wtx, msgs []*driver.Message, out []driver.PushRe
 		}
 		st := storeTask(m.ID, m.Body)
 		keys[i] = st.key
-		args = append(args, st.key, st.body, st.idAt, m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent, m.Group)
+		args = append(args, d.cfg.queue, st.key, st.body, st.idAt, m.Priority, visible, now, m.ConcurrencyKey, m.RateLimitKey, m.TraceParent, m.Group)
 	}
 	ids, err := insertedIDs(tx, insertMessages(len(msgs)), args)
 	if err != nil {
@@ -129,7 +128,7 @@ func insertedIDs(tx wtx, query string, args []any) (map[string][]int64, error) {
 }
 
 // insertColumns is the parameters insertMessages takes per message.
-const insertColumns = 10
+const insertColumns = 11
 
 // maxInsertRows is the most messages one insertMessages statement stores.
 const maxInsertRows = 64
@@ -148,10 +147,11 @@ func insertRows(n int) int {
 // insertMessagesSQL holds insertMessages' statements by row count.
 var insertMessagesSQL sync.Map // int -> string
 
-// insertMessages is insertMessage (with the group) for n messages: ?1 is
-// the queue, then insertColumns parameters per message. A message whose
-// task ID is queued already is skipped by the dedup trigger, as by
-// insertMessage; one statement per message was most of a push's CPU.
+// insertMessages is insertMessage (with the group) for n messages, each
+// with insertColumns parameters (the queue first). A message whose task ID
+// is queued already is skipped by the dedup trigger, as by insertMessage;
+// one statement per message was most of a push's CPU. The parameters are
+// bare ?, as upsertResults' are.
 func insertMessages(n int) string {
 	if s, ok := insertMessagesSQL.Load(n); ok {
 		return s.(string)
@@ -162,12 +162,7 @@ func insertMessages(n int) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?1")
-		for j := range insertColumns {
-			b.WriteString(", ?")
-			b.WriteString(strconv.Itoa(2 + insertColumns*i + j))
-		}
-		b.WriteString(")")
+		b.WriteString("(?" + strings.Repeat(", ?", insertColumns-1) + ")")
 	}
 	b.WriteString(" RETURNING id, task_id")
 	s, _ := insertMessagesSQL.LoadOrStore(n, b.String())

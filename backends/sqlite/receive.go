@@ -33,13 +33,13 @@ import (
 // one-message claim's CPU).
 const claimMessages = `
 UPDATE jobq_messages
-SET lease = ?1, visible_at = ?2, deliveries = ` + nextDelivery + `
+SET lease = ?, visible_at = ?, deliveries = ` + nextDelivery + `
 WHERE id IN (
 	SELECT id FROM jobq_messages INDEXED BY jobq_messages_order
-	WHERE queue = ?3 AND NOT ` + limitedBy + `
-		AND (visible_at <= ?4 OR typeof(visible_at) IN ('text', 'blob'))
+	WHERE queue = ? AND NOT ` + limitedBy + `
+		AND (visible_at <= ? OR typeof(visible_at) IN ('text', 'blob'))
 	ORDER BY priority DESC, id
-	LIMIT ?5)
+	LIMIT ?)
 RETURNING ` + claimedColumns
 
 // nextDelivery is a claim's new delivery count: one more, unless the
@@ -140,7 +140,7 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 	err = d.writeTx(ctx, "receive", func(tx wtx) error {
 		now := micros(time.Now())
 		expiry := addMicros(now, vis)
-		out, prio, err = d.scanClaimed(tx, token, now, expiry, claimMessages, token, expiry, d.cfg.queue, now, max)
+		out, prio, err = d.scanClaimed(tx, token, now, expiry, claimMessages, token, expiry, d.cfg.queue, d.cfg.queue, d.cfg.queue, now, max)
 		if err != nil || len(out) > 0 {
 			return err
 		}
