@@ -65,6 +65,15 @@ func TestGroupCommit(t *testing.T) {
 	if len(b.drv.queue.pending) != 0 {
 		t.Errorf("%d operations left queued", len(b.drv.queue.pending))
 	}
+	// The next leader yields for company after a shared group, and not
+	// after a lone operation.
+	if !b.drv.queue.shared.Load() {
+		t.Error("a group of three operations is not marked shared")
+	}
+	b.push(t, msg("alone"))
+	if b.drv.queue.shared.Load() {
+		t.Error("a lone push is marked shared")
+	}
 	peeked, err := b.drv.Peek(b.ctx, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +82,7 @@ func TestGroupCommit(t *testing.T) {
 	for _, p := range peeked {
 		bodies[p.ID] = string(p.Body)
 	}
+	delete(bodies, "alone")
 	if len(bodies) != 2 || bodies["renewed"] != "body-renewed" || bodies["pushed"] != "p" {
 		t.Fatalf("after the group: %v; want the failed operation undone, the push kept, the completed message gone", bodies)
 	}

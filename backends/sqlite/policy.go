@@ -156,9 +156,18 @@ func (k *keyCounts) blocked(ckey, rkey string) bool {
 	return false
 }
 
+// limitedBy is true while the queue (its two parameters) has a
+// concurrency or rate policy: the plain claim (claimMessages) then claims
+// nothing, leaving the queue to claimWithPolicies. It names the kinds that
+// loadLimits enforces, which on this backend are both (capabilities: both
+// natively). A seek per kind: kind IN (...) filled an ephemeral table for
+// its list on every claim.
+const limitedBy = `(EXISTS (SELECT 1 FROM jobq_policies WHERE queue = ? AND kind = '` + string(driver.ConcurrencyPolicy) + `')
+		OR EXISTS (SELECT 1 FROM jobq_policies WHERE queue = ? AND kind = '` + string(driver.RatePolicy) + `'))`
+
 // claimWithPolicies is the claim when the queue has concurrency or rate
-// policies. It returns handled=false when it has none, so that the caller
-// takes the plain claim.
+// policies. It returns handled=false when it has none: then the plain
+// claim, which ran first, claimed for it.
 func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max int) (out []*driver.Received, prio []int, handled bool, err error) {
 	k, err := d.loadLimits(tx)
 	if err != nil || k == nil {
@@ -179,13 +188,10 @@ func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max 
 	return out, prio, true, err
 }
 
-// loadLimits reads the queue's concurrency and rate limits that this
-// driver enforces natively. It returns nil when there are none.
+// loadLimits reads the queue's concurrency and rate limits, which this
+// driver enforces natively (capabilities). It returns nil when there are
+// none, exactly when limitedBy is false.
 func (d *Driver) loadLimits(tx wtx) (*keyCounts, error) {
-	conc, rate := d.level(driver.ConcurrencyLimit) == driver.Native, d.level(driver.RateLimit) == driver.Native
-	if !conc && !rate {
-		return nil, nil
-	}
 	pols, err := loadPolicies(context.Background(), wtxQueryer{tx}, d.cfg.queue)
 	if err != nil {
 		return nil, err
@@ -193,9 +199,9 @@ func (d *Driver) loadLimits(tx wtx) (*keyCounts, error) {
 	k := &keyCounts{conc: map[string]int64{}, rate: map[string]int64{}, inFlight: map[string]int64{}, admitted: map[string]int64{}, periods: map[string]time.Duration{}}
 	for _, p := range pols {
 		switch {
-		case p.Kind == driver.ConcurrencyPolicy && conc:
+		case p.Kind == driver.ConcurrencyPolicy:
 			k.conc[p.Key] = p.Limit
-		case p.Kind == driver.RatePolicy && rate:
+		case p.Kind == driver.RatePolicy:
 			k.rate[p.Key] = p.Limit
 			k.periods[p.Key] = p.Period
 		}
@@ -350,8 +356,6 @@ func (d *Driver) checkDepth(tx wtx, added int) error {
 	}
 	return nil
 }
-
-func (d *Driver) level(f driver.Feature) driver.Level { return d.caps.Level(f) }
 
 var _ driver.PolicyStore = (*Driver)(nil)
 

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"strconv"
 	"strings"
 	"sync"
 
@@ -41,7 +40,7 @@ func (b *recordBatch) add(r *driver.ResultRecord) error {
 	if b.n == 0 {
 		b.args = append(b.args[:0], b.d.cfg.queue)
 	}
-	b.args = append(b.args, taskKey(r.ID), string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), nonNil(r.Data))
+	b.args = append(b.args, b.d.cfg.queue, taskKey(r.ID), string(r.State), micros(r.UpdatedAt), micros(r.ExpiresAt), nonNil(r.Data))
 	b.n++
 	if b.n == recordChunk {
 		return b.flush()
@@ -65,27 +64,32 @@ var upsertResultsSQL [recordChunk + 1]struct {
 	sql  string
 }
 
-// upsertResults is upsertResult for n records: ?1 is the queue, then five
-// parameters per record (task ID, state, updated, expires, data). The
-// statement reads the generation (currentGen) itself, once (a statement
-// of its own for it was a third of what a record cost a settlement of one
-// task).
+// upsertResults is upsertResult for n records. Its parameters are the
+// queue, then six per record (queue, task ID, state, updated, expires,
+// data), all bare ?: modernc.org/sqlite looks each numbered parameter's
+// name up in a list of them all when it binds, which for a statement of
+// many rows took longer than running it. The statement reads the
+// generation (currentGen) itself, once (a statement of its own for it was
+// a third of what a record cost a settlement of one task): from a
+// materialized common table expression when it stores several records,
+// and as a scalar subquery, which takes the leading queue, when it stores
+// one, where materializing it (an ephemeral table opened, filled and read
+// back) cost a record more than the subquery's two lookups.
 func upsertResults(n int) string {
 	s := &upsertResultsSQL[n]
 	s.once.Do(func() {
 		var b strings.Builder
-		b.WriteString("WITH g(gen) AS MATERIALIZED (" + currentGen + ")\n")
+		row := "(?, (" + currentGen + "), ?, ?, ?, ?, ?)" // the queue, then the generation's queue
+		if n > 1 {
+			b.WriteString("WITH g(gen) AS MATERIALIZED (" + currentGen + ")\n")
+			row = "(?, (SELECT gen FROM g), ?, ?, ?, ?, ?)"
+		}
 		b.WriteString("INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data) VALUES ")
 		for i := range n {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?1, (SELECT gen FROM g)")
-			for j := range 5 {
-				b.WriteString(", ?")
-				b.WriteString(strconv.Itoa(2 + 5*i + j))
-			}
-			b.WriteString(")")
+			b.WriteString(row)
 		}
 		b.WriteString(`
 		ON CONFLICT (queue, gen, task_id) DO UPDATE SET

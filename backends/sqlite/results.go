@@ -75,9 +75,10 @@ const gensOf = `gens(g) AS (
 var (
 	// currentGen is the generation a record written now gets: never
 	// below the queue's highest, since a VACUUM may renumber the rowids
-	// and a record written below its task's newest would stay hidden.
+	// and a record written below its task's newest would stay hidden. Its
+	// one parameter, the queue, is a bare ? (see upsertResults).
 	currentGen = `SELECT max((SELECT coalesce(max(rowid), 0) FROM jobq_results) >> ` + strconv.Itoa(genShift) + `,
-		(SELECT coalesce(max(gen), 0) FROM jobq_results WHERE queue = ?1))`
+		(SELECT coalesce(max(gen), 0) FROM jobq_results WHERE queue = ?))`
 	// upsertResult stores a record in generation ?2 (currentGen),
 	// replacing the one with the same task ID there.
 	upsertResult = `INSERT INTO jobq_results (queue, gen, task_id, state, updated_at, expires_at, data)
