@@ -459,7 +459,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 	if err != nil {
 		return false, wrap(ctx, "policy unset", err)
 	}
-	d.wake.fire() // a removed limit may unblock messages
+	d.wake.Notify(-1) // a removed limit may unblock messages
 	return tag.RowsAffected() > 0, nil
 }
 

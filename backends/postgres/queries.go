@@ -12,7 +12,7 @@ import (
 // them per connection), so each operation is one round trip.
 type queries struct {
 	push                                 [2][2]pushStatements // by one row, async: see pushSQL
-	existing, notify, wake, await        string
+	existing, wake, awaitNext            string
 	claim, nextVisible                   string
 	renew, complete, requeue, deadLetter string
 	peek, stats, clear                   string
@@ -67,22 +67,20 @@ func buildQueries(schema string) queries {
 
 		push: pushVariants(r),
 
-		// A trailing wake-up (listen.go). NOTIFY gives its transaction an
-		// id, so it commits like a write and would wait for the disk,
-		// beside the pushes it announces, which have reached it already.
-		notify: asyncCTE + `
-SELECT pg_notify($1, $2) FROM async`,
-
 		// A trailing wake-up of waiting handles (listen.go): as a push's
 		// own, through schema step 12's wake, committed without waiting
-		// for the disk.
+		// for the disk (NOTIFY gives its transaction an id, so it commits
+		// like a write and would wait for the disk, beside the pushes it
+		// announces, which have reached it already).
 		wake: r.Replace(asyncCTE + `
 SELECT {{s}}.wake($1, $2::int, $3) FROM async`),
 
-		// Registers a waiting handle (receive.go, schema step 12). Its
-		// row is wake-up state only: no need to wait for the disk.
-		await: r.Replace(asyncCTE + `
-SELECT {{s}}.await($1, $2) FROM async`),
+		// Registers a waiting handle (receive.go) and looks when the
+		// next message comes due, in one round trip (schema step 16,
+		// awaiting.go). Its row is wake-up state only: no need to wait
+		// for the disk.
+		awaitNext: r.Replace(asyncCTE + `
+SELECT a.ok, a.next_us FROM async, {{s}}.await_next($1, $2) AS a`),
 
 		existing: r.Replace(`
 SELECT id, task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::bytea[])`),

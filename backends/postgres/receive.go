@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/wakeset"
 )
 
 // minSleep keeps a receiver from spinning when a message is visible but
@@ -25,9 +26,15 @@ const minSleep = time.Millisecond
 const maxListenSleep = 30 * time.Second
 
 // Receive implements driver.Driver. It claims at once; when nothing is
-// visible and p.Wait allows, it sleeps until a push notification, the next
-// message's visibility time or the poll interval, whichever comes first, and
-// claims again.
+// visible and p.Wait allows, it sleeps until a wake-up, the next message's
+// visibility time or the poll interval, whichever comes first, and claims
+// again.
+//
+// A push wakes one waiting handle per task it stored (schema step 12), and
+// the listener hands that wake-up to one receiver of this process
+// (listen.go), oldest first. A woken receiver whose claim finds messages
+// wakes the next one here, whose claim finds those pushed since, or finds
+// nothing and registers the handle again.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := d.closing.Err(); err != nil {
 		return nil, err
@@ -42,53 +49,50 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	if p.Wait > 0 {
 		d.startListener()
 	}
-	silent := 0                // sleeps in a row that no notification ended
-	registered := false        // this handle is among the waiting ones
-	var inFlight time.Duration // the pause while pushes kept it from registering
+	silent := 0                // sleeps in a row that no wake-up ended
+	woken := false             // this look follows a wake-up
+	var inFlight time.Duration // the pause while pushes kept the handle from registering
 	for {
-		woken := d.wake.wait()
-		msgs, err := d.claim(ctx, p.Max, p.Visibility)
-		if err != nil {
-			return nil, wrap(ctx, "receive", err)
-		}
-		if len(msgs) > 0 {
-			d.quiet.Store(0)
-			return msgs, nil
-		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			return msgs, nil
-		}
-		var pause time.Duration // while a push kept the handle from registering
-		if !registered && d.listening.Load() {
-			ok, err := d.register(ctx)
+		w := d.wake.Add() // before the claim, so no wake-up slips by
+		l, err := d.look(ctx, p, woken)
+		if err != nil || len(l.msgs) > 0 {
+			d.leave(w)
 			if err != nil {
 				return nil, wrap(ctx, "receive", err)
 			}
-			if ok {
-				registered, inFlight = true, 0
-				continue // claim once more: see register
+			if woken {
+				// The push may have stored more messages than it woke
+				// handles: the next receiver here looks too.
+				d.wake.Notify(1)
 			}
+			d.quiet.Store(0)
+			return l.msgs, nil
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			d.leave(w)
+			return nil, nil
+		}
+		var pause time.Duration // while a push kept the handle from registering
+		if l.refused {
 			// A push is in flight (perhaps in a long transaction): its
 			// messages are visible once it commits.
 			inFlight = min(max(2*inFlight, minSleep), d.cfg.poll)
 			pause = inFlight
+		} else {
+			inFlight = 0
 		}
-		next, err := d.nextVisible(ctx)
-		if err != nil {
-			return nil, wrap(ctx, "receive", err)
-		}
-		wokenUp, err := d.sleepUntilWoken(ctx, woken, d.sleepFor(remaining, next, silent, pause))
+		woken, err = d.sleepUntilWoken(ctx, w, d.sleepFor(remaining, l.next, silent, pause))
 		if err != nil {
 			return nil, err
 		}
 		switch {
-		case wokenUp:
+		case woken:
 			// A push took the handle out of the waiting ones (or one in
 			// this process pushed, or LISTEN reconnected).
-			silent, registered = 0, false
+			silent = 0
 			d.quiet.Store(0)
-		case next < 0 && !d.listening.Load():
+		case l.next < 0 && !d.listening.Load():
 			d.quiet.Add(1)
 		default:
 			silent++
@@ -96,19 +100,114 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	}
 }
 
-// register puts this handle among the waiting ones (schema step 12); the
-// caller then claims once more: a push that committed before the
-// registration is found by that claim, and one after it wakes this handle.
-// It reports false when a push in flight kept it from registering.
-func (d *Driver) register(ctx context.Context) (bool, error) {
+// look is what one look for work found.
+type look struct {
+	msgs []*driver.Received
+	// next is how long until the queue's next message becomes visible
+	// (-1: the queue is empty), when msgs is empty.
+	next time.Duration
+	// refused: a push in flight kept the handle from registering.
+	refused bool
+}
+
+// look claims up to p.Max messages; when it finds none and the receive
+// waits, it makes sure the handle is registered as waiting (with LISTEN
+// up) and reads when the next message comes due.
+//
+// A registration is followed by a claim, so that a push that committed
+// before it is found by that claim, and one after it wakes this handle
+// (schema step 12). When the last claim found the queue drained, the
+// handle registers before it claims, and an empty queue costs a
+// registration and a claim; otherwise it claims first: under a backlog, or
+// after a wake-up (woken), the claim finds messages and the handle need
+// not register.
+func (d *Driver) look(ctx context.Context, p driver.ReceiveParams, woken bool) (look, error) {
+	wait := p.Wait > 0
+	var l look
+	known := false // l.next was read
+	if wait && !woken && d.drained.Load() && d.mustRegister() {
+		r, err := d.register(ctx)
+		if err != nil {
+			return l, err
+		}
+		l.next, l.refused, known = r.next, !r.ok, true
+	}
+	msgs, err := d.claim(ctx, p.Max, p.Visibility)
+	if err != nil {
+		return l, err
+	}
+	d.drained.Store(len(msgs) < p.Max)
+	if len(msgs) > 0 || !wait {
+		l.msgs = msgs
+		return l, nil
+	}
+	if !known && d.mustRegister() {
+		r, err := d.register(ctx)
+		if err != nil {
+			return l, err
+		}
+		l.next, l.refused, known = r.next, !r.ok, true
+		if r.ok {
+			// Claim once more: see above.
+			if l.msgs, err = d.claim(ctx, p.Max, p.Visibility); err != nil {
+				return l, err
+			}
+			d.drained.Store(len(l.msgs) < p.Max)
+			return l, nil
+		}
+	}
+	if !known {
+		l.next, err = d.nextVisible(ctx)
+	}
+	return l, err
+}
+
+// mustRegister reports whether a receiver that found nothing must register
+// the handle as waiting before it sleeps: LISTEN is up (a wake-up can
+// reach it) and the handle is not registered.
+func (d *Driver) mustRegister() bool {
+	return d.listening.Load() && !d.registered.Load()
+}
+
+// register puts this handle among the waiting ones (schema step 12), and
+// reads when the next message comes due; the caller then claims. The
+// receivers of this process register one at a time: one that waited for
+// another's registration takes its result.
+func (d *Driver) register(ctx context.Context) (registration, error) {
 	if d.beforeAwait != nil {
 		d.beforeAwait()
 	}
-	ok, err := d.await(ctx)
-	if ok {
-		d.waited.Store(true)
+	gen := d.regGen.Load()
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	if d.regGen.Load() != gen && d.registered.Load() {
+		return d.regLast, nil
 	}
-	return ok, err
+	woken := d.wakeGen.Load()
+	r, err := d.await(ctx)
+	if err != nil {
+		return r, err
+	}
+	if r.ok {
+		d.waited.Store(true)
+		d.registered.Store(true)
+		if d.wakeGen.Load() != woken {
+			// A wake-up on the handle's channel came meanwhile: it may
+			// have taken this registration out already.
+			d.registered.Store(false)
+		}
+	}
+	d.regLast = r
+	d.regGen.Add(1)
+	return r, nil
+}
+
+// leave takes a receiver's waiter out of the set; a wake-up it got and no
+// receiver here can take is passed on to another handle.
+func (d *Driver) leave(w *wakeset.Waiter) {
+	if d.wake.Leave(w) {
+		d.passOn()
+	}
 }
 
 // sleepFor is how long a receiver that found nothing sleeps at most: until
@@ -130,28 +229,29 @@ func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.
 	return sleep
 }
 
-// sleepUntilWoken waits for woken, for up to dur, or for the driver's close or ctx's
-// end (then an error); it reports whether woken fired.
-func (d *Driver) sleepUntilWoken(ctx context.Context, woken <-chan struct{}, dur time.Duration) (bool, error) {
+// sleepUntilWoken waits for w to be woken, for up to dur, or for the
+// driver's close or ctx's end (then an error); it reports whether w was
+// woken. Unless it was, w has left the set.
+func (d *Driver) sleepUntilWoken(ctx context.Context, w *wakeset.Waiter, dur time.Duration) (bool, error) {
 	timer := time.NewTimer(dur)
 	defer timer.Stop()
 	d.idle.Add(1)
 	defer d.idle.Add(-1)
-	wokenUp := false
 	select {
-	case <-woken:
-		wokenUp = true
+	case <-w.C():
+		return true, nil
 	case <-timer.C:
 	case <-d.closing.Done():
 	case <-ctx.Done():
 	}
+	d.leave(w)
 	if err := d.closing.Err(); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return false, wrap(ctx, "receive", err)
 	}
-	return wokenUp, nil
+	return false, nil
 }
 
 // idleSleep is how long a receiver that found the queue empty sleeps at
@@ -283,8 +383,14 @@ func (d *Driver) nextVisible(ctx context.Context) (time.Duration, error) {
 	if err := d.pool.QueryRow(ctx, d.sql.nextVisible, d.cfg.queue).Scan(&us); err != nil {
 		return 0, err
 	}
+	return nextOf(us), nil
+}
+
+// nextOf is nextVisible's answer from the microseconds the statement
+// read (nil: the queue is empty).
+func nextOf(us *int64) time.Duration {
 	if us == nil {
-		return -1, nil
+		return -1
 	}
-	return max(time.Duration(*us)*time.Microsecond, 0), nil
+	return max(time.Duration(*us)*time.Microsecond, 0)
 }
