@@ -298,3 +298,28 @@ func TestWaitResultsBesideSettlementInFlight(t *testing.T) {
 		t.Fatal("the waiter slept past a record stored by a statement in flight as it registered")
 	}
 }
+
+// TestListedPoliciesServeClaims: the policies a worker lists (it rereads
+// its pauses every second or two) serve its claims too, which read them
+// again only after policyTTL; a policy set here meanwhile still counts at
+// once. (Claims read them again.)
+func TestListedPoliciesServeClaims(t *testing.T) {
+	t.Parallel()
+	d, counter := openCounted(t, fmt.Sprintf("listed-policies-%d", time.Now().UnixNano()), time.Hour)
+	ctx := ctxT(t)
+	if _, err := d.ListPolicies(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.count(d.psql.list); n != 1 {
+		t.Errorf("a list of the policies and a claim read them %d times; want once", n)
+	}
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Push(ctx, []*driver.Message{msg("a"), msg("b")}); err == nil {
+		t.Error("a push of two tasks past a max-depth of 1 set just before succeeded")
+	}
+}

@@ -324,8 +324,9 @@ FROM {{s}}.messages WHERE queue = $1 AND rate_key IS NOT NULL GROUP BY rate_key`
 type policyCache struct {
 	mu       sync.Mutex
 	loaded   time.Time
-	keyed    bool  // some concurrency or rate policy exists
-	maxDepth int64 // 0: none
+	keyed    bool   // some concurrency or rate policy exists
+	maxDepth int64  // 0: none
+	gen      uint64 // counts invalidations (policy changes made here)
 }
 
 // current returns whether the queue has key policies and its max-depth,
@@ -341,6 +342,13 @@ func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int6
 	if err != nil {
 		return false, 0, err
 	}
+	c.note(pols)
+	return c.keyed, c.maxDepth, nil
+}
+
+// note takes pols, just read, as the current policies. Called with mu
+// held.
+func (c *policyCache) note(pols []driver.Policy) {
 	c.keyed, c.maxDepth = false, 0
 	for _, p := range pols {
 		if p.Kind == driver.MaxDepthPolicy {
@@ -350,12 +358,12 @@ func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int6
 		}
 	}
 	c.loaded = time.Now()
-	return c.keyed, c.maxDepth, nil
 }
 
 func (d *Driver) invalidatePolicies() {
 	d.policies.mu.Lock()
 	d.policies.loaded = time.Time{}
+	d.policies.gen++
 	d.policies.mu.Unlock()
 }
 
@@ -468,8 +476,23 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
+	c := &d.policies
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
 	pols, err := d.loadPolicies(ctx)
-	return pols, wrap(ctx, "policy list", err)
+	if err != nil {
+		return nil, wrap(ctx, "policy list", err)
+	}
+	// A worker lists the policies every second or two (its pauses): the
+	// claims' view of them need not read them again, unless a change made
+	// here meanwhile may have come after this read.
+	c.mu.Lock()
+	if c.gen == gen {
+		c.note(pols)
+	}
+	c.mu.Unlock()
+	return pols, nil
 }
 
 // KeyStats implements driver.PolicyStore.
