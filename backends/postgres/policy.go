@@ -360,6 +360,14 @@ func (c *policyCache) note(pols []driver.Policy) {
 	c.loaded = time.Now()
 }
 
+// keyedPolicies reports whether the queue had key policies at the last
+// read of its policies.
+func (d *Driver) keyedPolicies() bool {
+	d.policies.mu.Lock()
+	defer d.policies.mu.Unlock()
+	return d.policies.keyed
+}
+
 func (d *Driver) invalidatePolicies() {
 	d.policies.mu.Lock()
 	d.policies.loaded = time.Time{}

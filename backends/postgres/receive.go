@@ -214,13 +214,22 @@ func (d *Driver) leave(w *wakeset.Waiter) {
 // its wait ends, the next message's visibility (next, negative for an empty
 // queue) or the poll, whichever comes first. Only an empty queue lengthens
 // the sleep (idleSleep): its next message comes with a wake-up, while one
-// whose messages are leased or delayed is looked at every poll. A pause
-// while pushes kept the handle from registering shortens it.
+// whose messages are leased or delayed is looked at every poll. A message
+// visible that the claim did not get (next 0) is held by a concurrent
+// claim, which takes it: the receiver looks again after minSleep, doubled
+// for every sleep in a row that no wake-up ended (silent), so that it does
+// not spin while such claims keep coming; unless the queue has key
+// policies, where a message is also left visible by its key's cap, until
+// a task of that key ends. A pause while pushes kept the handle from
+// registering shortens it.
 func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.Duration) time.Duration {
 	sleep := min(remaining, d.cfg.poll)
-	if next < 0 {
+	switch {
+	case next < 0:
 		sleep = min(remaining, d.idleSleep(silent))
-	} else {
+	case next == 0 && !d.keyedPolicies():
+		sleep = min(sleep, minSleep<<min(silent, 16))
+	default:
 		sleep = max(min(sleep, next), minSleep)
 	}
 	if pause > 0 {
