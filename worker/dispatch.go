@@ -46,10 +46,12 @@ type dispatcher struct {
 	// wake is closed, and replaced, when a receive brings tasks: receivers
 	// parked after an empty receive, or waiting for MaxTasks budget, resume.
 	wake chan struct{}
-	// full is closed, and replaced, when a receive brings all the tasks
-	// it asked for: receivers parked after an empty receive resume. One
-	// that brings fewer found the queue drained, and the receiver that
-	// made it goes on polling alone.
+	// full is closed, and replaced, when a receive brings more than one
+	// task, or all it asked for: receivers parked after an empty receive
+	// resume. One that brings a single task of several asked for found the
+	// queue drained (tasks trickle in), and the receiver that made it goes
+	// on polling alone. (Cloud queues return partial batches from a
+	// backlog, so a partial one of several tasks resumes them.)
 	full chan struct{}
 	// ended1 is closed, and replaced, when a receive ends: a receiver
 	// gathering slots stops waiting for more.
@@ -400,7 +402,7 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 		close(d.wake)
 		d.wake = make(chan struct{})
 	}
-	if got > 0 && got >= c.n {
+	if got > 0 && got >= min(c.n, 2) {
 		close(d.full)
 		d.full = make(chan struct{})
 	}
@@ -594,8 +596,8 @@ func (d *dispatcher) afterEmpty(e ended) bool {
 	switch {
 	case e.others > 0:
 		// Another receive is in flight: let it poll, so an empty queue
-		// costs one receive at a time, and resume when one brings all
-		// the tasks it asked for (more may be queued).
+		// costs one receive at a time, and resume when one brings more
+		// than a single task, or all it asked for (more may be queued).
 		return d.park(e.full)
 	case w.o.Wait:
 		return true
