@@ -71,7 +71,7 @@ func TestWakeUpWakesOneReceiverOfProcess(t *testing.T) {
 	a, b := receiveInBackground(ctx, d), receiveInBackground(ctx, d)
 	untilWaiting(t, producer, 1)
 	untilIdle(t, d, 2)
-	before := counter.count(d.sql.claim)
+	before := claims(counter, d)
 	if _, err := producer.Push(ctx, []*driver.Message{msg("a")}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestWakeUpWakesOneReceiverOfProcess(t *testing.T) {
 		t.Fatalf("woken receiver: %d messages, %v", len(got.recs), got.err)
 	}
 	untilIdle(t, d, 1)
-	if n := counter.count(d.sql.claim) - before; n != 1 {
+	if n := claims(counter, d) - before; n != 1 {
 		t.Errorf("a push of one task made the process claim %d times; want 1 (one receiver woken)", n)
 	}
 	select {
@@ -128,8 +128,9 @@ func TestWokenReceiverWakesTheNext(t *testing.T) {
 
 // TestRegisteredHandleRegistersOnce: receives that find the queue empty,
 // one after the other, register the handle once while no push wakes it
-// (each receive registered again), and every one claims; after a wake-up
-// the handle registers again.
+// (each receive registered again), and every one claims, in one statement
+// with the look for the next message (claimNext); after a wake-up the
+// handle registers again.
 func TestRegisteredHandleRegistersOnce(t *testing.T) {
 	t.Parallel()
 	name := fmt.Sprintf("register-once-%d", time.Now().UnixNano())
@@ -145,8 +146,13 @@ func TestRegisteredHandleRegistersOnce(t *testing.T) {
 	if n := counter.count(d.sql.awaitNext); n != 1 {
 		t.Errorf("%d empty receives registered the handle %d times; want once", receives, n)
 	}
-	if n := counter.count(d.sql.claim); n < receives {
+	if n := claims(counter, d); n < receives {
 		t.Errorf("%d empty receives claimed %d times; want at least once each", receives, n)
+	}
+	// Each empty look is one statement: the registration, or else the
+	// claim, reads when the next message comes due.
+	if n := counter.count(d.sql.nextVisible); n != 0 {
+		t.Errorf("%d empty receives looked for the next visible message %d times apart from their claims; want none", receives, n)
 	}
 	out := receiveInBackground(ctx, d)
 	untilIdle(t, d, 1)

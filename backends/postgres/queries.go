@@ -13,7 +13,7 @@ import (
 type queries struct {
 	push                                 [2][2]pushStatements // by one row, async: see pushSQL
 	existing, wake, awaitNext            string
-	claim, nextVisible                   string
+	claim, claimNext, nextVisible        string
 	renew, complete, requeue, deadLetter string
 	peek, stats, clear                   string
 	listDead, requeueDead, purgeDead     string
@@ -48,6 +48,30 @@ func boolIndex(b bool) int {
 // durable default unless the URL says sync_push=false. The CTE must be
 // referenced (FROM async) to be evaluated.
 const asyncCTE = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))`
+
+// claimCTEs and claimUpdate are the claim statement (queries.claim) but
+// for the UPDATE that begins it, between them.
+const (
+	claimCTEs = `,
+c AS (
+	SELECT ctid FROM {{s}}.messages
+	WHERE queue = $1 AND visible_at <= now()
+	ORDER BY priority DESC, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`
+	claimUpdate = `
+SET visible_at = now() + $3::bigint * interval '1 microsecond',
+    lease = gen_random_uuid(),
+    deliveries = ` + nextDelivery + `
+FROM c, async
+WHERE m.ctid = c.ctid
+RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, ''), coalesce(m.grp, '')`
+)
+
+// nextVisibleUS is microseconds until the earliest visible_at of the rows
+// s (see queries.nextVisible).
+const nextVisibleUS = `(extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint`
 
 // nextDelivery is a claim's new delivery count: one more, unless the
 // stored count is out of range (negative, or at the integer's limit), which
@@ -94,21 +118,23 @@ SELECT id, task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::
 		// A delivery count that cannot grow (written by another tool) is
 		// left as it is rather than failing the whole claim; the driver
 		// quarantines that message (claimCorruption).
-		claim: r.Replace(asyncCTE + `,
-c AS (
-	SELECT ctid FROM {{s}}.messages
-	WHERE queue = $1 AND visible_at <= now()
-	ORDER BY priority DESC, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
+		claim: r.Replace(asyncCTE + claimCTEs + `
+UPDATE {{s}}.messages m` + claimUpdate),
+
+		// claimNext is claim followed, when it claimed nothing, by one row
+		// of NULLs but for a tenth column: nextVisible's answer (NULL for
+		// an empty queue). A receiver that waits then needs no second
+		// round trip to know how long to sleep. The look is a one-time
+		// filter: a claim that takes messages does not run it.
+		claimNext: r.Replace(asyncCTE + claimCTEs + `,
+u AS (
+UPDATE {{s}}.messages m` + claimUpdate + `
 )
-UPDATE {{s}}.messages m
-SET visible_at = now() + $3::bigint * interval '1 microsecond',
-    lease = gen_random_uuid(),
-    deliveries = ` + nextDelivery + `
-FROM c, async
-WHERE m.ctid = c.ctid
-RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, ''), coalesce(m.grp, '')`),
+SELECT *, NULL::bigint FROM u
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, n.us
+FROM (SELECT ` + nextVisibleUS + ` AS us FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s) AS n
+WHERE NOT EXISTS (SELECT FROM u)`),
 
 		// nextVisible: microseconds until the earliest message of the queue
 		// becomes visible (a lease or delay ending; negative when one is
@@ -117,7 +143,7 @@ RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease:
 		// interval covers what the sample misses. An infinite time (which
 		// no jobq writes) cannot be subtracted; it is left out.
 		nextVisible: r.Replace(`
-SELECT (extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint
+SELECT ` + nextVisibleUS + `
 FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
 
 		// Renew: extend a lease only while it is held (token matches, not

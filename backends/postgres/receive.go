@@ -132,14 +132,19 @@ func (d *Driver) look(ctx context.Context, p driver.ReceiveParams, woken bool) (
 		}
 		l.next, l.refused, known = r.next, !r.ok, true
 	}
-	msgs, err := d.claim(ctx, p.Max, p.Visibility)
+	// Unless the handle registers after an empty claim (which reads when
+	// the next message comes due), the claim reads it.
+	c, err := d.claimLooking(ctx, p.Max, p.Visibility, wait && !known && !d.mustRegister())
 	if err != nil {
 		return l, err
 	}
-	d.drained.Store(len(msgs) < p.Max)
-	if len(msgs) > 0 || !wait {
-		l.msgs = msgs
+	d.drained.Store(len(c.msgs) < p.Max)
+	if len(c.msgs) > 0 || !wait {
+		l.msgs = c.msgs
 		return l, nil
+	}
+	if c.looked && !known {
+		l.next, known = c.next, true
 	}
 	if !known && d.mustRegister() {
 		r, err := d.register(ctx)
@@ -288,36 +293,71 @@ func (d *Driver) idleSleep(silent int) time.Duration {
 	return sleep
 }
 
+// claimed is what a claim found: the messages, in claim order, and for a
+// claim that also looked when the next message comes due (look) and took
+// nothing, that time (looked).
+type claimed struct {
+	msgs   []*driver.Received
+	next   time.Duration
+	looked bool
+}
+
 // claim runs the claim statement once and returns the rows in claim order.
 func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) ([]*driver.Received, error) {
+	c, err := d.claimLooking(ctx, max, visibility, false)
+	return c.msgs, err
+}
+
+// claimLooking is claim. With look, and without key policies, it runs
+// claimNext: a claim that takes nothing reads nextVisible's answer in the
+// same round trip.
+func (d *Driver) claimLooking(ctx context.Context, max int, visibility time.Duration, look bool) (claimed, error) {
 	// The lease's expiry is reckoned on this machine's clock from before the
 	// request, so it is never later than the database's own (whose clock
 	// may differ): a worker stops trusting its lease early, never late.
 	expiry := time.Now().Add(visibility)
 	claimSQL, err := d.claimSQL(ctx)
 	if err != nil {
-		return nil, err
+		return claimed{}, err
+	}
+	look = look && claimSQL == d.sql.claim
+	if look {
+		claimSQL = d.sql.claimNext
 	}
 	rows, err := d.pool.Query(ctx, claimSQL, d.cfg.queue, max, micros(visibility))
 	if err != nil {
-		return nil, err
+		return claimed{}, err
 	}
 	defer rows.Close()
-	type claimed struct {
+	var res claimed
+	type claimedRow struct {
 		r        *driver.Received
 		id       int64
 		priority int32
 	}
-	var out []claimed
+	var out []claimedRow
 	var corrupt []driver.DeadLetterParams
 	for rows.Next() {
-		var c claimed
+		if look && rows.RawValues()[0] == nil {
+			// claimNext's row after a claim that took nothing.
+			var us *int64
+			if err := rows.Scan(nil, nil, nil, nil, nil, nil, nil, nil, nil, &us); err != nil {
+				return claimed{}, err
+			}
+			res.next, res.looked = nextOf(us), true
+			continue
+		}
+		var c claimedRow
 		var deliveries int32
 		var enqueued pgtype.Timestamptz
 		var key, stored []byte
 		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		if err := rows.Scan(&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group); err != nil {
-			return nil, err
+		dest := []any{&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group}
+		if look {
+			dest = append(dest, nil) // claimNext's tenth column
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return claimed{}, err
 		}
 		r.ID = taskIDOf(key)
 		var bodyOK bool
@@ -335,7 +375,7 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return claimed{}, err
 	}
 	if len(corrupt) > 0 {
 		d.quarantine(ctx, corrupt)
@@ -346,11 +386,11 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		}
 		return out[i].id < out[j].id
 	})
-	msgs := make([]*driver.Received, len(out))
+	res.msgs = make([]*driver.Received, len(out))
 	for i, c := range out {
-		msgs[i] = c.r
+		res.msgs[i] = c.r
 	}
-	return msgs, nil
+	return res, nil
 }
 
 // claimCorruption says what is wrong with a claimed row whose fields no
