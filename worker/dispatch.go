@@ -46,6 +46,13 @@ type dispatcher struct {
 	// wake is closed, and replaced, when a receive brings tasks: receivers
 	// parked after an empty receive, or waiting for MaxTasks budget, resume.
 	wake chan struct{}
+	// full is closed, and replaced, when a receive brings more than one
+	// task, or all it asked for: receivers parked after an empty receive
+	// resume. One that brings a single task of several asked for found the
+	// queue drained (tasks trickle in), and the receiver that made it goes
+	// on polling alone. (Cloud queues return partial batches from a
+	// backlog, so a partial one of several tasks resumes them.)
+	full chan struct{}
 	// ended1 is closed, and replaced, when a receive ends: a receiver
 	// gathering slots stops waiting for more.
 	ended1 chan struct{}
@@ -82,6 +89,7 @@ func newDispatcher(w *Worker) *dispatcher {
 		cancel:    cancel,
 		quit:      make(chan struct{}),
 		wake:      make(chan struct{}),
+		full:      make(chan struct{}),
 		ended1:    make(chan struct{}),
 		idle:      make(chan struct{}),
 		bo:        bo,
@@ -282,6 +290,7 @@ type ended struct {
 	limit  bool   // MaxTasks reached
 	begun  uint64 // receives begun so far
 	wake   <-chan struct{}
+	full   <-chan struct{}
 }
 
 // acquire takes a first token, waits out a failure pause or a write stall,
@@ -393,6 +402,10 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 		close(d.wake)
 		d.wake = make(chan struct{})
 	}
+	if got > 0 && got >= min(c.n, 2) {
+		close(d.full)
+		d.full = make(chan struct{})
+	}
 	if err == nil {
 		d.bo.Reset()
 		d.refusedBo.Reset()
@@ -415,6 +428,7 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 		limit:  w.o.MaxTasks > 0 && d.taken >= w.o.MaxTasks,
 		begun:  d.begun,
 		wake:   d.wake,
+		full:   d.full,
 	}
 }
 
@@ -582,8 +596,9 @@ func (d *dispatcher) afterEmpty(e ended) bool {
 	switch {
 	case e.others > 0:
 		// Another receive is in flight: let it poll, so an empty queue
-		// costs one receive at a time, and resume when one brings tasks.
-		return d.park(e.wake)
+		// costs one receive at a time, and resume when one brings more
+		// than a single task, or all it asked for (more may be queued).
+		return d.park(e.full)
 	case w.o.Wait:
 		return true
 	case !e.idle:

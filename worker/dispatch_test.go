@@ -453,3 +453,66 @@ func TestTasksReuseGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// inFlightScheme opens SQLite queues that record the most receives in
+// flight at once (inFlightMost, reset by the test).
+const inFlightScheme = "sqlite-inflight"
+
+var inFlightNow, inFlightMost atomic.Int64
+
+func init() {
+	if err := jobq.Register(inFlightScheme, wrapSQLite(func(d driver.Driver) driver.Driver { return countedReceives{d} })); err != nil {
+		panic(err)
+	}
+}
+
+type countedReceives struct{ driver.Driver }
+
+func (c countedReceives) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
+	n := inFlightNow.Add(1)
+	for {
+		most := inFlightMost.Load()
+		if n <= most || inFlightMost.CompareAndSwap(most, n) {
+			break
+		}
+	}
+	defer inFlightNow.Add(-1)
+	return c.Driver.Receive(ctx, p)
+}
+
+// TestPartialReceiveKeepsOneReceiverPolling: a waiting worker whose
+// receive brings fewer tasks than it asked for (the queue is drained)
+// goes on with one receive in flight: the receiver parked after an empty
+// receive stays parked, as tasks pushed one at a time would find nothing
+// for it. (It resumed at every task, and a worker of one handler made two
+// receives, each with its claims, per task.)
+func TestPartialReceiveKeepsOneReceiverPolling(t *testing.T) {
+	q := openWrapped(t, inFlightScheme)
+	got := make(chan struct{}, 10)
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		got <- struct{}{}
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Concurrency: 1, Receivers: 2, Wait: true, Logger: quietLog(),
+		Poll: 10 * time.Millisecond, MaxPoll: 20 * time.Millisecond})
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+	// The first task makes handlers fast (prefetch on); the idle
+	// receivers settle: one polls, the other parks.
+	push(t, q, &jobq.Task{Command: "first"})
+	<-got
+	time.Sleep(200 * time.Millisecond)
+	inFlightMost.Store(inFlightNow.Load())
+	for i := range 5 {
+		push(t, q, &jobq.Task{Command: fmt.Sprint(i)})
+		<-got
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.Drain()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if most := inFlightMost.Load(); most != 1 {
+		t.Errorf("%d receives in flight at once with tasks pushed one at a time; want 1", most)
+	}
+}

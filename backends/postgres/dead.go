@@ -75,7 +75,7 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	if err != nil {
 		return 0, wrap(ctx, "requeue dead letters", err)
 	}
-	d.wake.fire()
+	d.wake.Notify(-1)
 	return moved, nil
 }
 

@@ -236,7 +236,7 @@ func (d *Driver) Release(ctx context.Context, ids []string) ([]string, error) {
 		return nil, err
 	}
 	if len(out) > 0 {
-		d.wake.fire() // receivers in this process need not wait for the notification
+		d.wake.Notify(-1) // receivers in this process need not wait for the notification
 	}
 	return out, nil
 }

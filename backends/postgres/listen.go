@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// broadcaster wakes every goroutine waiting for work at once. A waiter takes
-// the current channel before it looks for work and waits on it afterwards, so
-// a wake-up between the two is never missed.
+// broadcaster wakes every goroutine waiting for records at once. A waiter
+// takes the current channel before it looks for records and waits on it
+// afterwards, so a wake-up between the two is never missed.
 type broadcaster struct {
 	mu sync.Mutex
 	ch chan struct{}
@@ -62,7 +62,7 @@ func (d *Driver) sendWake(n int) {
 		// Receivers still find the message by polling.
 		d.log.Debug("jobq postgres: wake-up failed; idle receivers will find the work by polling", "err", err)
 	}
-	d.wake.fire()
+	d.wake.Notify(-1)
 }
 
 // passOn wakes another waiting handle, in the background, for a wake-up
@@ -79,22 +79,42 @@ func (d *Driver) passOn() {
 	})
 }
 
-// await registers this handle as waiting, so that the next push wakes it
-// (schema step 12). It returns false, having registered nothing, while a
-// push of the queue is in flight: the caller looks again shortly.
-func (d *Driver) await(ctx context.Context) (bool, error) {
-	var ok bool
-	err := d.pool.QueryRow(ctx, d.sql.await, d.cfg.queue, d.handle).Scan(&ok)
-	return ok, err
+// registration is what registering this handle as waiting found.
+type registration struct {
+	ok bool // registered (false: a push in flight kept it from registering)
+	// next is how long until the queue's next message becomes visible,
+	// -1 when the queue is empty (see nextVisible).
+	next time.Duration
 }
 
-// unregister takes this handle out of the waiting ones, so that no push
-// wakes it in vain (best effort: a push that does wakes another in its
-// place only at that one's next poll).
+// await registers this handle as waiting, so that the next push wakes it
+// (schema steps 12 and 16), and looks when the next message comes due. It
+// registers nothing while a push of the queue is in flight: the caller
+// looks again shortly.
+func (d *Driver) await(ctx context.Context) (registration, error) {
+	var r registration
+	var us *int64
+	if err := d.pool.QueryRow(ctx, d.sql.awaitNext, d.cfg.queue, d.handle).Scan(&r.ok, &us); err != nil {
+		return r, err
+	}
+	r.next = nextOf(us)
+	return r, nil
+}
+
+// unregister takes this handle out of the waiting ones, for work and for
+// records, so that no push wakes it in vain (best effort: a push that does
+// wakes another in its place only at that one's next poll) and no
+// settlement notifies for it.
 func (d *Driver) unregister() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _ = d.pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.waiters WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
+	s := pgx.Identifier{d.cfg.schema}.Sanitize()
+	if d.waited.Load() {
+		_, _ = d.pool.Exec(ctx, `DELETE FROM `+s+`.waiters WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
+	}
+	if d.resultsWaited.Load() {
+		_, _ = d.pool.Exec(ctx, `DELETE FROM `+s+`.result_waiters WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
+	}
 }
 
 // startListener starts, once, the goroutine that LISTENs on the schema's
@@ -161,9 +181,17 @@ func (d *Driver) listenSession(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{own}.Sanitize()); err != nil {
 		return err
 	}
+	// Wake-ups sent while it was away are lost: the handle registers
+	// again, and the receivers look again.
+	d.wakeGen.Add(1)
+	d.registered.Store(false)
 	d.listening.Store(true)
-	defer d.listening.Store(false)
-	d.wake.fire()
+	defer func() {
+		d.listening.Store(false)
+		d.wakeGen.Add(1)
+		d.registered.Store(false)
+	}()
+	d.wake.Notify(-1)
 	d.resultWake.fire()
 	results := d.resultsPayload()
 	for {
@@ -174,15 +202,18 @@ func (d *Driver) listenSession(ctx context.Context) error {
 		switch {
 		case n.Channel == own:
 			// A push took this handle out of the waiting ones to wake
-			// it; with no receiver waiting here, another handle must.
-			if d.idle.Load() == 0 {
+			// it: one receiver here claims (and, finding messages, wakes
+			// the next: receive.go); with none waiting, another handle
+			// must.
+			d.wakeGen.Add(1)
+			d.registered.Store(false)
+			if d.wake.Notify(1) == 0 {
 				d.passOn()
 			}
-			d.wake.fire()
 		case n.Payload == d.cfg.queue:
 			// The schema's channel: pushes of releases before schema
 			// step 12 announce there to every process.
-			d.wake.fire()
+			d.wake.Notify(-1)
 		case n.Payload == results:
 			d.resultWake.fire()
 		}

@@ -325,8 +325,9 @@ FROM {{s}}.messages WHERE queue = $1 AND rate_key IS NOT NULL GROUP BY rate_key`
 type policyCache struct {
 	mu       sync.Mutex
 	loaded   time.Time
-	keyed    bool  // some concurrency or rate policy exists
-	maxDepth int64 // 0: none
+	keyed    bool   // some concurrency or rate policy exists
+	maxDepth int64  // 0: none
+	gen      uint64 // counts invalidations (policy changes made here)
 }
 
 // current returns whether the queue has key policies and its max-depth,
@@ -342,6 +343,13 @@ func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int6
 	if err != nil {
 		return false, 0, err
 	}
+	c.note(pols)
+	return c.keyed, c.maxDepth, nil
+}
+
+// note takes pols, just read, as the current policies. Called with mu
+// held.
+func (c *policyCache) note(pols []driver.Policy) {
 	c.keyed, c.maxDepth = false, 0
 	for _, p := range pols {
 		if p.Kind == driver.MaxDepthPolicy {
@@ -351,12 +359,20 @@ func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int6
 		}
 	}
 	c.loaded = time.Now()
-	return c.keyed, c.maxDepth, nil
+}
+
+// keyedPolicies reports whether the queue had key policies at the last
+// read of its policies.
+func (d *Driver) keyedPolicies() bool {
+	d.policies.mu.Lock()
+	defer d.policies.mu.Unlock()
+	return d.policies.keyed
 }
 
 func (d *Driver) invalidatePolicies() {
 	d.policies.mu.Lock()
 	d.policies.loaded = time.Time{}
+	d.policies.gen++
 	d.policies.mu.Unlock()
 }
 
@@ -460,7 +476,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 	if err != nil {
 		return false, wrap(ctx, "policy unset", err)
 	}
-	d.wake.fire() // a removed limit may unblock messages
+	d.wake.Notify(-1) // a removed limit may unblock messages
 	return tag.RowsAffected() > 0, nil
 }
 
@@ -469,8 +485,23 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
+	c := &d.policies
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
 	pols, err := d.loadPolicies(ctx)
-	return pols, wrap(ctx, "policy list", err)
+	if err != nil {
+		return nil, wrap(ctx, "policy list", err)
+	}
+	// A worker lists the policies every second or two (its pauses): the
+	// claims' view of them need not read them again, unless a change made
+	// here meanwhile may have come after this read.
+	c.mu.Lock()
+	if c.gen == gen {
+		c.note(pols)
+	}
+	c.mu.Unlock()
+	return pols, nil
 }
 
 // KeyStats implements driver.PolicyStore.

@@ -55,6 +55,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/wakeset"
 )
 
 // Schemes are the URL schemes this backend registers.
@@ -147,11 +148,31 @@ type Driver struct {
 	// policies caches the queue's policies (policy.go).
 	policies policyCache
 	caps     driver.Capabilities
-	wake     broadcaster // fired when work may have arrived
+	wake     wakeset.Set // the receivers waiting for work (receive.go)
+	// registered: this handle is among the queue's waiting ones, as far
+	// as this process knows (no wake-up on its channel and no LISTEN
+	// reconnect since it registered).
+	registered atomic.Bool
+	// wakeGen counts the wake-ups on the handle's channel and the LISTEN
+	// (re)connects, so that a registration that one overtook is not
+	// taken for current.
+	wakeGen atomic.Uint64
+	// drained: the last claim got fewer messages than it asked for, so the
+	// next receive registers the handle before it claims (receive.go).
+	drained atomic.Bool
+	// regMu orders the registrations of this handle; regGen counts them
+	// and regLast is the last one's, which a receiver that waited for it
+	// takes as its own.
+	regMu   sync.Mutex
+	regGen  atomic.Uint64
+	regLast registration
 	// handle names this driver among the queue's waiting receivers:
 	// pushes wake it on its own channel (listen.go).
 	handle string
 	waited atomic.Bool // the handle was registered as waiting once
+	// resultsWaited: the handle was registered as waiting for records
+	// once (awaiting.go).
+	resultsWaited atomic.Bool
 	// beforeAwait, when set (by tests), runs between a claim that found
 	// nothing and the registration of the handle.
 	beforeAwait func()
@@ -200,7 +221,6 @@ func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 		gsql:   buildGroupQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		hsql:   buildHeldQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 		caps:   capabilities(cfg.maxMessageBytes),
-		wake:   newBroadcaster(),
 		handle: newHandle(),
 		rsql:   buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 
@@ -250,9 +270,7 @@ func (d *Driver) Close() error {
 	}
 	d.notif.flush()
 	d.resNotif.flush()
-	if d.waited.Load() {
-		d.unregister()
-	}
+	d.unregister()
 	d.wg.Wait()
 	if d.ownsPool {
 		d.pool.Close()

@@ -50,7 +50,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	if err != nil {
 		return nil, wrap(ctx, "push", err)
 	}
-	d.wake.fire() // receivers in this process need not wait for the notification
+	d.wake.Notify(-1) // receivers in this process need not wait for the notification
 	d.checkStats()
 	return res, nil
 }

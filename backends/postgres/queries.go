@@ -12,8 +12,8 @@ import (
 // them per connection), so each operation is one round trip.
 type queries struct {
 	push                                 [2][2]pushStatements // by one row, async: see pushSQL
-	existing, notify, wake, await        string
-	claim, nextVisible                   string
+	existing, wake, awaitNext            string
+	claim, claimNext, nextVisible        string
 	renew, complete, requeue, deadLetter string
 	peek, stats, clear                   string
 	listDead, requeueDead, purgeDead     string
@@ -49,6 +49,30 @@ func boolIndex(b bool) int {
 // referenced (FROM async) to be evaluated.
 const asyncCTE = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))`
 
+// claimCTEs and claimUpdate are the claim statement (queries.claim) but
+// for the UPDATE that begins it, between them.
+const (
+	claimCTEs = `,
+c AS (
+	SELECT ctid FROM {{s}}.messages
+	WHERE queue = $1 AND visible_at <= now()
+	ORDER BY priority DESC, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`
+	claimUpdate = `
+SET visible_at = now() + $3::bigint * interval '1 microsecond',
+    lease = gen_random_uuid(),
+    deliveries = ` + nextDelivery + `
+FROM c, async
+WHERE m.ctid = c.ctid
+RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, ''), coalesce(m.grp, '')`
+)
+
+// nextVisibleUS is microseconds until the earliest visible_at of the rows
+// s (see queries.nextVisible).
+const nextVisibleUS = `(extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint`
+
 // nextDelivery is a claim's new delivery count: one more, unless the
 // stored count is out of range (negative, or at the integer's limit), which
 // it keeps, so that the claim cannot fail and the driver sees the damage.
@@ -67,22 +91,20 @@ func buildQueries(schema string) queries {
 
 		push: pushVariants(r),
 
-		// A trailing wake-up (listen.go). NOTIFY gives its transaction an
-		// id, so it commits like a write and would wait for the disk,
-		// beside the pushes it announces, which have reached it already.
-		notify: asyncCTE + `
-SELECT pg_notify($1, $2) FROM async`,
-
 		// A trailing wake-up of waiting handles (listen.go): as a push's
 		// own, through schema step 12's wake, committed without waiting
-		// for the disk.
+		// for the disk (NOTIFY gives its transaction an id, so it commits
+		// like a write and would wait for the disk, beside the pushes it
+		// announces, which have reached it already).
 		wake: r.Replace(asyncCTE + `
 SELECT {{s}}.wake($1, $2::int, $3) FROM async`),
 
-		// Registers a waiting handle (receive.go, schema step 12). Its
-		// row is wake-up state only: no need to wait for the disk.
-		await: r.Replace(asyncCTE + `
-SELECT {{s}}.await($1, $2) FROM async`),
+		// Registers a waiting handle (receive.go) and looks when the
+		// next message comes due, in one round trip (schema step 17,
+		// awaiting.go). Its row is wake-up state only: no need to wait
+		// for the disk.
+		awaitNext: r.Replace(asyncCTE + `
+SELECT a.ok, a.next_us FROM async, {{s}}.await_next($1, $2) AS a`),
 
 		existing: r.Replace(`
 SELECT id, task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::bytea[])`),
@@ -96,21 +118,23 @@ SELECT id, task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::
 		// A delivery count that cannot grow (written by another tool) is
 		// left as it is rather than failing the whole claim; the driver
 		// quarantines that message (claimCorruption).
-		claim: r.Replace(asyncCTE + `,
-c AS (
-	SELECT ctid FROM {{s}}.messages
-	WHERE queue = $1 AND visible_at <= now()
-	ORDER BY priority DESC, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
+		claim: r.Replace(asyncCTE + claimCTEs + `
+UPDATE {{s}}.messages m` + claimUpdate),
+
+		// claimNext is claim followed, when it claimed nothing, by one row
+		// of NULLs but for a tenth column: nextVisible's answer (NULL for
+		// an empty queue). A receiver that waits then needs no second
+		// round trip to know how long to sleep. The look is a one-time
+		// filter: a claim that takes messages does not run it.
+		claimNext: r.Replace(asyncCTE + claimCTEs + `,
+u AS (
+UPDATE {{s}}.messages m` + claimUpdate + `
 )
-UPDATE {{s}}.messages m
-SET visible_at = now() + $3::bigint * interval '1 microsecond',
-    lease = gen_random_uuid(),
-    deliveries = ` + nextDelivery + `
-FROM c, async
-WHERE m.ctid = c.ctid
-RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease::text, m.priority, coalesce(m.trace_parent, ''), coalesce(m.grp, '')`),
+SELECT *, NULL::bigint FROM u
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, n.us
+FROM (SELECT ` + nextVisibleUS + ` AS us FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s) AS n
+WHERE NOT EXISTS (SELECT FROM u)`),
 
 		// nextVisible: microseconds until the earliest message of the queue
 		// becomes visible (a lease or delay ending; negative when one is
@@ -119,7 +143,7 @@ RETURNING m.id, m.task_key, m.packed_body, m.deliveries, m.enqueued_at, m.lease:
 		// interval covers what the sample misses. An infinite time (which
 		// no jobq writes) cannot be subtracted; it is left out.
 		nextVisible: r.Replace(`
-SELECT (extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint
+SELECT ` + nextVisibleUS + `
 FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = $1 LIMIT 1000) AS s`),
 
 		// Renew: extend a lease only while it is held (token matches, not

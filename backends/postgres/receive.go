@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/wakeset"
 )
 
 // minSleep keeps a receiver from spinning when a message is visible but
@@ -25,9 +26,15 @@ const minSleep = time.Millisecond
 const maxListenSleep = 30 * time.Second
 
 // Receive implements driver.Driver. It claims at once; when nothing is
-// visible and p.Wait allows, it sleeps until a push notification, the next
-// message's visibility time or the poll interval, whichever comes first, and
-// claims again.
+// visible and p.Wait allows, it sleeps until a wake-up, the next message's
+// visibility time or the poll interval, whichever comes first, and claims
+// again.
+//
+// A push wakes one waiting handle per task it stored (schema step 12), and
+// the listener hands that wake-up to one receiver of this process
+// (listen.go), oldest first. A woken receiver whose claim finds messages
+// wakes the next one here, whose claim finds those pushed since, or finds
+// nothing and registers the handle again.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := d.closing.Err(); err != nil {
 		return nil, err
@@ -42,54 +49,51 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	if p.Wait > 0 {
 		d.startListener()
 	}
-	silent := 0                // sleeps in a row that no notification ended
-	registered := false        // this handle is among the waiting ones
-	var inFlight time.Duration // the pause while pushes kept it from registering
+	silent := 0                // sleeps in a row that no wake-up ended
+	woken := false             // this look follows a wake-up
+	var inFlight time.Duration // the pause while pushes kept the handle from registering
 	for {
-		woken := d.wake.wait()
-		msgs, err := d.claim(ctx, p.Max, p.Visibility)
-		if err != nil {
-			return nil, wrap(ctx, "receive", err)
-		}
-		if len(msgs) > 0 {
-			d.quiet.Store(0)
-			d.checkStats()
-			return msgs, nil
-		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			return msgs, nil
-		}
-		var pause time.Duration // while a push kept the handle from registering
-		if !registered && d.listening.Load() {
-			ok, err := d.register(ctx)
+		w := d.wake.Add() // before the claim, so no wake-up slips by
+		l, err := d.look(ctx, p, woken)
+		if err != nil || len(l.msgs) > 0 {
+			d.leave(w)
 			if err != nil {
 				return nil, wrap(ctx, "receive", err)
 			}
-			if ok {
-				registered, inFlight = true, 0
-				continue // claim once more: see register
+			if woken {
+				// The push may have stored more messages than it woke
+				// handles: the next receiver here looks too.
+				d.wake.Notify(1)
 			}
+			d.quiet.Store(0)
+			d.checkStats()
+			return l.msgs, nil
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			d.leave(w)
+			return nil, nil
+		}
+		var pause time.Duration // while a push kept the handle from registering
+		if l.refused {
 			// A push is in flight (perhaps in a long transaction): its
 			// messages are visible once it commits.
 			inFlight = min(max(2*inFlight, minSleep), d.cfg.poll)
 			pause = inFlight
+		} else {
+			inFlight = 0
 		}
-		next, err := d.nextVisible(ctx)
-		if err != nil {
-			return nil, wrap(ctx, "receive", err)
-		}
-		wokenUp, err := d.sleepUntilWoken(ctx, woken, d.sleepFor(remaining, next, silent, pause))
+		woken, err = d.sleepUntilWoken(ctx, w, d.sleepFor(remaining, l.next, silent, pause))
 		if err != nil {
 			return nil, err
 		}
 		switch {
-		case wokenUp:
+		case woken:
 			// A push took the handle out of the waiting ones (or one in
 			// this process pushed, or LISTEN reconnected).
-			silent, registered = 0, false
+			silent = 0
 			d.quiet.Store(0)
-		case next < 0 && !d.listening.Load():
+		case l.next < 0 && !d.listening.Load():
 			d.quiet.Add(1)
 		default:
 			silent++
@@ -97,32 +101,141 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	}
 }
 
-// register puts this handle among the waiting ones (schema step 12); the
-// caller then claims once more: a push that committed before the
-// registration is found by that claim, and one after it wakes this handle.
-// It reports false when a push in flight kept it from registering.
-func (d *Driver) register(ctx context.Context) (bool, error) {
+// look is what one look for work found.
+type look struct {
+	msgs []*driver.Received
+	// next is how long until the queue's next message becomes visible
+	// (-1: the queue is empty), when msgs is empty.
+	next time.Duration
+	// refused: a push in flight kept the handle from registering.
+	refused bool
+}
+
+// look claims up to p.Max messages; when it finds none and the receive
+// waits, it makes sure the handle is registered as waiting (with LISTEN
+// up) and reads when the next message comes due.
+//
+// A registration is followed by a claim, so that a push that committed
+// before it is found by that claim, and one after it wakes this handle
+// (schema step 12). When the last claim found the queue drained, the
+// handle registers before it claims, and an empty queue costs a
+// registration and a claim; otherwise it claims first: under a backlog, or
+// after a wake-up (woken), the claim finds messages and the handle need
+// not register.
+func (d *Driver) look(ctx context.Context, p driver.ReceiveParams, woken bool) (look, error) {
+	wait := p.Wait > 0
+	var l look
+	known := false // l.next was read
+	if wait && !woken && d.drained.Load() && d.mustRegister() {
+		r, err := d.register(ctx)
+		if err != nil {
+			return l, err
+		}
+		l.next, l.refused, known = r.next, !r.ok, true
+	}
+	// Unless the handle registers after an empty claim (which reads when
+	// the next message comes due), the claim reads it.
+	c, err := d.claimLooking(ctx, p.Max, p.Visibility, wait && !known && !d.mustRegister())
+	if err != nil {
+		return l, err
+	}
+	d.drained.Store(len(c.msgs) < p.Max)
+	if len(c.msgs) > 0 || !wait {
+		l.msgs = c.msgs
+		return l, nil
+	}
+	if c.looked && !known {
+		l.next, known = c.next, true
+	}
+	if !known && d.mustRegister() {
+		r, err := d.register(ctx)
+		if err != nil {
+			return l, err
+		}
+		l.next, l.refused, known = r.next, !r.ok, true
+		if r.ok {
+			// Claim once more: see above.
+			if l.msgs, err = d.claim(ctx, p.Max, p.Visibility); err != nil {
+				return l, err
+			}
+			d.drained.Store(len(l.msgs) < p.Max)
+			return l, nil
+		}
+	}
+	if !known {
+		l.next, err = d.nextVisible(ctx)
+	}
+	return l, err
+}
+
+// mustRegister reports whether a receiver that found nothing must register
+// the handle as waiting before it sleeps: LISTEN is up (a wake-up can
+// reach it) and the handle is not registered.
+func (d *Driver) mustRegister() bool {
+	return d.listening.Load() && !d.registered.Load()
+}
+
+// register puts this handle among the waiting ones (schema step 12), and
+// reads when the next message comes due; the caller then claims. The
+// receivers of this process register one at a time: one that waited for
+// another's registration takes its result.
+func (d *Driver) register(ctx context.Context) (registration, error) {
 	if d.beforeAwait != nil {
 		d.beforeAwait()
 	}
-	ok, err := d.await(ctx)
-	if ok {
-		d.waited.Store(true)
+	gen := d.regGen.Load()
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	if d.regGen.Load() != gen && d.registered.Load() {
+		return d.regLast, nil
 	}
-	return ok, err
+	woken := d.wakeGen.Load()
+	r, err := d.await(ctx)
+	if err != nil {
+		return r, err
+	}
+	if r.ok {
+		d.waited.Store(true)
+		d.registered.Store(true)
+		if d.wakeGen.Load() != woken {
+			// A wake-up on the handle's channel came meanwhile: it may
+			// have taken this registration out already.
+			d.registered.Store(false)
+		}
+	}
+	d.regLast = r
+	d.regGen.Add(1)
+	return r, nil
+}
+
+// leave takes a receiver's waiter out of the set; a wake-up it got and no
+// receiver here can take is passed on to another handle.
+func (d *Driver) leave(w *wakeset.Waiter) {
+	if d.wake.Leave(w) {
+		d.passOn()
+	}
 }
 
 // sleepFor is how long a receiver that found nothing sleeps at most: until
 // its wait ends, the next message's visibility (next, negative for an empty
 // queue) or the poll, whichever comes first. Only an empty queue lengthens
 // the sleep (idleSleep): its next message comes with a wake-up, while one
-// whose messages are leased or delayed is looked at every poll. A pause
-// while pushes kept the handle from registering shortens it.
+// whose messages are leased or delayed is looked at every poll. A message
+// visible that the claim did not get (next 0) is held by a concurrent
+// claim, which takes it: the receiver looks again after minSleep, doubled
+// for every sleep in a row that no wake-up ended (silent), so that it does
+// not spin while such claims keep coming; unless the queue has key
+// policies, where a message is also left visible by its key's cap, until
+// a task of that key ends. A pause while pushes kept the handle from
+// registering shortens it.
 func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.Duration) time.Duration {
 	sleep := min(remaining, d.cfg.poll)
-	if next < 0 {
+	switch {
+	case next < 0:
 		sleep = min(remaining, d.idleSleep(silent))
-	} else {
+	case next == 0 && !d.keyedPolicies():
+		sleep = min(sleep, minSleep<<min(silent, 16))
+	default:
 		sleep = max(min(sleep, next), minSleep)
 	}
 	if pause > 0 {
@@ -131,28 +244,29 @@ func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.
 	return sleep
 }
 
-// sleepUntilWoken waits for woken, for up to dur, or for the driver's close or ctx's
-// end (then an error); it reports whether woken fired.
-func (d *Driver) sleepUntilWoken(ctx context.Context, woken <-chan struct{}, dur time.Duration) (bool, error) {
+// sleepUntilWoken waits for w to be woken, for up to dur, or for the
+// driver's close or ctx's end (then an error); it reports whether w was
+// woken. Unless it was, w has left the set.
+func (d *Driver) sleepUntilWoken(ctx context.Context, w *wakeset.Waiter, dur time.Duration) (bool, error) {
 	timer := time.NewTimer(dur)
 	defer timer.Stop()
 	d.idle.Add(1)
 	defer d.idle.Add(-1)
-	wokenUp := false
 	select {
-	case <-woken:
-		wokenUp = true
+	case <-w.C():
+		return true, nil
 	case <-timer.C:
 	case <-d.closing.Done():
 	case <-ctx.Done():
 	}
+	d.leave(w)
 	if err := d.closing.Err(); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return false, wrap(ctx, "receive", err)
 	}
-	return wokenUp, nil
+	return false, nil
 }
 
 // idleSleep is how long a receiver that found the queue empty sleeps at
@@ -180,36 +294,71 @@ func (d *Driver) idleSleep(silent int) time.Duration {
 	return sleep
 }
 
+// claimed is what a claim found: the messages, in claim order, and for a
+// claim that also looked when the next message comes due (look) and took
+// nothing, that time (looked).
+type claimed struct {
+	msgs   []*driver.Received
+	next   time.Duration
+	looked bool
+}
+
 // claim runs the claim statement once and returns the rows in claim order.
 func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) ([]*driver.Received, error) {
+	c, err := d.claimLooking(ctx, max, visibility, false)
+	return c.msgs, err
+}
+
+// claimLooking is claim. With look, and without key policies, it runs
+// claimNext: a claim that takes nothing reads nextVisible's answer in the
+// same round trip.
+func (d *Driver) claimLooking(ctx context.Context, max int, visibility time.Duration, look bool) (claimed, error) {
 	// The lease's expiry is reckoned on this machine's clock from before the
 	// request, so it is never later than the database's own (whose clock
 	// may differ): a worker stops trusting its lease early, never late.
 	expiry := time.Now().Add(visibility)
 	claimSQL, err := d.claimSQL(ctx)
 	if err != nil {
-		return nil, err
+		return claimed{}, err
+	}
+	look = look && claimSQL == d.sql.claim
+	if look {
+		claimSQL = d.sql.claimNext
 	}
 	rows, err := d.pool.Query(ctx, claimSQL, d.cfg.queue, max, micros(visibility))
 	if err != nil {
-		return nil, err
+		return claimed{}, err
 	}
 	defer rows.Close()
-	type claimed struct {
+	var res claimed
+	type claimedRow struct {
 		r        *driver.Received
 		id       int64
 		priority int32
 	}
-	var out []claimed
+	var out []claimedRow
 	var corrupt []driver.DeadLetterParams
 	for rows.Next() {
-		var c claimed
+		if look && rows.RawValues()[0] == nil {
+			// claimNext's row after a claim that took nothing.
+			var us *int64
+			if err := rows.Scan(nil, nil, nil, nil, nil, nil, nil, nil, nil, &us); err != nil {
+				return claimed{}, err
+			}
+			res.next, res.looked = nextOf(us), true
+			continue
+		}
+		var c claimedRow
 		var deliveries int32
 		var enqueued pgtype.Timestamptz
 		var key, stored []byte
 		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		if err := rows.Scan(&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group); err != nil {
-			return nil, err
+		dest := []any{&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group}
+		if look {
+			dest = append(dest, nil) // claimNext's tenth column
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return claimed{}, err
 		}
 		r.ID = taskIDOf(key)
 		var bodyOK bool
@@ -227,7 +376,7 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return claimed{}, err
 	}
 	if len(corrupt) > 0 {
 		d.quarantine(ctx, corrupt)
@@ -238,11 +387,11 @@ func (d *Driver) claim(ctx context.Context, max int, visibility time.Duration) (
 		}
 		return out[i].id < out[j].id
 	})
-	msgs := make([]*driver.Received, len(out))
+	res.msgs = make([]*driver.Received, len(out))
 	for i, c := range out {
-		msgs[i] = c.r
+		res.msgs[i] = c.r
 	}
-	return msgs, nil
+	return res, nil
 }
 
 // claimCorruption says what is wrong with a claimed row whose fields no
@@ -284,8 +433,14 @@ func (d *Driver) nextVisible(ctx context.Context) (time.Duration, error) {
 	if err := d.pool.QueryRow(ctx, d.sql.nextVisible, d.cfg.queue).Scan(&us); err != nil {
 		return 0, err
 	}
+	return nextOf(us), nil
+}
+
+// nextOf is nextVisible's answer from the microseconds the statement
+// read (nil: the queue is empty).
+func nextOf(us *int64) time.Duration {
 	if us == nil {
-		return -1, nil
+		return -1
 	}
-	return max(time.Duration(*us)*time.Microsecond, 0), nil
+	return max(time.Duration(*us)*time.Microsecond, 0)
 }

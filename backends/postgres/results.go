@@ -27,7 +27,8 @@ import (
 // waiters in other processes with a notification on the schema's channel
 // whose payload is resultsPayload, rate-limited like the push wake-ups
 // (notify.go): most settlements carry it inline, the rest are covered by a
-// trailing one.
+// trailing one. It goes out only while a process waits for records of the
+// queue (schema step 17, awaiting.go).
 const resultsMigration = `
 CREATE TABLE {{s}}.results (
 	queue      text COLLATE "C" NOT NULL,
@@ -57,6 +58,9 @@ const purgeBatch = 1000
 type resultQueries struct {
 	list                              string // export.go
 	put, get, anyEnded, purge, remove string
+	// await registers a waiter for records and reads them (WaitResults);
+	// notify is the trailing records notification (awaiting.go).
+	await, notify string
 	// complete and deadLetter by how they store records (insertPlain...).
 	// The second index is 1 for the statement that also sends the records
 	// notification.
@@ -116,7 +120,7 @@ WITH x AS (
 		AS x(rid, state, updated_us, expires_us, span, ord)
 ), ins AS (` + upsert("x", "$1", insertDistinct) + `
 ), n AS (
-	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
+	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins) AND {{s}}.results_awaited($1)
 )
 SELECT count(*) FROM n`),
 
@@ -124,6 +128,14 @@ SELECT count(*) FROM n`),
 		get: r.Replace(`
 SELECT task_id, state, updated_at, expires_at, data FROM {{s}}.results
 WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now()`),
+
+		await: r.Replace(asyncCTE + `
+SELECT {{s}}.await_results($1, $2, $3::text[], $4::float8) FROM async`),
+
+		// A trailing records notification: committed without waiting for
+		// the disk (see queries.notify), sent only while a process waits.
+		notify: r.Replace(asyncCTE + `
+SELECT pg_notify($1, $2) FROM async WHERE {{s}}.results_awaited($3)`),
 
 		anyEnded: r.Replace(`
 SELECT EXISTS (SELECT FROM {{s}}.results
@@ -165,7 +177,7 @@ WITH x AS (
 	SELECT * FROM x WHERE state = 'cancel-requested' AND key IN (SELECT task_key FROM h)
 ), ins AS (` + upsert("k", "$1", insertDistinct) + `
 ), n AS (
-	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins)
+	SELECT pg_notify($7, $8) WHERE EXISTS (SELECT FROM ins) AND {{s}}.results_awaited($1)
 )
 SELECT DISTINCT rid, true FROM x WHERE state <> 'cancel-requested' AND key IN (SELECT task_key FROM d) AND (SELECT count(*) FROM n) >= 0
 UNION
@@ -197,9 +209,9 @@ func usTime(us string) string {
 // settleWithResultsSQL builds the settlement statements that store records.
 // With notify, the statement also sends the records notification (channel
 // and payload are the two parameters after the others), when it stored a
-// record.
+// record and a process waits for records (awaiting.go).
 func settleWithResultsSQL(r *strings.Replacer, upsert func(src, queueParam string, variant int) string, variant int, notify bool) (complete, deadLetter string) {
-	notifying := func(from string, channel int) string {
+	notifying := func(from, queueParam string, channel int) string {
 		if !notify {
 			return `
 )
@@ -207,9 +219,9 @@ SELECT id FROM ` + from
 		}
 		return fmt.Sprintf(`
 ), n AS (
-	SELECT pg_notify($%d, $%d) WHERE EXISTS (SELECT FROM ins)
+	SELECT pg_notify($%d, $%d) WHERE EXISTS (SELECT FROM ins) AND {{s}}.results_awaited(%s)
 )
-SELECT id FROM %s WHERE (SELECT count(*) FROM n) >= 0`, channel, channel+1, from)
+SELECT id FROM %s WHERE (SELECT count(*) FROM n) >= 0`, channel, channel+1, queueParam, from)
 	}
 	// The records of the messages settled, from the parameters after the
 	// settlement's own (first), and the record data's parameter.
@@ -221,7 +233,7 @@ SELECT id FROM %s WHERE (SELECT count(*) FROM n) >= 0`, channel, channel+1, from
 				dataOf("x.span", fmt.Sprintf("$%d", first+5)) + ` AS data, x.ord`,
 			tail: func(from string) string {
 				return `
-), ins AS (` + upsert("d", queueParam, variant) + notifying(from, notifyFirst)
+), ins AS (` + upsert("d", queueParam, variant) + notifying(from, queueParam, notifyFirst)
 			},
 		}
 	}
@@ -374,11 +386,14 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 }
 
 // WaitResults implements driver.ResultWaiter. While the driver's LISTEN
-// connection is up, it sleeps until a record notification (or a record
-// stored through this driver); without one (listen=false, pgbouncer=true,
-// or while it reconnects) it returns after the poll interval at most, and
-// the caller reads the records again. It returns at once when one of ids
-// has ended already.
+// connection is up, it registers as waiting for records of the queue (for
+// up to maxResultsWait; settlements notify only then: awaiting.go), and
+// sleeps until a record notification (or a record stored through this
+// driver); without one (listen=false, pgbouncer=true, or while it
+// reconnects) it returns after the poll interval at most, and the caller
+// reads the records again. It returns at once when one of ids has ended
+// already, and after resultsBusyWait at most when a settlement in flight
+// kept it from registering.
 func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Duration) error {
 	if err := d.closing.Err(); err != nil {
 		return err
@@ -390,14 +405,30 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	// Take the wake-up before looking, so that a record stored after the
 	// look is not missed.
 	woken := d.resultWake.wait()
-	var ended bool
-	if err := d.pool.QueryRow(ctx, d.rsql.anyEnded, d.cfg.queue, ids).Scan(&ended); err != nil {
-		return wrap(ctx, "wait for results", err)
-	}
-	if ended {
-		return nil
-	}
-	if !d.listening.Load() {
+	if d.listening.Load() {
+		wait = min(wait, maxResultsWait)
+		var state int
+		// Registered a little longer than the wait, so that a settlement
+		// committing as it ends still notifies.
+		secs := (wait + time.Second).Seconds()
+		if err := d.pool.QueryRow(ctx, d.rsql.await, d.cfg.queue, d.handle, ids, secs).Scan(&state); err != nil {
+			return wrap(ctx, "wait for results", err)
+		}
+		d.resultsWaited.Store(true)
+		switch state {
+		case 1: // one has ended
+			return nil
+		case -1: // a settlement in flight: its records are there once it commits
+			wait = min(wait, resultsBusyWait)
+		}
+	} else {
+		var ended bool
+		if err := d.pool.QueryRow(ctx, d.rsql.anyEnded, d.cfg.queue, ids).Scan(&ended); err != nil {
+			return wrap(ctx, "wait for results", err)
+		}
+		if ended {
+			return nil
+		}
 		wait = min(wait, d.cfg.poll)
 	}
 	timer := time.NewTimer(wait)
@@ -412,6 +443,14 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	}
 	return nil
 }
+
+// maxResultsWait bounds one wait for records on a notification, so that a
+// waiter's registration (awaiting.go) is renewed before it lapses.
+const maxResultsWait = 30 * time.Second
+
+// resultsBusyWait is how long a waiter that a settlement in flight kept
+// from registering waits before it reads the records again.
+const resultsBusyWait = 5 * time.Millisecond
 
 // resultsOf returns the records of a settlement batch of n messages, or
 // nil when none has one (the statement without records then serves).
@@ -527,7 +566,7 @@ func (d *Driver) settledWithResults(inline bool, errs []error) {
 func (d *Driver) sendResultsNotify() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := d.pool.Exec(ctx, d.sql.notify, d.channel(), d.resultsPayload()); err != nil && !d.closing.Closed() {
+	if _, err := d.pool.Exec(ctx, d.rsql.notify, d.channel(), d.resultsPayload(), d.cfg.queue); err != nil && !d.closing.Closed() {
 		d.log.Debug("jobq postgres: records notification failed; waiters will find the records by polling", "err", err)
 	}
 }

@@ -88,6 +88,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{14, "claims under policies look their rows up; a push wakes as many handles as it pushed tasks whatever the plan", claimLookupFunction + wakeOnceFunction},
 	{15, "held tasks (dependencies, group steps)", heldTasksMigration},
 	{16, "claims under caps count their keys in fewer statements", claimCountFunction},
+	{17, "a waiting handle registers and looks for the next message in one statement; records notifications only while a process waits for records", awaitingMigration},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that

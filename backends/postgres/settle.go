@@ -206,7 +206,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 		} else {
 			d.notif.committed()
 		}
-		d.wake.fire()
+		d.wake.Notify(-1)
 	}
 	return errs
 }

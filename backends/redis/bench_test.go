@@ -167,7 +167,7 @@ func serverOptions(b *testing.B) (*goredis.Options, *url.URL) {
 func BenchmarkPickupLatency(b *testing.B) {
 	q := openBenchQueue(b)
 	d := driverOf(b, q)
-	benchkit.PickupLatency(b, q, q, func() bool { return d.wake.waiters() != 0 })
+	benchkit.PickupLatency(b, q, q, func() bool { return d.wake.Waiters() != 0 })
 }
 
 // rawClaimDelete is the least work a Redis queue can do per task: pop the

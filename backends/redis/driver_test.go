@@ -411,7 +411,7 @@ func TestWaitingReceiverWakesOnPush(t *testing.T) {
 	}
 	// Let the receivers go idle, then push one message per receiver, one
 	// at a time: each announcement wakes one waiter.
-	for d.wake.waiters() < receivers {
+	for d.wake.Waiters() < receivers {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for i := range receivers {
@@ -779,7 +779,7 @@ func TestIdleReceiverWakesForLaterDelayedMessage(t *testing.T) {
 				}
 				got <- recs
 			}()
-			for d.wake.waiters() == 0 {
+			for d.wake.Waiters() == 0 {
 				time.Sleep(5 * time.Millisecond)
 			}
 			tt.add(t, d)

@@ -67,7 +67,7 @@ func TestIdleWorkerCost(t *testing.T) {
 			_, _ = q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute, Wait: jobq.WaitForever})
 		}()
 	}
-	for d.wake.waiters() < receivers {
+	for d.wake.Waiters() < receivers {
 		time.Sleep(5 * time.Millisecond)
 	}
 	c := srv.client()

@@ -305,7 +305,7 @@ func TestPushesSharingACallWakeReceivers(t *testing.T) {
 			got <- recs
 		}()
 	}
-	for d.wake.waiters() < receivers {
+	for d.wake.Waiters() < receivers {
 		time.Sleep(5 * time.Millisecond)
 	}
 	gate := gatePushes(d, pushFlight)

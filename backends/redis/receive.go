@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/wakeset"
 )
 
 // maxIdleWait bounds one silent wait, in case an announcement was lost in a
@@ -64,12 +65,12 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 func (d *Driver) receiveWaiting(ctx context.Context, n int, vis int64, deadline time.Time) ([]*driver.Received, error) {
 	woken := false // this claim follows a wake-up
 	for {
-		w := d.wake.add() // before the claim, so no announcement slips by
+		w := d.wake.Add() // before the claim, so no announcement slips by
 		recs, nextDue, err := d.claim(ctx, n, vis, true)
 		if err != nil || len(recs) > 0 {
 			d.leave(w)
 			if woken && len(recs) > 0 {
-				d.wake.notify(1)
+				d.wake.Notify(1)
 			}
 			return recs, err
 		}
@@ -91,10 +92,10 @@ func (d *Driver) receiveWaiting(ctx context.Context, n int, vis int64, deadline 
 // await waits up to pause for w to be woken. woken says it was, and the
 // receiver claims again, which uses the wake-up; otherwise w has left, and
 // done says the receive ends: deadline passed, or ctx ended (err).
-func (d *Driver) await(ctx context.Context, w *waiter, pause time.Duration, deadline time.Time) (woken, done bool, err error) {
+func (d *Driver) await(ctx context.Context, w *wakeset.Waiter, pause time.Duration, deadline time.Time) (woken, done bool, err error) {
 	t := time.NewTimer(pause)
 	select {
-	case <-w.ch:
+	case <-w.C():
 		t.Stop()
 		return true, false, nil
 	case <-t.C:
@@ -109,8 +110,8 @@ func (d *Driver) await(ctx context.Context, w *waiter, pause time.Duration, dead
 
 // leave unregisters a waiter; a wake-up it had and no other receiver of
 // this handle could take is passed on to another handle.
-func (d *Driver) leave(w *waiter) {
-	if d.wake.leave(w) {
+func (d *Driver) leave(w *wakeset.Waiter) {
+	if d.wake.Leave(w) {
 		d.passOn(1)
 	}
 }
@@ -289,7 +290,7 @@ func (d *Driver) relay(ps *goredis.PubSub) {
 			if m.Channel == results {
 				d.resultWake.wakeAll()
 			} else {
-				d.wake.notify(-1)
+				d.wake.Notify(-1)
 			}
 		}
 	}
@@ -309,7 +310,7 @@ func (d *Driver) announced(payload string, own bool) {
 			ms = 0
 		}
 		time.AfterFunc(time.Duration(ms+1)*time.Millisecond, func() {
-			if d.wake.notify(1) == 0 && own {
+			if d.wake.Notify(1) == 0 && own {
 				d.passOn(1)
 			}
 		})
@@ -319,7 +320,7 @@ func (d *Driver) announced(payload string, own bool) {
 	if err != nil || k < 1 {
 		k = 1
 	}
-	if woke := d.wake.notify(k); own && woke < k {
+	if woke := d.wake.Notify(k); own && woke < k {
 		d.passOn(k - woke)
 	}
 }

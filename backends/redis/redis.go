@@ -42,6 +42,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/pushgroup"
+	"github.com/jobq/jobq/internal/wakeset"
 )
 
 // The URL schemes this package registers.
@@ -214,7 +215,7 @@ type Driver struct {
 	log             *slog.Logger
 
 	closing *driver.Closing
-	wake    *notifier
+	wake    *wakeset.Set
 
 	ownsClient bool // the URL opener built the client: Close closes it
 
@@ -247,7 +248,7 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		ownChannel: kp + "w:" + id,
 		log:        log,
 		closing:    driver.NewClosing("redis queue " + queue),
-		wake:       newNotifier(),
+		wake:       &wakeset.Set{},
 
 		subscribed: map[string]bool{},
 		confirming: map[string]chan struct{}{},
@@ -321,7 +322,7 @@ func (d *Driver) Close() error {
 		_ = d.client.ZRem(ctx, d.prefix+"waiters", d.id).Err()
 		cancel()
 	}
-	d.wake.notify(-1)
+	d.wake.Notify(-1)
 	d.resultWake.wakeAll()
 	if !d.ownsClient {
 		return nil

@@ -204,7 +204,7 @@ func TestWaitingReceiverAfterRestart(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	for d.wake.waiters() == 0 {
+	for d.wake.Waiters() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	srv.kill()
@@ -213,7 +213,7 @@ func TestWaitingReceiverAfterRestart(t *testing.T) {
 	c := srv.client()
 	for {
 		n, err := c.PubSubNumSub(ctx, d.channel).Result()
-		if err == nil && n[d.channel] == 1 && d.wake.waiters() == 1 {
+		if err == nil && n[d.channel] == 1 && d.wake.Waiters() == 1 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

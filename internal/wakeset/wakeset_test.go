@@ -1,8 +1,8 @@
-package redis
+package wakeset
 
 import "testing"
 
-func isWoken(w *waiter) bool {
+func isWoken(w *Waiter) bool {
 	select {
 	case <-w.ch:
 		return true
@@ -11,44 +11,44 @@ func isWoken(w *waiter) bool {
 	}
 }
 
-func TestNotifier(t *testing.T) {
+func TestSet(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
 		waiters int
-		run     func(n *notifier, ws []*waiter)
+		run     func(n *Set, ws []*Waiter)
 		woken   []bool
 		left    int // still waiting afterwards
 	}{
 		{"one announcement wakes the oldest waiter", 3,
-			func(n *notifier, ws []*waiter) { n.notify(1) },
+			func(n *Set, ws []*Waiter) { n.Notify(1) },
 			[]bool{true, false, false}, 2},
 		{"k announcements wake k waiters", 3,
-			func(n *notifier, ws []*waiter) { n.notify(2) },
+			func(n *Set, ws []*Waiter) { n.Notify(2) },
 			[]bool{true, true, false}, 1},
 		{"more announcements than waiters wake all", 2,
-			func(n *notifier, ws []*waiter) { n.notify(5) },
+			func(n *Set, ws []*Waiter) { n.Notify(5) },
 			[]bool{true, true}, 0},
 		{"negative wakes all", 3,
-			func(n *notifier, ws []*waiter) { n.notify(-1) },
+			func(n *Set, ws []*Waiter) { n.Notify(-1) },
 			[]bool{true, true, true}, 0},
 		{"a waiter that leaves unwoken wakes nobody", 2,
-			func(n *notifier, ws []*waiter) { n.leave(ws[0]) },
+			func(n *Set, ws []*Waiter) { n.Leave(ws[0]) },
 			[]bool{false, false}, 1},
 		{"a woken waiter that leaves passes the wake-up on", 3,
-			func(n *notifier, ws []*waiter) { n.notify(1); n.leave(ws[0]) },
+			func(n *Set, ws []*Waiter) { n.Notify(1); n.Leave(ws[0]) },
 			[]bool{true, true, false}, 1},
 		{"a left waiter is not woken later", 2,
-			func(n *notifier, ws []*waiter) { n.leave(ws[0]); n.notify(1) },
+			func(n *Set, ws []*Waiter) { n.Leave(ws[0]); n.Notify(1) },
 			[]bool{false, true}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			n := newNotifier()
-			ws := make([]*waiter, tt.waiters)
+			n := &Set{}
+			ws := make([]*Waiter, tt.waiters)
 			for i := range ws {
-				ws[i] = n.add()
+				ws[i] = n.Add()
 			}
 			tt.run(n, ws)
 			for i, w := range ws {
@@ -56,7 +56,7 @@ func TestNotifier(t *testing.T) {
 					t.Errorf("waiter %d woken = %v, want %v", i, got, tt.woken[i])
 				}
 			}
-			if got := n.waiters(); got != tt.left {
+			if got := n.Waiters(); got != tt.left {
 				t.Errorf("%d waiters left, want %d", got, tt.left)
 			}
 		})
