@@ -25,7 +25,8 @@ const scheduleLong = `A schedule pushes a task at every slot of a cron expressio
 (Europe/Berlin; daylight saving included).
 
 There is no separate daemon: every running worker fires due slots within
-about 2 seconds (unless started with --no-schedules), and 'jobq QUEUE
+about 2 seconds (unless started with --no-schedules; an idle worker sees a
+schedule added meanwhile within --max-poll, 30s), and 'jobq QUEUE
 scheduler' fires them for a queue without long-lived workers. However many
 of them run, each slot is pushed once, with its own task ID (see
 docs/operations.md for each backend's guarantee). While none runs, slots
