@@ -4,7 +4,9 @@
 # blob service on 127.0.0.1:10000 (the azblob stash store). Idempotent:
 # installs the pinned Azurite (tools/azurite/package-lock.json) only when it
 # is missing and starts each service only when nothing listens on its port
-# yet.
+# yet, or, with AZURITE_FRESH=1 (what .ci/run sets), restarts it: an
+# emulator that has served hours of test runs holds every blob they wrote
+# in memory, and its blob service stopped answering in the middle of one.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,12 +32,17 @@ start() {
 	shift 2
 	local log="${TMPDIR:-/tmp}/jobq-azurite-$service.log"
 	if listening "$port"; then
-		if answering "$port"; then
+		if [ "${AZURITE_FRESH:-0}" = 1 ]; then
+			echo "start-azurite: restarting azurite-$service on $host:$port for a fresh, empty emulator" >&2
+			pkill -9 -f "azurite-$service .*--${service}Port $port" || true
+			sleep 1
+		elif answering "$port"; then
 			return 0
+		else
+			echo "start-azurite: azurite-$service on $host:$port does not answer; restarting it" >&2
+			pkill -9 -f "azurite-$service .*--${service}Port $port" || true
+			sleep 1
 		fi
-		echo "start-azurite: azurite-$service on $host:$port does not answer; restarting it" >&2
-		pkill -9 -f "azurite-$service .*--${service}Port $port" || true
-		sleep 1
 	fi
 	if [ ! -x "$dir/node_modules/.bin/azurite-$service" ]; then
 		echo "start-azurite: installing azurite from $dir/package-lock.json" >&2
