@@ -39,12 +39,8 @@ func init() {
 	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }
 	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }
 	hooks.URL = func(q any) string { return asQueue(q).url }
-	hooks.FireSchedules = func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error) {
-		runs, _, err := asQueue(q).Admin().fireSchedules(ctx, now, fault)
-		return runs, err
-	}
-	hooks.FireSchedulesNext = func(ctx context.Context, q any, now time.Time) ([]driver.ScheduleRun, time.Time, error) {
-		return asQueue(q).Admin().fireSchedules(ctx, now, nil)
+	hooks.FireSchedules = func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, time.Time, error) {
+		return asQueue(q).Admin().fireSchedules(ctx, now, fault)
 	}
 	hooks.SweepHeld = func(ctx context.Context, q any) (released, cancelled []string, held int, err error) {
 		res, held, err := asQueue(q).Admin().sweepHeld(ctx)

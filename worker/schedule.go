@@ -140,7 +140,7 @@ func (p schedulePass) pause(idle, maxWait time.Duration, now time.Time) (wait, n
 
 // fireOnce fires the due slots of the queue's schedules.
 func fireOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger, now time.Time, p *schedulePass) error {
-	runs, next, err := hooks.FireSchedulesNext(ctx, q, now)
+	runs, next, err := hooks.FireSchedules(ctx, q, now, nil)
 	for _, r := range runs {
 		log.Info("schedule fired", "schedule", r.Name, "slot", r.Slot.UTC().Format(time.RFC3339), "task_id", r.TaskID, "duplicate", r.Duplicate, "take_over", r.TakeOver)
 	}

@@ -353,9 +353,9 @@ func (d *Driver) claimLooking(ctx context.Context, max int, visibility time.Dura
 		var enqueued pgtype.Timestamptz
 		var key, stored []byte
 		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		dest := []any{&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group}
-		if look {
-			dest = append(dest, nil) // claimNext's tenth column
+		dest := []any{&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group, nil}
+		if !look {
+			dest = dest[:9] // claimNext's tenth column is the look's
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return claimed{}, err

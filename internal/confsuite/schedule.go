@@ -97,7 +97,8 @@ func (r *schedRig) badInput() {
 
 // fire runs one scheduler's pass at now, with an optional fault.
 func (r *schedRig) fire(h *handle, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error) {
-	return hooks.FireSchedules(r.c.ctx(), h.Queue, now, fault)
+	runs, _, err := hooks.FireSchedules(r.c.ctx(), h.Queue, now, fault)
+	return runs, err
 }
 
 // race: the two schedulers fire slot k at the same moment; the slot's task

@@ -54,16 +54,14 @@ var (
 	// Driver is the driver under q, for the conformance suite's checks
 	// that a declared feature's optional interface is implemented.
 	Driver func(q any) driver.Driver
-	// FireSchedules is Admin.FireSchedules with a fault hook called at
-	// each stage of a firing ("decided", "claimed", "pushed"): an error it
-	// returns stops that schedule's firing there, as a crash would, and
-	// one that blocks holds the scheduler there.
-	FireSchedules func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, error)
-	// FireSchedulesNext is Admin.FireSchedules that also returns the
-	// earliest next slot of the schedules it looked at (zero when none):
-	// a worker's background loop sleeps until then when it has nothing
-	// else to watch.
-	FireSchedulesNext func(ctx context.Context, q any, now time.Time) ([]driver.ScheduleRun, time.Time, error)
+	// FireSchedules is Admin.FireSchedules with a fault hook (nil: none)
+	// called at each stage of a firing ("decided", "claimed", "pushed"):
+	// an error it returns stops that schedule's firing there, as a crash
+	// would, and one that blocks holds the scheduler there. It also
+	// returns the earliest next slot of the schedules it looked at (zero
+	// when none): a worker's background loop sleeps until then when it
+	// has nothing else to watch.
+	FireSchedules func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, time.Time, error)
 	// SweepHeld is Admin.SweepHeld that also returns how many held tasks
 	// it read.
 	SweepHeld func(ctx context.Context, q any) (released, cancelled []string, held int, err error)
