@@ -87,8 +87,15 @@ func FuzzRedactURL(f *testing.F) {
 		if strings.Contains(without, enc) || !strings.Contains(s, enc) {
 			return
 		}
-		for _, got := range []string{redact.URL(s), redact.String(`cannot open "` + s + `": refused`), redact.String("unknown command " + s)} {
-			if strings.Contains(got, enc) {
+		for _, r := range []func(string) string{
+			redact.URL,
+			func(s string) string { return redact.String(`cannot open "` + s + `": refused`) },
+			func(s string) string { return redact.String("unknown command " + s) },
+		} {
+			// Redacting may re-encode the rest of the URL (a space as
+			// %20), which can spell the password by chance: then, as
+			// for the URL without it, its presence proves nothing.
+			if got := r(s); strings.Contains(got, enc) && !strings.Contains(r(without), enc) {
 				t.Fatalf("redacted %q still shows the password %q: %q", s, enc, got)
 			}
 		}
