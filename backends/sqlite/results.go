@@ -33,7 +33,10 @@ import (
 // Reads look a task ID up in each generation of the queue (about 61 per
 // million records; gensOf walks them through the key). The purge deletes
 // the hidden records of a task with its record, so that none comes back.
-// The expiry index serves the purge.
+//
+// A completion's commit writes two pages for its record: the table's last
+// (records are appended) and the current generation's page of the key.
+// There is no expiry index, which would be a third (purge.go).
 const resultTable = `
 CREATE TABLE IF NOT EXISTS jobq_results (
 	queue      TEXT    NOT NULL,
@@ -46,12 +49,12 @@ CREATE TABLE IF NOT EXISTS jobq_results (
 );
 `
 
-// resultIndex is jobq_results' key and expiry index, made after the table
-// (and after migrateResults has filled it, which is faster than filling
-// them as it goes).
+// resultIndex is jobq_results' key, made after the table (and after
+// migrateResults has filled it, which is faster than filling it as it
+// goes). It is the table's only index: the purge finds expired records
+// through it, a generation at a time (purge.go).
 const resultIndex = `
 CREATE UNIQUE INDEX IF NOT EXISTS jobq_results_key ON jobq_results (queue, gen, task_id);
-CREATE INDEX IF NOT EXISTS jobq_results_expiry ON jobq_results (queue, expires_at);
 `
 
 // genShift sets how many records a generation holds: about 1<<genShift.
@@ -95,19 +98,6 @@ var (
 		WHERE r.queue = ?1 AND r.gen = gens.g AND r.task_id = ids.k`
 )
 
-const (
-	// purgeResultsBatch deletes up to ?3 expired records of the queue, and
-	// the records of the same tasks in older generations, which they hid.
-	purgeResultsBatch = `DELETE FROM jobq_results WHERE rowid IN (
-		WITH RECURSIVE ` + gensOf + `,
-		expired(rid, gen, k) AS (SELECT rowid, gen, task_id FROM jobq_results INDEXED BY jobq_results_expiry
-			WHERE queue = ?1 AND expires_at <= ?2 LIMIT ?3)
-		SELECT rid FROM expired
-		UNION ALL
-		SELECT r.rowid FROM expired CROSS JOIN gens CROSS JOIN jobq_results r
-		WHERE gens.g < expired.gen AND r.queue = ?1 AND r.gen = gens.g AND r.task_id = expired.k)`
-)
-
 // copyResults is schema 3's step: the records of an older file moved into
 // the layout of resultTable (the old table renamed out of the way first),
 // all in generation 0. The old key made the text task IDs unique, and
@@ -141,11 +131,6 @@ func migrateResults(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, copyResults)
 	return err
 }
-
-// purgeBatch is how many records one purge transaction deletes at most,
-// so that a large purge holds the file's write lock only briefly at a time
-// (a few milliseconds per batch) and other writers get in between.
-const purgeBatch = 500
 
 var (
 	_ driver.ResultStore  = (*Driver)(nil)
@@ -291,29 +276,6 @@ func (d *Driver) newestResults(query func(string, ...any) (*sql.Rows, error), id
 		}
 	}
 	return out, nil
-}
-
-// PurgeResults implements driver.ResultStore. It deletes in transactions
-// of at most purgeBatch records, so that a big purge never holds the
-// write lock long, and stops early (with what it deleted so far) when ctx
-// ends.
-func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
-	var total int64
-	for {
-		var n int64
-		err := d.writeTx(ctx, "purge results", func(tx wtx) error {
-			res, err := tx.Exec(purgeResultsBatch, d.cfg.queue, micros(now), purgeBatch)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
-			return err
-		})
-		total += n
-		if err != nil || n < purgeBatch {
-			return total, err
-		}
-	}
 }
 
 // WaitResults implements driver.ResultWaiter. Records stored through this

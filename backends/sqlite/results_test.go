@@ -222,29 +222,42 @@ func TestPurgeResultsInBatches(t *testing.T) {
 	}
 }
 
-func TestPurgeResultsBatchBound(t *testing.T) {
+// TestPurgeBatchChecksExpiry: a purge batch deletes, of the rowids it is
+// given (read before its write transaction), only the queue's records
+// that have expired, so a record replaced or renewed meanwhile, or
+// another queue's, is never deleted early.
+func TestPurgeBatchChecksExpiry(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "")
-	var recs []*driver.ResultRecord
-	for i := range purgeBatch + 3 {
-		recs = append(recs, rec(fmt.Sprint("old", i), driver.ResultSucceeded, -time.Minute))
-	}
-	if err := b.drv.PutResults(b.ctx, recs); err != nil {
+	if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec("old", driver.ResultSucceeded, -time.Minute), rec("live", driver.ResultSucceeded, time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	// One purge transaction runs the batch statement once: it deletes at
-	// most purgeBatch records, whatever has expired.
+	other := openAt(t, b.path, "queue=other")
+	if err := other.PutResults(b.ctx, []*driver.ResultRecord{rec("old", driver.ResultSucceeded, -time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	var list string
+	if err := b.drv.db.QueryRowContext(b.ctx, `SELECT json_group_array(rowid) FROM jobq_results`).Scan(&list); err != nil {
+		t.Fatal(err)
+	}
 	var deleted int64
 	err := b.drv.writeTx(b.ctx, "test", func(tx wtx) error {
-		res, err := tx.Exec(purgeResultsBatch, b.drv.cfg.queue, micros(time.Now()), purgeBatch)
+		res, err := tx.Exec(purgeResultsBatch, b.drv.cfg.queue, micros(time.Now()), list)
 		if err != nil {
 			return err
 		}
 		deleted, err = res.RowsAffected()
 		return err
 	})
-	if err != nil || deleted != purgeBatch {
-		t.Fatalf("one purge batch deleted %d (%v); want %d", deleted, err, purgeBatch)
+	if err != nil || deleted != 1 {
+		t.Fatalf("the purge batch of every rowid deleted %d (%v); want the queue's expired record", deleted, err)
+	}
+	if got := states(b.results(t, "live")); got[0] != "succeeded" {
+		t.Fatalf("live record after the batch: %v", got)
+	}
+	var n int
+	if err := b.drv.db.QueryRowContext(b.ctx, `SELECT count(*) FROM jobq_results WHERE queue = 'other'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("other queue's records %d (%v); want its expired one kept", n, err)
 	}
 }
 

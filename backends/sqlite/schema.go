@@ -68,7 +68,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migratePolicies(ctx, tx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, resultTable+rollupTable); err != nil {
+	if _, err := tx.ExecContext(ctx, resultTable+rollupTable+resultPurgeTable); err != nil {
 		return err
 	}
 	if err := migrateWorkers(ctx, tx); err != nil {

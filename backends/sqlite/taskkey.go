@@ -41,17 +41,20 @@ import (
 // refused the same way, with the settlement they belong to, so the claims
 // of schema 2 (26-digit tokens) are fenced too: a process of schema 2 still
 // running on an upgraded file would otherwise run tasks it cannot settle.
-// The versions that know user_version refuse an upgraded file whole when
-// they open it.
+// Schema 4 drops the records' expiry index (purge.go): a process of schema
+// 3 still running on an upgraded file settles and records as before, and
+// its purges fail (they name the index), so they delete nothing. The
+// versions that know user_version refuse an upgraded file whole when they
+// open it.
 
 // schemaVersion is the layout this code writes, recorded in the file's
 // user_version. A file with a higher one was written by a newer jobq and
 // is refused.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // fenceMessage is the error an older jobq gets when it writes to an
 // upgraded file.
-const fenceMessage = `jobq: this SQLite file has been upgraded to jobq schema 3 (compact task IDs, lazy dedup keys, result generations) by a newer jobq; upgrade this program (every process using the file must run a version that knows schema 3)`
+const fenceMessage = `jobq: this SQLite file has been upgraded to jobq schema 4 (compact task IDs, lazy dedup keys, result generations, no record expiry index) by a newer jobq; upgrade this program (every process using the file must run a version that knows schema 4)`
 
 // fenceSchema holds the triggers that stop older versions (see above).
 // Pushes and dead-letter requeues before schema 1 insert rows without
@@ -195,8 +198,9 @@ INSERT OR REPLACE INTO jobq_key_sweeps (queue, seq, keys)
 // columns and stores the canonical task IDs of older rows as keys (their
 // bodies stay whole); schema 2 drops the unique index jobq_messages_task
 // and records the keys in jobq_task_keys instead; schema 3 copies the
-// result records into generations (migrateResults); each installs the
-// fence against older versions. It refuses a file of a newer schema. It
+// result records into generations (migrateResults); schema 4 drops their
+// expiry index (migratePurge); each installs the fence against older
+// versions. It refuses a file of a newer schema. It
 // runs inside migrate's transaction, so an upgrade cut short leaves the
 // file as it was; it holds the write lock meanwhile, for seconds per
 // million queued messages or result records (docs/backends/sqlite.md,
@@ -228,6 +232,9 @@ func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	if err := migrateResults(ctx, tx); err != nil {
+		return err
+	}
+	if err := migratePurge(ctx, tx); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, fenceSchema); err != nil {
