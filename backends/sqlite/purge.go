@@ -25,7 +25,11 @@ import (
 // fingerprint changed (a record deleted, or one written after every newer
 // generation was deleted). So a purge reads the newest generation and the
 // generations that hold expired records, and purges every expired record
-// whatever the retention each was written with.
+// whatever the retention each was written with. The one way a record can
+// be purged late (never early): every record of the generations above a
+// bound one is deleted, so that it is the newest again, and a record of it
+// is then replaced in place (same rowid, so the same fingerprint) with an
+// earlier expiry than the bound; it goes when the bound passes.
 const resultPurgeTable = `
 CREATE TABLE IF NOT EXISTS jobq_results_purge (
 	queue   TEXT    NOT NULL,
