@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"slices"
 	"time"
 )
 
@@ -17,28 +16,31 @@ import (
 // checking the expiry again, so no record is ever deleted before it
 // expires.
 //
-// A generation other than the newest receives no records any more, so
-// once purged it keeps in jobq_results_purge the lowest expiry of the
-// records it has left, with its fingerprint (how many records and the sum
-// of their rowids, read from the key alone, as the rollups' are): a later
-// purge skips it, unread, until that expiry has passed, unless the
-// fingerprint changed (a record deleted, or one written after every newer
-// generation was deleted). So a purge reads the newest generation and the
-// generations that hold expired records, and purges every expired record
-// whatever the retention each was written with. The one way a record can
-// be purged late (never early): every record of the generations above a
-// bound one is deleted, so that it is the newest again, and a record of it
-// is then replaced in place (same rowid, so the same fingerprint) with an
-// earlier expiry than the bound; it goes when the bound passes.
+// A record is written only into its queue's newest generation (or a newer
+// one), so a generation below the newest changes only by deletions, which
+// raise the lowest expiry of what it holds. Once purged, such a generation
+// keeps that lowest expiry in jobq_results_purge, and later purges skip
+// it, unread, until it has passed. A generation can become the newest
+// again only when every record of the generations above it is deleted;
+// the trigger jobq_results_reopen then forgets its bound (and those above)
+// in the deleting transaction, whatever deleted them, and a bound is kept
+// only for a generation below the newest at the time. So a purge reads the
+// newest generation and those that hold expired records, and deletes
+// every expired record when it runs, whatever the retention each was
+// written with, never one before it expires.
 const resultPurgeTable = `
 CREATE TABLE IF NOT EXISTS jobq_results_purge (
-	queue   TEXT    NOT NULL,
-	gen     INTEGER NOT NULL,
-	expiry  INTEGER NOT NULL,
-	records INTEGER NOT NULL,
-	rowids  INTEGER NOT NULL,
+	queue  TEXT    NOT NULL,
+	gen    INTEGER NOT NULL,
+	expiry INTEGER NOT NULL,
 	PRIMARY KEY (queue, gen)
 ) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS jobq_results_reopen AFTER DELETE ON jobq_results
+WHEN coalesce((SELECT max(gen) FROM jobq_results WHERE queue = OLD.queue), -1) < OLD.gen
+BEGIN
+	DELETE FROM jobq_results_purge WHERE queue = OLD.queue
+		AND gen >= coalesce((SELECT max(gen) FROM jobq_results WHERE queue = OLD.queue), -1);
+END;
 `
 
 // migratePurge is schema 4's step: the expiry index goes (the table
@@ -49,8 +51,10 @@ func migratePurge(ctx context.Context, tx *sql.Tx) error {
 }
 
 const (
-	// purgeBounds reads the kept expiry bounds of queue ?1's generations.
-	purgeBounds = `SELECT gen, expiry, records, rowids FROM jobq_results_purge WHERE queue = ?1`
+	// purgeGens lists queue ?1's generations that hold records, oldest
+	// first, each with its kept bound (NULL where it has none).
+	purgeGens = `WITH RECURSIVE ` + gensOf + `
+		SELECT g, (SELECT expiry FROM jobq_results_purge WHERE queue = ?1 AND gen = g) FROM gens WHERE g IS NOT NULL ORDER BY g`
 	// purgeScan reads the rowid and expiry of each record of queue ?1 in
 	// generation ?2.
 	purgeScan = `SELECT rowid, CAST(expires_at AS INTEGER) FROM jobq_results INDEXED BY jobq_results_key WHERE queue = ?1 AND gen = ?2`
@@ -60,31 +64,25 @@ const (
 	// back).
 	purgeResultsBatch = `DELETE FROM jobq_results WHERE rowid IN (
 		WITH RECURSIVE ` + gensOf + `,
-		expired(rid, gen, k) AS (SELECT rowid, gen, task_id FROM jobq_results
-			WHERE rowid IN (SELECT value FROM json_each(?3)) AND queue = ?1 AND expires_at <= ?2)
+		expired(rid, gen, k) AS (SELECT r.rowid, r.gen, r.task_id FROM json_each(?3) j CROSS JOIN jobq_results r
+			ON r.rowid = j.value WHERE r.queue = ?1 AND r.expires_at <= ?2)
 		SELECT rid FROM expired
 		UNION ALL
 		SELECT r.rowid FROM expired CROSS JOIN gens CROSS JOIN jobq_results r
 		WHERE gens.g < expired.gen AND r.queue = ?1 AND r.gen = gens.g AND r.task_id = expired.k)`
-	// purgeKeep keeps generation ?2's expiry bound.
-	purgeKeep = `INSERT INTO jobq_results_purge (queue, gen, expiry, records, rowids) VALUES (?1, ?2, ?3, ?4, ?5)
-		ON CONFLICT (queue, gen) DO UPDATE SET expiry = excluded.expiry, records = excluded.records, rowids = excluded.rowids`
-	// purgeForget forgets the bounds of queue ?1 whose generation is not
-	// in the JSON list ?2 of those that hold records.
-	purgeForget = `DELETE FROM jobq_results_purge WHERE queue = ?1 AND gen NOT IN (SELECT value FROM json_each(?2))`
+	// purgeKeep keeps ?3 as generation ?2's bound, only while it is below
+	// the queue's newest.
+	purgeKeep = `INSERT INTO jobq_results_purge (queue, gen, expiry)
+		SELECT ?1, ?2, ?3 WHERE ?2 < (SELECT max(gen) FROM jobq_results WHERE queue = ?1)
+		ON CONFLICT (queue, gen) DO UPDATE SET expiry = excluded.expiry`
+	// purgeForget forgets generation ?2's bound.
+	purgeForget = `DELETE FROM jobq_results_purge WHERE queue = ?1 AND gen = ?2`
 )
 
 // purgeBatch is how many records one purge transaction deletes at most,
 // so that a large purge holds the file's write lock only briefly at a time
 // (a few milliseconds per batch) and other writers get in between.
 const purgeBatch = 500
-
-// purgeBound is a closed generation's kept bound: no record of it expires
-// before expiry while its fingerprint is print.
-type purgeBound struct {
-	expiry int64
-	print  fingerprint
-}
 
 // PurgeResults implements driver.ResultStore: it purges each generation
 // that may hold expired records (see above), deleting in transactions of
@@ -95,88 +93,76 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 		return 0, err
 	}
 	at := micros(now)
-	prints, newest, bounds, err := d.purgeState(ctx)
+	gens, err := d.purgeGens(ctx)
 	if err != nil {
 		return 0, d.wrap(ctx, "purge results", err)
 	}
 	var total int64
-	gens := make([]int64, 0, len(prints))
-	for g := range prints {
-		gens = append(gens, g)
-	}
-	slices.Sort(gens)
-	keep := map[int64]purgeBound{}
-	live := gens[:0:0] // the generations that still hold records
-	for _, g := range gens {
-		if b, ok := bounds[g]; ok && g < newest && b.print == prints[g] && b.expiry > at {
-			live = append(live, g)
+	bounds := map[int64]int64{} // the bounds to keep (0: forget)
+	for i, g := range gens {
+		if g.bound.Valid && g.bound.Int64 > at && i < len(gens)-1 {
 			continue
 		}
-		n, left, err := d.purgeGen(ctx, g, at)
+		n, left, err := d.purgeGen(ctx, g.gen, at)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		if left.print.records > 0 {
-			live = append(live, g)
-			if g < newest {
-				keep[g] = left
-			}
+		switch {
+		case left > 0 && i < len(gens)-1:
+			bounds[g.gen] = left
+		case g.bound.Valid:
+			bounds[g.gen] = 0
 		}
 	}
 	// The bounds are a cache: a failure to keep them costs the next purge
 	// a read of the generations, nothing else.
-	forget := false
-	for g := range bounds {
-		forget = forget || !slices.Contains(live, g)
-	}
-	if len(keep) > 0 || forget {
-		_ = d.keepPurgeBounds(ctx, keep, live)
+	if len(bounds) > 0 {
+		_ = d.keepPurgeBounds(ctx, bounds)
 	}
 	return total, nil
 }
 
-// purgeState reads, in one read transaction, the fingerprint of each of
-// the queue's generations, the newest, and the kept bounds.
-func (d *Driver) purgeState(ctx context.Context) (map[int64]fingerprint, int64, map[int64]purgeBound, error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+// purgeGen is one of a queue's generations with its kept bound.
+type purgeGen struct {
+	gen   int64
+	bound sql.NullInt64
+}
+
+// purgeGens lists the queue's generations, oldest first, with their
+// bounds.
+func (d *Driver) purgeGens(ctx context.Context) ([]purgeGen, error) {
+	rows, err := d.db.QueryContext(ctx, purgeGens, d.cfg.queue)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	prints, newest, err := d.rollupPrints(ctx, tx)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	bounds := map[int64]purgeBound{}
-	err = historyRows(ctx, tx, purgeBounds, []any{d.cfg.queue}, func(rows *sql.Rows) error {
-		var g int64
-		var b purgeBound
-		if err := rows.Scan(&g, &b.expiry, &b.print.records, &b.print.rowids); err != nil {
-			return err
+	defer rows.Close()
+	var out []purgeGen
+	for rows.Next() {
+		var g purgeGen
+		if err := rows.Scan(&g.gen, &g.bound); err != nil {
+			return nil, err
 		}
-		bounds[g] = b
-		return nil
-	})
-	return prints, newest, bounds, err
+		out = append(out, g)
+	}
+	return out, rows.Err()
 }
 
 // purgeGen purges generation g of the queue: it reads its records'
 // expiries and deletes those expired at at in batches. It returns how
-// many records it deleted and the bound of those it left.
-func (d *Driver) purgeGen(ctx context.Context, g, at int64) (int64, purgeBound, error) {
+// many records it deleted and the lowest expiry of those it left (0 when
+// it left none).
+func (d *Driver) purgeGen(ctx context.Context, g, at int64) (int64, int64, error) {
 	var expired []int64
-	left := purgeBound{expiry: 1<<63 - 1}
+	var left int64
 	if err := d.scanGen(ctx, g, func(rid, exp int64) {
 		if exp <= at {
 			expired = append(expired, rid)
-			return
+		} else if left == 0 || exp < left {
+			left = exp
 		}
-		left.expiry = min(left.expiry, exp)
-		left.print.records++
-		left.print.rowids += rid
 	}); err != nil {
-		return 0, left, d.wrap(ctx, "purge results", err)
+		return 0, 0, d.wrap(ctx, "purge results", err)
 	}
 	var total int64
 	for len(expired) > 0 {
@@ -184,7 +170,7 @@ func (d *Driver) purgeGen(ctx context.Context, g, at int64) (int64, purgeBound, 
 		expired = expired[len(batch):]
 		list, err := json.Marshal(batch)
 		if err != nil {
-			return total, left, err
+			return total, 0, err
 		}
 		var n int64
 		err = d.writeTx(ctx, "purge results", func(tx wtx) error {
@@ -197,7 +183,7 @@ func (d *Driver) purgeGen(ctx context.Context, g, at int64) (int64, purgeBound, 
 		})
 		total += n
 		if err != nil {
-			return total, left, err
+			return total, 0, err
 		}
 	}
 	return total, left, nil
@@ -221,20 +207,19 @@ func (d *Driver) scanGen(ctx context.Context, g int64, f func(rid, exp int64)) e
 	return rows.Err()
 }
 
-// keepPurgeBounds keeps the bounds of the generations purged, and forgets
-// those of generations not among live (those that hold records).
-func (d *Driver) keepPurgeBounds(ctx context.Context, keep map[int64]purgeBound, live []int64) error {
-	list, err := json.Marshal(live)
-	if err != nil {
-		return err
-	}
+// keepPurgeBounds keeps the bounds of the generations purged (a bound of
+// 0 forgets one).
+func (d *Driver) keepPurgeBounds(ctx context.Context, bounds map[int64]int64) error {
 	return d.writeTx(ctx, "keep purge bounds", func(tx wtx) error {
-		for g, b := range keep {
-			if _, err := tx.Exec(purgeKeep, d.cfg.queue, g, b.expiry, b.print.records, b.print.rowids); err != nil {
+		for g, b := range bounds {
+			q, args := purgeKeep, []any{d.cfg.queue, g, b}
+			if b == 0 {
+				q, args = purgeForget, args[:2]
+			}
+			if _, err := tx.Exec(q, args...); err != nil {
 				return err
 			}
 		}
-		_, err := tx.Exec(purgeForget, d.cfg.queue, string(list))
-		return err
+		return nil
 	})
 }

@@ -45,10 +45,11 @@ func TestPurgeAcrossRetentions(t *testing.T) {
 	}
 }
 
-// TestPurgeSkipsBoundGenerations: a purged generation other than the
-// newest keeps the lowest expiry of its records, and the next purge does
-// not read it until then; a change of its records (a deletion) makes the
-// next purge read it again.
+// TestPurgeSkipsBoundGenerations: a purged generation below the newest
+// keeps the lowest expiry of its records, and the next purge does not read
+// it until then; when the generations above it lose all their records, so
+// that it may receive records again, its bound goes in the same
+// transaction, and the next purge reads it again.
 func TestPurgeSkipsBoundGenerations(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "")
@@ -71,23 +72,31 @@ func TestPurgeSkipsBoundGenerations(t *testing.T) {
 	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge`); n != 1 {
 		t.Fatalf("%d bounds; want generation 0's only (the newest has none)", n)
 	}
-	// Expire canon(1) behind the purge's back: its generation keeps its
-	// fingerprint, so the purge does not read it.
+	// Expire canon(1) behind the purge's back: the purge does not read
+	// generation 0.
 	if _, err := b.drv.db.ExecContext(b.ctx, `UPDATE jobq_results SET expires_at = 1 WHERE task_id = ?`, taskKey(canon(1))); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := b.drv.PurgeResults(b.ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("purge with the bound ahead = %d, %v; want 0 (generation 0 not read)", n, err)
 	}
-	// A deletion changes the fingerprint: the generation is read again.
-	if n, err := b.drv.DeleteResults(b.ctx, []string{canon(2)}); err != nil || n != 1 {
+	// Generation 1 emptied: generation 0 is the newest again.
+	if n, err := b.drv.DeleteResults(b.ctx, []string{canon(4)}); err != nil || n != 1 {
 		t.Fatalf("delete = %d, %v", n, err)
 	}
-	if n, err := b.drv.PurgeResults(b.ctx, time.Now()); err != nil || n != 1 {
-		t.Fatalf("purge after a deletion = %d, %v; want canon(1)", n, err)
-	}
 	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge`); n != 0 {
-		t.Fatalf("%d bounds left; want none (generation 0 is empty)", n)
+		t.Fatalf("%d bounds after the newest generation emptied; want none", n)
+	}
+	if n, err := b.drv.PurgeResults(b.ctx, time.Now()); err != nil || n != 1 {
+		t.Fatalf("purge after the newest generation emptied = %d, %v; want canon(1)", n, err)
+	}
+	// A bound is kept only below the newest generation.
+	err := b.drv.writeTx(b.ctx, "test", func(tx wtx) error {
+		_, err := tx.Exec(purgeKeep, "default", 0, 1)
+		return err
+	})
+	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge`); err != nil || n != 0 {
+		t.Fatalf("%d bounds (%v) after keeping one for the newest generation; want none", n, err)
 	}
 }
 
@@ -115,6 +124,9 @@ func TestMigrateFromSchema3(t *testing.T) {
 	}
 	if n := b.count(t, `SELECT count(*) FROM sqlite_master WHERE name = 'jobq_results_expiry'`); n != 0 {
 		t.Errorf("the expiry index is still there")
+	}
+	if n := b.count(t, `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'jobq_results_reopen'`); n != 1 {
+		t.Errorf("no trigger jobq_results_reopen")
 	}
 	ids := []string{done, dead, cancelled, expired, hidden, hiddenBy, "custom-id"}
 	const before = "[succeeded dead-lettered cancelled - dead-lettered - succeeded]"

@@ -68,7 +68,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migratePolicies(ctx, tx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, resultTable+rollupTable+resultPurgeTable); err != nil {
+	if _, err := tx.ExecContext(ctx, resultTable+rollupTable); err != nil {
 		return err
 	}
 	if err := migrateWorkers(ctx, tx); err != nil {
@@ -86,7 +86,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := migrateHeld(ctx, tx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, resultIndex); err != nil {
+	if _, err := tx.ExecContext(ctx, resultIndex+resultPurgeTable); err != nil {
 		return err
 	}
 	return tx.Commit()
