@@ -43,8 +43,8 @@ BEGIN
 END;
 `
 
-// migratePurge is schema 4's step: the expiry index goes (the table
-// jobq_results_purge is made with the others).
+// migratePurge is schema 4's step: the expiry index goes (migrate makes
+// jobq_results_purge and its trigger at every open, after the key).
 func migratePurge(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `DROP INDEX IF EXISTS jobq_results_expiry`)
 	return err
