@@ -10,12 +10,16 @@ import (
 )
 
 // expiryMigration is schema step 18: the expiry index becomes a BRIN
-// index, a summary (the least and greatest expiry) per range of
-// expiryRange pages, in place of a B-tree entry per record. Records are
-// appended in about the order they expire, so the ranges' summaries are
-// narrow and the purge reads little besides the expired records; a
-// settlement that stores a record into a range not yet summarised, as the
-// table's end is, writes nothing to the index.
+// index, a summary (the least and greatest expiry minute: expiryMinute)
+// per range of expiryRange pages, in place of a B-tree entry per record.
+// Records are stored in about the order they expire, so the ranges'
+// summaries are narrow and the purge reads little besides the expired
+// records. A settlement writes to the index only when its record's minute
+// lies outside its range's summary: once a minute at most for the range
+// being filled, and never while the range has no summary yet. (A summary
+// of the expiry itself would be widened by every record, each expiring
+// later than the one before: in a table that reuses the space of purged
+// records, that wrote as much WAL as the B-tree entry.)
 //
 // A range is summarised by the purge itself (brin_summarize_new_values,
 // before it looks) and by VACUUM; one that has no summary is read whole by
@@ -28,8 +32,14 @@ import (
 // another role the purge still finds every expired record, reading more.
 const expiryMigration = `
 DROP INDEX {{s}}.results_expiry;
-CREATE INDEX results_expiry ON {{s}}.results USING brin (expires_at) WITH (pages_per_range = 32);
+CREATE INDEX results_expiry ON {{s}}.results USING brin ((` + expiryMinute + `)) WITH (pages_per_range = 32);
 `
+
+// expiryMinute is what results_expiry summarises: a record's expiry
+// truncated to the minute (in UTC, so that the expression is immutable).
+// A record that expired by t has expiryMinute <= timezone('UTC', t); the
+// purge also reads the records that expire later in t's minute.
+const expiryMinute = `date_trunc('minute', timezone('UTC', expires_at))`
 
 // expiryRange is results_expiry's pages_per_range: a purge reads at most
 // about one range of records that have not expired at each end of those
@@ -69,7 +79,9 @@ type purgeQueries struct {
 func buildPurgeQueries(r *strings.Replacer) purgeQueries {
 	return purgeQueries{
 		expired: r.Replace(`
-SELECT ctid FROM {{s}}.results WHERE queue IS NOT DISTINCT FROM $1 AND expires_at <= $2 LIMIT $3`),
+SELECT ctid FROM {{s}}.results
+WHERE ` + expiryMinute + ` <= timezone('UTC', $2::timestamptz) AND expires_at <= $2 AND queue IS NOT DISTINCT FROM $1
+LIMIT $3`),
 		remove: r.Replace(`
 DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM {{s}}.results WHERE ctid = ANY($3::tid[]) AND queue IS NOT DISTINCT FROM $1 AND expires_at <= $2
