@@ -16,10 +16,11 @@ import (
 // Result records (driver.ResultStore) live in the results table, one row
 // per queue and task ID, shared by the schema's queues like messages. The
 // primary key serves reads and the insert-if-absent rule of cancel
-// requests; the expiry index serves the purge. (A BRIN index on expiry
-// costs an insert less, but serves only once VACUUM has summarised the
-// table's pages, and the purge then read the whole table per batch.)
-// Schema step 8 adds the table to existing databases.
+// requests. The purge finds expired records through results_expiry, a
+// BRIN index on expires_at since schema step 18: a summary per range of
+// pages instead of a B-tree entry per record, which a settlement does not
+// write while its range has no summary (resultpurge.go). Schema step 8
+// adds the table to existing databases.
 //
 // A settlement stores its records in the same statement as the delete
 // (completeSQL, deadLetterSQL): a record exists if and only
@@ -49,15 +50,11 @@ CREATE INDEX results_expiry ON {{s}}.results (queue, expires_at);
 // waiter is told within one and a half intervals.
 const resultsNotifyInterval = 10 * time.Millisecond
 
-// purgeBatch is how many records one purge statement deletes at most, so
-// that a large purge holds its row locks and writes its WAL in short
-// transactions.
-const purgeBatch = 1000
-
 // resultQueries are the result statements of one schema.
 type resultQueries struct {
-	list                              string // export.go
-	put, get, anyEnded, purge, remove string
+	list                       string // export.go
+	put, get, anyEnded, remove string
+	purge                      purgeQueries // resultpurge.go
 	// await registers a waiter for records and reads them (WaitResults);
 	// notify is the trailing records notification (awaiting.go).
 	await, notify string
@@ -141,9 +138,7 @@ SELECT pg_notify($1, $2) FROM async WHERE {{s}}.results_awaited($3)`),
 SELECT EXISTS (SELECT FROM {{s}}.results
 	WHERE queue = $1 AND task_id = ANY($2::text[]) AND expires_at > now() AND state <> 'cancel-requested')`),
 
-		purge: r.Replace(`
-DELETE FROM {{s}}.results WHERE ctid = ANY(ARRAY(
-	SELECT ctid FROM {{s}}.results WHERE queue = $1 AND expires_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED))`),
+		purge: buildPurgeQueries(r),
 
 		// Ready and delayed messages, and those whose lease has expired
 		// (claimable again; the old holder's settlement finds them gone),
@@ -360,29 +355,6 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 		out[i] = found[id]
 	}
 	return out, nil
-}
-
-// PurgeResults implements driver.ResultStore. It deletes in statements of
-// at most purgeBatch records, each its own transaction, and stops early
-// (with what it deleted so far) when ctx ends.
-func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error) {
-	if err := d.closing.Err(); err != nil {
-		return 0, err
-	}
-	var total int64
-	for {
-		tag, err := d.pool.Exec(ctx, d.rsql.purge, d.cfg.queue, now, purgeBatch)
-		if err != nil {
-			return total, wrap(ctx, "purge results", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < purgeBatch {
-			return total, nil
-		}
-		if err := d.closing.Err(); err != nil {
-			return total, err
-		}
-	}
 }
 
 // WaitResults implements driver.ResultWaiter. While the driver's LISTEN

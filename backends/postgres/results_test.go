@@ -208,14 +208,14 @@ func TestPurgeResultsInBatches(t *testing.T) {
 	putResults(t, d, append(recs, rec("live", driver.ResultSucceeded, time.Hour))...)
 	putResults(t, other, rec("old0", driver.ResultSucceeded, -time.Minute))
 
-	// One statement deletes at most purgeBatch records.
-	tag, err := d.pool.Exec(ctx, d.rsql.purge, d.cfg.queue, time.Now(), purgeBatch)
-	if err != nil || tag.RowsAffected() != purgeBatch {
-		t.Fatalf("one purge statement deleted %d (%v); want %d", tag.RowsAffected(), err, purgeBatch)
+	// The look finds the queue's expired records, and only those.
+	tids, err := d.expiredRecords(ctx, time.Now())
+	if err != nil || len(tids) != expired {
+		t.Fatalf("the look found %d expired records (%v); want %d", len(tids), err, expired)
 	}
 	n, err := d.PurgeResults(ctx, time.Now())
-	if err != nil || n != expired-purgeBatch {
-		t.Fatalf("purge = %d, %v; want %d", n, err, expired-purgeBatch)
+	if err != nil || n != expired {
+		t.Fatalf("purge = %d, %v; want %d", n, err, expired)
 	}
 	if n, err := d.PurgeResults(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("second purge = %d, %v", n, err)
@@ -583,23 +583,32 @@ func TestSettlementsPastTheNotifyBurst(t *testing.T) {
 	}
 }
 
-// TestPurgePlanUsesTheExpiryIndex: under the pool's planner settings
-// (plans.go) the purge finds expired records through the expiry index,
-// not by reading every record of the queue.
+// TestPurgePlanUsesTheExpiryIndex: in the purge's transaction the look
+// for expired records scans the expiry index (a bitmap scan, the only one
+// a BRIN index serves), not the primary key, which would read every record
+// of the queue, and the delete fetches the rows it was given by address.
 func TestPurgePlanUsesTheExpiryIndex(t *testing.T) {
 	t.Parallel()
 	d := openResults(t)
-	ctx := ctxT(t)
-	rows, err := d.pool.Query(ctx, `EXPLAIN `+d.rsql.purge, d.cfg.queue, time.Now(), purgeBatch)
+	err := d.withBitmapScans(ctxT(t), func(tx pgx.Tx) error {
+		plan := explainGeneric(t, tx, "COSTS OFF", d.rsql.purge.expired, "text, timestamptz, integer", expiredArgs(d))
+		if !strings.Contains(plan, "Bitmap Index Scan on results_expiry") || strings.Contains(plan, "results_pkey") {
+			t.Errorf("the look for expired records does not scan the expiry index alone:\n%s", plan)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	// The delete runs under the pool's settings.
+	err = pgx.BeginFunc(ctxT(t), d.pool, func(tx pgx.Tx) error {
+		plan := explainGeneric(t, tx, "COSTS OFF", d.rsql.purge.remove, "text, timestamptz, tid[]", expiredArgs(d)[:strings.LastIndex(expiredArgs(d), ",")]+", '{\"(0,1)\"}'")
+		if strings.Contains(plan, "Index") || strings.Count(plan, "Tid Scan") != 2 {
+			t.Errorf("the purge's delete does not fetch its rows by address alone:\n%s", plan)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
-	if !strings.Contains(plan, "results_expiry") {
-		t.Fatalf("the purge does not use the expiry index:\n%s", plan)
 	}
 }
