@@ -25,7 +25,16 @@ func newHandlerQueue(handlers int) *handlerQueue { return &handlerQueue{free: ha
 
 // take queues a ticket, which holds a handler at once if one is free.
 func (q *handlerQueue) take() *handlerTicket {
-	t := &handlerTicket{q: q, granted: make(chan struct{})}
+	t := new(handlerTicket)
+	q.join(t)
+	return t
+}
+
+// join makes t, a zero ticket, a ticket of q (queued, or holding a handler
+// at once if one is free), as take does; the worker keeps a task's ticket
+// in the task's own state (taskRun).
+func (q *handlerQueue) join(t *handlerTicket) {
+	*t = handlerTicket{q: q, granted: make(chan struct{})}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.free > 0 && len(q.waiting) == 0 {
@@ -34,7 +43,6 @@ func (q *handlerQueue) take() *handlerTicket {
 	} else {
 		q.waiting = append(q.waiting, t)
 	}
-	return t
 }
 
 // grant gives t a handler; q.mu is held.

@@ -25,7 +25,16 @@ type runners struct {
 
 // runner is one runner goroutine's mailbox: its next task, or closed when
 // the runners stop.
-type runner struct{ work chan func() }
+type runner struct{ work chan runnable }
+
+// runnable is one task for a runner: a received task's taskRun, whose run
+// method costs no closure of its own, or any function (runFunc).
+type runnable interface{ run() }
+
+// runFunc runs a function as a runner's task.
+type runFunc func()
+
+func (f runFunc) run() { f() }
 
 func newRunners(tasks *sync.WaitGroup) *runners {
 	return &runners{tasks: tasks}
@@ -33,7 +42,10 @@ func newRunners(tasks *sync.WaitGroup) *runners {
 
 // Go runs f as one task: on the runner that became idle last, if any, else
 // on a new goroutine.
-func (r *runners) Go(f func()) {
+func (r *runners) Go(f func()) { r.start(runFunc(f)) }
+
+// start runs f as one task, as Go does.
+func (r *runners) start(f runnable) {
 	r.tasks.Add(1)
 	r.mu.Lock()
 	if n := len(r.idle); n > 0 {
@@ -45,12 +57,12 @@ func (r *runners) Go(f func()) {
 		return
 	}
 	r.mu.Unlock()
-	go r.loop(&runner{work: make(chan func(), 1)}, f)
+	go r.loop(&runner{work: make(chan runnable, 1)}, f)
 }
 
-func (r *runners) loop(me *runner, f func()) {
+func (r *runners) loop(me *runner, f runnable) {
 	for {
-		f()
+		f.run()
 		r.tasks.Done()
 		r.mu.Lock()
 		if r.stopped {
