@@ -138,14 +138,14 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 		w.inflight.untrack(env)
 	}
 	letGo()
-	elapsed := time.Since(start).Round(time.Millisecond)
+	took := time.Since(start)
+	elapsed := took.Round(time.Millisecond)
 	err = stoppedBy(err, cause)
 	failed := err != nil && !errors.Is(cause, errcode.LockLost) && !errors.Is(cause, errStopping) && !errors.Is(cause, ErrCancelled) &&
 		!errors.Is(err, ErrSnoozed)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.countOutcome(err == nil, failed, log)
-	took := time.Since(start)
 	w.tel.ran(ctx, err, cause, took)
 	w.pace.observe(took)
 	w.workDone.Add(int64(took))
