@@ -233,8 +233,9 @@ func (e *Envelope) recordsAttempts() bool {
 // recordAttempt notes how this delivery went; the next Requeue, Fail or
 // DeadLetter stores it in the message's attempt history, where the backend
 // can update messages in place (elsewhere it is dropped). Detail is cut to
-// 200 bytes.
-func (e *Envelope) recordAttempt(a Attempt) {
+// 200 bytes. The envelope keeps a itself (it replaces, never changes, the
+// attempt it keeps), so the caller must not change it afterwards.
+func (e *Envelope) recordAttempt(a *Attempt) {
 	if a.Delivery == 0 {
 		a.Delivery = e.DeliveryCount
 	}
@@ -242,7 +243,7 @@ func (e *Envelope) recordAttempt(a Attempt) {
 		a.Detail = truncate(a.Detail, maxAttemptDetail-3)
 	}
 	e.mu.Lock()
-	e.attempt = &a
+	e.attempt = a
 	e.mu.Unlock()
 }
 

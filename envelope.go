@@ -37,10 +37,14 @@ type Envelope struct {
 	settled  bool
 	lost     chan struct{}
 	lostOnce sync.Once
-	onLost   []func() // Context's cancellations, run when the lease is lost
-	timer    *time.Timer
-	attempt  *Attempt       // set by RecordAttempt, stored by the settlement (attempts.go)
-	result   *ResultDetails // set by SetResult, stored in the result record (results.go)
+	// onLost are Context's cancellations, run when the lease is lost;
+	// lostFirst backs the first, so that the usual one context per
+	// envelope costs no allocation of its own.
+	onLost    []context.CancelCauseFunc
+	lostFirst [1]context.CancelCauseFunc
+	timer     *time.Timer
+	attempt   *Attempt       // set by RecordAttempt, stored by the settlement (attempts.go)
+	result    *ResultDetails // set by SetResult, stored in the result record (results.go)
 	// traceParent is the producer's W3C trace context (driver.Received);
 	// traced says whether a tracer provider was installed when the message
 	// was received, and span is the process span StartSpan started
@@ -104,8 +108,12 @@ func (e *Envelope) markLost() {
 		fns := e.onLost
 		e.onLost = nil
 		e.mu.Unlock()
-		for _, f := range fns {
-			f()
+		if len(fns) == 0 {
+			return
+		}
+		err := e.lostError()
+		for _, cancel := range fns {
+			cancel(err)
 		}
 	})
 }
@@ -130,20 +138,25 @@ func (e *Envelope) context(parent context.Context) (context.Context, context.Can
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	lost := e.LockLost()
-	onLost := func() {
-		cancel(&Error{Code: errcode.LockLost, Op: "lease", Queue: e.q.url,
-			Msg: fmt.Sprintf("the lease on message %s was lost: another receiver may hold it now", e.MessageID)})
-	}
 	e.mu.Lock()
 	select {
 	case <-lost:
 		e.mu.Unlock()
-		onLost()
+		cancel(e.lostError())
 	default:
-		e.onLost = append(e.onLost, onLost)
+		if e.onLost == nil {
+			e.onLost = e.lostFirst[:0]
+		}
+		e.onLost = append(e.onLost, cancel)
 		e.mu.Unlock()
 	}
 	return ctx, cancel
+}
+
+// lostError is the cause of a context ended by the lease's loss.
+func (e *Envelope) lostError() error {
+	return &Error{Code: errcode.LockLost, Op: "lease", Queue: e.q.url,
+		Msg: fmt.Sprintf("the lease on message %s was lost: another receiver may hold it now", e.MessageID)}
 }
 
 // settle marks the envelope settled; it fails when it was settled before.

@@ -51,7 +51,14 @@ func init() {
 	hooks.Stash = func(q any) stash.Store { return asQueue(q).stash.primary }
 	hooks.Retention = func(q any) time.Duration { return asQueue(q).policies.retention() }
 
-	hooks.RecordAttempt = func(e, a any) { e.(*Envelope).recordAttempt(a.(Attempt)) }
+	hooks.RecordAttempt = func(e, a any) {
+		if p, ok := a.(*Attempt); ok {
+			e.(*Envelope).recordAttempt(p)
+			return
+		}
+		v := a.(Attempt)
+		e.(*Envelope).recordAttempt(&v)
+	}
 	hooks.TaskContext = func(parent context.Context, e any) (context.Context, context.CancelCauseFunc) {
 		return e.(*Envelope).context(parent)
 	}

@@ -292,11 +292,16 @@ func (d recordDecoder) damaged(format string, args ...any) error {
 // on the task's own goroutine: that goroutine starts with a small stack,
 // and the encoder's frames made the runtime grow (copy) it for every task,
 // which cost more than the encoding itself.
+//
+// Its record and the first attempt of its history live in it, so that a
+// record costs one allocation besides its encoding.
 type pendingRecord struct {
-	id          string
-	state       driver.ResultState
-	at, expires time.Time
-	details     recordDetails
+	id           string
+	state        driver.ResultState
+	at, expires  time.Time
+	details      recordDetails
+	firstAttempt [1]Attempt // backs details.attempts when it holds one attempt
+	rec          driver.ResultRecord
 }
 
 // record encodes p; nil for a nil p.
@@ -304,7 +309,8 @@ func (p *pendingRecord) record() *driver.ResultRecord {
 	if p == nil {
 		return nil
 	}
-	return &driver.ResultRecord{ID: p.id, State: p.state, UpdatedAt: p.at, ExpiresAt: p.expires, Data: p.details.encode(p.state)}
+	p.rec = driver.ResultRecord{ID: p.id, State: p.state, UpdatedAt: p.at, ExpiresAt: p.expires, Data: p.details.encode(p.state)}
+	return &p.rec
 }
 
 // recordOf builds the result record this envelope's settlement writes, or
@@ -340,6 +346,9 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 	now := time.Now()
 	d.ended = now
 	if pending != nil {
+		if d.attempts == nil {
+			d.attempts = p.firstAttempt[:0]
+		}
 		d.attempts = append(d.attempts, *pending)
 		d.started, d.worker, d.host, d.env, d.exitCode = pending.Start, pending.Worker, pending.Host, pending.Env, pending.ExitCode
 		if !pending.End.IsZero() {

@@ -74,22 +74,31 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pending
 	if s.max == 1 {
 		return s.completeOne(ctx, lease, rec, tally)
 	}
-	req := completeReq{ctx: ctx, lease: lease, rec: rec, tally: tally, done: make(chan error, 1)}
+	done := doneChans.Get().(chan error)
+	req := completeReq{ctx: ctx, lease: lease, rec: rec, tally: tally, done: done}
 	select {
 	case s.ch <- req:
 	case <-s.q.closing:
+		doneChans.Put(done)
 		return errClosed
 	case <-ctx.Done():
+		doneChans.Put(done)
 		return ctx.Err()
 	}
 	select {
-	case err := <-req.done:
+	case err := <-done:
+		doneChans.Put(done) // empty again: the flush sends once
 		return err
 	case <-ctx.Done():
-		// The flush may still happen; the caller only stops waiting.
+		// The flush may still happen (so done is not reused); the caller
+		// only stops waiting.
 		return ctx.Err()
 	}
 }
+
+// doneChans are the channels on which batched completions wait for their
+// flush, reused: a channel of errors is two allocations.
+var doneChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 // completeOne settles one lease with a driver call of its own. As in a
 // batch, the call runs without the caller's cancellation (bounded by

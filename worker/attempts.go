@@ -25,7 +25,14 @@ func hostname() string {
 // record notes how this delivery of env ended, for the message's attempt
 // history (stored by the settlement that follows).
 func (w *Worker) record(env *jobq.Envelope, start time.Time, outcome jobq.AttemptOutcome, err error) {
-	a := jobq.Attempt{Worker: w.o.WorkerID, Host: w.host, Env: w.o.EnvLabel, Start: start, End: time.Now(), Outcome: outcome}
+	w.recordInto(new(jobq.Attempt), env, start, outcome, err)
+}
+
+// recordInto is record with a, which the envelope keeps until its
+// settlement, as the attempt's storage: a task's own (taskRun.attempt)
+// costs no allocation.
+func (w *Worker) recordInto(a *jobq.Attempt, env *jobq.Envelope, start time.Time, outcome jobq.AttemptOutcome, err error) {
+	*a = jobq.Attempt{Worker: w.o.WorkerID, Host: w.host, Env: w.o.EnvLabel, Start: start, End: time.Now(), Outcome: outcome}
 	if err != nil {
 		a.Detail = err.Error()
 		var te *TaskError

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"container/list"
 	"sync"
 	"time"
 
@@ -44,31 +43,59 @@ func unsettledLimit(c driver.Capabilities) int {
 
 // backlog tracks the finished tasks that gave their token back early.
 type backlog struct {
-	mu      sync.Mutex
-	limit   int
-	pending list.List // of time.Time: when each finished, oldest first
+	mu    sync.Mutex
+	limit int
+	n     int
+	// oldest and newest end the list of pending tasks, oldest first.
+	oldest, newest *settling
+}
+
+// settling is one finished task's place in the backlog. It lives in the
+// task's own state (taskRun), so that the backlog allocates nothing.
+type settling struct {
+	finished   time.Time
+	prev, next *settling
 }
 
 func newBacklog(limit int) *backlog { return &backlog{limit: limit} }
 
 // admit reports whether a task that finished now may give its token back
-// before its settlement; when it does, done must be called with the
-// returned element once the settlement ends.
-func (b *backlog) admit(now time.Time) (*list.Element, bool) {
+// before its settlement; when it does, s is in the backlog, and done(s)
+// must be called once the settlement ends.
+func (b *backlog) admit(s *settling, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.pending.Len() >= b.limit {
-		return nil, false
+	if b.n >= b.limit {
+		return false
 	}
-	if f := b.pending.Front(); f != nil && now.Sub(f.Value.(time.Time)) >= settleWindow {
-		return nil, false
+	if b.oldest != nil && now.Sub(b.oldest.finished) >= settleWindow {
+		return false
 	}
-	return b.pending.PushBack(now), true
+	*s = settling{finished: now, prev: b.newest}
+	if b.newest != nil {
+		b.newest.next = s
+	} else {
+		b.oldest = s
+	}
+	b.newest = s
+	b.n++
+	return true
 }
 
 // done removes a settled task from the backlog.
-func (b *backlog) done(e *list.Element) {
+func (b *backlog) done(s *settling) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.pending.Remove(e)
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		b.oldest = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	} else {
+		b.newest = s.prev
+	}
+	s.prev, s.next = nil, nil
+	b.n--
 }

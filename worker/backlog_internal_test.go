@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"container/list"
 	"testing"
 	"time"
 
@@ -15,29 +14,50 @@ func TestBacklogBounds(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	b := newBacklog(3)
-	var first *list.Element
+	var entries [5]settling
 	for i := range 3 {
-		e, ok := b.admit(t0.Add(time.Duration(i) * time.Millisecond))
-		if !ok {
+		if !b.admit(&entries[i], t0.Add(time.Duration(i)*time.Millisecond)) {
 			t.Fatalf("task %d refused with %d pending of 3", i, i)
 		}
-		if i == 0 {
-			first = e
-		}
 	}
-	if _, ok := b.admit(t0.Add(3 * time.Millisecond)); ok {
+	if b.admit(&entries[3], t0.Add(3*time.Millisecond)) {
 		t.Fatal("a fourth task admitted with a limit of 3")
 	}
-	b.done(first)
-	if e, ok := b.admit(t0.Add(4 * time.Millisecond)); !ok {
+	b.done(&entries[0])
+	if !b.admit(&entries[4], t0.Add(4*time.Millisecond)) {
 		t.Fatal("refused after one settled")
-	} else {
-		b.done(e)
 	}
+	b.done(&entries[4])
 	// The oldest pending (finished at t0+1ms) has waited a whole window:
 	// settlement is behind, so no more early tokens, whatever the count.
-	if _, ok := b.admit(t0.Add(time.Millisecond + settleWindow)); ok {
+	if b.admit(&entries[3], t0.Add(time.Millisecond+settleWindow)) {
 		t.Fatalf("admitted while the oldest pending task has waited %v", settleWindow)
+	}
+	// Settled out of order, the rest leave the backlog empty: the next
+	// task is admitted whenever it finishes.
+	b.done(&entries[2])
+	b.done(&entries[1])
+	if b.n != 0 || b.oldest != nil || b.newest != nil {
+		t.Fatalf("backlog after every task settled: %d pending, oldest %p, newest %p", b.n, b.oldest, b.newest)
+	}
+	if !b.admit(&entries[3], t0.Add(time.Hour)) {
+		t.Fatal("refused with an empty backlog")
+	}
+}
+
+// TestBacklogAdmitAllocatesNothing: a task's place in the backlog is its
+// own (taskRun.settling), so admitting and settling it allocate nothing.
+func TestBacklogAdmitAllocatesNothing(t *testing.T) {
+	b := newBacklog(3)
+	var s settling
+	now := time.Unix(1000, 0)
+	if n := testing.AllocsPerRun(100, func() {
+		if !b.admit(&s, now) {
+			t.Fatal("refused with an empty backlog")
+		}
+		b.done(&s)
+	}); n != 0 {
+		t.Errorf("admitting and settling a task took %v allocations, want 0", n)
 	}
 }
 

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"sync"
@@ -504,40 +503,64 @@ func (d *dispatcher) start(envs []*jobq.Envelope, t claimTokens) {
 		if i >= t.main {
 			pool = d.ahead
 		}
-		ticket := d.handlers.take() // here, so tasks start in claim order
-		d.runners.Go(func() { d.run(env, ticket, pool) })
+		tr := &taskRun{d: d, env: env, pool: pool}
+		d.handlers.join(&tr.ticket) // here, so tasks start in claim order
+		d.runners.start(tr)
 	}
 }
 
-// run processes one task and returns its token to pool. The task's
+// taskRun is what the worker keeps for one task from its receipt until it
+// is settled, in one allocation: the handler ticket, logger, Job, lease
+// renewal state, attempt and backlog place of every task would otherwise
+// be an allocation each.
+type taskRun struct {
+	d        *dispatcher
+	env      *jobq.Envelope
+	pool     chan struct{} // where the task's claim token goes back
+	ticket   handlerTicket
+	log      taskLog
+	job      Job
+	lease    heldLease
+	attempt  jobq.Attempt // the attempt of a success (Worker.recordInto)
+	freeOnce sync.Once
+	// early says the token went back when the handler returned, before the
+	// settlement; the task is then in the backlog at settling.
+	early    bool
+	settling settling
+}
+
+// run runs the task on its runner (dispatcher.run).
+func (t *taskRun) run() { t.d.run(t) }
+
+// ran is called when the task's handler is freed: the claim token goes back
+// now, so that a receive overlaps the settlement, unless the backlog of such
+// tasks is full or settling too slowly (backlog.go).
+func (t *taskRun) ran() {
+	if t.early = t.d.unsettled.admit(&t.settling, time.Now()); t.early {
+		t.pool <- struct{}{}
+	}
+}
+
+// run processes one task and returns its token to its pool. The task's
 // handler is freed when the handler returns, so the next task starts while
-// this one settles, and so is its claim token, so that a receive overlaps
-// the settlement too — unless the backlog of such tasks is full or
-// settling too slowly (backlog.go): then the token waits for this
+// this one settles, and so is its claim token (taskRun.ran) — unless the
+// backlog is full or settling too slowly: then the token waits for this
 // settlement, and claims slow down to the pace of settlement instead of
 // piling finished tasks up.
-func (d *dispatcher) run(env *jobq.Envelope, ticket *handlerTicket, pool chan struct{}) {
-	var (
-		early bool
-		entry *list.Element
-	)
+func (d *dispatcher) run(t *taskRun) {
 	// The task is counted, and runs in its process span, until it is
 	// settled (telemetry.go): here rather than in process, whose stack
 	// frame the settlement's deepest calls sit on.
-	d.w.tel.hold(env)
-	putBack := d.w.process(env, ticket, func() {
-		if entry, early = d.unsettled.admit(time.Now()); early {
-			pool <- struct{}{}
-		}
-	})
-	d.w.tel.release(env)
+	d.w.tel.hold(t.env)
+	putBack := d.w.process(t)
+	d.w.tel.release(t.env)
 	if putBack {
 		d.unspend()
 	}
-	if early {
-		d.unsettled.done(entry)
+	if t.early {
+		d.unsettled.done(&t.settling)
 	} else {
-		pool <- struct{}{}
+		t.pool <- struct{}{}
 	}
 	d.taskEnded()
 }

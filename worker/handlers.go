@@ -25,17 +25,35 @@ func newHandlerQueue(handlers int) *handlerQueue { return &handlerQueue{free: ha
 
 // take queues a ticket, which holds a handler at once if one is free.
 func (q *handlerQueue) take() *handlerTicket {
-	t := &handlerTicket{q: q, granted: make(chan struct{})}
+	t := new(handlerTicket)
+	q.join(t)
+	return t
+}
+
+// join makes t, a zero ticket, a ticket of q (queued, or holding a handler
+// at once if one is free), as take does; the worker keeps a task's ticket
+// in the task's own state (taskRun).
+func (q *handlerQueue) join(t *handlerTicket) {
+	*t = handlerTicket{q: q}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.free > 0 && len(q.waiting) == 0 {
+		// Granted at once: no channel of its own to close.
 		q.free--
-		t.grant()
-	} else {
-		q.waiting = append(q.waiting, t)
+		t.held, t.granted = true, grantedNow
+		return
 	}
-	return t
+	t.granted = make(chan struct{})
+	q.waiting = append(q.waiting, t)
 }
+
+// grantedNow is the granted channel of every ticket that held a handler as
+// it joined the queue: closed already.
+var grantedNow = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // grant gives t a handler; q.mu is held.
 func (t *handlerTicket) grant() {

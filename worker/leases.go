@@ -47,14 +47,15 @@ func newLeaseKeeper(w *Worker) *leaseKeeper {
 }
 
 // hold starts renewing env's lease (unless heartbeats are off) until
-// release.
-func (k *leaseKeeper) hold(ctx context.Context, env *jobq.Envelope, log *slog.Logger) {
+// release, with h, the task's own (taskRun), as its renewal state.
+func (k *leaseKeeper) hold(ctx context.Context, h *heldLease, env *jobq.Envelope, log *slog.Logger) {
 	if k.w.o.DisableHeartbeat {
 		return
 	}
 	due := time.Now().Add(k.w.renewal(env))
+	*h = heldLease{ctx: ctx, log: log, due: due}
 	k.mu.Lock()
-	k.held[env] = &heldLease{ctx: ctx, log: log, due: due}
+	k.held[env] = h
 	sooner := k.next.IsZero() || due.Before(k.next)
 	k.mu.Unlock()
 	if sooner {

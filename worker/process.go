@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -21,18 +20,19 @@ const settleTimeout = 30 * time.Second
 // process runs one received task and settles it. It runs the task once its
 // ticket holds a handler (waiting, if the task was prefetched) and releases
 // the handler when the task no longer runs, before the task is settled, so
-// the next task starts while this one settles; ran is called then. It
+// the next task starts while this one settles; tr.ran is called then. It
 // reports whether the task was put back without running (a pause, a
 // limit or a gate stopped it), which does not count towards MaxTasks.
-func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) (putBack bool) {
-	log := taskLogger(w.log, env.Task.ID)
+func (w *Worker) process(tr *taskRun) (putBack bool) {
+	env, ticket := tr.env, &tr.ticket
+	log := tr.log.init(w.log, env.Task.ID)
 	// The task's context ends when the worker stops (cause errStopping),
 	// the lease is lost (cause errcode.LockLost) or, while the handler
 	// runs, a cancel is requested (cause ErrCancelled). It holds the task's
 	// process span (dispatcher.run starts it).
 	ctx, end := hooks.TaskContext(w.stopCtx, env)
 	cancel := func() { end(context.Canceled) }
-	w.leases.hold(ctx, env, log)
+	w.leases.hold(ctx, &tr.lease, env, log)
 	// let go ends the task's context and its renewals; every settlement
 	// comes after it, so none races a renewal.
 	held := true
@@ -69,11 +69,10 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 		w.emit(Event{Task: env.Task, Outcome: LockLost, Err: err})
 		return
 	}
-	var freeOnce sync.Once
 	free := func() {
-		freeOnce.Do(func() {
+		tr.freeOnce.Do(func() {
 			ticket.release()
-			ran()
+			tr.ran()
 		})
 	}
 	defer free()
@@ -130,26 +129,28 @@ func (w *Worker) process(env *jobq.Envelope, ticket *handlerTicket, ran func()) 
 		w.inflight.track(env, end)
 	}
 	runCtx, unlimit := w.withTimeLimit(ctx, env.Task)
-	err := w.h.Handle(runCtx, &Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh,
-		ckpt: tc, ckptEvery: w.o.CheckpointEvery})
+	tr.job = Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh,
+		ckpt: tc, ckptEvery: w.o.CheckpointEvery}
+	err := w.h.Handle(runCtx, &tr.job)
 	cause := context.Cause(runCtx)
 	unlimit()
 	if w.watchCancels {
 		w.inflight.untrack(env)
 	}
 	letGo()
-	elapsed := time.Since(start).Round(time.Millisecond)
+	took := time.Since(start)
+	elapsed := took.Round(time.Millisecond)
 	err = stoppedBy(err, cause)
 	failed := err != nil && !errors.Is(cause, errcode.LockLost) && !errors.Is(cause, errStopping) && !errors.Is(cause, ErrCancelled) &&
 		!errors.Is(err, ErrSnoozed)
 	// Count the outcome before freeing the slot, so that a worker past its
 	// failure limit takes no further task.
 	w.countOutcome(err == nil, failed, log)
-	w.tel.ran(ctx, err, cause, time.Since(start))
-	w.pace.observe(time.Since(start))
-	w.workDone.Add(int64(time.Since(start)))
+	w.tel.ran(ctx, err, cause, took)
+	w.pace.observe(took)
+	w.workDone.Add(int64(took))
 	free()
-	if w.settleOutcome(env, log, err, cause, start, elapsed, tc) {
+	if w.settleOutcome(tr, log, err, cause, start, elapsed, tc) {
 		tc.drop(context.Background())
 	}
 	return false
@@ -179,12 +180,13 @@ func (w *Worker) countOutcome(success, failed bool, log *slog.Logger) {
 // limit fails as any other (err says so); a cancelled one whose handler did
 // not succeed is settled as cancelled. It reports whether the task ended
 // (its checkpoint, tc, is then of no further use).
-func (w *Worker) settleOutcome(env *jobq.Envelope, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration, tc *taskCheckpoint) (ended bool) {
+func (w *Worker) settleOutcome(tr *taskRun, log *slog.Logger, err, cause error, start time.Time, elapsed time.Duration, tc *taskCheckpoint) (ended bool) {
+	env := tr.env
 	switch {
 	case err == nil:
 		if w.keepsResults {
 			// For the result record: who ran the task, and when.
-			w.record(env, start, jobq.OutcomeSuccess, nil)
+			w.recordInto(&tr.attempt, env, start, jobq.OutcomeSuccess, nil)
 		}
 		return w.complete(env, log, elapsed)
 	case errors.Is(cause, errcode.LockLost):
@@ -223,7 +225,9 @@ func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Dur
 		return false
 	}
 	w.done.Add(1)
-	log.Log(context.Background(), w.taskLevel(), "task done", "elapsed", elapsed)
+	if log.Enabled(context.Background(), w.taskLevel()) {
+		log.Log(context.Background(), w.taskLevel(), "task done", "elapsed", elapsed)
+	}
 	w.emit(Event{Task: env.Task, Outcome: Completed, Durable: true, Elapsed: elapsed})
 	return true
 }

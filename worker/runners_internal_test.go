@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // goroutineID is the calling goroutine's number, from its stack trace.
@@ -61,4 +62,58 @@ func TestRunnersReuseTheLastIdle(t *testing.T) {
 		t.Errorf("the next task ran on goroutine %d; want %d, the runner idle last (runners: %v, idle first to last)", id, runnerOf[n-1], runnerOf)
 	}
 	tasks.Wait()
+}
+
+// TestIdleRunnerKeepsItsStack: a runner idle through garbage collections
+// keeps the stack its last task grew, so that the next task does not copy
+// it as it grows again. A stack that moved shows in the address of a local
+// at the same depth.
+func TestIdleRunnerKeepsItsStack(t *testing.T) {
+	var tasks sync.WaitGroup
+	r := newRunners(&tasks)
+	defer r.close()
+	at := make(chan uintptr)
+	top := func() {
+		var local byte
+		at <- uintptr(unsafe.Pointer(&local))
+	}
+	task := func(grow bool) func() {
+		return func() {
+			if grow {
+				growStack(8 << 10) // as deep as a task's settlement runs
+			}
+			top()
+		}
+	}
+	r.Go(task(true))
+	before := <-at
+	tasks.Wait()
+	for { // until the runner is idle, then let it park
+		r.mu.Lock()
+		n := len(r.idle)
+		r.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		runtime.Gosched()
+	}
+	runtime.Gosched()
+	runtime.GC()
+	runtime.GC()
+	r.Go(task(false))
+	if after := <-at; after != before {
+		t.Errorf("a local of the next task's frame is at %#x, was %#x: the idle runner's stack was moved (shrunk)", after, before)
+	}
+	tasks.Wait()
+}
+
+// growStack uses about n bytes of stack.
+//
+//go:noinline
+func growStack(n int) byte {
+	var b [512]byte
+	if n <= len(b) {
+		return b[0]
+	}
+	return growStack(n-len(b)) + b[1]
 }

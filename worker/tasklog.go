@@ -12,7 +12,13 @@ import (
 func taskLogger(l *slog.Logger, id string) *slog.Logger {
 	// One allocation for the handler and the logger together: slog.New's
 	// own does not escape, since its result is copied.
-	t := &taskLog{h: taskHandler{inner: l.Handler(), id: id}}
+	return new(taskLog).init(l, id)
+}
+
+// init makes t the logger taskLogger returns, and returns it; the worker
+// keeps a task's in the task's own state (taskRun).
+func (t *taskLog) init(l *slog.Logger, id string) *slog.Logger {
+	t.h = taskHandler{inner: l.Handler(), id: id}
 	t.l = *slog.New(&t.h)
 	return &t.l
 }

@@ -39,7 +39,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 	}
 	return d.settle(ctx, "complete", script, len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any { return []any{reqs[i].Lease.MessageID, reqs[i].Lease.Token} })
+		func(args []any, i int) []any { return completeArgs(args, reqs[i].Lease) })
 }
 
 // Requeue implements driver.Driver. A zero delay makes the message ready at
@@ -48,7 +48,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
 	return d.settle(ctx, "requeue", requeueScript, len(reqs), nil, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any {
+		func(args []any, i int) []any {
 			r := reqs[i]
 			replace, body := "0", []byte(nil)
 			if r.Body != nil {
@@ -58,7 +58,7 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 			if r.Delay > 0 {
 				delay = ms(r.Delay)
 			}
-			return []any{r.Lease.MessageID, r.Lease.Token, delay, replace, body}
+			return append(args, r.Lease.MessageID, r.Lease.Token, delay, replace, body)
 		})
 }
 
@@ -72,7 +72,7 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 	}
 	return d.settle(ctx, "dead-letter", script, len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(i int) []any { return deadLetterArgs(reqs[i]) })
+		func(args []any, i int) []any { return append(args, deadLetterArgs(reqs[i])...) })
 }
 
 // deadLetterArgs are a dead-letter settlement's arguments for the scripts.
@@ -87,12 +87,13 @@ func deadLetterArgs(r driver.DeadLetterParams) []any {
 }
 
 // settle runs a batch settlement script over n items in chunks, each call
-// with extra's head arguments after the count and its tail ones after the
-// items (for the items lo to hi of the chunk), and turns its
+// with extra's head arguments after the count, then each item's arguments
+// (item appends them to the call's), then extra's tail ones (for the items
+// lo to hi of the chunk), and turns its
 // 1/0 results into the driver's error convention: nil when every item
 // succeeded, else one error per item.
 func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int, extra func(lo, hi int) (head, tail []any),
-	tally func(int) driver.GroupTally, lease func(int) driver.Lease, item func(int) []any) []error {
+	tally func(int) driver.GroupTally, lease func(int) driver.Lease, item func(args []any, i int) []any) []error {
 	if n == 0 {
 		return nil
 	}
@@ -104,15 +105,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	chunks := make([][]any, len(bounds))
 	grouped, tallies := false, make([][]any, len(bounds))
 	for c, b := range bounds {
-		var head, tail []any
-		if extra != nil {
-			head, tail = extra(b[0], b[1])
-		}
-		args := append(append(d.scriptArgs(1+len(head)), b[1]-b[0]), head...)
-		for i := b[0]; i < b[1]; i++ {
-			args = append(args, item(i)...)
-		}
-		chunks[c] = append(args, tail...)
+		chunks[c] = d.chunkArgs(b[0], b[1], extra, item)
 		tallies[c] = tallyArgs(b[0], b[1], tally)
 		grouped = grouped || tallies[c] != nil
 	}
@@ -154,6 +147,23 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	}
 	return errs
 }
+
+// chunkArgs are the arguments of settle's script call for the items lo to
+// hi: the count, extra's head, each item's, then extra's tail.
+func (d *Driver) chunkArgs(lo, hi int, extra func(lo, hi int) (head, tail []any), item func(args []any, i int) []any) []any {
+	var head, tail []any
+	if extra != nil {
+		head, tail = extra(lo, hi)
+	}
+	args := append(append(d.scriptArgs(1+len(head)), hi-lo), head...)
+	for i := lo; i < hi; i++ {
+		args = item(args, i)
+	}
+	return append(args, tail...)
+}
+
+// completeArgs appends a completion's arguments for the scripts.
+func completeArgs(args []any, l driver.Lease) []any { return append(args, l.MessageID, l.Token) }
 
 // lockLost is the error for a lease that is no longer held.
 func (d *Driver) lockLost(op string, l driver.Lease) error {

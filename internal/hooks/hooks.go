@@ -74,8 +74,9 @@ var (
 
 // The worker's side of a received message.
 var (
-	// RecordAttempt adds a to the attempt history e's next settlement
-	// writes.
+	// RecordAttempt adds a (a jobq.Attempt, or a *jobq.Attempt that e
+	// keeps, and its caller no longer changes) to the attempt history e's
+	// next settlement writes.
 	RecordAttempt func(e, a any)
 	// TaskContext is e.Context(parent) with a cancel function that takes
 	// the cause.
