@@ -135,7 +135,9 @@ func TestStopRequeuesRunningTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Ready != 1 || st.InFlight != 0 || w.Counts().Requeued != 1 {
+	// Requeued may be 2: a receive under way at Stop can claim the task
+	// just put back, and the worker puts it back again.
+	if st.Ready != 1 || st.InFlight != 0 || w.Counts().Requeued < 1 || w.Counts().Done != 0 {
 		t.Fatalf("after Stop: %+v, counts %+v; want the task ready again", st, w.Counts())
 	}
 }
