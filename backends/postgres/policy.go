@@ -15,8 +15,8 @@ import (
 //
 // Policies live in the policies table, so every process sees them. A queue
 // without concurrency or rate policies claims with the ordinary statement;
-// one with them claims through claim_lookup (as step 16 made it:
-// claimcount.go; claim_packed before schema step 14: claimlookup.go;
+// one with them claims through claim_lookup (as step 20 made it:
+// claimheld.go; step 16: claimcount.go; claim_packed before schema step 14: claimlookup.go;
 // claim_with_policies before step 11: layout.go),
 // a PL/pgSQL function that
 // does everything in one round trip: it locks a window of visible messages
@@ -27,9 +27,11 @@ import (
 // then leases what it may — skipping keys that fill up during the batch, and
 // scanning on past keys that were full (claimFunctionKeyLocks).
 //
-// held records each lease taken on a capped key (schema step 5). Settling
-// does not touch it: a row counts only while its message still carries that
-// lease unexpired, and a claim deletes its keys' rows that no longer do. No
+// held records each lease taken on a capped key (schema step 5). Since
+// step 20 the settlements of a queue with key policies delete the rows of
+// the leases they end, and a claim deletes a key's rows whose lease no
+// longer holds (expired, or left by a settlement) only when the key is
+// within reach of its cap (claimheld.go). No
 // index on messages covers a column a claim changes, so every claim, keyed
 // or not, stays a HOT update (an index on visible_at or lease, even a
 // partial one over keyed messages only, makes Postgres index every claim of

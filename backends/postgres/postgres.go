@@ -145,6 +145,9 @@ type Driver struct {
 	// grouped caches the grouped variants of settlement statements
 	// (groups.go), by statement.
 	grouped sync.Map
+	// heldSettled caches the variants of settlement statements that
+	// delete the held rows of the leases they end (claimheld.go).
+	heldSettled sync.Map
 	// policies caches the queue's policies (policy.go).
 	policies policyCache
 	caps     driver.Capabilities

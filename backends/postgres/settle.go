@@ -100,6 +100,15 @@ func (b *settleBatch) query(ctx context.Context, d *Driver, sql string, args ...
 		}
 		sql, args = grouped, append(args, settlementTallies(b.tally, d.cfg.queue)...)
 	}
+	if d.keyedPolicies() {
+		// Under key policies, the statement deletes the held rows of
+		// the leases it ends (claimheld.go).
+		held, err := d.heldSettledSQL(sql)
+		if err != nil {
+			return nil, err
+		}
+		sql = held
+	}
 	return b.queryOn(ctx, d.pool, sql, args...)
 }
 
