@@ -89,6 +89,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{15, "held tasks (dependencies, group steps)", heldTasksMigration},
 	{16, "claims under caps count their keys in fewer statements", claimCountFunction},
 	{17, "a waiting handle registers and looks for the next message in one statement; records notifications only while a process waits for records", awaitingMigration},
+	{19, "a bounded number of processes of a queue register as waiting and LISTEN", seatMigration},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that
