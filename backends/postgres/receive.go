@@ -21,6 +21,12 @@ import (
 // next visibility time is already past.
 const minSleep = time.Millisecond
 
+// maxStandbySleep caps the sleep of a receiver in standby (seats.go): more
+// tasks than the seated processes take at once (a burst into a fleet of
+// narrow workers) wait for the looks of the processes in standby, which no
+// push wakes.
+const maxStandbySleep = 4 * time.Second
+
 // maxListenSleep caps the silent sleep of a receiver on an empty queue
 // while LISTEN is up: the sleep starts at poll and doubles with every
 // round that no notification ended, since a push wakes it anyway.
@@ -331,7 +337,8 @@ func (d *Driver) sleepUntilWoken(ctx context.Context, w *wakeset.Waiter, dur tim
 // each sleep in a row that no notification ended (silent, while the handle
 // holds a wake-up seat: a push wakes it), or, without one (the queue's
 // seats are taken, listen=false, pgbouncer=true), for each look in a row
-// by any of the driver's receivers that found the queue empty (quiet), so that an idle worker looks less and less often
+// by any of the driver's receivers that found the queue empty (quiet, and
+// in standby up to maxStandbySleep only), so that an idle worker looks less and less often
 // across its receives, as the worker's own back-off means it to (through
 // PgBouncer an idle worker claimed once per poll whatever its --max-poll).
 // There a message pushed into a queue idle for a while waits for the next
@@ -339,12 +346,16 @@ func (d *Driver) sleepUntilWoken(ctx context.Context, w *wakeset.Waiter, dur tim
 // one sets the sleeps back to poll.
 func (d *Driver) idleSleep(silent int) time.Duration {
 	sleep := d.cfg.poll
+	limit := maxListenSleep
 	if !d.seated.Load() {
 		silent = int(d.quiet.Load())
 	}
+	if d.standby() {
+		limit = maxStandbySleep
+	}
 	for range silent {
-		if sleep >= maxListenSleep/2 {
-			return max(maxListenSleep, d.cfg.poll)
+		if sleep >= limit/2 {
+			return max(limit, d.cfg.poll)
 		}
 		sleep *= 2
 	}

@@ -41,8 +41,11 @@ const seatHold = 5 * time.Second
 // seat again; seats neither registered nor renewed within that time are
 // free, and deleted by the next registration of the queue.
 //
-// ok is false while a push of the queue is in flight (as await_next's);
-// then nothing changes and the caller looks again shortly. seated says
+// ok is false while a push of the queue is in flight (as await_next's)
+// for longer than 20 ms (a push that is committing holds the lock for a
+// moment: the registration waits that long for it, and pushes that come
+// meanwhile wait behind it); then nothing changes and the caller looks
+// again shortly. seated says
 // whether the handle is registered (it was, or it is now). The seats are
 // counted under the lock that registrations take exclusively, so two
 // processes cannot take the last seat at once.
@@ -59,6 +62,17 @@ CREATE FUNCTION {{s}}.await_seat(q text, h text, k integer, prefix text, hold_se
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
 	ok := pg_try_advisory_xact_lock(hashtextextended('jobq.wait.{{s}}.' || q, 0));
+	IF NOT ok THEN
+		-- A push is committing: wait for it a little, rather than have
+		-- the caller come back.
+		BEGIN
+			PERFORM set_config('lock_timeout', '20ms', true);
+			PERFORM pg_advisory_xact_lock(hashtextextended('jobq.wait.{{s}}.' || q, 0));
+			ok := true;
+		EXCEPTION WHEN lock_not_available THEN
+			ok := false;
+		END;
+	END IF;
 	seated := false;
 	IF ok THEN
 		UPDATE {{s}}.seats SET until = now() + hold_secs * interval '1 second' WHERE queue = q AND handle = h;

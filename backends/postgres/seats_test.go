@@ -244,14 +244,23 @@ func TestDrainedLookIsOneStatement(t *testing.T) {
 		t.Fatalf("receive: %d messages, %v", len(got), err)
 	}
 	claimsBefore, regsBefore := claims(counter, d), counter.count(d.sql.awaitSeat)
-	if got, err := d.Receive(ctx, driver.ReceiveParams{Max: 2, Visibility: time.Minute, Wait: 20 * time.Millisecond}); err != nil || len(got) != 0 {
-		t.Fatalf("receive on a drained queue: %d messages, %v", len(got), err)
-	}
+	waiting, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan received, 1)
+	go func() {
+		recs, err := d.Receive(waiting, driver.ReceiveParams{Max: 2, Visibility: time.Minute, Wait: time.Hour})
+		out <- received{recs, err}
+	}()
+	untilIdle(t, d, 1)
 	if n := counter.count(d.sql.awaitSeat) - regsBefore; n != 1 {
 		t.Errorf("%d registrations; want 1", n)
 	}
 	if n := claims(counter, d) - claimsBefore; n != 0 {
 		t.Errorf("%d claims after the registration found nothing visible; want none", n)
+	}
+	cancel()
+	if r := <-out; len(r.recs) != 0 {
+		t.Fatalf("receive on a drained queue: %d messages", len(r.recs))
 	}
 }
 
@@ -285,20 +294,24 @@ func TestResultsChannelOnlyWhileWaitingForRecords(t *testing.T) {
 
 // TestStandbySleepsLongerWhileTasksRun: a process in standby whose look
 // found messages leased or delayed sleeps as on an empty queue (poll
-// doubled for each empty look in a row), up to when the next comes due;
-// one holding a seat looks every poll.
+// doubled for each empty look in a row, up to maxStandbySleep), up to when
+// the next comes due; one holding a seat looks every poll.
 func TestStandbySleepsLongerWhileTasksRun(t *testing.T) {
 	d := &Driver{cfg: &config{poll: time.Second}}
 	d.listening.Store(true)
-	d.quiet.Store(3)
+	d.quiet.Store(2)
 	if got := d.sleepFor(time.Hour, time.Minute, 0, 0); got != time.Second {
 		t.Errorf("not in standby: sleeps %s; want the poll, 1s", got)
 	}
 	d.seatsFull.Store(true)
-	if got := d.sleepFor(time.Hour, time.Minute, 0, 0); got != 8*time.Second {
-		t.Errorf("in standby after 3 empty looks: sleeps %s; want 8s", got)
+	if got := d.sleepFor(time.Hour, time.Minute, 0, 0); got != 4*time.Second {
+		t.Errorf("in standby after 2 empty looks: sleeps %s; want 4s", got)
 	}
 	if got := d.sleepFor(time.Hour, 3*time.Second, 0, 0); got != 3*time.Second {
 		t.Errorf("in standby, the next message due in 3s: sleeps %s; want 3s", got)
+	}
+	d.quiet.Store(10)
+	if got := d.sleepFor(time.Hour, -1, 0, 0); got != maxStandbySleep {
+		t.Errorf("in standby after 10 empty looks: sleeps %s; want %s", got, maxStandbySleep)
 	}
 }
