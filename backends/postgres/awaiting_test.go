@@ -145,7 +145,7 @@ func TestRegisteredHandleRegistersOnce(t *testing.T) {
 			t.Fatalf("Receive on an empty queue: %d messages, %v", len(got), err)
 		}
 	}
-	if n := counter.count(d.sql.awaitNext); n != 1 {
+	if n := counter.count(d.sql.awaitSeat); n != 1 {
 		t.Errorf("%d empty receives registered the handle %d times; want once", receives, n)
 	}
 	if n := claims(counter, d); n < receives {
@@ -167,7 +167,7 @@ func TestRegisteredHandleRegistersOnce(t *testing.T) {
 	if got, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 20 * time.Millisecond}); err != nil || len(got) != 0 {
 		t.Fatalf("Receive on an empty queue: %d messages, %v", len(got), err)
 	}
-	if n := counter.count(d.sql.awaitNext); n != 2 {
+	if n := counter.count(d.sql.awaitSeat); n != 2 {
 		t.Errorf("after the wake-up took the handle out, %d registrations in all; want 2", n)
 	}
 	untilWaiting(t, producer, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"time"
 
@@ -81,24 +82,150 @@ func (d *Driver) passOn() {
 
 // registration is what registering this handle as waiting found.
 type registration struct {
-	ok bool // registered (false: a push in flight kept it from registering)
+	ok bool // the statement ran (false: a push in flight kept it from registering)
+	// seated: the handle is registered, and its process LISTENs on the
+	// handle's channel (false: the queue's seats were taken, and the
+	// process does not listen).
+	seated bool
 	// next is how long until the queue's next message becomes visible,
 	// -1 when the queue is empty (see nextVisible).
 	next time.Duration
 }
 
-// await registers this handle as waiting, so that the next push wakes it
-// (schema steps 12 and 16), and looks when the next message comes due. It
-// registers nothing while a push of the queue is in flight: the caller
-// looks again shortly.
+// await registers this handle as waiting if a seat is free, so that the
+// next push wakes it, and looks when the next message comes due (schema
+// step 19, seats.go). It runs on the LISTEN connection, which listens on
+// the handle's channel while the handle holds a seat. It registers
+// nothing while a push of the queue is in flight: the caller looks again
+// shortly.
 func (d *Driver) await(ctx context.Context) (registration, error) {
 	var r registration
-	var us *int64
-	if err := d.pool.QueryRow(ctx, d.sql.awaitNext, d.cfg.queue, d.handle).Scan(&r.ok, &us); err != nil {
-		return r, err
+	err := d.onListener(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		var us *int64
+		if err := conn.QueryRow(ctx, d.sql.awaitSeat, d.cfg.queue, d.handle, d.listeners, wakePrefix, seatHold.Seconds()).Scan(&r.ok, &r.seated, &us); err != nil {
+			return err
+		}
+		r.next = nextOf(us)
+		return nil
+	})
+	return r, err
+}
+
+// errNoListener: the LISTEN connection is down (reconnecting).
+var errNoListener = errors.New("postgres: the LISTEN connection is down")
+
+// listenCall is a statement to run on the LISTEN connection between two
+// of its waits for notifications.
+type listenCall struct {
+	fn   func(ctx context.Context, conn *pgx.Conn) error
+	done chan error // buffered: the caller may have given up
+}
+
+// listenLine hands statements to the LISTEN session (listenSession),
+// which runs them on its connection between waits.
+type listenLine struct {
+	mu    sync.Mutex
+	live  bool // a session holds the connection
+	calls []listenCall
+	// interrupt ends the session's current wait; nil while it is not
+	// waiting.
+	interrupt context.CancelFunc
+}
+
+// onListener runs fn on the LISTEN connection and returns its error, or
+// errNoListener when no session is up. fn runs under the session's own
+// context (with a timeout), not ctx: a statement cut off halfway would
+// cost the connection; a caller whose ctx ends stops waiting for it.
+func (d *Driver) onListener(ctx context.Context, fn func(ctx context.Context, conn *pgx.Conn) error) error {
+	c := listenCall{fn: fn, done: make(chan error, 1)}
+	l := &d.line
+	l.mu.Lock()
+	if !l.live {
+		l.mu.Unlock()
+		return errNoListener
 	}
-	r.next = nextOf(us)
-	return r, nil
+	l.calls = append(l.calls, c)
+	if l.interrupt != nil {
+		l.interrupt()
+	}
+	l.mu.Unlock()
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closing.Done():
+		return d.closing.Err()
+	}
+}
+
+// runCalls runs the statements handed to the session, and returns the
+// first error (the connection is then given up, and the calls not run
+// are told errNoListener). It reports, when there were none, a context
+// that the next call cancels, for the session's wait.
+func (l *listenLine) runCalls(ctx context.Context, conn *pgx.Conn) (context.Context, context.CancelFunc, error) {
+	for {
+		l.mu.Lock()
+		calls := l.calls
+		l.calls = nil
+		if len(calls) == 0 {
+			wait, cancel := context.WithCancel(ctx)
+			l.interrupt = cancel
+			l.mu.Unlock()
+			return wait, cancel, nil
+		}
+		l.mu.Unlock()
+		for i, c := range calls {
+			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := c.fn(callCtx, conn)
+			cancel()
+			c.done <- err
+			if err != nil && conn.IsClosed() {
+				for _, rest := range calls[i+1:] {
+					rest.done <- errNoListener
+				}
+				return nil, nil, err
+			}
+		}
+	}
+}
+
+// stopWaiting marks the end of the session's wait.
+func (l *listenLine) stopWaiting() {
+	l.mu.Lock()
+	l.interrupt = nil
+	l.mu.Unlock()
+}
+
+// setLive opens or closes the line; closing it tells the calls left
+// that no session will run them.
+func (l *listenLine) setLive(live bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.live = live
+	if !live {
+		for _, c := range l.calls {
+			c.done <- errNoListener
+		}
+		l.calls = nil
+		l.interrupt = nil
+	}
+}
+
+// listenResults makes the LISTEN connection listen on the schema's
+// channel, where settlements announce records (results.go), for the rest
+// of its session. Only a process that waits for records listens there.
+func (d *Driver) listenResults(ctx context.Context) error {
+	if d.resultsListening.Load() {
+		return nil
+	}
+	return d.onListener(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
+			return err
+		}
+		d.resultsListening.Store(true)
+		return nil
+	})
 }
 
 // unregister takes this handle out of the waiting ones, for work and for
@@ -111,6 +238,7 @@ func (d *Driver) unregister() {
 	s := pgx.Identifier{d.cfg.schema}.Sanitize()
 	if d.waited.Load() {
 		_, _ = d.pool.Exec(ctx, `DELETE FROM `+s+`.waiters WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
+		_, _ = d.pool.Exec(ctx, `DELETE FROM `+s+`.seats WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
 	}
 	if d.resultsWaited.Load() {
 		_, _ = d.pool.Exec(ctx, `DELETE FROM `+s+`.result_waiters WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
@@ -174,29 +302,42 @@ func (d *Driver) listenSession(ctx context.Context) error {
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel()}.Sanitize()); err != nil {
-		return err
-	}
+	// Until a receiver takes a seat (await), the connection listens on
+	// nothing, and no push signals it. Wake-ups sent while it was away are
+	// lost: the handle registers again, and the receivers look again.
 	own := wakePrefix + d.handle
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{own}.Sanitize()); err != nil {
-		return err
-	}
-	// Wake-ups sent while it was away are lost: the handle registers
-	// again, and the receivers look again.
 	d.wakeGen.Add(1)
 	d.registered.Store(false)
+	d.seated.Store(false)
+	d.seatsFull.Store(false)
+	d.resultsListening.Store(false)
+	d.line.setLive(true)
 	d.listening.Store(true)
 	defer func() {
 		d.listening.Store(false)
+		d.line.setLive(false)
 		d.wakeGen.Add(1)
 		d.registered.Store(false)
+		d.seated.Store(false)
+		d.seatsFull.Store(false)
+		d.resultsListening.Store(false)
 	}()
 	d.wake.Notify(-1)
 	d.resultWake.fire()
 	results := d.resultsPayload()
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wait, cancel, err := d.line.runCalls(ctx, conn)
 		if err != nil {
+			return err
+		}
+		n, err := conn.WaitForNotification(wait)
+		d.line.stopWaiting()
+		interrupted := wait.Err() != nil
+		cancel()
+		if err != nil {
+			if interrupted && ctx.Err() == nil && !conn.IsClosed() {
+				continue // a call came: run it
+			}
 			return err
 		}
 		switch {

@@ -150,10 +150,13 @@ func TestListenUsesThePoolsHooks(t *testing.T) {
 		got, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 20 * time.Second})
 		done <- result{got, err}
 	}()
-	// Wait for the LISTEN connection, then push through another driver.
+	// Wait for the LISTEN connection (which registers the handle and
+	// LISTENs in one statement: seats.go; not this query, which names
+	// it too, nor its last run on another connection of the pool), then
+	// push through another driver.
 	for {
 		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, appName).Scan(&n)
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%await_seat%' AND query NOT LIKE '%pg_stat_activity%'`, appName).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}

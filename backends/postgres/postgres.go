@@ -187,10 +187,23 @@ type Driver struct {
 	rollupReady atomic.Bool
 	// rollupFill runs the background rollup fill (rollupfill.go).
 	rollupFill driver.RollupFill
-	resultWake broadcaster  // fired when a record may have been stored
-	resNotif   *notifier    // rate-limits the records notifications
-	listening  atomic.Bool  // the LISTEN connection is up
-	recordAt   atomic.Int64 // when (Unix ns) a settlement last met an existing record
+	resultWake broadcaster // fired when a record may have been stored
+	resNotif   *notifier   // rate-limits the records notifications
+	listening  atomic.Bool // the LISTEN connection is up
+	// line hands statements to the LISTEN connection (listen.go).
+	line listenLine
+	// seated: the handle holds one of the queue's wake-up seats, and the
+	// LISTEN connection listens on its channel (seats.go).
+	seated atomic.Bool
+	// seatsFull: the queue's seats were all taken when the handle last
+	// tried for one; its receivers poll in standby (receive.go).
+	seatsFull atomic.Bool
+	// listeners is how many processes of the queue may hold a seat.
+	listeners int
+	// resultsListening: the LISTEN connection listens on the schema's
+	// channel, for records notifications (listenResults).
+	resultsListening atomic.Bool
+	recordAt         atomic.Int64 // when (Unix ns) a settlement last met an existing record
 
 	idle atomic.Int32 // receivers sleeping for want of work
 	// quiet counts the looks in a row, by any receiver without a wake-up
@@ -216,16 +229,17 @@ type Driver struct {
 
 func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 	d := &Driver{
-		cfg:    cfg,
-		pool:   pool,
-		log:    log,
-		sql:    buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		psql:   buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		gsql:   buildGroupQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		hsql:   buildHeldQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		caps:   capabilities(cfg.maxMessageBytes),
-		handle: newHandle(),
-		rsql:   buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		cfg:       cfg,
+		pool:      pool,
+		log:       log,
+		sql:       buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		psql:      buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		gsql:      buildGroupQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		hsql:      buildHeldQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		caps:      capabilities(cfg.maxMessageBytes),
+		handle:    newHandle(),
+		listeners: defaultListeners,
+		rsql:      buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 
 		resultWake: newBroadcaster(),
 		closing:    driver.NewClosing("postgres queue " + cfg.queue),

@@ -12,7 +12,7 @@ import (
 // them per connection), so each operation is one round trip.
 type queries struct {
 	push                                 [2][2]pushStatements // by one row, async: see pushSQL
-	existing, wake, awaitNext            string
+	existing, wake, awaitSeat            string
 	claim, claimNext, nextVisible        string
 	renew, complete, requeue, deadLetter string
 	peek, stats, clear                   string
@@ -99,12 +99,13 @@ func buildQueries(schema string) queries {
 		wake: r.Replace(asyncCTE + `
 SELECT {{s}}.wake($1, $2::int, $3) FROM async`),
 
-		// Registers a waiting handle (receive.go) and looks when the
-		// next message comes due, in one round trip (schema step 17,
-		// awaiting.go). Its row is wake-up state only: no need to wait
-		// for the disk.
-		awaitNext: r.Replace(asyncCTE + `
-SELECT a.ok, a.next_us FROM async, {{s}}.await_next($1, $2) AS a`),
+		// Registers a waiting handle (receive.go) if a seat is free,
+		// LISTENs or UNLISTENs on its channel accordingly, and looks when
+		// the next message comes due, in one round trip on the LISTEN
+		// connection (schema step 19, seats.go). Its row is wake-up
+		// state only: no need to wait for the disk.
+		awaitSeat: r.Replace(asyncCTE + `
+SELECT a.ok, a.seated, a.next_us FROM async, {{s}}.await_seat($1, $2, $3::int, $4, $5::float8) AS a`),
 
 		existing: r.Replace(`
 SELECT id, task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::bytea[])`),

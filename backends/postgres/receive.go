@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -20,6 +21,12 @@ import (
 // next visibility time is already past.
 const minSleep = time.Millisecond
 
+// maxStandbySleep caps the sleep of a receiver in standby (seats.go): more
+// tasks than the seated processes take at once (a burst into a fleet of
+// narrow workers) wait for the looks of the processes in standby, which no
+// push wakes.
+const maxStandbySleep = 4 * time.Second
+
 // maxListenSleep caps the silent sleep of a receiver on an empty queue
 // while LISTEN is up: the sleep starts at poll and doubles with every
 // round that no notification ended, since a push wakes it anyway.
@@ -33,8 +40,8 @@ const maxListenSleep = 30 * time.Second
 // A push wakes one waiting handle per task it stored (schema step 12), and
 // the listener hands that wake-up to one receiver of this process
 // (listen.go), oldest first. A woken receiver whose claim finds messages
-// wakes the next one here, whose claim finds those pushed since, or finds
-// nothing and registers the handle again.
+// registers the handle again for the others here (passWake), and wakes one
+// of them only if the registration finds more visible.
 func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver.Received, error) {
 	if err := d.closing.Err(); err != nil {
 		return nil, err
@@ -61,9 +68,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 				return nil, wrap(ctx, "receive", err)
 			}
 			if woken {
-				// The push may have stored more messages than it woke
-				// handles: the next receiver here looks too.
-				d.wake.Notify(1)
+				d.passWake()
 			}
 			d.quiet.Store(0)
 			d.checkStats()
@@ -93,12 +98,34 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			// this process pushed, or LISTEN reconnected).
 			silent = 0
 			d.quiet.Store(0)
-		case l.next < 0 && !d.listening.Load():
+		case l.next < 0 && !d.seated.Load(), l.next > 0 && d.standby():
 			d.quiet.Add(1)
 		default:
 			silent++
 		}
 	}
+}
+
+// passWake hands on, to the receivers of this process still waiting, the
+// wake-up that a woken receiver took, which took the handle out of the
+// waiting ones: the handle registers again, in the background, so that
+// the next push wakes a receiver here, and one of them looks only if the
+// registration finds a message visible (the push stored more than it woke
+// handles for, or another came meanwhile) or could not register. That
+// costs one statement where the next receiver's look cost a claim, which
+// mostly found nothing, and a registration.
+func (d *Driver) passWake() {
+	if d.wake.Waiters() == 0 || !d.mustRegister() {
+		return
+	}
+	d.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := d.register(ctx)
+		if err != nil || !r.ok || r.next == 0 {
+			d.wake.Notify(1)
+		}
+	})
 }
 
 // look is what one look for work found.
@@ -113,29 +140,34 @@ type look struct {
 
 // look claims up to p.Max messages; when it finds none and the receive
 // waits, it makes sure the handle is registered as waiting (with LISTEN
-// up) and reads when the next message comes due.
+// up, and a seat free: seats.go) and reads when the next message comes
+// due.
 //
-// A registration is followed by a claim, so that a push that committed
-// before it is found by that claim, and one after it wakes this handle
-// (schema step 12). When the last claim found the queue drained, the
-// handle registers before it claims, and an empty queue costs a
-// registration and a claim; otherwise it claims first: under a backlog, or
-// after a wake-up (woken), the claim finds messages and the handle need
-// not register.
+// A push that commits after a registration wakes this handle (schema step
+// 12); one that committed before it is visible to the registration's read
+// of the next message (which runs once it has registered): the receiver
+// claims after a registration only when that read found a message visible
+// now. When the last claim found the queue drained, the handle registers
+// before it claims, and an empty queue costs the registration alone;
+// otherwise it claims first: under a backlog, or after a wake-up (woken),
+// the claim finds messages and the handle need not register.
 func (d *Driver) look(ctx context.Context, p driver.ReceiveParams, woken bool) (look, error) {
 	wait := p.Wait > 0
 	var l look
-	known := false // l.next was read
 	if wait && !woken && d.drained.Load() && d.mustRegister() {
 		r, err := d.register(ctx)
 		if err != nil {
 			return l, err
 		}
-		l.next, l.refused, known = r.next, !r.ok, true
+		l.next, l.refused = r.next, d.refusedSeat(r)
+		if r.next != 0 {
+			return l, nil
+		}
+		return d.claimAfterRegistration(ctx, p, l)
 	}
-	// Unless the handle registers after an empty claim (which reads when
-	// the next message comes due), the claim reads it.
-	c, err := d.claimLooking(ctx, p.Max, p.Visibility, wait && !known && !d.mustRegister())
+	// Unless the handle must register (which reads when the next message
+	// comes due), the claim reads it.
+	c, err := d.claimLooking(ctx, p.Max, p.Visibility, wait && !d.mustRegister())
 	if err != nil {
 		return l, err
 	}
@@ -144,29 +176,47 @@ func (d *Driver) look(ctx context.Context, p driver.ReceiveParams, woken bool) (
 		l.msgs = c.msgs
 		return l, nil
 	}
-	if c.looked && !known {
-		l.next, known = c.next, true
+	if c.looked {
+		l.next = c.next
+		return l, nil
 	}
-	if !known && d.mustRegister() {
+	if d.mustRegister() {
 		r, err := d.register(ctx)
 		if err != nil {
 			return l, err
 		}
-		l.next, l.refused, known = r.next, !r.ok, true
-		if r.ok {
-			// Claim once more: see above.
-			if l.msgs, err = d.claim(ctx, p.Max, p.Visibility); err != nil {
-				return l, err
-			}
-			d.drained.Store(len(l.msgs) < p.Max)
-			return l, nil
+		l.next, l.refused = r.next, d.refusedSeat(r)
+		if r.next == 0 {
+			return d.claimAfterRegistration(ctx, p, l)
 		}
+		return l, nil
 	}
-	if !known {
-		l.next, err = d.nextVisible(ctx)
-	}
+	l.next, err = d.nextVisible(ctx)
 	return l, err
 }
+
+// claimAfterRegistration claims for a receiver whose registration found a
+// message visible: a push that committed before it registered, which no
+// wake-up announces.
+func (d *Driver) claimAfterRegistration(ctx context.Context, p driver.ReceiveParams, l look) (look, error) {
+	var err error
+	if l.msgs, err = d.claim(ctx, p.Max, p.Visibility); err != nil {
+		return l, err
+	}
+	d.drained.Store(len(l.msgs) < p.Max)
+	return l, nil
+}
+
+// refusedSeat reports whether a push in flight kept the handle from
+// registering: the receiver then looks again shortly, since no push can
+// wake it. A process in standby, refused, goes on polling: the processes
+// that hold the seats look for the push.
+func (d *Driver) refusedSeat(r registration) bool { return !r.ok && !d.standby() }
+
+// standby reports whether this process's receivers poll in reserve: LISTEN
+// is up, but the queue's wake-up seats were all taken when the handle last
+// tried for one (seats.go), so no push wakes them.
+func (d *Driver) standby() bool { return d.listening.Load() && d.seatsFull.Load() }
 
 // mustRegister reports whether a receiver that found nothing must register
 // the handle as waiting before it sleeps: LISTEN is up (a wake-up can
@@ -175,10 +225,10 @@ func (d *Driver) mustRegister() bool {
 	return d.listening.Load() && !d.registered.Load()
 }
 
-// register puts this handle among the waiting ones (schema step 12), and
-// reads when the next message comes due; the caller then claims. The
-// receivers of this process register one at a time: one that waited for
-// another's registration takes its result.
+// register puts this handle among the waiting ones (schema step 12) if it
+// holds or finds a seat (seats.go), and reads when the next message comes
+// due. The receivers of this process register one at a time: one that
+// waited for another's registration takes its result.
 func (d *Driver) register(ctx context.Context) (registration, error) {
 	if d.beforeAwait != nil {
 		d.beforeAwait()
@@ -191,10 +241,18 @@ func (d *Driver) register(ctx context.Context) (registration, error) {
 	}
 	woken := d.wakeGen.Load()
 	r, err := d.await(ctx)
+	if errors.Is(err, errNoListener) {
+		// LISTEN went down meanwhile: the receiver polls.
+		return registration{next: 0}, nil
+	}
 	if err != nil {
 		return r, err
 	}
 	if r.ok {
+		d.seated.Store(r.seated)
+		d.seatsFull.Store(!r.seated)
+	}
+	if r.seated {
 		d.waited.Store(true)
 		d.registered.Store(true)
 		if d.wakeGen.Load() != woken {
@@ -235,6 +293,11 @@ func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.
 		sleep = min(remaining, d.idleSleep(silent))
 	case next == 0 && !d.keyedPolicies():
 		sleep = min(sleep, minSleep<<min(silent, 16))
+	case d.standby():
+		// Other processes hold the queue's seats and look every poll
+		// while messages are leased or delayed: this one backs off as
+		// on an empty queue, but wakes when the next one comes due.
+		sleep = max(min(remaining, d.idleSleep(silent), next), minSleep)
 	default:
 		sleep = max(min(sleep, next), minSleep)
 	}
@@ -271,10 +334,11 @@ func (d *Driver) sleepUntilWoken(ctx context.Context, w *wakeset.Waiter, dur tim
 
 // idleSleep is how long a receiver that found the queue empty sleeps at
 // most without a notification: poll doubled, up to maxListenSleep, for
-// each sleep in a row that no notification ended (silent, while LISTEN is
-// up: a push wakes it), or, without LISTEN (listen=false, pgbouncer=true),
-// for each look in a row by any of the driver's receivers that found the
-// queue empty (quiet), so that an idle worker looks less and less often
+// each sleep in a row that no notification ended (silent, while the handle
+// holds a wake-up seat: a push wakes it), or, without one (the queue's
+// seats are taken, listen=false, pgbouncer=true), for each look in a row
+// by any of the driver's receivers that found the queue empty (quiet, and
+// in standby up to maxStandbySleep only), so that an idle worker looks less and less often
 // across its receives, as the worker's own back-off means it to (through
 // PgBouncer an idle worker claimed once per poll whatever its --max-poll).
 // There a message pushed into a queue idle for a while waits for the next
@@ -282,12 +346,16 @@ func (d *Driver) sleepUntilWoken(ctx context.Context, w *wakeset.Waiter, dur tim
 // one sets the sleeps back to poll.
 func (d *Driver) idleSleep(silent int) time.Duration {
 	sleep := d.cfg.poll
-	if !d.listening.Load() {
+	limit := maxListenSleep
+	if !d.seated.Load() {
 		silent = int(d.quiet.Load())
 	}
+	if d.standby() {
+		limit = maxStandbySleep
+	}
 	for range silent {
-		if sleep >= maxListenSleep/2 {
-			return max(maxListenSleep, d.cfg.poll)
+		if sleep >= limit/2 {
+			return max(limit, d.cfg.poll)
 		}
 		sleep *= 2
 	}

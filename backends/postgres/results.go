@@ -377,7 +377,10 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 	// Take the wake-up before looking, so that a record stored after the
 	// look is not missed.
 	woken := d.resultWake.wait()
-	if d.listening.Load() {
+	// The LISTEN connection listens on the schema's channel from the
+	// first wait on (before the registration, so that a settlement that
+	// sees it is heard); failing that, the wait polls.
+	if d.listening.Load() && d.listenResults(ctx) == nil {
 		wait = min(wait, maxResultsWait)
 		var state int
 		// Registered a little longer than the wait, so that a settlement

@@ -90,6 +90,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{16, "claims under caps count their keys in fewer statements", claimCountFunction},
 	{17, "a waiting handle registers and looks for the next message in one statement; records notifications only while a process waits for records", awaitingMigration},
 	{18, "the result records' expiry index is a BRIN index", expiryMigration},
+	{19, "a bounded number of processes of a queue register as waiting and LISTEN", seatMigration},
 	{20, "settlements delete their held leases; claims check ended leases only near a cap", claimHeldFunction},
 }
 

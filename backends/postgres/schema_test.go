@@ -75,13 +75,13 @@ func freshSchema(t *testing.T) (string, *pgxpool.Pool) {
 // transaction that reads its own counters.
 func TestClaimsAreHOTUpdates(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
 	for _, tc := range []struct {
 		name     string
 		policies bool
 	}{{"plain claim", false}, {"claim under policies", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			ctx := ctxT(t) // the subtest's own: it may start long after its parent
 			schema, _ := freshSchema(t)
 			d := openDriver(t, "schema="+schema)
 			// A page's worth of messages of a typical size, claimed in one
