@@ -79,13 +79,21 @@ func checkRenew(c *C) {
 // lost, and the check cannot go on with it.
 func (c *C) renewHeld(e *jobq.Envelope, what string) bool {
 	c.Helper()
+	return c.whileHeld(e, what, func() error { return e.Renew(c.ctx(), 0) })
+}
+
+// whileHeld runs call, a settlement or renewal of e, and fails the check
+// if it fails while e's lease was still held; a LockLost that came after
+// the lease ran out is logged, and whileHeld returns false.
+func (c *C) whileHeld(e *jobq.Envelope, what string, call func() error) bool {
+	c.Helper()
 	held := e.Expiry()
-	err := e.Renew(c.ctx(), 0)
+	err := call()
 	switch {
 	case err == nil:
 		return true
 	case errcode.Of(err) == errcode.LockLost && !time.Now().Before(held):
-		c.Logf("the machine was too slow: the lease ran out at %v before Renew took effect (%v); stopping the check", held.Format(time.StampMilli), err)
+		c.Logf("the machine was too slow: the lease ran out at %v before %s took effect (%v)", held.Format(time.StampMilli), what, err)
 		return false
 	}
 	c.Fatalf("%s: %v", what, err)
