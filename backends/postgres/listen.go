@@ -98,8 +98,12 @@ type registration struct {
 // the handle's channel while the handle holds a seat. It registers
 // nothing while a push of the queue is in flight: the caller looks again
 // shortly.
+//
+// The statement writes into a registration of its own, read only once it
+// reported done: a caller whose ctx ends first returns while the LISTEN
+// session may still run it.
 func (d *Driver) await(ctx context.Context) (registration, error) {
-	var r registration
+	r := new(registration)
 	err := d.onListener(ctx, func(ctx context.Context, conn *pgx.Conn) error {
 		var us *int64
 		if err := conn.QueryRow(ctx, d.sql.awaitSeat, d.cfg.queue, d.handle, d.listeners, wakePrefix, seatHold.Seconds()).Scan(&r.ok, &r.seated, &us); err != nil {
@@ -108,7 +112,10 @@ func (d *Driver) await(ctx context.Context) (registration, error) {
 		r.next = nextOf(us)
 		return nil
 	})
-	return r, err
+	if err != nil {
+		return registration{}, err
+	}
+	return *r, nil
 }
 
 // errNoListener: the LISTEN connection is down (reconnecting).

@@ -172,7 +172,7 @@ type Driver struct {
 	// handle names this driver among the queue's waiting receivers:
 	// pushes wake it on its own channel (listen.go).
 	handle string
-	waited atomic.Bool // the handle was registered as waiting once
+	waited atomic.Bool // the handle tried to register as waiting once: Close deletes its rows
 	// resultsWaited: the handle was registered as waiting for records
 	// once (awaiting.go).
 	resultsWaited atomic.Bool

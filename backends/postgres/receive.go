@@ -240,6 +240,9 @@ func (d *Driver) register(ctx context.Context) (registration, error) {
 		return d.regLast, nil
 	}
 	woken := d.wakeGen.Load()
+	// Set before the statement: one that commits after its caller gave up
+	// still leaves rows that Close must delete.
+	d.waited.Store(true)
 	r, err := d.await(ctx)
 	if errors.Is(err, errNoListener) {
 		// LISTEN went down meanwhile: the receiver polls.
@@ -253,7 +256,6 @@ func (d *Driver) register(ctx context.Context) (registration, error) {
 		d.seatsFull.Store(!r.seated)
 	}
 	if r.seated {
-		d.waited.Store(true)
 		d.registered.Store(true)
 		if d.wakeGen.Load() != woken {
 			// A wake-up on the handle's channel came meanwhile: it may

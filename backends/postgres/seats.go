@@ -93,7 +93,11 @@ BEGIN
 			EXECUTE format('UNLISTEN %I', prefix || h);
 		END IF;
 	END IF;
-	SELECT (extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint
+	-- The look reads at most 1,000 messages, in no set order: a queue of
+	-- more says 0 (look now), since a visible message may lie past them
+	-- and the receiver claims only on 0.
+	SELECT CASE WHEN count(*) >= 1000 THEN 0
+		ELSE (extract(epoch FROM min(visible_at) FILTER (WHERE isfinite(visible_at)) - now()) * 1e6)::bigint END
 	INTO next_us
 	FROM (SELECT visible_at FROM {{s}}.messages WHERE queue = q LIMIT 1000) AS s;
 END

@@ -315,3 +315,97 @@ func TestStandbySleepsLongerWhileTasksRun(t *testing.T) {
 		t.Errorf("in standby after 10 empty looks: sleeps %s; want %s", got, maxStandbySleep)
 	}
 }
+
+// TestStandbyClaimsReadyBehindLeased: a process in standby claims a ready
+// message that comes after more than a thousand leased ones. (The
+// registration's look reads at most 1,000 messages; it found only leased
+// ones, and the receiver, claiming only when the look saw a message
+// visible, never claimed.)
+func TestStandbyClaimsReadyBehindLeased(t *testing.T) {
+	t.Parallel()
+	raw := newQueueURL(t, "poll=200ms")
+	owner, standby := openURL(t, raw), openURL(t, raw)
+	standby.listeners = 0 // every seat taken
+	ctx := ctxT(t)
+	const leased = 1100
+	msgs := make([]*driver.Message, leased)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("m%04d", i))
+	}
+	if _, err := owner.Push(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < leased; {
+		r, err := owner.Receive(ctx, driver.ReceiveParams{Max: 100, Visibility: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(r)
+	}
+	// The standby process finds nothing and looks for a seat in vain.
+	if r, err := standby.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Hour, Wait: 300 * time.Millisecond}); err != nil || len(r) != 0 {
+		t.Fatalf("receive with every message leased: %d messages, %v", len(r), err)
+	}
+	if !standby.drained.Load() || standby.seated.Load() {
+		t.Fatalf("standby process: drained %v, seated %v; want drained and without a seat", standby.drained.Load(), standby.seated.Load())
+	}
+	if _, err := owner.Push(ctx, []*driver.Message{msg("zz-late")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := standby.Receive(ctx, driver.ReceiveParams{Max: 10, Visibility: time.Hour, Wait: 8 * time.Second})
+	if err != nil || len(r) != 1 || r[0].ID != "zz-late" {
+		t.Fatalf("standby receive with a message ready behind %d leased: %d messages, %v; want zz-late", leased, len(r), err)
+	}
+}
+
+// TestRegistrationGivenUpIsUnregisteredAtClose: a registration whose
+// caller gave up while the LISTEN connection was busy still commits; Close
+// deletes its waiting row and its seat. (The driver had not marked the
+// handle as having waited, and Close left both rows behind.)
+func TestRegistrationGivenUpIsUnregisteredAtClose(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	other := openURL(t, newQueueURL(t))
+	ctx := ctxT(t)
+	d.startListener()
+	for !d.listening.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	busy := make(chan error, 1)
+	go func() {
+		busy <- d.onListener(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SELECT pg_sleep(0.3)`)
+			return err
+		})
+	}()
+	time.Sleep(20 * time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := d.register(short); err == nil {
+		t.Fatal("register returned before the busy LISTEN connection ran it; want its context's error")
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	schema := pgx.Identifier{d.cfg.schema}.Sanitize()
+	rows := func() (n int) {
+		t.Helper()
+		err := other.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.seats WHERE queue = $1 AND handle = $2)
+			+ (SELECT count(*) FROM `+schema+`.waiters WHERE queue = $1 AND handle = $2)`, d.cfg.queue, d.handle).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rows() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rows() == 0 {
+		t.Fatal("the given-up registration never committed; the check needs it to")
+	}
+	d.Close()
+	if n := rows(); n != 0 {
+		t.Fatalf("after Close: %d seat and waiting rows of the closed handle; want 0", n)
+	}
+}
