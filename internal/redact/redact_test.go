@@ -103,12 +103,22 @@ func FuzzRedactURL(f *testing.F) {
 		q := url.Values{"password": {password}}.Encode()
 		qs := strings.TrimPrefix(q, "password=")
 		if len(qs) >= 4 && !strings.ContainsAny(password, "&;\"', \t\n\r\v\f") {
-			for _, got := range []string{
-				redact.URL(scheme + "://h/q?" + q),
-				redact.String("AccountName=a;AccountKey=" + password + ";EndpointSuffix=x"),
-				redact.String("QueueEndpoint=https://a/?sv=1&sig=" + qs + ";AccountName=a"),
-			} {
-				if strings.Contains(got, password) || strings.Contains(got, qs) {
+			redactions := func(pw, qs string) []string {
+				return []string{
+					redact.URL(scheme + "://h/q?password=" + qs),
+					redact.String("AccountName=a;AccountKey=" + pw + ";EndpointSuffix=x"),
+					redact.String("QueueEndpoint=https://a/?sv=1&sig=" + qs + ";AccountName=a"),
+				}
+			}
+			// The same texts with a placeholder for the password: where
+			// one shows the password anyway (the rest re-encoded, a
+			// scheme's space as %20 before "00" spelling "2000"), its
+			// presence proves nothing.
+			placeholder := strings.Repeat("~", len(password))
+			bare := redactions(placeholder, placeholder)
+			for i, got := range redactions(password, qs) {
+				shows := func(s string) bool { return strings.Contains(s, password) || strings.Contains(s, qs) }
+				if shows(got) && !shows(bare[i]) {
 					t.Fatalf("redaction %q still shows the password %q", got, password)
 				}
 			}
