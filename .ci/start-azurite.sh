@@ -7,6 +7,9 @@
 # yet, or, with AZURITE_FRESH=1 (what .ci/run sets), restarts it: an
 # emulator that has served hours of test runs holds every blob they wrote
 # in memory, and its blob service stopped answering in the middle of one.
+# Each service runs through azurite-gc.js, which spaces Azurite's extent
+# sweeps to one a day (AZURITE_GC_INTERVAL_MS): the blob service's sweep,
+# 10 minutes after it started, held it for minutes in a CI run.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -49,7 +52,9 @@ start() {
 		npm ci --prefix "$dir" --no-audit --no-fund >&2
 	fi
 	# setsid: the emulator must outlive this script and the shell that ran it.
-	setsid "$dir/node_modules/.bin/azurite-$service" \
+	# azurite-gc.js: Azurite with its extent sweep spaced out to a day (a
+	# sweep 10 minutes into a run held the blob service for minutes).
+	setsid node "$dir/azurite-gc.js" "azurite-$service" \
 		"--${service}Host" "$host" "--${service}Port" "$port" \
 		--inMemoryPersistence --disableTelemetry --silent "$@" \
 		>"$log" 2>&1 </dev/null &
