@@ -282,18 +282,20 @@ func (d *Driver) leave(w *wakeset.Waiter) {
 // the sleep (idleSleep): its next message comes with a wake-up, while one
 // whose messages are leased or delayed is looked at every poll. A message
 // visible that the claim did not get (next 0) is held by a concurrent
-// claim, which takes it: the receiver looks again after minSleep, doubled
-// for every sleep in a row that no wake-up ended (silent), so that it does
-// not spin while such claims keep coming; unless the queue has key
-// policies, where a message is also left visible by its key's cap, until
-// a task of that key ends. A pause while pushes kept the handle from
-// registering shortens it.
+// claim, or left visible by its key's cap, or lies past the 1,000
+// messages a registration reads (seats.go): the receiver looks again after
+// minSleep, doubled for every sleep in a row that no wake-up ended
+// (silent), up to the poll, so that it does not spin while such claims
+// keep coming or the cap stays full. A settlement here that frees a cap's
+// slot wakes a receiver of this process (settle.go); one in another
+// process is seen at the next look. A pause while pushes kept the handle
+// from registering shortens it.
 func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.Duration) time.Duration {
 	sleep := min(remaining, d.cfg.poll)
 	switch {
 	case next < 0:
 		sleep = min(remaining, d.idleSleep(silent))
-	case next == 0 && !d.keyedPolicies():
+	case next == 0:
 		sleep = min(sleep, minSleep<<min(silent, 16))
 	case d.standby():
 		// Other processes hold the queue's seats and look every poll

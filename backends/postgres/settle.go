@@ -80,11 +80,17 @@ func (b *settleBatch) add(i int, l driver.Lease) bool {
 }
 
 // run executes sql with the batch's arrays (plus extra arguments after them)
-// and fills the per-lease errors.
+// and fills the per-lease errors. Under key policies, each lease it ended
+// may have freed a slot of its key's cap, which a receiver of this process
+// that found the key's messages held back is woken to claim (receive.go
+// backs off otherwise).
 func (b *settleBatch) run(ctx context.Context, d *Driver, sql string, args ...any) []error {
 	done, err := b.query(ctx, d, sql, args...)
 	if err != nil {
 		return b.failAll(wrap(ctx, b.op, err))
+	}
+	if len(done) > 0 && d.keyedPolicies() {
+		d.wake.Notify(len(done))
 	}
 	return b.finish(d, done)
 }

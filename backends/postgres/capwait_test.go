@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// TestReceiverBacksOffWhenLooksFindNothingToClaim: a receiver whose looks
+// say a message is visible but whose claims get nothing (a key at its cap;
+// a standby process behind 1,000 leased messages, which the registration's
+// look answers with "look now") backs off as a drained one does, rather
+// than claiming every millisecond: a handful of claims in three seconds,
+// not thousands.
+func TestReceiverBacksOffWhenLooksFindNothingToClaim(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, raw string) *Driver // returns the receiving driver
+	}{
+		{name: "key at its cap", setup: func(t *testing.T, raw string) *Driver {
+			d := openURL(t, raw)
+			setCap(t, d, "k", 1)
+			pushKeyed(t, d, "k", 2)
+			if got := receive(t, d, 1, time.Minute); len(got) != 1 {
+				t.Fatalf("claimed %d; want 1", len(got))
+			}
+			return d
+		}},
+		{name: "standby behind 1,000 leased, keyed queue", setup: func(t *testing.T, raw string) *Driver {
+			d := openURL(t, raw)
+			setCap(t, d, "other", 5)
+			msgs := make([]*driver.Message, 1100)
+			for i := range msgs {
+				msgs[i] = msg(fmt.Sprintf("m%04d", i))
+			}
+			if _, err := d.Push(ctxT(t), msgs); err != nil {
+				t.Fatal(err)
+			}
+			for got := 0; got < len(msgs); {
+				r, err := d.Receive(ctxT(t), driver.ReceiveParams{Max: 100, Visibility: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += len(r)
+			}
+			standby := openURL(t, raw)
+			standby.listeners = 0 // every seat taken
+			return standby
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := tt.setup(t, newQueueURL(t, "poll=1s"))
+			before := r.pool.Stat().AcquireCount()
+			got, err := r.Receive(ctxT(t), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 3 * time.Second})
+			if err != nil || len(got) != 0 {
+				t.Fatalf("Receive = %d messages, %v; want none", len(got), err)
+			}
+			// Backing off from 1 ms, doubling to the 1 s poll: about 12
+			// looks; spinning: one per millisecond.
+			if looks := r.pool.Stat().AcquireCount() - before; looks > 60 {
+				t.Errorf("%d statements in a 3 s receive that found nothing to claim; want a back-off (about 12)", looks)
+			}
+		})
+	}
+}
+
+// TestSettlementWakesCappedReceiver: a receiver that backs off while its
+// key is at the cap is woken by a settlement in its process that frees a
+// slot, and claims the key's next message then, not at its next look.
+func TestSettlementWakesCappedReceiver(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t, "poll=1h")
+	setCap(t, d, "k", 1)
+	pushKeyed(t, d, "k", 2)
+	first := receive(t, d, 1, time.Minute)
+	if len(first) != 1 {
+		t.Fatalf("claimed %d; want 1", len(first))
+	}
+	out := receiveInBackground(ctxT(t), d)
+	// Let its sleeps grow past what the test waits below: 1 ms doubled
+	// at each look, the looks come at about 4.1 s and 8.2 s.
+	time.Sleep(5 * time.Second)
+	select {
+	case r := <-out:
+		t.Fatalf("Receive returned %d messages, %v while the key was at its cap", len(r.recs), r.err)
+	default:
+	}
+	for _, err := range d.Complete(ctxT(t), []driver.CompleteParams{{Lease: first[0].Lease}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case r := <-out:
+		if r.err != nil || len(r.recs) != 1 || r.recs[0].ID != "k-1" {
+			t.Fatalf("Receive = %v, %v; want k-1", r.recs, r.err)
+		}
+	case <-time.After(1500 * time.Millisecond):
+		t.Fatal("the settlement that freed the cap's slot did not wake the receiver")
+	}
+}
