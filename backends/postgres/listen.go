@@ -235,6 +235,11 @@ func (d *Driver) listenResults(ctx context.Context) error {
 	})
 }
 
+// forgetWaitingSQL deletes the waiting row of a handle ($2) of queue $1.
+func (d *Driver) forgetWaitingSQL() string {
+	return `DELETE FROM ` + pgx.Identifier{d.cfg.schema}.Sanitize() + `.waiters WHERE queue = $1 AND handle = $2`
+}
+
 // unregister takes this handle out of the waiting ones, for work and for
 // records, so that no push wakes it in vain (best effort: a push that does
 // wakes another in its place only at that one's next poll) and no
@@ -244,7 +249,7 @@ func (d *Driver) unregister() {
 	defer cancel()
 	s := pgx.Identifier{d.cfg.schema}.Sanitize()
 	if d.waited.Load() {
-		_, _ = d.pool.Exec(ctx, `DELETE FROM `+s+`.waiters WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
+		_, _ = d.pool.Exec(ctx, d.forgetWaitingSQL(), d.cfg.queue, d.handle)
 		_, _ = d.pool.Exec(ctx, `DELETE FROM `+s+`.seats WHERE queue = $1 AND handle = $2`, d.cfg.queue, d.handle)
 	}
 	if d.resultsWaited.Load() {
@@ -313,6 +318,14 @@ func (d *Driver) listenSession(ctx context.Context) error {
 	// nothing, and no push signals it. Wake-ups sent while it was away are
 	// lost: the handle registers again, and the receivers look again.
 	own := wakePrefix + d.handle
+	if d.waited.Load() {
+		// The handle's waiting row from the lost session would be woken
+		// by a push on a channel nothing listens on now, while a handle
+		// of another process waits: the handle registers anew.
+		if _, err := conn.Exec(ctx, d.forgetWaitingSQL(), d.cfg.queue, d.handle); err != nil {
+			return err
+		}
+	}
 	d.wakeGen.Add(1)
 	d.registered.Store(false)
 	d.seated.Store(false)

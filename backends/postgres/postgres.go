@@ -287,8 +287,11 @@ func (d *Driver) Close() error {
 	}
 	d.notif.flush()
 	d.resNotif.flush()
-	d.unregister()
+	// After the goroutines end: a registration under way on the LISTEN
+	// connection could otherwise commit after the deletes, leaving a
+	// waiting row that the next push would wake in vain.
 	d.wg.Wait()
+	d.unregister()
 	if d.ownsPool {
 		d.pool.Close()
 	}

@@ -409,3 +409,50 @@ func TestRegistrationGivenUpIsUnregisteredAtClose(t *testing.T) {
 		t.Fatalf("after Close: %d seat and waiting rows of the closed handle; want 0", n)
 	}
 }
+
+// TestReconnectForgetsTheLostSessionsRegistration: a process whose LISTEN
+// connection broke while its handle was registered, and which no receiver
+// of its own registers again, leaves no waiting row behind: a push then
+// wakes the handle that does wait, in another process. (The stale row,
+// oldest, took the wake-up on a channel nothing listened on.)
+func TestReconnectForgetsTheLostSessionsRegistration(t *testing.T) {
+	t.Parallel()
+	raw := newQueueURL(t, "poll=1h")
+	d, other, producer := openURL(t, raw), openURL(t, raw), openURL(t, raw)
+	ctx := ctxT(t)
+	if r, err := d.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 200 * time.Millisecond}); err != nil || len(r) != 0 {
+		t.Fatalf("receive on an empty queue: %d messages, %v", len(r), err)
+	}
+	if hs := waitingHandles(t, producer); !slices.Contains(hs, d.handle) {
+		t.Fatalf("waiting handles %v; want %s's among them", hs, d.handle)
+	}
+	var pid int32
+	if err := d.onListener(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := producer.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for slices.Contains(waitingHandles(t, producer), d.handle) {
+		if time.Now().After(deadline) {
+			t.Fatal("the reconnected process left its lost session's waiting row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := receiveInBackground(ctx, other)
+	untilTried(t, other)
+	if _, err := producer.Push(ctx, []*driver.Message{msg("m")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-out:
+		if r.err != nil || len(r.recs) != 1 {
+			t.Fatalf("the waiting process received %d messages, %v; want 1", len(r.recs), r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the push did not wake the handle that waits")
+	}
+}
