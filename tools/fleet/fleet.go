@@ -66,9 +66,11 @@ type Report struct {
 	// Drain is from the start of the push to the last task run.
 	Drain time.Duration
 	// Rate is Config.Rate; EngineCPUPerTask the engine's CPU from the
-	// start of the push to the last task run, per task.
-	Rate             float64
-	EngineCPUPerTask time.Duration
+	// start of the push to the last task run, per task; LateCPUPerTask
+	// the same over the tasks that ran after the first half had (the
+	// steady state, past the workers' and server processes' warm-up).
+	Rate                             float64
+	EngineCPUPerTask, LateCPUPerTask time.Duration
 	// Ran is how many task runs the log holds; Distinct how many tasks
 	// ran at least once; Duplicates how many runs repeated one; Lost how
 	// many pushed tasks never ran.
@@ -93,6 +95,9 @@ func (r Report) String() string {
 	}
 	if r.EngineCPUPerTask > 0 {
 		s += fmt.Sprintf("engine CPU per task from the push to the last run: %.0f µs\n", float64(r.EngineCPUPerTask.Nanoseconds())/1e3)
+	}
+	if r.LateCPUPerTask > 0 {
+		s += fmt.Sprintf("engine CPU per task after the first half ran: %.0f µs\n", float64(r.LateCPUPerTask.Nanoseconds())/1e3)
 	}
 	return s + fmt.Sprintf("drain: %.1fs, %.0f tasks/s, engine connections at the end %d\n"+
 		"runs %d, distinct %d, duplicates %d, lost %d, left in queue %d",
@@ -148,6 +153,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	start := time.Now()
+	halfCtx, stopHalf := context.WithCancel(ctx)
+	defer stopHalf()
+	half := readAtHalf(halfCtx, cfg, logPath)
 	if cfg.Rate > 0 {
 		err = trickle(ctx, cfg, logPath)
 	} else {
@@ -175,6 +183,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return rep, err
 		}
 		rep.EngineCPUPerTask = (cpu1 - cpu0) / time.Duration(cfg.Tasks)
+		stopHalf()
+		if h, ok := <-half; ok && h.ran < cfg.Tasks {
+			rep.LateCPUPerTask = (cpu1 - h.cpu) / time.Duration(cfg.Tasks-h.ran)
+		}
 	}
 	// A run repeated late (a lease expiring) would land after the count.
 	if err := sleep(ctx, time.Second); err != nil {
@@ -302,6 +314,35 @@ func trickle(ctx context.Context, cfg Config, logPath string) error {
 		}
 	}
 	return nil
+}
+
+// halfway is the engine's CPU read once half the tasks had run.
+type halfway struct {
+	ran int // tasks run at the read
+	cpu time.Duration
+}
+
+// readAtHalf reads the engine's CPU once half of cfg.Tasks have run, and
+// sends it; the channel closes without a value when ctx ends first, the
+// read fails or there is no engine to read.
+func readAtHalf(ctx context.Context, cfg Config, logPath string) <-chan halfway {
+	out := make(chan halfway, 1)
+	go func() {
+		defer close(out)
+		if cfg.Engine == nil {
+			return
+		}
+		for ctx.Err() == nil {
+			if n, err := countLines(logPath); err == nil && n >= cfg.Tasks/2 && n > 0 {
+				if _, cpu, err := cfg.Engine.Usage(ctx); err == nil {
+					out <- halfway{ran: n, cpu: cpu}
+				}
+				return
+			}
+			_ = sleep(ctx, 50*time.Millisecond)
+		}
+	}()
+	return out
 }
 
 // countLines is how many lines the file at path holds.
