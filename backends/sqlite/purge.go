@@ -22,9 +22,14 @@ import (
 // keeps that lowest expiry in jobq_results_purge, and later purges skip
 // it, unread, until it has passed. A generation can become the newest
 // again only when every record of the generations above it is deleted;
-// the trigger jobq_results_reopen then forgets its bound (and those above)
-// in the deleting transaction, whatever deleted them, and a bound is kept
-// only for a generation below the newest at the time. So a purge reads the
+// the trigger jobq_results_reopened then forgets its bound (and those
+// above) in the deleting transaction, whatever deleted them, and counts the
+// reopening (in the expiry of its row of gen -2, below what the trigger's
+// forgetting reaches). A bound is kept only for a
+// generation below the newest at the time, and only if no generation was
+// reopened since the purge began: one reopened after its scan may have
+// taken records that expire before the bound, and then stopped being the
+// newest again. So a purge reads the
 // newest generation and those that hold expired records, and deletes
 // every expired record when it runs, whatever the retention each was
 // written with, never one before it expires.
@@ -35,11 +40,14 @@ CREATE TABLE IF NOT EXISTS jobq_results_purge (
 	expiry INTEGER NOT NULL,
 	PRIMARY KEY (queue, gen)
 ) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS jobq_results_reopen AFTER DELETE ON jobq_results
+DROP TRIGGER IF EXISTS jobq_results_reopen;
+CREATE TRIGGER IF NOT EXISTS jobq_results_reopened AFTER DELETE ON jobq_results
 WHEN coalesce((SELECT max(gen) FROM jobq_results WHERE queue = OLD.queue), -1) < OLD.gen
 BEGIN
 	DELETE FROM jobq_results_purge WHERE queue = OLD.queue
 		AND gen >= coalesce((SELECT max(gen) FROM jobq_results WHERE queue = OLD.queue), -1);
+	INSERT OR REPLACE INTO jobq_results_purge (queue, gen, expiry) VALUES (OLD.queue, -2,
+		coalesce((SELECT expiry FROM jobq_results_purge WHERE queue = OLD.queue AND gen = -2), 0) + 1);
 END;
 `
 
@@ -77,6 +85,9 @@ const (
 		ON CONFLICT (queue, gen) DO UPDATE SET expiry = excluded.expiry`
 	// purgeForget forgets generation ?2's bound.
 	purgeForget = `DELETE FROM jobq_results_purge WHERE queue = ?1 AND gen = ?2`
+	// purgeReopened reads how often queue ?1's newest generation was
+	// emptied (jobq_results_reopened).
+	purgeReopened = `SELECT coalesce((SELECT expiry FROM jobq_results_purge WHERE queue = ?1 AND gen = -2), 0)`
 )
 
 // purgeBatch is how many records one purge transaction deletes at most,
@@ -93,6 +104,10 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 		return 0, err
 	}
 	at := micros(now)
+	var reopened int64
+	if err := d.db.QueryRowContext(ctx, purgeReopened, d.cfg.queue).Scan(&reopened); err != nil {
+		return 0, d.wrap(ctx, "purge results", err)
+	}
 	gens, err := d.purgeGens(ctx)
 	if err != nil {
 		return 0, d.wrap(ctx, "purge results", err)
@@ -118,7 +133,7 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 	// The bounds are a cache: a failure to keep them costs the next purge
 	// a read of the generations, nothing else.
 	if len(bounds) > 0 {
-		_ = d.keepPurgeBounds(ctx, bounds)
+		_ = d.keepPurgeBounds(ctx, bounds, reopened)
 	}
 	return total, nil
 }
@@ -208,13 +223,21 @@ func (d *Driver) scanGen(ctx context.Context, g int64, f func(rid, exp int64)) e
 }
 
 // keepPurgeBounds keeps the bounds of the generations purged (a bound of
-// 0 forgets one).
-func (d *Driver) keepPurgeBounds(ctx context.Context, bounds map[int64]int64) error {
+// 0 forgets one); it only forgets when the queue's count of reopenings is
+// no longer what it was when the purge began (reopened).
+func (d *Driver) keepPurgeBounds(ctx context.Context, bounds map[int64]int64, reopened int64) error {
 	return d.writeTx(ctx, "keep purge bounds", func(tx wtx) error {
+		var now int64
+		if err := tx.QueryRow(purgeReopened, d.cfg.queue).Scan(&now); err != nil {
+			return err
+		}
 		for g, b := range bounds {
 			q, args := purgeKeep, []any{d.cfg.queue, g, b}
-			if b == 0 {
+			switch {
+			case b == 0:
 				q, args = purgeForget, args[:2]
+			case now != reopened:
+				continue
 			}
 			if _, err := tx.Exec(q, args...); err != nil {
 				return err

@@ -69,7 +69,7 @@ func TestPurgeSkipsBoundGenerations(t *testing.T) {
 	if got := b.count(t, `SELECT expiry FROM jobq_results_purge WHERE queue = 'default' AND gen = 0`); got > want || got < want-60e6 {
 		t.Fatalf("generation 0's bound %d; want its lowest expiry, about %d", got, want)
 	}
-	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge`); n != 1 {
+	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge WHERE gen >= 0`); n != 1 {
 		t.Fatalf("%d bounds; want generation 0's only (the newest has none)", n)
 	}
 	// Expire canon(1) behind the purge's back: the purge does not read
@@ -84,7 +84,7 @@ func TestPurgeSkipsBoundGenerations(t *testing.T) {
 	if n, err := b.drv.DeleteResults(b.ctx, []string{canon(4)}); err != nil || n != 1 {
 		t.Fatalf("delete = %d, %v", n, err)
 	}
-	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge`); n != 0 {
+	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge WHERE gen >= 0`); n != 0 {
 		t.Fatalf("%d bounds after the newest generation emptied; want none", n)
 	}
 	if n, err := b.drv.PurgeResults(b.ctx, time.Now()); err != nil || n != 1 {
@@ -95,8 +95,60 @@ func TestPurgeSkipsBoundGenerations(t *testing.T) {
 		_, err := tx.Exec(purgeKeep, "default", 0, 1)
 		return err
 	})
-	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge`); err != nil || n != 0 {
+	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge WHERE gen >= 0`); err != nil || n != 0 {
 		t.Fatalf("%d bounds (%v) after keeping one for the newest generation; want none", n, err)
+	}
+}
+
+// TestPurgeBoundAfterReopening: a generation whose bound a purge computed
+// may be reopened (the newer ones emptied) before the purge keeps the
+// bound, take records that expire sooner, and fall below the newest again;
+// the purge then keeps no bound, and the next one deletes those records.
+// (The bound was kept, and the next purge skipped them.)
+func TestPurgeBoundAfterReopening(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	put := func(id string, keep time.Duration) {
+		t.Helper()
+		if err := b.drv.PutResults(b.ctx, []*driver.ResultRecord{rec(id, driver.ResultSucceeded, keep)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(canon(1), 2*time.Hour) // generation 0
+	b.nextGeneration(t)
+	put(canon(2), time.Hour) // generation 1
+	var reopened int64
+	if err := b.drv.db.QueryRowContext(b.ctx, purgeReopened, b.drv.cfg.queue).Scan(&reopened); err != nil {
+		t.Fatal(err)
+	}
+	// The purge's scan of generation 0.
+	n, left, err := b.drv.purgeGen(b.ctx, 0, micros(time.Now()))
+	if err != nil || n != 0 || left == 0 {
+		t.Fatalf("purge of generation 0 = %d, bound %d, %v; want nothing deleted and a bound", n, left, err)
+	}
+	// Meanwhile: generation 1 emptied (and the other queue's row that
+	// started it), generation 0 takes a record that has expired, and a
+	// newer generation starts.
+	if n, err := b.drv.DeleteResults(b.ctx, []string{canon(2)}); err != nil || n != 1 {
+		t.Fatalf("delete = %d, %v", n, err)
+	}
+	if _, err := b.drv.db.ExecContext(b.ctx, `DELETE FROM jobq_results WHERE queue = 'filler'`); err != nil {
+		t.Fatal(err)
+	}
+	put(canon(3), -time.Second)
+	if g := b.count(t, `SELECT gen FROM jobq_results WHERE task_id = ?`, taskKey(canon(3))); g != 0 {
+		t.Fatalf("the record went to generation %d; the check needs 0", g)
+	}
+	b.nextGeneration(t)
+	put(canon(4), time.Hour)
+	if err := b.drv.keepPurgeBounds(b.ctx, map[int64]int64{0: left}, reopened); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM jobq_results_purge WHERE gen >= 0`); n != 0 {
+		t.Fatalf("%d bounds kept after a reopening; want none", n)
+	}
+	if n, err := b.drv.PurgeResults(b.ctx, time.Now()); err != nil || n != 1 {
+		t.Fatalf("purge = %d, %v; want 1 (the expired record of generation 0)", n, err)
 	}
 }
 
@@ -125,8 +177,8 @@ func TestMigrateFromSchema3(t *testing.T) {
 	if n := b.count(t, `SELECT count(*) FROM sqlite_master WHERE name = 'jobq_results_expiry'`); n != 0 {
 		t.Errorf("the expiry index is still there")
 	}
-	if n := b.count(t, `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'jobq_results_reopen'`); n != 1 {
-		t.Errorf("no trigger jobq_results_reopen")
+	if n := b.count(t, `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'jobq_results_reopened'`); n != 1 {
+		t.Errorf("no trigger jobq_results_reopened")
 	}
 	ids := []string{done, dead, cancelled, expired, hidden, hiddenBy, "custom-id"}
 	const before = "[succeeded dead-lettered cancelled - dead-lettered - succeeded]"
