@@ -100,7 +100,7 @@ func TestSettlementWakesCappedReceiver(t *testing.T) {
 		if r.err != nil || len(r.recs) != 1 || r.recs[0].ID != "k-1" {
 			t.Fatalf("Receive = %v, %v; want k-1", r.recs, r.err)
 		}
-	case <-time.After(1500 * time.Millisecond):
+	case <-time.After(2500 * time.Millisecond): // before its next look, at about 8.2 s
 		t.Fatal("the settlement that freed the cap's slot did not wake the receiver")
 	}
 }
