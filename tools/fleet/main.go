@@ -12,7 +12,7 @@
 // a shell command appending its number to a log file. With -rate the tasks
 // are pushed one at a time at that rate, and the engine's CPU per task is
 // reported, over the whole run and over the tasks run after the first half
-// (the steady state, past the warm-up of new worker and server processes):
+// (the steady state, past the first use of each server process):
 //
 //	go run ./tools/fleet -engine redis -workers 200 -tasks 2000 -rate 100
 //	go run ./tools/fleet -engine postgres -direct -workers 20 -tasks 500 -rate 50
