@@ -68,7 +68,7 @@ type Report struct {
 	// Rate is Config.Rate; EngineCPUPerTask the engine's CPU from the
 	// start of the push to the last task run, per task; LateCPUPerTask
 	// the same over the tasks that ran after the first half had (the
-	// steady state, past the workers' and server processes' warm-up).
+	// steady state, past the first use of each server process).
 	Rate                             float64
 	EngineCPUPerTask, LateCPUPerTask time.Duration
 	// Ran is how many task runs the log holds; Distinct how many tasks
