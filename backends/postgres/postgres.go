@@ -200,6 +200,9 @@ type Driver struct {
 	seatsFull atomic.Bool
 	// listeners is how many processes of the queue may hold a seat.
 	listeners int
+	// keyedRecheck bounds a receiver's back-off while the messages it
+	// finds are held back by key policies (receive.go).
+	keyedRecheck time.Duration
 	// resultsListening: the LISTEN connection listens on the schema's
 	// channel, for records notifications (listenResults).
 	resultsListening atomic.Bool
@@ -229,17 +232,18 @@ type Driver struct {
 
 func newDriver(cfg *config, pool *pgxpool.Pool, log *slog.Logger) *Driver {
 	d := &Driver{
-		cfg:       cfg,
-		pool:      pool,
-		log:       log,
-		sql:       buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		psql:      buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		gsql:      buildGroupQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		hsql:      buildHeldQueries(pgx.Identifier{cfg.schema}.Sanitize()),
-		caps:      capabilities(cfg.maxMessageBytes),
-		handle:    newHandle(),
-		listeners: defaultListeners,
-		rsql:      buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		cfg:          cfg,
+		pool:         pool,
+		log:          log,
+		sql:          buildQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		psql:         buildPolicyQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		gsql:         buildGroupQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		hsql:         buildHeldQueries(pgx.Identifier{cfg.schema}.Sanitize()),
+		caps:         capabilities(cfg.maxMessageBytes),
+		handle:       newHandle(),
+		listeners:    defaultListeners,
+		keyedRecheck: keyedRecheck,
+		rsql:         buildResultQueries(pgx.Identifier{cfg.schema}.Sanitize()),
 
 		resultWake: newBroadcaster(),
 		closing:    driver.NewClosing("postgres queue " + cfg.queue),

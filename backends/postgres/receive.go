@@ -27,6 +27,13 @@ const minSleep = time.Millisecond
 // push wakes.
 const maxStandbySleep = 4 * time.Second
 
+// keyedRecheck caps the back-off of a receiver that finds messages visible
+// but claims none on a queue with key policies: they may be held back by a
+// rate window, which no settlement frees, or by a cap that a task ending
+// in another process frees. As on Redis, it looks again at least this
+// often.
+const keyedRecheck = 100 * time.Millisecond
+
 // maxListenSleep caps the silent sleep of a receiver on an empty queue
 // while LISTEN is up: the sleep starts at poll and doubles with every
 // round that no notification ended, since a push wakes it anyway.
@@ -285,11 +292,11 @@ func (d *Driver) leave(w *wakeset.Waiter) {
 // claim, or left visible by its key's cap, or lies past the 1,000
 // messages a registration reads (seats.go): the receiver looks again after
 // minSleep, doubled for every sleep in a row that no wake-up ended
-// (silent), up to the poll, so that it does not spin while such claims
-// keep coming or the cap stays full. A settlement here that frees a cap's
-// slot wakes a receiver of this process (settle.go); one in another
-// process is seen at the next look. A pause while pushes kept the handle
-// from registering shortens it.
+// (silent), up to the poll (keyedRecheck under key policies), so that it
+// does not spin while such claims keep coming or the keys stay full. A
+// settlement here that frees a cap's slot wakes a receiver of this process
+// (settle.go). A pause while pushes kept the handle from registering
+// shortens it.
 func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.Duration) time.Duration {
 	sleep := min(remaining, d.cfg.poll)
 	switch {
@@ -297,6 +304,9 @@ func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.
 		sleep = min(remaining, d.idleSleep(silent))
 	case next == 0:
 		sleep = min(sleep, minSleep<<min(silent, 16))
+		if d.keyedPolicies() {
+			sleep = min(sleep, d.keyedRecheck)
+		}
 	case d.standby():
 		// Other processes hold the queue's seats and look every poll
 		// while messages are leased or delayed: this one backs off as
