@@ -24,12 +24,12 @@ import (
 // again only when every record of the generations above it is deleted;
 // the trigger jobq_results_reopened then forgets its bound (and those
 // above) in the deleting transaction, whatever deleted them, and counts the
-// reopening (in the expiry of its row of gen -2, below what the trigger's
-// forgetting reaches). A bound is kept only for a
-// generation below the newest at the time, and only if no generation was
-// reopened since the purge began: one reopened after its scan may have
-// taken records that expire before the bound, and then stopped being the
-// newest again. So a purge reads the
+// reopening (in the expiry of the queue's row of gen -2, below what the
+// forgetting reaches). A bound is kept only for a generation below the
+// newest at the time, and only if no generation was reopened since the
+// purge began: one reopened after its scan may have taken records that
+// expire before the bound, and then stopped being the newest again. So a
+// purge reads the
 // newest generation and those that hold expired records, and deletes
 // every expired record when it runs, whatever the retention each was
 // written with, never one before it expires.
