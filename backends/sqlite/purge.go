@@ -29,10 +29,9 @@ import (
 // newest at the time, and only if no generation was reopened since the
 // purge began: one reopened after its scan may have taken records that
 // expire before the bound, and then stopped being the newest again. So a
-// purge reads the
-// newest generation and those that hold expired records, and deletes
-// every expired record when it runs, whatever the retention each was
-// written with, never one before it expires.
+// purge reads the newest generation and those that hold expired records,
+// and deletes every expired record when it runs, whatever the retention
+// each was written with, never one before it expires.
 const resultPurgeTable = `
 CREATE TABLE IF NOT EXISTS jobq_results_purge (
 	queue  TEXT    NOT NULL,
