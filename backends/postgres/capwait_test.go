@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -74,37 +75,94 @@ func TestReceiverBacksOffWhenLooksFindNothingToClaim(t *testing.T) {
 
 // TestSettlementWakesCappedReceiver: a receiver that backs off while its
 // key is at the cap is woken by a settlement in its process that frees a
-// slot, and claims the key's next message then, not at its next look.
+// slot, with a result record or without, and claims the key's next
+// message then, not at its next look.
 func TestSettlementWakesCappedReceiver(t *testing.T) {
 	t.Parallel()
+	for _, withRecord := range []bool{false, true} {
+		t.Run(fmt.Sprintf("record=%v", withRecord), func(t *testing.T) {
+			t.Parallel()
+			d := openDriver(t, "poll=1h")
+			d.keyedRecheck = time.Hour // only the wake-up can end the back-off early
+			setCap(t, d, "k", 1)
+			pushKeyed(t, d, "k", 2)
+			first := receive(t, d, 1, time.Minute)
+			if len(first) != 1 {
+				t.Fatalf("claimed %d; want 1", len(first))
+			}
+			out := receiveInBackground(ctxT(t), d)
+			// Let its sleeps grow past what the test waits below: 1 ms
+			// doubled at each look, the looks come at about 4.1 s and 8.2 s.
+			time.Sleep(5 * time.Second)
+			select {
+			case r := <-out:
+				t.Fatalf("Receive returned %d messages, %v while the key was at its cap", len(r.recs), r.err)
+			default:
+			}
+			done := driver.CompleteParams{Lease: first[0].Lease}
+			if withRecord {
+				done.Result = rec(first[0].ID, driver.ResultSucceeded, time.Hour)
+			}
+			for _, err := range d.Complete(ctxT(t), []driver.CompleteParams{done}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case r := <-out:
+				if r.err != nil || len(r.recs) != 1 || r.recs[0].ID != "k-1" {
+					t.Fatalf("Receive = %v, %v; want k-1", r.recs, r.err)
+				}
+			case <-time.After(2500 * time.Millisecond): // before its next look, at about 8.2 s
+				t.Fatal("the settlement that freed the cap's slot did not wake the receiver")
+			}
+		})
+	}
+}
+
+// TestSettlementsLeaveIdleReceiversAlone: on a queue with key policies,
+// settlements wake only receivers that found messages held back, not
+// those idle with nothing visible, which stay asleep: the settlements'
+// statements alone. (Each settlement woke an idle receiver, which
+// claimed and read the next visibility in vain.)
+func TestSettlementsLeaveIdleReceiversAlone(t *testing.T) {
+	t.Parallel()
 	d := openDriver(t, "poll=1h")
-	d.keyedRecheck = time.Hour // only the wake-up can end the back-off early
-	setCap(t, d, "k", 1)
-	pushKeyed(t, d, "k", 2)
-	first := receive(t, d, 1, time.Minute)
-	if len(first) != 1 {
-		t.Fatalf("claimed %d; want 1", len(first))
+	setCap(t, d, "elsewhere", 5)
+	const n = 20
+	msgs := make([]*driver.Message, n)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("m%02d", i))
 	}
-	out := receiveInBackground(ctxT(t), d)
-	// Let its sleeps grow past what the test waits below: 1 ms doubled
-	// at each look, the looks come at about 4.1 s and 8.2 s.
-	time.Sleep(5 * time.Second)
-	select {
-	case r := <-out:
-		t.Fatalf("Receive returned %d messages, %v while the key was at its cap", len(r.recs), r.err)
-	default:
+	if _, err := d.Push(ctxT(t), msgs); err != nil {
+		t.Fatal(err)
 	}
-	for _, err := range d.Complete(ctxT(t), []driver.CompleteParams{{Lease: first[0].Lease}}) {
-		if err != nil {
-			t.Fatal(err)
+	leased := receive(t, d, n, time.Hour)
+	if len(leased) != n {
+		t.Fatalf("claimed %d; want %d", len(leased), n)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	outs := []chan received{receiveInBackground(ctx, d), receiveInBackground(ctx, d)}
+	for d.idle.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // past their first short sleeps
+	before := d.pool.Stat().AcquireCount()
+	for _, r := range leased {
+		for _, err := range d.Complete(ctxT(t), []driver.CompleteParams{{Lease: r.Lease}}) {
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	select {
-	case r := <-out:
-		if r.err != nil || len(r.recs) != 1 || r.recs[0].ID != "k-1" {
-			t.Fatalf("Receive = %v, %v; want k-1", r.recs, r.err)
-		}
-	case <-time.After(2500 * time.Millisecond): // before its next look, at about 8.2 s
-		t.Fatal("the settlement that freed the cap's slot did not wake the receiver")
+	got := d.pool.Stat().AcquireCount() - before
+	t.Logf("%d statements for %d completions", got, n)
+	if got > n+4 {
+		t.Errorf("%d statements for %d completions with two receivers idle; want about %d (the completions')", got, n, n)
+	}
+	cancel()
+	for _, out := range outs {
+		<-out
 	}
 }

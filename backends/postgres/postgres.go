@@ -203,6 +203,10 @@ type Driver struct {
 	// keyedRecheck bounds a receiver's back-off while the messages it
 	// finds are held back by key policies (receive.go).
 	keyedRecheck time.Duration
+	// heldBack holds the receivers of this process that found messages
+	// held back by key policies; a settlement that ends leases wakes as
+	// many (settle.go).
+	heldBack wakeset.Set
 	// resultsListening: the LISTEN connection listens on the schema's
 	// channel, for records notifications (listenResults).
 	resultsListening atomic.Bool

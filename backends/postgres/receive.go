@@ -68,7 +68,16 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	var inFlight time.Duration // the pause while pushes kept the handle from registering
 	for {
 		w := d.wake.Add() // before the claim, so no wake-up slips by
+		var hw *wakeset.Waiter
+		if p.Wait > 0 && d.keyedPolicies() {
+			hw = d.heldBack.Add() // likewise for a slot freed here
+		}
 		l, err := d.look(ctx, p, woken)
+		if hw != nil && (err != nil || len(l.msgs) > 0 || l.next != 0) {
+			// Not held back: a freed slot's wake-up goes to another.
+			d.heldBack.Leave(hw)
+			hw = nil
+		}
 		if err != nil || len(l.msgs) > 0 {
 			d.leave(w)
 			if err != nil {
@@ -84,6 +93,9 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			d.leave(w)
+			if hw != nil {
+				d.heldBack.Leave(hw)
+			}
 			return nil, nil
 		}
 		var pause time.Duration // while a push kept the handle from registering
@@ -95,7 +107,8 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		} else {
 			inFlight = 0
 		}
-		woken, err = d.sleepUntilWoken(ctx, w, d.sleepFor(remaining, l.next, silent, pause))
+		var freed bool
+		woken, freed, err = d.sleepUntilWoken(ctx, w, hw, d.sleepFor(remaining, l.next, silent, pause))
 		if err != nil {
 			return nil, err
 		}
@@ -105,6 +118,9 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			// this process pushed, or LISTEN reconnected).
 			silent = 0
 			d.quiet.Store(0)
+		case freed:
+			// A settlement here ended leases: a slot may be free.
+			silent = 0
 		case l.next < 0 && !d.seated.Load(), l.next > 0 && d.standby():
 			d.quiet.Add(1)
 		default:
@@ -321,29 +337,49 @@ func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.
 	return sleep
 }
 
-// sleepUntilWoken waits for w to be woken, for up to dur, or for the
-// driver's close or ctx's end (then an error); it reports whether w was
-// woken. Unless it was, w has left the set.
-func (d *Driver) sleepUntilWoken(ctx context.Context, w *wakeset.Waiter, dur time.Duration) (bool, error) {
+// sleepUntilWoken waits for w to be woken (woken), or hw (nil: none) by a
+// settlement of this process that ended leases (freed), for up to dur, or
+// for the driver's close or ctx's end (then an error). Unless w was woken,
+// it has left its set; hw has left its set in any case.
+func (d *Driver) sleepUntilWoken(ctx context.Context, w, hw *wakeset.Waiter, dur time.Duration) (woken, freed bool, err error) {
 	timer := time.NewTimer(dur)
 	defer timer.Stop()
 	d.idle.Add(1)
 	defer d.idle.Add(-1)
+	var held <-chan struct{}
+	if hw != nil {
+		held = hw.C()
+	}
 	select {
 	case <-w.C():
-		return true, nil
+		woken = true
+	case <-held:
+		freed = true
 	case <-timer.C:
 	case <-d.closing.Done():
 	case <-ctx.Done():
 	}
+	if hw != nil && !freed {
+		d.heldBack.Leave(hw) // a freed slot's wake-up that came meanwhile goes to another
+	}
+	if !woken {
+		select {
+		case <-w.C():
+			woken = true // a push's too: the claim takes it as one
+		default:
+		}
+	}
+	if woken {
+		return true, false, nil
+	}
 	d.leave(w)
 	if err := d.closing.Err(); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return false, wrap(ctx, "receive", err)
+		return false, false, wrap(ctx, "receive", err)
 	}
-	return false, nil
+	return false, freed, nil
 }
 
 // idleSleep is how long a receiver that found the queue empty sleeps at

@@ -80,17 +80,11 @@ func (b *settleBatch) add(i int, l driver.Lease) bool {
 }
 
 // run executes sql with the batch's arrays (plus extra arguments after them)
-// and fills the per-lease errors. Under key policies, each lease it ended
-// may have freed a slot of its key's cap, which a receiver of this process
-// that found the key's messages held back is woken to claim (receive.go
-// backs off otherwise).
+// and fills the per-lease errors.
 func (b *settleBatch) run(ctx context.Context, d *Driver, sql string, args ...any) []error {
 	done, err := b.query(ctx, d, sql, args...)
 	if err != nil {
 		return b.failAll(wrap(ctx, b.op, err))
-	}
-	if len(done) > 0 && d.keyedPolicies() {
-		d.wake.Notify(len(done))
 	}
 	return b.finish(d, done)
 }
@@ -138,6 +132,13 @@ func (b *settleBatch) queryOn(ctx context.Context, q querier, sql string, args .
 
 // finish fills the per-lease errors from the ids a settlement returned.
 func (b *settleBatch) finish(d *Driver, done map[int64]bool) []error {
+	if len(done) > 0 && d.keyedPolicies() {
+		// Each lease ended may have freed a slot of its key's cap: as
+		// many receivers of this process that found the messages held
+		// back look again now (receive.go), rather than at their next
+		// look.
+		d.heldBack.Notify(len(done))
+	}
 	if b.deletes {
 		d.deletedRows(int64(len(done)))
 	}
