@@ -235,9 +235,12 @@ func (d *Driver) listenResults(ctx context.Context) error {
 	})
 }
 
-// forgetWaitingSQL deletes the waiting row of a handle ($2) of queue $1.
+// forgetWaitingSQL deletes the waiting row of a handle ($2) of queue $1,
+// unless a push's wake-up holds it (and is deleting it): a push in a long
+// transaction must not hold up the caller.
 func (d *Driver) forgetWaitingSQL() string {
-	return `DELETE FROM ` + pgx.Identifier{d.cfg.schema}.Sanitize() + `.waiters WHERE queue = $1 AND handle = $2`
+	t := pgx.Identifier{d.cfg.schema}.Sanitize() + `.waiters`
+	return `DELETE FROM ` + t + ` WHERE ctid IN (SELECT ctid FROM ` + t + ` WHERE queue = $1 AND handle = $2 FOR UPDATE SKIP LOCKED)`
 }
 
 // unregister takes this handle out of the waiting ones, for work and for

@@ -15,6 +15,11 @@ if (service !== "blob" && service !== "queue") {
   process.exit(2);
 }
 const interval = Number(process.env.AZURITE_GC_INTERVAL_MS || 24 * 60 * 60 * 1000);
+// setTimeout fires at once for anything else, and the sweep would loop.
+if (!Number.isInteger(interval) || interval < 1 || interval > 2 ** 31 - 1) {
+  console.error(`AZURITE_GC_INTERVAL_MS=${process.env.AZURITE_GC_INTERVAL_MS}: want whole milliseconds from 1 to ${2 ** 31 - 1}`);
+  process.exit(2);
+}
 require(`azurite/dist/src/${service}/utils/constants`).DEFAULT_GC_INTERVAL_MS = interval;
 process.argv.splice(2, 1);
 require(`azurite/dist/src/${service}/main`);

@@ -334,8 +334,11 @@ func readAtHalf(ctx context.Context, cfg Config, logPath string) <-chan halfway 
 		}
 		for ctx.Err() == nil {
 			if n, err := countLines(logPath); err == nil && n >= cfg.Tasks/2 && n > 0 {
-				if _, cpu, err := cfg.Engine.Usage(ctx); err == nil {
-					out <- halfway{ran: n, cpu: cpu}
+				_, cpu, err := cfg.Engine.Usage(ctx)
+				after, err2 := countLines(logPath)
+				if err == nil && err2 == nil {
+					// Tasks that ended during the read: half on each side.
+					out <- halfway{ran: (n + after) / 2, cpu: cpu}
 				}
 				return
 			}
