@@ -68,16 +68,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	var inFlight time.Duration // the pause while pushes kept the handle from registering
 	for {
 		w := d.wake.Add() // before the claim, so no wake-up slips by
-		var hw *wakeset.Waiter
-		if p.Wait > 0 && d.keyedPolicies() {
-			hw = d.heldBack.Add() // likewise for a slot freed here
-		}
-		l, err := d.look(ctx, p, woken)
-		if hw != nil && (err != nil || len(l.msgs) > 0 || l.next != 0) {
-			// Not held back: a freed slot's wake-up goes to another.
-			d.heldBack.Leave(hw)
-			hw = nil
-		}
+		l, hw, err := d.lookHeldBack(ctx, p, woken)
 		if err != nil || len(l.msgs) > 0 {
 			d.leave(w)
 			if err != nil {
@@ -112,20 +103,47 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case woken:
-			// A push took the handle out of the waiting ones (or one in
-			// this process pushed, or LISTEN reconnected).
-			silent = 0
-			d.quiet.Store(0)
-		case freed:
-			// A settlement here ended leases: a slot may be free.
-			silent = 0
-		case l.next < 0 && !d.seated.Load(), l.next > 0 && d.standby():
-			d.quiet.Add(1)
-		default:
-			silent++
-		}
+		silent = d.afterSleep(l, woken, freed, silent)
+	}
+}
+
+// lookHeldBack is look, with the receiver in heldBack from before its
+// claim (so that no slot freed meanwhile slips by) while the queue has key
+// policies and the receive waits. It returns the heldBack waiter only
+// when the look found messages held back (visible, none claimed), for the
+// sleep; otherwise the receiver has left heldBack, and a freed slot's
+// wake-up it got went to another.
+func (d *Driver) lookHeldBack(ctx context.Context, p driver.ReceiveParams, woken bool) (look, *wakeset.Waiter, error) {
+	var hw *wakeset.Waiter
+	if p.Wait > 0 && d.keyedPolicies() {
+		hw = d.heldBack.Add()
+	}
+	l, err := d.look(ctx, p, woken)
+	if hw != nil && (err != nil || len(l.msgs) > 0 || l.next != 0) {
+		d.heldBack.Leave(hw)
+		hw = nil
+	}
+	return l, hw, err
+}
+
+// afterSleep returns how many sleeps in a row no wake-up ended (silent),
+// after a sleep that followed look l and that a push's wake-up (woken) or
+// a settlement here (freed) may have ended.
+func (d *Driver) afterSleep(l look, woken, freed bool, silent int) int {
+	switch {
+	case woken:
+		// A push took the handle out of the waiting ones (or one in this
+		// process pushed, or LISTEN reconnected).
+		d.quiet.Store(0)
+		return 0
+	case freed:
+		// A settlement here ended leases: a slot may be free.
+		return 0
+	case l.next < 0 && !d.seated.Load(), l.next > 0 && d.standby():
+		d.quiet.Add(1)
+		return silent
+	default:
+		return silent + 1
 	}
 }
 
