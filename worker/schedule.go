@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -38,7 +40,7 @@ func RunScheduler(ctx context.Context, q *jobq.Queue, log *slog.Logger) error {
 		<-ctx.Done()
 		close(stop)
 	}()
-	scheduleLoop(q, log, stop, driver.ScheduleRefresh) // a scheduler of its own stays prompt
+	scheduleLoop(q, log, stop, driver.ScheduleRefresh, new(heldSweeps)) // a scheduler of its own stays prompt
 	return nil
 }
 
@@ -61,7 +63,7 @@ func sweepsHeld(q *jobq.Queue) bool {
 // of a schedule: an idle fleet's loops then cost about one read each per
 // maxWait, where they cost two every 2 s. A failure is logged as a warning
 // once, and again only when it changes or after it cleared.
-func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}, maxWait time.Duration) {
+func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}, maxWait time.Duration, sweeps *heldSweeps) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -90,7 +92,7 @@ func scheduleLoop(q *jobq.Queue, log *slog.Logger, stop <-chan struct{}, maxWait
 			p.err = fireOnce(ctx, q, log, now, &p)
 		}
 		if sweep {
-			p.err = errors.Join(p.err, sweepOnce(ctx, q, log, &p))
+			p.err = errors.Join(p.err, sweepOnce(ctx, q, log, &p, sweeps))
 		}
 		cancel()
 		switch err := p.err; {
@@ -149,9 +151,28 @@ func fireOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger, now time.Tim
 	return err
 }
 
+// heldSweeps serialises one process's sweeps of held tasks (a worker's
+// background loop's and its check that the queue is drained) and counts
+// the tasks they released: two sweeps race for a task, and the one that
+// loses it must still learn that it was queued, or a worker without
+// --wait would end with a task just released and nobody to run it.
+type heldSweeps struct {
+	mu       sync.Mutex
+	released atomic.Int64
+}
+
+// sweep is hooks.SweepHeld of q, one at a time.
+func (s *heldSweeps) sweep(ctx context.Context, q *jobq.Queue) (released, cancelled []string, held int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	released, cancelled, held, err = hooks.SweepHeld(ctx, q)
+	s.released.Add(int64(len(released)))
+	return released, cancelled, held, err
+}
+
 // sweepOnce releases or cancels the held tasks whose parents ended.
-func sweepOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger, p *schedulePass) error {
-	released, cancelled, held, err := hooks.SweepHeld(ctx, q)
+func sweepOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger, p *schedulePass, sweeps *heldSweeps) error {
+	released, cancelled, held, err := sweeps.sweep(ctx, q)
 	for _, id := range released {
 		log.Info("held task released: its parents ended", "task_id", id)
 	}

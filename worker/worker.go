@@ -86,6 +86,7 @@ type Worker struct {
 	pauser *failurePauser
 	limits *localLimits
 	paused *pauseWatch // the queue's pauses (pause.go)
+	sweeps heldSweeps  // its sweeps of held tasks, one at a time (schedule.go)
 	host   string      // for attempt histories
 	// keepsResults: the backend keeps result records, which name the
 	// worker and times of a task's last attempt even when it succeeded.
@@ -305,7 +306,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		firing.Add(1)
 		go func() {
 			defer firing.Done()
-			scheduleLoop(w.q, w.log, stopWatch, w.o.MaxPoll)
+			scheduleLoop(w.q, w.log, stopWatch, w.o.MaxPoll, &w.sweeps)
 		}()
 	}
 	if w.o.Preemption != nil {
@@ -336,6 +337,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // Tasks leased by other workers do not keep it: if one of them fails, its
 // retry is for whichever worker is still running.
 func (w *Worker) drained() bool {
+	released := w.sweeps.released.Load() // before the stats: see the end
 	st, err := w.q.Admin().Stats(context.Background())
 	if err != nil {
 		w.log.Debug("stats unavailable; treating the empty receive as an empty queue", "error", err)
@@ -354,7 +356,9 @@ func (w *Worker) drained() bool {
 	if st.Known.Delayed && st.Delayed > deferred {
 		return false
 	}
-	return !w.releasedHeld()
+	// A sweep of the background loop may have released a task after the
+	// stats were read, and this one then found it gone.
+	return !w.releasedHeld() && w.sweeps.released.Load() == released
 }
 
 // releasedHeld sweeps the queue's held tasks once, where this worker
@@ -367,14 +371,14 @@ func (w *Worker) releasedHeld() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scheduleTimeout)
 	defer cancel()
-	res, err := w.q.Admin().SweepHeld(ctx)
+	released, _, _, err := w.sweeps.sweep(ctx, w.q)
 	if err != nil {
 		w.log.Warn("could not sweep the queue's held tasks", "error", err)
 	}
-	for _, id := range res.Released {
+	for _, id := range released {
 		w.log.Info("held task released: its parents ended", "task_id", id)
 	}
-	return len(res.Released) > 0
+	return len(released) > 0
 }
 
 // Status lines: every StatusInterval while tasks end, else every
