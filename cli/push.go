@@ -280,6 +280,12 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err != nil {
 		return err
 	}
+	wasInterrupted := false // while the -c commands or the last batches were pushed
+	select {
+	case <-interrupted:
+		wasInterrupted = true
+	default:
+	}
 	if f.then != "" {
 		if err := a.pushThen(ctx, q, group, f.then, require, opts.env, f.cwd); err != nil {
 			return err
@@ -291,7 +297,8 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err := p.printer.Flush(); err != nil {
 		return failure(err)
 	}
-	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson()}
+	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson(),
+		interrupted: wasInterrupted}
 	if len(p.unknownIDs) == 0 {
 		return w.run(ctx, p.ids)
 	}

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -276,5 +278,31 @@ func TestPrintResult(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("result JSON lacks %s: %s", want, out)
 		}
+	}
+}
+
+// TestWaitInterruptedBeforeItBegan: a signal that came while push --wait
+// pushed (and stopped its input) stops the wait at once, saying how to
+// resume, rather than leaving it waiting for a second one. (The push
+// took the signal, and the wait waited on.)
+func TestWaitInterruptedBeforeItBegan(t *testing.T) {
+	t.Parallel()
+	queue := "mem://wait-interrupted-" + rand.Text()
+	q, err := jobq.Open(t.Context(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	task, err := q.Push(t.Context(), &jobq.Task{Command: "echo never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	w := &waiter{a: &app{queue: queue, log: slog.New(slog.DiscardHandler)}, q: q, interrupted: true}
+	err = w.run(ctx, []string{task.ID})
+	if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "interrupted: stopped waiting; 0 of 1 tasks ended") ||
+		!strings.Contains(err.Error(), "wait "+task.ID) || ctx.Err() != nil {
+		t.Fatalf("wait after a signal during the push = %v; want exit 1 at once, saying how to resume", err)
 	}
 }

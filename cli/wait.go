@@ -135,6 +135,9 @@ type waiter struct {
 	// are -c positions.
 	lines        map[string][]int
 	fromCommands bool
+	// interrupted: a signal came before the wait began (push --wait,
+	// while it pushed): the wait stops at once, as if it came during it.
+	interrupted bool
 
 	// progress keeps a live line of counts on standard error while
 	// waiting (a.toPerson(): a terminal, without -q); live is that line.
@@ -153,6 +156,9 @@ type waiter struct {
 // exitError with the summary.
 func (w *waiter) run(ctx context.Context, ids []string) error {
 	w.ended = make(map[string]*jobq.Result, len(ids))
+	if w.interrupted {
+		return w.stopped(ids, "interrupted: stopped waiting")
+	}
 	waitCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if w.timeout > 0 {
