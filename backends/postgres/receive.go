@@ -406,10 +406,10 @@ func (d *Driver) sleepUntilWoken(ctx context.Context, w, hw *wakeset.Waiter, dur
 // holds a wake-up seat: a push wakes it), or, without one (the queue's
 // seats are taken, listen=false, pgbouncer=true), for each look in a row
 // by any of the driver's receivers that found the queue empty (quiet, and
-// in standby up to maxStandbySleep only), so that an idle worker looks less and less often
-// across its receives, as the worker's own back-off means it to (through
-// PgBouncer an idle worker claimed once per poll whatever its --max-poll).
-// There a message pushed into a queue idle for a while waits for the next
+// in standby up to maxStandbySleep only), so that an idle worker looks
+// less and less often across its receives, as the worker's own back-off
+// means it to (through PgBouncer an idle worker claimed once per poll
+// whatever its --max-poll). There a message pushed into a queue idle for a while waits for the next
 // look, up to maxListenSleep (or the caller's wait); a look that finds
 // one sets the sleeps back to poll.
 func (d *Driver) idleSleep(silent int) time.Duration {
