@@ -50,7 +50,8 @@ func isSecretName(name string) bool {
 //     (password, pwd, key, sig, AccountKey, SharedAccessKey,
 //     SharedAccessSignature, or any name ending in password, secret, token,
 //     ...), in queries, connection strings and NAME=VALUE text; the value
-//     ends at &, ;, white space, a quote or a comma.
+//     ends at &, ;, white space, a quote or a comma. The placeholder
+//     "..." (as in a hint, "AccountKey=...") is left as it is.
 //
 // It works on any text, so it applies to whole error messages; jobq's CLI
 // passes every error, usage message and log line it prints through it.
@@ -170,7 +171,7 @@ func redactValues(s string) string {
 		for e < len(s) && !endsValue(s[e]) {
 			e++
 		}
-		if n == i || e == v || strings.Trim(s[v:e], ".") == "" || !isSecretName(s[n:i]) {
+		if n == i || e == v || s[v:e] == "..." || !isSecretName(s[n:i]) {
 			// No name, no value, a placeholder ("AccountKey=..."), or
 			// not a secret.
 			continue

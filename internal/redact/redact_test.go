@@ -36,6 +36,9 @@ func TestRedact(t *testing.T) {
 		{"[::1]:6379 max_tokens_used", "[::1]:6379 max_tokens_used"},
 		{`-e "NOEQUALS": expected KEY=VALUE`, `-e "NOEQUALS": expected KEY=VALUE`},
 		{"?key=k1&Sig=s1&pwd=p1", "?key=xxxxx&Sig=xxxxx&pwd=xxxxx"},
+		// The placeholder of a hint stays; a password of dots does not.
+		{"expected AccountName=...;AccountKey=...", "expected AccountName=...;AccountKey=..."},
+		{"?password=....&q=1", "?password=xxxxx&q=1"},
 	}
 	for _, tt := range tests {
 		if got := redact.String(tt.in); got != tt.want {
