@@ -360,19 +360,20 @@ func (d *dispatcher) begin(t claimTokens) (batch, step) {
 func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 	w := d.w
 	wait := w.o.Poll
+	w.mu.Lock()
 	if w.o.Wait {
-		w.mu.Lock()
 		wait = d.pollWait
-		w.mu.Unlock()
-	}
-	if !w.o.Wait && !c.idle {
-		// Tasks run and the worker exits on an empty queue: whether it
-		// is done depends on those tasks (a failure may put its task
-		// back), not on a message arriving, so the receive does not wait
-		// in the engine; after an empty one the receiver waits for the
-		// tasks instead (awaitIdle).
+	} else if !c.idle || w.running > 0 || d.receiving > 1 {
+		// Tasks run (or another receive may bring some) and the worker
+		// exits on an empty queue: whether it is done depends on those
+		// tasks (a failure may put its task back), not on a message
+		// arriving, so the receive does not wait in the engine; after an
+		// empty one the receiver waits for the tasks instead (awaitIdle).
+		// Looked at again here, not only at begin: another receiver may
+		// have begun since, or brought tasks.
 		wait = 0
 	}
+	w.mu.Unlock()
 	envs, err := w.q.ReceiveBatch(d.recvCtx, c.n, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: wait})
 	if err != nil {
 		envs = nil
