@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite" // the reader that pins the WAL (PinWAL)
 )
@@ -90,9 +91,18 @@ func PinWAL(t testing.TB, path string) (release func()) {
 		t.Fatal(err)
 	}
 	db.SetMaxOpenConns(1)
-	var busy, logged, copied int
-	if err := db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &copied); err != nil || busy != 0 {
-		t.Fatalf("emptying the WAL of %s: busy %d, %v", path, busy, err)
+	// A checkpoint that meets another under way (a writer's automatic
+	// one) reports busy at once, without waiting: try again.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var busy, logged, copied int
+		err := db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &copied)
+		if err == nil && busy == 0 {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("emptying the WAL of %s: busy %d, %v", path, busy, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS diskfull_pin (n INTEGER); INSERT INTO diskfull_pin VALUES (1)"); err != nil {
 		t.Fatal(err)
