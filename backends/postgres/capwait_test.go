@@ -166,3 +166,46 @@ func TestSettlementsLeaveIdleReceiversAlone(t *testing.T) {
 		<-out
 	}
 }
+
+// TestHeldRecheckFollowsTheShortestRateSpacing: a receiver held back by
+// key policies looks again every keyedRecheck at most, or as often as the
+// queue's tightest rate policy admits a claim (period / limit, at least
+// minSleep), so that a short window's claims are not left waiting for a
+// look 100 ms away.
+func TestHeldRecheckFollowsTheShortestRateSpacing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		policies []driver.Policy
+		want     time.Duration
+		keyed    bool
+	}{
+		{"no policies", nil, keyedRecheck, false},
+		{"concurrency cap", []driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 2}}, keyedRecheck, true},
+		{"slow rate", []driver.Policy{{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: time.Hour}}, keyedRecheck, true},
+		{"20 per 50ms", []driver.Policy{{Kind: driver.RatePolicy, Key: "k", Limit: 20, Period: 50 * time.Millisecond}}, 2500 * time.Microsecond, true},
+		{"the tighter of two", []driver.Policy{
+			{Kind: driver.RatePolicy, Key: "a", Limit: 10, Period: time.Second},
+			{Kind: driver.RatePolicy, Key: "b", Limit: 5, Period: 100 * time.Millisecond},
+		}, 20 * time.Millisecond, true},
+		{"fast rate", []driver.Policy{{Kind: driver.RatePolicy, Key: "k", Limit: 100000, Period: time.Second}}, minSleep, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := openURL(t, newQueueURL(t))
+			for _, p := range tt.policies {
+				if err := d.SetPolicy(ctxT(t), p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d.invalidatePolicies()
+			if _, _, err := d.currentPolicies(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			if got, keyed := d.heldRecheck(); got != tt.want || keyed != tt.keyed {
+				t.Errorf("heldRecheck() = %v, %v; want %v, %v", got, keyed, tt.want, tt.keyed)
+			}
+		})
+	}
+}

@@ -325,9 +325,14 @@ FROM {{s}}.messages WHERE queue = $1 AND rate_key IS NOT NULL GROUP BY rate_key`
 
 // policyCache is a driver's recent view of its queue's policies.
 type policyCache struct {
-	mu       sync.Mutex
-	loaded   time.Time
-	keyed    bool   // some concurrency or rate policy exists
+	mu     sync.Mutex
+	loaded time.Time
+	keyed  bool // some concurrency or rate policy exists
+	// recheck caps the back-off of a receiver whose messages are held
+	// back by key policies (receive.go): keyedRecheck, or the least
+	// spacing of a rate policy's admissions (period / limit) if shorter,
+	// so that a short window's admissions are taken about as they free.
+	recheck  time.Duration
 	maxDepth int64  // 0: none
 	gen      uint64 // counts invalidations (policy changes made here)
 }
@@ -352,12 +357,15 @@ func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int6
 // note takes pols, just read, as the current policies. Called with mu
 // held.
 func (c *policyCache) note(pols []driver.Policy) {
-	c.keyed, c.maxDepth = false, 0
+	c.keyed, c.maxDepth, c.recheck = false, 0, keyedRecheck
 	for _, p := range pols {
 		if p.Kind == driver.MaxDepthPolicy {
 			c.maxDepth = p.Limit
 		} else if p.Kind.Keyed() {
 			c.keyed = true
+		}
+		if p.Kind == driver.RatePolicy && p.Limit > 0 {
+			c.recheck = min(c.recheck, max(p.Period/time.Duration(p.Limit), minSleep))
 		}
 	}
 	c.loaded = time.Now()
@@ -369,6 +377,19 @@ func (d *Driver) keyedPolicies() bool {
 	d.policies.mu.Lock()
 	defer d.policies.mu.Unlock()
 	return d.policies.keyed
+}
+
+// heldRecheck is how long a receiver whose messages are held back by key
+// policies waits at most before it looks again (policyCache.recheck,
+// capped by the driver's keyedRecheck), and whether the queue has such
+// policies.
+func (d *Driver) heldRecheck() (time.Duration, bool) {
+	d.policies.mu.Lock()
+	defer d.policies.mu.Unlock()
+	if d.policies.recheck > 0 {
+		return min(d.policies.recheck, d.keyedRecheck), d.policies.keyed
+	}
+	return d.keyedRecheck, d.policies.keyed
 }
 
 func (d *Driver) invalidatePolicies() {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/tools/testkit/benchkit"
@@ -18,4 +19,16 @@ func BenchmarkDrainPolicies(b *testing.B) {
 		q, _ := openBenchQueue(b)
 		return q
 	})
+}
+
+// BenchmarkDrainRateWindow: a worker drains b.N tasks of one rate-limit key
+// admitted 20 per 50 ms (400/s at most); of-limit is the drain's rate as a
+// fraction of that. Run with:
+//
+//	go test -run '^$' -bench DrainRateWindow -benchtime 400x ./backends/postgres/
+func BenchmarkDrainRateWindow(b *testing.B) {
+	benchkit.DrainRateWindow(b, func(b *testing.B) *jobq.Queue {
+		q, _ := openBenchQueue(b)
+		return q
+	}, 20, 50*time.Millisecond)
 }

@@ -326,7 +326,8 @@ func (d *Driver) leave(w *wakeset.Waiter) {
 // claim, or left visible by its key's cap, or lies past the 1,000
 // messages a registration reads (seats.go): the receiver looks again after
 // minSleep, doubled for every sleep in a row that no wake-up ended
-// (silent), up to the poll (keyedRecheck under key policies), so that it
+// (silent), up to the poll (under key policies keyedRecheck, or a rate
+// policy's spacing of admissions if shorter: heldRecheck), so that it
 // does not spin while such claims keep coming or the keys stay full. A
 // settlement here that frees a cap's slot wakes a receiver of this process
 // (settle.go). A pause while pushes kept the handle from registering
@@ -338,8 +339,8 @@ func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.
 		sleep = min(remaining, d.idleSleep(silent))
 	case next == 0:
 		sleep = min(sleep, minSleep<<min(silent, 16))
-		if d.keyedPolicies() {
-			sleep = min(sleep, d.keyedRecheck)
+		if recheck, keyed := d.heldRecheck(); keyed {
+			sleep = min(sleep, recheck)
 		}
 	case d.standby():
 		// Other processes hold the queue's seats and look every poll

@@ -73,16 +73,31 @@ local function policies()
     redis.call('ZREMRANGEBYSCORE', z, '-inf', now - period)
     return redis.call('ZCARD', z)
   end
+  -- rate_frees is when a rate key at its limit admits again (ms): when the
+  -- oldest claim in its window leaves it, or a period from now when the
+  -- window's claims are all this call's (not recorded yet).
+  local function rate_frees(key, now, period)
+    local oldest = redis.call('ZRANGE', P .. 'radm:' .. key, 0, 0, 'WITHSCORES')
+    if oldest[2] then return tonumber(oldest[2]) + period end
+    return now + period
+  end
   -- claim_with_policies removes from the ready set up to max messages whose
   -- keys have room, in claim order, looking at most at the first 1024. It
-  -- returns them as ZPOPMIN would, and whether a message was passed over.
+  -- returns them as ZPOPMIN would, and false when no message was passed
+  -- over, else when to look again (ms): in 100 ms for a key at its cap
+  -- (a settlement frees it), or when the first full rate window frees if
+  -- that is sooner; within a second at most, so that a policy changed
+  -- meanwhile takes effect.
   -- held[mid] = {concurrency key or false, rate key or false, rate period}
   -- for what hold_keys records.
   local held = {}
   local function claim_with_policies(now, max)
     local ready = P .. 'ready'
-    local usedc, usedr, limc, limr, per = {}, {}, {}, {}, {}
+    local usedc, usedr, limc, limr, per, frees = {}, {}, {}, {}, {}, {}
     local chosen, skipped = {}, false
+    local function skip(at)
+      if not skipped or at < skipped then skipped = at end
+    end
     -- The first window is just larger than the batch; later ones grow, so a
     -- crowded head costs a few calls, not one per message.
     local start, size = 0, max * 2 + 2
@@ -102,7 +117,10 @@ local function policies()
             limc[ck] = l and tonumber(l) or false
             if limc[ck] then usedc[ck] = inflight(ck, now, limc[ck]) end
           end
-          if limc[ck] and usedc[ck] >= limc[ck] then ok = false end
+          if limc[ck] and usedc[ck] >= limc[ck] then
+            ok = false
+            skip(now + 100)
+          end
         end
         if ok and rk then
           if limr[rk] == nil then
@@ -117,7 +135,11 @@ local function policies()
               limr[rk] = false
             end
           end
-          if limr[rk] and usedr[rk] >= limr[rk] then ok = false end
+          if limr[rk] and usedr[rk] >= limr[rk] then
+            ok = false
+            if frees[rk] == nil then frees[rk] = rate_frees(rk, now, per[rk]) end
+            skip(math.min(frees[rk], now + 1000))
+          end
         end
         if ok then
           if ck and limc[ck] then usedc[ck] = usedc[ck] + 1 end
@@ -125,8 +147,6 @@ local function policies()
           chosen[#chosen + 1] = batch[j]
           chosen[#chosen + 1] = batch[j + 1]
           held[mid_of(batch[j])] = {ck and limc[ck] and ck, rk and limr[rk] and rk, rk and per[rk]}
-        else
-          skipped = true
         end
       end
       start = start + size

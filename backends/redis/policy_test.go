@@ -54,3 +54,58 @@ func TestSettlingReleasesHeldKeyEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldClaimSaysWhenToLookAgain: a claim that passes over messages held
+// back by their keys says when to look again: in 100 ms for a key at its
+// cap (a settlement anywhere may free it), and when the window frees for
+// a key at its rate limit, or in a second if that is later (a policy
+// changed meanwhile), so that a short window's claims are taken as they
+// free and a long one's are not looked for every 100 ms.
+func TestHeldClaimSaysWhenToLookAgain(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		policy   driver.Policy
+		min, max time.Duration // the next look's delay, as the claim answers it
+	}{
+		{"cap", driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 1}, 90 * time.Millisecond, 101 * time.Millisecond},
+		{"rate window of a minute", driver.Policy{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: time.Minute}, 900 * time.Millisecond, 1001 * time.Millisecond},
+		{"rate window of 30 ms", driver.Policy{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: 30 * time.Millisecond}, time.Millisecond, 31 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := openDriver(t)
+			ctx := testCtx(t)
+			if err := d.SetPolicy(ctx, tt.policy); err != nil {
+				t.Fatal(err)
+			}
+			m1, m2 := msg("a", 0), msg("b", 0)
+			for _, m := range []*driver.Message{m1, m2} {
+				if tt.policy.Kind == driver.RatePolicy {
+					m.RateLimitKey = "k"
+				} else {
+					m.ConcurrencyKey = "k"
+				}
+			}
+			push(t, d, m1, m2)
+			if got := receive(t, d, 2, time.Minute); len(got) != 1 {
+				t.Fatalf("claimed %d messages; want 1 (the key admits one)", len(got))
+			}
+			recs, next, err := d.claim(ctx, 1, time.Minute.Milliseconds(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 0 {
+				// Only a 30 ms window can have freed meanwhile.
+				if tt.policy.Period > 100*time.Millisecond {
+					t.Fatalf("claimed %d messages while the key is held; want 0", len(recs))
+				}
+				return
+			}
+			if next < tt.min || next > tt.max {
+				t.Errorf("look again in %v; want %v to %v", next, tt.min, tt.max)
+			}
+		})
+	}
+}

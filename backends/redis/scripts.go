@@ -463,8 +463,9 @@ if #popped == 0 then
     redis.call('SET', P .. 'waiting', '1', 'PX', ARGV[4])
   end
   if blocked then
-    -- Ready messages wait for a key to free up: look again soon.
-    out[2] = now + 100
+    -- Ready messages wait for a key to free up: look again soon, or when
+    -- a full rate window admits again.
+    out[2] = blocked
     return out
   end
   local d = redis.call('ZRANGE', DELAYED, 0, 0, 'WITHSCORES')

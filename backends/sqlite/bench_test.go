@@ -211,3 +211,12 @@ func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
 	b.Run("off", func(b *testing.B) { benchkit.DriverClaimComplete(b, open(b), 1000) })
 	b.Run("on", func(b *testing.B) { benchkit.DriverClaimCompleteRecords(b, open(b), 1000) })
 }
+
+// BenchmarkDrainRateWindow: a worker drains b.N tasks of one rate-limit key
+// admitted 20 per 50 ms (400/s at most); of-limit is the drain's rate as a
+// fraction of that. Run with:
+//
+//	go test -run '^$' -bench DrainRateWindow -benchtime 400x ./backends/sqlite/
+func BenchmarkDrainRateWindow(b *testing.B) {
+	benchkit.DrainRateWindow(b, openBenchQueue, 20, 50*time.Millisecond)
+}

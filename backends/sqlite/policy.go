@@ -143,6 +143,21 @@ type keyCounts struct {
 	conc, rate         map[string]int64 // limits
 	inFlight, admitted map[string]int64
 	periods            map[string]time.Duration // of each rate limit
+	// frees is when each rate key's oldest admission in its window
+	// expires (µs): when a key at its limit admits again.
+	frees map[string]int64
+}
+
+// rateFrees is when the first rate key at its limit admits again (µs), or
+// 0 when none is at its limit.
+func (k *keyCounts) rateFrees() int64 {
+	var at int64
+	for key, l := range k.rate {
+		if f := k.frees[key]; k.admitted[key] >= l && f > 0 && (at == 0 || f < at) {
+			at = f
+		}
+	}
+	return at
 }
 
 // blocked reports whether a message with these keys would exceed a limit.
@@ -166,26 +181,27 @@ const limitedBy = `(EXISTS (SELECT 1 FROM jobq_policies WHERE queue = ? AND kind
 		OR EXISTS (SELECT 1 FROM jobq_policies WHERE queue = ? AND kind = '` + string(driver.RatePolicy) + `'))`
 
 // claimWithPolicies is the claim when the queue has concurrency or rate
-// policies. It returns handled=false when it has none: then the plain
-// claim, which ran first, claimed for it.
-func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max int) (out []*driver.Received, prio []int, handled bool, err error) {
+// policies; when it has none, the plain claim, which ran first, claimed
+// for it. When it claims nothing, retryAt is when a rate key at its limit
+// admits again (µs; 0: none is), for the receiver to look then.
+func (d *Driver) claimWithPolicies(tx wtx, token string, now, expiry int64, max int) (out []*driver.Received, prio []int, retryAt int64, err error) {
 	k, err := d.loadLimits(tx)
 	if err != nil || k == nil {
-		return nil, nil, false, err
+		return nil, nil, 0, err
 	}
 	if err := d.countUsage(tx, k, now); err != nil {
-		return nil, nil, true, err
+		return nil, nil, 0, err
 	}
 	ids, admit, err := d.pickCandidates(tx, k, now, max)
 	if err != nil || len(ids) == 0 {
-		return nil, nil, true, err
+		return nil, nil, k.rateFrees(), err
 	}
 	if err := d.recordAdmissions(tx, k, admit, now); err != nil {
-		return nil, nil, true, err
+		return nil, nil, 0, err
 	}
 	idList, _ := json.Marshal(ids)
 	out, prio, err = d.scanClaimed(tx, token, now, expiry, claimIDs, token, expiry, string(idList))
-	return out, prio, true, err
+	return out, prio, 0, err
 }
 
 // loadLimits reads the queue's concurrency and rate limits, which this
@@ -196,7 +212,7 @@ func (d *Driver) loadLimits(tx wtx) (*keyCounts, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &keyCounts{conc: map[string]int64{}, rate: map[string]int64{}, inFlight: map[string]int64{}, admitted: map[string]int64{}, periods: map[string]time.Duration{}}
+	k := &keyCounts{conc: map[string]int64{}, rate: map[string]int64{}, inFlight: map[string]int64{}, admitted: map[string]int64{}, periods: map[string]time.Duration{}, frees: map[string]int64{}}
 	for _, p := range pols {
 		switch {
 		case p.Kind == driver.ConcurrencyPolicy:
@@ -217,7 +233,7 @@ func (d *Driver) loadLimits(tx wtx) (*keyCounts, error) {
 // the expired admissions.
 func (d *Driver) countUsage(tx wtx, k *keyCounts, now int64) error {
 	if len(k.conc) > 0 {
-		if err := scanCounts(tx, countInFlight, k.inFlight, d.cfg.queue, now); err != nil {
+		if err := scanCounts(tx, countInFlight, k.inFlight, nil, d.cfg.queue, now); err != nil {
 			return err
 		}
 	}
@@ -225,7 +241,7 @@ func (d *Driver) countUsage(tx wtx, k *keyCounts, now int64) error {
 		if _, err := tx.Exec(expireAdmissions, d.cfg.queue, now); err != nil {
 			return err
 		}
-		if err := scanCounts(tx, countAdmissions, k.admitted, d.cfg.queue); err != nil {
+		if err := scanCounts(tx, countAdmissions, k.admitted, k.frees, d.cfg.queue); err != nil {
 			return err
 		}
 	}
@@ -301,8 +317,9 @@ func (d *Driver) recordAdmissions(tx wtx, k *keyCounts, admit []string, now int6
 	return nil
 }
 
-// scanCounts reads (key, count) rows into m.
-func scanCounts(tx wtx, query string, m map[string]int64, args ...any) error {
+// scanCounts reads (key, count) rows into m, and a third integer column,
+// where the query has one and third is not nil, into third.
+func scanCounts(tx wtx, query string, m, third map[string]int64, args ...any) error {
 	rows, err := tx.Query(query, args...)
 	if err != nil {
 		return err
@@ -320,6 +337,11 @@ func scanCounts(tx wtx, query string, m map[string]int64, args ...any) error {
 			return err
 		}
 		m[key] = n
+		if third != nil && len(dest) > 2 {
+			if v, ok := (*dest[2].(*any)).(int64); ok {
+				third[key] = v
+			}
+		}
 	}
 	return rows.Err()
 }

@@ -85,7 +85,7 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	}()
 	for {
 		wake := d.note.wait()
-		got, err := d.claim(ctx, p.Max, p.Visibility)
+		got, retryAt, err := d.claim(ctx, p.Max, p.Visibility)
 		if err != nil || len(got) > 0 {
 			return got, err
 		}
@@ -96,6 +96,11 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 				return nil, nil
 			}
 			sleep := min(d.cfg.poll, left)
+			if retryAt > 0 {
+				// A rate key at its limit admits again then: look
+				// then, rather than up to a poll later.
+				sleep = min(sleep, max(time.Until(fromMicros(retryAt)), 0))
+			}
 			if timer == nil {
 				timer = time.NewTimer(sleep)
 			} else {
@@ -108,6 +113,9 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 				return nil, d.closing.Err()
 			case <-wake:
 			case <-timer.C:
+				if retryAt > 0 && time.Now().UnixMicro() >= retryAt {
+					break
+				}
 				// Only take the write lock if a message looks claimable.
 				ok, err := d.idle.mayClaim(ctx, d.cfg.queue)
 				if err != nil {
@@ -129,13 +137,14 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 	}
 }
 
-// claim leases up to max visible messages for vis.
-func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driver.Received, error) {
+// claim leases up to max visible messages for vis. When it leases none
+// and a rate key at its limit held messages back, retryAt is when the key
+// admits again (µs; otherwise 0).
+func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) (out []*driver.Received, retryAt int64, err error) {
 	token, err := newToken()
 	if err != nil {
-		return nil, driver.Errorf(errcode.Internal, "sqlite receive: lease token: %w", err)
+		return nil, 0, driver.Errorf(errcode.Internal, "sqlite receive: lease token: %w", err)
 	}
-	var out []*driver.Received
 	var prio []int
 	err = d.writeTx(ctx, "receive", func(tx wtx) error {
 		now := micros(time.Now())
@@ -147,17 +156,17 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) ([]*driv
 		// Nothing claimed: the queue may have policies that the plain
 		// claim leaves to this one. Without them, handled is false and
 		// the plain claim's answer stands.
-		out, prio, _, err = d.claimWithPolicies(tx, token, now, expiry, max)
+		out, prio, retryAt, err = d.claimWithPolicies(tx, token, now, expiry, max)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(out) > 1 {
 		// RETURNING yields rows in no particular order.
 		sort.Sort(byClaimOrder{out, prio})
 	}
-	return out, nil
+	return out, retryAt, nil
 }
 
 // scanClaimed runs a claim statement (RETURNING claimedColumns) and returns

@@ -134,3 +134,27 @@ func EndToEndGroups(b *testing.B, open func(b *testing.B) *jobq.Queue) {
 		})
 	}
 }
+
+// DrainRateWindow drains b.N tasks of one rate-limit key whose policy
+// admits limit claims per period, and reports tasks/s and of-limit, the
+// rate as a fraction of limit/period: how much of the window's throughput
+// the receivers' looks lose while it is full. open returns a fresh, empty
+// queue.
+func DrainRateWindow(b *testing.B, open func(b *testing.B) *jobq.Queue, limit int64, period time.Duration) {
+	q := open(b)
+	ctx := context.Background()
+	if err := q.Admin().SetPolicy(ctx, driver.Policy{Kind: driver.RatePolicy, Key: "api", Limit: limit, Period: period}); err != nil {
+		b.Fatal(err)
+	}
+	tasks := Tasks(b.N)
+	for _, t := range tasks {
+		t.RateLimitKey = "api"
+	}
+	if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	drainPushed(b, q)
+	perSec := float64(b.N) / time.Since(start).Seconds()
+	b.ReportMetric(perSec/(float64(limit)/period.Seconds()), "of-limit")
+}
