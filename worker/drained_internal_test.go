@@ -63,7 +63,7 @@ func TestDrainedSeesAReleaseItLostToTheLoop(t *testing.T) {
 	}
 	w := New(q, HandlerFunc(func(context.Context, *Job) error { return nil }), Options{Logger: slog.New(slog.DiscardHandler)})
 	var loopReleased []string
-	d.after = func() { loopReleased, _, _, _ = w.sweeps.sweep(ctx, q) }
+	d.after = func() { loopReleased, _, _, _ = w.sweeps.sweep(ctx, q, nil) }
 	if w.drained() {
 		t.Errorf("drained with the child released meanwhile (by the loop: %v); want not drained", loopReleased)
 	}

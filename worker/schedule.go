@@ -161,24 +161,27 @@ type heldSweeps struct {
 	released atomic.Int64
 }
 
-// sweep is hooks.SweepHeld of q, one at a time.
-func (s *heldSweeps) sweep(ctx context.Context, q *jobq.Queue) (released, cancelled []string, held int, err error) {
+// sweep is hooks.SweepHeld of q, one at a time; it logs each task it
+// released or cancelled (log nil: none).
+func (s *heldSweeps) sweep(ctx context.Context, q *jobq.Queue, log *slog.Logger) (released, cancelled []string, held int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	released, cancelled, held, err = hooks.SweepHeld(ctx, q)
 	s.released.Add(int64(len(released)))
+	if log != nil {
+		for _, id := range released {
+			log.Info("held task released: its parents ended", "task_id", id)
+		}
+		for _, id := range cancelled {
+			log.Info("held task cancelled: a parent did not succeed (its record says which)", "task_id", id)
+		}
+	}
 	return released, cancelled, held, err
 }
 
 // sweepOnce releases or cancels the held tasks whose parents ended.
 func sweepOnce(ctx context.Context, q *jobq.Queue, log *slog.Logger, p *schedulePass, sweeps *heldSweeps) error {
-	released, cancelled, held, err := sweeps.sweep(ctx, q)
-	for _, id := range released {
-		log.Info("held task released: its parents ended", "task_id", id)
-	}
-	for _, id := range cancelled {
-		log.Info("held task cancelled: a parent did not succeed (its record says which)", "task_id", id)
-	}
+	released, cancelled, held, err := sweeps.sweep(ctx, q, log)
 	p.acted = p.acted || len(released)+len(cancelled) > 0
 	p.held = held
 	return err

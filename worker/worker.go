@@ -371,12 +371,9 @@ func (w *Worker) releasedHeld() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scheduleTimeout)
 	defer cancel()
-	released, _, _, err := w.sweeps.sweep(ctx, w.q)
+	released, _, _, err := w.sweeps.sweep(ctx, w.q, w.log)
 	if err != nil {
 		w.log.Warn("could not sweep the queue's held tasks", "error", err)
-	}
-	for _, id := range released {
-		w.log.Info("held task released: its parents ended", "task_id", id)
 	}
 	return len(released) > 0
 }
