@@ -167,44 +167,50 @@ func TestSettlementsLeaveIdleReceiversAlone(t *testing.T) {
 	}
 }
 
-// TestHeldRecheckFollowsTheShortestRateSpacing: a receiver held back by
-// key policies looks again every keyedRecheck at most, or as often as the
-// queue's tightest rate policy admits a claim (period / limit, at least
-// minSleep), so that a short window's claims are not left waiting for a
-// look 100 ms away.
-func TestHeldRecheckFollowsTheShortestRateSpacing(t *testing.T) {
+// TestRateWindowFrees: a receiver whose look found messages held back
+// learns when the first full rate window admits again (its oldest
+// admission's expiry), and nothing when no rate key is at its limit, so
+// that it looks then rather than up to keyedRecheck later; a key at its
+// concurrency cap gives no time (a settlement frees it).
+func TestRateWindowFrees(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		policies []driver.Policy
-		want     time.Duration
-		keyed    bool
+		policy   driver.Policy
+		claims   int           // of the key's messages, before the question
+		min, max time.Duration // 0, 0: no time
 	}{
-		{"no policies", nil, keyedRecheck, false},
-		{"concurrency cap", []driver.Policy{{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 2}}, keyedRecheck, true},
-		{"slow rate", []driver.Policy{{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: time.Hour}}, keyedRecheck, true},
-		{"20 per 50ms", []driver.Policy{{Kind: driver.RatePolicy, Key: "k", Limit: 20, Period: 50 * time.Millisecond}}, 2500 * time.Microsecond, true},
-		{"the tighter of two", []driver.Policy{
-			{Kind: driver.RatePolicy, Key: "a", Limit: 10, Period: time.Second},
-			{Kind: driver.RatePolicy, Key: "b", Limit: 5, Period: 100 * time.Millisecond},
-		}, 20 * time.Millisecond, true},
-		{"fast rate", []driver.Policy{{Kind: driver.RatePolicy, Key: "k", Limit: 100000, Period: time.Second}}, minSleep, true},
+		{"rate key at its limit", driver.Policy{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: time.Minute}, 1, 58 * time.Second, time.Minute},
+		{"rate key under its limit", driver.Policy{Kind: driver.RatePolicy, Key: "k", Limit: 2, Period: time.Minute}, 1, 0, 0},
+		{"key at its cap", driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 1}, 1, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			d := openURL(t, newQueueURL(t))
-			for _, p := range tt.policies {
-				if err := d.SetPolicy(ctxT(t), p); err != nil {
-					t.Fatal(err)
+			if err := d.SetPolicy(ctxT(t), tt.policy); err != nil {
+				t.Fatal(err)
+			}
+			msgs := []*driver.Message{msg("a"), msg("b"), msg("c")}
+			for _, m := range msgs {
+				if tt.policy.Kind == driver.RatePolicy {
+					m.RateLimitKey = "k"
+				} else {
+					m.ConcurrencyKey = "k"
 				}
+			}
+			if _, err := d.Push(ctxT(t), msgs); err != nil {
+				t.Fatal(err)
+			}
+			if got := receive(t, d, tt.claims, time.Minute); len(got) != tt.claims {
+				t.Fatalf("claimed %d; want %d", len(got), tt.claims)
 			}
 			d.invalidatePolicies()
 			if _, _, err := d.currentPolicies(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
-			if got, keyed := d.heldRecheck(); got != tt.want || keyed != tt.keyed {
-				t.Errorf("heldRecheck() = %v, %v; want %v, %v", got, keyed, tt.want, tt.keyed)
+			if got := d.rateWindowFrees(ctxT(t)); got < tt.min || got > tt.max {
+				t.Errorf("rateWindowFrees() = %v; want %v to %v", got, tt.min, tt.max)
 			}
 		})
 	}

@@ -284,6 +284,9 @@ $fn$;
 // policyQueries are the policy statements with the schema filled in.
 type policyQueries struct {
 	list, upsert, remove, claim, depth, lockDepth, keyStats, admitted string
+	// rateFrees is how long until the first rate key at its limit admits
+	// again (µs; NULL: none is at its limit).
+	rateFrees string
 }
 
 func buildPolicyQueries(schema string) policyQueries {
@@ -320,19 +323,21 @@ UNION ALL
 SELECT 'rate', rate_key, 0, count(*) FILTER (WHERE visible_at <= now())
 FROM {{s}}.messages WHERE queue = $1 AND rate_key IS NOT NULL GROUP BY rate_key`),
 		admitted: r.Replace(`SELECT key, count(*) FROM {{s}}.admissions WHERE queue = $1 AND expires_at > now() GROUP BY key`),
+		rateFrees: r.Replace(`
+SELECT (extract(epoch FROM min(x.oldest) - now()) * 1000000)::bigint FROM (
+	SELECT key, min(expires_at) AS oldest, count(*) AS n FROM {{s}}.admissions
+	WHERE queue = $1 AND expires_at > now() GROUP BY key) x
+JOIN {{s}}.policies p ON p.queue = $1 AND p.kind = 'rate' AND p.key = x.key
+WHERE x.n >= p.limit_n`),
 	}
 }
 
 // policyCache is a driver's recent view of its queue's policies.
 type policyCache struct {
-	mu     sync.Mutex
-	loaded time.Time
-	keyed  bool // some concurrency or rate policy exists
-	// recheck caps the back-off of a receiver whose messages are held
-	// back by key policies (receive.go): keyedRecheck, or the least
-	// spacing of a rate policy's admissions (period / limit) if shorter,
-	// so that a short window's admissions are taken about as they free.
-	recheck  time.Duration
+	mu       sync.Mutex
+	loaded   time.Time
+	keyed    bool   // some concurrency or rate policy exists
+	rated    bool   // some rate policy exists
 	maxDepth int64  // 0: none
 	gen      uint64 // counts invalidations (policy changes made here)
 }
@@ -357,16 +362,14 @@ func (d *Driver) currentPolicies(ctx context.Context) (keyed bool, maxDepth int6
 // note takes pols, just read, as the current policies. Called with mu
 // held.
 func (c *policyCache) note(pols []driver.Policy) {
-	c.keyed, c.maxDepth, c.recheck = false, 0, keyedRecheck
+	c.keyed, c.rated, c.maxDepth = false, false, 0
 	for _, p := range pols {
 		if p.Kind == driver.MaxDepthPolicy {
 			c.maxDepth = p.Limit
 		} else if p.Kind.Keyed() {
 			c.keyed = true
 		}
-		if p.Kind == driver.RatePolicy && p.Limit > 0 {
-			c.recheck = min(c.recheck, max(p.Period/time.Duration(p.Limit), minSleep))
-		}
+		c.rated = c.rated || p.Kind == driver.RatePolicy
 	}
 	c.loaded = time.Now()
 }
@@ -379,17 +382,22 @@ func (d *Driver) keyedPolicies() bool {
 	return d.policies.keyed
 }
 
-// heldRecheck is how long a receiver whose messages are held back by key
-// policies waits at most before it looks again (policyCache.recheck,
-// capped by the driver's keyedRecheck), and whether the queue has such
-// policies.
-func (d *Driver) heldRecheck() (time.Duration, bool) {
+// rateWindowFrees is how long until the first rate key at its limit
+// admits again (its oldest admission leaves the window), or 0 when none
+// is at its limit or the queue has no rate policy. An error reads as 0:
+// the receiver then looks again as it would have.
+func (d *Driver) rateWindowFrees(ctx context.Context) time.Duration {
 	d.policies.mu.Lock()
-	defer d.policies.mu.Unlock()
-	if d.policies.recheck > 0 {
-		return min(d.policies.recheck, d.keyedRecheck), d.policies.keyed
+	rated := d.policies.rated
+	d.policies.mu.Unlock()
+	if !rated {
+		return 0
 	}
-	return d.keyedRecheck, d.policies.keyed
+	var us *int64
+	if err := d.pool.QueryRow(ctx, d.psql.rateFrees, d.cfg.queue).Scan(&us); err != nil || us == nil || *us < 0 {
+		return 0
+	}
+	return time.Duration(*us) * time.Microsecond
 }
 
 func (d *Driver) invalidatePolicies() {

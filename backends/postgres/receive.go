@@ -99,7 +99,13 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			inFlight = 0
 		}
 		var freed bool
-		woken, freed, err = d.sleepUntilWoken(ctx, w, hw, d.sleepFor(remaining, l.next, silent, pause))
+		sleep := d.sleepFor(remaining, l.next, silent, pause)
+		if l.frees > 0 {
+			// Look just after a full rate window admits again, rather
+			// than up to keyedRecheck later.
+			sleep = min(sleep, l.frees+minSleep)
+		}
+		woken, freed, err = d.sleepUntilWoken(ctx, w, hw, sleep)
 		if err != nil {
 			return nil, err
 		}
@@ -122,6 +128,9 @@ func (d *Driver) lookHeldBack(ctx context.Context, p driver.ReceiveParams, woken
 	if hw != nil && (err != nil || len(l.msgs) > 0 || l.next != 0) {
 		d.heldBack.Leave(hw)
 		hw = nil
+	}
+	if hw != nil {
+		l.frees = d.rateWindowFrees(ctx)
 	}
 	return l, hw, err
 }
@@ -177,6 +186,9 @@ type look struct {
 	next time.Duration
 	// refused: a push in flight kept the handle from registering.
 	refused bool
+	// frees is how long until a full rate window admits again, when
+	// messages were held back and one is full (0 otherwise).
+	frees time.Duration
 }
 
 // look claims up to p.Max messages; when it finds none and the receive
@@ -326,8 +338,8 @@ func (d *Driver) leave(w *wakeset.Waiter) {
 // claim, or left visible by its key's cap, or lies past the 1,000
 // messages a registration reads (seats.go): the receiver looks again after
 // minSleep, doubled for every sleep in a row that no wake-up ended
-// (silent), up to the poll (under key policies keyedRecheck, or a rate
-// policy's spacing of admissions if shorter: heldRecheck), so that it
+// (silent), up to the poll (keyedRecheck under key policies; Receive
+// looks sooner when a full rate window frees sooner: look.frees), so that it
 // does not spin while such claims keep coming or the keys stay full. A
 // settlement here that frees a cap's slot wakes a receiver of this process
 // (settle.go). A pause while pushes kept the handle from registering
@@ -339,8 +351,8 @@ func (d *Driver) sleepFor(remaining, next time.Duration, silent int, pause time.
 		sleep = min(remaining, d.idleSleep(silent))
 	case next == 0:
 		sleep = min(sleep, minSleep<<min(silent, 16))
-		if recheck, keyed := d.heldRecheck(); keyed {
-			sleep = min(sleep, recheck)
+		if d.keyedPolicies() {
+			sleep = min(sleep, d.keyedRecheck)
 		}
 	case d.standby():
 		// Other processes hold the queue's seats and look every poll

@@ -109,3 +109,28 @@ func TestHeldClaimSaysWhenToLookAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldClaimLooksForExpiringLeases: a claim held back by a long rate
+// window still says to look again when a lease expires (or a delayed
+// message comes due) sooner, since nothing announces either.
+func TestHeldClaimLooksForExpiringLeases(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	ctx := testCtx(t)
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.RatePolicy, Key: "k", Limit: 1, Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	m1, m2, m3 := msg("a", 0), msg("b", 0), msg("c", 0)
+	m1.RateLimitKey, m2.RateLimitKey = "k", "k"
+	push(t, d, m1, m2, m3)
+	if got := receive(t, d, 3, 300*time.Millisecond); len(got) != 2 {
+		t.Fatalf("claimed %d messages; want 2 (the key admits one, and the unkeyed one)", len(got))
+	}
+	recs, next, err := d.claim(ctx, 1, time.Minute.Milliseconds(), false)
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("claim while the key is held: %d messages, %v; want none", len(recs), err)
+	}
+	if next <= 0 || next > 301*time.Millisecond {
+		t.Errorf("look again in %v; want when the leases expire, within 300 ms", next)
+	}
+}

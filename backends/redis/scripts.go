@@ -462,17 +462,17 @@ if #popped == 0 then
     -- For pushes of earlier releases.
     redis.call('SET', P .. 'waiting', '1', 'PX', ARGV[4])
   end
-  if blocked then
-    -- Ready messages wait for a key to free up: look again soon, or when
-    -- a full rate window admits again.
-    out[2] = blocked
-    return out
-  end
   local d = redis.call('ZRANGE', DELAYED, 0, 0, 'WITHSCORES')
   local f = redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', '(inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local nxt = -1
   if d[2] then nxt = tonumber(d[2]) end
   if f[2] and (nxt < 0 or tonumber(f[2]) < nxt) then nxt = tonumber(f[2]) end
+  if blocked and (nxt < 0 or blocked < nxt) then
+    -- Ready messages wait for a key to free up: look again soon, or when
+    -- a full rate window admits again (unless a delayed message or an
+    -- expired lease comes sooner).
+    nxt = blocked
+  end
   out[2] = nxt
   return out
 end

@@ -77,12 +77,8 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 		return nil, driver.Errorf(errcode.InvalidArgument, "sqlite receive: visibility %v must be positive", p.Visibility)
 	}
 	deadline := time.Now().Add(p.Wait)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var timer pollTimer
+	defer timer.stop()
 	for {
 		wake := d.note.wait()
 		got, retryAt, err := d.claim(ctx, p.Max, p.Visibility)
@@ -90,50 +86,71 @@ func (d *Driver) Receive(ctx context.Context, p driver.ReceiveParams) ([]*driver
 			return got, err
 		}
 		d.reclaim(ctx)
-		for {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return nil, nil
-			}
-			sleep := min(d.cfg.poll, left)
-			if retryAt > 0 {
-				// A rate key at its limit admits again then: look
-				// then, rather than up to a poll later.
-				sleep = min(sleep, max(time.Until(fromMicros(retryAt)), 0))
-			}
-			if timer == nil {
-				timer = time.NewTimer(sleep)
-			} else {
-				timer.Reset(sleep)
-			}
-			select {
-			case <-ctx.Done():
-				return nil, ctxErr(ctx.Err())
-			case <-d.closing.Done():
-				return nil, d.closing.Err()
-			case <-wake:
-			case <-timer.C:
-				if retryAt > 0 && time.Now().UnixMicro() >= retryAt {
-					break
-				}
-				// Only take the write lock if a message looks claimable.
-				ok, err := d.idle.mayClaim(ctx, d.cfg.queue)
-				if err != nil {
-					return nil, d.wrap(ctx, "receive", err)
-				}
-				if !ok {
-					d.reclaim(ctx)
-					continue
-				}
-			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-			break
+		if more, err := d.awaitClaimable(ctx, wake, deadline, retryAt, &timer); !more || err != nil {
+			return nil, err
 		}
+	}
+}
+
+// awaitClaimable waits until a claim may find something: a push in this
+// process (wake), a poll whose idle check finds a message claimable, or
+// retryAt (µs; 0: none), when a rate key at its limit admits again. It
+// returns false when deadline passes first, and an error when ctx ends or
+// the driver closes.
+func (d *Driver) awaitClaimable(ctx context.Context, wake <-chan struct{}, deadline time.Time, retryAt int64, timer *pollTimer) (bool, error) {
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		sleep := min(d.cfg.poll, left)
+		if retryAt > 0 {
+			// Look then, rather than up to a poll later.
+			sleep = min(sleep, max(time.Until(fromMicros(retryAt)), 0))
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctxErr(ctx.Err())
+		case <-d.closing.Done():
+			return false, d.closing.Err()
+		case <-wake:
+			timer.stop()
+			return true, nil
+		case <-timer.after(sleep):
+			if retryAt > 0 && time.Now().UnixMicro() >= retryAt {
+				retryAt = 0 // the window has freed: back to the poll
+			}
+			// Only take the write lock if a message looks claimable
+			// (one held back by the window is: it is visible).
+			ok, err := d.idle.mayClaim(ctx, d.cfg.queue)
+			if err != nil {
+				return false, d.wrap(ctx, "receive", err)
+			}
+			if ok {
+				return true, nil
+			}
+			d.reclaim(ctx)
+		}
+	}
+}
+
+// pollTimer is one timer reused across a receive's sleeps.
+type pollTimer struct{ t *time.Timer }
+
+// after starts the timer for d and returns its channel.
+func (p *pollTimer) after(d time.Duration) <-chan time.Time {
+	if p.t == nil {
+		p.t = time.NewTimer(d)
+	} else {
+		p.t.Reset(d)
+	}
+	return p.t.C
+}
+
+// stop stops the timer, if it runs.
+func (p *pollTimer) stop() {
+	if p.t != nil {
+		p.t.Stop()
 	}
 }
 
