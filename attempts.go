@@ -39,6 +39,12 @@ const (
 	// OutcomeSnoozed: the task asked to run later (worker.Snooze, or a shell
 	// task's exit status 75) and was requeued without spending a retry.
 	OutcomeSnoozed AttemptOutcome = "snoozed"
+	// OutcomePutBack: the worker put the task back unrun, because the
+	// queue, the task's kind or its key was paused, or a per-worker
+	// concurrency or rate limit was reached. Put-backs in a row keep one
+	// entry, the latest, so that a long pause does not crowd the history
+	// out.
+	OutcomePutBack AttemptOutcome = "put-back"
 )
 
 // maxAttemptHistory bounds the attempt history a message carries (not the
@@ -305,7 +311,12 @@ func (e *Envelope) withAttempt(base *Task) *Task {
 		return nil
 	}
 	next := *base
-	hist := append(withExpired(base.Attempts, e.DeliveryCount), *a)
+	hist := withExpired(base.Attempts, e.DeliveryCount)
+	if n := len(hist); a.Outcome == OutcomePutBack && n > 0 && hist[n-1].Outcome == OutcomePutBack && hist[n-1].Delivery == a.Delivery-1 {
+		hist[n-1] = *a // the put-back of the delivery before: one entry for the run
+	} else {
+		hist = append(hist, *a)
+	}
 	if len(hist) > maxAttemptHistory {
 		hist = hist[len(hist)-maxAttemptHistory:]
 	}

@@ -150,3 +150,71 @@ func TestAttemptHistoryBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestPutBacksKeepOneEntry: a task put back unrun (a pause, a per-worker
+// limit) is recorded, so the next receiver does not take the put-back
+// delivery for a lost worker; put-backs in a row keep one entry, the
+// latest, and one after a lost delivery or another outcome gets its own.
+func TestPutBacksKeepOneEntry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, err := jobq.Open(ctx, "mem://attempts-putback-"+rand.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "paused"}); err != nil {
+		t.Fatal(err)
+	}
+	recv := func(vis time.Duration) *jobq.Envelope {
+		t.Helper()
+		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: vis, Wait: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	history := func(e *jobq.Envelope) (out []string) {
+		for _, a := range e.Attempts() {
+			out = append(out, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
+		}
+		return out
+	}
+	putBack := func(e *jobq.Envelope) {
+		t.Helper()
+		hooks.RecordAttempt(e, jobq.Attempt{Worker: "w", Outcome: jobq.OutcomePutBack, Detail: "paused: key k"})
+		if err := e.Requeue(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		act  func(e *jobq.Envelope) // what this delivery does
+		want []string               // the history the next delivery sees
+	}{
+		{putBack, []string{"1:put-back"}},
+		{putBack, []string{"2:put-back"}},
+		{putBack, []string{"3:put-back"}},
+		{func(e *jobq.Envelope) { time.Sleep(100 * time.Millisecond) }, []string{"3:put-back", "4:lease-expired"}}, // its worker "dies"
+		{putBack, []string{"3:put-back", "4:lease-expired", "5:put-back"}},
+		{func(e *jobq.Envelope) {
+			hooks.RecordAttempt(e, jobq.Attempt{Worker: "w", Outcome: jobq.OutcomeGateMiss})
+			if err := e.Requeue(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"3:put-back", "4:lease-expired", "5:put-back", "6:gate-miss"}},
+		{putBack, []string{"3:put-back", "4:lease-expired", "5:put-back", "6:gate-miss", "7:put-back"}},
+	}
+	e := recv(50 * time.Millisecond)
+	for i, st := range steps {
+		st.act(e)
+		e = recv(50 * time.Millisecond)
+		if got := history(e); !reflect.DeepEqual(got, st.want) {
+			t.Fatalf("after step %d, delivery %d sees %v; want %v", i+1, e.DeliveryCount, got, st.want)
+		}
+		if i < 3 {
+			if lost := hooks.LostDeliveries(e); len(lost) != 0 {
+				t.Fatalf("after put-backs, delivery %d infers lost deliveries %v; want none", e.DeliveryCount, lost)
+			}
+		}
+	}
+}

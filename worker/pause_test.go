@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,50 @@ func TestMaxTasksSkipsPausedTasks(t *testing.T) {
 	}
 	if len(ran) != 1 || ran[0] != "free" {
 		t.Fatalf("the worker limited to one task ran %v; want the one task of the kind that is not paused", ran)
+	}
+}
+
+// TestPausePutBackIsRecorded: a task the worker puts back because its kind
+// is paused carries a put-back entry naming the pause, so the next
+// receiver does not report its delivery as a lost worker.
+func TestPausePutBackIsRecorded(t *testing.T) {
+	t.Parallel()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=putback"
+	ctx := context.Background()
+	q, err := jobq.OpenWithOptions(ctx, url, jobq.Options{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if _, err := q.Admin().Pause(ctx, jobq.PauseOptions{Kind: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Push(ctx, &jobq.Task{Kind: "held", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	h := worker.HandlerFunc(func(context.Context, *worker.Job) error { return nil })
+	w := worker.New(q, h, worker.Options{Wait: true, Poll: 50 * time.Millisecond, Logger: quietLog()})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	var peeked []*jobq.PeekedTask
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if peeked, err = q.Admin().Peek(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if len(peeked) == 1 && peeked[0].DeliveryCount >= 1 && !peeked[0].InFlight {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused task was not put back within 30 s: %+v", peeked)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	as := peeked[0].Attempts(q)
+	if len(as) != 1 || as[0].Outcome != jobq.OutcomePutBack || as[0].Delivery != 1 || !strings.Contains(as[0].Detail, "paused: kind held") {
+		t.Fatalf("history after the put-back: %+v; want one put-back entry of delivery 1 naming the pause", as)
 	}
 }

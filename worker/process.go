@@ -80,14 +80,18 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 	if s, paused := w.paused.stops(env.Task); paused {
 		// Claimed by a receive under way as the pause was read, or
 		// stopped by a pause of its kind or key.
+		why := "paused: " + s.Scope()
+		w.record(env, began, jobq.OutcomePutBack, errors.New(why))
 		letGo()
-		w.requeue(env, log, pausedDelay(s), "paused: "+s.Scope())
+		w.requeue(env, log, pausedDelay(s), why)
 		return true
 	}
 	releaseLimit, delay := w.limits.acquire(ctx, env.Task)
 	if releaseLimit == nil {
+		const why = "its concurrency or rate limit is reached on this worker"
+		w.record(env, began, jobq.OutcomePutBack, errors.New(why))
 		letGo()
-		w.requeue(env, log, delay, "its concurrency or rate limit is reached on this worker")
+		w.requeue(env, log, delay, why)
 		return true
 	}
 	defer releaseLimit()
