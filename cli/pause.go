@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,12 @@ func (a *app) pauseCommand() *cobra.Command {
   jobq 'redis://localhost:6379/0?queue=work' pause --key licence-server`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPauseScope(cmd, "pause", o); err != nil {
+				return err
+			}
+			if strings.ContainsAny(o.Key, "=/") {
+				return usageError("pause --key %q: a task's key cannot contain '=' or '/' (push refuses them), so this pause would never apply", o.Key)
+			}
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
 				s, err := q.Admin().Pause(cmd.Context(), o)
 				if err != nil {
@@ -58,6 +65,9 @@ func (a *app) resumeCommand() *cobra.Command {
   jobq sqlite://./work.db resume --kind render`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPauseScope(cmd, "resume", o); err != nil {
+				return err
+			}
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
 				had, err := q.Admin().Resume(cmd.Context(), o)
 				if err != nil {
@@ -76,4 +86,16 @@ func (a *app) resumeCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Kind, "kind", "", "lift the pause of this task kind")
 	cmd.Flags().StringVar(&o.Key, "key", "", "lift the pause of this concurrency or rate-limit key")
 	return cmd
+}
+
+// checkPauseScope refuses an empty --kind or --key given on the command
+// line: left empty (an unset shell variable, say), either would name the
+// whole queue, and pause or resume it.
+func checkPauseScope(cmd *cobra.Command, verb string, o jobq.PauseOptions) error {
+	for _, f := range []struct{ name, val string }{{"kind", o.Kind}, {"key", o.Key}} {
+		if cmd.Flags().Changed(f.name) && strings.TrimSpace(f.val) == "" {
+			return usageError("%s --%s is empty; give the %s to %s, or leave out --%s to %s the whole queue", verb, f.name, f.name, verb, f.name, verb)
+		}
+	}
+	return nil
 }

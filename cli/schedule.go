@@ -21,8 +21,9 @@ import (
 const scheduleLong = `A schedule pushes a task at every slot of a cron expression: five fields
 (minute hour day-of-month month day-of-week, such as '*/15 * * * *' or
 '0 3 * * MON-FRI') or a descriptor (@hourly, @daily, @weekly, @monthly,
-@every 90m). The expression is read in UTC unless --tz names an IANA zone
-(Europe/Berlin; daylight saving included).
+@every 90m, @every 2d: whole seconds, from 1s). The expression is read in
+UTC unless --tz names an IANA zone (Europe/Berlin; daylight saving
+included).
 
 There is no separate daemon: every running worker fires due slots within
 about 2 seconds (unless started with --no-schedules; an idle worker sees a

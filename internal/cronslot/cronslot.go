@@ -19,6 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/bound"
 )
 
 // parser reads the standard five fields and descriptors.
@@ -45,6 +46,13 @@ func Parse(expr, tz string) (Cron, error) {
 	if strings.HasPrefix(strings.TrimSpace(expr), "TZ=") || strings.HasPrefix(strings.TrimSpace(expr), "CRON_TZ=") {
 		return Cron{}, fmt.Errorf("cron expression %q: give the time zone with --tz (ScheduleOptions.TimeZone), not in the expression", expr)
 	}
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(expr), "@every"); ok {
+		d, err := parseEvery(expr, rest)
+		if err != nil {
+			return Cron{}, err
+		}
+		return Cron{loc: loc, every: d}, nil
+	}
 	s, err := parser.Parse(expr)
 	if err != nil {
 		return Cron{}, fmt.Errorf("cron expression %q: %v; write five fields (minute hour day-of-month month day-of-week), for example '*/15 * * * *' or '0 3 * * MON', or a descriptor such as @hourly", expr, err)
@@ -52,13 +60,31 @@ func Parse(expr, tz string) (Cron, error) {
 	if probe := s.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)); probe.IsZero() {
 		return Cron{}, fmt.Errorf("cron expression %q never matches a date (for example the 30th of February)", expr)
 	}
-	// robfig counts @every from the time it is asked about, so two
-	// schedulers would disagree on the slots: they are whole multiples of
-	// D here instead, the same for every process.
-	if d, ok := s.(cron.ConstantDelaySchedule); ok {
-		return Cron{loc: loc, every: d.Delay}, nil
-	}
 	return Cron{sched: s, loc: loc}, nil
+}
+
+// everyRange is what @every takes: a whole number of seconds from one
+// second on (a scheduler looks about every second).
+var everyRange = bound.Durations{Min: time.Second}
+
+// parseEvery reads the duration of "@every D" (rest is what follows
+// @every), in jobq's duration syntax (days and weeks too). robfig's own
+// reading counts from the time it is asked about, so two schedulers would
+// disagree on the slots (here they are whole multiples of D, the same for
+// every process), and it turns a zero, negative or sub-second D into one
+// second without a word.
+func parseEvery(expr, rest string) (time.Duration, error) {
+	if rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+		return 0, fmt.Errorf("cron expression %q: write @every, a space and a duration, for example '@every 15m'", expr)
+	}
+	d, err := everyRange.Parse("", rest)
+	if err != nil {
+		return 0, fmt.Errorf("cron expression %q: the duration after @every is invalid: %v", expr, err)
+	}
+	if d%time.Second != 0 {
+		return 0, fmt.Errorf("cron expression %q: @every takes whole seconds (schedules fire at most once a second); for example '@every 2s'", expr)
+	}
+	return d, nil
 }
 
 // Next returns the first slot strictly after t.

@@ -28,6 +28,13 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"0 3 * * *", "Local", "unknown time zone"},
 		{"TZ=UTC 0 3 * * *", "", "--tz"},
 		{"0 0 30 2 *", "", "never matches"},
+		// robfig would fire these every second.
+		{"@every -1m", "", "it is negative; use 1s or more"},
+		{"@every 0s", "", "use 1s or more"},
+		{"@every 1ms", "", "use 1s or more"},
+		{"@every 1500ms", "", "whole seconds"},
+		{"@every", "", "it is empty"},
+		{"@every15m", "", "a space and a duration"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.expr, tt.tz)
@@ -91,5 +98,29 @@ func TestNextInZone(t *testing.T) {
 	got := c.Next(at("2026-01-03T12:00:00Z"))
 	if want := at("2026-01-05T14:30:00Z"); !got.Equal(want) {
 		t.Errorf("Next = %v; want %v", got, want)
+	}
+}
+
+// TestEveryTakesJobqDurations: @every reads durations as the rest of jobq
+// does, days and weeks too, into slots at whole multiples of it.
+func TestEveryTakesJobqDurations(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr string
+		want time.Duration
+	}{{"@every 1s", time.Second}, {"@every 90m", 90 * time.Minute}, {"@every 7d", 7 * 24 * time.Hour}, {"@every 1w", 7 * 24 * time.Hour}}
+	for _, tt := range tests {
+		c, err := Parse(tt.expr, "")
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.expr, err)
+		}
+		from := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+		first := c.Next(from)
+		if got := c.Next(first).Sub(first); got != tt.want {
+			t.Errorf("%s: slots %v apart; want %v", tt.expr, got, tt.want)
+		}
+		if !first.Truncate(tt.want).Equal(first) {
+			t.Errorf("%s: slot %v is not a whole multiple of %v", tt.expr, first, tt.want)
+		}
 	}
 }
