@@ -172,7 +172,11 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 	}
 	res, err := act(ctx, f)
 	if err != nil {
-		_ = a.printBulk(v, res, f.DryRun, ff.asJSON)
+		// What an action that failed part way did is worth printing;
+		// a refusal did nothing, and a summary would read as success.
+		if !errors.Is(err, errcode.InvalidArgument) && res.Scanned > 0 {
+			_ = a.printBulk(v, res, f.DryRun, ff.asJSON)
+		}
 		return bulkFailure(err)
 	}
 	return a.printBulk(v, res, f.DryRun, ff.asJSON)

@@ -21,6 +21,7 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		{"since unparsable", []string{"requeue", "--since", "yesterday"}, `--since "yesterday" is neither a duration ago`},
 		{"until unparsable", []string{"purge", "--until", "soon", "--all"}, `--until "soon"`},
 		{"since after until", []string{"requeue", "--since", "1h", "--until", "2h", "--dry-run"}, "is not before until"},
+		{"since after until, JSON", []string{"requeue", "--since", "1h", "--until", "2h", "--yes", "--json"}, "is not before until"},
 		{"batch out of range", []string{"requeue", "--batch", "0"}, "--batch is 0"},
 		{"purge without filter", []string{"purge", "--yes"}, "no filter given: purge would touch every one of the dead letters; narrow it with --kind, --key, --exit-code, --error, --since or --until, or say --all"},
 		{"cancel without filter", []string{"cancel", "--yes"}, "give task IDs to cancel"},
@@ -34,6 +35,10 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			expect(t, cli.ExitUsage, []string{tc.want}, append([]string{q}, tc.args...)...)
+			// A refusal prints no summary, which would read as success.
+			if _, out, _ := run(t, append([]string{q}, tc.args...)...); out != "" {
+				t.Errorf("refused %v printed %q on stdout; want nothing", tc.args, out)
+			}
 		})
 	}
 }
