@@ -252,6 +252,8 @@ func printKeys(w io.Writer, r *statsreport.Keys) error {
 		waiting := strconv.FormatInt(ks.Waiting, 10)
 		if ks.Waiting < 0 {
 			waiting, wait = "?", "-"
+		}
+		if r.PerWorker {
 			inFlight = "per worker"
 		}
 		t.row(ks.Kind, ks.Key, inFlight, limit, waiting, wait)

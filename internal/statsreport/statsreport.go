@@ -40,6 +40,10 @@ type Drain struct {
 type Keys struct {
 	Policies []driver.Policy
 	Stats    []driver.KeyStat
+	// PerWorker: the backend does not enforce concurrency limits itself,
+	// so each worker process enforces them on its own (the counts are
+	// then unknown).
+	PerWorker bool
 }
 
 // The schema's top-level field names. Tests pin them: renaming one breaks
@@ -90,7 +94,7 @@ func LoadKeys(ctx context.Context, q *jobq.Queue) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keys{Policies: pols, Stats: ks}, nil
+	return &Keys{Policies: pols, Stats: ks, PerWorker: q.Capabilities().Level(driver.ConcurrencyLimit) != driver.Native}, nil
 }
 
 // Policy returns the policy of kind and key, if set.
@@ -104,12 +108,14 @@ func (k *Keys) Policy(kind driver.PolicyKind, key string) (driver.Policy, bool) 
 }
 
 // RateWait estimates how long the last waiting task of a rate key waits
-// for the rate alone: the waiting tasks fill windows of the policy's count.
+// for the rate alone: counting the window's claims, the waiting tasks fill
+// windows of the policy's count, and the last one starts with the window
+// it falls in (the first waits for none: Admitted+Waiting <= Limit).
 func RateWait(p driver.Policy, ks driver.KeyStat) time.Duration {
-	if ks.Waiting <= 0 {
+	if ks.Waiting <= 0 || p.Limit <= 0 {
 		return 0
 	}
-	windows := (ks.Admitted + ks.Waiting) / p.Limit
+	windows := (ks.Admitted + ks.Waiting - 1) / p.Limit
 	return time.Duration(windows) * p.Period
 }
 
