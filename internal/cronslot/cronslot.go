@@ -87,12 +87,40 @@ func parseEvery(expr, rest string) (time.Duration, error) {
 	return d, nil
 }
 
-// Next returns the first slot strictly after t.
+// Next returns the first slot strictly after t. A slot whose local time
+// repeats, in the hour that a change back from daylight saving runs twice,
+// is taken once (the first time), as cron does, unless the expression
+// fires every hour: then both hours have their slots.
 func (c Cron) Next(t time.Time) time.Time {
 	if c.every > 0 {
 		return t.Truncate(c.every).Add(c.every).In(c.loc)
 	}
-	return c.sched.Next(t.In(c.loc))
+	s := c.sched.Next(t.In(c.loc))
+	for !s.IsZero() && c.oncePerWallTime() && repeatedWallTime(s) {
+		s = c.sched.Next(s)
+	}
+	return s
+}
+
+// oncePerWallTime reports whether the expression names its hours (so a
+// repeated local time would run its slot twice), rather than every hour.
+func (c Cron) oncePerWallTime() bool {
+	spec, ok := c.sched.(*cron.SpecSchedule)
+	const allHours = 1<<24 - 1
+	return ok && spec.Hour&allHours != allHours
+}
+
+// repeatedWallTime reports whether the local time of s came before, a
+// daylight-saving change earlier (zones shift by half an hour, an hour or
+// two).
+func repeatedWallTime(s time.Time) bool {
+	for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
+		u := s.Add(-back)
+		if u.Year() == s.Year() && u.YearDay() == s.YearDay() && u.Hour() == s.Hour() && u.Minute() == s.Minute() && u.Second() == s.Second() {
+			return true
+		}
+	}
+	return false
 }
 
 // Latest returns the latest slot at or before now that is strictly after

@@ -124,3 +124,32 @@ func TestEveryTakesJobqDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedHourRunsOnce: in the hour that the change back from daylight
+// saving repeats, a daily slot runs once, and an hourly expression keeps
+// both hours' slots.
+func TestRepeatedHourRunsOnce(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr string
+		want []string // the slots from 2027-10-30T23:00Z on (Berlin goes back at 01:00Z on the 31st)
+	}{
+		{"30 2 * * *", []string{"2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z"}},
+		{"0 * * * *", []string{"2027-10-31T00:00:00Z", "2027-10-31T01:00:00Z", "2027-10-31T02:00:00Z"}},
+		{"*/30 2 * * *", []string{"2027-10-31T00:00:00Z", "2027-10-31T00:30:00Z", "2027-11-01T01:00:00Z"}},
+	}
+	for _, tt := range tests {
+		c, err := Parse(tt.expr, "Europe/Berlin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := at("2027-10-30T23:00:00Z")
+		for i, w := range tt.want {
+			s = c.Next(s)
+			if !s.Equal(at(w)) {
+				t.Errorf("%s: slot %d is %v; want %s", tt.expr, i+1, s.UTC(), w)
+				break
+			}
+		}
+	}
+}
