@@ -30,6 +30,9 @@ func parsePolicy(kind, spec string) (driver.Policy, error) {
 	switch p.Kind {
 	case driver.ConcurrencyPolicy, driver.RatePolicy:
 		key, val, ok := strings.Cut(spec, "=")
+		if ok && key != strings.TrimSpace(key) {
+			return driver.Policy{}, errorf(errcode.InvalidArgument, op, "%s policy %q: the key %q has spaces around it; write %s=%s", p.Kind, spec, key, strings.TrimSpace(key), strings.TrimSpace(val))
+		}
 		if !ok || key == "" {
 			form := "KEY=LIMIT"
 			if p.Kind == driver.RatePolicy {
@@ -63,9 +66,9 @@ func parsePolicy(kind, spec string) (driver.Policy, error) {
 		}
 		p.Limit = n
 	case driver.RetentionPolicy:
-		d, err := parsePolicyDuration("retention", spec)
+		d, err := bound.Durations{Min: time.Second, Max: driver.MaxPolicyDuration, BareSeconds: true}.Parse("retention", spec)
 		if err != nil {
-			return driver.Policy{}, err
+			return driver.Policy{}, errorf(errcode.InvalidArgument, op, "%v", err)
 		}
 		p = driver.Retention(d)
 	case driver.RetryBackoffPolicy:
@@ -112,6 +115,8 @@ func validateKey(what, key string) error {
 func parseLimit(kind driver.PolicyKind, s string) (int64, error) {
 	n, err := bound.Ints{Min: math.MinInt64, Max: math.MaxInt64}.Parse(string(kind)+" limit", s)
 	if err != nil {
+		// Read again in the range a limit takes, for the error to say it.
+		_, err = bound.Ints{Min: 1, Max: math.MaxInt64}.Parse(string(kind)+" limit", s)
 		return 0, errorf(errcode.InvalidArgument, "policy", "%v", err)
 	}
 	if n <= 0 {

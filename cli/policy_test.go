@@ -42,6 +42,8 @@ func TestPolicyCommands(t *testing.T) {
 		{[]string{"policy", "set", "rate", "api=1/0s"}, cli.ExitUsage, "positive"},
 		{[]string{"policy", "set", "rate", "api=1/inf"}, cli.ExitUsage, "not finite"},
 		{[]string{"policy", "set", "colour", "x=1"}, cli.ExitUsage, "unknown policy kind"},
+		{[]string{"policy", "set", "max-depth", "-5"}, cli.ExitUsage, "put -- before it to pass -5 as a value"},
+		{[]string{"policy", "set", "retention", "--", "-1h"}, cli.ExitUsage, "it is negative; use 1s to 3650d"},
 		{[]string{"policy", "list"}, 0, "concurrency gpu=2\nrate api=10/1m\nmax-depth 2\n"},
 		{[]string{"push", "-c", "echo 1", "--concurrency-key", "gpu"}, 0, ""},
 		{[]string{"push", "-c", "echo 2", "--rate-limit-key", "api"}, 0, ""},

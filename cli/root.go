@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -183,7 +184,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 	pf.CountVarP(&a.verbose, "verbose", "v", "more logging (debug)")
 	pf.CountVarP(&a.quiet, "quiet", "q", "less logging: -q warnings and errors, -qq errors only")
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return asUsage(err) })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return asUsage(negativeValueHint(err)) })
 	root.AddCommand(a.pushCommand(), a.workerCommand(), a.pullCommand(), a.peekCommand(), a.sizeCommand(),
 		a.statsCommand(), a.workersCommand(), a.dashboardCommand(), a.clearCommand(), a.dlqCommand(), a.policyCommand(), a.pauseCommand(), a.resumeCommand(), a.scheduleCommand(), a.schedulerCommand(), a.showCommand(),
 		a.resultCommand(), a.waitCommand(), a.cancelCommand(), a.requeueCommand(), a.purgeCommand(), a.backendsCommand(), a.conformanceCommand(),
@@ -422,4 +423,17 @@ func (r redactWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// negativeValue is the flag parser's complaint about a negative number or
+// duration given as an argument (policy set max-depth -5).
+var negativeValue = regexp.MustCompile(`^unknown shorthand flag: '\d' in (-\d\S*)$`)
+
+// negativeValueHint adds to such a complaint how to pass the value.
+func negativeValueHint(err error) error {
+	m := negativeValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	return fmt.Errorf("%w: an argument that starts with '-' reads as a flag; put -- before it to pass %s as a value", err, m[1])
 }

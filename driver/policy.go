@@ -232,7 +232,7 @@ func (p Policy) validateDurations() error {
 		case p.Limit != 1:
 			return Errorf(errcode.InvalidArgument, "a retention policy has Limit 1 (got %d): build it with Retention(d)", p.Limit)
 		case p.Period < time.Second || p.Period > MaxPolicyDuration:
-			return Errorf(errcode.InvalidArgument, "retention %v is out of range: keep results for 1s to %v, for example 2d", p.Period, MaxPolicyDuration)
+			return Errorf(errcode.InvalidArgument, "retention %v is out of range: keep results for 1s to 3650d (%v), for example 2d", p.Period, MaxPolicyDuration)
 		}
 		return nil
 	}
