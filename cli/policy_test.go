@@ -202,3 +202,39 @@ func TestResultsPolicyCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestPushWaitForRoomLargerThanMaxDepth: push --wait-for-room of more
+// lines than the queue's max-depth goes in parts that fit, as consumers
+// make room, instead of failing at once on a batch that could never fit.
+func TestPushWaitForRoomLargerThanMaxDepth(t *testing.T) {
+	t.Parallel()
+	url := sqliteQueue(t)
+	if code, _, errOut := run(t, url, "policy", "set", "max-depth", "2"); code != 0 {
+		t.Fatalf("policy set: exit %d: %s", code, errOut)
+	}
+	q, err := jobq.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	const lines = 7
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := runIn(t, "echo 1\necho 2\necho 3\necho 4\necho 5\necho 6\necho 7\n", url, "push", "--wait-for-room")
+		done <- code
+	}()
+	completed := 0
+	for completed < lines {
+		e, err := q.Receive(t.Context(), jobq.ReceiveOptions{Wait: 30 * time.Second})
+		if err != nil || e == nil {
+			t.Fatalf("receive after %d completions: %v, %v", completed, e, err)
+		}
+		if err := e.Complete(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		completed++
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("push --wait-for-room of %d lines under max-depth 2 exited %d", lines, code)
+	}
+}

@@ -165,7 +165,7 @@ func addPushFlags(fl *pflag.FlagSet, f *pushFlags) {
 	fl.BoolVar(&f.printIDs, "print-ids", false, "print the ID of each pushed task on standard output")
 	fl.StringVar(&f.concKey, "concurrency-key", "", "a key whose tasks run at most N at once, N set with 'jobq QUEUE policy set concurrency KEY=N'")
 	fl.StringVar(&f.rateKey, "rate-limit-key", "", "a key whose tasks start at most COUNT per PERIOD, set with 'jobq QUEUE policy set rate KEY=COUNT/PERIOD'")
-	fl.BoolVar(&f.waitRoom, "wait-for-room", false, "when the queue is at its max-depth, wait (with backoff) for room instead of failing")
+	fl.BoolVar(&f.waitRoom, "wait-for-room", false, "when the queue is at its max-depth, wait (with backoff) for room instead of failing; more lines than max-depth go in parts that fit")
 	fl.StringVar(&f.dirsync, "bg-dirsync-to", "", "a directory the worker copies each task's $AMLT_DIRSYNC_DIR into, in the background and when the task ends (as ai4s-jobq)")
 	fl.Var(durationFlag(&f.dedupWindow), "dedup-window", "Service Bus only: the duplicate-detection window of the queue when push creates it (as ai4s-jobq; same as ?dedup_window= in the URL)")
 	countFlag(fl, &f.numWorkers, "num-workers", "", 0, bound.Ints{Min: 1, Max: 64}, fmt.Sprintf("how many batches are pushed at once (ai4s-jobq's enqueue workers; default: 1 on sqlite, %d elsewhere)", pushInFlight))
@@ -717,10 +717,32 @@ func (p *pusher) send(ctx context.Context) error {
 	p.lines = make([]int, 0, pushBatchSize)
 	go func() {
 		defer close(job.done)
-		job.res, job.err = p.q.PushBatch(ctx, tasks, jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions(), UniqueFor: p.f.uniqueFor, SkipSucceeded: p.f.skipSucc})
+		job.res, job.err = p.pushBatch(ctx, tasks)
 	}()
 	p.pending = append(p.pending, job)
 	return nil
+}
+
+// pushBatch pushes one batch. With --wait-for-room, a batch larger than
+// the queue's max-depth, which the library refuses at once since it could
+// never fit whole (and stores none of it), goes again in parts that can.
+func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.PushResult, error) {
+	opts := jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions(), UniqueFor: p.f.uniqueFor, SkipSucceeded: p.f.skipSucc}
+	res, err := p.q.PushBatch(ctx, tasks, opts)
+	var qf *driver.QueueFullError
+	if err == nil || !p.f.waitRoom || len(res) > 0 || !errors.As(err, &qf) || qf.MaxDepth <= 0 || int64(len(tasks)) <= qf.MaxDepth {
+		return res, err
+	}
+	part := int(qf.MaxDepth)
+	var out []jobq.PushResult
+	for start := 0; start < len(tasks); start += part {
+		r, err := p.q.PushBatch(ctx, tasks[start:min(start+part, len(tasks))], opts)
+		out = append(out, r...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // record notes the results of a finished batch.
