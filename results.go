@@ -454,7 +454,7 @@ func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultS
 	done := make([]*driver.ResultRecord, len(open))
 	asked := make([]*driver.ResultRecord, len(open))
 	for i, id := range open {
-		done[i] = q.newRecord(id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled before it ran"})
+		done[i] = q.newRecord(id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled while it waited in the queue"})
 		asked[i] = q.newRecord(id, driver.ResultCancelRequested, at, &recordDetails{errText: cancelRequestedText})
 	}
 	gone, held, err := remover.RemoveTasks(ctx, done, asked)

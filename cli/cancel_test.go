@@ -113,3 +113,27 @@ func TestDLQRequeueWait(t *testing.T) {
 		t.Errorf("the rerun's record: deliveries %d, attempts %v; want 2, [1:failure 2:success]\n%s", rec.DeliveryCount, got, out)
 	}
 }
+
+// TestCancelAfterDLQRequeueSaysNoFalseHistory: a dead letter requeued and
+// then cancelled while queued has run before; its record says it was
+// cancelled while it waited, not "before it ran", and gives no delivery
+// count it does not know.
+func TestCancelAfterDLQRequeueSaysNoFalseHistory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "q.db")
+	q := "sqlite://" + db + "?queue=main"
+	cmd := "exit 3"
+	id := printedID(t, db, cmd)
+	expect(t, 0, nil, q, "push", "-c", cmd)
+	expect(t, 0, nil, q, "worker")
+	expect(t, 0, []string{"requeued 1 dead letters"}, q, "dlq", "requeue", "--all")
+	expect(t, 0, nil, q, "cancel", id)
+	code, out, errOut := run(t, q, "result", id)
+	if code != 0 && code != cli.ExitFailure {
+		t.Fatalf("result: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "cancelled while it waited in the queue") || strings.Contains(out, "before it ran") || strings.Contains(out, "deliveries") {
+		t.Errorf("result of the cancelled rerun:\n%s\nwant 'cancelled while it waited in the queue', no 'before it ran' and no delivery count", out)
+	}
+}

@@ -144,7 +144,9 @@ func printResult(w io.Writer, r *jobq.Result) error {
 	row("worker", r.Worker)
 	row("host", r.Host)
 	row("environment", r.Env)
-	row("deliveries", strconv.Itoa(r.DeliveryCount))
+	if r.DeliveryCount > 0 { // 0: the record does not know (a queued task cancelled)
+		row("deliveries", strconv.Itoa(r.DeliveryCount))
+	}
 	if !r.ExpiresAt.IsZero() {
 		row("kept until", timeOrDash(r.ExpiresAt))
 	}
