@@ -136,15 +136,8 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 	if err != nil {
 		return err
 	}
-	if v.needAll && !ff.all && f.Kind == "" && f.Key == "" && f.ExitCode == nil && f.ErrorContains == "" && f.Since.IsZero() && f.Until.IsZero() {
-		flags := "--kind, --key, --since or --until"
-		switch {
-		case v.noun == "dead letters":
-			flags = "--kind, --key, --exit-code, --error, --since or --until"
-		case strings.HasSuffix(v.noun, "records"):
-			flags = "--exit-code, --error, --since or --until"
-		}
-		return usageError("no filter given: %s would touch every one of the %s; narrow it with %s, or say --all", v.verb, v.noun, flags)
+	if err := v.checkFiltered(f, ff.all); err != nil {
+		return err
 	}
 	q, err := a.open(ctx)
 	if err != nil {
@@ -180,6 +173,22 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 		return bulkFailure(err)
 	}
 	return a.printBulk(v, res, f.DryRun, ff.asJSON)
+}
+
+// checkFiltered refuses a command that needs --all (needAll) run without
+// a filter and without --all.
+func (v bulkVerb) checkFiltered(f jobq.Filter, all bool) error {
+	if !v.needAll || all || f.Kind != "" || f.Key != "" || f.ExitCode != nil || f.ErrorContains != "" || !f.Since.IsZero() || !f.Until.IsZero() {
+		return nil
+	}
+	flags := "--kind, --key, --since or --until"
+	switch {
+	case v.noun == "dead letters":
+		flags = "--kind, --key, --exit-code, --error, --since or --until"
+	case strings.HasSuffix(v.noun, "records"):
+		flags = "--exit-code, --error, --since or --until"
+	}
+	return usageError("no filter given: %s would touch every one of the %s; narrow it with %s, or say --all", v.verb, v.noun, flags)
 }
 
 // bulkFailure maps a library error: a filter the library refuses is a
