@@ -31,6 +31,7 @@ import (
 	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/queueurl"
 	"github.com/jobq/jobq/internal/redact"
+	"github.com/jobq/jobq/internal/shellword"
 )
 
 // pushBatchSize is how many tasks one PushBatch carries (the portable layer
@@ -288,7 +289,9 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	}
 	if f.then != "" {
 		if err := a.pushThen(ctx, q, group, f.then, require, opts.env, f.cwd); err != nil {
-			return err
+			// The tasks are in: a usage exit would read as nothing done.
+			return failure(fmt.Errorf("the tasks were pushed (group %s), but its step was not held: %w; hold a step with: %s",
+				group, err, a.commandHint("group "+shellword.Quote(group)+" then "+shellword.Quote(f.then))))
 		}
 	}
 	if !f.wait {
@@ -315,13 +318,14 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	return failure(errors.New(note))
 }
 
-// needRecords refuses --skip-succeeded and --wait where the queue keeps
-// no result records.
+// needRecords refuses --skip-succeeded, --wait, --then, --after and
+// --after-group where the queue keeps no result records.
 func needRecords(ctx context.Context, q *jobq.Queue, f pushFlags) error {
 	for _, c := range []struct {
 		on   bool
 		what string
-	}{{f.skipSucc, "push --skip-succeeded"}, {f.wait, "push --wait"}} {
+	}{{f.skipSucc, "push --skip-succeeded"}, {f.wait, "push --wait"}, {f.then != "", "push --then"},
+		{len(f.after) > 0, "push --after"}, {len(f.afterGroups) > 0, "push --after-group"}} {
 		if !c.on {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/cli"
 	"github.com/jobq/jobq/driver"
 )
 
@@ -164,5 +165,34 @@ func TestPushAfter(t *testing.T) {
 				t.Errorf("the tasks ran as %q (%v); want first, second, third in order", got, err)
 			}
 		})
+	}
+}
+
+// TestPushThenStepRefusedAfterThePush: a push whose --then the group
+// refuses (it has a step) has stored its tasks, so it says so and exits 1,
+// not 2 as if nothing happened; a queue that keeps no records refuses
+// --then, --after and --after-group before anything is pushed.
+func TestPushThenStepRefusedAfterThePush(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	steps := []struct {
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{[]string{"push", "--group", "g", "-c", "echo a", "--then", "echo step"}, 0, "step of group g held"},
+		{[]string{"push", "--group", "g", "-c", "echo b", "--then", "echo step 2"}, cli.ExitFailure, "the tasks were pushed (group g), but its step was not held"},
+		{[]string{"size"}, 0, "2"},
+		{[]string{"policy", "set", "results", "none"}, 0, ""},
+		{[]string{"push", "-c", "echo c", "--then", "echo s"}, cli.ExitUsage, "push --then needs result records"},
+		{[]string{"push", "-c", "echo c", "--after", jobq.ThenTaskID("g")}, cli.ExitUsage, "or leave --after out"},
+		{[]string{"push", "-c", "echo c", "--after-group", "g"}, cli.ExitUsage, "push --after-group needs result records"},
+		{[]string{"size"}, 0, "2"},
+	}
+	for _, s := range steps {
+		code, out, errOut := run(t, append([]string{q}, s.args...)...)
+		if code != s.wantCode || !strings.Contains(out+errOut, s.want) {
+			t.Fatalf("jobq %s: exit %d, stdout %q, stderr %q; want exit %d and %q", strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.want)
+		}
 	}
 }

@@ -118,7 +118,7 @@ func checkKeepsRecords(ctx context.Context, q *jobq.Queue, what string) error {
 	}
 	for _, p := range pols {
 		if p.Kind == driver.ResultsPolicy && driver.ResultsMode(p.Limit) == driver.ResultsNone {
-			return usageError("%s needs result records, but the queue's results policy is none (no task keeps one); keep them with `jobq QUEUE policy set results all` (or `results failed`), or push without --wait", what)
+			return usageError("%s needs result records, but the queue's results policy is none (no task keeps one); keep them with `jobq QUEUE policy set results all` (or `results failed`), or leave %s out", what, strings.TrimPrefix(what, "push "))
 		}
 	}
 	return nil
