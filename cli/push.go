@@ -404,6 +404,9 @@ func (a *app) checkPushFlags(f pushFlags) (lineOpts, error) {
 			return lineOpts{}, err
 		}
 	}
+	if err := checkAfterValues(f); err != nil {
+		return lineOpts{}, err
+	}
 	for _, kv := range [][2]string{{"--bg-dirsync-to", f.dirsync}, {"--cwd", f.cwd}} {
 		if !utf8.ValidString(kv[1]) {
 			return lineOpts{}, usageError("%s is not valid UTF-8 text", kv[0])
@@ -415,6 +418,25 @@ func (a *app) checkPushFlags(f pushFlags) (lineOpts, error) {
 		}
 	}
 	return lineOpts{env: env, dirsync: f.dirsync, cwd: f.cwd}, nil
+}
+
+// checkAfterValues refuses an empty --after ID or --after-group name (an
+// unset shell variable, a trailing comma): left out, the tasks would run
+// without the dependency that was meant.
+func checkAfterValues(f pushFlags) error {
+	for _, v := range f.after {
+		for id := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(id) == "" {
+				return usageError("--after %q has an empty task ID; give the IDs of the tasks to run after, comma-separated", v)
+			}
+		}
+	}
+	for _, g := range f.afterGroups {
+		if strings.TrimSpace(g) == "" {
+			return usageError("--after-group is empty; give the name of the group to run after")
+		}
+	}
+	return nil
 }
 
 // watchInterrupts returns a context for pushing and a channel closed on

@@ -180,6 +180,9 @@ func TestPushThenStepRefusedAfterThePush(t *testing.T) {
 		wantCode int
 		want     string
 	}{
+		{[]string{"push", "-c", "echo a", "--after", ""}, cli.ExitUsage, `--after "" has an empty task ID`},
+		{[]string{"push", "-c", "echo a", "--after", jobq.ThenTaskID("g") + ","}, cli.ExitUsage, "has an empty task ID"},
+		{[]string{"push", "-c", "echo a", "--after-group", " "}, cli.ExitUsage, "--after-group is empty"},
 		{[]string{"push", "--group", "g", "-c", "echo a", "--then", "echo step"}, 0, "step of group g held"},
 		{[]string{"push", "--group", "g", "-c", "echo b", "--then", "echo step 2"}, cli.ExitFailure, "the tasks were pushed (group g), but its step was not held"},
 		{[]string{"size"}, 0, "2"},
