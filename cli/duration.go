@@ -114,6 +114,9 @@ var (
 	// limit and 0 is refused by fromEnv.
 	maxConsecutiveRange = bound.Ints{Min: -1, Max: math.MaxInt32,
 		Hint: "use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit"}
+	// maxLostLeasesRange: --max-lost-leases, where -1 means no limit.
+	maxLostLeasesRange = bound.Ints{Min: -1, Max: math.MaxInt32,
+		Hint: "use 1 or more (a task whose lease expired on this many deliveries in a row is dead-lettered), or -1 for no limit"}
 	// visibilityRange: --visibility-timeout.
 	visibilityRange = bound.Durations{Min: time.Second}
 	// taskTimeLimitRange: push --time-limit, worker --task-time-limit.

@@ -32,6 +32,8 @@ func TestBadNumbersAreUsageErrors(t *testing.T) {
 		{[]string{"worker", "-n", "99999999999"}, []string{`"-n, --num-workers"`, "1 to 2147483647"}},
 		{[]string{"worker", "--prefetch", "-2"}, []string{`"--prefetch"`, "0 to 2147483647"}},
 		{[]string{"worker", "--max-consecutive-failures", "-7"}, []string{`"--max-consecutive-failures"`, "-1 for no limit"}},
+		{[]string{"worker", "--max-lost-leases", "-2"}, []string{`"--max-lost-leases"`, "-1 for no limit"}},
+		{[]string{"worker", "--max-lost-leases", "0"}, []string{"--max-lost-leases is 0", "-1 for no limit"}},
 		{[]string{"peek", "-n", "0"}, []string{`"-n, --num"`, "1 to 2147483647"}},
 		{[]string{"dlq", "list", "-n", "1e3"}, []string{`"-n, --num"`, "not a whole number"}},
 		{[]string{"stats", "--sample", "-1s"}, []string{`"--sample"`, "negative"}},

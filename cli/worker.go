@@ -32,6 +32,7 @@ type workerFlags struct {
 	heartbeat      bool
 	noHeartbeat    bool
 	maxConsecutive int
+	maxLostLeases  int
 	timeLimit      time.Duration
 	taskTimeLimit  time.Duration
 	wait           bool
@@ -193,6 +194,8 @@ func (a *app) workerCommand() *cobra.Command {
 	countFlag(fl, &f.concurrency, "num-workers", "n", 1, countRange, "how many tasks run at once")
 	f.addCommon(cmd)
 	countFlag(fl, &f.maxConsecutive, "max-consecutive-failures", "", 2, maxConsecutiveRange, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
+	countFlag(fl, &f.maxLostLeases, "max-lost-leases", "", worker.DefaultMaxLostLeases, maxLostLeasesRange,
+		"dead-letter a task whose lease expired on this many deliveries in a row (it kills or hangs its worker, or outlasts its lease; -1: never)")
 	fl.Var(durationFlag(&f.failBase), "failure-backoff", "pause this long after a failure, doubling with each failure in a row (0: no pause)")
 	f.failMax = 5 * time.Minute
 	fl.Var(durationFlag(&f.failMax), "failure-backoff-max", "the longest --failure-backoff pause")
@@ -305,6 +308,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	if f.maxLostLeases == 0 {
+		return usageError("--max-lost-leases is 0; use 1 or more (a task whose lease expired on this many deliveries in a row is dead-lettered), or -1 for no limit")
+	}
 	if f.maxConsecutive == 0 || f.maxConsecutive < -1 {
 		return usageError("--max-consecutive-failures is %d; use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit", f.maxConsecutive)
 	}
@@ -380,6 +386,7 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 		Visibility:             f.visibility,
 		DisableHeartbeat:       !f.heartbeat,
 		MaxConsecutiveFailures: f.maxConsecutive,
+		MaxLostLeases:          f.maxLostLeases,
 		FailureBackoff:         worker.FailureBackoff{Base: f.failBase, Max: f.failMax},
 		TimeLimit:              f.timeLimit,
 		StopTimeout:            f.killTimeout,

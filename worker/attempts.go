@@ -47,11 +47,12 @@ func (w *Worker) recordInto(a *jobq.Attempt, env *jobq.Envelope, start time.Time
 }
 
 // reportLost logs the earlier deliveries of env that ended without a
-// settlement: the worker running them died or hung past its lease.
-func (w *Worker) reportLost(env *jobq.Envelope, log *slog.Logger) {
+// settlement (the worker running them died or hung, or the task outlasted
+// its lease), and returns how many in a row there were.
+func (w *Worker) reportLost(env *jobq.Envelope, log *slog.Logger) int {
 	lost := hooks.LostDeliveries(env)
 	if len(lost) == 0 {
-		return
+		return 0
 	}
 	// The lost worker could not record itself; the last recorded attempt
 	// names the worker before it, when there is one.
@@ -59,6 +60,14 @@ func (w *Worker) reportLost(env *jobq.Envelope, log *slog.Logger) {
 	if as := env.Task.Attempts; len(as) > 0 {
 		before = as[len(as)-1].Worker
 	}
-	log.Warn("a worker was lost mid-task: earlier deliveries ended without a settlement (their lease expired)",
+	log.Warn("earlier deliveries ended without a settlement: their lease expired (the worker died or hung, or the task outlasted its lease)",
 		"lost_deliveries", lost, "delivery", env.DeliveryCount, "last_recorded_worker", before)
+	return len(lost)
+}
+
+// errLostLeases is the dead-letter reason of a task whose lease expired on
+// n deliveries in a row (Options.MaxLostLeases).
+func errLostLeases(n int) error {
+	return fmt.Errorf("its lease expired on %d deliveries in a row (the task may crash or hang its worker, or outlast its lease: "+
+		"without heartbeats, lease it for longer than it runs); requeue it from the dead letters once that is fixed", n)
 }

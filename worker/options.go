@@ -54,6 +54,15 @@ type Options struct {
 	// service keeps running while its tasks fail, each one retried or
 	// dead-lettered. (The CLI's --max-consecutive-failures defaults to 2.)
 	MaxConsecutiveFailures int
+	// MaxLostLeases dead-letters a task whose lease expired on this many
+	// deliveries in a row: each time its worker died or hung, or the task
+	// outlasted its lease (DisableHeartbeat and a task longer than
+	// Visibility), so it would otherwise be delivered forever, since a
+	// lost lease spends no retry. The count is inferred by the next
+	// receiver from the attempt history, so it applies where the backend
+	// keeps one (elsewhere every delivery spends a retry). Defaults to 10;
+	// negative means no limit.
+	MaxLostLeases int
 	// FailureBackoff pauses the worker after consecutive failures, before
 	// it takes more work; off by default. See FailureBackoff.
 	FailureBackoff FailureBackoff
@@ -206,6 +215,9 @@ const DefaultMaxPoll = 30 * time.Second
 // defaultConcurrency is the default Options.Concurrency.
 const defaultConcurrency = 10
 
+// DefaultMaxLostLeases is the default Options.MaxLostLeases.
+const DefaultMaxLostLeases = 10
+
 // defaultReceivers is the default Options.Receivers (capped by
 // Concurrency+Prefetch). Two already keep every free slot in a receive (one
 // gathers slots while the other's claim is in flight); more only split
@@ -238,6 +250,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConsecutiveFailures == 0 {
 		o.MaxConsecutiveFailures = -1
+	}
+	if o.MaxLostLeases == 0 {
+		o.MaxLostLeases = DefaultMaxLostLeases
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second

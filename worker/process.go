@@ -44,7 +44,12 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 		}
 	}
 	defer letGo()
-	w.reportLost(env, log)
+	if n := w.reportLost(env, log); w.o.MaxLostLeases > 0 && n >= w.o.MaxLostLeases {
+		ticket.release()
+		letGo()
+		w.deadLetter(env, log, errLostLeases(n), 0)
+		return
+	}
 	began := time.Now()
 
 	select {
