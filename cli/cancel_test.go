@@ -137,3 +137,16 @@ func TestCancelAfterDLQRequeueSaysNoFalseHistory(t *testing.T) {
 		t.Errorf("result of the cancelled rerun:\n%s\nwant 'cancelled while it waited in the queue', no 'before it ran' and no delivery count", out)
 	}
 }
+
+// TestDLQUnknownIDFails: dlq requeue and purge of an ID that is not a dead
+// letter exit 1 naming how many were not found, as cancel does, so a typo
+// does not pass for done in a script (a WARN alone was hidden by -q).
+func TestDLQUnknownIDFails(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "push", "-c", "exit 3")
+	expect(t, 0, nil, q, "worker")
+	for _, verb := range []string{"requeue", "purge"} {
+		expect(t, cli.ExitFailure, []string{"1 of the 1 IDs given were not found among the dead letters"}, q, "-q", "dlq", verb, "999999")
+	}
+}

@@ -155,7 +155,9 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 			past := map[string]string{"requeue": "requeued", "purge": "purged"}[verb]
 			fmt.Fprintf(a.stdout, "%s %d dead letters\n", past, n)
 			if len(ids) > 0 && n < int64(len(ids)) {
-				a.log.Warn("some IDs were not found among the dead letters", "asked", len(ids), past, n)
+				// As cancel does for an ID it does not find: a typo must not
+				// pass for done in a script.
+				return failure(fmt.Errorf("%d of the %d IDs given were not found among the dead letters (list them with `jobq QUEUE dlq list`)", int64(len(ids))-n, len(ids)))
 			}
 			return nil
 		},

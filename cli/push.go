@@ -909,7 +909,10 @@ func (p *pusher) failed(next int, err error) error {
 		}
 	}
 	code := ExitFailure
-	if c := errcode.Of(err); c == errcode.InvalidArgument || c == errcode.TooLarge {
+	// Refused for what the push asked (a task too large, a parent ID or
+	// group that does not exist), with nothing of the refused batch
+	// stored: a usage error, whichever of the two codes the refusal has.
+	if c := errcode.Of(err); c == errcode.InvalidArgument || c == errcode.TooLarge || c == errcode.NotFound {
 		code = ExitUsage
 	}
 	return &exitError{code: code, err: fmt.Errorf("%w; %s%s", err, p.summary(next), p.notWaited())}

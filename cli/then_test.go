@@ -183,6 +183,9 @@ func TestPushThenStepRefusedAfterThePush(t *testing.T) {
 		{[]string{"push", "-c", "echo a", "--after", ""}, cli.ExitUsage, `--after "" has an empty task ID`},
 		{[]string{"push", "-c", "echo a", "--after", jobq.ThenTaskID("g") + ","}, cli.ExitUsage, "has an empty task ID"},
 		{[]string{"push", "-c", "echo a", "--after-group", " "}, cli.ExitUsage, "--after-group is empty"},
+		// A parent that does not exist is a usage error, group or task ID.
+		{[]string{"push", "-c", "echo a", "--after-group", "nosuchgroup"}, cli.ExitUsage, "no group of this name"},
+		{[]string{"push", "-c", "echo a", "--after", "0123456789abcdef0123456789abcdef"}, cli.ExitUsage, "no task with this ID"},
 		{[]string{"push", "--group", "g", "-c", "echo a", "--then", "echo step"}, 0, "step of group g held"},
 		{[]string{"push", "--group", "g", "-c", "echo b", "--then", "echo step 2"}, cli.ExitFailure, "the tasks were pushed (group g), but its step was not held"},
 		{[]string{"size"}, 0, "2"},
