@@ -363,8 +363,14 @@ func lineList(lines []int, commands bool) string {
 func (w *waiter) stopped(ids []string, why string) error {
 	pending := w.pending(ids)
 	failed := w.failed(ids)
-	msg := fmt.Sprintf("%s; %d of %d tasks ended, %d did not succeed; the other %d have not ended (they stay queued or running)",
-		why, len(ids)-len(pending), len(ids), len(failed), len(pending))
+	// push --wait's tasks were stored; wait's IDs are the user's, which
+	// may name no task (yet).
+	state := "they stay queued or running"
+	if w.lines == nil {
+		state = "queued, running or held, or not pushed yet"
+	}
+	msg := fmt.Sprintf("%s; %d of %d tasks ended, %d did not succeed; the other %d have not ended (%s)",
+		why, len(ids)-len(pending), len(ids), len(failed), len(pending), state)
 	if len(failed) > 0 {
 		msg += "\n" + w.failureSummary(len(ids)-len(pending), failed)
 	}
