@@ -542,7 +542,9 @@ func (p *pusher) report() {
 	if p.f.skipSucc {
 		attrs = append(attrs, "skipped", p.skipped)
 	}
-	if p.group != "" {
+	// The group exists only once a task of this push joined it (a
+	// duplicate stays in the group of its first push).
+	if p.group != "" && (p.pushed-p.skipped > p.dups || dups == "unknown") {
 		attrs = append(attrs, "group", p.group)
 	}
 	if n := len(p.unknownIDs); n > 0 {

@@ -202,3 +202,19 @@ func TestPushThenStepRefusedAfterThePush(t *testing.T) {
 		}
 	}
 }
+
+// TestPushOfDuplicatesNamesNoGroup: a push whose tasks were all duplicates
+// (queued already, in another group) names no group in its summary: none
+// of its tasks joined the group, which `group NAME` would not find.
+func TestPushOfDuplicatesNamesNoGroup(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	if code, _, errOut := run(t, q, "push", "-c", "echo x", "--group", "g1"); code != 0 || !strings.Contains(errOut, "group=g1") {
+		t.Fatalf("first push: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := run(t, q, "push", "-c", "echo x", "--group", "g2")
+	if code != 0 || !strings.Contains(errOut, "duplicates=1") || strings.Contains(errOut, "group=g2") {
+		t.Fatalf("push of a duplicate: exit %d: %s; want duplicates=1 and no group=g2", code, errOut)
+	}
+	expect(t, cli.ExitFailure, []string{`no group "g2"`}, q, "group", "g2")
+}

@@ -308,7 +308,7 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	if f.maxLostLeases == 0 {
+	if fl := cmd.Flags().Lookup("max-lost-leases"); fl != nil && fl.Changed && f.maxLostLeases == 0 {
 		return usageError("--max-lost-leases is 0; use 1 or more (a task whose lease expired on this many deliveries in a row is dead-lettered), or -1 for no limit")
 	}
 	if f.maxConsecutive == 0 || f.maxConsecutive < -1 {
