@@ -349,17 +349,27 @@ func (s *Shell) environ(job *Job) []string {
 	return append(env, "JOBQ_TASK_ID="+job.Task.ID, "JOBQ_QUEUE_NAME="+job.QueueName)
 }
 
+// maxLogLine is the longest output line logged as one: a longer one is
+// logged in parts of about this size.
+const maxLogLine = 1 << 20
+
 // stream logs r line by line with the task's prefix and keeps the tail.
 func (s *Shell) stream(r io.Reader, name, prefix string, log *slog.Logger, tail *tailBuffer) {
 	br := bufio.NewReaderSize(r, 8<<10) // longer lines arrive in parts and are joined below
 	var long []byte
+	split := false // a part of a longer line was logged: its end may read as an empty line
 	for {
 		chunk, isPrefix, err := br.ReadLine()
+		if split && len(chunk) == 0 && !isPrefix && err == nil {
+			split = false // the end of the line just logged, not an empty line
+			continue
+		}
 		if len(chunk) > 0 || (err == nil && !isPrefix) {
-			if isPrefix && len(long)+len(chunk) < 1<<20 {
+			if isPrefix && len(long)+len(chunk) < maxLogLine {
 				long = append(long, chunk...)
 				continue
 			}
+			split = isPrefix
 			line := string(append(long, chunk...))
 			long = long[:0]
 			line = strings.TrimSuffix(line, "\r")
