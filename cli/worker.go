@@ -308,6 +308,12 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	return f.checkLimits(cmd)
+}
+
+// checkLimits refuses a zero --max-lost-leases and a zero or too negative
+// --max-consecutive-failures (-1 is no limit).
+func (f *workerFlags) checkLimits(cmd *cobra.Command) error {
 	if fl := cmd.Flags().Lookup("max-lost-leases"); fl != nil && fl.Changed && f.maxLostLeases == 0 {
 		return usageError("--max-lost-leases is 0; use 1 or more (a task whose lease expired on this many deliveries in a row is dead-lettered), or -1 for no limit")
 	}

@@ -65,6 +65,14 @@ func (w *Worker) reportLost(env *jobq.Envelope, log *slog.Logger) int {
 	return len(lost)
 }
 
+// lostTooOften logs env's earlier deliveries in a row that lost their
+// lease (reportLost), and returns how many and whether they reach
+// Options.MaxLostLeases.
+func (w *Worker) lostTooOften(env *jobq.Envelope, log *slog.Logger) (int, bool) {
+	n := w.reportLost(env, log)
+	return n, w.o.MaxLostLeases > 0 && n >= w.o.MaxLostLeases
+}
+
 // errLostLeases is the dead-letter reason of a task whose lease expired on
 // n deliveries in a row (Options.MaxLostLeases).
 func errLostLeases(n int) error {

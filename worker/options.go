@@ -231,6 +231,17 @@ const defaultReceivers = 2
 // cost the engine less per task (docs/performance.md, "Worker settings").
 const prefetchPerHandler = 4
 
+// limitDefaults fills in the failure and lost-lease limits.
+func (o Options) limitDefaults() Options {
+	if o.MaxConsecutiveFailures == 0 {
+		o.MaxConsecutiveFailures = -1
+	}
+	if o.MaxLostLeases == 0 {
+		o.MaxLostLeases = DefaultMaxLostLeases
+	}
+	return o
+}
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency < 1 {
 		o.Concurrency = defaultConcurrency
@@ -248,12 +259,7 @@ func (o Options) withDefaults() Options {
 	if o.Visibility <= 0 {
 		o.Visibility = 10 * time.Minute
 	}
-	if o.MaxConsecutiveFailures == 0 {
-		o.MaxConsecutiveFailures = -1
-	}
-	if o.MaxLostLeases == 0 {
-		o.MaxLostLeases = DefaultMaxLostLeases
-	}
+	o = o.limitDefaults()
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}

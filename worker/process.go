@@ -44,7 +44,7 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 		}
 	}
 	defer letGo()
-	if n := w.reportLost(env, log); w.o.MaxLostLeases > 0 && n >= w.o.MaxLostLeases {
+	if n, tooMany := w.lostTooOften(env, log); tooMany {
 		ticket.release()
 		letGo()
 		w.deadLetter(env, log, errLostLeases(n), 0)
@@ -101,28 +101,9 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 	}
 	defer releaseLimit()
 
-	if cmd := env.Task.GateCmd; cmd != "" {
-		if !w.gate.check(ctx, cmd, log) {
-			if ctx.Err() != nil {
-				w.record(env, began, jobq.OutcomeRequeued, errStopping)
-				letGo()
-				w.requeue(env, log, 0, "worker stopping during the gate check")
-				return
-			}
-			w.record(env, began, jobq.OutcomeGateMiss, errors.New("gate command failed: "+cmd))
-			delay := w.o.Gate.RequeueDelay
-			letGo()
-			w.requeue(env, log, delay, "gate failed on this worker")
-			if w.gate.miss(env.Task.ID) {
-				w.log.Info("this worker cannot run anything on the queue: its gate checks failed too many times in a row; exiting",
-					"gate_misses", w.o.Gate.MaxNotQualified)
-				w.end("gate not qualified")
-				w.Drain()
-			}
-			return true
-		}
+	if stop, putBack := w.gateStops(ctx, env, log, began, letGo); stop {
+		return putBack
 	}
-	w.gate.pass()
 
 	tc, ok := w.beginCheckpoint(ctx, env, log, began, letGo)
 	if !ok {
@@ -310,6 +291,33 @@ func (w *Worker) requeue(env *jobq.Envelope, log *slog.Logger, delay time.Durati
 	w.requeued.Add(1)
 	log.Log(context.Background(), w.taskLevel(), "task requeued", "why", why, "delay", delay)
 	w.emit(Event{Task: env.Task, Outcome: Requeued, Durable: true, Err: errors.New(why)})
+}
+
+// gateStops runs env's gate command, if it has one, and reports whether
+// the task stops there (requeued: the gate failed, or the worker stopped
+// during the check) and whether it was put back unrun (a gate miss).
+func (w *Worker) gateStops(ctx context.Context, env *jobq.Envelope, log *slog.Logger, began time.Time, letGo func()) (stop, putBack bool) {
+	cmd := env.Task.GateCmd
+	if cmd == "" || w.gate.check(ctx, cmd, log) {
+		w.gate.pass()
+		return false, false
+	}
+	if ctx.Err() != nil {
+		w.record(env, began, jobq.OutcomeRequeued, errStopping)
+		letGo()
+		w.requeue(env, log, 0, "worker stopping during the gate check")
+		return true, false
+	}
+	w.record(env, began, jobq.OutcomeGateMiss, errors.New("gate command failed: "+cmd))
+	letGo()
+	w.requeue(env, log, w.o.Gate.RequeueDelay, "gate failed on this worker")
+	if w.gate.miss(env.Task.ID) {
+		w.log.Info("this worker cannot run anything on the queue: its gate checks failed too many times in a row; exiting",
+			"gate_misses", w.o.Gate.MaxNotQualified)
+		w.end("gate not qualified")
+		w.Drain()
+	}
+	return true, true
 }
 
 // renewal is how long the heartbeat waits before renewing: half the
