@@ -71,14 +71,7 @@ func TestAttemptHistory(t *testing.T) {
 	if _, err := q.Push(ctx, &jobq.Task{Command: "flaky", NumRetries: 5, RetryBackoff: jobq.Backoff{Base: time.Millisecond, Cap: time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
-	recv := func(vis time.Duration) *jobq.Envelope {
-		t.Helper()
-		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: vis, Wait: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	recv := func(vis time.Duration) *jobq.Envelope { return receiveFor(t, q, vis) }
 	code := 2
 	e := recv(time.Minute)
 	hooks.RecordAttempt(e, jobq.Attempt{Worker: "w1", Outcome: jobq.OutcomeFailure, ExitCode: &code})
@@ -88,12 +81,6 @@ func TestAttemptHistory(t *testing.T) {
 	_ = recv(50 * time.Millisecond) // delivery 2: its worker "dies"
 	time.Sleep(100 * time.Millisecond)
 	e = recv(time.Minute)
-	outcomes := func(as []jobq.Attempt) (out []string) {
-		for _, a := range as {
-			out = append(out, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
-		}
-		return out
-	}
 	if got, want := outcomes(e.Attempts()), []string{"1:failure", "2:lease-expired"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("delivery 3 sees attempts %v; want %v", got, want)
 	}
@@ -166,20 +153,7 @@ func TestPutBacksKeepOneEntry(t *testing.T) {
 	if _, err := q.Push(ctx, &jobq.Task{Command: "paused"}); err != nil {
 		t.Fatal(err)
 	}
-	recv := func(vis time.Duration) *jobq.Envelope {
-		t.Helper()
-		e, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: vis, Wait: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	history := func(e *jobq.Envelope) (out []string) {
-		for _, a := range e.Attempts() {
-			out = append(out, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
-		}
-		return out
-	}
+	recv := func(vis time.Duration) *jobq.Envelope { return receiveFor(t, q, vis) }
 	putBack := func(e *jobq.Envelope) {
 		t.Helper()
 		hooks.RecordAttempt(e, jobq.Attempt{Worker: "w", Outcome: jobq.OutcomePutBack, Detail: "paused: key k"})
@@ -208,7 +182,7 @@ func TestPutBacksKeepOneEntry(t *testing.T) {
 	for i, st := range steps {
 		st.act(e)
 		e = recv(50 * time.Millisecond)
-		if got := history(e); !reflect.DeepEqual(got, st.want) {
+		if got := outcomes(e.Attempts()); !reflect.DeepEqual(got, st.want) {
 			t.Fatalf("after step %d, delivery %d sees %v; want %v", i+1, e.DeliveryCount, got, st.want)
 		}
 		if i < 3 {
@@ -217,4 +191,22 @@ func TestPutBacksKeepOneEntry(t *testing.T) {
 			}
 		}
 	}
+}
+
+// receiveFor receives one message of q leased for vis, waiting up to 5 s.
+func receiveFor(t *testing.T, q *jobq.Queue, vis time.Duration) *jobq.Envelope {
+	t.Helper()
+	e, err := q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: vis, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// outcomes lists as as "delivery:outcome".
+func outcomes(as []jobq.Attempt) (out []string) {
+	for _, a := range as {
+		out = append(out, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/jobq/jobq/cli"
@@ -13,11 +12,7 @@ import (
 func TestPauseScopeInput(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
-	steps := []struct {
-		args     []string
-		wantCode int
-		wantOut  string // substring of stdout (or stderr when the code is not 0)
-	}{
+	steps := []cliStep{
 		{[]string{"pause", "--key", ""}, cli.ExitUsage, "pause --key is empty; give the key to pause, or leave out --key to pause the whole queue"},
 		{[]string{"pause", "--kind", " "}, cli.ExitUsage, "pause --kind is empty"},
 		{[]string{"pause", "--key", "a/b"}, cli.ExitUsage, "cannot contain '=' or '/'"},
@@ -27,15 +22,5 @@ func TestPauseScopeInput(t *testing.T) {
 		{[]string{"resume"}, 0, "the whole queue was not paused"},
 		{[]string{"resume", "--key", "gpu"}, 0, "resumed key gpu"},
 	}
-	for _, s := range steps {
-		code, out, errOut := run(t, append([]string{q}, s.args...)...)
-		got := out
-		if code != 0 {
-			got = errOut
-		}
-		if code != s.wantCode || !strings.Contains(got, s.wantOut) {
-			t.Fatalf("jobq %s: exit %d, output %q, stderr %q; want exit %d and output containing %q",
-				strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.wantOut)
-		}
-	}
+	runSteps(t, q, steps)
 }

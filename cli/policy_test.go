@@ -23,6 +23,32 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
+// cliStep is one command of a table test on one queue: its arguments, the
+// exit code it must end with, and a substring of its stdout (of its
+// stderr when the code is not 0).
+type cliStep struct {
+	args     []string
+	wantCode int
+	wantOut  string
+}
+
+// runSteps runs steps in order on queue q, failing at the first that
+// does not end as it should.
+func runSteps(t *testing.T, q string, steps []cliStep) {
+	t.Helper()
+	for _, s := range steps {
+		code, out, errOut := run(t, append([]string{q}, s.args...)...)
+		got := out
+		if code != 0 {
+			got = errOut
+		}
+		if code != s.wantCode || !strings.Contains(got, s.wantOut) {
+			t.Fatalf("jobq %s: exit %d, output %q, stderr %q; want exit %d and output containing %q",
+				strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.wantOut)
+		}
+	}
+}
+
 func sqliteQueue(t *testing.T) string {
 	return "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=policies"
 }
@@ -30,11 +56,7 @@ func sqliteQueue(t *testing.T) string {
 func TestPolicyCommands(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
-	steps := []struct {
-		args     []string
-		wantCode int
-		wantOut  string // substring of stdout (or stderr when the code is not 0)
-	}{
+	steps := []cliStep{
 		{[]string{"policy", "set", "concurrency", "gpu=2"}, 0, "set concurrency gpu=2"},
 		{[]string{"policy", "set", "rate", "api=10/1m"}, 0, "set rate api=10/1m"},
 		{[]string{"policy", "set", "max-depth", "2"}, 0, "set max-depth 2"},
@@ -67,17 +89,7 @@ func TestPolicyCommands(t *testing.T) {
 		{[]string{"policy", "unset", "retention"}, 0, "unset retention"},
 		{[]string{"policy", "unset", "retry-backoff"}, 0, "unset retry-backoff"},
 	}
-	for _, s := range steps {
-		code, out, errOut := run(t, append([]string{q}, s.args...)...)
-		got := out
-		if code != 0 {
-			got = errOut
-		}
-		if code != s.wantCode || !strings.Contains(got, s.wantOut) {
-			t.Fatalf("jobq %s: exit %d, output %q, stderr %q; want exit %d and output containing %q",
-				strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.wantOut)
-		}
-	}
+	runSteps(t, q, steps)
 }
 
 // TestPushWaitForRoom: a push onto a full queue waits until a completion
@@ -174,11 +186,7 @@ func TestShowAttemptHistory(t *testing.T) {
 func TestResultsPolicyCommands(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
-	steps := []struct {
-		args     []string
-		wantCode int
-		wantOut  string // substring of stdout (or stderr when the code is not 0)
-	}{
+	steps := []cliStep{
 		{[]string{"policy", "set", "results", "some"}, cli.ExitUsage, "use all, failed or none"},
 		{[]string{"policy", "set", "results", "failed"}, 0, "set results failed"},
 		{[]string{"policy", "list", "--json"}, 0, `"value": "failed"`},
@@ -190,17 +198,7 @@ func TestResultsPolicyCommands(t *testing.T) {
 		{[]string{"result", "0123456789abcdef0123456789abcdef"}, cli.ExitFailure, "policy set results all"},
 		{[]string{"policy", "unset", "results"}, 0, "unset results"},
 	}
-	for _, s := range steps {
-		code, out, errOut := run(t, append([]string{q}, s.args...)...)
-		got := out
-		if code != 0 {
-			got = errOut
-		}
-		if code != s.wantCode || !strings.Contains(got, s.wantOut) {
-			t.Fatalf("jobq %s: exit %d, output %q, stderr %q; want exit %d and output containing %q",
-				strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.wantOut)
-		}
-	}
+	runSteps(t, q, steps)
 }
 
 // TestPushWaitForRoomLargerThanMaxDepth: push --wait-for-room of more

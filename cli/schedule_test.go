@@ -19,11 +19,7 @@ import (
 func TestScheduleCommands(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
-	steps := []struct {
-		args     []string
-		wantCode int
-		wantOut  string // substring of stdout (or stderr when the code is not 0)
-	}{
+	steps := []cliStep{
 		{[]string{"schedule", "add", "nightly", "0 3 * * *", "--tz", "Europe/Berlin", "-c", "./report.sh", "-e", "OUT=/srv"}, 0, "added schedule nightly: 0 3 * * * (Europe/Berlin, missed runs: skip); next run "},
 		{[]string{"schedule", "add", "sync", "*/15 * * * *", "--kind", "sync", "--payload", `{"source": "crm"}`, "--missed", "once"}, 0, "(UTC, missed runs: once)"},
 		{[]string{"schedule", "add", "nightly", "0 4 * * *", "-c", "true"}, cli.ExitFailure, `schedule "nightly" already exists in this queue`},
@@ -52,17 +48,7 @@ func TestScheduleCommands(t *testing.T) {
 		{[]string{"schedule", "rm", "sync"}, 0, "removed schedule sync"},
 		{[]string{"schedule", "list"}, 0, "no schedules"},
 	}
-	for _, s := range steps {
-		code, out, errOut := run(t, append([]string{q}, s.args...)...)
-		got := out
-		if code != 0 {
-			got = errOut
-		}
-		if code != s.wantCode || !strings.Contains(got, s.wantOut) {
-			t.Fatalf("jobq %s: exit %d, output %q, stderr %q; want exit %d and output containing %q",
-				strings.Join(s.args, " "), code, out, errOut, s.wantCode, s.wantOut)
-		}
-	}
+	runSteps(t, q, steps)
 }
 
 // TestWorkersFireSchedules: two workers, both firing schedules in the

@@ -83,16 +83,8 @@ func TestPauseSeenAfterLongIdleReceive(t *testing.T) {
 // nothing.
 func TestMaxTasksSkipsPausedTasks(t *testing.T) {
 	t.Parallel()
-	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=pull"
 	ctx := context.Background()
-	q, err := jobq.OpenWithOptions(ctx, url, jobq.Options{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	if _, err := q.Admin().Pause(ctx, jobq.PauseOptions{Kind: "held"}); err != nil {
-		t.Fatal(err)
-	}
+	q := heldKindPaused(t)
 	for _, kind := range []string{"held", "free"} {
 		if _, err := q.Push(ctx, &jobq.Task{Kind: kind, Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
@@ -119,16 +111,9 @@ func TestMaxTasksSkipsPausedTasks(t *testing.T) {
 // receiver does not report its delivery as a lost worker.
 func TestPausePutBackIsRecorded(t *testing.T) {
 	t.Parallel()
-	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=putback"
 	ctx := context.Background()
-	q, err := jobq.OpenWithOptions(ctx, url, jobq.Options{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	if _, err := q.Admin().Pause(ctx, jobq.PauseOptions{Kind: "held"}); err != nil {
-		t.Fatal(err)
-	}
+	q := heldKindPaused(t)
+	var err error
 	if _, err := q.Push(ctx, &jobq.Task{Kind: "held", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,4 +142,20 @@ func TestPausePutBackIsRecorded(t *testing.T) {
 	if len(as) != 1 || as[0].Outcome != jobq.OutcomePutBack || as[0].Delivery != 1 || !strings.Contains(as[0].Detail, "paused: kind held") {
 		t.Fatalf("history after the put-back: %+v; want one put-back entry of delivery 1 naming the pause", as)
 	}
+}
+
+// heldKindPaused opens a new SQLite queue whose tasks of kind "held" are
+// paused.
+func heldKindPaused(t *testing.T) *jobq.Queue {
+	t.Helper()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=paused"
+	q, err := jobq.OpenWithOptions(context.Background(), url, jobq.Options{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if _, err := q.Admin().Pause(context.Background(), jobq.PauseOptions{Kind: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
