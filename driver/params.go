@@ -25,16 +25,12 @@ import (
 type Params struct {
 	q    url.Values
 	used map[string]bool
-	// single: read as one value (String and the readers on it), so given
-	// twice it is refused; a parameter only seen by Has may repeat (a
-	// cluster's seed addr=).
-	single map[string]bool
-	errs   []string
+	errs []string
 }
 
 // NewParams starts reading u's query.
 func NewParams(u *url.URL) *Params {
-	return &Params{q: u.Query(), used: map[string]bool{}, single: map[string]bool{}}
+	return &Params{q: u.Query(), used: map[string]bool{}}
 }
 
 // Has reports whether the parameter is present, and marks it used.
@@ -47,7 +43,6 @@ func (p *Params) Has(name string) bool {
 // String returns the parameter's value, or def when it is absent.
 func (p *Params) String(name, def string) string {
 	p.used[name] = true
-	p.single[name] = true
 	if v, ok := p.q[name]; ok && len(v) > 0 {
 		return v[len(v)-1]
 	}
@@ -118,21 +113,16 @@ func (p *Params) Fail(format string, args ...any) {
 }
 
 // Done returns an InvalidArgument error naming every parameter that was not
-// read, every one given more than once (only the last would count) and
-// every malformed value, or nil.
+// read and every malformed value, or nil.
 func (p *Params) Done() error {
-	var unknown, repeated []string
-	for k, vs := range p.q {
+	var unknown []string
+	for k := range p.q {
 		if !p.used[k] {
 			unknown = append(unknown, k)
-		} else if p.single[k] && len(vs) > 1 {
-			// Not the values: a parameter may hold a secret (a SAS signature).
-			repeated = append(repeated, fmt.Sprintf("query parameter %s is given %d times; give it once", k, len(vs)))
 		}
 	}
 	sort.Strings(unknown)
-	sort.Strings(repeated)
-	msgs := append(append([]string(nil), p.errs...), repeated...)
+	msgs := append([]string(nil), p.errs...)
 	if len(unknown) > 0 {
 		known := make([]string, 0, len(p.used))
 		for k := range p.used {

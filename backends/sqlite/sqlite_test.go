@@ -110,7 +110,6 @@ func TestParseURL(t *testing.T) {
 		{url: "sqlite:rel.db", path: "rel.db", queue: "default", maxMsg: DefaultMaxMessageBytes, poll: DefaultPoll},
 		{url: "sqlite://x.db?busy_timeout=1s&synchronous=full", path: "x.db", queue: "default", maxMsg: DefaultMaxMessageBytes, poll: DefaultPoll},
 		{url: "sqlite://x.db?bogus=1&queue=a", wantErr: "unknown query parameter bogus"},
-		{url: "sqlite://x.db?queue=a&queue=b", wantErr: "query parameter queue is given 2 times; give it once"},
 		{url: "sqlite://x.db?max_message_bytes=0", wantErr: "max_message_bytes=0 is out of range"},
 		{url: "sqlite://x.db?poll=fast", wantErr: `poll="fast": not a duration`},
 		{url: "sqlite://x.db?synchronous=off", wantErr: `synchronous="off" is not normal or full`},
