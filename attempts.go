@@ -325,18 +325,29 @@ func (e *Envelope) withAttempt(base *Task) *Task {
 }
 
 // historyBody encodes base with the pending attempt, or returns nil when
-// there is none or the result would exceed the backend's size limit (the
-// history is then dropped rather than failing the settlement).
+// there is none. Where the result would exceed the backend's size limit
+// the oldest attempts go first; when even the pending one alone does not
+// fit, nil (the history is dropped rather than failing the settlement).
 func (e *Envelope) historyBody(base *Task) []byte {
 	next := e.withAttempt(base)
 	if next == nil {
 		return nil
 	}
-	b, err := encodeTask(next)
-	if err != nil || (e.q.caps.MaxMessageBytes > 0 && len(b) > e.q.caps.MaxMessageBytes) {
-		return nil
+	for {
+		b, err := encodeTask(next)
+		if err != nil {
+			return nil
+		}
+		if m := e.q.caps.MaxMessageBytes; m <= 0 || len(b) <= m {
+			return b
+		}
+		if len(next.Attempts) <= 1 {
+			return nil
+		}
+		// Over the limit: drop the oldest attempts, keeping the latest,
+		// so that this delivery is not taken for a lost one.
+		next.Attempts = next.Attempts[1:]
 	}
-	return b
 }
 
 // Attempts returns a peeked message's attempt history, with lease-expired

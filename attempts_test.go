@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,4 +210,35 @@ func outcomes(as []jobq.Attempt) (out []string) {
 		out = append(out, fmt.Sprintf("%d:%s", a.Delivery, a.Outcome))
 	}
 	return out
+}
+
+// TestHistoryTrimmedToFit: where the history would push a task over the
+// backend's size limit, its oldest attempts go and the latest stays, so
+// the next receiver does not take the delivery for a lost one.
+func TestHistoryTrimmedToFit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, err := jobq.Open(ctx, "mem://attempts-trim-"+rand.Text()+"?max_message_bytes=2000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo " + strings.Repeat("x", 1600)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		e := receiveFor(t, q, time.Minute)
+		if lost := hooks.LostDeliveries(e); len(lost) != 0 {
+			t.Fatalf("delivery %d infers lost deliveries %v after recorded attempts; want none", e.DeliveryCount, lost)
+		}
+		if i > 0 {
+			if as := e.Attempts(); len(as) == 0 || as[len(as)-1].Delivery != e.DeliveryCount-1 {
+				t.Fatalf("delivery %d sees history %v; want the last delivery's attempt kept", e.DeliveryCount, outcomes(as))
+			}
+		}
+		hooks.RecordAttempt(e, jobq.Attempt{Worker: "w", Outcome: jobq.OutcomeGateMiss, Detail: strings.Repeat("d", 40)})
+		if err := e.Requeue(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -147,6 +147,6 @@ func TestDLQUnknownIDFails(t *testing.T) {
 	expect(t, 0, nil, q, "push", "-c", "exit 3")
 	expect(t, 0, nil, q, "worker")
 	for _, verb := range []string{"requeue", "purge"} {
-		expect(t, cli.ExitFailure, []string{"1 of the 1 IDs given were not found among the dead letters"}, q, "-q", "dlq", verb, "999999")
+		expect(t, cli.ExitFailure, []string{"1 of the 1 IDs given were not " + verb + "d: they are not dead letters"}, q, "-q", "dlq", verb, "999999", "999999")
 	}
 }

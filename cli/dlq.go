@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,10 +155,14 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 			}
 			past := map[string]string{"requeue": "requeued", "purge": "purged"}[verb]
 			fmt.Fprintf(a.stdout, "%s %d dead letters\n", past, n)
-			if len(ids) > 0 && n < int64(len(ids)) {
+			if distinct := int64(len(slices.Compact(slices.Sorted(slices.Values(ids))))); len(ids) > 0 && n < distinct {
 				// As cancel does for an ID it does not find: a typo must not
 				// pass for done in a script.
-				return failure(fmt.Errorf("%d of the %d IDs given were not found among the dead letters (list them with `jobq QUEUE dlq list`)", int64(len(ids))-n, len(ids)))
+				why := "they are not dead letters (list them with `jobq QUEUE dlq list`)"
+				if verb == "requeue" {
+					why += ", or their task is queued again"
+				}
+				return failure(fmt.Errorf("%d of the %d IDs given were not %s: %s", distinct-n, distinct, past, why))
 			}
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,13 +203,17 @@ func TestResultsPolicyCommands(t *testing.T) {
 }
 
 // TestPushWaitForRoomLargerThanMaxDepth: push --wait-for-room of more
-// lines than the queue's max-depth goes in parts that fit, as consumers
-// make room, instead of failing at once on a batch that could never fit.
+// lines than the queue's max-depth goes in parts that fit the room left
+// (here a delayed task holds one of three places), as consumers make
+// room, in order and each once, instead of failing at once on a batch
+// that could never fit or waiting for an empty queue.
 func TestPushWaitForRoomLargerThanMaxDepth(t *testing.T) {
 	t.Parallel()
 	url := sqliteQueue(t)
-	if code, _, errOut := run(t, url, "policy", "set", "max-depth", "2"); code != 0 {
-		t.Fatalf("policy set: exit %d: %s", code, errOut)
+	for _, args := range [][]string{{"policy", "set", "max-depth", "3"}, {"push", "--delay", "1h", "-c", "echo later"}} {
+		if code, _, errOut := run(t, append([]string{url}, args...)...); code != 0 {
+			t.Fatalf("jobq %v: exit %d: %s", args, code, errOut)
+		}
 	}
 	q, err := jobq.Open(t.Context(), url)
 	if err != nil {
@@ -216,23 +221,35 @@ func TestPushWaitForRoomLargerThanMaxDepth(t *testing.T) {
 	}
 	defer q.Close()
 	const lines = 7
+	var input strings.Builder
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintf(&input, "echo %d\n", i)
+	}
 	done := make(chan int, 1)
 	go func() {
-		code, _, _ := runIn(t, "echo 1\necho 2\necho 3\necho 4\necho 5\necho 6\necho 7\n", url, "push", "--wait-for-room")
+		code, _, _ := runIn(t, input.String(), url, "push", "--wait-for-room")
 		done <- code
 	}()
-	completed := 0
-	for completed < lines {
+	var got []string
+	for len(got) < lines {
 		e, err := q.Receive(t.Context(), jobq.ReceiveOptions{Wait: 30 * time.Second})
 		if err != nil || e == nil {
-			t.Fatalf("receive after %d completions: %v, %v", completed, e, err)
+			t.Fatalf("receive after %v: %v, %v", got, e, err)
 		}
+		got = append(got, strings.TrimSpace(e.Task.Command)) // a stdin line keeps its newline, as in ai4s-jobq
 		if err := e.Complete(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		completed++
 	}
 	if code := <-done; code != 0 {
-		t.Fatalf("push --wait-for-room of %d lines under max-depth 2 exited %d", lines, code)
+		t.Fatalf("push --wait-for-room of %d lines under max-depth 3 exited %d", lines, code)
+	}
+	for i, c := range got {
+		if want := fmt.Sprintf("echo %d", i+1); c != want {
+			t.Fatalf("received %q; want the lines in order, each once", got)
+		}
+	}
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 1 {
+		t.Errorf("queue size after the push: %d, %v; want 1 (the delayed task)", n, err)
 	}
 }

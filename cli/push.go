@@ -288,6 +288,9 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	default:
 	}
 	if f.then != "" {
+		if !p.joinedGroup() {
+			return usageError("--then: no task of this push joined group %s (there were none, or all were queued already, in their first push's group), so it has no step to hold", group)
+		}
 		if err := a.pushThen(ctx, q, group, f.then, require, opts.env, f.cwd); err != nil {
 			// The tasks are in: a usage exit would read as nothing done.
 			return failure(fmt.Errorf("the tasks were pushed (group %s), but its step was not held: %w; hold a step with: %s",
@@ -529,6 +532,13 @@ func (p *pusher) onlyUnknown() bool {
 	return len(p.pending) == 0 && len(p.batch) == 0 && p.firstLost == 0 && len(p.unknownIDs) > 0
 }
 
+// joinedGroup reports whether a task of this push joined its group (or
+// may have: an outcome is unknown). The group exists only then: a
+// duplicate stays in the group of its first push.
+func (p *pusher) joinedGroup() bool {
+	return p.group != "" && (p.pushed-p.skipped > p.dups || p.resent > 0 || len(p.unknownIDs) > 0)
+}
+
 // report logs the push's summary line and, when some outcomes are
 // unknown or some tasks were sent twice, what that means and what to
 // check. The duplicate count is "unknown" then: the backend's answer
@@ -542,9 +552,7 @@ func (p *pusher) report() {
 	if p.f.skipSucc {
 		attrs = append(attrs, "skipped", p.skipped)
 	}
-	// The group exists only once a task of this push joined it (a
-	// duplicate stays in the group of its first push).
-	if p.group != "" && (p.pushed-p.skipped > p.dups || dups == "unknown") {
+	if p.joinedGroup() {
 		attrs = append(attrs, "group", p.group)
 	}
 	if n := len(p.unknownIDs); n > 0 {
@@ -753,7 +761,9 @@ func (p *pusher) send(ctx context.Context) error {
 
 // pushBatch pushes one batch. With --wait-for-room, a batch larger than
 // the queue's max-depth, which the library refuses at once since it could
-// never fit whole (and stores none of it), goes again in parts that can.
+// never fit whole (and stores none of it), goes again in parts, in order,
+// each the size of the room the refusal saw (at least one task), each
+// waiting for that much room.
 func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.PushResult, error) {
 	opts := jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions(), UniqueFor: p.f.uniqueFor, SkipSucceeded: p.f.skipSucc}
 	res, err := p.q.PushBatch(ctx, tasks, opts)
@@ -761,7 +771,7 @@ func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.Push
 	if err == nil || !p.f.waitRoom || len(res) > 0 || !errors.As(err, &qf) || qf.MaxDepth <= 0 || int64(len(tasks)) <= qf.MaxDepth {
 		return res, err
 	}
-	part := int(qf.MaxDepth)
+	part := int(max(1, min(qf.MaxDepth-qf.Depth, qf.MaxDepth)))
 	var out []jobq.PushResult
 	for start := 0; start < len(tasks); start += part {
 		r, err := p.q.PushBatch(ctx, tasks[start:min(start+part, len(tasks))], opts)
@@ -913,8 +923,9 @@ func (p *pusher) failed(next int, err error) error {
 	code := ExitFailure
 	// Refused for what the push asked (a task too large, a parent ID or
 	// group that does not exist), with nothing of the refused batch
-	// stored: a usage error, whichever of the two codes the refusal has.
-	if c := errcode.Of(err); c == errcode.InvalidArgument || c == errcode.TooLarge || c == errcode.NotFound {
+	// stored: a usage error, whichever of the two codes the refusal has
+	// (a missing queue, NotFound too, only while nothing was stored).
+	if c := errcode.Of(err); c == errcode.InvalidArgument || c == errcode.TooLarge || (c == errcode.NotFound && p.pushed == 0) {
 		code = ExitUsage
 	}
 	return &exitError{code: code, err: fmt.Errorf("%w; %s%s", err, p.summary(next), p.notWaited())}

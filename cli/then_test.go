@@ -217,4 +217,6 @@ func TestPushOfDuplicatesNamesNoGroup(t *testing.T) {
 		t.Fatalf("push of a duplicate: exit %d: %s; want duplicates=1 and no group=g2", code, errOut)
 	}
 	expect(t, cli.ExitFailure, []string{`no group "g2"`}, q, "group", "g2")
+	// Nor does it claim the tasks were pushed when --then finds no group.
+	expect(t, cli.ExitUsage, []string{"--then: no task of this push joined group g3"}, q, "push", "-c", "echo x", "--group", "g3", "--then", "echo s")
 }

@@ -44,13 +44,18 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 		}
 	}
 	defer letGo()
+	began := time.Now()
 	if n, tooMany := w.lostTooOften(env, log); tooMany {
+		// Recorded, so that the stored history covers the lost
+		// deliveries: requeued from the dead letters, the task is not
+		// taken for lost again.
+		err := errLostLeases(n)
+		w.record(env, began, jobq.OutcomeFailure, err)
 		ticket.release()
 		letGo()
-		w.deadLetter(env, log, errLostLeases(n), 0)
+		w.deadLetter(env, log, err, 0)
 		return
 	}
-	began := time.Now()
 
 	select {
 	case <-w.stopCtx.Done():

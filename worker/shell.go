@@ -360,13 +360,14 @@ func (s *Shell) stream(r io.Reader, name, prefix string, log *slog.Logger, tail 
 	split := false // a part of a longer line was logged: its end may read as an empty line
 	for {
 		chunk, isPrefix, err := br.ReadLine()
-		if split && len(chunk) == 0 && !isPrefix && err == nil {
+		if split && len(long) == 0 && len(chunk) == 0 && !isPrefix && err == nil {
 			split = false // the end of the line just logged, not an empty line
 			continue
 		}
 		if len(chunk) > 0 || (err == nil && !isPrefix) {
 			if isPrefix && len(long)+len(chunk) < maxLogLine {
 				long = append(long, chunk...)
+				split = false // what follows is this part's, not a line's end
 				continue
 			}
 			split = isPrefix

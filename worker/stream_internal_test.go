@@ -37,6 +37,9 @@ func TestStreamSplitsLongLinesWithoutEmptyOnes(t *testing.T) {
 	}{
 		{"exactly the limit", strings.Repeat("x", maxLogLine) + "\nnext\n", []int{maxLogLine, 4}},
 		{"over the limit", strings.Repeat("x", maxLogLine+10) + "\nnext\n", []int{maxLogLine, 10, 4}},
+		// A tail that ends on the reader's 8 KiB boundary.
+		{"over the limit by 8 KiB", strings.Repeat("x", maxLogLine+8<<10) + "\nnext\n", []int{maxLogLine, 8 << 10, 4}},
+		{"over the limit by 16 KiB", strings.Repeat("x", maxLogLine+16<<10) + "\nnext\n", []int{maxLogLine, 16 << 10, 4}},
 		{"an empty line kept", "a\n\nb\n", []int{1, 0, 1}},
 	}
 	for _, tt := range tests {

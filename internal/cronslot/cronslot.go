@@ -30,6 +30,9 @@ type Cron struct {
 	sched cron.Schedule
 	loc   *time.Location
 	every time.Duration // @every D: slots at whole multiples of D
+	// hourStar: the hour field starts with * (*, */2), which cron reads
+	// as "every hour" in a repeated hour too.
+	hourStar bool
 }
 
 // Parse reads expr in the IANA zone tz (empty: UTC). Its errors say what
@@ -60,7 +63,11 @@ func Parse(expr, tz string) (Cron, error) {
 	if probe := s.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)); probe.IsZero() {
 		return Cron{}, fmt.Errorf("cron expression %q never matches a date (for example the 30th of February)", expr)
 	}
-	return Cron{sched: s, loc: loc}, nil
+	c := Cron{sched: s, loc: loc}
+	if f := strings.Fields(expr); len(f) == 5 {
+		c.hourStar = strings.HasPrefix(f[1], "*")
+	}
+	return c, nil
 }
 
 // everyRange is what @every takes: a whole number of seconds from one
@@ -89,8 +96,8 @@ func parseEvery(expr, rest string) (time.Duration, error) {
 
 // Next returns the first slot strictly after t. A slot whose local time
 // repeats, in the hour that a change back from daylight saving runs twice,
-// is taken once (the first time), as cron does, unless the expression
-// fires every hour: then both hours have their slots.
+// is taken once (the first time), as cron does, unless the expression's
+// hour field is * or a step of it (*/2): then both hours have their slots.
 func (c Cron) Next(t time.Time) time.Time {
 	if c.every > 0 {
 		return t.Truncate(c.every).Add(c.every).In(c.loc)
@@ -103,11 +110,12 @@ func (c Cron) Next(t time.Time) time.Time {
 }
 
 // oncePerWallTime reports whether the expression names its hours (so a
-// repeated local time would run its slot twice), rather than every hour.
+// repeated local time would run its slot twice), rather than every hour
+// or a step over every hour (*/2), which cron runs in both hours.
 func (c Cron) oncePerWallTime() bool {
 	spec, ok := c.sched.(*cron.SpecSchedule)
 	const allHours = 1<<24 - 1
-	return ok && spec.Hour&allHours != allHours
+	return ok && !c.hourStar && spec.Hour&allHours != allHours
 }
 
 // repeatedWallTime reports whether the local time of s came before, a

@@ -137,6 +137,9 @@ func TestRepeatedHourRunsOnce(t *testing.T) {
 		{"30 2 * * *", []string{"2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z"}},
 		{"0 * * * *", []string{"2027-10-31T00:00:00Z", "2027-10-31T01:00:00Z", "2027-10-31T02:00:00Z"}},
 		{"*/30 2 * * *", []string{"2027-10-31T00:00:00Z", "2027-10-31T00:30:00Z", "2027-11-01T01:00:00Z"}},
+		// A step over every hour runs in both, as cron does.
+		{"0 */2 * * *", []string{"2027-10-31T00:00:00Z", "2027-10-31T01:00:00Z", "2027-10-31T03:00:00Z"}},
+		{"0 0-23/2 * * *", []string{"2027-10-31T00:00:00Z", "2027-10-31T03:00:00Z"}},
 	}
 	for _, tt := range tests {
 		c, err := Parse(tt.expr, "Europe/Berlin")
