@@ -37,8 +37,8 @@ func (a *app) pauseCommand() *cobra.Command {
 			if err := checkPauseScope(cmd, "pause", o); err != nil {
 				return err
 			}
-			if strings.ContainsAny(o.Key, "=/") {
-				return usageError("pause --key %q: a task's key cannot contain '=' or '/' (push refuses them), so this pause would never apply", o.Key)
+			if err := driver.ValidateKey("pause --key", o.Key); err != nil {
+				return usageError("%v; push refuses such a key, so this pause would never apply", err)
 			}
 			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
 				s, err := q.Admin().Pause(cmd.Context(), o)

@@ -15,7 +15,7 @@ func TestPauseScopeInput(t *testing.T) {
 	steps := []cliStep{
 		{[]string{"pause", "--key", ""}, cli.ExitUsage, "pause --key is empty; give the key to pause, or leave out --key to pause the whole queue"},
 		{[]string{"pause", "--kind", " "}, cli.ExitUsage, "pause --kind is empty"},
-		{[]string{"pause", "--key", "a/b"}, cli.ExitUsage, "cannot contain '=' or '/'"},
+		{[]string{"pause", "--key", "a/b"}, cli.ExitUsage, "contains '=' or '/', which policy syntax reserves; push refuses such a key, so this pause would never apply"},
 		{[]string{"stats"}, cli.ExitFailure, "does not exist"}, // nothing was opened, so nothing paused
 		{[]string{"pause", "--key", "gpu"}, 0, "paused key gpu"},
 		{[]string{"resume", "--key", ""}, cli.ExitUsage, "resume --key is empty"},

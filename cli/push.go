@@ -428,10 +428,8 @@ func (a *app) checkPushFlags(f pushFlags) (lineOpts, error) {
 // without the dependency that was meant.
 func checkAfterValues(f pushFlags) error {
 	for _, v := range f.after {
-		for id := range strings.SplitSeq(v, ",") {
-			if strings.TrimSpace(id) == "" {
-				return usageError("--after %q has an empty task ID; give the IDs of the tasks to run after, comma-separated", v)
-			}
+		if slices.Contains(afterIDs(v), "") {
+			return usageError("--after %q has an empty task ID; give the IDs of the tasks to run after, comma-separated", v)
 		}
 	}
 	for _, g := range f.afterGroups {

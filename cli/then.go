@@ -55,11 +55,21 @@ func (a *app) pushThen(ctx context.Context, q *jobq.Queue, group, cmd string, re
 	return nil
 }
 
+// afterIDs is the task IDs of an --after value, comma-separated (an empty
+// one included: checkAfterValues refuses it).
+func afterIDs(v string) []string {
+	ids := strings.Split(v, ",")
+	for i := range ids {
+		ids[i] = strings.TrimSpace(ids[i])
+	}
+	return ids
+}
+
 // applyAfter adds --after and --after-group to t's own dependencies.
 func (f *pushFlags) applyAfter(t *jobq.Task) {
 	for _, v := range f.after {
-		for id := range strings.SplitSeq(v, ",") {
-			if id = strings.TrimSpace(id); id != "" && !slices.Contains(t.After, id) {
+		for _, id := range afterIDs(v) {
+			if id != "" && !slices.Contains(t.After, id) {
 				t.After = append(t.After, id)
 			}
 		}

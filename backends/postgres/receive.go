@@ -339,8 +339,8 @@ func (d *Driver) leave(w *wakeset.Waiter) {
 // messages a registration reads (seats.go): the receiver looks again after
 // minSleep, doubled for every sleep in a row that no wake-up ended
 // (silent), up to the poll (keyedRecheck under key policies; Receive
-// looks sooner when a full rate window frees sooner: look.frees), so that it
-// does not spin while such claims keep coming or the keys stay full. A
+// looks sooner when a full rate window frees sooner: look.frees), so that
+// it does not spin while such claims keep coming or the keys stay full. A
 // settlement here that frees a cap's slot wakes a receiver of this process
 // (settle.go). A pause while pushes kept the handle from registering
 // shortens it.
@@ -422,9 +422,9 @@ func (d *Driver) sleepUntilWoken(ctx context.Context, w, hw *wakeset.Waiter, dur
 // in standby up to maxStandbySleep only), so that an idle worker looks
 // less and less often across its receives, as the worker's own back-off
 // means it to (through PgBouncer an idle worker claimed once per poll
-// whatever its --max-poll). There a message pushed into a queue idle for a while waits for the next
-// look, up to maxListenSleep (or the caller's wait); a look that finds
-// one sets the sleeps back to poll.
+// whatever its --max-poll). There a message pushed into a queue idle for
+// a while waits for the next look, up to maxListenSleep (or the caller's
+// wait); a look that finds one sets the sleeps back to poll.
 func (d *Driver) idleSleep(silent int) time.Duration {
 	sleep := d.cfg.poll
 	limit := maxListenSleep

@@ -171,8 +171,8 @@ func (d *Driver) claim(ctx context.Context, max int, vis time.Duration) (out []*
 			return err
 		}
 		// Nothing claimed: the queue may have policies that the plain
-		// claim leaves to this one. Without them, handled is false and
-		// the plain claim's answer stands.
+		// claim leaves to this one. Without them, the plain claim's
+		// answer stands.
 		out, prio, retryAt, err = d.claimWithPolicies(tx, token, now, expiry, max)
 		return err
 	})
