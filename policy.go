@@ -304,6 +304,12 @@ type PushOptions struct {
 	// refusal, so that callers can report that they are waiting. Defaults to
 	// nil.
 	OnFull func(*driver.QueueFullError, time.Duration)
+	// StopWaiting, when closed, ends a WaitForRoom wait at its next pause
+	// (or during it) with the refusal, as the end of the context would, but
+	// never interrupts an attempt in progress: nothing is left of unknown
+	// outcome. A CLI closes it on a first Ctrl-C. Defaults to nil: only the
+	// context ends the wait.
+	StopWaiting <-chan struct{}
 	// Position asks for PushResult.Position, which costs a count of the
 	// queue's ready tasks before the push (one more round trip), on
 	// backends whose counts are exact. PushTx ignores it. Defaults to false:
@@ -364,6 +370,10 @@ func (q *Queue) waitForRoom(ctx context.Context, opts PushOptions, push func() (
 			t.Stop()
 			return nil, &Error{Code: errcode.Of(ctx.Err()), Op: "push", Queue: q.url, Err: errors.Join(ctx.Err(), err),
 				Msg: "gave up waiting for room in the queue: " + qf.Error()}
+		case <-opts.StopWaiting:
+			t.Stop()
+			return nil, &Error{Code: errcode.ResourceExhausted, Op: "push", Queue: q.url, Err: err,
+				Msg: "stopped waiting for room in the queue: " + qf.Error()}
 		case <-t.C:
 		}
 	}

@@ -116,3 +116,51 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 	})
 }
+
+// TestWaitForRoomStopWaiting: closing PushOptions.StopWaiting ends a
+// WaitForRoom wait on a full queue with the refusal (ResourceExhausted,
+// the depth in a QueueFullError), nothing stored, without waiting for
+// room or for the context.
+func TestWaitForRoomStopWaiting(t *testing.T) {
+	t.Parallel()
+	q, err := jobq.Open(t.Context(), sqliteURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.Admin().SetPolicy(t.Context(), driver.Policy{Kind: driver.MaxDepthPolicy, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Push(t.Context(), &jobq.Task{Command: "echo first"}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	waited := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.PushBatch(t.Context(), []*jobq.Task{{Command: "echo second"}}, jobq.PushOptions{
+			WaitForRoom: true, StopWaiting: stop,
+			OnFull: func(*driver.QueueFullError, time.Duration) {
+				select {
+				case waited <- struct{}{}:
+				default:
+				}
+			},
+		})
+		done <- err
+	}()
+	<-waited
+	close(stop)
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("push still waiting for room a minute after StopWaiting was closed")
+	}
+	var qf *driver.QueueFullError
+	if errcode.Of(err) != errcode.ResourceExhausted || !errors.As(err, &qf) || qf.MaxDepth != 1 || !strings.Contains(err.Error(), "stopped waiting for room") {
+		t.Fatalf("push after StopWaiting closed = %v; want ResourceExhausted saying it stopped waiting, with the QueueFullError", err)
+	}
+	if n, err := q.Admin().Size(t.Context()); err != nil || n != 1 {
+		t.Errorf("queue size after the stopped push: %d, %v; want 1 (the second task not stored)", n, err)
+	}
+}

@@ -105,8 +105,9 @@ stored, and the error names the line and how to resume.
 
 Tasks are pushed in batches. When standard error is a terminal, a progress
 line shows the count and rate. Ctrl-C stops reading, lets the batches in
-flight finish, and says which lines were stored and how to resume; a second
-Ctrl-C abandons the batches in flight.
+flight finish (under --wait-for-room, one waiting for room stops waiting
+and is not stored), and says which lines were stored and how to resume; a
+second Ctrl-C abandons the batches in flight.
 
 --wait then waits for every pushed task to end and prints one line per task
 as it ends — ID STATE [exit=N] [value=JSON] [error="..."], value being a Go
@@ -215,6 +216,9 @@ type pusher struct {
 	bar        *progressbar.ProgressBar
 	barStart   time.Time
 	printer    *bufio.Writer
+	// stopWaiting is closed on the first interrupt: --wait-for-room stops
+	// waiting then (jobq.PushOptions.StopWaiting).
+	stopWaiting <-chan struct{}
 	// mu guards lastFull, when --wait-for-room last reported waiting.
 	mu       sync.Mutex
 	lastFull time.Time
@@ -271,7 +275,8 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	}
 	defer p.printer.Flush()
 
-	pushCtx, interrupted, stop := a.watchInterrupts(ctx)
+	pushCtx, interrupted, stop := a.watchInterrupts(ctx, f.waitRoom)
+	p.stopWaiting = interrupted
 	if len(f.commands) > 0 {
 		err = p.pushCommands(pushCtx, opts)
 	} else {
@@ -442,9 +447,14 @@ func checkAfterValues(f pushFlags) error {
 
 // watchInterrupts returns a context for pushing and a channel closed on
 // the first SIGINT or SIGTERM, which stops reading and lets the batches in
-// flight finish; a second signal cancels the context, abandoning them.
+// flight finish (with waitRoom, a batch waiting for room stops waiting: it
+// is not stored); a second signal cancels the context, abandoning them.
 // stop undoes both.
-func (a *app) watchInterrupts(ctx context.Context) (pushCtx context.Context, interrupted <-chan struct{}, stop func()) {
+func (a *app) watchInterrupts(ctx context.Context, waitRoom bool) (pushCtx context.Context, interrupted <-chan struct{}, stop func()) {
+	msg := "interrupted: reading no more input; finishing the batches in flight (signal again to abandon them)"
+	if waitRoom {
+		msg = "interrupted: reading no more input; finishing the batches in flight, except those waiting for room, which stop waiting (signal again to abandon them)"
+	}
 	pushCtx, cancel := context.WithCancelCause(ctx)
 	first := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
@@ -452,7 +462,7 @@ func (a *app) watchInterrupts(ctx context.Context) (pushCtx context.Context, int
 	go func() {
 		select {
 		case s := <-sigs:
-			a.log.Warn("interrupted: reading no more input; finishing the batches in flight (signal again to abandon them)", "signal", s.String())
+			a.log.Warn(msg, "signal", s.String())
 			close(first)
 		case <-pushCtx.Done():
 			return
@@ -763,7 +773,8 @@ func (p *pusher) send(ctx context.Context) error {
 // each the size of the room the refusal saw (at least one task), each
 // waiting for that much room.
 func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.PushResult, error) {
-	opts := jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, Position: p.positions(), UniqueFor: p.f.uniqueFor, SkipSucceeded: p.f.skipSucc}
+	opts := jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, StopWaiting: p.stopWaiting, Position: p.positions(),
+		UniqueFor: p.f.uniqueFor, SkipSucceeded: p.f.skipSucc}
 	res, err := p.q.PushBatch(ctx, tasks, opts)
 	var qf *driver.QueueFullError
 	if err == nil || !p.f.waitRoom || len(res) > 0 || !errors.As(err, &qf) || qf.MaxDepth <= 0 || int64(len(tasks)) <= qf.MaxDepth {

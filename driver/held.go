@@ -12,7 +12,9 @@ import (
 // the groups' counters, that it may run (Release) or must be cancelled
 // (Drop). The deciding is done by a sweep that every worker and
 // `jobq QUEUE scheduler` runs off the task path, so a queue without held
-// tasks pays nothing per task.
+// tasks pays nothing per task. Where Dedup is native, Push reports a held
+// ID as a duplicate (stored, the task would run ahead of its parents, and
+// again at its release), looking IDs up only while the queue holds a task.
 //
 // # Contract for implementers (Dependencies Native)
 //

@@ -60,6 +60,11 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 				out[i] = driver.PushResult{MessageID: old.id, Duplicate: dedup == driver.Native}
 				continue
 			}
+			if s.heldMsgs[in.ID] != nil {
+				// A held ID is a duplicate too, as for Hold (driver/held.go).
+				out[i] = driver.PushResult{MessageID: in.ID, Duplicate: dedup == driver.Native}
+				continue
+			}
 		}
 		m := d.store(in, now)
 		s.countPush(m.group, now)

@@ -121,7 +121,14 @@ func (d *Driver) Release(ctx context.Context, ids []string) ([]string, error) {
 			continue
 		}
 		delete(s.heldMsgs, id)
-		d.store(&h.Message, now) // its group was counted at Hold
+		if s.byTask[id] != nil && d.level(driver.Dedup) != driver.Unsupported {
+			// Queued meanwhile (a dead letter requeued): dedup keeps that
+			// one, and the held copy's group, which counted it at Hold,
+			// counts it cancelled.
+			s.tally(driver.GroupTally{Group: h.Message.Group, State: driver.GroupCancelled}, now)
+		} else {
+			d.store(&h.Message, now) // its group was counted at Hold
+		}
 		out = append(out, id)
 	}
 	return out, nil

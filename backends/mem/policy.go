@@ -140,7 +140,7 @@ func (s *store) claimEligible(now time.Time, vis time.Duration, conc, rate bool)
 }
 
 // depthCheck fails when storing msgs would exceed max-depth. Duplicates of
-// queued task IDs (when dedup is on) do not count. Callers hold mu.
+// queued or held task IDs (when dedup is on) do not count. Callers hold mu.
 func (s *store) depthCheck(msgs []*driver.Message, dedup bool) error {
 	if s.pol.maxDepth <= 0 {
 		return nil
@@ -150,7 +150,7 @@ func (s *store) depthCheck(msgs []*driver.Message, dedup bool) error {
 		seen := map[string]bool{}
 		adding = 0
 		for _, m := range msgs {
-			if m.ID != "" && (s.byTask[m.ID] != nil || seen[m.ID]) {
+			if m.ID != "" && (s.byTask[m.ID] != nil || s.heldMsgs[m.ID] != nil || seen[m.ID]) {
 				continue
 			}
 			seen[m.ID] = true

@@ -25,8 +25,9 @@ import (
 // dedup) and wakes receivers; Drop deletes them and counts the groups'
 // cancelled. Release and Drop lock the rows in ID order first, so that
 // sweepers racing over the same IDs wait for each other rather than
-// deadlock, and the one that waited finds the rows gone. Push, claims and
-// settlements never read the table.
+// deadlock, and the one that waited finds the rows gone. Claims and
+// settlements never read the table; a push looks its task IDs up only when
+// the queue holds a task (notHeld in queries.go): a held ID is a duplicate.
 
 // heldTasksMigration is schema step 15 (heldMigration, step 5, is the
 // concurrency policies' held leases).

@@ -335,7 +335,8 @@ func pushSQL(async, one, dedup bool) string {
 	return with + `ins AS (
 	` + insertMessages + `
 	SELECT $1, m.task_key, m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, ''), NULLIF(m.trace, '')
-	FROM unnest($2::bytea[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[], $10::text[]) AS m(task_key, body, priority, not_before, ckey, rkey, trace)` + from + conflict + `
+	FROM unnest($2::bytea[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[], $10::text[]) AS m(task_key, body, priority, not_before, ckey, rkey, trace)` + from + `
+	WHERE ` + notHeld("m.task_key", true) + conflict + `
 	RETURNING id, task_key
 ), n AS (
 	SELECT {{s}}.wake($1, (SELECT count(*) FROM ins)::int, $7) WHERE $6::bool AND EXISTS (SELECT FROM ins)
@@ -343,17 +344,31 @@ func pushSQL(async, one, dedup bool) string {
 SELECT id, task_key FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 }
 
-// pushOneSQL is the push statement for one task: a plain INSERT, whose
+// notHeld is the push statements' condition that the task key key is not
+// held (held.go): an ID held is a duplicate, as it is for Hold, so that a
+// plain push of a held task's ID does not run it ahead of its parents
+// (and again when it is released). With gate the rows are looked up only
+// when the queue holds a task at all: one lookup per statement, not per
+// task, for queues without held tasks.
+func notHeld(key string, gate bool) string {
+	probe := `NOT EXISTS (SELECT FROM {{s}}.held_tasks h WHERE h.queue = $1 AND h.task_id = ` + idOfKeySQL(key) + `)`
+	if !gate {
+		return probe
+	}
+	return `(NOT EXISTS (SELECT FROM {{s}}.held_tasks h WHERE h.queue = $1) OR ` + probe + `)`
+}
+
+// pushOneSQL is the push statement for one task: a single-row INSERT, whose
 // RETURNING sends the wake-up, once, when it stores the row (a third
 // column, the handles woken, that readInserted skips): without the batch
 // statement's CTEs it runs faster.
 func pushOneSQL(async bool, conflict string) string {
 	row := `$1, $2::bytea, $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
 	with, source := "", `
-	VALUES (`+row+`)`
+	SELECT `+row+` WHERE `+notHeld("$2::bytea", false)
 	if async {
 		with, source = asyncCTE+"\n", `
-	SELECT `+row+` FROM async`
+	SELECT `+row+` FROM async WHERE `+notHeld("$2::bytea", false)
 	}
 	return with + insertMessages + source + conflict + `
 RETURNING id, task_key, CASE WHEN $6::bool THEN {{s}}.wake($1, 1, $7) END`

@@ -27,8 +27,9 @@ import (
 // Each operation is one script: Hold adds the entries and counts the
 // groups' pushed; Release removes an entry and stores its message as the
 // push script does, in the same script, so a second Release finds no
-// entry; Drop removes entries and counts the groups' cancelled. Push,
-// claims and settlements never read these keys.
+// entry; Drop removes entries and counts the groups' cancelled. Claims and
+// settlements never read these keys; the push script looks its IDs up in
+// P..'held' only while that key exists: a held ID is a duplicate.
 
 // holdFields is how many arguments Hold passes per message.
 const holdFields = 13

@@ -295,22 +295,27 @@ end
 -- The producer's clock, on which NotBefore is too, saves a TIME command;
 -- it is parsed only for a message that has a NotBefore.
 local now = nil
--- The max-depth policy, and whether any receiver waits. Usually neither
--- is there: an EXISTS of both says so for less than reading them. (MGET
--- reads a policy key that another tool made something other than a string
--- as no policy, where GET would fail the push.)
-local maxDepth, heard = false, false
-local there = redis.call('EXISTS', P .. 'polm', P .. 'waiters')
+-- The max-depth policy, whether any receiver waits, and whether any task
+-- is held (held.go). Usually none is there: an EXISTS of the three says so
+-- for less than reading them. (MGET reads a policy key that another tool
+-- made something other than a string as no policy, where GET would fail
+-- the push.)
+local maxDepth, heard, held = false, false, false
+local there = redis.call('EXISTS', P .. 'polm', P .. 'waiters', P .. 'held')
 if there > 0 then
   maxDepth = redis.call('MGET', P .. 'polm')[1]
-  heard = there > (maxDepth and 1 or 0)
+  held = redis.call('EXISTS', P .. 'held') == 1
+  heard = there > (maxDepth and 1 or 0) + (held and 1 or 0)
 end
+-- A held task's ID is a duplicate, as it is for a Hold: stored, the task
+-- would run ahead of the held copy's parents, and again at its release.
+local function isHeld(id) return held and id ~= '' and redis.call('ZSCORE', P .. 'held', id) end
 if maxDepth then
   maxDepth = tonumber(maxDepth)
   local adding, seen = 0, {}
   for i = 0, n - 1 do
     local id = ARGV[3 + i * W]
-    if id == '' or (not seen[id] and redis.call('HEXISTS', IDS, id) == 0) then adding = adding + 1 end
+    if id == '' or (not seen[id] and not isHeld(id) and redis.call('HEXISTS', IDS, id) == 0) then adding = adding + 1 end
     if id ~= '' then seen[id] = true end
   end
   local depth = redis.call('ZCOUNT', READY, '-inf', '(inf') + redis.call('ZCARD', P .. 'due') +
@@ -333,6 +338,7 @@ if lone then
   -- The loop below, for this one message, without its tables and with
   -- an integer reply, which costs Redis less.
   local id, mid = ARGV[3], string.format('%d', first + 1)
+  if isHeld(id) then return {'', 1} end
   if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
     return {redis.call('HGET', IDS, id), 1}
   end
@@ -357,7 +363,9 @@ for i = 0, n - 1 do
   local grp = W == 8 and ARGV[10 + i * W] or ''
   local mid = string.format('%d', first + i + 1)
   local existing = false
-  if id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
+  if isHeld(id) then
+    existing = ''
+  elseif id ~= '' and redis.call('HSETNX', IDS, id, mid) == 0 then
     existing = redis.call('HGET', IDS, id)
   end
   if existing then

@@ -18,8 +18,10 @@ import (
 // orders ListHeld's pages and makes a second Hold of an ID a duplicate;
 // task_id is the ID as text, so pages come in the IDs' byte order. Release
 // deletes the row and inserts the message, with the statements of Push,
-// in one write transaction; Drop deletes it. Push, claims and settlements
-// never read the table: a queue without held tasks pays nothing for it.
+// in one write transaction; Drop deletes it. Claims and settlements never
+// read the table, and a push asks whether the queue holds a task with the
+// max-depth policy it reads anyway (pushChecks): a held ID is a duplicate
+// (notHeld).
 
 // heldTable is schema step "held tasks" (migrateHeld).
 const heldTable = `
@@ -70,6 +72,53 @@ const (
 )
 
 var _ driver.HeldStore = (*Driver)(nil)
+
+// heldIDs are the IDs among ?2 (a JSON list) that the queue holds.
+const heldIDs = `SELECT task_id FROM jobq_held WHERE queue = ?1 AND task_id IN (SELECT value FROM json_each(?2))`
+
+// notHeld leaves out of a push to a queue that holds tasks (pushChecks)
+// the messages whose task ID is held: each is a duplicate, as for Hold,
+// marked so in out, since stored it would run ahead of the held copy's
+// parents, and again at its release. It returns the messages to store
+// and, when it left one out, their indexes in msgs (at is nil when todo is
+// msgs).
+func (d *Driver) notHeld(tx wtx, msgs []*driver.Message, out []driver.PushResult) (todo []*driver.Message, at []int, err error) {
+	ids := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		if m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	rows, err := tx.Query(heldIDs, d.cfg.queue, jsonList(ids))
+	if err != nil {
+		return nil, nil, err
+	}
+	held := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		held[id] = true
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(held) == 0 {
+		return msgs, nil, nil
+	}
+	for i, m := range msgs {
+		if m.ID != "" && held[m.ID] {
+			out[i] = driver.PushResult{Duplicate: true}
+			continue
+		}
+		todo, at = append(todo, m), append(at, i)
+	}
+	return todo, at, nil
+}
 
 // Hold implements driver.HeldStore: one write transaction for the batch.
 func (d *Driver) Hold(ctx context.Context, msgs []*driver.HeldMessage) ([]driver.PushResult, error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"slices"
 	"time"
 
@@ -77,8 +76,11 @@ const (
 	selectPolicies = `SELECT kind, key, limit_n, period_us FROM jobq_policies WHERE queue = ? ORDER BY kind, key`
 	upsertPolicy   = `INSERT INTO jobq_policies (queue, kind, key, limit_n, period_us) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (queue, kind, key) DO UPDATE SET limit_n = excluded.limit_n, period_us = excluded.period_us`
-	deletePolicy  = `DELETE FROM jobq_policies WHERE queue = ? AND kind = ? AND key = ?`
-	selectDepth   = `SELECT limit_n FROM jobq_policies WHERE queue = ? AND kind = 'max-depth' AND key = ''`
+	deletePolicy = `DELETE FROM jobq_policies WHERE queue = ? AND kind = ? AND key = ?`
+	// pushChecks reads what a push checks: the max-depth policy (NULL:
+	// none) and whether the queue holds a task (held.go), in one query.
+	pushChecks = `SELECT (SELECT limit_n FROM jobq_policies WHERE queue = ?1 AND kind = 'max-depth' AND key = ''),
+		EXISTS (SELECT 1 FROM jobq_held WHERE queue = ?1)`
 	countLive     = `SELECT COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_order WHERE queue = ?`
 	countInFlight = `SELECT concurrency_key, COUNT(*) FROM jobq_messages INDEXED BY jobq_messages_ckey
 		WHERE queue = ? AND concurrency_key <> '' AND visible_at > ? AND lease IS NOT NULL GROUP BY concurrency_key`
@@ -355,26 +357,19 @@ func jsonList(s []string) string {
 }
 
 // checkDepth fails the push when adding n new messages would exceed the
-// queue's max-depth. It runs in the push's transaction after the inserts,
-// so that a failure rolls the whole batch back.
-func (d *Driver) checkDepth(tx wtx, added int) error {
-	if added == 0 {
+// queue's max-depth (pushChecks, read by the push before its inserts). It
+// runs in the push's transaction after the inserts, so that a failure
+// rolls the whole batch back.
+func (d *Driver) checkDepth(tx wtx, added int, maxDepth sql.NullInt64) error {
+	if added == 0 || !maxDepth.Valid {
 		return nil
-	}
-	var maxDepth int64
-	err := tx.QueryRow(selectDepth, d.cfg.queue).Scan(&maxDepth)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return err
 	}
 	var live int64
 	if err := tx.QueryRow(countLive, d.cfg.queue).Scan(&live); err != nil {
 		return err
 	}
-	if live > maxDepth {
-		return driver.QueueFull(live-int64(added), maxDepth, added)
+	if live > maxDepth.Int64 {
+		return driver.QueueFull(live-int64(added), maxDepth.Int64, added)
 	}
 	return nil
 }

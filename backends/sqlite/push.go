@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,17 +36,36 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	out := make([]driver.PushResult, len(msgs))
 	err := d.writeTx(ctx, "push", func(tx wtx) error {
 		now := micros(time.Now())
+		var maxDepth sql.NullInt64
+		var held bool
+		if err := tx.QueryRow(pushChecks, d.cfg.queue).Scan(&maxDepth, &held); err != nil {
+			return err
+		}
+		todo, at := msgs, []int(nil)
+		if held {
+			var err error
+			if todo, at, err = d.notHeld(tx, msgs, out); err != nil {
+				return err
+			}
+		}
+		into := out
+		if at != nil {
+			into = make([]driver.PushResult, len(todo))
+		}
 		added := 0
-		for lo := 0; lo < len(msgs); {
-			n := insertRows(len(msgs) - lo)
-			k, err := d.insertChunk(tx, msgs[lo:lo+n], out[lo:lo+n], now)
+		for lo := 0; lo < len(todo); {
+			n := insertRows(len(todo) - lo)
+			k, err := d.insertChunk(tx, todo[lo:lo+n], into[lo:lo+n], now)
 			if err != nil {
 				return err
 			}
 			added += k
 			lo += n
 		}
-		if err := d.checkDepth(tx, added); err != nil {
+		for j, i := range at {
+			out[i] = into[j]
+		}
+		if err := d.checkDepth(tx, added, maxDepth); err != nil {
 			return err
 		}
 		return d.sweepOnPush(tx, added)

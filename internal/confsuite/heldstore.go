@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ func checkHeldStore(c *C) {
 	c.heldRelease(d, hs, g)
 	c.heldRace(d, hs)
 	c.heldDrop(d, hs, g+"-drop")
+	c.heldQueuedMeanwhile(d, hs, g+"-meanwhile")
 }
 
 // heldReceiveMax is how many messages the check asks one receive for: 10,
@@ -151,6 +153,7 @@ func (c *C) holdFirst(d driver.Driver, hs driver.HeldStore, g string) []string {
 	}
 	c.expectHeldGroup(d, g, driver.GroupCounters{Pushed: 3}, "after Hold of 3 of its tasks (counted as pushed)")
 	c.receiveNoneDriver(d, "every message is held")
+	c.pushHeldID(d, a.Message.ID)
 
 	if _, err := d.Push(c.ctx(), []*driver.Message{{ID: "held-queued", Body: heldBody("held-queued")}}); err != nil {
 		c.Fatalf("push: %v", err)
@@ -187,6 +190,102 @@ func (c *C) holdFirst(d driver.Driver, hs driver.HeldStore, g string) []string {
 	}
 	c.heldOf(hs, []*driver.HeldMessage{a, b, dl})
 	return []string{a.Message.ID, b.Message.ID, dl.Message.ID, "held-twice"}
+}
+
+// pushHeldID checks, where dedup and dependencies are native, that a push
+// of a held task's ID, alone and in a batch, is a duplicate: stored, it
+// would run ahead of the held copy's parents, and again at its release.
+func (c *C) pushHeldID(d driver.Driver, id string) {
+	c.Helper()
+	caps := d.Capabilities()
+	if caps.Level(driver.Dedup) != driver.Native || caps.Level(driver.Dependencies) != driver.Native {
+		return
+	}
+	for _, batch := range [][]*driver.Message{
+		{{ID: id, Body: heldBody(id)}},
+		{{ID: id, Body: heldBody(id)}, {ID: id + "-beside", Body: heldBody(id + "-beside")}},
+	} {
+		res, err := d.Push(c.ctx(), batch)
+		if err != nil || len(res) != len(batch) {
+			c.Fatalf("push of a held ID in a batch of %d = %v, %v", len(batch), res, err)
+		}
+		if !res[0].Duplicate {
+			c.Errorf("push of held ID %q in a batch of %d: Duplicate false; want true (nothing stored)", id, len(batch))
+		}
+		if len(batch) > 1 && res[1].Duplicate {
+			c.Errorf("push of a new ID beside a held one reported Duplicate")
+		}
+	}
+	rs, err := d.Receive(c.ctx(), driver.ReceiveParams{Max: heldReceiveMax(d), Visibility: heldVisibility(d)})
+	if err != nil {
+		c.Fatalf("receive: %v", err)
+	}
+	for _, r := range rs {
+		if receivedID(r) != id+"-beside" {
+			c.Errorf("after pushes of held ID %q, Receive returned task %q; want only %q", id, receivedID(r), id+"-beside")
+		}
+		if errs := d.Complete(c.ctx(), driver.Completions(r.Lease)); errs != nil && errs[0] != nil {
+			c.Fatalf("complete: %v", errs[0])
+		}
+	}
+	if len(rs) != 1 {
+		c.Errorf("after pushes of held ID %q and one new ID, Receive returned %d tasks; want 1", id, len(rs))
+	}
+}
+
+// heldQueuedMeanwhile: where dedup and dependencies are native, a dead
+// letter requeued under a held task's ID (requeues do not look at held
+// tasks) is not queued twice by the release: the held copy is removed and
+// reported released, and its group, which counted it at Hold, counts it
+// cancelled, so the group can still end.
+func (c *C) heldQueuedMeanwhile(d driver.Driver, hs driver.HeldStore, g string) {
+	c.Helper()
+	caps := d.Capabilities()
+	if caps.Level(driver.Dedup) != driver.Native || caps.Level(driver.Dependencies) != driver.Native ||
+		caps.Level(driver.DeadLetter) != driver.Native {
+		return
+	}
+	const id = "held-meanwhile"
+	c.heldAndRequeued(d, hs, id, g)
+	rel, err := hs.Release(c.ctx(), []string{id})
+	if err != nil || len(rel) != 1 || rel[0] != id {
+		c.Fatalf("Release of an ID queued meanwhile = %v, %v; want [%s]", rel, err, id)
+	}
+	rs, err := d.Receive(c.ctx(), driver.ReceiveParams{Max: heldReceiveMax(d), Visibility: heldVisibility(d)})
+	if err != nil || len(rs) != 1 || !strings.Contains(string(rs[0].Body), "requeued") {
+		c.Fatalf("receive after the release = %d messages, %v; want the requeued one alone", len(rs), err)
+	}
+	if errs := d.Complete(c.ctx(), driver.Completions(rs[0].Lease)); errs != nil && errs[0] != nil {
+		c.Fatalf("complete: %v", errs[0])
+	}
+	if left, err := hs.HeldOf(c.ctx(), []string{id}); err != nil || len(left) != 0 {
+		c.Errorf("HeldOf after the release = %d, %v; want none", len(left), err)
+	}
+	c.expectHeldGroup(d, g, driver.GroupCounters{Pushed: 1, Cancelled: 1}, "after the release of a held task whose ID was queued meanwhile (counted at Hold, then cancelled)")
+}
+
+// heldAndRequeued leaves task id both held (in group g) and queued: pushed,
+// dead-lettered, held, then requeued from the dead letters.
+func (c *C) heldAndRequeued(d driver.Driver, hs driver.HeldStore, id, g string) {
+	c.Helper()
+	if _, err := d.Push(c.ctx(), []*driver.Message{{ID: id, Body: heldBody(id + " requeued")}}); err != nil {
+		c.Fatalf("push: %v", err)
+	}
+	rs, err := d.Receive(c.ctx(), driver.ReceiveParams{Max: 1, Visibility: heldVisibility(d)})
+	if err != nil || len(rs) != 1 {
+		c.Fatalf("receive = %d messages, %v; want 1", len(rs), err)
+	}
+	if errs := d.DeadLetter(c.ctx(), []driver.DeadLetterParams{{Lease: rs[0].Lease, Reason: "for the check"}}); errs != nil && errs[0] != nil {
+		c.Fatalf("dead-letter: %v", errs[0])
+	}
+	h := heldMsg(id)
+	h.Message.Group = g
+	if r := c.hold(hs, h); r[0].Duplicate {
+		c.Fatalf("Hold of the ID of a dead letter reported Duplicate")
+	}
+	if n, err := d.RequeueDead(c.ctx(), nil); err != nil || n != 1 {
+		c.Fatalf("RequeueDead = %d, %v; want 1", n, err)
+	}
 }
 
 // heldOf checks that HeldOf returns want (by ID, fields kept) and leaves
