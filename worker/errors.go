@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 )
 
 // ErrTooManyFailures is returned by Run when more tasks failed in a row than
@@ -43,6 +46,20 @@ var (
 	errStopping  = errors.New("worker stopping: the task will be requeued")
 	errDraining  = errors.New("worker draining before the task started: it is requeued")
 )
+
+// handle runs the handler on job, turning a panic into a failed attempt
+// (a *TaskError whose detail is the stack), so that one bad task does not
+// take the process and the other tasks it holds down with it.
+func (w *Worker) handle(ctx context.Context, job *Job, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := string(debug.Stack())
+			log.Error("handler panicked: the attempt counts as failed", "panic", fmt.Sprint(r), "stack", stack)
+			err = &TaskError{Err: fmt.Errorf("handler panicked: %v", r), Detail: stack}
+		}
+	}()
+	return w.h.Handle(ctx, job)
+}
 
 func detailOf(err error) string {
 	var te *TaskError

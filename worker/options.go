@@ -73,10 +73,10 @@ type Options struct {
 	// ctx ending, a preemption notice), whether or not the engine accepts
 	// writes. Tasks still running shortly before it passes are killed (as
 	// Kill does; a fifth of it before, at most 5 seconds), so that they can
-	// be requeued; when it passes, the worker gives up the settlements the
-	// engine has not accepted (a full disk, say), logs which tasks they
-	// were, and Run returns: those tasks are delivered again once their
-	// leases expire. Zero (the default) means no bound: a refused
+	// be requeued; a tenth of it before it passes (at most a second), the
+	// worker gives up the settlements the engine has not accepted (a full
+	// disk, say) and logs which tasks they were, and Run returns by the
+	// timeout: those tasks are delivered again once their leases expire. Zero (the default) means no bound: a refused
 	// settlement is retried until its lease expires. (The CLI sets it to
 	// --kill-timeout.)
 	StopTimeout time.Duration

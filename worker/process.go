@@ -126,7 +126,7 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 	runCtx, unlimit := w.withTimeLimit(ctx, env.Task)
 	tr.job = Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh,
 		ckpt: tc, ckptEvery: w.o.CheckpointEvery}
-	err := w.h.Handle(runCtx, &tr.job)
+	err := w.handle(runCtx, &tr.job, log)
 	cause := context.Cause(runCtx)
 	unlimit()
 	if w.watchCancels {

@@ -242,7 +242,7 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 			return err
 		case <-w.giveUp:
 			t.Stop()
-			log.Warn("stop timeout passed: giving up a refused settlement; the task will be delivered again when its lease expires",
+			log.Warn("stop timeout reached: giving up a refused settlement; the task will be delivered again when its lease expires",
 				"error", err, "lease_expires", env.Expiry())
 			return err
 		}

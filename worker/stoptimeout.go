@@ -17,17 +17,24 @@ func stopKillMargin(d time.Duration) time.Duration {
 	return min(d/5, stopKillMarginMax)
 }
 
-// abandonGrace is how long Run still waits, once the stop timeout has
-// passed, for tasks to end; their settlements return at once then (their
-// contexts are cancelled), so only a handler that ignores both its context
-// and Job.Kill is still running after it.
-const abandonGrace = time.Second
+// abandonGraceMax caps how long before the stop timeout d the settlements
+// still in progress are given up, after which Run waits what is left of d
+// for tasks to end: their settlements return at once then (their contexts
+// are cancelled), so only a handler that ignores both its context and
+// Job.Kill is still running at d. A tenth of d, at most a second.
+const abandonGraceMax = time.Second
+
+// abandonGrace is that time for the stop timeout d.
+func abandonGrace(d time.Duration) time.Duration {
+	return min(d/10, abandonGraceMax)
+}
 
 // stopWithin bounds a stop by d, whether or not the engine accepts writes:
 // a margin before d it kills the tasks still running (their handlers only:
 // refused settlements go on being retried), so that they may be requeued
-// in the time left, and at d it gives up the settlements the engine has
-// not accepted (abandon). It returns early when Run does.
+// in the time left, and abandonGrace before d it gives up the settlements
+// the engine has not accepted (abandon), so that Run returns by d. It
+// returns early when Run does.
 func (w *Worker) stopWithin(d time.Duration) {
 	margin := stopKillMargin(d)
 	t := time.NewTimer(d - margin)
@@ -42,7 +49,7 @@ func (w *Worker) stopWithin(d time.Duration) {
 			"tasks", ids, "stop_timeout", d, "left", margin)
 	}
 	w.killTasks()
-	t.Reset(margin)
+	t.Reset(margin - abandonGrace(d))
 	select {
 	case <-t.C:
 		w.abandon(d)
@@ -56,21 +63,22 @@ func (w *Worker) stopWithin(d time.Duration) {
 func (w *Worker) abandon(d time.Duration) {
 	ids := w.stall.pending()
 	if len(ids) > 0 {
-		w.log.Warn("stop timeout passed: giving up the settlements the engine has not accepted; those tasks will be delivered again once their leases expire",
+		w.log.Warn("stop timeout reached: giving up the settlements the engine has not accepted; those tasks will be delivered again once their leases expire",
 			"stop_timeout", d, "tasks", ids, "visibility", w.o.Visibility)
 	} else {
-		w.log.Warn("stop timeout passed: giving up the settlements still in progress; their tasks will be delivered again once their leases expire",
+		w.log.Warn("stop timeout reached: giving up the settlements still in progress; their tasks will be delivered again once their leases expire",
 			"stop_timeout", d, "visibility", w.o.Visibility)
 	}
 	w.mu.Lock()
-	w.endReason = fmt.Sprintf("stopped: stop timeout %v passed; settlements not written were given up, their tasks are delivered again after their leases", d)
+	w.endReason = fmt.Sprintf("stopped: stop timeout %v reached; settlements not written were given up, their tasks are delivered again after their leases", d)
 	w.mu.Unlock()
 	close(w.giveUp)
 	w.writeCancel()
 }
 
-// awaitTasks waits for the tasks to end and be settled; once the stop
-// timeout has passed, for abandonGrace at most.
+// awaitTasks waits for the tasks to end and be settled; once the
+// settlements were given up, for abandonGrace at most (the rest of the stop
+// timeout).
 func (w *Worker) awaitTasks(tasks *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() {
@@ -82,12 +90,12 @@ func (w *Worker) awaitTasks(tasks *sync.WaitGroup) {
 		return
 	case <-w.giveUp:
 	}
-	t := time.NewTimer(abandonGrace)
+	t := time.NewTimer(abandonGrace(w.o.StopTimeout))
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		w.log.Error("tasks still running past the stop timeout (their handlers ignore cancellation): returning without them; they will be delivered again once their leases expire",
+		w.log.Error("tasks still running at the stop timeout (their handlers ignore cancellation): returning without them; they will be delivered again once their leases expire",
 			"tasks", w.reg.tasks())
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/worker/preempt"
 )
 
@@ -20,7 +21,9 @@ import (
 // stopping; the worker then settles the task itself, whatever the handler
 // returns. A Handler that returns an error wrapping ErrPermanent (see
 // Permanent) has its task dead-lettered at once; any other error is retried
-// while the task's budget lasts. Mux routes tasks to Handlers by kind.
+// while the task's budget lasts; a panic is such an error (a *TaskError:
+// "handler panicked: ...", the stack as its detail), recovered so that the
+// worker goes on. Mux routes tasks to Handlers by kind.
 type Handler interface {
 	Handle(ctx context.Context, job *Job) error
 }
@@ -120,6 +123,8 @@ type Worker struct {
 	giveUp      chan struct{}
 	boundOnce   sync.Once
 	finished    chan struct{} // closed when Run returns
+	ran         atomic.Bool   // Run was called: a Worker runs once
+	argErr      error         // what New was given wrong, which Run returns
 
 	mu          sync.Mutex
 	running     int
@@ -143,12 +148,18 @@ type Worker struct {
 	workDone, workLost, workSaved, preemptions atomic.Int64
 }
 
-// New returns a worker that runs h on tasks from q.
+// New returns a worker that runs h on tasks from q. A nil q or h makes its
+// Run return an InvalidArgument error.
 func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	o := opts.withDefaults()
 	log := o.Logger
 	stopCtx, stopCancel := context.WithCancelCause(context.Background())
 	writeCtx, writeCancel := context.WithCancel(context.Background())
+	if err := checkArgs(q, h); err != nil {
+		return &Worker{o: o, log: log, argErr: err, stopCtx: stopCtx, stopCancel: stopCancel,
+			writeCtx: writeCtx, writeCancel: writeCancel, giveUp: make(chan struct{}), finished: make(chan struct{}),
+			drainCh: make(chan struct{}), killCh: make(chan struct{}), killed: make(chan struct{})}
+	}
 	w := &Worker{
 		q: q, h: h, o: o, log: log,
 		stopCtx: stopCtx, stopCancel: stopCancel,
@@ -178,6 +189,17 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	return w
 }
 
+// checkArgs refuses what New cannot run.
+func checkArgs(q *jobq.Queue, h Handler) error {
+	switch {
+	case q == nil:
+		return driver.Errorf(errcode.InvalidArgument, "worker: the queue is nil: pass the *jobq.Queue that jobq.Open returned")
+	case h == nil:
+		return driver.Errorf(errcode.InvalidArgument, "worker: the handler is nil: pass a Handler (worker.NewShell(), a HandlerFunc or a Mux)")
+	}
+	return nil
+}
+
 // Run creates a worker and runs it until the queue is drained (or forever
 // with Options.Wait), the time limit passes, or ctx ends; ending ctx works
 // as Stop.
@@ -201,7 +223,7 @@ func (w *Worker) Stop() {
 	w.end("stopped: running tasks requeued")
 	w.Drain()
 	w.stopCancel(errStopping) // only the first cause counts
-	if d := w.o.StopTimeout; d > 0 {
+	if d := w.o.StopTimeout; d > 0 && w.argErr == nil {
 		w.boundOnce.Do(func() { go w.stopWithin(d) })
 	}
 }
@@ -250,8 +272,17 @@ func (w *Worker) end(reason string) {
 // Drain or Stop is called, the time limit passes, or ctx ends (as Stop). It
 // returns nil then, or ErrTooManyFailures or ErrPreempted (wrapped), or the
 // error that made receiving impossible. Tasks still running when it returns have been
-// settled, and the channels of Subscribe are closed.
+// settled, and the channels of Subscribe are closed. A Worker runs once: a
+// second call returns a FailedPrecondition error.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.ran.Swap(true) {
+		return driver.Errorf(errcode.FailedPrecondition, "worker: Run was called again: a Worker runs once; make another with worker.New")
+	}
+	if w.argErr != nil {
+		close(w.finished)
+		w.closeEvents()
+		return w.argErr
+	}
 	var err error
 	if w.ckpt, err = newCheckpoints(w); err != nil {
 		close(w.finished)
