@@ -111,7 +111,7 @@ func (e *Envelope) markLost() {
 		if len(fns) == 0 {
 			return
 		}
-		err := e.lostError()
+		err := e.lostError("lease")
 		for _, cancel := range fns {
 			cancel(err)
 		}
@@ -142,7 +142,7 @@ func (e *Envelope) context(parent context.Context) (context.Context, context.Can
 	select {
 	case <-lost:
 		e.mu.Unlock()
-		cancel(e.lostError())
+		cancel(e.lostError("lease"))
 	default:
 		if e.onLost == nil {
 			e.onLost = e.lostFirst[:0]
@@ -153,9 +153,10 @@ func (e *Envelope) context(parent context.Context) (context.Context, context.Can
 	return ctx, cancel
 }
 
-// lostError is the cause of a context ended by the lease's loss.
-func (e *Envelope) lostError() error {
-	return &Error{Code: errcode.LockLost, Op: "lease", Queue: e.q.url,
+// lostError is the cause of a context ended by the lease's loss, and what
+// operation op meets after the loss.
+func (e *Envelope) lostError(op string) error {
+	return &Error{Code: errcode.LockLost, Op: op, Queue: e.q.url,
 		Msg: fmt.Sprintf("the lease on message %s was lost: another receiver may hold it now", e.MessageID)}
 }
 
@@ -167,6 +168,12 @@ func (e *Envelope) begin(op string) (driver.Lease, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.settled {
+		select {
+		case <-e.lost:
+			// A settlement found the lease lost: so does every later one.
+			return driver.Lease{}, e.lostError(op)
+		default:
+		}
 		return driver.Lease{}, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: e.q.url,
 			Msg: fmt.Sprintf("message %s was already settled (complete, requeue, dead-letter and fail settle a message once)", e.MessageID)}
 	}
@@ -177,12 +184,19 @@ func (e *Envelope) begin(op string) (driver.Lease, error) {
 	return e.lease, nil
 }
 
-// finish records the outcome of a settlement.
+// finish records the outcome of a settlement. An error whose answer was
+// lost (a timeout, or a caller that stopped waiting for a batched
+// completion) says the settlement may have been applied (MaybeApplied).
 func (e *Envelope) finish(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	code := errcode.Of(err)
+	maybe := driver.AppliedOf(err, code) == driver.MaybeApplied
 	err = e.q.wrap(op, err)
+	if maybe {
+		err = markMaybeApplied(err)
+	}
 	if errcode.Of(err) == errcode.LockLost {
 		e.markLost()
 	} else {
@@ -195,7 +209,10 @@ func (e *Envelope) finish(op string, err error) error {
 }
 
 // Complete deletes the message: the task is done. It fails with LockLost when
-// the lease was lost (the message then stays for whoever holds it now).
+// the lease was lost (the message then stays for whoever holds it now), and
+// so does every settlement after that. When ctx ends while the completion
+// is under way, Complete returns ctx's error with MaybeApplied set: the
+// completion may still be applied.
 func (e *Envelope) Complete(ctx context.Context) error {
 	if e.traced && !inSettleSpan(ctx, e) {
 		return e.completeTraced(ctx) // which calls Complete in its span

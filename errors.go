@@ -26,7 +26,10 @@ type Error struct {
 	// was lost (a connection reset after the request was sent, a timeout
 	// while waiting for the reply). A push error with MaybeApplied leaves
 	// the task's outcome unknown: it may be queued, perhaps more than
-	// once; one without it stored nothing. See docs/reliability.md.
+	// once; one without it stored nothing. A settlement error with it (a
+	// Complete whose context ended while the completion was under way)
+	// may have settled the message: settling it again then fails with
+	// LockLost. See docs/reliability.md.
 	MaybeApplied bool
 }
 

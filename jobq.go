@@ -562,7 +562,8 @@ type ReceiveOptions struct {
 	// or the backend's MaxVisibility when that is shorter.
 	Visibility time.Duration
 	// Wait is how long to wait for a message when none is visible. Zero
-	// returns at once; WaitForever waits until the context ends.
+	// returns at once; WaitForever waits until the context ends; any other
+	// negative wait is refused (InvalidArgument).
 	Wait time.Duration
 }
 
@@ -591,6 +592,11 @@ func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions
 	limit, vis, err := q.receiveSettings(op, limit, opts.Visibility)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Wait < 0 && opts.Wait != WaitForever {
+		// A wait computed from a deadline that has passed, say: it would
+		// otherwise wait forever.
+		return nil, errorf(errcode.InvalidArgument, op, "wait is %v; use 0 to return at once, a positive wait, or WaitForever", opts.Wait)
 	}
 	w := newReceiveWait(opts.Wait)
 	for {

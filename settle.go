@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // settler batches Complete calls from many goroutines into few driver calls,
@@ -74,6 +75,9 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pending
 	if s.max == 1 {
 		return s.completeOne(ctx, lease, rec, tally)
 	}
+	if ctx.Err() != nil {
+		return notSent(ctx) // a send could win the select below
+	}
 	done := doneChans.Get().(chan error)
 	req := completeReq{ctx: ctx, lease: lease, rec: rec, tally: tally, done: done}
 	select {
@@ -83,7 +87,7 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pending
 		return errClosed
 	case <-ctx.Done():
 		doneChans.Put(done)
-		return ctx.Err()
+		return notSent(ctx)
 	}
 	select {
 	case err := <-done:
@@ -92,8 +96,21 @@ func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pending
 	case <-ctx.Done():
 		// The flush may still happen (so done is not reused); the caller
 		// only stops waiting.
-		return ctx.Err()
+		return stoppedWaiting(ctx)
 	}
+}
+
+// notSent is the error of a completion whose caller's context ended before
+// it was sent: it was not applied.
+func notSent(ctx context.Context) error {
+	return &driver.Error{Code: errcode.Of(ctx.Err()), Err: ctx.Err(), Applied: driver.NotApplied}
+}
+
+// stoppedWaiting is the error of a completion whose caller's context ended
+// after it was handed over: it may be applied all the same.
+func stoppedWaiting(ctx context.Context) error {
+	return &driver.Error{Code: errcode.Of(ctx.Err()), Err: ctx.Err(), Applied: driver.MaybeApplied,
+		Msg: "stopped waiting for the completion (" + ctx.Err().Error() + "); it may still be applied"}
 }
 
 // doneChans are the channels on which batched completions wait for their
@@ -104,8 +121,8 @@ var doneChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 // batch, the call runs without the caller's cancellation (bounded by
 // settleTimeout): a caller that gives up only stops waiting.
 func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pendingRecord, tally driver.GroupTally) error {
-	if err := ctx.Err(); err != nil {
-		return err // as a batch skips it: nothing is sent
+	if ctx.Err() != nil {
+		return notSent(ctx) // as a batch skips it
 	}
 	// Close's wait takes the write lock: it waits for the calls in
 	// flight, and later ones see the queue closing.
@@ -135,7 +152,7 @@ func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pend
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		return stoppedWaiting(ctx)
 	}
 }
 
@@ -181,7 +198,7 @@ func (s *settler) flush(batch []completeReq) {
 	}()
 	for _, r := range batch {
 		if r.ctx.Err() != nil {
-			r.done <- r.ctx.Err()
+			r.done <- notSent(r.ctx)
 			continue
 		}
 		// The record is encoded here, on the flusher's stack: see
