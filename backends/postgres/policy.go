@@ -440,19 +440,16 @@ type pushDB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// pushBounded runs push through db, and under a queue with a max-depth
-// policy in a transaction (a savepoint within the application's one) that
-// enforces it, so that a full queue undoes only the push.
-func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
-	_, maxDepth, err := d.currentPolicies(ctx)
-	if err != nil {
-		return nil, err
-	}
+// pushBounded runs push through db, and under a max-depth policy
+// (maxDepth, from currentPolicies, 0 for none) in a transaction (a
+// savepoint within the application's one) that enforces it, so that a full
+// queue undoes only the push.
+func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool, maxDepth int64) ([]driver.PushResult, error) {
 	if maxDepth == 0 {
 		return d.push(ctx, db, msgs, notify)
 	}
 	var res []driver.PushResult
-	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error
 		res, err = d.pushWithinDepth(ctx, tx, msgs, notify, maxDepth)
 		return err

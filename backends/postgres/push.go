@@ -29,18 +29,27 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	if len(msgs) == 0 {
 		return nil, nil
 	}
+	// The policies first: a read of them takes a connection of the pool,
+	// which a one-task push must not hold already (a pool of one would
+	// wait for itself).
+	_, maxDepth, err := d.currentPolicies(ctx)
+	if err != nil {
+		return nil, wrap(ctx, "push", err)
+	}
 	var db pushDB = d.pool
 	if len(msgs) == 1 {
 		// One task at a time: the producer waits on each commit (spin.go).
 		conn, release, err := d.polling(ctx)
 		if err != nil {
-			return nil, wrap(ctx, "push", err)
+			// No connection, so nothing was sent.
+			werr := wrap(ctx, "push", err)
+			return nil, &driver.Error{Code: errcode.Of(werr), Err: werr, Applied: driver.NotApplied}
 		}
 		defer release()
 		db = conn
 	}
 	inline := d.notif.inline()
-	res, err := d.pushBounded(ctx, db, msgs, inline)
+	res, err := d.pushBounded(ctx, db, msgs, inline, maxDepth)
 	switch {
 	case !inline && err == nil:
 		d.notif.committed()

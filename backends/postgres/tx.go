@@ -31,7 +31,11 @@ func (d *Driver) PushTx(ctx context.Context, tx any, msgs []*driver.Message) ([]
 	}
 	// Always notify: the notification only leaves at commit, and Postgres
 	// folds identical notifications of one transaction into one.
-	res, err := d.pushBounded(ctx, ptx, msgs, true)
+	_, maxDepth, err := d.currentPolicies(ctx)
+	if err != nil {
+		return nil, wrap(ctx, "push-tx", err)
+	}
+	res, err := d.pushBounded(ctx, ptx, msgs, true, maxDepth)
 	if err != nil {
 		return nil, wrap(ctx, "push-tx", err)
 	}
