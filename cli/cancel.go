@@ -134,7 +134,7 @@ func (a *app) cancelLine(r jobq.CancelResult) string {
 	case jobq.CancelRemoved:
 		return fmt.Sprintf("%s removed: it was queued; recorded as %s", r.ID, r.State)
 	case jobq.CancelPending:
-		return fmt.Sprintf("%s requested: the worker that runs it, or next receives it, stops it (%s waits for that)", r.ID, a.commandHint("wait "+r.ID))
+		return fmt.Sprintf("%s requested: the worker that runs it stops it, or the one that next receives it drops it (%s waits for that)", r.ID, a.commandHint("wait "+r.ID))
 	case jobq.CancelTooLate:
 		return fmt.Sprintf("%s already-ended: it %s; nothing to cancel", r.ID, endedAs(r.State))
 	}

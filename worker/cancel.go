@@ -135,22 +135,29 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 	}
 }
 
-// cancelRequestedOf returns the received tasks whose cancel was requested,
-// where the backend cannot remove a queued task by ID (Cancel Emulated):
+// cancelRequestedOf returns the received tasks whose cancel was requested:
 // the worker drops them unrun. One lookup of the records covers the whole
 // received batch; when it fails the tasks run (and cancelLoop may still
-// stop them). Where Cancel is Native the lookup is skipped, so receiving
-// costs no records round trip: Queue.Cancel removes a queued task and
-// records its end in one step, records a running task's request in that
-// step too (cancelLoop stops it), and records nothing for an ID that no
-// task has, so a received task has no request to find.
+// stop them). Where the backend cannot remove a queued task by ID (Cancel
+// Emulated) every received task is looked up. Where Cancel is Native only
+// the redelivered ones are, so a first delivery costs no records round
+// trip: Queue.Cancel removes a queued task and records its end in one
+// step, and records a request only for a task in flight (cancelLoop stops
+// it where it runs), so a task with a request was delivered before: its
+// worker died, or its lease expired, before it saw the request.
 func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]bool {
-	if len(envs) == 0 || w.q.Capabilities().Level(driver.Cancel) != driver.Emulated {
+	level := w.q.Capabilities().Level(driver.Cancel)
+	if level == driver.Unsupported {
 		return nil
 	}
-	ids := make([]string, len(envs))
-	for i, env := range envs {
-		ids[i] = env.Task.ID
+	ids := make([]string, 0, len(envs))
+	for _, env := range envs {
+		if level == driver.Emulated || env.DeliveryCount > 1 && w.o.CancelPoll > 0 {
+			ids = append(ids, env.Task.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
 	requested, err := hooks.CancelRequested(ctx, w.q, ids)
@@ -185,7 +192,7 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 	err := w.settle(env, log, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		defer cancel()
-		return env.Cancel(ctx, cancelReason(ran))
+		return env.Cancel(ctx, cancelReason(ran, env.DeliveryCount))
 	})
 	if err != nil {
 		log.Error("task cancelled but could not be settled; it will be delivered again when its lease expires", "error", err, "elapsed", elapsed)
@@ -196,15 +203,19 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 	if ran {
 		log.Info("task cancelled while running: stopped, not retried", "elapsed", elapsed)
 	} else {
-		log.Info("task cancelled before it ran: dropped")
+		log.Info("task cancelled before it ran (again): dropped", "delivery", env.DeliveryCount)
 	}
 	w.emit(Event{Task: env.Task, Outcome: Cancelled, Durable: true, Err: ErrCancelled, Elapsed: elapsed})
 }
 
-// cancelReason is the error a cancelled task's record shows.
-func cancelReason(ran bool) string {
-	if ran {
+// cancelReason is the error a cancelled task's record shows; deliveries
+// is the task's delivery count.
+func cancelReason(ran bool, deliveries int) string {
+	switch {
+	case ran:
 		return "cancelled while running: stopped by the worker"
+	case deliveries > 1:
+		return "cancelled while running on a worker that ended before it saw the request: dropped unrun by the worker that received it again"
 	}
 	return "cancelled before it ran: dropped by the worker"
 }

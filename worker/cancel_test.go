@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,5 +186,42 @@ func TestCancelledTaskKeepsItsLease(t *testing.T) {
 	}
 	if c := w.Counts(); c.Cancelled != 1 || c.LeaseLost != 0 || c.Requeued != 0 || c.Failed != 0 {
 		t.Fatalf("counts %+v; want one cancelled, nothing else", c)
+	}
+}
+
+// TestCancelRequestedBeforeRedeliveryDropsUnrun: a task cancelled while it
+// ran on a worker that died before it saw the request (here a receive that
+// never settles, its lease left to expire) is dropped unrun by the worker
+// that receives it again, on a backend that removes queued tasks itself
+// (Cancel native), and its record says why.
+func TestCancelRequestedBeforeRedeliveryDropsUnrun(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	id := pushOne(t, q, &jobq.Task{Command: "echo cancelled"})
+	if _, err := q.Receive(context.Background(), jobq.ReceiveOptions{Visibility: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := q.Admin().Cancel(context.Background(), id)
+	if err != nil || len(res) != 1 || res[0].Outcome != jobq.CancelPending {
+		t.Fatalf("cancel of the task in flight = %+v, %v; want it pending", res, err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the lease expires: the "dead worker"'s
+	var ran atomic.Int64
+	h := worker.HandlerFunc(func(context.Context, *worker.Job) error {
+		ran.Add(1)
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 0 {
+		t.Fatalf("the handler ran %d times; want the cancelled task dropped unrun", ran.Load())
+	}
+	if c := w.Counts(); c.Cancelled != 1 || c.Done != 0 {
+		t.Fatalf("counts %+v; want one cancelled", c)
+	}
+	if r := result(t, q, id); r.State != driver.ResultCancelled || !strings.Contains(r.Error, "dropped unrun by the worker that received it again") {
+		t.Fatalf("record %+v; want cancelled, saying it was dropped on its redelivery", r)
 	}
 }

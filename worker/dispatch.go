@@ -474,8 +474,8 @@ func (d *dispatcher) backOff(err error) bool {
 }
 
 // dropCancelled settles as cancelled, without running them, the received
-// tasks whose cancel was requested where the backend cannot remove a queued
-// task (cancelRequestedOf), and returns the others. The dropped ones take
+// tasks whose cancel was requested (cancelRequestedOf), and returns the
+// others. The dropped ones take
 // no slot and do not count towards MaxTasks; Run waits for their
 // settlements as for any task.
 func (d *dispatcher) dropCancelled(envs []*jobq.Envelope) []*jobq.Envelope {
