@@ -225,3 +225,30 @@ func TestCancelRequestedBeforeRedeliveryDropsUnrun(t *testing.T) {
 		t.Fatalf("record %+v; want cancelled, saying it was dropped on its redelivery", r)
 	}
 }
+
+// TestExitCancelsAChainOfDependants: a worker that dead-letters a parent
+// after a retry, on a queue where a chain of tasks waits for it, cancels
+// the whole chain (the child, then the grandchild) before it exits on the
+// empty queue, instead of leaving the grandchild held for the next worker.
+func TestExitCancelsAChainOfDependants(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	parent := pushOne(t, q, &jobq.Task{Command: "false", NumRetries: 1, RetryBackoff: fastRetry})
+	child := pushOne(t, q, &jobq.Task{Command: "echo child", After: []string{parent}})
+	grandchild := pushOne(t, q, &jobq.Task{Command: "echo grandchild", After: []string{child}})
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		if job.Task.Command == "false" {
+			return errors.New("exit status 1")
+		}
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{child, grandchild} {
+		if r := result(t, q, id); r.State != driver.ResultCancelled {
+			t.Errorf("record of %s after the worker exited: %+v; want cancelled", id, r)
+		}
+	}
+}

@@ -392,22 +392,39 @@ func (w *Worker) drained() bool {
 	return !w.releasedHeld() && w.sweeps.released.Load() == released
 }
 
-// releasedHeld sweeps the queue's held tasks once, where this worker
-// sweeps them, and reports whether it queued one: a worker that ran the
-// last task of a group does not exit before the group's step (or a
-// dependant) is released. One short read when nothing is held.
+// releasedHeld sweeps the queue's held tasks, where this worker sweeps
+// them, and reports whether it queued one: a worker that ran the last task
+// of a group does not exit before the group's step (or a dependant) is
+// released. A sweep that cancelled tasks is followed by another, since
+// their dependants are decided from the records it wrote: a chain of
+// dependants is cancelled to its end before the worker exits. One short
+// read when nothing is held.
 func (w *Worker) releasedHeld() bool {
 	if w.o.NoSchedules || !sweepsHeld(w.q) {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scheduleTimeout)
 	defer cancel()
-	released, _, _, err := w.sweeps.sweep(ctx, w.q, w.log)
-	if err != nil {
-		w.log.Warn("could not sweep the queue's held tasks", "error", err)
+	for range maxExitSweeps {
+		released, cancelled, _, err := w.sweeps.sweep(ctx, w.q, w.log)
+		if err != nil {
+			w.log.Warn("could not sweep the queue's held tasks", "error", err)
+			return false
+		}
+		if len(released) > 0 {
+			return true
+		}
+		if len(cancelled) == 0 {
+			return false
+		}
 	}
-	return len(released) > 0
+	return false
 }
+
+// maxExitSweeps bounds the sweeps of releasedHeld: the depth of a chain of
+// dependants it cancels before the worker exits (deeper ones are left to
+// the next worker or scheduler).
+const maxExitSweeps = 100
 
 // Status lines: every StatusInterval while tasks end, else every
 // idleStatusEvery; the queue's size (a query to the engine, costly at
