@@ -18,7 +18,13 @@ func (a *app) clearCommand() *cobra.Command {
 		Long: `Delete every ready and delayed task, and in-flight ones where the backend
 can (their workers then lose the lease). Dead letters are kept: use
 'jobq dlq purge --all' for those. Asks for confirmation on standard input
-unless --yes.`,
+unless --yes.
+
+Nothing is recorded for the tasks deleted, so their groups never end and
+tasks held until they end (--after, a group's --then step) stay held: to
+end those too, use 'jobq QUEUE purge --state queued --all' (each task is
+recorded cancelled, and its dependants are cancelled in turn) or
+'jobq QUEUE cancel --all'.`,
 		Example: `  jobq sqlite://./work.db clear
   jobq sqlite://./work.db clear --yes`,
 		Args: cobra.NoArgs,

@@ -214,8 +214,13 @@ func (w *Worker) settleOutcome(tr *taskRun, log *slog.Logger, err, cause error, 
 // so a durable one is stored.
 func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Duration) bool {
 	if cerr := w.settle(env, log, env.Complete); cerr != nil {
-		// The work is done but the message stays: it will run again.
-		log.Error("task succeeded but could not be completed; it will be delivered again", "error", cerr, "elapsed", elapsed)
+		// The work is done but the message stays, and runs again, unless
+		// it was removed meanwhile.
+		msg := "task succeeded but could not be completed; it will be delivered again"
+		if errors.Is(cerr, errcode.LockLost) {
+			msg = "task succeeded but could not be completed: its lease is no longer held; it runs again unless it was removed meanwhile (cleared, purged or cancelled)"
+		}
+		log.Error(msg, "error", cerr, "elapsed", elapsed)
 		w.emit(Event{Task: env.Task, Outcome: Completed, SettleErr: cerr, Elapsed: elapsed})
 		return false
 	}
