@@ -480,3 +480,22 @@ func (q *Queue) cancelHeld(ctx context.Context, op string, store driver.ResultSt
 	}
 	return dropped, released, nil
 }
+
+// heldTask returns the held task with ID id, nil when none is held under
+// it or the backend cannot hold tasks.
+func (q *Queue) heldTask(ctx context.Context, id string) (*driver.HeldMessage, error) {
+	hs, ok := q.drv.(driver.HeldStore)
+	if !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported {
+		return nil, nil
+	}
+	held, err := hs.HeldOf(ctx, []string{id})
+	if err != nil {
+		return nil, q.wrap("held", err)
+	}
+	for _, h := range held {
+		if h.Message.ID == id {
+			return h, nil
+		}
+	}
+	return nil, nil
+}

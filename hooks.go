@@ -42,6 +42,9 @@ func init() {
 	hooks.FireSchedules = func(ctx context.Context, q any, now time.Time, fault func(stage, name string, slot time.Time) error) ([]driver.ScheduleRun, time.Time, error) {
 		return asQueue(q).Admin().fireSchedules(ctx, now, fault)
 	}
+	hooks.HeldTask = func(ctx context.Context, q any, id string) (*driver.HeldMessage, error) {
+		return asQueue(q).heldTask(ctx, id)
+	}
 	hooks.SweepHeld = func(ctx context.Context, q any) (released, cancelled []string, held int, err error) {
 		res, held, err := asQueue(q).Admin().sweepHeld(ctx)
 		return res.Released, res.Cancelled, held, err

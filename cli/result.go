@@ -49,6 +49,9 @@ that says so.
 				r, err := q.Result(ctx, id)
 				if err != nil {
 					if errcode.Of(err) == errcode.NotFound {
+						if note := a.heldNote(ctx, q, id); note != "" {
+							return failure(fmt.Errorf("task %s has no result record: it has not ended; %s", id, note))
+						}
 						return failure(fmt.Errorf("task %s has no result record: it has not ended yet, its ID is unknown, or its record expired (records are kept for the queue's retention, shown by: %s); to find a queued or dead-lettered task: %s", id, a.commandHint("policy list"), a.commandHint("show "+id)))
 					}
 					return resultFailure(err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -74,6 +75,9 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				}
 			}
 			if found == nil {
+				if note := a.heldNote(ctx, q, id); note != "" {
+					return failure(errors.New(note))
+				}
 				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters ; a task that ended leaves a result record instead: jobq QUEUE result %s", id, showScan, id))
 			}
 			found.fill(showSecrets)

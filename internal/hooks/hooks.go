@@ -65,6 +65,10 @@ var (
 	// SweepHeld is Admin.SweepHeld that also returns how many held tasks
 	// it read.
 	SweepHeld func(ctx context.Context, q any) (released, cancelled []string, held int, err error)
+	// HeldTask returns the held task with ID id (dependencies and group
+	// steps), nil when none is held under it or the backend holds none,
+	// for the CLI's show and result.
+	HeldTask func(ctx context.Context, q any, id string) (*driver.HeldMessage, error)
 	// Stash is q's configured stash (where pushes put large payloads and
 	// workers their checkpoints); nil when it has none.
 	Stash func(q any) stash.Store
