@@ -181,3 +181,51 @@ func TestRepushAfterCancelIsNotCancelled(t *testing.T) {
 		t.Fatalf("HeldOf(%s) = %v, %v; want it held", child.ID, held, err)
 	}
 }
+
+// TestAfterGroupCancelReason: when a group ends with a dead letter, a task
+// pushed after it and the group's step are both cancelled; only the step's
+// reason offers --then-if always, which a task pushed --after-group
+// cannot take.
+func TestAfterGroupCancelReason(t *testing.T) {
+	t.Parallel()
+	q, err := jobq.Open(t.Context(), "mem://after-group-reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ctx := t.Context()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "fails", Group: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := q.Push(ctx, &jobq.Task{Command: "after", AfterGroups: []string{"g"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := q.Admin().ThenGroup(ctx, "g", &jobq.Task{Command: "step"}, driver.RequireSucceeded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := q.Receive(ctx, jobq.ReceiveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeadLetter(ctx, "failed", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Admin().SweepHeld(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id     string
+		thenIf bool
+		what   string
+	}{{after.ID, false, "the task pushed after the group"}, {step.ID, true, "the group's step"}} {
+		r, err := q.Result(ctx, c.id)
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		if r.State != driver.ResultCancelled || strings.Contains(r.Error, "--then-if always") != c.thenIf {
+			t.Errorf("%s: %s %q; want cancelled, offering --then-if always: %v", c.what, r.State, r.Error, c.thenIf)
+		}
+	}
+}

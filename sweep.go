@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -179,8 +180,14 @@ func (q *Queue) verdict(ctx context.Context, h *driver.HeldMessage, rec map[stri
 		case !c.Done():
 			return verdict{}, nil
 		case strict && c.DeadLettered+c.Cancelled > 0:
-			return verdict{reason: fmt.Sprintf("cancelled before it ran: group %q, which it runs after, ended with %d of %d tasks dead-lettered and %d cancelled (it runs only if all succeed; --then-if always runs it anyway)",
-				g, c.DeadLettered, c.Pushed, c.Cancelled)}, nil
+			// A group's step may be held again to run whatever the
+			// outcome; a task pushed --after-group may not.
+			hint := "it runs only if every task of the group succeeds"
+			if strings.HasPrefix(h.Message.ID, thenPrefix) {
+				hint = "it runs only if all succeed; --then-if always runs it anyway"
+			}
+			return verdict{reason: fmt.Sprintf("cancelled before it ran: group %q, which it runs after, ended with %d of %d tasks dead-lettered and %d cancelled (%s)",
+				g, c.DeadLettered, c.Pushed, c.Cancelled, hint)}, nil
 		}
 	}
 	return verdict{release: true}, nil
