@@ -81,6 +81,8 @@ func TestBadQueueURLsAreUsageErrors(t *testing.T) {
 		// Exit 1: the server refused every statement.
 		{"postgres://127.0.0.1/test?queue=a%00b", "without NUL"},
 		{"sqlite:///tmp/x.db?busy_timeout=NaN", `busy_timeout="NaN"`},
+		// A bad escape in a password is named, the password not shown.
+		{"postgres://postgres:p%ZZ@127.0.0.1/test", "has a % not followed by two hex digits; write a % as %25"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {

@@ -310,6 +310,10 @@ func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error)
 	}
 	norm := queueurl.Normalize(raw)
 	if u, perr := url.Parse(norm); perr != nil || u.Scheme == "" {
+		if perr != nil && strings.Contains(perr.Error(), "invalid URL escape") {
+			// The escape may be part of a password: not quoted.
+			return nil, usageError("%q does not parse as a URL: it has a %% not followed by two hex digits; write a %% as %%25 (in a password too)", redact.URL(raw))
+		}
 		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", redact.URL(raw))
 	} else if _, ok := jobq.DefaultURLMux().Opener(u.Scheme); !ok {
 		return nil, usageError("backend not available: no backend for scheme %q is built into this jobq (available: %s); run 'jobq backends'",
