@@ -96,7 +96,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			msg = "jobq: " + msg
 		}
 		fmt.Fprintln(stderr, msg)
-		if code == ExitUsage && isCobraUsage(err) {
+		if code == ExitUsage && isCobraUsage(err) && !strings.Contains(msg, "--help' for usage") {
 			fmt.Fprintln(stderr, "Run 'jobq --help' for usage.")
 		}
 		return code
@@ -190,6 +190,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		a.resultCommand(), a.waitCommand(), a.cancelCommand(), a.requeueCommand(), a.purgeCommand(), a.backendsCommand(), a.conformanceCommand(),
 		a.groupCommand(), a.groupsCommand(), a.resultsCommand(),
 		a.versionCommand())
+	requireSubcommands(root)
 	return root
 }
 

@@ -1,0 +1,47 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq/cli"
+)
+
+// TestUnknownSubcommand: below the top level, an unknown subcommand is a
+// usage error naming the group's subcommands, and a group given none exits
+// 2 after its help; neither touches the queue.
+func TestUnknownSubcommand(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"schedule", "remove", "every"}, `unknown command "remove" for "jobq schedule"; use add, list, pause, resume or rm; run 'jobq schedule --help' for usage`},
+		{[]string{"dlq", "bogus"}, `unknown command "bogus" for "jobq dlq"; use list, purge or requeue`},
+		{[]string{"dlq", "remove", "1"}, `unknown command "remove" for "jobq dlq"`},
+		{[]string{"policy", "del", "x"}, `unknown command "del" for "jobq policy"; use list, set or unset`},
+		{[]string{"dlq"}, `"jobq dlq" needs a subcommand: list, purge or requeue`},
+		{[]string{"schedule"}, `"jobq schedule" needs a subcommand: add, list, pause, resume or rm`},
+		{[]string{"policy"}, `"jobq policy" needs a subcommand: list, set or unset`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, append([]string{q}, tt.args...)...)
+			if code != cli.ExitUsage || !strings.Contains(errOut, tt.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, cli.ExitUsage, tt.wantErr)
+			}
+			if out != "" {
+				t.Errorf("stdout %q; want nothing", out)
+			}
+			if strings.Contains(errOut, "Run 'jobq --help'") {
+				t.Errorf("stderr %q points at the top-level help", errOut)
+			}
+		})
+	}
+	// --help is still help, exit 0.
+	if code, out, _ := run(t, q, "dlq", "--help"); code != 0 || !strings.Contains(out, "Available Commands") {
+		t.Errorf("dlq --help: exit %d, %q", code, out)
+	}
+}
