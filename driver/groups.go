@@ -24,9 +24,14 @@ import (
 //     Received.Group, so a request whose Tally is zero costs nothing.
 //   - RemoveTasks (TaskRemover) adds one to Cancelled for each removed
 //     message that has a group, in the same step.
-//   - RequeueDead gives a requeued dead letter's group one less
-//     DeadLettered (it is open again); a driver that cannot tell the group
-//     of a dead letter says so in its Groups fallback.
+//   - DeadLetter keeps the message's group with the dead letter, and
+//     RequeueDead puts it back with the message it queues (returned as
+//     Received.Group again) and gives that group one less DeadLettered
+//     (the task is open again), in the same statement, transaction or
+//     script as the requeue; a dead letter that is not queued again (one
+//     merged into a queued message of the same task ID) takes nothing
+//     off. A driver that cannot tell the group of a dead letter says so
+//     in its Groups fallback.
 //
 // So a group has ended exactly when the settlement that brings
 // Succeeded+DeadLettered+Cancelled up to Pushed commits: one settlement,

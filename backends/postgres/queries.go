@@ -202,18 +202,26 @@ LIMIT $2`),
 		// of range restarts at 0), so that the next delivery counts on, and
 		// the result records of the tasks requeued are deleted: they have
 		// not ended. A dead letter whose task id is queued again already
-		// merges into that message (dedup).
+		// merges into that message (dedup). A requeued task goes back to
+		// its group (grp, schema step 21) as an open task: the group
+		// counts one less dead-lettered for each message inserted (one
+		// merged into a queued message is not open again), in the same
+		// statement, as the settlements count (groups.go).
 		requeueDead: r.Replace(`
 WITH d AS (
 	DELETE FROM {{s}}.dead_letters
 	WHERE queue = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
-	RETURNING id, queue, task_key, packed_body, priority, enqueued_at, dead_at, concurrency_key, rate_key, deliveries
+	RETURNING id, queue, task_key, packed_body, priority, enqueued_at, dead_at, concurrency_key, rate_key, deliveries, grp
 ), ins AS (
-	INSERT INTO {{s}}.messages (queue, task_key, packed_body, priority, enqueued_at, concurrency_key, rate_key, deliveries)
+	INSERT INTO {{s}}.messages (queue, task_key, packed_body, priority, enqueued_at, concurrency_key, rate_key, deliveries, grp)
 	SELECT queue, task_key, packed_body, ` + clampedPriority + `, CASE WHEN isfinite(enqueued_at) THEN enqueued_at ELSE now() END, concurrency_key, rate_key,
-		CASE WHEN deliveries BETWEEN 0 AND 2147483646 THEN deliveries ELSE 0 END FROM d ORDER BY dead_at, id
+		CASE WHEN deliveries BETWEEN 0 AND 2147483646 THEN deliveries ELSE 0 END, grp FROM d ORDER BY dead_at, id
 	ON CONFLICT (queue, task_key) DO NOTHING
-	RETURNING id, task_key
+	RETURNING id, task_key, grp
+), grp_count AS (
+	UPDATE {{s}}.groups g SET dead_lettered = greatest(g.dead_lettered - x.n, 0), updated_at = now()
+	FROM (SELECT grp, count(*) AS n FROM ins WHERE grp IS NOT NULL GROUP BY grp) x
+	WHERE g.queue = $1 AND g.name = x.grp
 ), res AS (
 	DELETE FROM {{s}}.results WHERE queue = $1 AND task_id IN (SELECT ` + idOfKeySQL("task_key") + ` FROM ins WHERE task_key IS NOT NULL)
 ), n AS (
@@ -265,7 +273,8 @@ x AS (
 // deadLetterSQL is the DeadLetter statement: move held messages to
 // dead_letters in one statement, so that each move is atomic (the copy and
 // the delete commit together), and with rec store their records in the
-// same statement.
+// same statement. A dead letter keeps its task's group (grp, schema step
+// 21), so that RequeueDead puts the task back in it.
 func deadLetterSQL(rec *settleRecords) string {
 	params, ord, names, returning := "", "", "", ""
 	if rec != nil {
@@ -277,11 +286,11 @@ x AS (
 		AS x(id, lease, priority, reason, detail, body` + names + `)
 ), d AS (` + strings.Replace(heldRows, "{{q}}", "$6", 1) + `
 	RETURNING m.id, m.queue, m.task_key, coalesce(x.body, m.packed_body) AS packed_body, m.priority, m.enqueued_at, m.deliveries, x.reason, x.detail,
-		m.concurrency_key, m.rate_key` + returning + `
+		m.concurrency_key, m.rate_key, m.grp` + returning + `
 )`
 	move := `
-INSERT INTO {{s}}.dead_letters (id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key)
-SELECT id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key FROM d
+INSERT INTO {{s}}.dead_letters (id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key, grp)
+SELECT id, queue, task_key, packed_body, priority, enqueued_at, deliveries, reason, detail, concurrency_key, rate_key, grp FROM d
 RETURNING id`
 	if rec == nil {
 		return stmt + move

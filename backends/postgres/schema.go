@@ -92,6 +92,12 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{18, "the result records' expiry index is a BRIN index", expiryMigration},
 	{19, "a bounded number of processes of a queue register as waiting and LISTEN", seatMigration},
 	{20, "settlements delete their held leases; claims check ended leases only near a cap", claimHeldFunction},
+	// A dead letter keeps its task's group, NULL for none, so that a
+	// requeue from the dead letters puts the task back in its group
+	// (queries.go: deadLetterSQL, requeueDead). Dead letters written
+	// before the step have none: requeued, they come back without a group
+	// and their group keeps counting them dead-lettered.
+	{21, "dead letters keep their task's group", `ALTER TABLE {{s}}.dead_letters ADD COLUMN IF NOT EXISTS grp text COLLATE "C"`},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that

@@ -15,6 +15,7 @@ import (
 func groupChecks() []check {
 	return []check{
 		{"GroupCounts", checkGroupCounts},
+		{"GroupDeadLetterRequeue", checkGroupDeadLetterRequeue},
 		{"SkipSucceeded", checkSkipSucceeded},
 		{"ExportResults", checkExportResults},
 	}
@@ -100,6 +101,84 @@ func checkGroupCounts(c *C) {
 	if len(gs) == 0 || gs[0].Name != g+"-cancel" && gs[0].Name != g {
 		c.Errorf("Admin.Groups = %d groups (first %v); want the groups of this check, newest first", len(gs), gs)
 	}
+}
+
+// checkGroupDeadLetterRequeue: a dead letter keeps its task's group, and
+// a requeue from the dead letters (RequeueDeadLetters, and RequeueWhere
+// where bulk actions are supported) puts the task back in it as an open
+// task: the group counts one dead-lettered less, so it is not done until
+// the task ends again, and that end is counted as usual (its record names
+// the group). Native groups only: emulated ones are counted from the
+// records, elsewhere.
+func checkGroupDeadLetterRequeue(c *C) {
+	q := c.open()
+	c.needGroups(q)
+	if level(q, driver.Groups) != driver.Native || level(q, driver.DeadLetter) == driver.Unsupported {
+		c.Skipf("needs native groups and dead letters")
+	}
+	g := fmt.Sprintf("conformance-requeue-%d", time.Now().UnixNano())
+	ids := c.push(q, &jobq.Task{Command: "echo group requeued", Group: g}, &jobq.Task{Command: "echo group succeeds", Group: g})
+	vis := c.longVis(q)
+	for id, e := range c.receiveAll(q, 2, vis) {
+		if id == ids[1] {
+			c.complete(e)
+		} else if err := e.DeadLetter(c.ctx(), "conformance", ""); err != nil {
+			c.Fatalf("dead-letter: %v", err)
+		}
+	}
+	ended := driver.GroupCounters{Pushed: 2, Succeeded: 1, DeadLettered: 1}
+	c.expectGroup(q, g, ended, "after one task succeeded and one was dead-lettered")
+	requeues := c.deadRequeues(q)
+	for i, r := range requeues {
+		if n, err := r.requeue(); err != nil || n != 1 {
+			c.Fatalf("%s = %d, %v; want 1 requeued", r.how, n, err)
+		}
+		got := c.expectGroup(q, g, driver.GroupCounters{Pushed: 2, Succeeded: 1, Queued: 1}, "after "+r.how+" requeued its dead letter")
+		if got != nil && got.Done() {
+			c.Errorf("group %s is done while its requeued task is queued (%s): %+v", g, r.how, got)
+		}
+		e := c.receive(q, vis)
+		if e.Task.ID != ids[0] || e.Task.Group != g {
+			c.Fatalf("after %s received task %s of group %q; want %s of group %q", r.how, e.Task.ID, e.Task.Group, ids[0], g)
+		}
+		if i < len(requeues)-1 {
+			// Dead-lettered again, for the next way to requeue it.
+			if err := e.DeadLetter(c.ctx(), "conformance", ""); err != nil {
+				c.Fatalf("dead-letter: %v", err)
+			}
+			c.expectGroup(q, g, ended, "after the requeued task was dead-lettered again")
+			continue
+		}
+		c.complete(e)
+	}
+	if got := c.expectGroup(q, g, driver.GroupCounters{Pushed: 2, Succeeded: 2}, "after the requeued task succeeded"); got != nil && !got.Done() {
+		c.Errorf("every task of group %s ended but Done() is false: %+v", g, got)
+	}
+	if level(q, driver.Results) != driver.Unsupported {
+		if r := c.result(q, ids[0]); r.Group != g || r.State != driver.ResultSucceeded {
+			c.Errorf("record of the requeued task: state %s, group %q; want succeeded in group %q", r.State, r.Group, g)
+		}
+	}
+}
+
+// deadRequeue is one way to requeue every dead letter of a queue, which
+// returns how many it requeued.
+type deadRequeue struct {
+	how     string
+	requeue func() (int64, error)
+}
+
+// deadRequeues are the ways q can requeue its dead letters: by ID (all),
+// and by filter where bulk actions are supported.
+func (c *C) deadRequeues(q *handle) []deadRequeue {
+	out := []deadRequeue{{"RequeueDeadLetters", func() (int64, error) { return q.Admin().RequeueDeadLetters(c.ctx()) }}}
+	if level(q, driver.BulkActions) != driver.Unsupported {
+		out = append(out, deadRequeue{"RequeueWhere", func() (int64, error) {
+			r, err := q.Admin().RequeueWhere(c.ctx(), jobq.Filter{State: "dead-lettered"})
+			return r.Done, err
+		}})
+	}
+	return out
 }
 
 // settleGrouped settles e, the task of checkGroupCounts called name ("" for
