@@ -336,9 +336,14 @@ func (q *Queue) checkKnown(ctx context.Context, op string, hs driver.HeldStore, 
 		switch {
 		case r == nil:
 			rest = append(rest, ids[i])
-		case r.State == driver.ResultDeadLettered || r.State == driver.ResultCancelled:
+		case r.State == driver.ResultDeadLettered:
+			// dlq requeue takes the dead letter's message ID, which only
+			// a scan of the dead letters finds; show does that scan.
 			return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
-				Msg: fmt.Sprintf("after %s: that task was %s already, so a task after it could never run; requeue it first (`jobq QUEUE dlq requeue`), or push without it", ids[i], r.State)}
+				Msg: fmt.Sprintf("after %s: that task was dead-lettered already, so a task after it could never run; requeue it first with `jobq QUEUE dlq requeue MESSAGE_ID` (`jobq QUEUE show %s` prints its dead letter's message ID), or push without it", ids[i], ids[i])}
+		case r.State == driver.ResultCancelled:
+			return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+				Msg: fmt.Sprintf("after %s: that task was cancelled, so a task after it could never run; a cancelled task cannot be requeued: push the parent again and this task once it has succeeded, or push without it", ids[i])}
 		}
 	}
 	known := map[string]bool{}

@@ -931,10 +931,15 @@ func (p *pusher) failed(next int, err error) error {
 	}
 	code := ExitFailure
 	// Refused for what the push asked (a task too large, a parent ID or
-	// group that does not exist), with nothing of the refused batch
-	// stored: a usage error, whichever of the two codes the refusal has
-	// (a missing queue, NotFound too, only while nothing was stored).
-	if c := errcode.Of(err); c == errcode.InvalidArgument || c == errcode.TooLarge || (c == errcode.NotFound && p.pushed == 0) {
+	// group that does not exist, a parent dead-lettered or cancelled
+	// already), with nothing of the refused batch stored: a usage error,
+	// whichever code the refusal has (a missing queue, NotFound too, only
+	// while nothing was stored). A FailedPrecondition within a
+	// *jobq.BatchError is a task not sent because another failed.
+	var be *jobq.BatchError
+	c := errcode.Of(err)
+	if c == errcode.InvalidArgument || c == errcode.TooLarge || (c == errcode.NotFound && p.pushed == 0) ||
+		(c == errcode.FailedPrecondition && !errors.As(err, &be)) {
 		code = ExitUsage
 	}
 	return &exitError{code: code, err: fmt.Errorf("%w; %s%s", err, p.summary(next), p.notWaited())}

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -219,4 +220,62 @@ func TestPushOfDuplicatesNamesNoGroup(t *testing.T) {
 	expect(t, cli.ExitFailure, []string{`no group "g2"`}, q, "group", "g2")
 	// Nor does it claim the tasks were pushed when --then finds no group.
 	expect(t, cli.ExitUsage, []string{"--then: no task of this push joined group g3"}, q, "push", "-c", "echo x", "--group", "g3", "--then", "echo s")
+}
+
+// TestPushAfterEndedParent: a parent dead-lettered or cancelled already is
+// refused with exit 2 (docs/cli.md, --after), with advice that works for
+// it: a dead letter is requeued by its message ID, which `show` prints; a
+// cancelled task is pushed again. Nothing is stored.
+func TestPushAfterEndedParent(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	pushID := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := run(t, append([]string{q, "-q", "push", "--print-ids"}, args...)...)
+		if code != 0 {
+			t.Fatalf("push %q: exit %d: %s", args, code, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	dead := pushID("-c", "exit 3")
+	cancelled := pushID("-c", "echo never", "--delay", "1h")
+	expect(t, 0, nil, q, "cancel", cancelled)
+	expect(t, 0, nil, q, "-q", "worker", "--max-consecutive-failures", "5")
+	tests := []struct {
+		name   string
+		parent string
+		want   []string
+		wrong  string
+	}{
+		{"dead-lettered", dead, []string{"after " + dead + ": that task was dead-lettered already", "`jobq QUEUE dlq requeue MESSAGE_ID`", "`jobq QUEUE show " + dead + "`"}, ""},
+		{"cancelled", cancelled, []string{"after " + cancelled + ": that task was cancelled", "push the parent again"}, "dlq requeue"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := run(t, q, "push", "--after", tt.parent, "-c", "echo child")
+			if code != cli.ExitUsage {
+				t.Errorf("exit %d; want %d: %s", code, cli.ExitUsage, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+			if tt.wrong != "" && strings.Contains(errOut, tt.wrong) {
+				t.Errorf("stderr %q advises %q", errOut, tt.wrong)
+			}
+		})
+	}
+	expect(t, 0, []string{"0"}, q, "size")
+	// The advice works: show names the dead letter's message ID, whose
+	// requeue lets the push through.
+	code, out, errOut := run(t, q, "show", dead, "--json")
+	var shown struct {
+		MessageID string `json:"message_id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || shown.MessageID == "" {
+		t.Fatalf("show %s --json: exit %d, %q, %s", dead, code, out, errOut)
+	}
+	expect(t, 0, nil, q, "dlq", "requeue", shown.MessageID)
+	expect(t, 0, nil, q, "-q", "push", "--after", dead, "-c", "echo child")
 }
