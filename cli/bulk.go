@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,24 @@ type filterFlags struct {
 	state, kind, key, errText, since, until, exitCode string
 	all, dryRun, yes, asJSON                          bool
 	batch                                             int
-	// records: --state may name result records (succeeded, cancelled),
-	// which only purge takes.
-	records bool
+	// verb is the command (requeue, cancel, purge) and states the --state
+	// values it takes, for messages; purge alone takes record states
+	// (succeeded, cancelled).
+	verb   string
+	states []string
+}
+
+// records reports whether --state may name result records.
+func (ff *filterFlags) records() bool { return slices.Contains(ff.states, "succeeded") }
+
+// statesText lists the states the command takes: "dead-lettered", or
+// "dead-lettered, queued, succeeded or cancelled".
+func (ff *filterFlags) statesText() string {
+	n := len(ff.states)
+	if n < 2 {
+		return strings.Join(ff.states, "")
+	}
+	return strings.Join(ff.states[:n-1], ", ") + " or " + ff.states[n-1]
 }
 
 // add registers the flags on fs; action says what the command does, for
@@ -61,22 +77,18 @@ func (ff *filterFlags) filter(now time.Time) (jobq.Filter, error) {
 	f := jobq.Filter{State: ff.state, Kind: ff.kind, Key: ff.key, ErrorContains: ff.errText, All: ff.all, DryRun: ff.dryRun, BatchSize: ff.batch}
 	switch ff.state {
 	case "", "queued", "dead-lettered":
+		// The library refuses one the command does not take, saying why.
 	case "failed", "dead", "dlq":
 		return f, usageError("--state %s: the state is called dead-lettered (--state dead-lettered)", ff.state)
 	case "succeeded", "cancelled":
-		if !ff.records {
-			return f, usageError("--state %s names result records, which only purge deletes (jobq QUEUE purge --state %s): use queued or dead-lettered here", ff.state, ff.state)
+		if !ff.records() {
+			return f, usageError("--state %s names result records, which only purge deletes (jobq QUEUE purge --state %s): use %s here", ff.state, ff.state, ff.statesText())
 		}
 		if ff.kind != "" || ff.key != "" {
 			return f, usageError("--state %s filters result records, which do not keep the task's kind or key: drop --kind/--key, or filter with --exit-code, --error, --since or --until", ff.state)
 		}
-	case "canceled", "success", "done":
-		return f, usageError("--state %s is not a state: use succeeded or cancelled (records), queued or dead-lettered", ff.state)
 	default:
-		if ff.records {
-			return f, usageError("--state %q is not a state purge takes: use dead-lettered, queued, succeeded or cancelled", ff.state)
-		}
-		return f, usageError("--state %q is not a state bulk actions take: use queued or dead-lettered", ff.state)
+		return f, usageError("--state %q is not a state %s takes: use %s", ff.state, ff.verb, ff.statesText())
 	}
 	if ff.exitCode != "" {
 		c, err := strconv.Atoi(ff.exitCode)
@@ -248,7 +260,7 @@ func capitalize(s string) string {
 }
 
 func (a *app) requeueCommand() *cobra.Command {
-	var ff filterFlags
+	ff := filterFlags{verb: "requeue", states: []string{"dead-lettered"}}
 	cmd := &cobra.Command{
 		Use:   "requeue [--kind K] [--key K] [--exit-code N] [--error TEXT] [--since T] [--until T] [--dry-run] [--yes]",
 		Short: "Requeue (redrive) the dead letters a filter matches",
@@ -282,7 +294,7 @@ Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
 }
 
 func (a *app) purgeCommand() *cobra.Command {
-	var ff filterFlags
+	ff := filterFlags{verb: "purge", states: []string{"dead-lettered", "queued", "succeeded", "cancelled"}}
 	cmd := &cobra.Command{
 		Use:   "purge (--kind K | --key K | --exit-code N | --error TEXT | --since T | --until T | --all) [--state queued|succeeded|cancelled] [--dry-run] [--yes]",
 		Short: "Delete the dead letters, queued tasks or result records a filter matches",
@@ -325,7 +337,6 @@ Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
 				}})
 		},
 	}
-	ff.records = true
 	ff.add(cmd.Flags(), "dead-lettered (the default), queued, or the result records of tasks that succeeded or were cancelled (succeeded, cancelled)")
 	cmd.Flags().BoolVar(&ff.all, "all", false, "purge with no other filter: every dead letter (or queued task, or record of the state)")
 	return cmd

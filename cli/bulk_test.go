@@ -15,7 +15,12 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown state", []string{"requeue", "--state", "zombie"}, `--state "zombie" is not a state bulk actions take: use queued or dead-lettered`},
+		// Each names only the states its command takes.
+		{"unknown state", []string{"requeue", "--state", "zombie"}, `--state "zombie" is not a state requeue takes: use dead-lettered` + "\n"},
+		{"unknown state, cancel", []string{"cancel", "--state", "zombie", "--all"}, `--state "zombie" is not a state cancel takes: use queued` + "\n"},
+		{"record state, requeue", []string{"requeue", "--state", "succeeded"}, "which only purge deletes (jobq QUEUE purge --state succeeded): use dead-lettered here"},
+		{"record state, cancel", []string{"cancel", "--state", "cancelled", "--all"}, "which only purge deletes (jobq QUEUE purge --state cancelled): use queued here"},
+		{"cancel of dead letters", []string{"cancel", "--state", "dead-lettered", "--all"}, "cancel takes queued tasks"},
 		{"failed is dead-lettered", []string{"requeue", "--state", "failed"}, "--state dead-lettered"},
 		{"exit code not a number", []string{"requeue", "--exit-code", "oom"}, "--exit-code 137"},
 		{"since unparsable", []string{"requeue", "--since", "yesterday"}, `--since "yesterday" is neither a duration ago`},

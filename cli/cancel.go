@@ -13,7 +13,7 @@ import (
 )
 
 func (a *app) cancelCommand() *cobra.Command {
-	var ff filterFlags
+	ff := filterFlags{verb: "cancel", states: []string{"queued"}}
 	asJSON := &ff.asJSON
 	cmd := &cobra.Command{
 		Use:   "cancel (ID... | --kind K | --key K | --since T | --until T | --all) [flags]",
