@@ -100,6 +100,8 @@ func groupArgs(_ *cobra.Command, args []string) error {
 	switch {
 	case len(args) == 1:
 		return nil
+	case len(args) == 3 && args[1] == "then" && strings.TrimSpace(args[2]) == "":
+		return usageError("group NAME then COMMAND: the command is empty; give the command the group's step runs")
 	case len(args) == 3 && args[1] == "then":
 		return nil
 	case len(args) >= 2 && args[1] == "then":

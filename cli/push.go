@@ -87,6 +87,10 @@ type pushFlags struct {
 	afterGroups []string
 	then        string
 	thenIf      string
+
+	// groupSet and thenSet: --group and --then were given (an empty value
+	// is refused, not taken as absent).
+	groupSet, thenSet bool
 }
 
 func (a *app) pushCommand() *cobra.Command {
@@ -148,6 +152,7 @@ policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.flagsHint = flagsHint(cmd.Flags())
+			f.groupSet, f.thenSet = cmd.Flags().Changed("group"), cmd.Flags().Changed("then")
 			return a.push(cmd.Context(), f)
 		},
 	}
@@ -430,8 +435,16 @@ func (a *app) checkPushFlags(f pushFlags) (lineOpts, error) {
 
 // checkAfterValues refuses an empty --after ID or --after-group name (an
 // unset shell variable, a trailing comma): left out, the tasks would run
-// without the dependency that was meant.
+// without the dependency that was meant. So too a blank --then, which
+// held no step, and a blank --group, which made a group of a blank name
+// (or, empty, one of a new name).
 func checkAfterValues(f pushFlags) error {
+	if f.thenSet && strings.TrimSpace(f.then) == "" {
+		return usageError("--then is empty; give the command the group's step runs (--then 'python aggregate.py'), or leave --then out")
+	}
+	if f.groupSet && strings.TrimSpace(f.group) == "" {
+		return usageError("--group %q is blank; give the group a name (--group sweep-7), or leave --group out for a new one", f.group)
+	}
 	for _, v := range f.after {
 		if slices.Contains(afterIDs(v), "") {
 			return usageError("--after %q has an empty task ID; give the IDs of the tasks to run after, comma-separated", v)

@@ -184,6 +184,13 @@ func TestPushThenStepRefusedAfterThePush(t *testing.T) {
 		{[]string{"push", "-c", "echo a", "--after", ""}, cli.ExitUsage, `--after "" has an empty task ID`},
 		{[]string{"push", "-c", "echo a", "--after", jobq.ThenTaskID("g") + ","}, cli.ExitUsage, "has an empty task ID"},
 		{[]string{"push", "-c", "echo a", "--after-group", " "}, cli.ExitUsage, "--after-group is empty"},
+		// A blank --then held no step; a blank --group made a group of a
+		// blank name (an empty one, a new name).
+		{[]string{"push", "-c", "echo a", "--then", ""}, cli.ExitUsage, "--then is empty; give the command the group's step runs"},
+		{[]string{"push", "-c", "echo a", "--then", " \t"}, cli.ExitUsage, "--then is empty"},
+		{[]string{"push", "-c", "echo a", "--group", "  "}, cli.ExitUsage, `--group "  " is blank; give the group a name`},
+		{[]string{"push", "-c", "echo a", "--group", ""}, cli.ExitUsage, `--group "" is blank`},
+		{[]string{"group", "g", "then", " "}, cli.ExitUsage, "the command is empty"},
 		// A parent that does not exist is a usage error, group or task ID.
 		{[]string{"push", "-c", "echo a", "--after-group", "nosuchgroup"}, cli.ExitUsage, "no group of this name"},
 		{[]string{"push", "-c", "echo a", "--after", "0123456789abcdef0123456789abcdef"}, cli.ExitUsage, "no task with this ID"},
