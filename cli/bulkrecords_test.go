@@ -20,7 +20,7 @@ func TestPurgeRecordsRefusesBadInput(t *testing.T) {
 		{"kind with a record state", []string{"purge", "--state", "succeeded", "--kind", "x", "--yes"}, "do not keep the task's kind or key: drop --kind/--key"},
 		{"key with a record state", []string{"purge", "--state", "cancelled", "--key", "k", "--dry-run"}, "drop --kind/--key"},
 		{"no filter", []string{"purge", "--state", "succeeded", "--yes"}, "every one of the succeeded records; narrow it with --exit-code, --error, --since or --until, or say --all"},
-		{"misspelt state", []string{"purge", "--state", "canceled", "--all"}, "use succeeded or cancelled"},
+		{"misspelt state", []string{"purge", "--state", "canceled", "--all"}, "not a state purge takes: use dead-lettered, queued, succeeded or cancelled"},
 		{"unknown state", []string{"purge", "--state", "zombie", "--all"}, "use dead-lettered, queued, succeeded or cancelled"},
 		{"requeue of records", []string{"requeue", "--state", "succeeded"}, "only purge deletes (jobq QUEUE purge --state succeeded)"},
 		{"cancel of records", []string{"cancel", "--state", "cancelled", "--all"}, "only purge deletes"},
