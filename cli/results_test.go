@@ -192,7 +192,7 @@ func TestFailureSummary(t *testing.T) {
 		`  a dead-lettered exit=1 error="command exited with status 1" (line 7)`,
 		"  b dead-lettered exit=1 (lines 14, 21)",
 		"  c cancelled\n",
-		"'jobq result ID' shows",
+		"\nsee a task's output tail and attempts with: jobq result a",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)

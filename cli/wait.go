@@ -311,7 +311,7 @@ func (w *waiter) pending(ids []string) []string {
 }
 
 // failureSummary says how many of n tasks did not succeed, by state, and
-// lists them (the first maxListed).
+// lists them (the first maxListed); failed is not empty.
 func (w *waiter) failureSummary(n int, failed []*jobq.Result) string {
 	byState := map[string]int{}
 	for _, r := range failed {
@@ -338,7 +338,8 @@ func (w *waiter) failureSummary(n int, failed []*jobq.Result) string {
 			b.WriteString(" (" + lineList(lines, w.fromCommands) + ")")
 		}
 	}
-	b.WriteString("\n'" + w.a.commandHint("result ID") + "' shows a task's output tail and attempts")
+	// A command to copy as it stands: the queue may be quoted already.
+	b.WriteString("\nsee a task's output tail and attempts with: " + w.a.commandHint("result "+failed[0].ID))
 	return b.String()
 }
 
