@@ -371,9 +371,9 @@ type scheduleJSON struct {
 	TimeZone  string     `json:"tz"`
 	Missed    string     `json:"missed"`
 	Paused    bool       `json:"paused"`
-	Next      *time.Time `json:"next,omitempty"`
-	LastFired *time.Time `json:"last_fired,omitempty"`
-	Pending   bool       `json:"pending,omitempty"`
+	Next      *time.Time `json:"next"`       // null: no next slot
+	LastFired *time.Time `json:"last_fired"` // null: never fired
+	Pending   bool       `json:"pending"`
 	Task      string     `json:"task"`
 }
 

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,5 +127,36 @@ func TestSchedulerOnceFires(t *testing.T) {
 	}
 	if code, show, errOut := run(t, q, "show", id); code != 0 || !strings.Contains(show, "echo tick") {
 		t.Errorf("show %s: exit %d, %q, %s; want the scheduled task queued", id, code, show, errOut)
+	}
+}
+
+// TestScheduleListJSONMembers: every member docs/cli.md lists is in each
+// object, null where unknown (last_fired before the first fire), before
+// and after a fire.
+func TestScheduleListJSONMembers(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "schedule", "add", "tick", "@every 1s", "-c", "true")
+	list := func() map[string]any {
+		t.Helper()
+		code, out, errOut := run(t, q, "schedule", "list", "--json")
+		var m map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &m) != nil {
+			t.Fatalf("schedule list --json: exit %d, %q: %s", code, out, errOut)
+		}
+		for _, k := range []string{"name", "cron", "tz", "missed", "paused", "next", "last_fired", "pending", "task"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("schedule list --json printed %s, without %q", out, k)
+			}
+		}
+		return m
+	}
+	if m := list(); m["last_fired"] != nil || m["pending"] != false || m["next"] == nil {
+		t.Errorf("before a fire: last_fired %v, pending %v, next %v; want null, false and a time", m["last_fired"], m["pending"], m["next"])
+	}
+	time.Sleep(1100 * time.Millisecond)
+	expect(t, 0, []string{"fired tick"}, q, "scheduler", "--once")
+	if m := list(); m["last_fired"] == nil {
+		t.Errorf("after a fire: last_fired is null")
 	}
 }
