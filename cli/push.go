@@ -470,13 +470,21 @@ func (a *app) watchInterrupts(ctx context.Context, waitRoom bool) (pushCtx conte
 	}
 	pushCtx, cancel := context.WithCancelCause(ctx)
 	first := make(chan struct{})
+	var once sync.Once
+	interrupt := func(s os.Signal) {
+		once.Do(func() {
+			close(first) // before the log line: the push may be ending
+			a.log.Warn(msg, "signal", s.String())
+		})
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		select {
 		case s := <-sigs:
-			a.log.Warn(msg, "signal", s.String())
-			close(first)
+			interrupt(s)
 		case <-pushCtx.Done():
 			return
 		}
@@ -489,6 +497,14 @@ func (a *app) watchInterrupts(ctx context.Context, waitRoom bool) (pushCtx conte
 	return pushCtx, first, func() {
 		signal.Stop(sigs)
 		cancel(nil)
+		<-done
+		// A signal that came as the push ended still counts: the caller
+		// reads interrupted next, and no one else will see it.
+		select {
+		case s := <-sigs:
+			interrupt(s)
+		default:
+		}
 	}
 }
 
