@@ -487,15 +487,15 @@ func (q *Queue) cancelHeld(ctx context.Context, op string, store driver.ResultSt
 }
 
 // heldTask returns the held task with ID id, nil when none is held under
-// it or the backend cannot hold tasks.
-func (q *Queue) heldTask(ctx context.Context, id string) (*driver.HeldMessage, error) {
+// it or the backend cannot hold tasks; op names a failure.
+func (q *Queue) heldTask(ctx context.Context, op, id string) (*driver.HeldMessage, error) {
 	hs, ok := q.drv.(driver.HeldStore)
 	if !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported {
 		return nil, nil
 	}
 	held, err := hs.HeldOf(ctx, []string{id})
 	if err != nil {
-		return nil, q.wrap("held", err)
+		return nil, q.wrap(op, err)
 	}
 	for _, h := range held {
 		if h.Message.ID == id {

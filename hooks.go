@@ -43,7 +43,7 @@ func init() {
 		return asQueue(q).Admin().fireSchedules(ctx, now, fault)
 	}
 	hooks.HeldTask = func(ctx context.Context, q any, id string) (*driver.HeldMessage, error) {
-		return asQueue(q).heldTask(ctx, id)
+		return asQueue(q).heldTask(ctx, "held", id)
 	}
 	hooks.SweepHeld = func(ctx context.Context, q any) (released, cancelled []string, held int, err error) {
 		res, held, err := asQueue(q).Admin().sweepHeld(ctx)

@@ -122,17 +122,16 @@ func (a *Admin) GroupStep(ctx context.Context, group string) (*GroupStep, error)
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
 	}
-	hs, ok := q.drv.(driver.HeldStore)
-	if !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported || q.results == nil {
+	if _, ok := q.drv.(driver.HeldStore); !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported || q.results == nil {
 		return nil, nil
 	}
 	id := ThenTaskID(group)
-	held, err := hs.HeldOf(ctx, []string{id})
+	held, err := q.heldTask(ctx, op, id)
 	if err != nil {
-		return nil, q.wrap(op, err)
+		return nil, err
 	}
-	if len(held) > 0 {
-		return &GroupStep{ID: id, State: "held", Require: held[0].Require}, nil
+	if held != nil {
+		return &GroupStep{ID: id, State: "held", Require: held.Require}, nil
 	}
 	recs, err := q.getResults(ctx, op, q.results, []string{id})
 	if err != nil {

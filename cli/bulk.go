@@ -35,13 +35,7 @@ func (ff *filterFlags) records() bool { return slices.Contains(ff.states, "succe
 
 // statesText lists the states the command takes: "dead-lettered", or
 // "dead-lettered, queued, succeeded or cancelled".
-func (ff *filterFlags) statesText() string {
-	n := len(ff.states)
-	if n < 2 {
-		return strings.Join(ff.states, "")
-	}
-	return strings.Join(ff.states[:n-1], ", ") + " or " + ff.states[n-1]
-}
+func (ff *filterFlags) statesText() string { return orList(ff.states) }
 
 // add registers the flags on fs; action says what the command does, for
 // the help.
@@ -250,6 +244,15 @@ func (v bulkVerb) nounFor(n int64) string {
 		return strings.TrimSuffix(v.noun, "s")
 	}
 	return v.noun
+}
+
+// orList joins items for a message: "a", "a or b", "a, b or c".
+func orList(items []string) string {
+	n := len(items)
+	if n < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:n-1], ", ") + " or " + items[n-1]
 }
 
 func capitalize(s string) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/hooks"
 )
 
@@ -30,7 +31,7 @@ func (a *app) heldNote(ctx context.Context, q *jobq.Queue, id string) string {
 		waits = append(waits, "group "+g)
 	}
 	how := "succeed"
-	if h.Require == "always" {
+	if h.Require == driver.RequireEnded {
 		how = "end, whatever the outcome"
 	}
 	return fmt.Sprintf("task %s is held: it waits for %s to %s, then it is queued (workers decide held tasks every few seconds); drop it with: %s",

@@ -76,9 +76,9 @@ type Options struct {
 	// be requeued; a tenth of it before it passes (at most a second), the
 	// worker gives up the settlements the engine has not accepted (a full
 	// disk, say) and logs which tasks they were, and Run returns by the
-	// timeout: those tasks are delivered again once their leases expire. Zero (the default) means no bound: a refused
-	// settlement is retried until its lease expires. (The CLI sets it to
-	// --kill-timeout.)
+	// timeout: those tasks are delivered again once their leases expire.
+	// Zero (the default) means no bound: a refused settlement is retried
+	// until its lease expires. (The CLI sets it to --kill-timeout.)
 	StopTimeout time.Duration
 	// TaskTimeLimit bounds each attempt at a task: once its handler has run
 	// this long its context is canceled with a cause matching ErrTimeLimit

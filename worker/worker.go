@@ -155,36 +155,35 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	log := o.Logger
 	stopCtx, stopCancel := context.WithCancelCause(context.Background())
 	writeCtx, writeCancel := context.WithCancel(context.Background())
-	if err := checkArgs(q, h); err != nil {
-		return &Worker{o: o, log: log, argErr: err, stopCtx: stopCtx, stopCancel: stopCancel,
-			writeCtx: writeCtx, writeCancel: writeCancel, giveUp: make(chan struct{}), finished: make(chan struct{}),
-			drainCh: make(chan struct{}), killCh: make(chan struct{}), killed: make(chan struct{})}
-	}
 	w := &Worker{
-		q: q, h: h, o: o, log: log,
+		o: o, log: log,
 		stopCtx: stopCtx, stopCancel: stopCancel,
 		writeCtx: writeCtx, writeCancel: writeCancel,
-		giveUp:        make(chan struct{}),
-		finished:      make(chan struct{}),
-		gate:          newGatekeeper(o.Gate, o.GateRunner, log),
-		pauser:        newFailurePauser(o.FailureBackoff),
-		pace:          newHandlerPace(),
-		stall:         newWriteStall(log),
-		limits:        newLocalLimits(q, log),
-		paused:        newPauseWatch(q, log),
-		host:          hostname(),
-		keepsResults:  q != nil && q.Capabilities().Level(driver.Results) != driver.Unsupported,
-		receiveGiveUp: receiveGiveUp,
-		purgeEvery:    purgeEvery,
-		rollupFirst:   rand.N(rollupJitter),
-		drainCh:       make(chan struct{}),
-		killCh:        make(chan struct{}),
-		killed:        make(chan struct{}),
+		giveUp:   make(chan struct{}),
+		finished: make(chan struct{}),
+		drainCh:  make(chan struct{}),
+		killCh:   make(chan struct{}),
+		killed:   make(chan struct{}),
 	}
+	if w.argErr = checkArgs(q, h); w.argErr != nil {
+		return w // Run returns the error; Stop, Drain and Counts still work
+	}
+	w.q, w.h = q, h
+	w.gate = newGatekeeper(o.Gate, o.GateRunner, log)
+	w.pauser = newFailurePauser(o.FailureBackoff)
+	w.pace = newHandlerPace()
+	w.stall = newWriteStall(log)
+	w.limits = newLocalLimits(q, log)
+	w.paused = newPauseWatch(q, log)
+	w.host = hostname()
+	w.keepsResults = q.Capabilities().Level(driver.Results) != driver.Unsupported
+	w.receiveGiveUp = receiveGiveUp
+	w.purgeEvery = purgeEvery
+	w.rollupFirst = rand.N(rollupJitter)
 	w.leases = newLeaseKeeper(w)
 	w.reg = newRegistry(w)
 	w.h = w.reg.track(h)
-	w.watchCancels = q != nil && w.cancelsRunning()
+	w.watchCancels = w.cancelsRunning()
 	w.tel = newTelemetry(q, w)
 	return w
 }
