@@ -195,7 +195,7 @@ func (w *Worker) cancel(env *jobq.Envelope, log *slog.Logger, start time.Time, r
 		return env.Cancel(ctx, cancelReason(ran, env.DeliveryCount))
 	})
 	if err != nil {
-		log.Error("task cancelled but could not be settled; it will be delivered again when its lease expires", "error", err, "elapsed", elapsed)
+		log.Error("task cancelled but could not be settled; "+unsettledNote(err), "error", err, "elapsed", elapsed)
 		w.emit(Event{Task: env.Task, Outcome: Cancelled, Err: ErrCancelled, SettleErr: err, Elapsed: elapsed})
 		return
 	}

@@ -46,15 +46,19 @@ type Event struct {
 	// settler's batch holding it) returned without error, so a completion
 	// with Durable set can no longer be undone by a crash of this process.
 	// It is false for LockLost, and when the settlement could not be
-	// stored (SettleErr says why): the task is then delivered again once
-	// its lease expires, so it may run twice but is never lost.
+	// stored, or its answer was lost (SettleErr says which): the task is
+	// then delivered again once its lease expires, unless the unanswered
+	// settlement was stored, so it may run twice but is never lost.
 	Durable bool
 	// Err is the handler's error for Retried and DeadLettered, why the
 	// task was requeued for Requeued, and ErrCancelled for Cancelled; nil
 	// for Completed.
 	Err error
 	// SettleErr is why the settlement was not stored, when Durable is false
-	// for an outcome other than LockLost.
+	// for an outcome other than LockLost. As a *jobq.Error with
+	// MaybeApplied set, it says that an attempt went unanswered: the
+	// settlement may have been stored all the same (a retry then fails
+	// with LockLost), and the task is delivered again only if it was not.
 	SettleErr error
 	// RetriesLeft is the task's retry budget after a Retried settlement.
 	RetriesLeft int

@@ -217,7 +217,10 @@ func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Dur
 		// The work is done but the message stays, and runs again, unless
 		// it was removed meanwhile.
 		msg := "task succeeded but could not be completed; it will be delivered again"
-		if errors.Is(cerr, errcode.LockLost) {
+		switch {
+		case maybeSettled(cerr):
+			msg = "task succeeded, and its completion is unknown: " + unsettledNote(cerr)
+		case errors.Is(cerr, errcode.LockLost):
 			msg = "task succeeded but could not be completed: its lease is no longer held; it runs again unless it was removed meanwhile (cleared, purged or cancelled)"
 		}
 		log.Error(msg, "error", cerr, "elapsed", elapsed)
@@ -242,7 +245,7 @@ func (w *Worker) deadLetter(env *jobq.Envelope, log *slog.Logger, err error, ela
 		return env.DeadLetter(ctx, err.Error(), detailOf(err))
 	})
 	if derr != nil {
-		log.Error("task failed permanently and could not be dead-lettered; it will be delivered again when its lease expires",
+		log.Error("task failed permanently and could not be dead-lettered; "+unsettledNote(derr),
 			"error", err, "settle_error", derr, "elapsed", elapsed)
 		w.emit(Event{Task: env.Task, Outcome: DeadLettered, Err: err, SettleErr: derr, Elapsed: elapsed})
 		return false
@@ -268,7 +271,7 @@ func (w *Worker) fail(env *jobq.Envelope, log *slog.Logger, err error, elapsed t
 	ev := Event{Task: env.Task, Outcome: DeadLettered, Durable: ferr == nil, Err: err, SettleErr: ferr, Elapsed: elapsed}
 	switch {
 	case ferr != nil:
-		log.Error("task failed and could not be settled; it will be delivered again when its lease expires",
+		log.Error("task failed and could not be settled; "+unsettledNote(ferr),
 			"error", err, "settle_error", ferr, "elapsed", elapsed)
 		if env.RetriesLeft() > 0 {
 			ev.Outcome = Retried
@@ -293,7 +296,7 @@ func (w *Worker) requeue(env *jobq.Envelope, log *slog.Logger, delay time.Durati
 		return env.Requeue(ctx, delay)
 	})
 	if err != nil {
-		log.Error("could not requeue the task; it will be delivered again when its lease expires", "why", why, "error", err,
+		log.Error("could not requeue the task; "+unsettledNote(err), "why", why, "error", err,
 			"lease_expires", env.Expiry())
 		w.emit(Event{Task: env.Task, Outcome: Requeued, Err: errors.New(why), SettleErr: err})
 		return

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -205,9 +206,12 @@ func (s *writeStall) wait(stop, quit <-chan struct{}) bool {
 // error is of another kind (LockLost, say), when the lease has expired
 // (another delivery will run the task: a duplicate, never a loss), when
 // the worker is killed, or when its stop timeout passes (which also
-// cancels the ctx of an attempt in flight).
-func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx context.Context) error) error {
-	err := op(w.writeCtx)
+// cancels the ctx of an attempt in flight). When an attempt went
+// unanswered (MaybeApplied), the error it returns has MaybeApplied set
+// too: that attempt may have settled the message, and a retry then finds
+// the lease gone (LockLost) because it did.
+func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx context.Context) error) (err error) {
+	err = op(w.writeCtx)
 	if err == nil {
 		w.stall.succeeded()
 		return nil
@@ -215,6 +219,12 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 	if !refused(err) {
 		return err
 	}
+	unsure := maybeSettled(err)
+	defer func() {
+		if err != nil && unsure {
+			err = markMaybeSettled(err)
+		}
+	}()
 	ok := false
 	w.stall.enter(env, err)
 	defer func() { w.stall.leave(env, ok) }()
@@ -252,9 +262,41 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 			return nil
 		}
 		if !refused(err) {
+			// The engine answered: it takes writes again.
+			ok = true
 			return err
 		}
+		unsure = unsure || maybeSettled(err)
 	}
+}
+
+// maybeSettled reports whether err, a settlement's, says it may have been
+// applied all the same (its answer was lost).
+func maybeSettled(err error) bool {
+	var je *jobq.Error
+	return errors.As(err, &je) && je.MaybeApplied
+}
+
+// markMaybeSettled returns err, the last error of a settlement one of
+// whose attempts went unanswered, with MaybeApplied set.
+func markMaybeSettled(err error) error {
+	var je *jobq.Error
+	if !errors.As(err, &je) || je.MaybeApplied {
+		return err
+	}
+	c := *je
+	c.MaybeApplied = true
+	return &c
+}
+
+// unsettledNote says what becomes of a task whose settlement failed with
+// err: delivered again once its lease expires, unless an attempt that went
+// unanswered settled it.
+func unsettledNote(err error) string {
+	if maybeSettled(err) {
+		return "an attempt went unanswered and may have settled it (a retry then finds its lease gone); if it did not, it will be delivered again when its lease expires"
+	}
+	return "it will be delivered again when its lease expires"
 }
 
 // keepLease renews env's lease when it would expire before the next
