@@ -126,7 +126,7 @@ func (a *Admin) RequeueWhere(ctx context.Context, f Filter) (BulkResult, error) 
 	}
 	return a.bulk(ctx, f, bulkAction{op: op, dead: true, act: func(ctx context.Context, batch []bulkMatch) (int64, int64, error) {
 		n, err := a.q.drv.RequeueDead(ctx, messageIDs(batch))
-		return n, 0, a.q.wrap(op, err)
+		return n, 0, a.q.wrapWrite(op, err)
 	}})
 }
 
@@ -195,7 +195,7 @@ func (a *Admin) PurgeWhere(ctx context.Context, f Filter) (BulkResult, error) {
 	return a.bulk(ctx, f, bulkAction{op: op, dead: true, act: func(ctx context.Context, batch []bulkMatch) (int64, int64, error) {
 		n, err := q.drv.PurgeDead(ctx, messageIDs(batch))
 		if err != nil {
-			return n, 0, q.wrap(op, err)
+			return n, 0, q.wrapWrite(op, err)
 		}
 		var refs []*StashRef
 		for _, m := range batch {

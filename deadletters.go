@@ -58,7 +58,7 @@ func (d *Admin) RequeueDeadLetters(ctx context.Context, messageIDs ...string) (i
 		return 0, err
 	}
 	n, err := d.q.drv.RequeueDead(ctx, idsOrAll(messageIDs))
-	return n, d.q.wrap(op, err)
+	return n, d.q.wrapWrite(op, err)
 }
 
 // PurgeDeadLetters deletes the named dead letters (every one when no IDs are given) and
@@ -71,7 +71,7 @@ func (d *Admin) PurgeDeadLetters(ctx context.Context, messageIDs ...string) (int
 	refs := d.q.stashedDeadLetters(ctx, messageIDs)
 	n, err := d.q.drv.PurgeDead(ctx, idsOrAll(messageIDs))
 	if err != nil {
-		return n, d.q.wrap(op, err)
+		return n, d.q.wrapWrite(op, err)
 	}
 	d.q.dropStashed(ctx, refs...)
 	return n, nil

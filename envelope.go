@@ -300,7 +300,7 @@ func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 	e.mu.Unlock()
 	nl, err := e.q.drv.Renew(ctx, lease, d)
 	if err != nil {
-		err = e.q.wrap(op, err)
+		err = e.q.wrapWrite(op, err)
 		if errcode.Of(err) == errcode.LockLost {
 			e.markLost()
 		}

@@ -29,7 +29,10 @@ type Error struct {
 	// once; one without it stored nothing. A settlement error with it (a
 	// Complete whose context ended while the completion was under way)
 	// may have settled the message: settling it again then fails with
-	// LockLost. See docs/reliability.md.
+	// LockLost. Other writes set it the same way (a renewal, a dead letter
+	// requeued or purged, a policy, pause or schedule changed, a cancel, a
+	// clear): the change may have been made, which reading the state back
+	// tells. See docs/reliability.md.
 	MaybeApplied bool
 }
 

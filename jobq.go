@@ -220,6 +220,19 @@ func (q *Queue) wrap(op string, err error) error {
 	return &Error{Code: code, Op: op, Queue: q.url, Err: err}
 }
 
+// wrapWrite is wrap for a call that changes the queue (a dead letter
+// requeued, a policy set): an error that leaves its outcome unknown (the
+// request may have reached the engine, driver.AppliedOf) is marked
+// MaybeApplied, so that the caller is not told the change was not made
+// when it may have been.
+func (q *Queue) wrapWrite(op string, err error) error {
+	werr := q.wrap(op, err)
+	if werr != nil && !maybeApplied(werr) && driver.AppliedOf(err, errcode.Of(werr)) == driver.MaybeApplied {
+		return markMaybeApplied(werr)
+	}
+	return werr
+}
+
 func (q *Queue) checkOpen(op string) error {
 	if q.closed.Load() {
 		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: errClosed}
@@ -827,7 +840,7 @@ func (a *Admin) Clear(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	n, err := q.drv.Clear(ctx)
-	return n, q.wrap(op, err)
+	return n, q.wrapWrite(op, err)
 }
 
 // As exposes the backend's own types (the escape hatch); each backend

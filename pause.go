@@ -47,10 +47,10 @@ func (p *Admin) Pause(ctx context.Context, o PauseOptions) (driver.PauseState, e
 		return s, err
 	}
 	if _, err := p.resume(ctx, ps, s); err != nil {
-		return s, p.q.wrap(op, err)
+		return s, p.q.wrapWrite(op, err)
 	}
 	if err := ps.SetPolicy(ctx, s.Policy()); err != nil {
-		return s, p.q.wrap(op, err)
+		return s, p.q.wrapWrite(op, err)
 	}
 	return s, nil
 }
@@ -69,7 +69,7 @@ func (p *Admin) Resume(ctx context.Context, o PauseOptions) (bool, error) {
 		return false, err
 	}
 	had, err := p.resume(ctx, ps, s)
-	return had, p.q.wrap(op, err)
+	return had, p.q.wrapWrite(op, err)
 }
 
 // resume removes every stored pause with the scope of s.

@@ -203,7 +203,7 @@ func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 	}
 	err = ps.SetPolicy(ctx, pol)
 	p.q.policies.invalidate()
-	return p.q.wrap(op, err)
+	return p.q.wrapWrite(op, err)
 }
 
 // UnsetPolicy removes the policy of that kind and key and reports whether there
@@ -231,7 +231,7 @@ func (p *Admin) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key str
 	}
 	ok, err := ps.UnsetPolicy(ctx, kind, key)
 	p.q.policies.invalidate()
-	return ok, p.q.wrap(op, err)
+	return ok, p.q.wrapWrite(op, err)
 }
 
 // Policies returns every policy of the queue, sorted by kind then key,

@@ -395,7 +395,7 @@ func (q *Queue) requestCancels(ctx context.Context, op string, store driver.Resu
 		asked[i] = q.newRecord(id, driver.ResultCancelRequested, now, &recordDetails{errText: cancelRequestedText})
 	}
 	if err := putResults(ctx, store, asked); err != nil {
-		return q.wrap(op, err)
+		return q.wrapWrite(op, err)
 	}
 	return nil
 }
@@ -459,7 +459,7 @@ func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultS
 	}
 	gone, held, err := remover.RemoveTasks(ctx, done, asked)
 	if err != nil {
-		return q.wrap(op, fmt.Errorf("remove the queued tasks (the removal and its records are one step, made or not: cancel again to see what became of each): %w", err))
+		return q.wrapWrite(op, fmt.Errorf("remove the queued tasks (the removal and its records are one step, made or not: cancel again to see what became of each): %w", err))
 	}
 	running := make(map[string]bool, len(held))
 	for _, id := range held {
@@ -530,7 +530,7 @@ func (a *Admin) PurgeResults(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	n, err := q.results.PurgeResults(ctx, time.Now())
-	return n, q.wrap(op, err)
+	return n, q.wrapWrite(op, err)
 }
 
 // ResultDetails are what a worker tells the result record about a task's

@@ -51,7 +51,7 @@ func (p *Admin) AddSchedule(ctx context.Context, name, cron string, t *Task, o S
 	fresh := driver.FiredState{Name: name, Slot: time.UnixMilli(0), Pushed: true}
 	won, err := swapFired(ctx, ps, fresh, 0)
 	if err != nil {
-		return spec, p.q.wrap(op, err)
+		return spec, p.q.wrapWrite(op, err)
 	}
 	if !won {
 		pols, err := ps.ListPolicies(ctx)
@@ -65,18 +65,18 @@ func (p *Admin) AddSchedule(ctx context.Context, name, cron string, t *Task, o S
 		// A firing state without a definition is what an interrupted
 		// remove leaves: start it afresh.
 		if err := ps.SetPolicy(ctx, fresh.Policy()); err != nil {
-			return spec, p.q.wrap(op, err)
+			return spec, p.q.wrapWrite(op, err)
 		}
 		if _, err := ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name); err != nil {
-			return spec, p.q.wrap(op, err)
+			return spec, p.q.wrapWrite(op, err)
 		}
 	}
 	if spec.Paused {
 		if err := ps.SetPolicy(ctx, driver.SchedulePaused(name, spec.Since)); err != nil {
-			return spec, p.q.wrap(op, err)
+			return spec, p.q.wrapWrite(op, err)
 		}
 	}
-	return spec, p.q.wrap(op, ps.SetPolicy(ctx, spec.Policy()))
+	return spec, p.q.wrapWrite(op, ps.SetPolicy(ctx, spec.Policy()))
 }
 
 // newScheduleSpec validates a new schedule's parts.
@@ -154,14 +154,14 @@ func (p *Admin) RemoveSchedule(ctx context.Context, name string) (bool, error) {
 	specs := findSchedule(pols, name)
 	for _, pol := range specs {
 		if _, err := ps.UnsetPolicy(ctx, driver.SchedulePolicy, pol.Key); err != nil {
-			return false, p.q.wrap(op, err)
+			return false, p.q.wrapWrite(op, err)
 		}
 	}
 	if _, err := ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name); err != nil {
-		return false, p.q.wrap(op, err)
+		return false, p.q.wrapWrite(op, err)
 	}
 	had, err := ps.UnsetPolicy(ctx, driver.ScheduleFiredPolicy, name)
-	return had || len(specs) > 0, p.q.wrap(op, err)
+	return had || len(specs) > 0, p.q.wrapWrite(op, err)
 }
 
 // PauseSchedule stops the schedule named name firing until ResumeSchedule;
@@ -173,7 +173,7 @@ func (p *Admin) PauseSchedule(ctx context.Context, name string) error {
 	if err != nil || s.spec.Paused {
 		return err
 	}
-	return p.q.wrap(op, ps.SetPolicy(ctx, driver.SchedulePaused(name, time.Now())))
+	return p.q.wrapWrite(op, ps.SetPolicy(ctx, driver.SchedulePaused(name, time.Now())))
 }
 
 // ResumeSchedule lets a paused schedule fire again from now: slots that
@@ -191,11 +191,11 @@ func (p *Admin) ResumeSchedule(ctx context.Context, name string) error {
 		resumed := st
 		resumed.ClaimedAt = time.Now()
 		if _, err := swapFired(ctx, ps, resumed, st.Policy().Limit); err != nil {
-			return p.q.wrap(op, err)
+			return p.q.wrapWrite(op, err)
 		}
 	}
 	_, err = ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name)
-	return p.q.wrap(op, err)
+	return p.q.wrapWrite(op, err)
 }
 
 // scheduleNamed returns the store and the schedule named name, or a

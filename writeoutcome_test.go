@@ -1,0 +1,133 @@
+package jobq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/redis"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/tools/testkit/tcpfault"
+)
+
+// redisThroughProxy opens a fresh Redis queue through a tcpfault proxy,
+// and the same queue directly; it skips the test when Redis is not
+// running.
+func redisThroughProxy(t *testing.T) (p *tcpfault.Proxy, q, direct *jobq.Queue) {
+	t.Helper()
+	base := os.Getenv("JOBQ_TEST_REDIS_URL")
+	if base == "" {
+		base = "redis://127.0.0.1:6379/0"
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
+		t.Skipf("needs Redis at %s", u.Host)
+	} else {
+		c.Close()
+	}
+	p, err = tcpfault.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	v := u.Query()
+	v.Set("queue", fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano()))
+	v.Set("prefix", "jobqtest")
+	u.RawQuery = v.Encode()
+	direct = openURL(t, u.String())
+	u.Host = p.Addr()
+	q = openURL(t, u.String())
+	t.Cleanup(func() {
+		_, _ = direct.Admin().PurgeDeadLetters(context.Background())
+		_, _ = direct.Admin().Clear(context.Background())
+		_, _ = direct.Admin().UnsetPolicy(context.Background(), driver.ConcurrencyPolicy, "k")
+	})
+	return p, q, direct
+}
+
+func openURL(t *testing.T, s string) *jobq.Queue {
+	t.Helper()
+	q, err := jobq.Open(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// TestWritesWhoseAnswerWasLost drops the reply to writes other than
+// pushes and settlements (a dead letter requeued, a policy set, a lease
+// renewed): each is applied, and its error must say so may be
+// (MaybeApplied), not pass for a change that was not made.
+func TestWritesWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	drop := func(p *tcpfault.Proxy, cmd string) {
+		p.Arm(tcpfault.Rule{Fault: tcpfault.DropReply, Match: tcpfault.Contains(cmd)})
+	}
+	check := func(t *testing.T, p *tcpfault.Proxy, err error, applied bool) {
+		t.Helper()
+		if p.Fired() != 1 {
+			t.Fatalf("the proxy dropped %d replies, want 1", p.Fired())
+		}
+		if !applied {
+			t.Fatalf("the write whose reply was dropped was not applied (%v)", err)
+		}
+		var je *jobq.Error
+		if !errors.As(err, &je) || !je.MaybeApplied {
+			t.Errorf("error %v; want an *Error with MaybeApplied", err)
+		}
+	}
+	t.Run("dlq requeue", func(t *testing.T) {
+		p, q, direct := redisThroughProxy(t)
+		if _, err := direct.Push(ctx, &jobq.Task{Command: "echo dead"}); err != nil {
+			t.Fatal(err)
+		}
+		env, err := direct.Receive(ctx, jobq.ReceiveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.DeadLetter(ctx, "test", ""); err != nil {
+			t.Fatal(err)
+		}
+		dead, err := direct.Admin().DeadLetters(ctx, 1)
+		if err != nil || len(dead) != 1 {
+			t.Fatalf("dead letters %v, %v", dead, err)
+		}
+		drop(p, "evalsha")
+		_, err = q.Admin().RequeueDeadLetters(ctx, dead[0].MessageID)
+		n, _ := direct.Admin().Size(ctx)
+		check(t, p, err, n == 1)
+	})
+	t.Run("policy set", func(t *testing.T) {
+		p, q, direct := redisThroughProxy(t)
+		drop(p, "hset")
+		err := q.Admin().SetPolicy(ctx, driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "k", Limit: 3})
+		pols, _ := direct.Admin().Policies(ctx)
+		check(t, p, err, len(pols) == 1)
+	})
+	t.Run("renew", func(t *testing.T) {
+		p, q, _ := redisThroughProxy(t)
+		if _, err := q.Push(ctx, &jobq.Task{Command: "echo renew"}); err != nil {
+			t.Fatal(err)
+		}
+		env, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drop(p, "evalsha")
+		err = env.Renew(ctx, 5*time.Minute)
+		// Applied: the lease still holds, and completing it works.
+		check(t, p, err, env.Complete(ctx) == nil)
+	})
+}
