@@ -599,7 +599,9 @@ func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) (*Envelope, er
 // ReceiveBatch claims up to limit messages, leasing each for opts.Visibility.
 // It returns an empty slice when nothing arrived within opts.Wait. Messages
 // that cannot be decoded are dead-lettered as poison (with the decode error
-// as the reason) and never returned.
+// as the reason) and never returned. An error with MaybeApplied says the
+// claim's answer was lost: messages may have been claimed all the same,
+// and are delivered again when their lease expires.
 func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions) ([]*Envelope, error) {
 	const op = "receive"
 	limit, vis, err := q.receiveSettings(op, limit, opts.Visibility)
@@ -616,7 +618,7 @@ func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions
 		began := time.Now()
 		recs, err := q.drv.Receive(ctx, driver.ReceiveParams{Max: limit, Visibility: vis, Wait: w.driverWait()})
 		if err != nil {
-			return nil, q.wrap(op, err)
+			return nil, q.wrapWrite(op, err)
 		}
 		if envs := q.envelopes(ctx, recs, vis); len(envs) > 0 {
 			q.receiveSpan(ctx, began, envs)

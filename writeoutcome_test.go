@@ -131,3 +131,28 @@ func TestWritesWhoseAnswerWasLost(t *testing.T) {
 		check(t, p, err, env.Complete(ctx) == nil)
 	})
 }
+
+// TestReceiveWhoseAnswerWasLost drops the reply to a claim: the message is
+// claimed (hidden for its lease), and the error must say the receive may
+// have taken effect.
+func TestReceiveWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, q, direct := redisThroughProxy(t)
+	if _, err := direct.Push(ctx, &jobq.Task{Command: "echo claimed"}); err != nil {
+		t.Fatal(err)
+	}
+	p.Arm(tcpfault.Rule{Fault: tcpfault.DropReply, Match: tcpfault.Contains("evalsha")})
+	_, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})
+	st, serr := direct.Admin().Stats(ctx)
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if p.Fired() != 1 || st.InFlight != 1 {
+		t.Fatalf("%d replies dropped, %d messages in flight; want the claim applied and its reply dropped (%v)", p.Fired(), st.InFlight, err)
+	}
+	var je *jobq.Error
+	if !errors.As(err, &je) || !je.MaybeApplied {
+		t.Errorf("error %v; want an *Error with MaybeApplied", err)
+	}
+}
