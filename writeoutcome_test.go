@@ -156,3 +156,42 @@ func TestReceiveWhoseAnswerWasLost(t *testing.T) {
 		t.Errorf("error %v; want an *Error with MaybeApplied", err)
 	}
 }
+
+// TestPushNeverSentIsNotStored stalls the replies to eight lone pushes, so
+// that a ninth waits in the Redis driver's push group to be sent with
+// others; its context ends while it waits. It was never sent, so its
+// error must say it was not stored (no MaybeApplied).
+func TestPushNeverSentIsNotStored(t *testing.T) {
+	t.Parallel()
+	p, q, direct := redisThroughProxy(t)
+	ctx := context.Background()
+	const inFlight = 8 // the driver's lone pushes in flight at once
+	p.Arm(tcpfault.Rule{Fault: tcpfault.StallReply, Times: inFlight, Match: tcpfault.Contains("evalsha")})
+	stalled := make(chan error, inFlight)
+	for i := range inFlight {
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := q.Push(sctx, &jobq.Task{Command: fmt.Sprintf("echo stalled %d", i)})
+			stalled <- err
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); p.Fired() < inFlight; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pushes stalled, want %d", p.Fired(), inFlight)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err := q.Push(wctx, &jobq.Task{Command: "echo waited"})
+	for range inFlight {
+		<-stalled
+	}
+	var je *jobq.Error
+	if !errors.As(err, &je) || je.MaybeApplied {
+		t.Errorf("error %v; want an *Error without MaybeApplied: the push was never sent", err)
+	}
+	if n, err := direct.Admin().Size(ctx); err != nil || n != inFlight {
+		t.Errorf("the queue holds %d tasks (%v), want the %d stalled ones", n, err, inFlight)
+	}
+}

@@ -124,7 +124,7 @@ func (g *Group) Push(ctx context.Context, m *driver.Message) (driver.PushResult,
 		g.mu.Unlock()
 		switch {
 		case !taken:
-			return driver.PushResult{}, &driver.Error{Code: errcode.Of(ctx.Err()),
+			return driver.PushResult{}, &driver.Error{Code: errcode.Of(ctx.Err()), Applied: driver.NotApplied,
 				Msg: "push: the context ended while the task waited to be sent with other pushes; it was not sent: " + ctx.Err().Error(), Err: ctx.Err()}
 		case lead:
 			<-w.done // closed as the batch was taken: make the call
@@ -132,7 +132,7 @@ func (g *Group) Push(ctx context.Context, m *driver.Message) (driver.PushResult,
 			select {
 			case <-w.done:
 			default:
-				return driver.PushResult{}, &driver.Error{Code: errcode.Of(ctx.Err()),
+				return driver.PushResult{}, &driver.Error{Code: errcode.Of(ctx.Err()), Applied: driver.MaybeApplied,
 					Msg: "push: the context ended while the task's push was in flight; it may have been stored: " + ctx.Err().Error(), Err: ctx.Err()}
 			}
 		}
