@@ -34,7 +34,9 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 	// wait for itself).
 	_, maxDepth, err := d.currentPolicies(ctx)
 	if err != nil {
-		return nil, wrap(ctx, "push", err)
+		// A read: the insert was not sent.
+		werr := wrap(ctx, "push", err)
+		return nil, &driver.Error{Code: errcode.Of(werr), Err: werr, Applied: driver.NotApplied}
 	}
 	var db pushDB = d.pool
 	if len(msgs) == 1 {
