@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
@@ -355,6 +356,13 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	shell := &worker.Shell{Env: a.baseEnv, PassEnv: f.passEnv, KillTimeout: f.killTimeout, EmulateTTY: f.emulateTTY, SnoozeDelay: f.snoozeDelay}
 	w := worker.New(q, shell, opts)
 	defer a.forwardSignals(w, f.killTimeout)()
+	var settled <-chan worker.Event
+	if maxTasks == 1 {
+		// pull tells a task whose settlement was not stored from none.
+		evs, stop := w.Subscribe(4)
+		defer stop()
+		settled = evs
+	}
 
 	a.log.Info("worker starting", "queue", hooks.URL(q), "num_workers", f.concurrency, "visibility_timeout", formatDuration(f.visibility),
 		"time_limit", formatDuration(f.timeLimit), "task_time_limit", formatDuration(f.taskTimeLimit), "heartbeat", f.heartbeat, "preemption", mode, "env_label", opts.EnvLabel, "checkpoints", opts.Checkpoints || opts.CheckpointEvery > 0, "pid", os.Getpid())
@@ -362,9 +370,25 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 		return err
 	}
 	if maxTasks == 1 {
-		return a.pullResult(w.Counts())
+		return a.pullResult(w.Counts(), lastEvent(settled))
 	}
 	return nil
+}
+
+// lastEvent returns the last event evs holds, nil when it holds none.
+func lastEvent(evs <-chan worker.Event) *worker.Event {
+	var last *worker.Event
+	for {
+		select {
+		case ev, ok := <-evs:
+			if !ok {
+				return last
+			}
+			last = &ev
+		default:
+			return last
+		}
+	}
 }
 
 // checkWorkerEnv reads the gate settings from the environment and checks
@@ -499,16 +523,35 @@ func workerExit(err error) error {
 	return nil
 }
 
-// pullResult is the outcome of a pull (a worker run for one task): a
-// failure when the task failed, and a note when there was none.
-func (a *app) pullResult(c worker.Counts) error {
+// pullResult is the outcome of a pull (a worker run for one task), whose
+// last settlement event was ev (nil for none): a failure when the task
+// failed or its settlement was not stored, and a note when there was no
+// task.
+func (a *app) pullResult(c worker.Counts, ev *worker.Event) error {
 	switch {
 	case c.Failed > 0:
 		return failure(errors.New("the task failed"))
-	case c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
+	case ev != nil && ev.SettleErr != nil:
+		return failure(a.unsettled(ev))
+	case ev == nil && c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
 		a.log.Info("queue is empty: nothing to pull")
 	}
 	return nil
+}
+
+// unsettled says what became of the task of ev, whose settlement was not
+// stored, or whose answer was lost.
+func (a *app) unsettled(ev *worker.Event) error {
+	what := "settled (" + string(ev.Outcome) + ")"
+	if ev.Outcome == worker.Completed {
+		what = "completed"
+	}
+	var je *jobq.Error
+	if errors.As(ev.SettleErr, &je) && je.MaybeApplied {
+		return fmt.Errorf("task %s ran, and whether it was %s is unknown (the queue's answer was lost): if it was not, it is delivered again when its lease expires; check with: %s: %w",
+			ev.Task.ID, what, a.commandHint("result "+ev.Task.ID), ev.SettleErr)
+	}
+	return fmt.Errorf("task %s ran but could not be %s: it is delivered again when its lease expires: %w", ev.Task.ID, what, ev.SettleErr)
 }
 
 // checkPreemption checks --preemption and takes the metadata endpoint from
