@@ -677,8 +677,8 @@ func TestServerErrorCodes(t *testing.T) {
 	}
 }
 
-// A dead letter requeued while another message holds its task ID does not
-// take the ID over, so settling it leaves the other message's dedup alone.
+// A dead letter requeued while another message holds its task ID merges
+// into that message: the holder keeps the ID, and no second copy runs.
 func TestRequeuedDeadLetterKeepsOthersID(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
@@ -693,14 +693,11 @@ func TestRequeuedDeadLetterKeepsOthersID(t *testing.T) {
 		t.Fatalf("requeue dead: %d, %v", n, err)
 	}
 	recs := receive(t, d, 2, time.Minute)
-	if len(recs) != 2 || recs[0].Lease.MessageID != holder.MessageID {
-		t.Fatalf("received %+v", recs)
-	}
-	if errs := d.Complete(ctx, driver.Completions(recs[1].Lease)); errs != nil {
-		t.Fatal(errs)
+	if len(recs) != 1 || recs[0].Lease.MessageID != holder.MessageID {
+		t.Fatalf("received %+v; want the holder alone", recs)
 	}
 	if res := push(t, d, msg("x", 0)); !res[0].Duplicate || res[0].MessageID != holder.MessageID {
-		t.Fatalf("push while the holder is queued: %+v", res[0])
+		t.Fatalf("push while the holder is running: %+v", res[0])
 	}
 }
 
@@ -1163,5 +1160,54 @@ func TestDatabaseTheServerLacksIsInvalidArgument(t *testing.T) {
 	wantCode(t, "open database 99999", err, errcode.InvalidArgument)
 	if !strings.Contains(err.Error(), "database 99999 does not exist") {
 		t.Fatalf("error %v does not say which database is missing", err)
+	}
+}
+
+// TestRequeueDeadWhoseIDIsQueuedAgain checks that a dead letter whose task
+// ID a queued or running message holds again merges into that message, as
+// on Postgres, rather than queueing a second copy that would run the task
+// twice.
+func TestRequeueDeadWhoseIDIsQueuedAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		lease   bool  // the message holding the ID is running
+		pushed  bool  // a message holds the ID at all
+		ready   int64 // ready messages after the requeue
+		running int64
+	}{
+		{name: "queued again", pushed: true, ready: 1},
+		{name: "running again", pushed: true, lease: true, running: 1},
+		{name: "not queued", ready: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := openDriver(t)
+			ctx := testCtx(t)
+			push(t, d, msg("x", 0))
+			r := receive(t, d, 1, time.Minute)[0]
+			if errs := d.DeadLetter(ctx, []driver.DeadLetterParams{{Lease: r.Lease, Reason: "failed"}}); errs != nil {
+				t.Fatal(errs)
+			}
+			if tc.pushed {
+				push(t, d, msg("x", 0))
+			}
+			if tc.lease {
+				receive(t, d, 1, time.Minute)
+			}
+			dead, err := d.ListDead(ctx, 10)
+			if err != nil || len(dead) != 1 {
+				t.Fatalf("list dead: %v, %v", dead, err)
+			}
+			if n, err := d.RequeueDead(ctx, []string{dead[0].MessageID}); err != nil || n != 1 {
+				t.Fatalf("requeue dead: %d, %v; want 1", n, err)
+			}
+			if s := stats(t, d); s.Ready != tc.ready || s.InFlight != tc.running || s.Dead != 0 {
+				t.Fatalf("stats %+v; want %d ready, %d in flight, no dead letter", s, tc.ready, tc.running)
+			}
+			if res := push(t, d, msg("x", 0)); !res[0].Duplicate {
+				t.Fatal("a push of the requeued task's ID was not a duplicate")
+			}
+		})
 	}
 }

@@ -49,7 +49,7 @@ import goredis "github.com/redis/go-redis/v9"
 //	z  packed body, in place of b (body.go)
 //	e  enqueued (ms)      d  delivery count    v  visible-at (ms)
 //	c  concurrency key    k  rate-limit key
-//	n  "1" when the message does not own its task id in the ids hash
+//	n  "1" when the message does not own its task id in the ids hash (written by releases that requeued a dead letter beside a queued copy)
 //	q  arrival number of its ready member, when it is not the message id
 //	t  lease token        l  lease expiry (ms)      (only while leased)
 //	h  the producer's W3C trace context (driver.Message.TraceParent), only when traced
@@ -955,8 +955,10 @@ return out
 // result records of its task are deleted from every bucket: it has not
 // ended. ARGV: prefix, limit, then the message ids; with no ids it
 // takes up to limit of all dead letters. A requeued letter takes its task
-// id back unless another queued message holds it. Returns how many it
-// moved.
+// id back; one whose task id another queued or running message holds
+// merges into that message (dedup): it is deleted, its group keeps it
+// dead-lettered and its records are kept, as on Postgres. Returns how
+// many it moved or merged.
 var requeueDeadScript = goredis.NewScript(common + readyLua + announceLua + `
 local DEAD, IDS = P .. 'dead', P .. 'ids'
 local buckets
@@ -971,42 +973,44 @@ else
   mids = redis.call('ZRANGE', DEAD, 0, tonumber(ARGV[2]) - 1)
 end
 local now = now_ms()
-local n = 0
+local n, merged = 0, 0
 for _, mid in ipairs(mids) do
   local k = mkey(mid)
   -- A dead letter whose key another tool replaced stays dead.
   if redis.call('TYPE', k).ok == 'hash' and redis.call('ZREM', DEAD, mid) == 1 then
     local f = redis.call('HMGET', k, 'i', 'p', 'e', 'g')
-    redis.call('HDEL', k, 'r', 'x', 'a', 'n')
-    if f[4] and f[4] ~= '' then
-      -- Open again: no longer dead-lettered in its group.
-      redis.call('HINCRBY', P .. 'g:' .. f[4], 'dl', -1)
-      redis.call('HSET', P .. 'g:' .. f[4], 'u', now)
-      redis.call('ZADD', P .. 'groups', now, f[4])
-    end
-    -- What made a message corrupt is repaired, so that it can run: a
-    -- priority out of range orders as 0, an enqueue time that is not one
-    -- becomes now.
-    if f[2] and not (string.find(f[2], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[2])) <= 1000) then
-      redis.call('HDEL', k, 'p')
-      f[2] = nil
-    end
-    if f[3] and not string.find(f[3], '^%d+$') then redis.call('HSET', k, 'e', str(now)) end
-    if f[1] and f[1] ~= '' then
-      if redis.call('HSETNX', IDS, f[1], mid) == 0 then
-        redis.call('HSET', k, 'n', '1') -- another queued message holds the id
-      else
-        forget_records(f[1])
+    if f[1] and f[1] ~= '' and redis.call('HSETNX', IDS, f[1], mid) == 0 then
+      -- Another queued or running message holds the task id: a second
+      -- copy would run the task twice, so the letter merges into it. (A
+      -- held copy is left to its release, which finds the id queued.)
+      redis.call('DEL', k, P .. 'corrupt:' .. mid)
+      n, merged = n + 1, merged + 1
+    else
+      redis.call('HDEL', k, 'r', 'x', 'a', 'n')
+      if f[4] and f[4] ~= '' then
+        -- Open again: no longer dead-lettered in its group.
+        redis.call('HINCRBY', P .. 'g:' .. f[4], 'dl', -1)
+        redis.call('HSET', P .. 'g:' .. f[4], 'u', now)
+        redis.call('ZADD', P .. 'groups', now, f[4])
       end
+      -- What made a message corrupt is repaired, so that it can run: a
+      -- priority out of range orders as 0, an enqueue time that is not one
+      -- becomes now.
+      if f[2] and not (string.find(f[2], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[2])) <= 1000) then
+        redis.call('HDEL', k, 'p')
+        f[2] = nil
+      end
+      if f[3] and not string.find(f[3], '^%d+$') then redis.call('HSET', k, 'e', str(now)) end
+      if f[1] and f[1] ~= '' then forget_records(f[1]) end
+      local d = redis.call('HGET', k, 'd')
+      if not (d and string.find(d, '^%d+$') and tonumber(d) < 2147483647) then d = 0 end
+      redis.call('HSET', k, 'd', d, 'v', now)
+      make_ready(mid, f[2])
+      n = n + 1
     end
-    local d = redis.call('HGET', k, 'd')
-    if not (d and string.find(d, '^%d+$') and tonumber(d) < 2147483647) then d = 0 end
-    redis.call('HSET', k, 'd', d, 'v', now)
-    make_ready(mid, f[2])
-    n = n + 1
   end
 end
-if n > 0 then announce(n) end
+if n > merged then announce(n - merged) end
 return n
 `)
 
