@@ -176,8 +176,9 @@ func TestShowAttemptHistory(t *testing.T) {
 			t.Errorf("attempt %d: %+v; want delivery %d, failure with exit code 3 and a worker", i+1, a, i+1)
 		}
 	}
-	if code, _, errOut := run(t, q, "show", "no-such-task"); code != cli.ExitFailure || !strings.Contains(errOut, "no task or message") {
-		t.Errorf("show of an unknown ID: exit %d, %q; want exit 1 saying no task", code, errOut)
+	if code, _, errOut := run(t, q, "show", "no-such-task"); code != cli.ExitFailure || !strings.Contains(errOut, "no task or message") ||
+		!strings.Contains(errOut, "dead letters; a task") || !strings.Contains(errOut, " '"+q+"' result no-such-task") {
+		t.Errorf("show of an unknown ID: exit %d, %q; want exit 1 saying no task, with the result command for this queue", code, errOut)
 	}
 }
 

@@ -78,7 +78,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				if note := a.heldNote(ctx, q, id); note != "" {
 					return failure(errors.New(note))
 				}
-				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters ; a task that ended leaves a result record instead: jobq QUEUE result %s", id, showScan, id))
+				return failure(fmt.Errorf("no task or message %q among the first %d queued tasks and dead letters; a task that ended leaves a result record instead: %s", id, showScan, a.commandHint("result "+id)))
 			}
 			found.fill(showSecrets)
 			if asJSON {
