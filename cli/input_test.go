@@ -78,6 +78,8 @@ func TestBadQueueURLsAreUsageErrors(t *testing.T) {
 		{"redis://127.0.0.1:6379/-1?queue=clihard", `database number "-1"`},
 		// Exit 1: the server refused SELECT 99999.
 		{"redis://127.0.0.1:6379/99999?queue=clihard", "database 99999 does not exist"},
+		// Exit 1, "cannot reach Redis": the server is not a cluster.
+		{"redis://127.0.0.1:6379/0?queue=clihard&cluster=true", "the server is not a Redis Cluster"},
 		// Exit 1: the server refused every statement.
 		{"postgres://127.0.0.1/test?queue=a%00b", "without NUL"},
 		{"sqlite:///tmp/x.db?busy_timeout=NaN", `busy_timeout="NaN"`},

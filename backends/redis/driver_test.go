@@ -1150,16 +1150,30 @@ func TestDamagedRatePolicyValue(t *testing.T) {
 	}
 }
 
-// TestDatabaseTheServerLacksIsInvalidArgument: a database number above the
-// server's databases setting is the URL's fault (exit 2 in the CLI), not
-// an internal error.
-func TestDatabaseTheServerLacksIsInvalidArgument(t *testing.T) {
+// TestURLTheServerRefusesIsInvalidArgument: a database number above the
+// server's databases setting, or cluster=true on a server that is not a
+// cluster, is the URL's fault (exit 2 in the CLI), not an internal error
+// nor an unreachable server.
+func TestURLTheServerRefusesIsInvalidArgument(t *testing.T) {
 	t.Parallel()
-	u, _ := url.Parse("redis://127.0.0.1:6379/99999?queue=q")
-	_, err := (&Opener{}).Open(testCtx(t), u, driver.OpenOptions{})
-	wantCode(t, "open database 99999", err, errcode.InvalidArgument)
-	if !strings.Contains(err.Error(), "database 99999 does not exist") {
-		t.Fatalf("error %v does not say which database is missing", err)
+	base, err := url.Parse(testBaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, path, query, want string }{
+		{"database 99999", "/99999", "queue=q", "database 99999 does not exist"},
+		{"cluster on a single server", "/", "queue=q&cluster=true", "cluster=true, but the server is not a Redis Cluster"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u := *base
+			u.Path, u.RawQuery = tt.path, tt.query
+			_, err := (&Opener{}).Open(testCtx(t), &u, driver.OpenOptions{})
+			wantCode(t, "open "+u.Redacted(), err, errcode.InvalidArgument)
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v does not say %q", err, tt.want)
+			}
+		})
 	}
 }
 

@@ -82,7 +82,7 @@ func (*Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (d
 	d, err := New(ctx, client, Options{Queue: cfg.queue, Prefix: cfg.prefix, MaxMessageBytes: cfg.maxMessageBytes, Logger: opts.Logger})
 	if err != nil {
 		_ = client.Close()
-		return nil, dbRefused(err, u)
+		return nil, urlRefused(err, u)
 	}
 	d.ownsClient = true
 	return d, nil

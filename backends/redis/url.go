@@ -141,10 +141,15 @@ func checkDB(p *driver.Params, u *url.URL) {
 	}
 }
 
-// dbRefused turns the server's refusal of the URL's database number into an
-// InvalidArgument error (the URL is wrong, not the server); other errors are
-// returned as they are.
-func dbRefused(err error, u *url.URL) error {
+// urlRefused turns the server's refusal of what the URL asks for (a
+// database number it does not have, cluster=true on a server that is not
+// a cluster) into an InvalidArgument error (the URL is wrong, not the
+// server); other errors are returned as they are.
+func urlRefused(err error, u *url.URL) error {
+	if err != nil && strings.Contains(err.Error(), "cluster support disabled") {
+		return driver.Errorf(errcode.InvalidArgument,
+			"redis URL: cluster=true, but the server is not a Redis Cluster (its cluster support is disabled); drop cluster= and addr= to use it as a single server")
+	}
 	if err == nil || !strings.Contains(err.Error(), "DB index is out of range") {
 		return err
 	}
