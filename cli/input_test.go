@@ -83,6 +83,9 @@ func TestBadQueueURLsAreUsageErrors(t *testing.T) {
 		// Exit 1: the server refused every statement.
 		{"postgres://127.0.0.1/test?queue=a%00b", "without NUL"},
 		{"sqlite:///tmp/x.db?busy_timeout=NaN", `busy_timeout="NaN"`},
+		// A URL's flaw is named, the password not shown.
+		{"redis://u:s3cr3t@127.0.0.1:notaport/0?queue=clihard", `does not parse as a URL: invalid port ":notaport" after host`},
+		{"redis://u:s3cr3t@[::1/0?queue=clihard", "does not parse as a URL: missing ']' in host"},
 		// A bad escape in a password is named, the password not shown.
 		{"postgres://postgres:p%ZZ@127.0.0.1/test", "has a % not followed by two hex digits; write a % as %25"},
 	}
@@ -90,8 +93,8 @@ func TestBadQueueURLsAreUsageErrors(t *testing.T) {
 		t.Run(tt.url, func(t *testing.T) {
 			t.Parallel()
 			code, _, stderr := run(t, tt.url, "size")
-			if code != cli.ExitUsage || !strings.Contains(stderr, tt.want) {
-				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 saying %q", code, stderr, tt.want)
+			if code != cli.ExitUsage || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "s3cr3t") {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 saying %q, without the password", code, stderr, tt.want)
 			}
 		})
 	}

@@ -315,6 +315,14 @@ func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error)
 			// The escape may be part of a password: not quoted.
 			return nil, usageError("%q does not parse as a URL: it has a %% not followed by two hex digits; write a %% as %%25 (in a password too)", redact.URL(raw))
 		}
+		var uerr *url.Error
+		if errors.As(perr, &uerr) && strings.Contains(norm, "://") {
+			// A URL with a scheme and a flaw (a port that is not a
+			// number, a bracket missing): say which. The inner error
+			// names the part at fault, not the whole URL, which holds
+			// the password.
+			return nil, usageError("%q does not parse as a URL: %v", redact.URL(raw), uerr.Err)
+		}
 		return nil, usageError("%q is not a queue: use a URL such as sqlite://./work.db?queue=default, or ACCOUNT/QUEUE for Azure Storage Queue (run 'jobq backends' for every scheme)", redact.URL(raw))
 	} else if _, ok := jobq.DefaultURLMux().Opener(u.Scheme); !ok {
 		return nil, usageError("backend not available: no backend for scheme %q is built into this jobq (available: %s); run 'jobq backends'",
