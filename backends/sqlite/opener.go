@@ -78,6 +78,9 @@ type config struct {
 	synchronous     string
 	cacheSize       int
 	mmapSize        int // 0: no memory mapping (SQLite's default)
+	// empty is set when the file has no page yet (just created, not laid
+	// out): only then do the connections set auto_vacuum (see dsn).
+	empty bool
 }
 
 // Bounds of the tunable pragmas. cache_size counts pages when positive and
@@ -156,7 +159,13 @@ func (c config) dsn() string {
 	q := url.Values{}
 	// Only takes effect in a file that has no tables yet (a new one), and
 	// must come before journal_mode writes the first page; see vacuum.go.
-	q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
+	// Only for such a file: in any other, the pragma takes the write lock
+	// (it rewrites a header field), so every new connection, readers too,
+	// would queue for it behind other processes' transactions, and fail
+	// "database is locked" when that took longer than the busy timeout.
+	if c.empty {
+		q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
+	}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", c.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
@@ -331,6 +340,7 @@ func openWritable(ctx context.Context, c config, logger *slog.Logger) (*Driver, 
 			return nil, wrapErr(ctx, "create "+c.path, err)
 		}
 	}
+	c.empty = isEmptyFile(c.path)
 	db, err := sql.Open("sqlite", c.dsn())
 	if err != nil {
 		return nil, wrapErr(ctx, "open "+c.path, err)
@@ -363,6 +373,14 @@ func createPrivate(path string) (created bool, err error) {
 		return false, err
 	}
 	return true, f.Close()
+}
+
+// isEmptyFile reports whether the file at path has no page yet: it is
+// missing or empty (just created, and not laid out by another process
+// yet), or not a plain file path (":memory:", a "file:" URI).
+func isEmptyFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err != nil || fi.Size() == 0
 }
 
 // layOut gives a file createPrivate just made its page size (newPageSize),

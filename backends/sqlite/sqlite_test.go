@@ -736,6 +736,51 @@ func TestBusyTimeout(t *testing.T) {
 	}
 }
 
+// TestNewConnectionsTakeNoWriteLock: while another process holds the
+// file's write lock, a connection the pool opens for a read does not wait
+// for it. The DSN's auto_vacuum pragma used to run on every connection; on
+// an existing file it takes the write lock, so reads on new connections
+// (and every process's open) queued behind other processes' writes, and
+// dozens of pushes started at once failed "database is locked".
+func TestNewConnectionsTakeNoWriteLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "busy_timeout=200ms")
+	b.push(t, msg("one"))
+	var db *sql.DB
+	b.drv.As(&db)
+	other, err := sql.Open("sqlite", fileURI(b.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lock, err := other.Conn(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(b.ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = lock.ExecContext(b.ctx, "ROLLBACK") }()
+
+	// Connections held at once: the pool must open new ones.
+	for i := range 4 {
+		start := time.Now()
+		c, err := db.Conn(b.ctx)
+		if err != nil {
+			t.Fatalf("new connection %d while another process writes: %v", i, err)
+		}
+		defer c.Close()
+		var n int
+		if err := c.QueryRowContext(b.ctx, "SELECT count(*) FROM jobq_messages").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("read on connection %d: %d messages, %v; want 1", i, n, err)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("connection %d took %v to open and read: it waited for the write lock", i, d)
+		}
+	}
+}
+
 // TestCanceledReceivesLeaveNoTransactionOpen cancels receives at every
 // moment of their write transaction; writes after them must still work (a
 // cancellation just after BEGIN succeeded once left the connection inside a
