@@ -722,6 +722,12 @@ func TestBusyTimeout(t *testing.T) {
 	if !strings.Contains(err.Error(), "busy_timeout=100ms") {
 		t.Errorf("error %q does not name busy_timeout", err)
 	}
+	// Nothing was written: the push's caller must not count it as a
+	// possible duplicate (push said "sent again after an attempt whose
+	// answer was lost").
+	if a := driver.AppliedOf(err, b.drv.ErrorCode(err)); a != driver.NotApplied {
+		t.Errorf("a push that never got the write lock is %v, want NotApplied", a)
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Millisecond)
 	defer cancel()
 	_, err = b.drv.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute})

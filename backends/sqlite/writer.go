@@ -110,9 +110,13 @@ func (w *writer) begin(ctx context.Context, closing *driver.Closing) error {
 		if start.IsZero() {
 			start = time.Now()
 		} else if time.Since(start) >= w.busyTimeout {
-			return driver.Errorf(errcode.Unavailable,
+			e := driver.Errorf(errcode.Unavailable,
 				"sqlite: the file stayed locked by another connection for longer than busy_timeout=%v (a long transaction in another process?): %w",
 				w.busyTimeout, err)
+			// BEGIN never took the lock: nothing was written, and a push
+			// sent again is not a possible duplicate.
+			e.Applied = driver.NotApplied
+			return e
 		}
 		if timer == nil {
 			timer = time.NewTimer(pause)
