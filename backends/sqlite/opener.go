@@ -18,7 +18,8 @@ import (
 	"github.com/jobq/jobq/errcode"
 
 	// The pure-Go SQLite engine, registered with database/sql as "sqlite".
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -347,6 +348,9 @@ func openWritable(ctx context.Context, c config, logger *slog.Logger) (*Driver, 
 	}
 	if err := migrateWhenFree(ctx, db, c.busyTimeout); err != nil {
 		_ = db.Close()
+		if werr := notWritable(c.path, err); werr != nil {
+			return nil, werr
+		}
 		return nil, wrapErr(ctx, "create tables in "+c.path, err)
 	}
 	d, err := newDriver(ctx, c, db, logger)
@@ -373,6 +377,37 @@ func createPrivate(path string) (created bool, err error) {
 		return false, err
 	}
 	return true, f.Close()
+}
+
+// notWritable explains err, SQLite's refusal to open the existing file at
+// path for writing, when the file or its directory cannot be written (a
+// read-only file system, a directory of another user): SQLite only says
+// "unable to open database file" or "attempt to write a readonly
+// database". It returns nil for any other error.
+func notWritable(path string, err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return nil
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
+	default:
+		return nil
+	}
+	const reads = "the read commands (size, stats, peek, show, result, dlq list) work without writing"
+	f, oerr := os.OpenFile(path, os.O_RDWR, 0)
+	if oerr != nil {
+		return driver.Errorf(errcode.PermissionDenied,
+			"sqlite: %s cannot be written (%v): push, worker and the commands that change the queue need the file and its directory writable; %s: %w",
+			path, oerr, reads, err)
+	}
+	_ = f.Close()
+	if se.Code() == sqlite3.SQLITE_READONLY_DIRECTORY || se.Code()&0xff == sqlite3.SQLITE_CANTOPEN {
+		return driver.Errorf(errcode.PermissionDenied,
+			"sqlite: the directory %q of %s is not writable: SQLite creates %s and %s beside the file for writing; make the directory writable or move the file to one that is; %s: %w",
+			filepath.Dir(path), path, filepath.Base(path)+"-wal", filepath.Base(path)+"-shm", reads, err)
+	}
+	return nil
 }
 
 // isEmptyFile reports whether the file at path has no page yet: it is
