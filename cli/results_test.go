@@ -253,7 +253,11 @@ func TestPrintResult(t *testing.T) {
 	r := &jobq.Result{ID: "abc", State: driver.ResultDeadLettered, ExitCode: &one, Error: "command exited\nwith status 1",
 		Output: "line one\nline two", Started: start, Finished: start.Add(1500 * time.Millisecond), Worker: "vm-1", Host: "vm",
 		DeliveryCount: 2, ExpiresAt: start.Add(7 * 24 * time.Hour),
-		Attempts: []jobq.Attempt{{Delivery: 1, Outcome: jobq.OutcomeFailure, ExitCode: &one, RetryDelay: 10 * time.Second, Detail: "command exited with status 1"}}}
+		Attempts: []jobq.Attempt{{Delivery: 1, Outcome: jobq.OutcomeFailure, ExitCode: &one, RetryDelay: 10 * time.Second, Detail: "command exited with status 1"},
+			// A sub-second backoff (--retry-backoff 0.1s) and a stop that
+			// lost less than a second printed "retried after 0s", "lost 0s".
+			{Delivery: 2, Outcome: jobq.OutcomeFailure, ExitCode: &one, RetryDelay: 120 * time.Millisecond, Detail: "again"},
+			{Delivery: 3, Outcome: jobq.OutcomePreempted, Lost: 150 * time.Millisecond, Saved: 2 * time.Second}}}
 	var b strings.Builder
 	if err := printResult(&b, r); err != nil {
 		t.Fatal(err)
@@ -261,7 +265,7 @@ func TestPrintResult(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{"task        abc\n", "state       dead-lettered\n", "exit code   1\n", "error       command exited with status 1\n",
 		"ran for     1.5s\n", "worker      vm-1\n", "deliveries  2\n", "kept until  ", "\noutput (tail):\nline one\nline two\n\n",
-		"retried after 10s; command exited with status 1"} {
+		"retried after 10s; command exited with status 1", "retried after 100ms; again", "lost 200ms, checkpoint saved 2s; "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("printResult lacks %q:\n%s", want, got)
 		}

@@ -232,10 +232,10 @@ func printAttempts(w io.Writer, as []jobq.Attempt) error {
 		}
 		detail := strings.ReplaceAll(a.Detail, "\n", " ")
 		if a.RetryDelay > 0 {
-			detail = "retried after " + formatDuration(a.RetryDelay.Round(time.Second)) + "; " + detail
+			detail = "retried after " + roundDuration(a.RetryDelay) + "; " + detail
 		}
 		if a.Lost > 0 || a.Saved > 0 {
-			detail = "lost " + a.Lost.Round(time.Second).String() + ", checkpoint saved " + a.Saved.Round(time.Second).String() + "; " + detail
+			detail = "lost " + roundDuration(a.Lost) + ", checkpoint saved " + roundDuration(a.Saved) + "; " + detail
 		}
 		if a.Env != "" && a.Env != host {
 			host += " (" + a.Env + ")"
