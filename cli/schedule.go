@@ -319,7 +319,9 @@ func findStatus(ctx context.Context, q *jobq.Queue, name string) (driver.Schedul
 	return driver.ScheduleStatus{}, &jobq.Error{Code: errcode.NotFound, Msg: "no schedule " + name}
 }
 
-// formatSlot prints a slot in the schedule's zone.
+// formatSlot prints a slot in the schedule's zone, to the minute, or to
+// the second for a slot within a minute (@every 5s): to the minute, a
+// schedule's next run and last fired slot printed alike.
 func formatSlot(t time.Time, tz string) string {
 	if t.IsZero() {
 		return "-"
@@ -327,6 +329,9 @@ func formatSlot(t time.Time, tz string) string {
 	loc := time.UTC
 	if l, err := time.LoadLocation(tz); err == nil && tz != "" {
 		loc = l
+	}
+	if t.Second() != 0 {
+		return t.In(loc).Format("2006-01-02 15:04:05 MST")
 	}
 	return t.In(loc).Format("2006-01-02 15:04 MST")
 }
