@@ -229,7 +229,11 @@ func (a *app) printBulk(v bulkVerb, res jobq.BulkResult, dry, asJSON bool) error
 			fmt.Fprintf(a.stdout, "%d of them are recorded as cancel-requested: the worker that receives each drops it unrun\n", res.Pending)
 		}
 		if res.Done < res.Matched {
-			fmt.Fprintf(a.stdout, "%d moved on meanwhile (a worker took them, or another command did)\n", res.Matched-res.Done)
+			why := "moved on meanwhile (a worker took them, or another command did)"
+			if v.verb == "requeue" {
+				why = "stay dead-lettered: their tasks are queued or running again (a queue keeps one copy of a task ID), or they moved on meanwhile (another command took them)"
+			}
+			fmt.Fprintf(a.stdout, "%d %s\n", res.Matched-res.Done, why)
 		}
 	}
 	if res.Partial != "" {

@@ -73,3 +73,26 @@ func TestBulkByFilter(t *testing.T) {
 	expect(t, cli.ExitOK, []string{"purged 3 of 3 matching queued tasks"}, q, "purge", "--state", "queued", "--all", "--yes")
 	expect(t, cli.ExitOK, []string{"ready          0", "dead-lettered  0"}, q, "stats", "--sample", "0")
 }
+
+// TestRequeueDeadLetterOfQueuedTask: a dead letter whose task was pushed
+// again stays dead when requeued (the queue keeps one copy of a task ID).
+// dlq requeue --all said only "requeued 0 dead letters", and requeue said
+// the dead letter had "moved on meanwhile (a worker took them ...)",
+// which no worker does to a dead letter; both now say why it stays.
+func TestRequeueDeadLetterOfQueuedTask(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	runSteps(t, q, []cliStep{
+		{[]string{"push", "-c", "exit 5"}, 0, ""},
+		{[]string{"pull"}, cli.ExitFailure, ""},
+		{[]string{"push", "-c", "exit 5"}, 0, ""},
+	})
+	code, out, errOut := run(t, q, "dlq", "requeue", "--all")
+	if code != 0 || !strings.Contains(out, "requeued 0 dead letters") || !strings.Contains(errOut, "1 dead letters stay: their tasks are queued or running again") {
+		t.Errorf("dlq requeue --all: exit %d, stdout %q, stderr %q; want exit 0 and a note that the dead letter stays and why", code, out, errOut)
+	}
+	code, out, errOut = run(t, q, "requeue", "--yes")
+	if code != 0 || !strings.Contains(out, "1 stay dead-lettered: their tasks are queued or running again") || strings.Contains(out, "a worker took them") {
+		t.Errorf("requeue: exit %d, stdout %q, stderr %q; want exit 0 and why the dead letter stays", code, out, errOut)
+	}
+}

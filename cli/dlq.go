@@ -164,6 +164,15 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				}
 				return failure(fmt.Errorf("%d of the %d IDs given were not %s: %s", distinct-n, distinct, past, why))
 			}
+			if all && verb == "requeue" {
+				// A dead letter whose task is queued again stays (the
+				// queue keeps one copy of a task ID): say so, rather than
+				// let "requeued 0 dead letters" pass for an empty store.
+				if st, err := dl.Stats(ctx); err == nil && st.Known.Dead && st.Dead > 0 {
+					fmt.Fprintf(a.stderr, "jobq: %d dead letters stay: their tasks are queued or running again (a queue keeps one copy of a task ID), or they were dead-lettered meanwhile; see them with: %s\n",
+						st.Dead, a.commandHint("dlq list"))
+				}
+			}
 			return nil
 		},
 	}
