@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -253,4 +254,22 @@ func TestPushWaitForRoomLargerThanMaxDepth(t *testing.T) {
 	if n, err := q.Admin().Size(t.Context()); err != nil || n != 1 {
 		t.Errorf("queue size after the push: %d, %v; want 1 (the delayed task)", n, err)
 	}
+}
+
+// TestSpaceInRelativeSQLitePath: sqlite://my dir/q.db puts the space in
+// the URL's host, which does not parse; the error said only that it "is
+// not a queue", suggesting sqlite://./work.db. It now says to start the
+// path with ./, which opens the file (%20 does not parse in a host).
+func TestSpaceInRelativeSQLitePath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "my dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	code, _, errOut := run(t, "sqlite://my dir/q.db?queue=a", "push", "-c", "true")
+	if code != cli.ExitUsage || !strings.Contains(errOut, "cannot hold a space (for sqlite://, the first directory of a relative path): start the path with ./") {
+		t.Fatalf("push to sqlite://my dir/q.db: exit %d, stderr %q; want a usage error saying how to write the space", code, errOut)
+	}
+	runSteps(t, "sqlite://./my dir/q.db?queue=a", []cliStep{{[]string{"push", "-c", "true"}, 0, ""}})
+	runSteps(t, "sqlite://./my%20dir/q.db?queue=a", []cliStep{{[]string{"size"}, 0, "1"}})
 }

@@ -315,6 +315,11 @@ func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error)
 			// The escape may be part of a password: not quoted.
 			return nil, usageError("%q does not parse as a URL: it has a %% not followed by two hex digits; write a %% as %%25 (in a password too)", redact.URL(raw))
 		}
+		if perr != nil && strings.Contains(perr.Error(), `invalid character " " in host name`) {
+			// sqlite://my dir/q.db: a relative path's first directory is
+			// the URL's host, where a space cannot be.
+			return nil, usageError("%q does not parse as a URL: the part after :// cannot hold a space (for sqlite://, the first directory of a relative path): start the path with ./ (sqlite://./my dir/q.db)", redact.URL(raw))
+		}
 		var uerr *url.Error
 		if errors.As(perr, &uerr) && strings.Contains(norm, "://") {
 			// A URL with a scheme and a flaw (a port that is not a
