@@ -230,10 +230,18 @@ func (a *Attempt) durationMember(name string) *time.Duration {
 // share (Capabilities.SharedWithAI4SJobq), tasks in its v1 format keep that
 // format, so only v2 tasks carry a history there.
 func (e *Envelope) recordsAttempts() bool {
-	if e.q.caps.Level(driver.InPlaceUpdate) != driver.Native {
+	return keepsAttempts(e.q.caps, e.wire.Version)
+}
+
+// keepsAttempts reports whether a task of the given schema version carries
+// an attempt history on a backend with caps: where messages can be updated
+// in place, except for the v1 tasks of a queue shared with ai4s-jobq, which
+// are never rewritten into v2.
+func keepsAttempts(caps driver.Capabilities, version int) bool {
+	if caps.Level(driver.InPlaceUpdate) != driver.Native {
 		return false
 	}
-	return !e.q.caps.SharedWithAI4SJobq || e.wire.Version >= schemaV2
+	return !caps.SharedWithAI4SJobq || version >= schemaV2
 }
 
 // recordAttempt notes how this delivery went; the next Requeue, Fail or
@@ -355,7 +363,7 @@ func (e *Envelope) historyBody(base *Task) []byte {
 // one, when the message is in flight, is still running). Empty where the
 // backend keeps no histories.
 func (p *PeekedTask) Attempts(q *Queue) []Attempt {
-	if p.Task == nil || q.caps.Level(driver.InPlaceUpdate) != driver.Native {
+	if p.Task == nil || !keepsAttempts(q.caps, p.Task.Version) {
 		return nil
 	}
 	next := p.DeliveryCount + 1
@@ -370,7 +378,7 @@ func (p *PeekedTask) Attempts(q *Queue) []Attempt {
 // (which ended in the dead-lettering). Empty where the backend keeps no
 // histories.
 func (d *DeadLetter) Attempts(q *Queue) []Attempt {
-	if d.Task == nil || q.caps.Level(driver.InPlaceUpdate) != driver.Native {
+	if d.Task == nil || !keepsAttempts(q.caps, d.Task.Version) {
 		return nil
 	}
 	as := d.Task.Attempts

@@ -460,3 +460,46 @@ func TestAs(t *testing.T) {
 		t.Error("As(*string) = true")
 	}
 }
+
+// A v1 task on Storage Queue keeps no attempt history (it must stay v1 for
+// ai4s-jobq), so peek and the dead letters must not infer one: its earlier
+// deliveries failed and were settled, none of their leases expired.
+func TestV1TaskShowsNoInferredLeaseExpiries(t *testing.T) {
+	t.Parallel()
+	q, _ := openQueue(t)
+	if err := q.Admin().SetPolicy(t.Context(), driver.RetryBackoff(time.Millisecond, time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Push(t.Context(), &jobq.Task{Command: "exit 3", NumRetries: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e := receive(t, q, time.Minute)
+	hooks.RecordAttempt(e, jobq.Attempt{Outcome: jobq.OutcomeFailure, Detail: "exit 3"})
+	if res, err := e.Fail(t.Context(), errors.New("exit 3"), ""); err != nil || !res.Retried {
+		t.Fatalf("fail: %+v, %v", res, err)
+	}
+	var peeked []*jobq.PeekedTask
+	for deadline := time.Now().Add(5 * time.Second); len(peeked) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var err error
+		if peeked, err = q.Admin().Peek(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(peeked) != 1 {
+		t.Fatalf("peek: %d messages, want the retried one", len(peeked))
+	}
+	if as := peeked[0].Attempts(q); len(as) != 0 {
+		t.Errorf("peeked v1 task's attempts = %+v, want none (v1 tasks keep no history)", as)
+	}
+	e = receive(t, q, time.Minute)
+	if err := e.DeadLetter(t.Context(), "exit 3", ""); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := q.Admin().DeadLetters(t.Context(), 10)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("dead letters: %d, %v", len(dead), err)
+	}
+	if as := dead[0].Attempts(q); len(as) != 0 {
+		t.Errorf("dead v1 task's attempts = %+v, want none, not a made-up lease expiry", as)
+	}
+}
