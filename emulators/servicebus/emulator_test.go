@@ -257,6 +257,76 @@ func TestEmulatorAzureLimits(t *testing.T) {
 	}
 }
 
+// TestEmulatorRefusesWhatAzureRefuses: message IDs over 128 characters,
+// duplicate detection histories outside 20s to 7 days, user metadata over
+// 1,024 characters and queue names Azure does not allow.
+func TestEmulatorRefusesWhatAzureRefuses(t *testing.T) {
+	t.Parallel()
+	e, sender, recv := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	adm := adminClient(t, e)
+
+	long, fits := strings.Repeat("i", 129), strings.Repeat("i", 128)
+	if err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: &long, Body: []byte("x")}, nil); err == nil {
+		t.Error("sent a message whose ID is 129 characters long; Azure allows 128")
+	}
+	// (a refused management request is retried: schedule without retries)
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	once, err := client.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := once.ScheduleMessages(ctx, []*azservicebus.Message{{MessageID: &long, Body: []byte("x")}}, time.Now().Add(time.Hour), nil); err == nil {
+		t.Error("scheduled a message whose ID is 129 characters long; Azure allows 128")
+	}
+	if err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: &fits, Body: []byte("x")}, nil); err != nil {
+		t.Errorf("sending a message whose ID is 128 characters long: %v", err)
+	}
+	if m := receiveOne(t, recv); m.MessageID != fits {
+		t.Errorf("received message ID %q, want the 128-character one (and nothing of the refused ones)", m.MessageID)
+	}
+
+	yes := true
+	for _, bad := range []string{"PT19S", "P8D"} {
+		window := bad
+		if _, err := adm.CreateQueue(ctx, "bad-window", &admin.CreateQueueOptions{Properties: &admin.QueueProperties{
+			RequiresDuplicateDetection: &yes, DuplicateDetectionHistoryTimeWindow: &window}}); err == nil {
+			t.Errorf("created a queue with a duplicate detection history of %s; Azure allows 20s to 7 days", bad)
+		}
+	}
+	if _, err := emu.Launch(ctx, emu.Options{DuplicateDetectionWindow: time.Second}); err == nil {
+		t.Error("launched an emulator with a 1s duplicate detection history")
+	}
+
+	for _, name := range []string{"trail/", "at@sign", "star*", strings.Repeat("n", 261)} {
+		if _, err := adm.CreateQueue(ctx, name, nil); err == nil {
+			t.Errorf("created a queue named %q, which Azure refuses", name)
+		}
+	}
+
+	meta := strings.Repeat("m", 1025)
+	if _, err := adm.CreateQueue(ctx, "big-metadata", &admin.CreateQueueOptions{Properties: &admin.QueueProperties{UserMetadata: &meta}}); err == nil {
+		t.Error("created a queue with 1,025 characters of user metadata; Azure allows 1,024")
+	}
+	got, err := adm.GetQueue(ctx, "q", nil)
+	if err != nil || got == nil {
+		t.Fatalf("get queue: %v", err)
+	}
+	got.UserMetadata = &meta
+	if _, err := adm.UpdateQueue(ctx, "q", got.QueueProperties, nil); err == nil {
+		t.Error("set 1,025 characters of user metadata; Azure allows 1,024")
+	}
+	meta = meta[:1024]
+	got.UserMetadata = &meta
+	if _, err := adm.UpdateQueue(ctx, "q", got.QueueProperties, nil); err != nil {
+		t.Errorf("setting 1,024 characters of user metadata: %v", err)
+	}
+}
+
 func runes(s *string) int {
 	if s == nil {
 		return 0

@@ -17,8 +17,10 @@ UseDevelopmentEmulator=true):
   * lock expiry and redelivery, dead-lettering after the max delivery count;
   * Azure's limits: 256 KiB messages (also once dead-lettered), dead-letter
     reason and description up to 4,096 characters, lock durations from 5 s
-    to 5 min, a max delivery count of at least 1 (10 when not given), and
-    duplicate detection only on queues created with it;
+    to 5 min, a max delivery count of at least 1 (10 when not given),
+    duplicate detection only on queues created with it (a history of 20 s
+    to 7 days), message ids up to 128 characters, queue user metadata up to
+    1,024 characters, and Azure's queue name rules;
   * fault switches per queue (POST /$emulator/faults/QUEUE on the admin
     port): settlements applied but acknowledged late or never, a receiver
     link detached right after it delivered a message; and a broker clock
@@ -56,6 +58,10 @@ SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 NOT_ALLOWED = "amqp:not-allowed"
 MAX_DEAD_LETTER_TEXT = 4096  # characters (UTF-16 units), as Azure's SDKs enforce
 MIN_LOCK_S, MAX_LOCK_S = 5.0, 300.0
+MIN_DEDUP_S, MAX_DEDUP_S = 20.0, 7 * 24 * 3600.0  # duplicate detection history
+MAX_MESSAGE_ID = 128  # characters
+MAX_USER_METADATA = 1024  # characters
+MAX_QUEUE_NAME = 260  # characters
 
 CLOCK_OFFSET_MS = 0  # the broker's clock minus the real one (--clock-offset)
 
@@ -69,12 +75,34 @@ def utf16_len(text):
     return len((text or "").encode("utf-16-le")) // 2
 
 
-def check_queue_settings(lock_s, max_delivery):
-    """None, or why Azure would refuse a queue with these settings."""
+def check_queue_settings(lock_s, max_delivery, dedup_s=0.0):
+    """None, or why Azure would refuse a queue with these settings (dedup_s:
+    the duplicate detection history, 0 when detection is off)."""
     if not MIN_LOCK_S <= lock_s <= MAX_LOCK_S:
         return "LockDuration %gs is outside 5s to 5m" % lock_s
     if max_delivery < 1:
         return "MaxDeliveryCount %d is below 1" % max_delivery
+    if dedup_s and not MIN_DEDUP_S <= dedup_s <= MAX_DEDUP_S:
+        return "DuplicateDetectionHistoryTimeWindow %gs is outside 20s to 7 days" % dedup_s
+    return None
+
+
+def check_queue_name(name):
+    """None, or why Azure would refuse a queue with this name."""
+    if not name or utf16_len(name) > MAX_QUEUE_NAME:
+        return "the queue name must be 1 to %d characters long" % MAX_QUEUE_NAME
+    if name.startswith("/") or name.endswith("/"):
+        return "the queue name must not start or end with a slash"
+    bad = sorted(set(name) & set("@?#*"))
+    if bad:
+        return "the queue name must not contain %s" % " ".join(bad)
+    return None
+
+
+def check_user_metadata(text):
+    """None, or why Azure would refuse this queue user metadata."""
+    if text is not None and utf16_len(text) > MAX_USER_METADATA:
+        return "UserMetadata is %d characters long; the limit is %d" % (utf16_len(text), MAX_USER_METADATA)
     return None
 
 
@@ -172,7 +200,7 @@ class Broker:
     def queue(self, name, create=None):
         key = name.lower()
         q = self.queues.get(key)
-        if q is None and (create or (create is None and self.args.auto_create)):
+        if q is None and (create or (create is None and self.args.auto_create)) and check_queue_name(name) is None:
             q = self.create(name, self.args.lock_duration, self.args.max_delivery_count,
                             self.args.duplicate_detection_window)
         return q
@@ -292,6 +320,11 @@ class Broker:
         m.delivery_count = max(s.deliveries - (1 if s.lock is not None else 0), 0)
         m.durable = True  # forces a header section onto the wire
         return m
+
+
+def message_id_too_long(msg):
+    """Whether msg's message-id is over Azure's 128 characters."""
+    return msg.id is not None and utf16_len(str(msg.id)) > MAX_MESSAGE_ID
 
 
 def array(kind, values):
@@ -522,9 +555,18 @@ class Handler(FlowController):
                 dlv.update(Delivery.REJECTED)
                 dlv.settle()
                 return
+            msgs = []
             for part in split_batch(data):
                 msg = Message()
                 msg.decode(part)
+                if message_id_too_long(msg):
+                    dlv.local.condition = Condition(NOT_ALLOWED, "The message id is %d characters long; the limit is %d." % (
+                        utf16_len(str(msg.id)), MAX_MESSAGE_ID))
+                    dlv.update(Delivery.REJECTED)
+                    dlv.settle()
+                    return
+                msgs.append(msg)
+            for msg in msgs:
                 at = (msg.annotations or {}).get("x-opt-scheduled-enqueue-time")
                 ent.add(msg, int(at) if at else 0)
         dlv.update(Delivery.ACCEPTED)
@@ -621,12 +663,16 @@ class Handler(FlowController):
         return 200, None
 
     def op_schedule_message(self, ent, body):
-        seqs = []
+        seqs, msgs = [], []
         for item in elements(body.get("messages")):
             if len(item["message"]) > self.b.args.max_message_size:
                 return 413, None
             msg = Message()
             msg.decode(item["message"])
+            if message_id_too_long(msg):
+                return 400, None
+            msgs.append(msg)
+        for msg in msgs:
             at = (msg.annotations or {}).get("x-opt-scheduled-enqueue-time")
             seq = ent.add(msg, int(at) if at else 0)
             seqs.append(seq if seq is not None else 0)
@@ -661,7 +707,9 @@ class Admin(http.server.BaseHTTPRequestHandler):
         pass
 
     def queue_name(self):
-        return self.path.split("?", 1)[0].strip("/")
+        from urllib.parse import unquote
+        path = unquote(self.path.split("?", 1)[0])
+        return path[1:] if path.startswith("/") else path
 
     def do_GET(self):
         with self.broker.mutex:
@@ -683,10 +731,18 @@ class Admin(http.server.BaseHTTPRequestHandler):
                 m = re.search(r"<(?:\w+:)?%s>([^<]*)<" % tag, body)
                 return conv(m.group(1)) if m else default
 
+            if not exists:
+                bad = check_queue_name(name)
+                if bad:
+                    return self.reply(400, "<Error><Code>400</Code><Detail>%s</Detail></Error>" % escape(bad))
+            meta = field("UserMetadata", None, html.unescape)
+            bad = check_user_metadata(meta)
+            if bad:
+                return self.reply(400, "<Error><Code>400</Code><Detail>%s</Detail></Error>" % escape(bad))
             if exists:
                 # An update (If-Match: *) keeps the messages; only the user
                 # metadata is applied (jobq keeps queue policies there).
-                existing.user_metadata = field("UserMetadata", None, html.unescape)
+                existing.user_metadata = meta
                 return self.reply(200, self.entry(existing))
 
             # Azure's defaults for what the request leaves out: a 1-minute
@@ -695,10 +751,11 @@ class Admin(http.server.BaseHTTPRequestHandler):
             maxd = field("MaxDeliveryCount", 10, int)
             dd = field("RequiresDuplicateDetection", False, lambda v: v == "true")
             window = field("DuplicateDetectionHistoryTimeWindow", 600.0, parse_iso_duration)
-            bad = check_queue_settings(lock_s, maxd)
+            bad = check_queue_settings(lock_s, maxd, window if dd else 0)
             if bad:
                 return self.reply(400, "<Error><Code>400</Code><Detail>%s</Detail></Error>" % escape(bad))
             q = self.broker.create(name, lock_s, maxd, window if dd else 0)
+            q.user_metadata = meta
             self.reply(201, self.entry(q))
 
     def do_POST(self):
@@ -784,7 +841,7 @@ def main():
                    help="duplicate detection history in seconds of the queues created on first use; "
                         "0 (the default, as Azure) disables it")
     args = p.parse_args()
-    bad = check_queue_settings(args.lock_duration, args.max_delivery_count)
+    bad = check_queue_settings(args.lock_duration, args.max_delivery_count, args.duplicate_detection_window)
     if bad:
         p.error(bad)
     global CLOCK_OFFSET_MS
