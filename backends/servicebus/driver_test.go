@@ -273,3 +273,22 @@ func TestURLErrorsAndEscapeHatch(t *testing.T) {
 		t.Fatal("As accepted a *string")
 	}
 }
+
+// A read (size, stats, peek) creates nothing even with create=true in the
+// URL; the error about the missing queue must say that, not ask for the
+// create=true the URL already has.
+func TestReadOnlyOpenOfMissingQueueExplainsCreate(t *testing.T) {
+	t.Parallel()
+	if env.live {
+		t.Skip("needs a queue name the namespace does not have")
+	}
+	u := newQueueURL(t) // has create=true
+	q, err := jobq.OpenWithOptions(ctxT(t), u, jobq.Options{ReadOnly: true})
+	if err == nil {
+		q.Close()
+		t.Fatalf("read-only open of a missing queue succeeded (and may have created it)")
+	}
+	if !errors.Is(err, errcode.NotFound) || strings.Contains(err.Error(), "add create=true") || !strings.Contains(err.Error(), "only reads") {
+		t.Errorf("read-only open of a missing queue with create=true = %v; want NotFound saying a read does not create it", err)
+	}
+}

@@ -397,6 +397,7 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 	if err != nil {
 		return nil, err
 	}
+	cfg.readOnly = opts.ReadOnly && cfg.create
 	cfg.create = cfg.create && !opts.ReadOnly // a read creates nothing
 	log := opts.Logger
 	if log == nil {
@@ -467,6 +468,10 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 		return false, d.fail("open", err)
 	}
 	if got == nil {
+		if d.cfg.readOnly {
+			return false, driver.Errorf(errcode.NotFound,
+				"Service Bus queue %q does not exist in %s: this command only reads, so create=true does not create it; push to it, or run a worker, to create it", d.queue, d.where)
+		}
 		if !d.cfg.create {
 			return false, driver.Errorf(errcode.NotFound,
 				"Service Bus queue %q does not exist in %s: create it (see docs/backends/servicebus.md) or add create=true to the URL", d.queue, d.where)

@@ -32,6 +32,7 @@ type config struct {
 	requeue      string
 	admin        string // HOST:PORT of a plain-HTTP admin endpoint, or ""
 	create       bool
+	readOnly     bool // opened for reading only: create=true is not applied
 	lockDuration time.Duration
 	maxDelivery  int
 	dedupWindow  time.Duration
