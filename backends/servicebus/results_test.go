@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,3 +139,38 @@ func TestNewWithResultsClient(t *testing.T) {
 		t.Fatalf("the record is not in the given container: %v", err)
 	}
 }
+
+// TestResultsSASNeverShown: a container URL with a SAS, URL-encoded in the
+// queue URL's results=, must not show its signature in the queue's logs
+// (every line carries the queue URL) or in its errors.
+func TestResultsSASNeverShown(t *testing.T) {
+	t.Parallel()
+	const sig = "S1GNATURE0SECRET"
+	sas := "http://127.0.0.1:10000/devstoreaccount1/sbsas-never-shown?sv=2021-08-06&sp=rwdlc&sig=" + sig
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	q, err := jobq.OpenWithOptions(ctxT(t), newQueueURL(t, "results="+url.QueryEscape(sas)), jobq.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	// The signature is not valid: the push fails on the result container.
+	_, err = q.Push(ctxT(t), &jobq.Task{Command: "echo hi", Group: "g"})
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), sig) {
+		t.Errorf("the logs show the SAS signature:\n%s", logs.String())
+	}
+	if err != nil && strings.Contains(err.Error(), sig) {
+		t.Errorf("the error shows the SAS signature: %v", err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

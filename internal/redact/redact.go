@@ -149,6 +149,18 @@ func endsValue(c byte) bool {
 	return false
 }
 
+// isEncodedBreak reports whether hex, the two digits after a '%', encode
+// a character that separates parameters ('&', '?' or ';'): a URL that
+// carries another URL's query (results=https%3A...%3Fsv%3D...%26sig%3D...)
+// separates its parameters so.
+func isEncodedBreak(hex string) bool {
+	switch strings.ToUpper(hex) {
+	case "26", "3F", "3B":
+		return true
+	}
+	return false
+}
+
 func redactValues(s string) string {
 	var b strings.Builder
 	done := 0
@@ -166,9 +178,12 @@ func redactValues(s string) string {
 		for n > done && isNameChar(s[n-1]) {
 			n--
 		}
+		if n > done && s[n-1] == '%' && n+2 < i && isEncodedBreak(s[n:n+2]) {
+			n += 2 // "%26sig%3D...": the name follows an encoded '&'
+		}
 		v := i + sep
 		e := v
-		for e < len(s) && !endsValue(s[e]) {
+		for e < len(s) && !endsValue(s[e]) && !(s[e] == '%' && e+2 < len(s) && isEncodedBreak(s[e+1:e+3])) {
 			e++
 		}
 		if n == i || e == v || s[v:e] == "..." || !isSecretName(s[n:i]) {

@@ -29,6 +29,10 @@ func TestRedact(t *testing.T) {
 		{"host=h user=u password=PW dbname=d", "host=h user=u password=xxxxx dbname=d"},
 		{"conn_str=AccountKey%3DK3y", "conn_str=xxxxx"},
 		{"export AWS_SECRET_ACCESS_KEY=abc HF_TOKEN=def", "export AWS_SECRET_ACCESS_KEY=xxxxx HF_TOKEN=xxxxx"},
+		// A container URL with a SAS, URL-encoded inside a queue URL's results=.
+		{"sb://ns/q?results=https%3A%2F%2Fa.blob.core.windows.net%2Fc%3Fsv%3D2021%26sig%3DS1G%252B%253D%26se%3D1&create=true",
+			"sb://ns/q?results=https%3A%2F%2Fa.blob.core.windows.net%2Fc%3Fsv%3D2021%26sig%3Dxxxxx%26se%3D1&create=true"},
+		{"x%3Fsig%3DS%3Bkey%3DK", "x%3Fsig%3Dxxxxx%3Bkey%3Dxxxxx"},
 		// Left alone: no credential.
 		{"redis://127.0.0.1:6379/0?queue=q", "redis://127.0.0.1:6379/0?queue=q"},
 		{"sqlite://./work.db?queue=default&poll=1s", "sqlite://./work.db?queue=default&poll=1s"},
