@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -207,6 +208,11 @@ type pusher struct {
 	// tasks' group ("" for none).
 	skipped int
 	group   string
+	// noGroup is set once the made-up group could not be recorded (the
+	// credentials cannot write the result container): the push goes on
+	// without a group, as before groups existed.
+	noGroup     atomic.Bool
+	noGroupOnce sync.Once
 	// resent counts the stored tasks that were sent again after an
 	// attempt whose answer was lost: each may be queued twice.
 	resent int
@@ -573,7 +579,7 @@ func (p *pusher) onlyUnknown() bool {
 // may have: an outcome is unknown). The group exists only then: a
 // duplicate stays in the group of its first push.
 func (p *pusher) joinedGroup() bool {
-	return p.group != "" && (p.pushed-p.skipped > p.dups || p.resent > 0 || len(p.unknownIDs) > 0)
+	return p.group != "" && !p.noGroup.Load() && (p.pushed-p.skipped > p.dups || p.resent > 0 || len(p.unknownIDs) > 0)
 }
 
 // report logs the push's summary line and, when some outcomes are
@@ -753,7 +759,9 @@ func (p *pusher) add(ctx context.Context, t *jobq.Task, line int) error {
 	t.ReplyRequested = p.f.wait
 	t.RetryBackoff = p.f.backoff
 	t.TimeLimit = p.f.timeLimit
-	t.Group = p.group
+	if !p.noGroup.Load() {
+		t.Group = p.group
+	}
 	p.f.applyAfter(t)
 	if p.f.delay > 0 {
 		t.NotBefore = time.Now().Add(p.f.delay)
@@ -805,6 +813,12 @@ func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.Push
 	opts := jobq.PushOptions{WaitForRoom: p.f.waitRoom, OnFull: p.waiting, StopWaiting: p.stopWaiting, Position: p.positions(),
 		UniqueFor: p.f.uniqueFor, SkipSucceeded: p.f.skipSucc}
 	res, err := p.q.PushBatch(ctx, tasks, opts)
+	if err != nil && len(res) == 0 && p.mayDropGroup(err) {
+		for _, t := range tasks {
+			t.Group = ""
+		}
+		res, err = p.q.PushBatch(ctx, tasks, opts)
+	}
 	var qf *driver.QueueFullError
 	if err == nil || !p.f.waitRoom || len(res) > 0 || !errors.As(err, &qf) || qf.MaxDepth <= 0 || int64(len(tasks)) <= qf.MaxDepth {
 		return res, err
@@ -819,6 +833,24 @@ func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.Push
 		}
 	}
 	return out, nil
+}
+
+// mayDropGroup reports whether a batch refused with err may go again
+// without its group: the group is the one the push made up (no --group,
+// and nothing of the push needs it), and the result container that keeps
+// it refused the credentials. The first such refusal is logged; later
+// batches are pushed without the group.
+func (p *pusher) mayDropGroup(err error) bool {
+	if p.group == "" || p.f.group != "" || p.f.then != "" || p.f.wait || p.f.skipSucc || len(p.f.afterGroups) > 0 ||
+		errcode.Of(err) != errcode.PermissionDenied {
+		return false
+	}
+	p.noGroupOnce.Do(func() {
+		p.noGroup.Store(true)
+		p.a.log.Warn("the push's group could not be recorded: the credentials may not write the result container; pushing without a group (give them Blob Storage rights to follow pushes with `group`)",
+			"group", p.group, "error", err)
+	})
+	return true
 }
 
 // record notes the results of a finished batch.
