@@ -21,6 +21,9 @@ import (
 // with just "Storage Queue Data Contributor", as ai4s-jobq needs) that
 // write is refused; the push must still store the task, without a group,
 // and say so, rather than fail.
+//
+// A worker with the same credentials cannot complete the tasks it runs
+// (their result records go to that container too) and must say so.
 func TestPushWithQueueOnlyRightsGoesOnWithoutGroup(t *testing.T) {
 	t.Parallel()
 	for _, addr := range []string{"127.0.0.1:10001", "127.0.0.1:10000"} {
@@ -74,5 +77,13 @@ func TestPushWithQueueOnlyRightsGoesOnWithoutGroup(t *testing.T) {
 	code, out, errOut = run(t, queue, "--conn-str", connStr, "size")
 	if code != 0 || strings.TrimSpace(out) != "2" {
 		t.Errorf("size after the push = %q (exit %d, %q), want 2", out, code, errOut)
+	}
+
+	// A worker with these credentials runs the tasks but cannot store their
+	// records, so cannot complete them: it must say so, not that tasks are
+	// not affected.
+	_, _, errOut = run(t, queue, "--conn-str", connStr, "worker", "--time-limit", "3s")
+	if strings.Contains(errOut, "tasks are not affected") || !strings.Contains(errOut, "cannot be completed, and each is delivered again") {
+		t.Errorf("a worker that cannot write the result container logged %q; want an error saying its tasks cannot be completed", errOut)
 	}
 }
