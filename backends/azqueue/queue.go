@@ -589,6 +589,9 @@ func (q *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 		return driver.Stats{}, err
 	}
 	ready, err := approximateCount(ctx, q.main)
+	if err != nil && errorCode(err) == errcode.NotFound {
+		return driver.Stats{}, wrap(err, "count messages in %s: the queue does not exist (a read creates nothing: check the account and queue name, or push to it or run a worker, which create it)", q.name)
+	}
 	if err != nil {
 		return driver.Stats{}, wrap(err, "count messages in %s", q.name)
 	}

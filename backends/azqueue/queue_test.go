@@ -503,3 +503,18 @@ func TestV1TaskShowsNoInferredLeaseExpiries(t *testing.T) {
 		t.Errorf("dead v1 task's attempts = %+v, want none, not a made-up lease expiry", as)
 	}
 }
+
+// A read (size, stats) of a queue that does not exist creates nothing; its
+// error must say the queue is missing, not only "HTTP 404 QueueNotFound".
+func TestStatsOfMissingQueueSaysSo(t *testing.T) {
+	t.Parallel()
+	q, err := jobq.OpenWithOptions(t.Context(), newQueueURL(t), jobq.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	_, err = q.Admin().Stats(t.Context())
+	if !errors.Is(err, errcode.NotFound) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("stats of a missing queue = %v; want NotFound saying the queue does not exist", err)
+	}
+}
