@@ -148,7 +148,12 @@ func plainHTTP(host string) http.RoundTripper {
 	return roundTripper(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.URL.Scheme, r.URL.Host, r.Host = "http", host, host
-		return http.DefaultTransport.RoundTrip(r)
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			// The SDK's message names the namespace's https URL, not host.
+			return nil, fmt.Errorf("the plain-HTTP admin endpoint %s (the emulator's admin port: set admin=HOST:PORT in the queue URL): %w", host, err)
+		}
+		return resp, nil
 	})
 }
 

@@ -292,3 +292,17 @@ func TestReadOnlyOpenOfMissingQueueExplainsCreate(t *testing.T) {
 		t.Errorf("read-only open of a missing queue with create=true = %v; want NotFound saying a read does not create it", err)
 	}
 }
+
+// An admin endpoint that does not answer is named in the error, with the
+// parameter that sets it (the SDK's own message names the namespace's
+// https URL and the port only in passing).
+func TestUnreachableAdminEndpointIsNamed(t *testing.T) {
+	t.Parallel()
+	if env.live {
+		t.Skip("the emulator's plain-HTTP admin endpoint")
+	}
+	_, err := jobq.Open(ctxT(t), "sb://emulator/t-noadmin?admin=127.0.0.1:1&retries=0")
+	if err == nil || !strings.Contains(err.Error(), "admin endpoint 127.0.0.1:1") || !strings.Contains(err.Error(), "admin=HOST:PORT") {
+		t.Errorf("open with an unreachable admin endpoint = %v; want an error naming it and the admin= parameter", err)
+	}
+}
