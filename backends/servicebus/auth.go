@@ -82,7 +82,8 @@ func retryOptions(c config) azservicebus.RetryOptions {
 func (o *URLOpener) connect(c config, given string, log *slog.Logger) (connection, error) {
 	opts := &azservicebus.ClientOptions{RetryOptions: retryOptions(c)}
 	adminOpts := &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Retry: policy.RetryOptions{MaxRetries: int32(max(c.retries, 0)), RetryDelay: c.retryDelay, MaxRetryDelay: 30 * time.Second},
+		// MaxRetries as for the AMQP client: azcore, too, reads 0 as its default of 3.
+		Retry: policy.RetryOptions{MaxRetries: retryOptions(c).MaxRetries, RetryDelay: c.retryDelay, MaxRetryDelay: 30 * time.Second},
 	}}
 	adminHost := c.admin
 	if cs, from := o.connectionString(given); cs != "" {

@@ -301,7 +301,12 @@ func TestUnreachableAdminEndpointIsNamed(t *testing.T) {
 	if env.live {
 		t.Skip("the emulator's plain-HTTP admin endpoint")
 	}
-	_, err := jobq.Open(ctxT(t), "sb://emulator/t-noadmin?admin=127.0.0.1:1&retries=0")
+	start := time.Now()
+	_, err := jobq.Open(ctxT(t), "sb://emulator/t-noadmin?admin=127.0.0.1:1&retries=0&retry_delay=2s")
+	// retries=0 means none, for the admin requests too (azcore reads 0 as 3).
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("open with retries=0 took %v; a refused admin request must not be retried", d)
+	}
 	if err == nil || !strings.Contains(err.Error(), "admin endpoint 127.0.0.1:1") || !strings.Contains(err.Error(), "admin=HOST:PORT") {
 		t.Errorf("open with an unreachable admin endpoint = %v; want an error naming it and the admin= parameter", err)
 	}
