@@ -250,6 +250,14 @@ func (v bulkVerb) nounFor(n int64) string {
 	return v.noun
 }
 
+// countOf is n things for a message: "1 dead letter", "2 dead letters".
+func countOf(n int64, singular string) string {
+	if n == 1 {
+		return "1 " + singular
+	}
+	return strconv.FormatInt(n, 10) + " " + singular + "s"
+}
+
 // orList joins items for a message: "a", "a or b", "a, b or c".
 func orList(items []string) string {
 	n := len(items)

@@ -88,7 +88,7 @@ func TestRequeueDeadLetterOfQueuedTask(t *testing.T) {
 		{[]string{"push", "-c", "exit 5"}, 0, ""},
 	})
 	code, out, errOut := run(t, q, "dlq", "requeue", "--all")
-	if code != 0 || !strings.Contains(out, "requeued 0 dead letters") || !strings.Contains(errOut, "1 dead letters stay: their tasks are queued or running again") {
+	if code != 0 || !strings.Contains(out, "requeued 0 dead letters") || !strings.Contains(errOut, "1 dead letter not requeued: their tasks are queued or running again") {
 		t.Errorf("dlq requeue --all: exit %d, stdout %q, stderr %q; want exit 0 and a note that the dead letter stays and why", code, out, errOut)
 	}
 	code, out, errOut = run(t, q, "requeue", "--yes")

@@ -82,7 +82,7 @@ func TestDLQRequeueWait(t *testing.T) {
 	expect(t, 0, nil, q, "push", "-c", cmd)
 	expect(t, 0, nil, q, "worker")
 	expect(t, cli.ExitFailure, []string{id + " dead-lettered exit=1"}, q, "wait", "--timeout", "5s", id)
-	expect(t, 0, []string{"requeued 1 dead letters"}, q, "dlq", "requeue", "--all")
+	expect(t, 0, []string{"requeued 1 dead letter\n"}, q, "dlq", "requeue", "--all")
 	expect(t, cli.ExitFailure, []string{"timed out after", "the other 1 have not ended (queued, running or held, or not pushed yet)"}, q, "wait", "--timeout", "300ms", id)
 	expect(t, cli.ExitFailure, []string{"has no result record"}, q, "result", id)
 
@@ -127,7 +127,7 @@ func TestCancelAfterDLQRequeueSaysNoFalseHistory(t *testing.T) {
 	id := printedID(t, db, cmd)
 	expect(t, 0, nil, q, "push", "-c", cmd)
 	expect(t, 0, nil, q, "worker")
-	expect(t, 0, []string{"requeued 1 dead letters"}, q, "dlq", "requeue", "--all")
+	expect(t, 0, []string{"requeued 1 dead letter\n"}, q, "dlq", "requeue", "--all")
 	expect(t, 0, nil, q, "cancel", id)
 	code, out, errOut := run(t, q, "result", id)
 	if code != 0 && code != cli.ExitFailure {

@@ -154,11 +154,11 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				return failure(err)
 			}
 			past := map[string]string{"requeue": "requeued", "purge": "purged"}[verb]
-			fmt.Fprintf(a.stdout, "%s %d dead letters\n", past, n)
+			fmt.Fprintf(a.stdout, "%s %s\n", past, countOf(n, "dead letter"))
 			if distinct := int64(len(slices.Compact(slices.Sorted(slices.Values(ids))))); len(ids) > 0 && n < distinct {
 				// As cancel does for an ID it does not find: a typo must not
 				// pass for done in a script.
-				why := "they are not dead letters (list them with `jobq QUEUE dlq list`)"
+				why := "they are not dead letters (list them with: " + a.commandHint("dlq list") + ")"
 				if verb == "requeue" {
 					why += ", or their task is queued again"
 				}
@@ -169,8 +169,8 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				// queue keeps one copy of a task ID): say so, rather than
 				// let "requeued 0 dead letters" pass for an empty store.
 				if st, err := dl.Stats(ctx); err == nil && st.Known.Dead && st.Dead > 0 {
-					fmt.Fprintf(a.stderr, "jobq: %d dead letters stay: their tasks are queued or running again (a queue keeps one copy of a task ID), or they were dead-lettered meanwhile; see them with: %s\n",
-						st.Dead, a.commandHint("dlq list"))
+					fmt.Fprintf(a.stderr, "jobq: %s not requeued: their tasks are queued or running again (a queue keeps one copy of a task ID), or they were dead-lettered meanwhile; see them with: %s\n",
+						countOf(st.Dead, "dead letter"), a.commandHint("dlq list"))
 				}
 			}
 			return nil

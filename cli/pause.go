@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/shellword"
 )
 
 const pauseLong = `A paused queue still takes pushes, but its workers take no new task:
@@ -75,7 +77,7 @@ func (a *app) resumeCommand() *cobra.Command {
 				}
 				what := driver.PauseState{TaskKind: o.Kind, Key: o.Key}.Scope()
 				if !had {
-					fmt.Fprintf(a.stdout, "%s was not paused\n", what)
+					fmt.Fprintf(a.stdout, "%s was not paused%s\n", what, a.otherPauses(cmd.Context(), q))
 					return nil
 				}
 				fmt.Fprintf(a.stdout, "resumed %s; workers take its tasks again within about 2s\n", what)
@@ -86,6 +88,36 @@ func (a *app) resumeCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Kind, "kind", "", "lift the pause of this task kind")
 	cmd.Flags().StringVar(&o.Key, "key", "", "lift the pause of this concurrency or rate-limit key")
 	return cmd
+}
+
+// otherPauses names the pauses a resume that lifted none left in place,
+// each with the resume that lifts it ("; paused now: ..."), or "" when
+// there are none (or they cannot be read): a pause of a kind and a key is
+// lifted only by a resume naming both.
+func (a *app) otherPauses(ctx context.Context, q *jobq.Queue) string {
+	pols, err := q.Admin().Policies(ctx)
+	if err != nil {
+		return ""
+	}
+	var lifts []string
+	for _, pol := range pols {
+		s, err := driver.ParsePause(pol)
+		if pol.Kind != driver.PausePolicy || err != nil {
+			continue
+		}
+		args := "resume"
+		if s.TaskKind != "" {
+			args += " --kind " + shellword.Quote(s.TaskKind)
+		}
+		if s.Key != "" {
+			args += " --key " + shellword.Quote(s.Key)
+		}
+		lifts = append(lifts, s.Scope()+" ("+a.commandHint(args)+")")
+	}
+	if len(lifts) == 0 {
+		return ""
+	}
+	return "; paused now: " + strings.Join(lifts, "; ")
 }
 
 // checkPauseScope refuses an empty --kind or --key given on the command

@@ -21,6 +21,13 @@ func TestPauseScopeInput(t *testing.T) {
 		{[]string{"resume", "--key", ""}, cli.ExitUsage, "resume --key is empty"},
 		{[]string{"resume"}, 0, "the whole queue was not paused"},
 		{[]string{"resume", "--key", "gpu"}, 0, "resumed key gpu"},
+		// A pause of a kind and a key is lifted only by a resume naming
+		// both: the resume that lifts nothing says which does.
+		{[]string{"pause", "--kind", "render", "--key", "gpu"}, 0, "paused kind render, key gpu"},
+		{[]string{"resume", "--key", "gpu"}, 0, "key gpu was not paused; paused now: kind render, key gpu (jobq "},
+		{[]string{"resume", "--key", "gpu"}, 0, " resume --kind render --key gpu)"},
+		{[]string{"resume", "--kind", "render", "--key", "gpu"}, 0, "resumed kind render, key gpu"},
+		{[]string{"resume"}, 0, "the whole queue was not paused\n"},
 	}
 	runSteps(t, q, steps)
 }

@@ -257,7 +257,9 @@ func TestPrintResult(t *testing.T) {
 			// A sub-second backoff (--retry-backoff 0.1s) and a stop that
 			// lost less than a second printed "retried after 0s", "lost 0s".
 			{Delivery: 2, Outcome: jobq.OutcomeFailure, ExitCode: &one, RetryDelay: 120 * time.Millisecond, Detail: "again"},
-			{Delivery: 3, Outcome: jobq.OutcomePreempted, Lost: 150 * time.Millisecond, Saved: 2 * time.Second}}}
+			{Delivery: 3, Outcome: jobq.OutcomePreempted, Lost: 150 * time.Millisecond, Saved: 2 * time.Second},
+			// Without checkpoints nothing is saved: no "checkpoint saved 0s".
+			{Delivery: 4, Outcome: jobq.OutcomePreempted, Lost: 3 * time.Second, Detail: "preempted"}}}
 	var b strings.Builder
 	if err := printResult(&b, r); err != nil {
 		t.Fatal(err)
@@ -265,10 +267,13 @@ func TestPrintResult(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{"task        abc\n", "state       dead-lettered\n", "exit code   1\n", "error       command exited with status 1\n",
 		"ran for     1.5s\n", "worker      vm-1\n", "deliveries  2\n", "kept until  ", "\noutput (tail):\nline one\nline two\n\n",
-		"retried after 10s; command exited with status 1", "retried after 100ms; again", "lost 200ms, checkpoint saved 2s; "} {
+		"retried after 10s; command exited with status 1", "retried after 100ms; again", "lost 200ms, checkpoint saved 2s; ", "lost 3s; preempted"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("printResult lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "saved 0s") {
+		t.Errorf("printResult says a checkpoint saved nothing:\n%s", got)
 	}
 	if strings.Contains(got, "value") {
 		t.Errorf("printResult shows a value the record does not have:\n%s", got)

@@ -234,8 +234,12 @@ func printAttempts(w io.Writer, as []jobq.Attempt) error {
 		if a.RetryDelay > 0 {
 			detail = "retried after " + roundDuration(a.RetryDelay) + "; " + detail
 		}
-		if a.Lost > 0 || a.Saved > 0 {
+		switch {
+		case a.Saved > 0:
 			detail = "lost " + roundDuration(a.Lost) + ", checkpoint saved " + roundDuration(a.Saved) + "; " + detail
+		case a.Lost > 0:
+			// No checkpoint (a worker without --checkpoints): nothing saved.
+			detail = "lost " + roundDuration(a.Lost) + "; " + detail
 		}
 		if a.Env != "" && a.Env != host {
 			host += " (" + a.Env + ")"

@@ -221,7 +221,11 @@ func (w *waiter) noteCancels(ctx context.Context, ids []string) {
 		return
 	}
 	shown := asked[:min(len(asked), maxListed)]
-	w.a.log.Warn(fmt.Sprintf("%d of the tasks have a cancel pending and have not ended: each ends when the worker that holds it, or next receives it, stops it; where the backend cannot remove tasks by ID, one not pushed yet ends only once it is pushed, so give --timeout", len(asked)),
+	tasks, have := "tasks", "have"
+	if len(asked) == 1 {
+		tasks, have = "task", "has"
+	}
+	w.a.log.Warn(fmt.Sprintf("%d %s %s a cancel pending and %s not ended: each ends when the worker that holds it, or next receives it, stops it; where the backend cannot remove tasks by ID, one not pushed yet ends only once it is pushed, so give --timeout", len(asked), tasks, have, have),
 		"ids", strings.Join(shown, " "))
 }
 
