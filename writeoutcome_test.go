@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,31 +18,9 @@ import (
 // running.
 func redisThroughProxy(t *testing.T) (p *tcpfault.Proxy, q, direct *jobq.Queue) {
 	t.Helper()
-	base := os.Getenv("JOBQ_TEST_REDIS_URL")
-	if base == "" {
-		base = "redis://127.0.0.1:6379/0"
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
-		t.Skipf("needs Redis at %s", u.Host)
-	} else {
-		c.Close()
-	}
-	p, err = tcpfault.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	v := u.Query()
-	v.Set("queue", fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano()))
-	v.Set("prefix", "jobqtest")
-	u.RawQuery = v.Encode()
-	direct = openURL(t, u.String())
-	u.Host = p.Addr()
-	q = openURL(t, u.String())
+	p, proxied, directURL := tcpfault.ForTest(t, "JOBQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0", map[string]string{"prefix": "jobqtest"})
+	direct = openURL(t, directURL)
+	q = openURL(t, proxied)
 	t.Cleanup(func() {
 		_, _ = direct.Admin().PurgeDeadLetters(context.Background())
 		_, _ = direct.Admin().Clear(context.Background())

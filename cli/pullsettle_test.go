@@ -3,10 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,30 +18,9 @@ import (
 // unknown, and exit 1.
 func TestPullWhoseCompletionWasUnanswered(t *testing.T) {
 	t.Parallel()
-	base := os.Getenv("JOBQ_TEST_REDIS_URL")
-	if base == "" {
-		base = "redis://127.0.0.1:6379/0"
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
-		t.Skipf("needs Redis at %s", u.Host)
-	} else {
-		c.Close()
-	}
-	p, err := tcpfault.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	v := u.Query()
-	v.Set("queue", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()))
-	v.Set("prefix", "jobqtest")
-	u.RawQuery = v.Encode()
+	p, proxied, directURL := tcpfault.ForTest(t, "JOBQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0", map[string]string{"prefix": "jobqtest"})
 	ctx := context.Background()
-	direct, err := jobq.Open(ctx, u.String())
+	direct, err := jobq.Open(ctx, directURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +37,10 @@ func TestPullWhoseCompletionWasUnanswered(t *testing.T) {
 	p.Arm(tcpfault.Rule{Fault: tcpfault.DropReply, Times: 1, Match: func(b []byte) bool {
 		return strings.Contains(string(b), "evalsha") && strings.Contains(string(b), res.ID) && strings.Contains(string(b), "succeeded")
 	}})
-	u.Host = p.Addr()
 	var out, errOut bytes.Buffer
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	code := cli.Run(rctx, []string{u.String(), "pull"}, strings.NewReader(""), &out, &errOut)
+	code := cli.Run(rctx, []string{proxied, "pull"}, strings.NewReader(""), &out, &errOut)
 	stderr := errOut.String()
 	t.Logf("exit %d; stderr:\n%s", code, stderr)
 	if p.Fired() != 1 {

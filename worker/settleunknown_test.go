@@ -3,11 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,30 +20,7 @@ import (
 // the same queue directly; it skips the test when Redis is not running.
 func redisBehindProxy(t *testing.T) (*tcpfault.Proxy, *jobq.Queue, *jobq.Queue) {
 	t.Helper()
-	base := os.Getenv("JOBQ_TEST_REDIS_URL")
-	if base == "" {
-		base = "redis://127.0.0.1:6379/0"
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
-		t.Skipf("needs Redis at %s", u.Host)
-	} else {
-		c.Close()
-	}
-	p, err := tcpfault.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	qs := u.Query()
-	qs.Set("queue", fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano()))
-	qs.Set("prefix", "jobqtest")
-	u.RawQuery = qs.Encode()
-	direct := u.String()
-	u.Host = p.Addr()
+	p, proxied, direct := tcpfault.ForTest(t, "JOBQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0", map[string]string{"prefix": "jobqtest"})
 	open := func(s string) *jobq.Queue {
 		q, err := jobq.OpenWithOptions(context.Background(), s, jobq.Options{Logger: quietLog()})
 		if err != nil {
@@ -55,7 +28,7 @@ func redisBehindProxy(t *testing.T) (*tcpfault.Proxy, *jobq.Queue, *jobq.Queue) 
 		}
 		return q
 	}
-	q, truth := open(u.String()), open(direct)
+	q, truth := open(proxied), open(direct)
 	t.Cleanup(func() {
 		_, _ = truth.Admin().Clear(context.Background())
 		q.Close()

@@ -2,13 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/tools/testkit/tcpfault"
@@ -20,33 +15,9 @@ import (
 // after an attempt that may have stored it.
 func TestPushWhosePolicyReadFailedWasNotSent(t *testing.T) {
 	t.Parallel()
-	base := os.Getenv("JOBQ_TEST_POSTGRES_URL")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
-		t.Skipf("needs Postgres at %s", u.Host)
-	} else {
-		c.Close()
-	}
-	p, err := tcpfault.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	v := u.Query()
-	v.Set("queue", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()))
-	if !v.Has("schema") {
-		v.Set("schema", "jobq_test")
-	}
-	u.RawQuery = v.Encode()
-	u.Host = p.Addr()
+	p, proxied, _ := tcpfault.ForTest(t, "JOBQ_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", map[string]string{"schema": "jobq_test"})
 	ctx := context.Background()
-	q, err := jobq.Open(ctx, u.String())
+	q, err := jobq.Open(ctx, proxied)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -259,4 +263,42 @@ func (p *Proxy) down(pr *pair) {
 			return
 		}
 	}
+}
+
+// ForTest starts a proxy for test t to the engine that a queue URL names:
+// environment variable env's URL, or fallback. It returns the proxy, the
+// URL through it and the URL straight to the engine, both with a queue
+// named after t and with params set where the URL has none of them. t is
+// skipped when the engine does not answer; the proxy closes when t ends.
+func ForTest(t testing.TB, env, fallback string, params map[string]string) (p *Proxy, proxied, direct string) {
+	t.Helper()
+	base := os.Getenv(env)
+	if base == "" {
+		base = fallback
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("tcpfault: %s: %v", env, err)
+	}
+	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
+		t.Skipf("needs an engine at %s", u.Host)
+	} else {
+		_ = c.Close()
+	}
+	p, err = Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	v := u.Query()
+	v.Set("queue", fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano()))
+	for k, val := range params {
+		if !v.Has(k) {
+			v.Set(k, val)
+		}
+	}
+	u.RawQuery = v.Encode()
+	direct = u.String()
+	u.Host = p.Addr()
+	return p, u.String(), direct
 }
