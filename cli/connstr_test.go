@@ -28,20 +28,7 @@ func TestConnStrLeavesEnvironment(t *testing.T) {
 	const env = "JOBQ_CONNECTION_STRING"
 	t.Setenv(env, "") // restored when the test ends
 	os.Unsetenv(env)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "jq-connstr-" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		svc, err := azqueue.NewServiceClientFromConnectionString(azq.DevelopmentConnectionString, nil)
-		if err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = svc.DeleteQueue(ctx, name, nil)
-		_, _ = svc.DeleteQueue(ctx, name+azq.FailedSuffix, nil)
-	})
-	queue := "azqueue://devstoreaccount1/" + name
+	queue := azuriteQueueURL(t, "jq-connstr-")
 	for _, args := range [][]string{
 		{queue, "--conn-str", azq.DevelopmentConnectionString, "push", "-c", "echo hi"},
 		{queue, "--conn-str", azq.DevelopmentConnectionString, "size"},
@@ -57,4 +44,25 @@ func TestConnStrLeavesEnvironment(t *testing.T) {
 			t.Fatalf("after %s, $%s is set (%d characters): the command changed its environment", args[3], env, len(v))
 		}
 	}
+}
+
+// azuriteQueueURL names a new queue on Azurite (prefix and a random
+// suffix) and returns its URL; the queue and its dead-letter queue are
+// deleted when t ends.
+func azuriteQueueURL(t *testing.T, prefix string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := prefix + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		svc, err := azqueue.NewServiceClientFromConnectionString(azq.DevelopmentConnectionString, nil)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = svc.DeleteQueue(ctx, name, nil)
+		_, _ = svc.DeleteQueue(ctx, name+azq.FailedSuffix, nil)
+	})
+	return "azqueue://devstoreaccount1/" + name
 }

@@ -1,9 +1,6 @@
 package cli_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"strings"
 	"testing"
@@ -11,8 +8,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/sas"
-
-	azq "github.com/jobq/jobq/backends/azqueue"
 )
 
 // TestPushWithQueueOnlyRightsGoesOnWithoutGroup: a push without --group
@@ -50,20 +45,7 @@ func TestPushWithQueueOnlyRightsGoesOnWithoutGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	connStr := "QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;SharedAccessSignature=" + qp.Encode()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "jq-nogroup-" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		svc, err := azqueue.NewServiceClientFromConnectionString(azq.DevelopmentConnectionString, nil)
-		if err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = svc.DeleteQueue(ctx, name, nil)
-		_, _ = svc.DeleteQueue(ctx, name+azq.FailedSuffix, nil)
-	})
-	queue := "azqueue://devstoreaccount1/" + name
+	queue := azuriteQueueURL(t, "jq-nogroup-")
 	code, out, errOut := run(t, queue, "--conn-str", connStr, "push", "-c", "echo one", "-c", "echo two")
 	if code != 0 {
 		t.Fatalf("push with queue-only rights: exit %d, %q %q; want the tasks stored without a group", code, out, errOut)
