@@ -161,31 +161,52 @@ func isEncodedBreak(hex string) bool {
 	return false
 }
 
+// separatorAt is the length of the name-value separator at s[i]: 1 for
+// '=', 3 for an encoded one ("%3D"), 0 for none.
+func separatorAt(s string, i int) int {
+	switch {
+	case s[i] == '=':
+		return 1
+	case s[i] == '%' && i+2 < len(s) && s[i+1] == '3' && (s[i+2] == 'D' || s[i+2] == 'd'):
+		return 3
+	}
+	return 0
+}
+
+// nameStart is where the name that ends at s[i] starts, no earlier than
+// done.
+func nameStart(s string, done, i int) int {
+	n := i
+	for n > done && isNameChar(s[n-1]) {
+		n--
+	}
+	if n > done && s[n-1] == '%' && n+2 < i && isEncodedBreak(s[n:n+2]) {
+		n += 2 // "%26sig%3D...": the name follows an encoded '&'
+	}
+	return n
+}
+
+// valueEnd is where the value that starts at s[v] ends: at a character
+// that ends values, or at an encoded parameter break.
+func valueEnd(s string, v int) int {
+	e := v
+	for e < len(s) && !endsValue(s[e]) && !(s[e] == '%' && e+2 < len(s) && isEncodedBreak(s[e+1:e+3])) {
+		e++
+	}
+	return e
+}
+
 func redactValues(s string) string {
 	var b strings.Builder
 	done := 0
 	for i := 0; i < len(s); i++ {
-		var sep int // length of the separator at i
-		switch {
-		case s[i] == '=':
-			sep = 1
-		case s[i] == '%' && i+2 < len(s) && s[i+1] == '3' && (s[i+2] == 'D' || s[i+2] == 'd'):
-			sep = 3
-		default:
+		sep := separatorAt(s, i)
+		if sep == 0 {
 			continue
 		}
-		n := i
-		for n > done && isNameChar(s[n-1]) {
-			n--
-		}
-		if n > done && s[n-1] == '%' && n+2 < i && isEncodedBreak(s[n:n+2]) {
-			n += 2 // "%26sig%3D...": the name follows an encoded '&'
-		}
+		n := nameStart(s, done, i)
 		v := i + sep
-		e := v
-		for e < len(s) && !endsValue(s[e]) && !(s[e] == '%' && e+2 < len(s) && isEncodedBreak(s[e+1:e+3])) {
-			e++
-		}
+		e := valueEnd(s, v)
 		if n == i || e == v || s[v:e] == "..." || !isSecretName(s[n:i]) {
 			// No name, no value, a placeholder ("AccountKey=..."), or
 			// not a secret.
