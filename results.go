@@ -227,11 +227,19 @@ type WaitOptions struct {
 	After time.Time
 }
 
+// waitOutage is how long WaitFunc rides out an engine that cannot be
+// reached (errcode.Unavailable: a restart, a dropped connection) before it
+// returns the error.
+const waitOutage = time.Minute
+
 // WaitFunc waits until every task in ids has ended, calling each with its
 // result as soon as it is known (in the order they end). A task already
 // ended when WaitFunc starts is reported at once. It returns each's first
 // error, or ctx's when ctx ends first; tasks keep running either way. A
-// repeated ID is reported once.
+// repeated ID is reported once. An engine that cannot be reached is
+// retried, from waitPollMin to waitPollMax apart, for up to a minute from
+// the first failure in a row, so that a wait of hours outlives a restart
+// of the engine; the error is returned after that.
 func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, each func(*Result) error) error {
 	const op = "wait"
 	store, err := q.resultStore(op)
@@ -247,11 +255,16 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 	pending := uniqueIDs(ids)
 	waiter, _ := q.drv.(driver.ResultWaiter)
 	pause := waitPollMin
+	var out outage
 	for len(pending) > 0 {
 		recs, err := q.getResults(ctx, op, store, pending)
 		if err != nil {
+			if out.rideOut(ctx, err) {
+				continue
+			}
 			return err
 		}
+		out.over()
 		left, stale, reported, err := q.reportEnded(ctx, op, pending, recs, opts.After, each)
 		if err != nil {
 			return err
@@ -264,7 +277,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 			return nil
 		}
 		if waiter != nil && !stale {
-			if err := waiter.WaitResults(ctx, pending, waitNotified); err != nil {
+			if err := waiter.WaitResults(ctx, pending, waitNotified); err != nil && !out.rideOut(ctx, err) {
 				return q.wrap(op, err)
 			}
 			continue
@@ -280,6 +293,38 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 	}
 	return nil
 }
+
+// outage tracks a run of failures to reach the engine during a wait.
+type outage struct {
+	since time.Time     // the first failure of the run; zero while the engine answers
+	pause time.Duration // the sleep before the next try
+}
+
+// rideOut reports whether the wait should try again after err: err says
+// the engine cannot be reached, ctx has not ended, and the run of failures
+// is younger than waitOutage. It sleeps before it returns true.
+func (o *outage) rideOut(ctx context.Context, err error) bool {
+	if errcode.Of(err) != errcode.Unavailable || ctx.Err() != nil {
+		return false
+	}
+	if o.since.IsZero() {
+		o.since, o.pause = time.Now(), waitPollMin
+	} else if time.Since(o.since) >= waitOutage {
+		return false
+	}
+	t := time.NewTimer(o.pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	o.pause = min(2*o.pause, waitPollMax)
+	return true
+}
+
+// over ends a run of failures: the engine answered.
+func (o *outage) over() { o.since = time.Time{} }
 
 // reportEnded calls each with the result of every task in pending whose
 // record recs holds (in the same order) shows it ended at or after after.

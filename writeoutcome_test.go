@@ -1,9 +1,11 @@
 package jobq_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,5 +169,50 @@ func TestPushNeverSentIsNotStored(t *testing.T) {
 	}
 	if n, err := direct.Admin().Size(ctx); err != nil || n != inFlight {
 		t.Errorf("the queue holds %d tasks (%v), want the %d stalled ones", n, err, inFlight)
+	}
+}
+
+// TestWaitOutlivesAnOutage: the engine goes away for a moment while a wait
+// waits (its connections reset, new ones refused, as in a restart); the
+// wait goes on, and reports the task that ended meanwhile.
+func TestWaitOutlivesAnOutage(t *testing.T) {
+	t.Parallel()
+	p, q, direct := redisThroughProxy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := direct.Push(ctx, &jobq.Task{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan struct{})
+	var once sync.Once
+	p.Watch(func(b []byte) {
+		if bytes.Contains(b, []byte(res.ID)) {
+			once.Do(func() { close(asked) })
+		}
+	})
+	type waited struct {
+		rs  []*jobq.Result
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		rs, err := q.Wait(ctx, res.ID)
+		done <- waited{rs, err}
+	}()
+	<-asked // the wait has read the records once
+	p.SetOut(true)
+	env, err := direct.Receive(ctx, jobq.ReceiveOptions{})
+	if err != nil || env == nil {
+		t.Fatalf("Receive = %v, %v", env, err)
+	}
+	if err := env.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the outage lasts a while
+	p.SetOut(false)
+	w := <-done
+	if w.err != nil || len(w.rs) != 1 || w.rs[0] == nil || w.rs[0].State != driver.ResultSucceeded {
+		t.Fatalf("Wait across an outage = %v, %v; want the task's success", w.rs, w.err)
 	}
 }

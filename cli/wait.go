@@ -197,8 +197,11 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 			return failure(err)
 		}
 		e := resultFailure(err)
-		if p := w.pending(ids); len(p) > 0 && len(p) < len(ids) {
-			e = &exitError{code: exitCode(e), err: fmt.Errorf("%w; %s", e, resumeHint(w.a, p))}
+		if p := w.pending(ids); len(p) > 0 {
+			// The wait failed, not the tasks: say how to wait for the
+			// rest, the IDs push --wait pushed included.
+			e = &exitError{code: exitCode(e), err: fmt.Errorf("%w; %d of %d tasks have not ended (stopping the wait does not stop them); %s",
+				e, len(p), len(ids), resumeHint(w.a, p))}
 		}
 		return e
 	}

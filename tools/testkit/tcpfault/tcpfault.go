@@ -70,6 +70,9 @@ type Proxy struct {
 	rule  *Rule
 	fired int
 	pairs map[*pair]struct{}
+	// out is set while the engine is out (SetOut): connections are
+	// reset as they come.
+	out bool
 }
 
 type pair struct {
@@ -144,11 +147,32 @@ func (p *Proxy) Close() error {
 	return err
 }
 
+// SetOut makes the engine look down (out true: the open connections are
+// reset and new ones reset as they come, as in a restart) or back up.
+func (p *Proxy) SetOut(out bool) {
+	p.mu.Lock()
+	p.out = out
+	p.mu.Unlock()
+	if out {
+		p.ResetAll()
+	}
+}
+
 func (p *Proxy) serve() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		out := p.out
+		p.mu.Unlock()
+		if out {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
