@@ -109,6 +109,9 @@ type Queue struct {
 	name   string
 	log    *slog.Logger
 	warned warnOnce
+	// recordsRefused logs, once, that the record store refused the
+	// credentials and settlements go on without records (presettle).
+	recordsRefused sync.Once
 	// pushRetry is Options.PushRetry with its default applied.
 	pushRetry time.Duration
 

@@ -263,7 +263,11 @@ func (q *Queue) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams) 
 // stored here first, in one call, and taken out of the params, so that a
 // crash between the two duplicates a record rather than losing it. When
 // they cannot be stored, nothing is settled: the error, naming done (what
-// the settlement would have done), goes to every message.
+// the settlement would have done), goes to every message. The exception is
+// a store that refuses the credentials (PermissionDenied: queue rights
+// only, which is all ai4s-jobq needs on Azure): the messages are settled
+// without their records, with one error logged, rather than run again
+// after every lease without end.
 func (q *Queue) presettle(ctx context.Context, done string, n int, rec func(i int) **driver.ResultRecord) []error {
 	if q.results == nil || q.caps.Level(driver.Results) == driver.Native {
 		return nil
@@ -279,6 +283,13 @@ func (q *Queue) presettle(ctx context.Context, done string, n int, rec func(i in
 		return nil
 	}
 	if err := q.results.PutResults(ctx, first); err != nil {
+		if errcode.Of(err) == errcode.PermissionDenied {
+			q.recordsRefused.Do(func() {
+				q.log.Error("jobq: the credentials may not write the result records: tasks are settled without them, so result, wait and push --wait do not see them; "+
+					"give the identity write rights on the record store (on Azure: \"Storage Blob Data Contributor\" on the results container, or a SAS for the blob service)", "error", err)
+			})
+			return nil
+		}
 		return driver.FanOut(fmt.Errorf("the result records could not be stored, so the tasks were not %s: %w", done, err), n)
 	}
 	return nil

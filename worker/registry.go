@@ -174,8 +174,8 @@ func (r *registry) put(withdraw bool) error {
 		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`", "error", err)
 	case err != nil && !was && errors.Is(err, errcode.PermissionDenied) && r.w.q.Capabilities().Level(driver.Results) == driver.Emulated:
 		// On Azure the registry and the result records share one container:
-		// a task that cannot store its record is not completed.
-		r.log.Error("the credentials may not write the result container, which keeps the worker registry and the tasks' result records: tasks will run but cannot be completed, and each is delivered again after its lease; give the identity Blob Storage rights on the container (\"Storage Blob Data Contributor\", or a SAS for the blob service)", "error", err)
+		// tasks are settled without their records (jobq's presettle).
+		r.log.Error("the credentials may not write the result container, which keeps the worker registry and the tasks' result records: this worker is not listed by `jobq workers`, and its tasks are settled without result records (result, wait and push --wait do not see them); give the identity Blob Storage rights on the container (\"Storage Blob Data Contributor\", or a SAS for the blob service)", "error", err)
 	case err != nil && !was:
 		r.log.Warn("could not write this worker's record to the worker registry; tasks are not affected", "error", err)
 	case err != nil:
