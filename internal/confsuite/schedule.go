@@ -261,7 +261,10 @@ func (r *schedRig) drain() {
 		wait = 2 * time.Second
 	}
 	for {
-		e, err := r.q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.vis(), Wait: wait})
+		// A lease that outlasts the check: it tests the schedule, not
+		// leases, and a loaded machine once took longer than the
+		// short one between the receive and the completion.
+		e, err := r.q.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: c.longVis(r.q), Wait: wait})
 		if errors.Is(err, jobq.ErrEmpty) {
 			return
 		}
