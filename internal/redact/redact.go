@@ -187,10 +187,13 @@ func nameStart(s string, done, i int) int {
 }
 
 // valueEnd is where the value that starts at s[v] ends: at a character
-// that ends values, or at an encoded parameter break.
-func valueEnd(s string, v int) int {
+// that ends values, or, for a value whose separator was encoded (a
+// parameter of a URL carried inside another, "%26sig%3D..."), also at an
+// encoded parameter break. A plain value may hold an encoded '?' or '&'
+// (a password "?000" is "password=%3F000") and runs on past it.
+func valueEnd(s string, v int, encoded bool) int {
 	e := v
-	for e < len(s) && !endsValue(s[e]) && !(s[e] == '%' && e+2 < len(s) && isEncodedBreak(s[e+1:e+3])) {
+	for e < len(s) && !endsValue(s[e]) && !(encoded && s[e] == '%' && e+2 < len(s) && isEncodedBreak(s[e+1:e+3])) {
 		e++
 	}
 	return e
@@ -206,7 +209,7 @@ func redactValues(s string) string {
 		}
 		n := nameStart(s, done, i)
 		v := i + sep
-		e := valueEnd(s, v)
+		e := valueEnd(s, v, sep > 1)
 		if n == i || e == v || s[v:e] == "..." || !isSecretName(s[n:i]) {
 			// No name, no value, a placeholder ("AccountKey=..."), or
 			// not a secret.
