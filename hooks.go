@@ -35,6 +35,8 @@ func init() {
 	hooks.CancelRequested = func(ctx context.Context, q any, ids []string) ([]string, error) {
 		return asQueue(q).cancelRequested(ctx, ids)
 	}
+	hooks.MaybeApplied = maybeApplied
+	hooks.MarkMaybeApplied = markMaybeApplied
 	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return asQueue(q).baseAttributes() }
 	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }
 	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }

@@ -888,7 +888,7 @@ func (p *pusher) record(job *pushJob) {
 	var be *jobq.BatchError
 	errors.As(job.err, &be)
 	for i := len(job.res); i < len(job.lines); i++ {
-		if be != nil && i < len(be.Errs) && maybeStored(be.Errs[i]) {
+		if be != nil && i < len(be.Errs) && hooks.MaybeApplied(be.Errs[i]) {
 			p.unknown = addSpan(p.unknown, job.lines[i], job.lines[i])
 			p.unknownIDs = append(p.unknownIDs, job.tasks[i].ID)
 			continue
@@ -897,13 +897,6 @@ func (p *pusher) record(job *pushJob) {
 			p.firstLost = job.lines[i]
 		}
 	}
-}
-
-// maybeStored reports whether err, a task's error in a *jobq.BatchError,
-// says the task may have been stored all the same.
-func maybeStored(err error) bool {
-	var je *jobq.Error
-	return errors.As(err, &je) && je.MaybeApplied
 }
 
 // addSpan adds lines from..to (consecutive in the input) to spans, sorted

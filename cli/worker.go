@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
@@ -546,8 +545,7 @@ func (a *app) unsettled(ev *worker.Event) error {
 	if ev.Outcome == worker.Completed {
 		what = "completed"
 	}
-	var je *jobq.Error
-	if errors.As(ev.SettleErr, &je) && je.MaybeApplied {
+	if hooks.MaybeApplied(ev.SettleErr) {
 		return fmt.Errorf("task %s ran, and whether it was %s is unknown (the queue's answer was lost): if it was not, it is delivered again when its lease expires; check with: %s: %w",
 			ev.Task.ID, what, a.commandHint("result "+ev.Task.ID), ev.SettleErr)
 	}

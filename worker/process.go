@@ -218,7 +218,7 @@ func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Dur
 		// it was removed meanwhile.
 		msg := "task succeeded but could not be completed; it will be delivered again"
 		switch {
-		case maybeSettled(cerr):
+		case hooks.MaybeApplied(cerr):
 			msg = "task succeeded, and its completion is unknown: " + unsettledNote(cerr)
 		case errors.Is(cerr, errcode.LockLost):
 			msg = "task succeeded but could not be completed: its lease is no longer held; it runs again unless it was removed meanwhile (cleared, purged or cancelled)"

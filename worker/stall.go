@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // writeStall is the worker's state while the engine refuses writes (a
@@ -219,10 +219,10 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 	if !refused(err) {
 		return err
 	}
-	unsure := maybeSettled(err)
+	unsure := hooks.MaybeApplied(err)
 	defer func() {
 		if err != nil && unsure {
-			err = markMaybeSettled(err)
+			err = hooks.MarkMaybeApplied(err)
 		}
 	}()
 	ok := false
@@ -266,34 +266,15 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 			ok = true
 			return err
 		}
-		unsure = unsure || maybeSettled(err)
+		unsure = unsure || hooks.MaybeApplied(err)
 	}
-}
-
-// maybeSettled reports whether err, a settlement's, says it may have been
-// applied all the same (its answer was lost).
-func maybeSettled(err error) bool {
-	var je *jobq.Error
-	return errors.As(err, &je) && je.MaybeApplied
-}
-
-// markMaybeSettled returns err, the last error of a settlement one of
-// whose attempts went unanswered, with MaybeApplied set.
-func markMaybeSettled(err error) error {
-	var je *jobq.Error
-	if !errors.As(err, &je) || je.MaybeApplied {
-		return err
-	}
-	c := *je
-	c.MaybeApplied = true
-	return &c
 }
 
 // unsettledNote says what becomes of a task whose settlement failed with
 // err: delivered again once its lease expires, unless an attempt that went
 // unanswered settled it.
 func unsettledNote(err error) string {
-	if maybeSettled(err) {
+	if hooks.MaybeApplied(err) {
 		return "an attempt went unanswered and may have settled it (a retry then finds its lease gone); if it did not, it will be delivered again when its lease expires"
 	}
 	return "it will be delivered again when its lease expires"

@@ -41,6 +41,12 @@ var (
 	CancelRequested func(ctx context.Context, q any, ids []string) ([]string, error)
 	// BaseAttributes are the attributes every metric point of q carries.
 	BaseAttributes func(q any) []attribute.KeyValue
+	// MaybeApplied reports whether err is a *jobq.Error with MaybeApplied
+	// set: the call may have taken effect although it failed.
+	MaybeApplied func(err error) bool
+	// MarkMaybeApplied returns a copy of err, a *jobq.Error, with
+	// MaybeApplied set.
+	MarkMaybeApplied func(err error) error
 	// MeterProvider is the provider of q's metrics.
 	MeterProvider func(q any) metric.MeterProvider
 	// TracerProvider is the provider of q's spans.
