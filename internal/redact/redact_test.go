@@ -82,8 +82,8 @@ func FuzzRedactURL(f *testing.F) {
 	f.Add("azqueue", "acct", "K3y==", "acct", "sv=1&sig=S")
 	f.Add("sb", "root", "abc", "ns", "lock_duration=1m")
 	f.Fuzz(func(t *testing.T, scheme, user, password, host, query string) {
-		if len(password) < 4 || strings.Contains(password, "xxxxx") {
-			return // too short to tell from the rest of the text
+		if len(password) < 4 || strings.Contains(password, "xxxxx") || strings.Contains("xxxxx", password) {
+			return // too short to tell from the rest of the text, or part of the mask
 		}
 		u := &url.URL{Scheme: scheme, User: url.UserPassword(user, password), Host: host, Path: "/q", RawQuery: query}
 		s := u.String()
