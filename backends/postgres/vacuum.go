@@ -28,7 +28,12 @@ import (
 // workers (PARALLEL 0): with two indexes Postgres otherwise starts one for
 // every vacuum, with shared memory sized for the table's dead rows (up to
 // maintenance_work_mem, zeroed), which costs far more than the vacuum
-// itself.
+// itself. They do not truncate the table (TRUNCATE false): to give back
+// a busy table's empty last pages, VACUUM waits for an exclusive lock,
+// trying again for up to 5 s, and while it waits no other vacuum of the
+// queue starts, so dead rows piled up in front of the claims. The
+// reclaim pass after a drain (reclaim.go) truncates, when the table is
+// quiet.
 const (
 	vacuumEvery = 1000
 	vacuumShare = 10 // vacuum after 1/vacuumShare of the table's rows
@@ -54,7 +59,7 @@ func (d *Driver) deletedRows(n int64) {
 		if d.grown(ctx) {
 			return
 		}
-		d.vacuum(ctx, "SKIP_LOCKED")
+		d.vacuum(ctx, "SKIP_LOCKED, TRUNCATE false")
 	})
 }
 
