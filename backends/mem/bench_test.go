@@ -90,3 +90,23 @@ func benchBatch(b *testing.B, q *jobq.Queue) {
 func BenchmarkDrain(b *testing.B) {
 	benchkit.Drain(b, benchkit.Open(b, "mem://bench-"+rand.Text()))
 }
+
+// BenchmarkEndToEnd is the engines' BenchmarkEndToEnd (a producer pushing
+// in batches of 100 while a worker with 16 handlers runs no-op tasks) on
+// mem: what the library itself costs a task, with no engine beside it.
+func BenchmarkEndToEnd(b *testing.B) {
+	benchkit.EndToEnd(b, openBench(b))
+}
+
+// BenchmarkEndToEndNoRecords is BenchmarkEndToEnd on a queue that keeps no
+// result records (unsupported=results): mem keeps its records in the
+// process's heap, so with records on the collector's work grows with the
+// tasks run, and this figure is the library's own per-task cost.
+func BenchmarkEndToEndNoRecords(b *testing.B) {
+	q, err := jobq.Open(context.Background(), "mem://bench-"+rand.Text()+"?unsupported=results")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = q.Close() })
+	benchkit.EndToEnd(b, q)
+}
