@@ -99,7 +99,7 @@ func (q *Queue) pushDeps(ctx context.Context, tasks []*Task, opts PushOptions, r
 	if err != nil {
 		return nil, err
 	}
-	if err := q.checkParents(ctx, op, hs, rs, tasks, msgs); err != nil {
+	if err := q.checkParents(ctx, op, rs, tasks, msgs); err != nil {
 		q.dropRefused(ctx, created...)
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func pickRefs(refs []*StashRef, idx []int) []*StashRef {
 // record), a parent that was dead-lettered or cancelled already (the
 // task could never run), an unknown group, or tasks that depend on each
 // other in a cycle. A parent that succeeded already counts as met.
-func (q *Queue) checkParents(ctx context.Context, op string, hs driver.HeldStore, rs driver.ResultStore, tasks []*Task, msgs []*driver.Message) error {
+func (q *Queue) checkParents(ctx context.Context, op string, rs driver.ResultStore, tasks []*Task, msgs []*driver.Message) error {
 	inBatch := make(map[string]int, len(msgs))
 	groups := map[string]bool{}
 	for i, m := range msgs {
@@ -293,7 +293,7 @@ func (q *Queue) checkParents(ctx context.Context, op string, hs driver.HeldStore
 			}
 		}
 	}
-	if err := q.checkKnown(ctx, op, hs, rs, outside); err != nil {
+	if err := q.checkKnown(ctx, op, rs, outside); err != nil {
 		return err
 	}
 	for i, t := range tasks {
@@ -323,7 +323,7 @@ func (q *Queue) checkParents(ctx context.Context, op string, hs driver.HeldStore
 
 // checkKnown refuses the first of ids (parents outside the batch) that no
 // task has, or that ended without succeeding.
-func (q *Queue) checkKnown(ctx context.Context, op string, hs driver.HeldStore, rs driver.ResultStore, ids []string) error {
+func (q *Queue) checkKnown(ctx context.Context, op string, rs driver.ResultStore, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -346,33 +346,15 @@ func (q *Queue) checkKnown(ctx context.Context, op string, hs driver.HeldStore, 
 				Msg: fmt.Sprintf("after %s: that task was cancelled, so a task after it could never run; a cancelled task cannot be requeued: push the parent again and this task once it has succeeded, or push without it", ids[i])}
 		}
 	}
-	known := map[string]bool{}
-	for start := 0; start < len(rest); start += maxResultBatch {
-		chunk := rest[start:min(start+maxResultBatch, len(rest))]
-		held, err := hs.HeldOf(ctx, chunk)
-		if err != nil {
-			return q.wrap(op, err)
-		}
-		for _, h := range held {
-			known[h.Message.ID] = true
-		}
-		finder, ok := q.drv.(driver.TaskFinder)
-		if !ok {
-			// The backend cannot look queued tasks up by ID: a parent
-			// without a record is taken as queued (declared in its
-			// dependencies fallback).
-			for _, id := range chunk {
-				known[id] = true
-			}
-			continue
-		}
-		live, err := finder.FindTasks(ctx, chunk)
-		if err != nil {
-			return q.wrap(op, err)
-		}
-		for _, id := range live {
-			known[id] = true
-		}
+	known, ok, err := q.presentTasks(ctx, op, rest)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// The backend cannot look queued tasks up by ID: a parent without
+		// a record is taken as queued (declared in its dependencies
+		// fallback).
+		return nil
 	}
 	for _, id := range rest {
 		if !known[id] {

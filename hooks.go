@@ -37,6 +37,9 @@ func init() {
 	}
 	hooks.MaybeApplied = maybeApplied
 	hooks.MarkMaybeApplied = markMaybeApplied
+	hooks.GoneTasks = func(ctx context.Context, q any, ids []string) ([]string, bool, error) {
+		return asQueue(q).goneTasks(ctx, ids)
+	}
 	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return asQueue(q).baseAttributes() }
 	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }
 	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }

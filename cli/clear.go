@@ -51,7 +51,7 @@ recorded cancelled, and its dependants are cancelled in turn) or
 			if n < 0 {
 				fmt.Fprintln(a.stdout, "cleared (the backend does not say how many)")
 			} else {
-				fmt.Fprintf(a.stdout, "cleared %d tasks\n", n)
+				fmt.Fprintf(a.stdout, "cleared %s\n", countOf(n, "task"))
 			}
 			return nil
 		},

@@ -146,6 +146,9 @@ type waiter struct {
 
 	mu    sync.Mutex
 	ended map[string]*jobq.Result
+	// gone are the tasks not ended that the last look (watchGone) found
+	// neither in the queue nor recorded.
+	gone map[string]bool
 	// started is when the wait began; succeeded, nFailed and recent
 	// (recorded since started) count the ends, for the live line.
 	started                    time.Time
@@ -178,6 +181,7 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 	}()
 
 	w.noteCancels(waitCtx, ids)
+	go w.watchGone(waitCtx, ids)
 	w.started = time.Now()
 	stopProgress := func() {}
 	if w.progress {
@@ -230,6 +234,73 @@ func (w *waiter) noteCancels(ctx context.Context, ids []string) {
 	}
 	w.a.log.Warn(fmt.Sprintf("%d %s %s a cancel pending and %s not ended: each ends when the worker that holds it, or next receives it, stops it; where the backend cannot remove tasks by ID, one not pushed yet ends only once it is pushed, so give --timeout", len(asked), tasks, have, have),
 		"ids", strings.Join(shown, " "))
+}
+
+// goneEvery is how often watchGone looks for the tasks waited for.
+const goneEvery = 30 * time.Second
+
+// watchGone looks for the tasks not ended, when the wait starts and every
+// goneEvery until ctx ends, and warns of those newly found neither in the
+// queue nor recorded: a clear deleted them, their records expired, or
+// (wait's IDs) they were never pushed. The wait goes on for them, since a
+// task with the ID may yet be pushed, but the user should know. It stops
+// where the backend cannot look tasks up by ID.
+func (w *waiter) watchGone(ctx context.Context, ids []string) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		gone, ok, err := hooks.GoneTasks(ctx, w.q, w.pending(ids))
+		if !ok {
+			return
+		}
+		t.Reset(goneEvery)
+		if err != nil {
+			continue
+		}
+		w.mu.Lock()
+		var fresh []string
+		for _, id := range gone {
+			if !w.gone[id] {
+				fresh = append(fresh, id)
+			}
+		}
+		w.gone = make(map[string]bool, len(gone))
+		for _, id := range gone {
+			w.gone[id] = true
+		}
+		w.mu.Unlock()
+		if len(fresh) > 0 {
+			w.warnGone(fresh)
+		}
+	}
+}
+
+// warnGone says that the tasks ids are neither in the queue nor recorded.
+func (w *waiter) warnGone(ids []string) {
+	what := fmt.Sprintf("%d tasks are not in the queue (queued, running or held) and have no record of an end: cleared (`jobq QUEUE clear`), their records expired, or not pushed yet", len(ids))
+	if len(ids) == 1 {
+		what = "1 task is not in the queue (queued, running or held) and has no record of an end: cleared (`jobq QUEUE clear`), its record expired, or not pushed yet"
+	}
+	w.a.log.Warn(what+". The wait goes on until a task with the ID is pushed and ends: stop it with Ctrl-C, or give --timeout",
+		"ids", strings.Join(ids[:min(len(ids), maxListed)], " "))
+}
+
+// goneOf counts the tasks of ids that the last look found gone.
+func (w *waiter) goneOf(ids []string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if w.gone[id] {
+			n++
+		}
+	}
+	return n
 }
 
 // print writes one outcome line (WaitFunc's callback).
@@ -376,6 +447,9 @@ func (w *waiter) stopped(ids []string, why string) error {
 	state := "they stay queued or running"
 	if w.lines == nil {
 		state = "queued, running or held, or not pushed yet"
+	}
+	if g := w.goneOf(pending); g > 0 {
+		state = fmt.Sprintf("%d queued, running or held; %d neither in the queue nor recorded: cleared, record expired, or not pushed yet", len(pending)-g, g)
 	}
 	msg := fmt.Sprintf("%s; %d of %d tasks ended, %d did not succeed; the other %d have not ended (%s)",
 		why, len(ids)-len(pending), len(ids), len(failed), len(pending), state)

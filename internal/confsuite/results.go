@@ -1,9 +1,11 @@
 package confsuite
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ func resultChecks() []check {
 		{"ResultRecords", checkResultRecords},
 		{"ResultRetention", checkResultRetention},
 		{"WaitResults", checkWaitResults},
+		{"WaitGone", checkWaitGone},
 		{"CancelQueued", checkCancelQueued},
 		{"CancelDelayed", checkCancelDelayed},
 		{"CancelRunning", checkCancelRunning},
@@ -267,6 +270,56 @@ func checkWaitResults(c *C) {
 	if err != nil || len(rs) != 2 || rs[0].ID != ids[2] || rs[1].ID != ids[0] {
 		c.Errorf("Wait for ended tasks: %v, %v; want their results in the order asked", rs, err)
 	}
+}
+
+// checkWaitGone: where the backend can look tasks up by ID (it declares
+// dependencies natively), the tasks a wait would wait for in vain now are
+// told apart (the CLI's wait says so): neither queued, running nor held
+// and without a record of an end, as after a clear or for an ID never
+// pushed. A task that ended, and a held one, are not among them. A wait
+// for such a task still goes on (one may yet be pushed with the ID).
+func checkWaitGone(c *C) {
+	q := c.open()
+	c.needResults(q)
+	done := c.push(q, task("gone: ends"))[0]
+	running := c.push(q, task("gone: running"))[0]
+	cleared := c.push(q, task("gone: cleared"))[0]
+	c.complete(c.receive(q, c.longVis(q)))
+	e := c.receive(q, c.longVis(q))
+	if e.Task.ID != running {
+		c.Fatalf("received %s; want %s, pushed second", e.Task.ID, running)
+	}
+	var held string
+	if level(q, driver.Dependencies) == driver.Native {
+		held = c.push(q, &jobq.Task{Command: "echo conformance held", After: []string{cleared}})[0]
+	}
+	never := "0123456789abcdef0123456789abcdef"
+	ids := []string{done, running, cleared, never}
+	if held != "" {
+		ids = append(ids, held)
+	}
+	gone, ok, err := hooks.GoneTasks(c.ctx(), q, ids)
+	if level(q, driver.Dependencies) != driver.Native {
+		if err != nil || ok || gone != nil {
+			c.Errorf("GoneTasks on a backend that cannot look tasks up by ID = %v, %v, %v; want nil, false, nil", gone, ok, err)
+		}
+		c.complete(e)
+		return
+	}
+	if err != nil || !ok || !slices.Equal(gone, []string{never}) {
+		c.Errorf("GoneTasks of ended, running, queued, held and unknown tasks = %v, %v, %v; want [%s], true, nil", gone, ok, err, never)
+	}
+	c.complete(e)
+	if _, err := q.Admin().Clear(c.ctx()); err != nil {
+		c.Fatalf("clear: %v", err)
+	}
+	if gone, ok, err := hooks.GoneTasks(c.ctx(), q, ids); err != nil || !ok || !slices.Equal(gone, []string{cleared, never}) {
+		c.Errorf("GoneTasks after a clear = %v, %v, %v; want [%s %s], true, nil (the held task stays held)", gone, ok, err, cleared, never)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
+	defer cancel()
+	_, err = q.Wait(ctx, cleared)
+	c.expectCode(err, errcode.DeadlineExceeded, "a wait for a cleared task (one may yet be pushed with its ID)")
 }
 
 // A waitReport is a result WaitFunc reported, or, once it returned, its

@@ -1,0 +1,60 @@
+package cli_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq/cli"
+)
+
+// TestWaitSaysWhichTasksAreGone: a wait for a task that a clear deleted
+// (or an ID never pushed) warns that the task is neither in the queue nor
+// recorded, and its summary counts it apart from the tasks still queued,
+// where it said they all "stay queued or running". The wait itself goes
+// on until its timeout: a task with the ID may yet be pushed.
+func TestWaitSaysWhichTasksAreGone(t *testing.T) {
+	t.Parallel()
+	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=waitgone"
+	code, out, errOut := run(t, q, "push", "--print-ids", "-c", "echo cleared")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	cleared := strings.TrimSpace(out)
+	if code, out, errOut := run(t, q, "clear", "--yes"); code != 0 || strings.TrimSpace(out) != "cleared 1 task" {
+		t.Fatalf("clear: exit %d, stdout %q, stderr %s; want 0 and %q", code, out, errOut, "cleared 1 task")
+	}
+	code, out, errOut = run(t, q, "push", "--print-ids", "-c", "echo queued")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	queued := strings.TrimSpace(out)
+	const never = "0123456789abcdef0123456789abcdef"
+
+	for _, tc := range []struct {
+		name    string
+		ids     []string
+		warned  []string // the IDs the warning names; none when nil
+		summary string
+	}{
+		{"cleared", []string{cleared}, []string{cleared}, "the other 1 have not ended (0 queued, running or held; 1 neither in the queue nor recorded: cleared, record expired, or not pushed yet)"},
+		{"never pushed and queued", []string{never, queued}, []string{never}, "the other 2 have not ended (1 queued, running or held; 1 neither in the queue nor recorded"},
+		{"queued", []string{queued}, nil, "the other 1 have not ended (queued, running or held, or not pushed yet)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := run(t, append([]string{q, "wait", "--timeout", "1s"}, tc.ids...)...)
+			if code != cli.ExitFailure || !strings.Contains(errOut, tc.summary) {
+				t.Fatalf("wait: exit %d, stderr %q; want exit %d and %q", code, errOut, cli.ExitFailure, tc.summary)
+			}
+			warned := strings.Contains(errOut, "not in the queue (queued, running or held) and has no record of an end")
+			if warned != (tc.warned != nil) {
+				t.Fatalf("wait warned of a gone task: %v; want %v; stderr %q", warned, tc.warned != nil, errOut)
+			}
+			for _, id := range tc.warned {
+				if !strings.Contains(errOut, "ids="+id) {
+					t.Errorf("the warning does not name %s: %q", id, errOut)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,79 @@
+package jobq
+
+import (
+	"context"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// presentTasks returns those of ids that a task of the queue has now: held
+// (driver.HeldStore) or live, that is ready, delayed or in flight
+// (driver.TaskFinder). ok is false when the backend cannot look live tasks
+// up by ID; present is then nil. Held tasks are looked up first: a task
+// released from held to live between the two reads is still found, and one
+// that ends meanwhile has its record (callers that read records read them
+// again after this).
+func (q *Queue) presentTasks(ctx context.Context, op string, ids []string) (present map[string]bool, ok bool, err error) {
+	finder, ok := q.drv.(driver.TaskFinder)
+	if !ok {
+		return nil, false, nil
+	}
+	hs, _ := q.drv.(driver.HeldStore)
+	present = map[string]bool{}
+	for start := 0; start < len(ids); start += maxResultBatch {
+		chunk := ids[start:min(start+maxResultBatch, len(ids))]
+		if hs != nil {
+			held, err := hs.HeldOf(ctx, chunk)
+			if err != nil {
+				return nil, true, q.wrap(op, err)
+			}
+			for _, h := range held {
+				present[h.Message.ID] = true
+			}
+		}
+		live, err := finder.FindTasks(ctx, chunk)
+		if err != nil {
+			return nil, true, q.wrap(op, err)
+		}
+		for _, id := range live {
+			present[id] = true
+		}
+	}
+	return present, true, nil
+}
+
+// goneTasks returns those of ids that are neither held nor live and, read
+// after the look, have no record of an end: deleted without one (Clear),
+// their record expired, or not pushed (yet). A wait for them goes on
+// until a task with the ID is pushed (and ends), which the CLI's wait
+// says. ok is false when the backend cannot look tasks up by ID.
+func (q *Queue) goneTasks(ctx context.Context, ids []string) (gone []string, ok bool, err error) {
+	const op = "wait"
+	store, err := q.resultStore(op)
+	if err != nil {
+		return nil, false, err
+	}
+	present, ok, err := q.presentTasks(ctx, op, ids)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	var missing []string
+	for _, id := range ids {
+		if !present[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, true, nil
+	}
+	recs, err := q.getResults(ctx, op, store, missing)
+	if err != nil {
+		return nil, true, err
+	}
+	for i, rec := range recs {
+		if rec == nil || !rec.State.Final() {
+			gone = append(gone, missing[i])
+		}
+	}
+	return gone, true, nil
+}
