@@ -45,3 +45,24 @@ func TestErrorIsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestSizeErrorNamesSize: Admin.Size reads the counts through Stats, and its
+// errors said "jobq stats"; they name size.
+func TestSizeErrorNamesSize(t *testing.T) {
+	t.Parallel()
+	q, err := jobq.Open(t.Context(), "mem://size-error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.Admin().Size(t.Context())
+	var e *jobq.Error
+	if !errors.As(err, &e) || e.Op != "size" || !strings.HasPrefix(err.Error(), "jobq size") {
+		t.Fatalf("Size on a closed queue: %v; want a *jobq.Error of op size", err)
+	}
+	if !errors.Is(err, errcode.FailedPrecondition) {
+		t.Errorf("Size on a closed queue: %v; want code FailedPrecondition, as Stats gives", err)
+	}
+}

@@ -830,6 +830,13 @@ func (a *Admin) Stats(ctx context.Context) (driver.Stats, error) {
 func (a *Admin) Size(ctx context.Context) (int64, error) {
 	st, err := a.Stats(ctx)
 	if err != nil {
+		// Stats names itself; the caller asked for the size.
+		var e *Error
+		if errors.As(err, &e) && e.Op == "stats" {
+			c := *e
+			c.Op = "size"
+			err = &c
+		}
 		return 0, err
 	}
 	return st.Ready + st.InFlight + st.Delayed, nil
