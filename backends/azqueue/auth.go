@@ -62,6 +62,11 @@ func clientOptions(c config) *azqueue.ClientOptions {
 func (o *URLOpener) client(c config, given string, log *slog.Logger) (svc *azqueue.ServiceClient, where string, src resultsSource, err error) {
 	opts := clientOptions(c)
 	if cs, from := o.connectionString(given); cs != "" {
+		if c.endpoint != "" {
+			return nil, "", nil, driver.Errorf(errcode.InvalidArgument,
+				"endpoint= and the connection string from %s both name the queue service, and the connection string would win: drop endpoint= to use the connection string, or unset it (%s, $%s, $%s) to use the endpoint with Microsoft Entra ID",
+				from, "--conn-str", EnvConnectionString, EnvAzureConnectionString)
+		}
 		if strings.EqualFold(strings.TrimRight(strings.TrimSpace(cs), ";"), "UseDevelopmentStorage=true") {
 			cs = DevelopmentConnectionString
 		}

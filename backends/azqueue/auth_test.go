@@ -76,16 +76,23 @@ func TestSASConnectionString(t *testing.T) {
 func TestConnectionStringErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		conn, want string
+		conn, url, want string
 	}{
-		{"AccountName=a;AccountKey=secretsecret;garbage", "malformed"},
-		{"AccountKey=secretsecret", "malformed"},
+		{"AccountName=a;AccountKey=secretsecret;garbage", "", "malformed"},
+		{"AccountKey=secretsecret", "", "malformed"},
 		// A key cut short when copied: the error names the AccountKey.
-		{"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=secretsecret/x;EndpointSuffix=core.windows.net", "AccountKey in the connection string from URLOpener.ConnectionString is not valid base64"},
+		{"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=secretsecret/x;EndpointSuffix=core.windows.net", "", "AccountKey in the connection string from URLOpener.ConnectionString is not valid base64"},
+		// Both name the service: the endpoint was ignored without a word,
+		// so the queue could be another account's.
+		{"UseDevelopmentStorage=true", "azqueue://acct/queue1?endpoint=https://other.queue.core.windows.net/", "endpoint= and the connection string from URLOpener.ConnectionString both name the queue service"},
 	}
 	for _, c := range cases {
 		opener := &azq.URLOpener{ConnectionString: c.conn}
-		u, _ := url.Parse("azqueue://acct/queue1")
+		raw := c.url
+		if raw == "" {
+			raw = "azqueue://acct/queue1"
+		}
+		u, _ := url.Parse(raw)
 		_, err := opener.Open(t.Context(), u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
 		if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("open with %q: %v, want InvalidArgument mentioning %q", c.conn, err, c.want)

@@ -41,7 +41,7 @@
 //	retries=6         retries of throttled (503 ServerBusy), timed-out (500) and failed requests
 //	retry_delay=200ms first retry backoff, doubling up to 30s
 //	create=true       create QUEUE and QUEUE-failed on open when they are missing
-//	endpoint=URL      queue service URL when not https://ACCOUNT.queue.core.windows.net
+//	endpoint=URL      queue service URL when not https://ACCOUNT.queue.core.windows.net (Entra ID only: refused with a connection string)
 //	results=NAME      blob container of the result records, in the same account (default QUEUE-results)
 //
 // # Result records
