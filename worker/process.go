@@ -224,6 +224,7 @@ func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Dur
 			msg = "task succeeded but could not be completed: its lease is no longer held; it runs again unless it was removed meanwhile (cleared, purged or cancelled)"
 		}
 		log.Error(msg, "error", cerr, "elapsed", elapsed)
+		w.unsettled.Add(1)
 		w.emit(Event{Task: env.Task, Outcome: Completed, SettleErr: cerr, Elapsed: elapsed})
 		return false
 	}

@@ -41,7 +41,7 @@ func redisBehindProxy(t *testing.T) (*tcpfault.Proxy, *jobq.Queue, *jobq.Queue) 
 // drops the reply to the completion: the completion is applied, the worker
 // retries it, and the retry finds the lease gone. The worker must not say
 // the task will run again: its event and log say the completion may have
-// been stored (MaybeApplied), as it was.
+// been stored (MaybeApplied), as it was, and its summary counts it.
 func TestSettlementWhoseAnswerWasLost(t *testing.T) {
 	t.Parallel()
 	p, q, truth := redisBehindProxy(t)
@@ -83,5 +83,9 @@ func TestSettlementWhoseAnswerWasLost(t *testing.T) {
 	out := log.String()
 	if strings.Contains(out, "it runs again unless") || !strings.Contains(out, "may have settled it") {
 		t.Errorf("the log does not say the completion may have been stored:\n%s", out)
+	}
+	// The summary said done=0 and nothing else: the task was in no count.
+	if !strings.Contains(out, "msg=\"worker finished\"") || !strings.Contains(out, "done=0") || !strings.Contains(out, "succeeded_not_completed=1") {
+		t.Errorf("the worker's summary does not count the task that succeeded without a known completion:\n%s", out)
 	}
 }

@@ -134,8 +134,11 @@ type Worker struct {
 	notice      *preempt.Notice // the preemption notice that stopped the worker
 
 	done, failed, dead, requeued, lost, cancelled atomic.Int64
-	inflight                                      running // the running tasks, for cancel requests (cancel.go)
-	started                                       time.Time
+	// unsettled counts the tasks that ran to success but whose completion
+	// failed or is of unknown outcome (Counts leaves them out).
+	unsettled atomic.Int64
+	inflight  running // the running tasks, for cancel requests (cancel.go)
+	started   time.Time
 
 	tel           *telemetry // metrics (telemetry.go)
 	events        events     // subscriptions to settlement events (events.go)
@@ -355,9 +358,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		err = w.acknowledge(n)
 	}
 	c := w.Counts()
-	w.log.Info("worker finished", "reason", w.EndReason(), "done", c.Done, "failed", c.Failed,
-		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "cancelled", c.Cancelled, "lease_lost", c.LeaseLost,
-		"elapsed", time.Since(w.started).Round(time.Millisecond))
+	attrs := []any{"reason", w.EndReason(), "done", c.Done, "failed", c.Failed,
+		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "cancelled", c.Cancelled, "lease_lost", c.LeaseLost}
+	if n := w.unsettled.Load(); n > 0 {
+		// Succeeded, not known completed: neither done nor failed.
+		attrs = append(attrs, "succeeded_not_completed", n)
+	}
+	w.log.Info("worker finished", append(attrs, "elapsed", time.Since(w.started).Round(time.Millisecond))...)
 	return err
 }
 
