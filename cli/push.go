@@ -204,10 +204,15 @@ type pusher struct {
 	inFlight int
 	pushed   int
 	dups     int
-	// skipped counts the tasks --skip-succeeded left out; group is the
-	// tasks' group ("" for none).
-	skipped int
-	group   string
+	// skipped counts the tasks --skip-succeeded left out (skippedIDs:
+	// theirs, with --wait); group is the tasks' group ("" for none).
+	skipped    int
+	skippedIDs map[string]bool
+	// since is when the push began, less clockSlack: --wait reports only
+	// ends recorded since, so that a task pushed again is not reported by
+	// the record of its earlier run.
+	since time.Time
+	group string
 	// noGroup is set once the made-up group could not be recorded (the
 	// credentials cannot write the result container): the push goes on
 	// without a group, as before groups existed.
@@ -279,6 +284,9 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return err
 	}
 	p := &pusher{a: a, q: q, f: f, group: group, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
+	if f.wait {
+		p.since = time.Now().Add(-clockSlack)
+	}
 	if p.positions() {
 		// Each batch counts the tasks ahead of it before it is stored:
 		// batches in flight together would count the same ones.
@@ -320,7 +328,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 		return failure(err)
 	}
 	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson(),
-		interrupted: wasInterrupted}
+		interrupted: wasInterrupted, since: p.since, old: p.skippedIDs}
 	if len(p.unknownIDs) == 0 {
 		return w.run(ctx, p.ids)
 	}
@@ -330,12 +338,17 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	// Not known to be queued, they cannot be waited for; nor can the push
 	// say that they succeeded.
 	note := fmt.Sprintf("%s of unknown outcome not waited for (they may not be queued; a wait for a task that is not queued ends only with --timeout); %s",
-		nTasks(len(p.unknownIDs)), resumeHint(a, p.unknownIDs))
+		nTasks(len(p.unknownIDs)), resumeHint(a, p.unknownIDs, p.since))
 	if err != nil {
 		return &exitError{code: exitCode(err), err: fmt.Errorf("%w\n%s", err, note)}
 	}
 	return failure(errors.New(note))
 }
+
+// clockSlack is how much earlier than the push push --wait takes records
+// to count from: records are timed by the clock of the worker that wrote
+// them, which may be a little behind this machine's.
+const clockSlack = time.Second
 
 // needRecords refuses --skip-succeeded, --wait, --then, --after and
 // --after-group where the queue keeps no result records.
@@ -861,6 +874,12 @@ func (p *pusher) record(job *pushJob) {
 		}
 		if r.Skipped {
 			p.skipped++
+			if p.f.wait {
+				if p.skippedIDs == nil {
+					p.skippedIDs = map[string]bool{}
+				}
+				p.skippedIDs[r.ID] = true
+			}
 		}
 		if r.Resent {
 			p.resent++
@@ -1005,7 +1024,7 @@ func (p *pusher) notWaited() string {
 	if !p.f.wait || len(p.ids) == 0 {
 		return ""
 	}
-	return "\nthe stored tasks were not waited for; " + resumeHint(p.a, p.ids)
+	return "\nthe stored tasks were not waited for; " + resumeHint(p.a, p.ids, p.since)
 }
 
 // summary says how many tasks were stored, which input lines (or -c

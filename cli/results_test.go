@@ -215,19 +215,23 @@ func TestFailureSummary(t *testing.T) {
 func TestResumeHintWritesFile(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	a := &app{}
-	few := resumeHint(a, []string{"a", "b"})
+	few := resumeHint(a, []string{"a", "b"}, time.Time{})
 	if few != "resume with: jobq wait a b" {
 		t.Errorf("resumeHint for two IDs, the queue from the environment = %q", few)
 	}
 	a.queue = "sqlite://./w.db?queue=q"
-	if few := resumeHint(a, []string{"a", "b"}); few != "resume with: jobq 'sqlite://./w.db?queue=q' wait a b" {
+	if few := resumeHint(a, []string{"a", "b"}, time.Time{}); few != "resume with: jobq 'sqlite://./w.db?queue=q' wait a b" {
 		t.Errorf("resumeHint for two IDs = %q", few)
+	}
+	since := time.Date(2026, 11, 29, 20, 45, 0, 500, time.FixedZone("x", 3600))
+	if few := resumeHint(a, []string{"a"}, since); few != "resume with: jobq 'sqlite://./w.db?queue=q' wait --since 2026-11-29T19:45:00.0000005Z a" {
+		t.Errorf("resumeHint with a time to wait since = %q", few)
 	}
 	ids := make([]string, maxListed+1)
 	for i := range ids {
 		ids[i] = strings.Repeat(string(rune('a'+i)), 3)
 	}
-	hint := resumeHint(a, ids)
+	hint := resumeHint(a, ids, time.Time{})
 	_, path, ok := strings.Cut(hint, "wait - < ")
 	if !ok {
 		t.Fatalf("resumeHint for %d IDs = %q; want a file to read with wait -", len(ids), hint)

@@ -80,6 +80,13 @@ LISTEN/NOTIFY, Redis), and polls otherwise.`,
 					return err
 				}
 				w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.timeout, progress: a.toPerson()}
+				if f.since != "" {
+					t, err := time.Parse(time.RFC3339Nano, f.since)
+					if err != nil {
+						return usageError("--since %q: not an RFC 3339 time (like 2026-11-29T20:45:00Z)", f.since)
+					}
+					w.since = t
+				}
 				return w.run(ctx, ids)
 			})
 		},
@@ -87,11 +94,13 @@ LISTEN/NOTIFY, Redis), and polls otherwise.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print each outcome as one JSON object per line (the schema of 'result --json', in docs/results.md)")
 	fl.Var(durationFlag(&f.timeout), "timeout", "stop waiting after this long (exit 1, the tasks keep running); 0: wait as long as it takes")
+	fl.StringVar(&f.since, "since", "", "report only ends recorded at or after this time (RFC 3339): a task pushed again after an earlier run of it ended has the same ID, and without --since that run's record is reported (push --wait's resume hint gives it)")
 	return cmd
 }
 
 type waitFlags struct {
 	asJSON  bool
+	since   string
 	timeout time.Duration
 }
 
@@ -138,6 +147,11 @@ type waiter struct {
 	// interrupted: a signal came before the wait began (push --wait,
 	// while it pushed): the wait stops at once, as if it came during it.
 	interrupted bool
+	// since, when set, leaves out records written before it
+	// (jobq.WaitOptions.After), except for the tasks in old, which
+	// --skip-succeeded left out: their earlier record is their outcome.
+	since time.Time
+	old   map[string]bool
 
 	// progress keeps a live line of counts on standard error while
 	// waiting (a.toPerson(): a terminal, without -q); live is that line.
@@ -188,7 +202,7 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 		stopProgress = w.showProgress(waitCtx, ids)
 		defer stopProgress()
 	}
-	err := w.q.WaitFunc(waitCtx, ids, jobq.WaitOptions{}, w.print)
+	err := w.waitAll(waitCtx, ids)
 	stopProgress()
 	if err != nil {
 		cause := context.Cause(waitCtx)
@@ -205,7 +219,7 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 			// The wait failed, not the tasks: say how to wait for the
 			// rest, the IDs push --wait pushed included.
 			e = &exitError{code: exitCode(e), err: fmt.Errorf("%w; %d of %d tasks have not ended (stopping the wait does not stop them); %s",
-				e, len(p), len(ids), resumeHint(w.a, p))}
+				e, len(p), len(ids), resumeHint(w.a, p, w.since))}
 		}
 		return e
 	}
@@ -234,6 +248,29 @@ func (w *waiter) noteCancels(ctx context.Context, ids []string) {
 	}
 	w.a.log.Warn(fmt.Sprintf("%d %s %s a cancel pending and %s not ended: each ends when the worker that holds it, or next receives it, stops it; where the backend cannot remove tasks by ID, one not pushed yet ends only once it is pushed, so give --timeout", len(asked), tasks, have, have),
 		"ids", strings.Join(shown, " "))
+}
+
+// waitAll waits for ids: those in w.old as they are, the others for ends
+// recorded since w.since, so that a task pushed again is not reported by
+// its earlier run's record.
+func (w *waiter) waitAll(ctx context.Context, ids []string) error {
+	var old, fresh []string
+	for _, id := range ids {
+		if w.old[id] {
+			old = append(old, id)
+		} else {
+			fresh = append(fresh, id)
+		}
+	}
+	if len(old) > 0 {
+		if err := w.q.WaitFunc(ctx, old, jobq.WaitOptions{}, w.print); err != nil {
+			return err
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	return w.q.WaitFunc(ctx, fresh, jobq.WaitOptions{After: w.since}, w.print)
 }
 
 // goneEvery is how often watchGone looks for the tasks waited for.
@@ -456,16 +493,20 @@ func (w *waiter) stopped(ids []string, why string) error {
 	if len(failed) > 0 {
 		msg += "\n" + w.failureSummary(len(ids)-len(pending), failed)
 	}
-	msg += "\n" + resumeHint(w.a, pending)
+	msg += "\n" + resumeHint(w.a, pending, w.since)
 	return failure(errors.New(msg))
 }
 
 // resumeHint is the `jobq QUEUE wait` command that waits for ids: with the
 // IDs on the command line when they are few, else reading them from a file
 // it writes in the temporary directory.
-func resumeHint(a *app, ids []string) string {
+func resumeHint(a *app, ids []string, since time.Time) string {
+	wait := "wait"
+	if !since.IsZero() {
+		wait += " --since " + since.UTC().Format(time.RFC3339Nano)
+	}
 	if len(ids) <= maxListed {
-		return "resume with: " + a.commandHint("wait "+strings.Join(ids, " "))
+		return "resume with: " + a.commandHint(wait+" "+strings.Join(ids, " "))
 	}
 	f, err := os.CreateTemp("", "jobq-wait-*.ids")
 	if err == nil {
@@ -476,7 +517,7 @@ func resumeHint(a *app, ids []string) string {
 	}
 	if err != nil {
 		a.log.Warn("could not write the IDs still to wait for to a file", "error", err)
-		return fmt.Sprintf("resume with: %s (%d IDs; push --print-ids prints them)", a.commandHint("wait ID..."), len(ids))
+		return fmt.Sprintf("resume with: %s (%d IDs; push --print-ids prints them)", a.commandHint(wait+" ID..."), len(ids))
 	}
-	return fmt.Sprintf("resume with: %s < %s (the %d IDs)", a.commandHint("wait -"), f.Name(), len(ids))
+	return fmt.Sprintf("resume with: %s < %s (the %d IDs)", a.commandHint(wait+" -"), f.Name(), len(ids))
 }

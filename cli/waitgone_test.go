@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/cli"
 )
@@ -56,5 +57,34 @@ func TestWaitSaysWhichTasksAreGone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPushWaitWaitsForTheNewRun: push --wait of a task whose identical
+// earlier run ended (same ID) reported that run's record at once, "all
+// tasks succeeded", while the new copy sat queued. It waits for an end
+// recorded since the push now; --skip-succeeded, which pushes nothing for
+// such a task, reports the earlier success.
+func TestPushWaitWaitsForTheNewRun(t *testing.T) {
+	t.Parallel()
+	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=rerun"
+	push := []string{q, "push", "--wait", "--wait-timeout", "1s", "-c", "echo rerun"}
+	if code, _, errOut := run(t, push...); code != cli.ExitFailure || !strings.Contains(errOut, "0 of 1 tasks ended") {
+		t.Fatalf("push --wait without a worker: exit %d, stderr %q; want a timeout", code, errOut)
+	}
+	if code, _, errOut := run(t, q, "worker"); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, errOut)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the second push's clock slack
+	code, out, errOut := run(t, push...)
+	if code != cli.ExitFailure || strings.Contains(out, "succeeded") || !strings.Contains(errOut, "0 of 1 tasks ended") || !strings.Contains(errOut, "wait --since ") {
+		t.Fatalf("push --wait of a task that ran before: exit %d, stdout %q, stderr %q; want a timeout waiting for the new run, and a resume hint with --since", code, out, errOut)
+	}
+	code, out, errOut = run(t, append([]string{q, "push", "--skip-succeeded"}, push[2:]...)...)
+	if code != 0 || !strings.Contains(out, "succeeded") {
+		t.Fatalf("push --skip-succeeded --wait: exit %d, stdout %q, stderr %q; want the earlier success reported", code, out, errOut)
+	}
+	if code, _, errOut := run(t, q, "wait", "--since", "yesterday", "0123"); code != cli.ExitUsage || !strings.Contains(errOut, "RFC 3339") {
+		t.Fatalf("wait --since yesterday: exit %d, stderr %q; want exit %d naming the format", code, errOut, cli.ExitUsage)
 	}
 }
