@@ -397,7 +397,7 @@ func (o *URLOpener) Open(ctx context.Context, u *url.URL, opts driver.OpenOption
 	if err != nil {
 		return nil, err
 	}
-	cfg.readOnly = opts.ReadOnly && cfg.create
+	cfg.createSkipped = opts.ReadOnly && cfg.create
 	cfg.create = cfg.create && !opts.ReadOnly // a read creates nothing
 	log := opts.Logger
 	if log == nil {
@@ -468,7 +468,7 @@ func (d *Driver) checkQueue(ctx context.Context) (dedup bool, err error) {
 		return false, d.fail("open", err)
 	}
 	if got == nil {
-		if d.cfg.readOnly {
+		if d.cfg.createSkipped {
 			return false, driver.Errorf(errcode.NotFound,
 				"Service Bus queue %q does not exist in %s: this command only reads, so create=true does not create it; push to it, or run a worker, to create it", d.queue, d.where)
 		}

@@ -27,18 +27,18 @@ const (
 
 // config is a parsed queue URL.
 type config struct {
-	namespace    string // host name, e.g. NAMESPACE.servicebus.windows.net
-	queue        string
-	requeue      string
-	admin        string // HOST:PORT of a plain-HTTP admin endpoint, or ""
-	create       bool
-	readOnly     bool // opened for reading only: create=true is not applied
-	lockDuration time.Duration
-	maxDelivery  int
-	dedupWindow  time.Duration
-	retries      int
-	retryDelay   time.Duration
-	results      string // the result container (results=), or ""
+	namespace     string // host name, e.g. NAMESPACE.servicebus.windows.net
+	queue         string
+	requeue       string
+	admin         string // HOST:PORT of a plain-HTTP admin endpoint, or ""
+	create        bool
+	createSkipped bool // create=true was given, but this open only reads, so it creates nothing
+	lockDuration  time.Duration
+	maxDelivery   int
+	dedupWindow   time.Duration
+	retries       int
+	retryDelay    time.Duration
+	results       string // the result container (results=), or ""
 }
 
 // Service Bus entity names: letters, digits, '.', '-', '_', and '/'
