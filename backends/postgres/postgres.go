@@ -43,6 +43,7 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -91,6 +92,9 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	}
 	if !cfg.pgbouncer {
 		addPlanSettings(poolCfg)
+	}
+	if cfg.tcpUserTimeout > 0 {
+		poolCfg.ConnConfig.DialFunc = (&net.Dialer{Control: userTimeout(cfg.tcpUserTimeout)}).DialContext
 	}
 	if cfg.spin > 0 {
 		poolCfg.ConnConfig.DialFunc = quietConns(poolCfg.ConnConfig.DialFunc)

@@ -27,6 +27,7 @@ var jobqParams = map[string]bool{
 	"spin":              true,
 	"listen":            true,
 	"pgbouncer":         true,
+	"tcp_user_timeout":  true,
 }
 
 // connParams are the query parameters handed on to pgx unchanged: the libpq
@@ -86,6 +87,16 @@ const (
 	// A longer budget gained nothing there and, spent in full on a slow
 	// commit, took CPU the rest of the machine needed (spin.go).
 	DefaultSpin = 500 * time.Microsecond
+	// DefaultTCPUserTimeout bounds how long a request may go unacknowledged
+	// by the server's machine before the connection is dropped (Linux's
+	// TCP_USER_TIMEOUT), unless the URL sets tcp_user_timeout= (0 leaves
+	// the system's, about 15 minutes). A server whose machine vanished (a
+	// preempted VM, a failover that moved its address) answers nothing,
+	// not even with a reset: without it a claim, push or wait on such a
+	// connection hangs for those 15 minutes. A server that is busy, or a
+	// statement that waits on a lock, acknowledges the request and is not
+	// affected.
+	DefaultTCPUserTimeout = 30 * time.Second
 )
 
 // config is a parsed queue URL.
@@ -101,6 +112,7 @@ type config struct {
 	noListen        bool // listen=false (or pgbouncer=true): receivers poll
 	poolMaxSet      bool // the URL sets pool_max_conns
 	pgbouncer       bool // no startup parameters; no LISTEN; exec mode unless set
+	tcpUserTimeout  time.Duration
 }
 
 // options is c as New's Options.
@@ -138,7 +150,7 @@ func parseURL(u *url.URL) (*config, error) {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return nil, driver.Errorf(errcode.InvalidArgument,
-			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes, sync_push, spin, listen and pgbouncer, "+
+			"postgres URL: unknown query parameter %s; jobq reads queue, schema, poll, notify_interval, max_message_bytes, sync_push, spin, listen, pgbouncer and tcp_user_timeout, "+
 				"and passes libpq/pgx/pgxpool connection parameters (sslmode, application_name, pool_max_conns, ...) to pgx; "+
 				"put server settings in options=-c%%20name%%3Dvalue",
 			strings.Join(unknown, ", "))
@@ -155,6 +167,7 @@ func parseURL(u *url.URL) (*config, error) {
 		syncPush:        p.Bool("sync_push", true),
 		spin:            p.Duration("spin", DefaultSpin),
 		pgbouncer:       p.Bool("pgbouncer", false),
+		tcpUserTimeout:  p.Duration("tcp_user_timeout", DefaultTCPUserTimeout),
 	}
 	c.noListen = !p.Bool("listen", !c.pgbouncer)
 	if len(c.queue) > 200 {
@@ -168,6 +181,9 @@ func parseURL(u *url.URL) (*config, error) {
 	}
 	if c.maxMessageBytes <= 0 {
 		p.Fail("query parameter max_message_bytes=%d must be positive", c.maxMessageBytes)
+	}
+	if c.tcpUserTimeout < 0 || c.tcpUserTimeout > math.MaxInt32*time.Millisecond {
+		p.Fail("query parameter tcp_user_timeout=%s must be 0 (the system's) or a positive duration of at most 596h", c.tcpUserTimeout)
 	}
 	normalizePass(p, pass)
 	if err := p.Done(); err != nil {
