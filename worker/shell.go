@@ -156,8 +156,8 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		defer func() { close(stopWatch); <-watched }()
 		beforeTerm = func() { cd.saveIfChanged(ctx, "stopping: "+context.Cause(ctx).Error()) }
 	}
-	werr := awaitExit(ctx, job, pgid, waited, killTimeout, beforeTerm)
-	if cd != nil && (werr != nil || ctx.Err() != nil) {
+	stopped, werr := awaitExit(ctx, job, pgid, waited, killTimeout, beforeTerm)
+	if cd != nil && (werr != nil || stopped) {
 		// What the task wrote as it stopped (a SIGTERM trap, say), or
 		// before it failed, is kept for the next attempt.
 		cd.saveIfChanged(ctx, "task ended without success")
@@ -188,7 +188,10 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		code, _ := exitStatus(werr)
 		job.Envelope.SetResult(jobq.ResultDetails{ExitCode: code, Output: tail.String()})
 	}
-	return outcome(ctx, werr, &tail, cmp.Or(s.SnoozeDelay, defaultSnoozeDelay))
+	// A stop that came only after the main process exited (while its
+	// background processes held the output, say) does not change how the
+	// task ended.
+	return outcome(ctx, stopped, werr, &tail, cmp.Or(s.SnoozeDelay, defaultSnoozeDelay))
 }
 
 // startAndWait starts cmd and waits for it on a goroutine locked to one
@@ -214,17 +217,18 @@ func startAndWait(cmd *exec.Cmd, waited chan<- error) error {
 // awaitExit waits for the command's main process to exit (waited), and
 // signals its process group meanwhile: SIGTERM when ctx ends (after
 // beforeTerm, when not nil: the checkpoint's save), SIGKILL killTimeout
-// later or when the job is killed. It returns the wait's error.
-func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, killTimeout time.Duration, beforeTerm func()) error {
+// later or when the job is killed. It returns whether ctx ended before the
+// main process exited (the process was stopped), and the wait's error.
+func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, killTimeout time.Duration, beforeTerm func()) (stopped bool, werr error) {
 	var killTimer <-chan time.Time
 	ctxDone := ctx.Done()
 	kill := job.Kill() // set to nil once used: a closed channel is always ready
 	for {
 		select {
-		case werr := <-waited:
-			return werr
+		case err := <-waited:
+			return stopped, err
 		case <-ctxDone:
-			ctxDone = nil
+			ctxDone, stopped = nil, true
 			if beforeTerm != nil {
 				beforeTerm()
 			}
@@ -245,11 +249,11 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 // outcome is the handler's result for a command that exited with werr:
 // nil for status 0, a snooze of snoozeDelay for ExitSnooze, a TaskError
 // with the output's tail otherwise, whose
-// reason is the stop's cause when ctx ended (a lost lease, the worker
-// stopping, the time limit, a cancel).
-func outcome(ctx context.Context, werr error, tail *tailBuffer, snoozeDelay time.Duration) error {
+// reason is the stop's cause when ctx ended before the command exited
+// (stopped: a lost lease, the worker stopping, the time limit, a cancel).
+func outcome(ctx context.Context, stopped bool, werr error, tail *tailBuffer, snoozeDelay time.Duration) error {
 	code, signal := exitStatus(werr)
-	if ctx.Err() != nil {
+	if stopped {
 		return &TaskError{Err: fmt.Errorf("task stopped: %w", context.Cause(ctx)), Detail: tail.String(), ExitCode: code}
 	}
 	switch {
