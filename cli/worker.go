@@ -369,7 +369,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 		return err
 	}
 	if maxTasks == 1 {
-		return a.pullResult(w.Counts(), lastEvent(settled))
+		return a.pullResult(w.Counts(), lastEvent(settled), w.EndReason())
 	}
 	return nil
 }
@@ -525,15 +525,21 @@ func workerExit(err error) error {
 // pullResult is the outcome of a pull (a worker run for one task), whose
 // last settlement event was ev (nil for none): a failure when the task
 // failed or its settlement was not stored, and a note when there was no
-// task.
-func (a *app) pullResult(c worker.Counts, ev *worker.Event) error {
+// task: that the queue was empty only when the worker ended for that
+// (reason, its EndReason), not when it was stopped waiting on a paused
+// queue, say.
+func (a *app) pullResult(c worker.Counts, ev *worker.Event, reason string) error {
 	switch {
 	case c.Failed > 0:
 		return failure(errors.New("the task failed"))
 	case ev != nil && ev.SettleErr != nil:
 		return failure(a.unsettled(ev))
 	case ev == nil && c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
-		a.log.Info("queue is empty: nothing to pull")
+		if reason == "queue empty" {
+			a.log.Info("queue is empty: nothing to pull")
+		} else {
+			a.log.Info("pulled no task", "reason", reason)
+		}
 	}
 	return nil
 }

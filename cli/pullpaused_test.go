@@ -1,0 +1,72 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/cli"
+)
+
+// lockedBuffer is a bytes.Buffer that a running command writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPullStoppedOnPausedQueue: a pull waiting on a paused queue that
+// holds a task, then stopped, must not say the queue is empty.
+func TestPullStoppedOnPausedQueue(t *testing.T) {
+	t.Parallel()
+	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=paused"
+	if code, _, errOut := run(t, q, "push", "-c", "true"); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := run(t, q, "pause"); code != 0 {
+		t.Fatalf("pause: exit %d: %s", code, errOut)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- cli.Run(ctx, []string{q, "pull"}, strings.NewReader(""), &out, &errOut) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errOut.String(), "the queue is paused") {
+		if time.Now().After(deadline) {
+			t.Fatalf("pull never said the queue is paused; stderr:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("pull did not end after it was stopped")
+	}
+	stderr := errOut.String()
+	t.Logf("exit %d; stderr:\n%s", code, stderr)
+	if strings.Contains(stderr, "queue is empty") {
+		t.Errorf("a stopped pull on a paused queue holding a task said the queue is empty; stderr:\n%s", stderr)
+	}
+	if code, out, _ := run(t, q, "size"); code != 0 || !strings.Contains(out, "1") {
+		t.Errorf("size after the pull: exit %d, %q; want the task still queued", code, out)
+	}
+}
