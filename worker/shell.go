@@ -228,6 +228,13 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 		case err := <-waited:
 			return stopped, err
 		case <-ctxDone:
+			select {
+			case err := <-waited:
+				// It had exited already: the select picked the stop at
+				// random among the two.
+				return false, err
+			default:
+			}
 			ctxDone, stopped = nil, true
 			if beforeTerm != nil {
 				beforeTerm()
