@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -85,6 +86,9 @@ func newCheckpoints(w *Worker) (*checkpoints, error) {
 	rep, err := stash.ReplacerOf(st)
 	if err != nil {
 		return nil, &jobq.Error{Code: errcode.FailedPrecondition, Op: "worker", Err: err, Msg: err.Error()}
+	}
+	if n := sweepCheckpointDirs(); n > 0 {
+		w.log.Info("deleted the checkpoint directories of killed workers on this machine", "dirs", n, "in", os.TempDir())
 	}
 	return &checkpoints{store: st, rep: rep, queue: w.q.Name(), maxBytes: w.o.CheckpointMaxBytes,
 		retention: hooks.Retention(w.q), log: w.log}, nil

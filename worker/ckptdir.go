@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -68,23 +69,53 @@ func (d *ckptDir) remove() { d.tc.c.dirs.put(d.dir) }
 // dirPool keeps the empty checkpoint directories of ended tasks for the
 // next ones: creating and removing a directory costs a millisecond or
 // more on some disks, which a task that never writes a checkpoint should
-// not pay each time.
+// not pay each time. The directories are made in one of the worker's own
+// (root), which holds a lock file the worker keeps locked while it lives,
+// so that the next worker on the machine deletes what a killed one left
+// (sweepCheckpointDirs).
 type dirPool struct {
 	mu   sync.Mutex
 	free []string
+	root string
+	lock *os.File
 }
+
+// ckptRootPattern names the workers' directories in os.TempDir.
+const ckptRootPattern = "jobq-checkpoints-*"
+
+// ckptLockName is the file in a worker's directory that it keeps locked.
+const ckptLockName = "lock"
 
 // get returns an empty directory.
 func (p *dirPool) get() (string, error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if n := len(p.free); n > 0 {
 		dir := p.free[n-1]
 		p.free = p.free[:n-1]
-		p.mu.Unlock()
 		return dir, nil
 	}
-	p.mu.Unlock()
-	return os.MkdirTemp("", "jobq-checkpoint-*")
+	if p.root == "" {
+		// Made under another name and locked first, so that no sweep
+		// finds it unlocked.
+		tmp, err := os.MkdirTemp("", ".jobq-checkpoints-new-*")
+		if err != nil {
+			return "", err
+		}
+		lock, err := lockFile(filepath.Join(tmp, ckptLockName))
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+			return "", err
+		}
+		root := filepath.Join(filepath.Dir(tmp), "jobq-checkpoints-"+strings.TrimPrefix(filepath.Base(tmp), ".jobq-checkpoints-new-"))
+		if err := os.Rename(tmp, root); err != nil {
+			lock.Close()
+			_ = os.RemoveAll(tmp)
+			return "", err
+		}
+		p.root, p.lock = root, lock
+	}
+	return os.MkdirTemp(p.root, "task-*")
 }
 
 // put takes dir back, keeping it when it is empty.
@@ -103,7 +134,7 @@ func (p *dirPool) put(dir string) {
 	p.mu.Unlock()
 }
 
-// close removes the pooled directories.
+// close removes the worker's directory, the pooled ones with it.
 func (p *dirPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -111,6 +142,29 @@ func (p *dirPool) close() {
 		_ = os.RemoveAll(dir)
 	}
 	p.free = nil
+	if p.root != "" {
+		_ = os.RemoveAll(p.root)
+		p.lock.Close()
+		p.root, p.lock = "", nil
+	}
+}
+
+// sweepCheckpointDirs deletes the checkpoint directories that workers
+// killed on this machine left in os.TempDir (their tasks' checkpoints are
+// in the stash, if they were saved): those whose lock file no live worker
+// holds. It returns how many it deleted.
+func sweepCheckpointDirs() int {
+	roots, _ := filepath.Glob(filepath.Join(os.TempDir(), ckptRootPattern))
+	n := 0
+	for _, root := range roots {
+		if lock, err := tryLockFile(filepath.Join(root, ckptLockName)); err == nil {
+			if os.RemoveAll(root) == nil {
+				n++
+			}
+			lock.Close()
+		}
+	}
+	return n
 }
 
 // saveIfChanged saves the directory when it differs from what was last
