@@ -56,12 +56,11 @@ func (w *Worker) reportLost(env *jobq.Envelope, log *slog.Logger) int {
 	}
 	// The lost worker could not record itself; the last recorded attempt
 	// names the worker before it, when there is one.
-	var before string
-	if as := env.Task.Attempts; len(as) > 0 {
-		before = as[len(as)-1].Worker
+	args := []any{"lost_deliveries", lost, "delivery", env.DeliveryCount}
+	if as := env.Task.Attempts; len(as) > 0 && as[len(as)-1].Worker != "" {
+		args = append(args, "last_recorded_worker", as[len(as)-1].Worker)
 	}
-	log.Warn("earlier deliveries ended without a settlement: their lease expired (the worker died or hung, or the task outlasted its lease)",
-		"lost_deliveries", lost, "delivery", env.DeliveryCount, "last_recorded_worker", before)
+	log.Warn("earlier deliveries ended without a settlement: their lease expired (the worker died or hung, or the task outlasted its lease)", args...)
 	return len(lost)
 }
 
