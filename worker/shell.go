@@ -160,7 +160,11 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	if cd != nil && (werr != nil || stopped) {
 		// What the task wrote as it stopped (a SIGTERM trap, say), or
 		// before it failed, is kept for the next attempt.
-		cd.saveIfChanged(ctx, "task ended without success")
+		why := "task ended without success"
+		if stopped {
+			why = "task stopped: " + context.Cause(ctx).Error()
+		}
+		cd.saveIfChanged(ctx, why)
 	}
 
 	// The main process is gone; background processes may still hold the
