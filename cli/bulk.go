@@ -258,6 +258,14 @@ func countOf(n int64, singular string) string {
 	return strconv.FormatInt(n, 10) + " " + singular + "s"
 }
 
+// wasWere is the verb for n things: "was" for one, else "were".
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
+}
+
 // orList joins items for a message: "a", "a or b", "a, b or c".
 func orList(items []string) string {
 	n := len(items)

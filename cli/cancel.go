@@ -104,7 +104,7 @@ anything, unless --yes; --dry-run only counts.`,
 					}
 				}
 				if len(missing) > 0 {
-					return failure(fmt.Errorf("%d of %d task IDs were not found: no task with such an ID is queued or running here; nothing was recorded for them: check the IDs and the queue URL (%s)", len(missing), len(res), strings.Join(missing[:min(len(missing), maxListed)], " ")))
+					return failure(fmt.Errorf("%d of %s %s not found: no task with such an ID is queued or running here; nothing was recorded for them: check the IDs and the queue URL (%s)", len(missing), countOf(int64(len(res)), "task ID"), wasWere(len(missing)), strings.Join(missing[:min(len(missing), maxListed)], " ")))
 				}
 				return nil
 			})

@@ -51,7 +51,7 @@ func TestCancelBeforePush(t *testing.T) {
 	id := printedID(t, db, cmd)
 
 	expect(t, cli.ExitFailure, []string{id + " not-found: no task with this ID is queued or running here; nothing was recorded",
-		"1 of 1 task IDs were not found", "check the IDs"}, q, "cancel", id)
+		"1 of 1 task ID was not found", "check the IDs"}, q, "cancel", id)
 	expect(t, cli.ExitFailure, []string{`"outcome": "not-found"`}, q, "cancel", "--json", id)
 	expect(t, cli.ExitFailure, []string{"has no result record"}, q, "result", id)
 	code, out, errOut := run(t, q, "wait", "--timeout", "300ms", id)
@@ -147,6 +147,6 @@ func TestDLQUnknownIDFails(t *testing.T) {
 	expect(t, 0, nil, q, "push", "-c", "exit 3")
 	expect(t, 0, nil, q, "worker")
 	for _, verb := range []string{"requeue", "purge"} {
-		expect(t, cli.ExitFailure, []string{"1 of the 1 IDs given were not " + verb + "d: they are not dead letters"}, q, "-q", "dlq", verb, "999999", "999999")
+		expect(t, cli.ExitFailure, []string{"1 of the 1 ID given was not " + verb + "d: it is not a dead letter"}, q, "-q", "dlq", verb, "999999", "999999")
 	}
 }

@@ -130,7 +130,7 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 		Example: fmt.Sprintf("  jobq sqlite://./work.db dlq %s MESSAGE_ID\n  jobq sqlite://./work.db dlq %s --all", verb, verb),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			if all == (len(ids) > 0) {
-				return usageError("give message IDs (see 'jobq dlq list') or --all, not both and not neither")
+				return usageError("give message IDs (list them with: %s) or --all, not both and not neither", a.commandHint("dlq list"))
 			}
 			ctx := cmd.Context()
 			q, err := a.open(ctx)
@@ -158,11 +158,16 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 			if distinct := int64(len(slices.Compact(slices.Sorted(slices.Values(ids))))); len(ids) > 0 && n < distinct {
 				// As cancel does for an ID it does not find: a typo must not
 				// pass for done in a script.
-				why := "they are not dead letters (list them with: " + a.commandHint("dlq list") + ")"
-				if verb == "requeue" {
-					why += ", or their task is queued again"
+				missing := distinct - n
+				they, notDead, their := "they are", "dead letters", "their task"
+				if missing == 1 {
+					they, notDead, their = "it is", "a dead letter", "its task"
 				}
-				return failure(fmt.Errorf("%d of the %d IDs given were not %s: %s", distinct-n, distinct, past, why))
+				why := they + " not " + notDead + " (list them with: " + a.commandHint("dlq list") + ")"
+				if verb == "requeue" {
+					why += ", or " + their + " is queued again"
+				}
+				return failure(fmt.Errorf("%d of the %s given %s not %s: %s", missing, countOf(distinct, "ID"), wasWere(int(missing)), past, why))
 			}
 			if all && verb == "requeue" {
 				// A dead letter whose task is queued again stays (the

@@ -229,8 +229,17 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	if c.DeadLettered+c.Cancelled > 0 {
-		return failure(fmt.Errorf("group %s ended: %d of %d tasks did not succeed (%d dead-lettered, %d cancelled); to list them: %s",
-			g.name, c.DeadLettered+c.Cancelled, c.Pushed, c.DeadLettered, c.Cancelled, g.a.commandHint("results --jsonl --group "+g.name+" --state dead-lettered")))
+		var lists []string
+		for _, s := range []struct {
+			state string
+			n     int64
+		}{{"dead-lettered", c.DeadLettered}, {"cancelled", c.Cancelled}} {
+			if s.n > 0 {
+				lists = append(lists, g.a.commandHint("results --jsonl --group "+g.name+" --state "+s.state))
+			}
+		}
+		return failure(fmt.Errorf("group %s ended: %d of %s did not succeed (%d dead-lettered, %d cancelled); to list them: %s",
+			g.name, c.DeadLettered+c.Cancelled, countOf(c.Pushed, "task"), c.DeadLettered, c.Cancelled, strings.Join(lists, " and ")))
 	}
 	return nil
 }

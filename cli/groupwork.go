@@ -45,8 +45,8 @@ func workLine(w *jobq.GroupWork) string {
 	if w == nil {
 		return ""
 	}
-	return fmt.Sprintf("work: %s done, %s lost to preemptions and stops, %s saved by checkpoints, %d preemptions (from %d records)",
-		roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), w.Preemptions, w.Records)
+	return fmt.Sprintf("work: %s done, %s lost to preemptions and stops, %s saved by checkpoints, %s (from %s)",
+		roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), countOf(w.Preemptions, "preemption"), countOf(w.Records, "record"))
 }
 
 // printGroupsWork is `groups --work`: the groups with their work totals,

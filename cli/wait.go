@@ -441,7 +441,7 @@ func (w *waiter) failureSummary(n int, failed []*jobq.Result) string {
 		states[i] = fmt.Sprintf("%d %s", byState[s], s)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d tasks did not succeed (%s):", len(failed), n, strings.Join(states, ", "))
+	fmt.Fprintf(&b, "%d of %s did not succeed (%s):", len(failed), nTasks(n), strings.Join(states, ", "))
 	for i, r := range failed {
 		if i == maxListed {
 			fmt.Fprintf(&b, "\n  ... and %d more", len(failed)-maxListed)

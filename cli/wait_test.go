@@ -148,7 +148,7 @@ func TestCancelInProcess(t *testing.T) {
 		t.Errorf("result after cancel exited %d:\n%s", code, stdout)
 	}
 	code, stdout, stderr = memRun(t, queue, "", "wait", id)
-	if code != ExitFailure || !strings.HasPrefix(stdout, id+" cancelled") || !strings.Contains(stderr, "1 of 1 tasks did not succeed (1 cancelled)") {
+	if code != ExitFailure || !strings.HasPrefix(stdout, id+" cancelled") || !strings.Contains(stderr, "1 of 1 task did not succeed (1 cancelled)") {
 		t.Errorf("wait of a cancelled task exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	code, stdout, _ = memRun(t, queue, "", "cancel", id, "--json")

@@ -1,0 +1,67 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq/cli"
+)
+
+// TestOperatorMessagesCountRight: the operator commands' summaries agree
+// in number with their counts ("1 task", not "1 tasks"), and the command a
+// summary offers to list what failed lists it.
+func TestOperatorMessagesCountRight(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "-q", "push", "--group", "only-cancelled", "-c", "exit 0 # a")
+	code, out, errOut := run(t, q, "-q", "push", "--print-ids", "-c", "exit 0 # b", "--group", "one-cancelled")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	expect(t, 0, nil, q, "-q", "cancel", id)
+	expect(t, 0, nil, q, "-q", "cancel", "--all", "--yes")
+
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string
+		notWant  []string
+	}{
+		{"cancel of one unknown ID", []string{"cancel", "nosuch"}, cli.ExitFailure,
+			[]string{"1 of 1 task ID was not found"}, []string{"IDs were"}},
+		{"cancel of one unknown ID of two", []string{"cancel", "nosuch", id}, cli.ExitFailure,
+			[]string{"1 of 2 task IDs was not found"}, []string{"IDs were"}},
+		{"cancel of two unknown IDs", []string{"cancel", "nosuch", "nosuch2"}, cli.ExitFailure,
+			[]string{"2 of 2 task IDs were not found"}, nil},
+		{"dlq requeue of one unknown ID", []string{"dlq", "requeue", "999"}, cli.ExitFailure,
+			[]string{"1 of the 1 ID given was not requeued: it is not a dead letter", "or its task is queued again"}, []string{"were not", "their task"}},
+		{"dlq purge of one unknown ID of two", []string{"dlq", "purge", "999", "998"}, cli.ExitFailure,
+			[]string{"2 of the 2 IDs given were not purged: they are not dead letters"}, nil},
+		{"dlq requeue without IDs", []string{"dlq", "requeue"}, cli.ExitUsage,
+			[]string{"dlq list"}, []string{"'jobq dlq list'"}},
+		{"wait of one cancelled task", []string{"wait", id}, cli.ExitFailure,
+			[]string{"1 of 1 task did not succeed (1 cancelled)"}, []string{"tasks did not"}},
+		{"group of one cancelled task", []string{"group", "one-cancelled", "--wait"}, cli.ExitFailure,
+			[]string{"1 of 1 task did not succeed (0 dead-lettered, 1 cancelled)", "--group one-cancelled --state cancelled"},
+			[]string{"tasks did not", "--state dead-lettered", "(from 1 records)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, append([]string{q}, tc.args...)...)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.wantCode, out, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out+errOut, w) {
+					t.Errorf("output lacks %q\nstdout: %s\nstderr: %s", w, out, errOut)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out+errOut, w) {
+					t.Errorf("output holds %q\nstdout: %s\nstderr: %s", w, out, errOut)
+				}
+			}
+		})
+	}
+}
