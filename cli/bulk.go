@@ -228,12 +228,18 @@ func (a *app) printBulk(v bulkVerb, res jobq.BulkResult, dry, asJSON bool) error
 		if res.Pending > 0 {
 			fmt.Fprintf(a.stdout, "%d of them are recorded as cancel-requested: the worker that receives each drops it unrun\n", res.Pending)
 		}
-		if res.Done < res.Matched {
+		if left := res.Matched - res.Done; left > 0 {
 			why := "moved on meanwhile (a worker took them, or another command did)"
+			if left == 1 {
+				why = "moved on meanwhile (a worker took it, or another command did)"
+			}
 			if v.verb == "requeue" {
 				why = "stay dead-lettered: their tasks are queued or running again (a queue keeps one copy of a task ID), or they moved on meanwhile (another command took them)"
+				if left == 1 {
+					why = "stays dead-lettered: its task is queued or running again (a queue keeps one copy of a task ID), or it moved on meanwhile (another command took it)"
+				}
 			}
-			fmt.Fprintf(a.stdout, "%d %s\n", res.Matched-res.Done, why)
+			fmt.Fprintf(a.stdout, "%d %s\n", left, why)
 		}
 	}
 	if res.Partial != "" {

@@ -88,11 +88,11 @@ func TestRequeueDeadLetterOfQueuedTask(t *testing.T) {
 		{[]string{"push", "-c", "exit 5"}, 0, ""},
 	})
 	code, out, errOut := run(t, q, "dlq", "requeue", "--all")
-	if code != 0 || !strings.Contains(out, "requeued 0 dead letters") || !strings.Contains(errOut, "1 dead letter not requeued: their tasks are queued or running again") {
+	if code != 0 || !strings.Contains(out, "requeued 0 dead letters") || !strings.Contains(errOut, "1 dead letter not requeued: its task is queued or running again") {
 		t.Errorf("dlq requeue --all: exit %d, stdout %q, stderr %q; want exit 0 and a note that the dead letter stays and why", code, out, errOut)
 	}
 	code, out, errOut = run(t, q, "requeue", "--yes")
-	if code != 0 || !strings.Contains(out, "1 stay dead-lettered: their tasks are queued or running again") || strings.Contains(out, "a worker took them") {
+	if code != 0 || !strings.Contains(out, "1 stays dead-lettered: its task is queued or running again") || strings.Contains(out, "a worker took them") {
 		t.Errorf("requeue: exit %d, stdout %q, stderr %q; want exit 0 and why the dead letter stays", code, out, errOut)
 	}
 }

@@ -174,8 +174,12 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				// queue keeps one copy of a task ID): say so, rather than
 				// let "requeued 0 dead letters" pass for an empty store.
 				if st, err := dl.Stats(ctx); err == nil && st.Known.Dead && st.Dead > 0 {
-					fmt.Fprintf(a.stderr, "jobq: %s not requeued: their tasks are queued or running again (a queue keeps one copy of a task ID), or they were dead-lettered meanwhile; see them with: %s\n",
-						countOf(st.Dead, "dead letter"), a.commandHint("dlq list"))
+					why := "their tasks are queued or running again (a queue keeps one copy of a task ID), or they were dead-lettered meanwhile"
+					if st.Dead == 1 {
+						why = "its task is queued or running again (a queue keeps one copy of a task ID), or it was dead-lettered meanwhile"
+					}
+					fmt.Fprintf(a.stderr, "jobq: %s not requeued: %s; see them with: %s\n",
+						countOf(st.Dead, "dead letter"), why, a.commandHint("dlq list"))
 				}
 			}
 			return nil

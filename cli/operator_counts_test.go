@@ -65,3 +65,17 @@ func TestOperatorMessagesCountRight(t *testing.T) {
 		})
 	}
 }
+
+// TestRequeueLeftoverAgreesInNumber: the note on a dead letter that stays
+// dead when requeued (its task is queued again) speaks of one as one.
+func TestRequeueLeftoverAgreesInNumber(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	runSteps(t, q, []cliStep{
+		{[]string{"push", "-c", "exit 5"}, 0, ""},
+		{[]string{"pull"}, cli.ExitFailure, ""},
+		{[]string{"push", "-c", "exit 5"}, 0, ""},
+	})
+	expect(t, 0, []string{"1 dead letter not requeued: its task is queued or running again", "or it was dead-lettered meanwhile"}, q, "dlq", "requeue", "--all")
+	expect(t, 0, []string{"1 stays dead-lettered: its task is queued or running again", "or it moved on meanwhile (another command took it)"}, q, "requeue", "--yes")
+}
