@@ -79,3 +79,18 @@ func TestRequeueLeftoverAgreesInNumber(t *testing.T) {
 	expect(t, 0, []string{"1 dead letter not requeued: its task is queued or running again", "or it was dead-lettered meanwhile"}, q, "dlq", "requeue", "--all")
 	expect(t, 0, []string{"1 stays dead-lettered: its task is queued or running again", "or it moved on meanwhile (another command took it)"}, q, "requeue", "--yes")
 }
+
+// TestEmptyIDIsUsageError: an empty ID is a usage error (exit 2) for show
+// as for result, cancel and wait; show looked it up, exited 1 and offered
+// `result ` with no ID, which exits 2.
+func TestEmptyIDIsUsageError(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "-q", "push", "-c", "true")
+	for _, args := range [][]string{{"show", ""}, {"result", ""}, {"cancel", ""}, {"wait", ""}} {
+		code, out, errOut := run(t, append([]string{q}, args...)...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, "empty") || strings.Contains(errOut, "result \n") {
+			t.Errorf("jobq %q: exit %d, want %d and a message saying the ID is empty\nstdout: %s\nstderr: %s", args, code, cli.ExitUsage, out, errOut)
+		}
+	}
+}

@@ -44,6 +44,9 @@ show looks through the first 10000 queued tasks and dead letters.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			id := args[0]
+			if id == "" {
+				return usageError("an empty task or message ID; give one as push --print-ids or dlq list prints it")
+			}
 			q, err := a.openReadOnly(ctx)
 			if err != nil {
 				return err
