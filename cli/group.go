@@ -314,6 +314,12 @@ func groupText(c *driver.GroupCounters) string {
 	fmt.Fprintf(&b, "%s: %d/%d ended (%d succeeded, %d dead-lettered, %d cancelled); ", c.Name, c.Ended(), c.Pushed, c.Succeeded, c.DeadLettered, c.Cancelled)
 	if c.Split {
 		fmt.Fprintf(&b, "%d queued, %d delayed, %d running", c.Queued, c.Delayed, c.Running)
+		// The open tasks in none of those wait for their parents (or
+		// were deleted by clear): say so, or the group seems to wait
+		// for nothing.
+		if held := c.Open() - c.Queued - c.Delayed - c.Running; held > 0 {
+			fmt.Fprintf(&b, ", %d held", held)
+		}
 	} else {
 		fmt.Fprintf(&b, "%d open", c.Open())
 	}

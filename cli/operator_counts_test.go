@@ -94,3 +94,25 @@ func TestEmptyIDIsUsageError(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupLineShowsHeldTasks: the group line accounts for every open
+// task. A task held until its parent succeeds is neither queued, delayed
+// nor running, and the line said "0/1 ended ...; 0 queued, 0 delayed, 0
+// running", a group that seems to wait for nothing.
+func TestGroupLineShowsHeldTasks(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	code, out, errOut := run(t, q, "-q", "push", "--print-ids", "-c", "echo parent")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	parent := strings.TrimSpace(out)
+	expect(t, 0, nil, q, "-q", "push", "--group", "kids", "--after", parent, "-c", "echo kid 1", "-c", "echo kid 2")
+	expect(t, 0, []string{"kids: 0/2 ended", "0 queued, 0 delayed, 0 running, 2 held"}, q, "group", "kids")
+	expect(t, 0, nil, q, "-q", "worker")
+	expect(t, 0, []string{"kids: 2/2 ended"}, q, "group", "kids")
+	code, out, _ = run(t, q, "group", "kids")
+	if code != 0 || strings.Contains(out, "held") {
+		t.Errorf("group kids once ended: exit %d, want 0 and no held tasks\n%s", code, out)
+	}
+}
