@@ -116,3 +116,19 @@ func TestGroupLineShowsHeldTasks(t *testing.T) {
 		t.Errorf("group kids once ended: exit %d, want 0 and no held tasks\n%s", code, out)
 	}
 }
+
+// TestSchedulePauseResumeSayWhenNothingChanged: resume of an active
+// schedule and pause of a paused one change nothing and say so (exit 0),
+// as resume of a queue that is not paused does; they said "resumed
+// schedule" and "paused schedule" as if they had.
+func TestSchedulePauseResumeSayWhenNothingChanged(t *testing.T) {
+	t.Parallel()
+	runSteps(t, sqliteQueue(t), []cliStep{
+		{[]string{"schedule", "add", "nightly", "0 3 * * *", "-c", "true"}, 0, "added schedule nightly"},
+		{[]string{"schedule", "resume", "nightly"}, 0, "schedule nightly was not paused: it fires from its next slot ("},
+		{[]string{"schedule", "pause", "nightly"}, 0, "paused schedule nightly: it fires nothing until 'schedule resume nightly'"},
+		{[]string{"schedule", "pause", "nightly"}, 0, "schedule nightly was paused already: it fires nothing until 'schedule resume nightly'"},
+		{[]string{"schedule", "resume", "nightly"}, 0, "resumed schedule nightly: it fires from its next slot ("},
+		{[]string{"schedule", "resume", "weekly"}, cli.ExitFailure, `no schedule "weekly"`},
+	})
+}

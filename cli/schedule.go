@@ -211,6 +211,15 @@ func (a *app) schedulePauseCommand(verb string) *cobra.Command {
 				if verb == "resume" {
 					fn = q.Admin().ResumeSchedule
 				}
+				// Pausing a paused schedule, or resuming an active one,
+				// changes nothing: say so, as resume of a queue does.
+				done := done
+				if st, err := findStatus(cmd.Context(), q, args[0]); err == nil && st.Paused == (verb == "pause") {
+					done = "schedule %s was not paused: it fires from its next slot (%s)\n"
+					if verb == "pause" {
+						done = "schedule %s was paused already: it fires nothing until 'schedule resume %s'\n"
+					}
+				}
 				if err := fn(cmd.Context(), args[0]); err != nil {
 					return policyFailure(err)
 				}
