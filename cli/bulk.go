@@ -272,6 +272,14 @@ func wasWere(n int) string {
 	return "were"
 }
 
+// hasHave is the verb for n things: "has" for one, else "have".
+func hasHave(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
+}
+
 // orList joins items for a message: "a", "a or b", "a, b or c".
 func orList(items []string) string {
 	n := len(items)

@@ -83,7 +83,7 @@ func TestDLQRequeueWait(t *testing.T) {
 	expect(t, 0, nil, q, "worker")
 	expect(t, cli.ExitFailure, []string{id + " dead-lettered exit=1"}, q, "wait", "--timeout", "5s", id)
 	expect(t, 0, []string{"requeued 1 dead letter\n"}, q, "dlq", "requeue", "--all")
-	expect(t, cli.ExitFailure, []string{"timed out after", "the other 1 have not ended (queued, running or held, or not pushed yet)"}, q, "wait", "--timeout", "300ms", id)
+	expect(t, cli.ExitFailure, []string{"timed out after", "the other 1 has not ended (queued, running or held, or not pushed yet)"}, q, "wait", "--timeout", "300ms", id)
 	expect(t, cli.ExitFailure, []string{"has no result record"}, q, "result", id)
 
 	if err := os.WriteFile(flag, nil, 0o600); err != nil {

@@ -132,3 +132,15 @@ func TestSchedulePauseResumeSayWhenNothingChanged(t *testing.T) {
 		{[]string{"schedule", "resume", "weekly"}, cli.ExitFailure, `no schedule "weekly"`},
 	})
 }
+
+// TestStoppedWaitAgreesInNumber: a wait stopped by its time-out speaks of
+// one task as one ("0 of 1 tasks ended ...; the other 1 have not ended
+// (they stay queued or running)" before).
+func TestStoppedWaitAgreesInNumber(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, cli.ExitFailure, []string{"0 of 1 task ended, 0 did not succeed; the other 1 has not ended (it stays queued or running)"},
+		q, "push", "-c", "echo never run", "--wait", "--wait-timeout", "300ms")
+	expect(t, cli.ExitFailure, []string{"0 of 2 tasks ended, 0 did not succeed; the other 2 have not ended (they stay queued or running)"},
+		q, "push", "-c", "echo never run 1", "-c", "echo never run 2", "--wait", "--wait-timeout", "300ms")
+}

@@ -115,7 +115,7 @@ func TestPushCarriesResultFields(t *testing.T) {
 func TestPushWaitSetsReplyRequested(t *testing.T) {
 	t.Parallel()
 	code, _, stderr, queue := pushRun(t, "", "-c", "echo hi", "--wait", "--wait-timeout", "50ms")
-	if code != ExitFailure || !strings.Contains(stderr, "timed out after 50ms: stopped waiting; 0 of 1 tasks ended") {
+	if code != ExitFailure || !strings.Contains(stderr, "timed out after 50ms: stopped waiting; 0 of 1 task ended") {
 		t.Fatalf("push --wait --wait-timeout exited %d; want 1 saying it timed out:\n%s", code, stderr)
 	}
 	q, err := jobq.Open(context.Background(), queue)
@@ -314,7 +314,7 @@ func TestWaitInterruptedBeforeItBegan(t *testing.T) {
 	defer cancel()
 	w := &waiter{a: &app{queue: queue, log: slog.New(slog.DiscardHandler)}, q: q, interrupted: true}
 	err = w.run(ctx, []string{task.ID})
-	if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "interrupted: stopped waiting; 0 of 1 tasks ended") ||
+	if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "interrupted: stopped waiting; 0 of 1 task ended") ||
 		!strings.Contains(err.Error(), "wait "+task.ID) || ctx.Err() != nil {
 		t.Fatalf("wait after a signal during the push = %v; want exit 1 at once, saying how to resume", err)
 	}

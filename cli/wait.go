@@ -218,8 +218,8 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 		if p := w.pending(ids); len(p) > 0 {
 			// The wait failed, not the tasks: say how to wait for the
 			// rest, the IDs push --wait pushed included.
-			e = &exitError{code: exitCode(e), err: fmt.Errorf("%w; %d of %d tasks have not ended (stopping the wait does not stop them); %s",
-				e, len(p), len(ids), resumeHint(w.a, p, w.since))}
+			e = &exitError{code: exitCode(e), err: fmt.Errorf("%w; %d of %s %s not ended (stopping the wait does not stop them); %s",
+				e, len(p), nTasks(len(ids)), hasHave(len(p)), resumeHint(w.a, p, w.since))}
 		}
 		return e
 	}
@@ -482,14 +482,17 @@ func (w *waiter) stopped(ids []string, why string) error {
 	// push --wait's tasks were stored; wait's IDs are the user's, which
 	// may name no task (yet).
 	state := "they stay queued or running"
+	if len(pending) == 1 {
+		state = "it stays queued or running"
+	}
 	if w.lines == nil {
 		state = "queued, running or held, or not pushed yet"
 	}
 	if g := w.goneOf(pending); g > 0 {
 		state = fmt.Sprintf("%d queued, running or held; %d neither in the queue nor recorded: cleared, record expired, or not pushed yet", len(pending)-g, g)
 	}
-	msg := fmt.Sprintf("%s; %d of %d tasks ended, %d did not succeed; the other %d have not ended (%s)",
-		why, len(ids)-len(pending), len(ids), len(failed), len(pending), state)
+	msg := fmt.Sprintf("%s; %d of %s ended, %d did not succeed; the other %d %s not ended (%s)",
+		why, len(ids)-len(pending), nTasks(len(ids)), len(failed), len(pending), hasHave(len(pending)), state)
 	if len(failed) > 0 {
 		msg += "\n" + w.failureSummary(len(ids)-len(pending), failed)
 	}

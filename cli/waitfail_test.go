@@ -57,7 +57,7 @@ wait:
 			_, _ = db.Exec(`DROP TABLE IF EXISTS jobq_results`)
 		}
 	}
-	want := "1 of 1 tasks have not ended (stopping the wait does not stop them); resume with: jobq '" + q + "' wait " + id
+	want := "1 of 1 task has not ended (stopping the wait does not stop them); resume with: jobq '" + q + "' wait " + id
 	if r.code != cli.ExitFailure || !strings.Contains(r.errOut, want) {
 		t.Fatalf("wait: exit %d, stderr %q; want exit %d and %q", r.code, r.errOut, cli.ExitFailure, want)
 	}

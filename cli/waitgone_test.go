@@ -38,9 +38,9 @@ func TestWaitSaysWhichTasksAreGone(t *testing.T) {
 		warned  []string // the IDs the warning names; none when nil
 		summary string
 	}{
-		{"cleared", []string{cleared}, []string{cleared}, "the other 1 have not ended (0 queued, running or held; 1 neither in the queue nor recorded: cleared, record expired, or not pushed yet)"},
+		{"cleared", []string{cleared}, []string{cleared}, "the other 1 has not ended (0 queued, running or held; 1 neither in the queue nor recorded: cleared, record expired, or not pushed yet)"},
 		{"never pushed and queued", []string{never, queued}, []string{never}, "the other 2 have not ended (1 queued, running or held; 1 neither in the queue nor recorded"},
-		{"queued", []string{queued}, nil, "the other 1 have not ended (queued, running or held, or not pushed yet)"},
+		{"queued", []string{queued}, nil, "the other 1 has not ended (queued, running or held, or not pushed yet)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := run(t, append([]string{q, "wait", "--timeout", "1s"}, tc.ids...)...)

@@ -256,7 +256,7 @@ func TestWaitInterruptedSaysHowToResume(t *testing.T) {
 		t.Fatalf("push --wait exited %d after Ctrl-C; want 1\n%s", code, p.output())
 	}
 	m := regexp.MustCompile(`resume with: jobq '[^']+' wait ([0-9a-f]{32})`).FindStringSubmatch(p.output())
-	if !strings.Contains(p.output(), "interrupted: stopped waiting; 0 of 1 tasks ended") || m == nil {
+	if !strings.Contains(p.output(), "interrupted: stopped waiting; 0 of 1 task ended") || m == nil {
 		t.Fatalf("push --wait after Ctrl-C does not say what it did and how to resume:\n%s", p.output())
 	}
 	if got := b.size(); got != "1" {
