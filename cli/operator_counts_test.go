@@ -144,3 +144,15 @@ func TestStoppedWaitAgreesInNumber(t *testing.T) {
 	expect(t, cli.ExitFailure, []string{"0 of 2 tasks ended, 0 did not succeed; the other 2 have not ended (they stay queued or running)"},
 		q, "push", "-c", "echo never run 1", "-c", "echo never run 2", "--wait", "--wait-timeout", "300ms")
 }
+
+// TestScheduleAddPayloadWithCommand: -c with --payload (no --kind) names
+// the flag that is missing; it said "give either -c COMMAND or --kind
+// KIND ..., not both" of a --kind that was not given.
+func TestScheduleAddPayloadWithCommand(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	code, _, errOut := run(t, q, "schedule", "add", "s", "@hourly", "-c", "true", "--payload", "{}")
+	if code != cli.ExitUsage || !strings.Contains(errOut, "--payload needs --kind") || strings.Contains(errOut, "not both") {
+		t.Errorf("schedule add -c --payload: exit %d, stderr %q; want %d and '--payload needs --kind'", code, errOut, cli.ExitUsage)
+	}
+}

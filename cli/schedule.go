@@ -118,10 +118,10 @@ func (f scheduleFlags) task() (*jobq.Task, error) {
 	switch {
 	case f.command == "" && f.kind == "":
 		return nil, usageError("schedule add needs a task: -c COMMAND for a shell command, or --kind KIND [--payload JSON] for a Go handler")
-	case f.command != "" && (f.kind != "" || f.payload != ""):
-		return nil, usageError("give either -c COMMAND or --kind KIND [--payload JSON], not both")
 	case f.payload != "" && f.kind == "":
 		return nil, usageError("--payload needs --kind: the kind names the Go handler that runs it")
+	case f.command != "" && f.kind != "":
+		return nil, usageError("give either -c COMMAND or --kind KIND [--payload JSON], not both")
 	case f.kind != "" && (len(f.env) > 0 || f.cwd != ""):
 		return nil, usageError("-e and --cwd are for shell commands (-c), not Go tasks (--kind)")
 	}
