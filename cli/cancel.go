@@ -132,7 +132,7 @@ func (a *app) cancelLine(r jobq.CancelResult) string {
 	case jobq.CancelNotFound:
 		return fmt.Sprintf("%s not-found: no task with this ID is queued or running here; nothing was recorded", r.ID)
 	case jobq.CancelRemoved:
-		return fmt.Sprintf("%s removed: it was queued; recorded as %s", r.ID, r.State)
+		return fmt.Sprintf("%s removed before it ran (it was queued, delayed or held); recorded as %s", r.ID, r.State)
 	case jobq.CancelPending:
 		return fmt.Sprintf("%s requested: the worker that runs it stops it, or the one that next receives it drops it (%s waits for that)", r.ID, a.commandHint("wait "+r.ID))
 	case jobq.CancelTooLate:

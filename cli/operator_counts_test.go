@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/cli"
 )
 
@@ -154,5 +155,19 @@ func TestScheduleAddPayloadWithCommand(t *testing.T) {
 	code, _, errOut := run(t, q, "schedule", "add", "s", "@hourly", "-c", "true", "--payload", "{}")
 	if code != cli.ExitUsage || !strings.Contains(errOut, "--payload needs --kind") || strings.Contains(errOut, "not both") {
 		t.Errorf("schedule add -c --payload: exit %d, stderr %q; want %d and '--payload needs --kind'", code, errOut, cli.ExitUsage)
+	}
+}
+
+// TestCancelHeldTaskSaysItWasNotQueued: cancel of a held task (a group's
+// step, a task pushed with --after) removes it; the line said "removed:
+// it was queued", which it never was.
+func TestCancelHeldTaskSaysItWasNotQueued(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "-q", "push", "--group", "g", "-c", "echo a", "--then", "echo step")
+	step := jobq.ThenTaskID("g")
+	code, out, errOut := run(t, q, "cancel", step)
+	if code != 0 || !strings.Contains(out, step+" removed before it ran") || strings.Contains(out, "it was queued;") {
+		t.Errorf("cancel of the held step: exit %d\nstdout: %s\nstderr: %s\nwant 0 and 'removed before it ran', not 'it was queued'", code, out, errOut)
 	}
 }
