@@ -129,6 +129,10 @@ one object per line.`,
 				if err != nil {
 					return groupFailure(err)
 				}
+				if len(gs) == 0 && !asJSON {
+					fmt.Fprintln(a.stdout, "no groups in this queue")
+					return nil
+				}
 				if work {
 					return a.printGroupsWork(ctx, q, gs, asJSON)
 				}

@@ -171,3 +171,21 @@ func TestCancelHeldTaskSaysItWasNotQueued(t *testing.T) {
 		t.Errorf("cancel of the held step: exit %d\nstdout: %s\nstderr: %s\nwant 0 and 'removed before it ran', not 'it was queued'", code, out, errOut)
 	}
 }
+
+// TestGroupsSaysWhenThereAreNone: groups on a queue without groups says
+// so, as schedule list and dlq list do; it printed a header alone. --json
+// prints nothing.
+func TestGroupsSaysWhenThereAreNone(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "-q", "policy", "set", "max-depth", "10")
+	for _, args := range [][]string{{"groups"}, {"groups", "--work"}} {
+		code, out, errOut := run(t, append([]string{q}, args...)...)
+		if code != 0 || !strings.HasPrefix(out, "no groups") || strings.Contains(out, "GROUP") {
+			t.Errorf("jobq %q on a queue without groups: exit %d, stdout %q, stderr %q; want 0 and 'no groups'", args, code, out, errOut)
+		}
+	}
+	if code, out, _ := run(t, q, "groups", "--json"); code != 0 || out != "" {
+		t.Errorf("groups --json on a queue without groups: exit %d, stdout %q; want 0 and nothing", code, out)
+	}
+}
