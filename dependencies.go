@@ -99,7 +99,7 @@ func (q *Queue) pushDeps(ctx context.Context, tasks []*Task, opts PushOptions, r
 	if err != nil {
 		return nil, err
 	}
-	if err := q.checkParents(ctx, op, rs, tasks, msgs); err != nil {
+	if err := q.checkParents(ctx, op, rs, tasks, msgs, require); err != nil {
 		q.dropRefused(ctx, created...)
 		return nil, err
 	}
@@ -270,8 +270,10 @@ func pickRefs(refs []*StashRef, idx []int) []*StashRef {
 // task has (neither in the batch, nor held, nor live, nor with a result
 // record), a parent that was dead-lettered or cancelled already (the
 // task could never run), an unknown group, or tasks that depend on each
-// other in a cycle. A parent that succeeded already counts as met.
-func (q *Queue) checkParents(ctx context.Context, op string, rs driver.ResultStore, tasks []*Task, msgs []*driver.Message) error {
+// other in a cycle. A parent that succeeded already counts as met. Unless
+// require is RequireEnded, a group that ended with a task dead-lettered or
+// cancelled is refused too, as the sweep would cancel the task.
+func (q *Queue) checkParents(ctx context.Context, op string, rs driver.ResultStore, tasks []*Task, msgs []*driver.Message, require driver.HeldRequire) error {
 	inBatch := make(map[string]int, len(msgs))
 	groups := map[string]bool{}
 	for i, m := range msgs {
@@ -314,6 +316,21 @@ func (q *Queue) checkParents(ctx context.Context, op string, rs driver.ResultSto
 			if c == nil {
 				return &Error{Code: errcode.NotFound, Op: op, Queue: q.url,
 					Msg: fmt.Sprintf("after-group %q: no group of this name in the queue (list them with `jobq QUEUE groups`); push its tasks first, or in the same batch", g)}
+			}
+			if require != driver.RequireEnded && c.Done() && c.DeadLettered+c.Cancelled > 0 {
+				fix := "requeue its dead letters first (`jobq QUEUE dlq list` lists them), or push without it"
+				if c.Cancelled > 0 {
+					fix = "a cancelled task cannot be requeued: push the group's tasks again in a new group, or push without it"
+				}
+				if strings.HasPrefix(msgs[i].ID, thenPrefix) {
+					fix = "--then-if always runs a step whatever the outcome"
+				}
+				tasks := "tasks"
+				if c.Pushed == 1 {
+					tasks = "task"
+				}
+				return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+					Msg: fmt.Sprintf("after-group %q: the group ended with %d of %d %s dead-lettered and %d cancelled, so a task after it could never run; %s", g, c.DeadLettered, c.Pushed, tasks, c.Cancelled, fix)}
 			}
 			groups[g] = true
 		}

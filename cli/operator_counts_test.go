@@ -189,3 +189,48 @@ func TestGroupsSaysWhenThereAreNone(t *testing.T) {
 		t.Errorf("groups --json on a queue without groups: exit %d, stdout %q; want 0 and nothing", code, out)
 	}
 }
+
+// TestAfterGroupThatFailedIsRefused: push --after-group of a group that
+// ended with a dead-lettered or cancelled task is refused (exit 2,
+// nothing stored), as --after of a dead-lettered task is: the task could
+// never run. It was stored, exit 0, and cancelled by the next sweep. A
+// step that runs whatever the outcome may still be held.
+func TestAfterGroupThatFailedIsRefused(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "-q", "push", "--group", "bad", "-c", "exit 3")
+	expect(t, 0, nil, q, "-q", "push", "--group", "open", "-c", "exit 4")
+	expect(t, 0, nil, q, "-q", "worker", "--max-consecutive-failures", "-1")
+	expect(t, 0, nil, q, "-q", "push", "--group", "open", "-c", "echo more")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{"ended with a dead letter", []string{"push", "-c", "echo after bad", "--after-group", "bad"}, cli.ExitUsage,
+			`after-group "bad": the group ended with 1 of 1 task dead-lettered and 0 cancelled, so a task after it could never run`},
+		{"open with a dead letter", []string{"push", "-c", "echo after open", "--after-group", "open"}, 0, ""},
+		{"a step run whatever the outcome", []string{"group", "bad", "then", "echo step", "--then-if", "always"}, 0, "step of group bad held"},
+		{"nothing stored by the refused push", []string{"size"}, 0, "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, append([]string{q}, tc.args...)...)
+			if code != tc.wantCode || !strings.Contains(out+errOut, tc.want) {
+				t.Errorf("exit %d, want %d and %q\nstdout: %s\nstderr: %s", code, tc.wantCode, tc.want, out, errOut)
+			}
+		})
+	}
+}
+
+// TestStepAfterGroupThatFailed: a step that runs only if all succeed,
+// added to a group that ended with a failure, is refused with the flag
+// that holds it anyway.
+func TestStepAfterGroupThatFailed(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "-q", "push", "--group", "bad", "-c", "exit 3")
+	expect(t, 0, nil, q, "-q", "worker")
+	expect(t, cli.ExitUsage, []string{`the group ended with 1 of 1 task dead-lettered`, "--then-if always runs a step whatever the outcome"}, q, "group", "bad", "then", "echo step")
+	expect(t, 0, []string{"step of group bad held"}, q, "group", "bad", "then", "echo step", "--then-if", "always")
+}
