@@ -322,7 +322,7 @@ func groupText(c *driver.GroupCounters) string {
 		// were deleted by clear): say so, or the group seems to wait
 		// for nothing.
 		if held := c.Open() - c.Queued - c.Delayed - c.Running; held > 0 {
-			fmt.Fprintf(&b, ", %d held", held)
+			fmt.Fprintf(&b, ", %d held or cleared", held)
 		}
 	} else {
 		fmt.Fprintf(&b, "%d open", c.Open())

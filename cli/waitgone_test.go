@@ -69,7 +69,7 @@ func TestPushWaitWaitsForTheNewRun(t *testing.T) {
 	t.Parallel()
 	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=rerun"
 	push := []string{q, "push", "--wait", "--wait-timeout", "1s", "-c", "echo rerun"}
-	if code, _, errOut := run(t, push...); code != cli.ExitFailure || !strings.Contains(errOut, "0 of 1 tasks ended") {
+	if code, _, errOut := run(t, push...); code != cli.ExitFailure || !strings.Contains(errOut, "0 of 1 task ended") {
 		t.Fatalf("push --wait without a worker: exit %d, stderr %q; want a timeout", code, errOut)
 	}
 	if code, _, errOut := run(t, q, "worker"); code != 0 {
@@ -77,7 +77,7 @@ func TestPushWaitWaitsForTheNewRun(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond) // past the second push's clock slack
 	code, out, errOut := run(t, push...)
-	if code != cli.ExitFailure || strings.Contains(out, "succeeded") || !strings.Contains(errOut, "0 of 1 tasks ended") || !strings.Contains(errOut, "wait --since ") {
+	if code != cli.ExitFailure || strings.Contains(out, "succeeded") || !strings.Contains(errOut, "0 of 1 task ended") || !strings.Contains(errOut, "wait --since ") {
 		t.Fatalf("push --wait of a task that ran before: exit %d, stdout %q, stderr %q; want a timeout waiting for the new run, and a resume hint with --since", code, out, errOut)
 	}
 	code, out, errOut = run(t, append([]string{q, "push", "--skip-succeeded"}, push[2:]...)...)

@@ -255,7 +255,7 @@ func TestWaitInterruptedSaysHowToResume(t *testing.T) {
 	if code := p.wait(); code != 1 {
 		t.Fatalf("push --wait exited %d after Ctrl-C; want 1\n%s", code, p.output())
 	}
-	m := regexp.MustCompile(`resume with: jobq '[^']+' wait ([0-9a-f]{32})`).FindStringSubmatch(p.output())
+	m := regexp.MustCompile(`resume with: jobq '[^']+' wait (?:--since \S+ )?([0-9a-f]{32})`).FindStringSubmatch(p.output())
 	if !strings.Contains(p.output(), "interrupted: stopped waiting; 0 of 1 task ended") || m == nil {
 		t.Fatalf("push --wait after Ctrl-C does not say what it did and how to resume:\n%s", p.output())
 	}
@@ -282,7 +282,7 @@ func TestPushWaitInterruptedWhilePushing(t *testing.T) {
 	requireResults(b)
 	// A full batch and half of another; the input stays open.
 	stderr := b.interruptedPush(1500, "1000", "--wait")
-	m := regexp.MustCompile(`the stored tasks were not waited for; resume with: jobq '[^']+' wait - < (\S+) \(the 1500 IDs\)`).FindStringSubmatch(stderr)
+	m := regexp.MustCompile(`the stored tasks were not waited for; resume with: jobq '[^']+' wait (?:--since \S+ )?- < (\S+) \(the 1500 IDs\)`).FindStringSubmatch(stderr)
 	if !strings.Contains(stderr, "stored 1500 tasks: lines 1–1500") || m == nil {
 		t.Fatalf("push --wait interrupted while pushing does not say what it stored and how to wait for it:\n%s", stderr)
 	}
