@@ -309,33 +309,44 @@ func (q *Queue) checkParents(ctx context.Context, op string, rs driver.ResultSto
 			if groups[g] {
 				continue
 			}
-			c, err := q.groups.GroupCounts(ctx, g)
-			if err != nil {
-				return q.wrap(op, err)
-			}
-			if c == nil {
-				return &Error{Code: errcode.NotFound, Op: op, Queue: q.url,
-					Msg: fmt.Sprintf("after-group %q: no group of this name in the queue (list them with `jobq QUEUE groups`); push its tasks first, or in the same batch", g)}
-			}
-			if require != driver.RequireEnded && c.Done() && c.DeadLettered+c.Cancelled > 0 {
-				fix := "requeue its dead letters first (`jobq QUEUE dlq list` lists them), or push without it"
-				if c.Cancelled > 0 {
-					fix = "a cancelled task cannot be requeued: push the group's tasks again in a new group, or push without it"
-				}
-				if strings.HasPrefix(msgs[i].ID, thenPrefix) {
-					fix = "--then-if always runs a step whatever the outcome"
-				}
-				tasks := "tasks"
-				if c.Pushed == 1 {
-					tasks = "task"
-				}
-				return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
-					Msg: fmt.Sprintf("after-group %q: the group ended with %d of %d %s dead-lettered and %d cancelled, so a task after it could never run; %s", g, c.DeadLettered, c.Pushed, tasks, c.Cancelled, fix)}
+			if err := q.checkAfterGroup(ctx, op, g, msgs[i].ID, require); err != nil {
+				return err
 			}
 			groups[g] = true
 		}
 	}
 	return nil
+}
+
+// checkAfterGroup refuses group g, named by task id's after-group, when
+// the queue has no such group, or, unless require is RequireEnded, when it
+// ended with a task dead-lettered or cancelled (the sweep would cancel the
+// task).
+func (q *Queue) checkAfterGroup(ctx context.Context, op, g, id string, require driver.HeldRequire) error {
+	c, err := q.groups.GroupCounts(ctx, g)
+	if err != nil {
+		return q.wrap(op, err)
+	}
+	if c == nil {
+		return &Error{Code: errcode.NotFound, Op: op, Queue: q.url,
+			Msg: fmt.Sprintf("after-group %q: no group of this name in the queue (list them with `jobq QUEUE groups`); push its tasks first, or in the same batch", g)}
+	}
+	if require == driver.RequireEnded || !c.Done() || c.DeadLettered+c.Cancelled == 0 {
+		return nil
+	}
+	fix := "requeue its dead letters first (`jobq QUEUE dlq list` lists them), or push without it"
+	if c.Cancelled > 0 {
+		fix = "a cancelled task cannot be requeued: push the group's tasks again in a new group, or push without it"
+	}
+	if strings.HasPrefix(id, thenPrefix) {
+		fix = "--then-if always runs a step whatever the outcome"
+	}
+	tasks := "tasks"
+	if c.Pushed == 1 {
+		tasks = "task"
+	}
+	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+		Msg: fmt.Sprintf("after-group %q: the group ended with %d of %d %s dead-lettered and %d cancelled, so a task after it could never run; %s", g, c.DeadLettered, c.Pushed, tasks, c.Cancelled, fix)}
 }
 
 // checkKnown refuses the first of ids (parents outside the batch) that no

@@ -324,14 +324,23 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if !f.wait {
 		return nil
 	}
+	return p.waitForPushed(ctx, wasInterrupted)
+}
+
+// waitForPushed is push --wait's wait for the tasks it stored; those of
+// unknown outcome are named, not waited for. interrupted says a signal
+// came while pushing.
+func (p *pusher) waitForPushed(ctx context.Context, interrupted bool) error {
+	a, f := p.a, p.f
 	if err := p.printer.Flush(); err != nil {
 		return failure(err)
 	}
-	w := &waiter{a: a, q: q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson(),
-		interrupted: wasInterrupted, since: p.since, old: p.skippedIDs}
+	w := &waiter{a: a, q: p.q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson(),
+		interrupted: interrupted, since: p.since, old: p.skippedIDs}
 	if len(p.unknownIDs) == 0 {
 		return w.run(ctx, p.ids)
 	}
+	var err error
 	if len(p.ids) > 0 {
 		err = w.run(ctx, p.ids)
 	}

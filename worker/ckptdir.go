@@ -167,6 +167,20 @@ func sweepCheckpointDirs() int {
 	return n
 }
 
+// saveAtEnd keeps what the task wrote as it stopped (a SIGTERM trap, say),
+// or before it failed, for the next attempt; nothing for a success. A nil
+// d (no checkpoints) does nothing.
+func (d *ckptDir) saveAtEnd(ctx context.Context, stopped bool, werr error) {
+	if d == nil || (werr == nil && !stopped) {
+		return
+	}
+	why := "task ended without success"
+	if stopped {
+		why = "task stopped: " + context.Cause(ctx).Error()
+	}
+	d.saveIfChanged(ctx, why)
+}
+
 // saveIfChanged saves the directory when it differs from what was last
 // saved or restored.
 func (d *ckptDir) saveIfChanged(ctx context.Context, why string) {

@@ -157,15 +157,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		beforeTerm = func() { cd.saveIfChanged(ctx, "stopping: "+context.Cause(ctx).Error()) }
 	}
 	stopped, werr := awaitExit(ctx, job, pgid, waited, killTimeout, beforeTerm)
-	if cd != nil && (werr != nil || stopped) {
-		// What the task wrote as it stopped (a SIGTERM trap, say), or
-		// before it failed, is kept for the next attempt.
-		why := "task ended without success"
-		if stopped {
-			why = "task stopped: " + context.Cause(ctx).Error()
-		}
-		cd.saveIfChanged(ctx, why)
-	}
+	cd.saveAtEnd(ctx, stopped, werr)
 
 	// The main process is gone; background processes may still hold the
 	// pipes, which would block the readers forever.

@@ -357,6 +357,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if n := w.preempted(); n != nil && err == nil {
 		err = w.acknowledge(n)
 	}
+	w.logFinished()
+	return err
+}
+
+// logFinished logs the final summary: the end's reason and the totals.
+func (w *Worker) logFinished() {
 	c := w.Counts()
 	attrs := []any{"reason", w.EndReason(), "done", c.Done, "failed", c.Failed,
 		"dead_lettered", c.DeadLettered, "requeued", c.Requeued, "cancelled", c.Cancelled, "lease_lost", c.LeaseLost}
@@ -365,7 +371,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		attrs = append(attrs, "succeeded_not_completed", n)
 	}
 	w.log.Info("worker finished", append(attrs, "elapsed", time.Since(w.started).Round(time.Millisecond))...)
-	return err
 }
 
 // drained reports whether the queue holds nothing this worker could take:
