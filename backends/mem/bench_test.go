@@ -3,6 +3,7 @@ package mem_test
 import (
 	"context"
 	"crypto/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,9 +11,11 @@ import (
 	"github.com/jobq/jobq/tools/testkit/benchkit"
 )
 
-func openBench(b *testing.B) *jobq.Queue {
+// openBench opens a fresh mem queue, with query (say "?unsupported=results")
+// after its name.
+func openBench(b *testing.B, query ...string) *jobq.Queue {
 	b.Helper()
-	q, err := jobq.Open(context.Background(), "mem://bench-"+rand.Text())
+	q, err := jobq.Open(context.Background(), "mem://bench-"+rand.Text()+strings.Join(query, ""))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,14 +48,7 @@ func BenchmarkPushReceiveComplete(b *testing.B) {
 // records' cost shows.
 func BenchmarkBatch(b *testing.B) {
 	b.Run("records", func(b *testing.B) { benchBatch(b, openBench(b)) })
-	b.Run("no-records", func(b *testing.B) {
-		q, err := jobq.Open(context.Background(), "mem://bench-"+rand.Text()+"?unsupported=results,cancel")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = q.Close() })
-		benchBatch(b, q)
-	})
+	b.Run("no-records", func(b *testing.B) { benchBatch(b, openBench(b, "?unsupported=results,cancel")) })
 }
 
 func benchBatch(b *testing.B, q *jobq.Queue) {
@@ -103,10 +99,5 @@ func BenchmarkEndToEnd(b *testing.B) {
 // process's heap, so with records on the collector's work grows with the
 // tasks run, and this figure is the library's own per-task cost.
 func BenchmarkEndToEndNoRecords(b *testing.B) {
-	q, err := jobq.Open(context.Background(), "mem://bench-"+rand.Text()+"?unsupported=results")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = q.Close() })
-	benchkit.EndToEnd(b, q)
+	benchkit.EndToEnd(b, openBench(b, "?unsupported=results"))
 }
