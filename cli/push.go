@@ -283,6 +283,9 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if err := needRecords(ctx, q, f); err != nil {
 		return err
 	}
+	if err := a.checkNoStep(ctx, q, f, group); err != nil {
+		return err
+	}
 	p := &pusher{a: a, q: q, f: f, group: group, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
 	if f.wait {
 		p.since = time.Now().Add(-clockSlack)

@@ -113,6 +113,27 @@ func checkDepFlags(q *jobq.Queue, f pushFlags, group string) (driver.HeldRequire
 	return require, nil
 }
 
+// checkNoStep refuses push --then before anything is pushed when group
+// has a step that cannot be replaced (held, queued or run): the push would
+// store its tasks and then fail to hold the step. A cancelled step may be
+// replaced. A step held by another push in between is still refused
+// after the push, by ThenGroup.
+func (a *app) checkNoStep(ctx context.Context, q *jobq.Queue, f pushFlags, group string) error {
+	if f.then == "" {
+		return nil
+	}
+	step, err := q.Admin().GroupStep(ctx, group)
+	if err != nil || step == nil {
+		return err
+	}
+	switch driver.ResultState(step.State) {
+	case driver.ResultCancelled, driver.ResultCancelRequested:
+		return nil
+	}
+	return usageError("--then: group %s has a step already (task %s, %s); nothing was pushed. Push without --then to add tasks to the group, or cancel the step first (%s) to replace it",
+		group, step.ID, step.State, a.commandHint("cancel "+step.ID))
+}
+
 // hasAfter reports whether a task of ts has dependencies.
 func hasAfter(ts []*jobq.Task) bool {
 	for _, t := range ts {

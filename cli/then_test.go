@@ -169,11 +169,12 @@ func TestPushAfter(t *testing.T) {
 	}
 }
 
-// TestPushThenStepRefusedAfterThePush: a push whose --then the group
-// refuses (it has a step) has stored its tasks, so it says so and exits 1,
-// not 2 as if nothing happened; a queue that keeps no records refuses
-// --then, --after and --after-group before anything is pushed.
-func TestPushThenStepRefusedAfterThePush(t *testing.T) {
+// TestPushThenStepRefusedBeforeThePush: a push whose --then the group
+// refuses (it has a step) is refused before its tasks are stored (exit 2,
+// nothing pushed), where it used to store them and then exit 1; a queue
+// that keeps no records refuses --then, --after and --after-group before
+// anything is pushed too.
+func TestPushThenStepRefusedBeforeThePush(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
 	steps := []struct {
@@ -195,13 +196,13 @@ func TestPushThenStepRefusedAfterThePush(t *testing.T) {
 		{[]string{"push", "-c", "echo a", "--after-group", "nosuchgroup"}, cli.ExitUsage, "no group of this name"},
 		{[]string{"push", "-c", "echo a", "--after", "0123456789abcdef0123456789abcdef"}, cli.ExitUsage, "no task with this ID"},
 		{[]string{"push", "--group", "g", "-c", "echo a", "--then", "echo step"}, 0, "step of group g held"},
-		{[]string{"push", "--group", "g", "-c", "echo b", "--then", "echo step 2"}, cli.ExitFailure, "the tasks were pushed (group g), but its step was not held"},
-		{[]string{"size"}, 0, "2"},
+		{[]string{"push", "--group", "g", "-c", "echo b", "--then", "echo step 2"}, cli.ExitUsage, "group g has a step already (task " + jobq.ThenTaskID("g") + ", held); nothing was pushed"},
+		{[]string{"size"}, 0, "1"},
 		{[]string{"policy", "set", "results", "none"}, 0, ""},
 		{[]string{"push", "-c", "echo c", "--then", "echo s"}, cli.ExitUsage, "push --then needs result records"},
 		{[]string{"push", "-c", "echo c", "--after", jobq.ThenTaskID("g")}, cli.ExitUsage, "or leave --after out"},
 		{[]string{"push", "-c", "echo c", "--after-group", "g"}, cli.ExitUsage, "push --after-group needs result records"},
-		{[]string{"size"}, 0, "2"},
+		{[]string{"size"}, 0, "1"},
 	}
 	for _, s := range steps {
 		code, out, errOut := run(t, append([]string{q}, s.args...)...)
