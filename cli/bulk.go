@@ -89,6 +89,9 @@ func (ff *filterFlags) filter(now time.Time) (jobq.Filter, error) {
 		if err != nil {
 			return f, usageError("--exit-code %q is not a number: give the exit status, such as --exit-code 137", ff.exitCode)
 		}
+		if c > 255 {
+			return f, usageError("--exit-code %d is out of range: a command exits with 0-255 (a Go handler may set a negative code), so no dead letter matches", c)
+		}
 		f.ExitCode = &c
 	}
 	var err error

@@ -23,6 +23,8 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		{"cancel of dead letters", []string{"cancel", "--state", "dead-lettered", "--all"}, "cancel takes queued tasks"},
 		{"failed is dead-lettered", []string{"requeue", "--state", "failed"}, "--state dead-lettered"},
 		{"exit code not a number", []string{"requeue", "--exit-code", "oom"}, "--exit-code 137"},
+		{"exit code out of range", []string{"requeue", "--exit-code", "300", "--dry-run"}, "--exit-code 300 is out of range: a command exits with 0-255"},
+		{"group timeout without wait", []string{"group", "g", "--timeout", "1h"}, "--timeout bounds group --wait; give --wait with it"},
 		{"since unparsable", []string{"requeue", "--since", "yesterday"}, `--since "yesterday" is neither a duration ago`},
 		{"until unparsable", []string{"purge", "--until", "soon", "--all"}, `--until "soon"`},
 		{"since after until", []string{"requeue", "--since", "1h", "--until", "2h", "--dry-run"}, "is not before until"},

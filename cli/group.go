@@ -79,6 +79,9 @@ counts show it. Workers release it within 2 s of the group's end (so does
 			if cmd.Flags().Changed("then-if") {
 				return usageError("--then-if says when the step of 'group NAME then COMMAND' runs; give it with then")
 			}
+			if cmd.Flags().Changed("timeout") && !wait {
+				return usageError("--timeout bounds group --wait; give --wait with it")
+			}
 			return a.readQueue(ctx, func(q *jobq.Queue) error {
 				g := &groupView{a: a, q: q, name: args[0], asJSON: asJSON}
 				if wait {
