@@ -61,6 +61,11 @@ type workerFlags struct {
 // were running have been requeued.
 const ExitPreempted = 3
 
+// ExitPutBack is pull's exit status when its task did not end: it was put
+// back to run again later (it snoozed, or a signal stopped it) or its lease
+// was lost. It is EX_TEMPFAIL, the status with which a task snoozes.
+const ExitPutBack = worker.ExitSnooze
+
 const workerLong = `Run tasks from the queue until it is empty, then exit 0 (--wait keeps
 polling instead).
 
@@ -221,7 +226,9 @@ func (a *app) pullCommand() *cobra.Command {
 		Short: "Run exactly one task, then exit",
 		Long: `Take one task from the queue, run it as the worker does, and exit: 0 when it
 succeeded or the queue was empty, 1 when it failed (it is then retried or
-dead-lettered as the worker would).`,
+dead-lettered as the worker would), 3 when a preemption notice stopped it,
+75 when it did not end: it snoozed (exited 75) or a signal stopped it, and
+it was put back to run again later.`,
 		Example: `  jobq sqlite://./work.db pull`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -534,6 +541,8 @@ func (a *app) pullResult(c worker.Counts, ev *worker.Event, reason string) error
 		return failure(errors.New("the task failed"))
 	case ev != nil && ev.SettleErr != nil:
 		return failure(a.unsettled(ev))
+	case c.Done == 0 && c.Cancelled == 0 && (c.Requeued > 0 || c.LeaseLost > 0):
+		return &exitError{code: ExitPutBack, err: putBack(ev)}
 	case ev == nil && c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
 		if reason == "queue empty" {
 			a.log.Info("queue is empty: nothing to pull")
@@ -542,6 +551,20 @@ func (a *app) pullResult(c worker.Counts, ev *worker.Event, reason string) error
 		}
 	}
 	return nil
+}
+
+// putBack says why the task of a pull, whose last event was ev, did not
+// end.
+func putBack(ev *worker.Event) error {
+	switch {
+	case ev == nil:
+		return errors.New("the task did not end: it was put back, and runs again later")
+	case ev.Outcome == worker.LockLost:
+		return fmt.Errorf("task %s did not end here: its lease was lost, so another worker may run it", ev.Task.ID)
+	case ev.Err != nil:
+		return fmt.Errorf("task %s did not end: it was put back (%v), and runs again later", ev.Task.ID, ev.Err)
+	}
+	return fmt.Errorf("task %s did not end: it was put back, and runs again later", ev.Task.ID)
 }
 
 // unsettled says what became of the task of ev, whose settlement was not
