@@ -237,9 +237,9 @@ func (a *app) printBulk(v bulkVerb, res jobq.BulkResult, dry, asJSON bool) error
 				why = "moved on meanwhile (a worker took it, or another command did)"
 			}
 			if v.verb == "requeue" {
-				why = "stay dead-lettered: their tasks are queued or running again (a queue keeps one copy of a task ID), or they moved on meanwhile (another command took them)"
+				why = "moved on meanwhile (another command requeued or purged them)"
 				if left == 1 {
-					why = "stays dead-lettered: its task is queued or running again (a queue keeps one copy of a task ID), or it moved on meanwhile (another command took it)"
+					why = "moved on meanwhile (another command requeued or purged it)"
 				}
 			}
 			fmt.Fprintf(a.stdout, "%d %s\n", left, why)

@@ -159,24 +159,20 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 				// As cancel does for an ID it does not find: a typo must not
 				// pass for done in a script.
 				missing := distinct - n
-				they, notDead, their := "they are", "dead letters", "their task"
+				they, notDead := "they are", "dead letters"
 				if missing == 1 {
-					they, notDead, their = "it is", "a dead letter", "its task"
+					they, notDead = "it is", "a dead letter"
 				}
 				why := they + " not " + notDead + " (list them with: " + a.commandHint("dlq list") + ")"
-				if verb == "requeue" {
-					why += ", or " + their + " is queued again"
-				}
 				return failure(fmt.Errorf("%d of the %s given %s not %s: %s", missing, countOf(distinct, "ID"), wasWere(int(missing)), past, why))
 			}
 			if all && verb == "requeue" {
-				// A dead letter whose task is queued again stays (the
-				// queue keeps one copy of a task ID): say so, rather than
-				// let "requeued 0 dead letters" pass for an empty store.
+				// Tasks dead-lettered while the requeue ran stay: say so,
+				// rather than let the count pass for an empty store.
 				if st, err := dl.Stats(ctx); err == nil && st.Known.Dead && st.Dead > 0 {
-					why := "their tasks are queued or running again (a queue keeps one copy of a task ID), or they were dead-lettered meanwhile"
+					why := "they were dead-lettered meanwhile"
 					if st.Dead == 1 {
-						why = "its task is queued or running again (a queue keeps one copy of a task ID), or it was dead-lettered meanwhile"
+						why = "it was dead-lettered meanwhile"
 					}
 					fmt.Fprintf(a.stderr, "jobq: %s not requeued: %s; see them with: %s\n",
 						countOf(st.Dead, "dead letter"), why, a.commandHint("dlq list"))

@@ -455,6 +455,11 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	taken := s.takeDead(ids)
 	for _, dm := range taken {
 		old := dm.m
+		if old.taskID != "" && s.byTask[old.taskID] != nil && d.level(driver.Dedup) == driver.Native {
+			// Its task is queued or running again: the letter merges
+			// into that message (a second copy would run the task twice).
+			continue
+		}
 		m := &message{taskID: old.taskID, body: old.body, priority: old.priority, enqueuedAt: old.enqueuedAt,
 			concKey: old.concKey, rateKey: old.rateKey, group: old.group}
 		s.reopen(m.group, now)

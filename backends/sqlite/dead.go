@@ -26,7 +26,7 @@ var (
 	// reviveDead puts a dead letter back, visible at once, with a fresh
 	// delivery count; it is skipped (no row) when a message with the same
 	// task ID is queued again meanwhile (the trigger jobq_messages_dedup,
-	// keys.go), and then stays dead.
+	// keys.go), and the dead letter then merges into that message.
 	// A priority or enqueue time that is not one (another tool wrote it)
 	// is repaired on the way, so that the claim does not quarantine the
 	// message again: priorities are clamped, a bad time becomes now.
@@ -103,6 +103,18 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 			var grp string
 			switch err := tx.QueryRow(reviveDead, now, id, d.cfg.queue).Scan(&grp); {
 			case errors.Is(err, sql.ErrNoRows):
+				// No dead letter of this ID, or its task is queued again:
+				// the letter merges into that message (the driver
+				// contract), leaving its group's counts and records.
+				res, err := tx.Exec(deleteDead, id, d.cfg.queue)
+				if err != nil {
+					return err
+				}
+				n, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				moved += n
 				continue
 			case err != nil:
 				return err

@@ -202,6 +202,38 @@ func checkDeadLetterRequeuePurge(c *C) {
 	c.receiveNone(q, time.Time{}, "the purged dead letters must not come back")
 }
 
+// checkRequeueDeadOfQueuedID: a dead letter whose task ID is queued
+// again merges into that message when requeued (driver.GroupStore's
+// contract): it leaves the dead letters and counts as moved, and the task
+// runs once, not twice. Checked where dedup is native.
+func checkRequeueDeadOfQueuedID(c *C) {
+	q := c.open()
+	if level(q, driver.DeadLetter) == driver.Unsupported || level(q, driver.Dedup) != driver.Native {
+		return
+	}
+	t := task("dlq queued again")
+	id := c.push(q, t)[0]
+	if err := c.receive(q, c.longVis(q)).DeadLetter(c.ctx(), "to the dlq", ""); err != nil {
+		c.Fatalf("dead-letter: %v", err)
+	}
+	dead := c.listDead(q, 1)
+	if res, err := q.Push(c.ctx(), task("dlq queued again")); err != nil || res.Duplicate || res.ID != id {
+		c.Fatalf("push of the dead-lettered task again: %+v, %v; want it stored under ID %s", res, err, id)
+	}
+	if n, err := q.Admin().RequeueDeadLetters(c.ctx(), dead[0].MessageID); err != nil || n != 1 {
+		c.Fatalf("requeue of the dead letter whose task is queued again: moved %d, error %v; want 1 (merged)", n, err)
+	}
+	if left, err := q.Admin().DeadLetters(c.ctx(), 10); err != nil || len(left) != 0 {
+		c.Errorf("after the requeue %d dead letters are left (error %v); want the merged one gone", len(left), err)
+	}
+	e := c.receive(q, c.longVis(q))
+	if e.Task.ID != id {
+		c.Errorf("received task %s, want %s", e.Task.ID, id)
+	}
+	c.complete(e)
+	c.receiveNone(q, time.Time{}, "the dead letter merged into the queued copy: the task runs once")
+}
+
 // checkFailRetryBudget: Fail requeues while the retry budget lasts, then
 // dead-letters with the cause.
 func checkFailRetryBudget(c *C) {

@@ -116,6 +116,7 @@ func checks() []check {
 		{"Priority", checkPriority},
 		{"DeadLetter", checkDeadLetter},
 		{"DeadLetterRequeuePurge", checkDeadLetterRequeuePurge},
+		{"RequeueDeadOfQueuedID", checkRequeueDeadOfQueuedID},
 		{"FailRetryBudget", checkFailRetryBudget},
 		{"Poison", checkPoison},
 		{"CorruptRecord", checkCorruptRecord},
