@@ -483,6 +483,25 @@ func cancelOutcomes(ids []string, state map[string]driver.ResultState, removed, 
 // cancelRequestedText is the error of a CancelRequested record.
 const cancelRequestedText = "cancel requested: the worker that holds this task, or next receives a task with this ID, stops it"
 
+// groupsOf returns the groups of those of ids that are live tasks in a
+// group, for the records of the tasks Cancel removes (a task's group is
+// in its message, which only the removal sees). Where the driver cannot
+// tell, or the read fails (logged), it returns none: the records then
+// name no group, and the group's counts, kept by the driver, are right all
+// the same.
+func (q *Queue) groupsOf(ctx context.Context, ids []string) map[string]string {
+	f, ok := q.drv.(driver.TaskGroupFinder)
+	if !ok || q.caps.Level(driver.Groups) != driver.Native {
+		return nil
+	}
+	groups, err := f.FindTaskGroups(ctx, ids)
+	if err != nil {
+		q.log.Warn("jobq: could not read the groups of the tasks to cancel; their records name no group", "error", err)
+		return nil
+	}
+	return groups
+}
+
 // removeTasks is Cancel where the backend removes queued tasks by ID: the
 // driver removes the open tasks that are queued or delayed and stores
 // their Cancelled records, and stores the CancelRequested records of
@@ -495,11 +514,12 @@ const cancelRequestedText = "cancel requested: the worker that holds this task, 
 // records of those not removed are read again, and an end found is put
 // in state (the cancel came too late).
 func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultStore, remover driver.TaskRemover, open []string, state map[string]driver.ResultState, removed, missing map[string]bool) error {
+	groups := q.groupsOf(ctx, open)
 	at := time.Now()
 	done := make([]*driver.ResultRecord, len(open))
 	asked := make([]*driver.ResultRecord, len(open))
 	for i, id := range open {
-		done[i] = q.newRecord(id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled while it waited in the queue"})
+		done[i] = q.newRecord(id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled while it waited in the queue", group: groups[id]})
 		asked[i] = q.newRecord(id, driver.ResultCancelRequested, at, &recordDetails{errText: cancelRequestedText})
 	}
 	gone, held, err := remover.RemoveTasks(ctx, done, asked)

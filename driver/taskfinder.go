@@ -14,3 +14,15 @@ type TaskFinder interface {
 	// messages (ready, delayed or in flight), in any order, each once.
 	FindTasks(ctx context.Context, ids []string) ([]string, error)
 }
+
+// TaskGroupFinder is implemented by TaskFinder drivers that keep groups
+// (Groups Native). Admin.Cancel reads it before RemoveTasks, so that the
+// record of a queued task it removes names the task's group, as the record
+// of a task that ran does: the records are built before the removal,
+// which alone sees the messages.
+type TaskGroupFinder interface {
+	// FindTaskGroups returns the group of each of ids that is the task ID
+	// of a live message (ready, delayed or in flight) in a group. IDs of
+	// tasks without a group, or not live, are left out.
+	FindTaskGroups(ctx context.Context, ids []string) (map[string]string, error)
+}

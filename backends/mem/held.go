@@ -195,3 +195,20 @@ func (d *Driver) FindTasks(ctx context.Context, ids []string) ([]string, error) 
 	}
 	return out, nil
 }
+
+// FindTaskGroups implements driver.TaskGroupFinder.
+func (d *Driver) FindTaskGroups(ctx context.Context, ids []string) (map[string]string, error) {
+	if err := d.closing.Check(ctx); err != nil {
+		return nil, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for _, id := range ids {
+		if m := s.byTask[id]; m != nil && m.group != "" {
+			out[id] = m.group
+		}
+	}
+	return out, nil
+}

@@ -8,39 +8,69 @@ import (
 	"github.com/jobq/jobq/driver"
 )
 
-var _ driver.TaskFinder = (*Driver)(nil)
+var (
+	_ driver.TaskFinder      = (*Driver)(nil)
+	_ driver.TaskGroupFinder = (*Driver)(nil)
+)
 
 // findTasksSQL selects the task keys among $2 of the live messages of
-// queue $1 (messages_task_key, the index that dedups pushes).
-const findTasksSQL = `SELECT task_key FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::bytea[])`
+// queue $1, with their groups (messages_task_key, the index that dedups
+// pushes).
+const findTasksSQL = `SELECT task_key, coalesce(grp, '') FROM {{s}}.messages WHERE queue = $1 AND task_key = ANY($2::bytea[])`
 
 // FindTasks implements driver.TaskFinder: one read of the task-key index.
 func (d *Driver) FindTasks(ctx context.Context, ids []string) ([]string, error) {
+	var out []string
+	err := d.findLive(ctx, ids, func(id, _ string) { out = append(out, id) })
+	return out, err
+}
+
+// FindTaskGroups implements driver.TaskGroupFinder, as FindTasks reads.
+func (d *Driver) FindTaskGroups(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	err := d.findLive(ctx, ids, func(id, grp string) {
+		if grp != "" {
+			out[id] = grp
+		}
+	})
+	return out, err
+}
+
+// liveTask is a row of findTasksSQL.
+type liveTask struct {
+	key []byte
+	grp string
+}
+
+// findLive calls found with the ID and group of each of ids that is the
+// task ID of a live message, once per ID.
+func (d *Driver) findLive(ctx context.Context, ids []string, found func(id, grp string)) error {
 	if err := d.closing.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil
 	}
 	keys := taskKeys(ids)
 	rows, err := d.pool.Query(ctx, d.hsql.find, d.cfg.queue, keys)
 	if err != nil {
-		return nil, wrap(ctx, "find tasks", err)
+		return wrap(ctx, "find tasks", err)
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (t liveTask, err error) {
+		return t, r.Scan(&t.key, &t.grp)
+	})
 	if err != nil {
-		return nil, wrap(ctx, "find tasks", err)
+		return wrap(ctx, "find tasks", err)
 	}
-	live := make(map[string]bool, len(found))
-	for _, k := range found {
-		live[string(k)] = true
+	grp := make(map[string]string, len(live))
+	for _, t := range live {
+		grp[string(t.key)] = t.grp
 	}
-	var out []string
 	for i, k := range keys {
-		if live[string(k)] {
-			delete(live, string(k))
-			out = append(out, ids[i])
+		if g, ok := grp[string(k)]; ok {
+			delete(grp, string(k))
+			found(ids[i], g)
 		}
 	}
-	return out, nil
+	return nil
 }

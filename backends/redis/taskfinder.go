@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/jobq/jobq/driver"
 )
 
@@ -37,4 +39,45 @@ func foundIDs(ids []string, vals []any) []string {
 		}
 	}
 	return out
+}
+
+var _ driver.TaskGroupFinder = (*Driver)(nil)
+
+// findGroupsScript returns, for each task ID in ARGV[2..] that a live
+// message holds, the ID and the message's group (empty for none), in one
+// atomic read.
+var findGroupsScript = goredis.NewScript(common + `
+local out = {}
+for i = 2, #ARGV do
+  local mid = redis.call('HGET', P .. 'ids', ARGV[i])
+  if mid then
+    out[#out + 1] = ARGV[i]
+    out[#out + 1] = redis.call('HGET', mkey(mid), 'g') or ''
+  end
+end
+return out`)
+
+// FindTaskGroups implements driver.TaskGroupFinder: one script.
+func (d *Driver) FindTaskGroups(ctx context.Context, ids []string) (map[string]string, error) {
+	if err := d.closing.Check(ctx); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := d.scriptArgs(len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	pairs, err := d.runArgs(ctx, findGroupsScript, args).StringSlice()
+	if err != nil {
+		return nil, d.fail("find the groups of tasks", err)
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			out[pairs[i]] = pairs[i+1]
+		}
+	}
+	return out, nil
 }

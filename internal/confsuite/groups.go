@@ -219,7 +219,8 @@ func (c *C) settleGrouped(q *handle, e *jobq.Envelope, name, g string, dead bool
 }
 
 // checkGroupCancel: a queued task that Admin.Cancel removes counts as
-// cancelled in its group (Cancel native), or once its worker drops it.
+// cancelled in its group (Cancel native), or once its worker drops it;
+// either way its record names the group.
 func (c *C) checkGroupCancel(q *handle, g string) {
 	c.Helper()
 	if level(q, driver.Results) == driver.Unsupported || level(q, driver.Cancel) == driver.Unsupported {
@@ -234,6 +235,15 @@ func (c *C) checkGroupCancel(q *handle, g string) {
 		c.settleCancelled(q, c.receive(q, c.longVis(q)), id)
 	}
 	c.expectGroup(q, g, driver.GroupCounters{Pushed: 1, Cancelled: 1}, "after its only task was cancelled")
+	// Its record names the group, as a record of a task that ran does, so
+	// that results of the group list it.
+	r, err := q.Result(c.ctx(), id)
+	switch {
+	case err != nil:
+		c.Fatalf("result of the task cancelled in group %s: %v", g, err)
+	case r.State != driver.ResultCancelled || r.Group != g:
+		c.Errorf("record of the task cancelled in group %s: state %s, group %q; want cancelled, in the group", g, r.State, r.Group)
+	}
 }
 
 // expectGroup checks the counts of group g against want (Name, times and

@@ -34,6 +34,7 @@ var featureInterfaces = []featureInterface{
 	{driver.Dependencies, driver.Emulated, "driver.HeldStore", implements[driver.HeldStore]},
 	{driver.BulkActions, driver.Native, "driver.Pager", implements[driver.Pager]},
 	{driver.Dependencies, driver.Native, "driver.TaskFinder", implements[driver.TaskFinder]},
+	{driver.Groups, driver.Native, "driver.TaskGroupFinder", implements[driver.TaskGroupFinder]},
 	{driver.ResultHistory, driver.Emulated, "driver.ResultLister or driver.ResultAggregator", implementsHistory},
 	{driver.ResultHistory, driver.Native, "driver.ResultAggregator", implements[driver.ResultAggregator]},
 }
