@@ -25,6 +25,16 @@ func (a *app) commandHint(args string) string {
 	return "jobq " + shellword.Quote(redact.URL(a.queue)) + " " + args
 }
 
+// withQueueHints puts the queue's URL (redacted) into the commands the
+// library's messages suggest as `jobq QUEUE ...`, so that they can be run
+// as they are printed.
+func (a *app) withQueueHints(msg string) string {
+	if a.queue == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, "`jobq QUEUE ", "`"+a.commandHint(""))
+}
+
 // resumePushHint is the command that pushes the input again from line
 // from: from the file standard input was read from, where it was one,
 // else from the same producer piped through tail.

@@ -91,7 +91,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// redacted: cobra's quote the command line ("unknown command
 		// postgres://u:PW@..."), and backends' may quote a URL or a
 		// connection string.
-		msg := redact.String(err.Error())
+		msg := a.withQueueHints(redact.String(err.Error()))
 		if !strings.HasPrefix(msg, "jobq") {
 			msg = "jobq: " + msg
 		}

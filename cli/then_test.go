@@ -255,7 +255,7 @@ func TestPushAfterEndedParent(t *testing.T) {
 		want   []string
 		wrong  string
 	}{
-		{"dead-lettered", dead, []string{"after " + dead + ": that task was dead-lettered already", "`jobq QUEUE dlq requeue MESSAGE_ID`", "`jobq QUEUE show " + dead + "`"}, ""},
+		{"dead-lettered", dead, []string{"after " + dead + ": that task was dead-lettered already", "`jobq '" + q + "' dlq requeue MESSAGE_ID`", "`jobq '" + q + "' show " + dead + "`"}, ""},
 		{"cancelled", cancelled, []string{"after " + cancelled + ": that task was cancelled", "push the parent again"}, "dlq requeue"},
 	}
 	for _, tt := range tests {
