@@ -302,7 +302,7 @@ func capitalize(s string) string {
 func (a *app) requeueCommand() *cobra.Command {
 	ff := filterFlags{verb: "requeue", states: []string{"dead-lettered"}}
 	cmd := &cobra.Command{
-		Use:   "requeue [--kind K] [--key K] [--exit-code N] [--error TEXT] [--since T] [--until T] [--dry-run] [--yes]",
+		Use:   "requeue [--all | --kind K] [--key K] [--exit-code N] [--error TEXT] [--since T] [--until T] [--dry-run] [--yes]",
 		Short: "Requeue (redrive) the dead letters a filter matches",
 		Long: `Move the dead letters that match every filter given back to the queue, as
 'dlq requeue' does for one: each keeps its attempt history, and its result
@@ -330,6 +330,9 @@ Exit 0 when done, 1 when the backend failed, 2 for a bad flag or filter.`,
 		},
 	}
 	ff.add(cmd.Flags(), "dead-lettered (the default and only one)")
+	// As purge, cancel and dlq requeue take it; with no filter requeue
+	// takes every dead letter already.
+	cmd.Flags().BoolVar(&ff.all, "all", false, "every dead letter (as no filter does)")
 	return cmd
 }
 

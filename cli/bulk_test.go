@@ -83,7 +83,7 @@ func TestBulkByFilter(t *testing.T) {
 // stayed listed and ran the task again when requeued later.
 func TestRequeueDeadLetterOfQueuedTask(t *testing.T) {
 	t.Parallel()
-	for _, requeue := range [][]string{{"dlq", "requeue", "--all"}, {"requeue", "--yes"}} {
+	for _, requeue := range [][]string{{"dlq", "requeue", "--all"}, {"requeue", "--yes"}, {"requeue", "--all", "--yes"}} {
 		t.Run(strings.Join(requeue, " "), func(t *testing.T) {
 			t.Parallel()
 			q := sqliteQueue(t)
