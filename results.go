@@ -109,6 +109,19 @@ func (q *Queue) keepsRecords(op string) error {
 			"keep them with `jobq QUEUE policy set results all` (or `results failed`, which keeps full records of failures only)"}
 }
 
+// stillKeepsRecords is keepsRecords during a wait: the policy became none
+// after the wait began (this handle sees a change made elsewhere within
+// policyRefresh), so the tasks not reported yet would end without a record
+// and the wait would never return.
+func (q *Queue) stillKeepsRecords(op string) error {
+	if q.policies.results() != driver.ResultsNone {
+		return nil
+	}
+	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+		Msg: "the queue's results policy was set to none during the wait: the tasks not reported yet end without a result record, so the wait stops; " +
+			"keep records with `jobq QUEUE policy set results all` (or `results failed`), and tasks that end after that are recorded again"}
+}
+
 // unsupported is the Unimplemented error of a call that needs f.
 func (q *Queue) unsupported(op string, f driver.Feature, what string) error {
 	msg := "backend " + q.backend() + " " + what
@@ -275,6 +288,9 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 		pending = left
 		if len(pending) == 0 {
 			return nil
+		}
+		if err := q.stillKeepsRecords(op); err != nil {
+			return err
 		}
 		if waiter != nil && !stale {
 			if err := waiter.WaitResults(ctx, pending, waitNotified); err != nil && !out.rideOut(ctx, err) {
