@@ -54,6 +54,67 @@ func (q *Queue) heldStore(op string) (driver.HeldStore, driver.ResultStore, erro
 	return hs, q.results, nil
 }
 
+// checkNoRecordsNeeded fails with FailedPrecondition when a held task
+// waits for a parent, by ID, that has not ended: its release reads the
+// parent's success from its result record, which the results policy none
+// would not keep, so the task would stay held for good. op is the policy
+// change being refused. Where the queue cannot hold tasks it does nothing.
+func (q *Queue) checkNoRecordsNeeded(ctx context.Context, op string) error {
+	hs, ok := q.drv.(driver.HeldStore)
+	if !ok || q.results == nil || q.caps.Level(driver.Dependencies) == driver.Unsupported {
+		return nil
+	}
+	cursor := ""
+	for {
+		page, next, err := hs.ListHeld(ctx, cursor, sweepPage)
+		if err != nil {
+			return q.wrap(op, err)
+		}
+		if held, parent, err := q.heldOnOpenParent(ctx, op, page); err != nil || held != "" {
+			if err != nil {
+				return err
+			}
+			return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+				Msg: fmt.Sprintf("results none would keep no record of task %s, and held task %s runs only once that record says it succeeded, so it would stay held for good; "+
+					"set it once the held tasks are released, or cancel them (`jobq QUEUE cancel %s`)", parent, held, held)}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// heldOnOpenParent returns a held task of page and the parent it names by
+// ID that has not ended (no final record); "" when there is none.
+func (q *Queue) heldOnOpenParent(ctx context.Context, op string, page []*driver.HeldMessage) (held, parent string, err error) {
+	var ids []string
+	for _, h := range page {
+		ids = append(ids, h.After...)
+	}
+	if len(ids) == 0 {
+		return "", "", nil
+	}
+	recs, err := q.getResults(ctx, op, q.results, uniqueIDs(ids))
+	if err != nil {
+		return "", "", err
+	}
+	ended := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		if r != nil && r.State.Final() {
+			ended[r.ID] = true
+		}
+	}
+	for _, h := range page {
+		for _, p := range h.After {
+			if !ended[p] {
+				return h.Message.ID, p, nil
+			}
+		}
+	}
+	return "", "", nil
+}
+
 // checkAfter refuses parents no backend can keep: too many, an empty or
 // invalid ID, an invalid group name.
 func checkAfter(op string, t *Task) error {

@@ -201,6 +201,11 @@ func (p *Admin) SetPolicy(ctx context.Context, pol driver.Policy) error {
 			return err
 		}
 	}
+	if pol.Kind == driver.ResultsPolicy && driver.ResultsMode(pol.Limit) == driver.ResultsNone {
+		if err := p.q.checkNoRecordsNeeded(ctx, op); err != nil {
+			return err
+		}
+	}
 	err = ps.SetPolicy(ctx, pol)
 	p.q.policies.invalidate()
 	return p.q.wrapWrite(op, err)
