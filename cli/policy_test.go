@@ -204,6 +204,21 @@ func TestResultsPolicyCommands(t *testing.T) {
 	runSteps(t, q, steps)
 }
 
+// TestWaitUnderResultsNoneNoResume: wait under results none is refused,
+// and the refusal offers no `jobq QUEUE wait` to resume with (it would be
+// refused the same way), nor claims that the tasks have not ended.
+func TestWaitUnderResultsNoneNoResume(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	if code, _, errOut := run(t, q, "policy", "set", "results", "none"); code != 0 {
+		t.Fatalf("policy set results none: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := run(t, q, "wait", "0123456789abcdef0123456789abcdef")
+	if code != cli.ExitFailure || !strings.Contains(errOut, "policy set results all") || strings.Contains(errOut, "resume with") || strings.Contains(errOut, "not ended") {
+		t.Fatalf("wait under results none: exit %d, %q; want exit 1 naming the policy, without a resume hint", code, errOut)
+	}
+}
+
 // TestPushWaitForRoomLargerThanMaxDepth: push --wait-for-room of more
 // lines than the queue's max-depth goes in parts that fit the room left
 // (here a delayed task holds one of three places), as consumers make

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/hooks"
 )
 
@@ -194,6 +195,11 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 		}
 	}()
 
+	// A wait for no task checks at once that the queue can be waited on
+	// (its results policy keeps records), before the notes below.
+	if err := w.q.WaitFunc(waitCtx, nil, jobq.WaitOptions{}, nil); err != nil {
+		return resultFailure(err)
+	}
 	w.noteCancels(waitCtx, ids)
 	go w.watchGone(waitCtx, ids)
 	w.started = time.Now()
@@ -215,7 +221,9 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 			return failure(err)
 		}
 		e := resultFailure(err)
-		if p := w.pending(ids); len(p) > 0 {
+		// Under results none (set during the wait) a resumed wait would
+		// be refused too: no hint then.
+		if p := w.pending(ids); len(p) > 0 && errcode.Of(err) != errcode.FailedPrecondition {
 			// The wait failed, not the tasks: say how to wait for the
 			// rest, the IDs push --wait pushed included.
 			e = &exitError{code: exitCode(e), err: fmt.Errorf("%w; %d of %s %s not ended (stopping the wait does not stop them); %s",
