@@ -33,7 +33,10 @@ func init() {
 		return asQueue(q).withdrawWorker(ctx, w.(*WorkerInfo))
 	}
 	hooks.CancelRequested = func(ctx context.Context, q any, ids []string) ([]string, error) {
-		return asQueue(q).cancelRequested(ctx, ids)
+		return asQueue(q).cancelRequested(ctx, ids, nil)
+	}
+	hooks.CancelRequestedOf = func(ctx context.Context, q any, ids []string, pushed []time.Time) ([]string, error) {
+		return asQueue(q).cancelRequested(ctx, ids, pushed)
 	}
 	hooks.MaybeApplied = maybeApplied
 	hooks.MarkMaybeApplied = markMaybeApplied

@@ -577,7 +577,14 @@ func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultS
 // have not ended: what a worker polls for the tasks it runs, in one call.
 // It is always empty where the backend keeps no results (nothing can ask
 // for a cancel there).
-func (q *Queue) cancelRequested(ctx context.Context, ids []string) ([]string, error) {
+//
+// pushed, when not nil, holds when each task's message was pushed (zero
+// when unknown). Where Cancel is Native a request is recorded only for a
+// task in flight, so one written before the message was pushed (less
+// staleCancelSlack, for the clocks) was for an earlier task with this ID
+// that ended by itself without a record over the request (results none):
+// it is not for this one, and is ignored.
+func (q *Queue) cancelRequested(ctx context.Context, ids []string, pushed []time.Time) ([]string, error) {
 	const op = "cancel-requested"
 	if err := q.checkOpen(op); err != nil {
 		return nil, err
@@ -589,14 +596,23 @@ func (q *Queue) cancelRequested(ctx context.Context, ids []string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
+	native := q.caps.Level(driver.Cancel) == driver.Native
 	var out []string
 	for i, rec := range recs {
-		if rec != nil && rec.State == driver.ResultCancelRequested {
-			out = append(out, ids[i])
+		if rec == nil || rec.State != driver.ResultCancelRequested {
+			continue
 		}
+		if native && pushed != nil && !pushed[i].IsZero() && rec.UpdatedAt.Before(pushed[i].Add(-staleCancelSlack)) {
+			continue
+		}
+		out = append(out, ids[i])
 	}
 	return out, nil
 }
+
+// staleCancelSlack is how far the clock of the process that asked for a
+// cancel may lag the one that pushed the task (cancelRequested).
+const staleCancelSlack = time.Second
 
 // PurgeResults deletes the result records whose retention has passed and
 // returns how many it deleted. Workers call it now and then; where the
@@ -646,7 +662,7 @@ func (e *Envelope) SetResult(d ResultDetails) {
 // cancelRequested reports whether a cancel was asked for this task (see
 // Admin.Cancel): the worker should stop it and settle it with Cancel.
 func (e *Envelope) cancelRequested(ctx context.Context) (bool, error) {
-	ids, err := e.q.cancelRequested(ctx, []string{e.Task.ID})
+	ids, err := e.q.cancelRequested(ctx, []string{e.Task.ID}, []time.Time{e.EnqueuedAt})
 	return len(ids) > 0, err
 }
 

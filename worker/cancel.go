@@ -54,19 +54,22 @@ func (r *running) untrack(env *jobq.Envelope) {
 	r.mu.Unlock()
 }
 
-// ids returns the IDs of the running tasks, each once.
-func (r *running) ids() []string {
+// ids returns the IDs of the running tasks, each once, and when each
+// one's message was pushed.
+func (r *running) ids() (ids []string, pushed []time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ids := make([]string, 0, len(r.tasks))
+	ids = make([]string, 0, len(r.tasks))
+	pushed = make([]time.Time, 0, len(r.tasks))
 	seen := make(map[string]bool, len(r.tasks))
 	for env := range r.tasks {
 		if id := env.Task.ID; !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
+			pushed = append(pushed, env.EnqueuedAt)
 		}
 	}
-	return ids
+	return ids, pushed
 }
 
 // stop cancels the running tasks whose ID is in ids, with cause
@@ -107,12 +110,12 @@ func (w *Worker) cancelLoop(stop <-chan struct{}) {
 		case <-stop:
 			return
 		}
-		ids := w.inflight.ids()
+		ids, pushed := w.inflight.ids()
 		if len(ids) == 0 {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-		requested, err := hooks.CancelRequested(ctx, w.q, ids)
+		requested, err := hooks.CancelRequestedOf(ctx, w.q, ids, pushed)
 		cancel()
 		switch {
 		case errcode.Of(err) == errcode.Unimplemented:
@@ -151,16 +154,18 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 		return nil
 	}
 	ids := make([]string, 0, len(envs))
+	pushed := make([]time.Time, 0, len(envs))
 	for _, env := range envs {
 		if level == driver.Emulated || env.DeliveryCount > 1 && w.o.CancelPoll > 0 {
 			ids = append(ids, env.Task.ID)
+			pushed = append(pushed, env.EnqueuedAt)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelLookupTimeout)
-	requested, err := hooks.CancelRequested(ctx, w.q, ids)
+	requested, err := hooks.CancelRequestedOf(ctx, w.q, ids, pushed)
 	cancel()
 	if err != nil {
 		w.log.Warn("could not look up cancel requests for the received tasks; running them", "error", err)

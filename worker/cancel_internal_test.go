@@ -26,7 +26,7 @@ func TestRunningRegistry(t *testing.T) {
 		return ctx
 	}
 	ctxA, ctxA2, ctxB := tracked(a), tracked(a2), tracked(b)
-	ids := r.ids()
+	ids, _ := r.ids()
 	slices.Sort(ids)
 	if !slices.Equal(ids, []string{"a", "b"}) {
 		t.Fatalf("ids %v; want a, b", ids)
@@ -45,7 +45,7 @@ func TestRunningRegistry(t *testing.T) {
 	for _, env := range []*jobq.Envelope{a, a2, b} {
 		r.untrack(env)
 	}
-	if ids := r.ids(); len(ids) != 0 || len(r.stop([]string{"a"})) != 0 {
+	if ids, _ := r.ids(); len(ids) != 0 || len(r.stop([]string{"a"})) != 0 {
 		t.Fatalf("ids %v after untracking all; want none", ids)
 	}
 }

@@ -39,6 +39,10 @@ var (
 	WithdrawWorker func(ctx context.Context, q, w any) error
 	// CancelRequested returns which of ids have a cancel requested.
 	CancelRequested func(ctx context.Context, q any, ids []string) ([]string, error)
+	// CancelRequestedOf is CancelRequested for the tasks of messages
+	// pushed at pushed (zero when unknown), in the order of ids: a
+	// request older than its message is ignored where Cancel is Native.
+	CancelRequestedOf func(ctx context.Context, q any, ids []string, pushed []time.Time) ([]string, error)
 	// BaseAttributes are the attributes every metric point of q carries.
 	BaseAttributes func(q any) []attribute.KeyValue
 	// MaybeApplied reports whether err is a *jobq.Error with MaybeApplied

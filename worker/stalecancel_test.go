@@ -1,0 +1,93 @@
+package worker_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/postgres"
+	_ "github.com/jobq/jobq/backends/redis"
+	_ "github.com/jobq/jobq/backends/sqlite"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/worker"
+)
+
+// TestStaleCancelRequestUnderResultsNone: under results none, a task that
+// ends by itself after a cancel was asked for it, before its worker saw
+// the request, writes no record over the request. A task pushed again
+// later with the same ID must run to its end: the old request is not for
+// it. It used to be stopped as cancelled by its worker's next poll.
+func TestStaleCancelRequestUnderResultsNone(t *testing.T) {
+	t.Parallel()
+	suffix := time.Now().Format("150405.000000")
+	for name, u := range map[string]string{
+		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "c.db") + "?queue=hc-stalecancel",
+		"postgres": "postgres://postgres@127.0.0.1:5432/test?schema=jobq_hc&queue=hc-stalecancel-" + suffix,
+		"redis":    "redis://127.0.0.1:6379/0?queue=hc-stalecancel-" + suffix,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			q, err := jobq.Open(t.Context(), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			t.Cleanup(func() {
+				_, _ = q.Admin().UnsetPolicy(context.Background(), driver.ResultsPolicy, "")
+				_, _ = q.Admin().Clear(context.Background())
+			})
+			if err := q.Admin().SetPolicy(t.Context(), driver.KeepResults(driver.ResultsNone)); err != nil {
+				t.Fatal(err)
+			}
+			task := func() *jobq.Task { return &jobq.Task{Command: "run " + suffix} }
+			id := pushOne(t, q, task())
+
+			// The first run: cancelled while it runs, it ends by itself
+			// before its worker (which does not poll) sees the request.
+			started, release := make(chan struct{}), make(chan struct{})
+			first := worker.New(q, startSignal(worker.HandlerFunc(func(context.Context, *worker.Job) error {
+				<-release
+				return nil
+			}), started), worker.Options{Logger: quietLog(), CancelPoll: -1, MaxTasks: 1})
+			errc := make(chan error, 1)
+			go func() { errc <- first.Run(t.Context()) }()
+			<-started
+			res, err := q.Admin().Cancel(t.Context(), id)
+			if err != nil || len(res) != 1 || res[0].Outcome != jobq.CancelPending {
+				t.Fatalf("cancel of the running task = %+v, %v; want it requested", res, err)
+			}
+			close(release)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if c := first.Counts(); c.Done != 1 {
+				t.Fatalf("first run: counts %+v; want it done", c)
+			}
+
+			// The second run of the same task, pushed afterwards, is not
+			// cancelled by the first run's request.
+			time.Sleep(1100 * time.Millisecond) // past the clocks' slack
+			if got := pushOne(t, q, task()); got != id {
+				t.Fatalf("pushed again as %s; want %s", got, id)
+			}
+			started2 := make(chan struct{})
+			second := worker.New(q, startSignal(worker.HandlerFunc(func(ctx context.Context, _ *worker.Job) error {
+				// Long enough for many polls: a stale request stops it.
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Second):
+					return nil
+				}
+			}), started2), worker.Options{Logger: quietLog(), CancelPoll: 20 * time.Millisecond, MaxTasks: 1})
+			if err := second.Run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if c := second.Counts(); c.Done != 1 || c.Cancelled != 0 {
+				t.Fatalf("second run: counts %+v; want it done, not cancelled by the first run's request", c)
+			}
+		})
+	}
+}
