@@ -611,8 +611,10 @@ func (q *Queue) cancelRequested(ctx context.Context, ids []string, pushed []time
 }
 
 // staleCancelSlack is how far the clock of the process that asked for a
-// cancel may lag the one that pushed the task (cancelRequested).
-const staleCancelSlack = time.Second
+// cancel may lag the engine's, which stamped the push (cancelRequested):
+// generous, since a request ignored for skew would be a cancel lost, while
+// a stale one needs its ID pushed again within the slack to do harm.
+const staleCancelSlack = time.Minute
 
 // PurgeResults deletes the result records whose retention has passed and
 // returns how many it deleted. Workers call it now and then; where the

@@ -11,6 +11,7 @@ import (
 	_ "github.com/jobq/jobq/backends/redis"
 	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -68,7 +69,7 @@ func TestStaleCancelRequestUnderResultsNone(t *testing.T) {
 
 			// The second run of the same task, pushed afterwards, is not
 			// cancelled by the first run's request.
-			time.Sleep(1100 * time.Millisecond) // past the clocks' slack
+			ageCancelRequest(t, q, id, 2*time.Minute) // past the clocks' slack
 			if got := pushOne(t, q, task()); got != id {
 				t.Fatalf("pushed again as %s; want %s", got, id)
 			}
@@ -89,5 +90,32 @@ func TestStaleCancelRequestUnderResultsNone(t *testing.T) {
 				t.Fatalf("second run: counts %+v; want it done, not cancelled by the first run's request", c)
 			}
 		})
+	}
+}
+
+// ageCancelRequest moves the cancel request of task id back by d, as if it
+// had been asked for that long ago.
+func ageCancelRequest(t *testing.T, q *jobq.Queue, id string, d time.Duration) {
+	t.Helper()
+	store, ok := hooks.Driver(q).(driver.ResultStore)
+	if !ok {
+		t.Fatal("the driver keeps no records")
+	}
+	recs, err := store.GetResults(t.Context(), []string{id})
+	if err != nil || len(recs) != 1 || recs[0] == nil || recs[0].State != driver.ResultCancelRequested {
+		t.Fatalf("the request of task %s: %v, %v; want a cancel-requested record", id, recs, err)
+	}
+	// A request replaces no unexpired record: delete it, then put it back.
+	del, ok := store.(driver.ResultDeleter)
+	if !ok {
+		t.Fatal("the driver cannot delete records")
+	}
+	if _, err := del.DeleteResults(t.Context(), []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	r := *recs[0]
+	r.UpdatedAt = r.UpdatedAt.Add(-d)
+	if err := store.PutResults(t.Context(), []*driver.ResultRecord{&r}); err != nil {
+		t.Fatal(err)
 	}
 }
