@@ -104,7 +104,12 @@ anything, unless --yes; --dry-run only counts.`,
 					}
 				}
 				if len(missing) > 0 {
-					return failure(fmt.Errorf("%d of %s %s not found: no task with such an ID is queued or running here; nothing was recorded for them: check the IDs and the queue URL (%s)", len(missing), countOf(int64(len(res)), "task ID"), wasWere(len(missing)), strings.Join(missing[:min(len(missing), maxListed)], " ")))
+					why := "check the IDs and the queue URL"
+					if checkKeepsRecords(ctx, q, "cancel") != nil {
+						// Ended tasks keep no record to say they ended.
+						why = "under the results policy none an ended or dead-lettered task reads so too (see the dead letters with: " + a.commandHint("dlq list") + "); else check the IDs and the queue URL"
+					}
+					return failure(fmt.Errorf("%d of %s %s not found: no task with such an ID is queued or running here; nothing was recorded for them: %s (%s)", len(missing), countOf(int64(len(res)), "task ID"), wasWere(len(missing)), why, strings.Join(missing[:min(len(missing), maxListed)], " ")))
 				}
 				return nil
 			})

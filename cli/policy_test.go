@@ -219,6 +219,19 @@ func TestWaitUnderResultsNoneNoResume(t *testing.T) {
 	}
 }
 
+// TestCancelOfDeadLetterUnderResultsNone: under results none a dead
+// letter keeps no record, so cancel finds no task of its ID; the refusal
+// says that an ended or dead-lettered task reads so there, and where the
+// dead letters are, where it said only to check the IDs.
+func TestCancelOfDeadLetterUnderResultsNone(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	expect(t, 0, nil, q, "-q", "policy", "set", "results", "none")
+	_, out, _ := run(t, q, "-q", "push", "--print-ids", "-c", "exit 5")
+	expect(t, 0, nil, q, "-q", "worker", "--max-consecutive-failures", "5")
+	expect(t, cli.ExitFailure, []string{"under the results policy none an ended or dead-lettered task reads so too", "dlq list"}, q, "cancel", strings.TrimSpace(out))
+}
+
 // TestPushWaitForRoomLargerThanMaxDepth: push --wait-for-room of more
 // lines than the queue's max-depth goes in parts that fit the room left
 // (here a delayed task holds one of three places), as consumers make
