@@ -1,18 +1,14 @@
 package jobq_test
 
 import (
-	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/postgres"
-	_ "github.com/jobq/jobq/backends/redis"
-	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/tools/testkit/engines"
 )
 
 // TestResultsNoneRefusedWhileHeld: setting the results policy to none is
@@ -23,22 +19,10 @@ import (
 func TestResultsNoneRefusedWhileHeld(t *testing.T) {
 	t.Parallel()
 	suffix := time.Now().Format("150405.000000")
-	for name, u := range map[string]string{
-		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "h.db") + "?queue=hc-heldnone",
-		"postgres": "postgres://postgres@127.0.0.1:5432/test?schema=jobq_hc&queue=hc-heldnone-" + suffix,
-		"redis":    "redis://127.0.0.1:6379/0?queue=hc-heldnone-" + suffix,
-	} {
+	for name, u := range engines.URLs(t, "heldnone") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			q, err := jobq.Open(t.Context(), u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer q.Close()
-			t.Cleanup(func() {
-				_, _ = q.Admin().UnsetPolicy(context.Background(), driver.ResultsPolicy, "")
-				_, _ = q.Admin().Clear(context.Background())
-			})
+			q := engines.Open(t, u)
 			parent := &jobq.Task{Command: "echo parent " + suffix}
 			if _, err := q.PushBatch(t.Context(), []*jobq.Task{parent}, jobq.PushOptions{}); err != nil {
 				t.Fatal(err)
@@ -48,7 +32,7 @@ func TestResultsNoneRefusedWhileHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			none := driver.KeepResults(driver.ResultsNone)
-			err = q.Admin().SetPolicy(t.Context(), none)
+			err := q.Admin().SetPolicy(t.Context(), none)
 			if errcode.Of(err) != errcode.FailedPrecondition || !strings.Contains(err.Error(), child.ID) {
 				t.Fatalf("results none with a held task = %v (%s); want FailedPrecondition naming %s", err, errcode.Of(err), child.ID)
 			}

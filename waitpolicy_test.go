@@ -2,18 +2,14 @@ package jobq_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/postgres"
-	_ "github.com/jobq/jobq/backends/redis"
-	_ "github.com/jobq/jobq/backends/sqlite"
-	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/tools/testkit/engines"
 )
 
 // TestWaitPolicyTurnsNone: a wait that began while the queue kept records
@@ -23,22 +19,10 @@ import (
 func TestWaitPolicyTurnsNone(t *testing.T) {
 	t.Parallel()
 	suffix := time.Now().Format("150405.000000")
-	for name, u := range map[string]string{
-		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "w.db") + "?queue=hc-waitnone",
-		"postgres": "postgres://postgres@127.0.0.1:5432/test?schema=jobq_hc&queue=hc-waitnone-" + suffix,
-		"redis":    "redis://127.0.0.1:6379/0?queue=hc-waitnone-" + suffix,
-	} {
+	for name, u := range engines.URLs(t, "waitnone") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			q, err := jobq.Open(t.Context(), u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer q.Close()
-			t.Cleanup(func() {
-				_, _ = q.Admin().UnsetPolicy(context.Background(), driver.ResultsPolicy, "")
-				_, _ = q.Admin().Clear(context.Background())
-			})
+			q := engines.Open(t, u)
 			tasks := []*jobq.Task{{Command: "echo first " + suffix}, {Command: "echo second " + suffix}}
 			res, err := q.PushBatch(t.Context(), tasks, jobq.PushOptions{})
 			if err != nil {

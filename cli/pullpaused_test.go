@@ -42,26 +42,7 @@ func TestPullStoppedOnPausedQueue(t *testing.T) {
 	if code, _, errOut := run(t, q, "pause"); code != 0 {
 		t.Fatalf("pause: exit %d: %s", code, errOut)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var out, errOut lockedBuffer
-	done := make(chan int, 1)
-	go func() { done <- cli.Run(ctx, []string{q, "pull"}, strings.NewReader(""), &out, &errOut) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(errOut.String(), "the queue is paused") {
-		if time.Now().After(deadline) {
-			t.Fatalf("pull never said the queue is paused; stderr:\n%s", errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	var code int
-	select {
-	case code = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("pull did not end after it was stopped")
-	}
-	stderr := errOut.String()
+	code, stderr := runStoppedAt(t, []string{q, "pull"}, "the queue is paused")
 	t.Logf("exit %d; stderr:\n%s", code, stderr)
 	if strings.Contains(stderr, "queue is empty") {
 		t.Errorf("a stopped pull on a paused queue holding a task said the queue is empty; stderr:\n%s", stderr)
@@ -69,4 +50,33 @@ func TestPullStoppedOnPausedQueue(t *testing.T) {
 	if code, out, _ := run(t, q, "size"); code != 0 || !strings.Contains(out, "1") {
 		t.Errorf("size after the pull: exit %d, %q; want the task still queued", code, out)
 	}
+}
+
+// runStoppedAt runs the command args and stops it (cancels its context)
+// once its standard error holds at; at "" it is not stopped. It returns
+// the exit code and the standard error.
+func runStoppedAt(t *testing.T, args []string, at string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- cli.Run(ctx, args, strings.NewReader(""), &out, &errOut) }()
+	if at != "" {
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(errOut.String(), at) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%q never showed; stderr:\n%s", at, errOut.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}
+	select {
+	case code := <-done:
+		return code, errOut.String()
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%v did not end", args)
+	}
+	return 0, ""
 }

@@ -1,11 +1,9 @@
 package cli_test
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobq/jobq/cli"
 )
@@ -31,28 +29,11 @@ func TestPullOfATaskPutBack(t *testing.T) {
 			if code, _, errOut := run(t, q, "push", "-c", tc.command); code != 0 {
 				t.Fatalf("push: exit %d: %s", code, errOut)
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			var out, errOut lockedBuffer
-			done := make(chan int, 1)
-			go func() { done <- cli.Run(ctx, []string{q, "pull"}, strings.NewReader(""), &out, &errOut) }()
+			at := ""
 			if tc.stop {
-				deadline := time.Now().Add(30 * time.Second)
-				for !strings.Contains(errOut.String(), "task started") {
-					if time.Now().After(deadline) {
-						t.Fatalf("the task never started; stderr:\n%s", errOut.String())
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-				cancel()
+				at = "task started"
 			}
-			var code int
-			select {
-			case code = <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("pull did not end")
-			}
-			stderr := errOut.String()
+			code, stderr := runStoppedAt(t, []string{q, "pull"}, at)
 			if code != cli.ExitPutBack || !strings.Contains(stderr, "did not end: "+tc.want) {
 				t.Errorf("exit %d, want %d and %q; stderr:\n%s", code, cli.ExitPutBack, tc.want, stderr)
 			}

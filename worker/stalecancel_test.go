@@ -2,16 +2,13 @@ package worker_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/postgres"
-	_ "github.com/jobq/jobq/backends/redis"
-	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/tools/testkit/engines"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -23,22 +20,10 @@ import (
 func TestStaleCancelRequestUnderResultsNone(t *testing.T) {
 	t.Parallel()
 	suffix := time.Now().Format("150405.000000")
-	for name, u := range map[string]string{
-		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "c.db") + "?queue=hc-stalecancel",
-		"postgres": "postgres://postgres@127.0.0.1:5432/test?schema=jobq_hc&queue=hc-stalecancel-" + suffix,
-		"redis":    "redis://127.0.0.1:6379/0?queue=hc-stalecancel-" + suffix,
-	} {
+	for name, u := range engines.URLs(t, "stalecancel") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			q, err := jobq.Open(t.Context(), u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer q.Close()
-			t.Cleanup(func() {
-				_, _ = q.Admin().UnsetPolicy(context.Background(), driver.ResultsPolicy, "")
-				_, _ = q.Admin().Clear(context.Background())
-			})
+			q := engines.Open(t, u)
 			if err := q.Admin().SetPolicy(t.Context(), driver.KeepResults(driver.ResultsNone)); err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/livetasks"
 )
 
 var (
@@ -20,20 +21,17 @@ const findTasksSQL = `SELECT task_key, coalesce(grp, '') FROM {{s}}.messages WHE
 
 // FindTasks implements driver.TaskFinder: one read of the task-key index.
 func (d *Driver) FindTasks(ctx context.Context, ids []string) ([]string, error) {
-	var out []string
-	err := d.findLive(ctx, ids, func(id, _ string) { out = append(out, id) })
-	return out, err
+	return livetasks.IDs(d.lookup(ctx, ids))
 }
 
 // FindTaskGroups implements driver.TaskGroupFinder, as FindTasks reads.
 func (d *Driver) FindTaskGroups(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	err := d.findLive(ctx, ids, func(id, grp string) {
-		if grp != "" {
-			out[id] = grp
-		}
-	})
-	return out, err
+	return livetasks.Groups(d.lookup(ctx, ids))
+}
+
+// lookup is findLive of ids as a livetasks.Lookup.
+func (d *Driver) lookup(ctx context.Context, ids []string) livetasks.Lookup {
+	return func(found func(id, grp string)) error { return d.findLive(ctx, ids, found) }
 }
 
 // liveTask is a row of findTasksSQL.

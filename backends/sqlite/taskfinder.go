@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/livetasks"
 )
 
 var (
@@ -28,20 +29,17 @@ func findTasksQuery(n int) string {
 // FindTasks implements driver.TaskFinder: one read of the task keys per
 // findTasksChunk IDs.
 func (d *Driver) FindTasks(ctx context.Context, ids []string) ([]string, error) {
-	var out []string
-	err := d.findLive(ctx, ids, func(id, _ string) { out = append(out, id) })
-	return out, err
+	return livetasks.IDs(d.lookup(ctx, ids))
 }
 
 // FindTaskGroups implements driver.TaskGroupFinder, as FindTasks reads.
 func (d *Driver) FindTaskGroups(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	err := d.findLive(ctx, ids, func(id, grp string) {
-		if grp != "" {
-			out[id] = grp
-		}
-	})
-	return out, err
+	return livetasks.Groups(d.lookup(ctx, ids))
+}
+
+// lookup is findLive of ids as a livetasks.Lookup.
+func (d *Driver) lookup(ctx context.Context, ids []string) livetasks.Lookup {
+	return func(found func(id, grp string)) error { return d.findLive(ctx, ids, found) }
 }
 
 // findLive calls found with the ID and group of each of ids that is the

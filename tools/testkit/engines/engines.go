@@ -1,0 +1,70 @@
+// Package engines opens queues on the engines that tests of the portable
+// layer run against: SQLite (a file of the test's own), and the Postgres
+// and Redis servers the conformance suites use ($JOBQ_TEST_POSTGRES_URL
+// and $JOBQ_TEST_REDIS_URL, by default the local servers).
+package engines
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	_ "github.com/jobq/jobq/backends/postgres" // the postgres:// scheme
+	_ "github.com/jobq/jobq/backends/redis"    // the redis:// scheme
+	_ "github.com/jobq/jobq/backends/sqlite"   // the sqlite:// scheme
+	"github.com/jobq/jobq/driver"
+)
+
+// URLs returns, by engine name, the URL of a queue named name with a
+// suffix of its own, so that runs and tests do not share one.
+func URLs(t *testing.T, name string) map[string]string {
+	t.Helper()
+	name += "-" + time.Now().Format("150405.000000")
+	return map[string]string{
+		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=" + url.QueryEscape(name),
+		"postgres": withQueue(t, server("JOBQ_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test"), name),
+		"redis":    withQueue(t, server("JOBQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), name),
+	}
+}
+
+// Open opens the queue at u. When the test ends it clears the queue, lifts
+// its results policy (tests set it) and closes it.
+func Open(t *testing.T, u string) *jobq.Queue {
+	t.Helper()
+	q, err := jobq.Open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = q.Admin().UnsetPolicy(ctx, driver.ResultsPolicy, "")
+		_, _ = q.Admin().Clear(ctx)
+		_ = q.Close()
+	})
+	return q
+}
+
+// server is the URL in the environment variable env, else def.
+func server(env, def string) string {
+	if s := os.Getenv(env); s != "" {
+		return s
+	}
+	return def
+}
+
+// withQueue sets the queue= parameter of server URL s.
+func withQueue(t *testing.T, s, name string) string {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatalf("test server URL: %v", err)
+	}
+	v := u.Query()
+	v.Set("queue", name)
+	u.RawQuery = v.Encode()
+	return u.String()
+}
