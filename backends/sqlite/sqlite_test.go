@@ -338,13 +338,14 @@ func TestDeadLetters(t *testing.T) {
 	if len(back) != 1 || back[0].ID != "a" || back[0].DeliveryCount != dead[0].DeliveryCount+1 {
 		t.Fatalf("requeued dead letter came back as %+v; want delivery %d (the count goes on)", back, dead[0].DeliveryCount+1)
 	}
-	// A dead letter whose task is queued again stays dead.
+	// A dead letter whose task is queued again merges into that message:
+	// it is moved, and no second copy is queued.
 	b.push(t, msg("c"))
-	if n, err := b.drv.RequeueDead(b.ctx, nil); err != nil || n != 0 {
-		t.Fatalf("requeue of a dead letter whose task is queued: %d, %v; want 0", n, err)
+	if n, err := b.drv.RequeueDead(b.ctx, nil); err != nil || n != 1 {
+		t.Fatalf("requeue of a dead letter whose task is queued: %d, %v; want 1 (merged)", n, err)
 	}
-	if n, err := b.drv.PurgeDead(b.ctx, nil); err != nil || n != 1 {
-		t.Fatalf("purge all: %d, %v; want 1", n, err)
+	if s := b.stats(t); s != (driver.Stats{Ready: 1, InFlight: 1}) {
+		t.Fatalf("stats %+v, want the queued copy alone ready (and a in flight), no dead letter", s)
 	}
 }
 
