@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -420,24 +421,27 @@ func (q *Queue) checkKnown(ctx context.Context, op string, rs driver.ResultStore
 	if err != nil {
 		return err
 	}
-	var rest []string
+	// A parent whose record says it failed may have been pushed again
+	// since (it is held or live now): its dependant waits for that run.
+	var rest, failed []string
+	state := map[string]driver.ResultState{}
 	for i, r := range recs {
 		switch {
 		case r == nil:
 			rest = append(rest, ids[i])
-		case r.State == driver.ResultDeadLettered:
-			// dlq requeue takes the dead letter's message ID, which only
-			// a scan of the dead letters finds; show does that scan.
-			return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
-				Msg: fmt.Sprintf("after %s: that task was dead-lettered already, so a task after it could never run; requeue it first with `jobq QUEUE dlq requeue MESSAGE_ID` (`jobq QUEUE show %s` prints its dead letter's message ID), or push without it", ids[i], ids[i])}
-		case r.State == driver.ResultCancelled:
-			return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
-				Msg: fmt.Sprintf("after %s: that task was cancelled, so a task after it could never run; a cancelled task cannot be requeued: push the parent again and this task once it has succeeded, or push without it", ids[i])}
+		case r.State == driver.ResultDeadLettered || r.State == driver.ResultCancelled:
+			failed = append(failed, ids[i])
+			state[ids[i]] = r.State
 		}
 	}
-	known, ok, err := q.presentTasks(ctx, op, rest)
+	known, ok, err := q.presentTasks(ctx, op, append(slices.Clip(rest), failed...))
 	if err != nil {
 		return err
+	}
+	for _, id := range failed {
+		if !known[id] {
+			return q.failedParentErr(op, id, state[id])
+		}
 	}
 	if !ok {
 		// The backend cannot look queued tasks up by ID: a parent without
@@ -452,6 +456,19 @@ func (q *Queue) checkKnown(ctx context.Context, op string, rs driver.ResultStore
 		}
 	}
 	return nil
+}
+
+// failedParentErr is the refusal of parent id, which ended in state
+// (dead-lettered or cancelled) and is not queued again.
+func (q *Queue) failedParentErr(op, id string, state driver.ResultState) error {
+	if state == driver.ResultDeadLettered {
+		// dlq requeue takes the dead letter's message ID, which only a
+		// scan of the dead letters finds; show does that scan.
+		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+			Msg: fmt.Sprintf("after %s: that task was dead-lettered already, so a task after it could never run; requeue it first with `jobq QUEUE dlq requeue MESSAGE_ID` (`jobq QUEUE show %s` prints its dead letter's message ID), push it again, or push without it", id, id)}
+	}
+	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
+		Msg: fmt.Sprintf("after %s: that task was cancelled, so a task after it could never run; a cancelled task cannot be requeued: push the parent again (before this task, or in the same push), or push without it", id)}
 }
 
 // findCycle refuses tasks of the batch that depend on themselves, directly

@@ -94,6 +94,10 @@ func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driv
 			rec[ids[i]] = r
 		}
 	}
+	again, err := q.parentsPushedAgain(ctx, op, page, rec)
+	if err != nil {
+		return err
+	}
 	groups := map[string]*driver.GroupCounters{}
 	var release []string
 	var cancel []*driver.ResultRecord
@@ -107,7 +111,7 @@ func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driv
 			drop = append(drop, h.Message.ID)
 			continue
 		}
-		v, err := q.verdict(ctx, h, rec, groups)
+		v, err := q.verdict(ctx, h, rec, again, groups)
 		if err != nil {
 			return err
 		}
@@ -150,13 +154,16 @@ type verdict struct {
 }
 
 // verdict decides h from its parents' records rec (by ID) and its
-// groups' counts, read into groups once per sweep page.
-func (q *Queue) verdict(ctx context.Context, h *driver.HeldMessage, rec map[string]*driver.ResultRecord, groups map[string]*driver.GroupCounters) (verdict, error) {
+// groups' counts, read into groups once per sweep page. A parent in
+// again (pushed again: held or live now) whose record is not newer
+// than h
+// has not ended yet for h.
+func (q *Queue) verdict(ctx context.Context, h *driver.HeldMessage, rec map[string]*driver.ResultRecord, again map[string]bool, groups map[string]*driver.GroupCounters) (verdict, error) {
 	strict := h.Require != driver.RequireEnded
 	for _, p := range h.After {
 		r := rec[p]
 		switch {
-		case r == nil || !r.State.Final():
+		case r == nil || !r.State.Final() || again[p] && !r.UpdatedAt.After(h.Created):
 			return verdict{}, nil
 		case strict && r.State != driver.ResultSucceeded:
 			return verdict{reason: fmt.Sprintf("cancelled before it ran: task %s, which it runs after, was %s", p, r.State)}, nil
@@ -191,4 +198,53 @@ func (q *Queue) verdict(ctx context.Context, h *driver.HeldMessage, rec map[stri
 		}
 	}
 	return verdict{release: true}, nil
+}
+
+// parentsPushedAgain returns the parents of page whose record (in rec) is
+// not newer than a held task naming them (records and held
+// tasks may keep milliseconds only) and that are held or live now: an
+// earlier run of theirs left the record, and they were pushed again
+// since, so that held task waits for their new end rather than deciding
+// on the old one. The records of the others looked at are read again
+// into rec, as one of them may have ended between the two reads. Only
+// parents that ended before their dependant was held cost the look.
+func (q *Queue) parentsPushedAgain(ctx context.Context, op string, page []*driver.HeldMessage, rec map[string]*driver.ResultRecord) (map[string]bool, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, h := range page {
+		for _, p := range h.After {
+			if r := rec[p]; r != nil && r.State.Final() && !r.UpdatedAt.After(h.Created) && !seen[p] {
+				seen[p] = true
+				ids = append(ids, p)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	present, ok, err := q.presentTasks(ctx, op, ids)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var gone []string
+	for _, id := range ids {
+		if !present[id] {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return present, nil
+	}
+	recs, err := q.getResults(ctx, op, q.results, gone)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range recs {
+		if r == nil {
+			delete(rec, gone[i])
+		} else {
+			rec[gone[i]] = r
+		}
+	}
+	return present, nil
 }
