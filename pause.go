@@ -46,10 +46,14 @@ func (p *Admin) Pause(ctx context.Context, o PauseOptions) (driver.PauseState, e
 	if err != nil {
 		return s, err
 	}
-	if _, err := p.resume(ctx, ps, s); err != nil {
+	// The new pause first, then the older ones of its scope: the other
+	// way round, a worker reading the policies in between would find the
+	// queue not paused and take tasks.
+	pol := s.Policy()
+	if err := ps.SetPolicy(ctx, pol); err != nil {
 		return s, p.q.wrapWrite(op, err)
 	}
-	if err := ps.SetPolicy(ctx, s.Policy()); err != nil {
+	if _, err := p.resume(ctx, ps, s, pol.Key); err != nil {
 		return s, p.q.wrapWrite(op, err)
 	}
 	return s, nil
@@ -68,19 +72,20 @@ func (p *Admin) Resume(ctx context.Context, o PauseOptions) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	had, err := p.resume(ctx, ps, s)
+	had, err := p.resume(ctx, ps, s, "")
 	return had, p.q.wrapWrite(op, err)
 }
 
-// resume removes every stored pause with the scope of s.
-func (p *Admin) resume(ctx context.Context, ps driver.PolicyStore, s driver.PauseState) (bool, error) {
+// resume removes every stored pause with the scope of s but the one
+// stored under the key keep.
+func (p *Admin) resume(ctx context.Context, ps driver.PolicyStore, s driver.PauseState, keep string) (bool, error) {
 	pols, err := ps.ListPolicies(ctx)
 	if err != nil {
 		return false, err
 	}
 	had := false
 	for _, pol := range pols {
-		if pol.Kind != driver.PausePolicy {
+		if pol.Kind != driver.PausePolicy || keep != "" && pol.Key == keep {
 			continue
 		}
 		if old, err := driver.ParsePause(pol); err == nil && !old.SameScope(s) {
