@@ -316,7 +316,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	}
 	if f.then != "" {
 		if !p.joinedGroup() {
-			return usageError("--then: no task of this push joined group %s (there were none, or all were queued already, in their first push's group), so it has no step to hold", group)
+			return usageError("--then: no task of this push joined group %s (%s), so it has no step to hold", group, p.noneJoined())
 		}
 		if err := a.pushThen(ctx, q, group, f.then, require, opts.env, f.cwd); err != nil {
 			// The tasks are in: a usage exit would read as nothing done.
@@ -605,6 +605,17 @@ func (p *pusher) onlyUnknown() bool {
 // duplicate stays in the group of its first push.
 func (p *pusher) joinedGroup() bool {
 	return p.group != "" && !p.noGroup.Load() && (p.pushed-p.skipped > p.dups || p.resent > 0 || len(p.unknownIDs) > 0)
+}
+
+// noneJoined says why no task of the push joined its group, for --then.
+func (p *pusher) noneJoined() string {
+	switch {
+	case p.skipped > 0 && p.skipped == p.pushed:
+		return fmt.Sprintf("all %d succeeded already and were left out by --skip-succeeded: nothing is left to run; to run the step anyway, push it as an ordinary task", p.skipped)
+	case p.skipped > 0:
+		return fmt.Sprintf("%d succeeded already and were left out by --skip-succeeded, and the others were queued already, in their first push's group", p.skipped)
+	}
+	return "there were none, or all were queued already, in their first push's group"
 }
 
 // report logs the push's summary line and, when some outcomes are

@@ -287,3 +287,21 @@ func TestPushAfterEndedParent(t *testing.T) {
 	expect(t, 0, nil, q, "dlq", "requeue", shown.MessageID)
 	expect(t, 0, nil, q, "-q", "push", "--after", dead, "-c", "echo child")
 }
+
+// TestPushThenAllSkipped: a rerun with --skip-succeeded and --then whose
+// tasks all succeeded already holds no step and says why: they were left
+// out, not queued already.
+func TestPushThenAllSkipped(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	if code, _, errOut := run(t, q, "push", "--group", "first", "-c", "echo a", "-c", "echo b"); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := run(t, q, "worker"); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := run(t, q, "push", "--group", "rerun", "--skip-succeeded", "--then", "echo step", "-c", "echo a", "-c", "echo b")
+	if code != cli.ExitUsage || !strings.Contains(errOut, "all 2 succeeded already and were left out by --skip-succeeded") {
+		t.Errorf("rerun with nothing left: exit %d, stderr %q; want exit %d saying the 2 tasks were left out by --skip-succeeded", code, errOut, cli.ExitUsage)
+	}
+}
