@@ -186,8 +186,11 @@ func (p *Admin) ResumeSchedule(ctx context.Context, name string) error {
 		return err
 	}
 	// The firing state first: were the pause lifted before, a scheduler
-	// could catch up a slot that passed while paused.
-	if st := s.fired; s.hasFired && st.Pushed {
+	// could catch up a slot that passed while paused. A claim left
+	// unconfirmed (its scheduler died, and a paused schedule is not taken
+	// over) moves too: taken over from the resume on, its slot is pushed
+	// and none of the pause caught up after it.
+	if st := s.fired; s.hasFired {
 		resumed := st
 		resumed.ClaimedAt = time.Now()
 		if _, err := swapFired(ctx, ps, resumed, st.Policy().Limit); err != nil {
