@@ -1,17 +1,13 @@
 package jobq_test
 
 import (
-	"crypto/rand"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/jobq/jobq"
-	_ "github.com/jobq/jobq/backends/postgres"
-	_ "github.com/jobq/jobq/backends/redis"
-	_ "github.com/jobq/jobq/backends/sqlite"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/tools/testkit/engines"
 )
 
 // TestDependencyOnParentPushedAgain: a parent whose earlier run left a
@@ -21,13 +17,6 @@ import (
 // record, and is released once the new run succeeds.
 func TestDependencyOnParentPushedAgain(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	suffix := strings.ToLower(rand.Text()[:10])
-	urls := map[string]string{
-		"sqlite":   "sqlite://" + filepath.Join(dir, "deps.db") + "?queue=hb-repush-",
-		"postgres": "postgres://postgres@127.0.0.1:5432/test?schema=jobq_hb&queue=hb-repush-",
-		"redis":    "redis://127.0.0.1:6379/0?prefix=hb-test&queue=hb-repush-",
-	}
 	earlier := map[string]func(t *testing.T, q *jobq.Queue, id string){
 		"succeeded": func(t *testing.T, q *jobq.Queue, _ string) {
 			if err := receiveOne(t, q).Complete(t.Context()); err != nil {
@@ -45,7 +34,7 @@ func TestDependencyOnParentPushedAgain(t *testing.T) {
 			}
 		},
 	}
-	for backend, base := range urls {
+	for _, backend := range []string{"sqlite", "postgres", "redis"} {
 		for state, end := range earlier {
 			for _, inBatch := range []bool{true, false} {
 				name := backend + "/" + state + "/separate"
@@ -54,11 +43,7 @@ func TestDependencyOnParentPushedAgain(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					q, err := jobq.Open(t.Context(), base+strings.NewReplacer("/", "-").Replace(name)+"-"+suffix)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = q.Close() })
+					q := engines.Open(t, engines.URLs(t, "repush-"+strings.NewReplacer("/", "-").Replace(name))[backend])
 					parent := &jobq.Task{Command: "echo parent"}
 					if _, err := q.Push(t.Context(), parent); err != nil {
 						t.Fatal(err)
@@ -66,6 +51,7 @@ func TestDependencyOnParentPushedAgain(t *testing.T) {
 					end(t, q, parent.ID)
 					again := &jobq.Task{Command: "echo parent"}
 					child := &jobq.Task{Command: "echo child", After: []string{parent.ID}}
+					var err error
 					if inBatch {
 						_, err = q.PushBatch(t.Context(), []*jobq.Task{again, child}, jobq.PushOptions{})
 					} else if _, err = q.Push(t.Context(), again); err == nil {
