@@ -153,8 +153,10 @@ func (w *Worker) cancelRequestedOf(envs []*jobq.Envelope) map[*jobq.Envelope]boo
 	if level == driver.Unsupported {
 		return nil
 	}
-	ids := make([]string, 0, len(envs))
-	pushed := make([]time.Time, 0, len(envs))
+	// Built only for the tasks looked up: on a native backend, only those
+	// delivered again, so most receives allocate nothing here.
+	var ids []string
+	var pushed []time.Time
 	for _, env := range envs {
 		if level == driver.Emulated || env.DeliveryCount > 1 && w.o.CancelPoll > 0 {
 			ids = append(ids, env.Task.ID)
