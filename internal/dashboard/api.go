@@ -422,7 +422,13 @@ func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
 	}
 	var ds []time.Duration
 	attempts := 0
+	// A followed task that is one of these dead letters has its last
+	// attempt in the dead letter's history: it is counted there, once.
+	listed := make(map[string]bool, len(dead))
 	for _, d := range dead {
+		if d.Task != nil {
+			listed[d.Task.ID] = true
+		}
 		for _, a := range d.Attempts(s.q) {
 			if !a.Start.IsZero() && a.End.After(a.Start) {
 				ds = append(ds, a.End.Sub(a.Start))
@@ -436,7 +442,7 @@ func (s *Server) runtimes(w http.ResponseWriter, r *http.Request) {
 		rep.Outcomes = map[string]int{}
 		for _, e := range ended {
 			rep.Outcomes[string(e.state)]++
-			if e.runtime > 0 {
+			if e.runtime > 0 && !(e.state == driver.ResultDeadLettered && listed[e.id]) {
 				ds = append(ds, e.runtime)
 			}
 		}

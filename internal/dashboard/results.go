@@ -25,6 +25,7 @@ const (
 
 // endedTask is what a result record told about one task.
 type endedTask struct {
+	id      string
 	state   driver.ResultState
 	runtime time.Duration // zero when the record does not bound the attempt
 }
@@ -164,7 +165,7 @@ func (s *Server) followResults(ctx context.Context) {
 		if !res.State.Final() {
 			continue
 		}
-		e := endedTask{state: res.State}
+		e := endedTask{id: id, state: res.State}
 		if !res.Started.IsZero() && res.Finished.After(res.Started) {
 			e.runtime = res.Finished.Sub(res.Started)
 		}
