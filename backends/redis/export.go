@@ -92,24 +92,47 @@ func parseListCursor(cursor string) (bucket string, scan uint64, skip int, err e
 }
 
 // nextBucket returns the unexpired bucket listed after bucket (the first
-// for ""), by expiry then name, or "" when there is none.
+// for ""), by expiry then name, or "" when there is none. The bucket's
+// place comes from its name (bucketExpiry), not from the set of buckets:
+// the oldest is listed first, so it may have expired, and left the set,
+// while it was being listed.
 func (d *Driver) nextBucket(ctx context.Context, bucket string, now time.Time) (string, error) {
-	names, err := d.client.ZRangeByScore(ctx, d.prefix+"rbs", &goredis.ZRangeBy{Min: strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
+	zs, err := d.client.ZRangeByScoreWithScores(ctx, d.prefix+"rbs", &goredis.ZRangeBy{Min: strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
 	if err != nil {
 		return "", d.fail("list results", err)
 	}
 	if bucket == "" {
-		if len(names) == 0 {
+		if len(zs) == 0 {
 			return "", nil
 		}
-		return names[0], nil
+		return zs[0].Member.(string), nil
 	}
-	for i, n := range names {
-		if n == bucket && i+1 < len(names) {
-			return names[i+1], nil
+	at, ok := bucketExpiry(bucket)
+	for i, z := range zs {
+		name := z.Member.(string)
+		switch {
+		case !ok && name == bucket && i+1 < len(zs):
+			return zs[i+1].Member.(string), nil
+		case ok && (int64(z.Score) > at || int64(z.Score) == at && name > bucket):
+			return name, nil
 		}
 	}
 	return "", nil
+}
+
+// bucketExpiry is when the bucket named name expires (ms), as bucketOf
+// names it; ok is false for a name bucketOf does not make.
+func bucketExpiry(name string) (at int64, ok bool) {
+	span, idx, found := strings.Cut(name, ":")
+	if !found {
+		return 0, false
+	}
+	s, err1 := strconv.ParseInt(span, 10, 64)
+	i, err2 := strconv.ParseInt(idx, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return i*s + 1000, true
 }
 
 // newest keeps the records of found that are their task's newest.
