@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/redact"
@@ -37,16 +38,19 @@ type endedTask struct {
 // a sample of the tasks (those near the head of the queue when it looks),
 // not all of them.
 type resultTracker struct {
-	mu       sync.Mutex
-	pending  []string // oldest first
-	known    map[string]bool
+	mu      sync.Mutex
+	pending []string // oldest first
+	known   map[string]bool
+	// queued is when each pending task was queued, where the backend
+	// says: a record written before is an earlier run's.
+	queued   map[string]time.Time
 	ended    []endedTask // oldest first, at most maxEnded
 	disabled string      // why results are not followed; "" while they are
 	probed   bool        // whether the backend was asked if it keeps results (sampler only)
 }
 
 func newResultTracker() *resultTracker {
-	return &resultTracker{known: map[string]bool{}}
+	return &resultTracker{known: map[string]bool{}, queued: map[string]time.Time{}}
 }
 
 // off stops the tracker for good, saying why.
@@ -54,24 +58,40 @@ func (r *resultTracker) off(why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.disabled = why
-	r.pending, r.known = nil, map[string]bool{}
+	r.pending, r.known, r.queued = nil, map[string]bool{}, map[string]time.Time{}
 }
 
-// track adds task IDs not seen before, dropping the oldest when full.
-func (r *resultTracker) track(ids []string) {
+// track adds the peeked tasks not seen before, dropping the oldest when
+// full.
+func (r *resultTracker) track(peeked []*jobq.PeekedTask) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, id := range ids {
-		if id == "" || r.known[id] {
+	for _, p := range peeked {
+		if p.Task == nil || p.Task.ID == "" || r.known[p.Task.ID] {
 			continue
 		}
+		id := p.Task.ID
 		if len(r.pending) >= maxTracked {
 			delete(r.known, r.pending[0])
+			delete(r.queued, r.pending[0])
 			r.pending = r.pending[1:]
 		}
 		r.pending = append(r.pending, id)
 		r.known[id] = true
+		if !p.EnqueuedAt.IsZero() {
+			r.queued[id] = p.EnqueuedAt
+		}
 	}
+}
+
+// earlierRun reports whether a record written at recorded belongs to a
+// run of task id before the one the tracker saw queued (the task was
+// pushed again with the same ID).
+func (r *resultTracker) earlierRun(id string, recorded time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q, ok := r.queued[id]
+	return ok && !recorded.IsZero() && recorded.Before(q)
 }
 
 // next returns up to n of the oldest tracked IDs, moving them to the back.
@@ -96,6 +116,7 @@ func (r *resultTracker) end(id string, e endedTask) {
 			break
 		}
 	}
+	delete(r.queued, id)
 	if len(r.ended) >= maxEnded {
 		r.ended = r.ended[1:]
 	}
@@ -140,13 +161,7 @@ func (s *Server) followResults(ctx context.Context) {
 		}
 		return
 	}
-	ids := make([]string, 0, len(peeked))
-	for _, p := range peeked {
-		if p.Task != nil {
-			ids = append(ids, p.Task.ID)
-		}
-	}
-	t.track(ids)
+	t.track(peeked)
 	for _, id := range t.next(resultsPerSample) {
 		res, err := s.q.Result(ctx, id)
 		switch code := errcode.Of(err); {
@@ -162,7 +177,7 @@ func (s *Server) followResults(ctx context.Context) {
 			}
 			return
 		}
-		if !res.State.Final() {
+		if !res.State.Final() || t.earlierRun(id, res.Recorded) {
 			continue
 		}
 		e := endedTask{id: id, state: res.State}

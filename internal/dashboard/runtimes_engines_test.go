@@ -53,3 +53,43 @@ func TestRuntimesCountAnAttemptOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowedTaskPushedAgainWaitsForItsNewRun: a task pushed again with
+// the ID of one that ended (the same command; ai4s-jobq's IDs are
+// deterministic) still has the earlier run's result record while it is
+// queued. The dashboard follows the new run: it does not count the
+// earlier record as the end of the task it saw queued.
+func TestFollowedTaskPushedAgainWaitsForItsNewRun(t *testing.T) {
+	t.Parallel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for engine, u := range engines.URLs(t, "dash-again") {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			q := engines.Open(t, u)
+			run := func() {
+				t.Helper()
+				if err := worker.New(q, worker.NewShell(), worker.Options{Concurrency: 1, Logger: quiet}).Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := q.Push(ctx, &jobq.Task{Command: "true"}); err != nil {
+				t.Fatal(err)
+			}
+			run()
+			if _, err := q.Push(ctx, &jobq.Task{Command: "true"}); err != nil {
+				t.Fatal(err)
+			}
+			s := newServer(t, Config{Queue: q})
+			s.followResults(ctx)
+			if ended, following, _ := s.results.snapshot(); len(ended) != 0 || following != 1 {
+				t.Fatalf("while queued again: %d ended, %d followed; want 0 ended (the record is the earlier run's), 1 followed", len(ended), following)
+			}
+			run()
+			s.followResults(ctx)
+			if ended, following, _ := s.results.snapshot(); len(ended) != 1 || following != 0 {
+				t.Fatalf("after the new run: %d ended, %d followed; want 1 ended, 0 followed", len(ended), following)
+			}
+		})
+	}
+}
