@@ -129,7 +129,9 @@ type Key struct {
 	Admitted int64    `json:"admitted_in_window"`
 	// Waiting is -1 where the backend cannot count the ready tasks of a
 	// key (the policy is enforced per worker process).
-	Waiting  int64    `json:"waiting"`
+	Waiting int64 `json:"waiting"`
+	// RateWait is RateWait in seconds, for rate keys whose waiting tasks
+	// are counted; nil elsewhere.
 	RateWait *float64 `json:"rate_wait_s,omitempty"`
 }
 
@@ -141,8 +143,12 @@ func (k *Keys) JSON() []Key {
 		if p, ok := k.Policy(ks.Kind, ks.Key); ok {
 			j.Limit = &p.Limit
 			if p.Kind == driver.RatePolicy {
-				ps, w := p.Period.Seconds(), RateWait(p, ks).Seconds()
-				j.PeriodS, j.RateWait = &ps, &w
+				ps := p.Period.Seconds()
+				j.PeriodS = &ps
+				if ks.Waiting >= 0 { // else unknown: left out, not 0
+					w := RateWait(p, ks).Seconds()
+					j.RateWait = &w
+				}
 			}
 		}
 		out = append(out, j)
