@@ -118,6 +118,9 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep := statsreport.Report{Stats: st, Keys: keys}
+	// The estimate runs from the oldest sample within drainWindow of the
+	// last one to the counts just read, so that it is of the counts the
+	// document shows.
 	if hist := s.history.all(); len(hist) >= 2 {
 		last := hist[len(hist)-1]
 		first := hist[0]
@@ -127,8 +130,8 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		if first.At.Before(last.At) {
-			rep.Drain = statsreport.Estimate(first.Stats, last.Stats, last.At.Sub(first.At))
+		if now := time.Now(); first.At.Before(last.At) && first.At.Before(now) {
+			rep.Drain = statsreport.Estimate(first.Stats, st, now.Sub(first.At))
 		}
 	}
 	writeJSON(w, http.StatusOK, rep)

@@ -93,3 +93,52 @@ func TestFollowedTaskPushedAgainWaitsForItsNewRun(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsDrainAgreesWithItsCounts: /api/stats reads the counts at the
+// request; its drain estimate must be of those counts, not of the last
+// sample's, or one document says size 0 and a drain time to come.
+func TestStatsDrainAgreesWithItsCounts(t *testing.T) {
+	t.Parallel()
+	for engine, u := range engines.URLs(t, "dash-drain") {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			q := engines.Open(t, u)
+			s := newServer(t, Config{Queue: q})
+			if _, err := q.PushBatch(ctx, []*jobq.Task{{Command: "echo 1"}, {Command: "echo 2"}, {Command: "echo 3"}, {Command: "echo 4"}}, jobq.PushOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			complete := func(n int) {
+				t.Helper()
+				for range n {
+					env, err := q.Receive(ctx, jobq.ReceiveOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := env.Complete(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := s.Sample(ctx); err != nil {
+				t.Fatal(err)
+			}
+			complete(2)
+			if err := s.Sample(ctx); err != nil {
+				t.Fatal(err)
+			}
+			complete(2) // drained since the last sample
+			rec := do(s, httptest.NewRequest(http.MethodGet, "/api/stats", nil))
+			var doc struct {
+				Size     *int64   `json:"size"`
+				DrainETA *float64 `json:"drain_eta_s"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+				t.Fatalf("%s: %v", rec.Body, err)
+			}
+			if doc.Size == nil || *doc.Size != 0 || doc.DrainETA == nil || *doc.DrainETA != 0 {
+				t.Errorf("stats %s; want size 0 and drain_eta_s 0", rec.Body)
+			}
+		})
+	}
+}
