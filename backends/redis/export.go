@@ -132,7 +132,7 @@ func bucketExpiry(name string) (at int64, ok bool) {
 	if err1 != nil || err2 != nil {
 		return 0, false
 	}
-	return i*s + 1000, true
+	return bucketEnd(s, i), true
 }
 
 // newest keeps the records of found that are their task's newest.

@@ -93,8 +93,12 @@ const minBucketSpan = time.Minute
 func bucketOf(exp time.Time, keep time.Duration) (name string, expireAt int64) {
 	span := max(keep/bucketSpans, minBucketSpan).Truncate(time.Second).Milliseconds()
 	idx := (exp.UnixMilli() + span - 1) / span
-	return strconv.FormatInt(span, 10) + ":" + strconv.FormatInt(idx, 10), idx*span + 1000
+	return strconv.FormatInt(span, 10) + ":" + strconv.FormatInt(idx, 10), bucketEnd(span, idx)
 }
+
+// bucketEnd is when bucket idx of span (ms) expires, ms: a second after
+// the last expiry it holds.
+func bucketEnd(span, idx int64) int64 { return idx*span + 1000 }
 
 // recordSet is a batch of records prepared for a script (recordLua): each
 // one's task id and encoding (empty for none, or one already expired),

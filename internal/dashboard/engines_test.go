@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/tools/testkit/engines"
 	"github.com/jobq/jobq/worker"
 )
@@ -73,10 +76,14 @@ func TestFollowedTaskPushedAgainWaitsForItsNewRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := q.Push(ctx, &jobq.Task{Command: "true"}); err != nil {
+			first := &jobq.Task{Command: "true"}
+			if _, err := q.Push(ctx, first); err != nil {
 				t.Fatal(err)
 			}
 			run()
+			// The earlier run ended more than the clocks' slack before the
+			// push again, as if it had run a while ago.
+			backdateRecord(t, q, first.ID, 2*runClockSlack)
 			if _, err := q.Push(ctx, &jobq.Task{Command: "true"}); err != nil {
 				t.Fatal(err)
 			}
@@ -140,5 +147,23 @@ func TestStatsDrainAgreesWithItsCounts(t *testing.T) {
 				t.Errorf("stats %s; want size 0 and drain_eta_s 0", rec.Body)
 			}
 		})
+	}
+}
+
+// backdateRecord moves the result record of task id back by d.
+func backdateRecord(t *testing.T, q *jobq.Queue, id string, d time.Duration) {
+	t.Helper()
+	store, ok := hooks.Driver(q).(driver.ResultStore)
+	if !ok {
+		t.Fatal("the driver keeps no records")
+	}
+	recs, err := store.GetResults(t.Context(), []string{id})
+	if err != nil || len(recs) != 1 || recs[0] == nil {
+		t.Fatalf("the record of task %s: %v, %v", id, recs, err)
+	}
+	r := *recs[0]
+	r.UpdatedAt = r.UpdatedAt.Add(-d)
+	if err := store.PutResults(t.Context(), []*driver.ResultRecord{&r}); err != nil {
+		t.Fatal(err)
 	}
 }

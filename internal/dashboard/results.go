@@ -86,13 +86,20 @@ func (r *resultTracker) track(peeked []*jobq.PeekedTask) {
 
 // earlierRun reports whether a record written at recorded belongs to a
 // run of task id before the one the tracker saw queued (the task was
-// pushed again with the same ID).
+// pushed again with the same ID). The record carries its worker's clock
+// and the queue time the engine's: a record less than runClockSlack
+// older than the push is taken as this run's, so that a worker whose clock
+// lags a little does not leave its task followed for good.
 func (r *resultTracker) earlierRun(id string, recorded time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q, ok := r.queued[id]
-	return ok && !recorded.IsZero() && recorded.Before(q)
+	return ok && !recorded.IsZero() && recorded.Before(q.Add(-runClockSlack))
 }
+
+// runClockSlack is how far earlierRun lets a worker's clock lag the
+// engine's.
+const runClockSlack = time.Second
 
 // next returns up to n of the oldest tracked IDs, moving them to the back.
 func (r *resultTracker) next(n int) []string {
