@@ -37,6 +37,9 @@ func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each f
 	if f.State != "" && !f.State.Final() && f.State != driver.ResultCancelRequested {
 		return errorf(errcode.InvalidArgument, op, "unknown state %q: use succeeded, dead-lettered, cancelled or cancel-requested", f.State)
 	}
+	if m, ok := q.drv.(driver.GroupMemberLister); ok && f.Group != "" && q.caps.Level(driver.Groups) == driver.Emulated {
+		return a.exportMembers(ctx, op, store, m, f, each)
+	}
 	cursor := ""
 	for {
 		recs, next, err := lister.ListResults(ctx, f, cursor, exportPage)
@@ -60,4 +63,36 @@ func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each f
 		}
 		cursor = next
 	}
+}
+
+// exportMembers is ExportResults of group f.Group where the backend keeps
+// groups as member lists and its records name no group: the members'
+// records, a page at a time, that pass f's State and Since, each with
+// the group.
+func (a *Admin) exportMembers(ctx context.Context, op string, store driver.ResultStore, m driver.GroupMemberLister, f driver.ResultFilter, each func(*Result) error) error {
+	q := a.q
+	ids, err := m.GroupMembers(ctx, f.Group)
+	if err != nil {
+		return q.wrap(op, err)
+	}
+	for lo := 0; lo < len(ids); lo += exportPage {
+		recs, err := q.getResults(ctx, op, store, ids[lo:min(lo+exportPage, len(ids))])
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if rec == nil || f.State != "" && rec.State != f.State || rec.UpdatedAt.Before(f.Since) {
+				continue
+			}
+			r, err := q.result(ctx, op, rec)
+			if err != nil {
+				return err
+			}
+			r.Group = f.Group
+			if err := each(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

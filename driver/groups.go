@@ -107,3 +107,13 @@ type GroupStore interface {
 
 // MaxGroupBytes bounds a group's name.
 const MaxGroupBytes = 200
+
+// GroupMemberLister is implemented by GroupStore drivers whose groups are
+// lists of their members kept beside the result records (Groups
+// Emulated), whose records then name no group: Admin.ExportResults reads
+// a group's records through its members.
+type GroupMemberLister interface {
+	// GroupMembers returns the task IDs pushed in group name, each once;
+	// none when the queue has no such group.
+	GroupMembers(ctx context.Context, name string) ([]string, error)
+}

@@ -186,6 +186,12 @@ func (d *Driver) GroupCounts(ctx context.Context, name string) (*driver.GroupCou
 	return d.rec.GroupCounts(ctx, name)
 }
 
+// GroupMembers implements driver.GroupMemberLister from the result
+// container's member lists.
+func (d *Driver) GroupMembers(ctx context.Context, name string) ([]string, error) {
+	return d.rec.GroupMembers(ctx, name)
+}
+
 // ListGroups implements driver.GroupStore.
 func (d *Driver) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCounters, error) {
 	return d.rec.ListGroups(ctx, limit)

@@ -192,6 +192,16 @@ func (r *Records) AddGroupMembers(ctx context.Context, name string, ids []string
 	return s.AddGroupMembers(ctx, name, ids, expires)
 }
 
+// GroupMembers implements driver.GroupMemberLister for the backend's
+// store.
+func (r *Records) GroupMembers(ctx context.Context, name string) ([]string, error) {
+	s, err := r.get("group")
+	if err != nil {
+		return nil, err
+	}
+	return s.groupMembers(ctx, name, &driver.GroupCounters{})
+}
+
 // GroupCounts implements driver.GroupStore for the backend's store.
 func (r *Records) GroupCounts(ctx context.Context, name string) (*driver.GroupCounters, error) {
 	s, err := r.get("group")
