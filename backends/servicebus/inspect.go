@@ -97,7 +97,10 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 
 // Clear implements driver.Driver: it drains the queue with a
 // receive-and-delete receiver, then cancels the scheduled messages that
-// Peek finds. Locked messages are left to their holders.
+// Peek finds. Locked messages are left to their holders. A scheduled
+// message that comes due between the peek and the cancel cannot be
+// canceled any more (Service Bus answers MessageNotFound): it is drained
+// with the ready ones in one more pass.
 func (d *Driver) Clear(ctx context.Context) (int64, error) {
 	const op = "clear"
 	if err := d.closing.Err(); err != nil {
@@ -108,26 +111,19 @@ func (d *Driver) Clear(ctx context.Context) (int64, error) {
 		return 0, d.fail(op, err)
 	}
 	defer r.Close(context.WithoutCancel(ctx))
-	var n int64
-	sem := make(chan struct{}, 1)
-	for {
-		msgs, err := d.receive(ctx, r, sem, MaxReceiveBatch, time.Second)
-		if err != nil {
-			return n, d.fail(op, err)
-		}
-		if len(msgs) == 0 {
-			break
-		}
-		n += int64(len(msgs))
+	n, err := d.drain(ctx, r)
+	if err != nil {
+		return n, d.fail(op, err)
 	}
 	var from int64
+	due := false // a scheduled message came due before it could be canceled
 	for {
 		msgs, err := d.recv.PeekMessages(ctx, peekPage, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
 		if err != nil {
 			return n, d.fail(op, err)
 		}
 		if len(msgs) == 0 {
-			return n, nil
+			break
 		}
 		var scheduled []int64
 		for _, m := range msgs {
@@ -138,11 +134,62 @@ func (d *Driver) Clear(ctx context.Context) (int64, error) {
 				from = *m.SequenceNumber + 1
 			}
 		}
-		if len(scheduled) > 0 {
-			if err := d.sender.CancelScheduledMessages(ctx, scheduled, nil); err != nil {
-				return n, d.fail(op, err)
-			}
-			n += int64(len(scheduled))
+		canceled, err := d.cancelScheduled(ctx, scheduled)
+		n += canceled
+		if err != nil {
+			return n, d.fail(op, err)
+		}
+		due = due || canceled < int64(len(scheduled))
+	}
+	if due {
+		more, err := d.drain(ctx, r)
+		n += more
+		if err != nil {
+			return n, d.fail(op, err)
 		}
 	}
+	return n, nil
+}
+
+// drain receives and deletes what r finds until a receive comes back
+// empty, and returns how many messages it deleted.
+func (d *Driver) drain(ctx context.Context, r *azservicebus.Receiver) (int64, error) {
+	var n int64
+	sem := make(chan struct{}, 1)
+	for {
+		msgs, err := d.receive(ctx, r, sem, MaxReceiveBatch, time.Second)
+		if err != nil || len(msgs) == 0 {
+			return n, err
+		}
+		n += int64(len(msgs))
+	}
+}
+
+// cancelScheduled cancels the scheduled messages seqs and returns how many
+// it canceled. Service Bus refuses a request naming a sequence number that
+// is no longer scheduled (MessageNotFound: it came due and was enqueued
+// under a new sequence number, or someone canceled it); after such a
+// refusal each is canceled on its own and the missing ones are skipped.
+func (d *Driver) cancelScheduled(ctx context.Context, seqs []int64) (int64, error) {
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	err := d.sender.CancelScheduledMessages(ctx, seqs, nil)
+	if err == nil {
+		return int64(len(seqs)), nil
+	}
+	if errorCode(err) != errcode.NotFound {
+		return 0, err
+	}
+	var n int64
+	for _, seq := range seqs {
+		err := d.sender.CancelScheduledMessages(ctx, []int64{seq}, nil)
+		switch {
+		case err == nil:
+			n++
+		case errorCode(err) != errcode.NotFound:
+			return n, err
+		}
+	}
+	return n, nil
 }

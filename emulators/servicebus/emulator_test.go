@@ -444,3 +444,54 @@ func TestEmulatorClockOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEmulatorCancelOnlyScheduled: Azure refuses to cancel a sequence
+// number that is not a scheduled message (MessageNotFound: "Messages not
+// found. Missing sequence numbers: N"), and the emulator cancels nothing of
+// such a request.
+func TestEmulatorCancelOnlyScheduled(t *testing.T) {
+	t.Parallel()
+	e, _, recv := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	// (a refused management request is retried: cancel without retries)
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	sender, err := client.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedule := func(at time.Time) int64 {
+		t.Helper()
+		seqs, err := sender.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil)
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("schedule: %v %v", seqs, err)
+		}
+		return seqs[0]
+	}
+	canceled := schedule(time.Now().Add(time.Hour))
+	if err := sender.CancelScheduledMessages(ctx, []int64{canceled}, nil); err != nil {
+		t.Fatalf("cancel a scheduled message: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		seq  int64
+	}{
+		{"never sent", 1 << 40},
+		{"already canceled", canceled},
+		{"already due", schedule(time.Now().Add(-time.Minute))},
+	} {
+		future := schedule(time.Now().Add(time.Hour))
+		err := sender.CancelScheduledMessages(ctx, []int64{future, tc.seq}, nil)
+		var sbErr *azservicebus.Error
+		if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeNotFound || !strings.Contains(err.Error(), "Missing sequence numbers") {
+			t.Errorf("%s: cancel = %v, want not found (Missing sequence numbers)", tc.name, err)
+		}
+		peeked, err := recv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &future})
+		if err != nil || len(peeked) != 1 || *peeked[0].SequenceNumber != future {
+			t.Errorf("%s: the scheduled message beside the missing one is gone (%v); a refused cancel cancels nothing", tc.name, err)
+		}
+	}
+}

@@ -25,8 +25,9 @@ UseDevelopmentEmulator=true):
     port): settlements applied but acknowledged late or never, a receiver
     link detached right after it delivered a message; and a broker clock
     offset (--clock-offset);
-  * $management: renew-lock, schedule-message, cancel-scheduled-message,
-    peek-message, update-disposition;
+  * $management: renew-lock, schedule-message, cancel-scheduled-message
+    (refused, MessageNotFound, for a sequence number that is not a
+    scheduled message), peek-message, update-disposition;
   * a plain-HTTP ATOM endpoint for the admin client: GET a queue (with its
     runtime counts) and PUT to create one.
 
@@ -54,6 +55,7 @@ from proton.reactor import Container
 DLQ_SUFFIX = "/$deadletterqueue"
 MGMT_SUFFIX = "/$management"
 LOCK_LOST = "com.microsoft:message-lock-lost"
+MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
 SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 NOT_ALLOWED = "amqp:not-allowed"
 MAX_DEAD_LETTER_TEXT = 4096  # characters (UTF-16 units), as Azure's SDKs enforce
@@ -220,6 +222,12 @@ class Broker:
             q = self.queue(addr[:-len(DLQ_SUFFIX)])
             return q.dead if q else None
         return self.queue(addr)
+
+    @staticmethod
+    def scheduled(ent, seq):
+        """Whether seq is a message of ent still waiting for its scheduled time."""
+        s = ent.messages.get(seq)
+        return s is not None and s.visible_ms > now_ms()
 
     # --- locks and settlement -------------------------------------------
 
@@ -617,6 +625,7 @@ class Handler(FlowController):
     def request(self, address, req):
         ap = req.properties or {}
         op = ap.get("operation", "")
+        refusal = ()
         try:
             if address == "$cbs":
                 code, body = 200, None  # put-token: every token is good
@@ -628,7 +637,7 @@ class Handler(FlowController):
                 elif fn is None:
                     code, body = 501, None
                 else:
-                    code, body = fn(ent, req.body or {})
+                    code, body, *refusal = fn(ent, req.body or {})
         except Exception as e:  # report, never crash the emulator
             print("sbemu: %s failed: %r" % (op, e), file=sys.stderr)
             code, body = 500, None
@@ -637,8 +646,11 @@ class Handler(FlowController):
             return
         status = {200: "OK", 204: "No Content", 400: "Bad Request", 404: "Not Found", 410: "Gone", 413: "Request Entity Too Large",
                   500: "Internal Error", 501: "Not Implemented"}.get(code, "")
-        rsp = Message(body=body, correlation_id=req.id, address=req.reply_to,
-                      properties={"statusCode": int32(code), "statusDescription": status})
+        props = {"statusCode": int32(code), "statusDescription": status}
+        if refusal:  # (condition, description), as Azure words a refusal
+            props["errorCondition"] = symbol(refusal[0])
+            props["statusDescription"] = refusal[1]
+        rsp = Message(body=body, correlation_id=req.id, address=req.reply_to, properties=props)
         link.send(rsp).settle()
 
     def op_renew_lock(self, ent, body):
@@ -679,10 +691,20 @@ class Handler(FlowController):
         return 200, {"sequence-numbers": array(Data.LONG, seqs)}
 
     def op_cancel_scheduled_message(self, ent, body):
-        for seq in elements(body.get("sequence-numbers")):
-            s = ent.messages.get(seq)
-            if s is not None and s.visible_ms > now_ms():
-                del ent.messages[seq]
+        # Azure refuses to cancel a sequence number that is not a scheduled
+        # message (never was, already canceled, or already enqueued: a
+        # scheduled message takes a new sequence number when it becomes
+        # active) with "Messages not found. Missing sequence numbers: N"
+        # (MessageNotFound). Sources: https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing
+        # and https://github.com/Azure/azure-service-bus/issues/239. The
+        # emulator cancels none of the request's messages when one is missing.
+        seqs = [int(seq) for seq in elements(body.get("sequence-numbers"))]
+        missing = [seq for seq in seqs if not self.b.scheduled(ent, seq)]
+        if missing:
+            return 404, None, MESSAGE_NOT_FOUND, "Messages not found. Missing sequence numbers: %s" % ", ".join(
+                str(seq) for seq in missing)
+        for seq in seqs:
+            del ent.messages[seq]
         return 200, None
 
     def op_peek_message(self, ent, body):

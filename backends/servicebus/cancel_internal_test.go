@@ -1,0 +1,58 @@
+package servicebus
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	emu "github.com/jobq/jobq/emulators/servicebus"
+)
+
+// TestCancelScheduledSkipsMissing: Service Bus refuses a cancel that names
+// a sequence number no longer scheduled (it came due, or was canceled), so
+// cancelScheduled (Clear) cancels the others one by one and counts only
+// those it canceled.
+func TestCancelScheduledSkipsMissing(t *testing.T) {
+	t.Parallel()
+	e := emu.Start(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	d, err := New(ctx, client, nil, Options{Queue: "hd-cancel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	schedule := func(at time.Time) int64 {
+		t.Helper()
+		seqs, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil)
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("schedule: %v %v", seqs, err)
+		}
+		return seqs[0]
+	}
+	for _, tc := range []struct {
+		name    string
+		missing []int64 // sequence numbers no longer scheduled
+	}{
+		{"none missing", nil},
+		{"one came due", []int64{schedule(time.Now().Add(-time.Minute))}},
+		{"never sent", []int64{1 << 40}},
+	} {
+		future := []int64{schedule(time.Now().Add(time.Hour)), schedule(time.Now().Add(time.Hour))}
+		n, err := d.cancelScheduled(ctx, append(append([]int64{}, future...), tc.missing...))
+		if err != nil || n != int64(len(future)) {
+			t.Errorf("%s: cancelScheduled = %d, %v; want %d, nil", tc.name, n, err, len(future))
+		}
+		for _, seq := range future {
+			if peeked, err := d.recv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &seq}); err != nil || len(peeked) > 0 && *peeked[0].SequenceNumber == seq {
+				t.Errorf("%s: scheduled message %d is still there (%v)", tc.name, seq, err)
+			}
+		}
+	}
+}
