@@ -19,6 +19,14 @@ import (
 // annotations, encoding.
 const deadLetterOverhead = 2 * 1024
 
+// maxHeaderBytes is Service Bus's limit on a message's properties
+// (application and system) taken together, also once it is dead-lettered
+// with its reason and description among them; more is refused with an
+// error that asks to retry. Each property is also at most 32 KB, which a
+// reason or description of MaxDeadLetterTextLen characters never reaches.
+// https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas
+const maxHeaderBytes = 64 * 1024
+
 // settle runs fn on each lease's message, at most once per lease: a lease
 // settled before is LockLost without a call. A failure other than LockLost
 // leaves the lease usable, so the caller may try again. Each settlement is
@@ -252,12 +260,13 @@ func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 // Service Bus accepts: each at most MaxDeadLetterTextLen characters (cut by
 // bytes, which also bounds UTF-16 units), and together small enough that
 // the dead-lettered message, which carries them as properties, stays
-// within MaxBrokerMessageBytes: then the description keeps at least half
-// the room. The description loses its start (the end of a task's output
+// within MaxBrokerMessageBytes and its properties within maxHeaderBytes:
+// then the description keeps at least half the room. The description loses its start (the end of a task's output
 // says why it failed), the reason its end.
 func deadLetterTexts(m *azservicebus.ReceivedMessage, reason, detail string) (string, string) {
 	reason, detail = cutTail(reason, MaxDeadLetterTextLen, false), cutTail(detail, MaxDeadLetterTextLen, true)
-	room := MaxBrokerMessageBytes - deadLetterOverhead - len(m.Body) - propertiesSize(m.ApplicationProperties)
+	props := propertiesSize(m.ApplicationProperties)
+	room := min(MaxBrokerMessageBytes-len(m.Body), maxHeaderBytes) - deadLetterOverhead - props
 	if len(reason)+len(detail) <= room {
 		return reason, detail
 	}

@@ -495,3 +495,62 @@ func TestEmulatorCancelOnlyScheduled(t *testing.T) {
 		}
 	}
 }
+
+// TestEmulatorHeaderLimits: Azure refuses a message with a property over
+// 32 KB or properties over 64 KB in all, on a send, a schedule and a
+// dead-lettering (which adds the reason and description to them).
+func TestEmulatorHeaderLimits(t *testing.T) {
+	t.Parallel()
+	e, _, _ := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	// (Azure's refusal asks to retry, so the SDK would: send without retries)
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	sender, err := client.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv, err := client.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb := func(n int) string { return strings.Repeat("p", n*1024) }
+	for _, tc := range []struct {
+		name  string
+		props map[string]any
+		ok    bool
+	}{
+		{"one property of 31 KB", map[string]any{"a": kb(31)}, true},
+		{"two of 31 KB", map[string]any{"a": kb(31), "b": kb(31)}, true},
+		{"one of 33 KB", map[string]any{"a": kb(33)}, false},
+		{"three of 30 KB", map[string]any{"a": kb(30), "b": kb(30), "c": kb(30)}, false},
+	} {
+		err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte(tc.name), ApplicationProperties: tc.props}, nil)
+		if (err == nil) != tc.ok {
+			t.Errorf("send with %s: %v, want accepted %v", tc.name, err, tc.ok)
+		}
+		_, err = sender.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte(tc.name), ApplicationProperties: tc.props}}, time.Now().Add(time.Hour), nil)
+		if (err == nil) != tc.ok {
+			t.Errorf("schedule with %s: %v, want accepted %v", tc.name, err, tc.ok)
+		}
+	}
+	// The first accepted message (31 KB of properties) takes a dead-letter
+	// description of 12 KB; the second (62 KB) does not. (The SDK retries
+	// the refusal, as Azure's error asks, and its retry on the link is a
+	// no-op that reports success: what shows the refusal is that the
+	// message stays locked, to be settled again by its lock token.)
+	desc, short := strings.Repeat("€", 4096), "short"
+	for i, refused := range []bool{false, true} {
+		m := receiveOne(t, recv)
+		_ = recv.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{ErrorDescription: &desc})
+		byToken := &azservicebus.ReceivedMessage{LockToken: m.LockToken}
+		err := recv.DeadLetterMessage(ctx, byToken, &azservicebus.DeadLetterOptions{ErrorDescription: &short})
+		if (err == nil) != refused {
+			t.Errorf("message %d (%q) after dead-lettering with a 12 KB description: settling again by lock token = %v, want the first refused: %v",
+				i, m.Body, err, refused)
+		}
+	}
+}

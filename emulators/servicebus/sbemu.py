@@ -15,7 +15,8 @@ UseDevelopmentEmulator=true):
   * settlement on the receiver link (accept, modify = abandon, reject with
     com.microsoft:dead-letter, release) and on the management link;
   * lock expiry and redelivery, dead-lettering after the max delivery count;
-  * Azure's limits: 256 KiB messages (also once dead-lettered), dead-letter
+  * Azure's limits: 256 KiB messages (also once dead-lettered), message
+    properties of 32 KB each and 64 KB in all (also once dead-lettered), dead-letter
     reason and description up to 4,096 characters, lock durations from 5 s
     to 5 min, a max delivery count of at least 1 (10 when not given),
     duplicate detection only on queues created with it (a history of 20 s
@@ -64,6 +65,12 @@ MIN_DEDUP_S, MAX_DEDUP_S = 20.0, 7 * 24 * 3600.0  # duplicate detection history
 MAX_MESSAGE_ID = 128  # characters
 MAX_USER_METADATA = 1024  # characters
 MAX_QUEUE_NAME = 260  # characters
+# A message's header (application and system properties): each property at
+# most 32 KB, all of them at most 64 KB; Azure refuses more with an error
+# that asks to retry. https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas
+# ("Message property size"); the refusal: https://github.com/Azure/azure-sdk-for-net/issues/15325
+MAX_PROPERTY_BYTES, MAX_HEADER_BYTES = 32 * 1024, 64 * 1024
+INTERNAL_ERROR = "amqp:internal-error"
 
 CLOCK_OFFSET_MS = 0  # the broker's clock minus the real one (--clock-offset)
 
@@ -255,6 +262,9 @@ class Broker:
         m = Message()
         m.decode(s.msg.encode())
         self.mark_dead(m, reason, description, props)
+        bad = header_error(m)
+        if bad:
+            return INTERNAL_ERROR, "The dead-lettered message's header is too large: " + bad
         size = len(m.encode())
         if size > self.args.max_message_size:
             return SIZE_EXCEEDED, "The dead-lettered message would be %d bytes; the limit is %d." % (
@@ -328,6 +338,24 @@ class Broker:
         m.delivery_count = max(s.deliveries - (1 if s.lock is not None else 0), 0)
         m.durable = True  # forces a header section onto the wire
         return m
+
+
+def header_error(msg):
+    """None, or why Azure would refuse msg's header (its properties, with
+    the system properties and annotations)."""
+    for k, v in (msg.properties or {}).items():
+        d = Data()
+        d.put_object(k)
+        d.put_object(v)
+        size = len(d.encode())
+        if size > MAX_PROPERTY_BYTES:
+            return "The property %r is %d bytes; the limit is %d." % (str(k), size, MAX_PROPERTY_BYTES)
+    body, msg.body = msg.body, None
+    size = len(msg.encode())
+    msg.body = body
+    if size > MAX_HEADER_BYTES:
+        return "The message's properties are %d bytes; the limit is %d." % (size, MAX_HEADER_BYTES)
+    return None
 
 
 def message_id_too_long(msg):
@@ -573,6 +601,12 @@ class Handler(FlowController):
                     dlv.update(Delivery.REJECTED)
                     dlv.settle()
                     return
+                bad = header_error(msg)
+                if bad:
+                    dlv.local.condition = Condition(INTERNAL_ERROR, "The service was unable to process the request; please retry the operation. " + bad)
+                    dlv.update(Delivery.REJECTED)
+                    dlv.settle()
+                    return
                 msgs.append(msg)
             for msg in msgs:
                 at = (msg.annotations or {}).get("x-opt-scheduled-enqueue-time")
@@ -683,6 +717,9 @@ class Handler(FlowController):
             msg.decode(item["message"])
             if message_id_too_long(msg):
                 return 400, None
+            bad = header_error(msg)
+            if bad:
+                return 500, None, INTERNAL_ERROR, "The service was unable to process the request; please retry the operation. " + bad
             msgs.append(msg)
         for msg in msgs:
             at = (msg.annotations or {}).get("x-opt-scheduled-enqueue-time")
