@@ -554,3 +554,65 @@ func TestEmulatorHeaderLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestEmulatorMessageExpiry: a queue created with a default message
+// time-to-live reports it, and drops a message older than it, or
+// dead-letters it (TTLExpiredException) with dead-lettering on expiration.
+func TestEmulatorMessageExpiry(t *testing.T) {
+	t.Parallel()
+	e, _, _ := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	adm := adminClient(t, e)
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	ttl := "PT1S"
+	for _, tc := range []struct {
+		queue string
+		dead  bool
+	}{{"hd-expire-drop", false}, {"hd-expire-dead", true}} {
+		created, err := adm.CreateQueue(ctx, tc.queue, &admin.CreateQueueOptions{Properties: &admin.QueueProperties{
+			DefaultMessageTimeToLive: &ttl, DeadLetteringOnMessageExpiration: &tc.dead}})
+		if err != nil {
+			t.Fatalf("%s: create: %v", tc.queue, err)
+		}
+		if got := deref(created.DefaultMessageTimeToLive); got != "PT1S" {
+			t.Errorf("%s: the queue reports a default message TTL of %v, want PT1S", tc.queue, got)
+		}
+		sender, err := client.NewSender(tc.queue, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("old")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		opts := &azservicebus.ReceiverOptions{}
+		if tc.dead {
+			opts.SubQueue = azservicebus.SubQueueDeadLetter
+		}
+		recv, err := client.NewReceiverForQueue(tc.queue, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			peeked, err := recv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: new(int64)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.dead && len(peeked) == 1 {
+				if r := deref(peeked[0].DeadLetterReason); r != "TTLExpiredException" {
+					t.Errorf("%s: dead letter reason %v, want TTLExpiredException", tc.queue, r)
+				}
+				break
+			}
+			if !tc.dead && len(peeked) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the message has not expired after 30s with a TTL of 1s", tc.queue)
+			}
+		}
+	}
+}

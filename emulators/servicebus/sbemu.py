@@ -15,6 +15,9 @@ UseDevelopmentEmulator=true):
   * settlement on the receiver link (accept, modify = abandon, reject with
     com.microsoft:dead-letter, release) and on the management link;
   * lock expiry and redelivery, dead-lettering after the max delivery count;
+  * a queue's DefaultMessageTimeToLive (from the admin PUT; never unless
+    given): messages past it are dropped, or dead-lettered with
+    DeadLetteringOnMessageExpiration;
   * Azure's limits: 256 KiB messages (also once dead-lettered), message
     properties of 32 KB each and 64 KB in all (also once dead-lettered), dead-letter
     reason and description up to 4,096 characters, lock durations from 5 s
@@ -65,6 +68,7 @@ MIN_DEDUP_S, MAX_DEDUP_S = 20.0, 7 * 24 * 3600.0  # duplicate detection history
 MAX_MESSAGE_ID = 128  # characters
 MAX_USER_METADATA = 1024  # characters
 MAX_QUEUE_NAME = 260  # characters
+MAX_TTL_S = 10675199 * 86400.0  # TimeSpan.MaxValue, Azure's "never"
 # A message's header (application and system properties): each property at
 # most 32 KB, all of them at most 64 KB; Azure refuses more with an error
 # that asks to retry. https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas
@@ -154,6 +158,10 @@ class Entity:
         self.max_delivery = max_delivery
         self.dedup_s = dedup_s
         self.dead = dead  # the dead-letter Entity, None for a DLQ itself
+        # DefaultMessageTimeToLive in seconds (None: never, Azure's default on
+        # the standard tier) and DeadLetteringOnMessageExpiration
+        self.ttl_s = None
+        self.dead_on_expiry = False
         self.next_seq = 1
         self.messages = {}  # seq -> Stored, in insertion (= seq) order
         self.seen_ids = {}  # message-id -> expiry (ms), for duplicate detection
@@ -309,15 +317,32 @@ class Broker:
         return None
 
     def tick(self):
-        """Expire locks and duplicate-detection history."""
+        """Expire locks, messages past the queue's time-to-live and
+        duplicate-detection history."""
         now = now_ms()
         for q in list(self.queues.values()):
             for ent in (q, q.dead):
                 for s in list(ent.messages.values()):
                     if s.lock is not None and s.locked_until <= now:
                         self.unlock(ent, s)
+                self.expire(ent, now)
                 for k in [k for k, exp in ent.seen_ids.items() if exp <= now]:
                     del ent.seen_ids[k]
+
+    def expire(self, ent, now):
+        """Azure drops a message (or dead-letters it, reason TTLExpiredException,
+        with DeadLetteringOnMessageExpiration) that is not locked once the
+        queue's DefaultMessageTimeToLive has passed since it was enqueued
+        (its scheduled time, for a scheduled one); dead letters never expire.
+        https://learn.microsoft.com/azure/service-bus-messaging/message-expiration"""
+        if ent.ttl_s is None or ent.dead is None:
+            return
+        for s in list(ent.messages.values()):
+            if s.lock is None and max(s.enqueued_ms, s.visible_ms) + ent.ttl_s * 1000 <= now:
+                if ent.dead_on_expiry:
+                    self.dead_letter(ent, s, "TTLExpiredException", "The message expired and was dead lettered.")
+                else:
+                    del ent.messages[s.seq]
 
     def wire_message(self, ent, s, with_lock):
         """The message as a receiver or a peek sees it."""
@@ -815,6 +840,10 @@ class Admin(http.server.BaseHTTPRequestHandler):
                 return self.reply(400, "<Error><Code>400</Code><Detail>%s</Detail></Error>" % escape(bad))
             q = self.broker.create(name, lock_s, maxd, window if dd else 0)
             q.user_metadata = meta
+            q.ttl_s = field("DefaultMessageTimeToLive", None, parse_iso_duration)
+            if q.ttl_s is not None and q.ttl_s >= MAX_TTL_S:
+                q.ttl_s = None
+            q.dead_on_expiry = field("DeadLetteringOnMessageExpiration", False, lambda v: v == "true")
             self.reply(201, self.entry(q))
 
     def do_POST(self):
@@ -861,8 +890,8 @@ class Admin(http.server.BaseHTTPRequestHandler):
             '<LockDuration>%s</LockDuration><MaxSizeInMegabytes>1024</MaxSizeInMegabytes>'
             '<RequiresDuplicateDetection>%s</RequiresDuplicateDetection>'
             '<RequiresSession>false</RequiresSession>'
-            '<DefaultMessageTimeToLive>P10675199DT2H48M5.4775807S</DefaultMessageTimeToLive>'
-            '<DeadLetteringOnMessageExpiration>false</DeadLetteringOnMessageExpiration>'
+            '<DefaultMessageTimeToLive>%s</DefaultMessageTimeToLive>'
+            '<DeadLetteringOnMessageExpiration>%s</DeadLetteringOnMessageExpiration>'
             '<DuplicateDetectionHistoryTimeWindow>%s</DuplicateDetectionHistoryTimeWindow>'
             '<MaxDeliveryCount>%d</MaxDeliveryCount><EnableBatchedOperations>true</EnableBatchedOperations>'
             '<SizeInBytes>0</SizeInBytes><MessageCount>%d</MessageCount><Status>Active</Status>'
@@ -876,6 +905,8 @@ class Admin(http.server.BaseHTTPRequestHandler):
             '</CountDetails><EnablePartitioning>false</EnablePartitioning>%s</QueueDescription>'
             '</content></entry>') % (
                 escape(q.name), iso_duration(q.lock_s), "true" if q.dedup_s > 0 else "false",
+                "P10675199DT2H48M5.4775807S" if q.ttl_s is None else iso_duration(q.ttl_s),
+                "true" if q.dead_on_expiry else "false",
                 iso_duration(q.dedup_s or 600), q.max_delivery, active + scheduled + dead,
                 q.created, q.created, q.created, active, dead, scheduled,
                 "<UserMetadata>%s</UserMetadata>" % escape(q.user_metadata)
