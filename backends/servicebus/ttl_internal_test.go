@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	emu "github.com/jobq/jobq/emulators/servicebus"
+	"github.com/jobq/jobq/errcode"
 )
 
 type syncBuffer struct {
@@ -74,3 +75,33 @@ func TestWarnsOfExpiringQueue(t *testing.T) {
 }
 
 func to(s string) *string { return &s }
+
+// TestRefusesSessionQueue: jobq does not use sessions, and a receiver
+// without one cannot take messages from a queue that requires them, so
+// opening such a queue is refused and says why.
+func TestRefusesSessionQueue(t *testing.T) {
+	t.Parallel()
+	e := emu.Start(t, emu.Options{LockDuration: 5 * time.Second})
+	ctx := context.Background()
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+	adm, err := admin.NewClientFromConnectionString(e.ConnectionString(), &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: e.AdminTransport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, err := adm.CreateQueue(ctx, "hd-sessions", &admin.CreateQueueOptions{Properties: &admin.QueueProperties{RequiresSession: &yes}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(ctx, client, adm, Options{Queue: "hd-sessions"})
+	if err == nil {
+		_ = d.Close()
+		t.Fatal("opened a queue that requires sessions")
+	}
+	if errorCode(err) != errcode.FailedPrecondition || !strings.Contains(err.Error(), "sessions") {
+		t.Errorf("open = %v (%v), want FailedPrecondition naming sessions", err, errorCode(err))
+	}
+}

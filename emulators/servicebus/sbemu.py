@@ -162,6 +162,7 @@ class Entity:
         # the standard tier) and DeadLetteringOnMessageExpiration
         self.ttl_s = None
         self.dead_on_expiry = False
+        self.requires_session = False  # reported only: no session receivers here
         self.next_seq = 1
         self.messages = {}  # seq -> Stored, in insertion (= seq) order
         self.seen_ids = {}  # message-id -> expiry (ms), for duplicate detection
@@ -844,6 +845,7 @@ class Admin(http.server.BaseHTTPRequestHandler):
             if q.ttl_s is not None and q.ttl_s >= MAX_TTL_S:
                 q.ttl_s = None
             q.dead_on_expiry = field("DeadLetteringOnMessageExpiration", False, lambda v: v == "true")
+            q.requires_session = field("RequiresSession", False, lambda v: v == "true")
             self.reply(201, self.entry(q))
 
     def do_POST(self):
@@ -889,7 +891,7 @@ class Admin(http.server.BaseHTTPRequestHandler):
             'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">'
             '<LockDuration>%s</LockDuration><MaxSizeInMegabytes>1024</MaxSizeInMegabytes>'
             '<RequiresDuplicateDetection>%s</RequiresDuplicateDetection>'
-            '<RequiresSession>false</RequiresSession>'
+            '<RequiresSession>%s</RequiresSession>'
             '<DefaultMessageTimeToLive>%s</DefaultMessageTimeToLive>'
             '<DeadLetteringOnMessageExpiration>%s</DeadLetteringOnMessageExpiration>'
             '<DuplicateDetectionHistoryTimeWindow>%s</DuplicateDetectionHistoryTimeWindow>'
@@ -905,6 +907,7 @@ class Admin(http.server.BaseHTTPRequestHandler):
             '</CountDetails><EnablePartitioning>false</EnablePartitioning>%s</QueueDescription>'
             '</content></entry>') % (
                 escape(q.name), iso_duration(q.lock_s), "true" if q.dedup_s > 0 else "false",
+                "true" if q.requires_session else "false",
                 "P10675199DT2H48M5.4775807S" if q.ttl_s is None else iso_duration(q.ttl_s),
                 "true" if q.dead_on_expiry else "false",
                 iso_duration(q.dedup_s or 600), q.max_delivery, active + scheduled + dead,
