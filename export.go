@@ -37,8 +37,11 @@ func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each f
 	if f.State != "" && !f.State.Final() && f.State != driver.ResultCancelRequested {
 		return errorf(errcode.InvalidArgument, op, "unknown state %q: use succeeded, dead-lettered, cancelled or cancel-requested", f.State)
 	}
+	var sent map[string]bool // the members' records exportMembers sent
 	if m, ok := q.drv.(driver.GroupMemberLister); ok && f.Group != "" && q.caps.Level(driver.Groups) == driver.Emulated {
-		return a.exportMembers(ctx, op, store, m, f, each)
+		if sent, err = a.exportMembers(ctx, op, store, m, f, each); err != nil {
+			return err
+		}
 	}
 	cursor := ""
 	for {
@@ -51,7 +54,7 @@ func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each f
 			if err != nil {
 				return err
 			}
-			if f.Group != "" && r.Group != f.Group {
+			if f.Group != "" && r.Group != f.Group || sent[r.ID] {
 				continue
 			}
 			if err := each(r); err != nil {
@@ -65,20 +68,22 @@ func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each f
 	}
 }
 
-// exportMembers is ExportResults of group f.Group where the backend keeps
-// groups as member lists and its records name no group: the members'
-// records, a page at a time, that pass f's State and Since, each with
-// the group.
-func (a *Admin) exportMembers(ctx context.Context, op string, store driver.ResultStore, m driver.GroupMemberLister, f driver.ResultFilter, each func(*Result) error) error {
+// exportMembers sends the records of group f.Group's members that pass
+// f's State and Since, each with the group, a page at a time, and returns
+// their IDs: where the backend keeps groups as member lists, its workers'
+// records name no group, so the listing that follows finds only records
+// written with one.
+func (a *Admin) exportMembers(ctx context.Context, op string, store driver.ResultStore, m driver.GroupMemberLister, f driver.ResultFilter, each func(*Result) error) (map[string]bool, error) {
 	q := a.q
 	ids, err := m.GroupMembers(ctx, f.Group)
 	if err != nil {
-		return q.wrap(op, err)
+		return nil, q.wrap(op, err)
 	}
+	sent := make(map[string]bool, len(ids))
 	for lo := 0; lo < len(ids); lo += exportPage {
 		recs, err := q.getResults(ctx, op, store, ids[lo:min(lo+exportPage, len(ids))])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, rec := range recs {
 			if rec == nil || f.State != "" && rec.State != f.State || rec.UpdatedAt.Before(f.Since) {
@@ -86,13 +91,14 @@ func (a *Admin) exportMembers(ctx context.Context, op string, store driver.Resul
 			}
 			r, err := q.result(ctx, op, rec)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			r.Group = f.Group
 			if err := each(r); err != nil {
-				return err
+				return nil, err
 			}
+			sent[r.ID] = true
 		}
 	}
-	return nil
+	return sent, nil
 }
