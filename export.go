@@ -29,6 +29,20 @@ func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each f
 		return &Error{Code: errcode.Unimplemented, Op: op, Queue: q.url,
 			Msg: "backend " + q.backend() + " cannot list its result records: read them one by one with Queue.Result"}
 	}
+	if err := checkExportFilter(op, f); err != nil {
+		return err
+	}
+	var sent map[string]bool // the members' records exportMembers sent
+	if m, ok := q.drv.(driver.GroupMemberLister); ok && f.Group != "" && q.caps.Level(driver.Groups) == driver.Emulated {
+		if sent, err = a.exportMembers(ctx, op, store, m, f, each); err != nil {
+			return err
+		}
+	}
+	return a.exportListed(ctx, op, lister, f, sent, each)
+}
+
+// checkExportFilter refuses a filter ExportResults cannot apply.
+func checkExportFilter(op string, f driver.ResultFilter) error {
 	if f.Group != "" {
 		if err := validGroupName(op, f.Group); err != nil {
 			return err
@@ -37,12 +51,13 @@ func (a *Admin) ExportResults(ctx context.Context, f driver.ResultFilter, each f
 	if f.State != "" && !f.State.Final() && f.State != driver.ResultCancelRequested {
 		return errorf(errcode.InvalidArgument, op, "unknown state %q: use succeeded, dead-lettered, cancelled or cancel-requested", f.State)
 	}
-	var sent map[string]bool // the members' records exportMembers sent
-	if m, ok := q.drv.(driver.GroupMemberLister); ok && f.Group != "" && q.caps.Level(driver.Groups) == driver.Emulated {
-		if sent, err = a.exportMembers(ctx, op, store, m, f, each); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+// exportListed sends the records lister lists that pass f, but those in
+// sent, page by page.
+func (a *Admin) exportListed(ctx context.Context, op string, lister driver.ResultLister, f driver.ResultFilter, sent map[string]bool, each func(*Result) error) error {
+	q := a.q
 	cursor := ""
 	for {
 		recs, next, err := lister.ListResults(ctx, f, cursor, exportPage)
