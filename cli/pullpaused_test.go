@@ -1,35 +1,15 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq/cli"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer that a running command writes while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPullStoppedOnPausedQueue: a pull waiting on a paused queue that
 // holds a task, then stopped, must not say the queue is empty.
@@ -59,7 +39,7 @@ func runStoppedAt(t *testing.T, args []string, at string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out, errOut lockedBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- cli.Run(ctx, args, strings.NewReader(""), &out, &errOut) }()
 	if at != "" {

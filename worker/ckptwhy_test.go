@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -23,7 +24,7 @@ func TestCheckpointSavedAtStopSaysStopped(t *testing.T) {
 	push(t, b.q, &jobq.Task{Command: `trap 'echo last > "$JOBQ_CHECKPOINT_DIR/state"; exit 143' TERM
 touch ` + ready + `
 while :; do sleep 0.05; done`})
-	var out lockedLog
+	var out syncbuf.Buffer
 	w := worker.New(b.q, &worker.Shell{KillTimeout: 30 * time.Second}, worker.Options{Logger: slog.New(slog.NewTextHandler(&out, nil)),
 		Checkpoints: true, Poll: 50 * time.Millisecond})
 	errc := make(chan error, 1)
@@ -42,9 +43,7 @@ while :; do sleep 0.05; done`})
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	out.mu.Lock()
-	text := out.b.String()
-	out.mu.Unlock()
+	text := out.String()
 	var saved string
 	for _, line := range strings.Split(text, "\n") {
 		if strings.Contains(line, "checkpoint saved") {

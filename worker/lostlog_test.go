@@ -1,28 +1,16 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 	"github.com/jobq/jobq/worker"
 )
-
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
 
 // TestLostDeliveryLogNamesNoEmptyWorker: when no attempt of the task was
 // ever recorded (its first delivery's worker died), the warning about the
@@ -38,15 +26,13 @@ func TestLostDeliveryLogNamesNoEmptyWorker(t *testing.T) {
 		<-ctx.Done() // the lease expires: nothing is recorded
 		return ctx.Err()
 	})
-	var out lockedLog
+	var out syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&out, nil))
 	w := worker.New(q, h, worker.Options{Logger: log, Poll: 100 * time.Millisecond, Visibility: time.Second, DisableHeartbeat: true})
 	if err := w.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	out.mu.Lock()
-	text := out.b.String()
-	out.mu.Unlock()
+	text := out.String()
 	if !strings.Contains(text, "earlier deliveries ended without a settlement") {
 		t.Fatalf("no warning about the lost delivery; log:\n%s", text)
 	}

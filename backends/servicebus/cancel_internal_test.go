@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-
-	emu "github.com/jobq/jobq/emulators/servicebus"
 )
 
 // TestCancelScheduledSkipsMissing: Service Bus refuses a cancel that names
@@ -16,18 +14,9 @@ import (
 // those it canceled.
 func TestCancelScheduledSkipsMissing(t *testing.T) {
 	t.Parallel()
-	e := emu.Start(t, emu.Options{LockDuration: 5 * time.Second})
 	ctx := context.Background()
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close(context.Background()) })
-	d, err := New(ctx, client, nil, Options{Queue: "hd-cancel"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	client, _ := startEmulator(t)
+	d := openDriver(t, client, "hd-cancel")
 	schedule := func(at time.Time) int64 {
 		t.Helper()
 		seqs, err := d.sender.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil)

@@ -9,7 +9,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/jobq/jobq/driver"
-	emu "github.com/jobq/jobq/emulators/servicebus"
 )
 
 // TestDeadLetterWithinHeaderLimit: Service Bus refuses a message whose
@@ -19,18 +18,9 @@ import (
 // to the room left.
 func TestDeadLetterWithinHeaderLimit(t *testing.T) {
 	t.Parallel()
-	e := emu.Start(t, emu.Options{LockDuration: 5 * time.Second})
 	ctx := context.Background()
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close(context.Background()) })
-	d, err := New(ctx, client, nil, Options{Queue: "hd-header"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	client, _ := startEmulator(t)
+	d := openDriver(t, client, "hd-header")
 	long := strings.Repeat("€", MaxDeadLetterTextLen) // 3 bytes a character
 	for _, tc := range []struct {
 		name  string

@@ -20,7 +20,15 @@ import (
 func setup(t *testing.T, opts emu.Options) (*emu.Emulator, *azservicebus.Sender, *azservicebus.Receiver) {
 	t.Helper()
 	e := emu.Start(t, opts)
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), nil)
+	sender, recv := connect(t, e, nil)
+	return e, sender, recv
+}
+
+// connect returns a sender and a receiver of queue q on a client of e with
+// options copts, closed when the test ends.
+func connect(t *testing.T, e *emu.Emulator, copts *azservicebus.ClientOptions) (*azservicebus.Sender, *azservicebus.Receiver) {
+	t.Helper()
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), copts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +41,13 @@ func setup(t *testing.T, opts emu.Options) (*emu.Emulator, *azservicebus.Sender,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, sender, recv
+	return sender, recv
 }
+
+// noRetries are client options without retries: a refused request is
+// retried by the SDK (Azure's refusals of oversized properties even ask
+// for it), which would hide the refusal.
+var noRetries = &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}}
 
 func receiveOne(t *testing.T, r *azservicebus.Receiver) *azservicebus.ReceivedMessage {
 	t.Helper()
@@ -271,15 +284,7 @@ func TestEmulatorRefusesWhatAzureRefuses(t *testing.T) {
 		t.Error("sent a message whose ID is 129 characters long; Azure allows 128")
 	}
 	// (a refused management request is retried: schedule without retries)
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close(context.Background()) })
-	once, err := client.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	once, _ := connect(t, e, noRetries)
 	if _, err := once.ScheduleMessages(ctx, []*azservicebus.Message{{MessageID: &long, Body: []byte("x")}}, time.Now().Add(time.Hour), nil); err == nil {
 		t.Error("scheduled a message whose ID is 129 characters long; Azure allows 128")
 	}
@@ -451,18 +456,10 @@ func TestEmulatorClockOffset(t *testing.T) {
 // such a request.
 func TestEmulatorCancelOnlyScheduled(t *testing.T) {
 	t.Parallel()
-	e, _, recv := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	e := emu.Start(t, emu.Options{LockDuration: 5 * time.Second})
 	ctx := context.Background()
 	// (a refused management request is retried: cancel without retries)
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close(context.Background()) })
-	sender, err := client.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sender, recv := connect(t, e, noRetries)
 	schedule := func(at time.Time) int64 {
 		t.Helper()
 		seqs, err := sender.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil)
@@ -501,22 +498,10 @@ func TestEmulatorCancelOnlyScheduled(t *testing.T) {
 // dead-lettering (which adds the reason and description to them).
 func TestEmulatorHeaderLimits(t *testing.T) {
 	t.Parallel()
-	e, _, _ := setup(t, emu.Options{LockDuration: 5 * time.Second})
+	e := emu.Start(t, emu.Options{LockDuration: 5 * time.Second})
 	ctx := context.Background()
 	// (Azure's refusal asks to retry, so the SDK would: send without retries)
-	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString(), &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close(context.Background()) })
-	sender, err := client.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recv, err := client.NewReceiverForQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sender, recv := connect(t, e, noRetries)
 	kb := func(n int) string { return strings.Repeat("p", n*1024) }
 	for _, tc := range []struct {
 		name  string
