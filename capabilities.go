@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"sync"
+	"time"
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
@@ -55,4 +56,30 @@ func (q *Queue) warnOnce(f driver.Feature, instead string) {
 		q.log.Warn("jobq: feature degraded on this backend",
 			"feature", string(f), "level", q.caps.Features[f].Level.String(), "backend", q.scheme, "instead", instead)
 	}
+}
+
+// longDelayKey marks, in warnOnce, the warning that a requeue delay was
+// shortened to the backend's longest.
+const longDelayKey driver.Feature = "requeue delay over the backend's maximum"
+
+// fitDelay returns delay, shortened to the backend's longest visibility
+// timeout when it declares one (Azure Storage Queue: 7 days), with one
+// warning per queue. A retry backoff, snooze or gate delay may be longer
+// than the engine can hide a message; refused, the settlement would fail
+// and the task would come back at its lease's end without using up a
+// retry, forever. Shortened, it comes back early, which is safe.
+func (q *Queue) fitDelay(delay time.Duration) time.Duration {
+	mv := q.caps.MaxVisibility
+	if mv <= 0 || delay <= mv {
+		return delay
+	}
+	q.warned.mu.Lock()
+	first := !q.warned.seen[longDelayKey]
+	q.warned.seen[longDelayKey] = true
+	q.warned.mu.Unlock()
+	if first {
+		q.log.Warn("jobq: a requeue delay is longer than this backend can hide a message; the task comes back after the backend's maximum instead",
+			"delay", delay, "max", mv, "backend", q.scheme)
+	}
+	return mv
 }

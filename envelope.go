@@ -237,7 +237,9 @@ func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord, 
 
 // Requeue puts the message back, visible again after delay (0: at once).
 // Its retry budget is not touched. On backends without a native delayed
-// requeue the declared fallback applies, with a one-time warning.
+// requeue the declared fallback applies, with a one-time warning. A delay
+// longer than the backend's MaxVisibility (7 days on Azure Storage Queue)
+// is shortened to it, with a one-time warning.
 func (e *Envelope) Requeue(ctx context.Context, delay time.Duration) (err error) {
 	ctx, span := e.startSettle(ctx, "requeue")
 	defer e.endSettle(ctx, span, "requeue", &err)
@@ -255,6 +257,7 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 		if err := e.q.degrade(op, driver.DelayedRequeue); err != nil {
 			return err
 		}
+		delay = e.q.fitDelay(delay)
 	}
 	if body == nil {
 		body = e.historyBody(e.wire)
@@ -359,6 +362,7 @@ func (e *Envelope) retryDelay() time.Duration {
 		e.q.warnOnce(driver.DelayedRequeue, "a failed task is retried at once: the backend cannot delay a requeue, so the retry backoff is not applied")
 		delay = 0
 	}
+	delay = e.q.fitDelay(delay)
 	e.mu.Lock()
 	if e.attempt != nil {
 		a := *e.attempt

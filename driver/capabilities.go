@@ -150,7 +150,9 @@ type Capabilities struct {
 	// accepts. Zero means no limit the portable layer needs to know about.
 	MaxMessageBytes int
 	// MaxVisibility is the longest visibility timeout (lease) one Receive or
-	// Renew can ask for. Zero means no limit.
+	// Renew can ask for, and the longest delay of a requeue: the portable
+	// layer shortens a longer requeue delay (a retry backoff, a snooze) to
+	// it, with a one-time warning. Zero means no limit.
 	MaxVisibility time.Duration
 	// MaxPeek is the most messages one Peek returns. Zero means no limit.
 	MaxPeek int

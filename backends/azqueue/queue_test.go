@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/jobq/jobq"
+	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/hooks"
@@ -516,5 +517,53 @@ func TestStatsOfMissingQueueSaysSo(t *testing.T) {
 	_, err = q.Admin().Stats(t.Context())
 	if !errors.Is(err, errcode.NotFound) || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("stats of a missing queue = %v; want NotFound saying the queue does not exist", err)
+	}
+}
+
+// A retry backoff, or a requeue, may ask for a delay longer than the 7 days
+// Azure can hide a message. Refused, the settlement failed and the task came
+// back at its lease's end without using up a retry, forever; the delay is
+// shortened to 7 days instead, and the task stays queued.
+func TestDelaysOverSevenDaysAreShortened(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		settle func(*jobq.Envelope) (time.Duration, error)
+	}{
+		{"retry backoff", func(e *jobq.Envelope) (time.Duration, error) {
+			res, err := e.Fail(t.Context(), errors.New("exit 1"), "")
+			if err == nil && !res.Retried {
+				t.Errorf("fail: %+v, want a retry", res)
+			}
+			return res.Delay, err
+		}},
+		{"requeue", func(e *jobq.Envelope) (time.Duration, error) {
+			return azq.MaxVisibility, e.Requeue(t.Context(), 30*24*time.Hour)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, _ := openQueue(t)
+			if err := q.Admin().SetPolicy(t.Context(), driver.RetryBackoff(30*24*time.Hour, 30*24*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.Push(t.Context(), &jobq.Task{Command: "false", NumRetries: 2}); err != nil {
+				t.Fatal(err)
+			}
+			e := receive(t, q, time.Minute)
+			delay, err := tc.settle(e)
+			if err != nil {
+				t.Fatalf("settle with a delay over 7 days: %v", err)
+			}
+			if delay != azq.MaxVisibility {
+				t.Errorf("delay = %v, want Azure's maximum %v", delay, azq.MaxVisibility)
+			}
+			if _, err := q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute}); !errors.Is(err, jobq.ErrEmpty) {
+				t.Fatalf("receive after the long requeue: %v, want ErrEmpty (the task is delayed)", err)
+			}
+			if n, err := q.Admin().Size(t.Context()); err != nil || n != 1 {
+				t.Errorf("size = %d, %v; want the delayed task counted", n, err)
+			}
+		})
 	}
 }

@@ -88,7 +88,7 @@ type Options struct {
 	// to 0: none.
 	MaxMessageBytes int
 	// MaxVisibility declares the longest lease a Receive or Renew may ask
-	// for. Defaults to 0: none.
+	// for, and so the longest requeue delay. Defaults to 0: none.
 	MaxVisibility time.Duration
 	// MaxPushBatch, MaxReceiveBatch and MaxPeek declare and enforce batch
 	// limits, so that tests see whether the portable layer splits and
