@@ -2,6 +2,7 @@ package azqueue_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,51 @@ func TestNewWithoutResultsContainer(t *testing.T) {
 	}
 	if got, err := d2.GetResults(ctx, []string{"y"}); err != nil || got[0] == nil {
 		t.Fatalf("GetResults with Options.Results: %v, %v", got, err)
+	}
+}
+
+// TestResultsContainerNameRules: results= takes exactly the names Azure
+// takes. A long name of single hyphens (64 characters or more) was accepted
+// and every push then failed with Azure's raw 400 OutOfRangeInput; a
+// three-character name with a hyphen, which Azure accepts, was refused.
+func TestResultsContainerNameRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"h-b", true},
+		{"jq" + strings.Repeat("-x", 31), false}, // 64 characters
+		{"jq" + strings.Repeat("-x", 40), false},
+		{"jq-" + strings.Repeat("x", 60), true}, // 63 characters
+	} {
+		t.Run(fmt.Sprintf("%d-%t", len(tc.name), tc.ok), func(t *testing.T) {
+			t.Parallel()
+			u := newQueueURL(t)
+			d, err := openDriver(ctx, u+"?results="+tc.name)
+			if !tc.ok {
+				if errcode.Of(err) != errcode.InvalidArgument || !strings.Contains(err.Error(), "results=") {
+					t.Fatalf("open with results=%s (%d characters): %v; want InvalidArgument naming results=", tc.name, len(tc.name), err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("open with results=%s: %v", tc.name, err)
+			}
+			defer d.Close()
+			c, err := resultsContainer(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = c.Delete(context.Background(), nil) })
+			id := "t-" + u[len(u)-12:]
+			if err := d.(driver.ResultStore).PutResults(ctx, []*driver.ResultRecord{resultRecord(id, driver.ResultSucceeded)}); err != nil {
+				t.Fatalf("store a record in %s: %v", tc.name, err)
+			}
+			if _, err := c.NewBlobClient(id).GetProperties(ctx, nil); err != nil {
+				t.Fatalf("the record is not in %s: %v", tc.name, err)
+			}
+		})
 	}
 }

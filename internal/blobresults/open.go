@@ -2,7 +2,6 @@ package blobresults
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -14,12 +13,9 @@ import (
 	"github.com/jobq/jobq/stash/azblob"
 )
 
-// containerName is Azure's rule for container names.
-var containerName = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
-
 // CheckContainerName reports a container name Azure would refuse.
 func CheckContainerName(name string) error {
-	if !containerName.MatchString(name) {
+	if !azblob.ValidContainerName(name) {
 		return driver.Errorf(errcode.InvalidArgument,
 			"result container %q is not a valid container name: 3 to 63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit", name)
 	}

@@ -89,9 +89,19 @@ type URLOpener struct {
 }
 
 var (
-	accountName   = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
-	containerName = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
+	accountName = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
+	// containerChars is the character rule of container names; their
+	// length is checked apart, as a repetition of one- and two-character
+	// groups cannot bound it.
+	containerChars = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
 )
+
+// ValidContainerName reports whether Azure accepts name as a blob
+// container's: 3 to 63 lowercase letters, digits and single hyphens,
+// starting and ending with a letter or digit.
+func ValidContainerName(name string) bool {
+	return len(name) >= 3 && len(name) <= 63 && containerChars.MatchString(name)
+}
 
 // OpenStoreURL opens the store u names.
 func (o *URLOpener) OpenStoreURL(_ context.Context, u *url.URL) (stash.Store, error) {
@@ -100,7 +110,7 @@ func (o *URLOpener) OpenStoreURL(_ context.Context, u *url.URL) (stash.Store, er
 	if !accountName.MatchString(account) {
 		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q: storage account %q is not 3 to 24 lowercase letters and digits; use azblob://ACCOUNT/CONTAINER/prefix", u.Redacted(), account)
 	}
-	if !containerName.MatchString(cont) {
+	if !ValidContainerName(cont) {
 		return nil, driver.Errorf(errcode.InvalidArgument, "stash URL %q: container %q is not 3 to 63 lowercase letters, digits and single hyphens; use azblob://ACCOUNT/CONTAINER/prefix", u.Redacted(), cont)
 	}
 	client, err := o.containerClient(account, cont)

@@ -165,6 +165,7 @@ func TestOpenRejects(t *testing.T) {
 		{"azblob://Bad_Account/c/p", "storage account \"Bad_Account\""},
 		{"azblob://" + account, "container \"\""},
 		{"azblob://" + account + "/a--b/p", "container \"a--b\""},
+		{"azblob://" + account + "/a" + strings.Repeat("-b", 32) + "/p", "is not 3 to 63"}, // 65 characters
 	} {
 		_, err := stash.Open(t.Context(), tc.url)
 		expect(t, err, errcode.InvalidArgument, tc.msg)
