@@ -3,12 +3,14 @@ package azqueue_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/jobq/jobq"
 	azq "github.com/jobq/jobq/backends/azqueue"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
@@ -180,5 +182,30 @@ func TestResultsContainerNameRules(t *testing.T) {
 				t.Fatalf("the record is not in %s: %v", tc.name, err)
 			}
 		})
+	}
+}
+
+// TestResultsErrorIsOneLine: a refused Blob Storage request is reported in
+// one line, with its status and code, not the SDK's many lines of request
+// and XML body.
+func TestResultsErrorIsOneLine(t *testing.T) {
+	t.Parallel()
+	if connStr != azq.DevelopmentConnectionString {
+		t.Skip("needs Azurite: builds a connection string with a wrong key")
+	}
+	const wrongKey = "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXktd3Jvbmcta2V5LXdyb25nLWtleQ=="
+	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + wrongKey +
+		";QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
+	q, err := jobq.OpenWithOptions(t.Context(), newQueueURL(t), jobq.Options{ConnectionString: cs, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	_, err = q.Result(t.Context(), "t1")
+	if errcode.Of(err) != errcode.PermissionDenied {
+		t.Fatalf("result with a wrong key: %v; want PermissionDenied", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "HTTP 403") || strings.Contains(msg, wrongKey) {
+		t.Errorf("error is not one line with the HTTP status (or shows the key):\n%s", msg)
 	}
 }

@@ -442,5 +442,11 @@ func (s *Store) errorf(err error, format string, args ...any) error {
 	if c := errcode.Of(err); c == errcode.Canceled || c == errcode.DeadlineExceeded {
 		code = c
 	}
-	return driver.Errorf(code, "result records in %s: %s%s: %w", s.where, fmt.Sprintf(format, args...), hint, err)
+	detail := err.Error()
+	if re != nil {
+		// The SDK's own text spans many lines (request, headers, XML body).
+		detail = fmt.Sprintf("HTTP %d %s", re.StatusCode, re.ErrorCode)
+	}
+	return &driver.Error{Code: code, Err: err,
+		Msg: fmt.Sprintf("result records in %s: %s%s: %s", s.where, fmt.Sprintf(format, args...), hint, detail)}
 }
