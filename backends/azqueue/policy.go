@@ -2,7 +2,9 @@ package azqueue
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
@@ -85,7 +87,53 @@ func (q *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 		return err
 	}
 	pols, _ = driver.ReplacePolicy(pols, p, false)
+	if err := q.checkRoom(meta, pols, p); err != nil {
+		return err
+	}
 	return q.writePolicies(ctx, meta, pols)
+}
+
+// maxMetadataBytes is the most metadata Azure keeps on a queue: 8 KiB of
+// names and values together. Azurite keeps more, so the driver checks.
+const maxMetadataBytes = 8 * 1024
+
+// checkRoom refuses setting p when the queue's metadata with pols would
+// exceed Azure's 8 KiB, which the service would refuse (400
+// MetadataTooLarge). A new schedule must leave room for its firing and
+// paused states, written later by every scheduler: without it, the
+// schedule would be stored but could never fire.
+func (q *Driver) checkRoom(meta map[string]*string, pols []driver.Policy, p driver.Policy) error {
+	need := pols
+	if s, err := driver.ParseScheduleSpec(p); err == nil {
+		// Timestamps as long as any a scheduler writes before 2262.
+		late := time.Date(2261, 12, 31, 23, 59, 59, 999e6, time.UTC)
+		need = append(append([]driver.Policy{}, pols...),
+			driver.FiredState{Name: s.Name, Slot: late, Pushed: true, ClaimedAt: late}.Policy(),
+			driver.SchedulePaused(s.Name, late))
+	}
+	n := len(policyMetadataKey) + len(driver.EncodePolicies(need))
+	for k, v := range meta {
+		if !strings.EqualFold(k, policyMetadataKey) && v != nil {
+			n += len(k) + len(*v)
+		}
+	}
+	if n <= maxMetadataBytes {
+		return nil
+	}
+	return driver.Errorf(errcode.ResourceExhausted,
+		"%s would take %d bytes of %s's metadata, where Azure Storage Queue keeps policies and schedules, over its limit of %d bytes: remove schedules or policies you no longer need (jobq QUEUE schedule rm NAME, jobq QUEUE policy unset ...), or schedule a script instead of a long command",
+		describePolicy(p), n, q.name, maxMetadataBytes)
+}
+
+// describePolicy names p in an error.
+func describePolicy(p driver.Policy) string {
+	if s, err := driver.ParseScheduleSpec(p); err == nil {
+		return fmt.Sprintf("schedule %q", s.Name)
+	}
+	if p.Key != "" {
+		return fmt.Sprintf("the %s policy of %q", p.Kind, p.Key)
+	}
+	return fmt.Sprintf("the %s policy", p.Kind)
 }
 
 // UnsetPolicy implements driver.PolicyStore.

@@ -1,9 +1,11 @@
 package azqueue_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
@@ -39,5 +41,43 @@ func TestPolicyKeyInvalidUTF8(t *testing.T) {
 	}
 	if pols, err := ps.ListPolicies(t.Context()); err != nil || len(pols) != 1 || pols[0].Key != "gpü" {
 		t.Errorf("policies: %+v, %v; want the key gpü", pols, err)
+	}
+}
+
+// TestMetadataLimit: Azure keeps at most 8 KiB of metadata on a queue,
+// where the policies and schedules live; Azurite keeps more. A schedule
+// that would not fit is refused by name (not stored on Azurite, then
+// refused by Azure with a bare 400), and an accepted one keeps room to
+// record its firing and pausing.
+func TestMetadataLimit(t *testing.T) {
+	t.Parallel()
+	q, _ := openQueue(t)
+	cmd := "echo " + strings.Repeat("x", 1200)
+	var err error
+	added := 0
+	for ; added < 20; added++ {
+		if _, err = q.Admin().AddSchedule(t.Context(), fmt.Sprintf("s%d", added), "@hourly", &jobq.Task{Command: cmd}, jobq.ScheduleOptions{}); err != nil {
+			break
+		}
+	}
+	if errcode.Of(err) != errcode.ResourceExhausted || !strings.Contains(err.Error(), "schedule rm") {
+		t.Fatalf("after %d schedules of 1.2 KB: %v; want ResourceExhausted saying how to make room", added, err)
+	}
+	props, err := mainClient(t, q).GetProperties(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k, v := range props.Metadata {
+		n += len(k) + len(*v)
+	}
+	if n > 8*1024 {
+		t.Errorf("queue metadata holds %d bytes, over Azure's 8 KiB", n)
+	}
+	if added == 0 {
+		t.Fatal("not even one schedule fits")
+	}
+	if err := q.Admin().PauseSchedule(t.Context(), fmt.Sprintf("s%d", added-1)); err != nil {
+		t.Errorf("pause the last schedule that fitted: %v", err)
 	}
 }
