@@ -81,8 +81,10 @@ func New(client *container.Client, where string) *Store {
 // Where names the store's container (without credentials).
 func (s *Store) Where() string { return s.where }
 
-// safeName is what a task ID may be to name its blob as it is.
-var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+// safeName is what a task ID may be to name its blob as it is. It does not
+// end with a dot: Azure asks to avoid such blob names, as URL handling
+// along the way may drop the dot (a record of "a." read as that of "a").
+var safeName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9_-])?$`)
 
 // blobName is the blob of task id's record: the ID itself when it is
 // short and plain, else "~" and the hex SHA-256 of the ID (a name no plain

@@ -206,6 +206,10 @@ func TestBlobName(t *testing.T) {
 		{"-leading", false, "~"},
 		{"~abc", false, "~"},
 		{strings.Repeat("x", 201), false, "~"},
+		{strings.Repeat("x", 200), true, ""},
+		{"a", true, ""},
+		{"step1.", false, "~"},
+		{"a.b.", false, "~"},
 	}
 	for _, tt := range tests {
 		got := blobName(tt.id)
