@@ -45,11 +45,17 @@ func (q *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams)
 			DeliveryCount: c.dequeueCount,
 			MessageID:     c.messageID,
 		}, MaxMessageBytes)
+		text := encodeText(body)
 		if !kept {
 			q.log.Warn("azqueue: dead letter too large to carry its reason; storing the task without it",
 				"message_id", c.messageID, "reason", r.Reason)
+			// The message's own text, which the service took and so takes
+			// again: a body that is not plain text (a foreign poison
+			// message) would grow by a third as base64, be refused, and
+			// come back forever.
+			text = c.text
 		}
-		copyID, copyReceipt, err := q.sendDead(ctx, encodeText(body))
+		copyID, copyReceipt, err := q.sendDead(ctx, text)
 		if err != nil {
 			return err
 		}

@@ -567,3 +567,33 @@ func TestDelaysOverSevenDaysAreShortened(t *testing.T) {
 		})
 	}
 }
+
+// TestLargePoisonMessageIsDeadLettered: a foreign message of 60 KB that is
+// neither JSON nor base64 is poison. Its dead letter cannot carry a reason;
+// stored re-encoded as base64 it grew past 64 KiB, was refused, and the
+// message came back at every lease, forever. It is kept as it came.
+func TestLargePoisonMessageIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	q, _ := openQueue(t)
+	text := "not json " + strings.Repeat("z", 60000)
+	if _, err := mainClient(t, q).EnqueueMessage(t.Context(), text, &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute, Wait: 5 * time.Second}); !errors.Is(err, jobq.ErrEmpty) {
+		t.Fatalf("receive of a poison message: %v, want ErrEmpty (dead-lettered)", err)
+	}
+	peek, err := deadClient(t, q).PeekMessages(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(peek.Messages) != 1 || *peek.Messages[0].MessageText != text {
+		t.Fatalf("QUEUE-failed holds %d messages; want the poison message's text as it was", len(peek.Messages))
+	}
+	props, err := mainClient(t, q).GetProperties(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := *props.ApproximateMessagesCount; n != 0 {
+		t.Errorf("main queue holds %d messages after the dead-lettering, want 0", n)
+	}
+}
