@@ -1,6 +1,7 @@
 package azqueue
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -147,7 +148,7 @@ func (q *Driver) ListDead(ctx context.Context, n int) ([]*driver.DeadMessage, er
 		return out, nil
 	}
 	var out []*driver.DeadMessage
-	err := q.scanDead(ctx, func(m *azqueue.DequeuedMessage, d *driver.DeadMessage) (deadAction, bool) {
+	_, err := q.scanDead(ctx, func(m *azqueue.DequeuedMessage, d *driver.DeadMessage) (deadAction, bool) {
 		out = append(out, d)
 		return keepDead, len(out) >= n
 	})
@@ -179,23 +180,19 @@ func (q *Driver) settleDead(ctx context.Context, ids []string, action deadAction
 	if ids != nil && len(want) == 0 {
 		return 0, nil
 	}
-	var n int64
-	err := q.scanDead(ctx, func(m *azqueue.DequeuedMessage, d *driver.DeadMessage) (deadAction, bool) {
+	return q.scanDead(ctx, func(m *azqueue.DequeuedMessage, d *driver.DeadMessage) (deadAction, bool) {
 		if ids == nil {
-			n++
 			return action, false
 		}
 		for _, id := range []string{d.MessageID, d.ID} {
 			if id != "" && want[id] {
 				delete(want, d.MessageID)
 				delete(want, d.ID)
-				n++
 				return action, len(want) == 0
 			}
 		}
 		return keepDead, false
 	})
-	return n, err
 }
 
 type deadAction int
@@ -210,8 +207,9 @@ const (
 // a short lease (Storage Queue can only delete what it has dequeued, and
 // peek sees only the first 32). visit decides each letter's fate and whether
 // to stop. Kept letters are made visible again when the scan ends. Every
-// letter seen costs a dequeue share plus one update or delete.
-func (q *Driver) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessage, *driver.DeadMessage) (deadAction, bool)) error {
+// letter seen costs a dequeue share plus one update or delete. It returns
+// how many letters were requeued or purged: a failed one is not counted.
+func (q *Driver) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessage, *driver.DeadMessage) (deadAction, bool)) (done int64, err error) {
 	// kept maps a letter's ID to its latest dequeue (the receipt to release
 	// it with).
 	kept := map[string]*azqueue.DequeuedMessage{}
@@ -222,13 +220,13 @@ func (q *Driver) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessa
 			VisibilityTimeout: to.Ptr(seconds(deadScanLease)),
 		})
 		if errorCode(err) == errcode.NotFound {
-			return nil
+			return done, nil
 		}
 		if err != nil {
-			return wrap(err, "read dead letters in %s%s", q.name, FailedSuffix)
+			return done, wrap(err, "read dead letters in %s%s", q.name, FailedSuffix)
 		}
 		if len(resp.Messages) == 0 {
-			return nil
+			return done, nil
 		}
 		// A scan longer than deadScanLease meets kept letters again, which
 		// means it has seen the whole queue.
@@ -252,28 +250,38 @@ func (q *Driver) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessa
 			case requeueDead:
 				if err := q.requeueDead(ctx, m, d); err != nil {
 					kept[id] = m
-					return err
+					return done, err
 				}
+				done++
 			case purgeDead:
 				if err := q.deleteDead(ctx, m); err != nil {
 					kept[id] = m
-					return wrap(err, "purge dead letter %s from %s%s", id, q.name, FailedSuffix)
+					return done, wrap(err, "purge dead letter %s from %s%s", id, q.name, FailedSuffix)
 				}
+				done++
 			}
 			if stop {
 				wrapped = true
 			}
 		}
 		if wrapped {
-			return nil
+			return done, nil
 		}
 	}
 }
 
 // requeueDead sends a dead letter's original body back to the queue, then
-// deletes the letter (a crash in between duplicates the task).
+// deletes the letter (a crash in between duplicates the task). A letter
+// without jobq's record (written by ai4s-jobq or another tool, or a poison
+// message too large to carry one) goes back as the very text it holds:
+// re-encoded, a foreign base64 message would turn into plain text, and a
+// large plain-text one into base64 too large to store.
 func (q *Driver) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d *driver.DeadMessage) error {
-	if _, err := q.main.EnqueueMessage(ctx, encodeText(d.Body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
+	text := deref(m.MessageText)
+	if !bytes.Equal(d.Body, decodeText(text)) {
+		text = encodeText(d.Body)
+	}
+	if _, err := q.main.EnqueueMessage(ctx, text, &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}); err != nil {
 		return wrap(err, "requeue dead letter %s to %s", d.MessageID, q.name)
 	}
 	if err := q.deleteDead(ctx, m); err != nil {

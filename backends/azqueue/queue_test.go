@@ -596,4 +596,41 @@ func TestLargePoisonMessageIsDeadLettered(t *testing.T) {
 	if n := *props.ApproximateMessagesCount; n != 0 {
 		t.Errorf("main queue holds %d messages after the dead-lettering, want 0", n)
 	}
+	// Requeued, it goes back as it came (re-encoded as base64 it was too
+	// large to store, and the requeue failed).
+	if n, err := q.Admin().RequeueDeadLetters(t.Context()); err != nil || n != 1 {
+		t.Fatalf("requeue the poison letter: %d, %v; want 1", n, err)
+	}
+	peek, err = mainClient(t, q).PeekMessages(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(peek.Messages) != 1 || *peek.Messages[0].MessageText != text {
+		t.Fatalf("main queue holds %d messages after the requeue; want the poison message's text as it was", len(peek.Messages))
+	}
+}
+
+// TestRequeueDeadCountsOnlyMoved: a dead letter whose requeue failed was
+// counted as requeued. With the main queue gone the requeue fails, reports
+// 0, and the letter stays.
+func TestRequeueDeadCountsOnlyMoved(t *testing.T) {
+	t.Parallel()
+	q, _ := openQueue(t)
+	if _, err := q.Push(t.Context(), shell("false")); err != nil {
+		t.Fatal(err)
+	}
+	if err := receive(t, q, time.Minute).DeadLetter(t.Context(), "failed", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mainClient(t, q).Delete(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.Admin().RequeueDeadLetters(t.Context())
+	if err == nil || n != 0 {
+		t.Fatalf("requeue into a deleted queue: %d, %v; want 0 and an error", n, err)
+	}
+	letters, err := q.Admin().DeadLetters(t.Context(), 10)
+	if err != nil || len(letters) != 1 {
+		t.Fatalf("dead letters after the failed requeue: %d, %v; want the letter kept", len(letters), err)
+	}
 }
