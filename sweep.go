@@ -146,6 +146,13 @@ func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driv
 	return nil
 }
 
+// tooFarAhead reports whether a message that may run at notBefore is
+// further ahead of now than the backend can delay a push (MaxVisibility).
+func (q *Queue) tooFarAhead(notBefore, now time.Time) bool {
+	mv := q.caps.MaxVisibility
+	return mv > 0 && notBefore.Sub(now) > mv
+}
+
 // verdict is what a sweep does with one held task: release it, cancel it
 // for reason, or neither (wait).
 type verdict struct {
@@ -196,6 +203,12 @@ func (q *Queue) verdict(ctx context.Context, h *driver.HeldMessage, rec map[stri
 			return verdict{reason: fmt.Sprintf("cancelled before it ran: group %q, which it runs after, ended with %d of %d tasks dead-lettered and %d cancelled (%s)",
 				g, c.DeadLettered, c.Pushed, c.Cancelled, hint)}, nil
 		}
+	}
+	if q.tooFarAhead(h.Message.NotBefore, time.Now()) {
+		// Its parents ended, but the engine cannot hide a message that
+		// long (Azure: 7 days): pushed now it would be refused, and fail
+		// every sweep. It stays held until it fits.
+		return verdict{}, nil
 	}
 	return verdict{release: true}, nil
 }

@@ -3,6 +3,7 @@ package azqueue_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -632,5 +633,44 @@ func TestRequeueDeadCountsOnlyMoved(t *testing.T) {
 	letters, err := q.Admin().DeadLetters(t.Context(), 10)
 	if err != nil || len(letters) != 1 {
 		t.Fatalf("dead letters after the failed requeue: %d, %v; want the letter kept", len(letters), err)
+	}
+}
+
+// TestHeldTaskFarAheadStaysHeld: a task held until its parent ends, with a
+// not-before more than 7 days ahead, cannot be pushed when the parent ends
+// (Azure delays a message by at most 7 days). Released anyway, its push
+// failed and took the sweep down at every pass, the tasks beside it
+// included; it stays held instead, and the others are released.
+func TestHeldTaskFarAheadStaysHeld(t *testing.T) {
+	t.Parallel()
+	q, _ := openQueue(t)
+	parent := shell("echo parent")
+	if _, err := q.Push(t.Context(), parent); err != nil {
+		t.Fatal(err)
+	}
+	later := &jobq.Task{Command: "echo later", After: []string{parent.ID}, NotBefore: time.Now().Add(8 * 24 * time.Hour)}
+	soon := &jobq.Task{Command: "echo soon", After: []string{parent.ID}}
+	if _, err := q.PushBatch(t.Context(), []*jobq.Task{later, soon}, jobq.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := receive(t, q, time.Minute).Complete(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for pass := range 2 {
+		res, err := q.Admin().SweepHeld(t.Context())
+		if err != nil {
+			t.Fatalf("sweep %d: %v", pass, err)
+		}
+		want := []string{soon.ID}
+		if pass > 0 {
+			want = nil
+		}
+		if fmt.Sprint(res.Released) != fmt.Sprint(want) {
+			t.Errorf("sweep %d released %v, want %v (the far one stays held)", pass, res.Released, want)
+		}
+	}
+	e := receive(t, q, time.Minute)
+	if e.Task.ID != soon.ID {
+		t.Fatalf("received %s, want the released task %s", e.Task.ID, soon.ID)
 	}
 }
