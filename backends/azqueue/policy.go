@@ -101,13 +101,18 @@ const maxMetadataBytes = 8 * 1024
 // exceed Azure's 8 KiB, which the service would refuse (400
 // MetadataTooLarge). A new schedule must leave room for its firing and
 // paused states, written later by every scheduler: without it, the
-// schedule would be stored but could never fire.
+// schedule would be stored but could never fire. Any policy but a pause
+// leaves room for a pause of the whole queue, so that stopping the
+// workers never fails for want of room.
 func (q *Driver) checkRoom(meta map[string]*string, pols []driver.Policy, p driver.Policy) error {
-	need := pols
+	// Timestamps as long as any a scheduler writes before 2262.
+	late := time.Date(2261, 12, 31, 23, 59, 59, 999e6, time.UTC)
+	need := append([]driver.Policy{}, pols...)
+	if p.Kind != driver.PausePolicy {
+		need = append(need, driver.PauseState{By: strings.Repeat("x", 100), Since: late}.Policy())
+	}
 	if s, err := driver.ParseScheduleSpec(p); err == nil {
-		// Timestamps as long as any a scheduler writes before 2262.
-		late := time.Date(2261, 12, 31, 23, 59, 59, 999e6, time.UTC)
-		need = append(append([]driver.Policy{}, pols...),
+		need = append(need,
 			driver.FiredState{Name: s.Name, Slot: late, Pushed: true, ClaimedAt: late}.Policy(),
 			driver.SchedulePaused(s.Name, late))
 	}

@@ -80,4 +80,7 @@ func TestMetadataLimit(t *testing.T) {
 	if err := q.Admin().PauseSchedule(t.Context(), fmt.Sprintf("s%d", added-1)); err != nil {
 		t.Errorf("pause the last schedule that fitted: %v", err)
 	}
+	if _, err := q.Admin().Pause(t.Context(), jobq.PauseOptions{By: strings.Repeat("u", 30) + "@" + strings.Repeat("h", 60)}); err != nil {
+		t.Errorf("pause the queue when the schedules fill its metadata: %v", err)
+	}
 }
