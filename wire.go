@@ -387,8 +387,8 @@ func decodeMember(t *Task, raw *rawKwargs, seen *taskMembers, k string, v pyjson
 		}
 		seen.kwargs, raw.text = true, v.Str
 	case "num_retries":
-		n, err := wireInt(k, v)
-		seen.retries, t.NumRetries = true, int(max(n, 0))
+		n, err := wireRetries(v)
+		seen.retries, t.NumRetries = true, n
 		return err
 	case "reply_requested":
 		if v.Kind != pyjson.Bool {
@@ -697,6 +697,28 @@ func decodeStashRef(v pyjson.Value) (*StashRef, error) {
 	}
 	ref.URL, ref.SHA256, ref.Size = u.Str, h.Str, size
 	return ref, nil
+}
+
+// wireRetries reads the "num_retries" member: any JSON integer, since
+// Python (ai4s-jobq's --num-retries) writes integers of any size. A
+// negative one is 0; one beyond int is the largest int. A budget beyond
+// maxNumRetries cannot be written back (Validate refuses it), so a worker
+// counts it from the delivery count instead of dead-lettering a task that
+// ai4s-jobq would run.
+func wireRetries(v pyjson.Value) (int, error) {
+	if v.Kind != pyjson.Number {
+		return 0, decodeError("task \"num_retries\" is a JSON %s; it must be an integer", kindName(v.Kind))
+	}
+	n, err := strconv.Atoi(v.Str)
+	switch {
+	case err == nil:
+		return max(n, 0), nil
+	case errors.Is(err, strconv.ErrRange) && strings.HasPrefix(v.Str, "-"):
+		return 0, nil
+	case errors.Is(err, strconv.ErrRange):
+		return math.MaxInt, nil
+	}
+	return 0, decodeError("task \"num_retries\" is %s; it must be an integer", v.Str)
 }
 
 // wireInt reads an integer member.

@@ -3,6 +3,7 @@ package jobq
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -290,7 +291,7 @@ func TestUnmarshalTaskRejectsGarbage(t *testing.T) {
 		{"id number", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": 1}", "num_retries": 0, "id": 5}`, `"id" is a JSON number`},
 		{"cmd not string", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": 5}", "num_retries": 0}`, `"cmd" must be a string`},
 		{"bg_dirsync_to number", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"bg_dirsync_to\": 1}", "num_retries": 0}`, `"bg_dirsync_to" is a JSON number`},
-		{"retries over 32 bits", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 3000000000}`, `fits in 32 bits`},
+		{"retries over 32 bits, no id", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 3000000000}`, `cannot be re-encoded to compute its ID: jobq validate: num_retries is 3000000000`},
 		{"env list", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": [1]}", "num_retries": 0}`, `"env" is a JSON array`},
 		{"env value object", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": {\"A\": {}}}", "num_retries": 0}`, `"A" is a JSON object`},
 		{"cwd number", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"cwd\": 1}", "num_retries": 0}`, `"cwd" is a JSON number`},
@@ -326,6 +327,12 @@ func TestUnmarshalTaskLenient(t *testing.T) {
 	}{
 		{"negative retries read as 0", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": -1, "id": "a"}`,
 			func(t *Task) bool { return t.NumRetries == 0 }},
+		{"negative retries beyond 64 bits read as 0", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": -123456789012345678901, "id": "a"}`,
+			func(t *Task) bool { return t.NumRetries == 0 }},
+		{"retries beyond 32 bits kept", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 3000000000, "id": "a"}`,
+			func(t *Task) bool { return t.NumRetries > maxNumRetries }},
+		{"retries beyond 64 bits read as the largest int", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 123456789012345678901, "id": "a"}`,
+			func(t *Task) bool { return t.NumRetries == math.MaxInt }},
 		{"env values converted like Python str()", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\", \"env\": {\"N\": 1.50, \"T\": true, \"Z\": null}}", "num_retries": 0, "id": "a"}`,
 			func(t *Task) bool {
 				return slices.Equal(t.Env, []EnvVar{{"N", "1.5"}, {"T", "True"}, {"Z", "None"}})
