@@ -68,12 +68,14 @@ func (d *Admin) PurgeDeadLetters(ctx context.Context, messageIDs ...string) (int
 	if err := d.checkDeadLetters(op); err != nil {
 		return 0, err
 	}
-	refs := d.q.stashedDeadLetters(ctx, messageIDs)
+	refs, taskIDs := d.q.stashedDeadLetters(ctx, messageIDs)
 	n, err := d.q.drv.PurgeDead(ctx, idsOrAll(messageIDs))
 	if err != nil {
 		return n, d.q.wrapWrite(op, err)
 	}
-	d.q.dropStashed(ctx, refs...)
+	// Looked up after the purge, so that a push of the same task before
+	// it is seen.
+	d.q.dropStashed(ctx, d.q.unqueuedStash(ctx, refs, taskIDs)...)
 	return n, nil
 }
 

@@ -262,29 +262,68 @@ func (q *Queue) dropStashed(ctx context.Context, refs ...*StashRef) {
 }
 
 // stashedDeadLetters returns the stash references of the named dead letters
-// (all when ids is empty), so that Purge can delete their objects. It reads
-// at most deadScan dead letters, and none when no stash is configured.
-func (q *Queue) stashedDeadLetters(ctx context.Context, ids []string) []*StashRef {
+// (all when ids is empty), so that Purge can delete their objects, with
+// the IDs of their tasks. An object that a dead letter left in place
+// refers to too is not returned. It reads at most deadScan dead letters,
+// and none when no stash is configured.
+func (q *Queue) stashedDeadLetters(ctx context.Context, ids []string) (refs []*StashRef, taskIDs []string) {
 	if q.stash.primary == nil {
-		return nil
+		return nil, nil
 	}
 	ms, err := q.drv.ListDead(ctx, deadScan)
 	if err != nil {
 		q.log.Warn("jobq: could not list dead letters to find their stash objects; a bucket lifecycle rule will have to remove them", "error", err)
-		return nil
+		return nil, nil
 	}
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
 	}
-	var refs []*StashRef
+	kept := map[string]bool{} // objects of the dead letters not purged
 	for _, m := range ms {
-		if len(want) > 0 && !want[m.MessageID] {
-			continue
-		}
-		if t, err := unmarshalTask(m.Body); err == nil && t.Stash != nil {
-			refs = append(refs, t.Stash)
+		t, err := unmarshalTask(m.Body)
+		switch {
+		case err != nil || t.Stash == nil:
+		case len(want) > 0 && !want[m.MessageID]:
+			kept[t.Stash.SHA256] = true
+		default:
+			refs, taskIDs = append(refs, t.Stash), append(taskIDs, t.ID)
 		}
 	}
-	return refs
+	n := 0
+	for i, ref := range refs {
+		if !kept[ref.SHA256] {
+			refs[n], taskIDs[n] = ref, taskIDs[i]
+			n++
+		}
+	}
+	return refs[:n], taskIDs[:n]
+}
+
+// unqueuedStash returns those of refs, the objects of the dead letters
+// of the tasks taskIDs, that no queued, delayed, running or held task
+// with the same ID refers to: the same task pushed again while its
+// dead letter was kept shares its object (objects are named by content),
+// and deleting it would make the new message poison. On a backend that
+// cannot look tasks up by ID, refs are returned as they are.
+func (q *Queue) unqueuedStash(ctx context.Context, refs []*StashRef, taskIDs []string) []*StashRef {
+	if len(refs) == 0 {
+		return nil
+	}
+	present, ok, err := q.presentTasks(ctx, "dlq purge", taskIDs)
+	if err != nil {
+		q.log.Warn("jobq: could not tell whether the purged dead letters' tasks were pushed again; their stash objects are kept for a bucket lifecycle rule to remove", "error", err)
+		return nil
+	}
+	if !ok {
+		return refs
+	}
+	n := 0
+	for i, ref := range refs {
+		if !present[taskIDs[i]] {
+			refs[n] = ref
+			n++
+		}
+	}
+	return refs[:n]
 }
