@@ -198,12 +198,13 @@ func (a *Admin) PurgeWhere(ctx context.Context, f Filter) (BulkResult, error) {
 			return n, 0, q.wrapWrite(op, err)
 		}
 		var refs []*StashRef
+		var taskIDs []string
 		for _, m := range batch {
 			if m.stash != nil {
-				refs = append(refs, m.stash)
+				refs, taskIDs = append(refs, m.stash), append(taskIDs, m.taskID)
 			}
 		}
-		q.dropStashed(ctx, refs...)
+		q.dropStashed(ctx, q.unqueuedStash(ctx, op, refs, taskIDs)...)
 		return n, 0, nil
 	}})
 }

@@ -75,7 +75,7 @@ func (d *Admin) PurgeDeadLetters(ctx context.Context, messageIDs ...string) (int
 	}
 	// Looked up after the purge, so that a push of the same task before
 	// it is seen.
-	d.q.dropStashed(ctx, d.q.unqueuedStash(ctx, refs, taskIDs)...)
+	d.q.dropStashed(ctx, d.q.unqueuedStash(ctx, op, refs, taskIDs)...)
 	return n, nil
 }
 

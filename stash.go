@@ -306,11 +306,11 @@ func (q *Queue) stashedDeadLetters(ctx context.Context, ids []string) (refs []*S
 // dead letter was kept shares its object (objects are named by content),
 // and deleting it would make the new message poison. On a backend that
 // cannot look tasks up by ID, refs are returned as they are.
-func (q *Queue) unqueuedStash(ctx context.Context, refs []*StashRef, taskIDs []string) []*StashRef {
+func (q *Queue) unqueuedStash(ctx context.Context, op string, refs []*StashRef, taskIDs []string) []*StashRef {
 	if len(refs) == 0 {
 		return nil
 	}
-	present, ok, err := q.presentTasks(ctx, "dlq purge", taskIDs)
+	present, ok, err := q.presentTasks(ctx, op, taskIDs)
 	if err != nil {
 		q.log.Warn("jobq: could not tell whether the purged dead letters' tasks were pushed again; their stash objects are kept for a bucket lifecycle rule to remove", "error", err)
 		return nil

@@ -20,26 +20,36 @@ import (
 // other one requeueable. Redis never stashes (no message limit).
 func TestPurgeKeepsStashOfTaskPushedAgain(t *testing.T) {
 	t.Parallel()
+	purgeAll := func(t *testing.T, q *jobq.Queue) {
+		if _, err := q.Admin().PurgeDeadLetters(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name string
-		// twin makes a second message of the task, after the first
-		// was dead-lettered, and returns the IDs of the dead letters to
-		// purge (none: all).
-		twin func(t *testing.T, q *jobq.Queue) []string
+		// twin makes a second message of the task after the first was
+		// dead-lettered; purge then purges dead letters.
+		twin, purge func(t *testing.T, q *jobq.Queue)
+		requeue     bool // a dead letter is left, to requeue
 	}{
-		{"pushed again, all purged", func(t *testing.T, q *jobq.Queue) []string {
-			pushBig(t, q)
-			return nil
-		}},
-		{"two dead letters, one purged", func(t *testing.T, q *jobq.Queue) []string {
+		{"pushed again, all purged", pushBig, purgeAll, false},
+		{"pushed again, purged by filter", pushBig, func(t *testing.T, q *jobq.Queue) {
+			if _, err := q.Admin().PurgeWhere(t.Context(), jobq.Filter{All: true}); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"two dead letters, one purged", func(t *testing.T, q *jobq.Queue) {
 			pushBig(t, q)
 			deadLetterNext(t, q)
+		}, func(t *testing.T, q *jobq.Queue) {
 			dls, err := q.Admin().DeadLetters(t.Context(), 10)
 			if err != nil || len(dls) != 2 {
 				t.Fatalf("dead letters: %d, %v; want 2", len(dls), err)
 			}
-			return []string{dls[0].MessageID}
-		}},
+			if _, err := q.Admin().PurgeDeadLetters(t.Context(), dls[0].MessageID); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
 	}
 	for i, tc := range tests {
 		for engine, u := range engines.URLs(t, fmt.Sprintf("hc-purgetwin-%d", i)) {
@@ -52,11 +62,9 @@ func TestPurgeKeepsStashOfTaskPushedAgain(t *testing.T) {
 				q := engines.Open(t, u+"&max_message_bytes=65536&stash=file://"+filepath.ToSlash(dir))
 				pushBig(t, q)
 				deadLetterNext(t, q)
-				purge := tc.twin(t, q)
-				if _, err := q.Admin().PurgeDeadLetters(t.Context(), purge...); err != nil {
-					t.Fatal(err)
-				}
-				if len(purge) > 0 {
+				tc.twin(t, q)
+				tc.purge(t, q)
+				if tc.requeue {
 					if n, err := q.Admin().RequeueDeadLetters(t.Context()); err != nil || n != 1 {
 						t.Fatalf("RequeueDeadLetters = %d, %v; want the dead letter left", n, err)
 					}
