@@ -137,6 +137,12 @@ func wirePrefix(t *Task) ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	return appendPrefix(t)
+}
+
+// appendPrefix is wirePrefix without the validation: for the ID of a
+// decoded task, whose kwargs and members are written back as received.
+func appendPrefix(t *Task) ([]byte, error) {
 	kwargs, err := kwargsText(t)
 	if err != nil {
 		return nil, err
@@ -436,16 +442,20 @@ func (seen taskMembers) check(t *Task, legacy bool) error {
 	return nil
 }
 
-// fillTaskID computes t.ID when the message did not carry one.
+// fillTaskID computes t.ID when the message did not carry one, from the
+// bytes the message would have with it (as received, unvalidated: a value
+// that jobq would not write, such as a num_retries beyond 32 bits or a
+// NaN in a payload, does not stop the task from being read and run, as it
+// does not when the message has an ID).
 func fillTaskID(t *Task) error {
 	if t.ID != "" {
 		return nil
 	}
-	id, err := taskID(t)
+	prefix, err := appendPrefix(t)
 	if err != nil {
 		return decodeError("task cannot be re-encoded to compute its ID: %v", err)
 	}
-	t.ID = id
+	t.ID = md5Hex(append(prefix, '}'))
 	return nil
 }
 
