@@ -143,10 +143,11 @@ func (q *Queue) oversized(ctx context.Context, t *Task, body []byte) (small []by
 			}
 		}()
 	}
-	// The reference keeps what the backend schedules by; the rest of the
-	// task is in the object.
+	// The reference keeps what the backend schedules by, and the kind,
+	// which bulk actions filter by; the rest of the task is in the object.
 	ref := &Task{
 		ID:             t.ID,
+		Kind:           t.Kind,
 		Payload:        json.RawMessage(`{}`),
 		NumRetries:     t.NumRetries,
 		ReplyRequested: t.ReplyRequested,
