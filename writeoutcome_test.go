@@ -12,6 +12,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/redis"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/tools/testkit/engines"
 	"github.com/jobq/jobq/tools/testkit/tcpfault"
 )
 
@@ -80,6 +81,12 @@ func TestWritesWhoseAnswerWasLost(t *testing.T) {
 		if err != nil || len(dead) != 1 {
 			t.Fatalf("dead letters %v, %v", dead, err)
 		}
+		// A requeue that finds nothing first, so that Redis holds the
+		// script: on a server that has not run it yet, the dropped reply
+		// would be the NOSCRIPT refusal, and nothing would be applied.
+		if n, err := q.Admin().RequeueDeadLetters(ctx, "no-such-letter"); err != nil || n != 0 {
+			t.Fatalf("requeue of no letter: %d, %v", n, err)
+		}
 		drop(p, "evalsha")
 		_, err = q.Admin().RequeueDeadLetters(ctx, dead[0].MessageID)
 		n, _ := direct.Admin().Size(ctx)
@@ -115,6 +122,7 @@ func TestReceiveWhoseAnswerWasLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p, q, direct := redisThroughProxy(t)
+	engines.WarmUp(t, q)
 	if _, err := direct.Push(ctx, &jobq.Task{Command: "echo claimed"}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +150,7 @@ func TestPushNeverSentIsNotStored(t *testing.T) {
 	p, q, direct := redisThroughProxy(t)
 	ctx := context.Background()
 	const inFlight = 8 // the driver's lone pushes in flight at once
+	engines.WarmUp(t, q)
 	p.Arm(tcpfault.Rule{Fault: tcpfault.StallReply, Times: inFlight, Match: tcpfault.Contains("evalsha")})
 	stalled := make(chan error, inFlight)
 	for i := range inFlight {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/cli"
+	"github.com/jobq/jobq/tools/testkit/engines"
 	"github.com/jobq/jobq/tools/testkit/tcpfault"
 )
 
@@ -28,6 +29,7 @@ func TestPullWhoseCompletionWasUnanswered(t *testing.T) {
 		_, _ = direct.Admin().Clear(context.Background())
 		direct.Close()
 	})
+	engines.WarmUp(t, direct)
 	res, err := direct.Push(ctx, &jobq.Task{Command: "true"})
 	if err != nil {
 		t.Fatal(err)

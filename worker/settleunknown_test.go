@@ -11,6 +11,7 @@ import (
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/redis"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/tools/testkit/engines"
 	"github.com/jobq/jobq/tools/testkit/syncbuf"
 	"github.com/jobq/jobq/tools/testkit/tcpfault"
 	"github.com/jobq/jobq/worker"
@@ -46,6 +47,7 @@ func TestSettlementWhoseAnswerWasLost(t *testing.T) {
 	t.Parallel()
 	p, q, truth := redisBehindProxy(t)
 	ctx := context.Background()
+	engines.WarmUp(t, q)
 	pushed, err := q.Push(ctx, &jobq.Task{Command: "echo once"})
 	if err != nil {
 		t.Fatal(err)

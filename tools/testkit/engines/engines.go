@@ -68,3 +68,23 @@ func withQueue(t *testing.T, s, name string) string {
 	u.RawQuery = v.Encode()
 	return u.String()
 }
+
+// WarmUp pushes, claims and completes one task on q, so that the engine
+// holds the statements or scripts of that cycle before a test drops or
+// stalls a reply: Redis runs a script it has not seen yet only after
+// refusing it once (NOSCRIPT), and a test that drops the first reply of a
+// cold server would drop that refusal instead of the write it means.
+func WarmUp(t *testing.T, q *jobq.Queue) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo warm-up"}); err != nil {
+		t.Fatal(err)
+	}
+	env, err := q.Receive(ctx, jobq.ReceiveOptions{Visibility: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
