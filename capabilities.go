@@ -48,14 +48,20 @@ func (q *Queue) degrade(op string, f driver.Feature) error {
 // warnOnce logs, once per queue and feature, that f is degraded and what
 // happens instead.
 func (q *Queue) warnOnce(f driver.Feature, instead string) {
-	q.warned.mu.Lock()
-	first := !q.warned.seen[f]
-	q.warned.seen[f] = true
-	q.warned.mu.Unlock()
-	if first {
+	if q.firstWarning(f) {
 		q.log.Warn("jobq: feature degraded on this backend",
 			"feature", string(f), "level", q.caps.Features[f].Level.String(), "backend", q.scheme, "instead", instead)
 	}
+}
+
+// firstWarning reports whether the warning marked key is this queue's
+// first, and marks it given.
+func (q *Queue) firstWarning(key driver.Feature) bool {
+	q.warned.mu.Lock()
+	defer q.warned.mu.Unlock()
+	first := !q.warned.seen[key]
+	q.warned.seen[key] = true
+	return first
 }
 
 // longDelayKey marks, in warnOnce, the warning that a requeue delay was
@@ -73,11 +79,7 @@ func (q *Queue) fitDelay(delay time.Duration) time.Duration {
 	if mv <= 0 || delay <= mv {
 		return delay
 	}
-	q.warned.mu.Lock()
-	first := !q.warned.seen[longDelayKey]
-	q.warned.seen[longDelayKey] = true
-	q.warned.mu.Unlock()
-	if first {
+	if q.firstWarning(longDelayKey) {
 		q.log.Warn("jobq: a requeue delay is longer than this backend can hide a message; the task comes back after the backend's maximum instead",
 			"delay", delay, "max", mv, "backend", q.scheme)
 	}

@@ -30,7 +30,7 @@ func TestForeignNumRetriesRuns(t *testing.T) {
 		{"beyond 64 bits", "123456789012345678901234567890", math.MaxInt},
 	}
 	for i, tc := range tests {
-		for engine, u := range engines.URLs(t, fmt.Sprintf("hc-numretries-%d", i)) {
+		for engine, u := range engines.URLs(t, fmt.Sprintf("numretries-%d", i)) {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				q := engines.Open(t, u)
@@ -39,7 +39,7 @@ func TestForeignNumRetriesRuns(t *testing.T) {
 					t.Fatalf("no backend registered for %s", engine)
 				}
 				body := `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"true\", \"bg_dirsync_to\": null, \"env\": {}}", "num_retries": ` +
-					tc.retries + `, "id": "hc-nr"}`
+					tc.retries + `, "id": "nr"}`
 				if err := conformance.RawPusher(o)(t.Context(), u, []byte(body)); err != nil {
 					t.Fatal(err)
 				}

@@ -54,7 +54,7 @@ func (d *unpauseWatch) UnsetPolicy(ctx context.Context, k driver.PolicyKind, key
 // them then would take tasks in.
 func TestPauseAgainNeverUnpauses(t *testing.T) {
 	t.Parallel()
-	d, err := sqlite.New(t.Context(), filepath.Join(t.TempDir(), "pause.db"), sqlite.Options{Queue: "hb-pause-again"})
+	d, err := sqlite.New(t.Context(), filepath.Join(t.TempDir(), "pause.db"), sqlite.Options{Queue: "pause-again"})
 	if err != nil {
 		t.Fatal(err)
 	}

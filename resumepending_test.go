@@ -18,7 +18,7 @@ import (
 func TestResumeScheduleWithPendingClaim(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	d, err := sqlite.New(ctx, filepath.Join(t.TempDir(), "sched.db"), sqlite.Options{Queue: "hb-resume-pending"})
+	d, err := sqlite.New(ctx, filepath.Join(t.TempDir(), "sched.db"), sqlite.Options{Queue: "resume-pending"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestBulkByKindSeesStashedTasks(t *testing.T) {
 		act  func(t *testing.T, q *jobq.Queue) (jobq.BulkResult, error)
 	}{
 		{"cancel queued", func(t *testing.T, q *jobq.Queue) (jobq.BulkResult, error) {
-			return q.Admin().CancelWhere(t.Context(), jobq.Filter{Kind: "hc-render"})
+			return q.Admin().CancelWhere(t.Context(), jobq.Filter{Kind: "render"})
 		}},
 		{"requeue dead letters", func(t *testing.T, q *jobq.Queue) (jobq.BulkResult, error) {
 			e, err := q.Receive(t.Context(), jobq.ReceiveOptions{Visibility: time.Minute})
@@ -33,11 +33,11 @@ func TestBulkByKindSeesStashedTasks(t *testing.T) {
 			if err := e.DeadLetter(t.Context(), "hc test", ""); err != nil {
 				t.Fatal(err)
 			}
-			return q.Admin().RequeueWhere(t.Context(), jobq.Filter{Kind: "hc-render"})
+			return q.Admin().RequeueWhere(t.Context(), jobq.Filter{Kind: "render"})
 		}},
 	}
 	for i, tc := range tests {
-		for engine, u := range engines.URLs(t, fmt.Sprintf("hc-stashkind-%d", i)) {
+		for engine, u := range engines.URLs(t, fmt.Sprintf("stashkind-%d", i)) {
 			if engine == "redis" {
 				continue
 			}
@@ -45,7 +45,7 @@ func TestBulkByKindSeesStashedTasks(t *testing.T) {
 				t.Parallel()
 				dir := filepath.Join(t.TempDir(), "stash")
 				q := engines.Open(t, u+"&max_message_bytes=65536&stash=file://"+filepath.ToSlash(dir))
-				big := &jobq.Task{Kind: "hc-render", Payload: []byte(`{"frame": "` + strings.Repeat("x", 100_000) + `"}`)}
+				big := &jobq.Task{Kind: "render", Payload: []byte(`{"frame": "` + strings.Repeat("x", 100_000) + `"}`)}
 				if _, err := q.Push(t.Context(), big); err != nil {
 					t.Fatal(err)
 				}

@@ -52,7 +52,7 @@ func TestPurgeKeepsStashOfTaskPushedAgain(t *testing.T) {
 		}, true},
 	}
 	for i, tc := range tests {
-		for engine, u := range engines.URLs(t, fmt.Sprintf("hc-purgetwin-%d", i)) {
+		for engine, u := range engines.URLs(t, fmt.Sprintf("purgetwin-%d", i)) {
 			if engine == "redis" {
 				continue
 			}

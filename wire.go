@@ -789,11 +789,7 @@ func (q *Queue) warnV2(fields []string) {
 	if !q.caps.SharedWithAI4SJobq {
 		return
 	}
-	q.warned.mu.Lock()
-	first := !q.warned.seen[featureV2]
-	q.warned.seen[featureV2] = true
-	q.warned.mu.Unlock()
-	if first {
+	if q.firstWarning(featureV2) {
 		q.log.Warn("jobq: tasks on this queue use schema v2, which ai4s-jobq workers cannot run (they exit with \"Unsupported Task version 2\"); run only jobq workers on it",
 			"queue", q.url, "fields", strings.Join(fields, ","))
 	}
