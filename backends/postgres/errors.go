@@ -77,6 +77,22 @@ func wrap(ctx context.Context, op string, err error) error {
 	if errors.As(err, &de) {
 		return err
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "25006":
+			// read_only_sql_transaction: every write fails the same way
+			// until the URL names another server or the setting changes.
+			return driver.Errorf(errcode.FailedPrecondition,
+				"postgres %s: the server accepts no writes: it is a read-only replica (hot standby), or default_transaction_read_only is on for this role or database; point the URL at the primary (with several hosts, add target_session_attrs=read-write), or use the read commands (size, stats, peek): %w", op, err)
+		case pgErr.Code == "57014" && ctx.Err() == nil:
+			// query_canceled while the caller still waits: the server's
+			// statement_timeout (or an administrator's cancel), not ours.
+			// The statement was rolled back; it is worth another try.
+			return driver.Errorf(errcode.Unavailable,
+				"postgres %s: the server cancelled the statement (statement_timeout of this role or database, or pg_cancel_backend; the call may be retried); if it recurs, raise statement_timeout for jobq's connections, for example with options=-c%%20statement_timeout%%3D0 in the URL: %w", op, err)
+		}
+	}
 	code := codeOf(err)
 	if code == errcode.Unavailable {
 		return driver.Errorf(code, "postgres %s: server unavailable (the call may be retried): %w", op, err)

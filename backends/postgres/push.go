@@ -59,7 +59,14 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		d.notif.missed() // the statement notifies only when it stores a message
 	}
 	if err != nil {
-		return nil, wrap(ctx, "push", err)
+		werr := wrap(ctx, "push", err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Severity == "ERROR" {
+			// The server answered with an error: the push's one
+			// transaction was rolled back, whatever the code.
+			return nil, &driver.Error{Code: errcode.Of(werr), Err: werr, Applied: driver.NotApplied}
+		}
+		return nil, werr
 	}
 	d.wake.Notify(-1) // receivers in this process need not wait for the notification
 	d.checkStats()

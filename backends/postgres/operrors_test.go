@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+)
+
+// poolWith opens a pool on the test server whose connections start with
+// the given server settings, closed after the test.
+func poolWith(t *testing.T, settings map[string]string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range settings {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
+	pool, err := pgxpool.NewWithConfig(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestReadOnlyServerFailsClearly: on a server that refuses writes (a hot
+// standby, or default_transaction_read_only on for the role), a push and
+// a claim fail with FailedPrecondition, which a worker does not retry
+// forever, naming the cause; the push is known not to be stored. They
+// were Unknown, so the push reported its task as perhaps stored and the
+// worker retried the claim without end, saying the answer was lost.
+func TestReadOnlyServerFailsClearly(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	w := openDriver(t) // creates the schema
+	ro, err := New(ctx, poolWith(t, map[string]string{"default_transaction_read_only": "on"}),
+		Options{Schema: w.cfg.schema, Queue: w.cfg.queue, NoListen: true})
+	if err != nil {
+		t.Fatalf("open of an up-to-date schema on a read-only server: %v", err)
+	}
+	defer ro.Close()
+
+	_, perr := ro.Push(ctx, []*driver.Message{msg("a")})
+	_, rerr := ro.Receive(ctx, driver.ReceiveParams{Max: 1, Visibility: time.Minute})
+	for _, c := range []struct {
+		op  string
+		err error
+	}{{"push", perr}, {"receive", rerr}} {
+		if errcode.Of(c.err) != errcode.FailedPrecondition || !strings.Contains(fmtErr(c.err), "accepts no writes") {
+			t.Errorf("%s on a read-only server: %v (code %v); want FailedPrecondition saying it accepts no writes", c.op, c.err, errcode.Of(c.err))
+		}
+	}
+	if a := driver.AppliedOf(perr, errcode.Of(perr)); a != driver.NotApplied {
+		t.Errorf("push on a read-only server: %v; want NotApplied", a)
+	}
+}
+
+// TestStatementTimeoutIsRetriedNotUnknown: a statement the server cancels
+// at its statement_timeout (here: a push waiting for a lock held
+// elsewhere) is Unavailable, so the portable layer and the worker retry
+// it, and a push is known not to be stored; the error names the setting.
+// It was Canceled with an unknown outcome: a worker gave up completing a
+// task that had succeeded, which then ran again after its lease.
+func TestStatementTimeoutIsRetriedNotUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	w := openDriver(t)
+	d, err := New(ctx, poolWith(t, map[string]string{"statement_timeout": "200ms"}),
+		Options{Schema: w.cfg.schema, Queue: w.cfg.queue, NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+
+	// Hold the queue's table until the push has been cancelled.
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+pgx.Identifier{w.cfg.schema}.Sanitize()+`.messages IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	_, perr := d.Push(ctx, []*driver.Message{msg("a")})
+	if errcode.Of(perr) != errcode.Unavailable || !strings.Contains(fmtErr(perr), "statement_timeout") {
+		t.Errorf("push cancelled by statement_timeout: %v (code %v); want Unavailable naming statement_timeout", perr, errcode.Of(perr))
+	}
+	if a := driver.AppliedOf(perr, errcode.Of(perr)); a != driver.NotApplied {
+		t.Errorf("push cancelled by statement_timeout: %v; want NotApplied", a)
+	}
+	tx.Rollback(ctx)
+	if st, err := w.Stats(ctx); err != nil || st.Ready != 0 {
+		t.Errorf("stats after the cancelled push: %+v, %v; want nothing ready", st, err)
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
