@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -108,4 +109,65 @@ func fmtErr(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestOpenWithoutCreateRights: a role without CREATE on the database
+// opens a schema an administrator made for it (CREATE SCHEMA …
+// AUTHORIZATION role), creating jobq's tables there; where it may not
+// (no schema, or one it has no USAGE on) the open fails with
+// PermissionDenied saying how to arrange it. The open ran CREATE SCHEMA
+// IF NOT EXISTS, which needs CREATE on the database even when the schema
+// exists, and reported only "permission denied for database".
+func TestOpenWithoutCreateRights(t *testing.T) {
+	t.Parallel()
+	admin := poolWith(t, nil)
+	for _, tc := range []struct {
+		name  string
+		setup string // run by the admin; %[1]s the schema, %[2]s the role
+		want  string // "" when the open must succeed, else in the error
+	}{
+		{"schema owned by the role", `CREATE SCHEMA %[1]s AUTHORIZATION %[2]s`, ""},
+		{"no schema", ``, "AUTHORIZATION"},
+		{"schema of another role", `CREATE SCHEMA %[1]s`, "GRANT USAGE ON SCHEMA"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			schema := fmt.Sprintf("jobq_noperm_%d_%d", time.Now().UnixNano(), queueSeq.Add(1))
+			role := fmt.Sprintf("jobq_schema_role_%d_%d", time.Now().UnixNano(), queueSeq.Add(1))
+			if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN`); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`)
+				admin.Exec(ctx, `DROP OWNED BY `+role)
+				admin.Exec(ctx, `DROP ROLE `+role)
+			})
+			if tc.setup != "" {
+				if _, err := admin.Exec(ctx, fmt.Sprintf(tc.setup, schema, role)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := New(ctx, poolWith(t, map[string]string{"role": role}), Options{Schema: schema, Queue: "q", NoListen: true})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("open as the schema's owner without CREATE on the database: %v", err)
+				}
+				defer d.Close()
+				if _, err := d.Push(ctx, []*driver.Message{msg("a")}); err != nil {
+					t.Fatalf("push: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				d.Close()
+				t.Fatal("open succeeded; want PermissionDenied")
+			}
+			if errcode.Of(err) != errcode.PermissionDenied || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), role) {
+				t.Fatalf("open: %v (code %v); want PermissionDenied naming the role and %q", err, errcode.Of(err), tc.want)
+			}
+		})
+	}
 }

@@ -147,7 +147,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 			return nil, err
 		}
 	} else if err := migrate(ctx, pool, cfg.schema); err != nil {
-		return nil, wrap(ctx, "open: creating or migrating schema "+cfg.schema, err)
+		return nil, migrateError(ctx, pool, cfg.schema, err)
 	}
 	log := opts.Logger
 	if log == nil {

@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
@@ -191,8 +193,17 @@ func migrateSteps(ctx context.Context, pool *pgxpool.Pool, schema string, steps 
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('jobq.migrate.' || $1, 0))`, schema); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s); err != nil {
+		// CREATE SCHEMA needs CREATE on the database even when the
+		// schema exists, so it runs only when it does not: a role given
+		// a schema of its own by an administrator migrates it without.
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
 			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, `CREATE SCHEMA `+s); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s+`.schema_migrations (
 			version    integer PRIMARY KEY,
@@ -217,6 +228,27 @@ func migrateSteps(ctx context.Context, pool *pgxpool.Pool, schema string, steps 
 		}
 		return nil
 	})
+}
+
+// migrateError explains err, a failed migration of schema, when the
+// role lacked a right (SQLSTATE 42501): what it needs and the two ways an
+// administrator can arrange it. Other errors are wrapped as they are.
+func migrateError(ctx context.Context, pool *pgxpool.Pool, schema string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" || ctx.Err() != nil {
+		return wrap(ctx, "open: creating or migrating schema "+schema, err)
+	}
+	role := "this role"
+	var name string
+	if pool.QueryRow(ctx, `SELECT current_user`).Scan(&name) == nil {
+		role = pgx.Identifier{name}.Sanitize()
+	}
+	s := pgx.Identifier{schema}.Sanitize()
+	return driver.Errorf(errcode.PermissionDenied,
+		"postgres open: %s may not create or migrate jobq's tables in schema %s (a push or worker creates them on first use, and upgrades them after a new jobq release). "+
+			"Either have an administrator run `CREATE SCHEMA %s AUTHORIZATION %s` so that this role owns it, "+
+			"or open the queue once as a role that may (the schema's owner) and then `GRANT USAGE ON SCHEMA %s TO %s; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s`: %w",
+		role, s, s, role, s, role, s, role, err)
 }
 
 // checkReadable checks, for a read-only open, that the schema exists; it
