@@ -853,7 +853,11 @@ func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.Push
 		for _, t := range tasks {
 			t.Group = ""
 		}
+		refused := err
 		res, err = p.q.PushBatch(ctx, tasks, opts)
+		if err == nil || len(res) > 0 {
+			p.droppedGroup(refused)
+		}
 	}
 	var qf *driver.QueueFullError
 	if err == nil || !p.f.waitRoom || len(res) > 0 || !errors.As(err, &qf) || qf.MaxDepth <= 0 || int64(len(tasks)) <= qf.MaxDepth {
@@ -873,20 +877,24 @@ func (p *pusher) pushBatch(ctx context.Context, tasks []*jobq.Task) ([]jobq.Push
 
 // mayDropGroup reports whether a batch refused with err may go again
 // without its group: the group is the one the push made up (no --group,
-// and nothing of the push needs it), and the result container that keeps
-// it refused the credentials. The first such refusal is logged; later
-// batches are pushed without the group.
+// and nothing of the push needs it), and the refusal may be the result
+// container's, which keeps it, refusing the credentials.
 func (p *pusher) mayDropGroup(err error) bool {
-	if p.group == "" || p.f.group != "" || p.f.then != "" || p.f.wait || p.f.skipSucc || len(p.f.afterGroups) > 0 ||
-		errcode.Of(err) != errcode.PermissionDenied {
-		return false
-	}
+	return p.group != "" && p.f.group == "" && p.f.then == "" && !p.f.wait && !p.f.skipSucc && len(p.f.afterGroups) == 0 &&
+		errcode.Of(err) == errcode.PermissionDenied
+}
+
+// droppedGroup notes that a batch refused with err went through without
+// its group, so the refusal was the group's: the first time, it is logged,
+// and later batches are pushed without the group. A batch refused again
+// without it says nothing of the group (the queue itself refused the
+// credentials, on any backend), and the push's error says so alone.
+func (p *pusher) droppedGroup(err error) {
 	p.noGroupOnce.Do(func() {
 		p.noGroup.Store(true)
 		p.a.log.Warn("the push's group could not be recorded: the credentials may not write the result container; pushing without a group (give them Blob Storage rights to follow pushes with `group`)",
 			"group", p.group, "error", err)
 	})
-	return true
 }
 
 // record notes the results of a finished batch.
