@@ -341,6 +341,15 @@ func openWritable(ctx context.Context, c config, logger *slog.Logger) (*Driver, 
 			return nil, wrapErr(ctx, "create "+c.path, err)
 		}
 	}
+	if !created {
+		// SQLite opens a file it may not write read-only without a word,
+		// and an up-to-date file needs no write at open: the first push
+		// or claim would fail with "attempt to write a readonly
+		// database". One open(2) says so now, and why.
+		if err := fileWritable(c.path); err != nil {
+			return nil, err
+		}
+	}
 	c.empty = isEmptyFile(c.path)
 	db, err := sql.Open("sqlite", c.dsn())
 	if err != nil {
@@ -394,20 +403,39 @@ func notWritable(path string, err error) error {
 	default:
 		return nil
 	}
-	const reads = "the read commands (size, stats, peek, show, result, dlq list) work without writing"
-	f, oerr := os.OpenFile(path, os.O_RDWR, 0)
-	if oerr != nil {
-		return driver.Errorf(errcode.PermissionDenied,
-			"sqlite: %s cannot be written (%v): push, worker and the commands that change the queue need the file and its directory writable; %s: %w",
-			path, oerr, reads, err)
+	if werr := fileWritable(path); werr != nil {
+		return driver.Errorf(errcode.PermissionDenied, "%s: %w", werr.Error(), err)
 	}
-	_ = f.Close()
 	if se.Code() == sqlite3.SQLITE_READONLY_DIRECTORY || se.Code()&0xff == sqlite3.SQLITE_CANTOPEN {
 		return driver.Errorf(errcode.PermissionDenied,
 			"sqlite: the directory %q of %s is not writable: SQLite creates %s and %s beside the file for writing; make the directory writable or move the file to one that is; %s: %w",
-			filepath.Dir(path), path, filepath.Base(path)+"-wal", filepath.Base(path)+"-shm", reads, err)
+			filepath.Dir(path), path, filepath.Base(path)+"-wal", filepath.Base(path)+"-shm", readsWithoutWriting, err)
 	}
 	return nil
+}
+
+// readsWithoutWriting is what a PermissionDenied error of an open for
+// writing offers instead.
+const readsWithoutWriting = "the read commands (size, stats, peek, show, result, dlq list) work without writing"
+
+// fileWritable returns a PermissionDenied error saying why, when the
+// existing file at path cannot be opened for writing (its mode or owner, a
+// read-only file system); nil when it can, or when path is not a plain
+// file path or is missing (SQLite's open then says what is wrong).
+func fileWritable(path string) error {
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err == nil {
+		return f.Close()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return driver.Errorf(errcode.PermissionDenied,
+		"sqlite: %s cannot be written (%v): push, worker and the commands that change the queue need the file and its directory writable; %s",
+		path, err, readsWithoutWriting)
 }
 
 // isEmptyFile reports whether the file at path has no page yet: it is
