@@ -85,7 +85,8 @@ reappear after the timeout.
 The worker stops with exit 1 when more than --max-consecutive-failures
 tasks fail in a row. With --failure-backoff B, it also pauses after each
 failure in a row before taking more work: B after the first, doubling up
-to --failure-backoff-max; a success resets it.
+to --failure-backoff-max; a success resets it. It also stops with exit 1
+when the queue refuses its credentials a claim or a completion.
 
 Queue policies (jobq QUEUE policy ...): on backends that enforce them
 natively a capped or rate-limited task is simply not handed out; on

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -226,6 +227,13 @@ func (w *Worker) complete(env *jobq.Envelope, log *slog.Logger, elapsed time.Dur
 		log.Error(msg, "error", cerr, "elapsed", elapsed)
 		w.unsettled.Add(1)
 		w.emit(Event{Task: env.Task, Outcome: Completed, SettleErr: cerr, Elapsed: elapsed})
+		if errcode.Of(cerr) == errcode.PermissionDenied && !hooks.MaybeApplied(cerr) {
+			// No task this worker runs can be completed: each would run
+			// again after every lease, without end.
+			ferr := fmt.Errorf("completing tasks: %w (tasks that succeed cannot be completed, so they would run again after every lease; give the worker's credentials the rights to settle tasks)", cerr)
+			log.Error("stopping the worker", "error", ferr)
+			w.stopFatal("completion refused", ferr)
+		}
 		return false
 	}
 	w.done.Add(1)

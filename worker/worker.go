@@ -503,11 +503,17 @@ func (s *statusState) next(now time.Time, c Counts, size func() (int64, bool)) (
 
 // setFatal records an error that ends the worker, and stops taking work.
 func (w *Worker) setFatal(err error) {
+	w.stopFatal("too many consecutive failures", err)
+}
+
+// stopFatal records err, which Run returns, and reason, and stops taking
+// work (running tasks finish).
+func (w *Worker) stopFatal(reason string, err error) {
 	w.mu.Lock()
 	if w.fatal == nil {
 		w.fatal = err
 	}
 	w.mu.Unlock()
-	w.end("too many consecutive failures")
+	w.end(reason)
 	w.Drain()
 }
