@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // broadcaster wakes every goroutine waiting for records at once. A waiter
@@ -317,6 +318,13 @@ func (d *Driver) listenSession(ctx context.Context) error {
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
+	// The connection is idle by design: an idle_session_timeout set for
+	// the role or database (Postgres 14 and later) would end it after every
+	// quiet spell, each time a reconnect and a warning. Off for this
+	// session only; a server without the setting refuses it, harmlessly.
+	if _, err := conn.Exec(ctx, `SET idle_session_timeout = 0`); err != nil && !undefinedSetting(err) {
+		return err
+	}
 	// Until a receiver takes a seat (await), the connection listens on
 	// nothing, and no push signals it. Wake-ups sent while it was away are
 	// lost: the handle registers again, and the receivers look again.
@@ -382,4 +390,11 @@ func (d *Driver) listenSession(ctx context.Context) error {
 			d.resultWake.fire()
 		}
 	}
+}
+
+// undefinedSetting reports whether err is the server's refusal of a
+// setting it does not have (SQLSTATE 42704).
+func undefinedSetting(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42704"
 }

@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,5 +172,59 @@ func TestOpenWithoutCreateRights(t *testing.T) {
 				t.Fatalf("open: %v (code %v); want PermissionDenied naming the role and %q", err, errcode.Of(err), tc.want)
 			}
 		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestListenOutlivesIdleSessionTimeout: an idle_session_timeout set for
+// jobq's role does not end the LISTEN connection, which is idle by
+// design. It did after every quiet spell, and the queue logged "LISTEN
+// connection lost; reconnecting" each time, without end.
+func TestListenOutlivesIdleSessionTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	w := openDriver(t)
+	var version int
+	if err := w.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skip("idle_session_timeout is Postgres 14's")
+	}
+	var logged lockedBuffer
+	d, err := New(ctx, poolWith(t, map[string]string{"idle_session_timeout": "100ms"}),
+		Options{Schema: w.cfg.schema, Queue: w.cfg.queue, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.startListener()
+	for !d.listening.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	// Ten times the timeout, for the server to end the session if it may.
+	time.Sleep(time.Second)
+	if s := logged.String(); strings.Contains(s, "LISTEN connection lost") {
+		t.Fatalf("the LISTEN connection was ended by idle_session_timeout: %s", s)
+	}
+	if !d.listening.Load() {
+		t.Fatal("not listening after a quiet second")
 	}
 }
