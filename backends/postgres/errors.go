@@ -85,6 +85,11 @@ func wrap(ctx context.Context, op string, err error) error {
 			// until the URL names another server or the setting changes.
 			return driver.Errorf(errcode.FailedPrecondition,
 				"postgres %s: the server accepts no writes: it is a read-only replica (hot standby), or default_transaction_read_only is on for this role or database; point the URL at the primary (with several hosts, add target_session_attrs=read-write), or use the read commands (size, stats, peek): %w", op, err)
+		case pgErr.Code == "53300":
+			// too_many_connections: other connections end, so it is worth
+			// another try, but the cause is a limit the user can change.
+			return driver.Errorf(errcode.Unavailable,
+				"postgres %s: the server refused a connection: too many connections (the role's or database's CONNECTION LIMIT, or max_connections; the call may be retried); a process holds up to pool_max_conns (10 by default) and one more for LISTEN: lower pool_max_conns in the URL, or raise the limit: %w", op, err)
 		case pgErr.Code == "57014" && ctx.Err() == nil:
 			// query_canceled while the caller still waits: the server's
 			// statement_timeout (or an administrator's cancel), not ours.

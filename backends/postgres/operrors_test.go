@@ -228,3 +228,47 @@ func TestListenOutlivesIdleSessionTimeout(t *testing.T) {
 		t.Fatal("not listening after a quiet second")
 	}
 }
+
+// TestTooManyConnectionsIsRetriedAndSaysWhich: a connection refused for a
+// connection limit (here a role with CONNECTION LIMIT 0) is Unavailable,
+// which a push retries while connections free up, and the error names
+// pool_max_conns. It was ResourceExhausted: a push failed at once, and a
+// worker said the engine refused writes for a full disk or memory.
+func TestTooManyConnectionsIsRetriedAndSaysWhich(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	w := openDriver(t)
+	role := fmt.Sprintf("jobq_conn_limit_%d", time.Now().UnixNano())
+	if _, err := w.pool.Exec(ctx, `CREATE ROLE `+role+` LOGIN CONNECTION LIMIT 0`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := w.pool.Exec(ctx, `DROP ROLE `+role); err != nil {
+			t.Errorf("dropping role %s: %v", role, err)
+		}
+	})
+	cfg, err := pgxpool.ParseConfig(testConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	cfg.ConnConfig.Password = ""
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := New(ctx, pool, Options{Schema: w.cfg.schema, Queue: w.cfg.queue, NoListen: true})
+	if err == nil {
+		d.Close()
+		t.Fatal("open over the role's connection limit succeeded")
+	}
+	if errcode.Of(err) == errcode.PermissionDenied {
+		t.Skipf("the server does not let the test log in as a new role: %v", err)
+	}
+	if errcode.Of(err) != errcode.Unavailable || !strings.Contains(err.Error(), "pool_max_conns") {
+		t.Fatalf("open over the role's connection limit: %v (code %v); want Unavailable naming pool_max_conns", err, errcode.Of(err))
+	}
+}
