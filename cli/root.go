@@ -72,7 +72,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// topic"); they may quote the command line.
 	root.SetOut(redactWriter{stdout})
 	root.SetErr(redactWriter{stderr})
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if terr := a.tel.shutdown(); terr != nil && a.log != nil {
 		a.log.Warn("could not export the last telemetry", "error", terr)
 	}
@@ -97,11 +97,32 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		fmt.Fprintln(stderr, msg)
 		if code == ExitUsage && isCobraUsage(err) && !strings.Contains(msg, "--help' for usage") {
-			fmt.Fprintln(stderr, "Run 'jobq --help' for usage.")
+			usageHint(stderr, cmd, err)
 		}
 		return code
 	}
 	return ExitOK
+}
+
+// usageHint follows a command-line error from cobra with where to look:
+// the usage line of the command that refused its arguments ("accepts 1
+// arg(s), received 0" does not say which), and that command's --help,
+// which lists its flags where the top-level help does not.
+func usageHint(w io.Writer, cmd *cobra.Command, err error) {
+	if cmd == nil {
+		fmt.Fprintln(w, "Run 'jobq --help' for usage.")
+		return
+	}
+	if isArgCount(err) {
+		fmt.Fprintf(w, "Usage: %s\n", queueUseLine(cmd))
+	}
+	fmt.Fprintf(w, "Run '%s --help' for usage.\n", cmd.CommandPath())
+}
+
+// isArgCount recognises cobra's errors for a wrong number of arguments.
+func isArgCount(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, " arg(s)")
 }
 
 // isCobraUsage recognises the errors cobra and pflag return for a bad

@@ -45,3 +45,42 @@ func TestUnknownSubcommand(t *testing.T) {
 		t.Errorf("dlq --help: exit %d, %q", code, out)
 	}
 }
+
+// TestUsageHintNamesCommand: a wrong argument count or a bad flag points at
+// the usage line and the --help of the command that refused it, not at the
+// top-level help (which lists no subcommand's arguments or flags); an
+// argument-count error ("accepts 1 arg(s), received 0") quotes the usage
+// line, which names the argument that is missing.
+func TestUsageHintNamesCommand(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"result"}, []string{"Usage: jobq QUEUE result ID", "Run 'jobq result --help' for usage."}},
+		{[]string{"wait"}, []string{"Usage: jobq QUEUE wait ID...", "Run 'jobq wait --help' for usage."}},
+		{[]string{"show", "a", "b"}, []string{"Usage: jobq QUEUE show ID", "Run 'jobq show --help' for usage."}},
+		{[]string{"policy", "unset"}, []string{"Usage: jobq QUEUE policy unset KIND [KEY]", "Run 'jobq policy unset --help' for usage."}},
+		{[]string{"push", "--bogus"}, []string{"unknown flag: --bogus", "Run 'jobq push --help' for usage."}},
+		{[]string{"dlq", "list", "-n", "x"}, []string{"Run 'jobq dlq list --help' for usage."}},
+		{[]string{"frobnicate"}, []string{"Run 'jobq --help' for usage."}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, _, errOut := run(t, append([]string{q}, tt.args...)...)
+			if code != cli.ExitUsage {
+				t.Fatalf("exit %d, stderr %q; want exit %d", code, errOut, cli.ExitUsage)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q; want %q", errOut, w)
+				}
+			}
+			if tt.args[0] != "frobnicate" && strings.Contains(errOut, "Run 'jobq --help'") {
+				t.Errorf("stderr %q points at the top-level help", errOut)
+			}
+		})
+	}
+}
