@@ -14,15 +14,17 @@ import (
 
 func (a *app) resultsCommand() *cobra.Command {
 	var group, state, since string
-	var jsonl bool
+	var jsonl, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "results --jsonl [--group G] [--state S] [--since T]",
+		Use:   "results (--jsonl | --json) [--group G] [--state S] [--since T]",
 		Short: "Stream the result records of the queue as JSON lines, for pandas or DuckDB",
 		Long: `Stream every result record the queue keeps (its retention) as one JSON
 object per line: the members of 'result --json' (id, state, exit_code,
 error, output, value, started, finished, worker, host, delivery_count,
 attempts, expires_at) plus group and recorded. Records are read a page at
 a time, so memory stays the same for a million records as for ten.
+--json is the same as --jsonl, as with 'wait --json' and 'groups --json',
+which print JSON lines too.
 
 --group keeps the tasks of a group, --state one end (succeeded,
 dead-lettered, cancelled, or cancel-requested), --since the records
@@ -34,8 +36,8 @@ a request of its own: hundreds of records per second there.`,
   duckdb -c "SELECT state, count(*) FROM read_json_auto('results.jsonl') GROUP BY state"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !jsonl {
-				return usageError("results prints JSON lines only: add --jsonl")
+			if !jsonl && !asJSON {
+				return usageError("results prints JSON lines only: add --jsonl (or --json, the same)")
 			}
 			f := driver.ResultFilter{Group: group, State: driver.ResultState(state)}
 			if since != "" {
@@ -55,6 +57,7 @@ a request of its own: hundreds of records per second there.`,
 		},
 	}
 	cmd.Flags().BoolVar(&jsonl, "jsonl", false, "print one JSON object per record (the only format)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the same as --jsonl")
 	cmd.Flags().StringVar(&group, "group", "", "only the records of the tasks of this group")
 	cmd.Flags().StringVar(&state, "state", "", "only records in this state: succeeded, dead-lettered, cancelled or cancel-requested")
 	cmd.Flags().StringVar(&since, "since", "", "only records written since T: a duration back from now (2h, 3d) or an RFC 3339 time")

@@ -84,3 +84,27 @@ func TestUsageHintNamesCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestResultsJSONSpelling: results takes --json, as wait and groups do for
+// their JSON lines, and prints exactly what --jsonl prints; with neither it
+// is a usage error naming both.
+func TestResultsJSONSpelling(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	if code, _, errOut := run(t, q, "push", "-c", "true"); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := run(t, q, "pull"); code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, errOut)
+	}
+	code, jsonl, errOut := run(t, q, "results", "--jsonl")
+	if code != 0 || strings.Count(jsonl, "\n") != 1 {
+		t.Fatalf("results --jsonl: exit %d, %q, %s; want one line", code, jsonl, errOut)
+	}
+	if code, out, errOut := run(t, q, "results", "--json"); code != 0 || out != jsonl {
+		t.Errorf("results --json: exit %d, %q, %s; want %q", code, out, errOut, jsonl)
+	}
+	if code, _, errOut := run(t, q, "results"); code != cli.ExitUsage || !strings.Contains(errOut, "add --jsonl (or --json") {
+		t.Errorf("results: exit %d, %s; want exit 2 naming --jsonl and --json", code, errOut)
+	}
+}
