@@ -162,7 +162,9 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 			return bulkFailure(err)
 		}
 		if res.Matched == 0 {
-			return a.printBulk(v, res, true, ff.asJSON)
+			// Nothing to ask about, and nothing to do: not a dry run,
+			// which the user did not ask for.
+			return a.printBulk(v, res, false, ff.asJSON)
 		}
 		question := fmt.Sprintf("%s %d %s of %s (%d scanned)?", capitalize(v.verb), res.Matched, v.nounFor(res.Matched), hooks.URL(q), res.Scanned)
 		if res.Partial != "" {

@@ -70,6 +70,10 @@ func TestBulkByFilter(t *testing.T) {
 		expect(t, cli.ExitOK, nil, q, "-q", "push", "--concurrency-key", "tenant-"+k, "-c", "echo "+k+strings.Repeat("x", len(k)))
 	}
 	expect(t, cli.ExitOK, []string{`"matched": 0`, `"dry_run": true`}, q, "cancel", "--key", "tenant-c", "--dry-run", "--json")
+	// Nothing matching without --dry-run: nothing to ask about, and not
+	// reported as a dry run, which was not asked for.
+	expect(t, cli.ExitOK, []string{"cancelled 0 of 0 matching queued tasks ("}, q, "cancel", "--key", "tenant-c")
+	expect(t, cli.ExitOK, []string{`"matched": 0`, `"dry_run": false`}, q, "requeue", "--exit-code", "99", "--json")
 	expect(t, cli.ExitOK, []string{"cancelled 1 of 1 matching queued task (4 scanned)"}, q, "cancel", "--key", "tenant-b", "--yes")
 	expect(t, cli.ExitOK, []string{"purged 1 of 1 matching dead letter (1 scanned)"}, q, "purge", "--error", "status 2", "--yes")
 	expect(t, cli.ExitOK, []string{"purged 3 of 3 matching queued tasks"}, q, "purge", "--state", "queued", "--all", "--yes")
