@@ -148,7 +148,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 	d := newDriver(client, opts.Prefix, opts.Queue, opts.Logger)
 	d.maxMessageBytes = opts.MaxMessageBytes
 	if err := client.Ping(ctx).Err(); err != nil {
-		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?): %w", err))
+		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?%s): %w", tlsHint(client), err))
 	}
 	owed, err := d.run(ctx, layoutScript, layoutNote).Int()
 	if err != nil {
@@ -362,4 +362,21 @@ func fromMs(v int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(v)
+}
+
+// tlsHint adds to "cannot reach Redis" what a TLS client (rediss://) may
+// have got wrong: a plain server never answers the TLS handshake, so the
+// error is only a timeout.
+func tlsHint(client goredis.UniversalClient) string {
+	var tls bool
+	switch c := client.(type) {
+	case *goredis.Client:
+		tls = c.Options().TLSConfig != nil
+	case *goredis.ClusterClient:
+		tls = c.Options().TLSConfig != nil
+	}
+	if !tls {
+		return ""
+	}
+	return "; rediss:// speaks TLS, which a plain server never answers: use redis:// for one"
 }

@@ -103,7 +103,7 @@ func parseURL(u *url.URL) (*config, error) {
 			opts.MaxRetries = -1
 		}
 		opts.ContextTimeoutEnabled = true
-		opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(&goredis.Options{DialTimeout: opts.DialTimeout, TLSConfig: opts.TLSConfig}), cfg.spin)
+		opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(&goredis.Options{DialTimeout: dialTimeout(opts.DialTimeout), TLSConfig: opts.TLSConfig}), cfg.spin)
 		cfg.cluster = opts
 		return cfg, nil
 	}
@@ -115,9 +115,32 @@ func parseURL(u *url.URL) (*config, error) {
 		opts.MaxRetries = -1
 	}
 	opts.ContextTimeoutEnabled = true
+	opts.DialTimeout = dialTimeout(opts.DialTimeout)
 	opts.Dialer = probeOnlyQuietConns(goredis.NewDialer(opts), cfg.spin)
 	cfg.options = opts
 	return cfg, nil
+}
+
+// defaultDialTimeout is go-redis's default dial_timeout.
+const defaultDialTimeout = 5 * time.Second
+
+// dialTimeout is the dial timeout the dialer jobq makes gets, for the
+// dial_timeout URL parameter d (0 when the URL has none; negative, -1 as
+// normalizeOptions writes it, for "no timeout"). go-redis applies its
+// default only to the options it is given, after the dialer made here has
+// read DialTimeout, and a net.Dialer takes a negative timeout as a
+// deadline already past. So without this a connect, or a TLS handshake the
+// server never answers (rediss:// on a plain server), had no limit at all
+// and 'jobq QUEUE stats' waited forever in silence, while dial_timeout=0
+// failed every dial at once with "i/o timeout".
+func dialTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return defaultDialTimeout
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // maxDB is the largest database number a URL may name: Redis's databases
