@@ -108,3 +108,29 @@ func TestResultsJSONSpelling(t *testing.T) {
 		t.Errorf("results: exit %d, %s; want exit 2 naming --jsonl and --json", code, errOut)
 	}
 }
+
+// TestHeartbeatFlagsContradict: --heartbeat with --no-heartbeat is a usage
+// error naming both, for worker and pull, before any task is taken; it
+// ran with heartbeats off. --heartbeat=false with --no-heartbeat agree.
+func TestHeartbeatFlagsContradict(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	if code, _, errOut := run(t, q, "push", "-c", "true"); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	for _, cmd := range []string{"worker", "pull"} {
+		for _, flags := range [][]string{{"--heartbeat", "--no-heartbeat"}, {"--no-heartbeat", "--heartbeat=true"}} {
+			args := append([]string{q, cmd}, flags...)
+			code, _, errOut := run(t, args...)
+			if code != cli.ExitUsage || !strings.Contains(errOut, "--heartbeat and --no-heartbeat contradict each other") {
+				t.Errorf("%v: exit %d, stderr %q; want exit 2 naming both flags", args, code, errOut)
+			}
+		}
+	}
+	if code, out, _ := run(t, q, "size"); code != 0 || strings.TrimSpace(out) != "1" {
+		t.Errorf("size after the refusals: exit %d, %q; want the task still queued", code, out)
+	}
+	if code, _, errOut := run(t, q, "pull", "--heartbeat=false", "--no-heartbeat"); code != 0 {
+		t.Errorf("pull --heartbeat=false --no-heartbeat: exit %d: %s", code, errOut)
+	}
+}

@@ -291,6 +291,9 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 			*e.dst = d
 		}
 	}
+	if f.noHeartbeat && f.heartbeat && cmd.Flags().Changed("heartbeat") {
+		return usageError("--heartbeat and --no-heartbeat contradict each other; give one")
+	}
 	if f.noHeartbeat {
 		f.heartbeat = false
 	}
