@@ -36,7 +36,7 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		{"cancel IDs and a filter", []string{"cancel", "--kind", "k", "0123"}, "not both"},
 		{"cancel by exit code", []string{"cancel", "--exit-code", "1", "--yes"}, "filters dead letters"},
 		{"requeue of queued tasks", []string{"requeue", "--state", "queued"}, "requeue takes dead letters"},
-		{"requeue takes no arguments", []string{"requeue", "0123"}, "unknown command"},
+		{"requeue takes no arguments", []string{"requeue", "0123"}, `unexpected argument "0123" for "jobq requeue", which takes none`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -91,7 +91,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// redacted: cobra's quote the command line ("unknown command
 		// postgres://u:PW@..."), and backends' may quote a URL or a
 		// connection string.
-		msg := a.withQueueHints(redact.String(err.Error()))
+		msg := a.withQueueHints(redact.String(argumentNotCommand(cmd, err.Error())))
 		if !strings.HasPrefix(msg, "jobq") {
 			msg = "jobq: " + msg
 		}
@@ -113,10 +113,30 @@ func usageHint(w io.Writer, cmd *cobra.Command, err error) {
 		fmt.Fprintln(w, "Run 'jobq --help' for usage.")
 		return
 	}
-	if isArgCount(err) {
+	if isArgCount(err) || isExtraArg(cmd, err.Error()) {
 		fmt.Fprintf(w, "Usage: %s\n", queueUseLine(cmd))
 	}
 	fmt.Fprintf(w, "Run '%s --help' for usage.\n", cmd.CommandPath())
+}
+
+// isExtraArg recognises cobra.NoArgs's error: an argument given to a
+// command that has no subcommands and takes no arguments, which cobra
+// calls an "unknown command".
+func isExtraArg(cmd *cobra.Command, msg string) bool {
+	return cmd != nil && cmd.HasParent() && !cmd.HasSubCommands() && strings.HasPrefix(msg, "unknown command ")
+}
+
+// argumentNotCommand words cobra.NoArgs's error for what it is: 'jobq Q
+// stats extra' gave an argument stats does not take, not a command.
+func argumentNotCommand(cmd *cobra.Command, msg string) string {
+	if !isExtraArg(cmd, msg) {
+		return msg
+	}
+	msg = "unexpected argument " + strings.TrimPrefix(msg, "unknown command ") + ", which takes none"
+	if strings.Contains(msg, "://") {
+		msg += "; the queue goes before the command: jobq QUEUE " + strings.TrimPrefix(cmd.CommandPath(), "jobq ")
+	}
+	return msg
 }
 
 // isArgCount recognises cobra's errors for a wrong number of arguments.

@@ -65,6 +65,11 @@ func TestUsageHintNamesCommand(t *testing.T) {
 		{[]string{"push", "--bogus"}, []string{"unknown flag: --bogus", "Run 'jobq push --help' for usage."}},
 		{[]string{"dlq", "list", "-n", "x"}, []string{"Run 'jobq dlq list --help' for usage."}},
 		{[]string{"frobnicate"}, []string{"Run 'jobq --help' for usage."}},
+		// An argument to a command that takes none: cobra calls it an
+		// unknown command; the usage line shows there is none to give.
+		{[]string{"workers", "extra"}, []string{`unexpected argument "extra" for "jobq workers", which takes none`, "Usage: jobq QUEUE workers [", "Run 'jobq workers --help' for usage."}},
+		{[]string{"stats", "redis://u:pw@127.0.0.1:1/0"}, []string{"which takes none; the queue goes before the command: jobq QUEUE stats", "Usage: jobq QUEUE stats"}},
+		{[]string{"requeue", "0123"}, []string{"Usage: jobq QUEUE requeue [--all", "Run 'jobq requeue --help' for usage."}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -77,6 +82,9 @@ func TestUsageHintNamesCommand(t *testing.T) {
 				if !strings.Contains(errOut, w) {
 					t.Errorf("stderr %q; want %q", errOut, w)
 				}
+			}
+			if strings.Contains(errOut, "pw") {
+				t.Errorf("stderr %q shows the password", errOut)
 			}
 			if tt.args[0] != "frobnicate" && strings.Contains(errOut, "Run 'jobq --help'") {
 				t.Errorf("stderr %q points at the top-level help", errOut)
