@@ -192,3 +192,27 @@ func TestHelpQuotesQueueURLs(t *testing.T) {
 	}
 	walk((&app{}).rootCommand(&q))
 }
+
+// TestEveryCommandHasHelp: every command (but cobra's own help) says what
+// it does and shows an example in its --help.
+func TestEveryCommandHasHelp(t *testing.T) {
+	t.Parallel()
+	var q string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.IsAvailableCommand() || !c.HasParent() {
+			if c.Short == "" {
+				t.Errorf("%s has no Short description", c.CommandPath())
+			}
+			if strings.TrimSpace(c.Example) == "" {
+				t.Errorf("%s --help shows no example", c.CommandPath())
+			}
+		}
+		for _, sub := range c.Commands() {
+			if sub.Name() != "help" {
+				walk(sub)
+			}
+		}
+	}
+	walk((&app{}).rootCommand(&q))
+}

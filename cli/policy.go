@@ -43,6 +43,9 @@ sees the same ones (see docs/policies.md).
 Backends that cannot enforce a kind refuse it; on Azure Storage Queue and
 Service Bus each worker enforces caps and rates for its own process only
 (run 'jobq backends').`,
+		Example: `  jobq sqlite://./work.db policy set concurrency gpu=2
+  jobq sqlite://./work.db policy list
+  jobq sqlite://./work.db policy unset concurrency gpu`,
 	}
 	cmd.AddCommand(a.policySetCommand(), a.policyUnsetCommand(), a.policyListCommand())
 	return cmd
@@ -113,7 +116,12 @@ func (a *app) policyListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [--json]",
 		Short: "List the queue's policies",
-		Args:  cobra.NoArgs,
+		Long: `List the queue's policies, one per line as 'policy set' takes them
+(concurrency gpu=2, retention 48h), or with --json as an array of objects with
+kind, key and the policy's values.`,
+		Example: `  jobq sqlite://./work.db policy list
+  jobq sqlite://./work.db policy list --json | jq -r '.[] | select(.kind == "concurrency") | .key'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.readQueue(cmd.Context(), func(q *jobq.Queue) error {
 				pols, err := q.Admin().Policies(cmd.Context())
