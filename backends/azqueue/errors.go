@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/sdkerr"
 )
 
 // errorCode classifies an error from the SDK or from this driver.
@@ -75,17 +76,22 @@ func wrap(err error, format string, args ...any) error {
 	}
 	code := errorCode(err)
 	msg := fmt.Sprintf(format, args...)
-	switch code {
-	case errcode.PermissionDenied:
+	detail := err.Error()
+	noCredential := sdkerr.NoCredential(detail)
+	switch {
+	case noCredential:
+		msg += " (" + sdkerr.NoCredentialHint(EnvConnectionString) + ")"
+	case code == errcode.PermissionDenied:
 		msg += " (permission denied: check the connection string, or give the identity the \"Storage Queue Data Contributor\" role on the account)"
-	case errcode.ResourceExhausted:
+	case code == errcode.ResourceExhausted:
 		msg += " (the storage account is throttling requests; retries were exhausted)"
 	}
-	detail := err.Error()
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		// The SDK's own text spans many lines (request, headers, XML body).
 		detail = fmt.Sprintf("HTTP %d %s", re.StatusCode, re.ErrorCode)
+	} else {
+		detail = sdkerr.OneLine(detail)
 	}
 	return &driver.Error{Code: code, Msg: msg + ": " + detail, Err: err}
 }

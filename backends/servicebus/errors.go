@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/sdkerr"
 )
 
 // ErrorCode implements driver.Driver.
@@ -82,7 +83,11 @@ func (d *Driver) fail(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &driver.Error{Code: errorCode(err), Msg: "servicebus " + op + " " + d.queueURL() + ": " + err.Error(), Err: err}
+	detail := err.Error()
+	if sdkerr.NoCredential(detail) {
+		detail = "(" + sdkerr.NoCredentialHint(EnvConnectionString) + "): " + detail
+	}
+	return &driver.Error{Code: errorCode(err), Msg: "servicebus " + op + " " + d.queueURL() + ": " + sdkerr.OneLine(detail), Err: err}
 }
 
 // lockLost is the error for a lease that is no longer held.
