@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/sdkerr"
 )
 
 // codeOf classifies an error from pgx or the server.
@@ -99,8 +101,10 @@ func wrap(ctx context.Context, op string, err error) error {
 		}
 	}
 	code := codeOf(err)
+	// pgconn's connect error spans a line per address and TLS mode tried.
+	detail := sdkerr.OneLine(err.Error())
 	if code == errcode.Unavailable {
-		return driver.Errorf(code, "postgres %s: server unavailable (the call may be retried): %w", op, err)
+		return &driver.Error{Code: code, Msg: fmt.Sprintf("postgres %s: server unavailable (the call may be retried): %s", op, detail), Err: err}
 	}
-	return driver.Errorf(code, "postgres %s: %w", op, err)
+	return &driver.Error{Code: code, Msg: fmt.Sprintf("postgres %s: %s", op, detail), Err: err}
 }

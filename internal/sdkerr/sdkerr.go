@@ -1,5 +1,5 @@
-// Package sdkerr turns the Azure SDK's multi-line error texts into the one
-// line a jobq error is.
+// Package sdkerr turns the multi-line error texts of engine client
+// libraries (azidentity, pgconn) into the one line a jobq error is.
 package sdkerr
 
 import (
@@ -10,18 +10,22 @@ import (
 // OneLine joins the lines of a multi-line SDK error into one. azidentity's
 // lists each credential it tried on a line of its own, with the HTTP
 // exchange indented below between rules of dashes, and a troubleshooting
-// link; the CLI printed it as it was. Credentials are joined with "; ",
-// their detail with spaces; the rules and links are dropped.
+// link; pgconn's lists each address and TLS mode it tried, often the same
+// failure twice (sslmode=prefer tries TLS, then plain). The CLI printed
+// them as they were. Items are joined with "; ", their detail with spaces;
+// the rules, links and repeated lines are dropped.
 func OneLine(s string) string {
 	if !strings.Contains(s, "\n") {
 		return s
 	}
 	var b strings.Builder
+	seen := map[string]bool{}
 	for _, l := range strings.Split(s, "\n") {
 		t := strings.TrimSpace(l)
-		if t == "" || strings.Trim(t, "-") == "" || strings.HasPrefix(t, "To troubleshoot") {
+		if t == "" || strings.Trim(t, "-") == "" || strings.HasPrefix(t, "To troubleshoot") || seen[l] {
 			continue
 		}
+		seen[l] = true
 		switch {
 		case b.Len() == 0:
 		case strings.HasPrefix(l, "\t") && !strings.HasPrefix(l, "\t\t") && !strings.HasSuffix(b.String(), ":"):
