@@ -213,7 +213,10 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	// Usage lines show where the queue goes: jobq QUEUE push ...
+	// A group (root, dlq, policy, schedule) runs only to refuse being run
+	// without a subcommand: its usage is the [command] line alone.
 	root.SetUsageTemplate(strings.NewReplacer(
+		"Usage:{{if .Runnable}}", "Usage:{{if and .Runnable (not .HasAvailableSubCommands)}}",
 		"{{.UseLine}}", "{{queueUseLine .}}",
 		"{{.CommandPath}} [command]", "{{queueCommandLine .}}",
 	).Replace(root.UsageTemplate()))
@@ -232,6 +235,17 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		a.groupCommand(), a.groupsCommand(), a.resultsCommand(),
 		a.versionCommand())
 	requireSubcommands(root)
+	// Bare 'jobq' or 'jobq QUEUE' names no command: a usage error, as for
+	// a group such as 'jobq dlq' (subcommands.go), with the help on stderr.
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if q := *positional; q != "" && !strings.ContainsAny(q, ":/") {
+			// 'jobq psuh': a mistyped command is taken for the queue.
+			return usageError("jobq: unknown command %q (taken as the queue, but no command follows); use %s", q, subcommandNames(cmd))
+		}
+		cmd.SetOut(cmd.ErrOrStderr())
+		_ = cmd.Help()
+		return usageError("jobq: no command given; for example jobq 'sqlite://./work.db?queue=default' push -c \"echo hi\"")
+	}
 	return root
 }
 

@@ -142,3 +142,42 @@ func TestHeartbeatFlagsContradict(t *testing.T) {
 		t.Errorf("pull --heartbeat=false --no-heartbeat: exit %d: %s", code, errOut)
 	}
 }
+
+// TestNoCommand: 'jobq' or 'jobq QUEUE' without a command is a usage error
+// (exit 2, the help on stderr), as a group such as 'jobq dlq' without a
+// subcommand is; it printed the help and exited 0. A mistyped command,
+// which is taken for the queue, is named as an unknown command. --help is
+// still exit 0, and a group's usage is its [command] line alone.
+func TestNoCommand(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	tests := []struct {
+		args     []string
+		want     string
+		wantHelp bool
+	}{
+		{nil, "jobq: no command given; for example", true},
+		{[]string{q}, "jobq: no command given; for example", true},
+		{[]string{"-v", q}, "jobq: no command given", true},
+		{[]string{"psuh"}, `jobq: unknown command "psuh" (taken as the queue, but no command follows); use backends, cancel,`, false},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, tt.args...)
+			if code != cli.ExitUsage || !strings.Contains(errOut, tt.want) || out != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, and %q", code, out, errOut, tt.want)
+			}
+			if got := strings.Contains(errOut, "Available Commands"); got != tt.wantHelp {
+				t.Errorf("help on stderr: %v; want %v", got, tt.wantHelp)
+			}
+		})
+	}
+	code, out, _ := run(t, "--help")
+	if code != 0 || !strings.Contains(out, "Usage:\n  jobq [QUEUE] [command]\n\n") {
+		t.Errorf("--help: exit %d, usage %q; want exit 0 and the [command] line alone", code, out)
+	}
+	if _, out, _ := run(t, "schedule", "--help"); !strings.Contains(out, "Usage:\n  jobq QUEUE schedule [command]\n\n") {
+		t.Errorf("schedule --help: %q; want the [command] line alone", out)
+	}
+}
