@@ -104,6 +104,27 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return ExitOK
 }
 
+// strictHelp makes 'jobq help TOPIC' of an unknown topic a usage error
+// (exit 2) naming the commands; cobra's help command printed "Unknown help
+// topic" and the usage, and exited 0.
+func strictHelp(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "help" {
+			continue
+		}
+		run := c.Run
+		c.Run = nil
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if found, rest, err := root.Find(args); found == nil || err != nil || len(rest) > 0 || (len(args) > 0 && found == root) {
+				return usageError("jobq: no help for %q: use one of %s", strings.Join(args, " "), subcommandNames(root))
+			}
+			run(cmd, args)
+			return nil
+		}
+	}
+}
+
 // usageHint follows a command-line error from cobra with where to look:
 // the usage line of the command that refused its arguments ("accepts 1
 // arg(s), received 0" does not say which), and that command's --help,
@@ -235,6 +256,7 @@ func (a *app) rootCommand(positional *string) *cobra.Command {
 		a.groupCommand(), a.groupsCommand(), a.resultsCommand(),
 		a.versionCommand())
 	requireSubcommands(root)
+	strictHelp(root)
 	// Bare 'jobq' or 'jobq QUEUE' names no command: a usage error, as for
 	// a group such as 'jobq dlq' (subcommands.go), with the help on stderr.
 	root.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -29,7 +29,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"URL after the command", []string{"size", "postgres://u:" + secret + "@127.0.0.1/test"}, cli.ExitUsage},
 		{"scheme typo without colon", []string{"postgres//u:" + secret + "@127.0.0.1/test", "size"}, cli.ExitUsage},
 		{"scheme typo with one slash", []string{"redis:/:" + secret + "@127.0.0.1", "size"}, cli.ExitUsage},
-		{"help topic", []string{"help", "postgres://u:" + secret + "@h/db"}, cli.ExitOK},
+		{"help topic", []string{"help", "postgres://u:" + secret + "@h/db"}, cli.ExitUsage},
 		{"two queues", []string{"postgres://u:" + secret + "@h/db", "--queue", "redis://:" + secret + "@h", "size"}, cli.ExitUsage},
 		{"SAS in a connection string", []string{"azqueue://acct/myqueue", "--conn-str",
 			"QueueEndpoint=https://acct.queue.core.windows.net/?sv=2022-11-02&sig=" + secret + ";AccountName", "size"}, cli.ExitUsage},

@@ -181,3 +181,21 @@ func TestNoCommand(t *testing.T) {
 		t.Errorf("schedule --help: %q; want the [command] line alone", out)
 	}
 }
+
+// TestHelpOfUnknownTopic: 'jobq help TOPIC' of a command that does not
+// exist is a usage error naming the commands; it printed "Unknown help
+// topic" and exited 0. Help on a real command is still exit 0.
+func TestHelpOfUnknownTopic(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"help", "bogus"}, {"help", "dlq", "bogus"}} {
+		code, out, errOut := run(t, args...)
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "no help for \""+strings.Join(args[1:], " ")+"\": use one of backends,") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming the commands", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"help", "push"}, {"help", "dlq", "list"}} {
+		if code, out, errOut := run(t, args...); code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and the help", args, code, out, errOut)
+		}
+	}
+}
