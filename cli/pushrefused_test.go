@@ -1,14 +1,8 @@
 package cli_test
 
 import (
-	"context"
-	"fmt"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq/tools/testkit/engines"
 )
@@ -27,42 +21,7 @@ func TestPushRefusedByTheQueueSaysNothingOfGroups(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	parsed, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := parsed.Query()
-	schema := v.Get("schema")
-	if schema == "" {
-		schema = "jobq"
-	}
-	v.Del("schema")
-	v.Del("queue")
-	admin := *parsed
-	admin.RawQuery = v.Encode()
-	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, admin.String())
-	if err != nil {
-		t.Skipf("no Postgres server: %v", err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) }) // after the role's cleanup below
-	role := fmt.Sprintf("jobq_push_reader_%d", time.Now().UnixNano())
-	s := pgx.Identifier{schema}.Sanitize()
-	if _, err := conn.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, `DROP OWNED BY `+role+`; DROP ROLE `+role); err != nil {
-			t.Errorf("dropping role %s: %v", role, err)
-		}
-	})
-	if _, err := conn.Exec(ctx, `GRANT USAGE ON SCHEMA `+s+` TO `+role+`; GRANT SELECT ON ALL TABLES IN SCHEMA `+s+` TO `+role); err != nil {
-		t.Fatal(err)
-	}
-
-	asReader := u + "&options=" + url.QueryEscape("-c role="+role)
+	asReader := engines.PostgresRole(t, u, "jobq_push_reader", `GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}`)
 	code, _, errOut := run(t, asReader, "push", "-c", "echo refused")
 	if code == 0 || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "not stored") {
 		t.Fatalf("push as a role that may only read: exit %d, %q; want a failure naming the refusal", code, errOut)

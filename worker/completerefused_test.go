@@ -2,13 +2,9 @@ package worker_test
 
 import (
 	"context"
-	"fmt"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
@@ -28,44 +24,11 @@ func TestCompletionRefusedStopsTheWorker(t *testing.T) {
 	q := engines.Open(t, u) // creates the schema as the test's role
 	pushOne(t, q, &jobq.Task{Command: "refused " + time.Now().Format("150405.000000")})
 
-	parsed, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := parsed.Query()
-	schema := v.Get("schema")
-	if schema == "" {
-		schema = "jobq"
-	}
-	v.Del("schema")
-	v.Del("queue")
-	admin := *parsed
-	admin.RawQuery = v.Encode()
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, admin.String())
-	if err != nil {
-		t.Skipf("no Postgres server: %v", err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) }) // after the role's cleanup below
-	role := fmt.Sprintf("jobq_no_delete_%d", time.Now().UnixNano())
-	s := pgx.Identifier{schema}.Sanitize()
-	if _, err := conn.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, `DROP OWNED BY `+role+`; DROP ROLE `+role); err != nil {
-			t.Errorf("dropping role %s: %v", role, err)
-		}
-	})
-	if _, err := conn.Exec(ctx, `GRANT USAGE ON SCHEMA `+s+` TO `+role+`;
-		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+s+` TO `+role+`;
-		REVOKE DELETE ON `+s+`.messages FROM `+role); err != nil {
-		t.Fatal(err)
-	}
-
-	asRole, err := jobq.Open(ctx, u+"&options="+url.QueryEscape("-c role="+role))
+	roleURL := engines.PostgresRole(t, u, "jobq_no_delete", `GRANT USAGE ON SCHEMA {schema} TO {role};
+		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};
+		REVOKE DELETE ON {schema}.messages FROM {role}`)
+	asRole, err := jobq.Open(ctx, roleURL)
 	if err != nil {
 		t.Fatal(err)
 	}

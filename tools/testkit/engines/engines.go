@@ -6,11 +6,15 @@ package engines
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq"
 	_ "github.com/jobq/jobq/backends/postgres" // the postgres:// scheme
@@ -87,4 +91,49 @@ func WarmUp(t *testing.T, q *jobq.Queue) {
 	if err := env.Complete(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// PostgresRole makes a role of its own for the test, with the rights
+// grants gives it (statements in which {role} and {schema} stand for the
+// role's and the queue's schema's quoted names), and returns queue URL u
+// opened as that role (SET ROLE through the URL's options). The role is
+// dropped when the test ends. The test is skipped without a Postgres
+// server.
+func PostgresRole(t *testing.T, u, name, grants string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := parsed.Query()
+	schema := v.Get("schema")
+	if schema == "" {
+		schema = "jobq"
+	}
+	v.Del("schema")
+	v.Del("queue")
+	admin := *parsed
+	admin.RawQuery = v.Encode()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		t.Skipf("no Postgres server: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) }) // after the role's cleanup below
+	role := fmt.Sprintf("%s_%d", name, time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `DROP OWNED BY `+role+`; DROP ROLE `+role); err != nil {
+			t.Errorf("dropping role %s: %v", role, err)
+		}
+	})
+	sql := strings.NewReplacer("{role}", role, "{schema}", pgx.Identifier{schema}.Sanitize()).Replace(grants)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatal(err)
+	}
+	return u + "&options=" + url.QueryEscape("-c role="+role)
 }
