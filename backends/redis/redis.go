@@ -150,6 +150,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?%s): %w", tlsHint(client), err))
 	}
+	d.checkEviction(ctx)
 	owed, err := d.run(ctx, layoutScript, layoutNote).Int()
 	if err != nil {
 		return nil, d.fail("open", fmt.Errorf("marking the queue's key layout: %w", err))
@@ -160,6 +161,32 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 		}
 	}
 	return d, nil
+}
+
+// checkEviction warns when the server's maxmemory-policy lets it delete
+// the queue's keys when memory runs out. A server that does not answer
+// INFO (an ACL without it, say) is not checked.
+func (d *Driver) checkEviction(ctx context.Context) {
+	info, err := d.client.Info(ctx, "memory").Result()
+	if err != nil {
+		return
+	}
+	var policy string
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
+			policy = v
+		}
+	}
+	const fix = "set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and in redis.conf): pushes then fail when memory is full, and nothing is lost"
+	switch {
+	case policy == "" || policy == "noeviction":
+	case strings.HasPrefix(policy, "allkeys-"):
+		d.log.Warn("jobq: this Redis deletes keys when its memory is full (maxmemory-policy "+policy+"), and each deleted key of a queue is a lost task; "+fix,
+			"maxmemory_policy", policy)
+	default:
+		d.log.Warn("jobq: this Redis deletes keys that have a time-to-live when its memory is full (maxmemory-policy "+policy+"): result records and rate-limit windows may vanish early; "+fix,
+			"maxmemory_policy", policy)
+	}
 }
 
 // rescue runs rescueScript over the whole ids hash, rescueBatch entries
