@@ -58,7 +58,17 @@ func serverCode(msg string) errcode.Code {
 	case "NOAUTH", "WRONGPASS", "NOPERM":
 		return errcode.PermissionDenied
 	}
+	if aclInScript(msg) {
+		return errcode.PermissionDenied
+	}
 	return errcode.Internal
+}
+
+// aclInScript tells whether msg is the error a script gets from a command
+// its user's ACL does not allow it (a command, a key or a channel); Redis
+// reports it as ERR, not NOPERM.
+func aclInScript(msg string) bool {
+	return strings.HasPrefix(msg, "ERR The user executing the script can't")
 }
 
 // fail wraps an error from Redis with the operation and the queue, keeping
@@ -67,5 +77,14 @@ func (d *Driver) fail(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &driver.Error{Code: classify(err), Msg: fmt.Sprintf("redis %s on queue %s: %v", op, d.queue, err), Err: err}
+	e := &driver.Error{Code: classify(err), Msg: fmt.Sprintf("redis %s on queue %s: %v", op, d.queue, err), Err: err}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) && aclInScript(rerr.Error()) {
+		// The script stops at the refused command, keeping what it wrote
+		// before it (a push's task, say, before the PUBLISH that wakes a
+		// worker), so the call may have taken effect.
+		e.Applied = driver.MaybeApplied
+		e.Msg += fmt.Sprintf(" (the Redis user's ACL refused a command, key or channel the script uses: it needs EVAL, EVALSHA, SCRIPT, PUBLISH and SUBSCRIBE, the keys ~%s* and the channels &%s*)", d.prefix, d.prefix)
+	}
+	return e
 }
