@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 )
 
@@ -80,6 +81,15 @@ func TestOutOfMemory(t *testing.T) {
 		if err := step.do(); err != nil {
 			t.Errorf("%s with Redis out of memory: %v", step.name, err)
 		}
+	}
+	// The worker registry's write names the cause, not EXECABORT.
+	var d *Driver
+	if !q.As(&d) {
+		t.Fatal("no *Driver behind the queue")
+	}
+	err = d.PutWorker(ctx, &driver.WorkerRecord{ID: "w1", Heartbeat: time.Now(), Data: []byte("{}")})
+	if !errors.Is(err, errcode.ResourceExhausted) || !strings.Contains(err.Error(), "maxmemory") {
+		t.Errorf("worker record with Redis out of memory: %v; want ResourceExhausted naming maxmemory", err)
 	}
 	st, err := q.Admin().Stats(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -66,7 +67,7 @@ func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error 
 		flag = '1'
 	}
 	val := append([]byte{flag}, rec.Data...)
-	_, err := d.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+	cmds, err := d.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		p.HSet(ctx, records, rec.ID, val)
 		p.ZAdd(ctx, beats, goredis.Z{Score: float64(rec.Heartbeat.UnixMilli()), Member: rec.ID})
 		p.PExpire(ctx, records, workerKeyTTL)
@@ -74,9 +75,24 @@ func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error 
 		return nil
 	})
 	if err != nil {
-		return d.fail(op, err)
+		return d.fail(op, queuedErr(err, cmds))
 	}
 	return nil
+}
+
+// queuedErr returns, for a MULTI/EXEC that Redis discarded (EXECABORT),
+// the error of the first command it refused (OOM, NOPERM, ...), which
+// says why; otherwise err.
+func queuedErr(err error, cmds []goredis.Cmder) error {
+	if !strings.HasPrefix(err.Error(), "EXECABORT") {
+		return err
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !strings.HasPrefix(cerr.Error(), "EXECABORT") {
+			return cerr
+		}
+	}
+	return err
 }
 
 // ListWorkers implements driver.WorkerStore.
