@@ -39,10 +39,13 @@ func (d *Driver) deadMessage(m *azservicebus.ReceivedMessage) *driver.DeadMessag
 		MessageID:     deadID(m),
 		ID:            taskID(m),
 		Body:          m.Body,
-		DeliveryCount: endedDeliveries(m) + 1, // the delivery that dead-lettered it
+		DeliveryCount: endedDeliveries(m),
 	}
 	if m.DeadLetterReason != nil {
 		dm.Reason = *m.DeadLetterReason
+	}
+	if !brokerDeadLettered[dm.Reason] {
+		dm.DeliveryCount++ // the delivery that dead-lettered it, still locked then
 	}
 	if m.DeadLetterErrorDescription != nil {
 		dm.Detail = *m.DeadLetterErrorDescription
@@ -53,6 +56,17 @@ func (d *Driver) deadMessage(m *azservicebus.ReceivedMessage) *driver.DeadMessag
 		dm.DeadAt = d.clock.local(*m.EnqueuedTime)
 	}
 	return dm
+}
+
+// brokerDeadLettered holds the reasons Service Bus itself gives a message it
+// moves to the dead letters between deliveries: after the last delivery
+// ended (MaxDeliveryCountExceeded) or when its time-to-live ran out
+// (TTLExpiredException). Every delivery such a message had has ended, so
+// its count already holds them all; a message dead-lettered by a receiver
+// (DeadLetterMessage) had one more, still locked when it was moved.
+var brokerDeadLettered = map[string]bool{
+	"MaxDeliveryCountExceeded": true,
+	"TTLExpiredException":      true,
 }
 
 func deadID(m *azservicebus.ReceivedMessage) string {

@@ -332,3 +332,59 @@ func TestNoRetriesMeansNoAdminRetries(t *testing.T) {
 		t.Errorf("open with retries=0 made %d admin requests; want 1 (no retries)", n)
 	}
 }
+
+// TestDeadLetterDeliveryCounts checks the delivery count a dead letter
+// reports: the deliveries the task had, whether jobq dead-lettered it
+// during a delivery or Service Bus did after the max delivery count's last
+// delivery ended. The latter used to be reported one too high (dlq list
+// showed 4 deliveries for a task delivered 3 times on a queue with
+// max_delivery_count=3).
+func TestDeadLetterDeliveryCounts(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		abandons   int  // deliveries abandoned before the last one
+		jobqDLQ    bool // the last delivery dead-letters it through jobq
+		want       int
+		wantReason string
+	}{
+		{"jobq dead-letters the first delivery", 0, true, 1, "bad"},
+		{"jobq dead-letters the third delivery", 2, true, 3, "bad"},
+		{"Service Bus dead-letters at the max delivery count", maxDeliveryCount, false, maxDeliveryCount, "MaxDeliveryCountExceeded"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			q, _ := open(t, newQueueURL(t))
+			ctx := ctxT(t)
+			if _, err := q.Push(ctx, &jobq.Task{Command: "true"}); err != nil {
+				t.Fatal(err)
+			}
+			var r *azservicebus.Receiver
+			if !q.As(&r) {
+				t.Fatal("no receiver")
+			}
+			for i := 0; i < c.abandons; i++ {
+				msgs, err := r.ReceiveMessages(ctx, 1, nil)
+				if err != nil || len(msgs) != 1 {
+					t.Fatalf("receive %d: %v, %v", i+1, msgs, err)
+				}
+				if err := r.AbandonMessage(ctx, msgs[0], nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.jobqDLQ {
+				if err := receive(t, q).DeadLetter(ctx, "bad", ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dead, err := q.Admin().DeadLetters(ctx, 10)
+			if err != nil || len(dead) != 1 {
+				t.Fatalf("dead letters: %v, %v", dead, err)
+			}
+			if dead[0].DeliveryCount != c.want || dead[0].Reason != c.wantReason {
+				t.Fatalf("dead letter with %d deliveries and reason %q; want %d and %q", dead[0].DeliveryCount, dead[0].Reason, c.want, c.wantReason)
+			}
+		})
+	}
+}
