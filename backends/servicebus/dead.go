@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // deadWait is how long a scan of the dead-letter sub-queue waits for more
@@ -90,6 +91,16 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	})
 }
 
+// deadRenewAfter is how long after a batch of dead letters was locked
+// scanDead renews a message's lock before it settles it: half the queue's
+// lock duration, or half the shortest one Azure allows when it is unknown.
+func (d *Driver) deadRenewAfter() time.Duration {
+	if d.clock.lock > 0 {
+		return d.clock.lock / 2
+	}
+	return MinLockDuration / 2
+}
+
 // PurgeDead implements driver.Driver by completing the chosen dead letters.
 func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 	return d.scanDead(ctx, "purge dead letters", ids, func(m *azservicebus.ReceivedMessage) error {
@@ -127,10 +138,23 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 		if len(msgs) == 0 {
 			break
 		}
+		locked := time.Now()
 		for i, m := range msgs {
 			if ids != nil && !want[deadID(m)] && !want[m.MessageID] && !(taskID(m) != "" && want[taskID(m)]) {
 				skipped = append(skipped, m)
 				continue
+			}
+			if time.Since(locked) > d.deadRenewAfter() {
+				// The batch was locked at once and is settled one by one:
+				// a lock that ran out would let fn send a copy and then
+				// fail to complete the original, leaving both.
+				if err := d.dead.RenewMessageLock(ctx, m, nil); err != nil {
+					if errcode.Of(d.fail(op, err)) == errcode.LockLost {
+						continue // back in the sub-queue: received again
+					}
+					skipped = append(skipped, msgs[i:]...)
+					return n, d.fail(op, err)
+				}
 			}
 			if err := fn(m); err != nil {
 				skipped = append(skipped, msgs[i+1:]...)

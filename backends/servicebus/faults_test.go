@@ -328,3 +328,53 @@ func TestClockOffset(t *testing.T) {
 		})
 	}
 }
+
+// TestRequeueDeadLettersOutlastingTheirLocks requeues a batch of dead
+// letters that takes longer to settle than their locks last (each
+// completion is acknowledged 2s late, the lock lasts 5s). The batch is
+// locked at once and settled one by one, so the last ones used to be sent
+// back to the queue and then fail to complete with LockLost: the requeue
+// failed, and each of those tasks was both queued and still dead-lettered,
+// to run twice once requeued again.
+func TestRequeueDeadLettersOutlastingTheirLocks(t *testing.T) {
+	t.Parallel()
+	if env.emu == nil {
+		t.Skip("needs the emulator's fault switches")
+	}
+	raw := newQueueURL(t)
+	q, _ := open(t, raw)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	const tasks = 4
+	for i := range tasks {
+		if _, err := q.Push(ctx, &jobq.Task{Command: fmt.Sprintf("echo %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := receive(t, q).DeadLetter(ctx, "bad", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlq := strings.Trim(u.Path, "/") + "/$DeadLetterQueue"
+	if err := env.emu.SetFaults(ctx, dlq, emu.Faults{AckDelay: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.Admin().RequeueDeadLetters(ctx)
+	if err != nil || n != tasks {
+		t.Fatalf("requeue every dead letter: %d, %v; want %d, nil", n, err, tasks)
+	}
+	if err := env.emu.SetFaults(ctx, dlq, emu.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := q.Admin().DeadLetters(ctx, 10); err != nil || len(dead) != 0 {
+		t.Fatalf("dead letters left after the requeue: %d, %v", len(dead), err)
+	}
+	got := drain(t, q, 2*time.Second)
+	for i := range tasks {
+		if c := got[fmt.Sprintf("echo %d", i)]; c != 1 {
+			t.Fatalf("task %d queued %d times after the requeue; want once (%v)", i, c, got)
+		}
+	}
+}

@@ -183,7 +183,8 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// SetFaults sets the fault switches of queue (which must exist).
+// SetFaults sets the fault switches of queue (which must exist);
+// "QUEUE/$DeadLetterQueue" sets those of its dead-letter sub-queue.
 func (e *Emulator) SetFaults(ctx context.Context, queue string, f Faults) error {
 	q := url.Values{}
 	q.Set("drop_acks", strconv.Itoa(f.DropAcks))

@@ -850,15 +850,20 @@ class Admin(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         """Sets a queue's fault switches: /$emulator/faults/QUEUE?drop_acks=N
-        &ack_delay=SECONDS&detach_after=N (each given one replaces the old)."""
+        &ack_delay=SECONDS&detach_after=N (each given one replaces the old);
+        QUEUE/$DeadLetterQueue sets its dead-letter sub-queue's."""
         path, _, query = self.path.partition("?")
         prefix = "/$emulator/faults/"
         if not path.startswith(prefix):
             return self.reply(404, "<Error><Code>404</Code><Detail>unknown path</Detail></Error>")
-        from urllib.parse import parse_qs
+        from urllib.parse import parse_qs, unquote
         args = {k: v[-1] for k, v in parse_qs(query).items()}
         with self.broker.mutex:
-            q = self.broker.queue(path[len(prefix):], create=False)
+            name = unquote(path[len(prefix):])
+            dead = name.lower().endswith(DLQ_SUFFIX)  # QUEUE/$DeadLetterQueue: its settlements
+            q = self.broker.queue(name[:-len(DLQ_SUFFIX)] if dead else name, create=False)
+            if q is not None and dead:
+                q = q.dead
             if q is None:
                 return self.reply(404, "<Error><Code>404</Code><Detail>queue not found</Detail></Error>")
             try:
