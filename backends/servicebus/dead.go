@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -129,8 +130,8 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 		}
 	}()
 	var n int64
-	found := 0
-	for ids == nil || found < len(want) {
+	found := map[string]bool{} // the IDs a settled message matched
+	for ids == nil || len(found) < len(want) {
 		msgs, err := d.receive(ctx, d.dead, d.deadSem, MaxReceiveBatch, deadWait)
 		if err != nil {
 			return n, d.fail(op, err)
@@ -140,7 +141,8 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 		}
 		locked := time.Now()
 		for i, m := range msgs {
-			if ids != nil && !want[deadID(m)] && !want[m.MessageID] && !(taskID(m) != "" && want[taskID(m)]) {
+			keys := matches(want, m)
+			if ids != nil && len(keys) == 0 {
 				skipped = append(skipped, m)
 				continue
 			}
@@ -161,8 +163,24 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 				return n, d.fail(op, err)
 			}
 			n++
-			found++
+			for _, k := range keys {
+				found[k] = true
+			}
 		}
 	}
 	return n, nil
+}
+
+// matches returns the IDs in want that name dead letter m: its sequence
+// number, its MessageId, its task ID. A task ID may name several dead
+// letters, so a scan ends when every ID has matched one, not after as many
+// messages as IDs.
+func matches(want map[string]bool, m *azservicebus.ReceivedMessage) []string {
+	var keys []string
+	for _, k := range [...]string{deadID(m), m.MessageID, taskID(m)} {
+		if k != "" && want[k] && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

@@ -388,3 +388,70 @@ func TestDeadLetterDeliveryCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestRequeueDeadLettersByIDFindsEveryID requeues, by task ID and by
+// message ID, dead letters in different receive batches, where the task ID
+// names two dead letters. The scan used to stop once it had settled as
+// many messages as IDs were given: the two of the task filled the count,
+// and the one named by message ID, further on, stayed dead-lettered while
+// the requeue reported success.
+func TestRequeueDeadLettersByIDFindsEveryID(t *testing.T) {
+	t.Parallel()
+	q, _ := open(t, newQueueURL(t))
+	ctx := ctxT(t)
+	var (
+		s *azservicebus.Sender
+		r *azservicebus.Receiver
+	)
+	if !q.As(&s) || !q.As(&r) {
+		t.Fatal("no sender or receiver")
+	}
+	const fillers = 300 // more than one receive batch (256) between them
+	msg := func(id, task string) *azservicebus.Message {
+		m := &azservicebus.Message{MessageID: &id, Body: []byte(`{"version": 0, "kwargs": "{}", "num_retries": 0}`)}
+		if task != "" {
+			m.ApplicationProperties = map[string]any{"jobq-task-id": task}
+		}
+		return m
+	}
+	var msgs []*azservicebus.Message
+	msgs = append(msgs, msg("t-copy-1", "the-task"), msg("t-copy-2", "the-task"))
+	for i := range fillers {
+		msgs = append(msgs, msg(fmt.Sprintf("filler-%d", i), ""))
+	}
+	msgs = append(msgs, msg("the-message", ""))
+	for i := 0; i < len(msgs); i += 100 {
+		b, err := s.NewMessageBatch(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs[i:min(i+100, len(msgs))] {
+			if err := b.AddMessage(m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SendMessageBatch(ctx, b, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for dead := 0; dead < len(msgs); {
+		got, err := r.ReceiveMessages(ctx, len(msgs)-dead, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range got {
+			if err := r.DeadLetterMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+			dead++
+		}
+	}
+	n, err := q.Admin().RequeueDeadLetters(ctx, "the-task", "the-message")
+	if err != nil || n != 3 {
+		t.Fatalf("requeue by task ID and message ID: %d, %v; want 3 (the task's two and the message)", n, err)
+	}
+	st, err := q.Admin().Stats(ctx)
+	if err != nil || st.Ready != 3 || st.Dead != fillers {
+		t.Fatalf("stats %+v, %v; want 3 ready (requeued) and %d dead letters (the fillers)", st, err, fillers)
+	}
+}
