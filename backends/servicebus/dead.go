@@ -1,6 +1,7 @@
 package servicebus
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -122,6 +123,7 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 		want[id] = true
 	}
 	var skipped []*azservicebus.ReceivedMessage
+	passed := map[int64]bool{} // the sequence numbers of skipped
 	defer func() {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -132,7 +134,7 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 	var n int64
 	found := map[string]bool{} // the IDs a settled message matched
 	for ids == nil || len(found) < len(want) {
-		msgs, err := d.receive(ctx, d.dead, d.deadSem, MaxReceiveBatch, deadWait)
+		msgs, err := d.receive(ctx, d.dead, d.deadSem, cmp.Or(d.deadBatch, MaxReceiveBatch), deadWait)
 		if err != nil {
 			return n, d.fail(op, err)
 		}
@@ -144,6 +146,16 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 			keys := matches(want, m)
 			if ids != nil && len(keys) == 0 {
 				skipped = append(skipped, m)
+				if m.SequenceNumber != nil {
+					if passed[*m.SequenceNumber] {
+						// Its lock ran out while the scan went on: Service
+						// Bus hands out the earliest messages first, so the
+						// scan would pass over the same ones again and again.
+						skipped = append(skipped, msgs[i+1:]...)
+						return n, d.scanOutlastedLock(op, len(passed), len(found), len(want))
+					}
+					passed[*m.SequenceNumber] = true
+				}
 				continue
 			}
 			if time.Since(locked) > d.deadRenewAfter() {
@@ -169,6 +181,14 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 		}
 	}
 	return n, nil
+}
+
+// scanOutlastedLock is the error of a scan for named dead letters that took
+// longer than a lock lasts, so that the first ones it passed over came back.
+func (d *Driver) scanOutlastedLock(op string, passed, found, want int) error {
+	return driver.Errorf(errcode.FailedPrecondition,
+		"servicebus %s %s: the scan went past %d other dead letters and ran longer than their lock, so they came back before it reached the rest; %d of the %d IDs were found and settled; raise the queue's lock duration, or purge the dead letters you do not need, so that a scan gets through them",
+		op, d.queueURL(), passed, found, want)
 }
 
 // matches returns the IDs in want that name dead letter m: its sequence

@@ -270,6 +270,10 @@ type Driver struct {
 	// it. A driver from New closes only the links it opened.
 	ownsClient bool
 
+	// deadBatch is how many dead letters a scan receives at once (0:
+	// MaxReceiveBatch); tests lower it.
+	deadBatch int
+
 	// rec keeps the result records (driver.ResultStore).
 	rec blobresults.Records
 
