@@ -1,12 +1,10 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 )
 
 // poolWith opens a pool on the test server whose connections start with
@@ -175,24 +174,6 @@ func TestOpenWithoutCreateRights(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestListenOutlivesIdleSessionTimeout: an idle_session_timeout set for
 // jobq's role does not end the LISTEN connection, which is idle by
 // design. It did after every quiet spell, and the queue logged "LISTEN
@@ -208,7 +189,7 @@ func TestListenOutlivesIdleSessionTimeout(t *testing.T) {
 	if version < 140000 {
 		t.Skip("idle_session_timeout is Postgres 14's")
 	}
-	var logged lockedBuffer
+	var logged syncbuf.Buffer
 	d, err := New(ctx, poolWith(t, map[string]string{"idle_session_timeout": "100ms"}),
 		Options{Schema: w.cfg.schema, Queue: w.cfg.queue, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {

@@ -1,35 +1,16 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestEvictionPolicyWarns opens a queue on a server with each kind of
 // maxmemory-policy: one that may delete any key (a lost task) or keys with
@@ -60,7 +41,7 @@ func TestEvictionPolicyWarns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			d, err := (&Opener{}).Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)
