@@ -29,7 +29,36 @@ func postgresURL() string {
 
 var pgSeq atomic.Int64
 
-// openPostgres opens a queue no other test uses, in schema jobq_test, and
+// postgresSchema is the schema of the tests' Postgres queues: the one
+// JOBQ_TEST_POSTGRES_URL names, else jobq_test.
+func postgresSchema(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(postgresURL())
+	if err != nil {
+		t.Fatalf("JOBQ_TEST_POSTGRES_URL: %v", err)
+	}
+	if s := u.Query().Get("schema"); s != "" {
+		return s
+	}
+	return "jobq_test"
+}
+
+// postgresConnURL is JOBQ_TEST_POSTGRES_URL without jobq's own
+// parameters, for pgx.Connect.
+func postgresConnURL(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(postgresURL())
+	if err != nil {
+		t.Fatalf("JOBQ_TEST_POSTGRES_URL: %v", err)
+	}
+	v := u.Query()
+	v.Del("schema")
+	v.Del("queue")
+	u.RawQuery = v.Encode()
+	return u.String()
+}
+
+// openPostgres opens a queue no other test uses, in postgresSchema, and
 // empties it after the test.
 func openPostgres(t testing.TB) *jobq.Queue {
 	t.Helper()
@@ -39,9 +68,7 @@ func openPostgres(t testing.TB) *jobq.Queue {
 	}
 	v := u.Query()
 	v.Set("queue", fmt.Sprintf("worker-%d-%d", time.Now().UnixNano(), pgSeq.Add(1)))
-	if !v.Has("schema") {
-		v.Set("schema", "jobq_test")
-	}
+	v.Set("schema", postgresSchema(t))
 	u.RawQuery = v.Encode()
 	q, err := jobq.Open(context.Background(), u.String())
 	if err != nil {

@@ -23,7 +23,8 @@ func TestWorkerRollsUpResults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			q := openPostgres(t)
-			conn, err := pgx.Connect(ctx, postgresURL())
+			conn, err := pgx.Connect(ctx, postgresConnURL(t))
+			table := pgx.Identifier{postgresSchema(t), "results_rollup"}.Sanitize()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +32,7 @@ func TestWorkerRollsUpResults(t *testing.T) {
 			kept := func() int {
 				var n int
 				// The table is made by the first fill or history.
-				if err := conn.QueryRow(ctx, `SELECT count(*) FROM jobq_test.results_rollup WHERE queue = $1`, q.Name()).Scan(&n); err != nil {
+				if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE queue = $1`, q.Name()).Scan(&n); err != nil {
 					return 0
 				}
 				return n

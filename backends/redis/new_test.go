@@ -17,7 +17,15 @@ import (
 // userClient is a client the test builds itself, as an application would.
 func userClient(t *testing.T) goredis.UniversalClient {
 	t.Helper()
-	opts, err := goredis.ParseURL(testBaseURL())
+	// go-redis refuses jobq's own parameters (prefix=) in a URL.
+	u, err := url.Parse(testBaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	opts, err := goredis.ParseURL(u.String())
 	if err != nil {
 		t.Fatal(err)
 	}
