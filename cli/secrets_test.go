@@ -278,3 +278,51 @@ func TestTaskEnvMasked(t *testing.T) {
 	check([]string{"dlq", "list", "--json"}, true)
 	check([]string{"show", id}, true)
 }
+
+// TestPayloadTaskEnvMaskedWhenRejected: a kwargs line without "cmd" is a
+// payload task, which the shell worker dead-letters. The secret values of
+// its "env" are masked in the worker's log lines and in the reason it
+// stores, which dlq list, results and show print.
+func TestPayloadTaskEnvMaskedWhenRejected(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-S3CRET"
+	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=payload"
+	line := `{"env": {"API_TOKEN": "` + secret + `", "PLAIN": "visible"}}` + "\n"
+	if code, _, stderr := runIn(t, line, q, "-q", "push", "--num-retries", "0"); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, stderr)
+	}
+	code, _, stderr := run(t, q, "worker")
+	if code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "has no command") {
+		t.Fatalf("worker: no rejection logged:\n%s", stderr)
+	}
+	outputs := map[string]string{"worker": stderr}
+	code, stdout, stderr := run(t, q, "results", "--jsonl")
+	if code != 0 {
+		t.Fatalf("results: exit %d: %s", code, stderr)
+	}
+	outputs["results --jsonl"] = stdout
+	var rec struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &rec); err != nil {
+		t.Fatalf("results --jsonl: %v: %q", err, stdout)
+	}
+	for _, args := range [][]string{{"dlq", "list"}, {"dlq", "list", "--json"}, {"show", rec.ID}, {"show", rec.ID, "--json"}} {
+		code, stdout, stderr := run(t, append([]string{q}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		outputs[strings.Join(args, " ")] = stdout
+	}
+	for what, out := range outputs {
+		if strings.Contains(out, secret) {
+			t.Errorf("%s printed the secret:\n%s", what, out)
+		}
+	}
+	if !strings.Contains(outputs["worker"], "API_TOKEN") || !strings.Contains(outputs["worker"], "visible") {
+		t.Errorf("worker: the payload's variables are not shown:\n%s", outputs["worker"])
+	}
+}

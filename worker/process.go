@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/envmask"
 	"github.com/jobq/jobq/internal/hooks"
 )
 
@@ -354,12 +356,26 @@ func (w *Worker) renewal(env *jobq.Envelope) time.Duration {
 	return d
 }
 
+// envMember is how a kwargs object's "env" member starts.
+var envMember = []byte(`"env"`)
+
+// shownPayload is a task's payload as logs and errors show it: the values
+// of the secret-looking variables in its "env" member masked (a kwargs
+// line without "cmd" is a payload task). Payloads without one are shown as
+// they are, unparsed.
+func shownPayload(p []byte) string {
+	if bytes.Contains(p, envMember) {
+		p = envmask.Kwargs(p)
+	}
+	return string(p)
+}
+
 // describe is a task's kind and command or payload, shortened for a log
 // line.
 func describe(t *jobq.Task) string {
 	s := t.Command
 	if s == "" {
-		s = string(t.Payload)
+		s = shownPayload(t.Payload)
 	}
 	if t.Kind != "" {
 		s = t.Kind + " " + s

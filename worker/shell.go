@@ -83,7 +83,7 @@ func (s *Shell) Handle(ctx context.Context, job *Job) error {
 func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	t := job.Task
 	if !t.IsShell() {
-		return fmt.Errorf("task %s has no command (its kwargs are %s): the shell worker runs command tasks only; use a Go handler with worker.Run for payload tasks", t.ID, truncateStr(string(t.Payload), 200))
+		return fmt.Errorf("task %s has no command (its kwargs are %s): the shell worker runs command tasks only; use a Go handler with worker.Run for payload tasks", t.ID, truncateStr(shownPayload(t.Payload), 200))
 	}
 	killTimeout := s.KillTimeout
 	if killTimeout <= 0 {
