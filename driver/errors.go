@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Error is an error with a code, for drivers that want to classify an error
@@ -28,13 +29,14 @@ func Errorf(code errcode.Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: wrapped.Error(), Err: errors.Unwrap(wrapped)}
 }
 
-// Error implements error.
+// Error implements error. Credentials in the text (an SDK's request URL
+// with its SAS, a connection string) are replaced with "xxxxx".
 func (e *Error) Error() string {
 	if e.Msg != "" {
-		return e.Msg
+		return redact.String(e.Msg)
 	}
 	if e.Err != nil {
-		return e.Err.Error()
+		return redact.String(e.Err.Error())
 	}
 	return e.Code.String()
 }

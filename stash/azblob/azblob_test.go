@@ -313,6 +313,44 @@ func TestErrors(t *testing.T) {
 	})
 }
 
+// TestErrorsHideSAS: a store given a SAS connection string says what
+// failed without its signature, whether the request never reached the
+// service (the SDK's error quotes the request URL with its query) or the
+// service refused it.
+func TestErrorsHideSAS(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(envTestConnectionString) != "" {
+		t.Skip("runs on Azurite only")
+	}
+	const sig = "S3CRETsig"
+	fast := &container.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
+	name := stash.Sum([]byte("x"))
+	for _, tc := range []struct{ name, endpoint string }{
+		{"nothing listens", "http://127.0.0.1:1"},
+		{"Azurite refuses the signature", "http://127.0.0.1:10000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := &azb.URLOpener{ConnectionString: "BlobEndpoint=" + tc.endpoint + "/devstoreaccount1;SharedAccessSignature=sv=2021-08-06&sp=rwdlc&sig=" + sig, ClientOptions: fast}
+			u, _ := url.Parse("azblob://devstoreaccount1/sas-never-shown/p")
+			s, err := o.OpenStoreURL(t.Context(), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, putErr := s.Put(t.Context(), []byte("x"))
+			_, getErr := s.Get(t.Context(), name, -1)
+			delErr := s.Delete(t.Context(), name)
+			for op, err := range map[string]error{"put": putErr, "get": getErr, "delete": delErr} {
+				if err == nil {
+					t.Errorf("%s: no error", op)
+				} else if strings.Contains(err.Error(), sig) || !strings.Contains(err.Error(), "sas-never-shown") {
+					t.Errorf("%s: the error shows the signature or not the container: %v", op, err)
+				}
+			}
+		})
+	}
+}
+
 func expect(t *testing.T, err error, code errcode.Code, msg string) {
 	t.Helper()
 	if err == nil {
