@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/metric"
@@ -153,6 +156,7 @@ func (a *app) setupTelemetry(ctx context.Context) error {
 	if a.tel != nil {
 		return nil
 	}
+	routeOTelDiagnostics(a.log)
 	var extra sdkmetric.Reader // nil, not a nil *ManualReader
 	if a.metricsReader != nil {
 		extra = a.metricsReader
@@ -164,3 +168,36 @@ func (a *app) setupTelemetry(ctx context.Context) error {
 	a.tel = t
 	return nil
 }
+
+// routeOTelDiagnostics sends OpenTelemetry's own diagnostics (a malformed
+// $OTEL_EXPORTER_OTLP_HEADERS, a failed export) to the command's log,
+// which redacts, instead of the standard logger it prints them with by
+// default. They are process-wide, as the command's log is (slog.Default).
+func routeOTelDiagnostics(log *slog.Logger) {
+	otel.SetLogger(logr.New(otelLogSink{log}))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("OpenTelemetry reported an error", "error", err)
+	}))
+}
+
+// otelLogSink is OpenTelemetry's internal logger over the command's log.
+// It keeps the message and the error and drops the key-values, which may
+// quote a header from $OTEL_EXPORTER_OTLP_HEADERS whole, credential
+// included ("value"="Basic ...").
+type otelLogSink struct{ log *slog.Logger }
+
+func (otelLogSink) Init(logr.RuntimeInfo) {}
+
+// Enabled passes warnings (V(1)) and more severe lines, as OpenTelemetry's
+// default logger does not: its Info and Debug are V(4) and V(8).
+func (otelLogSink) Enabled(level int) bool { return level <= 1 }
+
+func (s otelLogSink) Info(_ int, msg string, _ ...any) { s.log.Warn("OpenTelemetry: " + msg) }
+
+func (s otelLogSink) Error(err error, msg string, _ ...any) {
+	s.log.Warn("OpenTelemetry: "+msg+" (check the OTEL_* variables)", "error", err)
+}
+
+func (s otelLogSink) WithValues(...any) logr.LogSink { return s }
+
+func (s otelLogSink) WithName(string) logr.LogSink { return s }
