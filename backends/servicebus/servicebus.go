@@ -185,6 +185,11 @@ type URLOpener struct {
 	Credential azcore.TokenCredential
 }
 
+// String describes the opener for debugging without credentials.
+func (o *URLOpener) String() string {
+	return fmt.Sprintf("servicebus.URLOpener{connection string set: %t, credential set: %t}", o.ConnectionString != "", o.Credential != nil)
+}
+
 // Capabilities returns what a Service Bus queue declares with the default
 // parameters.
 func (o *URLOpener) Capabilities() driver.Capabilities {

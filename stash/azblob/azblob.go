@@ -31,6 +31,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -86,6 +87,11 @@ type URLOpener struct {
 	Credential azcore.TokenCredential
 	// ClientOptions configure the SDK clients (retries, transport).
 	ClientOptions *container.ClientOptions
+}
+
+// String describes the opener for debugging without credentials.
+func (o *URLOpener) String() string {
+	return fmt.Sprintf("azblob.URLOpener{connection string set: %t, credential set: %t}", o.ConnectionString != "", o.Credential != nil)
 }
 
 var (
