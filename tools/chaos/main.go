@@ -18,9 +18,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -144,7 +147,7 @@ func run(ctx context.Context, c config) (result, error) {
 		}
 	}
 	h := &harness{c: c, dir: dir, runs: filepath.Join(dir, "runs")}
-	if n, err := h.queued(ctx); err != nil {
+	if n, err := h.queuedAtStart(ctx); err != nil {
 		return result{}, err
 	} else if n != 0 {
 		return result{}, fmt.Errorf("the queue holds %d tasks; give an empty queue", n)
@@ -207,6 +210,32 @@ func (h *harness) stats(ctx context.Context) (map[string]any, error) {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	return m, nil
+}
+
+// queuedAtStart is how many tasks the queue holds before the run. An
+// SQLite file that does not exist yet holds none: jobq's read-only
+// commands refuse to create it, and the push creates it.
+func (h *harness) queuedAtStart(ctx context.Context) (int, error) {
+	if p, ok := sqlitePath(h.c.queue); ok {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+	}
+	return h.queued(ctx)
+}
+
+// sqlitePath is the file an sqlite queue URL names, read as the sqlite
+// backend reads it; false for other schemes and in-memory databases.
+func sqlitePath(queue string) (string, bool) {
+	u, err := url.Parse(queue)
+	if err != nil || u.Scheme != "sqlite" {
+		return "", false
+	}
+	p := u.Opaque
+	if p == "" {
+		p = u.Host + u.Path
+	}
+	return p, p != "" && p != ":memory:" && !strings.HasPrefix(p, "file:")
 }
 
 func (h *harness) queued(ctx context.Context) (int, error) {
