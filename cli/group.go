@@ -273,7 +273,7 @@ func (g *groupView) print(c *driver.GroupCounters, _ int) error {
 		return nil
 	}
 	text := g.line(c)
-	if w := workLine(g.work); w != "" {
+	if w := workLine(g.work, c.Ended()); w != "" {
 		text += "\n" + w
 	}
 	_, err := fmt.Fprintln(g.a.stdout, text)

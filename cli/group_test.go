@@ -108,3 +108,35 @@ func groupJSON(t *testing.T, q, name string) map[string]any {
 	}
 	return m
 }
+
+// TestGroupWorkLineSaysWhyRecordsAreMissing: pushing a sweep again in
+// another group moves its tasks' records (one per task ID) to the new
+// run, so the first group's work line, read from records, must not pass
+// off "0s done (from 0 records)" as the work of tasks that ran: it says
+// how many ended tasks have no record in the group and why.
+func TestGroupWorkLineSaysWhyRecordsAreMissing(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	sweep := "echo one\necho two\necho three\n"
+	for _, g := range []string{"first", "second"} {
+		if code, _, errOut := runIn(t, sweep, q, "-q", "push", "--group", g); code != 0 {
+			t.Fatalf("push --group %s: exit %d: %s", g, code, errOut)
+		}
+		if code, _, errOut := run(t, q, "-q", "worker"); code != 0 {
+			t.Fatalf("worker: exit %d: %s", code, errOut)
+		}
+	}
+	tests := []struct {
+		group, want, notWant string
+	}{
+		{"first", "(from 0 records; 3 ended tasks of the group have no record in it: the same task ran again since in another group", ""},
+		{"second", "(from 3 records)", "no record in it"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := run(t, q, "group", tt.group)
+		if code != 0 || !strings.Contains(out, "3/3 ended") || !strings.Contains(out, tt.want) ||
+			(tt.notWant != "" && strings.Contains(out, tt.notWant)) {
+			t.Errorf("group %s: exit %d, out %q, err %q; want %q", tt.group, code, out, errOut, tt.want)
+		}
+	}
+}

@@ -40,13 +40,25 @@ func (g *groupView) workJSON() *groupWorkJSON {
 	return &groupWorkJSON{Records: w.Records, DoneS: w.Done.Seconds(), LostS: w.Lost.Seconds(), SavedS: w.Saved.Seconds(), Preemptions: w.Preemptions}
 }
 
-// workLine is g's work totals on one line; "" when unknown.
-func workLine(w *jobq.GroupWork) string {
+// workLine is g's work totals on one line; "" when unknown. ended is how
+// many of the group's tasks ended: when fewer records were read, the line
+// says why its totals leave the others out, rather than let "0s done"
+// stand for a group whose tasks ran.
+func workLine(w *jobq.GroupWork, ended int64) string {
 	if w == nil {
 		return ""
 	}
+	from := countOf(w.Records, "record")
+	if missing := ended - w.Records; missing > 0 {
+		verb := "have"
+		if missing == 1 {
+			verb = "has"
+		}
+		from += fmt.Sprintf("; %s of the group %s no record in it: the same task ran again since in another group, its record expired or was purged, or the results policy keeps none",
+			countOf(missing, "ended task"), verb)
+	}
 	return fmt.Sprintf("work: %s done, %s lost to preemptions and stops, %s saved by checkpoints, %s (from %s)",
-		roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), countOf(w.Preemptions, "preemption"), countOf(w.Records, "record"))
+		roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), countOf(w.Preemptions, "preemption"), from)
 }
 
 // printGroupsWork is `groups --work`: the groups with their work totals,

@@ -18,7 +18,7 @@ func TestWorkLineCounts(t *testing.T) {
 		{jobq.GroupWork{Records: 2, Preemptions: 0}, "0 preemptions (from 2 records)"},
 		{jobq.GroupWork{Records: 0, Preemptions: 3}, "3 preemptions (from 0 records)"},
 	} {
-		if got := workLine(&tt.w); !strings.HasSuffix(got, tt.want) {
+		if got := workLine(&tt.w, tt.w.Records); !strings.HasSuffix(got, tt.want) {
 			t.Errorf("workLine(%+v) = %q, want it to end with %q", tt.w, got, tt.want)
 		}
 	}
