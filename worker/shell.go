@@ -83,7 +83,9 @@ func (s *Shell) Handle(ctx context.Context, job *Job) error {
 func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	t := job.Task
 	if !t.IsShell() {
-		return fmt.Errorf("task %s has no command (its kwargs are %s): the shell worker runs command tasks only; use a Go handler with worker.Run for payload tasks", t.ID, truncateStr(shownPayload(t.Payload), 200))
+		// Retrying cannot give the task a command: dead-letter it at once,
+		// as a Mux does a task it has no handler for.
+		return Permanent(fmt.Errorf("task %s has no command (its kwargs are %s): the shell worker runs command tasks only; use a Go handler with worker.Run for payload tasks", t.ID, truncateStr(shownPayload(t.Payload), 200)))
 	}
 	killTimeout := s.KillTimeout
 	if killTimeout <= 0 {

@@ -92,6 +92,31 @@ func TestShellRejectsPayloadTask(t *testing.T) {
 	}
 }
 
+// TestShellDeadLettersPayloadTaskAtOnce: a task without a command (a JSON
+// line without "cmd", pushed for a Go handler) reaching the shell worker
+// is dead-lettered on its first delivery, its retries unspent, as a Mux
+// does with a task it has no handler for: no retry can give it a command,
+// and retrying it only trips the failure streak with one task.
+func TestShellDeadLettersPayloadTaskAtOnce(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Payload: []byte(`{"x": 1}`), NumRetries: 3})
+	w := worker.New(q, worker.NewShell(), worker.Options{Concurrency: 1, Logger: quietLog()})
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatalf("Run = %v; want nil", err)
+	}
+	if c := w.Counts(); c.DeadLettered != 1 || c.Failed != 1 {
+		t.Fatalf("counts %+v; want the one task failed once and dead-lettered", c)
+	}
+	dead, err := q.Admin().DeadLetters(context.Background(), 10)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("dead letters = %d, %v; want 1", len(dead), err)
+	}
+	if d := dead[0]; d.DeliveryCount != 1 || !strings.Contains(d.Reason, "has no command") {
+		t.Errorf("dead letter: %d deliveries, reason %q; want 1 delivery and a reason saying the task has no command", d.DeliveryCount, d.Reason)
+	}
+}
+
 func TestLeaseLostIsNotAFailure(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
