@@ -113,7 +113,7 @@ var (
 	// maxConsecutiveRange: --max-consecutive-failures, where -1 means no
 	// limit and 0 is refused by fromEnv.
 	maxConsecutiveRange = bound.Ints{Min: -1, Max: math.MaxInt32,
-		Hint: "use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit"}
+		Hint: "use 1 or more (the worker stops when more task attempts than this fail in a row), or -1 for no limit"}
 	// maxLostLeasesRange: --max-lost-leases, where -1 means no limit.
 	maxLostLeasesRange = bound.Ints{Min: -1, Max: math.MaxInt32,
 		Hint: "use 1 or more (a task whose lease expired on this many deliveries in a row is dead-lettered), or -1 for no limit"}

@@ -83,7 +83,7 @@ stopped and not counted as a failure. A worker that dies leaves its tasks to
 reappear after the timeout.
 
 The worker stops with exit 1 when more than --max-consecutive-failures
-tasks fail in a row. With --failure-backoff B, it also pauses after each
+task attempts fail in a row (a retry is an attempt). With --failure-backoff B, it also pauses after each
 failure in a row before taking more work: B after the first, doubling up
 to --failure-backoff-max; a success resets it. It also stops with exit 1
 when the queue refuses its credentials a claim or a completion.
@@ -199,7 +199,7 @@ func (a *app) workerCommand() *cobra.Command {
 	fl := cmd.Flags()
 	countFlag(fl, &f.concurrency, "num-workers", "n", 1, countRange, "how many tasks run at once")
 	f.addCommon(cmd)
-	countFlag(fl, &f.maxConsecutive, "max-consecutive-failures", "", 2, maxConsecutiveRange, "stop with exit 1 when more tasks than this fail in a row (-1: never)")
+	countFlag(fl, &f.maxConsecutive, "max-consecutive-failures", "", 2, maxConsecutiveRange, "stop with exit 1 when more task attempts than this fail in a row (-1: never)")
 	countFlag(fl, &f.maxLostLeases, "max-lost-leases", "", worker.DefaultMaxLostLeases, maxLostLeasesRange,
 		"dead-letter a task whose lease expired on this many deliveries in a row (it kills or hangs its worker, or outlasts its lease; -1: never)")
 	fl.Var(durationFlag(&f.failBase), "failure-backoff", "pause this long after a failure, doubling with each failure in a row (0: no pause)")
@@ -329,7 +329,7 @@ func (f *workerFlags) checkLimits(cmd *cobra.Command) error {
 		return usageError("--max-lost-leases is 0; use 1 or more (a task whose lease expired on this many deliveries in a row is dead-lettered), or -1 for no limit")
 	}
 	if f.maxConsecutive == 0 || f.maxConsecutive < -1 {
-		return usageError("--max-consecutive-failures is %d; use 1 or more (the worker stops when more tasks than this fail in a row), or -1 for no limit", f.maxConsecutive)
+		return usageError("--max-consecutive-failures is %d; use 1 or more (the worker stops when more task attempts than this fail in a row), or -1 for no limit", f.maxConsecutive)
 	}
 	return nil
 }

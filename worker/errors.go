@@ -70,7 +70,7 @@ func detailOf(err error) string {
 }
 
 func tooMany(n, max int) error {
-	return fmt.Errorf("%w: %d tasks failed in a row, more than the allowed %d (raise --max-consecutive-failures, or fix the tasks; the failed ones were retried or dead-lettered)", ErrTooManyFailures, n, max)
+	return fmt.Errorf("%w: %d task attempts failed in a row (a retry is an attempt), more than the allowed %d (raise --max-consecutive-failures, or fix the tasks; the failed ones were retried or dead-lettered)", ErrTooManyFailures, n, max)
 }
 
 // ErrPermanent matches (with errors.Is) the errors made by Permanent.

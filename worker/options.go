@@ -49,7 +49,7 @@ type Options struct {
 	// may receive it). By default the lease is renewed every Visibility/2.
 	DisableHeartbeat bool
 	// MaxConsecutiveFailures stops the worker (Run returns
-	// ErrTooManyFailures) when more tasks than this fail in a row; a success
+	// ErrTooManyFailures) when more task attempts than this fail in a row; a success
 	// resets the count. Zero (the default) or negative means no limit: a
 	// service keeps running while its tasks fail, each one retried or
 	// dead-lettered. (The CLI's --max-consecutive-failures defaults to 2.)

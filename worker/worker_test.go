@@ -113,6 +113,21 @@ func TestMaxConsecutiveFailuresStops(t *testing.T) {
 	}
 }
 
+// TestMaxConsecutiveFailuresCountsAttempts: one task retried until the
+// streak passes the limit stops the worker with a message that counts
+// attempts, not "3 tasks", since only one task ran.
+func TestMaxConsecutiveFailuresCountsAttempts(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Command: "exit 1", NumRetries: 5, RetryBackoff: fastRetry})
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error { return errors.New("fails") })
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond, MaxConsecutiveFailures: 2, Concurrency: 1, Prefetch: -1})
+	err := w.Run(context.Background())
+	if !errors.Is(err, worker.ErrTooManyFailures) || !strings.Contains(err.Error(), "3 task attempts failed in a row") {
+		t.Fatalf("Run returned %v; want ErrTooManyFailures counting 3 task attempts", err)
+	}
+}
+
 func TestStopRequeuesRunningTask(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
