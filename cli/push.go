@@ -1078,7 +1078,7 @@ func (p *pusher) summary(next int) string {
 	var parts []string
 	switch {
 	case p.pushed > 0:
-		parts = append(parts, fmt.Sprintf("stored %d tasks: %s %s", p.pushed, p.what(), spanList(p.stored)))
+		parts = append(parts, p.storedSummary())
 	case len(p.unknownIDs) == 0:
 		parts = append(parts, "no task was stored")
 	}
@@ -1092,6 +1092,25 @@ func (p *pusher) summary(next int) string {
 		}
 	}
 	return strings.Join(parts, "; ") + resume
+}
+
+// storedSummary says how many tasks the push stored and which input lines
+// (or -c commands) it got through. Lines whose task was a duplicate (queued
+// already, or ended within --unique-for) or left out by --skip-succeeded
+// are through but stored nothing, so they are counted apart; where an attempt
+// went unanswered the duplicate count is not known, and all are counted.
+func (p *pusher) storedSummary() string {
+	if (p.dups == 0 && p.skipped == 0) || p.resent > 0 || len(p.unknownIDs) > 0 {
+		return fmt.Sprintf("stored %d tasks: %s %s", p.pushed, p.what(), spanList(p.stored))
+	}
+	var apart []string
+	if p.dups > 0 {
+		apart = append(apart, countOf(int64(p.dups), "duplicate")+", not stored again")
+	}
+	if p.skipped > 0 {
+		apart = append(apart, fmt.Sprintf("%d left out by --skip-succeeded", p.skipped))
+	}
+	return fmt.Sprintf("stored %s (%s %s: %s)", countOf(int64(p.pushed-p.dups-p.skipped), "task"), p.what(), spanList(p.stored), strings.Join(apart, ", "))
 }
 
 // what names the units of the input: lines, or -c commands.

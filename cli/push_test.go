@@ -192,3 +192,35 @@ func TestPushDedupWindowSetsServiceBusURL(t *testing.T) {
 		}
 	}
 }
+
+// TestPushBadLineSummaryCountsDuplicatesApart: a push stopped by a bad line
+// says how many tasks it stored; lines before it whose task was queued
+// already are named as duplicates, not counted as stored.
+func TestPushBadLineSummaryCountsDuplicatesApart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, second, want string
+		queued             int
+	}{
+		{"all duplicates", "echo 1\necho 2\n{bad\n", "stored 0 tasks (lines 1–2: 2 duplicates, not stored again)", 2},
+		{"one new", "echo 1\necho 3\n{bad\n", "stored 1 task (lines 1–2: 1 duplicate, not stored again)", 3},
+		{"none queued before", "echo 3\necho 4\n{bad\n", "stored 2 tasks: lines 1–2", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr, queue := pushRun(t, "echo 1\necho 2\n")
+			if code != 0 {
+				t.Fatalf("first push: exit %d: %s", code, stderr)
+			}
+			var out, errb bytes.Buffer
+			code = Run(context.Background(), []string{queue, "push"}, strings.NewReader(tt.second), &out, &errb)
+			if code != ExitUsage || !strings.Contains(errb.String(), tt.want) || !strings.Contains(errb.String(), "tail -n +3") {
+				t.Errorf("second push: exit %d, stderr %q; want exit %d saying %q and resuming at line 3", code, errb.String(), ExitUsage, tt.want)
+			}
+			if n := len(storedBodies(t, queue)); n != tt.queued {
+				t.Errorf("%d tasks queued; want %d", n, tt.queued)
+			}
+		})
+	}
+}
