@@ -113,7 +113,8 @@ func groupJSON(t *testing.T, q, name string) map[string]any {
 // another group moves its tasks' records (one per task ID) to the new
 // run, so the first group's work line, read from records, must not pass
 // off "0s done (from 0 records)" as the work of tasks that ran: it says
-// how many ended tasks have no record in the group and why.
+// how many ended tasks have no record in the group and why, and
+// `groups --work` shows how many records its work columns add up.
 func TestGroupWorkLineSaysWhyRecordsAreMissing(t *testing.T) {
 	t.Parallel()
 	q := sqliteQueue(t)
@@ -131,6 +132,10 @@ func TestGroupWorkLineSaysWhyRecordsAreMissing(t *testing.T) {
 	}{
 		{"first", "(from 0 records; 3 ended tasks of the group have no record in it: the same task ran again since in another group", ""},
 		{"second", "(from 3 records)", "no record in it"},
+	}
+	code, out, errOut := run(t, q, "groups", "--work")
+	if code != 0 || !strings.Contains(out, "PREEMPTIONS  RECORDS") || !regexp.MustCompile(`(?m)^second .* 3\s*$`).MatchString(out) || !regexp.MustCompile(`(?m)^first .* 0\s*$`).MatchString(out) {
+		t.Errorf("groups --work: exit %d, out %q, err %q; want a RECORDS column of 3 for second and 0 for first", code, out, errOut)
 	}
 	for _, tt := range tests {
 		code, out, errOut := run(t, q, "group", tt.group)

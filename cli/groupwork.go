@@ -84,11 +84,13 @@ func (a *app) printGroupsWork(ctx context.Context, q *jobq.Queue, gs []*driver.G
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPUSHED\tSUCCEEDED\tDEAD-LETTERED\tCANCELLED\tOPEN\tWORK DONE\tWORK LOST\tSAVED BY CHECKPOINTS\tPREEMPTIONS")
+	// RECORDS says how many ended tasks the work columns cover: fewer than
+	// ended when tasks ran again since in another group (see workLine).
+	fmt.Fprintln(tw, "GROUP\tPUSHED\tSUCCEEDED\tDEAD-LETTERED\tCANCELLED\tOPEN\tWORK DONE\tWORK LOST\tSAVED BY CHECKPOINTS\tPREEMPTIONS\tRECORDS")
 	for i, g := range gs {
 		w := ws[i]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\n", g.Name, g.Pushed, g.Succeeded, g.DeadLettered, g.Cancelled, g.Open(),
-			roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), w.Preemptions)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\n", g.Name, g.Pushed, g.Succeeded, g.DeadLettered, g.Cancelled, g.Open(),
+			roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), w.Preemptions, w.Records)
 	}
 	if err := tw.Flush(); err != nil {
 		return failure(err)
