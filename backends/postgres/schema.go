@@ -21,6 +21,11 @@ type migration struct {
 	version int
 	name    string
 	sql     string // {{s}} stands for the quoted schema name
+	// minRelease, when above 0, is the newest step a release must know to
+	// run on a schema with this step applied: releases that know fewer
+	// steps refuse the schema at open (checkNewer). 0 for an additive step,
+	// beside which every release since step 22 runs.
+	minRelease int
 }
 
 // migrations is the schema's history.
@@ -72,34 +77,38 @@ CREATE TABLE {{s}}.dead_letters (
 );
 
 CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
-`, driver.MinPriority, driver.MaxPriority)},
-	{2, "queue policies", policyMigration},
-	{3, "claims under policies", claimFunctionKeyLocks},
-	{4, "claims under policies: a lock per key", claimFunctionKeyLocks},
-	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration},
-	{6, "room on every page for its messages' claims", fillfactorMigration},
-	{7, "claims under policies never fail on a delivery count out of range", claimFunctionKeyLocks},
-	{8, "result records", resultsMigration},
-	{9, "worker registry", workerMigration},
+`, driver.MinPriority, driver.MaxPriority), 0},
+	{2, "queue policies", policyMigration, 0},
+	{3, "claims under policies", claimFunctionKeyLocks, 0},
+	{4, "claims under policies: a lock per key", claimFunctionKeyLocks, 0},
+	{5, "held leases of capped keys in their own table; claims HOT again", heldMigration, 0},
+	{6, "room on every page for its messages' claims", fillfactorMigration, 0},
+	{7, "claims under policies never fail on a delivery count out of range", claimFunctionKeyLocks, 0},
+	{8, "result records", resultsMigration, 0},
+	{9, "worker registry", workerMigration, 0},
 	// The producer's W3C trace context (driver.Message.TraceParent), NULL
 	// when the push was not traced, so the body keeps ai4s-jobq's bytes.
-	{10, "trace context of pushes", `ALTER TABLE {{s}}.messages ADD COLUMN IF NOT EXISTS trace_parent text`},
-	{11, "compact task keys and packed bodies", packedMigration},
-	{12, "a wake-up per waiting handle", wakeMigration},
-	{13, "task groups", groupsMigration},
-	{14, "claims under policies look their rows up; a push wakes as many handles as it pushed tasks whatever the plan", claimLookupFunction + wakeOnceFunction},
-	{15, "held tasks (dependencies, group steps)", heldTasksMigration},
-	{16, "claims under caps count their keys in fewer statements", claimCountFunction},
-	{17, "a waiting handle registers and looks for the next message in one statement; records notifications only while a process waits for records", awaitingMigration},
-	{18, "the result records' expiry index is a BRIN index", expiryMigration},
-	{19, "a bounded number of processes of a queue register as waiting and LISTEN", seatMigration},
-	{20, "settlements delete their held leases; claims check ended leases only near a cap", claimHeldFunction},
+	{10, "trace context of pushes", `ALTER TABLE {{s}}.messages ADD COLUMN IF NOT EXISTS trace_parent text`, 0},
+	{11, "compact task keys and packed bodies", packedMigration, 0},
+	{12, "a wake-up per waiting handle", wakeMigration, 0},
+	{13, "task groups", groupsMigration, 0},
+	{14, "claims under policies look their rows up; a push wakes as many handles as it pushed tasks whatever the plan", claimLookupFunction + wakeOnceFunction, 0},
+	{15, "held tasks (dependencies, group steps)", heldTasksMigration, 0},
+	{16, "claims under caps count their keys in fewer statements", claimCountFunction, 0},
+	{17, "a waiting handle registers and looks for the next message in one statement; records notifications only while a process waits for records", awaitingMigration, 0},
+	{18, "the result records' expiry index is a BRIN index", expiryMigration, 0},
+	{19, "a bounded number of processes of a queue register as waiting and LISTEN", seatMigration, 0},
+	{20, "settlements delete their held leases; claims check ended leases only near a cap", claimHeldFunction, 0},
 	// A dead letter keeps its task's group, NULL for none, so that a
 	// requeue from the dead letters puts the task back in its group
 	// (queries.go: deadLetterSQL, requeueDead). Dead letters written
 	// before the step have none: requeued, they come back without a group
 	// and their group keeps counting them dead-lettered.
-	{21, "dead letters keep their task's group", `ALTER TABLE {{s}}.dead_letters ADD COLUMN IF NOT EXISTS grp text COLLATE "C"`},
+	{21, "dead letters keep their task's group", `ALTER TABLE {{s}}.dead_letters ADD COLUMN IF NOT EXISTS grp text COLLATE "C"`, 0},
+	// Each step records the oldest release that may run beside it
+	// (migration.minRelease), which releases from this step on read
+	// when they open a schema newer than they know.
+	{22, "steps record the releases they need", `ALTER TABLE {{s}}.schema_migrations ADD COLUMN IF NOT EXISTS min_release integer NOT NULL DEFAULT 0`, 0},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that
@@ -176,7 +185,8 @@ var SchemaVersion = migrations[len(migrations)-1].version
 // keyed by the schema name; the first one in applies the missing steps and
 // the others then find nothing to do. A database at a newer version than this
 // code knows is left alone (an older worker may run beside a newer one as
-// long as the newer steps are additive).
+// long as the newer steps are additive), unless a newer step needs a newer
+// release (checkNewer).
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	return migrateSteps(ctx, pool, schema, migrations)
 }
@@ -185,9 +195,10 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 // to make an older database).
 func migrateSteps(ctx context.Context, pool *pgxpool.Pool, schema string, steps []migration) error {
 	s := pgx.Identifier{schema}.Sanitize()
-	if current, err := appliedVersion(ctx, pool, s); err == nil && current >= steps[len(steps)-1].version {
+	known := steps[len(steps)-1].version
+	if current, err := appliedVersion(ctx, pool, s); err == nil && current >= known {
 		// Up to date: no DDL, so a role without CREATE can open it.
-		return nil
+		return checkNewer(ctx, pool, schema, current, known)
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('jobq.migrate.' || $1, 0))`, schema); err != nil {
@@ -225,9 +236,38 @@ func migrateSteps(ctx context.Context, pool *pgxpool.Pool, schema string, steps 
 			if _, err := tx.Exec(ctx, `INSERT INTO `+s+`.schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
 				return err
 			}
+			if m.minRelease > 0 {
+				if _, err := tx.Exec(ctx, `UPDATE `+s+`.schema_migrations SET min_release = $2 WHERE version = $1`, m.version, m.minRelease); err != nil {
+					return err
+				}
+			}
 		}
-		return nil
+		// Another process may have applied newer steps meanwhile.
+		return checkNewer(ctx, tx, schema, current, known)
 	})
+}
+
+// checkNewer refuses schema, at step current, when a step newer than
+// known (the newest this code has) needs a newer release
+// (migration.minRelease): this code would misread or corrupt what that
+// step changed. Newer additive steps are accepted. It reads q (a pool or a
+// transaction) only when the schema is newer than this code.
+func checkNewer(ctx context.Context, q rowQuerier, schema string, current, known int) error {
+	if current <= known {
+		return nil
+	}
+	var step, need int
+	err := q.QueryRow(ctx, `SELECT version, min_release FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations
+		WHERE version > $1 AND min_release > $1 ORDER BY version LIMIT 1`, known).Scan(&step, &need)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the releases schema %s needs: %w", schema, err)
+	}
+	return driver.Errorf(errcode.FailedPrecondition,
+		"postgres: schema %q is at jobq schema step %d, written by a newer jobq whose step %d needs a release that knows step %d; this program knows steps up to %d: upgrade it (every process on the schema's queues must)",
+		schema, current, step, need, known)
 }
 
 // migrateError explains err, a failed migration of schema, when the
@@ -263,7 +303,7 @@ func checkReadable(ctx context.Context, pool *pgxpool.Pool, schema string) error
 		return driver.Errorf(errcode.NotFound,
 			"postgres: schema %q holds no jobq tables, so there is no queue to read (a push or a worker creates them)", schema)
 	}
-	return nil
+	return checkNewer(ctx, pool, schema, v, SchemaVersion)
 }
 
 // appliedVersion returns the newest step applied to the schema s (quoted),

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
 )
 
 // TestMigrateConcurrently starts many workers on a fresh schema at once:
@@ -131,6 +134,50 @@ func TestClaimsAreHOTUpdates(t *testing.T) {
 			if claimed != len(msgs) || updated != int64(len(msgs)) || hot*100 < updated*85 {
 				t.Fatalf("claimed %d messages: %d updates, %d of them HOT; want %d, at least 85 %% HOT (an index covers a column the claim changes, or pages lack room)",
 					claimed, updated, hot, len(msgs))
+			}
+		})
+	}
+}
+
+// TestNewerSchemaNeedingANewerReleaseIsRefused: a schema that a later
+// release migrated past this code's steps opens when the newer steps are
+// additive, and is refused, for writing and for reading, with a message
+// naming the steps, when one of them needs a release newer than this one.
+func TestNewerSchemaNeedingANewerReleaseIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		minRelease int
+		refused    bool
+	}{
+		{"additive newer step", 0, false},
+		{"newer step that older releases may not run beside", SchemaVersion + 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			schema, pool := freshSchema(t)
+			later := append(slices.Clone(migrations), migration{SchemaVersion + 1, "a later release's step", `SELECT 1`, tc.minRelease})
+			if err := migrateSteps(ctx, pool, schema, later); err != nil {
+				t.Fatal(err)
+			}
+			for _, readOnly := range []bool{false, true} {
+				d, err := New(ctx, pool, Options{Schema: schema, Queue: "q", ReadOnly: readOnly})
+				if !tc.refused {
+					if err != nil {
+						t.Fatalf("open (read-only %v): %v; want it opened", readOnly, err)
+					}
+					d.Close()
+					continue
+				}
+				if err == nil {
+					d.Close()
+					t.Fatalf("open (read-only %v) succeeded; want it refused", readOnly)
+				}
+				want := fmt.Sprintf("jobq schema step %d, written by a newer jobq whose step %d needs a release that knows step %d; this program knows steps up to %d: upgrade it", SchemaVersion+1, SchemaVersion+1, SchemaVersion+1, SchemaVersion)
+				if errcode.Of(err) != errcode.FailedPrecondition || !strings.Contains(err.Error(), want) {
+					t.Fatalf("open (read-only %v): %v (code %v); want FailedPrecondition saying %q", readOnly, err, errcode.Of(err), want)
+				}
 			}
 		})
 	}
