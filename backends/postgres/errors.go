@@ -92,6 +92,12 @@ func wrap(ctx context.Context, op string, err error) error {
 			// another try, but the cause is a limit the user can change.
 			return driver.Errorf(errcode.Unavailable,
 				"postgres %s: the server refused a connection: too many connections (the role's or database's CONNECTION LIMIT, or max_connections; the call may be retried); a process holds up to pool_max_conns (10 by default) and one more for LISTEN: lower pool_max_conns in the URL, or raise the limit: %w", op, err)
+		case pgErr.Code == "42703" || pgErr.Code == "42883" || pgErr.Code == "42P01":
+			// undefined column, function or table: a read-only open
+			// migrates nothing, so the read commands meet a schema an
+			// older release made as it is (a newer one is refused at open).
+			return driver.Errorf(errcode.FailedPrecondition,
+				"postgres %s: the schema lacks what this jobq (schema step %d) reads: an older jobq made it and no push or worker of this one has upgraded it yet (read commands change nothing); run a push or worker of this jobq once, or read the queue with the release that made it: %w", op, SchemaVersion, err)
 		case pgErr.Code == "57014" && ctx.Err() == nil:
 			// query_canceled while the caller still waits: the server's
 			// statement_timeout (or an administrator's cancel), not ours.

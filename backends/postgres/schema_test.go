@@ -182,3 +182,36 @@ func TestNewerSchemaNeedingANewerReleaseIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestReadsOfAnOlderSchemaSayHowToUpgradeIt: a read-only open migrates
+// nothing, so a read needing a newer step's columns on a schema an older
+// release made fails FailedPrecondition saying that a push or worker of
+// this release upgrades it, not with the server's bare undefined-column
+// error.
+func TestReadsOfAnOlderSchemaSayHowToUpgradeIt(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	schema, pool := freshSchema(t)
+	// Step 10 is the last before task keys and packed bodies (step 11).
+	if err := migrateSteps(ctx, pool, schema, migrations[:10]); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(ctx, pool, Options{Schema: schema, Queue: "q", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []struct {
+		name string
+		read func() error
+	}{
+		{"peek", func() error { _, err := d.Peek(ctx, 10); return err }},
+		{"dead letters", func() error { _, err := d.ListDead(ctx, 10); return err }},
+	} {
+		err := tc.read()
+		const want = "no push or worker of this one has upgraded it yet"
+		if errcode.Of(err) != errcode.FailedPrecondition || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s of a step-10 schema: %v (code %v); want FailedPrecondition saying %q", tc.name, err, errcode.Of(err), want)
+		}
+	}
+}
