@@ -44,8 +44,8 @@ func openReadOnly(ctx context.Context, c config, log *slog.Logger) (*Driver, err
 				"file", c.path, "wal_bytes", fi.Size(), "error", err)
 		}
 	}
-	var tables int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_messages'`).Scan(&tables); err != nil {
+	var tables, layout int
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_messages'), user_version FROM pragma_user_version`).Scan(&tables, &layout); err != nil {
 		_ = db.Close()
 		return nil, wrapErr(ctx, "open "+c.path+" read-only", err)
 	}
@@ -53,6 +53,10 @@ func openReadOnly(ctx context.Context, c config, log *slog.Logger) (*Driver, err
 		_ = db.Close()
 		return nil, driver.Errorf(errcode.NotFound,
 			"sqlite: %s holds no jobq queue (it has no jobq tables), so there is nothing to read", c.path)
+	}
+	if err := checkNotNewer(layout); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	d, err := newDriver(ctx, c, db, log)
 	if err != nil {

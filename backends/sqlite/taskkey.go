@@ -210,9 +210,8 @@ func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
 		return err
 	}
-	if v > schemaVersion {
-		return driver.Errorf(errcode.FailedPrecondition,
-			"sqlite: the file has jobq schema %d (user_version), written by a newer jobq; this program knows schema %d: upgrade it", v, schemaVersion)
+	if err := checkNotNewer(v); err != nil {
+		return err
 	}
 	if v == schemaVersion {
 		return nil
@@ -242,6 +241,16 @@ func migrateTaskKeys(ctx context.Context, tx *sql.Tx) error {
 	}
 	_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion))
 	return err
+}
+
+// checkNotNewer refuses a file whose layout v (its user_version) is newer
+// than schemaVersion: this code would misread or corrupt it.
+func checkNotNewer(v int) error {
+	if v > schemaVersion {
+		return driver.Errorf(errcode.FailedPrecondition,
+			"sqlite: the file has jobq schema %d (user_version), written by a newer jobq; this program knows schema %d: upgrade it", v, schemaVersion)
+	}
+	return nil
 }
 
 // migrateIDAt is schema 1's step: the id_at columns, and the canonical

@@ -302,17 +302,24 @@ func TestOlderVersionFenced(t *testing.T) {
 	}
 }
 
-// TestNewerSchemaRefused: a file a newer jobq upgraded is refused whole.
+// TestNewerSchemaRefused: a file a newer jobq upgraded is refused whole,
+// by the read commands' read-only open too.
 func TestNewerSchemaRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "")
 	if _, err := b.drv.db.ExecContext(b.ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion+1)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(b.ctx, b.path, Options{})
-	wantCode(t, err, errcode.FailedPrecondition)
-	if !strings.Contains(err.Error(), "newer jobq") {
-		t.Errorf("error %q does not say why", err)
+	for _, readOnly := range []bool{false, true} {
+		d, err := New(b.ctx, b.path, Options{ReadOnly: readOnly})
+		if err == nil {
+			d.Close()
+			t.Fatalf("open (read-only %v) of a newer file succeeded; want it refused", readOnly)
+		}
+		wantCode(t, err, errcode.FailedPrecondition)
+		if !strings.Contains(err.Error(), "newer jobq") {
+			t.Errorf("open (read-only %v): error %q does not say why", readOnly, err)
+		}
 	}
 }
 
