@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -339,3 +341,48 @@ func testHealsOrphans(t *testing.T, cutShort bool) {
 // readyMemberOf is the ready-set member of a pushed message (scripts.go,
 // ready_member).
 func readyMemberOf(mid string) string { return strings.Repeat("0", 16-len(mid)) + mid + mid }
+
+// TestLayoutOfANewerReleaseRefused: a queue whose layout mark names a key
+// layout newer than this release's (field 'release' of P..'pold', set by
+// the later release) is refused at open, saying so; one naming this
+// release's layout or none opens.
+func TestLayoutOfANewerReleaseRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		release int
+		refused bool
+	}{
+		{layoutRelease, false},
+		{layoutRelease + 1, true},
+	} {
+		t.Run(fmt.Sprintf("release %d", tc.release), func(t *testing.T) {
+			t.Parallel()
+			raw := newQueueURL(t, "")
+			d := openURL(t, raw)
+			ctx := testCtx(t)
+			if err := d.client.HSet(ctx, d.prefix+"pold", "release", tc.release).Err(); err != nil {
+				t.Fatal(err)
+			}
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d2, err := (&Opener{}).Open(ctx, u, driver.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("open: %v; want it opened", err)
+				}
+				d2.Close()
+				return
+			}
+			if err == nil {
+				d2.Close()
+				t.Fatal("open succeeded; want it refused")
+			}
+			want := fmt.Sprintf("key layout %d or later (field 'release' of %spold), written by a newer jobq; this program knows layout %d: upgrade it", tc.release, d.prefix, layoutRelease)
+			if errcode.Of(err) != errcode.FailedPrecondition || !strings.Contains(err.Error(), want) {
+				t.Fatalf("open: %v (code %v); want FailedPrecondition saying %q", err, errcode.Of(err), want)
+			}
+		})
+	}
+}

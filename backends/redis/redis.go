@@ -151,11 +151,19 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?%s): %w", tlsHint(client), err))
 	}
 	d.checkEviction(ctx)
-	owed, err := d.run(ctx, layoutScript, layoutNote).Int()
+	mark, err := d.run(ctx, layoutScript, layoutNote).Int64Slice()
+	if err == nil && len(mark) != 2 {
+		err = fmt.Errorf("the script answered %d values, not 2", len(mark))
+	}
 	if err != nil {
 		return nil, d.fail("open", fmt.Errorf("marking the queue's key layout: %w", err))
 	}
-	if owed == 1 {
+	if need := mark[1]; need > layoutRelease {
+		return nil, driver.Errorf(errcode.FailedPrecondition,
+			"redis: queue %q is laid out for jobq releases of key layout %d or later (field 'release' of %spold), written by a newer jobq; this program knows layout %d: upgrade it (every process on the queue must)",
+			d.queue, need, d.prefix, layoutRelease)
+	}
+	if mark[0] == 1 {
 		if err := d.rescue(ctx); err != nil {
 			return nil, d.fail("open", fmt.Errorf("restoring messages an older client left in no set: %w", err))
 		}

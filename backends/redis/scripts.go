@@ -1100,6 +1100,10 @@ for _, id in ipairs(kept) do gone_ids[#gone_ids + 1] = id end
 return gone_ids
 `)
 
+// layoutRelease is the key layout this release reads and writes (see
+// layoutScript).
+const layoutRelease = 1
+
 // layoutNote is the layout mark's text, for whoever looks at the marked
 // keys.
 const layoutNote = "jobq: this queue's keys are laid out for a jobq release that packs bodies (field z) and keeps delayed messages in the due set; releases before it cannot use the queue"
@@ -1117,7 +1121,10 @@ const layoutNote = "jobq: this queue's keys are laid out for a jobq release that
 // P..'pold' back on a queue in use (an older client deleted it: see
 // rescueScript) it sets P..'rescue', which New deletes once its rescue has
 // run to the end, so that a rescue cut short (a crash, a lost answer) is
-// run again by the next open. Returns 1 while P..'rescue' is set, else 0.
+// run again by the next open. Returns {1 while P..'rescue' is set, else
+// 0; field 'release' of the mark in P..'pold', 0 when absent}: a later
+// release that lays the keys out so that this one would misread them sets
+// that field to its layoutRelease, and New then refuses the queue.
 var layoutScript = goredis.NewScript(common + `
 local OLD, DUE, OLDMD, MD = P .. 'delayed', P .. 'due', P .. 'pold', P .. 'polm'
 local t = redis.call('TYPE', OLD).ok
@@ -1137,7 +1144,9 @@ if t == 'none' then
   redis.call('HSET', OLDMD, 'jobq', ARGV[2])
   if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', P .. 'rescue', '1') end
 end
-return redis.call('EXISTS', P .. 'rescue')
+local need = 0
+if redis.call('TYPE', OLDMD).ok == 'hash' then need = tonumber(redis.call('HGET', OLDMD, 'release') or '0') or 0 end
+return {redis.call('EXISTS', P .. 'rescue'), need}
 `)
 
 // rescueScript makes ready the messages that own their task ID but are in
