@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -140,7 +141,25 @@ func wrapErr(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return ctxErr(ctx.Err())
 	}
+	if missingSchema(err) {
+		// A read-only open migrates nothing, so the read commands meet
+		// a file an older release made as it is (a newer one is refused
+		// at open).
+		return driver.Errorf(errcode.FailedPrecondition,
+			"sqlite %s: the file lacks what this jobq (schema %d) reads: an older jobq made it and no push or worker of this one has upgraded it yet (read commands change nothing); run a push or worker of this jobq once, or read the file with the release that made it: %w", op, schemaVersion, err)
+	}
 	return driver.Errorf(codeOf(err), "sqlite %s: %w", op, err)
+}
+
+// missingSchema reports whether err is SQLite's "no such column" or "no
+// such table".
+func missingSchema(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_ERROR {
+		return false
+	}
+	msg := se.Error()
+	return strings.Contains(msg, "no such column: ") || strings.Contains(msg, "no such table: ")
 }
 
 func ctxErr(err error) error {

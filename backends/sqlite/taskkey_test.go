@@ -360,3 +360,31 @@ func TestCompactStorage(t *testing.T) {
 		t.Fatalf("remove: %v, %v", removed, err)
 	}
 }
+
+// TestReadsOfAnOlderFileSayHowToUpgradeIt: a read-only open converts
+// nothing, so a read needing a newer layout's columns on a file an older
+// release made fails FailedPrecondition saying that a push or worker of
+// this release upgrades it, not with SQLite's bare "no such column".
+func TestReadsOfAnOlderFileSayHowToUpgradeIt(t *testing.T) {
+	t.Parallel()
+	path := loadSchema0(t)
+	ctx := t.Context()
+	d, err := New(ctx, path, Options{Queue: "q", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []struct {
+		name string
+		read func() error
+	}{
+		{"peek", func() error { _, err := d.Peek(ctx, 10); return err }},
+		{"dead letters", func() error { _, err := d.ListDead(ctx, 10); return err }},
+	} {
+		err := tc.read()
+		const want = "no push or worker of this one has upgraded it yet"
+		if errcode.Of(err) != errcode.FailedPrecondition || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s of a schema-0 file: %v (code %v); want FailedPrecondition saying %q", tc.name, err, errcode.Of(err), want)
+		}
+	}
+}
