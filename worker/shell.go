@@ -215,16 +215,32 @@ func startAndWait(cmd *exec.Cmd, waited chan<- error) error {
 // awaitExit waits for the command's main process to exit (waited), and
 // signals its process group meanwhile: SIGTERM when ctx ends (after
 // beforeTerm, when not nil: the checkpoint's save), SIGKILL killTimeout
-// later or when the job is killed. It returns whether ctx ended before the
-// main process exited (the process was stopped), and the wait's error.
+// later or when the job is killed. After a stop it also waits for the rest
+// of the group — a child still saving its work after the main shell died of
+// the SIGTERM, or one that ignores it — until the group is gone or gets its
+// SIGKILL, so that nothing of the task runs on once it is requeued. It
+// returns whether ctx ended before the main process exited (the process was
+// stopped), and the wait's error.
 func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, killTimeout time.Duration, beforeTerm func()) (stopped bool, werr error) {
-	var killTimer <-chan time.Time
+	var killTimer, groupPoll <-chan time.Time
 	ctxDone := ctx.Done()
 	kill := job.Kill() // set to nil once used: a closed channel is always ready
 	for {
 		select {
 		case err := <-waited:
-			return stopped, err
+			if !stopped || groupGone(pgid) {
+				return stopped, err
+			}
+			// The group outlives its main process: poll it until it is
+			// gone (only stopped tasks get here).
+			werr, waited = err, nil
+			poll := time.NewTicker(groupPollInterval)
+			defer poll.Stop()
+			groupPoll = poll.C
+		case <-groupPoll:
+			if groupGone(pgid) {
+				return true, werr
+			}
 		case <-ctxDone:
 			select {
 			case err := <-waited:
@@ -243,12 +259,27 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 		case <-killTimer:
 			job.Log.Warn("task did not stop within the kill timeout: SIGKILL to its process group", "kill_timeout", killTimeout)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			if waited == nil {
+				return true, werr
+			}
 		case <-kill:
 			kill = nil
 			job.Log.Warn("killing the task: SIGKILL to its process group")
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			if waited == nil {
+				return true, werr
+			}
 		}
 	}
+}
+
+// groupPollInterval is how often awaitExit looks whether a stopped task's
+// process group is gone once its main process has exited.
+const groupPollInterval = 50 * time.Millisecond
+
+// groupGone reports whether no process is left in the process group pgid.
+func groupGone(pgid int) bool {
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 }
 
 // outcome is the handler's result for a command that exited with werr:
