@@ -133,7 +133,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		for _, f := range []*os.File{outR, outW, errR, errW} {
 			f.Close()
 		}
-		return fmt.Errorf("starting bash: %w", err)
+		return startError(err, t.Cwd)
 	}
 	// The child has its copies; ours must go so the readers see EOF.
 	outW.Close()
@@ -190,6 +190,21 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	// background processes held the output, say) does not change how the
 	// task ended.
 	return outcome(ctx, stopped, werr, &tail, cmp.Or(s.SnoozeDelay, defaultSnoozeDelay))
+}
+
+// startError says why the command could not start. Go reports a working
+// directory it cannot enter as an error of the program ("fork/exec
+// /usr/bin/bash: no such file or directory"), which would send the user
+// looking for bash: when the task's cwd is the cause, it names the cwd.
+func startError(err error, cwd string) error {
+	if cwd != "" {
+		if st, serr := os.Stat(cwd); serr != nil {
+			return fmt.Errorf("the task's working directory (cwd) cannot be used: %w", serr)
+		} else if !st.IsDir() {
+			return fmt.Errorf("the task's working directory (cwd) cannot be used: %s: %w", cwd, syscall.ENOTDIR)
+		}
+	}
+	return fmt.Errorf("starting bash: %w", err)
 }
 
 // startAndWait starts cmd and waits for it on a goroutine locked to one
