@@ -37,6 +37,27 @@ func (e *TaskError) Error() string { return e.Err.Error() }
 // Unwrap returns the reason.
 func (e *TaskError) Unwrap() error { return e.Err }
 
+// endedBeforeStop marks a handler's failure that was decided before its
+// task's context ended: a shell command that exited before a stop or its
+// time limit that came while its background processes still held the
+// output. The task is settled by that failure, not by the stop.
+type endedBeforeStop struct{ error }
+
+// Unwrap returns the failure.
+func (e endedBeforeStop) Unwrap() error { return e.error }
+
+// settlingCause is the cause by which a task whose handler returned err is
+// settled: its context's cause, or nil when err was decided before the
+// worker's stop or the time limit (endedBeforeStop). A cancel and a lost
+// lease still count.
+func settlingCause(err, cause error) error {
+	var eb endedBeforeStop
+	if cause != nil && errors.As(err, &eb) && (errors.Is(cause, errStopping) || errors.Is(cause, ErrTimeLimit)) {
+		return nil
+	}
+	return cause
+}
+
 // errStopping is the cause with which a task's context is cancelled when the
 // worker stops (errcode.LockLost when its lease is lost); the worker settles
 // differently for each. errLeaseLost and errDraining end a task that waited

@@ -130,7 +130,7 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 	tr.job = Job{Task: env.Task, Envelope: env, Log: log, QueueName: w.q.Name(), kill: w.killCh,
 		ckpt: tc, ckptEvery: w.o.CheckpointEvery}
 	err := w.handle(runCtx, &tr.job, log)
-	cause := context.Cause(runCtx)
+	cause := settlingCause(err, context.Cause(runCtx))
 	unlimit()
 	if w.watchCancels {
 		w.inflight.untrack(env)

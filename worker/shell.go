@@ -189,7 +189,11 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	// A stop that came only after the main process exited (while its
 	// background processes held the output, say) does not change how the
 	// task ended.
-	return outcome(ctx, stopped, werr, &tail, cmp.Or(s.SnoozeDelay, defaultSnoozeDelay))
+	res := outcome(ctx, stopped, werr, &tail, cmp.Or(s.SnoozeDelay, defaultSnoozeDelay))
+	if res != nil && !stopped && ctx.Err() != nil {
+		return endedBeforeStop{res}
+	}
+	return res
 }
 
 // startError says why the command could not start. Go reports a working
@@ -263,6 +267,11 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 				// random among the two.
 				return false, err
 			default:
+			}
+			if errors.Is(syscall.Kill(pgid, 0), syscall.ESRCH) {
+				// Reaped already (pgid is its PID): its wait's result is
+				// on its way.
+				return false, <-waited
 			}
 			ctxDone, stopped = nil, true
 			if beforeTerm != nil {
