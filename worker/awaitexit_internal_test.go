@@ -31,7 +31,7 @@ func TestAwaitExitBeforeStop(t *testing.T) {
 	for i := range 200 {
 		waited := make(chan error, 1)
 		waited <- nil
-		stopped, err := awaitExit(ctx, job, target.Process.Pid, waited, time.Hour, nil)
+		stopped, err := awaitExit(ctx, job, procGroup{pgid: target.Process.Pid}, waited, time.Hour, nil)
 		if stopped || err != nil {
 			t.Fatalf("round %d: awaitExit = %v, %v; want not stopped: the process had exited before the stop", i, stopped, err)
 		}

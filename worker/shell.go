@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -158,7 +159,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 		defer func() { close(stopWatch); <-watched }()
 		beforeTerm = func() { cd.saveIfChanged(ctx, "stopping: "+context.Cause(ctx).Error()) }
 	}
-	stopped, werr := awaitExit(ctx, job, pgid, waited, killTimeout, beforeTerm)
+	stopped, werr := awaitExit(ctx, job, procGroup{pgid: pgid, tty: s.EmulateTTY}, waited, killTimeout, beforeTerm)
 	cd.saveAtEnd(ctx, stopped, werr)
 
 	// The main process is gone; background processes may still hold the
@@ -240,7 +241,8 @@ func startAndWait(cmd *exec.Cmd, waited chan<- error) error {
 // SIGKILL, so that nothing of the task runs on once it is requeued. It
 // returns whether ctx ended before the main process exited (the process was
 // stopped), and the wait's error.
-func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, killTimeout time.Duration, beforeTerm func()) (stopped bool, werr error) {
+func awaitExit(ctx context.Context, job *Job, g procGroup, waited <-chan error, killTimeout time.Duration, beforeTerm func()) (stopped bool, werr error) {
+	pgid := g.pgid
 	var killTimer, groupPoll <-chan time.Time
 	ctxDone := ctx.Done()
 	kill := job.Kill() // set to nil once used: a closed channel is always ready
@@ -278,23 +280,63 @@ func awaitExit(ctx context.Context, job *Job, pgid int, waited <-chan error, kil
 				beforeTerm()
 			}
 			job.Log.Info("stopping the task: SIGTERM to its process group", "why", context.Cause(ctx), "kill_timeout", killTimeout)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			g.signal(syscall.SIGTERM)
 			killTimer = time.After(killTimeout)
 		case <-killTimer:
 			job.Log.Warn("task did not stop within the kill timeout: SIGKILL to its process group", "kill_timeout", killTimeout)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			g.signal(syscall.SIGKILL)
 			if waited == nil {
 				return true, werr
 			}
 		case <-kill:
 			kill = nil
 			job.Log.Warn("killing the task: SIGKILL to its process group")
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			g.signal(syscall.SIGKILL)
 			if waited == nil {
 				return true, werr
 			}
 		}
 	}
+}
+
+// procGroup is the process group a task runs in: pgid, its main process's
+// PID; with tty, script(1)'s, whose child runs the command in a session and
+// process group of its own.
+type procGroup struct {
+	pgid int
+	tty  bool
+}
+
+// signal sends sig to the task's process group. Under script(1) it goes to
+// the command's own group first: script answers a SIGTERM by killing the
+// command 2 seconds later, which would cut the kill timeout short, and it
+// exits with the command's status once the command has exited.
+func (g procGroup) signal(sig syscall.Signal) {
+	if g.tty {
+		if child := ttyChild(g.pgid); child > 0 {
+			_ = syscall.Kill(-child, sig)
+			if sig != syscall.SIGKILL {
+				return
+			}
+		}
+	}
+	_ = syscall.Kill(-g.pgid, sig)
+}
+
+// ttyChild is the PID of script(1)'s child, the session leader that runs the
+// command under the pseudo-terminal; 0 when it cannot be told.
+func ttyChild(script int) int {
+	pid := strconv.Itoa(script)
+	b, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	child, err := strconv.Atoi(first)
+	if err != nil {
+		return 0
+	}
+	return child
 }
 
 // groupPollInterval is how often awaitExit looks whether a stopped task's

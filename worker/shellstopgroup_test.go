@@ -22,25 +22,33 @@ import (
 // SIGTERM finishes saving (it used to be killed OrphanGrace after the
 // shell exited), and a child that ignores SIGTERM and does not hold the
 // output gets SIGKILL at the kill timeout (it used to run on, unsupervised,
-// beside the task's next attempt).
+// beside the task's next attempt). Under a pseudo-terminal (EmulateTTY) the
+// command gets the kill timeout too (script(1) used to kill it 2 seconds
+// after the SIGTERM).
 func TestStoppedTaskEndsWithItsProcessGroup(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		child string // a subshell that writes its PID to $PIDFILE once ready for the SIGTERM
+		cmd   string // writes the PID of the process to watch to $PIDFILE once ready for the SIGTERM
 		sh    worker.Shell
 		saved bool // the child writes $SAVED when it has saved its work
 	}{
 		{
 			name:  "child saving its work after the SIGTERM",
-			child: `(trap 'sleep 1; echo saved > "$SAVED"; exit 0' TERM; echo $BASHPID > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; while :; do sleep 0.05; done)`,
+			cmd:   `(trap 'sleep 1; echo saved > "$SAVED"; exit 0' TERM; echo $BASHPID > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; while :; do sleep 0.05; done) & wait`,
 			sh:    worker.Shell{OrphanGrace: 100 * time.Millisecond, KillTimeout: time.Minute},
 			saved: true,
 		},
 		{
-			name:  "child ignoring SIGTERM without the output",
-			child: `(trap '' TERM; echo $BASHPID > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; exec sleep 300) >/dev/null 2>&1`,
-			sh:    worker.Shell{KillTimeout: 500 * time.Millisecond},
+			name: "child ignoring SIGTERM without the output",
+			cmd:  `(trap '' TERM; echo $BASHPID > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; exec sleep 300) >/dev/null 2>&1 & wait`,
+			sh:   worker.Shell{KillTimeout: 500 * time.Millisecond},
+		},
+		{
+			name:  "pseudo-terminal task saving its work after the SIGTERM",
+			cmd:   `trap 'sleep 3; echo saved > "$SAVED"; exit 0' TERM; echo $$ > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; while :; do sleep 0.05; done`,
+			sh:    worker.Shell{EmulateTTY: true, KillTimeout: time.Minute},
+			saved: true,
 		},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {
@@ -50,7 +58,7 @@ func TestStoppedTaskEndsWithItsProcessGroup(t *testing.T) {
 				q := engines.Open(t, engines.URLs(t, "stopgroup"+strconv.Itoa(i))[engine])
 				dir := t.TempDir()
 				pidFile, saved := filepath.Join(dir, "pid"), filepath.Join(dir, "saved")
-				push(t, q, &jobq.Task{Command: tt.child + " & wait", Env: []jobq.EnvVar{
+				push(t, q, &jobq.Task{Command: tt.cmd, Env: []jobq.EnvVar{
 					{Name: "PIDFILE", Value: pidFile}, {Name: "SAVED", Value: saved}}})
 				sh := tt.sh
 				sh.Env = os.Environ()
