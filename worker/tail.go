@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // tailBuffer keeps the last lines of a task's output, bounded both in lines
@@ -25,7 +26,13 @@ func (t *tailBuffer) init(maxLines, maxBytes int) {
 
 func (t *tailBuffer) add(line string) {
 	if len(line) > maxTailLine {
-		line = line[:maxTailLine] + "..."
+		// Cut before a character that would not fit whole: half a
+		// character would read as invalid UTF-8 in the stored output.
+		n := maxTailLine
+		for n > maxTailLine-utf8.UTFMax && !utf8.RuneStart(line[n]) {
+			n--
+		}
+		line = line[:n] + "..."
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
