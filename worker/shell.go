@@ -343,9 +343,47 @@ func ttyChild(script int) int {
 // process group is gone once its main process has exited.
 const groupPollInterval = 50 * time.Millisecond
 
-// groupGone reports whether no process is left in the process group pgid.
+// groupGone reports whether no process is left in the process group pgid,
+// zombies aside: a child whose parent does not reap it (the worker running
+// as PID 1 in a container inherits the task's orphans) has ended all the
+// same. Processes are looked up in /proc only while the group answers a
+// signal; where there is no /proc the group counts as present.
 func groupGone(pgid int) bool {
-	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+		return true
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if live, inGroup := statInGroup(string(b), pgid); inGroup && live {
+			return false
+		}
+	}
+	return true
+}
+
+// statInGroup reads /proc/PID/stat: whether the process is in process group
+// pgid, and whether it is live (not a zombie).
+func statInGroup(stat string, pgid int) (live, inGroup bool) {
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false, false
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 3 {
+		return false, false
+	}
+	return f[0] != "Z" && f[0] != "X", f[2] == strconv.Itoa(pgid)
 }
 
 // outcome is the handler's result for a command that exited with werr:

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/tools/testkit/engines"
+	"github.com/jobq/jobq/tools/testkit/syncbuf"
 	"github.com/jobq/jobq/worker"
 )
 
@@ -116,4 +118,48 @@ func processRuns(pid int) bool {
 	// The state follows the command name in parentheses: "pid (comm) S ...".
 	_, rest, _ := strings.Cut(string(b), ") ")
 	return !strings.HasPrefix(rest, "Z")
+}
+
+// TestStoppedTaskIsNotHeldByZombies: a stopped task whose process group
+// keeps only a zombie — a child whose parent left the group and does not
+// reap it, as every orphan is when the worker runs as PID 1 in a container
+// — ends without waiting for the kill timeout.
+func TestStoppedTaskIsNotHeldByZombies(t *testing.T) {
+	t.Parallel()
+	// The parent forks a child that exits at once, leaves the task's group
+	// and sleeps without reaping it.
+	const zombie = `python3 -c 'import os, sys, time
+if os.fork() == 0:
+    os._exit(0)
+os.setpgid(0, 0)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(300)' "$PIDFILE" >/dev/null 2>&1 & wait`
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			q := engines.Open(t, engines.URLs(t, "stopzombie")[engine])
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			push(t, q, &jobq.Task{Command: zombie, Env: []jobq.EnvVar{{Name: "PIDFILE", Value: pidFile}}})
+			var logs syncbuf.Buffer
+			sh := &worker.Shell{Env: os.Environ(), KillTimeout: 5 * time.Second}
+			w := worker.New(q, sh, worker.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Poll: 100 * time.Millisecond})
+			errc := make(chan error, 1)
+			go func() { errc <- w.Run(context.Background()) }()
+
+			parent := waitForPIDFile(t, pidFile)
+			t.Cleanup(func() { _ = syscall.Kill(parent, syscall.SIGKILL) })
+			w.Stop()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(logs.String(), "did not stop within the kill timeout") {
+				t.Fatalf("the task waited out its kill timeout for a zombie:\n%s", logs.String())
+			}
+			if c := w.Counts(); c.Requeued != 1 {
+				t.Fatalf("counts %+v; want the stopped task requeued", c)
+			}
+		})
+	}
 }
