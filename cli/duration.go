@@ -119,6 +119,9 @@ var (
 		Hint: "use 1 or more (a task whose lease expired on this many deliveries in a row is dead-lettered), or -1 for no limit"}
 	// visibilityRange: --visibility-timeout.
 	visibilityRange = bound.Durations{Min: time.Second}
+	// killTimeoutRange: worker --kill-timeout and $JOBQ_KILL_TIMEOUT (the
+	// shell and the stop read 0 as their default and no bound).
+	killTimeoutRange = bound.Durations{Min: time.Millisecond, BareSeconds: true}
 	// taskTimeLimitRange: push --time-limit, worker --task-time-limit.
 	taskTimeLimitRange = bound.Durations{Max: driver.MaxPolicyDuration}
 	// snoozeDelayRange: worker --snooze-delay (a requeue's delay).

@@ -143,3 +143,25 @@ func TestBadQueueNamesAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestZeroKillTimeoutIsRefused: --kill-timeout 0 and $JOBQ_KILL_TIMEOUT=0
+// are usage errors giving the range. They used to be accepted and to give
+// stopped tasks 600 s before their SIGKILL, and a stop no bound at all.
+func TestZeroKillTimeoutIsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name, env string
+		args      []string
+		want      string
+	}{
+		{"flag", "", []string{"--kill-timeout", "0"}, `"--kill-timeout" flag: out of range; use 1ms or more`},
+		{"variable", "0", nil, `$JOBQ_KILL_TIMEOUT="0": out of range; use 1ms or more`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("JOBQ_KILL_TIMEOUT", tt.env)
+			code, _, stderr := run(t, append([]string{sqliteQueue(t), "worker"}, tt.args...)...)
+			if code != cli.ExitUsage || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 saying %s", code, stderr, tt.want)
+			}
+		})
+	}
+}

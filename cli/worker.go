@@ -253,8 +253,7 @@ func (f *workerFlags) addCommon(cmd *cobra.Command) {
 	durationRangeFlag(fl, &f.visibility, "visibility-timeout", 10*time.Minute, visibilityRange, "how long a running task stays hidden from other workers (the lease)")
 	fl.BoolVar(&f.heartbeat, "heartbeat", true, "renew the lease every half --visibility-timeout while a task runs")
 	fl.BoolVar(&f.noHeartbeat, "no-heartbeat", false, "do not renew leases: a task running past --visibility-timeout is stopped")
-	f.killTimeout = 600 * time.Second
-	fl.Var(durationFlag(&f.killTimeout), "kill-timeout", "how long a stopped task has between SIGTERM and SIGKILL, and the most a stop takes; $JOBQ_KILL_TIMEOUT")
+	durationRangeFlag(fl, &f.killTimeout, "kill-timeout", 600*time.Second, killTimeoutRange, "how long a stopped task has between SIGTERM and SIGKILL, and the most a stop takes; $JOBQ_KILL_TIMEOUT")
 	durationRangeFlag(fl, &f.snoozeDelay, "snooze-delay", time.Minute, snoozeDelayRange, "how long a task that exits with status 75 (snoozes: 'not yet') waits before it is delivered again, without spending a retry")
 	durationRangeFlag(fl, &f.taskTimeLimit, "task-time-limit", 0, taskTimeLimitRange, "stop a task attempt that runs longer than this (SIGTERM, then SIGKILL after --kill-timeout) and count it as a failure; a task's push --time-limit wins; $JOBQ_TASK_TIME_LIMIT (0: no limit)")
 	fl.BoolVarP(&f.emulateTTY, "emulate-tty", "t", false, "run tasks under a pseudo-terminal so their output is line-buffered (stdout and stderr merge)")
@@ -274,17 +273,18 @@ func (f *workerFlags) fromEnv(cmd *cobra.Command) error {
 	for _, e := range []struct {
 		flag, env string
 		dst       *time.Duration
+		r         bound.Durations
 	}{
-		{"time-limit", "JOBQ_TIME_LIMIT", &f.timeLimit},
-		{"kill-timeout", "JOBQ_KILL_TIMEOUT", &f.killTimeout},
-		{"task-time-limit", "JOBQ_TASK_TIME_LIMIT", &f.taskTimeLimit},
+		{"time-limit", "JOBQ_TIME_LIMIT", &f.timeLimit, bound.NonNegative},
+		{"kill-timeout", "JOBQ_KILL_TIMEOUT", &f.killTimeout, killTimeoutRange},
+		{"task-time-limit", "JOBQ_TASK_TIME_LIMIT", &f.taskTimeLimit, bound.NonNegative},
 	} {
 		fl := cmd.Flags().Lookup(e.flag)
 		if fl == nil || fl.Changed {
 			continue
 		}
 		if v := os.Getenv(e.env); v != "" {
-			d, err := bound.NonNegative.Parse("$"+e.env, v)
+			d, err := e.r.Parse("$"+e.env, v)
 			if err != nil {
 				return asUsage(err)
 			}
