@@ -99,8 +99,8 @@ is waiting that it could run (tasks it put back itself because their gate
 failed here do not count). Tasks running on other workers do not keep it.
 
 Signals: SIGTERM or SIGINT stops taking tasks, sends SIGTERM to the running
-tasks, requeues each (visible again at once) as soon as it has exited, and
-exits; SIGUSR1 lets running tasks finish and
+tasks, requeues each (visible again at once) as soon as its process group
+has exited, and exits; SIGUSR1 lets running tasks finish and
 takes no new ones; a second signal sends SIGKILL to the running tasks.
 --time-limit acts as SIGTERM when reached. The worker exits within
 --kill-timeout of a SIGTERM even when the engine refuses writes (a full
