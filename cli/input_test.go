@@ -165,3 +165,26 @@ func TestZeroKillTimeoutIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerWithoutBashClaimsNothing: a worker or pull whose PATH has no
+// bash is a usage error before it claims a task. It used to claim each
+// task, fail it for want of bash and dead-letter it once its retries were
+// spent.
+func TestWorkerWithoutBashClaimsNothing(t *testing.T) {
+	for _, cmd := range []string{"worker", "pull"} {
+		t.Run(cmd, func(t *testing.T) {
+			q := sqliteQueue(t)
+			if code, _, stderr := run(t, q, "push", "-c", "true"); code != 0 {
+				t.Fatalf("push: exit %d: %s", code, stderr)
+			}
+			t.Setenv("PATH", t.TempDir())
+			code, _, stderr := run(t, q, cmd)
+			if code != cli.ExitUsage || !strings.Contains(stderr, "bash, which is not on PATH") {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 saying bash is not on PATH", code, stderr)
+			}
+			if code, out, stderr := run(t, q, "stats", "--json"); code != 0 || !strings.Contains(out, `"ready": 1,`) {
+				t.Fatalf("stats: exit %d, %s %s; want the task still ready", code, out, stderr)
+			}
+		})
+	}
+}

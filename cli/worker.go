@@ -402,11 +402,16 @@ func lastEvent(evs <-chan worker.Event) *worker.Event {
 }
 
 // checkWorkerEnv reads the gate settings from the environment and checks
-// that --emulate-tty can work here.
+// that tasks can run here: bash, and script for --emulate-tty. Without bash
+// every task claimed would fail, and be dead-lettered once its retries
+// were spent, for the worker's fault.
 func checkWorkerEnv(f workerFlags) (worker.GateConfig, error) {
 	gate, err := worker.GateConfigFromEnv(os.LookupEnv)
 	if err != nil {
 		return gate, asUsage(fmt.Errorf("invalid gate settings: %w", err))
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		return gate, usageError("the worker runs each task with bash, which is not on PATH: install bash or add its directory to PATH")
 	}
 	if f.emulateTTY {
 		if _, err := exec.LookPath("script"); err != nil {
