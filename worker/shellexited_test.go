@@ -65,7 +65,7 @@ func TestStopAfterShellTaskExitedCompletes(t *testing.T) {
 // exceeded" at its time limit.
 func TestShellFailureBeforeStopStands(t *testing.T) {
 	t.Parallel()
-	const limit = time.Second
+	const limit = 2 * time.Second
 	tests := []struct {
 		name      string
 		timeLimit time.Duration
