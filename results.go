@@ -19,8 +19,9 @@ type Result struct {
 	ID string
 	// State is how the task ended (or CancelRequested).
 	State driver.ResultState
-	// ExitCode is a shell task's exit status on its last attempt; nil for a
-	// Go handler or when the process did not exit by itself.
+	// ExitCode is a shell task's exit status on its last attempt, 128 + N
+	// for a command killed by signal N (as a shell reports it); nil for a
+	// Go handler or when the worker stopped the process.
 	ExitCode *int
 	// Error is why the task did not succeed: the failure that
 	// dead-lettered it, or what cancelled it. Empty on success.

@@ -400,13 +400,26 @@ func outcome(ctx context.Context, stopped bool, werr error, tail *tailBuffer, sn
 	case werr == nil:
 		return nil
 	case signal != nil:
-		return &TaskError{Err: fmt.Errorf("command killed by signal %v", signal), Detail: tail.String()}
+		return &TaskError{Err: fmt.Errorf("command killed by signal %v", signal), Detail: tail.String(), ExitCode: signalExitCode(signal)}
 	case code != nil && *code == ExitSnooze:
 		return &snoozeError{delay: snoozeDelay, exitCode: code}
 	case code != nil:
 		return &TaskError{Err: fmt.Errorf("command exited with status %d", *code), Detail: tail.String(), ExitCode: code}
 	}
 	return &TaskError{Err: fmt.Errorf("running the command: %w", werr), Detail: tail.String()}
+}
+
+// signalExitCode is the status a shell reports for a command killed by
+// sig, 128 + its number (137 for SIGKILL, which the OOM killer sends): the
+// same whether bash ran the command as its child or exec'd it, so that
+// requeue --exit-code 137 finds every such kill.
+func signalExitCode(sig os.Signal) *int {
+	n, ok := sig.(syscall.Signal)
+	if !ok {
+		return nil
+	}
+	code := 128 + int(n)
+	return &code
 }
 
 // exitStatus is how the command's main process ended, from its wait's

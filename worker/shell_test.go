@@ -20,17 +20,21 @@ func TestShellOutcomes(t *testing.T) {
 		cmd        string
 		env        []jobq.EnvVar
 		wantErr    string // "" for success
+		wantCode   int    // the TaskError's ExitCode; 0 for none checked
 		wantDetail []string
 		notDetail  []string
 	}{
 		{name: "success", cmd: "true"},
-		{name: "exit status", cmd: "echo before; exit 4", wantErr: "exited with status 4", wantDetail: []string{"before"}},
+		{name: "exit status", cmd: "echo before; exit 4", wantErr: "exited with status 4", wantCode: 4, wantDetail: []string{"before"}},
 		{name: "tail keeps the last 100 lines", cmd: "for i in $(seq 150); do echo line$i; done; exit 1",
 			wantErr: "status 1", wantDetail: []string{"[...]", "line150", "line51\n"}, notDetail: []string{"line50\n"}},
 		{name: "stderr in the tail", cmd: "echo oops >&2; exit 2", wantErr: "status 2", wantDetail: []string{"oops"}},
 		{name: "task env and ids", cmd: `[ "$A" = "x y" ] && [ "$JOBQ_TASK_ID" = "tid" ] && [ "$JOBQ_QUEUE_NAME" = "qn" ]`,
 			env: []jobq.EnvVar{{Name: "A", Value: "x y"}}},
-		{name: "signal", cmd: "kill -9 $$", wantErr: "killed by signal"},
+		// A command killed by a signal records 128 + its number, whether
+		// it was the main process (bash exec'd it) or bash's child.
+		{name: "signal", cmd: "kill -9 $$", wantErr: "killed by signal", wantCode: 137},
+		{name: "signal to bash's child", cmd: "bash -c 'kill -9 $$'; exit $?", wantErr: "status 137", wantCode: 137},
 		// Over Linux's 128 KiB limit for one argument: runs from a script file.
 		{name: "command longer than an argument may be", cmd: "x='" + strings.Repeat("a", 300<<10) + "'; echo ${#x}; exit 3",
 			wantErr: "status 3", wantDetail: []string{"307200"}},
@@ -50,6 +54,9 @@ func TestShellOutcomes(t *testing.T) {
 			var te *worker.TaskError
 			if !errors.As(err, &te) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Handle returned %v; want a TaskError with %q", err, tt.wantErr)
+			}
+			if tt.wantCode != 0 && (te.ExitCode == nil || *te.ExitCode != tt.wantCode) {
+				t.Errorf("exit code %v; want %d", te.ExitCode, tt.wantCode)
 			}
 			for _, s := range tt.wantDetail {
 				if !strings.Contains(te.Detail+"\n", s) {
