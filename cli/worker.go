@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -402,7 +401,7 @@ func lastEvent(evs <-chan worker.Event) *worker.Event {
 }
 
 // checkWorkerEnv reads the gate settings from the environment and checks
-// that tasks can run here: bash, and script for --emulate-tty. Without bash
+// that tasks can run here (Shell.Check), and script for --emulate-tty. Without bash
 // every task claimed would fail, and be dead-lettered once its retries
 // were spent, for the worker's fault.
 func checkWorkerEnv(f workerFlags) (worker.GateConfig, error) {
@@ -410,8 +409,8 @@ func checkWorkerEnv(f workerFlags) (worker.GateConfig, error) {
 	if err != nil {
 		return gate, asUsage(fmt.Errorf("invalid gate settings: %w", err))
 	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		return gate, usageError("the worker runs each task with bash, which is not on PATH: install bash or add its directory to PATH")
+	if err := worker.NewShell().Check(); err != nil {
+		return gate, asUsage(err)
 	}
 	if f.emulateTTY {
 		if _, err := exec.LookPath("script"); err != nil {
@@ -490,7 +489,7 @@ func (a *app) workerOptions(f workerFlags, maxTasks int, gate worker.GateConfig)
 // until the returned function is called.
 func (a *app) forwardSignals(w *worker.Worker, killTimeout time.Duration) (stop func()) {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	signal.Notify(sigs, workerSignals...)
 	done := make(chan struct{})
 	go func() {
 		n := 0
@@ -502,7 +501,7 @@ func (a *app) forwardSignals(w *worker.Worker, killTimeout time.Duration) (stop 
 				case n > 1:
 					a.log.Warn("second signal: killing running tasks", "signal", s.String())
 					w.Kill()
-				case s == syscall.SIGUSR1:
+				case drainSignal != nil && s == drainSignal:
 					a.log.Info("SIGUSR1: finishing running tasks, taking no new ones")
 					w.Drain()
 				default:

@@ -183,7 +183,7 @@ func runGate(ctx context.Context, cmd string, timeout time.Duration, passEnv []s
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := exec.Command("bash", "-c", cmd)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.SysProcAttr = groupAttr()
 	c.WaitDelay = 2 * time.Second // background processes holding the pipes must not hang the gate
 	var tail tailBuffer
 	tail.init(20, 4096)
@@ -203,7 +203,7 @@ func runGate(ctx context.Context, cmd string, timeout time.Duration, passEnv []s
 		}
 		return nil
 	case <-ctx.Done():
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		_ = signalPID(-c.Process.Pid, syscall.SIGKILL)
 		<-done
 		return fmt.Errorf("gate command did not finish within %v: %w", timeout, ctx.Err())
 	}

@@ -72,8 +72,25 @@ func NewShell() *Shell {
 	return &Shell{Env: os.Environ()}
 }
 
+// Check says why this machine cannot run shell tasks, nil when it can: a
+// task runs with bash, which must be on PATH, in a process group of its
+// own, which Windows does not have. A worker with a Shell refuses to run
+// on Windows; without bash each task it claimed would fail.
+func (s *Shell) Check() error {
+	if shellUnsupported != nil {
+		return shellUnsupported
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		return errors.New("the worker runs each task with bash, which is not on PATH: install bash or add its directory to PATH")
+	}
+	return nil
+}
+
 // Handle runs the task's command. It implements Handler.
 func (s *Shell) Handle(ctx context.Context, job *Job) error {
+	if shellUnsupported != nil {
+		return shellUnsupported
+	}
 	if job.Task.DirSyncTo != "" {
 		return s.runWithDirSync(ctx, job)
 	}
@@ -115,7 +132,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	defer cleanup()
 	cmd.Env = append(s.environ(job), extraEnv...)
 	cmd.Dir = t.Cwd
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = groupAttr()
 	dieWithWorker(cmd.SysProcAttr)
 
 	outR, outW, err := os.Pipe()
@@ -171,7 +188,7 @@ func (s *Shell) run(ctx context.Context, job *Job, extraEnv []string) error {
 	case <-time.After(grace):
 		job.Log.Warn("background processes of the task still hold its output open after it exited; killing its process group",
 			"grace", grace, "pgid", pgid)
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = signalPID(-pgid, syscall.SIGKILL)
 		select {
 		case <-readDone:
 		case <-time.After(2 * time.Second):
@@ -270,7 +287,7 @@ func awaitExit(ctx context.Context, job *Job, g procGroup, waited <-chan error, 
 				return false, err
 			default:
 			}
-			if errors.Is(syscall.Kill(pgid, 0), syscall.ESRCH) {
+			if errors.Is(signalPID(pgid, 0), syscall.ESRCH) {
 				// Reaped already (pgid is its PID): its wait's result is
 				// on its way.
 				return false, <-waited
@@ -314,13 +331,13 @@ type procGroup struct {
 func (g procGroup) signal(sig syscall.Signal) {
 	if g.tty {
 		if child := ttyChild(g.pgid); child > 0 {
-			_ = syscall.Kill(-child, sig)
+			_ = signalPID(-child, sig)
 			if sig != syscall.SIGKILL {
 				return
 			}
 		}
 	}
-	_ = syscall.Kill(-g.pgid, sig)
+	_ = signalPID(-g.pgid, sig)
 }
 
 // ttyChild is the PID of script(1)'s child, the session leader that runs the
@@ -349,7 +366,7 @@ const groupPollInterval = 50 * time.Millisecond
 // same. Processes are looked up in /proc only while the group answers a
 // signal; where there is no /proc the group counts as present.
 func groupGone(pgid int) bool {
-	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+	if errors.Is(signalPID(-pgid, 0), syscall.ESRCH) {
 		return true
 	}
 	entries, err := os.ReadDir("/proc")

@@ -234,3 +234,15 @@ func TestGateNotQualifiedEndsWorker(t *testing.T) {
 		t.Fatalf("end reason %q; want gate not qualified (even with Wait)", w.EndReason())
 	}
 }
+
+// TestShellCheck: a worker host without bash on PATH is told so before a
+// task is claimed; with bash, Check passes.
+func TestShellCheck(t *testing.T) {
+	if err := worker.NewShell().Check(); err != nil {
+		t.Fatalf("Check with bash on PATH: %v", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if err := worker.NewShell().Check(); err == nil || !strings.Contains(err.Error(), "bash, which is not on PATH") {
+		t.Fatalf("Check without bash = %v; want an error saying bash is not on PATH", err)
+	}
+}

@@ -199,6 +199,9 @@ func checkArgs(q *jobq.Queue, h Handler) error {
 	case h == nil:
 		return driver.Errorf(errcode.InvalidArgument, "worker: the handler is nil: pass a Handler (worker.NewShell(), a HandlerFunc or a Mux)")
 	}
+	if _, shell := h.(*Shell); shell && shellUnsupported != nil {
+		return driver.Errorf(errcode.Unimplemented, "worker: %w", shellUnsupported)
+	}
 	return nil
 }
 
