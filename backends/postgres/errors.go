@@ -95,9 +95,10 @@ func wrap(ctx context.Context, op string, err error) error {
 		case pgErr.Code == "42703" || pgErr.Code == "42883" || pgErr.Code == "42P01":
 			// undefined column, function or table: a read-only open
 			// migrates nothing, so the read commands meet a schema an
-			// older release made as it is (a newer one is refused at open).
+			// older release made as it is (a newer one is refused at open);
+			// otherwise something dropped what jobq made.
 			return driver.Errorf(errcode.FailedPrecondition,
-				"postgres %s: the schema lacks what this jobq (schema step %d) reads: an older jobq made it and no push or worker of this one has upgraded it yet (read commands change nothing); run a push or worker of this jobq once, or read the queue with the release that made it: %w", op, SchemaVersion, err)
+				"postgres %s: the schema lacks a table, column or function this jobq (schema step %d) uses: if an older jobq made it, run a push or worker of this jobq once to upgrade it (read commands change nothing), or read the queue with the release that made it; otherwise it was dropped: %w", op, SchemaVersion, err)
 		case pgErr.Code == "57014" && ctx.Err() == nil:
 			// query_canceled while the caller still waits: the server's
 			// statement_timeout (or an administrator's cancel), not ours.

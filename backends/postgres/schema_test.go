@@ -209,7 +209,7 @@ func TestReadsOfAnOlderSchemaSayHowToUpgradeIt(t *testing.T) {
 		{"dead letters", func() error { _, err := d.ListDead(ctx, 10); return err }},
 	} {
 		err := tc.read()
-		const want = "no push or worker of this one has upgraded it yet"
+		const want = "if an older jobq made it, run a push or worker of this jobq once to upgrade it"
 		if errcode.Of(err) != errcode.FailedPrecondition || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s of a step-10 schema: %v (code %v); want FailedPrecondition saying %q", tc.name, err, errcode.Of(err), want)
 		}

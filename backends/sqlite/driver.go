@@ -27,6 +27,10 @@ type Driver struct {
 	idle *idleWatch
 	// autoVacuum is whether the file gives free pages back (vacuum.go).
 	autoVacuum bool
+	// olderLayout is set when the driver reads, read-only, a file of a
+	// layout older than this release's, which it does not convert: a
+	// missing table or column then means the file wants upgrading.
+	olderLayout bool
 	// keys is the sweep bookkeeping of the dedup keys (keys.go).
 	keys keySweeps
 	// rollupReady is set once the file is known to have the result
@@ -127,6 +131,10 @@ func (d *Driver) wrap(ctx context.Context, op string, err error) error {
 		}
 	default:
 	}
+	if d.olderLayout && ctx.Err() == nil && missingSchema(err) {
+		return driver.Errorf(errcode.FailedPrecondition,
+			"sqlite %s: the file lacks what this jobq (schema %d) reads: an older jobq made it and no push or worker of this one has upgraded it yet (read commands change nothing); run a push or worker of this jobq once, or read the file with the release that made it: %w", op, schemaVersion, err)
+	}
 	return wrapErr(ctx, op, err)
 }
 
@@ -140,13 +148,6 @@ func wrapErr(ctx context.Context, op string, err error) error {
 	}
 	if ctx.Err() != nil {
 		return ctxErr(ctx.Err())
-	}
-	if missingSchema(err) {
-		// A read-only open migrates nothing, so the read commands meet
-		// a file an older release made as it is (a newer one is refused
-		// at open).
-		return driver.Errorf(errcode.FailedPrecondition,
-			"sqlite %s: the file lacks what this jobq (schema %d) reads: an older jobq made it and no push or worker of this one has upgraded it yet (read commands change nothing); run a push or worker of this jobq once, or read the file with the release that made it: %w", op, schemaVersion, err)
 	}
 	return driver.Errorf(codeOf(err), "sqlite %s: %w", op, err)
 }

@@ -63,6 +63,9 @@ func openReadOnly(ctx context.Context, c config, log *slog.Logger) (*Driver, err
 		_ = db.Close()
 		return nil, wrapErr(ctx, "open "+c.path+" read-only", err)
 	}
+	// A read-only open converts nothing, so the read commands meet a file
+	// an older release made as it is (a newer one is refused above).
+	d.olderLayout = layout < schemaVersion
 	return d, nil
 }
 
