@@ -124,7 +124,7 @@ func (a *app) dlqMoveCommand(verb string) *cobra.Command {
 		Use:   verb + " (MESSAGE_ID... | --all)",
 		Short: short,
 		Long: short + `, by message ID (from 'dlq list') or all of them with --all.` + map[string]string{
-			"requeue": " Requeued tasks keep their remaining retry budget.",
+			"requeue": " Requeued tasks keep their remaining retry budget (on Service Bus, whose requeued copy is a new message, their whole budget).",
 			"purge":   " Asks for confirmation with --all unless --yes.",
 		}[verb],
 		Example: fmt.Sprintf("  jobq sqlite://./work.db dlq %s MESSAGE_ID\n  jobq sqlite://./work.db dlq %s --all", verb, verb),
