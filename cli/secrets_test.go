@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	_ "github.com/jobq/jobq/backends/all"
+	"github.com/jobq/jobq/backends/azqueue"
+	"github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/cli"
+	"github.com/jobq/jobq/stash/azblob"
 )
 
 // TestSecretsNeverPrinted: whatever the command line, no password, key or
@@ -324,5 +328,25 @@ func TestPayloadTaskEnvMaskedWhenRejected(t *testing.T) {
 	}
 	if !strings.Contains(outputs["worker"], "API_TOKEN") || !strings.Contains(outputs["worker"], "visible") {
 		t.Errorf("worker: the payload's variables are not shown:\n%s", outputs["worker"])
+	}
+}
+
+// TestOpenersPrintNoCredential: an Azure opener printed by a program (%v,
+// %+v, %s) says whether a connection string is set, never what it holds.
+func TestOpenersPrintNoCredential(t *testing.T) {
+	t.Parallel()
+	const secret = "S3CRETkey"
+	cs := "AccountName=a;AccountKey=" + secret + ";SharedAccessKey=" + secret
+	for _, o := range []any{
+		&azqueue.URLOpener{ConnectionString: cs},
+		&servicebus.URLOpener{ConnectionString: cs},
+		&azblob.URLOpener{ConnectionString: cs},
+	} {
+		for _, format := range []string{"%v", "%+v", "%s"} {
+			got := fmt.Sprintf(format, o)
+			if strings.Contains(got, secret) || !strings.Contains(got, "connection string set: true") {
+				t.Errorf("Sprintf(%q, %T) = %q; want it to say a connection string is set, without it", format, o, got)
+			}
+		}
 	}
 }

@@ -29,20 +29,7 @@ func TestStopAfterShellTaskExitedCompletes(t *testing.T) {
 	go func() { errc <- w.Run(context.Background()) }()
 
 	// The barrier: the task's bash has written its PID and is gone.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, err := os.ReadFile(mark)
-		if err == nil {
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); pid > 0 && os.IsNotExist(err) {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task's main process never exited")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitExited(t, mark)
 	w.Stop()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
