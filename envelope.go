@@ -221,7 +221,8 @@ func (e *Envelope) Complete(ctx context.Context) error {
 }
 
 // complete deletes the message, storing rec (when not nil) with it and
-// adding one to the task's group counter st.
+// adding one to the task's group counter st. Only a completion (op
+// "complete") counts in jobq.tasks.completed: a cancel does not.
 func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord, st driver.GroupState) error {
 	lease, err := e.begin(op)
 	if err != nil {
@@ -231,7 +232,9 @@ func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord, 
 		return err
 	}
 	e.q.dropStashed(ctx, e.wire.Stash)
-	e.q.tel.completed.Add(ctx, 1, e.q.tel.add...)
+	if op == "complete" {
+		e.q.tel.completed.Add(ctx, 1, e.q.tel.add...)
+	}
 	return nil
 }
 

@@ -12,3 +12,10 @@ func TestTelemetry(t *testing.T) {
 	t.Parallel()
 	otelcheck.Run(t, newQueueURL(t, ""), 0)
 }
+
+// TestTelemetryCancelledTask: a task cancelled while it runs counts as
+// neither completed nor failed.
+func TestTelemetryCancelledTask(t *testing.T) {
+	t.Parallel()
+	otelcheck.RunCancelled(t, newQueueURL(t, ""))
+}

@@ -13,3 +13,10 @@ func TestTelemetry(t *testing.T) {
 	t.Parallel()
 	otelcheck.Run(t, "sqlite://"+filepath.Join(t.TempDir(), "otel.db")+"?queue=otel", 0)
 }
+
+// TestTelemetryCancelledTask: a task cancelled while it runs counts as
+// neither completed nor failed.
+func TestTelemetryCancelledTask(t *testing.T) {
+	t.Parallel()
+	otelcheck.RunCancelled(t, "sqlite://"+filepath.Join(t.TempDir(), "cancel.db")+"?queue=otel")
+}

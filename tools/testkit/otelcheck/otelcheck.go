@@ -338,3 +338,50 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 	}
 	return out
 }
+
+// RunCancelled pushes one task to the queue at rawURL, cancels it while a
+// worker runs it, and checks that the cancel counts neither as a completed
+// task nor as a failed attempt.
+func RunCancelled(t *testing.T, rawURL string) {
+	t.Helper()
+	ctx := context.Background()
+	p := NewProviders(t)
+	q, err := jobq.OpenWithOptions(ctx, rawURL, jobq.Options{TracerProvider: p.TP, MeterProvider: p.MP})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer q.Close()
+	res, err := q.Push(ctx, &jobq.Task{ID: "cancelled", Command: "sleep 60", NumRetries: 3})
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	started := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, _ *worker.Job) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w := worker.New(q, h, worker.Options{Concurrency: 1, CancelPoll: 50 * time.Millisecond})
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	<-started
+	if _, err := q.Admin().Cancel(ctx, res.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	if c := w.Counts(); c.Cancelled != 1 {
+		t.Fatalf("worker counts %+v; want one cancelled task", c)
+	}
+	dest := attribute.String("messaging.destination.name", q.Name())
+	ms := p.Metrics(t)
+	for _, name := range []string{"jobq.tasks.completed", "jobq.tasks.failed", "jobq.tasks.dead_lettered", "jobq.tasks.in_flight"} {
+		if got := Sum(t, ms, name, dest); got != 0 {
+			t.Errorf("%s = %d after a cancelled task; want 0", name, got)
+		}
+	}
+	if got := Sum(t, ms, "jobq.tasks.pushed", dest); got != 1 {
+		t.Errorf("jobq.tasks.pushed = %d; want 1", got)
+	}
+}
