@@ -39,6 +39,7 @@ const (
 	runLockLost  = "lock_lost"
 	runStopped   = "stopped"
 	runSnoozed   = "snoozed"
+	runCancelled = "cancelled"
 )
 
 func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
@@ -46,7 +47,7 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 	t := &telemetry{outcomes: map[string][]metric.RecordOption{}}
 	var err error
 	if t.duration, err = m.Float64Histogram("jobq.task.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long handlers ran, by outcome (jobq.outcome: completed, failed, lock_lost, stopped)."),
+		metric.WithDescription("How long handlers ran, by outcome (jobq.outcome: completed, failed, lock_lost, stopped, snoozed, cancelled)."),
 		metric.WithExplicitBucketBoundaries(otelkeys.DurationBuckets...)); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.task.duration", "error", err)
 	}
@@ -62,7 +63,7 @@ func newTelemetry(q *jobq.Queue, w *Worker) *telemetry {
 		})); err != nil {
 		w.log.Warn("could not create a metric", "metric", "jobq.tasks.in_flight", "error", err)
 	}
-	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped, runSnoozed} {
+	for _, o := range []string{runCompleted, runFailed, runLockLost, runStopped, runSnoozed, runCancelled} {
 		attrs := append(base[:len(base):len(base)], otelkeys.AttrOutcome.String(o))
 		t.outcomes[o] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	}
@@ -94,6 +95,8 @@ func (t *telemetry) ran(ctx context.Context, err, cause error, elapsed time.Dura
 		outcome = runLockLost
 	case errors.Is(cause, errStopping):
 		outcome = runStopped
+	case errors.Is(cause, ErrCancelled):
+		outcome = runCancelled
 	case errors.Is(err, ErrSnoozed):
 		outcome = runSnoozed
 	default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -341,7 +342,8 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 
 // RunCancelled pushes one task to the queue at rawURL, cancels it while a
 // worker runs it, and checks that the cancel counts neither as a completed
-// task nor as a failed attempt.
+// task nor as a failed attempt: its run is timed under jobq.outcome
+// cancelled, and its process span keeps status Unset.
 func RunCancelled(t *testing.T, rawURL string) {
 	t.Helper()
 	ctx := context.Background()
@@ -383,5 +385,18 @@ func RunCancelled(t *testing.T, rawURL string) {
 	}
 	if got := Sum(t, ms, "jobq.tasks.pushed", dest); got != 1 {
 		t.Errorf("jobq.tasks.pushed = %d; want 1", got)
+	}
+	for outcome, want := range map[string]uint64{"cancelled": 1, "failed": 0, "completed": 0} {
+		if n := Count(t, ms, "jobq.task.duration", dest, attribute.String("jobq.outcome", outcome)); n != want {
+			t.Errorf("jobq.task.duration holds %d %s runs; want %d", n, outcome, want)
+		}
+	}
+	for _, s := range p.Spans.Ended() {
+		if s.Name() != "process "+q.Name() {
+			continue
+		}
+		if got := attr(s, "jobq.outcome"); got != "cancelled" || s.Status().Code != codes.Unset {
+			t.Errorf("process span: jobq.outcome %q, status %v; want cancelled, Unset", got, s.Status().Code)
+		}
 	}
 }
