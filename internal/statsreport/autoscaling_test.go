@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -81,13 +82,10 @@ func TestKEDAPostgresQuery(t *testing.T) {
 	if !strings.Contains(doc, "```sql\n"+query+"\n```") {
 		t.Fatalf("the query in the ScaledObject differs from the one in the sql block: %s", query)
 	}
-	base := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	if s := os.Getenv("JOBQ_TEST_POSTGRES_URL"); s != "" {
-		base = s
-	}
+	base := documentedDefaults(t, "JOBQ_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	name := uniqueQueue("keda_")
 	ctx := t.Context()
-	q, err := jobq.Open(ctx, base+"&queue="+name)
+	q, err := jobq.Open(ctx, withQueue(t, base, name))
 	if err != nil {
 		t.Fatalf("opening a Postgres queue (is Postgres running? .ci/start-postgres.sh): %v", err)
 	}
@@ -114,6 +112,40 @@ func TestKEDAPostgresQuery(t *testing.T) {
 	}
 }
 
+// documentedDefaults is the test server's URL from env (def without it)
+// without jobq's schema= and prefix=: the query and key the docs give name
+// the default schema and prefix (the queue names are unique).
+func documentedDefaults(t *testing.T, env, def string) string {
+	t.Helper()
+	s := def
+	if v := os.Getenv(env); v != "" {
+		s = v
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatalf("%s: %v", env, err)
+	}
+	v := u.Query()
+	v.Del("schema")
+	v.Del("prefix")
+	v.Del("queue")
+	u.RawQuery = v.Encode()
+	return u.String()
+}
+
+// withQueue is base with queue=name.
+func withQueue(t *testing.T, base, name string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := u.Query()
+	v.Set("queue", name)
+	u.RawQuery = v.Encode()
+	return u.String()
+}
+
 // TestKEDARedisKey reads the key docs/autoscaling.md gives for KEDA's redis
 // scaler the way that scaler does (TYPE, then the length command of that
 // type) and checks the documented relation: the ready count plus one.
@@ -128,13 +160,10 @@ func TestKEDARedisKey(t *testing.T) {
 	if !strings.Contains(m[1], docQueue) {
 		t.Fatalf("the listName does not name the queue %s: %s", docQueue, m[1])
 	}
-	base := "redis://127.0.0.1:6379/0"
-	if s := os.Getenv("JOBQ_TEST_REDIS_URL"); s != "" {
-		base = s
-	}
+	base := documentedDefaults(t, "JOBQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 	name := uniqueQueue("keda-")
 	ctx := t.Context()
-	q, err := jobq.Open(ctx, base+"?queue="+name)
+	q, err := jobq.Open(ctx, withQueue(t, base, name))
 	if err != nil {
 		t.Fatalf("opening a Redis queue (is Redis running? .ci/start-redis.sh): %v", err)
 	}
