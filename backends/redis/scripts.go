@@ -489,7 +489,7 @@ local exp = str(now + vis)
 -- The loop runs once per message: it keeps the key prefix, and counts its
 -- tables' lengths itself (# costs a search in Lua 5.1).
 local PM = P .. 'm:'
-local leased, nl, no = {}, 0, 2
+local leased, nl, no, away = {}, 0, 2, false
 for j = 1, cnt do
   local member = popped[2 * j - 1]
   local mid = mid_of(member)
@@ -501,9 +501,16 @@ for j = 1, cnt do
   local f = redis.pcall('HMGET', k, 'i', 'b', 'e', 'd', 'p', 'h', 'z', 'g')
   if f.err or not (f[2] or f[7] and string.find(f[7], '` + packedHeaderPattern + `')) or not (not f[3] or string.find(f[3], '^%d+$')) or not (not f[4] or #f[4] < 10 and string.find(f[4], '^%d+$'))
       or f[5] and not (string.find(f[5], '^%-?%d%d?%d?%d?$') and math.abs(tonumber(f[5])) <= 1000) then
-    damaged = damaged or damage_lua()
-    local bad = damaged.why(k, f)
-    if bad then damaged.quarantine(mid, k, bad, now) end
+    if f.err and not string.find(f.err, 'WRONGTYPE', 1, true) then
+      -- Not a damaged message: its hash is on another node, the queue's
+      -- slot being migrated there (resharding). It goes back as it was.
+      redis.call('ZADD', READY, popped[2 * j], member)
+      away = true
+    else
+      damaged = damaged or damage_lua()
+      local bad = damaged.why(k, f)
+      if bad then damaged.quarantine(mid, k, bad, now) end
+    end
   else
     -- The lease token is the ready member's arrival number: each time a
     -- message is made ready it gets a new one from the counter, so no two
@@ -524,6 +531,9 @@ for j = 1, cnt do
   end
 end
 if nl > 0 then redis.call('ZADD', INFLIGHT, unpack(leased)) end
+if away and nl == 0 then
+  return redis.error_reply('TRYAGAIN the queue\'s hash slot is being migrated to another cluster node; its messages stay ready')
+end
 return out
 `)
 

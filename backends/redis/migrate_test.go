@@ -1,0 +1,161 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+)
+
+// slotMove moves the hash slot of one queue from the master that owns it
+// to another, key by key, as resharding does (CLUSTER SETSLOT IMPORTING
+// and MIGRATING, MIGRATE, SETSLOT NODE).
+type slotMove struct {
+	t        testing.TB
+	slot     int64
+	src, dst *goredis.Client
+	dstAddr  string
+	all      []*goredis.Client // every master
+}
+
+// startSlotMove puts the slot of d's queue, on a cluster, in the migrating
+// state towards another master.
+func startSlotMove(t testing.TB, d *Driver) *slotMove {
+	t.Helper()
+	ctx := testCtx(t)
+	var cc *goredis.ClusterClient
+	if !d.As(&cc) {
+		t.Fatal("the queue is not on a cluster")
+	}
+	owner, err := cc.MasterForKey(ctx, d.keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &slotMove{t: t}
+	if m.slot, err = owner.ClusterKeySlot(ctx, d.keys[0]).Result(); err != nil {
+		t.Fatal(err)
+	}
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+		m.all = append(m.all, n)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.all {
+		switch {
+		case n.Options().Addr == owner.Options().Addr:
+			m.src = n
+		case m.dst == nil:
+			m.dst, m.dstAddr = n, n.Options().Addr
+		}
+	}
+	if m.src == nil || m.dst == nil {
+		t.Fatalf("found no two masters among %d", len(m.all))
+	}
+	srcID, dstID := m.src.ClusterMyID(ctx).Val(), m.dst.ClusterMyID(ctx).Val()
+	m.must(m.dst.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", srcID).Err())
+	m.must(m.src.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", dstID).Err())
+	return m
+}
+
+func (m *slotMove) must(err error) {
+	m.t.Helper()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// migrate moves the slot's keys that match the glob pattern to the target.
+func (m *slotMove) migrate(pattern string) {
+	m.t.Helper()
+	ctx := testCtx(m.t)
+	keys, err := m.src.ClusterGetKeysInSlot(ctx, int(m.slot), 1<<20).Result()
+	m.must(err)
+	host, port, _ := strings.Cut(m.dstAddr, ":")
+	for _, k := range keys {
+		if ok, _ := path.Match(pattern, k); ok {
+			m.must(m.src.Migrate(ctx, host, port, k, 0, 5*time.Second).Err())
+		}
+	}
+}
+
+// finish moves the rest of the slot's keys and gives the slot to the
+// target on every master.
+func (m *slotMove) finish() {
+	m.t.Helper()
+	m.migrate("*")
+	ctx := testCtx(m.t)
+	dstID := m.dst.ClusterMyID(ctx).Val()
+	for _, c := range m.all {
+		m.must(c.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", dstID).Err())
+	}
+}
+
+// TestClaimDuringSlotMigrationKeepsMessages claims while the queue's slot
+// is half moved to another master: the messages whose hashes have moved
+// stay ready (the claim fails as Unavailable when it leased none), and once
+// the move is done every message is claimed once.
+func TestClaimDuringSlotMigrationKeepsMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	t.Parallel()
+	base := startCluster(t)
+	for _, tc := range []struct {
+		name  string
+		moved string // the message hashes moved before the claim
+	}{
+		{"every hash moved", "m:*"},
+		{"odd hashes moved", "m:*[13579]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := openURL(t, newQueueURL(t, base))
+			const n = 20
+			var msgs []*driver.Message
+			for i := range n {
+				msgs = append(msgs, msg(fmt.Sprint(i), 0))
+			}
+			// A delayed message and a policy make the due set and the
+			// policy key exist, so that the claim gets as far as the ready
+			// messages (a script stops at the first key of a migrating
+			// slot that is not on its node).
+			later := msg("later", 0)
+			later.NotBefore = time.Now().Add(time.Hour)
+			push(t, d, append(msgs, later)...)
+			if err := d.SetPolicy(testCtx(t), driver.Policy{Kind: driver.ConcurrencyPolicy, Key: "gpu", Limit: 100}); err != nil {
+				t.Fatal(err)
+			}
+
+			move := startSlotMove(t, d)
+			move.migrate(d.prefix + tc.moved)
+			recs, err := d.Receive(testCtx(t), driver.ReceiveParams{Max: n, Visibility: time.Minute})
+			if len(recs) == 0 {
+				wantCode(t, "a claim that leased nothing", err, errcode.Unavailable)
+			} else if err != nil {
+				t.Fatalf("claim: %v", err)
+			}
+			move.finish()
+
+			seen := map[string]int{}
+			for _, r := range recs {
+				seen[r.ID]++
+			}
+			for _, r := range receive(t, d, 2*n, time.Minute) {
+				seen[r.ID]++
+			}
+			for _, m := range msgs {
+				if seen[m.ID] != 1 {
+					t.Errorf("task %s claimed %d times, want once", m.ID, seen[m.ID])
+				}
+			}
+		})
+	}
+}
