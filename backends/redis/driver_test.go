@@ -662,6 +662,8 @@ func TestServerErrorCodes(t *testing.T) {
 		{"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", errcode.ResourceExhausted},
 		{"NOAUTH Authentication required.", errcode.PermissionDenied},
 		{"WRONGPASS invalid username-password pair", errcode.PermissionDenied},
+		{"ERR Script attempted to access a non local key in a cluster node script: 3adf9e, on @user_script:62.", errcode.Unavailable},
+		{"ERR Script attempted to execute a command while the cluster is down", errcode.Unavailable},
 		{"ERR something odd", errcode.Internal},
 	}
 	for _, tt := range tests {

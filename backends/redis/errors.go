@@ -61,7 +61,18 @@ func serverCode(msg string) errcode.Code {
 	if aclInScript(msg) {
 		return errcode.PermissionDenied
 	}
+	if clusterInScript(msg) {
+		return errcode.Unavailable
+	}
 	return errcode.Internal
+}
+
+// clusterInScript tells whether msg is the error a script gets on Redis
+// Cluster from a key that is not on its node (the queue's slot is being
+// migrated to another node) or while the cluster is down; Redis reports
+// it as ERR, not ASK, TRYAGAIN or CLUSTERDOWN.
+func clusterInScript(msg string) bool {
+	return strings.Contains(msg, "attempted to access a non local key") || strings.Contains(msg, "while the cluster is down")
 }
 
 // aclInScript tells whether msg is the error a script gets from a command
@@ -85,6 +96,9 @@ func (d *Driver) fail(op string, err error) error {
 		// worker), so the call may have taken effect.
 		e.Applied = driver.MaybeApplied
 		e.Msg += fmt.Sprintf(" (the Redis user's ACL refused a command, key or channel the script uses: it needs EVAL, EVALSHA, SCRIPT, PUBLISH and SUBSCRIBE, the keys ~%s* and the channels &%s*)", d.prefix, d.prefix)
+	}
+	if errors.As(err, &rerr) && clusterInScript(rerr.Error()) {
+		e.Msg += " (the queue's hash slot is being moved to another cluster node, or the cluster is down: try again when it is done; workers and pushes retry by themselves)"
 	}
 	return e
 }

@@ -159,3 +159,42 @@ func TestClaimDuringSlotMigrationKeepsMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestCallsDuringSlotMigrationAreUnavailable pushes and reads counts while
+// the queue's slot is moving to another master, before any key has moved:
+// the scripts stop at the keys Redis will not create or read on either
+// node, and the calls fail as Unavailable (which the portable layer and
+// the worker retry), having stored nothing; after the move they work.
+func TestCallsDuringSlotMigrationAreUnavailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	t.Parallel()
+	d := openURL(t, newQueueURL(t, startCluster(t)))
+	push(t, d, msg("before", 0))
+	move := startSlotMove(t, d)
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"push of one", func(ctx context.Context) error {
+			_, err := d.Push(ctx, []*driver.Message{msg("one", 0)})
+			return err
+		}},
+		{"push of two", func(ctx context.Context) error {
+			_, err := d.Push(ctx, []*driver.Message{msg("two", 0), msg("three", 0)})
+			return err
+		}},
+		{"stats", func(ctx context.Context) error {
+			_, err := d.Stats(ctx)
+			return err
+		}},
+	} {
+		wantCode(t, tc.name, tc.call(testCtx(t)), errcode.Unavailable)
+	}
+	move.finish()
+	push(t, d, msg("after", 0))
+	if s := stats(t, d); s.Ready != 2 {
+		t.Fatalf("after the move: %d ready, want 2 (before and after)", s.Ready)
+	}
+}
