@@ -198,3 +198,41 @@ func TestCallsDuringSlotMigrationAreUnavailable(t *testing.T) {
 		t.Fatalf("after the move: %d ready, want 2 (before and after)", s.Ready)
 	}
 }
+
+// TestNoScriptOnImportingNode moves the queue's counter, the key every
+// script declares, to the importing master first. go-redis follows the
+// ASK redirection there; a script run on that node would see the keys
+// still on the migrating one as empty: the claim found no task although
+// one was ready (a worker then stops, the queue "empty"), and created keys
+// there that the move could not migrate afterwards (BUSYKEY: the reshard
+// stopped half done). The claim fails as Unavailable instead, the move
+// completes, and the task is claimed after it.
+func TestNoScriptOnImportingNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	t.Parallel()
+	u := newQueueURL(t, startCluster(t))
+	d, other := openURL(t, u), openURL(t, u)
+	waiting := driver.ReceiveParams{Max: 5, Visibility: time.Minute, Wait: time.Millisecond}
+	// Two handles wait on the empty queue; a push of one task wakes one of
+	// them, and the other stays in the waiters set.
+	for _, h := range []*Driver{d, other} {
+		if _, err := h.Receive(testCtx(t), waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push(t, d, msg("a", 0))
+
+	move := startSlotMove(t, d)
+	move.migrate(d.prefix + "seq")
+	recs, err := d.Receive(testCtx(t), waiting)
+	if len(recs) > 0 {
+		t.Fatalf("claimed %d messages on the importing node", len(recs))
+	}
+	wantCode(t, "a claim sent to the importing node", err, errcode.Unavailable)
+	move.finish()
+	if recs := receive(t, d, 5, time.Minute); len(recs) != 1 || recs[0].ID != "a" {
+		t.Fatalf("after the move: claimed %d messages, want task a", len(recs))
+	}
+}

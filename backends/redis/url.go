@@ -27,7 +27,9 @@ type config struct {
 // newClient returns a client for a single server or for a cluster.
 func (c *config) newClient() goredis.UniversalClient {
 	if c.cluster != nil {
-		return goredis.NewClusterClient(c.cluster)
+		cc := goredis.NewClusterClient(c.cluster)
+		cc.OnNewNode(func(n *goredis.Client) { n.AddHook(askGuard{}) })
+		return cc
 	}
 	return goredis.NewClient(c.options)
 }
