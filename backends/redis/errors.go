@@ -67,6 +67,11 @@ func serverCode(msg string) errcode.Code {
 	return errcode.Internal
 }
 
+// redirected tells whether msg is a cluster node's MOVED or ASK reply.
+func redirected(msg string) bool {
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
 // clusterInScript tells whether msg is the error a script gets on Redis
 // Cluster from a key that is not on its node (the queue's slot is being
 // migrated to another node) or while the cluster is down; Redis reports
@@ -90,6 +95,12 @@ func (d *Driver) fail(op string, err error) error {
 	}
 	e := &driver.Error{Code: classify(err), Msg: fmt.Sprintf("redis %s on queue %s: %v", op, d.queue, err), Err: err}
 	var rerr goredis.Error
+	if _, cluster := d.client.(*goredis.ClusterClient); !cluster && errors.As(err, &rerr) && redirected(rerr.Error()) {
+		// A plain client never follows the redirection: retrying is vain.
+		e.Code = errcode.InvalidArgument
+		e.Msg = fmt.Sprintf("redis %s on queue %s: the server is a Redis Cluster node, and the queue's keys are on another node (%v); open the queue as a cluster: cluster=true in the URL (addr= for more seeds), or a goredis.ClusterClient", op, d.queue, rerr)
+		return e
+	}
 	if errors.As(err, &rerr) && aclInScript(rerr.Error()) {
 		// The script stops at the refused command, keeping what it wrote
 		// before it (a push's task, say, before the PUBLISH that wakes a

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path"
 	"strings"
 	"testing"
@@ -235,4 +236,55 @@ func TestNoScriptOnImportingNode(t *testing.T) {
 	if recs := receive(t, d, 5, time.Minute); len(recs) != 1 || recs[0].ID != "a" {
 		t.Fatalf("after the move: claimed %d messages, want task a", len(recs))
 	}
+}
+
+// TestPlainClientOnClusterNodeAsksForClusterTrue opens queues on one node
+// of a cluster without cluster=true. A queue whose slot is on another
+// node fails to open, and one whose slot moves away afterwards fails its
+// next call, with InvalidArgument naming cluster=true (not an Unavailable
+// MOVED error, retried in vain).
+func TestPlainClientOnClusterNodeAsksForClusterTrue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	t.Parallel()
+	base := startCluster(t)
+	// plain is the queue's URL on the first seed, without cluster=true.
+	plain := func(raw string) *url.URL {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Del("cluster")
+		q.Del("addr")
+		u.RawQuery = q.Encode()
+		return u
+	}
+	var local string
+	elsewhere := false
+	for i := 0; i < 40 && (local == "" || !elsewhere); i++ {
+		u := newQueueURL(t, base)
+		d, err := (&Opener{}).Open(testCtx(t), plain(u), driver.OpenOptions{})
+		if err == nil {
+			d.Close()
+			local = u
+			continue
+		}
+		elsewhere = true
+		wantCode(t, "open of a queue on another node", err, errcode.InvalidArgument)
+		if !strings.Contains(err.Error(), "cluster=true") {
+			t.Errorf("the open error does not name cluster=true: %v", err)
+		}
+	}
+	if local == "" || !elsewhere {
+		t.Fatalf("of 40 queues, none was on the seed node or none elsewhere (found one there: %v)", local != "")
+	}
+	// A queue on the seed's slot works through the plain client until
+	// the slot moves.
+	d := openURL(t, plain(local).String())
+	push(t, d, msg("a", 0))
+	startSlotMove(t, openURL(t, local)).finish()
+	_, err := d.Push(testCtx(t), []*driver.Message{msg("b", 0)})
+	wantCode(t, "a push after the slot moved away", err, errcode.InvalidArgument)
 }
