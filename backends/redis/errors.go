@@ -1,12 +1,14 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -67,6 +69,25 @@ func serverCode(msg string) errcode.Code {
 	return errcode.Internal
 }
 
+// reloadSlots makes a cluster client read the slot map again after a call
+// failed as Unavailable: when a replica has taken over a dead master, the
+// nodes answer the new master's address, whereas go-redis would go on
+// dialing the dead one until its next reload (every minute: no MOVED reply
+// comes from a node that is down). One reload runs at a time; a call that
+// fails during it skips its own.
+func (d *Driver) reloadSlots(cc *goredis.ClusterClient) {
+	if !d.reloading.CompareAndSwap(false, true) {
+		return
+	}
+	defer d.reloading.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), slotReloadTimeout)
+	defer cancel()
+	cc.ReloadState(ctx)
+}
+
+// slotReloadTimeout bounds reloadSlots, which asks the known nodes in turn.
+const slotReloadTimeout = 2 * time.Second
+
 // redirected tells whether msg is a cluster node's MOVED or ASK reply.
 func redirected(msg string) bool {
 	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
@@ -95,7 +116,11 @@ func (d *Driver) fail(op string, err error) error {
 	}
 	e := &driver.Error{Code: classify(err), Msg: fmt.Sprintf("redis %s on queue %s: %v", op, d.queue, err), Err: err}
 	var rerr goredis.Error
-	if _, cluster := d.client.(*goredis.ClusterClient); !cluster && errors.As(err, &rerr) && redirected(rerr.Error()) {
+	cc, cluster := d.client.(*goredis.ClusterClient)
+	if cluster && e.Code == errcode.Unavailable {
+		d.reloadSlots(cc)
+	}
+	if !cluster && errors.As(err, &rerr) && redirected(rerr.Error()) {
 		// A plain client never follows the redirection: retrying is vain.
 		e.Code = errcode.InvalidArgument
 		e.Msg = fmt.Sprintf("redis %s on queue %s: the server is a Redis Cluster node, and the queue's keys are on another node (%v); open the queue as a cluster: cluster=true in the URL (addr= for more seeds), or a goredis.ClusterClient", op, d.queue, rerr)

@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -252,7 +253,8 @@ type Driver struct {
 	closing *driver.Closing
 	wake    *wakeset.Set
 
-	ownsClient bool // the URL opener built the client: Close closes it
+	ownsClient bool        // the URL opener built the client: Close closes it
+	reloading  atomic.Bool // a cluster client's slot map is being read again (reloadSlots)
 
 	listenMu   sync.Mutex
 	pubsub     *goredis.PubSub          // nil until the first subscription
