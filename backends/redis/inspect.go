@@ -115,8 +115,8 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	return deadRows(res), nil
 }
 
-// RequeueDead implements driver.Driver. Requeued messages start over with
-// a delivery count of zero.
+// RequeueDead implements driver.Driver. Requeued messages keep their
+// delivery count, so that the next delivery counts on (requeueDeadScript).
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	return d.deadOp(ctx, "requeue dead letters", ids, func(args []any) (int64, error) {
 		return d.run(ctx, requeueDeadScript, append([]any{clearBatch}, args...)...).Int64()
