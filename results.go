@@ -229,6 +229,15 @@ const (
 	waitNotified = 5 * time.Second
 )
 
+// waitReadShare bounds the share of a wait's time spent reading records:
+// every round reads the records of all the tasks not ended, so a round
+// starts no sooner than waitReadShare times the last read's duration after
+// that read ended. Without it, a wait on many tasks that end one after
+// another reads them all at every end, work that grows with the square of
+// their number; with it, at most 1/(1+waitReadShare) of the wait's time
+// reads, and a task's end is reported within a few reads' durations.
+const waitReadShare = 10
+
 // WaitOptions tune WaitFunc.
 type WaitOptions struct {
 	// After, when set, limits the wait to tasks pushed at or after it (take
@@ -253,7 +262,9 @@ const waitOutage = time.Minute
 // repeated ID is reported once. An engine that cannot be reached is
 // retried, from waitPollMin to waitPollMax apart, for up to a minute from
 // the first failure in a row, so that a wait of hours outlives a restart
-// of the engine; the error is returned after that.
+// of the engine; the error is returned after that. Every look reads the
+// records of all the tasks not ended, and looks are spaced so that reading
+// takes at most about a tenth of the wait (waitReadShare).
 func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, each func(*Result) error) error {
 	const op = "wait"
 	store, err := q.resultStore(op)
@@ -270,8 +281,14 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 	waiter, _ := q.drv.(driver.ResultWaiter)
 	pause := waitPollMin
 	var out outage
+	var nextRead time.Time // the earliest start of the next round
 	for len(pending) > 0 {
+		if err := sleepUntil(ctx, nextRead); err != nil {
+			return q.wrap(op, err)
+		}
+		began := time.Now()
 		recs, err := q.getResults(ctx, op, store, pending)
+		nextRead = time.Now().Add(waitReadShare * time.Since(began))
 		if err != nil {
 			if out.rideOut(ctx, err) {
 				continue
@@ -309,6 +326,23 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 		pause = min(2*pause, waitPollMax)
 	}
 	return nil
+}
+
+// sleepUntil returns at t, or at once when t has passed, or with ctx's
+// error when ctx ends first.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
 
 // outage tracks a run of failures to reach the engine during a wait.
