@@ -352,12 +352,25 @@ func (w *waiter) goneOf(ids []string) int {
 func (w *waiter) print(r *jobq.Result) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ended[r.ID] = r
+	w.ended[r.ID] = endedOutcome(r)
 	w.tally(r)
 	if w.live != nil {
 		return w.live.above(func() error { return w.write(r) })
 	}
 	return w.write(r)
+}
+
+// succeededOutcome stands for every succeeded task in waiter.ended.
+var succeededOutcome = &jobq.Result{State: driver.ResultSucceeded}
+
+// endedOutcome is what the wait keeps of r once printed: what the failure
+// summary prints of it (outcomeLine), not its output tail, attempts or
+// value, so that a wait on a million tasks does not hold their records.
+func endedOutcome(r *jobq.Result) *jobq.Result {
+	if r.State == driver.ResultSucceeded {
+		return succeededOutcome
+	}
+	return &jobq.Result{ID: r.ID, State: r.State, ExitCode: r.ExitCode, Error: r.Error, Value: r.Value}
 }
 
 // write prints r's outcome line, or JSON object, on standard output.
