@@ -107,7 +107,9 @@ func (a *Admin) Groups(ctx context.Context, limit int) ([]*driver.GroupCounters,
 }
 
 // WaitGroup waits until every task of group name has ended, reading its
-// counts every poll (a second when zero), and returns the final counts.
+// counts every poll (a second when zero), or, where a reading takes long
+// (backends that count a group's open tasks by state), waitReadShare times
+// as long as the last one took, and returns the final counts.
 // each, when not nil, is called with every reading, the last one included;
 // an error from it ends the wait. It fails as Group does, or with the
 // context's error.
@@ -123,7 +125,9 @@ func (a *Admin) WaitGroup(ctx context.Context, name string, poll time.Duration, 
 			return nil, a.q.wrap("group", ctx.Err())
 		case <-t.C:
 		}
+		began := time.Now()
 		c, err := a.Group(ctx, name)
+		took := time.Since(began)
 		if err != nil {
 			return nil, err
 		}
@@ -135,6 +139,6 @@ func (a *Admin) WaitGroup(ctx context.Context, name string, poll time.Duration, 
 		if c.Done() {
 			return c, nil
 		}
-		t.Reset(poll)
+		t.Reset(max(poll, waitReadShare*took))
 	}
 }
