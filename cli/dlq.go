@@ -35,7 +35,9 @@ func (a *app) dlqListCommand() *cobra.Command {
 		Long: `List dead letters, oldest first: message ID, deliveries, attempt history,
 when and why each was dead-lettered, and its command. The values of task
 environment variables whose names look secret (API_TOKEN, DB_PASSWORD, ...)
-print as **** unless --show-secrets, in --json's body too.`,
+print as **** unless --show-secrets, in --json's body too; the credentials
+in commands, reasons and output tails (postgres://u:PASSWORD@db) print as
+xxxxx in the table and --detail unless --show-secrets.`,
 		Example: `  jobq sqlite://./work.db dlq list
   jobq sqlite://./work.db dlq list --detail
   jobq sqlite://./work.db dlq list --json -n 1000`,
@@ -87,7 +89,8 @@ print as **** unless --show-secrets, in --json's body too.`,
 				if d.Task != nil {
 					what = taskText(d.Task, showSecrets)
 				}
-				t.row(d.MessageID, d.DeliveryCount, attemptSummary(d.Attempts(q)), timeOrDash(d.DeadAt), truncate(d.Reason, 60), truncate(what, 60))
+				t.row(d.MessageID, d.DeliveryCount, attemptSummary(d.Attempts(q)), timeOrDash(d.DeadAt),
+					truncate(shownText(d.Reason, showSecrets), 60), truncate(what, 60))
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -97,9 +100,10 @@ print as **** unless --show-secrets, in --json's body too.`,
 					if d.Detail == "" {
 						continue
 					}
-					fmt.Fprintf(a.stdout, "\n--- %s: %s\n%s\n", d.MessageID, d.Reason, strings.TrimRight(d.Detail, "\n"))
+					fmt.Fprintf(a.stdout, "\n--- %s: %s\n%s\n", d.MessageID, shownText(d.Reason, showSecrets),
+						shownText(strings.TrimRight(d.Detail, "\n"), showSecrets))
 					if as := d.Attempts(q); len(as) > 0 {
-						_ = printAttempts(a.stdout, as)
+						_ = printAttempts(a.stdout, as, showSecrets)
 					}
 				}
 			}

@@ -28,7 +28,8 @@ JSON array: message_id, body (the message as stored), delivery_count,
 enqueued_at, visible_at, in_flight, priority, and attempts (the attempt
 history, as 'jobq QUEUE show ID' prints it). The values of task environment
 variables whose names look secret (API_TOKEN, DB_PASSWORD, ...) print as
-**** unless --show-secrets.`,
+**** unless --show-secrets; so do, as xxxxx in the table, the credentials in
+a command (postgres://u:PASSWORD@db). --json prints the command as stored.`,
 		Example: `  jobq sqlite://./work.db peek
   jobq sqlite://./work.db peek -n 10 --json | jq '.[].body.id'`,
 		Args: cobra.NoArgs,

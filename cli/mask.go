@@ -12,26 +12,38 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/envmask"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // showSecretsFlag adds --show-secrets, the one name every command that
-// prints a task's environment uses for it.
+// prints a task's environment or command uses for it.
 func showSecretsFlag(fs *pflag.FlagSet, p *bool) {
-	fs.BoolVar(p, "show-secrets", false, "print the values of task environment variables whose names look secret (API_TOKEN, DB_PASSWORD, AWS_SECRET_ACCESS_KEY, ...); by default they print as "+envmask.Masked)
+	fs.BoolVar(p, "show-secrets", false, "print the values of task environment variables whose names look secret (API_TOKEN, DB_PASSWORD, AWS_SECRET_ACCESS_KEY, ...), by default "+envmask.Masked+
+		", and the credentials in commands, reasons and output tails (postgres://u:PASSWORD@db), by default xxxxx")
+}
+
+// shownText is text a human-readable output prints of a task (its
+// command, a reason, an output tail): with credentials redacted unless
+// show.
+func shownText(s string, show bool) string {
+	if show {
+		return s
+	}
+	return redact.String(s)
 }
 
 // taskText is what a table shows of a task: its command, or its payload
-// (see displayPayload).
+// (see displayPayload), with credentials redacted unless show.
 // A stashed task's message holds only the reference: peek does not fetch
 // the stash, so the table names where the task is.
 func taskText(t *jobq.Task, show bool) string {
 	switch {
 	case t.Command != "":
-		return oneRow(t.Command)
+		return oneRow(shownText(t.Command, show))
 	case t.Stash != nil:
-		return fmt.Sprintf("(stashed, %s: %s)", humanBytes(t.Stash.Size), t.Stash.URL)
+		return fmt.Sprintf("(stashed, %s: %s)", humanBytes(t.Stash.Size), shownText(t.Stash.URL, show))
 	}
-	return oneRow(string(displayPayload(t.Payload, show)))
+	return oneRow(shownText(string(displayPayload(t.Payload, show)), show))
 }
 
 // oneRow is s as one table cell: without the newline a line read from

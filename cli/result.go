@@ -165,7 +165,8 @@ func printResult(w io.Writer, r *jobq.Result) error {
 		fmt.Fprint(w, out)
 	}
 	fmt.Fprintln(w)
-	return printAttempts(w, r.Attempts)
+	// result has no --show-secrets: it prints the record as kept.
+	return printAttempts(w, r.Attempts, true)
 }
 
 // oneLine joins the lines of s with spaces, for a table cell or an

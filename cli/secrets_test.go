@@ -350,3 +350,55 @@ func TestOpenersPrintNoCredential(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandCredentialsRedactedInText: a credential typed in a task's
+// command, or printed in its output, reads xxxxx in the text of peek, show
+// and dlq list (table and --detail) unless --show-secrets; --json prints
+// the command as stored.
+func TestCommandCredentialsRedactedInText(t *testing.T) {
+	t.Parallel()
+	const secret = "S3CRETpw"
+	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=redacted"
+	cmd := "echo postgres://app:" + secret + "@db/jobs; exit 3 # psql postgres://app:" + secret + "@db"
+	if code, _, stderr := run(t, q, "-q", "push", "--num-retries", "0", "-c", cmd); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := run(t, q, "peek", "--json")
+	if code != 0 {
+		t.Fatalf("peek --json: exit %d: %s", code, stderr)
+	}
+	var peeked []struct {
+		Body struct {
+			ID string `json:"id"`
+		} `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &peeked); err != nil || len(peeked) != 1 {
+		t.Fatalf("peek --json: %v, %q", err, stdout)
+	}
+	id := peeked[0].Body.ID
+	check := func(args []string, wantSecret bool) {
+		t.Helper()
+		code, stdout, stderr := run(t, append([]string{q}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		if got := strings.Contains(stdout, secret); got != wantSecret {
+			t.Errorf("%v: the secret printed: %v; want %v:\n%s", args, got, wantSecret, stdout)
+		}
+		if !wantSecret && !strings.Contains(stdout, "app:xxxxx@db") {
+			t.Errorf("%v: no redacted credential (app:xxxxx@db) printed:\n%s", args, stdout)
+		}
+	}
+	for _, args := range [][]string{{"peek"}, {"show", id}} {
+		check(args, false)
+		check(append(args, "--show-secrets"), true)
+	}
+	check([]string{"peek", "--json"}, true)
+	if code, _, stderr := run(t, q, "-q", "worker"); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{{"dlq", "list"}, {"dlq", "list", "--detail"}, {"show", id}} {
+		check(args, false)
+		check(append(args, "--show-secrets"), true)
+	}
+}

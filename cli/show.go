@@ -35,7 +35,9 @@ unknown). Histories are kept on backends that update messages in place
 (see 'jobq backends', in-place-update), for the last 10 attempts.
 
 The values of the task's environment variables whose names look secret
-(API_TOKEN, DB_PASSWORD, ...) print as **** unless --show-secrets.
+(API_TOKEN, DB_PASSWORD, ...) print as **** unless --show-secrets; so do,
+as xxxxx and in the text only, the credentials in its command, reason and
+attempt details (postgres://u:PASSWORD@db).
 
 show looks through the first 10000 queued tasks and dead letters.`,
 		Example: `  jobq sqlite://./work.db show 5d41402abc4b2a76b9719d911017c592
@@ -118,11 +120,14 @@ type shownTask struct {
 
 	task     *jobq.Task
 	attempts []jobq.Attempt
+	// show prints credentials in the text (--show-secrets).
+	show bool
 }
 
 // fill sets the printed fields from the task, with secret environment
 // values masked unless showSecrets.
 func (s *shownTask) fill(showSecrets bool) {
+	s.show = showSecrets
 	if t := s.task; t != nil {
 		s.TaskID, s.Command, s.Cwd, s.NumRetries, s.Priority = t.ID, t.Command, t.Cwd, t.NumRetries, t.Priority
 		s.ConcurrencyKey, s.RateLimitKey = t.ConcurrencyKey, t.RateLimitKey
@@ -154,18 +159,19 @@ func (s *shownTask) print(w io.Writer) error {
 	if s.DeadAt != nil {
 		row("dead-lettered", timeOrDash(*s.DeadAt))
 	}
-	row("reason", s.Reason)
-	row("command", multiline(s.Command))
+	row("reason", shownText(s.Reason, s.show))
+	row("command", multiline(shownText(s.Command, s.show)))
 	for i, e := range s.Env {
 		k := ""
 		if i == 0 {
 			k = "env"
 		}
+		e.Value = shownText(e.Value, s.show)
 		fmt.Fprintf(tw, "%s\t%s\n", k, envText(e))
 	}
 	row("cwd", s.Cwd)
 	if s.Payload != nil {
-		row("payload", string(s.Payload.(json.RawMessage)))
+		row("payload", shownText(string(s.Payload.(json.RawMessage)), s.show))
 	}
 	row("retries left", strconv.Itoa(s.NumRetries))
 	row("concurrency key", s.ConcurrencyKey)
@@ -174,7 +180,7 @@ func (s *shownTask) print(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return printAttempts(w, s.attempts)
+	return printAttempts(w, s.attempts, s.show)
 }
 
 // attemptJSON is one attempt as the --json outputs print it.
@@ -217,8 +223,9 @@ func attemptsJSON(as []jobq.Attempt) []attemptJSON {
 	return out
 }
 
-// printAttempts writes the attempt table.
-func printAttempts(w io.Writer, as []jobq.Attempt) error {
+// printAttempts writes the attempt table, with credentials in the details
+// redacted unless show.
+func printAttempts(w io.Writer, as []jobq.Attempt, show bool) error {
 	if len(as) == 0 {
 		fmt.Fprintln(w, "no recorded attempts")
 		return nil
@@ -233,7 +240,7 @@ func printAttempts(w io.Writer, as []jobq.Attempt) error {
 		if a.Outcome == jobq.OutcomeLeaseExpired && worker == "" {
 			worker, host = "(lost mid-task)", "?"
 		}
-		detail := strings.ReplaceAll(a.Detail, "\n", " ")
+		detail := strings.ReplaceAll(shownText(a.Detail, show), "\n", " ")
 		if a.RetryDelay > 0 {
 			detail = "retried after " + roundDuration(a.RetryDelay) + "; " + detail
 		}
