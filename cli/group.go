@@ -245,8 +245,15 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 				lists = append(lists, g.a.commandHint("results --jsonl --group "+g.name+" --state "+s.state))
 			}
 		}
+		hint := strings.Join(lists, " and ")
+		if n := unrecorded(g.work, c.Ended()); n > 0 {
+			// The records of tasks pushed again in another group moved
+			// there: the list cannot show them under this group.
+			hint += fmt.Sprintf(", which leaves out the %s with no record in %s (a task keeps only the record of its latest run: one pushed again in another group is listed under that group)",
+				countOf(n, "ended task"), g.name)
+		}
 		return failure(fmt.Errorf("group %s ended: %d of %s did not succeed (%d dead-lettered, %d cancelled); to list them: %s",
-			g.name, c.DeadLettered+c.Cancelled, countOf(c.Pushed, "task"), c.DeadLettered, c.Cancelled, strings.Join(lists, " and ")))
+			g.name, c.DeadLettered+c.Cancelled, countOf(c.Pushed, "task"), c.DeadLettered, c.Cancelled, hint))
 	}
 	return nil
 }

@@ -145,3 +145,43 @@ func TestGroupWorkLineSaysWhyRecordsAreMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupWaitHintSaysRerunTasksAreListedElsewhere: after a rerun in
+// another group, the first group's failed tasks keep their records only
+// under the rerun's group, so group --wait's hint to list them says how
+// many its list leaves out and why; the rerun's own hint says nothing of
+// the kind.
+func TestGroupWaitHintSaysRerunTasksAreListedElsewhere(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	sweep := "echo fine\necho broken; exit 3\n"
+	for _, g := range []string{"first", "rerun"} {
+		args := []string{q, "-q", "push", "--group", g, "--num-retries", "0"}
+		if g == "rerun" {
+			args = append(args, "--skip-succeeded")
+		}
+		if code, _, errOut := runIn(t, sweep, args...); code != 0 {
+			t.Fatalf("push --group %s: exit %d: %s", g, code, errOut)
+		}
+		if code, _, errOut := run(t, q, "-q", "worker"); code != 0 {
+			t.Fatalf("worker: exit %d: %s", code, errOut)
+		}
+	}
+	const leftOut = "which leaves out the 1 ended task with no record in first (a task keeps only the record of its latest run: one pushed again in another group is listed under that group)"
+	tests := []struct {
+		group       string
+		wantLeftOut bool
+	}{
+		{"first", true},
+		{"rerun", false},
+	}
+	for _, tt := range tests {
+		code, _, errOut := run(t, q, "group", tt.group, "--wait")
+		if code != 1 || !strings.Contains(errOut, "results --jsonl --group "+tt.group+" --state dead-lettered") {
+			t.Fatalf("group %s --wait: exit %d, err %q; want exit 1 with the hint to list the dead-lettered task", tt.group, code, errOut)
+		}
+		if got := strings.Contains(errOut, leftOut); got != tt.wantLeftOut {
+			t.Errorf("group %s --wait: err %q; says the list leaves a task out: %v, want %v", tt.group, errOut, got, tt.wantLeftOut)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func workLine(w *jobq.GroupWork, ended int64) string {
 		return ""
 	}
 	from := countOf(w.Records, "record")
-	if missing := ended - w.Records; missing > 0 {
+	if missing := unrecorded(w, ended); missing > 0 {
 		verb := "have"
 		if missing == 1 {
 			verb = "has"
@@ -59,6 +59,15 @@ func workLine(w *jobq.GroupWork, ended int64) string {
 	}
 	return fmt.Sprintf("work: %s done, %s lost to preemptions and stops, %s saved by checkpoints, %s (from %s)",
 		roundDuration(w.Done), roundDuration(w.Lost), roundDuration(w.Saved), countOf(w.Preemptions, "preemption"), from)
+}
+
+// unrecorded is how many of a group's ended tasks have no record under
+// it (a task keeps only its latest record); 0 when w is unknown.
+func unrecorded(w *jobq.GroupWork, ended int64) int64 {
+	if w == nil {
+		return 0
+	}
+	return max(ended-w.Records, 0)
 }
 
 // printGroupsWork is `groups --work`: the groups with their work totals,
