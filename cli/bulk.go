@@ -69,11 +69,12 @@ func (ff *filterFlags) set(fs *pflag.FlagSet) bool {
 // names the flag and the fix.
 func (ff *filterFlags) filter(now time.Time) (jobq.Filter, error) {
 	f := jobq.Filter{State: ff.state, Kind: ff.kind, Key: ff.key, ErrorContains: ff.errText, All: ff.all, DryRun: ff.dryRun, BatchSize: ff.batch}
+	if err := deadLetteredAlias(ff.state); err != nil {
+		return f, err
+	}
 	switch ff.state {
 	case "", "queued", "dead-lettered":
 		// The library refuses one the command does not take, saying why.
-	case "failed", "dead", "dlq":
-		return f, usageError("--state %s: the state is called dead-lettered (--state dead-lettered)", ff.state)
 	case "succeeded", "cancelled":
 		if !ff.records() {
 			return f, usageError("--state %s names result records, which only purge deletes (jobq QUEUE purge --state %s): use %s here", ff.state, ff.state, ff.statesText())
@@ -105,6 +106,17 @@ func (ff *filterFlags) filter(now time.Time) (jobq.Filter, error) {
 		return f, usageError("--batch is %d; use 1 to 10000", ff.batch)
 	}
 	return f, nil
+}
+
+// deadLetteredAlias is the usage error for a --state that calls the
+// dead-lettered state by another name (failed, dead, dlq); nil for any
+// other.
+func deadLetteredAlias(state string) error {
+	switch state {
+	case "failed", "dead", "dlq":
+		return usageError("--state %s: the state is called dead-lettered (--state dead-lettered)", state)
+	}
+	return nil
 }
 
 // whenLayouts are the time forms --since and --until take besides a

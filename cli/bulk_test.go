@@ -22,6 +22,8 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		{"record state, cancel", []string{"cancel", "--state", "cancelled", "--all"}, "which only purge deletes (jobq QUEUE purge --state cancelled): use queued here"},
 		{"cancel of dead letters", []string{"cancel", "--state", "dead-lettered", "--all"}, "cancel takes queued tasks"},
 		{"failed is dead-lettered", []string{"requeue", "--state", "failed"}, "--state dead-lettered"},
+		{"failed is dead-lettered, results", []string{"results", "--jsonl", "--state", "failed"}, "--state failed: the state is called dead-lettered (--state dead-lettered)"},
+		{"dlq is dead-lettered, results", []string{"results", "--jsonl", "--state", "dlq"}, "--state dlq: the state is called dead-lettered (--state dead-lettered)"},
 		{"exit code not a number", []string{"requeue", "--exit-code", "oom"}, "--exit-code 137"},
 		{"exit code out of range", []string{"requeue", "--exit-code", "300", "--dry-run"}, "--exit-code 300 is out of range: a command exits with 0-255"},
 		{"group timeout without wait", []string{"group", "g", "--timeout", "1h"}, "--timeout bounds group --wait; give --wait with it"},

@@ -39,6 +39,9 @@ a request of its own: hundreds of records per second there.`,
 			if !jsonl && !asJSON {
 				return usageError("results prints JSON lines only: add --jsonl (or --json, the same)")
 			}
+			if err := deadLetteredAlias(state); err != nil {
+				return err
+			}
 			f := driver.ResultFilter{Group: group, State: driver.ResultState(state)}
 			if since != "" {
 				t, err := parseSince(since, time.Now())
