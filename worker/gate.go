@@ -198,10 +198,14 @@ func runGate(ctx context.Context, cmd string, timeout time.Duration, passEnv []s
 	select {
 	case err := <-done:
 		w.flush()
-		if err != nil {
-			return fmt.Errorf("gate command %w; output tail: %s", err, tail.String())
+		switch out := tail.String(); {
+		case err == nil:
+			return nil
+		case out == "":
+			return fmt.Errorf("gate command %w", err)
+		default:
+			return fmt.Errorf("gate command %w; output tail: %s", err, out)
 		}
-		return nil
 	case <-ctx.Done():
 		_ = signalPID(-c.Process.Pid, syscall.SIGKILL)
 		<-done
