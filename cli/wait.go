@@ -241,9 +241,9 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 
 // noteCancels says, on standard error, which of ids have a cancel pending
 // (one lookup): such a task ends when a worker stops it, and, where the
-// backend cannot remove tasks by ID, one that no message has only once it
-// is pushed, so the wait could otherwise look hung. A failed lookup only
-// skips the note.
+// backend cannot remove tasks by ID (cancel not native), one that no
+// message has only once it is pushed, so the wait could otherwise look
+// hung. A failed lookup only skips the note.
 func (w *waiter) noteCancels(ctx context.Context, ids []string) {
 	asked, err := hooks.CancelRequested(ctx, w.q, ids)
 	if err != nil || len(asked) == 0 {
@@ -254,8 +254,11 @@ func (w *waiter) noteCancels(ctx context.Context, ids []string) {
 	if len(asked) == 1 {
 		tasks, have = "task", "has"
 	}
-	w.a.log.Warn(fmt.Sprintf("%d %s %s a cancel pending and %s not ended: each ends when the worker that holds it, or next receives it, stops it; where the backend cannot remove tasks by ID, one not pushed yet ends only once it is pushed, so give --timeout", len(asked), tasks, have, have),
-		"ids", strings.Join(shown, " "))
+	msg := fmt.Sprintf("%d %s %s a cancel pending and %s not ended: each ends when the worker that holds it, or next receives it, stops it", len(asked), tasks, have, have)
+	if w.q.Capabilities().Level(driver.Cancel) != driver.Native {
+		msg += "; this backend cannot remove tasks by ID, so one not pushed yet ends only once it is pushed: give --timeout"
+	}
+	w.a.log.Warn(msg, "ids", strings.Join(shown, " "))
 }
 
 // waitAll waits for ids: those in w.old as they are, the others for ends
