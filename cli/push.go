@@ -149,7 +149,7 @@ policy, else 10s up to 10m). --time-limit stops an attempt that runs longer
   seq 1 50 | sed 's/^/.\/simulate /' | jobq sqlite://./work.db push --wait --num-retries 2 --retry-backoff 30s,10m
   jobq sqlite://./work.db push --print-ids --json -c 'make report' --time-limit 2h
   jobq sqlite://./work.db push --group sweep-1 --then 'python aggregate.py' --then-if always < sweep.txt
-  jobq sqlite://./work.db push --after 5d41402abc4b2a76b9719d911017c592 -c './plot.sh'`,
+  jobq sqlite://./work.db push --after "$(jobq sqlite://./work.db push --print-ids -c './simulate.sh')" -c './plot.sh'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.flagsHint = flagsHint(cmd.Flags())
