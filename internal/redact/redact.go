@@ -242,8 +242,30 @@ func URL(s string) string {
 			u.User = url.UserPassword(u.User.Username(), redactedValue)
 		}
 	}
-	// The query is left as it was typed (re-encoding it would reorder it)
-	// and redacted as text below; so are typos that do not parse as a
-	// user-info part.
+	// The query is left as it was typed (re-encoding it would reorder it),
+	// but for the values of credentials; the rest is redacted as text
+	// below, and so are typos that do not parse as a user-info part.
+	u.RawQuery = redactQuery(u.RawQuery)
 	return String(u.String())
+}
+
+// redactQuery replaces the value of each parameter of the raw query q
+// whose name, decoded, is a credential ("password", "pass%77ord"): as
+// text, a value would end at a space, comma or quote, which a query value
+// may hold.
+func redactQuery(q string) string {
+	if !strings.Contains(q, "=") {
+		return q
+	}
+	params := strings.Split(q, "&")
+	for i, p := range params {
+		name, value, _ := strings.Cut(p, "=")
+		if value == "" || value == "..." {
+			continue
+		}
+		if n, err := url.QueryUnescape(name); err == nil && isSecretName(n) {
+			params[i] = name + "=" + redactedValue
+		}
+	}
+	return strings.Join(params, "&")
 }

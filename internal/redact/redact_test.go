@@ -62,6 +62,12 @@ func TestRedactURL(t *testing.T) {
 		{"redis:/:PW@h", "redis:/:xxxxx@h"},
 		{"postgres://u:PW@h:bad port/db", "postgres://u:xxxxx@h:bad port/db"},
 		{"azqueue://acct/q?sv=1&sig=S", "azqueue://acct/q?sv=1&sig=xxxxx"},
+		// A query value may hold a space, comma or quote; a name may be
+		// escaped.
+		{"postgres://h/db?password=ab,cd&queue=q", "postgres://h/db?password=xxxxx&queue=q"},
+		{"postgres://h/db?sslpassword=a b'c\"d", "postgres://h/db?sslpassword=xxxxx"},
+		{"postgres://h/db?pass%77ord=secret", "postgres://h/db?pass%77ord=xxxxx"},
+		{"postgres://h/db?password=...", "postgres://h/db?password=..."},
 	}
 	for _, tt := range tests {
 		if got := redact.URL(tt.in); got != tt.want {
@@ -104,6 +110,15 @@ func FuzzRedactURL(f *testing.F) {
 			// for the URL without it, its presence proves nothing.
 			if got := r(s); strings.Contains(got, enc) && !strings.Contains(r(without), enc) {
 				t.Fatalf("redacted %q still shows the password %q: %q", s, enc, got)
+			}
+		}
+		// As a query parameter typed as it is (a comma or a quote needs no
+		// escape there), which a backend reads as the password.
+		raw := scheme + "://h/q?password=" + password
+		if pu, err := url.Parse(raw); err == nil && len(pu.Query()) == 1 && pu.Query().Get("password") == password {
+			placeholder := strings.Repeat("~", len(password))
+			if got := redact.URL(raw); strings.Contains(got, password) && !strings.Contains(redact.URL(scheme+"://h/q?password="+placeholder), password) {
+				t.Fatalf("redacted %q still shows the password %q: %q", raw, password, got)
 			}
 		}
 		// As a query parameter and in a connection string.
