@@ -108,8 +108,9 @@ func TestFormatRoundTrips(t *testing.T) {
 }
 
 // FuzzDuration checks that any input parses to a duration in range or to
-// an error, never a panic, a wrapped-around value or a NaN, and that Go's
-// own syntax reads as time.ParseDuration reads it.
+// an error, never a panic, a wrapped-around value or a NaN, that Format
+// reads back as the same duration, and that Go's own syntax reads as
+// time.ParseDuration reads it.
 func FuzzDuration(f *testing.F) {
 	for _, s := range []string{"90s", "1h30m", "1.5d", "1e10", "NaN", "-5s", "2562047h47m16.854775807s", "0.000000001s", ".5", "1e-3", "3µs", "9223372036854775807ns"} {
 		f.Add(s)
@@ -123,6 +124,10 @@ func FuzzDuration(f *testing.F) {
 		full, err := NonNegative.Parse("--x", s)
 		if err == nil && full < 0 {
 			t.Fatalf("Parse(%q) = %v, negative", s, full)
+		}
+		// What Format prints (help text, errors, hints) reads back.
+		if back, ferr := NonNegative.Parse("--x", Format(full)); err == nil && (ferr != nil || back != full) {
+			t.Fatalf("Parse(%q) = %v, whose Format %q reads back as %v, %v", s, full, Format(full), back, ferr)
 		}
 		// Where Go's parser takes the input (and the input is not a bare
 		// number, which Go refuses), both agree to within the rounding of
