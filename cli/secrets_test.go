@@ -226,19 +226,7 @@ func TestTaskEnvMasked(t *testing.T) {
 	if code, _, stderr := run(t, q, "-q", "push", "-e", "API_TOKEN="+secret, "-e", "PLAIN=visible", "-c", cmd); code != 0 {
 		t.Fatalf("push: exit %d: %s", code, stderr)
 	}
-	code, stdout, stderr := run(t, q, "peek", "--json")
-	if code != 0 {
-		t.Fatalf("peek: exit %d: %s", code, stderr)
-	}
-	var peeked []struct {
-		Body struct {
-			ID string `json:"id"`
-		} `json:"body"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &peeked); err != nil || len(peeked) != 1 {
-		t.Fatalf("peek --json: %v, %q", err, stdout)
-	}
-	id := peeked[0].Body.ID
+	id := onlyQueuedID(t, q)
 	check := func(args []string, wantEnv bool) {
 		t.Helper()
 		for _, show := range []bool{false, true} {
@@ -363,19 +351,7 @@ func TestCommandCredentialsRedactedInText(t *testing.T) {
 	if code, _, stderr := run(t, q, "-q", "push", "--num-retries", "0", "-c", cmd); code != 0 {
 		t.Fatalf("push: exit %d: %s", code, stderr)
 	}
-	code, stdout, stderr := run(t, q, "peek", "--json")
-	if code != 0 {
-		t.Fatalf("peek --json: exit %d: %s", code, stderr)
-	}
-	var peeked []struct {
-		Body struct {
-			ID string `json:"id"`
-		} `json:"body"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &peeked); err != nil || len(peeked) != 1 {
-		t.Fatalf("peek --json: %v, %q", err, stdout)
-	}
-	id := peeked[0].Body.ID
+	id := onlyQueuedID(t, q)
 	check := func(args []string, wantSecret bool) {
 		t.Helper()
 		code, stdout, stderr := run(t, append([]string{q}, args...)...)
@@ -401,4 +377,22 @@ func TestCommandCredentialsRedactedInText(t *testing.T) {
 		check(args, false)
 		check(append(args, "--show-secrets"), true)
 	}
+}
+
+// onlyQueuedID is the task ID of the one task queued at q, from peek --json.
+func onlyQueuedID(t *testing.T, q string) string {
+	t.Helper()
+	code, stdout, stderr := run(t, q, "peek", "--json")
+	if code != 0 {
+		t.Fatalf("peek --json: exit %d: %s", code, stderr)
+	}
+	var peeked []struct {
+		Body struct {
+			ID string `json:"id"`
+		} `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &peeked); err != nil || len(peeked) != 1 {
+		t.Fatalf("peek --json: %v, %q", err, stdout)
+	}
+	return peeked[0].Body.ID
 }
