@@ -401,9 +401,9 @@ func lastEvent(evs <-chan worker.Event) *worker.Event {
 }
 
 // checkWorkerEnv reads the gate settings from the environment and checks
-// that tasks can run here (Shell.Check), and script for --emulate-tty. Without bash
-// every task claimed would fail, and be dead-lettered once its retries
-// were spent, for the worker's fault.
+// that tasks can run here (Shell.Check), and script for --emulate-tty.
+// Without bash every task claimed would fail, and be dead-lettered once its
+// retries were spent, for the worker's fault.
 func checkWorkerEnv(f workerFlags) (worker.GateConfig, error) {
 	gate, err := worker.GateConfigFromEnv(os.LookupEnv)
 	if err != nil {

@@ -115,25 +115,29 @@ func (d *Driver) fail(op string, err error) error {
 		return nil
 	}
 	e := &driver.Error{Code: classify(err), Msg: fmt.Sprintf("redis %s on queue %s: %v", op, d.queue, err), Err: err}
-	var rerr goredis.Error
 	cc, cluster := d.client.(*goredis.ClusterClient)
 	if cluster && e.Code == errcode.Unavailable {
 		d.reloadSlots(cc)
 	}
-	if !cluster && errors.As(err, &rerr) && redirected(rerr.Error()) {
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return e
+	}
+	msg := rerr.Error()
+	if !cluster && redirected(msg) {
 		// A plain client never follows the redirection: retrying is vain.
 		e.Code = errcode.InvalidArgument
 		e.Msg = fmt.Sprintf("redis %s on queue %s: the server is a Redis Cluster node, and the queue's keys are on another node (%v); open the queue as a cluster: cluster=true in the URL (addr= for more seeds), or a goredis.ClusterClient", op, d.queue, rerr)
 		return e
 	}
-	if errors.As(err, &rerr) && aclInScript(rerr.Error()) {
+	if aclInScript(msg) {
 		// The script stops at the refused command, keeping what it wrote
 		// before it (a push's task, say, before the PUBLISH that wakes a
 		// worker), so the call may have taken effect.
 		e.Applied = driver.MaybeApplied
 		e.Msg += fmt.Sprintf(" (the Redis user's ACL refused a command, key or channel the script uses: it needs EVAL, EVALSHA, SCRIPT, PUBLISH and SUBSCRIBE, the keys ~%s* and the channels &%s*)", d.prefix, d.prefix)
 	}
-	if errors.As(err, &rerr) && clusterInScript(rerr.Error()) {
+	if clusterInScript(msg) {
 		e.Msg += " (the queue's hash slot is being moved to another cluster node, or the cluster is down: try again when it is done; workers and pushes retry by themselves)"
 	}
 	return e
