@@ -17,7 +17,8 @@ const (
 	listDead = `SELECT id, task_id, body, id_at, CAST(reason AS TEXT), CAST(detail AS TEXT),
 		CAST(deliveries AS INTEGER), CAST(dead_at AS INTEGER)
 		FROM jobq_dead WHERE queue = ? ORDER BY id LIMIT ?`
-	deadIDs       = `SELECT id FROM jobq_dead WHERE queue = ? ORDER BY id`
+	deadIDs       = `SELECT id FROM jobq_dead WHERE queue = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`
+	lastDeadID    = `SELECT max(id) FROM jobq_dead WHERE queue = ?`
 	deleteDead    = `DELETE FROM jobq_dead WHERE id = ? AND queue = ?`
 	deleteAllDead = `DELETE FROM jobq_dead WHERE queue = ?`
 )
@@ -88,16 +89,89 @@ func (d *Driver) deadRows(ctx context.Context, query string, args ...any) ([]*dr
 	return out, nil
 }
 
-// RequeueDead implements driver.Driver. Each dead letter is moved in the same
-// transaction as the others; one whose task ID is queued again is left dead
-// (not counted) rather than duplicated.
+// RequeueDead implements driver.Driver. A dead letter whose task ID is
+// queued again merges into that message (counted, not duplicated). Named
+// letters move in one transaction; every letter (ids nil) moves
+// requeueChunk at a time, each chunk in a transaction of its own, so that
+// other processes' writes, which wait for SQLite's one write lock only up
+// to busy_timeout, are not held up for the whole move. Letters that die
+// after the call starts are left for the next one.
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	var moved int64
-	err := d.writeTx(ctx, "requeue dead letters", func(tx wtx) error {
-		nums, err := d.deadIDs(tx, ids)
-		if err != nil {
-			return err
+	var err error
+	if ids != nil {
+		moved, err = d.reviveChunk(ctx, parseDeadIDs(ids))
+	} else {
+		moved, err = d.reviveAll(ctx)
+	}
+	if moved > 0 {
+		d.note.broadcast()
+		d.note.results.broadcast()
+	}
+	return moved, err
+}
+
+// requeueChunk is how many dead letters one transaction of
+// RequeueDead(nil) moves; a var so that a test can make chunks small.
+var requeueChunk = 500
+
+// afterRequeueChunk, when set by a test, runs after each committed chunk.
+var afterRequeueChunk func()
+
+// reviveAll moves every dead letter of the queue that exists when it
+// starts, a chunk at a time in ID order. On an error it returns how many
+// earlier chunks moved.
+func (d *Driver) reviveAll(ctx context.Context) (int64, error) {
+	var last sql.NullInt64
+	if err := d.db.QueryRowContext(ctx, lastDeadID, d.cfg.queue).Scan(&last); err != nil {
+		return 0, d.wrap(ctx, "requeue dead letters", err)
+	}
+	var moved int64
+	for after := int64(0); last.Valid && after < last.Int64; {
+		nums, err := d.deadChunk(ctx, after, last.Int64)
+		if err != nil || len(nums) == 0 {
+			return moved, err
 		}
+		n, err := d.reviveChunk(ctx, nums)
+		if err != nil {
+			return moved, err
+		}
+		moved += n
+		after = nums[len(nums)-1]
+		if afterRequeueChunk != nil {
+			afterRequeueChunk()
+		}
+	}
+	return moved, nil
+}
+
+// deadChunk reads the IDs of the next chunk of dead letters after after,
+// up to last.
+func (d *Driver) deadChunk(ctx context.Context, after, last int64) ([]int64, error) {
+	rows, err := d.db.QueryContext(ctx, deadIDs, d.cfg.queue, after, last, requeueChunk)
+	if err != nil {
+		return nil, d.wrap(ctx, "requeue dead letters", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, d.wrap(ctx, "requeue dead letters", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.wrap(ctx, "requeue dead letters", err)
+	}
+	return out, nil
+}
+
+// reviveChunk moves the dead letters nums back in one transaction.
+func (d *Driver) reviveChunk(ctx context.Context, nums []int64) (int64, error) {
+	var moved int64
+	err := d.writeTx(ctx, "requeue dead letters", func(tx wtx) error {
+		moved = 0 // a group that failed may run again
 		now := micros(time.Now())
 		for _, id := range nums {
 			var grp string
@@ -135,10 +209,6 @@ func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if moved > 0 {
-		d.note.broadcast()
-		d.note.results.broadcast()
-	}
 	return moved, nil
 }
 
@@ -174,30 +244,14 @@ func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
 	return n, err
 }
 
-// deadIDs resolves ids (nil: every dead letter of the queue) to row IDs,
-// skipping strings that cannot be ours.
-func (d *Driver) deadIDs(tx wtx, ids []string) ([]int64, error) {
-	if ids != nil {
-		out := make([]int64, 0, len(ids))
-		for _, s := range ids {
-			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
-				out = append(out, id)
-			}
+// parseDeadIDs turns message IDs into dead-letter row IDs; an ID that is
+// not one of ours is skipped (nothing has it).
+func parseDeadIDs(ids []string) []int64 {
+	out := make([]int64, 0, len(ids))
+	for _, s := range ids {
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil {
+			out = append(out, id)
 		}
-		return out, nil
 	}
-	rows, err := tx.Query(deadIDs, d.cfg.queue)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return out
 }
