@@ -13,11 +13,21 @@ import (
 )
 
 // The pace of wait's live line: redrawn every waitRedraw, the queue's
-// counts read (one Stats call) at most every waitStatsEvery.
+// counts read (one Stats call) at most every waitStatsEvery, and no sooner
+// than waitStatsShare times the last read's duration after it: a count is
+// a scan of the queue on some backends (0.5 s for 200,000 tasks on
+// Postgres), which a wait must not repeat back to back.
 const (
 	waitRedraw     = 250 * time.Millisecond
 	waitStatsEvery = time.Second
+	waitStatsShare = 10
 )
+
+// statsPause is how long the live line waits after a Stats call that took
+// took before the next.
+func statsPause(took time.Duration) time.Duration {
+	return max(waitStatsEvery, waitStatsShare*took)
+}
 
 // clearLine returns the cursor to the start of the line and erases it.
 const clearLine = "\r\x1b[K"
@@ -121,16 +131,17 @@ func formatRate(r float64) string {
 
 // showProgress keeps the live line of a wait for ids on standard error
 // until ctx ends, and returns the function that stops it and erases the
-// line. One Stats call per waitStatsEvery splits the tasks not ended into
+// line. A Stats call (paced by statsPause) splits the tasks not ended into
 // running and queued; nothing is read per task.
 func (w *waiter) showProgress(ctx context.Context, ids []string) (stop func()) {
 	w.live = &liveLine{w: w.a.stderr}
 	start := w.started
 	total := len(uniqueIDs(ids))
-	running, lastStats := -1, time.Time{}
+	running, nextStats := -1, time.Time{}
 	draw := func(ctx context.Context) {
-		if time.Since(lastStats) >= waitStatsEvery {
-			running, lastStats = w.inFlight(ctx), time.Now()
+		if began := time.Now(); !began.Before(nextStats) {
+			running = w.inFlight(ctx)
+			nextStats = time.Now().Add(statsPause(time.Since(began)))
 		}
 		c := w.counts()
 		c.total, c.running = total, running

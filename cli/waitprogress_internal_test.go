@@ -134,3 +134,20 @@ func TestWaitLiveLine(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsPause: the live line reads the queue's counts every second while
+// a read is quick, and waits ten times a slow read's duration after it.
+func TestStatsPause(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ took, want time.Duration }{
+		{0, time.Second},
+		{20 * time.Millisecond, time.Second},
+		{100 * time.Millisecond, time.Second},
+		{500 * time.Millisecond, 5 * time.Second},
+		{3 * time.Second, 30 * time.Second},
+	} {
+		if got := statsPause(tc.took); got != tc.want {
+			t.Errorf("statsPause(%v) = %v; want %v", tc.took, got, tc.want)
+		}
+	}
+}
