@@ -81,7 +81,9 @@ type Task struct {
 
 	// Priority orders claims, driver.MinPriority..driver.MaxPriority, higher first. Schema v2.
 	Priority int
-	// NotBefore delays the task's first delivery until then. Schema v2.
+	// NotBefore delays the task's first delivery until then, by the clock
+	// of the machine that pushes it: the task waits NotBefore minus that
+	// machine's now, counted on the engine's clock. Schema v2.
 	NotBefore time.Time
 	// GateCmd is a command a worker runs before the task; the task runs only
 	// on a worker where it succeeds. Schema v2.

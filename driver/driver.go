@@ -71,7 +71,9 @@ type Message struct {
 	// values are received first; equal priorities keep push order.
 	Priority int
 	// NotBefore, when non-zero and in the future, keeps the message invisible
-	// until that time (the DelayedPush feature).
+	// until that time (the DelayedPush feature). It is on this machine's
+	// clock: a driver whose engine has a clock of its own keeps the message
+	// invisible for NotBefore minus time.Now() on that clock.
 	NotBefore time.Time
 	// ConcurrencyKey and RateLimitKey name the policies that limit claims of
 	// this message, for drivers that declare ConcurrencyLimit or RateLimit.

@@ -183,7 +183,11 @@ type Driver struct {
 	// beforeAwait, when set (by tests), runs between a claim that found
 	// nothing and the registration of the handle.
 	beforeAwait func()
-	notif       *notifier
+	// clock, when set (by tests, to act as a machine whose clock is off),
+	// stands in for time.Now where the driver turns a caller's time into
+	// a span on the database's clock (now).
+	clock func() time.Time
+	notif *notifier
 	// Result records (results.go).
 	rsql resultQueries
 	// rollupReady is set once the result history's rollup table is
@@ -328,3 +332,11 @@ func (d *Driver) spawn(f func()) {
 // micros converts a duration to the microseconds the SQL multiplies by
 // interval '1 microsecond'.
 func micros(dur time.Duration) int64 { return dur.Microseconds() }
+
+// now is this machine's time (clock's, when a test set it).
+func (d *Driver) now() time.Time {
+	if d.clock != nil {
+		return d.clock()
+	}
+	return time.Now()
+}

@@ -131,7 +131,11 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 type pushColumns struct {
 	keys, bodies [][]byte
 	prios        []int32
-	notBefore    []pgtype.Timestamptz
+	// delays are the microseconds from now to each message's NotBefore,
+	// by this machine's clock, on which the caller reckoned NotBefore: the
+	// statement adds them to the database's clock, so that a machine
+	// whose clock is off still delays a task by what it asked for.
+	delays       []pgtype.Int8
 	ckeys, rkeys []string
 	traces       []string // NULL unless a message is traced: unnest pads it
 	groups       []string // nil unless a message has a group
@@ -141,13 +145,14 @@ type pushColumns struct {
 // columns.
 func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 	c := pushColumns{
-		keys:      make([][]byte, len(msgs)),
-		bodies:    make([][]byte, len(msgs)),
-		prios:     make([]int32, len(msgs)),
-		notBefore: make([]pgtype.Timestamptz, len(msgs)),
-		ckeys:     make([]string, len(msgs)),
-		rkeys:     make([]string, len(msgs)),
+		keys:   make([][]byte, len(msgs)),
+		bodies: make([][]byte, len(msgs)),
+		prios:  make([]int32, len(msgs)),
+		delays: make([]pgtype.Int8, len(msgs)),
+		ckeys:  make([]string, len(msgs)),
+		rkeys:  make([]string, len(msgs)),
 	}
+	var now time.Time
 	for i, m := range msgs {
 		c.ckeys[i], c.rkeys[i] = m.ConcurrencyKey, m.RateLimitKey
 		if m.TraceParent != "" {
@@ -173,7 +178,10 @@ func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 		c.bodies[i] = bodypack.Encode(m.Body, m.ID)
 		c.prios[i] = int32(m.Priority)
 		if !m.NotBefore.IsZero() {
-			c.notBefore[i] = pgtype.Timestamptz{Time: m.NotBefore, Valid: true}
+			if now.IsZero() {
+				now = d.now()
+			}
+			c.delays[i] = pgtype.Int8{Int64: micros(m.NotBefore.Sub(now)), Valid: true}
 		}
 	}
 	return c, nil
@@ -183,14 +191,14 @@ func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 // columns, or for one message its values.
 func (c *pushColumns) args(d *Driver, msgs []*driver.Message, notify bool) []any {
 	if len(msgs) == 1 {
-		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.notBefore[0], notify, wakePrefix, c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
+		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.delays[0], notify, wakePrefix, c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
 	}
 	return c.arrayArgs(d, notify)
 }
 
 // arrayArgs are the multi-row push statement's arguments.
 func (c *pushColumns) arrayArgs(d *Driver, notify bool) []any {
-	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.notBefore, notify, wakePrefix, c.ckeys, c.rkeys, c.traces}
+	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.delays, notify, wakePrefix, c.ckeys, c.rkeys, c.traces}
 }
 
 // pushResults are the push's results from the ids of the messages

@@ -327,7 +327,8 @@ const insertMessages = `INSERT INTO {{s}}.messages (queue, task_key, packed_body
 // no ON CONFLICT and fails on a task id that is already queued: an ON
 // CONFLICT insert checks the index before each row, a sizeable share of a
 // push's server time, so a push through the pool tries that first and
-// falls back (push.go).
+// falls back (push.go). A message's delay ($5, microseconds; NULL for
+// none) counts from the database's clock (see pushColumns.delays).
 func pushSQL(async, one, dedup bool) string {
 	conflict := ""
 	if dedup {
@@ -343,8 +344,8 @@ func pushSQL(async, one, dedup bool) string {
 	}
 	return with + `ins AS (
 	` + insertMessages + `
-	SELECT $1, m.task_key, m.body, m.priority, coalesce(m.not_before, now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, ''), NULLIF(m.trace, '')
-	FROM unnest($2::bytea[], $3::bytea[], $4::int[], $5::timestamptz[], $8::text[], $9::text[], $10::text[]) AS m(task_key, body, priority, not_before, ckey, rkey, trace)` + from + `
+	SELECT $1, m.task_key, m.body, m.priority, coalesce(now() + m.delay * interval '1 microsecond', now()), NULLIF(m.ckey, ''), NULLIF(m.rkey, ''), NULLIF(m.trace, '')
+	FROM unnest($2::bytea[], $3::bytea[], $4::int[], $5::bigint[], $8::text[], $9::text[], $10::text[]) AS m(task_key, body, priority, delay, ckey, rkey, trace)` + from + `
 	WHERE ` + notHeld("m.task_key", true) + conflict + `
 	RETURNING id, task_key
 ), n AS (
@@ -372,7 +373,7 @@ func notHeld(key string, gate bool) string {
 // column, the handles woken, that readInserted skips): without the batch
 // statement's CTEs it runs faster.
 func pushOneSQL(async bool, conflict string) string {
-	row := `$1, $2::bytea, $3::bytea, $4::int, coalesce($5::timestamptz, now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
+	row := `$1, $2::bytea, $3::bytea, $4::int, coalesce(now() + $5::bigint * interval '1 microsecond', now()), NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::text, '')`
 	with, source := "", `
 	SELECT `+row+` WHERE `+notHeld("$2::bytea", false)
 	if async {

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
@@ -58,7 +57,7 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 	}
 	bounds := chunkBounds(len(msgs))
 	chunks := make([][]any, len(bounds))
-	now := time.Now().UnixMilli()
+	now := d.now().UnixMilli()
 	for c, b := range bounds {
 		part := msgs[b[0]:b[1]]
 		grouped := anyGrouped(part)

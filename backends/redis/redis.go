@@ -266,6 +266,18 @@ type Driver struct {
 	resultWake *resultWaiters // WaitResults callers
 
 	pushes *pushgroup.Group // one-message pushes, sent together when concurrent
+
+	// clock, when set (by tests, to act as a machine whose clock is off),
+	// stands in for time.Now as the producer's time of a push (now).
+	clock func() time.Time
+}
+
+// now is this machine's time (clock's, when a test set it).
+func (d *Driver) now() time.Time {
+	if d.clock != nil {
+		return d.clock()
+	}
+	return time.Now()
 }
 
 func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.Logger) *Driver {

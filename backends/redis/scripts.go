@@ -258,7 +258,8 @@ return 0
 `)
 
 // pushScript stores messages. ARGV: prefix, the producer's time (ms), then
-// per message (task id, body, priority, not-before ms or 0, concurrency key,
+// per message (task id, body, priority, not-before ms or 0 on the producer's
+// clock, concurrency key,
 // rate-limit key), and a seventh field, the trace context, when the time
 // starts with "t" (a traced push: untraced ones pay no argument for it).
 // When the time starts with "z" (before any "t"), every body of the call is
@@ -292,9 +293,11 @@ if not lone then
   if string.byte(nowStr) == 103 then W, nowStr = 8, string.sub(nowStr, 2) end
   n = math.floor((#ARGV - 2 + W - 1) / W)
 end
--- The producer's clock, on which NotBefore is too, saves a TIME command;
--- it is parsed only for a message that has a NotBefore.
-local now = nil
+-- The producer's clock, on which NotBefore is too, is parsed only for a
+-- message that has a NotBefore; such a message comes due that much after
+-- Redis's clock (TIME, read once), so that a producer whose clock is off
+-- still delays it by what it asked for.
+local now, tnow = nil, nil
 -- The max-depth policy, whether any receiver waits, and whether any task
 -- is held (held.go). Usually none is there: an EXISTS of the three says so
 -- for less than reading them. (MGET reads a policy key that another tool
@@ -397,7 +400,11 @@ for i = 0, n - 1 do
       later = tonumber(nb) > now
     end
     if later then
-      delayed[nd + 1], delayed[nd + 2] = nb, mid
+      if not tnow then
+        local t = redis.call('TIME')
+        tnow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      end
+      delayed[nd + 1], delayed[nd + 2] = string.format('%d', tnow + tonumber(nb) - now), mid
       nd = nd + 2
     else
       ready[nr + 1] = pri == '0' and '0' or string.format('%d', -tonumber(pri))
@@ -426,7 +433,7 @@ if heard and nr + nd > 0 then
     -- A waiting receiver hears when the first of them comes due.
     local due = tonumber(delayed[1])
     for j = 3, nd, 2 do due = math.min(due, tonumber(delayed[j])) end
-    wake(nil, due - now)
+    wake(nil, due - tnow)
   end
 end
 return out
