@@ -74,8 +74,10 @@ type WorkerInfo struct {
 	Preemptions  int64   `json:"preemptions,omitempty"`
 	// Interval is how often the worker heartbeats.
 	Interval time.Duration `json:"interval_ns"`
-	// Heartbeat is when the worker last wrote its record, by its own clock.
-	// AnnounceWorker sets it to now when it is zero.
+	// Heartbeat is when the worker last wrote its record. Listed, it is on
+	// the lister's clock where the engine keeps heartbeats on its own
+	// (Postgres, Redis), else on the worker's. AnnounceWorker sets it to
+	// now when it is zero.
 	Heartbeat time.Time `json:"heartbeat"`
 	// State is set by Admin.Workers: live, vanished or withdrawn.
 	State WorkerState `json:"state"`

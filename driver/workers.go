@@ -13,7 +13,12 @@ type WorkerRecord struct {
 	// ID is the worker's ID, unique among the queue's workers.
 	ID string
 	// Heartbeat is when the worker last wrote the record (announce,
-	// heartbeat or withdraw), by the worker's clock.
+	// heartbeat or withdraw), on the caller's clock: PutWorker gets it
+	// from the worker's clock and ListWorkers returns it on the lister's.
+	// A driver whose engine has a clock stores it on that clock (the
+	// write's time less how long before it the worker stamped it) and
+	// lists it as long ago as it was, so that clocks that disagree do not
+	// make a live worker look silent, or a silent one live.
 	Heartbeat time.Time
 	// Withdrawn is true once the worker has said it is leaving.
 	Withdrawn bool
@@ -38,7 +43,7 @@ type WorkerStore interface {
 	// PutWorker stores rec, replacing the record with the same ID.
 	PutWorker(ctx context.Context, rec *WorkerRecord) error
 	// ListWorkers returns the queue's records whose Heartbeat is not before
-	// since, in any order. It may also return older ones that were not
+	// since (both on the caller's clock), in any order. It may also return older ones that were not
 	// purged yet; the portable layer drops them.
 	ListWorkers(ctx context.Context, since time.Time) ([]*WorkerRecord, error)
 	// PurgeWorkers deletes the records whose Heartbeat is before before and

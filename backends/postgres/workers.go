@@ -25,11 +25,18 @@ CREATE TABLE {{s}}.workers (
 CREATE INDEX workers_heartbeat ON {{s}}.workers (queue, heartbeat);
 `
 
+// A heartbeat is stored on the database's clock: the record's write time
+// (now()) less how long before the write the worker stamped it ($3, by
+// its own clock), so that workers and listers whose clocks are off from
+// each other's agree on how long a worker has been silent. Spans ($2,
+// microseconds) turn the caller's times into the database's.
 const (
-	upsertWorkerSQL = `INSERT INTO {{s}}.workers (queue, id, heartbeat, withdrawn, data) VALUES ($1, $2, $3, $4, $5)
+	upsertWorkerSQL = `INSERT INTO {{s}}.workers (queue, id, heartbeat, withdrawn, data)
+VALUES ($1, $2, now() - $3::bigint * interval '1 microsecond', $4, $5)
 ON CONFLICT (queue, id) DO UPDATE SET heartbeat = excluded.heartbeat, withdrawn = excluded.withdrawn, data = excluded.data`
-	listWorkersSQL  = `SELECT id, heartbeat, withdrawn, data FROM {{s}}.workers WHERE queue = $1 AND heartbeat >= $2`
-	purgeWorkersSQL = `DELETE FROM {{s}}.workers WHERE queue = $1 AND heartbeat < $2`
+	listWorkersSQL = `SELECT id, (extract(epoch FROM now() - heartbeat) * 1e6)::bigint, withdrawn, data FROM {{s}}.workers
+WHERE queue = $1 AND heartbeat >= now() - $2::bigint * interval '1 microsecond'`
+	purgeWorkersSQL = `DELETE FROM {{s}}.workers WHERE queue = $1 AND heartbeat < now() - $2::bigint * interval '1 microsecond'`
 )
 
 var _ driver.WorkerStore = (*Driver)(nil)
@@ -44,7 +51,7 @@ func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error 
 	if err := d.closing.Err(); err != nil {
 		return err
 	}
-	_, err := d.pool.Exec(ctx, d.workerSQL(upsertWorkerSQL), d.cfg.queue, rec.ID, rec.Heartbeat, rec.Withdrawn, rec.Data)
+	_, err := d.pool.Exec(ctx, d.workerSQL(upsertWorkerSQL), d.cfg.queue, rec.ID, micros(d.now().Sub(rec.Heartbeat)), rec.Withdrawn, rec.Data)
 	return wrap(ctx, "put worker", err)
 }
 
@@ -53,7 +60,8 @@ func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.Wo
 	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
-	rows, err := d.pool.Query(ctx, d.workerSQL(listWorkersSQL), d.cfg.queue, since)
+	now := d.now()
+	rows, err := d.pool.Query(ctx, d.workerSQL(listWorkersSQL), d.cfg.queue, micros(now.Sub(since)))
 	if err != nil {
 		return nil, wrap(ctx, "list workers", err)
 	}
@@ -61,10 +69,11 @@ func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.Wo
 	var out []*driver.WorkerRecord
 	for rows.Next() {
 		r := &driver.WorkerRecord{}
-		if err := rows.Scan(&r.ID, &r.Heartbeat, &r.Withdrawn, &r.Data); err != nil {
+		var age int64
+		if err := rows.Scan(&r.ID, &age, &r.Withdrawn, &r.Data); err != nil {
 			return nil, wrap(ctx, "list workers", err)
 		}
-		r.Heartbeat = r.Heartbeat.UTC()
+		r.Heartbeat = now.Add(-time.Duration(age) * time.Microsecond).UTC()
 		out = append(out, r)
 	}
 	return out, wrap(ctx, "list workers", rows.Err())
@@ -75,7 +84,7 @@ func (d *Driver) PurgeWorkers(ctx context.Context, before time.Time) (int64, err
 	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
-	tag, err := d.pool.Exec(ctx, d.workerSQL(purgeWorkersSQL), d.cfg.queue, before)
+	tag, err := d.pool.Exec(ctx, d.workerSQL(purgeWorkersSQL), d.cfg.queue, micros(d.now().Sub(before)))
 	if err != nil {
 		return 0, wrap(ctx, "purge workers", err)
 	}
