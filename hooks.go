@@ -40,8 +40,8 @@ func init() {
 	}
 	hooks.MaybeApplied = maybeApplied
 	hooks.MarkMaybeApplied = markMaybeApplied
-	hooks.GoneTasks = func(ctx context.Context, q any, ids []string) ([]string, bool, error) {
-		return asQueue(q).goneTasks(ctx, ids)
+	hooks.GoneTasks = func(ctx context.Context, q any, ids []string, since time.Time) (gone, early []string, ok bool, err error) {
+		return asQueue(q).goneTasks(ctx, ids, since)
 	}
 	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return asQueue(q).baseAttributes() }
 	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }

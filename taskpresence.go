@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"context"
+	"time"
 
 	"github.com/jobq/jobq/driver"
 )
@@ -46,16 +47,21 @@ func (q *Queue) presentTasks(ctx context.Context, op string, ids []string) (pres
 // after the look, have no record of an end: deleted without one (Clear),
 // their record expired, or not pushed (yet). A wait for them goes on
 // until a task with the ID is pushed (and ends), which the CLI's wait
-// says. ok is false when the backend cannot look tasks up by ID.
-func (q *Queue) goneTasks(ctx context.Context, ids []string) (gone []string, ok bool, err error) {
+// says. early are those neither held nor live whose record of an end was
+// written before since (when set): a wait that counts only ends since
+// then waits on for them, though they ended, when the clock of the worker
+// that wrote the record is behind the waiter's (or the record is an
+// earlier run's and the task was cleared). ok is false when the backend
+// cannot look tasks up by ID.
+func (q *Queue) goneTasks(ctx context.Context, ids []string, since time.Time) (gone, early []string, ok bool, err error) {
 	const op = "wait"
 	store, err := q.resultStore(op)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	present, ok, err := q.presentTasks(ctx, op, ids)
 	if err != nil || !ok {
-		return nil, ok, err
+		return nil, nil, ok, err
 	}
 	var missing []string
 	for _, id := range ids {
@@ -64,16 +70,19 @@ func (q *Queue) goneTasks(ctx context.Context, ids []string) (gone []string, ok 
 		}
 	}
 	if len(missing) == 0 {
-		return nil, true, nil
+		return nil, nil, true, nil
 	}
 	recs, err := q.getResults(ctx, op, store, missing)
 	if err != nil {
-		return nil, true, err
+		return nil, nil, true, err
 	}
 	for i, rec := range recs {
-		if rec == nil || !rec.State.Final() {
+		switch {
+		case rec == nil || !rec.State.Final():
 			gone = append(gone, missing[i])
+		case rec.UpdatedAt.Before(since):
+			early = append(early, missing[i])
 		}
 	}
-	return gone, true, nil
+	return gone, early, true, nil
 }

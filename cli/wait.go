@@ -164,6 +164,8 @@ type waiter struct {
 	// gone are the tasks not ended that the last look (watchGone) found
 	// neither in the queue nor recorded.
 	gone map[string]bool
+	// early are the tasks warnEarly warned of.
+	early map[string]bool
 	// started is when the wait began; succeeded, nFailed and recent
 	// (recorded since started) count the ends, for the live line.
 	started                    time.Time
@@ -302,7 +304,7 @@ func (w *waiter) watchGone(ctx context.Context, ids []string) {
 			return
 		case <-t.C:
 		}
-		gone, ok, err := hooks.GoneTasks(ctx, w.q, w.pending(ids))
+		gone, early, ok, err := hooks.GoneTasks(ctx, w.q, w.pending(ids), w.since)
 		if !ok {
 			return
 		}
@@ -310,6 +312,7 @@ func (w *waiter) watchGone(ctx context.Context, ids []string) {
 		if err != nil {
 			continue
 		}
+		w.warnEarly(early)
 		w.mu.Lock()
 		var fresh []string
 		for _, id := range gone {
@@ -326,6 +329,35 @@ func (w *waiter) watchGone(ctx context.Context, ids []string) {
 			w.warnGone(fresh)
 		}
 	}
+}
+
+// warnEarly says, once for each task, that the tasks ids (those the wait
+// counts from w.since) have ended but have records written before then,
+// which the wait does not count: otherwise it looks hung.
+func (w *waiter) warnEarly(ids []string) {
+	w.mu.Lock()
+	var fresh []string
+	for _, id := range ids {
+		if !w.old[id] && !w.early[id] {
+			if w.early == nil {
+				w.early = map[string]bool{}
+			}
+			w.early[id] = true
+			fresh = append(fresh, id)
+		}
+	}
+	w.mu.Unlock()
+	if len(fresh) == 0 {
+		return
+	}
+	what := fmt.Sprintf("%d tasks are not in the queue and ended, but their ends were recorded before %s, when this wait counts ends from: "+
+		"the clock of a machine that ran them is behind this one's by more than a second, or they were cleared and the records are of earlier runs", len(fresh), w.since.UTC().Format(time.RFC3339Nano))
+	if len(fresh) == 1 {
+		what = fmt.Sprintf("1 task is not in the queue and ended, but its end was recorded before %s, when this wait counts ends from: "+
+			"the clock of the machine that ran it is behind this one's by more than a second, or it was cleared and the record is of an earlier run", w.since.UTC().Format(time.RFC3339Nano))
+	}
+	w.a.log.Warn(what+". The wait goes on: see the outcome with `jobq QUEUE result ID`, or wait again with an earlier --since",
+		"ids", strings.Join(fresh[:min(len(fresh), maxListed)], " "))
 }
 
 // warnGone says that the tasks ids are neither in the queue nor recorded.

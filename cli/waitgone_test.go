@@ -88,3 +88,27 @@ func TestPushWaitWaitsForTheNewRun(t *testing.T) {
 		t.Fatalf("wait --since yesterday: exit %d, stderr %q; want exit %d naming the format", code, errOut, cli.ExitUsage)
 	}
 }
+
+// TestWaitSaysWhichTasksEndedBeforeItsSince: a task that ended with a
+// record older than the time a wait counts ends from (a worker whose clock
+// is behind the waiter's writes such a record for a run pushed with
+// --wait) made the wait look hung, silently. It is named now, with where
+// to find its outcome.
+func TestWaitSaysWhichTasksEndedBeforeItsSince(t *testing.T) {
+	t.Parallel()
+	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=waitearly"
+	code, out, errOut := run(t, q, "push", "--print-ids", "-c", "echo early")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if code, _, errOut := run(t, q, "worker"); code != 0 {
+		t.Fatalf("worker: exit %d: %s", code, errOut)
+	}
+	since := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	code, _, errOut = run(t, q, "wait", "--timeout", "1s", "--since", since, id)
+	if code != cli.ExitFailure || !strings.Contains(errOut, "1 task is not in the queue and ended, but its end was recorded before") ||
+		!strings.Contains(errOut, "ids="+id) || !strings.Contains(errOut, "jobq QUEUE result ID") {
+		t.Fatalf("wait --since an hour ahead for an ended task: exit %d, stderr %q; want a timeout and a warning naming it", code, errOut)
+	}
+}

@@ -276,8 +276,9 @@ func checkWaitResults(c *C) {
 // dependencies natively), the tasks a wait would wait for in vain now are
 // told apart (the CLI's wait says so): neither queued, running nor held
 // and without a record of an end, as after a clear or for an ID never
-// pushed. A task that ended, and a held one, are not among them. A wait
-// for such a task still goes on (one may yet be pushed with the ID).
+// pushed. A task that ended, and a held one, are not among them; one that
+// ended before the time a wait counts ends from is told apart too (early).
+// A wait for such a task still goes on (one may yet be pushed with the ID).
 func checkWaitGone(c *C) {
 	q := c.open()
 	c.needResults(q)
@@ -298,23 +299,29 @@ func checkWaitGone(c *C) {
 	if held != "" {
 		ids = append(ids, held)
 	}
-	gone, ok, err := hooks.GoneTasks(c.ctx(), q, ids)
+	gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{})
 	if level(q, driver.Dependencies) != driver.Native {
-		if err != nil || ok || gone != nil {
+		if err != nil || ok || gone != nil || early != nil {
 			c.Errorf("GoneTasks on a backend that cannot look tasks up by ID = %v, %v, %v; want nil, false, nil", gone, ok, err)
 		}
 		c.complete(e)
 		return
 	}
-	if err != nil || !ok || !slices.Equal(gone, []string{never}) {
-		c.Errorf("GoneTasks of ended, running, queued, held and unknown tasks = %v, %v, %v; want [%s], true, nil", gone, ok, err, never)
+	if err != nil || !ok || !slices.Equal(gone, []string{never}) || early != nil {
+		c.Errorf("GoneTasks of ended, running, queued, held and unknown tasks = %v, %v, %v, %v; want [%s], none early, true, nil", gone, early, ok, err, never)
 	}
 	c.complete(e)
 	if _, err := q.Admin().Clear(c.ctx()); err != nil {
 		c.Fatalf("clear: %v", err)
 	}
-	if gone, ok, err := hooks.GoneTasks(c.ctx(), q, ids); err != nil || !ok || !slices.Equal(gone, []string{cleared, never}) {
-		c.Errorf("GoneTasks after a clear = %v, %v, %v; want [%s %s], true, nil (the held task stays held)", gone, ok, err, cleared, never)
+	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{}); err != nil || !ok || !slices.Equal(gone, []string{cleared, never}) || early != nil {
+		c.Errorf("GoneTasks after a clear = %v, %v, %v, %v; want [%s %s], none early, true, nil (the held task stays held)", gone, early, ok, err, cleared, never)
+	}
+	// A wait that counts ends from a time after the records (a worker's
+	// clock behind the waiter's) is told which ended before it.
+	later := time.Now().Add(time.Hour)
+	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, later); err != nil || !ok || !slices.Equal(gone, []string{cleared, never}) || !slices.Equal(early, []string{done, running}) {
+		c.Errorf("GoneTasks since an hour ahead = %v, %v, %v, %v; want [%s %s], early [%s %s], true, nil", gone, early, ok, err, cleared, never, done, running)
 	}
 	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
 	defer cancel()

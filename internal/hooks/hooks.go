@@ -52,10 +52,11 @@ var (
 	// MaybeApplied set.
 	MarkMaybeApplied func(err error) error
 	// GoneTasks returns those of ids that are neither queued, running nor
-	// held in q and have no record of an end: cleared, their record
-	// expired, or not pushed (yet). ok is false when the backend cannot
-	// look tasks up by ID.
-	GoneTasks func(ctx context.Context, q any, ids []string) (gone []string, ok bool, err error)
+	// held in q and have no record of an end (gone: cleared, their record
+	// expired, or not pushed yet), or whose record was written before
+	// since (early). ok is false when the backend cannot look tasks up by
+	// ID.
+	GoneTasks func(ctx context.Context, q any, ids []string, since time.Time) (gone, early []string, ok bool, err error)
 	// MeterProvider is the provider of q's metrics.
 	MeterProvider func(q any) metric.MeterProvider
 	// TracerProvider is the provider of q's spans.
