@@ -32,6 +32,17 @@ func TestPullStoppedOnPausedQueue(t *testing.T) {
 	}
 }
 
+// TestPullOnEmptyQueue: a pull that finds no task says the queue is empty
+// and exits 0; the worker's end reason is what tells it so.
+func TestPullOnEmptyQueue(t *testing.T) {
+	t.Parallel()
+	q := "sqlite://" + filepath.Join(t.TempDir(), "q.db") + "?queue=empty"
+	code, _, stderr := run(t, q, "pull")
+	if code != 0 || !strings.Contains(stderr, "queue is empty: nothing to pull") {
+		t.Errorf("pull on an empty queue: exit %d, want 0, saying the queue is empty; stderr:\n%s", code, stderr)
+	}
+}
+
 // runStoppedAt runs the command args and stops it (cancels its context)
 // once its standard error holds at; at "" it is not stopped. It returns
 // the exit code and the standard error.

@@ -18,6 +18,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/bound"
+	"github.com/jobq/jobq/internal/endreason"
 	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/worker"
 	"github.com/jobq/jobq/worker/preempt"
@@ -552,7 +553,7 @@ func (a *app) pullResult(c worker.Counts, ev *worker.Event, reason string) error
 	case c.Done == 0 && c.Cancelled == 0 && (c.Requeued > 0 || c.LeaseLost > 0):
 		return &exitError{code: ExitPutBack, err: putBack(ev)}
 	case ev == nil && c.Done == 0 && c.Requeued == 0 && c.LeaseLost == 0:
-		if reason == "queue empty" {
+		if reason == endreason.QueueEmpty {
 			a.log.Info("queue is empty: nothing to pull")
 		} else {
 			a.log.Info("pulled no task", "reason", reason)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/endreason"
 )
 
 // dispatcher runs a worker's receivers: Options.Receivers loops that each
@@ -659,7 +660,7 @@ func (d *dispatcher) endIfQuiet(begun uint64, ch <-chan struct{}) bool {
 	}
 	w.mu.Unlock()
 	if quiet {
-		d.finish("queue empty", nil)
+		d.finish(endreason.QueueEmpty, nil)
 		return false
 	}
 	return d.park(ch)
