@@ -16,7 +16,7 @@ import (
 )
 
 func (a *app) resultCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, showSecrets bool
 	cmd := &cobra.Command{
 		Use:   "result ID [--json]",
 		Short: "Print the result record of a task that ended",
@@ -32,7 +32,9 @@ whose record expired, has none: exit 1. On a backend that keeps no
 records (see 'jobq backends', results) result is a usage error (exit 2)
 that says so.
 
---json prints one object; its members are listed in docs/results.md.`,
+The credentials in the error, the output tail and the attempt details
+(postgres://u:PASSWORD@db) print as xxxxx unless --show-secrets. --json
+prints one object, as stored; its members are listed in docs/results.md.`,
 		Example: `  jobq sqlite://./work.db result 5d41402abc4b2a76b9719d911017c592
   jobq sqlite://./work.db result 5d41402abc4b2a76b9719d911017c592 --json | jq .value`,
 		Args: cobra.ExactArgs(1),
@@ -61,7 +63,7 @@ that says so.
 					enc.SetIndent("", "  ")
 					err = enc.Encode(toResultJSON(r))
 				} else {
-					err = printResult(a.stdout, r)
+					err = printResult(a.stdout, r, showSecrets)
 				}
 				if err == nil && !r.State.Final() {
 					err = failure(fmt.Errorf("task %s has not ended: a cancel is pending (%s); it ends when the worker that holds it, or next receives a task with this ID, stops it; to wait for that: %s", id, r.State, a.commandHint("wait --timeout 10m "+id)))
@@ -71,6 +73,7 @@ that says so.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record as one JSON object (schema in docs/results.md)")
+	showSecretsFlag(cmd.Flags(), &showSecrets)
 	return cmd
 }
 
@@ -118,8 +121,9 @@ func toResultJSON(r *jobq.Result) resultJSON {
 }
 
 // printResult writes a record for a person: the fields, the output tail,
-// then the attempt history.
-func printResult(w io.Writer, r *jobq.Result) error {
+// then the attempt history, with credentials in the text redacted unless
+// show.
+func printResult(w io.Writer, r *jobq.Result, show bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
@@ -131,7 +135,7 @@ func printResult(w io.Writer, r *jobq.Result) error {
 	if r.ExitCode != nil {
 		row("exit code", strconv.Itoa(*r.ExitCode))
 	}
-	row("error", oneLine(r.Error))
+	row("error", oneLine(shownText(r.Error, show)))
 	if len(r.Value) > 0 {
 		row("value", string(r.Value))
 	}
@@ -158,15 +162,14 @@ func printResult(w io.Writer, r *jobq.Result) error {
 	}
 	if r.Output != "" {
 		fmt.Fprintln(w, "\noutput (tail):")
-		out := r.Output
+		out := shownText(r.Output, show)
 		if !strings.HasSuffix(out, "\n") {
 			out += "\n"
 		}
 		fmt.Fprint(w, out)
 	}
 	fmt.Fprintln(w)
-	// result has no --show-secrets: it prints the record as kept.
-	return printAttempts(w, r.Attempts, true)
+	return printAttempts(w, r.Attempts, show)
 }
 
 // oneLine joins the lines of s with spaces, for a table cell or an

@@ -265,7 +265,7 @@ func TestPrintResult(t *testing.T) {
 			// Without checkpoints nothing is saved: no "checkpoint saved 0s".
 			{Delivery: 4, Outcome: jobq.OutcomePreempted, Lost: 3 * time.Second, Detail: "preempted"}}}
 	var b strings.Builder
-	if err := printResult(&b, r); err != nil {
+	if err := printResult(&b, r, false); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()

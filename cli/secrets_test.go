@@ -340,9 +340,9 @@ func TestOpenersPrintNoCredential(t *testing.T) {
 }
 
 // TestCommandCredentialsRedactedInText: a credential typed in a task's
-// command, or printed in its output, reads xxxxx in the text of peek, show
-// and dlq list (table and --detail) unless --show-secrets; --json prints
-// the command as stored.
+// command, or printed in its output, reads xxxxx in the text of peek, show,
+// dlq list (table and --detail) and result unless --show-secrets; --json
+// prints the command and output as stored.
 func TestCommandCredentialsRedactedInText(t *testing.T) {
 	t.Parallel()
 	const secret = "S3CRETpw"
@@ -373,10 +373,11 @@ func TestCommandCredentialsRedactedInText(t *testing.T) {
 	if code, _, stderr := run(t, q, "-q", "worker"); code != 0 {
 		t.Fatalf("worker: exit %d: %s", code, stderr)
 	}
-	for _, args := range [][]string{{"dlq", "list"}, {"dlq", "list", "--detail"}, {"show", id}} {
+	for _, args := range [][]string{{"dlq", "list"}, {"dlq", "list", "--detail"}, {"show", id}, {"result", id}} {
 		check(args, false)
 		check(append(args, "--show-secrets"), true)
 	}
+	check([]string{"result", id, "--json"}, true)
 }
 
 // onlyQueuedID is the task ID of the one task queued at q, from peek --json.
