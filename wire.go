@@ -540,6 +540,9 @@ func decodeV2(t *Task, k string, v pyjson.Value) (bool, error) {
 	case "kind":
 		return true, decodeOptString(k, v, &t.Kind)
 	case "priority":
+		if v.Kind == pyjson.Null {
+			return true, nil
+		}
 		n, err := wireInt(k, v)
 		t.Priority = int(n)
 		return true, err

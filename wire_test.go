@@ -348,6 +348,11 @@ func TestUnmarshalTaskLenient(t *testing.T) {
 			func(t *Task) bool { id, _ := taskID(t); return t.ID == id && len(id) == 32 }},
 		{"v0 reply_requested ignored", `{"version": 0, "reply_requested": true, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "id": "a"}`,
 			func(t *Task) bool { return !t.ReplyRequested && t.Version == 0 }},
+		{"v2 optional members null read as unset", `{"version": 2, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "kind": null, "priority": null, "not_before": null, "gate_cmd": null, "concurrency_key": null, "rate_limit_key": null, "retry_backoff": null, "time_limit": null, "metadata": null, "stash": null, "attempts": null, "id": "a"}`,
+			func(t *Task) bool {
+				return t.Kind == "" && t.Priority == 0 && t.NotBefore.IsZero() && t.GateCmd == "" && t.ConcurrencyKey == "" && t.RateLimitKey == "" &&
+					t.RetryBackoff.IsZero() && t.TimeLimit == 0 && t.Metadata == nil && t.Stash == nil && t.Attempts == nil
+			}},
 		{"v1 member names are not v2 fields", `{"version": 1, "reply_requested": false, "kwargs": "{\"cmd\": \"x\"}", "num_retries": 0, "priority": 9, "id": "a"}`,
 			func(t *Task) bool { return t.Priority == 0 }},
 		{"NaN payload kept as Python wrote it", `{"version": 1, "reply_requested": false, "kwargs": "{\"a\": NaN, \"b\": -Infinity}", "num_retries": 0, "id": "a"}`,

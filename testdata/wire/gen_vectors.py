@@ -129,6 +129,13 @@ d["id"] = hashlib.md5(json.dumps(d).encode()).hexdigest()
 add_decode("unknown member (min_version) kept before id", json.dumps(d),
            {"command": "go", "env": [], "num_retries": 0, "id": d["id"], "version": 1})
 
+kw = dict(shell("go"), opts={"a": [1, {"b": None}], "c": 1.5})
+d = {"version": 1, "reply_requested": False, "kwargs": json.dumps(kw), "num_retries": 2,
+     "meta": {"n": [1, 2.5, {"x": "\u00e9"}], "e": {}}, "tags": [[], {}]}
+d["id"] = hashlib.md5(json.dumps(d).encode()).hexdigest()
+add_decode("unknown nested members kept, in kwargs and before id", json.dumps(d),
+           {"command": "go", "env": [], "num_retries": 2, "id": d["id"], "version": 1})
+
 kw_text = '{"cmd":"echo  hi","env":{"B":"x","A":7},"cwd":null,"extra":[1,2]}'
 d = {"version": 1, "reply_requested": True, "kwargs": kw_text, "num_retries": 4, "id": "given"}
 add_decode("foreign kwargs formatting kept verbatim", json.dumps(d, separators=(",", ":")),
