@@ -130,7 +130,7 @@ one object per line.`,
 			return a.readQueue(ctx, func(q *jobq.Queue) error {
 				gs, err := q.Admin().Groups(ctx, limit)
 				if err != nil {
-					return groupFailure(err)
+					return featureFailure(err)
 				}
 				if len(gs) == 0 && !asJSON {
 					fmt.Fprintln(a.stdout, "no groups in this queue")
@@ -181,7 +181,7 @@ func (g *groupView) show(ctx context.Context) error {
 	if g.asJSON || !g.a.toPerson() {
 		c, err := g.q.Admin().Group(ctx, g.name)
 		if err != nil {
-			return groupFailure(err)
+			return featureFailure(err)
 		}
 		g.loadWork(ctx)
 		return g.print(c, 0)
@@ -193,7 +193,7 @@ func (g *groupView) show(ctx context.Context) error {
 	})
 	live.clear()
 	if err != nil && errcode.Of(err) != errcode.Canceled {
-		return groupFailure(err)
+		return featureFailure(err)
 	}
 	if c == nil {
 		return nil
@@ -229,7 +229,7 @@ func (g *groupView) wait(ctx context.Context, timeout time.Duration) error {
 			return failure(fmt.Errorf("group %s did not end within %s: %s; the tasks keep running (to wait again: %s)",
 				g.name, formatDuration(timeout), g.line(last), g.a.commandHint("group "+g.name+" --wait")))
 		}
-		return groupFailure(err)
+		return featureFailure(err)
 	}
 	g.loadWork(ctx)
 	if err := g.print(c, 0); err != nil {
@@ -398,9 +398,10 @@ func printGroups(w io.Writer, gs []*driver.GroupCounters) error {
 	return nil
 }
 
-// groupFailure maps an error of the group calls to an exit code: a bad
-// name or a backend without groups is a usage error, the rest a failure.
-func groupFailure(err error) error {
+// featureFailure maps an error of a call that needs a feature (groups,
+// the worker registry) to an exit code: a bad argument or a backend
+// without the feature is a usage error, the rest a failure.
+func featureFailure(err error) error {
 	switch errcode.Of(err) {
 	case errcode.InvalidArgument, errcode.Unimplemented:
 		return asUsage(err)

@@ -79,7 +79,7 @@ func (a *app) printGroupsWork(ctx context.Context, q *jobq.Queue, gs []*driver.G
 	}
 	ws, err := q.Admin().GroupWork(ctx, names...)
 	if err != nil {
-		return groupFailure(err)
+		return featureFailure(err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)

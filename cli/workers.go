@@ -31,7 +31,8 @@ their resident memory. Both are measured on Linux only. Times come from each
 worker's own clock: a worker whose clock runs behind may show as vanished.
 
 Backends without the worker-registry feature keep no records (see
-` + "`jobq backends`" + `); the command then fails and says so.
+` + "`jobq backends`" + `); the command then says so and exits 2. No workers
+to list is not an error: it says so and exits 0.
 
 A second table sums the listed workers per environment label (worker
 --env-label: the cloud VM size and region, or the host), and for the queue
@@ -68,7 +69,7 @@ func (a *app) workersCommand() *cobra.Command {
 			defer q.Close()
 			ws, err := q.Admin().Workers(ctx, jobq.WorkersOptions{TTL: ttl, Withdrawn: all})
 			if err != nil {
-				return failure(err)
+				return featureFailure(err)
 			}
 			if asJSON {
 				return printWorkersJSON(a.stdout, ws, time.Now())
