@@ -6,12 +6,13 @@ import (
 	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/jobq/jobq/driver"
 )
 
 // A request whose response is lost may still have been applied by the
-// service: a 500 OperationTimedOut, a 503 from a front end, a connection
+// service: a 500 OperationTimedOut, a 503 other than ServerBusy, a connection
 // reset after the request was sent. The SDK's retry policy then sends the
 // request again, and for a request that names a pop receipt (Update
 // Message, Delete Message) the retry fails with 404 MessageNotFound or
@@ -51,10 +52,13 @@ func (ambiguityPolicy) Do(req *policy.Request) (*http.Response, error) {
 
 // unanswered reports whether an attempt's result leaves open whether the
 // service applied the request. A request that never left (no connection)
-// was not applied.
+// was not applied, nor was a throttled one (503 ServerBusy).
 func unanswered(resp *http.Response, err error) bool {
 	if err != nil {
 		return !driver.Unsent(err)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("x-ms-error-code") == string(queueerror.ServerBusy) {
+		return false
 	}
 	return resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout
 }

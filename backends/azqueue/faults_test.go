@@ -305,3 +305,69 @@ func TestStashKeptWhenPushUnanswered(t *testing.T) {
 		})
 	}
 }
+
+// TestThrottledSettleThroughLostLease: a settlement through a lease that
+// another receiver took over (while this driver still counted it held) is
+// first throttled (503 ServerBusy: the service did not apply it), and the
+// retry finds the receipt changed. Throttling is no lost answer: the
+// settlement fails with LockLost and changes nothing (it was taken as
+// done: Complete and Requeue succeeded, and DeadLetter left a dead letter
+// beside the running task).
+func TestThrottledSettleThroughLostLease(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		method string
+		settle func(d driver.Driver, l driver.Lease) error
+	}{
+		{"complete", http.MethodDelete, func(d driver.Driver, l driver.Lease) error {
+			return firstErr(d.Complete(t.Context(), driver.Completions(l)))
+		}},
+		{"requeue", http.MethodPut, func(d driver.Driver, l driver.Lease) error {
+			return firstErr(d.Requeue(t.Context(), []driver.RequeueParams{{Lease: l}}))
+		}},
+		{"dead-letter", http.MethodDelete, func(d driver.Driver, l driver.Lease) error {
+			return firstErr(d.DeadLetter(t.Context(), []driver.DeadLetterParams{{Lease: l, Reason: "test"}}))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := startProxy(t, 1)
+			raw := newQueueURL(t)
+			name := queueName(raw)
+			d := openFaulty(t, viaURL(t, p, raw, "retry_delay=10ms"))
+			// The first dequeue's answer comes late, so that the driver
+			// holds the lease until well after the service ended it: the
+			// settlement below goes to the service.
+			p.Add(faultproxy.Rule{Match: onMessages(http.MethodGet, name), Fault: faultproxy.Slow, Delay: 2 * time.Second, Times: 1})
+			old := pushAndReceive(t, d, time.Second)
+			recs, err := d.Receive(t.Context(), driver.ReceiveParams{Max: 1, Visibility: time.Minute, Wait: 15 * time.Second})
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("receive after the first lease: %v, %d messages, want the task back", err, len(recs))
+			}
+			p.Add(faultproxy.Rule{Match: onMessages(c.method, name), Fault: faultproxy.Busy, Times: 1})
+			err = c.settle(d, old.Lease)
+			if p.Injected(faultproxy.Busy) != 1 {
+				t.Fatalf("the fault was not injected")
+			}
+			if errcode.Of(err) != errcode.LockLost {
+				t.Errorf("%s through the lost lease, throttled once: %v, want LockLost", c.name, err)
+			}
+			if n := visibleCount(t, name+azq.FailedSuffix); n != 0 {
+				t.Errorf("%d dead letters, want none (the task runs under the new lease)", n)
+			}
+			if errs := d.Complete(t.Context(), driver.Completions(recs[0].Lease)); errs != nil {
+				t.Errorf("the current holder's complete: %v, want success", errs[0])
+			}
+		})
+	}
+}
+
+// firstErr is the error of a one-request settlement.
+func firstErr(errs []error) error {
+	if errs == nil {
+		return nil
+	}
+	return errs[0]
+}
