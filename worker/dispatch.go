@@ -250,7 +250,7 @@ func (d *dispatcher) receive() {
 		envs, err := d.claim(&c)
 		a := d.end(c, len(envs), err)
 		if err != nil {
-			if !d.backOff(err) {
+			if !d.backOff(err, c.seen) {
 				return
 			}
 			continue
@@ -280,6 +280,8 @@ type batch struct {
 	n int
 	// idle: no task ran and no other receive was in flight as it began.
 	idle bool
+	// seen is the write stall's epoch as the receive began.
+	seen uint64
 }
 
 // ended is what a receiver saw as its receive ended, to decide what an
@@ -375,6 +377,7 @@ func (d *dispatcher) claim(c *batch) ([]*jobq.Envelope, error) {
 		wait = 0
 	}
 	w.mu.Unlock()
+	c.seen = w.stall.epoch()
 	envs, err := w.q.ReceiveBatch(d.recvCtx, c.n, jobq.ReceiveOptions{Visibility: w.o.Visibility, Wait: wait})
 	if err != nil {
 		envs = nil
@@ -433,10 +436,11 @@ func (d *dispatcher) end(c batch, got int, err error) ended {
 	}
 }
 
-// backOff handles a failed receive: it ends the dispatcher when the error
-// will not go away or has lasted too long, else waits before the next
-// receive. It reports whether the receiver should go on.
-func (d *dispatcher) backOff(err error) bool {
+// backOff handles a failed receive, begun at write stall epoch seen: it
+// ends the dispatcher when the error will not go away or has lasted too
+// long, else waits before the next receive. It reports whether the
+// receiver should go on.
+func (d *dispatcher) backOff(err error, seen uint64) bool {
 	w := d.w
 	if d.recvCtx.Err() != nil {
 		return false
@@ -446,14 +450,17 @@ func (d *dispatcher) backOff(err error) bool {
 		return false
 	}
 	// A receive refused for want of resources (a full disk) is retried
-	// for as long as that lasts, logged once by the write stall; any other
-	// failure ends the worker after receiveGiveUp.
+	// for as long as that lasts, logged once by the write stall, and at
+	// once when it began before a pause ended; any other failure ends the
+	// worker after receiveGiveUp.
 	var retry time.Duration
 	if errcode.Of(err) == errcode.ResourceExhausted {
+		if !w.stall.receiveRefused(err, seen) {
+			return true
+		}
 		w.mu.Lock()
 		retry = d.refusedBo.NextBackOff()
 		w.mu.Unlock()
-		w.stall.receiveRefused(err)
 	} else {
 		w.mu.Lock()
 		retry = d.bo.NextBackOff()

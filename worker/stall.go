@@ -30,6 +30,11 @@ type writeStall struct {
 	// recvRefused is set while receives are refused (ResourceExhausted);
 	// read without the lock on every receive.
 	recvRefused atomic.Bool
+	// ends counts the episodes ended, read without the lock as each
+	// settlement and receive begins: a refusal of an attempt begun before
+	// an episode ended is stale (the engine took a write since), so it
+	// starts no episode, and the attempt is made again at once.
+	ends atomic.Uint64
 
 	mu    sync.Mutex
 	since time.Time
@@ -79,6 +84,7 @@ func (s *writeStall) pause(err error) {
 // resume logs the end of an episode; ok says whether the last refused
 // write went through. Callers hold mu.
 func (s *writeStall) resume(ok bool) {
+	s.ends.Add(1)
 	paused := time.Since(s.since).Round(time.Millisecond)
 	if ok {
 		s.log.Info("the engine accepts writes again: taking tasks again", "paused_for", paused)
@@ -87,11 +93,18 @@ func (s *writeStall) resume(ok bool) {
 	}
 }
 
+// epoch is read as an attempt begins, for enter and receiveRefused.
+func (s *writeStall) epoch() uint64 { return s.ends.Load() }
+
 // enter counts one more settlement, env's, being retried; the first
-// pauses the worker.
-func (s *writeStall) enter(env *jobq.Envelope, err error) {
+// pauses the worker. It does neither, and returns false, when the refused
+// attempt began (at epoch seen) before an episode ended.
+func (s *writeStall) enter(env *jobq.Envelope, err error, seen uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ends.Load() != seen {
+		return false
+	}
 	s.tasks[env] = struct{}{}
 	was := s.active()
 	if s.retrying.Add(1) == 1 {
@@ -100,6 +113,7 @@ func (s *writeStall) enter(env *jobq.Envelope, err error) {
 	if !was {
 		s.pause(err)
 	}
+	return true
 }
 
 // leave counts env's retried settlement out; ok says whether it went
@@ -130,18 +144,24 @@ func (s *writeStall) pending() []string {
 	return ids
 }
 
-// receiveRefused notes a receive refused for want of resources.
-func (s *writeStall) receiveRefused(err error) {
+// receiveRefused notes a receive refused for want of resources. It
+// returns false, noting nothing, when the receive began (at epoch seen)
+// before an episode ended.
+func (s *writeStall) receiveRefused(err error, seen uint64) bool {
 	if s.recvRefused.Load() {
-		return
+		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ends.Load() != seen {
+		return false
+	}
 	was := s.active()
 	s.recvRefused.Store(true)
 	if !was {
 		s.pause(err)
 	}
+	return true
 }
 
 // receiveAccepted notes a receive that went through.
@@ -211,6 +231,7 @@ func (s *writeStall) wait(stop, quit <-chan struct{}) bool {
 // too: that attempt may have settled the message, and a retry then finds
 // the lease gone (LockLost) because it did.
 func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx context.Context) error) (err error) {
+	seen := w.stall.epoch()
 	err = op(w.writeCtx)
 	if err == nil {
 		w.stall.succeeded()
@@ -225,9 +246,12 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 			err = hooks.MarkMaybeApplied(err)
 		}
 	}()
-	ok := false
-	w.stall.enter(env, err)
-	defer func() { w.stall.leave(env, ok) }()
+	entered, ok := false, false
+	defer func() {
+		if entered {
+			w.stall.leave(env, ok)
+		}
+	}()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = settleRetryMin
 	bo.MaxInterval = settleRetryMax
@@ -235,27 +259,16 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 	bo.MaxElapsedTime = 0
 	bo.Reset()
 	for {
-		wait := bo.NextBackOff()
-		if !w.keepLease(env, log, wait) {
-			log.Warn("giving up a refused settlement: the task's lease has expired, so it will be delivered again", "error", err)
+		if !entered {
+			// The refusal of an attempt begun before a pause ended is
+			// stale (the engine took a write since): no pause, and the
+			// attempt is made again at once.
+			entered = w.stall.enter(env, err, seen)
+		}
+		if entered && !w.awaitRetry(env, log, bo.NextBackOff(), err) {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-w.stall.next():
-			t.Stop()
-		case <-w.killed:
-			t.Stop()
-			log.Warn("worker killed: giving up a refused settlement; the task will be delivered again when its lease expires",
-				"error", err, "lease_expires", env.Expiry())
-			return err
-		case <-w.giveUp:
-			t.Stop()
-			log.Warn("stop timeout reached: giving up a refused settlement; the task will be delivered again when its lease expires",
-				"error", err, "lease_expires", env.Expiry())
-			return err
-		}
+		seen = w.stall.epoch()
 		if err = op(w.writeCtx); err == nil {
 			ok = true
 			w.stall.succeeded()
@@ -268,6 +281,32 @@ func (w *Worker) settle(env *jobq.Envelope, log *slog.Logger, op func(ctx contex
 		}
 		unsure = unsure || hooks.MaybeApplied(err)
 	}
+}
+
+// awaitRetry waits wait before the next attempt of env's refused
+// settlement, or less when another settlement goes through meanwhile. It
+// returns false, having logged why, when the settlement is given up: the
+// lease has expired, the worker was killed or its stop timeout passed.
+func (w *Worker) awaitRetry(env *jobq.Envelope, log *slog.Logger, wait time.Duration, err error) bool {
+	if !w.keepLease(env, log, wait) {
+		log.Warn("giving up a refused settlement: the task's lease has expired, so it will be delivered again", "error", err)
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.stall.next():
+	case <-w.killed:
+		log.Warn("worker killed: giving up a refused settlement; the task will be delivered again when its lease expires",
+			"error", err, "lease_expires", env.Expiry())
+		return false
+	case <-w.giveUp:
+		log.Warn("stop timeout reached: giving up a refused settlement; the task will be delivered again when its lease expires",
+			"error", err, "lease_expires", env.Expiry())
+		return false
+	}
+	return true
 }
 
 // unsettledNote says what becomes of a task whose settlement failed with
