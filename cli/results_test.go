@@ -167,6 +167,7 @@ func TestOutcomeLine(t *testing.T) {
 		{jobq.Result{ID: "b", State: driver.ResultDeadLettered, ExitCode: &one, Error: "command exited\nwith status 1"}, `b dead-lettered exit=1 error="command exited with status 1"`},
 		{jobq.Result{ID: "c", State: driver.ResultSucceeded, Value: json.RawMessage("{ \"n\": 3,\n \"s\": \"x y\" }")}, `c succeeded value={"n":3,"s":"x y"}`},
 		{jobq.Result{ID: "d", State: driver.ResultCancelled, Error: "cancelled"}, `d cancelled error="cancelled"`},
+		{jobq.Result{ID: "e", State: driver.ResultDeadLettered, Error: "dial postgres://app:S3CRET@db/jobs: refused"}, `e dead-lettered error="dial postgres://app:xxxxx@db/jobs: refused"`},
 	}
 	for _, tt := range tests {
 		if got := outcomeLine(&tt.r); got != tt.want {

@@ -21,6 +21,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // maxListed is how many failed or pending tasks a summary names one by
@@ -423,7 +424,8 @@ func (w *waiter) write(r *jobq.Result) error {
 }
 
 // outcomeLine is a record on one line: ID STATE [exit=N] [value=JSON]
-// [error="..."].
+// [error="..."], the error's credentials redacted (--json prints it as
+// stored).
 func outcomeLine(r *jobq.Result) string {
 	var b strings.Builder
 	b.WriteString(r.ID)
@@ -439,7 +441,7 @@ func outcomeLine(r *jobq.Result) string {
 	}
 	if r.State != driver.ResultSucceeded && r.Error != "" {
 		b.WriteString(" error=")
-		b.WriteString(strconv.Quote(truncate(oneLine(r.Error), 200)))
+		b.WriteString(strconv.Quote(truncate(oneLine(redact.String(r.Error)), 200)))
 	}
 	return b.String()
 }
