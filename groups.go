@@ -112,11 +112,13 @@ func (a *Admin) Groups(ctx context.Context, limit int) ([]*driver.GroupCounters,
 // as long as the last one took, and returns the final counts.
 // each, when not nil, is called with every reading, the last one included;
 // an error from it ends the wait. It fails as Group does, or with the
-// context's error.
+// context's error. Where records are emulated, it finds the group's tasks
+// dead-lettered without a record as WaitFunc does, and records their ends.
 func (a *Admin) WaitGroup(ctx context.Context, name string, poll time.Duration, each func(*driver.GroupCounters) error) (*driver.GroupCounters, error) {
 	if poll <= 0 {
 		poll = time.Second
 	}
+	dead := a.q.newDeadLook()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -139,6 +141,7 @@ func (a *Admin) WaitGroup(ctx context.Context, name string, poll time.Duration, 
 		if c.Done() {
 			return c, nil
 		}
+		a.q.groupDeadEnded(ctx, name, dead)
 		t.Reset(max(poll, waitReadShare*took))
 	}
 }

@@ -264,7 +264,12 @@ const waitOutage = time.Minute
 // the first failure in a row, so that a wait of hours outlives a restart
 // of the engine; the error is returned after that. Every look reads the
 // records of all the tasks not ended, and looks are spaced so that reading
-// takes at most about a tenth of the wait (waitReadShare).
+// takes at most about a tenth of the wait (waitReadShare). Where the
+// backend's records are emulated (the Azure backends), a wait that has gone
+// on for 10 s also reads the dead letters, a page every 10 s or more, and
+// reports a task it finds there with no record as DeadLettered, with the
+// dead letter's reason, and stores that record: the broker dead-lettered
+// it, or a worker that keeps no records did.
 func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, each func(*Result) error) error {
 	const op = "wait"
 	store, err := q.resultStore(op)
@@ -279,6 +284,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 	}
 	pending := uniqueIDs(ids)
 	waiter, _ := q.drv.(driver.ResultWaiter)
+	dead := q.newDeadLook()
 	pause := waitPollMin
 	var out outage
 	var nextRead time.Time // the earliest start of the next round
@@ -308,6 +314,9 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 			return nil
 		}
 		if err := q.stillKeepsRecords(op); err != nil {
+			return err
+		}
+		if pending, err = q.reportDead(ctx, op, store, dead, pending, opts.After, each); err != nil || len(pending) == 0 {
 			return err
 		}
 		if waiter != nil && !stale {

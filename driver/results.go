@@ -62,7 +62,9 @@ type ResultRecord struct {
 // (CompleteParams.Result, DeadLetterParams.Result), atomically; with
 // Results Emulated the portable layer stores it through PutResults before
 // the settlement, so that a crash between the two duplicates a record
-// rather than losing it. A record lives until ExpiresAt;
+// rather than losing it; a dead letter that no jobq worker settled (the
+// engine's own, or another kind of worker's) then has none, and
+// Queue.Wait finds it through PageDead or ListDead. A record lives until ExpiresAt;
 // expired records are purged by the engine (a TTL) or by PurgeResults,
 // which workers call now and then, so the store never grows without bound.
 type ResultStore interface {

@@ -1,0 +1,182 @@
+package jobq
+
+import (
+	"context"
+	"time"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// Where a backend's result records are emulated (kept in another store,
+// written by a jobq worker before it settles), a task can end in the dead
+// letters with no record: the engine dead-letters it (Service Bus, past the
+// queue's max delivery count or at its time-to-live), or a worker that
+// keeps no records (ai4s-jobq) does. A wait would never end for it, so a
+// wait that has gone on for deadLookAfter also reads the dead letters, a
+// page at a time, and records the end of each task waited for that it
+// finds there. Looks are deadLookEvery apart, or waitReadShare times as
+// long as the last one took when that is longer.
+const (
+	deadLookAfter = 10 * time.Second
+	deadLookEvery = 10 * time.Second
+	deadLookPage  = 250
+)
+
+// deadLook is where a wait is in its reading of the dead letters.
+type deadLook struct {
+	after  string    // the cursor of the next page; "" the first
+	next   time.Time // the earliest next look
+	warned bool      // a failed look was logged
+}
+
+// newDeadLook returns the dead-letter reader of a wait, nil when the
+// backend's dead letters always have a record (results native) or there
+// are none.
+func (q *Queue) newDeadLook() *deadLook {
+	if q.caps.Level(driver.Results) != driver.Emulated || q.caps.Level(driver.DeadLetter) == driver.Unsupported {
+		return nil
+	}
+	return &deadLook{next: time.Now().Add(deadLookAfter)}
+}
+
+// due reports whether a look is due (never when l is nil).
+func (l *deadLook) due() bool { return l != nil && !time.Now().Before(l.next) }
+
+// groupDeadEnded is deadEnded for the members of group name, where the
+// driver lists them (driver.GroupMemberLister): the records it stores
+// count as ends in the group's counts.
+func (q *Queue) groupDeadEnded(ctx context.Context, name string, l *deadLook) {
+	const op = "group"
+	lister, ok := q.drv.(driver.GroupMemberLister)
+	if !ok || !l.due() || q.results == nil {
+		return
+	}
+	members, err := lister.GroupMembers(ctx, name)
+	if err != nil {
+		l.next = time.Now().Add(deadLookEvery)
+		if !l.warned && ctx.Err() == nil {
+			l.warned = true
+			q.log.Warn("jobq: group wait could not list the group's tasks, so it cannot see those dead-lettered without a record (it goes on, and tries again)", "queue", q.url, "group", name, "error", err)
+		}
+		return
+	}
+	q.deadEnded(ctx, op, q.results, l, members, time.Time{})
+}
+
+// readDead reads the page of dead letters after the cursor after, or,
+// where the driver cannot page, the first deadLookPage of them (next "").
+func (q *Queue) readDead(ctx context.Context, after string) (ms []*driver.DeadMessage, next string, err error) {
+	if p, ok := q.drv.(driver.Pager); ok {
+		return p.PageDead(ctx, after, deadLookPage)
+	}
+	ms, err = q.drv.ListDead(ctx, deadLookPage)
+	return ms, "", err
+}
+
+// deadEnded looks, when l is due, for the tasks of pending among the next
+// page of dead letters (one dead-lettered at or after after, when after is
+// set) that have no record of an end, stores a DeadLettered record for
+// each, with the dead letter's reason, and returns the records aligned with
+// pending (nil for the others), or nil when it found none. A look that
+// fails is logged once, and the wait goes on; a record that cannot be
+// stored is logged, and the end reported all the same.
+func (q *Queue) deadEnded(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, after time.Time) []*driver.ResultRecord {
+	if !l.due() {
+		return nil
+	}
+	began := time.Now()
+	found, err := q.findDead(ctx, op, store, l, pending, after)
+	l.next = time.Now().Add(max(deadLookEvery, waitReadShare*time.Since(began)))
+	if err != nil {
+		if !l.warned && ctx.Err() == nil {
+			l.warned = true
+			q.log.Warn("jobq: wait could not read the dead letters, so it cannot see tasks dead-lettered without a record (it goes on, and tries again)", "queue", q.url, "error", err)
+		}
+		return nil
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	recs := make([]*driver.ResultRecord, 0, len(found))
+	for _, r := range found {
+		recs = append(recs, r)
+	}
+	if err := putResults(ctx, store, recs); err != nil {
+		q.log.Warn("jobq: could not store the records of tasks found in the dead letters; the wait reports them all the same", "queue", q.url, "tasks", len(recs), "error", err)
+	}
+	aligned := make([]*driver.ResultRecord, len(pending))
+	for i, id := range pending {
+		aligned[i] = found[id]
+	}
+	return aligned
+}
+
+// reportDead reports the tasks of pending that deadEnded finds, and
+// returns those left.
+func (q *Queue) reportDead(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, after time.Time, each func(*Result) error) ([]string, error) {
+	recs := q.deadEnded(ctx, op, store, l, pending, after)
+	if recs == nil {
+		return pending, nil
+	}
+	left, _, _, err := q.reportEnded(ctx, op, pending, recs, after, each)
+	return left, err
+}
+
+// findDead reads l's next page of dead letters and returns, by task ID,
+// the DeadLettered records of the tasks of pending it holds that, read
+// after the page, have no record of an end (at or after after).
+func (q *Queue) findDead(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, after time.Time) (map[string]*driver.ResultRecord, error) {
+	ms, next, err := q.readDead(ctx, l.after)
+	if err != nil {
+		return nil, err
+	}
+	l.after = next
+	want := make(map[string]bool, len(pending))
+	for _, id := range pending {
+		want[id] = true
+	}
+	dead := map[string]*driver.DeadMessage{}
+	var ids []string
+	for _, m := range ms {
+		if m.ID == "" || !want[m.ID] || (!after.IsZero() && m.DeadAt.Before(after)) {
+			continue
+		}
+		if dead[m.ID] == nil {
+			ids = append(ids, m.ID)
+		}
+		dead[m.ID] = m
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	// Read after the dead letters: a jobq worker stores its record before
+	// it dead-letters, so a record is seen here and kept.
+	recs, err := q.getResults(ctx, op, store, ids)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	found := make(map[string]*driver.ResultRecord, len(ids))
+	for i, id := range ids {
+		if rec := recs[i]; rec != nil && rec.State.Final() && !rec.UpdatedAt.Before(after) {
+			continue
+		}
+		m := dead[id]
+		found[id] = q.newRecord(id, driver.ResultDeadLettered, now, &recordDetails{
+			deliveries: m.DeliveryCount, errText: deadLetterText(m), ended: m.DeadAt})
+	}
+	return found, nil
+}
+
+// deadLetterText is the error of the record of a task found in the dead
+// letters without one.
+func deadLetterText(m *driver.DeadMessage) string {
+	s := "dead-lettered with no record of its end (by the broker, or by a worker that keeps none); dead letter " + m.MessageID
+	if m.Reason != "" {
+		s += ", reason " + m.Reason
+	}
+	if m.Detail != "" {
+		s += ": " + m.Detail
+	}
+	return s
+}
