@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/envmask"
 )
@@ -39,6 +40,10 @@ The values of the task's environment variables whose names look secret
 as xxxxx and in the text only, the credentials in its command, reason and
 attempt details (postgres://u:PASSWORD@db).
 
+"retries left" is the task's num_retries where a failed task is written
+back with one retry fewer (in-place-update native); elsewhere (Service
+Bus) it is the range its past deliveries allow, and none for a dead letter.
+
 show looks through the first 10000 queued tasks and dead letters.`,
 		Example: `  jobq sqlite://./work.db show 5d41402abc4b2a76b9719d911017c592
   jobq sqlite://./work.db show 5d41402abc4b2a76b9719d911017c592 --json`,
@@ -63,6 +68,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 				if m.MessageID == id || (m.Task != nil && m.Task.ID == id) {
 					found = &shownTask{MessageID: m.MessageID, State: peekState(m), Deliveries: m.DeliveryCount,
 						EnqueuedAt: timePtr(m.EnqueuedAt), task: m.Task, attempts: m.Attempts(q)}
+					found.retriesLeft = retriesLeftText(q, m.Task, false, m.DeliveryCount, m.InFlight)
 					break
 				}
 			}
@@ -75,6 +81,7 @@ show looks through the first 10000 queued tasks and dead letters.`,
 					if d.MessageID == id || (d.Task != nil && d.Task.ID == id) {
 						found = &shownTask{MessageID: d.MessageID, State: "dead-lettered", Deliveries: d.DeliveryCount,
 							Reason: d.Reason, DeadAt: timePtr(d.DeadAt), task: d.Task, attempts: d.Attempts(q)}
+						found.retriesLeft = retriesLeftText(q, d.Task, true, d.DeliveryCount, false)
 						break
 					}
 				}
@@ -118,8 +125,9 @@ type shownTask struct {
 	RateLimitKey   string        `json:"rate_limit_key,omitempty"`
 	Attempts       []attemptJSON `json:"attempts"`
 
-	task     *jobq.Task
-	attempts []jobq.Attempt
+	task        *jobq.Task
+	attempts    []jobq.Attempt
+	retriesLeft string // the "retries left" row (retriesLeftText)
 	// show prints credentials in the text (--show-secrets).
 	show bool
 }
@@ -173,7 +181,7 @@ func (s *shownTask) print(w io.Writer) error {
 	if s.Payload != nil {
 		row("payload", shownText(string(s.Payload.(json.RawMessage)), s.show))
 	}
-	row("retries left", strconv.Itoa(s.NumRetries))
+	row("retries left", s.retriesLeft)
 	row("concurrency key", s.ConcurrencyKey)
 	row("rate-limit key", s.RateLimitKey)
 	if err := tw.Flush(); err != nil {
@@ -181,6 +189,34 @@ func (s *shownTask) print(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	return printAttempts(w, s.attempts, s.show)
+}
+
+// retriesLeftText is what `show` prints as a task's retries left. Where
+// the backend rewrites a failed task with one retry fewer (in-place-update
+// native), that is the task's num_retries. Elsewhere (Service Bus) the
+// task keeps the num_retries it was pushed with and its budget is that
+// less its deliveries that failed or lost their lock, which the peek
+// cannot tell from the free requeues: the range is printed, and a dead
+// letter has none left until `dlq requeue`, which restores num_retries.
+func retriesLeftText(q *jobq.Queue, t *jobq.Task, dead bool, deliveries int, inFlight bool) string {
+	if t == nil {
+		return ""
+	}
+	n := t.NumRetries
+	switch {
+	case q.Capabilities().Level(driver.InPlaceUpdate) == driver.Native:
+		return strconv.Itoa(n)
+	case dead:
+		return fmt.Sprintf("none (dlq requeue restores num_retries %d)", n)
+	}
+	ended := deliveries
+	if inFlight {
+		ended-- // the delivery under way has not used up a retry yet
+	}
+	if ended <= 0 || n == 0 {
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("%d to %d (num_retries %d less those of its %d past deliveries that failed or lost their lock)", max(0, n-ended), n, n, ended)
 }
 
 // attemptJSON is one attempt as the --json outputs print it.
