@@ -270,13 +270,18 @@ func (q *Driver) scanDead(ctx context.Context, visit func(*azqueue.DequeuedMessa
 	}
 }
 
-// requeueDead sends a dead letter's original body back to the queue, then
-// deletes the letter (a crash in between duplicates the task). A letter
+// requeueDead deletes a dead letter's result record, sends its original
+// body back to the queue, then deletes the letter (a crash in between
+// duplicates the task). A letter
 // without jobq's record (written by ai4s-jobq or another tool, or a poison
 // message too large to carry one) goes back as the very text it holds:
 // re-encoded, a foreign base64 message would turn into plain text, and a
 // large plain-text one into base64 too large to store.
 func (q *Driver) requeueDead(ctx context.Context, m *azqueue.DequeuedMessage, d *driver.DeadMessage) error {
+	// Before the send: the new run may end, and write its record, at once.
+	if err := q.rec.ForgetRequeued(ctx, d.ID); err != nil {
+		return wrap(err, "requeue dead letter %s: delete its result record", d.MessageID)
+	}
 	text := deref(m.MessageText)
 	if !bytes.Equal(d.Body, decodeText(text)) {
 		text = encodeText(d.Body)

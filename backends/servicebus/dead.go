@@ -79,12 +79,17 @@ func deadID(m *azservicebus.ReceivedMessage) string {
 	return strconv.FormatInt(*m.SequenceNumber, 10)
 }
 
-// RequeueDead implements driver.Driver: each chosen dead letter is sent to
-// the queue as a copy (a fresh MessageId so duplicate detection keeps it,
-// the task ID in a property, a fresh delivery count) and then completed in
-// the sub-queue; a crash in between leaves a duplicate, never a loss.
+// RequeueDead implements driver.Driver: each chosen dead letter's result
+// record is deleted, then it is sent to the queue as a copy (a fresh
+// MessageId so duplicate detection keeps it, the task ID in a property, a
+// fresh delivery count) and completed in the sub-queue; a crash in between
+// leaves a duplicate, never a loss.
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
 	return d.scanDead(ctx, "requeue dead letters", ids, func(m *azservicebus.ReceivedMessage) error {
+		// Before the send: the new run may end, and write its record, at once.
+		if err := d.rec.ForgetRequeued(ctx, taskID(m)); err != nil {
+			return err
+		}
 		cp := newMessage("requeue-"+tokenString(m.LockToken), taskID(m), m.Body, 0)
 		if err := d.sender.SendMessage(ctx, cp, nil); err != nil {
 			return err

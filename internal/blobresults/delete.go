@@ -34,3 +34,14 @@ func (r *Records) DeleteResults(ctx context.Context, ids []string) (int64, error
 	}
 	return s.DeleteResults(ctx, ids)
 }
+
+// ForgetRequeued deletes the record of task id, requeued from the dead
+// letters, so that a wait waits for its new run (driver.Driver's
+// RequeueDead); without a store, or for an empty id, it does nothing.
+func (r *Records) ForgetRequeued(ctx context.Context, id string) error {
+	if r.store == nil || id == "" {
+		return nil
+	}
+	_, err := r.store.DeleteResults(ctx, []string{id})
+	return err
+}
