@@ -24,8 +24,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
-	var from int64
-	msgs, err := d.dead.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	msgs, err := d.peekAll(ctx, d.dead, max)
 	if err != nil {
 		return nil, d.fail(op, err)
 	}

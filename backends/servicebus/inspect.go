@@ -13,15 +13,14 @@ import (
 // peekPage is how many messages one PeekMessages call asks for when paging.
 const peekPage = 250
 
-// Peek implements driver.Driver with PeekMessages from the first sequence
+// Peek implements driver.Driver with PeekMessages (peekAll) from the first sequence
 // number: messages in enqueue order, scheduled and locked ones included.
 func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, error) {
 	const op = "peek"
 	if err := d.closing.Err(); err != nil {
 		return nil, err
 	}
-	var from int64
-	msgs, err := d.recv.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	msgs, err := d.peekAll(ctx, d.recv, max)
 	if err != nil {
 		return nil, d.fail(op, err)
 	}
@@ -29,6 +28,23 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 	out := make([]*driver.PeekedMessage, 0, len(msgs))
 	for _, m := range msgs {
 		out = append(out, d.peeked(m, now))
+	}
+	return out, nil
+}
+
+// peekAll peeks up to max messages of r from the first, a page at a time:
+// Service Bus returns at most 250 messages per peek (one on a partitioned
+// entity), however many are asked for.
+func (d *Driver) peekAll(ctx context.Context, r *azservicebus.Receiver, max int) ([]*azservicebus.ReceivedMessage, error) {
+	var out []*azservicebus.ReceivedMessage
+	after := ""
+	for len(out) < max {
+		msgs, next, err := d.peekFrom(ctx, r, after, max-len(out))
+		if err != nil || next == "" {
+			return out, err
+		}
+		out = append(out, msgs...)
+		after = next
 	}
 	return out, nil
 }

@@ -21,7 +21,7 @@ UseDevelopmentEmulator=true):
   * Azure's limits: 256 KiB messages (also once dead-lettered), message
     properties of 32 KB each and 64 KB in all (also once dead-lettered), dead-letter
     reason and description up to 4,096 characters, lock durations from 5 s
-    to 5 min, a max delivery count of at least 1 (10 when not given),
+    to 5 min, at most 250 messages per peek, a max delivery count of at least 1 (10 when not given),
     duplicate detection only on queues created with it (a history of 20 s
     to 7 days), message ids up to 128 characters, queue user metadata up to
     1,024 characters, and Azure's queue name rules;
@@ -57,6 +57,7 @@ from proton.handlers import FlowController
 from proton.reactor import Container
 
 DLQ_SUFFIX = "/$deadletterqueue"
+PEEK_LIMIT = 250
 MGMT_SUFFIX = "/$management"
 LOCK_LOST = "com.microsoft:message-lock-lost"
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
@@ -772,7 +773,9 @@ class Handler(FlowController):
 
     def op_peek_message(self, ent, body):
         start = int(body.get("from-sequence-number", 0))
-        count = int(body.get("message-count", 1))
+        # Azure returns at most 250 messages per peek, however many are
+        # asked for (azure-sdk-for-python#26643): clients must page.
+        count = min(int(body.get("message-count", 1)), PEEK_LIMIT)
         found = [s for s in ent.messages.values() if s.seq >= start][:count]
         if not found:
             return 204, None
