@@ -64,12 +64,18 @@ func (q *Queue) groupDeadEnded(ctx context.Context, name string, l *deadLook) {
 }
 
 // readDead reads the page of dead letters after the cursor after, or,
-// where the driver cannot page, the first deadLookPage of them (next "").
+// where the driver cannot page, the first deadLookPage of them, no more
+// than a peek returns (MaxPeek: Storage Queue reads more by dequeuing
+// them, which a wait must not do), with next "".
 func (q *Queue) readDead(ctx context.Context, after string) (ms []*driver.DeadMessage, next string, err error) {
 	if p, ok := q.drv.(driver.Pager); ok {
 		return p.PageDead(ctx, after, deadLookPage)
 	}
-	ms, err = q.drv.ListDead(ctx, deadLookPage)
+	window := deadLookPage
+	if mp := q.caps.MaxPeek; mp > 0 {
+		window = min(window, mp)
+	}
+	ms, err = q.drv.ListDead(ctx, window)
 	return ms, "", err
 }
 
