@@ -160,7 +160,19 @@ func (e *Envelope) lostError(op string) error {
 		Msg: fmt.Sprintf("the lease on message %s was lost: another receiver may hold it now", e.MessageID)}
 }
 
-// settle marks the envelope settled; it fails when it was settled before.
+// settledError is what op meets on a settled envelope: LockLost when a
+// settlement found the lease lost (so does every later call), else
+// FailedPrecondition, its message "message ID " followed by what.
+func (e *Envelope) settledError(op, what string) error {
+	select {
+	case <-e.lost:
+		return e.lostError(op)
+	default:
+	}
+	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: e.q.url, Msg: fmt.Sprintf("message %s %s", e.MessageID, what)}
+}
+
+// begin marks the envelope settled; it fails when it was settled before.
 func (e *Envelope) begin(op string) (driver.Lease, error) {
 	if err := e.q.checkOpen(op); err != nil {
 		return driver.Lease{}, err
@@ -168,14 +180,7 @@ func (e *Envelope) begin(op string) (driver.Lease, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.settled {
-		select {
-		case <-e.lost:
-			// A settlement found the lease lost: so does every later one.
-			return driver.Lease{}, e.lostError(op)
-		default:
-		}
-		return driver.Lease{}, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: e.q.url,
-			Msg: fmt.Sprintf("message %s was already settled (complete, requeue, dead-letter and fail settle a message once)", e.MessageID)}
+		return driver.Lease{}, e.settledError(op, "was already settled (complete, requeue, dead-letter and fail settle a message once)")
 	}
 	e.settled = true
 	if e.timer != nil {
@@ -282,7 +287,8 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 
 // Renew extends the lease to now+d; d = 0 renews for the visibility the
 // message was received with. It fails with LockLost when the lease was lost,
-// and with Unimplemented on backends that cannot renew.
+// FailedPrecondition once the message is settled, and Unimplemented on
+// backends that cannot renew.
 func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 	const op = "renew"
 	if err := e.q.checkOpen(op); err != nil {
@@ -300,7 +306,7 @@ func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 	e.mu.Lock()
 	if e.settled {
 		e.mu.Unlock()
-		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: e.q.url, Msg: fmt.Sprintf("message %s is settled; there is no lease to renew", e.MessageID)}
+		return e.settledError(op, "is settled; there is no lease to renew")
 	}
 	lease := e.lease
 	e.mu.Unlock()

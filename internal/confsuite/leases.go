@@ -150,7 +150,8 @@ func checkLockLostChannel(c *C) {
 }
 
 // checkSettleAfterLockLost: once another receiver holds the message, every
-// settlement through the old lease fails with LockLost and changes nothing.
+// settlement through the old lease fails with LockLost and changes nothing,
+// and so does every later Complete or Renew of that envelope.
 func checkSettleAfterLockLost(c *C) {
 	url := c.newQueue()
 	q1, q2 := c.openQueue(url), c.openQueue(url)
@@ -206,6 +207,11 @@ func checkSettleAfterLockLost(c *C) {
 		case <-e.LockLost():
 		default:
 			c.Errorf("%s failed with LockLost but the envelope's LockLost channel is open", o.name)
+		}
+		// Every later call through the lost lease is LockLost too.
+		c.expectCode(e.Complete(c.ctx()), errcode.LockLost, "complete after "+o.name+" found the lease lost")
+		if level(q1, driver.LeaseRenewal) != driver.Unsupported {
+			c.expectCode(e.Renew(c.ctx(), 0), errcode.LockLost, "renew after "+o.name+" found the lease lost")
 		}
 	}
 	for id, e := range fresh {
