@@ -86,7 +86,7 @@ func (d *Driver) PageQueued(ctx context.Context, after string, max int) ([]*driv
 	}
 	res, err := d.run(ctx, pageQueuedScript, phase, cursor, max).Slice()
 	if err != nil {
-		return nil, "", d.fail("page queued messages", err)
+		return nil, "", d.fail(ctx, "page queued messages", err)
 	}
 	if len(res) < 2 {
 		return nil, "", driver.Errorf(errcode.Internal, "redis page on queue %s: script returned %d fields", d.queue, len(res))
@@ -112,7 +112,7 @@ func (d *Driver) PageDead(ctx context.Context, after string, max int) ([]*driver
 	}
 	res, err := d.run(ctx, pageDeadScript, cursor, max).Slice()
 	if err != nil {
-		return nil, "", d.fail("page dead letters", err)
+		return nil, "", d.fail(ctx, "page dead letters", err)
 	}
 	if len(res) < 1 {
 		return nil, "", driver.Errorf(errcode.Internal, "redis page of dead letters on queue %s: script returned no cursor", d.queue)

@@ -109,10 +109,16 @@ func aclInScript(msg string) bool {
 }
 
 // fail wraps an error from Redis with the operation and the queue, keeping
-// its classification. Context errors keep their codes.
-func (d *Driver) fail(op string, err error) error {
+// its classification. Context errors keep their codes, and so does a
+// network timeout once ctx has ended: go-redis makes ctx's deadline the
+// socket's (ContextTimeoutEnabled), so a call cut short by it reports an
+// "i/o timeout", which is the caller's deadline, not Redis unavailable.
+func (d *Driver) fail(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil && errcode.Of(err) == errcode.Unknown && timedOut(err) {
+		err = fmt.Errorf("%w (%w)", cerr, err)
 	}
 	e := &driver.Error{Code: classify(err), Msg: fmt.Sprintf("redis %s on queue %s: %v", op, d.queue, err), Err: err}
 	cc, cluster := d.client.(*goredis.ClusterClient)
@@ -141,4 +147,10 @@ func (d *Driver) fail(op string, err error) error {
 		e.Msg += " (the queue's hash slot is being moved to another cluster node, or the cluster is down: try again when it is done; workers and pushes retry by themselves)"
 	}
 	return e
+}
+
+// timedOut tells whether err is a network timeout.
+func timedOut(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
 }

@@ -39,7 +39,7 @@ func (d *Driver) ListResults(ctx context.Context, f driver.ResultFilter, cursor 
 	}
 	kv, next, err := d.client.HScan(ctx, d.prefix+"rb:"+bucket, scan, "", int64(limit)).Result()
 	if err != nil {
-		return nil, "", d.fail(op, err)
+		return nil, "", d.fail(ctx, op, err)
 	}
 	// HSCAN's COUNT is a hint: a step may return more than limit. The
 	// rest of such a step is read again, skipping what was returned.
@@ -99,7 +99,7 @@ func parseListCursor(cursor string) (bucket string, scan uint64, skip int, err e
 func (d *Driver) nextBucket(ctx context.Context, bucket string, now time.Time) (string, error) {
 	zs, err := d.client.ZRangeByScoreWithScores(ctx, d.prefix+"rbs", &goredis.ZRangeBy{Min: strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
 	if err != nil {
-		return "", d.fail("list results", err)
+		return "", d.fail(ctx, "list results", err)
 	}
 	if bucket == "" {
 		if len(zs) == 0 {

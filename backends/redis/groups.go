@@ -144,7 +144,7 @@ func (d *Driver) GroupCounts(ctx context.Context, name string) (*driver.GroupCou
 	}
 	vals, err := d.client.HMGet(ctx, d.prefix+"g:"+name, "p", "s", "f", "dl", "c", "ca", "u").Result()
 	if err != nil {
-		return nil, d.fail("group", err)
+		return nil, d.fail(ctx, "group", err)
 	}
 	if vals[0] == nil && vals[6] == nil {
 		return nil, nil
@@ -179,7 +179,7 @@ func (d *Driver) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCoun
 	}
 	names, err := d.client.ZRevRange(ctx, d.prefix+"groups", 0, int64(limit)-1).Result()
 	if err != nil {
-		return nil, d.fail("groups", err)
+		return nil, d.fail(ctx, "groups", err)
 	}
 	cmds, err := d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, n := range names {
@@ -188,7 +188,7 @@ func (d *Driver) ListGroups(ctx context.Context, limit int) ([]*driver.GroupCoun
 		return nil
 	})
 	if err != nil {
-		return nil, d.fail("groups", err)
+		return nil, d.fail(ctx, "groups", err)
 	}
 	out := make([]*driver.GroupCounters, 0, len(names))
 	for i, cmd := range cmds {

@@ -214,7 +214,7 @@ func (d *Driver) Hold(ctx context.Context, msgs []*driver.HeldMessage) ([]driver
 	}
 	res, err := d.runArgs(ctx, holdScript, args).Int64Slice()
 	if err != nil {
-		return nil, d.fail("hold", err)
+		return nil, d.fail(ctx, "hold", err)
 	}
 	if len(res) != len(msgs) {
 		return nil, driver.Errorf(errcode.Internal, "redis hold: the script returned %d values for %d messages", len(res), len(msgs))
@@ -289,7 +289,7 @@ func (d *Driver) heldIDs(ctx context.Context, op string, s *goredis.Script, ids 
 	}
 	out, err := d.runArgs(ctx, s, args).StringSlice()
 	if err != nil {
-		return nil, d.fail(op, err)
+		return nil, d.fail(ctx, op, err)
 	}
 	return out, nil
 }
@@ -304,7 +304,7 @@ func (d *Driver) ListHeld(ctx context.Context, cursor string, limit int) ([]*dri
 	}
 	res, err := d.run(ctx, listHeldScript, cursor, limit+1).Slice()
 	if err != nil {
-		return nil, "", d.fail("list held", err)
+		return nil, "", d.fail(ctx, "list held", err)
 	}
 	out, err := heldMessages(res)
 	if err != nil || len(out) <= limit {
@@ -328,7 +328,7 @@ func (d *Driver) HeldOf(ctx context.Context, ids []string) ([]*driver.HeldMessag
 	}
 	res, err := d.runArgs(ctx, heldOfScript, args).Slice()
 	if err != nil {
-		return nil, d.fail("held of", err)
+		return nil, d.fail(ctx, "held of", err)
 	}
 	return heldMessages(res)
 }

@@ -18,7 +18,7 @@ func (d *Driver) Peek(ctx context.Context, max int) ([]*driver.PeekedMessage, er
 	}
 	res, err := d.run(ctx, peekScript, max).Slice()
 	if err != nil {
-		return nil, d.fail("peek", err)
+		return nil, d.fail(ctx, "peek", err)
 	}
 	return peekedRows(res, true), nil
 }
@@ -77,7 +77,7 @@ func (d *Driver) Stats(ctx context.Context) (driver.Stats, error) {
 	}
 	res, err := d.run(ctx, statsScript).Int64Slice()
 	if err != nil {
-		return driver.Stats{}, d.fail("stats", err)
+		return driver.Stats{}, d.fail(ctx, "stats", err)
 	}
 	if len(res) != 4 {
 		return driver.Stats{}, driver.Errorf(errcode.Internal, "redis stats on queue %s: script returned %d counts", d.queue, len(res))
@@ -110,7 +110,7 @@ func (d *Driver) ListDead(ctx context.Context, max int) ([]*driver.DeadMessage, 
 	}
 	res, err := d.run(ctx, listDeadScript, max).Slice()
 	if err != nil {
-		return nil, d.fail("list dead letters", err)
+		return nil, d.fail(ctx, "list dead letters", err)
 	}
 	return deadRows(res), nil
 }
@@ -148,7 +148,7 @@ func (d *Driver) deadOp(ctx context.Context, op string, ids []string, call func(
 		n, err := call(args)
 		total += n
 		if err != nil {
-			return total, d.fail(op, err)
+			return total, d.fail(ctx, op, err)
 		}
 	}
 	return total, nil
@@ -165,13 +165,13 @@ func (d *Driver) repeat(ctx context.Context, op string, step func() (int64, erro
 		n, err := step()
 		total += n
 		if err != nil {
-			return total, d.fail(op, err)
+			return total, d.fail(ctx, op, err)
 		}
 		if n < clearBatch {
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return total, d.fail(op, err)
+			return total, d.fail(ctx, op, err)
 		}
 	}
 }

@@ -244,7 +244,7 @@ func (d *Driver) SetPolicy(ctx context.Context, p driver.Policy) error {
 	default:
 		err = d.client.HSet(ctx, d.prefix+"polk", policyField(p.Kind, p.Key), p.Limit).Err()
 	}
-	return d.fail("policy set", err)
+	return d.fail(ctx, "policy set", err)
 }
 
 // UnsetPolicy implements driver.PolicyStore.
@@ -267,7 +267,7 @@ func (d *Driver) UnsetPolicy(ctx context.Context, kind driver.PolicyKind, key st
 		n, err = d.client.HDel(ctx, d.prefix+"polk", policyField(kind, key)).Result()
 	}
 	if err != nil {
-		return false, d.fail("policy unset", err)
+		return false, d.fail(ctx, "policy unset", err)
 	}
 	// A removed limit may unblock messages: receivers poll again within
 	// 100 ms, as the claim script told them.
@@ -281,18 +281,18 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	}
 	all, err := d.client.HGetAll(ctx, d.prefix+"polk").Result()
 	if err != nil {
-		return nil, d.fail("policy list", err)
+		return nil, d.fail(ctx, "policy list", err)
 	}
 	queue, err := d.client.HGetAll(ctx, d.prefix+"polq").Result()
 	if err != nil {
-		return nil, d.fail("policy list", err)
+		return nil, d.fail(ctx, "policy list", err)
 	}
 	for kind, v := range queue {
 		all[kind+"|"] = v
 	}
 	scheds, err := d.client.HGetAll(ctx, d.prefix+"pols").Result()
 	if err != nil {
-		return nil, d.fail("policy list", err)
+		return nil, d.fail(ctx, "policy list", err)
 	}
 	for field, v := range scheds {
 		all[field] = v
@@ -314,7 +314,7 @@ func (d *Driver) ListPolicies(ctx context.Context) ([]driver.Policy, error) {
 	case err == nil:
 		out = append(out, driver.Policy{Kind: driver.MaxDepthPolicy, Limit: md})
 	case !errors.Is(err, goredis.Nil):
-		return nil, d.fail("policy list", err)
+		return nil, d.fail(ctx, "policy list", err)
 	}
 	driver.SortPolicies(out)
 	return out, nil
@@ -328,7 +328,7 @@ func (d *Driver) KeyStats(ctx context.Context) ([]driver.KeyStat, error) {
 	}
 	res, err := d.run(ctx, keyStatsScript).Slice()
 	if err != nil {
-		return nil, d.fail("stats", err)
+		return nil, d.fail(ctx, "stats", err)
 	}
 	var out []driver.KeyStat
 	for i := 0; i+2 < len(res); i += 3 {

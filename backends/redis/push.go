@@ -96,7 +96,7 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 			if qf := queueFull(err); qf != nil {
 				return out[:bounds[c][0]], qf
 			}
-			return out[:bounds[c][0]], d.fail("push", err)
+			return out[:bounds[c][0]], d.fail(ctx, "push", err)
 		}
 		for j := 0; j < len(res); j += 2 {
 			out[bounds[c][0]+j/2] = driver.PushResult{MessageID: asStr(res[j]), Duplicate: asInt(res[j+1]) == 1}

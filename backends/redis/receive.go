@@ -104,7 +104,7 @@ func (d *Driver) await(ctx context.Context, w *wakeset.Waiter, pause time.Durati
 	case <-ctx.Done():
 		t.Stop()
 		d.leave(w)
-		return false, true, d.fail("receive", ctx.Err())
+		return false, true, d.fail(ctx, "receive", ctx.Err())
 	}
 }
 
@@ -155,7 +155,7 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64, wait bool) (recs [
 	}
 	res, err := cmd.Slice()
 	if err != nil {
-		return nil, 0, d.fail("receive", err)
+		return nil, 0, d.fail(ctx, "receive", err)
 	}
 	if len(res) < 2 {
 		return nil, 0, driver.Errorf(errcode.Internal, "redis receive on queue %s: claim script returned %d values", d.queue, len(res))
@@ -210,7 +210,7 @@ func (d *Driver) listen(ctx context.Context, channel string) error {
 		ps := d.client.Subscribe(ctx, channel)
 		if _, err := ps.Receive(ctx); err != nil {
 			_ = ps.Close()
-			return d.fail("subscribe", err)
+			return d.fail(ctx, "subscribe", err)
 		}
 		d.pubsub = ps
 		d.listenWG.Add(1)
@@ -222,7 +222,7 @@ func (d *Driver) listen(ctx context.Context, channel string) error {
 		if !pending {
 			confirmed = make(chan struct{})
 			if err := d.pubsub.Subscribe(ctx, channel); err != nil {
-				return d.fail("subscribe", err)
+				return d.fail(ctx, "subscribe", err)
 			}
 			d.confirming[channel] = confirmed
 		}
@@ -237,7 +237,7 @@ func (d *Driver) listen(ctx context.Context, channel string) error {
 		case <-confirmed:
 		default:
 			if err := ctx.Err(); err != nil {
-				return d.fail("subscribe", err)
+				return d.fail(ctx, "subscribe", err)
 			}
 			return d.closing.Err()
 		}

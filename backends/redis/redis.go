@@ -149,7 +149,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 	d := newDriver(client, opts.Prefix, opts.Queue, opts.Logger)
 	d.maxMessageBytes = opts.MaxMessageBytes
 	if err := client.Ping(ctx).Err(); err != nil {
-		return nil, d.fail("open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?%s): %w", tlsHint(client), err))
+		return nil, d.fail(ctx, "open", fmt.Errorf("cannot reach Redis (is redis-server running, and are host, port and password right?%s): %w", tlsHint(client), err))
 	}
 	d.checkEviction(ctx)
 	mark, err := d.run(ctx, layoutScript, layoutNote).Int64Slice()
@@ -157,7 +157,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 		err = fmt.Errorf("the script answered %d values, not 2", len(mark))
 	}
 	if err != nil {
-		return nil, d.fail("open", fmt.Errorf("marking the queue's key layout: %w", err))
+		return nil, d.fail(ctx, "open", fmt.Errorf("marking the queue's key layout: %w", err))
 	}
 	if need := mark[1]; need > layoutRelease {
 		return nil, driver.Errorf(errcode.FailedPrecondition,
@@ -166,7 +166,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts Options) (*Dr
 	}
 	if mark[0] == 1 {
 		if err := d.rescue(ctx); err != nil {
-			return nil, d.fail("open", fmt.Errorf("restoring messages an older client left in no set: %w", err))
+			return nil, d.fail(ctx, "open", fmt.Errorf("restoring messages an older client left in no set: %w", err))
 		}
 	}
 	return d, nil
@@ -377,7 +377,7 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	if err := d.client.Close(); err != nil {
-		return d.fail("close", err)
+		return d.fail(context.Background(), "close", err)
 	}
 	return nil
 }

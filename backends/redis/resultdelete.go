@@ -42,7 +42,7 @@ func (d *Driver) DeleteResults(ctx context.Context, ids []string) (int64, error)
 		}
 		n, err := d.run(ctx, deleteResultsScript, args...).Int64()
 		if err != nil {
-			return total, d.fail("delete results", err)
+			return total, d.fail(ctx, "delete results", err)
 		}
 		total += n
 	}

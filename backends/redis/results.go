@@ -216,7 +216,7 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 	}
 	for _, cmd := range d.runChunks(ctx, putResultsScript, chunks) {
 		if err := cmd.Err(); err != nil {
-			return d.fail(op, err)
+			return d.fail(ctx, op, err)
 		}
 	}
 	return nil
@@ -244,7 +244,7 @@ func (d *Driver) GetResults(ctx context.Context, ids []string) ([]*driver.Result
 		}
 		buckets, err := d.run(ctx, getResultsScript, args...).Slice()
 		if err != nil {
-			return nil, d.fail(op, err)
+			return nil, d.fail(ctx, op, err)
 		}
 		for _, bucket := range buckets {
 			vals, _ := bucket.([]any)
@@ -289,7 +289,7 @@ func (d *Driver) PurgeResults(ctx context.Context, now time.Time) (int64, error)
 		return 0, err
 	}
 	if err := d.run(ctx, forgetBucketsScript).Err(); err != nil {
-		return 0, d.fail(op, err)
+		return 0, d.fail(ctx, op, err)
 	}
 	return 0, nil
 }
@@ -329,7 +329,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 		}
 		got, err := d.run(ctx, removeScript, args...).StringSlice()
 		if err != nil {
-			return removed, held, d.fail(op, err)
+			return removed, held, d.fail(ctx, op, err)
 		}
 		for i, id := range got {
 			if id == "" { // removed, then held

@@ -158,7 +158,7 @@ func (d *Driver) WaitResults(ctx context.Context, ids []string, wait time.Durati
 		return nil
 	case <-ctx.Done():
 		d.resultWake.remove(w)
-		return d.fail(op, ctx.Err())
+		return d.fail(ctx, op, ctx.Err())
 	case <-d.closing.Done():
 		d.resultWake.remove(w)
 		return d.closing.Err()

@@ -41,7 +41,7 @@ func (d *Driver) SwapPolicy(ctx context.Context, p driver.Policy, old int64) (bo
 	}
 	n, err := swapScript.Run(ctx, d.client, []string{d.prefix + "pols"}, policyField(p.Kind, p.Key), old, scheduleValue(p)).Int()
 	if err != nil {
-		return false, d.fail("policy swap", err)
+		return false, d.fail(ctx, "policy swap", err)
 	}
 	return n == 1, nil
 }

@@ -21,7 +21,7 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 	start := time.Now()
 	ok, err := d.run(ctx, renewScript, lease.MessageID, lease.Token, ms(visibility)).Int()
 	if err != nil {
-		return lease, d.fail("renew", err)
+		return lease, d.fail(ctx, "renew", err)
 	}
 	if ok != 1 {
 		return lease, d.lockLost("renew", lease)
@@ -133,7 +133,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 		for i := b[0]; i < b[1]; i++ {
 			switch {
 			case err != nil:
-				errs[i] = d.fail(op, err)
+				errs[i] = d.fail(ctx, op, err)
 			case res[i-b[0]] != 1:
 				errs[i] = d.lockLost(op, lease(i))
 			default:

@@ -22,7 +22,7 @@ func (d *Driver) FindTasks(ctx context.Context, ids []string) ([]string, error) 
 	}
 	vals, err := d.client.HMGet(ctx, d.prefix+"ids", ids...).Result()
 	if err != nil {
-		return nil, d.fail("find tasks", err)
+		return nil, d.fail(ctx, "find tasks", err)
 	}
 	return foundIDs(ids, vals), nil
 }
@@ -72,7 +72,7 @@ func (d *Driver) FindTaskGroups(ctx context.Context, ids []string) (map[string]s
 	}
 	pairs, err := d.runArgs(ctx, findGroupsScript, args).StringSlice()
 	if err != nil {
-		return nil, d.fail("find the groups of tasks", err)
+		return nil, d.fail(ctx, "find the groups of tasks", err)
 	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if pairs[i+1] != "" {

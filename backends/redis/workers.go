@@ -88,7 +88,7 @@ func (d *Driver) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error 
 	lag := d.now().Sub(rec.Heartbeat).Milliseconds()
 	err := putWorkerScript.Run(ctx, d.client, []string{records, beats}, rec.ID, val, lag, workerKeyTTL.Milliseconds()).Err()
 	if err != nil {
-		return d.fail(op, err)
+		return d.fail(ctx, op, err)
 	}
 	return nil
 }
@@ -103,7 +103,7 @@ func (d *Driver) ListWorkers(ctx context.Context, since time.Time) ([]*driver.Wo
 	now := d.now()
 	res, err := listWorkersScript.Run(ctx, d.client, []string{records, beats}, now.Sub(since).Milliseconds()).Slice()
 	if err != nil {
-		return nil, d.fail(op, err)
+		return nil, d.fail(ctx, op, err)
 	}
 	out := make([]*driver.WorkerRecord, 0, len(res)/3)
 	for i := 0; i+2 < len(res); i += 3 {
@@ -130,7 +130,7 @@ func (d *Driver) PurgeWorkers(ctx context.Context, before time.Time) (int64, err
 	records, beats := d.workerKeys()
 	n, err := purgeWorkersScript.Run(ctx, d.client, []string{records, beats}, d.now().Sub(before).Milliseconds()).Int64()
 	if err != nil {
-		return 0, d.fail(op, err)
+		return 0, d.fail(ctx, op, err)
 	}
 	return n, nil
 }
