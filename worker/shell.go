@@ -34,7 +34,8 @@ import (
 //
 // When the task's context ends (lost lease, worker stopping, the task's
 // time limit, a cancel) the process group gets SIGTERM, then SIGKILL after
-// KillTimeout or as soon as the worker escalates (Job.Kill). Background
+// KillTimeout or as soon as the worker escalates (Job.Kill); a task so
+// stopped has not succeeded, whatever its exit status. Background
 // processes that still hold the output pipes OrphanGrace after the main
 // process exited are killed with a warning.
 type Shell struct {

@@ -17,9 +17,10 @@ import (
 
 // Handler runs one task. It returns nil when the task succeeded. Its context
 // is cancelled when the task must stop: the lease was lost
-// (errors.Is(context.Cause(ctx), errcode.LockLost)), or the worker is
-// stopping; the worker then settles the task itself, whatever the handler
-// returns. A Handler that returns an error wrapping ErrPermanent (see
+// (errors.Is(context.Cause(ctx), errcode.LockLost)), and the worker then
+// leaves the task to the lease's new holder whatever the handler returns,
+// or the worker is stopping, and it then requeues the task unless the
+// handler returns nil (which completes it). A Handler that returns an error wrapping ErrPermanent (see
 // Permanent) has its task dead-lettered at once; any other error is retried
 // while the task's budget lasts; a panic is such an error (a *TaskError:
 // "handler panicked: ...", the stack as its detail), recovered so that the

@@ -157,6 +157,36 @@ func TestStopRequeuesRunningTask(t *testing.T) {
 	}
 }
 
+// TestStopCompletesTaskThatSucceeds: a handler that still succeeds after
+// Stop cancelled its context has its task completed, not requeued to run
+// again.
+func TestStopCompletesTaskThatSucceeds(t *testing.T) {
+	t.Parallel()
+	q := openQueue(t)
+	push(t, q, &jobq.Task{Command: "finishes anyway"})
+	started := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
+		close(started)
+		<-ctx.Done()
+		return nil
+	})
+	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+	<-started
+	w.Stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.Admin().Size(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := w.Counts(); n != 0 || c.Done != 1 || c.Requeued != 0 {
+		t.Fatalf("after Stop: queue size %d, counts %+v; want the task completed, none requeued", n, c)
+	}
+}
+
 func TestDrainFinishesRunningTask(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
