@@ -172,9 +172,10 @@ func (e *Envelope) settledError(op, what string) error {
 	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: e.q.url, Msg: fmt.Sprintf("message %s %s", e.MessageID, what)}
 }
 
-// begin marks the envelope settled; it fails when it was settled before.
-func (e *Envelope) begin(op string) (driver.Lease, error) {
-	if err := e.q.checkOpen(op); err != nil {
+// begin marks the envelope settled; it fails when it was settled before,
+// or when ctx has ended (nothing is sent then).
+func (e *Envelope) begin(ctx context.Context, op string) (driver.Lease, error) {
+	if err := e.q.checkLive(ctx, op); err != nil {
 		return driver.Lease{}, err
 	}
 	e.mu.Lock()
@@ -229,7 +230,7 @@ func (e *Envelope) Complete(ctx context.Context) error {
 // adding one to the task's group counter st. Only a completion (op
 // "complete") counts in jobq.tasks.completed: a cancel does not.
 func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord, st driver.GroupState) error {
-	lease, err := e.begin(op)
+	lease, err := e.begin(ctx, op)
 	if err != nil {
 		return err
 	}
@@ -273,7 +274,7 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 	if m := e.q.caps.MaxMessageBytes; m > 0 && len(body) > m {
 		return errorf(errcode.TooLarge, op, "the task's new body is %d bytes; the backend's limit is %d", len(body), m)
 	}
-	lease, err := e.begin(op)
+	lease, err := e.begin(ctx, op)
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func (e *Envelope) requeue(ctx context.Context, op string, delay time.Duration, 
 // backends that cannot renew.
 func (e *Envelope) Renew(ctx context.Context, d time.Duration) error {
 	const op = "renew"
-	if err := e.q.checkOpen(op); err != nil {
+	if err := e.q.checkLive(ctx, op); err != nil {
 		return err
 	}
 	if d == 0 {
@@ -339,7 +340,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err e
 		return err
 	}
 	rec := e.recordOf(ctx, driver.ResultDeadLettered, reason, detail)
-	lease, err := e.begin(op)
+	lease, err := e.begin(ctx, op)
 	if err != nil {
 		return err
 	}

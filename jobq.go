@@ -236,6 +236,18 @@ func (q *Queue) wrapWrite(op string, err error) error {
 	return werr
 }
 
+// checkLive is checkOpen, then ctx: a call whose context has ended before
+// it began sends nothing, so its error is ctx's without MaybeApplied.
+func (q *Queue) checkLive(ctx context.Context, op string) error {
+	if err := q.checkOpen(op); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return q.wrap(op, notSent(ctx))
+	}
+	return nil
+}
+
 func (q *Queue) checkOpen(op string) error {
 	if q.closed.Load() {
 		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url, Msg: "queue is closed", Err: errClosed}
@@ -616,6 +628,9 @@ func (q *Queue) ReceiveBatch(ctx context.Context, limit int, opts ReceiveOptions
 		// otherwise wait forever.
 		return nil, errorf(errcode.InvalidArgument, op, "wait is %v; use 0 to return at once, a positive wait, or WaitForever", opts.Wait)
 	}
+	if err := q.checkLive(ctx, op); err != nil {
+		return nil, err
+	}
 	w := newReceiveWait(opts.Wait)
 	for {
 		began := time.Now()
@@ -848,7 +863,7 @@ func (a *Admin) Size(ctx context.Context) (int64, error) {
 func (a *Admin) Clear(ctx context.Context) (int64, error) {
 	q := a.q
 	const op = "clear"
-	if err := q.checkOpen(op); err != nil {
+	if err := q.checkLive(ctx, op); err != nil {
 		return 0, err
 	}
 	n, err := q.drv.Clear(ctx)

@@ -451,6 +451,9 @@ func (a *Admin) Cancel(ctx context.Context, ids ...string) ([]CancelResult, erro
 	if err := checkIDs(op, ids); err != nil || len(ids) == 0 {
 		return nil, err
 	}
+	if err := q.checkLive(ctx, op); err != nil {
+		return nil, err
+	}
 	unique := uniqueIDs(ids)
 	dropped, released, err := q.cancelHeld(ctx, op, store, unique)
 	if err != nil {

@@ -2,6 +2,7 @@ package confsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -124,7 +125,8 @@ func checkClosedQueue(c *C) {
 }
 
 // checkCanceledContext: a canceled context fails every call with code
-// Canceled and changes nothing; a deadline ends a waiting Receive.
+// Canceled, without MaybeApplied, and changes nothing; a deadline ends a
+// waiting Receive.
 func checkCanceledContext(c *C) {
 	q := c.open()
 	ready := c.push(q, task("canceled ready"))[0]
@@ -182,7 +184,14 @@ func checkCanceledContext(c *C) {
 		}
 	}
 	for _, op := range ops {
-		c.expectCode(op.do(), errcode.Canceled, op.name+" with a canceled context")
+		err := op.do()
+		c.expectCode(err, errcode.Canceled, op.name+" with a canceled context")
+		// The context ended before the call began: nothing was sent, so
+		// the outcome is known.
+		var je *jobq.Error
+		if errors.As(err, &je) && je.MaybeApplied {
+			c.Errorf("%s with a canceled context: %v; want no MaybeApplied (nothing was sent)", op.name, err)
+		}
 	}
 	// Nothing changed: the held message is still held, the ready one and
 	// only it is still there.
