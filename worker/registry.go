@@ -20,6 +20,10 @@ import (
 // registryTimeout bounds one write of the worker's record.
 const registryTimeout = 10 * time.Second
 
+// lateWithdrawTimeout bounds the withdrawal of a worker whose stop timeout
+// has passed.
+const lateWithdrawTimeout = time.Second
+
 // registryPurgeEvery is how often a worker purges the records of workers
 // gone for longer than driver.WorkerRetention (besides once at start).
 const registryPurgeEvery = time.Hour
@@ -156,7 +160,14 @@ func (r *registry) info() *jobq.WorkerInfo {
 // put writes the record: an announcement or heartbeat, or the withdrawal.
 // A failure is logged at WARN once, then at DEBUG until a write succeeds.
 func (r *registry) put(withdraw bool) error {
-	ctx, cancel := context.WithTimeout(r.w.writeCtx, registryTimeout)
+	parent, timeout := r.w.writeCtx, registryTimeout
+	if withdraw && parent.Err() != nil {
+		// Run's writes were cut off at the stop timeout; the withdrawal
+		// still gets a moment, or the worker would be listed as vanished
+		// instead of withdrawn, but no more: Run returns by the timeout.
+		parent, timeout = context.WithoutCancel(parent), lateWithdrawTimeout
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	info := r.info()
 	var err error
