@@ -35,8 +35,9 @@ type ScheduleOptions struct {
 // worker (worker.Options.NoSchedules unset) or `jobq QUEUE scheduler`
 // fires due slots; each slot is pushed once however many of them run (see
 // the Schedules capability for each backend's guarantee). t must have no
-// ID and no NotBefore. A name the queue already has fails with
-// AlreadyExists.
+// ID and no NotBefore. A name the queue already has (or another call adds
+// at the same moment) fails with AlreadyExists, one being removed with
+// FailedPrecondition.
 func (p *Admin) AddSchedule(ctx context.Context, name, cron string, t *Task, o ScheduleOptions) (driver.ScheduleSpec, error) {
 	const op = "schedule add"
 	spec, err := newScheduleSpec(name, cron, t, o)
@@ -48,35 +49,56 @@ func (p *Admin) AddSchedule(ctx context.Context, name, cron string, t *Task, o S
 		return spec, err
 	}
 	spec.Since = time.Now().Truncate(time.Millisecond)
-	fresh := driver.FiredState{Name: name, Slot: time.UnixMilli(0), Pushed: true}
-	won, err := swapFired(ctx, ps, fresh, 0)
+	// The firing state starts at the add's time, so that a scheduler still
+	// holding the state of a removed schedule of this name expects another
+	// value: its claim fails rather than fire the old definition.
+	won, err := swapFired(ctx, ps, driver.FiredState{Name: name, Slot: spec.Since, Pushed: true}, 0)
 	if err != nil {
 		return spec, p.q.wrapWrite(op, err)
 	}
 	if !won {
-		pols, err := ps.ListPolicies(ctx)
-		if err != nil {
-			return spec, p.q.wrap(op, err)
-		}
-		if len(findSchedule(pols, name)) > 0 {
-			return spec, &Error{Code: errcode.AlreadyExists, Op: op, Queue: p.q.url,
-				Msg: fmt.Sprintf("schedule %q already exists in this queue: remove it first (`schedule rm %s`) or pick another name", name, name)}
-		}
-		// A firing state without a definition is what an interrupted
-		// remove leaves: start it afresh.
-		if err := ps.SetPolicy(ctx, fresh.Policy()); err != nil {
-			return spec, p.q.wrapWrite(op, err)
-		}
-		if _, err := ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name); err != nil {
-			return spec, p.q.wrapWrite(op, err)
-		}
+		return spec, p.addRefused(ctx, ps, name)
 	}
 	if spec.Paused {
 		if err := ps.SetPolicy(ctx, driver.SchedulePaused(name, spec.Since)); err != nil {
 			return spec, p.q.wrapWrite(op, err)
 		}
 	}
-	return spec, p.q.wrapWrite(op, ps.SetPolicy(ctx, spec.Policy()))
+	if err := ps.SetPolicy(ctx, spec.Policy()); err != nil {
+		return spec, p.q.wrapWrite(op, err)
+	}
+	// A remove that marked the state after the swap above may have listed
+	// the definitions before this one was written: take it back as that
+	// remove would have, rather than leave a definition that never fires.
+	pols, err := ps.ListPolicies(ctx)
+	if err != nil {
+		return spec, p.q.wrap(op, err)
+	}
+	if st, limit := firedOf(pols, name); limit == 0 || isRemoval(st) {
+		if _, err := p.dropSchedule(ctx, ps, name); err != nil {
+			return spec, p.q.wrapWrite(op, err)
+		}
+		return spec, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: p.q.url,
+			Msg: fmt.Sprintf("schedule %q was removed while it was being added: add it again", name)}
+	}
+	return spec, nil
+}
+
+// addRefused is AddSchedule's error when the schedule name has a firing
+// state already: the schedule exists, is being added or removed, or a
+// remove was interrupted.
+func (p *Admin) addRefused(ctx context.Context, ps driver.PolicyStore, name string) error {
+	const op = "schedule add"
+	pols, err := ps.ListPolicies(ctx)
+	if err != nil {
+		return p.q.wrap(op, err)
+	}
+	if st, _ := firedOf(pols, name); isRemoval(st) {
+		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: p.q.url,
+			Msg: fmt.Sprintf("schedule %q is being removed: add it again once `schedule rm %s` is done (run it again if it was interrupted)", name, name)}
+	}
+	return &Error{Code: errcode.AlreadyExists, Op: op, Queue: p.q.url,
+		Msg: fmt.Sprintf("schedule %q already exists in this queue: remove it first (`schedule rm %s`) or pick another name", name, name)}
 }
 
 // newScheduleSpec validates a new schedule's parts.
@@ -128,7 +150,7 @@ func (p *Admin) Schedules(ctx context.Context) ([]driver.ScheduleStatus, error) 
 	var out []driver.ScheduleStatus
 	for _, s := range schedulesOf(pols) {
 		st := driver.ScheduleStatus{ScheduleSpec: s.spec}
-		if s.fired.Slot.UnixMilli() > 0 {
+		if s.fired.Slot.After(s.spec.Since) {
 			st.LastFired, st.Pending = s.fired.Slot, !s.fired.Pushed
 		}
 		if c, err := cronslot.Parse(s.spec.Cron, s.spec.TimeZone); err == nil {
@@ -140,28 +162,102 @@ func (p *Admin) Schedules(ctx context.Context) ([]driver.ScheduleStatus, error) 
 }
 
 // RemoveSchedule removes the schedule named name and reports whether there
-// was one. Tasks it already pushed stay queued.
+// was one. Tasks it already pushed stay queued. Where the store swaps
+// atomically (Schedules Native), no slot is pushed after it returns: a
+// slot claimed before is waited for (up to driver.ScheduleClaimGrace)
+// until its push is confirmed.
 func (p *Admin) RemoveSchedule(ctx context.Context, name string) (bool, error) {
 	const op = "schedule rm"
 	ps, err := p.scheduleStore(op)
 	if err != nil {
 		return false, err
 	}
+	had, err := p.stopFiring(ctx, ps, name)
+	if err != nil {
+		return false, p.q.wrapWrite(op, err)
+	}
+	defs, err := p.dropSchedule(ctx, ps, name)
+	return had || defs, p.q.wrapWrite(op, err)
+}
+
+// stopFiring replaces the firing state of the schedule name with a removal
+// mark, which no scheduler's claim expects: from then on no slot of it is
+// claimed. A claim still unconfirmed and younger than
+// driver.ScheduleClaimGrace is waited for first, at most that long, so
+// that its push is done. It reports whether there was a state to replace.
+func (p *Admin) stopFiring(ctx context.Context, ps driver.PolicyStore, name string) (bool, error) {
+	giveUp := time.Now().Add(driver.ScheduleClaimGrace)
+	pause := 10 * time.Millisecond
+	for {
+		pols, err := ps.ListPolicies(ctx)
+		if err != nil {
+			return false, err
+		}
+		st, old := firedOf(pols, name)
+		had := old != 0
+		if isRemoval(st) {
+			return false, nil // another remove got here first
+		}
+		now := time.Now()
+		if had && !st.Pushed && now.Before(giveUp) && now.Sub(st.ClaimedAt) < driver.ScheduleClaimGrace {
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false, fmt.Errorf("waiting for slot %s of schedule %q, claimed by a scheduler, to be pushed: %w", st.Slot.UTC().Format(time.RFC3339), name, ctx.Err())
+			case <-t.C:
+			}
+			pause = min(2*pause, 500*time.Millisecond)
+			continue
+		}
+		won, err := swapFired(ctx, ps, removal(name, now), old)
+		if err != nil || won {
+			return had, err
+		}
+	}
+}
+
+// dropSchedule deletes the definition, pause and firing state of the
+// schedule name, and reports whether it had a definition.
+func (p *Admin) dropSchedule(ctx context.Context, ps driver.PolicyStore, name string) (bool, error) {
 	pols, err := ps.ListPolicies(ctx)
 	if err != nil {
-		return false, p.q.wrap(op, err)
+		return false, err
 	}
 	specs := findSchedule(pols, name)
 	for _, pol := range specs {
 		if _, err := ps.UnsetPolicy(ctx, driver.SchedulePolicy, pol.Key); err != nil {
-			return false, p.q.wrapWrite(op, err)
+			return false, err
 		}
 	}
 	if _, err := ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name); err != nil {
-		return false, p.q.wrapWrite(op, err)
+		return false, err
 	}
-	had, err := ps.UnsetPolicy(ctx, driver.ScheduleFiredPolicy, name)
-	return had || len(specs) > 0, p.q.wrapWrite(op, err)
+	_, err = ps.UnsetPolicy(ctx, driver.ScheduleFiredPolicy, name)
+	return len(specs) > 0, err
+}
+
+// removal is the firing state a remove leaves while it deletes the rest:
+// slot 1 ms after the epoch (no cron slot), not pushed, claimed now (so
+// that a scheduler of an older version waits rather than take it over).
+func removal(name string, now time.Time) driver.FiredState {
+	return driver.FiredState{Name: name, Slot: time.UnixMilli(1), ClaimedAt: now}
+}
+
+// isRemoval reports whether st is a removal's mark.
+func isRemoval(st driver.FiredState) bool { return !st.Pushed && st.Slot.UnixMilli() == 1 }
+
+// firedOf returns the firing state of the schedule name among pols and
+// its stored Limit (0: none; a state that does not parse is kept with its
+// Limit, so that it can be swapped away).
+func firedOf(pols []driver.Policy, name string) (driver.FiredState, int64) {
+	for _, pol := range pols {
+		if pol.Kind == driver.ScheduleFiredPolicy && pol.Key == name {
+			st, _ := driver.ParseFired(pol)
+			return st, pol.Limit
+		}
+	}
+	return driver.FiredState{}, 0
 }
 
 // PauseSchedule stops the schedule named name firing until ResumeSchedule;

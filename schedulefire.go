@@ -52,7 +52,7 @@ func (p *Admin) fireSchedules(ctx context.Context, now time.Time, fault schedule
 	var runs []driver.ScheduleRun
 	var errs []error
 	for _, s := range schedulesOf(pols) {
-		if s.spec.Paused || !s.hasFired {
+		if s.spec.Paused || !s.hasFired || isRemoval(s.fired) {
 			continue
 		}
 		if c, err := cronslot.Parse(s.spec.Cron, s.spec.TimeZone); err == nil {

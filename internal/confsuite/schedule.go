@@ -1,6 +1,7 @@
 package confsuite
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -37,6 +38,9 @@ type schedRig struct {
 // push and its confirmation (after the task ran). Bad input is refused with
 // InvalidArgument, a second schedule of one name with AlreadyExists; a
 // paused schedule fires nothing; list, pause and rm do what they say.
+// Native: a scheduler that decided a slot before the schedule was removed
+// and added again pushes nothing; rm waits for a slot claimed before it to
+// be pushed; of two adds of one name at once, one succeeds.
 // Unsupported: AddSchedule fails with Unimplemented. Emulated: the same,
 // except that racing schedulers may both push a slot on a queue without
 // dedup.
@@ -68,6 +72,11 @@ func checkSchedules(c *C) {
 	r.killedAfterPush(5)
 	r.paused(6)
 	r.listAndRemove()
+	if level(q, driver.Schedules) == driver.Native {
+		r.readdedWhileFiring(8)
+		r.removedWhileClaimed(9)
+		r.addedTwiceAtOnce()
+	}
 }
 
 // slot returns the k-th minute slot after the schedule was added, and a
@@ -249,6 +258,131 @@ func (r *schedRig) listAndRemove() {
 	_, now := r.slot(7)
 	if runs, err := r.fire(r.b, now, nil); err != nil || len(runs) != 0 {
 		c.Errorf("FireSchedules after RemoveSchedule = %+v, %v; want nothing pushed", runs, err)
+	}
+}
+
+// readd adds the schedule again with the cron expression cron; its slots
+// count from then on (slot k is then slot k of the first definition or the
+// one after: pass a k no earlier check used).
+func (r *schedRig) readd(cron string) {
+	spec, err := r.q.Admin().AddSchedule(r.c.ctx(), r.name, cron, task("scheduled"), jobq.ScheduleOptions{})
+	if err != nil {
+		r.c.Fatalf("AddSchedule of %s again: %v", r.name, err)
+	}
+	r.since = spec.Since
+}
+
+// readdedWhileFiring: scheduler a decides slot k of a new schedule
+// is due; before it claims the slot, the schedule is removed and added
+// again with another cron expression. a must push nothing: the slot is
+// the old definition's.
+func (r *schedRig) readdedWhileFiring(k int) {
+	c := r.c
+	r.readd("* * * * *")
+	slot, now := r.slot(k)
+	old := r.since
+	runs, err := r.fire(r.a, now, func(stage, _ string, _ time.Time) error {
+		if stage != "decided" {
+			return nil
+		}
+		if _, err := r.q.Admin().RemoveSchedule(c.ctx(), r.name); err != nil {
+			c.Errorf("RemoveSchedule while a scheduler fires: %v", err)
+		}
+		for !time.Now().Truncate(time.Millisecond).After(old) {
+			// the new definition must be added in a later millisecond
+		}
+		if _, err := r.q.Admin().AddSchedule(c.ctx(), r.name, "0 0 1 1 *", task("scheduled"), jobq.ScheduleOptions{}); err != nil {
+			c.Errorf("AddSchedule again while a scheduler fires: %v", err)
+		}
+		return nil
+	})
+	if err != nil || len(runs) != 0 {
+		c.Errorf("FireSchedules of a schedule removed and added again with another cron expression after the slot was decided = %+v, %v; want nothing pushed", runs, err)
+	}
+	r.drain()
+	r.expectRuns(slot, 0, 0, "first slot of a schedule replaced while a scheduler fired it")
+	if had, err := r.q.Admin().RemoveSchedule(c.ctx(), r.name); err != nil || !had {
+		c.Errorf("RemoveSchedule of the replacement = %v, %v; want true, nil", had, err)
+	}
+}
+
+// removedWhileClaimed: scheduler a has claimed a slot and not pushed it
+// yet; RemoveSchedule waits for that push rather than return first (here
+// it gives up when its context ends), and once a has pushed, it removes
+// the schedule: the slot ran once, and nothing fires after.
+func (r *schedRig) removedWhileClaimed(k int) {
+	c := r.c
+	r.readd("* * * * *")
+	slot, now := r.slot(k)
+	runs, err := r.fire(r.a, now, func(stage, _ string, _ time.Time) error {
+		if stage != "claimed" {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(c.ctx(), time.Second)
+		defer cancel()
+		_, err := r.q.Admin().RemoveSchedule(ctx, r.name)
+		c.expectCode(err, errcode.DeadlineExceeded, "RemoveSchedule while a claimed slot is not pushed yet, given 1s")
+		if list, err := r.q.Admin().Schedules(c.ctx()); err != nil || len(list) != 1 {
+			c.Errorf("Schedules after a RemoveSchedule that gave up = %+v, %v; want the schedule kept", list, err)
+		}
+		return nil
+	})
+	if err != nil || len(runs) != 1 {
+		c.Errorf("FireSchedules whose claim a RemoveSchedule waited for = %+v, %v; want the slot pushed", runs, err)
+	}
+	if had, err := r.q.Admin().RemoveSchedule(c.ctx(), r.name); err != nil || !had {
+		c.Errorf("RemoveSchedule after the push = %v, %v; want true, nil", had, err)
+	}
+	r.drain()
+	r.expectRuns(slot, 1, 1, "slot claimed before a RemoveSchedule")
+	_, later := r.slot(k + 1)
+	if runs, err := r.fire(r.b, later, nil); err != nil || len(runs) != 0 {
+		c.Errorf("FireSchedules after RemoveSchedule = %+v, %v; want nothing pushed", runs, err)
+	}
+}
+
+// addedTwiceAtOnce: two handles add a schedule of one name at the same
+// moment, with different cron expressions, a number of times: each time
+// one add succeeds and the other fails with AlreadyExists, and the queue
+// keeps the one definition that succeeded.
+func (r *schedRig) addedTwiceAtOnce() {
+	c := r.c
+	crons := []string{"0 1 * * *", "0 2 * * *"}
+	for round := range 20 {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, h := range []*handle{r.a, r.b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = h.Admin().AddSchedule(c.ctx(), r.name, crons[i], task("scheduled"), jobq.ScheduleOptions{})
+			}()
+		}
+		wg.Wait()
+		won := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && won < 0:
+				won = i
+			case err == nil:
+				c.Fatalf("round %d: both AddSchedule calls of one name at once succeeded; want one AlreadyExists", round)
+			default:
+				c.expectCode(err, errcode.AlreadyExists, "AddSchedule of a name another handle adds at the same moment")
+			}
+		}
+		if won < 0 {
+			c.Fatalf("round %d: neither AddSchedule of one name at once succeeded: %v", round, errs)
+		}
+		list, err := r.q.Admin().Schedules(c.ctx())
+		if err != nil || len(list) != 1 || list[0].Cron != crons[won] {
+			c.Fatalf("round %d: Schedules after two adds at once = %+v, %v; want the one that succeeded (%s)", round, list, err, crons[won])
+		}
+		if had, err := r.q.Admin().RemoveSchedule(c.ctx(), r.name); err != nil || !had {
+			c.Fatalf("round %d: RemoveSchedule = %v, %v; want true, nil", round, had, err)
+		}
+		if had, err := r.q.Admin().RemoveSchedule(c.ctx(), r.name); err != nil || had {
+			c.Fatalf("round %d: a second RemoveSchedule = %v, %v; want false, nil (one definition)", round, had, err)
+		}
 	}
 }
 
