@@ -124,19 +124,12 @@ func TestWithdrawnAfterStopTimeout(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
 	push(t, q, &jobq.Task{Command: "stuck"})
-	started, release := make(chan struct{}), make(chan struct{})
+	release := make(chan struct{})
 	defer close(release)
-	h := worker.HandlerFunc(func(context.Context, *worker.Job) error {
-		close(started)
+	_, _ = runAndStop(q, worker.Options{StopTimeout: 100 * time.Millisecond, Wait: true, WorkerID: "w-stuck"}, func(context.Context) error {
 		<-release
 		return nil
 	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), StopTimeout: 100 * time.Millisecond, Wait: true, WorkerID: "w-stuck"})
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(context.Background()) }()
-	<-started
-	w.Stop()
-	<-ran
 	ws, err := q.Admin().Workers(t.Context(), jobq.WorkersOptions{Withdrawn: true, TTL: time.Hour})
 	if err != nil || len(ws) != 1 || ws[0].ID != "w-stuck" || ws[0].State != jobq.WorkerWithdrawn {
 		t.Fatalf("after Run returned past its stop timeout, the listing holds %+v (%v); want w-stuck withdrawn", ws, err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,27 @@ func openQueue(t testing.TB) *jobq.Queue {
 var fastRetry = jobq.Backoff{Base: time.Millisecond, Cap: time.Millisecond}
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// runAndStop runs a worker of q (quiet unless o has a logger) whose
+// handler runs handle, stops it once the first task's handler started,
+// and returns it with Run's error.
+func runAndStop(q *jobq.Queue, o worker.Options, handle func(ctx context.Context) error) (*worker.Worker, error) {
+	started := make(chan struct{})
+	var once sync.Once
+	h := worker.HandlerFunc(func(ctx context.Context, _ *worker.Job) error {
+		once.Do(func() { close(started) })
+		return handle(ctx)
+	})
+	if o.Logger == nil {
+		o.Logger = quietLog()
+	}
+	w := worker.New(q, h, o)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+	<-started
+	w.Stop()
+	return w, <-errc
+}
 
 func push(t *testing.T, q *jobq.Queue, tasks ...*jobq.Task) {
 	t.Helper()
@@ -132,18 +154,11 @@ func TestStopRequeuesRunningTask(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
 	push(t, q, &jobq.Task{Command: "sleep 100"})
-	started := make(chan struct{})
-	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
-		close(started)
+	w, err := runAndStop(q, worker.Options{Poll: 100 * time.Millisecond}, func(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(context.Background()) }()
-	<-started
-	w.Stop()
-	if err := <-errc; err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	st, err := q.Admin().Stats(context.Background())
@@ -164,18 +179,11 @@ func TestStopCompletesTaskThatSucceeds(t *testing.T) {
 	t.Parallel()
 	q := openQueue(t)
 	push(t, q, &jobq.Task{Command: "finishes anyway"})
-	started := make(chan struct{})
-	h := worker.HandlerFunc(func(ctx context.Context, job *worker.Job) error {
-		close(started)
+	w, err := runAndStop(q, worker.Options{Poll: 100 * time.Millisecond}, func(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	})
-	w := worker.New(q, h, worker.Options{Logger: quietLog(), Poll: 100 * time.Millisecond})
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(context.Background()) }()
-	<-started
-	w.Stop()
-	if err := <-errc; err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	n, err := q.Admin().Size(context.Background())
