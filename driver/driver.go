@@ -339,9 +339,10 @@ type Driver interface {
 	// are skipped. A driver that keeps result records (ResultStore) deletes
 	// the record of each task it requeues in the same step, so that waiting
 	// for the task waits for its new run; and where InPlaceUpdate is native
-	// it keeps the message's delivery count, so that the next delivery
-	// counts on from the dead letter's (the attempt history and the record
-	// then count deliveries across runs).
+	// and the engine lets a delivery count be set (not Storage Queue's
+	// dequeue count) it keeps the message's delivery count, so that the
+	// next delivery counts on from the dead letter's (the attempt history
+	// and the record then count deliveries across runs).
 	RequeueDead(ctx context.Context, ids []string) (int64, error)
 
 	// PurgeDead deletes the named dead letters (all when ids is nil) and
