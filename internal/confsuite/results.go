@@ -314,19 +314,25 @@ func checkWaitGone(c *C) {
 	if _, err := q.Admin().Clear(c.ctx()); err != nil {
 		c.Fatalf("clear: %v", err)
 	}
-	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{}); err != nil || !ok || !slices.Equal(gone, []string{cleared, never}) || early != nil {
-		c.Errorf("GoneTasks after a clear = %v, %v, %v, %v; want [%s %s], none early, true, nil (the held task stays held)", gone, early, ok, err, cleared, never)
-	}
-	// A wait that counts ends from a time after the records (a worker's
-	// clock behind the waiter's) is told which ended before it.
-	later := time.Now().Add(time.Hour)
-	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, later); err != nil || !ok || !slices.Equal(gone, []string{cleared, never}) || !slices.Equal(early, []string{done, running}) {
-		c.Errorf("GoneTasks since an hour ahead = %v, %v, %v, %v; want [%s %s], early [%s %s], true, nil", gone, early, ok, err, cleared, never, done, running)
-	}
+	c.goneAfterClear(q, ids, []string{cleared, never}, []string{done, running})
 	ctx, cancel := context.WithTimeout(c.ctx(), 300*time.Millisecond)
 	defer cancel()
 	_, err = q.Wait(ctx, cleared)
 	c.expectCode(err, errcode.DeadlineExceeded, "a wait for a cleared task (one may yet be pushed with its ID)")
+}
+
+// goneAfterClear checks GoneTasks of ids after a clear: wantGone are gone;
+// none ended early, except, for a wait that counts ends from an hour ahead
+// (a worker's clock behind the waiter's), wantEarly.
+func (c *C) goneAfterClear(q *handle, ids, wantGone, wantEarly []string) {
+	c.Helper()
+	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{}); err != nil || !ok || !slices.Equal(gone, wantGone) || early != nil {
+		c.Errorf("GoneTasks after a clear = %v, %v, %v, %v; want %v, none early, true, nil (the held task stays held)", gone, early, ok, err, wantGone)
+	}
+	later := time.Now().Add(time.Hour)
+	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, later); err != nil || !ok || !slices.Equal(gone, wantGone) || !slices.Equal(early, wantEarly) {
+		c.Errorf("GoneTasks since an hour ahead = %v, %v, %v, %v; want %v, early %v, true, nil", gone, early, ok, err, wantGone, wantEarly)
+	}
 }
 
 // A waitReport is a result WaitFunc reported, or, once it returned, its
