@@ -410,15 +410,14 @@ func checkGroupStepOnce(c *C) {
 	for i := range hs {
 		hs[i] = c.openQueue(q.ref)
 	}
-	var mu sync.Mutex
-	released := 0
+	race := &stepRace{n: n, ended: map[string]bool{}, progress: time.Now()}
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for _, w := range hs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- c.raceWorker(w, g, step, &mu, &released)
+			errs <- c.raceWorker(w, g, step, race)
 		}()
 	}
 	wg.Wait()
@@ -428,8 +427,8 @@ func checkGroupStepOnce(c *C) {
 			c.Fatalf("a racing worker: %v", err)
 		}
 	}
-	if released != 1 {
-		c.Fatalf("the step was released %d times by 8 racing sweepers; want exactly once", released)
+	if race.released != 1 {
+		c.Fatalf("the step was released %d times by 8 racing sweepers; want exactly once", race.released)
 	}
 	e := c.receive(q, c.longVis(q))
 	if e.Task.ID != step {
@@ -470,17 +469,45 @@ func checkGroupStepOnce(c *C) {
 	c.complete(replaced)
 }
 
+// stepRace is what checkGroupStepOnce's racing workers share.
+type stepRace struct {
+	n        int // the group's tasks
+	mu       sync.Mutex
+	released int             // step releases the sweeps made
+	ended    map[string]bool // the group's tasks completed
+	progress time.Time       // when the last of them was completed
+}
+
+// stalled says, with the progress so far, why the race has made none for
+// limit: no task completed, or, once all were, no sweep released the step.
+func (r *stepRace) stalled(limit time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.progress) <= limit {
+		return nil
+	}
+	if len(r.ended) < r.n {
+		return fmt.Errorf("no task of the group was completed for %v (%d of %d were), and the step is still held", limit, len(r.ended), r.n)
+	}
+	return fmt.Errorf("the step was not released within %v of the group's last task ending (all %d were completed)", limit, r.n)
+}
+
 // raceWorker receives and completes the group's tasks on w, sweeping
 // after each settlement, until the step is out of its hold (released by
-// it or another); it adds to released the step releases its sweeps made.
-func (c *C) raceWorker(w *handle, g, step string, mu *sync.Mutex, released *int) error {
+// it or another); it adds to r.released the step releases its sweeps made.
+// It fails when the race stalls: no task completed, or no release after
+// the last, for six patiences. (Each worker sweeps after each of its 8 or
+// more settlements; an emulated sweep of eight racing workers, blob
+// listings and reads, took 0.3-1.1 s on Azurite, about 27 s for the whole
+// check on a quiet machine and past a minute on a loaded one: the limit
+// counts from the last progress, not from the start.)
+func (c *C) raceWorker(w *handle, g, step string, r *stepRace) error {
 	vis := c.longVis(w)
-	// Each worker sweeps after each of its 8 or more settlements; an
-	// emulated sweep (blob listings and reads) of eight racing workers
-	// took 0.3-1.1 s on Azurite, about 27 s for the check on a quiet
-	// machine.
-	deadline := time.Now().Add(6 * c.patience())
-	for time.Now().Before(deadline) {
+	limit := 6 * c.patience()
+	for {
+		if err := r.stalled(limit); err != nil {
+			return err
+		}
 		e, err := w.Receive(c.ctx(), jobq.ReceiveOptions{Visibility: vis})
 		switch {
 		case errors.Is(err, jobq.ErrEmpty):
@@ -495,14 +522,20 @@ func (c *C) raceWorker(w *handle, g, step string, mu *sync.Mutex, released *int)
 			if err := e.Complete(c.ctx()); err != nil {
 				return err
 			}
+			r.mu.Lock()
+			if !r.ended[e.Task.ID] {
+				r.ended[e.Task.ID] = true
+				r.progress = time.Now()
+			}
+			r.mu.Unlock()
 		}
 		res, err := w.Admin().SweepHeld(c.ctx())
 		if err != nil {
 			return err
 		}
-		mu.Lock()
-		*released += len(res.Released)
-		mu.Unlock()
+		r.mu.Lock()
+		r.released += len(res.Released)
+		r.mu.Unlock()
 		st, err := w.Admin().GroupStep(c.ctx(), g)
 		if err != nil {
 			return err
@@ -511,7 +544,6 @@ func (c *C) raceWorker(w *handle, g, step string, mu *sync.Mutex, released *int)
 			return nil
 		}
 	}
-	return fmt.Errorf("the step was not released within %v", 6*c.patience())
 }
 
 // checkGroupStepSettlerDies: the worker that settles a group's last task
