@@ -84,11 +84,18 @@ func deadID(m *azservicebus.ReceivedMessage) string {
 // fresh delivery count) and completed in the sub-queue; a crash in between
 // leaves a duplicate, never a loss.
 func (d *Driver) RequeueDead(ctx context.Context, ids []string) (int64, error) {
-	return d.scanDead(ctx, "requeue dead letters", ids, func(m *azservicebus.ReceivedMessage) error {
-		// Before the send: the new run may end, and write its record, at once.
-		if err := d.rec.ForgetRequeued(ctx, taskID(m)); err != nil {
-			return err
+	// The records go before the sends (the new run may end, and write its
+	// record, at once), a received batch's at once: one by one, with the
+	// scan's other letters locked meanwhile, they made a scan outlast its
+	// locks.
+	forget := func(chosen []*azservicebus.ReceivedMessage) error {
+		tasks := make([]string, len(chosen))
+		for i, m := range chosen {
+			tasks[i] = taskID(m)
 		}
+		return d.rec.ForgetRequeued(ctx, tasks...)
+	}
+	return d.scanDead(ctx, "requeue dead letters", ids, forget, func(m *azservicebus.ReceivedMessage) error {
 		cp := newMessage("requeue-"+tokenString(m.LockToken), taskID(m), m.Body, 0)
 		if err := d.sender.SendMessage(ctx, cp, nil); err != nil {
 			return err
@@ -109,16 +116,18 @@ func (d *Driver) deadRenewAfter() time.Duration {
 
 // PurgeDead implements driver.Driver by completing the chosen dead letters.
 func (d *Driver) PurgeDead(ctx context.Context, ids []string) (int64, error) {
-	return d.scanDead(ctx, "purge dead letters", ids, func(m *azservicebus.ReceivedMessage) error {
+	return d.scanDead(ctx, "purge dead letters", ids, nil, func(m *azservicebus.ReceivedMessage) error {
 		return d.dead.CompleteMessage(ctx, m, nil)
 	})
 }
 
 // scanDead peek-locks the dead letters and applies fn to those that ids
-// names (by sequence number, MessageId or task ID; all when ids is nil).
+// names (by sequence number, MessageId or task ID; all when ids is nil),
+// after prepare, when set, with the chosen ones of each received batch.
 // Messages that are not chosen stay locked until the scan ends, so that no
 // message is seen twice, and are then abandoned.
-func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(*azservicebus.ReceivedMessage) error) (int64, error) {
+func (d *Driver) scanDead(ctx context.Context, op string, ids []string, prepare func([]*azservicebus.ReceivedMessage) error,
+	fn func(*azservicebus.ReceivedMessage) error) (int64, error) {
 	if err := d.closing.Err(); err != nil {
 		return 0, err
 	}
@@ -146,6 +155,10 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 			break
 		}
 		locked := time.Now()
+		if err := prepareChosen(prepare, want, ids == nil, msgs); err != nil {
+			skipped = append(skipped, msgs...)
+			return n, d.fail(op, err)
+		}
 		for i, m := range msgs {
 			keys := matches(want, m)
 			if ids != nil && len(keys) == 0 {
@@ -185,6 +198,24 @@ func (d *Driver) scanDead(ctx context.Context, op string, ids []string, fn func(
 		}
 	}
 	return n, nil
+}
+
+// prepareChosen runs prepare, when set, with the messages of msgs that want
+// names (all of them when all).
+func prepareChosen(prepare func([]*azservicebus.ReceivedMessage) error, want map[string]bool, all bool, msgs []*azservicebus.ReceivedMessage) error {
+	if prepare == nil {
+		return nil
+	}
+	var chosen []*azservicebus.ReceivedMessage
+	for _, m := range msgs {
+		if all || len(matches(want, m)) > 0 {
+			chosen = append(chosen, m)
+		}
+	}
+	if len(chosen) == 0 {
+		return nil
+	}
+	return prepare(chosen)
 }
 
 // scanOutlastedLock is the error of a scan for named dead letters that took

@@ -2,6 +2,7 @@ package blobresults
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
@@ -35,13 +36,18 @@ func (r *Records) DeleteResults(ctx context.Context, ids []string) (int64, error
 	return s.DeleteResults(ctx, ids)
 }
 
-// ForgetRequeued deletes the record of task id, requeued from the dead
-// letters, so that a wait waits for its new run (driver.Driver's
-// RequeueDead); without a store, or for an empty id, it does nothing.
-func (r *Records) ForgetRequeued(ctx context.Context, id string) error {
-	if r.store == nil || id == "" {
+// ForgetRequeued deletes the records of tasks ids, requeued from the dead
+// letters, so that a wait waits for their new runs (driver.Driver's
+// RequeueDead), in parallel; without a store it does nothing, and empty
+// ids are skipped.
+func (r *Records) ForgetRequeued(ctx context.Context, ids ...string) error {
+	if r.store == nil {
 		return nil
 	}
-	_, err := r.store.DeleteResults(ctx, []string{id})
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == "" })
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := r.store.DeleteResults(ctx, ids)
 	return err
 }
