@@ -11,8 +11,16 @@ import (
 // claims, pushes and deletes, and what that guarantees.
 var _ driver.HeldStore = (*Driver)(nil)
 
-// Hold implements driver.HeldStore.
+// Hold implements driver.HeldStore. A task whose ID Service Bus would
+// refuse as a MessageId is refused here, not at its release.
 func (d *Driver) Hold(ctx context.Context, msgs []*driver.HeldMessage) ([]driver.PushResult, error) {
+	for _, h := range msgs {
+		if h != nil {
+			if err := checkMessageID(h.Message.ID); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return d.rec.Hold(ctx, msgs)
 }
 

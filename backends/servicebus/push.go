@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unicode/utf16"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -11,8 +12,32 @@ import (
 	"github.com/jobq/jobq/errcode"
 )
 
-// maxMessageIDLen is Service Bus's limit on MessageId.
+// maxMessageIDLen is Service Bus's limit on MessageId, in characters
+// (UTF-16 units).
 const maxMessageIDLen = 128
+
+// checkMessageID refuses a task ID that Service Bus would refuse as a
+// MessageId.
+func checkMessageID(id string) error {
+	if n := messageIDLen(id); n > maxMessageIDLen {
+		return driver.Errorf(errcode.InvalidArgument,
+			"servicebus push: task ID %q is %d characters, longer than Service Bus's %d-character MessageId limit; use a shorter ID", id, n, maxMessageIDLen)
+	}
+	return nil
+}
+
+// messageIDLen is the length of id as Service Bus counts it: UTF-16 units.
+// Up to maxMessageIDLen bytes it is the byte count, which bounds them.
+func messageIDLen(id string) int {
+	if len(id) <= maxMessageIDLen {
+		return len(id)
+	}
+	n := 0
+	for _, r := range id {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
 
 // Push implements driver.Driver. Messages due now go out in as few batches
 // as their size allows; messages with a future NotBefore are scheduled one
@@ -25,9 +50,8 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		return nil, err
 	}
 	for _, m := range msgs {
-		if len(m.ID) > maxMessageIDLen {
-			return nil, driver.Errorf(errcode.InvalidArgument,
-				"servicebus push: task ID %q is longer than Service Bus's %d-character MessageId limit; use a shorter ID", m.ID, maxMessageIDLen)
+		if err := checkMessageID(m.ID); err != nil {
+			return nil, err
 		}
 	}
 	if err := d.rec.AddPushGroups(ctx, msgs); err != nil {
