@@ -76,3 +76,25 @@ func TestDeadlineDuringCall(t *testing.T) {
 		}
 	}
 }
+
+// lateTimer is a context whose deadline is dl and whose Err is still nil,
+// as a context is between its deadline and its timer's firing.
+type lateTimer struct {
+	context.Context
+	dl time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.dl, true }
+
+// TestCtxEndedBeforeItsTimer: a socket timeout seen before the context's
+// timer fired is the deadline's (TestDeadlineDuringCall failed in CI on
+// that race, calling it Unavailable), and a deadline still ahead is not.
+func TestCtxEndedBeforeItsTimer(t *testing.T) {
+	t.Parallel()
+	if err := ctxEnded(lateTimer{context.Background(), time.Now().Add(-time.Millisecond)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ctxEnded past the deadline, before the timer = %v; want context.DeadlineExceeded", err)
+	}
+	if err := ctxEnded(lateTimer{context.Background(), time.Now().Add(time.Hour)}); err != nil {
+		t.Errorf("ctxEnded before the deadline = %v; want nil", err)
+	}
+}

@@ -117,8 +117,10 @@ func (d *Driver) fail(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if cerr := ctx.Err(); cerr != nil && errcode.Of(err) == errcode.Unknown && timedOut(err) {
-		err = fmt.Errorf("%w (%w)", cerr, err)
+	if errcode.Of(err) == errcode.Unknown && timedOut(err) {
+		if cerr := ctxEnded(ctx); cerr != nil {
+			err = fmt.Errorf("%w (%w)", cerr, err)
+		}
 	}
 	e := &driver.Error{Code: classify(err), Msg: fmt.Sprintf("redis %s on queue %s: %v", op, d.queue, err), Err: err}
 	cc, cluster := d.client.(*goredis.ClusterClient)
@@ -147,6 +149,19 @@ func (d *Driver) fail(ctx context.Context, op string, err error) error {
 		e.Msg += " (the queue's hash slot is being moved to another cluster node, or the cluster is down: try again when it is done; workers and pushes retry by themselves)"
 	}
 	return e
+}
+
+// ctxEnded is ctx's error, or context.DeadlineExceeded once its deadline
+// has passed though its timer has not fired yet: go-redis gives the socket
+// the context's deadline, and the socket's timeout may be seen first.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // timedOut tells whether err is a network timeout.
