@@ -498,7 +498,9 @@ func TestEmulatorCancelOnlyScheduled(t *testing.T) {
 // dead-lettering (which adds the reason and description to them).
 func TestEmulatorHeaderLimits(t *testing.T) {
 	t.Parallel()
-	e := emu.Start(t, emu.Options{LockDuration: 5 * time.Second})
+	// A lock long enough to outlast the SDK's retries of the refusal on a
+	// loaded machine (with 5 s, a CI run saw the lock lost instead).
+	e := emu.Start(t, emu.Options{LockDuration: time.Minute})
 	ctx := context.Background()
 	// (Azure's refusal asks to retry, so the SDK would: send without retries)
 	sender, recv := connect(t, e, noRetries)
