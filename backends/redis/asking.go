@@ -10,7 +10,7 @@ import (
 // opener builds. While a queue's slot moves to another master, the keys
 // migrated so far answer ASK, and go-redis resends the command to the
 // importing node after ASKING. A script has to see every key of the queue,
-// but declares only the counter (scripts.go): run on the importing node it
+// but most declare only the counter (scripts.go): run on the importing node it
 // would read the keys still on the migrating one as empty (a claim finding
 // no task) and create keys there that the move cannot migrate afterwards
 // (BUSYKEY, the slot stuck half moved). The guard does not send a script

@@ -12,24 +12,25 @@ import (
 const chunkSize = 256
 
 // runChunks runs s once per argument list (each made by scriptArgs), all in
-// one pipelined round trip, and returns one command per list. Lists the
-// server rejected with NOSCRIPT (its script cache was emptied, for example
-// by a restart) did not run, so they are run again through Script.Run,
-// which loads the script.
-func (d *Driver) runChunks(ctx context.Context, s *goredis.Script, chunks [][]any) []*goredis.Cmd {
+// one pipelined round trip, and returns one command per list. keys, when
+// not nil, are the keys each call declares (see declared), else the calls
+// declare the queue's first. Lists the server rejected with NOSCRIPT (its
+// script cache was emptied, for example by a restart) did not run, so they
+// are run again through Script.Run, which loads the script.
+func (d *Driver) runChunks(ctx context.Context, s *goredis.Script, chunks [][]any, keys [][]string) []*goredis.Cmd {
 	if len(chunks) == 1 {
-		return []*goredis.Cmd{d.runArgs(ctx, s, chunks[0])}
+		return []*goredis.Cmd{s.Run(ctx, d.client, d.keysOf(keys, 0), chunks[0]...)}
 	}
 	cmds := make([]*goredis.Cmd, len(chunks))
 	_, _ = d.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, args := range chunks {
-			cmds[i] = s.EvalSha(ctx, p, d.keys[:1], args...)
+			cmds[i] = s.EvalSha(ctx, p, d.keysOf(keys, i), args...)
 		}
 		return nil
 	})
 	for i, c := range cmds {
 		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			cmds[i] = d.runArgs(ctx, s, chunks[i])
+			cmds[i] = s.Run(ctx, d.client, d.keysOf(keys, i), chunks[i]...)
 		}
 	}
 	return cmds
@@ -42,4 +43,12 @@ func chunkBounds(n int) [][2]int {
 		out = append(out, [2]int{lo, min(lo+chunkSize, n)})
 	}
 	return out
+}
+
+// keysOf is the keys call i of runChunks declares.
+func (d *Driver) keysOf(keys [][]string, i int) []string {
+	if keys == nil || keys[i] == nil {
+		return d.keys[:1]
+	}
+	return keys[i]
 }

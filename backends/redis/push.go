@@ -80,7 +80,7 @@ func (d *Driver) pushNow(ctx context.Context, msgs []*driver.Message) ([]driver.
 		chunks[c] = args
 	}
 	out := make([]driver.PushResult, len(msgs))
-	for c, cmd := range d.runChunks(ctx, pushScript, chunks) {
+	for c, cmd := range d.runChunks(ctx, pushScript, chunks, nil) {
 		if mid, ok := cmd.Val().(int64); ok {
 			// A lone new message's id (pushScript).
 			out[bounds[c][0]] = driver.PushResult{MessageID: strconv.FormatInt(mid, 10)}

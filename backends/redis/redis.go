@@ -254,6 +254,7 @@ type Driver struct {
 	wake    *wakeset.Set
 
 	ownsClient bool        // the URL opener built the client: Close closes it
+	cluster    bool        // the client is a cluster client: settlements declare their keys (declare.go)
 	reloading  atomic.Bool // a cluster client's slot map is being read again (reloadSlots)
 
 	listenMu   sync.Mutex
@@ -303,6 +304,7 @@ func newDriver(client goredis.UniversalClient, prefix, queue string, log *slog.L
 		confirming: map[string]chan struct{}{},
 		resultWake: newResultWaiters(),
 	}
+	_, d.cluster = client.(*goredis.ClusterClient)
 	d.pushes = newPushGroup(d.pushNow)
 	return d
 }

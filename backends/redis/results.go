@@ -197,6 +197,8 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 	// One script call per chunkSize records, pipelined, so that no call
 	// holds Redis for long (or unpacks more than Lua's stack takes).
 	var chunks [][]any
+	var keys [][]string
+	fixed := d.writes(rs)
 	for _, b := range chunkBounds(len(recs)) {
 		head, _ := rs.args(b[0], b[1])
 		args := append(append(d.scriptArgs(4+3*(b[1]-b[0])), b[1]-b[0]), head[:3]...)
@@ -212,9 +214,12 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 		}
 		if len(args) > 5 {
 			chunks = append(chunks, args)
+			if fixed != nil {
+				keys = append(keys, fixed)
+			}
 		}
 	}
-	for _, cmd := range d.runChunks(ctx, putResultsScript, chunks) {
+	for _, cmd := range d.runChunks(ctx, putResultsScript, chunks, keys) {
 		if err := cmd.Err(); err != nil {
 			return d.fail(ctx, op, err)
 		}
@@ -316,6 +321,13 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 		}
 	}
 	rs, asked := prepareAll(cancelled), prepareAll(requested)
+	keys := d.writes(rs, "ids", "due", "ready")
+	switch {
+	case keys == nil:
+		keys = d.keys[:1]
+	case asked.n > 0:
+		keys = append(keys, d.prefix+"rb:"+asked.bucket, d.prefix+"rbs")
+	}
 	for _, b := range chunkBounds(len(cancelled)) {
 		head, tail := rs.args(b[0], b[1])
 		args := append(append([]any{b[1] - b[0]}, head...), tail...)
@@ -327,7 +339,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 				args = append(args, asked.vals[i])
 			}
 		}
-		got, err := d.run(ctx, removeScript, args...).StringSlice()
+		got, err := removeScript.Run(ctx, d.client, keys, append(d.scriptArgs(len(args)), args...)...).StringSlice()
 		if err != nil {
 			return removed, held, d.fail(ctx, op, err)
 		}

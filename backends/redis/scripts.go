@@ -41,7 +41,10 @@ import goredis "github.com/redis/go-redis/v9"
 // building a name in Lua costs, so the scripts declare only the key that
 // routes the call: on Redis Cluster every
 // key of the queue shares its hash tag, so they all live in the slot of the
-// declared one, which is all Redis asks of the keys a script touches.
+// declared one, which is all Redis asks of the keys a script touches. On a
+// cluster the settlement and record scripts also declare the keys they
+// write, so that a slot moving to another node refuses them whole
+// (declare.go).
 //
 // Each message is the hash P.."m:"..id with fields
 //
@@ -188,7 +191,10 @@ local function lease(mid, tok, now, ...) return lease_at(mkey(mid), tok, now, ..
 -- unhold gathers the entry a settled lease has in its concurrency key's set
 -- of held leases (see policyLua), by key, for drop_held to remove with one
 -- SREM per key. A message without a key has none; removing an entry that
--- was never added (no cap at claim time) is harmless.
+-- was never added (no cap at claim time) is harmless. The SREM is a pcall:
+-- while the queue's slot moves, the set may be on the other node (or not
+-- exist), and the entry left behind is a stale one, which the claim drops
+-- (policyLua), not a reason to stop a settlement halfway.
 local function unhold(acc, ckey, mid, tok)
   if not ckey or ckey == '' then return end
   local l = acc[ckey]
@@ -196,7 +202,7 @@ local function unhold(acc, ckey, mid, tok)
   l[#l + 1] = mid .. ':' .. tok
 end
 local function drop_held(acc)
-  for ckey, members in pairs(acc) do redis.call('SREM', P .. 'cin:' .. ckey, unpack(members)) end
+  for ckey, members in pairs(acc) do redis.pcall('SREM', P .. 'cin:' .. ckey, unpack(members)) end
 end
 `
 
@@ -1071,6 +1077,26 @@ var removeScript = goredis.NewScript(common + setsLua + recordLua + liveLua + `
 local IDS = P .. 'ids'
 local n = tonumber(ARGV[2])
 local RB, RBX = ARGV[7 + 2 * n], ARGV[8 + 2 * n]
+-- On a cluster (the call declares the keys it knows of: declare.go) the
+-- keys found only here, the message hashes, their groups and the live
+-- buckets, are checked before the first write: one that is not on this
+-- node (the queue's slot is moving) fails the call with nothing written.
+if #KEYS > 1 then
+  local function here(k) return type(redis.pcall('EXISTS', k)) ~= 'table' end
+  local ok = true
+  for i = 1, n do
+    local mid = redis.call('HGET', IDS, ARGV[5 + 2 * i])
+    if mid then
+      local grp = redis.pcall('HGET', mkey(mid), 'g')
+      ok = ok and type(grp) ~= 'table' and
+        (type(grp) ~= 'string' or grp == '' or (here(P .. 'g:' .. grp) and here(P .. 'groups')))
+    end
+  end
+  for _, b in ipairs(redis.call('ZRANGEBYSCORE', P .. 'rbs', now, '+inf')) do ok = ok and here(P .. 'rb:' .. b) end
+  if not ok then
+    return redis.error_reply("TRYAGAIN the queue's hash slot is being moved to another cluster node, and some of the keys this call writes are not on this one")
+  end
+end
 local out, gone_ids, ng, kept, asked, na = {}, {}, 0, {}, {}, 0
 for i = 1, n do
   local id = ARGV[5 + 2 * i]

@@ -34,10 +34,11 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 // each record with its settlement (completeResultsScript).
 func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []error {
 	script, extra := completeScript, (func(lo, hi int) (head, tail []any))(nil)
-	if rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result }); rs.n > 0 {
+	rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result })
+	if rs.n > 0 {
 		script, extra = completeResultsScript, rs.args
 	}
-	return d.settle(ctx, "complete", script, len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
+	return d.settle(ctx, "complete", script, d.writes(rs, "inflight", "ids"), len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(args []any, i int) []any { return completeArgs(args, reqs[i].Lease) })
 }
@@ -46,7 +47,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 // once (behind others of its priority); a positive one moves it to the
 // delayed set. A non-nil Body replaces the stored body in the same script.
 func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []error {
-	return d.settle(ctx, "requeue", requeueScript, len(reqs), nil, func(i int) driver.GroupTally { return reqs[i].Tally },
+	return d.settle(ctx, "requeue", requeueScript, d.writes(recordSet{}, "inflight", "ready", "due"), len(reqs), nil, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(args []any, i int) []any {
 			r := reqs[i]
@@ -67,10 +68,11 @@ func (d *Driver) Requeue(ctx context.Context, reqs []driver.RequeueParams) []err
 // dead set in one script, so it is never in neither.
 func (d *Driver) DeadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
 	script, extra := deadLetterScript, (func(lo, hi int) (head, tail []any))(nil)
-	if rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result }); rs.n > 0 {
+	rs := prepare(len(reqs), func(i int) *driver.ResultRecord { return reqs[i].Result })
+	if rs.n > 0 {
 		script, extra = deadLetterResultsScript, rs.args
 	}
-	return d.settle(ctx, "dead-letter", script, len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
+	return d.settle(ctx, "dead-letter", script, d.writes(rs, "inflight", "ids", "dead"), len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
 		func(args []any, i int) []any { return append(args, deadLetterArgs(reqs[i])...) })
 }
@@ -91,8 +93,9 @@ func deadLetterArgs(r driver.DeadLetterParams) []any {
 // (item appends them to the call's), then extra's tail ones (for the items
 // lo to hi of the chunk), and turns its
 // 1/0 results into the driver's error convention: nil when every item
-// succeeded, else one error per item.
-func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int, extra func(lo, hi int) (head, tail []any),
+// succeeded, else one error per item. On a cluster each call declares
+// fixed, the keys of its messages and of their groups (declared).
+func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, fixed []string, n int, extra func(lo, hi int) (head, tail []any),
 	tally func(int) driver.GroupTally, lease func(int) driver.Lease, item func(args []any, i int) []any) []error {
 	if n == 0 {
 		return nil
@@ -104,10 +107,17 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 	bounds := chunkBounds(n)
 	chunks := make([][]any, len(bounds))
 	grouped, tallies := false, make([][]any, len(bounds))
+	var keys [][]string
+	if fixed != nil {
+		keys = make([][]string, len(bounds))
+	}
 	for c, b := range bounds {
 		chunks[c] = d.chunkArgs(b[0], b[1], extra, item)
 		tallies[c] = tallyArgs(b[0], b[1], tally)
 		grouped = grouped || tallies[c] != nil
+		if keys != nil {
+			keys[c] = d.declared(b[0], b[1], fixed, lease, tally)
+		}
 	}
 	if grouped {
 		// The grouped variant counts the tallies (groups.go); a chunk
@@ -124,7 +134,7 @@ func (d *Driver) settle(ctx context.Context, op string, s *goredis.Script, n int
 		}
 	}
 	failed := false
-	for c, cmd := range d.runChunks(ctx, s, chunks) {
+	for c, cmd := range d.runChunks(ctx, s, chunks, keys) {
 		b := bounds[c]
 		res, err := cmd.Int64Slice()
 		if err == nil && len(res) != b[1]-b[0] {
