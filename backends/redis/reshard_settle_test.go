@@ -47,6 +47,7 @@ func TestSettleDuringSlotMigrationKeepsRecord(t *testing.T) {
 		{name: "all but the buckets moved, New", fromNew: true, moved: []string{"seq", "m:*", "inflight", "ids", "g:*", "groups"}},
 		{name: "buckets moved, New", fromNew: true, moved: []string{"rb:*"}},
 		{name: "all moved, new bucket", moved: []string{"*"}},
+		{name: "all moved, New", fromNew: true, sameBucket: true, moved: []string{"*"}},
 		{name: "held-lease set moved", capped: true, sameBucket: true, moved: []string{"cin:*"}},
 		{name: "all moved, new bucket, New", fromNew: true, moved: []string{"*"}},
 	} {
@@ -240,6 +241,47 @@ func TestRequeueDuringSlotMigrationKeepsLease(t *testing.T) {
 	}
 	if s := stats(t, d); s.Ready != 1 || s.InFlight != 0 {
 		t.Fatalf("after the requeue: %+v, want the task ready once", s)
+	}
+}
+
+// TestPutResultsDuringSlotMigration stores a record while the queue's
+// bucket list has moved to the target: the call fails as Unavailable
+// having stored nothing (it wrote the record into its bucket, then stopped
+// at the list, leaving the bucket without a reader who finds it), and its
+// retry after the move stores it.
+func TestPutResultsDuringSlotMigration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	t.Parallel()
+	d := openURL(t, newQueueURL(t, startCluster(t)))
+	push(t, d, msg("a", 0)) // the counter, which every call declares, exists
+	now := time.Now()
+	rec := func(id string) *driver.ResultRecord {
+		return &driver.ResultRecord{ID: id, State: driver.ResultSucceeded, UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour), Data: []byte(id)}
+	}
+	if err := d.PutResults(testCtx(t), []*driver.ResultRecord{rec("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	move := startSlotMove(t, d)
+	move.migrate(d.prefix + "rbs")
+	err := d.PutResults(testCtx(t), []*driver.ResultRecord{rec("task")})
+	if err != nil {
+		wantCode(t, "a record stored during the move", err, errcode.Unavailable)
+		name, _ := bucketOf(now.Add(24*time.Hour), 24*time.Hour)
+		if n := move.src.HExists(testCtx(t), d.prefix+"rb:"+name, "task").Val(); n {
+			t.Fatalf("the failed call stored the record in bucket %s, which the bucket list (on the other node) does not name", name)
+		}
+	}
+	move.finish()
+	if err != nil {
+		if err := d.PutResults(testCtx(t), []*driver.ResultRecord{rec("task")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := d.GetResults(testCtx(t), []string{"task"})
+	if err != nil || len(got) != 1 || got[0] == nil || string(got[0].Data) != "task" {
+		t.Fatalf("the record after the move: %+v, %v", got, err)
 	}
 }
 
