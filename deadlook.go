@@ -60,7 +60,7 @@ func (q *Queue) groupDeadEnded(ctx context.Context, name string, l *deadLook) {
 		}
 		return
 	}
-	q.deadEnded(ctx, op, q.results, l, members, time.Time{})
+	q.deadEnded(ctx, op, q.results, l, members, &WaitOptions{})
 }
 
 // readDead reads the page of dead letters after the cursor after, or,
@@ -86,12 +86,12 @@ func (q *Queue) readDead(ctx context.Context, after string) (ms []*driver.DeadMe
 // pending (nil for the others), or nil when it found none. A look that
 // fails is logged once, and the wait goes on; a record that cannot be
 // stored is logged, and the end reported all the same.
-func (q *Queue) deadEnded(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, after time.Time) []*driver.ResultRecord {
+func (q *Queue) deadEnded(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, opts *WaitOptions) []*driver.ResultRecord {
 	if !l.due() {
 		return nil
 	}
 	began := time.Now()
-	found, err := q.findDead(ctx, op, store, l, pending, after)
+	found, err := q.findDead(ctx, op, store, l, pending, opts)
 	l.next = time.Now().Add(max(deadLookEvery, waitReadShare*time.Since(began)))
 	if err != nil {
 		if !l.warned && ctx.Err() == nil {
@@ -119,19 +119,21 @@ func (q *Queue) deadEnded(ctx context.Context, op string, store driver.ResultSto
 
 // reportDead reports the tasks of pending that deadEnded finds, and
 // returns those left.
-func (q *Queue) reportDead(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, after time.Time, each func(*Result) error) ([]string, error) {
-	recs := q.deadEnded(ctx, op, store, l, pending, after)
+func (q *Queue) reportDead(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, opts *WaitOptions, each func(*Result) error) ([]string, error) {
+	recs := q.deadEnded(ctx, op, store, l, pending, opts)
 	if recs == nil {
 		return pending, nil
 	}
-	left, _, _, err := q.reportEnded(ctx, op, pending, recs, after, each)
+	left, _, _, err := q.reportEnded(ctx, op, pending, recs, opts, each)
 	return left, err
 }
 
 // findDead reads l's next page of dead letters and returns, by task ID,
 // the DeadLettered records of the tasks of pending it holds that, read
-// after the page, have no record of an end (at or after after).
-func (q *Queue) findDead(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, after time.Time) (map[string]*driver.ResultRecord, error) {
+// after the page, have no record of an end opts counts. A dead letter
+// counts from opts.After, by its own time.
+func (q *Queue) findDead(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, opts *WaitOptions) (map[string]*driver.ResultRecord, error) {
+	after := opts.After
 	ms, next, err := q.readDead(ctx, l.after)
 	if err != nil {
 		return nil, err
@@ -164,7 +166,7 @@ func (q *Queue) findDead(ctx context.Context, op string, store driver.ResultStor
 	now := time.Now()
 	found := make(map[string]*driver.ResultRecord, len(ids))
 	for i, id := range ids {
-		if rec := recs[i]; rec != nil && rec.State.Final() && !rec.UpdatedAt.Before(after) {
+		if opts.ends(id, recs[i]) {
 			continue
 		}
 		m := dead[id]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/internal/recmarks"
 	"github.com/jobq/jobq/stash"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -40,9 +41,13 @@ func init() {
 	}
 	hooks.MaybeApplied = maybeApplied
 	hooks.MarkMaybeApplied = markMaybeApplied
-	hooks.GoneTasks = func(ctx context.Context, q any, ids []string, since time.Time) (gone, early []string, ok bool, err error) {
-		return asQueue(q).goneTasks(ctx, ids, since)
+	hooks.GoneTasks = func(ctx context.Context, q any, ids []string, since time.Time, marks recmarks.Set) (gone, early []string, ok bool, err error) {
+		return asQueue(q).goneTasks(ctx, ids, since, marks)
 	}
+	hooks.MarkRecords = func(ctx context.Context, q any, tasks any, marks recmarks.Set) error {
+		return asQueue(q).markRecords(ctx, tasks.([]*Task), marks)
+	}
+	hooks.MarkedWait = func(after time.Time, marks recmarks.Set) any { return WaitOptions{After: after, marks: marks} }
 	hooks.BaseAttributes = func(q any) []attribute.KeyValue { return asQueue(q).baseAttributes() }
 	hooks.MeterProvider = func(q any) metric.MeterProvider { return asQueue(q).tel.mp }
 	hooks.TracerProvider = func(q any) trace.TracerProvider { return asQueue(q).tel.tp }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
+	"github.com/jobq/jobq/internal/recmarks"
 )
 
 // Result is the kept outcome of one task: what Queue.Result returns and
@@ -248,6 +249,21 @@ type WaitOptions struct {
 	// Records are timed by the clock of the worker that wrote them, so keep
 	// the machines' clocks in step.
 	After time.Time
+
+	// marks, when set (push --wait, through hooks.MarkedWait), replaces
+	// After for the records: a task's end counts when its record differs
+	// from the one marks saw before the push, whatever the clocks of the
+	// machines. After still bounds the dead letters a wait reads.
+	marks recmarks.Set
+}
+
+// ends reports whether rec, the record of task id, is an end the wait
+// counts: final, and written since the push (per marks, else After).
+func (o *WaitOptions) ends(id string, rec *driver.ResultRecord) bool {
+	if o.marks != nil {
+		return o.marks.Ended(id, rec)
+	}
+	return rec != nil && rec.State.Final() && !rec.UpdatedAt.Before(o.After)
 }
 
 // waitOutage is how long WaitFunc rides out an engine that cannot be
@@ -302,7 +318,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 			return err
 		}
 		out.over()
-		left, stale, reported, err := q.reportEnded(ctx, op, pending, recs, opts.After, each)
+		left, stale, reported, err := q.reportEnded(ctx, op, pending, recs, &opts, each)
 		if err != nil {
 			return err
 		}
@@ -316,7 +332,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 		if err := q.stillKeepsRecords(op); err != nil {
 			return err
 		}
-		if pending, err = q.reportDead(ctx, op, store, dead, pending, opts.After, each); err != nil || len(pending) == 0 {
+		if pending, err = q.reportDead(ctx, op, store, dead, pending, &opts, each); err != nil || len(pending) == 0 {
 			return err
 		}
 		if waiter != nil && !stale {
@@ -387,15 +403,15 @@ func (o *outage) rideOut(ctx context.Context, err error) bool {
 func (o *outage) over() { o.since = time.Time{} }
 
 // reportEnded calls each with the result of every task in pending whose
-// record recs holds (in the same order) shows it ended at or after after.
-// It returns, in pending's array, the tasks left to wait for; stale is
+// record recs holds (in the same order) shows an end opts counts. It
+// returns, in pending's array, the tasks left to wait for; stale is
 // whether one of them has the record of an earlier task with its ID (the
 // engine's wake would not wait for the new one), and reported whether
 // each was called.
-func (q *Queue) reportEnded(ctx context.Context, op string, pending []string, recs []*driver.ResultRecord, after time.Time, each func(*Result) error) (left []string, stale, reported bool, err error) {
+func (q *Queue) reportEnded(ctx context.Context, op string, pending []string, recs []*driver.ResultRecord, opts *WaitOptions, each func(*Result) error) (left []string, stale, reported bool, err error) {
 	left = pending[:0]
 	for i, rec := range recs {
-		if rec == nil || !rec.State.Final() || rec.UpdatedAt.Before(after) {
+		if !opts.ends(pending[i], rec) {
 			stale = stale || (rec != nil && rec.State.Final())
 			left = append(left, pending[i])
 			continue

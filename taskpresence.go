@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/recmarks"
 )
 
 // presentTasks returns those of ids that a task of the queue has now: held
@@ -47,13 +48,15 @@ func (q *Queue) presentTasks(ctx context.Context, op string, ids []string) (pres
 // after the look, have no record of an end: deleted without one (Clear),
 // their record expired, or not pushed (yet). A wait for them goes on
 // until a task with the ID is pushed (and ends), which the CLI's wait
-// says. early are those neither held nor live whose record of an end was
-// written before since (when set): a wait that counts only ends since
+// says. With marks (push --wait's, see recmarks), a task whose record is
+// the one it had before the push is gone too: this run of it was deleted.
+// Without, early are those neither held nor live whose record of an end
+// was written before since (when set): a wait that counts only ends since
 // then waits on for them, though they ended, when the clock of the worker
 // that wrote the record is behind the waiter's (or the record is an
 // earlier run's and the task was cleared). ok is false when the backend
 // cannot look tasks up by ID.
-func (q *Queue) goneTasks(ctx context.Context, ids []string, since time.Time) (gone, early []string, ok bool, err error) {
+func (q *Queue) goneTasks(ctx context.Context, ids []string, since time.Time, marks recmarks.Set) (gone, early []string, ok bool, err error) {
 	const op = "wait"
 	store, err := q.resultStore(op)
 	if err != nil {
@@ -78,11 +81,43 @@ func (q *Queue) goneTasks(ctx context.Context, ids []string, since time.Time) (g
 	}
 	for i, rec := range recs {
 		switch {
-		case rec == nil || !rec.State.Final():
+		case rec == nil || !rec.State.Final() || (marks != nil && !marks.Ended(missing[i], rec)):
 			gone = append(gone, missing[i])
-		case rec.UpdatedAt.Before(since):
+		case marks == nil && rec.UpdatedAt.Before(since):
 			early = append(early, missing[i])
 		}
 	}
 	return gone, early, true, nil
+}
+
+// markRecords adds to marks the records that the tasks' IDs have now, as a
+// push of tasks would give them their IDs, so that a wait after the push
+// (WaitOptions.marks) can tell their next ends from these records. An
+// invalid task is left out: its push fails.
+func (q *Queue) markRecords(ctx context.Context, tasks []*Task, marks recmarks.Set) error {
+	const op = "wait"
+	store, err := q.resultStore(op)
+	if err != nil {
+		return err
+	}
+	omit := omitFor(q.caps)
+	ids := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		id := t.ID
+		if id == "" {
+			var err error
+			if id, err = taskID(omit.apply(t)); err != nil {
+				continue
+			}
+		}
+		if !marks.Has(id) {
+			ids = append(ids, id)
+		}
+	}
+	recs, err := q.getResults(ctx, op, store, ids)
+	if err != nil {
+		return err
+	}
+	marks.Add(ids, recs)
+	return nil
 }

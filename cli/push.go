@@ -31,6 +31,7 @@ import (
 	"github.com/jobq/jobq/internal/bound"
 	"github.com/jobq/jobq/internal/hooks"
 	"github.com/jobq/jobq/internal/queueurl"
+	"github.com/jobq/jobq/internal/recmarks"
 	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/shellword"
 )
@@ -208,10 +209,15 @@ type pusher struct {
 	// theirs, with --wait); group is the tasks' group ("" for none).
 	skipped    int
 	skippedIDs map[string]bool
-	// since is when the push began, less clockSlack: --wait reports only
-	// ends recorded since, so that a task pushed again is not reported by
-	// the record of its earlier run.
+	// since is when the push began, less clockSlack: the dead letters
+	// --wait reads count from it (marks decide for records), and so does
+	// the wait its resume hint gives.
 	since time.Time
+	// marks are, with --wait, the records the pushed tasks' IDs had before
+	// their batch was pushed: the wait counts an end when the record
+	// differs, so that a worker whose clock is behind this machine's is
+	// not taken for an earlier run.
+	marks recmarks.Set
 	group string
 	// noGroup is set once the made-up group could not be recorded (the
 	// credentials cannot write the result container): the push goes on
@@ -289,6 +295,7 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	p := &pusher{a: a, q: q, f: f, group: group, printer: bufio.NewWriter(a.stdout), inFlight: batchesInFlight(q, f.numWorkers), idLines: map[string][]int{}}
 	if f.wait {
 		p.since = time.Now().Add(-clockSlack)
+		p.marks = recmarks.Set{}
 	}
 	if p.positions() {
 		// Each batch counts the tasks ahead of it before it is stored:
@@ -339,7 +346,7 @@ func (p *pusher) waitForPushed(ctx context.Context, interrupted bool) error {
 		return failure(err)
 	}
 	w := &waiter{a: a, q: p.q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson(),
-		interrupted: interrupted, since: p.since, old: p.skippedIDs}
+		interrupted: interrupted, since: p.since, old: p.skippedIDs, marks: p.marks}
 	if len(p.unknownIDs) == 0 {
 		return w.run(ctx, p.ids)
 	}
@@ -832,11 +839,20 @@ func (p *pusher) send(ctx context.Context) error {
 	job := &pushJob{done: make(chan struct{}), lines: p.lines, tasks: tasks}
 	p.batch = make([]*jobq.Task, 0, pushBatchSize)
 	p.lines = make([]int, 0, pushBatchSize)
+	p.pending = append(p.pending, job)
+	// Read here, in input order, before the batch goes: a batch in flight
+	// may hold a task of the same ID, whose end must not be marked.
+	if p.marks != nil {
+		if err := hooks.MarkRecords(ctx, p.q, tasks, p.marks); err != nil {
+			job.err = fmt.Errorf("reading the result records of the tasks before pushing them (for --wait): %w", err)
+			close(job.done)
+			return nil
+		}
+	}
 	go func() {
 		defer close(job.done)
 		job.res, job.err = p.pushBatch(ctx, tasks)
 	}()
-	p.pending = append(p.pending, job)
 	return nil
 }
 

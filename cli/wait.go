@@ -21,6 +21,7 @@ import (
 	"github.com/jobq/jobq/driver"
 	"github.com/jobq/jobq/errcode"
 	"github.com/jobq/jobq/internal/hooks"
+	"github.com/jobq/jobq/internal/recmarks"
 	"github.com/jobq/jobq/internal/redact"
 )
 
@@ -154,6 +155,11 @@ type waiter struct {
 	// --skip-succeeded left out: their earlier record is their outcome.
 	since time.Time
 	old   map[string]bool
+	// marks, set by push --wait, are the records its tasks had before the
+	// push: an end counts when the record differs (jobq.WaitOptions from
+	// hooks.MarkedWait), whatever the workers' clocks; since then bounds
+	// only the dead letters read and the resume hint's wait.
+	marks recmarks.Set
 
 	// progress keeps a live line of counts on standard error while
 	// waiting (a.toPerson(): a terminal, without -q); live is that line.
@@ -284,7 +290,11 @@ func (w *waiter) waitAll(ctx context.Context, ids []string) error {
 	if len(fresh) == 0 {
 		return nil
 	}
-	return w.q.WaitFunc(ctx, fresh, jobq.WaitOptions{After: w.since}, w.print)
+	opts := jobq.WaitOptions{After: w.since}
+	if w.marks != nil {
+		opts = hooks.MarkedWait(w.since, w.marks).(jobq.WaitOptions)
+	}
+	return w.q.WaitFunc(ctx, fresh, opts, w.print)
 }
 
 // goneEvery is how often watchGone looks for the tasks waited for.
@@ -305,7 +315,7 @@ func (w *waiter) watchGone(ctx context.Context, ids []string) {
 			return
 		case <-t.C:
 		}
-		gone, early, ok, err := hooks.GoneTasks(ctx, w.q, w.pending(ids), w.since)
+		gone, early, ok, err := hooks.GoneTasks(ctx, w.q, w.pending(ids), w.since, w.marks)
 		if !ok {
 			return
 		}

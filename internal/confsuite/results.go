@@ -23,6 +23,7 @@ func resultChecks() []check {
 		{"ResultRetention", checkResultRetention},
 		{"WaitResults", checkWaitResults},
 		{"WaitGone", checkWaitGone},
+		{"WaitSkewedWorker", checkWaitSkewedWorker},
 		{"CancelQueued", checkCancelQueued},
 		{"CancelDelayed", checkCancelDelayed},
 		{"CancelRunning", checkCancelRunning},
@@ -299,7 +300,7 @@ func checkWaitGone(c *C) {
 	if held != "" {
 		ids = append(ids, held)
 	}
-	gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{})
+	gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{}, nil)
 	if level(q, driver.Dependencies) != driver.Native {
 		if err != nil || ok || gone != nil || early != nil {
 			c.Errorf("GoneTasks on a backend that cannot look tasks up by ID = %v, %v, %v; want nil, false, nil", gone, ok, err)
@@ -326,11 +327,11 @@ func checkWaitGone(c *C) {
 // (a worker's clock behind the waiter's), wantEarly.
 func (c *C) goneAfterClear(q *handle, ids, wantGone, wantEarly []string) {
 	c.Helper()
-	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{}); err != nil || !ok || !slices.Equal(gone, wantGone) || early != nil {
+	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, time.Time{}, nil); err != nil || !ok || !slices.Equal(gone, wantGone) || early != nil {
 		c.Errorf("GoneTasks after a clear = %v, %v, %v, %v; want %v, none early, true, nil (the held task stays held)", gone, early, ok, err, wantGone)
 	}
 	later := time.Now().Add(time.Hour)
-	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, later); err != nil || !ok || !slices.Equal(gone, wantGone) || !slices.Equal(early, wantEarly) {
+	if gone, early, ok, err := hooks.GoneTasks(c.ctx(), q, ids, later, nil); err != nil || !ok || !slices.Equal(gone, wantGone) || !slices.Equal(early, wantEarly) {
 		c.Errorf("GoneTasks since an hour ahead = %v, %v, %v, %v; want %v, early %v, true, nil", gone, early, ok, err, wantGone, wantEarly)
 	}
 }

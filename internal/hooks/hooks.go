@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/recmarks"
 	"github.com/jobq/jobq/stash"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -53,10 +54,20 @@ var (
 	MarkMaybeApplied func(err error) error
 	// GoneTasks returns those of ids that are neither queued, running nor
 	// held in q and have no record of an end (gone: cleared, their record
-	// expired, or not pushed yet), or whose record was written before
-	// since (early). ok is false when the backend cannot look tasks up by
-	// ID.
-	GoneTasks func(ctx context.Context, q any, ids []string, since time.Time) (gone, early []string, ok bool, err error)
+	// expired, or not pushed yet; with marks, also those whose record is
+	// the one marks saw before the push), or, without marks, whose record
+	// was written before since (early). ok is false when the backend
+	// cannot look tasks up by ID.
+	GoneTasks func(ctx context.Context, q any, ids []string, since time.Time, marks recmarks.Set) (gone, early []string, ok bool, err error)
+	// MarkRecords adds to marks the records that the IDs of tasks (a
+	// []*jobq.Task, about to be pushed) have in q now, reading them in
+	// batches.
+	MarkRecords func(ctx context.Context, q any, tasks any, marks recmarks.Set) error
+	// MarkedWait returns the jobq.WaitOptions (as any) of a wait for tasks
+	// pushed after marks were taken: it counts a task's end when its
+	// record differs from the one marks saw, whatever the workers' clocks;
+	// after bounds only the dead letters it reads.
+	MarkedWait func(after time.Time, marks recmarks.Set) any
 	// MeterProvider is the provider of q's metrics.
 	MeterProvider func(q any) metric.MeterProvider
 	// TracerProvider is the provider of q's spans.
