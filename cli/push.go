@@ -124,7 +124,8 @@ with a summary of the failures and the input lines that pushed them.
 Ctrl-C while waiting stops the waiting, not the tasks, and says how to
 resume with 'jobq QUEUE wait'. A task ID is the hash of its content, so a
 task pushed again while the record of an earlier identical task is kept
-(the queue's retention) is reported from that record at once.
+(the queue's retention) has that record: --wait reads the records before
+pushing and waits for a record other than it, whatever the workers' clocks.
 
 --unique-for D refuses as a duplicate a task that ended within D (its
 result record says so) or is queued now: a task pushed at most once per D.
