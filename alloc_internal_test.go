@@ -93,7 +93,7 @@ func TestSettlerCompleteReusesItsChannel(t *testing.T) {
 	defer close(s.ch)
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(100, func() {
-		if err := s.complete(ctx, driver.Lease{MessageID: "m"}, nil, driver.GroupTally{}); err != nil {
+		if err := s.complete(ctx, driver.Lease{MessageID: "m"}, 0, nil, driver.GroupTally{}); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {

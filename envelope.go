@@ -234,7 +234,7 @@ func (e *Envelope) complete(ctx context.Context, op string, rec *pendingRecord, 
 	if err != nil {
 		return err
 	}
-	if err := e.finish(op, e.q.settle.complete(ctx, lease, rec, e.tally(st))); err != nil {
+	if err := e.finish(op, e.q.settle.complete(ctx, lease, e.visibility, rec, e.tally(st))); err != nil {
 		return err
 	}
 	e.q.dropStashed(ctx, e.wire.Stash)
@@ -348,7 +348,7 @@ func (e *Envelope) DeadLetter(ctx context.Context, reason, detail string) (err e
 	// stored: a refused one would bring the message back forever.
 	errs := e.q.deadLetter(ctx, []driver.DeadLetterParams{{Lease: lease,
 		Reason: settleText(reason, maxReasonBytes, false), Detail: settleText(detail, maxDetailBytes, true), Body: e.historyBody(e.wire),
-		Result: rec.record(), Tally: e.tally(driver.GroupDeadLettered)}})
+		Result: rec.record(), Tally: e.tally(driver.GroupDeadLettered)}}, e.visibility)
 	return e.finish(op, first(errs))
 }
 

@@ -764,7 +764,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		envs = append(envs, newEnvelope(q, r, wire, task, vis))
 	}
 	if len(poison) > 0 {
-		errs := q.deadLetter(ctx, poison)
+		errs := q.deadLetter(ctx, poison, vis)
 		for i, p := range poison {
 			if errs != nil && errs[i] != nil {
 				q.log.Error("jobq: could not dead-letter a poison message; it will be redelivered when its lease expires",

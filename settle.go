@@ -35,12 +35,14 @@ type settler struct {
 	// reqs and live are flush's buffers, reused from batch to batch (only
 	// the loop goroutine flushes).
 	reqs []driver.CompleteParams
+	vis  []time.Duration
 	live []completeReq
 }
 
 type completeReq struct {
 	ctx   context.Context
 	lease driver.Lease
+	vis   time.Duration  // the lease's visibility, for renewals (leaseGuard)
 	rec   *pendingRecord // stored with the completion; nil for none
 	tally driver.GroupTally
 	done  chan error
@@ -69,17 +71,18 @@ func newSettler(q *Queue) *settler {
 	return s
 }
 
-// complete queues one lease, with the result record to store with it (nil
-// for none) and its group tally, and waits for its result.
-func (s *settler) complete(ctx context.Context, lease driver.Lease, rec *pendingRecord, tally driver.GroupTally) error {
+// complete queues one lease, received with visibility vis, with the result
+// record to store with it (nil for none) and its group tally, and waits for
+// its result.
+func (s *settler) complete(ctx context.Context, lease driver.Lease, vis time.Duration, rec *pendingRecord, tally driver.GroupTally) error {
 	if s.max == 1 {
-		return s.completeOne(ctx, lease, rec, tally)
+		return s.completeOne(ctx, lease, vis, rec, tally)
 	}
 	if ctx.Err() != nil {
 		return notSent(ctx) // a send could win the select below
 	}
 	done := doneChans.Get().(chan error)
-	req := completeReq{ctx: ctx, lease: lease, rec: rec, tally: tally, done: done}
+	req := completeReq{ctx: ctx, lease: lease, vis: vis, rec: rec, tally: tally, done: done}
 	select {
 	case s.ch <- req:
 	case <-s.q.closing:
@@ -120,7 +123,7 @@ var doneChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 // completeOne settles one lease with a driver call of its own. As in a
 // batch, the call runs without the caller's cancellation (bounded by
 // settleTimeout): a caller that gives up only stops waiting.
-func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pendingRecord, tally driver.GroupTally) error {
+func (s *settler) completeOne(ctx context.Context, lease driver.Lease, vis time.Duration, rec *pendingRecord, tally driver.GroupTally) error {
 	if ctx.Err() != nil {
 		return notSent(ctx) // as a batch skips it
 	}
@@ -143,7 +146,7 @@ func (s *settler) completeOne(ctx context.Context, lease driver.Lease, rec *pend
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 		var err error
-		if errs := s.q.completeWith(cctx, []driver.CompleteParams{{Lease: lease, Result: rec.record(), Tally: tally}}); errs != nil {
+		if errs := s.q.completeWith(cctx, []driver.CompleteParams{{Lease: lease, Result: rec.record(), Tally: tally}}, []time.Duration{vis}); errs != nil {
 			err = errs[0]
 		}
 		done <- err
@@ -188,13 +191,13 @@ func (s *settler) loop() {
 }
 
 func (s *settler) flush(batch []completeReq) {
-	reqs, live := s.reqs[:0], s.live[:0]
+	reqs, vis, live := s.reqs[:0], s.vis[:0], s.live[:0]
 	defer func() {
 		// Keep the buffers, but not the requests' contexts, channels and
 		// records.
 		clear(live)
 		clear(reqs)
-		s.reqs, s.live = reqs[:0], live[:0]
+		s.reqs, s.vis, s.live = reqs[:0], vis[:0], live[:0]
 	}()
 	for _, r := range batch {
 		if r.ctx.Err() != nil {
@@ -204,6 +207,7 @@ func (s *settler) flush(batch []completeReq) {
 		// The record is encoded here, on the flusher's stack: see
 		// pendingRecord.
 		reqs = append(reqs, driver.CompleteParams{Lease: r.lease, Result: r.rec.record(), Tally: r.tally})
+		vis = append(vis, r.vis)
 		live = append(live, r)
 	}
 	if len(live) == 0 {
@@ -214,7 +218,7 @@ func (s *settler) flush(batch []completeReq) {
 	// the others' completions.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), settleTimeout)
 	defer cancel()
-	errs := s.q.completeWith(ctx, reqs)
+	errs := s.q.completeWith(ctx, reqs, vis)
 	for i, r := range live {
 		var err error
 		if errs != nil {
@@ -233,31 +237,35 @@ func (s *settler) wait() {
 	s.shut = true
 }
 
-// completeWith completes reqs, each with its Result (see presettle).
-func (q *Queue) completeWith(ctx context.Context, reqs []driver.CompleteParams) []error {
+// completeWith completes reqs, each with its Result (see presettle); vis
+// holds the leases' visibilities.
+func (q *Queue) completeWith(ctx context.Context, reqs []driver.CompleteParams, vis []time.Duration) []error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	if errs := q.presettle(ctx, "completed", len(reqs), func(i int) **driver.ResultRecord { return &reqs[i].Result }); errs != nil {
+	if errs := q.presettle(ctx, "completed", len(reqs), func(i int) **driver.ResultRecord { return &reqs[i].Result },
+		func(i int) *driver.Lease { return &reqs[i].Lease }, func(i int) time.Duration { return vis[i] }); errs != nil {
 		return errs
 	}
 	return q.drv.Complete(ctx, reqs)
 }
 
 // deadLetter dead-letters reqs, each with its Result, as completeWith
-// completes.
-func (q *Queue) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams) []error {
+// completes; vis is the visibility the leases were received with.
+func (q *Queue) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams, vis time.Duration) []error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	if errs := q.presettle(ctx, "dead-lettered", len(reqs), func(i int) **driver.ResultRecord { return &reqs[i].Result }); errs != nil {
+	if errs := q.presettle(ctx, "dead-lettered", len(reqs), func(i int) **driver.ResultRecord { return &reqs[i].Result },
+		func(i int) *driver.Lease { return &reqs[i].Lease }, func(int) time.Duration { return vis }); errs != nil {
 		return errs
 	}
 	return q.drv.DeadLetter(ctx, reqs)
 }
 
 // presettle does the portable part of a settlement batch of n messages
-// whose records rec(i) points to. A driver that declares Results Native
+// whose records rec(i) and leases lease(i) point to (vis(i) is a lease's
+// visibility). A driver that declares Results Native
 // stores each record with its settlement (the driver contract); for one
 // that keeps records in another store (Emulated), the batch's records are
 // stored here first, in one call, and taken out of the params, so that a
@@ -267,8 +275,11 @@ func (q *Queue) deadLetter(ctx context.Context, reqs []driver.DeadLetterParams) 
 // a store that refuses the credentials (PermissionDenied: queue rights
 // only, which is all ai4s-jobq needs on Azure): the messages are settled
 // without their records, with one error logged, rather than run again
-// after every lease without end.
-func (q *Queue) presettle(ctx context.Context, done string, n int, rec func(i int) **driver.ResultRecord) []error {
+// after every lease without end. While the records are written, a lease
+// that comes near its end is renewed (leaseGuard), so that a slow write
+// does not make a finished task run again.
+func (q *Queue) presettle(ctx context.Context, done string, n int, rec func(i int) **driver.ResultRecord,
+	lease func(i int) *driver.Lease, vis func(i int) time.Duration) []error {
 	if q.results == nil || q.caps.Level(driver.Results) == driver.Native {
 		return nil
 	}
@@ -282,7 +293,10 @@ func (q *Queue) presettle(ctx context.Context, done string, n int, rec func(i in
 	if len(first) == 0 {
 		return nil
 	}
-	if err := q.results.PutResults(ctx, first); err != nil {
+	stop := q.guardLeases(ctx, n, lease, vis)
+	err := q.results.PutResults(ctx, first)
+	stop()
+	if err != nil {
 		if errcode.Of(err) == errcode.PermissionDenied {
 			q.recordsRefused.Do(func() {
 				q.log.Error("jobq: the credentials may not write the result records: tasks are settled without them, so result, wait and push --wait do not see them; "+
