@@ -67,9 +67,10 @@ func checkRenew(c *C) {
 	if !c.renewHeld(e, "renew a held lease before completing it") {
 		return
 	}
-	// The completion too may outlast the lease: where the result record
-	// goes to another store first (Results emulated), a slow write leaves
-	// the delete to a lease that ran out. Then the task must come back.
+	// The completion too may come after the lease ran out on a loaded
+	// machine (a stall before it starts; where the result record goes to
+	// another store first, a renewal during a slow write that came too
+	// late). Then the task must come back.
 	if !c.completeHeld(e) {
 		again := c.receive(q, c.longVis(q))
 		c.expectDelivery(again, e.Task.ID, e.DeliveryCount+1, "after a completion that outlasted the lease")
