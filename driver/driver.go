@@ -41,7 +41,10 @@
 //     that a record exists if and only if its message was settled. With
 //     Results Emulated (records kept in another store) the portable layer
 //     stores the records first, through ResultStore.PutResults, and sends
-//     settlements without them.
+//     settlements without them. It renews a lease that nears its end while
+//     PutResults runs and settles with the renewed lease; the envelope
+//     keeps its older copy, so a renewal must leave that copy usable (the
+//     same token, or a claim shared through Lease.Private).
 //   - Calls after Close fail with FailedPrecondition. Closing is the
 //     closed state drivers keep for that: Close marks it, and each method
 //     starts with its Check.
