@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -93,7 +94,10 @@ func (p *Admin) addRefused(ctx context.Context, ps driver.PolicyStore, name stri
 	if err != nil {
 		return p.q.wrap(op, err)
 	}
-	if st, _ := firedOf(pols, name); isRemoval(st) {
+	// A firing state without a definition that a scheduler claimed from
+	// (an add's first state has no claim time) is a remove's, interrupted
+	// while it waited for that claim.
+	if st, _ := firedOf(pols, name); isRemoval(st) || (len(findSchedule(pols, name)) == 0 && st.ClaimedAt.UnixMilli() > 0) {
 		return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: p.q.url,
 			Msg: fmt.Sprintf("schedule %q is being removed: add it again once `schedule rm %s` is done (run it again if it was interrupted)", name, name)}
 	}
@@ -165,26 +169,60 @@ func (p *Admin) Schedules(ctx context.Context) ([]driver.ScheduleStatus, error) 
 // was one. Tasks it already pushed stay queued. Where the store swaps
 // atomically (Schedules Native), no slot is pushed after it returns: a
 // slot claimed before is waited for (up to driver.ScheduleClaimGrace)
-// until its push is confirmed.
+// until its push is confirmed. The definition goes first, so that no
+// scheduler claims another slot while it waits; when ctx ends during that
+// wait, the error says that the schedule is removed but the claimed slot
+// may still be pushed once (errors.Is finds ctx's error), and calling it
+// again finishes the removal.
 func (p *Admin) RemoveSchedule(ctx context.Context, name string) (bool, error) {
 	const op = "schedule rm"
 	ps, err := p.scheduleStore(op)
 	if err != nil {
 		return false, err
 	}
-	had, err := p.stopFiring(ctx, ps, name)
+	// No scheduler claims a slot of a schedule it does not list: from here
+	// on only a claim made before can still push.
+	defs, err := p.dropDefinition(ctx, ps, name)
 	if err != nil {
 		return false, p.q.wrapWrite(op, err)
 	}
-	defs, err := p.dropSchedule(ctx, ps, name)
+	had, err := p.stopFiring(ctx, ps, name)
+	if err == nil {
+		_, err = ps.UnsetPolicy(ctx, driver.ScheduleFiredPolicy, name)
+	}
+	var cut *claimWaitCut
+	switch {
+	case errors.As(err, &cut):
+		return true, &Error{Code: errcode.Of(cut.err), Op: op, Queue: p.q.url, Err: cut.err,
+			Msg: fmt.Sprintf("schedule %q is removed and claims no more slots, but slot %s, claimed by a scheduler just before, was not yet confirmed pushed when the call's context ended (%v): that one run (task %s) may still be pushed; run `schedule rm %s` again to wait for it and finish the removal",
+				name, cut.slot.UTC().Format(time.RFC3339), cut.err, driver.ScheduleTaskID(name, cut.slot), name)}
+	case err != nil && defs:
+		werr := p.q.wrapWrite(op, err)
+		return true, &Error{Code: errcode.Of(werr), Op: op, Queue: p.q.url, Err: werr,
+			Msg: fmt.Sprintf("schedule %q is removed and claims no more slots, but finishing the removal failed (%v): run `schedule rm %s` again", name, werr, name)}
+	}
 	return had || defs, p.q.wrapWrite(op, err)
 }
+
+// claimWaitCut is stopFiring's error when ctx ended while it waited for
+// the claimed slot to be pushed.
+type claimWaitCut struct {
+	slot time.Time
+	err  error // ctx's
+}
+
+func (e *claimWaitCut) Error() string {
+	return fmt.Sprintf("waiting for slot %s, claimed by a scheduler, to be pushed: %v", e.slot.UTC().Format(time.RFC3339), e.err)
+}
+
+func (e *claimWaitCut) Unwrap() error { return e.err }
 
 // stopFiring replaces the firing state of the schedule name with a removal
 // mark, which no scheduler's claim expects: from then on no slot of it is
 // claimed. A claim still unconfirmed and younger than
 // driver.ScheduleClaimGrace is waited for first, at most that long, so
-// that its push is done. It reports whether there was a state to replace.
+// that its push is done; a *claimWaitCut is the error when ctx ends first.
+// It reports whether there was a state to replace.
 func (p *Admin) stopFiring(ctx context.Context, ps driver.PolicyStore, name string) (bool, error) {
 	giveUp := time.Now().Add(driver.ScheduleClaimGrace)
 	pause := 10 * time.Millisecond
@@ -204,7 +242,7 @@ func (p *Admin) stopFiring(ctx context.Context, ps driver.PolicyStore, name stri
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return false, fmt.Errorf("waiting for slot %s of schedule %q, claimed by a scheduler, to be pushed: %w", st.Slot.UTC().Format(time.RFC3339), name, ctx.Err())
+				return false, &claimWaitCut{slot: st.Slot, err: ctx.Err()}
 			case <-t.C:
 			}
 			pause = min(2*pause, 500*time.Millisecond)
@@ -217,9 +255,9 @@ func (p *Admin) stopFiring(ctx context.Context, ps driver.PolicyStore, name stri
 	}
 }
 
-// dropSchedule deletes the definition, pause and firing state of the
-// schedule name, and reports whether it had a definition.
-func (p *Admin) dropSchedule(ctx context.Context, ps driver.PolicyStore, name string) (bool, error) {
+// dropDefinition deletes the definition and pause of the schedule name,
+// and reports whether it had a definition.
+func (p *Admin) dropDefinition(ctx context.Context, ps driver.PolicyStore, name string) (bool, error) {
 	pols, err := ps.ListPolicies(ctx)
 	if err != nil {
 		return false, err
@@ -230,11 +268,19 @@ func (p *Admin) dropSchedule(ctx context.Context, ps driver.PolicyStore, name st
 			return false, err
 		}
 	}
-	if _, err := ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name); err != nil {
+	_, err = ps.UnsetPolicy(ctx, driver.SchedulePausedPolicy, name)
+	return len(specs) > 0, err
+}
+
+// dropSchedule deletes the definition, pause and firing state of the
+// schedule name, and reports whether it had a definition.
+func (p *Admin) dropSchedule(ctx context.Context, ps driver.PolicyStore, name string) (bool, error) {
+	defs, err := p.dropDefinition(ctx, ps, name)
+	if err != nil {
 		return false, err
 	}
 	_, err = ps.UnsetPolicy(ctx, driver.ScheduleFiredPolicy, name)
-	return len(specs) > 0, err
+	return defs, err
 }
 
 // removal is the firing state a remove leaves while it deletes the rest:

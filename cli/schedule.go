@@ -180,8 +180,12 @@ func (a *app) scheduleRmCommand() *cobra.Command {
 		Example: `  jobq sqlite://./work.db schedule rm nightly-report`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withQueue(cmd.Context(), func(q *jobq.Queue) error {
-				had, err := q.Admin().RemoveSchedule(cmd.Context(), args[0])
+			// rm may wait (up to 30 s) for a slot a scheduler claimed: Ctrl-C
+			// stops the wait, and the error then says what was removed.
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return a.withQueue(ctx, func(q *jobq.Queue) error {
+				had, err := q.Admin().RemoveSchedule(ctx, args[0])
 				if err != nil {
 					return policyFailure(err)
 				}

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/cli"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // TestScheduleCommands: add, list, pause, resume and rm, and the bad input
@@ -158,5 +160,46 @@ func TestScheduleListJSONMembers(t *testing.T) {
 	expect(t, 0, []string{"fired tick"}, q, "scheduler", "--once")
 	if m := list(); m["last_fired"] == nil {
 		t.Errorf("after a fire: last_fired is null")
+	}
+}
+
+// TestScheduleRmCutShort: a `schedule rm` whose wait for a slot a scheduler
+// claimed is cut short (its context ends, as Ctrl-C ends it) says that the
+// schedule is removed and that the claimed slot may still be pushed, and
+// exits 1; once the slot is pushed, a second `schedule rm` finishes.
+func TestScheduleRmCutShort(t *testing.T) {
+	t.Parallel()
+	q := sqliteQueue(t)
+	if code, _, errOut := run(t, q, "schedule", "add", "tick", "* * * * *", "-c", "true"); code != 0 {
+		t.Fatalf("schedule add: exit %d: %s", code, errOut)
+	}
+	h, err := jobq.Open(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	now := time.Now().Truncate(time.Minute).Add(time.Minute + time.Second) // just after the next slot
+	runs, _, err := hooks.FireSchedules(t.Context(), h, now, func(stage, _ string, _ time.Time) error {
+		if stage != "claimed" {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		var out, errOut bytes.Buffer
+		code := cli.Run(ctx, []string{q, "schedule", "rm", "tick"}, strings.NewReader(""), &out, &errOut)
+		if code != cli.ExitFailure || out.Len() != 0 || !strings.Contains(errOut.String(), `schedule "tick" is removed and claims no more slots, but slot `) ||
+			!strings.Contains(errOut.String(), "may still be pushed; run `schedule rm tick` again") {
+			t.Errorf("schedule rm cut short while a claimed slot is not pushed: exit %d, stdout %q, stderr %q; want exit 1 saying the schedule is removed and the slot may still be pushed", code, out.String(), errOut.String())
+		}
+		if code, out, errOut := run(t, q, "schedule", "list"); code != 0 || !strings.Contains(out, "no schedules") {
+			t.Errorf("schedule list after an rm cut short: exit %d, %q %q; want no schedules", code, out, errOut)
+		}
+		return nil
+	})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("FireSchedules = %+v, %v; want the claimed slot pushed", runs, err)
+	}
+	if code, out, errOut := run(t, q, "schedule", "rm", "tick"); code != 0 || !strings.Contains(out, "removed schedule tick") {
+		t.Fatalf("schedule rm again: exit %d, %q %q; want removed", code, out, errOut)
 	}
 }

@@ -306,10 +306,15 @@ func (r *schedRig) readdedWhileFiring(k int) {
 	}
 }
 
-// removedWhileClaimed: scheduler a has claimed a slot and not pushed it
-// yet; RemoveSchedule waits for that push rather than return first (here
-// it gives up when its context ends), and once a has pushed, it removes
-// the schedule: the slot ran once, and nothing fires after.
+// removedWhileClaimed: scheduler a has claimed slot k and not pushed it
+// yet. A RemoveSchedule whose context ends while it waits for that push
+// removes the definition all the same (the schedule is no longer listed,
+// and b, firing after the claim grace, neither takes a's claim over nor
+// claims a slot), and says so: its error carries the context's, and adding
+// the name again is refused as a remove under way. A second RemoveSchedule
+// finishes it once a has pushed; the slot ran once. Then, with slot k+2
+// claimed, a RemoveSchedule with time enough waits for the push and
+// returns after it.
 func (r *schedRig) removedWhileClaimed(k int) {
 	c := r.c
 	r.readd("* * * * *")
@@ -322,19 +327,68 @@ func (r *schedRig) removedWhileClaimed(k int) {
 		defer cancel()
 		_, err := r.q.Admin().RemoveSchedule(ctx, r.name)
 		c.expectCode(err, errcode.DeadlineExceeded, "RemoveSchedule while a claimed slot is not pushed yet, given 1s")
-		if list, err := r.q.Admin().Schedules(c.ctx()); err != nil || len(list) != 1 {
-			c.Errorf("Schedules after a RemoveSchedule that gave up = %+v, %v; want the schedule kept", list, err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			c.Errorf("RemoveSchedule cut short by its context = %v; want errors.Is context.DeadlineExceeded", err)
 		}
+		if list, err := r.q.Admin().Schedules(c.ctx()); err != nil || len(list) != 0 {
+			c.Errorf("Schedules after a RemoveSchedule cut short while it waited = %+v, %v; want the schedule removed", list, err)
+		}
+		_, later := r.slot(k + 1)
+		if runs, err := r.fire(r.b, later.Add(driver.ScheduleClaimGrace), nil); err != nil || len(runs) != 0 {
+			c.Errorf("FireSchedules after a RemoveSchedule cut short while it waited = %+v, %v; want nothing pushed", runs, err)
+		}
+		_, err = r.b.Admin().AddSchedule(c.ctx(), r.name, "* * * * *", task("scheduled"), jobq.ScheduleOptions{})
+		c.expectCode(err, errcode.FailedPrecondition, "AddSchedule of a name whose RemoveSchedule was cut short")
 		return nil
 	})
 	if err != nil || len(runs) != 1 {
 		c.Errorf("FireSchedules whose claim a RemoveSchedule waited for = %+v, %v; want the slot pushed", runs, err)
 	}
 	if had, err := r.q.Admin().RemoveSchedule(c.ctx(), r.name); err != nil || !had {
-		c.Errorf("RemoveSchedule after the push = %v, %v; want true, nil", had, err)
+		c.Errorf("RemoveSchedule again after the push = %v, %v; want true, nil", had, err)
 	}
 	r.drain()
 	r.expectRuns(slot, 1, 1, "slot claimed before a RemoveSchedule")
+	r.removeWaits(k + 2)
+}
+
+// removeWaits: scheduler a has claimed slot k; a RemoveSchedule started
+// then (seen under way when the schedule is no longer listed) returns
+// only once a has pushed the slot, which runs once; nothing fires after.
+func (r *schedRig) removeWaits(k int) {
+	c := r.c
+	r.readd("* * * * *")
+	slot, now := r.slot(k)
+	removed := make(chan error, 1)
+	runs, err := r.fire(r.a, now, func(stage, _ string, _ time.Time) error {
+		if stage != "claimed" {
+			return nil
+		}
+		go func() {
+			had, err := r.q.Admin().RemoveSchedule(c.ctx(), r.name)
+			if err == nil && !had {
+				err = errors.New("it reported no schedule")
+			}
+			removed <- err
+		}()
+		if !c.poll(func() bool { list, err := r.q.Admin().Schedules(c.ctx()); return err == nil && len(list) == 0 }) {
+			c.Errorf("the schedule is still listed while a RemoveSchedule waits for a claimed slot")
+		}
+		select {
+		case err := <-removed:
+			c.Errorf("RemoveSchedule returned (%v) before the claimed slot was pushed", err)
+		default:
+		}
+		return nil
+	})
+	if err != nil || len(runs) != 1 {
+		c.Errorf("FireSchedules whose claim a RemoveSchedule waited for = %+v, %v; want the slot pushed", runs, err)
+	}
+	if err := <-removed; err != nil {
+		c.Errorf("RemoveSchedule that waited for a claimed slot: %v", err)
+	}
+	r.drain()
+	r.expectRuns(slot, 1, 1, "slot claimed before a RemoveSchedule that waited")
 	_, later := r.slot(k + 1)
 	if runs, err := r.fire(r.b, later, nil); err != nil || len(runs) != 0 {
 		c.Errorf("FireSchedules after RemoveSchedule = %+v, %v; want nothing pushed", runs, err)
