@@ -1,6 +1,7 @@
 package jobq
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -116,11 +117,11 @@ func parsePolicyDuration(what, s string) (time.Duration, error) {
 
 // retryBackoff is the backoff of a retry of this envelope's task: its own,
 // else the queue's policy, else the default.
-func (e *Envelope) retryBackoff() Backoff {
+func (e *Envelope) retryBackoff(ctx context.Context) Backoff {
 	if b := e.Task.RetryBackoff; !b.IsZero() { // the resolved task: a stashed one's wire form is a reference
 		return b
 	}
-	if b := e.q.policies.retryBackoff(); !b.IsZero() {
+	if b := e.q.policies.retryBackoff(ctx); !b.IsZero() {
 		return b
 	}
 	return defaultRetryBackoff

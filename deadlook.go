@@ -170,7 +170,7 @@ func (q *Queue) findDead(ctx context.Context, op string, store driver.ResultStor
 			continue
 		}
 		m := dead[id]
-		found[id] = q.newRecord(id, driver.ResultDeadLettered, now, &recordDetails{
+		found[id] = q.newRecord(ctx, id, driver.ResultDeadLettered, now, &recordDetails{
 			deliveries: m.DeliveryCount, errText: deadLetterText(m), ended: m.DeadAt})
 	}
 	return found, nil

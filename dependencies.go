@@ -33,7 +33,7 @@ func hasDeps(tasks []*Task) bool {
 // sweep reads parents' ends from, or the error of op where the queue
 // cannot hold tasks: the backend lacks the dependencies feature, keeps no
 // results, or the queue's results policy keeps no records.
-func (q *Queue) heldStore(op string) (driver.HeldStore, driver.ResultStore, error) {
+func (q *Queue) heldStore(ctx context.Context, op string) (driver.HeldStore, driver.ResultStore, error) {
 	if err := q.checkOpen(op); err != nil {
 		return nil, nil, err
 	}
@@ -44,7 +44,7 @@ func (q *Queue) heldStore(op string) (driver.HeldStore, driver.ResultStore, erro
 	if q.results == nil {
 		return nil, nil, q.unsupported(op, driver.Results, "keeps no task results, which dependencies need to know how a parent ended")
 	}
-	if q.policies.results() == driver.ResultsNone {
+	if q.policies.results(ctx) == driver.ResultsNone {
 		return nil, nil, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
 			Msg: "dependencies and group steps need result records (a parent's success is read from its record), but the queue's results policy is none; " +
 				"keep them with `jobq QUEUE policy set results all` (or `results failed`)"}
@@ -148,7 +148,7 @@ func (q *Queue) pushDeps(ctx context.Context, tasks []*Task, opts PushOptions, r
 	if opts.UniqueFor != 0 || opts.SkipSucceeded {
 		return nil, errorf(errcode.InvalidArgument, op, "unique-for and skip-succeeded cannot be combined with dependencies (after, after-group, then): push the tasks with dependencies apart")
 	}
-	hs, rs, err := q.heldStore(op)
+	hs, rs, err := q.heldStore(ctx, op)
 	if err != nil {
 		return nil, err
 	}
@@ -554,7 +554,7 @@ func (q *Queue) cancelHeld(ctx context.Context, op string, store driver.ResultSt
 	hids := make([]string, len(held))
 	for i, h := range held {
 		hids[i] = h.Message.ID
-		recs[i] = q.newRecord(h.Message.ID, driver.ResultCancelled, now, &recordDetails{errText: "cancelled before it ran (it was held, waiting for its parents)", group: h.Message.Group})
+		recs[i] = q.newRecord(ctx, h.Message.ID, driver.ResultCancelled, now, &recordDetails{errText: "cancelled before it ran (it was held, waiting for its parents)", group: h.Message.Group})
 	}
 	if err := putResults(ctx, store, recs); err != nil {
 		return nil, nil, q.wrap(op, err)

@@ -366,8 +366,8 @@ type FailResult struct {
 // retryDelay is the delay before this failed task's retry, noted in the
 // pending attempt. Where the backend cannot delay a requeue it is zero,
 // with a one-time warning.
-func (e *Envelope) retryDelay() time.Duration {
-	delay := e.retryBackoff().Delay(e.failures())
+func (e *Envelope) retryDelay(ctx context.Context) time.Duration {
+	delay := e.retryBackoff(ctx).Delay(e.failures())
 	if e.q.caps.Level(driver.DelayedRequeue) == driver.Unsupported {
 		e.q.warnOnce(driver.DelayedRequeue, "a failed task is retried at once: the backend cannot delay a requeue, so the retry backoff is not applied")
 		delay = 0
@@ -435,7 +435,7 @@ func (e *Envelope) Fail(ctx context.Context, cause error, detail string) (res Fa
 	inPlace := e.budgetInPlace()
 	left := e.retriesLeft(inPlace)
 	if left > 0 {
-		delay := e.retryDelay()
+		delay := e.retryDelay(ctx)
 		var body []byte
 		switch {
 		case inPlace:

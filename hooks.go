@@ -65,7 +65,7 @@ func init() {
 	hooks.Scheme = func(q any) string { return asQueue(q).scheme }
 	hooks.Driver = func(q any) driver.Driver { return asQueue(q).drv }
 	hooks.Stash = func(q any) stash.Store { return asQueue(q).stash.primary }
-	hooks.Retention = func(q any) time.Duration { return asQueue(q).policies.retention() }
+	hooks.Retention = func(q any) time.Duration { return asQueue(q).policies.retention(context.Background()) }
 
 	hooks.RecordAttempt = func(e, a any) {
 		if p, ok := a.(*Attempt); ok {

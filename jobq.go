@@ -475,7 +475,7 @@ func (q *Queue) pushBatch(ctx context.Context, tasks []*Task, opts PushOptions) 
 	if hasDeps(tasks) {
 		return q.pushDeps(ctx, tasks, opts, driver.RequireSucceeded)
 	}
-	ended, err := q.checkUniqueFor(op, opts)
+	ended, err := q.checkUniqueFor(ctx, op, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -753,7 +753,7 @@ func (q *Queue) envelopes(ctx context.Context, recs []*driver.Received, vis time
 		if err != nil {
 			reason := settleText("poison message: "+err.Error(), maxReasonBytes, false)
 			poison = append(poison, driver.DeadLetterParams{Lease: r.Lease, Reason: reason, Detail: settleText(string(r.Body), 4096, false),
-				Result: q.poisonRecord(r, wire, reason), Tally: tallyOf(r.Group, driver.GroupDeadLettered)})
+				Result: q.poisonRecord(ctx, r, wire, reason), Tally: tallyOf(r.Group, driver.GroupDeadLettered)})
 			continue
 		}
 		if task.ID == "" {

@@ -327,7 +327,7 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 	if e.q.results == nil {
 		return nil
 	}
-	keep, _, mode := e.q.policies.get()
+	keep, _, mode := e.q.policies.get(ctx)
 	switch {
 	case mode == driver.ResultsNone && state != driver.ResultCancelled:
 		return nil
@@ -382,8 +382,8 @@ func (e *Envelope) recordOf(ctx context.Context, state driver.ResultState, errTe
 
 // newRecord builds a record of task id, expiring after the queue's
 // retention.
-func (q *Queue) newRecord(id string, state driver.ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
-	p := pendingRecord{id: id, state: state, at: now, expires: now.Add(q.policies.retention()), details: *d}
+func (q *Queue) newRecord(ctx context.Context, id string, state driver.ResultState, now time.Time, d *recordDetails) *driver.ResultRecord {
+	p := pendingRecord{id: id, state: state, at: now, expires: now.Add(q.policies.retention(ctx)), details: *d}
 	return p.record()
 }
 
@@ -391,15 +391,15 @@ func (q *Queue) newRecord(id string, state driver.ResultState, now time.Time, d 
 // task ID is known (the driver keeps it beside the body, or the body was a
 // task whose stashed payload is gone); nil otherwise. An ID that is not
 // valid UTF-8 (a damaged key) is recorded as storableID writes it.
-func (q *Queue) poisonRecord(r *driver.Received, wire *Task, reason string) *driver.ResultRecord {
+func (q *Queue) poisonRecord(ctx context.Context, r *driver.Received, wire *Task, reason string) *driver.ResultRecord {
 	id := storableID(r.ID)
 	if wire != nil && wire.ID != "" {
 		id = wire.ID
 	}
-	if q.results == nil || id == "" || q.policies.results() == driver.ResultsNone {
+	if q.results == nil || id == "" || q.policies.results(ctx) == driver.ResultsNone {
 		return nil
 	}
-	return q.newRecord(id, driver.ResultDeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
+	return q.newRecord(ctx, id, driver.ResultDeadLettered, time.Now(), &recordDetails{deliveries: r.DeliveryCount, errText: reason})
 }
 
 // stashValue moves a large handler value to the queue's stash, returning

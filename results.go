@@ -102,8 +102,8 @@ func (q *Queue) resultStore(op string) (driver.ResultStore, error) {
 // keepsRecords fails with FailedPrecondition, naming the policy and how to
 // change it, when the queue's results policy keeps no records of tasks
 // that end, so that op (a wait, a result) could never answer.
-func (q *Queue) keepsRecords(op string) error {
-	if q.policies.results() != driver.ResultsNone {
+func (q *Queue) keepsRecords(ctx context.Context, op string) error {
+	if q.policies.results(ctx) != driver.ResultsNone {
 		return nil
 	}
 	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
@@ -115,8 +115,8 @@ func (q *Queue) keepsRecords(op string) error {
 // after the wait began (this handle sees a change made elsewhere within
 // policyRefresh), so the tasks not reported yet would end without a record
 // and the wait would never return.
-func (q *Queue) stillKeepsRecords(op string) error {
-	if q.policies.results() != driver.ResultsNone {
+func (q *Queue) stillKeepsRecords(ctx context.Context, op string) error {
+	if q.policies.results(ctx) != driver.ResultsNone {
 		return nil
 	}
 	return &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
@@ -186,7 +186,7 @@ func (q *Queue) Result(ctx context.Context, id string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := q.keepsRecords(op); err != nil {
+	if err := q.keepsRecords(ctx, op); err != nil {
 		return nil, err
 	}
 	if err := checkIDs(op, []string{id}); err != nil {
@@ -292,7 +292,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 	if err != nil {
 		return err
 	}
-	if err := q.keepsRecords(op); err != nil {
+	if err := q.keepsRecords(ctx, op); err != nil {
 		return err
 	}
 	if err := checkIDs(op, ids); err != nil {
@@ -329,7 +329,7 @@ func (q *Queue) WaitFunc(ctx context.Context, ids []string, opts WaitOptions, ea
 		if len(pending) == 0 {
 			return nil
 		}
-		if err := q.stillKeepsRecords(op); err != nil {
+		if err := q.stillKeepsRecords(ctx, op); err != nil {
 			return err
 		}
 		if pending, err = q.reportDead(ctx, op, store, dead, pending, &opts, each); err != nil || len(pending) == 0 {
@@ -516,7 +516,7 @@ func (q *Queue) requestCancels(ctx context.Context, op string, store driver.Resu
 	now := time.Now()
 	asked := make([]*driver.ResultRecord, len(ids))
 	for i, id := range ids {
-		asked[i] = q.newRecord(id, driver.ResultCancelRequested, now, &recordDetails{errText: cancelRequestedText})
+		asked[i] = q.newRecord(ctx, id, driver.ResultCancelRequested, now, &recordDetails{errText: cancelRequestedText})
 	}
 	if err := putResults(ctx, store, asked); err != nil {
 		return q.wrapWrite(op, err)
@@ -598,8 +598,8 @@ func (q *Queue) removeTasks(ctx context.Context, op string, store driver.ResultS
 	done := make([]*driver.ResultRecord, len(open))
 	asked := make([]*driver.ResultRecord, len(open))
 	for i, id := range open {
-		done[i] = q.newRecord(id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled while it waited in the queue", group: groups[id]})
-		asked[i] = q.newRecord(id, driver.ResultCancelRequested, at, &recordDetails{errText: cancelRequestedText})
+		done[i] = q.newRecord(ctx, id, driver.ResultCancelled, at, &recordDetails{errText: "cancelled while it waited in the queue", group: groups[id]})
+		asked[i] = q.newRecord(ctx, id, driver.ResultCancelRequested, at, &recordDetails{errText: cancelRequestedText})
 	}
 	gone, held, err := remover.RemoveTasks(ctx, done, asked)
 	if err != nil {

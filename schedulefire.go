@@ -139,7 +139,7 @@ func (f *firing) push(ctx context.Context, st driver.FiredState, takeOver bool) 
 	}
 	t.ID = run.TaskID
 	var opts PushOptions
-	if f.uniqueFor(takeOver) {
+	if f.uniqueFor(ctx, takeOver) {
 		opts.UniqueFor = max(f.now.Sub(st.Slot), 0) + driver.ScheduleClaimGrace + time.Hour
 	}
 	res, err := f.a.q.PushBatch(ctx, []*Task{t}, opts)
@@ -161,12 +161,12 @@ func (f *firing) push(ctx context.Context, st driver.FiredState, takeOver bool) 
 // uniqueFor reports whether a push should check the result records: on a
 // take-over, or always where claims are not atomic, when the queue keeps
 // records.
-func (f *firing) uniqueFor(takeOver bool) bool {
+func (f *firing) uniqueFor(ctx context.Context, takeOver bool) bool {
 	q := f.a.q
 	if _, atomic := f.ps.(driver.PolicySwapper); atomic && !takeOver {
 		return false
 	}
-	return q.results != nil && q.caps.Level(driver.Results) != driver.Unsupported && q.policies.results() != driver.ResultsNone
+	return q.results != nil && q.caps.Level(driver.Results) != driver.Unsupported && q.policies.results(ctx) != driver.ResultsNone
 }
 
 func (f *firing) stage(stage string, slot time.Time) error {

@@ -119,7 +119,7 @@ func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driv
 		case v.release:
 			release = append(release, h.Message.ID)
 		case v.reason != "":
-			cancel = append(cancel, q.newRecord(h.Message.ID, driver.ResultCancelled, now, &recordDetails{errText: v.reason, group: h.Message.Group}))
+			cancel = append(cancel, q.newRecord(ctx, h.Message.ID, driver.ResultCancelled, now, &recordDetails{errText: v.reason, group: h.Message.Group}))
 			drop = append(drop, h.Message.ID)
 		}
 	}

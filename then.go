@@ -49,7 +49,7 @@ func (a *Admin) ThenGroup(ctx context.Context, group string, t *Task, require dr
 		return PushResult{}, err
 	}
 	id := ThenTaskID(group)
-	if _, _, err := q.heldStore(op); err != nil {
+	if _, _, err := q.heldStore(ctx, op); err != nil {
 		return PushResult{}, err
 	}
 	if _, err := a.Group(ctx, group); err != nil {

@@ -11,7 +11,7 @@ import (
 
 // checkUniqueFor checks PushOptions.UniqueFor and SkipSucceeded before
 // anything is prepared: the result store to read, nil when neither is set.
-func (q *Queue) checkUniqueFor(op string, opts PushOptions) (driver.ResultStore, error) {
+func (q *Queue) checkUniqueFor(ctx context.Context, op string, opts PushOptions) (driver.ResultStore, error) {
 	what := "unique-for"
 	if opts.UniqueFor == 0 {
 		what = "skip-succeeded"
@@ -23,7 +23,7 @@ func (q *Queue) checkUniqueFor(op string, opts PushOptions) (driver.ResultStore,
 		return nil, errorf(errcode.InvalidArgument, op, "PushOptions.UniqueFor is negative (%s): give a window of at least one second, or 0 for none", opts.UniqueFor)
 	case q.results == nil:
 		return nil, q.unsupported(op, driver.Results, "keeps no task results, which "+what+" needs to know which tasks ran")
-	case q.policies.results() == driver.ResultsNone:
+	case q.policies.results(ctx) == driver.ResultsNone:
 		return nil, &Error{Code: errcode.FailedPrecondition, Op: op, Queue: q.url,
 			Msg: what + " needs result records, but the queue's results policy is none (no task keeps one); keep them with `jobq QUEUE policy set results all` (or `results failed`)"}
 	}
