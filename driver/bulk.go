@@ -1,6 +1,9 @@
 package driver
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Pager is implemented by drivers that can page through the whole of their
 // queued messages and of their dead letters with a cursor, which the bulk
@@ -20,6 +23,20 @@ type Pager interface {
 	PageQueued(ctx context.Context, after string, max int) (msgs []*PeekedMessage, next string, err error)
 	// PageDead does the same over the dead letters.
 	PageDead(ctx context.Context, after string, max int) (msgs []*DeadMessage, next string, err error)
+}
+
+// DeadSincer is implemented by Pagers whose dead letters page in the order
+// they were dead-lettered (new ones come last) and that can find where the
+// recent ones begin without reading those before. A wait reads the letters
+// after that cursor, at the end, to see tasks dead-lettered while it goes on
+// however many letters are older.
+type DeadSincer interface {
+	// DeadSince returns the PageDead cursor after which lie the dead
+	// letters dead-lettered at or after since ("": from the first), read a
+	// few letters at a time: about twice the base-2 logarithm of the span
+	// of cursors. Letters whose times are out of order may fall on either
+	// side.
+	DeadSince(ctx context.Context, since time.Time) (string, error)
 }
 
 // BulkWindow is the most queued messages or dead letters one pass of a bulk

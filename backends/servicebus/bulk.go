@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"time"
 
@@ -75,4 +76,65 @@ func (d *Driver) peekFrom(ctx context.Context, r *azservicebus.Receiver, after s
 		}
 	}
 	return msgs, strconv.FormatInt(last, 10), nil
+}
+
+var _ driver.DeadSincer = (*Driver)(nil)
+
+// DeadSince implements driver.DeadSincer. The dead-letter sub-queue is
+// searched by sequence number, one letter per peek: a letter dead-lettered
+// before since moves the lower bound up to its sequence number, a later one
+// or none the upper bound down, first in doubling steps from the first
+// letter, then by halves. A letter's time is its jobq-dead-at property, or
+// its enqueued time there.
+func (d *Driver) DeadSince(ctx context.Context, since time.Time) (string, error) {
+	if err := d.closing.Err(); err != nil {
+		return "", err
+	}
+	// first returns the sequence number of the first letter at or after
+	// seq, whether it was dead-lettered before since, and false when none.
+	first := func(seq int64) (int64, bool, bool, error) {
+		msgs, err := d.dead.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &seq})
+		if err != nil || len(msgs) == 0 || msgs[0].SequenceNumber == nil {
+			return 0, false, false, err
+		}
+		return *msgs[0].SequenceNumber, d.deadMessage(msgs[0]).DeadAt.Before(since), true, nil
+	}
+	lo, old, ok, err := first(0)
+	if err != nil {
+		return "", d.fail("find recent dead letters", err)
+	}
+	if !ok || !old {
+		return "", nil
+	}
+	// lo's letter is old; the first letter at or after hi is recent, or
+	// there is none.
+	hi, step := int64(-1), int64(1)
+	for hi < 0 {
+		probe := lo + step
+		if probe < lo { // past the largest sequence number
+			probe = math.MaxInt64
+		}
+		seq, old, ok, err := first(probe)
+		switch {
+		case err != nil:
+			return "", d.fail("find recent dead letters", err)
+		case ok && old && probe < math.MaxInt64:
+			lo, step = seq, 2*step
+		default:
+			hi = probe
+		}
+	}
+	for lo+1 < hi {
+		mid := lo + (hi-lo)/2
+		seq, old, ok, err := first(mid)
+		switch {
+		case err != nil:
+			return "", d.fail("find recent dead letters", err)
+		case ok && seq < hi && old:
+			lo = seq
+		default:
+			hi = mid
+		}
+	}
+	return strconv.FormatInt(lo, 10), nil
 }

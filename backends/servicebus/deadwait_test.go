@@ -4,15 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backends/servicebus"
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/internal/hooks"
 )
 
 // TestWaitEndsForATaskTheBrokerDeadLetters: Service Bus dead-letters a
@@ -134,5 +138,91 @@ func TestGroupWaitEndsForATaskTheBrokerDeadLetters(t *testing.T) {
 	w := <-done
 	if w.err != nil || w.c.Pushed != 1 || w.c.DeadLettered != 1 {
 		t.Fatalf("group wait = %+v, %v; want 1 task pushed and dead-lettered", w.c, w.err)
+	}
+}
+
+// deadLetterAt pushes n tasks to q and dead-letters them as a jobq worker
+// did at time at.
+func deadLetterAt(ctx context.Context, t *testing.T, q *jobq.Queue, n int, at time.Time) {
+	t.Helper()
+	tasks := make([]*jobq.Task, n)
+	for i := range tasks {
+		tasks[i] = &jobq.Task{Command: fmt.Sprintf("echo %d %d", at.UnixNano(), i)}
+	}
+	if _, err := q.PushBatch(ctx, tasks, jobq.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var r *azservicebus.Receiver
+	if !q.As(&r) {
+		t.Fatal("no receiver")
+	}
+	props := map[string]any{servicebus.PropDeadAt: at.UTC()}
+	for left := n; left > 0; {
+		msgs, err := r.ReceiveMessages(ctx, left, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: to.Ptr("old"), PropertiesToModify: props}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		left -= len(msgs)
+	}
+}
+
+// TestDeadSinceFindsTheRecentLetters: DeadSince returns the cursor after
+// which PageDead reads the letters dead-lettered since a time, and only
+// those, with gaps in the sequence numbers among the old ones.
+func TestDeadSinceFindsTheRecentLetters(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	q, _ := open(t, newQueueURL(t, resultsParam(t)))
+	ds := hooks.Driver(q).(driver.DeadSincer)
+	pager := hooks.Driver(q).(driver.Pager)
+	now := time.Now()
+	recent := func(since time.Time) []string {
+		t.Helper()
+		after, err := ds.DeadSince(ctx, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, _, err := pager.PageDead(ctx, after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reasons []string
+		for _, m := range ms {
+			reasons = append(reasons, m.Reason)
+		}
+		return reasons
+	}
+	if got := recent(now); len(got) != 0 {
+		t.Fatalf("no dead letters: read %v", got)
+	}
+	deadLetterAt(ctx, t, q, 37, now.Add(-2*time.Hour))
+	if got := recent(now); len(got) != 0 {
+		t.Fatalf("only old dead letters: read %d after the cursor, want none", len(got))
+	}
+	// Gaps: purge every third old letter.
+	all, err := q.Admin().DeadLetters(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	for i, d := range all {
+		if i%3 == 1 {
+			gone = append(gone, d.MessageID)
+		}
+	}
+	if _, err := hooks.Driver(q).PurgeDead(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	deadLetterAt(ctx, t, q, 5, now.Add(-time.Hour))
+	if got := recent(now.Add(-90 * time.Minute)); len(got) != 5 {
+		t.Fatalf("37 letters of two hours ago, some purged, then 5 of an hour ago: read %d since 90 minutes ago, want 5", len(got))
+	}
+	if got := recent(now.Add(-3 * time.Hour)); len(got) != 37-len(gone)+5 {
+		t.Fatalf("read %d since before the first letter, want all %d", len(got), 37-len(gone)+5)
 	}
 }
