@@ -12,21 +12,42 @@ import (
 // letters with no record: the engine dead-letters it (Service Bus, past the
 // queue's max delivery count or at its time-to-live), or a worker that
 // keeps no records (ai4s-jobq) does. A wait would never end for it, so a
-// wait that has gone on for deadLookAfter also reads the dead letters, a
-// page at a time, and records the end of each task waited for that it
-// finds there. Looks are deadLookEvery apart, or waitReadShare times as
-// long as the last one took when that is longer.
+// wait that has gone on for deadLookAfter also reads the dead letters and
+// records the end of each task waited for that it finds there. Each look
+// reads the next page of all the letters (from the first again after the
+// last) and, where the driver can find the recent ones (DeadSincer), up to
+// deadLookTailPages pages of those dead-lettered since the wait began (less
+// deadLookSkew), from where the last look stopped: a task dead-lettered
+// while the wait goes on is found within a look or two however many older
+// letters there are. Looks are deadLookEvery apart, or waitReadShare times
+// as long as the last one took when that is longer.
 const (
-	deadLookAfter = 10 * time.Second
-	deadLookEvery = 10 * time.Second
-	deadLookPage  = 250
+	deadLookAfter     = 10 * time.Second
+	deadLookEvery     = 10 * time.Second
+	deadLookPage      = 250
+	deadLookTailPages = 4
+	deadLookSkew      = time.Minute
 )
 
 // deadLook is where a wait is in its reading of the dead letters.
 type deadLook struct {
-	after  string    // the cursor of the next page; "" the first
-	next   time.Time // the earliest next look
-	warned bool      // a failed look was logged
+	after    string        // the cursor of the next page of all; "" the first
+	tail     string        // the cursor after the recent letters read
+	tailSet  bool          // tail was found (DeadSincer)
+	since    time.Time     // the recent letters are those dead-lettered since
+	next     time.Time     // the earliest next look
+	page     int           // letters a page
+	every    time.Duration // between looks, at least
+	looks    int           // looks begun
+	testLook func(n int)
+	warned   bool // a failed look was logged
+}
+
+// deadLookTest is what the tests change of q's looks (hooks.DeadLookTest).
+type deadLookTest struct {
+	after, every time.Duration
+	page         int
+	look         func(n int)
 }
 
 // newDeadLook returns the dead-letter reader of a wait, nil when the
@@ -36,7 +57,12 @@ func (q *Queue) newDeadLook() *deadLook {
 	if q.caps.Level(driver.Results) != driver.Emulated || q.caps.Level(driver.DeadLetter) == driver.Unsupported {
 		return nil
 	}
-	return &deadLook{next: time.Now().Add(deadLookAfter)}
+	now := time.Now()
+	l := &deadLook{next: now.Add(deadLookAfter), since: now.Add(-deadLookSkew), page: deadLookPage, every: deadLookEvery}
+	if t := q.deadTest.Load(); t != nil {
+		l.next, l.every, l.page, l.testLook = now.Add(t.after), t.every, t.page, t.look
+	}
+	return l
 }
 
 // due reports whether a look is due (never when l is nil).
@@ -53,7 +79,7 @@ func (q *Queue) groupDeadEnded(ctx context.Context, name string, l *deadLook) {
 	}
 	members, err := lister.GroupMembers(ctx, name)
 	if err != nil {
-		l.next = time.Now().Add(deadLookEvery)
+		l.next = time.Now().Add(l.every)
 		if !l.warned && ctx.Err() == nil {
 			l.warned = true
 			q.log.Warn("jobq: group wait could not list the group's tasks, so it cannot see those dead-lettered without a record (it goes on, and tries again)", "queue", q.url, "group", name, "error", err)
@@ -63,24 +89,66 @@ func (q *Queue) groupDeadEnded(ctx context.Context, name string, l *deadLook) {
 	q.deadEnded(ctx, op, q.results, l, members, &WaitOptions{})
 }
 
-// readDead reads the page of dead letters after the cursor after, or,
-// where the driver cannot page, the first deadLookPage of them, no more
-// than a peek returns (MaxPeek: Storage Queue reads more by dequeuing
-// them, which a wait must not do), with next "".
-func (q *Queue) readDead(ctx context.Context, after string) (ms []*driver.DeadMessage, next string, err error) {
-	if p, ok := q.drv.(driver.Pager); ok {
-		return p.PageDead(ctx, after, deadLookPage)
+// readDead reads l's next page of all the dead letters, and the recent
+// ones after l's tail (readTail). Where the driver cannot page, it reads
+// the first deadLookPage letters, no more than a peek returns (MaxPeek:
+// Storage Queue reads more by dequeuing them, which a wait must not do).
+func (q *Queue) readDead(ctx context.Context, l *deadLook) ([]*driver.DeadMessage, error) {
+	p, ok := q.drv.(driver.Pager)
+	if !ok {
+		window := l.page
+		if mp := q.caps.MaxPeek; mp > 0 {
+			window = min(window, mp)
+		}
+		return q.drv.ListDead(ctx, window)
 	}
-	window := deadLookPage
-	if mp := q.caps.MaxPeek; mp > 0 {
-		window = min(window, mp)
+	ms, next, err := p.PageDead(ctx, l.after, l.page)
+	if err != nil {
+		return nil, err
 	}
-	ms, err = q.drv.ListDead(ctx, window)
-	return ms, "", err
+	recent, err := q.readTail(ctx, p, l)
+	if err != nil {
+		return nil, err
+	}
+	l.after = next // once the look succeeds, so that no page is skipped
+	return append(ms, recent...), nil
+}
+
+// readTail reads, where the driver is a DeadSincer, up to
+// deadLookTailPages pages of the dead letters after l's tail, found at the
+// first look, and moves the tail past them; it stays at the last letter
+// when there are no more.
+func (q *Queue) readTail(ctx context.Context, p driver.Pager, l *deadLook) ([]*driver.DeadMessage, error) {
+	s, ok := q.drv.(driver.DeadSincer)
+	if !ok {
+		return nil, nil
+	}
+	if !l.tailSet {
+		c, err := s.DeadSince(ctx, l.since)
+		if err != nil {
+			return nil, err
+		}
+		l.tail, l.tailSet = c, true
+	}
+	var out []*driver.DeadMessage
+	tail := l.tail
+	for range deadLookTailPages {
+		ms, next, err := p.PageDead(ctx, tail, l.page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ms...)
+		if next == "" {
+			break
+		}
+		tail = next
+	}
+	l.tail = tail
+	return out, nil
 }
 
 // deadEnded looks, when l is due, for the tasks of pending among the next
-// page of dead letters (one dead-lettered at or after after, when after is
+// dead letters (readDead) (one dead-lettered at or after after, when after is
 // set) that have no record of an end, stores a DeadLettered record for
 // each, with the dead letter's reason, and returns the records aligned with
 // pending (nil for the others), or nil when it found none. A look that
@@ -90,9 +158,13 @@ func (q *Queue) deadEnded(ctx context.Context, op string, store driver.ResultSto
 	if !l.due() {
 		return nil
 	}
+	l.looks++
+	if l.testLook != nil {
+		l.testLook(l.looks)
+	}
 	began := time.Now()
 	found, err := q.findDead(ctx, op, store, l, pending, opts)
-	l.next = time.Now().Add(max(deadLookEvery, waitReadShare*time.Since(began)))
+	l.next = time.Now().Add(max(l.every, waitReadShare*time.Since(began)))
 	if err != nil {
 		if !l.warned && ctx.Err() == nil {
 			l.warned = true
@@ -128,17 +200,16 @@ func (q *Queue) reportDead(ctx context.Context, op string, store driver.ResultSt
 	return left, err
 }
 
-// findDead reads l's next page of dead letters and returns, by task ID,
+// findDead reads l's next dead letters (readDead) and returns, by task ID,
 // the DeadLettered records of the tasks of pending it holds that, read
 // after the page, have no record of an end opts counts. A dead letter
 // counts from opts.After, by its own time.
 func (q *Queue) findDead(ctx context.Context, op string, store driver.ResultStore, l *deadLook, pending []string, opts *WaitOptions) (map[string]*driver.ResultRecord, error) {
 	after := opts.After
-	ms, next, err := q.readDead(ctx, l.after)
+	ms, err := q.readDead(ctx, l)
 	if err != nil {
 		return nil, err
 	}
-	l.after = next
 	want := make(map[string]bool, len(pending))
 	for _, id := range pending {
 		want[id] = true

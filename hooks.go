@@ -88,6 +88,9 @@ func init() {
 		return e.(*Envelope).cancelRequested(ctx)
 	}
 
+	hooks.DeadLookTest = func(q any, after, every time.Duration, page int, look func(n int)) {
+		asQueue(q).deadTest.Store(&deadLookTest{after: after, every: every, page: page, look: look})
+	}
 	hooks.ParsePolicy = parsePolicy
 	hooks.ParseBackoff = func(s string) (any, error) { return parseBackoff(s) }
 }

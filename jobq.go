@@ -128,6 +128,9 @@ type Queue struct {
 	groups   driver.GroupStore
 	policies policyCache
 	tel      *telemetry
+	// deadTest is what the tests change of waits' looks at the dead
+	// letters (hooks.DeadLookTest); nil in use.
+	deadTest atomic.Pointer[deadLookTest]
 }
 
 // Open opens the queue named by rawURL with default options, on the default

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,6 +140,70 @@ func TestGroupWaitEndsForATaskTheBrokerDeadLetters(t *testing.T) {
 	if w.err != nil || w.c.Pushed != 1 || w.c.DeadLettered != 1 {
 		t.Fatalf("group wait = %+v, %v; want 1 task pushed and dead-lettered", w.c, w.err)
 	}
+}
+
+// TestWaitFindsABrokerDeadLetterBehindManyPages: a wait reads a page of
+// the dead letters at each look. It used to go through them from the first
+// page to the last and start again, so on a dead-letter queue of many
+// pages a task the broker dead-lettered while the wait went on (last in
+// the queue) was found only after as many looks as there were pages
+// before it. The wait now also reads from the end of the letters older
+// than itself, and finds it at the next look.
+func TestWaitFindsABrokerDeadLetterBehindManyPages(t *testing.T) {
+	t.Parallel()
+	const (
+		old   = 100 // dead letters from an hour ago
+		page  = 5   // letters a look reads a page: old/page pages
+		looks = 3   // within which the wait must find the task once dead
+	)
+	ctx := ctxT(t)
+	q, _ := open(t, newQueueURL(t, resultsParam(t)))
+	deadLetterAt(ctx, t, q, old, time.Now().Add(-time.Hour))
+	pushed, err := q.Push(ctx, &jobq.Task{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	second, dead := make(chan struct{}), make(chan struct{})
+	var n atomic.Int64
+	hooks.DeadLookTest(q, 0, time.Millisecond, page, func(look int) {
+		n.Store(int64(look))
+		switch {
+		case look == 2: // the first look has found where the wait began
+			close(second)
+			select {
+			case <-dead:
+			case <-wctx.Done():
+			}
+		case look > 1+looks:
+			cancel()
+		}
+	})
+	type waited struct {
+		res []*jobq.Result
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		res, err := q.Wait(wctx, pushed.ID)
+		done <- waited{res, err}
+	}()
+	select {
+	case <-second:
+	case w := <-done:
+		t.Fatalf("wait ended before its second look at the dead letters: %v, %v", w.res, w.err)
+	}
+	abandon(ctx, t, q, maxDeliveryCount)
+	close(dead)
+	w := <-done
+	if w.err != nil {
+		t.Fatalf("wait for a task Service Bus dead-lettered behind %d pages of dead letters: not found within %d looks (%v)", old/page, looks, w.err)
+	}
+	if got := w.res[0]; got.State != driver.ResultDeadLettered || !strings.Contains(got.Error, "MaxDeliveryCountExceeded") {
+		t.Fatalf("wait reported %s, error %q; want dead-lettered by the broker", got.State, got.Error)
+	}
+	t.Logf("found at look %d, %d after it was dead-lettered", n.Load(), n.Load()-1)
 }
 
 // deadLetterAt pushes n tasks to q and dead-letters them as a jobq worker

@@ -134,3 +134,12 @@ var (
 	// result is a jobq.Backoff.
 	ParseBackoff func(s string) (any, error)
 )
+
+// What the tests change of a queue's behaviour.
+var (
+	// DeadLookTest makes the waits of q that start from now on look at the
+	// dead letters first after after and then every every (rather than
+	// 10 s), read page letters a page, and call look, when not nil, as
+	// each look begins, with its number from 1.
+	DeadLookTest func(q any, after, every time.Duration, page int, look func(n int))
+)
