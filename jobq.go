@@ -131,6 +131,8 @@ type Queue struct {
 	// deadTest is what the tests change of waits' looks at the dead
 	// letters (hooks.DeadLookTest); nil in use.
 	deadTest atomic.Pointer[deadLookTest]
+	// deadSweep is where sweeps are in the dead letters (sweepdead.go).
+	deadSweep deadSweep
 }
 
 // Open opens the queue named by rawURL with default options, on the default

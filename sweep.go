@@ -49,20 +49,36 @@ func (a *Admin) sweepHeld(ctx context.Context) (res SweepResult, held int, err e
 	if !ok || q.caps.Level(driver.Dependencies) == driver.Unsupported || q.results == nil {
 		return res, 0, q.unsupported(op, driver.Dependencies, "cannot hold a task until others end (dependencies and group steps)")
 	}
+	w := q.sweepWaiting()
+	if w != nil {
+		defer q.deadSweep.mu.Unlock()
+	}
+	held, err = q.sweepAll(ctx, hs, &res, w)
+	if err != nil || !q.sweepDead(ctx, w) {
+		return res, held, err
+	}
+	// Parents found in the dead letters have a record now: decide again.
+	held, err = q.sweepAll(ctx, hs, &res, nil)
+	return res, held, err
+}
+
+// sweepAll decides every held task, a page at a time, and adds to w, when
+// not nil, what those it leaves held wait for.
+func (q *Queue) sweepAll(ctx context.Context, hs driver.HeldStore, res *SweepResult, w *waiting) (held int, err error) {
 	cursor := ""
 	for {
 		page, next, err := hs.ListHeld(ctx, cursor, sweepPage)
 		if err != nil {
-			return res, held, q.wrap(op, err)
+			return held, q.wrap("sweep", err)
 		}
 		held += len(page)
 		if len(page) > 0 {
-			if err := q.sweepPage(ctx, hs, page, &res); err != nil {
-				return res, held, err
+			if err := q.sweepPage(ctx, hs, page, res, w); err != nil {
+				return held, err
 			}
 		}
 		if next == "" {
-			return res, held, nil
+			return held, nil
 		}
 		cursor = next
 	}
@@ -72,7 +88,7 @@ func (a *Admin) sweepHeld(ctx context.Context) (res SweepResult, held int, err e
 // parents' records (and of the held tasks' own, where an interrupted
 // cancel left one), one read per group named, then one Release and one
 // Drop.
-func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driver.HeldMessage, res *SweepResult) error {
+func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driver.HeldMessage, res *SweepResult, w *waiting) error {
 	const op = "sweep"
 	var ids []string
 	seen := map[string]bool{}
@@ -121,6 +137,8 @@ func (q *Queue) sweepPage(ctx context.Context, hs driver.HeldStore, page []*driv
 		case v.reason != "":
 			cancel = append(cancel, q.newRecord(ctx, h.Message.ID, driver.ResultCancelled, now, &recordDetails{errText: v.reason, group: h.Message.Group}))
 			drop = append(drop, h.Message.ID)
+		default:
+			w.add(h, rec, groups)
 		}
 	}
 	if len(release) > 0 {

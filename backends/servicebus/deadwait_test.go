@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -289,5 +290,48 @@ func TestDeadSinceFindsTheRecentLetters(t *testing.T) {
 	}
 	if got := recent(now.Add(-3 * time.Hour)); len(got) != 37-len(gone)+5 {
 		t.Fatalf("read %d since before the first letter, want all %d", len(got), 37-len(gone)+5)
+	}
+}
+
+// TestSweepDecidesOnAParentTheBrokerDeadLetters: a task the broker
+// dead-letters has no record, so the held tasks after it (--after) and its
+// group's step stayed held until some wait found it in the dead letters. A
+// sweep now looks there itself: the dependant is cancelled, naming the
+// parent, and a step that runs whatever the ends is released.
+func TestSweepDecidesOnAParentTheBrokerDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	q, _ := open(t, newQueueURL(t, resultsParam(t)))
+	parent, err := q.Push(ctx, &jobq.Task{Command: "true", Group: "sims"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := q.Push(ctx, &jobq.Task{Command: "echo after", After: []string{parent.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := q.Admin().ThenGroup(ctx, "sims", &jobq.Task{Command: "echo step"}, driver.RequireEnded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abandon(ctx, t, q, maxDeliveryCount)
+	var released, cancelled []string
+	for !slices.Contains(cancelled, child.ID) || !slices.Contains(released, step.ID) {
+		if ctx.Err() != nil {
+			t.Fatalf("sweeps released %v and cancelled %v; want the step %s released and the dependant %s cancelled", released, cancelled, step.ID, child.ID)
+		}
+		res, err := q.Admin().SweepHeld(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released, cancelled = append(released, res.Released...), append(cancelled, res.Cancelled...)
+		time.Sleep(100 * time.Millisecond)
+	}
+	rec, err := q.Result(ctx, child.ID)
+	if err != nil || rec.State != driver.ResultCancelled || !strings.Contains(rec.Error, parent.ID) {
+		t.Fatalf("dependant's record: %+v, %v; want cancelled naming its parent", rec, err)
+	}
+	if rec, err := q.Result(ctx, parent.ID); err != nil || rec.State != driver.ResultDeadLettered {
+		t.Fatalf("parent's record: %+v, %v; want dead-lettered", rec, err)
 	}
 }
