@@ -60,7 +60,10 @@ func (q *Queue) newDeadLook() *deadLook {
 	now := time.Now()
 	l := &deadLook{next: now.Add(deadLookAfter), since: now.Add(-deadLookSkew), page: deadLookPage, every: deadLookEvery}
 	if t := q.deadTest.Load(); t != nil {
-		l.next, l.every, l.page, l.testLook = now.Add(t.after), t.every, t.page, t.look
+		l.next, l.every, l.testLook = now.Add(t.after), t.every, t.look
+		if t.page > 0 {
+			l.page = t.page
+		}
 	}
 	return l
 }

@@ -26,7 +26,9 @@ type SweepResult struct {
 // Admin.ThenGroup): it reads their parents' result records and groups'
 // counts, queues those whose parents all ended as required, and cancels
 // those with a parent that was dead-lettered or cancelled (recording why
-// first). Workers call it every driver.ScheduleRefresh, with the queue's
+// first). Where records are emulated, it also looks, at most every 10 s,
+// for the parents and group members still waited for in the dead letters
+// (a task dead-lettered without a record), as Queue.WaitFunc does. Workers call it every driver.ScheduleRefresh, with the queue's
 // schedules (unless worker.Options.NoSchedules), and `jobq QUEUE
 // scheduler` does; call it yourself only from a process of your own. Any
 // number of callers may race: the backend releases or drops each held
