@@ -16,10 +16,10 @@ import (
 // records the end of each task waited for that it finds there. Each look
 // reads the next page of all the letters (from the first again after the
 // last) and, where the driver can find the recent ones (DeadSincer), up to
-// deadLookTailPages pages of those dead-lettered since the wait began (less
-// deadLookSkew), from where the last look stopped: a task dead-lettered
-// while the wait goes on is found within a look or two however many older
-// letters there are. Looks are deadLookEvery apart, or waitReadShare times
+// deadLookTailPages pages of those dated since the wait began (less
+// deadLookSkew), from where the last look stopped (readTail): a task
+// pushed just before the wait and dead-lettered while it goes on is found
+// within a few looks however many older letters there are. Looks are deadLookEvery apart, or waitReadShare times
 // as long as the last one took when that is longer.
 const (
 	deadLookAfter     = 10 * time.Second
@@ -32,8 +32,9 @@ const (
 // deadLook is where a wait is in its reading of the dead letters.
 type deadLook struct {
 	after    string        // the cursor of the next page of all; "" the first
-	tail     string        // the cursor after the recent letters read
-	tailSet  bool          // tail was found (DeadSincer)
+	start    string        // the cursor before the recent letters (DeadSincer)
+	tail     string        // where the next look reads them from
+	tailSet  bool          // start was found
 	since    time.Time     // the recent letters are those dead-lettered since
 	next     time.Time     // the earliest next look
 	page     int           // letters a page
@@ -118,9 +119,12 @@ func (q *Queue) readDead(ctx context.Context, l *deadLook) ([]*driver.DeadMessag
 }
 
 // readTail reads, where the driver is a DeadSincer, up to
-// deadLookTailPages pages of the dead letters after l's tail, found at the
-// first look, and moves the tail past them; it stays at the last letter
-// when there are no more.
+// deadLookTailPages pages of the recent dead letters, those after l's
+// start (found at the first look), from where the last look stopped, and
+// from the start again once it has read to the end. Reading them all again
+// finds a letter that lands among them rather than after them: Azure
+// keeps a message's sequence number when it dead-letters it, so a task
+// pushed early and dead-lettered late sorts before letters already read.
 func (q *Queue) readTail(ctx context.Context, p driver.Pager, l *deadLook) ([]*driver.DeadMessage, error) {
 	s, ok := q.drv.(driver.DeadSincer)
 	if !ok {
@@ -131,7 +135,7 @@ func (q *Queue) readTail(ctx context.Context, p driver.Pager, l *deadLook) ([]*d
 		if err != nil {
 			return nil, err
 		}
-		l.tail, l.tailSet = c, true
+		l.start, l.tail, l.tailSet = c, c, true
 	}
 	var out []*driver.DeadMessage
 	tail := l.tail
@@ -142,6 +146,7 @@ func (q *Queue) readTail(ctx context.Context, p driver.Pager, l *deadLook) ([]*d
 		}
 		out = append(out, ms...)
 		if next == "" {
+			tail = l.start
 			break
 		}
 		tail = next

@@ -91,5 +91,5 @@ func (q *Queue) sweepDead(ctx context.Context, w *waiting) bool {
 	if len(ids) == 0 {
 		return false
 	}
-	return q.deadEnded(ctx, "sweep", q.results, w.look, uniqueIDs(ids), time.Time{}) != nil
+	return q.deadEnded(ctx, "sweep", q.results, w.look, uniqueIDs(ids), &WaitOptions{}) != nil
 }
