@@ -95,6 +95,12 @@ func (c *policyCache) get(ctx context.Context) (time.Duration, Backoff, driver.R
 		c.startLoad(context.Background())
 	}
 	if c.mode == 0 { // never loaded: ctx ended first
+		// Its deadline may have passed before its timer fired: wait for
+		// that, so that the caller's own check of ctx.Err() (a settlement
+		// refuses to start) sees the end that made these the defaults.
+		c.mu.Unlock()
+		<-ctx.Done()
+		c.mu.Lock()
 		return driver.DefaultRetention, Backoff{}, driver.ResultsAll
 	}
 	return c.keep, c.backoff, c.mode
