@@ -15,6 +15,8 @@ UseDevelopmentEmulator=true):
   * settlement on the receiver link (accept, modify = abandon, reject with
     com.microsoft:dead-letter, release) and on the management link;
   * lock expiry and redelivery, dead-lettering after the max delivery count;
+    a dead letter keeps its sequence number and enqueued time, as on Azure
+    (the sub-queue shares its queue's numbering and lists in its order);
   * a queue's DefaultMessageTimeToLive (from the admin PUT; never unless
     given): messages past it are dropped, or dead-lettered with
     DeadLetteringOnMessageExpiration;
@@ -41,6 +43,7 @@ stdout when it accepts connections.
 """
 
 import argparse
+import bisect
 import html
 import http.server
 import re
@@ -150,6 +153,52 @@ class Stored:
         self.delivery = None  # proton Delivery the lock was issued on
 
 
+class Messages:
+    """An entity's messages by sequence number, iterated in ascending order.
+    Most arrive with the highest number yet (appended), but a dead letter
+    keeps the number it had in its queue, so it may land among older ones
+    (a sorted key list, bisect)."""
+
+    def __init__(self):
+        self.by_seq = {}
+        self.order = []  # the sequence numbers, ascending
+
+    def __len__(self):
+        return len(self.by_seq)
+
+    def __contains__(self, seq):
+        return seq in self.by_seq
+
+    def __getitem__(self, seq):
+        return self.by_seq[seq]
+
+    def get(self, seq, default=None):
+        return self.by_seq.get(seq, default)
+
+    def __setitem__(self, seq, stored):
+        if seq not in self.by_seq:
+            if not self.order or seq > self.order[-1]:
+                self.order.append(seq)
+            else:
+                bisect.insort(self.order, seq)
+        self.by_seq[seq] = stored
+
+    def __delitem__(self, seq):
+        del self.by_seq[seq]
+        i = bisect.bisect_left(self.order, seq)
+        del self.order[i]
+
+    def values(self):
+        """The messages in sequence order (a snapshot when the caller
+        changes the store while it iterates: wrap it in list())."""
+        return (self.by_seq[seq] for seq in self.order)
+
+    def from_seq(self, start, count):
+        """Up to count messages from sequence number start on."""
+        i = bisect.bisect_left(self.order, start)
+        return [self.by_seq[seq] for seq in self.order[i:i + count]]
+
+
 class Entity:
     """A queue or its dead-letter sub-queue."""
 
@@ -164,8 +213,10 @@ class Entity:
         self.ttl_s = None
         self.dead_on_expiry = False
         self.requires_session = False  # reported only: no session receivers here
-        self.next_seq = 1
-        self.messages = {}  # seq -> Stored, in insertion (= seq) order
+        # The next sequence number, in a list shared with the dead-letter
+        # sub-queue: a dead letter keeps its number, so both count as one.
+        self.next_seq = dead.next_seq if dead is not None else [1]
+        self.messages = Messages()
         self.seen_ids = {}  # message-id -> expiry (ms), for duplicate detection
         self.links = []  # sender links (the clients' receivers)
         self.created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -183,9 +234,9 @@ class Entity:
             if self.seen_ids.get(key, 0) > now:
                 return None
             self.seen_ids[key] = now + int(self.dedup_s * 1000)
-        s = Stored(self.next_seq, msg, now)
+        s = Stored(self.next_seq[0], msg, now)
         s.visible_ms = visible_ms if visible_ms > now else 0
-        self.next_seq += 1
+        self.next_seq[0] += 1
         self.messages[s.seq] = s
         return s.seq
 
@@ -290,12 +341,17 @@ class Broker:
         msg.properties = ap
 
     def dead_letter(self, ent, s, reason, description, props=None):
+        """Move s to ent's dead letters. Azure keeps its sequence number and
+        enqueued time there (only a scheduled message takes a new number,
+        when it becomes active): https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing
+        and https://github.com/MicrosoftDocs/azure-docs/issues/97032."""
         del ent.messages[s.seq]
         msg = s.msg
         self.mark_dead(msg, reason, description, props)
-        seq = ent.dead.add(msg)
+        d = Stored(s.seq, msg, s.enqueued_ms)
         # a lock that ends by dead-lettering does not count as a delivery
-        ent.dead.messages[seq].deliveries = s.deliveries - (1 if s.lock is not None else 0)
+        d.deliveries = s.deliveries - (1 if s.lock is not None else 0)
+        ent.dead.messages[d.seq] = d
 
     def settle(self, ent, s, status, reason=None, description=None, props=None):
         """Apply a disposition to a locked message; returns None, or
@@ -776,7 +832,7 @@ class Handler(FlowController):
         # Azure returns at most 250 messages per peek, however many are
         # asked for (azure-sdk-for-python#26643): clients must page.
         count = min(int(body.get("message-count", 1)), PEEK_LIMIT)
-        found = [s for s in ent.messages.values() if s.seq >= start][:count]
+        found = ent.messages.from_seq(start, count)
         if not found:
             return 204, None
         out = []
