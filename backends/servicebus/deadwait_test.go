@@ -335,3 +335,112 @@ func TestSweepDecidesOnAParentTheBrokerDeadLetters(t *testing.T) {
 		t.Fatalf("parent's record: %+v, %v; want dead-lettered", rec, err)
 	}
 }
+
+// TestWaitFindsALetterThatLandsAmongThoseRead: Azure keeps a message's
+// sequence number when it dead-letters it, so of tasks A then B, B
+// dead-lettered first and A later lands before B's letter, among the
+// recent letters a wait has already read past. The wait reads them from
+// their start again once it has read them all, and finds A within a few
+// looks, not only when its pages of all the letters (20 here) reach it.
+func TestWaitFindsALetterThatLandsAmongThoseRead(t *testing.T) {
+	t.Parallel()
+	const (
+		old   = 100 // dead letters from an hour ago
+		page  = 5   // letters a look reads a page: old/page pages
+		looks = 3   // within which the wait must find A once dead
+	)
+	ctx := ctxT(t)
+	q, _ := open(t, newQueueURL(t, resultsParam(t)))
+	deadLetterAt(ctx, t, q, old, time.Now().Add(-time.Hour))
+	a, err := q.Push(ctx, &jobq.Task{Command: "echo a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := q.Push(ctx, &jobq.Task{Command: "echo b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The wait stops at look 2 (the first found where the recent letters
+	// start) until B is dead, and at look aLook until A is.
+	const aLook = 4
+	stopped := [...]chan struct{}{make(chan struct{}), make(chan struct{})}
+	dead := [...]chan struct{}{make(chan struct{}), make(chan struct{})}
+	var n atomic.Int64
+	hooks.DeadLookTest(q, 0, time.Millisecond, page, func(look int) {
+		n.Store(int64(look))
+		for i, at := range [...]int{2, aLook} {
+			if look == at {
+				close(stopped[i])
+				select {
+				case <-dead[i]:
+				case <-wctx.Done():
+				}
+			}
+		}
+		if look > aLook+looks {
+			cancel()
+		}
+	})
+	type waited struct {
+		res []*jobq.Result
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		res, err := q.Wait(wctx, a.ID, b.ID)
+		done <- waited{res, err}
+	}()
+	var r *azservicebus.Receiver
+	if !q.As(&r) {
+		t.Fatal("no receiver")
+	}
+	for i, deadID := range [...]string{b.ID, a.ID} {
+		select {
+		case <-stopped[i]:
+		case w := <-done:
+			t.Fatalf("wait ended before %s was dead-lettered: %v, %v", deadID, w.res, w.err)
+		}
+		abandonUntilDead(ctx, t, r, deadID)
+		close(dead[i])
+	}
+	w := <-done
+	if w.err != nil {
+		t.Fatalf("wait for A, dead-lettered after B (so before B's letter): not found within %d looks (%v)", looks, w.err)
+	}
+	for _, res := range w.res {
+		if res.State != driver.ResultDeadLettered || !strings.Contains(res.Error, "MaxDeliveryCountExceeded") {
+			t.Fatalf("wait reported %s %s, error %q; want dead-lettered by the broker", res.ID, res.State, res.Error)
+		}
+	}
+	t.Logf("A found at look %d, %d after it was dead-lettered", n.Load(), n.Load()-aLook+1)
+}
+
+// abandonUntilDead abandons the message of task id until the broker
+// dead-letters it. Others received meanwhile (Service Bus hands out the
+// lowest sequence number first) stay locked until then, and are then
+// abandoned: one more delivery each.
+func abandonUntilDead(ctx context.Context, t *testing.T, r *azservicebus.Receiver, id string) {
+	t.Helper()
+	var held []*azservicebus.ReceivedMessage
+	for delivery := 0; delivery < maxDeliveryCount; { // the last one dead-letters it
+		msgs, err := r.ReceiveMessages(ctx, 1, nil)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive: %v, %v", msgs, err)
+		}
+		if msgs[0].MessageID != id {
+			held = append(held, msgs[0])
+			continue
+		}
+		delivery = int(msgs[0].DeliveryCount)
+		if err := r.AbandonMessage(ctx, msgs[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range held {
+		if err := r.AbandonMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
