@@ -26,8 +26,10 @@ type Pager interface {
 }
 
 // DeadSincer is implemented by Pagers whose dead letters page in the order
-// they were dead-lettered (new ones come last) and that can find where the
-// recent ones begin without reading those before. A wait reads the letters
+// of a time they carry (when they were dead-lettered, or when they were
+// enqueued where, as on Service Bus, a letter keeps its place in its
+// queue's order) and that can find where the recent ones begin without
+// reading those before. A wait reads the letters
 // after that cursor, at the end, to see tasks dead-lettered while it goes on
 // however many letters are older.
 type DeadSincer interface {

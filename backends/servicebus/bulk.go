@@ -85,7 +85,11 @@ var _ driver.DeadSincer = (*Driver)(nil)
 // before since moves the lower bound up to its sequence number, a later one
 // or none the upper bound down, first in doubling steps from the first
 // letter, then by halves. A letter's time is its jobq-dead-at property, or
-// its enqueued time there.
+// its enqueued time. Azure keeps a message's sequence number and enqueued
+// time when it dead-letters it, so letters in sequence order have
+// ascending enqueued times, and jobq-dead-at is never earlier: every
+// letter enqueued since lies after the cursor (one enqueued before and
+// dead-lettered by jobq since may fall on either side).
 func (d *Driver) DeadSince(ctx context.Context, since time.Time) (string, error) {
 	if err := d.closing.Err(); err != nil {
 		return "", err

@@ -52,6 +52,8 @@ func (d *Driver) deadMessage(m *azservicebus.ReceivedMessage) *driver.DeadMessag
 	if m.DeadLetterErrorDescription != nil {
 		dm.Detail = *m.DeadLetterErrorDescription
 	}
+	// The broker's own letters have no jobq-dead-at, and Azure keeps a
+	// letter's enqueued time: theirs is the push's.
 	if t, ok := m.ApplicationProperties[PropDeadAt].(time.Time); ok {
 		dm.DeadAt = t
 	} else if m.EnqueuedTime != nil {
