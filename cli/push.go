@@ -219,7 +219,9 @@ type pusher struct {
 	// differs, so that a worker whose clock is behind this machine's is
 	// not taken for an earlier run.
 	marks recmarks.Set
-	group string
+	// waitSigs are the signals that interrupt --wait's wait (waiter.sigs).
+	waitSigs chan os.Signal
+	group    string
 	// noGroup is set once the made-up group could not be recorded (the
 	// credentials cannot write the result container): the push goes on
 	// without a group, as before groups existed.
@@ -297,6 +299,12 @@ func (a *app) push(ctx context.Context, f pushFlags) error {
 	if f.wait {
 		p.since = time.Now().Add(-clockSlack)
 		p.marks = recmarks.Set{}
+		// The wait's signals, from the push's on: the push's watch
+		// (watchInterrupts) ends before the wait begins, and a Ctrl-C
+		// between the two would otherwise kill the process, saying nothing.
+		p.waitSigs = make(chan os.Signal, 1)
+		signal.Notify(p.waitSigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(p.waitSigs)
 	}
 	if p.positions() {
 		// Each batch counts the tasks ahead of it before it is stored:
@@ -347,7 +355,7 @@ func (p *pusher) waitForPushed(ctx context.Context, interrupted bool) error {
 		return failure(err)
 	}
 	w := &waiter{a: a, q: p.q, asJSON: f.asJSON, timeout: f.waitTimeout, lines: p.idLines, fromCommands: len(f.commands) > 0, progress: a.toPerson(),
-		interrupted: interrupted, since: p.since, old: p.skippedIDs, marks: p.marks}
+		interrupted: interrupted, since: p.since, old: p.skippedIDs, marks: p.marks, sigs: p.waitSigs}
 	if len(p.unknownIDs) == 0 {
 		return w.run(ctx, p.ids)
 	}

@@ -150,6 +150,10 @@ type waiter struct {
 	// interrupted: a signal came before the wait began (push --wait,
 	// while it pushed): the wait stops at once, as if it came during it.
 	interrupted bool
+	// sigs, when set (push --wait), receives the signals that interrupt
+	// the wait: registered before the push's own watch ends, so that a
+	// signal between the two neither kills the process nor goes unseen.
+	sigs chan os.Signal
 	// since, when set, leaves out records written before it
 	// (jobq.WaitOptions.After), except for the tasks in old, which
 	// --skip-succeeded left out: their earlier record is their outcome.
@@ -193,9 +197,12 @@ func (w *waiter) run(ctx context.Context, ids []string) error {
 		waitCtx, stop = context.WithTimeoutCause(waitCtx, w.timeout, errWaitTimedOut)
 		defer stop()
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs := w.sigs
+	if sigs == nil {
+		sigs = make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+	}
 	go func() {
 		select {
 		case <-sigs:
