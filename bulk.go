@@ -91,6 +91,11 @@ const (
 type bulkAction struct {
 	op   string
 	dead bool // over dead letters; else over queued tasks
+	// once, when set, holds the tasks this run has acted on: an action
+	// whose tasks can come back into the store it scans (a requeued task
+	// that a worker dead-letters again) skips them, so that one run acts
+	// on a task once and its counts are of distinct tasks.
+	once *taskSet
 	// act changes one batch of matches and returns how many it changed
 	// and how many of those are pending cancels.
 	act func(ctx context.Context, batch []bulkMatch) (done, pending int64, err error)
@@ -104,7 +109,10 @@ type bulkMatch struct {
 
 // RequeueWhere moves the dead letters that f matches back to the queue, as
 // RequeueDeadLetters does, one batch at a time: each requeued task's
-// result record is reset, so Wait waits for its new run. f.State must be
+// result record is reset, so Wait waits for its new run. A run requeues
+// each task once: one that a worker dead-letters again while the run goes
+// on is left for the next run (the run remembers the tasks it requeued,
+// about 40 bytes each). f.State must be
 // empty or "dead-lettered" (a cancelled task's message is not kept, so
 // it cannot be requeued: push it again).
 func (a *Admin) RequeueWhere(ctx context.Context, f Filter) (BulkResult, error) {
@@ -124,7 +132,7 @@ func (a *Admin) RequeueWhere(ctx context.Context, f Filter) (BulkResult, error) 
 	if err := a.checkExitCodes(op, &f); err != nil {
 		return BulkResult{}, err
 	}
-	return a.bulk(ctx, f, bulkAction{op: op, dead: true, act: func(ctx context.Context, batch []bulkMatch) (int64, int64, error) {
+	return a.bulk(ctx, f, bulkAction{op: op, dead: true, once: newTaskSet(), act: func(ctx context.Context, batch []bulkMatch) (int64, int64, error) {
 		n, err := a.q.drv.RequeueDead(ctx, messageIDs(batch))
 		return n, 0, a.q.wrapWrite(op, err)
 	}})

@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"context"
+	"hash/maphash"
 	"time"
 
 	"github.com/jobq/jobq/driver"
@@ -39,8 +40,8 @@ func (a *Admin) bulk(ctx context.Context, f Filter, act bulkAction) (BulkResult,
 }
 
 // bulkPaged pages through the whole store with the driver's cursor: each
-// page is one short read, and its matches one batch, so neither memory
-// nor any lock grows with the store.
+// page is one short read, and its matches one batch, so no lock grows with
+// the store, and memory only by act.once.
 func (a *Admin) bulkPaged(ctx context.Context, f Filter, act bulkAction, read readFunc) (BulkResult, error) {
 	var res BulkResult
 	after := ""
@@ -128,6 +129,7 @@ func (a *Admin) step(ctx context.Context, f *Filter, act bulkAction, items []sca
 	if err != nil {
 		return err
 	}
+	ms = act.once.fresh(ms)
 	res.Matched += int64(len(ms))
 	if f.DryRun {
 		return nil
@@ -190,6 +192,44 @@ func (a *Admin) match(ctx context.Context, op string, f *Filter, items []scanIte
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// taskSet is the tasks a bulk run has met, by a hash of their task ID (or
+// of the message ID of a letter without one): about 40 bytes a task.
+type taskSet struct {
+	seed maphash.Seed
+	seen map[uint64]struct{}
+}
+
+func newTaskSet() *taskSet {
+	return &taskSet{seed: maphash.MakeSeed(), seen: map[uint64]struct{}{}}
+}
+
+// fresh returns the matches of tasks that earlier pages did not hold, and
+// adds this page's. Two letters of one task on the same page both stay, as
+// before (the driver merges them); a nil set keeps every match.
+func (s *taskSet) fresh(ms []bulkMatch) []bulkMatch {
+	if s == nil {
+		return ms
+	}
+	out := ms[:0]
+	var page []uint64
+	for _, m := range ms {
+		key := "t" + m.taskID
+		if m.taskID == "" {
+			key = "m" + m.messageID
+		}
+		h := maphash.String(s.seed, key)
+		if _, ok := s.seen[h]; ok {
+			continue
+		}
+		page = append(page, h)
+		out = append(out, m)
+	}
+	for _, h := range page {
+		s.seen[h] = struct{}{}
+	}
+	return out
 }
 
 // pagedReader reads pages of queued tasks or dead letters from p.

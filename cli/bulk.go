@@ -325,8 +325,10 @@ letter. A cancelled task cannot be requeued (its message is not kept): push
 it again.
 
 The command pages through the dead letters (--batch at a time) and requeues
-each page's matches as one batch: neither memory nor any lock grows with the
-number of dead letters. It first counts the matches (a dry run) and asks
+each page's matches as one batch: no lock grows with the number of dead
+letters, and memory only by the IDs of the tasks requeued (about 40 bytes
+each). Each task is requeued once a run: one that a worker dead-letters
+again meanwhile is left for the next run. It first counts the matches (a dry run) and asks
 before it changes anything, unless --yes; --dry-run only counts. Where the
 backend cannot page (azqueue; see 'jobq backends', bulk-actions) it sees a
 window of 32 at a time and says so when matches may be left.
