@@ -135,7 +135,15 @@ func (a *Admin) step(ctx context.Context, f *Filter, act bulkAction, items []sca
 		return nil
 	}
 	for start := 0; start < len(ms); start += f.BatchSize {
-		done, pending, err := act.act(ctx, ms[start:min(start+f.BatchSize, len(ms))])
+		// Stopped between batches, never inside one: a batch cut off
+		// mid-call may or may not have been applied, and Done could not
+		// say which.
+		if err := ctx.Err(); err != nil {
+			return a.q.wrap(act.op, err)
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchGrace)
+		done, pending, err := act.act(bctx, ms[start:min(start+f.BatchSize, len(ms))])
+		cancel()
 		res.Done += done
 		res.Pending += pending
 		if err != nil {
@@ -144,6 +152,9 @@ func (a *Admin) step(ctx context.Context, f *Filter, act bulkAction, items []sca
 	}
 	return nil
 }
+
+// batchGrace bounds a batch that goes on after the run's context ended.
+const batchGrace = 30 * time.Second
 
 // match returns the items that f matches. Dead letters' result records
 // are read, a page at once, only when f asks how tasks ended.

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -186,12 +189,22 @@ func (a *app) runBulk(cmd *cobra.Command, ff *filterFlags, v bulkVerb) error {
 			return err
 		}
 	}
-	res, err := act(ctx, f)
+	// Ctrl-C or SIGTERM stops the run between batches, so that it can say
+	// what it did; once it has returned, another kills the process.
+	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := act(sctx, f)
+	interrupted := sctx.Err() != nil && ctx.Err() == nil // before stop, which ends sctx
+	stop()
 	if err != nil {
+		if interrupted {
+			a.printBulkStopped(v, res, "was interrupted", ff.asJSON)
+			return failure(fmt.Errorf("interrupted: the %s not counted as %s above are unchanged; run the command again to finish", v.noun, v.past))
+		}
 		// What an action that failed part way did is worth printing;
 		// a refusal did nothing, and a summary would read as success.
 		if !errors.Is(err, errcode.InvalidArgument) && res.Scanned > 0 {
-			_ = a.printBulk(v, res, f.DryRun, ff.asJSON)
+			a.printBulkStopped(v, res, "failed", ff.asJSON)
 		}
 		return bulkFailure(err)
 	}
@@ -263,6 +276,17 @@ func (a *app) printBulk(v bulkVerb, res jobq.BulkResult, dry, asJSON bool) error
 		a.log.Warn("partial: more may match than this backend let the command see; run it again", "why", res.Partial)
 	}
 	return nil
+}
+
+// printBulkStopped prints what an action that stopped part way (how: it
+// failed, it was interrupted) did: the matches it did not reach were not
+// changed, rather than moved on as printBulk would say.
+func (a *app) printBulkStopped(v bulkVerb, res jobq.BulkResult, how string, asJSON bool) {
+	if asJSON {
+		_ = a.printBulk(v, res, false, true)
+		return
+	}
+	fmt.Fprintf(a.stdout, "%s %d of %d matching %s (%d scanned) before it %s\n", v.past, res.Done, res.Matched, v.nounFor(res.Matched), res.Scanned, how)
 }
 
 // nounFor is the verb's noun for n things.
