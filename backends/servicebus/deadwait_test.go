@@ -48,15 +48,7 @@ func TestWaitEndsForATaskTheBrokerDeadLetters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			type waited struct {
-				res []*jobq.Result
-				err error
-			}
-			done := make(chan waited, 1)
-			go func() {
-				res, err := q.Wait(ctx, pushed.ID)
-				done <- waited{res, err}
-			}()
+			done := waitInBackground(ctx, q, pushed.ID)
 			abandon(ctx, t, q, c.deliveries)
 			w := <-done
 			if w.err != nil {
@@ -181,15 +173,7 @@ func TestWaitFindsABrokerDeadLetterBehindManyPages(t *testing.T) {
 			cancel()
 		}
 	})
-	type waited struct {
-		res []*jobq.Result
-		err error
-	}
-	done := make(chan waited, 1)
-	go func() {
-		res, err := q.Wait(wctx, pushed.ID)
-		done <- waited{res, err}
-	}()
+	done := waitInBackground(wctx, q, pushed.ID)
 	select {
 	case <-second:
 	case w := <-done:
@@ -383,15 +367,7 @@ func TestWaitFindsALetterThatLandsAmongThoseRead(t *testing.T) {
 			cancel()
 		}
 	})
-	type waited struct {
-		res []*jobq.Result
-		err error
-	}
-	done := make(chan waited, 1)
-	go func() {
-		res, err := q.Wait(wctx, a.ID, b.ID)
-		done <- waited{res, err}
-	}()
+	done := waitInBackground(wctx, q, a.ID, b.ID)
 	var r *azservicebus.Receiver
 	if !q.As(&r) {
 		t.Fatal("no receiver")
@@ -443,4 +419,20 @@ func abandonUntilDead(ctx context.Context, t *testing.T, r *azservicebus.Receive
 			t.Fatal(err)
 		}
 	}
+}
+
+// waited is what a Wait run in the background returned.
+type waited struct {
+	res []*jobq.Result
+	err error
+}
+
+// waitInBackground runs q.Wait for ids under ctx and sends what it returned.
+func waitInBackground(ctx context.Context, q *jobq.Queue, ids ...string) <-chan waited {
+	done := make(chan waited, 1)
+	go func() {
+		res, err := q.Wait(ctx, ids...)
+		done <- waited{res, err}
+	}()
+	return done
 }
