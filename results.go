@@ -283,7 +283,7 @@ const waitOutage = time.Minute
 // takes at most about a tenth of the wait (waitReadShare). Where the
 // backend's records are emulated (the Azure backends), a wait that has gone
 // on for 10 s also reads the dead letters, a page every 10 s or more (and
-// on Service Bus those dead-lettered since it began), and
+// on Service Bus the recent ones: deadlook.go), and
 // reports a task it finds there with no record as DeadLettered, with the
 // dead letter's reason, and stores that record: the broker dead-lettered
 // it, or a worker that keeps no records did.
