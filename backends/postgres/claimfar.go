@@ -1,0 +1,57 @@
+package postgres
+
+// claimFarFunction is schema step 23: claim_lookup (step 20's
+// claimHeldFunction) with less work where no cap is within reach. Its
+// name, columns and guarantees stay, so a process of an earlier release
+// claims through it too.
+//
+//   - A window without rate keys, whose capped keys each have more slots
+//     left than the window has candidates, is taken as it comes: no key
+//     can reach its cap in it, so the loop that checks each candidate
+//     against its key would take the same ones.
+//   - Expired rate admissions are deleted only by claims that meet rate
+//     keys (before they count them, under their locks), not by every
+//     claim; the counts of admissions leave expired ones out, so one
+//     left behind never blocks a key.
+//   - The capped keys whose leases go into held are gathered as they are
+//     locked, not by a loop over every key met at the end.
+//
+// In the policies benchmark (100 keys capped at 1,000, never reached) the
+// three cost about 3 to 4 µs of server CPU per task (performance.md).
+var claimFarFunction = mustReplace(claimHeldFunction,
+	"\tDELETE FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.expires_at <= now();\n", "",
+	`SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key);`,
+	`SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = p.key AND a.expires_at > now());`,
+	`			SELECT rk || array_agg(u.k), rk_left || array_agg(CASE`,
+	`			DELETE FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.expires_at <= now();
+			SELECT rk || array_agg(u.k), rk_left || array_agg(CASE`,
+	`(SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = u.k)`,
+	`(SELECT count(*) FROM {{s}}.admissions a WHERE a.queue = p_queue AND a.key = u.k AND a.expires_at > now())`,
+	"\t\tFOR j IN 1 .. fetched LOOP\n",
+	`		-- Far from every cap and without rate keys, the window's first
+		-- candidates are taken as they come (ck_left, left as it is, is
+		-- not read again: pass 2 never follows a pass that took some).
+		IF fetched > 0 AND cardinality(array_remove(w_rk, NULL)) = 0
+		   AND fetched < coalesce((SELECT min(x.l) FROM unnest(ck_left) AS x(l)), fetched + 1) THEN
+			j := least(fetched, p_max - n);
+			ids := ids || w_ids[1:j];
+			ctids := ctids || w_ctids[1:j];
+			prios := prios || w_prios[1:j];
+			n := n + j;
+		ELSE
+		FOR j IN 1 .. fetched LOOP
+`,
+	"\t\tEND LOOP;\n\tEND LOOP;\n\tIF n = 0 THEN",
+	"\t\tEND LOOP;\n\t\tEND IF;\n\tEND LOOP;\n\tIF n = 0 THEN",
+	// The keys whose taken leases go into held: those locked, gathered as
+	// they are locked rather than by a loop over ck at the end (a busy key,
+	// the other with a cap, has nothing taken).
+	"\t\t\tbusy_c := busy_c || busy;\n",
+	"\t\t\tbusy_c := busy_c || busy;\n\t\t\tcapped := capped || locked;\n",
+	`	FOR i IN 1 .. coalesce(array_length(ck, 1), 0) LOOP
+		IF ck_left[i] IS NOT NULL THEN
+			capped := capped || ck[i];
+		END IF;
+	END LOOP;
+`, "",
+)

@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/driver"
+)
+
+// TestClaimFarFromCapKeepsHeld: a claim whose window holds fewer of a
+// key's tasks than the key has slots left takes them as they come (schema
+// step 23) and still records each lease in held; one that holds as many
+// or more takes them one by one, up to the cap. The count of held rows is
+// what later claims count against the cap.
+func TestClaimFarFromCapKeepsHeld(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		cap, queued int
+		want        int
+	}{
+		{"window below the cap", 6, 5, 5},
+		{"window at the cap", 5, 5, 5},
+		{"window over the cap", 4, 5, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := openURL(t, newQueueURL(t))
+			setCap(t, d, "k", int64(tt.cap))
+			pushKeyed(t, d, "k", tt.queued)
+			got := receive(t, d, 10, time.Minute)
+			if len(got) != tt.want {
+				t.Fatalf("claimed %d; want %d", len(got), tt.want)
+			}
+			if n := heldRowsOf(t, d, "k"); n != int64(tt.want) {
+				t.Errorf("held rows = %d; want %d (one per lease taken)", n, tt.want)
+			}
+			if more := receive(t, d, 10, time.Minute); tt.want+len(more) > tt.cap {
+				t.Errorf("a second claim took %d more; the cap is %d and %d are in flight", len(more), tt.cap, tt.want)
+			}
+		})
+	}
+}
+
+// TestExpiredAdmissionsNeverBlock: expired rate admissions that no claim
+// deleted yet (since step 23 only claims that meet rate keys delete them)
+// do not count against the key's limit.
+func TestExpiredAdmissionsNeverBlock(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d := openURL(t, newQueueURL(t))
+	if err := d.SetPolicy(ctx, driver.Policy{Kind: driver.RatePolicy, Key: "r", Limit: 2, Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.admissions (queue, key, expires_at)
+		SELECT $1, 'r', now() - interval '1 second' FROM generate_series(1, 5)`, d.cfg.queue); err != nil {
+		t.Fatal(err)
+	}
+	m := msg("a")
+	m.RateLimitKey = "r"
+	if _, err := d.Push(ctx, []*driver.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, d, 5, time.Minute); len(got) != 1 {
+		t.Fatalf("claimed %d; want 1: the key's admissions have all expired", len(got))
+	}
+}
