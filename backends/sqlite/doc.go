@@ -17,7 +17,7 @@
 //
 //   - queue: the queue's name. Default "default".
 //   - max_message_bytes: the largest message body accepted, at most 512 MiB.
-//     Default 16 MiB.
+//     Default 2 MiB.
 //   - busy_timeout: how long a write waits for another process's write
 //     transaction to finish before failing with code Unavailable. Default 5s.
 //   - poll: how often an idle Receive with a Wait checks the file for messages

@@ -30,11 +30,17 @@ const (
 	// DefaultQueue is the queue name used when the URL has no queue parameter.
 	DefaultQueue = "default"
 	// DefaultMaxMessageBytes is the declared message size limit. SQLite
-	// itself stores up to about 1 GB per value, but every receive reads whole
-	// bodies into memory and a batch holds many of them; 16 MiB keeps that
-	// bounded while leaving room for any command line, and larger tasks go
+	// itself stores up to about 1 GB per value, but a body is written whole
+	// inside the write transaction that pushes it, and again by each claim
+	// (the lease change resizes the row, so SQLite rewrites all its
+	// overflow pages), with every other writer of the file waiting: at
+	// 16 MiB that was 8,000 WAL frames per push or claim, twice an
+	// automatic checkpoint's worth, and on a loaded machine the lock was
+	// held past the 5 s busy timeout. 2 MiB keeps one such write within a
+	// few hundred milliseconds under load, and well above any shell
+	// command (the kernel caps one argument at 128 KiB); larger tasks go
 	// to a stash.
-	DefaultMaxMessageBytes = 16 << 20
+	DefaultMaxMessageBytes = 2 << 20
 	// DefaultBusyTimeout is how long a write waits for another process's
 	// write transaction.
 	DefaultBusyTimeout = 5 * time.Second
@@ -222,7 +228,7 @@ type Options struct {
 	// to "default".
 	Queue string
 	// MaxMessageBytes is the largest message body, at most 512 MiB; larger
-	// tasks go to the stash. Defaults to 16 MiB.
+	// tasks go to the stash. Defaults to 2 MiB (DefaultMaxMessageBytes).
 	MaxMessageBytes int
 	// BusyTimeout is how long a write waits for another process's write
 	// transaction before failing with code Unavailable. Defaults to 5s.
