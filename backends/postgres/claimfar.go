@@ -46,6 +46,40 @@ var claimFarFunction = mustReplace(claimHeldFunction,
 	// The keys whose taken leases go into held: those locked, gathered as
 	// they are locked rather than by a loop over ck at the end (a busy key,
 	// the other with a cap, has nothing taken).
+	// Keys are matched by joins (hashed), not by = ANY over arrays, which
+	// compared every key met with every other, and with every policy of
+	// the queue: about 4,000 text comparisons a claim of 30 over 100 keys.
+	`FROM {{s}}.policies p WHERE p.queue = p_queue AND p.kind = 'concurrency' AND p.key = ANY (new_k)) AS x;`,
+	`FROM unnest(new_k) AS u(k) JOIN {{s}}.policies p ON p.queue = p_queue AND p.kind = 'concurrency' AND p.key = u.k) AS x;`,
+	`			SELECT array_agg(u.k), array_agg(CASE
+				WHEN u.k = ANY (busy) THEN 0
+				WHEN u.k = ANY (near) THEN lims[l.i] - (SELECT count(*) FROM {{s}}.held h WHERE h.queue = p_queue AND h.key = u.k)
+				WHEN l.i IS NOT NULL THEN lims[l.i] - total
+				END)
+			INTO new_ck, new_left
+			FROM unnest(new_k) AS u(k), LATERAL (SELECT array_position(locked, u.k) AS i) AS l;`,
+	`			SELECT array_agg(u.k), array_agg(CASE
+				WHEN b.k IS NOT NULL THEN 0
+				WHEN nr.k IS NOT NULL THEN l.n - (SELECT count(*) FROM {{s}}.held h WHERE h.queue = p_queue AND h.key = u.k)
+				WHEN l.k IS NOT NULL THEN l.n - total
+				END)
+			INTO new_ck, new_left
+			FROM unnest(new_k) AS u(k)
+			LEFT JOIN unnest(locked, lims) AS l(k, n) ON l.k = u.k
+			LEFT JOIN unnest(busy) AS b(k) ON b.k = u.k
+			LEFT JOIN unnest(near) AS nr(k) ON nr.k = u.k;`,
+	"\t\tSELECT p_queue, u.concurrency_key, u.id, u.priority, u.lease FROM u\n\t\tWHERE u.concurrency_key = ANY (capped)\n",
+	"\t\tSELECT p_queue, u.concurrency_key, u.id, u.priority, u.lease FROM u JOIN unnest(capped) AS c(k) ON c.k = u.concurrency_key\n",
+	// The window's rows come in claim order (its subquery's ORDER BY,
+	// under LIMIT and FOR UPDATE), and one aggregation over them fills its
+	// five arrays in that order: five sorts of the same rows were planned
+	// and run on every call.
+	"\t\tSELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.id), '{}'),\n"+
+		"\t\t       array_agg(c.ctid ORDER BY c.priority DESC, c.id),\n"+
+		"\t\t       array_agg(c.priority ORDER BY c.priority DESC, c.id),\n"+
+		"\t\t       array_agg(c.concurrency_key ORDER BY c.priority DESC, c.id),\n"+
+		"\t\t       array_agg(c.rate_key ORDER BY c.priority DESC, c.id)\n",
+	"\t\tSELECT coalesce(array_agg(c.id), '{}'), array_agg(c.ctid), array_agg(c.priority), array_agg(c.concurrency_key), array_agg(c.rate_key)\n",
 	"\t\t\tbusy_c := busy_c || busy;\n",
 	"\t\t\tbusy_c := busy_c || busy;\n\t\t\tcapped := capped || locked;\n",
 	`	FOR i IN 1 .. coalesce(array_length(ck, 1), 0) LOOP

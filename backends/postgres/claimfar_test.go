@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,5 +68,28 @@ func TestExpiredAdmissionsNeverBlock(t *testing.T) {
 	}
 	if got := receive(t, d, 5, time.Minute); len(got) != 1 {
 		t.Fatalf("claimed %d; want 1: the key's admissions have all expired", len(got))
+	}
+}
+
+// TestCappedClaimKeepsClaimOrder: a claim under caps takes the highest
+// priorities first, and within a priority the oldest, as an ordinary claim
+// does.
+func TestCappedClaimKeepsClaimOrder(t *testing.T) {
+	t.Parallel()
+	d := openURL(t, newQueueURL(t))
+	setCap(t, d, "k", 10)
+	var msgs []*driver.Message
+	for i, p := range []int{1, 5, 3, 5, 2, 3} {
+		m := keyedMsg("k", i)
+		m.ID = fmt.Sprintf("p%d-%d", p, i)
+		m.Priority = p
+		msgs = append(msgs, m)
+	}
+	if _, err := d.Push(ctxT(t), msgs); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"p5-1", "p5-3", "p3-2", "p3-5"}
+	if got := ids(receive(t, d, 4, time.Minute)); !slices.Equal(got, want) {
+		t.Errorf("claimed %v; want %v (priority, then push order)", got, want)
 	}
 }
