@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,13 +44,7 @@ func startSlotMove(t testing.TB, d *Driver) *slotMove {
 	if m.slot, err = owner.ClusterKeySlot(ctx, d.keys[0]).Result(); err != nil {
 		t.Fatal(err)
 	}
-	err = cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
-		m.all = append(m.all, n)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m.all = masters(t, cc)
 	for _, n := range m.all {
 		switch {
 		case n.Options().Addr == owner.Options().Addr:
@@ -65,6 +60,27 @@ func startSlotMove(t testing.TB, d *Driver) *slotMove {
 	m.must(m.dst.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", srcID).Err())
 	m.must(m.src.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", dstID).Err())
 	return m
+}
+
+// masters returns the masters in the client's slot map. ForEachMaster
+// calls its function on every master at once, so the list is appended to
+// under a lock (without one, CI once lost two of the three).
+func masters(t testing.TB, cc *goredis.ClusterClient) []*goredis.Client {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		all []*goredis.Client
+	)
+	err := cc.ForEachMaster(testCtx(t), func(ctx context.Context, n *goredis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		all = append(all, n)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
 }
 
 func (m *slotMove) must(err error) {

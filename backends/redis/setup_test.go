@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,12 +144,7 @@ func startServer(t testing.TB, extra ...string) *server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not installed (apt-get install redis-server)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freePort(t)
 	dir := t.TempDir()
 	s := &server{t: t, port: port, dir: dir, args: append([]string{
 		"--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--dir", dir, "--save", "",
@@ -157,6 +153,50 @@ func startServer(t testing.TB, extra ...string) *server {
 	s.start()
 	t.Cleanup(func() { s.kill() })
 	return s
+}
+
+// handedOut holds every port freePort has returned in this process, and
+// the cluster bus port (port+10000) beside each.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// freePort returns a port free now whose bus port (port+10000, which a
+// cluster node listens on) is free too, and which no other server of this
+// process has had: a test that kills its server and starts it again on the
+// same port, or a cluster that still gossips to a killed node's address,
+// would otherwise meet another test's server there (a replica of a killed
+// cluster master was seen taking a full sync from the new server on its
+// master's port).
+func freePort(t testing.TB) int {
+	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if port+10000 > 65535 || handedOut.ports[port] || handedOut.ports[port+10000] {
+			l.Close()
+			continue
+		}
+		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		handedOut.ports[port], handedOut.ports[port+10000] = true, true
+		return port
+	}
+	t.Fatal("found no free port pair (port, port+10000) in 1000 tries")
+	return 0
 }
 
 // url is the server's URL for database 0.
