@@ -153,6 +153,13 @@ func TestClusterFailoverFollowsPromotedReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Replication is asynchronous: a master killed right after the push
+	// may take it with it (CI saw the claim after the failover find
+	// nothing). What this test checks is the client's way to the new
+	// master, so the push is on the replica first.
+	if n, err := owner.Wait(ctx, 1, 10*time.Second).Result(); err != nil || n < 1 {
+		t.Fatalf("WAIT for the replica to have the push: %d replicas, %v", n, err)
+	}
 	var dead *server
 	for _, s := range servers {
 		if owner.Options().Addr == fmt.Sprintf("127.0.0.1:%d", s.port) {
