@@ -15,7 +15,9 @@ import (
 func walBytes(t *testing.T, d *Driver, op func()) int64 {
 	t.Helper()
 	var db *sql.DB
-	d.As(&db)
+	if !d.As(&db) {
+		t.Fatal("the driver gives no *sql.DB")
+	}
 	var busy, frames, copied int64
 	if err := db.QueryRowContext(t.Context(), "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied); err != nil || busy != 0 {
 		t.Fatalf("truncating checkpoint: busy %d, error %v", busy, err)
