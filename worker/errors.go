@@ -51,8 +51,10 @@ func (e endedBeforeStop) Unwrap() error { return e.error }
 // worker's stop or the time limit (endedBeforeStop). A cancel and a lost
 // lease still count.
 func settlingCause(err, cause error) error {
-	var eb endedBeforeStop
-	if cause != nil && errors.As(err, &eb) && (errors.Is(cause, errStopping) || errors.Is(cause, ErrTimeLimit)) {
+	if cause == nil || !errors.Is(cause, errStopping) && !errors.Is(cause, ErrTimeLimit) {
+		return cause // without a cause, eb below is never allocated
+	}
+	if eb := (endedBeforeStop{}); errors.As(err, &eb) {
 		return nil
 	}
 	return cause

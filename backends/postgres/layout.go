@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -188,7 +189,9 @@ func taskKeys(ids []string) [][]byte {
 func taskIDOf(key []byte) string {
 	switch {
 	case len(key) == 16:
-		return hex.EncodeToString(key)
+		var id [32]byte
+		hex.Encode(id[:], key)
+		return string(id[:])
 	case len(key) == 17 && key[16] == 0:
 		return string(key[:16])
 	}
@@ -204,6 +207,16 @@ func loadBody(stored []byte, id string) (body []byte, ok bool) {
 		return b, true
 	}
 	return stored, false
+}
+
+// loadBodyCopy is loadBody for a stored value that is a view of a row
+// (pgtype.DriverBytes): the body it returns never shares stored's memory.
+func loadBodyCopy(stored []byte, id string) (body []byte, ok bool) {
+	body, ok = loadBody(stored, id)
+	if !ok || len(stored) > 0 && stored[0] == bodypack.Plain {
+		body = bytes.Clone(body) // stored[1:] or stored itself; Unpack made a copy
+	}
+	return body, ok
 }
 
 // leasedTask is a claim's Lease.Private: the task ID of the message, which

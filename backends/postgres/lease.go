@@ -26,7 +26,13 @@ type leaseKey struct {
 
 // leaseToken formats a claim's token.
 func leaseToken(uuid string, priority int32) string {
-	return uuid + "." + strconv.FormatInt(int64(priority), 10)
+	return string(appendLeaseToken(nil, []byte(uuid), priority))
+}
+
+// appendLeaseToken appends leaseToken(uuid, priority) to b.
+func appendLeaseToken(b, uuid []byte, priority int32) []byte {
+	b = append(append(b, uuid...), '.')
+	return strconv.AppendInt(b, int64(priority), 10)
 }
 
 // parseLease reads a lease issued by this driver.

@@ -487,6 +487,21 @@ func (d *Driver) claimLooking(ctx context.Context, max int, visibility time.Dura
 	}
 	var out []claimedRow
 	var corrupt []driver.DeadLetterParams
+	// One set of scan targets for every row: the row's values are copied
+	// out of them (taskIDOf, loadBody, appendLeaseToken) before the next.
+	// The byte columns are read in place (DriverBytes), valid until Next.
+	var (
+		c                  claimedRow
+		deliveries         int32
+		enqueued           pgtype.Timestamptz
+		key, stored, lease pgtype.DriverBytes
+		traceParent, group string
+		token              []byte
+	)
+	dest := []any{&c.id, &key, &stored, &deliveries, &enqueued, &lease, &c.priority, &traceParent, &group, nil}
+	if !look {
+		dest = dest[:9] // claimNext's tenth column is the look's
+	}
 	for rows.Next() {
 		if look && rows.RawValues()[0] == nil {
 			// claimNext's row after a claim that took nothing.
@@ -497,22 +512,15 @@ func (d *Driver) claimLooking(ctx context.Context, max int, visibility time.Dura
 			res.next, res.looked = nextOf(us), true
 			continue
 		}
-		var c claimedRow
-		var deliveries int32
-		var enqueued pgtype.Timestamptz
-		var key, stored []byte
-		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}}
-		dest := []any{&c.id, &key, &stored, &deliveries, &enqueued, &r.Lease.Token, &c.priority, &r.TraceParent, &r.Group, nil}
-		if !look {
-			dest = dest[:9] // claimNext's tenth column is the look's
-		}
 		if err := rows.Scan(dest...); err != nil {
 			return claimed{}, err
 		}
+		r := &driver.Received{Lease: driver.Lease{Expiry: expiry}, TraceParent: traceParent, Group: group}
 		r.ID = taskIDOf(key)
 		var bodyOK bool
-		r.Body, bodyOK = loadBody(stored, r.ID)
-		r.Lease.Token = leaseToken(r.Lease.Token, c.priority)
+		r.Body, bodyOK = loadBodyCopy(stored, r.ID)
+		token = appendLeaseToken(token[:0], lease, c.priority)
+		r.Lease.Token = string(token)
 		r.DeliveryCount = int(deliveries)
 		r.EnqueuedAt = enqueued.Time
 		r.Lease.MessageID = strconv.FormatInt(c.id, 10)
