@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestResultsAddParsesBenchmarkLines(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		output string
+		want   int
+	}{
+		{"custom metrics and benchmem", "BenchmarkEndToEnd-2   \t   20000\t     49846 ns/op\t        36.29 client-µs/task\t     20099 tasks/s\t    8031 B/op\t      64 allocs/op\n", 1},
+		{"sub-benchmarks", "BenchmarkEndToEnd/consumers=1/receive=1-2 \t 20000\t 183310 ns/op\t 187.9 cpu-µs/task\nBenchmarkEndToEnd/consumers=4/receive=1-2 \t 20000\t 83236 ns/op\t 82.41 cpu-µs/task\n", 2},
+		{"headers, PASS and logs", "goos: linux\ngoarch: amd64\npkg: x\ncpu: AMD EPYC\nBenchmarkX\n    bench_test.go:12: a log line\nPASS\n", 0},
+		{"a name without a count", "BenchmarkEndToEnd-2 fast 1 ns/op\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := newResults().add("old", tt.output); got != tt.want {
+				t.Fatalf("add found %d results; want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestResultsTableGivesMediansRatioAndRange(t *testing.T) {
+	t.Parallel()
+	r := newResults()
+	for _, run := range []struct {
+		label string
+		rate  string
+	}{{"old", "20000"}, {"new", "15000"}, {"new", "17000"}, {"old", "22000"}, {"old", "30000"}, {"new", "16000"}} {
+		r.add(run.label, "BenchmarkEndToEnd-2 \t 20000\t 50000 ns/op\t "+run.rate+" tasks/s\n")
+	}
+	got := r.table("old", "new")
+	want := "| BenchmarkEndToEnd-2 | tasks/s | 22000 | 16000 | 0.73× | 20000–30000 | 15000–17000 |"
+	if !strings.Contains(got, want) {
+		t.Fatalf("table:\n%s\nwant a row\n%s", got, want)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tt := range tests {
+		if got := median(tt.in); got != tt.want {
+			t.Errorf("median(%v) = %v; want %v", tt.in, got, tt.want)
+		}
+	}
+}
