@@ -129,41 +129,41 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 // pushColumns are a batch's messages as the push statement's arrays take
 // them, a column per field.
 type pushColumns struct {
-	keys, bodies [][]byte
-	prios        []int32
+	keys, bodies byteaArray
+	prios        int4Array
 	// delays are the microseconds from now to each message's NotBefore,
 	// by this machine's clock, on which the caller reckoned NotBefore: the
 	// statement adds them to the database's clock, so that a machine
 	// whose clock is off still delays a task by what it asked for.
-	delays       []pgtype.Int8
-	ckeys, rkeys []string
-	traces       []string // NULL unless a message is traced: unnest pads it
-	groups       []string // nil unless a message has a group
+	delays       valuerArray[pgtype.Int8]
+	ckeys, rkeys textArray
+	traces       textArray // NULL unless a message is traced: unnest pads it
+	groups       textArray // nil unless a message has a group
 }
 
 // columns checks each message's size and task id and lays msgs out in
 // columns.
 func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 	c := pushColumns{
-		keys:   make([][]byte, len(msgs)),
-		bodies: make([][]byte, len(msgs)),
-		prios:  make([]int32, len(msgs)),
-		delays: make([]pgtype.Int8, len(msgs)),
-		ckeys:  make([]string, len(msgs)),
-		rkeys:  make([]string, len(msgs)),
+		keys:   make(byteaArray, len(msgs)),
+		bodies: make(byteaArray, len(msgs)),
+		prios:  make(int4Array, len(msgs)),
+		delays: make(valuerArray[pgtype.Int8], len(msgs)),
+		ckeys:  make(textArray, len(msgs)),
+		rkeys:  make(textArray, len(msgs)),
 	}
 	var now time.Time
 	for i, m := range msgs {
 		c.ckeys[i], c.rkeys[i] = m.ConcurrencyKey, m.RateLimitKey
 		if m.TraceParent != "" {
 			if c.traces == nil {
-				c.traces = make([]string, len(msgs))
+				c.traces = make(textArray, len(msgs))
 			}
 			c.traces[i] = m.TraceParent
 		}
 		if m.Group != "" {
 			if c.groups == nil {
-				c.groups = make([]string, len(msgs))
+				c.groups = make(textArray, len(msgs))
 			}
 			c.groups[i] = m.Group
 		}

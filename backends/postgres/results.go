@@ -251,9 +251,9 @@ func (d *Driver) resultsPayload() string { return "results/" + d.cfg.queue }
 // recordColumns are records as the statements' parameter arrays; an
 // empty rid stands for no record.
 type recordColumns struct {
-	rids, states     []string
-	updated, expires []int64 // Unix microseconds
-	spans            []int64 // of each record's data in blob: see dataOf
+	rids, states     textArray
+	updated, expires int8Array // Unix microseconds
+	spans            int8Array // of each record's data in blob: see dataOf
 	blob             []byte
 	any              bool // at least one record
 	twice            bool // a task ID has two records
@@ -263,9 +263,9 @@ type recordColumns struct {
 // gets its error in errs (which must have len(recs)).
 func recordArrays(recs []*driver.ResultRecord, errs []error) recordColumns {
 	c := recordColumns{
-		rids: make([]string, len(recs)), states: make([]string, len(recs)),
-		updated: make([]int64, len(recs)), expires: make([]int64, len(recs)),
-		spans: make([]int64, len(recs)),
+		rids: make(textArray, len(recs)), states: make(textArray, len(recs)),
+		updated: make(int8Array, len(recs)), expires: make(int8Array, len(recs)),
+		spans: make(int8Array, len(recs)),
 	}
 	size := 0
 	for _, r := range recs {

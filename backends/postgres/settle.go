@@ -46,9 +46,11 @@ func (d *Driver) Renew(ctx context.Context, lease driver.Lease, visibility time.
 type settleBatch struct {
 	op     string
 	leases []driver.Lease
-	ids    []int64
-	tokens []pgtype.UUID
-	prios  []int32
+	// The leases' message ids, tokens and priorities, the statements'
+	// first three arguments.
+	ids    int8Array
+	tokens valuerArray[pgtype.UUID]
+	prios  int4Array
 	// deletes is set for settlements that delete the message (complete,
 	// dead-letter), which count towards the next vacuum.
 	deletes bool
@@ -62,7 +64,7 @@ type settleBatch struct {
 
 func newSettleBatch(op string, n int) *settleBatch {
 	return &settleBatch{op: op, errs: make([]error, n), leases: make([]driver.Lease, 0, n),
-		ids: make([]int64, 0, n), tokens: make([]pgtype.UUID, 0, n), prios: make([]int32, 0, n)}
+		ids: make(int8Array, 0, n), tokens: make(valuerArray[pgtype.UUID], 0, n), prios: make(int4Array, 0, n)}
 }
 
 // add records lease i; it returns false when the lease is malformed.
