@@ -38,6 +38,16 @@ func main() {
 	benchtime := flag.String("benchtime", "20000x", "-test.benchtime of each run")
 	rounds := flag.Int("rounds", 4, "ABBA rounds: each build runs twice a round")
 	checkpoint := flag.String("checkpoint", "", "Postgres URL to CHECKPOINT before each run (none when empty)")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), `abbench runs a package's benchmarks at two commits, alternately (old, new,
+new, old, ...), and prints each metric's median per build, new over old,
+and each build's range. Run it from the repository, on a quiet machine.
+
+  go run ./tools/abbench -old ab2c871 -pkg ./backends/postgres -checkpoint postgres://postgres@127.0.0.1:5432/test
+
+`)
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	if *old == "" || *pkg == "" || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "abbench: give -old COMMIT and -pkg PACKAGE (and -rounds of at least 1); see -help")
