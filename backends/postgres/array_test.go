@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -23,17 +24,23 @@ var arrayCases = []struct {
 	{"uuid", "uuid[]", valuerArray[pgtype.UUID]{{Bytes: [16]byte{1}, Valid: true}}, []pgtype.UUID{{Bytes: [16]byte{1}, Valid: true}}},
 }
 
+// TestArraysRoundTrip sends each array in pgx's default mode, where it
+// knows the parameters' types (the path without an allocation per
+// element), and in the modes where it does not (pgbouncer=true's exec, and
+// the simple protocol), where the arrays give it their plain slices.
 func TestArraysRoundTrip(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
 	ctx := context.Background()
-	for _, tc := range arrayCases {
-		got := reflect.New(reflect.TypeOf(tc.want))
-		if err := d.pool.QueryRow(ctx, "SELECT $1::"+tc.cast, tc.value).Scan(got.Interface()); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		if !reflect.DeepEqual(got.Elem().Interface(), tc.want) {
-			t.Errorf("%s: Postgres read %#v; want %#v", tc.name, got.Elem().Interface(), tc.want)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		for _, tc := range arrayCases {
+			got := reflect.New(reflect.TypeOf(tc.want))
+			if err := d.pool.QueryRow(ctx, "SELECT $1::"+tc.cast, mode, tc.value).Scan(got.Interface()); err != nil {
+				t.Fatalf("%s, mode %s: %v", tc.name, mode, err)
+			}
+			if !reflect.DeepEqual(got.Elem().Interface(), tc.want) {
+				t.Errorf("%s, mode %s: Postgres read %#v; want %#v", tc.name, mode, got.Elem().Interface(), tc.want)
+			}
 		}
 	}
 	// A nil slice is NULL, as pgx sends a nil []string (push's traces).
