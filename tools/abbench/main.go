@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -38,12 +39,16 @@ func main() {
 	benchtime := flag.String("benchtime", "20000x", "-test.benchtime of each run")
 	rounds := flag.Int("rounds", 4, "ABBA rounds: each build runs twice a round")
 	checkpoint := flag.String("checkpoint", "", "Postgres URL to CHECKPOINT before each run (none when empty)")
+	ratio := flag.String("ratio", "", "NUMERATOR:DENOMINATOR, two patterns that each match one benchmark run; also print, per build,\nthe first's metrics over the second's, run by run (e.g. 'capped-2$:no-policies-2$')")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), `abbench runs a package's benchmarks at two commits, alternately (old, new,
 new, old, ...), and prints each metric's median per build, new over old,
-and each build's range. Run it from the repository, on a quiet machine.
+the range of the rounds' own ratios and each build's range. With -ratio it
+also compares two benchmarks within each build, run by run. Run it from the
+repository, on a quiet machine.
 
   go run ./tools/abbench -old ab2c871 -pkg ./backends/postgres -checkpoint postgres://postgres@127.0.0.1:5432/test
+  go run ./tools/abbench -old HEAD -pkg ./backends/postgres -bench 'DrainPolicies/100keys-(capped|no-policies)$' -ratio 'capped-2$:no-policies-2$'
 
 `)
 		flag.PrintDefaults()
@@ -53,8 +58,19 @@ and each build's range. Run it from the repository, on a quiet machine.
 		fmt.Fprintln(os.Stderr, "abbench: give -old COMMIT and -pkg PACKAGE (and -rounds of at least 1); see -help")
 		os.Exit(2)
 	}
+	numerator, denominator, ok := strings.Cut(*ratio, ":")
+	if *ratio != "" && (!ok || numerator == "" || denominator == "") {
+		fmt.Fprintf(os.Stderr, "abbench: -ratio %q: give two benchmark patterns as NUMERATOR:DENOMINATOR; see -help\n", *ratio)
+		os.Exit(2)
+	}
+	for _, p := range []string{numerator, denominator} {
+		if _, err := regexp.Compile(p); err != nil {
+			fmt.Fprintf(os.Stderr, "abbench: -ratio: %q is not a pattern: %v\n", p, err)
+			os.Exit(2)
+		}
+	}
 	if err := run(context.Background(), config{old: *old, cur: *cur, pkg: *pkg, bench: *bench, benchtime: *benchtime,
-		rounds: *rounds, checkpoint: *checkpoint}); err != nil {
+		rounds: *rounds, checkpoint: *checkpoint, numerator: numerator, denominator: denominator}); err != nil {
 		fmt.Fprintln(os.Stderr, "abbench:", err)
 		os.Exit(1)
 	}
@@ -64,6 +80,8 @@ type config struct {
 	old, cur, pkg, bench, benchtime string
 	rounds                          int
 	checkpoint                      string
+	// numerator and denominator, when set, are the -ratio patterns.
+	numerator, denominator string
 }
 
 // build is one side of the comparison: its test binary and the package
@@ -115,6 +133,14 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	fmt.Print(results.table("old", "new"))
+	if c.numerator == "" {
+		return nil
+	}
+	t, err := results.ratioTable([]string{"old", "new"}, c.numerator, c.denominator)
+	if err != nil {
+		return err
+	}
+	fmt.Print(t)
 	return nil
 }
 

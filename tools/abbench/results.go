@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,10 +58,13 @@ func (r *results) add(label, output string) int {
 }
 
 // table is a Markdown table of each benchmark's metrics: the median of
-// each build's runs, new over old, and each build's range.
+// each build's runs, new over old, the range of the rounds' own ratios
+// (each round's new runs over its old runs), and each build's range. The
+// rounds' ratios show how far one comparison can be trusted: the machine
+// drifts between rounds, and both builds of a round drift alike.
 func (r *results) table(old, cur string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| benchmark | metric | %s (median) | %s (median) | %s / %s | %s range | %s range |\n|---|---|---|---|---|---|---|\n",
+	fmt.Fprintf(&b, "\n| benchmark | metric | %s (median) | %s (median) | %s / %s | rounds' ratios | %s range | %s range |\n|---|---|---|---|---|---|---|---|\n",
 		old, cur, cur, old, old, cur)
 	for _, name := range r.names {
 		for _, unit := range r.units[name] {
@@ -73,10 +77,74 @@ func (r *results) table(old, cur string) string {
 			if mo != 0 {
 				ratio = fmt.Sprintf("%.2f×", mc/mo)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, unit, num(mo), num(mc), ratio, span(o), span(c))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name, unit, num(mo), num(mc), ratio, ratioSpan(roundRatios(o, c)), span(o), span(c))
 		}
 	}
 	return b.String()
+}
+
+// roundRatios divides, round by round, the mean of new's two runs (c) by
+// the mean of old's two (o); a run appends one value to each, in order.
+func roundRatios(o, c []float64) []float64 {
+	var out []float64
+	for i := 0; i+1 < min(len(o), len(c)); i += 2 {
+		if d := o[i] + o[i+1]; d != 0 {
+			out = append(out, (c[i]+c[i+1])/d)
+		}
+	}
+	return out
+}
+
+// ratioTable is a Markdown table of numerator's metrics over
+// denominator's, run by run, for each build: the median of the runs'
+// ratios and their range. It compares two benchmarks of one build (a
+// capped drain against an uncapped one), which run minutes apart in one
+// process, without the drift between separate runs.
+func (r *results) ratioTable(labels []string, numerator, denominator string) (string, error) {
+	top, err := r.match(numerator)
+	if err != nil {
+		return "", err
+	}
+	bottom, err := r.match(denominator)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s over %s, run by run:\n\n| build | metric | median | range | runs |\n|---|---|---|---|---|\n", top, bottom)
+	for _, label := range labels {
+		for _, unit := range r.units[top] {
+			n, d := r.values[label+"\x00"+top][unit], r.values[label+"\x00"+bottom][unit]
+			var rs []float64
+			for i := range min(len(n), len(d)) {
+				if d[i] != 0 {
+					rs = append(rs, n[i]/d[i])
+				}
+			}
+			if len(rs) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.2f× | %s | %d |\n", label, unit, median(rs), ratioSpan(rs), len(rs))
+		}
+	}
+	return b.String(), nil
+}
+
+// match returns the one benchmark whose name pattern matches.
+func (r *results) match(pattern string) (string, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return "", fmt.Errorf("-ratio: %w", err)
+	}
+	var found []string
+	for _, name := range r.names {
+		if re.MatchString(name) {
+			found = append(found, name)
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("-ratio: %q matches %d of the benchmarks run (%s); it must match one", pattern, len(found), strings.Join(r.names, ", "))
+	}
+	return found[0], nil
 }
 
 // median of vs (not empty): the middle value, or the mean of the two
@@ -92,6 +160,14 @@ func median(vs []float64) float64 {
 
 func span(vs []float64) string {
 	return num(slices.Min(vs)) + "–" + num(slices.Max(vs))
+}
+
+// ratioSpan is the range of ratios rs ("–" for none).
+func ratioSpan(rs []float64) string {
+	if len(rs) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f–%.2f×", slices.Min(rs), slices.Max(rs))
 }
 
 // num prints v with the precision its size calls for.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,9 @@ func TestResultsTableGivesMediansRatioAndRange(t *testing.T) {
 		r.add(run.label, "BenchmarkEndToEnd-2 \t 20000\t 50000 ns/op\t "+run.rate+" tasks/s\n")
 	}
 	got := r.table("old", "new")
-	want := "| BenchmarkEndToEnd-2 | tasks/s | 22000 | 16000 | 0.73× | 20000–30000 | 15000–17000 |"
+	// Rounds: old 20000 and 22000 against new 15000 and 17000 (0.76×),
+	// then old 30000 against new 16000, the round's only pair (a run short).
+	want := "| BenchmarkEndToEnd-2 | tasks/s | 22000 | 16000 | 0.73× | 0.76–0.76× | 20000–30000 | 15000–17000 |"
 	if !strings.Contains(got, want) {
 		t.Fatalf("table:\n%s\nwant a row\n%s", got, want)
 	}
@@ -56,6 +59,52 @@ func TestMedian(t *testing.T) {
 	for _, tt := range tests {
 		if got := median(tt.in); got != tt.want {
 			t.Errorf("median(%v) = %v; want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestRoundRatios(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		o, c []float64
+		want []float64
+	}{
+		{"two rounds", []float64{10, 30, 20, 20}, []float64{10, 10, 40, 40}, []float64{0.5, 2}},
+		{"an unfinished round is left out", []float64{10, 10, 10}, []float64{5, 5, 5}, []float64{0.5}},
+		{"a zero round is left out", []float64{0, 0}, []float64{1, 1}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := roundRatios(tt.o, tt.c); !slices.Equal(got, tt.want) {
+				t.Fatalf("roundRatios = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRatioTableComparesTwoBenchmarksRunByRun(t *testing.T) {
+	t.Parallel()
+	r := newResults()
+	for _, run := range []struct{ label, capped, plain string }{
+		{"old", "7000", "10000"}, {"new", "8000", "10000"}, {"new", "9000", "10000"}, {"old", "6000", "10000"},
+	} {
+		r.add(run.label, "BenchmarkDrain/capped-2 \t 20000\t 1 ns/op\t "+run.capped+" tasks/s\n"+
+			"BenchmarkDrain/plain-2 \t 20000\t 1 ns/op\t "+run.plain+" tasks/s\n")
+	}
+	got, err := r.ratioTable([]string{"old", "new"}, "capped", "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| old | tasks/s | 0.65× | 0.60–0.70× | 2 |", "| new | tasks/s | 0.85× | 0.80–0.90× | 2 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ratio table:\n%s\nwant a row\n%s", got, want)
+		}
+	}
+	for _, pattern := range []string{"Drain", "missing", "("} {
+		if _, err := r.ratioTable([]string{"old"}, pattern, "plain"); err == nil {
+			t.Errorf("ratioTable(%q, plain) succeeded; want an error (it must match exactly one benchmark)", pattern)
 		}
 	}
 }
