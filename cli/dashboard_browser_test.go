@@ -129,7 +129,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		if s := os.Getenv("JOBQ_TEST_POSTGRES_URL"); s != "" {
 			base = s
 		}
-		q := base + "&queue=dash-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		sep := "?"
+		if strings.Contains(base, "?") {
+			sep = "&"
+		}
+		q := base + sep + "queue=dash-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		t.Cleanup(func() {
 			// The queue's rows go; its worker records expire on their own.
 			for _, args := range [][]string{{"clear", "--yes"}, {"dlq", "purge", "--all", "--yes"}, {"policy", "unset", "concurrency", "gpu"}} {

@@ -135,7 +135,14 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 	})
 
 	t.Run("New on an application's pool", func(t *testing.T) {
-		cfg, err := pgxpool.ParseConfig(base + "&default_query_exec_mode=exec")
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := u.Query()
+		v.Set("default_query_exec_mode", "exec")
+		u.RawQuery = v.Encode()
+		cfg, err := pgxpool.ParseConfig(u.String())
 		if err != nil {
 			t.Fatal(err)
 		}

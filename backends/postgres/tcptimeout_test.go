@@ -31,10 +31,14 @@ func TestConnectionsBoundUnansweredRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tcp, ok := c.Conn().PgConn().Conn().(*net.TCPConn)
+		conn := c.Conn().PgConn().Conn()
+		if tl, ok := conn.(interface{ NetConn() net.Conn }); ok {
+			conn = tl.NetConn() // TLS, when the server offers it and the URL allows it
+		}
+		tcp, ok := conn.(*net.TCPConn)
 		if !ok {
 			c.Release()
-			t.Fatalf("%v: the connection is a %T, not TCP", tc.params, c.Conn().PgConn().Conn())
+			t.Fatalf("%v: the connection is a %T, not TCP", tc.params, conn)
 		}
 		raw, err := tcp.SyscallConn()
 		if err != nil {

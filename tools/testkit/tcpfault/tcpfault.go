@@ -292,8 +292,9 @@ func (p *Proxy) down(pr *pair) {
 // ForTest starts a proxy for test t to the engine that a queue URL names:
 // environment variable env's URL, or fallback. It returns the proxy, the
 // URL through it and the URL straight to the engine, both with a queue
-// named after t and with params set where the URL has none of them. t is
-// skipped when the engine does not answer; the proxy closes when t ends.
+// named after t, without TLS (sslmode=disable for Postgres) and with params
+// set where the URL has none of them. t is skipped when the engine does not
+// answer, or when the URL asks for TLS; the proxy closes when t ends.
 func ForTest(t testing.TB, env, fallback string, params map[string]string) (p *Proxy, proxied, direct string) {
 	t.Helper()
 	base := os.Getenv(env)
@@ -315,6 +316,18 @@ func ForTest(t testing.TB, env, fallback string, params map[string]string) (p *P
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	v := u.Query()
+	// The proxy's rules read the protocol's bytes, which TLS would hide:
+	// Postgres clients use TLS whenever the server offers it unless the
+	// URL says otherwise.
+	switch u.Scheme {
+	case "postgres", "postgresql":
+		if m := v.Get("sslmode"); m != "" && m != "disable" {
+			t.Skipf("tcpfault reads the protocol, which TLS hides: %s has sslmode=%s; use sslmode=disable", env, m)
+		}
+		v.Set("sslmode", "disable")
+	case "rediss":
+		t.Skipf("tcpfault reads the protocol, which TLS hides: %s is a rediss:// URL; use redis://", env)
+	}
 	v.Set("queue", fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano()))
 	for k, val := range params {
 		if !v.Has(k) {
