@@ -13,7 +13,7 @@ import (
 // Result records live in buckets, hashes of task id -> record that
 // Redis expires as a whole, so nothing purges them; a bucket holds the
 // records that expire within one span of time (bucketOf). See recordLua in
-// scripts.go. A record is encodeRecord's: the task ID, the state, the
+// scripts.go. A record is appendRecord's: the task ID, the state, the
 // times and the portable layer's data.
 
 // The driver keeps result records, stores them with its settlements,
@@ -40,10 +40,14 @@ func expiryOf(r *driver.ResultRecord) time.Time {
 	return r.ExpiresAt
 }
 
-// encodeRecord packs r as "state\nupdated ms\nexpiry ms\n" then its
-// data; the task ID is the record's field in its bucket.
-func encodeRecord(r *driver.ResultRecord) []byte {
-	b := make([]byte, 0, len(r.State)+32+len(r.Data))
+// recordSize is the most bytes appendRecord appends for r.
+func recordSize(r *driver.ResultRecord) int {
+	return len(r.State) + 3 + 2*20 + len(r.Data) // two int64s of up to 20 digits
+}
+
+// appendRecord appends r to b packed as "state\nupdated ms\nexpiry ms\n"
+// then its data; the task ID is the record's field in its bucket.
+func appendRecord(b []byte, r *driver.ResultRecord) []byte {
 	b = append(b, r.State...)
 	b = append(b, '\n')
 	b = strconv.AppendInt(b, r.UpdatedAt.UnixMilli(), 10)
@@ -53,7 +57,7 @@ func encodeRecord(r *driver.ResultRecord) []byte {
 	return append(b, r.Data...)
 }
 
-// decodeRecord reverses encodeRecord; ok is false for a value it did not
+// decodeRecord reverses appendRecord; ok is false for a value it did not
 // write.
 func decodeRecord(id string, v []byte) (r *driver.ResultRecord, ok bool) {
 	var f [3][]byte
@@ -126,6 +130,14 @@ func prepare(n int, rec func(i int) *driver.ResultRecord) recordSet {
 		return recordSet{}
 	}
 	rs := recordSet{ids: make([]string, n), vals: make([][]byte, n)}
+	// The records share one buffer, each value capped at its own end.
+	size := 0
+	for i := range n {
+		if r := rec(i); r != nil {
+			size += recordSize(r)
+		}
+	}
+	buf := make([]byte, 0, size)
 	now := time.Now()
 	var last time.Time
 	var keep time.Duration
@@ -146,7 +158,9 @@ func prepare(n int, rec func(i int) *driver.ResultRecord) recordSet {
 		if exp.After(last) {
 			last = exp
 		}
-		rs.ids[i], rs.vals[i] = r.ID, encodeRecord(r)
+		start := len(buf)
+		buf = appendRecord(buf, r)
+		rs.ids[i], rs.vals[i] = r.ID, buf[start:len(buf):len(buf)]
 		rs.n++
 	}
 	if rs.n > 0 {

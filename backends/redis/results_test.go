@@ -44,7 +44,7 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, ok := decodeRecord(tt.rec.ID, encodeRecord(tt.rec))
+			got, ok := decodeRecord(tt.rec.ID, appendRecord(nil, tt.rec))
 			if !ok {
 				t.Fatal("decode failed")
 			}
@@ -356,5 +356,31 @@ func TestPutManyResults(t *testing.T) {
 		if g == nil || g.State != driver.ResultCancelRequested {
 			t.Fatalf("record %d: %+v", i, g)
 		}
+	}
+}
+
+// Not parallel: testing.AllocsPerRun counts the whole process's allocations.
+func TestPrepareSharesOneBufferAmongRecords(t *testing.T) {
+	recs := make([]*driver.ResultRecord, 100)
+	for i := range recs {
+		recs[i] = record(fmt.Sprintf("task-%d", i), driver.ResultSucceeded, time.Hour)
+		recs[i].Data = bytes.Repeat([]byte{byte('a' + i%26)}, i)
+	}
+	rs := prepareAll(recs)
+	if rs.n != len(recs) {
+		t.Fatalf("prepared %d records, want %d", rs.n, len(recs))
+	}
+	for i, v := range rs.vals {
+		if cap(v) != len(v) {
+			t.Fatalf("record %d: capacity %d beyond its length %d: an append to it would overwrite the next", i, cap(v), len(v))
+		}
+		got, ok := decodeRecord(rs.ids[i], v)
+		if !ok || !bytes.Equal(got.Data, recs[i].Data) || got.State != recs[i].State {
+			t.Fatalf("record %d decodes to %+v (ok %v), want %+v", i, got, ok, recs[i])
+		}
+	}
+	// A few (the IDs, the values, the one buffer), not one per record.
+	if n := testing.AllocsPerRun(10, func() { prepareAll(recs) }); n > 10 {
+		t.Errorf("prepare of %d records allocates %v times; want a few, not one per record", len(recs), n)
 	}
 }

@@ -687,7 +687,7 @@ return out
 }
 
 // recordLua stores the result records of settlements. Records live in
-// buckets, hashes P..'rb:'..b of task id -> record (encodeRecord), which
+// buckets, hashes P..'rb:'..b of task id -> record (appendRecord), which
 // expire as a whole: Redis deletes them, so nothing purges records.
 // ARGV[3] names the bucket of the call's records, ARGV[4] is when it
 // expires (ms), no earlier than any of its records (bucketOf), ARGV[5] is
