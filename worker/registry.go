@@ -76,13 +76,19 @@ func (r *registry) start() (withdraw func()) {
 		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`")
 		return func() {}
 	}
-	if err := r.put(false); err != nil && errors.Is(err, errcode.Unimplemented) {
-		return func() {}
-	}
 	stop, done := make(chan struct{}), make(chan struct{})
+	var unimplemented bool // set before done closes
 	go func() {
 		defer close(done)
-		r.purge() // off the start path: tasks need not wait for it
+		// The announcement goes out beside the first claims, not before
+		// them: reading the process tree's usage (every process's
+		// /proc/PID/stat) and the engine's write would otherwise delay
+		// every worker's first task.
+		if err := r.put(false); err != nil && errors.Is(err, errcode.Unimplemented) {
+			unimplemented = true
+			return
+		}
+		r.purge()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		lastPurge := time.Now()
@@ -102,7 +108,9 @@ func (r *registry) start() (withdraw func()) {
 	return func() {
 		close(stop)
 		<-done
-		_ = r.put(true)
+		if !unimplemented {
+			_ = r.put(true)
+		}
 	}
 }
 

@@ -1,8 +1,16 @@
 package worker
 
 import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backends/mem"
+	"github.com/jobq/jobq/driver"
 )
 
 func TestCPUPercent(t *testing.T) {
@@ -30,5 +38,61 @@ func TestCPUPercent(t *testing.T) {
 				t.Errorf("cpuPercent = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// slowAnnounce is a mem driver whose worker records wait for release.
+type slowAnnounce struct {
+	*mem.Driver
+	release  chan struct{}
+	returned atomic.Int32 // PutWorker calls that have returned
+}
+
+func (d *slowAnnounce) PutWorker(ctx context.Context, rec *driver.WorkerRecord) error {
+	defer d.returned.Add(1)
+	select {
+	case <-d.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return d.Driver.PutWorker(ctx, rec)
+}
+
+// TestFirstTaskDoesNotWaitForTheAnnouncement: a worker runs its first task
+// while its announcement in the registry is still being written, and
+// withdraws after it was written.
+func TestFirstTaskDoesNotWaitForTheAnnouncement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	m, err := mem.New(mem.Options{Queue: "announce-" + rand.Text()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &slowAnnounce{Driver: m, release: make(chan struct{})}
+	q, err := jobq.New(d, jobq.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	if _, err := q.Push(ctx, &jobq.Task{Command: "echo first"}); err != nil {
+		t.Fatal(err)
+	}
+	announcing := make(chan int32, 1)
+	w := New(q, HandlerFunc(func(context.Context, *Job) error {
+		announcing <- d.returned.Load()
+		return nil
+	}), Options{Logger: slog.New(slog.DiscardHandler), Concurrency: 1})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	if n := <-announcing; n != 0 {
+		t.Errorf("the first task ran after %d registry writes returned; want it to run while the announcement is held back", n)
+	}
+	close(d.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ws, err := q.Admin().Workers(ctx, jobq.WorkersOptions{Withdrawn: true})
+	if err != nil || len(ws) != 1 || ws[0].State != jobq.WorkerWithdrawn {
+		t.Fatalf("after Run, the registry holds %+v (%v); want the worker, withdrawn", ws, err)
 	}
 }
