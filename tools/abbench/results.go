@@ -98,8 +98,8 @@ func roundRatios(o, c []float64) []float64 {
 // ratioTable is a Markdown table of numerator's metrics over
 // denominator's, run by run, for each build: the median of the runs'
 // ratios and their range. It compares two benchmarks of one build (a
-// capped drain against an uncapped one), which run minutes apart in one
-// process, without the drift between separate runs.
+// capped drain against an uncapped one), which run one after the other in
+// one process, without the drift between separate runs.
 func (r *results) ratioTable(labels []string, numerator, denominator string) (string, error) {
 	top, err := r.match(numerator)
 	if err != nil {
