@@ -5,7 +5,8 @@
 // working tree itself for "."), runs them in ABBA order (old, new, new,
 // old, ...) so that a drift of the machine over the run falls on both
 // alike, and prints each benchmark's median per metric for each build,
-// their ratio and the range of its runs.
+// their ratio, the range of the rounds' own ratios and the range of its
+// runs. -ratio also divides one benchmark by another within each run.
 //
 //	go run ./tools/abbench -old ab2c871 -pkg ./backends/postgres -bench '^BenchmarkEndToEnd$' -checkpoint postgres://postgres@127.0.0.1:5432/test
 //	go run ./tools/abbench -old HEAD -pkg ./backends/redis -bench '^BenchmarkEndToEnd$' -rounds 8
@@ -58,19 +59,15 @@ repository, on a quiet machine.
 		fmt.Fprintln(os.Stderr, "abbench: give -old COMMIT and -pkg PACKAGE (and -rounds of at least 1); see -help")
 		os.Exit(2)
 	}
-	numerator, denominator, ok := strings.Cut(*ratio, ":")
-	if *ratio != "" && (!ok || numerator == "" || denominator == "") {
-		fmt.Fprintf(os.Stderr, "abbench: -ratio %q: give two benchmark patterns as NUMERATOR:DENOMINATOR; see -help\n", *ratio)
-		os.Exit(2)
-	}
-	for _, p := range []string{numerator, denominator} {
-		if _, err := regexp.Compile(p); err != nil {
-			fmt.Fprintf(os.Stderr, "abbench: -ratio: %q is not a pattern: %v\n", p, err)
+	c := config{old: *old, cur: *cur, pkg: *pkg, bench: *bench, benchtime: *benchtime, rounds: *rounds, checkpoint: *checkpoint}
+	if *ratio != "" {
+		var err error
+		if c.ratio, err = parseRatio(*ratio); err != nil {
+			fmt.Fprintln(os.Stderr, "abbench:", err)
 			os.Exit(2)
 		}
 	}
-	if err := run(context.Background(), config{old: *old, cur: *cur, pkg: *pkg, bench: *bench, benchtime: *benchtime,
-		rounds: *rounds, checkpoint: *checkpoint, numerator: numerator, denominator: denominator}); err != nil {
+	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "abbench:", err)
 		os.Exit(1)
 	}
@@ -80,8 +77,22 @@ type config struct {
 	old, cur, pkg, bench, benchtime string
 	rounds                          int
 	checkpoint                      string
-	// numerator and denominator, when set, are the -ratio patterns.
-	numerator, denominator string
+	// ratio, when set, is -ratio's numerator and denominator.
+	ratio [2]*regexp.Regexp
+}
+
+// parseRatio reads -ratio's NUMERATOR:DENOMINATOR patterns.
+func parseRatio(s string) (ratio [2]*regexp.Regexp, err error) {
+	numerator, denominator, ok := strings.Cut(s, ":")
+	if !ok || numerator == "" || denominator == "" {
+		return ratio, fmt.Errorf("-ratio %q: give two benchmark patterns as NUMERATOR:DENOMINATOR; see -help", s)
+	}
+	for i, p := range []string{numerator, denominator} {
+		if ratio[i], err = regexp.Compile(p); err != nil {
+			return ratio, fmt.Errorf("-ratio: %q is not a pattern: %w", p, err)
+		}
+	}
+	return ratio, nil
 }
 
 // build is one side of the comparison: its test binary and the package
@@ -133,10 +144,10 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	fmt.Print(results.table("old", "new"))
-	if c.numerator == "" {
+	if c.ratio[0] == nil {
 		return nil
 	}
-	t, err := results.ratioTable([]string{"old", "new"}, c.numerator, c.denominator)
+	t, err := results.ratioTable([]string{"old", "new"}, c.ratio[0], c.ratio[1])
 	if err != nil {
 		return err
 	}

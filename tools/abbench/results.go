@@ -100,7 +100,7 @@ func roundRatios(o, c []float64) []float64 {
 // ratios and their range. It compares two benchmarks of one build (a
 // capped drain against an uncapped one), which run one after the other in
 // one process, without the drift between separate runs.
-func (r *results) ratioTable(labels []string, numerator, denominator string) (string, error) {
+func (r *results) ratioTable(labels []string, numerator, denominator *regexp.Regexp) (string, error) {
 	top, err := r.match(numerator)
 	if err != nil {
 		return "", err
@@ -129,12 +129,8 @@ func (r *results) ratioTable(labels []string, numerator, denominator string) (st
 	return b.String(), nil
 }
 
-// match returns the one benchmark whose name pattern matches.
-func (r *results) match(pattern string) (string, error) {
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return "", fmt.Errorf("-ratio: %w", err)
-	}
+// match returns the one benchmark whose name re matches.
+func (r *results) match(re *regexp.Regexp) (string, error) {
 	var found []string
 	for _, name := range r.names {
 		if re.MatchString(name) {
@@ -142,7 +138,7 @@ func (r *results) match(pattern string) (string, error) {
 		}
 	}
 	if len(found) != 1 {
-		return "", fmt.Errorf("-ratio: %q matches %d of the benchmarks run (%s); it must match one", pattern, len(found), strings.Join(r.names, ", "))
+		return "", fmt.Errorf("-ratio: %q matches %d of the benchmarks run (%s); it must match one", re, len(found), strings.Join(r.names, ", "))
 	}
 	return found[0], nil
 }

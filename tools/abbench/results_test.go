@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestRatioTableComparesTwoBenchmarksRunByRun(t *testing.T) {
 		r.add(run.label, "BenchmarkDrain/capped-2 \t 20000\t 1 ns/op\t "+run.capped+" tasks/s\n"+
 			"BenchmarkDrain/plain-2 \t 20000\t 1 ns/op\t "+run.plain+" tasks/s\n")
 	}
-	got, err := r.ratioTable([]string{"old", "new"}, "capped", "plain")
+	got, err := r.ratioTable([]string{"old", "new"}, regexp.MustCompile("capped"), regexp.MustCompile("plain"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +103,36 @@ func TestRatioTableComparesTwoBenchmarksRunByRun(t *testing.T) {
 			t.Errorf("ratio table:\n%s\nwant a row\n%s", got, want)
 		}
 	}
-	for _, pattern := range []string{"Drain", "missing", "("} {
-		if _, err := r.ratioTable([]string{"old"}, pattern, "plain"); err == nil {
+	for _, pattern := range []string{"Drain", "missing"} {
+		if _, err := r.ratioTable([]string{"old"}, regexp.MustCompile(pattern), regexp.MustCompile("plain")); err == nil {
 			t.Errorf("ratioTable(%q, plain) succeeded; want an error (it must match exactly one benchmark)", pattern)
+		}
+	}
+}
+
+func TestParseRatio(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in       string
+		top, bot string // "" for an error
+	}{
+		{"capped-2$:no-policies-2$", "capped-2$", "no-policies-2$"},
+		{"a:b:c", "a", "b:c"},
+		{"capped", "", ""},
+		{":plain", "", ""},
+		{"capped:", "", ""},
+		{"a(:b", "", ""},
+	}
+	for _, tt := range tests {
+		got, err := parseRatio(tt.in)
+		if tt.top == "" {
+			if err == nil {
+				t.Errorf("parseRatio(%q) succeeded; want an error", tt.in)
+			}
+			continue
+		}
+		if err != nil || got[0].String() != tt.top || got[1].String() != tt.bot {
+			t.Errorf("parseRatio(%q) = %v, %v; want %s and %s", tt.in, got, err, tt.top, tt.bot)
 		}
 	}
 }
