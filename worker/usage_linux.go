@@ -29,43 +29,114 @@ func readUsage() usage {
 	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
 		u.cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	procs := readProcs()
-	self := os.Getpid()
 	page := int64(os.Getpagesize())
-	// Walk the tree from this process down.
-	children := map[int][]int{}
-	for pid, p := range procs {
-		children[p.ppid] = append(children[p.ppid], pid)
-	}
-	todo := []int{self}
-	seen := map[int]bool{}
-	for len(todo) > 0 {
-		pid := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		if seen[pid] {
-			continue
-		}
-		seen[pid] = true
-		if p, ok := procs[pid]; ok {
-			u.cpu += time.Duration(p.ticks) * clockTick
-			u.rss += p.rssPages * page
-		}
-		todo = append(todo, children[pid]...)
+	tree := procTree{root: "/proc"}
+	for _, p := range tree.descendants(os.Getpid()) {
+		u.cpu += time.Duration(p.ticks) * clockTick
+		u.rss += p.rssPages * page
 	}
 	return u
 }
 
-// procStat is what readUsage needs from /proc/PID/stat.
-type procStat struct {
-	ppid     int
-	ticks    int64 // utime + stime
-	rssPages int64
+// procTree reads a process tree from a /proc file system mounted at root.
+//
+// Where the kernel lists each thread's children (/proc/PID/task/TID/children,
+// CONFIG_PROC_CHILDREN, on in the common distributions' kernels), only the
+// worker's own descendants are read. Elsewhere every process's stat is
+// read to find them, which on a host of 2,000 processes took 21 ms a
+// heartbeat against 44 µs (BenchmarkReadUsage).
+type procTree struct{ root string }
+
+// descendants returns the stats of process pid and of its live
+// descendants (a process that exits meanwhile is left out).
+func (t procTree) descendants(pid int) []procStat {
+	if out, ok := t.walkChildren(pid); ok {
+		return out
+	}
+	return t.walkAll(pid)
 }
 
-// readProcs reads /proc/PID/stat of every process.
-func readProcs() map[int]procStat {
+// walkChildren walks down from pid through the children files; ok is false
+// when the kernel has none (the main thread's, whose ID is pid's, is
+// missing), and the caller then reads every process.
+func (t procTree) walkChildren(pid int) (out []procStat, ok bool) {
+	if _, err := os.Stat(t.taskDir(pid) + "/" + strconv.Itoa(pid) + "/children"); err != nil {
+		return nil, false
+	}
+	todo := []int{pid}
+	seen := map[int]bool{}
+	for len(todo) > 0 {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if st, found := t.stat(p); found {
+			out = append(out, st)
+			todo = append(todo, t.children(p)...)
+		}
+	}
+	return out, true
+}
+
+// taskDir is where process pid's threads are listed.
+func (t procTree) taskDir(pid int) string { return t.root + "/" + strconv.Itoa(pid) + "/task" }
+
+// children lists the children of every thread of process pid (a process
+// started by any thread is that thread's child). A thread or process that
+// ends meanwhile is skipped.
+func (t procTree) children(pid int) []int {
+	dir := t.taskDir(pid)
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, tid := range tids {
+		b, err := os.ReadFile(dir + "/" + tid.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(b) {
+			if n, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// walkAll finds pid's descendants by reading every process's stat and
+// walking the parent links down from pid.
+func (t procTree) walkAll(pid int) []procStat {
+	procs := t.all()
+	kids := map[int][]int{}
+	for p, st := range procs {
+		kids[st.ppid] = append(kids[st.ppid], p)
+	}
+	var out []procStat
+	todo := []int{pid}
+	seen := map[int]bool{}
+	for len(todo) > 0 {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if st, ok := procs[p]; ok {
+			out = append(out, st)
+		}
+		todo = append(todo, kids[p]...)
+	}
+	return out
+}
+
+// all reads the stat of every process.
+func (t procTree) all() map[int]procStat {
 	out := map[int]procStat{}
-	ents, err := os.ReadDir("/proc")
+	ents, err := os.ReadDir(t.root)
 	if err != nil {
 		return out
 	}
@@ -74,22 +145,41 @@ func readProcs() map[int]procStat {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		if p, ok := parseStat(b); ok {
-			out[pid] = p
+		if st, ok := t.stat(pid); ok {
+			out[pid] = st
 		}
 	}
 	return out
 }
 
-// parseStat reads a /proc/PID/stat line (proc(5)): the fields after the
-// command name, which is in parentheses and may hold spaces.
+// stat reads /proc/PID/stat; ok is false when the process is gone.
+func (t procTree) stat(pid int) (procStat, bool) {
+	b, err := os.ReadFile(t.root + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	return parseStat(b)
+}
+
+// procStat is what readUsage needs from /proc/PID/stat.
+type procStat struct {
+	pid      int
+	ppid     int
+	ticks    int64 // utime + stime
+	rssPages int64
+}
+
+// parseStat reads a /proc/PID/stat line (proc(5)): the process ID, then
+// the fields after the command name, which is in parentheses and may hold
+// spaces.
 func parseStat(b []byte) (procStat, bool) {
 	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	j := bytes.IndexByte(b, ' ')
+	if i < 0 || j < 0 || j > i {
+		return procStat{}, false
+	}
+	pid, err := strconv.Atoi(string(b[:j]))
+	if err != nil {
 		return procStat{}, false
 	}
 	f := bytes.Fields(b[i+1:])
@@ -101,5 +191,5 @@ func parseStat(b []byte) (procStat, bool) {
 		n, _ := strconv.ParseInt(string(f[k-3]), 10, 64)
 		return n
 	}
-	return procStat{ppid: int(num(4)), ticks: num(14) + num(15), rssPages: num(24)}, true
+	return procStat{pid: pid, ppid: int(num(4)), ticks: num(14) + num(15), rssPages: num(24)}, true
 }
