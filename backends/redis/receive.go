@@ -171,23 +171,13 @@ func (d *Driver) claim(ctx context.Context, n int, vis int64, wait bool) (recs [
 	// The lease's expiry is measured on this machine's clock from before the
 	// call, so it is never later than the server's.
 	expiry := start.Add(time.Duration(vis) * time.Millisecond)
-	recs = make([]*driver.Received, 0, (len(res)-2)/8)
-	for i := 2; i+7 < len(res); i += 8 {
-		id := asStr(res[i+3])
-		trace, group := splitTrace(asStr(res[i+6]))
-		recs = append(recs, &driver.Received{
-			ID:            id,
-			Body:          storedBody(res[i+4], res[i+7], id),
-			DeliveryCount: int(asInt(res[i+2])),
-			EnqueuedAt:    fromMs(asInt(res[i+5])),
-			TraceParent:   trace,
-			Group:         group,
-			Lease: driver.Lease{
-				MessageID: asStr(res[i]),
-				Token:     asStr(res[i+1]),
-				Expiry:    expiry,
-			},
-		})
+	recs = make([]*driver.Received, 0, len(res)-2)
+	for _, v := range res[2:] {
+		c, ok := parseClaimed(asStr(v))
+		if !ok {
+			return nil, 0, driver.Errorf(errcode.Internal, "redis receive on queue %s: the claim script's reply holds a message it cannot have written", d.queue)
+		}
+		recs = append(recs, c.received(expiry))
 	}
 	return recs, 0, nil
 }

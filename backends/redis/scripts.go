@@ -534,13 +534,16 @@ for j = 1, cnt do
     if blocked ~= nil then hold_keys(mid, tok, now) end
     leased[nl + 1], leased[nl + 2] = exp, mid
     nl = nl + 2
-    out[no + 1], out[no + 2], out[no + 3] = mid, tok, dc
-    out[no + 4], out[no + 5], out[no + 6], out[no + 7] = f[1] or '', f[2] or '', f[3] or '', f[6] or ''
-    -- A group rides behind the trace context, after a newline (which no
-    -- traceparent holds), so that a claim's reply keeps its width.
-    if f[8] then out[no + 7] = out[no + 7] .. '\n' .. f[8] end
-    out[no + 8] = not f[2] and f[7] or ''
-    no = no + 8
+    -- One string per message (claimreply.go): a header of lengths, the
+    -- delivery count, the enqueue time and the body's kind, then the
+    -- member (the token, then the message id), task ID, trace context
+    -- and body end to end. A group rides behind the trace context, after
+    -- a newline (which no traceparent holds).
+    local id, tg, kind, body = f[1] or '', f[6] or '', 'b', f[2]
+    if f[8] then tg = tg .. '\n' .. f[8] end
+    if not body then kind, body = 'z', f[7] or '' end
+    out[no + 1] = #member .. ' ' .. dc .. ' ' .. (f[3] or '') .. ' ' .. #id .. ' ' .. #tg .. ' ' .. kind .. ' ' .. member .. id .. tg .. body
+    no = no + 1
   end
 end
 if nl > 0 then redis.call('ZADD', INFLIGHT, unpack(leased)) end
