@@ -109,11 +109,19 @@ func bucketEnd(span, idx int64) int64 { return idx*span + 1000 }
 // and the bucket that takes them.
 type recordSet struct {
 	ids    []string
-	vals   [][]byte
+	vals   []recordVal
 	bucket string
 	expire int64 // when the bucket expires, ms
 	n      int   // how many records there are
 }
+
+// recordVal is a record's encoding as a script argument. go-redis writes
+// it through MarshalBinary; args passes a pointer to it, which boxes
+// without an allocation where a byte slice allocates its header.
+type recordVal []byte
+
+// MarshalBinary returns the encoding, for go-redis.
+func (v recordVal) MarshalBinary() ([]byte, error) { return v, nil }
 
 // prepare makes the recordSet of the records rec(i) of n settlements
 // (nil for none): the bucket is bucketOf the latest expiry and the longest
@@ -129,7 +137,7 @@ func prepare(n int, rec func(i int) *driver.ResultRecord) recordSet {
 	if !some {
 		return recordSet{}
 	}
-	rs := recordSet{ids: make([]string, n), vals: make([][]byte, n)}
+	rs := recordSet{ids: make([]string, n), vals: make([]recordVal, n)}
 	// The records share one buffer, each value capped at its own end.
 	size := 0
 	for i := range n {
@@ -176,7 +184,8 @@ func prepareAll(recs []*driver.ResultRecord) recordSet {
 
 // args returns recordLua's arguments for the settlements lo to hi: the
 // bucket, its expiry, the announcement and the all-have-records flag
-// (head), and the (task id, record) pairs (tail).
+// (head), and the (task id, record) pairs (tail), as pointers into rs (no
+// allocation per record).
 func (rs recordSet) args(lo, hi int) (head, tail []any) {
 	all := "1"
 	ann := make([]byte, 0, 16*(hi-lo))
@@ -190,7 +199,7 @@ func (rs recordSet) args(lo, hi int) (head, tail []any) {
 			}
 			ann = append(ann, rs.ids[i]...)
 		}
-		tail = append(tail, rs.ids[i], rs.vals[i])
+		tail = append(tail, &rs.ids[i], &rs.vals[i])
 	}
 	return []any{rs.bucket, rs.expire, ann, all}, tail
 }
@@ -224,7 +233,7 @@ func (d *Driver) PutResults(ctx context.Context, recs []*driver.ResultRecord) er
 			if recs[i].State == driver.ResultCancelRequested {
 				nx = "1"
 			}
-			args = append(args, nx, rs.ids[i], rs.vals[i])
+			args = append(args, nx, &rs.ids[i], &rs.vals[i])
 		}
 		if len(args) > 5 {
 			chunks = append(chunks, args)
@@ -350,7 +359,7 @@ func (d *Driver) RemoveTasks(ctx context.Context, cancelled, requested []*driver
 			if requested == nil {
 				args = append(args, "")
 			} else {
-				args = append(args, asked.vals[i])
+				args = append(args, &asked.vals[i])
 			}
 		}
 		got, err := removeScript.Run(ctx, d.client, keys, append(d.scriptArgs(len(args)), args...)...).StringSlice()

@@ -360,6 +360,25 @@ func TestPutManyResults(t *testing.T) {
 }
 
 // Not parallel: testing.AllocsPerRun counts the whole process's allocations.
+func TestRecordArgsAllocateNothingPerRecord(t *testing.T) {
+	recs := make([]*driver.ResultRecord, 200)
+	for i := range recs {
+		recs[i] = record(fmt.Sprintf("task-%d", i), driver.ResultSucceeded, time.Hour)
+	}
+	rs := prepareAll(recs)
+	allocs := func(n int) float64 {
+		return testing.AllocsPerRun(20, func() {
+			if _, tail := rs.args(0, n); len(tail) != 2*n {
+				t.Fatalf("%d tail arguments for %d records, want %d", len(tail), n, 2*n)
+			}
+		})
+	}
+	if per := (allocs(200) - allocs(1)) / 199; per > 0.1 {
+		t.Errorf("%.2f allocations per record, want none (the ID and encoding go in as pointers)", per)
+	}
+}
+
+// Not parallel: testing.AllocsPerRun counts the whole process's allocations.
 func TestPrepareSharesOneBufferAmongRecords(t *testing.T) {
 	recs := make([]*driver.ResultRecord, 100)
 	for i := range recs {

@@ -40,7 +40,7 @@ func (d *Driver) Complete(ctx context.Context, reqs []driver.CompleteParams) []e
 	}
 	return d.settle(ctx, "complete", script, d.writes(rs, "inflight", "ids"), len(reqs), extra, func(i int) driver.GroupTally { return reqs[i].Tally },
 		func(i int) driver.Lease { return reqs[i].Lease },
-		func(args []any, i int) []any { return completeArgs(args, reqs[i].Lease) })
+		func(args []any, i int) []any { return completeArgs(args, &reqs[i].Lease) })
 }
 
 // Requeue implements driver.Driver. A zero delay makes the message ready at
@@ -172,8 +172,11 @@ func (d *Driver) chunkArgs(lo, hi int, extra func(lo, hi int) (head, tail []any)
 	return append(args, tail...)
 }
 
-// completeArgs appends a completion's arguments for the scripts.
-func completeArgs(args []any, l driver.Lease) []any { return append(args, l.MessageID, l.Token) }
+// completeArgs appends a completion's arguments for the scripts: pointers
+// to the lease's strings, which go-redis writes as it writes strings, and
+// which box without an allocation where a string allocates its header.
+// The lease must stay unchanged until the call returns.
+func completeArgs(args []any, l *driver.Lease) []any { return append(args, &l.MessageID, &l.Token) }
 
 // lockLost is the error for a lease that is no longer held.
 func (d *Driver) lockLost(op string, l driver.Lease) error {
