@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -19,11 +20,20 @@ type pauseWatch struct {
 	log *slog.Logger
 	off bool // the backend keeps no pauses
 
+	// view is the last read: every task's check (stops) reads it without
+	// the mutex, which the handlers' checks otherwise contended for. nil
+	// until the first read ends.
+	view atomic.Pointer[pauseView]
+
 	mu      sync.Mutex
-	loaded  time.Time
 	reading chan struct{} // closed when the read under way ends; nil when none is
-	pauses  []driver.PauseState
-	told    bool // the whole-queue pause was logged
+	told    bool          // the whole-queue pause was logged
+}
+
+// pauseView is one read of the pauses, and when it ended.
+type pauseView struct {
+	loaded time.Time
+	pauses []driver.PauseState
 }
 
 func newPauseWatch(q *jobq.Queue, log *slog.Logger) *pauseWatch {
@@ -40,16 +50,18 @@ func (p *pauseWatch) current() []driver.PauseState {
 	if p.off {
 		return nil
 	}
-	p.mu.Lock()
-	if p.loaded.IsZero() {
-		p.mu.Unlock()
+	v := p.view.Load()
+	if v == nil {
 		return p.fresh()
 	}
-	defer p.mu.Unlock()
-	if time.Since(p.loaded) >= driver.PauseRefresh/2 && p.reading == nil {
-		go p.load(p.startRead())
+	if time.Since(v.loaded) >= driver.PauseRefresh/2 {
+		p.mu.Lock()
+		if p.reading == nil {
+			go p.load(p.startRead())
+		}
+		p.mu.Unlock()
 	}
-	return p.pauses
+	return v.pauses
 }
 
 // fresh returns pauses no older than driver.PauseRefresh, waiting for a
@@ -61,10 +73,13 @@ func (p *pauseWatch) fresh() []driver.PauseState {
 	if p.off {
 		return nil
 	}
+	if v := p.view.Load(); v != nil && time.Since(v.loaded) < driver.PauseRefresh {
+		return v.pauses
+	}
 	p.mu.Lock()
-	if !p.loaded.IsZero() && time.Since(p.loaded) < driver.PauseRefresh {
-		defer p.mu.Unlock()
-		return p.pauses
+	if v := p.view.Load(); v != nil && time.Since(v.loaded) < driver.PauseRefresh {
+		p.mu.Unlock()
+		return v.pauses // a read ended meanwhile
 	}
 	done := p.reading
 	if done == nil {
@@ -75,9 +90,7 @@ func (p *pauseWatch) fresh() []driver.PauseState {
 		p.mu.Unlock()
 		<-done
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.pauses
+	return p.view.Load().pauses
 }
 
 // startRead marks a read as under way; p.mu is held.
@@ -86,21 +99,27 @@ func (p *pauseWatch) startRead() chan struct{} {
 	return p.reading
 }
 
-// load reads the pauses, then closes done.
+// load reads the pauses, then closes done. A failed read keeps the pauses
+// last read (none at first), as read now: the next read is a refresh
+// period away.
 func (p *pauseWatch) load(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), driver.PauseRefresh)
 	pols, err := p.q.Admin().Policies(ctx)
 	cancel()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.reading = nil
-	close(done)
-	p.loaded = time.Now()
+	next := &pauseView{loaded: time.Now()}
 	if err != nil {
 		p.log.Debug("could not read the queue's pauses; keeping the last known ones", "error", err)
-		return
+		if v := p.view.Load(); v != nil {
+			next.pauses = v.pauses
+		}
+	} else {
+		next.pauses = driver.Pauses(pols)
 	}
-	p.pauses = driver.Pauses(pols)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.view.Store(next)
+	p.reading = nil
+	close(done)
 }
 
 // whole returns the whole-queue pause, if there is one.

@@ -123,7 +123,7 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 	}
 	// The handler's context also ends at the task's time limit (cause
 	// ErrTimeLimit).
-	if w.watchCancels {
+	if w.trackRunning {
 		w.inflight.track(env, end)
 	}
 	runCtx, unlimit := w.withTimeLimit(ctx, env.Task)
@@ -132,7 +132,7 @@ func (w *Worker) process(tr *taskRun) (putBack bool) {
 	err := w.handle(runCtx, &tr.job, log)
 	cause := settlingCause(err, context.Cause(runCtx))
 	unlimit()
-	if w.watchCancels {
+	if w.trackRunning {
 		w.inflight.untrack(env)
 	}
 	letGo()

@@ -37,31 +37,19 @@ type registry struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	running map[string]int // task ID -> handlers running it (a duplicate delivery may run twice)
-	usage   usage          // at the previous heartbeat, for the CPU percentage
-	failing bool           // the last write failed (logged once until it recovers)
+	usage   usage // at the previous heartbeat, for the CPU percentage
+	failing bool  // the last write failed (logged once until it recovers)
 }
 
 func newRegistry(w *Worker) *registry {
-	return &registry{w: w, log: w.log, running: map[string]int{}}
+	return &registry{w: w, log: w.log}
 }
 
-// track wraps h so that the registry knows which tasks run.
-func (r *registry) track(h Handler) Handler {
-	return HandlerFunc(func(ctx context.Context, job *Job) error {
-		id := job.Task.ID
-		r.mu.Lock()
-		r.running[id]++
-		r.mu.Unlock()
-		defer func() {
-			r.mu.Lock()
-			if r.running[id]--; r.running[id] <= 0 {
-				delete(r.running, id)
-			}
-			r.mu.Unlock()
-		}()
-		return h.Handle(ctx, job)
-	})
+// on reports whether the worker keeps a record in the registry: not when
+// the registry is off (HeartbeatInterval negative) or the backend keeps
+// none.
+func (r *registry) on() bool {
+	return r.w.o.HeartbeatInterval >= 0 && r.w.q.Capabilities().Level(driver.WorkerRegistry) != driver.Unsupported
 }
 
 // start announces the worker and heartbeats until the returned function is
@@ -69,11 +57,10 @@ func (r *registry) track(h Handler) Handler {
 // negative) or unsupported by the backend it does nothing.
 func (r *registry) start() (withdraw func()) {
 	interval := r.w.o.HeartbeatInterval
-	if interval < 0 {
-		return func() {}
-	}
-	if r.w.q.Capabilities().Level(driver.WorkerRegistry) == driver.Unsupported {
-		r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`")
+	if !r.on() {
+		if interval >= 0 {
+			r.log.Debug("the backend keeps no worker registry: this worker is not listed by `jobq workers`")
+		}
 		return func() {}
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -132,12 +119,7 @@ func cpuPercent(prev, cur usage, ncpu int) float64 {
 
 // tasks returns the IDs of the tasks whose handlers run, sorted.
 func (r *registry) tasks() []string {
-	r.mu.Lock()
-	tasks := make([]string, 0, len(r.running))
-	for id := range r.running {
-		tasks = append(tasks, id)
-	}
-	r.mu.Unlock()
+	tasks, _ := r.w.inflight.ids()
 	slices.Sort(tasks)
 	return tasks
 }

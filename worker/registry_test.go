@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -25,9 +26,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // TestRegistryLifecycle: a worker announces itself when it starts, shows
 // the task it runs and its process's memory at a heartbeat, and is listed
-// as withdrawn once Run returns.
+// as withdrawn once Run returns; with cancel polls on or off (the running
+// tasks are tracked for both).
 func TestRegistryLifecycle(t *testing.T) {
 	t.Parallel()
+	for _, cancelPoll := range []time.Duration{0, -1} {
+		t.Run(fmt.Sprintf("cancel-poll=%v", cancelPoll), func(t *testing.T) {
+			t.Parallel()
+			testRegistryLifecycle(t, cancelPoll)
+		})
+	}
+}
+
+func testRegistryLifecycle(t *testing.T, cancelPoll time.Duration) {
 	q := openQueue(t)
 	push(t, q, &jobq.Task{ID: "held", Command: "echo held"})
 	release := make(chan struct{})
@@ -36,7 +47,7 @@ func TestRegistryLifecycle(t *testing.T) {
 		return nil
 	})
 	w := worker.New(q, h, worker.Options{Concurrency: 1, Wait: true, Logger: quietLog(),
-		WorkerID: "w-lifecycle", HeartbeatInterval: 20 * time.Millisecond, Version: "v9.9.9"})
+		WorkerID: "w-lifecycle", HeartbeatInterval: 20 * time.Millisecond, Version: "v9.9.9", CancelPoll: cancelPoll})
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	ran := make(chan error, 1)

@@ -96,8 +96,11 @@ type Worker struct {
 	// worker and times of a task's last attempt even when it succeeded.
 	keepsResults bool
 	// watchCancels: the worker asks for cancel requests for its running
-	// tasks (cancel.go), so it tracks them.
+	// tasks (cancel.go).
 	watchCancels bool
+	// trackRunning: it tracks its running tasks (inflight), for cancel
+	// requests or for the task list of its registry record.
+	trackRunning bool
 	purgeEvery   time.Duration // about how often expired result records are purged (purge.go)
 	rollupFirst  time.Duration // when the first rollup check runs after the start (rollups.go)
 	// receiveGiveUp is how long receives may fail before the worker ends
@@ -138,7 +141,7 @@ type Worker struct {
 	// unsettled counts the tasks that ran to success but whose completion
 	// failed or is of unknown outcome (Counts leaves them out).
 	unsettled atomic.Int64
-	inflight  running // the running tasks, for cancel requests (cancel.go)
+	inflight  running // the running tasks, for cancel requests (cancel.go) and the registry
 	started   time.Time
 
 	tel           *telemetry // metrics (telemetry.go)
@@ -186,8 +189,8 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	w.rollupFirst = rand.N(rollupJitter)
 	w.leases = newLeaseKeeper(w)
 	w.reg = newRegistry(w)
-	w.h = w.reg.track(h)
 	w.watchCancels = w.cancelsRunning()
+	w.trackRunning = w.watchCancels || w.reg.on()
 	w.tel = newTelemetry(q, w)
 	return w
 }
