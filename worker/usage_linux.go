@@ -59,11 +59,19 @@ func (t procTree) descendants(pid int) []procStat {
 // walkChildren walks down from pid through the children files; ok is false
 // when the kernel has none (the main thread's, whose ID is pid's, is
 // missing), and the caller then reads every process.
-func (t procTree) walkChildren(pid int) (out []procStat, ok bool) {
+func (t procTree) walkChildren(pid int) ([]procStat, bool) {
 	if _, err := os.Stat(t.taskDir(pid) + "/" + strconv.Itoa(pid) + "/children"); err != nil {
 		return nil, false
 	}
-	todo := []int{pid}
+	return walk(pid, t.stat, t.children), true
+}
+
+// walk returns the stats of root and of its descendants, depth first:
+// stat reads a process (ok false when it is gone, and its children are
+// then not read), children lists a process's children.
+func walk(root int, stat func(pid int) (procStat, bool), children func(pid int) []int) []procStat {
+	var out []procStat
+	todo := []int{root}
 	seen := map[int]bool{}
 	for len(todo) > 0 {
 		p := todo[len(todo)-1]
@@ -72,12 +80,12 @@ func (t procTree) walkChildren(pid int) (out []procStat, ok bool) {
 			continue
 		}
 		seen[p] = true
-		if st, found := t.stat(p); found {
+		if st, ok := stat(p); ok {
 			out = append(out, st)
-			todo = append(todo, t.children(p)...)
+			todo = append(todo, children(p)...)
 		}
 	}
-	return out, true
+	return out
 }
 
 // taskDir is where process pid's threads are listed.
@@ -115,22 +123,7 @@ func (t procTree) walkAll(pid int) []procStat {
 	for p, st := range procs {
 		kids[st.ppid] = append(kids[st.ppid], p)
 	}
-	var out []procStat
-	todo := []int{pid}
-	seen := map[int]bool{}
-	for len(todo) > 0 {
-		p := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		if st, ok := procs[p]; ok {
-			out = append(out, st)
-		}
-		todo = append(todo, kids[p]...)
-	}
-	return out
+	return walk(pid, func(p int) (procStat, bool) { st, ok := procs[p]; return st, ok }, func(p int) []int { return kids[p] })
 }
 
 // all reads the stat of every process.
