@@ -68,9 +68,8 @@ func (r *registry) start() (withdraw func()) {
 	go func() {
 		defer close(done)
 		// The announcement goes out beside the first claims, not before
-		// them: reading the process tree's usage (every process's
-		// /proc/PID/stat) and the engine's write would otherwise delay
-		// every worker's first task.
+		// them: reading the process tree's usage (usage_linux.go) and the
+		// engine's write would otherwise delay every worker's first task.
 		if err := r.put(false); err != nil && errors.Is(err, errcode.Unimplemented) {
 			unimplemented = true
 			return

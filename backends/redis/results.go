@@ -127,17 +127,6 @@ func (v recordVal) MarshalBinary() ([]byte, error) { return v, nil }
 // (nil for none): the bucket is bucketOf the latest expiry and the longest
 // retention among them. With no record at all it allocates nothing.
 func prepare(n int, rec func(i int) *driver.ResultRecord) recordSet {
-	some := false
-	for i := range n {
-		if rec(i) != nil {
-			some = true
-			break
-		}
-	}
-	if !some {
-		return recordSet{}
-	}
-	rs := recordSet{ids: make([]string, n), vals: make([]recordVal, n)}
 	// The records share one buffer, each value capped at its own end.
 	size := 0
 	for i := range n {
@@ -145,6 +134,10 @@ func prepare(n int, rec func(i int) *driver.ResultRecord) recordSet {
 			size += recordSize(r)
 		}
 	}
+	if size == 0 { // no record (a record's size is never 0)
+		return recordSet{}
+	}
+	rs := recordSet{ids: make([]string, n), vals: make([]recordVal, n)}
 	buf := make([]byte, 0, size)
 	now := time.Now()
 	var last time.Time
