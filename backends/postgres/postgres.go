@@ -232,6 +232,8 @@ type Driver struct {
 	deleted   atomic.Int64 // rows deleted since the last vacuum
 	tableRows atomic.Int64 // the table's rows at the last vacuum; -1 before the first
 	vacuuming atomic.Bool
+	// vacuumAfter is when (Unix ns) a vacuum may next begin (vacuumGap).
+	vacuumAfter atomic.Int64
 	// statsChecked is set once checkStats has run (vacuum.go).
 	statsChecked atomic.Bool
 	reclaim      reclaimState // reclaim.go

@@ -71,6 +71,52 @@ func TestAnalyzeDue(t *testing.T) {
 
 // TestSelfVacuumScalesWithTable: a queue whose table held many rows at the
 // last vacuum waits for a tenth of them to be deleted, not vacuumEvery.
+// TestSelfVacuumKeepsTheGap: a queue does not vacuum its table within
+// vacuumGap of the table's last vacuum, whoever ran it (here another
+// session), and vacuums once the gap has passed.
+func TestSelfVacuumKeepsTheGap(t *testing.T) {
+	t.Parallel()
+	// A schema of its own: no other test's queue vacuums this table.
+	schema, _ := freshSchema(t)
+	d := openDriver(t, "schema="+schema)
+	d.statsChecked.Store(true) // no ANALYZE of checkStats in the background
+	ctx := ctxT(t)
+	vacuums := func() (n int64) {
+		err := d.pool.QueryRow(ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = $1::regclass`, d.sql.messagesTable).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Another session vacuums the table.
+	if _, err := d.pool.Exec(ctx, `VACUUM `+d.sql.messagesTable); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the server's statistics to count the VACUUM", func() bool { return vacuums() == 1 })
+	vacuumed := time.Now()
+	d.deletedRows(vacuumEvery)
+	waitUntil(t, "the queue's look at the table's last vacuum", func() bool { return !d.vacuuming.Load() })
+	after := time.Unix(0, d.vacuumAfter.Load())
+	n, elapsed := vacuums(), time.Since(vacuumed)
+	if elapsed >= vacuumGap {
+		t.Skipf("the look came %v after the vacuum, past the gap: this machine is too slow to test it", elapsed)
+	}
+	if n != 1 {
+		t.Fatalf("the queue vacuumed its table within %v of another session's vacuum; want no vacuum within %v", elapsed, vacuumGap)
+	}
+	if after.Before(time.Now()) || after.After(vacuumed.Add(vacuumGap)) {
+		t.Fatalf("after a vacuum of the table %v ago, the queue may vacuum again at %v from now; want within %v of it",
+			time.Since(vacuumed), time.Until(after), vacuumGap)
+	}
+	d.deletedRows(1)
+	if d.vacuuming.Load() {
+		t.Fatal("a vacuum started within vacuumGap of the last")
+	}
+	time.Sleep(time.Until(after))
+	d.deletedRows(1)
+	waitUntil(t, "the queue's own VACUUM once the gap has passed", func() bool { return vacuums() == 2 })
+}
+
 func TestSelfVacuumScalesWithTable(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
