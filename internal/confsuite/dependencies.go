@@ -514,12 +514,18 @@ func (c *C) raceWorker(w *handle, g, step string, r *stepRace) error {
 		case err != nil:
 			return err
 		case e.Task.ID == step:
-			// The step is for the check to receive: put it back.
-			if err := e.Requeue(c.ctx(), 0); err != nil {
+			// The step is for the check to receive: put it back. A lease
+			// lost meanwhile (a slow host outlasting a short lock) puts it
+			// back too, when the lock ends.
+			if err := e.Requeue(c.ctx(), 0); err != nil && errcode.Of(err) != errcode.LockLost {
 				return err
 			}
 		default:
-			if err := e.Complete(c.ctx()); err != nil {
+			err := e.Complete(c.ctx())
+			if errcode.Of(err) == errcode.LockLost {
+				break // the task comes back, and a worker completes it then
+			}
+			if err != nil {
 				return err
 			}
 			r.mu.Lock()
