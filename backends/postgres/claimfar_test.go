@@ -3,6 +3,7 @@ package postgres
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,57 @@ func TestCappedClaimKeepsClaimOrder(t *testing.T) {
 	want := []string{"p5-1", "p5-3", "p3-2", "p3-5"}
 	if got := ids(receive(t, d, 4, time.Minute)); !slices.Equal(got, want) {
 		t.Errorf("claimed %v; want %v (priority, then push order)", got, want)
+	}
+}
+
+// TestRedeliveryReplacesItsHeldRow: a message claimed again while the
+// held row of its expired lease is still there (far from the cap, no claim
+// forgets ended leases) replaces that row with its new lease, while first
+// deliveries of the same claim insert theirs (schema step 24 inserts the
+// two kinds apart, only redeliveries through ON CONFLICT).
+func TestRedeliveryReplacesItsHeldRow(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d := openURL(t, newQueueURL(t))
+	setCap(t, d, "k", 100)
+	pushKeyed(t, d, "k", 1)
+	first := receive(t, d, 5, 100*time.Millisecond)
+	if len(first) != 1 {
+		t.Fatalf("claimed %d; want 1", len(first))
+	}
+	time.Sleep(200 * time.Millisecond) // the lease expires; its held row stays
+	if n := heldRowsOf(t, d, "k"); n != 1 {
+		t.Fatalf("held rows after the lease expired = %d; want its row, still there", n)
+	}
+	m := keyedMsg("k", 1)
+	m.ID = "k-1"
+	if _, err := d.Push(ctx, []*driver.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	again := receive(t, d, 5, time.Minute)
+	if len(again) != 2 {
+		t.Fatalf("claimed %d; want the expired message again and the new one", len(again))
+	}
+	var redelivered *driver.Received
+	for _, r := range again {
+		if r.Lease.MessageID == first[0].Lease.MessageID {
+			redelivered = r
+		}
+	}
+	if redelivered == nil || redelivered.DeliveryCount != 2 {
+		t.Fatalf("second claim %v; want message %s delivered a second time", again, first[0].Lease.MessageID)
+	}
+	token, _, _ := strings.Cut(redelivered.Lease.Token, ".")
+	rows, err := d.pool.Query(ctx, `SELECT lease::text FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.held
+		WHERE queue = $1 AND key = 'k' ORDER BY id`, d.cfg.queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 2 || leases[0] != token {
+		t.Errorf("held leases %v; want two, the first the redelivery's new lease %s", leases, token)
 	}
 }
