@@ -146,3 +146,52 @@ func TestRedeliveryReplacesItsHeldRow(t *testing.T) {
 		t.Errorf("held leases %v; want two, the first the redelivery's new lease %s", leases, token)
 	}
 }
+
+// TestClaimCountsKeysOfABusyQueue: when the queue has more held rows than
+// a claim counts as a bound on every key's (schema step 24), each key the
+// claim meets is counted on its own: a key far from its cap is still
+// taken as it comes, and a key near it gets exactly the slots it has left.
+func TestClaimCountsKeysOfABusyQueue(t *testing.T) {
+	t.Parallel()
+	d := openURL(t, newQueueURL(t))
+	setCap(t, d, "a", 50)
+	setCap(t, d, "b", 50)
+	pushKeyed(t, d, "b", 40)
+	var inFlight int
+	for inFlight < 40 {
+		got := receive(t, d, 10, time.Minute)
+		if len(got) == 0 {
+			t.Fatalf("claimed %d of b's 40; want all of them under its cap of 50", inFlight)
+		}
+		inFlight += len(got)
+	}
+	// A claim of 10 looks at a window of 18; b's 40 held rows are more
+	// than the bound of 50 - 18 + 1, so no key is bounded by the total.
+	msgs := make([]*driver.Message, 0, 30)
+	for i := 0; i < 15; i++ {
+		for _, k := range []string{"a", "b"} {
+			m := keyedMsg(k, 100+i)
+			m.ID = fmt.Sprintf("%s-late-%d", k, i)
+			msgs = append(msgs, m)
+		}
+	}
+	if _, err := d.Push(ctxT(t), msgs); err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]int{}
+	for {
+		got := receive(t, d, 10, time.Minute)
+		if len(got) == 0 {
+			break
+		}
+		for _, r := range got {
+			byKey[bodyKey(t, r.Body)]++
+		}
+	}
+	if byKey["a"] != 15 || byKey["b"] != 10 {
+		t.Errorf("claimed %v; want all 15 of a (far from its cap) and 10 of b (40 of its 50 in flight)", byKey)
+	}
+	if n := heldRowsOf(t, d, "b"); n != 50 {
+		t.Errorf("held rows of b = %d; want 50, its cap", n)
+	}
+}

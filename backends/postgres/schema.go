@@ -110,7 +110,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	// when they open a schema newer than they know.
 	{22, "steps record the releases they need", `ALTER TABLE {{s}}.schema_migrations ADD COLUMN IF NOT EXISTS min_release integer NOT NULL DEFAULT 0`, 0},
 	{23, "claims far from every cap take their window as it comes; only claims that meet rate keys delete expired admissions", claimFarFunction, 0},
-	{24, "claims insert the held rows of first deliveries without ON CONFLICT", claimFirstFunction, 0},
+	{24, "claims insert the held rows of first deliveries without ON CONFLICT, and count each key on its own on a queue with many leases in flight", claimFirstFunction, 0},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that
