@@ -220,3 +220,12 @@ func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
 func BenchmarkDrainRateWindow(b *testing.B) {
 	benchkit.DrainRateWindow(b, openBenchQueue, 20, 50*time.Millisecond)
 }
+
+// BenchmarkDrainPolicies: a worker with 16 handlers drains b.N tasks spread
+// over 100 concurrency keys, without policies and with a cap on every key
+// (never reached, and of 1), as on Postgres and Redis. Run with:
+//
+//	go test -run '^$' -bench DrainPolicies -benchtime 5000x ./backends/sqlite/
+func BenchmarkDrainPolicies(b *testing.B) {
+	benchkit.DrainPolicies(b, openBenchQueue)
+}

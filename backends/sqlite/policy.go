@@ -17,9 +17,12 @@ import (
 //
 // A message's keys are columns of jobq_messages (added to older files by
 // migratePolicies). In-flight counts per capped key come from a partial
-// index that holds only keyed messages, so unkeyed traffic pays nothing for
-// it. Rate windows are rows in jobq_admissions, one per claim of a
-// rate-limited key, deleted once their window has passed.
+// index that holds only keyed messages under a lease, ordered by when the
+// lease ends: a claim under caps reads the leases in flight, whatever the
+// backlog, and a keyed message enters the index only when it is claimed.
+// Unkeyed traffic pays nothing for it. Rate windows are rows in
+// jobq_admissions, one per claim of a rate-limited key, deleted once their
+// window has passed.
 const policySchema = `
 CREATE TABLE IF NOT EXISTS jobq_policies (
 	queue     TEXT    NOT NULL,
@@ -39,10 +42,21 @@ CREATE INDEX IF NOT EXISTS jobq_admissions_expiry ON jobq_admissions (queue, exp
 
 // Indexes that need the key columns, created after migratePolicies added
 // them.
+//
+// jobq_messages_ckey was (queue, concurrency_key, visible_at, lease) over
+// every keyed message: countInFlight then read the whole backlog of keyed
+// messages of the queue on every claim under caps (a 100,000-task drain
+// ran at 0.15x the uncapped rate), and a keyed message changed the index
+// at its push, its claim and its end. It keeps its name, which the claims
+// of earlier releases name in INDEXED BY and can use as it is now.
 const policyIndexes = `
-CREATE INDEX IF NOT EXISTS jobq_messages_ckey ON jobq_messages (queue, concurrency_key, visible_at, lease)
-	WHERE concurrency_key <> '';
+CREATE INDEX IF NOT EXISTS jobq_messages_ckey ON jobq_messages (queue, visible_at, concurrency_key)
+	WHERE concurrency_key <> '' AND lease IS NOT NULL;
 `
+
+// oldKeyIndex tells the earlier definition of jobq_messages_ckey by its
+// SQL text in sqlite_master.
+const oldKeyIndex = `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'jobq_messages_ckey' AND sql NOT LIKE '%lease IS NOT NULL%'`
 
 // keyColumns are added to both message tables of files made before
 // policies existed.
@@ -66,6 +80,15 @@ func migratePolicies(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, `ALTER TABLE `+kc.table+` ADD COLUMN `+kc.column+` TEXT NOT NULL DEFAULT ''`); err != nil {
 				return err
 			}
+		}
+	}
+	var old int
+	if err := tx.QueryRowContext(ctx, oldKeyIndex).Scan(&old); err != nil {
+		return err
+	}
+	if old > 0 {
+		if _, err := tx.ExecContext(ctx, `DROP INDEX jobq_messages_ckey`); err != nil {
+			return err
 		}
 	}
 	_, err := tx.ExecContext(ctx, policyIndexes)
