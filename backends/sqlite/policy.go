@@ -46,7 +46,7 @@ CREATE INDEX IF NOT EXISTS jobq_admissions_expiry ON jobq_admissions (queue, exp
 // jobq_messages_ckey was (queue, concurrency_key, visible_at, lease) over
 // every keyed message: countInFlight then read the whole backlog of keyed
 // messages of the queue on every claim under caps (a 100,000-task drain
-// ran at 0.15x the uncapped rate), and a keyed message changed the index
+// ran at 0.16x the uncapped rate), and a keyed message changed the index
 // at its push, its claim and its end. It keeps its name, which the claims
 // of earlier releases name in INDEXED BY and can use as it is now.
 const policyIndexes = `
