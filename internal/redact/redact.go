@@ -56,11 +56,26 @@ func isSecretName(name string) bool {
 // It works on any text, so it applies to whole error messages; jobq's CLI
 // passes every error, usage message and log line it prints through it.
 func String(s string) string {
-	if !strings.ContainsAny(s, "@=%") {
-		return s
+	// A pass can replace what ended a span (a quote inside a password), so
+	// that the next pass finds a longer one: passes repeat until one
+	// changes nothing. A pass only ever replaces text with redactedValue,
+	// so more passes can only hide more.
+	for range maxPasses {
+		if !strings.ContainsAny(s, "@=%") {
+			return s
+		}
+		r := redactValues(redactUserinfo(s))
+		if r == s {
+			return s
+		}
+		s = r
 	}
-	return redactValues(redactUserinfo(s))
+	return s
 }
+
+// maxPasses bounds String's passes; text that real errors and URLs hold
+// needs one, and two when a password holds a quote.
+const maxPasses = 4
 
 // isBreak ends a user-info run.
 func isBreak(c byte) bool { return c == '/' || isSpace(c) }
