@@ -92,3 +92,18 @@ func BenchmarkClaimBusyCappedQueue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClaimPastFullKey: claims of 32 past 1,000 to 100,000 tasks of
+// a key at its cap (benchkit.ClaimPastFullKey). Run with:
+//
+//	go test -run '^$' -bench ClaimPastFullKey -benchtime 500x ./backends/postgres/
+func BenchmarkClaimPastFullKey(b *testing.B) {
+	benchkit.ClaimPastFullKey(b, func(b *testing.B) benchkit.PolicyDriver {
+		d, err := openRaw(benchURL(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { d.Close() })
+		return d
+	})
+}

@@ -229,3 +229,18 @@ func BenchmarkDrainRateWindow(b *testing.B) {
 func BenchmarkDrainPolicies(b *testing.B) {
 	benchkit.DrainPolicies(b, openBenchQueue)
 }
+
+// BenchmarkClaimPastFullKey: claims of 32 past 1,000 to 100,000 tasks of
+// a key at its cap (benchkit.ClaimPastFullKey). Run with:
+//
+//	go test -run '^$' -bench ClaimPastFullKey -benchtime 500x ./backends/sqlite/
+func BenchmarkClaimPastFullKey(b *testing.B) {
+	benchkit.ClaimPastFullKey(b, func(b *testing.B) benchkit.PolicyDriver {
+		d, err := sqlite.New(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{Queue: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = d.Close() })
+		return d
+	})
+}

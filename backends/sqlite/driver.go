@@ -38,6 +38,9 @@ type Driver struct {
 	rollupReady atomic.Bool
 	// rollupFill runs the background rollup fill (rollupfill.go).
 	rollupFill driver.RollupFill
+	// cursor is where the last claim that scanned far past tasks of full
+	// keys found work (claimcursor.go).
+	cursor claimCursor
 
 	// writeSem serialises this driver's write transactions so that they
 	// queue in Go instead of spinning in SQLite's busy handler (the busy

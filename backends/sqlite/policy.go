@@ -112,14 +112,34 @@ const (
 	insertAdmission  = `INSERT INTO jobq_admissions (queue, key, expires_at) VALUES (?, ?, ?)`
 	// Candidates in claim order, leaving out keys blocked when the claim
 	// began; keys that fill up during the batch are skipped in Go.
-	selectCandidates = `
-SELECT id, concurrency_key, rate_key FROM jobq_messages INDEXED BY jobq_messages_order
-WHERE queue = ? AND (visible_at <= ? OR typeof(visible_at) IN ('text', 'blob'))
-	AND concurrency_key NOT IN (SELECT value FROM json_each(?))
-	AND rate_key NOT IN (SELECT value FROM json_each(?))
+	// Parameters: ?1 queue, ?2 now, ?3 and ?4 the blocked keys, ?5 limit.
+	selectCandidates = candidateColumns + `, 0, 0` + candidateFrom + candidateFilter + candidateOrder
+	// selectPastBlocked is selectCandidates, with keys at their limit,
+	// each row also carrying where the claim order begins (evaluated
+	// once), to tell how far past it the first candidate is
+	// (claimcursor.go).
+	selectPastBlocked = candidateColumns + `,
+	(SELECT priority` + candidateFrom + candidateOrderOne + `),
+	(SELECT id` + candidateFrom + candidateOrderOne + `)` + candidateFrom + candidateFilter + candidateOrder
+	// selectHead is the head of the claim order, whatever the keys.
+	selectHead = candidateColumns + `, 0, 0` + candidateFrom + candidateOrder
+	// selectFromCursor and selectBelowCursor are selectCandidates from a
+	// cursor (?6 its priority, ?7 its ID) on: the rest of its priority,
+	// then the lower ones.
+	selectFromCursor  = candidateColumns + `, 0, 0` + candidateFrom + ` AND priority = ?6 AND id >= ?7` + candidateFilter + candidateOrder
+	selectBelowCursor = candidateColumns + `, 0, 0` + candidateFrom + ` AND priority < ?6` + candidateFilter + candidateOrder
+
+	candidateColumns = `SELECT id, concurrency_key, rate_key, priority`
+	candidateFrom    = ` FROM jobq_messages INDEXED BY jobq_messages_order
+WHERE queue = ?1 AND (visible_at <= ?2 OR typeof(visible_at) IN ('text', 'blob'))`
+	candidateFilter = `
+	AND concurrency_key NOT IN (SELECT value FROM json_each(?3))
+	AND rate_key NOT IN (SELECT value FROM json_each(?4))`
+	candidateOrder = `
 ORDER BY priority DESC, id
-LIMIT ?`
-	claimIDs = `
+LIMIT ?5`
+	candidateOrderOne = ` ORDER BY priority DESC, id LIMIT 1`
+	claimIDs          = `
 UPDATE jobq_messages
 SET lease = ?, visible_at = ?, deliveries = ` + nextDelivery + `
 WHERE id IN (SELECT value FROM json_each(?))
@@ -290,32 +310,102 @@ func (k *keyCounts) blockedKeys() (conc, rate []string) {
 
 // pickCandidates chooses up to max visible messages whose keys are under
 // their limits, counting each one against k as it is chosen. admit is the
-// rate key of each chosen message that has a rate limit.
+// rate key of each chosen message that has a rate limit. It scans the
+// claim order from the head, leaving out the keys at their limit, or,
+// while a cursor holds (claimcursor.go), looks at the head and then scans
+// on from the cursor.
 func (d *Driver) pickCandidates(tx wtx, k *keyCounts, now int64, max int) (ids []int64, admit []string, err error) {
 	blockedC, blockedR := k.blockedKeys()
-	rows, err := tx.Query(selectCandidates, d.cfg.queue, now, jsonList(blockedC), jsonList(blockedR), 4*max+16)
-	if err != nil {
-		return nil, nil, err
+	limit := 4*max + 16
+	jc, jr := jsonList(blockedC), jsonList(blockedR)
+	p := picking{k: k, max: max}
+	if len(blockedC)+len(blockedR) == 0 {
+		_, err := p.scan(tx, selectCandidates, d.cfg.queue, now, jc, jr, limit)
+		return p.ids, p.admit, err
 	}
-	for rows.Next() && len(ids) < max {
-		var id int64
-		var ckey, rkey string
-		if err := rows.Scan(&id, &ckey, &rkey); err != nil {
-			rows.Close()
-			return nil, nil, err
+	prio, id, ok := d.cursor.from(now, blockedC, blockedR)
+	if !ok {
+		all, err := p.scan(tx, selectPastBlocked, d.cfg.queue, now, jc, jr, limit)
+		if err == nil && all.n > 0 && far(all.first.prio, all.first.id, all.headPrio, all.headID+int64(limit)) {
+			d.cursor.keep(now, all.first.prio, all.first.id, blockedC, blockedR)
 		}
-		if k.blocked(ckey, rkey) {
+		return p.ids, p.admit, err
+	}
+	head, err := p.scan(tx, selectHead, d.cfg.queue, now, nil, nil, limit)
+	if err != nil || p.full() || head.n < limit {
+		return p.ids, p.admit, err
+	}
+	rest, err := p.scan(tx, selectFromCursor, d.cfg.queue, now, jc, jr, limit, prio, id)
+	if err == nil && !p.full() && rest.n < limit {
+		var below scanned
+		below, err = p.scan(tx, selectBelowCursor, d.cfg.queue, now, jc, jr, limit-rest.n, prio)
+		if rest.n == 0 {
+			rest = below
+		}
+	}
+	if err == nil && rest.n > 0 && far(rest.first.prio, rest.first.id, prio, id) {
+		d.cursor.move(rest.first.prio, rest.first.id)
+	}
+	return p.ids, p.admit, err
+}
+
+// candidate is a visible message a claim may take.
+type candidate struct {
+	id         int64
+	ckey, rkey string
+	prio       int
+}
+
+// picking is a claim's choice of candidates so far.
+type picking struct {
+	k     *keyCounts
+	max   int
+	ids   []int64
+	admit []string
+}
+
+func (p *picking) full() bool { return len(p.ids) >= p.max }
+
+// scanned is what a scan read: how many rows and the first of them, and
+// where the claim order begins (selectPastBlocked only).
+type scanned struct {
+	n        int
+	first    candidate
+	headPrio int
+	headID   int64
+}
+
+// scan runs a candidates query and takes its rows in order until the claim
+// holds max, each whose keys are under their limits and that it has not
+// taken already, counting each against the limits.
+func (p *picking) scan(tx wtx, query string, args ...any) (scanned, error) {
+	var s scanned
+	if p.full() {
+		return s, nil
+	}
+	rows, err := tx.Query(query, args...)
+	if err != nil {
+		return s, err
+	}
+	defer rows.Close()
+	for !p.full() && rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.id, &c.ckey, &c.rkey, &c.prio, &s.headPrio, &s.headID); err != nil {
+			return s, err
+		}
+		if s.n == 0 {
+			s.first = c
+		}
+		s.n++
+		if p.k.blocked(c.ckey, c.rkey) || slices.Contains(p.ids, c.id) {
 			continue
 		}
-		ids = append(ids, id)
-		if k.take(ckey, rkey) {
-			admit = append(admit, rkey)
+		p.ids = append(p.ids, c.id)
+		if p.k.take(c.ckey, c.rkey) {
+			p.admit = append(p.admit, c.rkey)
 		}
 	}
-	if err := rows.Close(); err != nil {
-		return nil, nil, err
-	}
-	return ids, admit, nil
+	return s, rows.Err()
 }
 
 // take counts a chosen message with these keys against the limits, and
