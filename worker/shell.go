@@ -304,6 +304,7 @@ func awaitExit(ctx context.Context, job *Job, g procGroup, waited <-chan error, 
 			job.Log.Warn("task did not stop within the kill timeout: SIGKILL to its process group", "kill_timeout", killTimeout)
 			g.signal(syscall.SIGKILL)
 			if waited == nil {
+				awaitKilled(job, pgid)
 				return true, werr
 			}
 		case <-kill:
@@ -311,6 +312,7 @@ func awaitExit(ctx context.Context, job *Job, g procGroup, waited <-chan error, 
 			job.Log.Warn("killing the task: SIGKILL to its process group")
 			g.signal(syscall.SIGKILL)
 			if waited == nil {
+				awaitKilled(job, pgid)
 				return true, werr
 			}
 		}
@@ -360,6 +362,25 @@ func ttyChild(script int) int {
 // groupPollInterval is how often awaitExit looks whether a stopped task's
 // process group is gone once its main process has exited.
 const groupPollInterval = 50 * time.Millisecond
+
+// killWait is how long a process group that got SIGKILL has to be gone:
+// the kernel ends its processes as they next run, which is at once unless
+// one sleeps uninterruptibly (on a hung disk or network mount, say).
+const killWait = 5 * time.Second
+
+// awaitKilled waits until the process group pgid, which got SIGKILL, is
+// gone, so that the task is not settled while a process of it still runs;
+// after killWait it logs what is left and returns.
+func awaitKilled(job *Job, pgid int) {
+	deadline := time.Now().Add(killWait)
+	for !groupGone(pgid) {
+		if time.Now().After(deadline) {
+			job.Log.Warn("processes of the task still run after SIGKILL (uninterruptible sleep?); settling the task anyway", "pgid", pgid, "waited", killWait)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // groupGone reports whether no process is left in the process group pgid,
 // zombies aside: a child whose parent does not reap it (the worker running

@@ -314,3 +314,11 @@ func BenchmarkDriverClaimCompleteRecords(b *testing.B) {
 func BenchmarkEndToEndGroups(b *testing.B) {
 	benchkit.EndToEndGroups(b, openBenchQueue)
 }
+
+// BenchmarkClaimPastFullKey: claims of up to 32 past 1,000 to 100,000
+// tasks of a key at its cap (benchkit.ClaimPastFullKey). Run with:
+//
+//	go test -run '^$' -bench ClaimPastFullKey -benchtime 500x ./backends/redis/
+func BenchmarkClaimPastFullKey(b *testing.B) {
+	benchkit.ClaimPastFullKey(b, func(b *testing.B) benchkit.PolicyDriver { return openDriver(b) })
+}

@@ -22,6 +22,8 @@ import (
 //	prefix.."polq"        hash "retention", "retry-backoff" and "results" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
 //	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
 //	prefix.."radm:"..KEY  sorted set of claims of KEY in its window (score: ms)
+//	prefix.."ccur"        hash "m" -> a ready member, "c|KEY"/"r|KEY" -> "1": where claims past the
+//	                      first 1024 ready messages go on from, and the full keys before it
 //
 // The claim script checks them in the same atomic call that leases: when
 // the queue has a keyed policy it walks the ready set in claim order (at
@@ -82,75 +84,142 @@ local function policies()
     return now + period
   end
   -- claim_with_policies removes from the ready set up to max messages whose
-  -- keys have room, in claim order, looking at most at the first 1024. It
-  -- returns them as ZPOPMIN would, and false when no message was passed
-  -- over, else when to look again (ms): in 100 ms for a key at its cap
-  -- (a settlement frees it), or when the first full rate window frees if
-  -- that is sooner; within a second at most, so that a policy changed
-  -- meanwhile takes effect.
+  -- keys have room, in claim order, looking at most at the first 1024, and
+  -- then at most at 1024 more from the cursor (below). It returns them as
+  -- ZPOPMIN would, and false when no message was passed over, else when
+  -- to look again (ms): in 100 ms for a key at its cap (a settlement frees
+  -- it), or when the first full rate window frees if that is sooner;
+  -- within a second at most, so that a policy changed meanwhile takes
+  -- effect.
   -- held[mid] = {concurrency key or false, rate key or false, rate period}
   -- for what hold_keys records.
   local held = {}
   local function claim_with_policies(now, max)
     local ready = P .. 'ready'
     local usedc, usedr, limc, limr, per, frees = {}, {}, {}, {}, {}, {}
-    local chosen, skipped = {}, false
+    local chosen, skipped, full = {}, false, {}
     local function skip(at)
       if not skipped or at < skipped then skipped = at end
     end
-    -- The first window is just larger than the batch; later ones grow, so a
-    -- crowded head costs a few calls, not one per message.
-    local start, size = 0, max * 2 + 2
-    while #chosen < max * 2 and start < 1024 do
-      local batch = redis.call('ZRANGE', ready, start, start + size - 1, 'WITHSCORES')
-      if #batch == 0 then break end
-      for j = 1, #batch, 2 do
-        if #chosen >= max * 2 or batch[j] == mark then break end
-        -- pcall: a damaged message (its key not a hash) is passed to the
-        -- claim, which quarantines it.
-        local f = redis.pcall('HMGET', mkey(mid_of(batch[j])), 'c', 'k')
-        if f.err then f = {} end
-        local ck, rk, ok = f[1], f[2], true
-        if ck then
-          if limc[ck] == nil then
-            local l = pol_get('concurrency', ck)
-            limc[ck] = l and tonumber(l) or false
-            if limc[ck] then usedc[ck] = inflight(ck, now, limc[ck]) end
-          end
-          if limc[ck] and usedc[ck] >= limc[ck] then
-            ok = false
-            skip(now + 100)
-          end
-        end
-        if ok and rk then
-          if limr[rk] == nil then
-            local l = pol_get('rate', rk)
-            local count, period
-            if l then count, period = rate_of(l) end
-            if count and period then
-              limr[rk] = count
-              per[rk] = period
-              usedr[rk] = admitted(rk, now, period)
-            else
-              limr[rk] = false
-            end
-          end
-          if limr[rk] and usedr[rk] >= limr[rk] then
-            ok = false
-            if frees[rk] == nil then frees[rk] = rate_frees(rk, now, per[rk]) end
-            skip(math.min(frees[rk], now + 1000))
-          end
-        end
-        if ok then
-          if ck and limc[ck] then usedc[ck] = usedc[ck] + 1 end
-          if rk and limr[rk] then usedr[rk] = usedr[rk] + 1 end
-          chosen[#chosen + 1] = batch[j]
-          chosen[#chosen + 1] = batch[j + 1]
-          held[mid_of(batch[j])] = {ck and limc[ck] and ck, rk and limr[rk] and rk, rk and per[rk]}
+    -- full_c and full_r report whether a key is at its limit, reading its
+    -- policy and count once per call.
+    local function full_c(ck)
+      if limc[ck] == nil then
+        local l = pol_get('concurrency', ck)
+        limc[ck] = l and tonumber(l) or false
+        if limc[ck] then usedc[ck] = inflight(ck, now, limc[ck]) end
+      end
+      return limc[ck] and usedc[ck] >= limc[ck]
+    end
+    local function full_r(rk)
+      if limr[rk] == nil then
+        local l = pol_get('rate', rk)
+        local count, period
+        if l then count, period = rate_of(l) end
+        if count and period then
+          limr[rk] = count
+          per[rk] = period
+          usedr[rk] = admitted(rk, now, period)
+        else
+          limr[rk] = false
         end
       end
-      start = start + size
-      size = math.min(size * 4, 256)
+      return limr[rk] and usedr[rk] >= limr[rk]
+    end
+    -- consider takes a ready entry if its keys have room, and reports
+    -- whether it did; an entry it passes over puts its full key in full.
+    local function consider(member, score)
+      -- pcall: a damaged message (its key not a hash) is passed to the
+      -- claim, which quarantines it.
+      local f = redis.pcall('HMGET', mkey(mid_of(member)), 'c', 'k')
+      if f.err then f = {} end
+      local ck, rk = f[1], f[2]
+      if ck and full_c(ck) then
+        full['c|' .. ck] = true
+        skip(now + 100)
+        return false
+      end
+      if rk and full_r(rk) then
+        full['r|' .. rk] = true
+        if frees[rk] == nil then frees[rk] = rate_frees(rk, now, per[rk]) end
+        skip(math.min(frees[rk], now + 1000))
+        return false
+      end
+      if ck and limc[ck] then usedc[ck] = usedc[ck] + 1 end
+      if rk and limr[rk] then usedr[rk] = usedr[rk] + 1 end
+      chosen[#chosen + 1] = member
+      chosen[#chosen + 1] = score
+      held[mid_of(member)] = {ck and limc[ck] and ck, rk and limr[rk] and rk, rk and per[rk]}
+      return true
+    end
+    -- walk considers the entries of ranks from on, below limit, in windows
+    -- growing from size (so a crowded head costs a few calls, not one per
+    -- message), until the batch is full. It returns the rank after the last
+    -- entry it looked at, the last entry it passed over before the first
+    -- it took (or the last it looked at, having taken none), whether it
+    -- reached the end of the set, and the score of the first entry it
+    -- passed over.
+    local function walk(from, limit, size)
+      local at, passed, took, first = from, false, false, false
+      while #chosen < max * 2 and at < limit do
+        local batch = redis.call('ZRANGE', ready, at, math.min(at + size, limit) - 1, 'WITHSCORES')
+        if #batch == 0 then return at, passed, true, first end
+        for j = 1, #batch, 2 do
+          if #chosen >= max * 2 then break end
+          if batch[j] == mark then return at, passed, true, first end
+          at = at + 1
+          if consider(batch[j], batch[j + 1]) then took = true
+          else
+            if not took then passed = batch[j] end
+            if not first then first = batch[j + 1] end
+          end
+        end
+        size = math.min(size * 4, 256)
+      end
+      return at, passed, false, first
+    end
+    local at, head_passed, ended, head_score = walk(0, 1024, max * 2 + 2)
+    if #chosen < max * 2 and not ended and at >= 1024 then
+      -- More than 1024 entries at the head, and the batch is not full:
+      -- look at 1024 more from the cursor. The cursor (hash ccur) is the
+      -- last entry a claim passed over before it found work (or before its
+      -- look ended), with the keys it passed over entries for: every entry
+      -- before it is of one of those keys. It holds while it is still in
+      -- the set past the head's 1024, of the priority of the head's first
+      -- entry this claim passed over, and all of those keys are still at
+      -- their limit. Nothing can come between that entry and it meanwhile:
+      -- an entry made ready goes after every entry of its priority, and one
+      -- of a higher priority comes before that entry (this claim took it or
+      -- passed it over).
+      local C = P .. 'ccur'
+      local cur = redis.call('HGETALL', C)
+      local from, was = at, false
+      if #cur > 0 then
+        local m, keys = nil, {}
+        for j = 1, #cur, 2 do
+          if cur[j] == 'm' then m = cur[j + 1] else keys[#keys + 1] = cur[j] end
+        end
+        local rank = m and redis.call('ZRANK', ready, m)
+        local holds = rank and rank >= at and head_score == redis.call('ZSCORE', ready, m)
+        for _, k in ipairs(keys) do
+          if not holds then break end
+          local kind, key = string.sub(k, 1, 1), string.sub(k, 3)
+          if kind == 'c' then holds = full_c(key) else holds = full_r(key) end
+          if holds then full[k] = true end
+        end
+        if holds then from, was = rank + 1, m else redis.call('DEL', C) end
+      end
+      local _, passed = walk(from, from + 1024, 256)
+      local keep = passed or was or head_passed
+      if keep then
+        redis.call('DEL', C)
+        local f = {'m', keep}
+        for k in pairs(full) do
+          f[#f + 1] = k
+          f[#f + 1] = '1'
+        end
+        redis.call('HSET', C, unpack(f))
+      end
     end
     if #chosen > 0 then
       local members = {}
