@@ -82,7 +82,7 @@ func cursorOf(t *testing.T, d *Driver) (int64, bool) {
 	var id int64
 	err := d.pool.QueryRow(ctxT(t), `SELECT id FROM `+pgx.Identifier{d.cfg.schema}.Sanitize()+`.claim_cursors WHERE queue = $1`,
 		d.cfg.queue).Scan(&id)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false
 	}
 	if err != nil {

@@ -8,14 +8,14 @@ import (
 // A claim on a queue with policies leaves out the keys at their limit as it
 // walks the claim order. Tasks of a key at its cap queued ahead of claimable
 // work (100,000 tasks of a key capped at 1, pushed first) made every claim
-// read all of them: 54 ms a claim of 32 (BenchmarkClaimPastFullKey).
+// read all of them: 68 ms a claim of 32 (BenchmarkClaimPastFullKey).
 //
-// So a claim first looks at the head of the queue (what the plain order
-// brings in one window); when that leaves it short, and it scans on from
-// the head and finds its first candidate far past the window (more than
-// cursorGap IDs on, or at another priority), the process keeps where it
-// found it, with the keys it left out. For a second, a claim whose keys
-// left out include all of those scans on from that place instead of from
+// So when a claim that leaves keys out finds its first candidate far past
+// the head of the queue (more than cursorGap IDs past its first window,
+// or at another priority), the process keeps where it found it, with the
+// keys it left out. For a second, a claim whose keys left out include all
+// of those looks at the head window (which catches a task of higher
+// priority pushed since), then scans on from that place instead of from
 // the head: what lies between was tasks of keys that are still at their
 // limit. What it can pass by is a task that became claimable there since,
 // beyond the head window: a lease that expired or was requeued. Such a task
