@@ -13,7 +13,8 @@ import (
 // TestClaimPastFullKeysGoesOnFromACursor: more than 1,024 ready messages
 // of a key at its cap ahead of others no longer hide the others. Each
 // claim looks at 1,024 more past the head, from where the last one
-// stopped; once one finds work, the next ones start there. A message of
+// stopped; once one finds work, the next ones look at the head's first 64
+// and go on from there. A message of
 // higher priority, at the head, is still claimed first, and a key that
 // frees a slot has its next message claimed before the ones behind.
 func TestClaimPastFullKeysGoesOnFromACursor(t *testing.T) {
@@ -58,6 +59,19 @@ func TestClaimPastFullKeysGoesOnFromACursor(t *testing.T) {
 	}
 	if got := receive(t, d, 5, time.Minute); len(got) != 5 || !allPrefixed(got, "late-") {
 		t.Fatalf("the next claim got %v; want five of late, from the cursor", ids(got))
+	}
+	// A claim from the cursor looks at the head's first 64 messages only,
+	// not at the rest before the cursor: a message there whose key is
+	// changed behind the driver's back to one without a cap stays put.
+	members, err := d.client.ZRange(ctx, d.prefix+"ready", 500, 500).Result()
+	if err != nil || len(members) != 1 {
+		t.Fatalf("ready message at rank 500: %v, %v", members, err)
+	}
+	if err := d.client.HSet(ctx, d.prefix+"m:"+members[0][16:], "c", "late1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, d, 5, time.Minute); len(got) != 5 || !allPrefixed(got, "late-") {
+		t.Fatalf("a claim with the cursor held got %v; want five of late, none of the messages it skips", ids(got))
 	}
 	// Higher priority: the head itself.
 	push(t, d, keyed("urgent", "late0", 5))

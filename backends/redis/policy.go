@@ -22,8 +22,8 @@ import (
 //	prefix.."polq"        hash "retention", "retry-backoff" and "results" -> "LIMIT|PERIOD_MS" (read by the portable layer only)
 //	prefix.."cin:"..KEY   set of "mid:token" of leases taken under KEY's cap
 //	prefix.."radm:"..KEY  sorted set of claims of KEY in its window (score: ms)
-//	prefix.."ccur"        hash "m" -> a ready member, "c|KEY"/"r|KEY" -> "1": where claims past the
-//	                      first 1024 ready messages go on from, and the full keys before it
+//	prefix.."ccur"        hash "m" -> a ready member, "c|KEY"/"r|KEY" -> "1": where claims that find
+//	                      the head's keys full go on from, and the full keys before it
 //
 // The claim script checks them in the same atomic call that leases: when
 // the queue has a keyed policy it walks the ready set in claim order (at
@@ -84,8 +84,8 @@ local function policies()
     return now + period
   end
   -- claim_with_policies removes from the ready set up to max messages whose
-  -- keys have room, in claim order, looking at most at the first 1024, and
-  -- then at most at 1024 more from the cursor (below). It returns them as
+  -- keys have room, in claim order, looking at most at the first 1024 and
+  -- at 1024 more from the cursor (below). It returns them as
   -- ZPOPMIN would, and false when no message was passed over, else when
   -- to look again (ms): in 100 ms for a key at its cap (a settlement frees
   -- it), or when the first full rate window frees if that is sooner;
@@ -163,10 +163,10 @@ local function policies()
       local at, passed, took, first = from, false, false, false
       while #chosen < max * 2 and at < limit do
         local batch = redis.call('ZRANGE', ready, at, math.min(at + size, limit) - 1, 'WITHSCORES')
-        if #batch == 0 then return at, passed, true, first end
+        if #batch == 0 then return at, passed, true, first, took end
         for j = 1, #batch, 2 do
           if #chosen >= max * 2 then break end
-          if batch[j] == mark then return at, passed, true, first end
+          if batch[j] == mark then return at, passed, true, first, took end
           at = at + 1
           if consider(batch[j], batch[j + 1]) then took = true
           else
@@ -176,39 +176,58 @@ local function policies()
         end
         size = math.min(size * 4, 256)
       end
-      return at, passed, false, first
+      return at, passed, false, first, took
     end
-    local at, head_passed, ended, head_score = walk(0, 1024, max * 2 + 2)
-    if #chosen < max * 2 and not ended and at >= 1024 then
-      -- More than 1024 entries at the head, and the batch is not full:
-      -- look at 1024 more from the cursor. The cursor (hash ccur) is the
-      -- last entry a claim passed over before it found work (or before its
-      -- look ended), with the keys it passed over entries for: every entry
-      -- before it is of one of those keys. It holds while it is still in
-      -- the set past the head's 1024, of the priority of the head's first
-      -- entry this claim passed over, and all of those keys are still at
-      -- their limit. Nothing can come between that entry and it meanwhile:
-      -- an entry made ready goes after every entry of its priority, and one
-      -- of a higher priority comes before that entry (this claim took it or
-      -- passed it over).
-      local C = P .. 'ccur'
+    -- The cursor (hash ccur) is the last entry a claim passed over before
+    -- it found work (or before its look ended), with the keys it passed
+    -- over entries for: every entry before it is of one of those keys. It
+    -- holds while it is still in the set past what this claim looked at,
+    -- of the priority of the first entry this claim passed over, and all
+    -- of those keys are still at their limit. Nothing can come between
+    -- that entry and it meanwhile: an entry made ready goes after every
+    -- entry of its priority, and one of a higher priority comes before
+    -- that entry (this claim took it or passed it over). cursor_from
+    -- returns the rank after the cursor and its entry when it holds, and
+    -- otherwise deletes it.
+    local C = P .. 'ccur'
+    local function cursor_from(at, head_score)
       local cur = redis.call('HGETALL', C)
-      local from, was = at, false
-      if #cur > 0 then
-        local m, keys = nil, {}
-        for j = 1, #cur, 2 do
-          if cur[j] == 'm' then m = cur[j + 1] else keys[#keys + 1] = cur[j] end
-        end
-        local rank = m and redis.call('ZRANK', ready, m)
-        local holds = rank and rank >= at and head_score == redis.call('ZSCORE', ready, m)
-        for _, k in ipairs(keys) do
-          if not holds then break end
-          local kind, key = string.sub(k, 1, 1), string.sub(k, 3)
-          if kind == 'c' then holds = full_c(key) else holds = full_r(key) end
-          if holds then full[k] = true end
-        end
-        if holds then from, was = rank + 1, m else redis.call('DEL', C) end
+      if #cur == 0 then return false end
+      local m, keys = nil, {}
+      for j = 1, #cur, 2 do
+        if cur[j] == 'm' then m = cur[j + 1] else keys[#keys + 1] = cur[j] end
       end
+      local rank = m and redis.call('ZRANK', ready, m)
+      local holds = rank and rank >= at and head_score == redis.call('ZSCORE', ready, m)
+      for _, k in ipairs(keys) do
+        if not holds then break end
+        local kind, key = string.sub(k, 1, 1), string.sub(k, 3)
+        if kind == 'c' then holds = full_c(key) else holds = full_r(key) end
+        if holds then full[k] = true end
+      end
+      if holds then return rank + 1, m end
+      redis.call('DEL', C)
+      return false
+    end
+    -- A claim looks at the first 64 entries (more for a batch of more).
+    -- When its batch is still short behind full keys, it goes on from the
+    -- cursor if one holds, for 1024 entries; otherwise it looks on to the
+    -- 1024th entry and then at 1024 more. Either way it leaves a cursor
+    -- where it found work.
+    local probe = math.max(64, max + 1)
+    local at, head_passed, ended, head_score, took = walk(0, probe, max * 2 + 2)
+    local from, was = false, false
+    if #chosen < max * 2 and not ended and at >= probe then
+      from, was = cursor_from(at, head_score)
+      if not from then
+        local passed, first
+        at, passed, ended, first = walk(at, 1024, 256)
+        if not took then head_passed = passed or head_passed end
+        head_score = head_score or first
+        if #chosen < max * 2 and not ended and at >= 1024 then from = at end
+      end
+    end
+    if from then
       local _, passed = walk(from, from + 1024, 256)
       local keep = passed or was or head_passed
       if keep then
