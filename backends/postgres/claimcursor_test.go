@@ -14,7 +14,8 @@ import (
 // TestClaimPastFullKeysKeepsACursor: a claim that scans far past tasks of
 // a full key keeps where it found work (schema step 25), and the next
 // claim starts there: a task that became claimable before that place
-// waits until the cursor is a second old, and is claimed then.
+// waits until the cursor is a second old, and is claimed then. Clearing the
+// queue drops its cursor.
 func TestClaimPastFullKeysKeepsACursor(t *testing.T) {
 	t.Parallel()
 	d := openURL(t, newQueueURL(t))
@@ -73,6 +74,16 @@ func TestClaimPastFullKeysKeepsACursor(t *testing.T) {
 	}
 	if got := keys(receive(t, d, 5, time.Minute)); !slices.Equal(got, []string{"mid", "late", "late", "late", "late"}) {
 		t.Fatalf("claim after the cursor aged took %v; want mid, then four of late", got)
+	}
+	// Clearing the queue drops its cursor.
+	if _, ok := cursorOf(t, d); !ok {
+		t.Fatal("the queue's cursor row is gone before the clear")
+	}
+	if _, err := d.Clear(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cursorOf(t, d); ok {
+		t.Error("the queue's cursor row outlived a clear")
 	}
 }
 

@@ -188,7 +188,8 @@ SELECT count(*) FILTER (WHERE visible_at <= now()),
        (SELECT count(*) FROM {{s}}.dead_letters WHERE queue = $1)
 FROM {{s}}.messages WHERE queue = $1`),
 
-		clear: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1) DELETE FROM {{s}}.messages WHERE queue = $1`),
+		clear: r.Replace(`WITH h AS (DELETE FROM {{s}}.held WHERE queue = $1), c AS (DELETE FROM {{s}}.claim_cursors WHERE queue = $1)
+DELETE FROM {{s}}.messages WHERE queue = $1`),
 
 		listDead: r.Replace(`
 SELECT id, task_key, packed_body, reason, detail, deliveries, dead_at

@@ -17,6 +17,7 @@ import (
 // and go on from there. A message of
 // higher priority, at the head, is still claimed first, and a key that
 // frees a slot has its next message claimed before the ones behind.
+// Clearing the queue drops its cursor.
 func TestClaimPastFullKeysGoesOnFromACursor(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)
@@ -84,6 +85,23 @@ func TestClaimPastFullKeysGoesOnFromACursor(t *testing.T) {
 	}
 	if got := receive(t, d, 5, time.Minute); len(got) != 5 || got[0].ID != "full-0" || !allPrefixed(got[1:], "late-") {
 		t.Fatalf("claim after full's slot freed got %v; want full-0, then four of late", ids(got))
+	}
+	// Clearing the queue drops its cursor.
+	cursor := func() int64 {
+		n, err := d.client.Exists(ctx, d.prefix+"ccur").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if cursor() != 1 {
+		t.Fatal("the queue's cursor is gone before the clear")
+	}
+	if _, err := d.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cursor() != 0 {
+		t.Error("the queue's cursor outlived a clear")
 	}
 }
 

@@ -946,6 +946,7 @@ return {ready, inflight, delayed, redis.call('ZCARD', P .. 'dead')}
 var clearScript = goredis.NewScript(common + setsLua + `
 local left = tonumber(ARGV[2])
 local n = 0
+redis.call('DEL', P .. 'ccur') -- the claim cursor (policy.go) names a message this clears
 for _, set in ipairs({READY, DELAYED, INFLIGHT}) do
   if left > 0 then
     local members = redis.call('ZRANGEBYSCORE', set, '-inf', '(inf', 'LIMIT', 0, left)

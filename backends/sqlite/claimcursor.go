@@ -72,6 +72,14 @@ func (c *claimCursor) move(prio int, id int64) {
 	c.prio, c.id = prio, id
 }
 
+// forget drops the cursor (Clear): its place may be taken by new
+// messages.
+func (c *claimCursor) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.set = false
+}
+
 // far reports whether a candidate at (prio, id) is far past (fromPrio,
 // fromID), where a scan started or a window ended.
 func far(prio int, id int64, fromPrio int, fromID int64) bool {

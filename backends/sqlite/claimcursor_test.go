@@ -79,4 +79,14 @@ func TestClaimPastFullKeysKeepsACursor(t *testing.T) {
 	if got, _ := receive(5); !slices.Equal(got, []string{"mid", "late", "late", "late", "late"}) {
 		t.Fatalf("claim after the cursor aged took %v; want mid, then four of late", got)
 	}
+	// Clearing the queue drops the cursor.
+	if !d.cursor.set {
+		t.Fatal("the cursor is gone before the clear")
+	}
+	if _, err := d.Clear(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if d.cursor.set {
+		t.Error("the cursor outlived a clear")
+	}
 }

@@ -132,5 +132,8 @@ func (d *Driver) Clear(ctx context.Context) (int64, error) {
 		n, err = res.RowsAffected()
 		return err
 	})
+	if err == nil {
+		d.cursor.forget()
+	}
 	return n, err
 }
