@@ -148,6 +148,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		}
 	} else if err := migrate(ctx, pool, cfg.schema); err != nil {
 		return nil, migrateError(ctx, pool, cfg.schema, err)
+	} else if err := checkGrants(ctx, pool, cfg.schema); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {

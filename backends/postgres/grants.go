@@ -1,0 +1,45 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/errcode"
+)
+
+// checkGrants refuses a writing open of an up-to-date schema by a role
+// that lacks a right jobq uses on one of its tables: SELECT on
+// schema_migrations, SELECT, INSERT, UPDATE and DELETE on the others. A
+// role granted those before an upgrade added a table (claim_cursors,
+// step 25) opened, and then failed at whatever statement first used the
+// new table (a claim under caps hours into a run, or a clear) with a bare
+// "permission denied for table"; now the open says which tables and the
+// GRANT that fixes it. The schema's owner has every right, so the owner's
+// opens pass.
+func checkGrants(ctx context.Context, q rowQuerier, schema string) error {
+	var missing []string
+	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT (has_table_privilege(c.oid, 'SELECT')
+		  AND (c.relname = 'schema_migrations' OR (has_table_privilege(c.oid, 'INSERT')
+		       AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'))))`, schema).Scan(&missing)
+	if err != nil {
+		return wrap(ctx, "open: reading this role's rights on schema "+schema, err)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	role := "this role"
+	var name string
+	if q.QueryRow(ctx, `SELECT current_user`).Scan(&name) == nil {
+		role = pgx.Identifier{name}.Sanitize()
+	}
+	s := pgx.Identifier{schema}.Sanitize()
+	return driver.Errorf(errcode.PermissionDenied,
+		"postgres open: %s lacks SELECT, INSERT, UPDATE or DELETE on jobq's tables in schema %s: %s (a jobq upgrade may have added them after the grants were made); "+
+			"as the schema's owner, run `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s`",
+		role, s, strings.Join(missing, ", "), s, role)
+}
