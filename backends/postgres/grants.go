@@ -32,14 +32,19 @@ func checkGrants(ctx context.Context, q rowQuerier, schema string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	role := "this role"
-	var name string
-	if q.QueryRow(ctx, `SELECT current_user`).Scan(&name) == nil {
-		role = pgx.Identifier{name}.Sanitize()
-	}
-	s := pgx.Identifier{schema}.Sanitize()
+	role, s := roleName(ctx, q), pgx.Identifier{schema}.Sanitize()
 	return driver.Errorf(errcode.PermissionDenied,
 		"postgres open: %s lacks SELECT, INSERT, UPDATE or DELETE on jobq's tables in schema %s: %s (a jobq upgrade may have added them after the grants were made); "+
 			"as the schema's owner, run `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s`",
 		role, s, strings.Join(missing, ", "), s, role)
+}
+
+// roleName is the session's role, quoted, for an error that tells an
+// administrator what to grant it; "this role" when it cannot be read.
+func roleName(ctx context.Context, q rowQuerier) string {
+	var name string
+	if q.QueryRow(ctx, `SELECT current_user`).Scan(&name) != nil {
+		return "this role"
+	}
+	return pgx.Identifier{name}.Sanitize()
 }

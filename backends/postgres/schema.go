@@ -281,12 +281,7 @@ func migrateError(ctx context.Context, pool *pgxpool.Pool, schema string, err er
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" || ctx.Err() != nil {
 		return wrap(ctx, "open: creating or migrating schema "+schema, err)
 	}
-	role := "this role"
-	var name string
-	if pool.QueryRow(ctx, `SELECT current_user`).Scan(&name) == nil {
-		role = pgx.Identifier{name}.Sanitize()
-	}
-	s := pgx.Identifier{schema}.Sanitize()
+	role, s := roleName(ctx, pool), pgx.Identifier{schema}.Sanitize()
 	return driver.Errorf(errcode.PermissionDenied,
 		"postgres open: %s may not create or migrate jobq's tables in schema %s (a push or worker creates them on first use, and upgrades them after a new jobq release). "+
 			"Either have an administrator run `CREATE SCHEMA %s AUTHORIZATION %s` so that this role owns it, "+
