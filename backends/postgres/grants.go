@@ -11,25 +11,29 @@ import (
 )
 
 // checkGrants refuses a writing open of an up-to-date schema by a role
-// that lacks a right jobq uses on one of its tables: SELECT on
-// schema_migrations, SELECT, INSERT, UPDATE and DELETE on the others. A
-// role granted those before an upgrade added a table (claim_cursors,
-// step 25) opened, and then failed at whatever statement first used the
-// new table (a claim under caps hours into a run, or a clear) with a bare
-// "permission denied for table"; now the open says which tables and the
-// GRANT that fixes it. The schema's owner has every right, so the owner's
-// opens pass.
+// that may write some of jobq's tables but lacks a right jobq uses on
+// another: SELECT on schema_migrations, SELECT, INSERT, UPDATE and DELETE
+// on the others. A role granted those before an upgrade added a table
+// (claim_cursors, step 25) opened, and then failed at whatever statement
+// first used the new table (a claim under caps hours into a run, or a
+// clear) with a bare "permission denied for table"; now the open says
+// which tables and the GRANT that fixes it. A role that may write none of
+// them (one given SELECT only, say for a dashboard) opens as before: its
+// reads work and its writes fail. The schema's owner has every right.
 func checkGrants(ctx context.Context, q rowQuerier, schema string) error {
 	var missing []string
-	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}')
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT (has_table_privilege(c.oid, 'SELECT')
-		  AND (c.relname = 'schema_migrations' OR (has_table_privilege(c.oid, 'INSERT')
-		       AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'))))`, schema).Scan(&missing)
+	var writable int
+	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(t.name ORDER BY t.name) FILTER (WHERE NOT t.ok), '{}'),
+		count(*) FILTER (WHERE t.ok AND t.name <> 'schema_migrations')
+		FROM (SELECT c.relname::text AS name, has_table_privilege(c.oid, 'SELECT')
+			AND (c.relname = 'schema_migrations' OR (has_table_privilege(c.oid, 'INSERT')
+			     AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'))) AS ok
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')) AS t`, schema).Scan(&missing, &writable)
 	if err != nil {
 		return wrap(ctx, "open: reading this role's rights on schema "+schema, err)
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 || writable == 0 {
 		return nil
 	}
 	role, s := roleName(ctx, q), pgx.Identifier{schema}.Sanitize()

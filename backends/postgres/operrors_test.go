@@ -178,7 +178,7 @@ func TestOpenWithoutCreateRights(t *testing.T) {
 // upgrade added a table (here claim_cursors, whose grant is taken back)
 // is refused at open, with PermissionDenied naming the table and the
 // GRANT that fixes it; after that GRANT it opens, and the statements that
-// use the table (a clear) work. The open succeeded, and a clear, or a
+// use the table (a clear) work. A role that may only read opens. The open succeeded, and a clear, or a
 // claim under caps hours into a run, failed with a bare "permission
 // denied for table claim_cursors".
 func TestOpenWithoutGrantsOnANewTable(t *testing.T) {
@@ -227,6 +227,32 @@ func TestOpenWithoutGrantsOnANewTable(t *testing.T) {
 	}
 	if n, err := d.Clear(ctx); err != nil || n != 1 {
 		t.Fatalf("clear: %d, %v; want 1 task cleared", n, err)
+	}
+
+	// A role that may only read (a dashboard's, say) opens as before.
+	reader := role + "_r"
+	for _, stmt := range []string{
+		`CREATE ROLE ` + reader + ` NOLOGIN`,
+		`GRANT USAGE ON SCHEMA ` + s + ` TO ` + reader,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA ` + s + ` TO ` + reader,
+	} {
+		if _, err := owner.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		owner.pool.Exec(ctx, `DROP OWNED BY `+reader)
+		owner.pool.Exec(ctx, `DROP ROLE `+reader)
+	})
+	r, err := New(ctx, poolWith(t, map[string]string{"role": reader}), opts)
+	if err != nil {
+		t.Fatalf("open by a role that may only read: %v", err)
+	}
+	defer r.Close()
+	if st, err := r.Stats(ctx); err != nil || st.Ready != 0 {
+		t.Fatalf("stats, read by a role that may only read: %+v, %v; want an empty queue", st, err)
 	}
 }
 
