@@ -178,39 +178,24 @@ func TestOpenWithoutCreateRights(t *testing.T) {
 // upgrade added a table (here claim_cursors, whose grant is taken back)
 // is refused at open, with PermissionDenied naming the table and the
 // GRANT that fixes it; after that GRANT it opens, and the statements that
-// use the table (a clear) work. A role that may only read opens. The open succeeded, and a clear, or a
+// use the table (a clear) work. The open succeeded, and a clear, or a
 // claim under caps hours into a run, failed with a bare "permission
-// denied for table claim_cursors".
+// denied for table claim_cursors". A role that may only read opens.
 func TestOpenWithoutGrantsOnANewTable(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	owner := openDriver(t)
 	s := pgx.Identifier{owner.cfg.schema}.Sanitize()
-	role := fmt.Sprintf("jobq_grants_role_%d_%d", time.Now().UnixNano(), queueSeq.Add(1))
-	for _, stmt := range []string{
-		`CREATE ROLE ` + role + ` NOLOGIN`,
-		`GRANT USAGE ON SCHEMA ` + s + ` TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + s + ` TO ` + role,
-		`REVOKE ALL ON ` + s + `.claim_cursors FROM ` + role,
-	} {
-		if _, err := owner.pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		owner.pool.Exec(ctx, `DROP OWNED BY `+role)
-		owner.pool.Exec(ctx, `DROP ROLE `+role)
-	})
-	pool := poolWith(t, map[string]string{"role": role})
 	opts := Options{Schema: owner.cfg.schema, Queue: owner.cfg.queue, NoListen: true}
+	writer := roleWith(t, owner, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+s+` TO %s`,
+		`REVOKE ALL ON `+s+`.claim_cursors FROM %s`)
+	pool := poolWith(t, map[string]string{"role": writer})
 	d, err := New(ctx, pool, opts)
 	if err == nil {
 		d.Close()
 		t.Fatal("open without rights on claim_cursors succeeded")
 	}
-	fix := "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + s + " TO " + pgx.Identifier{role}.Sanitize()
+	fix := "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + s + " TO " + pgx.Identifier{writer}.Sanitize()
 	if errcode.Of(err) != errcode.PermissionDenied || !strings.Contains(err.Error(), s+": claim_cursors (") || !strings.Contains(err.Error(), fix) {
 		t.Fatalf("open: %v (code %v); want PermissionDenied naming claim_cursors alone and %q", err, errcode.Of(err), fix)
 	}
@@ -230,22 +215,7 @@ func TestOpenWithoutGrantsOnANewTable(t *testing.T) {
 	}
 
 	// A role that may only read (a dashboard's, say) opens as before.
-	reader := role + "_r"
-	for _, stmt := range []string{
-		`CREATE ROLE ` + reader + ` NOLOGIN`,
-		`GRANT USAGE ON SCHEMA ` + s + ` TO ` + reader,
-		`GRANT SELECT ON ALL TABLES IN SCHEMA ` + s + ` TO ` + reader,
-	} {
-		if _, err := owner.pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		owner.pool.Exec(ctx, `DROP OWNED BY `+reader)
-		owner.pool.Exec(ctx, `DROP ROLE `+reader)
-	})
+	reader := roleWith(t, owner, `GRANT SELECT ON ALL TABLES IN SCHEMA `+s+` TO %s`)
 	r, err := New(ctx, poolWith(t, map[string]string{"role": reader}), opts)
 	if err != nil {
 		t.Fatalf("open by a role that may only read: %v", err)
@@ -254,6 +224,30 @@ func TestOpenWithoutGrantsOnANewTable(t *testing.T) {
 	if st, err := r.Stats(ctx); err != nil || st.Ready != 0 {
 		t.Fatalf("stats, read by a role that may only read: %+v, %v; want an empty queue", st, err)
 	}
+}
+
+// roleWith creates a role with USAGE on owner's schema and runs grants
+// (each with %s for the role) as owner; the role is dropped when t ends.
+func roleWith(t *testing.T, owner *Driver, grants ...string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	role := fmt.Sprintf("jobq_grants_role_%d_%d", time.Now().UnixNano(), queueSeq.Add(1))
+	stmts := []string{`CREATE ROLE ` + role + ` NOLOGIN`, `GRANT USAGE ON SCHEMA ` + pgx.Identifier{owner.cfg.schema}.Sanitize() + ` TO ` + role}
+	for _, g := range grants {
+		stmts = append(stmts, fmt.Sprintf(g, role))
+	}
+	for _, stmt := range stmts {
+		if _, err := owner.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		owner.pool.Exec(ctx, `DROP OWNED BY `+role)
+		owner.pool.Exec(ctx, `DROP ROLE `+role)
+	})
+	return role
 }
 
 // TestListenOutlivesIdleSessionTimeout: an idle_session_timeout set for
