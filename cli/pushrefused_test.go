@@ -21,7 +21,7 @@ func TestPushRefusedByTheQueueSaysNothingOfGroups(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	asReader := engines.PostgresRole(t, u, "jobq_push_reader", `GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}`)
+	asReader, _ := engines.PostgresRole(t, u, "jobq_push_reader", `GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}`)
 	code, _, errOut := run(t, asReader, "push", "-c", "echo refused")
 	if code == 0 || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "not stored") {
 		t.Fatalf("push as a role that may only read: exit %d, %q; want a failure naming the refusal", code, errOut)

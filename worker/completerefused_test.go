@@ -13,11 +13,12 @@ import (
 )
 
 // TestCompletionRefusedStopsTheWorker: a worker whose credentials may
-// claim but not complete (here a Postgres role without DELETE on the
-// queue's table) stops at the first refused completion, returning the
-// PermissionDenied error. It went on taking tasks, each of which ran and
-// then could not be completed, so it ran again after every lease, without
-// end.
+// claim but not complete (here a Postgres role whose DELETE on the
+// queue's table is taken away after it opened the queue: one lacking it
+// is refused at open) stops at the first refused completion, returning
+// the PermissionDenied error. It went on taking tasks, each of which ran
+// and then could not be completed, so it ran again after every lease,
+// without end.
 func TestCompletionRefusedStopsTheWorker(t *testing.T) {
 	t.Parallel()
 	u := engines.URLs(t, "completerefused")["postgres"]
@@ -25,14 +26,14 @@ func TestCompletionRefusedStopsTheWorker(t *testing.T) {
 	pushOne(t, q, &jobq.Task{Command: "refused " + time.Now().Format("150405.000000")})
 
 	ctx := t.Context()
-	roleURL := engines.PostgresRole(t, u, "jobq_no_delete", `GRANT USAGE ON SCHEMA {schema} TO {role};
-		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role};
-		REVOKE DELETE ON {schema}.messages FROM {role}`)
+	roleURL, asAdmin := engines.PostgresRole(t, u, "jobq_no_delete", `GRANT USAGE ON SCHEMA {schema} TO {role};
+		GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}`)
 	asRole, err := jobq.Open(ctx, roleURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer asRole.Close()
+	asAdmin(`REVOKE DELETE ON {schema}.messages FROM {role}`)
 	var ran atomic.Int32
 	w := worker.New(asRole, worker.HandlerFunc(func(context.Context, *worker.Job) error {
 		ran.Add(1)

@@ -96,10 +96,11 @@ func WarmUp(t *testing.T, q *jobq.Queue) {
 // PostgresRole makes a role of its own for the test, with the rights
 // grants gives it (statements in which {role} and {schema} stand for the
 // role's and the queue's schema's quoted names), and returns queue URL u
-// opened as that role (SET ROLE through the URL's options). The role is
-// dropped when the test ends. The test is skipped without a Postgres
-// server.
-func PostgresRole(t *testing.T, u, name, grants string) string {
+// opened as that role (SET ROLE through the URL's options), and a function
+// that runs more such statements as u's own role (to take a right away
+// from a queue opened as the role, say). The role is dropped when the test
+// ends. The test is skipped without a Postgres server.
+func PostgresRole(t *testing.T, u, name, grants string) (roleURL string, asAdmin func(sql string)) {
 	t.Helper()
 	parsed, err := url.Parse(u)
 	if err != nil {
@@ -131,9 +132,13 @@ func PostgresRole(t *testing.T, u, name, grants string) string {
 			t.Errorf("dropping role %s: %v", role, err)
 		}
 	})
-	sql := strings.NewReplacer("{role}", role, "{schema}", pgx.Identifier{schema}.Sanitize()).Replace(grants)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		t.Fatal(err)
+	names := strings.NewReplacer("{role}", role, "{schema}", pgx.Identifier{schema}.Sanitize())
+	asAdmin = func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, names.Replace(sql)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return u + "&options=" + url.QueryEscape("-c role="+role)
+	asAdmin(grants)
+	return u + "&options=" + url.QueryEscape("-c role="+role), asAdmin
 }
