@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -11,8 +13,8 @@ import (
 )
 
 // checkGrants refuses a writing open of an up-to-date schema by a role
-// that may write some of jobq's tables but lacks a right jobq uses on
-// another: SELECT on schema_migrations, SELECT, INSERT, UPDATE and DELETE
+// that may write some of jobq's tables (jobqTables) but lacks a right jobq
+// uses on another: SELECT on schema_migrations, SELECT, INSERT, UPDATE and DELETE
 // on the others. A role granted those before an upgrade added a table
 // (claim_cursors, step 25) opened, and then failed at whatever statement
 // first used the new table (a claim under caps hours into a run, or a
@@ -29,7 +31,7 @@ func checkGrants(ctx context.Context, q rowQuerier, schema string) error {
 			AND (c.relname = 'schema_migrations' OR (has_table_privilege(c.oid, 'INSERT')
 			     AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'))) AS ok
 			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')) AS t`, schema).Scan(&missing, &writable)
+			WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname = ANY ($2)) AS t`, schema, jobqTables).Scan(&missing, &writable)
 	if err != nil {
 		return wrap(ctx, "open: reading this role's rights on schema "+schema, err)
 	}
@@ -51,4 +53,26 @@ func roleName(ctx context.Context, q rowQuerier) string {
 		return "this role"
 	}
 	return pgx.Identifier{name}.Sanitize()
+}
+
+// jobqTables are the tables checkGrants looks at: those the schema steps
+// create, and schema_migrations. A schema may hold others: the
+// application's, or results_rollup, which a history makes on demand and
+// does without where the role may not write it (rollup.go).
+var jobqTables = tablesOf(migrations)
+
+// createTable finds the tables a schema step creates.
+var createTable = regexp.MustCompile(`CREATE (?:UNLOGGED )?TABLE (?:IF NOT EXISTS )?\{\{s\}\}\.([a-z_]+)`)
+
+// tablesOf is the names of the tables steps create, and schema_migrations.
+func tablesOf(steps []migration) []string {
+	names := []string{"schema_migrations"}
+	for _, m := range steps {
+		for _, sub := range createTable.FindAllStringSubmatch(m.sql, -1) {
+			if !slices.Contains(names, sub[1]) {
+				names = append(names, sub[1])
+			}
+		}
+	}
+	return names
 }

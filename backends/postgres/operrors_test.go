@@ -189,6 +189,13 @@ func TestOpenWithoutGrantsOnANewTable(t *testing.T) {
 	opts := Options{Schema: owner.cfg.schema, Queue: owner.cfg.queue, NoListen: true}
 	writer := roleWith(t, owner, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+s+` TO %s`,
 		`REVOKE ALL ON `+s+`.claim_cursors FROM %s`)
+	// A table of the application's in the schema, which the role may not
+	// touch, is none of jobq's business.
+	app := pgx.Identifier{owner.cfg.schema, fmt.Sprintf("app_table_%d", queueSeq.Add(1))}.Sanitize()
+	if _, err := owner.pool.Exec(ctx, `CREATE TABLE `+app+` (x int)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.pool.Exec(context.Background(), `DROP TABLE `+app) })
 	pool := poolWith(t, map[string]string{"role": writer})
 	d, err := New(ctx, pool, opts)
 	if err == nil {
