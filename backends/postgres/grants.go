@@ -14,14 +14,15 @@ import (
 
 // checkGrants refuses a writing open of an up-to-date schema by a role
 // that may write some of jobq's tables (jobqTables) but lacks a right jobq
-// uses on another: SELECT on schema_migrations, SELECT, INSERT, UPDATE and DELETE
-// on the others. A role granted those before an upgrade added a table
-// (claim_cursors, step 25) opened, and then failed at whatever statement
-// first used the new table (a claim under caps hours into a run, or a
-// clear) with a bare "permission denied for table"; now the open says
-// which tables and the GRANT that fixes it. A role that may write none of
-// them (one given SELECT only, say for a dashboard) opens as before: its
-// reads work and its writes fail. The schema's owner has every right.
+// uses on another: SELECT on schema_migrations, SELECT, INSERT, UPDATE
+// and DELETE on the others. A role granted those before an upgrade added
+// a table (claim_cursors, step 25) opened, and then failed at whatever
+// statement first used the new table (a claim under caps hours into a
+// run, or a clear) with a bare "permission denied for table"; now the
+// open says which tables and the GRANT that fixes it. A role that may
+// write none of them (one given SELECT only, say for a dashboard) opens
+// as before: its reads work and its writes fail. The schema's owner has
+// every right.
 func checkGrants(ctx context.Context, q rowQuerier, schema string) error {
 	var missing []string
 	var writable int
