@@ -105,13 +105,24 @@ func (m *slotMove) migrate(pattern string) {
 }
 
 // finish moves the rest of the slot's keys and gives the slot to the
-// target on every master.
+// target on every master: the target first, which raises its config
+// epoch so that its claim wins over older gossip, then the source, then
+// the others, in the order Redis's CLUSTER SETSLOT documents. In any
+// other order a master could take the source's earlier claim back after
+// its SETSLOT, and a client reading the slot map from it would be sent
+// MOVED back and forth.
 func (m *slotMove) finish() {
 	m.t.Helper()
 	m.migrate("*")
 	ctx := testCtx(m.t)
 	dstID := m.dst.ClusterMyID(ctx).Val()
+	order := []*goredis.Client{m.dst, m.src}
 	for _, c := range m.all {
+		if c != m.dst && c != m.src {
+			order = append(order, c)
+		}
+	}
+	for _, c := range order {
 		m.must(c.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", dstID).Err())
 	}
 }
