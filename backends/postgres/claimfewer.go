@@ -17,7 +17,7 @@ package postgres
 //     lists them; pass 2, after pass 1 took some, still asks.
 //
 // What each claim takes is unchanged. Under callgrind, claims of 32 over
-// 100 keys capped at 1,000 cost the claiming backend 0.84x the
+// 100 keys capped at 1,000 cost the claiming backend 0.83x the
 // instructions of step 25's (performance.md). Its name and columns stay,
 // so a process of an earlier release claims through it too.
 var claimFewerFunction = mustReplace(claimCursorFunction,
