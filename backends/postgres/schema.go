@@ -113,6 +113,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{24, "claims insert the held rows of first deliveries without ON CONFLICT, and count each key on its own on a queue with many leases in flight", claimFirstFunction, 0},
 	{25, "a claim past many tasks of full keys starts where the last such claim found work", claimCursorMigration + claimCursorFunction, 0},
 	{26, "claims far from every cap lock and count their keys in fewer statements", claimFewerFunction, 0},
+	{27, "claims under policies plan their statements as the driver does on any connection", claimPlannedFunction, 0},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that
