@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -66,25 +65,5 @@ func TestQuickClaimsStopAtTheCap(t *testing.T) {
 				t.Errorf("held rows of k = %d; want one per lease, %d", n, want["k"])
 			}
 		})
-	}
-}
-
-// TestClaimFunctionCarriesPlanSettings: claim_lookup sets the driver's
-// planSettings for its own statements (schema step 27), so that on a
-// connection without them (through PgBouncer, or from an application's
-// pool) they are planned as on the driver's own.
-func TestClaimFunctionCarriesPlanSettings(t *testing.T) {
-	t.Parallel()
-	d := openURL(t, newQueueURL(t))
-	var config []string
-	err := d.pool.QueryRow(ctxT(t), `SELECT coalesce(p.proconfig, '{}') FROM pg_proc p
-		JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'claim_lookup'`, d.cfg.schema).Scan(&config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, value := range planSettings {
-		if !slices.Contains(config, name+"="+value) {
-			t.Errorf("claim_lookup's settings %v lack %s=%s", config, name, value)
-		}
 	}
 }

@@ -1,5 +1,10 @@
 package postgres
 
+import (
+	"sort"
+	"strings"
+)
+
 // planSettings are set on every connection of the driver's pool (a URL's
 // options=-c name=value takes precedence). They keep the planner on the
 // claim-order index whatever the table's statistics say.
@@ -42,4 +47,35 @@ var planSettings = map[string]string{
 	"enable_sort":       "off",
 	"jit":               "off",
 	"plan_cache_mode":   "force_generic_plan",
+}
+
+// claimPlannedFunction is schema step 27: claim_lookup (step 26's
+// claimFewerFunction) carrying the driver's planSettings itself, so that
+// its statements are planned as the driver's own are on any connection.
+// Through PgBouncer the driver cannot set them on its connections (startup
+// parameters do not pass), and a pool given to New may lack them: there
+// the function's generic plans went unprotected by the enable_* settings,
+// and pass 1's window scan, whose LIMIT is a parameter, was planned at
+// every call. Under callgrind that planning was 7 % of a capped claim's
+// instructions; the settings cost a claim on the driver's own pool 0.6 %
+// (performance.md). A later step that replaces the function keeps them by
+// building on this text.
+var claimPlannedFunction = mustReplace(claimFewerFunction,
+	"LANGUAGE plpgsql AS $fn$", "LANGUAGE plpgsql\n"+functionPlanSettings()+"\nAS $fn$")
+
+// functionPlanSettings is planSettings as the SET clauses of a function.
+func functionPlanSettings() string {
+	names := make([]string, 0, len(planSettings))
+	for name := range planSettings {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("SET " + name + " = " + planSettings[name])
+	}
+	return b.String()
 }

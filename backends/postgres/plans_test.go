@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -153,5 +154,25 @@ func TestClaimIsPlannedOnce(t *testing.T) {
 	}
 	if custom != 0 || generic != 10 {
 		t.Errorf("10 claims on one connection made %d custom and %d generic plans; want 0 and 10", custom, generic)
+	}
+}
+
+// TestClaimFunctionCarriesPlanSettings: claim_lookup sets the driver's
+// planSettings for its own statements (schema step 27), so that on a
+// connection without them (through PgBouncer, or from an application's
+// pool) they are planned as on the driver's own.
+func TestClaimFunctionCarriesPlanSettings(t *testing.T) {
+	t.Parallel()
+	d := openURL(t, newQueueURL(t))
+	var config []string
+	err := d.pool.QueryRow(ctxT(t), `SELECT coalesce(p.proconfig, '{}') FROM pg_proc p
+		JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'claim_lookup'`, d.cfg.schema).Scan(&config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, value := range planSettings {
+		if !slices.Contains(config, name+"="+value) {
+			t.Errorf("claim_lookup's settings %v lack %s=%s", config, name, value)
+		}
 	}
 }
