@@ -105,12 +105,9 @@ func (m *slotMove) migrate(pattern string) {
 }
 
 // finish moves the rest of the slot's keys and gives the slot to the
-// target on every master: the target first, which raises its config
-// epoch so that its claim wins over older gossip, then the source, then
-// the others, in the order Redis's CLUSTER SETSLOT documents. In any
-// other order a master could take the source's earlier claim back after
-// its SETSLOT, and a client reading the slot map from it would be sent
-// MOVED back and forth.
+// target on every master, in the order Redis's CLUSTER SETSLOT documents:
+// the target first (its config epoch rises, so its claim wins over older
+// gossip), then the source, then the others.
 func (m *slotMove) finish() {
 	m.t.Helper()
 	m.migrate("*")
