@@ -27,18 +27,12 @@ var claimFewerFunction = mustReplace(claimCursorFunction,
 		"\tlim_min bigint;\n"+
 		"\tmin_left bigint;          -- the fewest slots left of pass 1's keys\n"+
 		"\tquick boolean := false;   -- pass 1 takes its window as it comes, its keys unlisted\n",
-	`			SELECT coalesce(array_agg(x.key) FILTER (WHERE x.got), '{}'), coalesce(array_agg(x.limit_n) FILTER (WHERE x.got), '{}'),
-			       coalesce(array_agg(x.key) FILTER (WHERE NOT x.got), '{}')
+	`			       coalesce(array_agg(x.key) FILTER (WHERE NOT x.got), '{}')
 			INTO locked, lims, busy
-			FROM (SELECT p.key, p.limit_n, pg_try_advisory_xact_lock(hashtextextended('jobq.key.{{s}}.c.' || p_queue || '.' || p.key, 0)) AS got
-				FROM unnest(new_k) AS u(k) JOIN {{s}}.policies p ON p.queue = p_queue AND p.kind = 'concurrency' AND p.key = u.k) AS x;
 `,
-	`			SELECT coalesce(array_agg(x.key) FILTER (WHERE x.got), '{}'), coalesce(array_agg(x.limit_n) FILTER (WHERE x.got), '{}'),
-			       coalesce(array_agg(x.key) FILTER (WHERE NOT x.got), '{}'),
+	`			       coalesce(array_agg(x.key) FILTER (WHERE NOT x.got), '{}'),
 			       max(x.limit_n) FILTER (WHERE x.got), min(x.limit_n) FILTER (WHERE x.got)
 			INTO locked, lims, busy, lim_max, lim_min
-			FROM (SELECT p.key, p.limit_n, pg_try_advisory_xact_lock(hashtextextended('jobq.key.{{s}}.c.' || p_queue || '.' || p.key, 0)) AS got
-				FROM unnest(new_k) AS u(k) JOIN {{s}}.policies p ON p.queue = p_queue AND p.kind = 'concurrency' AND p.key = u.k) AS x;
 `,
 	`			bound := least(coalesce((SELECT max(x.n) FROM unnest(lims) AS x(n)), 0) - win + 1, 1000);`,
 	`			bound := least(coalesce(lim_max, 0) - win + 1, 1000);`,

@@ -1,7 +1,7 @@
 package postgres
 
 import (
-	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -58,7 +58,7 @@ func TestQuickClaimsStopAtTheCap(t *testing.T) {
 			if tt.uncapped > 0 {
 				want["u"] = tt.uncapped
 			}
-			if fmt.Sprint(taken) != fmt.Sprint(want) {
+			if !maps.Equal(taken, want) {
 				t.Fatalf("claimed %v; want %v", taken, want)
 			}
 			if n := heldRowsOf(t, d, "k"); n != int64(want["k"]) {

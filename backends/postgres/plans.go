@@ -1,7 +1,8 @@
 package postgres
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -65,17 +66,9 @@ var claimPlannedFunction = mustReplace(claimFewerFunction,
 
 // functionPlanSettings is planSettings as the SET clauses of a function.
 func functionPlanSettings() string {
-	names := make([]string, 0, len(planSettings))
-	for name := range planSettings {
-		names = append(names, name)
+	var set []string
+	for _, name := range slices.Sorted(maps.Keys(planSettings)) {
+		set = append(set, "SET "+name+" = "+planSettings[name])
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	for i, name := range names {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString("SET " + name + " = " + planSettings[name])
-	}
-	return b.String()
+	return strings.Join(set, " ")
 }
