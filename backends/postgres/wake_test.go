@@ -191,6 +191,46 @@ func TestWakePassedOn(t *testing.T) {
 	}
 }
 
+// TestOwnPushPassesNoWakeOn: a process's own push wakes its receivers at
+// once, in the process; one of them that was claiming meanwhile, and
+// leaves with that wake-up unused, passes it to no other process: the
+// push woke whom it had to through the server. Each such pass was a
+// statement, about one per push where a worker pushes its own tasks, and
+// woke a handle for nothing.
+func TestOwnPushPassesNoWakeOn(t *testing.T) {
+	t.Parallel()
+	raw := newQueueURL(t, "poll=1h")
+	own, other := openURL(t, raw), openURL(t, raw)
+	w := own.wake.Add() // a receiver of own, claiming
+	if _, err := own.Push(ctxT(t), []*driver.Message{msg("x")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.C():
+	default:
+		t.Fatal("the push did not wake its own process's receiver")
+	}
+	if recs, err := own.Receive(ctxT(t), driver.ReceiveParams{Max: 1, Visibility: time.Minute}); err != nil || len(recs) != 1 {
+		t.Fatalf("receive: %d messages, %v", len(recs), err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	out := receiveInBackground(ctx, other)
+	untilWaiting(t, own, 1)
+	watch := watchWakes(t, other)
+	own.leave(w)
+	if got := watch.woken(); len(got) != 0 {
+		t.Errorf("the unused wake-up of a process's own push woke another process's handle")
+	}
+	if n := len(waitingHandles(t, own)); n != 1 {
+		t.Errorf("%d handles wait; want the other process's", n)
+	}
+	cancel()
+	if r := <-out; len(r.recs) != 0 {
+		t.Errorf("the other process received %d messages from an empty queue", len(r.recs))
+	}
+}
+
 // TestNoPushPassesWaitingReceiverBy: tasks pushed one at a time, each
 // once the previous one was received, at moments that fall anywhere in
 // the receivers' cycle of completing, claiming, registering and sleeping,

@@ -6,7 +6,8 @@
 // A receiver adds itself before its claim, so a wake-up that arrives while
 // the claim runs is not lost. A receiver that was woken but leaves without
 // claiming again passes its wake-up on to the next waiter, so a wake-up is
-// never swallowed.
+// never swallowed. A broadcast (Notify(-1)) is not passed on: it woke
+// every receiver waiting then, and one that came later claims after it.
 package wakeset
 
 import (
@@ -25,6 +26,9 @@ type Set struct {
 type Waiter struct {
 	ch    chan struct{} // closed when woken
 	woken bool
+	// counted: woken by Notify(k) for k >= 0, a wake-up meant for one
+	// receiver, which Leave passes on; a broadcast has nobody to pass to.
+	counted bool
 }
 
 // C returns a channel closed when the waiter is woken.
@@ -48,11 +52,12 @@ func (s *Set) Notify(k int) int {
 }
 
 func (s *Set) wakeLocked(k int) int {
+	counted := k >= 0
 	if k < 0 || k > len(s.waiting) {
 		k = len(s.waiting)
 	}
 	for _, w := range s.waiting[:k] {
-		w.woken = true
+		w.woken, w.counted = true, counted
 		close(w.ch)
 	}
 	rest := copy(s.waiting, s.waiting[k:])
@@ -62,13 +67,14 @@ func (s *Set) wakeLocked(k int) int {
 }
 
 // Leave unregisters w when its receiver stops without acting on a wake-up
-// it may have received; such a wake-up goes to the next waiter. It reports
-// whether w had one and no other waiter was left to take it.
+// it may have received; such a wake-up goes to the next waiter, unless it
+// was a broadcast. It reports whether w had one to pass on and no other
+// waiter was left to take it.
 func (s *Set) Leave(w *Waiter) (dropped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w.woken {
-		return s.wakeLocked(1) == 0
+		return w.counted && s.wakeLocked(1) == 0
 	}
 	for i, x := range s.waiting {
 		if x == w {

@@ -41,6 +41,9 @@ func TestSet(t *testing.T) {
 		{"a left waiter is not woken later", 2,
 			func(n *Set, ws []*Waiter) { n.Leave(ws[0]); n.Notify(1) },
 			[]bool{false, true}, 0},
+		{"a waiter woken by a broadcast that leaves wakes nobody", 2,
+			func(n *Set, ws []*Waiter) { n.Notify(-1); n.Add(); n.Leave(ws[0]) },
+			[]bool{true, true}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +61,50 @@ func TestSet(t *testing.T) {
 			}
 			if got := n.Waiters(); got != tt.left {
 				t.Errorf("%d waiters left, want %d", got, tt.left)
+			}
+		})
+	}
+}
+
+// TestLeaveReportsDropped: Leave reports a wake-up that no waiter of the set
+// could take (the driver then passes it to another process), and only a
+// counted one: a broadcast woke every waiter there was.
+func TestLeaveReportsDropped(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		waiters  int
+		notify   int  // before the first waiter leaves; 0 for none
+		addAfter bool // a waiter comes after the notification
+		dropped  bool
+	}{
+		{"unwoken", 1, 0, false, false},
+		{"counted, no other waiter", 1, 1, false, true},
+		{"counted, passed to the next waiter", 2, 1, false, false},
+		{"counted, passed to a waiter added since", 1, 1, true, false},
+		{"broadcast", 1, -1, false, false},
+		{"broadcast, a waiter added since", 1, -1, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := &Set{}
+			ws := make([]*Waiter, tt.waiters)
+			for i := range ws {
+				ws[i] = n.Add()
+			}
+			if tt.notify != 0 {
+				n.Notify(tt.notify)
+			}
+			var later *Waiter
+			if tt.addAfter {
+				later = n.Add()
+			}
+			if got := n.Leave(ws[0]); got != tt.dropped {
+				t.Errorf("Leave reported dropped = %v, want %v", got, tt.dropped)
+			}
+			if want := tt.notify > 0; later != nil && isWoken(later) != want {
+				t.Errorf("the waiter added after the notification woken = %v, want %v", isWoken(later), want)
 			}
 		})
 	}
