@@ -175,12 +175,12 @@ func (d *Driver) groupedSQL(stmt string) (string, error) {
 
 // groupedPushSQL turns the multi-row push statement with ON CONFLICT
 // (pushSQL) into the one that also stores each message's group, from
-// $11, and adds the messages it stored to their groups' pushed counters.
+// $12, and adds the messages it stored to their groups' pushed counters.
 func groupedPushSQL(stmt string) string {
 	return strings.NewReplacer(
 		"trace_parent)", "trace_parent, grp)",
 		"NULLIF(m.trace, '')", "NULLIF(m.trace, ''), NULLIF(m.grp, '')",
-		"$10::text[])", "$10::text[], $11::text[])",
+		"$10::text[])", "$10::text[], $12::text[])",
 		"rkey, trace)", "rkey, trace, grp)",
 		"RETURNING id, task_key\n), n AS (", `RETURNING id, task_key, grp
 ), grp_count AS (

@@ -55,27 +55,27 @@ func newHandle() string {
 // waiting handle (a push's own wake-up wakes one per message it stored).
 func (d *Driver) sendNotify() { d.sendWake(1) }
 
-// sendWake wakes up to n waiting handles, and the receivers of this
-// process.
+// sendWake wakes up to n waiting handles of other processes, and the
+// receivers of this one.
 func (d *Driver) sendWake(n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := d.pool.Exec(ctx, d.sql.wake, d.cfg.queue, n, wakePrefix); err != nil && !d.closing.Closed() {
+	if _, err := d.pool.Exec(ctx, d.sql.wake, d.cfg.queue, n, wakePrefix, d.handle); err != nil && !d.closing.Closed() {
 		// Receivers still find the message by polling.
 		d.log.Debug("jobq postgres: wake-up failed; idle receivers will find the work by polling", "err", err)
 	}
 	d.wake.Notify(-1)
 }
 
-// passOn wakes another waiting handle, in the background, for a wake-up
-// this handle got with no receiver waiting: the push took this handle out
-// of the waiting ones to wake it, and the message must not wait for
-// another handle's next poll.
+// passOn wakes another process's waiting handle, in the background, for a
+// wake-up this handle got with no receiver waiting: the push took this
+// handle out of the waiting ones to wake it, and the message must not wait
+// for another handle's next poll.
 func (d *Driver) passOn() {
 	d.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := d.pool.Exec(ctx, d.sql.wake, d.cfg.queue, 1, wakePrefix); err != nil && !d.closing.Closed() {
+		if _, err := d.pool.Exec(ctx, d.sql.wake, d.cfg.queue, 1, wakePrefix, d.handle); err != nil && !d.closing.Closed() {
 			d.log.Debug("jobq postgres: could not pass a wake-up on; another receiver finds the work at its next poll", "err", err)
 		}
 	})

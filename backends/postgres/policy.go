@@ -444,14 +444,14 @@ type pushDB interface {
 // (maxDepth, from currentPolicies, 0 for none) in a transaction (a
 // savepoint within the application's one) that enforces it, so that a full
 // queue undoes only the push.
-func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, notify bool, maxDepth int64) ([]driver.PushResult, error) {
+func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Message, w pushWake, maxDepth int64) ([]driver.PushResult, error) {
 	if maxDepth == 0 {
-		return d.push(ctx, db, msgs, notify)
+		return d.push(ctx, db, msgs, w)
 	}
 	var res []driver.PushResult
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error
-		res, err = d.pushWithinDepth(ctx, tx, msgs, notify, maxDepth)
+		res, err = d.pushWithinDepth(ctx, tx, msgs, w, maxDepth)
 		return err
 	})
 	return res, err
@@ -460,7 +460,7 @@ func (d *Driver) pushBounded(ctx context.Context, db pushDB, msgs []*driver.Mess
 // pushWithinDepth pushes msgs in tx under the queue's depth lock and fails
 // with QueueFull, having pushed, when they overflow maxDepth: the caller
 // must then roll tx back. The lock is held until tx ends.
-func (d *Driver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*driver.Message, notify bool, maxDepth int64) ([]driver.PushResult, error) {
+func (d *Driver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*driver.Message, w pushWake, maxDepth int64) ([]driver.PushResult, error) {
 	if _, err := tx.Exec(ctx, d.psql.lockDepth, d.cfg.queue); err != nil {
 		return nil, err
 	}
@@ -468,7 +468,7 @@ func (d *Driver) pushWithinDepth(ctx context.Context, tx pgx.Tx, msgs []*driver.
 	if err := tx.QueryRow(ctx, d.psql.depth, d.cfg.queue).Scan(&depth); err != nil {
 		return nil, err
 	}
-	r, err := d.push(ctx, tx, msgs, notify)
+	r, err := d.push(ctx, tx, msgs, w)
 	if err != nil {
 		return nil, err
 	}

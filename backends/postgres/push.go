@@ -51,7 +51,7 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 		db = conn
 	}
 	inline := d.notif.inline()
-	res, err := d.pushBounded(ctx, db, msgs, inline, maxDepth)
+	res, err := d.pushBounded(ctx, db, msgs, pushWake{inline: inline, self: d.handle}, maxDepth)
 	switch {
 	case !inline && err == nil:
 		d.notif.committed()
@@ -66,9 +66,14 @@ func (d *Driver) Push(ctx context.Context, msgs []*driver.Message) ([]driver.Pus
 			// transaction was rolled back, whatever the code.
 			return nil, &driver.Error{Code: errcode.Of(werr), Err: werr, Applied: driver.NotApplied}
 		}
+		// The push may have committed, and its wake-up passed this
+		// process's handle over: the receivers here look.
+		d.wake.Notify(-1)
 		return nil, werr
 	}
-	d.wake.Notify(-1) // receivers in this process need not wait for the notification
+	// The receivers in this process: the statement's wake-up passed their
+	// handle over.
+	d.wake.Notify(-1)
 	d.checkStats()
 	return res, nil
 }
@@ -84,9 +89,18 @@ func stored(res []driver.PushResult) int {
 	return n
 }
 
+// pushWake is how a push's statement wakes waiting handles.
+type pushWake struct {
+	inline bool // the statement wakes them; else a trailing wake-up does (notify.go)
+	// self is a handle the statement passes over (wakeOthersFunction):
+	// this process's, whose receivers Push wakes itself once the statement
+	// has committed; "" for none.
+	self string
+}
+
 // push inserts msgs through q and reports, per message, its id or that it
-// was a duplicate. notify adds the wake-up notification to the statement.
-func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, notify bool) ([]driver.PushResult, error) {
+// was a duplicate. w says whom the statement wakes.
+func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, w pushWake) ([]driver.PushResult, error) {
 	cols, err := d.columns(msgs)
 	if err != nil {
 		return nil, err
@@ -100,12 +114,12 @@ func (d *Driver) push(ctx context.Context, q querier, msgs []*driver.Message, no
 		// error) for each: insert with ON CONFLICT at once.
 		sql = stmt.dedup
 	}
-	args := cols.args(d, msgs, notify)
+	args := cols.args(d, msgs, w)
 	if cols.groups != nil {
 		// One statement stores the messages with their groups and counts
 		// them (groups.go): the multi-row one, with ON CONFLICT.
 		sql = d.sql.pushSQLFor(false, !d.cfg.syncPush).group
-		args = append(cols.arrayArgs(d, notify), cols.groups)
+		args = append(cols.arrayArgs(d, w), cols.groups)
 	}
 	inserted, anonymous, err := readInserted(q.Query(ctx, sql, args...))
 	if sql != stmt.dedup && isTaskIDConflict(err) {
@@ -189,16 +203,16 @@ func (d *Driver) columns(msgs []*driver.Message) (pushColumns, error) {
 
 // args are the push statement's arguments for msgs, laid out in c: the
 // columns, or for one message its values.
-func (c *pushColumns) args(d *Driver, msgs []*driver.Message, notify bool) []any {
+func (c *pushColumns) args(d *Driver, msgs []*driver.Message, w pushWake) []any {
 	if len(msgs) == 1 {
-		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.delays[0], notify, wakePrefix, c.ckeys[0], c.rkeys[0], msgs[0].TraceParent}
+		return []any{d.cfg.queue, c.keys[0], c.bodies[0], c.prios[0], c.delays[0], w.inline, wakePrefix, c.ckeys[0], c.rkeys[0], msgs[0].TraceParent, w.self}
 	}
-	return c.arrayArgs(d, notify)
+	return c.arrayArgs(d, w)
 }
 
 // arrayArgs are the multi-row push statement's arguments.
-func (c *pushColumns) arrayArgs(d *Driver, notify bool) []any {
-	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.delays, notify, wakePrefix, c.ckeys, c.rkeys, c.traces}
+func (c *pushColumns) arrayArgs(d *Driver, w pushWake) []any {
+	return []any{d.cfg.queue, c.keys, c.bodies, c.prios, c.delays, w.inline, wakePrefix, c.ckeys, c.rkeys, c.traces, w.self}
 }
 
 // pushResults are the push's results from the ids of the messages

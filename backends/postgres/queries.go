@@ -91,13 +91,14 @@ func buildQueries(schema string) queries {
 
 		push: pushVariants(r),
 
-		// A trailing wake-up of waiting handles (listen.go): as a push's
-		// own, through schema step 12's wake, committed without waiting
-		// for the disk (NOTIFY gives its transaction an id, so it commits
-		// like a write and would wait for the disk, beside the pushes it
-		// announces, which have reached it already).
+		// A trailing wake-up of waiting handles, or one passed on
+		// (listen.go): as a push's own, through schema step 28's
+		// wake_others, past this process's handle ($4), committed without
+		// waiting for the disk (NOTIFY gives its transaction an id, so it
+		// commits like a write and would wait for the disk, beside the
+		// pushes it announces, which have reached it already).
 		wake: r.Replace(asyncCTE + `
-SELECT {{s}}.wake($1, $2::int, $3) FROM async`),
+SELECT {{s}}.wake_others($1, $2::int, $3, $4) FROM async`),
 
 		// Registers a waiting handle (receive.go) if a seat is free,
 		// LISTENs or UNLISTENs on its channel accordingly, and looks when
@@ -321,8 +322,8 @@ const insertMessages = `INSERT INTO {{s}}.messages (queue, task_key, packed_body
 // one, a single row from plain parameters (pushOneSQL). ON CONFLICT skips
 // tasks whose id is already queued (dedup); they are missing from
 // RETURNING. The wake-up, when asked for, is sent by the same statement
-// (schema step 12's wake: one waiting handle per message stored) and
-// delivered when it commits. (The WHERE clause is what makes
+// (schema step 28's wake_others: one waiting handle per message stored,
+// past the handle $11) and delivered when it commits. (The WHERE clause is what makes
 // Postgres evaluate the otherwise unused CTE n.) async commits without
 // waiting for the disk (sync_push=false). Without dedup the statement has
 // no ON CONFLICT and fails on a task id that is already queued: an ON
@@ -350,7 +351,7 @@ func pushSQL(async, one, dedup bool) string {
 	WHERE ` + notHeld("m.task_key", true) + conflict + `
 	RETURNING id, task_key
 ), n AS (
-	SELECT {{s}}.wake($1, (SELECT count(*) FROM ins)::int, $7) WHERE $6::bool AND EXISTS (SELECT FROM ins)
+	SELECT {{s}}.wake_others($1, (SELECT count(*) FROM ins)::int, $7, $11) WHERE $6::bool AND EXISTS (SELECT FROM ins)
 )
 SELECT id, task_key FROM ins WHERE (SELECT count(*) FROM n) >= 0`
 }
@@ -382,5 +383,5 @@ func pushOneSQL(async bool, conflict string) string {
 	SELECT `+row+` FROM async WHERE `+notHeld("$2::bytea", false)
 	}
 	return with + insertMessages + source + conflict + `
-RETURNING id, task_key, CASE WHEN $6::bool THEN {{s}}.wake($1, 1, $7) END`
+RETURNING id, task_key, CASE WHEN $6::bool THEN {{s}}.wake_others($1, 1, $7, $11) END`
 }

@@ -29,13 +29,14 @@ func (d *Driver) PushTx(ctx context.Context, tx any, msgs []*driver.Message) ([]
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	// Always notify: the notification only leaves at commit, and Postgres
-	// folds identical notifications of one transaction into one.
+	// Always notify, this process's handle too: the notification only
+	// leaves at commit, which the driver does not see, and Postgres folds
+	// identical notifications of one transaction into one.
 	_, maxDepth, err := d.currentPolicies(ctx)
 	if err != nil {
 		return nil, wrap(ctx, "push-tx", err)
 	}
-	res, err := d.pushBounded(ctx, ptx, msgs, true, maxDepth)
+	res, err := d.pushBounded(ctx, ptx, msgs, pushWake{inline: true}, maxDepth)
 	if err != nil {
 		return nil, wrap(ctx, "push-tx", err)
 	}

@@ -191,6 +191,75 @@ func TestWakePassedOn(t *testing.T) {
 	}
 }
 
+// TestOwnPushWakesOtherHandles: a process's push wakes the waiting handles
+// of other processes through the server, and not its own, whose receivers
+// it wakes itself: its handle stays registered, and no notification comes
+// to its LISTEN connection. A push in the application's transaction
+// (PushTx) wakes its own handle too, since only the commit may wake
+// anyone.
+func TestOwnPushWakesOtherHandles(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		inTx  bool
+		woken []int // of own (0) and other (1)
+	}{
+		{"push", false, []int{1}},
+		{"push-tx", true, []int{0, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			raw := newQueueURL(t, "poll=1h")
+			own, other := openURL(t, raw), openURL(t, raw)
+			watch := watchWakes(t, own, other)
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			outs := []chan received{receiveInBackground(ctx, own)}
+			untilWaiting(t, own, 1)
+			outs = append(outs, receiveInBackground(ctx, other))
+			untilWaiting(t, own, 2)
+
+			msgs := []*driver.Message{msg("a"), msg("b")}
+			if tt.inTx {
+				tx, err := own.pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := own.PushTx(ctx, tx, msgs); err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := own.Push(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			if got := watch.woken(); !slices.Equal(got, tt.woken) {
+				t.Errorf("woken handles %v; want %v (0 the pushing process's, 1 the other's)", got, tt.woken)
+			}
+			got := 0
+			for i, out := range outs {
+				select {
+				case r := <-out:
+					if r.err != nil {
+						t.Fatal(r.err)
+					}
+					got += len(r.recs)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("receiver %d was not woken by the push of two tasks", i)
+				}
+			}
+			if got != len(msgs) {
+				t.Errorf("the receivers took %d tasks; want %d", got, len(msgs))
+			}
+			if !tt.inTx && !slices.Contains(waitingHandles(t, own), own.handle) {
+				t.Error("the pushing process's handle was taken out of the waiting ones")
+			}
+		})
+	}
+}
+
 // TestOwnPushPassesNoWakeOn: a process's own push wakes its receivers at
 // once, in the process; one of them that was claiming meanwhile, and
 // leaves with that wake-up unused, passes it to no other process: the
@@ -316,7 +385,7 @@ func TestPushBetweenClaimAndRegistration(t *testing.T) {
 						committed <- err
 						return
 					}
-					if _, err := producer.push(ctx, tx, []*driver.Message{msg("a")}, true); err != nil {
+					if _, err := producer.push(ctx, tx, []*driver.Message{msg("a")}, pushWake{inline: true, self: producer.handle}); err != nil {
 						committed <- err
 						return
 					}

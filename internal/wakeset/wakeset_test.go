@@ -11,6 +11,16 @@ func isWoken(w *Waiter) bool {
 	}
 }
 
+// setOf returns a set with k waiters, oldest first.
+func setOf(k int) (*Set, []*Waiter) {
+	n := &Set{}
+	ws := make([]*Waiter, k)
+	for i := range ws {
+		ws[i] = n.Add()
+	}
+	return n, ws
+}
+
 func TestSet(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -48,11 +58,7 @@ func TestSet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			n := &Set{}
-			ws := make([]*Waiter, tt.waiters)
-			for i := range ws {
-				ws[i] = n.Add()
-			}
+			n, ws := setOf(tt.waiters)
 			tt.run(n, ws)
 			for i, w := range ws {
 				if got := isWoken(w); got != tt.woken[i] {
@@ -88,11 +94,7 @@ func TestLeaveReportsDropped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			n := &Set{}
-			ws := make([]*Waiter, tt.waiters)
-			for i := range ws {
-				ws[i] = n.Add()
-			}
+			n, ws := setOf(tt.waiters)
 			if tt.notify != 0 {
 				n.Notify(tt.notify)
 			}
