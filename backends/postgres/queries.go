@@ -323,14 +323,14 @@ const insertMessages = `INSERT INTO {{s}}.messages (queue, task_key, packed_body
 // tasks whose id is already queued (dedup); they are missing from
 // RETURNING. The wake-up, when asked for, is sent by the same statement
 // (schema step 28's wake_others: one waiting handle per message stored,
-// past the handle $11) and delivered when it commits. (The WHERE clause is what makes
-// Postgres evaluate the otherwise unused CTE n.) async commits without
-// waiting for the disk (sync_push=false). Without dedup the statement has
-// no ON CONFLICT and fails on a task id that is already queued: an ON
-// CONFLICT insert checks the index before each row, a sizeable share of a
-// push's server time, so a push through the pool tries that first and
-// falls back (push.go). A message's delay ($5, microseconds; NULL for
-// none) counts from the database's clock (see pushColumns.delays).
+// past the handle $11) and delivered when it commits. (The WHERE clause is
+// what makes Postgres evaluate the otherwise unused CTE n.) async commits
+// without waiting for the disk (sync_push=false). Without dedup the
+// statement has no ON CONFLICT and fails on a task id that is already
+// queued: an ON CONFLICT insert checks the index before each row, a
+// sizeable share of a push's server time, so a push through the pool tries
+// that first and falls back (push.go). A message's delay ($5, microseconds;
+// NULL for none) counts from the database's clock (see pushColumns.delays).
 func pushSQL(async, one, dedup bool) string {
 	conflict := ""
 	if dedup {
