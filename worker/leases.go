@@ -15,15 +15,23 @@ import (
 // lease, from one goroutine for the whole worker: a task is held from its
 // receipt until just before it is settled. Goroutines and timers of its
 // own for each task would be a large share of the worker's time on short
-// tasks, and almost every task ends long before its first renewal. The renewals themselves
-// run one goroutine each, so that a slow one delays no other.
+// tasks, and almost every task ends long before its first renewal. The
+// renewals themselves run one goroutine each, so that a slow one delays no
+// other.
+//
+// It also ends the held tasks' contexts when the worker stops (stopAll).
+// A task's context is not made from a context that Stop cancels: each
+// would be added to that context's children and taken out again, under
+// one lock for every handler, which cost more than the rest of making the
+// context.
 type leaseKeeper struct {
 	w    *Worker
 	wake chan struct{} // a lease came due sooner than the loop's timer
 
-	mu   sync.Mutex
-	held map[*jobq.Envelope]*heldLease
-	next time.Time // when the loop wakes next; zero when it has no timer
+	mu      sync.Mutex
+	held    map[*jobq.Envelope]*heldLease
+	next    time.Time // when the loop wakes next; zero when it has no timer
+	stopped error     // the cause stopAll ended the tasks with; nil before
 }
 
 // heldLease is one held task's renewal state.
@@ -33,6 +41,7 @@ type heldLease struct {
 	// to stop, and the lease must last until then. release ends a renewal
 	// in flight instead (stop).
 	ctx context.Context
+	end context.CancelCauseFunc // ends ctx
 	log *slog.Logger
 	due time.Time // when to renew next
 	off bool      // no more renewals: unsupported, or the lease is gone
@@ -47,19 +56,42 @@ func newLeaseKeeper(w *Worker) *leaseKeeper {
 }
 
 // hold starts renewing env's lease (unless heartbeats are off) until
-// release, with h, the task's own (taskRun), as its renewal state.
-func (k *leaseKeeper) hold(ctx context.Context, h *heldLease, env *jobq.Envelope, log *slog.Logger) {
-	if k.w.o.DisableHeartbeat {
-		return
+// release, with h, the task's own (taskRun), as its renewal state; ctx is
+// the task's context, which end ends, now if the worker has stopped.
+func (k *leaseKeeper) hold(ctx context.Context, end context.CancelCauseFunc, h *heldLease, env *jobq.Envelope, log *slog.Logger) {
+	*h = heldLease{ctx: ctx, end: end, log: log, off: k.w.o.DisableHeartbeat}
+	if !h.off {
+		h.due = time.Now().Add(k.w.renewal(env))
 	}
-	due := time.Now().Add(k.w.renewal(env))
-	*h = heldLease{ctx: ctx, log: log, due: due}
 	k.mu.Lock()
 	k.held[env] = h
-	sooner := k.next.IsZero() || due.Before(k.next)
+	sooner := !h.off && (k.next.IsZero() || h.due.Before(k.next))
+	stopped := k.stopped
 	k.mu.Unlock()
+	if stopped != nil {
+		end(stopped)
+	}
 	if sooner {
 		k.poke()
+	}
+}
+
+// stopAll ends the contexts of the tasks held, and of those held from now
+// on, with cause.
+func (k *leaseKeeper) stopAll(cause error) {
+	k.mu.Lock()
+	if k.stopped != nil {
+		k.mu.Unlock()
+		return
+	}
+	k.stopped = cause
+	ends := make([]context.CancelCauseFunc, 0, len(k.held))
+	for _, h := range k.held {
+		ends = append(ends, h.end)
+	}
+	k.mu.Unlock()
+	for _, end := range ends {
+		end(cause)
 	}
 }
 
@@ -67,9 +99,6 @@ func (k *leaseKeeper) hold(ctx context.Context, h *heldLease, env *jobq.Envelope
 // cutting it short, so that the settlement that follows uses the newest
 // lease.
 func (k *leaseKeeper) release(env *jobq.Envelope) {
-	if k.w.o.DisableHeartbeat {
-		return
-	}
 	k.mu.Lock()
 	h := k.held[env]
 	delete(k.held, env)

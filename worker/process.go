@@ -29,13 +29,14 @@ const settleTimeout = 30 * time.Second
 func (w *Worker) process(tr *taskRun) (putBack bool) {
 	env, ticket := tr.env, &tr.ticket
 	log := tr.log.init(w.log, env.Task.ID)
-	// The task's context ends when the worker stops (cause errStopping),
-	// the lease is lost (cause errcode.LockLost) or, while the handler
-	// runs, a cancel is requested (cause ErrCancelled). It holds the task's
-	// process span (dispatcher.run starts it).
-	ctx, end := hooks.TaskContext(w.stopCtx, env)
+	// The task's context ends when the worker stops (cause errStopping,
+	// from the lease keeper), the lease is lost (cause errcode.LockLost)
+	// or, while the handler runs, a cancel is requested (cause
+	// ErrCancelled). It holds the task's process span (dispatcher.run
+	// starts it).
+	ctx, end := hooks.TaskContext(context.Background(), env)
 	cancel := func() { end(context.Canceled) }
-	w.leases.hold(ctx, &tr.lease, env, log)
+	w.leases.hold(ctx, end, &tr.lease, env, log)
 	// let go ends the task's context and its renewals; every settlement
 	// comes after it, so none races a renewal.
 	held := true

@@ -21,11 +21,12 @@ func TestTaskRunHoldsTheTaskState(t *testing.T) {
 	unsettled := newBacklog(1)
 	base := slog.New(slog.DiscardHandler)
 	env := &jobq.Envelope{Task: &jobq.Task{ID: "t-1"}}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	var tr taskRun
 	if n := testing.AllocsPerRun(100, func() {
 		log := tr.log.init(base, env.Task.ID)
-		keeper.hold(ctx, &tr.lease, env, log)
+		keeper.hold(ctx, cancel, &tr.lease, env, log)
 		keeper.release(env)
 		handlers.join(&tr.ticket)
 		tr.ticket.release()

@@ -114,7 +114,7 @@ type Worker struct {
 	killCh                          chan struct{} // closed: kill running tasks now
 	killed                          chan struct{} // closed by Kill: refused settlements are given up
 	// stopCtx is canceled, with cause errStopping, when running tasks must
-	// stop and be requeued; the tasks' contexts derive from it.
+	// stop and be requeued; so are the tasks' contexts (leaseKeeper.stopAll).
 	stopCtx    context.Context
 	stopCancel context.CancelCauseFunc
 	leases     *leaseKeeper
@@ -172,6 +172,7 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 		killCh:   make(chan struct{}),
 		killed:   make(chan struct{}),
 	}
+	w.leases = newLeaseKeeper(w) // Stop ends the held tasks through it
 	if w.argErr = checkArgs(q, h); w.argErr != nil {
 		return w // Run returns the error; Stop, Drain and Counts still work
 	}
@@ -187,7 +188,6 @@ func New(q *jobq.Queue, h Handler, opts Options) *Worker {
 	w.receiveGiveUp = receiveGiveUp
 	w.purgeEvery = purgeEvery
 	w.rollupFirst = rand.N(rollupJitter)
-	w.leases = newLeaseKeeper(w)
 	w.reg = newRegistry(w)
 	w.watchCancels = w.cancelsRunning()
 	w.trackRunning = w.watchCancels || w.reg.on()
@@ -232,6 +232,7 @@ func (w *Worker) Stop() {
 	w.end("stopped: running tasks requeued")
 	w.Drain()
 	w.stopCancel(errStopping) // only the first cause counts
+	w.leases.stopAll(errStopping)
 	if d := w.o.StopTimeout; d > 0 && w.argErr == nil {
 		w.boundOnce.Do(func() { go w.stopWithin(d) })
 	}

@@ -150,25 +150,43 @@ func TestMaxConsecutiveFailuresCountsAttempts(t *testing.T) {
 	}
 }
 
+// TestStopRequeuesRunningTask: Stop ends a running task's context, with
+// lease renewals on or off (the lease keeper ends it either way), and the
+// task is requeued.
 func TestStopRequeuesRunningTask(t *testing.T) {
 	t.Parallel()
-	q := openQueue(t)
-	push(t, q, &jobq.Task{Command: "sleep 100"})
-	w, err := runAndStop(q, worker.Options{Poll: 100 * time.Millisecond}, func(ctx context.Context) error {
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := q.Admin().Stats(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Requeued may be 2: a receive under way at Stop can claim the task
-	// just put back, and the worker puts it back again.
-	if st.Ready != 1 || st.InFlight != 0 || w.Counts().Requeued < 1 || w.Counts().Done != 0 {
-		t.Fatalf("after Stop: %+v, counts %+v; want the task ready again", st, w.Counts())
+	for _, tt := range []struct {
+		name string
+		o    worker.Options
+	}{
+		{"heartbeat", worker.Options{Poll: 100 * time.Millisecond}},
+		{"no-heartbeat", worker.Options{Poll: 100 * time.Millisecond, DisableHeartbeat: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q := openQueue(t)
+			push(t, q, &jobq.Task{Command: "sleep 100"})
+			w, err := runAndStop(q, tt.o, func(ctx context.Context) error {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(10 * time.Second):
+					return errors.New("Stop did not end the task's context")
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := q.Admin().Stats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Requeued may be 2: a receive under way at Stop can claim the task
+			// just put back, and the worker puts it back again.
+			if st.Ready != 1 || st.InFlight != 0 || w.Counts().Requeued < 1 || w.Counts().Done != 0 {
+				t.Fatalf("after Stop: %+v, counts %+v; want the task ready again", st, w.Counts())
+			}
+		})
 	}
 }
 
