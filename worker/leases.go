@@ -21,9 +21,8 @@ import (
 //
 // It also ends the held tasks' contexts when the worker stops (stopAll).
 // A task's context is not made from a context that Stop cancels: each
-// would be added to that context's children and taken out again, under
-// one lock for every handler, which cost more than the rest of making the
-// context.
+// would be added to that context's children and taken out again, under a
+// lock shared by every handler of the worker.
 type leaseKeeper struct {
 	w    *Worker
 	wake chan struct{} // a lease came due sooner than the loop's timer
