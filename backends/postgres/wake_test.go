@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq/driver"
+	"github.com/jobq/jobq/tools/testkit/tcpfault"
 )
 
 // received is what a background Receive returned.
@@ -257,6 +258,38 @@ func TestOwnPushWakesOtherHandles(t *testing.T) {
 				t.Error("the pushing process's handle was taken out of the waiting ones")
 			}
 		})
+	}
+}
+
+// TestOwnPushWithLostReplyWakesItsReceivers: a push whose reply is lost
+// may have committed, and its wake-up passed over its own process's
+// handle: the process wakes its own receivers, which find the task long
+// before their poll (an hour here).
+func TestOwnPushWithLostReplyWakesItsReceivers(t *testing.T) {
+	t.Parallel()
+	name := fmt.Sprintf("%s-%d-%d", t.Name(), time.Now().UnixNano(), queueSeq.Add(1))
+	p, proxied, _ := tcpfault.ForTest(t, "JOBQ_TEST_POSTGRES_URL", testBaseURL(),
+		map[string]string{"schema": testSchema, "queue": name, "poll": "1h"})
+	own := openURL(t, proxied)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	out := receiveInBackground(ctx, own)
+	untilWaiting(t, own, 1)
+	const id = "lost-reply-marker"
+	p.Arm(tcpfault.Rule{Fault: tcpfault.DropReply, Match: tcpfault.Contains(id)})
+	if _, err := own.Push(ctxT(t), []*driver.Message{msg(id)}); err == nil {
+		t.Fatal("the push's reply was dropped, yet it reported success")
+	}
+	if p.Fired() != 1 {
+		t.Fatalf("%d replies dropped, want the push's", p.Fired())
+	}
+	select {
+	case r := <-out:
+		if r.err != nil || len(r.recs) != 1 {
+			t.Fatalf("receive: %d messages, %v; want the pushed one", len(r.recs), r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receiver sleeps with the task of a push whose reply was lost queued")
 	}
 }
 
