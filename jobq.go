@@ -91,6 +91,14 @@ type Options struct {
 	// NotFound error. Writes through the queue may fail. Passed to the
 	// backend as driver.OpenOptions.ReadOnly; Open only.
 	ReadOnly bool
+	// Concurrency is how many tasks the program will run at once from
+	// this queue (a worker's Concurrency), passed to the backend as
+	// driver.OpenOptions.Concurrency; Open only. Default 0: unknown. A
+	// backend with a pool of server connections sizes it from this where
+	// the URL does not: Postgres keeps Concurrency + 1 connections, at
+	// least 2 and at most 10 (docs/backends/postgres.md), so that a fleet
+	// of narrow workers holds no more connections than it uses.
+	Concurrency int
 }
 
 func (o Options) logger() *slog.Logger {

@@ -101,7 +101,8 @@ func (m *URLMux) Open(ctx context.Context, rawURL string, opts Options) (*Queue,
 	if err != nil {
 		return nil, err
 	}
-	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log, ConnectionString: opts.ConnectionString, ReadOnly: opts.ReadOnly})
+	drv, err := opener.Open(ctx, u, driver.OpenOptions{Logger: log, ConnectionString: opts.ConnectionString, ReadOnly: opts.ReadOnly,
+		Concurrency: opts.Concurrency})
 	if err != nil {
 		var je *Error
 		stashes.close()

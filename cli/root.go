@@ -371,17 +371,24 @@ func (a *app) warnSecretsInArgs() {
 // open opens the queue, turning an unknown scheme into a clear "backend not
 // available" usage error.
 func (a *app) open(ctx context.Context) (*jobq.Queue, error) {
-	return a.openQueue(ctx, false)
+	return a.openQueue(ctx, false, 0)
 }
 
 // openReadOnly opens the queue as open does, for a command that only reads
 // it (jobq.Options.ReadOnly): it works where writes cannot (a read-only
 // file or role, a full disk) and creates nothing.
 func (a *app) openReadOnly(ctx context.Context) (*jobq.Queue, error) {
-	return a.openQueue(ctx, true)
+	return a.openQueue(ctx, true, 0)
 }
 
-func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error) {
+// openWorker opens the queue as open does, for a worker that runs
+// concurrency tasks at once (jobq.Options.Concurrency): a backend that
+// pools connections keeps no more than the worker uses.
+func (a *app) openWorker(ctx context.Context, concurrency int) (*jobq.Queue, error) {
+	return a.openQueue(ctx, false, concurrency)
+}
+
+func (a *app) openQueue(ctx context.Context, readOnly bool, concurrency int) (*jobq.Queue, error) {
 	raw, err := a.queueURL()
 	if err != nil {
 		return nil, err
@@ -416,7 +423,7 @@ func (a *app) openQueue(ctx context.Context, readOnly bool) (*jobq.Queue, error)
 	if connStr == "" {
 		connStr = os.Getenv("JOBQ_CONNECTION_STRING")
 	}
-	opts := jobq.Options{Logger: a.log, ConnectionString: connStr, ReadOnly: readOnly}
+	opts := jobq.Options{Logger: a.log, ConnectionString: connStr, ReadOnly: readOnly, Concurrency: concurrency}
 	if err := a.setupTelemetry(ctx); err != nil {
 		return nil, err
 	}

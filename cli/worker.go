@@ -197,7 +197,7 @@ func (a *app) workerCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	countFlag(fl, &f.concurrency, "num-workers", "n", 1, countRange, "how many tasks run at once")
+	countFlag(fl, &f.concurrency, "num-workers", "n", 1, countRange, "how many tasks run at once (on Postgres the connection pool holds this many plus one, 2 to 10, unless the URL sets pool_max_conns)")
 	f.addCommon(cmd)
 	countFlag(fl, &f.maxConsecutive, "max-consecutive-failures", "", 2, maxConsecutiveRange, "stop with exit 1 when more task attempts than this fail in a row (-1: never)")
 	countFlag(fl, &f.maxLostLeases, "max-lost-leases", "", worker.DefaultMaxLostLeases, maxLostLeasesRange,
@@ -343,7 +343,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags, maxTasks int) error 
 	if f.metricsAddr != "" {
 		a.metricsReader = sdkmetric.NewManualReader()
 	}
-	q, err := a.open(ctx)
+	q, err := a.openWorker(ctx, f.concurrency)
 	if err != nil {
 		return err
 	}

@@ -398,6 +398,11 @@ type OpenOptions struct {
 	// read-only file or role, a full disk). A queue that does not exist is
 	// a NotFound error, not created. Writes through such a driver may fail.
 	ReadOnly bool
+	// Concurrency is how many tasks the caller will run at once from the
+	// queue (a worker's handlers), 0 when unknown. A driver that pools
+	// server connections may size its pool from it where the URL sets no
+	// size; it is a hint, never a limit on calls.
+	Concurrency int
 }
 
 // TxPusher is implemented by drivers that can push messages inside the

@@ -88,7 +88,7 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 		return nil, driver.Errorf(errcode.InvalidArgument, "postgres URL: %w", err)
 	}
 	if !cfg.poolMaxSet {
-		poolCfg.MaxConns = DefaultPoolMaxConns
+		poolCfg.MaxConns = poolMaxConns(opts.Concurrency)
 	}
 	if !cfg.pgbouncer {
 		addPlanSettings(poolCfg)
@@ -112,6 +112,21 @@ func (Opener) Open(ctx context.Context, u *url.URL, opts driver.OpenOptions) (dr
 	}
 	d.ownsPool = true
 	return d, nil
+}
+
+// poolMaxConns is the size of the pool of a URL that sets none, for an
+// opener that will run concurrency tasks at once (0: unknown): a connection
+// for each and one more, for settlements and background work, at least 2
+// and at most DefaultPoolMaxConns. The pool opens a connection whenever a
+// call finds none idle and keeps it, so a worker of one handler, whose
+// receivers, settlements and background loops overlap now and then, came
+// to hold 4 or 5 besides LISTEN; each costs the server a process, and its
+// first statements their plans.
+func poolMaxConns(concurrency int) int32 {
+	if concurrency <= 0 {
+		return DefaultPoolMaxConns
+	}
+	return int32(min(max(concurrency+1, 2), DefaultPoolMaxConns))
 }
 
 // startupRefused adds the fix to PgBouncer's refusal of the planner

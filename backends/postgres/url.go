@@ -79,7 +79,9 @@ const (
 	// pool_max_conns=. pgx's own default (4 on small machines) is too few
 	// for a worker, whose receive loop, settlement flushers and producer
 	// would queue for connections. Connections are opened on demand. (The
-	// LISTEN connection is extra.)
+	// LISTEN connection is extra.) An opener that says how many tasks it
+	// runs at once (driver.OpenOptions.Concurrency, as jobq worker does)
+	// gets that many plus one, at least 2, up to this.
 	DefaultPoolMaxConns = 10
 	// DefaultSpin is how long a one-task push polls its connection for the
 	// server's reply before parking, unless the URL sets spin= (0 turns it

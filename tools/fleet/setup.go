@@ -88,8 +88,8 @@ func setup(ctx context.Context, o Options) (Config, func(), error) {
 	case o.Engine == "postgres" && o.Direct:
 		cfg.Engine = directPostgres{server: o.Server}
 	case o.Engine == "postgres":
-		// Each worker holds one or two client connections idle and up to
-		// its pool_max_conns (10) busy.
+		// Each worker holds up to its pool's size in client connections:
+		// -n + 1, at least 2, at most 10 (jobq worker sizes it).
 		b, err := pgbouncer.Start(o.Server, o.ServerConns, o.Workers*10+50)
 		if err != nil {
 			return fail(err)
