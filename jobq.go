@@ -95,7 +95,7 @@ type Options struct {
 	// this queue (a worker's Concurrency), passed to the backend as
 	// driver.OpenOptions.Concurrency; Open only. Default 0: unknown. A
 	// backend with a pool of server connections sizes it from this where
-	// the URL does not: Postgres keeps Concurrency + 1 connections, at
+	// the URL does not: Postgres holds up to Concurrency + 1 connections, at
 	// least 2 and at most 10 (docs/backends/postgres.md), so that a fleet
 	// of narrow workers holds no more connections than it uses.
 	Concurrency int
