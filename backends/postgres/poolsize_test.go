@@ -78,26 +78,24 @@ func TestNarrowWorkerOnItsPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A short visibility makes the lease keeper renew the first task (it
-	// runs longer), and short intervals the registry and cancel polls.
+	// runs longer: renewals every second), and short intervals the
+	// registry and cancel polls.
 	w := worker.New(q, worker.HandlerFunc(func(ctx context.Context, j *worker.Job) error {
 		pause := 10 * time.Millisecond
 		if j.Task.ID == ids[0] {
-			pause = 1500 * time.Millisecond
+			pause = 2500 * time.Millisecond
 		}
 		time.Sleep(pause)
 		return nil
-	}), worker.Options{Concurrency: 1, Wait: true, Visibility: time.Second, HeartbeatInterval: 30 * time.Millisecond,
+	}), worker.Options{Concurrency: 1, Wait: true, Visibility: 2 * time.Second, HeartbeatInterval: 30 * time.Millisecond,
 		StatusInterval: 50 * time.Millisecond, CancelPoll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	runErr := make(chan error, 1)
 	go func() { runErr <- w.Run(ctx) }()
-	defer func() {
-		w.Stop()
-		if err := <-runErr; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-
 	results, err := q.Wait(ctx, ids...)
+	w.Stop()
+	if err := <-runErr; err != nil {
+		t.Errorf("worker: %v", err)
+	}
 	if err != nil {
 		t.Fatalf("waiting for the records: %v (the worker ran %d of %d tasks)", err, w.Counts().Done, n)
 	}
@@ -105,6 +103,9 @@ func TestNarrowWorkerOnItsPool(t *testing.T) {
 		if r.State != driver.ResultSucceeded {
 			t.Errorf("task %s ended %s, want succeeded", r.ID, r.State)
 		}
+	}
+	if c := w.Counts(); len(results) != n || c.Done != n || c.LeaseLost != 0 {
+		t.Errorf("%d records; the worker's counts %+v; want %d records and done, no lease lost", len(results), c, n)
 	}
 	var conns int
 	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&conns); err != nil {
