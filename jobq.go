@@ -97,7 +97,8 @@ type Options struct {
 	// backend with a pool of server connections sizes it from this where
 	// the URL does not: Postgres holds up to Concurrency + 1 connections, at
 	// least 2 and at most 10 (docs/backends/postgres.md), so that a fleet
-	// of narrow workers holds no more connections than it uses.
+	// of narrow workers holds no more connections than it uses. The pool
+	// is sized at Open: a worker.Worker built later does not change it.
 	Concurrency int
 }
 
