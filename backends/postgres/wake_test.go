@@ -167,9 +167,14 @@ func TestWakePassedOn(t *testing.T) {
 	raw := newQueueURL(t, "poll=1h")
 	gone, waiting, producer := openURL(t, raw), openURL(t, raw), openURL(t, raw)
 	watch := watchWakes(t, gone, waiting)
-	short, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
-	defer cancel()
-	if r := <-receiveInBackground(short, gone); len(r.recs) != 0 {
+	// gone's receive ends once its handle is registered: a fixed short
+	// wait could end before the registration on a loaded machine.
+	goneCtx, leave := context.WithCancel(ctxT(t))
+	defer leave()
+	goneOut := receiveInBackground(goneCtx, gone)
+	untilWaiting(t, producer, 1)
+	leave()
+	if r := <-goneOut; len(r.recs) != 0 {
 		t.Fatalf("receive on an empty queue: %v", r.recs)
 	}
 	untilWaiting(t, producer, 1) // gone's, left behind
