@@ -156,12 +156,7 @@ func TestStandbyFindsTasksByPolling(t *testing.T) {
 	holder, producer := openURL(t, raw), openURL(t, raw)
 	holder.listeners = 1
 	ctx := ctxT(t)
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if r := <-receiveInBackground(short, holder); len(r.recs) != 0 {
-		t.Fatalf("receive on an empty queue: %v", r.recs)
-	}
-	untilWaiting(t, producer, 1) // the holder's seat, its receiver gone
+	leaveWaiting(t, holder, producer, 1) // the holder's seat, its receiver gone
 	standby := openURL(t, newQueueURL(t, "poll=50ms", "queue="+name))
 	standby.listeners = 1
 	out := make(chan received, 1)
@@ -274,11 +269,7 @@ func TestResultsChannelOnlyWhileWaitingForRecords(t *testing.T) {
 	raw := newQueueURL(t, "poll=1h")
 	d := openURL(t, raw)
 	ctx := ctxT(t)
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if r := <-receiveInBackground(short, d); len(r.recs) != 0 {
-		t.Fatalf("receive on an empty queue: %v", r.recs)
-	}
+	leaveWaiting(t, d, d, 1)
 	if got := listeningChannels(t, d); !slices.Equal(got, []string{wakePrefix + d.handle}) {
 		t.Fatalf("a receiving process listens on %v; want its handle's channel alone", got)
 	}

@@ -31,6 +31,23 @@ func receiveInBackground(ctx context.Context, d *Driver) chan received {
 	return out
 }
 
+// leaveWaiting receives from d's empty queue and gives up once d's handle
+// is registered, the queue's n-th (as via counts them): a receiver gone,
+// its handle left behind. A receive with a fixed short deadline could end
+// before the registration on a loaded machine.
+func leaveWaiting(t *testing.T, d, via *Driver, n int) {
+	t.Helper()
+	ctx, leave := context.WithCancel(ctxT(t))
+	defer leave()
+	out := receiveInBackground(ctx, d)
+	untilWaiting(t, via, n)
+	leave()
+	if r := <-out; len(r.recs) != 0 {
+		t.Fatalf("receive on an empty queue: %v", r.recs)
+	}
+	untilWaiting(t, via, n)
+}
+
 // waitingHandles returns the queue's registered handles.
 func waitingHandles(t *testing.T, d *Driver) []string {
 	t.Helper()
@@ -167,17 +184,7 @@ func TestWakePassedOn(t *testing.T) {
 	raw := newQueueURL(t, "poll=1h")
 	gone, waiting, producer := openURL(t, raw), openURL(t, raw), openURL(t, raw)
 	watch := watchWakes(t, gone, waiting)
-	// gone's receive ends once its handle is registered: a fixed short
-	// wait could end before the registration on a loaded machine.
-	goneCtx, leave := context.WithCancel(ctxT(t))
-	defer leave()
-	goneOut := receiveInBackground(goneCtx, gone)
-	untilWaiting(t, producer, 1)
-	leave()
-	if r := <-goneOut; len(r.recs) != 0 {
-		t.Fatalf("receive on an empty queue: %v", r.recs)
-	}
-	untilWaiting(t, producer, 1) // gone's, left behind
+	leaveWaiting(t, gone, producer, 1)
 	out := receiveInBackground(ctxT(t), waiting)
 	untilWaiting(t, producer, 2)
 
