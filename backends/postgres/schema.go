@@ -115,6 +115,7 @@ CREATE INDEX dead_letters_queue ON {{s}}.dead_letters (queue, dead_at, id);
 	{26, "claims far from every cap lock and count their keys in fewer statements", claimFewerFunction, 0},
 	{27, "claims under policies plan their statements as the driver does on any connection", claimPlannedFunction, 0},
 	{28, "a push wakes the waiting handles of other processes: its own process's receivers it wakes itself", wakeOthersFunction, 0},
+	{29, "held leases of capped keys skip the write-ahead log; a claim rebuilds them after a crash", heldUnloggedMigration + claimUnloggedFunction, 0},
 }
 
 // wakeMigration is schema step 12: waiting handles and the functions that
