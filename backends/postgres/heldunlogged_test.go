@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,67 @@ func TestHeldRebuiltWhenEmptied(t *testing.T) {
 	}
 	if got := receive(t, d, 10, time.Minute); len(got) != 1 {
 		t.Fatalf("claim after one of k's leases was completed: %d messages; want 1", len(got))
+	}
+}
+
+// TestHeldUpgrade: a schema at step 28 with leases in flight on a capped
+// key moves to step 29 with its held rows, so the key stays at its cap.
+// Where held is in a publication, which Postgres refuses to make unlogged,
+// the step leaves it logged and claims work as before.
+func TestHeldUpgrade(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name            string
+		published       bool
+		wantPersistence string
+	}{
+		{"unlogged", false, "u"},
+		{"in a publication, stays logged", true, "p"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			schema, pool := freshSchema(t)
+			s := pgx.Identifier{schema}.Sanitize()
+			if err := migrateSteps(ctx, pool, schema, migrations[:28]); err != nil {
+				t.Fatal(err)
+			}
+			if tt.published {
+				pub := pgx.Identifier{schema + "_pub"}.Sanitize()
+				if _, err := pool.Exec(ctx, `CREATE PUBLICATION `+pub+` FOR TABLE `+s+`.held`); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { pool.Exec(context.Background(), `DROP PUBLICATION `+pub) })
+			}
+			const queue = "up"
+			if _, err := pool.Exec(ctx, `INSERT INTO `+s+`.policies (queue, kind, key, limit_n) VALUES ($1, 'concurrency', 'k', 2)`, queue); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `INSERT INTO `+s+`.messages (queue, packed_body, concurrency_key) SELECT $1, 'a'::bytea || convert_to('{"n": ' || i || '}', 'UTF8'), 'k' FROM generate_series(1, 4) i`, queue); err != nil {
+				t.Fatal(err)
+			}
+			var taken int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.claim_lookup($1, 5, 60000000)`, queue).Scan(&taken); err != nil || taken != 2 {
+				t.Fatalf("claim of step 28 under a cap of 2: %d leases, %v; want 2", taken, err)
+			}
+
+			d := openDriver(t, "schema="+schema, "queue="+queue)
+			var persistence string
+			if err := pool.QueryRow(ctx, `SELECT relpersistence::text FROM pg_class WHERE oid = $1::regclass`, s+".held").Scan(&persistence); err != nil {
+				t.Fatal(err)
+			}
+			if persistence != tt.wantPersistence {
+				t.Errorf("held's relpersistence after step 29 = %q; want %q", persistence, tt.wantPersistence)
+			}
+			if !heldMarked(t, d) {
+				t.Error("held has no mark after step 29")
+			}
+			if got := receive(t, d, 5, time.Minute); len(got) != 0 {
+				t.Fatalf("claim after step 29 with the cap's 2 leases in flight: %d messages; want none", len(got))
+			}
+			if n := heldRowsOf(t, d, "k"); n != 2 {
+				t.Errorf("held rows of k = %d; want the 2 taken before step 29", n)
+			}
+		})
 	}
 }
