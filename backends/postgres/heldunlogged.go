@@ -14,9 +14,9 @@ package postgres
 // up to its cap again while the leases taken before the crash still run.
 // So the table keeps one more row, its mark: queue '' (no queue has that
 // name), key '', id 0. A claim under policies looks the mark up before it
-// counts any key's rows. Where the mark is gone, held_rebuild rebuilds the rows
-// from the leases in flight on capped keys in messages (as step 5 first
-// filled the table), then writes the mark. An advisory lock makes claims
+// counts any key's rows. Where the mark is gone, held_rebuild rebuilds
+// the rows from the leases in flight on capped keys in messages (as step
+// 5 first filled the table), then writes the mark. An advisory lock makes claims
 // that find the mark gone at the same time wait for one rebuild.
 //
 // A claim or settlement racing with the rebuild leaves it correct:
@@ -27,7 +27,8 @@ package postgres
 //     counts against its key until a claim near the key's cap forgets it,
 //     as it forgets the row of any lease that ended.
 //
-// So a count never falls below the leases in flight.
+// So a count never falls below the leases in flight. (Releases before
+// step 14 claim through claim_packed, which does not look for the mark.)
 //
 // Where Postgres refuses to make the table unlogged (it is in a
 // publication), the step leaves it logged, which is only slower.

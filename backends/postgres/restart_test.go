@@ -113,6 +113,21 @@ func (c *throwaway) restart() {
 	c.run("pg_ctl", "-D", c.dir+"/data", "-l", c.dir+"/log", "-m", "fast", "-w", "-t", "60", "restart")
 }
 
+// disturbedServer starts a parallel test that disturbs a server (what
+// names the disturbance): it skips under -short, and returns a private
+// cluster and a context that ends with the test, after 2 minutes at most.
+func disturbedServer(t *testing.T, what string) (*throwaway, context.Context) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the server " + what + " test")
+	}
+	t.Parallel()
+	srv := startThrowaway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return srv, ctx
+}
+
 // crash stops the server at once, as a power cut would, and starts it
 // again: it recovers from its write-ahead log and empties unlogged tables.
 func (c *throwaway) crash() {
@@ -133,13 +148,7 @@ func (c *throwaway) url(queue string) string {
 // reconnects) can move them along. It runs on a private cluster; -short
 // skips it.
 func TestSurvivesServerRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the server restart test")
-	}
-	t.Parallel()
-	srv := startThrowaway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	srv, ctx := disturbedServer(t, "restart")
 
 	open := func() *jobq.Queue {
 		q, err := jobq.Open(ctx, srv.url("restart"))
@@ -265,13 +274,7 @@ func TestSurvivesServerRestart(t *testing.T) {
 // themselves survive, and the key stays at its cap until one is settled.
 // It runs on a private cluster; -short skips it.
 func TestCapHoldsAcrossCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the server crash test")
-	}
-	t.Parallel()
-	srv := startThrowaway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	srv, ctx := disturbedServer(t, "crash")
 	q, err := jobq.Open(ctx, srv.url("crash"))
 	if err != nil {
 		t.Fatal(err)
